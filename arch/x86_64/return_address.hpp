@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+// x86_64 return-address plausibility for stack scanning: is the instruction before ra a call?
+#pragma once
+
+#include <cstdint>
+
+namespace stackprov::arch::x86_64 {
+
+/// `code` holds the 7 bytes before a candidate return address (code[6] is the
+/// byte at ra - 1). True when they end with a call: E8 rel32 (5 bytes) or
+/// FF /2 with a register, [reg], [reg+disp8], [reg+disp32] or SIB operand
+/// (Intel SDM vol. 2A, CALL).
+inline bool preceded_by_call(const uint8_t code[7]) {
+  if (code[1] == 0xE8) return true;  // call rel32 at ra-5
+  for (int len = 2; len <= 7; len++) {
+    const uint8_t* p = code + 7 - len;
+    int i = 0;
+    if (len >= 3 && (p[0] & 0xF0) == 0x40) i = 1;  // REX prefix
+    if (p[i] != 0xFF) continue;
+    const uint8_t modrm = p[i + 1];
+    if (((modrm >> 3) & 7) != 2) continue;
+    const int mod = modrm >> 6, rm = modrm & 7;
+    int need = i + 2;
+    if (mod != 3 && rm == 4) need++;  // SIB
+    if (mod == 1) need += 1;
+    else if (mod == 2 || (mod == 0 && rm == 5)) need += 4;
+    if (need == len) return true;
+  }
+  return false;
+}
+
+}  // namespace stackprov::arch::x86_64

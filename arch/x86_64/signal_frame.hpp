@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// x86_64 signal frames: __restore_rt recognition and the rt_sigframe / ucontext register layout.
+#pragma once
+
+#include <cstring>
+
+#include "arch/x86_64/registers.hpp"
+
+namespace stackprov::arch::x86_64 {
+
+/// glibc and musl __restore_rt: `mov $15, %rax; syscall` (15 = __NR_rt_sigreturn),
+/// glibc sysdeps/unix/sysv/linux/x86_64/libc_sigaction.c.
+constexpr uint8_t kSigreturnCode[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+
+/// True when the 9 code bytes at the pc are the rt_sigreturn trampoline.
+inline bool is_sigreturn_trampoline(const uint8_t code[9]) {
+  return std::memcmp(code, kSigreturnCode, sizeof(kSigreturnCode)) == 0;
+}
+
+/// Offset of uc_mcontext.gregs in ucontext_t (uc_flags, uc_link, stack_t).
+constexpr uint64_t kUcontextGregs = 40;
+
+/// Restores the interrupted registers from the ucontext that rsp points at
+/// when the pc is __restore_rt (the handler's `ret` popped pretcode, leaving
+/// rsp = &rt_sigframe.uc; arch/x86/include/asm/sigframe.h).
+///   cfa = rsp; every general register = uc.uc_mcontext.gregs[REG_*].
+template <class Mem>
+StepOutcome signal_step(Regs& regs, Mem& mem, uint64_t* cfa_out) {
+  if (!regs.has(kRsp)) return StepOutcome::kNotApplicable;
+  const uint64_t uc = regs.get(kRsp);
+  uint64_t g[17];
+  if (!mem.read(uc + kUcontextGregs, g, sizeof(g))) return StepOutcome::kMemory;
+  constexpr int kGregToDwarf[17] = {kR8,  kR9,  kR10, kR11, kR12, kR13, kR14, kR15, kRdi,
+                                    kRsi, kRbp, kRbx, kRdx, kRax, kRcx, kRsp, kRip};
+  for (int i = 0; i < 17; i++) regs.set(kGregToDwarf[i], g[i]);
+  *cfa_out = uc;
+  return StepOutcome::kOk;
+}
+
+}  // namespace stackprov::arch::x86_64

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// CLI output helpers: eu-stack-style text and JSON for unwound, symbolized stacks.
+#include "print.hpp"
+
+#include <cinttypes>
+
+namespace stackprov_cli {
+
+std::string json_escape(const char* s) {
+  std::string out;
+  if (s == nullptr) return out;
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s); *p; p++) {
+    switch (*p) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (*p < 0x20) {
+          char b[8];
+          snprintf(b, sizeof(b), "\\u%04x", *p);
+          out += b;
+        } else {
+          out.push_back(static_cast<char>(*p));
+        }
+    }
+  }
+  return out;
+}
+
+std::string hex_bytes(const uint8_t* p, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; i++) {
+    s.push_back(kDigits[p[i] >> 4]);
+    s.push_back(kDigits[p[i] & 15]);
+  }
+  return s;
+}
+
+void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid) {
+  fprintf(f, "TID %" PRId64 ":\n", tid);
+  const size_t n = sprov_stack_frame_count(stack);
+  for (size_t i = 0; i < n; i++) {
+    struct sprov_frame fr = {};
+    fr.sz = sizeof(fr);
+    if (sprov_stack_frame(stack, i, &fr) != 0) continue;
+    struct sprov_symbol s = {};
+    s.sz = sizeof(s);
+    if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
+    fprintf(f, "#%-2zu 0x%016" PRIx64, i, fr.pc);
+    if (s.name) fprintf(f, " %s+0x%" PRIx64, s.name, s.offset);
+    else fprintf(f, " ??");
+    fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method));
+  }
+  fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
+}
+
+void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid) {
+  fprintf(f, "{\"tid\":%" PRId64 ",\"frames\":[", tid);
+  const size_t n = sprov_stack_frame_count(stack);
+  for (size_t i = 0; i < n; i++) {
+    struct sprov_frame fr = {};
+    fr.sz = sizeof(fr);
+    if (sprov_stack_frame(stack, i, &fr) != 0) continue;
+    struct sprov_symbol s = {};
+    s.sz = sizeof(s);
+    if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
+    fprintf(f,
+            "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64 "\",\"cfa\":\"0x%" PRIx64
+            "\",\"module\":\"%s\",\"build_id\":\"%s\",\"module_offset\":\"0x%" PRIx64
+            "\",\"function\":\"%s\",\"linkage_name\":\"%s\",\"function_offset\":\"0x%" PRIx64
+            "\",\"resolver\":\"%s\",\"method\":\"%s\"}",
+            i ? "," : "", i, fr.pc, fr.sp, fr.cfa, json_escape(fr.module_path).c_str(),
+            hex_bytes(fr.build_id, fr.build_id_len).c_str(), fr.module_offset,
+            json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset,
+            sprov_resolver_name(s.resolver), sprov_method_name(fr.method));
+  }
+  fprintf(f, "],\"stop_reason\":\"%s\"}", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
+}
+
+}  // namespace stackprov_cli

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* stackprov public C ABI: capture, unwind and symbolize native call stacks. */
+#ifndef STACKPROV_STACKPROV_H
+#define STACKPROV_STACKPROV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stackprov/errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SPROV_API __declspec(dllexport)
+#else
+#define SPROV_API __attribute__((visibility("default")))
+#endif
+
+/* ----------------------------------------------------------------------------
+ * Conventions
+ *
+ * - Functions return 0 on success, a negative errno for OS failures, or a
+ *   negative SPROV_ERR_* code (see errors.h). On failure a thread-local last
+ *   error is set; it persists until the next failing call on that thread
+ *   (it is not cleared by successful calls or by reading it).
+ * - Handles are opaque. Every *_new has a matching *_free that accepts NULL.
+ * - Option structs start with `size_t sz`. Initialise them with SPROV_OPTS so
+ *   that sz is set and unnamed fields are zero. A library that is newer than
+ *   the caller reads only the first sz bytes; a library that is older rejects a
+ *   struct whose bytes past its own size are non-zero (SPROV_ERR_OPTS_TAIL).
+ * - Output structs also start with `size_t sz`: set it to sizeof(the struct)
+ *   before the call; the library fills at most sz bytes.
+ * - Thread safety: a sprov_context is thread-safe. A sprov_unwinder and a
+ *   sprov_symbolizer are used by one thread at a time (make one per thread).
+ *   Snapshots and stacks are immutable once built and may be shared.
+ * ------------------------------------------------------------------------- */
+
+#define SPROV_VERSION_MAJOR 0
+#define SPROV_VERSION_MINOR 1
+#define SPROV_VERSION_PATCH 0
+#define SPROV_VERSION_STRING "0.1.0"
+#define SPROV_VERSION_NUMBER \
+  (SPROV_VERSION_MAJOR * 10000 + SPROV_VERSION_MINOR * 100 + SPROV_VERSION_PATCH)
+
+/* Declare and zero-initialise an options struct with its size set:
+ *   SPROV_OPTS(sprov_unwinder_opts, o, .max_frames = 64); */
+#define SPROV_OPTS(TYPE, NAME, ...)                  \
+  struct TYPE NAME = ({                              \
+    __builtin_memset(&NAME, 0, sizeof(struct TYPE)); \
+    (struct TYPE){                                   \
+        .sz = sizeof(struct TYPE),                   \
+        __VA_ARGS__};                                \
+  })
+
+/* Library version as "MAJOR.MINOR.PATCH"; static storage. */
+SPROV_API const char* sprov_version(void);
+/* SPROV_VERSION_NUMBER of the library that is linked. */
+SPROV_API uint32_t sprov_version_number(void);
+
+/* Message for an error code (own codes, negative errno, 0). Static storage. */
+SPROV_API const char* sprov_strerror(int err);
+/* Code and message of this thread's last failure; 0 and "" if none yet.
+ * The message names the offending value (path, address, section). Valid until
+ * the next failing call on the same thread. */
+SPROV_API int sprov_last_error(void);
+SPROV_API const char* sprov_last_error_message(void);
+
+/* Frees memory that the library returned to the caller (serialized buffers). */
+SPROV_API void sprov_free(void* p);
+
+/* ------------------------------------------------------------------ enums */
+
+enum sprov_arch {
+  SPROV_ARCH_UNKNOWN = 0,
+  SPROV_ARCH_X86_64 = 1,
+  SPROV_ARCH_ARM64 = 2,
+  SPROV_ARCH_MIPS32 = 3, /* big or little endian, see sprov_endian */
+};
+
+enum sprov_endian {
+  SPROV_ENDIAN_LITTLE = 0,
+  SPROV_ENDIAN_BIG = 1,
+};
+
+/* How a frame was found. */
+enum sprov_method {
+  SPROV_METHOD_NONE = 0,
+  SPROV_METHOD_CONTEXT = 1,          /* frame 0: the captured registers */
+  SPROV_METHOD_CFI_EH_FRAME = 2,     /* DWARF CFI from .eh_frame */
+  SPROV_METHOD_CFI_DEBUG_FRAME = 3,  /* DWARF CFI from .debug_frame */
+  SPROV_METHOD_FRAME_POINTER = 4,    /* frame-pointer chain */
+  SPROV_METHOD_SCAN = 5,             /* stack scan (opt-in, least trusted) */
+  SPROV_METHOD_SIGNAL = 6,           /* registers restored from a signal frame */
+  SPROV_METHOD_CFI_PDATA = 7,        /* PE .pdata/.xdata (reserved) */
+  SPROV_METHOD_COMPACT_UNWIND = 8,   /* Mach-O __unwind_info (reserved) */
+  SPROV_METHOD_TRAMPOLINE = 9,       /* return-address trampoline (reserved) */
+  SPROV_METHOD_PROLOGUE = 10,        /* prologue analysis (mips32, reserved) */
+};
+
+/* Why a walk stopped. */
+enum sprov_stop_reason {
+  SPROV_STOP_NONE = 0,
+  SPROV_STOP_END_OF_STACK = 1,      /* CFI says the return address is undefined, or pc 0 */
+  SPROV_STOP_NO_UNWIND_INFO = 2,    /* no CFI and no usable fallback */
+  SPROV_STOP_MEMORY_UNREADABLE = 3, /* a needed read failed (outside the snapshot) */
+  SPROV_STOP_SP_NOT_ADVANCING = 4,  /* the caller's sp is not above the callee's */
+  SPROV_STOP_MAX_FRAMES = 5,        /* the max_frames limit was reached */
+  SPROV_STOP_BAD_CFI = 6,           /* CFI was malformed or its evaluation failed */
+  SPROV_STOP_INVALID_PC = 7,        /* the unwound pc is not in any module */
+  SPROV_STOP_ARCH_MISMATCH = 8,     /* a module's architecture differs from the snapshot's */
+};
+
+/* Stable lower-case names: "cfi_eh_frame", "end_of_stack", "x86_64", ... */
+SPROV_API const char* sprov_method_name(int method);
+SPROV_API const char* sprov_stop_reason_name(int reason);
+SPROV_API const char* sprov_arch_name(int arch);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct sprov_context sprov_context;
+
+enum sprov_log_level {
+  SPROV_LOG_ERROR = 0,
+  SPROV_LOG_WARN = 1,
+  SPROV_LOG_INFO = 2,
+  SPROV_LOG_DEBUG = 3,
+};
+
+typedef void (*sprov_log_fn)(void* user, int level, const char* message);
+
+struct sprov_context_opts {
+  size_t sz;
+  sprov_log_fn log_fn;          /* NULL: no logging */
+  void* log_user;
+  int log_level;                /* messages at or below this level are passed */
+  uint32_t module_cache_capacity; /* loaded modules kept; 0: default 256 */
+  const char* debug_dirs;       /* ':'-separated; NULL: "/usr/lib/debug" */
+  const char* sysroot;          /* prefix for module paths; NULL: none */
+};
+#define sprov_context_opts__last_field sysroot
+
+/* Creates a context. Thread-safe object; free with sprov_context_free. */
+SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_context** out);
+SPROV_API void sprov_context_free(sprov_context* ctx);
+
+struct sprov_context_stats {
+  size_t sz;
+  uint64_t module_cache_hits;
+  uint64_t module_cache_misses;
+  uint64_t module_cache_evictions;
+  uint64_t modules_loaded;
+};
+SPROV_API int sprov_context_stats(const sprov_context* ctx, struct sprov_context_stats* out);
+
+/* --------------------------------------------------------------- snapshot */
+
+/* A capture: registers of one thread, copies of memory (the stack), and the
+ * module list with each module's identity. Immutable after capture or
+ * deserialization, except through the sprov_snapshot_set_/add_ builders. */
+typedef struct sprov_snapshot sprov_snapshot;
+
+struct sprov_module_info {
+  size_t sz;
+  uint64_t start;        /* mapped range of the executable segment(s) */
+  uint64_t end;
+  uint64_t file_offset;  /* file offset of `start` */
+  uint64_t load_bias;    /* runtime address - link-time address */
+  const char* path;      /* as mapped; owned by the snapshot */
+  const uint8_t* build_id; /* GNU build-id bytes; owned by the snapshot */
+  uint32_t build_id_len;   /* 0 when the module has none */
+  uint32_t flags;          /* reserved, 0 */
+};
+
+struct sprov_capture_opts {
+  size_t sz;
+  uint32_t max_stack_bytes; /* stack bytes copied from sp upward; 0: 256 KiB */
+  uint32_t skip_frames;     /* reserved, must be 0 */
+};
+#define sprov_capture_opts__last_field skip_frames
+
+/* Captures the calling thread: its registers at the call site, its stack from
+ * sp upward (bounded by max_stack_bytes and the stack mapping) and the
+ * process's module list (from /proc/self/maps; build-ids read from the
+ * module files). Not async-signal-safe (reads /proc and allocates). */
+SPROV_API int sprov_snapshot_capture_self(sprov_context* ctx, const struct sprov_capture_opts* opts,
+                                          sprov_snapshot** out);
+
+/* Builds a snapshot by hand (any thread of any process, offline). */
+SPROV_API int sprov_snapshot_new(int arch, int endian, sprov_snapshot** out);
+/* Sets a register by DWARF register number of the snapshot's architecture. */
+SPROV_API int sprov_snapshot_set_reg(sprov_snapshot* snap, uint32_t dwarf_reg, uint64_t value);
+/* Adds a copy of target memory [addr, addr+len). Regions must not overlap. */
+SPROV_API int sprov_snapshot_add_memory(sprov_snapshot* snap, uint64_t addr, const void* bytes,
+                                        size_t len);
+/* Adds a module. path is copied; build_id may be NULL to read it from the file. */
+SPROV_API int sprov_snapshot_add_module(sprov_snapshot* snap, const struct sprov_module_info* mod);
+/* Adds the executable mappings of a /proc/PID/maps listing; build-ids are read
+ * from the files (under the context's sysroot, if any). */
+SPROV_API int sprov_snapshot_add_maps(sprov_context* ctx, sprov_snapshot* snap, const char* maps_text);
+SPROV_API void sprov_snapshot_set_ids(sprov_snapshot* snap, int64_t pid, int64_t tid);
+
+SPROV_API void sprov_snapshot_free(sprov_snapshot* snap);
+
+SPROV_API int sprov_snapshot_arch(const sprov_snapshot* snap);
+SPROV_API int64_t sprov_snapshot_pid(const sprov_snapshot* snap);
+SPROV_API int64_t sprov_snapshot_tid(const sprov_snapshot* snap);
+/* Reads a captured register; SPROV_ERR_NOT_FOUND if it was not captured. */
+SPROV_API int sprov_snapshot_reg(const sprov_snapshot* snap, uint32_t dwarf_reg, uint64_t* value);
+SPROV_API size_t sprov_snapshot_module_count(const sprov_snapshot* snap);
+SPROV_API int sprov_snapshot_module(const sprov_snapshot* snap, size_t index,
+                                    struct sprov_module_info* out);
+
+/* Serializes to a self-describing, arch- and endian-tagged byte string.
+ * *out is allocated by the library; release it with sprov_free. */
+SPROV_API int sprov_snapshot_serialize(const sprov_snapshot* snap, void** out, size_t* out_len);
+/* Parses bytes from sprov_snapshot_serialize. Hostile input is rejected with
+ * SPROV_ERR_SNAPSHOT and a message naming the bad field. */
+SPROV_API int sprov_snapshot_deserialize(const void* bytes, size_t len, sprov_snapshot** out);
+
+/* --------------------------------------------------------------- unwinder */
+
+typedef struct sprov_unwinder sprov_unwinder;
+typedef struct sprov_stack sprov_stack;
+
+enum sprov_unwind_flags {
+  SPROV_UNWIND_NO_FRAME_POINTER = 1u << 0, /* never fall back to the fp chain */
+  SPROV_UNWIND_ALLOW_SCAN = 1u << 1,       /* allow stack scanning as last resort */
+  SPROV_UNWIND_NO_DEBUG_FRAME = 1u << 2,   /* do not use .debug_frame */
+};
+
+struct sprov_unwinder_opts {
+  size_t sz;
+  uint32_t max_frames;      /* 0: 256; at most 65536 */
+  uint32_t flags;           /* sprov_unwind_flags */
+  uint32_t scan_words;      /* words examined per scan step; 0: 64 */
+  uint32_t reserved;        /* must be 0 */
+};
+#define sprov_unwinder_opts__last_field reserved
+
+/* An unwinder holds a rule cache; use it from one thread at a time. */
+SPROV_API int sprov_unwinder_new(sprov_context* ctx, const struct sprov_unwinder_opts* opts,
+                                 sprov_unwinder** out);
+SPROV_API void sprov_unwinder_free(sprov_unwinder* uw);
+
+/* Unwinds a snapshot into a stack. A walk that stops early is not an error:
+ * the reason is in sprov_stack_stop_reason. */
+SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* snap,
+                                    sprov_stack** out);
+
+struct sprov_unwinder_stats {
+  size_t sz;
+  uint64_t rule_cache_hits;
+  uint64_t rule_cache_misses;
+  uint64_t frames;
+  uint64_t walks;
+};
+SPROV_API int sprov_unwinder_stats(const sprov_unwinder* uw, struct sprov_unwinder_stats* out);
+
+struct sprov_frame {
+  size_t sz;
+  uint64_t pc;            /* the unwound pc: a return address for caller frames */
+  uint64_t sp;
+  uint64_t cfa;           /* 0 when unknown (frame 0 before a step, scan) */
+  uint64_t module_offset; /* pc - load_bias: the link-time address in the module file */
+  int32_t method;         /* sprov_method */
+  int32_t module_index;   /* into the snapshot's module list, -1 when none */
+  const char* module_path;   /* owned by the stack; NULL when none */
+  const uint8_t* build_id;   /* owned by the stack */
+  uint32_t build_id_len;
+  uint32_t flags;            /* reserved, 0 */
+};
+
+SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);
+SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct sprov_frame* out);
+SPROV_API int sprov_stack_stop_reason(const sprov_stack* stack);
+SPROV_API void sprov_stack_free(sprov_stack* stack);
+
+/* ------------------------------------------------------------- symbolizer */
+
+typedef struct sprov_symbolizer sprov_symbolizer;
+
+enum sprov_resolver {
+  SPROV_RESOLVER_NONE = 0,
+  SPROV_RESOLVER_SYMTAB = 1,   /* .symtab of the module or its debug file */
+  SPROV_RESOLVER_DYNSYM = 2,   /* .dynsym */
+  SPROV_RESOLVER_DWARF = 3,    /* reserved for the DWARF resolver */
+  SPROV_RESOLVER_DEBUGINFOD = 4, /* reserved */
+  SPROV_RESOLVER_BUNDLE = 5,   /* reserved */
+};
+SPROV_API const char* sprov_resolver_name(int resolver);
+
+struct sprov_symbolizer_opts {
+  size_t sz;
+  uint32_t flags;   /* SPROV_SYM_NO_DEMANGLE */
+  uint32_t reserved;
+};
+#define sprov_symbolizer_opts__last_field reserved
+
+enum sprov_symbolizer_flags {
+  SPROV_SYM_NO_DEMANGLE = 1u << 0,
+};
+
+struct sprov_symbol {
+  size_t sz;
+  const char* name;          /* demangled (or raw if demangling is off/fails) */
+  const char* linkage_name;  /* raw symbol name */
+  uint64_t sym_addr;         /* symbol start, link-time address */
+  uint64_t sym_size;
+  uint64_t offset;           /* address - sym_addr */
+  int32_t resolver;          /* sprov_resolver; SPROV_RESOLVER_NONE when unresolved */
+  int32_t reserved;
+  const char* source_path;   /* file the answer came from */
+};
+
+/* Strings in sprov_symbol are owned by the symbolizer and stay valid until it
+ * is freed. */
+SPROV_API int sprov_symbolizer_new(sprov_context* ctx, const struct sprov_symbolizer_opts* opts,
+                                   sprov_symbolizer** out);
+SPROV_API void sprov_symbolizer_free(sprov_symbolizer* sym);
+
+/* Symbolizes frame `index` of `stack`. For caller frames the lookup uses pc-1
+ * (inside the call instruction). An unresolved frame is not an error:
+ * resolver is SPROV_RESOLVER_NONE. */
+SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* stack, size_t index,
+                                     struct sprov_symbol* out);
+/* Symbolizes a link-time address (module offset as in sprov_frame) in a module file. */
+SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_path,
+                                    uint64_t address, struct sprov_symbol* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STACKPROV_STACKPROV_H */

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// A local append-only transparency log stored in the C2SP tlog-tiles layout, with signed checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bundle/encoding.hpp"
+#include "bundle/keys.hpp"
+#include "bundle/merkle.hpp"
+#include "bundle/note.hpp"
+
+namespace stackprov::bundle {
+
+inline constexpr unsigned kTileHeight = 8;       // C2SP tlog-tiles: 2^8 hashes per tile
+inline constexpr uint64_t kTileWidth = 256;
+inline constexpr size_t kMaxEntryBytes = 65535;  // entry bundles use uint16 length prefixes
+
+/// "x001/x234/067" for 1234067 (C2SP tlog-tiles tile index encoding).
+std::string tile_index_path(uint64_t n);
+/// "tile/<L>/<N>" or "tile/<L>/<N>.p/<W>" (W < 256); level -1 names an entry bundle "tile/entries/...".
+std::string tile_path(int level, uint64_t n, uint64_t width);
+
+/// Log metadata kept in DIR/log.json.
+struct TlogInfo {
+  std::string origin;  // also the checkpoint key name
+  PublicKey key;
+};
+
+/// The log at DIR. Appends take an exclusive flock on DIR/lock; readers need no lock
+/// (every file is replaced atomically, and DIR/state is written last, after syncfs).
+/// Not thread-safe: use one Tlog object per thread.
+class Tlog {
+ public:
+  /// Creates DIR (if needed) and an empty log signed by `key` under `origin`.
+  static Result<Tlog> init(const std::string& dir, const std::string& origin, const SigningKey& key);
+  static Result<Tlog> open(const std::string& dir);
+
+  const TlogInfo& info() const { return info_; }
+  const std::string& dir() const { return dir_; }
+  /// Committed size and root (DIR/state), possibly ahead of the last signed checkpoint.
+  uint64_t size() const { return size_; }
+  const Hash& root() const { return root_; }
+
+  /// Appends entries (each 1..65535 bytes) as one crash-safe step; returns the first new index.
+  Result<uint64_t> append(const std::vector<std::string_view>& entries);
+  /// Signs a checkpoint for the committed size and stores it as DIR/checkpoint.
+  Result<std::string> sign_checkpoint(const SigningKey& key);
+  /// The stored checkpoint (verified with the log's key).
+  Result<VerifiedCheckpoint> checkpoint() const;
+
+  /// tlog-proof@v1 for `index` against the stored checkpoint.
+  Result<TlogProof> prove(uint64_t index);
+  /// Consistency proof between sizes old_size <= new_size <= size().
+  Result<std::vector<Hash>> consistency(uint64_t old_size, uint64_t new_size);
+  /// Root of the first `n` leaves, from tiles.
+  Result<Hash> root_at(uint64_t n);
+  /// Entry `index`, from its entry bundle.
+  Result<Bytes> entry(uint64_t index);
+  /// First index whose entry equals `data`, scanning entry bundles.
+  Result<std::optional<uint64_t>> find(std::string_view data);
+  /// Re-derives the committed root from the tiles and checks it and the checkpoint.
+  Status fsck();
+
+  NoteVerifier verifier() const { return make_note_verifier(info_.origin, info_.key); }
+
+ private:
+  Result<std::vector<Hash>> read_hash_tile(unsigned level, uint64_t n, uint64_t width);
+  Result<std::vector<Bytes>> read_entry_bundle(uint64_t n, uint64_t width);
+  SubtreeHashFn subtree_fn(uint64_t tree_size);
+  Status write_state(uint64_t size, const Hash& root);
+
+  std::string dir_;
+  TlogInfo info_;
+  uint64_t size_ = 0;
+  Hash root_{};
+  std::map<std::pair<unsigned, uint64_t>, std::vector<Hash>> tile_cache_;  // full tiles only
+};
+
+}  // namespace stackprov::bundle

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: version, error strings, last error, enum names, sprov_free.
+#include <cstdlib>
+
+#include "capi/internal.hpp"
+
+using namespace stackprov;
+
+extern "C" {
+
+SPROV_API const char* sprov_version(void) { return SPROV_VERSION_STRING; }
+SPROV_API uint32_t sprov_version_number(void) { return SPROV_VERSION_NUMBER; }
+SPROV_API const char* sprov_strerror(int err) { return error_message(err); }
+SPROV_API int sprov_last_error(void) { return last_error_code(); }
+SPROV_API const char* sprov_last_error_message(void) { return last_error_message(); }
+SPROV_API void sprov_free(void* p) { std::free(p); }
+
+SPROV_API const char* sprov_method_name(int method) {
+  switch (method) {
+    case SPROV_METHOD_CONTEXT: return "context";
+    case SPROV_METHOD_CFI_EH_FRAME: return "cfi_eh_frame";
+    case SPROV_METHOD_CFI_DEBUG_FRAME: return "cfi_debug_frame";
+    case SPROV_METHOD_FRAME_POINTER: return "frame_pointer";
+    case SPROV_METHOD_SCAN: return "scan";
+    case SPROV_METHOD_SIGNAL: return "signal";
+    case SPROV_METHOD_CFI_PDATA: return "cfi_pdata";
+    case SPROV_METHOD_COMPACT_UNWIND: return "compact_unwind";
+    case SPROV_METHOD_TRAMPOLINE: return "trampoline";
+    case SPROV_METHOD_PROLOGUE: return "prologue";
+    default: return "none";
+  }
+}
+
+SPROV_API const char* sprov_stop_reason_name(int reason) {
+  switch (reason) {
+    case SPROV_STOP_END_OF_STACK: return "end_of_stack";
+    case SPROV_STOP_NO_UNWIND_INFO: return "no_unwind_info";
+    case SPROV_STOP_MEMORY_UNREADABLE: return "memory_unreadable";
+    case SPROV_STOP_SP_NOT_ADVANCING: return "sp_not_advancing";
+    case SPROV_STOP_MAX_FRAMES: return "max_frames";
+    case SPROV_STOP_BAD_CFI: return "bad_cfi";
+    case SPROV_STOP_INVALID_PC: return "invalid_pc";
+    case SPROV_STOP_ARCH_MISMATCH: return "arch_mismatch";
+    default: return "none";
+  }
+}
+
+SPROV_API const char* sprov_arch_name(int arch) { return stackprov::arch_name(static_cast<Arch>(arch)); }
+
+SPROV_API const char* sprov_resolver_name(int resolver) {
+  switch (resolver) {
+    case SPROV_RESOLVER_SYMTAB: return "symtab";
+    case SPROV_RESOLVER_DYNSYM: return "dynsym";
+    case SPROV_RESOLVER_DWARF: return "dwarf";
+    case SPROV_RESOLVER_DEBUGINFOD: return "debuginfod";
+    case SPROV_RESOLVER_BUNDLE: return "bundle";
+    default: return "none";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: sprov_context (configuration, module cache) and module loading shared by the other shims.
+#include <sys/stat.h>
+
+#include "capi/internal.hpp"
+#include "elf/elf_image.hpp"
+
+using namespace stackprov;
+
+namespace stackprov::capi {
+
+Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
+                                                             const memory::Snapshot* snap,
+                                                             const memory::SnapshotModule& m) {
+  elf::DebugFileOptions dopts;
+  dopts.debug_dirs = ctx->ctx.config().debug_dirs;
+  dopts.sysroot = ctx->ctx.config().sysroot;
+  // The vDSO (and any module given as memory) is parsed from the snapshot's bytes.
+  if (m.path == "[vdso]") {
+    ModuleKey key;
+    key.build_id = m.build_id;
+    auto loader = [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
+      std::vector<uint8_t> bytes(m.end - m.start);
+      if (snap == nullptr || bytes.empty() || bytes.size() > (64u << 20) ||
+          !memory::SnapshotReader(*snap).read(m.start, bytes.data(), bytes.size()))
+        return make_error(SPROV_ERR_NOT_FOUND, "[vdso] at 0x%llx: bytes not in the snapshot",
+                          static_cast<unsigned long long>(m.start));
+      auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");
+      if (!img.ok()) return std::move(img).error();
+      ctx->modules_loaded++;
+      return unwind::LoadedModule::load(img.value(), dopts);
+    };
+    if (key.build_id.empty()) return loader();
+    return ctx->modules.acquire(key, loader);
+  }
+  const std::string host = ctx->ctx.host_path(m.path);
+  auto key = module_key_for_file(host, m.build_id);
+  if (!key.ok()) return std::move(key).error();
+  return ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
+    auto img = elf::ElfImage::open(host);
+    if (!img.ok()) return std::move(img).error();
+    if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
+      return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, snapshot expects %s",
+                        host.c_str(), img.value()->build_id().hex().c_str(), m.build_id.hex().c_str());
+    ctx->modules_loaded++;
+    return unwind::LoadedModule::load(img.value(), dopts);
+  });
+}
+
+}  // namespace stackprov::capi
+
+using namespace stackprov::capi;
+
+extern "C" {
+
+SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_context** out) {
+  return guard([&] {
+    if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_context_new: out is NULL"));
+    *out = nullptr;
+    if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_context_opts), "sprov_context_opts")) return e;
+    ContextConfig cfg;
+    cfg.log_fn = SPROV_OPTS_GET(opts, sprov_context_opts, log_fn, nullptr);
+    cfg.log_user = SPROV_OPTS_GET(opts, sprov_context_opts, log_user, nullptr);
+    cfg.log_level = SPROV_OPTS_GET(opts, sprov_context_opts, log_level, SPROV_LOG_WARN);
+    uint32_t cap = SPROV_OPTS_GET(opts, sprov_context_opts, module_cache_capacity, 0u);
+    cfg.module_cache_capacity = cap ? cap : 256;
+    if (const char* d = SPROV_OPTS_GET(opts, sprov_context_opts, debug_dirs, nullptr))
+      cfg.debug_dirs = split_path_list(d);
+    if (const char* s = SPROV_OPTS_GET(opts, sprov_context_opts, sysroot, nullptr)) {
+      cfg.sysroot = s;
+      while (cfg.sysroot.size() > 1 && cfg.sysroot.back() == '/') cfg.sysroot.pop_back();
+      struct stat st;
+      if (stat(cfg.sysroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return fail(make_error(SPROV_ERR_INVALID_ARG, "sysroot '%s' is not a directory", s));
+    }
+    *out = new sprov_context(std::move(cfg));
+    return 0;
+  });
+}
+
+SPROV_API void sprov_context_free(sprov_context* ctx) { delete ctx; }
+
+SPROV_API int sprov_context_stats(const sprov_context* ctx, struct sprov_context_stats* out) {
+  return guard([&] {
+    if (ctx == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_context_stats: ctx is NULL"));
+    struct sprov_context_stats s = {};
+    s.sz = sizeof(s);
+    s.module_cache_hits = ctx->modules.hits();
+    s.module_cache_misses = ctx->modules.misses();
+    s.module_cache_evictions = ctx->modules.evictions();
+    s.modules_loaded = ctx->modules_loaded.load();
+    return fill_out(out, s, "sprov_context_stats");
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI shims: the structs behind the opaque handles, options checking, exception barrier.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/error.hpp"
+#include "core/module_cache.hpp"
+#include "memory/snapshot.hpp"
+#include "stackprov/stackprov.h"
+#include "symbolize/symbolizer.hpp"
+#include "unwind/frame.hpp"
+#include "unwind/module_unwind.hpp"
+#include "unwind/unwind_rule.hpp"
+#include "unwind/walk.hpp"
+
+struct sprov_context {
+  explicit sprov_context(stackprov::ContextConfig cfg)
+      : ctx(std::move(cfg)), modules(ctx.config().module_cache_capacity) {}
+  stackprov::Context ctx;
+  stackprov::ModuleCache<stackprov::unwind::LoadedModule> modules;
+  std::atomic<uint64_t> modules_loaded{0};
+};
+
+struct sprov_snapshot {
+  stackprov::memory::Snapshot snap;
+};
+
+struct sprov_stack {
+  std::vector<stackprov::unwind::Frame> frames;
+  stackprov::unwind::StopReason stop = stackprov::unwind::StopReason::kNone;
+  std::vector<stackprov::memory::SnapshotModule> modules;  // copy: the stack outlives the snapshot
+};
+
+struct sprov_unwinder {
+  sprov_context* ctx = nullptr;
+  stackprov::unwind::WalkOptions opts;
+  stackprov::unwind::RuleCache cache;
+  stackprov::unwind::ModuleTable table;
+  stackprov::unwind::WalkResult scratch;
+  uint64_t frames = 0;
+  uint64_t walks = 0;
+};
+
+struct sprov_symbolizer {
+  sprov_context* ctx = nullptr;
+  std::unique_ptr<stackprov::symbolize::Symbolizer> sym;
+};
+
+namespace stackprov::capi {
+
+/// Validates an options struct like libbpf's OPTS_VALID: NULL is fine; sz must
+/// be at least sizeof(size_t); bytes past `known` (what this library knows)
+/// must be zero.
+template <class T>
+int check_opts(const T* opts, size_t known, const char* type_name) {
+  if (opts == nullptr) return 0;
+  if (opts->sz < sizeof(size_t)) {
+    set_last_error(make_error(SPROV_ERR_INVALID_ARG, "%s.sz = %zu is too small", type_name, opts->sz));
+    return SPROV_ERR_INVALID_ARG;
+  }
+  if (opts->sz > known) {
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(opts);
+    for (size_t i = known; i < opts->sz; i++) {
+      if (p[i] != 0) {
+        set_last_error(make_error(SPROV_ERR_OPTS_TAIL,
+                                  "%s: byte %zu of %zu is non-zero; this library knows %zu bytes",
+                                  type_name, i, opts->sz, known));
+        return SPROV_ERR_OPTS_TAIL;
+      }
+    }
+  }
+  return 0;
+}
+
+#define SPROV_OFFSETOFEND(TYPE, FIELD) (offsetof(TYPE, FIELD) + sizeof(((TYPE*)0)->FIELD))
+#define SPROV_OPTS_KNOWN(TYPE) SPROV_OFFSETOFEND(struct TYPE, TYPE##__last_field)
+#define SPROV_OPTS_HAS(opts, TYPE, FIELD) \
+  ((opts) != nullptr && (opts)->sz >= SPROV_OFFSETOFEND(struct TYPE, FIELD))
+#define SPROV_OPTS_GET(opts, TYPE, FIELD, DEF) (SPROV_OPTS_HAS(opts, TYPE, FIELD) ? (opts)->FIELD : (DEF))
+
+/// Records `err` as the thread's last error and returns its code.
+inline int fail(const Error& err) {
+  set_last_error(err);
+  return err.code;
+}
+
+/// Runs `fn` (returning int) and converts exceptions into error codes.
+template <class Fn>
+int guard(Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(Error{SPROV_ERR_NOMEM, "allocation failed"});
+  } catch (const std::exception& e) {
+    return fail(Error{SPROV_ERR_INTERNAL, e.what()});
+  } catch (...) {
+    return fail(Error{SPROV_ERR_INTERNAL, "unknown exception"});
+  }
+}
+
+/// Copies at most out->sz bytes of `full` into `out` (sized output structs).
+template <class T>
+int fill_out(T* out, const T& full, const char* type_name) {
+  if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "%s: NULL output", type_name));
+  size_t n = out->sz;
+  if (n < sizeof(size_t))
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "%s.sz = %zu is too small", type_name, n));
+  if (n > sizeof(T)) {
+    std::memset(reinterpret_cast<char*>(out) + sizeof(T), 0, n - sizeof(T));
+    n = sizeof(T);
+  }
+  std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
+              reinterpret_cast<const char*>(&full) + sizeof(size_t), n - sizeof(size_t));
+  return 0;
+}
+
+/// Loads (or finds in the context's cache) the unwind/symbol data of a module.
+Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
+                                                             const memory::Snapshot* snap,
+                                                             const memory::SnapshotModule& m);
+
+}  // namespace stackprov::capi

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: sprov_snapshot — in-process capture, hand-built snapshots, accessors, (de)serialization.
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "capi/internal.hpp"
+#include "core/module_map.hpp"
+#include "elf/elf_image.hpp"
+
+using namespace stackprov;
+using namespace stackprov::capi;
+
+namespace {
+
+constexpr uint32_t kDefaultStackBytes = 256 * 1024;
+constexpr uint32_t kMaxStackBytes = 64u << 20;
+
+std::string strip_deleted(const std::string& p) {
+  static const std::string kSuffix = " (deleted)";
+  if (p.size() > kSuffix.size() && p.compare(p.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
+    return p.substr(0, p.size() - kSuffix.size());
+  return p;
+}
+
+/// Adds every executable file mapping (and the vDSO, whose bytes must already
+/// be in the snapshot's memory) of a maps listing as a module.
+Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<MapsEntry>& maps) {
+  for (const MapsEntry& e : maps) {
+    if (!e.executable) continue;
+    memory::SnapshotModule m;
+    m.start = e.start;
+    m.end = e.end;
+    m.file_offset = e.offset;
+    if (e.path == "[vdso]") {
+      m.path = "[vdso]";
+      std::vector<uint8_t> bytes(e.end - e.start);
+      memory::SnapshotReader rd(s);
+      if (bytes.size() <= (64u << 20) && rd.read(e.start, bytes.data(), bytes.size())) {
+        auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");
+        if (img.ok()) {
+          m.build_id = img.value()->build_id();
+          m.load_bias = img.value()->load_bias(e.start, 0);
+        }
+      }
+    } else if (!e.path.empty() && e.path[0] == '/') {
+      m.path = strip_deleted(e.path);
+      const std::string host = ctx->ctx.host_path(m.path);
+      auto id = elf::read_build_id(host);
+      if (id.ok()) m.build_id = id.value();
+      auto mod = acquire_module(ctx, &s, m);
+      if (mod.ok()) {
+        m.load_bias = mod.value()->image().load_bias(e.start, e.offset);
+      } else {
+        ctx->ctx.log(SPROV_LOG_WARN, "module %s: %s", m.path.c_str(), mod.error().message.c_str());
+      }
+    } else {
+      continue;  // anonymous executable memory (JIT): no module
+    }
+    if (Status st = s.add_module(std::move(m)); !st.ok()) return st;
+  }
+  return {};
+}
+
+}  // namespace
+
+/// Called by the arch's sprov_snapshot_capture_self trampoline with the
+/// caller's registers in DWARF numbering.
+extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl(
+    sprov_context* ctx, const struct sprov_capture_opts* opts, sprov_snapshot** out,
+    const uint64_t* regs) {
+  return guard([&] {
+    if (ctx == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_capture_self: NULL %s",
+                             ctx == nullptr ? "ctx" : "out"));
+    *out = nullptr;
+    if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_capture_opts), "sprov_capture_opts")) return e;
+    uint32_t max_bytes = SPROV_OPTS_GET(opts, sprov_capture_opts, max_stack_bytes, 0u);
+    if (max_bytes == 0) max_bytes = kDefaultStackBytes;
+    if (max_bytes > kMaxStackBytes)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes,
+                             kMaxStackBytes));
+    if (SPROV_OPTS_GET(opts, sprov_capture_opts, skip_frames, 0u) != 0)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "skip_frames must be 0 (reserved)"));
+
+    auto snap = std::make_unique<sprov_snapshot>();
+    memory::Snapshot& s = snap->snap;
+    s.arch = Arch::kX86_64;
+    s.endian = Endian::kLittle;
+    s.pid = getpid();
+    s.tid = static_cast<int64_t>(syscall(SYS_gettid));
+    for (int r = 0; r < 17; r++) s.set_reg(r, regs[r]);
+    s.flags |= memory::Snapshot::kFlagPcIsReturnAddress;
+    const uint64_t sp = regs[7];
+
+    auto text = read_maps_text(0);
+    if (!text.ok()) return fail(text.error());
+    auto maps = parse_maps(text.value());
+    if (!maps.ok()) return fail(maps.error());
+
+    // The stack region holding sp (the thread stack or an alternate signal stack).
+    const MapsEntry* sp_map = nullptr;
+    for (const MapsEntry& e : maps.value())
+      if (sp >= e.start && sp < e.end) sp_map = &e;
+    if (sp_map == nullptr)
+      return fail(make_error(SPROV_ERR_CAPTURE, "sp 0x%llx is not in any mapping",
+                             static_cast<unsigned long long>(sp)));
+    uint64_t end = std::min<uint64_t>(sp_map->end, sp + max_bytes);
+    if (Status st = s.add_memory(sp, reinterpret_cast<const void*>(sp), end - sp); !st.ok())
+      return fail(st.error());
+    // On an alternate signal stack, also copy the top of the thread's own stack,
+    // where the interrupted frames are.
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* lo = nullptr;
+      size_t size = 0;
+      pthread_attr_getstack(&attr, &lo, &size);
+      pthread_attr_destroy(&attr);
+      const uint64_t top = reinterpret_cast<uint64_t>(lo) + size;
+      if (lo != nullptr && !(sp >= reinterpret_cast<uint64_t>(lo) && sp < top)) {
+        uint64_t from = std::max<uint64_t>(reinterpret_cast<uint64_t>(lo), top - std::min<uint64_t>(size, max_bytes));
+        for (const MapsEntry& e : maps.value())  // only the mapped part
+          if (top > e.start && top <= e.end) from = std::max(from, e.start);
+        if (Status st = s.add_memory(from, reinterpret_cast<const void*>(from), top - from); !st.ok())
+          ctx->ctx.log(SPROV_LOG_WARN, "thread stack copy skipped: %s", st.error().message.c_str());
+      }
+    }
+    // The vDSO's bytes, so that it can be parsed offline.
+    for (const MapsEntry& e : maps.value()) {
+      if (e.path == "[vdso]" && e.end - e.start <= (1u << 20)) {
+        if (Status st = s.add_memory(e.start, reinterpret_cast<const void*>(e.start), e.end - e.start);
+            !st.ok())
+          ctx->ctx.log(SPROV_LOG_WARN, "vdso copy skipped: %s", st.error().message.c_str());
+      }
+    }
+    if (Status st = add_modules(ctx, s, maps.value()); !st.ok()) return fail(st.error());
+    *out = snap.release();
+    return 0;
+  });
+}
+
+extern "C" {
+
+SPROV_API int sprov_snapshot_new(int arch, int endian, sprov_snapshot** out) {
+  return guard([&] {
+    if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_new: out is NULL"));
+    *out = nullptr;
+    if (arch < SPROV_ARCH_X86_64 || arch > SPROV_ARCH_MIPS32)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown arch %d", arch));
+    if (endian != SPROV_ENDIAN_LITTLE && endian != SPROV_ENDIAN_BIG)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown endian %d", endian));
+    if (arch != SPROV_ARCH_MIPS32 && endian != SPROV_ENDIAN_LITTLE)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "%s is little-endian only", sprov_arch_name(arch)));
+    auto* s = new sprov_snapshot();
+    s->snap.arch = static_cast<Arch>(arch);
+    s->snap.endian = static_cast<Endian>(endian);
+    *out = s;
+    return 0;
+  });
+}
+
+SPROV_API int sprov_snapshot_set_reg(sprov_snapshot* snap, uint32_t dwarf_reg, uint64_t value) {
+  if (snap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_set_reg: snap is NULL"));
+  if (dwarf_reg >= static_cast<uint32_t>(memory::kSnapshotMaxRegs))
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "DWARF register %u out of range (max %d)", dwarf_reg,
+                           memory::kSnapshotMaxRegs - 1));
+  snap->snap.set_reg(static_cast<int>(dwarf_reg), value);
+  return 0;
+}
+
+SPROV_API int sprov_snapshot_add_memory(sprov_snapshot* snap, uint64_t addr, const void* bytes, size_t len) {
+  return guard([&] {
+    if (snap == nullptr || (bytes == nullptr && len != 0))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_add_memory: NULL argument"));
+    if (Status st = snap->snap.add_memory(addr, bytes, len); !st.ok()) return fail(st.error());
+    return 0;
+  });
+}
+
+SPROV_API int sprov_snapshot_add_module(sprov_snapshot* snap, const struct sprov_module_info* mod) {
+  return guard([&] {
+    if (snap == nullptr || mod == nullptr || mod->path == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_add_module: NULL argument"));
+    if (mod->sz < SPROV_OFFSETOFEND(struct sprov_module_info, build_id_len))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_module_info.sz = %zu is too small", mod->sz));
+    if (mod->end <= mod->start)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "module %s: empty range 0x%llx-0x%llx", mod->path,
+                             static_cast<unsigned long long>(mod->start),
+                             static_cast<unsigned long long>(mod->end)));
+    memory::SnapshotModule m;
+    m.start = mod->start;
+    m.end = mod->end;
+    m.file_offset = mod->file_offset;
+    m.load_bias = mod->load_bias;
+    m.path = mod->path;
+    if (mod->build_id != nullptr && mod->build_id_len > 0) {
+      if (mod->build_id_len > BuildId::kMax)
+        return fail(make_error(SPROV_ERR_INVALID_ARG, "build-id of %u bytes (max %zu)", mod->build_id_len,
+                               BuildId::kMax));
+      m.build_id = BuildId::from_bytes(mod->build_id, mod->build_id_len);
+    } else if (auto id = elf::read_build_id(m.path); id.ok()) {
+      m.build_id = id.value();
+    }
+    if (Status st = snap->snap.add_module(std::move(m)); !st.ok()) return fail(st.error());
+    return 0;
+  });
+}
+
+SPROV_API int sprov_snapshot_add_maps(sprov_context* ctx, sprov_snapshot* snap, const char* maps_text) {
+  return guard([&] {
+    if (ctx == nullptr || snap == nullptr || maps_text == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_add_maps: NULL argument"));
+    auto maps = parse_maps(maps_text);
+    if (!maps.ok()) return fail(maps.error());
+    if (Status st = add_modules(ctx, snap->snap, maps.value()); !st.ok()) return fail(st.error());
+    return 0;
+  });
+}
+
+SPROV_API void sprov_snapshot_set_ids(sprov_snapshot* snap, int64_t pid, int64_t tid) {
+  if (snap == nullptr) return;
+  snap->snap.pid = pid;
+  snap->snap.tid = tid;
+}
+
+SPROV_API void sprov_snapshot_free(sprov_snapshot* snap) { delete snap; }
+
+SPROV_API int sprov_snapshot_arch(const sprov_snapshot* snap) {
+  return snap ? static_cast<int>(snap->snap.arch) : SPROV_ARCH_UNKNOWN;
+}
+SPROV_API int64_t sprov_snapshot_pid(const sprov_snapshot* snap) { return snap ? snap->snap.pid : 0; }
+SPROV_API int64_t sprov_snapshot_tid(const sprov_snapshot* snap) { return snap ? snap->snap.tid : 0; }
+
+SPROV_API int sprov_snapshot_reg(const sprov_snapshot* snap, uint32_t dwarf_reg, uint64_t* value) {
+  if (snap == nullptr || value == nullptr)
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_reg: NULL argument"));
+  if (!snap->snap.has_reg(static_cast<int>(dwarf_reg)))
+    return fail(make_error(SPROV_ERR_NOT_FOUND, "DWARF register %u was not captured", dwarf_reg));
+  *value = snap->snap.regs[dwarf_reg];
+  return 0;
+}
+
+SPROV_API size_t sprov_snapshot_module_count(const sprov_snapshot* snap) {
+  return snap ? snap->snap.modules.size() : 0;
+}
+
+SPROV_API int sprov_snapshot_module(const sprov_snapshot* snap, size_t index, struct sprov_module_info* out) {
+  if (snap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_module: snap is NULL"));
+  if (index >= snap->snap.modules.size())
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "module index %zu out of range (%zu modules)", index,
+                           snap->snap.modules.size()));
+  const memory::SnapshotModule& m = snap->snap.modules[index];
+  struct sprov_module_info info = {};
+  info.sz = sizeof(info);
+  info.start = m.start;
+  info.end = m.end;
+  info.file_offset = m.file_offset;
+  info.load_bias = m.load_bias;
+  info.path = m.path.c_str();
+  info.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
+  info.build_id_len = m.build_id.len;
+  return fill_out(out, info, "sprov_module_info");
+}
+
+SPROV_API int sprov_snapshot_serialize(const sprov_snapshot* snap, void** out, size_t* out_len) {
+  return guard([&] {
+    if (snap == nullptr || out == nullptr || out_len == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_serialize: NULL argument"));
+    std::vector<uint8_t> bytes = memory::serialize(snap->snap);
+    void* p = std::malloc(bytes.size() ? bytes.size() : 1);
+    if (p == nullptr) return fail(Error{SPROV_ERR_NOMEM, "serialized snapshot buffer"});
+    std::memcpy(p, bytes.data(), bytes.size());
+    *out = p;
+    *out_len = bytes.size();
+    return 0;
+  });
+}
+
+SPROV_API int sprov_snapshot_deserialize(const void* bytes, size_t len, sprov_snapshot** out) {
+  return guard([&] {
+    if (bytes == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_deserialize: NULL argument"));
+    *out = nullptr;
+    auto s = memory::deserialize(static_cast<const uint8_t*>(bytes), len);
+    if (!s.ok()) return fail(s.error());
+    auto* h = new sprov_snapshot();
+    h->snap = std::move(s).value();
+    *out = h;
+    return 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: sprov_symbolizer — symbol-table resolution of frames and module addresses.
+#include "capi/internal.hpp"
+#include "elf/elf_image.hpp"
+
+using namespace stackprov;
+using namespace stackprov::capi;
+
+namespace {
+
+int fill_symbol(sprov_symbolizer* sym, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                uint64_t report_offset_base, struct sprov_symbol* out) {
+  symbolize::SymbolInfo info;
+  struct sprov_symbol s = {};
+  s.sz = sizeof(s);
+  if (sym->sym->lookup(image, addr, &info)) {
+    s.name = info.name.data();
+    s.linkage_name = info.linkage.data();
+    s.sym_addr = info.addr;
+    s.sym_size = info.size;
+    s.offset = report_offset_base - info.addr;
+    s.resolver = static_cast<int32_t>(info.resolver);
+    s.source_path = info.source.data();
+  }
+  return fill_out(out, s, "sprov_symbol");
+}
+
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_symbolizer_new(sprov_context* ctx, const struct sprov_symbolizer_opts* opts,
+                                   sprov_symbolizer** out) {
+  return guard([&] {
+    if (ctx == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_new: NULL %s", ctx ? "out" : "ctx"));
+    *out = nullptr;
+    if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_symbolizer_opts), "sprov_symbolizer_opts")) return e;
+    uint32_t flags = SPROV_OPTS_GET(opts, sprov_symbolizer_opts, flags, 0u);
+    if (flags & ~static_cast<uint32_t>(SPROV_SYM_NO_DEMANGLE))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown symbolizer flags 0x%x", flags));
+    if (SPROV_OPTS_GET(opts, sprov_symbolizer_opts, reserved, 0u) != 0)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_opts.reserved must be 0"));
+    elf::DebugFileOptions dopts;
+    dopts.debug_dirs = ctx->ctx.config().debug_dirs;
+    dopts.sysroot = ctx->ctx.config().sysroot;
+    auto* s = new sprov_symbolizer();
+    s->ctx = ctx;
+    s->sym = std::make_unique<symbolize::Symbolizer>(!(flags & SPROV_SYM_NO_DEMANGLE), std::move(dopts));
+    *out = s;
+    return 0;
+  });
+}
+
+SPROV_API void sprov_symbolizer_free(sprov_symbolizer* sym) { delete sym; }
+
+SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* stack, size_t index,
+                                     struct sprov_symbol* out) {
+  return guard([&] {
+    if (sym == nullptr || stack == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_frame: NULL argument"));
+    if (index >= stack->frames.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
+                             stack->frames.size()));
+    const unwind::Frame& f = stack->frames[index];
+    struct sprov_symbol empty = {};
+    empty.sz = sizeof(empty);
+    if (f.module_index < 0) return fill_out(out, empty, "sprov_symbol");
+    const memory::SnapshotModule& m = stack->modules[f.module_index];
+    auto mod = acquire_module(sym->ctx, nullptr, m);
+    if (!mod.ok()) return fill_out(out, empty, "sprov_symbol");
+    const uint64_t rel = f.pc - m.load_bias;
+    const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
+    return fill_symbol(sym, mod.value()->image_ptr(), lookup, rel, out);
+  });
+}
+
+SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_path, uint64_t address,
+                                    struct sprov_symbol* out) {
+  return guard([&] {
+    if (sym == nullptr || module_path == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr: NULL argument"));
+    memory::SnapshotModule m;
+    m.path = module_path;
+    auto mod = acquire_module(sym->ctx, nullptr, m);
+    if (!mod.ok()) return fail(mod.error());
+    return fill_symbol(sym, mod.value()->image_ptr(), address, address, out);
+  });
+}
+
+}  // extern "C"

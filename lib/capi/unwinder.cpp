@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: sprov_unwinder (rule cache, module table) and sprov_stack (the unwound frames).
+#include "capi/internal.hpp"
+
+using namespace stackprov;
+using namespace stackprov::capi;
+
+namespace {
+
+/// Resolves the snapshot's modules through the context cache; reused while
+/// consecutive snapshots have the same module list.
+void build_table(sprov_unwinder* uw, const memory::Snapshot& s) {
+  const uint64_t key = s.module_list_hash();
+  if (uw->table.key == key && uw->table.size() == s.modules.size() && key != 0) return;
+  uw->table.clear();
+  for (size_t i = 0; i < s.modules.size(); i++) {
+    const memory::SnapshotModule& m = s.modules[i];
+    unwind::ModuleSlot slot;
+    slot.start = m.start;
+    slot.end = m.end;
+    slot.bias = m.load_bias;
+    slot.snapshot_index = static_cast<int32_t>(i);
+    std::shared_ptr<unwind::LoadedModule> mod;
+    auto r = acquire_module(uw->ctx, &s, m);
+    if (r.ok() && r.value()->arch() == s.arch) {
+      mod = r.value();
+      slot.module = mod.get();
+    } else if (r.ok()) {
+      uw->ctx->ctx.log(SPROV_LOG_WARN, "module %s is %s, snapshot is %s: not used", m.path.c_str(),
+                       arch_name(r.value()->arch()), arch_name(s.arch));
+    } else {
+      uw->ctx->ctx.log(SPROV_LOG_INFO, "module %s: %s", m.path.c_str(), r.error().message.c_str());
+    }
+    uw->table.add(slot, std::move(mod));
+  }
+  uw->table.finish();
+  uw->table.key = key;
+}
+
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_unwinder_new(sprov_context* ctx, const struct sprov_unwinder_opts* opts,
+                                 sprov_unwinder** out) {
+  return guard([&] {
+    if (ctx == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_new: NULL %s", ctx ? "out" : "ctx"));
+    *out = nullptr;
+    if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_unwinder_opts), "sprov_unwinder_opts")) return e;
+    uint32_t max_frames = SPROV_OPTS_GET(opts, sprov_unwinder_opts, max_frames, 0u);
+    uint32_t flags = SPROV_OPTS_GET(opts, sprov_unwinder_opts, flags, 0u);
+    uint32_t scan_words = SPROV_OPTS_GET(opts, sprov_unwinder_opts, scan_words, 0u);
+    if (max_frames > 65536)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "max_frames %u exceeds 65536", max_frames));
+    constexpr uint32_t kKnownFlags =
+        SPROV_UNWIND_NO_FRAME_POINTER | SPROV_UNWIND_ALLOW_SCAN | SPROV_UNWIND_NO_DEBUG_FRAME;
+    if (flags & ~kKnownFlags)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown unwinder flags 0x%x", flags & ~kKnownFlags));
+    if (scan_words > 4096)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "scan_words %u exceeds 4096", scan_words));
+    if (SPROV_OPTS_GET(opts, sprov_unwinder_opts, reserved, 0u) != 0)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_opts.reserved must be 0"));
+    auto* uw = new sprov_unwinder();
+    uw->ctx = ctx;
+    uw->opts.max_frames = max_frames ? max_frames : 256;
+    uw->opts.use_frame_pointer = !(flags & SPROV_UNWIND_NO_FRAME_POINTER);
+    uw->opts.use_debug_frame = !(flags & SPROV_UNWIND_NO_DEBUG_FRAME);
+    uw->opts.allow_scan = (flags & SPROV_UNWIND_ALLOW_SCAN) != 0;
+    uw->opts.scan_words = scan_words ? scan_words : 64;
+    *out = uw;
+    return 0;
+  });
+}
+
+SPROV_API void sprov_unwinder_free(sprov_unwinder* uw) { delete uw; }
+
+SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* snap, sprov_stack** out) {
+  return guard([&] {
+    if (uw == nullptr || snap == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_unwind: NULL argument"));
+    *out = nullptr;
+    const memory::Snapshot& s = snap->snap;
+    if (s.arch != Arch::kX86_64)
+      return fail(make_error(SPROV_ERR_UNSUPPORTED, "unwinding %s snapshots is not implemented yet",
+                             arch_name(s.arch)));
+    build_table(uw, s);
+    unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
+    auto* st = new sprov_stack();
+    st->frames = uw->scratch.frames;
+    st->stop = uw->scratch.stop;
+    st->modules = s.modules;
+    uw->frames += st->frames.size();
+    uw->walks++;
+    *out = st;
+    return 0;
+  });
+}
+
+SPROV_API int sprov_unwinder_stats(const sprov_unwinder* uw, struct sprov_unwinder_stats* out) {
+  if (uw == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_stats: uw is NULL"));
+  struct sprov_unwinder_stats s = {};
+  s.sz = sizeof(s);
+  s.rule_cache_hits = uw->cache.hits();
+  s.rule_cache_misses = uw->cache.misses();
+  s.frames = uw->frames;
+  s.walks = uw->walks;
+  return fill_out(out, s, "sprov_unwinder_stats");
+}
+
+SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack) { return stack ? stack->frames.size() : 0; }
+
+SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct sprov_frame* out) {
+  if (stack == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_stack_frame: stack is NULL"));
+  if (index >= stack->frames.size())
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
+                           stack->frames.size()));
+  const unwind::Frame& f = stack->frames[index];
+  struct sprov_frame fr = {};
+  fr.sz = sizeof(fr);
+  fr.pc = f.pc;
+  fr.sp = f.sp;
+  fr.cfa = f.cfa;
+  fr.method = static_cast<int32_t>(f.method);
+  fr.module_index = f.module_index;
+  if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules.size()) {
+    const memory::SnapshotModule& m = stack->modules[f.module_index];
+    fr.module_offset = f.pc - m.load_bias;
+    fr.module_path = m.path.c_str();
+    fr.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
+    fr.build_id_len = m.build_id.len;
+  }
+  return fill_out(out, fr, "sprov_frame");
+}
+
+SPROV_API int sprov_stack_stop_reason(const sprov_stack* stack) {
+  return stack ? static_cast<int>(stack->stop) : SPROV_STOP_NONE;
+}
+
+SPROV_API void sprov_stack_free(sprov_stack* stack) { delete stack; }
+
+}  // extern "C"

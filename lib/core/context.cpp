@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// Context logging and path helpers.
+#include "core/context.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace stackprov {
+
+void Context::log(int level, const char* fmt, ...) const {
+  if (cfg_.log_fn == nullptr || level > cfg_.log_level) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  cfg_.log_fn(cfg_.log_user, level, buf);
+}
+
+std::string Context::host_path(const std::string& path) const {
+  if (cfg_.sysroot.empty() || path.empty() || path[0] != '/') return path;
+  return cfg_.sysroot + path;
+}
+
+std::vector<std::string> split_path_list(const char* list) {
+  std::vector<std::string> out;
+  if (list == nullptr) return out;
+  std::string cur;
+  for (const char* p = list;; p++) {
+    if (*p == ':' || *p == '\0') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (*p == '\0') break;
+    } else {
+      cur.push_back(*p);
+    }
+  }
+  return out;
+}
+
+}  // namespace stackprov

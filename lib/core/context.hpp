@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// The library context: configuration (debug dirs, sysroot) and the log callback.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stackprov/stackprov.h"
+
+namespace stackprov {
+
+struct ContextConfig {
+  sprov_log_fn log_fn = nullptr;
+  void* log_user = nullptr;
+  int log_level = SPROV_LOG_WARN;
+  uint32_t module_cache_capacity = 256;
+  std::vector<std::string> debug_dirs{"/usr/lib/debug"};
+  std::string sysroot;
+};
+
+/// Thread-safe: the configuration is immutable after construction and the
+/// log callback is called without locks (the callback must be thread-safe).
+class Context {
+ public:
+  explicit Context(ContextConfig cfg) : cfg_(std::move(cfg)) {}
+  const ContextConfig& config() const { return cfg_; }
+  void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
+  /// `path` under the sysroot (unchanged when there is none or for "[vdso]"-like names).
+  std::string host_path(const std::string& path) const;
+
+ private:
+  ContextConfig cfg_;
+};
+
+/// Splits a ':'-separated list, dropping empty items.
+std::vector<std::string> split_path_list(const char* list);
+
+}  // namespace stackprov

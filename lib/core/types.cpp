@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// Architecture names and build-id hex conversion.
+#include "core/types.hpp"
+
+namespace stackprov {
+
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::kX86_64:
+      return "x86_64";
+    case Arch::kArm64:
+      return "arm64";
+    case Arch::kMips32:
+      return "mips32";
+    default:
+      return "unknown";
+  }
+}
+
+std::string BuildId::hex() const {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s;
+  s.reserve(len * 2);
+  for (size_t i = 0; i < len; i++) {
+    s.push_back(kDigits[bytes[i] >> 4]);
+    s.push_back(kDigits[bytes[i] & 15]);
+  }
+  return s;
+}
+
+BuildId BuildId::from_bytes(const void* p, size_t n) {
+  BuildId id;
+  if (n > kMax) n = kMax;
+  std::memcpy(id.bytes, p, n);
+  id.len = static_cast<uint8_t>(n);
+  return id;
+}
+
+BuildId BuildId::from_hex(std::string_view hex) {
+  BuildId id;
+  if (hex.size() % 2 != 0 || hex.size() / 2 > kMax) return id;
+  auto nib = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nib(hex[i]), lo = nib(hex[i + 1]);
+    if (hi < 0 || lo < 0) return BuildId{};
+    id.bytes[i / 2] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  id.len = static_cast<uint8_t>(hex.size() / 2);
+  return id;
+}
+
+}  // namespace stackprov

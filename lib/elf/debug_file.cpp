@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// Separate debug file discovery: build-id paths, then .gnu_debuglink with CRC and build-id checks.
+#include "elf/debug_file.hpp"
+
+#include <sys/stat.h>
+
+#include <optional>
+
+namespace stackprov::elf {
+
+namespace {
+
+bool is_regular_file(const std::string& p, struct stat* out) {
+  return stat(p.c_str(), out) == 0 && S_ISREG(out->st_mode);
+}
+
+std::string join(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  const bool a_slash = a.back() == '/', b_slash = b.front() == '/';
+  if (a_slash && b_slash) return a + b.substr(1);
+  if (a_slash || b_slash) return a + b;
+  return a + "/" + b;
+}
+
+std::string dirname_of(const std::string& p) {
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return {};
+  if (slash == 0) return "/";
+  return p.substr(0, slash);
+}
+
+std::string id_text(const BuildId& id) { return id.empty() ? std::string("(none)") : id.hex(); }
+
+/// The search state: what was tried and the first rejection of each kind.
+struct Search {
+  const ElfImage& image;
+  std::string tried;
+  std::optional<Error> mismatch;
+  std::optional<Error> crc_error;
+  struct stat self_st {};
+  bool have_self = false;
+
+  void note(const std::string& p) {
+    if (!tried.empty()) tried += ", ";
+    tried += p;
+  }
+
+  /// Opens `p` and checks its build-id against the image's. `require_id`:
+  /// a candidate without a build-id is rejected (build-id paths), otherwise
+  /// accepted on the CRC alone (debuglink).
+  std::shared_ptr<ElfImage> accept(const std::string& p, bool require_id) {
+    auto img = ElfImage::open(p);
+    if (!img.ok()) return nullptr;
+    const BuildId& want = image.build_id();
+    const BuildId& got = (*img)->build_id();
+    const bool comparable = !want.empty() && (require_id || !got.empty());
+    if (comparable && want != got) {
+      if (!mismatch) {
+        mismatch = make_error(SPROV_ERR_BUILD_ID_MISMATCH,
+                              "%s: debug file %s has build-id %s, binary has build-id %s",
+                              image.path().c_str(), p.c_str(), id_text(got).c_str(),
+                              id_text(want).c_str());
+      }
+      return nullptr;
+    }
+    return img.value();
+  }
+
+  bool is_self(const struct stat& st) const {
+    return have_self && st.st_dev == self_st.st_dev && st.st_ino == self_st.st_ino;
+  }
+};
+
+}  // namespace
+
+Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
+                                                  const DebugFileOptions& opts) {
+  Search search{image, {}, {}, {}, {}, false};
+  search.have_self = stat(image.path().c_str(), &search.self_st) == 0;
+  std::vector<std::string> dirs;
+  for (const std::string& d : opts.debug_dirs) {
+    dirs.push_back(opts.sysroot.empty() ? d : join(opts.sysroot, d));
+  }
+
+  // 1. <debug_dir>/.build-id/xx/rest.debug (gdb manual, "Separate Debug Files").
+  const BuildId& id = image.build_id();
+  if (id.len >= 2) {
+    const std::string hex = id.hex();
+    const std::string rel = ".build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
+    for (const std::string& d : dirs) {
+      const std::string p = join(d, rel);
+      search.note(p);
+      struct stat st;
+      if (!is_regular_file(p, &st)) continue;
+      if (auto img = search.accept(p, true)) return img;
+    }
+  }
+
+  // 2. .gnu_debuglink next to the binary, in its .debug/, then under each debug dir.
+  if (auto link = image.debuglink(); link && !link->file.empty() &&
+                                     link->file.find('/') == std::string::npos) {
+    const std::string bin_dir = dirname_of(image.path());
+    std::vector<std::string> cands;
+    if (!bin_dir.empty()) {
+      const std::string local = opts.sysroot.empty() ? bin_dir : join(opts.sysroot, bin_dir);
+      cands.push_back(join(local, link->file));
+      cands.push_back(join(join(local, ".debug"), link->file));
+      for (const std::string& d : dirs) cands.push_back(join(join(d, bin_dir), link->file));
+    } else {
+      for (const std::string& d : dirs) cands.push_back(join(d, link->file));
+    }
+    for (const std::string& p : cands) {
+      search.note(p);
+      struct stat st;
+      if (!is_regular_file(p, &st) || search.is_self(st)) continue;
+      auto crc = file_crc32(p);
+      if (!crc.ok()) continue;
+      if (*crc != link->crc) {
+        if (!search.crc_error) {
+          search.crc_error = make_error(SPROV_ERR_DEBUGLINK_CRC,
+                                        "%s: debug file %s has CRC32 %08x, .gnu_debuglink wants %08x",
+                                        image.path().c_str(), p.c_str(), *crc, link->crc);
+        }
+        continue;
+      }
+      if (auto img = search.accept(p, false)) return img;
+    }
+  }
+
+  if (search.mismatch) return *search.mismatch;
+  if (search.crc_error) return *search.crc_error;
+  return make_error(SPROV_ERR_NOT_FOUND, "%s: no separate debug file (searched: %s)",
+                    image.path().c_str(), search.tried.empty() ? "nothing to search" : search.tried.c_str());
+}
+
+}  // namespace stackprov::elf

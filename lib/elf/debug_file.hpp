@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// Separate debug files: build-id paths under debug directories and .gnu_debuglink with CRC check.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "elf/elf_image.hpp"
+
+namespace stackprov::elf {
+
+struct DebugFileOptions {
+  std::vector<std::string> debug_dirs{"/usr/lib/debug"};
+  std::string sysroot;  ///< prefixed to debug dirs and the binary's dir when non-empty
+};
+
+/// Finds the separate debug file of `image`, in this order:
+///  1. <debug_dir>/.build-id/<xx>/<rest>.debug for each debug dir;
+///  2. .gnu_debuglink: the binary's dir, its .debug/ subdir, then
+///     <debug_dir>/<binary's dir>/ — accepted only when the CRC32 matches.
+/// A candidate whose build-id differs from the image's is rejected; if that is
+/// the only candidate the error is SPROV_ERR_BUILD_ID_MISMATCH naming both ids.
+/// SPROV_ERR_NOT_FOUND (naming the places searched) when nothing is found.
+Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
+                                                  const DebugFileOptions& opts);
+
+}  // namespace stackprov::elf

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// Decompression of ELF sections: SHF_COMPRESSED (zlib, zstd) and legacy .zdebug_* (internal to lib/elf).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace stackprov::elf::detail {
+
+/// ch_type values (System V gABI, "Compressed sections"; ELFCOMPRESS_ZSTD was
+/// added in 2022 and is missing from libelf 0.188's elf.h).
+inline constexpr uint32_t kCompressZlib = 1;
+inline constexpr uint32_t kCompressZstd = 2;
+
+/// Largest decompressed section we accept, and the largest expansion ratio
+/// (zlib's own maximum is about 1032:1). The ratio is not applied below
+/// kRatioFloor bytes of output so tiny sections of zeros still decompress.
+inline constexpr uint64_t kMaxDecompressed = uint64_t{4} << 30;
+inline constexpr uint64_t kMaxRatio = 1000;
+inline constexpr uint64_t kRatioFloor = uint64_t{1} << 20;
+
+enum class CompressionFormat : uint8_t { kShfCompressed, kZdebug };
+
+/// Decompresses one section's raw bytes. `path` and `section` only name the
+/// input in error messages (SPROV_ERR_DECOMPRESS, SPROV_ERR_LIMIT).
+Result<std::vector<uint8_t>> decompress_section(const uint8_t* data, size_t size,
+                                                CompressionFormat format, bool is64,
+                                                bool big_endian, const std::string& path,
+                                                std::string_view section);
+
+}  // namespace stackprov::elf::detail

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// ELF symbol tables (.symtab/.dynsym): sorted, alias-resolved address lookup bounded by st_size.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "elf/elf_image.hpp"
+
+namespace stackprov::elf {
+
+struct Symbol {
+  uint64_t addr = 0;  ///< st_value (link-time)
+  uint64_t size = 0;  ///< st_size
+  std::string_view name;  ///< raw (mangled) name; points into the image's string table
+  uint8_t type = 0;   ///< STT_FUNC, STT_GNU_IFUNC, ...
+  uint8_t bind = 0;   ///< STB_GLOBAL, STB_WEAK, STB_LOCAL
+};
+
+/// Function symbols of one table, sorted by address with aliases collapsed by
+/// one deterministic rule (documented in doc/symbols.md). Immutable; lookups
+/// are thread-safe. Holds a reference to the image's bytes: keep the ElfImage
+/// alive as long as the table.
+class SymbolTable {
+ public:
+  enum class Kind : uint8_t { kSymtab, kDynsym };
+
+  /// Builds from `.symtab` (kind kSymtab) or `.dynsym` (kDynsym) of `image`.
+  /// An absent table gives an empty SymbolTable, not an error. Malformed tables
+  /// (bad sh_link, out-of-range names) give an error naming section and index.
+  static Result<SymbolTable> load(const ElfImage& image, Kind kind);
+
+  /// The symbol with addr <= a < addr + size. Zero-sized symbols match only
+  /// their exact address. nullptr when none covers `a`.
+  const Symbol* lookup(uint64_t a) const;
+
+  size_t size() const { return syms_.size(); }
+  Kind kind() const { return kind_; }
+  const std::vector<Symbol>& symbols() const { return syms_; }
+
+ private:
+  std::vector<Symbol> syms_;
+  Kind kind_ = Kind::kSymtab;
+  uint64_t max_size_ = 0;  // largest st_size, bounds the backward search
+};
+
+}  // namespace stackprov::elf

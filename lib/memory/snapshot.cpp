@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: Apache-2.0
+// Snapshot construction, module-list hashing, the checked binary format and the snapshot reader.
+#include "memory/snapshot.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cinttypes>
+
+namespace stackprov::memory {
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'P', 'R', 'O', 'V', 'S', 'N', 'P'};
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kMaxTotalMemory = uint64_t{1} << 30;  // 1 GiB
+constexpr uint32_t kMaxRegions = 65536;
+constexpr uint32_t kMaxModules = 65536;
+constexpr uint32_t kMaxPathLen = 4096;
+constexpr uint32_t kKnownFlags = Snapshot::kFlagPcIsReturnAddress;
+constexpr uint8_t kMaxArch = static_cast<uint8_t>(Arch::kMips32);
+constexpr uint8_t kMaxEndian = static_cast<uint8_t>(Endian::kBig);
+/// Smallest encodings, used to bound counts against the remaining bytes.
+constexpr size_t kMinRegionBytes = 8 + 8 + 1;
+constexpr size_t kMinModuleBytes = 8 * 4 + 4 + 1;
+
+uint64_t total_memory(const Snapshot& s) {
+  uint64_t total = 0;
+  for (const MemoryRegion& r : s.memory) total += r.bytes.size();
+  return total;
+}
+
+bool path_has_nul(const std::string& p) { return p.find('\0') != std::string::npos; }
+
+// ---- little-endian writer
+
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u16(uint16_t v) { le(v, 2); }
+  void u32(uint32_t v) { le(v, 4); }
+  void u64(uint64_t v) { le(v, 8); }
+  void bytes(const void* p, size_t n) {
+    if (n == 0) return;
+    const size_t at = out_.size();
+    out_.resize(at + n);
+    std::memcpy(out_.data() + at, p, n);
+  }
+
+ private:
+  void le(uint64_t v, int n) {
+    for (int i = 0; i < n; i++) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t>& out_;
+};
+
+// ---- bounds-checked little-endian reader; every failure names the field and offset
+
+class Cursor {
+ public:
+  Cursor(const uint8_t* data, size_t len) : data_(data), len_(len) {}
+  size_t offset() const { return off_; }
+  size_t remaining() const { return len_ - off_; }
+
+  Status need(const char* field, size_t n) const {
+    if (n > remaining())
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "truncated: field '%s' at offset %zu needs %zu bytes, %zu remain", field,
+                        off_, n, remaining());
+    return {};
+  }
+  Result<uint64_t> uint(const char* field, int n) {
+    if (Status st = need(field, n); !st) return st.error();
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= uint64_t{data_[off_ + i]} << (8 * i);
+    off_ += n;
+    return v;
+  }
+  Result<const uint8_t*> bytes(const char* field, size_t n) {
+    if (Status st = need(field, n); !st) return st.error();
+    const uint8_t* p = data_ + off_;
+    off_ += n;
+    return p;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t len_;
+  size_t off_ = 0;
+};
+
+Error field_error(const char* field, size_t offset, const char* what) {
+  return make_error(SPROV_ERR_SNAPSHOT, "field '%s' at offset %zu: %s", field, offset, what);
+}
+
+#define SPROV_TRY_UINT(var, cur, field, n)       \
+  uint64_t var = 0;                              \
+  do {                                           \
+    auto r_ = (cur).uint(field, n);              \
+    if (!r_) return std::move(r_).error();       \
+    var = r_.value();                            \
+  } while (0)
+
+Status parse_header(Cursor& c, Snapshot& s) {
+  auto magic = c.bytes("magic", sizeof(kMagic));
+  if (!magic) return magic.error();
+  if (std::memcmp(magic.value(), kMagic, sizeof(kMagic)) != 0)
+    return field_error("magic", 0, "not \"SPROVSNP\"");
+  size_t at = c.offset();
+  SPROV_TRY_UINT(version, c, "version", 4);
+  if (version != kVersion)
+    return make_error(SPROV_ERR_SNAPSHOT,
+                      "field 'version' at offset %zu: unsupported version %" PRIu64
+                      " (expected %u)",
+                      at, version, kVersion);
+  at = c.offset();
+  SPROV_TRY_UINT(arch, c, "arch", 1);
+  if (arch > kMaxArch)
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'arch' at offset %zu: unknown arch %" PRIu64,
+                      at, arch);
+  at = c.offset();
+  SPROV_TRY_UINT(endian, c, "endian", 1);
+  if (endian > kMaxEndian)
+    return make_error(SPROV_ERR_SNAPSHOT,
+                      "field 'endian' at offset %zu: unknown endianness %" PRIu64, at, endian);
+  at = c.offset();
+  SPROV_TRY_UINT(reserved, c, "reserved", 2);
+  if (reserved != 0) return field_error("reserved", at, "must be zero");
+  SPROV_TRY_UINT(pid, c, "pid", 8);
+  SPROV_TRY_UINT(tid, c, "tid", 8);
+  at = c.offset();
+  SPROV_TRY_UINT(flags, c, "flags", 4);
+  if (flags & ~uint64_t{kKnownFlags})
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'flags' at offset %zu: unknown flags 0x%" PRIx64,
+                      at, flags & ~uint64_t{kKnownFlags});
+  at = c.offset();
+  SPROV_TRY_UINT(regs_valid, c, "regs_valid", 8);
+  if (regs_valid >> kSnapshotMaxRegs)
+    return make_error(SPROV_ERR_SNAPSHOT,
+                      "field 'regs_valid' at offset %zu: bits set beyond register %d (0x%" PRIx64
+                      ")",
+                      at, kSnapshotMaxRegs - 1, regs_valid);
+  s.arch = static_cast<Arch>(arch);
+  s.endian = static_cast<Endian>(endian);
+  s.pid = static_cast<int64_t>(pid);
+  s.tid = static_cast<int64_t>(tid);
+  s.flags = static_cast<uint32_t>(flags);
+  s.regs_valid = regs_valid;
+  for (int i = 0; i < kSnapshotMaxRegs; i++) {
+    SPROV_TRY_UINT(reg, c, "regs", 8);
+    s.regs[i] = reg;
+  }
+  return {};
+}
+
+Status parse_regions(Cursor& c, Snapshot& s) {
+  size_t at = c.offset();
+  SPROV_TRY_UINT(n, c, "n_regions", 4);
+  if (n > kMaxRegions)
+    return make_error(SPROV_ERR_SNAPSHOT,
+                      "field 'n_regions' at offset %zu: %" PRIu64 " regions exceed the limit %u",
+                      at, n, kMaxRegions);
+  if (n > c.remaining() / kMinRegionBytes)
+    return make_error(SPROV_ERR_SNAPSHOT,
+                      "field 'n_regions' at offset %zu: %" PRIu64
+                      " regions cannot fit in %zu remaining bytes",
+                      at, n, c.remaining());
+  s.memory.reserve(n);
+  uint64_t total = 0;
+  uint64_t prev_end = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const size_t region_at = c.offset();
+    SPROV_TRY_UINT(addr, c, "region.addr", 8);
+    at = c.offset();
+    SPROV_TRY_UINT(len, c, "region.len", 8);
+    if (len == 0) return field_error("region.len", at, "empty region");
+    if (len > kMaxTotalMemory - total)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'region.len' at offset %zu: %" PRIu64
+                        " bytes exceed the 1 GiB memory limit (%" PRIu64 " already)",
+                        at, len, total);
+    if (len > c.remaining())
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "truncated: field 'region.bytes' at offset %zu needs %" PRIu64
+                        " bytes, %zu remain",
+                        c.offset(), len, c.remaining());
+    if (addr + len < addr)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'region.addr' at offset %zu: region 0x%" PRIx64 "+0x%" PRIx64
+                        " wraps around the address space",
+                        region_at, addr, len);
+    if (i > 0 && addr < prev_end)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'region.addr' at offset %zu: region at 0x%" PRIx64
+                        " is unsorted or overlaps the previous one ending at 0x%" PRIx64,
+                        region_at, addr, prev_end);
+    auto bytes = c.bytes("region.bytes", len);
+    if (!bytes) return bytes.error();
+    MemoryRegion r;
+    r.addr = addr;
+    r.bytes.assign(bytes.value(), bytes.value() + len);
+    s.memory.push_back(std::move(r));
+    total += len;
+    prev_end = addr + len;
+  }
+  return {};
+}
+
+Status parse_modules(Cursor& c, Snapshot& s) {
+  size_t at = c.offset();
+  SPROV_TRY_UINT(n, c, "n_modules", 4);
+  if (n > kMaxModules)
+    return make_error(SPROV_ERR_SNAPSHOT,
+                      "field 'n_modules' at offset %zu: %" PRIu64 " modules exceed the limit %u",
+                      at, n, kMaxModules);
+  if (n > c.remaining() / kMinModuleBytes)
+    return make_error(SPROV_ERR_SNAPSHOT,
+                      "field 'n_modules' at offset %zu: %" PRIu64
+                      " modules cannot fit in %zu remaining bytes",
+                      at, n, c.remaining());
+  s.modules.reserve(n);
+  for (uint64_t i = 0; i < n; i++) {
+    const size_t module_at = c.offset();
+    SPROV_TRY_UINT(start, c, "module.start", 8);
+    SPROV_TRY_UINT(end, c, "module.end", 8);
+    SPROV_TRY_UINT(file_offset, c, "module.file_offset", 8);
+    SPROV_TRY_UINT(load_bias, c, "module.load_bias", 8);
+    if (start >= end)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'module.end' at offset %zu: empty or inverted range [0x%" PRIx64
+                        ", 0x%" PRIx64 ")",
+                        module_at + 8, start, end);
+    if (i > 0 && start < s.modules.back().end)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'module.start' at offset %zu: module [0x%" PRIx64 ", 0x%" PRIx64
+                        ") is unsorted or overlaps [0x%" PRIx64 ", 0x%" PRIx64 ")",
+                        module_at, start, end, s.modules.back().start, s.modules.back().end);
+    at = c.offset();
+    SPROV_TRY_UINT(path_len, c, "module.path_len", 4);
+    if (path_len > kMaxPathLen)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'module.path_len' at offset %zu: %" PRIu64
+                        " exceeds the limit %u",
+                        at, path_len, kMaxPathLen);
+    at = c.offset();
+    auto path = c.bytes("module.path", path_len);
+    if (!path) return path.error();
+    SnapshotModule m;
+    m.path.assign(reinterpret_cast<const char*>(path.value()), path_len);
+    if (path_has_nul(m.path)) return field_error("module.path", at, "contains a NUL byte");
+    at = c.offset();
+    SPROV_TRY_UINT(id_len, c, "module.id_len", 1);
+    if (id_len > BuildId::kMax)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'module.id_len' at offset %zu: %" PRIu64 " exceeds %zu", at,
+                        id_len, BuildId::kMax);
+    auto id = c.bytes("module.id", id_len);
+    if (!id) return id.error();
+    m.start = start;
+    m.end = end;
+    m.file_offset = file_offset;
+    m.load_bias = load_bias;
+    m.build_id = BuildId::from_bytes(id.value(), id_len);
+    s.modules.push_back(std::move(m));
+  }
+  return {};
+}
+
+#undef SPROV_TRY_UINT
+
+}  // namespace
+
+Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len) {
+  if (len == 0) return make_error(SPROV_ERR_INVALID_ARG, "empty memory region at 0x%" PRIx64, addr);
+  if (bytes == nullptr)
+    return make_error(SPROV_ERR_INVALID_ARG, "null bytes for region at 0x%" PRIx64, addr);
+  const uint64_t end = addr + len;
+  if (end < addr)
+    return make_error(SPROV_ERR_INVALID_ARG,
+                      "memory region 0x%" PRIx64 "+0x%zx wraps around the address space", addr,
+                      len);
+  if (memory.size() >= kMaxRegions)
+    return make_error(SPROV_ERR_LIMIT, "snapshot already holds %zu regions (limit %u)",
+                      memory.size(), kMaxRegions);
+  const uint64_t total = total_memory(*this);
+  if (len > kMaxTotalMemory - total)
+    return make_error(SPROV_ERR_LIMIT,
+                      "region [0x%" PRIx64 ", 0x%" PRIx64 ") would exceed the 1 GiB limit (%" PRIu64
+                      " bytes held)",
+                      addr, end, total);
+  auto it = std::upper_bound(memory.begin(), memory.end(), addr,
+                             [](uint64_t a, const MemoryRegion& r) { return a < r.addr; });
+  if (it != memory.begin()) {
+    const MemoryRegion& prev = *(it - 1);
+    const uint64_t prev_end = prev.addr + prev.bytes.size();
+    if (prev_end > addr)
+      return make_error(SPROV_ERR_INVALID_ARG,
+                        "memory region [0x%" PRIx64 ", 0x%" PRIx64
+                        ") overlaps region [0x%" PRIx64 ", 0x%" PRIx64 ")",
+                        addr, end, prev.addr, prev_end);
+  }
+  if (it != memory.end() && it->addr < end)
+    return make_error(SPROV_ERR_INVALID_ARG,
+                      "memory region [0x%" PRIx64 ", 0x%" PRIx64 ") overlaps region [0x%" PRIx64
+                      ", 0x%" PRIx64 ")",
+                      addr, end, it->addr, it->addr + it->bytes.size());
+  MemoryRegion r;
+  r.addr = addr;
+  const auto* b = static_cast<const uint8_t*>(bytes);
+  r.bytes.assign(b, b + len);
+  memory.insert(it, std::move(r));
+  return {};
+}
+
+Status Snapshot::add_module(SnapshotModule m) {
+  if (m.start >= m.end)
+    return make_error(SPROV_ERR_INVALID_ARG,
+                      "module '%s' has an empty or inverted range [0x%" PRIx64 ", 0x%" PRIx64 ")",
+                      m.path.c_str(), m.start, m.end);
+  if (m.path.size() > kMaxPathLen)
+    return make_error(SPROV_ERR_LIMIT, "module path of %zu bytes exceeds the limit %u",
+                      m.path.size(), kMaxPathLen);
+  if (path_has_nul(m.path))
+    return make_error(SPROV_ERR_INVALID_ARG, "module path contains a NUL byte");
+  if (m.build_id.len > BuildId::kMax)
+    return make_error(SPROV_ERR_INVALID_ARG, "module '%s' build-id length %u exceeds %zu",
+                      m.path.c_str(), unsigned{m.build_id.len}, BuildId::kMax);
+  if (modules.size() >= kMaxModules)
+    return make_error(SPROV_ERR_LIMIT, "snapshot already holds %zu modules (limit %u)",
+                      modules.size(), kMaxModules);
+  auto it = std::upper_bound(modules.begin(), modules.end(), m.start,
+                             [](uint64_t a, const SnapshotModule& x) { return a < x.start; });
+  if (it != modules.begin() && (it - 1)->end > m.start)
+    return make_error(SPROV_ERR_INVALID_ARG,
+                      "module [0x%" PRIx64 ", 0x%" PRIx64 ") overlaps module [0x%" PRIx64
+                      ", 0x%" PRIx64 ")",
+                      m.start, m.end, (it - 1)->start, (it - 1)->end);
+  if (it != modules.end() && it->start < m.end)
+    return make_error(SPROV_ERR_INVALID_ARG,
+                      "module [0x%" PRIx64 ", 0x%" PRIx64 ") overlaps module [0x%" PRIx64
+                      ", 0x%" PRIx64 ")",
+                      m.start, m.end, it->start, it->end);
+  modules.insert(it, std::move(m));
+  return {};
+}
+
+uint64_t Snapshot::module_list_hash() const {
+  // Each field is fed in a fixed little-endian encoding (the serialized module
+  // record), so the hash is independent of the host and of struct padding.
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  std::vector<uint8_t> rec;
+  Writer w(rec);
+  w.u32(static_cast<uint32_t>(modules.size()));
+  XXH3_64bits_update(&state, rec.data(), rec.size());
+  for (const SnapshotModule& m : modules) {
+    rec.clear();
+    w.u64(m.start);
+    w.u64(m.end);
+    w.u64(m.file_offset);
+    w.u64(m.load_bias);
+    w.u32(static_cast<uint32_t>(m.path.size()));
+    w.bytes(m.path.data(), m.path.size());
+    const uint8_t id_len = std::min<uint8_t>(m.build_id.len, BuildId::kMax);
+    w.u8(id_len);
+    w.bytes(m.build_id.bytes, id_len);
+    XXH3_64bits_update(&state, rec.data(), rec.size());
+  }
+  return XXH3_64bits_digest(&state);
+}
+
+std::vector<uint8_t> serialize(const Snapshot& s) {
+  std::vector<uint8_t> out;
+  size_t size = 8 + 4 + 4 + 8 + 8 + 4 + 8 + 8 * kSnapshotMaxRegs + 4 + 4;
+  for (const MemoryRegion& r : s.memory) size += 16 + r.bytes.size();
+  for (const SnapshotModule& m : s.modules) size += kMinModuleBytes + m.path.size() + m.build_id.len;
+  out.reserve(size);
+  Writer w(out);
+  w.bytes(kMagic, sizeof(kMagic));
+  w.u32(kVersion);
+  w.u8(static_cast<uint8_t>(s.arch));
+  w.u8(static_cast<uint8_t>(s.endian));
+  w.u16(0);
+  w.u64(static_cast<uint64_t>(s.pid));
+  w.u64(static_cast<uint64_t>(s.tid));
+  w.u32(s.flags);
+  w.u64(s.regs_valid);
+  for (uint64_t r : s.regs) w.u64(r);
+  w.u32(static_cast<uint32_t>(s.memory.size()));
+  for (const MemoryRegion& r : s.memory) {
+    w.u64(r.addr);
+    w.u64(r.bytes.size());
+    w.bytes(r.bytes.data(), r.bytes.size());
+  }
+  w.u32(static_cast<uint32_t>(s.modules.size()));
+  for (const SnapshotModule& m : s.modules) {
+    w.u64(m.start);
+    w.u64(m.end);
+    w.u64(m.file_offset);
+    w.u64(m.load_bias);
+    w.u32(static_cast<uint32_t>(m.path.size()));
+    w.bytes(m.path.data(), m.path.size());
+    const uint8_t id_len = std::min<uint8_t>(m.build_id.len, BuildId::kMax);
+    w.u8(id_len);
+    w.bytes(m.build_id.bytes, id_len);
+  }
+  return out;
+}
+
+Result<Snapshot> deserialize(const uint8_t* data, size_t len) {
+  if (data == nullptr && len != 0)
+    return make_error(SPROV_ERR_SNAPSHOT, "null data with length %zu", len);
+  Cursor c(data, len);
+  Snapshot s;
+  if (Status st = parse_header(c, s); !st) return st.error();
+  if (Status st = parse_regions(c, s); !st) return st.error();
+  if (Status st = parse_modules(c, s); !st) return st.error();
+  if (c.remaining() != 0)
+    return make_error(SPROV_ERR_SNAPSHOT, "%zu trailing bytes at offset %zu", c.remaining(),
+                      c.offset());
+  return s;
+}
+
+bool SnapshotReader::read_slow(uint64_t addr, void* buf, size_t len) {
+  if (len == 0) return true;
+  const std::vector<MemoryRegion>& mem = snap_->memory;
+  auto it = std::upper_bound(mem.begin(), mem.end(), addr,
+                             [](uint64_t a, const MemoryRegion& r) { return a < r.addr; });
+  if (it == mem.begin()) return false;
+  size_t idx = static_cast<size_t>(it - mem.begin()) - 1;
+  auto* out = static_cast<uint8_t*>(buf);
+  uint64_t cur = addr;
+  size_t left = len;
+  const size_t first = idx;
+  while (true) {
+    const MemoryRegion& r = mem[idx];
+    const uint64_t off = cur - r.addr;
+    if (off >= r.bytes.size()) return false;
+    const size_t n = std::min<uint64_t>(left, r.bytes.size() - off);
+    std::memcpy(out, r.bytes.data() + off, n);
+    out += n;
+    left -= n;
+    if (left == 0) break;
+    cur += n;  // == r.addr + r.bytes.size(): the next region must start exactly here
+    if (++idx == mem.size() || mem[idx].addr != cur) return false;
+  }
+  last_ = first;
+  return true;
+}
+
+}  // namespace stackprov::memory

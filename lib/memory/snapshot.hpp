@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// Snapshots: captured registers, memory copies and the module list of one thread; serializable.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+#include "memory/memory_reader.hpp"
+
+namespace stackprov::memory {
+
+/// Maximum number of DWARF registers a snapshot stores (covers all arches).
+constexpr int kSnapshotMaxRegs = 40;
+
+struct SnapshotModule {
+  uint64_t start = 0;        ///< runtime address range of the mapping
+  uint64_t end = 0;
+  uint64_t file_offset = 0;  ///< file offset of `start`
+  uint64_t load_bias = 0;    ///< runtime - link-time address
+  std::string path;          ///< as the target mapped it ("[vdso]" for the vDSO)
+  BuildId build_id;          ///< empty when the module has none
+};
+
+struct MemoryRegion {
+  uint64_t addr = 0;
+  std::vector<uint8_t> bytes;
+};
+
+/// A capture of one thread. Plain data: unwinding is a pure function of it.
+struct Snapshot {
+  Arch arch = Arch::kUnknown;
+  Endian endian = Endian::kLittle;
+  int64_t pid = 0;
+  int64_t tid = 0;
+  uint64_t regs[kSnapshotMaxRegs] = {};  ///< DWARF numbering of `arch`
+  uint64_t regs_valid = 0;               ///< bit i set: regs[i] captured
+  uint32_t flags = 0;                    ///< kFlag* below
+  std::vector<MemoryRegion> memory;      ///< sorted by addr, non-overlapping
+  std::vector<SnapshotModule> modules;   ///< sorted by start, non-overlapping
+
+  /// The pc register holds a return address (capture_self: the call site), so
+  /// frame 0 is looked up at pc - 1 like a caller frame.
+  static constexpr uint32_t kFlagPcIsReturnAddress = 1u << 0;
+
+  bool has_reg(int r) const { return r >= 0 && r < kSnapshotMaxRegs && (regs_valid >> r) & 1; }
+  void set_reg(int r, uint64_t v) {
+    regs[r] = v;
+    regs_valid |= 1ull << r;
+  }
+
+  /// Inserts a memory region keeping `memory` sorted; rejects overlaps.
+  Status add_memory(uint64_t addr, const void* bytes, size_t len);
+  /// Inserts a module keeping `modules` sorted; rejects overlaps.
+  Status add_module(SnapshotModule m);
+  /// XXH3 of the module list (ranges, offsets, biases, paths, build-ids): two
+  /// snapshots of the same process state have equal hashes. Deterministic.
+  uint64_t module_list_hash() const;
+};
+
+/// Serialized format (all integers little-endian, every length checked):
+///   magic "SPROVSNP", u32 version (1), u8 arch, u8 endian, u16 reserved,
+///   i64 pid, i64 tid, u32 flags, u64 regs_valid, u64 regs[kSnapshotMaxRegs],
+///   u32 n_regions, { u64 addr, u64 len, bytes }*, u32 n_modules,
+///   { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id }*.
+/// Limits: ≤ 1 GiB of memory in total, ≤ 65536 regions and modules, paths ≤ 4096.
+std::vector<uint8_t> serialize(const Snapshot& s);
+/// Errors are SPROV_ERR_SNAPSHOT with the offending field and offset named.
+Result<Snapshot> deserialize(const uint8_t* data, size_t len);
+
+/// Reads from a snapshot's memory regions (binary search; a read spanning two
+/// adjacent regions succeeds). Reads outside every region fail.
+class SnapshotReader final : public MemoryReader {
+ public:
+  explicit SnapshotReader(const Snapshot& s) : snap_(&s) {}
+  /// Fast path inline (the unwinder reads 8 bytes at a time): the last region
+  /// hit is tried first, then read_slow() binary-searches. Zero-length reads
+  /// succeed. Not thread-safe (the hint is mutable state); never faults.
+  bool read(uint64_t addr, void* buf, size_t len) override {
+    const std::vector<MemoryRegion>& mem = snap_->memory;
+    if (last_ < mem.size()) {
+      const MemoryRegion& r = mem[last_];
+      const uint64_t off = addr - r.addr;  // wraps to a huge value when addr < r.addr
+      const size_t n = r.bytes.size();
+      if (off < n && len <= n - off) {
+        std::memcpy(buf, r.bytes.data() + off, len);
+        return true;
+      }
+    }
+    return read_slow(addr, buf, len);
+  }
+  const char* name() const override { return "snapshot"; }
+
+ private:
+  bool read_slow(uint64_t addr, void* buf, size_t len);
+
+  const Snapshot* snap_;
+  size_t last_ = 0;  // index of the last region hit
+};
+
+}  // namespace stackprov::memory

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unwound frames and walk results: pc, sp, cfa, module, how each frame was found, why the walk stopped.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stackprov/stackprov.h"
+
+namespace stackprov::unwind {
+
+/// How a frame was found; values equal enum sprov_method.
+enum class Method : uint8_t {
+  kNone = SPROV_METHOD_NONE,
+  kContext = SPROV_METHOD_CONTEXT,
+  kCfiEhFrame = SPROV_METHOD_CFI_EH_FRAME,
+  kCfiDebugFrame = SPROV_METHOD_CFI_DEBUG_FRAME,
+  kFramePointer = SPROV_METHOD_FRAME_POINTER,
+  kScan = SPROV_METHOD_SCAN,
+  kSignal = SPROV_METHOD_SIGNAL,
+};
+
+/// Why a walk ended; values equal enum sprov_stop_reason.
+enum class StopReason : uint8_t {
+  kNone = SPROV_STOP_NONE,
+  kEndOfStack = SPROV_STOP_END_OF_STACK,
+  kNoUnwindInfo = SPROV_STOP_NO_UNWIND_INFO,
+  kMemoryUnreadable = SPROV_STOP_MEMORY_UNREADABLE,
+  kSpNotAdvancing = SPROV_STOP_SP_NOT_ADVANCING,
+  kMaxFrames = SPROV_STOP_MAX_FRAMES,
+  kBadCfi = SPROV_STOP_BAD_CFI,
+  kInvalidPc = SPROV_STOP_INVALID_PC,
+  kArchMismatch = SPROV_STOP_ARCH_MISMATCH,
+};
+
+struct Frame {
+  uint64_t pc = 0;   ///< as unwound: a return address for caller frames
+  uint64_t sp = 0;
+  uint64_t cfa = 0;  ///< the CFA of this frame when known (computed by the step out of it)
+  int32_t module_index = -1;  ///< into the snapshot's modules
+  Method method = Method::kNone;
+  /// True when the symbol/CFI lookup for this frame uses pc - 1 (caller
+  /// frames); false for frame 0 of a signal-interrupted context.
+  bool lookup_prev = false;
+};
+
+struct WalkResult {
+  std::vector<Frame> frames;
+  StopReason stop = StopReason::kNone;
+};
+
+}  // namespace stackprov::unwind

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// Loading per-module CFI indexes and resolving pcs to modules.
+#include "unwind/module_unwind.hpp"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace stackprov::unwind {
+
+uint32_t next_module_generation() {
+  static std::atomic<uint32_t> gen{0};
+  uint32_t g = gen.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (g == 0) g = gen.fetch_add(1, std::memory_order_relaxed) + 1;
+  return g;
+}
+
+namespace {
+
+dwarf::CfiSection make_section(const elf::ElfImage& img, const elf::Section& s, bool is_eh) {
+  dwarf::CfiSection c;
+  c.data = s.data;
+  c.size = s.size;
+  c.vaddr = s.addr;
+  c.is_eh_frame = is_eh;
+  c.big_endian = img.big_endian();
+  c.addr_size = img.is_64bit() ? 8 : 4;
+  if (auto hdr = img.eh_frame_hdr()) c.data_vaddr = hdr->addr;
+  if (auto text = img.section(".text")) c.text_vaddr = text->addr;
+  return c;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<elf::ElfImage> image,
+                                                         elf::DebugFileOptions debug_opts) {
+  std::shared_ptr<LoadedModule> m(new LoadedModule());
+  m->image_ = std::move(image);
+  m->debug_opts_ = std::move(debug_opts);
+  m->generation_ = next_module_generation();
+  const elf::ElfImage& img = *m->image_;
+  if (auto eh = img.section(".eh_frame"); eh && eh->size > 0 && eh->data != nullptr) {
+    m->eh_ = make_section(img, *eh, true);
+    bool indexed = false;
+    if (auto hdr = img.eh_frame_hdr(); hdr && hdr->data != nullptr) {
+      indexed = dwarf::FdeIndex::from_eh_frame_hdr(hdr->data, hdr->size, hdr->addr, m->eh_,
+                                                   &m->eh_index_) == dwarf::CfiStatus::kOk;
+    }
+    if (!indexed) indexed = dwarf::FdeIndex::build(m->eh_, &m->eh_index_) == dwarf::CfiStatus::kOk;
+    m->has_eh_ = indexed && !m->eh_index_.empty();
+  }
+  return m;
+}
+
+const LoadedModule::DebugFrame* LoadedModule::debug_frame() const {
+  std::call_once(debug_once_, [this] {
+    auto try_image = [this](const elf::ElfImage& img) -> bool {
+      auto s = img.section(".debug_frame");
+      if (!s || s->size == 0 || s->data == nullptr) return false;
+      auto df = std::make_unique<DebugFrame>();
+      df->section = make_section(img, *s, false);
+      if (dwarf::FdeIndex::build(df->section, &df->index) != dwarf::CfiStatus::kOk ||
+          df->index.empty())
+        return false;
+      debug_frame_ = std::move(df);
+      return true;
+    };
+    if (try_image(*image_)) return;
+    auto dbg = elf::find_debug_file(*image_, debug_opts_);
+    if (dbg.ok()) {
+      debug_image_ = dbg.value();
+      try_image(*debug_image_);
+    }
+  });
+  return debug_frame_.get();
+}
+
+bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {
+  for (const auto& ph : image_->program_headers()) {
+    if (ph.type != PT_LOAD) continue;
+    if (vaddr < ph.vaddr || vaddr - ph.vaddr >= ph.filesz || len > ph.filesz - (vaddr - ph.vaddr))
+      continue;
+    uint64_t off = ph.offset + (vaddr - ph.vaddr);
+    if (off > image_->file_size() || len > image_->file_size() - off) return false;
+    std::memcpy(buf, image_->file_data() + off, len);
+    return true;
+  }
+  return false;
+}
+
+void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {
+  slots_.push_back(s);
+  if (hold) hold_.push_back(std::move(hold));
+}
+
+void ModuleTable::finish() {
+  std::sort(slots_.begin(), slots_.end(),
+            [](const ModuleSlot& a, const ModuleSlot& b) { return a.start < b.start; });
+}
+
+const ModuleSlot* ModuleTable::find(uint64_t pc) const {
+  auto it = std::upper_bound(slots_.begin(), slots_.end(), pc,
+                             [](uint64_t v, const ModuleSlot& s) { return v < s.start; });
+  if (it == slots_.begin()) return nullptr;
+  --it;
+  return pc < it->end ? &*it : nullptr;
+}
+
+}  // namespace stackprov::unwind

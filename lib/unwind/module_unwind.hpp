@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-module unwind tables (eh_frame + debug_frame indexes) and the per-snapshot module table.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+#include "dwarf/cfi.hpp"
+#include "elf/debug_file.hpp"
+#include "elf/elf_image.hpp"
+
+namespace stackprov::unwind {
+
+/// One loaded module: its ELF image and CFI indexes. Immutable after load
+/// except for the lazily attached separate debug file (std::call_once), so
+/// concurrent unwinders may share it without locks on the hot path.
+class LoadedModule {
+ public:
+  /// Builds the .eh_frame index (from .eh_frame_hdr when usable, else by
+  /// scanning) and the in-file .debug_frame index.
+  static Result<std::shared_ptr<LoadedModule>> load(std::shared_ptr<elf::ElfImage> image,
+                                                    elf::DebugFileOptions debug_opts);
+
+  const elf::ElfImage& image() const { return *image_; }
+  const std::shared_ptr<elf::ElfImage>& image_ptr() const { return image_; }
+  uint32_t generation() const { return generation_; }
+  Arch arch() const { return image_->arch(); }
+
+  bool has_eh_frame() const { return has_eh_; }
+  const dwarf::CfiSection& eh_frame() const { return eh_; }
+  const dwarf::FdeIndex& eh_index() const { return eh_index_; }
+
+  /// .debug_frame of the binary, else of its separate debug file (found by
+  /// build-id or debuglink on first use). nullptr when there is none.
+  struct DebugFrame {
+    dwarf::CfiSection section;
+    dwarf::FdeIndex index;
+  };
+  const DebugFrame* debug_frame() const;
+
+  /// Copies code bytes at link-time address `vaddr` from the file (for
+  /// trampoline recognition offline). False outside PT_LOAD file contents.
+  bool read_code(uint64_t vaddr, void* buf, size_t len) const;
+
+ private:
+  LoadedModule() = default;
+  std::shared_ptr<elf::ElfImage> image_;
+  elf::DebugFileOptions debug_opts_;
+  uint32_t generation_ = 0;
+  bool has_eh_ = false;
+  dwarf::CfiSection eh_{};
+  dwarf::FdeIndex eh_index_;
+  mutable std::once_flag debug_once_;
+  mutable std::shared_ptr<elf::ElfImage> debug_image_;
+  mutable std::unique_ptr<DebugFrame> debug_frame_;
+};
+
+/// The modules of one snapshot, resolved to loaded modules and sorted by
+/// start address. Built once per distinct module list, then read without
+/// locks or allocation.
+struct ModuleSlot {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t bias = 0;
+  const LoadedModule* module = nullptr;  ///< nullptr: no usable unwind info
+  int32_t snapshot_index = -1;
+};
+
+class ModuleTable {
+ public:
+  void clear() {
+    slots_.clear();
+    hold_.clear();
+  }
+  void add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold);
+  void finish();  ///< sorts slots
+  const ModuleSlot* find(uint64_t pc) const;
+  size_t size() const { return slots_.size(); }
+  uint64_t key = 0;  ///< module_list_hash of the snapshot it was built for
+
+ private:
+  std::vector<ModuleSlot> slots_;
+  std::vector<std::shared_ptr<LoadedModule>> hold_;
+};
+
+/// Next module generation number (never 0). Thread-safe.
+uint32_t next_module_generation();
+
+}  // namespace stackprov::unwind

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// CFI row -> compact UnwindRule translation and the rule cache storage.
+#include "unwind/unwind_rule.hpp"
+
+
+namespace stackprov::unwind {
+
+using dwarf::RegRuleKind;
+
+UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs) {
+  UnwindRule r;
+  r.signal_frame = row.signal_frame ? 1 : 0;
+  const int ra = row.ra_reg;
+  if (ra >= dwarf::kMaxCfiRegs) {
+    r.kind = UnwindRule::kFull;
+    return r;
+  }
+  if (row.regs[ra].kind == RegRuleKind::kUndefined) {
+    r.kind = UnwindRule::kEndOfStack;
+    return r;
+  }
+  r.kind = UnwindRule::kFull;
+  if (row.cfa.kind != dwarf::CfaRule::Kind::kRegOffset || row.cfa.reg >= num_regs ||
+      row.cfa.offset > INT32_MAX || row.cfa.offset < INT32_MIN)
+    return r;
+  UnwindRule out;
+  out.kind = UnwindRule::kCfaReg;
+  out.signal_frame = r.signal_frame;
+  out.cfa_reg = static_cast<uint8_t>(row.cfa.reg);
+  out.cfa_off = static_cast<int32_t>(row.cfa.offset);
+  out.ra_reg = static_cast<uint8_t>(ra);
+  auto word_off = [&](int64_t off, int8_t* dst) {
+    if (off % addr_size != 0) return false;
+    int64_t w = off / addr_size;
+    if (w < INT8_MIN || w > INT8_MAX) return false;
+    *dst = static_cast<int8_t>(w);
+    return true;
+  };
+  for (int reg = 0; reg < dwarf::kMaxCfiRegs; reg++) {
+    const dwarf::RegRule& rr = row.regs[reg];
+    if (reg == ra) {
+      if (rr.kind == RegRuleKind::kOffset) {
+        if (!word_off(rr.offset, &out.ra_off)) return r;
+        out.ra_kind = UnwindRule::kRaAtCfa;
+      } else if (rr.kind == RegRuleKind::kUnspecified || rr.kind == RegRuleKind::kSameValue) {
+        out.ra_kind = UnwindRule::kRaSameValue;
+      } else {
+        return r;
+      }
+      continue;
+    }
+    switch (rr.kind) {
+      case RegRuleKind::kUnspecified:
+      case RegRuleKind::kSameValue:
+        break;
+      case RegRuleKind::kOffset:
+        if (reg >= num_regs) break;  // a register this arch does not track
+        if (out.nsaved >= UnwindRule::kMaxSaved) return r;
+        if (!word_off(rr.offset, &out.saved_off[out.nsaved])) return r;
+        out.saved_reg[out.nsaved++] = static_cast<uint8_t>(reg);
+        break;
+      case RegRuleKind::kUndefined:
+        if (reg >= num_regs) break;
+        return r;  // the interpreter path marks it invalid
+      default:
+        if (reg >= num_regs) break;
+        return r;
+    }
+  }
+  return out;
+}
+
+RuleCache::RuleCache() : entries_(new Entry[kEntries]()) {}
+
+void RuleCache::clear() {
+  for (uint32_t i = 0; i < kEntries; i++) entries_[i] = Entry{};
+}
+
+}  // namespace stackprov::unwind

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compact unwind rules translated from CFI rows, and the fixed-size direct-mapped rule cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "dwarf/cfi.hpp"
+
+namespace stackprov::unwind {
+
+/// A CFI row reduced to what the common case needs. Variants:
+///  - kCfaReg:   cfa = reg[cfa_reg] + cfa_off;
+///               reg[saved_reg[i]] = *(cfa + saved_off[i] * addr_size)  (i < nsaved);
+///               ra = *(cfa + ra_off * addr_size)    when ra_kind == kRaAtCfa,
+///               ra = reg[ra_reg]                   when ra_kind == kRaSameValue,
+///               sp' = cfa.
+///  - kEndOfStack: the return-address column is undefined (e.g. _start).
+///  - kFull:     the row needs the interpreter (expressions, val_offset,
+///               register rules, offsets beyond int8 words); re-run find_row.
+///  - kNoInfo:   no FDE covers the address (negative cache entry).
+struct UnwindRule {
+  enum Kind : uint8_t { kInvalid = 0, kCfaReg, kEndOfStack, kFull, kNoInfo };
+  enum RaKind : uint8_t { kRaAtCfa = 0, kRaSameValue = 1 };
+  static constexpr int kMaxSaved = 12;
+
+  uint8_t kind = kInvalid;
+  uint8_t cfa_reg = 0;
+  uint8_t nsaved = 0;
+  uint8_t ra_kind = kRaAtCfa;
+  int32_t cfa_off = 0;
+  uint8_t saved_reg[kMaxSaved] = {};
+  int8_t saved_off[kMaxSaved] = {};
+  uint8_t ra_reg = 0;
+  int8_t ra_off = 0;
+  uint8_t signal_frame = 0;   ///< CIE 'S': the caller is looked up at pc, not pc - 1
+  uint8_t from_debug_frame = 0;
+};
+static_assert(sizeof(UnwindRule) == 36, "UnwindRule must stay compact");
+
+/// Translates a CFI row into a compact rule; kFull when it does not fit.
+/// `addr_size` is 4 or 8; `num_regs` bounds the register numbers used.
+UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs);
+
+/// Direct-mapped cache of rules keyed by (pc, module generation). Owned by
+/// one unwinder (one thread): no locks, no allocation after construction.
+class RuleCache {
+ public:
+  static constexpr uint32_t kEntries = 4096;  // 4096 * 48 B = 192 KiB
+
+  struct Entry {
+    uint64_t pc;
+    uint32_t generation;  // 0: empty
+    UnwindRule rule;
+  };
+  static_assert(sizeof(Entry) == 48, "cache entry must stay 48 bytes");
+
+  RuleCache();
+  RuleCache(const RuleCache&) = delete;
+  RuleCache& operator=(const RuleCache&) = delete;
+
+  const UnwindRule* find(uint64_t pc, uint32_t generation) {
+    Entry& e = entries_.get()[slot(pc)];
+    if (e.generation == generation && e.pc == pc) {
+      hits_++;
+      return &e.rule;
+    }
+    misses_++;
+    return nullptr;
+  }
+  void insert(uint64_t pc, uint32_t generation, const UnwindRule& rule) {
+    Entry& e = entries_.get()[slot(pc)];
+    e.pc = pc;
+    e.generation = generation;
+    e.rule = rule;
+  }
+  void clear();
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+
+ private:
+  static uint32_t slot(uint64_t pc) {
+    uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+    return static_cast<uint32_t>(h >> 52) & (kEntries - 1);
+  }
+  std::unique_ptr<Entry[]> entries_;
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+};
+
+}  // namespace stackprov::unwind

@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: Apache-2.0
+// The unwinding ladder, templated over the memory reader and the architecture traits.
+#pragma once
+
+#include <cstdint>
+
+#include "arch/arch_ops.hpp"
+#include "dwarf/cfi.hpp"
+#include "dwarf/expression.hpp"
+#include "unwind/frame.hpp"
+#include "unwind/module_unwind.hpp"
+#include "unwind/unwind_rule.hpp"
+
+namespace stackprov::unwind {
+
+struct WalkOptions {
+  uint32_t max_frames = 256;
+  bool use_frame_pointer = true;
+  bool use_debug_frame = true;
+  bool allow_scan = false;
+  uint32_t scan_words = 64;
+};
+
+/// Walks one thread's stack. Per step: CFI (.eh_frame, then .debug_frame),
+/// then the sigreturn trampoline, then the frame pointer, then (opt-in) a
+/// stack scan; every frame records the rung that found it. No allocation
+/// (the frame vector's capacity is reserved up front) and no locks per step;
+/// the only lazily-initialised state (a module's separate debug file) is
+/// guarded by std::call_once, which after the first use is one atomic load.
+///
+/// Mem: `bool read(uint64_t addr, void* buf, size_t len)`.
+template <class Traits, class Mem>
+class Unwinder {
+ public:
+  using Regs = arch::RegState<Traits::kNumRegs>;
+  using Ops = arch::Ops<Traits>;
+
+  Unwinder(const ModuleTable& modules, RuleCache& cache, const WalkOptions& opts, Mem& mem)
+      : modules_(modules), cache_(cache), opts_(opts), mem_(mem) {}
+
+  /// `pc_is_return_address`: frame 0's pc is a return address (a capture at a
+  /// call site), so its lookups use pc - 1 like a caller's.
+  void walk(const Regs& initial, bool pc_is_return_address, WalkResult* out) {
+    out->frames.clear();
+    out->stop = StopReason::kNone;
+    if (out->frames.capacity() < opts_.max_frames) out->frames.reserve(opts_.max_frames);
+    Regs regs = initial;
+    if (!regs.has(Traits::kPcReg) || !regs.has(Traits::kSpReg)) {
+      out->stop = StopReason::kInvalidPc;
+      return;
+    }
+    Frame f;
+    f.pc = regs.get(Traits::kPcReg);
+    f.sp = regs.get(Traits::kSpReg);
+    f.method = Method::kContext;
+    f.lookup_prev = pc_is_return_address;
+    f.module_index = module_index_of(f);
+    out->frames.push_back(f);
+
+    for (;;) {
+      Frame& cur = out->frames.back();
+      if (out->frames.size() >= opts_.max_frames) {
+        out->stop = StopReason::kMaxFrames;
+        return;
+      }
+      if (cur.pc == 0) {
+        out->frames.pop_back();  // a zero return address marks the outermost frame
+        out->stop = StopReason::kEndOfStack;
+        return;
+      }
+      Regs next = regs;
+      uint64_t cfa = 0;
+      Frame nf;
+      StopReason stop = step(cur, regs, next, &cfa, &nf);
+      if (stop != StopReason::kNone) {
+        out->stop = stop;
+        return;
+      }
+      nf.pc = next.get(Traits::kPcReg);
+      nf.sp = next.get(Traits::kSpReg);
+      nf.module_index = module_index_of(nf);
+      // Frames found by heuristics must land in a known module.
+      if ((nf.method == Method::kFramePointer || nf.method == Method::kScan) && nf.pc != 0 &&
+          modules_.find(nf.pc - (nf.lookup_prev ? Traits::kCallInsnMin : 0)) == nullptr) {
+        out->stop = StopReason::kInvalidPc;
+        return;
+      }
+      // The stack pointer must advance, except across a signal frame (the
+      // interrupted code may run on another stack).
+      if (nf.method != Method::kSignal && nf.sp <= cur.sp && nf.pc != 0) {
+        out->stop = StopReason::kSpNotAdvancing;
+        return;
+      }
+      cur.cfa = cfa;
+      if (nf.pc == 0) {
+        out->stop = StopReason::kEndOfStack;
+        return;
+      }
+      regs = next;
+      out->frames.push_back(nf);
+    }
+  }
+
+ private:
+  int32_t module_index_of(const Frame& f) const {
+    const ModuleSlot* s = modules_.find(f.lookup_prev ? f.pc - Traits::kCallInsnMin : f.pc);
+    return s ? s->snapshot_index : -1;
+  }
+
+  /// One step out of `cur`. Fills next regs, *cfa and the new frame's method
+  /// and lookup mode; returns kNone to continue or the reason to stop.
+  StopReason step(const Frame& cur, const Regs& regs, Regs& next, uint64_t* cfa, Frame* nf) {
+    const uint64_t lookup_pc = cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc;
+    const ModuleSlot* slot = modules_.find(lookup_pc);
+
+    bool signal = false;
+    Method method = Method::kNone;
+    StopReason r = step_by_cfi(slot, lookup_pc, regs, next, cfa, &method, &signal);
+    if (r == StopReason::kNone) {
+      nf->method = signal ? Method::kSignal : method;
+      nf->lookup_prev = !signal;
+      return StopReason::kNone;
+    }
+    if (r == StopReason::kEndOfStack || r == StopReason::kMemoryUnreadable) return r;
+    const StopReason cfi_reason = r;  // kNoUnwindInfo or kBadCfi
+
+    if (step_by_sigreturn(slot, cur.pc, regs, next, cfa)) {
+      nf->method = Method::kSignal;
+      nf->lookup_prev = false;
+      return StopReason::kNone;
+    }
+    next = regs;
+    if (opts_.use_frame_pointer && step_by_frame_pointer(regs, next, cfa)) {
+      nf->method = Method::kFramePointer;
+      nf->lookup_prev = true;
+      return StopReason::kNone;
+    }
+    next = regs;
+    if (opts_.allow_scan && step_by_scan(regs, next, cfa)) {
+      nf->method = Method::kScan;
+      nf->lookup_prev = true;
+      return StopReason::kNone;
+    }
+    if (slot == nullptr) return StopReason::kInvalidPc;
+    return cfi_reason;
+  }
+
+  StopReason step_by_cfi(const ModuleSlot* slot, uint64_t lookup_pc, const Regs& regs, Regs& next,
+                         uint64_t* cfa, Method* method, bool* signal) {
+    if (slot == nullptr || slot->module == nullptr) return StopReason::kNoUnwindInfo;
+    const LoadedModule& mod = *slot->module;
+    const uint64_t rel = lookup_pc - slot->bias;
+    const UnwindRule* cached = cache_.find(lookup_pc, mod.generation());
+    UnwindRule rule;
+    if (cached != nullptr && cached->kind != UnwindRule::kFull) {
+      rule = *cached;
+    } else {
+      const dwarf::CfiSection* sec = nullptr;
+      bool from_debug = false;
+      if (!find_cfi_row(mod, rel, &sec, &from_debug)) {
+        if (cached == nullptr) {
+          UnwindRule none;
+          none.kind = row_status_ == dwarf::CfiStatus::kNotFound ? UnwindRule::kNoInfo
+                                                                  : UnwindRule::kInvalid;
+          if (none.kind == UnwindRule::kNoInfo) cache_.insert(lookup_pc, mod.generation(), none);
+        }
+        return row_status_ == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo
+                                                          : StopReason::kBadCfi;
+      }
+      if (cached == nullptr) {
+        rule = translate_row(row_, Traits::kAddrSize, Traits::kNumRegs);
+        rule.from_debug_frame = from_debug ? 1 : 0;
+        cache_.insert(lookup_pc, mod.generation(), rule);
+      } else {
+        rule = *cached;
+      }
+      if (rule.kind == UnwindRule::kFull) {
+        *method = from_debug ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
+        *signal = row_.signal_frame;
+        return apply_row(*sec, regs, next, cfa);
+      }
+    }
+    switch (rule.kind) {
+      case UnwindRule::kNoInfo:
+        return StopReason::kNoUnwindInfo;
+      case UnwindRule::kEndOfStack:
+        return StopReason::kEndOfStack;
+      case UnwindRule::kCfaReg:
+        break;
+      default:
+        return StopReason::kBadCfi;
+    }
+    *method = rule.from_debug_frame ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
+    *signal = rule.signal_frame != 0;
+    return apply_rule(rule, regs, next, cfa);
+  }
+
+  /// Finds the CFI row for link-time `rel` in .eh_frame, then .debug_frame.
+  bool find_cfi_row(const LoadedModule& mod, uint64_t rel, const dwarf::CfiSection** sec,
+                    bool* from_debug) {
+    dwarf::FdeInfo fde;
+    row_status_ = dwarf::CfiStatus::kNotFound;
+    if (mod.has_eh_frame()) {
+      row_status_ = mod.eh_index().lookup(mod.eh_frame(), rel, &fde);
+      if (row_status_ == dwarf::CfiStatus::kOk) {
+        *sec = &mod.eh_frame();
+        *from_debug = false;
+        row_status_ = dwarf::find_row(**sec, fde, rel, &row_);
+        return row_status_ == dwarf::CfiStatus::kOk;
+      }
+    }
+    if (row_status_ == dwarf::CfiStatus::kNotFound && opts_.use_debug_frame) {
+      if (const LoadedModule::DebugFrame* df = mod.debug_frame()) {
+        row_status_ = df->index.lookup(df->section, rel, &fde);
+        if (row_status_ == dwarf::CfiStatus::kOk) {
+          *sec = &df->section;
+          *from_debug = true;
+          row_status_ = dwarf::find_row(**sec, fde, rel, &row_);
+          return row_status_ == dwarf::CfiStatus::kOk;
+        }
+      }
+    }
+    return false;
+  }
+
+  /// cfa = reg + off; saved registers and ra loaded from cfa-relative slots.
+  StopReason apply_rule(const UnwindRule& rule, const Regs& regs, Regs& next, uint64_t* cfa_out) {
+    if (!regs.has(rule.cfa_reg)) return StopReason::kBadCfi;
+    const uint64_t cfa = mask(regs.get(rule.cfa_reg) + static_cast<int64_t>(rule.cfa_off));
+    constexpr int kW = Traits::kAddrSize;
+    for (int i = 0; i < rule.nsaved; i++) {
+      uint64_t v;
+      if (!arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW), kW,
+                           Traits::kBigEndian, &v))
+        return StopReason::kMemoryUnreadable;
+      next.set(rule.saved_reg[i], v);
+    }
+    uint64_t ra;
+    if (rule.ra_kind == UnwindRule::kRaAtCfa) {
+      if (!arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.ra_off) * kW), kW,
+                           Traits::kBigEndian, &ra))
+        return StopReason::kMemoryUnreadable;
+    } else {
+      if (!regs.has(rule.ra_reg)) return StopReason::kBadCfi;
+      ra = regs.get(rule.ra_reg);
+    }
+    ra = Traits::strip_return_address(ra);
+    next.set(Traits::kRaReg, ra);
+    next.set(Traits::kPcReg, ra);
+    next.set(Traits::kSpReg, cfa);
+    *cfa_out = cfa;
+    return StopReason::kNone;
+  }
+
+  /// The general case: every rule kind, expressions through the bounded evaluator.
+  StopReason apply_row(const dwarf::CfiSection& sec, const Regs& regs, Regs& next,
+                       uint64_t* cfa_out) {
+    constexpr int kW = Traits::kAddrSize;
+    uint64_t cfa;
+    if (row_.cfa.kind == dwarf::CfaRule::Kind::kRegOffset) {
+      if (!regs.has(row_.cfa.reg)) return StopReason::kBadCfi;
+      cfa = mask(regs.get(row_.cfa.reg) + row_.cfa.offset);
+    } else {
+      if (!eval(sec, row_.cfa.expr_offset, row_.cfa.expr_len, regs, nullptr, &cfa))
+        return expr_reason_;
+      cfa = mask(cfa);
+    }
+    const int ra_col = row_.ra_reg;
+    uint64_t ra = 0;
+    bool have_ra = false;
+    for (int reg = 0; reg < dwarf::kMaxCfiRegs; reg++) {
+      const dwarf::RegRule& rr = row_.regs[reg];
+      const bool tracked = reg < Traits::kNumRegs;
+      if (!tracked && reg != ra_col) continue;
+      uint64_t v = 0;
+      bool have = true;
+      switch (rr.kind) {
+        case dwarf::RegRuleKind::kUnspecified:
+        case dwarf::RegRuleKind::kSameValue:
+          if (reg == ra_col) {
+            have = regs.has(reg);
+            v = have ? regs.get(reg) : 0;
+          } else {
+            continue;
+          }
+          break;
+        case dwarf::RegRuleKind::kUndefined:
+          if (reg == ra_col) return StopReason::kEndOfStack;
+          next.clear(reg);
+          continue;
+        case dwarf::RegRuleKind::kOffset:
+          if (!arch::read_word(mem_, mask(cfa + rr.offset), kW, Traits::kBigEndian, &v))
+            return StopReason::kMemoryUnreadable;
+          break;
+        case dwarf::RegRuleKind::kValOffset:
+          v = mask(cfa + rr.offset);
+          break;
+        case dwarf::RegRuleKind::kRegister:
+          if (!regs.has(rr.reg)) return StopReason::kBadCfi;
+          v = regs.get(rr.reg);
+          break;
+        case dwarf::RegRuleKind::kExpression: {
+          uint64_t addr;
+          if (!eval(sec, rr.expr_offset, rr.expr_len, regs, &cfa, &addr)) return expr_reason_;
+          if (!arch::read_word(mem_, mask(addr), kW, Traits::kBigEndian, &v))
+            return StopReason::kMemoryUnreadable;
+          break;
+        }
+        case dwarf::RegRuleKind::kValExpression:
+          if (!eval(sec, rr.expr_offset, rr.expr_len, regs, &cfa, &v)) return expr_reason_;
+          break;
+      }
+      if (reg == ra_col) {
+        ra = v;
+        have_ra = have;
+      }
+      if (tracked && have) next.set(reg, v);
+    }
+    if (!have_ra) return StopReason::kBadCfi;
+    ra = Traits::strip_return_address(ra);
+    next.set(Traits::kPcReg, ra);
+    if (Traits::kRaReg < Traits::kNumRegs) next.set(Traits::kRaReg, ra);
+    next.set(Traits::kSpReg, cfa);
+    *cfa_out = cfa;
+    return StopReason::kNone;
+  }
+
+  bool eval(const dwarf::CfiSection& sec, uint32_t off, uint32_t len, const Regs& regs,
+            const uint64_t* initial, uint64_t* out) {
+    if (off > sec.size || len > sec.size - off) {
+      expr_reason_ = StopReason::kBadCfi;
+      return false;
+    }
+    dwarf::ExprStatus st = dwarf::eval_expression(sec.data + off, len, Traits::kAddrSize,
+                                                  Traits::kBigEndian, mem_, regs, initial, out);
+    if (st == dwarf::ExprStatus::kOk) return true;
+    expr_reason_ = st == dwarf::ExprStatus::kMemory ? StopReason::kMemoryUnreadable : StopReason::kBadCfi;
+    return false;
+  }
+
+  /// The sigreturn trampoline recognised by its code bytes (read from the
+  /// module file, so this works offline too).
+  bool step_by_sigreturn(const ModuleSlot* slot, uint64_t pc, const Regs& regs, Regs& next,
+                         uint64_t* cfa) {
+    if (slot == nullptr || slot->module == nullptr) return false;
+    uint8_t code[Ops::kSigreturnLen];
+    if (!slot->module->read_code(pc - slot->bias, code, sizeof(code))) return false;
+    if (!Ops::is_sigreturn(code)) return false;
+    next = regs;
+    return Ops::signal_step(next, mem_, cfa) == arch::StepOutcome::kOk;
+  }
+
+  bool step_by_frame_pointer(const Regs& regs, Regs& next, uint64_t* cfa) {
+    next = regs;
+    return Ops::fp_step(next, mem_, cfa) == arch::StepOutcome::kOk;
+  }
+
+  /// Looks for the first stack word above sp that points just after a call
+  /// instruction in a known module. Least trusted; opt-in.
+  bool step_by_scan(const Regs& regs, Regs& next, uint64_t* cfa) {
+    constexpr int kW = Traits::kAddrSize;
+    const uint64_t sp = regs.get(Traits::kSpReg);
+    for (uint32_t i = 0; i < opts_.scan_words; i++) {
+      const uint64_t at = sp + static_cast<uint64_t>(i) * kW;
+      uint64_t cand;
+      if (!arch::read_word(mem_, at, kW, Traits::kBigEndian, &cand)) return false;
+      const ModuleSlot* s = modules_.find(cand - 1);
+      if (s == nullptr || s->module == nullptr || cand < Ops::kCallBytes) continue;
+      uint8_t code[Ops::kCallBytes];
+      if (!s->module->read_code(cand - s->bias - Ops::kCallBytes, code, sizeof(code))) continue;
+      if (!Ops::preceded_by_call(code)) continue;
+      next = regs;
+      next.set(Traits::kPcReg, cand);
+      next.set(Traits::kSpReg, at + kW);
+      *cfa = at + kW;
+      return true;
+    }
+    return false;
+  }
+
+  static uint64_t mask(uint64_t v) {
+    if constexpr (Traits::kAddrSize == 4) return v & 0xffffffffull;
+    return v;
+  }
+
+  const ModuleTable& modules_;
+  RuleCache& cache_;
+  const WalkOptions& opts_;
+  Mem& mem_;
+  dwarf::CfiRow row_;
+  dwarf::CfiStatus row_status_ = dwarf::CfiStatus::kNotFound;
+  StopReason expr_reason_ = StopReason::kBadCfi;
+};
+
+}  // namespace stackprov::unwind

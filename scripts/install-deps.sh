@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs, idempotently, the Debian 12 packages stackprov builds, tests and benchmarks with.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libelf-dev libdw-dev elfutils libdebuginfod-dev debuginfod
+  zlib1g-dev libzstd-dev liblzma-dev libxxhash-dev
+  libiberty-dev libunwind-dev
+  libmbedtls-dev libsodium-dev
+  catch2
+  gdb llvm-14 clang-14 lld-14 binutils
+  python3 python3-dev python3-pybind11 python3-pytest
+  nlohmann-json3-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: Apache-2.0
+// ElfImage against readelf/objcopy on freshly built fixtures: identity, phdrs, sections, decompression, bias.
+#include <elf.h>
+#include <link.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "elf/elf_image.hpp"
+#include "elf_test_util.hpp"
+
+using namespace stackprov;
+using namespace stackprov::elf;
+using namespace stackprov::elf::testing;
+
+namespace {
+
+const char* kFixtureSource = R"(
+#include <stdio.h>
+static int table[64];
+__attribute__((noinline)) int leaf(int x) { return table[x & 63] + x * 3; }
+__attribute__((noinline)) int middle(int x) { return leaf(x) + leaf(x + 1); }
+int main(int argc, char** argv) { printf("%d\n", middle(argc)); return 0; }
+)";
+
+struct Variant {
+  const char* name;
+  const char* flags;
+  uint16_t type;
+};
+
+const Variant kVariants[] = {
+    {"pie", "-g -O1 -fPIE -pie -Wl,--build-id=sha1", ET_DYN},
+    {"nopie", "-g -O1 -fno-pie -no-pie -Wl,--build-id=sha1", ET_EXEC},
+    {"static", "-g -O1 -static -Wl,--build-id=sha1", ET_EXEC},
+    {"zlib", "-g -O1 -Wl,--build-id=sha1 -Wl,--compress-debug-sections=zlib", ET_DYN},
+    {"zstd", "-g -O1 -Wl,--build-id=sha1 -Wl,--compress-debug-sections=zstd", ET_DYN},
+    {"zlibgnu", "-g -O1 -Wl,--build-id=sha1 -Wl,--compress-debug-sections=zlib-gnu", ET_DYN},
+    {"md5", "-g -O0 -Wl,--build-id=md5", ET_DYN},
+};
+
+uint32_t phdr_type(const std::string& t) {
+  static const std::map<std::string, uint32_t> kTypes = {
+      {"LOAD", PT_LOAD},       {"DYNAMIC", PT_DYNAMIC},          {"INTERP", PT_INTERP},
+      {"NOTE", PT_NOTE},       {"PHDR", PT_PHDR},                {"TLS", PT_TLS},
+      {"GNU_EH_FRAME", 0x6474e550u}, {"GNU_STACK", 0x6474e551u}, {"GNU_RELRO", 0x6474e552u},
+      {"GNU_PROPERTY", 0x6474e553u}};
+  auto it = kTypes.find(t);
+  return it == kTypes.end() ? 0xffffffffu : it->second;
+}
+
+std::string phdr_flags(uint32_t f) {
+  std::string s;
+  if (f & PF_R) s += 'R';
+  if (f & PF_W) s += 'W';
+  if (f & PF_X) s += 'E';
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("ElfImage matches readelf on built fixtures", "[elf][image]") {
+  TempDir dir;
+  for (const Variant& v : kVariants) {
+    const std::string exe = dir.file(std::string("fx_") + v.name);
+    if (!compile_c(dir, kFixtureSource, v.flags, exe)) {
+      WARN("cannot build fixture variant " << v.name << "; skipped");
+      continue;
+    }
+    {
+      INFO("variant " << v.name);
+      auto img_or = ElfImage::open(exe);
+      REQUIRE(img_or.ok());
+      const ElfImage& img = **img_or;
+      CHECK(img.arch() == Arch::kX86_64);
+      CHECK(img.is_64bit());
+      CHECK_FALSE(img.big_endian());
+      CHECK(img.elf_type() == v.type);
+      CHECK(img.machine() == EM_X86_64);
+
+      // Identity: the NT_GNU_BUILD_ID note as printed by readelf -n.
+      const std::string want_id = readelf_build_id(exe);
+      REQUIRE_FALSE(want_id.empty());
+      CHECK(img.build_id().hex() == want_id);
+      auto fast = read_build_id(exe);
+      REQUIRE(fast.ok());
+      CHECK(fast->hex() == want_id);
+
+      // Program headers, in order, as printed by readelf -lW.
+      const auto want_ph = readelf_phdrs(exe);
+      REQUIRE(want_ph.size() == img.program_headers().size());
+      for (size_t i = 0; i < want_ph.size(); i++) {
+        const ProgramHeader& got = img.program_headers()[i];
+        INFO("phdr " << i << " " << want_ph[i].type);
+        CHECK(got.type == phdr_type(want_ph[i].type));
+        CHECK(got.offset == want_ph[i].offset);
+        CHECK(got.vaddr == want_ph[i].vaddr);
+        CHECK(got.filesz == want_ph[i].filesz);
+        CHECK(got.memsz == want_ph[i].memsz);
+        CHECK(got.align == want_ph[i].align);
+        CHECK(phdr_flags(got.flags) == want_ph[i].flags);
+      }
+
+      // exec_range: the executable PT_LOADs per readelf.
+      uint64_t lo = UINT64_MAX, hi = 0;
+      for (const auto& p : want_ph) {
+        if (p.type == "LOAD" && p.flags.find('E') != std::string::npos) {
+          lo = std::min(lo, p.vaddr);
+          hi = std::max(hi, p.vaddr + p.memsz);
+        }
+      }
+      CHECK(img.exec_range() == std::make_pair(lo, hi));
+
+      // Sections: addresses, offsets and sizes of uncompressed ones match
+      // readelf -S; compressed ones match the objcopy-decompressed copy, byte for byte.
+      const std::string plain = exe + ".plain";
+      REQUIRE(run("objcopy --decompress-debug-sections '" + exe + "' '" + plain + "'").status == 0);
+      const auto raw_secs = readelf_sections(exe);
+      const auto plain_secs = readelf_sections(plain);
+      REQUIRE(raw_secs.size() + 1 == img.section_count());
+      std::map<std::string, ReadelfSection> plain_by_name;
+      for (const auto& s : plain_secs) plain_by_name[s.name] = s;
+      size_t compressed_seen = 0;
+      for (const auto& rs : raw_secs) {
+        INFO("section " << rs.name);
+        const bool zdebug = rs.name.rfind(".zdebug", 0) == 0;
+        const std::string canonical = zdebug ? ".debug" + rs.name.substr(7) : rs.name;
+        auto sec = img.section_or_error(canonical);
+        REQUIRE(sec.ok());
+        CHECK(sec->addr == rs.addr);
+        CHECK(sec->offset == rs.off);
+        if (rs.type == "NOBITS") {
+          CHECK(sec->data == nullptr);
+          CHECK(sec->size == 0);
+          continue;
+        }
+        const bool compressed = zdebug || rs.flags.find('C') != std::string::npos;
+        if (!compressed) {
+          CHECK(sec->size == rs.size);
+          CHECK(sec->data == img.file_data() + rs.off);
+          continue;
+        }
+        compressed_seen++;
+        CHECK(sec->file_size == rs.size);
+        CHECK((sec->flags & SHF_COMPRESSED) == 0);
+        REQUIRE(plain_by_name.count(canonical) == 1);
+        CHECK(sec->size == plain_by_name[canonical].size);
+        const std::string dump = dir.file("dump.bin");
+        REQUIRE(run("objcopy --dump-section '" + canonical + "=" + dump + "' '" + plain + "' '" +
+                    plain + ".tmp'").status == 0);
+        const auto want = read_file(dump);
+        REQUIRE(want.size() == sec->size);
+        CHECK(std::memcmp(want.data(), sec->data, want.size()) == 0);
+        // The second request returns the cached bytes.
+        auto again = img.section(canonical);
+        REQUIRE(again);
+        CHECK(again->data == sec->data);
+      }
+      const std::string vn = v.name;
+      if (vn == "zlib" || vn == "zstd" || vn == "zlibgnu") CHECK(compressed_seen >= 3);
+
+      // .eh_frame_hdr through PT_GNU_EH_FRAME is the section readelf lists.
+      auto hdr = img.eh_frame_hdr();
+      bool want_hdr = false;
+      for (const auto& rs : raw_secs) {
+        if (rs.name != ".eh_frame_hdr") continue;
+        want_hdr = true;
+        REQUIRE(hdr);
+        CHECK(hdr->addr == rs.addr);
+        CHECK(hdr->size == rs.size);
+        CHECK(hdr->offset == rs.off);
+      }
+      CHECK(hdr.has_value() == want_hdr);  // static glibc links have none
+      CHECK_FALSE(img.section(".no_such_section"));
+      auto missing = img.section_or_error(".no_such_section");
+      REQUIRE_FALSE(missing.ok());
+      CHECK(missing.error().code == SPROV_ERR_NO_SECTION);
+    }
+  }
+}
+
+TEST_CASE("read_build_id matches readelf on system files", "[elf][build_id]") {
+  const char* files[] = {"/usr/bin/ls", "/usr/bin/cmake", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                         "/usr/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libelf.so.1"};
+  int checked = 0;
+  for (const char* f : files) {
+    if (!file_exists(f)) continue;
+    INFO(f);
+    const std::string want = readelf_build_id(f);
+    auto fast = read_build_id(f);
+    REQUIRE(fast.ok());
+    CHECK(fast->hex() == want);
+    auto img = ElfImage::open(f);
+    REQUIRE(img.ok());
+    CHECK((*img)->build_id().hex() == want);
+    checked++;
+  }
+  CHECK(checked >= 3);
+}
+
+TEST_CASE("Cross-architecture images: MIPS32 big-endian and AArch64", "[elf][arch]") {
+  if (!have_tool("clang") || (!have_tool("ld.lld") && !have_tool("ld.lld-14"))) {
+    WARN("clang/lld not available; skipped");
+    return;
+  }
+  TempDir dir;
+  struct Target {
+    const char* triple;
+    Arch arch;
+    bool is64;
+    bool big;
+    uint16_t machine;
+  };
+  const Target targets[] = {{"mips-linux-gnu", Arch::kMips32, false, true, EM_MIPS},
+                            {"mipsel-linux-gnu", Arch::kMips32, false, false, EM_MIPS},
+                            {"aarch64-linux-gnu", Arch::kArm64, true, false, EM_AARCH64}};
+  for (const Target& t : targets) {
+    INFO(t.triple);
+    const std::string so = dir.file(std::string(t.triple) + ".so");
+    const std::string flags = std::string("-target ") + t.triple +
+                              " -fuse-ld=lld -nostdlib -shared -fPIC -O1 -Wl,--build-id=sha1";
+    if (!compile_c(dir, "int f(int x){return x*7;} int g(int y){return f(y)+1;}\n", flags, so, "clang")) {
+      WARN("cannot build for " << t.triple);
+      continue;
+    }
+    auto img = ElfImage::open(so);
+    REQUIRE(img.ok());
+    CHECK((*img)->arch() == t.arch);
+    CHECK((*img)->is_64bit() == t.is64);
+    CHECK((*img)->big_endian() == t.big);
+    CHECK((*img)->machine() == t.machine);
+    CHECK((*img)->build_id().hex() == readelf_build_id(so));
+    auto fast = read_build_id(so);
+    REQUIRE(fast.ok());
+    CHECK(fast->hex() == readelf_build_id(so));
+    const auto want_ph = readelf_phdrs(so);
+    REQUIRE(want_ph.size() == (*img)->program_headers().size());
+    for (size_t i = 0; i < want_ph.size(); i++) {
+      CHECK((*img)->program_headers()[i].vaddr == want_ph[i].vaddr);
+      CHECK((*img)->program_headers()[i].filesz == want_ph[i].filesz);
+    }
+    for (const auto& rs : readelf_sections(so)) {
+      auto sec = (*img)->section_or_error(rs.name);
+      REQUIRE(sec.ok());
+      CHECK(sec->addr == rs.addr);
+      if (rs.type != "NOBITS") CHECK(sec->size == rs.size);
+    }
+    // The same bytes through from_bytes (the vDSO path) give the same answers.
+    auto mem = ElfImage::from_bytes(read_file(so), "[mem]");
+    REQUIRE(mem.ok());
+    CHECK((*mem)->build_id() == (*img)->build_id());
+    CHECK((*mem)->path() == "[mem]");
+  }
+}
+
+namespace {
+
+struct Loaded {
+  std::string path;
+  uint64_t bias;
+};
+
+int collect(struct dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<std::vector<Loaded>*>(data);
+  out->push_back(Loaded{info->dlpi_name ? info->dlpi_name : "", info->dlpi_addr});
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("load_bias equals the dynamic loader's bias for every mapping", "[elf][bias]") {
+  std::vector<Loaded> loaded;
+  dl_iterate_phdr(collect, &loaded);
+  // /proc/self/maps: start-end perms offset dev inode path
+  std::ifstream maps("/proc/self/maps");
+  struct Map {
+    uint64_t start, offset;
+    std::string path;
+  };
+  std::vector<Map> rows;
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream f(line);
+    std::string range, perms, off, dev, inode, path;
+    f >> range >> perms >> off >> dev >> inode >> path;
+    if (path.empty() || path[0] != '/') continue;
+    rows.push_back(Map{std::stoull(range.substr(0, range.find('-')), nullptr, 16),
+                       std::stoull(off, nullptr, 16), path});
+  }
+  char self[4096] = {};
+  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  int checked_objects = 0;
+  for (const Loaded& l : loaded) {
+    std::string path = l.path.empty() ? std::string(self) : l.path;
+    char real[4096];
+    if (realpath(path.c_str(), real) == nullptr) continue;
+    auto img = ElfImage::open(real);
+    if (!img.ok()) continue;
+    int mappings = 0;
+    for (const Map& m : rows) {
+      char mreal[4096];
+      if (realpath(m.path.c_str(), mreal) == nullptr || std::string(mreal) != real) continue;
+      INFO(real << " mapping at 0x" << std::hex << m.start << " offset 0x" << m.offset);
+      CHECK((*img)->load_bias(m.start, m.offset) == l.bias);
+      mappings++;
+    }
+    if (mappings > 0) checked_objects++;
+  }
+  CHECK(checked_objects >= 2);  // the test executable (PIE) and libc at least
+}
+
+TEST_CASE("ET_EXEC has bias 0", "[elf][bias]") {
+  TempDir dir;
+  const std::string exe = dir.file("nopie");
+  REQUIRE(compile_c(dir, kFixtureSource, "-O1 -fno-pie -no-pie", exe));
+  auto img = ElfImage::open(exe);
+  REQUIRE(img.ok());
+  CHECK((*img)->load_bias(0x400000, 0) == 0);
+  CHECK((*img)->load_bias(0x401000, 0x1000) == 0);
+}
+
+TEST_CASE("debuglink and file_crc32 match objcopy and an independent CRC", "[elf][debuglink]") {
+  TempDir dir;
+  const std::string exe = dir.file("prog");
+  REQUIRE(compile_c(dir, kFixtureSource, "-g -O1 -Wl,--build-id=sha1", exe));
+  const std::string dbg = dir.file("prog.dbg");
+  REQUIRE(run("objcopy --only-keep-debug '" + exe + "' '" + dbg + "'").status == 0);
+  const std::string linked = dir.file("prog.linked");
+  REQUIRE(run("cd '" + dir.path() + "' && objcopy --strip-debug --add-gnu-debuglink=prog.dbg prog prog.linked").status == 0);
+  // zlib.crc32 of the file, computed by Python, is the independent answer.
+  const auto py = run("python3 -c \"import zlib,sys;print(zlib.crc32(open(sys.argv[1],'rb').read()))\" '" + dbg + "'");
+  REQUIRE(py.status == 0);
+  const uint32_t want_crc = static_cast<uint32_t>(std::stoul(py.out));
+  auto crc = file_crc32(dbg);
+  REQUIRE(crc.ok());
+  CHECK(*crc == want_crc);
+  auto img = ElfImage::open(linked);
+  REQUIRE(img.ok());
+  auto link = (*img)->debuglink();
+  REQUIRE(link);
+  CHECK(link->file == "prog.dbg");
+  CHECK(link->crc == want_crc);
+  auto plain = ElfImage::open(exe);
+  REQUIRE(plain.ok());
+  CHECK_FALSE((*plain)->debuglink());
+  // The debug-only file keeps the build-id (as a note section).
+  auto dimg = ElfImage::open(dbg);
+  REQUIRE(dimg.ok());
+  CHECK((*dimg)->build_id().hex() == readelf_build_id(exe));
+  auto dfast = read_build_id(dbg);
+  REQUIRE(dfast.ok());
+  CHECK(dfast->hex() == readelf_build_id(exe));
+}

@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: Apache-2.0
+// Snapshot tests: sorted inserts, the binary format (round trip, truncation, mutation), hashing, reads.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "memory/snapshot.hpp"
+
+using stackprov::Arch;
+using stackprov::BuildId;
+using stackprov::Endian;
+using namespace stackprov::memory;
+
+namespace {
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = static_cast<uint8_t>(seed + i * 7);
+  return v;
+}
+
+SnapshotModule module(uint64_t start, uint64_t end, std::string path, std::string id_hex) {
+  SnapshotModule m;
+  m.start = start;
+  m.end = end;
+  m.file_offset = 0x1000;
+  m.load_bias = start - 0x1000;
+  m.path = std::move(path);
+  m.build_id = BuildId::from_hex(id_hex);
+  return m;
+}
+
+Snapshot sample() {
+  Snapshot s;
+  s.arch = Arch::kX86_64;
+  s.endian = Endian::kLittle;
+  s.pid = 4242;
+  s.tid = -17;
+  s.flags = Snapshot::kFlagPcIsReturnAddress;
+  s.set_reg(7, 0x7ffd0000fff0);
+  s.set_reg(16, 0x55550000abcd);
+  s.set_reg(39, ~uint64_t{0});
+  s.regs[3] = 0xdeadbeef;  // stored but not marked valid: must survive the round trip too
+  const auto a = pattern(64, 1), b = pattern(32, 2), c = pattern(5, 3);
+  // Inserted out of order: add_memory keeps them sorted. a and b are adjacent.
+  REQUIRE(s.add_memory(0x7ffd00010000, c.data(), c.size()).ok());
+  REQUIRE(s.add_memory(0x7ffd0000ffc0, a.data(), a.size()).ok());
+  REQUIRE(s.add_memory(0x7ffd00010000 - 0x40 - 0x20, b.data(), b.size()).ok());
+  REQUIRE(s.add_module(module(0x7f0000000000, 0x7f0000010000, "/usr/lib/lib c.so (deleted)",
+                              "00112233445566778899aabbccddeeff00112233"))
+              .ok());
+  REQUIRE(s.add_module(module(0x555500000000, 0x555500004000, "/bin/app", "")).ok());
+  REQUIRE(s.add_module(module(0x7fff00000000, 0x7fff00002000, "[vdso]", "abcd")).ok());
+  return s;
+}
+
+void require_equal(const Snapshot& a, const Snapshot& b) {
+  REQUIRE(a.arch == b.arch);
+  REQUIRE(a.endian == b.endian);
+  REQUIRE(a.pid == b.pid);
+  REQUIRE(a.tid == b.tid);
+  REQUIRE(a.flags == b.flags);
+  REQUIRE(a.regs_valid == b.regs_valid);
+  for (int i = 0; i < kSnapshotMaxRegs; i++) REQUIRE(a.regs[i] == b.regs[i]);
+  REQUIRE(a.memory.size() == b.memory.size());
+  for (size_t i = 0; i < a.memory.size(); i++) {
+    REQUIRE(a.memory[i].addr == b.memory[i].addr);
+    REQUIRE(a.memory[i].bytes == b.memory[i].bytes);
+  }
+  REQUIRE(a.modules.size() == b.modules.size());
+  for (size_t i = 0; i < a.modules.size(); i++) {
+    const SnapshotModule &x = a.modules[i], &y = b.modules[i];
+    REQUIRE(x.start == y.start);
+    REQUIRE(x.end == y.end);
+    REQUIRE(x.file_offset == y.file_offset);
+    REQUIRE(x.load_bias == y.load_bias);
+    REQUIRE(x.path == y.path);
+    REQUIRE(x.build_id == y.build_id);
+  }
+}
+
+/// Offset of the n_regions field: magic, version, arch, endian, reserved, pid,
+/// tid, flags, regs_valid, regs.
+constexpr size_t kHeaderSize = 8 + 4 + 1 + 1 + 2 + 8 + 8 + 4 + 8 + 8 * kSnapshotMaxRegs;
+
+void put_le(std::vector<uint8_t>& v, size_t at, uint64_t x, int n) {
+  for (int i = 0; i < n; i++) v[at + i] = static_cast<uint8_t>(x >> (8 * i));
+}
+
+}  // namespace
+
+TEST_CASE("add_memory keeps regions sorted and rejects overlaps naming both ranges") {
+  Snapshot s = sample();
+  REQUIRE(s.memory.size() == 3);
+  for (size_t i = 1; i < s.memory.size(); i++) REQUIRE(s.memory[i - 1].addr < s.memory[i].addr);
+  const uint8_t byte = 1;
+  auto st = s.add_memory(0x7ffd00010004, &byte, 1);  // inside region c
+  REQUIRE_FALSE(st.ok());
+  REQUIRE(st.error().code == SPROV_ERR_INVALID_ARG);
+  REQUIRE(st.error().message.find("0x7ffd00010004") != std::string::npos);
+  REQUIRE(st.error().message.find("0x7ffd00010000") != std::string::npos);
+  const auto big = pattern(0x100, 0);
+  st = s.add_memory(0x7ffd0000ff00, big.data(), big.size());  // straddles two regions
+  REQUIRE_FALSE(st.ok());
+  REQUIRE(st.error().message.find("0x7ffd0000ff00") != std::string::npos);
+  REQUIRE_FALSE(s.add_memory(0x1000, &byte, 0).ok());
+  REQUIRE_FALSE(s.add_memory(~uint64_t{0}, big.data(), 2).ok());  // wraps
+  REQUIRE(s.add_memory(0x7ffd00010005, &byte, 1).ok());           // adjacent is fine
+  REQUIRE(s.memory.size() == 4);
+}
+
+TEST_CASE("add_module keeps modules sorted and rejects overlaps and bad ranges") {
+  Snapshot s = sample();
+  REQUIRE(s.modules[0].path == "/bin/app");
+  REQUIRE(s.modules[2].path == "[vdso]");
+  auto st = s.add_module(module(0x555500003000, 0x555500005000, "/x", ""));
+  REQUIRE_FALSE(st.ok());
+  REQUIRE(st.error().message.find("0x555500003000") != std::string::npos);
+  REQUIRE(st.error().message.find("0x555500000000") != std::string::npos);
+  REQUIRE_FALSE(s.add_module(module(0x7effffff0000, 0x7f0000000001, "/y", "")).ok());
+  REQUIRE_FALSE(s.add_module(module(0x9000, 0x9000, "/empty", "")).ok());
+  REQUIRE_FALSE(s.add_module(module(0x9000, 0xa000, std::string(4097, 'p'), "")).ok());
+  REQUIRE(s.add_module(module(0x555500004000, 0x555500005000, "/adjacent", "")).ok());
+  REQUIRE(s.modules.size() == 4);
+}
+
+TEST_CASE("serialize/deserialize round trip preserves every field") {
+  const Snapshot s = sample();
+  const auto blob = serialize(s);
+  auto back = deserialize(blob.data(), blob.size());
+  REQUIRE(back.ok());
+  require_equal(s, back.value());
+  REQUIRE(serialize(back.value()) == blob);
+  REQUIRE(back->module_list_hash() == s.module_list_hash());
+
+  Snapshot empty;
+  const auto eblob = serialize(empty);
+  REQUIRE(eblob.size() == kHeaderSize + 4 + 4);
+  auto eback = deserialize(eblob.data(), eblob.size());
+  REQUIRE(eback.ok());
+  require_equal(empty, eback.value());
+}
+
+TEST_CASE("every truncation of a valid blob fails cleanly") {
+  const auto blob = serialize(sample());
+  for (size_t n = 0; n < blob.size(); n++) {
+    auto r = deserialize(blob.data(), n);
+    INFO("length " << n);
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+    REQUIRE(r.error().message.find("offset") != std::string::npos);
+  }
+  REQUIRE_FALSE(deserialize(nullptr, 0).ok());
+}
+
+TEST_CASE("mutated blobs either fail with SPROV_ERR_SNAPSHOT or re-serialize identically") {
+  const auto blob = serialize(sample());
+  size_t failed = 0, parsed = 0;
+  for (size_t i = 0; i < blob.size(); i++) {
+    for (uint8_t mask : {uint8_t{0xff}, uint8_t{0x01}, uint8_t{0x80}}) {
+      auto m = blob;
+      m[i] ^= mask;
+      auto r = deserialize(m.data(), m.size());
+      INFO("byte " << i << " mask " << int{mask});
+      if (r.ok()) {
+        REQUIRE(serialize(r.value()) == m);
+        parsed++;
+      } else {
+        REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+        failed++;
+      }
+    }
+  }
+  // Both outcomes occur: magic/version flips fail, register and byte flips parse.
+  REQUIRE(failed > 0);
+  REQUIRE(parsed > 0);
+}
+
+TEST_CASE("deserialize rejects hostile fields with the field named") {
+  const auto blob = serialize(sample());
+  auto expect_fail = [](const std::vector<uint8_t>& b, const char* field) {
+    auto r = deserialize(b.data(), b.size());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+    INFO(r.error().message);
+    REQUIRE(r.error().message.find(field) != std::string::npos);
+  };
+  SECTION("unknown arch and endianness") {
+    auto b = blob;
+    b[12] = 4;
+    expect_fail(b, "arch");
+    b = blob;
+    b[13] = 2;
+    expect_fail(b, "endian");
+  }
+  SECTION("version, reserved, flags, regs_valid") {
+    auto b = blob;
+    b[8] = 2;
+    expect_fail(b, "version");
+    b = blob;
+    b[14] = 1;
+    expect_fail(b, "reserved");
+    b = blob;
+    b[32] |= 0x80;
+    expect_fail(b, "flags");
+    b = blob;
+    b[36 + 5] = 1;  // bit 40 of regs_valid
+    expect_fail(b, "regs_valid");
+  }
+  SECTION("trailing bytes") {
+    auto b = blob;
+    b.push_back(0);
+    expect_fail(b, "trailing");
+  }
+  SECTION("region counts and lengths beyond limits or input") {
+    auto b = blob;
+    put_le(b, kHeaderSize, 65537, 4);
+    expect_fail(b, "n_regions");
+    b = blob;
+    put_le(b, kHeaderSize, 1000, 4);
+    expect_fail(b, "n_regions");
+    b = blob;
+    put_le(b, kHeaderSize + 4 + 8, (uint64_t{1} << 30) + 1, 8);
+    expect_fail(b, "region.len");
+    b = blob;
+    put_le(b, kHeaderSize + 4 + 8, ~uint64_t{0}, 8);
+    expect_fail(b, "region.len");
+    b = blob;
+    put_le(b, kHeaderSize + 4 + 8, 0, 8);
+    expect_fail(b, "region.len");
+  }
+  SECTION("unsorted or overlapping regions") {
+    Snapshot s;
+    const auto x = pattern(16, 9);
+    REQUIRE(s.add_memory(0x1000, x.data(), x.size()).ok());
+    REQUIRE(s.add_memory(0x2000, x.data(), x.size()).ok());
+    auto b = serialize(s);
+    put_le(b, kHeaderSize + 4 + 16 + 16, 0x1008, 8);  // second region now overlaps the first
+    expect_fail(b, "region.addr");
+    put_le(b, kHeaderSize + 4 + 16 + 16, 0x800, 8);  // unsorted
+    expect_fail(b, "region.addr");
+    put_le(b, kHeaderSize + 4 + 16 + 16, 0x1010, 8);  // adjacent: fine
+    REQUIRE(deserialize(b.data(), b.size()).ok());
+  }
+  SECTION("modules: overlap, inverted range, oversized path and build-id") {
+    Snapshot s;
+    REQUIRE(s.add_module(module(0x1000, 0x2000, "/a", "")).ok());
+    REQUIRE(s.add_module(module(0x3000, 0x4000, "/b", "")).ok());
+    const auto b0 = serialize(s);
+    const size_t m0 = kHeaderSize + 4 + 4;
+    const size_t m1 = m0 + 32 + 4 + 2 + 1;
+    auto b = b0;
+    put_le(b, m1, 0x1800, 8);
+    expect_fail(b, "module.start");
+    b = b0;
+    put_le(b, m0 + 8, 0x800, 8);
+    expect_fail(b, "module.end");
+    b = b0;
+    put_le(b, m0 + 32, 4097, 4);
+    expect_fail(b, "module.path_len");
+    b = b0;
+    b[m0 + 32 + 4 + 2] = 65;
+    expect_fail(b, "module.id_len");
+    b = b0;
+    b[m0 + 32 + 4] = 0;
+    expect_fail(b, "module.path");
+  }
+}
+
+TEST_CASE("module_list_hash is deterministic and sensitive to every module field") {
+  const Snapshot a = sample();
+  const Snapshot b = sample();
+  REQUIRE(a.module_list_hash() == b.module_list_hash());
+  // Memory and registers are not part of the module list.
+  Snapshot c = sample();
+  c.set_reg(0, 1);
+  const uint8_t byte = 0;
+  REQUIRE(c.add_memory(0x10, &byte, 1).ok());
+  REQUIRE(c.module_list_hash() == a.module_list_hash());
+  const uint64_t h = a.module_list_hash();
+  auto changed = [&](auto mutate) {
+    Snapshot d = sample();
+    mutate(d.modules[1]);
+    return d.module_list_hash() != h;
+  };
+  REQUIRE(changed([](SnapshotModule& m) { m.start--; }));
+  REQUIRE(changed([](SnapshotModule& m) { m.end++; }));
+  REQUIRE(changed([](SnapshotModule& m) { m.file_offset++; }));
+  REQUIRE(changed([](SnapshotModule& m) { m.load_bias ^= 1; }));
+  REQUIRE(changed([](SnapshotModule& m) { m.path += "x"; }));
+  REQUIRE(changed([](SnapshotModule& m) { m.build_id.bytes[19] ^= 1; }));
+  REQUIRE(changed([](SnapshotModule& m) { m.build_id.len = 19; }));
+  // Moving the byte 'b' (0x62) from the path to the build-id changes the hash:
+  // fields are length-prefixed, not concatenated.
+  Snapshot e, f;
+  REQUIRE(e.add_module(module(0x1000, 0x2000, "/ab", "")).ok());
+  REQUIRE(f.add_module(module(0x1000, 0x2000, "/a", "62")).ok());
+  REQUIRE(e.module_list_hash() != f.module_list_hash());
+  Snapshot empty;
+  REQUIRE(empty.module_list_hash() != a.module_list_hash());
+  REQUIRE(empty.module_list_hash() == Snapshot{}.module_list_hash());
+}
+
+TEST_CASE("SnapshotReader reads inside, across adjacent regions, and fails elsewhere") {
+  const Snapshot s = sample();
+  SnapshotReader r(s);
+  const MemoryRegion& b = s.memory[0];  // 32 bytes, adjacent to a
+  const MemoryRegion& a = s.memory[1];  // 64 bytes
+  const MemoryRegion& c = s.memory[2];  // 5 bytes at a's end: adjacent too
+  REQUIRE(b.addr + b.bytes.size() == a.addr);
+  REQUIRE(a.addr + a.bytes.size() == c.addr);
+  uint64_t v = 0;
+  REQUIRE(r.read(a.addr + 8, &v, 8));
+  uint64_t want;
+  std::memcpy(&want, a.bytes.data() + 8, 8);
+  REQUIRE(v == want);
+  // Alternate between regions so that the hint misses and hits.
+  for (int i = 0; i < 3; i++) {
+    uint8_t x = 0;
+    REQUIRE(r.read(c.addr + 4, &x, 1));
+    REQUIRE(x == c.bytes[4]);
+    REQUIRE(r.read(b.addr, &x, 1));
+    REQUIRE(x == b.bytes[0]);
+  }
+  // Spanning all three regions.
+  std::vector<uint8_t> all(b.bytes.size() + a.bytes.size() + c.bytes.size());
+  REQUIRE(r.read(b.addr, all.data(), all.size()));
+  std::vector<uint8_t> expect = b.bytes;
+  expect.insert(expect.end(), a.bytes.begin(), a.bytes.end());
+  expect.insert(expect.end(), c.bytes.begin(), c.bytes.end());
+  REQUIRE(all == expect);
+  // One byte too many, before the first byte, in a gap, at the top of the address space.
+  std::vector<uint8_t> over(all.size() + 1);
+  REQUIRE_FALSE(r.read(b.addr, over.data(), over.size()));
+  REQUIRE_FALSE(r.read(b.addr - 1, &v, 2));
+  REQUIRE_FALSE(r.read(c.addr + 5, &v, 1));
+  REQUIRE_FALSE(r.read(~uint64_t{0} - 3, &v, 8));
+  REQUIRE_FALSE(r.read(0, &v, 8));
+  // Zero-length reads succeed anywhere.
+  REQUIRE(r.read(0, &v, 0));
+  REQUIRE(r.read(c.addr + 100, nullptr, 0));
+  Snapshot none;
+  SnapshotReader rn(none);
+  REQUIRE_FALSE(rn.read(0x1000, &v, 1));
+  REQUIRE(rn.read(0x1000, &v, 0));
+}
+
+TEST_CASE("SnapshotReader handles regions at the top of the address space") {
+  Snapshot s;
+  const auto x = pattern(16, 5);
+  REQUIRE(s.add_memory(~uint64_t{0} - 16, x.data(), x.size()).ok());
+  SnapshotReader r(s);
+  uint8_t out[16];
+  REQUIRE(r.read(~uint64_t{0} - 16, out, 16));
+  REQUIRE(std::memcmp(out, x.data(), 16) == 0);
+  REQUIRE_FALSE(r.read(~uint64_t{0} - 8, out, 16));
+}
