@@ -208,6 +208,9 @@ SPROV_API int64_t sprov_snapshot_pid(const sprov_snapshot* snap);
 SPROV_API int64_t sprov_snapshot_tid(const sprov_snapshot* snap);
 /* Reads a captured register; SPROV_ERR_NOT_FOUND if it was not captured. */
 SPROV_API int sprov_snapshot_reg(const sprov_snapshot* snap, uint32_t dwarf_reg, uint64_t* value);
+/* Copies captured target memory [addr, addr+len) into buf; SPROV_ERR_MEMORY_UNREADABLE
+ * when any byte is outside the snapshot's memory regions. */
+SPROV_API int sprov_snapshot_read_memory(const sprov_snapshot* snap, uint64_t addr, void* buf, size_t len);
 SPROV_API size_t sprov_snapshot_module_count(const sprov_snapshot* snap);
 SPROV_API int sprov_snapshot_module(const sprov_snapshot* snap, size_t index,
                                     struct sprov_module_info* out);

@@ -216,6 +216,7 @@ TrustedLog trusted_log_from_key(const std::string& origin, const PublicKey& key)
   TrustedLog t;
   t.base_url = "https://" + origin;
   t.host = origin;
+  t.name = origin;
   t.key = key;
   t.log_id = note_key_hash(origin, key);
   return t;
@@ -236,6 +237,8 @@ Result<TrustedRoot> parse_trusted_root(std::string_view text) {
     if (!url) return url.error();
     tl.base_url = url.value();
     tl.host = host_of(tl.base_url);
+    tl.name = tl.base_url.substr(tl.base_url.find("://") == std::string::npos ? 0 : tl.base_url.find("://") + 3);
+    while (!tl.name.empty() && tl.name.back() == '/') tl.name.pop_back();
     auto pk = get_field(t, "publicKey", path.c_str(), Json::value_t::object);
     if (!pk) return pk.error();
     auto raw = get_base64(*pk.value(), "rawBytes", (path + ".publicKey").c_str());

@@ -19,6 +19,7 @@ inline constexpr size_t kMaxTlogEntries = 32;
 struct TrustedLog {
   std::string base_url;
   std::string host;  // checkpoint key name (and Rekor v2 origin)
+  std::string name;  // baseUrl without its scheme: the key name of a local stackprov log
   PublicKey key;
   Hash log_id{};          // logId.keyId
   int64_t valid_from = INT64_MIN;

@@ -152,6 +152,18 @@ Result<Tlog> Tlog::init(const std::string& dir, const std::string& origin, const
   if (!st) return st.error();
   st = write_file_atomic(dir + "/log.pub", spki_to_pem(key.public_key().spki_der()));
   if (!st) return st.error();
+  // A Sigstore-format trusted root naming this log, for offline verifiers.
+  Json tl = Json::object();
+  tl["baseUrl"] = "https://" + origin;
+  tl["hashAlgorithm"] = "SHA2_256";
+  tl["publicKey"] = Json{{"rawBytes", base64_encode(key.public_key().spki_der())},
+                         {"keyDetails", "PKIX_ECDSA_P256_SHA_256"}};
+  tl["logId"] = Json{{"keyId", base64_encode(key.public_key().spki_sha256())}};
+  Json tr = Json::object();
+  tr["mediaType"] = "application/vnd.dev.sigstore.trustedroot+json;version=0.1";
+  tr["tlogs"] = Json::array({tl});
+  st = write_file_atomic(dir + "/trusted_root.json", tr.dump(2) + "\n");
+  if (!st) return st.error();
   st = t.write_state(0, empty_root());
   if (!st) return st.error();
   auto cp = t.sign_checkpoint(key);

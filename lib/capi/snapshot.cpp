@@ -243,6 +243,16 @@ SPROV_API int sprov_snapshot_reg(const sprov_snapshot* snap, uint32_t dwarf_reg,
   return 0;
 }
 
+SPROV_API int sprov_snapshot_read_memory(const sprov_snapshot* snap, uint64_t addr, void* buf, size_t len) {
+  if (snap == nullptr || (buf == nullptr && len != 0))
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_read_memory: NULL argument"));
+  memory::SnapshotReader rd(snap->snap);
+  if (!rd.read(addr, buf, len))
+    return fail(make_error(SPROV_ERR_MEMORY_UNREADABLE, "0x%llx+%zu is not in the snapshot",
+                           static_cast<unsigned long long>(addr), len));
+  return 0;
+}
+
 SPROV_API size_t sprov_snapshot_module_count(const sprov_snapshot* snap) {
   return snap ? snap->snap.modules.size() : 0;
 }

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ABI test compiled as C11: older/smaller and newer/larger option structs, errors, names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stackprov/stackprov.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                              \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                 \
+    }                                                             \
+  } while (0)
+
+/* What sprov_unwinder_opts looked like in an imagined older release: only max_frames. */
+struct sprov_unwinder_opts_v0 {
+  size_t sz;
+  uint32_t max_frames;
+};
+
+/* A caller built against an imagined newer release with one more field. */
+struct sprov_unwinder_opts_next {
+  struct sprov_unwinder_opts cur;
+  uint64_t future_field;
+};
+
+static __attribute__((noinline)) int capture_and_count(sprov_context* ctx, sprov_unwinder* uw, size_t* frames) {
+  sprov_snapshot* snap = NULL;
+  int err = sprov_snapshot_capture_self(ctx, NULL, &snap);
+  if (err) return err;
+  sprov_stack* st = NULL;
+  err = sprov_unwinder_unwind(uw, snap, &st);
+  if (!err) {
+    *frames = sprov_stack_frame_count(st);
+    sprov_stack_free(st);
+  }
+  sprov_snapshot_free(snap);
+  return err;
+}
+
+int main(void) {
+  EXPECT(strcmp(sprov_version(), SPROV_VERSION_STRING) == 0);
+  EXPECT(sprov_version_number() == SPROV_VERSION_NUMBER);
+  EXPECT(strcmp(sprov_strerror(SPROV_ERR_OPTS_TAIL), "options struct has unknown non-zero tail bytes") == 0);
+  EXPECT(strcmp(sprov_strerror(-2), "No such file or directory") == 0);
+  EXPECT(strcmp(sprov_method_name(SPROV_METHOD_CFI_EH_FRAME), "cfi_eh_frame") == 0);
+  EXPECT(strcmp(sprov_stop_reason_name(SPROV_STOP_SP_NOT_ADVANCING), "sp_not_advancing") == 0);
+
+  sprov_context* ctx = NULL;
+  SPROV_OPTS(sprov_context_opts, copts, .log_level = SPROV_LOG_ERROR);
+  EXPECT(copts.sz == sizeof(struct sprov_context_opts));
+  EXPECT(sprov_context_new(&copts, &ctx) == 0);
+  if (!ctx) return 1;
+
+  /* Older, smaller struct: accepted, missing fields take defaults. */
+  struct sprov_unwinder_opts_v0 old = {sizeof(old), 3};
+  sprov_unwinder* uw = NULL;
+  EXPECT(sprov_unwinder_new(ctx, (const struct sprov_unwinder_opts*)&old, &uw) == 0);
+  size_t frames = 0;
+  EXPECT(capture_and_count(ctx, uw, &frames) == 0);
+  EXPECT(frames == 3); /* max_frames from the old struct is honoured */
+  sprov_unwinder_free(uw);
+  uw = NULL;
+
+  /* Newer, larger struct with a zero tail: accepted. */
+  struct sprov_unwinder_opts_next next;
+  memset(&next, 0, sizeof(next));
+  next.cur.sz = sizeof(next);
+  EXPECT(sprov_unwinder_new(ctx, &next.cur, &uw) == 0);
+  sprov_unwinder_free(uw);
+  uw = NULL;
+
+  /* Newer struct with a non-zero unknown field: rejected, last error names the byte. */
+  next.future_field = 1;
+  EXPECT(sprov_unwinder_new(ctx, &next.cur, &uw) == SPROV_ERR_OPTS_TAIL);
+  EXPECT(uw == NULL);
+  EXPECT(sprov_last_error() == SPROV_ERR_OPTS_TAIL);
+  EXPECT(strstr(sprov_last_error_message(), "sprov_unwinder_opts") != NULL);
+  /* The last error persists across successful calls. */
+  EXPECT(sprov_version() != NULL);
+  EXPECT(sprov_last_error() == SPROV_ERR_OPTS_TAIL);
+
+  /* sz too small is rejected. */
+  struct sprov_unwinder_opts tiny;
+  memset(&tiny, 0, sizeof(tiny));
+  tiny.sz = 2;
+  EXPECT(sprov_unwinder_new(ctx, &tiny, &uw) == SPROV_ERR_INVALID_ARG);
+
+  /* Bad values name the offending value. */
+  SPROV_OPTS(sprov_unwinder_opts, big, .max_frames = 100000);
+  EXPECT(sprov_unwinder_new(ctx, &big, &uw) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "100000") != NULL);
+
+  SPROV_OPTS(sprov_context_opts, bad_root, .sysroot = "/nonexistent-sysroot-xyz");
+  sprov_context* ctx2 = NULL;
+  EXPECT(sprov_context_new(&bad_root, &ctx2) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "/nonexistent-sysroot-xyz") != NULL);
+
+  /* Output structs: a caller with an older, smaller sprov_frame gets only its bytes. */
+  SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = 16);
+  EXPECT(sprov_unwinder_new(ctx, &uo, &uw) == 0);
+  sprov_snapshot* snap = NULL;
+  EXPECT(sprov_snapshot_capture_self(ctx, NULL, &snap) == 0);
+  sprov_stack* st = NULL;
+  EXPECT(sprov_unwinder_unwind(uw, snap, &st) == 0);
+  struct {
+    size_t sz;
+    uint64_t pc;
+    uint64_t canary;
+  } small_frame;
+  small_frame.sz = sizeof(size_t) + sizeof(uint64_t);
+  small_frame.canary = 0xdeadbeefcafef00dull;
+  EXPECT(sprov_stack_frame(st, 0, (struct sprov_frame*)&small_frame) == 0);
+  EXPECT(small_frame.canary == 0xdeadbeefcafef00dull);
+  uint64_t pc0 = 0;
+  EXPECT(sprov_snapshot_reg(snap, 16, &pc0) == 0);
+  EXPECT(small_frame.pc == pc0);
+  EXPECT(sprov_stack_frame(st, 9999, (struct sprov_frame*)&small_frame) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "9999") != NULL);
+
+  /* Serialization round trip keeps registers and modules. */
+  void* buf = NULL;
+  size_t len = 0;
+  EXPECT(sprov_snapshot_serialize(snap, &buf, &len) == 0);
+  sprov_snapshot* snap2 = NULL;
+  EXPECT(sprov_snapshot_deserialize(buf, len, &snap2) == 0);
+  EXPECT(sprov_snapshot_module_count(snap2) == sprov_snapshot_module_count(snap));
+  uint64_t pc1 = 0;
+  EXPECT(sprov_snapshot_reg(snap2, 16, &pc1) == 0 && pc1 == pc0);
+  /* Truncated input is rejected cleanly. */
+  sprov_snapshot* snap3 = NULL;
+  EXPECT(sprov_snapshot_deserialize(buf, len / 2, &snap3) == SPROV_ERR_SNAPSHOT);
+  EXPECT(snap3 == NULL);
+  sprov_free(buf);
+
+  sprov_snapshot_free(snap2);
+  sprov_stack_free(st);
+  sprov_snapshot_free(snap);
+  sprov_unwinder_free(uw);
+  sprov_context_free(ctx);
+  sprov_context_free(NULL);
+  sprov_snapshot_free(NULL);
+
+  if (failures) {
+    fprintf(stderr, "%d failure(s)\n", failures);
+    return 1;
+  }
+  printf("abi_c11: all checks passed\n");
+  return 0;
+}

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// ABI lock: sizes and offsets of every public struct (LP64). Changing one of these breaks callers.
+#include <cstddef>
+
+#include "stackprov/stackprov.h"
+
+#define CHECK_SIZE(T, N) static_assert(sizeof(struct T) == (N), #T " size changed")
+#define CHECK_OFF(T, F, N) static_assert(offsetof(struct T, F) == (N), #T "." #F " moved")
+
+#if defined(__LP64__)
+CHECK_SIZE(sprov_context_opts, 48);
+CHECK_OFF(sprov_context_opts, sz, 0);
+CHECK_OFF(sprov_context_opts, log_fn, 8);
+CHECK_OFF(sprov_context_opts, log_user, 16);
+CHECK_OFF(sprov_context_opts, log_level, 24);
+CHECK_OFF(sprov_context_opts, module_cache_capacity, 28);
+CHECK_OFF(sprov_context_opts, debug_dirs, 32);
+CHECK_OFF(sprov_context_opts, sysroot, 40);
+
+CHECK_SIZE(sprov_context_stats, 40);
+CHECK_OFF(sprov_context_stats, module_cache_hits, 8);
+CHECK_OFF(sprov_context_stats, modules_loaded, 32);
+
+CHECK_SIZE(sprov_capture_opts, 16);
+CHECK_OFF(sprov_capture_opts, max_stack_bytes, 8);
+CHECK_OFF(sprov_capture_opts, skip_frames, 12);
+
+CHECK_SIZE(sprov_module_info, 64);
+CHECK_OFF(sprov_module_info, start, 8);
+CHECK_OFF(sprov_module_info, end, 16);
+CHECK_OFF(sprov_module_info, file_offset, 24);
+CHECK_OFF(sprov_module_info, load_bias, 32);
+CHECK_OFF(sprov_module_info, path, 40);
+CHECK_OFF(sprov_module_info, build_id, 48);
+CHECK_OFF(sprov_module_info, build_id_len, 56);
+CHECK_OFF(sprov_module_info, flags, 60);
+
+CHECK_SIZE(sprov_unwinder_opts, 24);
+CHECK_OFF(sprov_unwinder_opts, max_frames, 8);
+CHECK_OFF(sprov_unwinder_opts, flags, 12);
+CHECK_OFF(sprov_unwinder_opts, scan_words, 16);
+CHECK_OFF(sprov_unwinder_opts, reserved, 20);
+
+CHECK_SIZE(sprov_unwinder_stats, 40);
+CHECK_OFF(sprov_unwinder_stats, rule_cache_hits, 8);
+CHECK_OFF(sprov_unwinder_stats, walks, 32);
+
+CHECK_SIZE(sprov_frame, 72);
+CHECK_OFF(sprov_frame, pc, 8);
+CHECK_OFF(sprov_frame, sp, 16);
+CHECK_OFF(sprov_frame, cfa, 24);
+CHECK_OFF(sprov_frame, module_offset, 32);
+CHECK_OFF(sprov_frame, method, 40);
+CHECK_OFF(sprov_frame, module_index, 44);
+CHECK_OFF(sprov_frame, module_path, 48);
+CHECK_OFF(sprov_frame, build_id, 56);
+CHECK_OFF(sprov_frame, build_id_len, 64);
+CHECK_OFF(sprov_frame, flags, 68);
+
+CHECK_SIZE(sprov_symbolizer_opts, 16);
+CHECK_OFF(sprov_symbolizer_opts, flags, 8);
+
+CHECK_SIZE(sprov_symbol, 64);
+CHECK_OFF(sprov_symbol, name, 8);
+CHECK_OFF(sprov_symbol, linkage_name, 16);
+CHECK_OFF(sprov_symbol, sym_addr, 24);
+CHECK_OFF(sprov_symbol, sym_size, 32);
+CHECK_OFF(sprov_symbol, offset, 40);
+CHECK_OFF(sprov_symbol, resolver, 48);
+CHECK_OFF(sprov_symbol, source_path, 56);
+#endif
+
+// Enum values are part of the ABI too.
+static_assert(SPROV_METHOD_CFI_EH_FRAME == 2 && SPROV_METHOD_SIGNAL == 6, "method values changed");
+static_assert(SPROV_STOP_END_OF_STACK == 1 && SPROV_STOP_ARCH_MISMATCH == 8, "stop values changed");
+static_assert(SPROV_ERR_INVALID_ARG == -4000 && SPROV_ERR_OPTS_TAIL == -4001, "error codes changed");
+static_assert(SPROV_ARCH_X86_64 == 1 && SPROV_ARCH_ARM64 == 2 && SPROV_ARCH_MIPS32 == 3, "arch values changed");
+
+int main() { return 0; }

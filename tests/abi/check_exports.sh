@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The shared library exports only sprov_* symbols (version script + hidden visibility).
+set -euo pipefail
+lib="$1"
+bad=$(nm -D --defined-only "$lib" | awk '{sub(/@.*/,"",$3); print $3}' | grep -v '^sprov_' | grep -v '^STACKPROV_' || true)
+count=$(nm -D --defined-only "$lib" | awk '{sub(/@.*/,"",$3); print $3}' | grep -c '^sprov_' || true)
+if [ -n "$bad" ]; then
+  echo "non-sprov exports in $lib:"; echo "$bad"; exit 1
+fi
+if [ "$count" -lt 30 ]; then
+  echo "only $count sprov_ exports in $lib"; exit 1
+fi
+for want in sprov_version sprov_context_new sprov_snapshot_capture_self sprov_unwinder_unwind sprov_symbolizer_frame; do
+  nm -D --defined-only "$lib" | awk '{sub(/@.*/,"",$3); print $3}' | grep -qx "$want" || { echo "missing export $want"; exit 1; }
+done
+echo "exports ok: $count sprov_ symbols, nothing else"

@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compares FdeIndex and find_row on binaries compiled at test time with `readelf --debug-dump=frames-interp`.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dwarf/cfi.hpp"
+
+using namespace stackprov::dwarf;
+
+namespace {
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+std::vector<uint8_t> slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+struct TmpDir {
+  std::string path;
+  TmpDir() {
+    char tmpl[] = "/tmp/stackprov_dwarf_XXXXXX";
+    const char* p = mkdtemp(tmpl);
+    path = p ? p : "";
+  }
+  ~TmpDir() {
+    if (!path.empty()) std::system(("rm -rf '" + path + "'").c_str());
+  }
+};
+
+const char* kProgram = R"(
+#include <alloca.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+volatile int sink;
+__attribute__((noinline)) int leaf(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int uses_alloca(int n) {
+  char* p = alloca(n);
+  memset(p, n, n);
+  return p[n / 2] + leaf(n);
+}
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) int with_fp(int a, int b) {
+  volatile char buf[100];
+  buf[a % 100] = b;
+  return buf[b % 100] + uses_alloca(a);
+}
+__attribute__((noinline)) long many_regs(long a, long b, long c, long d, long e, long f) {
+  long r = 0;
+  for (long i = 0; i < a; i++) {
+    r += leaf(i) * b + c;
+    r ^= leaf((int)(r + d)) + e * f;
+    sink = (int)r;
+  }
+  return r + with_fp((int)a, (int)b);
+}
+__attribute__((noinline)) int variadic(int n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  int s = 0;
+  for (int i = 0; i < n; i++) s += va_arg(ap, int);
+  va_end(ap);
+  return s;
+}
+__attribute__((noinline)) int recurse(int n) { return n <= 0 ? leaf(n) : recurse(n - 1) + recurse(n - 2); }
+int main(int argc, char** argv) {
+  (void)argv;
+  printf("%ld\n", many_regs(argc, 2, 3, 4, 5, 6) + variadic(3, 1, 2, 3) + recurse(argc + 3));
+  return 0;
+}
+)";
+
+struct SectionInfo {
+  uint64_t addr = 0, size = 0;
+  bool present = false;
+};
+
+std::map<std::string, SectionInfo> read_sections(const std::string& bin) {
+  std::map<std::string, SectionInfo> out;
+  std::istringstream in(run("readelf -SW '" + bin + "'"));
+  std::string line;
+  // "  [18] .eh_frame_hdr     PROGBITS        0000000000002004 002004 000034 00   A  0   0  4"
+  std::regex re(R"(\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+))");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) {
+      out[m[1]] = SectionInfo{std::stoull(m[2], nullptr, 16), std::stoull(m[3], nullptr, 16), true};
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> section_bytes(const TmpDir& dir, const std::string& bin, const std::string& name) {
+  const std::string out = dir.path + "/sec" + name + ".bin";
+  std::system(("objcopy -O binary --only-section=" + name + " '" + bin + "' '" + out + "'").c_str());
+  return slurp(out);
+}
+
+// readelf's x86_64 register names (binutils dwarf.c dwarf_regnames_x86_64).
+int x86_reg(const std::string& name) {
+  static const std::map<std::string, int> kRegs = {
+      {"rax", 0}, {"rdx", 1}, {"rcx", 2}, {"rbx", 3}, {"rsi", 4},  {"rdi", 5},  {"rbp", 6},
+      {"rsp", 7}, {"r8", 8},  {"r9", 9},  {"r10", 10}, {"r11", 11}, {"r12", 12}, {"r13", 13},
+      {"r14", 14}, {"r15", 15}, {"rip", 16}, {"ra", 16}};
+  auto it = kRegs.find(name);
+  return it == kRegs.end() ? -1 : it->second;
+}
+
+struct RefRow {
+  uint64_t loc;
+  std::vector<std::string> cells;  // CFA, then one per column
+};
+
+struct RefTable {
+  std::vector<std::string> columns;  // register names after CFA
+  std::vector<RefRow> rows;
+};
+
+struct RefFde {
+  uint64_t offset, cie, pc_begin, pc_end;
+  RefTable table;  // empty rows: the CIE's initial row applies
+};
+
+struct RefFrames {
+  std::map<uint64_t, RefTable> cies;
+  std::vector<RefFde> fdes;
+};
+
+RefFrames parse_frames_interp(const std::string& text) {
+  RefFrames out;
+  std::istringstream in(text);
+  std::string line;
+  std::regex cie_re(R"(^([0-9a-f]+) [0-9a-f]+ [0-9a-f]+ CIE)");
+  std::regex fde_re(R"(^([0-9a-f]+) [0-9a-f]+ [0-9a-f]+ FDE cie=([0-9a-f]+) pc=([0-9a-f]+)\.\.([0-9a-f]+))");
+  std::regex row_re(R"(^([0-9a-f]{8,16}) (.*)$)");
+  RefTable* cur = nullptr;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, fde_re)) {
+      out.fdes.push_back(RefFde{std::stoull(m[1], nullptr, 16), std::stoull(m[2], nullptr, 16),
+                                std::stoull(m[3], nullptr, 16), std::stoull(m[4], nullptr, 16), {}});
+      cur = &out.fdes.back().table;
+    } else if (std::regex_search(line, m, cie_re)) {
+      cur = &out.cies[std::stoull(m[1], nullptr, 16)];
+    } else if (cur && line.find("LOC") != std::string::npos && line.find("CFA") != std::string::npos) {
+      std::istringstream h(line);
+      std::string tok;
+      h >> tok >> tok;  // LOC CFA
+      cur->columns.clear();
+      while (h >> tok) cur->columns.push_back(tok);
+    } else if (cur && std::regex_match(line, m, row_re)) {
+      RefRow r{std::stoull(m[1], nullptr, 16), {}};
+      std::istringstream cells(m[2].str());
+      std::string tok;
+      while (cells >> tok) {
+        // DW_CFA_register cells read "r9 (r9)" or "r1 (rdx)": keep them as one cell.
+        if (tok[0] == '(' && !r.cells.empty()) {
+          r.cells.back() += " " + tok;
+        } else {
+          r.cells.push_back(tok);
+        }
+      }
+      if (r.cells.size() == cur->columns.size() + 1) cur->rows.push_back(r);
+    }
+  }
+  return out;
+}
+
+/// Checks one cell of readelf's table against our rule; returns false (with INFO) when it differs.
+void check_cell(const std::string& col, const std::string& cell, const RegRule& rule) {
+  INFO("column " << col << " readelf '" << cell << "'");
+  if (cell == "u") {
+    CHECK((rule.kind == RegRuleKind::kUnspecified || rule.kind == RegRuleKind::kUndefined));
+  } else if (cell == "s") {
+    CHECK(rule.kind == RegRuleKind::kSameValue);
+  } else if (cell == "exp") {
+    CHECK(rule.kind == RegRuleKind::kExpression);
+  } else if (cell == "vexp") {
+    CHECK(rule.kind == RegRuleKind::kValExpression);
+  } else if (cell[0] == 'c' && (cell[1] == '+' || cell[1] == '-')) {
+    CHECK(rule.kind == RegRuleKind::kOffset);
+    CHECK(rule.offset == std::stoll(cell.substr(1)));
+  } else if (cell[0] == 'v' && (cell[1] == '+' || cell[1] == '-')) {
+    CHECK(rule.kind == RegRuleKind::kValOffset);
+    CHECK(rule.offset == std::stoll(cell.substr(1)));
+  } else {
+    const size_t open = cell.find('(');
+    const std::string name =
+        open == std::string::npos ? cell : cell.substr(open + 1, cell.find(')') - open - 1);
+    CHECK(rule.kind == RegRuleKind::kRegister);
+    CHECK(static_cast<int>(rule.reg) == x86_reg(name));
+  }
+}
+
+/// Compares find_row at `pc` with readelf's row; returns the number of cells compared.
+int compare_row(const CfiSection& sec, const FdeInfo& fde, const RefFde& ref, const RefTable& cie_table,
+                uint64_t pc) {
+  INFO("pc 0x" << std::hex << pc << " fde 0x" << ref.offset);
+  const RefTable& t = ref.table.rows.empty() ? cie_table : ref.table;
+  REQUIRE_FALSE(t.rows.empty());
+  // readelf prints the CIE's initial row at LOC 0; it applies from pc_begin.
+  size_t idx = 0;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const uint64_t loc = ref.table.rows.empty() ? ref.pc_begin : t.rows[i].loc;
+    if (loc <= pc) idx = i;
+  }
+  const RefRow& row = t.rows[idx];
+  uint64_t want_start = ref.table.rows.empty() ? ref.pc_begin : row.loc;
+  uint64_t want_end = ref.pc_end;
+  if (!ref.table.rows.empty()) {
+    for (const RefRow& r : t.rows) {
+      if (r.loc > pc) {
+        want_end = r.loc;
+        break;
+      }
+    }
+  }
+  CfiRow got;
+  REQUIRE(find_row(sec, fde, pc, &got) == CfiStatus::kOk);
+  CHECK(got.start == want_start);
+  CHECK(got.end == want_end);
+  const std::string& cfa = row.cells[0];
+  int compared = 1;
+  if (cfa == "exp") {
+    CHECK(got.cfa.kind == CfaRule::Kind::kExpression);
+  } else {
+    const size_t sign = cfa.find_first_of("+-");
+    REQUIRE(sign != std::string::npos);
+    CHECK(got.cfa.kind == CfaRule::Kind::kRegOffset);
+    CHECK(static_cast<int>(got.cfa.reg) == x86_reg(cfa.substr(0, sign)));
+    CHECK(got.cfa.offset == std::stoll(cfa.substr(sign)));
+  }
+  for (size_t c = 0; c < t.columns.size(); ++c) {
+    const int reg = x86_reg(t.columns[c]);
+    if (reg < 0 || reg >= kMaxCfiRegs) continue;
+    check_cell(t.columns[c], row.cells[c + 1], got.regs[reg]);
+    ++compared;
+  }
+  return compared;
+}
+
+struct Binary {
+  std::string path;
+  std::vector<uint8_t> eh_frame, eh_frame_hdr;
+  SectionInfo eh_info, hdr_info, text_info;
+  RefFrames ref;
+  CfiSection sec() const {
+    CfiSection s;
+    s.data = eh_frame.data();
+    s.size = eh_frame.size();
+    s.vaddr = eh_info.addr;
+    s.text_vaddr = text_info.addr;
+    s.data_vaddr = hdr_info.addr;
+    s.is_eh_frame = true;
+    s.addr_size = 8;
+    return s;
+  }
+};
+
+bool load(const TmpDir& dir, const std::string& flags, Binary* b) {
+  const std::string src = dir.path + "/prog.c";
+  std::ofstream(src) << kProgram;
+  b->path = dir.path + "/prog";
+  const std::string cmd = "cc " + flags + " -o '" + b->path + "' '" + src + "' 2>&1";
+  const std::string log = run(cmd + "; echo rc=$?");
+  if (log.find("rc=0") == std::string::npos) {
+    WARN("compile failed: " << cmd << "\n" << log);
+    return false;
+  }
+  auto secs = read_sections(b->path);
+  b->eh_info = secs[".eh_frame"];
+  b->hdr_info = secs[".eh_frame_hdr"];
+  b->text_info = secs[".text"];
+  REQUIRE(b->eh_info.present);
+  b->eh_frame = section_bytes(dir, b->path, ".eh_frame");
+  REQUIRE(b->eh_frame.size() == b->eh_info.size);
+  if (b->hdr_info.present) {
+    b->eh_frame_hdr = section_bytes(dir, b->path, ".eh_frame_hdr");
+    REQUIRE(b->eh_frame_hdr.size() == b->hdr_info.size);
+  }
+  b->ref = parse_frames_interp(run("readelf --debug-dump=frames-interp '" + b->path + "'"));
+  REQUIRE_FALSE(b->ref.fdes.empty());
+  return true;
+}
+
+/// For every FDE readelf lists: lookups at both ends find it; rows match on a sample of pcs.
+void check_against_readelf(const Binary& b, const FdeIndex& idx, size_t row_stride) {
+  const CfiSection sec = b.sec();
+  uint64_t last_end = 0;
+  size_t checked = 0, rows_compared = 0;
+  for (size_t i = 0; i < b.ref.fdes.size(); ++i) {
+    const RefFde& ref = b.ref.fdes[i];
+    if (ref.pc_end == ref.pc_begin) continue;
+    INFO("FDE at 0x" << std::hex << ref.offset << " pc 0x" << ref.pc_begin << "..0x" << ref.pc_end);
+    FdeInfo f;
+    REQUIRE(idx.lookup(sec, ref.pc_begin, &f) == CfiStatus::kOk);
+    CHECK(f.fde_offset == ref.offset);
+    CHECK(f.cie_offset == ref.cie);
+    CHECK(f.pc_end == ref.pc_end);
+    REQUIRE(idx.lookup(sec, ref.pc_end - 1, &f) == CfiStatus::kOk);
+    CHECK(f.fde_offset == ref.offset);
+    last_end = std::max(last_end, ref.pc_end);
+    ++checked;
+    if (i % row_stride != 0) continue;
+    auto cie = b.ref.cies.find(ref.cie);
+    REQUIRE(cie != b.ref.cies.end());
+    std::set<uint64_t> pcs = {ref.pc_begin, ref.pc_end - 1, ref.pc_begin + (ref.pc_end - ref.pc_begin) / 2};
+    for (const RefRow& r : ref.table.rows) {
+      pcs.insert(r.loc);
+      if (r.loc > ref.pc_begin) pcs.insert(r.loc - 1);
+    }
+    for (uint64_t pc : pcs) {
+      if (pc < ref.pc_begin || pc >= ref.pc_end) continue;
+      rows_compared += compare_row(sec, f, ref, cie->second, pc);
+    }
+  }
+  FdeInfo f;
+  CHECK(idx.lookup(sec, last_end, &f) == CfiStatus::kNotFound);
+  CHECK(checked > 0);
+  CHECK(rows_compared > 0);
+}
+
+}  // namespace
+
+TEST_CASE("PIE -O2 binary: .eh_frame_hdr and build() agree with readelf", "[cfi][readelf]") {
+  TmpDir dir;
+  REQUIRE_FALSE(dir.path.empty());
+  Binary b;
+  if (!load(dir, "-O2 -fasynchronous-unwind-tables", &b)) return;
+  REQUIRE(b.hdr_info.present);
+  const CfiSection sec = b.sec();
+
+  FdeIndex hdr_idx, built;
+  REQUIRE(FdeIndex::from_eh_frame_hdr(b.eh_frame_hdr.data(), b.eh_frame_hdr.size(), b.hdr_info.addr, sec,
+                                      &hdr_idx) == CfiStatus::kOk);
+  REQUIRE(FdeIndex::build(sec, &built) == CfiStatus::kOk);
+  size_t nonempty = 0;
+  for (const RefFde& r : b.ref.fdes) nonempty += r.pc_end > r.pc_begin;
+  CHECK(built.size() == nonempty);
+  CHECK(hdr_idx.size() == b.ref.fdes.size());
+
+  check_against_readelf(b, hdr_idx, 1);
+  check_against_readelf(b, built, 1);
+
+  // Both indexes agree on every FDE, and on the pcs between them.
+  for (const RefFde& r : b.ref.fdes) {
+    for (uint64_t pc : {r.pc_begin, r.pc_end - 1, r.pc_end, r.pc_begin - 1}) {
+      FdeInfo a, c;
+      const CfiStatus sa = hdr_idx.lookup(sec, pc, &a);
+      const CfiStatus sc = built.lookup(sec, pc, &c);
+      CHECK(sa == sc);
+      if (sa == CfiStatus::kOk && sc == CfiStatus::kOk) CHECK(a.fde_offset == c.fde_offset);
+    }
+  }
+}
+
+TEST_CASE("-O0 frame-pointer binary rows match readelf", "[cfi][readelf]") {
+  TmpDir dir;
+  Binary b;
+  if (!load(dir, "-O0 -fno-omit-frame-pointer -no-pie", &b)) return;
+  FdeIndex built;
+  REQUIRE(FdeIndex::build(b.sec(), &built) == CfiStatus::kOk);
+  check_against_readelf(b, built, 1);
+}
+
+TEST_CASE("static binary without .eh_frame_hdr: only build() works", "[cfi][readelf]") {
+  TmpDir dir;
+  Binary b;
+  if (!load(dir, "-O2 -static", &b)) return;
+  if (b.hdr_info.present) {
+    WARN("this toolchain emits .eh_frame_hdr for -static; checking build() anyway");
+  } else {
+    FdeIndex hdr_idx;
+    CHECK(FdeIndex::from_eh_frame_hdr(nullptr, 0, 0, b.sec(), &hdr_idx) == CfiStatus::kBadCfi);
+  }
+  FdeIndex built;
+  REQUIRE(FdeIndex::build(b.sec(), &built) == CfiStatus::kOk);
+  CHECK(built.size() > 100);  // libc's FDEs
+  check_against_readelf(b, built, 5);
+}
