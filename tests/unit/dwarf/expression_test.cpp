@@ -205,7 +205,7 @@ TEST_CASE("control flow: skip and bra", "[expr]") {
   CHECK(ev.value(ops([](Section& s) { s.U8(skip).U16(1).U8(lit0 + 1).U8(lit0 + 2); })) == 2);
   // bra taken / not taken.
   auto branch = [](uint8_t cond) {
-    return ops([cond](Section& s) { s.U8(cond).U8(bra).U16(3).U8(lit0 + 7).U8(skip).U16(1).U8(lit0 + 9); });
+    return ops([cond](Section& s) { s.U8(cond).U8(bra).U16(4).U8(lit0 + 7).U8(skip).U16(1).U8(lit0 + 9); });
   };
   CHECK(ev.value(branch(lit0 + 1)) == 9);
   CHECK(ev.value(branch(lit0)) == 7);
