@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: Apache-2.0
+// bench/unwind driver: the same snapshots unwound by stackprov, libunwind and libdwfl; agreement and ns/frame.
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "peers.hpp"
+#include "snapshot_file.h"
+#include "snapshot_set.hpp"
+
+namespace bench_unwind {
+namespace {
+
+constexpr size_t kMaxFrames = 4096;
+constexpr PeerKind kKinds[kNumPeers] = {PeerKind::kStackprov, PeerKind::kLibunwind, PeerKind::kLibdwfl};
+
+struct Options {
+  std::vector<std::string> inputs;
+  std::string out;
+  bool check_only = false;
+  double min_agree = 99.0;  // --check-only: stackprov vs libunwind, percent of snapshots
+  int runs = 5;
+  double run_seconds = 0.15;  // warm: repeat passes until a run lasts about this long
+  size_t limit = 0;           // per input file, 0: all
+  int show_diffs = 6;
+  long dump = -1;  // print the frames of this snapshot
+  std::string only;  // time this unwinder only (profiling)
+};
+
+void usage() {
+  fprintf(stderr,
+          "usage: bench_unwind [--check-only] [--min-agree PCT] [--runs N] [--run-seconds S]\n"
+          "                    [--limit N] [--show-diffs N] [--dump INDEX] [--only NAME] [--out FILE.json] SNAPSHOTS...\n\n"
+          "Unwinds every snapshot of the SNAPSHOTS files (written by bench_unwind_fixture_*)\n"
+          "with stackprov, nongnu libunwind (remote accessors) and elfutils libdwfl, checks\n"
+          "that the frame pcs agree, and (unless --check-only) measures ns/frame cold and\n"
+          "warm for each. --check-only fails when stackprov and libunwind agree on fewer\n"
+          "than --min-agree percent of the snapshots.\n");
+}
+
+double now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+double cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0);
+}
+
+std::string where(const SnapshotSet& set, const Snapshot& s, uint64_t pc) {
+  const Group& g = set.groups()[s.group];
+  const Segment* seg = g.find(pc);
+  char buf[256];
+  if (seg == nullptr) {
+    snprintf(buf, sizeof buf, "0x%llx (no module)", static_cast<unsigned long long>(pc));
+  } else {
+    const PlacedModule& m = g.modules[static_cast<size_t>(seg->module)];
+    const char* base = strrchr(m.path.c_str(), '/');
+    snprintf(buf, sizeof buf, "0x%llx %s+0x%llx", static_cast<unsigned long long>(pc),
+             base != nullptr ? base + 1 : m.path.c_str(),
+             static_cast<unsigned long long>(pc - m.load_bias));
+  }
+  return buf;
+}
+
+struct Check {
+  std::vector<std::vector<uint64_t>> pcs[kNumPeers];
+  std::vector<std::string> notes[kNumPeers];
+  std::vector<bool> all_same;
+  size_t pair_same[3] = {};  // sp-lu, sp-dw, lu-dw
+};
+
+Check run_check(const SnapshotSet& set) {
+  Check c;
+  size_t n = set.snapshots().size();
+  std::vector<uint64_t> buf(kMaxFrames);
+  for (int p = 0; p < kNumPeers; p++) {
+    auto peer = make_peer(kKinds[p], set);
+    if (peer == nullptr) exit(1);
+    c.pcs[p].resize(n);
+    c.notes[p].resize(n);
+    for (size_t i = 0; i < n; i++) {
+      size_t k = peer->unwind(i, buf.data(), kMaxFrames);
+      c.pcs[p][i].assign(buf.begin(), buf.begin() + static_cast<long>(k));
+      c.notes[p][i] = peer->last_note();
+    }
+  }
+  c.all_same.resize(n);
+  for (size_t i = 0; i < n; i++) {
+    bool a = c.pcs[0][i] == c.pcs[1][i], b = c.pcs[0][i] == c.pcs[2][i], d = c.pcs[1][i] == c.pcs[2][i];
+    c.pair_same[0] += a;
+    c.pair_same[1] += b;
+    c.pair_same[2] += d;
+    c.all_same[i] = a && b;
+  }
+  return c;
+}
+
+void print_check(const SnapshotSet& set, const Check& c, int show_diffs) {
+  size_t n = set.snapshots().size();
+  auto pct = [n](size_t k) { return n == 0 ? 0.0 : 100.0 * static_cast<double>(k) / static_cast<double>(n); };
+  size_t all = static_cast<size_t>(std::count(c.all_same.begin(), c.all_same.end(), true));
+  printf("agreement over %zu snapshots (identical frame-pc sequences):\n", n);
+  printf("  all three            %6.2f%%\n", pct(all));
+  printf("  stackprov/libunwind  %6.2f%%\n", pct(c.pair_same[0]));
+  printf("  stackprov/libdwfl    %6.2f%%\n", pct(c.pair_same[1]));
+  printf("  libunwind/libdwfl    %6.2f%%\n", pct(c.pair_same[2]));
+
+  struct Cat {
+    size_t count = 0, same = 0, frames = 0;
+  };
+  std::map<std::string, Cat> cats;
+  for (size_t i = 0; i < n; i++) {
+    Cat& k = cats[set.snapshots()[i].category];
+    k.count++;
+    k.same += c.all_same[i];
+    k.frames += c.pcs[0][i].size();
+  }
+  printf("\n  %-22s %8s %10s %12s\n", "category", "count", "identical", "frames(sp)");
+  for (const auto& [name, k] : cats)
+    printf("  %-22s %8zu %9.1f%% %12.1f\n", name.c_str(), k.count,
+           100.0 * static_cast<double>(k.same) / static_cast<double>(k.count),
+           static_cast<double>(k.frames) / static_cast<double>(k.count));
+
+  int shown = 0;
+  for (size_t i = 0; i < n && shown < show_diffs; i++) {
+    if (c.all_same[i]) continue;
+    shown++;
+    const Snapshot& s = set.snapshots()[i];
+    printf("\ndifference in snapshot %zu (%s):\n", i, s.category.c_str());
+    size_t len = 0;
+    for (int p = 0; p < kNumPeers; p++) len = std::max(len, c.pcs[p][i].size());
+    size_t first = 0;
+    while (first < len && c.pcs[0][i].size() > first && c.pcs[1][i].size() > first &&
+           c.pcs[2][i].size() > first && c.pcs[0][i][first] == c.pcs[1][i][first] &&
+           c.pcs[0][i][first] == c.pcs[2][i][first])
+      first++;
+    for (int p = 0; p < kNumPeers; p++)
+      printf("  %-9s %3zu frames, stop: %s\n", peer_name(kKinds[p]), c.pcs[p][i].size(),
+             c.notes[p][i].c_str());
+    size_t from = first > 2 ? first - 2 : 0;
+    for (size_t f = from; f < std::min(len, first + 4); f++) {
+      printf("  #%-3zu", f);
+      for (int p = 0; p < kNumPeers; p++) {
+        std::string w = f < c.pcs[p][i].size() ? where(set, s, c.pcs[p][i][f]) : "-";
+        printf(" | %-44s", w.c_str());
+      }
+      printf("%s\n", f == first ? "  <- first difference" : "");
+    }
+  }
+}
+
+struct Figures {
+  double warm = 0, cold = 0;  // ns/frame, medians (CLOCK_MONOTONIC)
+  double warm_cpu = 0;        // ns/frame, median, CLOCK_THREAD_CPUTIME_ID (robust on a busy machine)
+  double first_us = 0;        // a fresh instance's first snapshot: create + unwind, microseconds
+};
+
+/// ns/frame for one peer over `indices`, whose frames (by that peer) add up to `frames`.
+Figures measure(PeerKind kind, const SnapshotSet& set, const std::vector<size_t>& indices, size_t frames,
+                const Options& o) {
+  std::vector<uint64_t> buf(kMaxFrames);
+  Figures f;
+  if (indices.empty() || frames == 0) return f;
+  volatile uint64_t sink = 0;
+  auto pass = [&](Peer& p) {
+    uint64_t s = 0;
+    for (size_t i : indices) s += p.unwind(i, buf.data(), kMaxFrames);
+    sink = sink + s;
+  };
+  // Cold: a fresh instance per pass (creation included; module loading happens inside the pass).
+  std::vector<double> cold;
+  for (int r = 0; r < o.runs; r++) {
+    double t0 = now_ns();
+    auto p = make_peer(kind, set);
+    pass(*p);
+    double t1 = now_ns();
+    cold.push_back((t1 - t0) / static_cast<double>(frames));
+  }
+  f.cold = median(cold);
+  // First unwind of a fresh instance: index loading and empty caches, not amortized.
+  std::vector<double> first;
+  for (int r = 0; r < o.runs; r++) {
+    double t0 = now_ns();
+    auto p = make_peer(kind, set);
+    p->unwind(indices[0], buf.data(), kMaxFrames);
+    first.push_back((now_ns() - t0) / 1e3);
+  }
+  f.first_us = median(first);
+  // Warm: one instance, one warm-up pass, then timed runs of several passes each.
+  auto p = make_peer(kind, set);
+  double t0 = now_ns();
+  pass(*p);
+  double once = now_ns() - t0;
+  int reps = std::max(1, static_cast<int>(o.run_seconds * 1e9 / std::max(once, 1.0)));
+  std::vector<double> warm, warm_cpu;
+  for (int r = 0; r < o.runs; r++) {
+    double a = now_ns(), ac = cpu_ns();
+    for (int k = 0; k < reps; k++) pass(*p);
+    double b = now_ns(), bc = cpu_ns();
+    warm.push_back((b - a) / (static_cast<double>(frames) * reps));
+    warm_cpu.push_back((bc - ac) / (static_cast<double>(frames) * reps));
+  }
+  f.warm = median(warm);
+  f.warm_cpu = median(warm_cpu);
+  std::string st = p->stats();
+  if (!st.empty()) printf("  %s warm instance: %s\n", peer_name(kind), st.c_str());
+  return f;
+}
+
+bool make_dirs_for(const std::string& path) {
+  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
+    std::string d = path.substr(0, pos);
+    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+int run(const Options& o) {
+  SnapshotSet set;
+  for (const std::string& in : o.inputs)
+    if (!set.load_file(in, o.limit)) return 1;
+  if (!set.place_modules()) return 1;
+  size_t n = set.snapshots().size();
+  size_t py = 0;
+  for (const Snapshot& s : set.snapshots()) py += s.source == kSnapSourcePython;
+  printf("bench_unwind: %zu snapshots (%zu native, %zu python = %.1f%%), %zu processes\n", n, n - py, py,
+         n ? 100.0 * static_cast<double>(py) / static_cast<double>(n) : 0.0, set.groups().size());
+  if (n == 0) return 1;
+
+  Check c = run_check(set);
+  print_check(set, c, o.show_diffs);
+  if (o.dump >= 0 && static_cast<size_t>(o.dump) < n) {
+    const Snapshot& s = set.snapshots()[static_cast<size_t>(o.dump)];
+    printf("\nsnapshot %ld (%s):\n", o.dump, s.category.c_str());
+    for (int p = 0; p < kNumPeers; p++) {
+      printf("  %s (%zu frames, stop: %s)\n", peer_name(kKinds[p]), c.pcs[p][static_cast<size_t>(o.dump)].size(),
+             c.notes[p][static_cast<size_t>(o.dump)].c_str());
+      for (uint64_t pc : c.pcs[p][static_cast<size_t>(o.dump)]) printf("    %s\n", where(set, s, pc).c_str());
+    }
+  }
+  double agree_sp_lu = 100.0 * static_cast<double>(c.pair_same[0]) / static_cast<double>(n);
+  size_t all_same = static_cast<size_t>(std::count(c.all_same.begin(), c.all_same.end(), true));
+  double identical_pct = 100.0 * static_cast<double>(all_same) / static_cast<double>(n);
+  if (o.check_only) {
+    bool ok = agree_sp_lu >= o.min_agree;
+    printf("\ncheck: stackprov/libunwind agreement %.2f%% %s %.2f%% -> %s\n", agree_sp_lu,
+           ok ? ">=" : "<", o.min_agree, ok ? "PASS" : "FAIL");
+    return ok ? 0 : 1;
+  }
+
+  std::vector<size_t> all_idx(n), same_idx;
+  for (size_t i = 0; i < n; i++) {
+    all_idx[i] = i;
+    if (c.all_same[i]) same_idx.push_back(i);
+  }
+  size_t same_frames = 0;
+  for (size_t i : same_idx) same_frames += c.pcs[0][i].size();
+  Figures same[kNumPeers], overall[kNumPeers];
+  size_t frames_all[kNumPeers] = {};
+  printf("\ntiming (%d runs each, median; warm runs repeat passes for ~%.2fs):\n", o.runs, o.run_seconds);
+  for (int p = 0; p < kNumPeers; p++) {
+    for (size_t i = 0; i < n; i++) frames_all[p] += c.pcs[p][i].size();
+    if (!o.only.empty() && o.only != peer_name(kKinds[p])) continue;
+    same[p] = measure(kKinds[p], set, same_idx, same_frames, o);
+    overall[p] = measure(kKinds[p], set, all_idx, frames_all[p], o);
+  }
+
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  printf("\nns/frame on identical frames (%zu snapshots, %zu frames):\n", same_idx.size(), same_frames);
+  printf("  %-10s %10s %10s %12s %11s %11s %14s\n", "unwinder", "warm", "cold", "warm(cpu)", "warm ratio",
+         "cold ratio", "first unwind");
+  for (int p = 0; p < kNumPeers; p++)
+    printf("  %-10s %10.1f %10.1f %12.1f %10.2fx %10.2fx %11.1f us\n", peer_name(kKinds[p]), same[p].warm,
+           same[p].cold, same[p].warm_cpu, ratio(same[p].warm, same[0].warm), ratio(same[p].cold, same[0].cold),
+           same[p].first_us);
+  printf("ns/frame overall (%zu snapshots; frames by each unwinder: %zu / %zu / %zu):\n", n, frames_all[0],
+         frames_all[1], frames_all[2]);
+  for (int p = 0; p < kNumPeers; p++)
+    printf("  %-10s %10.1f %10.1f %12.1f %10.2fx %10.2fx\n", peer_name(kKinds[p]), overall[p].warm,
+           overall[p].cold, overall[p].warm_cpu, ratio(overall[p].warm, overall[0].warm),
+           ratio(overall[p].cold, overall[0].cold));
+  double lu_ratio = ratio(same[1].warm, same[0].warm), dw_ratio = ratio(same[2].warm, same[0].warm);
+  printf("\ntargets: warm <= 50 ns/frame: %s (%.1f); >= 3x libunwind: %s (%.2fx); >= 10x libdwfl: %s (%.2fx)\n",
+         same[0].warm <= 50 ? "met" : "NOT met", same[0].warm, lu_ratio >= 3 ? "met" : "NOT met", lu_ratio,
+         dw_ratio >= 10 ? "met" : "NOT met", dw_ratio);
+
+  if (!o.out.empty()) {
+    if (!make_dirs_for(o.out)) {
+      perror(o.out.c_str());
+      return 1;
+    }
+    FILE* f = fopen(o.out.c_str(), "w");
+    if (f == nullptr) {
+      perror(o.out.c_str());
+      return 1;
+    }
+    fprintf(f, "{\n");
+    fprintf(f, "  \"stackprov_warm_ns_per_frame\": %.2f,\n", same[0].warm);
+    fprintf(f, "  \"stackprov_cold_ns_per_frame\": %.2f,\n", same[0].cold);
+    fprintf(f, "  \"libunwind_ns_per_frame\": %.2f,\n", same[1].warm);
+    fprintf(f, "  \"libdwfl_ns_per_frame\": %.2f,\n", same[2].warm);
+    fprintf(f, "  \"identical_frames_pct\": %.2f,\n", identical_pct);
+    fprintf(f, "  \"libunwind_cold_ns_per_frame\": %.2f,\n", same[1].cold);
+    fprintf(f, "  \"libdwfl_cold_ns_per_frame\": %.2f,\n", same[2].cold);
+    fprintf(f, "  \"stackprov_warm_cpu_ns_per_frame\": %.2f,\n", same[0].warm_cpu);
+    fprintf(f, "  \"libunwind_warm_cpu_ns_per_frame\": %.2f,\n", same[1].warm_cpu);
+    fprintf(f, "  \"libdwfl_warm_cpu_ns_per_frame\": %.2f,\n", same[2].warm_cpu);
+    fprintf(f, "  \"first_unwind_us\": {\"stackprov\": %.1f, \"libunwind\": %.1f, \"libdwfl\": %.1f},\n",
+            same[0].first_us, same[1].first_us, same[2].first_us);
+    fprintf(f, "  \"libunwind_over_stackprov_warm\": %.2f,\n", lu_ratio);
+    fprintf(f, "  \"libdwfl_over_stackprov_warm\": %.2f,\n", dw_ratio);
+    fprintf(f, "  \"libunwind_over_stackprov_cold\": %.2f,\n", ratio(same[1].cold, same[0].cold));
+    fprintf(f, "  \"libdwfl_over_stackprov_cold\": %.2f,\n", ratio(same[2].cold, same[0].cold));
+    fprintf(f, "  \"stackprov_libunwind_identical_pct\": %.2f,\n", agree_sp_lu);
+    fprintf(f, "  \"stackprov_libdwfl_identical_pct\": %.2f,\n",
+            100.0 * static_cast<double>(c.pair_same[1]) / static_cast<double>(n));
+    fprintf(f, "  \"libunwind_libdwfl_identical_pct\": %.2f,\n",
+            100.0 * static_cast<double>(c.pair_same[2]) / static_cast<double>(n));
+    fprintf(f, "  \"snapshots\": %zu,\n  \"python_snapshots\": %zu,\n", n, py);
+    fprintf(f, "  \"identical_snapshots\": %zu,\n  \"identical_frames\": %zu,\n", same_idx.size(), same_frames);
+    fprintf(f, "  \"overall\": {\"stackprov_warm_ns_per_frame\": %.2f, \"stackprov_cold_ns_per_frame\": %.2f, "
+               "\"libunwind_ns_per_frame\": %.2f, \"libunwind_cold_ns_per_frame\": %.2f, "
+               "\"libdwfl_ns_per_frame\": %.2f, \"libdwfl_cold_ns_per_frame\": %.2f, "
+               "\"frames\": [%zu, %zu, %zu]},\n",
+            overall[0].warm, overall[0].cold, overall[1].warm, overall[1].cold, overall[2].warm,
+            overall[2].cold, frames_all[0], frames_all[1], frames_all[2]);
+    fprintf(f, "  \"runs\": %d\n}\n", o.runs);
+    fclose(f);
+    printf("wrote %s\n", o.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench_unwind
+
+int main(int argc, char** argv) {
+  bench_unwind::Options o;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        bench_unwind::usage();
+        exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      bench_unwind::usage();
+      return 0;
+    } else if (a == "--check-only") {
+      o.check_only = true;
+    } else if (a == "--min-agree") {
+      o.min_agree = atof(value());
+    } else if (a == "--runs") {
+      o.runs = std::max(1, atoi(value()));
+    } else if (a == "--run-seconds") {
+      o.run_seconds = atof(value());
+    } else if (a == "--limit") {
+      o.limit = strtoull(value(), nullptr, 10);
+    } else if (a == "--show-diffs") {
+      o.show_diffs = atoi(value());
+    } else if (a == "--only") {
+      o.only = value();
+    } else if (a == "--dump") {
+      o.dump = atol(value());
+    } else if (a == "--out") {
+      o.out = value();
+    } else if (!a.empty() && a[0] == '-') {
+      bench_unwind::usage();
+      return 2;
+    } else {
+      o.inputs.push_back(a);
+    }
+  }
+  if (o.inputs.empty()) {
+    bench_unwind::usage();
+    return 2;
+  }
+  return bench_unwind::run(o);
+}
