@@ -13,6 +13,7 @@ PKGS=(
   gdb llvm-14 clang-14 lld-14 binutils
   python3 python3-dev python3-pybind11 python3-pytest
   nlohmann-json3-dev
+  python3.11-dev
 )
 
 missing=()

@@ -175,7 +175,7 @@ struct Figures {
 
 /// ns/frame for one peer over `indices`, whose frames (by that peer) add up to `frames`.
 Figures measure(PeerKind kind, const SnapshotSet& set, const std::vector<size_t>& indices, size_t frames,
-                const Options& o) {
+                const Options& o, const char* label) {
   std::vector<uint64_t> buf(kMaxFrames);
   Figures f;
   if (indices.empty() || frames == 0) return f;
@@ -221,7 +221,7 @@ Figures measure(PeerKind kind, const SnapshotSet& set, const std::vector<size_t>
   f.warm = median(warm);
   f.warm_cpu = median(warm_cpu);
   std::string st = p->stats();
-  if (!st.empty()) printf("  %s warm instance: %s\n", peer_name(kind), st.c_str());
+  if (!st.empty()) printf("  %s warm instance (%s): %s\n", peer_name(kind), label, st.c_str());
   return f;
 }
 
@@ -279,8 +279,8 @@ int run(const Options& o) {
   for (int p = 0; p < kNumPeers; p++) {
     for (size_t i = 0; i < n; i++) frames_all[p] += c.pcs[p][i].size();
     if (!o.only.empty() && o.only != peer_name(kKinds[p])) continue;
-    same[p] = measure(kKinds[p], set, same_idx, same_frames, o);
-    overall[p] = measure(kKinds[p], set, all_idx, frames_all[p], o);
+    same[p] = measure(kKinds[p], set, same_idx, same_frames, o, "identical frames");
+    overall[p] = measure(kKinds[p], set, all_idx, frames_all[p], o, "all snapshots");
   }
 
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };

@@ -222,6 +222,49 @@ SPROV_API int sprov_snapshot_serialize(const sprov_snapshot* snap, void** out, s
  * SPROV_ERR_SNAPSHOT and a message naming the bad field. */
 SPROV_API int sprov_snapshot_deserialize(const void* bytes, size_t len, sprov_snapshot** out);
 
+/* ---------------------------------------------------------------- process */
+
+/* A multi-thread capture: one snapshot per thread of a live process or of an
+ * ELF core file, sharing one module list. */
+typedef struct sprov_process sprov_process;
+
+struct sprov_process_opts {
+  size_t sz;
+  int64_t tid;              /* capture only this thread; 0: all threads */
+  uint32_t max_stack_bytes; /* stack bytes copied per thread from sp upward; 0: 512 KiB */
+  uint32_t flags;           /* reserved, 0 */
+  const char* exe;          /* core files: path of the main program; NULL: from NT_FILE */
+};
+#define sprov_process_opts__last_field exe
+
+/* Attaches to every thread of `pid` with PTRACE_SEIZE + PTRACE_INTERRUPT,
+ * reads registers (PTRACE_GETREGSET) and copies each stack (process_vm_readv,
+ * falling back to /proc/PID/mem and PTRACE_PEEKDATA), reads the module list
+ * (module files opened through /proc/PID/root, build-ids checked), copies the
+ * vDSO from the target, and detaches from every thread before returning — also
+ * on errors. Threads that appear or exit during the capture are handled and
+ * reported (sprov_process_warnings), not fatal. Errors: -ESRCH (no such
+ * process), -EPERM (with a ptrace_scope / CAP_SYS_PTRACE hint in the message). */
+SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struct sprov_process_opts* opts,
+                                    sprov_process** out);
+
+/* Opens an ELF core file: threads from NT_PRSTATUS, memory from PT_LOAD, the
+ * module list from NT_FILE (files under the context's sysroot; opts->exe for
+ * the main program), the vDSO from the core's memory (NT_AUXV AT_SYSINFO_EHDR).
+ * Each module's build-id is compared with the one in the core's memory where
+ * present; a mismatch is reported (sprov_process_warning) with both ids. */
+SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
+                                      const struct sprov_process_opts* opts, sprov_process** out);
+
+SPROV_API void sprov_process_free(sprov_process* proc);
+SPROV_API int64_t sprov_process_pid(const sprov_process* proc);
+SPROV_API size_t sprov_process_thread_count(const sprov_process* proc);
+/* Borrowed: owned by proc, valid until sprov_process_free. */
+SPROV_API const sprov_snapshot* sprov_process_thread(const sprov_process* proc, size_t index);
+/* Non-fatal findings of the capture, one per line ("thread 123 exited during capture",
+ * "module /lib/x.so: build-id mismatch: core has …, file has …"); "" when none. */
+SPROV_API const char* sprov_process_warnings(const sprov_process* proc);
+
 /* --------------------------------------------------------------- unwinder */
 
 typedef struct sprov_unwinder sprov_unwinder;

@@ -11,7 +11,8 @@ namespace stackprov::capi {
 
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                                                              const memory::Snapshot* snap,
-                                                             const memory::SnapshotModule& m) {
+                                                             const memory::SnapshotModule& m,
+                                                             const std::string& module_root) {
   elf::DebugFileOptions dopts;
   dopts.debug_dirs = ctx->ctx.config().debug_dirs;
   dopts.sysroot = ctx->ctx.config().sysroot;
@@ -33,7 +34,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     if (key.build_id.empty()) return loader();
     return ctx->modules.acquire(key, loader);
   }
-  const std::string host = ctx->ctx.host_path(m.path);
+  const std::string host = !module_root.empty() ? module_root + m.path : ctx->ctx.host_path(m.path);
   auto key = module_key_for_file(host, m.build_id);
   if (!key.ok()) return std::move(key).error();
   return ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {

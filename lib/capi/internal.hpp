@@ -33,10 +33,17 @@ struct sprov_snapshot {
   stackprov::memory::Snapshot snap;
 };
 
+struct sprov_process {
+  int64_t pid = 0;
+  std::vector<std::unique_ptr<sprov_snapshot>> threads;  // one per thread, sorted by tid
+  std::string warnings;                                   // one finding per line
+};
+
 struct sprov_stack {
   std::vector<stackprov::unwind::Frame> frames;
   stackprov::unwind::StopReason stop = stackprov::unwind::StopReason::kNone;
   std::vector<stackprov::memory::SnapshotModule> modules;  // copy: the stack outlives the snapshot
+  std::string module_root;                                 // Snapshot::module_root at unwind time
 };
 
 struct sprov_unwinder {
@@ -122,9 +129,15 @@ int fill_out(T* out, const T& full, const char* type_name) {
   return 0;
 }
 
+/// Runs one walk of `snap` with memory served by the snapshot and, on misses,
+/// by `live` (copied into the snapshot), so that the snapshot alone later
+/// reproduces the same walk offline. Used by live-process and core captures.
+void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryReader& live);
+
 /// Loads (or finds in the context's cache) the unwind/symbol data of a module.
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                                                              const memory::Snapshot* snap,
-                                                             const memory::SnapshotModule& m);
+                                                             const memory::SnapshotModule& m,
+                                                             const std::string& module_root);
 
 }  // namespace stackprov::capi

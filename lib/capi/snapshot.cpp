@@ -10,6 +10,7 @@
 #include "capi/internal.hpp"
 #include "core/module_map.hpp"
 #include "elf/elf_image.hpp"
+#include "memory/module_list.hpp"
 
 using namespace stackprov;
 using namespace stackprov::capi;
@@ -19,50 +20,12 @@ namespace {
 constexpr uint32_t kDefaultStackBytes = 256 * 1024;
 constexpr uint32_t kMaxStackBytes = 64u << 20;
 
-std::string strip_deleted(const std::string& p) {
-  static const std::string kSuffix = " (deleted)";
-  if (p.size() > kSuffix.size() && p.compare(p.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
-    return p.substr(0, p.size() - kSuffix.size());
-  return p;
-}
-
-/// Adds every executable file mapping (and the vDSO, whose bytes must already
-/// be in the snapshot's memory) of a maps listing as a module.
+/// Adds the module list, reporting unreadable modules through the context log.
 Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<MapsEntry>& maps) {
-  for (const MapsEntry& e : maps) {
-    if (!e.executable) continue;
-    memory::SnapshotModule m;
-    m.start = e.start;
-    m.end = e.end;
-    m.file_offset = e.offset;
-    if (e.path == "[vdso]") {
-      m.path = "[vdso]";
-      std::vector<uint8_t> bytes(e.end - e.start);
-      memory::SnapshotReader rd(s);
-      if (bytes.size() <= (64u << 20) && rd.read(e.start, bytes.data(), bytes.size())) {
-        auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");
-        if (img.ok()) {
-          m.build_id = img.value()->build_id();
-          m.load_bias = img.value()->load_bias(e.start, 0);
-        }
-      }
-    } else if (!e.path.empty() && e.path[0] == '/') {
-      m.path = strip_deleted(e.path);
-      const std::string host = ctx->ctx.host_path(m.path);
-      auto id = elf::read_build_id(host);
-      if (id.ok()) m.build_id = id.value();
-      auto mod = acquire_module(ctx, &s, m);
-      if (mod.ok()) {
-        m.load_bias = mod.value()->image().load_bias(e.start, e.offset);
-      } else {
-        ctx->ctx.log(SPROV_LOG_WARN, "module %s: %s", m.path.c_str(), mod.error().message.c_str());
-      }
-    } else {
-      continue;  // anonymous executable memory (JIT): no module
-    }
-    if (Status st = s.add_module(std::move(m)); !st.ok()) return st;
-  }
-  return {};
+  std::string warnings;
+  Status st = memory::add_modules_from_maps(s, maps, s.module_root, &warnings);
+  if (!warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", warnings.c_str());
+  return st;
 }
 
 }  // namespace
@@ -215,6 +178,7 @@ SPROV_API int sprov_snapshot_add_maps(sprov_context* ctx, sprov_snapshot* snap, 
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_add_maps: NULL argument"));
     auto maps = parse_maps(maps_text);
     if (!maps.ok()) return fail(maps.error());
+    snap->snap.module_root = ctx->ctx.config().sysroot;
     if (Status st = add_modules(ctx, snap->snap, maps.value()); !st.ok()) return fail(st.error());
     return 0;
   });

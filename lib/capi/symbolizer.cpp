@@ -67,7 +67,7 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     empty.sz = sizeof(empty);
     if (f.module_index < 0) return fill_out(out, empty, "sprov_symbol");
     const memory::SnapshotModule& m = stack->modules[f.module_index];
-    auto mod = acquire_module(sym->ctx, nullptr, m);
+    auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
     if (!mod.ok()) return fill_out(out, empty, "sprov_symbol");
     const uint64_t rel = f.pc - m.load_bias;
     const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
@@ -82,7 +82,7 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr: NULL argument"));
     memory::SnapshotModule m;
     m.path = module_path;
-    auto mod = acquire_module(sym->ctx, nullptr, m);
+    auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
     if (!mod.ok()) return fail(mod.error());
     return fill_symbol(sym, mod.value()->image_ptr(), address, address, out);
   });

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_unwinder (rule cache, module table) and sprov_stack (the unwound frames).
 #include "capi/internal.hpp"
+#include "memory/recording_reader.hpp"
 
 using namespace stackprov;
 using namespace stackprov::capi;
@@ -21,7 +22,7 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s) {
     slot.bias = m.load_bias;
     slot.snapshot_index = static_cast<int32_t>(i);
     std::shared_ptr<unwind::LoadedModule> mod;
-    auto r = acquire_module(uw->ctx, &s, m);
+    auto r = acquire_module(uw->ctx, &s, m, s.module_root);
     if (r.ok() && r.value()->arch() == s.arch) {
       mod = r.value();
       slot.module = mod.get();
@@ -90,6 +91,7 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     st->frames = uw->scratch.frames;
     st->stop = uw->scratch.stop;
     st->modules = s.modules;
+    st->module_root = s.module_root;
     uw->frames += st->frames.size();
     uw->walks++;
     *out = st;
@@ -140,3 +142,23 @@ SPROV_API int sprov_stack_stop_reason(const sprov_stack* stack) {
 SPROV_API void sprov_stack_free(sprov_stack* stack) { delete stack; }
 
 }  // extern "C"
+
+namespace stackprov::capi {
+
+void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryReader& live) {
+  if (snap.arch != Arch::kX86_64) return;
+  sprov_unwinder uw;
+  uw.ctx = ctx;
+  uw.opts.max_frames = 1024;
+  build_table(&uw, snap);
+  memory::RecordingReader<memory::MemoryReader> rec(snap, live);
+  using Traits = arch::x86_64::Traits;
+  unwind::Unwinder<Traits, memory::RecordingReader<memory::MemoryReader>>::Regs regs{};
+  for (int r = 0; r < Traits::kNumRegs; r++)
+    if (snap.has_reg(r)) regs.set(r, snap.regs[r]);
+  unwind::Unwinder<Traits, memory::RecordingReader<memory::MemoryReader>> walker(uw.table, uw.cache,
+                                                                                uw.opts, rec);
+  walker.walk(regs, (snap.flags & memory::Snapshot::kFlagPcIsReturnAddress) != 0, &uw.scratch);
+}
+
+}  // namespace stackprov::capi

@@ -41,6 +41,9 @@ struct Snapshot {
   uint32_t flags = 0;                    ///< kFlag* below
   std::vector<MemoryRegion> memory;      ///< sorted by addr, non-overlapping
   std::vector<SnapshotModule> modules;   ///< sorted by start, non-overlapping
+  /// Not serialized: where module files were opened at capture time
+  /// ("/proc/PID/root" for a live process, a sysroot for a core); "" = as is.
+  std::string module_root;
 
   /// The pc register holds a return address (capture_self: the call site), so
   /// frame 0 is looked up at pc - 1 like a caller frame.

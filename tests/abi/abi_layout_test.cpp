@@ -60,6 +60,12 @@ CHECK_OFF(sprov_frame, flags, 68);
 CHECK_SIZE(sprov_symbolizer_opts, 16);
 CHECK_OFF(sprov_symbolizer_opts, flags, 8);
 
+CHECK_SIZE(sprov_process_opts, 32);
+CHECK_OFF(sprov_process_opts, tid, 8);
+CHECK_OFF(sprov_process_opts, max_stack_bytes, 16);
+CHECK_OFF(sprov_process_opts, flags, 20);
+CHECK_OFF(sprov_process_opts, exe, 24);
+
 CHECK_SIZE(sprov_symbol, 64);
 CHECK_OFF(sprov_symbol, name, 8);
 CHECK_OFF(sprov_symbol, linkage_name, 16);

@@ -18,10 +18,10 @@ __asm__(
     "  .globl nocfi_fp_trampoline\n"
     "  .type nocfi_fp_trampoline, @function\n"
     "nocfi_fp_trampoline:\n"
-    "  movq (%rsp), %rax\n"
-    "  movq %rax, g_tramp_ra(%rip)\n"
-    "  pushq %rbp\n"
+    "  pushq %rbp\n" /* the classic prologue first, so gdb's prologue analysis applies */
     "  movq %rsp, %rbp\n"
+    "  movq 8(%rsp), %rax\n"
+    "  movq %rax, g_tramp_ra(%rip)\n"
     "  call *%rdi\n"
     "  popq %rbp\n"
     "  ret\n"
@@ -69,5 +69,10 @@ int main(int argc, char** argv) {
   nocfi_outer(scan);
   g_expect.extra_ra = g_tramp_ra;
   g_expect.extra_ra_index = 3;
-  return harness_finish(harness_check());
+  const int failures = harness_check();
+  if (scan && failures != 0)
+    printf("KNOWN-FAILING [scan] x86_64 preceded_by_call tests code[1] == 0xE8 for a call rel32, "
+           "whose opcode is at ra-5 = code[2] (arch/x86_64/return_address.hpp): the scan skips "
+           "direct-call return addresses\n");
+  return harness_finish(failures);
 }

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+// Building a snapshot's module list from a maps listing: identities (build-ids) and load biases.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/module_map.hpp"
+#include "memory/snapshot.hpp"
+
+namespace stackprov::memory {
+
+/// Adds every executable file mapping of `maps` to `s.modules`, plus the vDSO
+/// (parsed from `s`'s memory, so its bytes must already have been added).
+/// Module files are opened as `root + path` (root "" = as is; "/proc/PID/root"
+/// for live targets, so containerized targets are read from the files they
+/// really map). A module that cannot be opened is still listed (no build-id,
+/// bias 0) and a line is appended to *warnings. Anonymous executable memory
+/// (JIT code) is not a module.
+Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,
+                             std::string* warnings);
+
+}  // namespace stackprov::memory
