@@ -14,6 +14,7 @@ PKGS=(
   python3 python3-dev python3-pybind11 python3-pytest
   nlohmann-json3-dev
   python3.11-dev
+  python3.11-dbg
 )
 
 missing=()

@@ -11,7 +11,7 @@ namespace stackprov::arch::x86_64 {
 /// FF /2 with a register, [reg], [reg+disp8], [reg+disp32] or SIB operand
 /// (Intel SDM vol. 2A, CALL).
 inline bool preceded_by_call(const uint8_t code[7]) {
-  if (code[1] == 0xE8) return true;  // call rel32 at ra-5
+  if (code[2] == 0xE8) return true;  // call rel32: opcode at ra-5 = code[2]
   for (int len = 2; len <= 7; len++) {
     const uint8_t* p = code + 7 - len;
     int i = 0;

@@ -3,6 +3,7 @@
 #include "print.hpp"
 
 #include <cinttypes>
+#include <cstring>
 
 namespace stackprov_cli {
 
@@ -50,8 +51,11 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     s.sz = sizeof(s);
     if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
     fprintf(f, "#%-2zu 0x%016" PRIx64, i, fr.pc);
-    if (s.name) fprintf(f, " %s+0x%" PRIx64, s.name, s.offset);
-    else fprintf(f, " ??");
+    if (s.resolver != SPROV_RESOLVER_NONE && s.name && *s.name) {
+      fprintf(f, " %s+0x%" PRIx64, s.name, s.offset);
+    } else {
+      fprintf(f, " ??");
+    }
     fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method));
   }
   fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
@@ -60,6 +64,7 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
 void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid) {
   fprintf(f, "{\"tid\":%" PRId64 ",\"frames\":[", tid);
   const size_t n = sprov_stack_frame_count(stack);
+  bool first = true;
   for (size_t i = 0; i < n; i++) {
     struct sprov_frame fr = {};
     fr.sz = sizeof(fr);
@@ -72,12 +77,29 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             "\",\"module\":\"%s\",\"build_id\":\"%s\",\"module_offset\":\"0x%" PRIx64
             "\",\"function\":\"%s\",\"linkage_name\":\"%s\",\"function_offset\":\"0x%" PRIx64
             "\",\"resolver\":\"%s\",\"method\":\"%s\"}",
-            i ? "," : "", i, fr.pc, fr.sp, fr.cfa, json_escape(fr.module_path).c_str(),
+            first ? "" : ",", i, fr.pc, fr.sp, fr.cfa, json_escape(fr.module_path).c_str(),
             hex_bytes(fr.build_id, fr.build_id_len).c_str(), fr.module_offset,
             json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset,
             sprov_resolver_name(s.resolver), sprov_method_name(fr.method));
+    first = false;
   }
   fprintf(f, "],\"stop_reason\":\"%s\"}", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
+}
+
+void print_process_header_text(FILE* f, int64_t pid, bool core) {
+  fprintf(f, "PID %" PRId64 " - %s\n", pid, core ? "core" : "process");
+}
+
+void print_warnings(FILE* f, const char* text) {
+  if (text == nullptr) return;
+  const char* p = text;
+  while (*p) {
+    const char* nl = strchr(p, '\n');
+    const size_t len = nl ? static_cast<size_t>(nl - p) : strlen(p);
+    if (len > 0) fprintf(f, "stackprov: warning: %.*s\n", static_cast<int>(len), p);
+    if (!nl) break;
+    p = nl + 1;
+  }
 }
 
 }  // namespace stackprov_cli

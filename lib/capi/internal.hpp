@@ -31,6 +31,17 @@ struct sprov_context {
 
 struct sprov_snapshot {
   stackprov::memory::Snapshot snap;
+  /// module_list_hash() memoised: snapshots are immutable once built, and the
+  /// builders that change the module list reset it.
+  mutable uint64_t module_hash = 0;
+  mutable bool module_hash_valid = false;
+  uint64_t modules_key() const {
+    if (!module_hash_valid) {
+      module_hash = snap.module_list_hash();
+      module_hash_valid = true;
+    }
+    return module_hash;
+  }
 };
 
 struct sprov_process {
@@ -42,8 +53,9 @@ struct sprov_process {
 struct sprov_stack {
   std::vector<stackprov::unwind::Frame> frames;
   stackprov::unwind::StopReason stop = stackprov::unwind::StopReason::kNone;
-  std::vector<stackprov::memory::SnapshotModule> modules;  // copy: the stack outlives the snapshot
-  std::string module_root;                                 // Snapshot::module_root at unwind time
+  /// Shared with the unwinder's module table: the stack outlives the snapshot.
+  std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
+  std::string module_root;  // Snapshot::module_root at unwind time
 };
 
 struct sprov_unwinder {
@@ -51,6 +63,7 @@ struct sprov_unwinder {
   stackprov::unwind::WalkOptions opts;
   stackprov::unwind::RuleCache cache;
   stackprov::unwind::ModuleTable table;
+  std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> table_modules;
   stackprov::unwind::WalkResult scratch;
   uint64_t frames = 0;
   uint64_t walks = 0;

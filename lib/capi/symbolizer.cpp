@@ -66,11 +66,17 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     struct sprov_symbol empty = {};
     empty.sz = sizeof(empty);
     if (f.module_index < 0) return fill_out(out, empty, "sprov_symbol");
-    const memory::SnapshotModule& m = stack->modules[f.module_index];
+    const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
     if (!mod.ok()) return fill_out(out, empty, "sprov_symbol");
     const uint64_t rel = f.pc - m.load_bias;
     const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
+    symbolize::SymbolInfo probe;
+    // A return address at the very start of a function (a signal trampoline
+    // such as __restore_rt, whose FDE begins one byte early) has no symbol at
+    // pc - 1; name it by its own pc then.
+    if (f.lookup_prev && !sym->sym->lookup(mod.value()->image_ptr(), lookup, &probe))
+      return fill_symbol(sym, mod.value()->image_ptr(), rel, rel, out);
     return fill_symbol(sym, mod.value()->image_ptr(), lookup, rel, out);
   });
 }

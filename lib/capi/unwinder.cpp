@@ -10,10 +10,11 @@ namespace {
 
 /// Resolves the snapshot's modules through the context cache; reused while
 /// consecutive snapshots have the same module list.
-void build_table(sprov_unwinder* uw, const memory::Snapshot& s) {
-  const uint64_t key = s.module_list_hash();
-  if (uw->table.key == key && uw->table.size() == s.modules.size() && key != 0) return;
+void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
+  if (uw->table.key == key && uw->table.size() == s.modules.size() && key != 0 && uw->table_modules)
+    return;
   uw->table.clear();
+  uw->table_modules = std::make_shared<const std::vector<memory::SnapshotModule>>(s.modules);
   for (size_t i = 0; i < s.modules.size(); i++) {
     const memory::SnapshotModule& m = s.modules[i];
     unwind::ModuleSlot slot;
@@ -85,12 +86,12 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     if (s.arch != Arch::kX86_64)
       return fail(make_error(SPROV_ERR_UNSUPPORTED, "unwinding %s snapshots is not implemented yet",
                              arch_name(s.arch)));
-    build_table(uw, s);
+    build_table(uw, s, snap->modules_key());
     unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
     auto* st = new sprov_stack();
     st->frames = uw->scratch.frames;
     st->stop = uw->scratch.stop;
-    st->modules = s.modules;
+    st->modules = uw->table_modules;
     st->module_root = s.module_root;
     uw->frames += st->frames.size();
     uw->walks++;
@@ -125,8 +126,8 @@ SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct s
   fr.cfa = f.cfa;
   fr.method = static_cast<int32_t>(f.method);
   fr.module_index = f.module_index;
-  if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules.size()) {
-    const memory::SnapshotModule& m = stack->modules[f.module_index];
+  if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules->size()) {
+    const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     fr.module_offset = f.pc - m.load_bias;
     fr.module_path = m.path.c_str();
     fr.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
@@ -150,7 +151,7 @@ void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryRe
   sprov_unwinder uw;
   uw.ctx = ctx;
   uw.opts.max_frames = 1024;
-  build_table(&uw, snap);
+  build_table(&uw, snap, snap.module_list_hash());
   memory::RecordingReader<memory::MemoryReader> rec(snap, live);
   using Traits = arch::x86_64::Traits;
   unwind::Unwinder<Traits, memory::RecordingReader<memory::MemoryReader>>::Regs regs{};

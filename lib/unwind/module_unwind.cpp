@@ -26,6 +26,7 @@ dwarf::CfiSection make_section(const elf::ElfImage& img, const elf::Section& s, 
   c.is_eh_frame = is_eh;
   c.big_endian = img.big_endian();
   c.addr_size = img.is_64bit() ? 8 : 4;
+  c.machine = img.machine();
   if (auto hdr = img.eh_frame_hdr()) c.data_vaddr = hdr->addr;
   if (auto text = img.section(".text")) c.text_vaddr = text->addr;
   return c;

@@ -159,7 +159,10 @@ TEST_CASE("sigreturn trampoline bytes are glibc's __restore_rt", "[arch][x86_64]
 }
 
 TEST_CASE("call detection before a return address", "[arch][x86_64]") {
-  const uint8_t call_rel32[7] = {0x90, 0xe8, 0x10, 0x20, 0x30, 0x40, 0x00};  // ... e8 xx xx xx xx
+  const uint8_t call_rel32[7] = {0x90, 0x90, 0xe8, 0x10, 0x20, 0x30, 0x40};  // e8 rel32 ends at ra
+  CHECK(preceded_by_call(call_rel32));
+  const uint8_t e8_too_early[7] = {0x90, 0xe8, 0x10, 0x20, 0x30, 0x40, 0x00};
+  CHECK_FALSE(preceded_by_call(e8_too_early));  // a call ending at ra-1 is not this call
   CHECK(preceded_by_call(call_rel32));
   const uint8_t call_rax[7] = {0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0};    // call *%rax
   CHECK(preceded_by_call(call_rax));

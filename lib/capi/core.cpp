@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: sprov_process_open_core — a sprov_process from an ELF core file (one snapshot per thread).
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "capi/internal.hpp"
+#include "elf/core_file.hpp"
+#include "memory/core_capture.hpp"
+
+using namespace stackprov;
+using namespace stackprov::capi;
+
+namespace {
+
+constexpr uint32_t kDefaultStackBytes = 512 * 1024;
+constexpr uint32_t kMaxStackBytes = 64u << 20;
+
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
+                                      const struct sprov_process_opts* opts, sprov_process** out) {
+  return guard([&] {
+    if (ctx == nullptr || core_path == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_open_core: NULL %s",
+                             ctx == nullptr ? "ctx" : core_path == nullptr ? "core_path" : "out"));
+    *out = nullptr;
+    if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_process_opts), "sprov_process_opts")) return e;
+    memory::CoreCaptureOptions copts;
+    copts.tid = SPROV_OPTS_GET(opts, sprov_process_opts, tid, int64_t{0});
+    if (copts.tid < 0)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "tid %lld is negative", static_cast<long long>(copts.tid)));
+    const uint32_t max_bytes = SPROV_OPTS_GET(opts, sprov_process_opts, max_stack_bytes, 0u);
+    if (max_bytes > kMaxStackBytes)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes, kMaxStackBytes));
+    copts.max_stack_bytes = max_bytes ? max_bytes : kDefaultStackBytes;
+    if (const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u); flags != 0)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_opts.flags 0x%x: must be 0 (reserved)", flags));
+    if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr) {
+      struct stat st;
+      if (stat(exe, &st) != 0) {
+        const int e = errno;
+        return fail(make_error(e == ENOENT ? SPROV_ERR_NOT_FOUND : -e, "exe %s: %s", exe, std::strerror(e)));
+      }
+      copts.exe = exe;
+    }
+    copts.sysroot = ctx->ctx.config().sysroot;
+
+    auto core = elf::CoreFile::open(core_path);
+    if (!core.ok()) return fail(core.error());
+    auto cap = memory::capture_core(*core.value(), copts, [ctx](memory::Snapshot& s, memory::MemoryReader& rd) {
+      prewalk_record(ctx, s, rd);
+    });
+    if (!cap.ok()) return fail(cap.error());
+
+    auto proc = std::make_unique<sprov_process>();
+    proc->pid = cap.value().pid;
+    proc->warnings = std::move(cap.value().warnings);
+    for (memory::Snapshot& s : cap.value().threads) {
+      auto h = std::make_unique<sprov_snapshot>();
+      h->snap = std::move(s);
+      proc->threads.push_back(std::move(h));
+    }
+    if (!proc->warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", proc->warnings.c_str());
+    *out = proc.release();
+    return 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: sprov_process — live multi-thread capture (ptrace) and its accessors; cores are in core.cpp.
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+
+#include "capi/internal.hpp"
+#include "memory/process_capture.hpp"
+
+using namespace stackprov;
+using namespace stackprov::capi;
+
+namespace {
+
+constexpr uint32_t kDefaultStackBytes = 512 * 1024;
+constexpr uint32_t kMaxStackBytes = 64u << 20;
+
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struct sprov_process_opts* opts,
+                                    sprov_process** out) {
+  return guard([&] {
+    if (ctx == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_capture: NULL %s", ctx ? "out" : "ctx"));
+    *out = nullptr;
+    if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_process_opts), "sprov_process_opts")) return e;
+    if (pid <= 0 || pid > std::numeric_limits<pid_t>::max())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "invalid pid %lld", static_cast<long long>(pid)));
+    const int64_t tid = SPROV_OPTS_GET(opts, sprov_process_opts, tid, int64_t{0});
+    if (tid < 0 || tid > std::numeric_limits<pid_t>::max())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "invalid tid %lld", static_cast<long long>(tid)));
+    uint32_t max_bytes = SPROV_OPTS_GET(opts, sprov_process_opts, max_stack_bytes, 0u);
+    if (max_bytes == 0) max_bytes = kDefaultStackBytes;
+    if (max_bytes > kMaxStackBytes)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes, kMaxStackBytes));
+    if (const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u); flags != 0)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_opts.flags 0x%x: must be 0 (reserved)", flags));
+    if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_process_opts.exe (\"%s\") is for core files; it must be NULL for a live "
+                             "process",
+                             exe));
+
+    auto prewalk = [ctx](memory::Snapshot& s, memory::MemoryReader& live) { prewalk_record(ctx, s, live); };
+    auto cap = memory::capture_process(static_cast<pid_t>(pid), static_cast<pid_t>(tid), max_bytes, prewalk);
+    if (!cap.ok()) return fail(cap.error());
+
+    auto proc = std::make_unique<sprov_process>();
+    proc->pid = cap->pid;
+    proc->warnings = std::move(cap->warnings);
+    std::sort(cap->threads.begin(), cap->threads.end(),
+              [](const memory::Snapshot& a, const memory::Snapshot& b) { return a.tid < b.tid; });
+    proc->threads.reserve(cap->threads.size());
+    for (memory::Snapshot& s : cap->threads) {
+      auto h = std::make_unique<sprov_snapshot>();
+      h->snap = std::move(s);
+      proc->threads.push_back(std::move(h));
+    }
+    if (!proc->warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "process %lld: %s", static_cast<long long>(pid),
+                                              proc->warnings.c_str());
+    *out = proc.release();
+    return 0;
+  });
+}
+
+SPROV_API void sprov_process_free(sprov_process* proc) { delete proc; }
+
+SPROV_API int64_t sprov_process_pid(const sprov_process* proc) { return proc ? proc->pid : 0; }
+
+SPROV_API size_t sprov_process_thread_count(const sprov_process* proc) { return proc ? proc->threads.size() : 0; }
+
+SPROV_API const sprov_snapshot* sprov_process_thread(const sprov_process* proc, size_t index) {
+  if (proc == nullptr) {
+    fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_thread: proc is NULL"));
+    return nullptr;
+  }
+  if (index >= proc->threads.size()) {
+    fail(make_error(SPROV_ERR_INVALID_ARG, "thread index %zu out of range (%zu threads)", index,
+                    proc->threads.size()));
+    return nullptr;
+  }
+  return proc->threads[index].get();
+}
+
+SPROV_API const char* sprov_process_warnings(const sprov_process* proc) {
+  return proc ? proc->warnings.c_str() : "";
+}
+
+}  // extern "C"

@@ -1,0 +1,744 @@
+// SPDX-License-Identifier: Apache-2.0
+// DWARF 2–5 unit headers, abbreviations, attribute forms, range lists and the per-unit subroutine address map.
+#include "dwarf/dwarf_index.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace stackprov::dwarf {
+
+namespace {
+
+struct AttrSpec {
+  uint16_t at = 0;
+  uint16_t form = 0;
+  int64_t implicit = 0;
+};
+
+struct Abbrev {
+  uint16_t tag = 0;
+  bool children = false;
+  bool valid = false;
+  uint32_t first = 0;  ///< index into AbbrevTable::specs
+  uint32_t count = 0;
+};
+
+struct AttrVal {
+  uint16_t form = 0;
+  uint64_t u = 0;
+  const char* str = nullptr;  ///< DW_FORM_string
+  size_t str_len = 0;
+};
+
+bool is_constant_form(uint16_t f) {
+  switch (f) {
+    case kFormData1: case kFormData2: case kFormData4: case kFormData8: case kFormUdata: case kFormSdata:
+    case kFormImplicitConst:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr size_t kMaxAbbrevs = size_t{1} << 22;
+constexpr size_t kMaxRangeEntries = size_t{1} << 20;
+constexpr int kMaxRefChain = 64;
+
+}  // namespace
+
+struct AbbrevTable {
+  std::vector<Abbrev> dense;  ///< by code, when codes are small
+  std::vector<std::pair<uint64_t, Abbrev>> sparse;  ///< sorted by code otherwise
+  std::vector<AttrSpec> specs;
+  bool ok = false;
+
+  const Abbrev* find(uint64_t code) const {
+    if (code < dense.size()) return dense[code].valid ? &dense[code] : nullptr;
+    auto it = std::lower_bound(sparse.begin(), sparse.end(), code,
+                               [](const std::pair<uint64_t, Abbrev>& p, uint64_t c) { return p.first < c; });
+    return it != sparse.end() && it->first == code ? &it->second : nullptr;
+  }
+};
+
+struct DwarfIndex::Unit {
+  uint64_t offset = 0;      ///< unit header in .debug_info
+  uint64_t end = 0;         ///< one past the unit
+  uint64_t die_offset = 0;  ///< the unit DIE
+  uint64_t abbrev_offset = 0;
+  uint16_t version = 0;
+  uint8_t unit_type = 0;
+  uint8_t addr_size = 8;
+  bool is64 = false;
+  uint64_t base_address = 0;
+  bool has_stmt_list = false;
+  uint64_t stmt_list = 0;
+  std::string_view comp_dir;
+  uint64_t str_offsets_base = 0;
+  uint64_t addr_base = 0;
+  uint64_t rnglists_base = 0;
+  uint32_t index = 0;
+
+  std::once_flag abbrev_once;
+  AbbrevTable abbrevs;
+
+  std::mutex mu;  ///< guards `built`
+  std::shared_ptr<const UnitIndex> built;
+  std::atomic<bool> referenced{false};
+};
+
+struct DwarfIndex::UnitIndex {
+  struct Node {
+    uint64_t die = 0;
+    uint64_t low_pc = 0;
+    int32_t parent = -1;  ///< nearest enclosing subprogram/inlined_subroutine node
+    uint32_t call_file = 0;
+    uint32_t call_line = 0;
+    uint32_t call_column = 0;
+    uint32_t discriminator = 0;
+    bool is_subprogram = false;
+    bool has_low_pc = false;
+  };
+  struct Entry {
+    uint64_t low, high;
+    uint32_t node;
+  };
+  std::vector<Node> nodes;
+  std::vector<Entry> map;  ///< sorted by low, non-overlapping
+  std::unique_ptr<LineTable> lines;
+  size_t bytes = 0;
+};
+
+struct DwarfIndex::DieInfo {
+  uint16_t tag = 0;
+  std::string_view name, linkage;
+  bool has_name = false, has_linkage = false;
+  bool has_decl_file = false, has_decl_line = false;
+  uint64_t decl_file = 0, decl_line = 0;
+  uint64_t abstract_origin = 0, specification = 0;  ///< absolute .debug_info offsets; 0 = none
+};
+
+namespace {
+
+bool parse_abbrevs(const DwarfSections& s, uint64_t off, AbbrevTable* t) {
+  if (off >= s.abbrev.size) return false;
+  Cursor c(s.abbrev, off, s.big_endian);
+  std::vector<std::pair<uint64_t, Abbrev>> all;
+  while (c.ok) {
+    uint64_t code = c.uleb();
+    if (!c.ok) return false;
+    if (code == 0) break;
+    Abbrev a;
+    uint64_t tag = c.uleb();
+    a.tag = tag > 0xffff ? 0 : static_cast<uint16_t>(tag);
+    a.children = c.u8() != 0;
+    a.valid = true;
+    a.first = static_cast<uint32_t>(t->specs.size());
+    for (;;) {
+      uint64_t at = c.uleb(), form = c.uleb();
+      if (!c.ok) return false;
+      if (at == 0 && form == 0) break;
+      AttrSpec sp;
+      sp.at = at > 0xffff ? 0 : static_cast<uint16_t>(at);
+      sp.form = static_cast<uint16_t>(form > 0xffff ? 0 : form);
+      if (form == kFormImplicitConst) sp.implicit = c.sleb();
+      if (t->specs.size() >= kMaxAbbrevs) return false;
+      t->specs.push_back(sp);
+    }
+    a.count = static_cast<uint32_t>(t->specs.size() - a.first);
+    if (all.size() >= kMaxAbbrevs) return false;
+    all.emplace_back(code, a);
+  }
+  uint64_t max_code = 0;
+  for (auto& p : all) max_code = std::max(max_code, p.first);
+  if (max_code < 4 * all.size() + 64) {
+    t->dense.resize(max_code + 1);
+    for (auto& p : all) t->dense[p.first] = p.second;
+  } else {
+    std::stable_sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    t->sparse = std::move(all);
+  }
+  t->ok = true;
+  return true;
+}
+
+}  // namespace
+
+// Reads one attribute value of `form` (DWARF 5 section 7.5.6).
+static bool read_attr(Cursor& c, const DwarfIndex::Unit& u, uint16_t form, int64_t implicit, AttrVal* v) {
+  for (int indirections = 0; indirections < 4; indirections++) {
+    v->form = form;
+    switch (form) {
+      case kFormAddr: v->u = c.fixed(u.addr_size); return c.ok;
+      case kFormBlock2: c.skip(c.u16()); return c.ok;
+      case kFormBlock4: c.skip(c.u32()); return c.ok;
+      case kFormBlock: case kFormExprloc: c.skip(c.uleb()); return c.ok;
+      case kFormBlock1: c.skip(c.u8()); return c.ok;
+      case kFormData1: case kFormFlag: case kFormRef1: case kFormStrx1: case kFormAddrx1: v->u = c.u8(); return c.ok;
+      case kFormData2: case kFormRef2: case kFormStrx2: case kFormAddrx2: v->u = c.u16(); return c.ok;
+      case kFormStrx3: case kFormAddrx3: v->u = c.fixed(3); return c.ok;
+      case kFormData4: case kFormRef4: case kFormRefSup4: case kFormStrx4: case kFormAddrx4: v->u = c.u32(); return c.ok;
+      case kFormData8: case kFormRef8: case kFormRefSig8: case kFormRefSup8: v->u = c.u64(); return c.ok;
+      case kFormData16: c.skip(16); return c.ok;
+      case kFormString: {
+        std::string_view s = c.cstr();
+        v->str = s.data();
+        v->str_len = s.size();
+        return c.ok;
+      }
+      case kFormSdata: v->u = static_cast<uint64_t>(c.sleb()); return c.ok;
+      case kFormUdata: case kFormRefUdata: case kFormStrx: case kFormAddrx: case kFormLoclistx:
+      case kFormRnglistx: case kFormGnuAddrIndex: case kFormGnuStrIndex:
+        v->u = c.uleb();
+        return c.ok;
+      case kFormStrp: case kFormLineStrp: case kFormSecOffset: case kFormStrpSup: case kFormGnuRefAlt:
+      case kFormGnuStrpAlt:
+        v->u = c.offset(u.is64);
+        return c.ok;
+      case kFormRefAddr: v->u = u.version <= 2 ? c.fixed(u.addr_size) : c.offset(u.is64); return c.ok;
+      case kFormFlagPresent: v->u = 1; return true;
+      case kFormImplicitConst: v->u = static_cast<uint64_t>(implicit); return true;
+      case kFormIndirect: form = static_cast<uint16_t>(c.uleb()); if (!c.ok) return false; continue;
+      default: c.fail(); return false;
+    }
+  }
+  c.fail();
+  return false;
+}
+
+static std::string_view attr_string(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal& v) {
+  switch (v.form) {
+    case kFormString: return std::string_view(v.str, v.str_len);
+    case kFormStrp: return section_string(s.str, v.u);
+    case kFormLineStrp: return section_string(s.line_str, v.u);
+    case kFormStrx: case kFormStrx1: case kFormStrx2: case kFormStrx3: case kFormStrx4: case kFormGnuStrIndex: {
+      const unsigned w = u.is64 ? 8 : 4;
+      if (v.u > (s.str_offsets.size / w)) return {};
+      Cursor c(s.str_offsets, static_cast<size_t>(u.str_offsets_base + v.u * w), s.big_endian);
+      uint64_t off = c.fixed(w);
+      return c.ok ? section_string(s.str, off) : std::string_view();
+    }
+    default: return {};  // DW_FORM_GNU_strp_alt (dwz) and non-strings
+  }
+}
+
+static bool attr_address(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out) {
+  switch (v.form) {
+    case kFormAddr: *out = v.u; return true;
+    case kFormAddrx: case kFormAddrx1: case kFormAddrx2: case kFormAddrx3: case kFormAddrx4: case kFormGnuAddrIndex: {
+      if (u.addr_size == 0 || v.u > s.addr.size / u.addr_size) return false;
+      Cursor c(s.addr, static_cast<size_t>(u.addr_base + v.u * u.addr_size), s.big_endian);
+      *out = c.fixed(u.addr_size);
+      return c.ok;
+    }
+    default: return false;
+  }
+}
+
+static bool attr_ref(const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out) {
+  switch (v.form) {
+    case kFormRef1: case kFormRef2: case kFormRef4: case kFormRef8: case kFormRefUdata:
+      *out = u.offset + v.u;
+      return v.u < u.end - u.offset;
+    case kFormRefAddr: *out = v.u; return true;
+    default: return false;  // ref_sig8, GNU_ref_alt (dwz): not followed
+  }
+}
+
+// Address ranges of a DW_AT_ranges value (DWARF 4 .debug_ranges, DWARF 5 .debug_rnglists).
+static void attr_ranges(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal& v,
+                        std::vector<std::pair<uint64_t, uint64_t>>* out) {
+  const unsigned as = u.addr_size;
+  if (as != 4 && as != 8 && as != 2) return;
+  uint64_t base = u.base_address;
+  if (u.version < 5) {
+    if (v.form != kFormSecOffset && v.form != kFormData4 && v.form != kFormData8) return;
+    Cursor c(s.ranges, static_cast<size_t>(std::min<uint64_t>(v.u, s.ranges.size)), s.big_endian);
+    if (v.u >= s.ranges.size) return;
+    const uint64_t max = as == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * as)) - 1;
+    for (size_t i = 0; i < kMaxRangeEntries && c.ok; i++) {
+      uint64_t a = c.fixed(as), b = c.fixed(as);
+      if (!c.ok || (a == 0 && b == 0)) break;
+      if (a == max) {
+        base = b;
+        continue;
+      }
+      out->emplace_back(a + base, b + base);
+    }
+    return;
+  }
+  uint64_t off = v.u;
+  if (v.form == kFormRnglistx) {
+    const unsigned w = u.is64 ? 8 : 4;
+    if (v.u > s.rnglists.size / w) return;
+    Cursor ic(s.rnglists, static_cast<size_t>(u.rnglists_base + v.u * w), s.big_endian);
+    off = u.rnglists_base + ic.fixed(w);
+    if (!ic.ok) return;
+  } else if (v.form != kFormSecOffset) {
+    return;
+  }
+  if (off >= s.rnglists.size) return;
+  Cursor c(s.rnglists, static_cast<size_t>(off), s.big_endian);
+  auto addrx = [&](uint64_t idx, uint64_t* a) {
+    AttrVal av;
+    av.form = kFormAddrx;
+    av.u = idx;
+    return attr_address(s, u, av, a);
+  };
+  for (size_t i = 0; i < kMaxRangeEntries && c.ok; i++) {
+    uint8_t kind = c.u8();
+    uint64_t a = 0, b = 0;
+    switch (kind) {
+      case 0: return;  // DW_RLE_end_of_list
+      case 1:          // DW_RLE_base_addressx
+        if (!addrx(c.uleb(), &base)) return;
+        break;
+      case 2: {  // DW_RLE_startx_endx
+        uint64_t x = c.uleb(), y = c.uleb();
+        if (addrx(x, &a) && addrx(y, &b)) out->emplace_back(a, b);
+        break;
+      }
+      case 3: {  // DW_RLE_startx_length
+        uint64_t x = c.uleb(), len = c.uleb();
+        if (addrx(x, &a)) out->emplace_back(a, a + len);
+        break;
+      }
+      case 4:  // DW_RLE_offset_pair
+        a = c.uleb();
+        b = c.uleb();
+        out->emplace_back(base + a, base + b);
+        break;
+      case 5: base = c.fixed(as); break;  // DW_RLE_base_address
+      case 6:                             // DW_RLE_start_end
+        a = c.fixed(as);
+        b = c.fixed(as);
+        out->emplace_back(a, b);
+        break;
+      case 7:  // DW_RLE_start_length
+        a = c.fixed(as);
+        b = c.uleb();
+        out->emplace_back(a, a + b);
+        break;
+      default: return;
+    }
+  }
+}
+
+// Ranges of a DIE as llvm's DWARFDie::getAddressRanges: low/high pc first, else DW_AT_ranges.
+static void die_ranges(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal* low, const AttrVal* high,
+                       const AttrVal* ranges, std::vector<std::pair<uint64_t, uint64_t>>* out) {
+  out->clear();
+  uint64_t lo = 0;
+  if (low && high && attr_address(s, u, *low, &lo)) {
+    uint64_t hi = 0;
+    if (is_constant_form(high->form)) {
+      out->emplace_back(lo, lo + high->u);
+      return;
+    }
+    if (attr_address(s, u, *high, &hi)) {
+      out->emplace_back(lo, hi);
+      return;
+    }
+  }
+  if (ranges) attr_ranges(s, u, *ranges, out);
+}
+
+Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, const DwarfIndexLimits& limits) {
+  std::unique_ptr<DwarfIndex> ix(new DwarfIndex());
+  ix->s_ = s;
+  ix->limits_ = limits;
+  if (s.info.empty()) return make_error(SPROV_ERR_NO_SECTION, "no .debug_info");
+  struct Endpoint {
+    uint64_t addr;
+    uint32_t unit;
+    bool start;
+  };
+  std::vector<Endpoint> endpoints;
+  std::vector<std::pair<uint64_t, uint64_t>> rs;
+  size_t pos = 0;
+  while (pos < s.info.size) {
+    if (ix->units_.size() >= limits.max_units) return make_error(SPROV_ERR_LIMIT, ".debug_info: more than %zu units", limits.max_units);
+    auto u = std::make_unique<Unit>();
+    Cursor c(s.info, pos, s.big_endian);
+    u->offset = pos;
+    uint64_t len = c.initial_length(&u->is64);
+    if (!c.ok || len > c.remaining() || len < 7)
+      return make_error(SPROV_ERR_DWARF, ".debug_info at 0x%zx: bad unit length", pos);
+    u->end = c.pos + len;
+    c.end = static_cast<size_t>(u->end);
+    u->version = c.u16();
+    if (u->version < 2 || u->version > 5) {
+      pos = static_cast<size_t>(u->end);  // unknown version: skip the unit, as llvm does
+      continue;
+    }
+    if (u->version >= 5) {
+      u->unit_type = c.u8();
+      u->addr_size = c.u8();
+      u->abbrev_offset = c.offset(u->is64);
+      if (u->unit_type == 4 || u->unit_type == 5) c.u64();  // dwo_id
+      if (u->unit_type == 2 || u->unit_type == 6) {         // type units
+        pos = static_cast<size_t>(u->end);
+        continue;
+      }
+    } else {
+      u->unit_type = 1;
+      u->abbrev_offset = c.offset(u->is64);
+      u->addr_size = c.u8();
+    }
+    if (!c.ok) return make_error(SPROV_ERR_DWARF, ".debug_info at 0x%zx: truncated unit header", pos);
+    u->die_offset = c.pos;
+    u->index = static_cast<uint32_t>(ix->units_.size());
+    if (u->version >= 5) u->str_offsets_base = u->is64 ? 16 : 8;
+    pos = static_cast<size_t>(u->end);
+    Unit& ur = *u;
+    ix->units_.push_back(std::move(u));
+
+    // The unit DIE: bases first (they may follow the attributes that need them).
+    std::call_once(ur.abbrev_once, [&] { parse_abbrevs(s, ur.abbrev_offset, &ur.abbrevs); });
+    if (!ur.abbrevs.ok) continue;
+    Cursor d(s.info, static_cast<size_t>(ur.die_offset), s.big_endian);
+    d.end = static_cast<size_t>(ur.end);
+    const Abbrev* ab = ur.abbrevs.find(d.uleb());
+    if (ab == nullptr) continue;
+    AttrVal low, high, ranges, comp_dir;
+    bool has_low = false, has_high = false, has_ranges = false, has_comp_dir = false;
+    for (uint32_t i = 0; i < ab->count && d.ok; i++) {
+      const AttrSpec& sp = ur.abbrevs.specs[ab->first + i];
+      AttrVal v;
+      if (!read_attr(d, ur, sp.form, sp.implicit, &v)) break;
+      switch (sp.at) {
+        case kAtLowPc: low = v; has_low = true; break;
+        case kAtHighPc: high = v; has_high = true; break;
+        case kAtRanges: ranges = v; has_ranges = true; break;
+        case kAtStmtList: ur.has_stmt_list = true; ur.stmt_list = v.u; break;
+        case kAtCompDir: comp_dir = v; has_comp_dir = true; break;
+        case kAtStrOffsetsBase: ur.str_offsets_base = v.u; break;
+        case kAtAddrBase: case kAtGnuAddrBase: ur.addr_base = v.u; break;
+        case kAtRnglistsBase: ur.rnglists_base = v.u; break;
+        default: break;
+      }
+    }
+    if (!d.ok) continue;
+    if (has_comp_dir) ur.comp_dir = attr_string(s, ur, comp_dir);
+    if (has_low) attr_address(s, ur, low, &ur.base_address);
+    die_ranges(s, ur, has_low ? &low : nullptr, has_high ? &high : nullptr, has_ranges ? &ranges : nullptr, &rs);
+    for (auto& r : rs) {
+      if (r.first >= r.second) continue;
+      endpoints.push_back({r.first, ur.index, true});
+      endpoints.push_back({r.second, ur.index, false});
+    }
+  }
+  // llvm DWARFDebugAranges::construct: a covered interval belongs to the
+  // lowest-offset unit describing it; adjacent intervals of one unit merge.
+  std::stable_sort(endpoints.begin(), endpoints.end(), [](const Endpoint& a, const Endpoint& b) { return a.addr < b.addr; });
+  std::multiset<uint32_t> valid;
+  uint64_t prev = ~uint64_t{0};
+  for (const Endpoint& e : endpoints) {
+    if (prev < e.addr && !valid.empty()) {
+      if (!ix->aranges_.empty() && ix->aranges_.back().high == prev && valid.count(ix->aranges_.back().unit))
+        ix->aranges_.back().high = e.addr;
+      else
+        ix->aranges_.push_back({prev, e.addr, *valid.begin()});
+    }
+    if (e.start) {
+      valid.insert(e.unit);
+    } else if (auto it = valid.find(e.unit); it != valid.end()) {
+      valid.erase(it);
+    }
+    prev = e.addr;
+  }
+  return ix;
+}
+
+DwarfIndex::~DwarfIndex() = default;
+
+const DwarfIndex::Unit* DwarfIndex::unit_at_offset(uint64_t off) const {
+  auto it = std::upper_bound(units_.begin(), units_.end(), off,
+                             [](uint64_t o, const std::unique_ptr<Unit>& u) { return o < u->offset; });
+  if (it == units_.begin()) return nullptr;
+  --it;
+  return off >= (*it)->die_offset && off < (*it)->end ? it->get() : nullptr;
+}
+
+std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) const {
+  Unit& u = *units_[ui];
+  u.referenced.store(true, std::memory_order_relaxed);
+  std::shared_ptr<const UnitIndex> result;
+  size_t added = 0;
+  {
+    std::lock_guard<std::mutex> lock(u.mu);
+    if (u.built) return u.built;
+    auto ix = std::make_shared<UnitIndex>();
+    std::call_once(u.abbrev_once, [&] { parse_abbrevs(s_, u.abbrev_offset, &u.abbrevs); });
+    // Walk every DIE; subprograms and inlined subroutines become nodes, their
+    // ranges are collected in pre-order (parents before children).
+    struct Pending {
+      uint64_t low, high;
+      uint32_t node;
+    };
+    std::vector<Pending> pending;
+    std::vector<std::pair<uint64_t, uint64_t>> rs;
+    std::vector<int32_t> stack;
+    int32_t parent = -1;
+    Cursor c(s_.info, static_cast<size_t>(u.die_offset), s_.big_endian);
+    c.end = static_cast<size_t>(u.end);
+    bool root_done = false;
+    while (u.abbrevs.ok && c.ok && c.pos < c.end && !root_done) {
+      const uint64_t die_off = c.pos;
+      const uint64_t code = c.uleb();
+      if (!c.ok) break;
+      if (code == 0) {
+        if (stack.empty()) break;
+        parent = stack.back();
+        stack.pop_back();
+        if (stack.empty()) root_done = true;
+        continue;
+      }
+      const Abbrev* ab = u.abbrevs.find(code);
+      if (ab == nullptr) break;
+      const bool sub = ab->tag == kTagSubprogram || ab->tag == kTagInlinedSubroutine;
+      AttrVal low, high, ranges;
+      bool has_low = false, has_high = false, has_ranges = false;
+      UnitIndex::Node n;
+      for (uint32_t i = 0; i < ab->count && c.ok; i++) {
+        const AttrSpec& sp = u.abbrevs.specs[ab->first + i];
+        AttrVal v;
+        if (!read_attr(c, u, sp.form, sp.implicit, &v)) break;
+        if (!sub) continue;
+        switch (sp.at) {
+          case kAtLowPc: low = v; has_low = true; break;
+          case kAtHighPc: high = v; has_high = true; break;
+          case kAtRanges: ranges = v; has_ranges = true; break;
+          case kAtCallFile: n.call_file = static_cast<uint32_t>(v.u); break;
+          case kAtCallLine: n.call_line = static_cast<uint32_t>(v.u); break;
+          case kAtCallColumn: n.call_column = static_cast<uint32_t>(v.u); break;
+          case kAtGnuDiscriminator: n.discriminator = static_cast<uint32_t>(v.u); break;
+          default: break;
+        }
+      }
+      if (!c.ok) break;
+      int32_t self = parent;
+      if (sub) {
+        if (ix->nodes.size() >= limits_.max_nodes_per_unit) break;
+        n.die = die_off;
+        n.parent = parent;
+        n.is_subprogram = ab->tag == kTagSubprogram;
+        if (has_low) n.has_low_pc = attr_address(s_, u, low, &n.low_pc);
+        self = static_cast<int32_t>(ix->nodes.size());
+        ix->nodes.push_back(n);
+        die_ranges(s_, u, has_low ? &low : nullptr, has_high ? &high : nullptr, has_ranges ? &ranges : nullptr, &rs);
+        for (auto& r : rs) pending.push_back({r.first, r.second, static_cast<uint32_t>(self)});
+      }
+      if (ab->children) {
+        if (stack.size() >= limits_.max_depth) break;
+        stack.push_back(parent);
+        parent = self;
+      } else if (stack.empty()) {
+        break;  // a unit DIE without children
+      }
+    }
+    // llvm DWARFUnit::updateAddressDieMap: later (inner) ranges overwrite and
+    // split earlier (outer) ones.
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>> m;
+    for (const Pending& r : pending) {
+      if (r.low == r.high) continue;
+      auto b = m.upper_bound(r.low);
+      if (b != m.begin() && r.low < (--b)->second.first) {
+        if (r.high < b->second.first) m[r.high] = b->second;
+        if (r.low > b->first) m[b->first].first = r.low;
+      }
+      m[r.low] = {r.high, r.node};
+    }
+    ix->map.reserve(m.size());
+    for (auto& [lo, v] : m) ix->map.push_back({lo, v.first, v.second});
+    if (u.has_stmt_list) {
+      LineSections ls{s_.line, s_.line_str, s_.str, s_.big_endian};
+      auto lt = LineTable::parse(ls, u.stmt_list, u.addr_size, u.comp_dir);
+      if (lt.ok()) ix->lines = std::make_unique<LineTable>(std::move(lt).value());
+    }
+    ix->nodes.shrink_to_fit();
+    ix->bytes = sizeof(UnitIndex) + ix->nodes.capacity() * sizeof(UnitIndex::Node) +
+                ix->map.capacity() * sizeof(UnitIndex::Entry) + (ix->lines ? ix->lines->memory_bytes() : 0);
+    added = ix->bytes;
+    u.built = ix;
+    result = std::move(ix);
+  }
+  built_.fetch_add(1, std::memory_order_relaxed);
+  if (bytes_.fetch_add(added, std::memory_order_relaxed) + added > limits_.memory_budget) enforce_budget(ui);
+  return result;
+}
+
+void DwarfIndex::enforce_budget(size_t keep) const {
+  std::lock_guard<std::mutex> lock(evict_mu_);
+  const size_t n = units_.size();
+  for (size_t step = 0; step < 2 * n && bytes_.load(std::memory_order_relaxed) > limits_.memory_budget; step++) {
+    size_t i = clock_hand_++ % n;
+    if (i == keep) continue;
+    Unit& u = *units_[i];
+    if (u.referenced.exchange(false, std::memory_order_relaxed)) continue;  // second chance
+    std::lock_guard<std::mutex> ul(u.mu);
+    if (!u.built) continue;
+    bytes_.fetch_sub(u.built->bytes, std::memory_order_relaxed);
+    u.built.reset();  // readers holding a copy keep theirs alive
+    evicted_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void DwarfIndex::evict_all() const {
+  for (auto& u : units_) {
+    std::lock_guard<std::mutex> ul(u->mu);
+    if (!u->built) continue;
+    bytes_.fetch_sub(u->built->bytes, std::memory_order_relaxed);
+    u->built.reset();
+    evicted_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+DwarfIndexStats DwarfIndex::stats() const {
+  DwarfIndexStats st;
+  st.units = units_.size();
+  st.units_built = built_.load();
+  st.units_evicted = evicted_.load();
+  st.bytes = bytes_.load();
+  return st;
+}
+
+bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
+  *out = DieInfo{};
+  Unit& mu = const_cast<Unit&>(u);
+  std::call_once(mu.abbrev_once, [&] { parse_abbrevs(s_, mu.abbrev_offset, &mu.abbrevs); });
+  if (!u.abbrevs.ok) return false;
+  Cursor c(s_.info, static_cast<size_t>(die_off), s_.big_endian);
+  c.end = static_cast<size_t>(u.end);
+  const Abbrev* ab = u.abbrevs.find(c.uleb());
+  if (!c.ok || ab == nullptr) return false;
+  out->tag = ab->tag;
+  for (uint32_t i = 0; i < ab->count; i++) {
+    const AttrSpec& sp = u.abbrevs.specs[ab->first + i];
+    AttrVal v;
+    if (!read_attr(c, u, sp.form, sp.implicit, &v)) return false;
+    switch (sp.at) {
+      case kAtName:
+        if (!out->has_name) out->name = attr_string(s_, u, v);
+        out->has_name = true;
+        break;
+      case kAtLinkageName: case kAtMipsLinkageName:
+        if (!out->has_linkage) out->linkage = attr_string(s_, u, v);
+        out->has_linkage = true;
+        break;
+      case kAtDeclFile: out->decl_file = v.u; out->has_decl_file = true; break;
+      case kAtDeclLine: out->decl_line = v.u; out->has_decl_line = true; break;
+      case kAtAbstractOrigin: attr_ref(u, v, &out->abstract_origin); break;
+      case kAtSpecification: attr_ref(u, v, &out->specification); break;
+      default: break;
+    }
+  }
+  return true;
+}
+
+// llvm DWARFDie::findRecursively: depth-first over abstract_origin and
+// specification with a visited set; the specification is explored first.
+void DwarfIndex::resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) const {
+  struct Seen {
+    uint64_t off;
+    const Unit* unit;
+    DieInfo info;
+  };
+  std::vector<Seen> chain;  // visit order
+  std::vector<std::pair<const Unit*, uint64_t>> work{{&u, die_off}};
+  while (!work.empty() && chain.size() < kMaxRefChain) {
+    auto [wu, off] = work.back();
+    work.pop_back();
+    if (wu == nullptr) continue;
+    bool seen = false;
+    for (auto& s : chain) seen |= s.off == off;
+    if (seen) continue;
+    Seen s{off, wu, {}};
+    if (!read_die(*wu, off, &s.info)) continue;
+    chain.push_back(s);
+    if (s.info.abstract_origin) work.emplace_back(unit_at_offset(s.info.abstract_origin), s.info.abstract_origin);
+    if (s.info.specification) work.emplace_back(unit_at_offset(s.info.specification), s.info.specification);
+  }
+  // The DFS visit order equals findRecursively's, so the first DIE with the attribute wins.
+  bool name = false, linkage = false, line = false;
+  for (auto& s : chain) {
+    if (!name && s.info.has_name) f->name = s.info.name, name = true;
+    if (!linkage && s.info.has_linkage) f->linkage_name = s.info.linkage, linkage = true;
+    if (!line && s.info.has_decl_line) f->start_line = static_cast<uint32_t>(s.info.decl_line), line = true;
+  }
+  // llvm 14 DWARFDie::getDeclFile: the abstract origin (one step) or the DIE itself.
+  if (chain.empty()) return;
+  const Seen* d = &chain[0];
+  if (chain[0].info.abstract_origin) {
+    d = nullptr;
+    for (auto& s : chain)
+      if (s.off == chain[0].info.abstract_origin) d = &s;
+  }
+  if (d == nullptr || !d->info.has_decl_file) return;
+  auto ui = unit_index(d->unit->index);
+  if (ui && ui->lines) ui->lines->file_path(d->info.decl_file, &f->start_file);
+}
+
+bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
+  frames->clear();
+  auto ait = std::upper_bound(aranges_.begin(), aranges_.end(), addr,
+                              [](uint64_t a, const Arange& r) { return a < r.low; });
+  if (ait == aranges_.begin()) return false;
+  --ait;
+  if (addr >= ait->high) return false;
+  const Unit& u = *units_[ait->unit];
+  auto ui = unit_index(ait->unit);
+  if (!ui) return false;
+  const LineTable* lines = ui->lines.get();
+
+  std::vector<uint32_t> chain;
+  auto eit = std::upper_bound(ui->map.begin(), ui->map.end(), addr,
+                              [](uint64_t a, const UnitIndex::Entry& e) { return a < e.low; });
+  if (eit != ui->map.begin() && addr < (eit - 1)->high) {
+    for (int32_t n = static_cast<int32_t>((eit - 1)->node); n >= 0 && chain.size() < limits_.max_depth;) {
+      chain.push_back(static_cast<uint32_t>(n));
+      if (ui->nodes[n].is_subprogram) break;
+      n = ui->nodes[n].parent;
+    }
+  }
+  if (chain.empty()) {
+    DwarfFrame f;
+    const LineRow* row = lines ? lines->lookup(addr) : nullptr;
+    if (row && lines->file_path(row->file, &f.file)) {
+      f.has_file = true;
+      f.line = row->line;
+      f.column = row->column;
+      f.discriminator = row->discriminator;
+      frames->push_back(std::move(f));
+    }
+    return true;
+  }
+  const UnitIndex::Node* caller = nullptr;
+  for (size_t i = 0; i < chain.size(); i++) {
+    const UnitIndex::Node& n = ui->nodes[chain[i]];
+    DwarfFrame f;
+    f.has_function = true;
+    resolve_names(u, n.die, &f);
+    f.has_start_address = n.has_low_pc;
+    f.start_address = n.low_pc;
+    if (i == 0) {
+      const LineRow* row = lines ? lines->lookup(addr) : nullptr;
+      if (row && lines->file_path(row->file, &f.file)) {
+        f.has_file = true;
+        f.line = row->line;
+        f.column = row->column;
+        f.discriminator = row->discriminator;
+      }
+    } else {
+      if (lines) f.has_file = lines->file_path(caller->call_file, &f.file);
+      f.line = caller->call_line;
+      f.column = caller->call_column;
+      f.discriminator = caller->discriminator;
+    }
+    caller = &n;
+    frames->push_back(std::move(f));
+  }
+  return true;
+}
+
+}  // namespace stackprov::dwarf

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-module DWARF index: units → lazily built per-unit address map of subprograms and inline trees, line tables.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "dwarf/dwarf_index_reader.hpp"
+#include "dwarf/line_table.hpp"
+
+namespace stackprov::dwarf {
+
+/// The .debug_* sections of one file, decompressed; views into their owner.
+struct DwarfSections {
+  SectionBytes info, abbrev, line, line_str, str, str_offsets, addr, ranges, rnglists;
+  bool big_endian = false;
+};
+
+/// One frame of an address's inline chain, as llvm-symbolizer reports it.
+struct DwarfFrame {
+  std::string_view name;          ///< DW_AT_name through abstract_origin/specification; may be empty
+  std::string_view linkage_name;  ///< DW_AT_linkage_name (or MIPS) the same way; may be empty
+  std::string file;               ///< absolute path; empty when unknown
+  uint32_t line = 0;
+  uint32_t column = 0;
+  uint32_t discriminator = 0;
+  std::string start_file;         ///< DW_AT_decl_file of the function
+  uint32_t start_line = 0;        ///< DW_AT_decl_line of the function
+  bool has_start_address = false; ///< the DIE has DW_AT_low_pc
+  uint64_t start_address = 0;
+  bool has_function = false;      ///< false for a line-table-only frame (no subprogram DIE)
+  bool has_file = false;          ///< file/line came from a valid file index
+};
+
+struct DwarfIndexLimits {
+  size_t max_units = size_t{1} << 20;
+  size_t max_nodes_per_unit = size_t{1} << 24;
+  size_t max_depth = 4096;                   ///< DIE nesting
+  size_t memory_budget = size_t{512} << 20;  ///< built unit indexes beyond this are evicted
+};
+
+struct DwarfIndexStats {
+  size_t units = 0;
+  size_t units_built = 0;   ///< builds so far (a rebuild after eviction counts again)
+  size_t units_evicted = 0;
+  size_t bytes = 0;         ///< memory held by built unit indexes and line tables now
+};
+
+/// Index of the DWARF of one file. build() reads only unit headers and unit
+/// DIEs; each unit's DIE tree and line program are decoded on the first lookup
+/// that lands in it (under a per-unit lock) and may be evicted when the memory
+/// budget is exceeded. lookup() is thread-safe and deterministic: results do not
+/// depend on the order of lookups or on eviction. The sections must outlive it.
+class DwarfIndex {
+ public:
+  static Result<std::unique_ptr<DwarfIndex>> build(const DwarfSections& s, const DwarfIndexLimits& limits = {});
+  ~DwarfIndex();
+
+  /// Fills `frames` innermost first (llvm-symbolizer --inlines order). Returns
+  /// false when no unit covers `addr`; true with a single frame without a
+  /// function when a unit covers it but no subprogram does (line table only).
+  bool lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const;
+
+  /// Drops every built unit index (they are rebuilt on demand).
+  void evict_all() const;
+  DwarfIndexStats stats() const;
+
+  struct Unit;
+  struct UnitIndex;
+
+ private:
+  DwarfIndex() = default;
+  struct DieInfo;
+  std::shared_ptr<const UnitIndex> unit_index(size_t unit) const;
+  const LineTable* unit_lines(const UnitIndex& ui) const;
+  const Unit* unit_at_offset(uint64_t off) const;
+  bool read_die(const Unit& u, uint64_t die_off, DieInfo* out) const;
+  void resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) const;
+  void enforce_budget(size_t keep) const;
+
+  DwarfSections s_;
+  DwarfIndexLimits limits_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  struct Arange {
+    uint64_t low, high;
+    uint32_t unit;
+  };
+  std::vector<Arange> aranges_;  ///< sorted, non-overlapping
+  mutable std::atomic<size_t> bytes_{0};
+  mutable std::atomic<size_t> built_{0};
+  mutable std::atomic<size_t> evicted_{0};
+  mutable std::mutex evict_mu_;
+  mutable size_t clock_hand_ = 0;
+};
+
+}  // namespace stackprov::dwarf

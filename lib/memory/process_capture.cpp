@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: Apache-2.0
+// Live-process capture: PTRACE_SEIZE/INTERRUPT every thread, copy what an offline walk needs, detach on every path.
+#include "memory/process_capture.hpp"
+
+#include <dirent.h>
+#include <elf.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/module_map.hpp"
+#include "memory/live_readers.hpp"
+#include "memory/module_list.hpp"
+#if defined(__x86_64__)
+#include "arch/x86_64/registers.hpp"
+#endif
+
+namespace stackprov::memory {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxTracked = 8192;      // threads the signal handler can detach
+constexpr int kMaxRounds = 10;         // task re-listings looking for new threads
+constexpr size_t kMaxThreads = 65536;  // threads captured at most
+constexpr auto kStopTimeout = std::chrono::milliseconds(2000);
+constexpr auto kDetachGrace = std::chrono::milliseconds(100);
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kMaxVdsoBytes = 1u << 20;
+constexpr int kCaughtSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+constexpr int kCapSysPtrace = 19;  // linux/capability.h
+
+// ---- async-signal-safe detach list (read by on_fatal_signal)
+
+std::atomic<pid_t> g_tracked[kMaxTracked];
+std::atomic<int> g_inject[kMaxTracked];
+std::atomic<int> g_tracked_count{0};
+std::atomic<pid_t> g_tracer_tid{0};
+std::atomic<int> g_caught_signal{0};
+std::atomic<uint64_t> g_tracer_blocked{0};  // bit s: the tracer thread blocks signal s
+struct sigaction g_old_actions[NSIG];
+std::mutex g_capture_mutex;  // one capture at a time: the globals above are shared
+
+static_assert(std::atomic<pid_t>::is_always_lock_free, "the signal handler needs lock-free atomics");
+
+long raw_detach(pid_t tid, int sig) { return syscall(SYS_ptrace, PTRACE_DETACH, tid, 0L, static_cast<long>(sig)); }
+
+/// SIGINT/SIGTERM/SIGHUP/SIGPIPE while attached. Only system calls: ptrace,
+/// sigaction, gettid, getpid, tgkill. Only the tracer thread may detach (ptrace
+/// is per thread), so another thread forwards the signal to it.
+void on_fatal_signal(int sig) {
+  const int saved_errno = errno;
+  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+  const pid_t tracer = g_tracer_tid.load();
+  if (tracer != 0 && self != tracer && !((g_tracer_blocked.load() >> sig) & 1)) {
+    syscall(SYS_tgkill, getpid(), tracer, sig);
+    errno = saved_errno;
+    return;
+  }
+  if (tracer != 0 && self == tracer) {
+    const int n = g_tracked_count.load();
+    for (int i = 0; i < n && i < kMaxTracked; i++) {
+      const pid_t t = g_tracked[i].load();
+      if (t > 0 && raw_detach(t, g_inject[i].load()) == 0) g_tracked[i].store(0);
+    }
+  }
+  g_caught_signal.store(sig);
+  sigaction(sig, &g_old_actions[sig], nullptr);
+  syscall(SYS_tgkill, getpid(), self, sig);  // delivered with the old disposition once we return
+  errno = saved_errno;
+}
+
+/// Installs on_fatal_signal for the signals that are not ignored; restores the
+/// previous dispositions when destroyed. Created on the tracer thread.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_caught_signal.store(0);
+    g_tracked_count.store(0);
+    sigset_t cur;
+    pthread_sigmask(SIG_BLOCK, nullptr, &cur);
+    uint64_t blocked = 0;
+    for (int s : kCaughtSignals)
+      if (sigismember(&cur, s) == 1) blocked |= 1ull << s;
+    g_tracer_blocked.store(blocked);
+    g_tracer_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    for (int s : kCaughtSignals) {
+      struct sigaction old;
+      if (sigaction(s, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+      g_old_actions[s] = old;
+      struct sigaction sa;
+      std::memset(&sa, 0, sizeof(sa));
+      sa.sa_handler = on_fatal_signal;
+      sigemptyset(&sa.sa_mask);
+      for (int o : kCaughtSignals) sigaddset(&sa.sa_mask, o);
+      sa.sa_flags = SA_RESTART;
+      if (sigaction(s, &sa, nullptr) == 0) installed_ |= 1ull << s;
+    }
+  }
+  ~SignalGuard() {
+    for (int s : kCaughtSignals) {
+      if (!((installed_ >> s) & 1)) continue;
+      struct sigaction cur;
+      // Restore only our own handler: the handler itself, or the program, may have replaced it.
+      if (sigaction(s, nullptr, &cur) == 0 && cur.sa_handler == on_fatal_signal)
+        sigaction(s, &g_old_actions[s], nullptr);
+    }
+    g_tracer_tid.store(0);
+    g_tracked_count.store(0);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  uint64_t installed_ = 0;
+};
+
+// ---- /proc helpers
+
+std::string read_small_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return {};
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// Value of a "Key:\tvalue" line of /proc/PID/status; "" when absent.
+std::string status_field(pid_t pid, const char* key) {
+  std::string text = read_small_file("/proc/" + std::to_string(pid) + "/status");
+  const std::string k = std::string(key) + ":";
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    if (text.compare(pos, k.size(), k) == 0) {
+      size_t v = pos + k.size();
+      while (v < eol && (text[v] == ' ' || text[v] == '\t')) v++;
+      return text.substr(v, eol - v);
+    }
+    pos = eol + 1;
+  }
+  return {};
+}
+
+/// State letter (R S D T t Z X ...) and parent of a task from its stat file; 0 when unreadable.
+char task_state(pid_t pid, pid_t tid, pid_t* ppid = nullptr) {
+  std::string text =
+      read_small_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
+  const size_t rp = text.rfind(')');  // comm may contain spaces and parentheses
+  if (rp == std::string::npos || rp + 2 >= text.size()) return 0;
+  if (ppid != nullptr) *ppid = static_cast<pid_t>(std::atoi(text.c_str() + rp + 4));
+  return text[rp + 2];
+}
+
+Result<std::vector<pid_t>> list_tasks(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    const int e = errno;
+    if (e == ENOENT) return make_error(-ESRCH, "no such process %d (%s is gone)", pid, dir.c_str());
+    return make_error(-e, "cannot list %s: %s", dir.c_str(), std::strerror(e));
+  }
+  std::vector<pid_t> tids;
+  while (dirent* ent = readdir(d)) {
+    char* end = nullptr;
+    const long v = std::strtol(ent->d_name, &end, 10);
+    if (end != ent->d_name && *end == '\0' && v > 0) tids.push_back(static_cast<pid_t>(v));
+    if (tids.size() > kMaxThreads) break;
+  }
+  closedir(d);
+  std::sort(tids.begin(), tids.end());
+  return tids;
+}
+
+bool have_cap_sys_ptrace() {
+  const std::string eff = status_field(getpid(), "CapEff");
+  if (eff.empty()) return false;
+  return (std::strtoull(eff.c_str(), nullptr, 16) >> kCapSysPtrace) & 1;
+}
+
+/// -EPERM with what a user can act on: Yama's ptrace_scope, CAP_SYS_PTRACE, an existing tracer.
+Error permission_error(pid_t pid, pid_t tid) {
+  std::string scope = read_small_file("/proc/sys/kernel/yama/ptrace_scope");
+  while (!scope.empty() && (scope.back() == '\n' || scope.back() == ' ')) scope.pop_back();
+  const char* meaning = "Yama not present";
+  if (scope == "0") meaning = "classic ptrace permissions";
+  else if (scope == "1") meaning = "only descendants can be traced";
+  else if (scope == "2") meaning = "only CAP_SYS_PTRACE can trace";
+  else if (scope == "3") meaning = "ptrace attach disabled";
+  const std::string tracer = status_field(pid, "TracerPid");
+  std::string traced;
+  if (!tracer.empty() && tracer != "0") traced = "; it is already traced by pid " + tracer;
+  return make_error(-EPERM,
+                    "permission denied attaching to process %d (thread %d): "
+                    "/proc/sys/kernel/yama/ptrace_scope = %s (%s), this process %s CAP_SYS_PTRACE%s; "
+                    "run as the target's user with ptrace_scope 0, or with CAP_SYS_PTRACE",
+                    pid, tid, scope.empty() ? "absent" : scope.c_str(), meaning,
+                    have_cap_sys_ptrace() ? "has" : "lacks", traced.c_str());
+}
+
+Error interrupted_error(pid_t pid) {
+  const int sig = g_caught_signal.load();
+  return make_error(-EINTR, "capture of process %d interrupted by signal %d (%s); every thread was detached",
+                    pid, sig, strsignal(sig));
+}
+
+/// Copies [lo, hi) into `s`: one bulk read, else page by page keeping every readable run.
+size_t copy_range(Snapshot& s, MemoryReader& rd, uint64_t lo, uint64_t hi) {
+  if (hi <= lo) return 0;
+  std::vector<uint8_t> buf(hi - lo);
+  if (rd.read(lo, buf.data(), buf.size())) return s.add_memory(lo, buf.data(), buf.size()).ok() ? buf.size() : 0;
+  size_t copied = 0;
+  uint64_t run = lo, cur = lo;
+  auto flush = [&](uint64_t end) {
+    if (end > run && s.add_memory(run, buf.data() + (run - lo), end - run).ok()) copied += end - run;
+  };
+  while (cur < hi) {
+    const uint64_t next = std::min(hi, (cur & ~(kPage - 1)) + kPage);
+    if (!rd.read(cur, buf.data() + (cur - lo), next - cur)) {
+      flush(cur);
+      run = next;
+    }
+    cur = next;
+  }
+  flush(hi);
+  return copied;
+}
+
+struct Tracee {
+  pid_t tid = 0;
+  int slot = -1;         // index into g_tracked; -1 when the list is full
+  bool attached = false;
+  bool stopped = false;
+  int inject_sig = 0;    // signal found at a signal-delivery-stop, re-injected on detach
+};
+
+/// The ptrace work of one capture; runs on the tracer thread. The destructor
+/// detaches whatever is still attached.
+class Capturer {
+ public:
+  Capturer(pid_t pid, pid_t only_tid, uint32_t max_stack, const WhileStopped& cb)
+      : pid_(pid), only_tid_(only_tid), max_stack_(max_stack), while_stopped_(cb) {}
+  ~Capturer() { detach_all(); }
+  Capturer(const Capturer&) = delete;
+  Capturer& operator=(const Capturer&) = delete;
+
+  Result<ProcessCapture> run();
+  /// Detaches every attached thread (re-injecting pending signals); idempotent.
+  void detach_all();
+  std::string& warnings() { return warnings_; }
+
+ private:
+  Status check_target();
+  Status attach_all();
+  Status seize(pid_t tid, bool first);
+  void wait_for_stops(std::vector<Tracee*> pending);
+  Status capture_thread(Tracee& t, const std::vector<MapsEntry>& maps, Snapshot* out);
+  void warn(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+  pid_t pid_;
+  pid_t only_tid_;
+  uint32_t max_stack_;
+  const WhileStopped& while_stopped_;
+  std::deque<Tracee> tracees_;  // a deque: Tracee* stay valid as threads are added
+  std::set<pid_t> seen_;
+  std::string warnings_;
+};
+
+void Capturer::warn(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  warnings_ += buf;
+  warnings_ += '\n';
+}
+
+Status Capturer::check_target() {
+  if (pid_ <= 0) return make_error(SPROV_ERR_INVALID_ARG, "invalid pid %d", pid_);
+  if (only_tid_ < 0) return make_error(SPROV_ERR_INVALID_ARG, "invalid tid %d", only_tid_);
+  struct stat st;
+  const std::string dir = "/proc/" + std::to_string(pid_);
+  if (stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return make_error(-ESRCH, "no such process %d", pid_);
+    return make_error(-errno, "cannot stat %s: %s", dir.c_str(), std::strerror(errno));
+  }
+  const std::string tgid = status_field(pid_, "Tgid");
+  if (tgid.empty()) return make_error(-ESRCH, "no such process %d", pid_);
+  if (std::atoi(tgid.c_str()) != pid_)
+    return make_error(-ESRCH, "%d is a thread of process %s, not a process; pass pid %s and tid %d", pid_,
+                      tgid.c_str(), tgid.c_str(), pid_);
+  if (pid_ == getpid())
+    return make_error(SPROV_ERR_CAPTURE,
+                      "process %d is the calling process; use sprov_snapshot_capture_self", pid_);
+  pid_t ppid = 0;
+  const char state = task_state(pid_, pid_, &ppid);
+  if (state == 'Z' || state == 'X') {
+    auto tids = list_tasks(pid_);
+    bool all_dead = true;
+    if (tids.ok())
+      for (pid_t t : tids.value()) {
+        const char s = t == pid_ ? state : task_state(pid_, t);
+        if (s != 'Z' && s != 'X' && s != 0) all_dead = false;
+      }
+    if (all_dead)
+      return make_error(SPROV_ERR_CAPTURE,
+                        "process %d is a zombie (it has exited; its parent %d has not reaped it): "
+                        "nothing to capture",
+                        pid_, ppid);
+  }
+  if (only_tid_ != 0) {
+    const std::string tdir = dir + "/task/" + std::to_string(only_tid_);
+    if (stat(tdir.c_str(), &st) != 0)
+      return make_error(-ESRCH, "thread %d is not a thread of process %d", only_tid_, pid_);
+  }
+  return {};
+}
+
+Status Capturer::seize(pid_t tid, bool first) {
+  seen_.insert(tid);
+  const char state = task_state(pid_, tid);
+  if (state == 'Z' || state == 'X') {
+    warn("thread %d has exited (state %c); skipped", tid, state);
+    return {};
+  }
+  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+    const int e = errno;
+    if (e == ESRCH) {
+      warn("thread %d exited before it could be attached", tid);
+      return {};
+    }
+    if (e == EPERM && first) return permission_error(pid_, tid);
+    if (e == EPERM) {  // another thread attached fine: this one is exiting
+      warn("thread %d could not be attached (EPERM: exiting?); skipped", tid);
+      return {};
+    }
+    if (first) return make_error(-e, "PTRACE_SEIZE of process %d thread %d: %s", pid_, tid, std::strerror(e));
+    warn("thread %d: PTRACE_SEIZE failed: %s; skipped", tid, std::strerror(e));
+    return {};
+  }
+  Tracee t;
+  t.tid = tid;
+  t.attached = true;
+  const int n = static_cast<int>(tracees_.size());
+  if (n < kMaxTracked) {
+    t.slot = n;
+    g_inject[n].store(0);
+    g_tracked[n].store(tid);
+    g_tracked_count.store(n + 1);
+  }
+  tracees_.push_back(t);
+  if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0 && errno == ESRCH) {
+    // Exited between SEIZE and INTERRUPT; wait_for_stops reaps it.
+  }
+  return {};
+}
+
+void Capturer::wait_for_stops(std::vector<Tracee*> pending) {
+  const auto deadline = Clock::now() + kStopTimeout;
+  auto nap = std::chrono::microseconds(20);
+  while (!pending.empty()) {
+    for (size_t i = 0; i < pending.size();) {
+      Tracee& t = *pending[i];
+      int st = 0;
+      const pid_t r = waitpid(t.tid, &st, __WALL | WNOHANG);
+      bool done = true;
+      if (r == 0 || (r < 0 && errno == EINTR)) {
+        done = false;
+      } else if (r < 0) {  // ECHILD: gone and reaped by someone else
+        warn("thread %d exited during capture", t.tid);
+        t.attached = false;
+      } else if (WIFEXITED(st) || WIFSIGNALED(st)) {
+        warn("thread %d exited during capture", t.tid);
+        t.attached = false;
+      } else if (WIFSTOPPED(st)) {
+        t.stopped = true;
+        // PTRACE_EVENT_STOP: the interrupt stop or a group-stop. Event 0: a
+        // signal-delivery-stop that came first; the thread is stopped all the
+        // same and the signal is handed back on detach.
+        if ((st >> 16) == 0) {
+          t.inject_sig = WSTOPSIG(st);
+          if (t.slot >= 0) g_inject[t.slot].store(t.inject_sig);
+        }
+      } else {
+        done = false;
+      }
+      if (done) {
+        if (!t.attached && t.slot >= 0) g_tracked[t.slot].store(0);
+        pending[i] = pending.back();
+        pending.pop_back();
+      } else {
+        i++;
+      }
+    }
+    if (pending.empty() || g_caught_signal.load() != 0) return;
+    if (Clock::now() >= deadline) {
+      for (Tracee* t : pending) {
+        const char s = task_state(pid_, t->tid);
+        warn("thread %d did not stop within %lld ms (state %c%s); not captured", t->tid,
+             static_cast<long long>(kStopTimeout.count()), s ? s : '?',
+             s == 'D' ? ": uninterruptible sleep or vfork" : "");
+      }
+      return;
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(2000));
+  }
+}
+
+Status Capturer::attach_all() {
+  if (only_tid_ != 0) {
+    if (Status st = seize(only_tid_, true); !st.ok()) return st;
+    std::vector<Tracee*> pending;
+    for (Tracee& t : tracees_) pending.push_back(&t);
+    wait_for_stops(pending);
+    return {};
+  }
+  bool first = true;
+  for (int round = 0; round < kMaxRounds; round++) {
+    auto tids = list_tasks(pid_);
+    if (!tids.ok()) {
+      if (first) return tids.error();
+      warn("re-listing threads failed: %s", tids.error().message.c_str());
+      return {};
+    }
+    const size_t before = tracees_.size();
+    bool newcomer = false;
+    for (pid_t tid : tids.value()) {
+      if (seen_.count(tid) != 0) continue;
+      if (tracees_.size() >= kMaxThreads) {
+        warn("more than %zu threads: the rest are not captured", kMaxThreads);
+        break;
+      }
+      newcomer = true;
+      if (Status st = seize(tid, first); !st.ok()) return st;
+      if (!tracees_.empty()) first = false;
+    }
+    if (!newcomer) return {};
+    if (round > 0) warn("%zu thread(s) appeared during capture and were captured", tracees_.size() - before);
+    std::vector<Tracee*> pending;
+    for (size_t i = before; i < tracees_.size(); i++) pending.push_back(&tracees_[i]);
+    wait_for_stops(pending);
+    if (g_caught_signal.load() != 0) return interrupted_error(pid_);
+    if (round + 1 == kMaxRounds) warn("threads were still appearing after %d listings", kMaxRounds);
+  }
+  return {};
+}
+
+Status Capturer::capture_thread(Tracee& t, const std::vector<MapsEntry>& maps, Snapshot* out) {
+#if defined(__x86_64__)
+  user_regs_struct ur;
+  std::memset(&ur, 0, sizeof(ur));
+  iovec iov{&ur, sizeof(ur)};
+  if (ptrace(PTRACE_GETREGSET, t.tid, reinterpret_cast<void*>(NT_PRSTATUS), &iov) != 0)
+    return make_error(-errno, "thread %d: PTRACE_GETREGSET: %s", t.tid, std::strerror(errno));
+  arch::x86_64::Regs regs{};
+  if (Status st = arch::x86_64::regs_from_user_regs(&ur, iov.iov_len, &regs); !st.ok()) return st;
+  Snapshot& s = *out;
+  s.arch = Arch::kX86_64;
+  s.endian = Endian::kLittle;
+  s.pid = pid_;
+  s.tid = t.tid;
+  s.flags = 0;  // the pc is where the thread was interrupted, not a return address
+  for (int r = 0; r < arch::x86_64::Traits::kNumRegs; r++)
+    if (regs.has(r)) s.set_reg(r, regs.get(r));
+  const uint64_t sp = regs.get(arch::x86_64::kRsp);
+  const MapsEntry* sp_map = nullptr;
+  for (const MapsEntry& e : maps)
+    if (sp >= e.start && sp < e.end) sp_map = &e;
+  if (sp_map == nullptr) {
+    warn("thread %d: sp 0x%llx is not in any mapping; no stack copied", t.tid,
+         static_cast<unsigned long long>(sp));
+    return {};
+  }
+  FallbackReader rd(pid_, t.tid);
+  const uint64_t end = std::min<uint64_t>(sp_map->end, sp + max_stack_);
+  const size_t copied = copy_range(s, rd, sp, end);
+  if (copied < end - sp)
+    warn("thread %d: %zu of %llu stack bytes at 0x%llx readable", t.tid, copied,
+         static_cast<unsigned long long>(end - sp), static_cast<unsigned long long>(sp));
+  return {};
+#else
+  return make_error(SPROV_ERR_UNSUPPORTED, "live capture is implemented for x86_64 only");
+#endif
+}
+
+Result<ProcessCapture> Capturer::run() {
+  if (Status st = check_target(); !st.ok()) return st.error();
+  if (Status st = attach_all(); !st.ok()) return st.error();
+  if (g_caught_signal.load() != 0) return interrupted_error(pid_);
+  std::vector<Tracee*> stopped;
+  for (Tracee& t : tracees_)
+    if (t.attached && t.stopped) stopped.push_back(&t);
+  if (stopped.empty()) {
+    std::string w = warnings_;
+    while (!w.empty() && w.back() == '\n') w.pop_back();
+    if (only_tid_ != 0)
+      return make_error(SPROV_ERR_CAPTURE, "thread %d of process %d could not be stopped: %s", only_tid_, pid_,
+                        w.c_str());
+    return make_error(SPROV_ERR_CAPTURE, "no thread of process %d could be stopped: %s", pid_, w.c_str());
+  }
+  std::sort(stopped.begin(), stopped.end(), [](Tracee* a, Tracee* b) { return a->tid < b->tid; });
+
+  // Everything below sees one consistent process state: every thread is stopped.
+  auto text = read_maps_text(pid_);
+  if (!text.ok()) return text.error();
+  auto maps = parse_maps(text.value());
+  if (!maps.ok()) return maps.error();
+
+  // The vDSO bytes, then the module list (which parses the vDSO from them).
+  Snapshot base;
+  {
+    FallbackReader rd(pid_, stopped.front()->tid);
+    for (const MapsEntry& e : maps.value())
+      if (e.path == "[vdso]" && e.end - e.start <= kMaxVdsoBytes && copy_range(base, rd, e.start, e.end) == 0)
+        warn("vdso at 0x%llx unreadable", static_cast<unsigned long long>(e.start));
+  }
+  const std::string root = "/proc/" + std::to_string(pid_) + "/root";
+  if (Status st = add_modules_from_maps(base, maps.value(), root, &warnings_); !st.ok()) return st.error();
+
+  ProcessCapture out;
+  out.pid = pid_;
+  for (Tracee* t : stopped) {
+    if (g_caught_signal.load() != 0) return interrupted_error(pid_);
+    Snapshot s;
+    Status st = capture_thread(*t, maps.value(), &s);
+    if (!st.ok()) {
+      if (st.error().code == -ESRCH) warn("thread %d exited during capture", t->tid);
+      else if (st.error().code == SPROV_ERR_UNSUPPORTED) return st.error();
+      else warn("%s", st.error().message.c_str());
+      continue;
+    }
+    for (const MemoryRegion& r : base.memory)
+      if (Status a = s.add_memory(r.addr, r.bytes.data(), r.bytes.size()); !a.ok())
+        warn("thread %d: %s", t->tid, a.error().message.c_str());
+    s.modules = base.modules;
+    s.module_root = root;
+    if (while_stopped_) {
+      FallbackReader live(pid_, t->tid);
+      try {
+        while_stopped_(s, live);
+      } catch (const std::exception& e) {
+        warn("thread %d: pre-walk failed: %s", t->tid, e.what());
+      }
+    }
+    out.threads.push_back(std::move(s));
+  }
+  if (g_caught_signal.load() != 0) return interrupted_error(pid_);
+  return out;
+}
+
+void Capturer::detach_all() {
+  std::vector<Tracee*> running;
+  for (Tracee& t : tracees_) {
+    if (!t.attached) continue;
+    if (!t.stopped) {
+      running.push_back(&t);
+      continue;
+    }
+    const pid_t tid = t.slot >= 0 ? g_tracked[t.slot].exchange(0) : t.tid;
+    t.attached = false;
+    if (tid == 0) continue;  // the signal handler detached it
+    if (ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(t.inject_sig))) != 0 &&
+        errno != ESRCH)
+      warn("thread %d: PTRACE_DETACH failed: %s", tid, std::strerror(errno));
+  }
+  if (running.empty()) return;
+  // Threads that never stopped: give them a last chance, then leave them to the
+  // kernel, which detaches every tracee of the tracer thread when it exits.
+  const auto deadline = Clock::now() + kDetachGrace;
+  while (!running.empty()) {
+    for (size_t i = 0; i < running.size();) {
+      Tracee& t = *running[i];
+      int st = 0;
+      const pid_t r = waitpid(t.tid, &st, __WALL | WNOHANG);
+      if (r == 0) {
+        i++;
+        continue;
+      }
+      if (r > 0 && WIFSTOPPED(st)) {
+        const int sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+        ptrace(PTRACE_DETACH, t.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+      }
+      if (t.slot >= 0) g_tracked[t.slot].store(0);
+      t.attached = false;
+      running[i] = running.back();
+      running.pop_back();
+    }
+    if (running.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (Tracee* t : running) {
+    if (t->slot >= 0) g_tracked[t->slot].store(0);
+    t->attached = false;
+    warn("thread %d never stopped; the kernel detaches it when the tracer thread exits", t->tid);
+  }
+}
+
+}  // namespace
+
+Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_stack_bytes,
+                                       const WhileStopped& while_stopped) {
+  if (pid <= 0) return make_error(SPROV_ERR_INVALID_ARG, "invalid pid %d", pid);
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  std::optional<Result<ProcessCapture>> result;
+  // All ptrace requests come from one dedicated thread: ptrace ties a tracee to
+  // the tracer *thread*, and when that thread exits the kernel detaches every
+  // tracee still attached (exit_ptrace), whatever state it is in.
+  auto body = [&]() noexcept {
+    try {
+      SignalGuard signals;
+      Capturer c(pid, only_tid, max_stack_bytes, while_stopped);
+      auto r = c.run();
+      c.detach_all();
+      if (r.ok()) {
+        r.value().warnings = std::move(c.warnings());
+        result.emplace(std::move(r));
+      } else {
+        result.emplace(std::move(r).error());
+      }
+    } catch (const std::bad_alloc&) {
+      result.emplace(Error{SPROV_ERR_NOMEM, "allocation failed during capture"});
+    } catch (const std::exception& e) {
+      result.emplace(make_error(SPROV_ERR_INTERNAL, "capture of process %d: %s", pid, e.what()));
+    }
+  };
+  try {
+    std::thread tracer(body);
+    tracer.join();
+  } catch (const std::system_error& e) {
+    return make_error(SPROV_ERR_CAPTURE, "cannot start the tracer thread: %s", e.what());
+  }
+  if (!result) return make_error(SPROV_ERR_INTERNAL, "capture of process %d produced no result", pid);
+  return std::move(*result);
+}
+
+}  // namespace stackprov::memory
