@@ -375,6 +375,67 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
 SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_path,
                                     uint64_t address, struct sprov_symbol* out);
 
+/* DWARF symbolization with inline chains (lines, columns, discriminators).
+ * The resolver chain is DWARF of the module or of its separate debug file
+ * (build-id path under the context's debug dirs, or .gnu_debuglink with CRC;
+ * used only when its build-id matches), then .symtab, then .dynsym. The
+ * physical function's name comes from the symbol table when one covers the
+ * address, as llvm-symbolizer does. */
+enum sprov_symbolize_flags {
+  SPROV_SYMBOLIZE_SHORT_NAMES = 1u << 0, /* name = DW_AT_name (llvm --functions=short) */
+  SPROV_SYMBOLIZE_NO_DEMANGLE = 1u << 1, /* name is the raw linkage name */
+};
+
+/* One frame of an inline chain. Strings are never NULL ("" when unknown). */
+struct sprov_symbol_frame {
+  size_t sz;
+  const char* name;          /* function: linkage name demangled (or DW_AT_name with SHORT_NAMES) */
+  const char* linkage_name;  /* raw linkage name ("" when unknown) */
+  const char* file;          /* source file, absolute when DWARF gives a comp_dir */
+  uint32_t line;             /* 0 when unknown */
+  uint32_t column;
+  uint32_t discriminator;
+  uint32_t start_line;       /* DW_AT_decl_line of the function */
+  const char* start_file;    /* DW_AT_decl_file of the function */
+  uint64_t start_address;    /* function start (symbol or DW_AT_low_pc) when has_start_address */
+  uint32_t has_start_address;
+  uint32_t reserved;
+};
+
+/* The answer for one address: the innermost frame's fields (frame 0),
+ * the number of frames in the inline chain and the provenance. */
+struct sprov_symbol_info {
+  size_t sz;
+  const char* name;
+  const char* linkage_name;
+  const char* file;
+  uint32_t line;
+  uint32_t column;
+  uint32_t discriminator;
+  uint32_t start_line;
+  const char* start_file;
+  uint64_t start_address;
+  uint32_t has_start_address;
+  uint32_t frame_count;      /* >= 1: innermost inlined function first, physical function last */
+  int32_t resolver;          /* sprov_resolver: DWARF, SYMTAB, DYNSYM or NONE */
+  int32_t reserved;
+  const char* resolver_name; /* "dwarf", "symtab", "dynsym", "none" */
+  const char* source_path;   /* file whose tables answered ("" for NONE) */
+  const char* source_build_id; /* lowercase hex build-id of that file ("" when none) */
+};
+
+/* Symbolizes a link-time address of a module file with DWARF lines and the
+ * inline chain. An address nothing covers is not an error: resolver is
+ * SPROV_RESOLVER_NONE and frame_count is 1 with empty strings. Strings and the
+ * frames stay valid until the next *_ex call on `sym` or sprov_symbolizer_free. */
+SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module_path, uint64_t address,
+                                       uint32_t flags, struct sprov_symbol_info* out);
+/* The same for frame `index` of `stack` (caller frames look up pc-1). */
+SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack* stack, size_t index,
+                                        uint32_t flags, struct sprov_symbol_info* out);
+/* Frame `index` (0 = innermost) of the inline chain of the last *_ex answer. */
+SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include "core/module_cache.hpp"
 #include "memory/snapshot.hpp"
 #include "stackprov/stackprov.h"
+#include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/symbolizer.hpp"
 #include "unwind/frame.hpp"
 #include "unwind/module_unwind.hpp"
@@ -72,6 +73,12 @@ struct sprov_unwinder {
 struct sprov_symbolizer {
   sprov_context* ctx = nullptr;
   std::unique_ptr<stackprov::symbolize::Symbolizer> sym;
+  // DWARF resolution (sprov_symbolizer_*_ex): created on first use.
+  std::unique_ptr<stackprov::symbolize::DwarfResolver> dwarf;
+  stackprov::symbolize::Resolution last;  // the answer whose strings *_ex returned
+  uint32_t last_flags = 0;
+  std::string last_build_id;
+  std::vector<std::string> last_names;  // display names per frame for last_flags
 };
 
 namespace stackprov::capi {

@@ -666,17 +666,14 @@ void DwarfIndex::resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) c
     if (!linkage && s.info.has_linkage) f->linkage_name = s.info.linkage, linkage = true;
     if (!line && s.info.has_decl_line) f->start_line = static_cast<uint32_t>(s.info.decl_line), line = true;
   }
-  // llvm 14 DWARFDie::getDeclFile: the abstract origin (one step) or the DIE itself.
-  if (chain.empty()) return;
-  const Seen* d = &chain[0];
-  if (chain[0].info.abstract_origin) {
-    d = nullptr;
-    for (auto& s : chain)
-      if (s.off == chain[0].info.abstract_origin) d = &s;
+  // DW_AT_decl_file found the same way, resolved in the line table of the
+  // unit that holds the DIE carrying it.
+  for (auto& s : chain) {
+    if (!s.info.has_decl_file) continue;
+    auto ui = unit_index(s.unit->index);
+    if (ui && ui->lines) ui->lines->file_path(s.info.decl_file, &f->start_file);
+    return;
   }
-  if (d == nullptr || !d->info.has_decl_file) return;
-  auto ui = unit_index(d->unit->index);
-  if (ui && ui->lines) ui->lines->file_path(d->info.decl_file, &f->start_file);
 }
 
 bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {

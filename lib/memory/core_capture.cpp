@@ -29,6 +29,8 @@ namespace {
 const char* const kHostPathRoot = "/.";
 /// The largest vDSO copied (it is one or two pages on every Linux).
 constexpr uint64_t kMaxVdsoBytes = 1u << 20;
+/// The smallest page size of the supported arches (mapping offsets are multiples of it).
+constexpr uint64_t kMinPage = 4096;
 /// Longest AT_EXECFN string read.
 constexpr size_t kMaxExecfn = 4096;
 
@@ -166,7 +168,8 @@ bool is_executable_mapping(const elf::CoreFile& core, const elf::CoreMappedFile&
                            const std::optional<elf::CoreImage>& core_image) {
   const elf::CoreSegment* seg = core.segment_at(f.start);
   if (seg != nullptr && seg->vaddr == f.start) return (seg->flags & PF_X) != 0;
-  const uint64_t page = core.file_page_size() ? core.file_page_size() : 4096;
+  // gcore writes an NT_FILE page size of 1 (offsets in bytes); segments start on real pages.
+  const uint64_t page = std::max<uint64_t>(core.file_page_size(), kMinPage);
   if (file != nullptr)
     if (auto x = exec_by_phdrs(file->program_headers(), f.file_offset, page)) return *x;
   if (core_image)

@@ -445,7 +445,9 @@ bool SnapshotReader::read_slow(uint64_t addr, void* buf, size_t len) {
     cur += n;  // == r.addr + r.bytes.size(): the next region must start exactly here
     if (++idx == mem.size() || mem[idx].addr != cur) return false;
   }
-  last_ = first;
+  hit_addr_ = mem[first].addr;
+  hit_data_ = mem[first].bytes.data();
+  hit_size_ = mem[first].bytes.size();
   return true;
 }
 

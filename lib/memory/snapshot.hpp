@@ -83,15 +83,10 @@ class SnapshotReader final : public MemoryReader {
   /// hit is tried first, then read_slow() binary-searches. Zero-length reads
   /// succeed. Not thread-safe (the hint is mutable state); never faults.
   bool read(uint64_t addr, void* buf, size_t len) override {
-    const std::vector<MemoryRegion>& mem = snap_->memory;
-    if (last_ < mem.size()) {
-      const MemoryRegion& r = mem[last_];
-      const uint64_t off = addr - r.addr;  // wraps to a huge value when addr < r.addr
-      const size_t n = r.bytes.size();
-      if (off < n && len <= n - off) {
-        std::memcpy(buf, r.bytes.data() + off, len);
-        return true;
-      }
+    const uint64_t off = addr - hit_addr_;  // wraps to a huge value when addr < hit_addr_
+    if (off < hit_size_ && len <= hit_size_ - off) {
+      std::memcpy(buf, hit_data_ + off, len);
+      return true;
     }
     return read_slow(addr, buf, len);
   }
@@ -101,7 +96,11 @@ class SnapshotReader final : public MemoryReader {
   bool read_slow(uint64_t addr, void* buf, size_t len);
 
   const Snapshot* snap_;
-  size_t last_ = 0;  // index of the last region hit
+  // The last region hit, copied here so that the fast path touches only the
+  // reader (hot) and the bytes, not the region vector.
+  uint64_t hit_addr_ = 0;
+  const uint8_t* hit_data_ = nullptr;
+  size_t hit_size_ = 0;
 };
 
 }  // namespace stackprov::memory

@@ -54,7 +54,8 @@ class Unwinder {
     f.sp = regs.get(Traits::kSpReg);
     f.method = Method::kContext;
     f.lookup_prev = pc_is_return_address;
-    f.module_index = module_index_of(f);
+    const ModuleSlot* slot = slot_of(f);
+    f.module_index = slot ? slot->snapshot_index : -1;
     out->frames.push_back(f);
 
     for (;;) {
@@ -71,17 +72,18 @@ class Unwinder {
       Regs next = regs;
       uint64_t cfa = 0;
       Frame nf;
-      StopReason stop = step(cur, regs, next, &cfa, &nf);
+      StopReason stop = step(cur, slot, regs, next, &cfa, &nf);
       if (stop != StopReason::kNone) {
         out->stop = stop;
         return;
       }
       nf.pc = next.get(Traits::kPcReg);
       nf.sp = next.get(Traits::kSpReg);
-      nf.module_index = module_index_of(nf);
+      const ModuleSlot* nslot = slot_of(nf);
+      nf.module_index = nslot ? nslot->snapshot_index : -1;
       // Frames found by heuristics must land in a known module.
       if ((nf.method == Method::kFramePointer || nf.method == Method::kScan) && nf.pc != 0 &&
-          modules_.find(nf.pc - (nf.lookup_prev ? Traits::kCallInsnMin : 0)) == nullptr) {
+          nslot == nullptr) {
         out->stop = StopReason::kInvalidPc;
         return;
       }
@@ -97,21 +99,22 @@ class Unwinder {
         return;
       }
       regs = next;
+      slot = nslot;
       out->frames.push_back(nf);
     }
   }
 
  private:
-  int32_t module_index_of(const Frame& f) const {
-    const ModuleSlot* s = modules_.find(f.lookup_prev ? f.pc - Traits::kCallInsnMin : f.pc);
-    return s ? s->snapshot_index : -1;
+  /// The module holding the frame's lookup pc (pc - 1 for caller frames).
+  const ModuleSlot* slot_of(const Frame& f) const {
+    return modules_.find(f.lookup_prev ? f.pc - Traits::kCallInsnMin : f.pc);
   }
 
   /// One step out of `cur`. Fills next regs, *cfa and the new frame's method
   /// and lookup mode; returns kNone to continue or the reason to stop.
-  StopReason step(const Frame& cur, const Regs& regs, Regs& next, uint64_t* cfa, Frame* nf) {
+  StopReason step(const Frame& cur, const ModuleSlot* slot, const Regs& regs, Regs& next,
+                  uint64_t* cfa, Frame* nf) {
     const uint64_t lookup_pc = cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc;
-    const ModuleSlot* slot = modules_.find(lookup_pc);
 
     bool signal = false;
     Method method = Method::kNone;

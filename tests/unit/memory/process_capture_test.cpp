@@ -295,6 +295,82 @@ TEST_CASE("capture_process with a tid captures that thread only", "[process]") {
   close(resp_r);
 }
 
+TEST_CASE("capture_process of a stopped process leaves it stopped", "[process]") {
+  Child child;
+  int ctl_w = -1, resp_r = -1;
+  spawn_blocked(&child, 4, &ctl_w, &resp_r);
+  REQUIRE(kill(child.pid, SIGSTOP) == 0);
+  const std::string status = "/proc/" + std::to_string(child.pid) + "/status";
+  for (int i = 0; i < 2000 && status_field(status, "State").rfind("T", 0) != 0; i++) usleep(1000);
+  REQUIRE(status_field(status, "State").rfind("T", 0) == 0);
+
+  auto cap = capture_process(child.pid, 0, 64 * 1024, nullptr);
+  REQUIRE(cap.ok());
+  CHECK(cap->threads.size() == 4);
+  CHECK(no_thread_traced(child.pid));
+  usleep(50 * 1000);
+  CHECK(status_field(status, "State").rfind("T", 0) == 0);  // still group-stopped, as before
+  REQUIRE(kill(child.pid, SIGCONT) == 0);
+  REQUIRE(write(ctl_w, "x", 1) == 1);
+  char a = 0;
+  CHECK(read_timeout(resp_r, &a, 1, 2000));
+  CHECK(a == 'A');
+  close(ctl_w);
+  close(resp_r);
+}
+
+namespace {
+
+int g_vfork_fd = -1;
+
+void* vfork_thread(void*) {
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (write(g_vfork_fd, &tid, sizeof(tid)) != static_cast<ssize_t>(sizeof(tid))) _exit(5);
+  const pid_t k = vfork();
+  if (k == 0) {
+    timespec ts{3, 0};
+    syscall(SYS_nanosleep, &ts, nullptr);  // the parent thread waits, unstoppable, meanwhile
+    _exit(0);
+  }
+  if (k > 0) waitpid(k, nullptr, 0);
+  if (write(g_vfork_fd, "V", 1) != 1) _exit(6);
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("capture_process reports a thread that cannot stop (vfork parent) and does not leave it traced",
+          "[process]") {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  Child child;
+  child.pid = fork();
+  REQUIRE(child.pid >= 0);
+  if (child.pid == 0) {
+    g_vfork_fd = fds[1];
+    pthread_t t;
+    if (pthread_create(&t, nullptr, vfork_thread, nullptr) != 0) _exit(2);
+    for (;;) pause();
+  }
+  close(fds[1]);
+  pid_t vfork_tid = 0;
+  REQUIRE(read_timeout(fds[0], &vfork_tid, sizeof(vfork_tid), 5000));
+  usleep(200 * 1000);  // inside vfork, waiting for the vfork child
+
+  auto cap = capture_process(child.pid, 0, 64 * 1024, nullptr);
+  REQUIRE(cap.ok());
+  INFO("warnings: " << cap->warnings);
+  REQUIRE(cap->threads.size() == 1);  // the main thread only
+  CHECK(cap->threads[0].tid == child.pid);
+  CHECK(cap->warnings.find("thread " + std::to_string(vfork_tid) + " did not stop") != std::string::npos);
+  CHECK(eventually_untraced(child.pid, 1000));
+  // Once the vfork child exits, the thread runs on: it was not left in a ptrace stop.
+  char v = 0;
+  CHECK(read_timeout(fds[0], &v, 1, 6000));
+  CHECK(v == 'V');
+  close(fds[0]);
+}
+
 namespace {
 
 std::atomic<bool> g_churn_stop{false};
@@ -393,7 +469,7 @@ void user_handler(int sig) { g_user_handler_sig.store(sig); }
 pid_t spawn_capturer(pid_t target, bool own_handler, int in_cb, int result) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
-  if (own_handler) signal(SIGTERM, user_handler);
+  signal(SIGTERM, own_handler ? user_handler : SIG_DFL);  // not Catch2's fatal-signal handler
   bool announced = false;
   auto cap = capture_process(target, 0, 64 * 1024, [&](Snapshot&, MemoryReader&) {
     if (!announced && write(in_cb, "C", 1) == 1) announced = true;
@@ -514,7 +590,9 @@ TEST_CASE("C ABI: a parked thread unwinds to its call chain, and its snapshot is
   sprov_symbolizer* sym = nullptr;
   REQUIRE(sprov_symbolizer_new(ctx, nullptr, &sym) == 0);
 
-  SPROV_OPTS(sprov_process_opts, opts, .tid = parked_tid);
+  sprov_process_opts opts = {};
+  opts.sz = sizeof(opts);
+  opts.tid = parked_tid;
   sprov_process* proc = nullptr;
   REQUIRE(sprov_process_capture(ctx, child.pid, &opts, &proc) == 0);
   CHECK(sprov_process_pid(proc) == child.pid);
@@ -565,11 +643,15 @@ TEST_CASE("C ABI: a parked thread unwinds to its call chain, and its snapshot is
   sprov_snapshot_free(copy);
 
   // Options: reserved flags and the core-only exe are rejected, naming the value.
-  SPROV_OPTS(sprov_process_opts, bad_flags, .flags = 4);
+  sprov_process_opts bad_flags = {};
+  bad_flags.sz = sizeof(bad_flags);
+  bad_flags.flags = 4;
   sprov_process* none = nullptr;
   CHECK(sprov_process_capture(ctx, 1, &bad_flags, &none) == SPROV_ERR_INVALID_ARG);
   CHECK(std::string(sprov_last_error_message()).find("0x4") != std::string::npos);
-  SPROV_OPTS(sprov_process_opts, bad_exe, .exe = "/bin/true");
+  sprov_process_opts bad_exe = {};
+  bad_exe.sz = sizeof(bad_exe);
+  bad_exe.exe = "/bin/true";
   CHECK(sprov_process_capture(ctx, 1, &bad_exe, &none) == SPROV_ERR_INVALID_ARG);
   CHECK(std::string(sprov_last_error_message()).find("/bin/true") != std::string::npos);
   CHECK(none == nullptr);

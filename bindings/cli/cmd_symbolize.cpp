@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: Apache-2.0
+// CLI: `stackprov symbolize` — llvm-symbolizer-compatible addresses → functions, lines and inline chains (LLVM/GNU/JSON).
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "stackprov/stackprov.h"
+
+namespace {
+
+enum class Style { kLlvm, kGnu, kJson };
+enum class Names { kLinkage, kShort, kNone };
+
+struct Options {
+  std::string obj;
+  bool inlines = true;
+  Names names = Names::kLinkage;
+  bool demangle = true;
+  bool pretty = false;
+  bool basenames = false;
+  Style style = Style::kLlvm;
+  std::vector<std::string> debug_dirs;
+  std::vector<std::string> addrs;
+};
+
+struct Frame {
+  std::string name, file, start_file;
+  uint32_t line = 0, column = 0, discriminator = 0, start_line = 0;
+  bool has_start = false;
+  uint64_t start = 0;
+};
+
+const char* kUsage =
+    "usage: stackprov symbolize --obj PATH [options] [ADDRESS...]\n\n"
+    "Symbolizes link-time addresses of PATH like llvm-symbolizer: addresses come from the\n"
+    "arguments or, when there are none, from stdin (one per line; 0x hex, 0 octal or decimal).\n"
+    "Resolvers: DWARF of PATH or of its debug file (build-id under the debug directories,\n"
+    ".gnu_debuglink with CRC; identity checked), then .symtab, then .dynsym.\n\n"
+    "  --obj, --exe, -e PATH        the module\n"
+    "  --inlines, -i | --no-inlines  print the inline chain (default) or one frame\n"
+    "  --functions[=linkage|short|none], -f   function names (default linkage)\n"
+    "  --demangle, -C | --no-demangle\n"
+    "  --output-style=LLVM|GNU|JSON  (default LLVM)\n"
+    "  --pretty-print, -p           'function at file:line:column' lines\n"
+    "  --basenames, -s              strip directories from file names\n"
+    "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable)\n"
+    "  --relative-address           accepted for compatibility (no-op for ELF)\n";
+
+bool parse_number(const std::string& tok, uint64_t* out) {
+  // llvm StringRef::getAsInteger with radix 0.
+  std::string s = tok;
+  unsigned radix = 10;
+  if (s.size() > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    radix = 16;
+    s = s.substr(2);
+  } else if (s.size() > 1 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) {
+    radix = 2;
+    s = s.substr(2);
+  } else if (s.size() > 1 && s[0] == '0' && (s[1] == 'o' || s[1] == 'O')) {
+    radix = 8;
+    s = s.substr(2);
+  } else if (s.size() > 1 && s[0] == '0') {
+    radix = 8;
+    s = s.substr(1);
+  }
+  if (s.empty()) return false;
+  uint64_t v = 0;
+  for (char ch : s) {
+    unsigned d;
+    if (ch >= '0' && ch <= '9') d = ch - '0';
+    else if (ch >= 'a' && ch <= 'z') d = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'Z') d = ch - 'A' + 10;
+    else return false;
+    if (d >= radix) return false;
+    if (v > (UINT64_MAX - d) / radix) return false;
+    v = v * radix + d;
+  }
+  *out = v;
+  return true;
+}
+
+/// llvm-symbolizer's parseCommand with --obj given: the first token is the address.
+bool parse_input(const std::string& line, uint64_t* addr) {
+  std::string s = line;
+  if (s.rfind("CODE ", 0) == 0) s = s.substr(5);
+  size_t b = s.find_first_not_of(" \n\r");
+  if (b == std::string::npos) return false;
+  size_t e = s.find_first_of(" \n\r", b);
+  return parse_number(s.substr(b, e == std::string::npos ? std::string::npos : e - b), addr);
+}
+
+std::string json_quote(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == 0x7f) {
+      o += "\\u007f";
+    } else if (c >= 0x20 && c != '"' && c != '\\') {
+      o += static_cast<char>(c);
+    } else if (c == '"' || c == '\\') {
+      o += '\\';
+      o += static_cast<char>(c);
+    } else if (c == '\t') {
+      o += "\\t";
+    } else if (c == '\n') {
+      o += "\\n";
+    } else if (c == '\r') {
+      o += "\\r";
+    } else {
+      char buf[8];
+      snprintf(buf, sizeof(buf), "\\u%04x", c);
+      o += buf;
+    }
+  }
+  return o + "\"";
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+  return buf;
+}
+
+std::string base_name(const std::string& p) {
+  size_t k = p.rfind('/');
+  return k == std::string::npos ? p : p.substr(k + 1);
+}
+
+class Runner {
+ public:
+  Runner(const Options& o, sprov_symbolizer* sym) : o_(o), sym_(sym) {}
+
+  /// Resolves `addr`; false with `err` set when the module cannot be read.
+  bool resolve(uint64_t addr, std::vector<Frame>* frames, std::string* err) {
+    frames->clear();
+    uint32_t flags = 0;
+    if (o_.names == Names::kShort) flags |= SPROV_SYMBOLIZE_SHORT_NAMES;
+    if (!o_.demangle) flags |= SPROV_SYMBOLIZE_NO_DEMANGLE;
+    struct sprov_symbol_info info;
+    memset(&info, 0, sizeof(info));
+    info.sz = sizeof(info);
+    if (sprov_symbolizer_addr_ex(sym_, o_.obj.c_str(), addr, flags, &info) != 0) {
+      *err = sprov_last_error_message();
+      return false;
+    }
+    for (uint32_t i = 0; i < info.frame_count; i++) {
+      struct sprov_symbol_frame f;
+      memset(&f, 0, sizeof(f));
+      f.sz = sizeof(f);
+      if (sprov_symbolizer_inline_frame(sym_, i, &f) != 0) break;
+      Frame fr;
+      fr.name = f.name;
+      fr.file = f.file;
+      fr.start_file = f.start_file;
+      fr.line = f.line;
+      fr.column = f.column;
+      fr.discriminator = f.discriminator;
+      fr.start_line = f.start_line;
+      fr.has_start = f.has_start_address != 0;
+      fr.start = f.start_address;
+      if (o_.basenames) {
+        fr.file = base_name(fr.file);
+        fr.start_file = base_name(fr.start_file);
+      }
+      frames->push_back(std::move(fr));
+    }
+    if (frames->empty()) frames->emplace_back();
+    if (!o_.inlines && frames->size() > 1) {
+      // llvm symbolizeCode: the innermost location and declaration, the
+      // physical function's name and start from the symbol table.
+      Frame one = frames->front();
+      one.name = frames->back().name;
+      one.has_start = frames->back().has_start;
+      one.start = frames->back().start;
+      frames->assign(1, one);
+    }
+    if (o_.names == Names::kNone)
+      for (auto& f : *frames) f.name.clear();
+    return true;
+  }
+
+  void print_plain(const std::vector<Frame>& frames) {
+    for (size_t i = 0; i < frames.size(); i++) {
+      const Frame& f = frames[i];
+      if (o_.names != Names::kNone) {
+        if (o_.pretty) printf("%s%s at ", i > 0 ? " (inlined by) " : "", f.name.empty() ? "??" : f.name.c_str());
+        else printf("%s\n", f.name.empty() ? "??" : f.name.c_str());
+      } else if (o_.pretty && i > 0) {
+        printf(" (inlined by) ");
+      }
+      const char* file = f.file.empty() ? "??" : f.file.c_str();
+      if (o_.style == Style::kGnu) {
+        printf("%s:%u", file, f.line);
+        if (f.discriminator) printf(" (discriminator %u)", f.discriminator);
+        printf("\n");
+      } else {
+        printf("%s:%u:%u\n", file, f.line, f.column);
+      }
+    }
+    if (o_.style == Style::kLlvm) printf("\n");
+  }
+
+  std::string json_result(uint64_t addr, const std::vector<Frame>& frames) {
+    std::string o = "{\"Address\":" + json_quote(hex(addr)) + ",\"ModuleName\":" + json_quote(o_.obj) + ",\"Symbol\":[";
+    for (size_t i = 0; i < frames.size(); i++) {
+      const Frame& f = frames[i];
+      if (i) o += ",";
+      o += "{\"Column\":" + std::to_string(f.column) + ",\"Discriminator\":" + std::to_string(f.discriminator) +
+           ",\"FileName\":" + json_quote(f.file) + ",\"FunctionName\":" + json_quote(f.name) +
+           ",\"Line\":" + std::to_string(f.line) + ",\"StartAddress\":" + json_quote(f.has_start ? hex(f.start) : "") +
+           ",\"StartFileName\":" + json_quote(f.start_file) + ",\"StartLine\":" + std::to_string(f.start_line) + "}";
+    }
+    return o + "]}";
+  }
+
+  std::string json_error(const std::string& msg, const uint64_t* addr) {
+    std::string o = "{";
+    if (addr) o += "\"Address\":" + json_quote(hex(*addr)) + ",";
+    return o + "\"Error\":{\"Message\":" + json_quote(msg) + "},\"ModuleName\":" + json_quote(o_.obj) + "}";
+  }
+
+  /// One input; JSON text is returned (the caller frames it), plain text is printed.
+  std::string handle(const std::string& input) {
+    uint64_t addr = 0;
+    if (!parse_input(input, &addr)) {
+      if (o_.style == Style::kJson) return json_error("unable to parse arguments: " + input, nullptr);
+      printf("%s\n", input.c_str());
+      return {};
+    }
+    std::vector<Frame> frames;
+    std::string err;
+    if (!resolve(addr, &frames, &err)) {
+      if (!reported_) fprintf(stderr, "stackprov symbolize: %s\n", err.c_str());
+      reported_ = true;
+      if (o_.style == Style::kJson) return json_error(err, &addr);
+      print_plain(std::vector<Frame>(1));
+      return {};
+    }
+    if (o_.style == Style::kJson) return json_result(addr, frames);
+    print_plain(frames);
+    return {};
+  }
+
+ private:
+  const Options& o_;
+  sprov_symbolizer* sym_;
+  bool reported_ = false;
+};
+
+int usage(const std::string& msg) {
+  fprintf(stderr, "stackprov symbolize: %s (see 'stackprov symbolize --help')\n", msg.c_str());
+  return 2;
+}
+
+int cmd_symbolize(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    std::string name = a, val;
+    bool has_val = false;
+    if (a.rfind("--", 0) == 0) {
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        name = a.substr(0, eq);
+        val = a.substr(eq + 1);
+        has_val = true;
+      }
+    }
+    auto need = [&](std::string* out) {
+      if (has_val) {
+        *out = val;
+        return true;
+      }
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    if (name == "--help" || name == "-h") {
+      fputs(kUsage, stdout);
+      return 0;
+    } else if (name == "--obj" || name == "--exe" || name == "-e") {
+      if (!need(&o.obj)) return usage("option '" + name + "' needs a value");
+    } else if (name == "--inlines" || name == "-i") {
+      o.inlines = true;
+    } else if (name == "--no-inlines") {
+      o.inlines = false;
+    } else if (name == "--functions" || name == "-f") {
+      if (!has_val || val == "linkage") o.names = Names::kLinkage;
+      else if (val == "short") o.names = Names::kShort;
+      else if (val == "none") o.names = Names::kNone;
+      else return usage("--functions must be linkage, short or none");
+    } else if (name == "--demangle" || name == "-C") {
+      o.demangle = true;
+    } else if (name == "--no-demangle") {
+      o.demangle = false;
+    } else if (name == "--pretty-print" || name == "-p") {
+      o.pretty = true;
+    } else if (name == "--basenames" || name == "-s") {
+      o.basenames = true;
+    } else if (name == "--relative-address") {
+    } else if (name == "--output-style") {
+      std::string v;
+      if (!need(&v)) return usage("--output-style needs a value");
+      if (v == "LLVM") o.style = Style::kLlvm;
+      else if (v == "GNU") o.style = Style::kGnu;
+      else if (v == "JSON") o.style = Style::kJson;
+      else return usage("--output-style must be LLVM, GNU or JSON");
+    } else if (name == "--debug-file-directory") {
+      std::string v;
+      if (!need(&v)) return usage("--debug-file-directory needs a value");
+      o.debug_dirs.push_back(v);
+    } else if (a.size() > 1 && a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
+      return usage("unknown option '" + a + "'");
+    } else {
+      o.addrs.push_back(a);
+    }
+  }
+  if (o.obj.empty()) return usage("--obj PATH is required");
+
+  std::string dirs;
+  for (const auto& d : o.debug_dirs) dirs += (dirs.empty() ? "" : ":") + d;
+  struct sprov_context_opts copts;
+  memset(&copts, 0, sizeof(copts));
+  copts.sz = sizeof(copts);
+  copts.debug_dirs = o.debug_dirs.empty() ? nullptr : dirs.c_str();
+  sprov_context* ctx = nullptr;
+  if (sprov_context_new(&copts, &ctx) != 0) {
+    fprintf(stderr, "stackprov symbolize: %s\n", sprov_last_error_message());
+    return 1;
+  }
+  sprov_symbolizer* sym = nullptr;
+  if (sprov_symbolizer_new(ctx, nullptr, &sym) != 0) {
+    fprintf(stderr, "stackprov symbolize: %s\n", sprov_last_error_message());
+    sprov_context_free(ctx);
+    return 1;
+  }
+  Runner r(o, sym);
+  if (!o.addrs.empty()) {
+    std::string json;
+    for (const auto& a : o.addrs) {
+      std::string one = r.handle(a);
+      if (o.style == Style::kJson) json += (json.empty() ? "" : ",") + one;
+    }
+    if (o.style == Style::kJson) printf("[%s]\n", json.c_str());
+  } else {
+    std::string line;
+    char buf[4096];
+    while (fgets(buf, sizeof(buf), stdin)) {
+      line += buf;
+      if (line.empty() || line.back() != '\n') {
+        if (!feof(stdin)) continue;
+      }
+      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+      std::string one = r.handle(line);
+      if (o.style == Style::kJson) printf("%s\n", one.c_str());
+      fflush(stdout);
+      line.clear();
+    }
+  }
+  sprov_symbolizer_free(sym);
+  sprov_context_free(ctx);
+  return 0;
+}
+
+}  // namespace
+
+STACKPROV_COMMAND("symbolize", "addresses -> functions, file:line:column, inline chains (llvm-symbolizer compatible)",
+                  cmd_symbolize);

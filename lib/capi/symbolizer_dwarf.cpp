@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// C ABI: sprov_symbolizer_*_ex — DWARF lines, inline chains and provenance for frames and module addresses.
+#include "capi/internal.hpp"
+#include "elf/elf_image.hpp"
+#include "symbolize/demangle.hpp"
+
+using namespace stackprov;
+using namespace stackprov::capi;
+
+namespace {
+
+constexpr uint32_t kKnownFlags = SPROV_SYMBOLIZE_SHORT_NAMES | SPROV_SYMBOLIZE_NO_DEMANGLE;
+
+symbolize::DwarfResolver& resolver(sprov_symbolizer* sym) {
+  if (!sym->dwarf) {
+    symbolize::DwarfResolverOptions o;
+    o.demangle = false;  // names are demangled per call (flags)
+    o.debug.debug_dirs = sym->ctx->ctx.config().debug_dirs;
+    o.debug.sysroot = sym->ctx->ctx.config().sysroot;
+    sym->dwarf = std::make_unique<symbolize::DwarfResolver>(std::move(o));
+  }
+  return *sym->dwarf;
+}
+
+int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* out) {
+  const symbolize::Resolution& r = sym->last;
+  sym->last_flags = flags;
+  sym->last_build_id = r.source_build_id.hex();
+  sym->last_names.clear();
+  for (const auto& f : r.frames) {
+    const std::string& raw = (flags & SPROV_SYMBOLIZE_SHORT_NAMES) ? f.short_function : f.function;
+    sym->last_names.push_back((flags & SPROV_SYMBOLIZE_NO_DEMANGLE) ? raw : symbolize::demangle(raw));
+  }
+  struct sprov_symbol_info s = {};
+  s.sz = sizeof(s);
+  const symbolize::ResolvedFrame& f = r.frames.front();
+  s.name = sym->last_names.front().c_str();
+  s.linkage_name = f.linkage_name.c_str();
+  s.file = f.file.c_str();
+  s.line = f.line;
+  s.column = f.column;
+  s.discriminator = f.discriminator;
+  s.start_line = f.start_line;
+  s.start_file = f.start_file.c_str();
+  s.start_address = f.start_address;
+  s.has_start_address = f.has_start_address ? 1 : 0;
+  s.frame_count = static_cast<uint32_t>(r.frames.size());
+  s.resolver = static_cast<int32_t>(r.resolver);
+  s.resolver_name = sprov_resolver_name(s.resolver);
+  s.source_path = r.source.c_str();
+  s.source_build_id = sym->last_build_id.c_str();
+  return fill_out(out, s, "sprov_symbol_info");
+}
+
+int check(sprov_symbolizer* sym, uint32_t flags, const char* fn) {
+  if (sym == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "%s: NULL symbolizer", fn));
+  if (flags & ~kKnownFlags) return fail(make_error(SPROV_ERR_INVALID_ARG, "%s: unknown flags 0x%x", fn, flags));
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module_path, uint64_t address,
+                                       uint32_t flags, struct sprov_symbol_info* out) {
+  return guard([&] {
+    if (int e = check(sym, flags, "sprov_symbolizer_addr_ex")) return e;
+    if (module_path == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr_ex: NULL module_path"));
+    if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
+    memory::SnapshotModule m;
+    m.path = module_path;
+    auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
+    if (!mod.ok()) return fail(mod.error());
+    resolver(sym).resolve(mod.value()->image_ptr(), address, &sym->last);
+    return fill_info(sym, flags, out);
+  });
+}
+
+SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack* stack, size_t index,
+                                        uint32_t flags, struct sprov_symbol_info* out) {
+  return guard([&] {
+    if (int e = check(sym, flags, "sprov_symbolizer_frame_ex")) return e;
+    if (stack == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_frame_ex: NULL stack"));
+    if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
+    if (index >= stack->frames.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
+                             stack->frames.size()));
+    sym->last = symbolize::Resolution{};
+    sym->last.frames.emplace_back();
+    const unwind::Frame& f = stack->frames[index];
+    if (f.module_index >= 0) {
+      const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
+      auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
+      if (mod.ok()) {
+        const uint64_t rel = f.pc - m.load_bias;
+        resolver(sym).resolve(mod.value()->image_ptr(), f.lookup_prev ? rel - 1 : rel, &sym->last);
+      }
+    }
+    return fill_info(sym, flags, out);
+  });
+}
+
+SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out) {
+  return guard([&] {
+    if (sym == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_inline_frame: NULL symbolizer"));
+    if (index >= sym->last.frames.size() || index >= sym->last_names.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "inline frame index %zu out of range (%zu frames)", index,
+                             sym->last.frames.size()));
+    const symbolize::ResolvedFrame& f = sym->last.frames[index];
+    struct sprov_symbol_frame s = {};
+    s.sz = sizeof(s);
+    s.name = sym->last_names[index].c_str();
+    s.linkage_name = f.linkage_name.c_str();
+    s.file = f.file.c_str();
+    s.line = f.line;
+    s.column = f.column;
+    s.discriminator = f.discriminator;
+    s.start_line = f.start_line;
+    s.start_file = f.start_file.c_str();
+    s.start_address = f.start_address;
+    s.has_start_address = f.has_start_address ? 1 : 0;
+    return fill_out(out, s, "sprov_symbol_frame");
+  });
+}
+
+}  // extern "C"

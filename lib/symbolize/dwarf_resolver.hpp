@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// DWARF resolver: function, file:line:column and the inline chain of a module address, with symbol-table fallback and provenance.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dwarf/dwarf_index.hpp"
+#include "elf/debug_file.hpp"
+#include "elf/elf_image.hpp"
+#include "elf/symtab.hpp"
+
+namespace stackprov::symbolize {
+
+/// One frame of a resolved address, llvm-symbolizer's DILineInfo.
+struct ResolvedFrame {
+  std::string function;      ///< linkage-preferred display name (demangled when asked); empty when unknown
+  std::string short_function;  ///< DW_AT_name (llvm --functions=short); empty when unknown
+  std::string linkage_name;  ///< raw linkage name (DWARF or symbol); empty when unknown
+  std::string file;          ///< empty when unknown
+  uint32_t line = 0;
+  uint32_t column = 0;
+  uint32_t discriminator = 0;
+  std::string start_file;    ///< declaration file of the function
+  uint32_t start_line = 0;   ///< declaration line of the function
+  bool has_start_address = false;
+  uint64_t start_address = 0;
+};
+
+/// Values equal enum sprov_resolver.
+enum class ResolvedBy : int32_t { kNone = 0, kSymtab = 1, kDynsym = 2, kDwarf = 3 };
+
+struct Resolution {
+  std::vector<ResolvedFrame> frames;  ///< innermost first; the last is the physical function
+  ResolvedBy resolver = ResolvedBy::kNone;
+  std::string source;                 ///< file that answered
+  BuildId source_build_id;            ///< that file's build-id (empty when it has none)
+};
+
+struct DwarfResolverOptions {
+  bool demangle = true;
+  elf::DebugFileOptions debug;
+};
+
+/// Resolves link-time addresses of modules. DWARF comes from the module
+/// itself or from its separate debug file (build-id path or debuglink with
+/// CRC, build-id checked). The physical function's name is the symbol table's
+/// (.symtab, else .dynsym of the module) when a symbol covers the address, as
+/// llvm-symbolizer does; without DWARF the answer is the symbol alone.
+/// Thread-safe: modules are loaded under a lock, their indexes are shared and
+/// safe for concurrent lookups.
+class DwarfResolver {
+ public:
+  explicit DwarfResolver(DwarfResolverOptions opts) : opts_(std::move(opts)) {}
+
+  /// Fills `out` (always at least one frame). Returns false when nothing at
+  /// all is known about `addr` (the frame is then empty and resolver kNone).
+  bool resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out);
+
+  const DwarfResolverOptions& options() const { return opts_; }
+
+ private:
+  struct Module {
+    std::shared_ptr<elf::ElfImage> image;
+    std::shared_ptr<elf::ElfImage> dwarf_file;  ///< image or its debug file; null without DWARF
+    std::unique_ptr<dwarf::DwarfIndex> index;
+    elf::SymbolTable symtab;
+    elf::SymbolTable dynsym;
+  };
+  std::shared_ptr<Module> module(const std::shared_ptr<elf::ElfImage>& image);
+  std::string display(std::string_view name) const;
+
+  DwarfResolverOptions opts_;
+  std::mutex mu_;
+  std::unordered_map<const elf::ElfImage*, std::shared_ptr<Module>> modules_;
+};
+
+/// The .debug_* sections of `image` as borrowed views (decompressed).
+dwarf::DwarfSections dwarf_sections(const elf::ElfImage& image);
+
+}  // namespace stackprov::symbolize

@@ -1,0 +1,884 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# `stackprov stack` against eu-stack (and gdb where eu-stack stops early), frame by frame.
+"""Drives one comparison per invocation (one ctest each):
+
+  stack_check.py live   --fixture EXE --variant NAME     every thread of a parked fixture
+  stack_check.py core   --fixture EXE --variant NAME     the same fixture through gcore
+  stack_check.py python                                  python3.11 in time.sleep
+  stack_check.py robust-{exit,churn,zombie,vfork,eperm,nosuch} --fixture EXE
+  stack_check.py core-{truncated,missing-module,not-elf,other-arch} --fixture EXE
+  stack_check.py cli-errors
+
+Common options: --stackprov BIN, --eu-stack BIN, --gdb BIN, --gcore BIN, --keep (keep temp files).
+
+A live or core comparison asserts, for every thread:
+  * stackprov's pc sequence equals eu-stack's over every frame eu-stack printed (pc is the
+    unwound value: the return address for caller frames, the interrupted pc above a signal frame);
+  * stackprov has at least as many frames; frames past eu-stack's last one must match gdb's;
+  * function names agree modulo symbol-version suffixes (@GLIBC_2.34), clone suffixes
+    ([clone .cold], .isra.0, .lto_priv.0) and aliases (two names for the same symbol
+    address, checked in the module's symbol tables with readelf);
+  * the fixture's known call chain for the thread's role appears in order (an oracle of its own);
+  * the walk's stop reason is end_of_stack, and the target is left running and untraced.
+Every mismatch prints variant, tid, role, frame index, both pcs/names, method and stop reason.
+Exit 0 on success, 1 on a mismatch, 2 on a harness problem.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Known chains (innermost first), by the role the fixture prints for each thread.
+CHAINS = {
+    "join": ["join_leaf", "join_mid", "main"],
+    "nanosleep": ["nanosleep_leaf", "nanosleep_mid", "nanosleep_main"],
+    "read": ["read_leaf", "read_mid", "read_main"],
+    "condwait": ["condwait_leaf", "condwait_mid", "condwait_main"],
+    "poll": ["poll_leaf", "poll_mid", "poll_main"],
+    "select": ["select_leaf", "select_mid", "select_main"],
+    "accept": ["accept_leaf", "accept_mid", "accept_main"],
+    "sigwait": ["sigwait_leaf", "sigwait_mid", "sigwait_main"],
+    "epoll": ["epoll_leaf", "epoll_mid", "epoll_main"],
+    "signal": ["handler_park", "on_sigusr1", "signal_raise", "signal_mid", "signal_main"],
+    "altstack": ["handler_park", "on_sigurg", "altstack_raise", "altstack_mid", "altstack_main"],
+    "exception": ["fx::Guard::~Guard()", "fx::guarded_mid(int)", "fx::exception_main(void*)"],
+    "recursion": ["fx::recurse(int)"] * 201 + ["fx::recursion_main(void*)"],
+    "vfork": ["vfork_main"],
+}
+# Roles whose stack contains a signal frame: the frame above it must have method "signal".
+SIGNAL_ROLES = {"signal", "altstack"}
+
+FAILURES = []
+
+
+def fail(msg):
+    FAILURES.append(msg)
+    print("FAIL " + msg, flush=True)
+
+
+def note(msg):
+    print(msg, flush=True)
+
+
+class Harness(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ names
+
+_VERSION_RE = re.compile(r"@@?[A-Za-z0-9_.]+$")
+_CLONE_DEMANGLED_RE = re.compile(r"( \[clone \.[A-Za-z_]+(\.\d+)?\])+$")
+_CLONE_RAW_RE = re.compile(r"(\.(cold|isra|part|constprop|lto_priv|localalias|llvm)(\.\d+)?)+$")
+
+
+def norm_name(name):
+    """Drops symbol-version and clone suffixes; '' for unknown."""
+    if not name or name == "??":
+        return ""
+    n = _VERSION_RE.sub("", name.strip())
+    n = _CLONE_DEMANGLED_RE.sub("", n)
+    n = _CLONE_RAW_RE.sub("", n)
+    return n
+
+
+class SymbolTables:
+    """Symbols by module (and its separate debug file) from readelf, for the alias check."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def _read(self, path):
+        if path in self.cache:
+            return self.cache[path]
+        syms = []
+        if path and os.path.exists(path):
+            out = subprocess.run(["readelf", "-sW", "--dyn-syms", path], capture_output=True,
+                                 text=True).stdout
+            for line in out.splitlines():
+                f = line.split()
+                # Num: Value Size Type Bind Vis Ndx Name
+                if len(f) >= 8 and f[0].endswith(":") and f[3] in ("FUNC", "IFUNC"):
+                    try:
+                        syms.append((int(f[1], 16), int(f[2], 0), f[7]))
+                    except ValueError:
+                        pass
+        self.cache[path] = syms
+        return syms
+
+    def names_at(self, module, build_id, addr):
+        paths = [module]
+        if build_id and len(build_id) > 2:
+            paths.append("/usr/lib/debug/.build-id/%s/%s.debug" % (build_id[:2], build_id[2:]))
+        names = set()
+        for p in paths:
+            for value, size, name in self._read(p):
+                if value <= addr < value + max(size, 1):
+                    names.add(norm_name(name))
+        return names
+
+
+SYMTABS = SymbolTables()
+
+
+def names_agree(eu_name, sp_frame, is_caller):
+    a, b = norm_name(eu_name), norm_name(sp_frame.get("function", ""))
+    if a == b:
+        return True, ""
+    if not a or not b:
+        return False, "one side unresolved"
+    # Aliases: both names cover the looked-up address in the module's symbol tables.
+    addr = int(sp_frame["module_offset"], 16) - (1 if is_caller else 0)
+    at = SYMTABS.names_at(sp_frame.get("module", ""), sp_frame.get("build_id", ""), addr)
+    raw_b = norm_name(sp_frame.get("linkage_name", ""))
+    if a in at and (b in at or raw_b in at):
+        return True, "alias"
+    # A demangled eu-stack name against a raw alias: compare demangled forms is not possible
+    # without a demangler; report it.
+    return False, "names at 0x%x: %s" % (addr, ", ".join(sorted(at)) or "none")
+
+
+# ------------------------------------------------------------------ tools
+
+
+def run(cmd, timeout=60, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def parse_eu_stack(text):
+    """eu-stack -m output -> {tid: [(pc, name, module)]}."""
+    threads, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^TID (\d+):$", line)
+        if m:
+            cur = threads.setdefault(int(m.group(1)), [])
+            continue
+        m = re.match(r"^#(\d+)\s+0x([0-9a-f]+)(.*)$", line)
+        if m and cur is not None:
+            rest = m.group(3)
+            module = ""
+            if " - " in rest:
+                rest, module = rest.rsplit(" - ", 1)
+            cur.append((int(m.group(2), 16), rest.strip(), module.strip()))
+    return threads
+
+
+def eu_stack(args, eu_bin):
+    r = run([eu_bin, "-m", "-n", "256"] + args)
+    if r.returncode == 2 or "PID" not in r.stdout:
+        raise Harness("eu-stack %s failed (%d): %s" % (" ".join(args), r.returncode, r.stderr))
+    return parse_eu_stack(r.stdout), r.stderr
+
+
+GDB_PY = r"""
+import gdb, json
+out = {}
+for inf in gdb.inferiors():
+    for t in inf.threads():
+        t.switch()
+        frames = []
+        f = gdb.newest_frame()
+        while f is not None and len(frames) < 512:
+            if f.type() != gdb.INLINE_FRAME:
+                frames.append([f.pc(), f.name() or ""])
+            try:
+                f = f.older()
+            except gdb.error:
+                break
+        out[t.ptid[1]] = frames
+print("GDBJSON " + json.dumps(out))
+"""
+
+
+def gdb_frames(gdb_bin, pid=None, core=None, exe=None):
+    """gdb's frames per thread (inline frames skipped: they share the pc of their caller)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(GDB_PY)
+        script = f.name
+    try:
+        cmd = [gdb_bin, "-nx", "-batch", "-ex", "set debuginfod enabled off"]
+        if pid:
+            cmd += ["-p", str(pid)]
+        else:
+            cmd += [exe, core]
+        cmd += ["-ex", "source " + script]
+        r = run(cmd, timeout=120)
+    finally:
+        os.unlink(script)
+    for line in r.stdout.splitlines():
+        if line.startswith("GDBJSON "):
+            return {int(k): v for k, v in json.loads(line[8:]).items()}
+    raise Harness("gdb gave no frames: %s" % r.stderr[-2000:])
+
+
+def stackprov(args, bin_, timeout=60, user=None):
+    cmd = [bin_, "stack"] + args
+    if user:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+    return run(cmd, timeout=timeout)
+
+
+def stackprov_json(args, bin_):
+    r = stackprov(args + ["--json"], bin_)
+    if r.returncode != 0:
+        raise Harness("stackprov stack %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr))
+    # The same validity check a user would run.
+    v = run([sys.executable, "-m", "json.tool"], input=r.stdout)
+    if v.returncode != 0:
+        fail("stackprov --json output is not valid JSON: %s" % v.stderr.strip())
+        raise Harness("invalid JSON")
+    for line in r.stderr.splitlines():
+        if not line.startswith("stackprov: warning: "):
+            fail("unexpected stderr line from stackprov: %r" % line)
+    doc = json.loads(r.stdout)
+    return doc, r.stderr
+
+
+# ------------------------------------------------------------------ fixture
+
+
+class Fixture:
+    """Starts a fixture, reads its "thread TID ROLE" lines up to "ready"."""
+
+    def __init__(self, exe, mode="all", extra=(), wait_asleep=True):
+        self.proc = subprocess.Popen([exe, mode] + list(extra), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        self.roles = {}
+        self.child = None
+        deadline = time.time() + 20
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise Harness("fixture %s %s ended before ready: %s" %
+                              (exe, mode, self.proc.stderr.read()))
+            line = line.strip()
+            if line == "ready":
+                break
+            f = line.split()
+            if f[0] == "thread":
+                self.roles[int(f[1])] = f[2]
+            elif f[0] == "child":
+                self.child = int(f[1])
+            if time.time() > deadline:
+                raise Harness("fixture not ready in time")
+        if wait_asleep:
+            self.wait_asleep()
+
+    def states(self):
+        out = {}
+        for t in os.listdir("/proc/%d/task" % self.pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (self.pid, t)) as f:
+                    s = f.read()
+                out[int(t)] = s[s.rindex(")") + 2]
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def wait_asleep(self):
+        for _ in range(400):
+            if all(s in "SD" for s in self.states().values()):
+                time.sleep(0.02)
+                return
+            time.sleep(0.01)
+        raise Harness("fixture threads not asleep: %s" % self.states())
+
+    def check_untraced(self, what):
+        """After a capture every thread must run again: no tracer, not stopped."""
+        time.sleep(0.05)
+        for t in os.listdir("/proc/%d/task" % self.pid):
+            try:
+                with open("/proc/%d/task/%s/status" % (self.pid, t)) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            tracer = re.search(r"^TracerPid:\s*(\d+)", st, re.M).group(1)
+            state = re.search(r"^State:\s*(\S)", st, re.M).group(1)
+            if tracer != "0" or state in "tT":
+                fail("%s: thread %s left traced/stopped after capture (TracerPid %s, State %s)" %
+                     (what, t, tracer, state))
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+        self.proc.wait()
+        if self.child:
+            try:
+                os.kill(self.child, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+# ------------------------------------------------------------------ comparison
+
+
+def frame_str(f):
+    return "pc=0x%x %s" % (f[0], f[1] or "??")
+
+
+def sp_str(f):
+    return "pc=%s %s [%s]" % (f["pc"], f.get("function") or "??", f.get("method"))
+
+
+def subsequence(chain, names):
+    """True when `chain` appears in `names` in order (not necessarily contiguous)."""
+    it = iter(names)
+    return all(any(c == n for n in it) for c in chain)
+
+
+def compare_thread(ctx, tid, role, eu, sp_thread, gdb_lookup):
+    """eu: [(pc, name, module)]; sp_thread: stackprov's JSON thread; gdb_lookup() -> frames."""
+    frames = sp_thread["frames"]
+    stop = sp_thread["stop_reason"]
+    where = "[%s] tid %d (%s)" % (ctx, tid, role or "?")
+    ok = True
+    for i, e in enumerate(eu):
+        if i >= len(frames):
+            fail("%s: stackprov stopped after %d frames (stop %s), eu-stack has %d; eu-stack #%d %s"
+                 % (where, len(frames), stop, len(eu), i, frame_str(e)))
+            return False
+        s = frames[i]
+        if int(s["pc"], 16) != e[0]:
+            fail("%s #%d: pc differs: eu-stack %s, stackprov %s (stop %s)" %
+                 (where, i, frame_str(e), sp_str(s), stop))
+            return False
+        # Caller frames are looked up at pc-1; frame 0 and a frame restored from a signal
+        # frame (the interrupted pc) at pc.
+        agree, why = names_agree(e[1], s, i > 0 and s.get("method") != "signal")
+        if not agree:
+            fail("%s #%d: function differs at pc 0x%x: eu-stack '%s', stackprov '%s' / '%s' (%s)" %
+                 (where, i, e[0], e[1], s.get("function"), s.get("linkage_name"), why))
+            ok = False
+    if len(frames) > len(eu):
+        # eu-stack stopped early: gdb is the oracle for the rest.
+        g = gdb_lookup().get(tid)
+        if g is None:
+            fail("%s: stackprov has %d frames past eu-stack's %d and gdb has no such thread" %
+                 (where, len(frames) - len(eu), len(eu)))
+            return False
+        for i in range(len(eu), len(frames)):
+            if i >= len(g) or g[i][0] != int(frames[i]["pc"], 16):
+                fail("%s #%d: beyond eu-stack's %d frames: gdb %s, stackprov %s" %
+                     (where, i, len(eu), frame_str(g[i]) if i < len(g) else "(none)",
+                      sp_str(frames[i])))
+                return False
+        note("%s: eu-stack stopped at %d frames; stackprov's %d further frames match gdb" %
+             (where, len(eu), len(frames) - len(eu)))
+    if stop != "end_of_stack":
+        fail("%s: stop reason %s (expected end_of_stack) after %d frames; last %s" %
+             (where, stop, len(frames), sp_str(frames[-1]) if frames else "-"))
+        ok = False
+    if frames and frames[0].get("method") != "context":
+        fail("%s #0: method %s, expected context" % (where, frames[0].get("method")))
+        ok = False
+    names = [norm_name(f.get("function", "")) for f in frames]
+    chain = CHAINS.get(role)
+    if chain and not subsequence(chain, names):
+        fail("%s: known chain %s not found in stackprov's names %s" %
+             (where, " <- ".join(chain[:6]), names[:12]))
+        ok = False
+    if role in SIGNAL_ROLES and not any(f.get("method") == "signal" for f in frames):
+        fail("%s: no frame with method 'signal' in a thread stopped inside a signal handler" %
+             where)
+        ok = False
+    return ok
+
+
+def compare_all(ctx, eu_threads, doc, roles, gdb_lookup, expect_tids=None):
+    sp_threads = {t["tid"]: t for t in doc["threads"]}
+    tids = sorted(set(eu_threads) | set(sp_threads))
+    good = 0
+    for tid in tids:
+        if tid not in sp_threads:
+            fail("[%s] tid %d: in eu-stack's output, missing from stackprov's" % (ctx, tid))
+            continue
+        if tid not in eu_threads:
+            fail("[%s] tid %d: in stackprov's output, missing from eu-stack's" % (ctx, tid))
+            continue
+        if compare_thread(ctx, tid, roles.get(tid), eu_threads[tid], sp_threads[tid], gdb_lookup):
+            good += 1
+    for tid in (expect_tids or []):
+        if tid not in sp_threads:
+            fail("[%s] tid %d (%s) missing from stackprov's output" % (ctx, tid, roles.get(tid)))
+    note("[%s] %d/%d threads identical to eu-stack (pcs and names), %d frames in all" %
+         (ctx, good, len(tids), sum(len(t["frames"]) for t in doc["threads"])))
+
+
+class LazyGdb:
+    def __init__(self, gdb_bin, **kw):
+        self.gdb_bin, self.kw, self.frames = gdb_bin, kw, None
+
+    def __call__(self):
+        if self.frames is None:
+            self.frames = gdb_frames(self.gdb_bin, **self.kw)
+        return self.frames
+
+
+# ------------------------------------------------------------------ modes
+
+
+def mode_live(a):
+    fx = Fixture(a.fixture)
+    try:
+        t0 = time.time()
+        doc, err = stackprov_json(["--pid", str(fx.pid)], a.stackprov)
+        t1 = time.time()
+        fx.check_untraced("stackprov")
+        eu, eu_err = eu_stack(["-p", str(fx.pid)], a.eu_stack)
+        t2 = time.time()
+        if doc["pid"] != fx.pid:
+            fail("pid %d in JSON, expected %d" % (doc["pid"], fx.pid))
+        if err.strip():
+            fail("stackprov warned on a quiet target: %s" % err.strip())
+        compare_all(a.variant, eu, doc, fx.roles, LazyGdb(a.gdb, pid=fx.pid),
+                    expect_tids=list(fx.roles))
+        # The text form carries the same frames.
+        r = stackprov(["--pid", str(fx.pid)], a.stackprov)
+        check_text(a.variant, r, doc, "process")
+        note("[%s] stackprov %.0f ms, eu-stack %.0f ms" % (a.variant, (t1 - t0) * 1e3,
+                                                           (t2 - t1) * 1e3))
+    finally:
+        fx.kill()
+
+
+def check_text(ctx, r, doc, kind):
+    if r.returncode != 0:
+        fail("[%s] text mode exited %d: %s" % (ctx, r.returncode, r.stderr))
+        return
+    lines = r.stdout.splitlines()
+    if not lines or lines[0] != "PID %d - %s" % (doc["pid"], kind):
+        fail("[%s] text header %r, expected 'PID %d - %s'" % (ctx, lines[:1], doc["pid"], kind))
+    tids = [int(m.group(1)) for m in (re.match(r"^TID (\d+):$", l) for l in lines) if m]
+    if sorted(tids) != sorted(t["tid"] for t in doc["threads"]):
+        fail("[%s] text mode threads %s differ from JSON's" % (ctx, tids))
+    text = parse_eu_stack(r.stdout)
+    for t in doc["threads"]:
+        pcs = [p for p, _, _ in text.get(t["tid"], [])]
+        want = [int(f["pc"], 16) for f in t["frames"]]
+        # A live target may have moved between the two captures only if it was not parked.
+        if pcs != want:
+            fail("[%s] tid %d: text pcs differ from JSON pcs" % (ctx, t["tid"]))
+    stops = [l for l in lines if l.startswith("stop: ")]
+    if len(stops) != len(doc["threads"]):
+        fail("[%s] %d stop lines for %d threads" % (ctx, len(stops), len(doc["threads"])))
+
+
+def make_core(a, fx, tmp):
+    prefix = os.path.join(tmp, "core")
+    r = run([a.gcore, "-o", prefix, str(fx.pid)], timeout=120)
+    core = "%s.%d" % (prefix, fx.pid)
+    if r.returncode != 0 or not os.path.exists(core):
+        raise Harness("gcore failed: %s %s" % (r.stdout[-500:], r.stderr[-1500:]))
+    return core
+
+
+def mode_core(a):
+    tmp = tempfile.mkdtemp(prefix="stack-core-")
+    fx = Fixture(a.fixture)
+    try:
+        core = make_core(a, fx, tmp)
+        roles = dict(fx.roles)
+    finally:
+        fx.kill()
+    try:
+        doc, err = stackprov_json(["--core", core, "--exe", a.fixture], a.stackprov)
+        eu, _ = eu_stack(["--core", core, "--executable", a.fixture], a.eu_stack)
+        if err.strip():
+            fail("stackprov warned on a complete core: %s" % err.strip())
+        compare_all(a.variant + "/core", eu, doc, roles,
+                    LazyGdb(a.gdb, core=core, exe=a.fixture), expect_tids=list(roles))
+        r = stackprov(["--core", core, "--exe", a.fixture], a.stackprov)
+        check_text(a.variant + "/core", r, doc, "core")
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+PY_SCRIPT = r"""
+import sys, time
+def level_c():
+    time.sleep(100000)
+def level_b():
+    level_c()
+def level_a():
+    level_b()
+print("ready", flush=True)
+level_a()
+"""
+
+
+def mode_python(a):
+    py = a.python311
+    if not os.path.exists(py):
+        note("SKIP: %s not installed" % py)
+        sys.exit(77)
+    p = subprocess.Popen([py, "-c", PY_SCRIPT], stdout=subprocess.PIPE, text=True)
+    try:
+        if p.stdout.readline().strip() != "ready":
+            raise Harness("python did not start")
+        for _ in range(400):
+            with open("/proc/%d/stat" % p.pid) as f:
+                s = f.read()
+            if s[s.rindex(")") + 2] == "S":
+                break
+            time.sleep(0.01)
+        time.sleep(0.05)
+        doc, err = stackprov_json(["--pid", str(p.pid)], a.stackprov)
+        eu, _ = eu_stack(["-p", str(p.pid)], a.eu_stack)
+        compare_all("python3.11", eu, doc, {p.pid: "python"}, LazyGdb(a.gdb, pid=p.pid))
+        names = [norm_name(f.get("function", "")) for f in doc["threads"][0]["frames"]]
+        # Nested Python calls are nested _PyEval_EvalFrameDefault activations (3.11 inlines
+        # pure-Python calls into one activation; time.sleep is a C call out of it).
+        for want in ("time_sleep", "_PyEval_EvalFrameDefault", "Py_RunMain", "Py_BytesMain"):
+            if want not in names:
+                fail("[python3.11] '%s' not among stackprov's names %s" % (want, names))
+    finally:
+        p.kill()
+        p.wait()
+
+
+def expect_error(ctx, r, must_contain, code=None):
+    """A user-facing error: non-zero exit, one line on stderr containing each string."""
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    if r.returncode == 0 or r.returncode < 0:
+        fail("[%s] exit status %d, expected a non-zero exit (stderr %r)" %
+             (ctx, r.returncode, r.stderr))
+        return
+    if code is not None and r.returncode != code:
+        fail("[%s] exit status %d, expected %d" % (ctx, r.returncode, code))
+    errs = [l for l in lines if not l.startswith("stackprov: warning: ")]
+    if len(errs) != 1:
+        fail("[%s] expected one error line on stderr, got %r" % (ctx, lines))
+        return
+    for s in must_contain:
+        if s.lower() not in errs[0].lower():
+            fail("[%s] error line %r does not mention %r" % (ctx, errs[0], s))
+    note("[%s] ok: %s" % (ctx, errs[0]))
+
+
+def mode_cli_errors(a):
+    sp = a.stackprov
+    cases = [
+        (["--pid", "1", "--max-frames", "abc"], ["abc", "--max-frames"]),
+        (["--pid", "1", "--max-frames", "0"], ["'0'", "--max-frames"]),
+        (["--pid", "1", "--max-frames", "70000"], ["70000"]),
+        (["--pid", "-3"], ["-3", "--pid"]),
+        (["--pid", "12abc"], ["12abc"]),
+        (["--pid", ""], ["--pid"]),
+        (["--pid", "1", "--core", "x.core"], ["--pid", "--core"]),
+        ([], ["--pid", "--core"]),
+        (["--json"], ["--pid", "--core"]),
+        (["--pid"], ["--pid"]),
+        (["--pid", "1", "--bogus"], ["--bogus"]),
+        (["--pid", "1", "--tid", "x"], ["--tid", "'x'"]),
+        (["--pid", "1", "--exe", "/bin/true"], ["--exe", "/bin/true"]),
+        (["--pid", "1", "--sysroot", "/srv"], ["--sysroot", "/srv"]),
+        (["--pid=1", "--pid=2"], ["--pid"]),
+    ]
+    for args, words in cases:
+        r = stackprov(args, sp)
+        expect_error("stack %s" % " ".join(args), r, words, code=2)
+        if r.stdout:
+            fail("[stack %s] printed to stdout: %r" % (" ".join(args), r.stdout))
+    h = stackprov(["--help"], sp)
+    if h.returncode != 0:
+        fail("--help exited %d" % h.returncode)
+    for opt in ("--pid", "--tid", "--core", "--exe", "--sysroot", "--max-frames", "--json",
+                "eu-stack", "ptrace", "return address", "stackprov: warning:"):
+        if opt not in h.stdout:
+            fail("--help does not mention %s" % opt)
+    # --help's claims: the default and the limit of --max-frames are the library's.
+    if "default 256" not in h.stdout or "65536" not in h.stdout:
+        fail("--help does not state --max-frames' default 256 and limit 65536")
+    top = run([sp, "--help"])
+    if "stack" not in top.stdout:
+        fail("'stackprov --help' does not list the stack command")
+
+
+def mode_robust_nosuch(a):
+    # A pid that surely does not exist: one that was just reaped.
+    p = subprocess.Popen(["/bin/true"])
+    p.wait()
+    r = stackprov(["--pid", str(p.pid)], a.stackprov)
+    expect_error("no such process", r, [str(p.pid), "no such process"])
+
+
+def mode_robust_eperm(a):
+    # stackprov as nobody against a root-owned target: the kernel says EPERM.
+    if os.getuid() != 0:
+        note("SKIP: needs root to switch to an unprivileged user")
+        sys.exit(77)
+    tmp = tempfile.mkdtemp(prefix="stack-eperm-")
+    os.chmod(tmp, 0o755)
+    binary = os.path.join(tmp, "stackprov")
+    shutil.copy(a.stackprov, binary)
+    os.chmod(binary, 0o755)
+    fx = Fixture(a.fixture, "bench")
+    try:
+        r = stackprov(["--pid", str(fx.pid)], binary, user=65534)
+        expect_error("permission denied", r, [str(fx.pid)])
+        low = r.stderr.lower()
+        if "permission" not in low and "not permitted" not in low:
+            fail("[permission denied] message does not say permission: %r" % r.stderr)
+        if "ptrace_scope" not in r.stderr and "CAP_SYS_PTRACE" not in r.stderr:
+            fail("[permission denied] no ptrace_scope / CAP_SYS_PTRACE hint: %r" % r.stderr)
+        fx.check_untraced("eperm")
+    finally:
+        fx.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mode_robust_exit(a):
+    # The target exits while stackprov attaches, at staggered delays: each run either captures
+    # (valid JSON) or fails with a one-line error naming the pid; never a crash or a hang.
+    outcomes = {"captured": 0, "error": 0}
+    for delay_ms in (0, 1, 2, 3, 5, 8):
+        fx = Fixture(a.fixture, "exit-soon", [str(delay_ms)], wait_asleep=False)
+        try:
+            r = stackprov(["--pid", str(fx.pid), "--json"], a.stackprov, timeout=30)
+            if r.returncode == 0:
+                v = run([sys.executable, "-m", "json.tool"], input=r.stdout)
+                if v.returncode != 0:
+                    fail("[exit %d ms] invalid JSON: %s" % (delay_ms, v.stderr))
+                outcomes["captured"] += 1
+            else:
+                expect_error("exit %d ms" % delay_ms, r, [str(fx.pid)])
+                outcomes["error"] += 1
+        finally:
+            fx.kill()
+    note("[exit] %s" % outcomes)
+
+
+def mode_robust_churn(a):
+    # Threads are created and exit throughout the capture: the parked ones must all be there
+    # and exact; the comings and goings are warnings at most.
+    fx = Fixture(a.fixture, "churn", wait_asleep=False)
+    try:
+        time.sleep(0.1)
+        for attempt in range(3):
+            r = stackprov(["--pid", str(fx.pid), "--json"], a.stackprov)
+            if r.returncode != 0:
+                fail("[churn] exit %d: %s" % (r.returncode, r.stderr))
+                return
+            for line in r.stderr.splitlines():
+                if not line.startswith("stackprov: warning: "):
+                    fail("[churn] unexpected stderr line %r" % line)
+            doc = json.loads(r.stdout)
+            sp = {t["tid"]: t for t in doc["threads"]}
+            for tid, role in fx.roles.items():
+                if role == "churn":
+                    continue
+                if tid not in sp:
+                    fail("[churn] parked thread %d (%s) missing" % (tid, role))
+                    continue
+                names = [norm_name(f.get("function", "")) for f in sp[tid]["frames"]]
+                if not subsequence(CHAINS[role], names):
+                    fail("[churn] thread %d (%s): chain %s not in %s" %
+                         (tid, role, CHAINS[role][:5], names[:10]))
+                if sp[tid]["stop_reason"] != "end_of_stack":
+                    fail("[churn] thread %d (%s): stop %s" % (tid, role, sp[tid]["stop_reason"]))
+            note("[churn] run %d: %d threads, %d warning line(s)" %
+                 (attempt, len(sp), len(r.stderr.splitlines())))
+        fx.check_untraced("churn")
+    finally:
+        fx.kill()
+
+
+def mode_robust_zombie(a):
+    fx = Fixture(a.fixture, "zombie-child", wait_asleep=False)
+    try:
+        for _ in range(200):
+            with open("/proc/%d/stat" % fx.child) as f:
+                s = f.read()
+            if s[s.rindex(")") + 2] == "Z":
+                break
+            time.sleep(0.01)
+        else:
+            raise Harness("child %d did not become a zombie" % fx.child)
+        r = stackprov(["--pid", str(fx.child)], a.stackprov)
+        expect_error("zombie", r, [str(fx.child)])
+        # Its parent is an ordinary target.
+        fx.wait_asleep()
+        doc, _ = stackprov_json(["--pid", str(fx.pid)], a.stackprov)
+        eu, _ = eu_stack(["-p", str(fx.pid)], a.eu_stack)
+        compare_all("zombie-parent", eu, doc, fx.roles, LazyGdb(a.gdb, pid=fx.pid))
+    finally:
+        fx.kill()
+
+
+def mode_robust_vfork(a):
+    fx = Fixture(a.fixture, "vfork", wait_asleep=False)
+    try:
+        fx.wait_asleep()
+        doc, err = stackprov_json(["--pid", str(fx.pid)], a.stackprov)
+        fx.check_untraced("vfork")
+        eu, _ = eu_stack(["-p", str(fx.pid)], a.eu_stack)
+        compare_all("vfork", eu, doc, fx.roles, LazyGdb(a.gdb, pid=fx.pid),
+                    expect_tids=list(fx.roles))
+    finally:
+        fx.kill()
+
+
+def mode_core_truncated(a):
+    tmp = tempfile.mkdtemp(prefix="stack-trunc-")
+    fx = Fixture(a.fixture)
+    try:
+        core = make_core(a, fx, tmp)
+    finally:
+        fx.kill()
+    try:
+        size = os.path.getsize(core)
+        for keep in (size // 2, 4096, 40):
+            cut = os.path.join(tmp, "cut-%d.core" % keep)
+            with open(core, "rb") as src, open(cut, "wb") as dst:
+                dst.write(src.read(keep))
+            r = stackprov(["--core", cut, "--exe", a.fixture, "--json"], a.stackprov)
+            if r.returncode < 0:
+                fail("[truncated %d] stackprov died with signal %d" % (keep, -r.returncode))
+            elif r.returncode == 0:
+                # Accepted only with a warning naming what is missing, and valid JSON.
+                v = run([sys.executable, "-m", "json.tool"], input=r.stdout)
+                if v.returncode != 0:
+                    fail("[truncated %d] invalid JSON" % keep)
+                if "stackprov: warning: " not in r.stderr:
+                    fail("[truncated %d of %d bytes] accepted without a warning" % (keep, size))
+                else:
+                    note("[truncated %d] accepted with: %s" % (keep, r.stderr.strip()[:300]))
+            else:
+                expect_error("truncated %d" % keep, r, [cut])
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mode_core_missing_module(a):
+    # Run a private copy of the fixture, dump it, delete the copy: the core names a module
+    # that no longer exists, and the warning must name it.
+    tmp = tempfile.mkdtemp(prefix="stack-missing-")
+    exe = os.path.join(tmp, "fixture-copy")
+    shutil.copy(a.fixture, exe)
+    os.chmod(exe, 0o755)
+    fx = Fixture(exe)
+    try:
+        core = make_core(a, fx, tmp)
+    finally:
+        fx.kill()
+    try:
+        os.unlink(exe)
+        r = stackprov(["--core", core, "--json"], a.stackprov)
+        if r.returncode < 0:
+            fail("[missing module] stackprov died with signal %d" % -r.returncode)
+        elif r.returncode == 0:
+            warns = [l for l in r.stderr.splitlines() if l.startswith("stackprov: warning: ")]
+            if not any(exe in w for w in warns):
+                fail("[missing module] no warning naming %s: %r" % (exe, r.stderr))
+            else:
+                note("[missing module] ok: %s" % [w for w in warns if exe in w][0])
+            doc = json.loads(r.stdout)
+            # libc frames stay exact: frame 0 of every thread is in libc (or the vdso).
+            if not doc["threads"]:
+                fail("[missing module] no threads")
+        else:
+            expect_error("missing module", r, [exe])
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mode_core_not_elf(a):
+    tmp = tempfile.mkdtemp(prefix="stack-notelf-")
+    try:
+        txt = os.path.join(tmp, "notes.txt")
+        with open(txt, "w") as f:
+            f.write("this is not an ELF file\n" * 10)
+        r = stackprov(["--core", txt], a.stackprov)
+        expect_error("not ELF", r, [txt])
+        # An ELF file that is not a core (the fixture executable itself).
+        r = stackprov(["--core", a.fixture], a.stackprov)
+        expect_error("ELF but not a core", r, [a.fixture])
+        r = stackprov(["--core", os.path.join(tmp, "absent.core")], a.stackprov)
+        expect_error("absent core", r, [os.path.join(tmp, "absent.core")])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mode_core_other_arch(a):
+    # A real core whose ELF header says aarch64 (e_machine = 183): "core for another
+    # architecture" must be said, not a crash or x86-64 garbage.
+    tmp = tempfile.mkdtemp(prefix="stack-arch-")
+    fx = Fixture(a.fixture, "bench")
+    try:
+        core = make_core(a, fx, tmp)
+    finally:
+        fx.kill()
+    try:
+        with open(core, "r+b") as f:
+            f.seek(18)
+            f.write((183).to_bytes(2, "little"))
+        r = stackprov(["--core", core], a.stackprov)
+        expect_error("other arch", r, [core])
+        low = r.stderr.lower()
+        if "arch" not in low and "aarch64" not in low and "arm64" not in low:
+            fail("[other arch] message does not mention the architecture: %r" % r.stderr)
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+MODES = {
+    "live": mode_live,
+    "core": mode_core,
+    "python": mode_python,
+    "cli-errors": mode_cli_errors,
+    "robust-nosuch": mode_robust_nosuch,
+    "robust-eperm": mode_robust_eperm,
+    "robust-exit": mode_robust_exit,
+    "robust-churn": mode_robust_churn,
+    "robust-zombie": mode_robust_zombie,
+    "robust-vfork": mode_robust_vfork,
+    "core-truncated": mode_core_truncated,
+    "core-missing-module": mode_core_missing_module,
+    "core-not-elf": mode_core_not_elf,
+    "core-other-arch": mode_core_other_arch,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("mode", choices=sorted(MODES))
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--fixture")
+    ap.add_argument("--variant", default="")
+    ap.add_argument("--eu-stack", default=shutil.which("eu-stack") or "/usr/bin/eu-stack")
+    ap.add_argument("--gdb", default=shutil.which("gdb") or "/usr/bin/gdb")
+    ap.add_argument("--gcore", default=shutil.which("gcore") or "/usr/bin/gcore")
+    ap.add_argument("--python311", default="/usr/bin/python3.11")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    a.variant = a.variant or (os.path.basename(a.fixture) if a.fixture else a.mode)
+    try:
+        MODES[a.mode](a)
+    except Harness as e:
+        print("HARNESS ERROR: %s" % e, flush=True)
+        return 2
+    except subprocess.TimeoutExpired as e:
+        print("HARNESS ERROR: timed out: %s" % e, flush=True)
+        return 2
+    if FAILURES:
+        print("%d check(s) failed" % len(FAILURES))
+        return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
