@@ -135,6 +135,15 @@ struct sprov_sigstore_opts {
 SPROV_API int sprov_sigstore_verify(const char* bundle_path, const char* trusted_root_path,
                                     const struct sprov_sigstore_opts* opts, char** report, size_t* report_len);
 
+/* A parsed trusted root, for verifying many bundles without re-reading it.
+ * Immutable once built; may be shared between threads. */
+typedef struct sprov_trusted_root sprov_trusted_root;
+SPROV_API int sprov_trusted_root_new(const void* json, size_t len, sprov_trusted_root** out);
+SPROV_API void sprov_trusted_root_free(sprov_trusted_root* root);
+/* As sprov_sigstore_verify, for a bundle already in memory. Thread-safe. */
+SPROV_API int sprov_sigstore_verify_buf(const sprov_trusted_root* root, const void* bundle, size_t len,
+                                        const struct sprov_sigstore_opts* opts, char** report, size_t* report_len);
+
 struct sprov_trace_verify_opts {
   size_t sz;
   const char* digest;            /* "sha256:<hex>" of the artifact (required) */

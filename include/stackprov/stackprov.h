@@ -46,12 +46,14 @@ extern "C" {
 
 /* Declare and zero-initialise an options struct with its size set:
  *   SPROV_OPTS(sprov_unwinder_opts, o, .max_frames = 64); */
-#define SPROV_OPTS(TYPE, NAME, ...)                  \
-  struct TYPE NAME = ({                              \
-    __builtin_memset(&NAME, 0, sizeof(struct TYPE)); \
-    (struct TYPE){                                   \
-        .sz = sizeof(struct TYPE),                   \
-        __VA_ARGS__};                                \
+#define SPROV_OPTS(TYPE, NAME, ...)                                     \
+  struct TYPE NAME = ({                                                 \
+    __builtin_memset(&NAME, 0, sizeof(struct TYPE));                    \
+    _Pragma("GCC diagnostic push")                                      \
+    _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")  \
+    struct TYPE NAME##__init = {.sz = sizeof(struct TYPE), __VA_ARGS__}; \
+    _Pragma("GCC diagnostic pop")                                       \
+    NAME##__init;                                                       \
   })
 
 /* Library version as "MAJOR.MINOR.PATCH"; static storage. */

@@ -28,6 +28,10 @@ struct sprov_tlog {
   Tlog log;
 };
 
+struct sprov_trusted_root {
+  TrustedRoot root;
+};
+
 namespace {
 
 int give_string(const std::string& s, char** out, size_t* out_len) {
@@ -357,6 +361,61 @@ SPROV_API int sprov_tlog_verify_consistency(const char* old_note, const char* ne
   });
 }
 
+}  // extern "C"
+
+namespace {
+int sigstore_verify_common(const TrustedRoot& root, std::string_view bundle, const struct sprov_sigstore_opts* opts,
+                           char** report, size_t* report_len) {
+  SigstoreOptions so;
+  const char* art = SPROV_OPTS_GET(opts, sprov_sigstore_opts, artifact_path, nullptr);
+  const char* dig = SPROV_OPTS_GET(opts, sprov_sigstore_opts, artifact_digest, nullptr);
+  if (art && dig) return fail(make_error(SPROV_ERR_INVALID_ARG, "give artifact_path or artifact_digest, not both"));
+  if (art) {
+    auto h = sha256_file(art);
+    if (!h) return fail(h.error());
+    so.artifact_digest = h.value();
+  } else if (dig) {
+    auto h = parse_digest(dig);
+    if (!h) return fail(h.error());
+    so.artifact_digest = h.value();
+  }
+  auto r = verify_sigstore_bundle(bundle, root, so);
+  if (!r) return fail(r.error());
+  if (!report) return 0;
+  return give_string(report_text(r.value()), report, report_len);
+}
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_trusted_root_new(const void* json, size_t len, sprov_trusted_root** out) {
+  return guard([&] {
+    if (!json) return fail(null_arg("json"));
+    if (!out) return fail(null_arg("out"));
+    auto r = parse_trusted_root(std::string_view(static_cast<const char*>(json), len));
+    if (!r) return fail(r.error());
+    *out = new sprov_trusted_root{std::move(r.value())};
+    return 0;
+  });
+}
+
+SPROV_API void sprov_trusted_root_free(sprov_trusted_root* root) { delete root; }
+
+SPROV_API int sprov_sigstore_verify_buf(const sprov_trusted_root* root, const void* bundle, size_t len,
+                                        const struct sprov_sigstore_opts* opts, char** report, size_t* report_len) {
+  return guard([&] {
+    if (int rc = check_opts(opts, SPROV_OPTS_KNOWN(sprov_sigstore_opts), "sprov_sigstore_opts")) return rc;
+    if (!root) return fail(null_arg("root"));
+    if (!bundle) return fail(null_arg("bundle"));
+    return sigstore_verify_common(root->root, std::string_view(static_cast<const char*>(bundle), len), opts, report,
+                                  report_len);
+  });
+}
+
+}  // extern "C"
+
+extern "C" {
+
 SPROV_API int sprov_sigstore_verify(const char* bundle_path, const char* trusted_root_path,
                                     const struct sprov_sigstore_opts* opts, char** report, size_t* report_len) {
   return guard([&] {
@@ -368,25 +427,9 @@ SPROV_API int sprov_sigstore_verify(const char* bundle_path, const char* trusted
     auto root = parse_trusted_root(as_sv(rt.value()));
     if (!root) return fail(make_error(root.error().code, "trusted-root: '%s': %s", trusted_root_path,
                                       root.error().message.c_str()));
-    SigstoreOptions so;
-    const char* art = SPROV_OPTS_GET(opts, sprov_sigstore_opts, artifact_path, nullptr);
-    const char* dig = SPROV_OPTS_GET(opts, sprov_sigstore_opts, artifact_digest, nullptr);
-    if (art && dig) return fail(make_error(SPROV_ERR_INVALID_ARG, "give artifact_path or artifact_digest, not both"));
-    if (art) {
-      auto h = sha256_file(art);
-      if (!h) return fail(h.error());
-      so.artifact_digest = h.value();
-    } else if (dig) {
-      auto h = parse_digest(dig);
-      if (!h) return fail(h.error());
-      so.artifact_digest = h.value();
-    }
     auto b = read_file(bundle_path);
     if (!b) return fail(b.error());
-    auto r = verify_sigstore_bundle(as_sv(b.value()), root.value(), so);
-    if (!r) return fail(r.error());
-    if (!report) return 0;
-    return give_string(report_text(r.value()), report, report_len);
+    return sigstore_verify_common(root.value(), as_sv(b.value()), opts, report, report_len);
   });
 }
 

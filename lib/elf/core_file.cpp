@@ -246,7 +246,8 @@ Status CoreFile::parse_header() {
     warn("core is truncated: " + std::to_string(size_) + " bytes, PT_LOAD segments need " +
          std::to_string(need) + "; " + std::to_string(missing) + " bytes of memory are missing");
   }
-  for (const NoteSeg& n : notes) parse_notes(n.offset, n.size, n.align);
+  for (const NoteSeg& n : notes)
+    if (n.size > 0) parse_notes(n.offset, n.size, n.align);
   return {};
 }
 

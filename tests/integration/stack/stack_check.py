@@ -52,7 +52,7 @@ CHAINS = {
     "altstack": ["handler_park", "on_sigurg", "altstack_raise", "altstack_mid", "altstack_main"],
     "exception": ["fx::Guard::~Guard()", "fx::guarded_mid(int)", "fx::exception_main(void*)"],
     "recursion": ["fx::recurse(int)"] * 201 + ["fx::recursion_main(void*)"],
-    "vfork": ["vfork_main"],
+    "vfork": ["(anonymous namespace)::vfork_main(void*)"],
 }
 # Roles whose stack contains a signal frame: the frame above it must have method "signal".
 SIGNAL_ROLES = {"signal", "altstack"}
@@ -249,8 +249,9 @@ class Fixture:
     """Starts a fixture, reads its "thread TID ROLE" lines up to "ready"."""
 
     def __init__(self, exe, mode="all", extra=(), wait_asleep=True):
+        # Own session: kill() ends the fixture and any child it forked (vfork, zombie-child).
         self.proc = subprocess.Popen([exe, mode] + list(extra), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.pid = self.proc.pid
         self.roles = {}
         self.child = None
@@ -308,14 +309,11 @@ class Fixture:
                      (what, t, tracer, state))
 
     def kill(self):
-        if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
         self.proc.wait()
-        if self.child:
-            try:
-                os.kill(self.child, signal.SIGKILL)
-            except OSError:
-                pass
 
 
 # ------------------------------------------------------------------ comparison
@@ -335,7 +333,7 @@ def subsequence(chain, names):
     return all(any(c == n for n in it) for c in chain)
 
 
-def compare_thread(ctx, tid, role, eu, sp_thread, gdb_lookup):
+def compare_thread(ctx, tid, role, eu, sp_thread, gdb_lookup, names=True):
     """eu: [(pc, name, module)]; sp_thread: stackprov's JSON thread; gdb_lookup() -> frames."""
     frames = sp_thread["frames"]
     stop = sp_thread["stop_reason"]
@@ -354,7 +352,7 @@ def compare_thread(ctx, tid, role, eu, sp_thread, gdb_lookup):
         # Caller frames are looked up at pc-1; frame 0 and a frame restored from a signal
         # frame (the interrupted pc) at pc.
         agree, why = names_agree(e[1], s, i > 0 and s.get("method") != "signal")
-        if not agree:
+        if names and not agree:
             fail("%s #%d: function differs at pc 0x%x: eu-stack '%s', stackprov '%s' / '%s' (%s)" %
                  (where, i, e[0], e[1], s.get("function"), s.get("linkage_name"), why))
             ok = False
@@ -380,11 +378,11 @@ def compare_thread(ctx, tid, role, eu, sp_thread, gdb_lookup):
     if frames and frames[0].get("method") != "context":
         fail("%s #0: method %s, expected context" % (where, frames[0].get("method")))
         ok = False
-    names = [norm_name(f.get("function", "")) for f in frames]
+    sp_names = [norm_name(f.get("function", "")) for f in frames]
     chain = CHAINS.get(role)
-    if chain and not subsequence(chain, names):
+    if chain and not subsequence(chain, sp_names):
         fail("%s: known chain %s not found in stackprov's names %s" %
-             (where, " <- ".join(chain[:6]), names[:12]))
+             (where, " <- ".join(chain[:6]), sp_names[:12]))
         ok = False
     if role in SIGNAL_ROLES and not any(f.get("method") == "signal" for f in frames):
         fail("%s: no frame with method 'signal' in a thread stopped inside a signal handler" %
@@ -393,7 +391,7 @@ def compare_thread(ctx, tid, role, eu, sp_thread, gdb_lookup):
     return ok
 
 
-def compare_all(ctx, eu_threads, doc, roles, gdb_lookup, expect_tids=None):
+def compare_all(ctx, eu_threads, doc, roles, gdb_lookup, expect_tids=None, names=True):
     sp_threads = {t["tid"]: t for t in doc["threads"]}
     tids = sorted(set(eu_threads) | set(sp_threads))
     good = 0
@@ -404,7 +402,8 @@ def compare_all(ctx, eu_threads, doc, roles, gdb_lookup, expect_tids=None):
         if tid not in eu_threads:
             fail("[%s] tid %d: in stackprov's output, missing from eu-stack's" % (ctx, tid))
             continue
-        if compare_thread(ctx, tid, roles.get(tid), eu_threads[tid], sp_threads[tid], gdb_lookup):
+        if compare_thread(ctx, tid, roles.get(tid), eu_threads[tid], sp_threads[tid], gdb_lookup,
+                          names):
             good += 1
     for tid in (expect_tids or []):
         if tid not in sp_threads:
@@ -641,7 +640,7 @@ def mode_robust_exit(a):
     # The target exits while stackprov attaches, at staggered delays: each run either captures
     # (valid JSON) or fails with a one-line error naming the pid; never a crash or a hang.
     outcomes = {"captured": 0, "error": 0}
-    for delay_ms in (0, 1, 2, 3, 5, 8):
+    for delay_ms in (0, 2, 5, 10, 20, 40):
         fx = Fixture(a.fixture, "exit-soon", [str(delay_ms)], wait_asleep=False)
         try:
             r = stackprov(["--pid", str(fx.pid), "--json"], a.stackprov, timeout=30)
@@ -716,14 +715,22 @@ def mode_robust_zombie(a):
 
 
 def mode_robust_vfork(a):
+    # A thread inside vfork() (the child sleeps, so the parent thread waits in the kernel).
+    # eu-stack 0.188 hangs on such a process (its attach waits for a stop that only comes when
+    # the vfork ends), so gdb is the oracle here: pcs and the known chains, not names (gdb
+    # names libc functions by their DWARF names, __GI___clock_nanosleep...).
     fx = Fixture(a.fixture, "vfork", wait_asleep=False)
     try:
         fx.wait_asleep()
+        t0 = time.time()
         doc, err = stackprov_json(["--pid", str(fx.pid)], a.stackprov)
+        note("[vfork] stackprov captured %d threads in %.0f ms" %
+             (len(doc["threads"]), (time.time() - t0) * 1e3))
         fx.check_untraced("vfork")
-        eu, _ = eu_stack(["-p", str(fx.pid)], a.eu_stack)
-        compare_all("vfork", eu, doc, fx.roles, LazyGdb(a.gdb, pid=fx.pid),
-                    expect_tids=list(fx.roles))
+        g = gdb_frames(a.gdb, pid=fx.pid)
+        gdb_as_eu = {tid: [(pc, "", "") for pc, _ in frames] for tid, frames in g.items()}
+        compare_all("vfork (gdb oracle)", gdb_as_eu, doc, fx.roles, lambda: g,
+                    expect_tids=list(fx.roles), names=False)
     finally:
         fx.kill()
 

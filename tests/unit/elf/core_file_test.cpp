@@ -486,6 +486,44 @@ TEST_CASE("core_file: a kernel-written core (4-byte aligned notes, filesz 0 segm
     }
   CHECK(saw_undumped);
 
+  SECTION("capture: modules from NT_FILE by the PT_LOAD flags; unwinds to this test through raise()") {
+    auto cap = memory::capture_core(c, {}, nullptr);
+    REQUIRE(cap.ok());
+    CHECK(cap.value().warnings.empty());
+    const memory::Snapshot& s = cap.value().threads[0];
+    const std::string self = real("/proc/self/exe");
+    const memory::SnapshotModule* m = find_module(s, self);
+    REQUIRE(m != nullptr);
+    CHECK(m->build_id.hex() == readelf_build_id(self));
+    CHECK(find_module(s, "[vdso]") != nullptr);
+
+    sprov_context* ctx = nullptr;
+    REQUIRE(sprov_context_new(nullptr, &ctx) == 0);
+    sprov_process* proc = nullptr;
+    REQUIRE(sprov_process_open_core(ctx, path.c_str(), nullptr, &proc) == 0);
+    CHECK(sprov_process_pid(proc) == pid);
+    sprov_unwinder* uw = nullptr;
+    sprov_symbolizer* sym = nullptr;
+    REQUIRE(sprov_unwinder_new(ctx, nullptr, &uw) == 0);
+    REQUIRE(sprov_symbolizer_new(ctx, nullptr, &sym) == 0);
+    sprov_stack* stack = nullptr;
+    REQUIRE(sprov_unwinder_unwind(uw, sprov_process_thread(proc, 0), &stack) == 0);
+    std::string all;
+    for (size_t i = 0; i < sprov_stack_frame_count(stack); i++) {
+      sprov_symbol sy = {};
+      sy.sz = sizeof(sy);
+      REQUIRE(sprov_symbolizer_frame(sym, stack, i, &sy) == 0);
+      all += std::string(sy.name ? sy.name : "?") + " ";
+    }
+    INFO("frames: " << all);
+    CHECK_THAT(all, Catch::Contains("raise ") && Catch::Contains("C_A_T_C_H_T_E_S_T") && Catch::Contains("main "));
+    CHECK(sprov_stack_stop_reason(stack) == SPROV_STOP_END_OF_STACK);
+    sprov_stack_free(stack);
+    sprov_symbolizer_free(sym);
+    sprov_unwinder_free(uw);
+    sprov_process_free(proc);
+    sprov_context_free(ctx);
+  }
   SECTION("truncated inside the memory: threads stay, a warning names the truncation") {
     const std::vector<uint8_t> bytes = read_file(path);
     const size_t cut = static_cast<size_t>(c.segments()[c.segments().size() / 2].offset + 100);
@@ -602,6 +640,20 @@ TEST_CASE("core_file: missing main program, --exe, --sysroot, build-id mismatch"
     const memory::SnapshotModule* m = find_module(s, exe);
     REQUIRE(m != nullptr);
     CHECK(m->build_id.hex() == exe_id);
+    // A module of another architecture in the sysroot: named with both arches, not used.
+    std::string libc;
+    for (const CoreMappedFile& f : c.files())
+      if (f.path.find("/libc.so") != std::string::npos) libc = f.path;
+    REQUIRE(!libc.empty());
+    std::vector<uint8_t> lb = read_file(libc);
+    lb[18] = EM_AARCH64 & 0xff;
+    lb[19] = EM_AARCH64 >> 8;
+    REQUIRE(run("mkdir -p \"$(dirname '" + root + libc + "')\"").status == 0);
+    write_bytes(root + libc, lb);
+    auto cap_arch = memory::capture_core(c, o, nullptr);
+    REQUIRE(cap_arch.ok());
+    CHECK_THAT(cap_arch.value().warnings, Catch::Contains("module " + libc + " (" + root + libc + ") is arm64 (e_machine 183)"
+                                                          ", the core is x86_64 (e_machine 62): not used"));
     // exe outside the sysroot: module paths become host paths.
     o.exe = keep;
     auto cap2 = memory::capture_core(c, o, nullptr);

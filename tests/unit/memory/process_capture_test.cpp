@@ -457,6 +457,42 @@ TEST_CASE("capture_process reports a missing process and a zombie clearly", "[pr
   }
 }
 
+TEST_CASE("capture_process without permission is -EPERM with the ptrace_scope / CAP_SYS_PTRACE hint", "[process]") {
+  if (geteuid() != 0) {
+    WARN("needs root to drop to another user; skipped");
+    return;
+  }
+  Child target;
+  int ctl_w = -1, resp_r = -1;
+  spawn_blocked(&target, 2, &ctl_w, &resp_r);
+  int result[2];
+  REQUIRE(pipe(result) == 0);
+  Child capturer;
+  capturer.pid = fork();
+  REQUIRE(capturer.pid >= 0);
+  if (capturer.pid == 0) {
+    // nobody: neither the target's user nor CAP_SYS_PTRACE.
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    auto cap = capture_process(target.pid, 0, 64 * 1024, nullptr);
+    const std::string msg = cap.ok() ? "ok" : std::to_string(cap.error().code) + " " + cap.error().message;
+    if (write(result[1], msg.data(), msg.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  close(result[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = read(result[0], buf, sizeof(buf))) > 0;) msg.append(buf, static_cast<size_t>(n));
+  close(result[0]);
+  INFO(msg);
+  CHECK(msg.rfind(std::to_string(-EPERM) + " ", 0) == 0);
+  CHECK(msg.find("process " + std::to_string(target.pid)) != std::string::npos);
+  CHECK(msg.find("ptrace_scope") != std::string::npos);
+  CHECK(msg.find("lacks CAP_SYS_PTRACE") != std::string::npos);
+  CHECK(no_thread_traced(target.pid));
+  close(ctl_w);
+  close(resp_r);
+}
+
 namespace {
 
 std::atomic<int> g_user_handler_sig{0};
