@@ -114,15 +114,20 @@ int main(int argc, char** argv) {
   mbedtls_pk_parse_public_key(&f.pk, der.data(), der.size());
   std::string b01 = slurp(dir + "/01-valid-dsse-rekorv1.sigstore.json");
   std::string env = field(b01, "envelope");
-  // The checkpoint note text with JSON escapes undone ("\n" and "\u2014").
+  // The checkpoint note text with JSON escapes undone ("\n", "\u003d" and "\u2014").
   std::string note;
   for (size_t i = 0; i < env.size(); ++i) {
     if (env.compare(i, 2, "\\n") == 0) { note += '\n'; ++i; }
     else if (env.compare(i, 6, "\\u2014") == 0) { note += "\xE2\x80\x94"; i += 5; }
+    else if (env.compare(i, 6, "\\u003d") == 0) { note += '='; i += 5; }
     else note += env[i];
   }
   std::string text = note.substr(0, note.find("\n\n") + 1);
   auto blob = b64(note.substr(note.rfind(' ') + 1, note.size() - note.rfind(' ') - 2));
+  if (blob.size() < 5) {
+    fprintf(stderr, "bench_provenance: cannot extract the checkpoint signature of bundle 01\n");
+    return 1;
+  }
   f.s1.assign(blob.begin() + 4, blob.end());
   mbedtls_sha256_ret(reinterpret_cast<const unsigned char*>(text.data()), text.size(), f.h1, 0);
   double p0 = cpu_now();

@@ -170,8 +170,9 @@ class Runner {
     if (!o_.inlines && frames->size() > 1) {
       // llvm symbolizeCode: the innermost location and declaration, the
       // physical function's name and start from the symbol table.
+      // (GNU style names the innermost function, as llvm-symbolizer-14 does.)
       Frame one = frames->front();
-      one.name = frames->back().name;
+      if (o_.style != Style::kGnu) one.name = frames->back().name;
       one.has_start = frames->back().has_start;
       one.start = frames->back().start;
       frames->assign(1, one);
