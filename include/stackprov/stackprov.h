@@ -260,6 +260,9 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
 
 SPROV_API void sprov_process_free(sprov_process* proc);
 SPROV_API int64_t sprov_process_pid(const sprov_process* proc);
+/* Threads of a live capture are in ascending tid order; threads of a core are
+ * in NT_PRSTATUS order (the thread that received the fatal signal first, as
+ * gdb and eu-stack show them). */
 SPROV_API size_t sprov_process_thread_count(const sprov_process* proc);
 /* Borrowed: owned by proc, valid until sprov_process_free. */
 SPROV_API const sprov_snapshot* sprov_process_thread(const sprov_process* proc, size_t index);

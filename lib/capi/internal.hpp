@@ -47,7 +47,7 @@ struct sprov_snapshot {
 
 struct sprov_process {
   int64_t pid = 0;
-  std::vector<std::unique_ptr<sprov_snapshot>> threads;  // one per thread, sorted by tid
+  std::vector<std::unique_ptr<sprov_snapshot>> threads;  // live: by tid; core: NT_PRSTATUS order
   std::string warnings;                                   // one finding per line
 };
 
