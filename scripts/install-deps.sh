@@ -15,6 +15,9 @@ PKGS=(
   nlohmann-json3-dev
   python3.11-dev
   python3.11-dbg
+  linux-perf
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-mips-linux-gnu g++-mips-linux-gnu
+  gcc-mipsel-linux-gnu g++-mipsel-linux-gnu qemu-user gdb-multiarch
 )
 
 missing=()

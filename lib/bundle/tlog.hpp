@@ -79,6 +79,7 @@ class Tlog {
   uint64_t size_ = 0;
   Hash root_{};
   std::map<std::pair<unsigned, uint64_t>, std::vector<Hash>> tile_cache_;  // full tiles only
+  mutable std::optional<VerifiedCheckpoint> checkpoint_cache_;  // last verified DIR/checkpoint
 };
 
 }  // namespace stackprov::bundle

@@ -74,6 +74,30 @@ CHECK_OFF(sprov_symbol, sym_size, 32);
 CHECK_OFF(sprov_symbol, offset, 40);
 CHECK_OFF(sprov_symbol, resolver, 48);
 CHECK_OFF(sprov_symbol, source_path, 56);
+
+CHECK_SIZE(sprov_symbol_frame, 72);
+CHECK_OFF(sprov_symbol_frame, name, 8);
+CHECK_OFF(sprov_symbol_frame, linkage_name, 16);
+CHECK_OFF(sprov_symbol_frame, file, 24);
+CHECK_OFF(sprov_symbol_frame, line, 32);
+CHECK_OFF(sprov_symbol_frame, column, 36);
+CHECK_OFF(sprov_symbol_frame, discriminator, 40);
+CHECK_OFF(sprov_symbol_frame, start_line, 44);
+CHECK_OFF(sprov_symbol_frame, start_file, 48);
+CHECK_OFF(sprov_symbol_frame, start_address, 56);
+CHECK_OFF(sprov_symbol_frame, has_start_address, 64);
+
+CHECK_SIZE(sprov_symbol_info, 104);
+CHECK_OFF(sprov_symbol_info, file, 24);
+CHECK_OFF(sprov_symbol_info, line, 32);
+CHECK_OFF(sprov_symbol_info, start_file, 48);
+CHECK_OFF(sprov_symbol_info, start_address, 56);
+CHECK_OFF(sprov_symbol_info, has_start_address, 64);
+CHECK_OFF(sprov_symbol_info, frame_count, 68);
+CHECK_OFF(sprov_symbol_info, resolver, 72);
+CHECK_OFF(sprov_symbol_info, resolver_name, 80);
+CHECK_OFF(sprov_symbol_info, source_path, 88);
+CHECK_OFF(sprov_symbol_info, source_build_id, 96);
 #endif
 
 // Enum values are part of the ABI too.
