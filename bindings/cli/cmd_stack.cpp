@@ -93,11 +93,15 @@ struct StackArgs {
   bool json = false;
 };
 
-/// Reports a library failure naming `what`, e.g. "cannot capture pid 42: ...".
+/// Reports a library failure naming `what` on one line, e.g. "cannot capture pid 42: ...".
+/// Further lines of the library's message (findings that led to the failure) follow as warnings.
 int library_error(const std::string& what, int rc) {
   const char* msg = sprov_last_error_message();
   if (msg == nullptr || *msg == '\0') msg = sprov_strerror(rc);
-  fprintf(stderr, "stackprov stack: %s: %s\n", what.c_str(), msg);
+  const char* nl = strchr(msg, '\n');
+  const int first_len = nl ? static_cast<int>(nl - msg) : static_cast<int>(strlen(msg));
+  fprintf(stderr, "stackprov stack: %s: %.*s\n", what.c_str(), first_len, msg);
+  if (nl) stackprov_cli::print_warnings(stderr, nl + 1);
   return 1;
 }
 

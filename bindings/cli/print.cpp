@@ -56,7 +56,8 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     } else {
       fprintf(f, " ??");
     }
-    fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method));
+    fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??",
+            sprov_method_name(fr.method));
   }
   fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
 }
@@ -73,7 +74,8 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     s.sz = sizeof(s);
     if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
     fprintf(f,
-            "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64 "\",\"cfa\":\"0x%" PRIx64
+            "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64
+            "\",\"cfa\":\"0x%" PRIx64
             "\",\"module\":\"%s\",\"build_id\":\"%s\",\"module_offset\":\"0x%" PRIx64
             "\",\"function\":\"%s\",\"linkage_name\":\"%s\",\"function_offset\":\"0x%" PRIx64
             "\",\"resolver\":\"%s\",\"method\":\"%s\"}",

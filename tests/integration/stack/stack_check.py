@@ -204,7 +204,9 @@ def gdb_frames(gdb_bin, pid=None, core=None, exe=None):
         f.write(GDB_PY)
         script = f.name
     try:
-        cmd = [gdb_bin, "-nx", "-batch", "-ex", "set debuginfod enabled off"]
+        # gdb ignores SIGTERM while it waits for a stop: the timeout sends SIGKILL.
+        cmd = ["timeout", "-s", "KILL", "100", gdb_bin, "-nx", "-batch", "-ex",
+               "set debuginfod enabled off"]
         if pid:
             cmd += ["-p", str(pid)]
         else:
@@ -715,22 +717,37 @@ def mode_robust_zombie(a):
 
 
 def mode_robust_vfork(a):
-    # A thread inside vfork() (the child sleeps, so the parent thread waits in the kernel).
-    # eu-stack 0.188 hangs on such a process (its attach waits for a stop that only comes when
-    # the vfork ends), so gdb is the oracle here: pcs and the known chains, not names (gdb
-    # names libc functions by their DWARF names, __GI___clock_nanosleep...).
+    # A thread inside vfork() (the child sleeps, so the parent thread waits in the kernel, state
+    # D, and cannot stop for a tracer until the vfork ends). eu-stack 0.188 and gdb 13 both hang
+    # on such a process, so there is no peer here: stackprov must finish in bounded time, leave
+    # every thread running and untraced, name the vfork thread in a warning, and give the other
+    # threads their known chains ending in end_of_stack.
     fx = Fixture(a.fixture, "vfork", wait_asleep=False)
     try:
         fx.wait_asleep()
         t0 = time.time()
-        doc, err = stackprov_json(["--pid", str(fx.pid)], a.stackprov)
-        note("[vfork] stackprov captured %d threads in %.0f ms" %
-             (len(doc["threads"]), (time.time() - t0) * 1e3))
+        r = stackprov(["--pid", str(fx.pid), "--json"], a.stackprov, timeout=30)
+        took = time.time() - t0
         fx.check_untraced("vfork")
-        g = gdb_frames(a.gdb, pid=fx.pid)
-        gdb_as_eu = {tid: [(pc, "", "") for pc, _ in frames] for tid, frames in g.items()}
-        compare_all("vfork (gdb oracle)", gdb_as_eu, doc, fx.roles, lambda: g,
-                    expect_tids=list(fx.roles), names=False)
+        if r.returncode != 0:
+            fail("[vfork] exit %d: %s" % (r.returncode, r.stderr))
+            return
+        doc = json.loads(r.stdout)
+        sp = {t["tid"]: t for t in doc["threads"]}
+        vt = [t for t, role in fx.roles.items() if role == "vfork"][0]
+        warned = [l for l in r.stderr.splitlines() if str(vt) in l]
+        if vt not in sp and not warned:
+            fail("[vfork] thread %d neither captured nor named in a warning: %r" % (vt, r.stderr))
+        for tid, role in fx.roles.items():
+            if tid == vt and tid not in sp:
+                continue
+            frames = sp.get(tid, {"frames": []})["frames"]
+            names = [norm_name(f.get("function", "")) for f in frames]
+            if not subsequence(CHAINS[role], names):
+                fail("[vfork] thread %d (%s): chain %s not in %s" %
+                     (tid, role, CHAINS[role], names))
+        note("[vfork] %.1f s, %d threads captured; warnings: %s" %
+             (took, len(sp), " | ".join(r.stderr.splitlines())))
     finally:
         fx.kill()
 
