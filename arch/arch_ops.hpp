@@ -6,6 +6,10 @@
 #include "arch/arm64/registers.hpp"
 #include "arch/arm64/return_address.hpp"
 #include "arch/arm64/signal_frame.hpp"
+#include "arch/mips32/frame_pointer.hpp"
+#include "arch/mips32/registers.hpp"
+#include "arch/mips32/return_address.hpp"
+#include "arch/mips32/signal_frame.hpp"
 #include "arch/regs.hpp"
 #include "arch/x86_64/frame_pointer.hpp"
 #include "arch/x86_64/registers.hpp"
@@ -15,46 +19,84 @@
 namespace stackprov::arch {
 
 /// Ops<Traits> provides, for the architecture of Traits:
-///   kSigreturnLen — code bytes needed to recognise the sigreturn trampoline;
-///   is_sigreturn(code) — the bytes at a pc are the trampoline;
-///   signal_step(regs, mem, &cfa) — restore the interrupted context;
+///   kSigreturnLen — code bytes needed to recognise a sigreturn trampoline;
+///   sigreturn_kind(code) — 0, or which trampoline the bytes at a pc are;
+///   signal_step(regs, mem, kind, &cfa) — restore the interrupted context;
 ///   fp_step(regs, mem, &cfa) — one frame-pointer step;
-///   kCallBytes / preceded_by_call(code) — scan plausibility.
+///   kHasPrologueAnalysis / prologue_step(regs, mem, code, exact_pc, &cfa) — the
+///     instruction-analysis fallback (mips32 only);
+///   kCallBytes / preceded_by_call(code) — scan plausibility (code = the
+///     kCallBytes bytes before a candidate return address).
 template <class Traits>
 struct Ops;
 
 template <>
 struct Ops<x86_64::Traits> {
   static constexpr int kSigreturnLen = 9;
-  static bool is_sigreturn(const uint8_t* code) { return x86_64::is_sigreturn_trampoline(code); }
+  static int sigreturn_kind(const uint8_t* code) { return x86_64::is_sigreturn_trampoline(code) ? 1 : 0; }
   template <class Mem>
-  static StepOutcome signal_step(x86_64::Regs& r, Mem& m, uint64_t* cfa) {
+  static StepOutcome signal_step(x86_64::Regs& r, Mem& m, int, uint64_t* cfa) {
     return x86_64::signal_step(r, m, cfa);
   }
   template <class Mem>
   static StepOutcome fp_step(x86_64::Regs& r, Mem& m, uint64_t* cfa) {
     return x86_64::fp_step(r, m, cfa);
   }
+  static constexpr bool kHasPrologueAnalysis = false;
+  template <class Mem, class Code>
+  static StepOutcome prologue_step(x86_64::Regs&, Mem&, const Code&, bool, uint64_t*) {
+    return StepOutcome::kNotApplicable;
+  }
   static constexpr int kCallBytes = 7;
   static bool preceded_by_call(const uint8_t* code) { return x86_64::preceded_by_call(code); }
 };
 
-/// arm64: the interface is in place; the signal restore is stubbed until the
-/// arm64 issue (walk_snapshot does not dispatch arm64 snapshots yet).
 template <>
 struct Ops<arm64::Traits> {
   static constexpr int kSigreturnLen = 8;
-  static bool is_sigreturn(const uint8_t* code) { return arm64::is_sigreturn_trampoline(code); }
+  static int sigreturn_kind(const uint8_t* code) {
+    return arm64::is_sigreturn_trampoline(code) ? arm64::kSigreturnRt : 0;
+  }
   template <class Mem>
-  static StepOutcome signal_step(arm64::Regs& r, Mem& m, uint64_t* cfa) {
+  static StepOutcome signal_step(arm64::Regs& r, Mem& m, int, uint64_t* cfa) {
     return arm64::signal_step(r, m, cfa);
   }
   template <class Mem>
   static StepOutcome fp_step(arm64::Regs& r, Mem& m, uint64_t* cfa) {
     return arm64::fp_step(r, m, cfa);
   }
+  static constexpr bool kHasPrologueAnalysis = false;
+  template <class Mem, class Code>
+  static StepOutcome prologue_step(arm64::Regs&, Mem&, const Code&, bool, uint64_t*) {
+    return StepOutcome::kNotApplicable;
+  }
   static constexpr int kCallBytes = 4;
   static bool preceded_by_call(const uint8_t* code) { return arm64::preceded_by_call(code); }
+};
+
+/// mips32 in either byte order (TraitsBE / TraitsLE).
+template <bool BigEndian>
+struct Ops<mips32::TraitsT<BigEndian>> {
+  static constexpr int kSigreturnLen = 8;
+  static int sigreturn_kind(const uint8_t* code) { return mips32::sigreturn_kind(code, BigEndian); }
+  template <class Mem>
+  static StepOutcome signal_step(mips32::Regs& r, Mem& m, int kind, uint64_t* cfa) {
+    return mips32::signal_step<BigEndian>(r, m, kind, cfa);
+  }
+  template <class Mem>
+  static StepOutcome fp_step(mips32::Regs& r, Mem& m, uint64_t* cfa) {
+    return mips32::fp_step(r, m, cfa);
+  }
+  static constexpr bool kHasPrologueAnalysis = true;
+  template <class Mem, class Code>
+  static StepOutcome prologue_step(mips32::Regs& r, Mem& m, const Code& code, bool exact_pc, uint64_t* cfa) {
+    return mips32::prologue_step<BigEndian>(r, m, code, exact_pc, cfa);
+  }
+  /// The call is at ra - 8 (ra skips the delay slot): the 8 bytes before ra.
+  static constexpr int kCallBytes = 8;
+  static bool preceded_by_call(const uint8_t* code) {
+    return mips32::is_call(static_cast<uint32_t>(load_word(code, 4, BigEndian)));
+  }
 };
 
 }  // namespace stackprov::arch

@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// arm64 DWARF register names (aadwarf64 table 1).
-#include <cstdio>
-
+// arm64 DWARF register names (aadwarf64 table 1; 32 is the pc column).
 #include "arch/arm64/registers.hpp"
 
 namespace stackprov::arch::arm64 {

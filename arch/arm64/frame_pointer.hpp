@@ -6,8 +6,14 @@
 
 namespace stackprov::arch::arm64 {
 
-/// frame record at x29: [x29] = caller's x29, [x29 + 8] = x30 (return address).
-///   cfa = x29 + 16; pc' = strip(*(x29 + 8)); x29' = *x29; sp' = cfa.
+/// One step along the frame-record chain. A frame record at x29 holds
+/// [x29] = the caller's x29 and [x29 + 8] = x30 (the return address, possibly
+/// PAC-signed):
+///   cfa = x29 + 16; pc' = x30' = strip(*(x29 + 8)); x29' = *x29; sp' = cfa.
+/// sp' is an upper bound guess (GCC puts the record at the bottom of the frame),
+/// which only matters for the sp-must-advance check and later CFI steps that use
+/// sp as CFA base (those are rare after a frame-pointer step: CFI-less code).
+/// Not applicable when x29 is unknown, misaligned or below sp.
 template <class Mem>
 StepOutcome fp_step(Regs& regs, Mem& mem, uint64_t* cfa_out) {
   if (!regs.has(kFp) || !regs.has(kSp)) return StepOutcome::kNotApplicable;

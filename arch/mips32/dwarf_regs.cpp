@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// mips32 DWARF register names (o32 ABI register names).
+// mips32 DWARF register names (o32 ABI register names; 37 is the pc column).
 #include "arch/mips32/registers.hpp"
 
 namespace stackprov::arch::mips32 {

@@ -1,16 +1,113 @@
 // SPDX-License-Identifier: Apache-2.0
-// mips32 frame-pointer step: not applicable (frame pointers are unreliable on mips; prologue analysis is planned).
+// mips32 fallback steps: no $fp chain (unreliable on mips), prologue analysis of `addiu sp` / `sw ra`.
 #pragma once
 
 #include "arch/mips32/registers.hpp"
 
 namespace stackprov::arch::mips32 {
 
-/// mips o32 code rarely keeps a usable $fp chain; the fallback planned with the
-/// mips32 issue is prologue analysis (`addiu sp, sp, -N` / `sw ra, M(sp)`).
+/// mips o32 code keeps no usable $fp chain (GCC omits it from -O1 on, and
+/// -O0 frames put the saved $fp at a frame-size-dependent offset), so this
+/// rung never applies; prologue_step below is the fallback.
 template <class Mem>
 StepOutcome fp_step(Regs&, Mem&, uint64_t*) {
   return StepOutcome::kNotApplicable;
+}
+
+/// MIPS32 encodings used by the prologue analysis (MIPS32 ISA vol. II).
+constexpr uint32_t kAddiuSpSp = 0x27bd0000u;  ///< addiu sp, sp, imm16 (opcode 9, rs = rt = 29)
+constexpr uint32_t kSwToSp = 0xafa00000u;     ///< sw rt, off16(sp) (opcode 0x2b, base 29)
+constexpr uint32_t kJrRa = 0x03e00008u;       ///< jr ra
+constexpr uint32_t kMoveFpSp = 0x03a0f025u;   ///< move fp, sp (or fp, sp, zero)
+constexpr uint32_t kMoveFpSpAddu = 0x03a0f021u;  ///< move fp, sp (addu fp, sp, zero)
+/// Instructions scanned backwards for the frame allocation, and forwards from it for saves.
+constexpr int kPrologueScanBack = 1024;
+constexpr int kPrologueScanForward = 64;
+
+/// Prologue analysis, the mips fallback when no CFI covers the pc. Scans backwards
+/// from the pc (bounded) for the frame allocation `addiu sp, sp, -N`, stopping at a
+/// `jr ra` (the end of the previous function: this one has no frame), then forwards
+/// from the allocation up to the pc for `sw $r, M(sp)` of $s0..$s7, $fp, $ra and a
+/// `move fp, sp` (then $fp, not sp, is the frame base: alloca may have moved sp):
+///   base = fp after `move fp, sp`, else sp;  cfa = sp' = base + N;
+///   ra = *(base + M) if `sw ra, M(sp)` ran before the pc, else $ra (only for a leaf
+///   at an exact pc: a caller frame made a call, so it must have saved $ra);
+///   saved $s*/$fp = *(base + off).
+/// `code(addr, buf, len)` reads code bytes at a runtime address (the module file);
+/// `exact_pc`: the pc is not a return address (frame 0 or a signal-interrupted frame).
+/// Instructions at addresses below the pc have run in both cases (for a return
+/// address the call and its delay slot are below it).
+template <bool BigEndian, class Mem, class Code>
+StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc, uint64_t* cfa_out) {
+  if (!regs.has(kPc) || !regs.has(kSp)) return StepOutcome::kNotApplicable;
+  const uint64_t pc = regs.get(kPc) & ~3ull;
+  auto insn_at = [&](uint64_t a, uint32_t* out) {
+    uint8_t b[4];
+    if (!code(a, b, 4)) return false;
+    *out = static_cast<uint32_t>(load_word(b, 4, BigEndian));
+    return true;
+  };
+  uint64_t alloc_at = 0;
+  int64_t frame_size = 0;
+  for (int i = 1; i <= kPrologueScanBack && pc >= 4ull * i; i++) {
+    const uint64_t a = pc - 4ull * i;
+    uint32_t insn;
+    if (!insn_at(a, &insn)) return StepOutcome::kNotApplicable;
+    if ((insn & 0xffff0000u) == kAddiuSpSp && (insn & 0x8000u)) {
+      alloc_at = a;
+      frame_size = -static_cast<int64_t>(static_cast<int16_t>(insn & 0xffff));
+      break;
+    }
+    if (insn == kJrRa) break;  // previous function's return: this one allocated no frame
+  }
+  const uint64_t sp = regs.get(kSp);
+  if (alloc_at == 0) {
+    // No frame: a leaf, $ra still holds the return address.
+    if (!exact_pc || !regs.has(kRa)) return StepOutcome::kNotApplicable;
+    const uint64_t ra = regs.get(kRa);
+    if (ra == regs.get(kPc)) return StepOutcome::kNotApplicable;
+    regs.set(kPc, ra);
+    *cfa_out = sp;
+    return StepOutcome::kOk;
+  }
+  int16_t saved_off[32];
+  bool saved[32] = {};
+  bool fp_base = false;
+  for (int i = 1; i <= kPrologueScanForward; i++) {
+    const uint64_t a = alloc_at + 4ull * i;
+    if (a >= pc) break;
+    uint32_t insn;
+    if (!insn_at(a, &insn)) break;
+    if ((insn & 0xffe00000u) == kSwToSp) {
+      const int rt = (insn >> 16) & 31;
+      const bool callee_saved = (rt >= kS0 && rt <= kS7) || rt == kFp || rt == kRa;
+      if (callee_saved && !saved[rt]) {
+        saved[rt] = true;
+        saved_off[rt] = static_cast<int16_t>(insn & 0xffff);
+      }
+    } else if ((insn == kMoveFpSp || insn == kMoveFpSpAddu) && regs.has(kFp)) {
+      fp_base = true;
+    } else if (insn == kJrRa) {
+      break;
+    }
+  }
+  if (!saved[kRa] && !exact_pc) return StepOutcome::kNotApplicable;
+  const uint64_t base = fp_base ? regs.get(kFp) : sp;
+  const uint64_t cfa = (base + static_cast<uint64_t>(frame_size)) & 0xffffffffull;
+  Regs next = regs;
+  for (int r = 0; r < 32; r++) {
+    if (!saved[r]) continue;
+    uint64_t v;
+    if (!read_word(mem, (base + static_cast<int64_t>(saved_off[r])) & 0xffffffffull, 4, BigEndian, &v))
+      return StepOutcome::kMemory;
+    next.set(r, v);
+  }
+  if (!next.has(kRa)) return StepOutcome::kNotApplicable;
+  next.set(kPc, next.get(kRa));
+  next.set(kSp, cfa);
+  regs = next;
+  *cfa_out = cfa;
+  return StepOutcome::kOk;
 }
 
 }  // namespace stackprov::arch::mips32

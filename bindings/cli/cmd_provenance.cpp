@@ -217,18 +217,23 @@ const char* kLogHelp =
     "        'stackprov.local/<base name of DIR>' and is also the checkpoint key name\n"
     "  append DIR [--key KEY] FILE...\n"
     "        append each FILE ('-': standard input) as one entry (1..65535 bytes), all in\n"
-    "        one crash-safe step; with --key also sign a new checkpoint. Prints index and\n"
-    "        leaf hash of each entry\n"
+    "        one crash-safe step; with --key also sign a new checkpoint. Prints\n"
+    "        '<index> <FILE>' for each entry\n"
     "  checkpoint DIR --key KEY\n"
     "        sign a checkpoint of everything appended so far; prints it\n"
     "  prove DIR (--index N | --entry FILE) [--out PROOF]\n"
     "        inclusion proof against the stored checkpoint, as C2SP tlog-proof@v1\n"
+    "  fragment DIR (--index N | --entry FILE) --out FRAGDIR\n"
+    "        tile fragment: the checkpoint plus the tiles (at most 2 per level) that rebuild\n"
+    "        the entry's inclusion proof, as a sparse tlog-tiles directory FRAGDIR\n"
     "  consistency DIR --old N [--new M] [--out PROOF]\n"
     "        consistency proof from size N to M (default: the stored checkpoint's size)\n"
     "  verify DIR\n"
     "        recompute every tile from the entries, the root, and check the checkpoint\n"
     "  verify-proof --proof PROOF --entry FILE --log-key PUB --origin ORIGIN\n"
     "        offline check of a tlog-proof@v1 for the entry\n"
+    "  verify-fragment --fragment FRAGDIR --entry FILE --log-key PUB --origin ORIGIN\n"
+    "        offline check of a tile fragment for the entry\n"
     "  verify-consistency --old-checkpoint A --new-checkpoint B --proof PROOF --log-key PUB --origin ORIGIN\n"
     "        offline check that checkpoint B extends checkpoint A\n";
 
@@ -255,7 +260,7 @@ int cmd_log(int argc, char** argv) {
   std::string action = argv[1];
   Args a(argc - 1, argv + 1,
          {"key", "origin", "index", "entry", "out", "old", "new", "proof", "log-key",
-          "old-checkpoint", "new-checkpoint"},
+          "old-checkpoint", "new-checkpoint", "fragment"},
          {});
   if (a.help) {
     fputs(kLogHelp, stdout);
@@ -263,7 +268,7 @@ int cmd_log(int argc, char** argv) {
   }
   if (!a.error.empty()) return usage_error("log", a.error);
   std::string err;
-  bool needs_dir = action != "verify-proof" && action != "verify-consistency";
+  bool needs_dir = action != "verify-proof" && action != "verify-consistency" && action != "verify-fragment";
   if (needs_dir && a.pos.empty()) return usage_error("log", "'log " + action + "' needs a log directory");
   std::string dir = needs_dir ? a.pos[0] : "";
 
@@ -321,8 +326,10 @@ int cmd_log(int argc, char** argv) {
     sprov_free(note);
     return kExitOk;
   }
-  if (action == "prove") {
-    if (a.has("index") == a.has("entry")) return usage_error("log", "'log prove' needs exactly one of --index N and --entry FILE");
+  if (action == "prove" || action == "fragment") {
+    if (a.has("index") == a.has("entry"))
+      return usage_error("log", "'log " + action + "' needs exactly one of --index N and --entry FILE");
+    if (action == "fragment" && !a.has("out")) return usage_error("log", "'log fragment' needs --out FRAGDIR");
     sprov_tlog* log = nullptr;
     if (int rc = log_open("log prove", dir, &log)) return rc;
     uint64_t index = 0;
@@ -341,6 +348,13 @@ int cmd_log(int argc, char** argv) {
         sprov_tlog_free(log);
         return lib_error("log prove");
       }
+    }
+    if (action == "fragment") {
+      int rc = sprov_tlog_export_fragment(log, index, a.get("out"));
+      sprov_tlog_free(log);
+      if (rc != 0) return lib_error("log fragment");
+      printf("fragment for index %llu written to %s\n", (unsigned long long)index, a.get("out"));
+      return kExitOk;
     }
     char* proof = nullptr;
     size_t len = 0;
@@ -387,6 +401,18 @@ int cmd_log(int argc, char** argv) {
       return kExitFail;
     }
     printf("OK: %s is included in log '%s'\n", a.get("entry"), a.get("origin"));
+    return kExitOk;
+  }
+  if (action == "verify-fragment") {
+    if (!a.has("fragment") || !a.has("entry") || !a.has("log-key") || !a.has("origin"))
+      return usage_error("log", "'log verify-fragment' needs --fragment FRAGDIR, --entry FILE, --log-key PUB and --origin ORIGIN");
+    std::string entry;
+    if (!read_all(a.get("entry"), &entry, &err)) return usage_error("log", err);
+    if (sprov_tlog_verify_fragment(a.get("fragment"), entry.data(), entry.size(), a.get("log-key"), a.get("origin")) != 0) {
+      fprintf(stderr, "stackprov log verify-fragment: FAIL %s\n", sprov_last_error_message());
+      return kExitFail;
+    }
+    printf("OK: %s is included in log '%s' (tile fragment %s)\n", a.get("entry"), a.get("origin"), a.get("fragment"));
     return kExitOk;
   }
   if (action == "verify-consistency") {

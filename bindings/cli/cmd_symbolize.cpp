@@ -22,6 +22,7 @@ struct Options {
   bool pretty = false;
   bool basenames = false;
   Style style = Style::kLlvm;
+  bool provenance = false;
   std::vector<std::string> debug_dirs;
   std::vector<std::string> addrs;
 };
@@ -47,6 +48,12 @@ const char* kUsage =
     "  --pretty-print, -p           'function at file:line:column' lines\n"
     "  --basenames, -s              strip directories from file names\n"
     "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable)\n"
+    "  --provenance                 JSON: add Resolver (dwarf, debuginfod+dwarf, symtab,\n"
+    "                               minidebuginfo+symtab, dynsym, none), Source (file or\n"
+    "                               debuginfod URL) and SourceBuildId; other styles: to stderr\n"
+    "Split DWARF (.dwo by DW_AT_dwo_name + comp_dir, <obj>.dwp), dwz (.gnu_debugaltlink),\n"
+    "MiniDebugInfo (.gnu_debugdata) and debuginfod (DEBUGINFOD_URLS, DEBUGINFOD_CACHE_PATH,\n"
+    "DEBUGINFOD_TIMEOUT; only when no local debug file is found) are followed.\n"
     "  --relative-address           accepted for compatibility (no-op for ELF)\n";
 
 bool parse_number(const std::string& tok, uint64_t* out) {
@@ -145,6 +152,9 @@ class Runner {
       *err = sprov_last_error_message();
       return false;
     }
+    resolver_ = info.resolver_name ? info.resolver_name : "";
+    source_ = info.source_path ? info.source_path : "";
+    source_id_ = info.source_build_id ? info.source_build_id : "";
     for (uint32_t i = 0; i < info.frame_count; i++) {
       struct sprov_symbol_frame f;
       memset(&f, 0, sizeof(f));
@@ -204,7 +214,11 @@ class Runner {
   }
 
   std::string json_result(uint64_t addr, const std::vector<Frame>& frames) {
-    std::string o = "{\"Address\":" + json_quote(hex(addr)) + ",\"ModuleName\":" + json_quote(o_.obj) + ",\"Symbol\":[";
+    std::string o = "{\"Address\":" + json_quote(hex(addr)) + ",\"ModuleName\":" + json_quote(o_.obj);
+    if (o_.provenance)
+      o += ",\"Resolver\":" + json_quote(resolver_) + ",\"Source\":" + json_quote(source_) +
+           ",\"SourceBuildId\":" + json_quote(source_id_);
+    o += ",\"Symbol\":[";
     for (size_t i = 0; i < frames.size(); i++) {
       const Frame& f = frames[i];
       if (i) o += ",";
@@ -240,6 +254,9 @@ class Runner {
       return {};
     }
     if (o_.style == Style::kJson) return json_result(addr, frames);
+    if (o_.provenance)
+      fprintf(stderr, "%s: resolver %s, source %s, build-id %s\n", hex(addr).c_str(), resolver_.c_str(),
+              source_.c_str(), source_id_.c_str());
     print_plain(frames);
     return {};
   }
@@ -248,6 +265,7 @@ class Runner {
   const Options& o_;
   sprov_symbolizer* sym_;
   bool reported_ = false;
+  std::string resolver_, source_, source_id_;
 };
 
 int usage(const std::string& msg) {
@@ -299,6 +317,8 @@ int cmd_symbolize(int argc, char** argv) {
       o.pretty = true;
     } else if (name == "--basenames" || name == "-s") {
       o.basenames = true;
+    } else if (name == "--provenance") {
+      o.provenance = true;
     } else if (name == "--relative-address") {
     } else if (name == "--output-style") {
       std::string v;

@@ -107,6 +107,13 @@ SPROV_API int sprov_tlog_prove(sprov_tlog* log, uint64_t index, char** out, size
  * "c2sp.org/stackprov-consistency@v1\nold <n>\nnew <n>\n" then one base64 hash per line. */
 SPROV_API int sprov_tlog_consistency(sprov_tlog* log, uint64_t old_size, uint64_t new_size, char** out,
                                      size_t* out_len);
+/* Writes a tile fragment for entry `index` into out_dir: the stored checkpoint, the tiles
+ * (at most two per level) from which its inclusion proof is rebuilt, and a "fragment" file
+ * naming the index. out_dir is a sparse tree in the tlog-tiles layout. */
+SPROV_API int sprov_tlog_export_fragment(sprov_tlog* log, uint64_t index, const char* out_dir);
+/* Offline: verifies a tile fragment directory for `entry` with a log key and origin. */
+SPROV_API int sprov_tlog_verify_fragment(const char* dir, const void* entry, size_t entry_len,
+                                         const char* log_key_path, const char* origin);
 /* Re-derives every tile hash and the root from the entries; checks the checkpoint. */
 SPROV_API int sprov_tlog_fsck(sprov_tlog* log);
 

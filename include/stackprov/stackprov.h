@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "stackprov/errors.h"
+#include "stackprov/bundle.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -444,5 +445,7 @@ SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index,
 #ifdef __cplusplus
 }
 #endif
+
+#include "stackprov/perf.h"
 
 #endif /* STACKPROV_STACKPROV_H */

@@ -159,7 +159,10 @@ Status check_statement_subject(const Bytes& payload, const Hash& digest) {
     std::string lower = h;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
     if (lower == want) return {};
-    if (seen.size() < 200) seen += (seen.empty() ? "" : ",") + h.substr(0, 64);
+    if (seen.size() < 200) {
+      if (!seen.empty()) seen += ',';
+      seen.append(h, 0, 64);
+    }
   }
   return make_error(SPROV_ERR_DIGEST_MISMATCH, "no statement subject has sha256 %s (subjects: [%s])",
                     want.c_str(), seen.c_str());

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "bundle/json.hpp"
 
@@ -32,11 +33,13 @@ Status mkdirs(const std::string& path) {
   return {};
 }
 
-// Writes via temp file + rename, without fsync; the caller syncfs()es before committing.
-Status write_file_nosync(const std::string& path, std::string_view data) {
+// Writes via temp file + fsync + rename; the caller fsyncs the touched directories
+// (collected in `dirs`) before it commits the new state.
+Status write_tile_file(const std::string& path, std::string_view data, std::set<std::string>& dirs) {
   auto slash = path.rfind('/');
   auto st = mkdirs(path.substr(0, slash));
   if (!st) return st;
+  dirs.insert(path.substr(0, slash));
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return make_error(-errno, "cannot create '%s': %s", tmp.c_str(), strerror(errno));
@@ -51,6 +54,12 @@ Status write_file_nosync(const std::string& path, std::string_view data) {
       return make_error(-e, "write to '%s' failed: %s", tmp.c_str(), strerror(e));
     }
     off += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return make_error(-e, "fsync of '%s' failed: %s", tmp.c_str(), strerror(e));
   }
   close(fd);
   if (rename(tmp.c_str(), path.c_str()) != 0) {
@@ -305,6 +314,7 @@ Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries) {
   const uint64_t n0 = size_, n1 = n0 + entries.size();
   if (n1 < n0) return make_error(SPROV_ERR_LIMIT, "log size would overflow");
 
+  std::set<std::string> dirs;  // directories whose new entries must be fsynced before the commit
   // Entry bundles: the existing partial bundle plus the new entries.
   {
     uint64_t first_tile = n0 / kTileWidth;
@@ -322,7 +332,7 @@ Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries) {
         buf += static_cast<char>(e.size() & 0xff);
         buf.append(reinterpret_cast<const char*>(e.data()), e.size());
       }
-      return write_file_nosync(dir_ + "/" + tile_path(-1, tile, es.size()), buf);
+      return write_tile_file(dir_ + "/" + tile_path(-1, tile, es.size()), buf, dirs);
     };
     uint64_t tile = first_tile;
     for (auto e : entries) {
@@ -355,8 +365,8 @@ Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries) {
     for (const auto& h : fresh_hashes) {
       cur.push_back(h);
       if (cur.size() == kTileWidth) {
-        auto s = write_file_nosync(dir_ + "/" + tile_path(static_cast<int>(level), tile, kTileWidth),
-                                   tile_bytes(cur, 0, cur.size()));
+        auto s = write_tile_file(dir_ + "/" + tile_path(static_cast<int>(level), tile, kTileWidth),
+                                 tile_bytes(cur, 0, cur.size()), dirs);
         if (!s) return s.error();
         tile_cache_[{level, tile}] = cur;
         up.push_back(perfect_root(cur));
@@ -365,17 +375,20 @@ Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries) {
       }
     }
     if (!cur.empty()) {
-      auto s = write_file_nosync(dir_ + "/" + tile_path(static_cast<int>(level), tile, cur.size()),
-                                 tile_bytes(cur, 0, cur.size()));
+      auto s = write_tile_file(dir_ + "/" + tile_path(static_cast<int>(level), tile, cur.size()),
+                               tile_bytes(cur, 0, cur.size()), dirs);
       if (!s) return s.error();
     }
     fresh_hashes = std::move(up);
   }
-  // Make every tile durable, then commit by replacing DIR/state (itself fsynced).
-  int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    syncfs(dfd);
+  // Make every rename durable, then commit by replacing DIR/state (itself fsynced).
+  for (const auto& d : dirs) {
+    int dfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return make_error(-errno, "cannot open directory '%s': %s", d.c_str(), strerror(errno));
+    int rc = fsync(dfd);
+    int e = errno;
     close(dfd);
+    if (rc != 0) return make_error(-e, "fsync of directory '%s' failed: %s", d.c_str(), strerror(e));
   }
   size_ = n1;  // root_at reads tiles at the new size
   auto root = root_at(n1);
@@ -436,6 +449,65 @@ Result<TlogProof> Tlog::prove(uint64_t index) {
   p.hashes = std::move(path.value());
   p.checkpoint = cp.value().note;
   return p;
+}
+
+Status Tlog::export_fragment(uint64_t index, const std::string& out_dir) {
+  auto cp = checkpoint();
+  if (!cp) return cp.error();
+  uint64_t n = cp.value().checkpoint.size;
+  if (index >= n)
+    return make_error(SPROV_ERR_LOG, "index %llu is not covered by the checkpoint of size %llu",
+                      (unsigned long long)index, (unsigned long long)n);
+  std::set<std::string> dirs;
+  for (unsigned level = 0; level < kMaxLevels; ++level) {
+    uint64_t count = n >> (kTileHeight * level);
+    if (count == 0) break;
+    std::set<uint64_t> tiles{(index >> (kTileHeight * level)) / kTileWidth, (count - 1) / kTileWidth};
+    for (uint64_t t : tiles) {
+      uint64_t width = std::min<uint64_t>(kTileWidth, count - t * kTileWidth);
+      auto hs = read_hash_tile(level, t, width);
+      if (!hs) return hs.error();
+      auto st = write_tile_file(out_dir + "/" + tile_path(static_cast<int>(level), t, width),
+                                tile_bytes(hs.value(), 0, hs.value().size()), dirs);
+      if (!st) return st;
+    }
+  }
+  auto st = write_file_atomic(out_dir + "/checkpoint", cp.value().note);
+  if (!st) return st;
+  return write_file_atomic(out_dir + "/fragment",
+                           "c2sp.org/stackprov-tile-fragment@v1\nindex " + std::to_string(index) + "\n");
+}
+
+Result<std::vector<Hash>> Tlog::proof_from_tiles(const std::string& dir, uint64_t index, uint64_t size) {
+  Tlog t;
+  t.dir_ = dir;
+  t.size_ = size;
+  return inclusion_proof(t.subtree_fn(size), index, size);
+}
+
+Status verify_tile_fragment(const std::string& dir, std::string_view entry, const PublicKey& key,
+                            const std::string& origin) {
+  auto frag = read_file(dir + "/fragment", 4096);
+  if (!frag) return make_error(frag.error().code, "fragment: %s", frag.error().message.c_str());
+  std::string_view f = as_sv(frag.value());
+  constexpr std::string_view kHead = "c2sp.org/stackprov-tile-fragment@v1\nindex ";
+  if (f.substr(0, kHead.size()) != kHead || f.back() != '\n')
+    return make_error(SPROV_ERR_PROOF, "fragment: '%s/fragment' is not a stackprov tile fragment", dir.c_str());
+  auto index = parse_u64(f.substr(kHead.size(), f.size() - kHead.size() - 1), "fragment index");
+  if (!index) return make_error(SPROV_ERR_PROOF, "fragment: %s", index.error().message.c_str());
+  auto note = read_file(dir + "/checkpoint", kMaxNoteBytes);
+  if (!note) return make_error(note.error().code, "fragment: %s", note.error().message.c_str());
+  auto cp = verify_checkpoint(as_sv(note.value()), make_note_verifier(origin, key), origin);
+  if (!cp) return make_error(SPROV_ERR_CHECKPOINT, "checkpoint-signature: %s", cp.error().message.c_str());
+  const auto& c = cp.value().checkpoint;
+  if (index.value() >= c.size)
+    return make_error(SPROV_ERR_PROOF, "fragment: index %llu is not below the checkpoint size %llu",
+                      (unsigned long long)index.value(), (unsigned long long)c.size);
+  auto proof = Tlog::proof_from_tiles(dir, index.value(), c.size);
+  if (!proof) return make_error(SPROV_ERR_PROOF, "fragment: %s", proof.error().message.c_str());
+  auto st = verify_inclusion(index.value(), c.size, leaf_hash(entry), proof.value(), c.root);
+  if (!st) return make_error(SPROV_ERR_PROOF, "inclusion-proof: %s", st.error().message.c_str());
+  return {};
 }
 
 Result<std::vector<Hash>> Tlog::consistency(uint64_t old_size, uint64_t new_size) {

@@ -32,7 +32,7 @@ struct TlogInfo {
 };
 
 /// The log at DIR. Appends take an exclusive flock on DIR/lock; readers need no lock
-/// (every file is replaced atomically, and DIR/state is written last, after syncfs).
+/// (every file is replaced atomically and fsynced; DIR/state, the commit point, is written last).
 /// Not thread-safe: use one Tlog object per thread.
 class Tlog {
  public:
@@ -55,6 +55,13 @@ class Tlog {
 
   /// tlog-proof@v1 for `index` against the stored checkpoint.
   Result<TlogProof> prove(uint64_t index);
+  /// Writes a tile fragment for `index` into out_dir: the stored checkpoint, a "fragment"
+  /// file ("c2sp.org/stackprov-tile-fragment@v1\nindex <i>\n") and, per level, the tile on
+  /// the entry's path and the right-edge partial tile -- everything needed to rebuild the
+  /// inclusion proof (notes §7). out_dir is itself a (sparse) tlog-tiles tree.
+  Status export_fragment(uint64_t index, const std::string& out_dir);
+  /// Inclusion proof for `index` in a tree of `size`, computed from the tiles under `dir`.
+  static Result<std::vector<Hash>> proof_from_tiles(const std::string& dir, uint64_t index, uint64_t size);
   /// Consistency proof between sizes old_size <= new_size <= size().
   Result<std::vector<Hash>> consistency(uint64_t old_size, uint64_t new_size);
   /// Root of the first `n` leaves, from tiles.
@@ -81,5 +88,9 @@ class Tlog {
   std::map<std::pair<unsigned, uint64_t>, std::vector<Hash>> tile_cache_;  // full tiles only
   mutable std::optional<VerifiedCheckpoint> checkpoint_cache_;  // last verified DIR/checkpoint
 };
+
+/// Verifies a tile fragment directory for `entry` against a log key and origin.
+Status verify_tile_fragment(const std::string& dir, std::string_view entry, const PublicKey& key,
+                            const std::string& origin);
 
 }  // namespace stackprov::bundle

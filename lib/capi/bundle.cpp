@@ -321,6 +321,32 @@ SPROV_API int sprov_tlog_consistency(sprov_tlog* log, uint64_t old_size, uint64_
   });
 }
 
+SPROV_API int sprov_tlog_export_fragment(sprov_tlog* log, uint64_t index, const char* out_dir) {
+  return guard([&] {
+    if (!log) return fail(null_arg("log"));
+    if (!out_dir) return fail(null_arg("out_dir"));
+    auto st = log->log.export_fragment(index, out_dir);
+    if (!st) return fail(st.error());
+    return 0;
+  });
+}
+
+SPROV_API int sprov_tlog_verify_fragment(const char* dir, const void* entry, size_t entry_len,
+                                         const char* log_key_path, const char* origin) {
+  return guard([&] {
+    if (!dir) return fail(null_arg("dir"));
+    if (!entry && entry_len) return fail(null_arg("entry"));
+    if (!log_key_path) return fail(null_arg("log_key_path"));
+    if (!origin) return fail(null_arg("origin"));
+    auto k = load_public(log_key_path);
+    if (!k) return fail(k.error());
+    auto st = verify_tile_fragment(dir, std::string_view(static_cast<const char*>(entry), entry ? entry_len : 0),
+                                   k.value(), origin);
+    if (!st) return fail(st.error());
+    return 0;
+  });
+}
+
 SPROV_API int sprov_tlog_fsck(sprov_tlog* log) {
   return guard([&] {
     if (!log) return fail(null_arg("log"));

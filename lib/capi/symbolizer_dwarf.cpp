@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// C ABI: sprov_symbolizer_*_ex — DWARF lines, inline chains and provenance for frames and module addresses.
+// C ABI: sprov_symbolizer_*_ex — DWARF lines, inline chains and provenance (incl. debuginfod URL) for frames and module addresses.
+#include <string>
+#include <unordered_map>
+
 #include "capi/internal.hpp"
 #include "elf/elf_image.hpp"
 #include "symbolize/demangle.hpp"
@@ -22,6 +25,16 @@ symbolize::DwarfResolver& resolver(sprov_symbolizer* sym) {
   return *sym->dwarf;
 }
 
+/// Demangled names repeat across addresses: a bounded per-thread cache
+/// (cleared when full) keeps the demangler off the warm path.
+const std::string& demangled(const std::string& raw) {
+  constexpr size_t kMaxEntries = size_t{1} << 16;
+  thread_local std::unordered_map<std::string, std::string> cache;
+  if (auto it = cache.find(raw); it != cache.end()) return it->second;
+  if (cache.size() >= kMaxEntries) cache.clear();
+  return cache.emplace(raw, symbolize::demangle(raw)).first->second;
+}
+
 int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* out) {
   const symbolize::Resolution& r = sym->last;
   sym->last_flags = flags;
@@ -29,7 +42,7 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   sym->last_names.clear();
   for (const auto& f : r.frames) {
     const std::string& raw = (flags & SPROV_SYMBOLIZE_SHORT_NAMES) ? f.short_function : f.function;
-    sym->last_names.push_back((flags & SPROV_SYMBOLIZE_NO_DEMANGLE) ? raw : symbolize::demangle(raw));
+    sym->last_names.push_back((flags & SPROV_SYMBOLIZE_NO_DEMANGLE) ? raw : demangled(raw));
   }
   struct sprov_symbol_info s = {};
   s.sz = sizeof(s);
@@ -46,7 +59,8 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   s.has_start_address = f.has_start_address ? 1 : 0;
   s.frame_count = static_cast<uint32_t>(r.frames.size());
   s.resolver = static_cast<int32_t>(r.resolver);
-  s.resolver_name = sprov_resolver_name(s.resolver);
+  // "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none".
+  s.resolver_name = r.provenance.empty() ? sprov_resolver_name(s.resolver) : r.provenance.c_str();
   s.source_path = r.source.c_str();
   s.source_build_id = sym->last_build_id.c_str();
   return fill_out(out, s, "sprov_symbol_info");

@@ -24,12 +24,16 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
     slot.snapshot_index = static_cast<int32_t>(i);
     std::shared_ptr<unwind::LoadedModule> mod;
     auto r = acquire_module(uw->ctx, &s, m, s.module_root);
-    if (r.ok() && r.value()->arch() == s.arch) {
+    // Same architecture and, for mips32 (one e_machine for both), the same byte order.
+    const bool same_endian = r.ok() && r.value()->image().big_endian() == (s.endian == Endian::kBig);
+    if (r.ok() && r.value()->arch() == s.arch && same_endian) {
       mod = r.value();
       slot.module = mod.get();
     } else if (r.ok()) {
-      uw->ctx->ctx.log(SPROV_LOG_WARN, "module %s is %s, snapshot is %s: not used", m.path.c_str(),
-                       arch_name(r.value()->arch()), arch_name(s.arch));
+      uw->ctx->ctx.log(SPROV_LOG_WARN, "module %s is %s %s-endian, snapshot is %s %s-endian: not used",
+                       m.path.c_str(), arch_name(r.value()->arch()),
+                       r.value()->image().big_endian() ? "big" : "little", arch_name(s.arch),
+                       s.endian == Endian::kBig ? "big" : "little");
     } else {
       uw->ctx->ctx.log(SPROV_LOG_INFO, "module %s: %s", m.path.c_str(), r.error().message.c_str());
     }
@@ -83,9 +87,11 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_unwind: NULL argument"));
     *out = nullptr;
     const memory::Snapshot& s = snap->snap;
-    if (s.arch != Arch::kX86_64)
-      return fail(make_error(SPROV_ERR_UNSUPPORTED, "unwinding %s snapshots is not implemented yet",
+    if (s.arch != Arch::kX86_64 && s.arch != Arch::kArm64 && s.arch != Arch::kMips32)
+      return fail(make_error(SPROV_ERR_UNSUPPORTED, "unwinding %s snapshots is not implemented",
                              arch_name(s.arch)));
+    if (s.arch != Arch::kMips32 && s.endian != Endian::kLittle)
+      return fail(make_error(SPROV_ERR_UNSUPPORTED, "%s snapshots are little-endian only", arch_name(s.arch)));
     build_table(uw, s, snap->modules_key());
     unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
     auto* st = new sprov_stack();
@@ -146,20 +152,40 @@ SPROV_API void sprov_stack_free(sprov_stack* stack) { delete stack; }
 
 namespace stackprov::capi {
 
+namespace {
+
+/// One walk over the live reader that records every byte it reads into `snap`.
+template <class Traits>
+void prewalk_arch(sprov_unwinder& uw, memory::Snapshot& snap, memory::MemoryReader& live) {
+  using Rec = memory::RecordingReader<memory::MemoryReader>;
+  Rec rec(snap, live);
+  typename unwind::Unwinder<Traits, Rec>::Regs regs{};
+  for (int r = 0; r < Traits::kNumRegs; r++)
+    if (snap.has_reg(r)) regs.set(r, snap.regs[r]);
+  unwind::Unwinder<Traits, Rec> walker(uw.table, uw.cache, uw.opts, rec);
+  walker.walk(regs, (snap.flags & memory::Snapshot::kFlagPcIsReturnAddress) != 0, &uw.scratch);
+}
+
+}  // namespace
+
 void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryReader& live) {
-  if (snap.arch != Arch::kX86_64) return;
   sprov_unwinder uw;
   uw.ctx = ctx;
   uw.opts.max_frames = 1024;
-  build_table(&uw, snap, snap.module_list_hash());
-  memory::RecordingReader<memory::MemoryReader> rec(snap, live);
-  using Traits = arch::x86_64::Traits;
-  unwind::Unwinder<Traits, memory::RecordingReader<memory::MemoryReader>>::Regs regs{};
-  for (int r = 0; r < Traits::kNumRegs; r++)
-    if (snap.has_reg(r)) regs.set(r, snap.regs[r]);
-  unwind::Unwinder<Traits, memory::RecordingReader<memory::MemoryReader>> walker(uw.table, uw.cache,
-                                                                                uw.opts, rec);
-  walker.walk(regs, (snap.flags & memory::Snapshot::kFlagPcIsReturnAddress) != 0, &uw.scratch);
+  switch (snap.arch) {
+    case Arch::kX86_64:
+      build_table(&uw, snap, snap.module_list_hash());
+      return prewalk_arch<arch::x86_64::Traits>(uw, snap, live);
+    case Arch::kArm64:
+      build_table(&uw, snap, snap.module_list_hash());
+      return prewalk_arch<arch::arm64::Traits>(uw, snap, live);
+    case Arch::kMips32:
+      build_table(&uw, snap, snap.module_list_hash());
+      if (snap.endian == Endian::kBig) return prewalk_arch<arch::mips32::TraitsBE>(uw, snap, live);
+      return prewalk_arch<arch::mips32::TraitsLE>(uw, snap, live);
+    default:
+      return;
+  }
 }
 
 }  // namespace stackprov::capi

@@ -2,6 +2,8 @@
 // DWARF 2–5 unit headers, abbreviations, attribute forms, range lists and the per-unit subroutine address map.
 #include "dwarf/dwarf_index.hpp"
 
+#include "dwarf/split_dwarf.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -74,10 +76,23 @@ struct DwarfIndex::Unit {
   bool has_stmt_list = false;
   uint64_t stmt_list = 0;
   std::string_view comp_dir;
+  AttrVal comp_dir_val;  ///< resolved when the unit is built (strp_alt needs the supplementary file)
+  bool has_comp_dir = false;
   uint64_t str_offsets_base = 0;
   uint64_t addr_base = 0;
   uint64_t rnglists_base = 0;
+  uint64_t ranges_base = 0;  ///< DW_AT_GNU_ranges_base of a DWARF 4 skeleton (applies to its DWO unit)
   uint32_t index = 0;
+  const DwarfSections* s = nullptr;  ///< the sections this unit's offsets refer to
+  // Split DWARF: a skeleton's DWO unit, loaded on first use under `mu`.
+  bool has_dwo = false;
+  bool is_dwo = false;
+  bool dwo_tried = false;
+  uint64_t dwo_id = 0;
+  std::string_view dwo_name;
+  std::unique_ptr<DwarfSections> dwo_sections;
+  std::unique_ptr<Unit> dwo;
+  std::shared_ptr<const void> dwo_owner;
 
   std::once_flag abbrev_once;
   AbbrevTable abbrevs;
@@ -116,6 +131,7 @@ struct DwarfIndex::DieInfo {
   bool has_decl_file = false, has_decl_line = false;
   uint64_t decl_file = 0, decl_line = 0;
   uint64_t abstract_origin = 0, specification = 0;  ///< absolute .debug_info offsets; 0 = none
+  bool origin_alt = false, spec_alt = false;        ///< DW_FORM_GNU_ref_alt: in the dwz supplementary file
 };
 
 namespace {
@@ -211,6 +227,7 @@ static std::string_view attr_string(const DwarfSections& s, const DwarfIndex::Un
     case kFormString: return std::string_view(v.str, v.str_len);
     case kFormStrp: return section_string(s.str, v.u);
     case kFormLineStrp: return section_string(s.line_str, v.u);
+    case kFormGnuStrpAlt: case kFormStrpSup: return section_string(s.str_sup, v.u);
     case kFormStrx: case kFormStrx1: case kFormStrx2: case kFormStrx3: case kFormStrx4: case kFormGnuStrIndex: {
       const unsigned w = u.is64 ? 8 : 4;
       if (v.u > (s.str_offsets.size / w)) return {};
@@ -218,7 +235,7 @@ static std::string_view attr_string(const DwarfSections& s, const DwarfIndex::Un
       uint64_t off = c.fixed(w);
       return c.ok ? section_string(s.str, off) : std::string_view();
     }
-    default: return {};  // DW_FORM_GNU_strp_alt (dwz) and non-strings
+    default: return {};  // non-strings
   }
 }
 
@@ -235,13 +252,15 @@ static bool attr_address(const DwarfSections& s, const DwarfIndex::Unit& u, cons
   }
 }
 
-static bool attr_ref(const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out) {
+static bool attr_ref(const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out, bool* alt) {
+  *alt = false;
   switch (v.form) {
     case kFormRef1: case kFormRef2: case kFormRef4: case kFormRef8: case kFormRefUdata:
       *out = u.offset + v.u;
       return v.u < u.end - u.offset;
     case kFormRefAddr: *out = v.u; return true;
-    default: return false;  // ref_sig8, GNU_ref_alt (dwz): not followed
+    case kFormGnuRefAlt: case kFormRefSup4: case kFormRefSup8: *out = v.u; *alt = true; return true;
+    default: return false;  // ref_sig8: type units are not needed for names of code
   }
 }
 
@@ -253,8 +272,9 @@ static void attr_ranges(const DwarfSections& s, const DwarfIndex::Unit& u, const
   uint64_t base = u.base_address;
   if (u.version < 5) {
     if (v.form != kFormSecOffset && v.form != kFormData4 && v.form != kFormData8) return;
-    Cursor c(s.ranges, static_cast<size_t>(std::min<uint64_t>(v.u, s.ranges.size)), s.big_endian);
-    if (v.u >= s.ranges.size) return;
+    const uint64_t roff = v.u + u.ranges_base;
+    if (roff < v.u || roff >= s.ranges.size) return;
+    Cursor c(s.ranges, static_cast<size_t>(roff), s.big_endian);
     const uint64_t max = as == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * as)) - 1;
     for (size_t i = 0; i < kMaxRangeEntries && c.ok; i++) {
       uint64_t a = c.fixed(as), b = c.fixed(as);
@@ -375,7 +395,7 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
       u->unit_type = c.u8();
       u->addr_size = c.u8();
       u->abbrev_offset = c.offset(u->is64);
-      if (u->unit_type == 4 || u->unit_type == 5) c.u64();  // dwo_id
+      if (u->unit_type == 4 || u->unit_type == 5) u->dwo_id = c.u64();
       if (u->unit_type == 2 || u->unit_type == 6) {         // type units
         pos = static_cast<size_t>(u->end);
         continue;
@@ -388,6 +408,7 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
     if (!c.ok) return make_error(SPROV_ERR_DWARF, ".debug_info at 0x%zx: truncated unit header", pos);
     u->die_offset = c.pos;
     u->index = static_cast<uint32_t>(ix->units_.size());
+    u->s = &ix->s_;
     if (u->version >= 5) u->str_offsets_base = u->is64 ? 16 : 8;
     pos = static_cast<size_t>(u->end);
     Unit& ur = *u;
@@ -400,8 +421,8 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
     d.end = static_cast<size_t>(ur.end);
     const Abbrev* ab = ur.abbrevs.find(d.uleb());
     if (ab == nullptr) continue;
-    AttrVal low, high, ranges, comp_dir;
-    bool has_low = false, has_high = false, has_ranges = false, has_comp_dir = false;
+    AttrVal low, high, ranges, comp_dir, dwo_name;
+    bool has_low = false, has_high = false, has_ranges = false, has_comp_dir = false, has_dwo_name = false;
     for (uint32_t i = 0; i < ab->count && d.ok; i++) {
       const AttrSpec& sp = ur.abbrevs.specs[ab->first + i];
       AttrVal v;
@@ -415,11 +436,23 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
         case kAtStrOffsetsBase: ur.str_offsets_base = v.u; break;
         case kAtAddrBase: case kAtGnuAddrBase: ur.addr_base = v.u; break;
         case kAtRnglistsBase: ur.rnglists_base = v.u; break;
+        case kAtDwoName: case kAtGnuDwoName: dwo_name = v; has_dwo_name = true; break;
+        case kAtGnuDwoId: ur.dwo_id = v.u; break;
+        case kAtGnuRangesBase: ur.ranges_base = v.u; break;
         default: break;
       }
     }
     if (!d.ok) continue;
-    if (has_comp_dir) ur.comp_dir = attr_string(s, ur, comp_dir);
+    if (has_comp_dir) {
+      ur.comp_dir_val = comp_dir;
+      ur.has_comp_dir = true;
+      ur.comp_dir = attr_string(s, ur, comp_dir);
+    }
+    if (has_dwo_name) {
+      ur.has_dwo = true;
+      ur.dwo_name = attr_string(s, ur, dwo_name);
+      ix->skeletons_++;
+    }
     if (has_low) attr_address(s, ur, low, &ur.base_address);
     die_ranges(s, ur, has_low ? &low : nullptr, has_high ? &high : nullptr, has_ranges ? &ranges : nullptr, &rs);
     for (auto& r : rs) {
@@ -469,7 +502,11 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
     std::lock_guard<std::mutex> lock(u.mu);
     if (u.built) return u.built;
     auto ix = std::make_shared<UnitIndex>();
-    std::call_once(u.abbrev_once, [&] { parse_abbrevs(s_, u.abbrev_offset, &u.abbrevs); });
+    if (u.has_comp_dir) u.comp_dir = attr_string(*u.s, u, u.comp_dir_val);  // str_sup may be known now
+    // Split DWARF: the DIE tree is the DWO unit's; lines stay the skeleton's.
+    Unit& w = (u.has_dwo && load_dwo(u)) ? *u.dwo : u;
+    const DwarfSections& ws = *w.s;
+    std::call_once(w.abbrev_once, [&] { parse_abbrevs(ws, w.abbrev_offset, &w.abbrevs); });
     // Walk every DIE; subprograms and inlined subroutines become nodes, their
     // ranges are collected in pre-order (parents before children).
     struct Pending {
@@ -480,10 +517,10 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
     std::vector<std::pair<uint64_t, uint64_t>> rs;
     std::vector<int32_t> stack;
     int32_t parent = -1;
-    Cursor c(s_.info, static_cast<size_t>(u.die_offset), s_.big_endian);
-    c.end = static_cast<size_t>(u.end);
+    Cursor c(ws.info, static_cast<size_t>(w.die_offset), ws.big_endian);
+    c.end = static_cast<size_t>(w.end);
     bool root_done = false;
-    while (u.abbrevs.ok && c.ok && c.pos < c.end && !root_done) {
+    while (w.abbrevs.ok && c.ok && c.pos < c.end && !root_done) {
       const uint64_t die_off = c.pos;
       const uint64_t code = c.uleb();
       if (!c.ok) break;
@@ -494,16 +531,16 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
         if (stack.empty()) root_done = true;
         continue;
       }
-      const Abbrev* ab = u.abbrevs.find(code);
+      const Abbrev* ab = w.abbrevs.find(code);
       if (ab == nullptr) break;
       const bool sub = ab->tag == kTagSubprogram || ab->tag == kTagInlinedSubroutine;
       AttrVal low, high, ranges;
       bool has_low = false, has_high = false, has_ranges = false;
       UnitIndex::Node n;
       for (uint32_t i = 0; i < ab->count && c.ok; i++) {
-        const AttrSpec& sp = u.abbrevs.specs[ab->first + i];
+        const AttrSpec& sp = w.abbrevs.specs[ab->first + i];
         AttrVal v;
-        if (!read_attr(c, u, sp.form, sp.implicit, &v)) break;
+        if (!read_attr(c, w, sp.form, sp.implicit, &v)) break;
         if (!sub) continue;
         switch (sp.at) {
           case kAtLowPc: low = v; has_low = true; break;
@@ -523,10 +560,10 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
         n.die = die_off;
         n.parent = parent;
         n.is_subprogram = ab->tag == kTagSubprogram;
-        if (has_low) n.has_low_pc = attr_address(s_, u, low, &n.low_pc);
+        if (has_low) n.has_low_pc = attr_address(ws, w, low, &n.low_pc);
         self = static_cast<int32_t>(ix->nodes.size());
         ix->nodes.push_back(n);
-        die_ranges(s_, u, has_low ? &low : nullptr, has_high ? &high : nullptr, has_ranges ? &ranges : nullptr, &rs);
+        die_ranges(ws, w, has_low ? &low : nullptr, has_high ? &high : nullptr, has_ranges ? &ranges : nullptr, &rs);
         for (auto& r : rs) pending.push_back({r.first, r.second, static_cast<uint32_t>(self)});
       }
       if (ab->children) {
@@ -606,9 +643,10 @@ DwarfIndexStats DwarfIndex::stats() const {
 bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
   *out = DieInfo{};
   Unit& mu = const_cast<Unit&>(u);
-  std::call_once(mu.abbrev_once, [&] { parse_abbrevs(s_, mu.abbrev_offset, &mu.abbrevs); });
+  const DwarfSections& s = *u.s;
+  std::call_once(mu.abbrev_once, [&] { parse_abbrevs(s, mu.abbrev_offset, &mu.abbrevs); });
   if (!u.abbrevs.ok) return false;
-  Cursor c(s_.info, static_cast<size_t>(die_off), s_.big_endian);
+  Cursor c(s.info, static_cast<size_t>(die_off), s.big_endian);
   c.end = static_cast<size_t>(u.end);
   const Abbrev* ab = u.abbrevs.find(c.uleb());
   if (!c.ok || ab == nullptr) return false;
@@ -619,17 +657,17 @@ bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
     if (!read_attr(c, u, sp.form, sp.implicit, &v)) return false;
     switch (sp.at) {
       case kAtName:
-        if (!out->has_name) out->name = attr_string(s_, u, v);
+        if (!out->has_name) out->name = attr_string(s, u, v);
         out->has_name = true;
         break;
       case kAtLinkageName: case kAtMipsLinkageName:
-        if (!out->has_linkage) out->linkage = attr_string(s_, u, v);
+        if (!out->has_linkage) out->linkage = attr_string(s, u, v);
         out->has_linkage = true;
         break;
       case kAtDeclFile: out->decl_file = v.u; out->has_decl_file = true; break;
       case kAtDeclLine: out->decl_line = v.u; out->has_decl_line = true; break;
-      case kAtAbstractOrigin: attr_ref(u, v, &out->abstract_origin); break;
-      case kAtSpecification: attr_ref(u, v, &out->specification); break;
+      case kAtAbstractOrigin: attr_ref(u, v, &out->abstract_origin, &out->origin_alt); break;
+      case kAtSpecification: attr_ref(u, v, &out->specification, &out->spec_alt); break;
       default: break;
     }
   }
@@ -639,25 +677,41 @@ bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
 // llvm DWARFDie::findRecursively: depth-first over abstract_origin and
 // specification with a visited set; the specification is explored first.
 void DwarfIndex::resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) const {
-  struct Seen {
-    uint64_t off;
+  struct Where {
+    const DwarfIndex* ix;
     const Unit* unit;
+    uint64_t off;
+  };
+  struct Seen {
+    Where at;
     DieInfo info;
   };
+  // The unit holding a reference's target: the same DWO unit (split units
+  // have no cross-unit references), this index, or the dwz supplementary one.
+  auto target = [](const DwarfIndex* ix, const Unit* from, uint64_t off, bool alt) -> Where {
+    if (alt) {
+      const DwarfIndex* a = ix->alt_.get();
+      return Where{a, a ? a->unit_at_offset(off) : nullptr, off};
+    }
+    if (from->is_dwo) return Where{ix, off >= from->die_offset && off < from->end ? from : nullptr, off};
+    return Where{ix, ix->unit_at_offset(off), off};
+  };
   std::vector<Seen> chain;  // visit order
-  std::vector<std::pair<const Unit*, uint64_t>> work{{&u, die_off}};
+  std::vector<Where> work{{this, &u, die_off}};
   while (!work.empty() && chain.size() < kMaxRefChain) {
-    auto [wu, off] = work.back();
+    Where w = work.back();
     work.pop_back();
-    if (wu == nullptr) continue;
+    if (w.unit == nullptr || w.ix == nullptr) continue;
     bool seen = false;
-    for (auto& s : chain) seen |= s.off == off;
+    for (auto& s : chain) seen |= s.at.off == w.off && s.at.unit == w.unit;
     if (seen) continue;
-    Seen s{off, wu, {}};
-    if (!read_die(*wu, off, &s.info)) continue;
+    Seen s{w, {}};
+    if (!w.ix->read_die(*w.unit, w.off, &s.info)) continue;
     chain.push_back(s);
-    if (s.info.abstract_origin) work.emplace_back(unit_at_offset(s.info.abstract_origin), s.info.abstract_origin);
-    if (s.info.specification) work.emplace_back(unit_at_offset(s.info.specification), s.info.specification);
+    if (s.info.abstract_origin || s.info.origin_alt)
+      work.push_back(target(w.ix, w.unit, s.info.abstract_origin, s.info.origin_alt));
+    if (s.info.specification || s.info.spec_alt)
+      work.push_back(target(w.ix, w.unit, s.info.specification, s.info.spec_alt));
   }
   // The DFS visit order equals findRecursively's, so the first DIE with the attribute wins.
   bool name = false, linkage = false, line = false;
@@ -667,13 +721,75 @@ void DwarfIndex::resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) c
     if (!line && s.info.has_decl_line) f->start_line = static_cast<uint32_t>(s.info.decl_line), line = true;
   }
   // DW_AT_decl_file found the same way, resolved in the line table of the
-  // unit that holds the DIE carrying it.
+  // unit that holds the DIE carrying it (a DWO unit: its skeleton's).
   for (auto& s : chain) {
     if (!s.info.has_decl_file) continue;
-    auto ui = unit_index(s.unit->index);
+    auto ui = s.at.ix->unit_index(s.at.unit->index);
     if (ui && ui->lines) ui->lines->file_path(s.info.decl_file, &f->start_file);
     return;
   }
+}
+
+void DwarfIndex::set_supplementary(std::unique_ptr<DwarfIndex> alt) {
+  alt_ = std::move(alt);
+  s_.str_sup = alt_ ? alt_->s_.str : SectionBytes{};
+}
+
+bool DwarfIndex::load_dwo(Unit& u) const {
+  if (u.dwo_tried) return u.dwo != nullptr;
+  u.dwo_tried = true;
+  DwoSections ds;
+  uint64_t pos = 0;
+  if (!dwo_loader_ || !dwo_loader_(u.dwo_id, u.dwo_name, u.comp_dir, &ds) ||
+      !find_dwo_unit(ds.info, s_.big_endian, u.dwo_id, &pos)) {
+    dwo_missing_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  auto ms = std::make_unique<DwarfSections>(s_);
+  ms->info = ds.info;
+  ms->abbrev = ds.abbrev;
+  ms->str = ds.str;
+  ms->str_offsets = ds.str_offsets;
+  ms->rnglists = ds.rnglists;
+  auto d = std::make_unique<Unit>();
+  Cursor c(ds.info, static_cast<size_t>(pos), s_.big_endian);
+  d->offset = pos;
+  const uint64_t len = c.initial_length(&d->is64);
+  if (!c.ok || len > c.remaining() || len < 7) {
+    dwo_missing_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  d->end = c.pos + len;
+  c.end = static_cast<size_t>(d->end);
+  d->version = c.u16();
+  if (d->version >= 5) {
+    d->unit_type = c.u8();
+    d->addr_size = c.u8();
+    d->abbrev_offset = c.offset(d->is64);
+    d->dwo_id = c.u64();
+    d->str_offsets_base = d->is64 ? 16 : 8;
+    d->rnglists_base = d->is64 ? 20 : 12;
+  } else {
+    d->abbrev_offset = c.offset(d->is64);
+    d->addr_size = c.u8();
+  }
+  if (!c.ok || d->version < 2 || d->version > 5) {
+    dwo_missing_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  d->die_offset = c.pos;
+  d->index = u.index;
+  d->is_dwo = true;
+  d->addr_base = u.addr_base;
+  d->base_address = u.base_address;
+  d->ranges_base = u.ranges_base;
+  d->comp_dir = u.comp_dir;
+  d->s = ms.get();
+  u.dwo_sections = std::move(ms);
+  u.dwo_owner = std::move(ds.owner);
+  u.dwo = std::move(d);
+  dwo_loaded_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
@@ -683,9 +799,10 @@ bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
   if (ait == aranges_.begin()) return false;
   --ait;
   if (addr >= ait->high) return false;
-  const Unit& u = *units_[ait->unit];
+  const Unit& su = *units_[ait->unit];
   auto ui = unit_index(ait->unit);
   if (!ui) return false;
+  const Unit& u = su.dwo ? *su.dwo : su;  // names live in the DWO unit of a skeleton
   const LineTable* lines = ui->lines.get();
 
   std::vector<uint32_t> chain;

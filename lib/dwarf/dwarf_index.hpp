@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,8 +20,24 @@ namespace stackprov::dwarf {
 /// The .debug_* sections of one file, decompressed; views into their owner.
 struct DwarfSections {
   SectionBytes info, abbrev, line, line_str, str, str_offsets, addr, ranges, rnglists;
+  SectionBytes str_sup;  ///< .debug_str of the dwz supplementary file (DW_FORM_GNU_strp_alt)
   bool big_endian = false;
 };
+
+/// The split-DWARF sections of one skeleton unit's DWO unit: a .dwo file's
+/// sections, or a .dwp's sections sliced to the unit's contributions.
+struct DwoSections {
+  SectionBytes info, abbrev, str, str_offsets, rnglists, line;
+  std::shared_ptr<const void> owner;  ///< keeps the file holding the bytes alive
+  std::string path;                   ///< for provenance and errors
+};
+
+/// Finds the DWO unit of a skeleton unit: `dwo_id` (DWARF 5 header or
+/// DW_AT_GNU_dwo_id; 0 when absent), DW_AT_dwo_name/DW_AT_GNU_dwo_name and the
+/// skeleton's DW_AT_comp_dir. Called at most once per skeleton unit, under its
+/// lock; must be thread-safe across units.
+using DwoLoader = std::function<bool(uint64_t dwo_id, std::string_view dwo_name, std::string_view comp_dir,
+                                     DwoSections* out)>;
 
 /// One frame of an address's inline chain, as llvm-symbolizer reports it.
 struct DwarfFrame {
@@ -62,6 +79,17 @@ class DwarfIndex {
   static Result<std::unique_ptr<DwarfIndex>> build(const DwarfSections& s, const DwarfIndexLimits& limits = {});
   ~DwarfIndex();
 
+  /// Split DWARF: how skeleton units find their DWO units. Set before lookups.
+  void set_dwo_loader(DwoLoader loader) { dwo_loader_ = std::move(loader); }
+  /// dwz: the index of the supplementary file (.gnu_debugaltlink), followed
+  /// by DW_FORM_GNU_ref_alt / DW_FORM_GNU_strp_alt. Set before lookups.
+  void set_supplementary(std::unique_ptr<DwarfIndex> alt);
+  /// Skeleton units (DW_AT_dwo_name / DW_AT_GNU_dwo_name) seen by build().
+  size_t skeleton_units() const { return skeletons_; }
+  /// DWO units loaded so far and the ones whose DWO could not be found.
+  size_t dwo_loaded() const { return dwo_loaded_.load(); }
+  size_t dwo_missing() const { return dwo_missing_.load(); }
+
   /// Fills `frames` innermost first (llvm-symbolizer --inlines order). Returns
   /// false when no unit covers `addr`; true with a single frame without a
   /// function when a unit covers it but no subprogram does (line table only).
@@ -82,6 +110,7 @@ class DwarfIndex {
   const Unit* unit_at_offset(uint64_t off) const;
   bool read_die(const Unit& u, uint64_t die_off, DieInfo* out) const;
   void resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) const;
+  bool load_dwo(Unit& u) const;
   void enforce_budget(size_t keep) const;
 
   DwarfSections s_;
@@ -97,6 +126,11 @@ class DwarfIndex {
   mutable std::atomic<size_t> evicted_{0};
   mutable std::mutex evict_mu_;
   mutable size_t clock_hand_ = 0;
+  DwoLoader dwo_loader_;
+  std::unique_ptr<DwarfIndex> alt_;
+  size_t skeletons_ = 0;
+  mutable std::atomic<size_t> dwo_loaded_{0};
+  mutable std::atomic<size_t> dwo_missing_{0};
 };
 
 }  // namespace stackprov::dwarf

@@ -154,7 +154,7 @@ enum Attr : uint16_t {
   kAtSpecification = 0x47, kAtRanges = 0x55, kAtCallColumn = 0x57, kAtCallFile = 0x58,
   kAtCallLine = 0x59, kAtLinkageName = 0x6e, kAtStrOffsetsBase = 0x72, kAtAddrBase = 0x73,
   kAtRnglistsBase = 0x74, kAtDwoName = 0x76, kAtMipsLinkageName = 0x2007,
-  kAtGnuDiscriminator = 0x2136, kAtGnuDwoName = 0x2130, kAtGnuRangesBase = 0x2132,
+  kAtGnuDiscriminator = 0x2136, kAtGnuDwoName = 0x2130, kAtGnuDwoId = 0x2131, kAtGnuRangesBase = 0x2132,
   kAtGnuAddrBase = 0x2133,
 };
 

@@ -16,6 +16,7 @@
 #include "arch/mips32/registers.hpp"
 #include "arch/x86_64/registers.hpp"
 #include "core/module_map.hpp"
+#include "elf/core_link_map.hpp"
 #include "elf/elf_image.hpp"
 #include "memory/module_list.hpp"
 
@@ -102,7 +103,8 @@ std::string real_path(const std::string& p) {
   return out;
 }
 
-PathPlan plan_paths(const elf::CoreFile& core, const CoreCaptureOptions& opts, std::string* warnings) {
+PathPlan plan_paths(const elf::CoreFile& core, const std::vector<elf::CoreMappedFile>& files,
+                    const CoreCaptureOptions& opts, std::string* warnings) {
   PathPlan plan;
   std::string root = opts.sysroot;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
@@ -111,7 +113,7 @@ PathPlan plan_paths(const elf::CoreFile& core, const CoreCaptureOptions& opts, s
   // The main program: the NT_FILE mapping that holds the entry point.
   const elf::CoreAuxv& aux = core.auxv();
   if (aux.entry != 0)
-    for (const elf::CoreMappedFile& f : core.files())
+    for (const elf::CoreMappedFile& f : files)
       if (aux.entry >= f.start && aux.entry < f.end) plan.main_path = f.path;
   if (plan.main_path.empty() && aux.execfn != 0)
     if (auto s = core.read_string(aux.execfn, kMaxExecfn)) plan.main_path = *s;
@@ -138,6 +140,39 @@ PathPlan plan_paths(const elf::CoreFile& core, const CoreCaptureOptions& opts, s
   plan.prefix = root;
   plan.exe_module_path = exe;
   return plan;
+}
+
+/// NT_FILE, or for cores without it (qemu-user) the program and the dynamic
+/// linker's link_map list, with program headers from the files (exe, sysroot).
+std::vector<elf::CoreMappedFile> mapped_files(const elf::CoreFile& core, const CoreCaptureOptions& opts,
+                                              std::string* warnings) {
+  if (!core.files().empty()) return core.files();
+  std::string exe_guest;
+  if (core.auxv().execfn != 0)
+    if (auto s = core.read_string(core.auxv().execfn, kMaxExecfn)) exe_guest = *s;
+  if (exe_guest.empty()) exe_guest = opts.exe;
+  if (exe_guest.empty()) return {};
+  std::string root = opts.sysroot;
+  while (!root.empty() && root.back() == '/') root.pop_back();
+  auto open_file = [&](const std::string& path) -> std::optional<elf::LinkMapFile> {
+    std::string host = path;
+    if (path == exe_guest && !opts.exe.empty()) host = opts.exe;
+    else if (!path.empty() && path[0] == '/') host = root + path;
+    auto img = elf::ElfImage::open(host);
+    if (!img.ok() || img.value()->machine() != core.machine()) return std::nullopt;
+    const elf::ElfImage& im = *img.value();
+    elf::LinkMapFile f;
+    f.phdrs = im.program_headers();
+    for (const elf::ProgramHeader& p : f.phdrs)
+      if (p.type == PT_DYNAMIC && p.offset <= im.file_size() && p.filesz <= im.file_size() - p.offset)
+        f.dynamic.assign(im.file_data() + p.offset, im.file_data() + p.offset + p.filesz);
+    return f;
+  };
+  auto files = elf::mapped_files_from_link_map(core, exe_guest, open_file);
+  if (!files.empty())
+    *warnings += "core " + core.path() + " has no NT_FILE note: modules are taken from the dynamic linker's "
+                 "link_map\n";
+  return files;
 }
 
 /// What the checks of one module file found.
@@ -209,7 +244,8 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
                         machine_desc(core.arch(), core.machine()).c_str());
   }
 
-  const PathPlan plan = plan_paths(core, opts, &out.warnings);
+  const std::vector<elf::CoreMappedFile> files = mapped_files(core, opts, &out.warnings);
+  const PathPlan plan = plan_paths(core, files, opts, &out.warnings);
 
   // The base snapshot every thread starts from: the vDSO's bytes and the modules.
   Snapshot base;
@@ -238,17 +274,17 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
 
   // One check per distinct file; its code mappings go into the module list.
   std::map<std::string, FileCheck> checks;  // by NT_FILE path
-  for (const elf::CoreMappedFile& f : core.files()) {
+  for (const elf::CoreMappedFile& f : files) {
     if (checks.count(f.path)) continue;
     FileCheck& c = checks[f.path];
-    for (const elf::CoreMappedFile& g : core.files())
+    for (const elf::CoreMappedFile& g : files)
       if (g.path == f.path && g.file_offset == 0 && (c.core_image = core.image_at(g.start))) break;
     c.module_path = plan.module_path(f.path);
     const std::string host = plan.host_path(c.module_path);
     auto img = elf::ElfImage::open(host);
     const elf::ElfImage* file = img.ok() ? img.value().get() : nullptr;
     bool code = false;
-    for (const elf::CoreMappedFile& g : core.files()) {
+    for (const elf::CoreMappedFile& g : files) {
       if (g.path != f.path || !is_executable_mapping(core, g, file, c.core_image)) continue;
       code = true;
       MapsEntry e;

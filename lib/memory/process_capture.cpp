@@ -381,7 +381,7 @@ Status Capturer::seize(pid_t tid, bool first) {
 
 void Capturer::wait_for_stops(std::vector<Tracee*> pending) {
   const auto deadline = Clock::now() + kStopTimeout;
-  auto nap = std::chrono::microseconds(20);
+  auto nap = std::chrono::microseconds(10);
   while (!pending.empty()) {
     for (size_t i = 0; i < pending.size();) {
       Tracee& t = *pending[i];
@@ -427,7 +427,7 @@ void Capturer::wait_for_stops(std::vector<Tracee*> pending) {
       return;
     }
     std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(2000));
+    nap = std::min(nap * 2, std::chrono::microseconds(100));  // stops arrive within ~100 us
   }
 }
 

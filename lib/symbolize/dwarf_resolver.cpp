@@ -1,10 +1,90 @@
 // SPDX-License-Identifier: Apache-2.0
-// DWARF resolver: debug-file discovery, the llvm-symbolizer frame rules, symbol-table override and fallback.
+// DWARF resolver: debug-file discovery (local, debuginfod), split DWARF, dwz, MiniDebugInfo, llvm's frame rules.
 #include "symbolize/dwarf_resolver.hpp"
+
+#include <lzma.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include "symbolize/demangle.hpp"
 
 namespace stackprov::symbolize {
+
+namespace {
+
+constexpr uint64_t kMaxMiniDebugInfo = uint64_t{256} << 20;
+
+std::string dir_of(const std::string& p) {
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+/// .gnu_debugdata (MiniDebugInfo): an xz-compressed ELF holding .symtab.
+std::shared_ptr<elf::ElfImage> open_minidebuginfo(const elf::ElfImage& image) {
+  auto sec = image.section(".gnu_debugdata");
+  if (!sec || sec->data == nullptr || sec->size == 0) return nullptr;
+  lzma_stream strm = LZMA_STREAM_INIT;
+  if (lzma_stream_decoder(&strm, kMaxMiniDebugInfo, 0) != LZMA_OK) return nullptr;
+  std::vector<uint8_t> out;
+  strm.next_in = sec->data;
+  strm.avail_in = sec->size;
+  lzma_ret r = LZMA_OK;
+  while (r == LZMA_OK) {
+    if (out.size() >= kMaxMiniDebugInfo) break;
+    const size_t have = out.size();
+    out.resize(have + (size_t{1} << 20));
+    strm.next_out = out.data() + have;
+    strm.avail_out = out.size() - have;
+    r = lzma_code(&strm, LZMA_FINISH);
+    out.resize(out.size() - strm.avail_out);
+  }
+  lzma_end(&strm);
+  if (r != LZMA_STREAM_END) return nullptr;
+  auto img = elf::ElfImage::from_bytes(std::move(out), image.path() + "[.gnu_debugdata]");
+  return img.ok() ? std::move(img).value() : nullptr;
+}
+
+/// (address, name, STT_FILE name) of the local function symbols of `f`'s
+/// .symtab, from the closest preceding STT_FILE symbol in table order.
+void collect_file_symbols(const elf::ElfImage& f, std::vector<DwarfResolver::FileSymEntry>* out) {
+  auto sec = f.section(".symtab");
+  if (!sec || sec->data == nullptr) return;
+  auto str = f.section_at(sec->link);
+  if (!str || str->data == nullptr) return;
+  const bool is64 = f.is_64bit(), be = f.big_endian();
+  const size_t ent = is64 ? 24 : 16;
+  dwarf::Cursor c(dwarf::SectionBytes{sec->data, sec->size}, 0, be);
+  std::string_view file;
+  const size_t n = std::min<size_t>(sec->size / ent, size_t{1} << 26);
+  for (size_t i = 0; i < n; i++) {
+    c.pos = i * ent;
+    uint32_t name = c.u32();
+    uint64_t value = 0;
+    uint8_t info = 0;
+    if (is64) {
+      info = c.u8();
+      c.u8();
+      c.u16();
+      value = c.u64();
+    } else {
+      value = c.u32();
+      c.u32();
+      info = c.u8();
+    }
+    if (!c.ok) break;
+    const uint8_t type = info & 0xf, bind = info >> 4;
+    const std::string_view nm = dwarf::section_string(dwarf::SectionBytes{str->data, str->size}, name);
+    if (type == 4 /* STT_FILE */) {
+      file = nm;
+    } else if (bind == 0 /* STB_LOCAL */ && (type == 2 || type == 10) && !file.empty()) {
+      out->push_back({value, nm, file});
+    }
+  }
+}
+
+}  // namespace
 
 dwarf::DwarfSections dwarf_sections(const elf::ElfImage& image) {
   dwarf::DwarfSections s;
@@ -29,30 +109,147 @@ dwarf::DwarfSections dwarf_sections(const elf::ElfImage& image) {
   return s;
 }
 
+// dwz: .gnu_debugaltlink = file name NUL build-id. The name (absolute, or
+// relative to the debug file's directory), then the build-id path under the
+// debug directories, then debuginfod; the build-id must match.
+std::shared_ptr<elf::ElfImage> DwarfResolver::find_alt(const elf::ElfImage& f, std::string* err) {
+  auto sec = f.section(".gnu_debugaltlink");
+  if (!sec || sec->data == nullptr || sec->size == 0) return nullptr;
+  const char* p = reinterpret_cast<const char*>(sec->data);
+  const size_t nlen = strnlen(p, sec->size);
+  if (nlen >= sec->size) {
+    *err = f.path() + ": malformed .gnu_debugaltlink";
+    return nullptr;
+  }
+  const std::string name(p, nlen);
+  const BuildId want = BuildId::from_bytes(sec->data + nlen + 1, sec->size - nlen - 1);
+  std::vector<std::string> cands;
+  if (!name.empty() && name.front() == '/') cands.push_back(name);
+  else if (!name.empty()) cands.push_back(dir_of(f.path()) + "/" + name);
+  if (!want.empty()) {
+    const std::string h = want.hex();
+    for (const auto& d : opts_.debug.debug_dirs)
+      cands.push_back(opts_.debug.sysroot + d + "/.build-id/" + h.substr(0, 2) + "/" + h.substr(2) + ".debug");
+  }
+  for (const auto& c : cands) {
+    auto img = elf::ElfImage::open(c);
+    if (!img.ok()) continue;
+    if (!want.empty() && (*img)->build_id() != want) {
+      *err = "dwz supplementary file " + c + " has build-id " + (*img)->build_id().hex() + ", expected " + want.hex();
+      continue;
+    }
+    return std::move(img).value();
+  }
+  if (opts_.debuginfod && debuginfod_.enabled() && !want.empty()) {
+    auto r = debuginfod_.find_debuginfo(want);
+    if (r.ok()) return r->image;
+  }
+  if (err->empty()) *err = "dwz supplementary file " + name + " not found";
+  return nullptr;
+}
+
+bool DwarfResolver::attach_dwarf(Module* m, const std::shared_ptr<elf::ElfImage>& f) {
+  dwarf::DwarfSections s = dwarf_sections(*f);
+  if (s.info.empty()) return false;
+  auto ix = dwarf::DwarfIndex::build(s);
+  if (!ix.ok()) {
+    m->error = ix.error().message;
+    return false;
+  }
+  m->index = std::move(ix).value();
+  m->dwarf_file = f;
+  if (auto alt = find_alt(*f, &m->error)) {
+    dwarf::DwarfSections as = dwarf_sections(*alt);
+    if (auto aix = dwarf::DwarfIndex::build(as); aix.ok()) {
+      m->alt_file = alt;
+      m->index->set_supplementary(std::move(aix).value());
+      m->error.clear();
+    }
+  }
+  if (m->index->skeleton_units() > 0) {
+    std::vector<std::string> dwp{m->image->path() + ".dwp"};
+    if (f != m->image) dwp.push_back(f->path() + ".dwp");
+    m->split = std::make_shared<dwarf::SplitDwarfFiles>(m->image->path(), std::move(dwp));
+    std::weak_ptr<dwarf::SplitDwarfFiles> w = m->split;
+    m->index->set_dwo_loader([w](uint64_t id, std::string_view name, std::string_view dir, dwarf::DwoSections* out) {
+      auto sp = w.lock();
+      return sp && sp->load(id, name, dir, out);
+    });
+  }
+  return true;
+}
+
 std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_ptr<elf::ElfImage>& image) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = modules_.find(image.get());
   if (it != modules_.end() && it->second->image == image) return it->second;
   auto m = std::make_shared<Module>();
   m->image = image;
-  auto try_dwarf = [&](const std::shared_ptr<elf::ElfImage>& f) {
-    dwarf::DwarfSections s = dwarf_sections(*f);
-    if (s.info.empty()) return false;
-    auto ix = dwarf::DwarfIndex::build(s);
-    if (!ix.ok()) return false;
-    m->index = std::move(ix).value();
-    m->dwarf_file = f;
+  std::shared_ptr<elf::ElfImage> debug_file;
+  if (!attach_dwarf(m.get(), image)) {
+    auto dbg = elf::find_debug_file(*image, opts_.debug);
+    if (dbg.ok()) {
+      debug_file = dbg.value();
+      attach_dwarf(m.get(), debug_file);
+    } else {
+      m->error = dbg.error().message;
+    }
+    // debuginfod only when the local discovery failed.
+    if (!m->index && opts_.debuginfod && debuginfod_.enabled() && !image->build_id().empty()) {
+      auto r = debuginfod_.find_debuginfo(image->build_id());
+      if (r.ok()) {
+        m->url = r->url;
+        if (attach_dwarf(m.get(), r->image)) {
+          m->via_debuginfod = true;
+          debug_file = r->image;
+        }
+      } else {
+        m->error += "; " + r.error().message;
+      }
+    }
+  }
+  // Symbol tables. llvm-symbolizer overrides the physical function's name
+  // from the module's own .symtab, else its .dynsym; we do the same, and
+  // count MiniDebugInfo's .symtab as the module's. The debug file's .symtab
+  // answers only addresses that neither DWARF nor those describe.
+  auto load_symtab = [&](const std::shared_ptr<elf::ElfImage>& f, elf::SymbolTable* into) {
+    if (!f) return false;
+    auto t = elf::SymbolTable::load(*f, elf::SymbolTable::Kind::kSymtab);
+    if (!t.ok() || t->size() == 0) return false;
+    *into = std::move(t).value();
+    collect_file_symbols(*f, &m->file_syms);
     return true;
   };
-  if (!try_dwarf(image)) {
-    if (auto dbg = elf::find_debug_file(*image, opts_.debug); dbg.ok()) try_dwarf(dbg.value());
+  if (load_symtab(image, &m->symtab)) {
+    m->symtab_file = image;
+  } else if (auto mini = open_minidebuginfo(*image); load_symtab(mini, &m->symtab)) {
+    m->symtab_file = mini;
+    m->minidebuginfo = true;
   }
-  if (auto t = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kSymtab); t.ok())
-    m->symtab = std::move(t).value();
+  if (m->dwarf_file && m->dwarf_file != image && load_symtab(m->dwarf_file, &m->fallback))
+    m->fallback_file = m->dwarf_file;
+  std::stable_sort(m->file_syms.begin(), m->file_syms.end(),
+                   [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
   if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
     m->dynsym = std::move(d).value();
   modules_[image.get()] = m;
   return m;
+}
+
+ModuleReport DwarfResolver::report(const std::shared_ptr<elf::ElfImage>& image) {
+  std::shared_ptr<Module> m = module(image);
+  ModuleReport r;
+  if (m->dwarf_file) r.dwarf_file = m->dwarf_file->path();
+  if (m->via_debuginfod) r.debuginfod_url = m->url;
+  if (m->alt_file) r.alt_file = m->alt_file->path();
+  if (m->minidebuginfo) r.minidebuginfo = "yes";
+  r.error = m->index ? std::string() : m->error;
+  if (m->index) {
+    r.skeleton_units = m->index->skeleton_units();
+    r.dwo_loaded = m->index->dwo_loaded();
+    r.dwo_missing = m->index->dwo_missing();
+  }
+  return r;
 }
 
 std::string DwarfResolver::display(std::string_view name) const {
@@ -87,17 +284,32 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
   }
   if (out->frames.empty()) out->frames.emplace_back();
   if (dwarf_hit) {
-    out->resolver = ResolvedBy::kDwarf;
-    out->source = m->dwarf_file->path();
+    if (m->via_debuginfod) {
+      out->resolver = ResolvedBy::kDebuginfod;
+      out->source = m->url;
+      out->provenance = "debuginfod+dwarf";
+    } else {
+      out->resolver = ResolvedBy::kDwarf;
+      out->source = m->dwarf_file->path();
+      out->provenance = "dwarf";
+    }
     out->source_build_id = m->dwarf_file->build_id();
   }
   // The physical function's name from the symbol table (llvm-symbolizer's
   // shouldOverrideWithSymbolTable for --functions=linkage).
+  // (llvm-symbolizer-14 uses .dynsym when the module has no .symtab.)
   const elf::Symbol* sym = m->symtab.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
-  if (sym == nullptr) {
+  const elf::ElfImage* sym_file = m->symtab_file.get();
+  if (sym == nullptr && m->symtab.size() == 0) {
     sym = m->dynsym.lookup(addr);
     by = ResolvedBy::kDynsym;
+    sym_file = image.get();
+  }
+  if (sym == nullptr && !dwarf_hit) {
+    sym = m->fallback.lookup(addr);
+    by = ResolvedBy::kSymtab;
+    sym_file = m->fallback_file.get();
   }
   if (sym != nullptr) {
     ResolvedFrame& outer = out->frames.back();
@@ -108,10 +320,23 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     if (!dwarf_hit) {
       outer.short_function = outer.function;
       out->resolver = by;
-      out->source = image->path();
-      out->source_build_id = image->build_id();
+      const bool mini = by == ResolvedBy::kSymtab && m->minidebuginfo && sym_file == m->symtab_file.get();
+      out->source = mini || sym_file == nullptr ? image->path() : sym_file->path();
+      out->source_build_id = sym_file != nullptr && !mini ? sym_file->build_id() : image->build_id();
+      out->provenance = by == ResolvedBy::kDynsym ? "dynsym" : mini ? "minidebuginfo+symtab" : "symtab";
+    }
+    // Without a line, llvm prints the STT_FILE preceding a local symbol as FileName.
+    if (outer.file.empty() && by == ResolvedBy::kSymtab) {
+      auto it = std::lower_bound(m->file_syms.begin(), m->file_syms.end(), sym->addr,
+                                 [](const FileSymEntry& e, uint64_t a) { return e.addr < a; });
+      for (; it != m->file_syms.end() && it->addr == sym->addr; ++it)
+        if (it->name == sym->name) {
+          outer.file = std::string(it->file);
+          break;
+        }
     }
   }
+  if (out->provenance.empty()) out->provenance = "none";
   return out->resolver != ResolvedBy::kNone;
 }
 

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "dwarf/dwarf_index.hpp"
+#include "dwarf/split_dwarf.hpp"
+#include "symbolize/debuginfod_client.hpp"
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
 #include "elf/symtab.hpp"
@@ -31,18 +33,31 @@ struct ResolvedFrame {
 };
 
 /// Values equal enum sprov_resolver.
-enum class ResolvedBy : int32_t { kNone = 0, kSymtab = 1, kDynsym = 2, kDwarf = 3 };
+enum class ResolvedBy : int32_t { kNone = 0, kSymtab = 1, kDynsym = 2, kDwarf = 3, kDebuginfod = 4 };
 
 struct Resolution {
   std::vector<ResolvedFrame> frames;  ///< innermost first; the last is the physical function
   ResolvedBy resolver = ResolvedBy::kNone;
-  std::string source;                 ///< file that answered
+  std::string source;                 ///< file that answered (debuginfod: the URL it came from)
   BuildId source_build_id;            ///< that file's build-id (empty when it has none)
+  std::string provenance;             ///< "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none"
 };
 
 struct DwarfResolverOptions {
   bool demangle = true;
   elf::DebugFileOptions debug;
+  /// Ask debuginfod (DEBUGINFOD_URLS) when no local debug file is found.
+  bool debuginfod = true;
+};
+
+/// How a module's DWARF was found (for diagnostics and tests).
+struct ModuleReport {
+  std::string dwarf_file;      ///< file whose .debug_info is indexed ("" without DWARF)
+  std::string debuginfod_url;  ///< set when the debug file came from debuginfod
+  std::string alt_file;        ///< dwz supplementary file ("" when none)
+  std::string minidebuginfo;   ///< "" or "yes" when .gnu_debugdata gave the symbol table
+  std::string error;           ///< why no DWARF was found ("" when found)
+  size_t skeleton_units = 0, dwo_loaded = 0, dwo_missing = 0;
 };
 
 /// Resolves link-time addresses of modules. DWARF comes from the module
@@ -62,18 +77,44 @@ class DwarfResolver {
 
   const DwarfResolverOptions& options() const { return opts_; }
 
+  /// How the module's DWARF was found (loads the module when needed).
+  ModuleReport report(const std::shared_ptr<elf::ElfImage>& image);
+  DebuginfodClient& debuginfod() { return debuginfod_; }
+
+ public:
+  /// A local function symbol and the STT_FILE name before it in .symtab.
+  struct FileSymEntry {
+    uint64_t addr;
+    std::string_view name, file;
+  };
+
  private:
   struct Module {
     std::shared_ptr<elf::ElfImage> image;
     std::shared_ptr<elf::ElfImage> dwarf_file;  ///< image or its debug file; null without DWARF
+    std::shared_ptr<elf::ElfImage> alt_file;    ///< dwz supplementary file
+    std::shared_ptr<elf::ElfImage> symtab_file; ///< file whose .symtab is used (image or minidebuginfo)
+    std::shared_ptr<elf::ElfImage> fallback_file;  ///< the debug file, whose .symtab answers only without DWARF
+    std::shared_ptr<dwarf::SplitDwarfFiles> split;
     std::unique_ptr<dwarf::DwarfIndex> index;
-    elf::SymbolTable symtab;
-    elf::SymbolTable dynsym;
+    elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
+    elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
+    elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
+    /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
+    /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
+    std::vector<FileSymEntry> file_syms;
+    bool via_debuginfod = false;
+    bool minidebuginfo = false;
+    std::string url;
+    std::string error;
   };
   std::shared_ptr<Module> module(const std::shared_ptr<elf::ElfImage>& image);
+  bool attach_dwarf(Module* m, const std::shared_ptr<elf::ElfImage>& f);
+  std::shared_ptr<elf::ElfImage> find_alt(const elf::ElfImage& f, std::string* err);
   std::string display(std::string_view name) const;
 
   DwarfResolverOptions opts_;
+  DebuginfodClient debuginfod_;
   std::mutex mu_;
   std::unordered_map<const elf::ElfImage*, std::shared_ptr<Module>> modules_;
 };

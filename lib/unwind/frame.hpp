@@ -18,6 +18,7 @@ enum class Method : uint8_t {
   kFramePointer = SPROV_METHOD_FRAME_POINTER,
   kScan = SPROV_METHOD_SCAN,
   kSignal = SPROV_METHOD_SIGNAL,
+  kPrologue = SPROV_METHOD_PROLOGUE,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.

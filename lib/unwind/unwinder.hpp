@@ -43,6 +43,7 @@ class Unwinder {
   void walk(const Regs& initial, bool pc_is_return_address, WalkResult* out) {
     out->frames.clear();
     out->stop = StopReason::kNone;
+    lost_ = 0;
     if (out->frames.capacity() < opts_.max_frames) out->frames.reserve(opts_.max_frames);
     Regs regs = initial;
     if (!regs.has(Traits::kPcReg) || !regs.has(Traits::kSpReg)) {
@@ -82,14 +83,18 @@ class Unwinder {
       const ModuleSlot* nslot = slot_of(nf);
       nf.module_index = nslot ? nslot->snapshot_index : -1;
       // Frames found by heuristics must land in a known module.
-      if ((nf.method == Method::kFramePointer || nf.method == Method::kScan) && nf.pc != 0 &&
-          nslot == nullptr) {
+      if ((nf.method == Method::kFramePointer || nf.method == Method::kScan ||
+           nf.method == Method::kPrologue) &&
+          nf.pc != 0 && nslot == nullptr) {
         out->stop = StopReason::kInvalidPc;
         return;
       }
       // The stack pointer must advance, except across a signal frame (the
-      // interrupted code may run on another stack).
-      if (nf.method != Method::kSignal && nf.sp <= cur.sp && nf.pc != 0) {
+      // interrupted code may run on another stack). Out of a frame at an exact
+      // pc (frame 0, a signal-interrupted frame) it may stay: a leaf without a
+      // frame on arm64/mips has cfa = sp.
+      if (nf.method != Method::kSignal && nf.pc != 0 &&
+          (nf.sp < cur.sp || (nf.sp == cur.sp && cur.lookup_prev))) {
         out->stop = StopReason::kSpNotAdvancing;
         return;
       }
@@ -139,6 +144,14 @@ class Unwinder {
       return StopReason::kNone;
     }
     next = regs;
+    if constexpr (Ops::kHasPrologueAnalysis) {
+      if (step_by_prologue(slot, !cur.lookup_prev, regs, next, cfa)) {
+        nf->method = Method::kPrologue;
+        nf->lookup_prev = true;
+        return StopReason::kNone;
+      }
+      next = regs;
+    }
     if (opts_.allow_scan && step_by_scan(regs, next, cfa)) {
       nf->method = Method::kScan;
       nf->lookup_prev = true;
@@ -228,15 +241,17 @@ class Unwinder {
 
   /// cfa = reg + off; saved registers and ra loaded from cfa-relative slots.
   StopReason apply_rule(const UnwindRule& rule, const Regs& regs, Regs& next, uint64_t* cfa_out) {
-    if (!regs.has(rule.cfa_reg)) return StopReason::kBadCfi;
+    if (!regs.has(rule.cfa_reg)) return missing_reg(rule.cfa_reg);
     const uint64_t cfa = mask(regs.get(rule.cfa_reg) + static_cast<int64_t>(rule.cfa_off));
     constexpr int kW = Traits::kAddrSize;
     for (int i = 0; i < rule.nsaved; i++) {
       uint64_t v;
-      if (!arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW), kW,
-                           Traits::kBigEndian, &v))
-        return StopReason::kMemoryUnreadable;
-      next.set(rule.saved_reg[i], v);
+      if (arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW), kW,
+                          Traits::kBigEndian, &v)) {
+        next.set(rule.saved_reg[i], v);
+      } else {
+        lose(next, rule.saved_reg[i]);  // outside the captured memory: unknown, not fatal
+      }
     }
     uint64_t ra;
     if (rule.ra_kind == UnwindRule::kRaAtCfa) {
@@ -244,7 +259,7 @@ class Unwinder {
                            Traits::kBigEndian, &ra))
         return StopReason::kMemoryUnreadable;
     } else {
-      if (!regs.has(rule.ra_reg)) return StopReason::kBadCfi;
+      if (!regs.has(rule.ra_reg)) return missing_reg(rule.ra_reg);
       ra = regs.get(rule.ra_reg);
     }
     ra = Traits::strip_return_address(ra);
@@ -261,7 +276,7 @@ class Unwinder {
     constexpr int kW = Traits::kAddrSize;
     uint64_t cfa;
     if (row_.cfa.kind == dwarf::CfaRule::Kind::kRegOffset) {
-      if (!regs.has(row_.cfa.reg)) return StopReason::kBadCfi;
+      if (!regs.has(row_.cfa.reg)) return missing_reg(row_.cfa.reg);
       cfa = mask(regs.get(row_.cfa.reg) + row_.cfa.offset);
     } else {
       if (!eval(sec, row_.cfa.expr_offset, row_.cfa.expr_len, regs, nullptr, &cfa))
@@ -292,21 +307,27 @@ class Unwinder {
           next.clear(reg);
           continue;
         case dwarf::RegRuleKind::kOffset:
-          if (!arch::read_word(mem_, mask(cfa + rr.offset), kW, Traits::kBigEndian, &v))
-            return StopReason::kMemoryUnreadable;
+          if (!arch::read_word(mem_, mask(cfa + rr.offset), kW, Traits::kBigEndian, &v)) {
+            if (reg == ra_col) return StopReason::kMemoryUnreadable;
+            lose(next, reg);
+            continue;
+          }
           break;
         case dwarf::RegRuleKind::kValOffset:
           v = mask(cfa + rr.offset);
           break;
         case dwarf::RegRuleKind::kRegister:
-          if (!regs.has(rr.reg)) return StopReason::kBadCfi;
+          if (!regs.has(rr.reg)) return missing_reg(rr.reg);
           v = regs.get(rr.reg);
           break;
         case dwarf::RegRuleKind::kExpression: {
           uint64_t addr;
           if (!eval(sec, rr.expr_offset, rr.expr_len, regs, &cfa, &addr)) return expr_reason_;
-          if (!arch::read_word(mem_, mask(addr), kW, Traits::kBigEndian, &v))
-            return StopReason::kMemoryUnreadable;
+          if (!arch::read_word(mem_, mask(addr), kW, Traits::kBigEndian, &v)) {
+            if (reg == ra_col) return StopReason::kMemoryUnreadable;
+            lose(next, reg);
+            continue;
+          }
           break;
         }
         case dwarf::RegRuleKind::kValExpression:
@@ -341,16 +362,34 @@ class Unwinder {
     return false;
   }
 
-  /// The sigreturn trampoline recognised by its code bytes (read from the
-  /// module file, so this works offline too).
+  /// The sigreturn trampoline recognised by its code bytes: read from the
+  /// module file (so this works offline too), or from the target's memory when
+  /// no module maps the pc (qemu-user's sigtramp page, an on-stack trampoline).
   bool step_by_sigreturn(const ModuleSlot* slot, uint64_t pc, const Regs& regs, Regs& next,
                          uint64_t* cfa) {
-    if (slot == nullptr || slot->module == nullptr) return false;
     uint8_t code[Ops::kSigreturnLen];
-    if (!slot->module->read_code(pc - slot->bias, code, sizeof(code))) return false;
-    if (!Ops::is_sigreturn(code)) return false;
+    if (slot != nullptr && slot->module != nullptr) {
+      if (!slot->module->read_code(pc - slot->bias, code, sizeof(code))) return false;
+    } else if (!mem_.read(pc, code, sizeof(code))) {
+      return false;
+    }
+    const int kind = Ops::sigreturn_kind(code);
+    if (kind == 0) return false;
     next = regs;
-    return Ops::signal_step(next, mem_, cfa) == arch::StepOutcome::kOk;
+    return Ops::signal_step(next, mem_, kind, cfa) == arch::StepOutcome::kOk;
+  }
+
+  /// Instruction analysis of the function's prologue (mips32), reading code
+  /// from the module file that holds the pc. `exact_pc`: not a return address.
+  bool step_by_prologue(const ModuleSlot* slot, bool exact_pc, const Regs& regs, Regs& next,
+                        uint64_t* cfa) {
+    if (slot == nullptr || slot->module == nullptr) return false;
+    auto code = [slot](uint64_t addr, void* buf, size_t len) {
+      return addr >= slot->start && addr + len <= slot->end &&
+             slot->module->read_code(addr - slot->bias, buf, len);
+    };
+    next = regs;
+    return Ops::prologue_step(next, mem_, code, exact_pc, cfa) == arch::StepOutcome::kOk;
   }
 
   bool step_by_frame_pointer(const Regs& regs, Regs& next, uint64_t* cfa) {
@@ -381,6 +420,19 @@ class Unwinder {
     return false;
   }
 
+  /// A callee-saved register whose save slot lies outside the readable
+  /// memory (e.g. past the end of a copied stack) becomes unknown; the walk
+  /// goes on and stops only if a later rule needs it.
+  void lose(Regs& next, int reg) {
+    next.clear(reg);
+    if (reg < 64) lost_ |= 1ull << reg;
+  }
+  /// A rule needs a register we do not have: unreadable memory if it was lost
+  /// that way, otherwise the CFI asks for something the capture never had.
+  StopReason missing_reg(int reg) const {
+    return (reg < 64 && ((lost_ >> reg) & 1)) ? StopReason::kMemoryUnreadable : StopReason::kBadCfi;
+  }
+
   static uint64_t mask(uint64_t v) {
     if constexpr (Traits::kAddrSize == 4) return v & 0xffffffffull;
     return v;
@@ -393,6 +445,7 @@ class Unwinder {
   dwarf::CfiRow row_;
   dwarf::CfiStatus row_status_ = dwarf::CfiStatus::kNotFound;
   StopReason expr_reason_ = StopReason::kBadCfi;
+  uint64_t lost_ = 0;  // registers lost to unreadable save slots in this walk
 };
 
 }  // namespace stackprov::unwind

@@ -25,6 +25,15 @@ void walk_snapshot(const memory::Snapshot& snap, const ModuleTable& modules, Rul
     case Arch::kX86_64:
       walk_arch<arch::x86_64::Traits>(snap, modules, cache, opts, out);
       return;
+    case Arch::kArm64:
+      walk_arch<arch::arm64::Traits>(snap, modules, cache, opts, out);
+      return;
+    case Arch::kMips32:
+      if (snap.endian == Endian::kBig)
+        walk_arch<arch::mips32::TraitsBE>(snap, modules, cache, opts, out);
+      else
+        walk_arch<arch::mips32::TraitsLE>(snap, modules, cache, opts, out);
+      return;
     default:
       out->frames.clear();
       out->stop = StopReason::kArchMismatch;

@@ -213,6 +213,15 @@ def test_roundtrip():
         rc, _, err = run("log", "verify-proof", "--proof", proof, "--entry", others[0], "--log-key",
                          os.path.join(log, "log.pub"), "--origin", "example.org/it-log")
         check(rc == 1 and "inclusion-proof" in err, "verify-proof rejects another entry")
+        frag = os.path.join(d, "frag")
+        rc, _, _ = run("log", "fragment", log, "--entry", env_path, "--out", frag)
+        check(rc == 0, "log fragment")
+        fargs = ["log", "verify-fragment", "--fragment", frag, "--log-key", os.path.join(log, "log.pub"),
+                 "--origin", "example.org/it-log"]
+        rc, _, _ = run(*fargs, "--entry", env_path)
+        check(rc == 0, "verify-fragment")
+        rc, _, err = run(*fargs, "--entry", others[0])
+        check(rc == 1 and "inclusion-proof" in err, "verify-fragment rejects another entry")
         # Consistency 200 -> 301.
         cp1_path, cp2_path, cons = (os.path.join(d, n) for n in ("cp1", "cp2", "cons"))
         open(cp1_path, "w").write(cp1)
@@ -283,19 +292,36 @@ def test_crash():
             p = os.path.join(d, f"f{i}")
             open(p, "wb").write(b"crash entry %d %s" % (i, b"." * (i % 50)))
             files.append(p)
+        # How long does one full append take here? Kill moments are spread over that span.
+        scratch = os.path.join(d, "scratch")
+        run("log", "init", scratch, "--key", lk, "--origin", "example.org/scratch")
+        t0 = time.monotonic()
+        run("log", "append", scratch, "--key", lk, *files)
+        span = time.monotonic() - t0
         rnd = random.Random(1234)
         expected_size = 0
-        for r in range(8):
+        mid_write = committed = 0
+        for r in range(16):
+            before = set(os.listdir(os.path.join(log, "tile", "entries"))) if os.path.isdir(
+                os.path.join(log, "tile", "entries")) else set()
             proc = subprocess.Popen([CLI, "log", "append", log, "--key", lk, *files], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
-            time.sleep(rnd.uniform(0.005, 0.08))
+            time.sleep(rnd.uniform(0.0, span * 1.1))
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             rc, out, err = run("log", "verify", log)
             check(rc == 0, f"round {r}: log verifies after SIGKILL during append ({(out + err).strip()})")
             size = int(open(os.path.join(log, "state")).read().split("\n")[0])
             check(size in (expected_size, expected_size + len(files)), f"round {r}: append is all or nothing ({size})")
+            after = set(os.listdir(os.path.join(log, "tile", "entries"))) if os.path.isdir(
+                os.path.join(log, "tile", "entries")) else set()
+            if size == expected_size and after != before:
+                mid_write += 1  # killed after writing tiles but before the commit
+            if size != expected_size:
+                committed += 1
             expected_size = size
+        print(f"note: {mid_write} kill(s) landed between tile writes and the commit, {committed} append(s) committed")
+        check(mid_write + committed > 0, "at least one kill happened after the append started writing")
         rc, _, _ = run("log", "append", log, "--key", lk, files[0])
         check(rc == 0, "append after crashes")
         rc, _, _ = run("log", "verify", log)

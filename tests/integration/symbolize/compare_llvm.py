@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# Builds the symbolization fixtures (gcc/clang, DWARF 4/5, compressed, stripped) and compares every .text instruction address with llvm-symbolizer.
+# Builds the symbolization fixtures (gcc/clang, DWARF 4/5, compressed, stripped, split .dwo/.dwp, dwz, MiniDebugInfo) and compares every .text instruction address with llvm-symbolizer.
 import argparse
 import json
 import os
@@ -36,11 +36,100 @@ def symbolize(tool, obj, addrs, extra):
     return res
 
 
-def build(work, cc, std, dwarf, src, name):
+def build(work, cc, std, dwarf, src, name, extra=(), opt="-O2"):
     out = os.path.join(work, name)
     lang = ["-x", "c++"] if src.endswith(".cpp") else []
-    run([cc] + lang + ["-O2", "-g" + dwarf, "-Wl,--build-id", "-o", out, os.path.join(HERE, src)] + std)
+    run([cc] + lang + [opt, "-g" + dwarf, "-Wl,--build-id", "-o", out, os.path.join(HERE, src)] + list(extra) + std,
+        cwd=work)
     return out
+
+
+def fresh_dir(path):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def same_text(a, b):
+    """Whether two binaries have byte-identical .text at the same address (then DWARF answers must agree)."""
+    def text(p):
+        out = p + ".text.bin"
+        run(["objcopy", "-O", "binary", "--only-section=.text", p, out])
+        with open(out, "rb") as f:
+            data = f.read()
+        os.unlink(out)
+        return data, run(["objdump", "-h", "-j", ".text", p]).split("\n")[-3:]
+    return text(a) == text(b)
+
+
+def extra_variants(work, cc, std, dwarf, src, base):
+    """Variants that need their own build or tool: (label, ours, ref, extra args, address source, mode).
+    mode "dwarf" compares like variants(); "symtab" compares the physical function's name only."""
+    name = os.path.basename(base)
+    # Split DWARF: skeleton units in the binary, .dwo found by DW_AT_dwo_name under DW_AT_comp_dir.
+    d = fresh_dir(base + ".split")
+    sb = build(d, cc, std, dwarf, src, name, ["-gsplit-dwarf"])
+    # llvm-14 drops inline frames of clang's split C units (see doc/symbolization.md), so the reference
+    # is llvm on the unsplit build when the code is identical, else llvm on the split binary.
+    split_ref = base if same_text(sb, base) else sb
+    yield "split .dwo", sb, split_ref, [], split_ref, "dwarf"
+    # Split DWARF packaged: <binary>.dwp beside it, the .dwo files removed (so the package must be used).
+    dwp_tool = shutil.which("llvm-dwp-14") or shutil.which("dwp")
+    if dwp_tool:
+        d = fresh_dir(base + ".splitdwp")
+        pb = build(d, cc, std, dwarf, src, name, ["-gsplit-dwarf"])
+        run([dwp_tool, "-e", pb, "-o", pb + ".dwp"])
+        for f in os.listdir(d):
+            if f.endswith(".dwo"):
+                os.unlink(os.path.join(d, f))
+        split_ref = base if same_text(pb, base) else pb
+        yield "split .dwp", pb, split_ref, [], split_ref, "dwarf"
+    else:
+        print("skip split .dwp: neither llvm-dwp-14 nor dwp installed")
+    if shutil.which("dwz"):
+        # dwz in one file: partial units, DW_TAG_imported_unit, DW_FORM_ref_addr into them.
+        # The reference is llvm on the file before dwz (same code, same DWARF meaning).
+        z = base + ".dwz"
+        r = subprocess.run(["dwz", "-o", z, base], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode == 0 and os.path.exists(z):
+            yield "dwz", z, base, [], base, "dwarf"
+        else:
+            print("skip dwz: %s" % r.stderr.strip()[:200])
+        # dwz -m: a supplementary file (.gnu_debugaltlink, DW_FORM_GNU_ref_alt/strp_alt) shared with a second binary.
+        d = fresh_dir(base + ".dwzm")
+        m1 = os.path.join(d, name)
+        shutil.copy(base, m1)
+        m2 = build(d, cc, std, dwarf, src, name + "-O1", opt="-O1")
+        common = os.path.join(d, "common.debug")
+        r = subprocess.run(["dwz", "-m", common, "-M", common, m1, m2], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode == 0 and os.path.exists(common):
+            yield "dwz -m (alt file)", m1, base, [], base, "dwarf"
+        else:
+            print("skip dwz -m: %s" % r.stderr.strip()[:200])
+    else:
+        print("skip dwz: not installed (scripts/install-deps.sh)")
+    # MiniDebugInfo (Fedora's recipe, weak functions kept too): stripped binary, .gnu_debugdata =
+    # xz(ELF with the .symtab of function symbols not in .dynsym). Reference: llvm on the binary with
+    # .symtab and no DWARF (llvm-14 does not read .gnu_debugdata itself).
+    if shutil.which("xz"):
+        d = fresh_dir(base + ".mini")
+        dyn = set(l.split()[0] for l in run(["nm", "-D", "--format=posix", "--defined-only", base]).splitlines() if l)
+        funcs = [l.split()[0] for l in run(["nm", "--format=posix", "--defined-only", base]).splitlines()
+                 if len(l.split()) > 1 and l.split()[1] in ("T", "t", "W", "w")]
+        keep = os.path.join(d, "keep")
+        with open(keep, "w") as f:
+            f.write("".join(x + "\n" for x in sorted(set(funcs) - dyn)))
+        mini = os.path.join(d, "mini")
+        run(["objcopy", "--only-keep-debug", base, mini])
+        run(["objcopy", "-S", "--remove-section", ".gdb_index", "--remove-section", ".comment",
+             "--keep-symbols=" + keep, mini])
+        run(["xz", "-f", mini])
+        mb = os.path.join(d, name)
+        run(["objcopy", "--strip-all", "--add-section", ".gnu_debugdata=" + mini + ".xz", base, mb])
+        ref = os.path.join(d, name + ".symtab-only")
+        run(["objcopy", "--strip-debug", base, ref])
+        yield "minidebuginfo", mb, ref, [], base, "symtab"
 
 
 def variants(work, base):
@@ -110,6 +199,31 @@ def symtab_only(r):
     return all(f.get("Line", 0) == 0 for f in r.get("Symbol", []))
 
 
+SIZED = []  # (start, end, name) of sized function symbols of the fixture being compared
+
+
+def load_sized(path):
+    del SIZED[:]
+    for line in run(["nm", "-S", "--defined-only", path]).splitlines():
+        p = line.split()
+        if len(p) == 4 and p[2] in ("T", "t", "W", "w"):
+            a, n = int(p[0], 16), int(p[1], 16)
+            if n:
+                SIZED.append((a, a + n, p[3]))
+
+
+def compare_symtab(ours, ref, addrs):
+    """Physical function names where a sized function symbol covers the address (no guessing past st_size)."""
+    n = ok = 0
+    for a, x, y in zip(addrs, ours, ref):
+        if not any(lo <= a < hi for lo, hi, _ in SIZED):
+            continue
+        n += 1
+        fx, fy = x.get("Symbol", [{}])[-1].get("FunctionName"), y.get("Symbol", [{}])[-1].get("FunctionName")
+        ok += fx == fy or (fx in ALIASES and ALIASES.get(fx) == ALIASES.get(fy))
+    return n, ok
+
+
 def compare(ours, ref, show, label):
     """Counts over addresses with DWARF (llvm gives a line): agreement on
     function/file/line/column of every frame (core) and on every field (all);
@@ -156,9 +270,20 @@ def main():
             base = build(args.work, cc, std, dwarf, src, "%s-%s" % (tag, dwarf))
             addrs = text_addresses(base)
             load_aliases(base)
-            for label, ours_obj, ref_obj, extra in variants(args.work, base):
-                ours = symbolize([args.stackprov, "symbolize"], ours_obj, addrs, extra)
-                ref = symbolize([LLVM], ref_obj, addrs, extra)
+            cases = [(l, o, r, e, None, "dwarf") for l, o, r, e in variants(args.work, base)]
+            cases += list(extra_variants(os.path.dirname(base), cc, std, dwarf, src, base))
+            for label, ours_obj, ref_obj, extra, addr_obj, mode in cases:
+                vaddrs = addrs if addr_obj in (None, base) else text_addresses(addr_obj)
+                ours = symbolize([args.stackprov, "symbolize"], ours_obj, vaddrs, extra)
+                ref = symbolize([LLVM], ref_obj, vaddrs, extra)
+                if mode == "symtab":
+                    load_sized(base)
+                    n, ok = compare_symtab(ours, ref, vaddrs)
+                    name = "%s -%s %s" % (tag, dwarf, label)
+                    print("%-40s %7s %9s %9s %8d %8.2f%%" % (name, "-", "-", "-", n, 100.0 * ok / max(n, 1)))
+                    if ok < n:
+                        failures += 1
+                    continue
                 for r in ref:  # llvm names the module it was given
                     r["ModuleName"] = ours_obj
                 name = "%s -%s %s" % (tag, dwarf, label)

@@ -10,14 +10,6 @@
 
 using namespace stackprov::bundle;
 
-namespace {
-Hash b64hash(const Json& j) {
-  auto b = base64_decode(j.get<std::string>(), B64Alphabet::kStandard);
-  REQUIRE(b.ok());
-  if (b.value().size() != 32) return Hash{};  // malformed vectors (e.g. garbage) still compare unequal
-  return to_hash(b.value(), "h").value();
-}
-}  // namespace
 
 TEST_CASE("all 98 RFC 9162 inclusion vectors give their wantErr", "[merkle]") {
   namespace fs = std::filesystem;

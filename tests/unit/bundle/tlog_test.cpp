@@ -207,3 +207,43 @@ TEST_CASE("an append killed mid-write leaves a log that verifies and keeps worki
               .ok());
   }
 }
+
+TEST_CASE("tile fragments: at most two tiles per level rebuild the inclusion proof", "[tlog]") {
+  TempDir d;
+  auto key = SigningKey::generate().value();
+  auto t = Tlog::init(d.path + "/log", "example.org/frag", key).value();
+  uint64_t n = 0;
+  for (uint64_t target : {1u, 2u, 255u, 256u, 257u, 511u, 66000u}) {
+    std::vector<std::string> es;
+    for (; n < target; ++n) es.push_back(entry_text(n));
+    REQUIRE(t.append(std::vector<std::string_view>(es.begin(), es.end())).ok());
+    REQUIRE(t.sign_checkpoint(key).ok());
+    for (uint64_t idx : {uint64_t{0}, n / 3, n / 2, n - 1}) {
+      std::string frag = d.path + "/frag-" + std::to_string(n) + "-" + std::to_string(idx);
+      REQUIRE(t.export_fragment(idx, frag).ok());
+      INFO("size " << n << " index " << idx);
+      CHECK(verify_tile_fragment(frag, entry_text(idx), key.public_key(), "example.org/frag").ok());
+      if (n > 1) CHECK_FALSE(verify_tile_fragment(frag, entry_text((idx + 1) % n), key.public_key(), "example.org/frag").ok());
+      size_t tiles = 0;
+      for (const auto& e : fs::recursive_directory_iterator(frag + "/tile"))
+        if (e.is_regular_file()) ++tiles;
+      unsigned levels = 0;
+      for (uint64_t c = n; c > 0; c >>= 8) ++levels;
+      CHECK(tiles <= 2 * levels);
+    }
+  }
+  // A missing or altered tile is a clean failure.
+  std::string frag = d.path + "/frag-66000-33000";
+  fs::remove(frag + "/tile/0/128");
+  auto r = verify_tile_fragment(frag, entry_text(33000), key.public_key(), "example.org/frag");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("missing") != std::string::npos);
+  std::string frag2 = d.path + "/frag-66000-65999";
+  {
+    std::fstream f(frag2 + "/tile/0/257.p/208", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('X');
+  }
+  CHECK(verify_tile_fragment(frag2, entry_text(65999), key.public_key(), "example.org/frag").error().code ==
+        SPROV_ERR_PROOF);
+}

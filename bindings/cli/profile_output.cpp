@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: Apache-2.0
+// Profile outputs: stack aggregation by XXH3 of the pc sequence, folded stacks and flame-graph SVG.
+#include "profile_output.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace stackprov_cli {
+
+void StackAggregator::add(uint32_t comm, const std::vector<uint64_t>& pcs, const std::vector<uint32_t>& names) {
+  XXH3_state_t st;
+  XXH3_64bits_reset(&st);
+  XXH3_64bits_update(&st, &comm, sizeof(comm));
+  XXH3_64bits_update(&st, pcs.data(), pcs.size() * sizeof(uint64_t));
+  const uint64_t h = XXH3_64bits_digest(&st);
+  std::vector<uint32_t>& ids = by_hash_[h];
+  for (uint32_t id : ids) {
+    Entry& e = entries_[id];
+    if (e.comm == comm && e.pcs == pcs) {
+      e.count++;
+      return;
+    }
+  }
+  if (!ids.empty()) collisions_++;
+  ids.push_back(static_cast<uint32_t>(entries_.size()));
+  entries_.push_back(Entry{comm, pcs, names, 1});
+}
+
+std::map<std::string, uint64_t> fold(const StackAggregator& agg, const std::vector<std::string>& comms,
+                                     const std::vector<std::string>& names) {
+  std::map<std::string, uint64_t> out;
+  std::string line;
+  for (const auto& e : agg.entries()) {
+    line = e.comm < comms.size() ? comms[e.comm] : "[unknown]";
+    for (size_t i = e.names.size(); i-- > 0;) {
+      line += ';';
+      line += names[e.names[i]];
+    }
+    out[line] += e.count;
+  }
+  return out;
+}
+
+void write_folded(FILE* f, const std::map<std::string, uint64_t>& folded) {
+  for (const auto& [line, n] : folded) fprintf(f, "%s %llu\n", line.c_str(), static_cast<unsigned long long>(n));
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (unsigned char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default:
+        if (c < 0x20 && c != '\t') o += '?';
+        else o += static_cast<char>(c);
+    }
+  }
+  return o;
+}
+
+namespace {
+
+struct Node {
+  std::string name;
+  uint64_t count = 0;
+  std::map<std::string, std::unique_ptr<Node>> kids;
+};
+
+struct Layout {
+  FILE* f;
+  uint64_t total;
+  int max_depth;
+  double width;
+};
+
+constexpr double kWidth = 1200, kFrameH = 16, kPadTop = 40, kPadSide = 10;
+
+int depth_of(const Node& n) {
+  int d = 0;
+  for (const auto& [k, c] : n.kids) d = std::max(d, 1 + depth_of(*c));
+  return d;
+}
+
+void color(const std::string& name, int* r, int* g, int* b) {
+  const uint64_t h = XXH3_64bits(name.data(), name.size());
+  *r = 205 + static_cast<int>(h % 50);
+  *g = static_cast<int>((h >> 8) % 180);
+  *b = static_cast<int>((h >> 16) % 55);
+}
+
+void emit(const Layout& L, const Node& n, uint64_t x, int depth) {
+  const double px = kPadSide + (L.width - 2 * kPadSide) * static_cast<double>(x) / static_cast<double>(L.total);
+  const double pw = (L.width - 2 * kPadSide) * static_cast<double>(n.count) / static_cast<double>(L.total);
+  const double py = kPadTop + (L.max_depth - depth) * kFrameH;
+  int r, g, b;
+  color(n.name, &r, &g, &b);
+  if (depth == 0) r = 230, g = 120, b = 60;
+  const std::string name = xml_escape(n.name);
+  fprintf(L.f,
+          "<g class=\"f\" data-x=\"%llu\" data-samples=\"%llu\" data-d=\"%d\"><title>%s (%llu samples, %.2f%%)</title>"
+          "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"rgb(%d,%d,%d)\" rx=\"2\"/>"
+          "<text x=\"%.2f\" y=\"%.1f\">%s</text></g>\n",
+          static_cast<unsigned long long>(x), static_cast<unsigned long long>(n.count), depth, name.c_str(),
+          static_cast<unsigned long long>(n.count), 100.0 * static_cast<double>(n.count) / static_cast<double>(L.total),
+          px, py, pw, kFrameH - 1, r, g, b, px + 3, py + kFrameH - 4.5, name.c_str());
+  uint64_t cx = x;
+  for (const auto& [k, c] : n.kids) {
+    emit(L, *c, cx, depth + 1);
+    cx += c->count;
+  }
+}
+
+// Hover shows the <title>; a click zooms so that the clicked frame spans the
+// width (its ancestors too), frames outside it hide; clicking the root resets.
+constexpr const char* kScript = R"JS(
+var W = %W%, P = %P%;
+function fit(g) {
+  var r = g.querySelector('rect'), t = g.querySelector('text');
+  var full = g.querySelector('title').textContent.replace(/ \([0-9]+ samples.*$/, '');
+  var w = parseFloat(r.getAttribute('width')), n = Math.floor((w - 6) / 7);
+  t.textContent = n >= full.length ? full : (n > 2 ? full.substring(0, n - 2) + '..' : '');
+}
+function zoom(z) {
+  var zx = +z.dataset.x, zn = +z.dataset.samples, zd = +z.dataset.d;
+  document.querySelectorAll('g.f').forEach(function (g) {
+    var x = +g.dataset.x, n = +g.dataset.samples, d = +g.dataset.d;
+    var r = g.querySelector('rect'), t = g.querySelector('text');
+    var inside = x >= zx && x + n <= zx + zn, anc = d < zd && x <= zx && x + n >= zx + zn;
+    if (!inside && !anc) { g.style.display = 'none'; return; }
+    g.style.display = '';
+    var nx = anc ? 0 : (x - zx) / zn, nw = anc ? 1 : n / zn;
+    r.setAttribute('x', P + nx * (W - 2 * P)); r.setAttribute('width', nw * (W - 2 * P));
+    t.setAttribute('x', P + nx * (W - 2 * P) + 3);
+    g.style.opacity = anc && d != zd ? 0.6 : 1;
+    fit(g);
+  });
+}
+document.querySelectorAll('g.f').forEach(function (g) {
+  fit(g);
+  g.addEventListener('click', function () { zoom(g); });
+});
+)JS";
+
+}  // namespace
+
+void write_flamegraph_svg(FILE* f, const std::map<std::string, uint64_t>& folded, const std::string& title) {
+  Node root;
+  root.name = "all";
+  for (const auto& [line, n] : folded) {
+    root.count += n;
+    Node* cur = &root;
+    size_t at = 0;
+    while (at <= line.size()) {
+      size_t semi = line.find(';', at);
+      if (semi == std::string::npos) semi = line.size();
+      const std::string part = line.substr(at, semi - at);
+      auto& kid = cur->kids[part];
+      if (!kid) {
+        kid = std::make_unique<Node>();
+        kid->name = part;
+      }
+      kid->count += n;
+      cur = kid.get();
+      at = semi + 1;
+    }
+  }
+  const int max_depth = depth_of(root);
+  const double height = kPadTop + (max_depth + 1) * kFrameH + 20;
+  fprintf(f,
+          "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+          "<svg version=\"1.1\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+          "xmlns=\"http://www.w3.org/2000/svg\" data-total-samples=\"%llu\">\n"
+          "<style>text { font-family: Verdana, sans-serif; font-size: 12px; pointer-events: none; } "
+          "g.f:hover rect { stroke: black; stroke-width: 0.5; } g.f { cursor: pointer; }</style>\n"
+          "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"rgb(248,248,240)\"/>\n"
+          "<text x=\"%.0f\" y=\"24\" text-anchor=\"middle\" style=\"font-size:17px\">%s</text>\n",
+          kWidth, height, kWidth, height, static_cast<unsigned long long>(root.count), kWidth / 2,
+          xml_escape(title).c_str());
+  if (root.count > 0) emit(Layout{f, root.count, max_depth, kWidth}, root, 0, 0);
+  std::string js = kScript;
+  auto sub = [&](const std::string& k, const std::string& v) {
+    for (size_t p; (p = js.find(k)) != std::string::npos;) js.replace(p, k.size(), v);
+  };
+  sub("%W%", std::to_string(static_cast<int>(kWidth)));
+  sub("%P%", std::to_string(static_cast<int>(kPadSide)));
+  fprintf(f, "<script type=\"text/ecmascript\"><![CDATA[%s]]></script>\n</svg>\n", js.c_str());
+}
+
+}  // namespace stackprov_cli

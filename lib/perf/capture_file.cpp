@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: Apache-2.0
+// stackprov capture files ("SPROVCAP"): sampled stacks with their module lists, written by `record`.
+#include "perf/capture_file.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+namespace stackprov::perf {
+
+namespace {
+
+constexpr uint32_t kVersion = 1;
+constexpr uint8_t kModules = 1, kComm = 2, kSample = 3, kLost = 4, kVdso = 5, kEnd = 6;
+constexpr size_t kMaxLists = size_t{1} << 20;
+constexpr size_t kMaxModules = 65536;
+constexpr size_t kMaxSamples = size_t{1} << 26;
+constexpr uint64_t kMaxStack = 64 * 1024;
+constexpr uint32_t kMaxKernel = 1024;
+constexpr uint32_t kMaxPath = 4096;
+constexpr uint32_t kMaxComm = 64;
+constexpr size_t kMaxVdso = 1u << 20;
+constexpr uint32_t kMaxCmdline = 1u << 20;
+
+void put(std::vector<uint8_t>& b, const void* p, size_t n) {
+  const auto* c = static_cast<const uint8_t*>(p);
+  b.insert(b.end(), c, c + n);
+}
+void put64(std::vector<uint8_t>& b, uint64_t v) { put(b, &v, 8); }
+void put32(std::vector<uint8_t>& b, uint32_t v) { put(b, &v, 4); }
+
+struct Reader {
+  const uint8_t* p;
+  size_t len;
+  size_t at;
+  const char* what;
+  Status need(size_t n, const char* field) const {
+    if (n > len - at)
+      return make_error(SPROV_ERR_TRUNCATED, "capture file: %s: %s needs %zu bytes at offset %zu, %zu left", what,
+                        field, n, at, len - at);
+    return {};
+  }
+  Status u64(uint64_t* v, const char* field) {
+    if (Status st = need(8, field); !st.ok()) return st;
+    std::memcpy(v, p + at, 8);
+    at += 8;
+    return {};
+  }
+  Status u32(uint32_t* v, const char* field) {
+    if (Status st = need(4, field); !st.ok()) return st;
+    std::memcpy(v, p + at, 4);
+    at += 4;
+    return {};
+  }
+  Status u8(uint8_t* v, const char* field) {
+    if (Status st = need(1, field); !st.ok()) return st;
+    *v = p[at++];
+    return {};
+  }
+};
+
+#define SPROV_TRY(expr)                                 \
+  do {                                                  \
+    if (Status st_ = (expr); !st_.ok()) return st_;     \
+  } while (0)
+#define SPROV_TRY_R(expr)                               \
+  do {                                                  \
+    if (Status st_ = (expr); !st_.ok()) return st_.error(); \
+  } while (0)
+
+}  // namespace
+
+CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline)
+    : f_(f), regs_mask_(regs_mask) {
+  std::vector<uint8_t> h;
+  put(h, kCaptureMagic, 8);
+  put32(h, kVersion);
+  put32(h, 0);
+  put64(h, regs_mask);
+  put32(h, stack_user);
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(cmdline.size(), kMaxCmdline));
+  put32(h, n);
+  put(h, cmdline.data(), n);
+  if (fwrite(h.data(), 1, h.size(), f_) != h.size()) io_error_ = true;
+}
+
+void CaptureWriter::record(uint8_t kind, const std::vector<uint8_t>& body) {
+  uint8_t head[8] = {kind, 0, 0, 0};
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::memcpy(head + 4, &n, 4);
+  if (fwrite(head, 1, 8, f_) != 8 || fwrite(body.data(), 1, body.size(), f_) != body.size()) io_error_ = true;
+}
+
+void CaptureWriter::write_modules(uint32_t id, const ModuleList& list) {
+  buf_.clear();
+  put32(buf_, id);
+  put64(buf_, list.vdso_start);
+  put32(buf_, static_cast<uint32_t>(list.modules.size()));
+  for (const memory::SnapshotModule& m : list.modules) {
+    put64(buf_, m.start);
+    put64(buf_, m.end);
+    put64(buf_, m.file_offset);
+    put64(buf_, m.load_bias);
+    const uint32_t pl = static_cast<uint32_t>(std::min<size_t>(m.path.size(), kMaxPath));
+    put32(buf_, pl);
+    put(buf_, m.path.data(), pl);
+    buf_.push_back(m.build_id.len);
+    put(buf_, m.build_id.bytes, m.build_id.len);
+  }
+  record(kModules, buf_);
+}
+
+void CaptureWriter::write_comm(uint32_t id, const std::string& comm) {
+  buf_.clear();
+  put32(buf_, id);
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(comm.size(), kMaxComm));
+  put32(buf_, n);
+  put(buf_, comm.data(), n);
+  record(kComm, buf_);
+}
+
+void CaptureWriter::write_vdso(const std::vector<uint8_t>& bytes) {
+  if (bytes.empty() || bytes.size() > kMaxVdso) return;
+  record(kVdso, bytes);
+}
+
+void CaptureWriter::write_sample(const SampleView& s, uint32_t list, uint32_t comm) {
+  buf_.clear();
+  put64(buf_, s.time);
+  put32(buf_, s.pid);
+  put32(buf_, s.tid);
+  put32(buf_, list);
+  put32(buf_, comm);
+  put64(buf_, s.ip);
+  const uint32_t nregs = static_cast<uint32_t>(std::popcount(regs_mask_));
+  for (uint32_t i = 0; i < nregs; i++) {
+    uint64_t v = 0;
+    if (s.user_regs && s.regs_mask == regs_mask_ && i < s.regs_count) std::memcpy(&v, s.regs + 8 * i, 8);
+    put64(buf_, v);
+  }
+  buf_.push_back(s.user_regs && s.regs_mask == regs_mask_ ? 1 : 0);
+  for (int i = 0; i < 7; i++) buf_.push_back(0);
+  put64(buf_, s.stack_requested);
+  const uint32_t sl = static_cast<uint32_t>(std::min<uint64_t>(s.stack_len, kMaxStack));
+  put32(buf_, sl);
+  put(buf_, s.stack, sl);
+  const uint32_t nk = static_cast<uint32_t>(std::min<size_t>(s.kernel_ips.size(), kMaxKernel));
+  put32(buf_, nk);
+  for (uint32_t i = 0; i < nk; i++) put64(buf_, s.kernel_ips[i]);
+  record(kSample, buf_);
+  samples_++;
+}
+
+void CaptureWriter::write_lost(uint64_t count) {
+  buf_.clear();
+  put64(buf_, count);
+  record(kLost, buf_);
+}
+
+Status CaptureWriter::finish() {
+  buf_.clear();
+  put64(buf_, samples_);
+  record(kEnd, buf_);
+  if (fflush(f_) != 0) io_error_ = true;
+  if (io_error_) return make_error(SPROV_ERR_IO, "capture file: write failed: %s", strerror(errno));
+  return {};
+}
+
+Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask, SampleView* out) {
+  Reader r{body, len, 0, "sample"};
+  SampleView s;
+  uint32_t list = 0, comm = 0;
+  SPROV_TRY(r.u64(&s.time, "time"));
+  SPROV_TRY(r.u32(&s.pid, "pid"));
+  SPROV_TRY(r.u32(&s.tid, "tid"));
+  SPROV_TRY(r.u32(&list, "list"));
+  SPROV_TRY(r.u32(&comm, "comm"));
+  SPROV_TRY(r.u64(&s.ip, "ip"));
+  s.regs_mask = regs_mask;
+  s.regs_count = static_cast<uint32_t>(std::popcount(regs_mask));
+  SPROV_TRY(r.need(8ull * s.regs_count + 8, "regs"));
+  s.regs = body + r.at;
+  r.at += 8ull * s.regs_count;
+  s.user_regs = body[r.at] != 0;
+  r.at += 8;
+  SPROV_TRY(r.u64(&s.stack_requested, "stack_requested"));
+  uint32_t sl = 0;
+  SPROV_TRY(r.u32(&sl, "stack_len"));
+  if (sl > kMaxStack) return make_error(SPROV_ERR_LIMIT, "capture file: sample stack_len %u exceeds %llu", sl,
+                                        static_cast<unsigned long long>(kMaxStack));
+  SPROV_TRY(r.need(sl, "stack"));
+  s.stack = body + r.at;
+  s.stack_len = sl;
+  r.at += sl;
+  uint32_t nk = 0;
+  SPROV_TRY(r.u32(&nk, "n_kernel"));
+  if (nk > kMaxKernel) return make_error(SPROV_ERR_LIMIT, "capture file: sample has %u kernel frames (max %u)", nk, kMaxKernel);
+  SPROV_TRY(r.need(8ull * nk, "kernel_ips"));
+  s.kernel_ips.resize(nk);
+  if (nk) std::memcpy(s.kernel_ips.data(), body + r.at, 8ull * nk);
+  if (s.user_regs) {  // sp is perf register bit 7 (PERF_REG_X86_SP)
+    const int idx = std::popcount(regs_mask & ((1ull << 7) - 1));
+    if ((regs_mask >> 7) & 1) std::memcpy(&s.sp, s.regs + 8 * idx, 8);
+  }
+  *out = std::move(s);
+  return {};
+}
+
+Status Profile::index_capture() {
+  format_ = ProfileFormat::kCapture;
+  Reader r{bytes_, len_, 8, "header"};
+  uint32_t version = 0, reserved = 0, cl = 0;
+  SPROV_TRY(r.u32(&version, "version"));
+  if (version != kVersion) return make_error(SPROV_ERR_UNSUPPORTED, "capture file: version %u (this library reads %u)", version, kVersion);
+  SPROV_TRY(r.u32(&reserved, "reserved"));
+  SPROV_TRY(r.u64(&regs_mask_, "sample_regs_user"));
+  if (regs_mask_ & ~((1ull << 24) - 1))
+    return make_error(SPROV_ERR_BAD_FORMAT, "capture file: sample_regs_user 0x%llx has unknown bits",
+                      static_cast<unsigned long long>(regs_mask_));
+  SPROV_TRY(r.u32(&stack_user_, "sample_stack_user"));
+  SPROV_TRY(r.u32(&cl, "cmdline_len"));
+  if (cl > kMaxCmdline) return make_error(SPROV_ERR_LIMIT, "capture file: cmdline of %u bytes", cl);
+  SPROV_TRY(r.need(cl, "cmdline"));
+  cmdline_.assign(reinterpret_cast<const char*>(bytes_ + r.at), cl);
+  r.at += cl;
+  bool ended = false;
+  while (!ended) {
+    uint8_t head[8];
+    SPROV_TRY(r.need(8, "record header"));
+    std::memcpy(head, bytes_ + r.at, 8);
+    uint32_t blen = 0;
+    std::memcpy(&blen, head + 4, 4);
+    const size_t rec_at = r.at;
+    r.at += 8;
+    SPROV_TRY(r.need(blen, "record body"));
+    Reader b{bytes_ + r.at, blen, 0, "record"};
+    const size_t body_at = r.at;
+    r.at += blen;
+    records_++;
+    switch (head[0]) {
+      case kModules: {
+        uint32_t id = 0, n = 0;
+        auto list = std::make_shared<ModuleList>();
+        SPROV_TRY(b.u32(&id, "modules.id"));
+        if (id != lists_.size())
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: module list id %u at offset %zu, expected %zu", id,
+                            rec_at, lists_.size());
+        if (lists_.size() >= kMaxLists) return make_error(SPROV_ERR_LIMIT, "capture file: more than %zu module lists", kMaxLists);
+        SPROV_TRY(b.u64(&list->vdso_start, "modules.vdso_start"));
+        SPROV_TRY(b.u32(&n, "modules.n"));
+        if (n > kMaxModules) return make_error(SPROV_ERR_LIMIT, "capture file: module list %u has %u modules (max %zu)", id, n, kMaxModules);
+        memory::Snapshot probe;
+        for (uint32_t i = 0; i < n; i++) {
+          memory::SnapshotModule m;
+          uint32_t pl = 0;
+          uint8_t il = 0;
+          SPROV_TRY(b.u64(&m.start, "module.start"));
+          SPROV_TRY(b.u64(&m.end, "module.end"));
+          SPROV_TRY(b.u64(&m.file_offset, "module.file_offset"));
+          SPROV_TRY(b.u64(&m.load_bias, "module.load_bias"));
+          SPROV_TRY(b.u32(&pl, "module.path_len"));
+          if (pl > kMaxPath) return make_error(SPROV_ERR_LIMIT, "capture file: module path of %u bytes", pl);
+          SPROV_TRY(b.need(pl, "module.path"));
+          m.path.assign(reinterpret_cast<const char*>(b.p + b.at), pl);
+          b.at += pl;
+          SPROV_TRY(b.u8(&il, "module.id_len"));
+          if (il > BuildId::kMax) return make_error(SPROV_ERR_BAD_FORMAT, "capture file: build-id of %u bytes", il);
+          SPROV_TRY(b.need(il, "module.build_id"));
+          m.build_id = BuildId::from_bytes(b.p + b.at, il);
+          b.at += il;
+          if (m.end <= m.start)
+            return make_error(SPROV_ERR_BAD_FORMAT, "capture file: module %s has empty range 0x%llx-0x%llx", m.path.c_str(),
+                              static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end));
+          if (Status st = probe.add_module(m); !st.ok()) return st;
+          list->modules.push_back(std::move(m));
+        }
+        list->hash = probe.module_list_hash();
+        lists_.push_back(std::move(list));
+        break;
+      }
+      case kComm: {
+        uint32_t id = 0, n = 0;
+        SPROV_TRY(b.u32(&id, "comm.id"));
+        SPROV_TRY(b.u32(&n, "comm.len"));
+        if (id != comms_.size() || n > kMaxComm)
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: comm id %u (expected %zu), length %u", id, comms_.size(), n);
+        SPROV_TRY(b.need(n, "comm"));
+        comms_.emplace_back(reinterpret_cast<const char*>(b.p + b.at), n);
+        break;
+      }
+      case kSample: {
+        SampleRef ref;
+        Reader h{b.p, b.len, 0, "sample"};
+        SPROV_TRY(h.u64(&ref.time, "time"));
+        SPROV_TRY(h.u32(&ref.pid, "pid"));
+        SPROV_TRY(h.u32(&ref.tid, "tid"));
+        SPROV_TRY(h.u32(&ref.list, "list"));
+        SPROV_TRY(h.u32(&ref.comm, "comm"));
+        if (ref.list >= lists_.size() || ref.comm >= comms_.size())
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: sample at offset %zu names module list %u / comm %u before "
+                            "their definition", rec_at, ref.list, ref.comm);
+        if (samples_.size() >= kMaxSamples) return make_error(SPROV_ERR_LIMIT, "capture file: more than %zu samples", kMaxSamples);
+        SampleView probe;
+        if (Status st = decode_capture_sample(b.p, b.len, regs_mask_, &probe); !st.ok()) return st;
+        ref.offset = body_at;
+        ref.size = blen;
+        samples_.push_back(ref);
+        break;
+      }
+      case kLost: {
+        uint64_t n = 0;
+        SPROV_TRY(b.u64(&n, "lost"));
+        lost_ += n;
+        break;
+      }
+      case kVdso:
+        if (blen > kMaxVdso || !vdso_.empty())
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: vDSO record of %u bytes (or a second one)", blen);
+        vdso_.assign(b.p, b.p + blen);
+        break;
+      case kEnd: {
+        uint64_t n = 0;
+        SPROV_TRY(b.u64(&n, "end.samples"));
+        if (n != samples_.size())
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: END says %llu samples, %zu were read",
+                            static_cast<unsigned long long>(n), samples_.size());
+        ended = true;
+        break;
+      }
+      default:
+        return make_error(SPROV_ERR_BAD_FORMAT, "capture file: unknown record kind %u at offset %zu", head[0], rec_at);
+    }
+  }
+  return {};
+}
+
+}  // namespace stackprov::perf

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// stackprov capture files ("SPROVCAP"): sampled stacks with their module lists, written by `record`.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "perf/module_tracker.hpp"
+#include "perf/profile.hpp"
+
+namespace stackprov::perf {
+
+/// Format, version 1 (all integers little-endian; every length checked on read):
+///   header: "SPROVCAP", u32 version, u32 reserved (0), u64 sample_regs_user,
+///           u32 sample_stack_user, u32 cmdline_len, cmdline bytes
+///   then records { u8 kind, u8 reserved[3] (0), u32 body_len, body } until END:
+///   1 MODULES  u32 id (= number of earlier MODULES records), u64 vdso_start, u32 n,
+///              n × { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id }
+///   2 COMM     u32 id (= number of earlier COMM records), u32 len, bytes (≤ 64)
+///   3 SAMPLE   u64 time, u32 pid, tid, list, comm, u64 ip, u64 regs[popcount(sample_regs_user)],
+///              u8 user_regs, u8 reserved[7], u64 stack_requested, u32 stack_len, stack bytes,
+///              u32 n_kernel, u64 kernel_ips[n_kernel]
+///   4 LOST     u64 count
+///   5 VDSO     the host's vDSO image bytes (≤ 1 MiB), at most once
+///   6 END      u64 samples written
+/// A MODULES record precedes the first sample that names its id, a COMM record the first
+/// sample naming it. Limits: 2^20 lists, 65536 modules per list, 2^26 samples, 64 KiB stacks,
+/// 1024 kernel frames. Writing is deterministic: the same records give the same bytes.
+class CaptureWriter {
+ public:
+  /// Takes ownership of nothing; `f` must stay open until finish().
+  CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline);
+  void write_modules(uint32_t id, const ModuleList& list);
+  void write_comm(uint32_t id, const std::string& comm);
+  void write_vdso(const std::vector<uint8_t>& bytes);
+  void write_sample(const SampleView& s, uint32_t list, uint32_t comm);
+  void write_lost(uint64_t count);
+  /// Writes END and flushes; errors name the I/O failure.
+  Status finish();
+
+ private:
+  void record(uint8_t kind, const std::vector<uint8_t>& body);
+  FILE* f_;
+  uint64_t regs_mask_;
+  uint64_t samples_ = 0;
+  bool io_error_ = false;
+  std::vector<uint8_t> buf_;
+};
+
+constexpr char kCaptureMagic[8] = {'S', 'P', 'R', 'O', 'V', 'C', 'A', 'P'};
+
+/// Decodes the body of a SAMPLE record.
+Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask, SampleView* out);
+
+}  // namespace stackprov::perf

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// Module lists of sampled processes over time, from MMAP/MMAP2/COMM/FORK/EXIT records.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "memory/snapshot.hpp"
+#include "perf/perf_data.hpp"
+
+namespace stackprov::elf {
+class ElfImage;
+}
+
+namespace stackprov::perf {
+
+/// One process's module list at some time; shared by every sample taken while it held.
+struct ModuleList {
+  std::vector<memory::SnapshotModule> modules;  ///< sorted by start, non-overlapping
+  uint64_t vdso_start = 0;                       ///< where the vDSO is mapped; 0 when it is not
+  uint64_t hash = 0;                             ///< Snapshot::module_list_hash() of `modules`
+};
+
+/// Tracks the executable mappings of every process seen in the records and
+/// turns them into module lists (identity and load bias from the module files,
+/// opened once per path as `root + path`). Identical lists share one id.
+/// Bounded: at most 65536 mappings per process and 2^20 lists.
+class ModuleTracker {
+ public:
+  /// `recorded_ids`: build-ids the recording holds per path (perf.data HEADER_BUILD_ID),
+  /// compared with the files' and preferred over them. `vdso`: bytes of this host's vDSO
+  /// image, used for "[vdso]" mappings when its build-id matches the recorded one (or none
+  /// was recorded); may be empty.
+  /// `open_files` false: module files are never opened (fuzzing, tests); modules get no bias or build-id.
+  ModuleTracker(std::string root, std::map<std::string, BuildId> recorded_ids, std::vector<uint8_t> vdso,
+                bool open_files = true);
+  ~ModuleTracker();
+
+  void on_mmap(const RawMmap& m);
+  void on_comm(const RawComm& c);
+  void on_fork(const RawTask& t);
+  /// Seeds a process from a /proc/PID/maps listing (recording an existing process).
+  void seed_maps(uint32_t pid, const std::string& maps_text);
+
+  /// The id of `pid`'s current module list (a new list is made when its mappings changed).
+  uint32_t list_for(uint32_t pid);
+  const std::vector<std::shared_ptr<const ModuleList>>& lists() const { return lists_; }
+  const std::vector<uint8_t>& vdso_bytes() const { return vdso_; }
+  /// Findings (unopenable modules, build-id mismatches), one per line, each reported once.
+  const std::string& warnings() const { return warnings_; }
+
+ private:
+  struct Mapping {
+    uint64_t start = 0, end = 0, pgoff = 0;
+    std::string path;
+    BuildId build_id;  ///< as recorded in the MMAP2 record; may be empty
+  };
+  struct Proc {
+    std::vector<Mapping> maps;  ///< sorted, non-overlapping, executable file mappings and [vdso]
+    bool dirty = true;
+    uint32_t list = 0;
+  };
+  struct FileInfo {
+    std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened
+  };
+  void insert(Proc& p, Mapping m);
+  const FileInfo& file(const std::string& path);
+  void warn_once(const std::string& line);
+
+  std::string root_;
+  bool open_files_ = true;
+  std::map<std::string, BuildId> recorded_ids_;
+  std::vector<uint8_t> vdso_;
+  std::shared_ptr<elf::ElfImage> vdso_image_;
+  std::map<uint32_t, Proc> procs_;
+  std::map<std::string, FileInfo> files_;
+  std::vector<std::shared_ptr<const ModuleList>> lists_;
+  std::map<uint64_t, std::vector<uint32_t>> lists_by_hash_;
+  std::string warnings_;
+  std::map<std::string, bool> warned_;
+};
+
+/// This process's vDSO image bytes (getauxval(AT_SYSINFO_EHDR) and its PT_LOAD extent); empty if none.
+std::vector<uint8_t> read_own_vdso();
+
+}  // namespace stackprov::perf

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// perf.data reader: file header, attributes, feature sections and the decoding of perf_event records.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace stackprov::perf {
+
+// Record types and sample_type bits: include/uapi/linux/perf_event.h (Linux 6.1) and
+// tools/perf/util/event.h for the perf tool's own records (>= 64).
+constexpr uint32_t kRecordMmap = 1, kRecordLost = 2, kRecordComm = 3, kRecordExit = 4,
+                   kRecordFork = 7, kRecordSample = 9, kRecordMmap2 = 10, kRecordLostSamples = 13,
+                   kRecordHeaderBuildId = 67, kRecordFinishedRound = 68, kRecordAuxtrace = 71,
+                   kRecordCompressed = 81;
+constexpr uint64_t kSampleIp = 1u << 0, kSampleTid = 1u << 1, kSampleTime = 1u << 2,
+                   kSampleAddr = 1u << 3, kSampleRead = 1u << 4, kSampleCallchain = 1u << 5,
+                   kSampleId = 1u << 6, kSampleCpu = 1u << 7, kSamplePeriod = 1u << 8,
+                   kSampleStreamId = 1u << 9, kSampleRaw = 1u << 10, kSampleBranchStack = 1u << 11,
+                   kSampleRegsUser = 1u << 12, kSampleStackUser = 1u << 13,
+                   kSampleIdentifier = 1u << 16;
+/// perf_event_header.misc bits.
+constexpr uint16_t kMiscCpumodeMask = 7, kMiscKernel = 1, kMiscUser = 2, kMiscCommExec = 1u << 13,
+                   kMiscMmapData = 1u << 13, kMiscMmapBuildId = 1u << 14;
+/// Callchain context markers (PERF_CONTEXT_*), as u64.
+constexpr uint64_t kContextKernel = static_cast<uint64_t>(-128), kContextUser = static_cast<uint64_t>(-512),
+                   kContextMax = static_cast<uint64_t>(-4095);
+
+/// The fields of struct perf_event_attr this reader uses (offsets in perf_data.cpp).
+struct EventAttr {
+  uint32_t type = 0;
+  uint64_t config = 0;
+  uint64_t sample_type = 0;
+  uint64_t read_format = 0;
+  uint64_t flags = 0;  ///< the bitfield word at offset 40 (disabled, inherit, … sample_id_all = bit 18)
+  uint64_t branch_sample_type = 0;
+  uint64_t sample_regs_user = 0;
+  uint32_t sample_stack_user = 0;
+  std::vector<uint64_t> ids;  ///< sample ids of this attribute (the attr's ids section)
+  bool sample_id_all() const { return (flags >> 18) & 1; }
+};
+
+/// A decoded PERF_RECORD_SAMPLE. Pointers alias the record's bytes.
+struct RawSample {
+  uint64_t ip = 0, time = 0, period = 0, id = 0;
+  uint32_t pid = 0, tid = 0, cpu = 0;
+  uint16_t misc = 0;
+  const uint64_t* callchain = nullptr;  ///< unaligned-safe only on x86 (records are 8-aligned)
+  uint64_t callchain_nr = 0;
+  uint64_t regs_abi = 0;  ///< 0: no user registers (PERF_SAMPLE_REGS_ABI_NONE)
+  uint64_t regs_mask = 0;
+  const uint8_t* regs = nullptr;  ///< popcount(regs_mask) little-endian u64 values
+  uint32_t regs_count = 0;
+  const uint8_t* stack = nullptr;
+  uint64_t stack_size = 0;  ///< bytes requested (sample_stack_user)
+  uint64_t stack_dyn_size = 0;  ///< bytes really copied (<= stack_size)
+};
+
+/// A decoded MMAP or MMAP2 record.
+struct RawMmap {
+  uint32_t pid = 0, tid = 0;
+  uint64_t start = 0, len = 0, pgoff = 0;
+  uint32_t prot = 0;  ///< PROT_* (MMAP2); MMAP records: PROT_EXEC unless misc has MMAP_DATA
+  BuildId build_id;   ///< MMAP2 with PERF_RECORD_MISC_MMAP_BUILD_ID
+  std::string path;
+  uint64_t time = 0;  ///< from the sample_id trailer; 0 when absent
+};
+
+struct RawTask {  ///< FORK / EXIT
+  uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
+  uint64_t time = 0;
+};
+
+struct RawComm {
+  uint32_t pid = 0, tid = 0;
+  bool exec = false;
+  std::string comm;
+  uint64_t time = 0;
+};
+
+/// Decoders for records as the kernel writes them (perf.data data section and
+/// mmap ring buffers have the same layout). `rec` points at the perf_event_header;
+/// `len` is header.size. Every field is bounds-checked; errors name the field.
+class RecordDecoder {
+ public:
+  /// Validates `attrs` (at least one; sample_type supported) and computes id positions.
+  Status init(std::vector<EventAttr> attrs);
+  const std::vector<EventAttr>& attrs() const { return attrs_; }
+  /// The attribute of a sample record (by id when there are several attributes).
+  Result<const EventAttr*> attr_of_sample(const uint8_t* rec, size_t len) const;
+  Status decode_sample(const uint8_t* rec, size_t len, RawSample* out) const;
+  Status decode_mmap(const uint8_t* rec, size_t len, RawMmap* out) const;
+  Status decode_task(const uint8_t* rec, size_t len, RawTask* out) const;
+  Status decode_comm(const uint8_t* rec, size_t len, RawComm* out) const;
+  /// Lost count of a LOST or LOST_SAMPLES record.
+  Status decode_lost(const uint8_t* rec, size_t len, uint64_t* lost) const;
+  /// Time of any record: the sample's TIME, or the sample_id trailer's; 0 when absent.
+  uint64_t record_time(const uint8_t* rec, size_t len) const;
+
+ private:
+  std::vector<EventAttr> attrs_;
+  std::map<uint64_t, size_t> by_id_;
+  int sample_id_pos_ = -1;  ///< u64 index of the id in a sample record body; -1: none
+  int trailer_id_back_ = -1;  ///< u64 index from the end of a non-sample record; -1: none
+  uint32_t trailer_size_ = 0;  ///< bytes of the sample_id trailer (sample_id_all)
+  int trailer_time_back_ = -1;  ///< u64 index of time counted from the record's end
+};
+
+/// One record of the data section (offset into the file and its header fields).
+struct RecordRef {
+  uint64_t offset = 0;
+  uint64_t time = 0;
+  uint32_t type = 0;
+  uint16_t misc = 0;
+  uint16_t size = 0;
+};
+
+/// A perf.data file (`perf record` output, file mode "PERFILE2", host byte order
+/// little-endian). Pipe-mode files, big-endian files and compressed records
+/// (perf record -z) are refused with a message saying so.
+class PerfData {
+ public:
+  /// Parses header, attributes, features and the record index from `bytes`
+  /// (not copied; must outlive this object). Bounded: at most 2^26 records.
+  static Result<PerfData> parse(const uint8_t* bytes, size_t len);
+
+  const RecordDecoder& decoder() const { return decoder_; }
+  /// Records in data-section order, stably sorted by time (as perf script orders them).
+  const std::vector<RecordRef>& records() const { return records_; }
+  const uint8_t* bytes() const { return bytes_; }
+  /// HEADER_BUILD_ID: path -> build-id (the last one wins for a path).
+  const std::map<std::string, BuildId>& build_ids() const { return build_ids_; }
+  const std::string& cmdline() const { return cmdline_; }  ///< HEADER_CMDLINE, space-joined
+  const std::string& arch() const { return arch_; }        ///< HEADER_ARCH ("x86_64"), "" if absent
+  const std::string& hostname() const { return hostname_; }
+
+ private:
+  Status parse_features(uint64_t feat_offset, const uint64_t bits[4]);
+  const uint8_t* bytes_ = nullptr;
+  size_t len_ = 0;
+  RecordDecoder decoder_;
+  std::vector<RecordRef> records_;
+  std::map<std::string, BuildId> build_ids_;
+  std::string cmdline_, arch_, hostname_;
+};
+
+}  // namespace stackprov::perf

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+// A sampled profile (perf.data or stackprov capture file): sample index, module lists, per-sample snapshots.
+#include "perf/profile.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "arch/x86_64/registers.hpp"
+#include "perf/capture_file.hpp"
+
+namespace stackprov::perf {
+
+namespace {
+constexpr int kPerfRegSp = 7;  // arch/x86/include/uapi/asm/perf_regs.h PERF_REG_X86_SP
+}  // namespace
+
+void sample_view_from_perf(const RawSample& r, SampleView* out) {
+  SampleView v;
+  v.time = r.time;
+  v.ip = r.ip;
+  v.pid = r.pid;
+  v.tid = r.tid;
+  v.user_regs = r.regs_abi != 0 && r.regs != nullptr;
+  v.regs_mask = r.regs_mask;
+  v.regs = r.regs;
+  v.regs_count = r.regs_count;
+  if (v.user_regs && ((r.regs_mask >> kPerfRegSp) & 1)) {
+    const int idx = std::popcount(r.regs_mask & ((1ull << kPerfRegSp) - 1));
+    std::memcpy(&v.sp, r.regs + 8 * idx, 8);
+  }
+  v.stack = r.stack;
+  v.stack_len = r.stack_dyn_size;
+  v.stack_requested = r.stack_size;
+  // Callchain: [PERF_CONTEXT_KERNEL, kernel ips…, PERF_CONTEXT_USER, user ip…].
+  bool in_kernel = false;
+  for (uint64_t i = 0; i < r.callchain_nr && i < 1024; i++) {
+    uint64_t ip;
+    std::memcpy(&ip, reinterpret_cast<const uint8_t*>(r.callchain) + 8 * i, 8);
+    if (ip >= kContextMax) {
+      in_kernel = ip == kContextKernel;
+      continue;
+    }
+    if (in_kernel) v.kernel_ips.push_back(ip);
+  }
+  *out = std::move(v);
+}
+
+Profile::~Profile() {
+  if (mapping_ != nullptr) munmap(mapping_, len_);
+}
+
+Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const std::string& root) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make_error(-errno, "%s: %s", path.c_str(), strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    close(fd);
+    return make_error(-e, "%s: fstat: %s", path.c_str(), strerror(e));
+  }
+  std::unique_ptr<Profile> p(new Profile());
+  p->len_ = static_cast<size_t>(st.st_size);
+  if (p->len_ > 0) {
+    void* m = mmap(nullptr, p->len_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      const int e = errno;
+      close(fd);
+      return make_error(-e, "%s: mmap of %zu bytes: %s", path.c_str(), p->len_, strerror(e));
+    }
+    p->mapping_ = m;
+    p->bytes_ = static_cast<const uint8_t*>(m);
+  }
+  close(fd);
+  if (Status s = p->index(root, true); !s.ok()) {
+    Error e = s.error();
+    e.message = path + ": " + e.message;
+    return e;
+  }
+  return p;
+}
+
+Result<std::unique_ptr<Profile>> Profile::from_bytes(std::vector<uint8_t> bytes, const std::string& root,
+                                                     bool open_files) {
+  std::unique_ptr<Profile> p(new Profile());
+  p->owned_ = std::move(bytes);
+  p->bytes_ = p->owned_.data();
+  p->len_ = p->owned_.size();
+  if (Status s = p->index(root, open_files); !s.ok()) return s.error();
+  return p;
+}
+
+Status Profile::index(const std::string& root, bool open_files) {
+  if (len_ >= 8 && std::memcmp(bytes_, kCaptureMagic, 8) == 0) return index_capture();
+  return index_perf_data(root, open_files);
+}
+
+Status Profile::index_perf_data(const std::string& root, bool open_files) {
+  format_ = ProfileFormat::kPerfData;
+  auto pd = PerfData::parse(bytes_, len_);
+  if (!pd.ok()) return pd.error();
+  perf_ = std::make_unique<PerfData>(std::move(pd).value());
+  const PerfData& d = *perf_;
+  cmdline_ = d.cmdline();
+  regs_mask_ = d.decoder().attrs()[0].sample_regs_user;
+  stack_user_ = d.decoder().attrs()[0].sample_stack_user;
+  ModuleTracker tracker(root, d.build_ids(), open_files ? read_own_vdso() : std::vector<uint8_t>{}, open_files);
+  std::map<std::string, uint32_t> comm_ids;
+  std::map<uint32_t, uint32_t> tid_comm;
+  auto comm_id = [&](const std::string& c) {
+    auto [it, fresh] = comm_ids.emplace(c, static_cast<uint32_t>(comms_.size()));
+    if (fresh) comms_.push_back(c);
+    return it->second;
+  };
+  uint64_t bad = 0;
+  std::string first_bad;
+  for (const RecordRef& r : d.records()) {
+    records_++;
+    const uint8_t* rec = bytes_ + r.offset;
+    Status st;
+    switch (r.type) {
+      case kRecordMmap:
+      case kRecordMmap2: {
+        RawMmap m;
+        st = d.decoder().decode_mmap(rec, r.size, &m);
+        if (st.ok()) tracker.on_mmap(m);
+        break;
+      }
+      case kRecordComm: {
+        RawComm c;
+        st = d.decoder().decode_comm(rec, r.size, &c);
+        if (st.ok()) {
+          tracker.on_comm(c);
+          tid_comm[c.tid] = comm_id(c.comm);
+        }
+        break;
+      }
+      case kRecordFork: {
+        RawTask t;
+        st = d.decoder().decode_task(rec, r.size, &t);
+        if (st.ok()) {
+          tracker.on_fork(t);
+          auto pc = tid_comm.find(t.ptid);
+          if (pc != tid_comm.end() && !tid_comm.count(t.tid)) tid_comm[t.tid] = pc->second;
+        }
+        break;
+      }
+      case kRecordLost:
+      case kRecordLostSamples: {
+        uint64_t n = 0;
+        st = d.decoder().decode_lost(rec, r.size, &n);
+        if (st.ok()) lost_ += n;
+        break;
+      }
+      case kRecordSample: {
+        RawSample s;
+        st = d.decoder().decode_sample(rec, r.size, &s);
+        if (!st.ok()) break;
+        SampleRef ref;
+        ref.time = s.time;
+        ref.offset = r.offset;
+        ref.size = r.size;
+        ref.pid = s.pid;
+        ref.tid = s.tid;
+        ref.list = tracker.list_for(s.pid);
+        auto c = tid_comm.find(s.tid);
+        ref.comm = c != tid_comm.end() ? c->second : comm_id(":" + std::to_string(s.tid));
+        samples_.push_back(ref);
+        break;
+      }
+      default:
+        break;
+    }
+    if (!st.ok()) {
+      if (bad++ == 0) first_bad = st.error().message;
+    }
+  }
+  lists_ = tracker.lists();
+  vdso_ = tracker.vdso_bytes();
+  warnings_ = tracker.warnings();
+  if (bad)
+    warnings_ += std::to_string(bad) + " malformed record(s) skipped; first: " + first_bad + "\n";
+  return {};
+}
+
+Status Profile::view(size_t i, SampleView* out) const {
+  if (i >= samples_.size())
+    return make_error(SPROV_ERR_INVALID_ARG, "sample index %zu out of range (%zu samples)", i, samples_.size());
+  const SampleRef& ref = samples_[i];
+  if (format_ == ProfileFormat::kCapture) return decode_capture_sample(bytes_ + ref.offset, ref.size, regs_mask_, out);
+  RawSample r;
+  if (Status st = perf_->decoder().decode_sample(bytes_ + ref.offset, ref.size, &r); !st.ok()) return st;
+  sample_view_from_perf(r, out);
+  return {};
+}
+
+Status Profile::fill_snapshot(size_t i, memory::Snapshot& s, uint32_t* current_list, bool* modules_changed,
+                              SampleView* view_out) const {
+  SampleView v;
+  if (Status st = view(i, &v); !st.ok()) return st;
+  const SampleRef& ref = samples_[i];
+  const ModuleList& list = *lists_.at(ref.list);
+  s.arch = Arch::kX86_64;
+  s.endian = Endian::kLittle;
+  s.pid = ref.pid;
+  s.tid = ref.tid;
+  s.flags = 0;  // the sample ip is the exact pc, not a return address
+  s.regs_valid = 0;
+  *modules_changed = false;
+  if (*current_list != ref.list || s.modules.size() != list.modules.size()) {
+    s.memory.clear();
+    s.modules = list.modules;
+    if (list.vdso_start != 0 && !vdso_.empty()) {
+      if (Status st = s.add_memory(list.vdso_start, vdso_.data(), vdso_.size()); !st.ok()) return st;
+    }
+    *current_list = ref.list;
+    *modules_changed = true;
+  }
+  // Drop the previous sample's stack (every region but the vDSO's).
+  s.memory.erase(std::remove_if(s.memory.begin(), s.memory.end(),
+                                [&](const memory::MemoryRegion& m) { return m.addr != list.vdso_start || list.vdso_start == 0; }),
+                 s.memory.end());
+  if (v.user_regs) {
+    uint64_t vals[64];
+    const uint32_t n = std::min<uint32_t>(v.regs_count, 64);
+    std::memcpy(vals, v.regs, 8ull * n);
+    arch::x86_64::Regs regs;
+    if (Status st = arch::x86_64::regs_from_perf(v.regs_mask, vals, n, &regs); !st.ok()) return st;
+    for (int r = 0; r < arch::x86_64::Traits::kNumRegs; r++)
+      if (regs.has(r)) s.set_reg(r, regs.get(r));
+    if (v.stack_len > 0 && v.sp + v.stack_len > v.sp) {
+      if (Status st = s.add_memory(v.sp, v.stack, v.stack_len); !st.ok()) return st;
+    }
+  }
+  if (view_out != nullptr) *view_out = std::move(v);
+  return {};
+}
+
+}  // namespace stackprov::perf

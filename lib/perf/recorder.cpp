@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: Apache-2.0
+// perf_event recorder: samples a process (or a started command) and writes a capture file.
+#include "perf/recorder.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "arch/x86_64/registers.hpp"
+#include "core/module_map.hpp"
+#include "perf/capture_file.hpp"
+#include "perf/module_tracker.hpp"
+#include "perf/perf_data.hpp"
+
+namespace stackprov::perf {
+
+namespace {
+
+constexpr size_t kDataPages = 512;  // per-CPU ring buffer: 2 MiB of records
+std::atomic<bool> g_stop{false};
+void on_sigint(int) { g_stop.store(true); }
+
+double now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Ring {
+  int fd = -1;
+  void* base = nullptr;
+  size_t size = 0;  // data area bytes
+  size_t page = 0;
+};
+
+/// Closes every fd and unmaps every ring on scope exit.
+struct Events {
+  std::vector<int> fds;
+  std::vector<Ring> rings;
+  ~Events() {
+    for (Ring& r : rings)
+      if (r.base) munmap(r.base, r.size + r.page);
+    for (int fd : fds) close(fd);
+  }
+};
+
+perf_event_attr make_attr(const RecordOptions& o, bool enable_on_exec, bool build_id, bool kernel) {
+  perf_event_attr a;
+  std::memset(&a, 0, sizeof(a));
+  a.size = sizeof(a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_CPU_CLOCK;
+  a.freq = 1;
+  a.sample_freq = o.frequency;
+  a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN |
+                  PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  a.sample_regs_user = arch::x86_64::kPerfRegsMask;
+  a.sample_stack_user = o.stack_size;
+  a.exclude_callchain_user = 1;
+  a.exclude_kernel = kernel ? 0 : 1;
+  a.exclude_hv = 1;
+  a.mmap = 1;
+  a.mmap2 = 1;
+  a.comm = 1;
+  a.comm_exec = 1;
+  a.task = 1;
+  a.sample_id_all = 1;
+  a.inherit = 1;
+  a.build_id = build_id ? 1 : 0;
+  a.disabled = enable_on_exec ? 1 : 0;
+  a.enable_on_exec = enable_on_exec ? 1 : 0;
+  return a;
+}
+
+EventAttr to_event_attr(const perf_event_attr& a) {
+  EventAttr e;
+  e.type = a.type;
+  e.config = a.config;
+  e.sample_type = a.sample_type;
+  e.sample_regs_user = a.sample_regs_user;
+  e.sample_stack_user = a.sample_stack_user;
+  e.flags = 1ull << 18;  // sample_id_all
+  return e;
+}
+
+class Session {
+ public:
+  Session(const RecordOptions& o, FILE* f, const std::string& cmdline)
+      : tracker_(o.root, {}, read_own_vdso()), writer_(f, arch::x86_64::kPerfRegsMask, o.stack_size, cmdline) {
+    writer_.write_vdso(tracker_.vdso_bytes());
+  }
+  Status init(const perf_event_attr& a) { return decoder_.init({to_event_attr(a)}); }
+  ModuleTracker& tracker() { return tracker_; }
+  void set_comm(uint32_t tid, const std::string& c) { tid_comm_[tid] = comm_id(c); }
+
+  /// Processes records (already in time order).
+  void process(const std::vector<std::vector<uint8_t>>& recs) {
+    for (const auto& r : recs) one(r.data(), r.size());
+  }
+  Status finish(RecordStats* stats) {
+    if (lost_) writer_.write_lost(lost_);
+    stats->samples = samples_;
+    stats->lost = lost_;
+    stats->threads = tids_.size();
+    return writer_.finish();
+  }
+  uint64_t record_time(const std::vector<uint8_t>& r) const { return decoder_.record_time(r.data(), r.size()); }
+
+ private:
+  uint32_t comm_id(const std::string& c) {
+    auto [it, fresh] = comm_ids_.emplace(c, static_cast<uint32_t>(comm_ids_.size()));
+    if (fresh) writer_.write_comm(it->second, c);
+    return it->second;
+  }
+  void one(const uint8_t* rec, size_t len) {
+    uint32_t type;
+    std::memcpy(&type, rec, 4);
+    switch (type) {
+      case PERF_RECORD_MMAP:
+      case PERF_RECORD_MMAP2: {
+        RawMmap m;
+        if (decoder_.decode_mmap(rec, len, &m).ok()) tracker_.on_mmap(m);
+        break;
+      }
+      case PERF_RECORD_COMM: {
+        RawComm c;
+        if (decoder_.decode_comm(rec, len, &c).ok()) {
+          tracker_.on_comm(c);
+          set_comm(c.tid, c.comm);
+        }
+        break;
+      }
+      case PERF_RECORD_FORK: {
+        RawTask t;
+        if (decoder_.decode_task(rec, len, &t).ok()) {
+          tracker_.on_fork(t);
+          tids_.insert(t.tid);
+          auto pc = tid_comm_.find(t.ptid);
+          if (pc != tid_comm_.end() && !tid_comm_.count(t.tid)) tid_comm_[t.tid] = pc->second;
+        }
+        break;
+      }
+      case PERF_RECORD_LOST:
+      case PERF_RECORD_LOST_SAMPLES: {
+        uint64_t n = 0;
+        if (decoder_.decode_lost(rec, len, &n).ok()) lost_ += n;
+        break;
+      }
+      case PERF_RECORD_SAMPLE: {
+        RawSample s;
+        if (!decoder_.decode_sample(rec, len, &s).ok()) {
+          malformed_++;
+          break;
+        }
+        if (seen_pids_.insert(s.pid).second) seed_vdso(s.pid);
+        tids_.insert(s.tid);
+        SampleView v;
+        sample_view_from_perf(s, &v);
+        const uint32_t list = tracker_.list_for(s.pid);
+        while (lists_written_ < tracker_.lists().size()) {
+          writer_.write_modules(static_cast<uint32_t>(lists_written_), *tracker_.lists()[lists_written_]);
+          lists_written_++;
+        }
+        auto c = tid_comm_.find(s.tid);
+        const uint32_t comm = c != tid_comm_.end() ? c->second : comm_id(":" + std::to_string(s.tid));
+        writer_.write_sample(v, list, comm);
+        samples_++;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  /// The kernel reports no MMAP for the vDSO; take it from the live maps.
+  void seed_vdso(uint32_t pid) {
+    std::string text = read_file("/proc/" + std::to_string(pid) + "/maps");
+    auto maps = parse_maps(text);
+    if (!maps.ok()) return;
+    for (const MapsEntry& e : maps.value()) {
+      if (e.path != "[vdso]") continue;
+      RawMmap m;
+      m.pid = pid;
+      m.start = e.start;
+      m.len = e.end - e.start;
+      m.prot = PROT_READ | PROT_EXEC;
+      m.path = e.path;
+      tracker_.on_mmap(m);
+    }
+  }
+
+  RecordDecoder decoder_;
+  ModuleTracker tracker_;
+  CaptureWriter writer_;
+  std::map<std::string, uint32_t> comm_ids_;
+  std::map<uint32_t, uint32_t> tid_comm_;
+  std::set<uint32_t> seen_pids_, tids_;
+  size_t lists_written_ = 0;
+  uint64_t samples_ = 0, lost_ = 0, malformed_ = 0;
+};
+
+/// Copies every complete record out of the ring and advances its tail.
+void drain(Ring& r, std::vector<std::vector<uint8_t>>& out) {
+  auto* meta = static_cast<perf_event_mmap_page*>(r.base);
+  const uint8_t* data = static_cast<const uint8_t*>(r.base) + r.page;
+  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = meta->data_tail;
+  while (tail + sizeof(perf_event_header) <= head) {
+    perf_event_header h;
+    for (size_t i = 0; i < sizeof(h); i++) reinterpret_cast<uint8_t*>(&h)[i] = data[(tail + i) % r.size];
+    if (h.size < sizeof(h) || tail + h.size > head) break;
+    std::vector<uint8_t> rec(h.size);
+    const size_t off = tail % r.size;
+    const size_t first = std::min<size_t>(h.size, r.size - off);
+    std::memcpy(rec.data(), data + off, first);
+    if (first < h.size) std::memcpy(rec.data() + first, data, h.size - first);
+    out.push_back(std::move(rec));
+    tail += h.size;
+  }
+  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+int perf_event_open(perf_event_attr* a, pid_t pid, int cpu) {
+  return static_cast<int>(syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+Error open_error(int e, const std::string& what) {
+  std::string hint;
+  if (e == EACCES || e == EPERM) {
+    hint = "; /proc/sys/kernel/perf_event_paranoid is " + read_file("/proc/sys/kernel/perf_event_paranoid");
+    while (!hint.empty() && hint.back() == '\n') hint.pop_back();
+    hint += " (needs <= 1 for other users' processes, or CAP_PERFMON)";
+  }
+  return make_error(-e, "perf_event_open for %s: %s%s", what.c_str(), strerror(e), hint.c_str());
+}
+
+}  // namespace
+
+Status record(const RecordOptions& o, RecordStats* stats) {
+  const int ncpu = static_cast<int>(sysconf(_SC_NPROCESSORS_CONF));
+  if (ncpu <= 0 || ncpu > 4096) return make_error(SPROV_ERR_UNSUPPORTED, "record: %d CPUs", ncpu);
+  FILE* f = fopen(o.output.c_str(), "wb");
+  if (f == nullptr) return make_error(-errno, "record: %s: %s", o.output.c_str(), strerror(errno));
+  struct FileCloser {
+    FILE* f;
+    ~FileCloser() { fclose(f); }
+  } closer{f};
+
+  // Targets: a started command (stopped until the events exist) or the threads of `pid`.
+  pid_t child = -1;
+  int go_pipe[2] = {-1, -1};
+  std::vector<pid_t> tids;
+  std::string cmdline;
+  if (!o.argv.empty()) {
+    for (const std::string& a : o.argv) cmdline += (cmdline.empty() ? "" : " ") + a;
+    if (pipe2(go_pipe, O_CLOEXEC) != 0) return make_error(-errno, "record: pipe: %s", strerror(errno));
+    child = fork();
+    if (child < 0) return make_error(-errno, "record: fork: %s", strerror(errno));
+    if (child == 0) {
+      close(go_pipe[1]);
+      char c;
+      if (read(go_pipe[0], &c, 1) != 1) _exit(127);
+      std::vector<char*> args;
+      for (const std::string& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      fprintf(stderr, "stackprov record: exec %s: %s\n", args[0], strerror(errno));
+      _exit(127);
+    }
+    close(go_pipe[0]);
+    tids.push_back(child);
+  } else {
+    const std::string task = "/proc/" + std::to_string(o.pid) + "/task";
+    DIR* d = opendir(task.c_str());
+    if (d == nullptr) return make_error(errno == ENOENT ? -ESRCH : -errno, "record: pid %lld: %s", static_cast<long long>(o.pid), strerror(errno));
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(static_cast<pid_t>(atoi(e->d_name)));
+    closedir(d);
+    std::sort(tids.begin(), tids.end());
+    cmdline = read_file("/proc/" + std::to_string(o.pid) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
+  }
+  auto abort_child = [&] {
+    if (child > 0) {
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+    }
+  };
+
+  // One event per (thread, CPU) with inherit; the events of one CPU share that CPU's ring.
+  Events ev;
+  ev.rings.resize(ncpu);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  bool build_id = true, kernel = true;
+  perf_event_attr attr{};
+  for (pid_t t : tids) {
+    for (int cpu = 0; cpu < ncpu; cpu++) {
+      int fd = -1;
+      for (;;) {
+        attr = make_attr(o, child > 0, build_id, kernel);
+        fd = perf_event_open(&attr, t, cpu);
+        if (fd >= 0) break;
+        if (errno == EINVAL && build_id) { build_id = false; continue; }   // kernel < 5.12
+        if ((errno == EACCES || errno == EPERM) && kernel) { kernel = false; continue; }
+        break;
+      }
+      if (fd < 0) {
+        if (errno == ESRCH && child <= 0) break;  // the thread exited meanwhile
+        if (errno == ENODEV || errno == EINVAL) break;  // offline CPU
+        const int e = errno;
+        abort_child();
+        return open_error(e, "tid " + std::to_string(t) + " cpu " + std::to_string(cpu));
+      }
+      ev.fds.push_back(fd);
+      Ring& r = ev.rings[cpu];
+      if (r.fd < 0) {
+        void* m = mmap(nullptr, (kDataPages + 1) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+          const int e = errno;
+          abort_child();
+          return make_error(-e, "record: mmap of the cpu %d ring (%zu pages): %s", cpu, kDataPages + 1, strerror(e));
+        }
+        r.fd = fd;
+        r.base = m;
+        r.page = page;
+        r.size = kDataPages * page;
+      } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r.fd) != 0) {
+        const int e = errno;
+        abort_child();
+        return make_error(-e, "record: PERF_EVENT_IOC_SET_OUTPUT on cpu %d: %s", cpu, strerror(e));
+      }
+    }
+  }
+  if (ev.fds.empty()) {
+    abort_child();
+    return make_error(-ESRCH, "record: no thread of pid %lld could be sampled", static_cast<long long>(o.pid));
+  }
+
+  Session session(o, f, cmdline);
+  if (Status st = session.init(attr); !st.ok()) {
+    abort_child();
+    return st;
+  }
+  if (child <= 0) {
+    session.tracker().seed_maps(static_cast<uint32_t>(o.pid), read_file("/proc/" + std::to_string(o.pid) + "/maps"));
+    for (pid_t t : tids) {
+      std::string c = read_file("/proc/" + std::to_string(o.pid) + "/task/" + std::to_string(t) + "/comm");
+      while (!c.empty() && c.back() == '\n') c.pop_back();
+      session.set_comm(static_cast<uint32_t>(t), c);
+    }
+  }
+
+  g_stop.store(false);
+  struct sigaction sa{}, old{};
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, &old);
+  if (child > 0) {
+    if (write(go_pipe[1], "x", 1) != 1) { /* the child reports the failure */ }
+    close(go_pipe[1]);
+  }
+  const double start = now_ms();
+  bool target_gone = false;
+  auto cycle = [&] {
+    std::vector<std::vector<uint8_t>> recs;
+    for (Ring& r : ev.rings)
+      if (r.base) drain(r, recs);
+    std::stable_sort(recs.begin(), recs.end(), [&](const auto& a, const auto& b) {
+      return session.record_time(a) < session.record_time(b);
+    });
+    session.process(recs);
+  };
+  std::vector<pollfd> pfds;
+  for (const Ring& r : ev.rings)
+    if (r.base) pfds.push_back({r.fd, POLLIN, 0});
+  while (!g_stop.load() && !target_gone) {
+    poll(pfds.data(), pfds.size(), 50);
+    cycle();
+    if (child > 0) {
+      int status = 0;
+      if (waitpid(child, &status, WNOHANG) == child) {
+        stats->exit_status = status;
+        target_gone = true;
+        child = -1;
+      }
+    } else if (kill(static_cast<pid_t>(o.pid), 0) != 0 && errno == ESRCH) {
+      target_gone = true;
+    }
+    if (o.duration_ms && now_ms() - start >= o.duration_ms) break;
+  }
+  for (int fd : ev.fds) ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+  cycle();
+  sigaction(SIGINT, &old, nullptr);
+  if (child > 0) {  // duration elapsed or SIGINT: stop the command we started
+    kill(child, SIGTERM);
+    int status = 0;
+    waitpid(child, &status, 0);
+    stats->exit_status = status;
+  }
+  return session.finish(stats);
+}
+
+}  // namespace stackprov::perf

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// Cross fixture: a known call chain that aborts (qemu-user then writes a target core file).
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static const char* g_mode = "abort";
+volatile int g_sink;
+volatile int* volatile g_null;
+
+/// The handler for the "signal" mode: the chain is c_fn interrupted by SIGSEGV.
+NOINLINE void on_segv(int sig) {
+  g_sink += sig;
+  abort();
+}
+
+NOINLINE void c_fn(int depth) {
+  g_sink += depth;
+  if (strcmp(g_mode, "signal") == 0) {
+    g_sink += *g_null;  // SIGSEGV at an exact pc inside c_fn
+  }
+  abort();
+}
+
+NOINLINE void b_fn(int depth) {
+  c_fn(depth + 1);
+  g_sink++;
+}
+
+NOINLINE void a_fn(int depth) {
+  b_fn(depth + 1);
+  g_sink++;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_mode = argv[1];
+  if (strcmp(g_mode, "signal") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, NULL);
+  }
+  a_fn(0);
+  g_sink++;
+  return 0;
+}

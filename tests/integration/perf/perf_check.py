@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# perf integration test: stackprov perf-import vs perf script on the same perf.data; folded/SVG totals; record; malformed input.
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+PY_WORKLOAD = r"""
+import time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def work(seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        fib(18)
+work(float(__import__('sys').argv[1]))
+"""
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def strip_version(name):
+    return re.sub(r"@+[A-Za-z0-9_.]+$", "", name) if name else name
+
+
+def parse_perf_script(text):
+    """{(tid, time_us): [(addr, sym, dso)...]} user frames only, leaf first; plus kernel-frame sample keys."""
+    samples, kernel = {}, set()
+    cur = None
+    for line in text.splitlines():
+        if not line.strip():
+            cur = None
+            continue
+        if not line.startswith(("\t", " ")):
+            m = re.match(r"^(.*?)\s+(\d+)\s+(\d+)\.(\d{6}):", line)
+            if not m:
+                cur = None
+                continue
+            key = (int(m.group(2)), int(m.group(3)) * 1000000 + int(m.group(4)))
+            cur = samples.setdefault(key, [])
+            continue
+        if cur is None:
+            continue
+        m = re.match(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$", line)
+        if not m:
+            continue
+        addr, sym, dso = int(m.group(1), 16), m.group(2), m.group(3)
+        start = None
+        sm = re.match(r"^(.*)\+0x([0-9a-f]+)$", sym)
+        if sm:
+            sym, start = sm.group(1), addr - int(sm.group(2), 16)
+        if dso == "[kernel.kallsyms]" or dso.startswith("[kernel"):
+            kernel.add(key)
+            continue
+        cur.append((addr, sym, dso, start))
+    return samples, kernel
+
+
+_DELTA = {}
+
+
+def perf_addr_delta(path):
+    """perf script prints ET_EXEC addresses relative to the mapping (file offsets); stackprov's
+    module_offset is the link-time address. Their difference is p_vaddr - p_offset of the text segment."""
+    if path not in _DELTA:
+        d = 0
+        try:
+            with open(path, "rb") as f:
+                h = f.read(64)
+                if h[:4] == b"\x7fELF" and struct.unpack_from("<H", h, 16)[0] == 2:  # ET_EXEC
+                    phoff, = struct.unpack_from("<Q", h, 32)
+                    phentsize, phnum = struct.unpack_from("<HH", h, 54)
+                    f.seek(phoff)
+                    ph = f.read(phentsize * phnum)
+                    for i in range(phnum):
+                        ptype, flags, off, vaddr = struct.unpack_from("<IIQQ", ph, i * phentsize)
+                        if ptype == 1 and flags & 1:
+                            d = vaddr - off
+                            break
+        except OSError:
+            pass
+        _DELTA[path] = d
+    return _DELTA[path]
+
+
+def stackprov_frames(obj):
+    out = []
+    for i, f in enumerate(x for x in obj["frames"] if x["method"] != "kernel"):
+        off = int(f["module_offset"], 16)
+        exact = i == 0 or f["method"] == "signal"
+        start = int(f["symbol_start"], 16) if f.get("symbol_start") else None
+        delta = perf_addr_delta(f["module"]) if f["module"] else 0
+        out.append(((off if exact else off - 1) - delta, f["function"], f["module"], start - delta if start else start))
+    return out
+
+
+def compare(perf_samples, sp_lines, classes, examples):
+    agree = total = 0
+    by_key = {}
+    for o in sp_lines:
+        by_key[(o["tid"], o["time"] // 1000)] = o
+    for key, pframes in perf_samples.items():
+        total += 1
+        o = by_key.get(key)
+        if o is None:
+            classes["sample missing in stackprov"] += 1
+            continue
+        sframes = stackprov_frames(o)
+        ok = True
+        for i in range(max(len(pframes), len(sframes))):
+            if i >= len(pframes):
+                classes["stackprov deeper than perf"] += 1
+                ok = False
+                break
+            if i >= len(sframes):
+                classes["perf deeper than stackprov (stop: %s)" % o["stop_reason"]] += 1
+                ok = False
+                break
+            pa, ps, pd, pstart = pframes[i]
+            sa, sn, sd, sstart = sframes[i]
+            if pd.startswith("/") and pa != sa:
+                classes["pc differs"] += 1
+                ok = False
+            elif strip_version(ps) != strip_version(sn or "[unknown]") and not (ps == "[unknown]" and sn is None):
+                if pstart is not None and pstart == sstart:
+                    classes["(agrees) other alias of the same symbol"] += 1
+                else:
+                    classes["function name differs"] += 1
+                    ok = False
+            if not ok:
+                if len(examples) < 5:
+                    examples.append("tid %d time %d frame %d: perf %#x %s (%s) vs stackprov %#x %s (%s) [%s]" % (
+                        key[0], key[1], i, pa, ps, pd, sa, sn, sd,
+                        [f for f in o["frames"] if f["method"] != "kernel"][i]["method"] if i < len(sframes) else "-"))
+                break
+        if ok:
+            agree += 1
+        elif os.environ.get("PERF_CHECK_DUMP"):
+            print("DIFF", key, "\n  perf:", [(hex(a), n) for a, n, d, st in pframes], "\n  sprov:", [(hex(a), n, f["method"]) for (a, n, d, st), f in zip(sframes, [f for f in o["frames"] if f["method"] != "kernel"])], o["stop_reason"])
+    return agree, total
+
+
+def check_profile(stackprov, perf, workdir, name, cmd, min_agree):
+    data = os.path.join(workdir, name + ".data")
+    run([perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,8192", "-o", data, "--"] + cmd)
+    script = run([perf, "script", "-i", data, "-F", "comm,tid,time,ip,sym,symoff,dso", "--no-inline"]).stdout
+    perf_samples, kernel_keys = parse_perf_script(script)
+    js = run([stackprov, "perf-import", data, "--format", "json", "--quiet"]).stdout
+    lines = [json.loads(l) for l in js.splitlines() if l.strip()]
+    classes, examples = collections.Counter(), []
+    agree, total = compare(perf_samples, lines, classes, examples)
+    pct = 100.0 * agree / max(total, 1)
+    print("%s: %d/%d samples identical to perf script (%.2f%%); %d samples had kernel frames (compared user part)" % (
+        name, agree, total, pct, len(kernel_keys)))
+    for c, n in classes.most_common():
+        print("  difference: %-45s %d" % (c, n))
+    for e in examples:
+        print("  example: " + e)
+    failures = []
+    if total < 50:
+        failures.append("%s: only %d perf samples" % (name, total))
+    if pct < min_agree:
+        failures.append("%s: agreement %.2f%% < %.1f%%" % (name, pct, min_agree))
+    if len(lines) != total:
+        failures.append("%s: stackprov printed %d samples, perf script %d" % (name, len(lines), total))
+    # Folded and SVG: totals match the samples and each other.
+    folded = run([stackprov, "perf-import", data, "--format", "folded", "--quiet"]).stdout
+    counts = {}
+    for l in folded.splitlines():
+        stack, _, n = l.rpartition(" ")
+        counts[stack] = int(n)
+    fold_total = sum(counts.values())
+    svg_path = os.path.join(workdir, name + ".svg")
+    run([stackprov, "perf-import", data, "--format", "svg", "-o", svg_path, "--quiet"])
+    root = ET.parse(svg_path).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    gs = root.findall(ns + "g")
+    svg_root = [g for g in gs if g.get("data-d") == "0"]
+    depth1 = sum(int(g.get("data-samples")) for g in gs if g.get("data-d") == "1")
+    comm_totals = collections.Counter()
+    for stack, n in counts.items():
+        comm_totals[stack.split(";")[0]] += n
+    svg_comm = {g.find(ns + "title").text.rsplit(" (", 1)[0]: int(g.get("data-samples")) for g in gs if g.get("data-d") == "1"}
+    print("%s: folded %d lines, %d samples; svg root %s samples, %d frames" % (
+        name, len(counts), fold_total, svg_root[0].get("data-samples") if svg_root else "-", len(gs)))
+    if fold_total != len(lines):
+        failures.append("%s: folded total %d != %d samples" % (name, fold_total, len(lines)))
+    if not svg_root or int(svg_root[0].get("data-samples")) != fold_total or depth1 != fold_total:
+        failures.append("%s: svg totals do not match folded (%d)" % (name, fold_total))
+    if svg_comm != dict(comm_totals):
+        failures.append("%s: svg per-comm totals %s != folded %s" % (name, svg_comm, dict(comm_totals)))
+    return failures, data
+
+
+def check_record(stackprov, workdir, spin):
+    cap = os.path.join(workdir, "spin.cap")
+    rec = run([stackprov, "record", "-F", "499", "-o", cap, "--", spin, "1"])
+    print("record: " + rec.stderr.strip())
+    js = run([stackprov, "perf-import", cap, "--format", "json", "--quiet"]).stdout
+    lines = [json.loads(l) for l in js.splitlines() if l.strip()]
+    complete = 0
+    for o in lines:
+        names = [f["function"] for f in o["frames"]]
+        if names and names[-1] in ("_start", "__clone3", "clone3", "__clone") and any(n in ("c_fn", "d_fn", "b_fn", "a_fn", "spin", "main") for n in names if n):
+            complete += 1
+    pct = 100.0 * complete / max(len(lines), 1)
+    print("record: %d samples, %.2f%% walked from the leaf to _start/clone3 through the fixture's functions" % (len(lines), pct))
+    failures = []
+    if len(lines) < 50 or pct < 95:
+        failures.append("record: %d samples, %.2f%% complete" % (len(lines), pct))
+    if "threads" not in rec.stderr or " 2 threads" not in rec.stderr:
+        failures.append("record: expected 2 threads: " + rec.stderr.strip())
+    return failures
+
+
+def check_malformed(stackprov, workdir, data):
+    raw = open(data, "rb").read()
+    cases = {}
+    cases["truncated"] = raw[: len(raw) // 2]
+    cases["header-only"] = raw[:104]
+    bad = bytearray(raw)
+    struct.pack_into("<Q", bad, 48, 1 << 62)  # data.size huge
+    cases["huge-data-size"] = bytes(bad)
+    bad = bytearray(raw)
+    struct.pack_into("<Q", bad, 16, 3)  # attr_size
+    cases["wrong-attr-size"] = bytes(bad)
+    bad = bytearray(raw)
+    data_off = struct.unpack_from("<Q", raw, 40)[0]
+    struct.pack_into("<H", bad, data_off + 6, 4)  # first record size < header
+    cases["wrong-record-size"] = bytes(bad)
+    bad = bytearray(raw)
+    bad[0:8] = b"2ELIFREP"
+    cases["big-endian"] = bytes(bad)
+    failures = []
+    for name, content in cases.items():
+        p = os.path.join(workdir, "bad-" + name + ".data")
+        open(p, "wb").write(content)
+        r = subprocess.run([stackprov, "perf-import", p, "--format", "folded", "--quiet"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        msg = r.stderr.strip().splitlines()[0] if r.stderr.strip() else ""
+        print("malformed %-18s exit %d: %s" % (name, r.returncode, msg))
+        if r.returncode != 1 or "perf-import:" not in msg:
+            failures.append("malformed %s: exit %d (%s)" % (name, r.returncode, msg))
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--min-agree", type=float, default=99.0)
+    ap.add_argument("--compare-data", help="only print the %% of samples identical to perf script for this perf.data")
+    args = ap.parse_args()
+    perf = shutil.which("perf")
+    if args.compare_data:
+        script = run([perf, "script", "-i", args.compare_data, "-F", "comm,tid,time,ip,sym,symoff,dso", "--no-inline"]).stdout
+        js = run([args.stackprov, "perf-import", args.compare_data, "--format", "json", "--quiet"]).stdout
+        lines = [json.loads(l) for l in js.splitlines() if l.strip()]
+        agree, total = compare(parse_perf_script(script)[0], lines, collections.Counter(), [])
+        print("%.2f" % (100.0 * agree / max(total, 1)))
+        return 0
+    if perf is None:
+        print("SKIP: perf not installed (linux-perf)")
+        return 77
+    workdir = tempfile.mkdtemp(prefix="stackprov-perf-")
+    spin = os.path.join(workdir, "spin")
+    run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", spin,
+         os.path.join(args.source_dir, "fixture_spin.c")])
+    probe = subprocess.run([perf, "record", "-q", "-o", os.path.join(workdir, "probe.data"), "--", "true"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if probe.returncode != 0:
+        print("SKIP: perf record does not work here (perf_event_paranoid?)")
+        return 77
+    failures = []
+    f, data = check_profile(args.stackprov, perf, workdir, "fixture", [spin, "1"], args.min_agree)
+    failures += f
+    py = "/usr/bin/python3.11" if os.path.exists("/usr/bin/python3.11") else shutil.which("python3.11")
+    if py:
+        script = os.path.join(workdir, "work.py")
+        open(script, "w").write(PY_WORKLOAD)
+        f, _ = check_profile(args.stackprov, perf, workdir, "python3.11", [py, script, "1.5"], args.min_agree)
+        failures += f
+    failures += check_record(args.stackprov, workdir, spin)
+    failures += check_malformed(args.stackprov, workdir, data)
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

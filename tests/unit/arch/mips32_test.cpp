@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// mips32 arch_ops: o32 conversions in both byte orders, sigreturn frames and prologue analysis on real encodings.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "arch/arch_ops.hpp"
+
+using namespace stackprov::arch;
+using namespace stackprov::arch::mips32;
+
+namespace {
+
+struct Mem32 {
+  bool be;
+  std::map<uint64_t, uint8_t> bytes;
+  void put32(uint64_t a, uint32_t v) {
+    for (int i = 0; i < 4; i++) bytes[a + i] = static_cast<uint8_t>(v >> (be ? 8 * (3 - i) : 8 * i));
+  }
+  void put64(uint64_t a, uint64_t v) {
+    for (int i = 0; i < 8; i++) bytes[a + i] = static_cast<uint8_t>(v >> (be ? 8 * (7 - i) : 8 * i));
+  }
+  bool read(uint64_t a, void* buf, size_t n) {
+    auto* out = static_cast<uint8_t*>(buf);
+    for (size_t i = 0; i < n; i++) {
+      auto it = bytes.find(a + i);
+      if (it == bytes.end()) return false;
+      out[i] = it->second;
+    }
+    return true;
+  }
+  std::vector<uint8_t> span(uint64_t a, size_t n) {
+    std::vector<uint8_t> v(n);
+    REQUIRE(read(a, v.data(), n));
+    return v;
+  }
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE_SIG("mips32 NT_PRSTATUS and elf_gregset_t: pr_reg at 72, EF_R0 = 6, EF_CP0_EPC = 40",
+                       "[arch][mips32]", ((bool BE), BE), true, false) {
+  Mem32 m{BE, {}};
+  // struct elf_prstatus (o32) is 256 bytes (checked with mips-linux-gnu-gcc); fill it.
+  for (uint64_t i = 0; i < 256; i += 4) m.put32(i, 0xdeadbeef);
+  for (int i = 0; i < 32; i++) m.put32(72 + 4 * (6 + i), 0x400000 + i);
+  m.put32(72 + 4 * 40, 0x401234);  // EF_CP0_EPC
+  auto bytes = m.span(0, 256);
+  Regs r;
+  REQUIRE(regs_from_prstatus(bytes.data(), bytes.size(), BE, &r).ok());
+  CHECK(r.get(kZero) == 0x400000);
+  CHECK(r.get(kSp) == 0x400000 + 29);
+  CHECK(r.get(kRa) == 0x400000 + 31);
+  CHECK(r.get(kPc) == 0x401234);
+  CHECK_FALSE(regs_from_prstatus(bytes.data(), 72 + 179, BE, &r).ok());
+  REQUIRE(regs_from_user_regs(bytes.data() + 72, 180, BE, &r).ok());
+  CHECK(r.get(kPc) == 0x401234);
+}
+
+TEMPLATE_TEST_CASE_SIG("mips32 pt_regs and ucontext layouts", "[arch][mips32]", ((bool BE), BE), true, false) {
+  Mem32 m{BE, {}};
+  for (uint64_t a = 0; a < 32; a += 4) m.put32(a, 0);
+  for (int i = 0; i < 32; i++) m.put32(32 + 4 * i, 0x1000 + i);  // pad0[8] then regs[32]
+  for (uint64_t a = 160; a < 184; a += 4) m.put32(a, 0);
+  m.put32(180, 0x402000);  // cp0_epc
+  auto pt = m.span(0, 184);
+  Regs r;
+  REQUIRE(regs_from_pt_regs(pt.data(), pt.size(), BE, &r).ok());
+  CHECK(r.get(kSp) == 0x1000 + 29);
+  CHECK(r.get(kPc) == 0x402000);
+
+  // ucontext_t: uc_mcontext at 24; sc_pc at +8, sc_regs[32] (u64) at +16 (mips-linux-gnu-gcc offsetof).
+  Mem32 u{BE, {}};
+  for (uint64_t a = 0; a < 24 + 16 + 256; a += 4) u.put32(a, 0);
+  u.put64(24 + 8, 0x403000);
+  for (int i = 0; i < 32; i++) u.put64(24 + 16 + 8 * i, 0x2000 + i);
+  auto uc = u.span(0, 24 + 16 + 256);
+  REQUIRE(regs_from_ucontext(uc.data(), uc.size(), BE, &r).ok());
+  CHECK(r.get(kPc) == 0x403000);
+  CHECK(r.get(kRa) == 0x2000 + 31);
+  CHECK_FALSE(regs_from_ucontext(uc.data(), uc.size() - 1, BE, &r).ok());
+}
+
+TEST_CASE("mips32 perf regs: PC at bit 0, $1..$31 at bits 1..31", "[arch][mips32]") {
+  std::vector<uint64_t> v(32);
+  for (int i = 0; i < 32; i++) v[i] = 0x100 + i;
+  Regs r;
+  REQUIRE(regs_from_perf(kPerfRegsMask, v.data(), v.size(), &r).ok());
+  CHECK(r.get(kPc) == 0x100);
+  CHECK(r.get(kSp) == 0x100 + 29);
+  CHECK(r.get(kZero) == 0);
+}
+
+TEMPLATE_TEST_CASE_SIG("mips32 sigreturn trampolines and sigframe restore", "[arch][mips32]", ((bool BE), BE),
+                       true, false) {
+  using O = Ops<TraitsT<BE>>;
+  Mem32 code{BE, {}};
+  code.put32(0, 0x24021061);  // li v0, 4193 (rt_sigreturn)
+  code.put32(4, 0x0000000c);  // syscall
+  code.put32(8, 0x24021017);  // li v0, 4119 (sigreturn)
+  code.put32(12, 0x0000000c);
+  CHECK(O::sigreturn_kind(code.span(0, 8).data()) == kSigreturnRt);
+  CHECK(O::sigreturn_kind(code.span(8, 8).data()) == kSigreturnOld);
+  CHECK(O::sigreturn_kind(code.span(4, 8).data()) == 0);
+
+  for (int kind : {kSigreturnRt, kSigreturnOld}) {
+    Mem32 m{BE, {}};
+    const uint64_t frame = 0x7fff0000;
+    const uint64_t sc = frame + (kind == kSigreturnRt ? 176 : 24);  // rt_sigframe / sigframe
+    m.put64(sc, 0);  // sc_regmask, sc_status
+    m.put64(sc + 8, 0x4007f8);
+    for (int i = 0; i < 32; i++) m.put64(sc + 16 + 8 * i, 0x3000 + i);
+    Regs r{};
+    r.set(kSp, frame);
+    r.set(kPc, 0x3ffbe000);
+    uint64_t cfa = 0;
+    REQUIRE(O::signal_step(r, m, kind, &cfa) == StepOutcome::kOk);
+    CHECK(cfa == frame);
+    CHECK(r.get(kPc) == 0x4007f8);
+    CHECK(r.get(kSp) == 0x3000 + 29);
+    CHECK(r.get(kRa) == 0x3000 + 31);
+  }
+}
+
+TEMPLATE_TEST_CASE_SIG("mips32 prologue analysis: addiu sp, sp, -N / sw ra, M(sp)", "[arch][mips32]",
+                       ((bool BE), BE), true, false) {
+  using O = Ops<TraitsT<BE>>;
+  Mem32 text{BE, {}};
+  const uint64_t prev = 0x400100, fn = 0x400108;
+  text.put32(prev, 0x03e00008);      // jr ra (end of the previous function)
+  text.put32(prev + 4, 0);           // nop
+  text.put32(fn + 0, 0x27bdffd8);    // addiu sp, sp, -40
+  text.put32(fn + 4, 0xafbf0024);    // sw ra, 36(sp)
+  text.put32(fn + 8, 0xafb00020);    // sw s0, 32(sp)
+  text.put32(fn + 12, 0x0c100200);   // jal ...
+  text.put32(fn + 16, 0x00000000);   // nop (delay slot)
+  text.put32(fn + 20, 0x8fbf0024);   // lw ra, 36(sp)
+  auto code = [&](uint64_t a, void* buf, size_t n) { return text.read(a, buf, n); };
+
+  Mem32 stack{BE, {}};
+  const uint64_t sp = 0x7ff00000;
+  stack.put32(sp + 36, 0x400500);  // saved ra
+  stack.put32(sp + 32, 0x5555);    // saved s0
+
+  // A caller frame: pc is the return address after the jal's delay slot.
+  Regs r{};
+  r.set(kPc, fn + 20);
+  r.set(kSp, sp);
+  r.set(kRa, fn + 20);
+  uint64_t cfa = 0;
+  REQUIRE(O::prologue_step(r, stack, code, false, &cfa) == StepOutcome::kOk);
+  CHECK(cfa == sp + 40);
+  CHECK(r.get(kSp) == sp + 40);
+  CHECK(r.get(kPc) == 0x400500);
+  CHECK(r.get(kS0) == 0x5555);
+
+  // Frame 0 stopped before `sw ra` ran: ra is still in $ra.
+  Regs early{};
+  early.set(kPc, fn + 4);
+  early.set(kSp, sp);
+  early.set(kRa, 0x400600);
+  REQUIRE(O::prologue_step(early, stack, code, true, &cfa) == StepOutcome::kOk);
+  CHECK(early.get(kPc) == 0x400600);
+  CHECK(early.get(kSp) == sp + 40);
+  // ... but a caller frame must have saved $ra.
+  early.set(kPc, fn + 4);
+  early.set(kSp, sp);
+  CHECK(O::prologue_step(early, stack, code, false, &cfa) == StepOutcome::kNotApplicable);
+
+  // A leaf with no frame (pc right after the previous function's jr ra): cfa = sp, pc = $ra.
+  Regs leaf{};
+  leaf.set(kPc, fn);
+  leaf.set(kSp, sp);
+  leaf.set(kRa, 0x400700);
+  REQUIRE(O::prologue_step(leaf, stack, code, true, &cfa) == StepOutcome::kOk);
+  CHECK(leaf.get(kPc) == 0x400700);
+  CHECK(cfa == sp);
+}
+
+TEST_CASE("mips32 scan plausibility: jal/jalr/bal at ra - 8", "[arch][mips32]") {
+  CHECK(is_call(0x0c100200));        // jal
+  CHECK(is_call(0x0320f809));        // jalr t9
+  CHECK(is_call(0x04110010));        // bal
+  CHECK_FALSE(is_call(0x03e00008));  // jr ra
+}

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for lib/perf: perf.data parsing (synthetic files), hostile input, capture-file round trip.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "perf/capture_file.hpp"
+#include "perf/perf_data.hpp"
+#include "perf/profile.hpp"
+
+using namespace stackprov;
+using namespace stackprov::perf;
+
+namespace {
+
+constexpr uint64_t kSampleType = kSampleIp | kSampleTid | kSampleTime | kSampleCallchain | kSampleRegsUser | kSampleStackUser;
+constexpr uint64_t kRegsMask = (1ull << 7) | (1ull << 8);  // SP, IP
+constexpr uint32_t kStackBytes = 64;
+
+struct Bytes {
+  std::vector<uint8_t> b;
+  Bytes& u64(uint64_t v) { return raw(&v, 8); }
+  Bytes& u32(uint32_t v) { return raw(&v, 4); }
+  Bytes& u16(uint16_t v) { return raw(&v, 2); }
+  Bytes& raw(const void* p, size_t n) {
+    const auto* c = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), c, c + n);
+    return *this;
+  }
+  Bytes& str(const std::string& s, size_t padded) {
+    std::vector<uint8_t> z(padded, 0);
+    std::memcpy(z.data(), s.data(), std::min(s.size(), padded));
+    return raw(z.data(), padded);
+  }
+};
+
+/// perf_event_header + body + sample_id trailer {pid, tid, time}.
+std::vector<uint8_t> record(uint32_t type, uint16_t misc, const Bytes& body, uint64_t time, bool trailer = true) {
+  Bytes r;
+  const size_t size = 8 + body.b.size() + (trailer ? 16 : 0);
+  r.u32(type).u16(misc).u16(static_cast<uint16_t>(size)).raw(body.b.data(), body.b.size());
+  if (trailer) r.u32(100).u32(100).u64(time);
+  return r.b;
+}
+
+std::vector<uint8_t> sample(uint64_t time, uint64_t ip, uint64_t sp, uint64_t callchain_nr = 2) {
+  Bytes b;
+  b.u64(ip).u32(100).u32(101).u64(time);
+  b.u64(callchain_nr).u64(kContextUser).u64(ip);
+  b.u64(2).u64(sp).u64(ip);  // abi 64, regs in mask-bit order: SP (bit 7), IP (bit 8)
+  b.u64(kStackBytes);
+  for (uint32_t i = 0; i < kStackBytes; i++) b.b.push_back(static_cast<uint8_t>(i));
+  b.u64(kStackBytes / 2);  // dyn_size
+  return record(kRecordSample, kMiscUser, b, time, false);
+}
+
+/// A complete perf.data: header, one attribute, MMAP2 + COMM + 2 samples, features CMDLINE + ARCH.
+std::vector<uint8_t> perf_file(const std::vector<std::vector<uint8_t>>& records) {
+  Bytes attr;  // perf_event_attr, 128 bytes (PERF_ATTR_SIZE_VER7)
+  attr.u32(1).u32(128).u64(0).u64(999).u64(kSampleType).u64(0).u64(1ull << 18);  // sample_id_all
+  attr.u32(0).u32(0).u64(0).u64(0).u64(0).u64(kRegsMask).u32(kStackBytes).u32(0);
+  while (attr.b.size() < 128) attr.b.push_back(0);
+  Bytes data;
+  for (const auto& r : records) data.raw(r.data(), r.size());
+  Bytes feats;  // CMDLINE (bit 11) and ARCH (bit 6): sections in bit order
+  Bytes arch_sec, cmd_sec;
+  arch_sec.u32(8).str("x86_64", 8);
+  cmd_sec.u32(2).u32(8).str("./spin", 8).u32(4).str("1", 4);
+
+  const uint64_t attrs_off = 104, attr_size = 128 + 16;
+  const uint64_t data_off = attrs_off + attr_size;
+  const uint64_t feat_off = data_off + data.b.size();
+  const uint64_t arch_off = feat_off + 32, cmd_off = arch_off + arch_sec.b.size();
+  Bytes f;
+  f.raw("PERFILE2", 8).u64(104).u64(attr_size).u64(attrs_off).u64(attr_size).u64(data_off).u64(data.b.size());
+  f.u64(0).u64(0);
+  f.u64((1ull << 6) | (1ull << 11)).u64(0).u64(0).u64(0);
+  f.raw(attr.b.data(), 128).u64(0).u64(0);  // ids section: none
+  f.raw(data.b.data(), data.b.size());
+  f.u64(arch_off).u64(arch_sec.b.size()).u64(cmd_off).u64(cmd_sec.b.size());
+  f.raw(arch_sec.b.data(), arch_sec.b.size()).raw(cmd_sec.b.data(), cmd_sec.b.size());
+  return f.b;
+}
+
+std::vector<uint8_t> mmap2(uint64_t start, uint64_t len, const std::string& path, uint64_t time) {
+  Bytes b;
+  b.u32(100).u32(100).u64(start).u64(len).u64(0);
+  b.u32(8).u32(1).u64(1234).u64(0);  // maj, min, ino, ino_generation
+  b.u32(5).u32(2);                    // prot R|X, flags
+  b.str(path, (path.size() + 8) & ~size_t{7});
+  return record(kRecordMmap2, kMiscUser, b, time);
+}
+
+std::vector<uint8_t> comm(const std::string& c, uint64_t time) {
+  Bytes b;
+  b.u32(100).u32(101).str(c, 8);
+  return record(kRecordComm, 0, b, time);
+}
+
+std::vector<uint8_t> good_file() {
+  return perf_file({mmap2(0x400000, 0x1000, "/nonexistent/spin", 10), comm("worker", 11),
+                    sample(30, 0x400123, 0x7ffd0000), sample(20, 0x400456, 0x7ffd0100)});
+}
+
+}  // namespace
+
+TEST_CASE("perf.data: header, features, records ordered by time") {
+  auto bytes = good_file();
+  auto pd = PerfData::parse(bytes.data(), bytes.size());
+  REQUIRE(pd.ok());
+  CHECK(pd.value().arch() == "x86_64");
+  CHECK(pd.value().cmdline() == "./spin 1");
+  REQUIRE(pd.value().records().size() == 4);
+  CHECK(pd.value().records()[2].time == 20);  // samples sorted by time
+  CHECK(pd.value().records()[3].time == 30);
+}
+
+TEST_CASE("perf.data: samples become snapshots with exact pc, sp and the copied stack") {
+  auto p = Profile::from_bytes(good_file(), "", false);
+  REQUIRE(p.ok());
+  const Profile& prof = *p.value();
+  REQUIRE(prof.samples().size() == 2);
+  CHECK(prof.comms()[prof.samples()[0].comm] == "worker");
+  REQUIRE(prof.lists().size() == 1);
+  REQUIRE(prof.lists()[0]->modules.size() == 1);
+  CHECK(prof.lists()[0]->modules[0].path == "/nonexistent/spin");
+  memory::Snapshot s;
+  uint32_t list = UINT32_MAX;
+  bool changed = false;
+  SampleView v;
+  REQUIRE(prof.fill_snapshot(0, s, &list, &changed, &v).ok());
+  CHECK(changed);
+  CHECK(s.flags == 0);
+  CHECK(s.regs[16] == 0x400456);  // rip (time 20 sorts first)
+  CHECK(s.regs[7] == 0x7ffd0100);  // rsp
+  REQUIRE(s.memory.size() == 1);
+  CHECK(s.memory[0].addr == 0x7ffd0100);
+  CHECK(s.memory[0].bytes.size() == kStackBytes / 2);
+  CHECK(v.stack_requested == kStackBytes);
+  REQUIRE(prof.fill_snapshot(1, s, &list, &changed, &v).ok());
+  CHECK_FALSE(changed);  // same module list: not rebuilt
+  CHECK(s.memory.size() == 1);
+}
+
+TEST_CASE("perf.data: hostile input gives clean errors") {
+  auto good = good_file();
+  SECTION("truncated") {
+    for (size_t n : {size_t{0}, size_t{15}, size_t{104}, good.size() / 2, good.size() - 1}) {
+      auto p = Profile::from_bytes(std::vector<uint8_t>(good.begin(), good.begin() + n), "", false);
+      CHECK_FALSE(p.ok());
+    }
+  }
+  SECTION("big-endian and pipe mode are refused") {
+    auto be = good;
+    std::memcpy(be.data(), "2ELIFREP", 8);
+    auto p = Profile::from_bytes(be, "", false);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().code == SPROV_ERR_UNSUPPORTED);
+    auto pipe = good;
+    const uint64_t sixteen = 16;
+    std::memcpy(pipe.data() + 8, &sixteen, 8);
+    CHECK(Profile::from_bytes(pipe, "", false).error().code == SPROV_ERR_UNSUPPORTED);
+  }
+  SECTION("a huge callchain count skips the sample with a warning") {
+    auto f = perf_file({sample(5, 0x1, 0x1000, uint64_t{1} << 60), sample(6, 0x2, 0x2000)});
+    auto p = Profile::from_bytes(f, "", false);
+    REQUIRE(p.ok());
+    CHECK(p.value()->samples().size() == 1);
+    CHECK(p.value()->warnings().find("callchain.nr") != std::string::npos);
+  }
+  SECTION("a record size of zero") {
+    auto bad = good;
+    const uint64_t data_off = 104 + 144;
+    bad[data_off + 6] = 0;
+    bad[data_off + 7] = 0;
+    auto p = Profile::from_bytes(bad, "", false);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().message.find("size 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("capture file: written samples read back identically") {
+  auto p = Profile::from_bytes(good_file(), "", false);
+  REQUIRE(p.ok());
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  {
+    CaptureWriter w(f, kRegsMask, kStackBytes, "./spin 1");
+    w.write_modules(0, *p.value()->lists()[0]);
+    w.write_comm(0, "worker");
+    for (size_t i = 0; i < p.value()->samples().size(); i++) {
+      SampleView v;
+      REQUIRE(p.value()->view(i, &v).ok());
+      w.write_sample(v, 0, 0);
+    }
+    w.write_lost(3);
+    REQUIRE(w.finish().ok());
+  }
+  fclose(f);
+  std::vector<uint8_t> bytes(buf, buf + len);
+  free(buf);
+  auto c = Profile::from_bytes(bytes, "", false);
+  REQUIRE(c.ok());
+  CHECK(c.value()->format() == ProfileFormat::kCapture);
+  CHECK(c.value()->lost() == 3);
+  CHECK(c.value()->cmdline() == "./spin 1");
+  REQUIRE(c.value()->samples().size() == 2);
+  for (size_t i = 0; i < 2; i++) {
+    memory::Snapshot a, b;
+    uint32_t la = UINT32_MAX, lb = UINT32_MAX;
+    bool ch = false;
+    REQUIRE(p.value()->fill_snapshot(i, a, &la, &ch, nullptr).ok());
+    REQUIRE(c.value()->fill_snapshot(i, b, &lb, &ch, nullptr).ok());
+    const auto sa = memory::serialize(a), sb = memory::serialize(b);
+    size_t at = 0;
+    while (at < sa.size() && at < sb.size() && sa[at] == sb[at]) at++;
+    INFO("first difference at byte " << at << " of " << sa.size() << "/" << sb.size());
+    CHECK(at == sa.size());
+    CHECK(sa.size() == sb.size());
+  }
+  // Every truncation of a capture file is rejected cleanly.
+  for (size_t n = 0; n < bytes.size(); n += 7)
+    CHECK_FALSE(Profile::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.begin() + n), "", false).ok());
+}
