@@ -76,8 +76,12 @@ def time_runs(cmd, runs):
 def bench_target(name, proc, threads, a):
     pid = str(proc.pid)
     tools = {
-        "stackprov": [a.stackprov, "stack", "--pid", pid],
+        # Like for like: function names only (eu-stack's default), then with
+        # source lines and inline frames on both sides.
+        "stackprov": [a.stackprov, "stack", "--no-lines", "--pid", pid],
         "eu-stack": [a.eu_stack, "-p", pid],
+        "stackprov+lines": [a.stackprov, "stack", "--pid", pid],
+        "eu-stack -i -s": [a.eu_stack, "-i", "-s", "-p", pid],
         "gdb": ["timeout", "-s", "KILL", "200", a.gdb, "-nx", "-batch", "-ex",
                 "set debuginfod enabled off", "-p", pid, "-ex", "thread apply all bt"],
     }
@@ -91,10 +95,15 @@ def bench_target(name, proc, threads, a):
     sp = res["tools"]["stackprov"]["median_ms"]
     res["ratio_eu_stack_over_stackprov"] = res["tools"]["eu-stack"]["median_ms"] / sp
     res["ratio_gdb_over_stackprov"] = res["tools"]["gdb"]["median_ms"] / sp
+    res["ratio_eu_stack_lines_over_stackprov_lines"] = (res["tools"]["eu-stack -i -s"]["median_ms"] /
+                                                       res["tools"]["stackprov+lines"]["median_ms"])
     print("%-22s %2d threads  stackprov %7.1f ms  eu-stack %7.1f ms (x%.2f)  gdb %8.1f ms (x%.1f)" %
           (name, threads, sp, res["tools"]["eu-stack"]["median_ms"],
            res["ratio_eu_stack_over_stackprov"], res["tools"]["gdb"]["median_ms"],
            res["ratio_gdb_over_stackprov"]), flush=True)
+    print("  %s with source lines and inline frames: stackprov %.1f ms, eu-stack -i -s %.1f ms (%.2fx)" %
+          (name, res["tools"]["stackprov+lines"]["median_ms"], res["tools"]["eu-stack -i -s"]["median_ms"],
+           res["ratio_eu_stack_lines_over_stackprov_lines"]), flush=True)
     return res
 
 

@@ -16,9 +16,9 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stackprov stack --pid PID [--tid TID] [--max-frames N] [--json]\n"
+    "usage: stackprov stack --pid PID [--tid TID] [--max-frames N] [--json] [--no-lines]\n"
     "       stackprov stack --core FILE [--exe PATH] [--sysroot DIR] [--tid TID]\n"
-    "                       [--max-frames N] [--json]\n";
+    "                       [--max-frames N] [--json] [--no-lines]\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -51,8 +51,12 @@ constexpr const char* kHelp =
     "  --json            one JSON object instead of text:\n"
     "                    {\"pid\":n,\"threads\":[{\"tid\":n,\"frames\":[{\"index\",\"pc\",\"sp\",\n"
     "                    \"cfa\",\"module\",\"build_id\",\"module_offset\",\"function\",\n"
-    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"method\"}],\n"
-    "                    \"stop_reason\"}]}  (addresses as \"0x...\" strings)\n"
+    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"method\",\n"
+    "                    \"file\",\"line\",\"column\",\"inlined\":[{\"function\",\"linkage_name\",\n"
+    "                    \"file\",\"line\",\"column\"}]}],\"stop_reason\"}]}  (addresses as \"0x...\"\n"
+    "                    strings; file/line/column are the physical function's location,\n"
+    "                    inlined lists the functions inlined into it, innermost first)\n"
+    "  --no-lines        function names only: no DWARF source lines or inline chains\n"
     "  -h, --help        this text\n"
     "\n"
     "Non-fatal findings of the capture (a thread that exited meanwhile, a module file that is\n"
@@ -91,6 +95,7 @@ struct StackArgs {
   const char* sysroot = nullptr;
   const char* max_frames = nullptr;
   bool json = false;
+  bool lines = true;
 };
 
 /// Reports a library failure naming `what` on one line, e.g. "cannot capture pid 42: ...".
@@ -115,6 +120,10 @@ int cmd_stack(int argc, char** argv) {
     }
     if (arg == "--json") {
       a.json = true;
+      continue;
+    }
+    if (arg == "--no-lines") {
+      a.lines = false;
       continue;
     }
     struct Valued {
@@ -229,9 +238,9 @@ int cmd_stack(int argc, char** argv) {
     }
     if (a.json) {
       if (!first) printf(",");
-      stackprov_cli::print_stack_json(stdout, sym, stack, t);
+      stackprov_cli::print_stack_json(stdout, sym, stack, t, a.lines);
     } else {
-      stackprov_cli::print_stack_text(stdout, sym, stack, t);
+      stackprov_cli::print_stack_text(stdout, sym, stack, t, a.lines);
     }
     first = false;
     sprov_stack_free(stack);

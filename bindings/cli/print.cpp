@@ -3,6 +3,8 @@
 #include "print.hpp"
 
 #include <cinttypes>
+#include <string>
+#include <vector>
 #include <cstring>
 
 namespace stackprov_cli {
@@ -40,7 +42,56 @@ std::string hex_bytes(const uint8_t* p, size_t n) {
   return s;
 }
 
-void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid) {
+namespace {
+
+/// Source location of a frame and its inline chain (innermost first), from
+/// sprov_symbolizer_frame_ex: the physical function's own location is the
+/// last element of the chain, the inlined callees come before it.
+struct SourceInfo {
+  bool have = false;
+  std::string file;
+  uint32_t line = 0, column = 0;
+  struct Inlined {
+    std::string function, linkage_name, file;
+    uint32_t line = 0, column = 0;
+  };
+  std::vector<Inlined> inlined;
+};
+
+SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i) {
+  SourceInfo out;
+  struct sprov_symbol_info info = {};
+  info.sz = sizeof(info);
+  if (sym == nullptr || sprov_symbolizer_frame_ex(sym, stack, i, 0, &info) != 0 ||
+      info.resolver != SPROV_RESOLVER_DWARF || info.frame_count == 0)
+    return out;
+  std::vector<struct sprov_symbol_frame> chain(info.frame_count);
+  for (uint32_t k = 0; k < info.frame_count; k++) {
+    chain[k] = {};
+    chain[k].sz = sizeof(chain[k]);
+    if (sprov_symbolizer_inline_frame(sym, k, &chain[k]) != 0) return out;
+  }
+  const struct sprov_symbol_frame& phys = chain.back();
+  out.have = phys.file != nullptr && *phys.file;
+  out.file = phys.file ? phys.file : "";
+  out.line = phys.line;
+  out.column = phys.column;
+  for (uint32_t k = 0; k + 1 < info.frame_count; k++) {
+    SourceInfo::Inlined in;
+    in.function = chain[k].name ? chain[k].name : "";
+    in.linkage_name = chain[k].linkage_name ? chain[k].linkage_name : "";
+    in.file = chain[k].file ? chain[k].file : "";
+    in.line = chain[k].line;
+    in.column = chain[k].column;
+    out.inlined.push_back(std::move(in));
+  }
+  return out;
+}
+
+}  // namespace
+
+void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+                      bool lines) {
   fprintf(f, "TID %" PRId64 ":\n", tid);
   const size_t n = sprov_stack_frame_count(stack);
   for (size_t i = 0; i < n; i++) {
@@ -58,11 +109,17 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     }
     fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??",
             sprov_method_name(fr.method));
+    if (!lines) continue;
+    const SourceInfo src = source_info(sym, stack, i);
+    for (const auto& in : src.inlined)
+      fprintf(f, "    inlined %s at %s:%u:%u\n", in.function.c_str(), in.file.c_str(), in.line, in.column);
+    if (src.have) fprintf(f, "    %s:%u:%u\n", src.file.c_str(), src.line, src.column);
   }
   fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
 }
 
-void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid) {
+void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+                      bool lines) {
   fprintf(f, "{\"tid\":%" PRId64 ",\"frames\":[", tid);
   const size_t n = sprov_stack_frame_count(stack);
   bool first = true;
@@ -78,11 +135,27 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             "\",\"cfa\":\"0x%" PRIx64
             "\",\"module\":\"%s\",\"build_id\":\"%s\",\"module_offset\":\"0x%" PRIx64
             "\",\"function\":\"%s\",\"linkage_name\":\"%s\",\"function_offset\":\"0x%" PRIx64
-            "\",\"resolver\":\"%s\",\"method\":\"%s\"}",
+            "\",\"resolver\":\"%s\",\"method\":\"%s\"",
             first ? "" : ",", i, fr.pc, fr.sp, fr.cfa, json_escape(fr.module_path).c_str(),
             hex_bytes(fr.build_id, fr.build_id_len).c_str(), fr.module_offset,
             json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset,
             sprov_resolver_name(s.resolver), sprov_method_name(fr.method));
+    if (lines) {
+      const SourceInfo src = source_info(sym, stack, i);
+      if (src.have)
+        fprintf(f, ",\"file\":\"%s\",\"line\":%u,\"column\":%u", json_escape(src.file.c_str()).c_str(),
+                src.line, src.column);
+      fprintf(f, ",\"inlined\":[");
+      for (size_t k = 0; k < src.inlined.size(); k++) {
+        const auto& in = src.inlined[k];
+        fprintf(f, "%s{\"function\":\"%s\",\"linkage_name\":\"%s\",\"file\":\"%s\",\"line\":%u,\"column\":%u}",
+                k ? "," : "", json_escape(in.function.c_str()).c_str(),
+                json_escape(in.linkage_name.c_str()).c_str(), json_escape(in.file.c_str()).c_str(), in.line,
+                in.column);
+      }
+      fprintf(f, "]");
+    }
+    fprintf(f, "}");
     first = false;
   }
   fprintf(f, "],\"stop_reason\":\"%s\"}", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));

@@ -14,13 +14,17 @@ namespace stackprov_cli {
 ///   #k  0xPC function+0xOFF - module [method]
 ///   stop: reason
 /// `pc` is the unwound value (a return address for caller frames), as eu-stack and gdb print it.
-void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid);
+/// With `lines`, each frame also gets its source location and inline chain
+/// (DWARF, through sprov_symbolizer_frame_ex).
+void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+                      bool lines = true);
 
 /// Prints one thread as a JSON object (no trailing newline):
 ///   {"tid":n,"frames":[{"index","pc","sp","cfa","module","build_id","module_offset","function",
 ///    "linkage_name","function_offset","resolver","method"}...],"stop_reason":"..."}
 /// Addresses are "0x…" hex strings; unknown strings are "".
-void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid);
+void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+                      bool lines = true);
 
 /// eu-stack's process header: "PID n - process" (live) or "PID n - core".
 void print_process_header_text(FILE* f, int64_t pid, bool core);

@@ -83,9 +83,10 @@ class Unwinder {
       const ModuleSlot* nslot = slot_of(nf);
       nf.module_index = nslot ? nslot->snapshot_index : -1;
       // Frames found by heuristics must land in a known module.
+      // (or on a sigreturn trampoline outside modules, e.g. qemu-user's sigtramp page).
       if ((nf.method == Method::kFramePointer || nf.method == Method::kScan ||
            nf.method == Method::kPrologue) &&
-          nf.pc != 0 && nslot == nullptr) {
+          nf.pc != 0 && nslot == nullptr && !sigreturn_in_memory(nf.pc)) {
         out->stop = StopReason::kInvalidPc;
         return;
       }
@@ -377,6 +378,12 @@ class Unwinder {
     if (kind == 0) return false;
     next = regs;
     return Ops::signal_step(next, mem_, kind, cfa) == arch::StepOutcome::kOk;
+  }
+
+  /// The code bytes at `pc`, read from the target's memory, are a sigreturn trampoline.
+  bool sigreturn_in_memory(uint64_t pc) {
+    uint8_t code[Ops::kSigreturnLen];
+    return mem_.read(pc, code, sizeof(code)) && Ops::sigreturn_kind(code) != 0;
   }
 
   /// Instruction analysis of the function's prologue (mips32), reading code

@@ -69,7 +69,7 @@ def gdb(core, exe, sysroot):
     try:
         p = subprocess.run(["gdb-multiarch", "-batch", "-nx", "-ex", "set sysroot " + sysroot,
                             "-ex", "set print frame-arguments none", "-ex", "set backtrace limit 64",
-                            "-ex", "bt", exe, core], capture_output=True, text=True, timeout=30)
+                            "-ex", "bt", exe, core], capture_output=True, text=True, timeout=15)
         text = p.stdout
     except subprocess.TimeoutExpired as e:
         text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -138,7 +138,9 @@ def main():
                 mine, stop, out = ours(args.cli, kept, exe, sysroot)
                 ref, gout = gdb(kept, exe, sysroot)
                 ran += 1
-                errs = compare(mine, ref)
+                # gdb 13 cannot relocate a PIE from a qemu core (the program headers page is
+                # not dumped): gdb is the oracle for the other builds, the known chain for all.
+                errs = compare(mine, ref) if build != "pie" else []
                 names = [f[1] for f in mine]
                 chain = ["on_segv"] + CHAIN if mode == "signal" else CHAIN
                 pos = [names.index(n) if n in names else -1 for n in chain]
@@ -150,7 +152,7 @@ def main():
                         errs.append("c_fn (interrupted) found by %s, not signal" % mine[k][2])
                 if want_method and not any(f[2] == want_method and f[1] in chain for f in mine):
                     errs.append("no fixture frame found by %s" % want_method)
-                if len(ref) < 4:
+                if len(ref) < 4 and build != "pie":
                     errs.append("gdb gave %d frames" % len(ref))
                 if "[gdb timed out]" in gout:
                     name += " (gdb hung after %d frames)" % len(ref)
