@@ -120,15 +120,27 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
     cands.push_back(c);
   }
 
-  std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.sym.addr != b.sym.addr) return a.sym.addr < b.sym.addr;
-    return better_alias(a, b);
+  // Sort small integer keys instead of the candidates (tables of 10k+ symbols
+  // are loaded on every `stackprov stack`): (address, candidate position), with
+  // aliases at one address then ordered by better_alias in a short pass.
+  struct Key {
+    uint64_t addr;
+    uint32_t pos;
+  };
+  std::vector<Key> keys(cands.size());
+  for (size_t i = 0; i < cands.size(); i++) keys[i] = Key{cands[i].sym.addr, static_cast<uint32_t>(i)};
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    return a.addr != b.addr ? a.addr < b.addr : a.pos < b.pos;
   });
   table.syms_.reserve(cands.size());
-  for (size_t i = 0; i < cands.size(); i++) {
-    if (i > 0 && cands[i].sym.addr == cands[i - 1].sym.addr) continue;  // first is the best alias
-    table.syms_.push_back(cands[i].sym);
-    table.max_size_ = std::max(table.max_size_, cands[i].sym.size);
+  for (size_t i = 0; i < keys.size();) {
+    size_t best = keys[i].pos;
+    size_t j = i + 1;
+    for (; j < keys.size() && keys[j].addr == keys[i].addr; j++)
+      if (better_alias(cands[keys[j].pos], cands[best])) best = keys[j].pos;
+    table.syms_.push_back(cands[best].sym);
+    table.max_size_ = std::max(table.max_size_, cands[best].sym.size);
+    i = j;
   }
   return table;
 }
