@@ -27,6 +27,16 @@ static void usage(FILE* f) {
 }
 
 int main(int argc, char** argv) {
+  // Multi-call: invoked through a link named after a command (e.g. `trace-verify`),
+  // run that command with the remaining arguments.
+  if (argc >= 1 && argv[0] != nullptr) {
+    const char* base = strrchr(argv[0], '/');
+    base = base ? base + 1 : argv[0];
+    if (strcmp(base, "stackprov") != 0) {
+      for (const auto& c : stackprov_cli::command_registry())
+        if (!strcmp(c.name, base)) return c.fn(argc, argv);
+    }
+  }
   if (argc < 2) {
     usage(stderr);
     return 2;

@@ -8,6 +8,7 @@ cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 test -f "$tmp/prefix/include/stackprov/stackprov.h"
 test -f "$tmp/prefix/lib/libstackprov.a"
 test -x "$tmp/prefix/bin/stackprov"
+"$tmp/prefix/bin/trace-verify" --help | grep -q "trace-verify"
 cat > "$tmp/use.c" <<'C'
 #include <stackprov/stackprov.h>
 #include <stdio.h>
