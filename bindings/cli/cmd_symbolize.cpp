@@ -23,6 +23,7 @@ struct Options {
   bool basenames = false;
   Style style = Style::kLlvm;
   bool provenance = false;
+  bool debug_symtab = false;  // llvm-symbolizer-14 never names from the debug file's .symtab
   std::vector<std::string> debug_dirs;
   std::vector<std::string> addrs;
 };
@@ -39,7 +40,7 @@ const char* kUsage =
     "Symbolizes link-time addresses of PATH like llvm-symbolizer: addresses come from the\n"
     "arguments or, when there are none, from stdin (one per line; 0x hex, 0 octal or decimal).\n"
     "Resolvers: DWARF of PATH or of its debug file (build-id under the debug directories,\n"
-    ".gnu_debuglink with CRC; identity checked), then .symtab, then .dynsym.\n\n"
+    ".gnu_debuglink with CRC; identity checked), then PATH's .symtab, else its .dynsym.\n\n"
     "  --obj, --exe, -e PATH        the module\n"
     "  --inlines, -i | --no-inlines  print the inline chain (default) or one frame\n"
     "  --functions[=linkage|short|none], -f   function names (default linkage)\n"
@@ -48,6 +49,9 @@ const char* kUsage =
     "  --pretty-print, -p           'function at file:line:column' lines\n"
     "  --basenames, -s              strip directories from file names\n"
     "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable)\n"
+    "  --debug-symtab               also name addresses without DWARF from the debug file's\n"
+    "                               .symtab (llvm-symbolizer-14 prints ?? for them; off by\n"
+    "                               default, as in llvm-symbolizer)\n"
     "  --provenance                 JSON: add Resolver (dwarf, debuginfod+dwarf, symtab,\n"
     "                               minidebuginfo+symtab, dynsym, none), Source (file or\n"
     "                               debuginfod URL) and SourceBuildId; other styles: to stderr\n"
@@ -145,6 +149,7 @@ class Runner {
     uint32_t flags = 0;
     if (o_.names == Names::kShort) flags |= SPROV_SYMBOLIZE_SHORT_NAMES;
     if (!o_.demangle) flags |= SPROV_SYMBOLIZE_NO_DEMANGLE;
+    if (!o_.debug_symtab) flags |= SPROV_SYMBOLIZE_LLVM_COMPAT;
     struct sprov_symbol_info info;
     memset(&info, 0, sizeof(info));
     info.sz = sizeof(info);
@@ -319,6 +324,8 @@ int cmd_symbolize(int argc, char** argv) {
       o.basenames = true;
     } else if (name == "--provenance") {
       o.provenance = true;
+    } else if (name == "--debug-symtab") {
+      o.debug_symtab = true;
     } else if (name == "--relative-address") {
     } else if (name == "--output-style") {
       std::string v;

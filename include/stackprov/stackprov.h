@@ -390,6 +390,11 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
 enum sprov_symbolize_flags {
   SPROV_SYMBOLIZE_SHORT_NAMES = 1u << 0, /* name = DW_AT_name (llvm --functions=short) */
   SPROV_SYMBOLIZE_NO_DEMANGLE = 1u << 1, /* name is the raw linkage name */
+  /* Name addresses without DWARF exactly as llvm-symbolizer-14 does: only from
+   * the module file's own .symtab (or MiniDebugInfo's), else its .dynsym;
+   * never from the separate debug file's .symtab (resolver NONE, "??" in
+   * llvm). Without this flag the debug file's .symtab answers them too. */
+  SPROV_SYMBOLIZE_LLVM_COMPAT = 1u << 2,
 };
 
 /* One frame of an inline chain. Strings are never NULL ("" when unknown). */

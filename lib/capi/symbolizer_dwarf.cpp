@@ -12,7 +12,13 @@ using namespace stackprov::capi;
 
 namespace {
 
-constexpr uint32_t kKnownFlags = SPROV_SYMBOLIZE_SHORT_NAMES | SPROV_SYMBOLIZE_NO_DEMANGLE;
+constexpr uint32_t kKnownFlags =
+    SPROV_SYMBOLIZE_SHORT_NAMES | SPROV_SYMBOLIZE_NO_DEMANGLE | SPROV_SYMBOLIZE_LLVM_COMPAT;
+
+symbolize::SymtabPolicy policy(uint32_t flags) {
+  return (flags & SPROV_SYMBOLIZE_LLVM_COMPAT) ? symbolize::SymtabPolicy::kModuleOnly
+                                               : symbolize::SymtabPolicy::kWithDebugFile;
+}
 
 symbolize::DwarfResolver& resolver(sprov_symbolizer* sym) {
   if (!sym->dwarf) {
@@ -87,7 +93,7 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
     m.path = module_path;
     auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
     if (!mod.ok()) return fail(mod.error());
-    resolver(sym).resolve(mod.value()->image_ptr(), address, &sym->last);
+    resolver(sym).resolve(mod.value()->image_ptr(), address, &sym->last, policy(flags));
     return fill_info(sym, flags, out);
   });
 }
@@ -109,7 +115,8 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
       auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
       if (mod.ok()) {
         const uint64_t rel = f.pc - m.load_bias;
-        resolver(sym).resolve(mod.value()->image_ptr(), f.lookup_prev ? rel - 1 : rel, &sym->last);
+        resolver(sym).resolve(mod.value()->image_ptr(), f.lookup_prev ? rel - 1 : rel, &sym->last,
+                              policy(flags));
       }
     }
     return fill_info(sym, flags, out);

@@ -48,7 +48,8 @@ std::shared_ptr<elf::ElfImage> open_minidebuginfo(const elf::ElfImage& image) {
 
 /// (address, name, STT_FILE name) of the local function symbols of `f`'s
 /// .symtab, from the closest preceding STT_FILE symbol in table order.
-void collect_file_symbols(const elf::ElfImage& f, std::vector<DwarfResolver::FileSymEntry>* out) {
+void collect_file_symbols(const elf::ElfImage& f, bool from_debug_file,
+                          std::vector<DwarfResolver::FileSymEntry>* out) {
   auto sec = f.section(".symtab");
   if (!sec || sec->data == nullptr) return;
   auto str = f.section_at(sec->link);
@@ -79,7 +80,7 @@ void collect_file_symbols(const elf::ElfImage& f, std::vector<DwarfResolver::Fil
     if (type == 4 /* STT_FILE */) {
       file = nm;
     } else if (bind == 0 /* STB_LOCAL */ && (type == 2 || type == 10) && !file.empty()) {
-      out->push_back({value, nm, file});
+      out->push_back({value, nm, file, from_debug_file});
     }
   }
 }
@@ -212,21 +213,21 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   // from the module's own .symtab, else its .dynsym; we do the same, and
   // count MiniDebugInfo's .symtab as the module's. The debug file's .symtab
   // answers only addresses that neither DWARF nor those describe.
-  auto load_symtab = [&](const std::shared_ptr<elf::ElfImage>& f, elf::SymbolTable* into) {
+  auto load_symtab = [&](const std::shared_ptr<elf::ElfImage>& f, elf::SymbolTable* into, bool from_debug_file) {
     if (!f) return false;
     auto t = elf::SymbolTable::load(*f, elf::SymbolTable::Kind::kSymtab);
     if (!t.ok() || t->size() == 0) return false;
     *into = std::move(t).value();
-    collect_file_symbols(*f, &m->file_syms);
+    collect_file_symbols(*f, from_debug_file, &m->file_syms);
     return true;
   };
-  if (load_symtab(image, &m->symtab)) {
+  if (load_symtab(image, &m->symtab, false)) {
     m->symtab_file = image;
-  } else if (auto mini = open_minidebuginfo(*image); load_symtab(mini, &m->symtab)) {
+  } else if (auto mini = open_minidebuginfo(*image); load_symtab(mini, &m->symtab, false)) {
     m->symtab_file = mini;
     m->minidebuginfo = true;
   }
-  if (m->dwarf_file && m->dwarf_file != image && load_symtab(m->dwarf_file, &m->fallback))
+  if (m->dwarf_file && m->dwarf_file != image && load_symtab(m->dwarf_file, &m->fallback, true))
     m->fallback_file = m->dwarf_file;
   std::stable_sort(m->file_syms.begin(), m->file_syms.end(),
                    [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
@@ -257,7 +258,8 @@ std::string DwarfResolver::display(std::string_view name) const {
   return demangle(name);
 }
 
-bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out) {
+bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out,
+                            SymtabPolicy policy) {
   *out = Resolution{};
   std::shared_ptr<Module> m = module(image);
   std::vector<dwarf::DwarfFrame> dframes;
@@ -306,7 +308,10 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     by = ResolvedBy::kDynsym;
     sym_file = image.get();
   }
-  if (sym == nullptr && !dwarf_hit) {
+  // The debug file's .symtab: llvm-symbolizer-14 never reads it (its symbols
+  // come from the module object only), so kModuleOnly leaves such addresses "??".
+  const bool debug_symtab = policy == SymtabPolicy::kWithDebugFile;
+  if (sym == nullptr && !dwarf_hit && debug_symtab) {
     sym = m->fallback.lookup(addr);
     by = ResolvedBy::kSymtab;
     sym_file = m->fallback_file.get();
@@ -330,7 +335,7 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
       auto it = std::lower_bound(m->file_syms.begin(), m->file_syms.end(), sym->addr,
                                  [](const FileSymEntry& e, uint64_t a) { return e.addr < a; });
       for (; it != m->file_syms.end() && it->addr == sym->addr; ++it)
-        if (it->name == sym->name) {
+        if (it->name == sym->name && (debug_symtab || !it->from_debug_file)) {
           outer.file = std::string(it->file);
           break;
         }

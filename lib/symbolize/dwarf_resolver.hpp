@@ -43,6 +43,16 @@ struct Resolution {
   std::string provenance;             ///< "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none"
 };
 
+/// Which symbol tables may name an address that DWARF does not describe.
+enum class SymtabPolicy {
+  /// The module's .symtab (or MiniDebugInfo's), else its .dynsym, then the
+  /// separate debug file's .symtab (a superset; what eu-stack and gdb use).
+  kWithDebugFile,
+  /// llvm-symbolizer-14: the module's .symtab (or MiniDebugInfo's), else its
+  /// .dynsym; never the debug file's .symtab (llvm prints "??" there).
+  kModuleOnly,
+};
+
 struct DwarfResolverOptions {
   bool demangle = true;
   elf::DebugFileOptions debug;
@@ -73,7 +83,9 @@ class DwarfResolver {
 
   /// Fills `out` (always at least one frame). Returns false when nothing at
   /// all is known about `addr` (the frame is then empty and resolver kNone).
-  bool resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out);
+  /// `policy` chooses the tables that may name addresses without DWARF.
+  bool resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out,
+               SymtabPolicy policy = SymtabPolicy::kWithDebugFile);
 
   const DwarfResolverOptions& options() const { return opts_; }
 
@@ -86,6 +98,7 @@ class DwarfResolver {
   struct FileSymEntry {
     uint64_t addr;
     std::string_view name, file;
+    bool from_debug_file;  ///< from the separate debug file's .symtab (`fallback`)
   };
 
  private:
