@@ -2,6 +2,9 @@
 // Separate debug file discovery: build-id paths, then .gnu_debuglink with CRC and build-id checks.
 #include "elf/debug_file.hpp"
 
+#include <climits>
+#include <cstdlib>
+
 #include <sys/stat.h>
 
 #include <optional>
@@ -23,11 +26,16 @@ std::string join(const std::string& a, const std::string& b) {
   return a + "/" + b;
 }
 
+/// Directory of a file path; a relative path's directory is made absolute
+/// (the current directory for a bare name), as debuglink lookups need it.
 std::string dirname_of(const std::string& p) {
   const size_t slash = p.rfind('/');
-  if (slash == std::string::npos) return {};
-  if (slash == 0) return "/";
-  return p.substr(0, slash);
+  std::string dir = slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : p.substr(0, slash);
+  if (dir[0] != '/') {
+    char buf[PATH_MAX];
+    if (realpath(dir.c_str(), buf) != nullptr) dir = buf;
+  }
+  return dir;
 }
 
 std::string id_text(const BuildId& id) { return id.empty() ? std::string("(none)") : id.hex(); }

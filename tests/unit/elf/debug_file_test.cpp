@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // find_debug_file on objcopy-made debug files: build-id path, debuglink places, CRC and build-id mismatches.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "elf/debug_file.hpp"
@@ -72,6 +74,16 @@ TEST_CASE("Debug file found through .gnu_debuglink in each place", "[elf][debug_
     auto found = find_debug_file(**img, opts);
     REQUIRE(found.ok());
     CHECK((*found)->path() == fx.dbg);
+  }
+  SECTION("next to a binary opened by a bare relative name") {
+    char cwd[4096];
+    REQUIRE(getcwd(cwd, sizeof(cwd)) != nullptr);
+    REQUIRE(chdir(fx.dir.path().c_str()) == 0);
+    auto img = ElfImage::open("linked");
+    auto found = img.ok() ? find_debug_file(**img, opts) : Result<std::shared_ptr<ElfImage>>(img.error());
+    REQUIRE(chdir(cwd) == 0);
+    REQUIRE(found.ok());
+    CHECK((*found)->build_id().hex() == fx.id);
   }
   SECTION("in the binary's .debug/ directory") {
     const std::string sub = fx.dir.file("bin");
