@@ -33,3 +33,30 @@ install: build
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- cross build (issue 7): make cross ARCH=arm64|mips32|mips32el -> build-cross-<arch>.
+# The target's -dev packages are unpacked into build-cross-<arch>/sysroot (apt-get download,
+# nothing installed on the host); tests run under qemu-user via CMAKE_CROSSCOMPILING_EMULATOR.
+# mips32 (big-endian) has no Debian 12 packages: fetch-sysroot.sh stops with exit 2.
+ARCH ?= arm64
+CROSS_TRIPLE_arm64 := aarch64-linux-gnu
+CROSS_TRIPLE_mips32 := mips-linux-gnu
+CROSS_TRIPLE_mips32el := mipsel-linux-gnu
+CROSS_DEBARCH_arm64 := arm64
+CROSS_DEBARCH_mips32 := mips
+CROSS_DEBARCH_mips32el := mipsel
+CROSS_BUILD := build-cross-$(ARCH)
+CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic
+CROSS_TESTS ?= ^cross_inprocess_
+
+.PHONY: cross test-cross
+cross:
+	@test -n "$(CROSS_TRIPLE_$(ARCH))" || { echo "ARCH must be arm64, mips32 or mips32el"; exit 2; }
+	@./cmake/toolchains/fetch-sysroot.sh $(CROSS_DEBARCH_$(ARCH)) $(CURDIR)/$(CROSS_BUILD)/sysroot
+	@cmake -S . -B $(CROSS_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchains/$(CROSS_TRIPLE_$(ARCH)).cmake \
+	  -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot -DSTACKPROV_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(CROSS_BUILD) -j $(JOBS) --target $(CROSS_TARGETS)
+
+test-cross: cross
+	cd $(CROSS_BUILD) && ctest --output-on-failure -j $(JOBS) -R '$(CROSS_TESTS)'

@@ -12,6 +12,22 @@
 #include "elf/elf_image.hpp"
 #include "memory/module_list.hpp"
 
+// The host's traits for in-process capture (the only place that selects them).
+#if defined(__aarch64__)
+#include "arch/arm64/registers.hpp"
+using HostCaptureTraits = stackprov::arch::arm64::Traits;
+#elif defined(__mips__) && defined(_ABIO32) && _MIPS_SIM == _ABIO32
+#include "arch/mips32/registers.hpp"
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+using HostCaptureTraits = stackprov::arch::mips32::TraitsBE;
+#else
+using HostCaptureTraits = stackprov::arch::mips32::TraitsLE;
+#endif
+#else
+#include "arch/x86_64/registers.hpp"
+using HostCaptureTraits = stackprov::arch::x86_64::Traits;
+#endif
+
 using namespace stackprov;
 using namespace stackprov::capi;
 
@@ -30,11 +46,17 @@ Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<Ma
 
 }  // namespace
 
-/// Called by the arch's sprov_snapshot_capture_self trampoline with the
-/// caller's registers in DWARF numbering.
+/// Called by the arch's sprov_snapshot_capture_self trampoline (arch/<isa>/capture.cpp)
+/// with the caller's registers in DWARF numbering: HostCaptureTraits::kNumRegs slots of
+/// kAddrSize bytes each (u64 on x86_64/arm64, u32 on mips32), pc = the return address.
 extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl(
     sprov_context* ctx, const struct sprov_capture_opts* opts, sprov_snapshot** out,
-    const uint64_t* regs) {
+    const void* regs) {
+  using T = HostCaptureTraits;
+  auto reg = [regs](int r) -> uint64_t {
+    if constexpr (T::kAddrSize == 4) return static_cast<const uint32_t*>(regs)[r];
+    else return static_cast<const uint64_t*>(regs)[r];
+  };
   return guard([&] {
     if (ctx == nullptr || out == nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_capture_self: NULL %s",
@@ -51,13 +73,18 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
 
     auto snap = std::make_unique<sprov_snapshot>();
     memory::Snapshot& s = snap->snap;
-    s.arch = Arch::kX86_64;
-    s.endian = Endian::kLittle;
+    s.arch = T::kArch;
+    s.endian = T::kBigEndian ? Endian::kBig : Endian::kLittle;
     s.pid = getpid();
     s.tid = static_cast<int64_t>(syscall(SYS_gettid));
-    for (int r = 0; r < 17; r++) s.set_reg(r, regs[r]);
+    for (int r = 0; r < T::kNumRegs; r++) {
+      // mips32: 32..36 are $f0..$f4 (not captured); only $0..$31 and the pc (37).
+      if constexpr (T::kArch == Arch::kMips32)
+        if (r >= 32 && r < T::kPcReg) continue;
+      s.set_reg(r, reg(r));
+    }
     s.flags |= memory::Snapshot::kFlagPcIsReturnAddress;
-    const uint64_t sp = regs[7];
+    const uint64_t sp = reg(T::kSpReg);
 
     auto text = read_maps_text(0);
     if (!text.ok()) return fail(text.error());
@@ -93,7 +120,10 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
     }
     // The vDSO's bytes, so that it can be parsed offline.
     for (const MapsEntry& e : maps.value()) {
-      if (e.path == "[vdso]" && e.end - e.start <= (1u << 20)) {
+      // Also small anonymous executable pages: qemu-user puts the signal trampoline
+      // (mov x8,#139; svc #0 / li v0,4119; syscall) on one instead of in a vDSO.
+      const bool anon_code = e.path.empty() && e.readable && e.executable && e.end - e.start <= (64u << 10);
+      if ((e.path == "[vdso]" || anon_code) && e.end - e.start <= (1u << 20)) {
         if (Status st = s.add_memory(e.start, reinterpret_cast<const void*>(e.start), e.end - e.start);
             !st.ok())
           ctx->ctx.log(SPROV_LOG_WARN, "vdso copy skipped: %s", st.error().message.c_str());
