@@ -4,8 +4,14 @@
 
 #include <elf.h>
 
+#include <string.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
 
 #include "elf/elf_bytes.hpp"
 
@@ -17,9 +23,19 @@ namespace {
 /// (nested or overlapping symbols); keeps hostile tables from costing O(n).
 constexpr size_t kMaxBackscan = 64;
 
-struct Candidate {
-  Symbol sym;
+/// Distinct addresses answered by scanning before the sorted table is built:
+/// a scan costs ~2 passes over the kept symbols, the build ~log2(n) of them.
+constexpr size_t kLinearLookups = 24;
+
+/// A kept (code, named, defined) symbol, decoded from the ELF table; the
+/// name's length is computed only for symbols that win their address.
+struct RawSym {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint32_t name = 0;   // offset in the string table (validated, non-empty, terminated)
   uint32_t index = 0;  // position in the ELF table, the final tie-break
+  uint8_t type = 0;
+  uint8_t bind = 0;
 };
 
 int bind_rank(uint8_t bind) {
@@ -37,16 +53,129 @@ int bind_rank(uint8_t bind) {
 /// The alias rule of doc/symbols.md: true when `a` is the better name for an
 /// address than `b`. Sized beats zero-sized; then GLOBAL/UNIQUE > WEAK >
 /// LOCAL; then larger st_size; then the lower symbol-table index.
-bool better_alias(const Candidate& a, const Candidate& b) {
-  const bool a_sized = a.sym.size != 0, b_sized = b.sym.size != 0;
+bool better_alias(const RawSym& a, const RawSym& b) {
+  const bool a_sized = a.size != 0, b_sized = b.size != 0;
   if (a_sized != b_sized) return a_sized;
-  const int ra = bind_rank(a.sym.bind), rb = bind_rank(b.sym.bind);
+  const int ra = bind_rank(a.bind), rb = bind_rank(b.bind);
   if (ra != rb) return ra < rb;
-  if (a.sym.size != b.sym.size) return a.sym.size > b.sym.size;
+  if (a.size != b.size) return a.size > b.size;
   return a.index < b.index;
 }
 
+bool covers(uint64_t addr, uint64_t size, uint64_t a) {
+  const uint64_t off = a - addr;
+  return addr <= a && (size == 0 ? off == 0 : off < size);
+}
+
 }  // namespace
+
+struct SymbolTable::Lazy {
+  // Kept symbols as their ELF-table positions (4 bytes each, in table order);
+  // fields are decoded from the table on demand.
+  std::vector<uint32_t> kept;
+  const uint8_t* tab = nullptr;
+  size_t tab_size = 0;
+  bool is64 = true;
+  bool big_endian = false;
+  const char* strtab = nullptr;
+
+  std::mutex mu;
+  std::atomic<bool> built{false};
+  std::vector<Symbol> syms;  // the sorted table, valid once `built`
+  uint64_t max_size = 0;     // largest st_size, bounds the backward search
+  size_t linear_done = 0;    // distinct addresses answered by scanning
+  std::unordered_map<uint64_t, const Symbol*> memo;  // scanned answers
+  std::deque<Symbol> made;   // storage of scanned answers (stable addresses)
+
+  uint64_t addr_of(uint32_t i) const {
+    const detail::ByteView v(tab, tab_size, big_endian);
+    const uint64_t b = uint64_t{i} * (is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
+    return *v.word(b + (is64 ? 8 : 4), is64);
+  }
+  RawSym decode(uint32_t i) const {
+    const detail::ByteView v(tab, tab_size, big_endian);
+    const uint64_t b = uint64_t{i} * (is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
+    const uint8_t st_info = tab[b + (is64 ? 4 : 12)];
+    RawSym r;
+    r.addr = *v.word(b + (is64 ? 8 : 4), is64);
+    r.size = *v.word(b + (is64 ? 16 : 8), is64);
+    r.name = *v.u32(b);
+    r.index = i;
+    r.type = ELF64_ST_TYPE(st_info);
+    r.bind = ELF64_ST_BIND(st_info);
+    return r;
+  }
+
+  Symbol to_symbol(const RawSym& r) const {
+    const char* s = strtab + r.name;
+    return Symbol{r.addr, r.size, std::string_view(s, std::strlen(s)), r.type, r.bind};
+  }
+
+  void build() {
+    // Sort small integer keys instead of the symbols: (address, position),
+    // with aliases at one address then ordered by better_alias in a short pass.
+    struct Key {
+      uint64_t addr;
+      uint32_t pos;
+    };
+    std::vector<Key> keys(kept.size());
+    for (size_t i = 0; i < kept.size(); i++) keys[i] = Key{addr_of(kept[i]), kept[i]};
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      return a.addr != b.addr ? a.addr < b.addr : a.pos < b.pos;
+    });
+    syms.reserve(kept.size());
+    for (size_t i = 0; i < keys.size();) {
+      RawSym best = decode(keys[i].pos);
+      size_t j = i + 1;
+      for (; j < keys.size() && keys[j].addr == keys[i].addr; j++) {
+        const RawSym c = decode(keys[j].pos);
+        if (better_alias(c, best)) best = c;
+      }
+      syms.push_back(to_symbol(best));
+      max_size = std::max(max_size, best.size);
+      i = j;
+    }
+  }
+
+  /// The sorted lookup's answer without the sorted table: the symbols that
+  /// could win are those starting in [lowest start of a symbol covering `a`,
+  /// a]; collapse their aliases and walk back from `a` as lookup does.
+  const RawSym* scan(uint64_t a, std::vector<RawSym>* window) const {
+    uint64_t lo = UINT64_MAX;
+    const detail::ByteView v(tab, tab_size, big_endian);
+    const size_t ent = is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+    for (uint32_t i : kept) {
+      const uint64_t b = uint64_t{i} * ent;
+      const uint64_t addr = *v.word(b + (is64 ? 8 : 4), is64);
+      const uint64_t size = *v.word(b + (is64 ? 16 : 8), is64);
+      if (covers(addr, size, a) && addr < lo) lo = addr;
+    }
+    if (lo == UINT64_MAX) return nullptr;
+    window->clear();
+    for (uint32_t i : kept) {
+      const uint64_t addr = addr_of(i);
+      if (addr >= lo && addr <= a) window->push_back(decode(i));
+    }
+    // ELF-table order within an address (stable) does not matter: better_alias is a total order.
+    std::sort(window->begin(), window->end(),
+              [](const RawSym& x, const RawSym& y) { return x.addr > y.addr; });
+    size_t steps = 0;
+    for (size_t i = 0; i < window->size() && steps < kMaxBackscan; steps++) {
+      size_t best = i;
+      size_t j = i + 1;
+      for (; j < window->size() && (*window)[j].addr == (*window)[i].addr; j++)
+        if (better_alias((*window)[j], (*window)[best])) best = j;
+      if (covers((*window)[best].addr, (*window)[best].size, a)) return &(*window)[best];
+      i = j;
+    }
+    return nullptr;
+  }
+};
+
+SymbolTable::SymbolTable() = default;
+SymbolTable::SymbolTable(SymbolTable&&) noexcept = default;
+SymbolTable& SymbolTable::operator=(SymbolTable&&) noexcept = default;
+SymbolTable::~SymbolTable() = default;
 
 Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
   SymbolTable table;
@@ -80,82 +209,109 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
     return make_error(SPROV_ERR_ELF, "%s: %s (section %u): sh_link %u is not SHT_STRTAB", path,
                       want_name, tab.index, tab.link);
   }
+  const auto* strtab = reinterpret_cast<const char*>(str.data);
+  // A name at offset o is terminated iff a NUL lies in [o, size): iff o <= the last NUL.
+  const void* last_nul_p = str.size != 0 ? memrchr(strtab, 0, str.size) : nullptr;
+  const size_t end_of_names =
+      last_nul_p == nullptr ? 0 : static_cast<size_t>(static_cast<const char*>(last_nul_p) - strtab) + 1;
 
   const detail::ByteView v(tab.data, tab.size, image.big_endian());
   const size_t count = tab.size / ent;
-  std::vector<Candidate> cands;
+  auto lazy = std::make_unique<Lazy>();
+  lazy->strtab = strtab;
+  lazy->tab = tab.data;
+  lazy->tab_size = tab.size;
+  lazy->is64 = is64;
+  lazy->big_endian = image.big_endian();
   for (size_t i = 1; i < count; i++) {
     const uint64_t b = i * ent;
     // Elf64_Sym: st_name@0 st_info@4 st_other@5 st_shndx@6 st_value@8 st_size@16;
     // Elf32_Sym: st_name@0 st_value@4 st_size@8 st_info@12 st_other@13 st_shndx@14 (gABI).
-    const uint32_t st_name = *v.u32(b);
     const uint8_t st_info = tab.data[b + (is64 ? 4 : 12)];
-    const uint16_t shndx = *v.u16(b + (is64 ? 6 : 14));
-    const uint64_t value = *v.word(b + (is64 ? 8 : 4), is64);
-    const uint64_t size = *v.word(b + (is64 ? 16 : 8), is64);
     const uint8_t type = ELF64_ST_TYPE(st_info);
-    const uint8_t bind = ELF64_ST_BIND(st_info);
+    const uint16_t shndx = *v.u16(b + (is64 ? 6 : 14));
     if (shndx == SHN_UNDEF) continue;
+    const uint64_t size = *v.word(b + (is64 ? 16 : 8), is64);
     bool keep = type == STT_FUNC || type == STT_GNU_IFUNC;
     if (type == STT_NOTYPE && size != 0 && (image.section_flags(shndx) & SHF_EXECINSTR) != 0) {
       keep = true;  // assembly functions with .size but no .type
     }
     if (!keep) continue;
+    const uint32_t st_name = *v.u32(b);
     if (st_name >= str.size) {
       return make_error(SPROV_ERR_ELF, "%s: %s (section %u) symbol %zu: name offset %u outside "
                         "string table (%zu bytes)", path, want_name, tab.index, i, st_name,
                         str.size);
     }
-    const auto* start = reinterpret_cast<const char*>(str.data) + st_name;
-    const void* nul = std::memchr(start, 0, str.size - st_name);
-    if (nul == nullptr) {
+    if (st_name >= end_of_names) {
       return make_error(SPROV_ERR_ELF, "%s: %s (section %u) symbol %zu: unterminated name", path,
                         want_name, tab.index, i);
     }
-    const size_t len = static_cast<size_t>(static_cast<const char*>(nul) - start);
-    if (len == 0) continue;
-    Candidate c;
-    c.sym = Symbol{value, size, std::string_view(start, len), type, bind};
-    c.index = static_cast<uint32_t>(i);
-    cands.push_back(c);
+    if (strtab[st_name] == 0) continue;
+    lazy->kept.push_back(static_cast<uint32_t>(i));
   }
-
-  // Sort small integer keys instead of the candidates (tables of 10k+ symbols
-  // are loaded on every `stackprov stack`): (address, candidate position), with
-  // aliases at one address then ordered by better_alias in a short pass.
-  struct Key {
-    uint64_t addr;
-    uint32_t pos;
-  };
-  std::vector<Key> keys(cands.size());
-  for (size_t i = 0; i < cands.size(); i++) keys[i] = Key{cands[i].sym.addr, static_cast<uint32_t>(i)};
-  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-    return a.addr != b.addr ? a.addr < b.addr : a.pos < b.pos;
-  });
-  table.syms_.reserve(cands.size());
-  for (size_t i = 0; i < keys.size();) {
-    size_t best = keys[i].pos;
-    size_t j = i + 1;
-    for (; j < keys.size() && keys[j].addr == keys[i].addr; j++)
-      if (better_alias(cands[keys[j].pos], cands[best])) best = keys[j].pos;
-    table.syms_.push_back(cands[best].sym);
-    table.max_size_ = std::max(table.max_size_, cands[best].sym.size);
-    i = j;
-  }
+  if (!lazy->kept.empty()) table.lazy_ = std::move(lazy);
   return table;
 }
 
+bool SymbolTable::empty() const { return lazy_ == nullptr || lazy_->kept.empty(); }
+
+const std::vector<Symbol>& SymbolTable::sorted() const {
+  static const std::vector<Symbol> kNone;
+  if (lazy_ == nullptr) return kNone;
+  if (!lazy_->built.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(lazy_->mu);
+    if (!lazy_->built.load(std::memory_order_relaxed)) {
+      lazy_->build();
+      lazy_->built.store(true, std::memory_order_release);
+    }
+  }
+  return lazy_->syms;
+}
+
+const Symbol* SymbolTable::lookup_linear(uint64_t a) const {
+  if (lazy_ == nullptr) return nullptr;
+  std::vector<RawSym> window;
+  const RawSym* r = lazy_->scan(a, &window);
+  if (r == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(lazy_->mu);
+  return &lazy_->made.emplace_back(lazy_->to_symbol(*r));
+}
+
 const Symbol* SymbolTable::lookup(uint64_t a) const {
-  auto it = std::upper_bound(syms_.begin(), syms_.end(), a,
+  if (lazy_ == nullptr) return nullptr;
+  Lazy& z = *lazy_;
+  if (!z.built.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(z.mu);
+    if (!z.built.load(std::memory_order_relaxed)) {
+      if (auto it = z.memo.find(a); it != z.memo.end()) return it->second;
+      if (z.linear_done < kLinearLookups) {
+        z.linear_done++;
+        std::vector<RawSym> window;
+        const RawSym* r = z.scan(a, &window);
+        const Symbol* s = r == nullptr ? nullptr : &z.made.emplace_back(z.to_symbol(*r));
+        z.memo.emplace(a, s);
+        return s;
+      }
+      z.build();
+      z.built.store(true, std::memory_order_release);
+    }
+  }
+  return lookup_sorted(a);
+}
+
+const Symbol* SymbolTable::lookup_sorted(uint64_t a) const {
+  const std::vector<Symbol>& syms = lazy_->syms;
+  auto it = std::upper_bound(syms.begin(), syms.end(), a,
                              [](uint64_t x, const Symbol& s) { return x < s.addr; });
   // Walk back over symbols starting at or below `a`: the nearest one may be a
   // small function nested in a larger one, so continue while a symbol could
-  // still reach `a` (max_size_) — bounded by kMaxBackscan.
-  for (size_t steps = 0; it != syms_.begin() && steps < kMaxBackscan; steps++) {
+  // still reach `a` (max_size) — bounded by kMaxBackscan.
+  for (size_t steps = 0; it != syms.begin() && steps < kMaxBackscan; steps++) {
     --it;
     const uint64_t off = a - it->addr;
     if (it->size == 0 ? off == 0 : off < it->size) return &*it;
-    if (off >= max_size_) break;
+    if (off >= lazy_->max_size) break;
   }
   return nullptr;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -19,12 +20,22 @@ struct Symbol {
 };
 
 /// Function symbols of one table, sorted by address with aliases collapsed by
-/// one deterministic rule (documented in doc/symbols.md). Immutable; lookups
-/// are thread-safe. Holds a reference to the image's bytes: keep the ElfImage
-/// alive as long as the table.
+/// one deterministic rule (documented in doc/symbols.md). Logically immutable;
+/// lookups are thread-safe. Holds a reference to the image's bytes: keep the
+/// ElfImage alive as long as the table.
+///
+/// The sorted table is built lazily: the first lookups (a few dozen distinct
+/// addresses, all a `stackprov stack` run needs) are answered by scanning the
+/// kept symbols, with exactly the result the sorted table gives; size() and
+/// symbols() build it at once.
 class SymbolTable {
  public:
   enum class Kind : uint8_t { kSymtab, kDynsym };
+
+  SymbolTable();
+  SymbolTable(SymbolTable&&) noexcept;
+  SymbolTable& operator=(SymbolTable&&) noexcept;
+  ~SymbolTable();
 
   /// Builds from `.symtab` (kind kSymtab) or `.dynsym` (kDynsym) of `image`.
   /// An absent table gives an empty SymbolTable, not an error. Malformed tables
@@ -35,14 +46,24 @@ class SymbolTable {
   /// their exact address. nullptr when none covers `a`.
   const Symbol* lookup(uint64_t a) const;
 
-  size_t size() const { return syms_.size(); }
+  /// lookup() by a scan of the kept symbols, never building the sorted table
+  /// (same answer as lookup(); for tests and few lookups). The pointer stays
+  /// valid as long as the table.
+  const Symbol* lookup_linear(uint64_t a) const;
+
+  /// True when the table holds no symbol (cheap: does not build the sorted table).
+  bool empty() const;
+  size_t size() const { return sorted().size(); }
   Kind kind() const { return kind_; }
-  const std::vector<Symbol>& symbols() const { return syms_; }
+  const std::vector<Symbol>& symbols() const { return sorted(); }
 
  private:
-  std::vector<Symbol> syms_;
+  struct Lazy;
+  const std::vector<Symbol>& sorted() const;
+  const Symbol* lookup_sorted(uint64_t a) const;
+
+  std::unique_ptr<Lazy> lazy_;
   Kind kind_ = Kind::kSymtab;
-  uint64_t max_size_ = 0;  // largest st_size, bounds the backward search
 };
 
 }  // namespace stackprov::elf

@@ -216,7 +216,7 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   auto load_symtab = [&](const std::shared_ptr<elf::ElfImage>& f, elf::SymbolTable* into, bool from_debug_file) {
     if (!f) return false;
     auto t = elf::SymbolTable::load(*f, elf::SymbolTable::Kind::kSymtab);
-    if (!t.ok() || t->size() == 0) return false;
+    if (!t.ok() || t->empty()) return false;
     *into = std::move(t).value();
     collect_file_symbols(*f, from_debug_file, &m->file_syms);
     return true;
@@ -303,7 +303,7 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
   const elf::Symbol* sym = m->symtab.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
   const elf::ElfImage* sym_file = m->symtab_file.get();
-  if (sym == nullptr && m->symtab.size() == 0) {
+  if (sym == nullptr && m->symtab.empty()) {
     sym = m->dynsym.lookup(addr);
     by = ResolvedBy::kDynsym;
     sym_file = image.get();

@@ -11,7 +11,7 @@ Symbolizer::ModuleSyms& Symbolizer::module_syms(const std::shared_ptr<elf::ElfIm
   if (it != modules_.end()) return *it->second;
   auto ms = std::make_unique<ModuleSyms>();
   ms->image = image;
-  if (auto t = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kSymtab); t.ok() && t->size()) {
+  if (auto t = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kSymtab); t.ok() && !t->empty()) {
     ms->symtab = std::move(t).value();
     ms->symtab_source = image->path();
   } else if (auto dbg = elf::find_debug_file(*image, debug_opts_); dbg.ok()) {
