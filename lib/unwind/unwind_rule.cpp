@@ -2,6 +2,11 @@
 // CFI row -> compact UnwindRule translation and the rule cache storage.
 #include "unwind/unwind_rule.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+
 
 namespace stackprov::unwind {
 
@@ -70,10 +75,15 @@ UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs) 
   return out;
 }
 
-RuleCache::RuleCache() : entries_(new Entry[kEntries]()) {}
+void RuleCache::FreeDeleter::operator()(Entry* p) const { std::free(p); }
+
+RuleCache::RuleCache() : entries_(static_cast<Entry*>(std::calloc(kEntries, sizeof(Entry)))) {
+  static_assert(std::is_trivially_copyable_v<Entry>, "entries are zero-filled by calloc");
+  if (!entries_) throw std::bad_alloc();
+}
 
 void RuleCache::clear() {
-  for (uint32_t i = 0; i < kEntries; i++) entries_[i] = Entry{};
+  std::memset(static_cast<void*>(entries_.get()), 0, kEntries * sizeof(Entry));
 }
 
 }  // namespace stackprov::unwind

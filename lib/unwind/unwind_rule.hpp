@@ -83,7 +83,13 @@ class RuleCache {
     uint64_t h = pc * 0x9E3779B97F4A7C15ull;
     return static_cast<uint32_t>(h >> 52) & (kEntries - 1);
   }
-  std::unique_ptr<Entry[]> entries_;
+  struct FreeDeleter {
+    void operator()(Entry* p) const;
+  };
+  /// calloc'd: large zeroed blocks come straight from fresh pages, so an
+  /// unwinder that touches few slots (one short walk) pays for few pages.
+  /// An all-zero Entry is empty (generation 0).
+  std::unique_ptr<Entry, FreeDeleter> entries_;
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
 };
