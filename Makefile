@@ -46,8 +46,8 @@ CROSS_DEBARCH_arm64 := arm64
 CROSS_DEBARCH_mips32 := mips
 CROSS_DEBARCH_mips32el := mipsel
 CROSS_BUILD := build-cross-$(ARCH)
-CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic
-CROSS_TESTS ?= ^cross_inprocess_
+CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic unit_dwarf unit_unwind unit_core unit_arch
+CROSS_TESTS ?= ^(cross_inprocess_|unit_(dwarf|unwind|core|arch)$$)
 
 .PHONY: cross test-cross
 cross:
