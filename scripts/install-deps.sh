@@ -20,6 +20,7 @@ PKGS=(
   gcc-mipsel-linux-gnu g++-mipsel-linux-gnu qemu-user gdb-multiarch
   dwz libc6-dbg libstdc++6-12-dbg
   python3-cryptography
+  libprotobuf-dev protobuf-compiler
 )
 
 missing=()

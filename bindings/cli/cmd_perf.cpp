@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,6 +13,9 @@
 #include "print.hpp"
 #include "profile_output.hpp"
 #include "stackprov/stackprov.h"
+#ifdef STACKPROV_HAVE_PPROF
+#include "pprof_writer.hpp"
+#endif
 
 namespace {
 
@@ -85,11 +89,11 @@ class SymbolCache {
   uint64_t hits_ = 0, misses_ = 0;
 };
 
-enum class Format { kFolded, kSvg, kJson, kNone };
+enum class Format { kFolded, kSvg, kJson, kPprof, kNone };
 
 void import_usage(FILE* f) {
   fprintf(f,
-          "usage: stackprov perf-import FILE [--format folded|svg|json|none] [-o OUT] [--sysroot DIR]\n"
+          "usage: stackprov perf-import FILE [--format folded|svg|json|pprof|none] [-o OUT] [--sysroot DIR]\n"
           "                             [--max-frames N] [--title TEXT] [--quiet]\n\n"
           "Reads a perf.data file written by `perf record --call-graph dwarf` (or a capture file written by\n"
           "`stackprov record`), unwinds every sample's copied user stack offline with stackprov's unwinder,\n"
@@ -97,6 +101,7 @@ void import_usage(FILE* f) {
           "  folded  one line per unique stack, `comm;root;...;leaf COUNT` (flamegraph.pl, inferno)\n"
           "  svg     a self-contained flame graph (hover: name and percentage; click: zoom)\n"
           "  json    JSON Lines, one object per sample, frames leaf first\n"
+          "  pprof   gzip-compressed pprof profile.proto (one Sample per unique stack, label comm)\n"
           "  none    only the summary on stderr (benchmarks)\n"
           "Identical stacks are aggregated by XXH3 of their pc sequence. Walks cut short by the copied stack\n"
           "size are marked truncated. A summary (samples, lost, truncated, rate) goes to stderr.\n");
@@ -128,8 +133,16 @@ int cmd_perf_import(int argc, char** argv) {
       else if (!strcmp(v, "svg")) fmt = Format::kSvg;
       else if (!strcmp(v, "json")) fmt = Format::kJson;
       else if (!strcmp(v, "none")) fmt = Format::kNone;
+      else if (!strcmp(v, "pprof")) {
+#ifdef STACKPROV_HAVE_PPROF
+        fmt = Format::kPprof;
+#else
+        fprintf(stderr, "stackprov perf-import: this build has no pprof output (Protobuf was not found at build time)\n");
+        return 2;
+#endif
+      }
       else {
-        fprintf(stderr, "stackprov perf-import: unknown format '%s' (folded, svg, json, none)\n", v);
+        fprintf(stderr, "stackprov perf-import: unknown format '%s' (folded, svg, json, pprof, none)\n", v);
         return 2;
       }
     } else if (!strcmp(a, "-o")) {
@@ -177,7 +190,7 @@ int cmd_perf_import(int argc, char** argv) {
   if (info.warnings[0] && !quiet) stackprov_cli::print_warnings(stderr, info.warnings);
   FILE* out = stdout;
   if (out_path != nullptr && strcmp(out_path, "-") != 0) {
-    out = fopen(out_path, "w");
+    out = fopen(out_path, "wb");
     if (out == nullptr) {
       fprintf(stderr, "stackprov perf-import: %s: %s\n", out_path, strerror(errno));
       return 1;
@@ -190,6 +203,11 @@ int cmd_perf_import(int argc, char** argv) {
   std::vector<uint64_t> pcs;
   std::vector<uint32_t> names;
   std::string line;
+#ifdef STACKPROV_HAVE_PPROF
+  std::vector<stackprov_cli::PprofMapping> pp_mappings;
+  std::map<std::pair<std::string, uint64_t>, uint32_t> pp_mapping_ids;  // (path, start) -> id
+  stackprov_cli::PprofFrameMappings pp_frames;
+#endif
   uint64_t truncated = 0, no_regs = 0, frames_total = 0, failed = 0;
   int rc = 0;
   for (uint64_t i = 0; i < info.samples; i++) {
@@ -257,6 +275,29 @@ int cmd_perf_import(int argc, char** argv) {
           const uint32_t id = cache.lookup(stack, k, fr, s.module_list, exact);
           pcs.push_back(fr.pc);
           names.push_back(id);
+#ifdef STACKPROV_HAVE_PPROF
+          if (fmt == Format::kPprof && fr.module_index >= 0) {
+            SPROV_OPTS(sprov_module_info, mi);
+            if (sprov_snapshot_module(s.snapshot, static_cast<size_t>(fr.module_index), &mi) == 0 && mi.path) {
+              auto [mit, mfresh] = pp_mapping_ids.emplace(std::make_pair(std::string(mi.path), mi.start),
+                                                          static_cast<uint32_t>(pp_mappings.size() + 1));
+              if (mfresh) {
+                stackprov_cli::PprofMapping m;
+                m.start = mi.start;
+                m.limit = mi.end;
+                m.file_offset = mi.file_offset;
+                m.filename = mi.path;
+                static const char* hex = "0123456789abcdef";
+                for (uint32_t b = 0; b < mi.build_id_len; b++) {
+                  m.build_id += hex[mi.build_id[b] >> 4];
+                  m.build_id += hex[mi.build_id[b] & 15];
+                }
+                pp_mappings.push_back(std::move(m));
+              }
+              pp_frames.emplace(std::make_pair(fr.pc, id), mit->second);
+            }
+          }
+#endif
           if (fmt == Format::kJson)
             json_frame(fr.pc, id ? cache.names()[id].c_str() : nullptr, id ? cache.linkage()[id].c_str() : nullptr,
                        cache.starts()[id], fr.module_path, fr.module_offset, sprov_method_name(fr.method));
@@ -290,6 +331,15 @@ int cmd_perf_import(int argc, char** argv) {
     if (fmt == Format::kFolded) stackprov_cli::write_folded(out, folded);
     else stackprov_cli::write_flamegraph_svg(out, folded, title);
   }
+#ifdef STACKPROV_HAVE_PPROF
+  if (fmt == Format::kPprof) {
+    std::string err;
+    if (!stackprov_cli::write_pprof(out, agg, comms, cache.names(), cache.linkage(), pp_mappings, pp_frames, &err)) {
+      fprintf(stderr, "stackprov perf-import: pprof: %s\n", err.c_str());
+      rc = 1;
+    }
+  }
+#endif
   if (out != stdout && fclose(out) != 0) {
     fprintf(stderr, "stackprov perf-import: %s: write failed\n", out_path);
     rc = 1;
@@ -388,5 +438,5 @@ int cmd_record(int argc, char** argv) {
 
 }  // namespace
 
-STACKPROV_COMMAND("perf-import", "unwind and symbolize perf.data / capture-file samples: folded, svg, json", cmd_perf_import);
+STACKPROV_COMMAND("perf-import", "unwind and symbolize perf.data / capture-file samples: folded, svg, json, pprof", cmd_perf_import);
 STACKPROV_COMMAND("record", "sample a process or command with perf_event into a capture file", cmd_record);

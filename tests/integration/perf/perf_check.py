@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# perf integration test: stackprov perf-import vs perf script on the same perf.data; folded/SVG totals; record; malformed input.
+# perf integration test: stackprov perf-import vs perf script on the same perf.data; folded/SVG/pprof totals; record; malformed input.
 import argparse
 import collections
 import json
@@ -150,6 +150,83 @@ def compare(perf_samples, sp_lines, classes, examples):
     return agree, total
 
 
+def parse_protoc_text(text):
+    """protoc --decode text format -> nested dicts of lists (scalars as str/int)."""
+    root, stack = {}, []
+    cur = root
+    for raw in text.splitlines():
+        t = raw.strip()
+        if not t:
+            continue
+        if t == "}":
+            cur = stack.pop()
+        elif t.endswith("{"):
+            node = {}
+            cur.setdefault(t[:-1].strip(), []).append(node)
+            stack.append(cur)
+            cur = node
+        else:
+            k, _, v = t.partition(": ")
+            v = json.loads(v) if v.startswith('"') else (int(v) if re.match(r"^-?[0-9]+$", v) else v)
+            cur.setdefault(k, []).append(v)
+    return root
+
+
+def check_pprof(stackprov, workdir, name, data, counts):
+    """--format pprof decoded with protoc: same stacks and counts as folded (per comm label), a known leaf."""
+    proto = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+                         "bindings", "cli", "pprof", "profile.proto")
+    protoc = shutil.which("protoc")
+    out = os.path.join(workdir, name + ".pb.gz")
+    r = subprocess.run([stackprov, "perf-import", data, "--format", "pprof", "-o", out, "--quiet"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        if "no pprof output" in r.stderr:
+            print("%s: pprof: SKIP (stackprov built without Protobuf)" % name)
+            return []
+        return ["%s: pprof export failed: %s" % (name, r.stderr.strip())]
+    if protoc is None:
+        print("%s: pprof: SKIP decoding (protoc not installed)" % name)
+        return []
+    with open(out, "rb") as f:
+        raw = f.read()
+    if raw[:2] != b"\x1f\x8b":
+        return ["%s: pprof output is not gzip" % name]
+    # Decoded independently of stackprov: gunzip + protoc --decode with the schema file.
+    plain = subprocess.run(["gunzip", "-c", out], stdout=subprocess.PIPE, check=True).stdout
+    dec = subprocess.run([protoc, "--decode=perftools.profiles.Profile", "-I", os.path.dirname(proto), proto],
+                         input=plain, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    p = parse_protoc_text(dec.stdout.decode())
+    strings = p.get("string_table", [])
+    failures = []
+    if not strings or strings[0] != "":
+        failures.append("%s: pprof string_table[0] is not empty" % name)
+    funcs = {f["id"][0]: strings[f.get("name", [0])[0]] for f in p.get("function", [])}
+    locs = {l["id"][0]: funcs[l["line"][0]["function_id"][0]] for l in p.get("location", [])}
+    maps = {m["id"][0]: strings[m.get("filename", [0])[0]] for m in p.get("mapping", [])}
+    stacks = collections.Counter()
+    samples = p.get("sample", [])
+    for s in samples:
+        comm = [strings[l["str"][0]] for l in s.get("label", []) if strings[l["key"][0]] == "comm"]
+        line = ";".join(comm + [locs[i] for i in reversed(s.get("location_id", []))])
+        stacks[line] += s["value"][0]
+    total = sum(stacks.values())
+    fold_total = sum(counts.values())
+    spin_maps = [m for m in maps.values() if m.endswith("/spin")]
+    print("%s: pprof %d samples (unique stacks), %d distinct folded keys, total %d; %d locations, %d functions, "
+          "%d mappings" % (name, len(samples), len(stacks), total, len(locs), len(funcs), len(maps)))
+    if total != fold_total:
+        failures.append("%s: pprof total %d != folded total %d" % (name, total, fold_total))
+    if dict(stacks) != counts:
+        failures.append("%s: pprof stacks (by comm label, names root first) differ from folded: %d vs %d lines" % (
+            name, len(stacks), len(counts)))
+    if len(samples) < len(counts):
+        failures.append("%s: pprof has %d samples < %d folded lines" % (name, len(samples), len(counts)))
+    if name == "fixture" and ("d_fn" not in funcs.values() or not spin_maps):
+        failures.append("%s: pprof lacks function d_fn or the spin mapping" % name)
+    return failures
+
+
 def check_profile(stackprov, perf, workdir, name, cmd, min_agree):
     data = os.path.join(workdir, name + ".data")
     run([perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,8192", "-o", data, "--"] + cmd)
@@ -199,6 +276,7 @@ def check_profile(stackprov, perf, workdir, name, cmd, min_agree):
         failures.append("%s: svg totals do not match folded (%d)" % (name, fold_total))
     if svg_comm != dict(comm_totals):
         failures.append("%s: svg per-comm totals %s != folded %s" % (name, svg_comm, dict(comm_totals)))
+    failures += check_pprof(stackprov, workdir, name, data, counts)
     return failures, data
 
 
