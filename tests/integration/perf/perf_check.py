@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 
 PY_WORKLOAD = r"""
@@ -280,6 +281,49 @@ def check_profile(stackprov, perf, workdir, name, cmd, min_agree):
     return failures, data
 
 
+def record_completeness(stackprov, cap, leaf_names):
+    """Samples of a capture file whose walk reaches _start/clone3 through one of leaf_names."""
+    js = run([stackprov, "perf-import", cap, "--format", "json", "--quiet"]).stdout
+    lines = [json.loads(l) for l in js.splitlines() if l.strip()]
+    complete = 0
+    for o in lines:
+        names = [f["function"] for f in o["frames"]]
+        if names and names[-1] in ("_start", "__clone3", "clone3", "__clone") and \
+                any(n in leaf_names for n in names if n):
+            complete += 1
+    return len(lines), 100.0 * complete / max(len(lines), 1)
+
+
+def check_record_pid(stackprov, workdir, spin):
+    """`record -p PID` attached to a running process (not started by stackprov)."""
+    cap = os.path.join(workdir, "spin-pid.cap")
+    target = subprocess.Popen([spin, "3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        rec = run([stackprov, "record", "-F", "499", "--duration", "1", "-p", str(target.pid), "-o", cap])
+    finally:
+        target.kill()
+        target.wait()
+    print("record -p: " + rec.stderr.strip())
+    n, pct = record_completeness(stackprov, cap, ("c_fn", "d_fn", "b_fn", "a_fn", "spin", "main"))
+    print("record -p: %d samples, %.2f%% walked from the leaf to _start/clone3 through the fixture's functions" % (n, pct))
+    if n < 50 or pct < 95:
+        return ["record -p: %d samples, %.2f%% complete" % (n, pct)]
+    return []
+
+
+def check_record_python(stackprov, workdir, py, script):
+    """`stackprov record` of python3.11 itself: walks reach _start through the interpreter loop."""
+    cap = os.path.join(workdir, "python.cap")
+    rec = run([stackprov, "record", "-F", "499", "-o", cap, "--", py, script, "1.5"])
+    print("record python3.11: " + rec.stderr.strip())
+    n, pct = record_completeness(stackprov, cap, ("_PyEval_EvalFrameDefault", "Py_RunMain", "Py_BytesMain"))
+    print("record python3.11: %d samples, %.2f%% walked from the leaf to _start through the interpreter" % (n, pct))
+    if n < 50 or pct < 95:
+        return ["record python3.11: %d samples, %.2f%% complete" % (n, pct)]
+    return []
+
+
 def check_record(stackprov, workdir, spin):
     cap = os.path.join(workdir, "spin.cap")
     rec = run([stackprov, "record", "-F", "499", "-o", cap, "--", spin, "1"])
@@ -368,7 +412,9 @@ def main():
         open(script, "w").write(PY_WORKLOAD)
         f, _ = check_profile(args.stackprov, perf, workdir, "python3.11", [py, script, "1.5"], args.min_agree)
         failures += f
+        failures += check_record_python(args.stackprov, workdir, py, script)
     failures += check_record(args.stackprov, workdir, spin)
+    failures += check_record_pid(args.stackprov, workdir, spin)
     failures += check_malformed(args.stackprov, workdir, data)
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
