@@ -12,13 +12,6 @@
 using namespace stackprov;
 using namespace stackprov::capi;
 
-namespace {
-
-constexpr uint32_t kDefaultStackBytes = 512 * 1024;
-constexpr uint32_t kMaxStackBytes = 64u << 20;
-
-}  // namespace
-
 extern "C" {
 
 SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
@@ -36,7 +29,7 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
     const uint32_t max_bytes = SPROV_OPTS_GET(opts, sprov_process_opts, max_stack_bytes, 0u);
     if (max_bytes > kMaxStackBytes)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes, kMaxStackBytes));
-    copts.max_stack_bytes = max_bytes ? max_bytes : kDefaultStackBytes;
+    copts.max_stack_bytes = max_bytes ? max_bytes : kProcessDefaultStackBytes;
     if (const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u); flags != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_opts.flags 0x%x: must be 0 (reserved)", flags));
     if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr) {

@@ -83,6 +83,12 @@ struct sprov_symbolizer {
 
 namespace stackprov::capi {
 
+/// Stack bytes copied per thread: the caps and defaults of the public option
+/// structs (sprov_capture_opts: 256 KiB, sprov_process_opts: 512 KiB).
+constexpr uint32_t kMaxStackBytes = 64u << 20;
+constexpr uint32_t kSelfDefaultStackBytes = 256 * 1024;
+constexpr uint32_t kProcessDefaultStackBytes = 512 * 1024;
+
 /// Validates an options struct like libbpf's OPTS_VALID: NULL is fine; sz must
 /// be at least sizeof(size_t); bytes past `known` (what this library knows)
 /// must be zero.

@@ -10,13 +10,6 @@
 using namespace stackprov;
 using namespace stackprov::capi;
 
-namespace {
-
-constexpr uint32_t kDefaultStackBytes = 512 * 1024;
-constexpr uint32_t kMaxStackBytes = 64u << 20;
-
-}  // namespace
-
 extern "C" {
 
 SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struct sprov_process_opts* opts,
@@ -32,7 +25,7 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
     if (tid < 0 || tid > std::numeric_limits<pid_t>::max())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "invalid tid %lld", static_cast<long long>(tid)));
     uint32_t max_bytes = SPROV_OPTS_GET(opts, sprov_process_opts, max_stack_bytes, 0u);
-    if (max_bytes == 0) max_bytes = kDefaultStackBytes;
+    if (max_bytes == 0) max_bytes = kProcessDefaultStackBytes;
     if (max_bytes > kMaxStackBytes)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes, kMaxStackBytes));
     if (const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u); flags != 0)

@@ -33,8 +33,6 @@ using namespace stackprov::capi;
 
 namespace {
 
-constexpr uint32_t kDefaultStackBytes = 256 * 1024;
-constexpr uint32_t kMaxStackBytes = 64u << 20;
 
 /// Adds the module list, reporting unreadable modules through the context log.
 Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<MapsEntry>& maps) {
@@ -64,7 +62,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
     *out = nullptr;
     if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_capture_opts), "sprov_capture_opts")) return e;
     uint32_t max_bytes = SPROV_OPTS_GET(opts, sprov_capture_opts, max_stack_bytes, 0u);
-    if (max_bytes == 0) max_bytes = kDefaultStackBytes;
+    if (max_bytes == 0) max_bytes = kSelfDefaultStackBytes;
     if (max_bytes > kMaxStackBytes)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes,
                              kMaxStackBytes));

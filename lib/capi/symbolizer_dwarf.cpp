@@ -41,6 +41,20 @@ const std::string& demangled(const std::string& raw) {
   return cache.emplace(raw, symbolize::demangle(raw)).first->second;
 }
 
+/// The location fields shared by sprov_symbol_info (frame 0) and sprov_symbol_frame.
+template <class Out>
+void copy_location(const symbolize::ResolvedFrame& f, Out* s) {
+  s->linkage_name = f.linkage_name.c_str();
+  s->file = f.file.c_str();
+  s->line = f.line;
+  s->column = f.column;
+  s->discriminator = f.discriminator;
+  s->start_line = f.start_line;
+  s->start_file = f.start_file.c_str();
+  s->start_address = f.start_address;
+  s->has_start_address = f.has_start_address ? 1 : 0;
+}
+
 int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* out) {
   const symbolize::Resolution& r = sym->last;
   sym->last_flags = flags;
@@ -54,15 +68,7 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   s.sz = sizeof(s);
   const symbolize::ResolvedFrame& f = r.frames.front();
   s.name = sym->last_names.front().c_str();
-  s.linkage_name = f.linkage_name.c_str();
-  s.file = f.file.c_str();
-  s.line = f.line;
-  s.column = f.column;
-  s.discriminator = f.discriminator;
-  s.start_line = f.start_line;
-  s.start_file = f.start_file.c_str();
-  s.start_address = f.start_address;
-  s.has_start_address = f.has_start_address ? 1 : 0;
+  copy_location(f, &s);
   s.frame_count = static_cast<uint32_t>(r.frames.size());
   s.resolver = static_cast<int32_t>(r.resolver);
   // "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none".
@@ -133,15 +139,7 @@ SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index,
     struct sprov_symbol_frame s = {};
     s.sz = sizeof(s);
     s.name = sym->last_names[index].c_str();
-    s.linkage_name = f.linkage_name.c_str();
-    s.file = f.file.c_str();
-    s.line = f.line;
-    s.column = f.column;
-    s.discriminator = f.discriminator;
-    s.start_line = f.start_line;
-    s.start_file = f.start_file.c_str();
-    s.start_address = f.start_address;
-    s.has_start_address = f.has_start_address ? 1 : 0;
+    copy_location(f, &s);
     return fill_out(out, s, "sprov_symbol_frame");
   });
 }
