@@ -26,7 +26,12 @@ namespace stackprov::arch {
 ///   kHasPrologueAnalysis / prologue_step(regs, mem, code, exact_pc, &cfa) — the
 ///     instruction-analysis fallback (mips32 only);
 ///   kCallBytes / preceded_by_call(code) — scan plausibility (code = the
-///     kCallBytes bytes before a candidate return address).
+///     kCallBytes bytes before a candidate return address);
+///   bad_pc_step(regs, mem, &cfa) — the caller of a frame whose pc is 0 or
+///     unmapped (a call through a bad pointer): the return address the call left;
+///   kSigreturnBeforeCfi — recognise the sigreturn trampoline by its code before
+///     trying CFI (arm64: the vDSO's __kernel_rt_sigreturn has CFI describing
+///     the interrupted x29/x30 frame record, not the interrupted pc).
 template <class Traits>
 struct Ops;
 
@@ -49,6 +54,11 @@ struct Ops<x86_64::Traits> {
   }
   static constexpr int kCallBytes = 7;
   static bool preceded_by_call(const uint8_t* code) { return x86_64::preceded_by_call(code); }
+  template <class Mem>
+  static StepOutcome bad_pc_step(x86_64::Regs& r, Mem& m, uint64_t* cfa) {
+    return x86_64::bad_pc_step(r, m, cfa);
+  }
+  static constexpr bool kSigreturnBeforeCfi = false;
 };
 
 template <>
@@ -72,6 +82,11 @@ struct Ops<arm64::Traits> {
   }
   static constexpr int kCallBytes = 4;
   static bool preceded_by_call(const uint8_t* code) { return arm64::preceded_by_call(code); }
+  template <class Mem>
+  static StepOutcome bad_pc_step(arm64::Regs& r, Mem& m, uint64_t* cfa) {
+    return arm64::bad_pc_step(r, m, cfa);
+  }
+  static constexpr bool kSigreturnBeforeCfi = true;
 };
 
 /// mips32 in either byte order (TraitsBE / TraitsLE).
@@ -97,6 +112,11 @@ struct Ops<mips32::TraitsT<BigEndian>> {
   static bool preceded_by_call(const uint8_t* code) {
     return mips32::is_call(static_cast<uint32_t>(load_word(code, 4, BigEndian)));
   }
+  template <class Mem>
+  static StepOutcome bad_pc_step(mips32::Regs& r, Mem& m, uint64_t* cfa) {
+    return mips32::bad_pc_step(r, m, cfa);
+  }
+  static constexpr bool kSigreturnBeforeCfi = false;
 };
 
 }  // namespace stackprov::arch

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// x86_64 return-address plausibility for stack scanning: is the instruction before ra a call?
+// x86_64 return addresses: plausibility for stack scanning, and the caller of a bad pc: is the instruction before ra a call?
 #pragma once
 
 #include <cstdint>
+
+#include "arch/x86_64/registers.hpp"
 
 namespace stackprov::arch::x86_64 {
 
@@ -27,6 +29,22 @@ inline bool preceded_by_call(const uint8_t code[7]) {
     if (need == len) return true;
   }
   return false;
+}
+
+/// The caller of a frame whose pc is 0 or unmapped, entered by a call through
+/// a bad pointer: the call pushed the return address and jumped, so nothing
+/// has touched the stack since (as gdb's amd64 frameless-function fallback):
+///   ra = *rsp; rsp' = rsp + 8; cfa = rsp'.
+template <class Mem>
+StepOutcome bad_pc_step(Regs& regs, Mem& mem, uint64_t* cfa_out) {
+  if (!regs.has(kRsp)) return StepOutcome::kNotApplicable;
+  const uint64_t rsp = regs.get(kRsp);
+  uint64_t ra;
+  if (!read_word(mem, rsp, 8, false, &ra)) return StepOutcome::kMemory;
+  regs.set(kRip, ra);
+  regs.set(kRsp, rsp + 8);
+  *cfa_out = rsp + 8;
+  return StepOutcome::kOk;
 }
 
 }  // namespace stackprov::arch::x86_64

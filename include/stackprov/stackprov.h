@@ -99,13 +99,17 @@ enum sprov_method {
   SPROV_METHOD_CFI_PDATA = 7,        /* PE .pdata/.xdata (reserved) */
   SPROV_METHOD_COMPACT_UNWIND = 8,   /* Mach-O __unwind_info (reserved) */
   SPROV_METHOD_TRAMPOLINE = 9,       /* return-address trampoline (reserved) */
-  SPROV_METHOD_PROLOGUE = 10,        /* prologue analysis (mips32, reserved) */
+  SPROV_METHOD_PROLOGUE = 10,        /* prologue analysis (mips32) */
+  SPROV_METHOD_BAD_PC_RETURN = 11,   /* caller of a frame whose pc is 0 or in no module (a call
+                                        through a bad pointer): the return address the call left,
+                                        at [sp] (x86_64), in lr (arm64) or ra (mips32) */
 };
 
 /* Why a walk stopped. */
 enum sprov_stop_reason {
   SPROV_STOP_NONE = 0,
-  SPROV_STOP_END_OF_STACK = 1,      /* CFI says the return address is undefined, or pc 0 */
+  SPROV_STOP_END_OF_STACK = 1,      /* CFI says the return address is undefined (or, on x86_64,
+                                       "same value"), or a return address is 0 */
   SPROV_STOP_NO_UNWIND_INFO = 2,    /* no CFI and no usable fallback */
   SPROV_STOP_MEMORY_UNREADABLE = 3, /* a needed read failed (outside the snapshot) */
   SPROV_STOP_SP_NOT_ADVANCING = 4,  /* the caller's sp is not above the callee's */

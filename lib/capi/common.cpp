@@ -27,6 +27,7 @@ SPROV_API const char* sprov_method_name(int method) {
     case SPROV_METHOD_COMPACT_UNWIND: return "compact_unwind";
     case SPROV_METHOD_TRAMPOLINE: return "trampoline";
     case SPROV_METHOD_PROLOGUE: return "prologue";
+    case SPROV_METHOD_BAD_PC_RETURN: return "bad_pc_return";
     default: return "none";
   }
 }

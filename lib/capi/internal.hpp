@@ -2,6 +2,7 @@
 // C ABI shims: the structs behind the opaque handles, options checking, exception barrier.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -32,17 +33,22 @@ struct sprov_context {
 
 struct sprov_snapshot {
   stackprov::memory::Snapshot snap;
-  /// module_list_hash() memoised: snapshots are immutable once built, and the
-  /// builders that change the module list reset it.
-  mutable uint64_t module_hash = 0;
-  mutable bool module_hash_valid = false;
+  /// module_list_hash() memoised. A snapshot may be unwound from several
+  /// threads at once (the header allows it), so the memo is an atomic: racing
+  /// readers compute the same value and store it (relaxed is enough, the value
+  /// is a pure function of the immutable module list). 0 means "not computed";
+  /// a list whose hash is 0 is simply recomputed each time. Builders that change
+  /// the module list (single-threaded by contract) call invalidate_modules_key().
+  mutable std::atomic<uint64_t> module_hash{0};
   uint64_t modules_key() const {
-    if (!module_hash_valid) {
-      module_hash = snap.module_list_hash();
-      module_hash_valid = true;
+    uint64_t h = module_hash.load(std::memory_order_relaxed);
+    if (h == 0) {
+      h = snap.module_list_hash();
+      module_hash.store(h, std::memory_order_relaxed);
     }
-    return module_hash;
+    return h;
   }
+  void invalidate_modules_key() { module_hash.store(0, std::memory_order_relaxed); }
 };
 
 struct sprov_process {

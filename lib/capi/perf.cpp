@@ -73,7 +73,7 @@ SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct spr
       prof->current_list = UINT32_MAX;  // the snapshot may be half-filled
       return fail(st.error());
     }
-    if (changed) prof->snap.module_hash_valid = false;
+    if (changed) prof->snap.invalidate_modules_key();
     const perf::SampleRef& ref = p.samples()[index];
     const perf::SampleView& v = prof->view;
     struct sprov_profile_sample s = {};

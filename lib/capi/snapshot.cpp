@@ -195,7 +195,7 @@ SPROV_API int sprov_snapshot_add_module(sprov_snapshot* snap, const struct sprov
     } else if (auto id = elf::read_build_id(m.path); id.ok()) {
       m.build_id = id.value();
     }
-    snap->module_hash_valid = false;
+    snap->invalidate_modules_key();
     if (Status st = snap->snap.add_module(std::move(m)); !st.ok()) return fail(st.error());
     return 0;
   });
@@ -208,7 +208,7 @@ SPROV_API int sprov_snapshot_add_maps(sprov_context* ctx, sprov_snapshot* snap, 
     auto maps = parse_maps(maps_text);
     if (!maps.ok()) return fail(maps.error());
     snap->snap.module_root = ctx->ctx.config().sysroot;
-    snap->module_hash_valid = false;
+    snap->invalidate_modules_key();
     if (Status st = add_modules(ctx, snap->snap, maps.value()); !st.ok()) return fail(st.error());
     return 0;
   });

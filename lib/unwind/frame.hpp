@@ -19,6 +19,7 @@ enum class Method : uint8_t {
   kScan = SPROV_METHOD_SCAN,
   kSignal = SPROV_METHOD_SIGNAL,
   kPrologue = SPROV_METHOD_PROLOGUE,
+  kBadPcReturn = SPROV_METHOD_BAD_PC_RETURN,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.

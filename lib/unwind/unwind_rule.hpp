@@ -42,15 +42,19 @@ static_assert(sizeof(UnwindRule) == 36, "UnwindRule must stay compact");
 /// `addr_size` is 4 or 8; `num_regs` bounds the register numbers used.
 UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs);
 
-/// Direct-mapped cache of rules keyed by (pc, module generation). Owned by
-/// one unwinder (one thread): no locks, no allocation after construction.
+/// Direct-mapped cache of rules keyed by (module identity, module-relative pc):
+/// the module's generation (unique per loaded module, which is shared by
+/// build-id across snapshots and processes) and the link-time address. Never an
+/// absolute pc: that is other code in another address space, so a cache keyed
+/// by it would make a walk depend on what was unwound before. Owned by one
+/// unwinder (one thread): no locks, no allocation after construction.
 class RuleCache {
  public:
   static constexpr uint32_t kEntries = 4096;  // 4096 * 48 B = 192 KiB
 
   struct Entry {
-    uint64_t pc;
-    uint32_t generation;  // 0: empty
+    uint64_t rel_pc;      // module-relative (link-time) lookup address
+    uint32_t generation;  // LoadedModule::generation(); 0: empty
     UnwindRule rule;
   };
   static_assert(sizeof(Entry) == 48, "cache entry must stay 48 bytes");
@@ -59,18 +63,18 @@ class RuleCache {
   RuleCache(const RuleCache&) = delete;
   RuleCache& operator=(const RuleCache&) = delete;
 
-  const UnwindRule* find(uint64_t pc, uint32_t generation) {
-    Entry& e = entries_.get()[slot(pc)];
-    if (e.generation == generation && e.pc == pc) {
+  const UnwindRule* find(uint64_t rel_pc, uint32_t generation) {
+    Entry& e = entries_.get()[slot(rel_pc, generation)];
+    if (e.generation == generation && e.rel_pc == rel_pc) {
       hits_++;
       return &e.rule;
     }
     misses_++;
     return nullptr;
   }
-  void insert(uint64_t pc, uint32_t generation, const UnwindRule& rule) {
-    Entry& e = entries_.get()[slot(pc)];
-    e.pc = pc;
+  void insert(uint64_t rel_pc, uint32_t generation, const UnwindRule& rule) {
+    Entry& e = entries_.get()[slot(rel_pc, generation)];
+    e.rel_pc = rel_pc;
     e.generation = generation;
     e.rule = rule;
   }
@@ -79,8 +83,8 @@ class RuleCache {
   uint64_t misses() const { return misses_; }
 
  private:
-  static uint32_t slot(uint64_t pc) {
-    uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+  static uint32_t slot(uint64_t rel_pc, uint32_t generation) {
+    uint64_t h = (rel_pc ^ (static_cast<uint64_t>(generation) << 40)) * 0x9E3779B97F4A7C15ull;
     return static_cast<uint32_t>(h >> 52) & (kEntries - 1);
   }
   struct FreeDeleter {

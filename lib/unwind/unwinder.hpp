@@ -65,7 +65,7 @@ class Unwinder {
         out->stop = StopReason::kMaxFrames;
         return;
       }
-      if (cur.pc == 0) {
+      if (cur.pc == 0 && cur.lookup_prev) {
         out->frames.pop_back();  // a zero return address marks the outermost frame
         out->stop = StopReason::kEndOfStack;
         return;
@@ -100,7 +100,9 @@ class Unwinder {
         return;
       }
       cur.cfa = cfa;
-      if (nf.pc == 0) {
+      // A zero return address ends the stack; a zero pc restored from a signal
+      // frame is where a call through a NULL pointer faulted: keep it.
+      if (nf.pc == 0 && nf.lookup_prev) {
         out->stop = StopReason::kEndOfStack;
         return;
       }
@@ -121,6 +123,37 @@ class Unwinder {
   StopReason step(const Frame& cur, const ModuleSlot* slot, const Regs& regs, Regs& next,
                   uint64_t* cfa, Frame* nf) {
     const uint64_t lookup_pc = cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc;
+
+    // An exact pc (frame 0, or where a signal hit) that is 0 or in no module:
+    // a call through a bad pointer. A sigreturn trampoline outside the modules
+    // (qemu-user's sigtramp page) comes first; then the return address the
+    // call left. Crash reporters must not lose the caller.
+    if (!cur.lookup_prev && (cur.pc == 0 || slot == nullptr)) {
+      if (cur.pc != 0 && step_by_sigreturn(slot, cur.pc, regs, next, cfa)) {
+        nf->method = Method::kSignal;
+        nf->lookup_prev = false;
+        return StopReason::kNone;
+      }
+      next = regs;
+      if (step_by_bad_pc(regs, next, cfa)) {
+        nf->method = Method::kBadPcReturn;
+        nf->lookup_prev = true;
+        return StopReason::kNone;
+      }
+      next = regs;
+      if (cur.pc == 0) return StopReason::kInvalidPc;
+    }
+    // arm64: the vDSO's __kernel_rt_sigreturn has CFI for the interrupted
+    // x29/x30 frame record, which skips the frame where the signal hit; the
+    // trampoline is recognised by its code first (as nongnu libunwind and gdb).
+    if constexpr (Ops::kSigreturnBeforeCfi) {
+      if (slot != nullptr && step_by_sigreturn(slot, cur.pc, regs, next, cfa)) {
+        nf->method = Method::kSignal;
+        nf->lookup_prev = false;
+        return StopReason::kNone;
+      }
+      next = regs;
+    }
 
     bool signal = false;
     Method method = Method::kNone;
@@ -167,7 +200,7 @@ class Unwinder {
     if (slot == nullptr || slot->module == nullptr) return StopReason::kNoUnwindInfo;
     const LoadedModule& mod = *slot->module;
     const uint64_t rel = lookup_pc - slot->bias;
-    const UnwindRule* cached = cache_.find(lookup_pc, mod.generation());
+    const UnwindRule* cached = cache_.find(rel, mod.generation());
     UnwindRule rule;
     if (cached != nullptr && cached->kind != UnwindRule::kFull) {
       rule = *cached;
@@ -179,7 +212,7 @@ class Unwinder {
           UnwindRule none;
           none.kind = row_status_ == dwarf::CfiStatus::kNotFound ? UnwindRule::kNoInfo
                                                                   : UnwindRule::kInvalid;
-          if (none.kind == UnwindRule::kNoInfo) cache_.insert(lookup_pc, mod.generation(), none);
+          if (none.kind == UnwindRule::kNoInfo) cache_.insert(rel, mod.generation(), none);
         }
         return row_status_ == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo
                                                           : StopReason::kBadCfi;
@@ -187,7 +220,7 @@ class Unwinder {
       if (cached == nullptr) {
         rule = translate_row(row_, Traits::kAddrSize, Traits::kNumRegs);
         rule.from_debug_frame = from_debug ? 1 : 0;
-        cache_.insert(lookup_pc, mod.generation(), rule);
+        cache_.insert(rel, mod.generation(), rule);
       } else {
         rule = *cached;
       }
@@ -260,6 +293,9 @@ class Unwinder {
                            Traits::kBigEndian, &ra))
         return StopReason::kMemoryUnreadable;
     } else {
+      // x86_64's return-address column is the pc itself: "same value" would
+      // make the caller this very pc. There is no caller; the walk ends.
+      if (rule.ra_reg == Traits::kPcReg) return StopReason::kEndOfStack;
       if (!regs.has(rule.ra_reg)) return missing_reg(rule.ra_reg);
       ra = regs.get(rule.ra_reg);
     }
@@ -297,6 +333,7 @@ class Unwinder {
         case dwarf::RegRuleKind::kUnspecified:
         case dwarf::RegRuleKind::kSameValue:
           if (reg == ra_col) {
+            if (ra_col == Traits::kPcReg) return StopReason::kEndOfStack;  // as in apply_rule
             have = regs.has(reg);
             v = have ? regs.get(reg) : 0;
           } else {
@@ -397,6 +434,22 @@ class Unwinder {
     };
     next = regs;
     return Ops::prologue_step(next, mem_, code, exact_pc, cfa) == arch::StepOutcome::kOk;
+  }
+
+  /// The return address a call through a bad pointer left ([sp] on x86_64,
+  /// lr/ra elsewhere), trusted only when it lands in a known module just after
+  /// a call instruction.
+  bool step_by_bad_pc(const Regs& regs, Regs& next, uint64_t* cfa) {
+    next = regs;
+    if (Ops::bad_pc_step(next, mem_, cfa) != arch::StepOutcome::kOk) return false;
+    const uint64_t ra = Traits::strip_return_address(next.get(Traits::kPcReg));
+    const ModuleSlot* s = modules_.find(ra - Traits::kCallInsnMin);
+    if (s == nullptr || s->module == nullptr || ra < Ops::kCallBytes) return false;
+    uint8_t code[Ops::kCallBytes];
+    if (!s->module->read_code(ra - s->bias - Ops::kCallBytes, code, sizeof(code))) return false;
+    if (!Ops::preceded_by_call(code)) return false;
+    next.set(Traits::kPcReg, ra);
+    return true;
   }
 
   bool step_by_frame_pointer(const Regs& regs, Regs& next, uint64_t* cfa) {

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Crash-frame fixture: frames a crash reporter must not lose. Built for the host and, in a cross
+ * build, for arm64/mips32 (run under qemu-user).
+ *
+ * Usage: fixture_crash MODE
+ *   null_call      caller_fn calls through a NULL function pointer; the SIGSEGV handler
+ *                  captures itself, unwinds, and checks: a signal frame at pc 0 (the kernel's
+ *                  saved pc, read from the handler's ucontext), then the caller recovered from
+ *                  the return address the call left ([sp] on x86_64, lr on arm64, ra on mips),
+ *                  tagged bad_pc_return, equal to that saved value, then b_fn a_fn main.
+ *   wild_call      the same through a pointer into unmapped memory (0x10000).
+ *   sigtramp       arm64 only: the handler returns through our own copy of the kernel vDSO's
+ *                  __kernel_rt_sigreturn (same instructions, same CFI directives, installed as
+ *                  SA_RESTORER), and the crash is a NULL store in crasher(); the walk must show
+ *                  crasher (the frame the signal hit, pc = the ucontext's pc) right after the
+ *                  signal frame, not skip to its caller as that CFI alone would.
+ *   core_null      crash through a NULL function pointer with the default action (for cores).
+ *   core_wild      the same through 0x10000.
+ * Exit 0 = pass, 1 = mismatch (each printed with FAIL), 2 = setup error. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "stackprov/stackprov.h"
+
+#define FN __attribute__((noinline, noipa, used))
+#define NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
+
+typedef void (*fn_t)(void);
+static volatile fn_t g_target;
+static volatile int* volatile g_null_ptr;
+static const char* g_mode = "null_call";
+
+FN void caller_fn(void) {
+  g_target();
+  NO_TAIL_CALL();
+}
+FN void crasher(void) {
+  *g_null_ptr = 1;
+  NO_TAIL_CALL();
+}
+FN void b_fn(void) {
+  if (strcmp(g_mode, "sigtramp") == 0)
+    crasher();
+  else
+    caller_fn();
+  NO_TAIL_CALL();
+}
+FN void a_fn(void) {
+  b_fn();
+  NO_TAIL_CALL();
+}
+
+/* The interrupted pc and the return address a call through a bad pointer left, from the
+ * context the kernel (or qemu-user) saved: the oracle for the frames after the signal frame. */
+static void saved_context(const ucontext_t* uc, uint64_t* pc, uint64_t* ra) {
+#if defined(__x86_64__)
+  *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+  *ra = *(const uint64_t*)(uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+  *pc = uc->uc_mcontext.pc;
+  *ra = uc->uc_mcontext.regs[30];
+#elif defined(__mips__)
+  *pc = (uint32_t)uc->uc_mcontext.pc;
+  *ra = (uint32_t)uc->uc_mcontext.gregs[31];
+#else
+#error "unsupported architecture"
+#endif
+}
+
+static int is(const char* got, const char* want) {
+  size_t n = strlen(want);
+  return got != NULL && strncmp(got, want, n) == 0 && (got[n] == '\0' || got[n] == '.' || got[n] == '(');
+}
+
+static sprov_context* g_ctx;
+
+FN void on_segv(int sig, siginfo_t* info, void* ucv) {
+  (void)sig;
+  (void)info;
+  uint64_t want_pc = 0, want_ra = 0;
+  saved_context((const ucontext_t*)ucv, &want_pc, &want_ra);
+  sprov_snapshot* snap = NULL;
+  sprov_unwinder* uw = NULL;
+  sprov_symbolizer* sym = NULL;
+  sprov_stack* st = NULL;
+  SPROV_OPTS(sprov_unwinder_opts, o, .max_frames = 64);
+  if (sprov_snapshot_capture_self(g_ctx, NULL, &snap) != 0 || sprov_unwinder_new(g_ctx, &o, &uw) != 0 ||
+      sprov_symbolizer_new(g_ctx, NULL, &sym) != 0 || sprov_unwinder_unwind(uw, snap, &st) != 0) {
+    printf("FAIL setup: %s\n", sprov_last_error_message());
+    _exit(2);
+  }
+  const size_t n = sprov_stack_frame_count(st);
+  printf("mode %s: %zu frames, stop %s; ucontext pc 0x%llx, return address 0x%llx\n", g_mode, n,
+         sprov_stop_reason_name(sprov_stack_stop_reason(st)), (unsigned long long)want_pc,
+         (unsigned long long)want_ra);
+  int fail = 0;
+  size_t sig_at = n; /* the first signal frame */
+  const char* names[64] = {0};
+  struct sprov_frame fr[64];
+  for (size_t i = 0; i < n && i < 64; i++) {
+    memset(&fr[i], 0, sizeof(fr[i]));
+    fr[i].sz = sizeof(fr[i]);
+    sprov_stack_frame(st, i, &fr[i]);
+    struct sprov_symbol s;
+    memset(&s, 0, sizeof(s));
+    s.sz = sizeof(s);
+    sprov_symbolizer_frame(sym, st, i, &s);
+    names[i] = s.name ? strdup(s.name) : NULL;
+    if (sig_at == n && fr[i].method == SPROV_METHOD_SIGNAL) sig_at = i;
+    printf("  #%-2zu pc 0x%llx sp 0x%llx %-14s %s\n", i, (unsigned long long)fr[i].pc,
+           (unsigned long long)fr[i].sp, sprov_method_name(fr[i].method), names[i] ? names[i] : "?");
+  }
+  size_t i = sig_at;
+  if (i >= n || i > 8) {
+    printf("FAIL no signal frame within 8 frames of the handler\n");
+    _exit(1);
+  }
+  if (fr[i].pc != want_pc) {
+    printf("FAIL signal frame #%zu: pc 0x%llx, ucontext pc 0x%llx\n", i, (unsigned long long)fr[i].pc,
+           (unsigned long long)want_pc);
+    fail = 1;
+  }
+  const char* chain_null[] = {"caller_fn", "b_fn", "a_fn", "main"};
+  const char* chain_tramp[] = {"crasher", "b_fn", "a_fn", "main"};
+  const char** chain = chain_null;
+  if (strcmp(g_mode, "sigtramp") == 0) {
+    chain = chain_tramp;
+    i++; /* the signal frame itself is crasher */
+    if (!is(names[sig_at], "crasher")) {
+      printf("FAIL signal frame #%zu is %s, not crasher (the frame the signal hit)\n", sig_at,
+             names[sig_at] ? names[sig_at] : "?");
+      fail = 1;
+    }
+  } else {
+    i++;
+    if (i >= n || fr[i].method != SPROV_METHOD_BAD_PC_RETURN || fr[i].pc != want_ra) {
+      printf("FAIL frame #%zu after the bad pc: want pc 0x%llx method bad_pc_return, got 0x%llx %s\n", i,
+             (unsigned long long)want_ra, i < n ? (unsigned long long)fr[i].pc : 0ull,
+             i < n ? sprov_method_name(fr[i].method) : "(none)");
+      fail = 1;
+    }
+  }
+  for (size_t k = (chain == chain_tramp) ? 1 : 0; k < 4; k++, i++) {
+    if (i >= n || !is(names[i], chain[k])) {
+      printf("FAIL frame #%zu: want %s, got %s\n", i, chain[k], i < n && names[i] ? names[i] : "(none)");
+      fail = 1;
+      break;
+    }
+  }
+  printf("%s\n", fail ? "FAILED" : "PASS");
+  fflush(stdout);
+  _exit(fail);
+}
+
+#if defined(__aarch64__)
+/* A copy of arch/arm64/kernel/vdso/sigreturn.S (Linux 6.x): the "mysterious NOP" covered by the
+ * FDE, .cfi_signal_frame, and CFI that describes the interrupted x29/x30 frame record. */
+__asm__(
+    ".text\n"
+    ".p2align 2\n"
+    ".cfi_startproc\n"
+    ".cfi_signal_frame\n"
+    ".cfi_def_cfa x29, 0\n"
+    ".cfi_offset x29, 0 * 8\n"
+    ".cfi_offset x30, 1 * 8\n"
+    "nop\n"
+    ".globl fixture_rt_sigreturn\n"
+    ".type fixture_rt_sigreturn, %function\n"
+    "fixture_rt_sigreturn:\n"
+    "mov x8, #139\n" /* __NR_rt_sigreturn */
+    "svc #0\n"
+    ".cfi_endproc\n"
+    ".size fixture_rt_sigreturn, .-fixture_rt_sigreturn\n");
+void fixture_rt_sigreturn(void);
+
+/* The kernel's struct sigaction (include/uapi/asm-generic/signal.h with SA_RESTORER). */
+struct kernel_sigaction {
+  void (*handler)(int, siginfo_t*, void*);
+  unsigned long flags;
+  void (*restorer)(void);
+  uint64_t mask;
+};
+#define KERNEL_SA_RESTORER 0x04000000ul
+
+static int install_with_restorer(void) {
+  struct kernel_sigaction ka;
+  memset(&ka, 0, sizeof(ka));
+  ka.handler = on_segv;
+  ka.flags = SA_SIGINFO | KERNEL_SA_RESTORER;
+  ka.restorer = fixture_rt_sigreturn;
+  return (int)syscall(SYS_rt_sigaction, SIGSEGV, &ka, NULL, sizeof(ka.mask));
+}
+#endif
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_mode = argv[1];
+  if (strncmp(g_mode, "core_", 5) == 0) {
+    g_target = strcmp(g_mode, "core_wild") == 0 ? (fn_t)(uintptr_t)0x10000 : (fn_t)0;
+    a_fn();
+    return 2; /* not reached */
+  }
+  if (sprov_context_new(NULL, &g_ctx) != 0) {
+    fprintf(stderr, "sprov_context_new: %s\n", sprov_last_error_message());
+    return 2;
+  }
+  /* The handler runs on the thread's own stack, so one capture covers every frame. */
+  if (strcmp(g_mode, "sigtramp") == 0) {
+#if defined(__aarch64__)
+    if (install_with_restorer() != 0) {
+      perror("rt_sigaction");
+      return 2;
+    }
+#else
+    fprintf(stderr, "sigtramp mode is arm64 only\n");
+    return 2;
+#endif
+  } else {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    if (sigaction(SIGSEGV, &sa, NULL) != 0) {
+      perror("sigaction");
+      return 2;
+    }
+    g_target = strcmp(g_mode, "wild_call") == 0 ? (fn_t)(uintptr_t)0x10000 : (fn_t)0;
+  }
+  a_fn();
+  printf("FAIL no crash\n");
+  return 1;
+}
