@@ -20,6 +20,8 @@ constexpr uint32_t kSwToSp = 0xafa00000u;     ///< sw rt, off16(sp) (opcode 0x2b
 constexpr uint32_t kJrRa = 0x03e00008u;       ///< jr ra
 constexpr uint32_t kMoveFpSp = 0x03a0f025u;   ///< move fp, sp (or fp, sp, zero)
 constexpr uint32_t kMoveFpSpAddu = 0x03a0f021u;  ///< move fp, sp (addu fp, sp, zero)
+constexpr uint32_t kMoveRaZero = 0x0000f825u;      ///< move ra, zero (or ra, zero, zero)
+constexpr uint32_t kMoveRaZeroAddu = 0x0000f821u;  ///< move ra, zero (addu ra, zero, zero)
 /// Instructions scanned backwards for the frame allocation, and forwards from it for saves.
 constexpr int kPrologueScanBack = 1024;
 constexpr int kPrologueScanForward = 64;
@@ -33,6 +35,10 @@ constexpr int kPrologueScanForward = 64;
 ///   ra = *(base + M) if `sw ra, M(sp)` ran before the pc, else $ra (only for a leaf
 ///   at an exact pc: a caller frame made a call, so it must have saved $ra);
 ///   saved $s*/$fp = *(base + off).
+/// The outermost frame: a caller frame that never saved $ra but cleared it (`move ra, zero`)
+/// before the pc is the mips end-of-stack mark (glibc's start.S: `move $31, $0` before calling
+/// __libc_start_main; gdb stops there too). Its return address is that zero: pc = 0, which the
+/// walk reports as end_of_stack, as CFI's undefined return address does on x86_64.
 /// `code(addr, buf, len)` reads code bytes at a runtime address (the module file);
 /// `exact_pc`: the pc is not a return address (frame 0 or a signal-interrupted frame).
 /// Instructions at addresses below the pc have run in both cases (for a return
@@ -91,7 +97,21 @@ StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc,
       break;
     }
   }
-  if (!saved[kRa] && !exact_pc) return StepOutcome::kNotApplicable;
+  if (!saved[kRa] && !exact_pc) {
+    // The function cleared $ra before the pc and never saved it: the outermost frame. Scanned
+    // backwards from the pc to the previous function's `jr ra` (bounded, like the search above).
+    for (int i = 1; i <= kPrologueScanBack && pc >= 4ull * i; i++) {
+      uint32_t insn;
+      if (!insn_at(pc - 4ull * i, &insn) || insn == kJrRa) break;
+      if (insn == kMoveRaZero || insn == kMoveRaZeroAddu) {
+        regs.set(kPc, 0);
+        regs.set(kSp, (sp + static_cast<uint64_t>(frame_size)) & 0xffffffffull);
+        *cfa_out = (sp + static_cast<uint64_t>(frame_size)) & 0xffffffffull;
+        return StepOutcome::kOk;
+      }
+    }
+    return StepOutcome::kNotApplicable;
+  }
   const uint64_t base = fp_base ? regs.get(kFp) : sp;
   const uint64_t cfa = (base + static_cast<uint64_t>(frame_size)) & 0xffffffffull;
   Regs next = regs;

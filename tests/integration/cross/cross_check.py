@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # Builds arm64/mips/mipsel fixtures, aborts them under qemu-user (target core files), unwinds the cores with
-# `stackprov stack --core` on the host and compares pcs and names with gdb-multiarch on the same cores.
+# `stackprov stack --core` on the host and compares every frame (pc, name) and the stop with gdb-multiarch.
 import argparse
 import glob
+import json
 import os
 import re
 import resource
@@ -27,9 +28,12 @@ BUILDS = {
     # mips only: no CFI at all in the fixture, so its frames come from prologue analysis.
     "nocfi": (["-g0", "-O1", "-no-pie", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"], "prologue"),
 }
+# The fixture's own frames, innermost first, exactly (no frame of the fixture may be missing
+# or added between them).
 CHAIN = ["c_fn", "b_fn", "a_fn", "main"]
+# Every walk must end as on x86_64: at _start, with end_of_stack.
+WANT_STOP = "end_of_stack"
 
-OURS = re.compile(r"^#(\d+)\s+0x([0-9a-f]+) (\S+) - (\S+) \[(\w+)\]")
 GDB = re.compile(r"^#(\d+)\s+(?:0x([0-9a-f]+) in )?([^\s(]+) \(")
 GDB_SIG = re.compile(r"^#(\d+)\s+<signal handler called>")
 
@@ -50,26 +54,32 @@ def make_core(qemu, sysroot, exe, mode, workdir):
 
 
 def ours(cli, core, exe, sysroot):
-    p = subprocess.run([cli, "stack", "--core", core, "--exe", exe, "--sysroot", sysroot],
+    """stackprov's frames of the core's (only) thread: dicts from --json, and the stop reason."""
+    p = subprocess.run([cli, "stack", "--core", core, "--exe", exe, "--sysroot", sysroot, "--json"],
                        capture_output=True, text=True, timeout=60)
-    frames, stop = [], None
-    for line in p.stdout.splitlines():
-        m = OURS.match(line)
-        if m:
-            name = m.group(3).split("+")[0]
-            frames.append((int(m.group(2), 16), name, m.group(5)))
-        elif line.startswith("stop:"):
-            stop = line.split()[1]
-    return frames, stop, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    if p.returncode != 0:
+        return [], "exit %d" % p.returncode, out
+    doc = json.loads(p.stdout)
+    if len(doc["threads"]) != 1:
+        return [], "%d threads" % len(doc["threads"]), out
+    t = doc["threads"][0]
+    frames = [{"pc": int(f["pc"], 16), "name": (f.get("function") or "??").split("+")[0],
+               "method": f["method"], "module": f.get("module", ""),
+               "offset": int(f["module_offset"], 16) if f.get("module_offset") else None}
+              for f in t["frames"]]
+    return frames, t["stop_reason"], out
 
 
 def gdb(core, exe, sysroot):
-    # gdb 13 spins after the frames it printed on aarch64 cores interrupted by a signal
-    # (unwinding through qemu's sigtramp page); keep what it printed before the timeout.
+    """gdb-multiarch's `bt` with backtrace past-main, so that it prints the frames down to _start.
+    gdb 13 spins after the frames it printed on aarch64 cores interrupted by a signal (unwinding
+    through qemu's sigtramp page): keep what it printed before the timeout, and say so."""
     try:
         p = subprocess.run(["gdb-multiarch", "-batch", "-nx", "-ex", "set sysroot " + sysroot,
                             "-ex", "set print frame-arguments none", "-ex", "set backtrace limit 64",
-                            "-ex", "bt", exe, core], capture_output=True, text=True, timeout=15)
+                            "-ex", "set backtrace past-main on", "-ex", "set debuginfod enabled off",
+                            "-ex", "bt", exe, core], capture_output=True, text=True, timeout=30)
         text = p.stdout
     except subprocess.TimeoutExpired as e:
         text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -87,21 +97,106 @@ def gdb(core, exe, sysroot):
     return frames, text
 
 
-def compare(ours_frames, gdb_frames):
-    """Every gdb frame (gdb stops at main) against ours at the same index."""
+_SYMVALS = {}
+
+
+def symbol_values(path):
+    """{name: {values}} of the file's .symtab and .dynsym (readelf), for the alias check."""
+    if path not in _SYMVALS:
+        vals = {}
+        if path and os.path.exists(path):
+            out = subprocess.run(["readelf", "-sW", path], capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                f = line.split()
+                if len(f) >= 8 and f[0].endswith(":") and f[6] != "UND":
+                    try:
+                        vals.setdefault(re.sub(r"@.*$", "", f[7]), set()).add(int(f[1], 16))
+                    except ValueError:
+                        pass
+        _SYMVALS[path] = vals
+    return _SYMVALS[path]
+
+
+def module_file(f, sysroot):
+    path = f["module"]
+    if path and not os.path.exists(path) and os.path.exists(sysroot + path):
+        path = sysroot + path
+    return path
+
+
+def same_symbol(path, a, b):
+    """Both names are symbols of the module at one address (e.g. __start and _ftext)."""
+    v = symbol_values(path)
+    return bool(v.get(a, set()) & v.get(b, set()))
+
+
+def compare(mine, ref, sysroot):
+    """Every frame gdb printed against ours at the same index: pc and name (or an alias of it)."""
     errs = []
-    if len(ours_frames) < len(gdb_frames):
-        errs.append("stackprov has %d frames, gdb %d" % (len(ours_frames), len(gdb_frames)))
-    for i, (gpc, gname) in enumerate(gdb_frames[:len(ours_frames)]):
-        pc, name, method = ours_frames[i]
-        if gpc is not None and gpc != pc:
-            errs.append("#%d pc 0x%x, gdb 0x%x" % (i, pc, gpc))
+    if len(mine) < len(ref):
+        errs.append("stackprov has %d frames, gdb %d" % (len(mine), len(ref)))
+    for i, (gpc, gname) in enumerate(ref[:len(mine)]):
+        f = mine[i]
+        if gpc is not None and gpc != f["pc"]:
+            errs.append("#%d pc 0x%x, gdb 0x%x" % (i, f["pc"], gpc))
         if gname == "<signal>":
             continue
-        if gname != "??" and name != "??" and gname != name:
-            errs.append("#%d %s, gdb %s" % (i, name, gname))
-        if gname in CHAIN and name != gname:
-            errs.append("#%d %s unnamed, gdb %s" % (i, name, gname))
+        if gname == "??":
+            continue  # gdb has no name: the pc comparison above is the check
+        if gname != f["name"] and not same_symbol(module_file(f, sysroot), gname, f["name"]):
+            errs.append("#%d %s, gdb %s" % (i, f["name"], gname))
+    return errs
+
+
+_SYM = {}
+
+
+def gdb_symbol(path, offset):
+    """The function gdb-multiarch names at link-time address `offset` of the file alone (no core)."""
+    key = (path, offset)
+    if key not in _SYM:
+        p = subprocess.run(["gdb-multiarch", "-batch", "-nx", "-ex", "set debuginfod enabled off",
+                            "-ex", "info symbol 0x%x" % offset, path], capture_output=True, text=True, timeout=30)
+        m = re.search(r"^(\S+)(?: \+ \d+)? in section", p.stdout, re.M)
+        _SYM[key] = m.group(1) if m else None
+    return _SYM[key]
+
+
+def compare_pie(mine, exe, sysroot):
+    """PIE cores (gdb 13 cannot relocate a PIE from a qemu core: the program-header page is not
+    dumped): every frame in the executable or a library is named by gdb at its module offset,
+    read from the file alone; the module offset of a caller frame is looked up at offset - 1."""
+    errs = []
+    for i, f in enumerate(mine):
+        if f["offset"] is None or not f["module"]:
+            continue
+        path = module_file(f, sysroot)
+        if not os.path.exists(path):
+            errs.append("#%d module %s not found" % (i, f["module"]))
+            continue
+        caller = i > 0 and f["method"] != "signal"
+        want = gdb_symbol(path, f["offset"] - (1 if caller else 0))
+        if want is not None and want != f["name"] and not same_symbol(path, want, f["name"]):
+            errs.append("#%d %s+offset 0x%x: %s, gdb on the file says %s" % (i, f["module"], f["offset"], f["name"], want))
+        if want is None and f["name"] in CHAIN:
+            errs.append("#%d %s at offset 0x%x: gdb names nothing there" % (i, f["name"], f["offset"]))
+    return errs
+
+
+def chain_errors(mine, mode):
+    """The known chain, contiguous and in order: the fixture's frames, innermost first."""
+    names = [f["name"] for f in mine]
+    want = (["on_segv"] if mode == "signal" else []) + CHAIN
+    fixture = [n for n in names if n in want]
+    errs = []
+    if fixture != want:
+        errs.append("fixture frames %s, expected exactly %s" % (fixture, want))
+        return errs
+    k = names.index("c_fn")
+    if names[k:k + len(CHAIN)] != CHAIN:
+        errs.append("c_fn..main not contiguous: %s" % names[k:])
+    if mode == "signal" and mine[k]["method"] != "signal":
+        errs.append("c_fn (interrupted) found by %s, not signal" % mine[k]["method"])
     return errs
 
 
@@ -110,18 +205,24 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--only", help="comma-separated arches to run (default: all)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    if not shutil.which("gdb-multiarch"):
-        print("SKIP: gdb-multiarch is not installed (scripts/install-deps.sh)")
-        return 77
+    # make deps installs every cross compiler, qemu-user and gdb-multiarch: a missing one fails.
+    missing = [] if shutil.which("gdb-multiarch") else ["gdb-multiarch"]
+    for arch, prefix, qemu, sysroot in VARIANTS:
+        missing += [t for t in (prefix + "gcc", qemu) if not shutil.which(t)]
+        if not os.path.isdir(sysroot):
+            missing.append(sysroot)
+    if missing:
+        print("FAIL: missing %s (make deps / scripts/install-deps.sh installs them)" % ", ".join(missing))
+        return 1
     src = os.path.join(args.source, "fixture_cross.c")
     failures, ran = [], 0
     for arch, prefix, qemu, sysroot in VARIANTS:
-        cc = shutil.which(prefix + "gcc")
-        if not cc or not shutil.which(qemu) or not os.path.isdir(sysroot):
-            print("SKIP %s: %sgcc, %s or %s is missing" % (arch, prefix, qemu, sysroot))
+        if args.only and arch not in args.only.split(","):
             continue
+        cc = shutil.which(prefix + "gcc")
         for build, (flags, want_method) in BUILDS.items():
             if build == "nocfi" and not arch.startswith("mips"):
                 continue
@@ -138,24 +239,27 @@ def main():
                 mine, stop, out = ours(args.cli, kept, exe, sysroot)
                 ref, gout = gdb(kept, exe, sysroot)
                 ran += 1
-                # gdb 13 cannot relocate a PIE from a qemu core (the program headers page is
-                # not dumped): gdb is the oracle for the other builds, the known chain for all.
-                errs = compare(mine, ref) if build != "pie" else []
-                names = [f[1] for f in mine]
-                chain = ["on_segv"] + CHAIN if mode == "signal" else CHAIN
-                pos = [names.index(n) if n in names else -1 for n in chain]
-                if -1 in pos or pos != sorted(pos):
-                    errs.append("known chain %s not in order in %s" % (chain, names))
-                if mode == "signal":
-                    k = names.index("c_fn") if "c_fn" in names else 0
-                    if mine[k][2] != "signal":
-                        errs.append("c_fn (interrupted) found by %s, not signal" % mine[k][2])
-                if want_method and not any(f[2] == want_method and f[1] in chain for f in mine):
+                errs = []
+                if stop != WANT_STOP:
+                    last = mine[-1] if mine else None
+                    errs.append("stop reason %s, expected %s (last frame %s [%s])" % (
+                        stop, WANT_STOP, last["name"] if last else "-", last["method"] if last else "-"))
+                if build == "pie":
+                    errs += compare_pie(mine, exe, sysroot)
+                else:
+                    errs += compare(mine, ref, sysroot)
+                    timed_out = "[gdb timed out]" in gout
+                    # Past main, gdb goes on to _start: it printed the whole stack unless it hung,
+                    # and then ours is exactly as long.
+                    if not timed_out and len(mine) != len(ref):
+                        errs.append("stackprov %d frames, gdb %d" % (len(mine), len(ref)))
+                    if timed_out:
+                        name += " (gdb hung after %d frames)" % len(ref)
+                    if len(ref) < len(CHAIN):
+                        errs.append("gdb gave %d frames" % len(ref))
+                errs += chain_errors(mine, mode)
+                if want_method and not any(f["method"] == want_method and f["name"] in CHAIN for f in mine):
                     errs.append("no fixture frame found by %s" % want_method)
-                if len(ref) < 4 and build != "pie":
-                    errs.append("gdb gave %d frames" % len(ref))
-                if "[gdb timed out]" in gout:
-                    name += " (gdb hung after %d frames)" % len(ref)
                 status = "ok" if not errs else "FAIL"
                 print("%-22s %s: %d frames (stop %s), gdb %d frames" % (name, status, len(mine), stop, len(ref)))
                 if errs:
@@ -163,8 +267,8 @@ def main():
                     print(out)
                     print(gout)
     if ran == 0:
-        print("SKIP: no cross toolchain")
-        return 77
+        print("FAIL: nothing ran")
+        return 1
     for f in failures:
         print("FAIL", f)
     return 1 if failures else 0

@@ -520,8 +520,8 @@ level_a()
 def mode_python(a):
     py = a.python311
     if not os.path.exists(py):
-        note("SKIP: %s not installed" % py)
-        sys.exit(77)
+        fail("%s is not installed (python3.11, make deps installs it)" % py)
+        return
     p = subprocess.Popen([py, "-c", PY_SCRIPT], stdout=subprocess.PIPE, text=True)
     try:
         if p.stdout.readline().strip() != "ready":
@@ -616,8 +616,8 @@ def mode_robust_nosuch(a):
 def mode_robust_eperm(a):
     # stackprov as nobody against a root-owned target: the kernel says EPERM.
     if os.getuid() != 0:
-        note("SKIP: needs root to switch to an unprivileged user")
-        sys.exit(77)
+        fail("[permission denied] needs root to run stackprov as an unprivileged user (tests run as root)")
+        return
     tmp = tempfile.mkdtemp(prefix="stack-eperm-")
     os.chmod(tmp, 0o755)
     binary = os.path.join(tmp, "stackprov")
@@ -650,6 +650,20 @@ def mode_robust_exit(a):
                 v = run([sys.executable, "-m", "json.tool"], input=r.stdout)
                 if v.returncode != 0:
                     fail("[exit %d ms] invalid JSON: %s" % (delay_ms, v.stderr))
+                    continue
+                # What it did capture is this process, and every parked thread it captured
+                # shows its known chain down to end_of_stack (the fixture's own oracle).
+                doc = json.loads(r.stdout)
+                if doc.get("pid") != fx.pid:
+                    fail("[exit %d ms] captured pid %s, expected %d" % (delay_ms, doc.get("pid"), fx.pid))
+                for t in doc.get("threads", []):
+                    role = fx.roles.get(t["tid"])
+                    if role not in CHAINS:
+                        continue
+                    names = [norm_name(f.get("function", "")) for f in t["frames"]]
+                    if not subsequence(CHAINS[role], names) or t["stop_reason"] != "end_of_stack":
+                        fail("[exit %d ms] tid %d (%s): chain %s not in %s (stop %s)" %
+                             (delay_ms, t["tid"], role, CHAINS[role][:5], names[:10], t["stop_reason"]))
                 outcomes["captured"] += 1
             else:
                 expect_error("exit %d ms" % delay_ms, r, [str(fx.pid)])
@@ -761,6 +775,7 @@ def mode_core_truncated(a):
         fx.kill()
     try:
         size = os.path.getsize(core)
+        full_eu, _ = eu_stack(["--core", core, "--executable", a.fixture], a.eu_stack)
         for keep in (size // 2, 4096, 40):
             cut = os.path.join(tmp, "cut-%d.core" % keep)
             with open(core, "rb") as src, open(cut, "wb") as dst:
@@ -777,6 +792,19 @@ def mode_core_truncated(a):
                     fail("[truncated %d of %d bytes] accepted without a warning" % (keep, size))
                 else:
                     note("[truncated %d] accepted with: %s" % (keep, r.stderr.strip()[:300]))
+                # Whatever it could still read is true: every frame printed for a thread equals
+                # eu-stack's frame at that index on the complete core (nothing made up).
+                if v.returncode == 0:
+                    for t in json.loads(r.stdout).get("threads", []):
+                        ref = full_eu.get(t["tid"])
+                        if ref is None:
+                            fail("[truncated %d] tid %d is not a thread of the complete core" % (keep, t["tid"]))
+                            continue
+                        pcs = [int(f["pc"], 16) for f in t["frames"]]
+                        n = min(len(pcs), len(ref))
+                        if pcs[:n] != [e[0] for e in ref[:n]]:
+                            fail("[truncated %d] tid %d: pcs %s differ from eu-stack on the complete core %s" %
+                                 (keep, t["tid"], [hex(x) for x in pcs[:n]], [hex(e[0]) for e in ref[:n]]))
             else:
                 expect_error("truncated %d" % keep, r, [cut])
     finally:
@@ -808,9 +836,36 @@ def mode_core_missing_module(a):
             else:
                 note("[missing module] ok: %s" % [w for w in warns if exe in w][0])
             doc = json.loads(r.stdout)
-            # libc frames stay exact: frame 0 of every thread is in libc (or the vdso).
-            if not doc["threads"]:
-                fail("[missing module] no threads")
+            # libc frames stay exact: every thread's frames up to the first one in the missing
+            # executable equal eu-stack's on the same core (pc and name), and frame 0 is there.
+            eu, _ = eu_stack(["--core", core], a.eu_stack)
+            if sorted(t["tid"] for t in doc["threads"]) != sorted(eu):
+                fail("[missing module] threads %s, eu-stack %s" %
+                     (sorted(t["tid"] for t in doc["threads"]), sorted(eu)))
+            checked = 0
+            for t in doc["threads"]:
+                ref = eu.get(t["tid"], [])
+                for i, f in enumerate(t["frames"]):
+                    if f.get("module", "") == exe or os.path.basename(f.get("module", "")) == "fixture-copy":
+                        break
+                    if i >= len(ref):
+                        fail("[missing module] tid %d #%d: eu-stack has no frame here, stackprov %s" %
+                             (t["tid"], i, sp_str(f)))
+                        break
+                    if int(f["pc"], 16) != ref[i][0]:
+                        fail("[missing module] tid %d #%d: pc %s, eu-stack 0x%x" % (t["tid"], i, f["pc"], ref[i][0]))
+                        break
+                    agree, why = names_agree(ref[i][1], f, i > 0 and f.get("method") != "signal")
+                    if not agree:
+                        fail("[missing module] tid %d #%d: %s, eu-stack %s (%s)" %
+                             (t["tid"], i, f.get("function"), ref[i][1], why))
+                    checked += 1
+                if not t["frames"]:
+                    fail("[missing module] tid %d: no frames" % t["tid"])
+            if checked < len(doc["threads"]):
+                fail("[missing module] only %d library frames compared over %d threads" %
+                     (checked, len(doc["threads"])))
+            note("[missing module] %d library frames equal eu-stack's" % checked)
         else:
             expect_error("missing module", r, [exe])
     finally:
@@ -889,6 +944,12 @@ def main():
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     a.variant = a.variant or (os.path.basename(a.fixture) if a.fixture else a.mode)
+    # Every peer is installed by make deps: a missing one fails the test with its name.
+    missing = [t for t in (a.eu_stack, a.gdb, a.gcore, "readelf", "setpriv", "timeout")
+               if not shutil.which(t)]
+    if missing:
+        print("FAIL required program(s) not found: %s (make deps installs them)" % ", ".join(missing))
+        return 1
     try:
         MODES[a.mode](a)
     except Harness as e:

@@ -178,6 +178,47 @@ TEMPLATE_TEST_CASE_SIG("mips32 prologue analysis: addiu sp, sp, -N / sw ra, M(sp
   CHECK(cfa == sp);
 }
 
+TEMPLATE_TEST_CASE_SIG("mips32 prologue analysis: glibc's __start clears $ra: end of stack", "[arch][mips32]",
+                       ((bool BE), BE), true, false) {
+  using O = Ops<TraitsT<BE>>;
+  // Debian 12 mipsel crt1.o __start (glibc sysdeps/mips/start.S), from its disassembly:
+  // `move $31, $0` marks the outermost frame; $ra is never saved.
+  const uint32_t start[] = {0x03e00008, 0x00000000,  // previous function: jr ra; nop
+                            0x04110001, 0x00000000,  // bal 1f; nop
+                            0x3c1c0002, 0x279c8394, 0x039fe021,  // gp setup
+                            0x0000f825,              // move ra, zero
+                            0x8f848018, 0x8fa50000, 0x27a60004, 0x2401fff8, 0x03a1e824,
+                            0x27bdffe0,              // addiu sp, sp, -32
+                            0x00003825, 0xafa00010, 0xafa20014, 0xafbd0018, 0x8f998054,
+                            0x0320f809, 0x00000000,  // jalr t9 (__libc_start_main); nop
+                            0x1000ffff, 0x00000000};  // hlt: b hlt; nop
+  Mem32 text{BE, {}};
+  const uint64_t base = 0x400690 - 4 * 21;  // the words above, ending where crt1 puts hlt
+  for (size_t i = 0; i < sizeof(start) / 4; i++) text.put32(base + 4 * i, start[i]);
+  auto code = [&](uint64_t a, void* buf, size_t n) { return text.read(a, buf, n); };
+  Mem32 stack{BE, {}};
+  const uint64_t sp = 0x7ff00640;
+  const uint64_t ret = base + 4 * 21;  // the return address of the jalr: 0x40068c + 4
+  REQUIRE(ret == 0x400690);
+  Regs r{};
+  r.set(kPc, ret);
+  r.set(kSp, sp);
+  r.set(kRa, ret);
+  uint64_t cfa = 0;
+  REQUIRE(O::prologue_step(r, stack, code, false, &cfa) == StepOutcome::kOk);
+  CHECK(r.get(kPc) == 0);  // the zero __start put in $ra: the walk reports end_of_stack
+  CHECK(cfa == sp + 32);
+
+  // The same function without the `move ra, zero`: a caller frame that did not save $ra is
+  // still not unwindable by prologue analysis (no made-up return address).
+  text.put32(base + 4 * 7, 0x00000000);
+  Regs r2{};
+  r2.set(kPc, ret);
+  r2.set(kSp, sp);
+  r2.set(kRa, ret);
+  CHECK(O::prologue_step(r2, stack, code, false, &cfa) == StepOutcome::kNotApplicable);
+}
+
 TEST_CASE("mips32 scan plausibility: jal/jalr/bal at ra - 8", "[arch][mips32]") {
   CHECK(is_call(0x0c100200));        // jal
   CHECK(is_call(0x0320f809));        // jalr t9

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Sigstore bundle verification against ../shared/conformance/sigstore/expectations.json, plus tampering.
+// Sigstore bundle verification against tests/data/sigstore/expectations.json, plus tampering.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

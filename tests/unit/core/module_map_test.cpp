@@ -105,7 +105,7 @@ TEST_CASE("parse_maps on /proc/self/maps agrees with dl_iterate_phdr, dladdr and
 #if STACKPROV_TEST_EMULATED
   // Under qemu-user -L <prefix> (make test-cross), dladdr reports the guest path (/lib/libc.so.6)
   // while the emulated /proc/self/maps lists the host path under the prefix: compare the tail.
-  WARN("qemu-user: libc path compared by suffix: maps '" << entry_path << "', dladdr '" << libc_path << "'");
+  INFO("qemu-user: libc path compared by suffix: maps '" << entry_path << "', dladdr '" << libc_path << "'");
   const std::string ep(entry_path), lp(libc_path);
   REQUIRE(ep.size() >= lp.size());
   REQUIRE(ep.compare(ep.size() - lp.size(), lp.size(), lp) == 0);
@@ -222,8 +222,7 @@ TEST_CASE("read_maps_text names the path and the reason on failure") {
   int st = 0;
   REQUIRE(waitpid(child, &st, 0) == child);
   REQUIRE(WIFEXITED(st));
-  if (WEXITSTATUS(st) == 200)
-    WARN("not root: permission-denied path not exercised");
-  else
-    REQUIRE(WEXITSTATUS(st) == 0);
+  // Tests run as root; 200 (could not drop to nobody) fails: the denied path is what is tested.
+  INFO("child exit " << WEXITSTATUS(st) << (WEXITSTATUS(st) == 200 ? ": cannot drop privileges (not root?)" : ""));
+  REQUIRE(WEXITSTATUS(st) == 0);
 }

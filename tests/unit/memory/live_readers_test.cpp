@@ -222,9 +222,9 @@ TEST_CASE("LocalReader's pipe probe works when process_vm_readv is blocked") {
       return 201;
     return local_reader_failures();
   });
-  if (rc == 200) WARN("seccomp unavailable: pipe fallback not exercised");
-  else
-    REQUIRE(rc == 0);
+  // 200: seccomp could not be installed. The fallback is what is tested, so that fails (never a skip).
+  INFO("child exit " << rc << (rc == 200 ? ": seccomp filter unavailable (prctl/seccomp refused)" : ""));
+  REQUIRE(rc == 0);
 }
 
 TEST_CASE("FallbackReader stays on a stage for bad addresses") {
@@ -252,9 +252,8 @@ TEST_CASE("FallbackReader advances to /proc/PID/mem when process_vm_readv is ENO
     if (r.read(0, &v, 8) || r.stage() != 1) return 3;  // EIO: bad address, stage stays
     return 0;
   });
-  if (rc == 200) WARN("seccomp unavailable: stage advance not exercised");
-  else
-    REQUIRE(rc == 0);
+  INFO("child exit " << rc << (rc == 200 ? ": seccomp filter unavailable (prctl/seccomp refused)" : ""));
+  REQUIRE(rc == 0);
 }
 
 TEST_CASE("FallbackReader abandons every stage when denied (EPERM/EACCES) and then fails") {
@@ -276,7 +275,7 @@ TEST_CASE("FallbackReader abandons every stage when denied (EPERM/EACCES) and th
     if (rp.stage() != 2 || std::strcmp(rp.name(), "ptrace") != 0) return 20 + rp.stage();
     return 0;
   });
-  if (rc == 200) WARN("cannot drop privileges: denial path not exercised");
-  else
-    REQUIRE(rc == 0);
+  // Tests run as root: dropping to nobody must work, the denial path is what is tested.
+  INFO("child exit " << rc << (rc == 200 ? ": cannot drop privileges to nobody (not root?)" : ""));
+  REQUIRE(rc == 0);
 }
