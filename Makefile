@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench install clean
+.PHONY: all deps configure build test test-sanitize demo bench install clean
 
 all: build
 
@@ -20,6 +20,23 @@ build: configure
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# ---- sanitizers: the unit and in-process tests built with ASan+UBSan (build-asan), and the unit
+# tests of core, memory and unwind (the ones with threads sharing snapshots, modules and caches)
+# with TSan (build-tsan). -O1 keeps the instrumented builds quick; no benchmarks.
+SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 \
+  -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DSTACKPROV_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+ASAN_TESTS ?= ^(unit_|inprocess_|crash_inprocess_)
+TSAN_TESTS ?= ^unit_(core|memory|unwind)$$
+
+test-sanitize: deps
+	@$(SAN_CMAKE) -B build-asan -DSTACKPROV_SANITIZE=address,undefined >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
+	@$(SAN_CMAKE) -B build-tsan -DSTACKPROV_SANITIZE=thread >/dev/null
+	cmake --build build-tsan -j $(JOBS) --target unit_core unit_memory unit_unwind
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 demo: build
 	@./$(BUILD)/bin/stackprov demo
@@ -46,8 +63,8 @@ CROSS_DEBARCH_arm64 := arm64
 CROSS_DEBARCH_mips32 := mips
 CROSS_DEBARCH_mips32el := mipsel
 CROSS_BUILD := build-cross-$(ARCH)
-CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic unit_dwarf unit_unwind unit_core unit_arch
-CROSS_TESTS ?= ^(cross_inprocess_|unit_(dwarf|unwind|core|arch)$$)
+CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic crash_fixture unit_dwarf unit_unwind unit_core unit_arch
+CROSS_TESTS ?= ^(cross_inprocess_|crash_inprocess_|unit_(dwarf|unwind|core|arch)$$)
 
 .PHONY: cross test-cross
 cross:
