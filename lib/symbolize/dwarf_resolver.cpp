@@ -233,6 +233,7 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
                    [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
   if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
     m->dynsym = std::move(d).value();
+  m->llvm = elf::LlvmSymbolTable::load(*image);
   modules_[image.get()] = m;
   return m;
 }
@@ -297,6 +298,18 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     }
     out->source_build_id = m->dwarf_file->build_id();
   }
+  if (policy == SymtabPolicy::kModuleOnly) {
+    name_like_llvm(*m, image, addr, dwarf_hit, out);
+  } else {
+    name_from_tables(*m, image, addr, dwarf_hit, out);
+  }
+  if (out->provenance.empty()) out->provenance = "none";
+  return out->resolver != ResolvedBy::kNone;
+}
+
+void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                                     bool dwarf_hit, Resolution* out) const {
+  const Module* m = &mod;
   // The physical function's name from the symbol table (llvm-symbolizer's
   // shouldOverrideWithSymbolTable for --functions=linkage).
   // (llvm-symbolizer-14 uses .dynsym when the module has no .symtab.)
@@ -308,10 +321,9 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     by = ResolvedBy::kDynsym;
     sym_file = image.get();
   }
-  // The debug file's .symtab: llvm-symbolizer-14 never reads it (its symbols
-  // come from the module object only), so kModuleOnly leaves such addresses "??".
-  const bool debug_symtab = policy == SymtabPolicy::kWithDebugFile;
-  if (sym == nullptr && !dwarf_hit && debug_symtab) {
+  // The debug file's .symtab (a superset; what eu-stack, gdb and perf read)
+  // answers addresses that neither DWARF nor the module's tables describe.
+  if (sym == nullptr && !dwarf_hit) {
     sym = m->fallback.lookup(addr);
     by = ResolvedBy::kSymtab;
     sym_file = m->fallback_file.get();
@@ -335,14 +347,34 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
       auto it = std::lower_bound(m->file_syms.begin(), m->file_syms.end(), sym->addr,
                                  [](const FileSymEntry& e, uint64_t a) { return e.addr < a; });
       for (; it != m->file_syms.end() && it->addr == sym->addr; ++it)
-        if (it->name == sym->name && (debug_symtab || !it->from_debug_file)) {
+        if (it->name == sym->name) {
           outer.file = std::string(it->file);
           break;
         }
     }
   }
-  if (out->provenance.empty()) out->provenance = "none";
-  return out->resolver != ResolvedBy::kNone;
+}
+
+void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                                   bool dwarf_hit, Resolution* out) const {
+  // SymbolizableObjectFile::symbolizeInlinedCode with --functions=linkage: the
+  // outermost frame takes name and start address from getNameFromSymbolTable,
+  // and FileName from the STT_FILE before a local symbol when there is no line.
+  const elf::LlvmSymbol* sym = m.llvm.lookup(addr);
+  if (sym == nullptr) return;
+  ResolvedFrame& outer = out->frames.back();
+  outer.linkage_name = std::string(sym->name);
+  outer.function = display(sym->name);
+  outer.has_start_address = true;
+  outer.start_address = sym->addr;
+  if (outer.file.empty()) outer.file = std::string(m.llvm.file_of(*sym));
+  if (!dwarf_hit) {
+    outer.short_function = outer.function;
+    out->resolver = m.llvm.from_dynsym() ? ResolvedBy::kDynsym : ResolvedBy::kSymtab;
+    out->source = image->path();
+    out->source_build_id = image->build_id();
+    out->provenance = m.llvm.from_dynsym() ? "dynsym" : "symtab";
+  }
 }
 
 }  // namespace stackprov::symbolize

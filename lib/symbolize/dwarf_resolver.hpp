@@ -13,6 +13,7 @@
 #include "symbolize/debuginfod_client.hpp"
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
+#include "elf/llvm_symtab.hpp"
 #include "elf/symtab.hpp"
 
 namespace stackprov::symbolize {
@@ -48,8 +49,10 @@ enum class SymtabPolicy {
   /// The module's .symtab (or MiniDebugInfo's), else its .dynsym, then the
   /// separate debug file's .symtab (a superset; what eu-stack and gdb use).
   kWithDebugFile,
-  /// llvm-symbolizer-14: the module's .symtab (or MiniDebugInfo's), else its
-  /// .dynsym; never the debug file's .symtab (llvm prints "??" there).
+  /// llvm-symbolizer-14 exactly (elf::LlvmSymbolTable): the module's .symtab,
+  /// else its .dynsym, with llvm's choice among symbols at one address and its
+  /// nearest-preceding-symbol rule; never the debug file's .symtab nor
+  /// MiniDebugInfo (llvm prints "??" there).
   kModuleOnly,
 };
 
@@ -113,6 +116,7 @@ class DwarfResolver {
     elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
     elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
     elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
+    elf::LlvmSymbolTable llvm;  ///< the module's symbols as llvm-symbolizer-14 picks them (kModuleOnly)
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
     /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
     std::vector<FileSymEntry> file_syms;
@@ -125,6 +129,12 @@ class DwarfResolver {
   bool attach_dwarf(Module* m, const std::shared_ptr<elf::ElfImage>& f);
   std::shared_ptr<elf::ElfImage> find_alt(const elf::ElfImage& f, std::string* err);
   std::string display(std::string_view name) const;
+  /// kWithDebugFile: the doc/symbols.md alias rule over .symtab, .dynsym and the debug file's .symtab.
+  void name_from_tables(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                        bool dwarf_hit, Resolution* out) const;
+  /// kModuleOnly: llvm-symbolizer-14's SymbolizableObjectFile (elf::LlvmSymbolTable).
+  void name_like_llvm(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                      bool dwarf_hit, Resolution* out) const;
 
   DwarfResolverOptions opts_;
   DebuginfodClient debuginfod_;
