@@ -111,9 +111,7 @@ LlvmSymbolTable LlvmSymbolTable::load(const ElfImage& image) {
     if (i == 0 || format_specific_name(machine, name)) continue;
     // getSymbolValue clears the Thumb / microMIPS bit of functions; ET_REL adds sh_addr.
     if ((machine == EM_ARM || machine == EM_MIPS) && type == STT_FUNC) value &= ~uint64_t{1};
-    if (rel) {
-      if (auto s = image.section_at(sec)) value += s->addr;
-    }
+    if (rel) value += image.section_range(sec).first;
     t.syms_.push_back(LlvmSymbol{value, size, name, bind == STB_LOCAL ? static_cast<uint32_t>(i) : 0u});
   }
   // llvm::stable_sort by SymbolDesc::operator< (address, then size), then of

@@ -234,6 +234,7 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
     m->dynsym = std::move(d).value();
   m->llvm = elf::LlvmSymbolTable::load(*image);
+  m->plt = elf::PltTable::load(*image);
   modules_[image.get()] = m;
   return m;
 }
@@ -280,6 +281,10 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     r.column = f.column;
     r.discriminator = f.discriminator;
     r.start_file = std::move(f.start_file);
+    r.start_file_implicit_const = f.start_file_implicit_const;
+    // llvm-symbolizer-14 reads no DW_FORM_implicit_const DW_AT_decl_file
+    // (StartFileName ""); the compatible mode prints what it prints.
+    if (policy == SymtabPolicy::kModuleOnly && r.start_file_implicit_const) r.start_file.clear();
     r.start_line = f.start_line;
     r.has_start_address = f.has_start_address;
     r.start_address = f.start_address;
@@ -313,9 +318,14 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
   // The physical function's name from the symbol table (llvm-symbolizer's
   // shouldOverrideWithSymbolTable for --functions=linkage).
   // (llvm-symbolizer-14 uses .dynsym when the module has no .symtab.)
-  const elf::Symbol* sym = m->symtab.lookup(addr);
+  // PLT stubs first: no table has a symbol for them (objdump, perf, gdb: sym@plt).
+  const elf::Symbol* sym = dwarf_hit ? nullptr : m->plt.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
-  const elf::ElfImage* sym_file = m->symtab_file.get();
+  const elf::ElfImage* sym_file = image.get();
+  if (sym == nullptr) {
+    sym = m->symtab.lookup(addr);
+    sym_file = m->symtab_file.get();
+  }
   if (sym == nullptr && m->symtab.empty()) {
     sym = m->dynsym.lookup(addr);
     by = ResolvedBy::kDynsym;

@@ -14,6 +14,7 @@
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
 #include "elf/llvm_symtab.hpp"
+#include "elf/plt.hpp"
 #include "elf/symtab.hpp"
 
 namespace stackprov::symbolize {
@@ -28,6 +29,7 @@ struct ResolvedFrame {
   uint32_t column = 0;
   uint32_t discriminator = 0;
   std::string start_file;    ///< declaration file of the function
+  bool start_file_implicit_const = false;  ///< see dwarf::DwarfFrame
   uint32_t start_line = 0;   ///< declaration line of the function
   bool has_start_address = false;
   uint64_t start_address = 0;
@@ -117,6 +119,7 @@ class DwarfResolver {
     elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
     elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
     elf::LlvmSymbolTable llvm;  ///< the module's symbols as llvm-symbolizer-14 picks them (kModuleOnly)
+    elf::PltTable plt;          ///< `sym@plt` stubs (kWithDebugFile only: llvm-14 does not name them)
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
     /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
     std::vector<FileSymEntry> file_syms;
