@@ -68,6 +68,11 @@ PltTable PltTable::load(const ElfImage& image) {
   PltTable t;
   const uint16_t machine = image.machine();
   if (!image.is_64bit() || (machine != EM_X86_64 && machine != EM_AARCH64)) return t;
+  // Without dynamic symbols (static executables: IRELATIVE slots only)
+  // objdump synthesises no PLT names, and neither do we.
+  bool dynamic = false;
+  for (size_t i = 1; i < image.section_count() && !dynamic; i++) dynamic = image.section_type(i) == SHT_DYNSYM;
+  if (!dynamic) return t;
   const bool x86 = machine == EM_X86_64;
   const bool be = image.big_endian();
 

@@ -227,8 +227,11 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
     m->symtab_file = mini;
     m->minidebuginfo = true;
   }
-  if (m->dwarf_file && m->dwarf_file != image && load_symtab(m->dwarf_file, &m->fallback, true))
-    m->fallback_file = m->dwarf_file;
+  // The separate debug file's .symtab (also when it has no DWARF).
+  std::shared_ptr<elf::ElfImage> symtab_debug = m->dwarf_file != image ? m->dwarf_file : nullptr;
+  if (!symtab_debug) symtab_debug = debug_file;
+  if (symtab_debug && symtab_debug != image && load_symtab(symtab_debug, &m->fallback, true))
+    m->fallback_file = symtab_debug;
   std::stable_sort(m->file_syms.begin(), m->file_syms.end(),
                    [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
   if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
@@ -315,28 +318,25 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
 void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
                                      bool dwarf_hit, Resolution* out) const {
   const Module* m = &mod;
-  // The physical function's name from the symbol table (llvm-symbolizer's
-  // shouldOverrideWithSymbolTable for --functions=linkage).
-  // (llvm-symbolizer-14 uses .dynsym when the module has no .symtab.)
-  // PLT stubs first: no table has a symbol for them (objdump, perf, gdb: sym@plt).
-  const elf::Symbol* sym = dwarf_hit ? nullptr : m->plt.lookup(addr);
+  // The physical function is named as `stackprov stack` and perf-import name
+  // it (symbolize::Symbolizer): PLT stubs (objdump, perf, gdb: sym@plt), then
+  // the module's .symtab, else the separate debug file's (a superset: what
+  // perf, gdb and eu-stack read), then .dynsym. This overrides DWARF's name,
+  // as llvm-symbolizer's shouldOverrideWithSymbolTable does.
+  const elf::Symbol* sym = m->plt.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
   const elf::ElfImage* sym_file = image.get();
-  if (sym == nullptr) {
+  if (sym == nullptr && !m->symtab.empty()) {
     sym = m->symtab.lookup(addr);
     sym_file = m->symtab_file.get();
+  } else if (sym == nullptr) {
+    sym = m->fallback.lookup(addr);
+    sym_file = m->fallback_file.get();
   }
-  if (sym == nullptr && m->symtab.empty()) {
+  if (sym == nullptr) {
     sym = m->dynsym.lookup(addr);
     by = ResolvedBy::kDynsym;
     sym_file = image.get();
-  }
-  // The debug file's .symtab (a superset; what eu-stack, gdb and perf read)
-  // answers addresses that neither DWARF nor the module's tables describe.
-  if (sym == nullptr && !dwarf_hit) {
-    sym = m->fallback.lookup(addr);
-    by = ResolvedBy::kSymtab;
-    sym_file = m->fallback_file.get();
   }
   if (sym != nullptr) {
     ResolvedFrame& outer = out->frames.back();
