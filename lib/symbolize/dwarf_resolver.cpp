@@ -236,8 +236,6 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
                    [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
   if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
     m->dynsym = std::move(d).value();
-  m->llvm = elf::LlvmSymbolTable::load(*image);
-  m->plt = elf::PltTable::load(*image);
   modules_[image.get()] = m;
   return m;
 }
@@ -323,6 +321,7 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
   // the module's .symtab, else the separate debug file's (a superset: what
   // perf, gdb and eu-stack read), then .dynsym. This overrides DWARF's name,
   // as llvm-symbolizer's shouldOverrideWithSymbolTable does.
+  std::call_once(m->plt_once, [&] { m->plt = elf::PltTable::load(*image); });
   const elf::Symbol* sym = m->plt.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
   const elf::ElfImage* sym_file = image.get();
@@ -370,6 +369,7 @@ void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<elf::E
   // SymbolizableObjectFile::symbolizeInlinedCode with --functions=linkage: the
   // outermost frame takes name and start address from getNameFromSymbolTable,
   // and FileName from the STT_FILE before a local symbol when there is no line.
+  std::call_once(m.llvm_once, [&] { m.llvm = elf::LlvmSymbolTable::load(*image); });
   const elf::LlvmSymbol* sym = m.llvm.lookup(addr);
   if (sym == nullptr) return;
   ResolvedFrame& outer = out->frames.back();

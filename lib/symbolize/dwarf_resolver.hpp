@@ -118,8 +118,12 @@ class DwarfResolver {
     elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
     elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
     elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
-    elf::LlvmSymbolTable llvm;  ///< the module's symbols as llvm-symbolizer-14 picks them (kModuleOnly)
-    elf::PltTable plt;          ///< `sym@plt` stubs (kWithDebugFile only: llvm-14 does not name them)
+    /// The module's symbols as llvm-symbolizer-14 picks them (kModuleOnly) and its
+    /// `sym@plt` stubs (kWithDebugFile: llvm-14 does not name them); each built on
+    /// first use by the policy that needs it.
+    mutable std::once_flag llvm_once, plt_once;
+    mutable elf::LlvmSymbolTable llvm;
+    mutable elf::PltTable plt;
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
     /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
     std::vector<FileSymEntry> file_syms;
