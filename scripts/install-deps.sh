@@ -21,6 +21,7 @@ PKGS=(
   dwz libc6-dbg libstdc++6-12-dbg
   python3-cryptography
   libprotobuf-dev protobuf-compiler
+  rustc cargo nodejs
 )
 
 missing=()

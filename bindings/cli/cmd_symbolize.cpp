@@ -49,9 +49,11 @@ const char* kUsage =
     "  --pretty-print, -p           'function at file:line:column' lines\n"
     "  --basenames, -s              strip directories from file names\n"
     "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable)\n"
-    "  --debug-symtab               also name addresses without DWARF from the debug file's\n"
-    "                               .symtab (llvm-symbolizer-14 prints ?? for them; off by\n"
-    "                               default, as in llvm-symbolizer)\n"
+    "  --debug-symtab, --symbols=stackprov\n"
+    "                               name functions by stackprov's own rules (doc/symbols.md:\n"
+    "                               its alias rule, st_size bounds, PLT stubs as sym@plt, the\n"
+    "                               debug file's .symtab), as `stackprov stack` does; default\n"
+    "                               --symbols=llvm: exactly llvm-symbolizer-14's choice\n"
     "  --provenance                 JSON: add Resolver (dwarf, debuginfod+dwarf, symtab,\n"
     "                               minidebuginfo+symtab, dynsym, none), Source (file or\n"
     "                               debuginfod URL) and SourceBuildId; other styles: to stderr\n"
@@ -326,6 +328,12 @@ int cmd_symbolize(int argc, char** argv) {
       o.provenance = true;
     } else if (name == "--debug-symtab") {
       o.debug_symtab = true;
+    } else if (name == "--symbols") {
+      std::string v;
+      if (!need(&v)) return usage("--symbols needs a value");
+      if (v == "llvm") o.debug_symtab = false;
+      else if (v == "stackprov") o.debug_symtab = true;
+      else return usage("--symbols must be llvm or stackprov");
     } else if (name == "--relative-address") {
     } else if (name == "--output-style") {
       std::string v;

@@ -388,16 +388,19 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
 /* DWARF symbolization with inline chains (lines, columns, discriminators).
  * The resolver chain is DWARF of the module or of its separate debug file
  * (build-id path under the context's debug dirs, or .gnu_debuglink with CRC;
- * used only when its build-id matches), then .symtab, then .dynsym. The
- * physical function's name comes from the symbol table when one covers the
- * address, as llvm-symbolizer does. */
+ * used only when its build-id matches), then the symbol tables. The
+ * physical function's name comes from the symbol tables when one covers the
+ * address, as llvm-symbolizer does (doc/symbols.md): without
+ * SPROV_SYMBOLIZE_LLVM_COMPAT, a PLT stub (`sym@plt`), else the module's
+ * .symtab, else the debug file's, else .dynsym, as sprov_symbolizer_frame. */
 enum sprov_symbolize_flags {
   SPROV_SYMBOLIZE_SHORT_NAMES = 1u << 0, /* name = DW_AT_name (llvm --functions=short) */
   SPROV_SYMBOLIZE_NO_DEMANGLE = 1u << 1, /* name is the raw linkage name */
-  /* Name addresses without DWARF exactly as llvm-symbolizer-14 does: only from
-   * the module file's own .symtab (or MiniDebugInfo's), else its .dynsym;
-   * never from the separate debug file's .symtab (resolver NONE, "??" in
-   * llvm). Without this flag the debug file's .symtab answers them too. */
+  /* Name the physical function exactly as llvm-symbolizer-14 does: from the
+   * module file's own .symtab, else its .dynsym (never the separate debug
+   * file's .symtab nor MiniDebugInfo: resolver NONE, "??" in llvm), with
+   * llvm's choice among symbols at one address and its nearest-symbol rule;
+   * StartFileName "" for a DW_FORM_implicit_const DW_AT_decl_file. */
   SPROV_SYMBOLIZE_LLVM_COMPAT = 1u << 2,
 };
 

@@ -129,6 +129,7 @@ struct DwarfIndex::DieInfo {
   std::string_view name, linkage;
   bool has_name = false, has_linkage = false;
   bool has_decl_file = false, has_decl_line = false;
+  bool decl_file_implicit = false;  // DW_AT_decl_file is DW_FORM_implicit_const
   uint64_t decl_file = 0, decl_line = 0;
   uint64_t abstract_origin = 0, specification = 0;  ///< absolute .debug_info offsets; 0 = none
   bool origin_alt = false, spec_alt = false;        ///< DW_FORM_GNU_ref_alt: in the dwz supplementary file
@@ -664,7 +665,11 @@ bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
         if (!out->has_linkage) out->linkage = attr_string(s, u, v);
         out->has_linkage = true;
         break;
-      case kAtDeclFile: out->decl_file = v.u; out->has_decl_file = true; break;
+      case kAtDeclFile:
+        out->decl_file = v.u;
+        out->has_decl_file = true;
+        out->decl_file_implicit = sp.form == kFormImplicitConst;
+        break;
       case kAtDeclLine: out->decl_line = v.u; out->has_decl_line = true; break;
       case kAtAbstractOrigin: attr_ref(u, v, &out->abstract_origin, &out->origin_alt); break;
       case kAtSpecification: attr_ref(u, v, &out->specification, &out->spec_alt); break;
@@ -726,6 +731,7 @@ void DwarfIndex::resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) c
     if (!s.info.has_decl_file) continue;
     auto ui = s.at.ix->unit_index(s.at.unit->index);
     if (ui && ui->lines) ui->lines->file_path(s.info.decl_file, &f->start_file);
+    f->start_file_implicit_const = s.info.decl_file_implicit;
     return;
   }
 }

@@ -48,6 +48,9 @@ struct DwarfFrame {
   uint32_t column = 0;
   uint32_t discriminator = 0;
   std::string start_file;         ///< DW_AT_decl_file of the function
+  /// That DW_AT_decl_file is DW_FORM_implicit_const (gcc DWARF 5 abbreviations),
+  /// which llvm-symbolizer-14 does not read (it prints StartFileName "").
+  bool start_file_implicit_const = false;
   uint32_t start_line = 0;        ///< DW_AT_decl_line of the function
   bool has_start_address = false; ///< the DIE has DW_AT_low_pc
   uint64_t start_address = 0;

@@ -390,6 +390,11 @@ uint32_t ElfImage::section_type(size_t index) const {
 uint64_t ElfImage::section_flags(size_t index) const {
   return index < impl_->sections.size() ? impl_->sections[index].flags : 0;
 }
+std::pair<uint64_t, uint64_t> ElfImage::section_range(size_t index) const {
+  if (index >= impl_->sections.size()) return {0, 0};
+  const auto& r = impl_->sections[index];
+  return {r.addr, r.addr + r.size};
+}
 std::string_view ElfImage::section_name(size_t index) const {
   return index < impl_->sections.size() ? std::string_view(impl_->sections[index].name)
                                         : std::string_view();

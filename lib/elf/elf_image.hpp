@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -108,6 +109,9 @@ class ElfImage {
   uint32_t section_type(size_t index) const;
   uint64_t section_flags(size_t index) const;
   std::string_view section_name(size_t index) const;
+  /// [sh_addr, sh_addr + sh_size) of a section header, also for SHT_NOBITS,
+  /// without touching its bytes ({0, 0} for a bad index).
+  std::pair<uint64_t, uint64_t> section_range(size_t index) const;
 
   struct Impl;
  private:

@@ -37,6 +37,7 @@ struct RawSym {
   uint32_t index = 0;  // position in the ELF table, the final tie-break
   uint8_t type = 0;
   uint8_t bind = 0;
+  uint64_t section_end = UINT64_MAX;
 };
 
 int bind_rank(uint8_t bind) {
@@ -63,10 +64,14 @@ bool better_alias(const RawSym& a, const RawSym& b) {
   return a.index < b.index;
 }
 
+/// A sized symbol covering `a` (zero-sized ones are labels: see lookup()).
 bool covers(uint64_t addr, uint64_t size, uint64_t a) {
-  const uint64_t off = a - addr;
-  return addr <= a && (size == 0 ? off == 0 : off < size);
+  return addr <= a && a - addr < size;
 }
+
+/// A zero-sized symbol names `a` when it is the closest symbol at or below it
+/// and `a` is still inside its section.
+bool label_reaches(const RawSym& s, uint64_t a) { return s.size == 0 && s.addr <= a && a < s.section_end; }
 
 }  // namespace
 
@@ -79,6 +84,7 @@ struct SymbolTable::Lazy {
   bool is64 = true;
   bool big_endian = false;
   const char* strtab = nullptr;
+  std::vector<uint64_t> section_ends;  // sh_addr + sh_size by section index
 
   std::mutex mu;
   std::atomic<bool> built{false};
@@ -104,12 +110,14 @@ struct SymbolTable::Lazy {
     r.index = i;
     r.type = ELF64_ST_TYPE(st_info);
     r.bind = ELF64_ST_BIND(st_info);
+    const uint16_t shndx = *v.u16(b + (is64 ? 6 : 14));
+    if (shndx < section_ends.size()) r.section_end = section_ends[shndx];
     return r;
   }
 
   Symbol to_symbol(const RawSym& r) const {
     const char* s = strtab + r.name;
-    return Symbol{r.addr, r.size, std::string_view(s, std::strlen(s)), r.type, r.bind};
+    return Symbol{r.addr, r.size, std::string_view(s, std::strlen(s)), r.type, r.bind, r.section_end};
   }
 
   void build() {
@@ -139,10 +147,12 @@ struct SymbolTable::Lazy {
   }
 
   /// The sorted lookup's answer without the sorted table: the symbols that
-  /// could win are those starting in [lowest start of a symbol covering `a`,
-  /// a]; collapse their aliases and walk back from `a` as lookup does.
+  /// could win are those starting in [lowest start of a sized symbol covering
+  /// `a`, a] plus the closest one at or below `a`; collapse their aliases and
+  /// walk back from `a` as lookup does.
   const RawSym* scan(uint64_t a, std::vector<RawSym>* window) const {
-    uint64_t lo = UINT64_MAX;
+    uint64_t lo = UINT64_MAX, pred = 0;
+    bool have_pred = false;
     const detail::ByteView v(tab, tab_size, big_endian);
     const size_t ent = is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
     for (uint32_t i : kept) {
@@ -150,8 +160,13 @@ struct SymbolTable::Lazy {
       const uint64_t addr = *v.word(b + (is64 ? 8 : 4), is64);
       const uint64_t size = *v.word(b + (is64 ? 16 : 8), is64);
       if (covers(addr, size, a) && addr < lo) lo = addr;
+      if (addr <= a && (!have_pred || addr > pred)) {
+        pred = addr;
+        have_pred = true;
+      }
     }
-    if (lo == UINT64_MAX) return nullptr;
+    if (!have_pred) return nullptr;
+    lo = std::min(lo, pred);
     window->clear();
     for (uint32_t i : kept) {
       const uint64_t addr = addr_of(i);
@@ -161,15 +176,17 @@ struct SymbolTable::Lazy {
     std::sort(window->begin(), window->end(),
               [](const RawSym& x, const RawSym& y) { return x.addr > y.addr; });
     size_t steps = 0;
+    const RawSym* closest = nullptr;
     for (size_t i = 0; i < window->size() && steps < kMaxBackscan; steps++) {
       size_t best = i;
       size_t j = i + 1;
       for (; j < window->size() && (*window)[j].addr == (*window)[i].addr; j++)
         if (better_alias((*window)[j], (*window)[best])) best = j;
+      if (closest == nullptr) closest = &(*window)[best];
       if (covers((*window)[best].addr, (*window)[best].size, a)) return &(*window)[best];
       i = j;
     }
-    return nullptr;
+    return closest != nullptr && label_reaches(*closest, a) ? closest : nullptr;
   }
 };
 
@@ -224,6 +241,9 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
   lazy->tab_size = tab.size;
   lazy->is64 = is64;
   lazy->big_endian = image.big_endian();
+  lazy->section_ends.assign(std::min<size_t>(image.section_count(), SHN_LORESERVE), UINT64_MAX);
+  for (size_t i = 1; i < lazy->section_ends.size(); i++)
+    lazy->section_ends[i] = image.section_range(i).second;
   for (size_t i = 1; i < count; i++) {
     const uint64_t b = i * ent;
     // Elf64_Sym: st_name@0 st_info@4 st_other@5 st_shndx@6 st_value@8 st_size@16;
@@ -232,10 +252,10 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
     const uint8_t type = ELF64_ST_TYPE(st_info);
     const uint16_t shndx = *v.u16(b + (is64 ? 6 : 14));
     if (shndx == SHN_UNDEF) continue;
-    const uint64_t size = *v.word(b + (is64 ? 16 : 8), is64);
     bool keep = type == STT_FUNC || type == STT_GNU_IFUNC;
-    if (type == STT_NOTYPE && size != 0 && (image.section_flags(shndx) & SHF_EXECINSTR) != 0) {
-      keep = true;  // assembly functions with .size but no .type
+    const bool exec = shndx < image.section_count() && (image.section_flags(shndx) & SHF_EXECINSTR) != 0;
+    if (type == STT_NOTYPE && exec) {
+      keep = true;  // assembly functions with .size but no .type, and code labels (_start)
     }
     if (!keep) continue;
     const uint32_t st_name = *v.u32(b);
@@ -249,6 +269,8 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
                         want_name, tab.index, i);
     }
     if (strtab[st_name] == 0) continue;
+    // ARM/AArch64/RISC-V mapping symbols ($x, $d, $a, $t) are not code labels.
+    if (type == STT_NOTYPE && strtab[st_name] == '$') continue;
     lazy->kept.push_back(static_cast<uint32_t>(i));
   }
   if (!lazy->kept.empty()) table.lazy_ = std::move(lazy);
@@ -303,18 +325,22 @@ const Symbol* SymbolTable::lookup(uint64_t a) const {
 
 const Symbol* SymbolTable::lookup_sorted(uint64_t a) const {
   const std::vector<Symbol>& syms = lazy_->syms;
-  auto it = std::upper_bound(syms.begin(), syms.end(), a,
-                             [](uint64_t x, const Symbol& s) { return x < s.addr; });
+  const auto first = std::upper_bound(syms.begin(), syms.end(), a,
+                                     [](uint64_t x, const Symbol& s) { return x < s.addr; });
   // Walk back over symbols starting at or below `a`: the nearest one may be a
   // small function nested in a larger one, so continue while a symbol could
   // still reach `a` (max_size) — bounded by kMaxBackscan.
+  auto it = first;
   for (size_t steps = 0; it != syms.begin() && steps < kMaxBackscan; steps++) {
     --it;
     const uint64_t off = a - it->addr;
-    if (it->size == 0 ? off == 0 : off < it->size) return &*it;
+    if (off < it->size) return &*it;
     if (off >= lazy_->max_size) break;
   }
-  return nullptr;
+  // No sized symbol covers `a`: a label (zero-sized) right below it names it.
+  if (first == syms.begin()) return nullptr;
+  const Symbol& closest = *std::prev(first);
+  return closest.size == 0 && a < closest.section_end ? &closest : nullptr;
 }
 
 }  // namespace stackprov::elf

@@ -17,6 +17,7 @@ struct Symbol {
   std::string_view name;  ///< raw (mangled) name; points into the image's string table
   uint8_t type = 0;   ///< STT_FUNC, STT_GNU_IFUNC, ...
   uint8_t bind = 0;   ///< STB_GLOBAL, STB_WEAK, STB_LOCAL
+  uint64_t section_end = UINT64_MAX;  ///< sh_addr + sh_size of its section (bounds a zero-sized symbol)
 };
 
 /// Function symbols of one table, sorted by address with aliases collapsed by
@@ -42,8 +43,10 @@ class SymbolTable {
   /// (bad sh_link, out-of-range names) give an error naming section and index.
   static Result<SymbolTable> load(const ElfImage& image, Kind kind);
 
-  /// The symbol with addr <= a < addr + size. Zero-sized symbols match only
-  /// their exact address. nullptr when none covers `a`.
+  /// The symbol with addr <= a < addr + size; when no sized symbol covers
+  /// `a`, the closest zero-sized symbol at or below `a` in the same section
+  /// with no other symbol between (a label such as ld.so's `_start`, as gdb,
+  /// perf and elfutils extend it). nullptr when none.
   const Symbol* lookup(uint64_t a) const;
 
   /// lookup() by a scan of the kept symbols, never building the sorted table

@@ -227,8 +227,11 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
     m->symtab_file = mini;
     m->minidebuginfo = true;
   }
-  if (m->dwarf_file && m->dwarf_file != image && load_symtab(m->dwarf_file, &m->fallback, true))
-    m->fallback_file = m->dwarf_file;
+  // The separate debug file's .symtab (also when it has no DWARF).
+  std::shared_ptr<elf::ElfImage> symtab_debug = m->dwarf_file != image ? m->dwarf_file : nullptr;
+  if (!symtab_debug) symtab_debug = debug_file;
+  if (symtab_debug && symtab_debug != image && load_symtab(symtab_debug, &m->fallback, true))
+    m->fallback_file = symtab_debug;
   std::stable_sort(m->file_syms.begin(), m->file_syms.end(),
                    [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
   if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
@@ -279,6 +282,10 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     r.column = f.column;
     r.discriminator = f.discriminator;
     r.start_file = std::move(f.start_file);
+    r.start_file_implicit_const = f.start_file_implicit_const;
+    // llvm-symbolizer-14 reads no DW_FORM_implicit_const DW_AT_decl_file
+    // (StartFileName ""); the compatible mode prints what it prints.
+    if (policy == SymtabPolicy::kModuleOnly && r.start_file_implicit_const) r.start_file.clear();
     r.start_line = f.start_line;
     r.has_start_address = f.has_start_address;
     r.start_address = f.start_address;
@@ -297,24 +304,38 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     }
     out->source_build_id = m->dwarf_file->build_id();
   }
-  // The physical function's name from the symbol table (llvm-symbolizer's
-  // shouldOverrideWithSymbolTable for --functions=linkage).
-  // (llvm-symbolizer-14 uses .dynsym when the module has no .symtab.)
-  const elf::Symbol* sym = m->symtab.lookup(addr);
+  if (policy == SymtabPolicy::kModuleOnly) {
+    name_like_llvm(*m, image, addr, dwarf_hit, out);
+  } else {
+    name_from_tables(*m, image, addr, dwarf_hit, out);
+  }
+  if (out->provenance.empty()) out->provenance = "none";
+  return out->resolver != ResolvedBy::kNone;
+}
+
+void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                                     bool dwarf_hit, Resolution* out) const {
+  const Module* m = &mod;
+  // The physical function is named as `stackprov stack` and perf-import name
+  // it (symbolize::Symbolizer): PLT stubs (objdump, perf, gdb: sym@plt), then
+  // the module's .symtab, else the separate debug file's (a superset: what
+  // perf, gdb and eu-stack read), then .dynsym. This overrides DWARF's name,
+  // as llvm-symbolizer's shouldOverrideWithSymbolTable does.
+  std::call_once(m->plt_once, [&] { m->plt = elf::PltTable::load(*image); });
+  const elf::Symbol* sym = m->plt.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
-  const elf::ElfImage* sym_file = m->symtab_file.get();
-  if (sym == nullptr && m->symtab.empty()) {
+  const elf::ElfImage* sym_file = image.get();
+  if (sym == nullptr && !m->symtab.empty()) {
+    sym = m->symtab.lookup(addr);
+    sym_file = m->symtab_file.get();
+  } else if (sym == nullptr) {
+    sym = m->fallback.lookup(addr);
+    sym_file = m->fallback_file.get();
+  }
+  if (sym == nullptr) {
     sym = m->dynsym.lookup(addr);
     by = ResolvedBy::kDynsym;
     sym_file = image.get();
-  }
-  // The debug file's .symtab: llvm-symbolizer-14 never reads it (its symbols
-  // come from the module object only), so kModuleOnly leaves such addresses "??".
-  const bool debug_symtab = policy == SymtabPolicy::kWithDebugFile;
-  if (sym == nullptr && !dwarf_hit && debug_symtab) {
-    sym = m->fallback.lookup(addr);
-    by = ResolvedBy::kSymtab;
-    sym_file = m->fallback_file.get();
   }
   if (sym != nullptr) {
     ResolvedFrame& outer = out->frames.back();
@@ -335,14 +356,35 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
       auto it = std::lower_bound(m->file_syms.begin(), m->file_syms.end(), sym->addr,
                                  [](const FileSymEntry& e, uint64_t a) { return e.addr < a; });
       for (; it != m->file_syms.end() && it->addr == sym->addr; ++it)
-        if (it->name == sym->name && (debug_symtab || !it->from_debug_file)) {
+        if (it->name == sym->name) {
           outer.file = std::string(it->file);
           break;
         }
     }
   }
-  if (out->provenance.empty()) out->provenance = "none";
-  return out->resolver != ResolvedBy::kNone;
+}
+
+void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                                   bool dwarf_hit, Resolution* out) const {
+  // SymbolizableObjectFile::symbolizeInlinedCode with --functions=linkage: the
+  // outermost frame takes name and start address from getNameFromSymbolTable,
+  // and FileName from the STT_FILE before a local symbol when there is no line.
+  std::call_once(m.llvm_once, [&] { m.llvm = elf::LlvmSymbolTable::load(*image); });
+  const elf::LlvmSymbol* sym = m.llvm.lookup(addr);
+  if (sym == nullptr) return;
+  ResolvedFrame& outer = out->frames.back();
+  outer.linkage_name = std::string(sym->name);
+  outer.function = display(sym->name);
+  outer.has_start_address = true;
+  outer.start_address = sym->addr;
+  if (outer.file.empty()) outer.file = std::string(m.llvm.file_of(*sym));
+  if (!dwarf_hit) {
+    outer.short_function = outer.function;
+    out->resolver = m.llvm.from_dynsym() ? ResolvedBy::kDynsym : ResolvedBy::kSymtab;
+    out->source = image->path();
+    out->source_build_id = image->build_id();
+    out->provenance = m.llvm.from_dynsym() ? "dynsym" : "symtab";
+  }
 }
 
 }  // namespace stackprov::symbolize

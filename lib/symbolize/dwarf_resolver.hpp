@@ -13,6 +13,8 @@
 #include "symbolize/debuginfod_client.hpp"
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
+#include "elf/llvm_symtab.hpp"
+#include "elf/plt.hpp"
 #include "elf/symtab.hpp"
 
 namespace stackprov::symbolize {
@@ -27,6 +29,7 @@ struct ResolvedFrame {
   uint32_t column = 0;
   uint32_t discriminator = 0;
   std::string start_file;    ///< declaration file of the function
+  bool start_file_implicit_const = false;  ///< see dwarf::DwarfFrame
   uint32_t start_line = 0;   ///< declaration line of the function
   bool has_start_address = false;
   uint64_t start_address = 0;
@@ -48,8 +51,10 @@ enum class SymtabPolicy {
   /// The module's .symtab (or MiniDebugInfo's), else its .dynsym, then the
   /// separate debug file's .symtab (a superset; what eu-stack and gdb use).
   kWithDebugFile,
-  /// llvm-symbolizer-14: the module's .symtab (or MiniDebugInfo's), else its
-  /// .dynsym; never the debug file's .symtab (llvm prints "??" there).
+  /// llvm-symbolizer-14 exactly (elf::LlvmSymbolTable): the module's .symtab,
+  /// else its .dynsym, with llvm's choice among symbols at one address and its
+  /// nearest-preceding-symbol rule; never the debug file's .symtab nor
+  /// MiniDebugInfo (llvm prints "??" there).
   kModuleOnly,
 };
 
@@ -113,6 +118,12 @@ class DwarfResolver {
     elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
     elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
     elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
+    /// The module's symbols as llvm-symbolizer-14 picks them (kModuleOnly) and its
+    /// `sym@plt` stubs (kWithDebugFile: llvm-14 does not name them); each built on
+    /// first use by the policy that needs it.
+    mutable std::once_flag llvm_once, plt_once;
+    mutable elf::LlvmSymbolTable llvm;
+    mutable elf::PltTable plt;
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
     /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
     std::vector<FileSymEntry> file_syms;
@@ -125,6 +136,12 @@ class DwarfResolver {
   bool attach_dwarf(Module* m, const std::shared_ptr<elf::ElfImage>& f);
   std::shared_ptr<elf::ElfImage> find_alt(const elf::ElfImage& f, std::string* err);
   std::string display(std::string_view name) const;
+  /// kWithDebugFile: the doc/symbols.md alias rule over .symtab, .dynsym and the debug file's .symtab.
+  void name_from_tables(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                        bool dwarf_hit, Resolution* out) const;
+  /// kModuleOnly: llvm-symbolizer-14's SymbolizableObjectFile (elf::LlvmSymbolTable).
+  void name_like_llvm(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+                      bool dwarf_hit, Resolution* out) const;
 
   DwarfResolverOptions opts_;
   DebuginfodClient debuginfod_;

@@ -40,9 +40,18 @@ std::string_view Symbolizer::display_name(std::string_view linkage) {
 
 bool Symbolizer::lookup(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, SymbolInfo* out) {
   ModuleSyms& ms = module_syms(image);
-  const elf::Symbol* s = ms.symtab.lookup(addr);
+  if (!ms.plt_loaded) {
+    ms.plt = elf::PltTable::load(*image);
+    ms.plt_loaded = true;
+  }
+  // PLT stubs have no symbol of their own; name them as objdump, perf and gdb do.
+  const elf::Symbol* s = ms.plt.lookup(addr);
   Resolver res = Resolver::kSymtab;
-  std::string_view source = ms.symtab_source;
+  std::string_view source = image->path();
+  if (s == nullptr) {
+    s = ms.symtab.lookup(addr);
+    source = ms.symtab_source;
+  }
   if (s == nullptr) {
     s = ms.dynsym.lookup(addr);
     res = Resolver::kDynsym;

@@ -10,6 +10,7 @@
 
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
+#include "elf/plt.hpp"
 #include "elf/symtab.hpp"
 
 namespace stackprov::symbolize {
@@ -27,9 +28,9 @@ struct SymbolInfo {
   std::string_view source;   ///< path of the file whose table answered
 };
 
-/// Resolves link-time addresses of modules to function symbols. Order:
-/// `.symtab` of the module, `.symtab` of its separate debug file (build-id or
-/// debuglink, identity checked), `.dynsym`. One instance per thread; returned
+/// Resolves link-time addresses of modules to function symbols. Order: PLT
+/// entries (`sym@plt`, elf::PltTable), `.symtab` of the module, `.symtab` of
+/// its separate debug file (build-id or debuglink, identity checked), `.dynsym`. One instance per thread; returned
 /// string_views stay valid until the Symbolizer is destroyed.
 class Symbolizer {
  public:
@@ -46,6 +47,8 @@ class Symbolizer {
     elf::SymbolTable symtab;
     std::string symtab_source;
     elf::SymbolTable dynsym;
+    elf::PltTable plt;
+    bool plt_loaded = false;
   };
   ModuleSyms& module_syms(const std::shared_ptr<elf::ElfImage>& image);
   std::string_view display_name(std::string_view linkage);

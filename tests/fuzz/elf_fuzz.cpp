@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// libFuzzer target: ElfImage::from_bytes, every section read (with decompression), both symbol tables.
+// libFuzzer target: ElfImage::from_bytes, every section read (with decompression), both symbol tables, llvm-14's table, PLT stubs.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "elf/elf_image.hpp"
+#include "elf/llvm_symtab.hpp"
+#include "elf/plt.hpp"
 #include "elf/symtab.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -31,6 +33,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Symbol* hit = t->lookup(s.addr + s.size / 2);
       if (hit != nullptr) sum += static_cast<unsigned>(hit->name.size());
     }
+  }
+  const LlvmSymbolTable llvm = LlvmSymbolTable::load(e);
+  for (const LlvmSymbol& s : llvm.symbols()) {
+    const LlvmSymbol* hit = llvm.lookup(s.addr + s.size / 2);
+    if (hit != nullptr) sum += static_cast<unsigned>(hit->name.size() + llvm.file_of(*hit).size());
+  }
+  const PltTable plt = PltTable::load(e);
+  for (const Symbol& s : plt.symbols()) {
+    const Symbol* hit = plt.lookup(s.addr + 1);
+    if (hit != nullptr) sum += static_cast<unsigned>(hit->name.size());
   }
   volatile unsigned sink = sum;
   (void)sink;
