@@ -31,7 +31,7 @@ TSAN_TESTS ?= ^unit_(core|memory|unwind)$$
 
 test-sanitize: deps
 	@$(SAN_CMAKE) -B build-asan -DSTACKPROV_SANITIZE=address,undefined >/dev/null
-	cmake --build build-asan -j $(JOBS)
+	cmake --build build-asan -j $(JOBS) --target sanitize_tests
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
 	@$(SAN_CMAKE) -B build-tsan -DSTACKPROV_SANITIZE=thread >/dev/null
