@@ -15,7 +15,9 @@ longer until it holds at least --min-samples samples (perf script's count). Then
 Both pairs do the same work: read perf.data, unwind every sample's copied stack with DWARF CFI,
 symbolize every frame, write the result. The outputs are compared: per sample, frame by frame
 (user frames; module-relative pc and function name, as tests/integration/perf does); aggregated,
-stack by stack (count of each `comm;root;...;leaf` after normalising symbol versions). A pair
+stack by stack (count of each `comm;root;...;leaf` after normalising symbol versions, aliases
+seen at one symbol start in the per-sample comparison, and kernel names, which stackprov prints
+as [unknown]: see FoldedNames). A pair
 whose agreement is below --min-agree percent of the samples fails the benchmark, as does any
 tool that exits non-zero. Ratios are peer time / stackprov time (> 1: stackprov is faster)."""
 import argparse
@@ -77,8 +79,9 @@ def strip_version(name):
     return re.sub(r"@+[A-Za-z0-9_.]+$", "", name) if name else name
 
 
-def parse_perf_script(text):
-    """{(tid, time_us): [(addr, sym, dso, sym_start)...]} user frames only, leaf first."""
+def parse_perf_script(text, kernel_names=None):
+    """{(tid, time_us): [(addr, sym, dso, sym_start)...]} user frames only, leaf first; the
+    names of kernel frames go to kernel_names."""
     samples = {}
     cur = None
     for line in text.splitlines():
@@ -104,6 +107,8 @@ def parse_perf_script(text):
         if sm:
             sym, start = sm.group(1), addr - int(sm.group(2), 16)
         if dso.startswith("[kernel"):
+            if kernel_names is not None:
+                kernel_names.add(sym)
             continue
         cur.append((addr, sym, dso, start))
     return samples
@@ -149,8 +154,9 @@ def stackprov_frames(obj):
     return out
 
 
-def compare_samples(perf_samples, sp_lines):
-    """Samples whose user frames are identical (pc and name, frame by frame); difference classes."""
+def compare_samples(perf_samples, sp_lines, aliases):
+    """Samples whose user frames are identical (pc and name, frame by frame); difference classes.
+    Pairs of names that perf and stackprov give one symbol (same start address) go to aliases."""
     classes, examples = collections.Counter(), []
     agree = 0
     by_key = {(o["tid"], o["time"] // 1000): o for o in sp_lines}
@@ -174,6 +180,7 @@ def compare_samples(perf_samples, sp_lines):
                 elif strip_version(ps) != strip_version(sn or "[unknown]"):
                     if pstart is not None and pstart == sstart:
                         classes["(agrees) alias of the same symbol"] += 1
+                        aliases.add((strip_version(ps), strip_version(sn)))
                     else:
                         why = "function name differs"
             if why:
@@ -199,7 +206,28 @@ def norm_folded_name(name):
     return strip_version(name.strip())
 
 
-def parse_perf_report_folded(text):
+class FoldedNames:
+    """Known naming classes between perf and stackprov in folded stacks, each checked elsewhere:
+    - aliases: two names of one symbol (same start address in the per-sample comparison, e.g.
+      perf's clone3 and stackprov's __clone3): both map to perf's name;
+    - kernel frames: stackprov does not symbolize kernel addresses and prints [unknown]; perf's
+      kernel names (those perf script printed with a [kernel.*] dso) map to [unknown], so that
+      the number and place of kernel frames are still compared."""
+
+    def __init__(self, aliases, kernel_names):
+        self.ours = {b: a for a, b in aliases}
+        self.kernel = set(kernel_names)
+
+    def perf(self, name):
+        n = norm_folded_name(name)
+        return "[unknown]" if n in self.kernel else n
+
+    def stackprov(self, name):
+        n = norm_folded_name(name)
+        return self.ours.get(n, n)
+
+
+def parse_perf_report_folded(text, names):
     """perf report --sort comm -g folded,0,caller,count: {comm;root;...;leaf: count}."""
     out = collections.Counter()
     comm = None
@@ -212,19 +240,19 @@ def parse_perf_report_folded(text):
             continue
         m = re.match(r"^(\d+) (.*)$", line)
         if m and comm is not None:
-            frames = [norm_folded_name(x) for x in m.group(2).split(";")]
+            frames = [names.perf(x) for x in m.group(2).split(";")]
             out[";".join([comm] + frames)] += int(m.group(1))
     return out
 
 
-def parse_folded(text):
+def parse_folded(text, names):
     out = collections.Counter()
     for line in text.splitlines():
         if not line.strip():
             continue
         stack, _, n = line.rpartition(" ")
         parts = stack.split(";")
-        out[";".join([parts[0]] + [norm_folded_name(x) for x in parts[1:]])] += int(n)
+        out[";".join([parts[0]] + [names.stackprov(x) for x in parts[1:]])] += int(n)
     return out
 
 
@@ -278,9 +306,10 @@ def bench_workload(name, cmd_for, a, perf):
                                 "--no-inline"], ps_txt, a.runs)
     with open(sp_json) as f:
         lines = [json.loads(l) for l in f if l.strip()]
+    kernel_names, aliases = set(), set()
     with open(ps_txt, errors="replace") as f:
-        psamples = parse_perf_script(f.read())
-    agree, total, classes, examples = compare_samples(psamples, lines)
+        psamples = parse_perf_script(f.read(), kernel_names)
+    agree, total, classes, examples = compare_samples(psamples, lines, aliases)
     res["per_sample"] = {"samples_compared": total, "identical": agree,
                          "identical_pct": round(100.0 * agree / max(total, 1), 2),
                          "differences": dict(classes), "examples": examples}
@@ -292,14 +321,16 @@ def bench_workload(name, cmd_for, a, perf):
     res["stackprov_folded"] = timed([sp, "perf-import", data, "--format", "folded", "--quiet"], sp_folded, a.runs)
     res["perf_report"] = timed([perf, "report", "-i", data, "--stdio", "--no-children", "--no-inline",
                                 "--sort", "comm", "-g", "folded,0,caller,count"], pr_txt, a.runs)
+    names = FoldedNames(aliases, kernel_names)
     with open(sp_folded) as f:
-        ours = parse_folded(f.read())
+        ours = parse_folded(f.read(), names)
     with open(pr_txt, errors="replace") as f:
-        theirs = parse_perf_report_folded(f.read())
+        theirs = parse_perf_report_folded(f.read(), names)
     same, ftotal, fexamples = compare_folded(theirs, ours)
     res["aggregated"] = {"samples": ftotal, "on_identical_stacks": same,
                          "identical_pct": round(100.0 * same / max(ftotal, 1), 2),
                          "unique_stacks": {"stackprov": len(ours), "perf_report": len(theirs)},
+                         "aliases_mapped": sorted("%s = %s" % p for p in aliases),
                          "largest_differences": fexamples}
     res["ratio_perf_report_over_stackprov"] = round(res["perf_report"]["median_s"] /
                                                     res["stackprov_folded"]["median_s"], 2)
