@@ -74,9 +74,11 @@ for m in (y or {}).get("modules", []):
             m["module"].split(" ")[0], r["addresses"], peers, r["vs_llvm_symbolizer"].get("identical_pct", 0)))
 u = load("unwind")
 if u:
-    print("  unwind     warm %.1f ns/frame: libunwind x%.2f, libdwfl x%.2f; cold: libunwind x%.2f, libdwfl x%.2f; "
-          "identical %.2f%% (libunwind %.2f%%, libdwfl %.2f%%)" % (
+    cpu = u["stackprov_warm_cpu_ns_per_frame"]
+    print("  unwind     warm %.1f ns/frame: libunwind x%.2f, libdwfl x%.2f; warm CPU time %.1f ns/frame: libunwind x%.2f, "
+          "libdwfl x%.2f; cold: libunwind x%.2f, libdwfl x%.2f; identical %.2f%% (libunwind %.2f%%, libdwfl %.2f%%)" % (
               u["stackprov_warm_ns_per_frame"], u["libunwind_over_stackprov_warm"], u["libdwfl_over_stackprov_warm"],
+              cpu, u["libunwind_warm_cpu_ns_per_frame"] / cpu, u["libdwfl_warm_cpu_ns_per_frame"] / cpu,
               u["libunwind_over_stackprov_cold"], u["libdwfl_over_stackprov_cold"], u["identical_frames_pct"],
               u["stackprov_libunwind_identical_pct"], u["stackprov_libdwfl_identical_pct"]))
 c = load("cross")
