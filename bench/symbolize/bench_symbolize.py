@@ -90,14 +90,30 @@ def sample(ranges, n, seed):
     return out
 
 
+# Every child runs under GNU time, which reports its peak RSS: a child forked from this (large)
+# Python process would count the parent's resident pages in its own ru_maxrss (Linux records the
+# pre-exec mm's high-water mark at exec), so wait4's figure would be this script's size.
+GNU_TIME = "/usr/bin/time"
+
+
+def small_parent(cmd, rss_path):
+    return [GNU_TIME, "-f", "%M", "-o", rss_path] + cmd
+
+
+def read_rss_mib(rss_path):
+    with open(rss_path) as f:
+        return int(f.read().split()[-1]) / 1024.0
+
+
 def timed(cmd, stdin_path, timeout, runs, out_path):
     """Median wall seconds and peak RSS (MiB) of `runs` runs; stdout of the last run kept in
     out_path. Raises BenchFail on a timeout, a non-zero exit or runs that print different things."""
     secs, rss, digests = [], [], set()
+    rss_path = out_path + ".rss"
     for _ in range(runs):
         with open(stdin_path) as fin, open(out_path, "wb") as fout:
             t0 = time.time()
-            p = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=subprocess.PIPE)
+            p = subprocess.Popen(small_parent(cmd, rss_path), stdin=fin, stdout=fout, stderr=subprocess.PIPE)
             deadline = t0 + timeout
             while True:
                 pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -113,7 +129,7 @@ def timed(cmd, stdin_path, timeout, runs, out_path):
             err = p.stderr.read().decode(errors="replace")
         if rc != 0:
             raise BenchFail("%s exited %d: %s" % (" ".join(cmd), rc, err[-500:]))
-        rss.append(ru.ru_maxrss / 1024.0)
+        rss.append(read_rss_mib(rss_path))
         with open(out_path, "rb") as f:
             digests.add(hashlib.sha256(f.read()).hexdigest())
     if len(digests) != 1:
@@ -226,6 +242,8 @@ def main():
     for name, cmd in peers:
         if not shutil.which(cmd[0]):
             failures.append("%s not found" % cmd[0])
+    if not os.path.exists(GNU_TIME):
+        failures.append("%s not found (Debian package time)" % GNU_TIME)
     report = {"modules": [], "runs": args.runs}
     print("bench/symbolize: median of %d runs per tool; ratio = peer / stackprov (> 1: stackprov is faster)" % args.runs)
     try:
@@ -242,7 +260,8 @@ def main():
                 path = os.path.join(args.work, "%s.%d.addrs" % (os.path.basename(obj), n))
                 with open(path, "w") as f:
                     f.write("".join("0x%x\n" % a for a in addrs))
-                r = subprocess.run([args.driver, obj, path], capture_output=True, text=True)
+                r = subprocess.run(small_parent([args.driver, obj, path], path + ".driver.rss"),
+                                   capture_output=True, text=True)
                 if r.returncode != 0:
                     raise BenchFail("bench_symbolize %s %s exited %d: %s" % (obj, path, r.returncode, r.stderr[-500:]))
                 inproc = json.loads(r.stdout)
