@@ -42,8 +42,8 @@ demo: build
 	@./$(BUILD)/bin/stackprov demo
 
 bench: build
-	@cmake --build $(BUILD) --target bench_all -j $(JOBS) 2>/dev/null || true
-	@./scripts/run-bench.sh $(BUILD)
+	cmake --build $(BUILD) --target bench_all -j $(JOBS)
+	./scripts/run-bench.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

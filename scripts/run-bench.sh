@@ -5,7 +5,8 @@
 # A benchmark folder bench/<name>/ either installs a runner, BUILD/bench/<name>/run.sh, which
 # prepares its inputs and runs the driver (it gets BUILD/bench/<name>.json as its argument), or
 # builds a binary BUILD/bin/bench_<name> that is run as `bench_<name> BUILD/bench/<name>.json`.
-# A binary whose folder has a runner is run by that runner only.
+# A binary whose folder has a runner is run by that runner only. A benchmark fails when it exits
+# non-zero (a wrong answer, a missing tool) or writes no JSON; run-bench fails when one fails.
 set -uo pipefail
 BUILD="${1:-build}"
 if [ ! -d "$BUILD" ]; then
@@ -25,7 +26,8 @@ for runner in "$BUILD"/bench/*/run.sh; do
   claimed["bench_$name"]=1
   echo "==== bench/$name ($runner)"
   start=$(date +%s)
-  if "$runner" "$BUILD/bench/$name.json"; then ran=$((ran + 1)); else failed+=("$name"); fi
+  rm -f "$BUILD/bench/$name.json"
+  if "$runner" "$BUILD/bench/$name.json" && [ -s "$BUILD/bench/$name.json" ]; then ran=$((ran + 1)); else failed+=("$name"); fi
   echo "==== bench/$name: $(( $(date +%s) - start )) s"
 done
 
@@ -41,11 +43,52 @@ for bin in "$BUILD"/bin/bench_*; do
   [ "$prefix_claimed" = 1 ] && continue
   echo "==== bench/$name ($bin)"
   start=$(date +%s)
-  if "$bin" "$BUILD/bench/$name.json"; then ran=$((ran + 1)); else failed+=("$name"); fi
+  rm -f "$BUILD/bench/$name.json"
+  if "$bin" "$BUILD/bench/$name.json" && [ -s "$BUILD/bench/$name.json" ]; then ran=$((ran + 1)); else failed+=("$name"); fi
   echo "==== bench/$name: $(( $(date +%s) - start )) s"
 done
 
 echo
-echo "run-bench: $ran benchmark(s) ran, ${#failed[@]} failed${failed:+: ${failed[*]}}"
-ls -1 "$BUILD"/bench/*.json 2>/dev/null | sed 's/^/  /'
+echo "run-bench: peer ratios (peer time / stackprov time; > 1: stackprov is faster)"
+/usr/bin/python3 - "$BUILD/bench" <<'PY' || echo "run-bench: the summary could not be printed (see the output above)"
+import json, os, sys
+d = sys.argv[1]
+def load(n):
+    p = os.path.join(d, n + ".json")
+    return json.load(open(p)) if os.path.exists(p) else None
+s = load("stack")
+for t, r in (s or {}).get("targets", {}).items():
+    print("  stack      %-22s eu-stack -m x%.2f, eu-stack -m -i -s x%.2f (with lines), gdb x%.1f; outputs %s" % (
+        t, r["ratio_eu_stack_over_stackprov"], r["ratio_eu_stack_lines_over_stackprov_lines"],
+        r["ratio_gdb_over_stackprov"], "identical" if r["compared"]["identical"] else "DIFFER"))
+p = load("perf_import")
+for w in (p or {}).get("workloads", []):
+    print("  perf       %-22s %d samples: perf script x%.2f (%.2f%% identical), perf report x%.2f (%.2f%% identical)" % (
+        w["workload"], w["samples"], w["ratio_perf_script_over_stackprov"], w["per_sample"]["identical_pct"],
+        w["ratio_perf_report_over_stackprov"], w["aggregated"]["identical_pct"]))
+y = load("symbolize")
+for m in (y or {}).get("modules", []):
+    for r in m["sizes"]:
+        peers = ", ".join("%s x%.2f" % (k, v["stackprov_speedup"]) for k, v in r["cli"].items() if "stackprov_speedup" in v)
+        print("  symbolize  %-22s %6d addresses: %s; vs llvm-symbolizer-14 %.2f%% identical" % (
+            m["module"].split(" ")[0], r["addresses"], peers, r["vs_llvm_symbolizer"].get("identical_pct", 0)))
+u = load("unwind")
+if u:
+    cpu = u["stackprov_warm_cpu_ns_per_frame"]
+    print("  unwind     warm %.1f ns/frame: libunwind x%.2f, libdwfl x%.2f; warm CPU time %.1f ns/frame: libunwind x%.2f, "
+          "libdwfl x%.2f; cold: libunwind x%.2f, libdwfl x%.2f; identical %.2f%% (libunwind %.2f%%, libdwfl %.2f%%)" % (
+              u["stackprov_warm_ns_per_frame"], u["libunwind_over_stackprov_warm"], u["libdwfl_over_stackprov_warm"],
+              cpu, u["libunwind_warm_cpu_ns_per_frame"] / cpu, u["libdwfl_warm_cpu_ns_per_frame"] / cpu,
+              u["libunwind_over_stackprov_cold"], u["libdwfl_over_stackprov_cold"], u["identical_frames_pct"],
+              u["stackprov_libunwind_identical_pct"], u["stackprov_libdwfl_identical_pct"]))
+c = load("cross")
+for a, r in (c or {}).get("arches", {}).items():
+    print("  cross      %-10s warm %.1f ns/frame (x%.2f of x86_64), cold %.1f ns/frame" % (
+        a, r["warm_ns_per_frame"], r["warm_over_x86_64"], r["cold_ns_per_frame"]))
+v = load("provenance")
+if v:
+    print("  provenance Rekor v1 verify: stackprov / bare mbedTLS floor = %.2f" % v["ratio_stackprov_over_peer_rekor_v1"])
+PY
+echo "run-bench: $ran benchmark(s) passed, ${#failed[@]} failed${failed:+: ${failed[*]}} (load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs)"
+for j in "$BUILD"/bench/*.json; do [ -e "$j" ] && echo "  $j"; done
 [ ${#failed[@]} -eq 0 ] && [ "$ran" -gt 0 ]

@@ -3,7 +3,11 @@
 // Each core is opened with sprov_process_open_core (sysroot /usr/<triple>); every thread snapshot is
 // unwound N times with one sprov_unwinder (warm: rule cache filled) and with a fresh unwinder per
 // walk (cold: empty rule cache; the context, hence its module cache, is shared). Public ABI only.
-//   bench_cross [--iters N] [--cold-iters N] [--out FILE.json] [--x86-json unwind.json]
+// Every walk must end with end_of_stack (the fixture's chain ends at _start / the thread entry),
+// and the cores of one build and mode (same fixture, same chain) must give the same number of
+// frames on every arch; otherwise the benchmark fails. The x86_64 figures are those of the
+// x86_64 cores given in the same run (nothing is read from other benchmarks).
+//   bench_cross [--iters N] [--cold-iters N] [--out FILE.json]
 //               LABEL:CORE:EXE:SYSROOT...   (SYSROOT empty: none)
 #include <stackprov/stackprov.h>
 
@@ -11,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -32,6 +35,10 @@ struct Result {
   uint64_t warm_frames = 0, cold_frames = 0;
   std::vector<std::string> cores;  // "name: N frames (stop)"
 };
+
+/// Frame counts by "<build>-<mode>" (the core's name without its arch) and arch, for the cross-arch check.
+std::map<std::string, std::map<std::string, uint64_t>> g_chain_frames;
+std::vector<std::string> g_failures;
 
 uint64_t walk(sprov_unwinder* uw, const sprov_snapshot* snap, int* stop) {
   sprov_stack* st = nullptr;
@@ -59,8 +66,20 @@ bool bench_core(const Input& in, unsigned iters, unsigned cold_iters, Result* r)
   size_t nthreads = sprov_process_thread_count(proc);
   uint64_t pass_frames = 0;
   int stop = 0;
-  for (size_t t = 0; t < nthreads; ++t) pass_frames += walk(uw, sprov_process_thread(proc, t), &stop);  // warm-up
   const char* base = strrchr(in.core.c_str(), '/');
+  const std::string core_name = base ? base + 1 : in.core;
+  if (nthreads == 0) g_failures.push_back(core_name + ": no threads");
+  for (size_t t = 0; t < nthreads; ++t) {  // warm-up, and the answers checked
+    pass_frames += walk(uw, sprov_process_thread(proc, t), &stop);
+    if (stop != SPROV_STOP_END_OF_STACK)
+      g_failures.push_back(core_name + ": thread " + std::to_string(t) + " stopped with " +
+                           sprov_stop_reason_name(stop) + ", not end_of_stack");
+  }
+  // "<label>-<build>-<mode>.core" -> "<build>-<mode>"
+  std::string key = core_name;
+  if (key.compare(0, in.label.size() + 1, in.label + "-") == 0) key = key.substr(in.label.size() + 1);
+  if (key.size() > 5 && key.compare(key.size() - 5, 5, ".core") == 0) key.resize(key.size() - 5);
+  g_chain_frames[key][in.label] = pass_frames;
   char line[512];
   snprintf(line, sizeof line, "%s: %zu thread(s), %llu frames (stop %s)", base ? base + 1 : in.core.c_str(),
            nthreads, static_cast<unsigned long long>(pass_frames), sprov_stop_reason_name(stop));
@@ -93,29 +112,11 @@ bool bench_core(const Input& in, unsigned iters, unsigned cold_iters, Result* r)
   return true;
 }
 
-/// The stackprov figures of bench/unwind's JSON (x86_64, live snapshots), as a JSON fragment.
-std::string x86_figures(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return "";
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str(), out;
-  for (const char* key : {"stackprov_warm_ns_per_frame", "stackprov_cold_ns_per_frame"}) {
-    size_t p = s.find(std::string("\"") + key + "\"");
-    if (p == std::string::npos) continue;
-    p = s.find(':', p);
-    size_t e = s.find_first_of(",}\n", p);
-    if (!out.empty()) out += ", ";
-    out += std::string("\"") + key + "\": " + s.substr(p + 1, e - p - 1);
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   unsigned iters = 20000, cold_iters = 2000;
-  std::string out, x86_json;
+  std::string out;
   std::vector<Input> inputs;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -125,8 +126,6 @@ int main(int argc, char** argv) {
       cold_iters = static_cast<unsigned>(atoi(argv[++i]));
     } else if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
-    } else if (a == "--x86-json" && i + 1 < argc) {
-      x86_json = argv[++i];
     } else {
       Input in;
       std::vector<std::string> parts;
@@ -134,7 +133,7 @@ int main(int argc, char** argv) {
       std::string p;
       while (std::getline(ss, p, ':')) parts.push_back(p);
       if (parts.size() < 3) {
-        fprintf(stderr, "usage: bench_cross [--iters N] [--cold-iters N] [--out F.json] [--x86-json F] "
+        fprintf(stderr, "usage: bench_cross [--iters N] [--cold-iters N] [--out F.json] "
                         "LABEL:CORE:EXE[:SYSROOT]...\n");
         return 2;
       }
@@ -154,17 +153,36 @@ int main(int argc, char** argv) {
     if (!results.count(in.label)) order.push_back(in.label);
     if (!bench_core(in, iters, cold_iters, &results[in.label])) ++failed;
   }
-  printf("%-10s %6s %12s %16s %16s\n", "arch", "cores", "frames/pass", "warm ns/frame", "cold ns/frame");
+  for (const auto& [key, by_arch] : g_chain_frames) {
+    if (by_arch.size() < 2) continue;
+    const uint64_t first = by_arch.begin()->second;
+    for (const auto& [arch, frames] : by_arch)
+      if (frames != first) {
+        std::string line = key + ": frame counts differ across arches:";
+        for (const auto& [a2, f2] : by_arch) line += " " + a2 + " " + std::to_string(f2);
+        g_failures.push_back(line);
+        break;
+      }
+  }
+  auto warm_of = [&](const std::string& l) {
+    const Result& r = results[l];
+    return r.warm_frames ? r.warm_ns / static_cast<double>(r.warm_frames) : 0.0;
+  };
+  auto cold_of = [&](const std::string& l) {
+    const Result& r = results[l];
+    return r.cold_frames ? r.cold_ns / static_cast<double>(r.cold_frames) : 0.0;
+  };
+  const bool have_x86 = results.count("x86_64") && warm_of("x86_64") > 0;
+  printf("%-10s %6s %12s %16s %16s %18s\n", "arch", "cores", "frames/pass", "warm ns/frame", "cold ns/frame",
+         "warm vs x86_64");
   for (const std::string& l : order) {
     Result& r = results[l];
-    double w = r.warm_frames ? r.warm_ns / static_cast<double>(r.warm_frames) : 0;
-    double c = r.cold_frames ? r.cold_ns / static_cast<double>(r.cold_frames) : 0;
-    printf("%-10s %6zu %12llu %16.1f %16.1f\n", l.c_str(), r.snapshots,
-           static_cast<unsigned long long>(r.frames_per_pass), w, c);
+    double w = warm_of(l), c = cold_of(l);
+    printf("%-10s %6zu %12llu %16.1f %16.1f %17.2fx\n", l.c_str(), r.snapshots,
+           static_cast<unsigned long long>(r.frames_per_pass), w, c, have_x86 ? w / warm_of("x86_64") : 0.0);
     for (const std::string& s : r.cores) printf("    %s\n", s.c_str());
   }
-  std::string x86 = x86_json.empty() ? "" : x86_figures(x86_json);
-  if (!x86.empty()) printf("x86_64 (bench/unwind, live snapshots): %s\n", x86.c_str());
+  for (const std::string& f : g_failures) printf("FAIL %s\n", f.c_str());
   if (!out.empty()) {
     FILE* f = fopen(out.c_str(), "w");
     if (f == nullptr) {
@@ -175,14 +193,17 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < order.size(); ++i) {
       Result& r = results[order[i]];
       fprintf(f, "%s\n    \"%s\": {\"snapshots\": %zu, \"frames_per_pass\": %llu, \"warm_ns_per_frame\": %.2f, "
-                 "\"cold_ns_per_frame\": %.2f}",
+                 "\"cold_ns_per_frame\": %.2f, \"warm_over_x86_64\": %.2f, \"cores\": [",
               i ? "," : "", order[i].c_str(), r.snapshots, static_cast<unsigned long long>(r.frames_per_pass),
-              r.warm_frames ? r.warm_ns / static_cast<double>(r.warm_frames) : 0,
-              r.cold_frames ? r.cold_ns / static_cast<double>(r.cold_frames) : 0);
+              warm_of(order[i]), cold_of(order[i]), have_x86 ? warm_of(order[i]) / warm_of("x86_64") : 0.0);
+      for (size_t k = 0; k < r.cores.size(); ++k) fprintf(f, "%s\"%s\"", k ? ", " : "", r.cores[k].c_str());
+      fprintf(f, "]}");
     }
-    fprintf(f, "\n  },\n  \"x86_64_bench_unwind\": {%s},\n  \"failed_cores\": %d\n}\n", x86.c_str(), failed);
+    fprintf(f, "\n  },\n  \"failed_cores\": %d,\n  \"failures\": [", failed);
+    for (size_t k = 0; k < g_failures.size(); ++k) fprintf(f, "%s\"%s\"", k ? ", " : "", g_failures[k].c_str());
+    fprintf(f, "]\n}\n");
     fclose(f);
     printf("wrote %s\n", out.c_str());
   }
-  return failed ? 1 : 0;
+  return failed || !g_failures.empty() ? 1 : 0;
 }

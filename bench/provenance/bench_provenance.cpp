@@ -73,8 +73,10 @@ struct Floor {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* shared = getenv("STACKPROV_SHARED_DIR");
-  std::string dir = std::string(shared ? shared : STACKPROV_SHARED_DIR_DEFAULT) + "/conformance/sigstore";
+  // The project's own copy of the public Sigstore vectors (tests/data/sigstore, README there):
+  // a clone stands alone. STACKPROV_SIGSTORE_DIR overrides it.
+  const char* vectors = getenv("STACKPROV_SIGSTORE_DIR");
+  std::string dir = vectors ? vectors : STACKPROV_SIGSTORE_DIR_DEFAULT;
   std::string out_path = argc > 1 ? argv[1] : "build/bench/provenance.json";
   std::string root_json = slurp(dir + "/trusted_root.public-good.json");
   std::string root2_json = slurp(dir + "/trusted_root.staging-rekorv2.json");
@@ -136,15 +138,19 @@ int main(int argc, char** argv) {
     for (int j = 0; j < 3; ++j) ok += mbedtls_pk_verify(&f.pk, MBEDTLS_MD_SHA256, f.h1, 32, f.s1.data(), f.s1.size()) == 0;
   double floor_us = (cpu_now() - p0) / kIters * 1e6;
   mbedtls_pk_free(&f.pk);
-  if (ok != 3 * kIters) fprintf(stderr, "bench_provenance: peer floor verification failed (%d)\n", ok);
+  if (ok != 3 * kIters) {
+    fprintf(stderr, "bench_provenance: FAIL: peer floor verification failed (%d of %d)\n", ok, 3 * kIters);
+    return 1;
+  }
 
   // Log appends.
   char tmpl[] = "/tmp/sprov-bench-XXXXXX";
   std::string tmp = mkdtemp(tmpl);
   std::string key = tmp + "/k";
-  sprov_key_generate(key.c_str(), (key + ".pub").c_str(), nullptr, 0);
+  int log_errors = 0;  // every log call must succeed, or its figure means nothing
+  log_errors += sprov_key_generate(key.c_str(), (key + ".pub").c_str(), nullptr, 0) != 0;
   sprov_tlog* log = nullptr;
-  if (sprov_tlog_init((tmp + "/log").c_str(), "bench.example/log", key.c_str(), &log) != 0) {
+  if (log_errors != 0 || sprov_tlog_init((tmp + "/log").c_str(), "bench.example/log", key.c_str(), &log) != 0) {
     fprintf(stderr, "bench_provenance: %s\n", sprov_last_error_message());
     return 1;
   }
@@ -155,7 +161,7 @@ int main(int argc, char** argv) {
     memcpy(&entry[0], &i, sizeof(i));
     const void* e[] = {entry.data()};
     size_t l[] = {entry.size()};
-    sprov_tlog_append(log, e, l, 1, nullptr);
+    log_errors += sprov_tlog_append(log, e, l, 1, nullptr) != 0;
   }
   double single_per_s = kSingle / (wall_now() - w0);
   const int kBatch = 1000, kBatches = 50;
@@ -170,20 +176,25 @@ int main(int argc, char** argv) {
   w0 = wall_now();
   for (int b = 0; b < kBatches; ++b) {
     for (int i = 0; i < kBatch; ++i) memcpy(&batch[i][8], &b, sizeof(b));
-    sprov_tlog_append(log, ptrs.data(), lens.data(), kBatch, nullptr);
+    log_errors += sprov_tlog_append(log, ptrs.data(), lens.data(), kBatch, nullptr) != 0;
   }
   double batch_per_s = double(kBatch) * kBatches / (wall_now() - w0);
-  sprov_tlog_checkpoint(log, key.c_str(), nullptr, nullptr);
+  log_errors += sprov_tlog_checkpoint(log, key.c_str(), nullptr, nullptr) != 0;
   uint64_t size = sprov_tlog_size(log);
   const int kProofs = 500;
   w0 = wall_now();
   for (int i = 0; i < kProofs; ++i) {
     char* p = nullptr;
-    sprov_tlog_prove(log, (uint64_t(i) * 7919) % size, &p, nullptr);
+    log_errors += sprov_tlog_prove(log, (uint64_t(i) * 7919) % size, &p, nullptr) != 0;
     sprov_free(p);
   }
   double prove_us = (wall_now() - w0) / kProofs * 1e6;
   sprov_tlog_free(log);
+  if (log_errors != 0 || size != uint64_t(kSingle) + uint64_t(kBatch) * kBatches) {
+    fprintf(stderr, "bench_provenance: FAIL: %d log calls failed, log size %llu: %s\n", log_errors,
+            (unsigned long long)size, sprov_last_error_message());
+    return 1;
+  }
   std::string rm = "rm -rf '" + tmp + "'";
   if (system(rm.c_str()) != 0) fprintf(stderr, "bench_provenance: could not remove %s\n", tmp.c_str());
 

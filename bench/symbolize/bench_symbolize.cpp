@@ -27,6 +27,10 @@ long peak_rss_kib() {
   return ru.ru_maxrss;
 }
 
+/// Addresses the library failed to symbolize (every address is inside a function of the
+/// module's symbol table: each must resolve); the benchmark fails when this is not 0.
+size_t g_failed = 0;
+
 /// One pass over `addrs`: every address with its whole inline chain; returns frames seen.
 size_t pass(sprov_symbolizer* sym, const char* obj, const std::vector<uint64_t>& addrs, uint32_t flags,
             uint64_t* checksum) {
@@ -35,12 +39,20 @@ size_t pass(sprov_symbolizer* sym, const char* obj, const std::vector<uint64_t>&
     struct sprov_symbol_info info;
     memset(&info, 0, sizeof(info));
     info.sz = sizeof(info);
-    if (sprov_symbolizer_addr_ex(sym, obj, a, flags, &info) != 0) continue;
+    if (sprov_symbolizer_addr_ex(sym, obj, a, flags, &info) != 0 || info.frame_count == 0 ||
+        info.resolver == SPROV_RESOLVER_NONE) {
+      if (g_failed++ == 0)
+        fprintf(stderr, "bench_symbolize: 0x%llx: %s\n", static_cast<unsigned long long>(a), sprov_last_error_message());
+      continue;
+    }
     for (uint32_t i = 0; i < info.frame_count; i++) {
       struct sprov_symbol_frame f;
       memset(&f, 0, sizeof(f));
       f.sz = sizeof(f);
-      if (sprov_symbolizer_inline_frame(sym, i, &f) != 0) break;
+      if (sprov_symbolizer_inline_frame(sym, i, &f) != 0) {
+        g_failed++;
+        break;
+      }
       *checksum += f.line + strlen(f.name) + strlen(f.file);
       frames++;
     }
@@ -100,5 +112,9 @@ int main(int argc, char** argv) {
          heap1 > heap0 ? heap1 - heap0 : 0, rss1, rss0, sum);
   sprov_symbolizer_free(sym);
   sprov_context_free(ctx);
+  if (g_failed != 0) {
+    fprintf(stderr, "bench_symbolize: FAIL: %zu lookups failed\n", g_failed);
+    return 1;
+  }
   return 0;
 }

@@ -1,7 +1,27 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # bench/symbolize driver: identical seeded address sets for stackprov (in-process and CLI), llvm-symbolizer-14, addr2line, eu-addr2line.
+"""Every CLI is run --runs times per address set (median reported) with its output kept; every
+run must exit 0 and print the same as the first. Every tool runs without demangling
+(--no-demangle; addr2line and eu-addr2line without -C): equal work, and names compared as the
+linkage names they are, not as the output of two different demanglers (libiberty's and LLVM's
+print e.g. `operator<< <T>` / `operator<<<T>`, `{lambda()#1}` / `'lambda'()`). stackprov
+symbolize's output (LLVM style, --inlines) is compared with llvm-symbolizer-14's, address by
+address; the benchmark fails on any difference except the one explicit naming class below,
+counted and reported:
+  * the number of frames, every file:line:column and every inlined function's name must be equal;
+  * the outermost function's name must be equal or, the naming class that issue 10 section 5 is
+    settling in lib/symbolize ("which of several symbols at one address names the function"):
+    both names, without symbol versions, are symbols covering the address in the module's symbol
+    tables (nm, nm -D): C1/C2 and D1/D2 pairs, identical-code-folded functions, glibc aliases,
+    two versions of one symbol (name@@V2 / name@V1).
+addr2line and eu-addr2line are timed only (their output styles differ); eu-addr2line (about
+1 ms per address) only on the sets of at most --eu-addr2line-max addresses. The in-process driver
+fails on any address the library cannot symbolize."""
 import argparse
+import collections
+import hashlib
+import statistics
 import bisect
 import json
 import os
@@ -70,26 +90,124 @@ def sample(ranges, n, seed):
     return out
 
 
-def timed(cmd, stdin_path, timeout):
-    """Wall seconds and peak RSS (MiB) of one child, stdout discarded; None on timeout/failure."""
-    with open(stdin_path) as fin, open(os.devnull, "w") as fout:
-        t0 = time.time()
-        p = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=subprocess.DEVNULL)
-        deadline = t0 + timeout
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.time() > deadline:
-                p.kill()
-                os.wait4(p.pid, 0)
-                return None
-            time.sleep(0.005)
-        secs = time.time() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        return None
-    return {"seconds": round(secs, 3), "peak_rss_mib": round(ru.ru_maxrss / 1024.0, 1)}
+# Every child runs under GNU time, which reports its peak RSS: a child forked from this (large)
+# Python process would count the parent's resident pages in its own ru_maxrss (Linux records the
+# pre-exec mm's high-water mark at exec), so wait4's figure would be this script's size.
+GNU_TIME = "/usr/bin/time"
+
+
+def small_parent(cmd, rss_path):
+    return [GNU_TIME, "-f", "%M", "-o", rss_path] + cmd
+
+
+def read_rss_mib(rss_path):
+    with open(rss_path) as f:
+        return int(f.read().split()[-1]) / 1024.0
+
+
+def timed(cmd, stdin_path, timeout, runs, out_path):
+    """Median wall seconds and peak RSS (MiB) of `runs` runs; stdout of the last run kept in
+    out_path. Raises BenchFail on a timeout, a non-zero exit or runs that print different things."""
+    secs, rss, digests = [], [], set()
+    rss_path = out_path + ".rss"
+    for _ in range(runs):
+        with open(stdin_path) as fin, open(out_path, "wb") as fout:
+            t0 = time.time()
+            p = subprocess.Popen(small_parent(cmd, rss_path), stdin=fin, stdout=fout, stderr=subprocess.PIPE)
+            deadline = t0 + timeout
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.time() > deadline:
+                    p.kill()
+                    os.wait4(p.pid, 0)
+                    raise BenchFail("%s: timeout (> %.0f s)" % (" ".join(cmd), timeout))
+                time.sleep(0.005)
+            secs.append(time.time() - t0)
+            rc = os.waitstatus_to_exitcode(status)
+            err = p.stderr.read().decode(errors="replace")
+        if rc != 0:
+            raise BenchFail("%s exited %d: %s" % (" ".join(cmd), rc, err[-500:]))
+        rss.append(read_rss_mib(rss_path))
+        with open(out_path, "rb") as f:
+            digests.add(hashlib.sha256(f.read()).hexdigest())
+    if len(digests) != 1:
+        raise BenchFail("%s: %d runs printed %d different outputs" % (" ".join(cmd), runs, len(digests)))
+    return {"runs": runs, "seconds": round(statistics.median(secs), 3), "min_seconds": round(min(secs), 3),
+            "peak_rss_mib": round(max(rss), 1)}
+
+
+class BenchFail(Exception):
+    pass
+
+
+_VERSION = re.compile(r"@@?[A-Za-z0-9_.]+$")
+
+
+def unversioned(name):
+    return _VERSION.sub("", name)
+
+
+class SymbolNames:
+    """Version-stripped FUNC names by address range, from nm and nm -D of the module files."""
+
+    def __init__(self, paths):
+        rs = []
+        for path in paths:
+            for extra in ([], ["--dynamic"]):
+                r = subprocess.run(["nm", "-S", "--defined-only"] + extra + [path], capture_output=True, text=True)
+                for line in r.stdout.splitlines():
+                    p = line.split(" ", 3)
+                    if len(p) == 4 and p[2] in ("T", "t", "W", "w", "i"):
+                        try:
+                            rs.append((int(p[0], 16), int(p[1], 16), unversioned(p[3].strip())))
+                        except ValueError:
+                            pass
+        self.ranges = sorted(set(rs))
+
+    def at(self, addr):
+        return {n for lo, size, n in self.ranges if lo <= addr < lo + max(size, 1)}
+
+
+def llvm_blocks(path):
+    with open(path, errors="replace") as f:
+        text = f.read()
+    return [b.split("\n") for b in text.strip("\n").split("\n\n")] if text.strip() else []
+
+
+def compare_llvm(ours_path, llvm_path, addrs, symbols):
+    """stackprov symbolize vs llvm-symbolizer-14 (LLVM style, --inlines), address by address."""
+    ours, theirs = llvm_blocks(ours_path), llvm_blocks(llvm_path)
+    classes, examples = collections.Counter(), []
+    if len(ours) != len(addrs) or len(theirs) != len(addrs):
+        return {"addresses": len(addrs), "failures": ["answers: stackprov %d, llvm-symbolizer-14 %d, addresses %d"
+                                                      % (len(ours), len(theirs), len(addrs))]}
+    pending = []
+    for i, (o, t) in enumerate(zip(ours, theirs)):
+        if o == t:
+            classes["identical"] += 1
+            continue
+        if len(o) != len(t) or o[1::2] != t[1::2]:
+            classes["FAIL frames or file:line:column differ"] += 1
+            examples.append((addrs[i], o, t))
+            continue
+        if o[:-2:2] != t[:-2:2]:
+            classes["FAIL inlined function name differs"] += 1
+            examples.append((addrs[i], o, t))
+            continue
+        pending.append((i, o[-2], t[-2]))
+    for i, on, tn in pending:
+        if unversioned(on) == unversioned(tn) or {unversioned(on), unversioned(tn)} <= symbols.at(addrs[i]):
+            classes["naming class: another symbol at the same address"] += 1
+            continue
+        classes["FAIL function name differs"] += 1
+        examples.append((addrs[i], ["..", on], ["..", tn]))
+    failures = ["0x%x: stackprov %s | llvm-symbolizer-14 %s" % (a, " / ".join(o), " / ".join(t))
+                for a, o, t in examples[:8]]
+    return {"addresses": len(addrs), "classes": dict(classes),
+            "identical_pct": round(100.0 * classes["identical"] / max(len(addrs), 1), 2),
+            "failures": failures if any(k.startswith("FAIL") for k in classes) else []}
 
 
 def main():
@@ -98,64 +216,102 @@ def main():
     ap.add_argument("--stackprov", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--sizes", default=os.environ.get("BENCH_SYMBOLIZE_SIZES", "10000 200000"))
-    ap.add_argument("--timeout", type=float, default=float(os.environ.get("BENCH_SYMBOLIZE_TIMEOUT", "120")))
+    ap.add_argument("--sizes", default=os.environ.get("BENCH_SYMBOLIZE_SIZES", "10000 100000"))
+    ap.add_argument("--timeout", type=float, default=float(os.environ.get("BENCH_SYMBOLIZE_TIMEOUT", "180")))
+    ap.add_argument("--eu-addr2line-max", type=int, default=10000,
+                    help="eu-addr2line only on address sets up to this size")
+    ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_SYMBOLIZE_RUNS", "3")))
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     sizes = [int(x) for x in args.sizes.split()]
     modules = []
     lsc = "/usr/lib/x86_64-linux-gnu/debug/libstdc++.so.6"
-    if os.path.exists(lsc):
-        modules.append(("libstdc++.so.6 (libstdc++6-12-dbg build)", lsc, lsc))
     py = "/usr/bin/python3.11"
-    if os.path.exists(py) and debug_file(py):
+    failures = []
+    if not os.path.exists(lsc):
+        failures.append("%s missing (libstdc++6-12-dbg)" % lsc)
+    else:
+        modules.append(("libstdc++.so.6 (libstdc++6-12-dbg build)", lsc, lsc))
+    if not os.path.exists(py) or not debug_file(py):
+        failures.append("python3.11 or its debug file missing (python3.11-dbg)")
+    else:
         modules.append(("python3.11 (+python3.11-dbg, zlib)", py, debug_file(py)))
-    if not modules:
-        print("bench/symbolize: neither libstdc++6-12-dbg nor python3.11-dbg installed")
-        return 77
-    peers = [("llvm-symbolizer-14", ["llvm-symbolizer-14", "--inlines", "--obj"]),
-             ("addr2line", ["addr2line", "-f", "-i", "-C", "-e"]),
-             ("eu-addr2line", ["eu-addr2line", "-f", "-i", "-C", "-e"])]
-    report = {"modules": []}
-    for label, obj, dwarf in modules:
-        raw = dwarf_bytes(dwarf)
-        ranges = func_ranges(dwarf)
-        mod = {"module": label, "path": obj, "dwarf_file": dwarf, "raw_dwarf_bytes": raw, "sizes": []}
-        print("== %s: raw DWARF %.1f MiB" % (label, raw / 2**20))
-        for n in sizes:
-            addrs = sample(ranges, n, seed=0x5eed + n)
-            path = os.path.join(args.work, "%s.%d.addrs" % (os.path.basename(obj), n))
-            with open(path, "w") as f:
-                f.write("".join("0x%x\n" % a for a in addrs))
-            inproc = json.loads(run([args.driver, obj, path]))
-            inproc["extra_heap_ratio_to_raw_dwarf"] = round(inproc["heap_bytes"] / max(raw, 1), 3)
-            row = {"addresses": n, "in_process": inproc, "cli": {}}
-            row["cli"]["stackprov"] = timed([args.stackprov, "symbolize", "--inlines", "--obj", obj], path, args.timeout)
-            for name, cmd in peers:
-                row["cli"][name] = timed(cmd + [obj], path, args.timeout) if shutil.which(cmd[0]) else None
-            ours = row["cli"]["stackprov"]
-            for name, r in row["cli"].items():
-                if r and ours and name != "stackprov":
-                    r["stackprov_speedup"] = round(r["seconds"] / max(ours["seconds"], 1e-9), 2)
-            mod["sizes"].append(row)
-            print("  %7d addresses: in-process first %.1f ms, warm %.3f us/addr (raw names %.3f), %.2f frames/addr, "
-                  "heap %.1f MiB = %.2fx raw DWARF, peak RSS %.0f MiB" %
-                  (n, inproc["first_address_ms"], inproc["warm_us_per_address"], inproc["warm_raw_us_per_address"],
-                   inproc["frames"] / n, inproc["heap_bytes"] / 2**20, inproc["extra_heap_ratio_to_raw_dwarf"],
-                   inproc["peak_rss_kib"] / 1024.0))
-            for name, r in row["cli"].items():
-                if r is None:
-                    print("    %-20s timeout (> %.0f s) or unavailable" % (name, args.timeout))
-                else:
+    peers = [("llvm-symbolizer-14", ["llvm-symbolizer-14", "--inlines", "--no-demangle", "--obj"]),
+             ("addr2line", ["addr2line", "-f", "-i", "-e"]),
+             ("eu-addr2line", ["eu-addr2line", "-f", "-i", "-e"])]
+    for name, cmd in peers:
+        if not shutil.which(cmd[0]):
+            failures.append("%s not found" % cmd[0])
+    if not os.path.exists(GNU_TIME):
+        failures.append("%s not found (Debian package time)" % GNU_TIME)
+    report = {"modules": [], "runs": args.runs}
+    print("bench/symbolize: median of %d runs per tool; ratio = peer / stackprov (> 1: stackprov is faster)" % args.runs)
+    try:
+        if failures:
+            raise BenchFail("; ".join(failures))
+        for label, obj, dwarf in modules:
+            raw = dwarf_bytes(dwarf)
+            ranges = func_ranges(dwarf)
+            symbols = SymbolNames(sorted({obj, dwarf}))
+            mod = {"module": label, "path": obj, "dwarf_file": dwarf, "raw_dwarf_bytes": raw, "sizes": []}
+            print("== %s: raw DWARF %.1f MiB" % (label, raw / 2**20))
+            for n in sizes:
+                addrs = sample(ranges, n, seed=0x5eed + n)
+                path = os.path.join(args.work, "%s.%d.addrs" % (os.path.basename(obj), n))
+                with open(path, "w") as f:
+                    f.write("".join("0x%x\n" % a for a in addrs))
+                r = subprocess.run(small_parent([args.driver, obj, path], path + ".driver.rss"),
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise BenchFail("bench_symbolize %s %s exited %d: %s" % (obj, path, r.returncode, r.stderr[-500:]))
+                inproc = json.loads(r.stdout)
+                inproc["extra_heap_ratio_to_raw_dwarf"] = round(inproc["heap_bytes"] / max(raw, 1), 3)
+                row = {"addresses": n, "in_process": inproc, "cli": {}}
+                outs = {}
+                base = os.path.join(args.work, "%s.%d" % (os.path.basename(obj), n))
+                outs["stackprov"] = base + ".stackprov.out"
+                row["cli"]["stackprov"] = timed([args.stackprov, "symbolize", "--inlines", "--no-demangle", "--obj", obj], path,
+                                                args.timeout, args.runs, outs["stackprov"])
+                for name, cmd in peers:
+                    if name == "eu-addr2line" and n > args.eu_addr2line_max:
+                        continue  # ~1 ms per address: minutes per run on the large set
+                    outs[name] = base + "." + name + ".out"
+                    row["cli"][name] = timed(cmd + [obj], path, args.timeout, args.runs, outs[name])
+                ours = row["cli"]["stackprov"]
+                for name, r in row["cli"].items():
+                    if name != "stackprov":
+                        r["stackprov_speedup"] = round(r["seconds"] / max(ours["seconds"], 1e-9), 2)
+                cmp = compare_llvm(outs["stackprov"], outs["llvm-symbolizer-14"], addrs, symbols)
+                row["vs_llvm_symbolizer"] = cmp
+                mod["sizes"].append(row)
+                print("  %7d addresses: in-process first %.1f ms, warm %.3f us/addr (raw names %.3f), %.2f frames/addr, "
+                      "heap %.1f MiB = %.2fx raw DWARF, peak RSS %.0f MiB" %
+                      (n, inproc["first_address_ms"], inproc["warm_us_per_address"], inproc["warm_raw_us_per_address"],
+                       inproc["frames"] / n, inproc["heap_bytes"] / 2**20, inproc["extra_heap_ratio_to_raw_dwarf"],
+                       inproc["peak_rss_kib"] / 1024.0))
+                for name, r in row["cli"].items():
                     print("    %-20s %8.3f s %8.1f MiB%s" % (name, r["seconds"], r["peak_rss_mib"],
-                          ("   stackprov %.2fx faster" % r["stackprov_speedup"]) if "stackprov_speedup" in r else ""))
-        report["modules"].append(mod)
+                          ("   ratio x%.2f" % r["stackprov_speedup"]) if "stackprov_speedup" in r else ""))
+                print("    output vs llvm-symbolizer-14: %.2f%% identical; %s" % (
+                    cmp.get("identical_pct", 0.0),
+                    ", ".join("%s %d" % kv for kv in sorted(cmp.get("classes", {}).items()) if kv[0] != "identical")
+                    or "no differences"))
+                for f in cmp["failures"]:
+                    print("    FAIL " + f)
+                    failures.append("%s, %d addresses: %s" % (label, n, f))
+            report["modules"].append(mod)
+    except BenchFail as e:
+        failures.append(str(e))
     report["targets"] = {"warm_us_per_address_max": 1.0, "extra_heap_ratio_max": 0.5,
                          "cli_faster_than": "llvm-symbolizer-14"}
+    report["failures"] = failures
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
     print("wrote %s" % args.out)
+    if failures:
+        print("bench/symbolize: FAIL\n  " + "\n  ".join(failures))
+        return 1
     return 0
 
 

@@ -27,11 +27,13 @@ const Dwfl_Callbacks kCallbacks = {
     nullptr,       // debuginfo_path
 };
 
-/// One Dwfl per process (group); `current` is the snapshot being unwound.
+/// One Dwfl per process (group); `current` is the snapshot being unwound and
+/// `mem` its reader for this walk (PeerMemory: the same reader as stackprov's).
 struct DwflGroup {
   Dwfl* dwfl = nullptr;
   const SnapshotSet* set = nullptr;
   const Snapshot* current = nullptr;
+  PeerMemory* mem = nullptr;
 };
 
 pid_t next_thread(Dwfl*, void* dwfl_arg, void** thread_argp) {
@@ -47,7 +49,7 @@ bool get_thread(Dwfl*, pid_t tid, void* dwfl_arg, void** thread_argp) {
 
 bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* dwfl_arg) {
   auto* g = static_cast<DwflGroup*>(dwfl_arg);
-  return g->set->read(*g->current, addr, result, sizeof *result);
+  return g->mem->read(addr, result, sizeof *result);
 }
 
 bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
@@ -94,8 +96,11 @@ class LibdwflPeer final : public Peer {
     DwflGroup& g = groups_[s.group];
     if (g.dwfl == nullptr && !attach(g, set_.groups()[s.group])) return 0;
     g.current = &s;
+    PeerMemory mem(set_.groups()[s.group], s);  // one reader per walk, as stackprov's
+    g.mem = &mem;
     FrameSink sink{pcs, max, 0};
     int rc = dwfl_getthread_frames(g.dwfl, kTid, on_frame, &sink);
+    g.mem = nullptr;
     last_err_ = rc == 0 ? "end" : dwfl_errmsg(-1);
     return sink.n;
   }

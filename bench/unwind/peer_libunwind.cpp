@@ -20,6 +20,7 @@ namespace {
 struct CursorArg {
   const SnapshotSet* set;
   const Snapshot* snap;
+  PeerMemory* mem;  // this walk's reader: the same reader as stackprov's (see PeerMemory)
 };
 
 int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need_unwind_info,
@@ -53,7 +54,7 @@ int get_dyn_info_list_addr(unw_addr_space_t, unw_word_t*, void*) { return -UNW_E
 int access_mem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, void* arg) {
   if (write) return -UNW_EINVAL;
   auto* a = static_cast<CursorArg*>(arg);
-  return a->set->read(*a->snap, addr, val, sizeof *val) ? 0 : -UNW_EINVAL;
+  return a->mem->read(addr, val, sizeof *val) ? 0 : -UNW_EINVAL;
 }
 
 int access_reg(unw_addr_space_t, unw_regnum_t reg, unw_word_t* val, int write, void* arg) {
@@ -103,7 +104,8 @@ class LibunwindPeer final : public Peer {
       if (as == nullptr) return 0;
       unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
     }
-    CursorArg arg{&set_, &s};
+    PeerMemory mem(set_.groups()[s.group], s);  // one reader per walk, as stackprov's
+    CursorArg arg{&set_, &s, &mem};
     unw_cursor_t c;
     if (unw_init_remote(&c, as, &arg) != 0) return 0;
     size_t n = 0;

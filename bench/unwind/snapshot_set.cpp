@@ -130,30 +130,18 @@ bool SnapshotSet::load_file(const std::string& path, size_t limit) {
       fclose(f);
       return false;
     }
+    auto internal = stackprov::memory::deserialize(buf.data(), len);
+    if (!internal.ok()) {
+      fprintf(stderr, "%s: %s\n", path.c_str(), internal.error().message.c_str());
+      sprov_snapshot_free(s.snap);
+      fclose(f);
+      return false;
+    }
+    s.mem = std::make_unique<stackprov::memory::Snapshot>(std::move(internal).value());
     s.source = src;
     s.category.assign(cat, n);
     for (int r = 0; r < kNumRegs; r++)
       if (sprov_snapshot_reg(s.snap, static_cast<uint32_t>(r), &s.regs[r]) == 0) s.reg_mask |= 1u << r;
-
-    // The stack copy: the largest readable run from sp (doubling probe, then bisection).
-    uint64_t sp = s.regs[kRegSp];
-    uint8_t byte;
-    uint64_t good = 0, bad = 4096;
-    if (sprov_snapshot_read_memory(s.snap, sp, &byte, 1) == 0) {
-      good = 1;
-      while (sprov_snapshot_read_memory(s.snap, sp + bad - 1, &byte, 1) == 0) {
-        good = bad;
-        bad *= 2;
-      }
-      while (bad - good > 1) {
-        uint64_t mid = good + (bad - good) / 2;
-        if (sprov_snapshot_read_memory(s.snap, sp + mid - 1, &byte, 1) == 0) good = mid;
-        else bad = mid;
-      }
-      s.stack.resize(good);
-      if (sprov_snapshot_read_memory(s.snap, sp, s.stack.data(), good) != 0) s.stack.clear();
-      s.stack_lo = sp;
-    }
 
     // Group key: the placed module list.
     std::string key;
@@ -221,24 +209,22 @@ bool SnapshotSet::place_modules() {
   return true;
 }
 
-bool SnapshotSet::read(const Snapshot& s, uint64_t addr, void* out, size_t len) const {
-  if (addr >= s.stack_lo && addr - s.stack_lo <= s.stack.size() &&
-      s.stack.size() - (addr - s.stack_lo) >= len) {
-    memcpy(out, s.stack.data() + (addr - s.stack_lo), len);
+bool PeerMemory::read_module(uint64_t addr, void* out, size_t len) {
+  const Segment* seg = hit_;
+  if (seg == nullptr || addr < seg->lo || addr >= seg->hi) {
+    seg = group_->find(addr);
+    if (seg == nullptr) return false;
+    hit_ = seg;
+  }
+  if (seg->hi - addr < len) return false;
+  const uint64_t off = addr - seg->lo;
+  if (off + len <= seg->filesz) {
+    memcpy(out, seg->data + off, len);
     return true;
   }
-  const Segment* seg = groups_[s.group].find(addr);
-  if (seg != nullptr && seg->hi - addr >= len) {
-    uint64_t off = addr - seg->lo;
-    if (off + len <= seg->filesz) {
-      memcpy(out, seg->data + off, len);
-      return true;
-    }
-    uint8_t* o = static_cast<uint8_t*>(out);
-    for (size_t i = 0; i < len; i++) o[i] = off + i < seg->filesz ? seg->data[off + i] : 0;
-    return true;
-  }
-  return sprov_snapshot_read_memory(s.snap, addr, out, len) == 0;
+  auto* o = static_cast<uint8_t*>(out);  // past p_filesz: .bss reads as 0
+  for (size_t i = 0; i < len; i++) o[i] = off + i < seg->filesz ? seg->data[off + i] : 0;
+  return true;
 }
 
 }  // namespace bench_unwind

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// bench/unwind: snapshots loaded through the public ABI, plus the plain memory view the peers read.
+// bench/unwind: snapshots loaded through the public ABI, plus the memory view the peers read (stackprov's own reader).
 #ifndef STACKPROV_BENCH_UNWIND_SNAPSHOT_SET_HPP
 #define STACKPROV_BENCH_UNWIND_SNAPSHOT_SET_HPP
 
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "memory/snapshot.hpp"  // stackprov::memory::{Snapshot, SnapshotReader}: what our unwinder reads
 #include "stackprov/stackprov.h"
 
 namespace bench_unwind {
@@ -78,14 +79,47 @@ struct Group {
 };
 
 struct Snapshot {
-  sprov_snapshot* snap = nullptr;
+  sprov_snapshot* snap = nullptr;  // what stackprov unwinds (public ABI)
+  /// The same bytes deserialized into the library's own representation: the
+  /// peers' memory reads go through it (see PeerMemory).
+  std::unique_ptr<stackprov::memory::Snapshot> mem;
   int source = 0;  // kSnapSourceNative / kSnapSourcePython
   std::string category;
   size_t group = 0;
   uint64_t regs[kNumRegs] = {};
   uint32_t reg_mask = 0;
-  uint64_t stack_lo = 0;  // a plain copy of the captured stack [stack_lo, stack_lo + size)
-  std::vector<uint8_t> stack;
+};
+
+/// Target memory as a peer reads it during one walk. Fairness: stackprov's
+/// unwinder reads the stack (and every other captured byte: the vDSO, ...)
+/// through one stackprov::memory::SnapshotReader per walk, over the snapshot's
+/// sorted memory regions (an inline last-region-hit check, then a binary
+/// search). A peer's memory callback does exactly the same: one SnapshotReader
+/// per walk over the same deserialized regions, the same class, so a stack read
+/// costs a peer what it costs us. Only what is not captured memory falls
+/// through to the module files: nongnu libunwind in remote mode reads
+/// .eh_frame_hdr and .eh_frame through its access_mem callback, which stackprov
+/// (and libdwfl) read from their own mapping of the module file without any
+/// reader; those reads pay one failed SnapshotReader lookup (a binary search
+/// over a handful of regions) before the module's segment lookup (itself with
+/// a last-hit hint, like SnapshotReader). Earlier versions kept a private flat
+/// copy of the stack for the peers and sent the remaining reads through the C
+/// ABI (sprov_snapshot_read_memory, which formats an error message on a miss):
+/// cheaper stack reads than ours, much dearer misses.
+class PeerMemory {
+ public:
+  PeerMemory(const Group& g, const Snapshot& s) : group_(&g), reader_(*s.mem) {}
+  bool read(uint64_t addr, void* out, size_t len) {
+    if (reader_.read(addr, out, len)) return true;
+    return read_module(addr, out, len);
+  }
+
+ private:
+  bool read_module(uint64_t addr, void* out, size_t len);
+
+  const Group* group_;
+  stackprov::memory::SnapshotReader reader_;
+  const Segment* hit_ = nullptr;
 };
 
 /// All snapshots of the input files, deserialized once, grouped by module list.
@@ -101,10 +135,6 @@ class SnapshotSet {
   const std::vector<Snapshot>& snapshots() const { return snaps_; }
   std::vector<Group>& groups() { return groups_; }
   const std::vector<Group>& groups() const { return groups_; }
-
-  /// Reads target memory as a peer sees it: the stack copy, then module bytes,
-  /// then the rest of the snapshot's memory (vDSO). Word-sized reads are the common case.
-  bool read(const Snapshot& s, uint64_t addr, void* out, size_t len) const;
 
  private:
   std::vector<Snapshot> snaps_;

@@ -1,0 +1,411 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# bench/perf_import driver: stackprov perf-import vs perf script (per sample) and perf report (aggregated), equal work, outputs compared.
+"""For each workload (the two-thread C fixture, python3.11 running fib) one perf.data is recorded
+in the benchmark run (`perf record -e cpu-clock -F HZ --call-graph dwarf,8192`), re-recorded
+longer until it holds at least --min-samples samples (perf script's count). Then, each timed
+--runs times (median reported), the outputs of the timed runs kept:
+
+  per sample   stackprov perf-import --format json (JSON Lines, one object per sample)
+               vs perf script -F comm,tid,time,ip,sym,symoff,dso --no-inline
+  aggregated   stackprov perf-import --format folded (one line per unique stack + count)
+               vs perf report --stdio --no-children --no-inline --sort comm -g folded,0,caller,count
+               (perf aggregates every sample's call chain per command: the same folded stacks)
+
+Both pairs do the same work: read perf.data, unwind every sample's copied stack with DWARF CFI,
+symbolize every frame, write the result. The outputs are compared: per sample, frame by frame
+(user frames; module-relative pc and function name, as tests/integration/perf does); aggregated,
+stack by stack (count of each `comm;root;...;leaf` after normalising symbol versions, aliases
+seen at one symbol start in the per-sample comparison, and kernel names, which stackprov prints
+as [unknown]: see FoldedNames). A pair
+whose agreement is below --min-agree percent of the samples fails the benchmark, as does any
+tool that exits non-zero. Ratios are peer time / stackprov time (> 1: stackprov is faster)."""
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+PY_WORK = r"""
+import sys, time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def work(seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        fib(20)
+work(float(sys.argv[1]))
+"""
+
+
+class BenchFail(Exception):
+    pass
+
+
+def run_checked(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    if r.returncode != 0:
+        raise BenchFail("%s exited %d: %s" % (" ".join(cmd), r.returncode,
+                                              r.stderr.decode(errors="replace")[-800:]))
+    return r
+
+
+def timed(cmd, out_path, runs):
+    """Median/min wall seconds of `runs` runs of cmd, stdout to out_path (kept from the last run)."""
+    times = []
+    for _ in range(runs):
+        with open(out_path, "wb") as out:
+            t0 = time.perf_counter()
+            r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE)
+            dt = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise BenchFail("%s exited %d: %s" % (" ".join(cmd), r.returncode,
+                                                  r.stderr.decode(errors="replace")[-800:]))
+        times.append(dt)
+    return {"runs": runs, "median_s": round(statistics.median(times), 4), "min_s": round(min(times), 4),
+            "max_s": round(max(times), 4)}
+
+
+# ------------------------------------------------------------------ per-sample comparison
+
+
+def strip_version(name):
+    return re.sub(r"@+[A-Za-z0-9_.]+$", "", name) if name else name
+
+
+def parse_perf_script(text, kernel_names=None):
+    """{(tid, time_us): [(addr, sym, dso, sym_start)...]} user frames only, leaf first; the
+    names of kernel frames go to kernel_names."""
+    samples = {}
+    cur = None
+    for line in text.splitlines():
+        if not line.strip():
+            cur = None
+            continue
+        if not line.startswith(("\t", " ")):
+            m = re.match(r"^(.*?)\s+(\d+)\s+(\d+)\.(\d{6}):", line)
+            if not m:
+                cur = None
+                continue
+            key = (int(m.group(2)), int(m.group(3)) * 1000000 + int(m.group(4)))
+            cur = samples.setdefault(key, [])
+            continue
+        if cur is None:
+            continue
+        m = re.match(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$", line)
+        if not m:
+            continue
+        addr, sym, dso = int(m.group(1), 16), m.group(2), m.group(3)
+        start = None
+        sm = re.match(r"^(.*)\+0x([0-9a-f]+)$", sym)
+        if sm:
+            sym, start = sm.group(1), addr - int(sm.group(2), 16)
+        if dso.startswith("[kernel"):
+            if kernel_names is not None:
+                kernel_names.add(sym)
+            continue
+        cur.append((addr, sym, dso, start))
+    return samples
+
+
+_DELTA = {}
+
+
+def perf_addr_delta(path):
+    """perf script prints ET_EXEC addresses relative to the mapping (file offsets); stackprov's
+    module_offset is the link-time address. Their difference is p_vaddr - p_offset of the text
+    segment (0 for ET_DYN)."""
+    if path not in _DELTA:
+        d = 0
+        try:
+            with open(path, "rb") as f:
+                h = f.read(64)
+                if h[:4] == b"\x7fELF" and struct.unpack_from("<H", h, 16)[0] == 2:  # ET_EXEC
+                    phoff, = struct.unpack_from("<Q", h, 32)
+                    phentsize, phnum = struct.unpack_from("<HH", h, 54)
+                    f.seek(phoff)
+                    ph = f.read(phentsize * phnum)
+                    for i in range(phnum):
+                        ptype, flags, off, vaddr = struct.unpack_from("<IIQQ", ph, i * phentsize)
+                        if ptype == 1 and flags & 1:
+                            d = vaddr - off
+                            break
+        except OSError:
+            pass
+        _DELTA[path] = d
+    return _DELTA[path]
+
+
+def stackprov_frames(obj):
+    out = []
+    for i, f in enumerate(x for x in obj["frames"] if x["method"] != "kernel"):
+        off = int(f["module_offset"], 16)
+        exact = i == 0 or f["method"] == "signal"  # perf prints the caller's return address - 1
+        start = int(f["symbol_start"], 16) if f.get("symbol_start") else None
+        delta = perf_addr_delta(f["module"]) if f["module"] else 0
+        out.append(((off if exact else off - 1) - delta, f["function"], f["module"],
+                    start - delta if start is not None else None))
+    return out
+
+
+def compare_samples(perf_samples, sp_lines, aliases):
+    """Samples whose user frames are identical (pc and name, frame by frame); difference classes.
+    Pairs of names that perf and stackprov give one symbol (same start address) go to aliases."""
+    classes, examples = collections.Counter(), []
+    agree = 0
+    by_key = {(o["tid"], o["time"] // 1000): o for o in sp_lines}
+    for key, pframes in perf_samples.items():
+        o = by_key.get(key)
+        if o is None:
+            classes["sample missing in stackprov"] += 1
+            continue
+        sframes = stackprov_frames(o)
+        why = None
+        for i in range(max(len(pframes), len(sframes))):
+            if i >= len(pframes):
+                why = "stackprov deeper than perf"
+            elif i >= len(sframes):
+                why = "perf deeper than stackprov (stop: %s)" % o.get("stop_reason")
+            else:
+                pa, ps, pd, pstart = pframes[i]
+                sa, sn, sd, sstart = sframes[i]
+                if pd.startswith("/") and pa != sa:
+                    why = "pc differs"
+                elif strip_version(ps) != strip_version(sn or "[unknown]"):
+                    if pstart is not None and pstart == sstart:
+                        classes["(agrees) alias of the same symbol"] += 1
+                        aliases.add((strip_version(ps), strip_version(sn)))
+                    else:
+                        why = "function name differs"
+            if why:
+                classes[why] += 1
+                if len(examples) < 5:
+                    examples.append("tid %d time %d frame %d: perf %s vs stackprov %s (%s)" % (
+                        key[0], key[1], i,
+                        "%#x %s (%s)" % pframes[i][:3] if i < len(pframes) else "-",
+                        "%#x %s (%s)" % sframes[i][:3] if i < len(sframes) else "-", why))
+                break
+        if why is None:
+            agree += 1
+    extra = len(set(by_key) - set(perf_samples))
+    if extra:
+        classes["sample missing in perf script"] += extra
+    return agree, len(perf_samples), classes, examples
+
+
+# ------------------------------------------------------------------ aggregated comparison
+
+
+def norm_folded_name(name):
+    return strip_version(name.strip())
+
+
+class FoldedNames:
+    """Known naming classes between perf and stackprov in folded stacks, each checked elsewhere:
+    - aliases: two names of one symbol (same start address in the per-sample comparison, e.g.
+      perf's clone3 and stackprov's __clone3): both map to perf's name;
+    - kernel frames: stackprov does not symbolize kernel addresses and prints [unknown]; perf's
+      kernel names (those perf script printed with a [kernel.*] dso) map to [unknown], so that
+      the number and place of kernel frames are still compared."""
+
+    def __init__(self, aliases, kernel_names):
+        self.ours = {b: a for a, b in aliases}
+        self.kernel = set(kernel_names)
+
+    def perf(self, name):
+        n = norm_folded_name(name)
+        return "[unknown]" if n in self.kernel else n
+
+    def stackprov(self, name):
+        n = norm_folded_name(name)
+        return self.ours.get(n, n)
+
+
+def parse_perf_report_folded(text, names):
+    """perf report --sort comm -g folded,0,caller,count: {comm;root;...;leaf: count}."""
+    out = collections.Counter()
+    comm = None
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = re.match(r"^\s+[0-9.]+%\s+(.+?)\s*$", line)
+        if m:
+            comm = m.group(1)
+            continue
+        m = re.match(r"^(\d+) (.*)$", line)
+        if m and comm is not None:
+            frames = [names.perf(x) for x in m.group(2).split(";")]
+            out[";".join([comm] + frames)] += int(m.group(1))
+    return out
+
+
+def parse_folded(text, names):
+    out = collections.Counter()
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        stack, _, n = line.rpartition(" ")
+        parts = stack.split(";")
+        out[";".join([parts[0]] + [names.stackprov(x) for x in parts[1:]])] += int(n)
+    return out
+
+
+def compare_folded(perf, ours):
+    """Samples on identical stacks (sum over stacks of the smaller count) and the largest differences."""
+    same = sum(min(n, ours.get(k, 0)) for k, n in perf.items())
+    total = max(sum(perf.values()), sum(ours.values()))
+    diffs = sorted(((abs(perf.get(k, 0) - ours.get(k, 0)), k) for k in set(perf) | set(ours)), reverse=True)
+    examples = ["%s: perf report %d, stackprov %d" % (k, perf.get(k, 0), ours.get(k, 0))
+                for d, k in diffs[:5] if d]
+    return same, total, examples
+
+
+# ------------------------------------------------------------------ workloads
+
+
+def count_samples(perf, data):
+    r = run_checked([perf, "script", "-i", data, "-F", "tid"])
+    return sum(1 for l in r.stdout.splitlines() if l.strip())
+
+
+def record(perf, data, cmd_for, seconds, hz, min_samples):
+    """Records cmd_for(seconds); re-records longer until the file holds min_samples samples."""
+    for attempt in range(4):
+        run_checked([perf, "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph", "dwarf,8192",
+                     "-o", data, "--"] + cmd_for(seconds))
+        n = count_samples(perf, data)
+        print("  recorded %d samples in %.1f s of workload (-F %d)" % (n, seconds, hz), flush=True)
+        if n >= min_samples:
+            return n, seconds
+        seconds = min(60.0, seconds * max(1.3, 1.25 * min_samples / max(n, 1)))
+    raise BenchFail("perf record: fewer than %d samples after 4 attempts" % min_samples)
+
+
+def bench_workload(name, cmd_for, a, perf):
+    print("== %s" % name, flush=True)
+    w = os.path.join(a.work, name)
+    os.makedirs(w, exist_ok=True)
+    data = os.path.join(w, "perf.data")
+    samples, seconds = record(perf, data, cmd_for, a.seconds, a.hz, a.min_samples)
+    sp = a.stackprov
+    # Untimed warm-up of each tool: page cache, perf's build-id cache, debug files.
+    run_checked([sp, "perf-import", data, "--format", "none", "--quiet"])
+    run_checked([perf, "script", "-i", data, "-F", "tid", "--no-inline"])
+    res = {"workload": name, "samples": samples, "workload_seconds": round(seconds, 2), "frequency_hz": a.hz}
+
+    # Per sample.
+    sp_json, ps_txt = os.path.join(w, "stackprov.jsonl"), os.path.join(w, "perf_script.txt")
+    res["stackprov_json"] = timed([sp, "perf-import", data, "--format", "json", "--quiet"], sp_json, a.runs)
+    res["perf_script"] = timed([perf, "script", "-i", data, "-F", "comm,tid,time,ip,sym,symoff,dso",
+                                "--no-inline"], ps_txt, a.runs)
+    with open(sp_json) as f:
+        lines = [json.loads(l) for l in f if l.strip()]
+    kernel_names, aliases = set(), set()
+    with open(ps_txt, errors="replace") as f:
+        psamples = parse_perf_script(f.read(), kernel_names)
+    agree, total, classes, examples = compare_samples(psamples, lines, aliases)
+    res["per_sample"] = {"samples_compared": total, "identical": agree,
+                         "identical_pct": round(100.0 * agree / max(total, 1), 2),
+                         "differences": dict(classes), "examples": examples}
+    res["ratio_perf_script_over_stackprov"] = round(res["perf_script"]["median_s"] /
+                                                    res["stackprov_json"]["median_s"], 2)
+
+    # Aggregated.
+    sp_folded, pr_txt = os.path.join(w, "stackprov.folded"), os.path.join(w, "perf_report.txt")
+    res["stackprov_folded"] = timed([sp, "perf-import", data, "--format", "folded", "--quiet"], sp_folded, a.runs)
+    res["perf_report"] = timed([perf, "report", "-i", data, "--stdio", "--no-children", "--no-inline",
+                                "--sort", "comm", "-g", "folded,0,caller,count"], pr_txt, a.runs)
+    names = FoldedNames(aliases, kernel_names)
+    with open(sp_folded) as f:
+        ours = parse_folded(f.read(), names)
+    with open(pr_txt, errors="replace") as f:
+        theirs = parse_perf_report_folded(f.read(), names)
+    same, ftotal, fexamples = compare_folded(theirs, ours)
+    res["aggregated"] = {"samples": ftotal, "on_identical_stacks": same,
+                         "identical_pct": round(100.0 * same / max(ftotal, 1), 2),
+                         "unique_stacks": {"stackprov": len(ours), "perf_report": len(theirs)},
+                         "aliases_mapped": sorted("%s = %s" % p for p in aliases),
+                         "largest_differences": fexamples}
+    res["ratio_perf_report_over_stackprov"] = round(res["perf_report"]["median_s"] /
+                                                    res["stackprov_folded"]["median_s"], 2)
+
+    print("  per sample: stackprov --format json %.3f s, perf script %.3f s -> x%.2f; identical samples %.2f%%"
+          % (res["stackprov_json"]["median_s"], res["perf_script"]["median_s"],
+             res["ratio_perf_script_over_stackprov"], res["per_sample"]["identical_pct"]), flush=True)
+    for k, n in classes.most_common():
+        print("    %6d  %s" % (n, k))
+    for e in examples:
+        print("    e.g. " + e)
+    print("  aggregated: stackprov --format folded %.3f s, perf report %.3f s -> x%.2f; samples on identical "
+          "stacks %.2f%%" % (res["stackprov_folded"]["median_s"], res["perf_report"]["median_s"],
+                             res["ratio_perf_report_over_stackprov"], res["aggregated"]["identical_pct"]),
+          flush=True)
+    for e in fexamples:
+        print("    e.g. " + e)
+    failures = []
+    if res["per_sample"]["identical_pct"] < a.min_agree:
+        failures.append("%s: per-sample agreement with perf script %.2f%% < %.2f%%" %
+                        (name, res["per_sample"]["identical_pct"], a.min_agree))
+    if res["aggregated"]["identical_pct"] < a.min_agree:
+        failures.append("%s: folded agreement with perf report %.2f%% < %.2f%%" %
+                        (name, res["aggregated"]["identical_pct"], a.min_agree))
+    res["passed"] = not failures
+    return res, failures
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--fixture", required=True)
+    ap.add_argument("--python311", default="/usr/bin/python3.11")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_PERF_RUNS", "3")))
+    ap.add_argument("--hz", type=int, default=int(os.environ.get("BENCH_PERF_HZ", "10000")))
+    ap.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_PERF_SECONDS", "3")))
+    ap.add_argument("--min-samples", type=int, default=20000)
+    ap.add_argument("--min-agree", type=float, default=99.0)
+    a = ap.parse_args()
+    perf = shutil.which("perf")
+    for what, path in (("perf (linux-perf)", perf), ("stackprov", a.stackprov), ("fixture", a.fixture),
+                       ("python3.11", a.python311)):
+        if not path or not os.path.exists(path):
+            print("bench/perf_import: FAIL: %s not found" % what)
+            return 1
+    os.makedirs(a.work, exist_ok=True)
+    script = os.path.join(a.work, "work.py")
+    with open(script, "w") as f:
+        f.write(PY_WORK)
+    workloads = [("native-2-threads", lambda s: [a.fixture, "%.2f" % s]),
+                 ("python3.11-fib", lambda s: [a.python311, script, "%.2f" % s])]
+    print("bench/perf_import: median of %d runs, ratio = peer / stackprov (> 1: stackprov is faster)" % a.runs)
+    results, failures = [], []
+    try:
+        for name, cmd_for in workloads:
+            r, f = bench_workload(name, cmd_for, a, perf)
+            results.append(r)
+            failures += f
+    except BenchFail as e:
+        failures.append(str(e))
+    doc = {"benchmark": "perf_import", "unit": "s wall time per invocation (median of runs)",
+           "host": {"cpus": os.cpu_count(), "loadavg": os.getloadavg()},
+           "min_agree_pct": a.min_agree, "workloads": results, "failures": failures}
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print("bench/perf_import: wrote %s" % a.out)
+    if failures:
+        print("bench/perf_import: FAIL\n  " + "\n  ".join(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
