@@ -42,6 +42,36 @@ Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<Ma
   return st;
 }
 
+/// Copies the calling process's own memory (a mapped range: the caller checked it against
+/// /proc/self/maps) without sanitizer instrumentation. A stack copy spans other frames' ASan
+/// redzones and variables other threads may write; neither is an error here (the unwinder
+/// reads only saved registers and return addresses from the copy). Word-sized volatile reads
+/// keep the compiler from turning the loop into an (intercepted) memcpy.
+__attribute__((no_sanitize("address", "thread"))) std::vector<uint8_t> copy_own_memory(uint64_t addr,
+                                                                                      size_t len) {
+  std::vector<uint8_t> out(len);
+  uint8_t* dst = out.data();
+  size_t i = 0;
+  if ((addr & (sizeof(uintptr_t) - 1)) == 0) {
+    const volatile uintptr_t* words = reinterpret_cast<const volatile uintptr_t*>(static_cast<uintptr_t>(addr));
+    for (; i + sizeof(uintptr_t) <= len; i += sizeof(uintptr_t)) {
+      const uintptr_t w = words[i / sizeof(uintptr_t)];
+      std::memcpy(dst + i, &w, sizeof(w));
+    }
+  }
+  const volatile uint8_t* bytes = reinterpret_cast<const volatile uint8_t*>(static_cast<uintptr_t>(addr));
+  for (; i < len; i++) dst[i] = bytes[i];
+  return out;
+}
+
+Status add_own_memory(memory::Snapshot& s, uint64_t addr, uint64_t len) {
+  if (len == 0 || len > (uint64_t{1} << 30))
+    return make_error(SPROV_ERR_INVALID_ARG, "own memory region 0x%llx+0x%llx is empty or too large",
+                      static_cast<unsigned long long>(addr), static_cast<unsigned long long>(len));
+  const std::vector<uint8_t> bytes = copy_own_memory(addr, static_cast<size_t>(len));
+  return s.add_memory(addr, bytes.data(), bytes.size());
+}
+
 }  // namespace
 
 /// Called by the arch's sprov_snapshot_capture_self trampoline (arch/<isa>/capture.cpp)
@@ -97,7 +127,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
       return fail(make_error(SPROV_ERR_CAPTURE, "sp 0x%llx is not in any mapping",
                              static_cast<unsigned long long>(sp)));
     uint64_t end = std::min<uint64_t>(sp_map->end, sp + max_bytes);
-    if (Status st = s.add_memory(sp, reinterpret_cast<const void*>(sp), end - sp); !st.ok())
+    if (Status st = add_own_memory(s, sp, end - sp); !st.ok())
       return fail(st.error());
     // On an alternate signal stack, also copy the top of the thread's own stack,
     // where the interrupted frames are.
@@ -112,7 +142,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
         uint64_t from = std::max<uint64_t>(reinterpret_cast<uint64_t>(lo), top - std::min<uint64_t>(size, max_bytes));
         for (const MapsEntry& e : maps.value())  // only the mapped part
           if (top > e.start && top <= e.end) from = std::max(from, e.start);
-        if (Status st = s.add_memory(from, reinterpret_cast<const void*>(from), top - from); !st.ok())
+        if (Status st = add_own_memory(s, from, top - from); !st.ok())
           ctx->ctx.log(SPROV_LOG_WARN, "thread stack copy skipped: %s", st.error().message.c_str());
       }
     }
@@ -122,8 +152,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
       // (mov x8,#139; svc #0 / li v0,4119; syscall) on one instead of in a vDSO.
       const bool anon_code = e.path.empty() && e.readable && e.executable && e.end - e.start <= (64u << 10);
       if ((e.path == "[vdso]" || anon_code) && e.end - e.start <= (1u << 20)) {
-        if (Status st = s.add_memory(e.start, reinterpret_cast<const void*>(e.start), e.end - e.start);
-            !st.ok())
+        if (Status st = add_own_memory(s, e.start, e.end - e.start); !st.ok())
           ctx->ctx.log(SPROV_LOG_WARN, "vdso copy skipped: %s", st.error().message.c_str());
       }
     }

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,11 +40,29 @@ const char* harness_init(int argc, char** argv) {
   return g_mode;
 }
 
+/* Under ASan/TSan (make test-sanitize) backtrace() is intercepted: its first entries are in the
+ * sanitizer runtime, not in probe_capture. Drop them so that entry i is frame i again. */
+static void drop_sanitizer_frames(void) {
+  int skip = 0;
+  while (skip < g_probe.bt_n) {
+    Dl_info info;
+    if (dladdr(g_probe.bt[skip], &info) == 0 || info.dli_fname == NULL ||
+        (strstr(info.dli_fname, "/libasan.") == NULL && strstr(info.dli_fname, "/libtsan.") == NULL &&
+         strstr(info.dli_fname, "/libubsan.") == NULL))
+      break;
+    skip++;
+  }
+  if (skip == 0) return;
+  memmove(g_probe.bt, g_probe.bt + skip, (size_t)(g_probe.bt_n - skip) * sizeof(g_probe.bt[0]));
+  g_probe.bt_n -= skip;
+}
+
 FIXTURE_FN void probe_capture(void) {
   g_probe.err = sprov_snapshot_capture_self(g_ctx, NULL, &g_probe.snap);
   NO_TAIL_CALL();
   g_probe.bt_n = backtrace(g_probe.bt, kProbeMaxFrames);
   NO_TAIL_CALL();
+  drop_sanitizer_frames();
   /* rbp chain: [fp] = caller's rbp, [fp+8] = return address into the caller. */
   g_probe.fp_n = 0;
   if (g_expect.fp_oracle_frames > 0) {

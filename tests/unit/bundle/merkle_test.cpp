@@ -89,8 +89,7 @@ TEST_CASE("inclusion and consistency proofs built here verify, for every index a
       REQUIRE(p.ok());
       // Expected length from the notes' formula: bitlen(idx ^ (size-1)) + popcount(idx >> that).
       uint64_t x = idx ^ (size - 1);
-      unsigned bl = 64 - static_cast<unsigned>(__builtin_clzll(x | 0)) * (x != 0);
-      if (x == 0) bl = 0;
+      const unsigned bl = x == 0 ? 0u : 64u - static_cast<unsigned>(__builtin_clzll(x));
       CHECK(p.value().size() == bl + static_cast<unsigned>(__builtin_popcountll(bl >= 64 ? 0 : idx >> bl)));
       std::string e = "entry " + std::to_string(idx);
       CHECK(verify_inclusion(idx, size, leaf_hash(e), p.value(), roots[size]).ok());

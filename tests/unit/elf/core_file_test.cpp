@@ -662,7 +662,7 @@ TEST_CASE("core_file: missing main program, --exe, --sysroot, build-id mismatch"
   }
 }
 
-TEST_CASE("core_file: C ABI end to end, a child parked in core_a -> core_b -> pause()", "[core]") {
+TEST_CASE("core_file: C ABI end to end, a child parked in core_a -> core_b -> pause()", "[core][gcore-self]") {
   if (!have_tool("gcore")) CORE_PREREQUISITE_MISSING("gcore is not installed (make deps)");
   TempDir dir;
   std::string path;
@@ -680,7 +680,9 @@ TEST_CASE("core_file: C ABI end to end, a child parked in core_a -> core_b -> pa
   sprov_process* proc = nullptr;
   sprov_process_opts opts = process_opts();
   opts.max_stack_bytes = 64 * 1024;
-  REQUIRE(sprov_process_open_core(ctx, path.c_str(), &opts, &proc) == 0);
+  const int open_rc = sprov_process_open_core(ctx, path.c_str(), &opts, &proc);
+  INFO("sprov_process_open_core: " << sprov_last_error_message());
+  REQUIRE(open_rc == 0);
   CHECK(sprov_process_pid(proc) == pid);
   REQUIRE(sprov_process_thread_count(proc) == 1);
   CHECK(std::string(sprov_process_warnings(proc)) == "");
