@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# Builds arm64/mips/mipsel fixtures, aborts them under qemu-user (target core files), unwinds the cores with
+# Builds arm64/mips/mipsel fixtures, aborts them (abort, SIGSEGV in a handler, a call through NULL) under
+# qemu-user (target core files), unwinds the cores with
 # `stackprov stack --core` on the host and compares every frame (pc, name) and the stop with gdb-multiarch.
 import argparse
 import glob
@@ -228,7 +229,7 @@ def main():
                 continue
             exe = os.path.join(args.work, "fx-%s-%s" % (arch, build))
             subprocess.run([cc] + flags + [src, "-o", exe], check=True)
-            for mode in ("abort", "signal"):
+            for mode in ("abort", "signal", "null"):
                 name = "%s/%s/%s" % (arch, build, mode)
                 core = make_core(qemu, sysroot, exe, mode, args.work)
                 if core is None:
@@ -258,6 +259,10 @@ def main():
                     if len(ref) < len(CHAIN):
                         errs.append("gdb gave %d frames" % len(ref))
                 errs += chain_errors(mine, mode)
+                if mode == "null" and (len(mine) < 2 or mine[0]["pc"] != 0 or
+                                       mine[1]["method"] != "bad_pc_return" or mine[1]["name"] != "c_fn"):
+                    errs.append("a call through NULL: want frame 0 at pc 0, frame 1 c_fn by bad_pc_return; got %s" %
+                                [(hex(f["pc"]), f["name"], f["method"]) for f in mine[:2]])
                 if want_method and not any(f["method"] == want_method and f["name"] in CHAIN for f in mine):
                     errs.append("no fixture frame found by %s" % want_method)
                 status = "ok" if not errs else "FAIL"

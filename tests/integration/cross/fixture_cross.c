@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Cross fixture: a known call chain that aborts (qemu-user then writes a target core file).
+// Cross fixture: a known call chain that aborts, faults into a handler, or calls through a NULL
+// function pointer (qemu-user then writes a target core file).
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 static const char* g_mode = "abort";
 volatile int g_sink;
 volatile int* volatile g_null;
+typedef void (*fn_t)(void);
+volatile fn_t g_null_fn;
 
 /// The handler for the "signal" mode: the chain is c_fn interrupted by SIGSEGV.
 NOINLINE void on_segv(int sig) {
@@ -21,6 +24,10 @@ NOINLINE void c_fn(int depth) {
   g_sink += depth;
   if (strcmp(g_mode, "signal") == 0) {
     g_sink += *g_null;  // SIGSEGV at an exact pc inside c_fn
+  }
+  if (strcmp(g_mode, "null") == 0) {
+    g_null_fn();  // SIGSEGV at pc 0: the caller is only in lr / ra
+    g_sink++;
   }
   abort();
 }
