@@ -29,6 +29,7 @@ namespace stackprov::arch {
 ///     kCallBytes bytes before a candidate return address);
 ///   bad_pc_step(regs, mem, &cfa) — the caller of a frame whose pc is 0 or
 ///     unmapped (a call through a bad pointer): the return address the call left;
+///     preceded_by_indirect_call(code) — its plausibility check (register/memory calls only);
 ///   kSigreturnBeforeCfi — recognise the sigreturn trampoline by its code before
 ///     trying CFI (arm64: the vDSO's __kernel_rt_sigreturn has CFI describing
 ///     the interrupted x29/x30 frame record, not the interrupted pc).
@@ -54,6 +55,7 @@ struct Ops<x86_64::Traits> {
   }
   static constexpr int kCallBytes = 7;
   static bool preceded_by_call(const uint8_t* code) { return x86_64::preceded_by_call(code); }
+  static bool preceded_by_indirect_call(const uint8_t* code) { return x86_64::preceded_by_indirect_call(code); }
   template <class Mem>
   static StepOutcome bad_pc_step(x86_64::Regs& r, Mem& m, uint64_t* cfa) {
     return x86_64::bad_pc_step(r, m, cfa);
@@ -82,6 +84,7 @@ struct Ops<arm64::Traits> {
   }
   static constexpr int kCallBytes = 4;
   static bool preceded_by_call(const uint8_t* code) { return arm64::preceded_by_call(code); }
+  static bool preceded_by_indirect_call(const uint8_t* code) { return arm64::preceded_by_indirect_call(code); }
   template <class Mem>
   static StepOutcome bad_pc_step(arm64::Regs& r, Mem& m, uint64_t* cfa) {
     return arm64::bad_pc_step(r, m, cfa);
@@ -111,6 +114,9 @@ struct Ops<mips32::TraitsT<BigEndian>> {
   static constexpr int kCallBytes = 8;
   static bool preceded_by_call(const uint8_t* code) {
     return mips32::is_call(static_cast<uint32_t>(load_word(code, 4, BigEndian)));
+  }
+  static bool preceded_by_indirect_call(const uint8_t* code) {
+    return mips32::is_indirect_call(static_cast<uint32_t>(load_word(code, 4, BigEndian)));
   }
   template <class Mem>
   static StepOutcome bad_pc_step(mips32::Regs& r, Mem& m, uint64_t* cfa) {

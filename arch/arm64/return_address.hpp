@@ -29,4 +29,11 @@ StepOutcome bad_pc_step(Regs& regs, Mem&, uint64_t* cfa_out) {
   return StepOutcome::kOk;
 }
 
+/// Only BLR and its pointer-authenticating forms BLRAA/BLRAB/BLRAAZ/BLRABZ (Arm ARM C6.2): a
+/// call through a register, the only way to reach a pc outside every module.
+inline bool preceded_by_indirect_call(const uint8_t code[4]) {
+  const uint32_t insn = code[0] | code[1] << 8 | code[2] << 16 | static_cast<uint32_t>(code[3]) << 24;
+  return (insn & 0xfffffc1fu) == 0xd63f0000u || (insn & 0xfefff800u) == 0xd63f0800u;
+}
+
 }  // namespace stackprov::arch::arm64

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "arch/mips32/registers.hpp"
+#include "arch/mips32/return_address.hpp"
 
 namespace stackprov::arch::mips32 {
 
@@ -99,10 +100,14 @@ StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc,
   }
   if (!saved[kRa] && !exact_pc) {
     // The function cleared $ra before the pc and never saved it: the outermost frame. Scanned
-    // backwards from the pc to the previous function's `jr ra` (bounded, like the search above).
-    for (int i = 1; i <= kPrologueScanBack && pc >= 4ull * i; i++) {
+    // backwards from before the call at pc - 8 (and its delay slot) to the previous function's
+    // `jr ra` or to any earlier write of $ra — a call (jal, jalr, bal) or `lw ra` — so that the
+    // clearing is the last write of $ra before this call (bounded, like the search above).
+    for (int i = 3; i <= kPrologueScanBack && pc >= 4ull * i; i++) {
       uint32_t insn;
       if (!insn_at(pc - 4ull * i, &insn) || insn == kJrRa) break;
+      const bool lw_ra = (insn >> 26) == 0x23 && ((insn >> 16) & 0x1f) == kRa;
+      if (is_call(insn) || lw_ra) break;
       if (insn == kMoveRaZero || insn == kMoveRaZeroAddu) {
         regs.set(kPc, 0);
         regs.set(kSp, (sp + static_cast<uint64_t>(frame_size)) & 0xffffffffull);

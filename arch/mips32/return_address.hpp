@@ -14,6 +14,10 @@ inline bool is_call(uint32_t insn) {
          ((insn >> 26) == 1 && ((insn >> 16) & 0x1f) == 17);
 }
 
+/// Only JALR (SPECIAL funct 9): a call through a register, the only way to reach a pc outside
+/// every module.
+inline bool is_indirect_call(uint32_t insn) { return (insn >> 26) == 0 && (insn & 0x3f) == 9; }
+
 /// The caller of a frame whose pc is 0 or unmapped, entered by JALR through a
 /// bad pointer: the return address is still in $ra and $sp is the caller's
 /// (o32 ABI). The caller's own $ra is unknown (JALR overwrote it):

@@ -12,8 +12,16 @@ namespace stackprov::arch::x86_64 {
 /// byte at ra - 1). True when they end with a call: E8 rel32 (5 bytes) or
 /// FF /2 with a register, [reg], [reg+disp8], [reg+disp32] or SIB operand
 /// (Intel SDM vol. 2A, CALL).
+inline bool preceded_by_indirect_call(const uint8_t code[7]);
+
 inline bool preceded_by_call(const uint8_t code[7]) {
   if (code[2] == 0xE8) return true;  // call rel32: opcode at ra-5 = code[2]
+  return preceded_by_indirect_call(code);
+}
+
+/// Only the FF /2 forms: a call through a register or memory operand — the only way to reach a
+/// pc outside every module (a direct call's target is in its own module or its PLT).
+inline bool preceded_by_indirect_call(const uint8_t code[7]) {
   for (int len = 2; len <= 7; len++) {
     const uint8_t* p = code + 7 - len;
     int i = 0;

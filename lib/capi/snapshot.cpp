@@ -47,7 +47,7 @@ Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<Ma
 /// redzones and variables other threads may write; neither is an error here (the unwinder
 /// reads only saved registers and return addresses from the copy). Word-sized volatile reads
 /// keep the compiler from turning the loop into an (intercepted) memcpy.
-__attribute__((no_sanitize("address", "thread"))) std::vector<uint8_t> copy_own_memory(uint64_t addr,
+__attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) std::vector<uint8_t> copy_own_memory(uint64_t addr,
                                                                                       size_t len) {
   std::vector<uint8_t> out(len);
   uint8_t* dst = out.data();

@@ -38,27 +38,28 @@ std::optional<uint64_t> x86_slot(const uint8_t* p, size_t n, uint64_t addr) {
   if (n >= 4 && std::memcmp(p, kEndbr64, 4) == 0) at = 4;
   if (at < n && p[at] == 0xf2) at++;
   if (at + 6 > n || p[at] != 0xff || p[at + 1] != 0x25) return std::nullopt;
-  int32_t disp = 0;
-  std::memcpy(&disp, p + at + 2, 4);  // little-endian host and target (x86_64)
-  return addr + at + 6 + static_cast<int64_t>(disp);
+  // Little-endian whatever the host (a big-endian mips host may symbolize x86_64 images).
+  const uint32_t u = uint32_t{p[at + 2]} | uint32_t{p[at + 3]} << 8 | uint32_t{p[at + 4]} << 16 |
+                     uint32_t{p[at + 5]} << 24;
+  return addr + at + 6 + static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(u)));
 }
 
-/// GOT slot of the AArch64 PLT entry: [bti c;] adrp x16, page; ldr x17, [x16, #off].
-std::optional<uint64_t> a64_slot(const uint8_t* p, size_t n, uint64_t addr, bool big_endian) {
-  auto insn = [&](size_t off) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= uint32_t{p[off + i]} << (big_endian ? (3 - i) * 8 : i * 8);
-    return v;
-  };
-  size_t at = 0;
-  if (n >= 4 && insn(0) == 0xd503245f) at = 4;  // bti c
-  if (at + 8 > n) return std::nullopt;
-  const uint32_t adrp = insn(at), ldr = insn(at + 4);
+/// An AArch64 instruction: always stored little-endian, also in big-endian images (Arm ARM B2.6.2).
+uint32_t a64_insn(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+constexpr uint32_t kA64BtiC = 0xd503245f;
+
+/// GOT slot of `adrp x16, page; ldr x17, [x16, #off]` at p (8 bytes), the core of every AArch64
+/// PLT stub (binutils and lld, 16-byte entries, 24-byte BTI/PAC entries).
+std::optional<uint64_t> a64_slot(const uint8_t* p, uint64_t addr) {
+  const uint32_t adrp = a64_insn(p), ldr = a64_insn(p + 4);
   if ((adrp & 0x9f00001f) != 0x90000010) return std::nullopt;  // adrp x16
   if ((ldr & 0xffc003ff) != 0xf9400211) return std::nullopt;   // ldr x17, [x16, #imm12*8]
   int64_t imm = static_cast<int64_t>(((adrp >> 5) & 0x7ffff) << 2 | ((adrp >> 29) & 3));
   if (imm & (int64_t{1} << 20)) imm -= int64_t{1} << 21;
-  const uint64_t page = ((addr + at) & ~uint64_t{0xfff}) + static_cast<uint64_t>(imm * 4096);
+  const uint64_t page = (addr & ~uint64_t{0xfff}) + static_cast<uint64_t>(imm * 4096);
   return page + ((ldr >> 10) & 0xfff) * 8;
 }
 
@@ -123,23 +124,47 @@ PltTable PltTable::load(const ElfImage& image) {
     if ((image.section_flags(i) & SHF_EXECINSTR) == 0) continue;
     auto s = image.section_at(i);
     if (!s || s->data == nullptr) continue;
-    uint64_t ent = 16;
-    if (x86 && (s->entsize == 8 || s->entsize == 16)) ent = s->entsize;
-    const size_t n = std::min<size_t>(s->size / ent, kMaxEntries);
-    for (size_t k = 0; k < n; k++) {
-      const uint64_t addr = s->addr + k * ent;
-      const uint8_t* p = s->data + k * ent;
-      auto slot = x86 ? x86_slot(p, ent, addr) : a64_slot(p, ent, addr, be);
-      if (!slot) continue;
-      auto it = slots.find(*slot);
-      if (it == slots.end()) continue;  // the PLT header's jump to the resolver
+    auto add = [&](uint64_t addr, uint64_t size, uint64_t slot) {
+      auto it = slots.find(slot);
+      if (it == slots.end()) return;  // the PLT header's jump to the resolver
       std::string nm = sym_name(it->second);
-      if (nm.empty()) continue;
+      if (nm.empty()) return;
       const std::string& stored = t.names_.emplace_back(nm + "@plt");
-      t.syms_.push_back(Symbol{addr, ent, stored, STT_FUNC, STB_LOCAL});
+      t.syms_.push_back(Symbol{addr, size, stored, STT_FUNC, STB_LOCAL});
+    };
+    if (x86) {
+      const uint64_t ent = (s->entsize == 8 || s->entsize == 16) ? s->entsize : 16;
+      const size_t n = std::min<size_t>(s->size / ent, kMaxEntries);
+      for (size_t k = 0; k < n; k++)
+        if (auto slot = x86_slot(s->data + k * ent, ent, s->addr + k * ent))
+          add(s->addr + k * ent, ent, *slot);
+      continue;
+    }
+    // AArch64: entries are 16 bytes, or 24 with BTI/PAC (binutils PLT_BTI_SMALL_ENTRY_SIZE,
+    // after a 32-byte PLT0, so not a stride from the section start): find each stub by its
+    // adrp x16/ldr x17 pair, starting at a `bti c` before it; it ends where the next begins.
+    struct Stub {
+      uint64_t off;
+      uint64_t slot;
+    };
+    std::vector<Stub> stubs;
+    const uint64_t words = std::min<uint64_t>(s->size / 4, kMaxEntries);
+    for (uint64_t w = 0; w + 2 <= words; w++) {
+      const uint64_t off = w * 4;
+      auto slot = a64_slot(s->data + off, s->addr + off);
+      if (!slot) continue;
+      const uint64_t start = off >= 4 && a64_insn(s->data + off - 4) == kA64BtiC ? off - 4 : off;
+      stubs.push_back({start, *slot});
+      w++;  // the ldr
+    }
+    for (size_t k = 0; k < stubs.size(); k++) {
+      const uint64_t end = k + 1 < stubs.size() ? stubs[k + 1].off
+                                                 : std::min<uint64_t>(s->size, stubs[k].off + (s->entsize == 24 ? 24 : 16));
+      add(s->addr + stubs[k].off, end - stubs[k].off, stubs[k].slot);
     }
   }
-  std::sort(t.syms_.begin(), t.syms_.end(), [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+  // Stable: two PLT sections at one address (hostile) keep their section order.
+  std::stable_sort(t.syms_.begin(), t.syms_.end(), [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
   return t;
 }
 

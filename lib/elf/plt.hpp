@@ -19,11 +19,19 @@ namespace stackprov::elf {
 /// spelling). The GOT slot is decoded from each entry's code, so lazy
 /// (`.plt`), `-z now` (`.plt.got`) and IBT (`.plt.sec`, endbr64/bnd) layouts
 /// are all covered. x86_64 (`jmp *disp32(%rip)`) and AArch64
-/// (`adrp x16; ldr x17, [x16, #off]`); other machines give an empty table.
+/// (`adrp x16; ldr x17, [x16, #off]`, 16- and 24-byte BTI/PAC entries); other machines give an
+/// empty table.
 /// Immutable after load(); lookups are thread-safe.
 class PltTable {
  public:
   static PltTable load(const ElfImage& image);
+
+  PltTable() = default;
+  // syms_ holds string_views into names_: a copy would point into the source's strings.
+  PltTable(const PltTable&) = delete;
+  PltTable& operator=(const PltTable&) = delete;
+  PltTable(PltTable&&) = default;
+  PltTable& operator=(PltTable&&) = default;
 
   /// The PLT entry containing `a` (addr <= a < addr + size), or nullptr.
   const Symbol* lookup(uint64_t a) const;

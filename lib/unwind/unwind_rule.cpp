@@ -47,8 +47,10 @@ UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs) 
       if (rr.kind == RegRuleKind::kOffset) {
         if (!word_off(rr.offset, &out.ra_off)) return r;
         out.ra_kind = UnwindRule::kRaAtCfa;
-      } else if (rr.kind == RegRuleKind::kUnspecified || rr.kind == RegRuleKind::kSameValue) {
+      } else if (rr.kind == RegRuleKind::kSameValue) {
         out.ra_kind = UnwindRule::kRaSameValue;
+      } else if (rr.kind == RegRuleKind::kUnspecified) {
+        out.ra_kind = UnwindRule::kRaUnspecified;
       } else {
         return r;
       }

@@ -13,7 +13,10 @@ namespace stackprov::unwind {
 ///  - kCfaReg:   cfa = reg[cfa_reg] + cfa_off;
 ///               reg[saved_reg[i]] = *(cfa + saved_off[i] * addr_size)  (i < nsaved);
 ///               ra = *(cfa + ra_off * addr_size)    when ra_kind == kRaAtCfa,
-///               ra = reg[ra_reg]                   when ra_kind == kRaSameValue,
+///               ra = reg[ra_reg]                   when ra_kind == kRaSameValue or
+///                                                  kRaUnspecified (arm64/mips lr, ra);
+///               where the return-address column is the pc itself (x86_64 rip) there is
+///               no caller: same value ends the stack, unspecified is bad CFI,
 ///               sp' = cfa.
 ///  - kEndOfStack: the return-address column is undefined (e.g. _start).
 ///  - kFull:     the row needs the interpreter (expressions, val_offset,
@@ -21,7 +24,7 @@ namespace stackprov::unwind {
 ///  - kNoInfo:   no FDE covers the address (negative cache entry).
 struct UnwindRule {
   enum Kind : uint8_t { kInvalid = 0, kCfaReg, kEndOfStack, kFull, kNoInfo };
-  enum RaKind : uint8_t { kRaAtCfa = 0, kRaSameValue = 1 };
+  enum RaKind : uint8_t { kRaAtCfa = 0, kRaSameValue = 1, kRaUnspecified = 2 };
   static constexpr int kMaxSaved = 12;
 
   uint8_t kind = kInvalid;

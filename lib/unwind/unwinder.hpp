@@ -294,8 +294,10 @@ class Unwinder {
         return StopReason::kMemoryUnreadable;
     } else {
       // x86_64's return-address column is the pc itself: "same value" would
-      // make the caller this very pc. There is no caller; the walk ends.
-      if (rule.ra_reg == Traits::kPcReg) return StopReason::kEndOfStack;
+      // make the caller this very pc. There is no caller; the walk ends. A CIE
+      // that gives the column no rule at all is malformed.
+      if (rule.ra_reg == Traits::kPcReg)
+        return rule.ra_kind == UnwindRule::kRaSameValue ? StopReason::kEndOfStack : StopReason::kBadCfi;
       if (!regs.has(rule.ra_reg)) return missing_reg(rule.ra_reg);
       ra = regs.get(rule.ra_reg);
     }
@@ -333,7 +335,8 @@ class Unwinder {
         case dwarf::RegRuleKind::kUnspecified:
         case dwarf::RegRuleKind::kSameValue:
           if (reg == ra_col) {
-            if (ra_col == Traits::kPcReg) return StopReason::kEndOfStack;  // as in apply_rule
+            if (ra_col == Traits::kPcReg)  // as in apply_rule
+              return rr.kind == dwarf::RegRuleKind::kSameValue ? StopReason::kEndOfStack : StopReason::kBadCfi;
             have = regs.has(reg);
             v = have ? regs.get(reg) : 0;
           } else {
@@ -438,7 +441,10 @@ class Unwinder {
 
   /// The return address a call through a bad pointer left ([sp] on x86_64,
   /// lr/ra elsewhere), trusted only when it lands in a known module just after
-  /// a call instruction.
+  /// an indirect call (a direct call never targets a pc outside every module).
+  /// Known gap: a snapshot records file-backed modules only, so an exact pc in
+  /// JIT code also takes this rung first; the indirect-call check keeps a stray
+  /// [sp] word from being taken for a caller in most such frames.
   bool step_by_bad_pc(const Regs& regs, Regs& next, uint64_t* cfa) {
     next = regs;
     if (Ops::bad_pc_step(next, mem_, cfa) != arch::StepOutcome::kOk) return false;
@@ -447,7 +453,7 @@ class Unwinder {
     if (s == nullptr || s->module == nullptr || ra < Ops::kCallBytes) return false;
     uint8_t code[Ops::kCallBytes];
     if (!s->module->read_code(ra - s->bias - Ops::kCallBytes, code, sizeof(code))) return false;
-    if (!Ops::preceded_by_call(code)) return false;
+    if (!Ops::preceded_by_indirect_call(code)) return false;
     next.set(Traits::kPcReg, ra);
     return true;
   }
