@@ -158,8 +158,11 @@ PltTable PltTable::load(const ElfImage& image) {
       w++;  // the ldr
     }
     for (size_t k = 0; k < stubs.size(); k++) {
-      const uint64_t end = k + 1 < stubs.size() ? stubs[k + 1].off
-                                                 : std::min<uint64_t>(s->size, stubs[k].off + (s->entsize == 24 ? 24 : 16));
+      // The last stub is as long as the one before it (16 or 24 bytes), within the section.
+      uint64_t last = (s->entsize == 16 || s->entsize == 24) ? s->entsize : 16;
+      if (stubs.size() >= 2 && stubs.back().off - stubs[stubs.size() - 2].off <= 24)
+        last = stubs.back().off - stubs[stubs.size() - 2].off;
+      const uint64_t end = k + 1 < stubs.size() ? stubs[k + 1].off : std::min<uint64_t>(s->size, stubs[k].off + last);
       add(s->addr + stubs[k].off, end - stubs[k].off, stubs[k].slot);
     }
   }

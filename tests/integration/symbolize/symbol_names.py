@@ -75,7 +75,12 @@ def build_fixtures(work):
             ("fixture static (IRELATIVE)", "gcc", ["-static"], "objdump"),
             ("fixture aarch64", "aarch64-linux-gnu-gcc", [], "aarch64-linux-gnu-objdump"),
             ("fixture aarch64 BTI", "aarch64-linux-gnu-gcc", ["-mbranch-protection=standard", "-Wl,-z,force-bti"],
-             "aarch64-linux-gnu-objdump")):
+             "aarch64-linux-gnu-objdump"),
+            # Non-PIE with BTI: binutils writes 24-byte PLT entries after a 32-byte PLT0.
+            ("fixture aarch64 BTI no-pie", "aarch64-linux-gnu-gcc",
+             ["-no-pie", "-mbranch-protection=standard", "-Wl,-z,force-bti"], "aarch64-linux-gnu-objdump"),
+            ("fixture aarch64 PAC PLT", "aarch64-linux-gnu-gcc",
+             ["-mbranch-protection=standard", "-Wl,-z,force-bti", "-Wl,-z,pac-plt"], "aarch64-linux-gnu-objdump")):
         path = os.path.join(work, re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"))
         run([cc, "-O1", "-o", path, src] + flags)
         out.append((name, path, objdump))
