@@ -30,6 +30,11 @@ import statistics
 import struct
 import subprocess
 import sys
+
+# The perf-script/stackprov frame helpers the perf tests use (one copy): address deltas of ET_EXEC
+# mappings, version-stripped names, stackprov frames in perf script's terms.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "integration", "perf"))
+from perf_check import perf_addr_delta, stackprov_frames, strip_version  # noqa: E402
 import time
 
 PY_WORK = r"""
@@ -75,10 +80,6 @@ def timed(cmd, out_path, runs):
 # ------------------------------------------------------------------ per-sample comparison
 
 
-def strip_version(name):
-    return re.sub(r"@+[A-Za-z0-9_.]+$", "", name) if name else name
-
-
 def parse_perf_script(text, kernel_names=None):
     """{(tid, time_us): [(addr, sym, dso, sym_start)...]} user frames only, leaf first; the
     names of kernel frames go to kernel_names."""
@@ -112,46 +113,6 @@ def parse_perf_script(text, kernel_names=None):
             continue
         cur.append((addr, sym, dso, start))
     return samples
-
-
-_DELTA = {}
-
-
-def perf_addr_delta(path):
-    """perf script prints ET_EXEC addresses relative to the mapping (file offsets); stackprov's
-    module_offset is the link-time address. Their difference is p_vaddr - p_offset of the text
-    segment (0 for ET_DYN)."""
-    if path not in _DELTA:
-        d = 0
-        try:
-            with open(path, "rb") as f:
-                h = f.read(64)
-                if h[:4] == b"\x7fELF" and struct.unpack_from("<H", h, 16)[0] == 2:  # ET_EXEC
-                    phoff, = struct.unpack_from("<Q", h, 32)
-                    phentsize, phnum = struct.unpack_from("<HH", h, 54)
-                    f.seek(phoff)
-                    ph = f.read(phentsize * phnum)
-                    for i in range(phnum):
-                        ptype, flags, off, vaddr = struct.unpack_from("<IIQQ", ph, i * phentsize)
-                        if ptype == 1 and flags & 1:
-                            d = vaddr - off
-                            break
-        except OSError:
-            pass
-        _DELTA[path] = d
-    return _DELTA[path]
-
-
-def stackprov_frames(obj):
-    out = []
-    for i, f in enumerate(x for x in obj["frames"] if x["method"] != "kernel"):
-        off = int(f["module_offset"], 16)
-        exact = i == 0 or f["method"] == "signal"  # perf prints the caller's return address - 1
-        start = int(f["symbol_start"], 16) if f.get("symbol_start") else None
-        delta = perf_addr_delta(f["module"]) if f["module"] else 0
-        out.append(((off if exact else off - 1) - delta, f["function"], f["module"],
-                    start - delta if start is not None else None))
-    return out
 
 
 def compare_samples(perf_samples, sp_lines, aliases):

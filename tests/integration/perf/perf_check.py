@@ -108,7 +108,8 @@ def stackprov_frames(obj):
         exact = i == 0 or f["method"] == "signal"
         start = int(f["symbol_start"], 16) if f.get("symbol_start") else None
         delta = perf_addr_delta(f["module"]) if f["module"] else 0
-        out.append(((off if exact else off - 1) - delta, f["function"], f["module"], start - delta if start else start))
+        out.append(((off if exact else off - 1) - delta, f["function"], f["module"],
+                    start - delta if start is not None else None))
     return out
 
 
