@@ -2,12 +2,12 @@
 // Signed-note / checkpoint tests: real Rekor v1 and v2 checkpoints, our own, every field tampered, tlog-proof parsing.
 #include <catch2/catch.hpp>
 
-#include "bundle/json.hpp"
-#include "bundle/note.hpp"
-#include "bundle/sigstore.hpp"
+#include "evidence/json.hpp"
+#include "evidence/note.hpp"
+#include "evidence/sigstore.hpp"
 #include "test_support.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 
 namespace {
 std::string checkpoint_of(const char* bundle) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Local transparency log: tiles and entry bundles on disk, crash-safe appends, proofs from tiles.
-#include "bundle/tlog.hpp"
+#include "evidence/tlog.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -11,9 +11,9 @@
 #include <cstring>
 #include <set>
 
-#include "bundle/json.hpp"
+#include "evidence/json.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 namespace {
 
@@ -587,4 +587,4 @@ Status Tlog::fsck() {
   return {};
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

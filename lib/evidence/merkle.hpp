@@ -6,9 +6,9 @@
 #include <functional>
 #include <vector>
 
-#include "bundle/encoding.hpp"
+#include "evidence/encoding.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 /// SHA256(0x00 || entry) (RFC 9162 §2.1.1).
 Hash leaf_hash(const uint8_t* data, size_t len);
@@ -58,4 +58,4 @@ class MemoryTree {
   std::vector<std::vector<Hash>> levels_;  // levels_[h][i]: perfect subtree hashes
 };
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

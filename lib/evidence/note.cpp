@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Signed-note and checkpoint handling per C2SP signed-note / tlog-checkpoint / tlog-proof.
-#include "bundle/note.hpp"
+#include "evidence/note.hpp"
 
-#include "bundle/merkle.hpp"
+#include "evidence/merkle.hpp"
 
 #include <cstring>
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 namespace {
 
@@ -240,4 +240,4 @@ std::string format_tlog_proof(const TlogProof& p) {
   return out;
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -5,11 +5,11 @@
 #include <mbedtls/ecp.h>
 #include <mbedtls/pk.h>
 
-#include "bundle/dsse.hpp"
-#include "bundle/json.hpp"
+#include "evidence/dsse.hpp"
+#include "evidence/json.hpp"
 #include "test_support.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 
 namespace {
 

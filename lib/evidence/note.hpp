@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "bundle/encoding.hpp"
-#include "bundle/keys.hpp"
+#include "evidence/encoding.hpp"
+#include "evidence/keys.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 inline constexpr size_t kMaxNoteBytes = 1u << 20;
 inline constexpr size_t kMaxNoteSignatures = 100;
@@ -84,4 +84,4 @@ struct TlogProof {
 Result<TlogProof> parse_tlog_proof(std::string_view data);
 std::string format_tlog_proof(const TlogProof& p);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

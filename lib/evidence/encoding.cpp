@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Strict base64, hex, SHA-256 (mbedTLS), digest strings and crash-safe file writes.
-#include "bundle/encoding.hpp"
+#include "evidence/encoding.hpp"
 
 #include <fcntl.h>
 #include <mbedtls/sha256.h>
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 namespace {
 
@@ -292,4 +292,4 @@ Result<uint64_t> parse_u64(std::string_view s, const char* what) {
   return v;
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

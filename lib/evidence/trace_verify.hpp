@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "bundle/note.hpp"
-#include "bundle/sigstore.hpp"
+#include "evidence/note.hpp"
+#include "evidence/sigstore.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 /// Verifies a tlog-proof@v1 for `entry` against whichever log of `root` signed its
 /// checkpoint (key name = the log's baseUrl without scheme, or its host). Returns the log's name.
@@ -47,4 +47,4 @@ struct TraceVerifyInput {
 /// Errors start with the failed check's name, like verify_sigstore_bundle.
 Result<std::vector<std::string>> trace_verify(const TraceVerifyInput& in);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

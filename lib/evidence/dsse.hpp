@@ -6,11 +6,11 @@
 #include <string_view>
 #include <vector>
 
-#include "bundle/encoding.hpp"
-#include "bundle/json.hpp"
-#include "bundle/keys.hpp"
+#include "evidence/encoding.hpp"
+#include "evidence/json.hpp"
+#include "evidence/keys.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 inline constexpr const char* kInTotoPayloadType = "application/vnd.in-toto+json";
 inline constexpr const char* kStatementType = "https://in-toto.io/Statement/v1";
@@ -61,4 +61,4 @@ std::string make_statement(const std::vector<Subject>& subjects, const std::stri
 /// Checks that the payload is an in-toto Statement v1 with a subject whose sha256 is `digest`.
 Status check_statement_subject(const Bytes& payload, const Hash& digest);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -9,12 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "bundle/encoding.hpp"
-#include "bundle/keys.hpp"
-#include "bundle/merkle.hpp"
-#include "bundle/note.hpp"
+#include "evidence/encoding.hpp"
+#include "evidence/keys.hpp"
+#include "evidence/merkle.hpp"
+#include "evidence/note.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 inline constexpr unsigned kTileHeight = 8;       // C2SP tlog-tiles: 2^8 hashes per tile
 inline constexpr uint64_t kTileWidth = 256;
@@ -93,4 +93,4 @@ class Tlog {
 Status verify_tile_fragment(const std::string& dir, std::string_view entry, const PublicKey& key,
                             const std::string& origin);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

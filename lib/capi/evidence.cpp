@@ -9,17 +9,17 @@
 #include <cstring>
 #include <string>
 
-#include "bundle/dsse.hpp"
-#include "bundle/sigstore.hpp"
-#include "bundle/tlog.hpp"
-#include "bundle/trace_verify.hpp"
+#include "evidence/dsse.hpp"
+#include "evidence/sigstore.hpp"
+#include "evidence/tlog.hpp"
+#include "evidence/trace_verify.hpp"
 #include "capi/internal.hpp"
 
 #include <mbedtls/platform_util.h>
 #include "stackprov/bundle.h"
 
 using namespace stackprov;
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 using stackprov::capi::check_opts;
 using stackprov::capi::fail;
 using stackprov::capi::guard;

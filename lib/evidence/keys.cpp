@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Key parsing, signing and verification on top of mbedTLS 2.28 (ECDSA) and libsodium (Ed25519).
-#include "bundle/keys.hpp"
+#include "evidence/keys.hpp"
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecdsa.h>
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <ctime>
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 namespace {
 
@@ -343,4 +343,4 @@ Result<Bytes> SigningKey::sign(std::string_view msg) const {
   return sig;
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // trace-verify: artifact digest -> in-toto subject -> DSSE threshold -> tlog inclusion under a trusted checkpoint.
-#include "bundle/trace_verify.hpp"
+#include "evidence/trace_verify.hpp"
 
-#include "bundle/dsse.hpp"
-#include "bundle/merkle.hpp"
-#include "bundle/tlog.hpp"
+#include "evidence/dsse.hpp"
+#include "evidence/merkle.hpp"
+#include "evidence/tlog.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 namespace {
 Error fail(int code, const char* check, const Error& inner) {
@@ -177,4 +177,4 @@ Result<std::vector<std::string>> trace_verify(const TraceVerifyInput& in) {
   return rep;
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "bundle/encoding.hpp"
+#include "evidence/encoding.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 enum class KeyType { kEcdsaP256, kEcdsaP384, kEd25519 };
 const char* key_type_name(KeyType t);
@@ -80,4 +80,4 @@ class SigningKey {
 /// PEM of a DER SPKI ("-----BEGIN PUBLIC KEY-----").
 std::string spki_to_pem(const Bytes& der);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "bundle/encoding.hpp"
+#include "evidence/encoding.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 using Json = nlohmann::json;
 
@@ -28,4 +28,4 @@ Result<std::string> get_string(const Json& obj, const char* key, const char* pat
 Result<int64_t> get_int64(const Json& obj, const char* key, const char* path);
 Result<Bytes> get_base64(const Json& obj, const char* key, const char* path);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

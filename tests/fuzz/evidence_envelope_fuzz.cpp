@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "bundle/dsse.hpp"
+#include "evidence/dsse.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

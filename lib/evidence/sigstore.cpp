@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sigstore bundle verification, in the order of sigstore-go pkg/verify/tlog.go (see doc/provenance.md).
-#include "bundle/sigstore.hpp"
+#include "evidence/sigstore.hpp"
 
 #include <ctime>
 #include <set>
 
-#include "bundle/dsse.hpp"
-#include "bundle/json.hpp"
-#include "bundle/merkle.hpp"
-#include "bundle/note.hpp"
+#include "evidence/dsse.hpp"
+#include "evidence/json.hpp"
+#include "evidence/merkle.hpp"
+#include "evidence/note.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 namespace {
 
@@ -561,4 +561,4 @@ Result<SigstoreReport> verify_sigstore_bundle(std::string_view text, const Trust
   return rep;
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Merkle tree hashing and proofs, following RFC 9162 §2.1 pseudo-code step by step.
-#include "bundle/merkle.hpp"
+#include "evidence/merkle.hpp"
 
 #include <mbedtls/sha256.h>
 
 #include <bit>
 #include <cstring>
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 Hash leaf_hash(const uint8_t* data, size_t len) {
   mbedtls_sha256_context c;
@@ -258,4 +258,4 @@ Hash MemoryTree::root() const {
   return r ? r.value() : empty_root();
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

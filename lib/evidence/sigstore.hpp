@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "bundle/encoding.hpp"
-#include "bundle/keys.hpp"
+#include "evidence/encoding.hpp"
+#include "evidence/keys.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 inline constexpr size_t kMaxTlogEntries = 32;
 
@@ -55,4 +55,4 @@ struct SigstoreReport {
 Result<SigstoreReport> verify_sigstore_bundle(std::string_view bundle_json, const TrustedRoot& root,
                                               const SigstoreOptions& opts);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -10,7 +10,7 @@
 
 #include "core/error.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 using Bytes = std::vector<uint8_t>;
 using Hash = std::array<uint8_t, 32>;
@@ -66,4 +66,4 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
 /// Decimal uint64 with no sign, no leading zeros (except "0"), no overflow.
 Result<uint64_t> parse_u64(std::string_view s, const char* what);
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

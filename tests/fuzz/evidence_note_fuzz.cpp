@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "bundle/note.hpp"
-#include "bundle/trace_verify.hpp"
+#include "evidence/note.hpp"
+#include "evidence/trace_verify.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

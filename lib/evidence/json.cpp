@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Bounded JSON parsing and typed field access with errors that name the JSON path.
-#include "bundle/json.hpp"
+#include "evidence/json.hpp"
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 Result<Json> parse_json(std::string_view text, const char* what) {
   if (text.size() > kMaxDocumentBytes)
@@ -89,4 +89,4 @@ Result<Bytes> get_base64(const Json& obj, const char* key, const char* path) {
   return b;
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -4,11 +4,11 @@
 
 #include <filesystem>
 
-#include "bundle/json.hpp"
-#include "bundle/merkle.hpp"
+#include "evidence/json.hpp"
+#include "evidence/merkle.hpp"
 #include "test_support.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 
 
 TEST_CASE("all 98 RFC 9162 inclusion vectors give their wantErr", "[merkle]") {

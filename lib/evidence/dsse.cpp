@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // DSSE envelope parsing, signing and verification with distinct-key thresholds; in-toto statements.
-#include "bundle/dsse.hpp"
+#include "evidence/dsse.hpp"
 
 #include <algorithm>
 
-namespace stackprov::bundle {
+namespace stackprov::evidence {
 
 std::string pae(std::string_view type, std::string_view body) {
   std::string out = "DSSEv1 ";
@@ -168,4 +168,4 @@ Status check_statement_subject(const Bytes& payload, const Hash& digest) {
                     want.c_str(), seen.c_str());
 }
 
-}  // namespace stackprov::bundle
+}  // namespace stackprov::evidence

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "bundle/sigstore.hpp"
+#include "evidence/sigstore.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The production trusted root from tests/data/sigstore (path compiled in; STACKPROV_FUZZ_TRUSTED_ROOT

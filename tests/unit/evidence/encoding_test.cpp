@@ -2,9 +2,9 @@
 // Encoding tests: strict base64 per RFC 4648 test vectors and pitfalls, hex, SHA-256 FIPS 180-2 vectors, digests.
 #include <catch2/catch.hpp>
 
-#include "bundle/encoding.hpp"
+#include "evidence/encoding.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 
 TEST_CASE("base64 RFC 4648 §10 vectors round-trip", "[encoding]") {
   const char* plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
-#include "bundle/json.hpp"
-#include "bundle/note.hpp"
-#include "bundle/sigstore.hpp"
+#include "evidence/json.hpp"
+#include "evidence/note.hpp"
+#include "evidence/sigstore.hpp"
 #include "test_support.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 using stackprov::Result;
 
 namespace {

@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "bundle/merkle.hpp"
-#include "bundle/tlog.hpp"
-#include "bundle/trace_verify.hpp"
+#include "evidence/merkle.hpp"
+#include "evidence/tlog.hpp"
+#include "evidence/trace_verify.hpp"
 #include "test_support.hpp"
 
-using namespace stackprov::bundle;
+using namespace stackprov::evidence;
 namespace fs = std::filesystem;
 
 namespace {
