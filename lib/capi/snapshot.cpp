@@ -10,6 +10,7 @@
 #include "capi/internal.hpp"
 #include "core/module_map.hpp"
 #include "elf/elf_image.hpp"
+#include "memory/live_readers.hpp"
 #include "memory/module_list.hpp"
 
 // The host's traits for in-process capture (the only place that selects them).
@@ -64,10 +65,21 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) std::ve
   return out;
 }
 
-Status add_own_memory(memory::Snapshot& s, uint64_t addr, uint64_t len) {
+/// `shared_mapping`: a mapping another thread may unmap meanwhile (the vDSO is safe, but small
+/// anonymous code pages such as a JIT's are not), read without faulting (process_vm_readv on
+/// ourselves, else a pipe); the thread's own stack cannot vanish under its own capture.
+Status add_own_memory(memory::Snapshot& s, uint64_t addr, uint64_t len, bool shared_mapping = false) {
   if (len == 0 || len > (uint64_t{1} << 30))
     return make_error(SPROV_ERR_INVALID_ARG, "own memory region 0x%llx+0x%llx is empty or too large",
                       static_cast<unsigned long long>(addr), static_cast<unsigned long long>(len));
+  if (shared_mapping) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(len));
+    memory::LocalReader reader;
+    if (!reader.read(addr, bytes.data(), bytes.size()))
+      return make_error(SPROV_ERR_MEMORY_UNREADABLE, "region [0x%llx, 0x%llx) is no longer readable",
+                        static_cast<unsigned long long>(addr), static_cast<unsigned long long>(addr + len));
+    return s.add_memory(addr, bytes.data(), bytes.size());
+  }
   const std::vector<uint8_t> bytes = copy_own_memory(addr, static_cast<size_t>(len));
   return s.add_memory(addr, bytes.data(), bytes.size());
 }
@@ -152,7 +164,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
       // (mov x8,#139; svc #0 / li v0,4119; syscall) on one instead of in a vDSO.
       const bool anon_code = e.path.empty() && e.readable && e.executable && e.end - e.start <= (64u << 10);
       if ((e.path == "[vdso]" || anon_code) && e.end - e.start <= (1u << 20)) {
-        if (Status st = add_own_memory(s, e.start, e.end - e.start); !st.ok())
+        if (Status st = add_own_memory(s, e.start, e.end - e.start, /*shared_mapping=*/true); !st.ok())
           ctx->ctx.log(SPROV_LOG_WARN, "vdso copy skipped: %s", st.error().message.c_str());
       }
     }
