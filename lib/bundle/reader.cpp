@@ -241,6 +241,11 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
   for (size_t i = 1; i < spans.size(); i++)
     if (spans[i - 1].off + spans[i - 1].len > spans[i].off)
       return bad("sections at %" PRIu64 " and %" PRIu64 " overlap", spans[i - 1].off, spans[i].off);
+  // The file ends where its last section ends, padded to 8 bytes (canonical layout).
+  const uint64_t last_end = spans.empty() ? table_end : std::max(table_end, spans.back().off + spans.back().len);
+  const uint64_t want_len = (last_end + kSectionAlign - 1) & ~static_cast<uint64_t>(kSectionAlign - 1);
+  if (want_len != len) return bad("the sections end at %" PRIu64 " (padded %" PRIu64 "), the file has %zu bytes",
+                                  last_end, want_len, len);
   for (uint32_t t = kSecModules; t <= kSecUnwind; t++)
     if (!seen[t]) return bad("required section type %u is missing", t);
   static const size_t kRecSize[kSectionTypeCount + 1] = {0, kModuleSize, 1, kRangeSize, kPadSize, kPadFrameSize,

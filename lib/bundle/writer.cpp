@@ -76,17 +76,23 @@ Status prepare_module(ModuleContents& m) {
   std::sort(m.ranges.begin(), m.ranges.end(), [](const RangeRecord& a, const RangeRecord& b) {
     return a.depth != b.depth ? a.depth < b.depth : a.start < b.start;
   });
-  // Per depth: no overlap; depth d > 0 inside a range of depth d - 1.
-  size_t prev_begin = 0, prev_end = 0;  // the previous depth's slice
+  // Per depth: no overlap; a range of depth d > 0 lies inside the addresses covered by
+  // depth d - 1 (adjacent records of one depth, e.g. one per line row, cover together).
+  struct Run {
+    uint64_t start, end;
+  };
+  std::vector<Run> prev_runs;  // merged coverage of the previous depth
   for (size_t i = 0; i < m.ranges.size();) {
-    size_t j = i;
     const uint16_t depth = m.ranges[i].depth;
-    if (depth > 0 && (prev_end == prev_begin || m.ranges[prev_begin].depth + 1 != depth))
+    if (depth > 0 && (prev_runs.empty() || m.ranges[i - 1].depth + 1 != depth))
       return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: range at 0x%" PRIx64
                         " has depth %u but no range has depth %u", label.c_str(), m.ranges[i].start, depth,
                         depth - 1u);
+    std::vector<Run> runs;
+    size_t j = i;
     for (; j < m.ranges.size() && m.ranges[j].depth == depth; j++) {
       const RangeRecord& r = m.ranges[j];
+      const uint64_t end = r.start + r.length;
       if (j > i) {
         const RangeRecord& p = m.ranges[j - 1];
         if (p.start + p.length > r.start)
@@ -94,18 +100,19 @@ Status prepare_module(ModuleContents& m) {
                             " overlap at depth %u", label.c_str(), p.start, r.start, depth);
       }
       if (depth > 0) {
-        auto first = m.ranges.begin() + static_cast<std::ptrdiff_t>(prev_begin);
-        auto last = m.ranges.begin() + static_cast<std::ptrdiff_t>(prev_end);
-        auto it = std::upper_bound(first, last, r.start,
-                                   [](uint64_t a, const RangeRecord& x) { return a < x.start; });
-        if (it == first || (it - 1)->start + (it - 1)->length < r.start + r.length)
+        auto it = std::upper_bound(prev_runs.begin(), prev_runs.end(), r.start,
+                                   [](uint64_t a, const Run& x) { return a < x.start; });
+        if (it == prev_runs.begin() || (it - 1)->end < end)
           return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: inlined range 0x%" PRIx64 "+0x%x at depth %u"
                             " is not inside a range of depth %u", label.c_str(), r.start, r.length, depth,
                             depth - 1u);
       }
+      if (!runs.empty() && runs.back().end == r.start)
+        runs.back().end = end;
+      else
+        runs.push_back({r.start, end});
     }
-    prev_begin = i;
-    prev_end = j;
+    prev_runs = std::move(runs);
     i = j;
   }
 
