@@ -28,6 +28,8 @@ struct Slice {
   uint64_t count = 0;
 };
 
+inline constexpr uint64_t kSampleStride = 16;
+
 struct ModuleMeta {
   Slice strings, ranges, pads, frames, rows, blob;
 };
@@ -38,6 +40,10 @@ struct ModuleIndex {
   bool ok = false;
   Error err;
   std::vector<uint64_t> depth_begin;  // ranges of depth d: [depth_begin[d], depth_begin[d + 1])
+  /// Start address of every kSampleStride-th range of the module (in file order): the
+  /// first steps of a lookup's binary search stay in this small array instead of
+  /// touching records spread over the mapping.
+  std::vector<uint64_t> sample;
 };
 
 Error bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -116,6 +122,7 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
                  ")", mi, i, start, prev_end);
     }
     prev_end = start + len;
+    if (i % kSampleStride == 0) ix.sample.push_back(start);
     for (size_t f : {16u, 20u, 32u}) {
       const uint32_t ref = ld32(r + f);
       if (ref >= m.strings.count)
@@ -174,6 +181,7 @@ Result<const ModuleIndex*> BundleReader::Impl::module_index(size_t mi) const {
     if (!ix.ok) {
       ix.err = s.error();
       ix.depth_begin.clear();
+      ix.sample.clear();
     }
   });
   if (!ix.ok) return ix.err;
@@ -370,8 +378,26 @@ Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_
   const uint8_t* hits[kMaxInlineDepth + 1];
   size_t n = 0;
   for (size_t d = 0; d + 1 < db.size() && n <= kMaxInlineDepth; d++) {
-    // Last range of this depth with start <= rel_addr (binary search over [db[d], db[d+1])).
+    // Last range of this depth with start <= rel_addr: narrow [db[d], db[d+1]) with the
+    // sampled starts (sample[k] is the start of range k * kSampleStride), then search the
+    // records in between.
     uint64_t lo = db[d], hi = db[d + 1];
+    const std::vector<uint64_t>& sm = ix.value()->sample;
+    uint64_t slo = (lo + kSampleStride - 1) / kSampleStride, shi = (hi + kSampleStride - 1) / kSampleStride;
+    // Samples with index in [slo, shi) lie inside this depth; find the first one > rel_addr.
+    {
+      uint64_t a = slo, b = shi;
+      while (a < b) {
+        const uint64_t mid = a + (b - a) / 2;
+        if (sm[mid] <= rel_addr)
+          a = mid + 1;
+        else
+          b = mid;
+      }
+      if (a < shi) hi = std::min(hi, a * kSampleStride);
+      if (a > slo) lo = std::max(lo, (a - 1) * kSampleStride);
+    }
+    const uint64_t base = db[d];
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
       if (ld64(impl_->range(m, mid)) <= rel_addr)
@@ -379,7 +405,7 @@ Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_
       else
         hi = mid;
     }
-    if (lo == db[d]) break;
+    if (lo == base) break;
     const uint8_t* r = impl_->range(m, lo - 1);
     if (rel_addr - ld64(r) >= ld32(r + 8)) break;
     hits[n++] = r;
