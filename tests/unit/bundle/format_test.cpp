@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -530,4 +531,102 @@ TEST_CASE("bundle format: the writer rejects invalid records naming the value", 
     c.modules[0].ranges[0].function.assign(kMaxStringBytes + 1, 'x');
     CHECK_THAT(message_of(c), Catch::Contains(std::to_string(kMaxStringBytes + 1)));
   }
+}
+
+namespace {
+
+/// Little-endian byte builder for the hand encoding below.
+struct Bytes {
+  std::vector<uint8_t> b;
+  Bytes& u8(uint8_t v) {
+    b.push_back(v);
+    return *this;
+  }
+  Bytes& u16(uint16_t v) { return u8(static_cast<uint8_t>(v)).u8(static_cast<uint8_t>(v >> 8)); }
+  Bytes& u32(uint32_t v) { return u16(static_cast<uint16_t>(v)).u16(static_cast<uint16_t>(v >> 16)); }
+  Bytes& u64(uint64_t v) { return u32(static_cast<uint32_t>(v)).u32(static_cast<uint32_t>(v >> 32)); }
+  Bytes& fill(size_t n, uint8_t v) {
+    b.insert(b.end(), n, v);
+    return *this;
+  }
+  Bytes& str(const char* s) {
+    b.insert(b.end(), s, s + std::strlen(s) + 1);
+    return *this;
+  }
+  Bytes& pad8() { return fill((8 - b.size() % 8) % 8, 0); }
+};
+
+}  // namespace
+
+TEST_CASE("bundle format: the writer's bytes equal a hand encoding of doc/bundles.md", "[bundle][format]") {
+  BundleContents c;
+  ModuleContents y;  // given first: the writer sorts it after x (kind 3 > kind 1)
+  y.id = {IdKind::kMachoUuid, std::vector<uint8_t>(16, 0x01)};
+  y.name = "y";
+  y.debug_blob = {9, 8, 7};
+  c.modules.push_back(y);
+  ModuleContents x;
+  x.id = {IdKind::kElfBuildId, {0xaa, 0xbb}};
+  x.name = "x";
+  x.sha256_debug.fill(0x22);
+  x.ranges = {rr(0x104, 4, 1, "g", "b.h", 5, 6, "a.c", 7, 8), rr(0x100, 0x10, 0, "f", "a.c", 3, 4)};
+  x.return_pads = {{0x108, {{"f", "a.c", 7, 8}, {"g", "b.h", 5, 6}}}};
+  x.unwind_rows = {row(0x100, UnwindRowRecord::kCfaReg, 7, 8, -1, {{6, -2}})};
+  x.unwind_rows[0].signal_frame = true;
+  c.modules.push_back(x);
+
+  // Sections, each per the tables of doc/bundles.md. Strings of x sorted: "" a.c b.h f g x.
+  const uint32_t s_empty = 0, s_ac = 1, s_bh = 5, s_f = 9, s_g = 11, s_x = 13;
+  Bytes strings;
+  strings.str("").str("a.c").str("b.h").str("f").str("g").str("x").str("").str("y");  // x: 15 bytes, y: 3
+  Bytes ranges;
+  ranges.u64(0x100).u32(0x10).u16(0).u16(0).u32(s_f).u32(s_ac).u32(3).u32(4).u32(s_empty).u32(0).u32(0);
+  ranges.u64(0x104).u32(4).u16(1).u16(0).u32(s_g).u32(s_bh).u32(5).u32(6).u32(s_ac).u32(7).u32(8);
+  Bytes pads;
+  pads.u64(0x108).u32(0).u32(2);
+  Bytes frames;
+  frames.u32(s_f).u32(s_ac).u32(7).u32(8).u32(s_g).u32(s_bh).u32(5).u32(6);
+  Bytes rows;
+  rows.u64(0x100).u8(1).u8(7).u8(0).u8(0).u32(8).u8(0xff).u8(1).u8(1).u8(0);
+  rows.u8(6).fill(11, 0).u8(0xfe).fill(11, 0);
+  Bytes blobs;
+  blobs.u8(9).u8(8).u8(7);
+  Bytes modules;
+  modules.u8(1).u8(2).u16(0).u32(s_x).u8(0xaa).u8(0xbb).fill(62, 0).fill(32, 0).fill(32, 0x22);
+  modules.u64(0).u64(15).u64(0).u64(2).u64(0).u64(1).u64(0).u64(2).u64(0).u64(1).u64(0).u64(0);
+  modules.u8(3).u8(16).u16(0).u32(1).fill(16, 0x01).fill(48, 0).fill(64, 0);
+  modules.u64(15).u64(3).u64(2).u64(0).u64(1).u64(0).u64(2).u64(0).u64(1).u64(0).u64(0).u64(3);
+  REQUIRE(modules.b.size() == 2 * 232);
+
+  const std::vector<uint8_t>* secs[] = {&modules.b, &strings.b, &ranges.b, &pads.b, &frames.b, &rows.b, &blobs.b};
+  Bytes file;
+  file.fill(8, 0);
+  std::memcpy(file.b.data(), "SPRVBNDL", 8);
+  file.u32(1).u32(7).u64(0 /* size, patched */).u32(0).u32(0);
+  uint64_t off = 32 + 7 * 24;
+  std::vector<uint64_t> offs;
+  for (uint32_t t = 1; t <= 7; t++) {
+    off = (off + 7) / 8 * 8;
+    offs.push_back(off);
+    file.u32(t).u32(0).u64(off).u64(secs[t - 1]->size());
+    off += secs[t - 1]->size();
+  }
+  for (uint32_t t = 1; t <= 7; t++) {
+    file.pad8();
+    REQUIRE(file.b.size() == offs[t - 1]);
+    file.b.insert(file.b.end(), secs[t - 1]->begin(), secs[t - 1]->end());
+  }
+  file.pad8();
+  put64(file.b, 16, file.b.size());
+
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  REQUIRE(w->size() == file.b.size());
+  for (size_t i = 0; i < file.b.size(); i++) {
+    INFO("byte " << i);
+    REQUIRE(int(w.value()[i]) == int(file.b[i]));
+  }
+  auto rd = BundleReader::open(file.b.data(), file.b.size());
+  REQUIRE(rd.ok());
+  check_against_input(rd.value(), c);
 }
