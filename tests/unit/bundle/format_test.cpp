@@ -458,6 +458,11 @@ TEST_CASE("bundle format: declared counts and offsets beyond the file are reject
   }
   {
     std::vector<uint8_t> b = good;
+    b[mods + 4 * 232 + 1] = 15;  // module 4 is the Mach-O one (sorted by kind): its UUID has 16 bytes
+    CHECK_THAT(open_message(b), Catch::Contains("id length 15 is wrong for id kind 3"));
+  }
+  {
+    std::vector<uint8_t> b = good;
     b[8] = 2;
     CHECK_THAT(open_message(b), Catch::Contains("version 2"));
   }
