@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+// The symbol-bundle file (doc/bundles.md): neutral records, the deterministic writer and the mmap reader.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace stackprov::bundle {
+
+// ---- limits (doc/bundles.md "Limits"); the writer and the reader enforce the same values.
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr size_t kMaxIdBytes = 64;              ///< identity bytes per module
+inline constexpr uint32_t kMaxInlineDepth = 127;       ///< depth 0 (outermost) .. 127
+inline constexpr size_t kMaxStringBytes = 1u << 20;    ///< one string, without its NUL
+inline constexpr uint64_t kMaxRecords = 1ull << 28;    ///< ranges, pads, pad frames or rows per module
+inline constexpr size_t kMaxModules = 1u << 16;
+inline constexpr uint32_t kMaxSections = 32;
+inline constexpr int kMaxSavedRegs = 12;
+
+/// How a module is identified. Values are on disk: never renumber.
+enum class IdKind : uint8_t {
+  kElfBuildId = 1,   ///< ELF NT_GNU_BUILD_ID descriptor bytes, as in the note
+  kPdbGuidAge = 2,   ///< PDB: 16-byte GUID (as stored in the RSDS record) then 4-byte LE age
+  kMachoUuid = 3,    ///< Mach-O LC_UUID, 16 bytes
+};
+
+/// A module's identity: kind + bytes (1..kMaxIdBytes).
+struct ModuleId {
+  IdKind kind = IdKind::kElfBuildId;
+  std::vector<uint8_t> bytes;
+};
+
+/// Address-range record (symbfile RangeV1): [start, start + length) at inline `depth`
+/// (0 = the outermost, concrete function). For depth > 0 the call_* fields say where
+/// in the caller (depth - 1) this inlined instance was called. `file:line:column` is
+/// the source position of the range's addresses as attributed to `function`.
+/// Addresses are module-relative as the builder defines them (ELF: link-time vaddr).
+struct RangeRecord {
+  uint64_t start = 0;
+  uint32_t length = 0;
+  uint16_t depth = 0;
+  std::string function;   ///< linkage (mangled) name
+  std::string file;
+  uint32_t line = 0;
+  uint32_t column = 0;
+  std::string call_file;  ///< empty at depth 0
+  uint32_t call_line = 0;
+  uint32_t call_column = 0;
+};
+
+/// One frame of an inline chain, as input to a return pad.
+struct FrameRecord {
+  std::string function;
+  std::string file;
+  uint32_t line = 0;
+  uint32_t column = 0;
+};
+
+/// Return-pad record (symbfile ReturnPadV1): the address after a call and the full
+/// inline chain at the call, outermost frame first.
+struct ReturnPadRecord {
+  uint64_t addr = 0;
+  std::vector<FrameRecord> frames;
+};
+
+/// Compact unwind row: applies from `pc` up to the next row's pc of the same module.
+/// Kinds (same formulas as the unwinder's compact rule, see doc/bundles.md):
+///  kCfaReg: cfa = reg[cfa_reg] + cfa_off; reg[saved_reg[i]] = *(cfa + saved_off[i] * addr_size);
+///           ra = *(cfa + ra_off * addr_size) (ra_kind kRaAtCfa) or reg[ra_reg]; sp' = cfa.
+///  kEndOfStack: no caller. kFull: needs the CFI interpreter (not representable).
+///  kNoInfo: no unwind information from this pc on (a gap).
+struct UnwindRowRecord {
+  enum Kind : uint8_t { kCfaReg = 1, kEndOfStack = 2, kFull = 3, kNoInfo = 4 };
+  enum RaKind : uint8_t { kRaAtCfa = 0, kRaSameValue = 1, kRaUnspecified = 2 };
+  uint64_t pc = 0;
+  uint8_t kind = kNoInfo;
+  uint8_t cfa_reg = 0;
+  uint8_t ra_kind = kRaAtCfa;
+  uint8_t ra_reg = 0;
+  int32_t cfa_off = 0;
+  int8_t ra_off = 0;
+  uint8_t nsaved = 0;
+  bool signal_frame = false;
+  bool from_debug_frame = false;
+  std::array<uint8_t, kMaxSavedRegs> saved_reg{};
+  std::array<int8_t, kMaxSavedRegs> saved_off{};
+};
+
+/// Everything about one module that goes into a bundle.
+struct ModuleContents {
+  ModuleId id;
+  std::string name;                      ///< file name as given (no host path unless given)
+  std::array<uint8_t, 32> sha256_file{};   ///< of the original file; zero if unknown
+  std::array<uint8_t, 32> sha256_debug{};  ///< of the debug file; zero if unknown
+  std::vector<RangeRecord> ranges;
+  std::vector<ReturnPadRecord> return_pads;
+  std::vector<UnwindRowRecord> unwind_rows;
+  std::vector<uint8_t> debug_blob;       ///< the debug file itself (--include-debug); may be empty
+};
+
+struct BundleContents {
+  std::vector<ModuleContents> modules;
+};
+
+/// Serialises `contents` into the bundle format. Deterministic: modules, records and
+/// strings are sorted, so equal contents in any input order give identical bytes; no
+/// clock, no host state. Rejects invalid input (duplicate module ids, overlapping
+/// ranges at one depth, an inlined range outside any caller range, duplicate pads or
+/// rows, values beyond the limits) with SPROV_ERR_BUNDLE naming the offending value.
+/// Thread-safe (pure function). The bundle's identity, `sha256:<hex>` of the returned
+/// bytes, is computed by the caller (bundle_digest() below).
+Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents);
+
+/// sha256 of `len` bytes as "sha256:<64 lowercase hex>" (the bundle's identity).
+std::string bundle_digest(const uint8_t* data, size_t len);
+
+/// A frame of a looked-up inline chain; the views point into the reader's bytes.
+struct FrameView {
+  std::string_view function;
+  std::string_view file;
+  uint32_t line = 0;
+  uint32_t column = 0;
+};
+
+/// A module of an open bundle (validated at open).
+struct ModuleView {
+  size_t index = 0;
+  IdKind id_kind = IdKind::kElfBuildId;
+  std::span<const uint8_t> id;
+  std::string_view name;
+  std::array<uint8_t, 32> sha256_file{};
+  std::array<uint8_t, 32> sha256_debug{};
+  uint64_t range_count = 0;
+  uint64_t pad_count = 0;
+  uint64_t unwind_count = 0;
+  std::span<const uint8_t> debug_blob;   ///< empty when not embedded
+};
+
+/// Reads a bundle from memory or an mmap'd file.
+/// open() validates the header, the section table and the module table eagerly; each
+/// module's records are validated (sorted, non-overlapping, in bounds) on its first
+/// lookup, once (std::call_once). All methods are const and thread-safe after open.
+/// Errors (SPROV_ERR_BUNDLE) name the offending value; hostile bytes never crash.
+/// Views returned by the methods stay valid while the reader lives.
+class BundleReader {
+ public:
+  /// Reads `data` in place: the caller keeps the `len` bytes alive and unchanged
+  /// for the reader's lifetime.
+  static Result<BundleReader> open(const uint8_t* data, size_t len);
+  /// Maps `path` read-only (unmapped by the destructor).
+  static Result<BundleReader> open_file(const std::string& path);
+
+  BundleReader(BundleReader&&) noexcept;
+  BundleReader& operator=(BundleReader&&) noexcept;
+  BundleReader(const BundleReader&) = delete;
+  BundleReader& operator=(const BundleReader&) = delete;
+  ~BundleReader();
+
+  const std::vector<ModuleView>& modules() const { return modules_; }
+  /// The module with this identity, or nullptr.
+  const ModuleView* find_module(IdKind kind, std::span<const uint8_t> id) const;
+
+  /// The inline chain at `rel_addr`, OUTERMOST frame first (depth 0 .. innermost).
+  /// Each outer frame's file:line:column is the call site of the frame inside it; the
+  /// innermost frame's is the range's own position (as llvm-symbolizer prints them).
+  /// An empty vector: no range covers the address (not an error).
+  Result<std::vector<FrameView>> lookup(size_t module, uint64_t rel_addr) const;
+  /// The chain recorded for the return address `addr` (exact match), outermost first;
+  /// empty when `addr` has no return pad.
+  Result<std::vector<FrameView>> return_pad(size_t module, uint64_t addr) const;
+  /// The unwind row covering `rel_pc` (last row with pc <= rel_pc); `found` false when
+  /// the first row starts after rel_pc or the module has no rows.
+  struct RowLookup {
+    bool found = false;
+    UnwindRowRecord row;
+  };
+  Result<RowLookup> unwind_row(size_t module, uint64_t rel_pc) const;
+
+  /// The raw range records of a module in file order (depth, start), for export and tests.
+  Result<std::vector<RangeRecord>> ranges(size_t module) const;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+  struct Impl;  // section pointers and per-module lazily validated indexes
+
+ private:
+  BundleReader();
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  void* map_ = nullptr;  // mmap base when opened from a file
+  size_t map_len_ = 0;
+  std::vector<ModuleView> modules_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stackprov::bundle

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fuzz target: the symbol-bundle file reader on raw bytes, and writer -> reader round trips built from the bytes.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+
+#include "bundle/format.hpp"
+
+using namespace stackprov::bundle;
+
+namespace {
+
+void query_all(const BundleReader& rd, const uint64_t* addrs, size_t n) {
+  for (const ModuleView& v : rd.modules()) {
+    (void)rd.find_module(v.id_kind, v.id);
+    (void)rd.ranges(v.index);
+    for (size_t i = 0; i < n; i++) {
+      (void)rd.lookup(v.index, addrs[i]);
+      (void)rd.return_pad(v.index, addrs[i]);
+      (void)rd.unwind_row(v.index, addrs[i]);
+    }
+  }
+}
+
+uint64_t word(const uint8_t* data, size_t size, size_t i) {
+  uint64_t v = 0;
+  for (size_t k = 0; k < 8 && i + k < size; k++) v |= static_cast<uint64_t>(data[i + k]) << (8 * k);
+  return v;
+}
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "bundle_file_fuzz: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // 1. The bytes as a bundle (hostile input): errors are fine, crashes are not.
+  uint64_t addrs[16];
+  for (size_t i = 0; i < 16; i++) addrs[i] = word(data, size, (i * 37) % (size + 1));
+  if (auto rd = BundleReader::open(data, size)) query_all(rd.value(), addrs, 16);
+
+  // 2. The bytes as records: what the writer accepts, the reader must open and find again.
+  BundleContents c;
+  ModuleContents m;
+  m.id = {IdKind::kElfBuildId, {1, 2, 3, 4}};
+  m.name = "fuzz";
+  uint64_t pos = 0x1000;
+  for (size_t i = 0; i + 8 <= size && i < 8 * 64; i += 8) {
+    const uint64_t w = word(data, size, i);
+    RangeRecord r;
+    r.start = pos + ((w >> 8) & 0xf);
+    r.length = static_cast<uint32_t>(1 + (w & 0xff));
+    r.function = std::string(1, static_cast<char>('a' + (w >> 16) % 26));
+    r.file = std::string(static_cast<size_t>((w >> 21) & 3), 'f');
+    r.line = static_cast<uint32_t>(w >> 32);
+    m.ranges.push_back(r);
+    if (((w >> 24) & 1) != 0 && r.length > 2) {
+      RangeRecord in = r;
+      in.start = r.start + 1;
+      in.length = r.length - 2;
+      in.depth = 1;
+      in.function = "inl" + r.function;
+      in.call_line = static_cast<uint32_t>(w >> 40);
+      m.ranges.push_back(in);
+    }
+    UnwindRowRecord u;
+    u.pc = r.start;
+    u.kind = static_cast<uint8_t>(1 + (w >> 60) % 4);
+    u.cfa_off = static_cast<int32_t>(w >> 28);
+    m.unwind_rows.push_back(u);
+    m.return_pads.push_back({r.start + r.length - 1, {{r.function, r.file, r.line, 0}}});
+    pos = r.start + r.length;
+  }
+  c.modules.push_back(m);
+  auto bytes = write_bundle(c);
+  if (!bytes) die(bytes.error().message.c_str());  // the records are valid by construction
+  auto rd = BundleReader::open(bytes->data(), bytes->size());
+  if (!rd) die(rd.error().message.c_str());
+  for (const RangeRecord& r : m.ranges) {
+    auto chain = rd->lookup(0, r.start);
+    if (!chain || chain->size() <= r.depth) die("a written range is not found at its start");
+    if (chain.value()[r.depth].function != r.function) die("a written range has another function");
+    if (r.depth == 0) {
+      auto row = rd->unwind_row(0, r.start);
+      if (!row || !row->found || row->row.pc != r.start) die("a written unwind row is not found at its pc");
+      auto pad = rd->return_pad(0, r.start + r.length - 1);
+      if (!pad || pad->size() != 1 || pad.value()[0].line != r.line) die("a written return pad is not found");
+    }
+  }
+  return 0;
+}

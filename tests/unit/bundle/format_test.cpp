@@ -1,0 +1,637 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bundle file format: round trip against the input records, determinism, hostile bytes, limits.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "bundle/format.hpp"
+
+using namespace stackprov::bundle;
+
+namespace {
+
+RangeRecord rr(uint64_t start, uint32_t len, uint16_t depth, std::string fn, std::string file, uint32_t line,
+               uint32_t col, std::string cfile = "", uint32_t cline = 0, uint32_t ccol = 0) {
+  return RangeRecord{start, len, depth, std::move(fn), std::move(file), line, col, std::move(cfile), cline, ccol};
+}
+
+UnwindRowRecord row(uint64_t pc, uint8_t kind, uint8_t cfa_reg, int32_t cfa_off, int8_t ra_off,
+                    std::vector<std::pair<uint8_t, int8_t>> saved = {}) {
+  UnwindRowRecord r;
+  r.pc = pc;
+  r.kind = kind;
+  r.cfa_reg = cfa_reg;
+  r.cfa_off = cfa_off;
+  r.ra_off = ra_off;
+  r.nsaved = static_cast<uint8_t>(saved.size());
+  for (size_t i = 0; i < saved.size(); i++) {
+    r.saved_reg[i] = saved[i].first;
+    r.saved_off[i] = saved[i].second;
+  }
+  return r;
+}
+
+/// A generated module: `nfunc` functions, each with nested inline ranges (deterministic).
+ModuleContents generated_module(uint8_t seed, size_t nfunc) {
+  ModuleContents m;
+  m.id = {IdKind::kElfBuildId, std::vector<uint8_t>(20, seed)};
+  m.name = "gen" + std::to_string(seed) + ".so";
+  std::mt19937 rng(seed);
+  uint64_t pc = 0x10000;
+  for (size_t f = 0; f < nfunc; f++) {
+    const uint32_t len = 64 + rng() % 512;
+    const std::string fn = "_Z4gen" + std::to_string(f) + "v";
+    // Depth 0 split in two line records; an inlined callee in the middle, with its own callee.
+    m.ranges.push_back(rr(pc, len / 2, 0, fn, "gen.c", 100 + static_cast<uint32_t>(f), 1));
+    m.ranges.push_back(rr(pc + len / 2, len - len / 2, 0, fn, "gen.c", 101 + static_cast<uint32_t>(f), 3));
+    const uint64_t s1 = pc + 8 + rng() % 16, l1 = len / 3;
+    m.ranges.push_back(rr(s1, static_cast<uint32_t>(l1), 1, "inl_" + std::to_string(f % 7), "inl.h", 20, 2, "gen.c",
+                          100 + static_cast<uint32_t>(f), 9));
+    if (f % 3 == 0)
+      m.ranges.push_back(rr(s1 + 4, static_cast<uint32_t>(l1 / 2), 2, "leaf", "leaf.h", 5, 7, "inl.h", 21, 4));
+    m.return_pads.push_back({pc + 5, {{fn, "gen.c", 100 + static_cast<uint32_t>(f), 1}}});
+    m.unwind_rows.push_back(row(pc, UnwindRowRecord::kCfaReg, 7, 8, -1));
+    m.unwind_rows.push_back(row(pc + 4, UnwindRowRecord::kCfaReg, 7, 16, -1, {{6, -2}}));
+    m.unwind_rows.push_back(row(pc + len - 1, UnwindRowRecord::kCfaReg, 7, 8, -1));
+    pc += len + (f % 5 == 0 ? 32 : 0);  // a few gaps without symbols
+  }
+  m.unwind_rows.push_back(row(pc, UnwindRowRecord::kNoInfo, 0, 0, 0));
+  return m;
+}
+
+BundleContents sample_contents() {
+  BundleContents c;
+  ModuleContents a;
+  a.id = {IdKind::kElfBuildId, {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+  a.name = "libdemo.so.1";
+  a.sha256_file.fill(0x11);
+  a.sha256_debug.fill(0x22);
+  a.ranges = {
+      rr(0x1000, 0x40, 0, "main", "main.c", 10, 1),
+      rr(0x1040, 0xc0, 0, "main", "main.c", 12, 3),
+      rr(0x1040, 0x40, 1, "_ZL5inl_av", "inl.h", 30, 5, "main.c", 12, 7),
+      rr(0x1050, 0x10, 2, "_ZL5inl_bv", "inl2.h", 40, 9, "inl.h", 31, 11),
+      rr(0x1090, 0x10, 1, "_ZL5inl_av", "inl.h", 32, 5, "main.c", 14, 7),
+      rr(0x1200, 0x80, 0, "_Z3fooi", "foo.cc", 3, 0),
+  };
+  a.return_pads = {
+      {0x1055, {{"main", "main.c", 12, 7}, {"_ZL5inl_av", "inl.h", 31, 11}, {"_ZL5inl_bv", "inl2.h", 41, 2}}},
+      {0x1205, {{"_Z3fooi", "foo.cc", 4, 2}}},
+  };
+  a.unwind_rows = {row(0x1000, UnwindRowRecord::kCfaReg, 7, 8, -1),
+                   row(0x1001, UnwindRowRecord::kCfaReg, 7, 16, -1, {{6, -2}}),
+                   row(0x1004, UnwindRowRecord::kCfaReg, 6, 16, -1, {{6, -2}, {3, -3}, {12, -4}}),
+                   row(0x1100, UnwindRowRecord::kNoInfo, 0, 0, 0),
+                   row(0x1200, UnwindRowRecord::kEndOfStack, 7, 8, 0),
+                   row(0x1280, UnwindRowRecord::kFull, 7, 0, 0)};
+  a.unwind_rows[2].signal_frame = true;
+  a.unwind_rows[2].ra_kind = UnwindRowRecord::kRaSameValue;
+  a.unwind_rows[2].ra_reg = 30;
+  a.unwind_rows[5].from_debug_frame = true;
+  c.modules.push_back(a);
+
+  ModuleContents b;  // PDB identity: GUID + age
+  b.id = {IdKind::kPdbGuidAge, std::vector<uint8_t>(20, 0x5a)};
+  b.name = "demo.pdb";
+  b.ranges = {rr(0x401000, 0x20, 0, "?f@@YAXXZ", "f.cpp", 7, 0)};
+  b.debug_blob = {'P', 'D', 'B', 0, 1, 2, 3};
+  c.modules.push_back(b);
+
+  ModuleContents m;  // Mach-O UUID, no records at all
+  m.id = {IdKind::kMachoUuid, std::vector<uint8_t>(16, 0x33)};
+  m.name = "libmac.dylib";
+  c.modules.push_back(m);
+
+  c.modules.push_back(generated_module(7, 300));
+  c.modules.push_back(generated_module(9, 50));
+  return c;
+}
+
+/// Independent answer: the chain at `addr` by a linear scan over the input ranges.
+std::vector<FrameRecord> naive_chain(const ModuleContents& m, uint64_t addr) {
+  std::vector<const RangeRecord*> hits;
+  for (uint16_t d = 0;; d++) {
+    const RangeRecord* hit = nullptr;
+    for (const RangeRecord& r : m.ranges)
+      if (r.depth == d && addr >= r.start && addr - r.start < r.length) hit = &r;
+    if (hit == nullptr) break;
+    hits.push_back(hit);
+  }
+  std::vector<FrameRecord> out;
+  for (size_t i = 0; i < hits.size(); i++) {
+    const RangeRecord* pos = i + 1 < hits.size() ? hits[i + 1] : hits[i];
+    const bool call = i + 1 < hits.size();
+    out.push_back({hits[i]->function, call ? pos->call_file : pos->file, call ? pos->call_line : pos->line,
+                   call ? pos->call_column : pos->column});
+  }
+  return out;
+}
+
+void check_frames(const std::vector<FrameView>& got, const std::vector<FrameRecord>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    CHECK(got[i].function == want[i].function);
+    CHECK(got[i].file == want[i].file);
+    CHECK(got[i].line == want[i].line);
+    CHECK(got[i].column == want[i].column);
+  }
+}
+
+void check_row(const UnwindRowRecord& got, const UnwindRowRecord& want) {
+  CHECK(got.pc == want.pc);
+  CHECK(got.kind == want.kind);
+  CHECK(got.cfa_reg == want.cfa_reg);
+  CHECK(got.cfa_off == want.cfa_off);
+  CHECK(got.ra_kind == want.ra_kind);
+  CHECK(got.ra_reg == want.ra_reg);
+  CHECK(got.ra_off == want.ra_off);
+  CHECK(got.signal_frame == want.signal_frame);
+  CHECK(got.from_debug_frame == want.from_debug_frame);
+  REQUIRE(got.nsaved == want.nsaved);
+  for (size_t i = 0; i < want.nsaved; i++) {
+    CHECK(got.saved_reg[i] == want.saved_reg[i]);
+    CHECK(got.saved_off[i] == want.saved_off[i]);
+  }
+}
+
+/// Every address of interest of a module: range edges +-1 and a stride through them.
+std::vector<uint64_t> probe_addresses(const ModuleContents& m) {
+  std::vector<uint64_t> a = {0, 1, UINT64_MAX};
+  for (const RangeRecord& r : m.ranges)
+    for (uint64_t x : {r.start - 1, r.start, r.start + 1, r.start + r.length - 1, r.start + r.length}) a.push_back(x);
+  for (const UnwindRowRecord& r : m.unwind_rows)
+    for (uint64_t x : {r.pc - 1, r.pc, r.pc + 1}) a.push_back(x);
+  for (const ReturnPadRecord& p : m.return_pads)
+    for (uint64_t x : {p.addr - 1, p.addr, p.addr + 1}) a.push_back(x);
+  return a;
+}
+
+void check_against_input(const BundleReader& rd, const BundleContents& c) {
+  REQUIRE(rd.modules().size() == c.modules.size());
+  for (const ModuleContents& m : c.modules) {
+    const ModuleView* v = rd.find_module(m.id.kind, m.id.bytes);
+    REQUIRE(v != nullptr);
+    CHECK(v->name == m.name);
+    CHECK(std::equal(v->id.begin(), v->id.end(), m.id.bytes.begin(), m.id.bytes.end()));
+    CHECK(v->sha256_file == m.sha256_file);
+    CHECK(v->sha256_debug == m.sha256_debug);
+    CHECK(std::equal(v->debug_blob.begin(), v->debug_blob.end(), m.debug_blob.begin(), m.debug_blob.end()));
+    CHECK(v->range_count == m.ranges.size());
+    CHECK(v->pad_count == m.return_pads.size());
+    CHECK(v->unwind_count == m.unwind_rows.size());
+
+    // Every range record, field by field (the file order is (depth, start)).
+    auto got = rd.ranges(v->index);
+    REQUIRE(got.ok());
+    std::vector<RangeRecord> want = m.ranges;
+    std::sort(want.begin(), want.end(), [](const RangeRecord& a, const RangeRecord& b) {
+      return a.depth != b.depth ? a.depth < b.depth : a.start < b.start;
+    });
+    REQUIRE(got->size() == want.size());
+    for (size_t i = 0; i < want.size(); i++) {
+      const RangeRecord& g = got.value()[i];
+      CHECK(g.start == want[i].start);
+      CHECK(g.length == want[i].length);
+      CHECK(g.depth == want[i].depth);
+      CHECK(g.function == want[i].function);
+      CHECK(g.file == want[i].file);
+      CHECK(g.line == want[i].line);
+      CHECK(g.column == want[i].column);
+      CHECK(g.call_file == want[i].call_file);
+      CHECK(g.call_line == want[i].call_line);
+      CHECK(g.call_column == want[i].call_column);
+    }
+    for (uint64_t addr : probe_addresses(m)) {
+      auto chain = rd.lookup(v->index, addr);
+      REQUIRE(chain.ok());
+      INFO("module " << m.name << " addr 0x" << std::hex << addr);
+      check_frames(chain.value(), naive_chain(m, addr));
+      auto pad = rd.return_pad(v->index, addr);
+      REQUIRE(pad.ok());
+      auto it = std::find_if(m.return_pads.begin(), m.return_pads.end(),
+                             [&](const ReturnPadRecord& p) { return p.addr == addr; });
+      check_frames(pad.value(), it == m.return_pads.end() ? std::vector<FrameRecord>{} : it->frames);
+      auto ur = rd.unwind_row(v->index, addr);
+      REQUIRE(ur.ok());
+      const UnwindRowRecord* best = nullptr;  // independent answer: linear scan
+      for (const UnwindRowRecord& r : m.unwind_rows)
+        if (r.pc <= addr && (best == nullptr || r.pc > best->pc)) best = &r;
+      REQUIRE(ur->found == (best != nullptr));
+      if (best != nullptr) check_row(ur->row, *best);
+    }
+  }
+}
+
+template <class T>
+void shuffle(std::vector<T>& v, std::mt19937& rng) {
+  std::shuffle(v.begin(), v.end(), rng);
+}
+
+std::string message_of(const BundleContents& c) {
+  auto w = write_bundle(c);
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().code == SPROV_ERR_BUNDLE);
+  return w.error().message;
+}
+
+std::string open_message(const std::vector<uint8_t>& b) {
+  auto rd = BundleReader::open(b.data(), b.size());
+  REQUIRE_FALSE(rd.ok());
+  CHECK(rd.error().code == SPROV_ERR_BUNDLE);
+  return rd.error().message;
+}
+
+void put64(std::vector<uint8_t>& b, size_t off, uint64_t v) {
+  for (int i = 0; i < 8; i++) b[off + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t get64(const std::vector<uint8_t>& b, size_t off) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | b[off + i];
+  return v;
+}
+
+/// Offset of the module table (section type 1) from the section table.
+size_t modules_offset(const std::vector<uint8_t>& b) {
+  const uint32_t nsec = b[12];
+  for (uint32_t i = 0; i < nsec; i++)
+    if (b[32 + i * 24] == 1) return static_cast<size_t>(get64(b, 32 + i * 24 + 8));
+  FAIL("no module section");
+  return 0;
+}
+
+/// Opens `b` and exercises every query; returns whether open succeeded.
+bool exercise(const uint8_t* data, size_t len, const std::vector<uint64_t>& addrs) {
+  auto rd = BundleReader::open(data, len);
+  if (!rd) return false;
+  for (const ModuleView& v : rd->modules()) {
+    (void)rd->ranges(v.index);
+    for (uint64_t a : addrs) {
+      (void)rd->lookup(v.index, a);
+      (void)rd->return_pad(v.index, a);
+      (void)rd->unwind_row(v.index, a);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("bundle format: round trip of several modules, record by record against the input", "[bundle][format]") {
+  const BundleContents c = sample_contents();
+  auto bytes = write_bundle(c);
+  REQUIRE(bytes.ok());
+  auto rd = BundleReader::open(bytes->data(), bytes->size());
+  REQUIRE(rd.ok());
+  check_against_input(rd.value(), c);
+
+  // The hand-written chains, spelled out (outermost first; outer positions are call sites).
+  const ModuleView* a = rd->find_module(IdKind::kElfBuildId, c.modules[0].id.bytes);
+  REQUIRE(a != nullptr);
+  auto chain = rd->lookup(a->index, 0x1055);
+  REQUIRE(chain.ok());
+  check_frames(chain.value(), {{"main", "main.c", 12, 7}, {"_ZL5inl_av", "inl.h", 31, 11}, {"_ZL5inl_bv", "inl2.h", 40, 9}});
+  chain = rd->lookup(a->index, 0x1150);  // gap between main and foo
+  REQUIRE(chain.ok());
+  CHECK(chain->empty());
+  CHECK(rd->find_module(IdKind::kMachoUuid, c.modules[0].id.bytes) == nullptr);  // same bytes, other kind
+  std::vector<uint8_t> shorter(c.modules[0].id.bytes.begin(), c.modules[0].id.bytes.end() - 1);
+  CHECK(rd->find_module(IdKind::kElfBuildId, shorter) == nullptr);
+  CHECK_FALSE(rd->lookup(rd->modules().size(), 0).ok());
+
+  // The same bytes through a file mapping, and after a move.
+  char path[] = "/tmp/stackprov-bundle-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, bytes->data(), bytes->size()) == static_cast<ssize_t>(bytes->size()));
+  close(fd);
+  auto fr = BundleReader::open_file(path);
+  unlink(path);
+  REQUIRE(fr.ok());
+  BundleReader moved = std::move(fr.value());
+  check_against_input(moved, c);
+  CHECK_FALSE(BundleReader::open_file("/nonexistent/bundle").ok());
+}
+
+TEST_CASE("bundle format: lookups from several threads share one lazily built index", "[bundle][format]") {
+  const BundleContents c = sample_contents();
+  auto bytes = write_bundle(c);
+  REQUIRE(bytes.ok());
+  auto rd = BundleReader::open(bytes->data(), bytes->size());
+  REQUIRE(rd.ok());
+  const ModuleContents& g = c.modules[3];
+  const ModuleView* v = rd->find_module(g.id.kind, g.id.bytes);
+  REQUIRE(v != nullptr);
+  std::vector<uint64_t> addrs = probe_addresses(g);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++)
+    threads.emplace_back([&, t] {
+      for (uint64_t a : addrs) {
+        auto ch = rd->lookup(v->index, a);
+        if (!ch.ok() || ch->size() != naive_chain(g, a).size()) mismatches[static_cast<size_t>(t)]++;
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(mismatches == std::vector<int>(4, 0));
+}
+
+TEST_CASE("bundle format: equal contents in any order give identical bytes", "[bundle][format]") {
+  const BundleContents c = sample_contents();
+  auto first = write_bundle(c);
+  REQUIRE(first.ok());
+  auto again = write_bundle(c);
+  REQUIRE(again.ok());
+  CHECK(first.value() == again.value());
+  std::mt19937 rng(20261125);
+  for (int i = 0; i < 20; i++) {
+    BundleContents s = c;
+    shuffle(s.modules, rng);
+    for (ModuleContents& m : s.modules) {
+      shuffle(m.ranges, rng);
+      shuffle(m.return_pads, rng);
+      shuffle(m.unwind_rows, rng);
+    }
+    auto w = write_bundle(s);
+    REQUIRE(w.ok());
+    CHECK(w.value() == first.value());
+  }
+  // Different contents give different bytes (one line number changed).
+  BundleContents d = c;
+  d.modules[0].ranges[0].line++;
+  auto wd = write_bundle(d);
+  REQUIRE(wd.ok());
+  CHECK(wd.value() != first.value());
+  CHECK(bundle_digest(wd->data(), wd->size()) != bundle_digest(first->data(), first->size()));
+}
+
+TEST_CASE("bundle format: bundle_digest is sha256 (FIPS 180-2 test vector)", "[bundle][format]") {
+  const uint8_t abc[] = {'a', 'b', 'c'};
+  CHECK(bundle_digest(abc, 3) == "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("bundle format: an empty bundle round-trips", "[bundle][format]") {
+  auto w = write_bundle({});
+  REQUIRE(w.ok());
+  auto rd = BundleReader::open(w->data(), w->size());
+  REQUIRE(rd.ok());
+  CHECK(rd->modules().empty());
+}
+
+TEST_CASE("bundle format: every truncation and single-byte corruption gives an error or a valid reader",
+          "[bundle][format][hostile]") {
+  BundleContents c = sample_contents();
+  c.modules.resize(3);  // the hand-written modules: a small file, every offset is tried
+  c.modules.push_back(generated_module(5, 6));
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  const std::vector<uint8_t>& good = w.value();
+  std::vector<uint64_t> addrs;
+  for (const ModuleContents& m : c.modules)
+    for (uint64_t a : probe_addresses(m)) addrs.push_back(a);
+
+  // Truncations: the header's size no longer matches; then the same lengths with the header
+  // patched to claim them, so the section table and module checks are what must catch it.
+  for (size_t len = 0; len < good.size(); len++) {
+    CHECK_FALSE(BundleReader::open(good.data(), len).ok());
+    if (len >= 32) {
+      std::vector<uint8_t> t(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(len));
+      put64(t, 16, len);
+      CHECK_FALSE(exercise(t.data(), t.size(), addrs));
+    }
+  }
+  // Single-byte corruptions at every offset, three patterns. The header and section table
+  // are fully checked: a change there is always an error.
+  size_t opened = 0;
+  const size_t table_end = 32 + good[12] * 24;
+  for (size_t off = 0; off < good.size(); off++) {
+    for (uint8_t x : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> b = good;
+      b[off] ^= x;
+      const bool ok = exercise(b.data(), b.size(), addrs);
+      opened += ok;
+      if (off < table_end) {
+        INFO("offset " << off << " xor " << int(x));
+        CHECK_FALSE(ok);
+      }
+    }
+  }
+  CHECK(opened > 0);  // string bytes, line numbers and the like are not structural
+}
+
+TEST_CASE("bundle format: declared counts and offsets beyond the file are rejected by value", "[bundle][format][hostile]") {
+  auto w = write_bundle(sample_contents());
+  REQUIRE(w.ok());
+  const std::vector<uint8_t> good = w.value();
+  {
+    std::vector<uint8_t> b = good;
+    b[12] = 0xff, b[13] = 0xff, b[14] = 0xff, b[15] = 0xff;
+    CHECK_THAT(open_message(b), Catch::Contains("section count 4294967295"));
+  }
+  {
+    std::vector<uint8_t> b = good;
+    put64(b, 32 + 16, 0x7fffffffffffffffull);  // first section's length
+    CHECK_THAT(open_message(b), Catch::Contains("9223372036854775807"));
+  }
+  const size_t mods = modules_offset(good);
+  {
+    std::vector<uint8_t> b = good;
+    put64(b, mods + 152 + 8, 0xffffffffffffull);  // module 0's range count
+    CHECK_THAT(open_message(b), Catch::Contains("281474976710655"));
+  }
+  {
+    std::vector<uint8_t> b = good;
+    put64(b, mods + 136 + 8, UINT64_MAX);  // module 0's string-table length (overflow of first + count)
+    CHECK_THAT(open_message(b), Catch::Contains("18446744073709551615"));
+  }
+  {
+    std::vector<uint8_t> b = good;
+    b[mods + 1] = 65;  // id length
+    CHECK_THAT(open_message(b), Catch::Contains("id length 65"));
+  }
+  {
+    std::vector<uint8_t> b = good;
+    b[mods + 4 * 232 + 1] = 15;  // module 4 is the Mach-O one (sorted by kind): its UUID has 16 bytes
+    CHECK_THAT(open_message(b), Catch::Contains("id length 15 is wrong for id kind 3"));
+  }
+  {
+    std::vector<uint8_t> b = good;
+    b[8] = 2;
+    CHECK_THAT(open_message(b), Catch::Contains("version 2"));
+  }
+}
+
+TEST_CASE("bundle format: the writer rejects invalid records naming the value", "[bundle][format]") {
+  const BundleContents base = sample_contents();
+  {
+    BundleContents c = base;
+    c.modules[0].ranges.push_back(rr(0x1030, 0x20, 0, "other", "o.c", 1, 1));
+    const std::string msg = message_of(c);
+    CHECK_THAT(msg, Catch::Contains("0x1000") && Catch::Contains("0x1030") && Catch::Contains("overlap"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].ranges.push_back(rr(0x1100, 0x10, 1, "orphan", "o.c", 1, 1));
+    CHECK_THAT(message_of(c), Catch::Contains("0x1100") && Catch::Contains("not inside"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].ranges[0].depth = 200;
+    CHECK_THAT(message_of(c), Catch::Contains("depth 200"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].ranges[0].length = 0;
+    CHECK_THAT(message_of(c), Catch::Contains("length 0"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].ranges.push_back(rr(UINT64_MAX - 4, 0x10, 0, "wrap", "w.c", 1, 1));
+    CHECK_THAT(message_of(c), Catch::Contains("0xfffffffffffffffb") && Catch::Contains("wraps"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].id.bytes.resize(65, 1);
+    CHECK_THAT(message_of(c), Catch::Contains("65 bytes"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[1].id.bytes.resize(16);  // PDB identity is GUID (16) + age (4)
+    CHECK_THAT(message_of(c), Catch::Contains("16 bytes"));
+  }
+  {
+    BundleContents c = base;
+    c.modules.push_back(c.modules[2]);
+    CHECK_THAT(message_of(c), Catch::Contains("3:3333") && Catch::Contains("twice"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].return_pads.push_back({0x1205, {{"x", "y", 1, 1}}});
+    CHECK_THAT(message_of(c), Catch::Contains("0x1205"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].unwind_rows[1].nsaved = 13;
+    CHECK_THAT(message_of(c), Catch::Contains("13 registers"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].unwind_rows[1].kind = 9;
+    CHECK_THAT(message_of(c), Catch::Contains("kind 9"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].ranges[0].function = std::string("a\0b", 3);
+    CHECK_THAT(message_of(c), Catch::Contains("NUL"));
+  }
+  {
+    BundleContents c = base;
+    c.modules[0].ranges[0].function.assign(kMaxStringBytes + 1, 'x');
+    CHECK_THAT(message_of(c), Catch::Contains(std::to_string(kMaxStringBytes + 1)));
+  }
+}
+
+namespace {
+
+/// Little-endian byte builder for the hand encoding below.
+struct Bytes {
+  std::vector<uint8_t> b;
+  Bytes& u8(uint8_t v) {
+    b.push_back(v);
+    return *this;
+  }
+  Bytes& u16(uint16_t v) { return u8(static_cast<uint8_t>(v)).u8(static_cast<uint8_t>(v >> 8)); }
+  Bytes& u32(uint32_t v) { return u16(static_cast<uint16_t>(v)).u16(static_cast<uint16_t>(v >> 16)); }
+  Bytes& u64(uint64_t v) { return u32(static_cast<uint32_t>(v)).u32(static_cast<uint32_t>(v >> 32)); }
+  Bytes& fill(size_t n, uint8_t v) {
+    b.insert(b.end(), n, v);
+    return *this;
+  }
+  Bytes& str(const char* s) {
+    b.insert(b.end(), s, s + std::strlen(s) + 1);
+    return *this;
+  }
+  Bytes& pad8() { return fill((8 - b.size() % 8) % 8, 0); }
+};
+
+}  // namespace
+
+TEST_CASE("bundle format: the writer's bytes equal a hand encoding of doc/bundles.md", "[bundle][format]") {
+  BundleContents c;
+  ModuleContents y;  // given first: the writer sorts it after x (kind 3 > kind 1)
+  y.id = {IdKind::kMachoUuid, std::vector<uint8_t>(16, 0x01)};
+  y.name = "y";
+  y.debug_blob = {9, 8, 7};
+  c.modules.push_back(y);
+  ModuleContents x;
+  x.id = {IdKind::kElfBuildId, {0xaa, 0xbb}};
+  x.name = "x";
+  x.sha256_debug.fill(0x22);
+  x.ranges = {rr(0x104, 4, 1, "g", "b.h", 5, 6, "a.c", 7, 8), rr(0x100, 0x10, 0, "f", "a.c", 3, 4)};
+  x.return_pads = {{0x108, {{"f", "a.c", 7, 8}, {"g", "b.h", 5, 6}}}};
+  x.unwind_rows = {row(0x100, UnwindRowRecord::kCfaReg, 7, 8, -1, {{6, -2}})};
+  x.unwind_rows[0].signal_frame = true;
+  c.modules.push_back(x);
+
+  // Sections, each per the tables of doc/bundles.md. Strings of x sorted: "" a.c b.h f g x.
+  const uint32_t s_empty = 0, s_ac = 1, s_bh = 5, s_f = 9, s_g = 11, s_x = 13;
+  Bytes strings;
+  strings.str("").str("a.c").str("b.h").str("f").str("g").str("x").str("").str("y");  // x: 15 bytes, y: 3
+  Bytes ranges;
+  ranges.u64(0x100).u32(0x10).u16(0).u16(0).u32(s_f).u32(s_ac).u32(3).u32(4).u32(s_empty).u32(0).u32(0);
+  ranges.u64(0x104).u32(4).u16(1).u16(0).u32(s_g).u32(s_bh).u32(5).u32(6).u32(s_ac).u32(7).u32(8);
+  Bytes pads;
+  pads.u64(0x108).u32(0).u32(2);
+  Bytes frames;
+  frames.u32(s_f).u32(s_ac).u32(7).u32(8).u32(s_g).u32(s_bh).u32(5).u32(6);
+  Bytes rows;
+  rows.u64(0x100).u8(1).u8(7).u8(0).u8(0).u32(8).u8(0xff).u8(1).u8(1).u8(0);
+  rows.u8(6).fill(11, 0).u8(0xfe).fill(11, 0);
+  Bytes blobs;
+  blobs.u8(9).u8(8).u8(7);
+  Bytes modules;
+  modules.u8(1).u8(2).u16(0).u32(s_x).u8(0xaa).u8(0xbb).fill(62, 0).fill(32, 0).fill(32, 0x22);
+  modules.u64(0).u64(15).u64(0).u64(2).u64(0).u64(1).u64(0).u64(2).u64(0).u64(1).u64(0).u64(0);
+  modules.u8(3).u8(16).u16(0).u32(1).fill(16, 0x01).fill(48, 0).fill(64, 0);
+  modules.u64(15).u64(3).u64(2).u64(0).u64(1).u64(0).u64(2).u64(0).u64(1).u64(0).u64(0).u64(3);
+  REQUIRE(modules.b.size() == 2 * 232);
+
+  const std::vector<uint8_t>* secs[] = {&modules.b, &strings.b, &ranges.b, &pads.b, &frames.b, &rows.b, &blobs.b};
+  Bytes file;
+  file.fill(8, 0);
+  std::memcpy(file.b.data(), "SPRVBNDL", 8);
+  file.u32(1).u32(7).u64(0 /* size, patched */).u32(0).u32(0);
+  uint64_t off = 32 + 7 * 24;
+  std::vector<uint64_t> offs;
+  for (uint32_t t = 1; t <= 7; t++) {
+    off = (off + 7) / 8 * 8;
+    offs.push_back(off);
+    file.u32(t).u32(0).u64(off).u64(secs[t - 1]->size());
+    off += secs[t - 1]->size();
+  }
+  for (uint32_t t = 1; t <= 7; t++) {
+    file.pad8();
+    REQUIRE(file.b.size() == offs[t - 1]);
+    file.b.insert(file.b.end(), secs[t - 1]->begin(), secs[t - 1]->end());
+  }
+  file.pad8();
+  put64(file.b, 16, file.b.size());
+
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  REQUIRE(w->size() == file.b.size());
+  for (size_t i = 0; i < file.b.size(); i++) {
+    INFO("byte " << i);
+    REQUIRE(int(w.value()[i]) == int(file.b[i]));
+  }
+  auto rd = BundleReader::open(file.b.data(), file.b.size());
+  REQUIRE(rd.ok());
+  check_against_input(rd.value(), c);
+}
