@@ -5,13 +5,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "bundle/format.hpp"
 #include "command.hpp"
 #include "core/types.hpp"
+#include "elf/elf_image.hpp"
 #include "symbolize/bundle_builder.hpp"
+#include "unwind/bundle_rows.hpp"
+#include "unwind/module_unwind.hpp"
 
 namespace {
 
@@ -20,11 +25,13 @@ using namespace stackprov;
 const char kHelp[] =
     "usage: stackprov bundle build FILE [--out PATH] [--name NAME] [--debug-file-directory DIR]...\n"
     "       stackprov bundle inspect BUNDLE [--json]\n"
-    "       stackprov bundle lookup BUNDLE [--build-id HEX] ADDRESS...\n\n"
+    "       stackprov bundle lookup BUNDLE [--build-id HEX] ADDRESS...\n"
+    "       stackprov bundle unwind BUNDLE [--build-id HEX] ADDRESS...\n\n"
     "build    writes a symbol bundle (doc/bundles.md) for the ELF FILE: its GNU build-id, name,\n"
     "         sha256 of the file and of its debug file, and the address ranges with inline chains\n"
     "         of every executable byte its DWARF describes (found in FILE or its separate debug file).\n"
-    "         No return pads and no unwind rows yet. The output is deterministic.\n"
+    "         and the unwind rows of its .eh_frame/.debug_frame (as the unwinder reads them).\n"
+    "         No return pads yet. The output is deterministic.\n"
     "         --out PATH    where to write (default: <basename of FILE>.sbundle in the current directory)\n"
     "         --name NAME   module name stored in the bundle (default: the basename of FILE)\n"
     "         --debug-file-directory DIR   search DIR for separate debug files (repeatable;\n"
@@ -36,7 +43,11 @@ const char kHelp[] =
     "         bundle alone and prints, like llvm-symbolizer --inlining, for each inline frame\n"
     "         innermost first: the function (linkage name) and file:line:column, then a blank line;\n"
     "         \"??\" and \"??:0:0\" when the bundle has no range there. --build-id picks the module\n"
-    "         (required when the bundle holds more than one).\n";
+    "         (required when the bundle holds more than one).\n"
+    "unwind   prints the unwind row covering each ADDRESS, one line each: x86_64 rows in\n"
+    "         llvm-dwarfdump's notation (\"CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]\"; other\n"
+    "         architectures: DWARF register numbers \"r7\"), or \"end-of-stack\", \"full\" (the row\n"
+    "         needs the CFI interpreter), \"none\" (no unwind information).\n";
 
 int fail(const std::string& msg) {
   fprintf(stderr, "stackprov bundle: %s\n", msg.c_str());
@@ -113,6 +124,14 @@ int cmd_build(int argc, char** argv) {
   opts.name = name;
   auto mc = symbolize::build_module_contents(file, opts);
   if (!mc) return fail(mc.error().message);
+  // Unwind rows: the unwinder's own CFI lookup over the same file (lib/unwind).
+  auto img = elf::ElfImage::open(file);
+  if (!img) return fail(img.error().message);
+  auto lm = unwind::LoadedModule::load(img.value(), opts.debug);
+  if (!lm) return fail(lm.error().message);
+  auto rows = unwind::bundle_unwind_rows(*lm.value());
+  if (!rows) return fail(rows.error().message);
+  mc.value().unwind_rows = std::move(rows.value());
   bundle::BundleContents bc;
   bc.modules.push_back(std::move(mc.value()));
   auto bytes = bundle::write_bundle(bc);
@@ -236,6 +255,87 @@ int cmd_lookup(int argc, char** argv) {
   return 0;
 }
 
+std::string reg_name(uint8_t r, bool x86_64) {
+  static const char* const kX86[17] = {"RAX", "RDX", "RCX", "RBX", "RSI", "RDI", "RBP", "RSP", "R8",
+                                       "R9",  "R10", "R11", "R12", "R13", "R14", "R15", "RIP"};
+  if (x86_64 && r < 17) return kX86[r];
+  return "r" + std::to_string(r);
+}
+
+std::string signed_off(int64_t v, bool omit_zero) {
+  if (v == 0 && omit_zero) return "";
+  return (v < 0 ? "-" : "+") + std::to_string(v < 0 ? -v : v);
+}
+
+/// The row in llvm-dwarfdump-14's notation (registers by number, the return address last).
+std::string row_text(const bundle::UnwindRowRecord& r, int addr_size, bool x86_64) {
+  switch (r.kind) {
+    case bundle::UnwindRowRecord::kEndOfStack: return "end-of-stack";
+    case bundle::UnwindRowRecord::kFull: return "full";
+    case bundle::UnwindRowRecord::kNoInfo: return "none";
+    default: break;
+  }
+  std::string s = "CFA=" + reg_name(r.cfa_reg, x86_64) + signed_off(r.cfa_off, true) + ":";
+  std::vector<std::pair<uint8_t, int8_t>> saved;
+  for (int i = 0; i < r.nsaved && i < bundle::kMaxSavedRegs; ++i) saved.emplace_back(r.saved_reg[i], r.saved_off[i]);
+  std::sort(saved.begin(), saved.end());
+  const char* sep = " ";
+  for (const auto& [reg, off] : saved) {
+    s += sep + reg_name(reg, x86_64) + "=[CFA" + signed_off(int64_t{off} * addr_size, true) + "]";
+    sep = ", ";
+  }
+  if (r.ra_kind == bundle::UnwindRowRecord::kRaAtCfa)
+    s += sep + reg_name(r.ra_reg, x86_64) + "=[CFA" + signed_off(int64_t{r.ra_off} * addr_size, true) + "]";
+  else if (r.ra_kind == bundle::UnwindRowRecord::kRaSameValue)
+    s += sep + reg_name(r.ra_reg, x86_64) + "=same";
+  return s;
+}
+
+int cmd_unwind(int argc, char** argv) {
+  std::string file, build_id;
+  std::vector<std::string> addrs;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--build-id") {
+      if (i + 1 >= argc) return usage("--build-id needs a value");
+      build_id = argv[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      addrs.push_back(a);
+    }
+  }
+  if (file.empty()) return usage("unwind needs a BUNDLE");
+  auto r = bundle::BundleReader::open_file(file);
+  if (!r) return fail(r.error().message);
+  const bundle::BundleReader& reader = r.value();
+  size_t module = 0;
+  if (!build_id.empty()) {
+    const BuildId id = BuildId::from_hex(build_id);
+    if (id.empty()) return usage("--build-id '" + build_id + "' is not a hex build-id");
+    const bundle::ModuleView* m =
+        reader.find_module(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len));
+    if (!m) return fail("no module with build-id " + build_id + " in '" + file + "'");
+    module = m->index;
+  } else if (reader.modules().size() != 1) {
+    return usage("'" + file + "' holds " + std::to_string(reader.modules().size()) +
+                 " modules: name one with --build-id");
+  }
+  // The bundle does not record the architecture: x86_64 names and 8-byte words unless
+  // the rows use registers x86_64 does not have (printed by number either way).
+  for (const std::string& s : addrs) {
+    uint64_t addr = 0;
+    if (!parse_addr(s, &addr)) return usage("'" + s + "' is not an address (hex with 0x, or decimal)");
+    auto row = reader.unwind_row(module, addr);
+    if (!row) return fail(row.error().message);
+    printf("%s\n", row.value().found ? row_text(row.value().row, 8, true).c_str() : "none");
+  }
+  fflush(stdout);
+  return 0;
+}
+
 int cmd_bundle(int argc, char** argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(kHelp, argc < 2 ? stderr : stdout);
@@ -250,7 +350,8 @@ int cmd_bundle(int argc, char** argv) {
   if (sub == "build") return cmd_build(argc, argv);
   if (sub == "inspect") return cmd_inspect(argc, argv);
   if (sub == "lookup") return cmd_lookup(argc, argv);
-  return usage("unknown subcommand '" + sub + "' (build, inspect or lookup)");
+  if (sub == "unwind") return cmd_unwind(argc, argv);
+  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup or unwind)");
 }
 
 }  // namespace

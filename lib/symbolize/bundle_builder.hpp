@@ -32,7 +32,8 @@ struct BundleBuildReport {
 /// ranges of every byte of its executable sections that DWARF describes, with the
 /// inline chain exactly as DwarfResolver answers in llvm-symbolizer-14 mode
 /// (linkage names, symbol-table name for the physical function). Addresses are
-/// link-time virtual addresses. No return pads and no unwind rows yet.
+/// link-time virtual addresses. No return pads; unwind rows come from
+/// unwind::bundle_unwind_rows() (lib/unwind/bundle_rows.hpp), which the caller adds.
 /// Deterministic: the output depends only on the file and its debug file.
 Result<bundle::ModuleContents> build_module_contents(const std::string& path, const BundleBuildOptions& opts,
                                                      BundleBuildReport* report = nullptr);
