@@ -10,6 +10,13 @@ addresses outside it are those llvm names from the symbol table alone (one frame
 "<STT_FILE name>:0:0"),
 where DWARF has nothing and the bundle must answer "??" (exceptions.txt). Also checks that
 building the same bundle twice, and from copies in two directories, gives the same sha256.
+Unwind rows: at every executable byte, `stackprov bundle unwind` must print the row that
+binutils `readelf -wF` (decoded CFI tables) shows for the FDE covering it (.eh_frame first, as
+the unwinder), rendered in llvm-dwarfdump's notation, or "end-of-stack" (ra undefined), "full"
+where the row cannot be written in the compact form (expressions, register rules, offsets that
+are not int8 words), "none" outside every FDE. Same-value and unset registers, and registers
+the x86_64 unwinder does not track, carry no rule. (Not llvm-dwarfdump-14: it does not restore
+the CFA at DW_CFA_restore_state, see exceptions.txt.)
 A missing tool fails with its name."""
 import argparse
 import hashlib
@@ -94,6 +101,115 @@ def bundle_answers(stackprov, bundle, addrs):
     return ans
 
 
+X86_REGS = ["RAX", "RDX", "RCX", "RBX", "RSI", "RDI", "RBP", "RSP", "R8", "R9", "R10", "R11", "R12", "R13",
+            "R14", "R15", "RIP"]
+
+
+def compact_row(cols, vals):
+    """One row of binutils `readelf -wF` -> what the compact row prints (llvm-dwarfdump notation)
+    or "end-of-stack" / "full"."""
+    row = dict(zip(cols, vals))
+    if row.get("ra", "u") == "u":
+        return "end-of-stack"
+    m = re.fullmatch(r"([a-z0-9]+)([+-]\d+)", row["CFA"])
+    if not m or m.group(1).upper() not in X86_REGS[:16] or abs(int(m.group(2))) >= 2 ** 31:
+        return "full"
+    off = int(m.group(2))
+    cfa = "CFA=%s%s" % (m.group(1).upper(), "" if off == 0 else "%+d" % off)
+    kept = []
+    for name, val in row.items():
+        if name in ("LOC", "CFA"):
+            continue
+        reg = "RIP" if name == "ra" else name.upper()
+        if reg not in X86_REGS or val in ("u", "s"):
+            continue   # not tracked by the unwinder / no rule / same value: nothing to restore
+        vm = re.fullmatch(r"c([+-]\d+)", val)
+        if not vm:
+            return "full"   # register rule, val_offset, expression
+        o = int(vm.group(1))
+        if o % 8 or not -128 <= o // 8 <= 127:
+            return "full"
+        kept.append((X86_REGS.index(reg), "%s=[CFA%s]" % (reg, "" if o == 0 else "%+d" % o)))
+    if len(kept) > 13:
+        return "full"
+    return cfa + ":" + "".join((", " if i else " ") + t for i, (_, t) in enumerate(sorted(kept)))
+
+
+def readelf_rows(binary):
+    """{section: [(fde_lo, fde_hi, [(row_pc, text)])]} from binutils readelf -wF (decoded CFI tables)."""
+    out = run(["readelf", "-wF", binary])
+    secs, cur_sec, entry, cols = {".eh_frame": [], ".debug_frame": []}, None, None, None
+    cies = {}   # (section, offset) -> rows of the CIE's initial instructions (at LOC 0)
+    for line in out.splitlines():
+        m = re.match(r"^Contents of the (\.eh_frame|\.debug_frame) section:", line)
+        if m:
+            cur_sec, entry = m.group(1), None
+            continue
+        m = re.match(r"^([0-9a-f]+) [0-9a-f]+ [0-9a-f]+ FDE cie=([0-9a-f]+) pc=([0-9a-f]+)\.\.([0-9a-f]+)", line)
+        if m and cur_sec:
+            rows = []
+            entry, cols = rows, None
+            # An FDE without instructions prints no table: its CIE's initial row applies.
+            secs[cur_sec].append((int(m.group(3), 16), int(m.group(4), 16), rows,
+                                  cies.get((cur_sec, int(m.group(2), 16)), [])))
+            continue
+        m = re.match(r"^([0-9a-f]+) [0-9a-f]+ [0-9a-f]+ CIE", line)
+        if m and cur_sec:
+            entry, cols = [], None
+            cies[(cur_sec, int(m.group(1), 16))] = entry
+            continue
+        if re.match(r"^[0-9a-f]+ .*ZERO terminator", line):
+            entry = None
+            continue
+        if entry is None:
+            continue
+        if line.strip().startswith("LOC "):
+            cols = line.split()
+            continue
+        m = re.match(r"^([0-9a-f]{8,16}) (.*)$", line)
+        if m and cols:
+            vals = line.split()
+            if len(vals) != len(cols):
+                sys.exit("FAIL: readelf -wF row %r does not match its header %r" % (line, cols))
+            entry.append((int(m.group(1), 16), compact_row(cols, vals)))
+    out_secs = {}
+    for name, fdes in secs.items():
+        out_secs[name] = []
+        for lo, hi, rows, cie_rows in fdes:
+            if not rows:
+                if not cie_rows:
+                    sys.exit("FAIL: readelf -wF: FDE at 0x%x has no row and its CIE none" % lo)
+                rows = [(lo, cie_rows[-1][1])]
+            out_secs[name].append((lo, hi, rows))
+    secs = out_secs
+    return secs
+
+
+def expected_unwind(binary, addrs):
+    secs = readelf_rows(binary)
+    if not secs[".eh_frame"]:
+        sys.exit("FAIL: readelf -wF shows no .eh_frame FDE in %s" % binary)
+    want = {}
+    for name in (".debug_frame", ".eh_frame"):  # .eh_frame last: it wins, as in the unwinder
+        for lo, hi, rows in secs[name]:
+            for i, (pc, text) in enumerate(rows):
+                end = rows[i + 1][0] if i + 1 < len(rows) else hi
+                for a in range(max(pc, lo), min(end, hi)):
+                    want[a] = text
+    return [want.get(a, "none") for a in addrs]
+
+
+def bundle_unwind(stackprov, bundle, addrs):
+    got = []
+    for k in range(0, len(addrs), 4000):
+        chunk = addrs[k:k + 4000]
+        out = run([stackprov, "bundle", "unwind", bundle] + ["0x%x" % a for a in chunk]).splitlines()
+        if len(out) != len(chunk):
+            sys.exit("FAIL: bundle unwind gave %d lines for %d addresses" % (len(out), len(chunk)))
+        got += out
+    return got
+
+
 def sha256_of(path):
     with open(path, "rb") as f:
         return "sha256:" + hashlib.sha256(f.read()).hexdigest()
@@ -147,6 +263,16 @@ def check_fixture(args, name, compile_cmd, report):
             agree += 1
         elif len(bad) < 15:
             bad.append("0x%x: llvm %r bundle %r" % (a, e, g))
+    want_rows = expected_unwind(moved, addrs)
+    got_rows = bundle_unwind(args.stackprov, b1, addrs)
+    row_bad = ["0x%x: readelf -wF %r bundle %r" % (a, w, g)
+               for a, w, g in zip(addrs, want_rows, got_rows) if w != g]
+    kinds = {}
+    for w in want_rows:
+        k = w if w in ("full", "none", "end-of-stack") else "compact"
+        kinds[k] = kinds.get(k, 0) + 1
+    if kinds.get("compact", 0) == 0:
+        sys.exit("FAIL: %s: no compact unwind row expected: the comparison would be empty" % name)
     inlined = sum(1 for e in expected if len(e) > 1)
     size_bin = os.path.getsize(moved)
     size_bundle = os.path.getsize(b1)
@@ -154,6 +280,12 @@ def check_fixture(args, name, compile_cmd, report):
                   "agreement %d/%d = %.2f%%; binary %d bytes, bundle %d bytes; %s"
                   % (name, len(addrs), gated, inlined, symtab_only, agree, gated, 100.0 * agree / max(gated, 1),
                      size_bin, size_bundle, d1))
+    report.append("%s unwind: %d/%d bytes agree with readelf -wF (%s)"
+                  % (name, len(addrs) - len(row_bad), len(addrs),
+                     ", ".join("%s %d" % kv for kv in sorted(kinds.items()))))
+    if row_bad:
+        sys.exit("FAIL: %s: %d unwind rows differ from readelf -wF:\n  %s"
+                 % (name, len(row_bad), "\n  ".join(row_bad[:15])))
     if inlined == 0:
         sys.exit("FAIL: %s: llvm-symbolizer-14 saw no inlined frame: the fixture does not exercise inlining" % name)
     if gated == 0 or agree != gated:
