@@ -17,6 +17,9 @@ where the row cannot be written in the compact form (expressions, register rules
 are not int8 words), "none" outside every FDE. Same-value and unset registers, and registers
 the x86_64 unwinder does not track, carry no rule. (Not llvm-dwarfdump-14: it does not restore
 the CFA at DW_CFA_restore_state, see exceptions.txt.)
+The same C++ fixture is also checked with its DWARF in a separate file (objcopy
+--only-keep-debug, .gnu_debuglink). `bundle inspect --json` must give the build-id readelf -n
+shows, the basename, and the sha256 of the file and of the debug file (hashlib).
 A missing tool fails with its name."""
 import argparse
 import hashlib
@@ -27,7 +30,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOLS = ["gcc", "g++", "readelf", "llvm-symbolizer-14"]
+TOOLS = ["gcc", "g++", "readelf", "objcopy", "llvm-symbolizer-14"]
 
 
 def need_tools():
@@ -137,7 +140,7 @@ def compact_row(cols, vals):
 
 def readelf_rows(binary):
     """{section: [(fde_lo, fde_hi, [(row_pc, text)])]} from binutils readelf -wF (decoded CFI tables)."""
-    out = run(["readelf", "-wF", binary])
+    out = run(["readelf", "--debug-dump=no-follow-links,frames-interp", binary])
     secs, cur_sec, entry, cols = {".eh_frame": [], ".debug_frame": []}, None, None, None
     cies = {}   # (section, offset) -> rows of the CIE's initial instructions (at LOC 0)
     for line in out.splitlines():
@@ -223,11 +226,37 @@ def build_bundle(stackprov, binary, out, cwd):
     return actual
 
 
-def check_fixture(args, name, compile_cmd, report):
+def check_identity(stackprov, bundle, binary, debug_file):
+    """inspect --json vs readelf -n (build-id) and hashlib (file and debug-file sha256)."""
+    import json
+    info = json.loads(run([stackprov, "bundle", "inspect", bundle, "--json"]))
+    notes = run(["readelf", "-n", binary])
+    m = re.search(r"Build ID: ([0-9a-f]+)", notes)
+    if not m:
+        sys.exit("FAIL: readelf -n shows no build-id in %s" % binary)
+    mods = info["modules"]
+    want = {"id_kind": "elf-build-id", "id": m.group(1), "name": os.path.basename(binary),
+            "sha256_file": sha256_of(binary)[7:], "sha256_debug": sha256_of(debug_file)[7:]}
+    if len(mods) != 1 or any(mods[0][k] != v for k, v in want.items()):
+        sys.exit("FAIL: bundle inspect %s: %r, expected %r" % (bundle, mods, want))
+    if info["bundle"] != sha256_of(bundle) or info["size"] != os.path.getsize(bundle):
+        sys.exit("FAIL: bundle inspect %s: identity %s size %d" % (bundle, info["bundle"], info["size"]))
+
+
+def check_fixture(args, name, compile_cmd, report, split_debug=False):
     work = os.path.join(args.work, name)
-    os.makedirs(work, exist_ok=True)
-    binary = os.path.join(work, name)
+    bindir = os.path.join(work, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    binary = os.path.join(bindir, name)
     run(compile_cmd + ["-o", binary], cwd=HERE)
+    debug_file = binary
+    if split_debug:
+        # DWARF only in a separate file found through .gnu_debuglink (next to the binary).
+        debug_file = binary + ".debug"
+        run(["objcopy", "--only-keep-debug", binary, debug_file])
+        run(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + debug_file, binary])
+        if "debug_info" in run(["readelf", "-SW", binary]):
+            sys.exit("FAIL: objcopy left .debug_info in %s" % binary)
     ranges = exec_ranges(binary)
     addrs = [a for lo, hi in ranges for a in range(lo, hi)]
 
@@ -239,16 +268,20 @@ def check_fixture(args, name, compile_cmd, report):
     for sub in ("copy1", "copy2/deeper"):
         cdir = os.path.join(work, sub)
         os.makedirs(cdir, exist_ok=True)
-        shutil.copy2(binary, os.path.join(cdir, name))
+        for f in os.listdir(bindir):
+            shutil.copy2(os.path.join(bindir, f), os.path.join(cdir, f))
         copies.append(build_bundle(args.stackprov, os.path.join(cdir, name), os.path.join(cdir, "b.sbundle"), cdir))
     if len({d1, d2} | set(copies)) != 1:
         sys.exit("FAIL: %s: bundles differ between builds: %s %s %s" % (name, d1, d2, copies))
+    check_identity(args.stackprov, b1, binary, debug_file)
 
-    # Only the bundle may answer: the binary moves to a name nothing refers to.
-    moved = os.path.join(args.work, name + ".moved-away")
-    os.replace(binary, moved)
+    # Only the bundle may answer: the binary (and its debug file) move to a directory
+    # nothing refers to.
+    moved_dir = os.path.join(args.work, name + ".moved-away")
+    os.replace(bindir, moved_dir)
+    moved = os.path.join(moved_dir, name)
     for sub in ("copy1", "copy2/deeper"):
-        os.remove(os.path.join(work, sub, name))
+        shutil.rmtree(os.path.join(work, sub))
     expected = llvm_answers(moved, addrs)
     got = bundle_answers(args.stackprov, b1, addrs)
 
@@ -274,7 +307,7 @@ def check_fixture(args, name, compile_cmd, report):
     if kinds.get("compact", 0) == 0:
         sys.exit("FAIL: %s: no compact unwind row expected: the comparison would be empty" % name)
     inlined = sum(1 for e in expected if len(e) > 1)
-    size_bin = os.path.getsize(moved)
+    size_bin = os.path.getsize(moved) + (os.path.getsize(moved + ".debug") if split_debug else 0)
     size_bundle = os.path.getsize(b1)
     report.append("%s: %d executable bytes, %d answered from DWARF (%d with inline frames), %d symtab-only; "
                   "agreement %d/%d = %.2f%%; binary %d bytes, bundle %d bytes; %s"
@@ -308,6 +341,7 @@ def main():
     base = ["-O2", "-g", "-Wl,--build-id"]
     check_fixture(args, "fx_c", ["gcc"] + base + ["fixture_a.c", "fixture_b.c"], report)
     check_fixture(args, "fx_cpp", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report)
+    check_fixture(args, "fx_cpp_split", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report, split_debug=True)
     print("\n".join(report))
     print("PASS")
 
