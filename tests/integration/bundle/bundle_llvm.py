@@ -20,6 +20,8 @@ the CFA at DW_CFA_restore_state, see exceptions.txt.)
 The same C++ fixture is also checked with its DWARF in a separate file (objcopy
 --only-keep-debug, .gnu_debuglink). `bundle inspect --json` must give the build-id readelf -n
 shows, the basename, and the sha256 of the file and of the debug file (hashlib).
+Then the same lookups and rows for 3,000 seeded addresses of the system libc.so.6 (DWARF from
+libc6-dbg), which we did not build.
 A missing tool fails with its name."""
 import argparse
 import hashlib
@@ -171,7 +173,7 @@ def readelf_rows(binary):
             continue
         m = re.match(r"^([0-9a-f]{8,16}) (.*)$", line)
         if m and cols:
-            vals = line.split()
+            vals = re.findall(r"\S+ \([^)]*\)|\S+", line)   # "r9 (r9)": a register rule
             if len(vals) != len(cols):
                 sys.exit("FAIL: readelf -wF row %r does not match its header %r" % (line, cols))
             entry.append((int(m.group(1), 16), compact_row(cols, vals)))
@@ -326,6 +328,46 @@ def check_fixture(args, name, compile_cmd, report, split_debug=False):
                  % (name, gated - agree, gated, "\n  ".join(bad)))
 
 
+def check_real(args, path, count, report):
+    """A binary we did not build (its DWARF in /usr/lib/debug, package libc6-dbg): seeded
+    addresses of its executable sections, same comparisons as the fixtures."""
+    import random
+    if not os.path.exists(path):
+        sys.exit("FAIL: %s is missing" % path)
+    bundle = os.path.join(args.work, os.path.basename(path) + ".sbundle")
+    p = subprocess.run([args.stackprov, "bundle", "build", path, "--out", bundle],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit("FAIL: bundle build %s (is libc6-dbg installed? make deps): %s" % (path, p.stderr.strip()))
+    ranges = exec_ranges(path)
+    rnd = random.Random(20261125)
+    addrs = sorted({rnd.randrange(*rnd.choice(ranges)) for _ in range(count)})
+    expected = llvm_answers(path, addrs)
+    got = bundle_answers(args.stackprov, bundle, addrs)
+    gated = agree = 0
+    bad = []
+    for a, e, g in zip(addrs, expected, got):
+        if len(e) == 1 and re.fullmatch(r"(\?\?|[^/]+):0:0", e[0][1]) and g == (("??", "??:0:0"),):
+            continue
+        gated += 1
+        if e == g:
+            agree += 1
+        elif len(bad) < 15:
+            bad.append("0x%x: llvm %r bundle %r" % (a, e, g))
+    want_rows = expected_unwind(path, addrs)
+    got_rows = bundle_unwind(args.stackprov, bundle, addrs)
+    row_bad = ["0x%x: readelf -wF %r bundle %r" % (a, w, g) for a, w, g in zip(addrs, want_rows, got_rows) if w != g]
+    report.append("%s: %d sampled addresses, %d answered from DWARF, agreement %d/%d; unwind %d/%d; file %d bytes, "
+                  "bundle %d bytes" % (path, len(addrs), gated, agree, gated, len(addrs) - len(row_bad), len(addrs),
+                                       os.path.getsize(path), os.path.getsize(bundle)))
+    if gated == 0 or agree != gated:
+        sys.exit("FAIL: %s: %d of %d addresses differ from llvm-symbolizer-14:\n  %s"
+                 % (path, gated - agree, gated, "\n  ".join(bad)))
+    if row_bad:
+        sys.exit("FAIL: %s: %d unwind rows differ from readelf -wF:\n  %s"
+                 % (path, len(row_bad), "\n  ".join(row_bad[:15])))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stackprov", required=True)
@@ -342,6 +384,7 @@ def main():
     check_fixture(args, "fx_c", ["gcc"] + base + ["fixture_a.c", "fixture_b.c"], report)
     check_fixture(args, "fx_cpp", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report)
     check_fixture(args, "fx_cpp_split", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report, split_debug=True)
+    check_real(args, "/usr/lib/x86_64-linux-gnu/libc.so.6", 3000, report)
     print("\n".join(report))
     print("PASS")
 
