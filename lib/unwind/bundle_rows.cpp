@@ -67,6 +67,15 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModu
     if (hi > lo) text.emplace_back(lo, hi);
   }
   std::sort(text.begin(), text.end());
+  // Bounded work on hostile headers: the same limit as the range builder's default.
+  constexpr uint64_t kMaxTextBytes = uint64_t{1} << 30;
+  uint64_t total = 0;
+  for (const auto& [lo, hi] : text) {
+    total += hi - lo;
+    if (hi - lo > kMaxTextBytes || total > kMaxTextBytes)
+      return make_error(SPROV_ERR_INVALID_ARG, "%s: executable sections exceed the %llu-byte limit",
+                        img.path().c_str(), static_cast<unsigned long long>(kMaxTextBytes));
+  }
 
   std::vector<bundle::UnwindRowRecord> out;
   auto emit = [&](bundle::UnwindRowRecord r) {
