@@ -356,4 +356,4 @@ int cmd_bundle(int argc, char** argv) {
 
 }  // namespace
 
-STACKPROV_COMMAND("bundle", "symbol bundles: build one for an ELF file, inspect it, look addresses up in it", cmd_bundle);
+STACKPROV_COMMAND("bundle", "symbol bundles: build one for an ELF file, inspect it, look addresses and unwind rows up in it", cmd_bundle);

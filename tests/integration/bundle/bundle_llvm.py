@@ -368,6 +368,37 @@ def check_real(args, path, count, report):
                  % (path, len(row_bad), "\n  ".join(row_bad[:15])))
 
 
+def check_errors(args):
+    """Refusals name the offending value and exit non-zero."""
+    work = os.path.join(args.work, "errors")
+    os.makedirs(work)
+    src = os.path.join(work, "noid.c")
+    with open(src, "w") as f:
+        f.write("int main(void) { return 0; }\n")
+    noid = os.path.join(work, "noid")
+    run(["gcc", "-g", "-Wl,--build-id=none", src, "-o", noid])
+    notbundle = os.path.join(work, "not-a-bundle")
+    with open(notbundle, "wb") as f:
+        f.write(b"\x7fELF not a bundle at all")
+    good = os.path.join(args.work, "fx_c", "fx_c.sbundle")
+    cases = [
+        (["bundle", "build", noid, "--out", os.path.join(work, "x.sbundle")], noid, "build-id"),
+        (["bundle", "build", os.path.join(work, "missing")], os.path.join(work, "missing"), ""),
+        (["bundle", "inspect", notbundle], notbundle, "bundle"),
+        (["bundle", "lookup", good, "0xzz"], "0xzz", "address"),
+        (["bundle", "lookup", good, "--build-id", "abcd", "0x10"], "abcd", "build-id"),
+        (["bundle", "frobnicate"], "frobnicate", "subcommand"),
+        (["bundle", "build", good, "--bogus"], "--bogus", "option"),
+    ]
+    for argv, must, also in cases:
+        p = subprocess.run([args.stackprov] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode == 0 or must not in p.stderr or also not in p.stderr:
+            sys.exit("FAIL: stackprov %s: exit %d, stderr %r (expected a refusal naming %r and %r)"
+                     % (" ".join(argv), p.returncode, p.stderr, must, also))
+    if os.path.exists(os.path.join(work, "x.sbundle")):
+        sys.exit("FAIL: a refused build left its output file")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stackprov", required=True)
@@ -385,6 +416,7 @@ def main():
     check_fixture(args, "fx_cpp", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report)
     check_fixture(args, "fx_cpp_split", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report, split_debug=True)
     check_real(args, "/usr/lib/x86_64-linux-gnu/libc.so.6", 3000, report)
+    check_errors(args)
     print("\n".join(report))
     print("PASS")
 
