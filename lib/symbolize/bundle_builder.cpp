@@ -3,13 +3,13 @@
 #include "symbolize/bundle_builder.hpp"
 
 #include <elf.h>
+#include <mbedtls/sha256.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "evidence/encoding.hpp"
 #include "elf/elf_image.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 
@@ -23,9 +23,8 @@ std::string basename_of(const std::string& p) {
 }
 
 std::array<uint8_t, 32> hash_bytes(const uint8_t* data, size_t len) {
-  const evidence::Hash h = evidence::sha256(data, len);
   std::array<uint8_t, 32> out{};
-  std::memcpy(out.data(), h.data(), std::min(out.size(), h.size()));
+  mbedtls_sha256_ret(data, len, out.data(), 0);  // as lib/bundle's bundle_digest()
   return out;
 }
 
@@ -122,9 +121,9 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   if (mr.dwarf_file == image->path()) {
     m.sha256_debug = m.sha256_file;
   } else {
-    auto h = evidence::sha256_file(mr.dwarf_file);
-    if (!h) return std::move(h).error();
-    std::memcpy(m.sha256_debug.data(), h.value().data(), std::min<size_t>(32, h.value().size()));
+    auto dbg = elf::ElfImage::open(mr.dwarf_file);  // mapped read-only, as the resolver does
+    if (!dbg) return std::move(dbg).error();
+    m.sha256_debug = hash_bytes(dbg.value()->file_data(), dbg.value()->file_size());
   }
 
   BundleBuildReport rep;
