@@ -259,12 +259,16 @@ std::string reg_name(uint8_t r, bool x86_64) {
   static const char* const kX86[17] = {"RAX", "RDX", "RCX", "RBX", "RSI", "RDI", "RBP", "RSP", "R8",
                                        "R9",  "R10", "R11", "R12", "R13", "R14", "R15", "RIP"};
   if (x86_64 && r < 17) return kX86[r];
-  return "r" + std::to_string(r);
+  char b[8];
+  snprintf(b, sizeof b, "r%u", static_cast<unsigned>(r));
+  return b;
 }
 
 std::string signed_off(int64_t v, bool omit_zero) {
   if (v == 0 && omit_zero) return "";
-  return (v < 0 ? "-" : "+") + std::to_string(v < 0 ? -v : v);
+  char b[24];
+  snprintf(b, sizeof b, "%+lld", static_cast<long long>(v));
+  return b;
 }
 
 /// The row in llvm-dwarfdump-14's notation (registers by number, the return address last).
