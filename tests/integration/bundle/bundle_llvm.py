@@ -17,7 +17,7 @@ where the row cannot be written in the compact form (expressions, register rules
 are not int8 words), "none" outside every FDE. Same-value and unset registers, and registers
 the x86_64 unwinder does not track, carry no rule. (Not llvm-dwarfdump-14: it does not restore
 the CFA at DW_CFA_restore_state, see exceptions.txt.)
-The same C++ fixture is also checked with its DWARF in a separate file (objcopy
+The C++ fixture is also built with clang++-14, and with its DWARF in a separate file (objcopy
 --only-keep-debug, .gnu_debuglink). `bundle inspect --json` must give the build-id readelf -n
 shows, the basename, and the sha256 of the file and of the debug file (hashlib).
 Then the same lookups and rows for 3,000 seeded addresses of the system libc.so.6 (DWARF from
@@ -32,7 +32,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOLS = ["gcc", "g++", "readelf", "objcopy", "llvm-symbolizer-14"]
+TOOLS = ["gcc", "g++", "clang++-14", "readelf", "objcopy", "llvm-symbolizer-14"]
 
 
 def need_tools():
@@ -415,6 +415,7 @@ def main():
     check_fixture(args, "fx_c", ["gcc"] + base + ["fixture_a.c", "fixture_b.c"], report)
     check_fixture(args, "fx_cpp", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report)
     check_fixture(args, "fx_cpp_split", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report, split_debug=True)
+    check_fixture(args, "fx_cpp_clang", ["clang++-14", "-std=c++17"] + base + ["fixture.cpp"], report)
     check_real(args, "/usr/lib/x86_64-linux-gnu/libc.so.6", 3000, report)
     check_errors(args)
     print("\n".join(report))
