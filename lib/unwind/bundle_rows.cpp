@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bundle unwind rows: walks executable sections row by row (find_row ranges) and translates each row.
+#include "unwind/bundle_rows.hpp"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "unwind/unwind_rule.hpp"
+
+namespace stackprov::unwind {
+
+namespace {
+
+bundle::UnwindRowRecord to_record(uint64_t pc, const UnwindRule& r) {
+  bundle::UnwindRowRecord o;
+  o.pc = pc;
+  switch (r.kind) {
+    case UnwindRule::kCfaReg: o.kind = bundle::UnwindRowRecord::kCfaReg; break;
+    case UnwindRule::kEndOfStack: o.kind = bundle::UnwindRowRecord::kEndOfStack; break;
+    case UnwindRule::kNoInfo: o.kind = bundle::UnwindRowRecord::kNoInfo; break;
+    default: o.kind = bundle::UnwindRowRecord::kFull; break;
+  }
+  o.signal_frame = r.signal_frame != 0;
+  o.from_debug_frame = r.from_debug_frame != 0;
+  if (o.kind != bundle::UnwindRowRecord::kCfaReg) return o;
+  o.cfa_reg = r.cfa_reg;
+  o.cfa_off = r.cfa_off;
+  o.ra_kind = r.ra_kind;
+  o.ra_reg = r.ra_reg;
+  o.ra_off = r.ra_off;
+  o.nsaved = std::min<uint8_t>(r.nsaved, bundle::kMaxSavedRegs);
+  for (int i = 0; i < o.nsaved; ++i) {
+    o.saved_reg[i] = r.saved_reg[i];
+    o.saved_off[i] = r.saved_off[i];
+  }
+  return o;
+}
+
+bool same_rule(const bundle::UnwindRowRecord& a, const bundle::UnwindRowRecord& b) {
+  return a.kind == b.kind && a.cfa_reg == b.cfa_reg && a.ra_kind == b.ra_kind && a.ra_reg == b.ra_reg &&
+         a.cfa_off == b.cfa_off && a.ra_off == b.ra_off && a.nsaved == b.nsaved &&
+         a.signal_frame == b.signal_frame && a.from_debug_frame == b.from_debug_frame &&
+         a.saved_reg == b.saved_reg && a.saved_off == b.saved_off;
+}
+
+}  // namespace
+
+Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModule& mod) {
+  const elf::ElfImage& img = mod.image();
+  int num_regs = 0;
+  switch (img.arch()) {
+    case Arch::kX86_64: num_regs = 17; break;   // arch/x86_64/registers.hpp Traits::kNumRegs
+    case Arch::kArm64: num_regs = 33; break;    // arch/arm64/registers.hpp
+    case Arch::kMips32: num_regs = 38; break;   // arch/mips32/registers.hpp
+    default:
+      return make_error(SPROV_ERR_INVALID_ARG, "%s: unwind rows for e_machine %u are not supported",
+                        img.path().c_str(), static_cast<unsigned>(img.machine()));
+  }
+  const int addr_size = img.is_64bit() ? 8 : 4;
+  std::vector<std::pair<uint64_t, uint64_t>> text;
+  for (size_t i = 1; i < img.section_count(); ++i) {
+    if (img.section_type(i) != SHT_PROGBITS || (img.section_flags(i) & SHF_EXECINSTR) == 0) continue;
+    const auto [lo, hi] = img.section_range(i);
+    if (hi > lo) text.emplace_back(lo, hi);
+  }
+  std::sort(text.begin(), text.end());
+  // Bounded work on hostile headers: the same limit as the range builder's default.
+  constexpr uint64_t kMaxTextBytes = uint64_t{1} << 30;
+  uint64_t total = 0;
+  for (const auto& [lo, hi] : text) {
+    total += hi - lo;
+    if (hi - lo > kMaxTextBytes || total > kMaxTextBytes)
+      return make_error(SPROV_ERR_INVALID_ARG, "%s: executable sections exceed the %llu-byte limit",
+                        img.path().c_str(), static_cast<unsigned long long>(kMaxTextBytes));
+  }
+
+  std::vector<bundle::UnwindRowRecord> out;
+  auto emit = [&](bundle::UnwindRowRecord r) {
+    if (!out.empty() && same_rule(out.back(), r)) return;  // the previous row already applies
+    if (!out.empty() && out.back().pc == r.pc) {
+      out.back() = r;
+      return;
+    }
+    out.push_back(r);
+  };
+  uint64_t prev_end = 0;
+  for (const auto& [lo, hi] : text) {
+    if (!out.empty() && lo != prev_end) {
+      bundle::UnwindRowRecord gap;  // between sections: no rule
+      gap.pc = prev_end;
+      gap.kind = bundle::UnwindRowRecord::kNoInfo;
+      if (gap.pc < lo) emit(gap);
+    }
+    uint64_t a = lo;
+    while (a < hi) {
+      dwarf::FdeInfo fde;
+      dwarf::CfiRow row;
+      const dwarf::CfiSection* sec = nullptr;
+      bool from_debug = false;
+      dwarf::CfiStatus st = dwarf::CfiStatus::kNotFound;
+      if (mod.has_eh_frame()) {
+        st = mod.eh_index().lookup(mod.eh_frame(), a, &fde);
+        if (st == dwarf::CfiStatus::kOk) sec = &mod.eh_frame();
+      }
+      if (st == dwarf::CfiStatus::kNotFound) {
+        if (const LoadedModule::DebugFrame* df = mod.debug_frame()) {
+          st = df->index.lookup(df->section, a, &fde);
+          if (st == dwarf::CfiStatus::kOk) {
+            sec = &df->section;
+            from_debug = true;
+          }
+        }
+      }
+      if (st == dwarf::CfiStatus::kOk) st = dwarf::find_row(*sec, fde, a, &row);
+      UnwindRule rule;
+      uint64_t next = a + 1;
+      if (st == dwarf::CfiStatus::kOk) {
+        rule = translate_row(row, addr_size, num_regs);
+        rule.from_debug_frame = from_debug ? 1 : 0;
+        if (row.end > a) next = std::min(row.end, hi);
+      } else if (st == dwarf::CfiStatus::kNotFound) {
+        rule.kind = UnwindRule::kNoInfo;
+      } else {
+        rule.kind = UnwindRule::kFull;  // the interpreter reports the malformed CFI
+      }
+      emit(to_record(a, rule));
+      a = next;
+    }
+    prev_end = hi;
+  }
+  if (!out.empty()) {
+    bundle::UnwindRowRecord end;
+    end.pc = prev_end;
+    end.kind = bundle::UnwindRowRecord::kNoInfo;
+    emit(end);
+  }
+  return out;
+}
+
+}  // namespace stackprov::unwind

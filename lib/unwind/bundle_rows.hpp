@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bundle unwind rows: a module's .eh_frame/.debug_frame rows over its executable sections as compact lib/bundle records.
+#pragma once
+
+#include <vector>
+
+#include "bundle/format.hpp"
+#include "core/error.hpp"
+#include "unwind/module_unwind.hpp"
+
+namespace stackprov::unwind {
+
+/// The unwind rows of every executable section (SHF_EXECINSTR) of `mod`, looked up
+/// exactly as the unwinder does (.eh_frame first, then .debug_frame) and reduced by
+/// translate_row(): one record where the rule changes, kNoInfo where no FDE covers
+/// the pc (start of each gap), kFull where the row needs the CFI interpreter or
+/// the CFI is malformed. Link-time addresses; deterministic. Fails for an
+/// architecture without register traits.
+Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModule& mod);
+
+}  // namespace stackprov::unwind
