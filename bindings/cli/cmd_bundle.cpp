@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "command.hpp"
 #include "core/types.hpp"
 #include "elf/elf_image.hpp"
+#include "evidence/encoding.hpp"
 #include "symbolize/bundle_builder.hpp"
 #include "unwind/bundle_rows.hpp"
 #include "unwind/module_unwind.hpp"
@@ -142,7 +144,7 @@ int cmd_build(int argc, char** argv) {
   const std::vector<uint8_t>& b = bytes.value();
   const bool ok = fwrite(b.data(), 1, b.size(), f) == b.size();
   if (fclose(f) != 0 || !ok) return fail("cannot write '" + out + "': " + strerror(errno));
-  printf("%s\n", bundle::bundle_digest(b.data(), b.size()).c_str());
+  printf("%s\n", evidence::digest_string(evidence::sha256(b.data(), b.size())).c_str());
   return 0;
 }
 
@@ -169,7 +171,7 @@ int cmd_inspect(int argc, char** argv) {
   auto r = bundle::BundleReader::open_file(file);
   if (!r) return fail(r.error().message);
   const auto& mods = r.value().modules();
-  const std::string digest = bundle::bundle_digest(r.value().data(), r.value().size());
+  const std::string digest = evidence::digest_string(evidence::sha256(r.value().data(), r.value().size()));
   if (json) {
     printf("{\"bundle\":%s,\"size\":%zu,\"modules\":[", json_str(digest).c_str(), r.value().size());
     for (size_t i = 0; i < mods.size(); ++i) {
@@ -205,9 +207,18 @@ bool parse_addr(const std::string& s, uint64_t* out) {
   return errno == 0 && end && *end == '\0' && end != (hex ? s.c_str() + 2 : s.c_str());
 }
 
-int cmd_lookup(int argc, char** argv) {
-  std::string file, build_id;
+/// What `lookup` and `unwind` share: BUNDLE [--build-id HEX] ADDRESS..., the bundle opened and
+/// its module chosen (by build-id, or the only one). Addresses stay text: each is checked when
+/// its turn comes, after the answers before it are printed.
+struct ModuleQuery {
+  std::optional<bundle::BundleReader> reader;
+  size_t module = 0;
   std::vector<std::string> addrs;
+};
+
+/// 0 with *q filled, or the exit code of the error it printed.
+int open_query(int argc, char** argv, const char* verb, ModuleQuery* q) {
+  std::string file, build_id;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--build-id") {
@@ -218,25 +229,33 @@ int cmd_lookup(int argc, char** argv) {
     } else if (file.empty()) {
       file = a;
     } else {
-      addrs.push_back(a);
+      q->addrs.push_back(a);
     }
   }
-  if (file.empty()) return usage("lookup needs a BUNDLE");
+  if (file.empty()) return usage(std::string(verb) + " needs a BUNDLE");
   auto r = bundle::BundleReader::open_file(file);
   if (!r) return fail(r.error().message);
-  const bundle::BundleReader& reader = r.value();
-  size_t module = 0;
+  const bundle::BundleReader& reader = q->reader.emplace(std::move(r).value());
   if (!build_id.empty()) {
     const BuildId id = BuildId::from_hex(build_id);
     if (id.empty()) return usage("--build-id '" + build_id + "' is not a hex build-id");
     const bundle::ModuleView* m =
         reader.find_module(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len));
     if (!m) return fail("no module with build-id " + build_id + " in '" + file + "'");
-    module = m->index;
+    q->module = m->index;
   } else if (reader.modules().size() != 1) {
     return usage("'" + file + "' holds " + std::to_string(reader.modules().size()) +
                  " modules: name one with --build-id");
   }
+  return 0;
+}
+
+int cmd_lookup(int argc, char** argv) {
+  ModuleQuery q;
+  if (int rc = open_query(argc, argv, "lookup", &q)) return rc;
+  const bundle::BundleReader& reader = *q.reader;
+  const size_t module = q.module;
+  const std::vector<std::string>& addrs = q.addrs;
   for (const std::string& s : addrs) {
     uint64_t addr = 0;
     if (!parse_addr(s, &addr)) return usage("'" + s + "' is not an address (hex with 0x, or decimal)");
@@ -296,37 +315,11 @@ std::string row_text(const bundle::UnwindRowRecord& r, int addr_size, bool x86_6
 }
 
 int cmd_unwind(int argc, char** argv) {
-  std::string file, build_id;
-  std::vector<std::string> addrs;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--build-id") {
-      if (i + 1 >= argc) return usage("--build-id needs a value");
-      build_id = argv[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      return usage("unknown option '" + a + "'");
-    } else if (file.empty()) {
-      file = a;
-    } else {
-      addrs.push_back(a);
-    }
-  }
-  if (file.empty()) return usage("unwind needs a BUNDLE");
-  auto r = bundle::BundleReader::open_file(file);
-  if (!r) return fail(r.error().message);
-  const bundle::BundleReader& reader = r.value();
-  size_t module = 0;
-  if (!build_id.empty()) {
-    const BuildId id = BuildId::from_hex(build_id);
-    if (id.empty()) return usage("--build-id '" + build_id + "' is not a hex build-id");
-    const bundle::ModuleView* m =
-        reader.find_module(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len));
-    if (!m) return fail("no module with build-id " + build_id + " in '" + file + "'");
-    module = m->index;
-  } else if (reader.modules().size() != 1) {
-    return usage("'" + file + "' holds " + std::to_string(reader.modules().size()) +
-                 " modules: name one with --build-id");
-  }
+  ModuleQuery q;
+  if (int rc = open_query(argc, argv, "unwind", &q)) return rc;
+  const bundle::BundleReader& reader = *q.reader;
+  const size_t module = q.module;
+  const std::vector<std::string>& addrs = q.addrs;
   // The bundle does not record the architecture: x86_64 names and 8-byte words unless
   // the rows use registers x86_64 does not have (printed by number either way).
   for (const std::string& s : addrs) {

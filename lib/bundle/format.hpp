@@ -116,11 +116,9 @@ struct BundleContents {
 /// ranges at one depth, an inlined range outside any caller range, duplicate pads or
 /// rows, values beyond the limits) with SPROV_ERR_BUNDLE naming the offending value.
 /// Thread-safe (pure function). The bundle's identity, `sha256:<hex>` of the returned
-/// bytes, is computed by the caller (bundle_digest() below).
+/// bytes, is content addressing and belongs to the evidence layer:
+/// evidence::digest_string(evidence::sha256(bytes)) (lib/evidence/encoding.hpp).
 Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents);
-
-/// sha256 of `len` bytes as "sha256:<64 lowercase hex>" (the bundle's identity).
-std::string bundle_digest(const uint8_t* data, size_t len);
 
 /// A frame of a looked-up inline chain; the views point into the reader's bytes.
 struct FrameView {

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 // Bundle writer: validates neutral records, sorts them and serialises the canonical file (doc/bundles.md).
-#include <mbedtls/sha256.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -329,12 +328,6 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
     if (!sec[t].empty()) std::memcpy(out.data() + sec_off[t], sec[t].data(), sec[t].size());
   }
   return out;
-}
-
-std::string bundle_digest(const uint8_t* data, size_t len) {
-  uint8_t h[32];
-  mbedtls_sha256_ret(data, len, h, 0);
-  return "sha256:" + hex(h);
 }
 
 }  // namespace stackprov::bundle

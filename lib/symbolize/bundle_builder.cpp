@@ -3,7 +3,6 @@
 #include "symbolize/bundle_builder.hpp"
 
 #include <elf.h>
-#include <mbedtls/sha256.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "elf/elf_image.hpp"
+#include "evidence/encoding.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 
 namespace stackprov::symbolize {
@@ -20,12 +20,6 @@ namespace {
 std::string basename_of(const std::string& p) {
   const size_t slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
-std::array<uint8_t, 32> hash_bytes(const uint8_t* data, size_t len) {
-  std::array<uint8_t, 32> out{};
-  mbedtls_sha256_ret(data, len, out.data(), 0);  // as lib/bundle's bundle_digest()
-  return out;
 }
 
 /// The record of depth `d` for a chain `frames` (innermost first, as the resolver answers).
@@ -107,7 +101,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   m.id.kind = bundle::IdKind::kElfBuildId;
   m.id.bytes.assign(id.bytes, id.bytes + id.len);
   m.name = opts.name.empty() ? basename_of(path) : opts.name;
-  m.sha256_file = hash_bytes(image->file_data(), image->file_size());
+  m.sha256_file = evidence::sha256(image->file_data(), image->file_size());
 
   DwarfResolverOptions ro;
   ro.demangle = false;
@@ -123,7 +117,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   } else {
     auto dbg = elf::ElfImage::open(mr.dwarf_file);  // mapped read-only, as the resolver does
     if (!dbg) return std::move(dbg).error();
-    m.sha256_debug = hash_bytes(dbg.value()->file_data(), dbg.value()->file_size());
+    m.sha256_debug = evidence::sha256(dbg.value()->file_data(), dbg.value()->file_size());
   }
 
   BundleBuildReport rep;
