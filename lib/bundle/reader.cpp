@@ -12,6 +12,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "bundle/format.hpp"
@@ -194,9 +195,14 @@ Status read_record(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64
   return {};
 }
 
-/// The group's list headers: uleb count, uleb nbytes; bounded by the cursor.
-Status read_list_header(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t* count, Cursor* list) {
-  *count = c.uleb();
+/// A depth list's header: uleb (count << 1 | continues), uleb nbytes; bounded by the cursor.
+/// `continues`: the list's last record goes on as the first record of the same depth in
+/// the next group (one range record split at a group boundary).
+Status read_list_header(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t* count, Cursor* list,
+                        bool* continues = nullptr) {
+  const uint64_t head = c.uleb();
+  *count = head >> 1;
+  if (continues) *continues = (head & 1) != 0;
   const uint64_t nbytes = c.uleb();
   if (!c.ok() || nbytes > c.left() || *count == 0 || *count > nbytes)
     return bad("module %zu: group at 0x%" PRIx64 ": depth %u list of %" PRIu64 " records in %" PRIu64
@@ -741,6 +747,8 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
   const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
   std::vector<std::vector<Rec>> all;  // per depth, over all groups
   std::vector<std::vector<Rec>> g;    // per depth, this group
+  std::vector<bool> cont;             // per depth, this group: the last record continues
+  std::vector<std::optional<Rec>> pending;  // per depth: a record continuing into the next group
   uint64_t total = 0;
   for (uint64_t gi = 0; gi < m.findex.count; gi++) {
     Entry e;
@@ -750,13 +758,15 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
     uint64_t nd = 0;
     if (auto s = read_ndepth(c, module, gstart, &nd); !s) return s.error();
     g.assign(nd, {});
+    cont.assign(nd, false);
     for (uint32_t d = 0; d < nd; d++) {
       uint64_t count = 0;
       Cursor lc{nullptr, nullptr};
-      if (auto s = read_list_header(c, module, gstart, d, &count, &lc); !s) return s.error();
-      if (count > m.nranges - total)
-        return bad("module %zu: more range records than the %" PRIu64 " declared", module, m.nranges);
-      total += count;
+      bool continues = false;
+      if (auto s = read_list_header(c, module, gstart, d, &count, &lc, &continues); !s) return s.error();
+      cont[d] = continues;
+      // Pieces are bounded by the group bytes (at least 2 bytes each); the records they
+      // make are counted against the module record at the end.
       Rec r;
       uint64_t prev_end = gstart;
       for (uint64_t k = 0; k < count; k++) {
@@ -784,8 +794,38 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
       }
     }
     if (all.size() < nd) all.resize(nd);
-    for (size_t d = 0; d < nd; d++) all[d].insert(all[d].end(), g[d].begin(), g[d].end());
+    if (pending.size() < nd) pending.resize(nd);
+    for (size_t d = 0; d < pending.size(); d++) {
+      size_t from = 0;
+      if (pending[d]) {  // the previous group's last record of this depth continues here
+        Rec& p = *pending[d];
+        if (d >= nd || g[d].empty() || g[d][0].start != p.end || g[d][0].fn != p.fn || g[d][0].file != p.file ||
+            g[d][0].line != p.line || g[d][0].column != p.column || g[d][0].call_file != p.call_file ||
+            g[d][0].call_line != p.call_line || g[d][0].call_column != p.call_column)
+          return bad("module %zu: range 0x%" PRIx64 " at depth %zu continues into group 0x%" PRIx64
+                     " but no equal record starts there", module, p.start, d, gstart);
+        p.end = g[d][0].end;
+        if (p.end - p.start > UINT32_MAX)
+          return bad("module %zu: range 0x%" PRIx64 " at depth %zu is longer than 4 GiB", module, p.start, d);
+        from = 1;
+        if (!(d < nd && cont[d] && g[d].size() == 1)) {
+          all[d].push_back(p);
+          pending[d].reset();
+        }
+      }
+      if (d >= nd) continue;
+      for (size_t k = from; k < g[d].size(); k++) {
+        if (k + 1 == g[d].size() && cont[d])
+          pending[d] = g[d][k];
+        else
+          all[d].push_back(g[d][k]);
+      }
+    }
   }
+  for (size_t d = 0; d < pending.size(); d++)
+    if (pending[d]) return bad("module %zu: range 0x%" PRIx64 " at depth %zu continues past the last group", module,
+                               pending[d]->start, d);
+  for (const auto& v : all) total += v.size();
   if (total != m.nranges)
     return bad("module %zu: %" PRIu64 " range records, the module record says %" PRIu64, module, total, m.nranges);
   std::vector<RangeRecord> out;

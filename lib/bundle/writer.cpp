@@ -199,16 +199,16 @@ struct DepthIndex {
     }
     return out;
   }
-  /// Whether `r` (depth d) takes its position from the deeper records: the one at its
-  /// start has it as call site and deeper records cover all of `r` (so a lookup never
-  /// answers r's own position).
-  bool inherits(const RangeRecord& r) const {
-    const RangeRecord* c = covering(r.depth + 1u, r.start);
+  /// Whether the piece [start, end) of `r` (depth d) takes its position from the deeper
+  /// records: the one at `start` has it as call site and deeper records cover the whole
+  /// piece (so a lookup never answers the piece's own position).
+  bool inherits(const RangeRecord& r, uint64_t start, uint64_t end) const {
+    const RangeRecord* c = covering(r.depth + 1u, start);
     if (c == nullptr || !same_pos(c->call_file, c->call_line, c->call_column, r.file, r.line, r.column)) return false;
     const auto& rs = runs[r.depth + 1u];
-    auto it = std::upper_bound(rs.begin(), rs.end(), r.start,
+    auto it = std::upper_bound(rs.begin(), rs.end(), start,
                                [](uint64_t a, const std::pair<uint64_t, uint64_t>& x) { return a < x.first; });
-    return it != rs.begin() && r.start + r.length <= (it - 1)->second;
+    return it != rs.begin() && end <= (it - 1)->second;
   }
   /// Per depth: the merged address runs its records cover.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> runs;
@@ -338,10 +338,13 @@ class ModuleEncoder {
   };
   static inline const std::string kEmpty;
 
-  void encode_record(std::vector<uint8_t>& b, const RangeRecord& r, uint64_t gap, ListState& s) const {
+  /// Encodes the piece [start, end) of `r` (the whole record, or its part inside one group).
+  void encode_record(std::vector<uint8_t>& b, const RangeRecord& r, uint64_t start, uint64_t end, uint64_t gap,
+                     ListState& s) const {
     uint8_t head = 0;
     if (r.function != *s.fn) head |= kRecFn;
-    const bool inherit = r.depth + 1u < dx_.by_depth.size() && dx_.inherits(r);
+    const bool inherit = r.depth + 1u < dx_.by_depth.size() && dx_.inherits(r, start, end);
+    const uint64_t length = end - start;
     int64_t dline = 0;
     bool line_escape = false;
     if (inherit) {
@@ -360,9 +363,9 @@ class ModuleEncoder {
     if (r.call_file != *s.call_file || r.call_line != s.call_line || r.call_column != s.call_column) head |= kRecCall;
     b.push_back(head);
     if (r.depth == 0)
-      put_uleb(b, r.length);
+      put_uleb(b, length);
     else
-      put_uleb(b, (uint64_t{r.length} << 1) | (gap != 0 ? 1 : 0));
+      put_uleb(b, (length << 1) | (gap != 0 ? 1 : 0));
     if (r.depth > 0 && gap != 0) put_uleb(b, gap);
     if (head & kRecFn) put_uleb(b, st_.ref(r.function));
     if (head & kRecFile) put_uleb(b, st_.ref(r.file));
@@ -408,7 +411,10 @@ class ModuleEncoder {
       while (mp < merged.size() && merged[mp].second <= b) mp++;
       return mp == merged.size() || !(merged[mp].first < b && b < merged[mp].second);
     };
-    // Groups of contiguous depth-0 records.
+    // Groups of contiguous depth-0 records: a new one where the code is not contiguous, where
+    // the function changes (when no deeper range crosses there) and after kGroupTarget records
+    // (deeper ranges crossing that boundary are split in two pieces, the first one flagged
+    // "continues" in its list header).
     const auto d0 = dx_.by_depth[0];
     std::vector<std::pair<size_t, size_t>> groups;  // [first, last) of d0
     for (size_t i = 0; i < d0.size(); i++) {
@@ -416,16 +422,21 @@ class ModuleEncoder {
       if (!split) {
         const RangeRecord& p = d0[i - 1];
         const size_t count = i - groups.back().first;
-        split = p.start + p.length != d0[i].start ||
-                ((count >= kGroupTarget || p.function != d0[i].function) && allowed(d0[i].start));
+        const bool ok = allowed(d0[i].start);
+        split = p.start + p.length != d0[i].start || count >= kGroupTarget || (p.function != d0[i].function && ok);
       }
       if (split) {
         if (!groups.empty()) groups.back().second = i;
         groups.emplace_back(i, d0.size());
       }
     }
+    struct Piece {
+      const RangeRecord* r;
+      uint64_t start, end;
+    };
     std::vector<size_t> cursor(dx_.by_depth.size(), 0);
     std::vector<uint8_t> list;
+    std::vector<std::vector<Piece>> lists;
     for (const auto& [g0, g1] : groups) {
       const uint64_t gstart = d0[g0].start;
       const uint64_t gend = d0[g1 - 1].start + d0[g1 - 1].length;
@@ -433,28 +444,37 @@ class ModuleEncoder {
       st32(e, static_cast<uint32_t>(gstart - base_));
       st32(e + 4, static_cast<uint32_t>(out.func_data.size()));
       out.func_index.insert(out.func_index.end(), e, e + kIndexEntrySize);
-      std::vector<std::span<const RangeRecord>> lists;
-      lists.push_back(d0.subspan(g0, g1 - g0));
+      lists.clear();
+      lists.emplace_back();
+      for (size_t i = g0; i < g1; i++) lists[0].push_back({&d0[i], d0[i].start, d0[i].start + d0[i].length});
       for (size_t d = 1; d < dx_.by_depth.size(); d++) {
-        const auto s = dx_.by_depth[d];
+        const auto sp = dx_.by_depth[d];
         size_t a = cursor[d];
-        while (a < s.size() && s[a].start < gstart) a++;  // not reached: deeper ranges lie inside groups
+        while (a < sp.size() && sp[a].start + sp[a].length <= gstart) a++;
         size_t b = a;
-        while (b < s.size() && s[b].start < gend) b++;
-        cursor[d] = b;
-        if (b == a) break;
-        lists.push_back(s.subspan(a, b - a));
+        std::vector<Piece> pcs;
+        while (b < sp.size() && sp[b].start < gend) {
+          const uint64_t end = sp[b].start + sp[b].length;
+          pcs.push_back({&sp[b], std::max(sp[b].start, gstart), std::min(end, gend)});
+          b++;
+        }
+        // The next group starts with the last record again when it continues past gend.
+        cursor[d] = b > a && sp[b - 1].start + sp[b - 1].length > gend ? b - 1 : b;
+        if (pcs.empty()) break;
+        lists.push_back(std::move(pcs));
       }
       put_uleb(out.func_data, lists.size());
       for (size_t d = 0; d < lists.size(); d++) {
         list.clear();
-        ListState s;
+        ListState st;
         uint64_t prev_end = gstart;
-        for (const RangeRecord& r : lists[d]) {
-          encode_record(list, r, r.start - prev_end, s);
-          prev_end = r.start + r.length;
+        for (const Piece& p : lists[d]) {
+          encode_record(list, *p.r, p.start, p.end, p.start - prev_end, st);
+          prev_end = p.end;
         }
-        put_uleb(out.func_data, lists[d].size());
+        const Piece& last = lists[d].back();
+        const bool continues = last.end < last.r->start + last.r->length;
+        put_uleb(out.func_data, (lists[d].size() << 1) | (continues ? 1 : 0));
         put_uleb(out.func_data, list.size());
         out.func_data.insert(out.func_data.end(), list.begin(), list.end());
       }

@@ -113,6 +113,23 @@ BundleContents sample_contents() {
 
   c.modules.push_back(generated_module(7, 300));
   c.modules.push_back(generated_module(9, 50));
+
+  // One long function: more depth-0 records than a group holds, with inlined ranges that
+  // cross the group boundaries (written as pieces, the first flagged "continues"), and
+  // depth-0 records whose position is the inlined call site (stored as inherited).
+  ModuleContents l;
+  l.id = {IdKind::kElfBuildId, std::vector<uint8_t>(20, 0x77)};
+  l.name = "long.so";
+  for (uint32_t i = 0; i < 40; i++) {
+    const bool at_call = i >= 3 && i <= 26;
+    l.ranges.push_back(rr(0x2000 + 4 * i, 4, 0, "long", "long.c", at_call ? 5 : 100 + i, at_call ? 1 : i % 3));
+  }
+  l.ranges.push_back(rr(0x200a, 0x64, 1, "inl", "inl.h", 7, 2, "long.c", 5, 1));
+  l.ranges.push_back(rr(0x2014, 0x3c, 2, "leaf", "leaf.h", 9, 4, "inl.h", 8, 3));
+  l.ranges.push_back(rr(0x2078, 0x1e, 1, "inl2", "inl.h", 20, 2, "long.c", 130, 6));
+  l.return_pads = {{0x2031, {{"long", "long.c", 5, 1}, {"inl", "inl.h", 8, 3}, {"leaf", "leaf.h", 9, 4}}},
+                   {0x2046, {{"long", "long.c", 5, 1}, {"inl", "inl.h", 8, 3}, {"leaf", "leaf.h", 10, 4}}}};
+  c.modules.push_back(l);
   return c;
 }
 
@@ -474,7 +491,7 @@ TEST_CASE("bundle format: declared counts and offsets beyond the file are reject
   }
   {
     std::vector<uint8_t> b = good;
-    b[mods + 4 * 320 + 1] = 15;  // module 4 is the Mach-O one (sorted by kind): its UUID has 16 bytes
+    b[mods + 5 * 320 + 1] = 15;  // module 5 is the Mach-O one (sorted by kind): its UUID has 16 bytes
     CHECK_THAT(open_message(b), Catch::Contains("id length 15 is wrong for id kind 3"));
   }
   {
@@ -612,11 +629,11 @@ TEST_CASE("bundle format: the writer's bytes equal a hand encoding of doc/bundle
   Bytes findex;
   findex.u32(0).u32(0);  // one group at base + 0, data offset 0
   Bytes fdata;
-  fdata.u8(2);                                         // two depth lists
-  fdata.u8(1).u8(5).u8(0xc7).u8(0x10).u8(3).u8(0).u8(4);  // f: fn|file|col, line +3; len 16; f, a.c, col 4
+  fdata.u8(2);  // two depth lists, each: (count 1 << 1 | continues 0), bytes, records
+  fdata.u8(2).u8(5).u8(0xc7).u8(0x10).u8(3).u8(0).u8(4);  // f: fn|file|col, line +3; len 16; f, a.c, col 4
   // g: fn|file|col|call, line escape; (len 4 << 1 | gap); gap 4; g; b.h; sleb 5; col 6;
   // call ext: file|col, call-line delta 7 + 31 << 2; call file a.c; call column 8.
-  fdata.u8(1).u8(10).u8(0xef).u8(9).u8(4).u8(4).u8(2).u8(5).u8(6).u8(0x9b).u8(0).u8(8);
+  fdata.u8(2).u8(10).u8(0xef).u8(9).u8(4).u8(4).u8(2).u8(5).u8(6).u8(0x9b).u8(0).u8(8);
   Bytes pindex;
   pindex.u32(8).u32(0);
   Bytes pdata;
