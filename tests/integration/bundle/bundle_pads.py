@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # Return pads of bundles vs binutils objdump (call instructions) and llvm-symbolizer-14 (the inline chain at each call).
-"""Builds bundles of the C and C++ fixtures (gcc, g++, clang++-14, -O2 -g) and of the system
-python3.11 (DWARF from python3.11-dbg), and reads every return pad back through the bundle
-(BundleReader::return_pads, printed by bundle_pads_dump). Independent answers:
-- binutils `objdump -d -w` lists the call instructions (call, bnd call, notrack call, ...) with
-  their bytes; a call at A of L bytes has its return pad at A + L.
+"""Builds bundles of the C and C++ fixtures (gcc, g++, clang++-14, -O2 -g; both also for arm64
+and mips32, the C one also little-endian mips32) and of the system python3.11 (DWARF from
+python3.11-dbg), and reads every return pad back through the bundle (BundleReader::return_pads,
+printed by bundle_pads_dump). Independent answers:
+- binutils `objdump -d -w` (the target's objdump) lists the call instructions (x86-64: call,
+  bnd call, notrack call, ... with their bytes; a call at A of L bytes has its return pad at
+  A + L; arm64 bl/blr/blra*: A + 4; mips jal/jalr/bal/bgezal/bltzal: A + 8, after the delay
+  slot).
 - llvm-symbolizer-14 --inlining at A (the call instruction itself) gives the chain.
 Checks: (1) every pad is the end of an objdump call (no pad anywhere else); (2) every objdump
 call whose address llvm-symbolizer resolves through DWARF has a pad (coverage must be 100%;
@@ -20,7 +23,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOLS = ["gcc", "g++", "clang++-14", "objdump", "llvm-symbolizer-14"]
+TOOLS = ["gcc", "g++", "clang++-14", "objdump", "llvm-symbolizer-14", "aarch64-linux-gnu-gcc",
+         "aarch64-linux-gnu-objdump", "mips-linux-gnu-gcc", "mipsel-linux-gnu-gcc", "mips-linux-gnu-objdump", "aarch64-linux-gnu-g++", "mips-linux-gnu-g++"]
 SYMTAB_ONLY = re.compile(r"^[^/]*:0:0$")  # "??:0:0" or "crtstuff.c:0:0": no DWARF line
 
 
@@ -31,17 +35,28 @@ def run(cmd, **kw):
     return p.stdout
 
 
-def objdump_calls(binary):
-    """{address: length} of every call instruction objdump -d shows (its own linear sweep)."""
+# Per architecture: objdump, call mnemonics, bytes from the call's address to its return pad
+# (None: the instruction's length, x86-64; mips: call + delay slot).
+ARCHES = {
+    "x86_64": ("objdump", {"call", "callq", "lcall"}, None),
+    "arm64": ("aarch64-linux-gnu-objdump", {"bl", "blr", "blraa", "blrab", "blraaz", "blrabz"}, 4),
+    "mips": ("mips-linux-gnu-objdump", {"jal", "jalr", "bal", "bgezal", "bltzal"}, 8),
+}
+
+
+def objdump_calls(binary, arch):
+    """{address: bytes to the return pad} of every call instruction objdump -d shows (its own
+    linear sweep)."""
+    tool, mnemonics, fixed = ARCHES[arch]
     calls = {}
-    insn = re.compile(r"^\s*([0-9a-f]+):\t([0-9a-f]{2}(?: [0-9a-f]{2})*)\s*\t(.*)$")
-    for line in run(["objdump", "-d", "-w", binary]).splitlines():
+    insn = re.compile(r"^\s*([0-9a-f]+):\t([0-9a-f]+(?: [0-9a-f]+)*)\s*\t(.*)$")
+    for line in run([tool, "-d", "-w", binary]).splitlines():
         m = insn.match(line)
         if not m:
             continue
         words = m.group(3).split()
-        if any(w in ("call", "callq", "lcall") for w in words[:3]):
-            calls[int(m.group(1), 16)] = len(m.group(2).split())
+        if any(w in mnemonics for w in words[:3]):
+            calls[int(m.group(1), 16)] = fixed or len(m.group(2).split())
     return calls
 
 
@@ -72,11 +87,11 @@ def bundle_pads(dump, bundle):
     return pads
 
 
-def check(args, name, binary, report, min_calls):
+def check(args, name, binary, report, min_calls, arch="x86_64"):
     bundle = os.path.join(args.work, name + ".sbundle")
     run([args.stackprov, "bundle", "build", binary, "--out", bundle])
     pads = bundle_pads(args.dump, bundle)
-    calls = objdump_calls(binary)
+    calls = objdump_calls(binary, arch)
     if len(calls) < min_calls:
         sys.exit("FAIL: %s: objdump shows %d calls, expected at least %d" % (name, len(calls), min_calls))
     ends = {a + n: a for a, n in calls.items()}
@@ -97,7 +112,7 @@ def check(args, name, binary, report, min_calls):
                 bad.append("0x%x: pad at 0x%x where llvm-symbolizer has no DWARF (%r)" % (a, pad, w))
             continue
         if pad not in pads:
-            bad.append("0x%x: call of %d bytes has no return pad at 0x%x (llvm: %r)" % (a, calls[a], pad, w))
+            bad.append("0x%x: call (pad offset %d) has no return pad at 0x%x (llvm: %r)" % (a, calls[a], pad, w))
             continue
         covered += 1
         if pads[pad] != w:
@@ -133,6 +148,14 @@ def main():
         binary = os.path.join(args.work, name)
         run(cmd + ["-o", binary], cwd=HERE)
         check(args, name, binary, report, 5)
+    cross = [("fx_c_arm64", "aarch64-linux-gnu-gcc", "arm64"), ("fx_c_mips", "mips-linux-gnu-gcc", "mips"),
+             ("fx_c_mipsel", "mipsel-linux-gnu-gcc", "mips")]
+    cross += [("fx_cpp_arm64", "aarch64-linux-gnu-g++", "arm64"), ("fx_cpp_mips", "mips-linux-gnu-g++", "mips")]
+    for name, cc, arch in cross:
+        binary = os.path.join(args.work, name)
+        srcs = ["-std=c++17", "fixture.cpp"] if cc.endswith("g++") else ["fixture_a.c", "fixture_b.c"]
+        run([cc] + base + srcs + ["-o", binary], cwd=HERE)
+        check(args, name, binary, report, 3, arch)
     py = "/usr/bin/python3.11"
     if not os.path.exists(py):
         sys.exit("FAIL: missing %s (apt-get install python3.11 python3.11-dbg)" % py)
