@@ -33,7 +33,7 @@ const char kHelp[] =
     "         sha256 of the file and of its debug file, and the address ranges with inline chains\n"
     "         of every executable byte its DWARF describes (found in FILE or its separate debug file).\n"
     "         and the unwind rows of its .eh_frame/.debug_frame (as the unwinder reads them).\n"
-    "         No return pads yet. The output is deterministic.\n"
+    "         Return pads: one after every call in that code. The output is deterministic.\n"
     "         --out PATH    where to write (default: <basename of FILE>.sbundle in the current directory)\n"
     "         --name NAME   module name stored in the bundle (default: the basename of FILE)\n"
     "         --debug-file-directory DIR   search DIR for separate debug files (repeatable;\n"
