@@ -89,10 +89,10 @@ int main(int argc, char** argv) {
     frames += ch->size();
   }
   std::fclose(out);
-  // Warm lookups: 7 timed passes over all addresses, median ns per address.
+  // Warm lookups: 15 timed passes over all addresses, ns per address.
   std::vector<double> passes;
   size_t sink = 0;
-  for (int p = 0; p < 7; p++) {
+  for (int p = 0; p < 15; p++) {
     t0 = Clock::now();
     for (uint64_t a : addrs) {
       auto ch = rd->lookup(0, a);
@@ -100,9 +100,11 @@ int main(int argc, char** argv) {
     }
     passes.push_back(ns_since(t0) / static_cast<double>(addrs.size()));
   }
+  // The machine is shared: the median pass is reported, and the best pass (least disturbed).
   std::printf("{\"addresses\": %zu, \"frames\": %zu, \"open_ns_median\": %.0f, \"open_ns_min\": %.0f, "
-              "\"first_lookup_ns\": %.0f, \"warm_lookup_ns_per_address\": %.1f, \"sink\": %zu}\n",
+              "\"first_lookup_ns\": %.0f, \"warm_lookup_ns_per_address\": %.1f, "
+              "\"warm_lookup_ns_per_address_best\": %.1f, \"sink\": %zu}\n",
               addrs.size(), frames, median(opens), *std::min_element(opens.begin(), opens.end()), first_ns,
-              median(passes), sink);
+              median(passes), *std::min_element(passes.begin(), passes.end()), sink);
   return 0;
 }

@@ -26,6 +26,7 @@ import random
 import re
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -112,6 +113,18 @@ def bench_target(args, name, path, pkg):
     run(["llvm-gsymutil-14", "--convert", dbg, "--out-file", gsym])
     gsym_time = time.perf_counter() - t0
     bundle_bytes, gsym_bytes = os.path.getsize(bundle), os.path.getsize(gsym)
+    # Bytes per part, from the section table (doc/bundles.md "Layout"): what GSYM also has
+    # (strings + ranges) vs what it has not (return pads, unwind rows).
+    with open(bundle, "rb") as f:
+        raw = f.read()
+    nsec = struct.unpack_from("<I", raw, 12)[0]
+    sec = {}
+    for i in range(nsec):
+        t, _, _, ln = struct.unpack_from("<IIQQ", raw, 32 + 24 * i)
+        sec[t] = ln
+    parts = {"strings": sec.get(2, 0) + sec.get(3, 0), "ranges": sec.get(4, 0) + sec.get(5, 0),
+             "return_pads": sec.get(6, 0) + sec.get(7, 0), "unwind_rows": sec.get(8, 0) + sec.get(9, 0),
+             "modules_and_headers": bundle_bytes - sum(sec.get(t, 0) for t in range(2, 10))}
 
     rng = random.Random(20261125)
     text = [(s[2], s[3]) for s in sections(path) if s[1] == "PROGBITS" and "X" in s[4] and s[3] > 0]
@@ -171,11 +184,14 @@ def bench_target(args, name, path, pkg):
                    "build_s": min(builds), "build_s_per_dwarf_mb": min(builds) / (dwarf_bytes / 1e6)},
         "gsym": {"bytes": gsym_bytes, "convert_s": gsym_time},
         "size_ratio_bundle_to_gsym": bundle_bytes / gsym_bytes,
+        "bundle_parts_bytes": parts,
+        "size_ratio_strings_and_ranges_to_gsym": (parts["strings"] + parts["ranges"]) / gsym_bytes,
         "addresses": n,
         "bundle_open_ns_median": drv["open_ns_median"],
         "bundle_open_ns_min": drv["open_ns_min"],
         "bundle_first_lookup_ns": drv["first_lookup_ns"],
         "bundle_warm_lookup_ns_per_address": warm,
+        "bundle_warm_lookup_ns_per_address_best_pass": drv["warm_lookup_ns_per_address_best"],
         "frames": drv["frames"],
         "llvm_symbolizer_dwarf": {"batch_s": t1, "batch_ns_per_address": t1 / n * 1e9,
                                   "marginal_ns_per_address": sym_marginal},
@@ -209,10 +225,11 @@ def main():
     for name, path, pkg in TARGETS:
         r = bench_target(args, name, path, pkg)
         res["targets"][name] = r
-        print("bench/bundle %-15s bundle %d B / GSYM %d B = %.2f; open %.0f ns; first lookup %.0f ns; warm %.0f "
+        print("bench/bundle %-15s bundle %d B / GSYM %d B = %.2f (strings+ranges %.2f); open %.0f ns; first lookup %.0f ns; warm %.0f "
               "ns/addr; GSYM %.0f ns/addr (x%.1f), DWARF %.0f ns/addr (x%.1f); build %.2f s/MB DWARF; "
               "%d/%d identical to llvm-symbolizer-14 (+%d symtab-only)"
               % (name, r["bundle"]["bytes"], r["gsym"]["bytes"], r["size_ratio_bundle_to_gsym"],
+                 r["size_ratio_strings_and_ranges_to_gsym"],
                  r["bundle_open_ns_median"], r["bundle_first_lookup_ns"], r["bundle_warm_lookup_ns_per_address"],
                  r["llvm_gsymutil_gsym"]["marginal_ns_per_address"], r["speedup_vs_gsym_marginal"] or 0,
                  r["llvm_symbolizer_dwarf"]["marginal_ns_per_address"], r["speedup_vs_dwarf_marginal"] or 0,
