@@ -81,9 +81,11 @@ inline constexpr unsigned kCallLineEscape = 63;
 inline constexpr unsigned kRecLineShift = 5;  // head >> 5: line delta + 3 (0..6); 7: sleb follows
 inline constexpr int kRecLineBias = 3;
 inline constexpr unsigned kRecLineEscape = 7;
-/// Writer: a group closes after this many depth-0 records at the next boundary that no
-/// deeper range crosses (bounds the records a lookup decodes).
+/// Writer: a group closes after this many depth-0 records (bounds the records a lookup
+/// decodes; deeper ranges crossing the boundary are split, see doc/bundles.md) ...
 inline constexpr size_t kGroupTarget = 16;
+/// ... or once this many records of all depths start in it.
+inline constexpr size_t kGroupRecords = 48;
 
 // Pad block: per pad uleb (delta << 1 | explicit); explicit: uleb nframes, frames of
 // uleb fn, uleb file, uleb line, uleb column. Implicit: the chain of lookup(addr - 1).

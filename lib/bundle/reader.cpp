@@ -44,6 +44,7 @@ struct ModuleIndex {
   Error err;
   std::string strings;
   std::vector<uint32_t> offs;
+  std::vector<uint32_t> lens;  // of string i, without its NUL
 };
 
 Error bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -324,6 +325,9 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
       return bad("module %zu: string %" PRIu64 " at offset %u beyond the table of %" PRIu64, mi, i, off, m.str_bytes);
     ix.offs[i] = off;
   }
+  ix.lens.resize(ix.offs.size());
+  for (size_t i = 0; i < ix.offs.size(); i++)  // terminated: the table ends with NUL
+    ix.lens[i] = static_cast<uint32_t>(std::strlen(ix.strings.data() + ix.offs[i]));
   struct IndexCheck {
     uint32_t sec;
     Slice idx, data;
@@ -358,6 +362,7 @@ Result<const ModuleIndex*> BundleReader::Impl::module_index(size_t mi) const {
       ix.err = s.error();
       ix.strings.clear();
       ix.offs.clear();
+      ix.lens.clear();
     }
   });
   if (!ix.ok) return ix.err;
@@ -571,7 +576,7 @@ namespace {
 
 std::string_view str_at(const ModuleIndex& ix, uint32_t i) {
   if (i == kNone || i >= ix.offs.size()) return {};
-  return std::string_view(ix.strings.data() + ix.offs[i]);  // the table ends with NUL (build_index)
+  return std::string_view(ix.strings.data() + ix.offs[i], ix.lens[i]);
 }
 
 }  // namespace
@@ -590,8 +595,9 @@ Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_
   const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
   uint64_t nd = 0;
   if (auto s = read_ndepth(c, module, gstart, &nd); !s) return s.error();
-  Rec hits[kMaxInlineDepth + 1];
-  size_t n = 0;
+  // Frames are appended as their depth is found; a deeper hit replaces the position of the
+  // frame above it by its call site.
+  out.reserve(8);
   for (uint32_t d = 0; d < nd; d++) {
     uint64_t count = 0;
     Cursor lc{nullptr, nullptr};
@@ -609,21 +615,13 @@ Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_
       prev_end = r.end;
     }
     if (!hit) break;
-    hits[n++] = r;
-  }
-  out.resize(n);
-  for (size_t i = 0; i < n; i++) {
-    out[i].function = str_at(ix, hits[i].fn);
-    const Rec& pos = i + 1 < n ? hits[i + 1] : hits[i];
-    if (i + 1 < n) {
-      out[i].file = str_at(ix, pos.call_file);
-      out[i].line = pos.call_line;
-      out[i].column = pos.call_column;
-    } else {
-      out[i].file = str_at(ix, pos.file);
-      out[i].line = pos.line;
-      out[i].column = pos.column;
+    if (!out.empty()) {
+      FrameView& caller = out.back();
+      caller.file = str_at(ix, r.call_file);
+      caller.line = r.call_line;
+      caller.column = r.call_column;
     }
+    out.push_back({str_at(ix, r.fn), str_at(ix, r.file), r.line, r.column});
   }
   return out;
 }

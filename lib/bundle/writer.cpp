@@ -399,6 +399,9 @@ class ModuleEncoder {
     for (size_t d = 1; d < dx_.by_depth.size(); d++)
       for (const RangeRecord& r : dx_.by_depth[d]) deep.emplace_back(r.start, r.start + r.length);
     std::sort(deep.begin(), deep.end());
+    std::vector<uint64_t> deep_starts;
+    deep_starts.reserve(deep.size());
+    for (const auto& iv : deep) deep_starts.push_back(iv.first);
     std::vector<std::pair<uint64_t, uint64_t>> merged;
     for (const auto& iv : deep) {
       if (!merged.empty() && iv.first < merged.back().second)
@@ -423,7 +426,12 @@ class ModuleEncoder {
         const RangeRecord& p = d0[i - 1];
         const size_t count = i - groups.back().first;
         const bool ok = allowed(d0[i].start);
-        split = p.start + p.length != d0[i].start || count >= kGroupTarget || (p.function != d0[i].function && ok);
+        const auto deep_before = [&](uint64_t a) {
+          return static_cast<size_t>(std::lower_bound(deep_starts.begin(), deep_starts.end(), a) - deep_starts.begin());
+        };
+        const size_t deep = deep_before(d0[i].start) - deep_before(d0[groups.back().first].start);
+        split = p.start + p.length != d0[i].start || count >= kGroupTarget || count + deep >= kGroupRecords ||
+                (p.function != d0[i].function && ok);
       }
       if (split) {
         if (!groups.empty()) groups.back().second = i;
