@@ -58,6 +58,10 @@ inline constexpr size_t kModPadCount = 296;    // u64
 inline constexpr size_t kModRowCount = 304;    // u64
 inline constexpr size_t kModStrBytes = 312;    // u64 decompressed string bytes (lz.hpp)
 inline constexpr uint64_t kMaxStrBytes = uint64_t{1} << 30;
+/// Decompressed string bytes <= kMaxStrRatio x compressed bytes + kMaxStrRatio: a reader
+/// never allocates more than that for a small hostile file. The writer stores the table
+/// uncompressed (one literal run) when compression would exceed the ratio.
+inline constexpr uint64_t kMaxStrRatio = 64;
 
 inline constexpr size_t kIndexEntrySize = 8;
 inline constexpr size_t kStrOffSize = 4;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -73,6 +74,15 @@ inline std::vector<uint8_t> compress(const uint8_t* in, size_t n) {
     }
   }
   emit(n, 0, 0);  // the final literals (possibly none)
+  return out;
+}
+
+/// The stream that stores `in` as one literal run (no matches).
+inline std::vector<uint8_t> store(const uint8_t* in, size_t n) {
+  std::vector<uint8_t> out;
+  out.push_back(static_cast<uint8_t>(std::min<size_t>(n, 15) << 4));
+  if (n >= 15) layout::put_uleb(out, n - 15);
+  out.insert(out.end(), in, in + n);
   return out;
 }
 

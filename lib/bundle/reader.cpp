@@ -502,8 +502,11 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     if (m.name_len > kMaxStringBytes || m.name_len >= m.strings.count || st[m.name_len] != 0)
       return bad("module %zu: name of %u bytes is not NUL-terminated within the %" PRIu64 " string bytes", mi,
                  m.name_len, m.strings.count);
-    if (m.strings.count - m.name_len - 1 == 0)
-      return bad("module %zu: the compressed string table is empty", mi);
+    const uint64_t zbytes = m.strings.count - m.name_len - 1;
+    if (zbytes == 0) return bad("module %zu: the compressed string table is empty", mi);
+    if (m.str_bytes > kMaxStrRatio * zbytes + kMaxStrRatio)
+      return bad("module %zu: %" PRIu64 " string bytes from %" PRIu64 " compressed bytes exceed the ratio %" PRIu64, mi,
+                 m.str_bytes, zbytes, kMaxStrRatio);
 
     v.index = mi;
     v.id_kind = static_cast<IdKind>(kind);

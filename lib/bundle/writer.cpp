@@ -288,7 +288,8 @@ class ModuleEncoder {
 
     out.strings.assign(m_.name.begin(), m_.name.end());
     out.strings.push_back(0);
-    const std::vector<uint8_t> z = lz::compress(st_.raw.data(), st_.raw.size());
+    std::vector<uint8_t> z = lz::compress(st_.raw.data(), st_.raw.size());
+    if (st_.raw.size() > kMaxStrRatio * z.size() + kMaxStrRatio) z = lz::store(st_.raw.data(), st_.raw.size());
     out.strings.insert(out.strings.end(), z.begin(), z.end());
     out.str_bytes = st_.raw.size();
     out.offs = st_.offs;

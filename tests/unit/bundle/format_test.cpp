@@ -404,6 +404,21 @@ TEST_CASE("bundle format: equal contents in any order give identical bytes", "[b
         stackprov::evidence::digest_string(stackprov::evidence::sha256(first.value())));
 }
 
+TEST_CASE("bundle format: a string table beyond the compression ratio is stored and round-trips", "[bundle][format]") {
+  BundleContents c;
+  ModuleContents m;
+  m.id = {IdKind::kElfBuildId, {1, 2, 3}};
+  m.name = "ratio.so";
+  m.ranges = {rr(0x1000, 0x10, 0, std::string(kMaxStringBytes, 'x'), "f.c", 1, 1)};  // compresses > 64x
+  c.modules.push_back(m);
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  CHECK(w->size() > kMaxStringBytes);  // stored, not compressed
+  auto rd = BundleReader::open(w->data(), w->size());
+  REQUIRE(rd.ok());
+  check_against_input(rd.value(), c);
+}
+
 TEST_CASE("bundle format: a bundle's identity is sha256 (FIPS 180-2 test vector)", "[bundle][format]") {
   const uint8_t abc[] = {'a', 'b', 'c'};
   CHECK(stackprov::evidence::digest_string(stackprov::evidence::sha256(abc, 3)) ==
@@ -483,6 +498,11 @@ TEST_CASE("bundle format: declared counts and offsets beyond the file are reject
     std::vector<uint8_t> b = good;
     put64(b, mods + 144 + 8, UINT64_MAX);  // module 0's string bytes (overflow of first + count)
     CHECK_THAT(open_message(b), Catch::Contains("18446744073709551615"));
+  }
+  {
+    std::vector<uint8_t> b = good;
+    put64(b, mods + 312, uint64_t{1} << 29);  // module 0's decompressed string bytes: 512 MiB from a few bytes
+    CHECK_THAT(open_message(b), Catch::Contains("536870912") && Catch::Contains("ratio"));
   }
   {
     std::vector<uint8_t> b = good;
