@@ -145,8 +145,27 @@ struct sprov_context_opts {
   uint32_t module_cache_capacity; /* loaded modules kept; 0: default 256 */
   const char* debug_dirs;       /* ':'-separated; NULL: "/usr/lib/debug" */
   const char* sysroot;          /* prefix for module paths; NULL: none */
+  /* Symbol-bundle store directory (doc/bundles.md "Store") read by the "bundle"
+   * resolver and by offline unwinding. NULL: no store; "": the default
+   * ($STACKPROV_STORE, else $XDG_DATA_HOME/stackprov/store, else
+   * ~/.local/share/stackprov/store). */
+  const char* bundle_store;
+  /* Resolver policy: comma-separated, tried in order, from "debuginfod",
+   * "bundle", "dwarf", "symtab", "dynsym", "demangle". NULL: the Linux default
+   * "debuginfod,bundle,dwarf,symtab,dynsym,demangle" (doc/bundles.md "Resolver
+   * policy"). An unknown name is SPROV_ERR_INVALID_ARG naming it. */
+  const char* resolvers;
+  uint32_t flags;               /* sprov_context_flags */
+  uint32_t reserved;
 };
-#define sprov_context_opts__last_field sysroot
+#define sprov_context_opts__last_field reserved
+
+enum sprov_context_flags {
+  /* Offline: never open module files, debug files or the network; unwind and
+   * name from the bundle store only (a module without a bundle is unnamed and
+   * unwound by frame pointer / stops, with the reason). */
+  SPROV_CTX_OFFLINE = 1u << 0,
+};
 
 /* Creates a context. Thread-safe object; free with sprov_context_free. */
 SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_context** out);
@@ -440,6 +459,7 @@ struct sprov_symbol_info {
   const char* resolver_name; /* "dwarf", "symtab", "dynsym", "none" */
   const char* source_path;   /* file whose tables answered ("" for NONE) */
   const char* source_build_id; /* lowercase hex build-id of that file ("" when none) */
+  const char* bundle_digest;   /* "sha256:<hex>" of the bundle that answered (resolver BUNDLE), else "" */
 };
 
 /* Symbolizes a link-time address of a module file with DWARF lines and the

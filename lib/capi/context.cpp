@@ -74,6 +74,37 @@ SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_con
       if (stat(cfg.sysroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         return fail(make_error(SPROV_ERR_INVALID_ARG, "sysroot '%s' is not a directory", s));
     }
+    if (const char* b = SPROV_OPTS_GET(opts, sprov_context_opts, bundle_store, nullptr)) {
+      cfg.has_bundle_store = true;
+      cfg.bundle_store = b;
+    }
+    if (const char* r = SPROV_OPTS_GET(opts, sprov_context_opts, resolvers, nullptr)) {
+      static const char* const kKnown[] = {"debuginfod", "bundle", "dwarf", "symtab", "dynsym", "demangle"};
+      cfg.resolvers.clear();
+      std::string list = r;
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        if (comma == std::string::npos) comma = list.size();
+        std::string name = list.substr(pos, comma - pos);
+        pos = comma + 1;
+        bool known = false;
+        for (const char* k : kKnown) known = known || name == k;
+        if (!known)
+          return fail(make_error(SPROV_ERR_INVALID_ARG,
+                                 "resolver '%s' in '%s' is not one of debuginfod, bundle, dwarf, symtab, dynsym, "
+                                 "demangle",
+                                 name.c_str(), r));
+        for (const std::string& prev : cfg.resolvers)
+          if (prev == name)
+            return fail(make_error(SPROV_ERR_INVALID_ARG, "resolver '%s' appears twice in '%s'", name.c_str(), r));
+        cfg.resolvers.push_back(std::move(name));
+      }
+    }
+    const uint32_t flags = SPROV_OPTS_GET(opts, sprov_context_opts, flags, 0u);
+    if (flags & ~static_cast<uint32_t>(SPROV_CTX_OFFLINE))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_context_opts.flags 0x%x has unknown bits", flags));
+    cfg.offline = (flags & SPROV_CTX_OFFLINE) != 0;
     *out = new sprov_context(std::move(cfg));
     return 0;
   });

@@ -75,6 +75,7 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   s.resolver_name = r.provenance.empty() ? sprov_resolver_name(s.resolver) : r.provenance.c_str();
   s.source_path = r.source.c_str();
   s.source_build_id = sym->last_build_id.c_str();
+  s.bundle_digest = "";  // set by the bundle resolver (issue "Symbol bundles")
   return fill_out(out, s, "sprov_symbol_info");
 }
 

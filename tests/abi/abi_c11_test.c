@@ -99,6 +99,13 @@ int main(void) {
   EXPECT(sprov_context_new(&bad_root, &ctx2) == SPROV_ERR_INVALID_ARG);
   EXPECT(strstr(sprov_last_error_message(), "/nonexistent-sysroot-xyz") != NULL);
 
+  SPROV_OPTS(sprov_context_opts, bad_res, .resolvers = "bundle,dwarfy");
+  EXPECT(sprov_context_new(&bad_res, &ctx2) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "'dwarfy'") != NULL);
+  SPROV_OPTS(sprov_context_opts, bad_flags, .flags = 0x80);
+  EXPECT(sprov_context_new(&bad_flags, &ctx2) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "0x80") != NULL);
+
   /* Output structs: a caller with an older, smaller sprov_frame gets only its bytes. */
   SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = 16);
   EXPECT(sprov_unwinder_new(ctx, &uo, &uw) == 0);

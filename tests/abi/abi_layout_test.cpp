@@ -8,7 +8,10 @@
 #define CHECK_OFF(T, F, N) static_assert(offsetof(struct T, F) == (N), #T "." #F " moved")
 
 #if defined(__LP64__)
-CHECK_SIZE(sprov_context_opts, 48);
+CHECK_SIZE(sprov_context_opts, 72);
+CHECK_OFF(sprov_context_opts, bundle_store, 48);
+CHECK_OFF(sprov_context_opts, resolvers, 56);
+CHECK_OFF(sprov_context_opts, flags, 64);
 CHECK_OFF(sprov_context_opts, sz, 0);
 CHECK_OFF(sprov_context_opts, log_fn, 8);
 CHECK_OFF(sprov_context_opts, log_user, 16);
@@ -87,7 +90,8 @@ CHECK_OFF(sprov_symbol_frame, start_file, 48);
 CHECK_OFF(sprov_symbol_frame, start_address, 56);
 CHECK_OFF(sprov_symbol_frame, has_start_address, 64);
 
-CHECK_SIZE(sprov_symbol_info, 104);
+CHECK_SIZE(sprov_symbol_info, 112);
+CHECK_OFF(sprov_symbol_info, bundle_digest, 104);
 CHECK_OFF(sprov_symbol_info, file, 24);
 CHECK_OFF(sprov_symbol_info, line, 32);
 CHECK_OFF(sprov_symbol_info, start_file, 48);
