@@ -122,7 +122,11 @@ Result<BundleStore> BundleStore::open(const std::string& dir_in, bool create) {
     if (is_dir(dir)) {
       auto names = list_dir(dir);
       if (!names) return std::move(names).error();
-      if (!names.value().empty())
+      // Entries a concurrent creator may have made already are fine; anything else is not ours.
+      const bool ours = std::all_of(names.value().begin(), names.value().end(), [](const std::string& n) {
+        return n == "blobs" || n == "sigs" || n == "ids" || n == "tmp" || n.rfind("store.json", 0) == 0;
+      });
+      if (!ours)
         return make_error(SPROV_ERR_INVALID_ARG,
                           "'%s' is neither empty nor a bundle store (no store.json); refusing to write there",
                           dir.c_str());
