@@ -143,7 +143,7 @@ struct Progress {
 };
 
 /// Input size from which a terminal shows progress.
-constexpr uint64_t kProgressMinBytes = 16u << 20;
+constexpr uint64_t kProgressMinBytes = 4000000;
 
 uint64_t total_size(const std::vector<std::string>& files) {
   uint64_t n = 0;

@@ -59,6 +59,11 @@ struct sprov_bundle_build_opts {
 SPROV_API int sprov_bundle_build(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
                                  void** out, size_t* out_len, char* digest, size_t digest_size);
 
+/* As sprov_bundle_build, written to out_path (temp file + fsync + rename: readers never see a
+ * partial bundle; mode 0644). */
+SPROV_API int sprov_bundle_build_file(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
+                                      const char* out_path, char* digest, size_t digest_size);
+
 /* --------------------------------------------------------------- reading */
 
 /* An open bundle: immutable, validated at open (header, sections, module

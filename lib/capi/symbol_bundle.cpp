@@ -257,6 +257,20 @@ SPROV_API int sprov_bundle_build(const char* const* paths, size_t count, const s
   });
 }
 
+SPROV_API int sprov_bundle_build_file(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
+                                      const char* out_path, char* digest, size_t digest_size) {
+  return guard([&] {
+    if (!out_path) return fail(null_arg("out_path"));
+    void* bytes = nullptr;
+    size_t len = 0;
+    if (int rc = sprov_bundle_build(paths, count, opts, &bytes, &len, digest, digest_size)) return rc;
+    auto st = evidence::write_file_atomic(out_path, std::string_view(static_cast<const char*>(bytes), len), 0644);
+    std::free(bytes);
+    if (!st) return fail(st.error());
+    return 0;
+  });
+}
+
 SPROV_API int sprov_bundle_open_file(const char* path, sprov_bundle** out) {
   return guard([&] {
     if (!path) return fail(null_arg("path"));

@@ -78,6 +78,19 @@ static void bundle_abi(void) {
     EXPECT(sprov_bundle_module_info(b, 1, &m) == SPROV_ERR_INVALID_ARG);
     sprov_bundle_free(b);
   }
+  /* The same build into a file: the same digest, and the file opens to the same bundle. */
+  char d3[SPROV_DIGEST_STRLEN];
+  const char* out_path = "abi_c11_self.sbundle";
+  EXPECT(sprov_bundle_build_file(&self, 1, (const struct sprov_bundle_build_opts*)&old, out_path, d3, sizeof d3) == 0);
+  EXPECT(strcmp(d3, digest) == 0);
+  b = NULL;
+  EXPECT(sprov_bundle_open_file(out_path, &b) == 0);
+  if (b) {
+    char d4[SPROV_DIGEST_STRLEN];
+    EXPECT(sprov_bundle_digest(b, d4, sizeof d4) == 0 && strcmp(d4, digest) == 0);
+    sprov_bundle_free(b);
+  }
+  remove(out_path);
   sprov_free(bytes);
   struct {
     struct sprov_bundle_build_opts cur;

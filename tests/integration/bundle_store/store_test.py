@@ -255,6 +255,32 @@ def main():
     p = run([S, "bundle", "inspect", d2], env=env)
     check(p.returncode == 0 and d2 in p.stdout, "STACKPROV_STORE is the default store")
 
+    # ---- progress: on a terminal (a pty as stderr) for large inputs, nothing on a pipe.
+    big = ["/usr/bin/python3.11", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    pstore = os.path.join(w, "pstore")
+    master, slave = os.openpty()
+    pr = subprocess.Popen([S, "bundle", "build", "--store", pstore] + big, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    tty = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the pty
+            break
+        if not chunk:
+            break
+        tty += chunk
+    out = pr.communicate()[0].decode().strip()
+    os.close(master)
+    tty = tty.decode(errors="replace")
+    check(pr.returncode == 0 and re.fullmatch(r"sha256:[0-9a-f]{64}", out) is not None,
+          "large build with a terminal as stderr: the digest alone on stdout")
+    check("module 1/2" in tty and "module 2/2" in tty and "ETA" in tty and " MB" in tty,
+          "progress (modules, MB, ETA) on the terminal: %r" % tty[-200:])
+    p = run([S, "bundle", "build", "--out", os.path.join(w, "big.sbundle")] + big)
+    check(p.returncode == 0 and p.stdout.strip() == out and p.stderr == "",
+          "the same large build with stderr on a pipe: no progress, same digest")
+
     # ---- copy ONLY the store and the pinned public keys; verify offline (no network namespace access).
     fresh = os.path.join(w, "fresh")
     os.makedirs(fresh)
