@@ -33,7 +33,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "bundle")
-TOOLS = ["gcc", "g++", "readelf", "sha256sum", "openssl", "unshare", "llvm-symbolizer-14", "nm"]
+TOOLS = ["gcc", "g++", "readelf", "sha256sum", "openssl", "unshare", "llvm-symbolizer-14", "nm", "python3.11"]
 failures = []
 
 
