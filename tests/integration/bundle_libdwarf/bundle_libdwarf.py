@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Bundle builder vs libdwarf: every bundle range inside a libdwarf DIE range of its depth with its name and call site; line rows.
 """Compiles the bundle test's fixtures (gcc C, g++ and clang++-14 C++, -O2 -g; and the C one with
--gdwarf-4 for DW_AT_ranges in .debug_ranges), builds a bundle of each, and reads the same binary
+-gdwarf-4 for DW_AT_ranges in .debug_ranges) and takes the system libc.so.6 with its separate debug
+file from libc6-dbg (DWARF we did not produce), builds a bundle of each, and reads the same DWARF
 with dwarf_facts.c, built on libdwarf (libdwarf-dev; not stackprov's DWARF reader). Checks:
 
 1. DIEs: every bundle range record [start, start+length) at inline depth d lies inside one
@@ -27,7 +28,7 @@ import shutil
 import subprocess
 import sys
 
-TOOLS = ["gcc", "g++", "clang++-14", "nm"]
+TOOLS = ["gcc", "g++", "clang++-14", "nm", "readelf"]
 
 
 def fail(msg):
@@ -42,10 +43,12 @@ def run(cmd, **kw):
 
 
 def libdwarf_facts(tool, binary):
-    dies, rows = [], []
+    dies, rows, cus = [], [], []
     for line in run([tool, binary]).splitlines():
         f = line.split("\t")
-        if f[0] == "D" and len(f) == 8:
+        if f[0] == "C" and len(f) == 2:
+            cus += [tuple(int(x, 16) for x in p.split("-")) for p in f[1].split(",")]
+        elif f[0] == "D" and len(f) == 8:
             pieces = sorted(tuple(int(x, 16) for x in p.split("-")) for p in f[7].split(","))
             merged = []
             for lo, hi in pieces:  # adjacent pieces of one DIE form one range
@@ -59,18 +62,50 @@ def libdwarf_facts(tool, binary):
             rows.append((int(f[1], 16), f[2], int(f[3]), int(f[4]), f[5] == "1", f[6]))
         else:
             fail("dwarf_facts: unexpected line %r" % line)
-    if not dies or not rows:
-        fail("dwarf_facts found %d DIEs and %d line rows in %s" % (len(dies), len(rows), binary))
-    return dies, rows
+    if not dies or not rows or not cus:
+        fail("dwarf_facts found %d DIEs, %d line rows, %d CU ranges in %s" % (len(dies), len(rows), len(cus), binary))
+    return dies, rows, sorted(cus)
 
 
-def nm_funcs(binary):
+def nm_funcs(*files):
+    """Text symbols (t, T, w, W, i) of .symtab and .dynsym of `files`: name -> {(address, size)}."""
     syms = {}
-    for line in run(["nm", "--defined-only", binary]).splitlines():
-        f = line.split()
-        if len(f) == 3 and f[1] in "tTwW":
-            syms.setdefault(f[2], set()).add(int(f[0], 16))
+    for path in files:
+        for opt in ([], ["-D"]):
+            p = subprocess.run(["nm", "-S", "--defined-only"] + opt + [path], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+            for line in p.stdout.splitlines():
+                f = line.split()
+                if len(f) == 3 and f[1] in "tTwWi":
+                    syms.setdefault(f[2].split("@")[0], set()).add((int(f[0], 16), 0))
+                elif len(f) == 4 and f[2] in "tTwWi":
+                    syms.setdefault(f[3].split("@")[0], set()).add((int(f[0], 16), int(f[1], 16)))
     return syms
+
+
+def in_any(spans, lo, hi):
+    return any(a <= lo and hi <= b for a, b in spans)
+
+
+class Pieces:
+    """libdwarf DIE ranges of one depth, for "which pieces overlap [lo, hi)" (they may overlap)."""
+
+    def __init__(self, dies):
+        self.items = sorted(((lo, hi, d) for d in dies for lo, hi in d["ranges"]), key=lambda x: (x[0], x[1]))
+        self.los = [x[0] for x in self.items]
+        self.max_hi, m = [], 0
+        for x in self.items:
+            m = max(m, x[1])
+            self.max_hi.append(m)
+
+    def overlapping(self, lo, hi):
+        j = bisect.bisect_left(self.los, hi) - 1
+        out = []
+        while j >= 0 and self.max_hi[j] > lo:
+            if self.items[j][1] > lo:
+                out.append(self.items[j])
+            j -= 1
+        return out
 
 
 class Depth:
@@ -101,6 +136,12 @@ def check_fixture(args, name, compile_cmd, report):
     os.makedirs(work, exist_ok=True)
     binary = os.path.join(work, name)
     run(compile_cmd + ["-o", binary], cwd=args.fixtures)
+    check_binary(args, name, binary, binary, report)
+
+
+def check_binary(args, name, binary, debug_file, report):
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
     bundle = os.path.join(work, name + ".sbundle")
     run([args.stackprov, "bundle", "build", binary, "--out", bundle])
     idx = json.loads(run([args.stackprov, "bundle", "export", bundle, "--format", "symbol-index-json"]))
@@ -109,11 +150,12 @@ def check_fixture(args, name, compile_cmd, report):
         r["_start"] = int(r["start"], 16)
     maxd = max(r["depth"] for r in ranges)
     depths = [Depth([r for r in ranges if r["depth"] == d]) for d in range(maxd + 1)]
-    dies, rows = libdwarf_facts(args.dwarf_facts, binary)
-    syms = nm_funcs(binary)
+    dies, rows, cus = libdwarf_facts(args.dwarf_facts, debug_file)
+    syms = nm_funcs(binary, debug_file)
     by_depth = {}
     for d in dies:
         by_depth.setdefault(d["depth"], []).append(d)
+    die_index = {k: Pieces(v) for k, v in by_depth.items()}
 
     # 1. every bundle range inside the ranges of same-depth DIEs with its name and call site
     def union_covers(pieces, lo, hi):
@@ -123,12 +165,12 @@ def check_fixture(args, name, compile_cmd, report):
                 a = phi
         return a >= hi
 
-    ok = multi = symtab = line_only = 0
+    ok = multi = symtab = symtab_no_die = line_only = 0
     bad = []
     for r in ranges:
         lo, hi = r["_start"], r["_start"] + r["length"]
-        same_depth = by_depth.get(r["depth"], [])
-        touching = [(d, rlo, rhi) for d in same_depth for rlo, rhi in d["ranges"] if rlo < hi and lo < rhi]
+        touching = [(d, rlo, rhi) for rlo, rhi, d in die_index[r["depth"]].overlapping(lo, hi)] \
+            if r["depth"] in die_index else []
         call = (r.get("call_file", ""), r.get("call_line", 0), r.get("call_column", 0))
         pieces = [(rlo, rhi) for d, rlo, rhi in touching
                   if d["name"] == r["function"] and (r["depth"] == 0 or d["call"] == call)]
@@ -137,16 +179,20 @@ def check_fixture(args, name, compile_cmd, report):
             multi += len(pieces) > 1  # one range over two adjacent DIEs of one call (exceptions.txt)
         elif r["depth"] == 0 and r["function"] == "" and not touching:
             line_only += 1  # exceptions.txt: line rows outside every subprogram
-        elif r["depth"] == 0 and any(rlo <= lo and hi <= rhi and rlo in syms.get(r["function"], ())
+        elif r["depth"] == 0 and any(rlo <= lo and hi <= rhi and rlo in {a for a, _ in syms.get(r["function"], ())}
                                      for d, rlo, rhi in touching):
             symtab += 1  # exceptions.txt: depth 0 named by its ELF symbol
+        elif r["depth"] == 0 and not touching and in_any(cus, lo, hi) and \
+                in_any([(a, a + n) for a, n in syms.get(r["function"], ())], lo, hi):
+            symtab_no_die += 1  # exceptions.txt: line rows, no subprogram: the symbol containing them
         elif len(bad) < 10:
             bad.append("range %s+%d depth %d %s call %r: libdwarf DIEs there: %r"
                        % (r["start"], r["length"], r["depth"], r["function"], call,
                           [(d["name"], d["call"], hex(a), hex(b)) for d, a, b in touching]))
     die_fig = ("ranges inside libdwarf DIEs of their depth, name and call site: %d/%d (%d across two DIEs of one "
-               "call); exceptions.txt: %d depth-0 named by their ELF symbol, %d without a function (no DIE)"
-               % (ok, len(ranges) - symtab - line_only, multi, symtab, line_only))
+               "call); exceptions.txt: %d depth-0 named by their ELF symbol, %d in no DIE named by the symbol "
+               "containing them, %d without a function (no DIE)"
+               % (ok, len(ranges) - symtab - symtab_no_die - line_only, multi, symtab, symtab_no_die, line_only))
 
     # 2. line rows: the last row of each address vs the bundle's innermost frame there
     last = {}
@@ -157,7 +203,7 @@ def check_fixture(args, name, compile_cmd, report):
         if nxt is not None and nxt[0] == addr:
             continue  # covers no byte: superseded by the next row (or the sequence ends) at the same address
         last[addr] = ((f, line, col), (alt, line, col) if alt else None)
-    lrow_ok = initial_file = 0
+    lrow_ok = initial_file = outside_cu = 0
     for addr, (want, alt_want) in sorted(last.items()):
         inner = None
         for dp in depths:
@@ -170,10 +216,13 @@ def check_fixture(args, name, compile_cmd, report):
             lrow_ok += 1
         elif got is not None and got == alt_want:
             initial_file += 1  # exceptions.txt: libdwarf's initial file register in DWARF 5
+        elif got is None and not in_any(cus, addr, addr + 1):
+            outside_cu += 1  # exceptions.txt: a row outside every compile unit's ranges
         elif len(bad) < 20:
             bad.append("line row 0x%x: libdwarf %r bundle %r" % (addr, want, got))
     row_fig = ("line-row addresses with the bundle's file:line:column: %d/%d; exceptions.txt: %d rows before the "
-               "first set_file (file 1, libdwarf says 0)" % (lrow_ok, len(last) - initial_file, initial_file))
+               "first set_file (file 1, libdwarf says 0), %d outside every CU (no bundle range)"
+               % (lrow_ok, len(last) - initial_file - outside_cu, initial_file, outside_cu))
 
     # 3. coverage: every byte of every DIE range at its depth
     cov_ok = ncov = 0
@@ -191,6 +240,21 @@ def check_fixture(args, name, compile_cmd, report):
                   % (name, len(ranges), len(dies), len(rows), die_fig, row_fig, cov_fig))
     if bad:
         fail("%s: bundle and libdwarf disagree:\n  %s\n%s" % (name, "\n  ".join(bad), report[-1]))
+
+
+def check_real(args, path, report):
+    """A binary we did not build, with its DWARF in /usr/lib/debug/.build-id (libc6-dbg): every
+    range, line row and DIE of the whole module, as for the fixtures."""
+    if not os.path.exists(path):
+        fail("%s is missing" % path)
+    notes = run(["readelf", "-n", path])
+    bid = next((ln.split(":", 1)[1].strip() for ln in notes.splitlines() if "Build ID:" in ln), None)
+    if not bid:
+        fail("%s has no build-id (readelf -n)" % path)
+    debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    if not os.path.exists(debug):
+        fail("%s: no debug file %s (libc6-dbg missing? make deps)" % (path, debug))
+    check_binary(args, os.path.basename(path), path, debug, report)
 
 
 def main():
@@ -211,6 +275,7 @@ def main():
     check_fixture(args, "fx_c_dwarf4", ["gcc", "-gdwarf-4"] + base + ["fixture_a.c", "fixture_b.c"], report)
     check_fixture(args, "fx_cpp", ["g++", "-std=c++17"] + base + ["fixture.cpp"], report)
     check_fixture(args, "fx_cpp_clang", ["clang++-14", "-std=c++17"] + base + ["fixture.cpp"], report)
+    check_real(args, "/usr/lib/x86_64-linux-gnu/libc.so.6", report)
     print("\n".join(report))
     print("bundle vs libdwarf: all DIE, line-row and coverage checks agree")
 

@@ -3,6 +3,7 @@
 //
 // Output, one fact a line, tab-separated:
 //   D <depth> <subprogram|inlined> <name> <call_file> <call_line> <call_column> <lo>-<hi>[,<lo>-<hi>...]
+//   C <lo>-<hi>[,<lo>-<hi>...]     (a compile unit's address ranges)
 //   L <addr> <file> <line> <column> <end_sequence 0|1> <alt: file 1 when a DWARF 5 row says file 0>
 // Addresses in hex. <name>: DW_AT_linkage_name (or DW_AT_MIPS_linkage_name), else DW_AT_name,
 // found on the DIE or through DW_AT_abstract_origin / DW_AT_specification. <depth>: 0 for a
@@ -109,11 +110,10 @@ static int die_ranges(Dwarf_Die die, int version, Dwarf_Addr cu_base, char* buf,
   Dwarf_Addr lo = 0, hi = 0;
   Dwarf_Half form = 0;
   enum Dwarf_Form_Class cls;
-  if (dwarf_lowpc(die, &lo, &err) == DW_DLV_OK) {
-    if (dwarf_highpc_b(die, &hi, &form, &cls, &err) == DW_DLV_OK) {
-      if (cls == DW_FORM_CLASS_CONSTANT) hi += lo;
-      ADD_RANGE(lo, hi);
-    }
+  // low_pc + high_pc; a CU may have low_pc (the base, often 0) with DW_AT_ranges instead.
+  if (dwarf_lowpc(die, &lo, &err) == DW_DLV_OK && dwarf_highpc_b(die, &hi, &form, &cls, &err) == DW_DLV_OK) {
+    if (cls == DW_FORM_CLASS_CONSTANT) hi += lo;
+    ADD_RANGE(lo, hi);
     return n;
   }
   Dwarf_Attribute attr;
@@ -267,6 +267,8 @@ int main(int argc, char** argv) {
     if (dwarf_lowpc(cu_die, &lo, &err) == DW_DLV_OK) cu.base = lo;
     res = dwarf_srcfiles(cu_die, &cu.files, &cu.nfiles, &err);
     if (res == DW_DLV_ERROR) die_fail("dwarf_srcfiles", err);
+    char ranges[65536];
+    if (die_ranges(cu_die, cu.version, 0, ranges, sizeof ranges) > 0) printf("C\t%s\n", ranges);
     walk(cu_die, &cu, 0, 0);
     lines(cu_die, &cu);
     for (Dwarf_Signed i = 0; i < cu.nfiles; i++) dwarf_dealloc(dbg, cu.files[i], DW_DLA_STRING);
