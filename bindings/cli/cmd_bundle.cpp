@@ -18,6 +18,7 @@
 #include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
 #include "symbolize/bundle_builder.hpp"
+#include "symbolize/bundle_store.hpp"
 #include "unwind/bundle_rows.hpp"
 #include "unwind/module_unwind.hpp"
 
@@ -30,7 +31,8 @@ const char kHelp[] =
     "       stackprov bundle inspect BUNDLE [--json]\n"
     "       stackprov bundle lookup BUNDLE [--build-id HEX] ADDRESS...\n"
     "       stackprov bundle unwind BUNDLE [--build-id HEX] ADDRESS...\n"
-    "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [--out FILE]\n\n"
+    "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [--out FILE]\n"
+    "                                     [--store DIR]\n\n"
     "build    writes a symbol bundle (doc/bundles.md) for the ELF FILE: its GNU build-id, name,\n"
     "         sha256 of the file and of its debug file, and the address ranges with inline chains\n"
     "         of every executable byte its DWARF describes (found in FILE or its separate debug file).\n"
@@ -55,7 +57,8 @@ const char kHelp[] =
     "export   writes the bundle's records in another format (default: to stdout): symbol-index-json\n"
     "         (doc/symbol-index.md; every module, or the one --build-id names) or symbfile (Elastic's\n"
     "         symb-proto, lib/bundle/symbfile.proto; one module: --build-id when there are several).\n"
-    "BUNDLE is a bundle file (sha256:HEX from the store is not available yet).\n";
+    "         BUNDLE is a bundle file or sha256:HEX, a bundle in the store (--store DIR; default\n"
+    "         $STACKPROV_STORE, else $XDG_DATA_HOME/stackprov/store).\n";
 
 int fail(const std::string& msg) {
   fprintf(stderr, "stackprov bundle: %s\n", msg.c_str());
@@ -341,22 +344,25 @@ int cmd_unwind(int argc, char** argv) {
 
 // ---- export (lib/bundle/export.hpp) ----
 
-/// The path of the bundle an argument names: a file path, or `sha256:HEX` in the store.
-/// STORE: this is the one place where `sha256:` is resolved; it goes through
-/// lib/symbolize/bundle_store once that lands. Until then it fails with a clear message.
-Result<std::string> resolve_bundle_path(const std::string& arg) {
-  if (arg.rfind("sha256:", 0) == 0)
-    return make_error(SPROV_ERR_BUNDLE,
-                      "'%s': the bundle store is not available in this build yet; pass the bundle's file path",
-                      arg.c_str());
-  return arg;
+/// The path of the bundle an argument names: a file path, or `sha256:HEX`, a blob of the
+/// store at `store_dir` ("" = BundleStore::default_dir()).
+/// STORE: the one place of `export` where `sha256:` is resolved.
+Result<std::string> resolve_bundle_path(const std::string& arg, const std::string& store_dir) {
+  if (arg.rfind("sha256:", 0) != 0) return arg;
+  auto store = symbolize::BundleStore::open(store_dir, false);
+  if (!store) return std::move(store).error();
+  return store.value().blob_path(arg);
 }
 
 int cmd_export(int argc, char** argv) {
-  std::string arg, format, out, build_id;
+  std::string arg, format, out, build_id, store_dir;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    std::string* dst = a == "--format" ? &format : a == "--out" ? &out : a == "--build-id" ? &build_id : nullptr;
+    std::string* dst = a == "--format"     ? &format
+                       : a == "--out"      ? &out
+                       : a == "--build-id" ? &build_id
+                       : a == "--store"    ? &store_dir
+                                           : nullptr;
     if (dst) {
       if (i + 1 >= argc) return usage(a + " needs a value");
       *dst = argv[++i];
@@ -371,7 +377,7 @@ int cmd_export(int argc, char** argv) {
   if (arg.empty()) return usage("export needs a BUNDLE");
   if (format != "symbol-index-json" && format != "symbfile")
     return usage("export needs --format symbol-index-json or --format symbfile");
-  auto path = resolve_bundle_path(arg);
+  auto path = resolve_bundle_path(arg, store_dir);
   if (!path) return fail(path.error().message);
   auto r = bundle::BundleReader::open_file(path.value());
   if (!r) return fail(r.error().message);
