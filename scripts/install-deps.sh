@@ -22,6 +22,7 @@ PKGS=(
   dwz libc6-dbg libstdc++6-12-dbg
   python3-cryptography
   libprotobuf-dev protobuf-compiler
+  libdwarf-dev
   rustc cargo nodejs
 )
 
