@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "arch/arch_ops.hpp"
 #include "dwarf/cfi.hpp"
@@ -74,6 +75,7 @@ class Unwinder {
       uint64_t cfa = 0;
       Frame nf;
       row_full_ = false;
+      row_full_signal_ = false;
       StopReason stop = step(cur, slot, regs, next, &cfa, &nf);
       if (row_full_) cur.flags |= Frame::kFlagCfiNotInBundle;
       if (stop != StopReason::kNone) {
@@ -174,6 +176,12 @@ class Unwinder {
       return StopReason::kNone;
     }
     next = regs;
+    if (row_full_signal_ && step_by_bundle_signal_row(regs, next, cfa)) {
+      nf->method = Method::kSignal;
+      nf->lookup_prev = false;
+      return StopReason::kNone;
+    }
+    next = regs;
     if (opts_.use_frame_pointer && step_by_frame_pointer(regs, next, cfa)) {
       nf->method = Method::kFramePointer;
       nf->lookup_prev = true;
@@ -269,6 +277,7 @@ class Unwinder {
         return StopReason::kEndOfStack;
       case UnwindRule::kFull:
         row_full_ = true;
+        row_full_signal_ = rule.signal_frame != 0;
         return StopReason::kNoUnwindInfo;
       case UnwindRule::kCfaReg:
         break;
@@ -278,6 +287,19 @@ class Unwinder {
     *method = Method::kCfiBundle;
     *signal = rule.signal_frame != 0;
     return apply_rule(rule, regs, next, cfa);
+  }
+
+  /// A bundle row that needs the interpreter but whose CIE marks a signal frame
+  /// ('S': the sigreturn trampoline, e.g. x86_64 __restore_rt) when the code
+  /// bytes to recognise it are not at hand (a core without the module's text):
+  /// the kernel's signal frame is restored directly. Only where the
+  /// architecture has one trampoline layout (x86_64, arm64); mips32 has two.
+  bool step_by_bundle_signal_row(const Regs& regs, Regs& next, uint64_t* cfa) {
+    if constexpr (std::is_same_v<Traits, arch::x86_64::Traits> || std::is_same_v<Traits, arch::arm64::Traits>) {
+      next = regs;
+      return Ops::signal_step(next, mem_, 1, cfa) == arch::StepOutcome::kOk;
+    }
+    return false;
   }
 
   /// Code bytes at absolute `pc` in `slot`'s module: from its file, or for a
@@ -555,6 +577,7 @@ class Unwinder {
   StopReason expr_reason_ = StopReason::kBadCfi;
   uint64_t lost_ = 0;  // registers lost to unreadable save slots in this walk
   bool row_full_ = false;  // this step met a bundle row that needs the CFI interpreter
+  bool row_full_signal_ = false;  // ... and that row's CIE marks a signal frame
 };
 
 }  // namespace stackprov::unwind

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # `stackprov stack --core --offline` from symbol bundles alone (every binary deleted) against gdb, eu-stack and our own walk with the binaries.
 """The fixture (fx_main.c + fx_lib.c, -O2 without frame pointers) runs from RUN_DIR with its own
-copies of libc.so.6 and ld.so, parks three threads in libc (one of them through the shared
-library), and is dumped with gcore. Then:
+copies of libc.so.6 and ld.so, parks four threads in libc (through the shared library and
+in a signal handler), and is dumped with gcore. Then:
 
   1. with every binary in place: gdb's frames (non-inline, pc per frame) and eu-stack's for each
      thread are the oracles; `stackprov stack --core` (files) must equal gdb and start with
@@ -13,8 +13,9 @@ library), and is dumped with gcore. Then:
      directory; then RUN_DIR and the copies are deleted;
   3. `stackprov stack --core --offline --store` under strace: every thread's pc sequence must
      equal gdb's (and the file walk's), every caller frame in a module must be found by
-     cfi_bundle (no frame pointers: only CFI can find them), the stop reasons must equal the
-     file walk's, and no file under RUN_DIR, the copies or /usr/lib/debug may be opened or
+     cfi_bundle (no frame pointers: only CFI can find them) or be the signal frame the file walk
+     has too (the trampoline's CFI is an expression, not in the bundle: the frame below it is
+     flagged cfi_not_in_bundle), the stop reasons must equal the file walk's, and no file under RUN_DIR, the copies or /usr/lib/debug may be opened or
      even looked up (strace's file-syscall log);
   4. `--store` without --offline (files missing): the same frames from bundles;
   5. a store without the .so's bundle: a warning names the module; every frame up to the first
@@ -193,8 +194,8 @@ def main():
     gdb = gdb_frames(tools["gdb"], exe, core, work)
     eu = eu_stack_frames(tools["eu-stack"], exe, core)
     files, _ = stack_json(args.stackprov, ["--core", core])
-    if len(files) != 3 or set(files) != set(gdb):
-        fail("threads: stackprov %s, gdb %s (the fixture has 3)" % (sorted(files), sorted(gdb)))
+    if len(files) != 4 or set(files) != set(gdb):
+        fail("threads: stackprov %s, gdb %s (the fixture has 4)" % (sorted(files), sorted(gdb)))
     for tid, t in files.items():
         g = [pc for pc, _ in gdb.get(tid, [])]
         if pcs(t) != g:
@@ -256,8 +257,17 @@ def main():
         for i, f in enumerate(o["frames"]):
             if i > 0 and f["module"] != "[vdso]" and f["method"] not in ("cfi_bundle", "signal"):
                 fail("tid %d #%d %s: method %s, want cfi_bundle" % (tid, i, f["pc"], f["method"]))
+            # A signal frame: the file walk's too; the trampoline's row is an expression
+            # (not in the bundle), so the frame below carries the flag.
+            want_signal = i < len(t["frames"]) and t["frames"][i]["method"] == "signal"
+            if want_signal != (f["method"] == "signal"):
+                fail("tid %d #%d: offline method %s, files %s" % (tid, i, f["method"], t["frames"][i]["method"]))
+            if want_signal and "cfi_not_in_bundle" not in o["frames"][i - 1].get("flags", []):
+                fail("tid %d #%d: the frame below the signal frame lacks flag cfi_not_in_bundle" % (tid, i - 1))
             if f["function"] and i < len(t["frames"]) and f["function"] != t["frames"][i]["function"]:
                 fail("tid %d #%d: offline name %r, files %r" % (tid, i, f["function"], t["frames"][i]["function"]))
+    if not any(f["method"] == "signal" for t in offline.values() for f in t["frames"]):
+        fail("no signal frame in the offline walk: the signal thread did not park as designed")
     named = sum(1 for t in offline.values() for f in t["frames"] if f["function"])
     print("offline: %d threads, %d frames (%d named) in %.2fs; bundles built in %.1fs" %
           (len(offline), sum(len(t["frames"]) for t in offline.values()), named, t_off, t_bundles))
