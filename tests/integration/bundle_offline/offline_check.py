@@ -19,7 +19,11 @@ in a signal handler), and is dumped with gcore. Then:
      even looked up (strace's file-syscall log);
   4. `--store` without --offline (files missing): the same frames from bundles;
   5. a store without the .so's bundle: a warning names the module; every frame up to the first
-     one in the .so equals gdb's, and the walk states a stop reason.
+     one in the .so equals gdb's, and the walk states a stop reason;
+  6. serialized snapshots of the same process captured live (snapshot_tool.c: sprov_process_capture
+     + sprov_snapshot_serialize), unwound offline after the deletion: equal to the live walk with
+     the files (`stack --pid`) and starting with eu-stack -p's frames; no module file looked up;
+  7. the default store ($STACKPROV_STORE), usage errors of --offline, --help.
 Names: where the offline walk gives a function name, it must equal the file walk's (the bundle
 resolver of the symbolizer provides them when it is there).
 Exit 0 on success, 1 on a mismatch or a missing tool.
@@ -82,8 +86,8 @@ def gdb_frames(gdb, exe, core, work):
     raise SystemExit("FAIL: gdb gave no frames: " + r.stderr[-2000:])
 
 
-def eu_stack_frames(eu, exe, core):
-    r = run([eu, "-m", "-n", "256", "--core", core, "-e", exe])
+def eu_stack_frames(eu, exe, core, pid=None):
+    r = run([eu, "-m", "-n", "256"] + (["-p", str(pid)] if pid else ["--core", core, "-e", exe]))
     threads, cur = {}, None
     for line in r.stdout.splitlines():
         m = re.match(r"^TID (\d+):$", line)
@@ -149,6 +153,7 @@ def main():
     ap.add_argument("--stackprov", required=True)
     ap.add_argument("--fixture", required=True)
     ap.add_argument("--lib", required=True)
+    ap.add_argument("--snapshot-tool", required=True)
     ap.add_argument("--run-dir", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -185,6 +190,16 @@ def main():
         core = "%s.%d" % (core_prefix, proc.pid)
         if not os.path.exists(core):
             print("FAIL: gcore wrote no core: %s %s" % (r.stdout, r.stderr))
+            return 1
+        # The same parked process live: eu-stack -p (oracle), our walk with the files, and
+        # serialized snapshots of every thread (sprov_process_capture + sprov_snapshot_serialize).
+        eu_live = eu_stack_frames(tools["eu-stack"], None, None, pid=proc.pid)
+        live, _ = stack_json(args.stackprov, ["--pid", str(proc.pid)])
+        snaps = os.path.join(work, "snaps")
+        os.makedirs(snaps)
+        r = run([args.snapshot_tool, "save", str(proc.pid), snaps])
+        if r.returncode != 0:
+            print("FAIL: snapshot_tool save: %s" % r.stderr)
             return 1
     finally:
         proc.kill()
@@ -272,6 +287,34 @@ def main():
     print("offline: %d threads, %d frames (%d named) in %.2fs; bundles built in %.1fs" %
           (len(offline), sum(len(t["frames"]) for t in offline.values()), named, t_off, t_bundles))
 
+    # ---- serialized snapshots of the live process, unwound offline (sprov_snapshot_deserialize)
+    snap_files = sorted(os.path.join(snaps, f) for f in os.listdir(snaps))
+    trace2 = os.path.join(work, "strace-snap.txt")
+    r = run([tools["strace"], "-f", "-qq", "-e", "trace=%file", "-o", trace2, args.snapshot_tool, "unwind", store]
+            + snap_files)
+    if r.returncode != 0:
+        fail("snapshot_tool unwind exited %d: %s" % (r.returncode, r.stderr))
+    touched = [ln.strip() for ln in open(trace2) if any(p in ln for p in forbidden)]
+    if touched:
+        fail("the offline snapshot walk looked up module files: %s" % touched[:5])
+    snap_walks = {d["tid"]: d for d in map(json.loads, r.stdout.splitlines())}
+    if set(snap_walks) != set(live) or len(live) != 4:
+        fail("snapshot threads %s, live walk %s" % (sorted(snap_walks), sorted(live)))
+    for tid, t in live.items():
+        w = snap_walks.get(tid)
+        if w is None:
+            continue
+        got = [int(p, 16) for p in w["pcs"]]
+        e = eu_live.get(tid, [])
+        if got != pcs(t) or w["stop"] != t["stop_reason"]:
+            fail("tid %d (snapshot, offline): %s %s, live walk %s %s" % (tid, w["pcs"], w["stop"],
+                                                                       [hex(p) for p in pcs(t)], t["stop_reason"]))
+        if not e or got[:len(e)] != e:
+            fail("tid %d (snapshot, offline): pcs do not start with eu-stack -p's %s" % (tid, [hex(p) for p in e]))
+        if any(m not in ("cfi_bundle", "signal") for m in w["methods"][1:]):
+            fail("tid %d (snapshot, offline): methods %s" % (tid, w["methods"]))
+    print("snapshots: %d threads unwound offline, same frames as the live walk" % len(snap_walks))
+
     # ---- --store without --offline: the files are gone, the bundles take over
     fallback, _ = stack_json(args.stackprov, ["--core", core, "--store", store])
     for tid, t in files.items():
@@ -281,6 +324,23 @@ def main():
                  (tid, fb and [hex(p) for p in pcs(fb)], [hex(p) for p in pcs(t)]))
         elif any(f["method"] not in ("cfi_bundle", "signal") for f in fb["frames"][1:] if f["module"] != "[vdso]"):
             fail("tid %d (--store, files missing): methods %s" % (tid, [f["method"] for f in fb["frames"]]))
+
+    # ---- the default store ($STACKPROV_STORE) when --store is not given
+    env = dict(os.environ, STACKPROV_STORE=store)
+    r = run([args.stackprov, "stack", "--core", core, "--offline", "--json"], env=env)
+    dflt = {t["tid"]: t for t in json.loads(r.stdout)["threads"]} if r.returncode == 0 else {}
+    if {tid: pcs(t) for tid, t in dflt.items()} != {tid: pcs(t) for tid, t in offline.items()}:
+        fail("--offline with STACKPROV_STORE (no --store): exit %d, frames differ: %s" % (r.returncode, r.stderr))
+
+    # ---- options: --offline needs --core and excludes --exe (usage errors, exit 2)
+    for bad, msg in ((["--pid", "1", "--offline"], "--offline is only valid with --core"),
+                     (["--core", core, "--offline", "--exe", exe], "not valid with --offline")):
+        r = run([args.stackprov, "stack"] + bad)
+        if r.returncode != 2 or msg not in r.stderr:
+            fail("stack %s: exit %d, stderr %r (want 2 and %r)" % (" ".join(bad), r.returncode, r.stderr, msg))
+    r = run([args.stackprov, "stack", "--help"])
+    if "--offline" not in r.stdout or "--store DIR" not in r.stdout:
+        fail("stack --help does not document --offline and --store")
 
     # ---- a module without a bundle: a note naming it; frames up to it; a stated stop
     nolib, nolib_err = stack_json(args.stackprov, ["--core", core, "--offline", "--store", store_no_lib])
