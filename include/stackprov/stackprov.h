@@ -166,7 +166,11 @@ struct sprov_context_opts {
 enum sprov_context_flags {
   /* Offline: never open module files, debug files or the network; unwind and
    * name from the bundle store only (a module without a bundle is unnamed and
-   * unwound by frame pointer / stops, with the reason). */
+   * unwound by frame pointer / stops, with the reason). Covers opening cores
+   * (module list and build-ids from the core alone; opts->exe is refused) and
+   * unwinding snapshots; live captures (sprov_process_capture,
+   * sprov_snapshot_capture_self) still read module files to list the modules:
+   * capture with an online context, unwind the serialized snapshots offline. */
   SPROV_CTX_OFFLINE = 1u << 0,
 };
 
