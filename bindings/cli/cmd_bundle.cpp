@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `stackprov bundle build|inspect|lookup|unwind|fsck`: symbol bundles and their store, through the public C ABI only.
+// `stackprov bundle build|inspect|lookup|unwind|export|fsck`: symbol bundles and their store, through the public C ABI only.
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +23,8 @@ const char kHelp[] =
     "       stackprov bundle inspect BUNDLE [--store DIR] [--json]\n"
     "       stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
     "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
+    "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [--out FILE]\n"
+    "                                     [--store DIR]\n"
     "       stackprov bundle fsck [--store DIR]\n\n"
     "BUNDLE is a bundle file, or sha256:HEX: the bundle of that digest in the store.\n"
     "--store DIR  the bundle store (doc/bundles.md \"Store\"); default $STACKPROV_STORE, else\n"
@@ -58,6 +60,9 @@ const char kHelp[] =
     "         llvm-dwarfdump's notation (\"CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]\"; other\n"
     "         architectures: DWARF register numbers \"r7\"), or \"end-of-stack\", \"full\" (the row\n"
     "         needs the CFI interpreter), \"none\" (no unwind information).\n"
+    "export   writes the bundle's records in another format (default: to stdout): symbol-index-json\n"
+    "         (doc/symbol-index.md; every module, or the one --build-id names) or symbfile (Elastic's\n"
+    "         symb-proto, lib/bundle/symbfile.proto; one module: --build-id when there are several).\n"
     "fsck     checks the store: every blob re-hashed and validated, the id map both ways, the\n"
     "         sidecars' structure. Errors on stdout (exit 1), warnings on stderr; exit 0 when clean.\n";
 
@@ -438,6 +443,53 @@ int cmd_unwind(int argc, char** argv) {
   return 0;
 }
 
+// ---------------------------------------------------------------- export
+
+int cmd_export(int argc, char** argv) {
+  std::string arg, format, out, build_id, store_dir;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string* dst = a == "--format"     ? &format
+                       : a == "--out"      ? &out
+                       : a == "--build-id" ? &build_id
+                       : a == "--store"    ? &store_dir
+                                           : nullptr;
+    if (dst) {
+      if (i + 1 >= argc) return usage(a + " needs a value");
+      *dst = argv[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else if (arg.empty()) {
+      arg = a;
+    } else {
+      return usage("unexpected argument '" + a + "' (export takes one BUNDLE)");
+    }
+  }
+  if (arg.empty()) return usage("export needs a BUNDLE");
+  if (format != "symbol-index-json" && format != "symbfile")
+    return usage("export needs --format symbol-index-json or --format symbfile");
+  Bundle b;
+  if (int rc = open_bundle_arg(arg, store_dir, &b)) return rc;
+  size_t module = 0;
+  const bool one = !build_id.empty();
+  if (one && sprov_bundle_find_module(b.b, SPROV_BUNDLE_ID_ELF_BUILD_ID, build_id.c_str(), &module) != 0)
+    return sprov_last_error() == SPROV_ERR_INVALID_ARG ? usage("--build-id '" + build_id + "' is not a hex build-id")
+                                                       : fail("no module with build-id " + build_id + " in '" + arg + "'");
+  const size_t n = sprov_bundle_module_count(b.b);
+  if (format == "symbfile" && !one && n != 1)
+    return usage("'" + arg + "' holds " + std::to_string(n) + " modules and a symbfile holds one: name it with --build-id");
+  Buf bytes;
+  size_t len = 0;
+  const int fmt = format == "symbfile" ? SPROV_BUNDLE_EXPORT_SYMBFILE : SPROV_BUNDLE_EXPORT_SYMBOL_INDEX_JSON;
+  if (sprov_bundle_export(b.b, fmt, one ? &module : nullptr, &bytes.p, &len) != 0) return fail_lib();
+  FILE* f = out.empty() ? stdout : fopen(out.c_str(), "wb");
+  if (!f) return fail("cannot create '" + out + "': " + strerror(errno));
+  const bool ok = fwrite(bytes.p, 1, len, f) == len;
+  if ((f == stdout ? fflush(f) : fclose(f)) != 0 || !ok)
+    return fail("cannot write '" + (out.empty() ? std::string("stdout") : out) + "': " + strerror(errno));
+  return 0;
+}
+
 // ------------------------------------------------------------------ fsck
 
 int cmd_fsck(int argc, char** argv) {
@@ -483,8 +535,9 @@ int cmd_bundle(int argc, char** argv) {
   if (sub == "inspect") return cmd_inspect(argc, argv);
   if (sub == "lookup") return cmd_lookup(argc, argv);
   if (sub == "unwind") return cmd_unwind(argc, argv);
+  if (sub == "export") return cmd_export(argc, argv);
   if (sub == "fsck") return cmd_fsck(argc, argv);
-  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup, unwind or fsck)");
+  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup, unwind, export or fsck)");
 }
 
 }  // namespace

@@ -107,8 +107,8 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     } else {
       fprintf(f, " ??");
     }
-    fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??",
-            sprov_method_name(fr.method));
+    fprintf(f, " - %s [%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
+            (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "");
     if (!lines) continue;
     const SourceInfo src = source_info(sym, stack, i);
     for (const auto& in : src.inlined)
@@ -140,6 +140,7 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             hex_bytes(fr.build_id, fr.build_id_len).c_str(), fr.module_offset,
             json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset,
             sprov_resolver_name(s.resolver), sprov_method_name(fr.method));
+    if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) fprintf(f, ",\"flags\":[\"cfi_not_in_bundle\"]");
     if (lines) {
       const SourceInfo src = source_info(sym, stack, i);
       if (src.have)

@@ -132,6 +132,17 @@ SPROV_API int sprov_bundle_lookup(const sprov_bundle* b, size_t module, uint64_t
 SPROV_API int sprov_bundle_unwind_row_text(const sprov_bundle* b, size_t module, uint64_t addr, char** out,
                                            size_t* out_len);
 
+/* Export formats (doc/symbol-index.md). */
+enum sprov_bundle_export_format {
+  SPROV_BUNDLE_EXPORT_SYMBOL_INDEX_JSON = 1, /* symbol_index.json: every module, or *module */
+  SPROV_BUNDLE_EXPORT_SYMBFILE = 2,          /* Elastic symbfile of one module (lib/bundle/symbfile.proto) */
+};
+/* Exports the bundle's records: *out (released with sprov_free) and *out_len. module: the
+ * module index, or NULL for every module (JSON) or the only module (symbfile; a bundle of
+ * several modules is refused naming their count). Deterministic. */
+SPROV_API int sprov_bundle_export(const sprov_bundle* b, int format, const size_t* module, void** out,
+                                  size_t* out_len);
+
 /* ----------------------------------------------------------------- store */
 
 /* A content-addressed store directory (layout, concurrency: doc/bundles.md

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle/export.hpp"
 #include "bundle/format.hpp"
 #include "capi/internal.hpp"
 #include "elf/elf_image.hpp"
@@ -401,6 +402,42 @@ SPROV_API int sprov_bundle_unwind_row_text(const sprov_bundle* b, size_t module,
     // The bundle does not record the architecture: x86_64 names and 8-byte words (other
     // registers print by number).
     return give_string(row.value().found ? row_text(row.value().row, 8, true) : "none", out, out_len);
+  });
+}
+
+SPROV_API int sprov_bundle_export(const sprov_bundle* b, int format, const size_t* module, void** out,
+                                  size_t* out_len) {
+  return guard([&] {
+    if (!b) return fail(null_arg("bundle"));
+    if (!out) return fail(null_arg("out"));
+    if (module)
+      if (int rc = check_module(b, *module)) return rc;
+    std::vector<uint8_t> bytes;
+    if (format == SPROV_BUNDLE_EXPORT_SYMBFILE) {
+      const size_t n = b->reader->modules().size();
+      if (!module && n != 1)
+        return fail(make_error(SPROV_ERR_INVALID_ARG, "bundle %s holds %zu modules and a symbfile holds one: name it",
+                               b->digest.c_str(), n));
+      auto r = bundle::export_symbfile(*b->reader, module ? *module : 0);
+      if (!r) return fail(r.error());
+      bytes = std::move(r).value();
+    } else if (format == SPROV_BUNDLE_EXPORT_SYMBOL_INDEX_JSON) {
+      bundle::SymbolIndexOptions opts;
+      opts.bundle_id = b->digest;
+      if (module) opts.module = *module;
+      auto r = bundle::export_symbol_index_json(*b->reader, opts);
+      if (!r) return fail(r.error());
+      bytes.assign(r.value().begin(), r.value().end());
+    } else {
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "export format %d is not 1 (symbol-index-json) or 2 (symbfile)",
+                             format));
+    }
+    void* p = std::malloc(bytes.empty() ? 1 : bytes.size());
+    if (!p) return fail(make_error(SPROV_ERR_NOMEM, "cannot allocate %zu bytes", bytes.size()));
+    if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
+    *out = p;
+    if (out_len) *out_len = bytes.size();
+    return 0;
   });
 }
 

@@ -100,6 +100,8 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
     m.path = module_path;
     auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
     if (!mod.ok()) return fail(mod.error());
+    if (!mod.value()->has_image())
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path));
     resolver(sym).resolve(mod.value()->image_ptr(), address, &sym->last, policy(flags));
     return fill_info(sym, flags, out);
   });
@@ -120,7 +122,7 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
     if (f.module_index >= 0) {
       const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
       auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
-      if (mod.ok()) {
+      if (mod.ok() && mod.value()->has_image()) {
         const uint64_t rel = f.pc - m.load_bias;
         resolver(sym).resolve(mod.value()->image_ptr(), f.lookup_prev ? rel - 1 : rel, &sym->last,
                               policy(flags));
