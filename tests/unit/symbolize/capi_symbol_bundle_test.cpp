@@ -120,6 +120,16 @@ TEST_CASE("bundle C ABI: inline chain innermost first, unwind row text, module i
   CHECK(std::string(sprov_last_error_message()).find("'zz'") != std::string::npos);
   CHECK(sprov_bundle_find_module(b, SPROV_BUNDLE_ID_ELF_BUILD_ID, "0102", &idx) == SPROV_ERR_NOT_FOUND);
   CHECK(std::string(sprov_last_error_message()).find("0102") != std::string::npos);
+  void* ex = nullptr;
+  size_t ex_len = 0;
+  CHECK(sprov_bundle_export(b, 7, nullptr, &ex, &ex_len) == SPROV_ERR_INVALID_ARG);
+  CHECK(std::string(sprov_last_error_message()).find("format 7") != std::string::npos);
+  const size_t bad_module = 3;
+  CHECK(sprov_bundle_export(b, SPROV_BUNDLE_EXPORT_SYMBFILE, &bad_module, &ex, &ex_len) == SPROV_ERR_INVALID_ARG);
+  REQUIRE(sprov_bundle_export(b, SPROV_BUNDLE_EXPORT_SYMBFILE, nullptr, &ex, &ex_len) == 0);
+  CHECK(ex_len > 8);
+  CHECK(std::memcmp(ex, "symbfile", 8) == 0);  // the symbfile magic (symb-proto)
+  sprov_free(ex);
   CHECK(sprov_bundle_find_module(b, 9, "0102", &idx) == SPROV_ERR_INVALID_ARG);
   CHECK(std::string(sprov_last_error_message()).find("id kind 9") != std::string::npos);
   sprov_bundle_free(b);
