@@ -401,6 +401,14 @@ def main():
         check(p.returncode == 1 and len(hit) == 1,
               "fsck finds %s: exit 1, one error naming the file and '%s' (%s)" % (name, expect_text, errs))
 
+    t = os.path.join(w, "f_leftover-temp")
+    shutil.copytree(store, t)
+    leftover = blob(t, d1) + ".tmp.Ab12Cd"
+    with open(leftover, "wb") as f:
+        f.write(b"half a bund")
+    p = run([S, "bundle", "fsck", "--store", t])
+    check(p.returncode == 0 and "clean" in p.stdout and "warning " + leftover in p.stderr and "error" not in p.stdout,
+          "fsck: a leftover temp file is a warning on stderr naming it, exit 0 (%s)" % p.stderr.strip())
     fsck_case("blob-byte-flip", lambda t: flip_byte(blob(t, d1), 4000), lambda t: blob(t, d1), "hashes to")
     ghost = "sha256:" + hashlib.sha256(b"no such bundle").hexdigest()
 
