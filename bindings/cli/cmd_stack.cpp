@@ -17,8 +17,9 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stackprov stack --pid PID [--tid TID] [--max-frames N] [--json] [--no-lines]\n"
+    "                       [--store DIR] [--resolvers LIST]\n"
     "       stackprov stack --core FILE [--exe PATH] [--sysroot DIR] [--tid TID]\n"
-    "                       [--max-frames N] [--json] [--no-lines]\n";
+    "                       [--max-frames N] [--json] [--no-lines] [--store DIR] [--resolvers LIST]\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -51,11 +52,21 @@ constexpr const char* kHelp =
     "  --json            one JSON object instead of text:\n"
     "                    {\"pid\":n,\"threads\":[{\"tid\":n,\"frames\":[{\"index\",\"pc\",\"sp\",\n"
     "                    \"cfa\",\"module\",\"build_id\",\"module_offset\",\"function\",\n"
-    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"method\",\n"
+    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"source\",\"bundle\",\"method\",\n"
     "                    \"file\",\"line\",\"column\",\"inlined\":[{\"function\",\"linkage_name\",\n"
     "                    \"file\",\"line\",\"column\"}]}],\"stop_reason\"}]}  (addresses as \"0x...\"\n"
     "                    strings; file/line/column are the physical function's location,\n"
-    "                    inlined lists the functions inlined into it, innermost first)\n"
+    "                    inlined lists the functions inlined into it, innermost first;\n"
+    "                    resolver is the step of the resolver policy that named the frame:\n"
+    "                    bundle, dwarf, debuginfod, symtab, dynsym or none (with --no-lines:\n"
+    "                    the symbol tables' answer), source the file, debuginfod URL or\n"
+    "                    sha256:HEX of the bundle, bundle that sha256:HEX or \"\")\n"
+    "  --store DIR       symbol-bundle store: frames of modules with a bundle there are named\n"
+    "                    from it (doc/bundles.md \"Resolver policy\"; default: $STACKPROV_STORE\n"
+    "                    when set, else no store)\n"
+    "  --resolvers LIST  resolver policy, comma-separated from debuginfod, bundle, dwarf,\n"
+    "                    symtab, dynsym, demangle (default debuginfod,bundle,dwarf,symtab,dynsym,\n"
+    "                    demangle)\n"
     "  --no-lines        function names only: no DWARF source lines or inline chains\n"
     "  -h, --help        this text\n"
     "\n"
@@ -94,6 +105,8 @@ struct StackArgs {
   const char* exe = nullptr;
   const char* sysroot = nullptr;
   const char* max_frames = nullptr;
+  const char* store = nullptr;
+  const char* resolvers = nullptr;
   bool json = false;
   bool lines = true;
 };
@@ -132,7 +145,8 @@ int cmd_stack(int argc, char** argv) {
     };
     const Valued valued[] = {{"--pid", &a.pid},         {"--tid", &a.tid},
                              {"--core", &a.core},       {"--exe", &a.exe},
-                             {"--sysroot", &a.sysroot}, {"--max-frames", &a.max_frames}};
+                             {"--sysroot", &a.sysroot}, {"--max-frames", &a.max_frames},
+                             {"--store", &a.store},     {"--resolvers", &a.resolvers}};
     bool matched = false;
     for (const auto& v : valued) {
       const size_t n = strlen(v.name);
@@ -175,6 +189,13 @@ int cmd_stack(int argc, char** argv) {
   sprov_context_opts copts{};
   copts.sz = sizeof(copts);
   copts.sysroot = a.sysroot;
+  if (a.store == nullptr) {
+    const char* env = getenv("STACKPROV_STORE");
+    if (env != nullptr && *env) a.store = env;
+  }
+  if (a.store != nullptr && *a.store == '\0') return usage_error("--store needs a directory");
+  copts.bundle_store = a.store;
+  copts.resolvers = a.resolvers;
   sprov_context* ctx = nullptr;
   if (int rc = sprov_context_new(&copts, &ctx); rc != 0) {
     return library_error(a.sysroot ? std::string("sysroot '") + a.sysroot + "'" : "context", rc);
