@@ -48,6 +48,7 @@ Result<std::shared_ptr<const OpenBundle>> open_bundle_file(const std::string& pa
 }
 
 std::string BundleResolver::store_dir() const {
+  std::lock_guard<std::mutex> lock(mu_);
   return store_ ? store_->dir() : std::string();
 }
 

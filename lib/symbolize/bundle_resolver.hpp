@@ -71,7 +71,7 @@ class BundleResolver {
   Result<ModuleRef> module_ref(bundle::IdKind kind, std::span<const uint8_t> id);
 
   std::optional<std::string> store_dir_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::optional<BundleStore> store_;
   std::optional<Error> store_error_;
   std::shared_ptr<const OpenBundle> given_;
