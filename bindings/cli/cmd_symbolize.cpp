@@ -86,7 +86,10 @@ const char* kUsage =
     "Split DWARF (.dwo by DW_AT_dwo_name + comp_dir, <obj>.dwp), dwz (.gnu_debugaltlink),\n"
     "MiniDebugInfo (.gnu_debugdata) and debuginfod (DEBUGINFOD_URLS, DEBUGINFOD_CACHE_PATH,\n"
     "DEBUGINFOD_TIMEOUT; only when no local debug file is found) are followed.\n"
-    "  --relative-address           accepted for compatibility (no-op for ELF)\n";
+    "  --relative-address           accepted for compatibility (no-op for ELF)\n"
+    "With --build-id, JSON ModuleName is \"BUILDID:HEX\". Exit status: 0, or 1 when a module\n"
+    "named by --build-id, a --bundle or a --store could not be read (the error once on\n"
+    "stderr, \"??\" answers); 2 for bad options. With --obj alone, as llvm-symbolizer: 0.\n";
 
 bool parse_number(const std::string& tok, uint64_t* out) {
   // llvm StringRef::getAsInteger with radix 0.

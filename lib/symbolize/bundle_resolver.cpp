@@ -103,15 +103,17 @@ Status BundleResolver::use_bundle(const std::string& spec) {
 }
 
 Result<BundleResolver::ModuleRef> BundleResolver::module_ref(bundle::IdKind kind, std::span<const uint8_t> id) {
+  // Cache key: the kind byte and the raw id bytes (no formatting on the warm path).
+  std::string key(1, static_cast<char>(kind));
+  key.append(reinterpret_cast<const char*>(id.data()), id.size());
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string key = module_id_string(kind, id);
   if (auto it = modules_.find(key); it != modules_.end()) return it->second;
   ModuleRef ref;
   if (given_) {
     const bundle::ModuleView* mv = given_->reader.find_module(kind, id);
     if (mv == nullptr)
       return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "bundle %s ('%s') holds %s, not the module's %s", given_->digest.c_str(),
-                        given_->path.c_str(), held_ids(given_->reader).c_str(), key.c_str());
+                        given_->path.c_str(), held_ids(given_->reader).c_str(), module_id_string(kind, id).c_str());
     ref.bundle = given_;
     ref.module = mv->index;
   } else {
@@ -125,7 +127,7 @@ Result<BundleResolver::ModuleRef> BundleResolver::module_ref(bundle::IdKind kind
       const bundle::ModuleView* mv = b.value()->reader.find_module(kind, id);
       if (mv == nullptr)
         return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "store '%s' maps %s to bundle %s, which holds %s (run stackprov bundle fsck)",
-                          st.value()->dir().c_str(), key.c_str(), b.value()->digest.c_str(),
+                          st.value()->dir().c_str(), module_id_string(kind, id).c_str(), b.value()->digest.c_str(),
                           held_ids(b.value()->reader).c_str());
       ref.bundle = std::move(b).value();
       ref.module = mv->index;

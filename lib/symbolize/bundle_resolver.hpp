@@ -76,7 +76,7 @@ class BundleResolver {
   std::optional<Error> store_error_;
   std::shared_ptr<const OpenBundle> given_;
   std::unordered_map<std::string, std::shared_ptr<const OpenBundle>> bundles_;  ///< by digest
-  std::unordered_map<std::string, ModuleRef> modules_;                          ///< by module_id_string
+  std::unordered_map<std::string, ModuleRef> modules_;                          ///< by kind byte + id bytes
 };
 
 /// Opens a bundle file and computes its digest (sha256 of the bytes).
