@@ -16,12 +16,14 @@ PKGS=(
   python3.11-dev
   python3.11-dbg
   linux-perf
-  time strace
+  time
+  strace
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-mips-linux-gnu g++-mips-linux-gnu
   gcc-mipsel-linux-gnu g++-mipsel-linux-gnu qemu-user gdb-multiarch
   dwz libc6-dbg libstdc++6-12-dbg
   python3-cryptography
   libprotobuf-dev protobuf-compiler
+  libdwarf-dev
   rustc cargo nodejs
 )
 

@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "bundle/export.hpp"
 #include "bundle/format.hpp"
 #include "command.hpp"
 #include "core/types.hpp"
 #include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
 #include "symbolize/bundle_builder.hpp"
+#include "symbolize/bundle_store.hpp"
 #include "unwind/bundle_rows.hpp"
 #include "unwind/module_unwind.hpp"
 
@@ -28,7 +30,9 @@ const char kHelp[] =
     "usage: stackprov bundle build FILE [--out PATH] [--name NAME] [--debug-file-directory DIR]...\n"
     "       stackprov bundle inspect BUNDLE [--json]\n"
     "       stackprov bundle lookup BUNDLE [--build-id HEX] ADDRESS...\n"
-    "       stackprov bundle unwind BUNDLE [--build-id HEX] ADDRESS...\n\n"
+    "       stackprov bundle unwind BUNDLE [--build-id HEX] ADDRESS...\n"
+    "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [--out FILE]\n"
+    "                                     [--store DIR]\n\n"
     "build    writes a symbol bundle (doc/bundles.md) for the ELF FILE: its GNU build-id, name,\n"
     "         sha256 of the file and of its debug file, and the address ranges with inline chains\n"
     "         of every executable byte its DWARF describes (found in FILE or its separate debug file).\n"
@@ -49,7 +53,12 @@ const char kHelp[] =
     "unwind   prints the unwind row covering each ADDRESS, one line each: x86_64 rows in\n"
     "         llvm-dwarfdump's notation (\"CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]\"; other\n"
     "         architectures: DWARF register numbers \"r7\"), or \"end-of-stack\", \"full\" (the row\n"
-    "         needs the CFI interpreter), \"none\" (no unwind information).\n";
+    "         needs the CFI interpreter), \"none\" (no unwind information).\n"
+    "export   writes the bundle's records in another format (default: to stdout): symbol-index-json\n"
+    "         (doc/symbol-index.md; every module, or the one --build-id names) or symbfile (Elastic's\n"
+    "         symb-proto, lib/bundle/symbfile.proto; one module: --build-id when there are several).\n"
+    "         BUNDLE is a bundle file or sha256:HEX, a bundle in the store (--store DIR; default\n"
+    "         $STACKPROV_STORE, else $XDG_DATA_HOME/stackprov/store).\n";
 
 int fail(const std::string& msg) {
   fprintf(stderr, "stackprov bundle: %s\n", msg.c_str());
@@ -333,6 +342,79 @@ int cmd_unwind(int argc, char** argv) {
   return 0;
 }
 
+// ---- export (lib/bundle/export.hpp) ----
+
+/// The path of the bundle an argument names: a file path, or `sha256:HEX`, a blob of the
+/// store at `store_dir` ("" = BundleStore::default_dir()).
+/// STORE: the one place of `export` where `sha256:` is resolved.
+Result<std::string> resolve_bundle_path(const std::string& arg, const std::string& store_dir) {
+  if (arg.rfind("sha256:", 0) != 0) return arg;
+  auto store = symbolize::BundleStore::open(store_dir, false);
+  if (!store) return std::move(store).error();
+  return store.value().blob_path(arg);
+}
+
+int cmd_export(int argc, char** argv) {
+  std::string arg, format, out, build_id, store_dir;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string* dst = a == "--format"     ? &format
+                       : a == "--out"      ? &out
+                       : a == "--build-id" ? &build_id
+                       : a == "--store"    ? &store_dir
+                                           : nullptr;
+    if (dst) {
+      if (i + 1 >= argc) return usage(a + " needs a value");
+      *dst = argv[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else if (arg.empty()) {
+      arg = a;
+    } else {
+      return usage("unexpected argument '" + a + "' (export takes one BUNDLE)");
+    }
+  }
+  if (arg.empty()) return usage("export needs a BUNDLE");
+  if (format != "symbol-index-json" && format != "symbfile")
+    return usage("export needs --format symbol-index-json or --format symbfile");
+  auto path = resolve_bundle_path(arg, store_dir);
+  if (!path) return fail(path.error().message);
+  auto r = bundle::BundleReader::open_file(path.value());
+  if (!r) return fail(r.error().message);
+  const bundle::BundleReader& reader = r.value();
+  std::optional<size_t> module;
+  if (!build_id.empty()) {
+    const BuildId id = BuildId::from_hex(build_id);
+    if (id.empty()) return usage("--build-id '" + build_id + "' is not a hex build-id");
+    const bundle::ModuleView* m =
+        reader.find_module(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len));
+    if (!m) return fail("no module with build-id " + build_id + " in '" + arg + "'");
+    module = m->index;
+  }
+  std::vector<uint8_t> bytes;
+  if (format == "symbfile") {
+    if (!module && reader.modules().size() != 1)
+      return usage("'" + arg + "' holds " + std::to_string(reader.modules().size()) +
+                   " modules and a symbfile holds one: name it with --build-id");
+    auto b = bundle::export_symbfile(reader, module.value_or(0));
+    if (!b) return fail(b.error().message);
+    bytes = std::move(b).value();
+  } else {
+    bundle::SymbolIndexOptions opts;
+    opts.bundle_id = evidence::digest_string(evidence::sha256(reader.data(), reader.size()));
+    opts.module = module;
+    auto j = bundle::export_symbol_index_json(reader, opts);
+    if (!j) return fail(j.error().message);
+    bytes.assign(j.value().begin(), j.value().end());
+  }
+  FILE* f = out.empty() ? stdout : fopen(out.c_str(), "wb");
+  if (!f) return fail("cannot create '" + out + "': " + strerror(errno));
+  const bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if ((f == stdout ? fflush(f) : fclose(f)) != 0 || !ok)
+    return fail("cannot write '" + (out.empty() ? std::string("stdout") : out) + "': " + strerror(errno));
+  return 0;
+}
+
 int cmd_bundle(int argc, char** argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(kHelp, argc < 2 ? stderr : stdout);
@@ -348,7 +430,8 @@ int cmd_bundle(int argc, char** argv) {
   if (sub == "inspect") return cmd_inspect(argc, argv);
   if (sub == "lookup") return cmd_lookup(argc, argv);
   if (sub == "unwind") return cmd_unwind(argc, argv);
-  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup or unwind)");
+  if (sub == "export") return cmd_export(argc, argv);
+  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup, unwind or export)");
 }
 
 }  // namespace

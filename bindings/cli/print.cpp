@@ -119,8 +119,8 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     } else {
       fprintf(f, " ??");
     }
-    fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??",
-            sprov_method_name(fr.method));
+    fprintf(f, " - %s [%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
+            (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "");
     if (!lines) continue;
     for (const auto& in : src.inlined)
       fprintf(f, "    inlined %s at %s:%u:%u\n", in.function.c_str(), in.file.c_str(), in.line, in.column);
@@ -163,6 +163,7 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             json_escape(name).c_str(), json_escape(linkage).c_str(), s.offset, sprov_resolver_name(resolver),
             json_escape(source.c_str()).c_str(), json_escape(src.bundle.c_str()).c_str(),
             sprov_method_name(fr.method));
+    if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) fprintf(f, ",\"flags\":[\"cfi_not_in_bundle\"]");
     if (lines) {
       if (src.have)
         fprintf(f, ",\"file\":\"%s\",\"line\":%u,\"column\":%u", json_escape(src.file.c_str()).c_str(),

@@ -103,6 +103,9 @@ enum sprov_method {
   SPROV_METHOD_BAD_PC_RETURN = 11,   /* caller of a frame whose pc is 0 or in no module (a call
                                         through a bad pointer): the return address the call left,
                                         at [sp] (x86_64), in lr (arm64) or ra (mips32) */
+  SPROV_METHOD_CFI_BUNDLE = 12,      /* DWARF CFI compiled into a symbol bundle's unwind rows
+                                        (the module's file was not read: SPROV_CTX_OFFLINE, or
+                                        the file is missing and a bundle store is configured) */
 };
 
 /* Why a walk stopped. */
@@ -163,7 +166,11 @@ struct sprov_context_opts {
 enum sprov_context_flags {
   /* Offline: never open module files, debug files or the network; unwind and
    * name from the bundle store only (a module without a bundle is unnamed and
-   * unwound by frame pointer / stops, with the reason). */
+   * unwound by frame pointer / stops, with the reason). Covers opening cores
+   * (module list and build-ids from the core alone; opts->exe is refused) and
+   * unwinding snapshots; live captures (sprov_process_capture,
+   * sprov_snapshot_capture_self) still read module files to list the modules:
+   * capture with an online context, unwind the serialized snapshots offline. */
   SPROV_CTX_OFFLINE = 1u << 0,
 };
 
@@ -344,7 +351,16 @@ struct sprov_frame {
   const char* module_path;   /* owned by the stack; NULL when none */
   const uint8_t* build_id;   /* owned by the stack */
   uint32_t build_id_len;
-  uint32_t flags;            /* reserved, 0 */
+  uint32_t flags;            /* SPROV_FRAME_* */
+};
+
+/* sprov_frame.flags */
+enum sprov_frame_flags {
+  /* The step out of this frame found a bundle row that needs the full CFI interpreter
+     (expressions, register rules: bundles do not carry them). The caller, if any, was found
+     by a later rung (signal trampoline, frame pointer, ...); if none worked the walk stopped
+     here with SPROV_STOP_NO_UNWIND_INFO. */
+  SPROV_FRAME_CFI_NOT_IN_BUNDLE = 1u << 0,
 };
 
 SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);

@@ -184,6 +184,8 @@ class BundleReader {
 
   /// The raw range records of a module in file order (depth, start), for export and tests.
   Result<std::vector<RangeRecord>> ranges(size_t module) const;
+  /// All return pads of a module in address order, each with its chain outermost first.
+  Result<std::vector<ReturnPadRecord>> return_pads(size_t module) const;
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

@@ -508,4 +508,24 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
   return out;
 }
 
+Result<std::vector<ReturnPadRecord>> BundleReader::return_pads(size_t module) const {
+  auto ix = impl_->module_index(module);
+  if (!ix) return std::move(ix).error();
+  const ModuleMeta& m = impl_->meta[module];
+  std::vector<ReturnPadRecord> out(m.pads.count);
+  for (uint64_t i = 0; i < m.pads.count; i++) {
+    const uint8_t* p = impl_->pad(m, i);
+    const uint32_t first = ld32(p + 8), count = ld32(p + 12);  // checked by build_index
+    ReturnPadRecord& o = out[i];
+    o.addr = ld64(p);
+    o.frames.resize(count);
+    for (uint32_t k = 0; k < count; k++) {
+      const uint8_t* f = impl_->frame(m, first + k);
+      o.frames[k] = {std::string(impl_->str(m, ld32(f))), std::string(impl_->str(m, ld32(f + 4))), ld32(f + 8),
+                     ld32(f + 12)};
+    }
+  }
+  return out;
+}
+
 }  // namespace stackprov::bundle

@@ -74,7 +74,7 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     if (f.module_index < 0 || sym->ctx->ctx.config().offline) return fill_out(out, empty, "sprov_symbol");
     const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
-    if (!mod.ok()) return fill_out(out, empty, "sprov_symbol");
+    if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
     const uint64_t rel = f.pc - m.load_bias;
     const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
     symbolize::SymbolInfo probe;
@@ -100,6 +100,8 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
     m.path = module_path;
     auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
     if (!mod.ok()) return fail(mod.error());
+    if (!mod.value()->has_image())
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path));
     return fill_symbol(sym, mod.value()->image_ptr(), address, address, out);
   });
 }

@@ -112,6 +112,8 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
     m.path = module_path;
     auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
     if (!mod.ok()) return fail(mod.error());
+    if (!mod.value()->has_image())
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path));
     symbolize::ChainModule cm;
     cm.image = mod.value()->image_ptr();
     std::optional<Error> bundle_error;
@@ -139,8 +141,9 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
       cm.build_id = m.build_id;  // the identity of what ran
       bool have = !cm.build_id.empty();
       if (!sym->ctx->ctx.config().offline) {  // offline: never open the module file
+        // A missing file with a store configured gives a bundle-backed module (no image).
         auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
-        if (mod.ok()) {
+        if (mod.ok() && mod.value()->has_image()) {
           cm.image = mod.value()->image_ptr();
           have = true;
         }
