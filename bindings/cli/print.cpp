@@ -71,7 +71,6 @@ SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i
   out.resolver = info.resolver;
   out.source = info.source_path ? info.source_path : "";
   out.bundle = info.bundle_digest ? info.bundle_digest : "";
-  if (info.resolver != SPROV_RESOLVER_DWARF && info.resolver != SPROV_RESOLVER_BUNDLE) return out;
   std::vector<struct sprov_symbol_frame> chain(info.frame_count);
   for (uint32_t k = 0; k < info.frame_count; k++) {
     chain[k] = {};
@@ -80,6 +79,8 @@ SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i
   }
   const struct sprov_symbol_frame& phys = chain.back();
   out.name = phys.name ? phys.name : "";
+  // Source lines and inline chains come from DWARF or a bundle only.
+  if (info.resolver != SPROV_RESOLVER_DWARF && info.resolver != SPROV_RESOLVER_BUNDLE) return out;
   out.have = phys.file != nullptr && *phys.file;
   out.file = phys.file ? phys.file : "";
   out.line = phys.line;
@@ -146,12 +147,6 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     // The resolver chain's answer when lines are asked for, else the symbol tables'.
     const int32_t resolver = src.answered ? src.resolver : s.resolver;
     const std::string source = src.answered ? src.source : (s.source_path ? s.source_path : "");
-    const char* name = s.name;
-    const char* linkage = s.linkage_name;
-    if ((s.resolver == SPROV_RESOLVER_NONE || !s.name || !*s.name) && src.resolver == SPROV_RESOLVER_BUNDLE) {
-      name = src.name.c_str();  // offline: named by its bundle
-      linkage = "";
-    }
     fprintf(f,
             "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64
             "\",\"cfa\":\"0x%" PRIx64
@@ -160,11 +155,14 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             "\",\"resolver\":\"%s\",\"source\":\"%s\",\"bundle\":\"%s\",\"method\":\"%s\"",
             first ? "" : ",", i, fr.pc, fr.sp, fr.cfa, json_escape(fr.module_path).c_str(),
             hex_bytes(fr.build_id, fr.build_id_len).c_str(), fr.module_offset,
-            json_escape(name).c_str(), json_escape(linkage).c_str(), s.offset, sprov_resolver_name(resolver),
+            json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset, sprov_resolver_name(resolver),
             json_escape(source.c_str()).c_str(), json_escape(src.bundle.c_str()).c_str(),
             sprov_method_name(fr.method));
     if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) fprintf(f, ",\"flags\":[\"cfi_not_in_bundle\"]");
     if (lines) {
+      // The physical function as the resolver chain names it (offline: the bundle's name,
+      // while "function" is the symbol tables' and stays "").
+      fprintf(f, ",\"resolved_function\":\"%s\"", json_escape(src.name.c_str()).c_str());
       if (src.have)
         fprintf(f, ",\"file\":\"%s\",\"line\":%u,\"column\":%u", json_escape(src.file.c_str()).c_str(),
                 src.line, src.column);

@@ -353,7 +353,7 @@ def check_stack(args, work):
         elif (b["resolver"], b["bundle"], b["source"]) != (a["resolver"], "", a["source"]):
             # Outside DWARF (e.g. _start: symbol table) the bundle has no answer; the next step does.
             fail("stack --json: frame %s: %r without store, %r with" % (a["index"], a, b))
-        for k in ("function", "file", "line", "column", "inlined"):
+        for k in ("function", "resolved_function", "file", "line", "column", "inlined"):
             if k in ("inlined",):
                 ka = [(x["linkage_name"], x["file"], x["line"], x["column"]) for x in a[k]]
                 kb = [(x["linkage_name"], x["file"], x["line"], x["column"]) for x in b[k]]
@@ -361,7 +361,7 @@ def check_stack(args, work):
                 ka, kb = a.get(k), b.get(k)
             if ka != kb:
                 fail("stack --json: frame %s %s: %r without store, %r from the bundle" % (a["index"], k, ka, kb))
-    if named < 3:
+    if named < 3 or not all(f["resolved_function"] for f in f1[:named]):
         fail("stack --json: only %d frames of %s answered from DWARF" % (named, binary))
     others = [f for f in stored["threads"][0]["frames"] if f["module"] != binary and f["resolver"] == "bundle"]
     if others:
