@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # Resolver chain with provenance: `stackprov symbolize --build-id --resolvers bundle` (no binary) vs llvm-symbolizer-14 and our live DWARF path.
-"""Builds bundles with `stackprov bundle build`, puts them into a store (store_put: the one
-place that writes the store), and checks:
+"""Builds bundles with `stackprov bundle build` and puts them into a store (build_bundle: the
+one place; `bundle build --store` when the CLI has it, else the store layout by hand), and checks:
 - fixtures (C, C++; -O2 -g, inlining): every byte of their executable sections (binutils
   readelf -SW) symbolized through `stackprov symbolize --build-id HEX --resolvers bundle
   --store S` after the binaries were moved away equals llvm-symbolizer-14 --inlining on the
@@ -72,7 +72,7 @@ def build_id_of(path):
 def store_put(stackprov, store, bundle_file):
     """Puts a bundle file into the store by the layout of lib/symbolize/bundle_store.hpp:
     blobs/sha256/<hh>/<hex> and ids/linux/elf-build-id/<build-id> -> "sha256:<hex>".
-    (When `stackprov bundle build --store DIR` is available, this is the place to use it.)"""
+    Used only while `stackprov bundle build` has no --store (see build_bundle)."""
     digest = sha256_of(bundle_file)
     hexd = digest[7:]
     info = json.loads(run([stackprov, "bundle", "inspect", bundle_file, "--json"]).stdout)
@@ -89,13 +89,20 @@ def store_put(stackprov, store, bundle_file):
     return digest
 
 
-def build_bundle(stackprov, module, out):
-    p = run([stackprov, "bundle", "build", module, "--out", out], check=False)
+def build_bundle(stackprov, module, out, store):
+    """The one place bundles are built and stored: `stackprov bundle build FILE --store DIR
+    --out OUT` when the CLI has --store, else `bundle build FILE --out OUT` + store_put."""
+    usage = run([stackprov, "bundle", "--help"], check=False).stdout
+    has_store_cli = re.search(r"bundle build [^\n]*--store", usage) is not None
+    cmd = [stackprov, "bundle", "build", module, "--out", out] + (["--store", store] if has_store_cli else [])
+    p = run(cmd, check=False)
     if p.returncode != 0:
-        fail("bundle build %s: %s" % (module, p.stderr.strip()))
-    printed, actual = p.stdout.strip(), sha256_of(out)
+        fail("%s: %s" % (" ".join(cmd[1:]), p.stderr.strip()))
+    printed, actual = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "", sha256_of(out)
     if printed != actual:
-        fail("bundle build printed %s but the file's sha256 is %s" % (printed, actual))
+        fail("bundle build printed %r but the file's sha256 is %s" % (printed, actual))
+    if not has_store_cli and store_put(stackprov, store, out) != actual:
+        fail("store_put digest differs")
     return actual
 
 
@@ -325,9 +332,7 @@ def check_stack(args, work):
     run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-Wl,--build-id", src, "-o", binary])
     store = os.path.join(work, "stack-store")
     bundle = os.path.join(d, "sleeper.sbundle")
-    digest = build_bundle(args.stackprov, binary, bundle)
-    if store_put(args.stackprov, store, bundle) != digest:
-        fail("store_put digest differs")
+    digest = build_bundle(args.stackprov, binary, bundle, store)
     proc = subprocess.Popen([binary])
     proc_root = "/proc/%d/root" % proc.pid
     try:
@@ -402,14 +407,11 @@ def main():
     shutil.copy2(fx_c, fx_c_kept)
 
     bundle_c = os.path.join(work, "fx_c.sbundle")
-    d_c = build_bundle(args.stackprov, fx_c, bundle_c)
-    if store_put(args.stackprov, store, bundle_c) != d_c:
-        fail("store_put digest differs")
+    d_c = build_bundle(args.stackprov, fx_c, bundle_c, store)
     id_cpp = build_id_of(fx_cpp)
     addr_main = check_policy(args, store, fx_c_kept, d_c, fx_cpp)
     bundle_cpp = os.path.join(work, "fx_cpp.sbundle")
-    d_cpp = build_bundle(args.stackprov, fx_cpp, bundle_cpp)
-    store_put(args.stackprov, store, bundle_cpp)
+    d_cpp = build_bundle(args.stackprov, fx_cpp, bundle_cpp, store)
 
     for name, binary, digest in (("fx_c", fx_c, d_c), ("fx_cpp", fx_cpp, d_cpp)):
         addrs = [a for lo, hi in exec_ranges(binary) for a in range(lo, hi)]
@@ -425,8 +427,7 @@ def main():
     for name, path, pkg in SYSTEM:
         real = os.path.realpath(path)
         bundle = os.path.join(work, name + ".sbundle")
-        digest = build_bundle(args.stackprov, real, bundle)
-        store_put(args.stackprov, store, bundle)
+        digest = build_bundle(args.stackprov, real, bundle, store)
         ranges = exec_ranges(real)
         # SAMPLES distinct addresses, uniform over the executable bytes.
         total = sum(hi - lo for lo, hi in ranges)
