@@ -19,7 +19,8 @@ constexpr const char* kUsage =
     "usage: stackprov stack --pid PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]\n"
     "       stackprov stack --core FILE [--exe PATH] [--sysroot DIR] [--store DIR] [--tid TID]\n"
     "                       [--max-frames N] [--json] [--no-lines]\n"
-    "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n";
+    "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
+    "       (all forms also take --resolvers LIST)\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -63,18 +64,31 @@ constexpr const char* kHelp =
     "  --sysroot DIR     with --core: look up every module file under DIR\n"
     "  --offline         with --core: use no module file, only the core and bundles (not with\n"
     "                    --exe)\n"
-    "  --store DIR       the bundle store (default $STACKPROV_STORE, else\n"
-    "                    $XDG_DATA_HOME/stackprov/store, else ~/.local/share/stackprov/store);\n"
-    "                    without --offline: bundles for module files that are missing\n"
+    "  --store DIR       the bundle store (with --offline the default is $STACKPROV_STORE, else\n"
+    "                    $XDG_DATA_HOME/stackprov/store, else ~/.local/share/stackprov/store;\n"
+    "                    without --offline and --store: no store). Without --offline: bundles\n"
+    "                    stand in for module files that are missing, and name the frames of the\n"
+    "                    modules they hold (before DWARF: doc/bundles.md \"Resolver policy\")\n"
     "  --max-frames N    at most N frames per thread, 1 to 65536 (default 256)\n"
     "  --json            one JSON object instead of text:\n"
     "                    {\"pid\":n,\"threads\":[{\"tid\":n,\"frames\":[{\"index\",\"pc\",\"sp\",\n"
     "                    \"cfa\",\"module\",\"build_id\",\"module_offset\",\"function\",\n"
-    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"method\",\n"
-    "                    \"file\",\"line\",\"column\",\"inlined\":[{\"function\",\"linkage_name\",\n"
-    "                    \"file\",\"line\",\"column\"}]}],\"stop_reason\"}]}  (addresses as \"0x...\"\n"
+    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"source\",\"bundle\",\"method\",\n"
+    "                    \"resolved_function\",\"file\",\"line\",\"column\",\"inlined\":[{\"function\",\n"
+    "                    \"linkage_name\",\"file\",\"line\",\"column\"}]}],\"stop_reason\"}]}\n"
+    "                    (addresses as \"0x...\"\n"
     "                    strings; file/line/column are the physical function's location,\n"
-    "                    inlined lists the functions inlined into it, innermost first)\n"
+    "                    inlined lists the functions inlined into it, innermost first;\n"
+    "                    resolver is the step of the resolver policy that named the frame:\n"
+    "                    bundle, dwarf, debuginfod, symtab, dynsym or none (with --no-lines:\n"
+    "                    the symbol tables' answer), source the file, debuginfod URL or\n"
+    "                    sha256:HEX of the bundle, bundle that sha256:HEX or \"\";\n"
+    "                    function/linkage_name/function_offset are the symbol tables' (empty\n"
+    "                    offline), resolved_function the physical function as the resolver\n"
+    "                    named it, e.g. from a bundle offline)\n"
+    "  --resolvers LIST  resolver policy, comma-separated from debuginfod, bundle, dwarf,\n"
+    "                    symtab, dynsym, demangle (default debuginfod,bundle,dwarf,symtab,dynsym,\n"
+    "                    demangle)\n"
     "  --no-lines        function names only: no DWARF source lines or inline chains\n"
     "  -h, --help        this text\n"
     "\n"
@@ -114,6 +128,7 @@ struct StackArgs {
   const char* sysroot = nullptr;
   const char* max_frames = nullptr;
   const char* store = nullptr;
+  const char* resolvers = nullptr;
   bool offline = false;
   bool json = false;
   bool lines = true;
@@ -158,7 +173,7 @@ int cmd_stack(int argc, char** argv) {
     const Valued valued[] = {{"--pid", &a.pid},         {"--tid", &a.tid},
                              {"--core", &a.core},       {"--exe", &a.exe},
                              {"--sysroot", &a.sysroot}, {"--max-frames", &a.max_frames},
-                             {"--store", &a.store}};
+                             {"--store", &a.store},     {"--resolvers", &a.resolvers}};
     bool matched = false;
     for (const auto& v : valued) {
       const size_t n = strlen(v.name);
@@ -207,6 +222,7 @@ int cmd_stack(int argc, char** argv) {
   // The store: --store DIR, else with --offline the default one ("").
   copts.bundle_store = a.store ? a.store : a.offline ? "" : nullptr;
   copts.flags = a.offline ? SPROV_CTX_OFFLINE : 0;
+  copts.resolvers = a.resolvers;
   sprov_context* ctx = nullptr;
   if (int rc = sprov_context_new(&copts, &ctx); rc != 0) {
     return library_error(a.sysroot ? std::string("sysroot '") + a.sysroot + "'" : "context", rc);

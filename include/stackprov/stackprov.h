@@ -376,9 +376,9 @@ enum sprov_resolver {
   SPROV_RESOLVER_NONE = 0,
   SPROV_RESOLVER_SYMTAB = 1,   /* .symtab of the module or its debug file */
   SPROV_RESOLVER_DYNSYM = 2,   /* .dynsym */
-  SPROV_RESOLVER_DWARF = 3,    /* reserved for the DWARF resolver */
-  SPROV_RESOLVER_DEBUGINFOD = 4, /* reserved */
-  SPROV_RESOLVER_BUNDLE = 5,   /* reserved */
+  SPROV_RESOLVER_DWARF = 3,    /* DWARF of the module or of its local debug file */
+  SPROV_RESOLVER_DEBUGINFOD = 4, /* DWARF of a debug file fetched from debuginfod */
+  SPROV_RESOLVER_BUNDLE = 5,   /* a symbol bundle (doc/bundles.md), source "sha256:<hex>" */
 };
 SPROV_API const char* sprov_resolver_name(int resolver);
 
@@ -421,9 +421,16 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
                                     uint64_t address, struct sprov_symbol* out);
 
 /* DWARF symbolization with inline chains (lines, columns, discriminators).
- * The resolver chain is DWARF of the module or of its separate debug file
- * (build-id path under the context's debug dirs, or .gnu_debuglink with CRC;
- * used only when its build-id matches), then the symbol tables. The
+ * The resolver chain is the context's policy (sprov_context_opts.resolvers,
+ * doc/bundles.md "Resolver policy"), tried in order: "bundle" (the bundle of
+ * the module's build-id in the context's bundle store, or the one given with
+ * sprov_symbolizer_use_bundle; skipped without a store), "dwarf" (DWARF of
+ * the module or of its separate debug file: build-id path under the
+ * context's debug dirs, or .gnu_debuglink with CRC; used only when its
+ * build-id matches; "debuginfod" lets it fetch the debug file), then
+ * "symtab"/"dynsym" (symbol tables). The first step that answers is recorded
+ * in sprov_symbol_info (resolver, source_path, bundle_digest). Without a
+ * store the chain is DWARF then the symbol tables, as before. The
  * physical function's name comes from the symbol tables when one covers the
  * address, as llvm-symbolizer does (doc/symbols.md): without
  * SPROV_SYMBOLIZE_LLVM_COMPAT, a PLT stub (`sym@plt`), else the module's
@@ -470,11 +477,14 @@ struct sprov_symbol_info {
   uint64_t start_address;
   uint32_t has_start_address;
   uint32_t frame_count;      /* >= 1: innermost inlined function first, physical function last */
-  int32_t resolver;          /* sprov_resolver: DWARF, SYMTAB, DYNSYM or NONE */
+  int32_t resolver;          /* sprov_resolver: BUNDLE, DWARF, DEBUGINFOD, SYMTAB, DYNSYM or NONE */
   int32_t reserved;
-  const char* resolver_name; /* "dwarf", "symtab", "dynsym", "none" */
-  const char* source_path;   /* file whose tables answered ("" for NONE) */
-  const char* source_build_id; /* lowercase hex build-id of that file ("" when none) */
+  const char* resolver_name; /* "bundle", "dwarf", "debuginfod+dwarf", "symtab",
+                                "minidebuginfo+symtab", "dynsym", "none" */
+  const char* source_path;   /* file whose tables answered, the debuginfod URL, or
+                                "sha256:<hex>" of the bundle ("" for NONE) */
+  const char* source_build_id; /* lowercase hex build-id of that file (bundle: the
+                                  module's) ("" when none) */
   const char* bundle_digest;   /* "sha256:<hex>" of the bundle that answered (resolver BUNDLE), else "" */
 };
 
@@ -487,6 +497,22 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
 /* The same for frame `index` of `stack` (caller frames look up pc-1). */
 SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack* stack, size_t index,
                                         uint32_t flags, struct sprov_symbol_info* out);
+/* Symbolizes a link-time address of the module whose ELF GNU build-id is
+ * `build_id` (hex), with no module file: only the policy's "bundle" step can
+ * answer (resolver BUNDLE, bundle_digest and source_path "sha256:<hex>",
+ * linkage names; start_* fields unknown). An address the bundle does not
+ * cover is not an error (resolver NONE). Errors: bad hex, no "bundle" step or
+ * no store (SPROV_ERR_INVALID_ARG), "no bundle for build-id <hex> in store
+ * <dir>" (SPROV_ERR_NOT_FOUND), a given bundle without this module (both ids
+ * named, SPROV_ERR_BUILD_ID_MISMATCH), an unreadable store or bundle. Works in
+ * offline contexts. */
+SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* build_id, uint64_t address,
+                                             uint32_t flags, struct sprov_symbol_info* out);
+/* Makes the "bundle" step answer every module from one bundle instead of the
+ * store's id map: "sha256:<hex>" (a bundle in the context's store) or a bundle
+ * file's path. A module that bundle does not hold is an error naming the
+ * bundle's ids and the module's (never another bundle's answer). */
+SPROV_API int sprov_symbolizer_use_bundle(sprov_symbolizer* sym, const char* bundle);
 /* Frame `index` (0 = innermost) of the inline chain of the last *_ex answer. */
 SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out);
 

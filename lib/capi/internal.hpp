@@ -17,6 +17,7 @@
 #include "memory/snapshot.hpp"
 #include "stackprov/stackprov.h"
 #include "symbolize/dwarf_resolver.hpp"
+#include "symbolize/resolver_chain.hpp"
 #include "symbolize/symbolizer.hpp"
 #include "unwind/frame.hpp"
 #include "unwind/module_unwind.hpp"
@@ -79,8 +80,8 @@ struct sprov_unwinder {
 struct sprov_symbolizer {
   sprov_context* ctx = nullptr;
   std::unique_ptr<stackprov::symbolize::Symbolizer> sym;
-  // DWARF resolution (sprov_symbolizer_*_ex): created on first use.
-  std::unique_ptr<stackprov::symbolize::DwarfResolver> dwarf;
+  // The resolver chain of sprov_symbolizer_*_ex (context policy): created on first use.
+  std::unique_ptr<stackprov::symbolize::ResolverChain> chain;
   stackprov::symbolize::Resolution last;  // the answer whose strings *_ex returned
   uint32_t last_flags = 0;
   std::string last_build_id;
