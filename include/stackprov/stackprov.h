@@ -521,5 +521,6 @@ SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index,
 #endif
 
 #include "stackprov/perf.h"
+#include "stackprov/symbol_bundle.h"
 
 #endif /* STACKPROV_STACKPROV_H */

@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "evidence/dsse.hpp"
 #include "evidence/encoding.hpp"
+#include "evidence/note.hpp"
 
 namespace stackprov::symbolize {
 
@@ -120,7 +122,11 @@ Result<BundleStore> BundleStore::open(const std::string& dir_in, bool create) {
     if (is_dir(dir)) {
       auto names = list_dir(dir);
       if (!names) return std::move(names).error();
-      if (!names.value().empty())
+      // Entries a concurrent creator may have made already are fine; anything else is not ours.
+      const bool ours = std::all_of(names.value().begin(), names.value().end(), [](const std::string& n) {
+        return n == "blobs" || n == "sigs" || n == "ids" || n == "tmp" || n.rfind("store.json", 0) == 0;
+      });
+      if (!ours)
         return make_error(SPROV_ERR_INVALID_ARG,
                           "'%s' is neither empty nor a bundle store (no store.json); refusing to write there",
                           dir.c_str());
@@ -330,7 +336,76 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
       }
     }
   }
+  check_sidecars(&rep);
   return rep;
+}
+
+void BundleStore::check_sidecars(FsckReport* rep) const {
+  // Sidecars: "<hex>.<name>" under sigs/sha256/<hh>/, of a present blob; known names parse.
+  auto prefixes = list_dir(dir_ + "/sigs/sha256");
+  if (!prefixes) {
+    rep->errors.push_back(prefixes.error().message);
+    return;
+  }
+  for (const std::string& pre : prefixes.value()) {
+    const std::string pdir = dir_ + "/sigs/sha256/" + pre;
+    if (pre.size() != 2 || !is_hex(pre) || !is_dir(pdir)) {
+      rep->errors.push_back(pdir + ": unexpected entry in sigs/sha256");
+      continue;
+    }
+    auto names = list_dir(pdir);
+    if (!names) {
+      rep->errors.push_back(names.error().message);
+      continue;
+    }
+    for (const std::string& n : names.value()) {
+      const std::string path = pdir + "/" + n;
+      if (temp_name(n)) {
+        rep->warnings.push_back(path + ": leftover temporary file of an interrupted write");
+        continue;
+      }
+      ++rep->sidecars;
+      const std::string hex = n.substr(0, 64);
+      if (n.size() < 66 || n[64] != '.' || !is_hex(hex) || hex.compare(0, 2, pre) != 0) {
+        rep->errors.push_back(path + ": not a sidecar name (<sha256 hex>.<name>)");
+        continue;
+      }
+      const std::string name = n.substr(65);
+      if (!is_file(dir_ + "/" + blob_rel(hex))) {
+        rep->errors.push_back(path + ": sidecar of sha256:" + hex + ", which is not in the store");
+        continue;
+      }
+      if (name != "dsse.json" && name != "tlog-proof" && name != "checkpoint") continue;
+      auto data = evidence::read_file(path, 1u << 20);
+      if (!data) {
+        rep->errors.push_back(path + ": " + data.error().message);
+        continue;
+      }
+      const std::string_view text = evidence::as_sv(data.value());
+      Status st;
+      if (name == "dsse.json") {
+        auto env = evidence::parse_envelope(text);
+        if (!env) {
+          st = std::move(env).error();
+        } else {
+          auto h = evidence::hex_decode(hex);
+          evidence::Hash digest{};
+          std::copy(h.value().begin(), h.value().end(), digest.begin());
+          st = evidence::check_statement_subject(env.value().payload, digest);
+        }
+      } else if (name == "tlog-proof") {
+        auto p = evidence::parse_tlog_proof(text);
+        if (!p) st = std::move(p).error();
+        else if (auto note = evidence::parse_note(p.value().checkpoint); !note) st = std::move(note).error();
+        else if (auto cp = evidence::parse_checkpoint_text(note.value().text); !cp) st = std::move(cp).error();
+      } else {
+        auto note = evidence::parse_note(text);
+        if (!note) st = std::move(note).error();
+        else if (auto cp = evidence::parse_checkpoint_text(note.value().text); !cp) st = std::move(cp).error();
+      }
+      if (!st) rep->errors.push_back(path + ": " + st.error().message);
+    }
+  }
 }
 
 }  // namespace stackprov::symbolize

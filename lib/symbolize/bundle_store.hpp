@@ -61,12 +61,17 @@ class BundleStore {
     size_t blobs = 0;           ///< blobs checked
     size_t modules = 0;         ///< modules in them
     size_t ids = 0;             ///< id entries checked
+    size_t sidecars = 0;        ///< sidecar files checked
     std::vector<std::string> errors;    ///< each names the file and what is wrong
     std::vector<std::string> warnings;  ///< recoverable: leftover temp files, unindexed modules
   };
   /// Re-hashes every blob, opens and validates it (every module's records), checks that
-  /// every id entry names a present blob holding that module and that every module of
-  /// every blob is indexed. Does not change the store.
+  /// every id entry names a present blob holding that module, that every module of
+  /// every blob is indexed, and that every sidecar belongs to a present blob and, for the
+  /// known names, parses: "dsse.json" a DSSE envelope whose in-toto statement names the
+  /// blob's digest, "tlog-proof" a tlog-proof@v1, "checkpoint" a signed checkpoint note.
+  /// Signatures are not verified (fsck holds no trusted key: trace-verify does that).
+  /// Does not change the store.
   Result<FsckReport> fsck() const;
 
   /// The id-map path component of a kind: "linux/elf-build-id", ...
@@ -74,6 +79,7 @@ class BundleStore {
 
  private:
   explicit BundleStore(std::string dir) : dir_(std::move(dir)) {}
+  void check_sidecars(FsckReport* rep) const;
   Status write_atomic(const std::string& path, std::string_view data, unsigned mode) const;
   std::string dir_;
 };

@@ -102,11 +102,21 @@ TEST_CASE("store put: blob named by sha256sum of the bundle, id map, sidecars", 
   CHECK(access(sp.value().c_str(), R_OK) == 0);
   CHECK(!st.value().put_sidecar(d.value(), "../x", "{}"));
   CHECK(!st.value().put_sidecar("sha256:" + std::string(64, 'a'), "dsse.json", "{}"));  // not in the store
+  // "{}" is no DSSE envelope: fsck names the sidecar (structure only, no keys).
   auto rep = st.value().fsck();
   REQUIRE(rep);
-  CHECK(rep.value().errors.empty());
+  REQUIRE(rep.value().errors.size() == 1);
+  CHECK(rep.value().errors[0].find(sp.value()) == 0);
   CHECK(rep.value().blobs == 1);
   CHECK(rep.value().ids == 2);
+  CHECK(rep.value().sidecars == 1);
+  REQUIRE(st.value().put_sidecar(d.value(), "dsse.json", "x"));
+  REQUIRE(std::remove(sp.value().c_str()) == 0);
+  REQUIRE(st.value().put_sidecar(d.value(), "notes.txt", "free text"));  // unknown names: not parsed
+  rep = st.value().fsck();
+  REQUIRE(rep);
+  CHECK(rep.value().errors.empty());
+  CHECK(rep.value().sidecars == 1);
   // Reopen without create.
   CHECK(BundleStore::open(dir, false));
 }
