@@ -24,8 +24,9 @@ in a signal handler), and is dumped with gcore. Then:
      + sprov_snapshot_serialize), unwound offline after the deletion: equal to the live walk with
      the files (`stack --pid`) and starting with eu-stack -p's frames; no module file looked up;
   7. the default store ($STACKPROV_STORE), usage errors of --offline, --help.
-Names: where the offline walk gives a function name, it must equal the file walk's (the bundle
-resolver of the symbolizer provides them when it is there).
+Names: every frame's physical function (resolved_function), file:line:column and inline chain
+from the bundles alone (resolver "bundle") equal the walk with the files (DWARF); the symbol-table
+name ("function") is empty offline or equal.
 Exit 0 on success, 1 on a mismatch or a missing tool.
 """
 import argparse
@@ -158,7 +159,7 @@ def main():
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     tools = {}
-    for t in ("gdb", "gcore", "eu-stack", "strace", "readelf"):
+    for t in ("gdb", "gcore", "eu-stack", "strace", "readelf", "llvm-symbolizer-14"):
         tools[t] = shutil.which(t)
         if tools[t] is None:
             print("FAIL: %s not found (make deps installs it)" % t)
@@ -223,6 +224,32 @@ def main():
     if not any(f["module"] == lib_path for t in files.values() for f in t["frames"]):
         fail("no frame of %s in the file walk: the fixture did not park as designed" % lib_path)
 
+    # ---- names oracle: llvm-symbolizer-14 on the binaries (and libc6-dbg), before they go.
+    # Caller frames are looked up at pc - 1 (inside the call), as stackprov does; a frame
+    # restored from a signal frame has the exact interrupted pc.
+    llvm_chain = {}  # (tid, index) -> [(function, file, line, column)] innermost first
+    by_module = {}
+    for tid, t in files.items():
+        for i, f in enumerate(t["frames"]):
+            if f["module"] and f["module"] != "[vdso]" and os.path.exists(f["module"]):
+                off = int(f["module_offset"], 16) - (1 if i > 0 and f["method"] != "signal" else 0)
+                by_module.setdefault(f["module"], []).append((tid, i, off))
+    for mod, items in by_module.items():
+        r = run([tools["llvm-symbolizer-14"], "--obj=" + mod, "--inlining"] + ["0x%x" % o for _, _, o in items])
+        blocks = [b for b in r.stdout.strip("\n").split("\n\n")]
+        if r.returncode != 0 or len(blocks) != len(items):
+            fail("llvm-symbolizer-14 on %s: exit %d, %d answers for %d addresses" %
+                 (mod, r.returncode, len(blocks), len(items)))
+            continue
+        for (tid, i, _), b in zip(items, blocks):
+            lines = b.split("\n")
+            chain = []
+            for k in range(0, len(lines) - 1, 2):
+                m = re.match(r"^(.*):(\d+):(\d+)$", lines[k + 1])
+                chain.append((lines[k], m.group(1) if m else "??", int(m.group(2)) if m else 0,
+                              int(m.group(3)) if m else 0))
+            llvm_chain[(tid, i)] = chain
+
     # ---- bundles from copies of the binaries, then every binary deleted
     src = os.path.join(work, "src")
     shutil.copytree(run_dir, src)
@@ -258,6 +285,7 @@ def main():
     touched = [ln.strip() for ln in open(trace) if any(p in ln for p in forbidden)]
     if touched:
         fail("the offline walk looked up module files: %s" % touched[:5])
+    compared, named_ok, symtab_only = [0], [0], [0]
     for tid, t in files.items():
         o = offline.get(tid)
         if o is None:
@@ -281,9 +309,38 @@ def main():
                 fail("tid %d #%d: the frame below the signal frame lacks flag cfi_not_in_bundle" % (tid, i - 1))
             if f["function"] and i < len(t["frames"]) and f["function"] != t["frames"][i]["function"]:
                 fail("tid %d #%d: offline name %r, files %r" % (tid, i, f["function"], t["frames"][i]["function"]))
+            # Names and source positions from the bundles alone equal llvm-symbolizer-14's on the
+            # binaries: the physical function, file:line:column and the inline chain. Where llvm
+            # names the address from the symbol table alone ("??:0:0": no DWARF there), the
+            # bundle, which holds DWARF ranges only, leaves the frame unnamed (counted).
+            chain = llvm_chain.get((tid, i))
+            if chain is not None:
+                compared[0] += 1
+                want_name, want_file, want_line, want_col = chain[-1]
+                if want_file == "??" and len(chain) == 1:
+                    symtab_only[0] += 1
+                    if f.get("resolved_function"):
+                        fail("tid %d #%d: offline named %r where the bundle has no DWARF (llvm: %r from the "
+                             "symbol table)" % (tid, i, f.get("resolved_function"), want_name))
+                    continue
+                got = (f.get("resolved_function"), f.get("file"), f.get("line"), f.get("column"))
+                if got != (want_name, want_file, want_line, want_col):
+                    fail("tid %d #%d %s: offline %r, llvm-symbolizer %r" % (tid, i, f["pc"], got, chain[-1]))
+                got_in = [(x["function"], x["file"], x["line"], x["column"]) for x in f.get("inlined", [])]
+                if got_in != chain[:-1]:
+                    fail("tid %d #%d %s: offline inlined %r, llvm-symbolizer %r" % (tid, i, f["pc"], got_in,
+                                                                                 chain[:-1]))
+                if f.get("resolver") != "bundle":
+                    fail("tid %d #%d: offline resolver %r, want bundle" % (tid, i, f.get("resolver")))
+                named_ok[0] += 1
     if not any(f["method"] == "signal" for t in offline.values() for f in t["frames"]):
         fail("no signal frame in the offline walk: the signal thread did not park as designed")
-    named = sum(1 for t in offline.values() for f in t["frames"] if f["function"])
+    named = sum(1 for t in offline.values() for f in t["frames"] if f.get("resolved_function"))
+    if named == 0:
+        fail("no frame of the offline walk is named from the bundles")
+    print("names vs llvm-symbolizer-14: %d frames compared, %d equal (function, file:line:column, inline "
+          "chain), %d named by llvm from the symbol table only (unnamed offline)" %
+          (compared[0], named_ok[0], symtab_only[0]))
     print("offline: %d threads, %d frames (%d named) in %.2fs; bundles built in %.1fs" %
           (len(offline), sum(len(t["frames"]) for t in offline.values()), named, t_off, t_bundles))
 
