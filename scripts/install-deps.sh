@@ -17,11 +17,13 @@ PKGS=(
   python3.11-dbg
   linux-perf
   time
+  strace
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-mips-linux-gnu g++-mips-linux-gnu
   gcc-mipsel-linux-gnu g++-mipsel-linux-gnu qemu-user gdb-multiarch
   dwz libc6-dbg libstdc++6-12-dbg
-  python3-cryptography
+  python3-cryptography openssl util-linux coreutils
   libprotobuf-dev protobuf-compiler
+  libdwarf-dev
   rustc cargo nodejs
 )
 

@@ -1,46 +1,56 @@
 // SPDX-License-Identifier: Apache-2.0
-// `stackprov bundle build|inspect|lookup`: write a symbol bundle for an ELF file, describe one, resolve addresses through one.
+// `stackprov bundle build|inspect|lookup|unwind|export|fsck`: symbol bundles and their store, through the public C ABI only.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
-#include <optional>
-#include <utility>
 #include <string>
 #include <vector>
 
-#include "bundle/format.hpp"
 #include "command.hpp"
-#include "core/types.hpp"
-#include "elf/elf_image.hpp"
-#include "evidence/encoding.hpp"
-#include "symbolize/bundle_builder.hpp"
-#include "unwind/bundle_rows.hpp"
-#include "unwind/module_unwind.hpp"
+#include "stackprov/stackprov.h"
 
 namespace {
 
-using namespace stackprov;
-
 const char kHelp[] =
-    "usage: stackprov bundle build FILE [--out PATH] [--name NAME] [--debug-file-directory DIR]...\n"
-    "       stackprov bundle inspect BUNDLE [--json]\n"
-    "       stackprov bundle lookup BUNDLE [--build-id HEX] ADDRESS...\n"
-    "       stackprov bundle unwind BUNDLE [--build-id HEX] ADDRESS...\n\n"
-    "build    writes a symbol bundle (doc/bundles.md) for the ELF FILE: its GNU build-id, name,\n"
-    "         sha256 of the file and of its debug file, and the address ranges with inline chains\n"
-    "         of every executable byte its DWARF describes (found in FILE or its separate debug file).\n"
-    "         and the unwind rows of its .eh_frame/.debug_frame (as the unwinder reads them).\n"
-    "         Return pads: one after every call in that code. The output is deterministic.\n"
-    "         --out PATH    where to write (default: <basename of FILE>.sbundle in the current directory)\n"
-    "         --name NAME   module name stored in the bundle (default: the basename of FILE)\n"
+    "usage: stackprov bundle build [--store DIR] [--sign KEY --log DIR [--log-key LOGKEY]] [--include-debug]\n"
+    "                              [--out PATH] [--name NAME] [--debug-file-directory DIR]... FILE...\n"
+    "       stackprov bundle inspect BUNDLE [--store DIR] [--json]\n"
+    "       stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
+    "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
+    "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [--out FILE]\n"
+    "                                     [--store DIR]\n"
+    "       stackprov bundle fsck [--store DIR]\n\n"
+    "BUNDLE is a bundle file, or sha256:HEX: the bundle of that digest in the store.\n"
+    "--store DIR  the bundle store (doc/bundles.md \"Store\"); default $STACKPROV_STORE, else\n"
+    "             $XDG_DATA_HOME/stackprov/store, else $HOME/.local/share/stackprov/store.\n\n"
+    "build    writes one symbol bundle (doc/bundles.md) with a module for each ELF FILE: its GNU\n"
+    "         build-id, name, sha256 of the file and of its debug file, the address ranges with\n"
+    "         inline chains of every executable byte its DWARF describes (found in FILE or its\n"
+    "         separate debug file), the unwind rows of its .eh_frame/.debug_frame and a return pad\n"
+    "         after every call. The output is deterministic. Prints the bundle's identity, sha256:<hex>.\n"
+    "         --store DIR   put the bundle into the store (created if missing) and index its modules\n"
+    "         --out PATH    also (or, without --store/--sign, only) write the bundle to PATH\n"
+    "                       (default without a store: <basename of the first FILE>.sbundle here)\n"
+    "         --name NAME   module name stored in the bundle (one FILE only; default: its basename)\n"
     "         --debug-file-directory DIR   search DIR for separate debug files (repeatable;\n"
     "                       default /usr/lib/debug)\n"
-    "         Prints the bundle's identity, sha256:<hex> of its bytes.\n"
-    "inspect  prints each module: build-id, name, file/debug sha256, range/pad/unwind-row counts\n"
-    "         (--json: one JSON object).\n"
+    "         --include-debug   embed each module's debug file (or the file itself) in the bundle\n"
+    "         --sign KEY    sign the bundle (implies the store): a DSSE envelope over an in-toto\n"
+    "                       statement whose subject is the bundle's sha256, signed with KEY (P-256),\n"
+    "                       appended to the transparency log --log DIR, whose checkpoint LOGKEY\n"
+    "                       (default KEY) signs; the envelope, its tlog-proof@v1 and the checkpoint\n"
+    "                       are stored beside the bundle (sidecars dsse.json, tlog-proof, checkpoint).\n"
+    "                       Verify with 'stackprov trace-verify --bundle sha256:HEX --dsse --rekor'.\n"
+    "         Progress (modules, bytes, ETA) goes to stderr when it is a terminal and the input\n"
+    "         is large; nothing otherwise.\n"
+    "inspect  prints each module: id kind and hex, name, file/debug sha256, range/pad/unwind-row\n"
+    "         counts (--json: one JSON object).\n"
     "lookup   resolves module-relative (link-time) ADDRESSes (hex with 0x, or decimal) through the\n"
     "         bundle alone and prints, like llvm-symbolizer --inlining, for each inline frame\n"
     "         innermost first: the function (linkage name) and file:line:column, then a blank line;\n"
@@ -49,30 +59,23 @@ const char kHelp[] =
     "unwind   prints the unwind row covering each ADDRESS, one line each: x86_64 rows in\n"
     "         llvm-dwarfdump's notation (\"CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]\"; other\n"
     "         architectures: DWARF register numbers \"r7\"), or \"end-of-stack\", \"full\" (the row\n"
-    "         needs the CFI interpreter), \"none\" (no unwind information).\n";
+    "         needs the CFI interpreter), \"none\" (no unwind information).\n"
+    "export   writes the bundle's records in another format (default: to stdout): symbol-index-json\n"
+    "         (doc/symbol-index.md; every module, or the one --build-id names) or symbfile (Elastic's\n"
+    "         symb-proto, lib/bundle/symbfile.proto; one module: --build-id when there are several).\n"
+    "fsck     checks the store: every blob re-hashed and validated, the id map both ways, the\n"
+    "         sidecars' structure. Errors on stdout (exit 1), warnings on stderr; exit 0 when clean.\n";
 
 int fail(const std::string& msg) {
   fprintf(stderr, "stackprov bundle: %s\n", msg.c_str());
   return 1;
 }
+int fail_lib(const std::string& what = "") {
+  return fail(what.empty() ? std::string(sprov_last_error_message()) : what + ": " + sprov_last_error_message());
+}
 int usage(const std::string& msg) {
   fprintf(stderr, "stackprov bundle: %s (see 'stackprov bundle --help')\n", msg.c_str());
   return 2;
-}
-
-std::string hex_of(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += d[p[i] >> 4];
-    s += d[p[i] & 15];
-  }
-  return s;
-}
-
-std::string basename_of(const std::string& p) {
-  const size_t slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
 std::string json_str(std::string_view s) {
@@ -92,111 +95,270 @@ std::string json_str(std::string_view s) {
   return o + "\"";
 }
 
-int cmd_build(int argc, char** argv) {
-  std::string file, out, name;
-  symbolize::BundleBuildOptions opts;
-  bool custom_dirs = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* opt, std::string* dst) {
-      if (i + 1 >= argc) return false;
-      *dst = argv[++i];
-      (void)opt;
-      return true;
-    };
-    if (a == "--out") {
-      if (!value("--out", &out)) return usage("--out needs a value");
-    } else if (a == "--name") {
-      if (!value("--name", &name)) return usage("--name needs a value");
-    } else if (a == "--debug-file-directory") {
-      std::string d;
-      if (!value("--debug-file-directory", &d)) return usage("--debug-file-directory needs a value");
-      if (!custom_dirs) opts.debug.debug_dirs.clear();
-      custom_dirs = true;
-      opts.debug.debug_dirs.push_back(d);
-    } else if (a.rfind("--", 0) == 0) {
-      return usage("unknown option '" + a + "'");
-    } else if (file.empty()) {
-      file = a;
-    } else {
-      return usage("unexpected argument '" + a + "' (build takes one FILE)");
-    }
-  }
-  if (file.empty()) return usage("build needs a FILE");
-  opts.name = name;
-  auto mc = symbolize::build_module_contents(file, opts);
-  if (!mc) return fail(mc.error().message);
-  // Unwind rows: the unwinder's own CFI lookup over the same file (lib/unwind).
-  auto img = elf::ElfImage::open(file);
-  if (!img) return fail(img.error().message);
-  auto lm = unwind::LoadedModule::load(img.value(), opts.debug);
-  if (!lm) return fail(lm.error().message);
-  auto rows = unwind::bundle_unwind_rows(*lm.value());
-  if (!rows) return fail(rows.error().message);
-  mc.value().unwind_rows = std::move(rows.value());
-  bundle::BundleContents bc;
-  bc.modules.push_back(std::move(mc.value()));
-  auto bytes = bundle::write_bundle(bc);
-  if (!bytes) return fail(bytes.error().message);
-  if (out.empty()) out = basename_of(file) + ".sbundle";
-  FILE* f = fopen(out.c_str(), "wb");
-  if (!f) return fail("cannot create '" + out + "': " + strerror(errno));
-  const std::vector<uint8_t>& b = bytes.value();
-  const bool ok = fwrite(b.data(), 1, b.size(), f) == b.size();
-  if (fclose(f) != 0 || !ok) return fail("cannot write '" + out + "': " + strerror(errno));
-  printf("%s\n", evidence::digest_string(evidence::sha256(b.data(), b.size())).c_str());
+/// Owners of C ABI handles and buffers.
+struct Store {
+  sprov_bundle_store* s = nullptr;
+  ~Store() { sprov_bundle_store_free(s); }
+};
+struct Bundle {
+  sprov_bundle* b = nullptr;
+  ~Bundle() { sprov_bundle_free(b); }
+};
+struct Buf {
+  void* p = nullptr;
+  ~Buf() { sprov_free(p); }
+};
+
+/// Opens the store at `dir` ("" = the default directory); 0 or the exit code of the error it printed.
+int open_store(const std::string& dir, bool create, Store* out) {
+  if (sprov_bundle_store_open(dir.empty() ? nullptr : dir.c_str(), create ? SPROV_BUNDLE_STORE_CREATE : 0, &out->s) != 0)
+    return fail_lib();
   return 0;
 }
 
-const char* kind_name(bundle::IdKind k) {
-  switch (k) {
-    case bundle::IdKind::kElfBuildId: return "elf-build-id";
-    case bundle::IdKind::kPdbGuidAge: return "pdb-guid-age";
-    case bundle::IdKind::kMachoUuid: return "macho-uuid";
+/// BUNDLE as a file, or sha256:HEX through the store; 0 or the exit code of the error it printed.
+int open_bundle_arg(const std::string& arg, const std::string& store_dir, Bundle* out) {
+  if (arg.rfind("sha256:", 0) == 0) {
+    Store st;
+    if (int rc = open_store(store_dir, false, &st)) return rc;
+    if (sprov_bundle_open_digest(st.s, arg.c_str(), &out->b) != 0) return fail_lib();
+    return 0;
   }
-  return "unknown";
+  if (sprov_bundle_open_file(arg.c_str(), &out->b) != 0) return fail_lib();
+  return 0;
 }
 
+// ------------------------------------------------------------------ build
+
+/// Progress on a terminal: modules, MB, ETA from the bytes done so far.
+struct Progress {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  bool shown = false;
+  static void report(void* ctx, size_t done, size_t count, uint64_t bytes_done, uint64_t bytes_total) {
+    auto* p = static_cast<Progress*>(ctx);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->start).count();
+    char eta[32] = "?";
+    if (bytes_done > 0 && bytes_total >= bytes_done)
+      snprintf(eta, sizeof eta, "%.0fs", secs * static_cast<double>(bytes_total - bytes_done) / static_cast<double>(bytes_done));
+    fprintf(stderr, "\rstackprov bundle: module %zu/%zu, %.1f/%.1f MB, ETA %s   ", done, count, bytes_done / 1e6,
+            bytes_total / 1e6, done == count ? "0s" : eta);
+    if (done == count) fputc('\n', stderr);
+    p->shown = true;
+  }
+};
+
+/// Input size from which a terminal shows progress.
+constexpr uint64_t kProgressMinBytes = 4000000;
+
+uint64_t total_size(const std::vector<std::string>& files) {
+  uint64_t n = 0;
+  for (const auto& f : files)
+    if (FILE* fp = fopen(f.c_str(), "rb")) {
+      if (fseek(fp, 0, SEEK_END) == 0) n += static_cast<uint64_t>(std::max(0L, ftell(fp)));
+      fclose(fp);
+    }
+  return n;
+}
+
+bool write_file(const std::string& path, const void* data, size_t len, std::string* err) {
+  FILE* f = fopen(path.c_str(), "wb");
+  if (!f) {
+    *err = "cannot create '" + path + "': " + strerror(errno);
+    return false;
+  }
+  const bool ok = fwrite(data, 1, len, f) == len;
+  if (fclose(f) != 0 || !ok) {
+    *err = "cannot write '" + path + "': " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+/// The in-toto predicate of a signed bundle: its modules' identities and names.
+std::string bundle_predicate(const sprov_bundle* b) {
+  std::string j = "{\"modules\":[";
+  for (size_t i = 0; i < sprov_bundle_module_count(b); ++i) {
+    SPROV_OPTS(sprov_bundle_module, m);
+    if (sprov_bundle_module_info(b, i, &m) != 0) continue;
+    j += std::string(i ? "," : "") + "{\"id_kind\":\"" + sprov_bundle_id_kind_name(static_cast<int>(m.id_kind)) +
+         "\",\"id\":\"" + m.id_hex + "\",\"name\":" + json_str(m.name) + ",\"sha256_file\":\"" + m.sha256_file + "\"}";
+  }
+  return j + "]}";
+}
+
+/// Signs the stored bundle `digest` and stores envelope, proof and checkpoint as its sidecars.
+int sign_stored(Store& st, const std::string& digest, const std::string& key, const std::string& log_dir,
+                const std::string& log_key) {
+  Buf blob, env, note, proof;
+  size_t env_len = 0, note_len = 0, proof_len = 0;
+  char* p = nullptr;
+  if (sprov_bundle_store_blob_path(st.s, digest.c_str(), &p, nullptr) != 0) return fail_lib("sign");
+  blob.p = p;
+  Bundle b;
+  if (sprov_bundle_open_file(p, &b.b) != 0) return fail_lib("sign");
+  const std::string predicate = bundle_predicate(b.b);
+  SPROV_OPTS(sprov_sign_opts, so, .subject_name = digest.c_str(),
+             .predicate_type = "https://stackprov.dev/symbol-bundle/v1", .predicate_json = predicate.c_str());
+  if (sprov_dsse_sign_file(key.c_str(), p, &so, &p, &env_len) != 0) return fail_lib("sign --sign '" + key + "'");
+  env.p = p;
+  sprov_tlog* log = nullptr;
+  if (sprov_tlog_open(log_dir.c_str(), &log) != 0) return fail_lib("sign --log '" + log_dir + "'");
+  struct LogCloser {
+    sprov_tlog* l;
+    ~LogCloser() { sprov_tlog_free(l); }
+  } closer{log};
+  // The same bundle signed again gives the same envelope (RFC 6979): one log entry.
+  uint64_t index = 0;
+  if (sprov_tlog_find(log, env.p, env_len, &index) != 0) {
+    if (sprov_last_error() != SPROV_ERR_NOT_FOUND) return fail_lib("sign: log '" + log_dir + "'");
+    const void* entries[1] = {env.p};
+    const size_t lens[1] = {env_len};
+    if (sprov_tlog_append(log, entries, lens, 1, &index) != 0) return fail_lib("sign: log append '" + log_dir + "'");
+  }
+  if (sprov_tlog_checkpoint(log, log_key.c_str(), &p, &note_len) != 0)
+    return fail_lib("sign: checkpoint of '" + log_dir + "' with --log-key '" + log_key + "'");
+  note.p = p;
+  if (sprov_tlog_prove(log, index, &p, &proof_len) != 0) return fail_lib("sign: proof of entry " + std::to_string(index));
+  proof.p = p;
+  if (sprov_bundle_store_put_sidecar(st.s, digest.c_str(), "dsse.json", env.p, env_len) != 0 ||
+      sprov_bundle_store_put_sidecar(st.s, digest.c_str(), "tlog-proof", proof.p, proof_len) != 0 ||
+      sprov_bundle_store_put_sidecar(st.s, digest.c_str(), "checkpoint", note.p, note_len) != 0)
+    return fail_lib("sign");
+  fprintf(stderr, "stackprov bundle: signed %s, log '%s' entry %" PRIu64 "\n", digest.c_str(), log_dir.c_str(), index);
+  return 0;
+}
+
+int cmd_build(int argc, char** argv) {
+  std::vector<std::string> files, dirs;
+  std::string out, name, store_dir, key, log_dir, log_key;
+  bool has_store = false, include_debug = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](std::string* dst) {
+      if (i + 1 >= argc) return false;
+      *dst = argv[++i];
+      return true;
+    };
+    if (a == "--out") {
+      if (!value(&out)) return usage("--out needs a value");
+    } else if (a == "--name") {
+      if (!value(&name)) return usage("--name needs a value");
+    } else if (a == "--store") {
+      if (!value(&store_dir)) return usage("--store needs a value");
+      has_store = true;
+    } else if (a == "--sign") {
+      if (!value(&key)) return usage("--sign needs a KEY");
+    } else if (a == "--log") {
+      if (!value(&log_dir)) return usage("--log needs a DIR");
+    } else if (a == "--log-key") {
+      if (!value(&log_key)) return usage("--log-key needs a LOGKEY");
+    } else if (a == "--include-debug") {
+      include_debug = true;
+    } else if (a == "--debug-file-directory") {
+      std::string d;
+      if (!value(&d)) return usage("--debug-file-directory needs a value");
+      dirs.push_back(d);
+    } else if (a.rfind("--", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.empty()) return usage("build needs a FILE");
+  if (!name.empty() && files.size() != 1) return usage("--name names one module: give one FILE");
+  if (!key.empty() && log_dir.empty()) return usage("--sign KEY needs --log DIR (the transparency log)");
+  if (key.empty() && (!log_dir.empty() || !log_key.empty())) return usage("--log and --log-key go with --sign KEY");
+  if (log_key.empty()) log_key = key;
+  const bool to_store = has_store || !key.empty();
+
+  std::vector<const char*> paths, dirp;
+  for (const auto& f : files) paths.push_back(f.c_str());
+  for (const auto& d : dirs) dirp.push_back(d.c_str());
+  const char* names[1] = {name.c_str()};
+  Progress prog;
+  const bool show = isatty(STDERR_FILENO) && total_size(files) >= kProgressMinBytes;
+  SPROV_OPTS(sprov_bundle_build_opts, o, .names = name.empty() ? nullptr : names,
+             .debug_dirs = dirp.empty() ? nullptr : dirp.data(), .debug_dir_count = dirp.size(),
+             .flags = include_debug ? uint32_t{SPROV_BUNDLE_INCLUDE_DEBUG} : 0u, .reserved = 0,
+             .progress = show ? &Progress::report : nullptr, .progress_ctx = &prog);
+  Buf bytes;
+  size_t len = 0;
+  char digest[SPROV_DIGEST_STRLEN];
+  if (sprov_bundle_build(paths.data(), paths.size(), &o, &bytes.p, &len, digest, sizeof digest) != 0) return fail_lib();
+  std::string err;
+  if (!out.empty() || !to_store) {
+    if (out.empty()) {
+      const size_t slash = files[0].rfind('/');
+      out = (slash == std::string::npos ? files[0] : files[0].substr(slash + 1)) + ".sbundle";
+    }
+    if (!write_file(out, bytes.p, len, &err)) return fail(err);
+  }
+  if (to_store) {
+    Store st;
+    if (int rc = open_store(store_dir, true, &st)) return rc;
+    if (sprov_bundle_store_put(st.s, bytes.p, len, digest, sizeof digest) != 0) return fail_lib();
+    if (!key.empty())
+      if (int rc = sign_stored(st, digest, key, log_dir, log_key)) return rc;
+  }
+  printf("%s\n", digest);
+  return 0;
+}
+
+// --------------------------------------------------------------- inspect
+
 int cmd_inspect(int argc, char** argv) {
-  std::string file;
+  std::string arg, store_dir;
   bool json = false;
   for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json") json = true;
-    else if (a.rfind("--", 0) == 0) return usage("unknown option '" + a + "'");
-    else if (file.empty()) file = a;
-    else return usage("unexpected argument '" + a + "' (inspect takes one BUNDLE)");
+    const std::string a = argv[i];
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--store") {
+      if (i + 1 >= argc) return usage("--store needs a value");
+      store_dir = argv[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else if (arg.empty()) {
+      arg = a;
+    } else {
+      return usage("unexpected argument '" + a + "' (inspect takes one BUNDLE)");
+    }
   }
-  if (file.empty()) return usage("inspect needs a BUNDLE");
-  auto r = bundle::BundleReader::open_file(file);
-  if (!r) return fail(r.error().message);
-  const auto& mods = r.value().modules();
-  const std::string digest = evidence::digest_string(evidence::sha256(r.value().data(), r.value().size()));
+  if (arg.empty()) return usage("inspect needs a BUNDLE");
+  Bundle b;
+  if (int rc = open_bundle_arg(arg, store_dir, &b)) return rc;
+  char digest[SPROV_DIGEST_STRLEN];
+  if (sprov_bundle_digest(b.b, digest, sizeof digest) != 0) return fail_lib();
+  const size_t n = sprov_bundle_module_count(b.b);
+  const unsigned long long size = sprov_bundle_size(b.b);
+  std::vector<sprov_bundle_module> mods(n);
+  for (size_t i = 0; i < n; ++i) {
+    mods[i].sz = sizeof mods[i];
+    if (sprov_bundle_module_info(b.b, i, &mods[i]) != 0) return fail_lib();
+  }
   if (json) {
-    printf("{\"bundle\":%s,\"size\":%zu,\"modules\":[", json_str(digest).c_str(), r.value().size());
-    for (size_t i = 0; i < mods.size(); ++i) {
+    printf("{\"bundle\":%s,\"size\":%llu,\"modules\":[", json_str(digest).c_str(), size);
+    for (size_t i = 0; i < n; ++i) {
       const auto& m = mods[i];
       printf("%s{\"id_kind\":\"%s\",\"id\":\"%s\",\"name\":%s,\"sha256_file\":\"%s\",\"sha256_debug\":\"%s\","
-             "\"ranges\":%" PRIu64 ",\"return_pads\":%" PRIu64 ",\"unwind_rows\":%" PRIu64 ",\"debug_blob\":%zu}",
-             i ? "," : "", kind_name(m.id_kind), hex_of(m.id.data(), m.id.size()).c_str(), json_str(m.name).c_str(),
-             hex_of(m.sha256_file.data(), 32).c_str(), hex_of(m.sha256_debug.data(), 32).c_str(), m.range_count,
-             m.pad_count, m.unwind_count, m.debug_blob.size());
+             "\"ranges\":%" PRIu64 ",\"return_pads\":%" PRIu64 ",\"unwind_rows\":%" PRIu64 ",\"debug_blob\":%" PRIu64 "}",
+             i ? "," : "", sprov_bundle_id_kind_name(static_cast<int>(m.id_kind)), m.id_hex, json_str(m.name).c_str(),
+             m.sha256_file, m.sha256_debug, m.range_count, m.pad_count, m.unwind_row_count, m.debug_blob_size);
     }
     printf("]}\n");
     return 0;
   }
-  printf("bundle %s (%zu bytes, %zu module%s)\n", digest.c_str(), r.value().size(), mods.size(),
-         mods.size() == 1 ? "" : "s");
+  printf("bundle %s (%llu bytes, %zu module%s)\n", digest, size, n, n == 1 ? "" : "s");
   for (const auto& m : mods) {
-    printf("module %s %s name %s\n", kind_name(m.id_kind), hex_of(m.id.data(), m.id.size()).c_str(),
-           std::string(m.name).c_str());
-    printf("  sha256_file  %s\n  sha256_debug %s\n", hex_of(m.sha256_file.data(), 32).c_str(),
-           hex_of(m.sha256_debug.data(), 32).c_str());
-    printf("  ranges %" PRIu64 " return_pads %" PRIu64 " unwind_rows %" PRIu64 " debug_blob %zu bytes\n",
-           m.range_count, m.pad_count, m.unwind_count, m.debug_blob.size());
+    printf("module %s %s name %s\n", sprov_bundle_id_kind_name(static_cast<int>(m.id_kind)), m.id_hex, m.name);
+    printf("  sha256_file  %s\n  sha256_debug %s\n", m.sha256_file, m.sha256_debug);
+    printf("  ranges %" PRIu64 " return_pads %" PRIu64 " unwind_rows %" PRIu64 " debug_blob %" PRIu64 " bytes\n",
+           m.range_count, m.pad_count, m.unwind_row_count, m.debug_blob_size);
   }
   return 0;
 }
+
+// ------------------------------------------------------- lookup, unwind
 
 bool parse_addr(const std::string& s, uint64_t* out) {
   if (s.empty() || s[0] == '-' || s[0] == '+') return false;
@@ -207,45 +369,41 @@ bool parse_addr(const std::string& s, uint64_t* out) {
   return errno == 0 && end && *end == '\0' && end != (hex ? s.c_str() + 2 : s.c_str());
 }
 
-/// What `lookup` and `unwind` share: BUNDLE [--build-id HEX] ADDRESS..., the bundle opened and
-/// its module chosen (by build-id, or the only one). Addresses stay text: each is checked when
-/// its turn comes, after the answers before it are printed.
+/// What `lookup` and `unwind` share: BUNDLE [--store DIR] [--build-id HEX] ADDRESS..., the
+/// bundle opened and its module chosen (by build-id, or the only one). Addresses stay text:
+/// each is checked when its turn comes, after the answers before it are printed.
 struct ModuleQuery {
-  std::optional<bundle::BundleReader> reader;
+  Bundle bundle;
   size_t module = 0;
   std::vector<std::string> addrs;
 };
 
 /// 0 with *q filled, or the exit code of the error it printed.
 int open_query(int argc, char** argv, const char* verb, ModuleQuery* q) {
-  std::string file, build_id;
+  std::string arg, build_id, store_dir;
   for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--build-id") {
-      if (i + 1 >= argc) return usage("--build-id needs a value");
-      build_id = argv[++i];
+    const std::string a = argv[i];
+    if (a == "--build-id" || a == "--store") {
+      if (i + 1 >= argc) return usage(a + " needs a value");
+      (a == "--store" ? store_dir : build_id) = argv[++i];
     } else if (a.rfind("--", 0) == 0) {
       return usage("unknown option '" + a + "'");
-    } else if (file.empty()) {
-      file = a;
+    } else if (arg.empty()) {
+      arg = a;
     } else {
       q->addrs.push_back(a);
     }
   }
-  if (file.empty()) return usage(std::string(verb) + " needs a BUNDLE");
-  auto r = bundle::BundleReader::open_file(file);
-  if (!r) return fail(r.error().message);
-  const bundle::BundleReader& reader = q->reader.emplace(std::move(r).value());
+  if (arg.empty()) return usage(std::string(verb) + " needs a BUNDLE");
+  if (int rc = open_bundle_arg(arg, store_dir, &q->bundle)) return rc;
+  const size_t n = sprov_bundle_module_count(q->bundle.b);
   if (!build_id.empty()) {
-    const BuildId id = BuildId::from_hex(build_id);
-    if (id.empty()) return usage("--build-id '" + build_id + "' is not a hex build-id");
-    const bundle::ModuleView* m =
-        reader.find_module(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len));
-    if (!m) return fail("no module with build-id " + build_id + " in '" + file + "'");
-    q->module = m->index;
-  } else if (reader.modules().size() != 1) {
-    return usage("'" + file + "' holds " + std::to_string(reader.modules().size()) +
-                 " modules: name one with --build-id");
+    if (sprov_bundle_find_module(q->bundle.b, SPROV_BUNDLE_ID_ELF_BUILD_ID, build_id.c_str(), &q->module) != 0)
+      return sprov_last_error() == SPROV_ERR_INVALID_ARG
+                 ? usage("--build-id '" + build_id + "' is not a hex build-id")
+                 : fail("no module with build-id " + build_id + " in '" + arg + "'");
+  } else if (n != 1) {
+    return usage("'" + arg + "' holds " + std::to_string(n) + " modules: name one with --build-id");
   }
   return 0;
 }
@@ -253,84 +411,113 @@ int open_query(int argc, char** argv, const char* verb, ModuleQuery* q) {
 int cmd_lookup(int argc, char** argv) {
   ModuleQuery q;
   if (int rc = open_query(argc, argv, "lookup", &q)) return rc;
-  const bundle::BundleReader& reader = *q.reader;
-  const size_t module = q.module;
-  const std::vector<std::string>& addrs = q.addrs;
-  for (const std::string& s : addrs) {
+  for (const std::string& s : q.addrs) {
     uint64_t addr = 0;
     if (!parse_addr(s, &addr)) return usage("'" + s + "' is not an address (hex with 0x, or decimal)");
-    auto chain = reader.lookup(module, addr);
-    if (!chain) return fail(chain.error().message);
-    const auto& v = chain.value();
-    if (v.empty()) printf("??\n??:0:0\n");
-    for (size_t i = v.size(); i-- > 0;) {
-      const bundle::FrameView& f = v[i];
-      printf("%s\n%s:%u:%u\n", f.function.empty() ? "??" : std::string(f.function).c_str(),
-             f.file.empty() ? "??" : std::string(f.file).c_str(), f.line, f.column);
+    sprov_bundle_chain* chain = nullptr;
+    if (sprov_bundle_lookup(q.bundle.b, q.module, addr, &chain) != 0) return fail_lib();
+    if (chain->count == 0) printf("??\n??:0:0\n");
+    for (size_t i = 0; i < chain->count; ++i) {  // innermost first
+      const sprov_bundle_frame& f = chain->frames[i];
+      printf("%s\n%s:%u:%u\n", *f.function ? f.function : "??", *f.file ? f.file : "??", f.line, f.column);
     }
     printf("\n");
+    sprov_free(chain);
   }
   fflush(stdout);
   return 0;
-}
-
-std::string reg_name(uint8_t r, bool x86_64) {
-  static const char* const kX86[17] = {"RAX", "RDX", "RCX", "RBX", "RSI", "RDI", "RBP", "RSP", "R8",
-                                       "R9",  "R10", "R11", "R12", "R13", "R14", "R15", "RIP"};
-  if (x86_64 && r < 17) return kX86[r];
-  char b[8];
-  snprintf(b, sizeof b, "r%u", static_cast<unsigned>(r));
-  return b;
-}
-
-std::string signed_off(int64_t v, bool omit_zero) {
-  if (v == 0 && omit_zero) return "";
-  char b[24];
-  snprintf(b, sizeof b, "%+lld", static_cast<long long>(v));
-  return b;
-}
-
-/// The row in llvm-dwarfdump-14's notation (registers by number, the return address last).
-std::string row_text(const bundle::UnwindRowRecord& r, int addr_size, bool x86_64) {
-  switch (r.kind) {
-    case bundle::UnwindRowRecord::kEndOfStack: return "end-of-stack";
-    case bundle::UnwindRowRecord::kFull: return "full";
-    case bundle::UnwindRowRecord::kNoInfo: return "none";
-    default: break;
-  }
-  std::string s = "CFA=" + reg_name(r.cfa_reg, x86_64) + signed_off(r.cfa_off, true) + ":";
-  std::vector<std::pair<uint8_t, int8_t>> saved;
-  for (int i = 0; i < r.nsaved && i < bundle::kMaxSavedRegs; ++i) saved.emplace_back(r.saved_reg[i], r.saved_off[i]);
-  std::sort(saved.begin(), saved.end());
-  const char* sep = " ";
-  for (const auto& [reg, off] : saved) {
-    s += sep + reg_name(reg, x86_64) + "=[CFA" + signed_off(int64_t{off} * addr_size, true) + "]";
-    sep = ", ";
-  }
-  if (r.ra_kind == bundle::UnwindRowRecord::kRaAtCfa)
-    s += sep + reg_name(r.ra_reg, x86_64) + "=[CFA" + signed_off(int64_t{r.ra_off} * addr_size, true) + "]";
-  else if (r.ra_kind == bundle::UnwindRowRecord::kRaSameValue)
-    s += sep + reg_name(r.ra_reg, x86_64) + "=same";
-  return s;
 }
 
 int cmd_unwind(int argc, char** argv) {
   ModuleQuery q;
   if (int rc = open_query(argc, argv, "unwind", &q)) return rc;
-  const bundle::BundleReader& reader = *q.reader;
-  const size_t module = q.module;
-  const std::vector<std::string>& addrs = q.addrs;
-  // The bundle does not record the architecture: x86_64 names and 8-byte words unless
-  // the rows use registers x86_64 does not have (printed by number either way).
-  for (const std::string& s : addrs) {
+  for (const std::string& s : q.addrs) {
     uint64_t addr = 0;
     if (!parse_addr(s, &addr)) return usage("'" + s + "' is not an address (hex with 0x, or decimal)");
-    auto row = reader.unwind_row(module, addr);
-    if (!row) return fail(row.error().message);
-    printf("%s\n", row.value().found ? row_text(row.value().row, 8, true).c_str() : "none");
+    char* text = nullptr;
+    if (sprov_bundle_unwind_row_text(q.bundle.b, q.module, addr, &text, nullptr) != 0) return fail_lib();
+    printf("%s\n", text);
+    sprov_free(text);
   }
   fflush(stdout);
   return 0;
+}
+
+// ---------------------------------------------------------------- export
+
+int cmd_export(int argc, char** argv) {
+  std::string arg, format, out, build_id, store_dir;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string* dst = a == "--format"     ? &format
+                       : a == "--out"      ? &out
+                       : a == "--build-id" ? &build_id
+                       : a == "--store"    ? &store_dir
+                                           : nullptr;
+    if (dst) {
+      if (i + 1 >= argc) return usage(a + " needs a value");
+      *dst = argv[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      return usage("unknown option '" + a + "'");
+    } else if (arg.empty()) {
+      arg = a;
+    } else {
+      return usage("unexpected argument '" + a + "' (export takes one BUNDLE)");
+    }
+  }
+  if (arg.empty()) return usage("export needs a BUNDLE");
+  if (format != "symbol-index-json" && format != "symbfile")
+    return usage("export needs --format symbol-index-json or --format symbfile");
+  Bundle b;
+  if (int rc = open_bundle_arg(arg, store_dir, &b)) return rc;
+  size_t module = 0;
+  const bool one = !build_id.empty();
+  if (one && sprov_bundle_find_module(b.b, SPROV_BUNDLE_ID_ELF_BUILD_ID, build_id.c_str(), &module) != 0)
+    return sprov_last_error() == SPROV_ERR_INVALID_ARG ? usage("--build-id '" + build_id + "' is not a hex build-id")
+                                                       : fail("no module with build-id " + build_id + " in '" + arg + "'");
+  const size_t n = sprov_bundle_module_count(b.b);
+  if (format == "symbfile" && !one && n != 1)
+    return usage("'" + arg + "' holds " + std::to_string(n) + " modules and a symbfile holds one: name it with --build-id");
+  Buf bytes;
+  size_t len = 0;
+  const int fmt = format == "symbfile" ? SPROV_BUNDLE_EXPORT_SYMBFILE : SPROV_BUNDLE_EXPORT_SYMBOL_INDEX_JSON;
+  if (sprov_bundle_export(b.b, fmt, one ? &module : nullptr, &bytes.p, &len) != 0) return fail_lib();
+  FILE* f = out.empty() ? stdout : fopen(out.c_str(), "wb");
+  if (!f) return fail("cannot create '" + out + "': " + strerror(errno));
+  const bool ok = fwrite(bytes.p, 1, len, f) == len;
+  if ((f == stdout ? fflush(f) : fclose(f)) != 0 || !ok)
+    return fail("cannot write '" + (out.empty() ? std::string("stdout") : out) + "': " + strerror(errno));
+  return 0;
+}
+
+// ------------------------------------------------------------------ fsck
+
+int cmd_fsck(int argc, char** argv) {
+  std::string store_dir;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--store") {
+      if (i + 1 >= argc) return usage("--store needs a value");
+      store_dir = argv[++i];
+    } else {
+      return usage("unexpected argument '" + a + "' (fsck takes [--store DIR])");
+    }
+  }
+  Store st;
+  if (int rc = open_store(store_dir, false, &st)) return rc;
+  char* report = nullptr;
+  size_t errors = 0;
+  if (sprov_bundle_store_fsck(st.s, &report, nullptr, &errors) != 0) return fail_lib("fsck");
+  // Errors and the summary on stdout, warnings on stderr.
+  for (char *line = report, *nl; *line; line = nl + 1) {
+    nl = strchr(line, '\n');
+    if (!nl) break;
+    *nl = '\0';
+    fprintf(strncmp(line, "warning ", 8) == 0 ? stderr : stdout, "%s\n", line);
+  }
+  sprov_free(report);
+  printf("%s: %s\n", sprov_bundle_store_dir(st.s), errors ? "ERRORS" : "clean");
+  return errors ? 1 : 0;
 }
 
 int cmd_bundle(int argc, char** argv) {
@@ -348,9 +535,11 @@ int cmd_bundle(int argc, char** argv) {
   if (sub == "inspect") return cmd_inspect(argc, argv);
   if (sub == "lookup") return cmd_lookup(argc, argv);
   if (sub == "unwind") return cmd_unwind(argc, argv);
-  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup or unwind)");
+  if (sub == "export") return cmd_export(argc, argv);
+  if (sub == "fsck") return cmd_fsck(argc, argv);
+  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup, unwind, export or fsck)");
 }
 
 }  // namespace
 
-STACKPROV_COMMAND("bundle", "symbol bundles: build one for an ELF file, inspect it, look addresses and unwind rows up in it", cmd_bundle);
+STACKPROV_COMMAND("bundle", "symbol bundles: build them (into a store, signed), inspect, look addresses and unwind rows up, fsck the store", cmd_bundle);

@@ -434,16 +434,34 @@ int cmd_log(int argc, char** argv) {
 
 // ------------------------------------------------------------ trace-verify
 
+/// A path the C ABI returned (released with sprov_free), or "".
+std::string take_path(char* p) {
+  std::string s = p ? p : "";
+  sprov_free(p);
+  return s;
+}
+
+int trace_verify_fail(const std::string& check, const char* msg) {
+  fprintf(stderr, "trace-verify: FAIL %s: %s\n", check.c_str(), msg);
+  return kExitFail;
+}
+
 int cmd_trace_verify(int argc, char** argv) {
-  Args a(argc, argv, {"bundle", "envelope", "artifact", "key", "threshold", "trusted-root", "log", "proof"},
+  Args a(argc, argv, {"bundle", "envelope", "artifact", "key", "threshold", "trusted-root", "log", "proof", "store"},
          {"dsse", "rekor"});
   if (a.help) {
-    printf("usage: stackprov trace-verify --bundle sha256:HEX --envelope ENVELOPE [--artifact FILE]\n"
+    printf("usage: stackprov trace-verify --bundle sha256:HEX [--envelope ENVELOPE] [--artifact FILE] [--store DIR]\n"
            "                              [--dsse --key PUB [--key PUB]... [--threshold N]]\n"
-           "                              [--rekor [--trusted-root FILE] (--log DIR | --proof PROOF)]\n\n"
+           "                              [--rekor [--trusted-root FILE] [--log DIR | --proof PROOF]]\n\n"
            "Offline verification of a content-addressed file's provenance:\n"
            "  --bundle sha256:HEX  the file's digest; ENVELOPE's in-toto statement must name it\n"
            "  --artifact FILE      also check that FILE hashes to that digest\n"
+           "  --store DIR          a symbol-bundle store (doc/bundles.md; default as 'stackprov bundle'):\n"
+           "                       without --envelope, the bundle's blob is re-hashed (as --artifact),\n"
+           "                       the envelope is its 'dsse.json' sidecar and, for --rekor without\n"
+           "                       --log/--proof, the proof its 'tlog-proof' sidecar. The store only\n"
+           "                       supplies data: the keys are pinned by --key and --trusted-root,\n"
+           "                       which is then required.\n"
            "  --dsse               verify the DSSE signatures: at least N (default 1) distinct\n"
            "                       keys among the --key files (PEM/DER public keys or certificates)\n"
            "  --rekor              verify that ENVELOPE (its exact bytes) is an entry of a\n"
@@ -458,7 +476,6 @@ int cmd_trace_verify(int argc, char** argv) {
   if (!a.error.empty()) return usage_error("trace-verify", a.error);
   if (!a.pos.empty()) return usage_error("trace-verify", "unexpected argument '" + a.pos[0] + "'");
   if (!a.has("bundle")) return usage_error("trace-verify", "--bundle sha256:HEX is required");
-  if (!a.has("envelope")) return usage_error("trace-verify", "--envelope ENVELOPE is required");
   bool dsse = a.has("dsse"), rekor = a.has("rekor");
   if (!dsse && !rekor) return usage_error("trace-verify", "nothing to verify: give --dsse, --rekor or both");
   auto keys = a.all("key");
@@ -466,14 +483,52 @@ int cmd_trace_verify(int argc, char** argv) {
   uint64_t threshold = 1;
   if (a.has("threshold") && (!parse_uint(a.get("threshold"), &threshold) || threshold == 0 || threshold > 256))
     return usage_error("trace-verify", std::string("--threshold '") + a.get("threshold") + "' is not an integer in 1..256");
-  if (rekor && !a.has("log") && !a.has("proof")) return usage_error("trace-verify", "--rekor needs --log DIR or --proof PROOF");
+  // Without --envelope the evidence comes from the bundle store (sidecars of the blob).
+  const bool from_store = !a.has("envelope");
+  const bool store_proof = rekor && !a.has("log") && !a.has("proof");
+  if (!from_store && rekor && !a.has("log") && !a.has("proof"))
+    return usage_error("trace-verify", "--rekor needs --log DIR or --proof PROOF (or the store: no --envelope)");
+  if (from_store && store_proof && !a.has("trusted-root"))
+    return usage_error("trace-verify", "--rekor with the store's proof needs --trusted-root FILE (the log's pinned "
+                                       "trusted_root.json: a store never vouches for itself)");
+  std::string artifact = a.has("artifact") ? a.get("artifact") : "";
+  std::string envelope = a.has("envelope") ? a.get("envelope") : "";
+  std::string proof = a.has("proof") ? a.get("proof") : "";
+  if (from_store) {
+    sprov_bundle_store* st = nullptr;
+    if (sprov_bundle_store_open(a.get("store"), 0, &st) != 0) return trace_verify_fail("store", sprov_last_error_message());
+    char* p = nullptr;
+    int rc = 0;
+    std::string check;
+    if (artifact.empty()) {
+      rc = sprov_bundle_store_blob_path(st, a.get("bundle"), &p, nullptr);
+      artifact = take_path(rc == 0 ? p : nullptr);
+      check = "artifact-digest";
+    }
+    if (rc == 0) {
+      rc = sprov_bundle_store_sidecar_path(st, a.get("bundle"), "dsse.json", &p, nullptr);
+      envelope = take_path(rc == 0 ? p : nullptr);
+      check = "envelope";
+    }
+    if (rc == 0 && store_proof) {
+      rc = sprov_bundle_store_sidecar_path(st, a.get("bundle"), "tlog-proof", &p, nullptr);
+      proof = take_path(rc == 0 ? p : nullptr);
+      check = "log-proof";
+    }
+    if (rc != 0) {
+      std::string msg = sprov_last_error_message();
+      sprov_bundle_store_free(st);
+      return trace_verify_fail(check, msg.c_str());
+    }
+    sprov_bundle_store_free(st);
+  }
   std::vector<const char*> kp;
   for (const auto& k : keys) kp.push_back(k.c_str());
-  SPROV_OPTS(sprov_trace_verify_opts, o, .digest = a.get("bundle"), .artifact_path = a.get("artifact"),
-             .envelope_path = a.get("envelope"), .check_dsse = dsse, .check_log = rekor,
+  SPROV_OPTS(sprov_trace_verify_opts, o, .digest = a.get("bundle"), .artifact_path = artifact.empty() ? nullptr : artifact.c_str(),
+             .envelope_path = envelope.c_str(), .check_dsse = dsse, .check_log = rekor,
              .key_paths = kp.empty() ? nullptr : kp.data(), .key_count = kp.size(),
              .threshold = static_cast<uint32_t>(threshold), .reserved = 0, .trusted_root_path = a.get("trusted-root"),
-             .log_dir = a.get("log"), .proof_path = a.get("proof"));
+             .log_dir = a.get("log"), .proof_path = proof.empty() ? nullptr : proof.c_str());
   char* report = nullptr;
   size_t len = 0;
   if (sprov_trace_verify(&o, &report, &len) != 0) {

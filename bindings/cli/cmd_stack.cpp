@@ -16,9 +16,11 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stackprov stack --pid PID [--tid TID] [--max-frames N] [--json] [--no-lines]\n"
-    "       stackprov stack --core FILE [--exe PATH] [--sysroot DIR] [--tid TID]\n"
-    "                       [--max-frames N] [--json] [--no-lines]\n";
+    "usage: stackprov stack --pid PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]\n"
+    "       stackprov stack --core FILE [--exe PATH] [--sysroot DIR] [--store DIR] [--tid TID]\n"
+    "                       [--max-frames N] [--json] [--no-lines]\n"
+    "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
+    "       (all forms also take --resolvers LIST)\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -33,8 +35,21 @@ constexpr const char* kHelp =
     "\n"
     "Frame 0 is the thread's pc; for the other frames pc is the return address, as eu-stack -p\n"
     "and gdb print it (symbols are looked up at pc-1). The method in brackets says how the\n"
-    "frame was found (context, cfi_eh_frame, cfi_debug_frame, frame_pointer, signal, scan);\n"
-    "the stop line says why the walk ended (end_of_stack, max_frames, no_unwind_info, ...).\n"
+    "frame was found (context, cfi_eh_frame, cfi_debug_frame, cfi_bundle, frame_pointer,\n"
+    "signal, scan, ...); the stop line says why the walk ended (end_of_stack, max_frames,\n"
+    "no_unwind_info, ...).\n"
+    "\n"
+    "Offline (--core FILE --offline): no module file is opened. The module list and every\n"
+    "module's build-id and load address come from the core alone (NT_FILE and the core's copy\n"
+    "of each module's first page); each module is unwound from the unwind rows of its symbol\n"
+    "bundle, found by build-id in the store (method cfi_bundle; see 'stackprov bundle build').\n"
+    "The vDSO is read from the core. A module without a bundle gets a warning; frames through\n"
+    "it are found by the frame pointer when there is one, else the walk stops there\n"
+    "(no_unwind_info). A bundle row that needs the full CFI interpreter (DWARF expressions,\n"
+    "e.g. a signal trampoline) is not in the bundle: that step falls to the next rung too.\n"
+    "A frame whose step met such a row is marked cfi_not_in_bundle (JSON: \"flags\").\n"
+    "With --store but without --offline, module files are used when present and a missing\n"
+    "file falls back to its bundle.\n"
     "\n"
     "A live capture attaches to every thread with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT),\n"
     "copies registers and stacks, and detaches before unwinding: the target is stopped only\n"
@@ -47,15 +62,33 @@ constexpr const char* kHelp =
     "  --tid TID         only the thread TID (default: every thread)\n"
     "  --exe PATH        with --core: the main program's file (default: its path in the core)\n"
     "  --sysroot DIR     with --core: look up every module file under DIR\n"
+    "  --offline         with --core: use no module file, only the core and bundles (not with\n"
+    "                    --exe)\n"
+    "  --store DIR       the bundle store (with --offline the default is $STACKPROV_STORE, else\n"
+    "                    $XDG_DATA_HOME/stackprov/store, else ~/.local/share/stackprov/store;\n"
+    "                    without --offline and --store: no store). Without --offline: bundles\n"
+    "                    stand in for module files that are missing, and name the frames of the\n"
+    "                    modules they hold (before DWARF: doc/bundles.md \"Resolver policy\")\n"
     "  --max-frames N    at most N frames per thread, 1 to 65536 (default 256)\n"
     "  --json            one JSON object instead of text:\n"
     "                    {\"pid\":n,\"threads\":[{\"tid\":n,\"frames\":[{\"index\",\"pc\",\"sp\",\n"
     "                    \"cfa\",\"module\",\"build_id\",\"module_offset\",\"function\",\n"
-    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"method\",\n"
-    "                    \"file\",\"line\",\"column\",\"inlined\":[{\"function\",\"linkage_name\",\n"
-    "                    \"file\",\"line\",\"column\"}]}],\"stop_reason\"}]}  (addresses as \"0x...\"\n"
+    "                    \"linkage_name\",\"function_offset\",\"resolver\",\"source\",\"bundle\",\"method\",\n"
+    "                    \"resolved_function\",\"file\",\"line\",\"column\",\"inlined\":[{\"function\",\n"
+    "                    \"linkage_name\",\"file\",\"line\",\"column\"}]}],\"stop_reason\"}]}\n"
+    "                    (addresses as \"0x...\"\n"
     "                    strings; file/line/column are the physical function's location,\n"
-    "                    inlined lists the functions inlined into it, innermost first)\n"
+    "                    inlined lists the functions inlined into it, innermost first;\n"
+    "                    resolver is the step of the resolver policy that named the frame:\n"
+    "                    bundle, dwarf, debuginfod, symtab, dynsym or none (with --no-lines:\n"
+    "                    the symbol tables' answer), source the file, debuginfod URL or\n"
+    "                    sha256:HEX of the bundle, bundle that sha256:HEX or \"\";\n"
+    "                    function/linkage_name/function_offset are the symbol tables' (empty\n"
+    "                    offline), resolved_function the physical function as the resolver\n"
+    "                    named it, e.g. from a bundle offline)\n"
+    "  --resolvers LIST  resolver policy, comma-separated from debuginfod, bundle, dwarf,\n"
+    "                    symtab, dynsym, demangle (default debuginfod,bundle,dwarf,symtab,dynsym,\n"
+    "                    demangle)\n"
     "  --no-lines        function names only: no DWARF source lines or inline chains\n"
     "  -h, --help        this text\n"
     "\n"
@@ -94,6 +127,9 @@ struct StackArgs {
   const char* exe = nullptr;
   const char* sysroot = nullptr;
   const char* max_frames = nullptr;
+  const char* store = nullptr;
+  const char* resolvers = nullptr;
+  bool offline = false;
   bool json = false;
   bool lines = true;
 };
@@ -126,13 +162,18 @@ int cmd_stack(int argc, char** argv) {
       a.lines = false;
       continue;
     }
+    if (arg == "--offline") {
+      a.offline = true;
+      continue;
+    }
     struct Valued {
       const char* name;
       const char** slot;
     };
     const Valued valued[] = {{"--pid", &a.pid},         {"--tid", &a.tid},
                              {"--core", &a.core},       {"--exe", &a.exe},
-                             {"--sysroot", &a.sysroot}, {"--max-frames", &a.max_frames}};
+                             {"--sysroot", &a.sysroot}, {"--max-frames", &a.max_frames},
+                             {"--store", &a.store},     {"--resolvers", &a.resolvers}};
     bool matched = false;
     for (const auto& v : valued) {
       const size_t n = strlen(v.name);
@@ -170,11 +211,18 @@ int cmd_stack(int argc, char** argv) {
   if (a.pid && a.exe) return usage_error("--exe '%s' is only valid with --core", a.exe);
   if (a.pid && a.sysroot) return usage_error("--sysroot '%s' is only valid with --core", a.sysroot);
   if (a.core && *a.core == '\0') return usage_error("--core needs a file name");
+  if (a.offline && !a.core) return usage_error("--offline is only valid with --core");
+  if (a.offline && a.exe) return usage_error("--exe '%s' opens a module file: not valid with --offline", a.exe);
+  if (a.store && *a.store == '\0') return usage_error("--store needs a directory");
 
   // Option structs are value-initialised (unnamed fields zero) with their size set.
   sprov_context_opts copts{};
   copts.sz = sizeof(copts);
   copts.sysroot = a.sysroot;
+  // The store: --store DIR, else with --offline the default one ("").
+  copts.bundle_store = a.store ? a.store : a.offline ? "" : nullptr;
+  copts.flags = a.offline ? SPROV_CTX_OFFLINE : 0;
+  copts.resolvers = a.resolvers;
   sprov_context* ctx = nullptr;
   if (int rc = sprov_context_new(&copts, &ctx); rc != 0) {
     return library_error(a.sysroot ? std::string("sysroot '") + a.sysroot + "'" : "context", rc);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // CLI: `stackprov symbolize` — llvm-symbolizer-compatible addresses → functions, lines and inline chains (LLVM/GNU/JSON).
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,6 +18,11 @@ enum class Names { kLinkage, kShort, kNone };
 
 struct Options {
   std::string obj;
+  std::string build_id;   // --build-id: no module file, the bundle step answers
+  std::string resolvers;  // --resolvers LIST ("" = the library default)
+  bool has_store = false;
+  std::string store;      // --store DIR
+  std::string bundle;     // --bundle sha256:HEX|FILE
   bool inlines = true;
   Names names = Names::kLinkage;
   bool demangle = true;
@@ -36,12 +43,28 @@ struct Frame {
 };
 
 const char* kUsage =
-    "usage: stackprov symbolize --obj PATH [options] [ADDRESS...]\n\n"
+    "usage: stackprov symbolize --obj PATH [options] [ADDRESS...]\n"
+    "       stackprov symbolize --build-id HEX [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
     "Symbolizes link-time addresses of PATH like llvm-symbolizer: addresses come from the\n"
     "arguments or, when there are none, from stdin (one per line; 0x hex, 0 octal or decimal).\n"
-    "Resolvers: DWARF of PATH or of its debug file (build-id under the debug directories,\n"
-    ".gnu_debuglink with CRC; identity checked), then PATH's .symtab, else its .dynsym.\n\n"
+    "Resolvers, tried in the order of --resolvers (default\n"
+    "debuginfod,bundle,dwarf,symtab,dynsym,demangle; doc/bundles.md \"Resolver policy\"):\n"
+    "bundle (the symbol bundle of the module's build-id in the store), DWARF of PATH or of its\n"
+    "debug file (build-id under the debug directories, .gnu_debuglink with CRC; identity\n"
+    "checked), then PATH's .symtab, else its .dynsym. Without a store the bundle step is\n"
+    "skipped.\n\n"
     "  --obj, --exe, -e PATH        the module\n"
+    "  --build-id HEX               the module by its ELF build-id, no file: only its bundle\n"
+    "                               answers (error: no bundle for build-id HEX in store DIR)\n"
+    "  --store DIR                  bundle store (default with --build-id: $STACKPROV_STORE,\n"
+    "                               else $XDG_DATA_HOME/stackprov/store, else\n"
+    "                               ~/.local/share/stackprov/store; with --obj: none unless\n"
+    "                               --store or $STACKPROV_STORE is given)\n"
+    "  --bundle sha256:HEX|FILE     answer from this bundle (in the store, or a file) instead\n"
+    "                               of the store's id map; a bundle that does not hold the\n"
+    "                               module is refused, naming both ids\n"
+    "  --resolvers LIST             comma-separated policy from debuginfod, bundle, dwarf,\n"
+    "                               symtab, dynsym, demangle (without demangle: raw names)\n"
     "  --inlines, -i | --no-inlines  print the inline chain (default) or one frame\n"
     "  --functions[=linkage|short|none], -f   function names (default linkage)\n"
     "  --demangle, -C | --no-demangle\n"
@@ -54,13 +77,19 @@ const char* kUsage =
     "                               its alias rule, st_size bounds, PLT stubs as sym@plt, the\n"
     "                               debug file's .symtab), as `stackprov stack` does; default\n"
     "                               --symbols=llvm: exactly llvm-symbolizer-14's choice\n"
-    "  --provenance                 JSON: add Resolver (dwarf, debuginfod+dwarf, symtab,\n"
-    "                               minidebuginfo+symtab, dynsym, none), Source (file or\n"
-    "                               debuginfod URL) and SourceBuildId; other styles: to stderr\n"
+    "  --provenance                 JSON: add Resolver (bundle, dwarf, debuginfod+dwarf,\n"
+    "                               symtab, minidebuginfo+symtab, dynsym, none), Source (file,\n"
+    "                               debuginfod URL or the bundle's sha256:HEX), SourceBuildId\n"
+    "                               and Bundle (sha256:HEX or \"\"); other styles: to stderr\n"
+    "A bundle carries linkage names, file, line, column and inline chains; no start\n"
+    "address/line (StartAddress \"\", StartLine 0) and --functions=short prints linkage names.\n"
     "Split DWARF (.dwo by DW_AT_dwo_name + comp_dir, <obj>.dwp), dwz (.gnu_debugaltlink),\n"
     "MiniDebugInfo (.gnu_debugdata) and debuginfod (DEBUGINFOD_URLS, DEBUGINFOD_CACHE_PATH,\n"
     "DEBUGINFOD_TIMEOUT; only when no local debug file is found) are followed.\n"
-    "  --relative-address           accepted for compatibility (no-op for ELF)\n";
+    "  --relative-address           accepted for compatibility (no-op for ELF)\n"
+    "With --build-id, JSON ModuleName is \"BUILDID:HEX\". Exit status: 0, or 1 when a module\n"
+    "named by --build-id, a --bundle or a --store could not be read (the error once on\n"
+    "stderr, \"??\" answers); 2 for bad options. With --obj alone, as llvm-symbolizer: 0.\n";
 
 bool parse_number(const std::string& tok, uint64_t* out) {
   // llvm StringRef::getAsInteger with radix 0.
@@ -155,13 +184,16 @@ class Runner {
     struct sprov_symbol_info info;
     memset(&info, 0, sizeof(info));
     info.sz = sizeof(info);
-    if (sprov_symbolizer_addr_ex(sym_, o_.obj.c_str(), addr, flags, &info) != 0) {
+    const int rc = o_.build_id.empty() ? sprov_symbolizer_addr_ex(sym_, o_.obj.c_str(), addr, flags, &info)
+                                       : sprov_symbolizer_addr_build_id(sym_, o_.build_id.c_str(), addr, flags, &info);
+    if (rc != 0) {
       *err = sprov_last_error_message();
       return false;
     }
     resolver_ = info.resolver_name ? info.resolver_name : "";
     source_ = info.source_path ? info.source_path : "";
     source_id_ = info.source_build_id ? info.source_build_id : "";
+    bundle_ = info.bundle_digest ? info.bundle_digest : "";
     for (uint32_t i = 0; i < info.frame_count; i++) {
       struct sprov_symbol_frame f;
       memset(&f, 0, sizeof(f));
@@ -221,10 +253,10 @@ class Runner {
   }
 
   std::string json_result(uint64_t addr, const std::vector<Frame>& frames) {
-    std::string o = "{\"Address\":" + json_quote(hex(addr)) + ",\"ModuleName\":" + json_quote(o_.obj);
+    std::string o = "{\"Address\":" + json_quote(hex(addr)) + ",\"ModuleName\":" + json_quote(module_name());
     if (o_.provenance)
       o += ",\"Resolver\":" + json_quote(resolver_) + ",\"Source\":" + json_quote(source_) +
-           ",\"SourceBuildId\":" + json_quote(source_id_);
+           ",\"SourceBuildId\":" + json_quote(source_id_) + ",\"Bundle\":" + json_quote(bundle_);
     o += ",\"Symbol\":[";
     for (size_t i = 0; i < frames.size(); i++) {
       const Frame& f = frames[i];
@@ -237,10 +269,12 @@ class Runner {
     return o + "]}";
   }
 
+  std::string module_name() const { return o_.build_id.empty() ? o_.obj : "BUILDID:" + o_.build_id; }
+
   std::string json_error(const std::string& msg, const uint64_t* addr) {
     std::string o = "{";
     if (addr) o += "\"Address\":" + json_quote(hex(*addr)) + ",";
-    return o + "\"Error\":{\"Message\":" + json_quote(msg) + "},\"ModuleName\":" + json_quote(o_.obj) + "}";
+    return o + "\"Error\":{\"Message\":" + json_quote(msg) + "},\"ModuleName\":" + json_quote(module_name()) + "}";
   }
 
   /// One input; JSON text is returned (the caller frames it), plain text is printed.
@@ -256,23 +290,28 @@ class Runner {
     if (!resolve(addr, &frames, &err)) {
       if (!reported_) fprintf(stderr, "stackprov symbolize: %s\n", err.c_str());
       reported_ = true;
+      failed_ = true;
       if (o_.style == Style::kJson) return json_error(err, &addr);
       print_plain(std::vector<Frame>(1));
       return {};
     }
     if (o_.style == Style::kJson) return json_result(addr, frames);
     if (o_.provenance)
-      fprintf(stderr, "%s: resolver %s, source %s, build-id %s\n", hex(addr).c_str(), resolver_.c_str(),
-              source_.c_str(), source_id_.c_str());
+      fprintf(stderr, "%s: resolver %s, source %s, build-id %s, bundle %s\n", hex(addr).c_str(), resolver_.c_str(),
+              source_.c_str(), source_id_.c_str(), bundle_.empty() ? "-" : bundle_.c_str());
     print_plain(frames);
     return {};
   }
 
+ public:
+  bool failed() const { return failed_; }
+
  private:
+  bool failed_ = false;
   const Options& o_;
   sprov_symbolizer* sym_;
   bool reported_ = false;
-  std::string resolver_, source_, source_id_;
+  std::string resolver_, source_, source_id_, bundle_;
 };
 
 int usage(const std::string& msg) {
@@ -307,6 +346,19 @@ int cmd_symbolize(int argc, char** argv) {
       return 0;
     } else if (name == "--obj" || name == "--exe" || name == "-e") {
       if (!need(&o.obj)) return usage("option '" + name + "' needs a value");
+    } else if (name == "--build-id") {
+      if (!need(&o.build_id)) return usage("--build-id needs a value");
+      bool ok = !o.build_id.empty() && o.build_id.size() % 2 == 0 && o.build_id.size() <= 128;
+      for (char ch : o.build_id) ok = ok && isxdigit(static_cast<unsigned char>(ch));
+      if (!ok) return usage("--build-id '" + o.build_id + "' is not an even number (2 to 128) of hex digits");
+    } else if (name == "--store") {
+      if (!need(&o.store)) return usage("--store needs a value");
+      if (o.store.empty()) return usage("--store needs a directory");
+      o.has_store = true;
+    } else if (name == "--bundle") {
+      if (!need(&o.bundle)) return usage("--bundle needs a value");
+    } else if (name == "--resolvers") {
+      if (!need(&o.resolvers)) return usage("--resolvers needs a value");
     } else if (name == "--inlines" || name == "-i") {
       o.inlines = true;
     } else if (name == "--no-inlines") {
@@ -352,7 +404,17 @@ int cmd_symbolize(int argc, char** argv) {
       o.addrs.push_back(a);
     }
   }
-  if (o.obj.empty()) return usage("--obj PATH is required");
+  if (o.obj.empty() && o.build_id.empty()) return usage("--obj PATH or --build-id HEX is required");
+  if (!o.obj.empty() && !o.build_id.empty())
+    return usage("give either --obj '" + o.obj + "' or --build-id '" + o.build_id + "', not both");
+  if (!o.has_store) {
+    if (const char* env = getenv("STACKPROV_STORE"); env != nullptr && *env) {
+      o.store = env;
+      o.has_store = true;
+    } else if (!o.build_id.empty()) {
+      o.has_store = true;  // "" = the default store directory
+    }
+  }
 
   std::string dirs;
   for (const auto& d : o.debug_dirs) dirs += (dirs.empty() ? "" : ":") + d;
@@ -360,6 +422,8 @@ int cmd_symbolize(int argc, char** argv) {
   memset(&copts, 0, sizeof(copts));
   copts.sz = sizeof(copts);
   copts.debug_dirs = o.debug_dirs.empty() ? nullptr : dirs.c_str();
+  copts.bundle_store = o.has_store ? o.store.c_str() : nullptr;
+  copts.resolvers = o.resolvers.empty() ? nullptr : o.resolvers.c_str();
   sprov_context* ctx = nullptr;
   if (sprov_context_new(&copts, &ctx) != 0) {
     fprintf(stderr, "stackprov symbolize: %s\n", sprov_last_error_message());
@@ -368,6 +432,12 @@ int cmd_symbolize(int argc, char** argv) {
   sprov_symbolizer* sym = nullptr;
   if (sprov_symbolizer_new(ctx, nullptr, &sym) != 0) {
     fprintf(stderr, "stackprov symbolize: %s\n", sprov_last_error_message());
+    sprov_context_free(ctx);
+    return 1;
+  }
+  if (!o.bundle.empty() && sprov_symbolizer_use_bundle(sym, o.bundle.c_str()) != 0) {
+    fprintf(stderr, "stackprov symbolize: --bundle '%s': %s\n", o.bundle.c_str(), sprov_last_error_message());
+    sprov_symbolizer_free(sym);
     sprov_context_free(ctx);
     return 1;
   }
@@ -396,7 +466,9 @@ int cmd_symbolize(int argc, char** argv) {
   }
   sprov_symbolizer_free(sym);
   sprov_context_free(ctx);
-  return 0;
+  // llvm-symbolizer exits 0 when a module cannot be read; a module named by
+  // --build-id, a --bundle or a store that cannot answer is an error (printed once).
+  return r.failed() && (!o.build_id.empty() || !o.bundle.empty() || o.has_store) ? 1 : 0;
 }
 
 }  // namespace

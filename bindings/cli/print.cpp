@@ -48,6 +48,9 @@ namespace {
 /// sprov_symbolizer_frame_ex: the physical function's own location is the
 /// last element of the chain, the inlined callees come before it.
 struct SourceInfo {
+  bool answered = false;  // the resolver chain named the frame
+  int32_t resolver = SPROV_RESOLVER_NONE;
+  std::string source, bundle, name;  // name: the physical function's (bundle answers: no symbol offset)
   bool have = false;
   std::string file;
   uint32_t line = 0, column = 0;
@@ -62,9 +65,12 @@ SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i
   SourceInfo out;
   struct sprov_symbol_info info = {};
   info.sz = sizeof(info);
-  if (sym == nullptr || sprov_symbolizer_frame_ex(sym, stack, i, 0, &info) != 0 ||
-      info.resolver != SPROV_RESOLVER_DWARF || info.frame_count == 0)
+  if (sym == nullptr || sprov_symbolizer_frame_ex(sym, stack, i, 0, &info) != 0 || info.frame_count == 0)
     return out;
+  out.answered = true;
+  out.resolver = info.resolver;
+  out.source = info.source_path ? info.source_path : "";
+  out.bundle = info.bundle_digest ? info.bundle_digest : "";
   std::vector<struct sprov_symbol_frame> chain(info.frame_count);
   for (uint32_t k = 0; k < info.frame_count; k++) {
     chain[k] = {};
@@ -72,6 +78,9 @@ SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i
     if (sprov_symbolizer_inline_frame(sym, k, &chain[k]) != 0) return out;
   }
   const struct sprov_symbol_frame& phys = chain.back();
+  out.name = phys.name ? phys.name : "";
+  // Source lines and inline chains come from DWARF or a bundle only.
+  if (info.resolver != SPROV_RESOLVER_DWARF && info.resolver != SPROV_RESOLVER_BUNDLE) return out;
   out.have = phys.file != nullptr && *phys.file;
   out.file = phys.file ? phys.file : "";
   out.line = phys.line;
@@ -102,15 +111,18 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     s.sz = sizeof(s);
     if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
     fprintf(f, "#%-2zu 0x%016" PRIx64, i, fr.pc);
+    SourceInfo src;
+    if (lines) src = source_info(sym, stack, i);
     if (s.resolver != SPROV_RESOLVER_NONE && s.name && *s.name) {
       fprintf(f, " %s+0x%" PRIx64, s.name, s.offset);
+    } else if (src.resolver == SPROV_RESOLVER_BUNDLE && !src.name.empty()) {
+      fprintf(f, " %s", src.name.c_str());  // offline: named by its bundle (no symbol start)
     } else {
       fprintf(f, " ??");
     }
-    fprintf(f, " - %s [%s]\n", fr.module_path ? fr.module_path : "??",
-            sprov_method_name(fr.method));
+    fprintf(f, " - %s [%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
+            (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "");
     if (!lines) continue;
-    const SourceInfo src = source_info(sym, stack, i);
     for (const auto& in : src.inlined)
       fprintf(f, "    inlined %s at %s:%u:%u\n", in.function.c_str(), in.file.c_str(), in.line, in.column);
     if (src.have) fprintf(f, "    %s:%u:%u\n", src.file.c_str(), src.line, src.column);
@@ -130,18 +142,27 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     struct sprov_symbol s = {};
     s.sz = sizeof(s);
     if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
+    SourceInfo src;
+    if (lines) src = source_info(sym, stack, i);
+    // The resolver chain's answer when lines are asked for, else the symbol tables'.
+    const int32_t resolver = src.answered ? src.resolver : s.resolver;
+    const std::string source = src.answered ? src.source : (s.source_path ? s.source_path : "");
     fprintf(f,
             "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64
             "\",\"cfa\":\"0x%" PRIx64
             "\",\"module\":\"%s\",\"build_id\":\"%s\",\"module_offset\":\"0x%" PRIx64
             "\",\"function\":\"%s\",\"linkage_name\":\"%s\",\"function_offset\":\"0x%" PRIx64
-            "\",\"resolver\":\"%s\",\"method\":\"%s\"",
+            "\",\"resolver\":\"%s\",\"source\":\"%s\",\"bundle\":\"%s\",\"method\":\"%s\"",
             first ? "" : ",", i, fr.pc, fr.sp, fr.cfa, json_escape(fr.module_path).c_str(),
             hex_bytes(fr.build_id, fr.build_id_len).c_str(), fr.module_offset,
-            json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset,
-            sprov_resolver_name(s.resolver), sprov_method_name(fr.method));
+            json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset, sprov_resolver_name(resolver),
+            json_escape(source.c_str()).c_str(), json_escape(src.bundle.c_str()).c_str(),
+            sprov_method_name(fr.method));
+    if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) fprintf(f, ",\"flags\":[\"cfi_not_in_bundle\"]");
     if (lines) {
-      const SourceInfo src = source_info(sym, stack, i);
+      // The physical function as the resolver chain names it (offline: the bundle's name,
+      // while "function" is the symbol tables' and stays "").
+      fprintf(f, ",\"resolved_function\":\"%s\"", json_escape(src.name.c_str()).c_str());
       if (src.have)
         fprintf(f, ",\"file\":\"%s\",\"line\":%u,\"column\":%u", json_escape(src.file.c_str()).c_str(),
                 src.line, src.column);

@@ -21,8 +21,9 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
 
 /// Prints one thread as a JSON object (no trailing newline):
 ///   {"tid":n,"frames":[{"index","pc","sp","cfa","module","build_id","module_offset","function",
-///    "linkage_name","function_offset","resolver","method"}...],"stop_reason":"..."}
-/// Addresses are "0x…" hex strings; unknown strings are "".
+///    "linkage_name","function_offset","resolver","source","bundle","method"}...],"stop_reason":"..."}
+/// Addresses are "0x…" hex strings; unknown strings are "". With `lines`, resolver/source/bundle
+/// are the resolver chain's (sprov_symbolizer_frame_ex), else the symbol tables'.
 void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       bool lines = true);
 

@@ -103,6 +103,9 @@ enum sprov_method {
   SPROV_METHOD_BAD_PC_RETURN = 11,   /* caller of a frame whose pc is 0 or in no module (a call
                                         through a bad pointer): the return address the call left,
                                         at [sp] (x86_64), in lr (arm64) or ra (mips32) */
+  SPROV_METHOD_CFI_BUNDLE = 12,      /* DWARF CFI compiled into a symbol bundle's unwind rows
+                                        (the module's file was not read: SPROV_CTX_OFFLINE, or
+                                        the file is missing and a bundle store is configured) */
 };
 
 /* Why a walk stopped. */
@@ -145,8 +148,31 @@ struct sprov_context_opts {
   uint32_t module_cache_capacity; /* loaded modules kept; 0: default 256 */
   const char* debug_dirs;       /* ':'-separated; NULL: "/usr/lib/debug" */
   const char* sysroot;          /* prefix for module paths; NULL: none */
+  /* Symbol-bundle store directory (doc/bundles.md "Store") read by the "bundle"
+   * resolver and by offline unwinding. NULL: no store; "": the default
+   * ($STACKPROV_STORE, else $XDG_DATA_HOME/stackprov/store, else
+   * ~/.local/share/stackprov/store). */
+  const char* bundle_store;
+  /* Resolver policy: comma-separated, tried in order, from "debuginfod",
+   * "bundle", "dwarf", "symtab", "dynsym", "demangle". NULL: the Linux default
+   * "debuginfod,bundle,dwarf,symtab,dynsym,demangle" (doc/bundles.md "Resolver
+   * policy"). An unknown name is SPROV_ERR_INVALID_ARG naming it. */
+  const char* resolvers;
+  uint32_t flags;               /* sprov_context_flags */
+  uint32_t reserved;
 };
-#define sprov_context_opts__last_field sysroot
+#define sprov_context_opts__last_field reserved
+
+enum sprov_context_flags {
+  /* Offline: never open module files, debug files or the network; unwind and
+   * name from the bundle store only (a module without a bundle is unnamed and
+   * unwound by frame pointer / stops, with the reason). Covers opening cores
+   * (module list and build-ids from the core alone; opts->exe is refused) and
+   * unwinding snapshots; live captures (sprov_process_capture,
+   * sprov_snapshot_capture_self) still read module files to list the modules:
+   * capture with an online context, unwind the serialized snapshots offline. */
+  SPROV_CTX_OFFLINE = 1u << 0,
+};
 
 /* Creates a context. Thread-safe object; free with sprov_context_free. */
 SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_context** out);
@@ -325,7 +351,16 @@ struct sprov_frame {
   const char* module_path;   /* owned by the stack; NULL when none */
   const uint8_t* build_id;   /* owned by the stack */
   uint32_t build_id_len;
-  uint32_t flags;            /* reserved, 0 */
+  uint32_t flags;            /* SPROV_FRAME_* */
+};
+
+/* sprov_frame.flags */
+enum sprov_frame_flags {
+  /* The step out of this frame found a bundle row that needs the full CFI interpreter
+     (expressions, register rules: bundles do not carry them). The caller, if any, was found
+     by a later rung (signal trampoline, frame pointer, ...); if none worked the walk stopped
+     here with SPROV_STOP_NO_UNWIND_INFO. */
+  SPROV_FRAME_CFI_NOT_IN_BUNDLE = 1u << 0,
 };
 
 SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);
@@ -341,9 +376,9 @@ enum sprov_resolver {
   SPROV_RESOLVER_NONE = 0,
   SPROV_RESOLVER_SYMTAB = 1,   /* .symtab of the module or its debug file */
   SPROV_RESOLVER_DYNSYM = 2,   /* .dynsym */
-  SPROV_RESOLVER_DWARF = 3,    /* reserved for the DWARF resolver */
-  SPROV_RESOLVER_DEBUGINFOD = 4, /* reserved */
-  SPROV_RESOLVER_BUNDLE = 5,   /* reserved */
+  SPROV_RESOLVER_DWARF = 3,    /* DWARF of the module or of its local debug file */
+  SPROV_RESOLVER_DEBUGINFOD = 4, /* DWARF of a debug file fetched from debuginfod */
+  SPROV_RESOLVER_BUNDLE = 5,   /* a symbol bundle (doc/bundles.md), source "sha256:<hex>" */
 };
 SPROV_API const char* sprov_resolver_name(int resolver);
 
@@ -386,9 +421,16 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
                                     uint64_t address, struct sprov_symbol* out);
 
 /* DWARF symbolization with inline chains (lines, columns, discriminators).
- * The resolver chain is DWARF of the module or of its separate debug file
- * (build-id path under the context's debug dirs, or .gnu_debuglink with CRC;
- * used only when its build-id matches), then the symbol tables. The
+ * The resolver chain is the context's policy (sprov_context_opts.resolvers,
+ * doc/bundles.md "Resolver policy"), tried in order: "bundle" (the bundle of
+ * the module's build-id in the context's bundle store, or the one given with
+ * sprov_symbolizer_use_bundle; skipped without a store), "dwarf" (DWARF of
+ * the module or of its separate debug file: build-id path under the
+ * context's debug dirs, or .gnu_debuglink with CRC; used only when its
+ * build-id matches; "debuginfod" lets it fetch the debug file), then
+ * "symtab"/"dynsym" (symbol tables). The first step that answers is recorded
+ * in sprov_symbol_info (resolver, source_path, bundle_digest). Without a
+ * store the chain is DWARF then the symbol tables, as before. The
  * physical function's name comes from the symbol tables when one covers the
  * address, as llvm-symbolizer does (doc/symbols.md): without
  * SPROV_SYMBOLIZE_LLVM_COMPAT, a PLT stub (`sym@plt`), else the module's
@@ -435,11 +477,15 @@ struct sprov_symbol_info {
   uint64_t start_address;
   uint32_t has_start_address;
   uint32_t frame_count;      /* >= 1: innermost inlined function first, physical function last */
-  int32_t resolver;          /* sprov_resolver: DWARF, SYMTAB, DYNSYM or NONE */
+  int32_t resolver;          /* sprov_resolver: BUNDLE, DWARF, DEBUGINFOD, SYMTAB, DYNSYM or NONE */
   int32_t reserved;
-  const char* resolver_name; /* "dwarf", "symtab", "dynsym", "none" */
-  const char* source_path;   /* file whose tables answered ("" for NONE) */
-  const char* source_build_id; /* lowercase hex build-id of that file ("" when none) */
+  const char* resolver_name; /* "bundle", "dwarf", "debuginfod+dwarf", "symtab",
+                                "minidebuginfo+symtab", "dynsym", "none" */
+  const char* source_path;   /* file whose tables answered, the debuginfod URL, or
+                                "sha256:<hex>" of the bundle ("" for NONE) */
+  const char* source_build_id; /* lowercase hex build-id of that file (bundle: the
+                                  module's) ("" when none) */
+  const char* bundle_digest;   /* "sha256:<hex>" of the bundle that answered (resolver BUNDLE), else "" */
 };
 
 /* Symbolizes a link-time address of a module file with DWARF lines and the
@@ -451,6 +497,22 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
 /* The same for frame `index` of `stack` (caller frames look up pc-1). */
 SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack* stack, size_t index,
                                         uint32_t flags, struct sprov_symbol_info* out);
+/* Symbolizes a link-time address of the module whose ELF GNU build-id is
+ * `build_id` (hex), with no module file: only the policy's "bundle" step can
+ * answer (resolver BUNDLE, bundle_digest and source_path "sha256:<hex>",
+ * linkage names; start_* fields unknown). An address the bundle does not
+ * cover is not an error (resolver NONE). Errors: bad hex, no "bundle" step or
+ * no store (SPROV_ERR_INVALID_ARG), "no bundle for build-id <hex> in store
+ * <dir>" (SPROV_ERR_NOT_FOUND), a given bundle without this module (both ids
+ * named, SPROV_ERR_BUILD_ID_MISMATCH), an unreadable store or bundle. Works in
+ * offline contexts. */
+SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* build_id, uint64_t address,
+                                             uint32_t flags, struct sprov_symbol_info* out);
+/* Makes the "bundle" step answer every module from one bundle instead of the
+ * store's id map: "sha256:<hex>" (a bundle in the context's store) or a bundle
+ * file's path. A module that bundle does not hold is an error naming the
+ * bundle's ids and the module's (never another bundle's answer). */
+SPROV_API int sprov_symbolizer_use_bundle(sprov_symbolizer* sym, const char* bundle);
 /* Frame `index` (0 = innermost) of the inline chain of the last *_ex answer. */
 SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out);
 
@@ -459,5 +521,6 @@ SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index,
 #endif
 
 #include "stackprov/perf.h"
+#include "stackprov/symbol_bundle.h"
 
 #endif /* STACKPROV_STACKPROV_H */

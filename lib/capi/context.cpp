@@ -2,12 +2,75 @@
 // C ABI: sprov_context (configuration, module cache) and module loading shared by the other shims.
 #include <sys/stat.h>
 
+#include <cerrno>
+
+#include "bundle/format.hpp"
 #include "capi/internal.hpp"
 #include "elf/elf_image.hpp"
+#include "symbolize/bundle_store.hpp"
 
 using namespace stackprov;
 
 namespace stackprov::capi {
+
+Result<ModuleBundle> find_module_bundle(sprov_context* ctx, const memory::SnapshotModule& m) {
+  const ContextConfig& cfg = ctx->ctx.config();
+  if (!cfg.has_bundle_store)
+    return make_error(SPROV_ERR_NOT_FOUND, "module %s: no bundle store configured", m.path.c_str());
+  if (m.build_id.empty())
+    return make_error(SPROV_ERR_NOT_FOUND, "module %s has no build-id in the snapshot: no bundle can be looked up",
+                      m.path.c_str());
+  auto store = symbolize::BundleStore::open(cfg.bundle_store, false);
+  if (!store.ok()) return make_error(store.error().code, "module %s: %s", m.path.c_str(), store.error().message.c_str());
+  auto digest = store.value().find(bundle::IdKind::kElfBuildId, {m.build_id.bytes, m.build_id.len});
+  if (!digest.ok()) return make_error(digest.error().code, "module %s: %s", m.path.c_str(), digest.error().message.c_str());
+  if (!digest.value())
+    return make_error(SPROV_ERR_NOT_FOUND, "module %s (build-id %s): no bundle in store %s", m.path.c_str(),
+                      m.build_id.hex().c_str(), store.value().dir().c_str());
+  auto path = store.value().blob_path(*digest.value());
+  if (!path.ok()) return make_error(path.error().code, "module %s: %s", m.path.c_str(), path.error().message.c_str());
+  ModuleBundle out;
+  out.digest = *digest.value();
+  out.path = path.value();
+  out.store_dir = store.value().dir();
+  return out;
+}
+
+namespace {
+
+/// A module backed by its bundle's unwind rows (no file opened). The bundle must
+/// hold a module with exactly the snapshot's build-id.
+Result<std::shared_ptr<unwind::LoadedModule>> load_from_bundle(sprov_context* ctx, const memory::Snapshot* snap,
+                                                               const memory::SnapshotModule& m) {
+  auto hit = find_module_bundle(ctx, m);
+  if (!hit.ok()) return std::move(hit).error();
+  auto reader = bundle::BundleReader::open_file(hit.value().path);
+  if (!reader.ok())
+    return make_error(reader.error().code, "module %s: bundle %s: %s", m.path.c_str(), hit.value().digest.c_str(),
+                      reader.error().message.c_str());
+  auto rd = std::make_shared<const bundle::BundleReader>(std::move(reader).value());
+  const bundle::ModuleView* mv = rd->find_module(bundle::IdKind::kElfBuildId, {m.build_id.bytes, m.build_id.len});
+  if (mv == nullptr) {
+    std::string ids;
+    for (const bundle::ModuleView& v : rd->modules()) {
+      if (ids.size() > 200) break;
+      ids += (ids.empty() ? "" : ", ") + BuildId::from_bytes(v.id.data(), v.id.size()).hex();
+    }
+    return make_error(SPROV_ERR_BUILD_ID_MISMATCH,
+                      "module %s has build-id %s, but bundle %s (named for it by store %s) holds build-ids %s",
+                      m.path.c_str(), m.build_id.hex().c_str(), hit.value().digest.c_str(),
+                      hit.value().store_dir.c_str(), ids.empty() ? "none" : ids.c_str());
+  }
+  unwind::LoadedModule::BundleSource src;
+  src.reader = rd;
+  src.index = mv->index;
+  src.digest = hit.value().digest;
+  ctx->modules_loaded++;
+  return unwind::LoadedModule::load_bundle(std::move(src), snap ? snap->arch : Arch::kUnknown,
+                                           snap ? snap->endian == Endian::kBig : false);
+}
+
+}  // namespace
 
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                                                              const memory::Snapshot* snap,
@@ -34,11 +97,27 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     if (key.build_id.empty()) return loader();
     return ctx->modules.acquire(key, loader);
   }
+  // Offline: the module file is never opened; its bundle (by build-id) is the module.
+  if (ctx->ctx.config().offline) {
+    if (m.build_id.empty())
+      return make_error(SPROV_ERR_NOT_FOUND, "module %s has no build-id in the snapshot: offline, no bundle can be "
+                        "looked up", m.path.c_str());
+    ModuleKey key;
+    key.build_id = m.build_id;
+    return ctx->modules.acquire(key, [&] { return load_from_bundle(ctx, snap, m); });
+  }
   const std::string host = !module_root.empty() ? module_root + m.path : ctx->ctx.host_path(m.path);
   auto key = module_key_for_file(host, m.build_id);
   if (!key.ok()) return std::move(key).error();
   return ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
     auto img = elf::ElfImage::open(host);
+    // A missing file with a bundle store configured: the module's bundle instead.
+    if (!img.ok() && (img.error().code == -ENOENT || img.error().code == -ENOTDIR) &&
+        ctx->ctx.config().has_bundle_store && !m.build_id.empty()) {
+      auto b = load_from_bundle(ctx, snap, m);
+      if (b.ok()) return b;
+      return make_error(img.error().code, "%s; %s", img.error().message.c_str(), b.error().message.c_str());
+    }
     if (!img.ok()) return std::move(img).error();
     if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
       return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, snapshot expects %s",
@@ -74,6 +153,37 @@ SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_con
       if (stat(cfg.sysroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         return fail(make_error(SPROV_ERR_INVALID_ARG, "sysroot '%s' is not a directory", s));
     }
+    if (const char* b = SPROV_OPTS_GET(opts, sprov_context_opts, bundle_store, nullptr)) {
+      cfg.has_bundle_store = true;
+      cfg.bundle_store = b;
+    }
+    if (const char* r = SPROV_OPTS_GET(opts, sprov_context_opts, resolvers, nullptr)) {
+      static const char* const kKnown[] = {"debuginfod", "bundle", "dwarf", "symtab", "dynsym", "demangle"};
+      cfg.resolvers.clear();
+      std::string list = r;
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        if (comma == std::string::npos) comma = list.size();
+        std::string name = list.substr(pos, comma - pos);
+        pos = comma + 1;
+        bool known = false;
+        for (const char* k : kKnown) known = known || name == k;
+        if (!known)
+          return fail(make_error(SPROV_ERR_INVALID_ARG,
+                                 "resolver '%s' in '%s' is not one of debuginfod, bundle, dwarf, symtab, dynsym, "
+                                 "demangle",
+                                 name.c_str(), r));
+        for (const std::string& prev : cfg.resolvers)
+          if (prev == name)
+            return fail(make_error(SPROV_ERR_INVALID_ARG, "resolver '%s' appears twice in '%s'", name.c_str(), r));
+        cfg.resolvers.push_back(std::move(name));
+      }
+    }
+    const uint32_t flags = SPROV_OPTS_GET(opts, sprov_context_opts, flags, 0u);
+    if (flags & ~static_cast<uint32_t>(SPROV_CTX_OFFLINE))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_context_opts.flags 0x%x has unknown bits", flags));
+    cfg.offline = (flags & SPROV_CTX_OFFLINE) != 0;
     *out = new sprov_context(std::move(cfg));
     return 0;
   });

@@ -41,6 +41,10 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
       copts.exe = exe;
     }
     copts.sysroot = ctx->ctx.config().sysroot;
+    copts.offline = ctx->ctx.config().offline;
+    if (copts.offline && !copts.exe.empty())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "exe %s: the context is offline (SPROV_CTX_OFFLINE): no module "
+                             "file is opened", copts.exe.c_str()));
 
     auto core = elf::CoreFile::open(core_path);
     if (!core.ok()) return fail(core.error());
@@ -50,8 +54,26 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
     if (!cap.ok()) return fail(cap.error());
 
     auto proc = std::make_unique<sprov_process>();
+    std::string proc_warnings_extra;
     proc->pid = cap.value().pid;
-    proc->warnings = std::move(cap.value().warnings);
+    // Modules to be unwound from bundles (offline, or a missing file with a store): one note
+    // per module without one, so that a walk that falls back or stops there is explained.
+    if ((ctx->ctx.config().has_bundle_store || ctx->ctx.config().offline) && !cap.value().threads.empty()) {
+      const memory::Snapshot& s0 = cap.value().threads.front();
+      for (const memory::SnapshotModule& m : s0.modules) {
+        if (m.path == "[vdso]") continue;
+        if (!ctx->ctx.config().offline) {
+          struct stat st;
+          const std::string host = !s0.module_root.empty() ? s0.module_root + m.path : ctx->ctx.host_path(m.path);
+          if (stat(host.c_str(), &st) == 0) continue;
+        }
+        auto b = find_module_bundle(ctx, m);
+        if (!b.ok())
+          proc_warnings_extra += b.error().message +
+                                 ": its frames are unwound without CFI (frame pointer) or the walk stops there\n";
+      }
+    }
+    proc->warnings = std::move(cap.value().warnings) + proc_warnings_extra;
     for (memory::Snapshot& s : cap.value().threads) {
       auto h = std::make_unique<sprov_snapshot>();
       h->snap = std::move(s);

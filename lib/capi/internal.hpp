@@ -17,6 +17,7 @@
 #include "memory/snapshot.hpp"
 #include "stackprov/stackprov.h"
 #include "symbolize/dwarf_resolver.hpp"
+#include "symbolize/resolver_chain.hpp"
 #include "symbolize/symbolizer.hpp"
 #include "unwind/frame.hpp"
 #include "unwind/module_unwind.hpp"
@@ -79,8 +80,8 @@ struct sprov_unwinder {
 struct sprov_symbolizer {
   sprov_context* ctx = nullptr;
   std::unique_ptr<stackprov::symbolize::Symbolizer> sym;
-  // DWARF resolution (sprov_symbolizer_*_ex): created on first use.
-  std::unique_ptr<stackprov::symbolize::DwarfResolver> dwarf;
+  // The resolver chain of sprov_symbolizer_*_ex (context policy): created on first use.
+  std::unique_ptr<stackprov::symbolize::ResolverChain> chain;
   stackprov::symbolize::Resolution last;  // the answer whose strings *_ex returned
   uint32_t last_flags = 0;
   std::string last_build_id;
@@ -166,7 +167,21 @@ int fill_out(T* out, const T& full, const char* type_name) {
 /// reproduces the same walk offline. Used by live-process and core captures.
 void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryReader& live);
 
+/// The bundle a context's store names for a snapshot module (by its build-id).
+struct ModuleBundle {
+  std::string digest;     ///< "sha256:<hex>"
+  std::string path;       ///< the blob's file
+  std::string store_dir;
+};
+/// SPROV_ERR_NOT_FOUND (naming the module, its build-id and the store) when there
+/// is no store, no build-id or no bundle for it.
+Result<ModuleBundle> find_module_bundle(sprov_context* ctx, const memory::SnapshotModule& m);
+
 /// Loads (or finds in the context's cache) the unwind/symbol data of a module.
+/// With SPROV_CTX_OFFLINE no file is opened: the module is backed by its bundle
+/// (LoadedModule::bundle(), no image). Without it, a file that is missing while a
+/// bundle store is configured falls back to the bundle likewise. Callers that need
+/// the ELF image check has_image().
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                                                              const memory::Snapshot* snap,
                                                              const memory::SnapshotModule& m,

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_symbolizer — symbol-table resolution of frames and module addresses.
+#include <algorithm>
+
 #include "capi/internal.hpp"
 #include "elf/elf_image.hpp"
 
@@ -46,7 +48,9 @@ SPROV_API int sprov_symbolizer_new(sprov_context* ctx, const struct sprov_symbol
     dopts.sysroot = ctx->ctx.config().sysroot;
     auto* s = new sprov_symbolizer();
     s->ctx = ctx;
-    s->sym = std::make_unique<symbolize::Symbolizer>(!(flags & SPROV_SYM_NO_DEMANGLE), std::move(dopts));
+    const auto& pol = ctx->ctx.config().resolvers;
+    const bool demangle = std::find(pol.begin(), pol.end(), "demangle") != pol.end();  // resolver policy
+    s->sym = std::make_unique<symbolize::Symbolizer>(demangle && !(flags & SPROV_SYM_NO_DEMANGLE), std::move(dopts));
     *out = s;
     return 0;
   });
@@ -65,10 +69,12 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     const unwind::Frame& f = stack->frames[index];
     struct sprov_symbol empty = {};
     empty.sz = sizeof(empty);
-    if (f.module_index < 0) return fill_out(out, empty, "sprov_symbol");
+    // Offline contexts never open module files: symbol tables do not answer
+    // (the bundle step of sprov_symbolizer_frame_ex does).
+    if (f.module_index < 0 || sym->ctx->ctx.config().offline) return fill_out(out, empty, "sprov_symbol");
     const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
-    if (!mod.ok()) return fill_out(out, empty, "sprov_symbol");
+    if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
     const uint64_t rel = f.pc - m.load_bias;
     const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
     symbolize::SymbolInfo probe;
@@ -86,10 +92,16 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
   return guard([&] {
     if (sym == nullptr || module_path == nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr: NULL argument"));
+    if (sym->ctx->ctx.config().offline)
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_symbolizer_addr: the context is offline and would not open module '%s'",
+                             module_path));
     memory::SnapshotModule m;
     m.path = module_path;
     auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
     if (!mod.ok()) return fail(mod.error());
+    if (!mod.value()->has_image())
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path));
     return fill_symbol(sym, mod.value()->image_ptr(), address, address, out);
   });
 }

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_symbolizer_*_ex — DWARF lines, inline chains and provenance (incl. debuginfod URL) for frames and module addresses.
+#include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 
@@ -20,15 +22,19 @@ symbolize::SymtabPolicy policy(uint32_t flags) {
                                                : symbolize::SymtabPolicy::kWithDebugFile;
 }
 
-symbolize::DwarfResolver& resolver(sprov_symbolizer* sym) {
-  if (!sym->dwarf) {
+symbolize::ResolverChain& chain(sprov_symbolizer* sym) {
+  if (!sym->chain) {
+    const ContextConfig& cfg = sym->ctx->ctx.config();
     symbolize::DwarfResolverOptions o;
-    o.demangle = false;  // names are demangled per call (flags)
-    o.debug.debug_dirs = sym->ctx->ctx.config().debug_dirs;
-    o.debug.sysroot = sym->ctx->ctx.config().sysroot;
-    sym->dwarf = std::make_unique<symbolize::DwarfResolver>(std::move(o));
+    o.demangle = false;  // names are demangled per call (flags, policy)
+    o.debug.debug_dirs = cfg.debug_dirs;
+    o.debug.sysroot = cfg.sysroot;
+    std::optional<std::string> store;
+    if (cfg.has_bundle_store) store = cfg.bundle_store;
+    sym->chain = std::make_unique<symbolize::ResolverChain>(
+        symbolize::ResolverPolicy::from_names(cfg.resolvers, cfg.offline), std::move(o), std::move(store));
   }
-  return *sym->dwarf;
+  return *sym->chain;
 }
 
 /// Demangled names repeat across addresses: a bounded per-thread cache
@@ -57,6 +63,7 @@ void copy_location(const symbolize::ResolvedFrame& f, Out* s) {
 
 int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* out) {
   const symbolize::Resolution& r = sym->last;
+  if (!chain(sym).policy().demangle) flags |= SPROV_SYMBOLIZE_NO_DEMANGLE;  // "demangle" not in the policy
   sym->last_flags = flags;
   sym->last_build_id = r.source_build_id.hex();
   sym->last_names.clear();
@@ -71,10 +78,11 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   copy_location(f, &s);
   s.frame_count = static_cast<uint32_t>(r.frames.size());
   s.resolver = static_cast<int32_t>(r.resolver);
-  // "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none".
+  // "bundle", "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none".
   s.resolver_name = r.provenance.empty() ? sprov_resolver_name(s.resolver) : r.provenance.c_str();
   s.source_path = r.source.c_str();
   s.source_build_id = sym->last_build_id.c_str();
+  s.bundle_digest = r.bundle_digest.c_str();
   return fill_out(out, s, "sprov_symbol_info");
 }
 
@@ -95,11 +103,22 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
     if (module_path == nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr_ex: NULL module_path"));
     if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
+    if (sym->ctx->ctx.config().offline)
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_symbolizer_addr_ex: the context is offline and would not open module '%s' "
+                             "(name it by build-id: sprov_symbolizer_addr_build_id)",
+                             module_path));
     memory::SnapshotModule m;
     m.path = module_path;
     auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
     if (!mod.ok()) return fail(mod.error());
-    resolver(sym).resolve(mod.value()->image_ptr(), address, &sym->last, policy(flags));
+    if (!mod.value()->has_image())
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path));
+    symbolize::ChainModule cm;
+    cm.image = mod.value()->image_ptr();
+    std::optional<Error> bundle_error;
+    chain(sym).resolve(cm, address, policy(flags), &sym->last, &bundle_error);
+    if (bundle_error) return fail(*bundle_error);
     return fill_info(sym, flags, out);
   });
 }
@@ -118,14 +137,77 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
     const unwind::Frame& f = stack->frames[index];
     if (f.module_index >= 0) {
       const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
-      auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
-      if (mod.ok()) {
+      symbolize::ChainModule cm;
+      cm.build_id = m.build_id;  // the identity of what ran
+      bool have = !cm.build_id.empty();
+      if (!sym->ctx->ctx.config().offline) {  // offline: never open the module file
+        // A missing file with a store configured gives a bundle-backed module (no image).
+        auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
+        if (mod.ok() && mod.value()->has_image()) {
+          cm.image = mod.value()->image_ptr();
+          have = true;
+        }
+      }
+      if (have) {
         const uint64_t rel = f.pc - m.load_bias;
-        resolver(sym).resolve(mod.value()->image_ptr(), f.lookup_prev ? rel - 1 : rel, &sym->last,
-                              policy(flags));
+        std::optional<Error> bundle_error;
+        chain(sym).resolve(cm, f.lookup_prev ? rel - 1 : rel, policy(flags), &sym->last, &bundle_error);
+        // A stack is named frame by frame: a bundle that cannot be read leaves the frame to the next steps.
+        if (bundle_error) sym->ctx->ctx.log(SPROV_LOG_WARN, "%s", bundle_error->message.c_str());
       }
     }
     return fill_info(sym, flags, out);
+  });
+}
+
+SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* build_id, uint64_t address,
+                                             uint32_t flags, struct sprov_symbol_info* out) {
+  return guard([&] {
+    if (int e = check(sym, flags, "sprov_symbolizer_addr_build_id")) return e;
+    if (build_id == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr_build_id: NULL build_id"));
+    if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
+    const BuildId id = BuildId::from_hex(build_id);
+    if (id.empty())
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "build-id '%s' is not 1 to %zu bytes of hex", build_id, BuildId::kMax));
+    symbolize::ResolverChain& c = chain(sym);
+    // Without a module file only the bundle step can answer.
+    if (!c.policy().has(symbolize::ResolverPolicy::Step::kBundle))
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "build-id %s: no module file, and the resolver policy has no 'bundle' step",
+                             id.hex().c_str()));
+    if (!c.bundles().enabled())
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "build-id %s: no bundle store configured (sprov_context_opts.bundle_store)",
+                             id.hex().c_str()));
+    bool found = false;
+    auto r = c.bundles().resolve(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len), address,
+                                 &sym->last, &found);
+    if (!r) return fail(r.error());
+    if (!found)
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "no bundle for build-id %s in store %s", id.hex().c_str(),
+                             c.bundles().store_dir().c_str()));
+    if (!r.value()) {
+      sym->last = symbolize::Resolution{};
+      sym->last.frames.emplace_back();
+      sym->last.provenance = "none";
+    }
+    return fill_info(sym, flags, out);
+  });
+}
+
+SPROV_API int sprov_symbolizer_use_bundle(sprov_symbolizer* sym, const char* bundle) {
+  return guard([&] {
+    if (sym == nullptr || bundle == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_use_bundle: NULL argument"));
+    symbolize::ResolverChain& c = chain(sym);
+    if (!c.policy().has(symbolize::ResolverPolicy::Step::kBundle))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "bundle '%s' given, but the resolver policy has no 'bundle' step",
+                             bundle));
+    Status st = c.bundles().use_bundle(bundle);
+    if (!st) return fail(st.error());
+    return 0;
   });
 }
 

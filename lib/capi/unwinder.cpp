@@ -25,14 +25,15 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
     std::shared_ptr<unwind::LoadedModule> mod;
     auto r = acquire_module(uw->ctx, &s, m, s.module_root);
     // Same architecture and, for mips32 (one e_machine for both), the same byte order.
-    const bool same_endian = r.ok() && r.value()->image().big_endian() == (s.endian == Endian::kBig);
-    if (r.ok() && r.value()->arch() == s.arch && same_endian) {
+    // A bundle-backed module has no file to tell: its build-id matched the snapshot's.
+    const bool same_endian = r.ok() && r.value()->big_endian() == (s.endian == Endian::kBig);
+    if (r.ok() && (r.value()->bundle() != nullptr || (r.value()->arch() == s.arch && same_endian))) {
       mod = r.value();
       slot.module = mod.get();
     } else if (r.ok()) {
       uw->ctx->ctx.log(SPROV_LOG_WARN, "module %s is %s %s-endian, snapshot is %s %s-endian: not used",
                        m.path.c_str(), arch_name(r.value()->arch()),
-                       r.value()->image().big_endian() ? "big" : "little", arch_name(s.arch),
+                       r.value()->big_endian() ? "big" : "little", arch_name(s.arch),
                        s.endian == Endian::kBig ? "big" : "little");
     } else {
       uw->ctx->ctx.log(SPROV_LOG_INFO, "module %s: %s", m.path.c_str(), r.error().message.c_str());
@@ -132,6 +133,7 @@ SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct s
   fr.cfa = f.cfa;
   fr.method = static_cast<int32_t>(f.method);
   fr.module_index = f.module_index;
+  fr.flags = f.flags;
   if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules->size()) {
     const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     fr.module_offset = f.pc - m.load_bias;

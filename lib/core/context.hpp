@@ -16,6 +16,12 @@ struct ContextConfig {
   uint32_t module_cache_capacity = 256;
   std::vector<std::string> debug_dirs{"/usr/lib/debug"};
   std::string sysroot;
+  /// Bundle store directory; empty with has_bundle_store: the default directory.
+  bool has_bundle_store = false;
+  std::string bundle_store;
+  /// Resolver policy in order (names as in sprov_context_opts.resolvers).
+  std::vector<std::string> resolvers{"debuginfod", "bundle", "dwarf", "symtab", "dynsym", "demangle"};
+  bool offline = false;  ///< SPROV_CTX_OFFLINE
 };
 
 /// Thread-safe: the configuration is immutable after construction and the

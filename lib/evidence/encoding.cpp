@@ -236,9 +236,17 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
   std::string dir = ".";
   auto slash = path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // A unique temp name (mkstemp), so that threads and processes writing the same path
+  // concurrently never share one; the last rename wins, no reader sees a torn file.
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return make_error(-errno, "cannot create '%s': %s", tmp.c_str(), strerror(errno));
+  if (fchmod(fd, mode) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return make_error(-e, "chmod of '%s' failed: %s", tmp.c_str(), strerror(e));
+  }
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = write(fd, data.data() + off, data.size() - off);
@@ -267,6 +275,19 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
   if (dfd >= 0) {
     fsync(dfd);
     close(dfd);
+  }
+  return {};
+}
+
+Status make_dirs(const std::string& path, unsigned mode) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+      return make_error(-errno, "cannot create directory '%s': %s", cur.c_str(), strerror(errno));
   }
   return {};
 }

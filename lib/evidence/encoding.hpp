@@ -60,8 +60,11 @@ Result<Hash> to_hash(const Bytes& b, const char* what);
 
 /// Reads a whole file, refusing files larger than `limit`.
 Result<Bytes> read_file(const std::string& path, size_t limit = kMaxDocumentBytes);
-/// Writes a file atomically: temp file in the same directory, fsync, rename, fsync of the directory.
+/// Writes a file atomically: a unique temp file in the same directory ("<path>.tmp.XXXXXX"),
+/// fsync, rename, fsync of the directory. Safe for concurrent writers of one path.
 Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644);
+/// mkdir -p: creates every missing directory of `path`.
+Status make_dirs(const std::string& path, unsigned mode = 0755);
 
 /// Decimal uint64 with no sign, no leading zeros (except "0"), no overflow.
 Result<uint64_t> parse_u64(std::string_view s, const char* what);

@@ -20,24 +20,12 @@ namespace {
 constexpr const char* kFormat = "stackprov-tlog/1";
 constexpr unsigned kMaxLevels = 8;  // 256^8 = 2^64 leaves
 
-Status mkdirs(const std::string& path) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-      return make_error(-errno, "cannot create directory '%s': %s", cur.c_str(), strerror(errno));
-  }
-  return {};
-}
 
 // Writes via temp file + fsync + rename; the caller fsyncs the touched directories
 // (collected in `dirs`) before it commits the new state.
 Status write_tile_file(const std::string& path, std::string_view data, std::set<std::string>& dirs) {
   auto slash = path.rfind('/');
-  auto st = mkdirs(path.substr(0, slash));
+  auto st = make_dirs(path.substr(0, slash));
   if (!st) return st;
   dirs.insert(path.substr(0, slash));
   std::string tmp = path + ".tmp." + std::to_string(getpid());
@@ -143,7 +131,7 @@ Result<Tlog> Tlog::init(const std::string& dir, const std::string& origin, const
   if (origin.empty() || origin.size() > 256 || origin.find_first_of(" \n+") != std::string::npos)
     return make_error(SPROV_ERR_INVALID_ARG, "log origin '%s' must be 1-256 characters without spaces, '+' or newlines",
                       origin.substr(0, 64).c_str());
-  auto st = mkdirs(dir);
+  auto st = make_dirs(dir);
   if (!st) return st.error();
   if (file_exists(dir + "/log.json"))
     return make_error(SPROV_ERR_LOG, "'%s' already holds a log (log.json exists)", dir.c_str());

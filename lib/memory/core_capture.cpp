@@ -147,6 +147,11 @@ PathPlan plan_paths(const elf::CoreFile& core, const std::vector<elf::CoreMapped
 std::vector<elf::CoreMappedFile> mapped_files(const elf::CoreFile& core, const CoreCaptureOptions& opts,
                                               std::string* warnings) {
   if (!core.files().empty()) return core.files();
+  if (opts.offline) {
+    *warnings += "core " + core.path() + " has no NT_FILE note: offline, the module list (taken from the dynamic "
+                 "linker's link_map with the files' program headers) cannot be built\n";
+    return {};
+  }
   std::string exe_guest;
   if (core.auxv().execfn != 0)
     if (auto s = core.read_string(core.auxv().execfn, kMaxExecfn)) exe_guest = *s;
@@ -235,6 +240,8 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
       return make_error(SPROV_ERR_NOT_FOUND, "thread %lld is not in core %s (threads: %s)",
                         static_cast<long long>(opts.tid), core.path().c_str(), tids.c_str());
   }
+  if (opts.offline && !opts.exe.empty())
+    return make_error(SPROV_ERR_INVALID_ARG, "exe %s: offline, no module file is opened", opts.exe.c_str());
   if (!opts.exe.empty()) {
     auto img = elf::ElfImage::open(opts.exe);
     if (!img.ok()) return make_error(img.error().code, "exe: %s", img.error().message.c_str());
@@ -281,7 +288,9 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
       if (g.path == f.path && g.file_offset == 0 && (c.core_image = core.image_at(g.start))) break;
     c.module_path = plan.module_path(f.path);
     const std::string host = plan.host_path(c.module_path);
-    auto img = elf::ElfImage::open(host);
+    Result<std::shared_ptr<elf::ElfImage>> img =
+        opts.offline ? Result<std::shared_ptr<elf::ElfImage>>(make_error(SPROV_ERR_NOT_FOUND, "offline"))
+                     : elf::ElfImage::open(host);
     const elf::ElfImage* file = img.ok() ? img.value().get() : nullptr;
     bool code = false;
     for (const elf::CoreMappedFile& g : files) {
@@ -297,6 +306,13 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
     }
     if (!code) continue;
     const BuildId core_id = c.core_image ? c.core_image->build_id : BuildId{};
+    if (opts.offline) {
+      if (core_id.empty())
+        out.warnings += "module " + c.module_path + ": build-id not in the core (" +
+                        (c.core_image ? "no build-id note in its first page" : "its first page is not dumped") +
+                        "): offline, no bundle can be found for it\n";
+      continue;
+    }
     if (file == nullptr) {
       if (img.error().code == -ENOENT || img.error().code == -ENOTDIR)
         out.warnings += "module " + c.module_path + " not found (looked at " + host + ")\n";
@@ -320,9 +336,35 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
       c.override_id = true;
     }
   }
+  if (opts.offline) {
+    // Offline: only the vDSO goes through add_modules_from_maps (it reads the
+    // snapshot's bytes); file modules are listed from the core alone below.
+    std::vector<MapsEntry> vdso;
+    for (const MapsEntry& e : maps)
+      if (e.path == "[vdso]") vdso.push_back(e);
+    std::string ignored;
+    if (Status st = add_modules_from_maps(base, vdso, plan.module_root, &ignored); !st.ok()) return st.error();
+    std::map<std::string, const FileCheck*> by_path;
+    for (const auto& [nt_path, c] : checks) by_path[c.module_path] = &c;
+    for (const MapsEntry& e : maps) {
+      if (e.path == "[vdso]") continue;
+      SnapshotModule m;
+      m.start = e.start;
+      m.end = e.end;
+      m.file_offset = e.offset;
+      m.path = e.path;
+      auto it = by_path.find(e.path);
+      if (it != by_path.end() && it->second->core_image) {
+        m.build_id = it->second->core_image->build_id;
+        m.load_bias = it->second->core_image->load_bias;
+      }
+      if (Status st = base.add_module(std::move(m)); !st.ok()) return st.error();
+    }
+  }
   // add_modules_from_maps reports unreadable files as well; those were named above already.
   std::string dup_warnings;
-  if (Status st = add_modules_from_maps(base, maps, plan.module_root, &dup_warnings); !st.ok()) return st.error();
+  if (!opts.offline)
+    if (Status st = add_modules_from_maps(base, maps, plan.module_root, &dup_warnings); !st.ok()) return st.error();
   std::map<std::string, const FileCheck*> by_module;
   for (const auto& [nt_path, c] : checks) by_module[c.module_path] = &c;
   for (SnapshotModule& m : base.modules) {

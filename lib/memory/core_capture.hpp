@@ -30,6 +30,11 @@ struct CoreCaptureOptions {
   uint32_t max_stack_bytes = 512 * 1024; ///< copied per thread from sp upward
   std::string exe;                       ///< host path of the main program; "" = from NT_FILE
   std::string sysroot;                   ///< module files are opened under it; "" = as is
+  /// No module file is opened (SPROV_CTX_OFFLINE): modules, build-ids and load
+  /// biases come from the core alone (NT_FILE and the core's copy of each
+  /// module's first page); `exe` must be empty. Cores without NT_FILE (their
+  /// module list needs the files' program headers) then list no modules.
+  bool offline = false;
 };
 
 struct CoreCapture {
@@ -60,7 +65,10 @@ using CoreWalkFn = std::function<void(Snapshot&, MemoryReader&)>;
 /// used to unwind). Modules that are missing keep the core's build-id too.
 /// Errors: SPROV_ERR_ARCH_MISMATCH when `exe` is for another architecture,
 /// SPROV_ERR_NOT_FOUND for an unknown `tid`, SPROV_ERR_TRUNCATED/ELF when
-/// the core has no usable thread. Thread-safe (the CoreFile is immutable);
+/// the core has no usable thread, SPROV_ERR_INVALID_ARG for `exe` with
+/// `offline`. With `offline` no file is opened and there are no file checks;
+/// a module whose build-id the core does not hold is reported ("module P:
+/// build-id not in the core ..."). Thread-safe (the CoreFile is immutable);
 /// `while_open` runs on the calling thread.
 Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOptions& opts,
                                  const CoreWalkFn& while_open);

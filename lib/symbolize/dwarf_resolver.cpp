@@ -187,7 +187,10 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   auto m = std::make_shared<Module>();
   m->image = image;
   std::shared_ptr<elf::ElfImage> debug_file;
-  if (!attach_dwarf(m.get(), image)) {
+  if (!opts_.dwarf) {
+    // Symbol tables only: the debug file still lends its .symtab.
+    if (auto dbg = elf::find_debug_file(*image, opts_.debug); dbg.ok()) debug_file = dbg.value();
+  } else if (!attach_dwarf(m.get(), image)) {
     auto dbg = elf::find_debug_file(*image, opts_.debug);
     if (dbg.ok()) {
       debug_file = dbg.value();

@@ -36,14 +36,15 @@ struct ResolvedFrame {
 };
 
 /// Values equal enum sprov_resolver.
-enum class ResolvedBy : int32_t { kNone = 0, kSymtab = 1, kDynsym = 2, kDwarf = 3, kDebuginfod = 4 };
+enum class ResolvedBy : int32_t { kNone = 0, kSymtab = 1, kDynsym = 2, kDwarf = 3, kDebuginfod = 4, kBundle = 5 };
 
 struct Resolution {
   std::vector<ResolvedFrame> frames;  ///< innermost first; the last is the physical function
   ResolvedBy resolver = ResolvedBy::kNone;
-  std::string source;                 ///< file that answered (debuginfod: the URL it came from)
-  BuildId source_build_id;            ///< that file's build-id (empty when it has none)
-  std::string provenance;             ///< "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none"
+  std::string source;                 ///< file that answered (debuginfod: the URL it came from; bundle: "sha256:<hex>")
+  BuildId source_build_id;            ///< that file's build-id (empty when it has none; bundle: the module's)
+  std::string provenance;             ///< "dwarf", "debuginfod+dwarf", "bundle", "symtab", "minidebuginfo+symtab", "dynsym", "none"
+  std::string bundle_digest;          ///< "sha256:<hex>" of the bundle that answered (resolver kBundle), else ""
 };
 
 /// Which symbol tables may name an address that DWARF does not describe.
@@ -63,6 +64,8 @@ struct DwarfResolverOptions {
   elf::DebugFileOptions debug;
   /// Ask debuginfod (DEBUGINFOD_URLS) when no local debug file is found.
   bool debuginfod = true;
+  /// Read DWARF at all; false: symbol tables only (resolver policy without "dwarf").
+  bool dwarf = true;
 };
 
 /// How a module's DWARF was found (for diagnostics and tests).

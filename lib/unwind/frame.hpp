@@ -20,6 +20,7 @@ enum class Method : uint8_t {
   kSignal = SPROV_METHOD_SIGNAL,
   kPrologue = SPROV_METHOD_PROLOGUE,
   kBadPcReturn = SPROV_METHOD_BAD_PC_RETURN,
+  kCfiBundle = SPROV_METHOD_CFI_BUNDLE,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.
@@ -44,6 +45,9 @@ struct Frame {
   /// True when the symbol/CFI lookup for this frame uses pc - 1 (caller
   /// frames); false for frame 0 of a signal-interrupted context.
   bool lookup_prev = false;
+  /// kFlag* bits, equal to SPROV_FRAME_* (sprov_frame.flags).
+  uint8_t flags = 0;
+  static constexpr uint8_t kFlagCfiNotInBundle = SPROV_FRAME_CFI_NOT_IN_BUNDLE;
 };
 
 struct WalkResult {

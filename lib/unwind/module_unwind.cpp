@@ -41,6 +41,8 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<elf::El
   m->debug_opts_ = std::move(debug_opts);
   m->generation_ = next_module_generation();
   const elf::ElfImage& img = *m->image_;
+  m->arch_ = img.arch();
+  m->big_endian_ = img.big_endian();
   if (auto eh = img.section(".eh_frame"); eh && eh->size > 0 && eh->data != nullptr) {
     m->eh_ = make_section(img, *eh, true);
     bool indexed = false;
@@ -54,7 +56,58 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<elf::El
   return m;
 }
 
+Result<std::shared_ptr<LoadedModule>> LoadedModule::load_bundle(BundleSource src, Arch arch, bool big_endian) {
+  if (src.reader == nullptr || src.index >= src.reader->modules().size())
+    return make_error(SPROV_ERR_INVALID_ARG, "bundle %s: no module %zu", src.digest.c_str(), src.index);
+  std::shared_ptr<LoadedModule> m(new LoadedModule());
+  m->generation_ = next_module_generation();
+  m->arch_ = arch;
+  m->big_endian_ = big_endian;
+  m->bundle_ = std::make_unique<BundleSource>(std::move(src));
+  return m;
+}
+
+UnwindRule LoadedModule::bundle_rule(uint64_t rel, int num_regs) const {
+  UnwindRule rule;  // kInvalid
+  if (!bundle_) return rule;
+  auto row = bundle_->reader->unwind_row(bundle_->index, rel);
+  if (!row.ok()) return rule;
+  if (!row.value().found) {
+    rule.kind = UnwindRule::kNoInfo;
+    return rule;
+  }
+  const bundle::UnwindRowRecord& r = row.value().row;
+  rule.signal_frame = r.signal_frame ? 1 : 0;
+  rule.from_debug_frame = r.from_debug_frame ? 1 : 0;
+  switch (r.kind) {
+    case bundle::UnwindRowRecord::kEndOfStack: rule.kind = UnwindRule::kEndOfStack; return rule;
+    case bundle::UnwindRowRecord::kFull: rule.kind = UnwindRule::kFull; return rule;
+    case bundle::UnwindRowRecord::kNoInfo: rule.kind = UnwindRule::kNoInfo; return rule;
+    case bundle::UnwindRowRecord::kCfaReg: break;
+    default: return rule;
+  }
+  // The unwinder indexes its register state with these numbers: check them all.
+  static_assert(UnwindRule::kMaxSaved == bundle::kMaxSavedRegs);
+  if (r.cfa_reg >= num_regs || r.ra_reg >= num_regs || r.nsaved > UnwindRule::kMaxSaved ||
+      r.ra_kind > bundle::UnwindRowRecord::kRaUnspecified)
+    return rule;
+  for (int i = 0; i < r.nsaved; i++) {
+    if (r.saved_reg[i] >= num_regs) return rule;
+    rule.saved_reg[i] = r.saved_reg[i];
+    rule.saved_off[i] = r.saved_off[i];
+  }
+  rule.kind = UnwindRule::kCfaReg;
+  rule.cfa_reg = r.cfa_reg;
+  rule.cfa_off = r.cfa_off;
+  rule.nsaved = r.nsaved;
+  rule.ra_kind = r.ra_kind;
+  rule.ra_reg = r.ra_reg;
+  rule.ra_off = r.ra_off;
+  return rule;
+}
+
 const LoadedModule::DebugFrame* LoadedModule::debug_frame() const {
+  if (!image_) return nullptr;
   std::call_once(debug_once_, [this] {
     auto try_image = [this](const elf::ElfImage& img) -> bool {
       auto s = img.section(".debug_frame");
@@ -78,6 +131,7 @@ const LoadedModule::DebugFrame* LoadedModule::debug_frame() const {
 }
 
 bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {
+  if (!image_) return false;
   for (const auto& ph : image_->program_headers()) {
     if (ph.type != PT_LOAD) continue;
     if (vaddr < ph.vaddr || vaddr - ph.vaddr >= ph.filesz || len > ph.filesz - (vaddr - ph.vaddr))

@@ -9,28 +9,58 @@
 #include <string>
 #include <vector>
 
+#include "bundle/format.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
 #include "dwarf/cfi.hpp"
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
+#include "unwind/unwind_rule.hpp"
 
 namespace stackprov::unwind {
 
-/// One loaded module: its ELF image and CFI indexes. Immutable after load
-/// except for the lazily attached separate debug file (std::call_once), so
-/// concurrent unwinders may share it without locks on the hot path.
+/// One loaded module: its ELF image and CFI indexes, or (offline, no file) a
+/// symbol bundle's compiled unwind rows. Immutable after load except for the
+/// lazily attached separate debug file (std::call_once), so concurrent
+/// unwinders may share it without locks on the hot path.
 class LoadedModule {
  public:
+  /// Where a bundle-backed module's unwind rows come from: module `index` of
+  /// `reader`, the bundle named `digest` ("sha256:<hex>").
+  struct BundleSource {
+    std::shared_ptr<const bundle::BundleReader> reader;
+    size_t index = 0;
+    std::string digest;
+  };
+
   /// Builds the .eh_frame index (from .eh_frame_hdr when usable, else by
   /// scanning) and the in-file .debug_frame index.
   static Result<std::shared_ptr<LoadedModule>> load(std::shared_ptr<elf::ElfImage> image,
                                                     elf::DebugFileOptions debug_opts);
 
+  /// A module backed by a bundle alone (no ELF file): the CFI rung answers from
+  /// the bundle's unwind rows (bundle_rule()); image_ptr() is null, read_code()
+  /// false, there is no .eh_frame or .debug_frame. `arch` and `big_endian` are
+  /// the snapshot's (a bundle module found by build-id is that very file).
+  static Result<std::shared_ptr<LoadedModule>> load_bundle(BundleSource src, Arch arch, bool big_endian);
+
+  /// The ELF image; only for modules with a file (has_image()).
   const elf::ElfImage& image() const { return *image_; }
+  /// Null for a bundle-backed module.
   const std::shared_ptr<elf::ElfImage>& image_ptr() const { return image_; }
+  bool has_image() const { return image_ != nullptr; }
   uint32_t generation() const { return generation_; }
-  Arch arch() const { return image_->arch(); }
+  Arch arch() const { return arch_; }
+  bool big_endian() const { return big_endian_; }
+
+  /// The bundle source of a bundle-backed module, else nullptr.
+  const BundleSource* bundle() const { return bundle_ ? bundle_.get() : nullptr; }
+  /// The bundle's unwind row covering link-time `rel` as a compact rule (same
+  /// formulas, doc/bundles.md "Unwind rows"): kCfaReg, kEndOfStack, kFull (the
+  /// row needs the CFI interpreter, which a bundle does not carry), kNoInfo (no
+  /// row, or a gap row), kInvalid (a row naming registers beyond `num_regs` or a
+  /// bundle error: hostile or damaged bytes). Thread-safe.
+  UnwindRule bundle_rule(uint64_t rel, int num_regs) const;
 
   bool has_eh_frame() const { return has_eh_; }
   const dwarf::CfiSection& eh_frame() const { return eh_; }
@@ -51,6 +81,9 @@ class LoadedModule {
  private:
   LoadedModule() = default;
   std::shared_ptr<elf::ElfImage> image_;
+  std::unique_ptr<BundleSource> bundle_;
+  Arch arch_ = Arch::kUnknown;
+  bool big_endian_ = false;
   elf::DebugFileOptions debug_opts_;
   uint32_t generation_ = 0;
   bool has_eh_ = false;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "arch/arch_ops.hpp"
 #include "dwarf/cfi.hpp"
@@ -73,7 +74,10 @@ class Unwinder {
       Regs next = regs;
       uint64_t cfa = 0;
       Frame nf;
+      row_full_ = false;
+      row_full_signal_ = false;
       StopReason stop = step(cur, slot, regs, next, &cfa, &nf);
+      if (row_full_) cur.flags |= Frame::kFlagCfiNotInBundle;
       if (stop != StopReason::kNone) {
         out->stop = stop;
         return;
@@ -172,6 +176,12 @@ class Unwinder {
       return StopReason::kNone;
     }
     next = regs;
+    if (row_full_signal_ && step_by_bundle_signal_row(regs, next, cfa)) {
+      nf->method = Method::kSignal;
+      nf->lookup_prev = false;
+      return StopReason::kNone;
+    }
+    next = regs;
     if (opts_.use_frame_pointer && step_by_frame_pointer(regs, next, cfa)) {
       nf->method = Method::kFramePointer;
       nf->lookup_prev = true;
@@ -200,6 +210,7 @@ class Unwinder {
     if (slot == nullptr || slot->module == nullptr) return StopReason::kNoUnwindInfo;
     const LoadedModule& mod = *slot->module;
     const uint64_t rel = lookup_pc - slot->bias;
+    if (mod.bundle() != nullptr) return step_by_bundle_row(mod, rel, regs, next, cfa, method, signal);
     const UnwindRule* cached = cache_.find(rel, mod.generation());
     UnwindRule rule;
     if (cached != nullptr && cached->kind != UnwindRule::kFull) {
@@ -243,6 +254,59 @@ class Unwinder {
     *method = rule.from_debug_frame ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
     *signal = rule.signal_frame != 0;
     return apply_rule(rule, regs, next, cfa);
+  }
+
+  /// The CFI rung of a bundle-backed module: its compiled unwind row for `rel`
+  /// (cached like a translated CFI row). A kFull row cannot be applied without
+  /// the CFI it was made from: the step falls to the next rung (row_full_ tags
+  /// the frame SPROV_FRAME_CFI_NOT_IN_BUNDLE).
+  StopReason step_by_bundle_row(const LoadedModule& mod, uint64_t rel, const Regs& regs, Regs& next,
+                                uint64_t* cfa, Method* method, bool* signal) {
+    const UnwindRule* cached = cache_.find(rel, mod.generation());
+    UnwindRule rule;
+    if (cached != nullptr) {
+      rule = *cached;
+    } else {
+      rule = mod.bundle_rule(rel, Traits::kNumRegs);
+      cache_.insert(rel, mod.generation(), rule);
+    }
+    switch (rule.kind) {
+      case UnwindRule::kNoInfo:
+        return StopReason::kNoUnwindInfo;
+      case UnwindRule::kEndOfStack:
+        return StopReason::kEndOfStack;
+      case UnwindRule::kFull:
+        row_full_ = true;
+        row_full_signal_ = rule.signal_frame != 0;
+        return StopReason::kNoUnwindInfo;
+      case UnwindRule::kCfaReg:
+        break;
+      default:
+        return StopReason::kBadCfi;
+    }
+    *method = Method::kCfiBundle;
+    *signal = rule.signal_frame != 0;
+    return apply_rule(rule, regs, next, cfa);
+  }
+
+  /// A bundle row that needs the interpreter but whose CIE marks a signal frame
+  /// ('S': the sigreturn trampoline, e.g. x86_64 __restore_rt) when the code
+  /// bytes to recognise it are not at hand (a core without the module's text):
+  /// the kernel's signal frame is restored directly. Only where the
+  /// architecture has one trampoline layout (x86_64, arm64); mips32 has two.
+  bool step_by_bundle_signal_row(const Regs& regs, Regs& next, uint64_t* cfa) {
+    if constexpr (std::is_same_v<Traits, arch::x86_64::Traits> || std::is_same_v<Traits, arch::arm64::Traits>) {
+      next = regs;
+      return Ops::signal_step(next, mem_, 1, cfa) == arch::StepOutcome::kOk;
+    }
+    return false;
+  }
+
+  /// Code bytes at absolute `pc` in `slot`'s module: from its file, or for a
+  /// module without one (bundle-backed) from the target's memory, when dumped.
+  bool module_code(const ModuleSlot& slot, uint64_t pc, void* buf, size_t len) {
+    if (slot.module->has_image()) return slot.module->read_code(pc - slot.bias, buf, len);
+    return mem_.read(pc, buf, len);
   }
 
   /// Finds the CFI row for link-time `rel` in .eh_frame, then .debug_frame.
@@ -410,7 +474,7 @@ class Unwinder {
                          uint64_t* cfa) {
     uint8_t code[Ops::kSigreturnLen];
     if (slot != nullptr && slot->module != nullptr) {
-      if (!slot->module->read_code(pc - slot->bias, code, sizeof(code))) return false;
+      if (!module_code(*slot, pc, code, sizeof(code))) return false;
     } else if (!mem_.read(pc, code, sizeof(code))) {
       return false;
     }
@@ -452,7 +516,7 @@ class Unwinder {
     const ModuleSlot* s = modules_.find(ra - Traits::kCallInsnMin);
     if (s == nullptr || s->module == nullptr || ra < Ops::kCallBytes) return false;
     uint8_t code[Ops::kCallBytes];
-    if (!s->module->read_code(ra - s->bias - Ops::kCallBytes, code, sizeof(code))) return false;
+    if (!module_code(*s, ra - Ops::kCallBytes, code, sizeof(code))) return false;
     if (!Ops::preceded_by_indirect_call(code)) return false;
     next.set(Traits::kPcReg, ra);
     return true;
@@ -475,7 +539,7 @@ class Unwinder {
       const ModuleSlot* s = modules_.find(cand - 1);
       if (s == nullptr || s->module == nullptr || cand < Ops::kCallBytes) continue;
       uint8_t code[Ops::kCallBytes];
-      if (!s->module->read_code(cand - s->bias - Ops::kCallBytes, code, sizeof(code))) continue;
+      if (!module_code(*s, cand - Ops::kCallBytes, code, sizeof(code))) continue;
       if (!Ops::preceded_by_call(code)) continue;
       next = regs;
       next.set(Traits::kPcReg, cand);
@@ -512,6 +576,8 @@ class Unwinder {
   dwarf::CfiStatus row_status_ = dwarf::CfiStatus::kNotFound;
   StopReason expr_reason_ = StopReason::kBadCfi;
   uint64_t lost_ = 0;  // registers lost to unreadable save slots in this walk
+  bool row_full_ = false;  // this step met a bundle row that needs the CFI interpreter
+  bool row_full_signal_ = false;  // ... and that row's CIE marks a signal frame
 };
 
 }  // namespace stackprov::unwind

@@ -41,7 +41,70 @@ static __attribute__((noinline)) int capture_and_count(sprov_context* ctx, sprov
   return err;
 }
 
+/* sprov_bundle_build_opts as an older release might have had it: names only. */
+struct sprov_bundle_build_opts_v0 {
+  size_t sz;
+  const char* const* names;
+};
+
+/* The bundle ABI: an older (smaller) and a newer (larger, non-zero tail) options struct;
+ * the digest agrees with the bytes the bundle reports; lookups and modules by index. */
+static void bundle_abi(void) {
+  const char* self = "/proc/self/exe";
+  const char* names[1] = {"abi-self"};
+  struct sprov_bundle_build_opts_v0 old = {sizeof old, names};
+  void* bytes = NULL;
+  size_t len = 0;
+  char digest[SPROV_DIGEST_STRLEN];
+  int rc = sprov_bundle_build(&self, 1, (const struct sprov_bundle_build_opts*)&old, &bytes, &len, digest, sizeof digest);
+  EXPECT(rc == 0);
+  if (rc != 0) {
+    fprintf(stderr, "sprov_bundle_build: %s\n", sprov_last_error_message());
+    return;
+  }
+  EXPECT(strncmp(digest, "sha256:", 7) == 0 && strlen(digest) == 71);
+  sprov_bundle* b = NULL;
+  EXPECT(sprov_bundle_open_buf(bytes, len, &b) == 0);
+  if (b) {
+    char d2[SPROV_DIGEST_STRLEN];
+    EXPECT(sprov_bundle_digest(b, d2, sizeof d2) == 0 && strcmp(d2, digest) == 0);
+    EXPECT(sprov_bundle_size(b) == len);
+    EXPECT(sprov_bundle_module_count(b) == 1);
+    SPROV_OPTS(sprov_bundle_module, m);
+    EXPECT(sprov_bundle_module_info(b, 0, &m) == 0 && strcmp(m.name, "abi-self") == 0);
+    EXPECT(m.id_kind == SPROV_BUNDLE_ID_ELF_BUILD_ID && strlen(m.id_hex) == 2 * m.id_len);
+    size_t idx = 99;
+    EXPECT(sprov_bundle_find_module(b, SPROV_BUNDLE_ID_ELF_BUILD_ID, m.id_hex, &idx) == 0 && idx == 0);
+    EXPECT(sprov_bundle_module_info(b, 1, &m) == SPROV_ERR_INVALID_ARG);
+    sprov_bundle_free(b);
+  }
+  /* The same build into a file: the same digest, and the file opens to the same bundle. */
+  char d3[SPROV_DIGEST_STRLEN];
+  const char* out_path = "abi_c11_self.sbundle";
+  EXPECT(sprov_bundle_build_file(&self, 1, (const struct sprov_bundle_build_opts*)&old, out_path, d3, sizeof d3) == 0);
+  EXPECT(strcmp(d3, digest) == 0);
+  b = NULL;
+  EXPECT(sprov_bundle_open_file(out_path, &b) == 0);
+  if (b) {
+    char d4[SPROV_DIGEST_STRLEN];
+    EXPECT(sprov_bundle_digest(b, d4, sizeof d4) == 0 && strcmp(d4, digest) == 0);
+    sprov_bundle_free(b);
+  }
+  remove(out_path);
+  sprov_free(bytes);
+  struct {
+    struct sprov_bundle_build_opts cur;
+    uint64_t future_field;
+  } next;
+  memset(&next, 0, sizeof next);
+  next.cur.sz = sizeof next;
+  next.future_field = 1;
+  EXPECT(sprov_bundle_build(&self, 1, &next.cur, &bytes, &len, NULL, 0) == SPROV_ERR_OPTS_TAIL);
+  EXPECT(strcmp(sprov_bundle_id_kind_name(SPROV_BUNDLE_ID_MACHO_UUID), "macho-uuid") == 0);
+}
+
 int main(void) {
+  bundle_abi();
   EXPECT(strcmp(sprov_version(), SPROV_VERSION_STRING) == 0);
   EXPECT(sprov_version_number() == SPROV_VERSION_NUMBER);
   EXPECT(strcmp(sprov_strerror(SPROV_ERR_OPTS_TAIL), "options struct has unknown non-zero tail bytes") == 0);
@@ -98,6 +161,13 @@ int main(void) {
   sprov_context* ctx2 = NULL;
   EXPECT(sprov_context_new(&bad_root, &ctx2) == SPROV_ERR_INVALID_ARG);
   EXPECT(strstr(sprov_last_error_message(), "/nonexistent-sysroot-xyz") != NULL);
+
+  SPROV_OPTS(sprov_context_opts, bad_res, .resolvers = "bundle,dwarfy");
+  EXPECT(sprov_context_new(&bad_res, &ctx2) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "'dwarfy'") != NULL);
+  SPROV_OPTS(sprov_context_opts, bad_flags, .flags = 0x80);
+  EXPECT(sprov_context_new(&bad_flags, &ctx2) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "0x80") != NULL);
 
   /* Output structs: a caller with an older, smaller sprov_frame gets only its bytes. */
   SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = 16);

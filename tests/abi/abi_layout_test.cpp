@@ -8,7 +8,10 @@
 #define CHECK_OFF(T, F, N) static_assert(offsetof(struct T, F) == (N), #T "." #F " moved")
 
 #if defined(__LP64__)
-CHECK_SIZE(sprov_context_opts, 48);
+CHECK_SIZE(sprov_context_opts, 72);
+CHECK_OFF(sprov_context_opts, bundle_store, 48);
+CHECK_OFF(sprov_context_opts, resolvers, 56);
+CHECK_OFF(sprov_context_opts, flags, 64);
 CHECK_OFF(sprov_context_opts, sz, 0);
 CHECK_OFF(sprov_context_opts, log_fn, 8);
 CHECK_OFF(sprov_context_opts, log_user, 16);
@@ -87,7 +90,8 @@ CHECK_OFF(sprov_symbol_frame, start_file, 48);
 CHECK_OFF(sprov_symbol_frame, start_address, 56);
 CHECK_OFF(sprov_symbol_frame, has_start_address, 64);
 
-CHECK_SIZE(sprov_symbol_info, 104);
+CHECK_SIZE(sprov_symbol_info, 112);
+CHECK_OFF(sprov_symbol_info, bundle_digest, 104);
 CHECK_OFF(sprov_symbol_info, file, 24);
 CHECK_OFF(sprov_symbol_info, line, 32);
 CHECK_OFF(sprov_symbol_info, start_file, 48);
@@ -98,12 +102,38 @@ CHECK_OFF(sprov_symbol_info, resolver, 72);
 CHECK_OFF(sprov_symbol_info, resolver_name, 80);
 CHECK_OFF(sprov_symbol_info, source_path, 88);
 CHECK_OFF(sprov_symbol_info, source_build_id, 96);
+CHECK_SIZE(sprov_bundle_build_opts, 56);
+CHECK_OFF(sprov_bundle_build_opts, names, 8);
+CHECK_OFF(sprov_bundle_build_opts, debug_dirs, 16);
+CHECK_OFF(sprov_bundle_build_opts, debug_dir_count, 24);
+CHECK_OFF(sprov_bundle_build_opts, flags, 32);
+CHECK_OFF(sprov_bundle_build_opts, reserved, 36);
+CHECK_OFF(sprov_bundle_build_opts, progress, 40);
+CHECK_OFF(sprov_bundle_build_opts, progress_ctx, 48);
+CHECK_SIZE(sprov_bundle_module, 80);
+CHECK_OFF(sprov_bundle_module, id_kind, 8);
+CHECK_OFF(sprov_bundle_module, id_len, 12);
+CHECK_OFF(sprov_bundle_module, id_hex, 16);
+CHECK_OFF(sprov_bundle_module, name, 24);
+CHECK_OFF(sprov_bundle_module, sha256_file, 32);
+CHECK_OFF(sprov_bundle_module, sha256_debug, 40);
+CHECK_OFF(sprov_bundle_module, range_count, 48);
+CHECK_OFF(sprov_bundle_module, pad_count, 56);
+CHECK_OFF(sprov_bundle_module, unwind_row_count, 64);
+CHECK_OFF(sprov_bundle_module, debug_blob_size, 72);
+CHECK_SIZE(sprov_bundle_frame, 24);
+CHECK_OFF(sprov_bundle_frame, line, 16);
+CHECK_OFF(sprov_bundle_frame, column, 20);
+CHECK_SIZE(sprov_bundle_chain, 16);
+CHECK_OFF(sprov_bundle_chain, frames, 8);
 #endif
 
 // Enum values are part of the ABI too.
 static_assert(SPROV_METHOD_CFI_EH_FRAME == 2 && SPROV_METHOD_SIGNAL == 6, "method values changed");
 static_assert(SPROV_STOP_END_OF_STACK == 1 && SPROV_STOP_ARCH_MISMATCH == 8, "stop values changed");
 static_assert(SPROV_ERR_INVALID_ARG == -4000 && SPROV_ERR_OPTS_TAIL == -4001, "error codes changed");
+static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == 1 && SPROV_BUNDLE_ID_PDB_GUID_AGE == 2 && SPROV_BUNDLE_ID_MACHO_UUID == 3,
+              "bundle id kinds changed");
 static_assert(SPROV_ARCH_X86_64 == 1 && SPROV_ARCH_ARM64 == 2 && SPROV_ARCH_MIPS32 == 3, "arch values changed");
 
 int main() { return 0; }

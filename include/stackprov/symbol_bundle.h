@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* stackprov public C ABI for symbol bundles: build, open, inspect, look up, and the content-addressed store. */
+#ifndef STACKPROV_SYMBOL_BUNDLE_H
+#define STACKPROV_SYMBOL_BUNDLE_H
+
+#include "stackprov/stackprov.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ----------------------------------------------------------------------------
+ * Symbol bundles (doc/bundles.md): one file per set of modules, identified by
+ * the sha256 of its bytes ("sha256:<hex>"), holding per module its identity,
+ * name, file/debug sha256, address ranges with inline chains, return pads,
+ * unwind rows and optionally the debug file. Conventions as in stackprov.h:
+ * 0 on success, negative errno or SPROV_ERR_* with a thread-local last error
+ * naming the offending value; strings returned through `char** out` are
+ * released with sprov_free().
+ * ------------------------------------------------------------------------- */
+
+/* Module identity kinds (values as on disk). */
+enum sprov_bundle_id_kind {
+  SPROV_BUNDLE_ID_ELF_BUILD_ID = 1, /* ELF NT_GNU_BUILD_ID descriptor bytes */
+  SPROV_BUNDLE_ID_PDB_GUID_AGE = 2, /* 16-byte GUID as in the RSDS record, then age u32 LE */
+  SPROV_BUNDLE_ID_MACHO_UUID = 3,   /* Mach-O LC_UUID */
+};
+/* "elf-build-id", "pdb-guid-age", "macho-uuid"; "unknown" otherwise. */
+SPROV_API const char* sprov_bundle_id_kind_name(int kind);
+
+/* ------------------------------------------------------------------ build */
+
+/* Progress of a build, called once before the first module (modules_done 0)
+ * and after each module. bytes_* count the input files' sizes. */
+typedef void (*sprov_bundle_progress_fn)(void* ctx, size_t modules_done, size_t module_count,
+                                         uint64_t bytes_done, uint64_t bytes_total);
+
+enum sprov_bundle_build_flags {
+  SPROV_BUNDLE_INCLUDE_DEBUG = 1u << 0, /* embed each module's debug file (or the file itself) */
+};
+
+struct sprov_bundle_build_opts {
+  size_t sz;
+  const char* const* names;       /* per input file: module name; NULL (or a NULL entry): the basename */
+  const char* const* debug_dirs;  /* where separate debug files are searched; NULL: /usr/lib/debug */
+  size_t debug_dir_count;
+  uint32_t flags;                 /* enum sprov_bundle_build_flags */
+  uint32_t reserved;              /* must be 0 */
+  sprov_bundle_progress_fn progress; /* may be NULL */
+  void* progress_ctx;
+};
+#define sprov_bundle_build_opts__last_field progress_ctx
+
+/* Builds one bundle holding a module for each ELF file of paths[0..count)
+ * (each needs a GNU build-id; two files with the same build-id are refused,
+ * naming both). Deterministic: equal inputs give equal bytes. *out (released
+ * with sprov_free) receives the bundle bytes, *out_len their count; digest
+ * (may be NULL, else >= SPROV_DIGEST_STRLEN bytes) its "sha256:<hex>". */
+SPROV_API int sprov_bundle_build(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
+                                 void** out, size_t* out_len, char* digest, size_t digest_size);
+
+/* As sprov_bundle_build, written to out_path (temp file + fsync + rename: readers never see a
+ * partial bundle; mode 0644). */
+SPROV_API int sprov_bundle_build_file(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
+                                      const char* out_path, char* digest, size_t digest_size);
+
+/* --------------------------------------------------------------- reading */
+
+/* An open bundle: immutable, validated at open (header, sections, module
+ * table; each module's records on first use). Thread-safe. */
+typedef struct sprov_bundle sprov_bundle;
+typedef struct sprov_bundle_store sprov_bundle_store;
+
+/* Maps the bundle file at path. */
+SPROV_API int sprov_bundle_open_file(const char* path, sprov_bundle** out);
+/* Copies len bytes and opens them. */
+SPROV_API int sprov_bundle_open_buf(const void* data, size_t len, sprov_bundle** out);
+/* Opens the store's blob "sha256:<hex>" (or 64 bare hex digits). */
+SPROV_API int sprov_bundle_open_digest(const sprov_bundle_store* store, const char* digest, sprov_bundle** out);
+SPROV_API void sprov_bundle_free(sprov_bundle* b);
+
+/* "sha256:<hex>" of the bundle's bytes (out >= SPROV_DIGEST_STRLEN bytes). */
+SPROV_API int sprov_bundle_digest(const sprov_bundle* b, char* out, size_t out_size);
+SPROV_API uint64_t sprov_bundle_size(const sprov_bundle* b);
+SPROV_API size_t sprov_bundle_module_count(const sprov_bundle* b);
+
+/* A module of an open bundle. Strings are NUL-terminated and owned by the
+ * bundle (valid until sprov_bundle_free). sha256s are 64 hex digits (zeros:
+ * unknown). */
+struct sprov_bundle_module {
+  size_t sz;
+  uint32_t id_kind;        /* enum sprov_bundle_id_kind */
+  uint32_t id_len;         /* identity bytes */
+  const char* id_hex;      /* identity, lower-case hex */
+  const char* name;
+  const char* sha256_file;
+  const char* sha256_debug;
+  uint64_t range_count;
+  uint64_t pad_count;
+  uint64_t unwind_row_count;
+  uint64_t debug_blob_size; /* bytes of the embedded debug file; 0: none */
+};
+#define sprov_bundle_module__last_field debug_blob_size
+
+/* Fills *out (set out->sz first) for module `index` (0..module_count-1). */
+SPROV_API int sprov_bundle_module_info(const sprov_bundle* b, size_t index, struct sprov_bundle_module* out);
+/* Index of the module with this identity (hex, any case); SPROV_ERR_NOT_FOUND naming it. */
+SPROV_API int sprov_bundle_find_module(const sprov_bundle* b, int id_kind, const char* id_hex, size_t* index);
+
+/* One frame of an inline chain. */
+struct sprov_bundle_frame {
+  const char* function; /* linkage (mangled) name; "" when unknown */
+  const char* file;     /* "" when unknown */
+  uint32_t line;
+  uint32_t column;
+};
+/* An inline chain: frames[0] is the INNERMOST frame (the inlined function the
+ * address is in; its file:line:column is the address's own position), and
+ * frames[count-1] the outermost, concrete function (whose position is the
+ * call site of frames[count-2]) -- the order llvm-symbolizer --inlining prints.
+ * One allocation: release the chain with sprov_free(). */
+struct sprov_bundle_chain {
+  size_t count; /* 0: no range covers the address (not an error) */
+  const struct sprov_bundle_frame* frames;
+};
+
+/* The inline chain at module-relative (ELF: link-time) address addr. */
+SPROV_API int sprov_bundle_lookup(const sprov_bundle* b, size_t module, uint64_t addr, struct sprov_bundle_chain** out);
+/* The unwind row covering addr as text (x86_64 register names, llvm-dwarfdump
+ * notation, e.g. "CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]"), or "end-of-stack",
+ * "full" (needs the CFI interpreter), "none" (no unwind information). */
+SPROV_API int sprov_bundle_unwind_row_text(const sprov_bundle* b, size_t module, uint64_t addr, char** out,
+                                           size_t* out_len);
+
+/* Export formats (doc/symbol-index.md). */
+enum sprov_bundle_export_format {
+  SPROV_BUNDLE_EXPORT_SYMBOL_INDEX_JSON = 1, /* symbol_index.json: every module, or *module */
+  SPROV_BUNDLE_EXPORT_SYMBFILE = 2,          /* Elastic symbfile of one module (lib/bundle/symbfile.proto) */
+};
+/* Exports the bundle's records: *out (released with sprov_free) and *out_len. module: the
+ * module index, or NULL for every module (JSON) or the only module (symbfile; a bundle of
+ * several modules is refused naming their count). Deterministic. */
+SPROV_API int sprov_bundle_export(const sprov_bundle* b, int format, const size_t* module, void** out,
+                                  size_t* out_len);
+
+/* ----------------------------------------------------------------- store */
+
+/* A content-addressed store directory (layout, concurrency: doc/bundles.md
+ * "Store"). Writers never lock; every write is temp + fsync + rename. */
+enum sprov_bundle_store_flags {
+  SPROV_BUNDLE_STORE_CREATE = 1u << 0, /* create the store if missing */
+};
+
+/* The default store directory: $STACKPROV_STORE, else $XDG_DATA_HOME/stackprov/store,
+ * else $HOME/.local/share/stackprov/store. */
+SPROV_API int sprov_bundle_store_default_dir(char** out, size_t* out_len);
+/* Opens the store at dir (NULL or "": the default directory). */
+SPROV_API int sprov_bundle_store_open(const char* dir, uint32_t flags, sprov_bundle_store** out);
+SPROV_API void sprov_bundle_store_free(sprov_bundle_store* s);
+/* The store's directory (owned by the handle). */
+SPROV_API const char* sprov_bundle_store_dir(const sprov_bundle_store* s);
+
+/* Validates and stores a bundle (bytes or a file) and indexes its modules;
+ * digest (>= SPROV_DIGEST_STRLEN bytes) receives "sha256:<hex>". */
+SPROV_API int sprov_bundle_store_put(sprov_bundle_store* s, const void* data, size_t len, char* digest,
+                                     size_t digest_size);
+SPROV_API int sprov_bundle_store_put_file(sprov_bundle_store* s, const char* path, char* digest, size_t digest_size);
+/* The digest of the bundle the id map names for this module identity (hex);
+ * SPROV_ERR_NOT_FOUND naming the identity and the store when none. */
+SPROV_API int sprov_bundle_store_find(const sprov_bundle_store* s, int id_kind, const char* id_hex, char* digest,
+                                      size_t digest_size);
+/* Path of a stored bundle's blob; SPROV_ERR_NOT_FOUND when absent. */
+SPROV_API int sprov_bundle_store_blob_path(const sprov_bundle_store* s, const char* digest, char** out,
+                                           size_t* out_len);
+/* Sidecar files of a stored bundle, name [a-z0-9.-]{1,32}: "dsse.json" (DSSE
+ * envelope), "tlog-proof" (C2SP tlog-proof@v1), "checkpoint" (signed note). */
+SPROV_API int sprov_bundle_store_put_sidecar(sprov_bundle_store* s, const char* digest, const char* name,
+                                             const void* data, size_t len);
+/* Path of a sidecar; SPROV_ERR_NOT_FOUND naming it when absent. */
+SPROV_API int sprov_bundle_store_sidecar_path(const sprov_bundle_store* s, const char* digest, const char* name,
+                                              char** out, size_t* out_len);
+
+/* Checks the whole store (doc/bundles.md "fsck"): re-hashes every blob,
+ * validates it, checks the id map both ways and the sidecars' structure.
+ * *report: one line per finding, "error <path>: <what>" or "warning <path>:
+ * <what>", then "checked <B> blobs, <M> modules, <I> id entries, <S> sidecars".
+ * *errors (may be NULL) receives the number of error lines. Returns 0 when the
+ * check ran (errors or not). */
+SPROV_API int sprov_bundle_store_fsck(const sprov_bundle_store* s, char** report, size_t* report_len, size_t* errors);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STACKPROV_SYMBOL_BUNDLE_H */

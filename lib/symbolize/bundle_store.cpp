@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: Apache-2.0
+// The bundle store: content-addressed blobs, the per-OS id map, sidecars and fsck (doc/bundles.md "Store").
+#include "symbolize/bundle_store.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "evidence/dsse.hpp"
+#include "evidence/encoding.hpp"
+#include "evidence/note.hpp"
+
+namespace stackprov::symbolize {
+
+namespace {
+
+constexpr const char* kStoreMarker = "{\"format\":\"stackprov-bundle-store\",\"version\":1}\n";
+constexpr size_t kMaxIdEntryBytes = 128;
+constexpr size_t kMaxDirEntries = 1u << 24;  // bound on any directory listing
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::string printable(std::string_view s) {
+  std::string o;
+  for (char c : s.substr(0, 80)) o += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > 80) o += "...";
+  return o;
+}
+
+/// Sorted names in `dir` (not "." / ".."); an absent directory is empty.
+Result<std::vector<std::string>> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    if (errno == ENOENT) return out;
+    return make_error(-errno, "cannot list '%s': %s", dir.c_str(), strerror(errno));
+  }
+  while (dirent* e = readdir(d)) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (out.size() >= kMaxDirEntries) {
+      closedir(d);
+      return make_error(SPROV_ERR_LIMIT, "'%s' has more than %zu entries", dir.c_str(), kMaxDirEntries);
+    }
+    out.emplace_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool temp_name(const std::string& n) { return n.find(".tmp.") != std::string::npos; }
+
+std::string blob_rel(const std::string& hex) { return "blobs/sha256/" + hex.substr(0, 2) + "/" + hex; }
+
+const bundle::IdKind kKinds[] = {bundle::IdKind::kElfBuildId, bundle::IdKind::kPdbGuidAge,
+                                 bundle::IdKind::kMachoUuid};
+
+}  // namespace
+
+Result<std::string> parse_bundle_digest(std::string_view s) {
+  std::string_view hex = s;
+  if (hex.substr(0, 7) == "sha256:") hex.remove_prefix(7);
+  std::string lower(hex);
+  for (char& c : lower)
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+  if (lower.size() != 64 || !is_hex(lower))
+    return make_error(SPROV_ERR_INVALID_ARG, "'%s' is not a bundle digest (sha256:<64 hex digits>)",
+                      printable(s).c_str());
+  return lower;
+}
+
+const char* BundleStore::id_dir(bundle::IdKind kind) {
+  switch (kind) {
+    case bundle::IdKind::kElfBuildId: return "linux/elf-build-id";
+    case bundle::IdKind::kPdbGuidAge: return "windows/pdb-guid-age";
+    case bundle::IdKind::kMachoUuid: return "macos/macho-uuid";
+  }
+  return "unknown";
+}
+
+Result<std::string> BundleStore::default_dir() {
+  if (const char* e = getenv("STACKPROV_STORE"); e && *e) return std::string(e);
+  if (const char* x = getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/stackprov/store";
+  if (const char* h = getenv("HOME"); h && *h) return std::string(h) + "/.local/share/stackprov/store";
+  return make_error(SPROV_ERR_INVALID_ARG,
+                    "no bundle store: set --store DIR, STACKPROV_STORE, XDG_DATA_HOME or HOME");
+}
+
+Result<BundleStore> BundleStore::open(const std::string& dir_in, bool create) {
+  std::string dir = dir_in;
+  if (dir.empty()) {
+    auto d = default_dir();
+    if (!d) return std::move(d).error();
+    dir = d.value();
+  }
+  if (dir.find("://") != std::string::npos)
+    return make_error(SPROV_ERR_UNSUPPORTED, "bundle store '%s': a bundle store is a directory, not a URL",
+                      printable(dir).c_str());
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string marker = dir + "/store.json";
+  if (!is_file(marker)) {
+    if (!create) {
+      if (!is_dir(dir)) return make_error(SPROV_ERR_NOT_FOUND, "bundle store '%s' does not exist", dir.c_str());
+      return make_error(SPROV_ERR_NOT_FOUND, "'%s' is not a bundle store (no store.json)", dir.c_str());
+    }
+    if (is_dir(dir)) {
+      auto names = list_dir(dir);
+      if (!names) return std::move(names).error();
+      // Entries a concurrent creator may have made already are fine; anything else is not ours.
+      const bool ours = std::all_of(names.value().begin(), names.value().end(), [](const std::string& n) {
+        return n == "blobs" || n == "sigs" || n == "ids" || n == "tmp" || n.rfind("store.json", 0) == 0;
+      });
+      if (!ours)
+        return make_error(SPROV_ERR_INVALID_ARG,
+                          "'%s' is neither empty nor a bundle store (no store.json); refusing to write there",
+                          dir.c_str());
+    }
+    for (const char* sub : {"blobs/sha256", "sigs/sha256", "ids/linux/elf-build-id", "ids/windows/pdb-guid-age",
+                            "ids/macos/macho-uuid"}) {
+      auto st = evidence::make_dirs(dir + "/" + sub);
+      if (!st) return std::move(st).error();
+    }
+    auto st = evidence::write_file_atomic(marker, kStoreMarker);
+    if (!st) return std::move(st).error();
+  } else {
+    auto m = evidence::read_file(marker, 4096);
+    if (!m) return std::move(m).error();
+    if (evidence::as_sv(m.value()) != kStoreMarker)
+      return make_error(SPROV_ERR_UNSUPPORTED, "'%s': unknown store format (expected %.*s)", marker.c_str(),
+                        static_cast<int>(strlen(kStoreMarker) - 1), kStoreMarker);
+  }
+  return BundleStore(dir);
+}
+
+Status BundleStore::write_atomic(const std::string& path, std::string_view data, unsigned mode) const {
+  const size_t slash = path.rfind('/');
+  auto st = evidence::make_dirs(path.substr(0, slash));
+  if (!st) return st;
+  return evidence::write_file_atomic(path, data, mode);
+}
+
+Result<std::string> BundleStore::put(std::span<const uint8_t> bytes) {
+  auto rd = bundle::BundleReader::open(bytes.data(), bytes.size());
+  if (!rd) return make_error(rd.error().code, "not stored: %s", rd.error().message.c_str());
+  const std::string hex = evidence::hex_encode(evidence::sha256(bytes.data(), bytes.size()));
+  const std::string blob = dir_ + "/" + blob_rel(hex);
+  if (!is_file(blob)) {
+    auto st = write_atomic(blob, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), 0444);
+    if (!st) return std::move(st).error();
+  }
+  const std::string digest = "sha256:" + hex;
+  for (const bundle::ModuleView& m : rd.value().modules()) {
+    const std::string idhex = evidence::hex_encode(m.id.data(), m.id.size());
+    auto st = write_atomic(dir_ + "/ids/" + id_dir(m.id_kind) + "/" + idhex, digest + "\n", 0644);
+    if (!st) return std::move(st).error();
+  }
+  return digest;
+}
+
+Result<std::string> BundleStore::put_file(const std::string& path) {
+  auto rd = bundle::BundleReader::open_file(path);
+  if (!rd) return std::move(rd).error();
+  return put(std::span<const uint8_t>(rd.value().data(), rd.value().size()));
+}
+
+Result<std::optional<std::string>> BundleStore::find(bundle::IdKind kind, std::span<const uint8_t> id) const {
+  if (id.empty() || id.size() > bundle::kMaxIdBytes)
+    return make_error(SPROV_ERR_INVALID_ARG, "module identity of %zu bytes (1..%zu)", id.size(), bundle::kMaxIdBytes);
+  const std::string path = dir_ + "/ids/" + id_dir(kind) + "/" + evidence::hex_encode(id.data(), id.size());
+  if (!is_file(path)) return std::optional<std::string>();
+  auto text = evidence::read_file(path, kMaxIdEntryBytes);
+  if (!text) return std::move(text).error();
+  std::string_view s = evidence::as_sv(text.value());
+  if (!s.empty() && s.back() == '\n') s.remove_suffix(1);
+  auto hex = parse_bundle_digest(s);
+  if (!hex) return make_error(SPROV_ERR_BAD_FORMAT, "id entry '%s': %s", path.c_str(), hex.error().message.c_str());
+  return std::optional<std::string>("sha256:" + hex.value());
+}
+
+Result<std::string> BundleStore::blob_path(std::string_view digest) const {
+  auto hex = parse_bundle_digest(digest);
+  if (!hex) return std::move(hex).error();
+  std::string p = dir_ + "/" + blob_rel(hex.value());
+  if (!is_file(p))
+    return make_error(SPROV_ERR_NOT_FOUND, "bundle sha256:%s is not in the store '%s'", hex.value().c_str(),
+                      dir_.c_str());
+  return p;
+}
+
+Status BundleStore::put_sidecar(std::string_view digest, std::string_view name, std::string_view data) {
+  auto p = sidecar_path(digest, name);
+  if (!p) return std::move(p).error();
+  auto blob = blob_path(digest);
+  if (!blob) return std::move(blob).error();
+  return write_atomic(p.value(), data, 0644);
+}
+
+Result<std::string> BundleStore::sidecar_path(std::string_view digest, std::string_view name) const {
+  auto hex = parse_bundle_digest(digest);
+  if (!hex) return std::move(hex).error();
+  const bool ok_name = !name.empty() && name.size() <= 32 && name[0] != '.' &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
+                       });
+  if (!ok_name || name.find(".tmp.") != std::string_view::npos)
+    return make_error(SPROV_ERR_INVALID_ARG, "sidecar name '%s' is not [a-z0-9.-]{1,32}", printable(name).c_str());
+  return dir_ + "/sigs/sha256/" + hex.value().substr(0, 2) + "/" + hex.value() + "." + std::string(name);
+}
+
+Result<std::vector<std::string>> BundleStore::list() const {
+  std::vector<std::string> out;
+  auto prefixes = list_dir(dir_ + "/blobs/sha256");
+  if (!prefixes) return std::move(prefixes).error();
+  for (const std::string& pre : prefixes.value()) {
+    auto names = list_dir(dir_ + "/blobs/sha256/" + pre);
+    if (!names) return std::move(names).error();
+    for (const std::string& n : names.value())
+      if (n.size() == 64 && is_hex(n) && n.compare(0, 2, pre) == 0) out.push_back("sha256:" + n);
+  }
+  return out;
+}
+
+Result<BundleStore::FsckReport> BundleStore::fsck() const {
+  FsckReport rep;
+  // Blobs: name = sha256 of the bytes, a valid bundle, every module's records valid and indexed.
+  std::vector<std::pair<bundle::IdKind, std::string>> held;  // (kind, id hex) -> in some blob
+  std::vector<std::string> held_digest;
+  auto prefixes = list_dir(dir_ + "/blobs/sha256");
+  if (!prefixes) return std::move(prefixes).error();
+  for (const std::string& pre : prefixes.value()) {
+    const std::string pdir = dir_ + "/blobs/sha256/" + pre;
+    if (pre.size() != 2 || !is_hex(pre) || !is_dir(pdir)) {
+      rep.errors.push_back(pdir + ": unexpected entry in blobs/sha256");
+      continue;
+    }
+    auto names = list_dir(pdir);
+    if (!names) return std::move(names).error();
+    for (const std::string& n : names.value()) {
+      const std::string path = pdir + "/" + n;
+      if (temp_name(n)) {
+        rep.warnings.push_back(path + ": leftover temporary file of an interrupted write");
+        continue;
+      }
+      if (n.size() != 64 || !is_hex(n) || n.compare(0, 2, pre) != 0) {
+        rep.errors.push_back(path + ": not a sha256-named blob");
+        continue;
+      }
+      ++rep.blobs;
+      auto h = evidence::sha256_file(path);
+      if (!h) {
+        rep.errors.push_back(path + ": " + h.error().message);
+        continue;
+      }
+      const std::string actual = evidence::hex_encode(h.value());
+      if (actual != n) {
+        rep.errors.push_back(path + ": content hashes to sha256:" + actual + ", not its name");
+        continue;
+      }
+      auto rd = bundle::BundleReader::open_file(path);
+      if (!rd) {
+        rep.errors.push_back(path + ": " + rd.error().message);
+        continue;
+      }
+      for (const bundle::ModuleView& m : rd.value().modules()) {
+        ++rep.modules;
+        // Full validation: every lookup structure is checked on first use.
+        auto v = rd.value().ranges(m.index);
+        if (!v) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + v.error().message);
+        auto pads = rd.value().return_pad(m.index, 0);
+        if (!pads) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + pads.error().message);
+        auto row = rd.value().unwind_row(m.index, 0);
+        if (!row) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + row.error().message);
+        const std::string idhex = evidence::hex_encode(m.id.data(), m.id.size());
+        held.emplace_back(m.id_kind, idhex);
+        held_digest.push_back("sha256:" + n);
+        auto f = find(m.id_kind, m.id);
+        if (!f) {
+          rep.errors.push_back(f.error().message);
+        } else if (!f.value()) {
+          rep.warnings.push_back(path + ": module " + std::string(m.name) + " (" + id_dir(m.id_kind) + " " + idhex +
+                                 ") is not in the id map (store it again to index it)");
+        }
+      }
+    }
+  }
+  // Id entries: well-formed, naming a present blob that holds the module.
+  for (bundle::IdKind kind : kKinds) {
+    const std::string idir = dir_ + "/ids/" + id_dir(kind);
+    auto names = list_dir(idir);
+    if (!names) return std::move(names).error();
+    for (const std::string& n : names.value()) {
+      const std::string path = idir + "/" + n;
+      if (temp_name(n)) {
+        rep.warnings.push_back(path + ": leftover temporary file of an interrupted write");
+        continue;
+      }
+      ++rep.ids;
+      if (n.empty() || n.size() > 2 * bundle::kMaxIdBytes || n.size() % 2 != 0 || !is_hex(n)) {
+        rep.errors.push_back(path + ": not a hex module identity");
+        continue;
+      }
+      auto idb = evidence::hex_decode(n);
+      if (!idb) {
+        rep.errors.push_back(path + ": " + idb.error().message);
+        continue;
+      }
+      auto f = find(kind, idb.value());
+      if (!f) {
+        rep.errors.push_back(f.error().message);
+        continue;
+      }
+      const std::string& digest = *f.value();
+      bool ok = false;
+      for (size_t i = 0; i < held.size(); ++i)
+        if (held[i].first == kind && held[i].second == n && held_digest[i] == digest) ok = true;
+      if (!ok) {
+        auto blob = blob_path(digest);
+        rep.errors.push_back(path + ": names " + digest +
+                             (blob ? ", which does not hold this module" : ", which is not in the store"));
+      }
+    }
+  }
+  check_sidecars(&rep);
+  return rep;
+}
+
+void BundleStore::check_sidecars(FsckReport* rep) const {
+  // Sidecars: "<hex>.<name>" under sigs/sha256/<hh>/, of a present blob; known names parse.
+  auto prefixes = list_dir(dir_ + "/sigs/sha256");
+  if (!prefixes) {
+    rep->errors.push_back(prefixes.error().message);
+    return;
+  }
+  for (const std::string& pre : prefixes.value()) {
+    const std::string pdir = dir_ + "/sigs/sha256/" + pre;
+    if (pre.size() != 2 || !is_hex(pre) || !is_dir(pdir)) {
+      rep->errors.push_back(pdir + ": unexpected entry in sigs/sha256");
+      continue;
+    }
+    auto names = list_dir(pdir);
+    if (!names) {
+      rep->errors.push_back(names.error().message);
+      continue;
+    }
+    for (const std::string& n : names.value()) {
+      const std::string path = pdir + "/" + n;
+      if (temp_name(n)) {
+        rep->warnings.push_back(path + ": leftover temporary file of an interrupted write");
+        continue;
+      }
+      ++rep->sidecars;
+      const std::string hex = n.substr(0, 64);
+      if (n.size() < 66 || n[64] != '.' || !is_hex(hex) || hex.compare(0, 2, pre) != 0) {
+        rep->errors.push_back(path + ": not a sidecar name (<sha256 hex>.<name>)");
+        continue;
+      }
+      const std::string name = n.substr(65);
+      if (!is_file(dir_ + "/" + blob_rel(hex))) {
+        rep->errors.push_back(path + ": sidecar of sha256:" + hex + ", which is not in the store");
+        continue;
+      }
+      if (name != "dsse.json" && name != "tlog-proof" && name != "checkpoint") continue;
+      auto data = evidence::read_file(path, 1u << 20);
+      if (!data) {
+        rep->errors.push_back(path + ": " + data.error().message);
+        continue;
+      }
+      const std::string_view text = evidence::as_sv(data.value());
+      Status st;
+      if (name == "dsse.json") {
+        auto env = evidence::parse_envelope(text);
+        if (!env) {
+          st = std::move(env).error();
+        } else {
+          auto h = evidence::hex_decode(hex);
+          evidence::Hash digest{};
+          std::copy(h.value().begin(), h.value().end(), digest.begin());
+          st = evidence::check_statement_subject(env.value().payload, digest);
+        }
+      } else if (name == "tlog-proof") {
+        auto p = evidence::parse_tlog_proof(text);
+        if (!p) st = std::move(p).error();
+        else if (auto note = evidence::parse_note(p.value().checkpoint); !note) st = std::move(note).error();
+        else if (auto cp = evidence::parse_checkpoint_text(note.value().text); !cp) st = std::move(cp).error();
+      } else {
+        auto note = evidence::parse_note(text);
+        if (!note) st = std::move(note).error();
+        else if (auto cp = evidence::parse_checkpoint_text(note.value().text); !cp) st = std::move(cp).error();
+      }
+      if (!st) rep->errors.push_back(path + ": " + st.error().message);
+    }
+  }
+}
+
+}  // namespace stackprov::symbolize

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bundle store: content addressing checked with an independent sha256 (sha256sum), id map, concurrent writers, fsck.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bundle/format.hpp"
+#include "symbolize/bundle_store.hpp"
+
+using namespace stackprov;
+using symbolize::BundleStore;
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/sprov-store-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+/// A small valid bundle holding modules with ids {seed, seed+1, ...}.
+std::vector<uint8_t> make_bundle(uint8_t seed, size_t nmod = 1) {
+  bundle::BundleContents c;
+  for (size_t i = 0; i < nmod; ++i) {
+    bundle::ModuleContents m;
+    m.id = {bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, static_cast<uint8_t>(seed + i))};
+    m.name = "m" + std::to_string(seed + i) + ".so";
+    bundle::RangeRecord r;
+    r.start = 0x1000;
+    r.length = 16;
+    r.function = "f" + std::to_string(seed);
+    r.file = "a.c";
+    r.line = 3;
+    m.ranges.push_back(r);
+    c.modules.push_back(std::move(m));
+  }
+  auto bytes = bundle::write_bundle(c);
+  REQUIRE(bytes);
+  return bytes.value();
+}
+
+/// sha256sum(1) of a file: the independent content address.
+std::string sha256sum(const std::string& path) {
+  std::string cmd = "sha256sum '" + path + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[256] = {};
+  REQUIRE(fgets(buf, sizeof buf, p) != nullptr);
+  pclose(p);
+  return "sha256:" + std::string(buf, 64);
+}
+
+std::string write_tmp(const std::string& dir, const std::vector<uint8_t>& b) {
+  std::string p = dir + "/in.sbundle";
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("store put: blob named by sha256sum of the bundle, id map, sidecars", "[store]") {
+  const std::string dir = temp_dir() + "/s";
+  auto st = BundleStore::open(dir, true);
+  REQUIRE(st);
+  const auto b = make_bundle(7, 2);
+  const std::string src = write_tmp(dir + "/..", b);
+  auto d = st.value().put_file(src);
+  REQUIRE(d);
+  CHECK(d.value() == sha256sum(src));
+  auto path = st.value().blob_path(d.value());
+  REQUIRE(path);
+  CHECK(sha256sum(path.value()) == d.value());
+  for (uint8_t id : {7, 8}) {
+    auto f = st.value().find(bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, id));
+    REQUIRE(f);
+    REQUIRE(f.value());
+    CHECK(*f.value() == d.value());
+  }
+  auto none = st.value().find(bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, 9));
+  REQUIRE(none);
+  CHECK(!none.value());
+  // Storing again is idempotent; a bare hex digest works as well.
+  auto d2 = st.value().put(b);
+  REQUIRE(d2);
+  CHECK(d2.value() == d.value());
+  CHECK(st.value().blob_path(d.value().substr(7)));
+  auto l = st.value().list();
+  REQUIRE(l);
+  CHECK(l.value() == std::vector<std::string>{d.value()});
+  REQUIRE(st.value().put_sidecar(d.value(), "dsse.json", "{}"));
+  auto sp = st.value().sidecar_path(d.value(), "dsse.json");
+  REQUIRE(sp);
+  CHECK(access(sp.value().c_str(), R_OK) == 0);
+  CHECK(!st.value().put_sidecar(d.value(), "../x", "{}"));
+  CHECK(!st.value().put_sidecar("sha256:" + std::string(64, 'a'), "dsse.json", "{}"));  // not in the store
+  // "{}" is no DSSE envelope: fsck names the sidecar (structure only, no keys).
+  auto rep = st.value().fsck();
+  REQUIRE(rep);
+  REQUIRE(rep.value().errors.size() == 1);
+  CHECK(rep.value().errors[0].find(sp.value()) == 0);
+  CHECK(rep.value().blobs == 1);
+  CHECK(rep.value().ids == 2);
+  CHECK(rep.value().sidecars == 1);
+  REQUIRE(st.value().put_sidecar(d.value(), "dsse.json", "x"));
+  REQUIRE(std::remove(sp.value().c_str()) == 0);
+  REQUIRE(st.value().put_sidecar(d.value(), "notes.txt", "free text"));  // unknown names: not parsed
+  rep = st.value().fsck();
+  REQUIRE(rep);
+  CHECK(rep.value().errors.empty());
+  CHECK(rep.value().sidecars == 1);
+  // Reopen without create.
+  CHECK(BundleStore::open(dir, false));
+}
+
+TEST_CASE("store refuses bad input with the offending value", "[store]") {
+  const std::string dir = temp_dir();
+  auto st = BundleStore::open(dir + "/s", true);
+  REQUIRE(st);
+  std::vector<uint8_t> junk(100, 0x41);
+  auto r = st.value().put(junk);
+  REQUIRE(!r);
+  CHECK(r.error().code == SPROV_ERR_BUNDLE);
+  auto bad = st.value().blob_path("sha256:xyz");
+  REQUIRE(!bad);
+  CHECK(bad.error().message.find("sha256:xyz") != std::string::npos);
+  auto url = BundleStore::open("postgresql://localhost/x", true);
+  REQUIRE(!url);
+  CHECK(url.error().message.find("postgresql://localhost/x") != std::string::npos);
+  auto missing = BundleStore::open(dir + "/nope", false);
+  REQUIRE(!missing);
+  CHECK(missing.error().message.find(dir + "/nope") != std::string::npos);
+  // A non-empty directory that is not a store is not taken over.
+  std::ofstream(dir + "/file").put('x');
+  auto taken = BundleStore::open(dir, true);
+  REQUIRE(!taken);
+  CHECK(taken.error().message.find("neither empty nor a bundle store") != std::string::npos);
+}
+
+TEST_CASE("store: concurrent writers in 4 processes x 2 threads, nothing torn", "[store]") {
+  const std::string dir = temp_dir() + "/s";
+  REQUIRE(BundleStore::open(dir, true));
+  // Writers store overlapping sets of bundles: each bundle i holds module ids {i, i+1}.
+  std::vector<pid_t> kids;
+  for (int p = 0; p < 4; ++p) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      bool ok = true;
+      auto worker = [&](int t) {
+        auto st = BundleStore::open(dir, true);
+        if (!st) {
+          ok = false;
+          return;
+        }
+        for (int round = 0; round < 20; ++round)
+          for (int i = 0; i < 8; ++i)
+            if (!st.value().put(make_bundle(static_cast<uint8_t>(10 + 2 * ((i + p + t + round) % 8)), 2))) ok = false;
+      };
+      std::thread a(worker, 0), b(worker, 1);
+      a.join();
+      b.join();
+      _exit(ok ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = 0;
+    REQUIRE(waitpid(k, &status, 0) == k);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  auto st = BundleStore::open(dir, false);
+  REQUIRE(st);
+  auto l = st.value().list();
+  REQUIRE(l);
+  CHECK(l.value().size() == 8);
+  auto rep = st.value().fsck();
+  REQUIRE(rep);
+  CHECK(rep.value().errors.empty());
+  CHECK(rep.value().warnings.empty());  // no leftover temp files
+  CHECK(rep.value().blobs == 8);
+  for (const std::string& d : l.value()) {
+    auto p = st.value().blob_path(d);
+    REQUIRE(p);
+    CHECK(sha256sum(p.value()) == d);
+  }
+}
+
+TEST_CASE("store fsck names a corrupted blob, a dangling id and a leftover temp file", "[store]") {
+  const std::string dir = temp_dir() + "/s";
+  auto st = BundleStore::open(dir, true);
+  REQUIRE(st);
+  auto d = st.value().put(make_bundle(40));
+  REQUIRE(d);
+  auto p = st.value().blob_path(d.value());
+  REQUIRE(p);
+  chmod(p.value().c_str(), 0644);
+  {
+    std::fstream f(p.value(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x5a');
+  }
+  const std::string dangling = dir + "/ids/linux/elf-build-id/" + std::string(40, 'e');
+  std::ofstream(dangling) << "sha256:" << std::string(64, '0') << "\n";
+  std::ofstream(dir + "/ids/linux/elf-build-id/abcd.tmp.Q1w2e3") << "x";
+  auto rep = st.value().fsck();
+  REQUIRE(rep);
+  std::string all;
+  for (const auto& e : rep.value().errors) all += e + "\n";
+  INFO(all);
+  CHECK(all.find(p.value() + ": content hashes to sha256:") != std::string::npos);
+  CHECK(all.find(dangling + ": names sha256:" + std::string(64, '0') + ", which is not in the store") !=
+        std::string::npos);
+  REQUIRE(rep.value().warnings.size() == 1);
+  CHECK(rep.value().warnings[0].find("abcd.tmp.Q1w2e3: leftover temporary file") != std::string::npos);
+}
