@@ -16,7 +16,7 @@
 namespace stackprov::bundle {
 
 // ---- limits (doc/bundles.md "Limits"); the writer and the reader enforce the same values.
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kMaxIdBytes = 64;              ///< identity bytes per module
 inline constexpr uint32_t kMaxInlineDepth = 127;       ///< depth 0 (outermost) .. 127
 inline constexpr size_t kMaxStringBytes = 1u << 20;    ///< one string, without its NUL
@@ -174,6 +174,8 @@ class BundleReader {
   /// The chain recorded for the return address `addr` (exact match), outermost first;
   /// empty when `addr` has no return pad.
   Result<std::vector<FrameView>> return_pad(size_t module, uint64_t addr) const;
+  /// All return pads of a module in address order, each with its full chain (for export).
+  Result<std::vector<ReturnPadRecord>> return_pads(size_t module) const;
   /// The unwind row covering `rel_pc` (last row with pc <= rel_pc); `found` false when
   /// the first row starts after rel_pc or the module has no rows.
   struct RowLookup {
@@ -184,8 +186,6 @@ class BundleReader {
 
   /// The raw range records of a module in file order (depth, start), for export and tests.
   Result<std::vector<RangeRecord>> ranges(size_t module) const;
-  /// All return pads of a module in address order, each with its chain outermost first.
-  Result<std::vector<ReturnPadRecord>> return_pads(size_t module) const;
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

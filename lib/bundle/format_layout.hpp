@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// On-disk layout of the bundle file (doc/bundles.md): offsets, record sizes, little-endian codecs.
+// On-disk layout of the bundle file v2 (doc/bundles.md "Layout"): offsets, sizes, little-endian and varint codecs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace stackprov::bundle::layout {
 
@@ -18,45 +19,96 @@ inline constexpr size_t kSectionAlign = 8;
 inline constexpr uint32_t kSectionOptionalBit = 0x80000000u;
 
 enum SectionType : uint32_t {
-  kSecModules = 1,
-  kSecStrings = 2,
-  kSecRanges = 3,
-  kSecPads = 4,
-  kSecPadFrames = 5,
-  kSecUnwind = 6,
-  kSecBlobs = 7,
+  kSecModules = 1,    ///< fixed module records
+  kSecStrings = 2,    ///< per module: NUL-terminated strings
+  kSecStrOffs = 3,    ///< per module: u32 byte offset of string i in its string bytes
+  kSecFuncIndex = 4,  ///< per module: 8-byte group entries {u32 start - base, u32 data offset}
+  kSecFuncData = 5,   ///< per module: varint group blobs (ranges by depth)
+  kSecPadIndex = 6,   ///< per module: 8-byte pad-block entries {u32 addr - base, u32 data offset}
+  kSecPadData = 7,    ///< per module: varint pad blocks
+  kSecRowIndex = 8,   ///< per module: 8-byte row-block entries {u32 pc - base, u32 data offset}
+  kSecRowData = 9,    ///< per module: varint row blocks
+  kSecBlobs = 10,     ///< per module: embedded debug files (only present when one is non-empty)
 };
-inline constexpr uint32_t kSectionTypeCount = 7;
+inline constexpr uint32_t kSectionTypeCount = 10;
 
-// Module record (232 bytes), offsets:
-inline constexpr size_t kModuleSize = 232;
+// Module record (320 bytes), offsets. A "slice" is u64 first, u64 count, in units of the
+// section's records (bytes for STRINGS, *_DATA and BLOBS; 4 bytes for STROFFS; 8 bytes for
+// the *_INDEX sections); modules' slices follow each other in module order.
+inline constexpr size_t kModuleSize = 320;
 inline constexpr size_t kModIdKind = 0;      // u8
 inline constexpr size_t kModIdLen = 1;       // u8
 inline constexpr size_t kModFlags = 2;       // u16, 0
-inline constexpr size_t kModName = 4;        // u32 string ref
+inline constexpr size_t kModName = 4;        // u32 name length: STRINGS slice = name, NUL, LZ stream
 inline constexpr size_t kModId = 8;          // u8[64], zero past id_len
 inline constexpr size_t kModShaFile = 72;    // u8[32]
 inline constexpr size_t kModShaDebug = 104;  // u8[32]
-inline constexpr size_t kModStrings = 136;   // u64 offset, u64 length (bytes of STRINGS)
-inline constexpr size_t kModRanges = 152;    // u64 first, u64 count (records of RANGES)
-inline constexpr size_t kModPads = 168;      // u64 first, u64 count
-inline constexpr size_t kModPadFrames = 184; // u64 first, u64 count
-inline constexpr size_t kModUnwind = 200;    // u64 first, u64 count
-inline constexpr size_t kModBlob = 216;      // u64 offset, u64 length (bytes of BLOBS)
+inline constexpr size_t kModBase = 136;      // u64: index entries hold addresses - base
+inline constexpr size_t kModStrings = 144;   // slice of STRINGS
+inline constexpr size_t kModStrOffs = 160;   // slice of STROFFS
+inline constexpr size_t kModFuncIndex = 176; // slice of FUNC_INDEX
+inline constexpr size_t kModFuncData = 192;  // slice of FUNC_DATA
+inline constexpr size_t kModPadIndex = 208;  // slice of PAD_INDEX
+inline constexpr size_t kModPadData = 224;   // slice of PAD_DATA
+inline constexpr size_t kModRowIndex = 240;  // slice of ROW_INDEX
+inline constexpr size_t kModRowData = 256;   // slice of ROW_DATA
+inline constexpr size_t kModBlob = 272;      // slice of BLOBS
+inline constexpr size_t kModRangeCount = 288;  // u64
+inline constexpr size_t kModPadCount = 296;    // u64
+inline constexpr size_t kModRowCount = 304;    // u64
+inline constexpr size_t kModStrBytes = 312;    // u64 decompressed string bytes (lz.hpp)
+inline constexpr uint64_t kMaxStrBytes = uint64_t{1} << 30;
+/// Decompressed string bytes <= kMaxStrRatio x compressed bytes + kMaxStrRatio: a reader
+/// never allocates more than that for a small hostile file. The writer stores the table
+/// uncompressed (one literal run) when compression would exceed the ratio.
+inline constexpr uint64_t kMaxStrRatio = 64;
 
-// Range record (44 bytes): u64 start, u32 length, u16 depth, u16 flags(0), u32 function,
-// u32 file, u32 line, u32 column, u32 call_file, u32 call_line, u32 call_column.
-inline constexpr size_t kRangeSize = 44;
-// Return pad (16 bytes): u64 addr, u32 first_frame (module-relative), u32 frame_count.
-inline constexpr size_t kPadSize = 16;
-// Pad frame (16 bytes): u32 function, u32 file, u32 line, u32 column.
-inline constexpr size_t kPadFrameSize = 16;
-// Unwind row (44 bytes): u64 pc, u8 kind, u8 cfa_reg, u8 ra_kind, u8 ra_reg, i32 cfa_off,
-// i8 ra_off, u8 nsaved, u8 flags (bit0 signal frame, bit1 from .debug_frame), u8 reserved(0),
-// u8 saved_reg[12], i8 saved_off[12].
-inline constexpr size_t kUnwindSize = 44;
-inline constexpr uint8_t kRowSignalFrame = 1;
-inline constexpr uint8_t kRowFromDebugFrame = 2;
+inline constexpr size_t kIndexEntrySize = 8;
+inline constexpr size_t kStrOffSize = 4;
+
+// Group (function) blob: uleb ndepth, then per depth: uleb count, uleb nbytes, records.
+// Record: u8 head, uleb length (depth > 0: length << 1 | has_gap), [uleb gap from the previous
+// record's end, when has_gap],
+// [uleb fn], [uleb file], [sleb line delta], [uleb column], [call: see kCallFile]; strings are indexes into the module's table. Fields not present keep
+// the previous record's value of the same depth list ("" / 0 before the first record).
+inline constexpr uint8_t kRecFn = 1;        // function index follows
+inline constexpr uint8_t kRecFile = 2;      // file index follows
+inline constexpr uint8_t kRecColumn = 4;    // column follows
+inline constexpr uint8_t kRecCall = 8;      // call file, line, column follow
+inline constexpr uint8_t kRecInherit = 16;  // file:line:column = the call site of the deeper record at start
+// kRecCall: u8 ext, [uleb call_file], [sleb call-line delta], [uleb call_column].
+inline constexpr uint8_t kCallFile = 1;    // call file index follows
+inline constexpr uint8_t kCallColumn = 2;  // call column follows
+inline constexpr unsigned kCallLineShift = 2;  // ext >> 2: call-line delta + 31 (0..62); 63: sleb follows
+inline constexpr int kCallLineBias = 31;
+inline constexpr unsigned kCallLineEscape = 63;
+inline constexpr unsigned kRecLineShift = 5;  // head >> 5: line delta + 3 (0..6); 7: sleb follows
+inline constexpr int kRecLineBias = 3;
+inline constexpr unsigned kRecLineEscape = 7;
+/// Writer: a group closes after this many depth-0 records (bounds the records a lookup
+/// decodes; deeper ranges crossing the boundary are split, see doc/bundles.md) ...
+inline constexpr size_t kGroupTarget = 16;
+/// ... or once this many records of all depths start in it.
+inline constexpr size_t kGroupRecords = 48;
+
+// Pad block: per pad uleb (delta << 1 | explicit); explicit: uleb nframes, frames of
+// uleb fn, uleb file, uleb line, uleb column. Implicit: the chain of lookup(addr - 1).
+inline constexpr size_t kPadBlock = 32;
+// Row block: per row uleb pc delta (0 for the block's first row), u8 mask, [u8 head: mask
+// kRowHead; head = kind | signal << 3 | debug_frame << 4 | ra_kind << 5, else the previous
+// row's], then the fields the mask names, changed from the previous row of the block (all
+// zero before the first row).
+inline constexpr size_t kRowBlock = 16;
+inline constexpr uint8_t kRowCfaReg = 1;   // u8
+inline constexpr uint8_t kRowCfaOff = 2;   // sleb
+inline constexpr uint8_t kRowRaReg = 4;    // u8
+inline constexpr uint8_t kRowRaOff = 8;    // u8 (i8)
+inline constexpr uint8_t kRowSaved = 16;   // u8 keep << 4 | add: keep the previous row's first `keep`
+                                           // pairs, then add x (u8 reg, u8 (i8) off)
+inline constexpr uint8_t kRowHead = 32;    // head byte follows
+inline constexpr uint8_t kRowPacked = 64;  // added pairs are one byte each: reg << 4 | (-off - 1)
+inline constexpr uint8_t kRowHeadSignal = 8;
+inline constexpr uint8_t kRowHeadDebugFrame = 16;
 
 inline uint16_t ld16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 inline uint32_t ld32(const uint8_t* p) {
@@ -76,5 +128,69 @@ inline void st32(uint8_t* p, uint32_t v) {
 inline void st64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
+
+inline void put_uleb(std::vector<uint8_t>& out, uint64_t v) {
+  do {
+    uint8_t b = v & 0x7f;
+    v >>= 7;
+    if (v != 0) b |= 0x80;
+    out.push_back(b);
+  } while (v != 0);
+}
+inline void put_sleb(std::vector<uint8_t>& out, int64_t v) {
+  for (;;) {
+    const uint8_t b = v & 0x7f;
+    v >>= 7;  // arithmetic shift (C++20)
+    if ((v == 0 && (b & 0x40) == 0) || (v == -1 && (b & 0x40) != 0)) {
+      out.push_back(b);
+      return;
+    }
+    out.push_back(b | 0x80);
+  }
+}
+
+/// Bounds-checked varint cursor over [p, end). Any read past the end or an over-long
+/// varint sets `bad` and returns 0; callers check `bad` (or ok()) before using values.
+struct Cursor {
+  const uint8_t* p;
+  const uint8_t* end;
+  bool bad = false;
+
+  bool ok() const { return !bad; }
+  size_t left() const { return static_cast<size_t>(end - p); }
+  uint8_t u8() {
+    if (p >= end) {
+      bad = true;
+      return 0;
+    }
+    return *p++;
+  }
+  uint64_t uleb() {
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+      if (p >= end) break;
+      const uint8_t b = *p++;
+      if (shift == 63 && (b & 0x7e) != 0) break;  // more than 64 bits
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    bad = true;
+    return 0;
+  }
+  int64_t sleb() {
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+      if (p >= end) break;
+      const uint8_t b = *p++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) {
+        if (shift + 7 < 64 && (b & 0x40) != 0) v |= ~uint64_t{0} << (shift + 7);
+        return static_cast<int64_t>(v);
+      }
+    }
+    bad = true;
+    return 0;
+  }
+};
 
 }  // namespace stackprov::bundle::layout

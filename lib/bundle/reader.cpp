@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle reader: validates header, section table and module table at open, each module's records once on first use.
+// Bundle reader (v2): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,10 +12,12 @@
 #include <cinttypes>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
+#include "bundle/lz.hpp"
 
 namespace stackprov::bundle {
 
@@ -28,22 +30,21 @@ struct Slice {
   uint64_t count = 0;
 };
 
-inline constexpr uint64_t kSampleStride = 16;
-
 struct ModuleMeta {
-  Slice strings, ranges, pads, frames, rows, blob;
+  Slice strings, stroffs, findex, fdata, pindex, pdata, rindex, rdata, blob;
+  uint64_t base = 0, nranges = 0, npads = 0, nrows = 0, str_bytes = 0;
+  uint32_t name_len = 0;
 };
 
-/// Per-module index, built and validated once (std::call_once) on first use.
+/// Per-module state, built and validated once (std::call_once) on first use: the
+/// decompressed string table and the checked indexes.
 struct ModuleIndex {
   std::once_flag once;
   bool ok = false;
   Error err;
-  std::vector<uint64_t> depth_begin;  // ranges of depth d: [depth_begin[d], depth_begin[d + 1])
-  /// Start address of every kSampleStride-th range of the module (in file order): the
-  /// first steps of a lookup's binary search stay in this small array instead of
-  /// touching records spread over the mapping.
-  std::vector<uint64_t> sample;
+  std::string strings;
+  std::vector<uint32_t> offs;
+  std::vector<uint32_t> lens;  // of string i, without its NUL
 };
 
 Error bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -56,6 +57,22 @@ Error bad(const char* fmt, ...) {
   return make_error(SPROV_ERR_BUNDLE, "bundle: %s", buf);
 }
 
+inline constexpr uint32_t kNone = UINT32_MAX;  // string index of "" before a list's first record
+
+/// One decoded range record (string fields are table indexes, kNone = "").
+struct Rec {
+  uint64_t start = 0, end = 0;
+  uint32_t fn = kNone, file = kNone, line = 0, column = 0;
+  uint32_t call_file = kNone, call_line = 0, call_column = 0;
+  bool inherit = false;
+};
+
+/// An index entry: {u32 start - base, u32 data offset}.
+struct Entry {
+  uint64_t start;
+  uint64_t off, end;  // data bytes [off, end) within the module's data slice
+};
+
 }  // namespace
 
 struct BundleReader::Impl {
@@ -64,28 +81,41 @@ struct BundleReader::Impl {
   std::vector<ModuleMeta> meta;
   std::unique_ptr<ModuleIndex[]> index;
 
-  const uint8_t* range(const ModuleMeta& m, uint64_t i) const {
-    return sec[kSecRanges] + (m.ranges.first + i) * kRangeSize;
-  }
-  const uint8_t* pad(const ModuleMeta& m, uint64_t i) const { return sec[kSecPads] + (m.pads.first + i) * kPadSize; }
-  const uint8_t* frame(const ModuleMeta& m, uint64_t i) const {
-    return sec[kSecPadFrames] + (m.frames.first + i) * kPadFrameSize;
-  }
-  const uint8_t* row(const ModuleMeta& m, uint64_t i) const {
-    return sec[kSecUnwind] + (m.rows.first + i) * kUnwindSize;
-  }
-  /// A string ref already checked against the module's table (which ends with a NUL).
-  std::string_view str(const ModuleMeta& m, uint32_t ref) const {
-    const char* p = reinterpret_cast<const char*>(sec[kSecStrings] + m.strings.first + ref);
-    return std::string_view(p, strnlen(p, m.strings.count - ref));
-  }
   Status build_index(size_t mi, ModuleIndex& ix) const;
   Result<const ModuleIndex*> module_index(size_t mi) const;
+
+  const uint8_t* idx_entry(uint32_t sec_type, const Slice& s, uint64_t i) const {
+    return sec[sec_type] + (s.first + i) * kIndexEntrySize;
+  }
+  /// Last entry with start <= rel (false: none).
+  bool find_entry(uint32_t sec_type, const Slice& s, const Slice& data, uint64_t rel, Entry* out) const {
+    uint64_t lo = 0, hi = s.count;
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (ld32(idx_entry(sec_type, s, mid)) <= rel)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo == 0) return false;
+    entry(sec_type, s, data, lo - 1, out);
+    return true;
+  }
+  void entry(uint32_t sec_type, const Slice& s, const Slice& data, uint64_t i, Entry* out) const {
+    const uint8_t* e = idx_entry(sec_type, s, i);
+    out->start = ld32(e);
+    out->off = ld32(e + 4);
+    out->end = i + 1 < s.count ? ld32(idx_entry(sec_type, s, i + 1) + 4) : data.count;
+  }
+  Cursor data_cursor(uint32_t sec_type, const Slice& data, const Entry& e) const {
+    const uint8_t* p = sec[sec_type] + data.first;
+    return Cursor{p + e.off, p + e.end};
+  }
 };
 
 namespace {
 
-/// Checks that [first, first + count) lies within `limit` and adds up with the previous
+/// Checks that [first, first + count) lies within `limit` and follows the previous
 /// module's slice (the canonical layout has the slices back to back).
 Status check_slice(size_t mi, const char* what, Slice s, uint64_t expected_first, uint64_t limit) {
   if (s.first != expected_first)
@@ -96,78 +126,228 @@ Status check_slice(size_t mi, const char* what, Slice s, uint64_t expected_first
   return {};
 }
 
+/// A string index read from a record: < n, or an error naming it.
+bool read_str(Cursor& c, uint32_t n, uint32_t* out) {
+  const uint64_t v = c.uleb();
+  if (v >= n) {
+    c.bad = true;
+    return false;
+  }
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool read_u32(Cursor& c, uint32_t* out) {
+  const uint64_t v = c.uleb();
+  if (v > UINT32_MAX) {
+    c.bad = true;
+    return false;
+  }
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+/// Decodes one range record of a depth list into `r` (state: the previous record of the list).
+Status read_record(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t prev_end, uint32_t nstr, Rec& r) {
+  const uint8_t head = c.u8();
+  uint64_t len = c.uleb();
+  uint64_t gap = 0;
+  if (depth > 0) {
+    if (len & 1) gap = c.uleb();
+    len >>= 1;
+  }
+  if (head & kRecFn) read_str(c, nstr, &r.fn);
+  r.inherit = (head & kRecInherit) != 0;
+  if (!r.inherit) {
+    if (head & kRecFile) read_str(c, nstr, &r.file);
+    const unsigned lc = head >> kRecLineShift;
+    const int64_t dl = lc == kRecLineEscape ? c.sleb() : static_cast<int64_t>(lc) - kRecLineBias;
+    const int64_t line = static_cast<int64_t>(r.line) + dl;  // |dl| checked below before use
+    if (dl < -static_cast<int64_t>(UINT32_MAX) || dl > static_cast<int64_t>(UINT32_MAX) || line < 0 ||
+        line > static_cast<int64_t>(UINT32_MAX))
+      return bad("module %zu: group at 0x%" PRIx64 ": depth %u line delta %" PRId64 " from %u", mi, gstart, depth, dl,
+                 r.line);
+    r.line = static_cast<uint32_t>(line);
+    if (head & kRecColumn) read_u32(c, &r.column);
+  }
+  if (head & kRecCall) {
+    const uint8_t ext = c.u8();
+    if (ext & kCallFile) read_str(c, nstr, &r.call_file);
+    const unsigned lc = ext >> kCallLineShift;
+    const int64_t dl = lc == kCallLineEscape ? c.sleb() : static_cast<int64_t>(lc) - kCallLineBias;
+    const int64_t line = static_cast<int64_t>(r.call_line) + dl;
+    if (dl < -static_cast<int64_t>(UINT32_MAX) || dl > static_cast<int64_t>(UINT32_MAX) || line < 0 ||
+        line > static_cast<int64_t>(UINT32_MAX))
+      return bad("module %zu: group at 0x%" PRIx64 ": depth %u call line delta %" PRId64 " from %u", mi, gstart, depth,
+                 dl, r.call_line);
+    r.call_line = static_cast<uint32_t>(line);
+    if (ext & kCallColumn) read_u32(c, &r.call_column);
+  }
+  if (!c.ok())
+    return bad("module %zu: group at 0x%" PRIx64 ": depth %u record truncated or out of range (string index beyond %u)",
+               mi, gstart, depth, nstr);
+  if (len == 0 || len > UINT32_MAX)
+    return bad("module %zu: group at 0x%" PRIx64 ": depth %u record length %" PRIu64, mi, gstart, depth, len);
+  if (gap > UINT64_MAX - prev_end || prev_end + gap > UINT64_MAX - len)
+    return bad("module %zu: group at 0x%" PRIx64 ": depth %u record gap %" PRIu64 " wraps around", mi, gstart, depth,
+               gap);
+  r.start = prev_end + gap;
+  r.end = r.start + len;
+  return {};
+}
+
+/// A depth list's header: uleb (count << 1 | continues), uleb nbytes; bounded by the cursor.
+/// `continues`: the list's last record goes on as the first record of the same depth in
+/// the next group (one range record split at a group boundary).
+Status read_list_header(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t* count, Cursor* list,
+                        bool* continues = nullptr) {
+  const uint64_t head = c.uleb();
+  *count = head >> 1;
+  if (continues) *continues = (head & 1) != 0;
+  const uint64_t nbytes = c.uleb();
+  if (!c.ok() || nbytes > c.left() || *count == 0 || *count > nbytes)
+    return bad("module %zu: group at 0x%" PRIx64 ": depth %u list of %" PRIu64 " records in %" PRIu64
+               " bytes exceeds the group", mi, gstart, depth, *count, nbytes);
+  *list = Cursor{c.p, c.p + nbytes};
+  c.p += nbytes;
+  return {};
+}
+
+/// Reads the group count: 1..kMaxInlineDepth + 1 depth lists.
+Status read_ndepth(Cursor& c, size_t mi, uint64_t gstart, uint64_t* nd) {
+  *nd = c.uleb();
+  if (!c.ok() || *nd == 0 || *nd > kMaxInlineDepth + 1)
+    return bad("module %zu: group at 0x%" PRIx64 " has %" PRIu64 " depth lists (1..%u)", mi, gstart, *nd,
+               kMaxInlineDepth + 1);
+  return {};
+}
+
+struct PadHead {
+  uint64_t addr;
+  bool explicit_frames;
+};
+
+Status read_pad_head(Cursor& c, size_t mi, uint64_t prev, PadHead* out) {
+  const uint64_t v = c.uleb();
+  if (!c.ok()) return bad("module %zu: return pad after 0x%" PRIx64 " truncated", mi, prev);
+  const uint64_t delta = v >> 1;
+  if (delta > UINT64_MAX - prev) return bad("module %zu: return pad delta %" PRIu64 " wraps around", mi, delta);
+  out->addr = prev + delta;
+  out->explicit_frames = (v & 1) != 0;
+  return {};
+}
+
+struct PadFrame {
+  uint32_t fn, file, line, column;
+};
+
+Status read_pad_frames(Cursor& c, size_t mi, uint64_t addr, uint32_t nstr, std::vector<PadFrame>* out) {
+  const uint64_t n = c.uleb();
+  if (!c.ok() || n == 0 || n > kMaxInlineDepth + 1)
+    return bad("module %zu: return pad 0x%" PRIx64 " has %" PRIu64 " frames (1..%u)", mi, addr, n, kMaxInlineDepth + 1);
+  out->resize(n);
+  for (PadFrame& f : *out) {
+    read_str(c, nstr, &f.fn);
+    read_str(c, nstr, &f.file);
+    read_u32(c, &f.line);
+    read_u32(c, &f.column);
+  }
+  if (!c.ok())
+    return bad("module %zu: return pad 0x%" PRIx64 " frames truncated or out of range (string index beyond %u)", mi,
+               addr, nstr);
+  return {};
+}
+
+/// Decodes one unwind row; `r` holds the previous row of the block (zero before the first),
+/// `prev_head` its head byte.
+Status read_row(Cursor& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindRowRecord& r) {
+  const uint64_t delta = c.uleb();
+  const uint8_t mask = c.u8();
+  if (!c.ok()) return bad("module %zu: unwind row after 0x%" PRIx64 " truncated", mi, prev);
+  if (delta > UINT64_MAX - prev) return bad("module %zu: unwind row delta %" PRIu64 " wraps around", mi, delta);
+  r.pc = prev + delta;
+  if (mask & 0x80) return bad("module %zu: unwind row 0x%" PRIx64 " has field mask 0x%x", mi, r.pc, mask);
+  const uint8_t head = (mask & kRowHead) ? c.u8() : prev_head;
+  prev_head = head;
+  r.kind = head & 7;
+  r.signal_frame = (head & kRowHeadSignal) != 0;
+  r.from_debug_frame = (head & kRowHeadDebugFrame) != 0;
+  r.ra_kind = head >> 5;
+  if (r.kind < UnwindRowRecord::kCfaReg || r.kind > UnwindRowRecord::kNoInfo)
+    return bad("module %zu: unwind row 0x%" PRIx64 " has kind %u", mi, r.pc, r.kind);
+  if (r.ra_kind > UnwindRowRecord::kRaUnspecified)
+    return bad("module %zu: unwind row 0x%" PRIx64 " has ra kind %u", mi, r.pc, r.ra_kind);
+  if (mask & kRowCfaReg) r.cfa_reg = c.u8();
+  if (mask & kRowCfaOff) {
+    const int64_t v = c.sleb();
+    if (v < INT32_MIN || v > INT32_MAX) return bad("module %zu: unwind row 0x%" PRIx64 " cfa offset %" PRId64, mi, r.pc, v);
+    r.cfa_off = static_cast<int32_t>(v);
+  }
+  if (mask & kRowRaReg) r.ra_reg = c.u8();
+  if (mask & kRowRaOff) r.ra_off = static_cast<int8_t>(c.u8());
+  if (mask & kRowSaved) {
+    const uint8_t kb = c.u8();
+    const unsigned keep = kb >> 4, add = kb & 15u;
+    if (keep > r.nsaved || keep + add > kMaxSavedRegs)
+      return bad("module %zu: unwind row 0x%" PRIx64 " keeps %u of %u saved registers and adds %u", mi, r.pc, keep,
+                 r.nsaved, add);
+    r.nsaved = static_cast<uint8_t>(keep + add);
+    for (size_t k = keep; k < r.nsaved; k++) {
+      if (mask & kRowPacked) {
+        const uint8_t v = c.u8();
+        r.saved_reg[k] = v >> 4;
+        r.saved_off[k] = static_cast<int8_t>(-static_cast<int>(v & 15) - 1);
+      } else {
+        r.saved_reg[k] = c.u8();
+        r.saved_off[k] = static_cast<int8_t>(c.u8());
+      }
+    }
+  }
+  if (!c.ok()) return bad("module %zu: unwind row 0x%" PRIx64 " truncated", mi, r.pc);
+  return {};
+}
+
 }  // namespace
 
 Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
   const ModuleMeta& m = meta[mi];
-  // Ranges: depth non-decreasing by steps of 1, starts sorted and non-overlapping per depth.
-  ix.depth_begin.push_back(0);
-  uint32_t depth = 0;
-  uint64_t prev_end = 0;
-  for (uint64_t i = 0; i < m.ranges.count; i++) {
-    const uint8_t* r = range(m, i);
-    const uint64_t start = ld64(r);
-    const uint32_t len = ld32(r + 8);
-    const uint32_t d = ld16(r + 12);
-    if (ld16(r + 14) != 0) return bad("module %zu: range %" PRIu64 " has flags 0x%x", mi, i, ld16(r + 14));
-    if (len == 0 || start > UINT64_MAX - len)
-      return bad("module %zu: range %" PRIu64 " at 0x%" PRIx64 " has length 0x%x", mi, i, start, len);
-    if (d > kMaxInlineDepth) return bad("module %zu: range %" PRIu64 " has depth %u > %u", mi, i, d, kMaxInlineDepth);
-    if (d != depth) {
-      if (d != depth + 1) return bad("module %zu: range %" PRIu64 " has depth %u after depth %u", mi, i, d, depth);
-      depth = d;
-      ix.depth_begin.push_back(i);
-    } else if (i > 0 && start < prev_end) {
-      return bad("module %zu: range %" PRIu64 " at 0x%" PRIx64 " overlaps or precedes the one before (end 0x%" PRIx64
-                 ")", mi, i, start, prev_end);
-    }
-    prev_end = start + len;
-    if (i % kSampleStride == 0) ix.sample.push_back(start);
-    for (size_t f : {16u, 20u, 32u}) {
-      const uint32_t ref = ld32(r + f);
-      if (ref >= m.strings.count)
-        return bad("module %zu: range %" PRIu64 " string ref %u beyond the table of %" PRIu64, mi, i, ref,
-                   m.strings.count);
-    }
+  const uint8_t* zs = sec[kSecStrings] + m.strings.first + m.name_len + 1;
+  const size_t zn = static_cast<size_t>(m.strings.count - m.name_len - 1);
+  if (!lz::decompress(zs, zn, static_cast<size_t>(m.str_bytes), &ix.strings))
+    return bad("module %zu: string table of %zu compressed bytes does not decompress to %" PRIu64 " bytes", mi, zn,
+               m.str_bytes);
+  if (!ix.strings.empty() && ix.strings.back() != '\0')
+    return bad("module %zu: string table does not end with NUL", mi);
+  ix.offs.resize(m.stroffs.count);
+  for (uint64_t i = 0; i < m.stroffs.count; i++) {
+    const uint32_t off = ld32(sec[kSecStrOffs] + (m.stroffs.first + i) * kStrOffSize);
+    if (off >= m.str_bytes)
+      return bad("module %zu: string %" PRIu64 " at offset %u beyond the table of %" PRIu64, mi, i, off, m.str_bytes);
+    ix.offs[i] = off;
   }
-  ix.depth_begin.push_back(m.ranges.count);
-
-  uint64_t prev_addr = 0;
-  for (uint64_t i = 0; i < m.pads.count; i++) {
-    const uint8_t* p = pad(m, i);
-    const uint64_t addr = ld64(p);
-    const uint32_t first = ld32(p + 8), count = ld32(p + 12);
-    if (i > 0 && addr <= prev_addr)
-      return bad("module %zu: return pad %" PRIu64 " at 0x%" PRIx64 " is not after 0x%" PRIx64, mi, i, addr, prev_addr);
-    prev_addr = addr;
-    if (count == 0 || count > kMaxInlineDepth + 1 || first > m.frames.count || count > m.frames.count - first)
-      return bad("module %zu: return pad 0x%" PRIx64 " frames [%u, +%u) outside 1..%u frames of %" PRIu64, mi, addr,
-                 first, count, kMaxInlineDepth + 1, m.frames.count);
-  }
-  for (uint64_t i = 0; i < m.frames.count; i++) {
-    const uint8_t* f = frame(m, i);
-    for (size_t o : {0u, 4u}) {
-      const uint32_t ref = ld32(f + o);
-      if (ref >= m.strings.count)
-        return bad("module %zu: pad frame %" PRIu64 " string ref %u beyond the table of %" PRIu64, mi, i, ref,
-                   m.strings.count);
+  ix.lens.resize(ix.offs.size());
+  for (size_t i = 0; i < ix.offs.size(); i++)  // terminated: the table ends with NUL
+    ix.lens[i] = static_cast<uint32_t>(std::strlen(ix.strings.data() + ix.offs[i]));
+  struct IndexCheck {
+    uint32_t sec;
+    Slice idx, data;
+    const char* what;
+  };
+  for (const IndexCheck& k : {IndexCheck{kSecFuncIndex, m.findex, m.fdata, "group"},
+                              IndexCheck{kSecPadIndex, m.pindex, m.pdata, "return-pad block"},
+                              IndexCheck{kSecRowIndex, m.rindex, m.rdata, "unwind-row block"}}) {
+    if (k.idx.count == 0 && k.data.count != 0)
+      return bad("module %zu: %" PRIu64 " %s bytes without an index", mi, k.data.count, k.what);
+    for (uint64_t i = 0; i < k.idx.count; i++) {
+      const uint8_t* e = idx_entry(k.sec, k.idx, i);
+      const uint32_t start = ld32(e), off = ld32(e + 4);
+      if (i == 0 ? off != 0 : (start <= ld32(e - kIndexEntrySize) || off <= ld32(e - kIndexEntrySize + 4)))
+        return bad("module %zu: %s %" PRIu64 " (start 0x%x, data offset %u) is not after the one before", mi, k.what, i,
+                   start, off);
+      if (off >= k.data.count)
+        return bad("module %zu: %s %" PRIu64 " data offset %u beyond %" PRIu64 " bytes", mi, k.what, i, off,
+                   k.data.count);
     }
-  }
-
-  uint64_t prev_pc = 0;
-  for (uint64_t i = 0; i < m.rows.count; i++) {
-    const uint8_t* r = row(m, i);
-    const uint64_t pc = ld64(r);
-    if (i > 0 && pc <= prev_pc)
-      return bad("module %zu: unwind row %" PRIu64 " at 0x%" PRIx64 " is not after 0x%" PRIx64, mi, i, pc, prev_pc);
-    prev_pc = pc;
-    if (r[8] < UnwindRowRecord::kCfaReg || r[8] > UnwindRowRecord::kNoInfo)
-      return bad("module %zu: unwind row 0x%" PRIx64 " has kind %u", mi, pc, r[8]);
-    if (r[10] > UnwindRowRecord::kRaUnspecified)
-      return bad("module %zu: unwind row 0x%" PRIx64 " has ra kind %u", mi, pc, r[10]);
-    if (r[17] > kMaxSavedRegs) return bad("module %zu: unwind row 0x%" PRIx64 " saves %u registers", mi, pc, r[17]);
-    if ((r[18] & ~(kRowSignalFrame | kRowFromDebugFrame)) != 0 || r[19] != 0)
-      return bad("module %zu: unwind row 0x%" PRIx64 " has flags 0x%x/0x%x", mi, pc, r[18], r[19]);
   }
   return {};
 }
@@ -180,8 +360,9 @@ Result<const ModuleIndex*> BundleReader::Impl::module_index(size_t mi) const {
     ix.ok = s.ok();
     if (!ix.ok) {
       ix.err = s.error();
-      ix.depth_begin.clear();
-      ix.sample.clear();
+      ix.strings.clear();
+      ix.offs.clear();
+      ix.lens.clear();
     }
   });
   if (!ix.ok) return ix.err;
@@ -254,10 +435,10 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
   const uint64_t want_len = (last_end + kSectionAlign - 1) & ~static_cast<uint64_t>(kSectionAlign - 1);
   if (want_len != len) return bad("the sections end at %" PRIu64 " (padded %" PRIu64 "), the file has %zu bytes",
                                   last_end, want_len, len);
-  for (uint32_t t = kSecModules; t <= kSecUnwind; t++)
+  for (uint32_t t = kSecModules; t < kSecBlobs; t++)
     if (!seen[t]) return bad("required section type %u is missing", t);
-  static const size_t kRecSize[kSectionTypeCount + 1] = {0, kModuleSize, 1, kRangeSize, kPadSize, kPadFrameSize,
-                                                         kUnwindSize, 1};
+  static const size_t kRecSize[kSectionTypeCount + 1] = {
+      0, kModuleSize, 1, kStrOffSize, kIndexEntrySize, 1, kIndexEntrySize, 1, kIndexEntrySize, 1, 1};
   uint64_t nrec[kSectionTypeCount + 1] = {};
   for (uint32_t t = 1; t <= kSectionTypeCount; t++) {
     if (im.sec_len[t] % kRecSize[t] != 0)
@@ -266,10 +447,27 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
   }
   if (nrec[kSecModules] > kMaxModules) return bad("module count %" PRIu64 " exceeds %zu", nrec[kSecModules], kMaxModules);
 
+  struct SliceField {
+    size_t field;
+    uint32_t sec;
+    Slice ModuleMeta::*member;
+    const char* what;
+  };
+  static const SliceField kSlices[] = {
+      {kModStrings, kSecStrings, &ModuleMeta::strings, "strings"},
+      {kModStrOffs, kSecStrOffs, &ModuleMeta::stroffs, "string offsets"},
+      {kModFuncIndex, kSecFuncIndex, &ModuleMeta::findex, "group index"},
+      {kModFuncData, kSecFuncData, &ModuleMeta::fdata, "group data"},
+      {kModPadIndex, kSecPadIndex, &ModuleMeta::pindex, "return-pad index"},
+      {kModPadData, kSecPadData, &ModuleMeta::pdata, "return-pad data"},
+      {kModRowIndex, kSecRowIndex, &ModuleMeta::rindex, "unwind-row index"},
+      {kModRowData, kSecRowData, &ModuleMeta::rdata, "unwind-row data"},
+      {kModBlob, kSecBlobs, &ModuleMeta::blob, "debug blob"},
+  };
   const size_t nmod = static_cast<size_t>(nrec[kSecModules]);
   im.meta.resize(nmod);
   rd.modules_.resize(nmod);
-  ModuleMeta next;  // where the next module's slices start
+  uint64_t next[std::size(kSlices)] = {};  // where the next module's slices start
   for (size_t mi = 0; mi < nmod; mi++) {
     const uint8_t* r = im.sec[kSecModules] + mi * kModuleSize;
     ModuleMeta& m = im.meta[mi];
@@ -282,35 +480,43 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     for (size_t i = id_len; i < kMaxIdBytes; i++)
       if (r[kModId + i] != 0) return bad("module %zu: id byte %zu past its length %u is not zero", mi, i, id_len);
     if (ld16(r + kModFlags) != 0) return bad("module %zu has flags 0x%x", mi, ld16(r + kModFlags));
-    auto slice = [&](size_t o) { return Slice{ld64(r + o), ld64(r + o + 8)}; };
-    m = {slice(kModStrings), slice(kModRanges), slice(kModPads), slice(kModPadFrames), slice(kModUnwind),
-         slice(kModBlob)};
-    if (auto s = check_slice(mi, "strings", m.strings, next.strings.first, nrec[kSecStrings]); !s) return s.error();
-    if (auto s = check_slice(mi, "ranges", m.ranges, next.ranges.first, nrec[kSecRanges]); !s) return s.error();
-    if (auto s = check_slice(mi, "return pads", m.pads, next.pads.first, nrec[kSecPads]); !s) return s.error();
-    if (auto s = check_slice(mi, "pad frames", m.frames, next.frames.first, nrec[kSecPadFrames]); !s) return s.error();
-    if (auto s = check_slice(mi, "unwind rows", m.rows, next.rows.first, nrec[kSecUnwind]); !s) return s.error();
-    if (auto s = check_slice(mi, "debug blob", m.blob, next.blob.first, nrec[kSecBlobs]); !s) return s.error();
-    for (uint64_t c : {m.ranges.count, m.pads.count, m.frames.count, m.rows.count})
+    for (size_t k = 0; k < std::size(kSlices); k++) {
+      const SliceField& f = kSlices[k];
+      Slice& s = m.*(f.member);
+      s = Slice{ld64(r + f.field), ld64(r + f.field + 8)};
+      if (auto st = check_slice(mi, f.what, s, next[k], nrec[f.sec]); !st) return st.error();
+      next[k] = s.first + s.count;
+    }
+    m.base = ld64(r + kModBase);
+    m.nranges = ld64(r + kModRangeCount);
+    m.npads = ld64(r + kModPadCount);
+    m.nrows = ld64(r + kModRowCount);
+    m.str_bytes = ld64(r + kModStrBytes);
+    m.name_len = ld32(r + kModName);
+    for (uint64_t c : {m.nranges, m.npads, m.nrows})
       if (c > kMaxRecords) return bad("module %zu: record count %" PRIu64 " exceeds %" PRIu64, mi, c, kMaxRecords);
-    next = {{m.strings.first + m.strings.count, 0}, {m.ranges.first + m.ranges.count, 0},
-            {m.pads.first + m.pads.count, 0},       {m.frames.first + m.frames.count, 0},
-            {m.rows.first + m.rows.count, 0},       {m.blob.first + m.blob.count, 0}};
+    if (m.str_bytes > kMaxStrBytes || m.stroffs.count > m.str_bytes)
+      return bad("module %zu: %" PRIu64 " strings in %" PRIu64 " bytes (at most %" PRIu64 ")", mi, m.stroffs.count,
+                 m.str_bytes, kMaxStrBytes);
     const uint8_t* st = im.sec[kSecStrings] + m.strings.first;
-    if (m.strings.count == 0 || st[0] != 0 || st[m.strings.count - 1] != 0)
-      return bad("module %zu: string table of %" PRIu64 " bytes does not start and end with NUL", mi, m.strings.count);
-    const uint32_t name = ld32(r + kModName);
-    if (name >= m.strings.count) return bad("module %zu: name ref %u beyond the table of %" PRIu64, mi, name, m.strings.count);
+    if (m.name_len > kMaxStringBytes || m.name_len >= m.strings.count || st[m.name_len] != 0)
+      return bad("module %zu: name of %u bytes is not NUL-terminated within the %" PRIu64 " string bytes", mi,
+                 m.name_len, m.strings.count);
+    const uint64_t zbytes = m.strings.count - m.name_len - 1;
+    if (zbytes == 0) return bad("module %zu: the compressed string table is empty", mi);
+    if (m.str_bytes > kMaxStrRatio * zbytes + kMaxStrRatio)
+      return bad("module %zu: %" PRIu64 " string bytes from %" PRIu64 " compressed bytes exceed the ratio %" PRIu64, mi,
+                 m.str_bytes, zbytes, kMaxStrRatio);
 
     v.index = mi;
     v.id_kind = static_cast<IdKind>(kind);
     v.id = std::span<const uint8_t>(r + kModId, id_len);
-    v.name = im.str(m, name);
+    v.name = std::string_view(reinterpret_cast<const char*>(st), m.name_len);
     std::memcpy(v.sha256_file.data(), r + kModShaFile, 32);
     std::memcpy(v.sha256_debug.data(), r + kModShaDebug, 32);
-    v.range_count = m.ranges.count;
-    v.pad_count = m.pads.count;
-    v.unwind_count = m.rows.count;
+    v.range_count = m.nranges;
+    v.pad_count = m.npads;
+    v.unwind_count = m.nrows;
     if (m.blob.count > 0) v.debug_blob = std::span<const uint8_t>(im.sec[kSecBlobs] + m.blob.first, m.blob.count);
     if (mi > 0) {
       const ModuleView& p = rd.modules_[mi - 1];
@@ -320,13 +526,10 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
       if (!less) return bad("module %zu is not sorted after module %zu by identity", mi, mi - 1);
     }
   }
-  const uint64_t used[] = {next.strings.first, next.ranges.first, next.pads.first,
-                           next.frames.first,  next.rows.first,   next.blob.first};
-  const uint32_t types[] = {kSecStrings, kSecRanges, kSecPads, kSecPadFrames, kSecUnwind,
-                            kSecBlobs};
-  for (size_t i = 0; i < 6; i++)
-    if (used[i] != nrec[types[i]])
-      return bad("section type %u holds %" PRIu64 " records, the modules use %" PRIu64, types[i], nrec[types[i]], used[i]);
+  for (size_t k = 0; k < std::size(kSlices); k++)
+    if (next[k] != nrec[kSlices[k].sec])
+      return bad("section type %u holds %" PRIu64 " records, the modules use %" PRIu64, kSlices[k].sec,
+                 nrec[kSlices[k].sec], next[k]);
   im.index = std::make_unique<ModuleIndex[]>(nmod);
   return rd;
 }
@@ -372,159 +575,276 @@ const ModuleView* BundleReader::find_module(IdKind kind, std::span<const uint8_t
   return &*it;
 }
 
+namespace {
+
+std::string_view str_at(const ModuleIndex& ix, uint32_t i) {
+  if (i == kNone || i >= ix.offs.size()) return {};
+  return std::string_view(ix.strings.data() + ix.offs[i], ix.lens[i]);
+}
+
+}  // namespace
+
 Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_addr) const {
-  auto ix = impl_->module_index(module);
-  if (!ix) return std::move(ix).error();
+  auto ixr = impl_->module_index(module);
+  if (!ixr) return std::move(ixr).error();
+  const ModuleIndex& ix = *ixr.value();
   const ModuleMeta& m = impl_->meta[module];
-  const std::vector<uint64_t>& db = ix.value()->depth_begin;
-  const uint8_t* hits[kMaxInlineDepth + 1];
-  size_t n = 0;
-  for (size_t d = 0; d + 1 < db.size() && n <= kMaxInlineDepth; d++) {
-    // Last range of this depth with start <= rel_addr: narrow [db[d], db[d+1]) with the
-    // sampled starts (sample[k] is the start of range k * kSampleStride), then search the
-    // records in between.
-    uint64_t lo = db[d], hi = db[d + 1];
-    const std::vector<uint64_t>& sm = ix.value()->sample;
-    uint64_t slo = (lo + kSampleStride - 1) / kSampleStride, shi = (hi + kSampleStride - 1) / kSampleStride;
-    // Samples with index in [slo, shi) lie inside this depth; find the first one > rel_addr.
-    {
-      uint64_t a = slo, b = shi;
-      while (a < b) {
-        const uint64_t mid = a + (b - a) / 2;
-        if (sm[mid] <= rel_addr)
-          a = mid + 1;
-        else
-          b = mid;
+  std::vector<FrameView> out;
+  if (rel_addr < m.base) return out;
+  Entry e;
+  if (!impl_->find_entry(kSecFuncIndex, m.findex, m.fdata, rel_addr - m.base, &e)) return out;
+  const uint64_t gstart = m.base + e.start;
+  Cursor c = impl_->data_cursor(kSecFuncData, m.fdata, e);
+  const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
+  uint64_t nd = 0;
+  if (auto s = read_ndepth(c, module, gstart, &nd); !s) return s.error();
+  // Frames are appended as their depth is found; a deeper hit replaces the position of the
+  // frame above it by its call site.
+  out.reserve(8);
+  for (uint32_t d = 0; d < nd; d++) {
+    uint64_t count = 0;
+    Cursor lc{nullptr, nullptr};
+    if (auto s = read_list_header(c, module, gstart, d, &count, &lc); !s) return s.error();
+    Rec r;
+    uint64_t prev_end = gstart;
+    bool hit = false;
+    for (uint64_t k = 0; k < count; k++) {
+      if (auto s = read_record(lc, module, gstart, d, prev_end, nstr, r); !s) return s.error();
+      if (r.start > rel_addr) break;
+      if (rel_addr < r.end) {
+        hit = true;
+        break;
       }
-      if (a < shi) hi = std::min(hi, a * kSampleStride);
-      if (a > slo) lo = std::max(lo, (a - 1) * kSampleStride);
+      prev_end = r.end;
     }
-    const uint64_t base = db[d];
-    while (lo < hi) {
-      const uint64_t mid = lo + (hi - lo) / 2;
-      if (ld64(impl_->range(m, mid)) <= rel_addr)
-        lo = mid + 1;
-      else
-        hi = mid;
+    if (!hit) break;
+    if (!out.empty()) {
+      FrameView& caller = out.back();
+      caller.file = str_at(ix, r.call_file);
+      caller.line = r.call_line;
+      caller.column = r.call_column;
     }
-    if (lo == base) break;
-    const uint8_t* r = impl_->range(m, lo - 1);
-    if (rel_addr - ld64(r) >= ld32(r + 8)) break;
-    hits[n++] = r;
-  }
-  std::vector<FrameView> out(n);
-  for (size_t i = 0; i < n; i++) {
-    out[i].function = impl_->str(m, ld32(hits[i] + 16));
-    if (i + 1 < n) {
-      out[i].file = impl_->str(m, ld32(hits[i + 1] + 32));
-      out[i].line = ld32(hits[i + 1] + 36);
-      out[i].column = ld32(hits[i + 1] + 40);
-    } else {
-      out[i].file = impl_->str(m, ld32(hits[i] + 20));
-      out[i].line = ld32(hits[i] + 24);
-      out[i].column = ld32(hits[i] + 28);
-    }
+    out.push_back({str_at(ix, r.fn), str_at(ix, r.file), r.line, r.column});
   }
   return out;
 }
 
 Result<std::vector<FrameView>> BundleReader::return_pad(size_t module, uint64_t addr) const {
-  auto ix = impl_->module_index(module);
-  if (!ix) return std::move(ix).error();
+  auto ixr = impl_->module_index(module);
+  if (!ixr) return std::move(ixr).error();
+  const ModuleIndex& ix = *ixr.value();
   const ModuleMeta& m = impl_->meta[module];
-  uint64_t lo = 0, hi = m.pads.count;
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (ld64(impl_->pad(m, mid)) < addr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
   std::vector<FrameView> out;
-  if (lo == m.pads.count || ld64(impl_->pad(m, lo)) != addr) return out;
-  const uint8_t* p = impl_->pad(m, lo);
-  const uint32_t first = ld32(p + 8), count = ld32(p + 12);
-  out.resize(count);
-  for (uint32_t i = 0; i < count; i++) {
-    const uint8_t* f = impl_->frame(m, first + i);
-    out[i] = {impl_->str(m, ld32(f)), impl_->str(m, ld32(f + 4)), ld32(f + 8), ld32(f + 12)};
-  }
-  return out;
-}
-
-Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t rel_pc) const {
-  auto ix = impl_->module_index(module);
-  if (!ix) return std::move(ix).error();
-  const ModuleMeta& m = impl_->meta[module];
-  uint64_t lo = 0, hi = m.rows.count;
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (ld64(impl_->row(m, mid)) <= rel_pc)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  RowLookup out;
-  if (lo == 0) return out;
-  const uint8_t* b = impl_->row(m, lo - 1);
-  UnwindRowRecord& r = out.row;
-  out.found = true;
-  r.pc = ld64(b);
-  r.kind = b[8];
-  r.cfa_reg = b[9];
-  r.ra_kind = b[10];
-  r.ra_reg = b[11];
-  r.cfa_off = static_cast<int32_t>(ld32(b + 12));
-  r.ra_off = static_cast<int8_t>(b[16]);
-  r.nsaved = b[17];
-  r.signal_frame = (b[18] & kRowSignalFrame) != 0;
-  r.from_debug_frame = (b[18] & kRowFromDebugFrame) != 0;
-  for (size_t i = 0; i < r.nsaved; i++) {
-    r.saved_reg[i] = b[20 + i];
-    r.saved_off[i] = static_cast<int8_t>(b[32 + i]);
-  }
-  return out;
-}
-
-Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
-  auto ix = impl_->module_index(module);
-  if (!ix) return std::move(ix).error();
-  const ModuleMeta& m = impl_->meta[module];
-  std::vector<RangeRecord> out(m.ranges.count);
-  for (uint64_t i = 0; i < m.ranges.count; i++) {
-    const uint8_t* r = impl_->range(m, i);
-    RangeRecord& o = out[i];
-    o.start = ld64(r);
-    o.length = ld32(r + 8);
-    o.depth = ld16(r + 12);
-    o.function = impl_->str(m, ld32(r + 16));
-    o.file = impl_->str(m, ld32(r + 20));
-    o.line = ld32(r + 24);
-    o.column = ld32(r + 28);
-    o.call_file = impl_->str(m, ld32(r + 32));
-    o.call_line = ld32(r + 36);
-    o.call_column = ld32(r + 40);
+  Entry e;
+  if (addr < m.base || !impl_->find_entry(kSecPadIndex, m.pindex, m.pdata, addr - m.base, &e)) return out;
+  Cursor c = impl_->data_cursor(kSecPadData, m.pdata, e);
+  uint64_t prev = m.base + e.start;
+  std::vector<PadFrame> frames;
+  while (c.left() > 0) {
+    PadHead h;
+    if (auto s = read_pad_head(c, module, prev, &h); !s) return s.error();
+    prev = h.addr;
+    if (h.explicit_frames) {
+      if (auto s = read_pad_frames(c, module, h.addr, static_cast<uint32_t>(ix.offs.size()), &frames); !s)
+        return s.error();
+    }
+    if (h.addr < addr) continue;
+    if (h.addr > addr) break;
+    if (!h.explicit_frames) {
+      if (h.addr == 0) return bad("module %zu: implicit return pad at address 0", module);
+      return lookup(module, h.addr - 1);
+    }
+    out.resize(frames.size());
+    for (size_t i = 0; i < frames.size(); i++)
+      out[i] = {str_at(ix, frames[i].fn), str_at(ix, frames[i].file), frames[i].line, frames[i].column};
+    return out;
   }
   return out;
 }
 
 Result<std::vector<ReturnPadRecord>> BundleReader::return_pads(size_t module) const {
-  auto ix = impl_->module_index(module);
-  if (!ix) return std::move(ix).error();
+  auto ixr = impl_->module_index(module);
+  if (!ixr) return std::move(ixr).error();
+  const ModuleIndex& ix = *ixr.value();
   const ModuleMeta& m = impl_->meta[module];
-  std::vector<ReturnPadRecord> out(m.pads.count);
-  for (uint64_t i = 0; i < m.pads.count; i++) {
-    const uint8_t* p = impl_->pad(m, i);
-    const uint32_t first = ld32(p + 8), count = ld32(p + 12);  // checked by build_index
-    ReturnPadRecord& o = out[i];
-    o.addr = ld64(p);
-    o.frames.resize(count);
-    for (uint32_t k = 0; k < count; k++) {
-      const uint8_t* f = impl_->frame(m, first + k);
-      o.frames[k] = {std::string(impl_->str(m, ld32(f))), std::string(impl_->str(m, ld32(f + 4))), ld32(f + 8),
-                     ld32(f + 12)};
+  std::vector<ReturnPadRecord> out;
+  std::vector<PadFrame> frames;
+  for (uint64_t b = 0; b < m.pindex.count; b++) {
+    Entry e;
+    impl_->entry(kSecPadIndex, m.pindex, m.pdata, b, &e);
+    Cursor c = impl_->data_cursor(kSecPadData, m.pdata, e);
+    uint64_t prev = m.base + e.start;
+    bool first = true;
+    while (c.left() > 0) {
+      PadHead h;
+      if (auto s = read_pad_head(c, module, prev, &h); !s) return s.error();
+      if ((first && h.addr != prev) || (!first && h.addr == prev) || (!out.empty() && h.addr <= out.back().addr))
+        return bad("module %zu: return pad 0x%" PRIx64 " is out of order", module, h.addr);
+      first = false;
+      prev = h.addr;
+      if (out.size() >= m.npads) return bad("module %zu: more return pads than the %" PRIu64 " declared", module, m.npads);
+      ReturnPadRecord& p = out.emplace_back();
+      p.addr = h.addr;
+      if (h.explicit_frames) {
+        if (auto s = read_pad_frames(c, module, h.addr, static_cast<uint32_t>(ix.offs.size()), &frames); !s)
+          return s.error();
+        for (const PadFrame& f : frames)
+          p.frames.push_back({std::string(str_at(ix, f.fn)), std::string(str_at(ix, f.file)), f.line, f.column});
+      } else {
+        if (h.addr == 0) return bad("module %zu: implicit return pad at address 0", module);
+        auto ch = lookup(module, h.addr - 1);
+        if (!ch) return std::move(ch).error();
+        if (ch->empty()) return bad("module %zu: implicit return pad 0x%" PRIx64 " has no range before it", module, h.addr);
+        for (const FrameView& f : ch.value())
+          p.frames.push_back({std::string(f.function), std::string(f.file), f.line, f.column});
+      }
     }
   }
+  if (out.size() != m.npads)
+    return bad("module %zu: %zu return pads, the module record says %" PRIu64, module, out.size(), m.npads);
+  return out;
+}
+
+Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t rel_pc) const {
+  auto ixr = impl_->module_index(module);
+  if (!ixr) return std::move(ixr).error();
+  const ModuleMeta& m = impl_->meta[module];
+  RowLookup out;
+  Entry e;
+  if (rel_pc < m.base || !impl_->find_entry(kSecRowIndex, m.rindex, m.rdata, rel_pc - m.base, &e)) return out;
+  Cursor c = impl_->data_cursor(kSecRowData, m.rdata, e);
+  uint64_t prev = m.base + e.start;
+  UnwindRowRecord r;
+  r.kind = 0;
+  bool first = true;
+  uint8_t prev_head = 0;
+  while (c.left() > 0) {
+    UnwindRowRecord next = r;
+    if (first) next = UnwindRowRecord{};
+    if (auto s = read_row(c, module, prev, prev_head, next); !s) return s.error();
+    if ((first && next.pc != prev) || (!first && next.pc == prev))
+      return bad("module %zu: unwind row 0x%" PRIx64 " is out of order", module, next.pc);
+    first = false;
+    if (next.pc > rel_pc) break;
+    prev = next.pc;
+    r = next;
+    out.found = true;
+  }
+  if (out.found) {
+    out.row = r;
+    for (size_t i = r.nsaved; i < kMaxSavedRegs; i++) {
+      out.row.saved_reg[i] = 0;
+      out.row.saved_off[i] = 0;
+    }
+  }
+  return out;
+}
+
+Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
+  auto ixr = impl_->module_index(module);
+  if (!ixr) return std::move(ixr).error();
+  const ModuleIndex& ix = *ixr.value();
+  const ModuleMeta& m = impl_->meta[module];
+  const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
+  std::vector<std::vector<Rec>> all;  // per depth, over all groups
+  std::vector<std::vector<Rec>> g;    // per depth, this group
+  std::vector<bool> cont;             // per depth, this group: the last record continues
+  std::vector<std::optional<Rec>> pending;  // per depth: a record continuing into the next group
+  uint64_t total = 0;
+  for (uint64_t gi = 0; gi < m.findex.count; gi++) {
+    Entry e;
+    impl_->entry(kSecFuncIndex, m.findex, m.fdata, gi, &e);
+    const uint64_t gstart = m.base + e.start;
+    Cursor c = impl_->data_cursor(kSecFuncData, m.fdata, e);
+    uint64_t nd = 0;
+    if (auto s = read_ndepth(c, module, gstart, &nd); !s) return s.error();
+    g.assign(nd, {});
+    cont.assign(nd, false);
+    for (uint32_t d = 0; d < nd; d++) {
+      uint64_t count = 0;
+      Cursor lc{nullptr, nullptr};
+      bool continues = false;
+      if (auto s = read_list_header(c, module, gstart, d, &count, &lc, &continues); !s) return s.error();
+      cont[d] = continues;
+      // Pieces are bounded by the group bytes (at least 2 bytes each); the records they
+      // make are counted against the module record at the end.
+      Rec r;
+      uint64_t prev_end = gstart;
+      for (uint64_t k = 0; k < count; k++) {
+        if (auto s = read_record(lc, module, gstart, d, prev_end, nstr, r); !s) return s.error();
+        g[d].push_back(r);
+        prev_end = r.end;
+      }
+    }
+    if (c.left() != 0) return bad("module %zu: group at 0x%" PRIx64 " has %zu trailing bytes", module, gstart, c.left());
+    // Inherited positions: the call site of the deeper record covering the start.
+    for (size_t d = nd; d-- > 0;) {
+      for (Rec& r : g[d]) {
+        if (!r.inherit) continue;
+        const Rec* c2 = nullptr;
+        if (d + 1 < nd) {
+          auto it = std::upper_bound(g[d + 1].begin(), g[d + 1].end(), r.start,
+                                     [](uint64_t a, const Rec& x) { return a < x.start; });
+          if (it != g[d + 1].begin() && r.start < (it - 1)->end) c2 = &*(it - 1);
+        }
+        if (c2 == nullptr)
+          return bad("module %zu: range 0x%" PRIx64 " at depth %zu inherits from no deeper range", module, r.start, d);
+        r.file = c2->call_file;
+        r.line = c2->call_line;
+        r.column = c2->call_column;
+      }
+    }
+    if (all.size() < nd) all.resize(nd);
+    if (pending.size() < nd) pending.resize(nd);
+    for (size_t d = 0; d < pending.size(); d++) {
+      size_t from = 0;
+      if (pending[d]) {  // the previous group's last record of this depth continues here
+        Rec& p = *pending[d];
+        if (d >= nd || g[d].empty() || g[d][0].start != p.end || g[d][0].fn != p.fn || g[d][0].file != p.file ||
+            g[d][0].line != p.line || g[d][0].column != p.column || g[d][0].call_file != p.call_file ||
+            g[d][0].call_line != p.call_line || g[d][0].call_column != p.call_column)
+          return bad("module %zu: range 0x%" PRIx64 " at depth %zu continues into group 0x%" PRIx64
+                     " but no equal record starts there", module, p.start, d, gstart);
+        p.end = g[d][0].end;
+        if (p.end - p.start > UINT32_MAX)
+          return bad("module %zu: range 0x%" PRIx64 " at depth %zu is longer than 4 GiB", module, p.start, d);
+        from = 1;
+        if (!(d < nd && cont[d] && g[d].size() == 1)) {
+          all[d].push_back(p);
+          pending[d].reset();
+        }
+      }
+      if (d >= nd) continue;
+      for (size_t k = from; k < g[d].size(); k++) {
+        if (k + 1 == g[d].size() && cont[d])
+          pending[d] = g[d][k];
+        else
+          all[d].push_back(g[d][k]);
+      }
+    }
+  }
+  for (size_t d = 0; d < pending.size(); d++)
+    if (pending[d]) return bad("module %zu: range 0x%" PRIx64 " at depth %zu continues past the last group", module,
+                               pending[d]->start, d);
+  for (const auto& v : all) total += v.size();
+  if (total != m.nranges)
+    return bad("module %zu: %" PRIu64 " range records, the module record says %" PRIu64, module, total, m.nranges);
+  std::vector<RangeRecord> out;
+  out.reserve(total);
+  for (size_t d = 0; d < all.size(); d++)
+    for (const Rec& r : all[d]) {
+      RangeRecord& o = out.emplace_back();
+      o.start = r.start;
+      o.length = static_cast<uint32_t>(r.end - r.start);
+      o.depth = static_cast<uint16_t>(d);
+      o.function = str_at(ix, r.fn);
+      o.file = str_at(ix, r.file);
+      o.line = r.line;
+      o.column = r.column;
+      o.call_file = str_at(ix, r.call_file);
+      o.call_line = r.call_line;
+      o.call_column = r.call_column;
+    }
   return out;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle writer: validates neutral records, sorts them and serialises the canonical file (doc/bundles.md).
+// Bundle writer: validates neutral records, sorts them and serialises the canonical v2 file (doc/bundles.md).
 
 #include <algorithm>
 #include <cinttypes>
@@ -9,6 +9,7 @@
 
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
+#include "bundle/lz.hpp"
 
 namespace stackprov::bundle {
 namespace {
@@ -151,43 +152,431 @@ Status prepare_module(ModuleContents& m) {
   return {};
 }
 
-/// A module's string table: sorted unique strings, "" at offset 0, each NUL-terminated.
-struct StringTable {
-  std::vector<uint8_t> bytes;
-  std::unordered_map<std::string_view, uint32_t> offsets;
+size_t align_up(size_t v) { return (v + kSectionAlign - 1) & ~(kSectionAlign - 1); }
 
-  uint32_t ref(const std::string& s) const { return offsets.at(s); }
-};
-
-Result<StringTable> build_strings(const ModuleContents& m) {
-  std::vector<std::string_view> all;
-  all.push_back("");
-  all.push_back(m.name);
-  for (const RangeRecord& r : m.ranges) {
-    all.push_back(r.function);
-    all.push_back(r.file);
-    all.push_back(r.call_file);
-  }
-  for (const ReturnPadRecord& p : m.return_pads)
-    for (const FrameRecord& f : p.frames) {
-      all.push_back(f.function);
-      all.push_back(f.file);
-    }
-  std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end()), all.end());
-  StringTable t;
-  for (std::string_view s : all) {
-    if (t.bytes.size() + s.size() + 1 > UINT32_MAX)
-      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: string table exceeds 4 GiB",
-                        module_label(m).c_str());
-    t.offsets.emplace(s, static_cast<uint32_t>(t.bytes.size()));
-    t.bytes.insert(t.bytes.end(), s.begin(), s.end());
-    t.bytes.push_back(0);
-  }
-  return t;
+bool same_pos(const std::string& file, uint32_t line, uint32_t col, const std::string& f2, uint32_t l2, uint32_t c2) {
+  return line == l2 && col == c2 && file == f2;
 }
 
-size_t align_up(size_t v) { return (v + kSectionAlign - 1) & ~(kSectionAlign - 1); }
+/// The input ranges per depth (views into the sorted vector), with chain lookups.
+struct DepthIndex {
+  std::vector<std::span<const RangeRecord>> by_depth;
+
+  explicit DepthIndex(const std::vector<RangeRecord>& sorted) {
+    for (size_t i = 0; i < sorted.size();) {
+      size_t j = i;
+      while (j < sorted.size() && sorted[j].depth == sorted[i].depth) j++;
+      by_depth.emplace_back(sorted.data() + i, j - i);
+      i = j;
+    }
+    build_runs();
+  }
+  /// The record of depth `d` whose start is the last <= a, or nullptr.
+  const RangeRecord* last_at(size_t d, uint64_t a) const {
+    if (d >= by_depth.size()) return nullptr;
+    auto s = by_depth[d];
+    auto it = std::upper_bound(s.begin(), s.end(), a, [](uint64_t x, const RangeRecord& r) { return x < r.start; });
+    return it == s.begin() ? nullptr : &*(it - 1);
+  }
+  const RangeRecord* covering(size_t d, uint64_t a) const {
+    const RangeRecord* r = last_at(d, a);
+    return r != nullptr && a - r->start < r->length ? r : nullptr;
+  }
+  /// The chain at `a` as BundleReader::lookup answers it (outermost first).
+  std::vector<FrameRecord> chain(uint64_t a) const {
+    std::vector<const RangeRecord*> hits;
+    for (size_t d = 0; d < by_depth.size(); d++) {
+      const RangeRecord* r = covering(d, a);
+      if (r == nullptr) break;
+      hits.push_back(r);
+    }
+    std::vector<FrameRecord> out;
+    for (size_t i = 0; i < hits.size(); i++) {
+      if (i + 1 < hits.size())
+        out.push_back({hits[i]->function, hits[i + 1]->call_file, hits[i + 1]->call_line, hits[i + 1]->call_column});
+      else
+        out.push_back({hits[i]->function, hits[i]->file, hits[i]->line, hits[i]->column});
+    }
+    return out;
+  }
+  /// Whether the piece [start, end) of `r` (depth d) takes its position from the deeper
+  /// records: the one at `start` has it as call site and deeper records cover the whole
+  /// piece (so a lookup never answers the piece's own position).
+  bool inherits(const RangeRecord& r, uint64_t start, uint64_t end) const {
+    const RangeRecord* c = covering(r.depth + 1u, start);
+    if (c == nullptr || !same_pos(c->call_file, c->call_line, c->call_column, r.file, r.line, r.column)) return false;
+    const auto& rs = runs[r.depth + 1u];
+    auto it = std::upper_bound(rs.begin(), rs.end(), start,
+                               [](uint64_t a, const std::pair<uint64_t, uint64_t>& x) { return a < x.first; });
+    return it != rs.begin() && end <= (it - 1)->second;
+  }
+  /// Per depth: the merged address runs its records cover.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> runs;
+  void build_runs() {
+    runs.resize(by_depth.size());
+    for (size_t d = 0; d < by_depth.size(); d++)
+      for (const RangeRecord& r : by_depth[d]) {
+        if (!runs[d].empty() && runs[d].back().second == r.start)
+          runs[d].back().second = r.start + r.length;
+        else
+          runs[d].emplace_back(r.start, r.start + r.length);
+      }
+  }
+};
+
+bool same_frames(const std::vector<FrameRecord>& a, const std::vector<FrameRecord>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); i++)
+    if (a[i].function != b[i].function || !same_pos(a[i].file, a[i].line, a[i].column, b[i].file, b[i].line, b[i].column))
+      return false;
+  return true;
+}
+
+/// A module's string table: the strings its records name, most referenced first (ties
+/// by bytes), each NUL-terminated; compressed with lz::compress.
+struct StringTable {
+  std::vector<uint8_t> raw;
+  std::vector<uint32_t> offs;
+  std::unordered_map<std::string_view, uint32_t> index;
+
+  uint32_t ref(const std::string& s) const { return index.at(s); }
+};
+
+/// Serialised per-module parts, in section order.
+struct ModuleParts {
+  std::vector<uint8_t> strings;  // name, NUL, compressed table
+  uint64_t str_bytes = 0;
+  std::vector<uint32_t> offs;
+  std::vector<uint8_t> func_index, func_data, pad_index, pad_data, row_index, row_data;
+  uint64_t base = 0;
+};
+
+class ModuleEncoder {
+ public:
+  ModuleEncoder(const ModuleContents& m, const std::string& label) : m_(m), label_(label), dx_(m.ranges) {}
+
+  Result<ModuleParts> encode() {
+    // Which pads are implicit (their chain is lookup(addr - 1)).
+    implicit_.resize(m_.return_pads.size());
+    for (size_t i = 0; i < m_.return_pads.size(); i++) {
+      const ReturnPadRecord& p = m_.return_pads[i];
+      implicit_[i] = p.addr > 0 && same_frames(dx_.chain(p.addr - 1), p.frames);
+    }
+    build_strings();
+    if (st_.raw.size() > kMaxStrBytes)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: string table of %zu bytes exceeds %" PRIu64,
+                        label_.c_str(), st_.raw.size(), kMaxStrBytes);
+    ModuleParts out;
+    out.base = UINT64_MAX;
+    for (const RangeRecord& r : m_.ranges) out.base = std::min(out.base, r.start);
+    for (const ReturnPadRecord& p : m_.return_pads) out.base = std::min(out.base, p.addr);
+    for (const UnwindRowRecord& r : m_.unwind_rows) out.base = std::min(out.base, r.pc);
+    if (out.base == UINT64_MAX) out.base = 0;
+    base_ = out.base;
+    auto span_ok = [&](uint64_t a) -> Status {
+      if (a - base_ > UINT32_MAX)
+        return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: address 0x%" PRIx64
+                          " is more than 4 GiB above the module's lowest address 0x%" PRIx64, label_.c_str(), a, base_);
+      return {};
+    };
+    for (const RangeRecord& r : m_.ranges)
+      if (auto s = span_ok(r.start); !s) return s.error();
+    for (const ReturnPadRecord& p : m_.return_pads)
+      if (auto s = span_ok(p.addr); !s) return s.error();
+    for (const UnwindRowRecord& r : m_.unwind_rows)
+      if (auto s = span_ok(r.pc); !s) return s.error();
+
+    out.strings.assign(m_.name.begin(), m_.name.end());
+    out.strings.push_back(0);
+    std::vector<uint8_t> z = lz::compress(st_.raw.data(), st_.raw.size());
+    if (st_.raw.size() > kMaxStrRatio * z.size() + kMaxStrRatio) z = lz::store(st_.raw.data(), st_.raw.size());
+    out.strings.insert(out.strings.end(), z.begin(), z.end());
+    out.str_bytes = st_.raw.size();
+    out.offs = st_.offs;
+    encode_groups(out);
+    encode_pads(out);
+    encode_rows(out);
+    for (const auto* v : {&out.func_data, &out.pad_data, &out.row_data})
+      if (v->size() > UINT32_MAX)
+        return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: encoded records exceed 4 GiB", label_.c_str());
+    return out;
+  }
+
+ private:
+  void build_strings() {
+    std::unordered_map<std::string_view, uint64_t> freq;
+    auto use = [&](const std::string& s) { freq[s]++; };
+    for (const RangeRecord& r : m_.ranges) {
+      use(r.function);
+      use(r.file);
+      use(r.call_file);
+    }
+    for (size_t i = 0; i < m_.return_pads.size(); i++)
+      if (!implicit_[i])
+        for (const FrameRecord& f : m_.return_pads[i].frames) {
+          use(f.function);
+          use(f.file);
+        }
+    std::vector<std::pair<std::string_view, uint64_t>> all(freq.begin(), freq.end());
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    for (const auto& [s, n] : all) {
+      st_.index.emplace(s, static_cast<uint32_t>(st_.offs.size()));
+      st_.offs.push_back(static_cast<uint32_t>(std::min<size_t>(st_.raw.size(), UINT32_MAX)));
+      st_.raw.insert(st_.raw.end(), s.begin(), s.end());
+      st_.raw.push_back(0);
+    }
+  }
+
+  /// State of one depth list while encoding (see the reader's twin).
+  struct ListState {
+    const std::string* fn = &kEmpty;
+    const std::string* file = &kEmpty;
+    uint32_t line = 0, column = 0;
+    const std::string* call_file = &kEmpty;
+    uint32_t call_line = 0, call_column = 0;
+  };
+  static inline const std::string kEmpty;
+
+  /// Encodes the piece [start, end) of `r` (the whole record, or its part inside one group).
+  void encode_record(std::vector<uint8_t>& b, const RangeRecord& r, uint64_t start, uint64_t end, uint64_t gap,
+                     ListState& s) const {
+    uint8_t head = 0;
+    if (r.function != *s.fn) head |= kRecFn;
+    const bool inherit = r.depth + 1u < dx_.by_depth.size() && dx_.inherits(r, start, end);
+    const uint64_t length = end - start;
+    int64_t dline = 0;
+    bool line_escape = false;
+    if (inherit) {
+      head |= kRecInherit;
+    } else {
+      if (r.file != *s.file) head |= kRecFile;
+      if (r.column != s.column) head |= kRecColumn;
+      dline = static_cast<int64_t>(r.line) - static_cast<int64_t>(s.line);
+      if (dline >= -kRecLineBias && dline <= kRecLineBias)
+        head |= static_cast<uint8_t>((dline + kRecLineBias) << kRecLineShift);
+      else {
+        head |= static_cast<uint8_t>(kRecLineEscape << kRecLineShift);
+        line_escape = true;
+      }
+    }
+    if (r.call_file != *s.call_file || r.call_line != s.call_line || r.call_column != s.call_column) head |= kRecCall;
+    b.push_back(head);
+    if (r.depth == 0)
+      put_uleb(b, length);
+    else
+      put_uleb(b, (length << 1) | (gap != 0 ? 1 : 0));
+    if (r.depth > 0 && gap != 0) put_uleb(b, gap);
+    if (head & kRecFn) put_uleb(b, st_.ref(r.function));
+    if (head & kRecFile) put_uleb(b, st_.ref(r.file));
+    if (line_escape) put_sleb(b, dline);
+    if (head & kRecColumn) put_uleb(b, r.column);
+    if (head & kRecCall) {
+      const int64_t dl = static_cast<int64_t>(r.call_line) - static_cast<int64_t>(s.call_line);
+      const bool small = dl >= -kCallLineBias && dl <= kCallLineBias;
+      b.push_back(static_cast<uint8_t>((r.call_file != *s.call_file ? kCallFile : 0) |
+                                       (r.call_column != s.call_column ? kCallColumn : 0) |
+                                       ((small ? dl + kCallLineBias : kCallLineEscape) << kCallLineShift)));
+      if (r.call_file != *s.call_file) put_uleb(b, st_.ref(r.call_file));
+      if (!small) put_sleb(b, dl);
+      if (r.call_column != s.call_column) put_uleb(b, r.call_column);
+    }
+    s.fn = &r.function;
+    if (!inherit) {
+      s.file = &r.file;
+      s.line = r.line;
+      s.column = r.column;
+    }
+    s.call_file = &r.call_file;
+    s.call_line = r.call_line;
+    s.call_column = r.call_column;
+  }
+
+  void encode_groups(ModuleParts& out) const {
+    if (dx_.by_depth.empty()) return;
+    // Boundaries no deeper range crosses: the union of the open intervals (start, end).
+    std::vector<std::pair<uint64_t, uint64_t>> deep;
+    for (size_t d = 1; d < dx_.by_depth.size(); d++)
+      for (const RangeRecord& r : dx_.by_depth[d]) deep.emplace_back(r.start, r.start + r.length);
+    std::sort(deep.begin(), deep.end());
+    std::vector<uint64_t> deep_starts;
+    deep_starts.reserve(deep.size());
+    for (const auto& iv : deep) deep_starts.push_back(iv.first);
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto& iv : deep) {
+      if (!merged.empty() && iv.first < merged.back().second)
+        merged.back().second = std::max(merged.back().second, iv.second);
+      else
+        merged.push_back(iv);
+    }
+    size_t mp = 0;
+    auto allowed = [&](uint64_t b) {
+      while (mp < merged.size() && merged[mp].second <= b) mp++;
+      return mp == merged.size() || !(merged[mp].first < b && b < merged[mp].second);
+    };
+    // Groups of contiguous depth-0 records: a new one where the code is not contiguous, where
+    // the function changes (when no deeper range crosses there) and after kGroupTarget records
+    // (deeper ranges crossing that boundary are split in two pieces, the first one flagged
+    // "continues" in its list header).
+    const auto d0 = dx_.by_depth[0];
+    std::vector<std::pair<size_t, size_t>> groups;  // [first, last) of d0
+    for (size_t i = 0; i < d0.size(); i++) {
+      bool split = i == 0;
+      if (!split) {
+        const RangeRecord& p = d0[i - 1];
+        const size_t count = i - groups.back().first;
+        const bool ok = allowed(d0[i].start);
+        const auto deep_before = [&](uint64_t a) {
+          return static_cast<size_t>(std::lower_bound(deep_starts.begin(), deep_starts.end(), a) - deep_starts.begin());
+        };
+        const size_t deep = deep_before(d0[i].start) - deep_before(d0[groups.back().first].start);
+        split = p.start + p.length != d0[i].start || count >= kGroupTarget || count + deep >= kGroupRecords ||
+                (p.function != d0[i].function && ok);
+      }
+      if (split) {
+        if (!groups.empty()) groups.back().second = i;
+        groups.emplace_back(i, d0.size());
+      }
+    }
+    struct Piece {
+      const RangeRecord* r;
+      uint64_t start, end;
+    };
+    std::vector<size_t> cursor(dx_.by_depth.size(), 0);
+    std::vector<uint8_t> list;
+    std::vector<std::vector<Piece>> lists;
+    for (const auto& [g0, g1] : groups) {
+      const uint64_t gstart = d0[g0].start;
+      const uint64_t gend = d0[g1 - 1].start + d0[g1 - 1].length;
+      uint8_t e[kIndexEntrySize];
+      st32(e, static_cast<uint32_t>(gstart - base_));
+      st32(e + 4, static_cast<uint32_t>(out.func_data.size()));
+      out.func_index.insert(out.func_index.end(), e, e + kIndexEntrySize);
+      lists.clear();
+      lists.emplace_back();
+      for (size_t i = g0; i < g1; i++) lists[0].push_back({&d0[i], d0[i].start, d0[i].start + d0[i].length});
+      for (size_t d = 1; d < dx_.by_depth.size(); d++) {
+        const auto sp = dx_.by_depth[d];
+        size_t a = cursor[d];
+        while (a < sp.size() && sp[a].start + sp[a].length <= gstart) a++;
+        size_t b = a;
+        std::vector<Piece> pcs;
+        while (b < sp.size() && sp[b].start < gend) {
+          const uint64_t end = sp[b].start + sp[b].length;
+          pcs.push_back({&sp[b], std::max(sp[b].start, gstart), std::min(end, gend)});
+          b++;
+        }
+        // The next group starts with the last record again when it continues past gend.
+        cursor[d] = b > a && sp[b - 1].start + sp[b - 1].length > gend ? b - 1 : b;
+        if (pcs.empty()) break;
+        lists.push_back(std::move(pcs));
+      }
+      put_uleb(out.func_data, lists.size());
+      for (size_t d = 0; d < lists.size(); d++) {
+        list.clear();
+        ListState st;
+        uint64_t prev_end = gstart;
+        for (const Piece& p : lists[d]) {
+          encode_record(list, *p.r, p.start, p.end, p.start - prev_end, st);
+          prev_end = p.end;
+        }
+        const Piece& last = lists[d].back();
+        const bool continues = last.end < last.r->start + last.r->length;
+        put_uleb(out.func_data, (lists[d].size() << 1) | (continues ? 1 : 0));
+        put_uleb(out.func_data, list.size());
+        out.func_data.insert(out.func_data.end(), list.begin(), list.end());
+      }
+    }
+  }
+
+  void encode_pads(ModuleParts& out) const {
+    uint64_t prev = 0;
+    for (size_t i = 0; i < m_.return_pads.size(); i++) {
+      const ReturnPadRecord& p = m_.return_pads[i];
+      if (i % kPadBlock == 0) {
+        uint8_t e[kIndexEntrySize];
+        st32(e, static_cast<uint32_t>(p.addr - base_));
+        st32(e + 4, static_cast<uint32_t>(out.pad_data.size()));
+        out.pad_index.insert(out.pad_index.end(), e, e + kIndexEntrySize);
+        prev = p.addr;
+      }
+      put_uleb(out.pad_data, ((p.addr - prev) << 1) | (implicit_[i] ? 0 : 1));
+      prev = p.addr;
+      if (implicit_[i]) continue;
+      put_uleb(out.pad_data, p.frames.size());
+      for (const FrameRecord& f : p.frames) {
+        put_uleb(out.pad_data, st_.ref(f.function));
+        put_uleb(out.pad_data, st_.ref(f.file));
+        put_uleb(out.pad_data, f.line);
+        put_uleb(out.pad_data, f.column);
+      }
+    }
+  }
+
+  void encode_rows(ModuleParts& out) const {
+    UnwindRowRecord s;
+    uint64_t prev = 0;
+    uint8_t prev_head = 0;
+    for (size_t i = 0; i < m_.unwind_rows.size(); i++) {
+      const UnwindRowRecord& r = m_.unwind_rows[i];
+      if (i % kRowBlock == 0) {
+        uint8_t e[kIndexEntrySize];
+        st32(e, static_cast<uint32_t>(r.pc - base_));
+        st32(e + 4, static_cast<uint32_t>(out.row_data.size()));
+        out.row_index.insert(out.row_index.end(), e, e + kIndexEntrySize);
+        prev = r.pc;
+        s = UnwindRowRecord{};
+        s.nsaved = 0;
+        prev_head = 0;
+      }
+      std::vector<uint8_t>& b = out.row_data;
+      put_uleb(b, r.pc - prev);
+      prev = r.pc;
+      const uint8_t head = static_cast<uint8_t>(r.kind | (r.signal_frame ? kRowHeadSignal : 0) |
+                                                (r.from_debug_frame ? kRowHeadDebugFrame : 0) | (r.ra_kind << 5));
+      size_t keep = 0;  // common prefix with the previous row's saved registers
+      while (keep < r.nsaved && keep < s.nsaved && r.saved_reg[keep] == s.saved_reg[keep] &&
+             r.saved_off[keep] == s.saved_off[keep])
+        keep++;
+      const bool saved_same = keep == r.nsaved && keep == s.nsaved;
+      bool packed = true;
+      for (size_t k = keep; k < r.nsaved; k++)
+        packed = packed && r.saved_reg[k] < 16 && r.saved_off[k] < 0 && r.saved_off[k] >= -16;
+      const uint8_t mask = static_cast<uint8_t>(
+          (r.cfa_reg != s.cfa_reg ? kRowCfaReg : 0) | (r.cfa_off != s.cfa_off ? kRowCfaOff : 0) |
+          (r.ra_reg != s.ra_reg ? kRowRaReg : 0) | (r.ra_off != s.ra_off ? kRowRaOff : 0) |
+          (saved_same ? 0 : kRowSaved) | (head != prev_head ? kRowHead : 0) |
+          (!saved_same && packed && keep < r.nsaved ? kRowPacked : 0));
+      prev_head = head;
+      b.push_back(mask);
+      if (mask & kRowHead) b.push_back(head);
+      if (mask & kRowCfaReg) b.push_back(r.cfa_reg);
+      if (mask & kRowCfaOff) put_sleb(b, r.cfa_off);
+      if (mask & kRowRaReg) b.push_back(r.ra_reg);
+      if (mask & kRowRaOff) b.push_back(static_cast<uint8_t>(r.ra_off));
+      if (mask & kRowSaved) {
+        b.push_back(static_cast<uint8_t>(keep << 4 | (r.nsaved - keep)));
+        for (size_t k = keep; k < r.nsaved; k++) {
+          if (mask & kRowPacked) {
+            b.push_back(static_cast<uint8_t>(r.saved_reg[k] << 4 | (-r.saved_off[k] - 1)));
+          } else {
+            b.push_back(r.saved_reg[k]);
+            b.push_back(static_cast<uint8_t>(r.saved_off[k]));
+          }
+        }
+      }
+      s = r;
+    }
+  }
+
+  const ModuleContents& m_;
+  std::string label_;
+  DepthIndex dx_;
+  std::vector<bool> implicit_;
+  StringTable st_;
+  uint64_t base_ = 0;
+};
 
 }  // namespace
 
@@ -205,105 +594,41 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
     if (mods[i].id.kind == mods[i - 1].id.kind && mods[i].id.bytes == mods[i - 1].id.bytes)
       return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s appears twice", module_label(mods[i]).c_str());
 
-  std::vector<StringTable> strings;
-  strings.reserve(mods.size());
-  for (const ModuleContents& m : mods) {
-    auto t = build_strings(m);
-    if (!t) return std::move(t).error();
-    strings.push_back(std::move(t.value()));
-  }
-
-  // Section payloads.
   std::vector<uint8_t> sec[kSectionTypeCount + 1];
-  uint64_t n_ranges = 0, n_pads = 0, n_frames = 0, n_rows = 0;
   bool any_blob = false;
-  for (size_t mi = 0; mi < mods.size(); mi++) {
-    const ModuleContents& m = mods[mi];
-    const StringTable& st = strings[mi];
+  for (const ModuleContents& m : mods) {
+    auto parts = ModuleEncoder(m, module_label(m)).encode();
+    if (!parts) return std::move(parts).error();
+    const ModuleParts& p = parts.value();
     uint8_t rec[kModuleSize] = {};
     rec[kModIdKind] = static_cast<uint8_t>(m.id.kind);
     rec[kModIdLen] = static_cast<uint8_t>(m.id.bytes.size());
-    st32(rec + kModName, st.ref(m.name));
+    st32(rec + kModName, static_cast<uint32_t>(m.name.size()));
     std::memcpy(rec + kModId, m.id.bytes.data(), m.id.bytes.size());
     std::memcpy(rec + kModShaFile, m.sha256_file.data(), 32);
     std::memcpy(rec + kModShaDebug, m.sha256_debug.data(), 32);
-    st64(rec + kModStrings, sec[kSecStrings].size());
-    st64(rec + kModStrings + 8, st.bytes.size());
-    sec[kSecStrings].insert(sec[kSecStrings].end(), st.bytes.begin(), st.bytes.end());
-
-    st64(rec + kModRanges, n_ranges);
-    st64(rec + kModRanges + 8, m.ranges.size());
-    for (const RangeRecord& r : m.ranges) {
-      uint8_t b[kRangeSize] = {};
-      st64(b, r.start);
-      st32(b + 8, r.length);
-      st16(b + 12, r.depth);
-      st32(b + 16, st.ref(r.function));
-      st32(b + 20, st.ref(r.file));
-      st32(b + 24, r.line);
-      st32(b + 28, r.column);
-      st32(b + 32, st.ref(r.call_file));
-      st32(b + 36, r.call_line);
-      st32(b + 40, r.call_column);
-      sec[kSecRanges].insert(sec[kSecRanges].end(), b, b + kRangeSize);
-    }
-    n_ranges += m.ranges.size();
-
-    st64(rec + kModPads, n_pads);
-    st64(rec + kModPads + 8, m.return_pads.size());
-    const uint64_t frames_first = n_frames;
-    uint64_t local_frames = 0;
-    for (const ReturnPadRecord& p : m.return_pads) {
-      if (local_frames > UINT32_MAX - p.frames.size() || local_frames + p.frames.size() > kMaxRecords)
-        return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: more than %" PRIu64 " return-pad frames",
-                          module_label(m).c_str(), kMaxRecords);
-      uint8_t b[kPadSize] = {};
-      st64(b, p.addr);
-      st32(b + 8, static_cast<uint32_t>(local_frames));
-      st32(b + 12, static_cast<uint32_t>(p.frames.size()));
-      sec[kSecPads].insert(sec[kSecPads].end(), b, b + kPadSize);
-      for (const FrameRecord& f : p.frames) {
-        uint8_t fb[kPadFrameSize] = {};
-        st32(fb, st.ref(f.function));
-        st32(fb + 4, st.ref(f.file));
-        st32(fb + 8, f.line);
-        st32(fb + 12, f.column);
-        sec[kSecPadFrames].insert(sec[kSecPadFrames].end(), fb, fb + kPadFrameSize);
-      }
-      local_frames += p.frames.size();
-    }
-    n_pads += m.return_pads.size();
-    n_frames += local_frames;
-    st64(rec + kModPadFrames, frames_first);
-    st64(rec + kModPadFrames + 8, local_frames);
-
-    st64(rec + kModUnwind, n_rows);
-    st64(rec + kModUnwind + 8, m.unwind_rows.size());
-    for (const UnwindRowRecord& r : m.unwind_rows) {
-      uint8_t b[kUnwindSize] = {};
-      st64(b, r.pc);
-      b[8] = r.kind;
-      b[9] = r.cfa_reg;
-      b[10] = r.ra_kind;
-      b[11] = r.ra_reg;
-      st32(b + 12, static_cast<uint32_t>(r.cfa_off));
-      b[16] = static_cast<uint8_t>(r.ra_off);
-      b[17] = r.nsaved;
-      b[18] = static_cast<uint8_t>((r.signal_frame ? kRowSignalFrame : 0) |
-                                   (r.from_debug_frame ? kRowFromDebugFrame : 0));
-      // Only the first nsaved pairs are meaningful; the rest are written as zero.
-      for (int i = 0; i < r.nsaved; i++) {
-        b[20 + i] = r.saved_reg[static_cast<size_t>(i)];
-        b[32 + i] = static_cast<uint8_t>(r.saved_off[static_cast<size_t>(i)]);
-      }
-      sec[kSecUnwind].insert(sec[kSecUnwind].end(), b, b + kUnwindSize);
-    }
-    n_rows += m.unwind_rows.size();
-
-    st64(rec + kModBlob, sec[kSecBlobs].size());
-    st64(rec + kModBlob + 8, m.debug_blob.size());
-    sec[kSecBlobs].insert(sec[kSecBlobs].end(), m.debug_blob.begin(), m.debug_blob.end());
+    st64(rec + kModBase, p.base);
+    auto slice = [&](size_t field, SectionType t, const uint8_t* data, size_t bytes, size_t unit) {
+      st64(rec + field, sec[t].size() / unit);
+      st64(rec + field + 8, bytes / unit);
+      sec[t].insert(sec[t].end(), data, data + bytes);
+    };
+    std::vector<uint8_t> offs(p.offs.size() * kStrOffSize);
+    for (size_t i = 0; i < p.offs.size(); i++) st32(offs.data() + i * kStrOffSize, p.offs[i]);
+    slice(kModStrings, kSecStrings, p.strings.data(), p.strings.size(), 1);
+    slice(kModStrOffs, kSecStrOffs, offs.data(), offs.size(), kStrOffSize);
+    slice(kModFuncIndex, kSecFuncIndex, p.func_index.data(), p.func_index.size(), kIndexEntrySize);
+    slice(kModFuncData, kSecFuncData, p.func_data.data(), p.func_data.size(), 1);
+    slice(kModPadIndex, kSecPadIndex, p.pad_index.data(), p.pad_index.size(), kIndexEntrySize);
+    slice(kModPadData, kSecPadData, p.pad_data.data(), p.pad_data.size(), 1);
+    slice(kModRowIndex, kSecRowIndex, p.row_index.data(), p.row_index.size(), kIndexEntrySize);
+    slice(kModRowData, kSecRowData, p.row_data.data(), p.row_data.size(), 1);
+    slice(kModBlob, kSecBlobs, m.debug_blob.data(), m.debug_blob.size(), 1);
     any_blob |= !m.debug_blob.empty();
+    st64(rec + kModRangeCount, m.ranges.size());
+    st64(rec + kModPadCount, m.return_pads.size());
+    st64(rec + kModRowCount, m.unwind_rows.size());
+    st64(rec + kModStrBytes, p.str_bytes);
     sec[kSecModules].insert(sec[kSecModules].end(), rec, rec + kModuleSize);
   }
 

@@ -4,9 +4,11 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "bundle/format.hpp"
 #include "core/error.hpp"
+#include "core/types.hpp"
 #include "elf/debug_file.hpp"
 
 namespace stackprov::symbolize {
@@ -25,14 +27,37 @@ struct BundleBuildReport {
   std::string debug_file;     ///< the file whose DWARF was used ("" without DWARF)
   size_t text_bytes = 0;      ///< bytes of SHF_EXECINSTR sections scanned
   size_t dwarf_bytes = 0;     ///< of those, addresses DWARF describes
+  size_t calls = 0;           ///< call instructions found in DWARF-described code (= return pads)
+  size_t undecoded = 0;       ///< x86-64: bytes the length decoder could not decode (skipped one by one)
 };
+
+/// A call instruction found by decode_calls(): [addr, addr + length); its return pad is
+/// addr + length (+ 4 more on MIPS: the delay slot).
+struct CallSite {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint64_t pad = 0;
+};
+
+/// Call instructions in `n` bytes of code at link-time address `addr`, decoded linearly
+/// from the first byte: x86-64 by instruction length (legacy/REX/VEX/EVEX encodings;
+/// E8 rel32, FF /2 and FF /3), arm64 (BL, BLR, BLRAA/BLRAB/BLRAAZ/BLRABZ) and mips32
+/// (JAL, JALR, BGEZAL/BLTZAL incl. BAL) by 4-byte word. `undecoded` counts x86-64 bytes
+/// that are no valid instruction start (skipped one at a time).
+std::vector<CallSite> decode_calls(Arch arch, bool big_endian, const uint8_t* code, size_t n, uint64_t addr,
+                                   size_t* undecoded = nullptr);
+
+/// Length of the x86-64 instruction at `p` (at most `n` bytes), 0 when it is not a valid
+/// 64-bit-mode encoding; `*call` tells whether it is a call (E8, FF /2, FF /3).
+size_t x86_64_insn_length(const uint8_t* p, size_t n, bool* call);
 
 /// Builds the bundle contents of the ELF file `path`: identity = its GNU build-id
 /// (required), name, sha256 of the file and of the debug file, and the address
 /// ranges of every byte of its executable sections that DWARF describes, with the
 /// inline chain exactly as DwarfResolver answers in llvm-symbolizer-14 mode
 /// (linkage names, symbol-table name for the physical function). Addresses are
-/// link-time virtual addresses. No return pads; unwind rows come from
+/// link-time virtual addresses. Return pads: every call instruction (decode_calls) in
+/// DWARF-described code, with the inline chain at the call; unwind rows come from
 /// unwind::bundle_unwind_rows() (lib/unwind/bundle_rows.hpp), which the caller adds.
 /// Deterministic: the output depends only on the file and its debug file.
 Result<bundle::ModuleContents> build_module_contents(const std::string& path, const BundleBuildOptions& opts,

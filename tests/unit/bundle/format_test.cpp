@@ -113,6 +113,23 @@ BundleContents sample_contents() {
 
   c.modules.push_back(generated_module(7, 300));
   c.modules.push_back(generated_module(9, 50));
+
+  // One long function: more depth-0 records than a group holds, with inlined ranges that
+  // cross the group boundaries (written as pieces, the first flagged "continues"), and
+  // depth-0 records whose position is the inlined call site (stored as inherited).
+  ModuleContents l;
+  l.id = {IdKind::kElfBuildId, std::vector<uint8_t>(20, 0x77)};
+  l.name = "long.so";
+  for (uint32_t i = 0; i < 40; i++) {
+    const bool at_call = i >= 3 && i <= 26;
+    l.ranges.push_back(rr(0x2000 + 4 * i, 4, 0, "long", "long.c", at_call ? 5 : 100 + i, at_call ? 1 : i % 3));
+  }
+  l.ranges.push_back(rr(0x200a, 0x64, 1, "inl", "inl.h", 7, 2, "long.c", 5, 1));
+  l.ranges.push_back(rr(0x2014, 0x3c, 2, "leaf", "leaf.h", 9, 4, "inl.h", 8, 3));
+  l.ranges.push_back(rr(0x2078, 0x1e, 1, "inl2", "inl.h", 20, 2, "long.c", 130, 6));
+  l.return_pads = {{0x2031, {{"long", "long.c", 5, 1}, {"inl", "inl.h", 8, 3}, {"leaf", "leaf.h", 9, 4}}},
+                   {0x2046, {{"long", "long.c", 5, 1}, {"inl", "inl.h", 8, 3}, {"leaf", "leaf.h", 10, 4}}}};
+  c.modules.push_back(l);
   return c;
 }
 
@@ -209,6 +226,19 @@ void check_against_input(const BundleReader& rd, const BundleContents& c) {
       CHECK(g.call_file == want[i].call_file);
       CHECK(g.call_line == want[i].call_line);
       CHECK(g.call_column == want[i].call_column);
+    }
+    // All return pads, in address order, each with its full chain.
+    auto pads = rd.return_pads(v->index);
+    REQUIRE(pads.ok());
+    std::vector<ReturnPadRecord> want_pads = m.return_pads;
+    std::sort(want_pads.begin(), want_pads.end(),
+              [](const ReturnPadRecord& a, const ReturnPadRecord& b) { return a.addr < b.addr; });
+    REQUIRE(pads->size() == want_pads.size());
+    for (size_t i = 0; i < want_pads.size(); i++) {
+      CHECK(pads.value()[i].addr == want_pads[i].addr);
+      std::vector<FrameView> fv;
+      for (const FrameRecord& f : pads.value()[i].frames) fv.push_back({f.function, f.file, f.line, f.column});
+      check_frames(fv, want_pads[i].frames);
     }
     for (uint64_t addr : probe_addresses(m)) {
       auto chain = rd.lookup(v->index, addr);
@@ -374,6 +404,21 @@ TEST_CASE("bundle format: equal contents in any order give identical bytes", "[b
         stackprov::evidence::digest_string(stackprov::evidence::sha256(first.value())));
 }
 
+TEST_CASE("bundle format: a string table beyond the compression ratio is stored and round-trips", "[bundle][format]") {
+  BundleContents c;
+  ModuleContents m;
+  m.id = {IdKind::kElfBuildId, {1, 2, 3}};
+  m.name = "ratio.so";
+  m.ranges = {rr(0x1000, 0x10, 0, std::string(kMaxStringBytes, 'x'), "f.c", 1, 1)};  // compresses > 64x
+  c.modules.push_back(m);
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  CHECK(w->size() > kMaxStringBytes);  // stored, not compressed
+  auto rd = BundleReader::open(w->data(), w->size());
+  REQUIRE(rd.ok());
+  check_against_input(rd.value(), c);
+}
+
 TEST_CASE("bundle format: a bundle's identity is sha256 (FIPS 180-2 test vector)", "[bundle][format]") {
   const uint8_t abc[] = {'a', 'b', 'c'};
   CHECK(stackprov::evidence::digest_string(stackprov::evidence::sha256(abc, 3)) ==
@@ -446,13 +491,18 @@ TEST_CASE("bundle format: declared counts and offsets beyond the file are reject
   const size_t mods = modules_offset(good);
   {
     std::vector<uint8_t> b = good;
-    put64(b, mods + 152 + 8, 0xffffffffffffull);  // module 0's range count
+    put64(b, mods + 288, 0xffffffffffffull);  // module 0's range count
     CHECK_THAT(open_message(b), Catch::Contains("281474976710655"));
   }
   {
     std::vector<uint8_t> b = good;
-    put64(b, mods + 136 + 8, UINT64_MAX);  // module 0's string-table length (overflow of first + count)
+    put64(b, mods + 144 + 8, UINT64_MAX);  // module 0's string bytes (overflow of first + count)
     CHECK_THAT(open_message(b), Catch::Contains("18446744073709551615"));
+  }
+  {
+    std::vector<uint8_t> b = good;
+    put64(b, mods + 312, uint64_t{1} << 29);  // module 0's decompressed string bytes: 512 MiB from a few bytes
+    CHECK_THAT(open_message(b), Catch::Contains("536870912") && Catch::Contains("ratio"));
   }
   {
     std::vector<uint8_t> b = good;
@@ -461,13 +511,13 @@ TEST_CASE("bundle format: declared counts and offsets beyond the file are reject
   }
   {
     std::vector<uint8_t> b = good;
-    b[mods + 4 * 232 + 1] = 15;  // module 4 is the Mach-O one (sorted by kind): its UUID has 16 bytes
+    b[mods + 5 * 320 + 1] = 15;  // module 5 is the Mach-O one (sorted by kind): its UUID has 16 bytes
     CHECK_THAT(open_message(b), Catch::Contains("id length 15 is wrong for id kind 3"));
   }
   {
     std::vector<uint8_t> b = good;
-    b[8] = 2;
-    CHECK_THAT(open_message(b), Catch::Contains("version 2"));
+    b[8] = 1;
+    CHECK_THAT(open_message(b), Catch::Contains("version 1"));
   }
 }
 
@@ -518,6 +568,11 @@ TEST_CASE("bundle format: the writer rejects invalid records naming the value", 
     BundleContents c = base;
     c.modules[0].return_pads.push_back({0x1205, {{"x", "y", 1, 1}}});
     CHECK_THAT(message_of(c), Catch::Contains("0x1205"));
+  }
+  {
+    BundleContents c = base;  // v2 index entries hold 32-bit offsets from the module's lowest address
+    c.modules[0].unwind_rows.push_back(row(0x1000 + (uint64_t{1} << 32), UnwindRowRecord::kNoInfo, 0, 0, 0));
+    CHECK_THAT(message_of(c), Catch::Contains("0x100001000") && Catch::Contains("4 GiB"));
   }
   {
     BundleContents c = base;
@@ -583,43 +638,57 @@ TEST_CASE("bundle format: the writer's bytes equal a hand encoding of doc/bundle
   x.unwind_rows[0].signal_frame = true;
   c.modules.push_back(x);
 
-  // Sections, each per the tables of doc/bundles.md. Strings of x sorted: "" a.c b.h f g x.
-  const uint32_t s_empty = 0, s_ac = 1, s_bh = 5, s_f = 9, s_g = 11, s_x = 13;
+  // Sections, each per doc/bundles.md "Layout". Strings of x by reference count, then bytes:
+  // a.c (2 references), "" (f's call file), b.h, f, g: 13 bytes without a 4-byte repeat, so
+  // the LZ stream is one literal run: token 13 << 4, the 13 bytes. The pad is implicit.
   Bytes strings;
-  strings.str("").str("a.c").str("b.h").str("f").str("g").str("x").str("").str("y");  // x: 15 bytes, y: 3
-  Bytes ranges;
-  ranges.u64(0x100).u32(0x10).u16(0).u16(0).u32(s_f).u32(s_ac).u32(3).u32(4).u32(s_empty).u32(0).u32(0);
-  ranges.u64(0x104).u32(4).u16(1).u16(0).u32(s_g).u32(s_bh).u32(5).u32(6).u32(s_ac).u32(7).u32(8);
-  Bytes pads;
-  pads.u64(0x108).u32(0).u32(2);
-  Bytes frames;
-  frames.u32(s_f).u32(s_ac).u32(7).u32(8).u32(s_g).u32(s_bh).u32(5).u32(6);
-  Bytes rows;
-  rows.u64(0x100).u8(1).u8(7).u8(0).u8(0).u32(8).u8(0xff).u8(1).u8(1).u8(0);
-  rows.u8(6).fill(11, 0).u8(0xfe).fill(11, 0);
+  strings.str("x").u8(0xd0).str("a.c").str("").str("b.h").str("f").str("g");  // x: 2 + 14 bytes
+  strings.str("y").u8(0x00);                                                  // y: 2 + 1
+  Bytes stroffs;
+  stroffs.u32(0).u32(4).u32(5).u32(9).u32(11);
+  Bytes findex;
+  findex.u32(0).u32(0);  // one group at base + 0, data offset 0
+  Bytes fdata;
+  fdata.u8(2);  // two depth lists, each: (count 1 << 1 | continues 0), bytes, records
+  fdata.u8(2).u8(5).u8(0xc7).u8(0x10).u8(3).u8(0).u8(4);  // f: fn|file|col, line +3; len 16; f, a.c, col 4
+  // g: fn|file|col|call, line escape; (len 4 << 1 | gap); gap 4; g; b.h; sleb 5; col 6;
+  // call ext: file|col, call-line delta 7 + 31 << 2; call file a.c; call column 8.
+  fdata.u8(2).u8(10).u8(0xef).u8(9).u8(4).u8(4).u8(2).u8(5).u8(6).u8(0x9b).u8(0).u8(8);
+  Bytes pindex;
+  pindex.u32(8).u32(0);
+  Bytes pdata;
+  pdata.u8(0);  // delta 0, implicit: its chain is lookup(0x107)
+  Bytes rindex;
+  rindex.u32(0).u32(0);
+  Bytes rdata;  // delta 0; mask cfa_reg|cfa_off|ra_off|saved|head|packed; head kind 1 | signal;
+  rdata.u8(0).u8(0x7b).u8(0x09).u8(7).u8(8).u8(0xff).u8(0x01).u8(0x61);  // 7, 8, -1, keep 0 add 1, (6, -2)
   Bytes blobs;
   blobs.u8(9).u8(8).u8(7);
   Bytes modules;
-  modules.u8(1).u8(2).u16(0).u32(s_x).u8(0xaa).u8(0xbb).fill(62, 0).fill(32, 0).fill(32, 0x22);
-  modules.u64(0).u64(15).u64(0).u64(2).u64(0).u64(1).u64(0).u64(2).u64(0).u64(1).u64(0).u64(0);
-  modules.u8(3).u8(16).u16(0).u32(1).fill(16, 0x01).fill(48, 0).fill(64, 0);
-  modules.u64(15).u64(3).u64(2).u64(0).u64(1).u64(0).u64(2).u64(0).u64(1).u64(0).u64(0).u64(3);
-  REQUIRE(modules.b.size() == 2 * 232);
+  modules.u8(1).u8(2).u16(0).u32(1).u8(0xaa).u8(0xbb).fill(62, 0).fill(32, 0).fill(32, 0x22).u64(0x100);
+  modules.u64(0).u64(16).u64(0).u64(5).u64(0).u64(1).u64(0).u64(20).u64(0).u64(1).u64(0).u64(1);
+  modules.u64(0).u64(1).u64(0).u64(8).u64(0).u64(0).u64(2).u64(1).u64(1).u64(13);
+  modules.u8(3).u8(16).u16(0).u32(1).fill(16, 0x01).fill(48, 0).fill(64, 0).u64(0);
+  modules.u64(16).u64(3).u64(5).u64(0).u64(1).u64(0).u64(20).u64(0).u64(1).u64(0).u64(1).u64(0);
+  modules.u64(1).u64(0).u64(8).u64(0).u64(0).u64(3).u64(0).u64(0).u64(0).u64(0);
+  REQUIRE(modules.b.size() == 2 * 320);
 
-  const std::vector<uint8_t>* secs[] = {&modules.b, &strings.b, &ranges.b, &pads.b, &frames.b, &rows.b, &blobs.b};
+  const std::vector<uint8_t>* secs[] = {&modules.b, &strings.b, &stroffs.b, &findex.b, &fdata.b,
+                                        &pindex.b,  &pdata.b,   &rindex.b,  &rdata.b,  &blobs.b};
+  constexpr uint32_t kSecs = 10;
   Bytes file;
   file.fill(8, 0);
   std::memcpy(file.b.data(), "SPRVBNDL", 8);
-  file.u32(1).u32(7).u64(0 /* size, patched */).u32(0).u32(0);
-  uint64_t off = 32 + 7 * 24;
+  file.u32(2).u32(kSecs).u64(0 /* size, patched */).u32(0).u32(0);
+  uint64_t off = 32 + kSecs * 24;
   std::vector<uint64_t> offs;
-  for (uint32_t t = 1; t <= 7; t++) {
+  for (uint32_t t = 1; t <= kSecs; t++) {
     off = (off + 7) / 8 * 8;
     offs.push_back(off);
     file.u32(t).u32(0).u64(off).u64(secs[t - 1]->size());
     off += secs[t - 1]->size();
   }
-  for (uint32_t t = 1; t <= 7; t++) {
+  for (uint32_t t = 1; t <= kSecs; t++) {
     file.pad8();
     REQUIRE(file.b.size() == offs[t - 1]);
     file.b.insert(file.b.end(), secs[t - 1]->begin(), secs[t - 1]->end());
