@@ -15,6 +15,7 @@ void query_all(const BundleReader& rd, const uint64_t* addrs, size_t n) {
   for (const ModuleView& v : rd.modules()) {
     (void)rd.find_module(v.id_kind, v.id);
     (void)rd.ranges(v.index);
+    (void)rd.return_pads(v.index);
     for (size_t i = 0; i < n; i++) {
       (void)rd.lookup(v.index, addrs[i]);
       (void)rd.return_pad(v.index, addrs[i]);
