@@ -62,6 +62,9 @@ std::string trace_capture_event(const Trace& t) {
   j["captured_at"] = t.captured_at;
   j["data_ref"] = "sha256:" + t.data_sha256;
   j["data_size"] = t.data_size;
+  OJson threads = OJson::array();
+  for (const Thread& th : t.threads) threads.push_back(OJson{{"tid", th.tid}, {"name", th.name}});
+  j["threads"] = std::move(threads);
   return j.dump(-1, ' ', false, Json::error_handler_t::strict);
 }
 
@@ -151,7 +154,7 @@ Result<std::string> sha_ref(const Json& obj, const char* key, const std::string&
 
 Result<Event> parse_capture(const Json& j) {
   auto st = check_keys(j, "", {"event", "trace_id", "platform", "build_id", "frames", "symbol_bundle_ref", "dsse_ref"},
-                       {"arch", "captured_at", "data_ref", "data_size"});
+                       {"arch", "captured_at", "data_ref", "data_size", "threads"});
   if (!st) return st.error();
   Trace t;
   TRY_ASSIGN(t.id, str(j, "trace_id", ""));
@@ -174,6 +177,23 @@ Result<Event> parse_capture(const Json& j) {
   }
   if (j.contains("data_ref")) TRY_ASSIGN(t.data_sha256, sha_ref(j, "data_ref", ""));
   if (j.contains("data_size")) TRY_ASSIGN(t.data_size, u64(j, "data_size", "", kMaxDataBytes));
+  bool listed_threads = j.contains("threads");
+  if (listed_threads) {
+    const Json& ths = j["threads"];
+    if (!ths.is_array()) return field_error(".threads", "not an array");
+    if (ths.size() > kMaxThreads) return field_error(".threads", "too many threads");
+    for (size_t i = 0; i < ths.size(); ++i) {
+      std::string p = ".threads[" + std::to_string(i) + "]";
+      if (!ths[i].is_object()) return field_error(p, "not an object");
+      st = check_keys(ths[i], p, {"tid", "name"}, {});
+      if (!st) return st.error();
+      Thread th;
+      TRY_ASSIGN(th.tid, u64(ths[i], "tid", p, UINT64_MAX));
+      TRY_ASSIGN(th.name, str(ths[i], "name", p));
+      t.threads.push_back(std::move(th));
+    }
+  }
+  size_t current = 0;
   const Json& frames = j["frames"];
   if (!frames.is_array()) return field_error(".frames", "not an array");
   if (frames.size() > kMaxFramesPerTrace) return field_error(".frames", "too many frames");
@@ -230,16 +250,18 @@ Result<Event> parse_capture(const Json& j) {
     if (fj.contains("source")) TRY_ASSIGN(f.source, str(fj, "source", p));
     if (fj.contains("unwind")) TRY_ASSIGN(f.unwind_method, str(fj, "unwind", p));
     if (fj.contains("bundle_ref")) TRY_ASSIGN(f.bundle_sha256, sha_ref(fj, "bundle_ref", p));
-    // threads are contiguous and in order: a frame of thread k starts thread k or continues it
-    if (thread > t.threads.size() || (thread + 1 < t.threads.size()))
-      return field_error(p + ".thread", "threads not contiguous and in order");
-    if (thread == t.threads.size()) {
-      t.threads.emplace_back();
-      t.threads.back().tid = tid;
-    } else if (t.threads.back().tid != tid) {
-      return field_error(p + ".tid", "differs from the thread's earlier frames");
+    // frames come thread by thread, in thread order
+    if (thread < current) return field_error(p + ".thread", "frames not in thread order");
+    current = thread;
+    if (listed_threads) {
+      if (thread >= t.threads.size()) return field_error(p + ".thread", "not an index into threads");
+    } else {
+      while (t.threads.size() <= thread) t.threads.emplace_back();
+      if (t.threads[thread].frames.empty()) t.threads[thread].tid = tid;
     }
-    t.threads.back().frames.push_back(std::move(f));
+    if (fj.contains("tid") && t.threads[thread].tid != tid)
+      return field_error(p + ".tid", "differs from its thread's tid");
+    t.threads[thread].frames.push_back(std::move(f));
   }
   return Event(CaptureEvent{std::move(t)});
 }

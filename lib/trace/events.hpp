@@ -15,7 +15,8 @@ inline constexpr size_t kMaxEventLine = evidence::kMaxDocumentBytes;
 
 /// {"event":"trace.capture","trace_id","platform","build_id","frames":[{"ip":"0x..","module",
 /// "module_build_id", extensions...}],"symbol_bundle_ref":"sha256:..."|null,"dsse_ref":"dsse:..."|null,
-/// extensions: "arch","captured_at","data_ref":"sha256:...","data_size"}. One line, no newline.
+/// extensions: "arch","captured_at","data_ref":"sha256:...","data_size","threads":[{"tid","name"}]}.
+/// One line, no newline.
 /// Frame extensions: thread, tid, module_offset, symbol, symbol_offset, file, line, column,
 /// inline, resolver, source, bundle_ref, unwind. The captured data itself is not in the event.
 std::string trace_capture_event(const Trace& t);
