@@ -219,6 +219,9 @@ def suite_roundtrip(tool, db, work):
               "%s: trace %s threads" % (db.name, t["id"]))
     # captured data: gzip -> the raw bytes, sha256sum of the gzip bytes -> the address
     data = {r["sha256"]: r for r in db.query("SELECT sha256, raw_size, %s AS gz FROM trace_data" % db.hex("gzip"))}
+    distinct = set(t["data_sha256"] for t in traces)
+    check(len(distinct) == len(traces) - 1 and len(data) == len(distinct),
+          "%s: identical captured data stored once (%d rows for %d distinct)" % (db.name, len(data), len(distinct)))
     for t in traces:
         d = data.get(t["data_sha256"])
         if not check(d is not None, "%s: trace_data row for %s" % (db.name, t["id"])):
