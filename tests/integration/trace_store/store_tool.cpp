@@ -200,6 +200,17 @@ int cmd_roundtrip(const std::string& url, const std::string& out, int n, uint64_
     return std::tie(a.captured_at, a.id) < std::tie(b.captured_at, b.id);
   });
   if (*l != want) return fail("list_traces differs from the traces put (" + std::to_string(l->size()) + " rows)");
+  // absent ids: not found, named
+  {
+    std::string absent = new_uuid().value();
+    auto g = store->get_trace(absent);
+    if (g || g.error().code != SPROV_ERR_NOT_FOUND || g.error().message.find(absent) == std::string::npos)
+      return fail("get_trace of an absent id is not a named NOT_FOUND");
+    auto bad_id = store->get_trace("x'; DROP TABLE traces; --");
+    if (bad_id || bad_id.error().code != SPROV_ERR_INVALID_ARG) return fail("get_trace of a non-UUID is not INVALID_ARG");
+    auto gb = store->get_symbol_bundle(std::string(64, 'a'));
+    if (gb || gb.error().code != SPROV_ERR_NOT_FOUND) return fail("get_symbol_bundle of an absent hash is not NOT_FOUND");
+  }
   // a second put of the same id is refused and changes nothing
   if (store->put_trace(traces[0])) return fail("put_trace of an existing id succeeded");
   // an invalid trace is refused naming the field
