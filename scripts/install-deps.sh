@@ -25,6 +25,7 @@ PKGS=(
   libprotobuf-dev protobuf-compiler
   libdwarf-dev
   rustc cargo nodejs
+  libsqlite3-dev sqlite3 libpq-dev postgresql
 )
 
 missing=()

@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: Apache-2.0
+// The PostgreSQL trace store (libpq): the seed's schema as migration 1, one transaction per trace, batched frame rows.
+#include <libpq-fe.h>
+
+#include <memory>
+#include <string>
+
+#include "evidence/encoding.hpp"
+#include "trace/store.hpp"
+#include "trace/store_rows.hpp"
+
+namespace stackprov::trace {
+namespace {
+
+const char* const kMigrations[] = {
+    // 1: the seed's schema, verbatim
+    R"SQL(
+CREATE TABLE traces(
+  trace_id UUID PRIMARY KEY,
+  platform TEXT,
+  captured_at TIMESTAMP,
+  build_id TEXT,
+  symbol_bundle_sha256 TEXT,
+  dsse_ref TEXT);
+CREATE TABLE frames(
+  trace_id UUID REFERENCES traces,
+  frame_index INT,
+  ip BIGINT,
+  module_path TEXT,
+  module_build_id TEXT,
+  resolved_symbol TEXT,
+  symbol_offset BIGINT,
+  resolver TEXT,
+  PRIMARY KEY(trace_id, frame_index));
+CREATE TABLE symbol_bundles(
+  sha256 TEXT PRIMARY KEY,
+  os TEXT,
+  bundle_blob BYTEA,
+  index_json JSONB,
+  signer TEXT,
+  rekor_tile_ref TEXT);
+CREATE TABLE replays(
+  replay_id UUID PRIMARY KEY,
+  trace_id UUID REFERENCES traces,
+  seed BIGINT,
+  started_at TIMESTAMP,
+  finished_at TIMESTAMP,
+  replay_success_ratio FLOAT,
+  verify_time_ms INT,
+  verifier_version TEXT,
+  notes JSONB);
+)SQL",
+    // 2: arch, captured data, threads, the full frame provenance, replay coverage
+    R"SQL(
+CREATE TABLE trace_data(
+  sha256 TEXT PRIMARY KEY,
+  raw_size BIGINT NOT NULL,
+  gzip BYTEA NOT NULL);
+ALTER TABLE traces ADD COLUMN arch TEXT;
+ALTER TABLE traces ADD COLUMN data_sha256 TEXT REFERENCES trace_data(sha256);
+CREATE TABLE threads(
+  trace_id UUID NOT NULL REFERENCES traces,
+  thread_index INT NOT NULL,
+  tid BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  PRIMARY KEY(trace_id, thread_index));
+ALTER TABLE frames ADD COLUMN thread_index INT NOT NULL DEFAULT 0;
+ALTER TABLE frames ADD COLUMN module_offset BIGINT;
+ALTER TABLE frames ADD COLUMN file TEXT;
+ALTER TABLE frames ADD COLUMN line BIGINT;
+ALTER TABLE frames ADD COLUMN column_no BIGINT;
+ALTER TABLE frames ADD COLUMN inline_chain JSONB;
+ALTER TABLE frames ADD COLUMN source TEXT;
+ALTER TABLE frames ADD COLUMN bundle_sha256 TEXT;
+ALTER TABLE frames ADD COLUMN unwind_method TEXT;
+ALTER TABLE replays ADD COLUMN symbol_coverage_pct FLOAT;
+CREATE INDEX traces_by_time ON traces(captured_at, trace_id);
+)SQL",
+};
+static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion);
+
+constexpr const char* kTimeFmt = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'";
+/// Frames per INSERT statement (17 parameters each, far below libpq's 65535).
+constexpr size_t kFrameBatch = 256;
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+/// Text parameters; a std::nullopt-like null via `null`; binary where `binary`.
+struct Params {
+  std::vector<std::string> values;
+  std::vector<char> is_null, is_binary;
+  void add(std::string v) {
+    values.push_back(std::move(v));
+    is_null.push_back(0);
+    is_binary.push_back(0);
+  }
+  void add_i64(int64_t v) { add(std::to_string(v)); }
+  void add_null() {
+    values.emplace_back();
+    is_null.push_back(1);
+    is_binary.push_back(0);
+  }
+  void add_binary(const Bytes& b) {
+    values.emplace_back(b.begin(), b.end());
+    is_null.push_back(0);
+    is_binary.push_back(1);
+  }
+};
+
+class PgStore final : public Store {
+ public:
+  PgStore(PGconn* c, std::string where) : c_(c), where_(std::move(where)) {}
+  ~PgStore() override { PQfinish(c_); }
+
+  Error err(const char* what, const PGresult* r = nullptr) const {
+    std::string m = r ? PQresultErrorMessage(r) : PQerrorMessage(c_);
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    return make_error(SPROV_ERR_IO, "postgresql store %s: %s: %s", where_.c_str(), what, m.c_str());
+  }
+
+  Result<PgResult> run(const char* sql, const Params& p, const char* what, bool expect_rows = false) {
+    std::vector<const char*> vals;
+    std::vector<int> lens, fmts;
+    for (size_t i = 0; i < p.values.size(); ++i) {
+      vals.push_back(p.is_null[i] ? nullptr : p.values[i].data());
+      lens.push_back(static_cast<int>(p.values[i].size()));
+      fmts.push_back(p.is_binary[i]);
+    }
+    PgResult r(PQexecParams(c_, sql, static_cast<int>(vals.size()), nullptr, vals.data(), lens.data(), fmts.data(), 0));
+    ExecStatusType want = expect_rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK;
+    if (!r || PQresultStatus(r.get()) != want) return err(what, r.get());
+    return r;
+  }
+  Status exec(const char* sql, const char* what) {
+    PgResult r(PQexec(c_, sql));
+    if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return err(what, r.get());
+    return {};
+  }
+  void rollback() { PgResult r(PQexec(c_, "ROLLBACK")); }
+
+  static std::string val(const PGresult* r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return {};
+    return std::string(PQgetvalue(r, row, col), static_cast<size_t>(PQgetlength(r, row, col)));
+  }
+  static int64_t val_i64(const PGresult* r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return 0;
+    return strtoll(PQgetvalue(r, row, col), nullptr, 10);
+  }
+  static Bytes val_bytea(const PGresult* r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return {};
+    size_t n = 0;
+    unsigned char* p = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(r, row, col)), &n);
+    if (!p) return {};
+    Bytes b(p, p + n);
+    PQfreemem(p);
+    return b;
+  }
+
+  Result<int> read_version() {
+    auto r = run("SELECT to_regclass('schema_version') IS NOT NULL, to_regclass('traces') IS NOT NULL", {},
+                 "reading the schema", true);
+    if (!r) return r.error();
+    bool have_version = val(r->get(), 0, 0) == "t", have_traces = val(r->get(), 0, 1) == "t";
+    if (!have_version) return have_traces ? 1 : 0;
+    auto v = run("SELECT COALESCE(MAX(version), 0) FROM schema_version", {}, "reading schema_version", true);
+    if (!v) return v.error();
+    return static_cast<int>(val_i64(v->get(), 0, 0));
+  }
+
+  Status migrate() {
+    if (auto st = exec("BEGIN", "beginning migrations"); !st) return st;
+    // One migrating session at a time per database: a transaction-scoped advisory lock.
+    Status st;
+    {
+      PgResult r(PQexec(c_, "SELECT pg_advisory_xact_lock(7310302560386151936)"));
+      if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) st = err("locking for migrations", r.get());
+    }
+    int version = 0;
+    if (st) {
+      auto v = read_version();
+      if (!v) st = v.error();
+      else version = *v;
+    }
+    if (st && version > kSchemaVersion) {
+      rollback();
+      return make_error(SPROV_ERR_UNSUPPORTED,
+                        "postgresql store %s has schema version %d, newer than this build's %d: use a newer stackprov",
+                        where_.c_str(), version, kSchemaVersion);
+    }
+    if (st)
+      st = exec("CREATE TABLE IF NOT EXISTS schema_version(version INT PRIMARY KEY, applied_at TIMESTAMP NOT NULL)",
+                "creating schema_version");
+    for (int n = version + 1; st && n <= kSchemaVersion; ++n) {
+      st = exec(kMigrations[n - 1], ("migration " + std::to_string(n)).c_str());
+      if (!st) break;
+      Params p;
+      p.add_i64(n);
+      auto r = run("INSERT INTO schema_version(version, applied_at) VALUES($1, now() AT TIME ZONE 'UTC')", p,
+                   "recording the schema version");
+      if (!r) st = r.error();
+    }
+    if (st && version == 1) {
+      auto r = run("INSERT INTO schema_version(version, applied_at) VALUES(1, now() AT TIME ZONE 'UTC')"
+                   " ON CONFLICT DO NOTHING", {}, "recording the schema version");
+      if (!r) st = r.error();
+    }
+    if (st) st = exec("COMMIT", "committing migrations");
+    if (!st) rollback();
+    return st;
+  }
+
+  Status put_trace(const Trace& t) override {
+    if (auto st = validate_trace(t); !st) return st;
+    if (auto st = exec("BEGIN", "beginning a trace"); !st) return st;
+    Status st = put_trace_rows(t);
+    if (st) st = exec("COMMIT", "committing a trace");
+    if (!st) rollback();
+    return st;
+  }
+
+  Status put_trace_rows(const Trace& t) {
+    {
+      Params p;
+      p.add(t.data_sha256);
+      p.add_i64(static_cast<int64_t>(t.data_size));
+      p.add_binary(t.data_gzip);
+      auto r = run("INSERT INTO trace_data(sha256, raw_size, gzip) VALUES($1,$2,$3) ON CONFLICT DO NOTHING", p,
+                   "inserting trace_data");
+      if (!r) return r.error();
+    }
+    {
+      Params p;
+      for (const std::string* s : {&t.id, &t.platform, &t.captured_at, &t.build_id, &t.symbol_bundle_sha256,
+                                   &t.dsse_ref, &t.arch, &t.data_sha256})
+        p.add(*s);
+      auto r = run("INSERT INTO traces(trace_id, platform, captured_at, build_id, symbol_bundle_sha256, dsse_ref, arch,"
+                   " data_sha256) VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+                   p, ("inserting trace " + t.id).c_str());
+      if (!r) return r.error();
+    }
+    for (size_t ti = 0; ti < t.threads.size(); ++ti) {
+      Params p;
+      p.add(t.id);
+      p.add_i64(static_cast<int64_t>(ti));
+      p.add_i64(detail::to_db(t.threads[ti].tid));
+      p.add(t.threads[ti].name);
+      auto r = run("INSERT INTO threads(trace_id, thread_index, tid, name) VALUES($1,$2,$3,$4)", p, "inserting a thread");
+      if (!r) return r.error();
+    }
+    // Frames in batches of multi-row INSERTs.
+    Params p;
+    std::string sql;
+    size_t rows = 0;
+    auto flush = [&]() -> Status {
+      if (!rows) return {};
+      auto r = run(sql.c_str(), p, "inserting frames");
+      p = Params();
+      rows = 0;
+      if (!r) return r.error();
+      return {};
+    };
+    int64_t frame_index = 0;
+    for (size_t ti = 0; ti < t.threads.size(); ++ti) {
+      for (const Frame& f : t.threads[ti].frames) {
+        if (!rows)
+          sql = "INSERT INTO frames(trace_id, frame_index, ip, module_path, module_build_id, resolved_symbol,"
+                " symbol_offset, resolver, thread_index, module_offset, file, line, column_no, inline_chain, source,"
+                " bundle_sha256, unwind_method) VALUES";
+        size_t base = p.values.size();
+        sql += rows ? ",(" : "(";
+        for (size_t k = 1; k <= 17; ++k) sql += (k > 1 ? ",$" : "$") + std::to_string(base + k);
+        sql += ")";
+        p.add(t.id);
+        p.add_i64(frame_index++);
+        p.add_i64(detail::to_db(f.ip));
+        p.add(f.module_path);
+        p.add(f.module_build_id);
+        p.add(f.symbol);
+        p.add_i64(detail::to_db(f.symbol_offset));
+        p.add(f.resolver);
+        p.add_i64(static_cast<int64_t>(ti));
+        p.add_i64(detail::to_db(f.module_offset));
+        p.add(f.file);
+        p.add_i64(f.line);
+        p.add_i64(f.column);
+        p.add(detail::inline_chain_json(f.inline_chain));
+        p.add(f.source);
+        p.add(f.bundle_sha256);
+        p.add(f.unwind_method);
+        if (++rows == kFrameBatch)
+          if (auto st = flush(); !st) return st;
+      }
+    }
+    return flush();
+  }
+
+  Result<Trace> get_trace(std::string_view id) override {
+    std::string sid(id.substr(0, 64));
+    if (!is_uuid(id)) return make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a lower-case UUID", sid.c_str());
+    // REPEATABLE READ: the trace and its frames from one snapshot.
+    if (auto st = exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "beginning a read"); !st) return st.error();
+    auto r = get_trace_rows(sid);
+    rollback();
+    return r;
+  }
+
+  Result<Trace> get_trace_rows(const std::string& id) {
+    Trace t;
+    Params key;
+    key.add(id);
+    {
+      std::string sql = std::string("SELECT t.trace_id::text, t.platform, t.arch, to_char(t.captured_at, ") + kTimeFmt +
+                        "), t.build_id, t.symbol_bundle_sha256, t.dsse_ref, t.data_sha256, d.raw_size, d.gzip"
+                        " FROM traces t LEFT JOIN trace_data d ON d.sha256 = t.data_sha256 WHERE t.trace_id = $1";
+      auto r = run(sql.c_str(), key, "reading a trace", true);
+      if (!r) return r.error();
+      const PGresult* g = r->get();
+      if (PQntuples(g) == 0)
+        return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in postgresql store %s", id.c_str(), where_.c_str());
+      t.id = val(g, 0, 0);
+      t.platform = val(g, 0, 1);
+      t.arch = val(g, 0, 2);
+      t.captured_at = val(g, 0, 3);
+      t.build_id = val(g, 0, 4);
+      t.symbol_bundle_sha256 = val(g, 0, 5);
+      t.dsse_ref = val(g, 0, 6);
+      t.data_sha256 = val(g, 0, 7);
+      t.data_size = static_cast<uint64_t>(val_i64(g, 0, 8));
+      t.data_gzip = val_bytea(g, 0, 9);
+    }
+    {
+      std::string sql = "SELECT thread_index, tid, name FROM threads WHERE trace_id = $1 ORDER BY thread_index LIMIT " +
+                        std::to_string(kMaxThreads);
+      auto r = run(sql.c_str(), key, "reading threads", true);
+      if (!r) return r.error();
+      for (int i = 0; i < PQntuples(r->get()); ++i) {
+        if (val_i64(r->get(), i, 0) != i)
+          return make_error(SPROV_ERR_BAD_FORMAT, "trace %s: thread indexes not contiguous", id.c_str());
+        t.threads.push_back({detail::from_db(val_i64(r->get(), i, 1)), val(r->get(), i, 2), {}});
+      }
+    }
+    std::string sql =
+        "SELECT thread_index, ip, module_path, module_build_id, module_offset, resolved_symbol, symbol_offset, file,"
+        " line, column_no, inline_chain::text, resolver, source, bundle_sha256, unwind_method FROM frames"
+        " WHERE trace_id = $1 ORDER BY frame_index LIMIT " + std::to_string(kMaxFramesPerTrace);
+    auto r = run(sql.c_str(), key, "reading frames", true);
+    if (!r) return r.error();
+    const PGresult* g = r->get();
+    for (int i = 0; i < PQntuples(g); ++i) {
+      Frame f;
+      f.ip = detail::from_db(val_i64(g, i, 1));
+      f.module_path = val(g, i, 2);
+      f.module_build_id = val(g, i, 3);
+      f.module_offset = detail::from_db(val_i64(g, i, 4));
+      f.symbol = val(g, i, 5);
+      f.symbol_offset = detail::from_db(val_i64(g, i, 6));
+      f.file = val(g, i, 7);
+      f.line = static_cast<uint32_t>(val_i64(g, i, 8));
+      f.column = static_cast<uint32_t>(val_i64(g, i, 9));
+      auto chain = detail::parse_inline_chain(val(g, i, 10));
+      if (!chain) return chain.error();
+      f.inline_chain = std::move(chain.value());
+      f.resolver = val(g, i, 11);
+      f.source = val(g, i, 12);
+      f.bundle_sha256 = val(g, i, 13);
+      f.unwind_method = val(g, i, 14);
+      if (auto st = detail::place_frame(t, static_cast<uint64_t>(val_i64(g, i, 0)), std::move(f)); !st)
+        return st.error();
+    }
+    return t;
+  }
+
+  Result<std::vector<TraceSummary>> list_traces(size_t limit) override {
+    std::string sql = std::string("SELECT t.trace_id::text, t.platform, t.arch, to_char(t.captured_at, ") + kTimeFmt +
+                      "), t.build_id, (SELECT COUNT(*) FROM frames f WHERE f.trace_id = t.trace_id)"
+                      " FROM traces t ORDER BY t.captured_at, t.trace_id LIMIT $1";
+    Params p;
+    p.add_i64(limit > INT64_MAX ? INT64_MAX : static_cast<int64_t>(limit));
+    auto r = run(sql.c_str(), p, "listing traces", true);
+    if (!r) return r.error();
+    std::vector<TraceSummary> out;
+    const PGresult* g = r->get();
+    for (int i = 0; i < PQntuples(g); ++i)
+      out.push_back({val(g, i, 0), val(g, i, 1), val(g, i, 2), val(g, i, 3), val(g, i, 4),
+                     static_cast<uint64_t>(val_i64(g, i, 5))});
+    return out;
+  }
+
+  Status put_replay(const Replay& rp) override {
+    if (auto st = validate_replay(rp); !st) return st;
+    Params p;
+    p.add(rp.replay_id);
+    p.add(rp.trace_id);
+    p.add_i64(rp.seed);
+    p.add(rp.started_at);
+    p.add(rp.finished_at);
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", rp.replay_success_ratio);
+    p.add(buf);
+    p.add_i64(rp.verify_time_ms);
+    p.add(rp.verifier_version);
+    if (rp.notes_json.empty()) p.add_null(); else p.add(rp.notes_json);
+    snprintf(buf, sizeof buf, "%.17g", rp.symbol_coverage_pct);
+    p.add(buf);
+    auto r = run("INSERT INTO replays(replay_id, trace_id, seed, started_at, finished_at, replay_success_ratio,"
+                 " verify_time_ms, verifier_version, notes, symbol_coverage_pct) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+                 p, ("inserting replay " + rp.replay_id).c_str());
+    if (!r) return r.error();
+    return {};
+  }
+
+  Status put_symbol_bundle(const SymbolBundleRow& b) override {
+    std::string h = evidence::hex_encode(evidence::sha256(b.blob));
+    if (h != b.sha256)
+      return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: its bytes hash to %s",
+                        b.sha256.substr(0, 80).c_str(), h.c_str());
+    Params p;
+    p.add(b.sha256);
+    p.add(b.os);
+    p.add_binary(b.blob);
+    if (b.index_json.empty()) p.add_null(); else p.add(b.index_json);
+    p.add(b.signer);
+    p.add(b.rekor_tile_ref);
+    auto r = run("INSERT INTO symbol_bundles(sha256, os, bundle_blob, index_json, signer, rekor_tile_ref)"
+                 " VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING", p, "inserting a symbol bundle");
+    if (!r) return r.error();
+    return {};
+  }
+
+  Result<SymbolBundleRow> get_symbol_bundle(std::string_view sha256) override {
+    std::string h(sha256.substr(0, 80));
+    if (sha256.size() != 64 || !is_lower_hex(sha256, 64))
+      return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle '%s' is not 64 lower-case hex", h.c_str());
+    Params p;
+    p.add(h);
+    auto r = run("SELECT sha256, os, bundle_blob, index_json::text, signer, rekor_tile_ref FROM symbol_bundles"
+                 " WHERE sha256 = $1", p, "reading a symbol bundle", true);
+    if (!r) return r.error();
+    const PGresult* g = r->get();
+    if (PQntuples(g) == 0)
+      return make_error(SPROV_ERR_NOT_FOUND, "symbol bundle %s not in postgresql store %s", h.c_str(), where_.c_str());
+    SymbolBundleRow b{val(g, 0, 0), val(g, 0, 1), val_bytea(g, 0, 2), val(g, 0, 3), val(g, 0, 4), val(g, 0, 5)};
+    if (evidence::hex_encode(evidence::sha256(b.blob)) != b.sha256)
+      return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: stored bytes do not hash to their address", h.c_str());
+    return b;
+  }
+
+  Result<int> schema_version() override { return read_version(); }
+  StoreKind kind() const override { return StoreKind::kPostgres; }
+
+ private:
+  PGconn* c_;
+  std::string where_;
+};
+
+void quiet_notices(void*, const char*) {}
+
+/// The URL without its password, for messages.
+std::string redact(const std::string& conninfo) {
+  size_t scheme = conninfo.find("://");
+  size_t at = conninfo.find('@');
+  if (scheme == std::string::npos || at == std::string::npos) return conninfo;
+  size_t colon = conninfo.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return conninfo;
+  return conninfo.substr(0, colon) + ":***" + conninfo.substr(at);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> open_postgres_store(const std::string& conninfo) {
+  std::string where = redact(conninfo);
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  if (!c) return make_error(SPROV_ERR_NOMEM, "postgresql store %s: cannot allocate a connection", where.c_str());
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::string m = PQerrorMessage(c);
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    PQfinish(c);
+    return make_error(SPROV_ERR_IO, "postgresql store %s: cannot connect: %s", where.c_str(), m.c_str());
+  }
+  PQsetNoticeProcessor(c, quiet_notices, nullptr);
+  auto store = std::make_unique<PgStore>(c, where);
+  if (auto st = store->exec("SET TIME ZONE 'UTC'", "setting the time zone"); !st) return st.error();
+  if (auto st = store->migrate(); !st) return st.error();
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace stackprov::trace
