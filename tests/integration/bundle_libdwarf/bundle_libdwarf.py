@@ -166,8 +166,14 @@ def check_binary(args, name, binary, debug_file, report):
                 a = phi
         return a >= hi
 
-    ok = multi = symtab = symtab_no_die = line_only = 0
+    ok = multi = symtab = symtab_no_die = line_only = symtab_only = 0
+    symtab_only_ids = set()
     bad = []
+    row_addrs = sorted(a for a, f, line, col, end, alt in rows if not end)
+
+    def rows_in(lo, hi):
+        return bisect.bisect_left(row_addrs, hi) > bisect.bisect_left(row_addrs, lo)
+
     for r in ranges:
         lo, hi = r["_start"], r["_start"] + r["length"]
         touching = [(d, rlo, rhi) for rlo, rhi, d in die_index[r["depth"]].overlapping(lo, hi)] \
@@ -186,14 +192,21 @@ def check_binary(args, name, binary, debug_file, report):
         elif r["depth"] == 0 and not touching and in_any(cus, lo, hi) and \
                 in_any([(a, a + n) for a, n in syms.get(r["function"], ())], lo, hi):
             symtab_no_die += 1  # exceptions.txt: line rows, no subprogram: the symbol containing them
+        elif r["depth"] == 0 and not touching and r["line"] == 0 and r["column"] == 0 and "/" not in r["file"] \
+                and not any(in_any(cus, a, a + 1) for a in range(lo, hi) if rows_in(a, a + 1)) \
+                and not (maxd > 0 and depths[1].covers(lo, hi) is None) \
+                and any(a <= lo for a, _ in syms.get(r["function"], ())):
+            symtab_only += 1  # exceptions.txt: symbol-table range, no DIE and no line row there
+            symtab_only_ids.add(id(r))
         elif len(bad) < 10:
             bad.append("range %s+%d depth %d %s call %r: libdwarf DIEs there: %r"
                        % (r["start"], r["length"], r["depth"], r["function"], call,
                           [(d["name"], d["call"], hex(a), hex(b)) for d, a, b in touching]))
     die_fig = ("ranges inside libdwarf DIEs of their depth, name and call site: %d/%d (%d across two DIEs of one "
                "call); exceptions.txt: %d depth-0 named by their ELF symbol, %d in no DIE named by the symbol "
-               "containing them, %d without a function (no DIE)"
-               % (ok, len(ranges) - symtab - symtab_no_die - line_only, multi, symtab, symtab_no_die, line_only))
+               "containing them, %d without a function (no DIE), %d symbol-table ranges (no DIE, no line row)"
+               % (ok, len(ranges) - symtab - symtab_no_die - line_only - symtab_only, multi, symtab, symtab_no_die,
+                  line_only, symtab_only))
 
     # 2. line rows: the last row of each address vs the bundle's innermost frame there
     last = {}
@@ -217,7 +230,7 @@ def check_binary(args, name, binary, debug_file, report):
             lrow_ok += 1
         elif got is not None and got == alt_want:
             initial_file += 1  # exceptions.txt: libdwarf's initial file register in DWARF 5
-        elif got is None and not in_any(cus, addr, addr + 1):
+        elif (got is None or id(inner) in symtab_only_ids) and not in_any(cus, addr, addr + 1):
             outside_cu += 1  # exceptions.txt: a row outside every compile unit's ranges
         elif len(bad) < 20:
             bad.append("line row 0x%x: libdwarf %r bundle %r" % (addr, want, got))
