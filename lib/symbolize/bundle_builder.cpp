@@ -53,7 +53,7 @@ class RangeCoalescer {
  public:
   explicit RangeCoalescer(std::vector<bundle::RangeRecord>* out) : out_(out) {}
 
-  void add(uint64_t addr, const std::vector<ResolvedFrame>& frames) {
+  void add(uint64_t addr, const std::vector<ResolvedFrame>& frames, bool from_symtab = false) {
     const size_t n = std::min<size_t>(frames.size(), bundle::kMaxInlineDepth + 1);
     size_t keep = 0;
     if (addr == next_) {
@@ -69,6 +69,7 @@ class RangeCoalescer {
       bundle::RangeRecord r = record_at(frames, d);
       r.start = addr;
       r.length = 1;
+      r.from_symtab = from_symtab && d == 0;
       open_.push_back(std::move(r));
     }
     next_ = addr + 1;
@@ -361,7 +362,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
         // Never merge a symbol-table range with a DWARF range (each keeps its own record).
         if (!last_symtab) co.gap();
         last_symtab = true;
-        co.add(a, res.frames);
+        co.add(a, res.frames, true);
         continue;
       }
       if (last_symtab) co.gap();

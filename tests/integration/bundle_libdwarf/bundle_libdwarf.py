@@ -167,7 +167,6 @@ def check_binary(args, name, binary, debug_file, report):
         return a >= hi
 
     ok = multi = symtab = symtab_no_die = line_only = symtab_only = 0
-    symtab_only_ids = set()
     bad = []
     row_addrs = sorted(a for a, f, line, col, end, alt in rows if not end)
 
@@ -181,7 +180,19 @@ def check_binary(args, name, binary, debug_file, report):
         call = (r.get("call_file", ""), r.get("call_line", 0), r.get("call_column", 0))
         pieces = [(rlo, rhi) for d, rlo, rhi in touching
                   if d["name"] == r["function"] and (r["depth"] == 0 or d["call"] == call)]
-        if pieces and union_covers(pieces, lo, hi):
+        if r.get("symbol_table"):
+            # Flagged "from the symbol table" (symbol_index.json): no libdwarf DIE of depth 0 and no
+            # line row of a CU there, line/column 0, no directory, an nm text symbol at or before it.
+            if not touching and r["line"] == 0 and r["column"] == 0 and "/" not in r["file"] \
+                    and not any(in_any(cus, a, a + 1) for a in range(lo, hi) if rows_in(a, a + 1)) \
+                    and any(a <= lo for a, _ in syms.get(r["function"], ())):
+                symtab_only += 1  # exceptions.txt: symbol-table range, no DIE and no line row there
+            elif len(bad) < 10:
+                bad.append("range %s+%d flagged symbol_table %s: libdwarf DIEs there %r, line %d column %d file %r"
+                           % (r["start"], r["length"], r["function"], [(d["name"], hex(a), hex(b))
+                                                                      for d, a, b in touching],
+                              r["line"], r["column"], r["file"]))
+        elif pieces and union_covers(pieces, lo, hi):
             ok += 1
             multi += len(pieces) > 1  # one range over two adjacent DIEs of one call (exceptions.txt)
         elif r["depth"] == 0 and r["function"] == "" and not touching:
@@ -192,12 +203,6 @@ def check_binary(args, name, binary, debug_file, report):
         elif r["depth"] == 0 and not touching and in_any(cus, lo, hi) and \
                 in_any([(a, a + n) for a, n in syms.get(r["function"], ())], lo, hi):
             symtab_no_die += 1  # exceptions.txt: line rows, no subprogram: the symbol containing them
-        elif r["depth"] == 0 and not touching and r["line"] == 0 and r["column"] == 0 and "/" not in r["file"] \
-                and not any(in_any(cus, a, a + 1) for a in range(lo, hi) if rows_in(a, a + 1)) \
-                and not (maxd > 0 and depths[1].covers(lo, hi) is None) \
-                and any(a <= lo for a, _ in syms.get(r["function"], ())):
-            symtab_only += 1  # exceptions.txt: symbol-table range, no DIE and no line row there
-            symtab_only_ids.add(id(r))
         elif len(bad) < 10:
             bad.append("range %s+%d depth %d %s call %r: libdwarf DIEs there: %r"
                        % (r["start"], r["length"], r["depth"], r["function"], call,
@@ -230,7 +235,7 @@ def check_binary(args, name, binary, debug_file, report):
             lrow_ok += 1
         elif got is not None and got == alt_want:
             initial_file += 1  # exceptions.txt: libdwarf's initial file register in DWARF 5
-        elif (got is None or id(inner) in symtab_only_ids) and not in_any(cus, addr, addr + 1):
+        elif (got is None or inner.get("symbol_table")) and not in_any(cus, addr, addr + 1):
             outside_cu += 1  # exceptions.txt: a row outside every compile unit's ranges
         elif len(bad) < 20:
             bad.append("line row 0x%x: libdwarf %r bundle %r" % (addr, want, got))

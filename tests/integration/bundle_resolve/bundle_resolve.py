@@ -13,7 +13,8 @@ one place; `bundle build --store` when the CLI has it, else the store layout by 
   the symbol tables with its own policy, so only llvm is the oracle for those);
 - 5,000 seeded random addresses each of python3.11, libc.so.6 (DWARF from python3.11-dbg,
   libc6-dbg) and the debug build of libstdc++ (libstdc++6-12-dbg): the same equalities;
-- provenance (--output-style=JSON --provenance): Resolver "bundle", Source and Bundle = the
+- provenance (--output-style=JSON --provenance): Resolver "bundle" ("bundle+symtab" exactly at
+  the addresses llvm-symbolizer-14 names from the symbol table alone), Source and Bundle = the
   sha256 of the bundle file (hashlib), SourceBuildId = the build-id readelf -n shows;
 - a bundle that does not hold the module is refused, naming both ids; an unknown build-id is
   "no bundle for build-id HEX in store DIR";
@@ -181,7 +182,8 @@ def compare(name, addrs, llvm, live, via_bundle, provenance, digest, build_id, r
             if g != e or p["Resolver"] != "none":
                 bad.append("0x%x: llvm %r, bundle %r (%s)" % (a, e, g, p["Resolver"]))
             continue
-        if len(e) == 1 and SYMTAB_ONLY.fullmatch(e[0][1]):
+        symtab = len(e) == 1 and SYMTAB_ONLY.fullmatch(e[0][1])
+        if symtab:
             symtab_only += 1   # named from the symbol table alone: the bundle's symbol-table range
             if e != g:
                 bad.append("0x%x: symbol-table-only address: llvm-symbolizer-14 %r, bundle %r" % (a, e, g))
@@ -192,7 +194,9 @@ def compare(name, addrs, llvm, live, via_bundle, provenance, digest, build_id, r
                 bad.append("0x%x: llvm-symbolizer-14 %r, bundle %r" % (a, e, g))
             elif l != g:
                 bad.append("0x%x: live DWARF %r, bundle %r" % (a, l, g))
-        want = {"Resolver": "bundle", "Source": digest, "Bundle": digest, "SourceBuildId": build_id}
+        # The frame-level note: "bundle+symtab" exactly where llvm has only a symbol-table answer.
+        want = {"Resolver": "bundle+symtab" if symtab else "bundle", "Source": digest, "Bundle": digest,
+                "SourceBuildId": build_id}
         got = {k: p.get(k) for k in want}
         if got != want:
             bad.append("0x%x: provenance %r, expected %r" % (a, got, want))
@@ -287,6 +291,8 @@ def check_offline(args, work, store, module, build_id, digest, addrs, llvm, repo
         fail("offline probe output lacks its separators")
     provs = set(m.group(3).splitlines())
     want = {"resolver=bundle source=%s bundle=%s build_id=%s" % (digest, digest, build_id)}
+    if any(len(e) == 1 and e[0][0] != "??" and SYMTAB_ONLY.fullmatch(e[0][1]) for e in llvm):
+        want.add("resolver=bundle+symtab source=%s bundle=%s build_id=%s" % (digest, digest, build_id))
     if any(e == (("??", "??:0:0"),) for e in llvm):
         want.add("resolver=none source= bundle= build_id=")
     if provs != want:
