@@ -479,7 +479,8 @@ struct sprov_symbol_info {
   uint32_t frame_count;      /* >= 1: innermost inlined function first, physical function last */
   int32_t resolver;          /* sprov_resolver: BUNDLE, DWARF, DEBUGINFOD, SYMTAB, DYNSYM or NONE */
   int32_t reserved;
-  const char* resolver_name; /* "bundle", "dwarf", "debuginfod+dwarf", "symtab",
+  const char* resolver_name; /* "bundle", "bundle+symtab" (a bundle's symbol-table range:
+                                no DWARF there), "dwarf", "debuginfod+dwarf", "symtab",
                                 "minidebuginfo+symtab", "dynsym", "none" */
   const char* source_path;   /* file whose tables answered, the debuginfod URL, or
                                 "sha256:<hex>" of the bundle ("" for NONE) */

@@ -137,6 +137,7 @@ Status append_module_json(std::string& o, const BundleReader& reader, size_t mi)
       o += ",\"call_column\":";
       append_uint(o, r.call_column);
     }
+    if (r.from_symtab) o += ",\"symbol_table\":true";
     o += '}';
   }
   o += "],\n \"return_pads\":[";

@@ -54,6 +54,10 @@ struct RangeRecord {
   std::string call_file;  ///< empty at depth 0
   uint32_t call_line = 0;
   uint32_t call_column = 0;
+  /// Depth 0 only, with no deeper record inside: the code has no DWARF and the function
+  /// (and file "" or an STT_FILE name, line 0, column 0) is llvm-symbolizer-14's answer
+  /// from the symbol table. Stored in the optional symbol-table-ranges section.
+  bool from_symtab = false;
 };
 
 /// One frame of an inline chain, as input to a return pad.
@@ -171,6 +175,9 @@ class BundleReader {
   /// innermost frame's is the range's own position (as llvm-symbolizer prints them).
   /// An empty vector: no range covers the address (not an error).
   Result<std::vector<FrameView>> lookup(size_t module, uint64_t rel_addr) const;
+  /// Whether `rel_addr` lies in a range the builder took from the symbol table (no DWARF
+  /// there; RangeRecord::from_symtab). Validated at open; false for an unknown module.
+  bool from_symtab(size_t module, uint64_t rel_addr) const;
   /// The chain recorded for the return address `addr` (exact match), outermost first;
   /// empty when `addr` has no return pad.
   Result<std::vector<FrameView>> return_pad(size_t module, uint64_t addr) const;

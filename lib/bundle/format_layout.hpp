@@ -31,6 +31,10 @@ enum SectionType : uint32_t {
   kSecBlobs = 10,     ///< per module: embedded debug files (only present when one is non-empty)
 };
 inline constexpr uint32_t kSectionTypeCount = 10;
+/// Optional: 8-byte entries; per module with symbol-table ranges, in module order, a head
+/// {u32 module index, u32 n} then n intervals {u32 start - base, u32 length}, sorted, not
+/// touching (adjacent ranges merged). Present only when some module has such a range.
+inline constexpr uint32_t kSecSymtabRanges = kSectionOptionalBit | 1u;
 
 // Module record (320 bytes), offsets. A "slice" is u64 first, u64 count, in units of the
 // section's records (bytes for STRINGS, *_DATA and BLOBS; 4 bytes for STROFFS; 8 bytes for

@@ -78,6 +78,10 @@ struct Entry {
 struct BundleReader::Impl {
   const uint8_t* sec[kSectionTypeCount + 1] = {};
   uint64_t sec_len[kSectionTypeCount + 1] = {};
+  const uint8_t* symtab_sec = nullptr;  // kSecSymtabRanges, optional
+  uint64_t symtab_len = 0;
+  /// Per module: its symbol-table intervals {u32 start - base, u32 length} in symtab_sec, and their count.
+  std::vector<std::pair<const uint8_t*, uint32_t>> symtab;
   std::vector<ModuleMeta> meta;
   std::unique_ptr<ModuleIndex[]> index;
 
@@ -420,6 +424,12 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     spans.push_back({off, slen});
     if (type == 0 || (type > kSectionTypeCount && (type & kSectionOptionalBit) == 0))
       return bad("section %u has unknown type %u", i, type);
+    if (type == kSecSymtabRanges) {
+      if (im.symtab_sec != nullptr) return bad("section type 0x%x appears twice", type);
+      im.symtab_sec = data + off;
+      im.symtab_len = slen;
+      continue;
+    }
     if (type > kSectionTypeCount) continue;  // optional, unknown: skipped
     if (seen[type]) return bad("section type %u appears twice", type);
     seen[type] = true;
@@ -530,6 +540,36 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     if (next[k] != nrec[kSlices[k].sec])
       return bad("section type %u holds %" PRIu64 " records, the modules use %" PRIu64, kSlices[k].sec,
                  nrec[kSlices[k].sec], next[k]);
+  // Symbol-table ranges: O(entries), checked here (heads in module order, intervals sorted,
+  // not touching, within the module's 4 GiB above its base).
+  im.symtab.assign(nmod, {nullptr, 0});
+  if (im.symtab_sec != nullptr) {
+    if (im.symtab_len % 8 != 0)
+      return bad("symbol-table ranges section length %" PRIu64 " is not a multiple of 8", im.symtab_len);
+    const uint64_t n = im.symtab_len / 8;
+    uint64_t i = 0;
+    int64_t prev_mod = -1;
+    while (i < n) {
+      const uint8_t* h = im.symtab_sec + i * 8;
+      const uint32_t mi = ld32(h), cnt = ld32(h + 4);
+      if (static_cast<int64_t>(mi) <= prev_mod || mi >= nmod)
+        return bad("symbol-table ranges: module index %u after %" PRId64 " (of %zu modules)", mi, prev_mod, nmod);
+      if (cnt == 0 || cnt > n - i - 1)
+        return bad("symbol-table ranges of module %u: %u intervals, %" PRIu64 " entries left", mi, cnt, n - i - 1);
+      uint64_t prev_end = 0;
+      for (uint32_t k = 0; k < cnt; k++) {
+        const uint8_t* e = h + 8 + uint64_t{k} * 8;
+        const uint64_t lo = ld32(e), len32 = ld32(e + 4);
+        if (len32 == 0 || lo + len32 > (uint64_t{1} << 32) || (k > 0 && lo <= prev_end))
+          return bad("symbol-table ranges of module %u: interval %u at +0x%" PRIx64 " length %" PRIu64
+                     " is empty, beyond 4 GiB or not after the previous one", mi, k, lo, len32);
+        prev_end = lo + len32;
+      }
+      im.symtab[mi] = {h + 8, cnt};
+      prev_mod = mi;
+      i += uint64_t{cnt} + 1;
+    }
+  }
   im.index = std::make_unique<ModuleIndex[]>(nmod);
   return rd;
 }
@@ -583,6 +623,25 @@ std::string_view str_at(const ModuleIndex& ix, uint32_t i) {
 }
 
 }  // namespace
+
+bool BundleReader::from_symtab(size_t module, uint64_t rel_addr) const {
+  if (module >= impl_->symtab.size() || module >= impl_->meta.size()) return false;
+  const auto [p, cnt] = impl_->symtab[module];
+  const uint64_t base = impl_->meta[module].base;
+  if (p == nullptr || rel_addr < base || rel_addr - base >= (uint64_t{1} << 32)) return false;
+  const uint64_t a = rel_addr - base;
+  uint32_t lo = 0, hi = cnt;  // first interval starting after a
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (ld32(p + uint64_t{mid} * 8) <= a)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) return false;
+  const uint8_t* e = p + uint64_t{lo - 1} * 8;
+  return a < uint64_t{ld32(e)} + ld32(e + 4);
+}
 
 Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_addr) const {
   auto ixr = impl_->module_index(module);
@@ -844,6 +903,12 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
       o.call_file = str_at(ix, r.call_file);
       o.call_line = r.call_line;
       o.call_column = r.call_column;
+      if (d == 0 && from_symtab(module, r.start)) {
+        // A symbol-table interval holds whole depth-0 records (the writer's merge of them).
+        if (!from_symtab(module, r.end - 1))
+          return bad("module %zu: range 0x%" PRIx64 " is only partly in a symbol-table interval", module, r.start);
+        o.from_symtab = true;
+      }
     }
   return out;
 }

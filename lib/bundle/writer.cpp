@@ -72,10 +72,29 @@ Status prepare_module(ModuleContents& m) {
     if (auto s = check_string(m, r.function, "function"); !s) return s;
     if (auto s = check_string(m, r.file, "file"); !s) return s;
     if (auto s = check_string(m, r.call_file, "call file"); !s) return s;
+    if (r.from_symtab && r.depth != 0)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: symbol-table range at 0x%" PRIx64
+                        " has depth %u (only depth 0 can come from the symbol table)", label.c_str(), r.start, r.depth);
   }
   std::sort(m.ranges.begin(), m.ranges.end(), [](const RangeRecord& a, const RangeRecord& b) {
     return a.depth != b.depth ? a.depth < b.depth : a.start < b.start;
   });
+  // A symbol-table range has no inlined record inside (no depth-1 record overlaps it).
+  {
+    const auto d1 = std::find_if(m.ranges.begin(), m.ranges.end(), [](const RangeRecord& r) { return r.depth > 0; });
+    const auto d2 = std::find_if(d1, m.ranges.end(), [](const RangeRecord& r) { return r.depth > 1; });
+    for (auto it = m.ranges.begin(); it != d1; ++it) {
+      if (!it->from_symtab) continue;
+      const uint64_t end = it->start + it->length;
+      // k: the first depth-1 record starting after it->start; k - 1 starts at or before it.
+      const auto k = std::upper_bound(d1, d2, it->start, [](uint64_t a, const RangeRecord& r) { return a < r.start; });
+      const bool hit_after = k != d2 && k->start < end;
+      const bool hit_before = k != d1 && (k - 1)->start + (k - 1)->length > it->start;
+      if (hit_after || hit_before)
+        return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: symbol-table range 0x%" PRIx64
+                          "+0x%x has inlined records inside", label.c_str(), it->start, it->length);
+    }
+  }
   // Per depth: no overlap; a range of depth d > 0 lies inside the addresses covered by
   // depth d - 1 (adjacent records of one depth, e.g. one per line row, cover together).
   struct Run {
@@ -595,6 +614,7 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
       return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s appears twice", module_label(mods[i]).c_str());
 
   std::vector<uint8_t> sec[kSectionTypeCount + 1];
+  std::vector<uint8_t> symtab_sec;  // kSecSymtabRanges
   bool any_blob = false;
   for (const ModuleContents& m : mods) {
     auto parts = ModuleEncoder(m, module_label(m)).encode();
@@ -630,22 +650,58 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
     st64(rec + kModRowCount, m.unwind_rows.size());
     st64(rec + kModStrBytes, p.str_bytes);
     sec[kSecModules].insert(sec[kSecModules].end(), rec, rec + kModuleSize);
+    // Symbol-table ranges: depth-0 records (sorted first by prepare_module), touching ones merged.
+    std::vector<std::pair<uint64_t, uint64_t>> iv;
+    for (const RangeRecord& r : m.ranges) {
+      if (r.depth != 0) break;
+      if (!r.from_symtab) continue;
+      if (!iv.empty() && iv.back().second == r.start)
+        iv.back().second += r.length;
+      else
+        iv.emplace_back(r.start, r.start + r.length);
+    }
+    if (!iv.empty()) {
+      size_t w = 0;
+      std::vector<uint8_t> ent(8 * (iv.size() + 1));
+      st32(ent.data(), static_cast<uint32_t>(sec[kSecModules].size() / kModuleSize - 1));
+      st32(ent.data() + 4, static_cast<uint32_t>(iv.size()));
+      for (const auto& [lo, hi] : iv) {
+        w += 8;
+        if (hi - lo > UINT32_MAX)
+          return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: symbol-table ranges 0x%" PRIx64
+                            "..0x%" PRIx64 " exceed 4 GiB", module_label(m).c_str(), lo, hi);
+        st32(ent.data() + w, static_cast<uint32_t>(lo - p.base));
+        st32(ent.data() + w + 4, static_cast<uint32_t>(hi - lo));
+      }
+      symtab_sec.insert(symtab_sec.end(), ent.begin(), ent.end());
+    }
   }
 
   // Layout: header, section table, sections in type order, each 8-aligned (zero padding).
-  const uint32_t nsec = any_blob ? kSectionTypeCount : kSectionTypeCount - 1;
+  // Optional sections follow the required ones (type order: bit 31 set sorts last).
+  const uint32_t nreq = any_blob ? kSectionTypeCount : kSectionTypeCount - 1;
+  const uint32_t nsec = nreq + (symtab_sec.empty() ? 0 : 1);
   size_t off = align_up(kHeaderSize + nsec * kSectionEntrySize);
   uint64_t sec_off[kSectionTypeCount + 1] = {};
-  for (uint32_t t = 1; t <= nsec; t++) {
+  for (uint32_t t = 1; t <= nreq; t++) {
     sec_off[t] = off;
     off = align_up(off + sec[t].size());
   }
+  const uint64_t symtab_off = off;
+  off = align_up(off + symtab_sec.size());
   std::vector<uint8_t> out(off, 0);
   std::memcpy(out.data(), kMagic, sizeof kMagic);
   st32(out.data() + 8, kFormatVersion);
   st32(out.data() + 12, nsec);
   st64(out.data() + 16, out.size());
-  for (uint32_t t = 1; t <= nsec; t++) {
+  if (!symtab_sec.empty()) {
+    uint8_t* e = out.data() + kHeaderSize + nreq * kSectionEntrySize;
+    st32(e, kSecSymtabRanges);
+    st64(e + 8, symtab_off);
+    st64(e + 16, symtab_sec.size());
+    std::memcpy(out.data() + symtab_off, symtab_sec.data(), symtab_sec.size());
+  }
+  for (uint32_t t = 1; t <= nreq; t++) {
     uint8_t* e = out.data() + kHeaderSize + (t - 1) * kSectionEntrySize;
     st32(e, t);
     st64(e + 8, sec_off[t]);

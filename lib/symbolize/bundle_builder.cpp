@@ -53,7 +53,7 @@ class RangeCoalescer {
  public:
   explicit RangeCoalescer(std::vector<bundle::RangeRecord>* out) : out_(out) {}
 
-  void add(uint64_t addr, const std::vector<ResolvedFrame>& frames) {
+  void add(uint64_t addr, const std::vector<ResolvedFrame>& frames, bool from_symtab = false) {
     const size_t n = std::min<size_t>(frames.size(), bundle::kMaxInlineDepth + 1);
     size_t keep = 0;
     if (addr == next_) {
@@ -69,6 +69,7 @@ class RangeCoalescer {
       bundle::RangeRecord r = record_at(frames, d);
       r.start = addr;
       r.length = 1;
+      r.from_symtab = from_symtab && d == 0;
       open_.push_back(std::move(r));
     }
     next_ = addr + 1;
@@ -336,6 +337,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   std::sort(text.begin(), text.end());
   RangeCoalescer co(&m.ranges);
   Resolution res;
+  bool last_symtab = false;
   std::vector<std::pair<uint64_t, uint64_t>> runs;  // DWARF-described byte runs, per section
   for (const auto& [lo, hi] : text) {
     if (hi - lo > opts.max_text_bytes - std::min(rep.text_bytes, opts.max_text_bytes))
@@ -344,11 +346,27 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
     rep.text_bytes += hi - lo;
     for (uint64_t a = lo; a < hi; ++a) {
       res = Resolution{};
-      if (!resolver.resolve(image, a, &res, SymtabPolicy::kModuleOnly) || res.resolver != ResolvedBy::kDwarf ||
-          res.frames.empty()) {
+      const bool ok = resolver.resolve(image, a, &res, SymtabPolicy::kModuleOnly) && !res.frames.empty();
+      const bool from_dwarf = ok && res.resolver == ResolvedBy::kDwarf;
+      // Symbol-table answers (llvm-symbolizer-14 names the address from .symtab/.dynsym alone:
+      // `_start`, .init, assembly or CUs without DWARF): one depth-0 frame, the linkage name and
+      // what llvm prints as file:line:column there ("??:0:0" = "", 0, 0, or the STT_FILE name).
+      const bool from_symtab = ok && (res.resolver == ResolvedBy::kSymtab || res.resolver == ResolvedBy::kDynsym) &&
+                               res.frames.size() == 1 && !res.frames[0].function.empty();
+      if (!from_dwarf && !from_symtab) {
         co.gap();
         continue;
       }
+      if (from_symtab) {
+        ++rep.symtab_bytes;
+        // Never merge a symbol-table range with a DWARF range (each keeps its own record).
+        if (!last_symtab) co.gap();
+        last_symtab = true;
+        co.add(a, res.frames, true);
+        continue;
+      }
+      if (last_symtab) co.gap();
+      last_symtab = false;
       ++rep.dwarf_bytes;
       co.add(a, res.frames);
       if (!runs.empty() && runs.back().second == a)

@@ -27,6 +27,7 @@ struct BundleBuildReport {
   std::string debug_file;     ///< the file whose DWARF was used ("" without DWARF)
   size_t text_bytes = 0;      ///< bytes of SHF_EXECINSTR sections scanned
   size_t dwarf_bytes = 0;     ///< of those, addresses DWARF describes
+  size_t symtab_bytes = 0;    ///< of those, addresses only the symbol tables name (llvm-symbolizer-14's answer)
   size_t calls = 0;           ///< call instructions found in DWARF-described code (= return pads)
   size_t undecoded = 0;       ///< x86-64: bytes the length decoder could not decode (skipped one by one)
 };
@@ -55,7 +56,9 @@ size_t x86_64_insn_length(const uint8_t* p, size_t n, bool* call);
 /// (required), name, sha256 of the file and of the debug file, and the address
 /// ranges of every byte of its executable sections that DWARF describes, with the
 /// inline chain exactly as DwarfResolver answers in llvm-symbolizer-14 mode
-/// (linkage names, symbol-table name for the physical function). Addresses are
+/// (linkage names, symbol-table name for the physical function), and depth-0 ranges
+/// of the bytes only the symbol tables name (llvm-symbolizer-14's symbol name and
+/// its "??:0:0" or "<STT_FILE name>:0:0"). Addresses are
 /// link-time virtual addresses. Return pads: every call instruction (decode_calls) in
 /// DWARF-described code, with the inline chain at the call; unwind rows come from
 /// unwind::bundle_unwind_rows() (lib/unwind/bundle_rows.hpp), which the caller adds.

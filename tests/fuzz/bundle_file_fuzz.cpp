@@ -20,6 +20,7 @@ void query_all(const BundleReader& rd, const uint64_t* addrs, size_t n) {
       (void)rd.lookup(v.index, addrs[i]);
       (void)rd.return_pad(v.index, addrs[i]);
       (void)rd.unwind_row(v.index, addrs[i]);
+      (void)rd.from_symtab(v.index, addrs[i]);
     }
   }
 }

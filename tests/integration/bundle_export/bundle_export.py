@@ -17,6 +17,8 @@ doc/symbol-index.md) must equal `stackprov bundle lookup` (the bundle reader) an
 llvm-symbolizer-14 --inlining --no-demangle on the original binary (an independent DWARF reader),
 frame by frame: function, file, line, column. Return pads (when the builder writes them): the
 chain at addr - 1 must equal llvm-symbolizer's there, and the symbfile ReturnPadV1 the JSON pad.
+Depth-0 records with "symbol_table": true are exactly those where llvm-symbolizer-14 has only a
+symbol-table answer (one named frame, "??:0:0" or "<STT_FILE name>:0:0") at both ends.
 The system libc.so.6 (DWARF from libc6-dbg) too: every symbfile message, and the chains at the
 ends of 3,000 seeded ranges.
 Also: identity fields vs `bundle inspect --json`, exports are byte-identical when repeated,
@@ -27,6 +29,7 @@ import bisect
 import json
 import random
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -336,6 +339,24 @@ def check_binary(args, name, binary, report, sample=None):
         agree_llvm += e == l
         if (e != g or e != l) and len(bad) < 10:
             bad.append("0x%x: json %r lookup %r llvm %r" % (a, e, g, l))
+    # "symbol_table": true marks exactly the depth-0 records where llvm-symbolizer-14 has only a
+    # symbol-table answer (one frame, a name, "??:0:0" or "<STT_FILE name>:0:0") at both ends.
+    llvm_at = dict(zip(addrs, via_llvm))
+    n_symtab = 0
+    for r in picked:
+        if r["depth"] != 0:
+            continue
+        ends = [llvm_at[r["_start"]], llvm_at[r["_start"] + r["length"] - 1]]
+        want = all(len(l) == 1 and l[0][0] != "??" and re.fullmatch(r"[^/]*:0:0", l[0][1]) for l in ends)
+        n_symtab += want
+        if r.get("symbol_table", False) != want and len(bad) < 10:
+            bad.append("range %s: symbol_table %r, llvm-symbolizer-14 at its ends %r" % (r["start"],
+                                                                                      r.get("symbol_table"), ends))
+    if any(r.get("symbol_table") not in (None, True) or (r.get("symbol_table") and r["depth"] != 0)
+           for r in mod["ranges"]):
+        bad.append("symbol_table must be true on depth-0 records only, else absent")
+    if sample is None and n_symtab == 0:
+        bad.append("no symbol-table range (_start, _init) in a whole fixture: the flag is not exercised")
     pad_addrs = [int(p["addr"], 16) - 1 for p in mod["return_pads"]]
     pad_llvm = llvm_answers(binary, pad_addrs) if pad_addrs else []
     agree_pads = 0
@@ -344,6 +365,8 @@ def check_binary(args, name, binary, report, sample=None):
         agree_pads += e == l
         if e != l and len(bad) < 20:
             bad.append("pad %s: json %r llvm(addr-1) %r" % (p["addr"], e, l))
+    report.append("%s: %d symbol-table ranges sampled, flagged exactly where llvm-symbolizer-14 answers from the "
+                  "symbol table" % (name, n_symtab))
     report.append("%s: %d ranges (depth <= %d), %d pads, %d symbfile messages decoded by protoc; range ends: "
                   "json = bundle lookup %d/%d, json = llvm-symbolizer-14 %d/%d; pads = llvm %d/%d"
                   % (name, len(mod["ranges"]), len(by_depth) - 1, len(mod["return_pads"]), nmsg, agree_lookup,

@@ -166,8 +166,13 @@ def check_binary(args, name, binary, debug_file, report):
                 a = phi
         return a >= hi
 
-    ok = multi = symtab = symtab_no_die = line_only = 0
+    ok = multi = symtab = symtab_no_die = line_only = symtab_only = 0
     bad = []
+    row_addrs = sorted(a for a, f, line, col, end, alt in rows if not end)
+
+    def rows_in(lo, hi):
+        return bisect.bisect_left(row_addrs, hi) > bisect.bisect_left(row_addrs, lo)
+
     for r in ranges:
         lo, hi = r["_start"], r["_start"] + r["length"]
         touching = [(d, rlo, rhi) for rlo, rhi, d in die_index[r["depth"]].overlapping(lo, hi)] \
@@ -175,7 +180,19 @@ def check_binary(args, name, binary, debug_file, report):
         call = (r.get("call_file", ""), r.get("call_line", 0), r.get("call_column", 0))
         pieces = [(rlo, rhi) for d, rlo, rhi in touching
                   if d["name"] == r["function"] and (r["depth"] == 0 or d["call"] == call)]
-        if pieces and union_covers(pieces, lo, hi):
+        if r.get("symbol_table"):
+            # Flagged "from the symbol table" (symbol_index.json): no libdwarf DIE of depth 0 and no
+            # line row of a CU there, line/column 0, no directory, an nm text symbol at or before it.
+            if not touching and r["line"] == 0 and r["column"] == 0 and "/" not in r["file"] \
+                    and not any(in_any(cus, a, a + 1) for a in range(lo, hi) if rows_in(a, a + 1)) \
+                    and any(a <= lo for a, _ in syms.get(r["function"], ())):
+                symtab_only += 1  # exceptions.txt: symbol-table range, no DIE and no line row there
+            elif len(bad) < 10:
+                bad.append("range %s+%d flagged symbol_table %s: libdwarf DIEs there %r, line %d column %d file %r"
+                           % (r["start"], r["length"], r["function"], [(d["name"], hex(a), hex(b))
+                                                                      for d, a, b in touching],
+                              r["line"], r["column"], r["file"]))
+        elif pieces and union_covers(pieces, lo, hi):
             ok += 1
             multi += len(pieces) > 1  # one range over two adjacent DIEs of one call (exceptions.txt)
         elif r["depth"] == 0 and r["function"] == "" and not touching:
@@ -192,8 +209,9 @@ def check_binary(args, name, binary, debug_file, report):
                           [(d["name"], d["call"], hex(a), hex(b)) for d, a, b in touching]))
     die_fig = ("ranges inside libdwarf DIEs of their depth, name and call site: %d/%d (%d across two DIEs of one "
                "call); exceptions.txt: %d depth-0 named by their ELF symbol, %d in no DIE named by the symbol "
-               "containing them, %d without a function (no DIE)"
-               % (ok, len(ranges) - symtab - symtab_no_die - line_only, multi, symtab, symtab_no_die, line_only))
+               "containing them, %d without a function (no DIE), %d symbol-table ranges (no DIE, no line row)"
+               % (ok, len(ranges) - symtab - symtab_no_die - line_only - symtab_only, multi, symtab, symtab_no_die,
+                  line_only, symtab_only))
 
     # 2. line rows: the last row of each address vs the bundle's innermost frame there
     last = {}
@@ -217,7 +235,7 @@ def check_binary(args, name, binary, debug_file, report):
             lrow_ok += 1
         elif got is not None and got == alt_want:
             initial_file += 1  # exceptions.txt: libdwarf's initial file register in DWARF 5
-        elif got is None and not in_any(cus, addr, addr + 1):
+        elif (got is None or inner.get("symbol_table")) and not in_any(cus, addr, addr + 1):
             outside_cu += 1  # exceptions.txt: a row outside every compile unit's ranges
         elif len(bad) < 20:
             bad.append("line row 0x%x: libdwarf %r bundle %r" % (addr, want, got))

@@ -7,11 +7,14 @@ one place; `bundle build --store` when the CLI has it, else the store layout by 
   readelf -SW) symbolized through `stackprov symbolize --build-id HEX --resolvers bundle
   --store S` after the binaries were moved away equals llvm-symbolizer-14 --inlining on the
   original binary (function, file:line:column of every inline frame) and our live DWARF path
-  (`symbolize --obj BIN --resolvers dwarf,symtab,dynsym`), except addresses llvm names from the
-  symbol table alone (tests/integration/bundle/exceptions.txt), where the bundle must say "??";
+  (`symbolize --obj BIN --resolvers dwarf,symtab,dynsym`); at addresses llvm names from the
+  symbol table alone (one frame, "??:0:0" or "<STT_FILE name>:0:0": _start, .init, .plt) the
+  bundle's symbol-table ranges must give llvm's exact answer (our live path there answers from
+  the symbol tables with its own policy, so only llvm is the oracle for those);
 - 5,000 seeded random addresses each of python3.11, libc.so.6 (DWARF from python3.11-dbg,
   libc6-dbg) and the debug build of libstdc++ (libstdc++6-12-dbg): the same equalities;
-- provenance (--output-style=JSON --provenance): Resolver "bundle", Source and Bundle = the
+- provenance (--output-style=JSON --provenance): Resolver "bundle" ("bundle+symtab" exactly at
+  the addresses llvm-symbolizer-14 names from the symbol table alone), Source and Bundle = the
   sha256 of the bundle file (hashlib), SourceBuildId = the build-id readelf -n shows;
 - a bundle that does not hold the module is refused, naming both ids; an unknown build-id is
   "no bundle for build-id HEX in store DIR";
@@ -170,27 +173,35 @@ SYMTAB_ONLY = re.compile(r"(\?\?|[^/]+):0:0")
 
 
 def compare(name, addrs, llvm, live, via_bundle, provenance, digest, build_id, report):
-    """Every gated address: bundle == llvm == live DWARF; symtab-only ones: bundle says ??."""
+    """Every address: bundle == llvm; == live DWARF where DWARF answers; provenance "bundle"."""
     gated = symtab_only = inlined = 0
     bad = []
     for a, e, l, g, p in zip(addrs, llvm, live, via_bundle, provenance):
-        if len(e) == 1 and SYMTAB_ONLY.fullmatch(e[0][1]):
-            symtab_only += 1   # exceptions.txt of tests/integration/bundle: no DWARF covers it
-            if g != (("??", "??:0:0"),) or p["Resolver"] != "none":
-                bad.append("0x%x: symbol-table-only address: llvm %r, bundle %r (%s)" % (a, e, g, p["Resolver"]))
+        if e == (("??", "??:0:0"),):
+            # llvm names nothing: neither may the bundle.
+            if g != e or p["Resolver"] != "none":
+                bad.append("0x%x: llvm %r, bundle %r (%s)" % (a, e, g, p["Resolver"]))
             continue
-        gated += 1
-        inlined += len(e) > 1
-        if e != g:
-            bad.append("0x%x: llvm-symbolizer-14 %r, bundle %r" % (a, e, g))
-        elif l != g:
-            bad.append("0x%x: live DWARF %r, bundle %r" % (a, l, g))
-        want = {"Resolver": "bundle", "Source": digest, "Bundle": digest, "SourceBuildId": build_id}
+        symtab = len(e) == 1 and SYMTAB_ONLY.fullmatch(e[0][1])
+        if symtab:
+            symtab_only += 1   # named from the symbol table alone: the bundle's symbol-table range
+            if e != g:
+                bad.append("0x%x: symbol-table-only address: llvm-symbolizer-14 %r, bundle %r" % (a, e, g))
+        else:
+            gated += 1
+            inlined += len(e) > 1
+            if e != g:
+                bad.append("0x%x: llvm-symbolizer-14 %r, bundle %r" % (a, e, g))
+            elif l != g:
+                bad.append("0x%x: live DWARF %r, bundle %r" % (a, l, g))
+        # The frame-level note: "bundle+symtab" exactly where llvm has only a symbol-table answer.
+        want = {"Resolver": "bundle+symtab" if symtab else "bundle", "Source": digest, "Bundle": digest,
+                "SourceBuildId": build_id}
         got = {k: p.get(k) for k in want}
         if got != want:
             bad.append("0x%x: provenance %r, expected %r" % (a, got, want))
-    report.append("%s: %d addresses, %d answered by the bundle (%d with inline frames), %d symbol-table-only; "
-                  "all equal to llvm-symbolizer-14 and the live DWARF path; bundle %s"
+    report.append("%s: %d addresses, %d DWARF-described (%d with inline frames), %d named from the symbol table "
+                  "only; all answered by the bundle, equal to llvm-symbolizer-14 and the live DWARF path; bundle %s"
                   % (name, len(addrs), gated, inlined, symtab_only, digest) if not bad else "")
     if bad:
         fail("%s: %d addresses differ:\n  %s" % (name, len(bad), "\n  ".join(bad[:15])))
@@ -279,15 +290,18 @@ def check_offline(args, work, store, module, build_id, digest, addrs, llvm, repo
     if not m:
         fail("offline probe output lacks its separators")
     provs = set(m.group(3).splitlines())
-    want = {"resolver=bundle source=%s bundle=%s build_id=%s" % (digest, digest, build_id),
-            "resolver=none source= bundle= build_id="}
+    want = {"resolver=bundle source=%s bundle=%s build_id=%s" % (digest, digest, build_id)}
+    if any(len(e) == 1 and e[0][0] != "??" and SYMTAB_ONLY.fullmatch(e[0][1]) for e in llvm):
+        want.add("resolver=bundle+symtab source=%s bundle=%s build_id=%s" % (digest, digest, build_id))
+    if any(e == (("??", "??:0:0"),) for e in llvm):
+        want.add("resolver=none source= bundle= build_id=")
     if provs != want:
         fail("offline frame_ex provenance %r, expected %r" % (sorted(provs), sorted(want)))
     by_id = split_answers(m.group(1), len(addrs), "offline addr_build_id")
     by_frame = split_answers(m.group(2), len(addrs), "offline frame_ex")
     bad = []
     for a, e, g, h in zip(addrs, llvm, by_id, by_frame):
-        want_ans = (("??", "??:0:0"),) if len(e) == 1 and SYMTAB_ONLY.fullmatch(e[0][1]) else e
+        want_ans = e  # symbol-table-only addresses too: the bundle's symbol-table ranges
         if g != want_ans or h != want_ans:
             bad.append("0x%x: llvm %r, addr_build_id %r, frame_ex %r" % (a, e, g, h))
     if bad:
@@ -351,12 +365,12 @@ def check_stack(args, work):
         # A live process's module file is opened through /proc/PID/root.
         if a["bundle"] != "" or a["source"] not in (binary, proc_root + binary):
             fail("stack --json without store: frame %r" % a)
-        if a["resolver"] == "dwarf":
-            named += 1
+        if a["resolver"] in ("dwarf", "symtab", "dynsym"):
+            # DWARF-described frames and symbol-table ones (e.g. _start): the bundle answers both.
+            named += a["resolver"] == "dwarf"
             if b["resolver"] != "bundle" or b["bundle"] != digest or b["source"] != digest:
                 fail("stack --json with store: frame %r (bundle %s)" % (b, digest))
         elif (b["resolver"], b["bundle"], b["source"]) != (a["resolver"], "", a["source"]):
-            # Outside DWARF (e.g. _start: symbol table) the bundle has no answer; the next step does.
             fail("stack --json: frame %s: %r without store, %r with" % (a["index"], a, b))
         for k in ("function", "resolved_function", "file", "line", "column", "inlined"):
             if k in ("inlined",):

@@ -308,6 +308,7 @@ bool exercise(const uint8_t* data, size_t len, const std::vector<uint64_t>& addr
       (void)rd->lookup(v.index, a);
       (void)rd->return_pad(v.index, a);
       (void)rd->unwind_row(v.index, a);
+      (void)rd->from_symtab(v.index, a);
     }
   }
   return true;
@@ -706,4 +707,149 @@ TEST_CASE("bundle format: the writer's bytes equal a hand encoding of doc/bundle
   auto rd = BundleReader::open(file.b.data(), file.b.size());
   REQUIRE(rd.ok());
   check_against_input(rd.value(), c);
+}
+
+namespace {
+
+/// A module with symbol-table ranges (RangeRecord::from_symtab) around DWARF ones.
+BundleContents symtab_contents() {
+  ModuleContents m;
+  m.id.bytes = {0x5e, 0x11, 0xab, 0x1e};
+  m.name = "symtab.so";
+  RangeRecord a = rr(0x1000, 0x10, 0, "_init", "", 0, 0);
+  RangeRecord b = rr(0x1010, 0x10, 0, "_start", "", 0, 0);
+  RangeRecord d = rr(0x1050, 0x8, 0, "deregister_tm_clones", "crtstuff.c", 0, 0);
+  a.from_symtab = b.from_symtab = d.from_symtab = true;
+  m.ranges = {a, b, rr(0x1020, 0x20, 0, "main", "/s/m.c", 3, 1), rr(0x1028, 0x8, 1, "inl", "/s/i.h", 7, 2, "/s/m.c", 4, 5),
+              d};
+  m.unwind_rows = {row(0x1000, UnwindRowRecord::kCfaReg, 7, 8, -1)};
+  BundleContents c;
+  c.modules.push_back(std::move(m));
+  return c;
+}
+
+/// Index in the section table of the entry with `type`, or -1.
+int section_entry(const std::vector<uint8_t>& b, uint32_t type) {
+  for (uint32_t i = 0; i < b[12]; i++) {
+    const size_t e = 32 + i * 24;
+    const uint32_t t = b[e] | b[e + 1] << 8 | b[e + 2] << 16 | static_cast<uint32_t>(b[e + 3]) << 24;
+    if (t == type) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("bundle format: symbol-table ranges round-trip through the optional section 0x80000001",
+          "[bundle][format]") {
+  const BundleContents c = symtab_contents();
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  const std::vector<uint8_t>& b = w.value();
+  auto rd = BundleReader::open(b.data(), b.size());
+  REQUIRE(rd.ok());
+  // Bytes of 0x1000..0x101f (two records, merged into one interval) and 0x1050..0x1057.
+  for (uint64_t a : {0x1000ull, 0x100full, 0x1010ull, 0x101full, 0x1050ull, 0x1057ull}) CHECK(rd->from_symtab(0, a));
+  for (uint64_t a : {0xfffull, 0x1020ull, 0x1028ull, 0x104full, 0x1058ull, 0x100000000ull}) CHECK_FALSE(rd->from_symtab(0, a));
+  CHECK_FALSE(rd->from_symtab(1, 0x1000));  // no such module
+  auto chain = rd->lookup(0, 0x1014);
+  REQUIRE(chain.ok());
+  REQUIRE(chain->size() == 1);
+  CHECK((*chain)[0].function == "_start");
+  CHECK((*chain)[0].file.empty());
+  CHECK((*chain)[0].line == 0);
+  auto ranges = rd->ranges(0);
+  REQUIRE(ranges.ok());
+  REQUIRE(ranges->size() == 5);
+  for (const RangeRecord& r : *ranges) {
+    INFO(r.function);
+    CHECK(r.from_symtab == (r.function != "main" && r.function != "inl"));
+  }
+  // Hand encoding (doc/bundles.md): the section after the required ones, in module order a head
+  // {u32 module, u32 n} then n intervals {u32 start - base, u32 length}; base 0x1000.
+  const int ix = section_entry(b, 0x80000001u);
+  REQUIRE(ix == static_cast<int>(b[12]) - 1);
+  const size_t off = static_cast<size_t>(get64(b, 32 + ix * 24 + 8)), len = static_cast<size_t>(get64(b, 32 + ix * 24 + 16));
+  const std::vector<uint8_t> want = {0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0x50, 0, 0, 0, 8, 0, 0, 0};
+  CHECK(std::vector<uint8_t>(b.begin() + static_cast<std::ptrdiff_t>(off),
+                             b.begin() + static_cast<std::ptrdiff_t>(off + len)) == want);
+  // Deterministic: shuffled input, same bytes.
+  std::mt19937 rng(7);
+  for (int i = 0; i < 10; i++) {
+    BundleContents s = c;
+    shuffle(s.modules[0].ranges, rng);
+    auto w2 = write_bundle(s);
+    REQUIRE(w2.ok());
+    CHECK(w2.value() == b);
+  }
+  // Without symbol-table ranges there is no such section (a bundle of DWARF ranges only is as before).
+  BundleContents plain = c;
+  for (RangeRecord& r : plain.modules[0].ranges) r.from_symtab = false;
+  auto wp = write_bundle(plain);
+  REQUIRE(wp.ok());
+  CHECK(section_entry(wp.value(), 0x80000001u) == -1);
+  CHECK(wp.value().size() < b.size());
+  // A reader that does not know the section (here: its type changed to another optional one)
+  // skips it: same lookups, no symbol-table provenance.
+  std::vector<uint8_t> old = b;
+  old[32 + ix * 24] = 2;
+  auto ro = BundleReader::open(old.data(), old.size());
+  REQUIRE(ro.ok());
+  CHECK_FALSE(ro->from_symtab(0, 0x1014));
+  auto oc = ro->lookup(0, 0x1014);
+  REQUIRE(oc.ok());
+  REQUIRE(oc->size() == 1);
+  CHECK((*oc)[0].function == "_start");
+}
+
+TEST_CASE("bundle format: symbol-table ranges: invalid input and hostile sections are rejected by value",
+          "[bundle][format][hostile]") {
+  {
+    BundleContents c = symtab_contents();
+    c.modules[0].ranges[3].from_symtab = true;  // depth 1
+    CHECK_THAT(message_of(c), Catch::Contains("0x1028") && Catch::Contains("depth 1"));
+  }
+  {
+    BundleContents c = symtab_contents();
+    c.modules[0].ranges[2].from_symtab = true;  // main holds an inlined record
+    CHECK_THAT(message_of(c), Catch::Contains("0x1020") && Catch::Contains("inlined records inside"));
+  }
+  auto w = write_bundle(symtab_contents());
+  REQUIRE(w.ok());
+  const std::vector<uint8_t>& good = w.value();
+  const int ix = section_entry(good, 0x80000001u);
+  REQUIRE(ix >= 0);
+  const size_t off = static_cast<size_t>(get64(good, 32 + ix * 24 + 8));
+  auto patched = [&](size_t at, uint8_t v) {
+    std::vector<uint8_t> b = good;
+    b[off + at] = v;
+    return open_message(b);
+  };
+  CHECK_THAT(patched(0, 1), Catch::Contains("module index 1"));            // only one module
+  CHECK_THAT(patched(4, 0), Catch::Contains("0 intervals"));
+  CHECK_THAT(patched(4, 3), Catch::Contains("3 intervals"));                // beyond the section
+  CHECK_THAT(patched(12, 0), Catch::Contains("interval 0"));                // length 0
+  CHECK_THAT(patched(16, 0x1f), Catch::Contains("interval 1"));             // inside the previous one
+  CHECK_THAT(patched(16, 0x20), Catch::Contains("interval 1"));             // touching: not merged
+  {
+    std::vector<uint8_t> b = good;  // 0xffffffff + 8 is beyond 4 GiB
+    for (int k = 0; k < 4; k++) b[off + 16 + k] = 0xff;
+    CHECK_THAT(open_message(b), Catch::Contains("beyond 4 GiB"));
+  }
+  {
+    std::vector<uint8_t> b = good;  // a second section of the same type
+    const size_t e = 32 + ix * 24;
+    const size_t e0 = 32 + (ix - 1) * 24;
+    for (int k = 0; k < 4; k++) b[e0 + k] = b[e + k];
+    CHECK_THAT(open_message(b), Catch::Contains("twice") || Catch::Contains("missing"));
+  }
+  // Every single-byte corruption: an error or a valid reader, never a crash (ASan/UBSan builds).
+  std::vector<uint64_t> addrs;
+  for (uint64_t a = 0xff0; a < 0x1070; a++) addrs.push_back(a);
+  for (size_t o = 0; o < good.size(); o++)
+    for (uint8_t x : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> b = good;
+      b[o] ^= x;
+      (void)exercise(b.data(), b.size(), addrs);
+    }
 }
