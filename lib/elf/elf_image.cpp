@@ -455,7 +455,7 @@ std::optional<Section> ElfImage::eh_frame_hdr() const {
 
 std::optional<Debuglink> ElfImage::debuglink() const { return impl_->debuglink; }
 
-uint64_t ElfImage::load_bias(uint64_t map_start, uint64_t map_offset) const {
+uint64_t ElfImage::load_bias(uint64_t map_start, uint64_t map_offset, bool executable) const {
   if (impl_->type == ET_EXEC) return 0;
   // The mapping that starts at file offset `map_offset` belongs to the PT_LOAD
   // whose offset rounded down to the target's page size equals map_offset
@@ -470,8 +470,11 @@ uint64_t ElfImage::load_bias(uint64_t map_start, uint64_t map_offset) const {
   const ProgramHeader* best = nullptr;
   for (const ProgramHeader& ph : impl_->phdrs) {
     if (ph.type == PT_LOAD && (ph.offset & ~(kSmallPage - 1)) == map_offset) {
-      best = &ph;
-      break;
+      if (best == nullptr) best = &ph;
+      if (!executable || (ph.flags & PF_X) != 0) {
+        best = &ph;
+        break;
+      }
     }
   }
   if (best == nullptr) {

@@ -87,7 +87,11 @@ class ElfImage {
   /// Runtime minus link-time address for a mapping of this file that starts at
   /// `map_start` with file offset `map_offset` (from /proc/PID/maps or NT_FILE).
   /// Works for ET_EXEC (bias 0), PIE and shared objects.
-  uint64_t load_bias(uint64_t map_start, uint64_t map_offset) const;
+  /// `executable`: the mapping is executable (r-x). When several PT_LOADs start in the
+  /// mapping's file page (e.g. libcom_err.so.2: R at 0x3000 and RW at 0x3c68), the one with
+  /// PF_X is taken for an executable mapping, else the first; a non-executable mapping there is
+  /// ambiguous without more of the address space (module lists use executable mappings only).
+  uint64_t load_bias(uint64_t map_start, uint64_t map_offset, bool executable = false) const;
 
   /// Link-time address range of executable PT_LOAD segments [min, max).
   std::pair<uint64_t, uint64_t> exec_range() const;

@@ -55,7 +55,7 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
       }
       if (it->second) {
         m.build_id = it->second->build_id();
-        m.load_bias = it->second->load_bias(e.start, e.offset);
+        m.load_bias = it->second->load_bias(e.start, e.offset, /*executable=*/true);
       }
     } else {
       continue;

@@ -185,7 +185,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
         if (r != recorded_ids_.end()) recorded = r->second;
       }
       if (fi.image) {
-        m.load_bias = fi.image->load_bias(e.start, e.pgoff);
+        m.load_bias = fi.image->load_bias(e.start, e.pgoff, /*executable=*/true);
         m.build_id = fi.image->build_id();
         if (!recorded.empty() && recorded != m.build_id)
           warn_once("module " + e.path + ": build-id mismatch: recording has " + recorded.hex() + ", file has " +

@@ -274,6 +274,7 @@ TEST_CASE("load_bias equals the dynamic loader's bias for every mapping", "[elf]
   struct Map {
     uint64_t start, offset;
     std::string path;
+    bool exec;
   };
   std::vector<Map> rows;
   std::string line;
@@ -283,11 +284,11 @@ TEST_CASE("load_bias equals the dynamic loader's bias for every mapping", "[elf]
     f >> range >> perms >> off >> dev >> inode >> path;
     if (path.empty() || path[0] != '/') continue;
     rows.push_back(Map{std::stoull(range.substr(0, range.find('-')), nullptr, 16),
-                       std::stoull(off, nullptr, 16), path});
+                       std::stoull(off, nullptr, 16), path, perms.find('x') != std::string::npos});
   }
   char self[4096] = {};
   REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
-  int checked_objects = 0;
+  int checked_objects = 0, ambiguous = 0;
   for (const Loaded& l : loaded) {
     std::string path = l.path.empty() ? std::string(self) : l.path;
     char real[4096];
@@ -298,13 +299,24 @@ TEST_CASE("load_bias equals the dynamic loader's bias for every mapping", "[elf]
     for (const Map& m : rows) {
       char mreal[4096];
       if (realpath(m.path.c_str(), mreal) == nullptr || std::string(mreal) != real) continue;
+      // A non-executable mapping whose file page starts two PT_LOADs (libcom_err.so.2: R at
+      // 0x3000 and RW at 0x3c68, both in page 0x3000) cannot be told apart by its offset;
+      // module lists use executable mappings only, where PF_X decides.
+      int starting = 0;
+      for (const auto& ph : (*img)->program_headers())
+        if (ph.type == PT_LOAD && (ph.offset & ~uint64_t{4095}) == m.offset) starting++;
+      if (!m.exec && starting > 1) {
+        ambiguous++;
+        continue;
+      }
       INFO(real << " mapping at 0x" << std::hex << m.start << " offset 0x" << m.offset);
-      CHECK((*img)->load_bias(m.start, m.offset) == l.bias);
+      CHECK((*img)->load_bias(m.start, m.offset, m.exec) == l.bias);
       mappings++;
     }
     if (mappings > 0) checked_objects++;
   }
   CHECK(checked_objects >= 2);  // the test executable (PIE) and libc at least
+  (void)ambiguous;  // counted for the debugger; libcom_err.so.2 contributes one when loaded
 }
 
 TEST_CASE("ET_EXEC has bias 0", "[elf][bias]") {
