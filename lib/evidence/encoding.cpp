@@ -232,7 +232,7 @@ Result<Bytes> read_file(const std::string& path, size_t limit) {
   return out;
 }
 
-Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode) {
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode, bool sync_dir) {
   std::string dir = ".";
   auto slash = path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
@@ -271,6 +271,7 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
     unlink(tmp.c_str());
     return make_error(-e, "rename to '%s' failed: %s", path.c_str(), strerror(e));
   }
+  if (!sync_dir) return {};
   int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     fsync(dfd);

@@ -21,41 +21,14 @@ constexpr const char* kFormat = "stackprov-tlog/1";
 constexpr unsigned kMaxLevels = 8;  // 256^8 = 2^64 leaves
 
 
-// Writes via temp file + fsync + rename; the caller fsyncs the touched directories
-// (collected in `dirs`) before it commits the new state.
+// Writes via temp file + fsync + rename (write_file_atomic without its directory fsync); the
+// caller fsyncs the touched directories (collected in `dirs`) once, before it commits the new state.
 Status write_tile_file(const std::string& path, std::string_view data, std::set<std::string>& dirs) {
-  auto slash = path.rfind('/');
-  auto st = make_dirs(path.substr(0, slash));
+  const std::string dir = path.substr(0, path.rfind('/'));
+  auto st = make_dirs(dir);
   if (!st) return st;
-  dirs.insert(path.substr(0, slash));
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return make_error(-errno, "cannot create '%s': %s", tmp.c_str(), strerror(errno));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return make_error(-e, "write to '%s' failed: %s", tmp.c_str(), strerror(e));
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    int e = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return make_error(-e, "fsync of '%s' failed: %s", tmp.c_str(), strerror(e));
-  }
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    unlink(tmp.c_str());
-    return make_error(-e, "rename to '%s' failed: %s", path.c_str(), strerror(e));
-  }
-  return {};
+  dirs.insert(dir);
+  return write_file_atomic(path, data, 0644, /*sync_dir=*/false);
 }
 
 bool file_exists(const std::string& p) {
