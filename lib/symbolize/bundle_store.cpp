@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <tuple>
 
 #include "evidence/dsse.hpp"
 #include "evidence/encoding.hpp"
@@ -239,8 +241,7 @@ Result<std::vector<std::string>> BundleStore::list() const {
 Result<BundleStore::FsckReport> BundleStore::fsck() const {
   FsckReport rep;
   // Blobs: name = sha256 of the bytes, a valid bundle, every module's records valid and indexed.
-  std::vector<std::pair<bundle::IdKind, std::string>> held;  // (kind, id hex) -> in some blob
-  std::vector<std::string> held_digest;
+  std::set<std::tuple<bundle::IdKind, std::string, std::string>> held;  // (kind, id hex, digest) of every module
   auto prefixes = list_dir(dir_ + "/blobs/sha256");
   if (!prefixes) return std::move(prefixes).error();
   for (const std::string& pre : prefixes.value()) {
@@ -287,8 +288,7 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
         auto row = rd.value().unwind_row(m.index, 0);
         if (!row) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + row.error().message);
         const std::string idhex = evidence::hex_encode(m.id.data(), m.id.size());
-        held.emplace_back(m.id_kind, idhex);
-        held_digest.push_back("sha256:" + n);
+        held.emplace(m.id_kind, idhex, "sha256:" + n);
         auto f = find(m.id_kind, m.id);
         if (!f) {
           rep.errors.push_back(f.error().message);
@@ -326,10 +326,7 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
         continue;
       }
       const std::string& digest = *f.value();
-      bool ok = false;
-      for (size_t i = 0; i < held.size(); ++i)
-        if (held[i].first == kind && held[i].second == n && held_digest[i] == digest) ok = true;
-      if (!ok) {
+      if (held.count({kind, n, digest}) == 0) {
         auto blob = blob_path(digest);
         rep.errors.push_back(path + ": names " + digest +
                              (blob ? ", which does not hold this module" : ", which is not in the store"));
