@@ -33,7 +33,8 @@ const char kHelp[] =
     "         build-id, name, sha256 of the file and of its debug file, the address ranges with\n"
     "         inline chains of every executable byte its DWARF describes (found in FILE or its\n"
     "         separate debug file), the unwind rows of its .eh_frame/.debug_frame and a return pad\n"
-    "         after every call. The output is deterministic. Prints the bundle's identity, sha256:<hex>.\n"
+    "         after every call. A FILE without DWARF gets symbol-table ranges only (no lines, no\n"
+    "         pads). The output is deterministic. Prints the bundle's identity, sha256:<hex>.\n"
     "         --store DIR   put the bundle into the store (created if missing) and index its modules\n"
     "         --out PATH    also (or, without --store/--sign, only) write the bundle to PATH\n"
     "                       (default without a store: <basename of the first FILE>.sbundle here)\n"
@@ -174,56 +175,13 @@ bool write_file(const std::string& path, const void* data, size_t len, std::stri
   return true;
 }
 
-/// The in-toto predicate of a signed bundle: its modules' identities and names.
-std::string bundle_predicate(const sprov_bundle* b) {
-  std::string j = "{\"modules\":[";
-  for (size_t i = 0; i < sprov_bundle_module_count(b); ++i) {
-    SPROV_OPTS(sprov_bundle_module, m);
-    if (sprov_bundle_module_info(b, i, &m) != 0) continue;
-    j += std::string(i ? "," : "") + "{\"id_kind\":\"" + sprov_bundle_id_kind_name(static_cast<int>(m.id_kind)) +
-         "\",\"id\":\"" + m.id_hex + "\",\"name\":" + json_str(m.name) + ",\"sha256_file\":\"" + m.sha256_file + "\"}";
-  }
-  return j + "]}";
-}
-
 /// Signs the stored bundle `digest` and stores envelope, proof and checkpoint as its sidecars.
 int sign_stored(Store& st, const std::string& digest, const std::string& key, const std::string& log_dir,
                 const std::string& log_key) {
-  Buf blob, env, note, proof;
-  size_t env_len = 0, note_len = 0, proof_len = 0;
-  char* p = nullptr;
-  if (sprov_bundle_store_blob_path(st.s, digest.c_str(), &p, nullptr) != 0) return fail_lib("sign");
-  blob.p = p;
-  Bundle b;
-  if (sprov_bundle_open_file(p, &b.b) != 0) return fail_lib("sign");
-  const std::string predicate = bundle_predicate(b.b);
-  SPROV_OPTS(sprov_sign_opts, so, .subject_name = digest.c_str(),
-             .predicate_type = "https://stackprov.dev/symbol-bundle/v1", .predicate_json = predicate.c_str());
-  if (sprov_dsse_sign_file(key.c_str(), p, &so, &p, &env_len) != 0) return fail_lib("sign --sign '" + key + "'");
-  env.p = p;
-  sprov_tlog* log = nullptr;
-  if (sprov_tlog_open(log_dir.c_str(), &log) != 0) return fail_lib("sign --log '" + log_dir + "'");
-  struct LogCloser {
-    sprov_tlog* l;
-    ~LogCloser() { sprov_tlog_free(l); }
-  } closer{log};
-  // The same bundle signed again gives the same envelope (RFC 6979): one log entry.
+  SPROV_OPTS(sprov_bundle_sign_opts, so, .key_path = key.c_str(), .log_dir = log_dir.c_str(),
+             .log_key = log_key.c_str());
   uint64_t index = 0;
-  if (sprov_tlog_find(log, env.p, env_len, &index) != 0) {
-    if (sprov_last_error() != SPROV_ERR_NOT_FOUND) return fail_lib("sign: log '" + log_dir + "'");
-    const void* entries[1] = {env.p};
-    const size_t lens[1] = {env_len};
-    if (sprov_tlog_append(log, entries, lens, 1, &index) != 0) return fail_lib("sign: log append '" + log_dir + "'");
-  }
-  if (sprov_tlog_checkpoint(log, log_key.c_str(), &p, &note_len) != 0)
-    return fail_lib("sign: checkpoint of '" + log_dir + "' with --log-key '" + log_key + "'");
-  note.p = p;
-  if (sprov_tlog_prove(log, index, &p, &proof_len) != 0) return fail_lib("sign: proof of entry " + std::to_string(index));
-  proof.p = p;
-  if (sprov_bundle_store_put_sidecar(st.s, digest.c_str(), "dsse.json", env.p, env_len) != 0 ||
-      sprov_bundle_store_put_sidecar(st.s, digest.c_str(), "tlog-proof", proof.p, proof_len) != 0 ||
-      sprov_bundle_store_put_sidecar(st.s, digest.c_str(), "checkpoint", note.p, note_len) != 0)
-    return fail_lib("sign");
+  if (sprov_bundle_store_sign(st.s, digest.c_str(), &so, &index) != 0) return fail_lib("sign");
   fprintf(stderr, "stackprov bundle: signed %s, log '%s' entry %" PRIu64 "\n", digest.c_str(), log_dir.c_str(), index);
   return 0;
 }

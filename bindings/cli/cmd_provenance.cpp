@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // CLI: keygen, sign, log (init/append/checkpoint/prove/consistency/verify...), trace-verify, verify-sigstore.
+#include <ftw.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "command.hpp"
 #include "stackprov/bundle.h"
 #include "stackprov/stackprov.h"
+#include "stackprov/trace.h"
 
 namespace {
 
@@ -20,86 +23,13 @@ constexpr int kExitOk = 0;
 constexpr int kExitFail = 1;   // verification failed / operation failed
 constexpr int kExitUsage = 2;  // bad command line
 
-// Minimal option parser: "--name value", "--name=value", flags, and positionals.
-struct Args {
-  std::vector<std::pair<std::string, std::string>> opts;
-  std::vector<std::string> pos;
-  std::string error;
-  bool help = false;
-
-  Args(int argc, char** argv, const std::vector<std::string>& with_value, const std::vector<std::string>& flags) {
-    for (int i = 1; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--help" || a == "-h") {
-        help = true;
-        continue;
-      }
-      if (a == "--") {
-        for (++i; i < argc; ++i) pos.emplace_back(argv[i]);
-        break;
-      }
-      if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
-        std::string name = a.substr(2), val;
-        bool has_eq = false;
-        if (auto eq = name.find('='); eq != std::string::npos) {
-          val = name.substr(eq + 1);
-          name = name.substr(0, eq);
-          has_eq = true;
-        }
-        bool takes = std::find(with_value.begin(), with_value.end(), name) != with_value.end();
-        bool flag = std::find(flags.begin(), flags.end(), name) != flags.end();
-        if (!takes && !flag) {
-          if (error.empty()) error = "unknown option '--" + name + "'";
-          continue;
-        }
-        if (takes && !has_eq) {
-          if (i + 1 >= argc) {
-            if (error.empty()) error = "option '--" + name + "' needs a value";
-            continue;
-          }
-          val = argv[++i];
-        }
-        if (flag && has_eq && error.empty()) error = "option '--" + name + "' takes no value";
-        opts.emplace_back(name, val);
-        continue;
-      }
-      pos.push_back(a);
-    }
-  }
-  const char* get(const std::string& n) const {
-    for (auto it = opts.rbegin(); it != opts.rend(); ++it)
-      if (it->first == n) return it->second.c_str();
-    return nullptr;
-  }
-  std::vector<std::string> all(const std::string& n) const {
-    std::vector<std::string> out;
-    for (const auto& o : opts)
-      if (o.first == n) out.push_back(o.second);
-    return out;
-  }
-  bool has(const std::string& n) const { return get(n) != nullptr; }
-};
-
-int usage_error(const char* cmd, const std::string& msg) {
-  fprintf(stderr, "stackprov %s: %s (see 'stackprov %s --help')\n", cmd, msg.c_str(), cmd);
-  return kExitUsage;
-}
+using stackprov_cli::Args;
+using stackprov_cli::parse_uint;
+using stackprov_cli::usage_error;
 
 int lib_error(const char* cmd, const char* what = nullptr) {
   fprintf(stderr, "stackprov %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", sprov_last_error_message());
   return kExitFail;
-}
-
-bool parse_uint(const char* s, uint64_t* out) {
-  if (!s || !*s) return false;
-  uint64_t v = 0;
-  for (const char* p = s; *p; ++p) {
-    if (*p < '0' || *p > '9') return false;
-    if (v > (UINT64_MAX - (*p - '0')) / 10) return false;
-    v = v * 10 + static_cast<uint64_t>(*p - '0');
-  }
-  *out = v;
-  return true;
 }
 
 bool read_all(const std::string& path, std::string* out, std::string* err) {
@@ -446,15 +376,48 @@ int trace_verify_fail(const std::string& check, const char* msg) {
   return kExitFail;
 }
 
+/// A trace store URL (doc/traces.md "Stores") rather than a bundle store directory.
+bool is_trace_store_url(const std::string& s) {
+  return s.rfind("sqlite:", 0) == 0 || s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
+}
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return remove(path); }
+
+/// A mkdtemp directory under $TMPDIR (default /tmp), removed with everything in it when the
+/// object goes out of scope.
+struct TempDir {
+  std::string path;
+  TempDir() = default;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    if (!path.empty()) nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  bool create(const char* prefix, std::string* err) {
+    const char* tmp = getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) == nullptr) {
+      *err = "cannot create a temporary directory '" + tmpl + "': " + strerror(errno);
+      return false;
+    }
+    path = buf.data();
+    return true;
+  }
+};
+
 int cmd_trace_verify(int argc, char** argv) {
   Args a(argc, argv, {"bundle", "envelope", "artifact", "key", "threshold", "trusted-root", "log", "proof", "store"},
          {"dsse", "rekor"});
   if (a.help) {
-    printf("usage: stackprov trace-verify --bundle sha256:HEX [--envelope ENVELOPE] [--artifact FILE] [--store DIR]\n"
+    printf("usage: stackprov trace-verify --bundle sha256:HEX [--envelope ENVELOPE] [--artifact FILE]\n"
+           "                              [--store DIR|URL]\n"
            "                              [--dsse --key PUB [--key PUB]... [--threshold N]]\n"
            "                              [--rekor [--trusted-root FILE] [--log DIR | --proof PROOF]]\n\n"
            "Offline verification of a content-addressed file's provenance:\n"
            "  --bundle sha256:HEX  the file's digest; ENVELOPE's in-toto statement must name it\n"
+           "  --envelope ENVELOPE  the DSSE envelope (default: from the store, see --store)\n"
            "  --artifact FILE      also check that FILE hashes to that digest\n"
            "  --store DIR          a symbol-bundle store (doc/bundles.md; default as 'stackprov bundle'):\n"
            "                       without --envelope, the bundle's blob is re-hashed (as --artifact),\n"
@@ -462,15 +425,25 @@ int cmd_trace_verify(int argc, char** argv) {
            "                       --log/--proof, the proof its 'tlog-proof' sidecar. The store only\n"
            "                       supplies data: the keys are pinned by --key and --trusted-root,\n"
            "                       which is then required.\n"
-           "  --dsse               verify the DSSE signatures: at least N (default 1) distinct\n"
-           "                       keys among the --key files (PEM/DER public keys or certificates)\n"
+           "  --store URL          a trace store (doc/traces.md: sqlite:PATH of an existing file,\n"
+           "                       postgresql://... or postgres://...): without --envelope, the bundle,\n"
+           "                       its envelope, proof and checkpoint are copied from the store's\n"
+           "                       symbol_bundles into a temporary bundle store directory ($TMPDIR,\n"
+           "                       default /tmp), verified from there as with --store DIR, and the\n"
+           "                       directory is removed afterwards. Without --store, a\n"
+           "                       $STACKPROV_STORE that is such a URL is used the same way\n"
+           "                       (otherwise it names the bundle store directory).\n"
+           "  --dsse               verify the DSSE signatures: at least N (default 1, at most 256)\n"
+           "                       distinct keys among the --key files (PEM/DER public keys or\n"
+           "                       certificates)\n"
            "  --rekor              verify that ENVELOPE (its exact bytes) is an entry of a\n"
            "                       transparency log, under a checkpoint signed by a log of the\n"
            "                       trusted root (default DIR/trusted_root.json with --log DIR,\n"
            "                       which trusts the log directory's own key; pass --trusted-root\n"
            "                       to pin it). With --log the proof is built from the log's\n"
            "                       tiles; with --proof a C2SP tlog-proof@v1 file is used.\n"
-           "Exit status: 0 verified, 1 a check failed (one line names it), 2 usage error.\n");
+           "Exit status: 0 verified; 1 a check failed, or the store could not be read (one line\n"
+           "names it); 2 usage error.\n");
     return kExitOk;
   }
   if (!a.error.empty()) return usage_error("trace-verify", a.error);
@@ -494,9 +467,42 @@ int cmd_trace_verify(int argc, char** argv) {
   std::string artifact = a.has("artifact") ? a.get("artifact") : "";
   std::string envelope = a.has("envelope") ? a.get("envelope") : "";
   std::string proof = a.has("proof") ? a.get("proof") : "";
+  // A trace store URL (--store, else a $STACKPROV_STORE that is one): export the bundle into a
+  // temporary bundle store first. `temp` removes that directory on every return below.
+  std::string store_dir = a.has("store") ? a.get("store") : "";
+  std::string trace_url;
+  if (a.has("store") && is_trace_store_url(store_dir)) {
+    trace_url = store_dir;
+    struct stat st;  // an SQLite store is opened read-write and would be created: it must exist
+    if (trace_url.rfind("sqlite:", 0) == 0 && trace_url.size() > 7 && stat(trace_url.c_str() + 7, &st) != 0)
+      return usage_error("trace-verify", "--store '" + trace_url + "': " + (trace_url.c_str() + 7) + ": " + strerror(errno));
+  } else if (a.has("store") && store_dir.find("://") != std::string::npos) {
+    return usage_error("trace-verify", "--store '" + store_dir +
+                                           "' is neither a directory nor a trace store URL (sqlite:PATH, "
+                                           "postgresql://..., postgres://...)");
+  } else if (!a.has("store")) {
+    const char* env = getenv("STACKPROV_STORE");
+    if (env && is_trace_store_url(env)) trace_url = env;
+  }
+  TempDir temp;
+  if (from_store && !trace_url.empty()) {
+    std::string err;
+    if (!temp.create("stackprov-verify", &err)) return trace_verify_fail("store", err.c_str());
+    store_dir = temp.path + "/bundles";
+    sprov_trace_store* ts = nullptr;
+    if (sprov_trace_store_open(trace_url.c_str(), &ts) != 0) return trace_verify_fail("store", sprov_last_error_message());
+    sprov_bundle_store* bs = nullptr;
+    int rc = sprov_bundle_store_open(store_dir.c_str(), SPROV_BUNDLE_STORE_CREATE, &bs);
+    if (rc == 0) rc = sprov_trace_store_export_bundle(ts, a.get("bundle"), bs);
+    std::string msg = rc != 0 ? sprov_last_error_message() : "";
+    sprov_bundle_store_free(bs);
+    sprov_trace_store_free(ts);
+    if (rc != 0) return trace_verify_fail("store", msg.c_str());
+  }
   if (from_store) {
     sprov_bundle_store* st = nullptr;
-    if (sprov_bundle_store_open(a.get("store"), 0, &st) != 0) return trace_verify_fail("store", sprov_last_error_message());
+    if (sprov_bundle_store_open(store_dir.empty() ? nullptr : store_dir.c_str(), 0, &st) != 0)
+      return trace_verify_fail("store", sprov_last_error_message());
     char* p = nullptr;
     int rc = 0;
     std::string check;

@@ -180,6 +180,21 @@ SPROV_API int sprov_bundle_store_put_sidecar(sprov_bundle_store* s, const char* 
 SPROV_API int sprov_bundle_store_sidecar_path(const sprov_bundle_store* s, const char* digest, const char* name,
                                               char** out, size_t* out_len);
 
+struct sprov_bundle_sign_opts {
+  size_t sz;
+  const char* key_path;  /* P-256 private key (PEM) that signs the envelope */
+  const char* log_dir;   /* transparency log directory (stackprov log init) the envelope is appended to */
+  const char* log_key;   /* key that signs the log's new checkpoint; NULL: key_path */
+};
+#define sprov_bundle_sign_opts__last_field log_key
+/* Signs the stored bundle `digest`: a DSSE envelope over an in-toto statement whose subject is
+ * the bundle's sha256 and whose predicate (type https://stackprov.dev/symbol-bundle/v1) lists
+ * its modules' identities; appends the envelope to the log (once: the same bundle signed again
+ * gives the same envelope, RFC 6979), signs a checkpoint and stores envelope, tlog-proof@v1 and
+ * checkpoint as the sidecars "dsse.json", "tlog-proof", "checkpoint". *log_index (may be NULL)
+ * receives the entry's index. */
+SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest, const struct sprov_bundle_sign_opts* opts,
+                                      uint64_t* log_index);
 /* Checks the whole store (doc/bundles.md "fsck"): re-hashes every blob,
  * validates it, checks the id map both ways and the sidecars' structure.
  * *report: one line per finding, "error <path>: <what>" or "warning <path>:

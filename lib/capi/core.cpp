@@ -56,6 +56,7 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
     auto proc = std::make_unique<sprov_process>();
     std::string proc_warnings_extra;
     proc->pid = cap.value().pid;
+    proc->from_core = true;
     // Modules to be unwound from bundles (offline, or a missing file with a store): one note
     // per module without one, so that a walk that falls back or stops there is explained.
     if ((ctx->ctx.config().has_bundle_store || ctx->ctx.config().offline) && !cap.value().threads.empty()) {

@@ -56,6 +56,7 @@ struct sprov_process {
   int64_t pid = 0;
   std::vector<std::unique_ptr<sprov_snapshot>> threads;  // live: by tid; core: NT_PRSTATUS order
   std::string warnings;                                   // one finding per line
+  bool from_core = false;                                 // sprov_process_open_core (no live /proc/PID)
 };
 
 struct sprov_stack {

@@ -15,6 +15,7 @@
 #include "capi/internal.hpp"
 #include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
+#include "evidence/json.hpp"
 #include "symbolize/bundle_builder.hpp"
 #include "symbolize/bundle_store.hpp"
 #include "unwind/bundle_rows.hpp"
@@ -556,6 +557,95 @@ SPROV_API int sprov_bundle_store_fsck(const sprov_bundle_store* s, char** report
             std::to_string(rep.ids) + " id entries, " + std::to_string(rep.sidecars) + " sidecars\n";
     if (errors) *errors = rep.errors.size();
     return give_string(text, report, report_len);
+  });
+}
+
+}  // extern "C"
+
+namespace {
+
+/// Frees a malloc'd C ABI result at scope exit.
+struct CFree {
+  void* p = nullptr;
+  ~CFree() { std::free(p); }
+};
+
+/// The last error of a nested C ABI call, prefixed with what was being done.
+int fail_nested(const std::string& what) {
+  return fail(make_error(last_error_code(), "%s: %s", what.c_str(), last_error_message()));
+}
+
+/// The in-toto predicate of a signed bundle: its modules' identities and names (canonical JSON).
+std::string bundle_predicate(const bundle::BundleReader& r) {
+  evidence::Json mods = evidence::Json::array();
+  for (const auto& m : r.modules()) {
+    mods.push_back({{"id_kind", sprov_bundle_id_kind_name(static_cast<int>(m.id_kind))},
+                    {"id", evidence::hex_encode(m.id.data(), m.id.size())},
+                    {"name", m.name},
+                    {"sha256_file", evidence::hex_encode(m.sha256_file.data(), m.sha256_file.size())}});
+  }
+  return evidence::canonical_json(evidence::Json{{"modules", mods}});
+}
+
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest, const struct sprov_bundle_sign_opts* opts,
+                                      uint64_t* log_index) {
+  return guard([&] {
+    if (!s) return fail(null_arg("store"));
+    if (!digest) return fail(null_arg("digest"));
+    if (int rc = check_opts(opts, SPROV_OPTS_KNOWN(sprov_bundle_sign_opts), "sprov_bundle_sign_opts")) return rc;
+    const char* key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, key_path, nullptr);
+    const char* log_dir = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_dir, nullptr);
+    const char* log_key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_key, nullptr);
+    if (!key || !*key) return fail(make_error(SPROV_ERR_INVALID_ARG, "signing needs a key (key_path)"));
+    if (!log_dir || !*log_dir) return fail(make_error(SPROV_ERR_INVALID_ARG, "signing needs a transparency log (log_dir)"));
+    if (!log_key || !*log_key) log_key = key;
+    auto blob = s->store.blob_path(digest);
+    if (!blob) return fail(blob.error());
+    auto reader = bundle::BundleReader::open_file(blob.value());
+    if (!reader) return fail(reader.error());
+    const std::string predicate = bundle_predicate(reader.value());
+    sprov_sign_opts so{};
+    so.sz = sizeof so;
+    so.subject_name = digest;
+    so.predicate_type = "https://stackprov.dev/symbol-bundle/v1";
+    so.predicate_json = predicate.c_str();
+    CFree env, note, proof;
+    size_t env_len = 0, note_len = 0, proof_len = 0;
+    char* p = nullptr;
+    if (sprov_dsse_sign_file(key, blob.value().c_str(), &so, &p, &env_len) != 0)
+      return fail_nested(std::string("sign with key '") + key + "'");
+    env.p = p;
+    sprov_tlog* log = nullptr;
+    if (sprov_tlog_open(log_dir, &log) != 0) return fail_nested(std::string("log '") + log_dir + "'");
+    struct LogCloser {
+      sprov_tlog* l;
+      ~LogCloser() { sprov_tlog_free(l); }
+    } closer{log};
+    uint64_t index = 0;
+    if (sprov_tlog_find(log, env.p, env_len, &index) != 0) {
+      if (sprov_last_error() != SPROV_ERR_NOT_FOUND) return fail_nested(std::string("log '") + log_dir + "'");
+      const void* entries[1] = {env.p};
+      const size_t lens[1] = {env_len};
+      if (sprov_tlog_append(log, entries, lens, 1, &index) != 0)
+        return fail_nested(std::string("append to log '") + log_dir + "'");
+    }
+    if (sprov_tlog_checkpoint(log, log_key, &p, &note_len) != 0)
+      return fail_nested(std::string("checkpoint of log '") + log_dir + "' with key '" + log_key + "'");
+    note.p = p;
+    if (sprov_tlog_prove(log, index, &p, &proof_len) != 0)
+      return fail_nested("inclusion proof of log entry " + std::to_string(index));
+    proof.p = p;
+    for (auto [name, data, len] : {std::tuple{"dsse.json", env.p, env_len}, std::tuple{"tlog-proof", proof.p, proof_len},
+                                   std::tuple{"checkpoint", note.p, note_len}}) {
+      auto st = s->store.put_sidecar(digest, name, std::string_view(static_cast<const char*>(data), len));
+      if (!st) return fail(st.error());
+    }
+    if (log_index) *log_index = index;
+    return 0;
   });
 }
 

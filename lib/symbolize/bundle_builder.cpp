@@ -314,10 +314,11 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   ro.debuginfod = false;
   DwarfResolver resolver(ro);
   const ModuleReport mr = resolver.report(image);
-  if (mr.dwarf_file.empty())
-    return make_error(SPROV_ERR_NOT_FOUND, "%s: no DWARF found (%s)", path.c_str(),
-                      mr.error.empty() ? "no .debug_info and no separate debug file" : mr.error.c_str());
-  if (mr.dwarf_file == image->path()) {
+  // A module without DWARF (a stripped or release build) is described by its symbol tables
+  // alone: symbol-table ranges, no lines, no return pads; sha256_debug stays zero (unknown).
+  if (mr.dwarf_file.empty()) {
+    // nothing to hash
+  } else if (mr.dwarf_file == image->path()) {
     m.sha256_debug = m.sha256_file;
   } else {
     auto dbg = elf::ElfImage::open(mr.dwarf_file);  // mapped read-only, as the resolver does

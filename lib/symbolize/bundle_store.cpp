@@ -97,7 +97,12 @@ const char* BundleStore::id_dir(bundle::IdKind kind) {
 }
 
 Result<std::string> BundleStore::default_dir() {
-  if (const char* e = getenv("STACKPROV_STORE"); e && *e) return std::string(e);
+  // $STACKPROV_STORE names the bundle store when it is a directory; a trace store URL there
+  // (sqlite:PATH, postgresql://...: doc/traces.md) is the trace store's and is skipped here.
+  if (const char* e = getenv("STACKPROV_STORE"); e && *e) {
+    const std::string v(e);
+    if (v.rfind("sqlite:", 0) != 0 && v.find("://") == std::string::npos) return v;
+  }
   if (const char* x = getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/stackprov/store";
   if (const char* h = getenv("HOME"); h && *h) return std::string(h) + "/.local/share/stackprov/store";
   return make_error(SPROV_ERR_INVALID_ARG,

@@ -76,6 +76,11 @@ ALTER TABLE frames ADD COLUMN unwind_method TEXT;
 ALTER TABLE replays ADD COLUMN symbol_coverage_pct FLOAT;
 CREATE INDEX traces_by_time ON traces(captured_at, trace_id);
 )SQL",
+    // 3: a bundle's signature evidence (DSSE envelope, tlog proof, checkpoint); replays by trace
+    R"SQL(
+ALTER TABLE symbol_bundles ADD COLUMN dsse_envelope TEXT, ADD COLUMN tlog_proof TEXT, ADD COLUMN checkpoint TEXT;
+CREATE INDEX replays_by_trace ON replays(trace_id, started_at, replay_id);
+)SQL",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion);
 
@@ -98,6 +103,10 @@ struct Params {
     is_binary.push_back(0);
   }
   void add_i64(int64_t v) { add(std::to_string(v)); }
+  /// Empty text as SQL NULL.
+  void add_or_null(std::string v) {
+    if (v.empty()) add_null(); else add(std::move(v));
+  }
   void add_null() {
     values.emplace_back();
     is_null.push_back(1);
@@ -148,6 +157,10 @@ class PgStore final : public Store {
   static int64_t val_i64(const PGresult* r, int row, int col) {
     if (PQgetisnull(r, row, col)) return 0;
     return strtoll(PQgetvalue(r, row, col), nullptr, 10);
+  }
+  static double val_dbl(const PGresult* r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return 0;
+    return strtod(PQgetvalue(r, row, col), nullptr);
   }
   static Bytes val_bytea(const PGresult* r, int row, int col) {
     if (PQgetisnull(r, row, col)) return {};
@@ -241,12 +254,18 @@ class PgStore final : public Store {
                    p, ("inserting trace " + t.id).c_str());
       if (!r) return r.error();
     }
-    for (size_t ti = 0; ti < t.threads.size(); ++ti) {
+    return insert_threads(t.id, t.threads);
+  }
+
+  /// The threads and frames rows of a trace (put_trace, replace_frames): frame_index counts
+  /// across threads in order, thread_index is the thread's position.
+  Status insert_threads(const std::string& trace_id, const std::vector<Thread>& threads) {
+    for (size_t ti = 0; ti < threads.size(); ++ti) {
       Params p;
-      p.add(t.id);
+      p.add(trace_id);
       p.add_i64(static_cast<int64_t>(ti));
-      p.add_i64(detail::to_db(t.threads[ti].tid));
-      p.add(t.threads[ti].name);
+      p.add_i64(detail::to_db(threads[ti].tid));
+      p.add(threads[ti].name);
       auto r = run("INSERT INTO threads(trace_id, thread_index, tid, name) VALUES($1,$2,$3,$4)", p, "inserting a thread");
       if (!r) return r.error();
     }
@@ -263,8 +282,8 @@ class PgStore final : public Store {
       return {};
     };
     int64_t frame_index = 0;
-    for (size_t ti = 0; ti < t.threads.size(); ++ti) {
-      for (const Frame& f : t.threads[ti].frames) {
+    for (size_t ti = 0; ti < threads.size(); ++ti) {
+      for (const Frame& f : threads[ti].frames) {
         if (!rows)
           sql = "INSERT INTO frames(trace_id, frame_index, ip, module_path, module_build_id, resolved_symbol,"
                 " symbol_offset, resolver, thread_index, module_offset, file, line, column_no, inline_chain, source,"
@@ -273,7 +292,7 @@ class PgStore final : public Store {
         sql += rows ? ",(" : "(";
         for (size_t k = 1; k <= 17; ++k) sql += (k > 1 ? ",$" : "$") + std::to_string(base + k);
         sql += ")";
-        p.add(t.id);
+        p.add(trace_id);
         p.add_i64(frame_index++);
         p.add_i64(detail::to_db(f.ip));
         p.add(f.module_path);
@@ -417,15 +436,27 @@ class PgStore final : public Store {
     if (h != b.sha256)
       return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: its bytes hash to %s",
                         b.sha256.substr(0, 80).c_str(), h.c_str());
+    if (auto st = detail::validate_symbol_bundle(b); !st) return st;
     Params p;
     p.add(b.sha256);
     p.add(b.os);
     p.add_binary(b.blob);
-    if (b.index_json.empty()) p.add_null(); else p.add(b.index_json);
+    p.add_or_null(b.index_json);
     p.add(b.signer);
     p.add(b.rekor_tile_ref);
-    auto r = run("INSERT INTO symbol_bundles(sha256, os, bundle_blob, index_json, signer, rekor_tile_ref)"
-                 " VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING", p, "inserting a symbol bundle");
+    p.add_or_null(b.dsse_envelope);
+    p.add_or_null(b.tlog_proof);
+    p.add_or_null(b.checkpoint);
+    // Content-addressed: a second put keeps blob, os and index_json; signature columns that are
+    // non-empty in the new row replace the stored ones (a bundle signed after it was stored).
+    auto r = run("INSERT INTO symbol_bundles(sha256, os, bundle_blob, index_json, signer, rekor_tile_ref, dsse_envelope,"
+                 " tlog_proof, checkpoint) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT(sha256) DO UPDATE SET"
+                 " signer = COALESCE(NULLIF(excluded.signer, ''), symbol_bundles.signer),"
+                 " rekor_tile_ref = COALESCE(NULLIF(excluded.rekor_tile_ref, ''), symbol_bundles.rekor_tile_ref),"
+                 " dsse_envelope = COALESCE(NULLIF(excluded.dsse_envelope, ''), symbol_bundles.dsse_envelope),"
+                 " tlog_proof = COALESCE(NULLIF(excluded.tlog_proof, ''), symbol_bundles.tlog_proof),"
+                 " checkpoint = COALESCE(NULLIF(excluded.checkpoint, ''), symbol_bundles.checkpoint)",
+                 p, ("storing symbol bundle " + b.sha256).c_str());
     if (!r) return r.error();
     return {};
   }
@@ -436,16 +467,98 @@ class PgStore final : public Store {
       return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle '%s' is not 64 lower-case hex", h.c_str());
     Params p;
     p.add(h);
-    auto r = run("SELECT sha256, os, bundle_blob, index_json::text, signer, rekor_tile_ref FROM symbol_bundles"
-                 " WHERE sha256 = $1", p, "reading a symbol bundle", true);
+    auto r = run("SELECT sha256, os, bundle_blob, index_json::text, signer, rekor_tile_ref, dsse_envelope, tlog_proof,"
+                 " checkpoint FROM symbol_bundles WHERE sha256 = $1", p, "reading a symbol bundle", true);
     if (!r) return r.error();
     const PGresult* g = r->get();
     if (PQntuples(g) == 0)
       return make_error(SPROV_ERR_NOT_FOUND, "symbol bundle %s not in postgresql store %s", h.c_str(), where_.c_str());
-    SymbolBundleRow b{val(g, 0, 0), val(g, 0, 1), val_bytea(g, 0, 2), val(g, 0, 3), val(g, 0, 4), val(g, 0, 5)};
+    SymbolBundleRow b{val(g, 0, 0), val(g, 0, 1), val_bytea(g, 0, 2), val(g, 0, 3), val(g, 0, 4),
+                      val(g, 0, 5), val(g, 0, 6), val(g, 0, 7), val(g, 0, 8)};
     if (evidence::hex_encode(evidence::sha256(b.blob)) != b.sha256)
       return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: stored bytes do not hash to their address", h.c_str());
     return b;
+  }
+
+  Result<std::vector<SymbolBundleRow>> list_symbol_bundles() override {
+    auto r = run("SELECT sha256, index_json::text FROM symbol_bundles ORDER BY sha256 COLLATE \"C\"", {},
+                 "listing symbol bundles", true);
+    if (!r) return r.error();
+    const PGresult* g = r->get();
+    std::vector<SymbolBundleRow> out;
+    for (int i = 0; i < PQntuples(g); ++i) {
+      SymbolBundleRow b;
+      b.sha256 = val(g, i, 0);
+      b.index_json = val(g, i, 1);
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+
+  Status replace_frames(std::string_view trace_id, const std::vector<Thread>& threads,
+                        std::string_view symbol_bundle_sha256) override {
+    std::string id(trace_id.substr(0, 64)), bundle(symbol_bundle_sha256.substr(0, 80));
+    if (!is_uuid(trace_id)) return make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a lower-case UUID", id.c_str());
+    if (!symbol_bundle_sha256.empty() && (symbol_bundle_sha256.size() != 64 || !is_lower_hex(symbol_bundle_sha256, 64)))
+      return make_error(SPROV_ERR_INVALID_ARG, "trace %s: symbol bundle '%s' is not 64 lower-case hex", id.c_str(),
+                        bundle.c_str());
+    if (auto st = detail::validate_threads(threads); !st) return st;
+    if (auto st = exec("BEGIN", "beginning a frame replacement"); !st) return st;
+    Status st = replace_frames_rows(id, threads, bundle);
+    if (st) st = exec("COMMIT", "committing a frame replacement");
+    if (!st) rollback();
+    return st;
+  }
+
+  Status replace_frames_rows(const std::string& id, const std::vector<Thread>& threads, const std::string& bundle) {
+    Params key;
+    key.add(id);
+    {
+      // Locks the trace's row: concurrent replacements of one trace run one after the other, and
+      // each one's DELETEs (a new snapshot per statement) see the rows the previous one committed.
+      Params p;
+      p.add(bundle);
+      p.add(id);
+      auto r = run("UPDATE traces SET symbol_bundle_sha256 = $1 WHERE trace_id = $2", p, ("updating trace " + id).c_str());
+      if (!r) return r.error();
+      if (std::string(PQcmdTuples(r->get())) == "0")
+        return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in postgresql store %s", id.c_str(), where_.c_str());
+    }
+    for (const char* sql : {"DELETE FROM frames WHERE trace_id = $1", "DELETE FROM threads WHERE trace_id = $1"}) {
+      auto r = run(sql, key, ("deleting the frames of trace " + id).c_str());
+      if (!r) return r.error();
+    }
+    return insert_threads(id, threads);
+  }
+
+  Result<std::vector<Replay>> list_replays(std::string_view trace_id) override {
+    std::string id(trace_id.substr(0, 64));
+    if (!is_uuid(trace_id)) return make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a lower-case UUID", id.c_str());
+    std::string sql = std::string("SELECT replay_id::text, trace_id::text, seed, to_char(started_at, ") + kTimeFmt +
+                      "), to_char(finished_at, " + kTimeFmt +
+                      "), replay_success_ratio, symbol_coverage_pct, verify_time_ms, verifier_version, notes::text"
+                      " FROM replays WHERE trace_id = $1 ORDER BY started_at, replay_id";
+    Params p;
+    p.add(id);
+    auto r = run(sql.c_str(), p, ("listing the replays of trace " + id).c_str(), true);
+    if (!r) return r.error();
+    const PGresult* g = r->get();
+    std::vector<Replay> out;
+    for (int i = 0; i < PQntuples(g); ++i) {
+      Replay rp;
+      rp.replay_id = val(g, i, 0);
+      rp.trace_id = val(g, i, 1);
+      rp.seed = val_i64(g, i, 2);
+      rp.started_at = val(g, i, 3);
+      rp.finished_at = val(g, i, 4);
+      rp.replay_success_ratio = val_dbl(g, i, 5);
+      rp.symbol_coverage_pct = val_dbl(g, i, 6);
+      rp.verify_time_ms = val_i64(g, i, 7);
+      rp.verifier_version = val(g, i, 8);
+      rp.notes_json = val(g, i, 9);
+      out.push_back(std::move(rp));
+    }
+    return out;
   }
 
   Result<int> schema_version() override { return read_version(); }

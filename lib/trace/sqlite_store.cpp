@@ -77,6 +77,13 @@ ALTER TABLE frames ADD COLUMN unwind_method TEXT;
 ALTER TABLE replays ADD COLUMN symbol_coverage_pct REAL;
 CREATE INDEX traces_by_time ON traces(captured_at, trace_id);
 )SQL",
+    // 3: a bundle's signature evidence (DSSE envelope, tlog proof, checkpoint); replays by trace
+    R"SQL(
+ALTER TABLE symbol_bundles ADD COLUMN dsse_envelope TEXT;
+ALTER TABLE symbol_bundles ADD COLUMN tlog_proof TEXT;
+ALTER TABLE symbol_bundles ADD COLUMN checkpoint TEXT;
+CREATE INDEX replays_by_trace ON replays(trace_id, started_at, replay_id);
+)SQL",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion);
 
@@ -93,6 +100,10 @@ class Stmt {
   void i64(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
   void dbl(int i, double v) { sqlite3_bind_double(s_, i, v); }
   void null(int i) { sqlite3_bind_null(s_, i); }
+  /// Empty text as SQL NULL.
+  void text_or_null(int i, const std::string& v) {
+    if (v.empty()) null(i); else text(i, v);
+  }
   int step() { return sqlite3_step(s_); }
   void reset() {
     sqlite3_reset(s_);
@@ -218,6 +229,12 @@ class SqliteStore final : public Store {
       s.text(8, t.data_sha256);
       if (s.step() != SQLITE_DONE) return err(("inserting trace " + t.id).c_str());
     }
+    return insert_threads(t.id, t.threads);
+  }
+
+  /// The threads and frames rows of a trace (put_trace, replace_frames): frame_index counts
+  /// across threads in order, thread_index is the thread's position.
+  Status insert_threads(const std::string& trace_id, const std::vector<Thread>& threads) {
     Stmt th(db_, "INSERT INTO threads(trace_id, thread_index, tid, name) VALUES(?,?,?,?)");
     Stmt fr(db_,
             "INSERT INTO frames(trace_id, frame_index, ip, module_path, module_build_id, resolved_symbol, symbol_offset,"
@@ -225,17 +242,17 @@ class SqliteStore final : public Store {
             " unwind_method) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     if (!th.ok() || !fr.ok()) return err("preparing threads/frames");
     int64_t frame_index = 0;
-    for (size_t ti = 0; ti < t.threads.size(); ++ti) {
-      const Thread& thread = t.threads[ti];
+    for (size_t ti = 0; ti < threads.size(); ++ti) {
+      const Thread& thread = threads[ti];
       th.reset();
-      th.text(1, t.id);
+      th.text(1, trace_id);
       th.i64(2, static_cast<int64_t>(ti));
       th.i64(3, detail::to_db(thread.tid));
       th.text(4, thread.name);
       if (th.step() != SQLITE_DONE) return err("inserting a thread");
       for (const Frame& f : thread.frames) {
         fr.reset();
-        fr.text(1, t.id);
+        fr.text(1, trace_id);
         fr.i64(2, frame_index++);
         fr.i64(3, detail::to_db(f.ip));
         fr.text(4, f.module_path);
@@ -378,17 +395,28 @@ class SqliteStore final : public Store {
     if (h != b.sha256)
       return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: its bytes hash to %s",
                         b.sha256.substr(0, 80).c_str(), h.c_str());
+    if (auto st = detail::validate_symbol_bundle(b); !st) return st;
+    // Content-addressed: a second put keeps blob, os and index_json; signature columns that are
+    // non-empty in the new row replace the stored ones (a bundle signed after it was stored).
     Stmt s(db_,
-           "INSERT OR IGNORE INTO symbol_bundles(sha256, os, bundle_blob, index_json, signer, rekor_tile_ref)"
-           " VALUES(?,?,?,?,?,?)");
+           "INSERT INTO symbol_bundles(sha256, os, bundle_blob, index_json, signer, rekor_tile_ref, dsse_envelope,"
+           " tlog_proof, checkpoint) VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT(sha256) DO UPDATE SET"
+           " signer = COALESCE(NULLIF(excluded.signer, ''), symbol_bundles.signer),"
+           " rekor_tile_ref = COALESCE(NULLIF(excluded.rekor_tile_ref, ''), symbol_bundles.rekor_tile_ref),"
+           " dsse_envelope = COALESCE(NULLIF(excluded.dsse_envelope, ''), symbol_bundles.dsse_envelope),"
+           " tlog_proof = COALESCE(NULLIF(excluded.tlog_proof, ''), symbol_bundles.tlog_proof),"
+           " checkpoint = COALESCE(NULLIF(excluded.checkpoint, ''), symbol_bundles.checkpoint)");
     if (!s.ok()) return err("preparing symbol_bundles");
     s.text(1, b.sha256);
     s.text(2, b.os);
     s.blob(3, b.blob);
-    if (b.index_json.empty()) s.null(4); else s.text(4, b.index_json);
+    s.text_or_null(4, b.index_json);
     s.text(5, b.signer);
     s.text(6, b.rekor_tile_ref);
-    if (s.step() != SQLITE_DONE) return err("inserting a symbol bundle");
+    s.text_or_null(7, b.dsse_envelope);
+    s.text_or_null(8, b.tlog_proof);
+    s.text_or_null(9, b.checkpoint);
+    if (s.step() != SQLITE_DONE) return err(("storing symbol bundle " + b.sha256).c_str());
     return {};
   }
 
@@ -396,16 +424,96 @@ class SqliteStore final : public Store {
     std::string h(sha256.substr(0, 80));
     if (sha256.size() != 64 || !is_lower_hex(sha256, 64))
       return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle '%s' is not 64 lower-case hex", h.c_str());
-    Stmt s(db_, "SELECT sha256, os, bundle_blob, index_json, signer, rekor_tile_ref FROM symbol_bundles WHERE sha256 = ?");
+    Stmt s(db_,
+           "SELECT sha256, os, bundle_blob, index_json, signer, rekor_tile_ref, dsse_envelope, tlog_proof, checkpoint"
+           " FROM symbol_bundles WHERE sha256 = ?");
     if (!s.ok()) return err("preparing a symbol bundle query");
     s.text(1, h);
     int rc = s.step();
     if (rc == SQLITE_DONE) return make_error(SPROV_ERR_NOT_FOUND, "symbol bundle %s not in sqlite store %s", h.c_str(), path_.c_str());
     if (rc != SQLITE_ROW) return err("reading a symbol bundle");
-    SymbolBundleRow b{s.col_text(0), s.col_text(1), s.col_blob(2), s.col_text(3), s.col_text(4), s.col_text(5)};
+    SymbolBundleRow b{s.col_text(0), s.col_text(1), s.col_blob(2), s.col_text(3), s.col_text(4),
+                      s.col_text(5), s.col_text(6), s.col_text(7), s.col_text(8)};
     if (evidence::hex_encode(evidence::sha256(b.blob)) != b.sha256)
       return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: stored bytes do not hash to their address", h.c_str());
     return b;
+  }
+
+  Result<std::vector<SymbolBundleRow>> list_symbol_bundles() override {
+    Stmt s(db_, "SELECT sha256, index_json FROM symbol_bundles ORDER BY sha256");
+    if (!s.ok()) return err("preparing list_symbol_bundles");
+    std::vector<SymbolBundleRow> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      SymbolBundleRow b;
+      b.sha256 = s.col_text(0);
+      b.index_json = s.col_text(1);
+      out.push_back(std::move(b));
+    }
+    if (rc != SQLITE_DONE) return err("listing symbol bundles");
+    return out;
+  }
+
+  Status replace_frames(std::string_view trace_id, const std::vector<Thread>& threads,
+                        std::string_view symbol_bundle_sha256) override {
+    std::string id(trace_id.substr(0, 64)), bundle(symbol_bundle_sha256.substr(0, 80));
+    if (!is_uuid(trace_id)) return make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a lower-case UUID", id.c_str());
+    if (!symbol_bundle_sha256.empty() && (symbol_bundle_sha256.size() != 64 || !is_lower_hex(symbol_bundle_sha256, 64)))
+      return make_error(SPROV_ERR_INVALID_ARG, "trace %s: symbol bundle '%s' is not 64 lower-case hex", id.c_str(),
+                        bundle.c_str());
+    if (auto st = detail::validate_threads(threads); !st) return st;
+    if (auto st = exec("BEGIN IMMEDIATE", "beginning a frame replacement"); !st) return st;
+    Status st = replace_frames_rows(id, threads, bundle);
+    if (st) st = exec("COMMIT", "committing a frame replacement");
+    if (!st) rollback();
+    return st;
+  }
+
+  Status replace_frames_rows(const std::string& id, const std::vector<Thread>& threads, const std::string& bundle) {
+    {
+      Stmt s(db_, "UPDATE traces SET symbol_bundle_sha256 = ? WHERE trace_id = ?");
+      if (!s.ok()) return err("preparing a trace update");
+      s.text(1, bundle);
+      s.text(2, id);
+      if (s.step() != SQLITE_DONE) return err(("updating trace " + id).c_str());
+      if (sqlite3_changes(db_) == 0)
+        return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in sqlite store %s", id.c_str(), path_.c_str());
+    }
+    for (const char* sql : {"DELETE FROM frames WHERE trace_id = ?", "DELETE FROM threads WHERE trace_id = ?"}) {
+      Stmt s(db_, sql);
+      if (!s.ok()) return err("preparing a frame deletion");
+      s.text(1, id);
+      if (s.step() != SQLITE_DONE) return err(("deleting the frames of trace " + id).c_str());
+    }
+    return insert_threads(id, threads);
+  }
+
+  Result<std::vector<Replay>> list_replays(std::string_view trace_id) override {
+    std::string id(trace_id.substr(0, 64));
+    if (!is_uuid(trace_id)) return make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a lower-case UUID", id.c_str());
+    Stmt s(db_,
+           "SELECT replay_id, trace_id, seed, started_at, finished_at, replay_success_ratio, symbol_coverage_pct,"
+           " verify_time_ms, verifier_version, notes FROM replays WHERE trace_id = ? ORDER BY started_at, replay_id");
+    if (!s.ok()) return err("preparing list_replays");
+    s.text(1, id);
+    std::vector<Replay> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      Replay r;
+      r.replay_id = s.col_text(0);
+      r.trace_id = s.col_text(1);
+      r.seed = s.col_i64(2);
+      r.started_at = s.col_text(3);
+      r.finished_at = s.col_text(4);
+      r.replay_success_ratio = s.col_dbl(5);
+      r.symbol_coverage_pct = s.col_dbl(6);
+      r.verify_time_ms = s.col_i64(7);
+      r.verifier_version = s.col_text(8);
+      r.notes_json = s.col_text(9);
+      out.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return err(("listing the replays of trace " + id).c_str());
+    return out;
   }
 
   Result<int> schema_version() override { return read_version(); }

@@ -32,8 +32,12 @@ Result<StoreUrl> parse_store_url(std::string_view url) {
 }
 
 Result<std::string> default_store_url() {
+  // $STACKPROV_STORE is shared with the bundle store: a URL there is ours, a directory is theirs.
   const char* env = getenv("STACKPROV_STORE");
-  if (env && *env) return std::string(env);
+  if (env && *env) {
+    const std::string_view v(env);
+    if (v.substr(0, 7) == "sqlite:" || v.find("://") != std::string_view::npos) return std::string(env);
+  }
   std::string base;
   const char* xdg = getenv("XDG_DATA_HOME");
   if (xdg && *xdg == '/') {

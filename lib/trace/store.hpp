@@ -13,7 +13,7 @@ namespace stackprov::trace {
 
 /// The schema version this build writes; migrations 1..kSchemaVersion are applied on open.
 /// Version 1 is the seed's schema (traces, frames, symbol_bundles, replays); doc/traces.md.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 enum class StoreKind { kSqlite, kPostgres };
 
@@ -26,7 +26,8 @@ struct StoreUrl {
 /// "sqlite:PATH" (PATH non-empty; relative paths are taken as given) or
 /// "postgresql://..." / "postgres://..." (handed to libpq). Errors name the value.
 Result<StoreUrl> parse_store_url(std::string_view url);
-/// $STACKPROV_STORE if set and non-empty, else "sqlite:$XDG_DATA_HOME/stackprov/traces.db"
+/// $STACKPROV_STORE if it is a URL (sqlite:..., scheme://...; a directory there is the bundle
+/// store's), else "sqlite:$XDG_DATA_HOME/stackprov/traces.db"
 /// ($XDG_DATA_HOME defaults to $HOME/.local/share).
 Result<std::string> default_store_url();
 
@@ -41,9 +42,21 @@ class Store {
   virtual Result<std::vector<TraceSummary>> list_traces(size_t limit = SIZE_MAX) = 0;
   /// The trace must exist (foreign key).
   virtual Status put_replay(const Replay& r) = 0;
-  /// Content-addressed: sha256 must be the hash of blob. Putting the same bundle again is a no-op.
+  /// Content-addressed: sha256 must be the hash of blob. Putting the same bundle again keeps
+  /// its blob, os and index_json; its signature columns (signer, rekor_tile_ref, dsse_envelope,
+  /// tlog_proof, checkpoint) are replaced by the new row's where those are non-empty (a bundle
+  /// signed after it was stored).
   virtual Status put_symbol_bundle(const SymbolBundleRow& b) = 0;
   virtual Result<SymbolBundleRow> get_symbol_bundle(std::string_view sha256) = 0;
+  /// The sha256 and index_json of every stored bundle (no blobs), ordered by sha256.
+  virtual Result<std::vector<SymbolBundleRow>> list_symbol_bundles() = 0;
+  /// Replaces a trace's threads and frames (and sets its symbol_bundle_sha256; empty clears it)
+  /// in one transaction: a reader sees the old resolution or the new one, never a mix.
+  /// SPROV_ERR_NOT_FOUND naming the id when the trace does not exist.
+  virtual Status replace_frames(std::string_view trace_id, const std::vector<Thread>& threads,
+                                std::string_view symbol_bundle_sha256) = 0;
+  /// The replays of a trace, ordered by started_at, then replay_id. An unknown trace: empty.
+  virtual Result<std::vector<Replay>> list_replays(std::string_view trace_id) = 0;
   /// The schema version of the open database (kSchemaVersion after a successful open).
   virtual Result<int> schema_version() = 0;
   virtual StoreKind kind() const = 0;

@@ -9,6 +9,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <utility>
+
+#include "trace/store_rows.hpp"
 
 namespace stackprov::trace {
 
@@ -186,9 +189,17 @@ Status validate_trace(const Trace& t) {
       (t.symbol_bundle_sha256.size() != 64 || !is_lower_hex(t.symbol_bundle_sha256, 64)))
     return bad("symbol_bundle_sha256", t.symbol_bundle_sha256);
   if (!t.dsse_ref.empty() && t.dsse_ref.rfind("dsse:", 0) != 0) return bad("dsse_ref", t.dsse_ref);
-  if (t.threads.size() > kMaxThreads) return bad("threads", std::to_string(t.threads.size()));
-  if (t.frame_count() > kMaxFramesPerTrace) return bad("frames", std::to_string(t.frame_count()));
-  for (const Thread& th : t.threads) {
+  return detail::validate_threads(t.threads);
+}
+
+namespace detail {
+
+Status validate_threads(const std::vector<Thread>& threads) {
+  if (threads.size() > kMaxThreads) return bad("threads", std::to_string(threads.size()));
+  size_t frames = 0;
+  for (const Thread& th : threads) frames += th.frames.size();
+  if (frames > kMaxFramesPerTrace) return bad("frames", std::to_string(frames));
+  for (const Thread& th : threads) {
     for (const Frame& f : th.frames) {
       if (!f.module_build_id.empty() && !is_lower_hex(f.module_build_id))
         return bad("frames.module_build_id", f.module_build_id);
@@ -200,6 +211,33 @@ Status validate_trace(const Trace& t) {
   }
   return {};
 }
+
+Status validate_symbol_bundle(const SymbolBundleRow& b) {
+  if (b.sha256.size() != 64 || !is_lower_hex(b.sha256, 64)) {
+    std::string v(b.sha256.substr(0, 80));
+    return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle field sha256: invalid value '%s'", v.c_str());
+  }
+  if (b.os.size() > 64) {
+    std::string v(b.os.substr(0, 80));
+    return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle %s field os: invalid value '%s'", b.sha256.c_str(), v.c_str());
+  }
+  const std::pair<const char*, const std::string*> texts[] = {{"signer", &b.signer},
+                                                              {"rekor_tile_ref", &b.rekor_tile_ref},
+                                                              {"dsse_envelope", &b.dsse_envelope},
+                                                              {"tlog_proof", &b.tlog_proof},
+                                                              {"checkpoint", &b.checkpoint}};
+  for (const auto& [field, text] : texts) {
+    if (text->size() > kMaxBundleTextBytes)
+      return make_error(SPROV_ERR_LIMIT, "symbol bundle %s field %s: %zu bytes exceed the limit of %zu",
+                        b.sha256.c_str(), field, text->size(), kMaxBundleTextBytes);
+    if (text->find('\0') != std::string::npos)
+      return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle %s field %s: contains a NUL byte at offset %zu",
+                        b.sha256.c_str(), field, text->find('\0'));
+  }
+  return {};
+}
+
+}  // namespace detail
 
 Status validate_replay(const Replay& r) {
   if (!is_uuid(r.replay_id)) return bad("replay_id", r.replay_id);

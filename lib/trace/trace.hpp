@@ -104,6 +104,12 @@ struct SymbolBundleRow {
   std::string index_json;          ///< symbol_index.json, or empty
   std::string signer;
   std::string rekor_tile_ref;
+  // Migration 3: the bundle's signature evidence, as the bundle store's sidecars hold it
+  // (text formats; empty when unsigned): the DSSE envelope (JSON), the tlog-proof@v1 and
+  // the signed checkpoint note.
+  std::string dsse_envelope;
+  std::string tlog_proof;
+  std::string checkpoint;
   bool operator==(const SymbolBundleRow&) const = default;
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Drives lib/trace stores for store_test.py: round trips, writers for the nothing-lost test, checks, event parsing.
+// Drives lib/trace stores for store_test.py: round trips, writers for the nothing-lost test, checks, event parsing, schema 3 operations.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -210,6 +211,15 @@ int cmd_roundtrip(const std::string& url, const std::string& out, int n, uint64_
     if (bad_id || bad_id.error().code != SPROV_ERR_INVALID_ARG) return fail("get_trace of a non-UUID is not INVALID_ARG");
     auto gb = store->get_symbol_bundle(std::string(64, 'a'));
     if (gb || gb.error().code != SPROV_ERR_NOT_FOUND) return fail("get_symbol_bundle of an absent hash is not NOT_FOUND");
+    auto rf = store->replace_frames(absent, traces[0].threads, "");
+    if (rf || rf.error().code != SPROV_ERR_NOT_FOUND || rf.error().message.find(absent) == std::string::npos)
+      return fail("replace_frames of an absent id is not a named NOT_FOUND: " + (rf ? std::string("ok") : rf.error().message));
+    rf = store->replace_frames("x'; DROP TABLE frames; --", traces[0].threads, "");
+    if (rf || rf.error().code != SPROV_ERR_INVALID_ARG) return fail("replace_frames of a non-UUID is not INVALID_ARG");
+    auto lr = store->list_replays(absent);
+    if (!lr || !lr->empty()) return fail("list_replays of an absent trace is not empty");
+    lr = store->list_replays("x'; DROP TABLE replays; --");
+    if (lr || lr.error().code != SPROV_ERR_INVALID_ARG) return fail("list_replays of a non-UUID is not INVALID_ARG");
   }
   // a second put of the same id is refused and changes nothing
   if (store->put_trace(traces[0])) return fail("put_trace of an existing id succeeded");
@@ -347,10 +357,245 @@ int cmd_parse(const std::string& path) {
   return 0;
 }
 
+
+// ---- schema 3 operations, driven value by value from store_test.py (JSON files in, JSON lines out)
+
+/// Errors of these commands carry the code, so that the test can check it (include/stackprov/errors.h).
+int fail_code(const std::string& what, const Error& e) {
+  return fail(what + ": " + e.message + " (code " + std::to_string(e.code) + ")");
+}
+
+Json read_json_file(const std::string& path) {
+  auto b = evidence::read_file(path);
+  if (!b) throw std::runtime_error(path + ": " + b.error().message);
+  auto j = evidence::parse_json(std::string_view(reinterpret_cast<const char*>(b->data()), b->size()), path.c_str());
+  if (!j) throw std::runtime_error(j.error().message);
+  return std::move(j.value());
+}
+
+std::string opt_str(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? std::string() : it->get<std::string>();
+}
+
+/// The frame form of trace_json (u64 values as decimal strings).
+Frame frame_from_json(const Json& j) {
+  Frame f;
+  f.ip = std::stoull(j.at("ip").get<std::string>());
+  f.module_path = j.at("module_path").get<std::string>();
+  f.module_build_id = j.at("module_build_id").get<std::string>();
+  f.module_offset = std::stoull(j.at("module_offset").get<std::string>());
+  f.symbol = j.at("symbol").get<std::string>();
+  f.symbol_offset = std::stoull(j.at("symbol_offset").get<std::string>());
+  f.file = j.at("file").get<std::string>();
+  f.line = j.at("line").get<uint32_t>();
+  f.column = j.at("column").get<uint32_t>();
+  for (const Json& in : j.at("inline_chain"))
+    f.inline_chain.push_back({in.at("function").get<std::string>(), in.at("file").get<std::string>(),
+                              in.at("line").get<uint32_t>(), in.at("column").get<uint32_t>()});
+  f.resolver = j.at("resolver").get<std::string>();
+  f.source = j.at("source").get<std::string>();
+  f.bundle_sha256 = j.at("bundle_sha256").get<std::string>();
+  f.unwind_method = j.at("unwind_method").get<std::string>();
+  return f;
+}
+
+/// [{"tid": "decimal", "name", "frames": [frame...]}, ...]
+std::vector<Thread> threads_from_json(const Json& j) {
+  std::vector<Thread> out;
+  for (const Json& t : j) {
+    Thread th;
+    th.tid = std::stoull(t.at("tid").get<std::string>());
+    th.name = t.at("name").get<std::string>();
+    for (const Json& f : t.at("frames")) th.frames.push_back(frame_from_json(f));
+    out.push_back(std::move(th));
+  }
+  return out;
+}
+
+Json bundle_json(const SymbolBundleRow& b) {
+  return {{"sha256", b.sha256}, {"os", b.os}, {"blob_hex", evidence::hex_encode(b.blob)},
+          {"index_json", b.index_json}, {"signer", b.signer}, {"rekor_tile_ref", b.rekor_tile_ref},
+          {"dsse_envelope", b.dsse_envelope}, {"tlog_proof", b.tlog_proof}, {"checkpoint", b.checkpoint}};
+}
+
+Json replay_json(const Replay& r) {
+  return {{"replay_id", r.replay_id}, {"trace_id", r.trace_id}, {"seed", r.seed}, {"started_at", r.started_at},
+          {"finished_at", r.finished_at}, {"replay_success_ratio", r.replay_success_ratio},
+          {"symbol_coverage_pct", r.symbol_coverage_pct}, {"verify_time_ms", r.verify_time_ms},
+          {"verifier_version", r.verifier_version}, {"notes_json", r.notes_json}};
+}
+
+// put-bundle URL FILE: {"sha256","os","blob_hex","index_json", signature texts...}; absent keys are empty
+int cmd_put_bundle(const std::string& url, const std::string& file) {
+  Json j = read_json_file(file);
+  SymbolBundleRow b;
+  b.sha256 = opt_str(j, "sha256");
+  b.os = opt_str(j, "os");
+  auto blob = evidence::hex_decode(opt_str(j, "blob_hex"), "blob_hex");
+  if (!blob) return fail(blob.error().message);
+  b.blob = std::move(blob.value());
+  b.index_json = opt_str(j, "index_json");
+  b.signer = opt_str(j, "signer");
+  b.rekor_tile_ref = opt_str(j, "rekor_tile_ref");
+  b.dsse_envelope = opt_str(j, "dsse_envelope");
+  b.tlog_proof = opt_str(j, "tlog_proof");
+  b.checkpoint = opt_str(j, "checkpoint");
+  auto store = open_or_die(url);
+  if (auto st = store->put_symbol_bundle(b); !st) return fail_code("put_symbol_bundle", st.error());
+  return 0;
+}
+
+// get-bundle URL SHA256: the row as one JSON line
+int cmd_get_bundle(const std::string& url, const std::string& sha) {
+  auto store = open_or_die(url);
+  auto b = store->get_symbol_bundle(sha);
+  if (!b) return fail_code("get_symbol_bundle", b.error());
+  printf("%s\n", bundle_json(*b).dump().c_str());
+  return 0;
+}
+
+// list-bundles URL: [{"sha256","index_json"}, ...] in the store's order
+int cmd_list_bundles(const std::string& url) {
+  auto store = open_or_die(url);
+  auto l = store->list_symbol_bundles();
+  if (!l) return fail_code("list_symbol_bundles", l.error());
+  Json a = Json::array();
+  for (const SymbolBundleRow& b : *l) {
+    if (!b.blob.empty()) return fail("list_symbol_bundles returned the blob of " + b.sha256);
+    a.push_back({{"sha256", b.sha256}, {"index_json", b.index_json}});
+  }
+  printf("%s\n", a.dump().c_str());
+  return 0;
+}
+
+// replace URL ID FILE: {"symbol_bundle_sha256", "threads": [...]}
+int cmd_replace(const std::string& url, const std::string& id, const std::string& file) {
+  Json j = read_json_file(file);
+  std::vector<Thread> threads = threads_from_json(j.at("threads"));
+  auto store = open_or_die(url);
+  if (auto st = store->replace_frames(id, threads, opt_str(j, "symbol_bundle_sha256")); !st)
+    return fail_code("replace_frames", st.error());
+  return 0;
+}
+
+// dump URL ID: get_trace as trace_json, one line
+int cmd_dump(const std::string& url, const std::string& id) {
+  auto store = open_or_die(url);
+  auto t = store->get_trace(id);
+  if (!t) return fail_code("get_trace", t.error());
+  printf("%s\n", trace_json(*t).dump().c_str());
+  return 0;
+}
+
+// put-replays URL FILE: [replay_json...], put in the file's order
+int cmd_put_replays(const std::string& url, const std::string& file) {
+  Json j = read_json_file(file);
+  auto store = open_or_die(url);
+  for (const Json& e : j) {
+    Replay r;
+    r.replay_id = e.at("replay_id").get<std::string>();
+    r.trace_id = e.at("trace_id").get<std::string>();
+    r.seed = e.at("seed").get<int64_t>();
+    r.started_at = e.at("started_at").get<std::string>();
+    r.finished_at = e.at("finished_at").get<std::string>();
+    r.replay_success_ratio = e.at("replay_success_ratio").get<double>();
+    r.symbol_coverage_pct = e.at("symbol_coverage_pct").get<double>();
+    r.verify_time_ms = e.at("verify_time_ms").get<int64_t>();
+    r.verifier_version = e.at("verifier_version").get<std::string>();
+    r.notes_json = opt_str(e, "notes_json");
+    if (auto st = store->put_replay(r); !st) return fail_code("put_replay " + r.replay_id, st.error());
+  }
+  return 0;
+}
+
+// list-replays URL ID: [replay_json...] in the store's order
+int cmd_list_replays(const std::string& url, const std::string& id) {
+  auto store = open_or_die(url);
+  auto l = store->list_replays(id);
+  if (!l) return fail_code("list_replays", l.error());
+  Json a = Json::array();
+  for (const Replay& r : *l) a.push_back(replay_json(r));
+  printf("%s\n", a.dump().c_str());
+  return 0;
+}
+
+/// Two resolutions of one trace for flip/watch, the same for the same seed: 3 threads with
+/// 3..1202 frames in all, or 2 threads with 2..81; each with its own bundle address.
+struct Resolutions {
+  std::vector<Thread> a, b;
+  std::string bundle_a, bundle_b;
+};
+Resolutions make_resolutions(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Resolutions r;
+  Trace ta = make_trace(rng, 3 + rng() % 1200, 3, 1, "");
+  Trace tb = make_trace(rng, 2 + rng() % 80, 2, 1, "");
+  r.a = std::move(ta.threads);
+  r.b = std::move(tb.threads);
+  r.bundle_a = rand_hex(rng, 32);
+  r.bundle_b = rand_hex(rng, 32);
+  return r;
+}
+
+// flip URL ID SEED COUNT: replace_frames COUNT times, alternating the resolutions a, b (a first)
+int cmd_flip(const std::string& url, const std::string& id, uint64_t seed, long count) {
+  auto store = open_or_die(url);
+  Resolutions r = make_resolutions(seed);
+  for (long i = 0; i < count; ++i) {
+    bool a = i % 2 == 0;
+    if (auto st = store->replace_frames(id, a ? r.a : r.b, a ? r.bundle_a : r.bundle_b); !st)
+      return fail_code("replace_frames #" + std::to_string(i), st.error());
+  }
+  return 0;
+}
+
+// watch URL ID SEED COUNT: every get_trace sees resolution a or resolution b whole, never a mix
+int cmd_watch(const std::string& url, const std::string& id, uint64_t seed, long count) {
+  auto store = open_or_die(url);
+  Resolutions r = make_resolutions(seed);
+  long saw_a = 0, saw_b = 0;
+  for (long i = 0; i < count; ++i) {
+    auto t = store->get_trace(id);
+    if (!t) return fail_code("get_trace #" + std::to_string(i), t.error());
+    if (t->threads == r.a && t->symbol_bundle_sha256 == r.bundle_a) {
+      ++saw_a;
+    } else if (t->threads == r.b && t->symbol_bundle_sha256 == r.bundle_b) {
+      ++saw_b;
+    } else {
+      return fail("read #" + std::to_string(i) + " of trace " + id + " is neither resolution: " +
+                  std::to_string(t->threads.size()) + " threads, " + std::to_string(t->frame_count()) +
+                  " frames, bundle '" + t->symbol_bundle_sha256 + "'");
+    }
+  }
+  printf("watch ok: %ld reads, %ld of a, %ld of b\n", count, saw_a, saw_b);
+  return 0;
+}
+
+int dispatch(int argc, char** argv) {
+  std::string cmd = argv[1];
+  if (cmd == "put-bundle" && argc == 4) return cmd_put_bundle(argv[2], argv[3]);
+  if (cmd == "get-bundle" && argc == 4) return cmd_get_bundle(argv[2], argv[3]);
+  if (cmd == "list-bundles" && argc == 3) return cmd_list_bundles(argv[2]);
+  if (cmd == "replace" && argc == 5) return cmd_replace(argv[2], argv[3], argv[4]);
+  if (cmd == "dump" && argc == 4) return cmd_dump(argv[2], argv[3]);
+  if (cmd == "put-replays" && argc == 4) return cmd_put_replays(argv[2], argv[3]);
+  if (cmd == "list-replays" && argc == 4) return cmd_list_replays(argv[2], argv[3]);
+  if (cmd == "flip" && argc == 6) return cmd_flip(argv[2], argv[3], strtoull(argv[4], nullptr, 10), atol(argv[5]));
+  if (cmd == "watch" && argc == 6) return cmd_watch(argv[2], argv[3], strtoull(argv[4], nullptr, 10), atol(argv[5]));
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) return fail("usage: store_tool roundtrip|write|check|open|get|parse ...");
+  if (argc < 3) return fail("usage: store_tool roundtrip|write|check|open|get|parse|put-bundle|get-bundle|list-bundles|"
+                            "replace|dump|put-replays|list-replays|flip|watch ...");
+  try {
+    if (int rc = dispatch(argc, argv); rc >= 0) return rc;
+  } catch (const std::exception& e) {  // malformed input files from the test
+    return fail(std::string(argv[1]) + ": bad input: " + e.what());
+  }
   std::string cmd = argv[1];
   if (cmd == "roundtrip" && argc == 6) return cmd_roundtrip(argv[2], argv[3], atoi(argv[4]), strtoull(argv[5], nullptr, 10));
   if (cmd == "write" && argc == 6) return cmd_write(argv[2], argv[3], strtoull(argv[4], nullptr, 10), atol(argv[5]));

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// lib/trace unit tests: UUID v4 bits (RFC 4122), canonical RFC 3339 times, gzip against GNU gzip's bytes, hostile gzip and event input, store URLs.
+// lib/trace unit tests: UUID v4 bits (RFC 4122), canonical RFC 3339 times, gzip against GNU gzip's bytes, hostile gzip and event input, store URLs, row bounds.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "trace/events.hpp"
 #include "trace/store.hpp"
+#include "trace/store_rows.hpp"
 #include "trace/trace.hpp"
 
 using namespace stackprov;
@@ -133,10 +134,68 @@ TEST_CASE("store URLs: forms, errors naming the value, defaults", "[trace]") {
   }
   setenv("STACKPROV_STORE", "postgresql://h/db", 1);
   CHECK(default_store_url().value() == "postgresql://h/db");
-  unsetenv("STACKPROV_STORE");
   setenv("XDG_DATA_HOME", "/data", 1);
+  setenv("STACKPROV_STORE", "sqlite:/x/t.db", 1);
+  CHECK(default_store_url().value() == "sqlite:/x/t.db");
+  // A directory in STACKPROV_STORE names the bundle store: the trace store takes its own default.
+  setenv("STACKPROV_STORE", "/srv/bundles", 1);
+  CHECK(default_store_url().value() == "sqlite:/data/stackprov/traces.db");
+  unsetenv("STACKPROV_STORE");
   CHECK(default_store_url().value() == "sqlite:/data/stackprov/traces.db");
   unsetenv("XDG_DATA_HOME");
   setenv("HOME", "/home/u", 1);
   CHECK(default_store_url().value() == "sqlite:/home/u/.local/share/stackprov/traces.db");
+}
+
+TEST_CASE("symbol bundle rows: sizes and characters bounded, errors name the field", "[trace]") {
+  SymbolBundleRow b;
+  b.blob = {1, 2, 3};
+  b.sha256 = evidence::hex_encode(evidence::sha256(b.blob));
+  b.os = "linux";
+  CHECK(detail::validate_symbol_bundle(b).ok());
+  b.dsse_envelope = std::string(detail::kMaxBundleTextBytes, '{');
+  b.tlog_proof = std::string(detail::kMaxBundleTextBytes, 'p');
+  b.checkpoint = std::string(detail::kMaxBundleTextBytes, 'c');
+  CHECK(detail::validate_symbol_bundle(b).ok());
+  for (std::string SymbolBundleRow::*field : {&SymbolBundleRow::signer, &SymbolBundleRow::rekor_tile_ref,
+                                              &SymbolBundleRow::dsse_envelope, &SymbolBundleRow::tlog_proof,
+                                              &SymbolBundleRow::checkpoint}) {
+    SymbolBundleRow big = b;
+    big.*field = std::string(detail::kMaxBundleTextBytes + 1, 'x');
+    auto st = detail::validate_symbol_bundle(big);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == SPROV_ERR_LIMIT);
+    CHECK(st.error().message.find(std::to_string(detail::kMaxBundleTextBytes + 1)) != std::string::npos);
+    SymbolBundleRow nul = b;
+    nul.*field = std::string("a\0b", 3);
+    CHECK(detail::validate_symbol_bundle(nul).error().code == SPROV_ERR_INVALID_ARG);
+  }
+  auto st = detail::validate_symbol_bundle([&] { SymbolBundleRow r = b; r.checkpoint += "x"; return r; }());
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message.find("checkpoint") != std::string::npos);
+  SymbolBundleRow upper = b;
+  upper.sha256[0] = 'A';
+  CHECK(detail::validate_symbol_bundle(upper).error().message.find(upper.sha256) != std::string::npos);
+  SymbolBundleRow long_os = b;
+  long_os.os = std::string(65, 'o');
+  CHECK(detail::validate_symbol_bundle(long_os).error().code == SPROV_ERR_INVALID_ARG);
+}
+
+TEST_CASE("threads of a trace: put_trace's bounds, shared with replace_frames", "[trace]") {
+  std::vector<Thread> threads(2);
+  threads[0].frames.resize(3);
+  CHECK(detail::validate_threads(threads).ok());
+  threads[1].frames.resize(1);
+  threads[1].frames[0].bundle_sha256 = "XYZ";
+  auto st = detail::validate_threads(threads);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message.find("frames.bundle_sha256") != std::string::npos);
+  CHECK(st.error().message.find("XYZ") != std::string::npos);
+  threads[1].frames[0].bundle_sha256.clear();
+  threads[1].frames[0].inline_chain.resize(kMaxInlineDepth + 1);
+  CHECK(detail::validate_threads(threads).error().message.find("frames.inline_chain") != std::string::npos);
+  std::vector<Thread> many(kMaxThreads + 1);
+  st = detail::validate_threads(many);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message.find(std::to_string(kMaxThreads + 1)) != std::string::npos);
 }

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: Apache-2.0
+// CLI helpers shared by the subcommands (args.hpp): option parsing and a JSON reader.
+#include "args.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace stackprov_cli {
+
+namespace {
+
+class JsonParser {
+ public:
+  explicit JsonParser(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+  bool parse(Json* out) {
+    if (!value(out, 0)) return false;
+    ws();
+    return p_ == end_;
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+
+  void ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
+  }
+  bool lit(const char* w) {
+    const size_t n = strlen(w);
+    if (static_cast<size_t>(end_ - p_) < n || memcmp(p_, w, n) != 0) return false;
+    p_ += n;
+    return true;
+  }
+  static void utf8(uint32_t c, std::string* o) {
+    if (c < 0x80) {
+      o->push_back(static_cast<char>(c));
+    } else if (c < 0x800) {
+      o->push_back(static_cast<char>(0xc0 | (c >> 6)));
+      o->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+    } else if (c < 0x10000) {
+      o->push_back(static_cast<char>(0xe0 | (c >> 12)));
+      o->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+      o->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+    } else {
+      o->push_back(static_cast<char>(0xf0 | (c >> 18)));
+      o->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
+      o->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+      o->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+    }
+  }
+  bool hex4(uint32_t* v) {
+    if (end_ - p_ < 4) return false;
+    *v = 0;
+    for (int i = 0; i < 4; ++i, ++p_) {
+      const char c = *p_;
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      *v = *v * 16 + static_cast<uint32_t>(d);
+    }
+    return true;
+  }
+  bool string(std::string* o) {
+    if (p_ >= end_ || *p_ != '"') return false;
+    ++p_;
+    while (p_ < end_ && *p_ != '"') {
+      if (*p_ != '\\') {
+        o->push_back(*p_++);
+        continue;
+      }
+      if (++p_ >= end_) return false;
+      const char e = *p_++;
+      switch (e) {
+        case '"': o->push_back('"'); break;
+        case '\\': o->push_back('\\'); break;
+        case '/': o->push_back('/'); break;
+        case 'b': o->push_back('\b'); break;
+        case 'f': o->push_back('\f'); break;
+        case 'n': o->push_back('\n'); break;
+        case 'r': o->push_back('\r'); break;
+        case 't': o->push_back('\t'); break;
+        case 'u': {
+          uint32_t c = 0;
+          if (!hex4(&c)) return false;
+          if (c >= 0xd800 && c < 0xdc00 && end_ - p_ >= 6 && p_[0] == '\\' && p_[1] == 'u') {
+            p_ += 2;
+            uint32_t lo = 0;
+            if (!hex4(&lo) || lo < 0xdc00 || lo >= 0xe000) return false;
+            c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
+          }
+          utf8(c, o);
+          break;
+        }
+        default: return false;
+      }
+    }
+    if (p_ >= end_) return false;
+    ++p_;
+    return true;
+  }
+  bool value(Json* v, int depth) {
+    if (depth > 64) return false;
+    ws();
+    if (p_ >= end_) return false;
+    const char c = *p_;
+    if (c == '{') {
+      ++p_;
+      v->kind = Json::kObject;
+      ws();
+      if (p_ < end_ && *p_ == '}') return ++p_, true;
+      for (;;) {
+        ws();
+        std::pair<std::string, Json> m;
+        if (!string(&m.first)) return false;
+        ws();
+        if (p_ >= end_ || *p_++ != ':') return false;
+        if (!value(&m.second, depth + 1)) return false;
+        v->members.push_back(std::move(m));
+        ws();
+        if (p_ < end_ && *p_ == ',') {
+          ++p_;
+          continue;
+        }
+        return p_ < end_ && *p_++ == '}';
+      }
+    }
+    if (c == '[') {
+      ++p_;
+      v->kind = Json::kArray;
+      ws();
+      if (p_ < end_ && *p_ == ']') return ++p_, true;
+      for (;;) {
+        Json item;
+        if (!value(&item, depth + 1)) return false;
+        v->items.push_back(std::move(item));
+        ws();
+        if (p_ < end_ && *p_ == ',') {
+          ++p_;
+          continue;
+        }
+        return p_ < end_ && *p_++ == ']';
+      }
+    }
+    if (c == '"') {
+      v->kind = Json::kString;
+      return string(&v->text);
+    }
+    if (lit("true")) return v->kind = Json::kBool, v->boolean = true, true;
+    if (lit("false")) return v->kind = Json::kBool, true;
+    if (lit("null")) return v->kind = Json::kNull, true;
+    const char* s = p_;
+    while (p_ < end_ && (strchr("+-.eE", *p_) != nullptr || (*p_ >= '0' && *p_ <= '9'))) ++p_;
+    if (p_ == s) return false;
+    v->kind = Json::kNumber;
+    v->text.assign(s, p_);
+    return true;
+  }
+};
+
+}  // namespace
+
+bool parse_json(std::string_view text, Json* out) { return JsonParser(text).parse(out); }
+
+Args::Args(int argc, char** argv, const std::vector<std::string>& with_value, const std::vector<std::string>& flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help = true;
+      continue;
+    }
+    if (a == "--") {
+      dashdash = static_cast<long>(pos.size());
+      for (++i; i < argc; ++i) pos.emplace_back(argv[i]);
+      break;
+    }
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      std::string name = a.substr(2), val;
+      bool has_eq = false;
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        val = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_eq = true;
+      }
+      bool takes = std::find(with_value.begin(), with_value.end(), name) != with_value.end();
+      bool flag = std::find(flags.begin(), flags.end(), name) != flags.end();
+      if (!takes && !flag) {
+        if (error.empty()) error = "unknown option '--" + name + "'";
+        continue;
+      }
+      if (takes && !has_eq) {
+        if (i + 1 >= argc) {
+          if (error.empty()) error = "option '--" + name + "' needs a value";
+          continue;
+        }
+        val = argv[++i];
+      }
+      if (flag && has_eq && error.empty()) error = "option '--" + name + "' takes no value";
+      opts.emplace_back(name, val);
+      continue;
+    }
+    pos.push_back(a);
+  }
+}
+
+const char* Args::get(const std::string& n) const {
+  for (auto it = opts.rbegin(); it != opts.rend(); ++it)
+    if (it->first == n) return it->second.c_str();
+  return nullptr;
+}
+
+std::vector<std::string> Args::all(const std::string& n) const {
+  std::vector<std::string> out;
+  for (const auto& o : opts)
+    if (o.first == n) out.push_back(o.second);
+  return out;
+}
+
+size_t Args::count(const std::string& n) const {
+  return static_cast<size_t>(std::count_if(opts.begin(), opts.end(), [&](const auto& o) { return o.first == n; }));
+}
+
+std::string Args::repeated(const std::vector<std::string>& names) const {
+  for (const auto& n : names)
+    if (count(n) > 1) return n;
+  return "";
+}
+
+int usage_error(const char* cmd, const std::string& msg) {
+  fprintf(stderr, "stackprov %s: %s (see 'stackprov %s --help')\n", cmd, msg.c_str(), cmd);
+  return 2;
+}
+
+bool parse_uint(const char* s, uint64_t* out) {
+  if (!s || !*s) return false;
+  uint64_t v = 0;
+  for (const char* p = s; *p; ++p) {
+    if (*p < '0' || *p > '9') return false;
+    if (v > (UINT64_MAX - static_cast<uint64_t>(*p - '0')) / 10) return false;
+    v = v * 10 + static_cast<uint64_t>(*p - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace stackprov_cli

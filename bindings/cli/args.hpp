@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// CLI helpers shared by the subcommands: option parsing ("--name value", "--name=value", flags, "--") and a JSON reader.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stackprov_cli {
+
+/// Minimal option parser. Options are "--name value" or "--name=value" for the names in
+/// `with_value`, "--name" for those in `flags`; "-h"/"--help" set `help`; anything else that
+/// does not start with "--" is a positional. "--" ends the options: every later argument is a
+/// positional, and `dashdash` is the index in `pos` where they start (-1 without "--").
+/// The first problem (unknown option, missing value, value given to a flag) is kept in `error`.
+struct Args {
+  std::vector<std::pair<std::string, std::string>> opts;
+  std::vector<std::string> pos;
+  std::string error;
+  bool help = false;
+  long dashdash = -1;
+
+  Args(int argc, char** argv, const std::vector<std::string>& with_value, const std::vector<std::string>& flags);
+
+  /// The last value of option `n` (a flag's is ""), or nullptr when absent.
+  const char* get(const std::string& n) const;
+  /// Every value of option `n`, in command-line order.
+  std::vector<std::string> all(const std::string& n) const;
+  bool has(const std::string& n) const { return get(n) != nullptr; }
+  /// How many times option `n` was given.
+  size_t count(const std::string& n) const;
+  /// The first of `names` given more than once (without the dashes), or "".
+  std::string repeated(const std::vector<std::string>& names) const;
+};
+
+/// One line on stderr, "stackprov CMD: MSG (see 'stackprov CMD --help')"; returns 2.
+int usage_error(const char* cmd, const std::string& msg);
+
+/// A non-negative decimal integer (digits only, no sign, no overflow).
+bool parse_uint(const char* s, uint64_t* out);
+
+/// A parsed JSON value: enough to read the documents the C ABI returns (reports, events). Numbers
+/// keep their text (counts print exactly; `number()` converts).
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  bool boolean = false;
+  std::string text;  // a string's value or a number's text
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json* get(std::string_view key) const {
+    if (kind != kObject) return nullptr;
+    for (const auto& m : members)
+      if (m.first == key) return &m.second;
+    return nullptr;
+  }
+  /// A member's string (or number text); "" when absent or null.
+  std::string str(std::string_view key) const {
+    const Json* j = get(key);
+    return j && (j->kind == kString || j->kind == kNumber) ? j->text : "";
+  }
+  double number(std::string_view key, double dflt = 0) const {
+    const Json* j = get(key);
+    return j && j->kind == kNumber ? strtod(j->text.c_str(), nullptr) : dflt;
+  }
+  const std::vector<Json>& array(std::string_view key) const {
+    static const std::vector<Json> kEmpty;
+    const Json* j = get(key);
+    return j && j->kind == kArray ? j->items : kEmpty;
+  }
+};
+
+/// Parses one JSON document (whitespace around it allowed); false when it cannot be read as
+/// JSON or nests deeper than 64. A number's text is kept as written, not validated.
+bool parse_json(std::string_view text, Json* out);
+
+}  // namespace stackprov_cli
