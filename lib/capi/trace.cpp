@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "capi/trace_internal.hpp"
+#include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
 #include "stackprov/bundle.h"
@@ -245,6 +246,29 @@ Result<std::vector<std::string>> store_bundles_for(trace::Store& s, const std::v
   return out;
 }
 
+bool frame_covered(const trace::Frame& f) {
+  if (f.symbol.empty()) return false;
+  const bool dwarf_class = f.resolver == "bundle" || f.resolver == "dwarf" || f.resolver.rfind("debuginfod", 0) == 0;
+  return !dwarf_class || (!f.file.empty() && f.line != 0);
+}
+
+void carry_symbol_offsets(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after) {
+  std::map<uint64_t, const trace::Thread*> by_tid;
+  for (const auto& t : before) by_tid[t.tid] = &t;
+  for (auto& t : after) {
+    auto it = by_tid.find(t.tid);
+    if (it == by_tid.end()) continue;
+    const auto& old = it->second->frames;
+    for (size_t i = 0; i < t.frames.size() && i < old.size(); ++i) {
+      trace::Frame& f = t.frames[i];
+      const trace::Frame& o = old[i];
+      if (f.symbol_offset == 0 && o.symbol_offset != 0 && f.symbol == o.symbol && f.module_path == o.module_path &&
+          f.module_offset == o.module_offset)
+        f.symbol_offset = o.symbol_offset;
+    }
+  }
+}
+
 std::unique_ptr<sprov_context> derived_context(const sprov_context* base, const std::string& bundle_store, bool offline,
                                                uint32_t module_cache_capacity) {
   ContextConfig cfg = base->ctx.config();
@@ -283,6 +307,12 @@ trace::Frame to_trace_frame(sprov_symbolizer* sym, const sprov_stack* stack, siz
   }
   f.resolver = info.resolver_name ? info.resolver_name : "";
   f.source = info.source_path ? info.source_path : "";
+  // A file read through the process's root is recorded by its path there (/proc/PID/root/usr/...
+  // means nothing once the process is gone).
+  if (f.source.rfind("/proc/", 0) == 0) {
+    const size_t root = f.source.find("/root/");
+    if (root != std::string::npos && f.source.find_first_not_of("0123456789", 6) == root) f.source = f.source.substr(root + 5);
+  }
   f.bundle_sha256 = bare_sha256(info.bundle_digest ? info.bundle_digest : "");
   const sprov_symbol_frame& phys = chain.back();
   f.symbol = phys.name ? phys.name : "";
@@ -379,10 +409,13 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
                                        const std::vector<trace::Thread>& threads, const memory::Snapshot& s0,
                                        const char* sign_key, const char* log_dir, const char* log_key,
                                        std::string* warnings) {
-  std::set<std::string> touched;
+  std::set<std::string> touched, no_id;
   for (const auto& t : threads)
-    for (const auto& f : t.frames)
+    for (const auto& f : t.frames) {
       if (!f.module_build_id.empty()) touched.insert(f.module_build_id);
+      else if (!f.module_path.empty()) no_id.insert(f.module_path);
+    }
+  for (const auto& p : no_id) *warnings += "module " + p + " has no build-id: not in the bundle\n";
   std::vector<std::string> paths;
   std::set<std::string> seen;
   for (const auto& m : s0.modules) {
@@ -391,7 +424,15 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
       *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + ") has no file: not in the bundle\n";
       continue;
     }
-    const std::string host = !s0.module_root.empty() ? s0.module_root + m.path : ctx->ctx.host_path(m.path);
+    // The file at the same path here when it is the same file (build-id): it stays when the
+    // process exits during the build; else the file as the process saw it (/proc/PID/root/...,
+    // another mount namespace).
+    std::string host = !s0.module_root.empty() ? s0.module_root + m.path : ctx->ctx.host_path(m.path);
+    if (!s0.module_root.empty()) {
+      const std::string here = ctx->ctx.host_path(m.path);
+      auto img = elf::ElfImage::open(here);
+      if (img.ok() && img.value()->build_id() == m.build_id) host = here;
+    }
     struct stat st;
     if (stat(host.c_str(), &st) != 0) {
       *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + "): '" + host + "' is missing: not in the bundle\n";
@@ -568,6 +609,15 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
       if (!warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", warnings.c_str());
       if (!b) return fail(b.error());
       t.symbol_bundle_sha256 = b.value();
+      // The trace records the resolution its bundle gives (the one replay and offline resolve
+      // reproduce); offsets from function starts, which bundles do not carry, are kept from the
+      // resolution from the files.
+      auto bctx = derived_context(ctx, cfg.has_bundle_store ? cfg.bundle_store : staging->dir(), false, 0);
+      auto again = resolve_threads(bctx.get(), snaps, max_frames, 1);
+      if (!again) return fail(again.error());
+      for (size_t i = 0; i < again->size(); ++i) (*again)[i].name = t.threads[i].name;
+      carry_symbol_offsets(t.threads, again.value());
+      t.threads = std::move(again.value());
       if (sign_key && *sign_key) t.dsse_ref = "dsse:sha256:" + b.value();
     }
     if (Status st = store->store->put_trace(t); !st) return fail(st.error());
@@ -658,18 +708,20 @@ SPROV_API int sprov_trace_resolve(sprov_context* ctx, sprov_trace_store* store, 
     auto threads = resolve_threads(rctx.get(), snaps, 256, 1);
     if (!threads) return fail(threads.error());
     for (size_t i = 0; i < threads->size() && i < t->threads.size(); ++i) (*threads)[i].name = t->threads[i].name;
+    carry_symbol_offsets(t->threads, threads.value());
     std::string bundle = t->symbol_bundle_sha256;
     if (bundle.empty() && !stg.bundles().empty()) bundle = stg.bundles().front();
     if (Status st = store->store->replace_frames(trace_id, threads.value(), bundle); !st) return fail(st.error());
 
     if (report) {
-      size_t frames = 0, named = 0, lines = 0;
+      size_t frames = 0, named = 0, lines = 0, covered = 0;
       std::map<std::string, size_t> resolvers;
       for (const auto& th : threads.value())
         for (const auto& f : th.frames) {
           ++frames;
           if (!f.symbol.empty()) ++named;
           if (!f.file.empty() && f.line) ++lines;
+          if (frame_covered(f)) ++covered;
           ++resolvers[f.resolver];
         }
       evidence::Json j;
@@ -678,7 +730,8 @@ SPROV_API int sprov_trace_resolve(sprov_context* ctx, sprov_trace_store* store, 
       j["named"] = named;
       j["with_lines"] = lines;
       j["offline"] = offline;
-      j["symbol_coverage_pct"] = frames ? 100.0 * static_cast<double>(named) / static_cast<double>(frames) : 0.0;
+      j["covered"] = covered;
+      j["symbol_coverage_pct"] = frames ? 100.0 * static_cast<double>(covered) / static_cast<double>(frames) : 0.0;
       j["resolvers"] = evidence::Json::object();
       for (const auto& [k, v] : resolvers) j["resolvers"][k] = v;
       j["bundles"] = evidence::Json::array();

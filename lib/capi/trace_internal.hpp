@@ -28,6 +28,14 @@ namespace stackprov::capi {
 Result<std::vector<trace::Thread>> resolve_threads(sprov_context* ctx, const std::vector<const sprov_snapshot*>& snaps,
                                                    uint32_t max_frames, uint32_t workers);
 
+/// The coverage rule (doc/traces.md "Replay"): a function name, and a file:line when the
+/// answer came from DWARF-derived data (bundle, dwarf, debuginfod+dwarf).
+bool frame_covered(const trace::Frame& f);
+
+/// Bundles carry no function starts: where a frame of `after` names the same function at the
+/// same place as the frame of `before` (same tid and index), it keeps that frame's symbol_offset.
+void carry_symbol_offsets(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after);
+
 /// A context like `base` whose bundle store is `bundle_store` (empty: none), offline or not,
 /// with its own module cache of `module_cache_capacity` entries (0: base's).
 std::unique_ptr<sprov_context> derived_context(const sprov_context* base, const std::string& bundle_store, bool offline,

@@ -168,15 +168,6 @@ Status reinsert_modules(memory::Snapshot& s, const std::vector<size_t>& order) {
 
 // ---------------------------------------------------------------- compare
 
-/// A frame counts for coverage when it has a function name and, when the answer came from
-/// DWARF-derived data (a bundle's DWARF ranges, DWARF, debuginfod), a file:line. Symbol-table
-/// answers (bundle+symtab, symtab, dynsym) are where the module has no DWARF.
-bool covered(const trace::Frame& f) {
-  if (f.symbol.empty()) return false;
-  const bool dwarf_class = f.resolver == "bundle" || f.resolver == "dwarf" || f.resolver.rfind("debuginfod", 0) == 0;
-  return !dwarf_class || (!f.file.empty() && f.line != 0);
-}
-
 std::string hex(uint64_t v) {
   char b[24];
   snprintf(b, sizeof b, "0x%" PRIx64, v);
@@ -207,7 +198,7 @@ void compare(const std::vector<trace::Thread>& recorded, const std::vector<trace
       ++r.frames;
       const trace::Frame* a = i < rt.frames.size() ? &rt.frames[i] : nullptr;
       const trace::Frame* b = pt && i < pt->frames.size() ? &pt->frames[i] : nullptr;
-      if (b && covered(*b)) ++r.covered;
+      if (b && frame_covered(*b)) ++r.covered;
       if (a && b && same_frame(*a, *b)) {
         ++r.identical;
         continue;
