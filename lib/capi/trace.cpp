@@ -453,9 +453,14 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
     name_store.push_back(slash == std::string::npos ? n : n.substr(slash + 1));
   }
   for (const auto& n : name_store) names.push_back(n.c_str());
+  // Separate debug files are looked up where the context looks for them.
+  std::vector<const char*> dirs;
+  for (const auto& d : ctx->ctx.config().debug_dirs) dirs.push_back(d.c_str());
   sprov_bundle_build_opts bo{};
   bo.sz = sizeof bo;
   bo.names = names.data();
+  bo.debug_dirs = dirs.empty() ? nullptr : dirs.data();
+  bo.debug_dir_count = dirs.size();
   void* bytes = nullptr;
   size_t len = 0;
   char digest[SPROV_DIGEST_STRLEN];
