@@ -22,7 +22,7 @@ PKGS=(
   gcc-mipsel-linux-gnu g++-mipsel-linux-gnu qemu-user gdb-multiarch
   dwz libc6-dbg libstdc++6-12-dbg
   python3-cryptography openssl util-linux coreutils
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler golang-go
   libdwarf-dev
   rustc cargo nodejs
   libsqlite3-dev sqlite3 libpq-dev postgresql

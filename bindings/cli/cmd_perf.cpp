@@ -1,6 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // `stackprov record` and `stackprov perf-import`: sample with perf_event, unwind and symbolize samples offline.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "args.hpp"
 #include "command.hpp"
 #include "print.hpp"
 #include "profile_output.hpp"
@@ -19,20 +29,225 @@
 
 namespace {
 
+using stackprov_cli::Args;
 using stackprov_cli::json_escape;
+using stackprov_cli::usage_error;
 
 constexpr uint64_t kTruncationSlack = 4096;  // a walk that fails this close to the copy's end was cut short
 
-/// Symbol names cached per (module, link-time address, exact-pc-or-return-address).
-class SymbolCache {
- public:
-  explicit SymbolCache(sprov_symbolizer* sym) : sym_(sym) {
-    names_.push_back("[unknown]");
-    linkage_.push_back("");
-    starts_.push_back(0);
+// ------------------------------------------------------------------ options
+
+struct OptSpec {
+  char short_name;  ///< 0: long form only
+  const char* long_name;
+  bool value;
+};
+
+/// Rewrites argv into the long forms Args reads: "-X VALUE", "-XVALUE" and "-X" become
+/// "--long VALUE" / "--long"; "--long=VALUE" and "--long VALUE" pass through. With `command`,
+/// the first argument that is not an option starts a command whose arguments are not parsed
+/// (as perf record's "[<options>] [<command>]"). An unknown short option is an error.
+bool gnu_argv(int argc, char** argv, const std::vector<OptSpec>& spec, bool command, std::vector<std::string>* out,
+              std::string* err) {
+  out->assign(1, argv[0]);
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      for (; i < argc; i++) out->push_back(argv[i]);
+      break;
+    }
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      out->push_back(a);
+      const std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+      for (const OptSpec& o : spec)
+        if (o.value && name == o.long_name && a.find('=') == std::string::npos && i + 1 < argc) out->push_back(argv[++i]);
+      continue;
+    }
+    if (a.size() >= 2 && a[0] == '-') {
+      if (a == "-h") {
+        out->push_back(a);
+        continue;
+      }
+      const OptSpec* o = nullptr;
+      for (const OptSpec& s : spec)
+        if (s.short_name != 0 && s.short_name == a[1]) o = &s;
+      if (o == nullptr) {
+        *err = "unknown option '" + a + "'";
+        return false;
+      }
+      out->push_back(std::string("--") + o->long_name);
+      if (o->value) {
+        if (a.size() > 2) out->push_back(a.substr(2));
+        else if (i + 1 < argc) out->push_back(argv[++i]);
+      } else if (a.size() > 2) {
+        *err = "option '-" + std::string(1, a[1]) + "' takes no value (in '" + a + "')";
+        return false;
+      }
+      continue;
+    }
+    if (command) {
+      out->push_back("--");
+      for (; i < argc; i++) out->push_back(argv[i]);
+      break;
+    }
+    out->push_back(a);
   }
-  /// Name id of frame `i` of `stack` (module list `list`, module index `mod`).
-  uint32_t lookup(const sprov_stack* stack, size_t i, const sprov_frame& fr, uint32_t list, bool exact) {
+  return true;
+}
+
+/// Parses the rewritten argv with Args; the long names of `spec` are its options.
+Args parse_args(const std::vector<std::string>& args, const std::vector<OptSpec>& spec) {
+  std::vector<std::string> values, flags;
+  for (const OptSpec& o : spec) (o.value ? values : flags).push_back(o.long_name);
+  std::vector<char*> av;
+  for (const std::string& s : args) av.push_back(const_cast<char*>(s.c_str()));
+  return Args(static_cast<int>(av.size()), av.data(), values, flags);
+}
+
+/// "-F/--frequency" or "--stack-size": how an option is named in messages.
+std::string shown(const std::vector<OptSpec>& spec, const char* long_name) {
+  for (const OptSpec& o : spec)
+    if (!strcmp(o.long_name, long_name))
+      return o.short_name ? std::string("-") + o.short_name + "/--" + long_name : std::string("--") + long_name;
+  return std::string("--") + long_name;
+}
+
+/// An integer option in [lo, hi]; the error names the option and the value as it was typed.
+bool uint_option(const Args& a, const std::vector<OptSpec>& spec, const char* name, uint64_t lo, uint64_t hi,
+                 uint64_t* out, std::string* err) {
+  const char* v = a.get(name);
+  if (v == nullptr) return true;
+  uint64_t x = 0;
+  if (!stackprov_cli::parse_uint(v, &x) || x < lo || x > hi) {
+    *err = "invalid value '" + std::string(v) + "' for " + shown(spec, name) + ": expected an integer from " +
+           std::to_string(lo) + " to " + std::to_string(hi);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+/// The first option of `spec` given twice, as an error; "" when none.
+std::string repeated_option(const Args& a, const std::vector<OptSpec>& spec) {
+  for (const OptSpec& o : spec)
+    if (a.count(o.long_name) > 1) return "option " + shown(spec, o.long_name) + " given more than once";
+  return "";
+}
+
+/// Parses a command's arguments (see gnu_argv). Returns -1 to go on with `*a`, else the exit
+/// status: 0 after --help, 2 after a usage error (printed).
+int parse_command(const char* cmd, int argc, char** argv, const std::vector<OptSpec>& spec, bool command,
+                  void (*usage)(FILE*), Args* a) {
+  std::vector<std::string> av;
+  std::string err;
+  if (!gnu_argv(argc, argv, spec, command, &av, &err)) return usage_error(cmd, err);
+  *a = parse_args(av, spec);
+  if (a->help) {
+    usage(stdout);
+    return 0;
+  }
+  if (!a->error.empty()) return usage_error(cmd, a->error);
+  if (std::string r = repeated_option(*a, spec); !r.empty()) return usage_error(cmd, r);
+  return -1;
+}
+
+/// An output file written under a temp name beside it and renamed over it by commit(): a
+/// command that fails leaves no file (and an existing one untouched). "-" or none: stdout.
+class Output {
+ public:
+  ~Output() {
+    if (f_ != nullptr && f_ != stdout) {
+      fclose(f_);
+      unlink(tmp_.c_str());
+    }
+  }
+  bool open(const char* path, std::string* err) {
+    if (path == nullptr || !strcmp(path, "-")) {
+      f_ = stdout;
+      return true;
+    }
+    path_ = path;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+      *err = std::string("output '") + path + "' is a directory";
+      return false;
+    }
+    tmp_ = path_ + ".tmp.XXXXXX";
+    const int fd = mkostemp(tmp_.data(), O_CLOEXEC);
+    if (fd < 0 || fchmod(fd, 0644) != 0 || (f_ = fdopen(fd, "wb")) == nullptr) {
+      *err = "cannot create a file beside '" + path_ + "': " + strerror(errno);
+      if (fd >= 0) {
+        close(fd);
+        unlink(tmp_.c_str());
+      }
+      return false;
+    }
+    return true;
+  }
+  FILE* file() const { return f_; }
+  bool commit(std::string* err) {
+    if (f_ == stdout) {
+      if (fflush(stdout) != 0) {
+        *err = std::string("write to stdout failed: ") + strerror(errno);
+        return false;
+      }
+      return true;
+    }
+    FILE* f = f_;
+    f_ = nullptr;
+    const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    const int e = errno;
+    if (fclose(f) != 0 || !ok) {
+      *err = "write to '" + tmp_ + "' failed: " + strerror(ok ? errno : e);
+      unlink(tmp_.c_str());
+      return false;
+    }
+    if (rename(tmp_.c_str(), path_.c_str()) != 0) {
+      *err = "rename to '" + path_ + "' failed: " + strerror(errno);
+      unlink(tmp_.c_str());
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  FILE* f_ = nullptr;
+  std::string path_, tmp_;
+};
+
+/// The last error's message without the generic category the C ABI puts first
+/// ("No such file or directory: cannot run 'x': ..." -> "cannot run 'x': ...").
+std::string error_text(int rc) {
+  std::string m = sprov_last_error_message();
+  const std::string category = std::string(sprov_strerror(rc)) + ": ";
+  if (m.size() > category.size() && m.compare(0, category.size(), category) == 0) m.erase(0, category.size());
+  return m;
+}
+
+// ------------------------------------------------------------------ names
+
+/// One name of the profile's name table.
+struct NameInfo {
+  std::string name;     ///< "[unknown]" when unresolved
+  std::string linkage;  ///< raw symbol name ("" when unknown)
+  std::string module;   ///< kernel frames: "[kernel.kallsyms]" or "[MODULE]"
+  uint64_t start = 0;   ///< symbol start: link-time (user) or the recording's kernel address
+  bool kernel = false;
+  bool known = false;
+};
+
+/// Frame names: user frames cached per (module, link-time address, exact-pc-or-return-address),
+/// kernel frames per looked-up address. Id 0 is an unresolved user frame, id 1 an unresolved
+/// kernel frame.
+class NameTable {
+ public:
+  NameTable(sprov_symbolizer* sym, sprov_profile* prof) : sym_(sym), prof_(prof) {
+    names_.push_back(NameInfo{"[unknown]", "", "", 0, false, false});
+    names_.push_back(NameInfo{"[unknown]", "", "[kernel.kallsyms]", 0, true, false});
+  }
+
+  /// Name id of user frame `i` of `stack` (module list `list`).
+  uint32_t user(const sprov_stack* stack, size_t i, const sprov_frame& fr, uint32_t list, bool exact) {
     if (fr.module_index < 0 || fr.module_path == nullptr) return 0;
     if (list >= list_mods_.size()) list_mods_.resize(list + 1);
     auto& mods = list_mods_[list];
@@ -55,161 +270,236 @@ class SymbolCache {
     SPROV_OPTS(sprov_symbol, s);
     uint32_t id = 0;
     if (sprov_symbolizer_frame(sym_, stack, i, &s) == 0 && s.resolver != SPROV_RESOLVER_NONE && s.name) {
-      std::string n = s.name;
-      for (char& c : n)
-        if (c == ';' || c == '\n') c = ':';
-      auto [it, fresh] = name_ids_.emplace(n + '\0' + (s.linkage_name ? s.linkage_name : "") + '\0' +
-                                               std::to_string(mid) + ':' + std::to_string(s.sym_addr),
-                                           static_cast<uint32_t>(names_.size()));
-      if (fresh) {
-        names_.push_back(n);
-        linkage_.push_back(s.linkage_name ? s.linkage_name : "");
-        starts_.push_back(s.sym_addr);
-      }
-      id = it->second;
+      NameInfo n{s.name, s.linkage_name ? s.linkage_name : "", "", s.sym_addr, false, true};
+      id = intern(std::move(n), std::to_string(mid) + ':' + std::to_string(s.sym_addr));
     }
     if (cacheable) cache_.emplace(key, id);
     return id;
   }
-  const std::vector<std::string>& names() const { return names_; }
-  const std::vector<std::string>& linkage() const { return linkage_; }
-  /// Link-time start address of the symbol behind a name id.
-  const std::vector<uint64_t>& starts() const { return starts_; }
+
+  /// Name id of a kernel frame: the exact pc (frame 0) or a return address (looked up at pc - 1).
+  uint32_t kernel(uint64_t pc, bool exact) {
+    const uint64_t addr = exact ? pc : pc - 1;
+    auto it = kcache_.find(addr);
+    if (it != kcache_.end()) {
+      hits_++;
+      return it->second;
+    }
+    misses_++;
+    SPROV_OPTS(sprov_kernel_symbol, k);
+    uint32_t id = 1;
+    if (sprov_profile_kernel_symbol(prof_, addr, &k) == 0 && k.name != nullptr) {
+      NameInfo n{k.name, k.name, k.module, k.start, true, true};
+      id = intern(std::move(n), std::string("k:") + k.module + ':' + std::to_string(k.start));
+      kernel_named_++;
+    }
+    kcache_.emplace(addr, id);
+    return id;
+  }
+
+  const NameInfo& operator[](uint32_t id) const { return names_[id]; }
+  /// Display names (JSON, pprof) and linkage names, by id.
+  std::vector<std::string> display() const { return collect([](const NameInfo& n) { return n.name; }); }
+  std::vector<std::string> linkage() const { return collect([](const NameInfo& n) { return n.linkage; }); }
+  /// Folded-stack names: kernel frames end in "_[k]" (stackcollapse-perf.pl --kernel, inferno).
+  std::vector<std::string> folded() const {
+    return collect([](const NameInfo& n) {
+      std::string s = n.name;
+      for (char& c : s)
+        if (c == ';' || c == '\n') c = ':';
+      return n.kernel ? s + "_[k]" : s;
+    });
+  }
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
 
  private:
+  uint32_t intern(NameInfo n, const std::string& where) {
+    auto [it, fresh] = ids_.emplace(n.name + '\0' + n.linkage + '\0' + where, static_cast<uint32_t>(names_.size()));
+    if (fresh) names_.push_back(std::move(n));
+    return it->second;
+  }
+  template <class F>
+  std::vector<std::string> collect(F f) const {
+    std::vector<std::string> v;
+    v.reserve(names_.size());
+    for (const NameInfo& n : names_) v.push_back(f(n));
+    return v;
+  }
+
   sprov_symbolizer* sym_;
+  sprov_profile* prof_;
   std::vector<std::vector<int32_t>> list_mods_;
   std::unordered_map<std::string, int32_t> module_ids_;
-  std::unordered_map<uint64_t, uint32_t> cache_;
-  std::unordered_map<std::string, uint32_t> name_ids_;
-  std::vector<std::string> names_, linkage_;
-  std::vector<uint64_t> starts_;
-  uint64_t hits_ = 0, misses_ = 0;
+  std::unordered_map<uint64_t, uint32_t> cache_, kcache_;
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<NameInfo> names_;
+  uint64_t hits_ = 0, misses_ = 0, kernel_named_ = 0;
 };
+
+// ------------------------------------------------------------------ perf-import
 
 enum class Format { kFolded, kSvg, kJson, kPprof, kNone };
 
+const std::vector<OptSpec> kImportOpts = {
+    {'i', "input", true},       {'f', "format", true}, {'o', "output", true}, {0, "sysroot", true},
+    {0, "max-frames", true},    {0, "title", true},    {'q', "quiet", false},
+};
+
 void import_usage(FILE* f) {
   fprintf(f,
-          "usage: stackprov perf-import FILE [--format folded|svg|json|pprof|none] [-o OUT] [--sysroot DIR]\n"
-          "                             [--max-frames N] [--title TEXT] [--quiet]\n\n"
-          "Reads a perf.data file written by `perf record --call-graph dwarf` (or a capture file written by\n"
-          "`stackprov record`), unwinds every sample's copied user stack offline with stackprov's unwinder,\n"
-          "symbolizes the frames and writes:\n"
-          "  folded  one line per unique stack, `comm;root;...;leaf COUNT` (flamegraph.pl, inferno)\n"
-          "  svg     a self-contained flame graph (hover: name and percentage; click: zoom)\n"
-          "  json    JSON Lines, one object per sample, frames leaf first\n"
-          "  pprof   gzip-compressed pprof profile.proto (one Sample per unique stack, label comm)\n"
-          "  none    only the summary on stderr (benchmarks)\n"
-          "Identical stacks are aggregated by XXH3 of their pc sequence. Walks cut short by the copied stack\n"
-          "size are marked truncated. A summary (samples, lost, truncated, rate) goes to stderr.\n");
+          "usage: stackprov perf-import [OPTIONS] FILE\n\n"
+          "Reads a perf.data file (perf record, with or without -g or --call-graph dwarf) or a capture file of\n"
+          "`stackprov record` and writes its samples' stacks. Each sample's user frames come from one of three\n"
+          "modes, counted in the summary on stderr and named per sample in JSON (\"mode\"):\n"
+          "  dwarf      user registers and the copied user stack (perf record --call-graph dwarf, stackprov record):\n"
+          "             unwound offline by stackprov's unwinder\n"
+          "  callchain  the kernel's PERF_SAMPLE_CALLCHAIN (perf record -g: frame pointers), as perf script lists it\n"
+          "             (frame method \"callchain\")\n"
+          "  ip         only the sampled ip (plain perf record)\n"
+          "Kernel frames (the callchain's kernel part, or a kernel ip) are named from /proc/kallsyms as perf script\n"
+          "names them, and only when the recording's kernel build-id is the running kernel's (/sys/kernel/notes);\n"
+          "otherwise they stay [unknown] with a warning. Formats:\n"
+          "  folded  one line per unique stack, `comm;root;...;leaf COUNT` (flamegraph.pl, inferno); kernel frames\n"
+          "          end in _[k]\n"
+          "  svg     a self-contained flame graph: hover shows a frame's details line, click zooms, Search (or\n"
+          "          Ctrl-F, or FILE.svg?s=REGEX) highlights matching frames and shows the matched percentage\n"
+          "  json    JSON Lines, one object per sample (\"mode\", frames leaf first with their method)\n"
+          "  pprof   gzip-compressed pprof profile.proto: values samples/count and cpu/nanoseconds (the sample\n"
+          "          periods; EVENT/count for other events), functions with source files, line numbers and inlined\n"
+          "          frames; kernel frames in mapping [kernel.kallsyms] with the kernel's build-id\n"
+          "  none    only the summary on stderr (benchmarks)\n\n"
+          "Options (--opt VALUE or --opt=VALUE):\n"
+          "  -i, --input FILE       the file to read (or give it as the argument)\n"
+          "  -f, --format FORMAT    folded (default), svg, json, pprof or none\n"
+          "  -o, --output FILE      write there instead of stdout (under a temp name, renamed when done)\n"
+          "      --sysroot DIR      open module files under DIR\n"
+          "      --max-frames N     user frames per sample, 1 to 65536 (default 256)\n"
+          "      --title TEXT       the flame graph's title\n"
+          "  -q, --quiet            no summary or warnings on stderr\n"
+          "  -h, --help             this text\n\n"
+          "Exit status:\n"
+          "  0  the output was written (samples that could not be unwound are counted as failed in the summary)\n"
+          "  1  the input cannot be read (missing, malformed or unsupported) or the output cannot be written; no\n"
+          "     output file is left\n"
+          "  2  usage: an unknown option, a missing or invalid value, no input or more than one\n");
 }
 
+const char* mode_name(int mode) {
+  switch (mode) {
+    case SPROV_PROFILE_MODE_DWARF: return "dwarf";
+    case SPROV_PROFILE_MODE_CALLCHAIN: return "callchain";
+    default: return "ip";
+  }
+}
+
+std::string hex_id(const char* hex) { return hex != nullptr ? hex : ""; }
+
 int cmd_perf_import(int argc, char** argv) {
-  const char* in = nullptr;
-  const char* out_path = nullptr;
-  const char* sysroot = nullptr;
-  std::string title = "Flame Graph";
+  const char* cmd = "perf-import";
+  Args a(0, nullptr, {}, {});
+  if (int rc = parse_command(cmd, argc, argv, kImportOpts, false, import_usage, &a); rc >= 0) return rc;
+  std::string err;
+  std::vector<std::string> inputs = a.pos;
+  if (a.has("input")) inputs.insert(inputs.begin(), a.get("input"));
+  if (inputs.empty()) return usage_error(cmd, "no input file (give FILE or -i FILE)");
+  if (inputs.size() > 1) return usage_error(cmd, "more than one input ('" + inputs[0] + "', '" + inputs[1] + "')");
+  const std::string in = inputs[0];
+  if (in.empty()) return usage_error(cmd, "the input file name is empty");
   Format fmt = Format::kFolded;
-  uint32_t max_frames = 0;
-  bool quiet = false;
-  for (int i = 1; i < argc; i++) {
-    const char* a = argv[i];
-    auto need = [&](const char* opt) -> const char* {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "stackprov perf-import: %s needs a value\n", opt);
-        exit(2);
-      }
-      return argv[++i];
-    };
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      import_usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
-      const char* v = need(a);
-      if (!strcmp(v, "folded")) fmt = Format::kFolded;
-      else if (!strcmp(v, "svg")) fmt = Format::kSvg;
-      else if (!strcmp(v, "json")) fmt = Format::kJson;
-      else if (!strcmp(v, "none")) fmt = Format::kNone;
-      else if (!strcmp(v, "pprof")) {
+  if (const char* v = a.get("format")) {
+    if (!strcmp(v, "folded")) fmt = Format::kFolded;
+    else if (!strcmp(v, "svg")) fmt = Format::kSvg;
+    else if (!strcmp(v, "json")) fmt = Format::kJson;
+    else if (!strcmp(v, "none")) fmt = Format::kNone;
+    else if (!strcmp(v, "pprof")) {
 #ifdef STACKPROV_HAVE_PPROF
-        fmt = Format::kPprof;
+      fmt = Format::kPprof;
 #else
-        fprintf(stderr, "stackprov perf-import: this build has no pprof output (Protobuf was not found at build time)\n");
-        return 2;
+      return usage_error(cmd, "this build has no pprof output (Protobuf was not found at build time)");
 #endif
-      }
-      else {
-        fprintf(stderr, "stackprov perf-import: unknown format '%s' (folded, svg, json, pprof, none)\n", v);
-        return 2;
-      }
-    } else if (!strcmp(a, "-o")) {
-      out_path = need(a);
-    } else if (!strcmp(a, "--sysroot")) {
-      sysroot = need(a);
-    } else if (!strcmp(a, "--title")) {
-      title = need(a);
-    } else if (!strcmp(a, "--max-frames")) {
-      max_frames = static_cast<uint32_t>(strtoul(need(a), nullptr, 10));
-    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-      quiet = true;
-    } else if (a[0] == '-' && a[1] != 0) {
-      fprintf(stderr, "stackprov perf-import: unknown option '%s'\n", a);
-      return 2;
-    } else if (in == nullptr) {
-      in = a;
     } else {
-      fprintf(stderr, "stackprov perf-import: more than one input ('%s', '%s')\n", in, a);
-      return 2;
+      return usage_error(cmd, "invalid value '" + std::string(v) + "' for -f/--format: expected folded, svg, json, pprof or none");
     }
   }
-  if (in == nullptr) {
-    import_usage(stderr);
-    return 2;
-  }
+  uint64_t max_frames = 256;
+  if (!uint_option(a, kImportOpts, "max-frames", 1, 65536, &max_frames, &err)) return usage_error(cmd, err);
+  const char* sysroot = a.get("sysroot");
+  if (sysroot != nullptr && !*sysroot) return usage_error(cmd, "--sysroot needs a directory");
+  const std::string title = a.has("title") ? a.get("title") : "Flame Graph";
+  const bool quiet = a.has("quiet");
+
   const auto t0 = std::chrono::steady_clock::now();
   SPROV_OPTS(sprov_context_opts, copts, .sysroot = sysroot);
   sprov_context* ctx = nullptr;
   sprov_profile* prof = nullptr;
   sprov_unwinder* uw = nullptr;
   sprov_symbolizer* sym = nullptr;
-  SPROV_OPTS(sprov_unwinder_opts, uopts, .max_frames = max_frames);
-  if (sprov_context_new(&copts, &ctx) != 0 || sprov_profile_open(ctx, in, nullptr, &prof) != 0 ||
-      sprov_unwinder_new(ctx, &uopts, &uw) != 0 || sprov_symbolizer_new(ctx, nullptr, &sym) != 0) {
-    fprintf(stderr, "stackprov perf-import: %s\n", sprov_last_error_message());
-    sprov_symbolizer_free(sym);
-    sprov_unwinder_free(uw);
-    sprov_profile_free(prof);
-    sprov_context_free(ctx);
+  SPROV_OPTS(sprov_unwinder_opts, uopts, .max_frames = static_cast<uint32_t>(max_frames));
+  struct Handles {
+    sprov_context** c;
+    sprov_profile** p;
+    sprov_unwinder** u;
+    sprov_symbolizer** s;
+    ~Handles() {
+      sprov_symbolizer_free(*s);
+      sprov_unwinder_free(*u);
+      sprov_profile_free(*p);
+      sprov_context_free(*c);
+    }
+  } handles{&ctx, &prof, &uw, &sym};
+  int orc = sprov_context_new(&copts, &ctx);
+  if (orc == 0) orc = sprov_profile_open(ctx, in.c_str(), nullptr, &prof);
+  if (orc == 0) orc = sprov_unwinder_new(ctx, &uopts, &uw);
+  if (orc == 0) orc = sprov_symbolizer_new(ctx, nullptr, &sym);
+  if (orc != 0) {
+    fprintf(stderr, "stackprov perf-import: %s\n", error_text(orc).c_str());
     return 1;
   }
   SPROV_OPTS(sprov_profile_info, info);
   sprov_profile_info(prof, &info);
   if (info.warnings[0] && !quiet) stackprov_cli::print_warnings(stderr, info.warnings);
-  FILE* out = stdout;
-  if (out_path != nullptr && strcmp(out_path, "-") != 0) {
-    out = fopen(out_path, "wb");
-    if (out == nullptr) {
-      fprintf(stderr, "stackprov perf-import: %s: %s\n", out_path, strerror(errno));
-      return 1;
-    }
+  Output output;
+  if (!output.open(a.get("output"), &err)) {
+    fprintf(stderr, "stackprov perf-import: %s\n", err.c_str());
+    return 1;
   }
-  SymbolCache cache(sym);
+  FILE* out = output.file();
+  // The nominal period of a sample that does not carry one (capture files of version 1).
+  const uint64_t nominal = info.clock && info.frequency ? 1000000000ull / info.frequency : info.period;
+  const std::string kernel_id = info.kernel_build_id[0] ? info.kernel_build_id : hex_id(info.running_kernel_build_id);
+
+  NameTable names(sym, prof);
   stackprov_cli::StackAggregator agg;
   std::vector<std::string> comms;
   std::unordered_map<std::string, uint32_t> comm_ids;
   std::vector<uint64_t> pcs;
-  std::vector<uint32_t> names;
+  std::vector<uint32_t> ids;
+  std::vector<uint64_t> kips;
   std::string line;
 #ifdef STACKPROV_HAVE_PPROF
   std::vector<stackprov_cli::PprofMapping> pp_mappings;
   std::map<std::pair<std::string, uint64_t>, uint32_t> pp_mapping_ids;  // (path, start) -> id
-  stackprov_cli::PprofFrameMappings pp_frames;
+  stackprov_cli::PprofLocations pp_locations;
+  auto pp_kernel_location = [&](uint64_t pc, uint32_t id) {
+    const std::string& mod = names[id].module.empty() ? std::string("[kernel.kallsyms]") : names[id].module;
+    auto [mit, mfresh] = pp_mapping_ids.emplace(std::make_pair(mod, 0), static_cast<uint32_t>(pp_mappings.size() + 1));
+    if (mfresh) {
+      stackprov_cli::PprofMapping m;
+      m.start = pc;
+      m.limit = pc + 1;
+      m.filename = mod;
+      if (mod == "[kernel.kallsyms]") m.build_id = kernel_id;
+      pp_mappings.push_back(std::move(m));
+    }
+    stackprov_cli::PprofMapping& m = pp_mappings[mit->second - 1];
+    m.start = std::min(m.start, pc);
+    m.limit = std::max(m.limit, pc + 1);
+    pp_locations[{pc, id}].mapping = mit->second;
+  };
 #endif
-  uint64_t truncated = 0, no_regs = 0, frames_total = 0, failed = 0;
-  int rc = 0;
+  uint64_t truncated = 0, frames_total = 0, failed = 0, kernel_frames = 0, kernel_named = 0;
+  uint64_t by_mode[4] = {0, 0, 0, 0};
   for (uint64_t i = 0; i < info.samples; i++) {
     SPROV_OPTS(sprov_profile_sample, s);
     if (sprov_profile_sample(prof, i, &s) != 0) {
@@ -217,101 +507,125 @@ int cmd_perf_import(int argc, char** argv) {
                                  sprov_last_error_message());
       continue;
     }
+    by_mode[s.mode >= 1 && s.mode <= 3 ? s.mode : 3]++;
     pcs.clear();
-    names.clear();
+    ids.clear();
     if (fmt == Format::kJson) {
       line.clear();
-      char head[160];
-      snprintf(head, sizeof(head), "{\"time\":%llu,\"pid\":%lld,\"tid\":%lld,\"comm\":\"",
-               static_cast<unsigned long long>(s.time), static_cast<long long>(s.pid), static_cast<long long>(s.tid));
+      char head[192];
+      snprintf(head, sizeof(head), "{\"time\":%llu,\"pid\":%lld,\"tid\":%lld,\"mode\":\"%s\",\"comm\":\"",
+               static_cast<unsigned long long>(s.time), static_cast<long long>(s.pid), static_cast<long long>(s.tid),
+               mode_name(s.mode));
       line += head;
       line += json_escape(s.comm);
       line += "\",\"frames\":[";
     }
     bool first = true;
-    auto json_frame = [&](uint64_t pc, const char* fn, const char* linkage, uint64_t sym_start, const char* module,
-                          uint64_t off, const char* method) {
+    auto json_frame = [&](uint64_t pc, const NameInfo& n, const char* module, uint64_t off, const char* method) {
       char b[96];
       snprintf(b, sizeof(b), "%s{\"pc\":\"0x%llx\",\"function\":", first ? "" : ",", static_cast<unsigned long long>(pc));
       line += b;
-      if (fn) line += "\"" + json_escape(fn) + "\"";
+      if (n.known) line += "\"" + json_escape(n.name.c_str()) + "\"";
       else line += "null";
       line += ",\"linkage_name\":";
-      if (linkage && *linkage) line += "\"" + json_escape(linkage) + "\"";
+      if (n.known && !n.linkage.empty()) line += "\"" + json_escape(n.linkage.c_str()) + "\"";
       else line += "null";
-      if (fn) {
-        snprintf(b, sizeof(b), ",\"symbol_start\":\"0x%llx\"", static_cast<unsigned long long>(sym_start));
+      if (n.known) {
+        snprintf(b, sizeof(b), ",\"symbol_start\":\"0x%llx\"", static_cast<unsigned long long>(n.start));
         line += b;
       }
       line += ",\"module\":";
       if (module) line += "\"" + json_escape(module) + "\"";
       else line += "null";
-      snprintf(b, sizeof(b), ",\"module_offset\":\"0x%llx\",\"method\":\"%s\"}", static_cast<unsigned long long>(off), method);
+      snprintf(b, sizeof(b), ",\"module_offset\":\"0x%llx\",\"method\":\"%s\"", static_cast<unsigned long long>(off), method);
       line += b;
+      if (n.kernel && !kernel_id.empty()) line += ",\"build_id\":\"" + kernel_id + "\"";
+      line += "}";
       first = false;
     };
-    for (uint32_t k = 0; k < s.kernel_ip_count; k++) {
-      pcs.push_back(s.kernel_ips[k]);
-      names.push_back(0);
-      if (fmt == Format::kJson) json_frame(s.kernel_ips[k], nullptr, nullptr, 0, "[kernel.kallsyms]", s.kernel_ips[k], "kernel");
+    // Kernel frames: the callchain's kernel part, or the sampled kernel ip alone.
+    kips.assign(s.kernel_ips, s.kernel_ips + s.kernel_ip_count);
+    if (kips.empty() && s.mode == SPROV_PROFILE_MODE_IP && (s.flags & SPROV_PROFILE_SAMPLE_KERNEL_MODE)) kips.push_back(s.ip);
+    for (size_t k = 0; k < kips.size(); k++) {
+      const uint32_t id = names.kernel(kips[k], k == 0);
+      pcs.push_back(k == 0 ? kips[k] : kips[k] - 1);  // the address looked up: pprof's Location.address
+      ids.push_back(id);
+      kernel_frames++;
+      if (names[id].known) kernel_named++;
+#ifdef STACKPROV_HAVE_PPROF
+      if (fmt == Format::kPprof) pp_kernel_location(pcs.back(), id);
+#endif
+      if (fmt == Format::kJson) json_frame(kips[k], names[id], names[id].module.c_str(), kips[k], "kernel");
     }
+    // User frames: unwound from the copied stack, or the recorded callchain / ip as a stack.
     bool trunc = false;
     int stop = SPROV_STOP_NONE;
-    if (s.snapshot == nullptr) {
-      no_regs++;
+    sprov_stack* stack = nullptr;
+    const int rc = s.mode == SPROV_PROFILE_MODE_DWARF ? sprov_unwinder_unwind(uw, s.snapshot, &stack)
+                                                      : sprov_profile_sample_stack(prof, i, static_cast<uint32_t>(max_frames), &stack);
+    if (rc != 0) {
+      if (failed++ == 0) fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i),
+                                 sprov_last_error_message());
     } else {
-      sprov_stack* stack = nullptr;
-      if (sprov_unwinder_unwind(uw, s.snapshot, &stack) != 0) {
-        if (failed++ == 0) fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i),
-                                   sprov_last_error_message());
-      } else {
-        const size_t n = sprov_stack_frame_count(stack);
-        stop = sprov_stack_stop_reason(stack);
-        int prev_method = SPROV_METHOD_NONE;
-        SPROV_OPTS(sprov_frame, fr);
-        for (size_t k = 0; k < n; k++) {
-          if (sprov_stack_frame(stack, k, &fr) != 0) break;
-          const bool exact = k == 0 || fr.method == SPROV_METHOD_SIGNAL;
-          const uint32_t id = cache.lookup(stack, k, fr, s.module_list, exact);
-          pcs.push_back(fr.pc);
-          names.push_back(id);
+      const size_t n = sprov_stack_frame_count(stack);
+      stop = sprov_stack_stop_reason(stack);
+      SPROV_OPTS(sprov_frame, fr);
+      for (size_t k = 0; k < n; k++) {
+        if (sprov_stack_frame(stack, k, &fr) != 0) break;
+        const bool exact = k == 0 || fr.method == SPROV_METHOD_SIGNAL;
+        const uint32_t id = names.user(stack, k, fr, s.module_list, exact);
+        // Aggregated by the address looked up: a return address - 1 lies inside the call, which
+        // profile.proto allows for a non-leaf Location.address, and keeps it apart from a leaf pc.
+        const uint64_t addr = exact ? fr.pc : fr.pc - 1;
+        pcs.push_back(addr);
+        ids.push_back(id);
 #ifdef STACKPROV_HAVE_PPROF
-          if (fmt == Format::kPprof && fr.module_index >= 0) {
-            SPROV_OPTS(sprov_module_info, mi);
-            if (sprov_snapshot_module(s.snapshot, static_cast<size_t>(fr.module_index), &mi) == 0 && mi.path) {
-              auto [mit, mfresh] = pp_mapping_ids.emplace(std::make_pair(std::string(mi.path), mi.start),
-                                                          static_cast<uint32_t>(pp_mappings.size() + 1));
-              if (mfresh) {
-                stackprov_cli::PprofMapping m;
-                m.start = mi.start;
-                m.limit = mi.end;
-                m.file_offset = mi.file_offset;
-                m.filename = mi.path;
-                static const char* hex = "0123456789abcdef";
-                for (uint32_t b = 0; b < mi.build_id_len; b++) {
-                  m.build_id += hex[mi.build_id[b] >> 4];
-                  m.build_id += hex[mi.build_id[b] & 15];
-                }
-                pp_mappings.push_back(std::move(m));
-              }
-              pp_frames.emplace(std::make_pair(fr.pc, id), mit->second);
+        if (fmt == Format::kPprof && fr.module_index >= 0 && !pp_locations.count({addr, id})) {
+          stackprov_cli::PprofLocation& loc = pp_locations[{addr, id}];
+          SPROV_OPTS(sprov_module_info, mi);
+          if (sprov_snapshot_module(s.modules, static_cast<size_t>(fr.module_index), &mi) == 0 && mi.path) {
+            auto [mit, mfresh] = pp_mapping_ids.emplace(std::make_pair(std::string(mi.path), mi.start),
+                                                        static_cast<uint32_t>(pp_mappings.size() + 1));
+            if (mfresh) {
+              stackprov_cli::PprofMapping m;
+              m.start = mi.start;
+              m.limit = mi.end;
+              m.file_offset = mi.file_offset;
+              m.filename = mi.path;
+              m.build_id = stackprov_cli::hex_bytes(mi.build_id, mi.build_id_len);
+              pp_mappings.push_back(std::move(m));
             }
+            loc.mapping = mit->second;
           }
+          // Source lines: the inline chain at the frame, innermost first, the physical function last.
+          SPROV_OPTS(sprov_symbol_info, si);
+          if (id != 0 && sprov_symbolizer_frame_ex(sym, stack, k, 0, &si) == 0 && si.resolver != SPROV_RESOLVER_NONE) {
+            for (uint32_t f = 0; f < si.frame_count; f++) {
+              SPROV_OPTS(sprov_symbol_frame, sf);
+              if (sprov_symbolizer_inline_frame(sym, f, &sf) != 0) break;
+              stackprov_cli::PprofLine pl;
+              pl.function = f + 1 == si.frame_count ? names[id].name : sf.name;
+              pl.system_name = f + 1 == si.frame_count ? names[id].linkage : sf.linkage_name;
+              pl.filename = sf.file;
+              pl.line = sf.line;
+              pl.start_line = sf.start_line;
+              loc.lines.push_back(std::move(pl));
+            }
+            if (si.line != 0 && loc.mapping != 0) pp_mappings[loc.mapping - 1].lines = true;
+          }
+        }
 #endif
-          if (fmt == Format::kJson)
-            json_frame(fr.pc, id ? cache.names()[id].c_str() : nullptr, id ? cache.linkage()[id].c_str() : nullptr,
-                       cache.starts()[id], fr.module_path, fr.module_offset, sprov_method_name(fr.method));
-          prev_method = fr.method;
-        }
-        (void)prev_method;
-        frames_total += n;
-        if ((stop == SPROV_STOP_MEMORY_UNREADABLE || stop == SPROV_STOP_SP_NOT_ADVANCING) && n > 0) {
-          const uint64_t stack_end = s.sp + s.stack_size;
-          trunc = s.stack_size >= s.stack_requested || fr.sp + kTruncationSlack >= stack_end;
-        }
-        sprov_stack_free(stack);
+        if (fmt == Format::kJson) json_frame(fr.pc, names[id], fr.module_path, fr.module_offset, sprov_method_name(fr.method));
       }
+      frames_total += n;
+      if (s.mode == SPROV_PROFILE_MODE_DWARF && (stop == SPROV_STOP_MEMORY_UNREADABLE || stop == SPROV_STOP_SP_NOT_ADVANCING) &&
+          n > 0) {
+        const uint64_t stack_end = s.sp + s.stack_size;
+        trunc = s.stack_size >= s.stack_requested || fr.sp + kTruncationSlack >= stack_end;
+      }
+      sprov_stack_free(stack);
     }
+    frames_total += kips.size();
     if (trunc) truncated++;
     auto [cit, fresh] = comm_ids.emplace(s.comm, static_cast<uint32_t>(comms.size()));
     if (fresh) comms.push_back(s.comm);
@@ -323,100 +637,130 @@ int cmd_perf_import(int argc, char** argv) {
       line += "\"}\n";
       fwrite(line.data(), 1, line.size(), out);
     } else if (fmt != Format::kNone) {
-      agg.add(cit->second, pcs, names);
+      agg.add(cit->second, pcs, ids, s.period ? s.period : nominal);
     }
   }
   if (fmt == Format::kFolded || fmt == Format::kSvg) {
-    auto folded = stackprov_cli::fold(agg, comms, cache.names());
+    auto folded = stackprov_cli::fold(agg, comms, names.folded());
     if (fmt == Format::kFolded) stackprov_cli::write_folded(out, folded);
     else stackprov_cli::write_flamegraph_svg(out, folded, title);
   }
+  sprov_profile_info(prof, &info);  // the kernel note as of now (kallsyms was read on first use)
+  int rc = 0;
 #ifdef STACKPROV_HAVE_PPROF
   if (fmt == Format::kPprof) {
-    std::string err;
-    if (!stackprov_cli::write_pprof(out, agg, comms, cache.names(), cache.linkage(), pp_mappings, pp_frames, &err)) {
-      fprintf(stderr, "stackprov perf-import: pprof: %s\n", err.c_str());
+    stackprov_cli::PprofMeta meta;
+    if (!info.clock) meta.value_type = info.event, meta.value_unit = "count";
+    meta.period = static_cast<int64_t>(nominal);
+    meta.comments.push_back(std::string("stackprov perf-import ") + sprov_version() + " " + in);
+    if (kernel_frames) meta.comments.push_back(info.kernel_note);
+    std::string perr;
+    if (!stackprov_cli::write_pprof(out, agg, comms, names.display(), names.linkage(), pp_mappings, pp_locations, meta,
+                                    &perr)) {
+      fprintf(stderr, "stackprov perf-import: pprof: %s\n", perr.c_str());
       rc = 1;
     }
   }
 #endif
-  if (out != stdout && fclose(out) != 0) {
-    fprintf(stderr, "stackprov perf-import: %s: write failed\n", out_path);
+  if (rc == 0 && !output.commit(&err)) {
+    fprintf(stderr, "stackprov perf-import: %s\n", err.c_str());
     rc = 1;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (kernel_frames && !quiet)
+    fprintf(stderr, "stackprov perf-import: %s%s\n",
+            info.kernel_naming == SPROV_KERNEL_NAMED ? "" : "warning: ", info.kernel_note);
   if (!quiet || fmt == Format::kNone)
     fprintf(stderr,
-            "stackprov perf-import: %llu samples (%llu lost, %llu without user registers, %llu truncated, %llu failed), "
-            "%llu frames, %llu unique stacks, %llu hash collisions, symbol cache %llu hits / %llu misses, %.3f s, "
-            "%.0f samples/s\n",
+            "stackprov perf-import: %llu samples (%llu lost; user frames: %llu unwound from copied stacks (dwarf), "
+            "%llu from call chains (callchain), %llu ip only; %llu truncated, %llu failed), %llu frames "
+            "(%llu kernel, %llu of them named), %llu unique stacks, %llu hash collisions, symbol cache %llu hits / "
+            "%llu misses, %.3f s, %.0f samples/s\n",
             static_cast<unsigned long long>(info.samples), static_cast<unsigned long long>(info.lost),
-            static_cast<unsigned long long>(no_regs), static_cast<unsigned long long>(truncated),
+            static_cast<unsigned long long>(by_mode[SPROV_PROFILE_MODE_DWARF]),
+            static_cast<unsigned long long>(by_mode[SPROV_PROFILE_MODE_CALLCHAIN]),
+            static_cast<unsigned long long>(by_mode[SPROV_PROFILE_MODE_IP]), static_cast<unsigned long long>(truncated),
             static_cast<unsigned long long>(failed), static_cast<unsigned long long>(frames_total),
+            static_cast<unsigned long long>(kernel_frames), static_cast<unsigned long long>(kernel_named),
             static_cast<unsigned long long>(agg.entries().size()), static_cast<unsigned long long>(agg.collisions()),
-            static_cast<unsigned long long>(cache.hits()), static_cast<unsigned long long>(cache.misses()), secs,
+            static_cast<unsigned long long>(names.hits()), static_cast<unsigned long long>(names.misses()), secs,
             secs > 0 ? static_cast<double>(info.samples) / secs : 0.0);
-  sprov_symbolizer_free(sym);
-  sprov_unwinder_free(uw);
-  sprov_profile_free(prof);
-  sprov_context_free(ctx);
   return rc;
 }
 
+// ------------------------------------------------------------------ record
+
+const std::vector<OptSpec> kRecordOpts = {
+    {'F', "frequency", true}, {0, "stack-size", true}, {0, "duration", true},
+    {'o', "output", true},    {'p', "pid", true},
+};
+
 void record_usage(FILE* f) {
   fprintf(f,
-          "usage: stackprov record [-F HZ] [--stack-size BYTES] [--duration S] [-o FILE] (-p PID | -- CMD ARGS...)\n\n"
-          "Samples a process (all its threads, including threads created later) or a command with\n"
-          "perf_event_open: cpu-clock at HZ (default 999), user registers and BYTES of user stack per sample\n"
-          "(default 8192, at most 65528), MMAP2/COMM/FORK/EXIT for the module map, build-ids of the mapped\n"
-          "modules. Writes a stackprov capture file (default stackprov.cap) that `stackprov perf-import`\n"
-          "resolves offline. Lost samples are reported. Stops after --duration, when the target exits, or on\n"
-          "Ctrl-C (a started command is then sent SIGTERM).\n");
+          "usage: stackprov record [OPTIONS] -p PID\n"
+          "       stackprov record [OPTIONS] [--] CMD [ARGS...]\n\n"
+          "Samples a running process (all its threads, including threads created later) or a command it starts,\n"
+          "with perf_event_open: cpu-clock at HZ, the user registers, BYTES of user stack and the kernel call chain\n"
+          "per sample, MMAP2/COMM/FORK/EXIT for the module map, build-ids of the mapped modules and of the running\n"
+          "kernel. Writes a stackprov capture file that `stackprov perf-import` unwinds offline. Lost samples are\n"
+          "reported. Stops after --duration, when the target exits, or on Ctrl-C (a started command is then sent\n"
+          "SIGTERM).\n\n"
+          "Options (--opt VALUE or --opt=VALUE; the short forms are perf record's):\n"
+          "  -F, --frequency HZ     samples per second per thread, 1 to 100000 and at most\n"
+          "                         kernel.perf_event_max_sample_rate (default 999)\n"
+          "      --stack-size BYTES user stack bytes copied per sample, a multiple of 8 from 8 to 65528 (default 8192)\n"
+          "      --duration SECONDS stop after this long (decimal, at least 0.001); default: when the target exits\n"
+          "  -o, --output FILE      the capture file (default stackprov.cap), written under a temp name beside it\n"
+          "                         and renamed when the recording succeeded: a failed record leaves no file\n"
+          "  -p, --pid PID          record this running process instead of starting a command\n"
+          "  -h, --help             this text\n\n"
+          "Exit status:\n"
+          "  0  the capture file was written (also when the started command exited non-zero: its status is\n"
+          "     printed)\n"
+          "  1  the recording failed: the command cannot be started, the process does not exist, perf_event_open\n"
+          "     was refused, the file cannot be written; no file is left behind\n"
+          "  2  usage: an unknown option, a missing or invalid value (as typed), neither or both of -p and a\n"
+          "     command\n");
 }
 
 int cmd_record(int argc, char** argv) {
+  const char* cmd = "record";
+  Args a(0, nullptr, {}, {});
+  if (int rc = parse_command(cmd, argc, argv, kRecordOpts, true, record_usage, &a); rc >= 0) return rc;
+  std::string err;
   SPROV_OPTS(sprov_record_opts, o);
-  const char* output = "stackprov.cap";
-  int cmd_at = -1;
-  for (int i = 1; i < argc; i++) {
-    const char* a = argv[i];
-    auto need = [&](const char* opt) -> const char* {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "stackprov record: %s needs a value\n", opt);
-        exit(2);
-      }
-      return argv[++i];
-    };
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      record_usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "-F")) {
-      o.frequency = static_cast<uint32_t>(strtoul(need(a), nullptr, 10));
-    } else if (!strcmp(a, "--stack-size")) {
-      o.stack_size = static_cast<uint32_t>(strtoul(need(a), nullptr, 10));
-    } else if (!strcmp(a, "--duration")) {
-      o.duration_ms = static_cast<uint32_t>(atof(need(a)) * 1000.0);
-    } else if (!strcmp(a, "-o")) {
-      output = need(a);
-    } else if (!strcmp(a, "-p")) {
-      o.pid = strtoll(need(a), nullptr, 10);
-    } else if (!strcmp(a, "--")) {
-      cmd_at = i + 1;
-      break;
-    } else {
-      fprintf(stderr, "stackprov record: unknown option '%s'\n", a);
-      return 2;
-    }
+  uint64_t v = 999;
+  if (!uint_option(a, kRecordOpts, "frequency", 1, 100000, &v, &err)) return usage_error(cmd, err);
+  o.frequency = static_cast<uint32_t>(v);
+  v = 8192;
+  if (!uint_option(a, kRecordOpts, "stack-size", 8, 65528, &v, &err)) return usage_error(cmd, err);
+  if (v % 8 != 0)
+    return usage_error(cmd, "invalid value '" + std::string(a.get("stack-size")) +
+                                "' for --stack-size: expected a multiple of 8 from 8 to 65528");
+  o.stack_size = static_cast<uint32_t>(v);
+  if (const char* d = a.get("duration")) {
+    char* end = nullptr;
+    errno = 0;
+    const double secs = *d ? strtod(d, &end) : NAN;
+    const double ms = std::round(secs * 1000.0);
+    if (end == nullptr || *end != 0 || errno != 0 || !std::isfinite(secs) || ms < 1 || ms > 4294967295.0)
+      return usage_error(cmd, "invalid value '" + std::string(d) +
+                                  "' for --duration: expected seconds from 0.001 to 4294967 (e.g. 2.5)");
+    o.duration_ms = static_cast<uint32_t>(ms);
   }
-  std::vector<const char*> cmd;
-  if (cmd_at > 0)
-    for (int i = cmd_at; i < argc; i++) cmd.push_back(argv[i]);
-  if ((o.pid != 0) == !cmd.empty()) {
-    fprintf(stderr, "stackprov record: give exactly one of -p PID and -- CMD\n");
-    return 2;
-  }
-  cmd.push_back(nullptr);
-  if (cmd.size() > 1) o.argv = cmd.data();
+  v = 0;
+  // pid_t is an int; the kernel's PID_MAX_LIMIT is 4194304.
+  if (!uint_option(a, kRecordOpts, "pid", 1, 4194304, &v, &err)) return usage_error(cmd, err);
+  o.pid = static_cast<int64_t>(v);
+  const char* output = a.has("output") ? a.get("output") : "stackprov.cap";
+  if (!*output) return usage_error(cmd, "-o/--output needs a file name");
+  std::vector<const char*> command;
+  for (const std::string& p : a.pos) command.push_back(p.c_str());
+  if (o.pid != 0 && !command.empty())
+    return usage_error(cmd, "give either -p PID or a command, not both ('" + a.pos[0] + "')");
+  if (o.pid == 0 && command.empty()) return usage_error(cmd, "give -p PID or a command to start (after --)");
+  command.push_back(nullptr);
+  if (command.size() > 1) o.argv = command.data();
   o.output = output;
   sprov_context* ctx = nullptr;
   if (sprov_context_new(nullptr, &ctx) != 0) {
@@ -424,15 +768,20 @@ int cmd_record(int argc, char** argv) {
     return 1;
   }
   SPROV_OPTS(sprov_record_result, r);
-  int rc = sprov_record(ctx, &o, &r);
+  const int rc = sprov_record(ctx, &o, &r);
   sprov_context_free(ctx);
   if (rc != 0) {
-    fprintf(stderr, "stackprov record: %s\n", sprov_last_error_message());
+    fprintf(stderr, "stackprov record: %s\n", error_text(rc).c_str());
     return 1;
   }
-  fprintf(stderr, "stackprov record: %llu samples, %llu lost, %llu threads -> %s\n",
+  std::string status;
+  if (r.exit_status >= 0 && WIFEXITED(r.exit_status) && WEXITSTATUS(r.exit_status) != 0)
+    status = "; the command exited with status " + std::to_string(WEXITSTATUS(r.exit_status));
+  else if (r.exit_status >= 0 && WIFSIGNALED(r.exit_status) && WTERMSIG(r.exit_status) != SIGTERM)
+    status = std::string("; the command was killed by signal ") + strsignal(WTERMSIG(r.exit_status));
+  fprintf(stderr, "stackprov record: %llu samples, %llu lost, %llu threads -> %s%s\n",
           static_cast<unsigned long long>(r.samples), static_cast<unsigned long long>(r.lost),
-          static_cast<unsigned long long>(r.threads), output);
+          static_cast<unsigned long long>(r.threads), output, status.c_str());
   return 0;
 }
 

@@ -10,7 +10,8 @@
 
 namespace stackprov_cli {
 
-void StackAggregator::add(uint32_t comm, const std::vector<uint64_t>& pcs, const std::vector<uint32_t>& names) {
+void StackAggregator::add(uint32_t comm, const std::vector<uint64_t>& pcs, const std::vector<uint32_t>& names,
+                          uint64_t period) {
   XXH3_state_t st;
   XXH3_64bits_reset(&st);
   XXH3_64bits_update(&st, &comm, sizeof(comm));
@@ -21,12 +22,13 @@ void StackAggregator::add(uint32_t comm, const std::vector<uint64_t>& pcs, const
     Entry& e = entries_[id];
     if (e.comm == comm && e.pcs == pcs) {
       e.count++;
+      e.period += period;
       return;
     }
   }
   if (!ids.empty()) collisions_++;
   ids.push_back(static_cast<uint32_t>(entries_.size()));
-  entries_.push_back(Entry{comm, pcs, names, 1});
+  entries_.push_back(Entry{comm, pcs, names, 1, period});
 }
 
 std::map<std::string, uint64_t> fold(const StackAggregator& agg, const std::vector<std::string>& comms,
@@ -81,7 +83,7 @@ struct Layout {
   double width;
 };
 
-constexpr double kWidth = 1200, kFrameH = 16, kPadTop = 40, kPadSide = 10;
+constexpr double kWidth = 1200, kFrameH = 16, kPadTop = 48, kPadBottom = 30, kPadSide = 10;
 
 int depth_of(const Node& n) {
   int d = 0;
@@ -89,8 +91,19 @@ int depth_of(const Node& n) {
   return d;
 }
 
+bool is_kernel(const std::string& name) {
+  return name.size() > 4 && name.compare(name.size() - 4, 4, "_[k]") == 0;
+}
+
+/// flamegraph.pl's palettes: "hot" for user frames, "orange" for kernel frames (its java/perl
+/// palettes' rule for names ending in "_[k]").
 void color(const std::string& name, int* r, int* g, int* b) {
   const uint64_t h = XXH3_64bits(name.data(), name.size());
+  if (is_kernel(name)) {
+    const int v = static_cast<int>(h % 65);
+    *r = 190 + v, *g = 90 + v, *b = 0;
+    return;
+  }
   *r = 205 + static_cast<int>(h % 50);
   *g = static_cast<int>((h >> 8) % 180);
   *b = static_cast<int>((h >> 16) % 55);
@@ -105,12 +118,14 @@ void emit(const Layout& L, const Node& n, uint64_t x, int depth) {
   if (depth == 0) r = 230, g = 120, b = 60;
   const std::string name = xml_escape(n.name);
   fprintf(L.f,
-          "<g class=\"f\" data-x=\"%llu\" data-samples=\"%llu\" data-d=\"%d\"><title>%s (%llu samples, %.2f%%)</title>"
+          "<g class=\"f\" data-x=\"%llu\" data-samples=\"%llu\" data-d=\"%d\" data-fill=\"rgb(%d,%d,%d)\">"
+          "<title>%s (%llu %s, %.2f%%)</title>"
           "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"rgb(%d,%d,%d)\" rx=\"2\"/>"
           "<text x=\"%.2f\" y=\"%.1f\">%s</text></g>\n",
-          static_cast<unsigned long long>(x), static_cast<unsigned long long>(n.count), depth, name.c_str(),
-          static_cast<unsigned long long>(n.count), 100.0 * static_cast<double>(n.count) / static_cast<double>(L.total),
-          px, py, pw, kFrameH - 1, r, g, b, px + 3, py + kFrameH - 4.5, name.c_str());
+          static_cast<unsigned long long>(x), static_cast<unsigned long long>(n.count), depth, r, g, b, name.c_str(),
+          static_cast<unsigned long long>(n.count), n.count == 1 ? "sample" : "samples",
+          100.0 * static_cast<double>(n.count) / static_cast<double>(L.total), px, py, pw, kFrameH - 1, r, g, b,
+          px + 3, py + kFrameH - 4.5, name.c_str());
   uint64_t cx = x;
   for (const auto& [k, c] : n.kids) {
     emit(L, *c, cx, depth + 1);
@@ -118,35 +133,102 @@ void emit(const Layout& L, const Node& n, uint64_t x, int depth) {
   }
 }
 
-// Hover shows the <title>; a click zooms so that the clicked frame spans the
-// width (its ancestors too), frames outside it hide; clicking the root resets.
+// Hover writes the frame's <title> into the details line; a click zooms so that the clicked
+// frame spans the width (its ancestors too), frames outside it hide; "Reset Zoom" (or the
+// root) resets. search(re) highlights matching frames and returns the matched percentage:
+// matches are collected per x (the widest at each x) and, walking x upward, a match inside
+// the previous counted one is skipped (flamegraph.pl's rule), so nested matches count once.
+// Only getElementById, querySelector(All), get/setAttribute, textContent, style and
+// addEventListener are used.
 constexpr const char* kScript = R"JS(
-var W = %W%, P = %P%;
+var W = %W%, P = %P%, TOTAL = %T%;
+var frames = document.querySelectorAll('g.f');
+var details = document.getElementById('details');
+var matchedtxt = document.getElementById('matched');
+var searchbtn = document.getElementById('search');
+var unzoombtn = document.getElementById('unzoom');
+var searching = null;
+function attr(g, k) { return g.getAttribute(k); }
+function label(g) { return g.querySelector('title').textContent; }
+function fname(g) { return label(g).replace(/ \([0-9]+ samples?, [0-9.]+%\)$/, ''); }
 function fit(g) {
-  var r = g.querySelector('rect'), t = g.querySelector('text');
-  var full = g.querySelector('title').textContent.replace(/ \([0-9]+ samples.*$/, '');
+  var r = g.querySelector('rect'), t = g.querySelector('text'), full = fname(g);
   var w = parseFloat(r.getAttribute('width')), n = Math.floor((w - 6) / 7);
   t.textContent = n >= full.length ? full : (n > 2 ? full.substring(0, n - 2) + '..' : '');
 }
 function zoom(z) {
-  var zx = +z.dataset.x, zn = +z.dataset.samples, zd = +z.dataset.d;
-  document.querySelectorAll('g.f').forEach(function (g) {
-    var x = +g.dataset.x, n = +g.dataset.samples, d = +g.dataset.d;
+  var zx = +attr(z, 'data-x'), zn = +attr(z, 'data-samples'), zd = +attr(z, 'data-d');
+  for (var i = 0; i < frames.length; i++) {
+    var g = frames[i], x = +attr(g, 'data-x'), n = +attr(g, 'data-samples'), d = +attr(g, 'data-d');
     var r = g.querySelector('rect'), t = g.querySelector('text');
     var inside = x >= zx && x + n <= zx + zn, anc = d < zd && x <= zx && x + n >= zx + zn;
-    if (!inside && !anc) { g.style.display = 'none'; return; }
+    if (!inside && !anc) { g.style.display = 'none'; continue; }
     g.style.display = '';
     var nx = anc ? 0 : (x - zx) / zn, nw = anc ? 1 : n / zn;
     r.setAttribute('x', P + nx * (W - 2 * P)); r.setAttribute('width', nw * (W - 2 * P));
     t.setAttribute('x', P + nx * (W - 2 * P) + 3);
     g.style.opacity = anc && d != zd ? 0.6 : 1;
     fit(g);
-  });
+  }
+  unzoombtn.style.opacity = zd > 0 ? 1 : 0;
 }
-document.querySelectorAll('g.f').forEach(function (g) {
-  fit(g);
-  g.addEventListener('click', function () { zoom(g); });
-});
+function unzoom() {
+  for (var i = 0; i < frames.length; i++) if (attr(frames[i], 'data-d') == '0') zoom(frames[i]);
+}
+function reset_search() {
+  for (var i = 0; i < frames.length; i++) frames[i].querySelector('rect').setAttribute('fill', attr(frames[i], 'data-fill'));
+  matchedtxt.textContent = '';
+  searchbtn.textContent = 'Search';
+  searching = null;
+}
+function search(term) {
+  var re;
+  try { re = new RegExp(term); } catch (e) { return null; }
+  var matches = {}, any = false;
+  for (var i = 0; i < frames.length; i++) {
+    var g = frames[i], r = g.querySelector('rect');
+    if (re.test(fname(g))) {
+      r.setAttribute('fill', 'rgb(230,0,230)');
+      var x = +attr(g, 'data-x'), n = +attr(g, 'data-samples');
+      if (!(x in matches) || n > matches[x]) matches[x] = n;
+      any = true;
+    } else {
+      r.setAttribute('fill', attr(g, 'data-fill'));
+    }
+  }
+  var xs = Object.keys(matches).map(Number).sort(function (a, b) { return a - b; });
+  var count = 0, lastx = -1, lastw = 0;
+  for (var j = 0; j < xs.length; j++) {
+    if (xs[j] >= lastx + lastw) { count += matches[xs[j]]; lastx = xs[j]; lastw = matches[xs[j]]; }
+  }
+  var pct = TOTAL > 0 ? 100 * count / TOTAL : 0;
+  matchedtxt.textContent = any ? 'Matched: ' + pct.toFixed(1) + '%' : 'Matched: 0.0% (no frame matches)';
+  searchbtn.textContent = 'Reset Search';
+  searching = term;
+  return pct;
+}
+function search_prompt() {
+  if (searching !== null) { reset_search(); return; }
+  var term = prompt('Enter a search term (regexp allowed, eg: ^ext4_)', '');
+  if (term) search(term);
+}
+for (var i = 0; i < frames.length; i++) {
+  (function (g) {
+    fit(g);
+    g.addEventListener('click', function () { zoom(g); });
+    g.addEventListener('mouseover', function () { details.textContent = 'Function: ' + label(g); });
+    g.addEventListener('mouseout', function () { details.textContent = ' '; });
+  })(frames[i]);
+}
+searchbtn.addEventListener('click', search_prompt);
+unzoombtn.addEventListener('click', unzoom);
+if (typeof window !== 'undefined') {
+  window.addEventListener('keydown', function (e) {
+    if ((e.ctrlKey || e.metaKey) && (e.keyCode === 70 || e.key === 'f')) { e.preventDefault(); search_prompt(); }
+  });
+  var m = /[?&]s=([^&]*)/.exec((window.location && window.location.search) || '');
+  if (m) search(decodeURIComponent(m[1]));
+}
 )JS";
 
 }  // namespace
@@ -173,17 +255,22 @@ void write_flamegraph_svg(FILE* f, const std::map<std::string, uint64_t>& folded
     }
   }
   const int max_depth = depth_of(root);
-  const double height = kPadTop + (max_depth + 1) * kFrameH + 20;
+  const double height = kPadTop + (max_depth + 1) * kFrameH + kPadBottom;
   fprintf(f,
           "<?xml version=\"1.0\" standalone=\"no\"?>\n"
           "<svg version=\"1.1\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
           "xmlns=\"http://www.w3.org/2000/svg\" data-total-samples=\"%llu\">\n"
-          "<style>text { font-family: Verdana, sans-serif; font-size: 12px; pointer-events: none; } "
-          "g.f:hover rect { stroke: black; stroke-width: 0.5; } g.f { cursor: pointer; }</style>\n"
+          "<style>text { font-family: Verdana, sans-serif; font-size: 12px; } g.f text { pointer-events: none; } "
+          "g.f:hover rect { stroke: black; stroke-width: 0.5; } g.f, .btn { cursor: pointer; } "
+          ".btn:hover { text-decoration: underline; }</style>\n"
           "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"rgb(248,248,240)\"/>\n"
-          "<text x=\"%.0f\" y=\"24\" text-anchor=\"middle\" style=\"font-size:17px\">%s</text>\n",
+          "<text x=\"%.0f\" y=\"24\" text-anchor=\"middle\" style=\"font-size:17px\">%s</text>\n"
+          "<text id=\"unzoom\" class=\"btn\" x=\"%.0f\" y=\"24\" style=\"opacity:0\">Reset Zoom</text>\n"
+          "<text id=\"search\" class=\"btn\" x=\"%.0f\" y=\"24\" text-anchor=\"end\">Search</text>\n"
+          "<text id=\"details\" x=\"%.0f\" y=\"%.0f\"> </text>\n"
+          "<text id=\"matched\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\"></text>\n",
           kWidth, height, kWidth, height, static_cast<unsigned long long>(root.count), kWidth / 2,
-          xml_escape(title).c_str());
+          xml_escape(title).c_str(), kPadSide, kWidth - kPadSide, kPadSide, height - 10, kWidth - kPadSide, height - 10);
   if (root.count > 0) emit(Layout{f, root.count, max_depth, kWidth}, root, 0, 0);
   std::string js = kScript;
   auto sub = [&](const std::string& k, const std::string& v) {
@@ -191,6 +278,7 @@ void write_flamegraph_svg(FILE* f, const std::map<std::string, uint64_t>& folded
   };
   sub("%W%", std::to_string(static_cast<int>(kWidth)));
   sub("%P%", std::to_string(static_cast<int>(kPadSide)));
+  sub("%T%", std::to_string(root.count));
   fprintf(f, "<script type=\"text/ecmascript\"><![CDATA[%s]]></script>\n</svg>\n", js.c_str());
 }
 

@@ -11,12 +11,14 @@ extern "C" {
 
 /* ---------------------------------------------------------------- profile */
 
-/* A sampled profile: the samples of a perf.data file (`perf record
- * --call-graph dwarf`) or of a stackprov capture file (`sprov_record`), with
- * the module list of each sampled process as of each sample's time. Each
- * sample is turned into a snapshot (user registers, the copied user stack,
- * the module list) that sprov_unwinder_unwind walks offline. Use one profile
- * from one thread at a time. */
+/* A sampled profile: the samples of a perf.data file (`perf record` with
+ * --call-graph dwarf, -g, or neither) or of a stackprov capture file
+ * (`sprov_record`), with the module list of each sampled process as of each
+ * sample's time. A sample with user registers and stack is turned into a
+ * snapshot that sprov_unwinder_unwind walks offline (MODE_DWARF); the user
+ * frames of the others are its recorded call chain or ip
+ * (sprov_profile_sample_stack); kernel frames are named by
+ * sprov_profile_kernel_symbol. Use one profile from one thread at a time. */
 typedef struct sprov_profile sprov_profile;
 
 enum sprov_profile_format {
@@ -44,6 +46,15 @@ SPROV_API int sprov_profile_open(sprov_context* ctx, const char* path, const str
                                  sprov_profile** out);
 SPROV_API void sprov_profile_free(sprov_profile* prof);
 
+/* How a profile's kernel frames get names (sprov_profile_kernel_symbol). */
+enum sprov_kernel_naming {
+  SPROV_KERNEL_NAMED = 1,       /* the recording's kernel build-id is the running kernel's: /proc/kallsyms */
+  SPROV_KERNEL_UNCHECKED = 2,   /* the recording holds no kernel build-id: /proc/kallsyms, unchecked */
+  SPROV_KERNEL_MISMATCH = 3,    /* recorded on another kernel build: left unnamed */
+  SPROV_KERNEL_UNAVAILABLE = 4, /* the running kernel's build-id or /proc/kallsyms cannot be read
+                                   (or shows zero addresses: kernel.kptr_restrict): left unnamed */
+};
+
 struct sprov_profile_info {
   size_t sz;
   int32_t format;              /* sprov_profile_format */
@@ -55,12 +66,35 @@ struct sprov_profile_info {
   uint64_t sample_regs_user;   /* perf register mask */
   const char* cmdline;         /* recorded command line; "" when none. Owned by the profile */
   const char* warnings;        /* findings, one per line; "" when none. Owned by the profile */
+  /* The sampling event (of the first attribute). */
+  const char* event;           /* "cpu-clock", "task-clock", "cycles", ... ("event" when not known) */
+  uint64_t frequency;          /* samples per second in frequency mode, else 0 */
+  uint64_t period;             /* the fixed sample period when not in frequency mode, else 0 */
+  uint32_t clock;              /* 1: cpu-clock / task-clock, periods count nanoseconds */
+  int32_t kernel_naming;       /* sprov_kernel_naming */
+  const char* kernel_build_id;         /* hex, as the recording holds it; "" when none */
+  const char* running_kernel_build_id; /* hex, from /sys/kernel/notes; "" when unreadable */
+  const char* kernel_note;     /* one line: how kernel frames are named, or why they are not.
+                                  kernel_naming and kernel_note can change after the first
+                                  sprov_profile_kernel_symbol call (kallsyms is read then);
+                                  valid until the next call on the profile */
 };
 SPROV_API int sprov_profile_info(const sprov_profile* prof, struct sprov_profile_info* out);
 
 enum sprov_profile_sample_flags {
-  SPROV_PROFILE_SAMPLE_NO_USER_REGS = 1u << 0, /* no user context: snapshot is NULL */
+  SPROV_PROFILE_SAMPLE_NO_USER_REGS = 1u << 0, /* no user registers/stack: snapshot is NULL */
   SPROV_PROFILE_SAMPLE_NEW_MODULES = 1u << 1,  /* the snapshot's module list changed */
+  SPROV_PROFILE_SAMPLE_KERNEL_MODE = 1u << 2,  /* sampled in kernel mode: ip is a kernel address */
+};
+
+/* Where a sample's user frames come from. */
+enum sprov_profile_mode {
+  SPROV_PROFILE_MODE_DWARF = 1,     /* user registers + copied stack, unwound offline by
+                                       sprov_unwinder_unwind (perf record --call-graph dwarf,
+                                       sprov_record) */
+  SPROV_PROFILE_MODE_CALLCHAIN = 2, /* the kernel's PERF_SAMPLE_CALLCHAIN: user_ips (perf record -g,
+                                       frame pointers), as perf script shows them; kernel threads */
+  SPROV_PROFILE_MODE_IP = 3,        /* only the sampled ip (plain perf record) */
 };
 
 struct sprov_profile_sample {
@@ -80,6 +114,14 @@ struct sprov_profile_sample {
   uint32_t flags;            /* sprov_profile_sample_flags */
   uint32_t module_list;      /* id of the sample's module list */
   uint32_t reserved;
+  const uint64_t* user_ips;  /* user part of the callchain, leaf first: the user pc, then return
+                                addresses (MODE_CALLCHAIN); borrowed like kernel_ips */
+  uint32_t user_ip_count;
+  int32_t mode;              /* sprov_profile_mode */
+  uint64_t period;           /* PERF_SAMPLE_PERIOD (ns for clock events); 0 when not recorded */
+  const sprov_snapshot* modules; /* the sample's module list (registers and memory only when
+                                    snapshot is not NULL), to map user_ips and ip to modules;
+                                    borrowed like snapshot */
 };
 
 /* Fills `out` with sample `index` (0 .. samples-1) and builds its snapshot.
@@ -87,6 +129,33 @@ struct sprov_profile_sample {
  * when the sample's list differs from the previous call's, so an unwinder
  * keeps its module table between samples of the same mapping state. */
 SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct sprov_profile_sample* out);
+
+/* The user frames of sample `index` that are not unwound, as a stack for sprov_stack_frame,
+ * sprov_symbolizer_frame and sprov_symbolizer_frame_ex: MODE_CALLCHAIN: user_ips (frame 0 the
+ * user pc, then return addresses, looked up at pc - 1, as perf script lists them); MODE_IP: the
+ * sampled ip (no frame when it is a kernel address). Frames have method SPROV_METHOD_CALLCHAIN,
+ * sp and cfa 0, the module of the sample's module list that holds the pc (module_index -1
+ * outside every module); the stop reason is end_of_stack, or max_frames when more than
+ * `max_frames` (0: 256) user frames were recorded. A MODE_DWARF sample is refused with
+ * SPROV_ERR_INVALID_ARG (unwind its snapshot). Does not change what sprov_profile_sample
+ * returned. Free with sprov_stack_free. */
+SPROV_API int sprov_profile_sample_stack(sprov_profile* prof, size_t index, uint32_t max_frames, sprov_stack** out);
+
+/* A kernel address of a sample (kernel_ips, or ip with SPROV_PROFILE_SAMPLE_KERNEL_MODE) named
+ * as perf script names it: from /proc/kallsyms (kernel and loaded modules), read once, with
+ * perf's choice among aliases, relocated by the recorded `_text` (KASLR). Only when the
+ * recording's kernel build-id is the running kernel's (or it holds none; kernel_naming says
+ * which). */
+struct sprov_kernel_symbol {
+  size_t sz;
+  const char* name;    /* NULL when unnamed (other kernel, unreadable kallsyms, no symbol) */
+  const char* module;  /* "[kernel.kallsyms]" or "[MODULE]"; NULL when unnamed. Owned by the profile */
+  uint64_t start;      /* symbol start, in the recording's addresses */
+  uint64_t offset;     /* address - start */
+};
+
+/* Fills `out` for `addr`; an unnamed address is not an error (name NULL). */
+SPROV_API int sprov_profile_kernel_symbol(sprov_profile* prof, uint64_t addr, struct sprov_kernel_symbol* out);
 
 /* -------------------------------------------------------------- recording */
 
@@ -112,12 +181,18 @@ struct sprov_record_result {
 };
 
 /* Samples the target with perf_event_open (cpu-clock at `frequency`,
- * PERF_SAMPLE_REGS_USER + PERF_SAMPLE_STACK_USER, one event per CPU and
+ * PERF_SAMPLE_REGS_USER + PERF_SAMPLE_STACK_USER + PERIOD + the kernel callchain, one event per CPU and
  * thread with inherit, so threads created later are followed; MMAP2 with
  * build-ids, COMM, FORK and EXIT track the module map) and writes a capture
  * file that sprov_profile_open reads. Blocks until the duration elapsed, the
- * target exited or SIGINT arrived. Errors: -EACCES/-EPERM (with a
- * perf_event_paranoid hint), -ESRCH, SPROV_ERR_INVALID_ARG, SPROV_ERR_IO. */
+ * target exited or SIGINT arrived. The file is written under a temp name
+ * beside `output` and renamed to it on success: a failed recording leaves
+ * no file (an existing `output` is kept). It records the running kernel's
+ * build-id and `_text` so that kernel frames are named only on that kernel.
+ * Errors: -EACCES/-EPERM (with a perf_event_paranoid hint), -ESRCH, a
+ * command that cannot be started (its execvp errno, e.g. -ENOENT),
+ * SPROV_ERR_INVALID_ARG (incl. an output that is a directory, a frequency
+ * above kernel.perf_event_max_sample_rate), SPROV_ERR_IO. */
 SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* opts, struct sprov_record_result* out);
 
 #ifdef __cplusplus

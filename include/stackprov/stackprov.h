@@ -106,6 +106,9 @@ enum sprov_method {
   SPROV_METHOD_CFI_BUNDLE = 12,      /* DWARF CFI compiled into a symbol bundle's unwind rows
                                         (the module's file was not read: SPROV_CTX_OFFLINE, or
                                         the file is missing and a bundle store is configured) */
+  SPROV_METHOD_CALLCHAIN = 13,       /* taken from a perf sample's PERF_SAMPLE_CALLCHAIN (the kernel's
+                                        frame-pointer walk, perf record -g) or its ip alone, not
+                                        unwound by stackprov (sprov_profile_sample_stack) */
 };
 
 /* Why a walk stopped. */

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_profile (perf.data / capture file samples as snapshots) and sprov_record.
+#include <algorithm>
 #include <cerrno>
+#include <set>
 
 #include "capi/internal.hpp"
 #include "perf/profile.hpp"
@@ -15,6 +17,8 @@ struct sprov_profile {
   sprov_snapshot snap;  // reused between samples
   uint32_t current_list = UINT32_MAX;
   perf::SampleView view;
+  std::string kernel_id_hex, running_id_hex;  // for sprov_profile_info
+  std::set<std::string> vdso_loaded;          // vDSO build-ids already in the context's module cache
 };
 
 extern "C" {
@@ -57,6 +61,18 @@ SPROV_API int sprov_profile_info(const sprov_profile* prof, struct sprov_profile
   i.sample_regs_user = p.sample_regs_user();
   i.cmdline = p.cmdline().c_str();
   i.warnings = p.warnings().c_str();
+  i.event = p.event().name.c_str();
+  i.frequency = p.event().frequency;
+  i.period = p.event().period;
+  i.clock = p.event().clock ? 1 : 0;
+  const perf::KernelNamer& k = p.kernel_namer();
+  i.kernel_naming = static_cast<int32_t>(k.naming());
+  auto* mut = const_cast<sprov_profile*>(prof);  // cached strings only
+  mut->kernel_id_hex = p.kernel_build_id().empty() ? "" : p.kernel_build_id().hex();
+  mut->running_id_hex = k.running_build_id().empty() ? "" : k.running_build_id().hex();
+  i.kernel_build_id = mut->kernel_id_hex.c_str();
+  i.running_kernel_build_id = mut->running_id_hex.c_str();
+  i.kernel_note = k.note().c_str();
   return fill_out(out, i, "sprov_profile_info");
 }
 
@@ -90,9 +106,80 @@ SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct spr
     s.kernel_ips = v.kernel_ips.empty() ? nullptr : v.kernel_ips.data();
     s.kernel_ip_count = static_cast<uint32_t>(v.kernel_ips.size());
     s.flags = (v.user_regs ? 0u : static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_NO_USER_REGS)) |
-              (changed ? static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_NEW_MODULES) : 0u);
+              (changed ? static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_NEW_MODULES) : 0u) |
+              (v.kernel_mode ? static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_KERNEL_MODE) : 0u);
     s.module_list = ref.list;
+    s.user_ips = v.user_ips.empty() ? nullptr : v.user_ips.data();
+    s.user_ip_count = static_cast<uint32_t>(v.user_ips.size());
+    s.mode = v.user_regs ? SPROV_PROFILE_MODE_DWARF : v.has_callchain ? SPROV_PROFILE_MODE_CALLCHAIN : SPROV_PROFILE_MODE_IP;
+    s.period = v.period;
+    s.modules = &prof->snap;
     return fill_out(out, s, "sprov_profile_sample");
+  });
+}
+
+SPROV_API int sprov_profile_sample_stack(sprov_profile* prof, size_t index, uint32_t max_frames, sprov_stack** out) {
+  return guard([&] {
+    if (prof == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_sample_stack: NULL argument"));
+    *out = nullptr;
+    const perf::Profile& p = *prof->prof;
+    perf::SampleView v;
+    if (Status st = p.view(index, &v); !st.ok()) return fail(st.error());
+    if (v.user_regs)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sample %zu has user registers and stack: unwind its snapshot", index));
+    if (max_frames == 0) max_frames = 256;
+    std::vector<uint64_t> pcs = v.has_callchain ? v.user_ips : std::vector<uint64_t>{};
+    if (!v.has_callchain && !v.kernel_mode) pcs.push_back(v.ip);
+    const std::shared_ptr<const perf::ModuleList>& list = p.lists().at(p.samples()[index].list);
+    auto stack = std::make_unique<sprov_stack>();
+    stack->modules = std::shared_ptr<const std::vector<memory::SnapshotModule>>(list, &list->modules);
+    stack->module_root = prof->snap.snap.module_root;
+    stack->stop = unwind::StopReason::kEndOfStack;
+    for (size_t i = 0; i < pcs.size(); i++) {
+      if (i == max_frames) {
+        stack->stop = unwind::StopReason::kMaxFrames;
+        break;
+      }
+      unwind::Frame f;
+      f.pc = pcs[i];
+      f.method = unwind::Method::kCallchain;
+      f.lookup_prev = i > 0;
+      const uint64_t lookup = f.lookup_prev ? f.pc - 1 : f.pc;
+      auto it = std::upper_bound(list->modules.begin(), list->modules.end(), lookup,
+                                 [](uint64_t a, const memory::SnapshotModule& m) { return a < m.start; });
+      if (it != list->modules.begin() && lookup < std::prev(it)->end) {
+        f.module_index = static_cast<int32_t>(std::prev(it) - list->modules.begin());
+        const memory::SnapshotModule& m = *std::prev(it);
+        // The vDSO has no file: load it once into the context's module cache from its bytes,
+        // where sprov_symbolizer_frame finds it by build-id.
+        if (m.path == "[vdso]" && !m.build_id.empty() && !p.vdso_bytes().empty() &&
+            prof->vdso_loaded.insert(m.build_id.hex()).second) {
+          memory::Snapshot vs;
+          if (vs.add_memory(list->vdso_start, p.vdso_bytes().data(), p.vdso_bytes().size()).ok())
+            (void)acquire_module(prof->ctx, &vs, m, stack->module_root);
+        }
+      }
+      stack->frames.push_back(f);
+    }
+    *out = stack.release();
+    return 0;
+  });
+}
+
+SPROV_API int sprov_profile_kernel_symbol(sprov_profile* prof, uint64_t addr, struct sprov_kernel_symbol* out) {
+  return guard([&] {
+    if (prof == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_kernel_symbol: prof is NULL"));
+    struct sprov_kernel_symbol k = {};
+    k.sz = sizeof(k);
+    uint64_t start = 0;
+    if (const perf::KernelSymbols::Symbol* sym = prof->prof->kernel_namer().find(addr, &start)) {
+      k.name = sym->name.c_str();
+      k.module = sym->module.c_str();
+      k.start = start;
+      k.offset = addr - start;
+    }
+    return fill_out(out, k, "sprov_kernel_symbol");
   });
 }
 

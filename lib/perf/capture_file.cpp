@@ -11,8 +11,8 @@ namespace stackprov::perf {
 
 namespace {
 
-constexpr uint32_t kVersion = 1;
-constexpr uint8_t kModules = 1, kComm = 2, kSample = 3, kLost = 4, kVdso = 5, kEnd = 6;
+constexpr uint32_t kVersion = 2;  // reads 1 and 2
+constexpr uint8_t kModules = 1, kComm = 2, kSample = 3, kLost = 4, kVdso = 5, kEnd = 6, kKernel = 7;
 constexpr size_t kMaxLists = size_t{1} << 20;
 constexpr size_t kMaxModules = 65536;
 constexpr size_t kMaxSamples = size_t{1} << 26;
@@ -24,8 +24,9 @@ constexpr size_t kMaxVdso = 1u << 20;
 constexpr uint32_t kMaxCmdline = 1u << 20;
 
 void put(std::vector<uint8_t>& b, const void* p, size_t n) {
-  const auto* c = static_cast<const uint8_t*>(p);
-  b.insert(b.end(), c, c + n);
+  const size_t at = b.size();
+  b.resize(at + n);  // not insert(): GCC 12 warns falsely (-Warray-bounds) on its inlined range insert
+  if (n != 0) std::memcpy(b.data() + at, p, n);
 }
 void put64(std::vector<uint8_t>& b, uint64_t v) { put(b, &v, 8); }
 void put32(std::vector<uint8_t>& b, uint32_t v) { put(b, &v, 4); }
@@ -71,7 +72,8 @@ struct Reader {
 
 }  // namespace
 
-CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline)
+CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline,
+                             uint32_t frequency)
     : f_(f), regs_mask_(regs_mask) {
   std::vector<uint8_t> h;
   put(h, kCaptureMagic, 8);
@@ -82,7 +84,16 @@ CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, c
   const uint32_t n = static_cast<uint32_t>(std::min<size_t>(cmdline.size(), kMaxCmdline));
   put32(h, n);
   put(h, cmdline.data(), n);
+  put32(h, frequency);
   if (fwrite(h.data(), 1, h.size(), f_) != h.size()) io_error_ = true;
+}
+
+void CaptureWriter::write_kernel(const BuildId& id, uint64_t text) {
+  buf_.clear();
+  buf_.push_back(id.len);
+  put(buf_, id.bytes, id.len);
+  put64(buf_, text);
+  record(kKernel, buf_);
 }
 
 void CaptureWriter::record(uint8_t kind, const std::vector<uint8_t>& body) {
@@ -148,6 +159,7 @@ void CaptureWriter::write_sample(const SampleView& s, uint32_t list, uint32_t co
   const uint32_t nk = static_cast<uint32_t>(std::min<size_t>(s.kernel_ips.size(), kMaxKernel));
   put32(buf_, nk);
   for (uint32_t i = 0; i < nk; i++) put64(buf_, s.kernel_ips[i]);
+  put64(buf_, s.period);
   record(kSample, buf_);
   samples_++;
 }
@@ -167,7 +179,7 @@ Status CaptureWriter::finish() {
   return {};
 }
 
-Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask, SampleView* out) {
+Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask, uint32_t version, SampleView* out) {
   Reader r{body, len, 0, "sample"};
   SampleView s;
   uint32_t list = 0, comm = 0;
@@ -199,6 +211,9 @@ Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask
   SPROV_TRY(r.need(8ull * nk, "kernel_ips"));
   s.kernel_ips.resize(nk);
   if (nk) std::memcpy(s.kernel_ips.data(), body + r.at, 8ull * nk);
+  r.at += 8ull * nk;
+  s.has_callchain = true;  // the kernel part (record samples with exclude_callchain_user)
+  if (version >= 2) SPROV_TRY(r.u64(&s.period, "period"));
   if (s.user_regs) {  // sp is perf register bit 7 (PERF_REG_X86_SP)
     const int idx = std::popcount(regs_mask & ((1ull << 7) - 1));
     if ((regs_mask >> 7) & 1) std::memcpy(&s.sp, s.regs + 8 * idx, 8);
@@ -212,7 +227,9 @@ Status Profile::index_capture() {
   Reader r{bytes_, len_, 8, "header"};
   uint32_t version = 0, reserved = 0, cl = 0;
   SPROV_TRY(r.u32(&version, "version"));
-  if (version != kVersion) return make_error(SPROV_ERR_UNSUPPORTED, "capture file: version %u (this library reads %u)", version, kVersion);
+  if (version != 1 && version != kVersion)
+    return make_error(SPROV_ERR_UNSUPPORTED, "capture file: version %u (this library reads 1 to %u)", version, kVersion);
+  capture_version_ = version;
   SPROV_TRY(r.u32(&reserved, "reserved"));
   SPROV_TRY(r.u64(&regs_mask_, "sample_regs_user"));
   if (regs_mask_ & ~((1ull << 24) - 1))
@@ -224,6 +241,13 @@ Status Profile::index_capture() {
   SPROV_TRY(r.need(cl, "cmdline"));
   cmdline_.assign(reinterpret_cast<const char*>(bytes_ + r.at), cl);
   r.at += cl;
+  event_.name = "cpu-clock";  // what sprov_record samples
+  event_.clock = true;
+  if (version >= 2) {
+    uint32_t hz = 0;
+    SPROV_TRY(r.u32(&hz, "frequency"));
+    event_.frequency = hz;
+  }
   bool ended = false;
   while (!ended) {
     uint8_t head[8];
@@ -302,7 +326,7 @@ Status Profile::index_capture() {
                             "their definition", rec_at, ref.list, ref.comm);
         if (samples_.size() >= kMaxSamples) return make_error(SPROV_ERR_LIMIT, "capture file: more than %zu samples", kMaxSamples);
         SampleView probe;
-        if (Status st = decode_capture_sample(b.p, b.len, regs_mask_, &probe); !st.ok()) return st;
+        if (Status st = decode_capture_sample(b.p, b.len, regs_mask_, version, &probe); !st.ok()) return st;
         ref.offset = body_at;
         ref.size = blen;
         samples_.push_back(ref);
@@ -319,6 +343,16 @@ Status Profile::index_capture() {
           return make_error(SPROV_ERR_BAD_FORMAT, "capture file: vDSO record of %u bytes (or a second one)", blen);
         vdso_.assign(b.p, b.p + blen);
         break;
+      case kKernel: {
+        uint8_t il = 0;
+        SPROV_TRY(b.u8(&il, "kernel.id_len"));
+        if (il > 20) return make_error(SPROV_ERR_BAD_FORMAT, "capture file: kernel build-id of %u bytes", il);
+        SPROV_TRY(b.need(il, "kernel.build_id"));
+        kernel_id_ = BuildId::from_bytes(b.p + b.at, il);
+        b.at += il;
+        SPROV_TRY(b.u64(&kernel_text_, "kernel.text"));
+        break;
+      }
       case kEnd: {
         uint64_t n = 0;
         SPROV_TRY(b.u64(&n, "end.samples"));

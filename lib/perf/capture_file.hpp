@@ -13,26 +13,32 @@
 
 namespace stackprov::perf {
 
-/// Format, version 1 (all integers little-endian; every length checked on read):
+/// Format, version 2 (all integers little-endian; every length checked on read; version 1
+/// files, without the header's frequency, the samples' period and KERNEL, are read too):
 ///   header: "SPROVCAP", u32 version, u32 reserved (0), u64 sample_regs_user,
-///           u32 sample_stack_user, u32 cmdline_len, cmdline bytes
+///           u32 sample_stack_user, u32 cmdline_len, cmdline bytes, u32 frequency (cpu-clock Hz)
 ///   then records { u8 kind, u8 reserved[3] (0), u32 body_len, body } until END:
 ///   1 MODULES  u32 id (= number of earlier MODULES records), u64 vdso_start, u32 n,
 ///              n × { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id }
 ///   2 COMM     u32 id (= number of earlier COMM records), u32 len, bytes (≤ 64)
 ///   3 SAMPLE   u64 time, u32 pid, tid, list, comm, u64 ip, u64 regs[popcount(sample_regs_user)],
 ///              u8 user_regs, u8 reserved[7], u64 stack_requested, u32 stack_len, stack bytes,
-///              u32 n_kernel, u64 kernel_ips[n_kernel]
+///              u32 n_kernel, u64 kernel_ips[n_kernel], u64 period (ns)
 ///   4 LOST     u64 count
 ///   5 VDSO     the host's vDSO image bytes (≤ 1 MiB), at most once
 ///   6 END      u64 samples written
+///   7 KERNEL   u8 id_len (<= 20), the running kernel's build-id (/sys/kernel/notes), u64 the
+///              address of `_text` (/proc/kallsyms; 0 when hidden), at most once
 /// A MODULES record precedes the first sample that names its id, a COMM record the first
 /// sample naming it. Limits: 2^20 lists, 65536 modules per list, 2^26 samples, 64 KiB stacks,
 /// 1024 kernel frames. Writing is deterministic: the same records give the same bytes.
 class CaptureWriter {
  public:
   /// Takes ownership of nothing; `f` must stay open until finish().
-  CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline);
+  CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline,
+                uint32_t frequency = 0);
+  /// The recording kernel's build-id and `_text` address (KERNEL record).
+  void write_kernel(const BuildId& id, uint64_t text);
   void write_modules(uint32_t id, const ModuleList& list);
   void write_comm(uint32_t id, const std::string& comm);
   void write_vdso(const std::vector<uint8_t>& bytes);
@@ -52,7 +58,7 @@ class CaptureWriter {
 
 constexpr char kCaptureMagic[8] = {'S', 'P', 'R', 'O', 'V', 'C', 'A', 'P'};
 
-/// Decodes the body of a SAMPLE record.
-Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask, SampleView* out);
+/// Decodes the body of a SAMPLE record of a file of `version`.
+Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask, uint32_t version, SampleView* out);
 
 }  // namespace stackprov::perf

@@ -349,6 +349,7 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
     EventAttr e;
     e.type = ld32(a);
     e.config = ld64(a + 8);
+    e.sample_period = ld64(a + 16);
     e.sample_type = ld64(a + 24);
     e.read_format = ld64(a + 32);
     e.flags = ld64(a + 40);

@@ -36,6 +36,7 @@ constexpr uint64_t kContextKernel = static_cast<uint64_t>(-128), kContextUser = 
 struct EventAttr {
   uint32_t type = 0;
   uint64_t config = 0;
+  uint64_t sample_period = 0;  ///< offset 16: the period, or the frequency in Hz when freq() is set
   uint64_t sample_type = 0;
   uint64_t read_format = 0;
   uint64_t flags = 0;  ///< the bitfield word at offset 40 (disabled, inherit, … sample_id_all = bit 18)
@@ -44,6 +45,9 @@ struct EventAttr {
   uint32_t sample_stack_user = 0;
   std::vector<uint64_t> ids;  ///< sample ids of this attribute (the attr's ids section)
   bool sample_id_all() const { return (flags >> 18) & 1; }
+  bool freq() const { return (flags >> 10) & 1; }
+  /// PERF_TYPE_SOFTWARE cpu-clock / task-clock: the period counts nanoseconds.
+  bool clock() const { return type == 1 && (config == 0 || config == 1); }
 };
 
 /// A decoded PERF_RECORD_SAMPLE. Pointers alias the record's bytes.

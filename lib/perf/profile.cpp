@@ -26,8 +26,10 @@ void sample_view_from_perf(const RawSample& r, SampleView* out) {
   SampleView v;
   v.time = r.time;
   v.ip = r.ip;
+  v.period = r.period;
   v.pid = r.pid;
   v.tid = r.tid;
+  v.kernel_mode = (r.misc & kMiscCpumodeMask) == kMiscKernel;
   v.user_regs = r.regs_abi != 0 && r.regs != nullptr;
   v.regs_mask = r.regs_mask;
   v.regs = r.regs;
@@ -39,16 +41,19 @@ void sample_view_from_perf(const RawSample& r, SampleView* out) {
   v.stack = r.stack;
   v.stack_len = r.stack_dyn_size;
   v.stack_requested = r.stack_size;
-  // Callchain: [PERF_CONTEXT_KERNEL, kernel ips…, PERF_CONTEXT_USER, user ip…].
-  bool in_kernel = false;
+  // Callchain: [PERF_CONTEXT_KERNEL, kernel ips…, PERF_CONTEXT_USER, user ips…] (other
+  // contexts, e.g. guest, are skipped); entries before any marker go by the sample's mode.
+  v.has_callchain = r.callchain != nullptr;
+  enum { kNone, kKernel, kUser } part = v.kernel_mode ? kKernel : kUser;
   for (uint64_t i = 0; i < r.callchain_nr && i < 1024; i++) {
     uint64_t ip;
     std::memcpy(&ip, reinterpret_cast<const uint8_t*>(r.callchain) + 8 * i, 8);
     if (ip >= kContextMax) {
-      in_kernel = ip == kContextKernel;
+      part = ip == kContextKernel ? kKernel : ip == kContextUser ? kUser : kNone;
       continue;
     }
-    if (in_kernel) v.kernel_ips.push_back(ip);
+    if (part == kKernel) v.kernel_ips.push_back(ip);
+    else if (part == kUser) v.user_ips.push_back(ip);
   }
   *out = std::move(v);
 }
@@ -98,9 +103,25 @@ Result<std::unique_ptr<Profile>> Profile::from_bytes(std::vector<uint8_t> bytes,
 }
 
 Status Profile::index(const std::string& root, bool open_files) {
-  if (len_ >= 8 && std::memcmp(bytes_, kCaptureMagic, 8) == 0) return index_capture();
-  return index_perf_data(root, open_files);
+  Status st = len_ >= 8 && std::memcmp(bytes_, kCaptureMagic, 8) == 0 ? index_capture() : index_perf_data(root, open_files);
+  if (!st.ok()) return st;
+  // Without files (fuzzing, tests) nothing of this host is read: kernel frames stay unnamed.
+  kernel_ = open_files ? std::make_unique<KernelNamer>(kernel_id_, kernel_text_)
+                       : std::make_unique<KernelNamer>(kernel_id_, kernel_text_, "", "");
+  return {};
 }
+
+namespace {
+/// perf's name of an event (tools/perf/util/evsel.c: hardware and software event names).
+std::string event_name(uint32_t type, uint64_t config) {
+  static const char* const kHw[] = {"cycles", "instructions", "cache-references", "cache-misses",
+                                    "branches", "branch-misses", "bus-cycles"};
+  static const char* const kSw[] = {"cpu-clock", "task-clock", "page-faults", "context-switches", "cpu-migrations"};
+  if (type == 0 && config < 7) return kHw[config];
+  if (type == 1 && config < 5) return kSw[config];
+  return "event";
+}
+}  // namespace
 
 Status Profile::index_perf_data(const std::string& root, bool open_files) {
   format_ = ProfileFormat::kPerfData;
@@ -109,8 +130,13 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
   perf_ = std::make_unique<PerfData>(std::move(pd).value());
   const PerfData& d = *perf_;
   cmdline_ = d.cmdline();
-  regs_mask_ = d.decoder().attrs()[0].sample_regs_user;
-  stack_user_ = d.decoder().attrs()[0].sample_stack_user;
+  const EventAttr& attr0 = d.decoder().attrs()[0];
+  regs_mask_ = attr0.sample_regs_user;
+  stack_user_ = attr0.sample_stack_user;
+  event_.name = event_name(attr0.type, attr0.config);
+  event_.clock = attr0.clock();
+  (attr0.freq() ? event_.frequency : event_.period) = attr0.sample_period;
+  if (auto k = d.build_ids().find("[kernel.kallsyms]"); k != d.build_ids().end()) kernel_id_ = k->second;
   ModuleTracker tracker(root, d.build_ids(), open_files ? read_own_vdso() : std::vector<uint8_t>{}, open_files);
   std::map<std::string, uint32_t> comm_ids;
   std::map<uint32_t, uint32_t> tid_comm;
@@ -130,7 +156,10 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
       case kRecordMmap2: {
         RawMmap m;
         st = d.decoder().decode_mmap(rec, r.size, &m);
-        if (st.ok()) tracker.on_mmap(m);
+        // The kernel's map: "[kernel.kallsyms]_text", pid -1, pgoff = `_text` at recording
+        // time (tools/perf/util/synthetic-events.c perf_event__synthesize_kernel_mmap).
+        if (st.ok() && m.pid == UINT32_MAX && m.path.rfind("[kernel.kallsyms]", 0) == 0) kernel_text_ = m.pgoff;
+        else if (st.ok()) tracker.on_mmap(m);
         break;
       }
       case kRecordComm: {
@@ -194,7 +223,7 @@ Status Profile::view(size_t i, SampleView* out) const {
   if (i >= samples_.size())
     return make_error(SPROV_ERR_INVALID_ARG, "sample index %zu out of range (%zu samples)", i, samples_.size());
   const SampleRef& ref = samples_[i];
-  if (format_ == ProfileFormat::kCapture) return decode_capture_sample(bytes_ + ref.offset, ref.size, regs_mask_, out);
+  if (format_ == ProfileFormat::kCapture) return decode_capture_sample(bytes_ + ref.offset, ref.size, regs_mask_, capture_version_, out);
   RawSample r;
   if (Status st = perf_->decoder().decode_sample(bytes_ + ref.offset, ref.size, &r); !st.ok()) return st;
   sample_view_from_perf(r, out);

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "memory/snapshot.hpp"
+#include "perf/kernel_symbols.hpp"
 #include "perf/module_tracker.hpp"
 #include "perf/perf_data.hpp"
 
@@ -26,11 +27,14 @@ struct SampleRef {
   uint32_t comm = 0;  ///< index into Profile::comms()
 };
 
-/// The user registers, user stack and kernel callchain of one sample.
+/// The user registers, user stack and callchain of one sample.
 struct SampleView {
   uint64_t time = 0, ip = 0, sp = 0;
+  uint64_t period = 0;  ///< PERF_SAMPLE_PERIOD (ns for cpu-clock); 0 when not recorded
   uint32_t pid = 0, tid = 0;
-  bool user_regs = false;  ///< false: no user context (kernel thread)
+  bool user_regs = false;  ///< false: no user context (kernel thread, or no REGS_USER sampled)
+  bool has_callchain = false;  ///< the sample holds PERF_SAMPLE_CALLCHAIN
+  bool kernel_mode = false;    ///< sampled in kernel mode (header misc cpumode)
   uint64_t regs_mask = 0;  ///< perf sample_regs_user bits
   const uint8_t* regs = nullptr;  ///< popcount(regs_mask) little-endian u64 values
   uint32_t regs_count = 0;
@@ -38,9 +42,11 @@ struct SampleView {
   uint64_t stack_len = 0;          ///< bytes copied (dyn_size)
   uint64_t stack_requested = 0;    ///< bytes asked for (sample_stack_user)
   std::vector<uint64_t> kernel_ips;  ///< kernel part of the callchain, leaf first
+  std::vector<uint64_t> user_ips;    ///< user part of the callchain, leaf first (perf record -g)
 };
 
-/// Converts a decoded perf sample into a view (user regs, sp, stack, kernel callchain part).
+/// Converts a decoded perf sample into a view (user regs, sp, stack, the callchain's kernel
+/// and user parts split at the PERF_CONTEXT_KERNEL / PERF_CONTEXT_USER markers).
 void sample_view_from_perf(const RawSample& r, SampleView* out);
 
 class Profile {
@@ -67,6 +73,18 @@ class Profile {
   const std::string& warnings() const { return warnings_; }
   uint64_t sample_regs_user() const { return regs_mask_; }
   uint32_t sample_stack_user() const { return stack_user_; }
+  /// The sampling event: frequency mode (Hz) or a fixed period; clock events count nanoseconds.
+  struct Event {
+    std::string name;  ///< "cpu-clock", "task-clock", "cycles", ... ("event" when unknown)
+    bool clock = false;
+    uint64_t frequency = 0, period = 0;
+  };
+  const Event& event() const { return event_; }
+  /// The kernel build-id the recording holds (perf.data HEADER_BUILD_ID "[kernel.kallsyms]",
+  /// capture file KERNEL record); empty when none.
+  const BuildId& kernel_build_id() const { return kernel_id_; }
+  /// Names kernel addresses of this recording (checks build-ids first; see KernelNamer).
+  KernelNamer& kernel_namer() const { return *kernel_; }
 
   /// Decodes sample `i` (pointers alias the file bytes).
   Status view(size_t i, SampleView* out) const;
@@ -96,7 +114,12 @@ class Profile {
   uint64_t lost_ = 0, records_ = 0;
   uint64_t regs_mask_ = 0;
   uint32_t stack_user_ = 0;
+  uint32_t capture_version_ = 0;
   std::string cmdline_, warnings_;
+  Event event_;
+  BuildId kernel_id_;
+  uint64_t kernel_text_ = 0;  ///< `_text` when recorded (KASLR), 0 when unknown
+  std::unique_ptr<KernelNamer> kernel_;
 };
 
 }  // namespace stackprov::perf

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,6 +27,7 @@
 #include "arch/x86_64/registers.hpp"
 #include "core/module_map.hpp"
 #include "perf/capture_file.hpp"
+#include "perf/kernel_symbols.hpp"
 #include "perf/module_tracker.hpp"
 #include "perf/perf_data.hpp"
 
@@ -77,7 +79,7 @@ perf_event_attr make_attr(const RecordOptions& o, bool enable_on_exec, bool buil
   a.freq = 1;
   a.sample_freq = o.frequency;
   a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN |
-                  PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+                  PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
   a.sample_regs_user = arch::x86_64::kPerfRegsMask;
   a.sample_stack_user = o.stack_size;
   a.exclude_callchain_user = 1;
@@ -110,8 +112,12 @@ EventAttr to_event_attr(const perf_event_attr& a) {
 class Session {
  public:
   Session(const RecordOptions& o, FILE* f, const std::string& cmdline)
-      : tracker_(o.root, {}, read_own_vdso()), writer_(f, arch::x86_64::kPerfRegsMask, o.stack_size, cmdline) {
+      : tracker_(o.root, {}, read_own_vdso()),
+        writer_(f, arch::x86_64::kPerfRegsMask, o.stack_size, cmdline, o.frequency) {
     writer_.write_vdso(tracker_.vdso_bytes());
+    // The kernel that is sampled, so that perf-import names its frames only on this kernel.
+    auto kid = running_kernel_build_id();
+    writer_.write_kernel(kid.ok() ? kid.value() : BuildId{}, running_kernel_text());
   }
   Status init(const perf_event_attr& a) { return decoder_.init({to_event_attr(a)}); }
   ModuleTracker& tracker() { return tracker_; }
@@ -186,7 +192,11 @@ class Session {
           lists_written_++;
         }
         auto c = tid_comm_.find(s.tid);
-        const uint32_t comm = c != tid_comm_.end() ? c->second : comm_id(":" + std::to_string(s.tid));
+        // A thread without a COMM: ":TID", as perf names it. (Not ":" + to_string(): GCC 12's
+        // -Wrestrict misfires on that concatenation.)
+        std::string unnamed(1, ':');
+        if (c == tid_comm_.end()) unnamed += std::to_string(s.tid);
+        const uint32_t comm = c != tid_comm_.end() ? c->second : comm_id(unnamed);
         writer_.write_sample(v, list, comm);
         samples_++;
         break;
@@ -259,43 +269,59 @@ Error open_error(int e, const std::string& what) {
 
 }  // namespace
 
-Status record(const RecordOptions& o, RecordStats* stats) {
+namespace {
+
+/// Records into `f` (see record()).
+Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   const int ncpu = static_cast<int>(sysconf(_SC_NPROCESSORS_CONF));
-  if (ncpu <= 0 || ncpu > 4096) return make_error(SPROV_ERR_UNSUPPORTED, "record: %d CPUs", ncpu);
-  FILE* f = fopen(o.output.c_str(), "wb");
-  if (f == nullptr) return make_error(-errno, "record: %s: %s", o.output.c_str(), strerror(errno));
-  struct FileCloser {
-    FILE* f;
-    ~FileCloser() { fclose(f); }
-  } closer{f};
+  if (ncpu <= 0 || ncpu > 4096) return make_error(SPROV_ERR_UNSUPPORTED, "%d CPUs are not supported", ncpu);
+  // perf_event_open refuses a frequency above the kernel's limit with EINVAL: say so first.
+  const std::string max_rate = read_file("/proc/sys/kernel/perf_event_max_sample_rate");
+  if (!max_rate.empty() && o.frequency > std::strtoull(max_rate.c_str(), nullptr, 10))
+    return make_error(SPROV_ERR_INVALID_ARG, "frequency %u Hz exceeds kernel.perf_event_max_sample_rate (%llu)",
+                      o.frequency, std::strtoull(max_rate.c_str(), nullptr, 10));
 
   // Targets: a started command (stopped until the events exist) or the threads of `pid`.
   pid_t child = -1;
   int go_pipe[2] = {-1, -1};
+  int exec_pipe[2] = {-1, -1};  // the child's execvp errno, or EOF (close-on-exec) once it ran
   std::vector<pid_t> tids;
   std::string cmdline;
   if (!o.argv.empty()) {
     for (const std::string& a : o.argv) cmdline += (cmdline.empty() ? "" : " ") + a;
-    if (pipe2(go_pipe, O_CLOEXEC) != 0) return make_error(-errno, "record: pipe: %s", strerror(errno));
+    if (pipe2(go_pipe, O_CLOEXEC) != 0) return make_error(-errno, "pipe: %s", strerror(errno));
+    if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+      const int e = errno;
+      close(go_pipe[0]);
+      close(go_pipe[1]);
+      return make_error(-e, "pipe: %s", strerror(e));
+    }
     child = fork();
-    if (child < 0) return make_error(-errno, "record: fork: %s", strerror(errno));
+    if (child < 0) return make_error(-errno, "fork: %s", strerror(errno));
     if (child == 0) {
       close(go_pipe[1]);
+      close(exec_pipe[0]);
       char c;
       if (read(go_pipe[0], &c, 1) != 1) _exit(127);
       std::vector<char*> args;
       for (const std::string& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
       execvp(args[0], args.data());
-      fprintf(stderr, "stackprov record: exec %s: %s\n", args[0], strerror(errno));
+      const int e = errno;
+      if (write(exec_pipe[1], &e, sizeof(e)) != static_cast<ssize_t>(sizeof(e))) { /* the parent sees EOF */ }
       _exit(127);
     }
     close(go_pipe[0]);
+    close(exec_pipe[1]);
     tids.push_back(child);
   } else {
     const std::string task = "/proc/" + std::to_string(o.pid) + "/task";
     DIR* d = opendir(task.c_str());
-    if (d == nullptr) return make_error(errno == ENOENT ? -ESRCH : -errno, "record: pid %lld: %s", static_cast<long long>(o.pid), strerror(errno));
+    if (d == nullptr) {
+      const int e = errno;
+      if (e == ENOENT) return make_error(-ESRCH, "no process with pid %lld", static_cast<long long>(o.pid));
+      return make_error(-e, "pid %lld: %s", static_cast<long long>(o.pid), strerror(e));
+    }
     while (dirent* e = readdir(d))
       if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(static_cast<pid_t>(atoi(e->d_name)));
     closedir(d);
@@ -304,6 +330,12 @@ Status record(const RecordOptions& o, RecordStats* stats) {
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
   }
+  struct PipeCloser {
+    int* fd;
+    ~PipeCloser() {
+      if (*fd >= 0) close(*fd);
+    }
+  } exec_closer{&exec_pipe[0]}, go_closer{&go_pipe[1]};
   auto abort_child = [&] {
     if (child > 0) {
       kill(child, SIGKILL);
@@ -342,7 +374,7 @@ Status record(const RecordOptions& o, RecordStats* stats) {
         if (m == MAP_FAILED) {
           const int e = errno;
           abort_child();
-          return make_error(-e, "record: mmap of the cpu %d ring (%zu pages): %s", cpu, kDataPages + 1, strerror(e));
+          return make_error(-e, "mmap of the cpu %d ring (%zu pages): %s", cpu, kDataPages + 1, strerror(e));
         }
         r.fd = fd;
         r.base = m;
@@ -351,13 +383,13 @@ Status record(const RecordOptions& o, RecordStats* stats) {
       } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r.fd) != 0) {
         const int e = errno;
         abort_child();
-        return make_error(-e, "record: PERF_EVENT_IOC_SET_OUTPUT on cpu %d: %s", cpu, strerror(e));
+        return make_error(-e, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d: %s", cpu, strerror(e));
       }
     }
   }
   if (ev.fds.empty()) {
     abort_child();
-    return make_error(-ESRCH, "record: no thread of pid %lld could be sampled", static_cast<long long>(o.pid));
+    return make_error(-ESRCH, "no thread of pid %lld could be sampled", static_cast<long long>(o.pid));
   }
 
   Session session(o, f, cmdline);
@@ -379,8 +411,18 @@ Status record(const RecordOptions& o, RecordStats* stats) {
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, &old);
   if (child > 0) {
-    if (write(go_pipe[1], "x", 1) != 1) { /* the child reports the failure */ }
+    if (write(go_pipe[1], "x", 1) != 1) { /* the child sees EOF and exits */ }
     close(go_pipe[1]);
+    go_pipe[1] = -1;
+    int exec_errno = 0;
+    ssize_t n;
+    do n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+    while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
+      sigaction(SIGINT, &old, nullptr);
+      waitpid(child, nullptr, 0);
+      return make_error(-exec_errno, "cannot run '%s': %s", o.argv[0].c_str(), strerror(exec_errno));
+    }
   }
   const double start = now_ms();
   bool target_gone = false;
@@ -421,6 +463,39 @@ Status record(const RecordOptions& o, RecordStats* stats) {
     stats->exit_status = status;
   }
   return session.finish(stats);
+}
+
+}  // namespace
+
+Status record(const RecordOptions& o, RecordStats* stats) {
+  // The capture is written to a temp file beside the output and renamed over it only when the
+  // recording succeeded: a failed record leaves no file behind (and an older one untouched).
+  struct stat st;
+  if (stat(o.output.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return make_error(SPROV_ERR_INVALID_ARG, "output '%s' is a directory", o.output.c_str());
+  std::string tmp = o.output + ".tmp.XXXXXX";
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    return make_error(-e, "cannot create a file beside '%s': %s", o.output.c_str(), strerror(e));
+  }
+  fchmod(fd, 0644);
+  FILE* f = fdopen(fd, "wb");
+  if (f == nullptr) {
+    const int e = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return make_error(-e, "%s: %s", tmp.c_str(), strerror(e));
+  }
+  Status result = record_to(o, f, stats);
+  if (result.ok() && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+    result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
+  if (fclose(f) != 0 && result.ok())
+    result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
+  if (result.ok() && rename(tmp.c_str(), o.output.c_str()) != 0)
+    result = make_error(-errno, "rename to '%s' failed: %s", o.output.c_str(), strerror(errno));
+  if (!result.ok()) unlink(tmp.c_str());
+  return result;
 }
 
 }  // namespace stackprov::perf

@@ -21,6 +21,7 @@ enum class Method : uint8_t {
   kPrologue = SPROV_METHOD_PROLOGUE,
   kBadPcReturn = SPROV_METHOD_BAD_PC_RETURN,
   kCfiBundle = SPROV_METHOD_CFI_BUNDLE,
+  kCallchain = SPROV_METHOD_CALLCHAIN,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.

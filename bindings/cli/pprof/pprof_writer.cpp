@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <map>
 #include <unordered_map>
 
 #include "profile.pb.h"
@@ -60,13 +61,21 @@ bool gzip_write(FILE* f, const std::string& data, std::string* err) {
 
 bool write_pprof(FILE* f, const StackAggregator& agg, const std::vector<std::string>& comms,
                  const std::vector<std::string>& names, const std::vector<std::string>& linkage,
-                 const std::vector<PprofMapping>& mappings, const PprofFrameMappings& frame_mappings,
+                 const std::vector<PprofMapping>& mappings, const PprofLocations& locations, const PprofMeta& meta,
                  std::string* err) {
   perftools::profiles::Profile prof;
   Strings st(&prof);
   auto* vt = prof.add_sample_type();
   vt->set_type(st.id("samples"));
   vt->set_unit(st.id("count"));
+  vt = prof.add_sample_type();
+  vt->set_type(st.id(meta.value_type));
+  vt->set_unit(st.id(meta.value_unit));
+  prof.mutable_period_type()->set_type(st.id(meta.value_type));
+  prof.mutable_period_type()->set_unit(st.id(meta.value_unit));
+  prof.set_period(meta.period);
+  prof.set_default_sample_type(st.id(meta.value_type));
+  for (const std::string& c : meta.comments) prof.add_comment(st.id(c));
   for (size_t i = 0; i < mappings.size(); i++) {
     const auto& m = mappings[i];
     auto* pm = prof.add_mapping();
@@ -77,13 +86,29 @@ bool write_pprof(FILE* f, const StackAggregator& agg, const std::vector<std::str
     pm->set_filename(st.id(m.filename));
     pm->set_build_id(st.id(m.build_id));
     pm->set_has_functions(true);
+    pm->set_has_filenames(m.lines);
+    pm->set_has_line_numbers(m.lines);
+    pm->set_has_inline_frames(m.lines);
   }
-  std::vector<uint64_t> func_ids(names.size(), 0);
+  std::map<std::pair<std::string, std::string>, uint64_t> func_ids;  // (name, file) -> id
+  auto function = [&](const PprofLine& l) {
+    auto [it, fresh] = func_ids.emplace(std::make_pair(l.function, l.filename), func_ids.size() + 1);
+    if (fresh) {
+      auto* fn = prof.add_function();
+      fn->set_id(it->second);
+      fn->set_name(st.id(l.function));
+      fn->set_system_name(st.id(l.system_name.empty() ? l.function : l.system_name));
+      fn->set_filename(st.id(l.filename));
+      fn->set_start_line(l.start_line);
+    }
+    return it->second;
+  };
   std::map<std::pair<uint64_t, uint32_t>, uint64_t> loc_ids;
   const int64_t comm_key = st.id("comm");
   for (const auto& e : agg.entries()) {
     auto* s = prof.add_sample();
     s->add_value(static_cast<int64_t>(e.count));
+    s->add_value(static_cast<int64_t>(e.period));
     auto* l = s->add_label();
     l->set_key(comm_key);
     l->set_str(st.id(e.comm < comms.size() ? comms[e.comm] : "[unknown]"));
@@ -92,19 +117,23 @@ bool write_pprof(FILE* f, const StackAggregator& agg, const std::vector<std::str
       const uint32_t name = e.names[i];
       auto [it, fresh] = loc_ids.emplace(std::make_pair(pc, name), loc_ids.size() + 1);
       if (fresh) {
-        if (func_ids[name] == 0) {
-          auto* fn = prof.add_function();
-          func_ids[name] = static_cast<uint64_t>(prof.function_size());
-          fn->set_id(func_ids[name]);
-          fn->set_name(st.id(names[name]));
-          fn->set_system_name(st.id(name < linkage.size() && !linkage[name].empty() ? linkage[name] : names[name]));
-        }
         auto* loc = prof.add_location();
         loc->set_id(it->second);
         loc->set_address(pc);
-        auto fm = frame_mappings.find(it->first);
-        if (fm != frame_mappings.end() && fm->second != 0) loc->set_mapping_id(fm->second);
-        loc->add_line()->set_function_id(func_ids[name]);
+        auto li = locations.find(it->first);
+        if (li != locations.end() && li->second.mapping != 0) loc->set_mapping_id(li->second.mapping);
+        if (li != locations.end() && !li->second.lines.empty()) {
+          for (const PprofLine& pl : li->second.lines) {
+            auto* line = loc->add_line();
+            line->set_function_id(function(pl));
+            line->set_line(pl.line);
+          }
+        } else {
+          PprofLine pl;
+          pl.function = names[name];
+          pl.system_name = name < linkage.size() ? linkage[name] : "";
+          loc->add_line()->set_function_id(function(pl));
+        }
       }
       s->add_location_id(it->second);
     }

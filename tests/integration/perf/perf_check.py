@@ -31,13 +31,31 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def script_args():
+    """The arguments of the perf check scripts: --stackprov BINARY --source-dir DIR."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--source-dir", required=True)
+    return ap.parse_args()
+
+
+def finish(failures, workdir):
+    """The verdict of a check script: FAIL with every failure (the work directory kept for a look), or PASS."""
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
 def strip_version(name):
     return re.sub(r"@+[A-Za-z0-9_.]+$", "", name) if name else name
 
 
-def parse_perf_script(text, comms=None, kernel_counts=None):
+def parse_perf_script(text, comms=None, kernel_names=None):
     """{(tid, time_us): [(addr, sym, dso)...]} user frames only, leaf first; plus kernel-frame sample keys.
-    comms / kernel_counts (optional dicts): each sample's comm and number of kernel frames."""
+    comms / kernel_names (optional dicts): each sample's comm and its kernel frames' names, leaf first."""
     samples, kernel = {}, set()
     cur = None
     key = None
@@ -67,8 +85,8 @@ def parse_perf_script(text, comms=None, kernel_counts=None):
             sym, start = sm.group(1), addr - int(sm.group(2), 16)
         if dso == "[kernel.kallsyms]" or dso.startswith("[kernel"):
             kernel.add(key)
-            if kernel_counts is not None:
-                kernel_counts[key] = kernel_counts.get(key, 0) + 1
+            if kernel_names is not None:
+                kernel_names.setdefault(key, []).append(sym)
             continue
         cur.append((addr, sym, dso, start))
     return samples, kernel
@@ -168,16 +186,18 @@ def compare(perf_samples, sp_lines, classes, examples, inexact=None, aliases=Non
     return agree, total
 
 
-def perf_folded(perf_samples, comms, kernel_counts, aliases):
+def perf_folded(perf_samples, comms, kernel_names, aliases):
     """perf script's samples as folded stacks, the way `perf-import --format folded` writes them:
-    comm;outermost;...;leaf, one "[unknown]" per kernel frame at the leaf end, symbol versions
-    dropped, and a name perf chose among aliases of one symbol (same start address, checked
-    sample by sample) spelled as ours. Returns {key: line} (one line per sample)."""
+    comm;outermost;...;leaf, kernel frames (named from kallsyms by perf) after the user ones with
+    the `_[k]` suffix of stackcollapse-perf.pl --kernel, symbol versions dropped, and a name perf
+    chose among aliases of one symbol (same start address, checked sample by sample) spelled as
+    ours. Returns {key: line} (one line per sample)."""
     out = {}
     for key, frames in perf_samples.items():
         names = [aliases.get(strip_version(sym), strip_version(sym)) if sym != "[unknown]" else "[unknown]"
                  for _, sym, _, _ in frames]
-        out[key] = ";".join([comms.get(key, "[unknown]")] + names[::-1] + ["[unknown]"] * kernel_counts.get(key, 0))
+        kernel = [k + "_[k]" for k in kernel_names.get(key, [])]
+        out[key] = ";".join([comms.get(key, "[unknown]")] + names[::-1] + kernel[::-1])
     return out
 
 
@@ -212,6 +232,12 @@ def strip_folded(line):
     return ";".join(strip_version(n) for n in line.split(";"))
 
 
+def protoc_string(v):
+    """A protoc text-format string literal: C escapes (\\n, \\', \\ooo octal bytes of UTF-8)."""
+    raw = v[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+    return raw.encode("latin-1").decode("utf-8", "replace")
+
+
 def parse_protoc_text(text):
     """protoc --decode text format -> nested dicts of lists (scalars as str/int)."""
     root, stack = {}, []
@@ -229,7 +255,7 @@ def parse_protoc_text(text):
             cur = node
         else:
             k, _, v = t.partition(": ")
-            v = json.loads(v) if v.startswith('"') else (int(v) if re.match(r"^-?[0-9]+$", v) else v)
+            v = protoc_string(v) if v.startswith('"') else (int(v) if re.match(r"^-?[0-9]+$", v) else v)
             cur.setdefault(k, []).append(v)
     return root
 
@@ -262,8 +288,12 @@ def check_pprof(stackprov, workdir, name, data, perf_lines, inexact):
     if not strings or strings[0] != "":
         failures.append("%s: pprof string_table[0] is not empty" % name)
     funcs = {f["id"][0]: strings[f.get("name", [0])[0]] for f in p.get("function", [])}
-    locs = {l["id"][0]: funcs[l["line"][0]["function_id"][0]] for l in p.get("location", [])}
     maps = {m["id"][0]: strings[m.get("filename", [0])[0]] for m in p.get("mapping", [])}
+    # A Location's last Line is the physical function (the ones before it were inlined into it);
+    # kernel frames are the locations of a "[kernel.kallsyms]" mapping, `_[k]` in folded output.
+    locs = {l["id"][0]: funcs[l["line"][-1]["function_id"][0]] +
+            ("_[k]" if maps.get(l.get("mapping_id", [0])[0], "").startswith("[kernel") else "")
+            for l in p.get("location", [])}
     stacks = collections.Counter()
     samples = p.get("sample", [])
     for s in samples:
@@ -283,13 +313,13 @@ def check_profile(stackprov, perf, workdir, name, cmd, min_agree):
     data = os.path.join(workdir, name + ".data")
     run([perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,8192", "-o", data, "--"] + cmd)
     script = run([perf, "script", "-i", data, "-F", "comm,tid,time,ip,sym,symoff,dso", "--no-inline"]).stdout
-    comms, kernel_counts = {}, {}
-    perf_samples, kernel_keys = parse_perf_script(script, comms, kernel_counts)
+    comms, kernel_names = {}, {}
+    perf_samples, kernel_keys = parse_perf_script(script, comms, kernel_names)
     js = run([stackprov, "perf-import", data, "--format", "json", "--quiet"]).stdout
     lines = [json.loads(l) for l in js.splitlines() if l.strip()]
     classes, examples, inexact, aliases = collections.Counter(), [], set(), {}
     agree, total = compare(perf_samples, lines, classes, examples, inexact, aliases)
-    perf_lines = perf_folded(perf_samples, comms, kernel_counts, aliases)
+    perf_lines = perf_folded(perf_samples, comms, kernel_names, aliases)
     if aliases:
         print("%s: aliases (perf's name -> ours, same symbol start): %s" % (name, aliases))
     pct = 100.0 * agree / max(total, 1)
@@ -475,12 +505,7 @@ def main():
     failures += check_record(args.stackprov, workdir, spin)
     failures += check_record_pid(args.stackprov, workdir, spin)
     failures += check_malformed(args.stackprov, workdir, data)
-    if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
-        return 1
-    shutil.rmtree(workdir, ignore_errors=True)
-    print("PASS")
-    return 0
+    return finish(failures, workdir)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernel frame names: /proc/kallsyms read as perf reads it, the running kernel's build-id, the check against a recording's.
+#include "perf/kernel_symbols.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "elf/elf_bytes.hpp"
+
+namespace stackprov::perf {
+
+namespace {
+
+// Symbol bindings as perf derives them from the kallsyms type letter
+// (tools/lib/symbol/kallsyms.h kallsyms2elf_binding): 'W' weak, other upper case global.
+enum class Binding : uint8_t { kLocal, kGlobal, kWeak };
+
+struct Entry {
+  uint64_t start = 0, end = 0;
+  Binding binding = Binding::kLocal;
+  std::string name, module;
+};
+
+size_t leading_underscores(const std::string& s) {
+  size_t n = 0;
+  while (n < s.size() && s[n] == '_') n++;
+  return n;
+}
+
+/// perf 6.1 tools/perf/util/symbol.c choose_best_symbol (+ the default arch__choose_best_symbol):
+/// true when `a` is kept over `b`.
+bool keep_first(const Entry& a, const Entry& b) {
+  const bool a_len = a.end > a.start, b_len = b.end > b.start;
+  if (a_len != b_len) return a_len;
+  const bool a_weak = a.binding == Binding::kWeak, b_weak = b.binding == Binding::kWeak;
+  if (a_weak != b_weak) return !a_weak;
+  const bool a_glob = a.binding == Binding::kGlobal, b_glob = b.binding == Binding::kGlobal;
+  if (a_glob != b_glob) return a_glob;
+  const size_t ua = leading_underscores(a.name), ub = leading_underscores(b.name);
+  if (ua != ub) return ua < ub;
+  if (a.name.size() != b.name.size()) return a.name.size() > b.name.size();
+  if (a.name.rfind("SyS", 0) == 0 || a.name.rfind("compat_SyS", 0) == 0) return false;
+  return true;
+}
+
+std::string read_text(const std::string& path, int* err) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    *err = errno ? errno : ENOENT;
+    return {};
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *err = 0;
+  return ss.str();
+}
+
+constexpr uint64_t kPage = 4096;
+uint64_t roundup_page(uint64_t v) { return (v + kPage - 1) / kPage * kPage; }
+
+}  // namespace
+
+KernelSymbols KernelSymbols::parse(const std::string& text) {
+  KernelSymbols out;
+  std::vector<Entry> all;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    const char* p = text.data() + at;
+    const char* end = text.data() + nl;
+    at = nl + 1;
+    // "ADDR TYPE NAME[\t[MODULE]]" (kernel/kallsyms.c s_show)
+    uint64_t addr = 0;
+    const char* q = p;
+    while (q < end && std::isxdigit(static_cast<unsigned char>(*q))) {
+      const char c = *q++;
+      addr = addr * 16 + static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    if (q == p || q + 3 > end || *q != ' ' || q[2] != ' ') continue;
+    const char type = q[1];
+    const char* name_begin = q + 3;
+    const char* tab = static_cast<const char*>(std::memchr(name_begin, '\t', static_cast<size_t>(end - name_begin)));
+    std::string name(name_begin, tab ? tab : end);
+    std::string module;
+    if (tab != nullptr) {
+      module.assign(tab + 1, end);
+      while (!module.empty() && (module.back() == ' ' || module.back() == '\r')) module.pop_back();
+    }
+    if (addr != 0) out.nonzero_++;
+    if (name == "_text" && module.empty()) out.text_ = addr;
+    const char up = static_cast<char>(std::toupper(static_cast<unsigned char>(type)));
+    if (up != 'T' && up != 'W' && up != 'D' && up != 'B') continue;  // symbol_type__filter
+    if (name.empty() || name[0] == '$') continue;
+    // maps__split_kallsyms drops x86_64's entry trampoline symbols.
+    if (name == "__entry_SYSCALL_64_trampoline") continue;
+    Entry e;
+    e.start = addr;
+    e.binding = type == 'W' ? Binding::kWeak : std::isupper(static_cast<unsigned char>(type)) ? Binding::kGlobal
+                                                                                             : Binding::kLocal;
+    e.name = std::move(name);
+    e.module = module.empty() ? "[kernel.kallsyms]" : module;
+    e.end = module.empty() ? 0 : 1;  // reused below as "is a module symbol" until ends are fixed
+    all.push_back(std::move(e));
+  }
+  if (out.nonzero_ == 0) return out;  // kptr_restrict: every address reads as 0
+  std::stable_sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) { return a.start < b.start; });
+  // symbols__fixup_end(.., is_kallsyms = true): a symbol ends where the next begins; the last
+  // kernel (or module) symbol before a module (or kernel) one at the next page + 4096.
+  std::vector<bool> is_mod(all.size());
+  for (size_t i = 0; i < all.size(); i++) is_mod[i] = all[i].end != 0;
+  for (size_t i = 0; i < all.size(); i++) all[i].end = all[i].start;
+  for (size_t i = 0; i + 1 < all.size(); i++) {
+    if (is_mod[i] != is_mod[i + 1]) all[i].end = roundup_page(all[i].start + kPage);
+    else all[i].end = all[i + 1].start;
+  }
+  if (!all.empty() && all.back().end == all.back().start) all.back().end = roundup_page(all.back().start) + kPage;
+  // symbols__fixup_duplicate: of the symbols at one address, the one choose_best_symbol keeps.
+  for (size_t i = 0; i < all.size();) {
+    size_t best = i, j = i + 1;
+    for (; j < all.size() && all[j].start == all[i].start; j++)
+      if (!keep_first(all[best], all[j])) best = j;
+    Symbol s;
+    s.start = all[best].start;
+    s.end = all[best].end;
+    s.name = std::move(all[best].name);
+    s.module = std::move(all[best].module);
+    out.syms_.push_back(std::move(s));
+    i = j;
+  }
+  return out;
+}
+
+const KernelSymbols::Symbol* KernelSymbols::find(uint64_t addr) const {
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), addr, [](uint64_t a, const Symbol& s) { return a < s.start; });
+  if (it == syms_.begin()) return nullptr;
+  --it;
+  // symbols__find: start <= addr < end (addr == end only for an empty symbol).
+  if (addr < it->end || (addr == it->start && it->end == it->start)) return &*it;
+  return nullptr;
+}
+
+BuildId kernel_build_id_from_notes(const std::string& notes) {
+  elf::detail::ByteView v(reinterpret_cast<const uint8_t*>(notes.data()), notes.size(), false);
+  auto id = elf::detail::find_gnu_build_id(v, 4);
+  return id ? *id : BuildId{};
+}
+
+Result<BuildId> running_kernel_build_id(const std::string& notes_path) {
+  int err = 0;
+  const std::string notes = read_text(notes_path, &err);
+  if (err != 0) return make_error(-err, "%s: %s", notes_path.c_str(), strerror(err));
+  BuildId id = kernel_build_id_from_notes(notes);
+  if (id.empty()) return make_error(SPROV_ERR_NOT_FOUND, "%s holds no GNU build-id note", notes_path.c_str());
+  return id;
+}
+
+uint64_t running_kernel_text(const std::string& kallsyms_path) {
+  std::ifstream f(kallsyms_path);
+  std::string line;
+  while (std::getline(f, line)) {
+    // "ffffffff81000000 T _text"
+    if (line.size() > 19 && line.compare(line.size() - 6, 6, " _text") == 0 && line[line.size() - 8] == ' ')
+      return std::strtoull(line.c_str(), nullptr, 16);
+  }
+  return 0;
+}
+
+KernelNamer::KernelNamer(BuildId recorded, uint64_t recorded_text, std::string notes_path, std::string kallsyms_path)
+    : recorded_(recorded), recorded_text_(recorded_text), kallsyms_path_(std::move(kallsyms_path)) {
+  auto running = running_kernel_build_id(notes_path);
+  if (!running.ok()) {
+    naming_ = KernelNaming::kUnavailable;
+    note_ = "kernel frames left unnamed: the running kernel's build-id cannot be read (" + running.error().message + ")";
+    return;
+  }
+  running_ = running.value();
+  if (recorded_.empty()) {
+    naming_ = KernelNaming::kUnchecked;
+    note_ = "kernel frames named from " + kallsyms_path_ + " of the running kernel (build-id " + running_.hex() +
+            "), unchecked: the recording holds no kernel build-id";
+  } else if (recorded_ != running_) {
+    naming_ = KernelNaming::kMismatch;
+    note_ = "kernel frames left unnamed: recorded on kernel build-id " + recorded_.hex() +
+            ", the running kernel's is " + running_.hex() + " (" + notes_path + ")";
+  } else {
+    naming_ = KernelNaming::kNamed;
+    note_ = "kernel frames named from " + kallsyms_path_ + " (kernel build-id " + running_.hex() +
+            ", the recording's)";
+  }
+}
+
+void KernelNamer::load() {
+  loaded_ = true;
+  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked) return;
+  int err = 0;
+  const std::string text = read_text(kallsyms_path_, &err);
+  if (err != 0) {
+    naming_ = KernelNaming::kUnavailable;
+    note_ = "kernel frames left unnamed: " + kallsyms_path_ + ": " + strerror(err);
+    return;
+  }
+  syms_ = KernelSymbols::parse(text);
+  if (syms_.size() == 0) {
+    naming_ = KernelNaming::kUnavailable;
+    note_ = "kernel frames left unnamed: " + kallsyms_path_ +
+            (syms_.nonzero_lines() == 0 ? " shows every address as 0 (kernel.kptr_restrict; run as root or lower it)"
+                                        : " holds no function symbols");
+    return;
+  }
+  if (recorded_text_ != 0 && syms_.text_address() != 0 && recorded_text_ != syms_.text_address()) {
+    delta_ = static_cast<int64_t>(syms_.text_address() - recorded_text_);
+    char b[160];
+    snprintf(b, sizeof(b), " (relocated: _text was 0x%llx when recorded, 0x%llx now)",
+             static_cast<unsigned long long>(recorded_text_), static_cast<unsigned long long>(syms_.text_address()));
+    note_ += b;
+  }
+}
+
+const KernelSymbols::Symbol* KernelNamer::find(uint64_t addr, uint64_t* start_out) {
+  if (!loaded_) load();
+  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked) return nullptr;
+  const KernelSymbols::Symbol* s = syms_.find(addr + static_cast<uint64_t>(delta_));
+  if (s != nullptr && start_out != nullptr) *start_out = s->start - static_cast<uint64_t>(delta_);
+  return s;
+}
+
+}  // namespace stackprov::perf

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernel frame names: /proc/kallsyms read as perf reads it, the running kernel's build-id, the check against a recording's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace stackprov::perf {
+
+/// The kernel symbol table of a kallsyms listing ("ADDR TYPE NAME[\t[MODULE]]" per line), kept
+/// and chosen among as perf 6.1 does (tools/perf/util/symbol.c): types T/W/D/B in either case;
+/// names starting with '$' dropped; of several symbols at one address the one perf's
+/// choose_best_symbol keeps (not weak, then global, then fewer leading underscores, then the
+/// longer name, then the first listed); each symbol ends where the next begins, the last one of
+/// the kernel or of a module at the next page boundary + 4096 (symbols__fixup_end). Not
+/// thread-safe for concurrent parse; lookups are const.
+class KernelSymbols {
+ public:
+  struct Symbol {
+    uint64_t start = 0, end = 0;
+    std::string name;
+    std::string module;  ///< "[kernel.kallsyms]" or "[MODULE]", as perf script names the dso
+  };
+  /// Parses a kallsyms listing. Lines that do not parse are skipped. A listing whose
+  /// addresses are all zero (kptr_restrict) yields no symbols.
+  static KernelSymbols parse(const std::string& text);
+  /// The symbol covering `addr`, or nullptr.
+  const Symbol* find(uint64_t addr) const;
+  /// Address of `_text` in the listing (perf's reference symbol for relocation), 0 if absent.
+  uint64_t text_address() const { return text_; }
+  size_t size() const { return syms_.size(); }
+  /// Lines seen with a non-zero address (0 with a zero-only listing: addresses hidden).
+  size_t nonzero_lines() const { return nonzero_; }
+
+ private:
+  std::vector<Symbol> syms_;  ///< sorted by start, one per start
+  uint64_t text_ = 0;
+  size_t nonzero_ = 0;
+};
+
+/// The GNU build-id in a kernel notes blob (/sys/kernel/notes: the kernel's ELF notes);
+/// empty when none.
+BuildId kernel_build_id_from_notes(const std::string& notes);
+
+/// The running kernel's build-id (from `notes_path`, normally /sys/kernel/notes) and `_text`
+/// address (from `kallsyms_path`, 0 when hidden or absent). Errors name the file.
+Result<BuildId> running_kernel_build_id(const std::string& notes_path = "/sys/kernel/notes");
+uint64_t running_kernel_text(const std::string& kallsyms_path = "/proc/kallsyms");
+
+/// How kernel frames of a recording get names.
+enum class KernelNaming : uint8_t {
+  kNamed = 1,       ///< the recording's kernel build-id is the running kernel's: named from kallsyms
+  kUnchecked = 2,   ///< the recording holds no kernel build-id: named from kallsyms, with a warning
+  kMismatch = 3,    ///< the recording's kernel is another build: left unnamed
+  kUnavailable = 4, ///< the running kernel's build-id or kallsyms cannot be read: left unnamed
+};
+
+/// Names kernel addresses of one recording: compares the recorded kernel build-id (may be
+/// empty) with the running kernel's before naming anything, then loads /proc/kallsyms on the
+/// first lookup and relocates by the difference of the recorded and current `_text` (KASLR).
+class KernelNamer {
+ public:
+  /// `recorded_text`: `_text` at recording time (perf.data's "[kernel.kallsyms]_text" mmap
+  /// pgoff, a capture file's KERNEL record), 0 when unknown (no relocation).
+  KernelNamer(BuildId recorded, uint64_t recorded_text, std::string notes_path = "/sys/kernel/notes",
+              std::string kallsyms_path = "/proc/kallsyms");
+  KernelNaming naming() const { return naming_; }
+  /// One line saying how kernel frames are named (or why not), for warnings and summaries.
+  const std::string& note() const { return note_; }
+  const BuildId& recorded_build_id() const { return recorded_; }
+  const BuildId& running_build_id() const { return running_; }
+  /// The symbol of a recorded kernel address, start relocated back to the recording's
+  /// addresses; nullptr when unnamed (mismatch, unreadable kallsyms, no symbol).
+  const KernelSymbols::Symbol* find(uint64_t addr, uint64_t* start_out);
+
+ private:
+  void load();
+  BuildId recorded_, running_;
+  uint64_t recorded_text_ = 0;
+  std::string kallsyms_path_;
+  KernelNaming naming_ = KernelNaming::kUnavailable;
+  std::string note_;
+  bool loaded_ = false;
+  int64_t delta_ = 0;  ///< current kallsyms address - recorded address
+  KernelSymbols syms_;
+};
+
+}  // namespace stackprov::perf

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for lib/perf/kernel_symbols: kallsyms read with perf's rules, kernel notes, the build-id check.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "perf/kernel_symbols.hpp"
+
+using namespace stackprov;
+using namespace stackprov::perf;
+
+namespace {
+
+// Each expectation below is the rule of perf 6.1 tools/perf/util/symbol.c named beside it.
+const char* const kKallsyms =
+    "ffffffff81000000 T _stext\n"
+    "ffffffff81000000 T _text\n"
+    "ffffffff81000000 T srso_alias_untrain_ret\n"  // 0 leading underscores: kept over _stext/_text
+    "ffffffff81000100 t local_fn\n"
+    "ffffffff81000100 W weak_fn\n"                  // the last of a group gets the length: kept
+    "ffffffff81000200 T __SyS_thing\n"
+    "ffffffff81000200 T SyS_thing\n"
+    "ffffffff81000300 r some_rodata\n"             // r: not T/W/D/B, ignored
+    "ffffffff81000400 T $x\n"                       // '$' names dropped
+    "ffffffff81000500 T last_core_fn\n"
+    "ffffffffc0200000 t mod_fn\t[ext4]\n"
+    "ffffffffc0200040 t mod_fn2\t[ext4]\n";
+
+}  // namespace
+
+TEST_CASE("kallsyms: symbols, aliases and ends as perf chooses them") {
+  KernelSymbols k = KernelSymbols::parse(kKallsyms);
+  CHECK(k.text_address() == 0xffffffff81000000ull);
+  // symbols__fixup_end runs before symbols__fixup_duplicate: only the last symbol listed at an
+  // address has a length, and choose_best_symbol prefers a symbol with a length.
+  const auto* s = k.find(0xffffffff81000010ull);
+  REQUIRE(s != nullptr);
+  CHECK(s->name == "srso_alias_untrain_ret");
+  CHECK(s->module == "[kernel.kallsyms]");
+  CHECK(s->start == 0xffffffff81000000ull);
+  CHECK(s->end == 0xffffffff81000100ull);
+  s = k.find(0xffffffff81000100ull);
+  REQUIRE(s != nullptr);
+  CHECK(s->name == "weak_fn");
+  s = k.find(0xffffffff81000250ull);
+  REQUIRE(s != nullptr);
+  CHECK(s->name == "SyS_thing");
+  CHECK(s->end == 0xffffffff81000500ull);  // r and $ symbols are not symbols: the next is last_core_fn
+  // The last kernel symbol before a module one ends at the next page + 4096.
+  s = k.find(0xffffffff81001fffull);
+  REQUIRE(s != nullptr);
+  CHECK(s->name == "last_core_fn");
+  CHECK(s->end == 0xffffffff81002000ull);
+  CHECK(k.find(0xffffffff81002000ull) == nullptr);
+  s = k.find(0xffffffffc0200044ull);
+  REQUIRE(s != nullptr);
+  CHECK(s->name == "mod_fn2");
+  CHECK(s->module == "[ext4]");
+  // The last symbol of all: roundup(start, 4096) + 4096.
+  CHECK(s->end == 0xffffffffc0202000ull);
+  CHECK(k.find(0xffffffff80ffffffull) == nullptr);
+}
+
+TEST_CASE("kallsyms: a listing with hidden addresses (kptr_restrict) has no symbols") {
+  KernelSymbols k = KernelSymbols::parse("0000000000000000 T _text\n0000000000000000 t foo\n");
+  CHECK(k.size() == 0);
+  CHECK(k.nonzero_lines() == 0);
+}
+
+TEST_CASE("kernel notes: the GNU build-id note among others") {
+  // Two notes (struct elf_note, 4-byte aligned): "Xen" type 6, then "GNU" NT_GNU_BUILD_ID (3).
+  std::string n;
+  auto u32 = [&](uint32_t v) { n.append(reinterpret_cast<const char*>(&v), 4); };
+  u32(4), u32(4), u32(6), n.append("Xen\0", 4), u32(0x01020304);
+  u32(4), u32(20), u32(3), n.append("GNU\0", 4);
+  for (int i = 0; i < 20; i++) n.push_back(static_cast<char>(0xa0 + i));
+  BuildId id = kernel_build_id_from_notes(n);
+  CHECK(id.hex() == "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3");
+  CHECK(kernel_build_id_from_notes(std::string(12, '\0')).empty());
+}
+
+TEST_CASE("kernel namer: names only the recording's kernel") {
+  char notes[] = "/tmp/sprov-kn-notes-XXXXXX";
+  char syms[] = "/tmp/sprov-kn-syms-XXXXXX";
+  const int nf = mkstemp(notes), sf = mkstemp(syms);
+  REQUIRE(nf >= 0);
+  REQUIRE(sf >= 0);
+  std::string n;
+  auto u32 = [&](uint32_t v) { n.append(reinterpret_cast<const char*>(&v), 4); };
+  u32(4), u32(20), u32(3), n.append("GNU\0", 4);
+  for (int i = 0; i < 20; i++) n.push_back(static_cast<char>(i + 1));
+  FILE* f = fdopen(nf, "wb");
+  fwrite(n.data(), 1, n.size(), f);
+  fclose(f);
+  f = fdopen(sf, "w");
+  // Booted 0x200000 higher than when recorded (KASLR): addresses are relocated by `_text`.
+  fputs("ffffffff81200000 T _text\nffffffff81200000 T start_kernel\nffffffff81201000 T do_work\n", f);
+  fclose(f);
+  const BuildId running = kernel_build_id_from_notes(n);
+
+  KernelNamer same(running, 0xffffffff81000000ull, notes, syms);
+  CHECK(same.naming() == KernelNaming::kNamed);
+  uint64_t start = 0;
+  const auto* s = same.find(0xffffffff81001010ull, &start);
+  REQUIRE(s != nullptr);
+  CHECK(s->name == "do_work");
+  CHECK(start == 0xffffffff81001000ull);  // in the recording's addresses
+  CHECK(same.note().find("relocated") != std::string::npos);
+
+  BuildId other = running;
+  other.bytes[0] ^= 0xff;
+  KernelNamer mismatch(other, 0, notes, syms);
+  CHECK(mismatch.naming() == KernelNaming::kMismatch);
+  CHECK(mismatch.find(0xffffffff81201010ull, &start) == nullptr);
+  CHECK(mismatch.note().find(other.hex()) != std::string::npos);
+  CHECK(mismatch.note().find(running.hex()) != std::string::npos);
+
+  KernelNamer unchecked(BuildId{}, 0, notes, syms);
+  CHECK(unchecked.naming() == KernelNaming::kUnchecked);
+  CHECK(unchecked.find(0xffffffff81201010ull, &start) != nullptr);
+
+  KernelNamer unreadable(running, 0, "/nonexistent/notes", syms);
+  CHECK(unreadable.naming() == KernelNaming::kUnavailable);
+  CHECK(unreadable.find(0xffffffff81201010ull, &start) == nullptr);
+  remove(notes);
+  remove(syms);
+}
