@@ -2,7 +2,10 @@
 // CLI helpers shared by the subcommands (args.hpp): option parsing and a JSON reader.
 #include "args.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -161,7 +164,19 @@ class JsonParser {
 
 bool parse_json(std::string_view text, Json* out) { return JsonParser(text).parse(out); }
 
-Args::Args(int argc, char** argv, const std::vector<std::string>& with_value, const std::vector<std::string>& flags) {
+Args::Args(int argc, char** argv, const std::vector<std::string>& with_value, const std::vector<std::string>& flags,
+           const Aliases& aliases) {
+  auto known = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  auto canonical = [&](const std::string& n) {
+    for (const auto& [alias, name] : aliases)
+      if (alias == n) return name;
+    return n;
+  };
+  auto note = [&](const std::string& e) {
+    if (error.empty()) error = e;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -174,28 +189,52 @@ Args::Args(int argc, char** argv, const std::vector<std::string>& with_value, co
       break;
     }
     if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
-      std::string name = a.substr(2), val;
+      std::string typed = a.substr(2), val;
       bool has_eq = false;
-      if (auto eq = name.find('='); eq != std::string::npos) {
-        val = name.substr(eq + 1);
-        name = name.substr(0, eq);
+      if (auto eq = typed.find('='); eq != std::string::npos) {
+        val = typed.substr(eq + 1);
+        typed = typed.substr(0, eq);
         has_eq = true;
       }
-      bool takes = std::find(with_value.begin(), with_value.end(), name) != with_value.end();
-      bool flag = std::find(flags.begin(), flags.end(), name) != flags.end();
+      const std::string name = typed.size() > 1 ? canonical(typed) : typed;
+      const bool takes = known(with_value, name), flag = known(flags, name);
       if (!takes && !flag) {
-        if (error.empty()) error = "unknown option '--" + name + "'";
+        note("unknown option '--" + typed + "'");
         continue;
       }
       if (takes && !has_eq) {
         if (i + 1 >= argc) {
-          if (error.empty()) error = "option '--" + name + "' needs a value";
+          note("option '--" + typed + "' needs a value");
           continue;
         }
         val = argv[++i];
       }
-      if (flag && has_eq && error.empty()) error = "option '--" + name + "' takes no value";
+      if (flag && has_eq) note("option '--" + typed + "' takes no value");
       opts.emplace_back(name, val);
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-') {  // a short option: -o VALUE, -oVALUE, -f
+      const std::string typed = a.substr(1, 1);
+      std::string name;
+      for (const auto& [alias, n] : aliases)
+        if (alias == typed) name = n;
+      const bool takes = !name.empty() && known(with_value, name), flag = !name.empty() && known(flags, name);
+      if (!takes && !flag) {
+        note("unknown option '-" + typed + "'");
+        continue;
+      }
+      if (flag) {
+        if (a.size() > 2) note("option '-" + typed + "' takes no value (in '" + a + "')");
+        opts.emplace_back(name, "");
+        continue;
+      }
+      if (a.size() > 2) {
+        opts.emplace_back(name, a.substr(2));
+      } else if (i + 1 >= argc) {
+        note("option '-" + typed + "' needs a value");
+      } else {
+        opts.emplace_back(name, argv[++i]);
+      }
       continue;
     }
     pos.push_back(a);
@@ -228,6 +267,32 @@ std::string Args::repeated(const std::vector<std::string>& names) const {
 int usage_error(const char* cmd, const std::string& msg) {
   fprintf(stderr, "stackprov %s: %s (see 'stackprov %s --help')\n", cmd, msg.c_str(), cmd);
   return 2;
+}
+
+std::string directory_given(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "'" + path + "' is a directory";
+  return "";
+}
+
+std::string write_file_atomic(const std::string& path, std::string_view data) {
+  if (std::string dir = directory_given(path); !dir.empty()) return dir + ", not a file";
+  const std::string tmp = path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "wb");
+  if (!f) return "cannot create '" + tmp + "': " + strerror(errno);
+  bool ok = fwrite(data.data(), 1, data.size(), f) == data.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string e = "cannot write '" + path + "': " + strerror(errno);
+    remove(tmp.c_str());
+    return e;
+  }
+  return "";
+}
+
+bool is_sha256_digest(const std::string& s) {
+  if (s.size() != 71 || s.compare(0, 7, "sha256:") != 0) return false;
+  return std::all_of(s.begin() + 7, s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 bool parse_uint(const char* s, uint64_t* out) {

@@ -11,19 +11,27 @@
 
 namespace stackprov_cli {
 
-/// Minimal option parser. Options are "--name value" or "--name=value" for the names in
-/// `with_value`, "--name" for those in `flags`; "-h"/"--help" set `help`; anything else that
-/// does not start with "--" is a positional. "--" ends the options: every later argument is a
-/// positional, and `dashdash` is the index in `pos` where they start (-1 without "--").
-/// The first problem (unknown option, missing value, value given to a flag) is kept in `error`.
+/// GNU-style option parser, the one convention of every command:
+///  - long options "--name value" and "--name=value" for the names in `with_value`, "--name" for
+///    those in `flags` ("--name=x" on a flag is an error);
+///  - `aliases` maps other spellings to those names: a one-letter alias is a short option
+///    ("-o FILE" or "-oFILE" for a value; "-j" for a flag), a longer one another long name
+///    ("out" for "output"); values are kept under the name aliased, so get("output") finds "-o";
+///  - "-h"/"--help" set `help`; "-" alone and anything else not starting with "-" is a positional;
+///  - "--" ends the options: every later argument is a positional, and `dashdash` is the index in
+///    `pos` where they start (-1 without "--").
+/// The first problem (unknown option, missing value, value given to a flag) is kept in `error`,
+/// naming the option as it was typed.
 struct Args {
+  using Aliases = std::vector<std::pair<std::string, std::string>>;  // {alias, name}
   std::vector<std::pair<std::string, std::string>> opts;
   std::vector<std::string> pos;
   std::string error;
   bool help = false;
   long dashdash = -1;
 
-  Args(int argc, char** argv, const std::vector<std::string>& with_value, const std::vector<std::string>& flags);
+  Args(int argc, char** argv, const std::vector<std::string>& with_value, const std::vector<std::string>& flags,
+       const Aliases& aliases = {});
 
   /// The last value of option `n` (a flag's is ""), or nullptr when absent.
   const char* get(const std::string& n) const;
@@ -38,6 +46,22 @@ struct Args {
 
 /// One line on stderr, "stackprov CMD: MSG (see 'stackprov CMD --help')"; returns 2.
 int usage_error(const char* cmd, const std::string& msg);
+
+/// The exit codes of every command (each --help ends with its "Exit status" section).
+inline constexpr int kExitOk = 0;     // the work was done
+inline constexpr int kExitFail = 1;   // the work failed (one line on stderr says what and why)
+inline constexpr int kExitUsage = 2;  // bad command line: an unknown option, a missing or bad value
+
+/// "" when `path` names something that is not a directory (or does not exist yet), else
+/// "'PATH' is a directory" -- for options and arguments that name a file.
+std::string directory_given(const std::string& path);
+
+/// Writes `data` to `path` through PATH.tmp and a rename, so that a failed write leaves no partial
+/// file; "" or the error (naming the path; a directory is said to be one).
+std::string write_file_atomic(const std::string& path, std::string_view data);
+
+/// "sha256:" and 64 lower-case hex digits: a bundle's (or file's) digest as the commands print it.
+bool is_sha256_digest(const std::string& s);
 
 /// A non-negative decimal integer (digits only, no sign, no overflow).
 bool parse_uint(const char* s, uint64_t* out);

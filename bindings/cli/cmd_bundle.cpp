@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "args.hpp"
 #include "command.hpp"
 #include "stackprov/stackprov.h"
 
@@ -19,11 +21,11 @@ namespace {
 
 const char kHelp[] =
     "usage: stackprov bundle build [--store DIR] [--sign KEY --log DIR [--log-key LOGKEY]] [--include-debug]\n"
-    "                              [--out PATH] [--name NAME] [--debug-file-directory DIR]... FILE...\n"
+    "                              [-o PATH] [--name NAME] [--debug-file-directory DIR]... FILE...\n"
     "       stackprov bundle inspect BUNDLE [--store DIR] [--json]\n"
     "       stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
     "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
-    "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [--out FILE]\n"
+    "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [-o FILE]\n"
     "                                     [--store DIR]\n"
     "       stackprov bundle fsck [--store DIR]\n\n"
     "BUNDLE is a bundle file, or sha256:HEX: the bundle of that digest in the store.\n"
@@ -36,18 +38,22 @@ const char kHelp[] =
     "         after every call. A FILE without DWARF gets symbol-table ranges only (no lines, no\n"
     "         pads). The output is deterministic. Prints the bundle's identity, sha256:<hex>.\n"
     "         --store DIR   put the bundle into the store (created if missing) and index its modules\n"
-    "         --out PATH    also (or, without --store/--sign, only) write the bundle to PATH\n"
-    "                       (default without a store: <basename of the first FILE>.sbundle here)\n"
+    "         -o, --output PATH   also (or, without --store/--sign, only) write the bundle to PATH\n"
+    "                       (default without a store: <basename of the first FILE>.sbundle here;\n"
+    "                       --out: the same)\n"
     "         --name NAME   module name stored in the bundle (one FILE only; default: its basename)\n"
     "         --debug-file-directory DIR   search DIR for separate debug files (repeatable;\n"
     "                       default /usr/lib/debug)\n"
     "         --include-debug   embed each module's debug file (or the file itself) in the bundle\n"
     "         --sign KEY    sign the bundle (implies the store): a DSSE envelope over an in-toto\n"
-    "                       statement whose subject is the bundle's sha256, signed with KEY (P-256),\n"
-    "                       appended to the transparency log --log DIR, whose checkpoint LOGKEY\n"
-    "                       (default KEY) signs; the envelope, its tlog-proof@v1 and the checkpoint\n"
-    "                       are stored beside the bundle (sidecars dsse.json, tlog-proof, checkpoint).\n"
-    "                       Verify with 'stackprov trace-verify --bundle sha256:HEX --dsse --rekor'.\n"
+    "                       statement whose subject is the bundle's sha256, signed with the private\n"
+    "                       key KEY (P-256), appended to the transparency log --log DIR, whose\n"
+    "                       checkpoint the private key LOGKEY (default KEY) signs; the envelope, its\n"
+    "                       tlog-proof@v1 and the checkpoint are stored beside the bundle (sidecars\n"
+    "                       dsse.json, tlog-proof, checkpoint). KEY and LOGKEY are checked before\n"
+    "                       anything is written: a key that cannot sign leaves the store, the log\n"
+    "                       and PATH as they were. Verify with\n"
+    "                       'stackprov trace-verify --bundle sha256:HEX --dsse --rekor'.\n"
     "         Progress (modules, bytes, ETA) goes to stderr when it is a terminal and the input\n"
     "         is large; nothing otherwise.\n"
     "inspect  prints each module: id kind and hex, name, file/debug sha256, range/pad/unwind-row\n"
@@ -61,11 +67,14 @@ const char kHelp[] =
     "         llvm-dwarfdump's notation (\"CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]\"; other\n"
     "         architectures: DWARF register numbers \"r7\"), or \"end-of-stack\", \"full\" (the row\n"
     "         needs the CFI interpreter), \"none\" (no unwind information).\n"
-    "export   writes the bundle's records in another format (default: to stdout): symbol-index-json\n"
-    "         (doc/symbol-index.md; every module, or the one --build-id names) or symbfile (Elastic's\n"
-    "         symb-proto, lib/bundle/symbfile.proto; one module: --build-id when there are several).\n"
+    "export   writes the bundle's records in another format (default: to stdout; -o FILE, --output\n"
+    "         FILE: to FILE): symbol-index-json (doc/symbol-index.md; every module, or the one\n"
+    "         --build-id names) or symbfile (Elastic's symb-proto, lib/bundle/symbfile.proto; one\n"
+    "         module: --build-id when there are several).\n"
     "fsck     checks the store: every blob re-hashed and validated, the id map both ways, the\n"
-    "         sidecars' structure. Errors on stdout (exit 1), warnings on stderr; exit 0 when clean.\n";
+    "         sidecars' structure. Errors on stdout, warnings on stderr.\n\n"
+    "Exit status: 0 done (fsck: the store is clean); 1 the work failed (a file, bundle, key or\n"
+    "the store could not be read or written; fsck: errors found); 2 usage error.\n";
 
 int fail(const std::string& msg) {
   fprintf(stderr, "stackprov bundle: %s\n", msg.c_str());
@@ -74,9 +83,28 @@ int fail(const std::string& msg) {
 int fail_lib(const std::string& what = "") {
   return fail(what.empty() ? std::string(sprov_last_error_message()) : what + ": " + sprov_last_error_message());
 }
-int usage(const std::string& msg) {
-  fprintf(stderr, "stackprov bundle: %s (see 'stackprov bundle --help')\n", msg.c_str());
-  return 2;
+int usage(const std::string& msg) { return stackprov_cli::usage_error("bundle", msg); }
+
+/// -o FILE, --output FILE and --out FILE (its older spelling).
+const stackprov_cli::Args::Aliases kOutputAliases = {{"o", "output"}, {"out", "output"}};
+
+/// A subcommand's options (argv[1] is the subcommand, so the positionals are what follows it).
+stackprov_cli::Args parse(int argc, char** argv, const std::vector<std::string>& with_value,
+                          const std::vector<std::string>& flags) {
+  return stackprov_cli::Args(argc - 1, argv + 1, with_value, flags, kOutputAliases);
+}
+
+/// 0, or the usage error of a parse problem or of an option in `single` given twice.
+int check_args(const stackprov_cli::Args& a, const std::vector<std::string>& single) {
+  if (!a.error.empty()) return usage(a.error);
+  if (std::string r = a.repeated(single); !r.empty()) return usage("option --" + r + " given twice");
+  return 0;
+}
+
+/// 0, or the usage error for an input FILE (or BUNDLE file) that is a directory.
+int check_not_directory(const std::string& path, const char* what) {
+  std::string dir = stackprov_cli::directory_given(path);
+  return dir.empty() ? 0 : usage(dir + ", not " + what);
 }
 
 std::string json_str(std::string_view s) {
@@ -108,6 +136,7 @@ struct Bundle {
 struct Buf {
   void* p = nullptr;
   ~Buf() { sprov_free(p); }
+  std::string_view view(size_t len) const { return std::string_view(static_cast<const char*>(p), len); }
 };
 
 /// Opens the store at `dir` ("" = the default directory); 0 or the exit code of the error it printed.
@@ -125,6 +154,7 @@ int open_bundle_arg(const std::string& arg, const std::string& store_dir, Bundle
     if (sprov_bundle_open_digest(st.s, arg.c_str(), &out->b) != 0) return fail_lib();
     return 0;
   }
+  if (int rc = check_not_directory(arg, "a bundle file")) return rc;
   if (sprov_bundle_open_file(arg.c_str(), &out->b) != 0) return fail_lib();
   return 0;
 }
@@ -161,25 +191,8 @@ uint64_t total_size(const std::vector<std::string>& files) {
   return n;
 }
 
-bool write_file(const std::string& path, const void* data, size_t len, std::string* err) {
-  FILE* f = fopen(path.c_str(), "wb");
-  if (!f) {
-    *err = "cannot create '" + path + "': " + strerror(errno);
-    return false;
-  }
-  const bool ok = fwrite(data, 1, len, f) == len;
-  if (fclose(f) != 0 || !ok) {
-    *err = "cannot write '" + path + "': " + strerror(errno);
-    return false;
-  }
-  return true;
-}
-
 /// Signs the stored bundle `digest` and stores envelope, proof and checkpoint as its sidecars.
-int sign_stored(Store& st, const std::string& digest, const std::string& key, const std::string& log_dir,
-                const std::string& log_key) {
-  SPROV_OPTS(sprov_bundle_sign_opts, so, .key_path = key.c_str(), .log_dir = log_dir.c_str(),
-             .log_key = log_key.c_str());
+int sign_stored(Store& st, const std::string& digest, const sprov_bundle_sign_opts& so, const std::string& log_dir) {
   uint64_t index = 0;
   if (sprov_bundle_store_sign(st.s, digest.c_str(), &so, &index) != 0) return fail_lib("sign");
   fprintf(stderr, "stackprov bundle: signed %s, log '%s' entry %" PRIu64 "\n", digest.c_str(), log_dir.c_str(), index);
@@ -187,43 +200,22 @@ int sign_stored(Store& st, const std::string& digest, const std::string& key, co
 }
 
 int cmd_build(int argc, char** argv) {
-  std::vector<std::string> files, dirs;
-  std::string out, name, store_dir, key, log_dir, log_key;
-  bool has_store = false, include_debug = false;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](std::string* dst) {
-      if (i + 1 >= argc) return false;
-      *dst = argv[++i];
-      return true;
-    };
-    if (a == "--out") {
-      if (!value(&out)) return usage("--out needs a value");
-    } else if (a == "--name") {
-      if (!value(&name)) return usage("--name needs a value");
-    } else if (a == "--store") {
-      if (!value(&store_dir)) return usage("--store needs a value");
-      has_store = true;
-    } else if (a == "--sign") {
-      if (!value(&key)) return usage("--sign needs a KEY");
-    } else if (a == "--log") {
-      if (!value(&log_dir)) return usage("--log needs a DIR");
-    } else if (a == "--log-key") {
-      if (!value(&log_key)) return usage("--log-key needs a LOGKEY");
-    } else if (a == "--include-debug") {
-      include_debug = true;
-    } else if (a == "--debug-file-directory") {
-      std::string d;
-      if (!value(&d)) return usage("--debug-file-directory needs a value");
-      dirs.push_back(d);
-    } else if (a.rfind("--", 0) == 0) {
-      return usage("unknown option '" + a + "'");
-    } else {
-      files.push_back(a);
-    }
-  }
+  const auto a = parse(argc, argv, {"output", "name", "store", "sign", "log", "log-key", "debug-file-directory"},
+                       {"include-debug"});
+  if (int rc = check_args(a, {"output", "name", "store", "sign", "log", "log-key"})) return rc;
+  const std::vector<std::string>& files = a.pos;
+  const std::vector<std::string> dirs = a.all("debug-file-directory");
+  auto value = [&](const char* n) { return std::string(a.has(n) ? a.get(n) : ""); };
+  std::string out = value("output"), name = value("name"), store_dir = value("store"), key = value("sign"),
+              log_dir = value("log"), log_key = value("log-key");
+  const bool has_store = a.has("store"), include_debug = a.has("include-debug");
   if (files.empty()) return usage("build needs a FILE");
+  for (const auto& f : files)
+    if (int rc = check_not_directory(f, "an ELF file")) return rc;
+  if (!out.empty())
+    if (int rc = check_not_directory(out, "a file to write")) return rc;
   if (!name.empty() && files.size() != 1) return usage("--name names one module: give one FILE");
+  if (a.has("sign") && key.empty()) return usage("--sign needs a KEY");
   if (!key.empty() && log_dir.empty()) return usage("--sign KEY needs --log DIR (the transparency log)");
   if (key.empty() && (!log_dir.empty() || !log_key.empty())) return usage("--log and --log-key go with --sign KEY");
   if (log_key.empty()) log_key = key;
@@ -239,24 +231,28 @@ int cmd_build(int argc, char** argv) {
              .debug_dirs = dirp.empty() ? nullptr : dirp.data(), .debug_dir_count = dirp.size(),
              .flags = include_debug ? uint32_t{SPROV_BUNDLE_INCLUDE_DEBUG} : 0u, .reserved = 0,
              .progress = show ? &Progress::report : nullptr, .progress_ctx = &prog);
+  // Keys that cannot sign fail here, before the store, the log or PATH is written.
+  SPROV_OPTS(sprov_bundle_sign_opts, so, .key_path = key.c_str(), .log_dir = log_dir.c_str(),
+             .log_key = log_key.c_str());
+  if (!key.empty() && sprov_bundle_sign_check(&so) != 0) return fail_lib("sign");
   Buf bytes;
   size_t len = 0;
   char digest[SPROV_DIGEST_STRLEN];
   if (sprov_bundle_build(paths.data(), paths.size(), &o, &bytes.p, &len, digest, sizeof digest) != 0) return fail_lib();
-  std::string err;
-  if (!out.empty() || !to_store) {
-    if (out.empty()) {
-      const size_t slash = files[0].rfind('/');
-      out = (slash == std::string::npos ? files[0] : files[0].substr(slash + 1)) + ".sbundle";
-    }
-    if (!write_file(out, bytes.p, len, &err)) return fail(err);
-  }
   if (to_store) {
     Store st;
     if (int rc = open_store(store_dir, true, &st)) return rc;
     if (sprov_bundle_store_put(st.s, bytes.p, len, digest, sizeof digest) != 0) return fail_lib();
     if (!key.empty())
-      if (int rc = sign_stored(st, digest, key, log_dir, log_key)) return rc;
+      if (int rc = sign_stored(st, digest, so, log_dir)) return rc;
+  }
+  if (!out.empty() || !to_store) {
+    if (out.empty()) {
+      const size_t slash = files[0].rfind('/');
+      out = (slash == std::string::npos ? files[0] : files[0].substr(slash + 1)) + ".sbundle";
+    }
+    const std::string err = stackprov_cli::write_file_atomic(out, bytes.view(len));
+    if (!err.empty()) return fail(err);
   }
   printf("%s\n", digest);
   return 0;
@@ -265,24 +261,12 @@ int cmd_build(int argc, char** argv) {
 // --------------------------------------------------------------- inspect
 
 int cmd_inspect(int argc, char** argv) {
-  std::string arg, store_dir;
-  bool json = false;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--store") {
-      if (i + 1 >= argc) return usage("--store needs a value");
-      store_dir = argv[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      return usage("unknown option '" + a + "'");
-    } else if (arg.empty()) {
-      arg = a;
-    } else {
-      return usage("unexpected argument '" + a + "' (inspect takes one BUNDLE)");
-    }
-  }
-  if (arg.empty()) return usage("inspect needs a BUNDLE");
+  const auto a = parse(argc, argv, {"store"}, {"json"});
+  if (int rc = check_args(a, {"store"})) return rc;
+  if (a.pos.empty()) return usage("inspect needs a BUNDLE");
+  if (a.pos.size() > 1) return usage("unexpected argument '" + a.pos[1] + "' (inspect takes one BUNDLE)");
+  const std::string arg = a.pos[0], store_dir = a.has("store") ? a.get("store") : "";
+  const bool json = a.has("json");
   Bundle b;
   if (int rc = open_bundle_arg(arg, store_dir, &b)) return rc;
   char digest[SPROV_DIGEST_STRLEN];
@@ -338,21 +322,12 @@ struct ModuleQuery {
 
 /// 0 with *q filled, or the exit code of the error it printed.
 int open_query(int argc, char** argv, const char* verb, ModuleQuery* q) {
-  std::string arg, build_id, store_dir;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--build-id" || a == "--store") {
-      if (i + 1 >= argc) return usage(a + " needs a value");
-      (a == "--store" ? store_dir : build_id) = argv[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      return usage("unknown option '" + a + "'");
-    } else if (arg.empty()) {
-      arg = a;
-    } else {
-      q->addrs.push_back(a);
-    }
-  }
-  if (arg.empty()) return usage(std::string(verb) + " needs a BUNDLE");
+  const auto a = parse(argc, argv, {"build-id", "store"}, {});
+  if (int rc = check_args(a, {"build-id", "store"})) return rc;
+  if (a.pos.empty()) return usage(std::string(verb) + " needs a BUNDLE");
+  const std::string arg = a.pos[0], build_id = a.has("build-id") ? a.get("build-id") : "",
+                    store_dir = a.has("store") ? a.get("store") : "";
+  q->addrs.assign(a.pos.begin() + 1, a.pos.end());
   if (int rc = open_bundle_arg(arg, store_dir, &q->bundle)) return rc;
   const size_t n = sprov_bundle_module_count(q->bundle.b);
   if (!build_id.empty()) {
@@ -404,26 +379,15 @@ int cmd_unwind(int argc, char** argv) {
 // ---------------------------------------------------------------- export
 
 int cmd_export(int argc, char** argv) {
-  std::string arg, format, out, build_id, store_dir;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    std::string* dst = a == "--format"     ? &format
-                       : a == "--out"      ? &out
-                       : a == "--build-id" ? &build_id
-                       : a == "--store"    ? &store_dir
-                                           : nullptr;
-    if (dst) {
-      if (i + 1 >= argc) return usage(a + " needs a value");
-      *dst = argv[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      return usage("unknown option '" + a + "'");
-    } else if (arg.empty()) {
-      arg = a;
-    } else {
-      return usage("unexpected argument '" + a + "' (export takes one BUNDLE)");
-    }
-  }
-  if (arg.empty()) return usage("export needs a BUNDLE");
+  const auto a = parse(argc, argv, {"format", "output", "build-id", "store"}, {});
+  if (int rc = check_args(a, {"format", "output", "build-id", "store"})) return rc;
+  if (a.pos.empty()) return usage("export needs a BUNDLE");
+  if (a.pos.size() > 1) return usage("unexpected argument '" + a.pos[1] + "' (export takes one BUNDLE)");
+  auto value = [&](const char* n) { return std::string(a.has(n) ? a.get(n) : ""); };
+  const std::string arg = a.pos[0], format = value("format"), out = value("output"), build_id = value("build-id"),
+                    store_dir = value("store");
+  if (!out.empty())
+    if (int rc = check_not_directory(out, "a file to write")) return rc;
   if (format != "symbol-index-json" && format != "symbfile")
     return usage("export needs --format symbol-index-json or --format symbfile");
   Bundle b;
@@ -440,27 +404,22 @@ int cmd_export(int argc, char** argv) {
   size_t len = 0;
   const int fmt = format == "symbfile" ? SPROV_BUNDLE_EXPORT_SYMBFILE : SPROV_BUNDLE_EXPORT_SYMBOL_INDEX_JSON;
   if (sprov_bundle_export(b.b, fmt, one ? &module : nullptr, &bytes.p, &len) != 0) return fail_lib();
-  FILE* f = out.empty() ? stdout : fopen(out.c_str(), "wb");
-  if (!f) return fail("cannot create '" + out + "': " + strerror(errno));
-  const bool ok = fwrite(bytes.p, 1, len, f) == len;
-  if ((f == stdout ? fflush(f) : fclose(f)) != 0 || !ok)
-    return fail("cannot write '" + (out.empty() ? std::string("stdout") : out) + "': " + strerror(errno));
+  if (!out.empty()) {
+    const std::string err = stackprov_cli::write_file_atomic(out, bytes.view(len));
+    return err.empty() ? 0 : fail(err);
+  }
+  const bool ok = fwrite(bytes.p, 1, len, stdout) == len;
+  if (fflush(stdout) != 0 || !ok) return fail(std::string("cannot write to standard output: ") + strerror(errno));
   return 0;
 }
 
 // ------------------------------------------------------------------ fsck
 
 int cmd_fsck(int argc, char** argv) {
-  std::string store_dir;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--store") {
-      if (i + 1 >= argc) return usage("--store needs a value");
-      store_dir = argv[++i];
-    } else {
-      return usage("unexpected argument '" + a + "' (fsck takes [--store DIR])");
-    }
-  }
+  const auto a = parse(argc, argv, {"store"}, {});
+  if (int rc = check_args(a, {"store"})) return rc;
+  if (!a.pos.empty()) return usage("unexpected argument '" + a.pos[0] + "' (fsck takes [--store DIR])");
+  const std::string store_dir = a.has("store") ? a.get("store") : "";
   Store st;
   if (int rc = open_store(store_dir, false, &st)) return rc;
   char* report = nullptr;

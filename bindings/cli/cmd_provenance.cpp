@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "args.hpp"
@@ -19,13 +21,21 @@
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFail = 1;   // verification failed / operation failed
-constexpr int kExitUsage = 2;  // bad command line
-
 using stackprov_cli::Args;
+using stackprov_cli::directory_given;
+using stackprov_cli::kExitFail;
+using stackprov_cli::kExitOk;
+using stackprov_cli::kExitUsage;
 using stackprov_cli::parse_uint;
 using stackprov_cli::usage_error;
+
+/// -o FILE, --output FILE, and --out FILE (its older spelling), for every command that writes a file.
+const Args::Aliases kOutputAliases = {{"o", "output"}, {"out", "output"}};
+
+int fail(const char* cmd, const std::string& msg) {
+  fprintf(stderr, "stackprov %s: %s\n", cmd, msg.c_str());
+  return kExitFail;
+}
 
 int lib_error(const char* cmd, const char* what = nullptr) {
   fprintf(stderr, "stackprov %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", sprov_last_error_message());
@@ -33,6 +43,11 @@ int lib_error(const char* cmd, const char* what = nullptr) {
 }
 
 bool read_all(const std::string& path, std::string* out, std::string* err) {
+  if (path != "-")
+    if (std::string dir = directory_given(path); !dir.empty()) {
+      *err = dir + ", not a file";
+      return false;
+    }
   FILE* f = path == "-" ? stdin : fopen(path.c_str(), "rb");
   if (!f) {
     *err = "cannot open '" + path + "': " + strerror(errno);
@@ -55,66 +70,76 @@ bool read_all(const std::string& path, std::string* out, std::string* err) {
   return !bad;
 }
 
+/// `data` to standard output (path NULL or "-") or to the file `path` (write_file_atomic).
 bool write_out(const char* path, const char* data, size_t len, std::string* err) {
   if (!path || std::string(path) == "-") {
     fwrite(data, 1, len, stdout);
     return true;
   }
-  std::string tmp = std::string(path) + ".tmp";
-  FILE* f = fopen(tmp.c_str(), "wb");
-  if (!f) {
-    *err = "cannot create '" + tmp + "': " + strerror(errno);
-    return false;
-  }
-  bool ok = fwrite(data, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), path) != 0) {
-    *err = "cannot write '" + std::string(path) + "': " + strerror(errno);
-    remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  *err = stackprov_cli::write_file_atomic(path, std::string_view(data, len));
+  return err->empty();
 }
 
 // ------------------------------------------------------------------ keygen
 
 int cmd_keygen(int argc, char** argv) {
-  Args a(argc, argv, {"out", "pub"}, {});
+  Args a(argc, argv, {"output", "pub"}, {}, kOutputAliases);
   if (a.help) {
-    printf("usage: stackprov keygen --out KEY [--pub PUB]\n\n"
+    printf("usage: stackprov keygen -o KEY [--pub PUB]\n\n"
            "Generates an ECDSA P-256 signing key (mbedTLS). The private key is written to KEY\n"
            "as SEC1 PEM with mode 0600 (KEY must not exist); the public key to PUB (default\n"
            "KEY.pub) as SPKI PEM. Prints the key id: hex SHA-256 of the DER public key.\n"
-           "The private key is never printed.\n");
+           "The private key is never printed. Sign with KEY; give KEY.pub to verifiers.\n\n"
+           "options:\n"
+           "  -o, --output KEY  the private key file to create (--out KEY: the same)\n"
+           "  --pub PUB         the public key file (default KEY.pub)\n"
+           "  -h, --help        this text\n\n"
+           "Exit status: 0 the key was written; 1 it could not be (KEY or PUB exists, a write\n"
+           "failed); 2 usage error.\n");
     return kExitOk;
   }
   if (!a.error.empty()) return usage_error("keygen", a.error);
   if (!a.pos.empty()) return usage_error("keygen", "unexpected argument '" + a.pos[0] + "'");
-  if (!a.has("out")) return usage_error("keygen", "--out KEY is required");
-  std::string pub = a.has("pub") ? a.get("pub") : std::string(a.get("out")) + ".pub";
+  if (!a.has("output")) return usage_error("keygen", "-o KEY (the private key file to create) is required");
+  std::string pub = a.has("pub") ? a.get("pub") : std::string(a.get("output")) + ".pub";
+  for (const std::string& f : {std::string(a.get("output")), pub})
+    if (std::string dir = directory_given(f); !dir.empty())
+      return usage_error("keygen", dir + ": give a key file to create");
   char id[SPROV_KEY_ID_STRLEN];
-  if (sprov_key_generate(a.get("out"), pub.c_str(), id, sizeof(id)) != 0) return lib_error("keygen");
-  printf("private key: %s (mode 0600)\npublic key:  %s\nkey id:      %s\n", a.get("out"), pub.c_str(), id);
+  if (sprov_key_generate(a.get("output"), pub.c_str(), id, sizeof(id)) != 0) return lib_error("keygen");
+  printf("private key: %s (mode 0600)\npublic key:  %s\nkey id:      %s\n", a.get("output"), pub.c_str(), id);
   return kExitOk;
 }
 
 // -------------------------------------------------------------------- sign
 
 int cmd_sign(int argc, char** argv) {
-  Args a(argc, argv, {"key", "out", "subject-name", "predicate-type", "predicate"}, {});
+  Args a(argc, argv, {"key", "output", "subject-name", "predicate-type", "predicate"}, {}, kOutputAliases);
   if (a.help) {
-    printf("usage: stackprov sign --key KEY [--out ENVELOPE] [--subject-name NAME]\n"
+    printf("usage: stackprov sign --key KEY [-o ENVELOPE] [--subject-name NAME]\n"
            "                      [--predicate-type URI] [--predicate FILE.json] FILE\n\n"
            "Signs an in-toto Statement v1 whose subject is FILE's sha256 (name: NAME or FILE's\n"
            "base name) as a DSSE envelope (payloadType application/vnd.in-toto+json), with the\n"
-           "P-256 key KEY and an RFC 6979 deterministic ECDSA signature. The envelope JSON goes\n"
-           "to ENVELOPE (default: standard output). The predicate type defaults to\n"
-           "https://stackprov.dev/provenance/v1 and the predicate to {}.\n");
+           "P-256 private key KEY ('stackprov keygen') and an RFC 6979 deterministic ECDSA\n"
+           "signature. The predicate type defaults to https://stackprov.dev/provenance/v1 and the\n"
+           "predicate to {}.\n\n"
+           "options:\n"
+           "  --key KEY              the private key (not KEY.pub)\n"
+           "  -o, --output ENVELOPE  write the envelope JSON to ENVELOPE (default: standard output;\n"
+           "                         --out: the same)\n"
+           "  --subject-name NAME    the subject's name (default: FILE's base name)\n"
+           "  --predicate-type URI   the statement's predicateType\n"
+           "  --predicate FILE.json  the statement's predicate\n"
+           "  -h, --help             this text\n\n"
+           "Exit status: 0 signed; 1 signing failed (the key cannot sign, FILE cannot be read,\n"
+           "ENVELOPE cannot be written); 2 usage error.\n");
     return kExitOk;
   }
   if (!a.error.empty()) return usage_error("sign", a.error);
   if (!a.has("key")) return usage_error("sign", "--key KEY is required");
   if (a.pos.size() != 1) return usage_error("sign", "exactly one FILE to sign is required");
+  for (const char* f : {a.get("key"), a.pos[0].c_str(), a.get("output")})
+    if (std::string dir = f ? directory_given(f) : ""; !dir.empty()) return usage_error("sign", dir + ", not a file");
   std::string predicate, err;
   if (a.has("predicate") && !read_all(a.get("predicate"), &predicate, &err)) return usage_error("sign", err);
   SPROV_OPTS(sprov_sign_opts, o, .subject_name = a.get("subject-name"), .predicate_type = a.get("predicate-type"),
@@ -122,13 +147,13 @@ int cmd_sign(int argc, char** argv) {
   char* env = nullptr;
   size_t len = 0;
   if (sprov_dsse_sign_file(a.get("key"), a.pos[0].c_str(), &o, &env, &len) != 0) return lib_error("sign");
-  bool ok = write_out(a.get("out"), env, len, &err);
+  bool ok = write_out(a.get("output"), env, len, &err);
   sprov_free(env);
-  if (!ok) return usage_error("sign", err);
-  if (a.has("out")) {
+  if (!ok) return fail("sign", err);
+  if (a.has("output")) {
     char d[SPROV_DIGEST_STRLEN];
     if (sprov_digest_file(a.pos[0].c_str(), d, sizeof(d)) == 0)
-      fprintf(stderr, "signed %s (%s) -> %s\n", a.pos[0].c_str(), d, a.get("out"));
+      fprintf(stderr, "signed %s (%s) -> %s\n", a.pos[0].c_str(), d, a.get("output"));
   }
   return kExitOk;
 }
@@ -147,16 +172,17 @@ const char* kLogHelp =
     "        'stackprov.local/<base name of DIR>' and is also the checkpoint key name\n"
     "  append DIR [--key KEY] FILE...\n"
     "        append each FILE ('-': standard input) as one entry (1..65535 bytes), all in\n"
-    "        one crash-safe step; with --key also sign a new checkpoint. Prints\n"
+    "        one crash-safe step; with --key also sign a new checkpoint, in the same step: a\n"
+    "        KEY that is not the log's private key fails before anything is written. Prints\n"
     "        '<index> <FILE>' for each entry\n"
     "  checkpoint DIR --key KEY\n"
     "        sign a checkpoint of everything appended so far; prints it\n"
-    "  prove DIR (--index N | --entry FILE) [--out PROOF]\n"
+    "  prove DIR (--index N | --entry FILE) [-o PROOF]\n"
     "        inclusion proof against the stored checkpoint, as C2SP tlog-proof@v1\n"
-    "  fragment DIR (--index N | --entry FILE) --out FRAGDIR\n"
+    "  fragment DIR (--index N | --entry FILE) -o FRAGDIR\n"
     "        tile fragment: the checkpoint plus the tiles (at most 2 per level) that rebuild\n"
     "        the entry's inclusion proof, as a sparse tlog-tiles directory FRAGDIR\n"
-    "  consistency DIR --old N [--new M] [--out PROOF]\n"
+    "  consistency DIR --old N [--new M] [-o PROOF]\n"
     "        consistency proof from size N to M (default: the stored checkpoint's size)\n"
     "  verify DIR\n"
     "        recompute every tile from the entries, the root, and check the checkpoint\n"
@@ -165,7 +191,12 @@ const char* kLogHelp =
     "  verify-fragment --fragment FRAGDIR --entry FILE --log-key PUB --origin ORIGIN\n"
     "        offline check of a tile fragment for the entry\n"
     "  verify-consistency --old-checkpoint A --new-checkpoint B --proof PROOF --log-key PUB --origin ORIGIN\n"
-    "        offline check that checkpoint B extends checkpoint A\n";
+    "        offline check that checkpoint B extends checkpoint A\n\n"
+    "KEY is a private key ('stackprov keygen'); PUB a public key (the log's DIR/log.pub).\n"
+    "-o, --output FILE writes the proof to FILE (default: standard output; --out: the same).\n"
+    "A failed action leaves the log as it was.\n\n"
+    "Exit status: 0 done (verify*: verified); 1 the action failed (a check failed, the log or a\n"
+    "file could not be read or written, KEY is not the log's key); 2 usage error.\n";
 
 std::string default_origin(const std::string& dir) {
   std::string d = dir;
@@ -189,9 +220,9 @@ int cmd_log(int argc, char** argv) {
   }
   std::string action = argv[1];
   Args a(argc - 1, argv + 1,
-         {"key", "origin", "index", "entry", "out", "old", "new", "proof", "log-key",
+         {"key", "origin", "index", "entry", "output", "old", "new", "proof", "log-key",
           "old-checkpoint", "new-checkpoint", "fragment"},
-         {});
+         {}, kOutputAliases);
   if (a.help) {
     fputs(kLogHelp, stdout);
     return kExitOk;
@@ -201,6 +232,8 @@ int cmd_log(int argc, char** argv) {
   bool needs_dir = action != "verify-proof" && action != "verify-consistency" && action != "verify-fragment";
   if (needs_dir && a.pos.empty()) return usage_error("log", "'log " + action + "' needs a log directory");
   std::string dir = needs_dir ? a.pos[0] : "";
+  if (a.has("output") && action != "fragment")  // -o names a file (fragment: a directory)
+    if (std::string d = directory_given(a.get("output")); !d.empty()) return usage_error("log", d + ", not a file");
 
   if (action == "init") {
     if (!a.has("key")) return usage_error("log", "'log init' needs --key KEY");
@@ -226,21 +259,12 @@ int cmd_log(int argc, char** argv) {
     sprov_tlog* log = nullptr;
     if (int rc = log_open("log append", dir, &log)) return rc;
     uint64_t first = 0;
-    int rc = sprov_tlog_append(log, ptrs.data(), lens.data(), ptrs.size(), &first);
-    if (rc != 0) {
-      sprov_tlog_free(log);
-      return lib_error("log append");
-    }
-    for (size_t i = 0; i < data.size(); ++i) printf("%llu %s\n", (unsigned long long)(first + i), a.pos[i + 1].c_str());
-    if (a.has("key")) {
-      char* note = nullptr;
-      if (sprov_tlog_checkpoint(log, a.get("key"), &note, nullptr) != 0) {
-        sprov_tlog_free(log);
-        return lib_error("log append", "checkpoint");
-      }
-      sprov_free(note);
-    }
+    // With --key: entries and checkpoint in one step, the key checked before anything is written.
+    int rc = sprov_tlog_append_checkpoint(log, ptrs.data(), lens.data(), ptrs.size(), a.get("key"), &first, nullptr,
+                                          nullptr);
     sprov_tlog_free(log);
+    if (rc != 0) return lib_error("log append");
+    for (size_t i = 0; i < data.size(); ++i) printf("%llu %s\n", (unsigned long long)(first + i), a.pos[i + 1].c_str());
     return kExitOk;
   }
   if (action == "checkpoint") {
@@ -259,7 +283,7 @@ int cmd_log(int argc, char** argv) {
   if (action == "prove" || action == "fragment") {
     if (a.has("index") == a.has("entry"))
       return usage_error("log", "'log " + action + "' needs exactly one of --index N and --entry FILE");
-    if (action == "fragment" && !a.has("out")) return usage_error("log", "'log fragment' needs --out FRAGDIR");
+    if (action == "fragment" && !a.has("output")) return usage_error("log", "'log fragment' needs -o FRAGDIR");
     sprov_tlog* log = nullptr;
     if (int rc = log_open("log prove", dir, &log)) return rc;
     uint64_t index = 0;
@@ -280,10 +304,10 @@ int cmd_log(int argc, char** argv) {
       }
     }
     if (action == "fragment") {
-      int rc = sprov_tlog_export_fragment(log, index, a.get("out"));
+      int rc = sprov_tlog_export_fragment(log, index, a.get("output"));
       sprov_tlog_free(log);
       if (rc != 0) return lib_error("log fragment");
-      printf("fragment for index %llu written to %s\n", (unsigned long long)index, a.get("out"));
+      printf("fragment for index %llu written to %s\n", (unsigned long long)index, a.get("output"));
       return kExitOk;
     }
     char* proof = nullptr;
@@ -291,9 +315,9 @@ int cmd_log(int argc, char** argv) {
     int rc = sprov_tlog_prove(log, index, &proof, &len);
     sprov_tlog_free(log);
     if (rc != 0) return lib_error("log prove");
-    bool ok = write_out(a.get("out"), proof, len, &err);
+    bool ok = write_out(a.get("output"), proof, len, &err);
     sprov_free(proof);
-    return ok ? kExitOk : usage_error("log", err);
+    return ok ? kExitOk : fail("log", err);
   }
   if (action == "consistency") {
     uint64_t old_size = 0, new_size = 0;
@@ -307,9 +331,9 @@ int cmd_log(int argc, char** argv) {
     int rc = sprov_tlog_consistency(log, old_size, new_size, &proof, &len);
     sprov_tlog_free(log);
     if (rc != 0) return lib_error("log consistency");
-    bool ok = write_out(a.get("out"), proof, len, &err);
+    bool ok = write_out(a.get("output"), proof, len, &err);
     sprov_free(proof);
-    return ok ? kExitOk : usage_error("log", err);
+    return ok ? kExitOk : fail("log", err);
   }
   if (action == "verify") {
     sprov_tlog* log = nullptr;
@@ -442,6 +466,7 @@ int cmd_trace_verify(int argc, char** argv) {
            "                       which trusts the log directory's own key; pass --trusted-root\n"
            "                       to pin it). With --log the proof is built from the log's\n"
            "                       tiles; with --proof a C2SP tlog-proof@v1 file is used.\n"
+           "PUB is a public key: a private key given as --key is refused (give KEY.pub).\n\n"
            "Exit status: 0 verified; 1 a check failed, or the store could not be read (one line\n"
            "names it); 2 usage error.\n");
     return kExitOk;
@@ -449,6 +474,11 @@ int cmd_trace_verify(int argc, char** argv) {
   if (!a.error.empty()) return usage_error("trace-verify", a.error);
   if (!a.pos.empty()) return usage_error("trace-verify", "unexpected argument '" + a.pos[0] + "'");
   if (!a.has("bundle")) return usage_error("trace-verify", "--bundle sha256:HEX is required");
+  std::string digest = a.get("bundle");  // hex digits of either case
+  std::transform(digest.begin(), digest.end(), digest.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (!stackprov_cli::is_sha256_digest(digest))
+    return usage_error("trace-verify", std::string("invalid --bundle value '") + a.get("bundle") +
+                                           "' (expected sha256:<64 hex digits>)");
   bool dsse = a.has("dsse"), rekor = a.has("rekor");
   if (!dsse && !rekor) return usage_error("trace-verify", "nothing to verify: give --dsse, --rekor or both");
   auto keys = a.all("key");
@@ -562,7 +592,7 @@ int cmd_verify_sigstore(int argc, char** argv) {
            "  signature with the bundle's leaf certificate key, the DSSE payloadType, and with\n"
            "  --artifact/--digest the artifact's digest (in-toto subject or messageDigest).\n"
            "NOT verified: the certificate chain to Fulcio, SCTs, identity policy (SAN/issuer),\n"
-           "  RFC 3161 timestamps. See doc/provenance.md.\n"
+           "  RFC 3161 timestamps. See doc/provenance.md.\n\n"
            "Exit status: 0 verified; 1 a check failed (one line: the check and the values);\n"
            "2 usage error.\n");
     return kExitOk;
@@ -571,6 +601,9 @@ int cmd_verify_sigstore(int argc, char** argv) {
   if (a.pos.size() != 1) return usage_error("verify-sigstore", "exactly one BUNDLE.json is required");
   if (!a.has("trusted-root")) return usage_error("verify-sigstore", "--trusted-root FILE is required");
   if (a.has("artifact") && a.has("digest")) return usage_error("verify-sigstore", "give --artifact or --digest, not both");
+  for (const char* f : {a.pos[0].c_str(), a.get("trusted-root"), a.get("artifact")})
+    if (std::string dir = f ? directory_given(f) : ""; !dir.empty())
+      return usage_error("verify-sigstore", dir + ", not a file");
   SPROV_OPTS(sprov_sigstore_opts, o, .artifact_path = a.get("artifact"), .artifact_digest = a.get("digest"));
   char* report = nullptr;
   size_t len = 0;

@@ -32,9 +32,10 @@ using stackprov_cli::Args;
 using stackprov_cli::Json;
 using stackprov_cli::parse_uint;
 using stackprov_cli::usage_error;
+using stackprov_cli::write_file_atomic;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFail = 1;
+using stackprov_cli::kExitFail;
+using stackprov_cli::kExitOk;
 
 /// Parses a document the library returned; false (and a message on stderr) if it is not JSON.
 bool parse_library_json(const char* cmd, std::string_view what, std::string_view text, Json* out) {
@@ -210,21 +211,6 @@ int once(const char* cmd, const Args& a, const std::vector<std::string>& names) 
   return r.empty() ? 0 : usage_error(cmd, "option --" + r + " given twice");
 }
 
-/// Writes `data` to `path` through a temporary file and rename; "" or the error.
-std::string write_file_atomic(const std::string& path, std::string_view data) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = fopen(tmp.c_str(), "wb");
-  if (!f) return "cannot create '" + tmp + "': " + strerror(errno);
-  bool ok = fwrite(data.data(), 1, data.size(), f) == data.size();
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string e = "cannot write '" + path + "': " + strerror(errno);
-    remove(tmp.c_str());
-    return e;
-  }
-  return "";
-}
-
 std::string read_small_file(const std::string& path) {
   std::string out;
   FILE* f = fopen(path.c_str(), "rb");
@@ -274,7 +260,7 @@ int64_t log_entry_of(const std::string& bundle_store, const std::string& digest,
 // ---------------------------------------------------------- trace-capture
 
 constexpr const char* kCaptureHelp =
-    "usage: stackprov trace-capture --pid PID [options]\n"
+    "usage: stackprov trace-capture -p PID [options]\n"
     "       stackprov trace-capture --core FILE [--exe PATH] [options]\n"
     "       stackprov trace-capture [--delay MS] [options] -- CMD [ARGS...]\n"
     "options: [--store URL] [--bundle] [--bundle-store DIR] [--sign KEY --log DIR [--log-key KEY]]\n"
@@ -292,10 +278,10 @@ constexpr const char* kCaptureHelp =
     "/proc/PID/task/TID/comm.\n"
     "\n"
     "what to capture (exactly one):\n"
-    "  --pid PID          the live process PID (ptrace: PTRACE_SEIZE + PTRACE_INTERRUPT, detached\n"
+    "  -p, --pid PID      the live process PID (ptrace: PTRACE_SEIZE + PTRACE_INTERRUPT, detached\n"
     "                     before returning: stopped only for the capture). Needs the right to\n"
-    "                     ptrace it: same user and kernel.yama.ptrace_scope <= 1 for a\n"
-    "                     non-child, or CAP_SYS_PTRACE\n"
+    "                     ptrace it: the same user (and, on kernels with Yama,\n"
+    "                     kernel.yama.ptrace_scope <= 1 for a non-child), or CAP_SYS_PTRACE\n"
     "  --core FILE        the ELF core file FILE\n"
     "  --exe PATH         with --core: the main program's file (default: its path in the core)\n"
     "  -- CMD [ARGS...]   runs CMD (found in PATH as the shell would; stdin, stdout and stderr\n"
@@ -342,7 +328,7 @@ constexpr const char* kCaptureHelp =
 int cmd_trace_capture(int argc, char** argv) {
   const char* cmd = "trace-capture";
   Args a(argc, argv, {"pid", "core", "exe", "delay", "store", "bundle-store", "sign", "log", "log-key", "max-frames"},
-         {"bundle"});
+         {"bundle"}, {{"p", "pid"}});
   if (a.help) {
     fputs(kCaptureHelp, stdout);
     return kExitOk;
@@ -360,8 +346,8 @@ int cmd_trace_capture(int argc, char** argv) {
     return usage_error(cmd, "unexpected argument '" + a.pos[0] + "'");
   }
   const int modes = a.has("pid") + a.has("core") + !command.empty();
-  if (modes == 0) return usage_error(cmd, "give --pid PID, --core FILE or -- CMD [ARGS...]");
-  if (modes > 1) return usage_error(cmd, "give only one of --pid PID, --core FILE and -- CMD");
+  if (modes == 0) return usage_error(cmd, "give -p PID, --core FILE or -- CMD [ARGS...]");
+  if (modes > 1) return usage_error(cmd, "give only one of -p PID, --core FILE and -- CMD");
   uint64_t pid = 0, max_frames = 0, delay_ms = 500;
   if (a.has("pid") && !parse_range(a.get("pid"), 1, INT_MAX, &pid))
     return usage_error(cmd, std::string("invalid --pid value '") + a.get("pid") + "' (expected a process id, 1 to 2147483647)");
@@ -398,6 +384,14 @@ int cmd_trace_capture(int argc, char** argv) {
   if (a.has("bundle-store") && !bundle)  // only read: it must exist
     if (std::string why = not_a_directory(a.get("bundle-store")); !why.empty())
       return usage_error(cmd, std::string("--bundle-store '") + a.get("bundle-store") + "': " + why);
+  if (a.has("sign")) {  // keys that cannot sign: fail before CMD runs and before anything is stored
+    sprov_bundle_sign_opts so{};
+    so.sz = sizeof so;
+    so.key_path = a.get("sign");
+    so.log_dir = a.get("log");
+    so.log_key = a.get("log-key");
+    if (sprov_bundle_sign_check(&so) != 0) return lib_fail(cmd, "--sign");
+  }
 
   StoreHandle store;
   if (int rc = open_store(cmd, a.get("store"), false, &store.s)) return rc;
@@ -577,10 +571,8 @@ int cmd_trace_resolve(int argc, char** argv) {
   const std::vector<std::string> bundles = a.all("bundle");
   for (const auto& b : bundles) {
     if (b.rfind("sha256:", 0) == 0) {
-      const std::string hex = b.substr(7);
-      bool ok = hex.size() == 64;
-      for (char c : hex) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
-      if (!ok) return usage_error(cmd, "invalid --bundle value '" + b + "' (expected sha256:<64 lower-case hex> or a file)");
+      if (!stackprov_cli::is_sha256_digest(b))
+        return usage_error(cmd, "invalid --bundle value '" + b + "' (expected sha256:<64 lower-case hex> or a file)");
     } else if (std::string why = unreadable_file(b); !why.empty()) {
       return usage_error(cmd, "--bundle '" + b + "': " + why + " (expected sha256:<64 lower-case hex> or a file)");
     }

@@ -97,6 +97,13 @@ SPROV_API uint64_t sprov_tlog_size(const sprov_tlog* log);
 /* Appends entries (each 1..65535 bytes) in one crash-safe step; *first_index gets the index of the first. */
 SPROV_API int sprov_tlog_append(sprov_tlog* log, const void* const* entries, const size_t* lens, size_t count,
                                 uint64_t* first_index);
+/* sprov_tlog_append, then (with key_path) a checkpoint of the new size signed with the log's key,
+ * under one lock: the key is read and checked against the log's before anything is written, so a
+ * wrong key, a public key or an unreadable key file leaves the log unchanged. *note (may be NULL)
+ * receives the signed checkpoint (release with sprov_free). key_path NULL: sprov_tlog_append. */
+SPROV_API int sprov_tlog_append_checkpoint(sprov_tlog* log, const void* const* entries, const size_t* lens,
+                                           size_t count, const char* key_path, uint64_t* first_index, char** note,
+                                           size_t* note_len);
 /* Signs a checkpoint of the committed size with the log's key; *out is the signed note. */
 SPROV_API int sprov_tlog_checkpoint(sprov_tlog* log, const char* key_path, char** out, size_t* out_len);
 /* Index of the first entry equal to the bytes; SPROV_ERR_NOT_FOUND if none. */

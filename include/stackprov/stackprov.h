@@ -46,16 +46,23 @@ extern "C" {
   (SPROV_VERSION_MAJOR * 10000 + SPROV_VERSION_MINOR * 100 + SPROV_VERSION_PATCH)
 
 /* Declare and zero-initialise an options struct with its size set:
- *   SPROV_OPTS(sprov_unwinder_opts, o, .max_frames = 64); */
-#define SPROV_OPTS(TYPE, NAME, ...)                                     \
-  struct TYPE NAME = ({                                                 \
-    __builtin_memset(&NAME, 0, sizeof(struct TYPE));                    \
-    _Pragma("GCC diagnostic push")                                      \
-    _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")  \
-    struct TYPE NAME##__init = {.sz = sizeof(struct TYPE), __VA_ARGS__}; \
-    _Pragma("GCC diagnostic pop")                                       \
-    NAME##__init;                                                       \
-  })
+ *   SPROV_OPTS(sprov_unwinder_opts, o, .max_frames = 64);
+ * Fields not named are zero. Plain ISO C (C99/C11, no GNU extension: compiles without a
+ * warning under -std=c11 -pedantic); in C++ (C++20 designated initializers: name fields in
+ * declaration order) the same through a lambda that silences -Wmissing-field-initializers. */
+#define SPROV_OPTS(TYPE, ...) SPROV_OPTS_I_(TYPE, __VA_ARGS__, )
+#ifdef __cplusplus
+#define SPROV_OPTS_I_(TYPE, NAME, ...)                                   \
+  struct TYPE NAME = [&]() {                                             \
+    _Pragma("GCC diagnostic push")                                       \
+    _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")   \
+    struct TYPE sprov_opts_init_ = {.sz = sizeof(struct TYPE), __VA_ARGS__}; \
+    _Pragma("GCC diagnostic pop")                                        \
+    return sprov_opts_init_;                                             \
+  }()
+#else
+#define SPROV_OPTS_I_(TYPE, NAME, ...) struct TYPE NAME = {.sz = sizeof(struct TYPE), __VA_ARGS__}
+#endif
 
 /* Library version as "MAJOR.MINOR.PATCH"; static storage. */
 SPROV_API const char* sprov_version(void);

@@ -187,12 +187,18 @@ struct sprov_bundle_sign_opts {
   const char* log_key;   /* key that signs the log's new checkpoint; NULL: key_path */
 };
 #define sprov_bundle_sign_opts__last_field log_key
+/* Checks, without writing anything, what sprov_bundle_store_sign would sign with: key_path is a
+ * P-256 private key, log_dir is a transparency log and log_key (default key_path) the private key
+ * of its checkpoints. Call it before storing a bundle that is to be signed, so that a key that
+ * cannot sign leaves nothing behind. */
+SPROV_API int sprov_bundle_sign_check(const struct sprov_bundle_sign_opts* opts);
 /* Signs the stored bundle `digest`: a DSSE envelope over an in-toto statement whose subject is
  * the bundle's sha256 and whose predicate (type https://stackprov.dev/symbol-bundle/v1) lists
  * its modules' identities; appends the envelope to the log (once: the same bundle signed again
  * gives the same envelope, RFC 6979), signs a checkpoint and stores envelope, tlog-proof@v1 and
  * checkpoint as the sidecars "dsse.json", "tlog-proof", "checkpoint". *log_index (may be NULL)
- * receives the entry's index. */
+ * receives the entry's index. The keys are checked first (sprov_bundle_sign_check): when they
+ * cannot sign, neither the log nor the store changes. */
 SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest, const struct sprov_bundle_sign_opts* opts,
                                       uint64_t* log_index);
 /* Checks the whole store (doc/bundles.md "fsck"): re-hashes every blob,

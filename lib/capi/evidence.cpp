@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "evidence/dsse.hpp"
@@ -55,14 +56,19 @@ int copy_cstr(const std::string& s, char* out, size_t size, const char* what) {
 
 Error null_arg(const char* name) { return make_error(SPROV_ERR_INVALID_ARG, "%s is NULL", name); }
 
-Result<PublicKey> load_public(const char* path) {
+/// The public key (or certificate) in file `path`. A private key file names its public key too:
+/// accepted with `allow_private` (key ids), refused otherwise -- a verifier is given public keys,
+/// and a private key where one is expected is a mistake worth saying.
+Result<PublicKey> load_public(const char* path, bool allow_private = false) {
   auto data = read_file(path, 65536);
   if (!data) return data.error();
   auto k = PublicKey::from_pem_or_der(data.value());
   if (k) return k;
-  // A private key file also names its public key.
   auto sk = SigningKey::from_pem_or_der(data.value());
-  if (sk) return sk.value().public_key();
+  if (sk && allow_private) return sk.value().public_key();
+  if (sk)
+    return make_error(SPROV_ERR_KEY,
+                      "'%s' is a private key; verifying needs its public key (PEM PUBLIC KEY or a certificate)", path);
   return make_error(k.error().code, "'%s': %s", path, k.error().message.c_str());
 }
 
@@ -146,7 +152,7 @@ SPROV_API int sprov_key_generate(const char* private_path, const char* public_pa
 SPROV_API int sprov_key_id(const char* key_path, char* key_id, size_t key_id_size) {
   return guard([&] {
     if (!key_path) return fail(null_arg("key_path"));
-    auto k = load_public(key_path);
+    auto k = load_public(key_path, true);
     if (!k) return fail(k.error());
     return copy_cstr(k.value().key_id_hex(), key_id, key_id_size, "key_id");
   });
@@ -254,6 +260,12 @@ SPROV_API uint64_t sprov_tlog_size(const sprov_tlog* log) { return log ? log->lo
 
 SPROV_API int sprov_tlog_append(sprov_tlog* log, const void* const* entries, const size_t* lens, size_t count,
                                 uint64_t* first_index) {
+  return sprov_tlog_append_checkpoint(log, entries, lens, count, nullptr, first_index, nullptr, nullptr);
+}
+
+SPROV_API int sprov_tlog_append_checkpoint(sprov_tlog* log, const void* const* entries, const size_t* lens,
+                                           size_t count, const char* key_path, uint64_t* first_index, char** note,
+                                           size_t* note_len) {
   return guard([&] {
     if (!log) return fail(null_arg("log"));
     if (count && (!entries || !lens)) return fail(null_arg("entries/lens"));
@@ -263,9 +275,18 @@ SPROV_API int sprov_tlog_append(sprov_tlog* log, const void* const* entries, con
       if (!entries[i] && lens[i]) return fail(null_arg("entries[i]"));
       es.emplace_back(static_cast<const char*>(entries[i]), lens[i]);
     }
-    auto r = log->log.append(es);
+    std::optional<SigningKey> key;
+    if (key_path) {
+      auto k = SigningKey::load(key_path);
+      if (!k) return fail(k.error());
+      if (Status st = log->log.check_key(k.value(), key_path); !st) return fail(st.error());
+      key = std::move(k.value());
+    }
+    std::string signed_note;
+    auto r = log->log.append(es, key ? &*key : nullptr, &signed_note);
     if (!r) return fail(r.error());
     if (first_index) *first_index = r.value();
+    if (key && note) return give_string(signed_note, note, note_len);
     return 0;
   });
 }
@@ -276,6 +297,7 @@ SPROV_API int sprov_tlog_checkpoint(sprov_tlog* log, const char* key_path, char*
     if (!key_path) return fail(null_arg("key_path"));
     auto key = SigningKey::load(key_path);
     if (!key) return fail(key.error());
+    if (Status st = log->log.check_key(key.value(), key_path); !st) return fail(st.error());
     auto note = log->log.sign_checkpoint(key.value());
     if (!note) return fail(note.error());
     if (!out) return 0;

@@ -16,6 +16,8 @@
 #include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
+#include "evidence/keys.hpp"
+#include "evidence/tlog.hpp"
 #include "symbolize/bundle_builder.hpp"
 #include "symbolize/bundle_store.hpp"
 #include "unwind/bundle_rows.hpp"
@@ -591,17 +593,36 @@ std::string bundle_predicate(const bundle::BundleReader& r) {
 
 extern "C" {
 
-SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest, const struct sprov_bundle_sign_opts* opts,
-                                      uint64_t* log_index) {
+SPROV_API int sprov_bundle_sign_check(const struct sprov_bundle_sign_opts* opts) {
   return guard([&] {
-    if (!s) return fail(null_arg("store"));
-    if (!digest) return fail(null_arg("digest"));
     if (int rc = check_opts(opts, SPROV_OPTS_KNOWN(sprov_bundle_sign_opts), "sprov_bundle_sign_opts")) return rc;
     const char* key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, key_path, nullptr);
     const char* log_dir = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_dir, nullptr);
     const char* log_key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_key, nullptr);
     if (!key || !*key) return fail(make_error(SPROV_ERR_INVALID_ARG, "signing needs a key (key_path)"));
     if (!log_dir || !*log_dir) return fail(make_error(SPROV_ERR_INVALID_ARG, "signing needs a transparency log (log_dir)"));
+    if (!log_key || !*log_key) log_key = key;
+    auto signer = evidence::SigningKey::load(key);
+    if (!signer) return fail(signer.error());
+    auto checkpoint_key = strcmp(log_key, key) == 0 ? signer : evidence::SigningKey::load(log_key);
+    if (!checkpoint_key) return fail(checkpoint_key.error());
+    auto log = evidence::Tlog::open(log_dir);
+    if (!log) return fail(log.error());
+    if (Status st = log.value().check_key(checkpoint_key.value(), log_key); !st) return fail(st.error());
+    return 0;
+  });
+}
+
+SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest, const struct sprov_bundle_sign_opts* opts,
+                                      uint64_t* log_index) {
+  return guard([&] {
+    if (!s) return fail(null_arg("store"));
+    if (!digest) return fail(null_arg("digest"));
+    // Keys and log first: a key that cannot sign leaves the log and the store as they were.
+    if (int rc = sprov_bundle_sign_check(opts)) return rc;
+    const char* key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, key_path, nullptr);
+    const char* log_dir = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_dir, nullptr);
+    const char* log_key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_key, nullptr);
     if (!log_key || !*log_key) log_key = key;
     auto blob = s->store.blob_path(digest);
     if (!blob) return fail(blob.error());
@@ -626,15 +647,16 @@ SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest,
       ~LogCloser() { sprov_tlog_free(l); }
     } closer{log};
     uint64_t index = 0;
-    if (sprov_tlog_find(log, env.p, env_len, &index) != 0) {
+    if (sprov_tlog_find(log, env.p, env_len, &index) == 0) {
+      if (sprov_tlog_checkpoint(log, log_key, &p, &note_len) != 0)
+        return fail_nested(std::string("checkpoint of log '") + log_dir + "' with key '" + log_key + "'");
+    } else {
       if (sprov_last_error() != SPROV_ERR_NOT_FOUND) return fail_nested(std::string("log '") + log_dir + "'");
       const void* entries[1] = {env.p};
       const size_t lens[1] = {env_len};
-      if (sprov_tlog_append(log, entries, lens, 1, &index) != 0)
+      if (sprov_tlog_append_checkpoint(log, entries, lens, 1, log_key, &index, &p, &note_len) != 0)
         return fail_nested(std::string("append to log '") + log_dir + "'");
     }
-    if (sprov_tlog_checkpoint(log, log_key, &p, &note_len) != 0)
-      return fail_nested(std::string("checkpoint of log '") + log_dir + "' with key '" + log_key + "'");
     note.p = p;
     if (sprov_tlog_prove(log, index, &p, &proof_len) != 0)
       return fail_nested("inclusion proof of log entry " + std::to_string(index));

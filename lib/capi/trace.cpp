@@ -565,6 +565,14 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
                              sign_key));
     if (sign_key && *sign_key && (!log_dir || !*log_dir))
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sign_key '%s' needs a transparency log (log_dir)", sign_key));
+    if (sign_key && *sign_key) {  // keys that cannot sign: fail before anything is stored
+      sprov_bundle_sign_opts so{};
+      so.sz = sizeof so;
+      so.key_path = sign_key;
+      so.log_dir = log_dir;
+      so.log_key = log_key;
+      if (sprov_bundle_sign_check(&so) != 0) return fail(nested_error("signing"));
+    }
     if (proc->threads.empty()) return fail(make_error(SPROV_ERR_NOT_FOUND, "process %lld: no threads captured",
                                                       static_cast<long long>(proc->pid)));
 

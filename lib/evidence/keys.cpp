@@ -317,8 +317,10 @@ Result<SigningKey> SigningKey::load(const std::string& path) {
   auto data = read_file(path, 65536);
   if (!data) return data.error();
   auto k = from_pem_or_der(data.value());
+  if (!k && PublicKey::from_pem_or_der(data.value()))
+    return make_error(SPROV_ERR_KEY, "'%s' is a public key; signing needs its private key", path.c_str());
   mbedtls_platform_zeroize(data.value().data(), data.value().size());
-  if (!k) return make_error(k.error().code, "%s: %s", path.c_str(), k.error().message.c_str());
+  if (!k) return make_error(k.error().code, "'%s': %s", path.c_str(), k.error().message.c_str());
   return k;
 }
 

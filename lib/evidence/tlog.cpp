@@ -257,11 +257,14 @@ Result<Hash> Tlog::root_at(uint64_t n) {
   return range_hash(subtree_fn(n), 0, n);
 }
 
-Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries) {
+Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries, const SigningKey* checkpoint_key,
+                              std::string* note) {
   for (size_t i = 0; i < entries.size(); ++i)
     if (entries[i].empty() || entries[i].size() > kMaxEntryBytes)
       return make_error(SPROV_ERR_LIMIT, "entry %zu is %zu bytes; entries must be 1..%zu bytes", i,
                         entries[i].size(), kMaxEntryBytes);
+  if (checkpoint_key)
+    if (auto k = check_key(*checkpoint_key); !k) return k.error();
   LockFile lk;
   auto st = lock_log(dir_, lk);
   if (!st) return st.error();
@@ -271,6 +274,11 @@ Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries) {
   size_ = fresh.value().size_;
   root_ = fresh.value().root_;
   tile_cache_.clear();
+  if (entries.empty() && checkpoint_key) {
+    auto cp = sign_checkpoint_locked(*checkpoint_key);
+    if (!cp) return cp.error();
+    if (note) *note = std::move(cp.value());
+  }
   if (entries.empty()) return size_;
   const uint64_t n0 = size_, n1 = n0 + entries.size();
   if (n1 < n0) return make_error(SPROV_ERR_LIMIT, "log size would overflow");
@@ -357,18 +365,39 @@ Result<uint64_t> Tlog::append(const std::vector<std::string_view>& entries) {
     size_ = n0;
     return root.error();
   }
+  // The checkpoint is signed before the commit: after it, only writing the note is left.
+  Result<std::string> signed_note = std::string();
+  if (checkpoint_key) {
+    signed_note = sign_note(format_checkpoint_text(Checkpoint{info_.origin, n1, root.value(), {}}), info_.origin,
+                            *checkpoint_key);
+    if (!signed_note) {
+      size_ = n0;
+      return signed_note.error();
+    }
+  }
   st = write_state(n1, root.value());
   if (!st) {
     size_ = n0;
     return st.error();
   }
+  if (checkpoint_key) {
+    st = write_file_atomic(dir_ + "/checkpoint", signed_note.value());
+    if (!st) return st.error();
+    if (note) *note = std::move(signed_note.value());
+  }
   return n0;
 }
 
-Result<std::string> Tlog::sign_checkpoint(const SigningKey& key) {
+Status Tlog::check_key(const SigningKey& key, const std::string& key_name) const {
   if (key.public_key().spki_der() != info_.key.spki_der())
-    return make_error(SPROV_ERR_KEY, "key %s is not the key of log '%s' (%s)",
-                      key.public_key().key_id_hex().c_str(), info_.origin.c_str(), info_.key.key_id_hex().c_str());
+    return make_error(SPROV_ERR_KEY, "%s%s%skey %s is not the key of log '%s' (%s)", key_name.empty() ? "" : "'",
+                      key_name.c_str(), key_name.empty() ? "" : "': ", key.public_key().key_id_hex().c_str(),
+                      info_.origin.c_str(), info_.key.key_id_hex().c_str());
+  return {};
+}
+
+Result<std::string> Tlog::sign_checkpoint(const SigningKey& key) {
+  if (auto k = check_key(key); !k) return k.error();
   LockFile lk;
   auto st = lock_log(dir_, lk);
   if (!st) return st.error();
@@ -376,10 +405,14 @@ Result<std::string> Tlog::sign_checkpoint(const SigningKey& key) {
   if (!fresh) return fresh.error();
   size_ = fresh.value().size_;
   root_ = fresh.value().root_;
+  return sign_checkpoint_locked(key);
+}
+
+Result<std::string> Tlog::sign_checkpoint_locked(const SigningKey& key) {
   Checkpoint cp{info_.origin, size_, root_, {}};
   auto note = sign_note(format_checkpoint_text(cp), info_.origin, key);
   if (!note) return note.error();
-  st = write_file_atomic(dir_ + "/checkpoint", note.value());
+  auto st = write_file_atomic(dir_ + "/checkpoint", note.value());
   if (!st) return st.error();
   return note;
 }

@@ -47,9 +47,16 @@ class Tlog {
   const Hash& root() const { return root_; }
 
   /// Appends entries (each 1..65535 bytes) as one crash-safe step; returns the first new index.
-  Result<uint64_t> append(const std::vector<std::string_view>& entries);
+  /// With `checkpoint_key`, also signs a checkpoint of the new size under the same lock (its
+  /// note into *note when not null): the key is checked against the log's before anything is
+  /// written, and the note is signed before the commit, so a wrong key changes nothing.
+  Result<uint64_t> append(const std::vector<std::string_view>& entries, const SigningKey* checkpoint_key = nullptr,
+                          std::string* note = nullptr);
   /// Signs a checkpoint for the committed size and stores it as DIR/checkpoint.
   Result<std::string> sign_checkpoint(const SigningKey& key);
+  /// OK when `key` is the key that signs this log's checkpoints; SPROV_ERR_KEY naming both key ids
+  /// (and `key_name`, e.g. its file, when given) otherwise.
+  Status check_key(const SigningKey& key, const std::string& key_name = "") const;
   /// The stored checkpoint (verified with the log's key).
   Result<VerifiedCheckpoint> checkpoint() const;
 
@@ -80,6 +87,8 @@ class Tlog {
   Result<std::vector<Bytes>> read_entry_bundle(uint64_t n, uint64_t width);
   SubtreeHashFn subtree_fn(uint64_t tree_size);
   Status write_state(uint64_t size, const Hash& root);
+  /// sign_checkpoint for size_/root_ while the caller holds DIR/lock.
+  Result<std::string> sign_checkpoint_locked(const SigningKey& key);
 
   std::string dir_;
   TlogInfo info_;

@@ -201,24 +201,12 @@ bool have_cap_sys_ptrace() {
   return (std::strtoull(eff.c_str(), nullptr, 16) >> kCapSysPtrace) & 1;
 }
 
-/// -EPERM with what a user can act on: Yama's ptrace_scope, CAP_SYS_PTRACE, an existing tracer.
+/// -EPERM with what a user can act on (ptrace_permission_hint).
 Error permission_error(pid_t pid, pid_t tid) {
-  std::string scope = read_small_file("/proc/sys/kernel/yama/ptrace_scope");
-  while (!scope.empty() && (scope.back() == '\n' || scope.back() == ' ')) scope.pop_back();
-  const char* meaning = "Yama not present";
-  if (scope == "0") meaning = "classic ptrace permissions";
-  else if (scope == "1") meaning = "only descendants can be traced";
-  else if (scope == "2") meaning = "only CAP_SYS_PTRACE can trace";
-  else if (scope == "3") meaning = "ptrace attach disabled";
   const std::string tracer = status_field(pid, "TracerPid");
-  std::string traced;
-  if (!tracer.empty() && tracer != "0") traced = "; it is already traced by pid " + tracer;
-  return make_error(-EPERM,
-                    "permission denied attaching to process %d (thread %d): "
-                    "/proc/sys/kernel/yama/ptrace_scope = %s (%s), this process %s CAP_SYS_PTRACE%s; "
-                    "run as the target's user with ptrace_scope 0, or with CAP_SYS_PTRACE",
-                    pid, tid, scope.empty() ? "absent" : scope.c_str(), meaning,
-                    have_cap_sys_ptrace() ? "has" : "lacks", traced.c_str());
+  const std::string hint = ptrace_permission_hint("/proc/sys/kernel/yama", have_cap_sys_ptrace(),
+                                                  tracer == "0" ? std::string() : tracer);
+  return make_error(-EPERM, "permission denied attaching to process %d (thread %d): %s", pid, tid, hint.c_str());
 }
 
 Error interrupted_error(pid_t pid) {
@@ -621,6 +609,28 @@ void Capturer::detach_all() {
 }
 
 }  // namespace
+
+std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptrace, const std::string& tracer_pid) {
+  struct stat st;
+  const bool yama = stat(yama_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  std::string scope;
+  if (yama) {
+    scope = read_small_file(yama_dir + "/ptrace_scope");
+    while (!scope.empty() && (scope.back() == '\n' || scope.back() == ' ')) scope.pop_back();
+  }
+  const char* meaning = scope == "0"   ? "classic ptrace permissions"
+                        : scope == "1" ? "only descendants can be traced"
+                        : scope == "2" ? "only CAP_SYS_PTRACE can trace"
+                        : scope == "3" ? "ptrace attach disabled"
+                                       : "unknown value";
+  std::string out;
+  if (yama) out = yama_dir + "/ptrace_scope = " + (scope.empty() ? "unreadable" : scope + " (" + meaning + ")") + ", ";
+  out += std::string("this process ") + (cap_sys_ptrace ? "has" : "lacks") + " CAP_SYS_PTRACE";
+  if (!tracer_pid.empty())
+    return out + "; it is already traced by pid " + tracer_pid + " (one tracer at a time: stop that one first)";
+  return out + (yama ? "; run as the target's user with ptrace_scope 0, or with CAP_SYS_PTRACE"
+                     : "; run as the target's user, or with CAP_SYS_PTRACE");
+}
 
 Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_stack_bytes,
                                        const WhileStopped& while_stopped) {

@@ -48,10 +48,16 @@ using WhileStopped = std::function<void(Snapshot&, MemoryReader&)>;
 ///
 /// Thread-safety: captures are serialized process-wide (the signal-safe
 /// detach list is global). Errors: -ESRCH (no such process, or the tid is not
-/// a thread of pid), -EPERM (message names ptrace_scope and CAP_SYS_PTRACE),
+/// a thread of pid), -EPERM (message: ptrace_permission_hint),
 /// SPROV_ERR_CAPTURE (zombie, own process, no thread could be stopped),
 /// SPROV_ERR_INVALID_ARG, -EINTR (interrupted by a signal).
 Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_stack_bytes,
                                        const WhileStopped& while_stopped);
+
+/// What a user can act on when attaching fails with EPERM: Yama's ptrace_scope (named only when
+/// `yama_dir`, /proc/sys/kernel/yama, exists: kernels without Yama have classic ptrace
+/// permissions only), whether this process has CAP_SYS_PTRACE, an existing tracer (`tracer_pid`,
+/// "" for none) and what to do. One line, no trailing period.
+std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptrace, const std::string& tracer_pid);
 
 }  // namespace stackprov::memory

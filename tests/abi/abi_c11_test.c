@@ -112,6 +112,23 @@ int main(void) {
   EXPECT(strcmp(sprov_method_name(SPROV_METHOD_CFI_EH_FRAME), "cfi_eh_frame") == 0);
   EXPECT(strcmp(sprov_stop_reason_name(SPROV_STOP_SP_NOT_ADVANCING), "sp_not_advancing") == 0);
 
+  /* SPROV_OPTS is plain C11 (this file builds with -std=c11 -pedantic -Werror): sz is set, the
+   * named fields hold their values and every other byte is zero, with or without named fields. */
+  {
+    SPROV_OPTS(sprov_unwinder_opts, none);
+    SPROV_OPTS(sprov_context_opts, some, .log_level = SPROV_LOG_DEBUG, .sysroot = "/x");
+    struct sprov_unwinder_opts zu;
+    struct sprov_context_opts zc;
+    memset(&zu, 0, sizeof zu);
+    zu.sz = sizeof zu;
+    memset(&zc, 0, sizeof zc);
+    zc.sz = sizeof zc;
+    zc.log_level = SPROV_LOG_DEBUG;
+    zc.sysroot = some.sysroot;
+    EXPECT(memcmp(&none, &zu, sizeof zu) == 0);
+    EXPECT(memcmp(&some, &zc, sizeof zc) == 0);
+  }
+
   sprov_context* ctx = NULL;
   SPROV_OPTS(sprov_context_opts, copts, .log_level = SPROV_LOG_ERROR);
   EXPECT(copts.sz == sizeof(struct sprov_context_opts));

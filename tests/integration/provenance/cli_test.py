@@ -269,7 +269,7 @@ def test_roundtrip():
             rc, _, err = run("trace-verify", "--bundle", "sha256:" + digest, "--envelope", bad, "--rekor", "--log", log)
             check(rc == 1 and "log-entry" in err, f"tampered envelope ({field}) is not in the log")
         rc, _, err = run("trace-verify", "--bundle", "sha256:xyz", "--envelope", env_path, "--dsse", "--key", k + ".pub")
-        check(rc == 1 and "sha256:xyz" in err, "bad digest is named")
+        check(rc == 2 and "sha256:xyz" in err, "bad digest is a usage error naming it")
         rc, _, err = run("log", "prove", log, "--index", "abc")
         check(rc == 2 and "abc" in err, "bad --index is named")
         rc, _, err = run("log", "append", os.path.join(d, "nolog"), env_path)

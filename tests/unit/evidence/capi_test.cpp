@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "stackprov/bundle.h"
@@ -124,6 +126,68 @@ TEST_CASE("C ABI: keygen, sign, verify, log, prove, trace-verify", "[capi]") {
   to.digest = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
   CHECK(sprov_trace_verify(&to, nullptr, nullptr) == SPROV_ERR_DIGEST_MISMATCH);
   CHECK(std::string(sprov_last_error_message()).find("artifact-digest") != std::string::npos);
+}
+
+TEST_CASE("C ABI: keys are told apart, and a key that cannot sign changes no log", "[capi]") {
+  TempDir d;
+  const std::string key = d.path + "/k", pub = key + ".pub", other = d.path + "/o", log_dir = d.path + "/log";
+  REQUIRE(sprov_key_generate(key.c_str(), pub.c_str(), nullptr, 0) == 0);
+  REQUIRE(sprov_key_generate(other.c_str(), (other + ".pub").c_str(), nullptr, 0) == 0);
+  sprov_tlog* log = nullptr;
+  REQUIRE(sprov_tlog_init(log_dir.c_str(), "example.org/keys", key.c_str(), &log) == 0);
+  const void* e[] = {"one", "two"};
+  const size_t l[] = {3, 3};
+  const auto state = [&] {
+    std::string all;
+    for (const auto& f : fs::recursive_directory_iterator(log_dir))
+      if (f.is_regular_file()) all += f.path().string() + "\n" + [&] {
+        std::ifstream in(f.path(), std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+      }() + "\n";
+    return all;
+  };
+  const std::string before = state();
+  uint64_t first = 9;
+  // A public key where the private one signs, another private key, a directory: nothing written.
+  CHECK(sprov_tlog_append_checkpoint(log, e, l, 2, pub.c_str(), &first, nullptr, nullptr) == SPROV_ERR_KEY);
+  CHECK(std::string(sprov_last_error_message()).find("'" + pub + "' is a public key") != std::string::npos);
+  CHECK(sprov_tlog_append_checkpoint(log, e, l, 2, other.c_str(), &first, nullptr, nullptr) == SPROV_ERR_KEY);
+  CHECK(std::string(sprov_last_error_message()).find("'" + other + "'") != std::string::npos);
+  CHECK(sprov_tlog_append_checkpoint(log, e, l, 2, d.path.c_str(), &first, nullptr, nullptr) == -EISDIR);
+  CHECK(std::string(sprov_last_error_message()).find("is a directory") != std::string::npos);
+  CHECK(state() == before);
+  CHECK(sprov_tlog_size(log) == 0);
+  char* note = nullptr;
+  size_t note_len = 0;
+  REQUIRE(sprov_tlog_append_checkpoint(log, e, l, 2, key.c_str(), &first, &note, &note_len) == 0);
+  CHECK(first == 0);
+  CHECK(std::string(note, note_len).find("example.org/keys\n2\n") == 0);  // the checkpoint of the new size
+  sprov_free(note);
+  // A private key where a verifier takes a public one is refused; sprov_key_id takes either.
+  char* proof = nullptr;
+  size_t proof_len = 0;
+  REQUIRE(sprov_tlog_prove(log, 0, &proof, &proof_len) == 0);
+  CHECK(sprov_tlog_verify_proof(proof, proof_len, "one", 3, key.c_str(), "example.org/keys") == SPROV_ERR_KEY);
+  CHECK(std::string(sprov_last_error_message()).find("'" + key + "' is a private key") != std::string::npos);
+  CHECK(sprov_tlog_verify_proof(proof, proof_len, "one", 3, pub.c_str(), "example.org/keys") == 0);
+  sprov_free(proof);
+  char id1[SPROV_KEY_ID_STRLEN], id2[SPROV_KEY_ID_STRLEN];
+  CHECK(sprov_key_id(key.c_str(), id1, sizeof id1) == 0);
+  CHECK(sprov_key_id(pub.c_str(), id2, sizeof id2) == 0);
+  CHECK(std::string(id1) == id2);
+  sprov_tlog_free(log);
+  // sprov_bundle_sign_check: what signing would use, checked without writing.
+  const std::string after = state();
+  SPROV_OPTS(sprov_bundle_sign_opts, ok, .key_path = other.c_str(), .log_dir = log_dir.c_str(), .log_key = key.c_str());
+  CHECK(sprov_bundle_sign_check(&ok) == 0);
+  SPROV_OPTS(sprov_bundle_sign_opts, wrong_log_key, .key_path = other.c_str(), .log_dir = log_dir.c_str());
+  CHECK(sprov_bundle_sign_check(&wrong_log_key) == SPROV_ERR_KEY);  // log_key defaults to key_path
+  SPROV_OPTS(sprov_bundle_sign_opts, public_signer, .key_path = pub.c_str(), .log_dir = log_dir.c_str(),
+             .log_key = key.c_str());
+  CHECK(sprov_bundle_sign_check(&public_signer) == SPROV_ERR_KEY);
+  SPROV_OPTS(sprov_bundle_sign_opts, no_log, .key_path = key.c_str(), .log_dir = d.path.c_str());
+  CHECK(sprov_bundle_sign_check(&no_log) == SPROV_ERR_LOG);
+  CHECK(state() == after);
 }
 
 TEST_CASE("C ABI: options structs from older and newer callers", "[capi]") {

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 
 #include "evidence/merkle.hpp"
 #include "evidence/tlog.hpp"
@@ -165,6 +167,43 @@ TEST_CASE("bad appends and bad keys are refused", "[tlog]") {
   CHECK(Tlog::init(d.path + "/y", "has space", key).error().code == SPROV_ERR_INVALID_ARG);
   CHECK(t.prove(0).error().code == SPROV_ERR_LOG);
   CHECK(Tlog::open(d.path + "/missing").error().code == SPROV_ERR_LOG);
+}
+
+/// Every file of a directory tree and its bytes.
+std::map<std::string, std::string> files_of(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    out[e.path().string()] = std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  return out;
+}
+
+TEST_CASE("append with a checkpoint key: a wrong key changes nothing, the right one commits both", "[tlog]") {
+  TempDir d;
+  auto key = SigningKey::generate().value();
+  auto t = Tlog::init(d.path, "example.org/atomic", key).value();
+  REQUIRE(t.append({"first"}, &key).ok());
+  const auto before = files_of(d.path);
+  auto other = SigningKey::generate().value();
+  auto r = t.append({"second", "third"}, &other);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == SPROV_ERR_KEY);
+  CHECK(t.check_key(other, "other.key").error().message.find("'other.key'") != std::string::npos);
+  CHECK(t.check_key(key).ok());
+  CHECK(files_of(d.path) == before);  // no tile, entry bundle, state or checkpoint written
+  CHECK(Tlog::open(d.path).value().size() == 1);
+  // The right key: entries and a checkpoint of the new size, in one call.
+  std::string note;
+  auto first = t.append({"second", "third"}, &key, &note);
+  REQUIRE(first.ok());
+  CHECK(first.value() == 1);
+  auto cp = t.checkpoint();
+  REQUIRE(cp.ok());
+  CHECK(cp.value().checkpoint.size == 3);
+  CHECK(cp.value().note == note);
+  CHECK(t.fsck().ok());
 }
 
 TEST_CASE("an append killed mid-write leaves a log that verifies and keeps working", "[tlog]") {

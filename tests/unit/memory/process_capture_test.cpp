@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -528,11 +529,39 @@ TEST_CASE("capture_process without permission is -EPERM with the ptrace_scope / 
   INFO(msg);
   CHECK(msg.rfind(std::to_string(-EPERM) + " ", 0) == 0);
   CHECK(msg.find("process " + std::to_string(target.pid)) != std::string::npos);
-  CHECK(msg.find("ptrace_scope") != std::string::npos);
+  // Yama is named only where the kernel has it.
+  struct stat yama;
+  const bool has_yama = stat("/proc/sys/kernel/yama", &yama) == 0;
+  CHECK((msg.find("ptrace_scope") != std::string::npos) == has_yama);
+  CHECK((msg.find("yama") != std::string::npos) == has_yama);
   CHECK(msg.find("lacks CAP_SYS_PTRACE") != std::string::npos);
   CHECK(no_thread_traced(target.pid));
   close(ctl_w);
   close(resp_r);
+}
+
+TEST_CASE("ptrace_permission_hint names Yama's ptrace_scope only when the Yama directory exists", "[process]") {
+  char tmpl[] = "/tmp/stackprov-yama-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  const std::string scope_file = dir + "/ptrace_scope";
+  {
+    std::ofstream f(scope_file);
+    f << "1\n";
+  }
+  const std::string with = ptrace_permission_hint(dir, false, "");
+  CHECK(with == dir + "/ptrace_scope = 1 (only descendants can be traced), this process lacks CAP_SYS_PTRACE; "
+                      "run as the target's user with ptrace_scope 0, or with CAP_SYS_PTRACE");
+  const std::string traced = ptrace_permission_hint(dir, true, "4242");
+  CHECK(traced == dir + "/ptrace_scope = 1 (only descendants can be traced), this process has CAP_SYS_PTRACE; "
+                        "it is already traced by pid 4242 (one tracer at a time: stop that one first)");
+  std::remove(scope_file.c_str());
+  rmdir(dir.c_str());
+  // No Yama (a kernel built without it): classic permissions only, nothing about Yama.
+  const std::string without = ptrace_permission_hint(dir, false, "");
+  CHECK(without == "this process lacks CAP_SYS_PTRACE; run as the target's user, or with CAP_SYS_PTRACE");
+  CHECK(without.find("yama") == std::string::npos);
+  CHECK(without.find("ptrace_scope") == std::string::npos);
 }
 
 namespace {
