@@ -16,8 +16,8 @@ Both pairs do the same work: read perf.data, unwind every sample's copied stack 
 symbolize every frame, write the result. The outputs are compared: per sample, frame by frame
 (user frames; module-relative pc and function name, as tests/integration/perf does); aggregated,
 stack by stack (count of each `comm;root;...;leaf` after normalising symbol versions, aliases
-seen at one symbol start in the per-sample comparison, and kernel names, which stackprov prints
-as [unknown]: see FoldedNames). A pair
+seen at one symbol start in the per-sample comparison, and kernel names, which stackprov's
+folded output marks with _[k]: see FoldedNames). A pair
 whose agreement is below --min-agree percent of the samples fails the benchmark, as does any
 tool that exits non-zero. Ratios are peer time / stackprov time (> 1: stackprov is faster)."""
 import argparse
@@ -171,9 +171,9 @@ class FoldedNames:
     """Known naming classes between perf and stackprov in folded stacks, each checked elsewhere:
     - aliases: two names of one symbol (same start address in the per-sample comparison, e.g.
       perf's clone3 and stackprov's __clone3): both map to perf's name;
-    - kernel frames: stackprov does not symbolize kernel addresses and prints [unknown]; perf's
-      kernel names (those perf script printed with a [kernel.*] dso) map to [unknown], so that
-      the number and place of kernel frames are still compared."""
+    - kernel frames: stackprov names them from /proc/kallsyms as perf does and marks them with
+      the _[k] suffix in folded output (stackcollapse-perf's convention); perf's kernel names
+      (those perf script printed with a [kernel.*] dso) get the same suffix here."""
 
     def __init__(self, aliases, kernel_names):
         self.ours = {b: a for a, b in aliases}
@@ -181,7 +181,7 @@ class FoldedNames:
 
     def perf(self, name):
         n = norm_folded_name(name)
-        return "[unknown]" if n in self.kernel else n
+        return n + "_[k]" if n in self.kernel else n
 
     def stackprov(self, name):
         n = norm_folded_name(name)

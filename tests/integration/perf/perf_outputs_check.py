@@ -172,8 +172,10 @@ def check_go_pprof_list(profile, source, src, total_ns):
     if go is None:
         return ["pprof: go is not installed (golang-go; make deps installs it)"]
     env = dict(os.environ, GOCACHE=os.path.join(os.path.dirname(profile), "gocache"), GOFLAGS="")
-    r = subprocess.run([go, "tool", "pprof", "-list", "^d_fn$", profile], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, env=env)
+    # pprof looks for sources under -source_path (default: the working directory, here ctest's
+    # build directory) after trimming the recorded path: point it at the fixture's directory.
+    r = subprocess.run([go, "tool", "pprof", "-source_path", os.path.dirname(source), "-list", "^d_fn$", profile],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     out = r.stdout.splitlines()
     head = [l for l in out if l.startswith("ROUTINE")]
     rows = {}
@@ -185,11 +187,21 @@ def check_go_pprof_list(profile, source, src, total_ns):
     total = [l for l in out if l.startswith("Total:")]
     print("go tool pprof -list ^d_fn$: %s %s; lines with samples %s" % (total, head, sorted(body)))
     failures = []
-    if r.returncode != 0 or head != ["ROUTINE ======================== d_fn in " + source]:
+    # pprof names the file as recorded, or trimmed to where -source_path found it.
+    if r.returncode != 0 or head not in (["ROUTINE ======================== d_fn in " + source],
+                                         ["ROUTINE ======================== d_fn in " + os.path.basename(source)]):
         failures.append("go tool pprof -list: exit %d, %s (%s)" % (r.returncode, head, r.stderr.strip()[:200]))
     elif not body or any(rows[n][1] != src[n - 1] for n in rows) or not all(14 <= n <= 17 for n in body):
         failures.append("go tool pprof -list: listed lines %s do not match %s lines 14-17" % (sorted(body), source))
-    want_total = "Total: %.2fms" % (total_ns / 1e6)  # pprof's rendering of the summed cpu/nanoseconds
+    # pprof's rendering of the summed cpu/nanoseconds: the largest unit that keeps the value >= 1
+    # (measurement.ScaledLabel: ns, us, ms, s), two decimals, trailing ".00" dropped.
+    value, unit = float(total_ns), "ns"
+    for factor, name in ((1e3, "us"), (1e6, "ms"), (1e9, "s")):
+        if total_ns >= factor:
+            value, unit = total_ns / factor, name
+    label = ("%.2f" % value)
+    label = label[:-3] if label.endswith(".00") else label
+    want_total = "Total: %s%s" % (label, unit)
     if total != [want_total]:
         failures.append("go tool pprof -list: %s, want %s" % (total, want_total))
     return failures
