@@ -1,11 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // CLI: `stackprov symbolize` — llvm-symbolizer-compatible addresses → functions, lines and inline chains (LLVM/GNU/JSON).
+#include <algorithm>
 #include <cctype>
 #include <cinttypes>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "command.hpp"
@@ -17,7 +25,7 @@ enum class Style { kLlvm, kGnu, kJson };
 enum class Names { kLinkage, kShort, kNone };
 
 struct Options {
-  std::string obj;
+  std::string obj;        // --obj: every input is an address of this module
   std::string build_id;   // --build-id: no module file, the bundle step answers
   std::string resolvers;  // --resolvers LIST ("" = the library default)
   bool has_store = false;
@@ -28,11 +36,14 @@ struct Options {
   bool demangle = true;
   bool pretty = false;
   bool basenames = false;
+  bool print_address = false;  // -a: the address before its answer
+  uint64_t adjust_vma = 0;     // --adjust-vma: looked-up address = input - this
+  int64_t context_lines = 0;   // --print-source-context-lines
   Style style = Style::kLlvm;
   bool provenance = false;
   bool debug_symtab = false;  // llvm-symbolizer-14 never names from the debug file's .symtab
   std::vector<std::string> debug_dirs;
-  std::vector<std::string> addrs;
+  std::vector<std::string> inputs;  // command-line inputs (addresses, or "FILE ADDR" without --obj)
 };
 
 struct Frame {
@@ -44,32 +55,48 @@ struct Frame {
 
 const char* kUsage =
     "usage: stackprov symbolize --obj PATH [options] [ADDRESS...]\n"
+    "       stackprov symbolize [options] ['FILE ADDRESS'...]   (module named on each input)\n"
     "       stackprov symbolize --build-id HEX [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
-    "Symbolizes link-time addresses of PATH like llvm-symbolizer: addresses come from the\n"
-    "arguments or, when there are none, from stdin (one per line; 0x hex, 0 octal or decimal).\n"
+    "Symbolizes link-time addresses like llvm-symbolizer-14, with its output byte for byte:\n"
+    "inputs come from the arguments or, when there are none, from stdin, one per line. With\n"
+    "--obj an input is an address (0x hex, 0 octal, 0b binary or decimal); without it an\n"
+    "input names its module first, as pprof drives llvm-symbolizer: 'FILE ADDRESS',\n"
+    "'\"FILE WITH SPACES\" ADDRESS', optionally after 'CODE ' (DATA and FRAME requests are not\n"
+    "supported: an error answer). A line that cannot be parsed is echoed (JSON: an \"Error\").\n"
     "Resolvers, tried in the order of --resolvers (default\n"
     "debuginfod,bundle,dwarf,symtab,dynsym,demangle; doc/bundles.md \"Resolver policy\"):\n"
-    "bundle (the symbol bundle of the module's build-id in the store), DWARF of PATH or of its\n"
-    "debug file (build-id under the debug directories, .gnu_debuglink with CRC; identity\n"
-    "checked), then PATH's .symtab, else its .dynsym. Without a store the bundle step is\n"
-    "skipped.\n\n"
-    "  --obj, --exe, -e PATH        the module\n"
+    "bundle (the symbol bundle of the module's build-id in the store), DWARF of the module or\n"
+    "of its debug file (build-id under the debug directories, .gnu_debuglink with CRC;\n"
+    "identity checked), then its .symtab, else its .dynsym. Without a store the bundle step\n"
+    "is skipped.\n\n"
+    "  --obj, --exe, -e PATH        the module of every input\n"
     "  --build-id HEX               the module by its ELF build-id, no file: only its bundle\n"
     "                               answers (error: no bundle for build-id HEX in store DIR)\n"
     "  --store DIR                  bundle store (default with --build-id: $STACKPROV_STORE,\n"
     "                               else $XDG_DATA_HOME/stackprov/store, else\n"
-    "                               ~/.local/share/stackprov/store; with --obj: none unless\n"
+    "                               ~/.local/share/stackprov/store; otherwise none unless\n"
     "                               --store or $STACKPROV_STORE is given)\n"
     "  --bundle sha256:HEX|FILE     answer from this bundle (in the store, or a file) instead\n"
     "                               of the store's id map; a bundle that does not hold the\n"
     "                               module is refused, naming both ids\n"
     "  --resolvers LIST             comma-separated policy from debuginfod, bundle, dwarf,\n"
     "                               symtab, dynsym, demangle (without demangle: raw names)\n"
-    "  --inlines, -i | --no-inlines  print the inline chain (default) or one frame\n"
-    "  --functions[=linkage|short|none], -f   function names (default linkage)\n"
-    "  --demangle, -C | --no-demangle\n"
+    "  --inlines, -i, --inlining[=true]   print the inline chain (default)\n"
+    "  --no-inlines, --inlining=false     one frame, as llvm's symbolizeCode: the innermost\n"
+    "                               location, named by the symbol covering the address, else\n"
+    "                               by the innermost function (GNU style: the innermost)\n"
+    "  --functions[=linkage|short|none], -f[=...]   function names (default linkage)\n"
+    "  --demangle, -C, -demangle=true | --no-demangle, -demangle=false\n"
     "  --output-style=LLVM|GNU|JSON  (default LLVM)\n"
-    "  --pretty-print, -p           'function at file:line:column' lines\n"
+    "  --pretty-print, -p           'function at file:line:column' lines (JSON: indented)\n"
+    "  --addresses, --print-address, -a\n"
+    "                               print the input address before its answer (\"0x...\" line,\n"
+    "                               or \"0x...: \" with -p; JSON always has \"Address\")\n"
+    "  --adjust-vma OFFSET          look up ADDRESS - OFFSET (printed addresses stay as given)\n"
+    "  --print-source-context-lines N\n"
+    "                               after each location, N lines of its source file around the\n"
+    "                               line ('158 >: ' marks it; JSON: \"Source\"), when the file\n"
+    "                               named there can be read\n"
     "  --basenames, -s              strip directories from file names\n"
     "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable)\n"
     "  --debug-symtab, --symbols=stackprov\n"
@@ -82,32 +109,38 @@ const char* kUsage =
     "                               none), Source (file,\n"
     "                               debuginfod URL or the bundle's sha256:HEX), SourceBuildId\n"
     "                               and Bundle (sha256:HEX or \"\"); other styles: to stderr\n"
+    "  --relative-address           accepted for compatibility (no-op for ELF)\n"
+    "  --                           every later argument is an input\n"
+    "Options take their value as --opt=VALUE or --opt VALUE; single-letter flags group (-aCp).\n"
     "A bundle carries linkage names, file, line, column and inline chains; no start\n"
     "address/line (StartAddress \"\", StartLine 0) and --functions=short prints linkage names.\n"
     "Split DWARF (.dwo by DW_AT_dwo_name + comp_dir, <obj>.dwp), dwz (.gnu_debugaltlink),\n"
     "MiniDebugInfo (.gnu_debugdata) and debuginfod (DEBUGINFOD_URLS, DEBUGINFOD_CACHE_PATH,\n"
     "DEBUGINFOD_TIMEOUT; only when no local debug file is found) are followed.\n"
-    "  --relative-address           accepted for compatibility (no-op for ELF)\n"
-    "With --build-id, JSON ModuleName is \"BUILDID:HEX\". Exit status: 0, or 1 when a module\n"
-    "named by --build-id, a --bundle or a --store could not be read (the error once on\n"
-    "stderr, \"??\" answers); 2 for bad options. With --obj alone, as llvm-symbolizer: 0.\n";
+    "With --build-id, JSON ModuleName is \"BUILDID:HEX\".\n\n"
+    "Exit status:\n"
+    "  0  every input was answered; as llvm-symbolizer, also when a module file named by\n"
+    "     --obj or an input cannot be read (\"??\" answers, JSON \"Error\", the reason once on\n"
+    "     stderr)\n"
+    "  1  a module named by --build-id, a --bundle or a --store could not be read, or a DATA or\n"
+    "     FRAME request was given\n"
+    "  2  bad options (one line naming the offending value)\n";
 
-bool parse_number(const std::string& tok, uint64_t* out) {
+bool parse_number(std::string_view s, uint64_t* out) {
   // llvm StringRef::getAsInteger with radix 0.
-  std::string s = tok;
   unsigned radix = 10;
   if (s.size() > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
     radix = 16;
-    s = s.substr(2);
+    s.remove_prefix(2);
   } else if (s.size() > 1 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) {
     radix = 2;
-    s = s.substr(2);
+    s.remove_prefix(2);
   } else if (s.size() > 1 && s[0] == '0' && (s[1] == 'o' || s[1] == 'O')) {
     radix = 8;
-    s = s.substr(2);
+    s.remove_prefix(2);
   } else if (s.size() > 1 && s[0] == '0') {
     radix = 8;
-    s = s.substr(1);
+    s.remove_prefix(1);
   }
   if (s.empty()) return false;
   uint64_t v = 0;
@@ -125,14 +158,55 @@ bool parse_number(const std::string& tok, uint64_t* out) {
   return true;
 }
 
-/// llvm-symbolizer's parseCommand with --obj given: the first token is the address.
-bool parse_input(const std::string& line, uint64_t* addr) {
-  std::string s = line;
-  if (s.rfind("CODE ", 0) == 0) s = s.substr(5);
-  size_t b = s.find_first_not_of(" \n\r");
-  if (b == std::string::npos) return false;
-  size_t e = s.find_first_of(" \n\r", b);
-  return parse_number(s.substr(b, e == std::string::npos ? std::string::npos : e - b), addr);
+/// One input, as llvm-symbolizer's parseCommand reads it.
+struct Request {
+  enum class Kind { kCode, kData, kFrame } kind = Kind::kCode;
+  std::string module;  // as far as it was parsed (JSON ModuleName of an unparsable input)
+  uint64_t addr = 0;
+};
+
+/// llvm parseCommand: optional "CODE "/"DATA "/"FRAME ", then (without --obj or
+/// --build-id) the module, bare or in "double"/'single' quotes, then the address.
+bool parse_request(const std::string& input, const std::string& fixed_module, bool module_fixed, Request* r) {
+  std::string_view s = input;
+  s = s.substr(0, s.find('\0'));
+  if (s.rfind("CODE ", 0) == 0) {
+    s.remove_prefix(5);
+  } else if (s.rfind("DATA ", 0) == 0) {
+    r->kind = Request::Kind::kData;
+    s.remove_prefix(5);
+  } else if (s.rfind("FRAME ", 0) == 0) {
+    r->kind = Request::Kind::kFrame;
+    s.remove_prefix(6);
+  }
+  constexpr std::string_view kDelims = " \n\r";
+  auto skip = [&] {
+    const size_t b = s.find_first_not_of(kDelims);
+    s.remove_prefix(b == std::string_view::npos ? s.size() : b);
+  };
+  auto token = [&] {
+    const size_t e = std::min(s.find_first_of(kDelims), s.size());
+    std::string_view t = s.substr(0, e);
+    s.remove_prefix(e);
+    return t;
+  };
+  if (module_fixed) {
+    r->module = fixed_module;
+  } else {
+    skip();
+    if (!s.empty() && (s[0] == '"' || s[0] == '\'')) {
+      const char quote = s[0];
+      s.remove_prefix(1);
+      const size_t end = s.find(quote);
+      if (end == std::string_view::npos) return false;
+      r->module = std::string(s.substr(0, end));
+      s.remove_prefix(end + 1);
+    } else {
+      r->module = std::string(token());
+    }
+  }
+  skip();
+  return parse_number(token(), &r->addr);
 }
 
 std::string json_quote(const std::string& s) {
@@ -171,23 +245,153 @@ std::string base_name(const std::string& p) {
   return k == std::string::npos ? p : p.substr(k + 1);
 }
 
+/// llvm's SourceCode::format (DIPrinter.cpp): `lines` lines of `file` centred on
+/// `line` (first = max(1, line - lines/2)), each "N  : text" or "N >: text" for
+/// `line`, N right-aligned to ceil(log10(last)) digits; "" when the file cannot
+/// be read, lines <= 0, or the file ends before the first line.
+std::string source_context(const std::string& file, uint32_t line, int64_t lines) {
+  if (lines <= 0 || file.empty()) return {};
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string src = ss.str();
+  const int64_t first = std::max<int64_t>(1, static_cast<int64_t>(line) - lines / 2);
+  const int64_t last = first + lines - 1;
+  size_t pos = 0;
+  for (int64_t l = 1; l < first; l++) {
+    pos = src.find('\n', pos);
+    if (pos == std::string::npos) return {};
+    pos++;
+  }
+  const int width = static_cast<int>(std::ceil(std::log10(static_cast<double>(last))));
+  std::string out;
+  for (int64_t l = first; l <= last && pos < src.size(); l++) {
+    size_t eol = src.find('\n', pos);
+    if (eol == std::string::npos) eol = src.size();
+    std::string_view text(src.data() + pos, eol - pos);
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);  // llvm line_iterator: "\r\n" ends a line
+    char num[32];
+    snprintf(num, sizeof num, "%*" PRId64, width, l);
+    out += num;
+    out += l == line ? " >: " : "  : ";
+    out += text;
+    out += '\n';
+    pos = eol + 1;
+  }
+  return out;
+}
+
+/// llvm::json's formatv("{0:2}") layout of compact JSON text (llvm-symbolizer
+/// --output-style=JSON --pretty-print): two-space indents, "key": value, empty
+/// arrays and objects as [] and {}.
+std::string pretty_json(const std::string& compact) {
+  std::string out;
+  int depth = 0;
+  bool in_string = false;
+  auto newline = [&] {
+    out += '\n';
+    out.append(static_cast<size_t>(depth) * 2, ' ');
+  };
+  for (size_t i = 0; i < compact.size(); i++) {
+    const char c = compact[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\') out += compact[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; out += c; break;
+      case '{':
+      case '[':
+        out += c;
+        if (i + 1 < compact.size() && (compact[i + 1] == '}' || compact[i + 1] == ']')) {
+          out += compact[++i];
+        } else {
+          depth++;
+          newline();
+        }
+        break;
+      case '}':
+      case ']': depth--; newline(); out += c; break;
+      case ',': out += c; newline(); break;
+      case ':': out += ": "; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+/// llvm's messages for the module errors callers match on (JSON "Error"."Message").
+std::string llvm_error_message(int code, const std::string& ours) {
+  if (code < 0 && code > -4000) return strerror(-code);  // a std::error_code from the OS
+  if (code == SPROV_ERR_ELF) return "The file was not recognized as a valid object file";
+  return ours;
+}
+
 class Runner {
  public:
   Runner(const Options& o, sprov_symbolizer* sym) : o_(o), sym_(sym) {}
 
-  /// Resolves `addr`; false with `err` set when the module cannot be read.
-  bool resolve(uint64_t addr, std::vector<Frame>* frames, std::string* err) {
+  bool failed() const { return failed_; }
+  bool unsupported() const { return unsupported_; }
+
+  /// One input; JSON text is returned (the caller frames it), plain text is printed.
+  std::string handle(const std::string& input) {
+    Request rq;
+    const bool fixed = !o_.obj.empty() || !o_.build_id.empty();
+    if (!parse_request(input, o_.obj, fixed, &rq)) {
+      if (o_.style == Style::kJson) return json_error("unable to parse arguments: " + input, nullptr, module_name(rq));
+      printf("%s\n", input.c_str());
+      return {};
+    }
+    if (rq.kind != Request::Kind::kCode) {
+      const std::string what = rq.kind == Request::Kind::kData ? "DATA" : "FRAME";
+      if (!unsupported_) fprintf(stderr, "stackprov symbolize: %s requests are not supported\n", what.c_str());
+      unsupported_ = true;
+      if (o_.style == Style::kJson) return json_error(what + " requests are not supported", &rq.addr, module_name(rq));
+      print_plain(rq, std::vector<Frame>(1));
+      return {};
+    }
+    std::vector<Frame> frames;
+    int code = 0;
+    std::string err;
+    if (!resolve(rq, &frames, &code, &err)) {
+      if (reported_.insert(rq.module).second) fprintf(stderr, "stackprov symbolize: %s\n", err.c_str());
+      failed_ = true;
+      if (o_.style == Style::kJson) return json_error(llvm_error_message(code, err), &rq.addr, module_name(rq));
+      print_plain(rq, std::vector<Frame>(1));
+      return {};
+    }
+    if (o_.style == Style::kJson) return json_result(rq, frames);
+    if (o_.provenance)
+      fprintf(stderr, "%s: resolver %s, source %s, build-id %s, bundle %s\n", hex(rq.addr).c_str(), resolver_.c_str(),
+              source_.c_str(), source_id_.c_str(), bundle_.empty() ? "-" : bundle_.c_str());
+    print_plain(rq, frames);
+    return {};
+  }
+
+ private:
+  /// Resolves `rq`; false with the error when the module cannot be read.
+  bool resolve(const Request& rq, std::vector<Frame>* frames, int* code, std::string* err) {
     frames->clear();
     uint32_t flags = 0;
-    if (o_.names == Names::kShort) flags |= SPROV_SYMBOLIZE_SHORT_NAMES;
+    // llvm reads the symbol table for linkage names only: none and short are DWARF's alone.
+    if (o_.names != Names::kLinkage) flags |= SPROV_SYMBOLIZE_SHORT_NAMES;
     if (!o_.demangle) flags |= SPROV_SYMBOLIZE_NO_DEMANGLE;
     if (!o_.debug_symtab) flags |= SPROV_SYMBOLIZE_LLVM_COMPAT;
+    // llvm-symbolizer --no-inlines: symbolizeCode, except GNU style, which takes
+    // frame 0 of the inline chain (symbolizeInlinedCode).
+    if (!o_.inlines && o_.style != Style::kGnu) flags |= SPROV_SYMBOLIZE_NO_INLINES;
+    const uint64_t addr = rq.addr - o_.adjust_vma;
     struct sprov_symbol_info info;
     memset(&info, 0, sizeof(info));
     info.sz = sizeof(info);
-    const int rc = o_.build_id.empty() ? sprov_symbolizer_addr_ex(sym_, o_.obj.c_str(), addr, flags, &info)
+    const int rc = o_.build_id.empty() ? sprov_symbolizer_addr_ex(sym_, rq.module.c_str(), addr, flags, &info)
                                        : sprov_symbolizer_addr_build_id(sym_, o_.build_id.c_str(), addr, flags, &info);
     if (rc != 0) {
+      *code = rc;
       *err = sprov_last_error_message();
       return false;
     }
@@ -217,44 +421,35 @@ class Runner {
       frames->push_back(std::move(fr));
     }
     if (frames->empty()) frames->emplace_back();
-    if (!o_.inlines && frames->size() > 1) {
-      // llvm symbolizeCode: the innermost location and declaration, the
-      // physical function's name and start from the symbol table.
-      // (GNU style names the innermost function, as llvm-symbolizer-14 does.)
-      Frame one = frames->front();
-      if (o_.style != Style::kGnu) one.name = frames->back().name;
-      one.has_start = frames->back().has_start;
-      one.start = frames->back().start;
-      frames->assign(1, one);
-    }
+    if (!o_.inlines) frames->resize(1);
     if (o_.names == Names::kNone)
       for (auto& f : *frames) f.name.clear();
     return true;
   }
 
-  void print_plain(const std::vector<Frame>& frames) {
+  /// llvm's PlainPrinterBase (LLVM and GNU styles).
+  void print_plain(const Request& rq, const std::vector<Frame>& frames) {
+    if (o_.print_address) printf("0x%" PRIx64 "%s", rq.addr, o_.pretty ? ": " : "\n");
     for (size_t i = 0; i < frames.size(); i++) {
       const Frame& f = frames[i];
-      if (o_.names != Names::kNone) {
-        if (o_.pretty) printf("%s%s at ", i > 0 ? " (inlined by) " : "", f.name.empty() ? "??" : f.name.c_str());
-        else printf("%s\n", f.name.empty() ? "??" : f.name.c_str());
-      } else if (o_.pretty && i > 0) {
-        printf(" (inlined by) ");
-      }
-      const char* file = f.file.empty() ? "??" : f.file.c_str();
+      if (o_.names != Names::kNone)
+        printf("%s%s%s", o_.pretty && i > 0 ? " (inlined by) " : "", f.name.empty() ? "??" : f.name.c_str(),
+               o_.pretty ? " at " : "\n");
+      const std::string file = f.file.empty() ? "??" : f.file;
       if (o_.style == Style::kGnu) {
-        printf("%s:%u", file, f.line);
+        printf("%s:%u", file.c_str(), f.line);
         if (f.discriminator) printf(" (discriminator %u)", f.discriminator);
         printf("\n");
       } else {
-        printf("%s:%u:%u\n", file, f.line, f.column);
+        printf("%s:%u:%u\n", file.c_str(), f.line, f.column);
       }
+      fputs(source_context(file, f.line, o_.context_lines).c_str(), stdout);
     }
     if (o_.style == Style::kLlvm) printf("\n");
   }
 
-  std::string json_result(uint64_t addr, const std::vector<Frame>& frames) {
-    std::string o = "{\"Address\":" + json_quote(hex(addr)) + ",\"ModuleName\":" + json_quote(module_name());
+  std::string json_result(const Request& rq, const std::vector<Frame>& frames) {
+    std::string o = "{\"Address\":" + json_quote(hex(rq.addr)) + ",\"ModuleName\":" + json_quote(module_name(rq));
     if (o_.provenance)
       o += ",\"Resolver\":" + json_quote(resolver_) + ",\"Source\":" + json_quote(source_) +
            ",\"SourceBuildId\":" + json_quote(source_id_) + ",\"Bundle\":" + json_quote(bundle_);
@@ -264,54 +459,30 @@ class Runner {
       if (i) o += ",";
       o += "{\"Column\":" + std::to_string(f.column) + ",\"Discriminator\":" + std::to_string(f.discriminator) +
            ",\"FileName\":" + json_quote(f.file) + ",\"FunctionName\":" + json_quote(f.name) +
-           ",\"Line\":" + std::to_string(f.line) + ",\"StartAddress\":" + json_quote(f.has_start ? hex(f.start) : "") +
+           ",\"Line\":" + std::to_string(f.line);
+      if (const std::string src = source_context(f.file, f.line, o_.context_lines); !src.empty())
+        o += ",\"Source\":" + json_quote(src);
+      o += ",\"StartAddress\":" + json_quote(f.has_start ? hex(f.start) : "") +
            ",\"StartFileName\":" + json_quote(f.start_file) + ",\"StartLine\":" + std::to_string(f.start_line) + "}";
     }
     return o + "]}";
   }
 
-  std::string module_name() const { return o_.build_id.empty() ? o_.obj : "BUILDID:" + o_.build_id; }
+  std::string module_name(const Request& rq) const {
+    return o_.build_id.empty() ? rq.module : "BUILDID:" + o_.build_id;
+  }
 
-  std::string json_error(const std::string& msg, const uint64_t* addr) {
+  static std::string json_error(const std::string& msg, const uint64_t* addr, const std::string& module) {
     std::string o = "{";
     if (addr) o += "\"Address\":" + json_quote(hex(*addr)) + ",";
-    return o + "\"Error\":{\"Message\":" + json_quote(msg) + "},\"ModuleName\":" + json_quote(module_name()) + "}";
+    return o + "\"Error\":{\"Message\":" + json_quote(msg) + "},\"ModuleName\":" + json_quote(module) + "}";
   }
 
-  /// One input; JSON text is returned (the caller frames it), plain text is printed.
-  std::string handle(const std::string& input) {
-    uint64_t addr = 0;
-    if (!parse_input(input, &addr)) {
-      if (o_.style == Style::kJson) return json_error("unable to parse arguments: " + input, nullptr);
-      printf("%s\n", input.c_str());
-      return {};
-    }
-    std::vector<Frame> frames;
-    std::string err;
-    if (!resolve(addr, &frames, &err)) {
-      if (!reported_) fprintf(stderr, "stackprov symbolize: %s\n", err.c_str());
-      reported_ = true;
-      failed_ = true;
-      if (o_.style == Style::kJson) return json_error(err, &addr);
-      print_plain(std::vector<Frame>(1));
-      return {};
-    }
-    if (o_.style == Style::kJson) return json_result(addr, frames);
-    if (o_.provenance)
-      fprintf(stderr, "%s: resolver %s, source %s, build-id %s, bundle %s\n", hex(addr).c_str(), resolver_.c_str(),
-              source_.c_str(), source_id_.c_str(), bundle_.empty() ? "-" : bundle_.c_str());
-    print_plain(frames);
-    return {};
-  }
-
- public:
-  bool failed() const { return failed_; }
-
- private:
-  bool failed_ = false;
   const Options& o_;
   sprov_symbolizer* sym_;
-  bool reported_ = false;
+  bool failed_ = false;
+  bool unsupported_ = false;
+  std::set<std::string> reported_;  // modules whose error was printed
   std::string resolver_, source_, source_id_, bundle_;
 };
 
@@ -320,19 +491,45 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-int cmd_symbolize(int argc, char** argv) {
-  Options o;
+/// Single-letter flags that may be grouped (-aCp), as llvm-symbolizer's option table allows.
+bool short_flag(char c, Options* o) {
+  switch (c) {
+    case 'a': o->print_address = true; return true;
+    case 'C': o->demangle = true; return true;
+    case 'i': o->inlines = true; return true;
+    case 'p': o->pretty = true; return true;
+    case 's': o->basenames = true; return true;
+    case 'f': o->names = Names::kLinkage; return true;
+    default: return false;
+  }
+}
+
+bool parse_functions(const std::string& v, Names* out) {
+  if (v == "linkage") *out = Names::kLinkage;
+  else if (v == "short") *out = Names::kShort;
+  else if (v == "none") *out = Names::kNone;
+  else return false;
+  return true;
+}
+
+/// Parses the command line into `o`; returns -1 to go on, else the exit status.
+int parse_args(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; i++) {
-    std::string a = argv[i];
+    const std::string a = argv[i];
+    if (a == "--") {
+      for (++i; i < argc; i++) o->inputs.emplace_back(argv[i]);
+      break;
+    }
     std::string name = a, val;
     bool has_val = false;
-    if (a.rfind("--", 0) == 0) {
+    if (a.rfind("--", 0) == 0 || a.rfind("-e=", 0) == 0 || a.rfind("-f=", 0) == 0) {
       if (auto eq = a.find('='); eq != std::string::npos) {
         name = a.substr(0, eq);
         val = a.substr(eq + 1);
         has_val = true;
       }
     }
+    // GNU style: "--opt=VALUE" or "--opt VALUE".
     auto need = [&](std::string* out) {
       if (has_val) {
         *out = val;
@@ -342,70 +539,117 @@ int cmd_symbolize(int argc, char** argv) {
       *out = argv[++i];
       return true;
     };
+    auto no_value = [&] { return has_val ? usage("option '" + name + "' takes no value ('" + a + "')") : -1; };
     if (name == "--help" || name == "-h") {
       fputs(kUsage, stdout);
       return 0;
     } else if (name == "--obj" || name == "--exe" || name == "-e") {
-      if (!need(&o.obj)) return usage("option '" + name + "' needs a value");
+      if (!need(&o->obj)) return usage("option '" + name + "' needs a value");
+      if (o->obj.empty()) return usage("option '" + name + "' needs a file name");
+    } else if (a.size() > 2 && a.rfind("-e", 0) == 0 && a[2] != '=') {
+      o->obj = a.substr(2);  // -ePATH
     } else if (name == "--build-id") {
-      if (!need(&o.build_id)) return usage("--build-id needs a value");
-      bool ok = !o.build_id.empty() && o.build_id.size() % 2 == 0 && o.build_id.size() <= 128;
-      for (char ch : o.build_id) ok = ok && isxdigit(static_cast<unsigned char>(ch));
-      if (!ok) return usage("--build-id '" + o.build_id + "' is not an even number (2 to 128) of hex digits");
+      if (!need(&o->build_id)) return usage("--build-id needs a value");
+      bool ok = !o->build_id.empty() && o->build_id.size() % 2 == 0 && o->build_id.size() <= 128;
+      for (char ch : o->build_id) ok = ok && isxdigit(static_cast<unsigned char>(ch));
+      if (!ok) return usage("--build-id '" + o->build_id + "' is not an even number (2 to 128) of hex digits");
     } else if (name == "--store") {
-      if (!need(&o.store)) return usage("--store needs a value");
-      if (o.store.empty()) return usage("--store needs a directory");
-      o.has_store = true;
+      if (!need(&o->store)) return usage("--store needs a value");
+      if (o->store.empty()) return usage("--store needs a directory");
+      o->has_store = true;
     } else if (name == "--bundle") {
-      if (!need(&o.bundle)) return usage("--bundle needs a value");
+      if (!need(&o->bundle)) return usage("--bundle needs a value");
     } else if (name == "--resolvers") {
-      if (!need(&o.resolvers)) return usage("--resolvers needs a value");
-    } else if (name == "--inlines" || name == "-i") {
-      o.inlines = true;
+      if (!need(&o->resolvers)) return usage("--resolvers needs a value");
+    } else if (name == "--inlines") {
+      if (int r = no_value(); r >= 0) return r;
+      o->inlines = true;
     } else if (name == "--no-inlines") {
-      o.inlines = false;
+      if (int r = no_value(); r >= 0) return r;
+      o->inlines = false;
+    } else if (name == "--inlining") {
+      if (!has_val || val == "true") o->inlines = true;
+      else if (val == "false") o->inlines = false;
+      else return usage("--inlining must be true or false, not '" + val + "'");
     } else if (name == "--functions" || name == "-f") {
-      if (!has_val || val == "linkage") o.names = Names::kLinkage;
-      else if (val == "short") o.names = Names::kShort;
-      else if (val == "none") o.names = Names::kNone;
-      else return usage("--functions must be linkage, short or none");
-    } else if (name == "--demangle" || name == "-C") {
-      o.demangle = true;
-    } else if (name == "--no-demangle") {
-      o.demangle = false;
-    } else if (name == "--pretty-print" || name == "-p") {
-      o.pretty = true;
-    } else if (name == "--basenames" || name == "-s") {
-      o.basenames = true;
+      if (has_val) {
+        if (!parse_functions(val, &o->names))
+          return usage("--functions must be linkage, short or none, not '" + val + "'");
+      } else if (name == "--functions" && i + 1 < argc && parse_functions(argv[i + 1], &o->names)) {
+        i++;  // "--functions short"
+      } else {
+        o->names = Names::kLinkage;
+      }
+    } else if (name == "--demangle" || name == "-demangle=true") {
+      if (int r = no_value(); r >= 0) return r;
+      o->demangle = true;
+    } else if (name == "--no-demangle" || name == "-demangle=false") {
+      if (int r = no_value(); r >= 0) return r;
+      o->demangle = false;
+    } else if (name == "--pretty-print") {
+      o->pretty = true;
+    } else if (name == "--basenames") {
+      o->basenames = true;
+    } else if (name == "--addresses" || name == "--print-address") {
+      if (int r = no_value(); r >= 0) return r;
+      o->print_address = true;
+    } else if (name == "--adjust-vma") {
+      std::string v;
+      if (!need(&v)) return usage("--adjust-vma needs a value");
+      if (!parse_number(v, &o->adjust_vma))
+        return usage("--adjust-vma '" + v + "' is not a non-negative integer (0x hex, 0 octal, decimal)");
+    } else if (name == "--print-source-context-lines") {
+      std::string v;
+      if (!need(&v)) return usage("--print-source-context-lines needs a value");
+      uint64_t n = 0;
+      const bool neg = !v.empty() && v[0] == '-';
+      if (!parse_number(std::string_view(v).substr(neg ? 1 : 0), &n) || n > INT_MAX)
+        return usage("--print-source-context-lines '" + v + "' is not an integer");
+      o->context_lines = neg ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);  // <= 0: none, as llvm
     } else if (name == "--provenance") {
-      o.provenance = true;
+      o->provenance = true;
     } else if (name == "--debug-symtab") {
-      o.debug_symtab = true;
+      o->debug_symtab = true;
     } else if (name == "--symbols") {
       std::string v;
       if (!need(&v)) return usage("--symbols needs a value");
-      if (v == "llvm") o.debug_symtab = false;
-      else if (v == "stackprov") o.debug_symtab = true;
-      else return usage("--symbols must be llvm or stackprov");
+      if (v == "llvm") o->debug_symtab = false;
+      else if (v == "stackprov") o->debug_symtab = true;
+      else return usage("--symbols must be llvm or stackprov, not '" + v + "'");
     } else if (name == "--relative-address") {
     } else if (name == "--output-style") {
       std::string v;
       if (!need(&v)) return usage("--output-style needs a value");
-      if (v == "LLVM") o.style = Style::kLlvm;
-      else if (v == "GNU") o.style = Style::kGnu;
-      else if (v == "JSON") o.style = Style::kJson;
-      else return usage("--output-style must be LLVM, GNU or JSON");
+      if (v == "LLVM") o->style = Style::kLlvm;
+      else if (v == "GNU") o->style = Style::kGnu;
+      else if (v == "JSON") o->style = Style::kJson;
+      else return usage("--output-style must be LLVM, GNU or JSON, not '" + v + "'");
     } else if (name == "--debug-file-directory") {
       std::string v;
       if (!need(&v)) return usage("--debug-file-directory needs a value");
-      o.debug_dirs.push_back(v);
-    } else if (a.size() > 1 && a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
+      o->debug_dirs.push_back(v);
+    } else if (a.size() > 1 && a[0] == '-' && a[1] != '-' && !(a[1] >= '0' && a[1] <= '9')) {
+      // Grouped single-letter flags, the last one possibly "f=VALUE" (-if=short).
+      for (size_t k = 1; k < a.size(); k++) {
+        if (a[k] == 'f' && k + 1 < a.size() && a[k + 1] == '=') {
+          if (!parse_functions(a.substr(k + 2), &o->names))
+            return usage("--functions must be linkage, short or none, not '" + a.substr(k + 2) + "'");
+          break;
+        }
+        if (!short_flag(a[k], o)) return usage("unknown option '" + a + "'");
+      }
+    } else if (a.size() > 2 && a[0] == '-' && a[1] == '-') {
       return usage("unknown option '" + a + "'");
     } else {
-      o.addrs.push_back(a);
+      o->inputs.push_back(a);
     }
   }
-  if (o.obj.empty() && o.build_id.empty()) return usage("--obj PATH or --build-id HEX is required");
+  return -1;
+}
+
+int cmd_symbolize(int argc, char** argv) {
+  Options o;
+  if (int r = parse_args(argc, argv, &o); r >= 0) return r;
   if (!o.obj.empty() && !o.build_id.empty())
     return usage("give either --obj '" + o.obj + "' or --build-id '" + o.build_id + "', not both");
   if (!o.has_store) {
@@ -443,13 +687,16 @@ int cmd_symbolize(int argc, char** argv) {
     return 1;
   }
   Runner r(o, sym);
-  if (!o.addrs.empty()) {
+  auto json_out = [&](const std::string& compact) {
+    printf("%s\n", (o.pretty ? pretty_json(compact) : compact).c_str());
+  };
+  if (!o.inputs.empty()) {
     std::string json;
-    for (const auto& a : o.addrs) {
+    for (const auto& a : o.inputs) {
       std::string one = r.handle(a);
       if (o.style == Style::kJson) json += (json.empty() ? "" : ",") + one;
     }
-    if (o.style == Style::kJson) printf("[%s]\n", json.c_str());
+    if (o.style == Style::kJson) json_out("[" + json + "]");
   } else {
     std::string line;
     char buf[4096];
@@ -458,10 +705,10 @@ int cmd_symbolize(int argc, char** argv) {
       if (line.empty() || line.back() != '\n') {
         if (!feof(stdin)) continue;
       }
-      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+      std::erase_if(line, [](char c) { return c == '\n' || c == '\r'; });  // as llvm-symbolizer
       std::string one = r.handle(line);
-      if (o.style == Style::kJson) printf("%s\n", one.c_str());
-      fflush(stdout);
+      if (o.style == Style::kJson) json_out(one);
+      fflush(stdout);  // one answer per request: callers such as pprof wait for it
       line.clear();
     }
   }
@@ -469,7 +716,8 @@ int cmd_symbolize(int argc, char** argv) {
   sprov_context_free(ctx);
   // llvm-symbolizer exits 0 when a module cannot be read; a module named by
   // --build-id, a --bundle or a store that cannot answer is an error (printed once).
-  return r.failed() && (!o.build_id.empty() || !o.bundle.empty() || o.has_store) ? 1 : 0;
+  const bool failed = r.failed() && (!o.build_id.empty() || !o.bundle.empty() || o.has_store);
+  return failed || r.unsupported() ? 1 : 0;
 }
 
 }  // namespace

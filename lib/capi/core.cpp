@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "capi/internal.hpp"
+#include "core/signals.hpp"
 #include "elf/core_file.hpp"
 #include "memory/core_capture.hpp"
 
@@ -75,11 +76,36 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
       }
     }
     proc->warnings = std::move(cap.value().warnings) + proc_warnings_extra;
+    const memory::CoreCapture& c = cap.value();
     for (memory::Snapshot& s : cap.value().threads) {
+      // The kernel's pr_fname is the thread group leader's comm; no other thread's name is in a core.
+      proc->thread_names.push_back(s.tid == c.pid ? c.program_name : std::string());
       auto h = std::make_unique<sprov_snapshot>();
       h->snap = std::move(s);
       proc->threads.push_back(std::move(h));
     }
+    proc->program = c.program_name;
+    proc->command_line = c.program_args;
+    sprov_process_info& info = proc->info;
+    const Arch arch = core.value()->arch();
+    if (c.signal.signal != 0) {
+      info.signal = c.signal.signal;
+      info.signal_tid = c.signal.tid;
+      proc->signal_name = signal_name(arch, c.signal.signal);
+      proc->signal_description = signal_description(arch, c.signal.signal);
+      if (c.signal.has_siginfo) {
+        const elf::CoreSiginfo& si = c.signal.siginfo;
+        info.has_siginfo = 1;
+        info.signal_code = si.code;
+        proc->signal_code_name = signal_code_name(arch, c.signal.signal, si.code);
+        if (signal_has_fault_address(arch, c.signal.signal, si.code)) {
+          info.has_fault_address = 1;
+          info.fault_address = si.addr;
+        }
+      }
+    }
+    if (c.truncated) info.flags |= SPROV_PROCESS_CORE_TRUNCATED;
+    if (c.build_id_mismatch) info.flags |= SPROV_PROCESS_BUILD_ID_MISMATCH;
     if (!proc->warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", proc->warnings.c_str());
     *out = proc.release();
     return 0;

@@ -57,6 +57,10 @@ struct sprov_process {
   std::vector<std::unique_ptr<sprov_snapshot>> threads;  // live: by tid; core: NT_PRSTATUS order
   std::string warnings;                                   // one finding per line
   bool from_core = false;                                 // sprov_process_open_core (no live /proc/PID)
+  std::vector<std::string> thread_names;                  // parallel to threads ("" unknown)
+  // sprov_process_get_info; its strings point into the std::string members below.
+  struct sprov_process_info info = {};
+  std::string program, command_line, signal_name, signal_description, signal_code_name;
 };
 
 struct sprov_stack {

@@ -46,7 +46,10 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
     std::sort(cap->threads.begin(), cap->threads.end(),
               [](const memory::Snapshot& a, const memory::Snapshot& b) { return a.tid < b.tid; });
     proc->threads.reserve(cap->threads.size());
+    proc->program = cap->program_name;
     for (memory::Snapshot& s : cap->threads) {
+      auto name = cap->thread_names.find(s.tid);
+      proc->thread_names.push_back(name != cap->thread_names.end() ? name->second : std::string());
       auto h = std::make_unique<sprov_snapshot>();
       h->snap = std::move(s);
       proc->threads.push_back(std::move(h));
@@ -79,6 +82,30 @@ SPROV_API const sprov_snapshot* sprov_process_thread(const sprov_process* proc, 
 
 SPROV_API const char* sprov_process_warnings(const sprov_process* proc) {
   return proc ? proc->warnings.c_str() : "";
+}
+
+SPROV_API int sprov_process_get_info(const sprov_process* proc, struct sprov_process_info* out) {
+  return guard([&] {
+    if (proc == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_get_info: NULL %s", proc ? "out" : "proc"));
+    struct sprov_process_info s = proc->info;
+    s.sz = sizeof(s);
+    s.program = proc->program.c_str();
+    s.command_line = proc->command_line.c_str();
+    s.signal_name = proc->signal_name.c_str();
+    s.signal_description = proc->signal_description.c_str();
+    s.signal_code_name = proc->signal_code_name.c_str();
+    return fill_out(out, s, "sprov_process_info");
+  });
+}
+
+SPROV_API const char* sprov_process_thread_name(const sprov_process* proc, size_t index) {
+  if (proc == nullptr || index >= proc->thread_names.size()) {
+    fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_thread_name: %s",
+                    proc ? "index out of range" : "proc is NULL"));
+    return nullptr;
+  }
+  return proc->thread_names[index].c_str();
 }
 
 }  // extern "C"

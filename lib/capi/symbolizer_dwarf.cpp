@@ -14,8 +14,8 @@ using namespace stackprov::capi;
 
 namespace {
 
-constexpr uint32_t kKnownFlags =
-    SPROV_SYMBOLIZE_SHORT_NAMES | SPROV_SYMBOLIZE_NO_DEMANGLE | SPROV_SYMBOLIZE_LLVM_COMPAT;
+constexpr uint32_t kKnownFlags = SPROV_SYMBOLIZE_SHORT_NAMES | SPROV_SYMBOLIZE_NO_DEMANGLE |
+                                  SPROV_SYMBOLIZE_LLVM_COMPAT | SPROV_SYMBOLIZE_NO_INLINES;
 
 symbolize::SymtabPolicy policy(uint32_t flags) {
   return (flags & SPROV_SYMBOLIZE_LLVM_COMPAT) ? symbolize::SymtabPolicy::kModuleOnly
@@ -37,14 +37,16 @@ symbolize::ResolverChain& chain(sprov_symbolizer* sym) {
   return *sym->chain;
 }
 
-/// Demangled names repeat across addresses: a bounded per-thread cache
-/// (cleared when full) keeps the demangler off the warm path.
-const std::string& demangled(const std::string& raw) {
+/// Demangled names repeat across addresses: a bounded per-thread cache per
+/// spelling (cleared when full) keeps the demangler off the warm path. `llvm`:
+/// llvm-symbolizer-14's spelling (SPROV_SYMBOLIZE_LLVM_COMPAT), else libiberty's.
+const std::string& demangled(const std::string& raw, bool llvm) {
   constexpr size_t kMaxEntries = size_t{1} << 16;
-  thread_local std::unordered_map<std::string, std::string> cache;
+  thread_local std::unordered_map<std::string, std::string> caches[2];
+  auto& cache = caches[llvm ? 1 : 0];
   if (auto it = cache.find(raw); it != cache.end()) return it->second;
   if (cache.size() >= kMaxEntries) cache.clear();
-  return cache.emplace(raw, symbolize::demangle(raw)).first->second;
+  return cache.emplace(raw, llvm ? symbolize::demangle_llvm(raw) : symbolize::demangle(raw)).first->second;
 }
 
 /// The location fields shared by sprov_symbol_info (frame 0) and sprov_symbol_frame.
@@ -61,7 +63,43 @@ void copy_location(const symbolize::ResolvedFrame& f, Out* s) {
   s->has_start_address = f.has_start_address ? 1 : 0;
 }
 
+/// llvm's symbolizeCode (SPROV_SYMBOLIZE_NO_INLINES): the innermost frame, renamed
+/// by the symbol that named the physical function (not with short names).
+void collapse_inline_chain(symbolize::Resolution* r, uint32_t flags) {
+  if (r->frames.size() < 2) return;
+  symbolize::ResolvedFrame one = std::move(r->frames.front());
+  const symbolize::ResolvedFrame& outer = r->frames.back();
+  if (r->symbol_named && !(flags & SPROV_SYMBOLIZE_SHORT_NAMES)) {
+    one.function = outer.function;
+    one.linkage_name = outer.linkage_name;
+    one.has_start_address = outer.has_start_address;
+    one.start_address = outer.start_address;
+  }
+  r->frames.assign(1, std::move(one));
+}
+
+/// llvm's --functions=short (and =none) never read the symbol table
+/// (shouldOverrideWithSymbolTable): the physical frame as DWARF alone describes it.
+void undo_symbol_override(symbolize::Resolution* r) {
+  if (!r->symbol_named || r->resolver == symbolize::ResolvedBy::kBundle) return;
+  symbolize::ResolvedFrame& outer = r->frames.back();
+  const auto& b = r->before_symbol;
+  outer.has_start_address = b.has_start_address;
+  outer.start_address = b.start_address;
+  if (b.file_from_symbol) outer.file.clear();
+  if (!b.dwarf) {
+    outer = symbolize::ResolvedFrame{};
+    r->resolver = symbolize::ResolvedBy::kNone;
+    r->provenance = "none";
+    r->source.clear();
+    r->source_build_id = BuildId{};
+  }
+  r->symbol_named = false;
+}
+
 int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* out) {
+  if ((flags & SPROV_SYMBOLIZE_SHORT_NAMES) && (flags & SPROV_SYMBOLIZE_LLVM_COMPAT)) undo_symbol_override(&sym->last);
+  if (flags & SPROV_SYMBOLIZE_NO_INLINES) collapse_inline_chain(&sym->last, flags);
   const symbolize::Resolution& r = sym->last;
   if (!chain(sym).policy().demangle) flags |= SPROV_SYMBOLIZE_NO_DEMANGLE;  // "demangle" not in the policy
   sym->last_flags = flags;
@@ -69,7 +107,8 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   sym->last_names.clear();
   for (const auto& f : r.frames) {
     const std::string& raw = (flags & SPROV_SYMBOLIZE_SHORT_NAMES) ? f.short_function : f.function;
-    sym->last_names.push_back((flags & SPROV_SYMBOLIZE_NO_DEMANGLE) ? raw : demangled(raw));
+    const bool llvm = flags & SPROV_SYMBOLIZE_LLVM_COMPAT;
+    sym->last_names.push_back((flags & SPROV_SYMBOLIZE_NO_DEMANGLE) ? raw : demangled(raw, llvm));
   }
   struct sprov_symbol_info s = {};
   s.sz = sizeof(s);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// ELF core files: PT_LOAD memory, threads (NT_PRSTATUS), NT_PRPSINFO, NT_AUXV and NT_FILE, all bounds-checked.
+// ELF core files: PT_LOAD memory, threads (NT_PRSTATUS, NT_SIGINFO), NT_PRPSINFO, NT_AUXV and NT_FILE, all bounds-checked.
 #include "elf/core_file.hpp"
 
 #include <elf.h>
@@ -25,6 +25,7 @@ using detail::ByteView;
 constexpr uint32_t kNtPrstatus = 1;
 constexpr uint32_t kNtPrpsinfo = 3;
 constexpr uint32_t kNtAuxv = 6;
+constexpr uint32_t kNtSiginfo = 0x53494749;  // "SIGI"
 constexpr uint32_t kNtFile = 0x46494c45;  // "FILE"
 
 // auxv keys (include/uapi/linux/auxvec.h).
@@ -47,6 +48,12 @@ constexpr size_t kPsFnameOffset64 = 40;
 constexpr size_t kPsPidOffset32 = 16;
 constexpr size_t kPsFnameOffset32 = 32;
 constexpr size_t kPsFnameSize = 16;
+constexpr size_t kPsPsargsSize = 80;  // char pr_psargs[ELF_PRARGSZ] right after pr_fname
+// siginfo_t (include/uapi/asm-generic/siginfo.h): int si_signo, si_errno, si_code
+// (MIPS: si_signo, si_code, si_errno), then the union aligned to the pointer size,
+// whose first member is si_addr for faults.
+constexpr size_t kSiUnionOffset64 = 16;
+constexpr size_t kSiUnionOffset32 = 12;
 
 // Bounds that keep hostile input from asking for huge allocations.
 constexpr size_t kMaxThreads = 1u << 20;
@@ -203,6 +210,7 @@ Status CoreFile::parse_header() {
       uint64_t n = s.filesz;
       if (!v.in_range(s.offset, n)) {
         n = s.offset < size_ ? size_ - s.offset : 0;
+        truncated_ = true;
         warn("PT_NOTE at offset " + hex(s.offset) + " (" + std::to_string(s.filesz) +
              " bytes) runs past the end of the file (" + std::to_string(size_) +
              " bytes); the core is truncated, notes read: the first " + std::to_string(n) + " bytes");
@@ -238,6 +246,7 @@ Status CoreFile::parse_header() {
     }
   }
   if (truncated_load) {
+    truncated_ = true;
     uint64_t missing = 0, need = 0;
     for (const CoreSegment& s : segments_) {
       missing += s.filesz - s.present;
@@ -261,6 +270,7 @@ void CoreFile::parse_notes(uint64_t offset, uint64_t size, uint64_t align) {
   uint64_t off = 0;
   while (off < size) {
     if (!v.in_range(off, 12)) {
+      if (offset + size >= size_) truncated_ = true;
       warn("note at core offset " + hex(offset + off) + ": header cut off (" + std::to_string(size - off) +
            " bytes left in the PT_NOTE)");
       return;
@@ -271,6 +281,7 @@ void CoreFile::parse_notes(uint64_t offset, uint64_t size, uint64_t align) {
     const uint64_t name_off = off + 12;
     const uint64_t desc_off = name_off + pad(namesz);
     if (!v.in_range(name_off, pad(namesz)) || !v.in_range(desc_off, descsz)) {
+      if (offset + size >= size_) truncated_ = true;
       warn("note type " + hex(type) + " at core offset " + hex(offset + off) + ": name (" +
            std::to_string(namesz) + " bytes) or descriptor (" + std::to_string(descsz) +
            " bytes) runs past the end of the PT_NOTE");
@@ -285,6 +296,7 @@ void CoreFile::parse_notes(uint64_t offset, uint64_t size, uint64_t align) {
         case kNtPrpsinfo: parse_prpsinfo(desc, descsz); break;
         case kNtAuxv: parse_auxv(desc, descsz); break;
         case kNtFile: parse_file_note(desc, descsz); break;
+        case kNtSiginfo: parse_siginfo(desc, descsz); break;
         default: break;
       }
     }
@@ -298,12 +310,15 @@ void CoreFile::parse_prstatus(const uint8_t* desc, size_t size) {
   if (!v.in_range(pid_off, 4)) {
     warn("NT_PRSTATUS of " + std::to_string(size) + " bytes is too short for pr_pid (offset " +
          std::to_string(pid_off) + "); thread ignored");
+    siginfo_owner_ = false;
     return;
   }
   if (threads_.size() >= kMaxThreads) {
     if (threads_.size() == kMaxThreads) warn("more than " + std::to_string(kMaxThreads) + " threads; rest ignored");
+    siginfo_owner_ = false;
     return;
   }
+  siginfo_owner_ = true;
   CoreThread t;
   t.tid = static_cast<int32_t>(*v.u32(pid_off));
   t.signal = static_cast<int16_t>(*v.u16(kPrCursigOffset));
@@ -323,6 +338,33 @@ void CoreFile::parse_prpsinfo(const uint8_t* desc, size_t size) {
   psinfo_pid_ = static_cast<int32_t>(*v.u32(pid_off));
   const char* f = reinterpret_cast<const char*>(desc + fname_off);
   fname_.assign(f, strnlen(f, kPsFnameSize));
+  if (v.in_range(fname_off + kPsFnameSize, kPsPsargsSize)) {
+    const char* a = f + kPsFnameSize;
+    psargs_.assign(a, strnlen(a, kPsPsargsSize));
+    // bfd (elfcore_grok_psinfo) drops the space some kernels append.
+    if (!psargs_.empty() && psargs_.back() == ' ') psargs_.pop_back();
+  }
+}
+
+void CoreFile::parse_siginfo(const uint8_t* desc, size_t size) {
+  const ByteView v(desc, size, big_);
+  const size_t union_off = is64_ ? kSiUnionOffset64 : kSiUnionOffset32;
+  if (!v.in_range(0, union_off + (is64_ ? 8 : 4))) {
+    warn("NT_SIGINFO of " + std::to_string(size) + " bytes is too short; ignored");
+    return;
+  }
+  if (threads_.empty() || !siginfo_owner_) {
+    warn("NT_SIGINFO does not follow a thread's NT_PRSTATUS; ignored");
+    return;
+  }
+  const bool swapped = arch_ == Arch::kMips32;  // arch/mips/include/uapi/asm/siginfo.h
+  CoreThread& t = threads_.back();
+  t.has_siginfo = true;
+  t.siginfo.signo = static_cast<int32_t>(*v.u32(0));
+  t.siginfo.code = static_cast<int32_t>(*v.u32(swapped ? 4 : 8));
+  t.siginfo.err = static_cast<int32_t>(*v.u32(swapped ? 8 : 4));
+  t.siginfo.addr = *v.word(union_off, is64_);
+  siginfo_owner_ = false;  // one per thread
 }
 
 void CoreFile::parse_auxv(const uint8_t* desc, size_t size) {

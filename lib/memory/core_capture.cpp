@@ -223,6 +223,9 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
                                  const CoreWalkFn& while_open) {
   CoreCapture out;
   out.pid = core.pid();
+  out.program_name = core.program_name();
+  out.program_args = core.program_args();
+  out.truncated = core.truncated();
   for (const std::string& w : core.warnings()) out.warnings += "core " + core.path() + ": " + w + "\n";
 
   if (core.threads().empty())
@@ -334,6 +337,7 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
                       ", file has " + (file->build_id().empty() ? std::string("none") : file->build_id().hex()) +
                       "\n";
       c.override_id = true;
+      out.build_id_mismatch = true;
     }
   }
   if (opts.offline) {
@@ -375,7 +379,21 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
     if (c.file_missing) m.load_bias = c.core_image->load_bias;
   }
 
+  // The signalled thread first (gdb's current thread), then NT_PRSTATUS order.
+  std::vector<const elf::CoreThread*> order;
   for (const elf::CoreThread& t : core.threads()) {
+    if (t.signal != 0 && out.signal.signal == 0) {
+      out.signal.signal = t.signal;
+      out.signal.tid = t.tid;
+      out.signal.has_siginfo = t.has_siginfo;
+      out.signal.siginfo = t.siginfo;
+      order.insert(order.begin(), &t);
+    } else {
+      order.push_back(&t);
+    }
+  }
+  for (const elf::CoreThread* tp : order) {
+    const elf::CoreThread& t = *tp;
     if (opts.tid != 0 && t.tid != opts.tid) continue;
     Snapshot s = base;
     s.tid = t.tid;

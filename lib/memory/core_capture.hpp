@@ -37,10 +37,26 @@ struct CoreCaptureOptions {
   bool offline = false;
 };
 
+/// The signal that terminated the process, as gdb reads it (bfd: the first
+/// NT_PRSTATUS with a non-zero pr_cursig; that thread is gdb's current thread).
+struct CoreSignal {
+  int32_t signal = 0;  ///< pr_cursig; 0 when no thread has one
+  int64_t tid = 0;     ///< the thread that has it
+  bool has_siginfo = false;
+  elf::CoreSiginfo siginfo;  ///< that thread's NT_SIGINFO
+};
+
 struct CoreCapture {
   int64_t pid = 0;
-  std::vector<Snapshot> threads;  ///< NT_PRSTATUS order (the signalled thread first)
+  /// NT_PRSTATUS order, except that the signalled thread (CoreSignal::tid) is
+  /// first (the kernel and gdb's gcore write it first anyway).
+  std::vector<Snapshot> threads;
   std::string warnings;           ///< one finding per line, each ending in '\n'
+  CoreSignal signal;
+  std::string program_name;  ///< NT_PRPSINFO pr_fname (the main thread's comm)
+  std::string program_args;  ///< NT_PRPSINFO pr_psargs
+  bool truncated = false;          ///< the core file is cut short (CoreFile::truncated)
+  bool build_id_mismatch = false;  ///< a module file has another build-id than the core's copy
 };
 
 /// Called once per thread snapshot while the core is still open, with the

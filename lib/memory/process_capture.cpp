@@ -147,6 +147,15 @@ std::string read_small_file(const std::string& path) {
   return ss.str();
 }
 
+/// A task's name: /proc/PID/task/TID/comm (the whole process's with tid 0)
+/// without its newline; "" when unreadable.
+std::string comm_of(pid_t pid, pid_t tid) {
+  std::string c = read_small_file("/proc/" + std::to_string(pid) +
+                                  (tid ? "/task/" + std::to_string(tid) : std::string()) + "/comm");
+  if (!c.empty() && c.back() == '\n') c.pop_back();
+  return c;
+}
+
 /// Value of a "Key:\tvalue" line of /proc/PID/status; "" when absent.
 std::string status_field(pid_t pid, const char* key) {
   std::string text = read_small_file("/proc/" + std::to_string(pid) + "/status");
@@ -532,6 +541,7 @@ Result<ProcessCapture> Capturer::run() {
 
   ProcessCapture out;
   out.pid = pid_;
+  out.program_name = comm_of(pid_, 0);
   for (Tracee* t : stopped) {
     if (g_caught_signal.load() != 0) return interrupted_error(pid_);
     Snapshot s;
@@ -555,6 +565,7 @@ Result<ProcessCapture> Capturer::run() {
         warn("thread %d: pre-walk failed: %s", t->tid, e.what());
       }
     }
+    out.thread_names[t->tid] = comm_of(pid_, t->tid);  // read while stopped: it cannot exit meanwhile
     out.threads.push_back(std::move(s));
   }
   if (g_caught_signal.load() != 0) return interrupted_error(pid_);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct ProcessCapture {
   int64_t pid = 0;
   std::vector<Snapshot> threads;
   std::string warnings;  ///< non-fatal findings, one per line ("thread 12 exited during capture")
+  std::string program_name;                      ///< /proc/PID/comm ("" when unreadable)
+  std::map<int64_t, std::string> thread_names;   ///< /proc/PID/task/TID/comm of each captured thread
 };
 
 /// Called once per captured thread while every thread is still stopped, with

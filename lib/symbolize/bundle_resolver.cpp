@@ -166,6 +166,7 @@ Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_
     out->frames.push_back(std::move(f));
   }
   out->resolver = ResolvedBy::kBundle;
+  out->symbol_named = true;  // no record of which tables named it: keep the physical name
   out->source = b.digest;
   out->bundle_digest = b.digest;
   if (kind == bundle::IdKind::kElfBuildId) out->source_build_id = BuildId::from_bytes(id.data(), id.size());

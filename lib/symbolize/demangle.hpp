@@ -13,4 +13,14 @@ namespace stackprov::symbolize {
 /// after the demangled name. Thread-safe.
 std::string demangle(std::string_view name);
 
+/// demangle() as llvm-symbolizer-14 prints Itanium names (llvm::itaniumDemangle):
+/// libiberty's text with LLVM's spelling of what both decode alike — clone
+/// suffixes " (.constprop.0.cold)" for " [clone .constprop.0] [clone .cold]",
+/// closures "'lambda'(int)", "'lambda0'(int)" for "{lambda(int)#1}",
+/// "{lambda(int)#2}", "'unnamed'" for "{unnamed type#1}", and "> >" for every
+/// template closing ">>" (not operator>>). Other names (Rust, C) as demangle().
+/// Names the two demanglers decode differently otherwise (template-argument
+/// expressions, names LLVM 14 cannot demangle) keep libiberty's text. Thread-safe.
+std::string demangle_llvm(std::string_view name);
+
 }  // namespace stackprov::symbolize

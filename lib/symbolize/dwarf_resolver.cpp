@@ -341,7 +341,9 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
     sym_file = image.get();
   }
   if (sym != nullptr) {
+    out->symbol_named = true;
     ResolvedFrame& outer = out->frames.back();
+    out->before_symbol = {outer.has_start_address, outer.start_address, false, dwarf_hit};
     outer.linkage_name = std::string(sym->name);
     outer.function = display(sym->name);
     outer.has_start_address = true;
@@ -361,6 +363,7 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
       for (; it != m->file_syms.end() && it->addr == sym->addr; ++it)
         if (it->name == sym->name) {
           outer.file = std::string(it->file);
+          out->before_symbol.file_from_symbol = true;
           break;
         }
     }
@@ -375,12 +378,17 @@ void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<elf::E
   std::call_once(m.llvm_once, [&] { m.llvm = elf::LlvmSymbolTable::load(*image); });
   const elf::LlvmSymbol* sym = m.llvm.lookup(addr);
   if (sym == nullptr) return;
+  out->symbol_named = true;
   ResolvedFrame& outer = out->frames.back();
+  out->before_symbol = {outer.has_start_address, outer.start_address, false, dwarf_hit};
   outer.linkage_name = std::string(sym->name);
   outer.function = display(sym->name);
   outer.has_start_address = true;
   outer.start_address = sym->addr;
-  if (outer.file.empty()) outer.file = std::string(m.llvm.file_of(*sym));
+  if (outer.file.empty()) {
+    outer.file = std::string(m.llvm.file_of(*sym));
+    out->before_symbol.file_from_symbol = !outer.file.empty();
+  }
   if (!dwarf_hit) {
     outer.short_function = outer.function;
     out->resolver = m.llvm.from_dynsym() ? ResolvedBy::kDynsym : ResolvedBy::kSymtab;

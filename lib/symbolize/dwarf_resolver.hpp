@@ -45,6 +45,17 @@ struct Resolution {
   BuildId source_build_id;            ///< that file's build-id (empty when it has none; bundle: the module's)
   std::string provenance;             ///< "dwarf", "debuginfod+dwarf", "bundle", "symtab", "minidebuginfo+symtab", "dynsym", "none"
   std::string bundle_digest;          ///< "sha256:<hex>" of the bundle that answered (resolver kBundle), else ""
+  /// The physical function's name and start come from a symbol table (llvm's
+  /// symbol-table override); bundles: always (they keep the physical name).
+  bool symbol_named = false;
+  /// What that override replaced in the physical frame, so that it can be undone
+  /// (llvm's --functions=short and =none never read the symbol table).
+  struct BeforeSymbol {
+    bool has_start_address = false;
+    uint64_t start_address = 0;
+    bool file_from_symbol = false;  ///< FileName was the STT_FILE before the symbol
+    bool dwarf = false;             ///< DWARF described the address (else the name is the symbol's alone)
+  } before_symbol;
 };
 
 /// Which symbol tables may name an address that DWARF does not describe.

@@ -69,6 +69,21 @@ CHECK_OFF(sprov_process_opts, max_stack_bytes, 16);
 CHECK_OFF(sprov_process_opts, flags, 20);
 CHECK_OFF(sprov_process_opts, exe, 24);
 
+CHECK_SIZE(sprov_process_info, 88);
+CHECK_OFF(sprov_process_info, program, 8);
+CHECK_OFF(sprov_process_info, command_line, 16);
+CHECK_OFF(sprov_process_info, signal_tid, 24);
+CHECK_OFF(sprov_process_info, signal, 32);
+CHECK_OFF(sprov_process_info, signal_code, 36);
+CHECK_OFF(sprov_process_info, fault_address, 40);
+CHECK_OFF(sprov_process_info, has_siginfo, 48);
+CHECK_OFF(sprov_process_info, has_fault_address, 52);
+CHECK_OFF(sprov_process_info, signal_name, 56);
+CHECK_OFF(sprov_process_info, signal_description, 64);
+CHECK_OFF(sprov_process_info, signal_code_name, 72);
+CHECK_OFF(sprov_process_info, flags, 80);
+CHECK_OFF(sprov_process_info, reserved, 84);
+
 CHECK_SIZE(sprov_symbol, 64);
 CHECK_OFF(sprov_symbol, name, 8);
 CHECK_OFF(sprov_symbol, linkage_name, 16);
@@ -134,6 +149,8 @@ static_assert(SPROV_STOP_END_OF_STACK == 1 && SPROV_STOP_ARCH_MISMATCH == 8, "st
 static_assert(SPROV_ERR_INVALID_ARG == -4000 && SPROV_ERR_OPTS_TAIL == -4001, "error codes changed");
 static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == 1 && SPROV_BUNDLE_ID_PDB_GUID_AGE == 2 && SPROV_BUNDLE_ID_MACHO_UUID == 3,
               "bundle id kinds changed");
+static_assert(SPROV_SYMBOLIZE_LLVM_COMPAT == 4 && SPROV_SYMBOLIZE_NO_INLINES == 8, "symbolize flags changed");
+static_assert(SPROV_PROCESS_CORE_TRUNCATED == 1 && SPROV_PROCESS_BUILD_ID_MISMATCH == 2, "process flags changed");
 static_assert(SPROV_ARCH_X86_64 == 1 && SPROV_ARCH_ARM64 == 2 && SPROV_ARCH_MIPS32 == 3, "arch values changed");
 
 int main() { return 0; }

@@ -16,8 +16,15 @@
  *                  signal frame, not skip to its caller as that CFI alone would.
  *   core_null      crash through a NULL function pointer with the default action (for cores).
  *   core_wild      the same through 0x10000.
+ *   core_handler   crash triage: threads "sprov-idle" (in pause) and "sprov-crash"; the latter
+ *                  stores through NULL in crasher(); the SIGSEGV handler (SA_RESETHAND) stores
+ *                  to 0x40, which kills the process with SIGSEGV, si_addr 0x40, inside the
+ *                  handler: the core has handler, sigreturn trampoline, crasher, b_fn, a_fn.
+ *   live_threads   threads "sprov-idle" and "sprov-worker" wait in pause(); prints
+ *                  "ready PID" and waits until killed (for live thread names).
  * Exit 0 = pass, 1 = mismatch (each printed with FAIL), 2 = setup error. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,7 +53,7 @@ FN void crasher(void) {
   NO_TAIL_CALL();
 }
 FN void b_fn(void) {
-  if (strcmp(g_mode, "sigtramp") == 0)
+  if (strcmp(g_mode, "sigtramp") == 0 || strcmp(g_mode, "core_handler") == 0)
     crasher();
   else
     caller_fn();
@@ -199,8 +206,73 @@ static int install_with_restorer(void) {
 }
 #endif
 
+/* core_handler: the handler faults again (si_addr 0x40); SA_RESETHAND made that fatal. */
+static volatile int* volatile g_second_fault = (volatile int*)(uintptr_t)0x40;
+FN void on_fault_again(int sig) {
+  (void)sig;
+  *g_second_fault = 2;
+  NO_TAIL_CALL();
+}
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+static int g_idle_ready;
+static int g_main_ready; /* main is past pthread_create (out of clone3, whose parent side has no CFI) */
+
+/* A named thread that counts itself ready and waits in pause() until the process dies. */
+static void* parked_thread(void* name) {
+  pthread_setname_np(pthread_self(), (const char*)name);
+  pthread_mutex_lock(&g_lock);
+  g_idle_ready++;
+  pthread_cond_broadcast(&g_cond);
+  pthread_mutex_unlock(&g_lock);
+  for (;;) pause();
+  return name;
+}
+
+static void wait_ready(int n) {
+  pthread_mutex_lock(&g_lock);
+  while (g_idle_ready < n) pthread_cond_wait(&g_cond, &g_lock);
+  pthread_mutex_unlock(&g_lock);
+}
+
+static void* crash_thread(void* arg) {
+  pthread_setname_np(pthread_self(), "sprov-crash");
+  wait_ready(1);
+  pthread_mutex_lock(&g_lock);
+  while (!g_main_ready) pthread_cond_wait(&g_cond, &g_lock);
+  pthread_mutex_unlock(&g_lock);
+  a_fn();
+  return arg;
+}
+
+static int threads_mode(void) {
+  pthread_t idle, other;
+  if (pthread_create(&idle, NULL, parked_thread, (void*)"sprov-idle") != 0) return 2;
+  if (strcmp(g_mode, "live_threads") == 0) {
+    if (pthread_create(&other, NULL, parked_thread, (void*)"sprov-worker") != 0) return 2;
+    wait_ready(2);
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    for (;;) pause();
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_fault_again;
+  sa.sa_flags = SA_NODEFER | SA_RESETHAND;
+  if (sigaction(SIGSEGV, &sa, NULL) != 0) return 2;
+  if (pthread_create(&other, NULL, crash_thread, NULL) != 0) return 2;
+  pthread_mutex_lock(&g_lock);
+  g_main_ready = 1;
+  pthread_cond_broadcast(&g_cond);
+  pthread_mutex_unlock(&g_lock);
+  pthread_join(other, NULL);
+  return 2; /* not reached */
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_mode = argv[1];
+  if (strcmp(g_mode, "core_handler") == 0 || strcmp(g_mode, "live_threads") == 0) return threads_mode();
   if (strncmp(g_mode, "core_", 5) == 0) {
     g_target = strcmp(g_mode, "core_wild") == 0 ? (fn_t)(uintptr_t)0x10000 : (fn_t)0;
     a_fn();

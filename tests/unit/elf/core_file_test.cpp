@@ -216,6 +216,14 @@ uint64_t eu_auxv(const std::string& core, const std::string& key) {
   return 0;
 }
 
+/// The first " KEY: VALUE" of eu-readelf -n (VALUE up to a comma or the end of the line; not NT_PRSTATUS's "info.KEY").
+std::string eu_note_field(const std::string& core, const std::string& key) {
+  const std::string out = run("eu-readelf -n '" + core + "' 2>/dev/null").out;
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex("[ ,]" + key + ": ([^,\n]*)"))) return m[1];
+  return "";
+}
+
 std::string phdr_flag_string(uint32_t f) {
   std::string s;
   if (f & PF_R) s += 'R';
@@ -469,6 +477,15 @@ TEST_CASE("core_file: a kernel-written core (4-byte aligned notes, filesz 0 segm
   CHECK(c.threads()[0].tid == pid);
   CHECK(c.threads()[0].signal == SIGSEGV);
   CHECK(c.pid() == pid);
+  // NT_SIGINFO (the kernel writes one, after the dumping thread's NT_PRSTATUS) and NT_PRPSINFO.
+  REQUIRE(c.threads()[0].has_siginfo);
+  CHECK(std::to_string(c.threads()[0].siginfo.signo) == eu_note_field(path, "si_signo"));
+  CHECK(std::to_string(c.threads()[0].siginfo.code) == eu_note_field(path, "si_code"));
+  CHECK(c.threads()[0].siginfo.code == SI_TKILL);  // raise()
+  CHECK(c.program_name() == eu_note_field(path, "fname"));
+  CHECK_THAT(eu_note_field(path, "psargs"), Catch::StartsWith(c.program_args()));
+  CHECK(!c.program_args().empty());
+  CHECK(!c.truncated());
   check_segments(c, path);
   check_nt_file(c, path);
   CHECK(c.auxv().entry == eu_auxv(path, "ENTRY"));
@@ -499,6 +516,23 @@ TEST_CASE("core_file: a kernel-written core (4-byte aligned notes, filesz 0 segm
     sprov_process* proc = nullptr;
     REQUIRE(sprov_process_open_core(ctx, path.c_str(), nullptr, &proc) == 0);
     CHECK(sprov_process_pid(proc) == pid);
+    sprov_process_info info = {};
+    info.sz = sizeof(info);
+    REQUIRE(sprov_process_get_info(proc, &info) == 0);
+    CHECK(info.signal == SIGSEGV);
+    CHECK(info.signal_tid == pid);
+    CHECK(std::string(info.signal_name) == "SIGSEGV");
+    CHECK(std::string(info.signal_description) == "Segmentation fault");
+    CHECK(info.has_siginfo == 1);
+    CHECK(info.signal_code == SI_TKILL);
+    CHECK(std::string(info.signal_code_name) == "SI_TKILL");
+    CHECK(info.has_fault_address == 0);  // sent by raise(): si_addr is the sender's pid/uid
+    CHECK(info.flags == 0);
+    CHECK(std::string(info.program) == c.program_name());
+    CHECK(std::string(info.command_line) == c.program_args());
+    REQUIRE(sprov_process_thread_name(proc, 0) != nullptr);
+    CHECK(std::string(sprov_process_thread_name(proc, 0)) == c.program_name());  // the main thread: pr_fname
+    CHECK(sprov_process_thread_name(proc, 1) == nullptr);
     sprov_unwinder* uw = nullptr;
     sprov_symbolizer* sym = nullptr;
     REQUIRE(sprov_unwinder_new(ctx, nullptr, &uw) == 0);
@@ -527,9 +561,11 @@ TEST_CASE("core_file: a kernel-written core (4-byte aligned notes, filesz 0 segm
     auto t = CoreFile::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.begin() + cut), "cut");
     REQUIRE(t.ok());
     REQUIRE(t.value()->threads().size() == 1);
+    CHECK(t.value()->truncated());
     auto cap = memory::capture_core(*t.value(), {}, nullptr);
     REQUIRE(cap.ok());
     CHECK_THAT(cap.value().warnings, Catch::Contains("core is truncated"));
+    CHECK(cap.value().truncated);
   }
 }
 
@@ -592,6 +628,7 @@ TEST_CASE("core_file: missing main program, --exe, --sysroot, build-id mismatch"
     REQUIRE(cap.ok());
     CHECK(cap.value().warnings.find("not found") == std::string::npos);
     CHECK(cap.value().warnings.find("mismatch") == std::string::npos);
+    CHECK(!cap.value().build_id_mismatch);
     CHECK(find_module(cap.value().threads[0], exe) == nullptr);
     const memory::SnapshotModule* m = find_module(cap.value().threads[0], real(keep));
     REQUIRE(m != nullptr);
@@ -607,6 +644,7 @@ TEST_CASE("core_file: missing main program, --exe, --sysroot, build-id mismatch"
     const memory::SnapshotModule* m = find_module(cap.value().threads[0], real(other));
     REQUIRE(m != nullptr);
     CHECK(m->build_id.hex() == exe_id);  // the unwinder refuses the mismatching file
+    CHECK(cap.value().build_id_mismatch);
   }
   SECTION("exe of another architecture is an error naming both") {
     std::vector<uint8_t> b = read_file(keep);

@@ -2,6 +2,7 @@
 // demangle() on Itanium ABI spec examples, Rust v0 (RFC 2603) and legacy symbols, against c++filt/llvm-cxxfilt.
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <unistd.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "symbolize/demangle.hpp"
 
 using stackprov::symbolize::demangle;
+using stackprov::symbolize::demangle_llvm;
 
 namespace {
 
@@ -124,6 +126,85 @@ TEST_CASE("Demangling agrees with c++filt and llvm-cxxfilt-14", "[demangle][tool
     }
   }
   CHECK(compared >= 30);
+}
+
+TEST_CASE("demangle_llvm spells names as llvm-cxxfilt-14", "[demangle][tools]") {
+  REQUIRE(!tool_output("llvm-cxxfilt-14", "_Z1fv").empty());  // llvm-14 (make deps)
+  // What libiberty and LLVM 14 spell differently (GCC clones, closures, unnamed types,
+  // operator< templates, nullptr_t, ABI-tagged constructors, nested template closes) and
+  // what LLVM 14 cannot demangle at all (printed as is).
+  const char* const names[] = {
+      "_Z3fooi.cold",
+      "_Z3fooi.isra.0.cold",
+      "_Z3fooi.constprop.0.isra.0",
+      "_ZZN7fixture4makeEiENKUliiE_clEii",
+      "_ZZN7fixture4makeEiENKUliiE0_clEii",
+      "_ZZN7fixture4makeEiENKUliiE1_clEii.cold",
+      "_ZN1AUt_E",
+      "_ZN1AUt0_E",
+      "_ZStltIcSt11char_traitsIcESaIcEEbRKNSt7__cxx1112basic_stringIT_T0_T1_EESA_",
+      "_ZStlsIcSt11char_traitsIcEERSt13basic_ostreamIT_T0_ES6_PKS3_",
+      "_ZNSolsEDn",
+      "_ZNSt8ios_base7failureB5cxx11C1EPKcRKSt10error_code",
+      "_ZNSt8ios_base7failureB5cxx11D0Ev",
+      "_ZZSt9call_onceIRFvvEJEEvRSt9once_flagOT_DpOT0_ENKUlvE0_clEv",
+      "_ZSt14__relocate_a_1IiiENSt9enable_ifIXsrSt24__is_bitwise_relocatableIT_vE5valueEPS2_E4typeES4_S4_S4_RSaIT0_E",
+      "_ZGTtNKSt11logic_error4whatEv",
+      "_ZN1AI1BI1CIiEEE1fEv",
+      "_ZN4core3fmt5write17h0123456789abcdefE",
+      "malloc",
+  };
+  for (const char* n : names) {
+    INFO(n);
+    CHECK(demangle_llvm(n) == tool_output("llvm-cxxfilt-14", n));
+  }
+  CHECK(demangle_llvm("_Z3fooi.cold@@V1") == "foo(int) (.cold)@@V1");
+}
+
+TEST_CASE("demangle_llvm agrees with llvm-cxxfilt-14 on libstdc++'s exported names", "[demangle][tools]") {
+  REQUIRE(!tool_output("llvm-cxxfilt-14", "_Z1fv").empty());  // llvm-14 (make deps)
+  const std::string lib = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+  FILE* p = popen(("nm -D --defined-only " + lib + " | awk '$3 ~ /^_Z/ {sub(/@.*/, \"\", $3); print $3}' | sort -u")
+                      .c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string all;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, n);
+  pclose(p);
+  std::vector<std::string> names;
+  for (size_t i = 0, e; i < all.size(); i = e + 1) {
+    e = all.find('\n', i);
+    if (e == std::string::npos) e = all.size();
+    if (e > i) names.push_back(all.substr(i, e - i));
+  }
+  INFO(lib << " (libstdc++6, binutils' nm)");
+  REQUIRE(names.size() > 3000);
+  // One llvm-cxxfilt-14 run over every name (one per line, in order).
+  const std::string list = "/tmp/sprov-demangle-" + std::to_string(getpid());
+  FILE* f = fopen(list.c_str(), "w");
+  REQUIRE(f != nullptr);
+  for (const auto& s : names) fprintf(f, "%s\n", s.c_str());
+  fclose(f);
+  p = popen(("llvm-cxxfilt-14 < " + list).c_str(), "r");
+  REQUIRE(p != nullptr);
+  all.clear();
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) all.append(buf, n);
+  pclose(p);
+  std::remove(list.c_str());
+  size_t k = 0, same = 0;
+  for (size_t i = 0, e; i < all.size() && k < names.size(); i = e + 1, k++) {
+    e = all.find('\n', i);
+    if (e == std::string::npos) e = all.size();
+    const std::string want = all.substr(i, e - i);
+    if (demangle_llvm(names[k]) == want) {
+      same++;
+    } else {
+      UNSCOPED_INFO(names[k] << ": ours " << demangle_llvm(names[k]) << " | llvm " << want);
+    }
+  }
+  CHECK(k == names.size());
+  CHECK(same == names.size());
 }
 
 TEST_CASE("Symbol-version suffixes survive demangling", "[demangle]") {
