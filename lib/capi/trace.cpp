@@ -594,7 +594,10 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
     for (size_t i = 0; i < proc->threads.size(); ++i) {
       trace::CapturedThread c;
       c.tid = static_cast<uint64_t>(proc->threads[i]->snap.tid);
-      c.name = proc->from_core ? "" : thread_name(proc->pid, proc->threads[i]->snap.tid);
+      // The name read while the thread was stopped (live: comm; core: the main thread's), else
+      // comm now for a live process.
+      c.name = i < proc->thread_names.size() ? proc->thread_names[i] : "";
+      if (c.name.empty() && !proc->from_core) c.name = thread_name(proc->pid, proc->threads[i]->snap.tid);
       c.snapshot = proc->threads[i]->snap;
       t.threads[i].name = c.name;
       cap.push_back(std::move(c));
