@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared fixtures of the binding's tests: the programs come from ctest's environment
+# (bindings/python/CMakeLists.txt); a missing program or peer tool fails the test naming it.
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+# eu-stack's output parser of the stack tests (tests/integration/stack/stack_check.py)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "integration", "stack"))
+from stack_check import parse_eu_stack  # noqa: E402
+
+
+def need_env(name):
+    v = os.environ.get(name)
+    if not v or not os.path.exists(v):
+        pytest.fail("%s is not set to an existing file (%r): run the suite through ctest (python_stackprov)"
+                    % (name, v))
+    return v
+
+
+def need_tool(name):
+    p = shutil.which(name)
+    if not p:
+        pytest.fail("%s not found in PATH: install it (make deps / scripts/install-deps.sh)" % name)
+    return p
+
+
+class Fixture:
+    """tests/integration/stack/fixture_threads.cpp: threads parked in named call chains; prints
+    "thread TID ROLE" lines, then "ready"."""
+
+    def __init__(self, exe, mode):
+        self.proc = subprocess.Popen([exe, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        self.pid = self.proc.pid
+        self.roles = {}
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                pytest.fail("fixture %s %s ended before ready: %s" % (exe, mode, self.proc.stderr.read()))
+            f = line.split()
+            if f == ["ready"]:
+                break
+            if f and f[0] == "thread":
+                self.roles[int(f[1])] = f[2]
+        # Every thread asleep in the kernel, so that two captures see the same stacks.
+        for _ in range(400):
+            states = []
+            for t in os.listdir("/proc/%d/task" % self.pid):
+                with open("/proc/%d/task/%s/stat" % (self.pid, t)) as fh:
+                    s = fh.read()
+                states.append(s[s.rindex(")") + 2])
+            if all(c in "SD" for c in states):
+                break
+            time.sleep(0.01)
+        time.sleep(0.05)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def fixture_bench():
+    fx = Fixture(need_env("STACKPROV_FIXTURE"), "bench")
+    yield fx
+    fx.kill()
+
+
+@pytest.fixture(scope="module")
+def fixture_all():
+    fx = Fixture(need_env("STACKPROV_FIXTURE"), "all")
+    yield fx
+    fx.kill()
+
+
+def eu_stack(pid):
+    r = subprocess.run([need_tool("eu-stack"), "-m", "-n", "256", "-p", str(pid)], capture_output=True,
+                       text=True, timeout=60)
+    if "PID" not in r.stdout:
+        pytest.fail("eu-stack -p %d failed (%d): %s" % (pid, r.returncode, r.stderr))
+    return parse_eu_stack(r.stdout)
