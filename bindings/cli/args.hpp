@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "stackprov/stackprov.h"
+
 namespace stackprov_cli {
 
 /// GNU-style option parser, the one convention of every command:
@@ -100,5 +102,17 @@ struct Json {
 /// Parses one JSON document (whitespace around it allowed); false when it cannot be read as
 /// JSON or nests deeper than 64. A number's text is kept as written, not validated.
 bool parse_json(std::string_view text, Json* out);
+
+/// A buffer the library returned (char** out, size_t* out_len), released with sprov_free.
+struct LibStr {
+  char* p = nullptr;
+  size_t len = 0;
+  LibStr() = default;
+  LibStr(const LibStr&) = delete;
+  LibStr& operator=(const LibStr&) = delete;
+  ~LibStr() { sprov_free(p); }
+  std::string_view view() const { return p ? std::string_view(p, len) : std::string_view(); }
+  std::string str() const { return std::string(view()); }
+};
 
 }  // namespace stackprov_cli

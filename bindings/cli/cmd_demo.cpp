@@ -28,6 +28,7 @@ namespace {
 
 using stackprov_cli::Args;
 using stackprov_cli::Json;
+using stackprov_cli::LibStr;
 using stackprov_cli::json_escape;
 using stackprov_cli::usage_error;
 
@@ -77,17 +78,6 @@ constexpr const char* kHelp =
     "Exit status: the gate's (as 'stackprov trace-replay'): 0 passed; 3 coverage, 4 replay\n"
     "success, 5 DSSE, 6 inclusion proof, 7 module identity; 1 a step failed (one line names the\n"
     "step and the reason); 2 bad options or values.\n";
-
-/// A library buffer released with sprov_free.
-struct LibStr {
-  char* p = nullptr;
-  size_t len = 0;
-  LibStr() = default;
-  LibStr(const LibStr&) = delete;
-  LibStr& operator=(const LibStr&) = delete;
-  ~LibStr() { sprov_free(p); }
-  std::string str() const { return p ? std::string(p, len) : std::string(); }
-};
 
 std::string trim_nl(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();

@@ -30,6 +30,7 @@ namespace {
 
 using stackprov_cli::Args;
 using stackprov_cli::Json;
+using stackprov_cli::LibStr;
 using stackprov_cli::parse_uint;
 using stackprov_cli::usage_error;
 using stackprov_cli::write_file_atomic;
@@ -47,17 +48,6 @@ bool parse_library_json(const char* cmd, std::string_view what, std::string_view
 }
 
 // ---------------------------------------------------------------- helpers
-
-/// A library buffer released with sprov_free.
-struct LibStr {
-  char* p = nullptr;
-  size_t len = 0;
-  LibStr() = default;
-  LibStr(const LibStr&) = delete;
-  LibStr& operator=(const LibStr&) = delete;
-  ~LibStr() { sprov_free(p); }
-  std::string_view view() const { return p ? std::string_view(p, len) : std::string_view(); }
-};
 
 /// Reports a library failure on one line, "stackprov CMD: WHAT: MESSAGE"; further lines of the
 /// message follow as warnings. Returns 1.

@@ -337,7 +337,6 @@ SeedResult replay_seed(const sprov_context* base, const BundleStaging& stg, cons
   if (!threads) {
     r.error = threads.error().message;
   } else {
-    // Names are not part of the captured data's unwinding; carry them over for the comparison.
     compare(recorded, threads.value(), r);
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
