@@ -6,16 +6,24 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "stackprov/bundle.h"
 #include "stackprov/stackprov.h"
+#include "stackprov/symbol_bundle.h"
 #include "stackprov/trace.h"
 
 namespace py = pybind11;
@@ -46,6 +54,9 @@ inline void check(int rc) {
 std::string hex(const std::string& raw) { return py::bytes(raw).attr("hex")().cast<std::string>(); }
 
 std::string str(const char* s) { return s ? s : ""; }
+
+/// An optional argument as the C ABI takes it (NULL: not given).
+const char* cstr(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
 
 // ------------------------------------------------------------------ handles
 
@@ -252,8 +263,8 @@ CtxPtr make_context(std::optional<std::vector<std::string>> debug_dirs, std::opt
   o.sz = sizeof(o);
   o.module_cache_capacity = module_cache_capacity;
   o.debug_dirs = debug_dirs ? dirs.c_str() : nullptr;
-  o.sysroot = sysroot ? sysroot->c_str() : nullptr;
-  o.bundle_store = bundle_store ? bundle_store->c_str() : nullptr;
+  o.sysroot = cstr(sysroot);
+  o.bundle_store = cstr(bundle_store);
   o.resolvers = resolvers ? res.c_str() : nullptr;
   o.flags = offline ? SPROV_CTX_OFFLINE : 0;
   sprov_context* c = nullptr;
@@ -280,7 +291,7 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   sprov_process_opts o{};
   o.sz = sizeof(o);
   o.tid = tid;
-  o.exe = exe ? exe->c_str() : nullptr;
+  o.exe = cstr(exe);
   sprov_process* p = nullptr;
   if (pid) check(sprov_process_capture(ctx.get(), *pid, &o, &p));
   else check(sprov_process_open_core(ctx.get(), core->c_str(), &o, &p));
@@ -398,6 +409,237 @@ std::string take(char* p, size_t n) {
   std::string s(p ? p : "", p ? n : 0);
   sprov_free(p);
   return s;
+}
+
+/// The string a library call returns through (char** out, size_t* out_len), e.g.
+/// lib_str([&](char** out, size_t* len) { return sprov_...(..., out, len); }).
+template <class F>
+std::string lib_str(F&& call) {
+  char* out = nullptr;
+  size_t n = 0;
+  check(call(&out, &n));
+  return take(out, n);
+}
+
+
+// ------------------------------------------------------------------ bundles
+
+/// A module of a bundle (sprov_bundle_module), copied out.
+struct BundleModule {
+  size_t index = 0;
+  std::string id_kind, id, name, sha256_file, sha256_debug;
+  uint64_t ranges = 0, return_pads = 0, unwind_rows = 0, debug_blob = 0;
+};
+
+/// An open symbol bundle (immutable, thread-safe in the C ABI) and where its bytes are.
+struct Bundle {
+  std::shared_ptr<sprov_bundle> b;
+  std::string digest;
+  std::shared_ptr<const std::string> data;  // the bytes, when built or opened from bytes
+  std::string path;                         // else the file they were mapped from
+};
+
+Bundle wrap_bundle(sprov_bundle* raw, std::shared_ptr<const std::string> data, std::string path) {
+  Bundle out{std::shared_ptr<sprov_bundle>(raw, sprov_bundle_free), "", std::move(data), std::move(path)};
+  char digest[SPROV_DIGEST_STRLEN] = {};
+  check(sprov_bundle_digest(raw, digest, sizeof(digest)));
+  out.digest = digest;
+  return out;
+}
+
+/// A whole file's bytes; FileMissingError etc. naming it (errno as the C ABI reports it).
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CallError{-(errno ? errno : EIO), "cannot read '" + path + "': " + std::strerror(errno ? errno : EIO)};
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return s;
+}
+
+std::vector<BundleModule> bundle_modules(const Bundle& b) {
+  std::vector<BundleModule> out;
+  const size_t n = sprov_bundle_module_count(b.b.get());
+  for (size_t i = 0; i < n; i++) {
+    sprov_bundle_module m{};
+    m.sz = sizeof(m);
+    check(sprov_bundle_module_info(b.b.get(), i, &m));
+    BundleModule o;
+    o.index = i;
+    o.id_kind = str(sprov_bundle_id_kind_name(static_cast<int>(m.id_kind)));
+    o.id = str(m.id_hex);
+    o.name = str(m.name);
+    o.sha256_file = str(m.sha256_file);
+    o.sha256_debug = str(m.sha256_debug);
+    o.ranges = m.range_count;
+    o.return_pads = m.pad_count;
+    o.unwind_rows = m.unwind_row_count;
+    o.debug_blob = m.debug_blob_size;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+/// The id kind's number for its name ("elf-build-id", ...).
+int id_kind_of(const std::string& name) {
+  for (int k = SPROV_BUNDLE_ID_ELF_BUILD_ID; k <= SPROV_BUNDLE_ID_MACHO_UUID; k++)
+    if (name == sprov_bundle_id_kind_name(k)) return k;
+  fail_arg("invalid id kind '" + name + "' (expected elf-build-id, pdb-guid-age or macho-uuid)");
+}
+
+/// The module a lookup is about: build_id= (ELF), module= (index), or the only one.
+size_t pick_module(const Bundle& b, std::optional<size_t> module, const std::optional<std::string>& build_id) {
+  const size_t n = sprov_bundle_module_count(b.b.get());
+  if (module && build_id) fail_arg("give module= or build_id=, not both (build_id '" + *build_id + "')");
+  if (build_id) {
+    size_t idx = 0;
+    check(sprov_bundle_find_module(b.b.get(), SPROV_BUNDLE_ID_ELF_BUILD_ID, build_id->c_str(), &idx));
+    return idx;
+  }
+  if (module) {
+    if (*module >= n)
+      fail_arg("invalid module " + std::to_string(*module) + " (the bundle " + b.digest + " holds " + std::to_string(n) +
+               " module(s))");
+    return *module;
+  }
+  if (n != 1)
+    fail_arg("the bundle " + b.digest + " holds " + std::to_string(n) + " modules: give module= or build_id=");
+  return 0;
+}
+
+/// Progress of Bundle.build, forwarded to a Python callable (the GIL is taken for the call); an
+/// exception it raises is kept and re-raised when the build returns.
+struct BuildProgress {
+  py::object fn;
+  std::unique_ptr<py::error_already_set> err;
+  static void report(void* p, size_t done, size_t count, uint64_t bytes_done, uint64_t bytes_total) {
+    auto* self = static_cast<BuildProgress*>(p);
+    py::gil_scoped_acquire gil;
+    if (self->err) return;
+    try {
+      self->fn(done, count, bytes_done, bytes_total);
+    } catch (py::error_already_set& e) {
+      self->err = std::make_unique<py::error_already_set>(std::move(e));
+    }
+  }
+};
+
+Bundle build_bundle(const std::vector<std::string>& paths, const std::optional<std::vector<std::optional<std::string>>>& names,
+                    const std::optional<std::vector<std::string>>& debug_dirs, bool include_debug, py::object progress) {
+  if (paths.empty()) fail_arg("Bundle.build needs at least one module file (paths is empty)");
+  if (names && names->size() != paths.size())
+    fail_arg("names has " + std::to_string(names->size()) + " entries for " + std::to_string(paths.size()) +
+             " path(s): give one name (or None) per path");
+  std::vector<const char*> pp, np, dp;
+  for (const auto& p : paths) pp.push_back(p.c_str());
+  if (names)
+    for (const auto& n : *names) np.push_back(cstr(n));
+  if (debug_dirs)
+    for (const auto& d : *debug_dirs) dp.push_back(d.c_str());
+  BuildProgress prog{progress, nullptr};
+  sprov_bundle_build_opts o{};
+  o.sz = sizeof(o);
+  o.names = names ? np.data() : nullptr;
+  o.debug_dirs = debug_dirs ? dp.data() : nullptr;
+  o.debug_dir_count = dp.size();
+  o.flags = include_debug ? SPROV_BUNDLE_INCLUDE_DEBUG : 0;
+  o.progress = progress.is_none() ? nullptr : &BuildProgress::report;
+  o.progress_ctx = &prog;
+  void* out = nullptr;
+  size_t len = 0;
+  int rc = 0;
+  std::string msg;
+  {
+    py::gil_scoped_release nogil;
+    rc = sprov_bundle_build(pp.data(), pp.size(), &o, &out, &len, nullptr, 0);
+    if (rc != 0) msg = sprov_last_error_message() ? sprov_last_error_message() : "";
+  }
+  if (prog.err) {
+    sprov_free(out);
+    throw *prog.err;
+  }
+  if (rc != 0) throw CallError{rc, msg.empty() ? sprov_strerror(rc) : msg};
+  auto data = std::make_shared<const std::string>(static_cast<const char*>(out), len);
+  sprov_free(out);
+  py::gil_scoped_release nogil;
+  sprov_bundle* b = nullptr;
+  check(sprov_bundle_open_buf(data->data(), data->size(), &b));
+  return wrap_bundle(b, data, "");
+}
+
+/// A content-addressed bundle store directory (doc/bundles.md "Store").
+struct BundleStore {
+  std::shared_ptr<sprov_bundle_store> s;
+  void close() { s.reset(); }
+  sprov_bundle_store* get() const {
+    if (!s) fail_arg("the Store is closed");
+    return s.get();
+  }
+};
+
+std::string store_blob_path(const BundleStore& st, const std::string& digest) {
+  char* out = nullptr;
+  size_t n = 0;
+  check(sprov_bundle_store_blob_path(st.get(), digest.c_str(), &out, &n));
+  std::string s(out, n);
+  sprov_free(out);
+  return s;
+}
+
+std::string store_find(const BundleStore& st, const std::string& id_hex, const std::string& kind) {
+  const int k = id_kind_of(kind);
+  char digest[SPROV_DIGEST_STRLEN] = {};
+  check(sprov_bundle_store_find(st.get(), k, id_hex.c_str(), digest, sizeof(digest)));
+  return digest;
+}
+
+/// The digest given, or the one the store's id map names for build_id (exactly one of them).
+std::string digest_or_find(const BundleStore& s, const std::optional<std::string>& digest,
+                           const std::optional<std::string>& build_id, const std::string& kind) {
+  if (digest && build_id) fail_arg("give digest or build_id=, not both (build_id '" + *build_id + "')");
+  if (!digest && !build_id) fail_arg("give a digest or build_id=");
+  return digest ? *digest : store_find(s, *build_id, kind);
+}
+
+/// The bundle store the CLI's trace commands use (bindings/cli/cmd_trace.cpp make_context): the
+/// default directory when it is one and can be opened, else none.
+CtxPtr trace_context() {
+  std::string use;
+  char* def = nullptr;
+  size_t n = 0;
+  if (sprov_bundle_store_default_dir(&def, &n) == 0) {
+    use.assign(def, n);
+    sprov_free(def);
+  }
+  if (use.rfind("sqlite:", 0) == 0 || use.rfind("postgresql://", 0) == 0 || use.rfind("postgres://", 0) == 0) use.clear();
+  if (!use.empty()) {
+    sprov_bundle_store* bs = nullptr;
+    if (sprov_bundle_store_open(use.c_str(), 0, &bs) == 0) sprov_bundle_store_free(bs);
+    else use.clear();
+  }
+  sprov_context_opts o{};
+  o.sz = sizeof(o);
+  o.bundle_store = use.empty() ? nullptr : use.c_str();
+  sprov_context* c = nullptr;
+  check(sprov_context_new(&o, &c));
+  return CtxPtr(c, sprov_context_free);
+}
+
+/// The outcome of a trace replay (sprov_replay_report).
+struct ReplayReport {
+  std::shared_ptr<sprov_replay_report> r;
+  std::string format(int fmt) const {
+    return lib_str([&](char** out, size_t* len) { return sprov_replay_report_format(r.get(), fmt, out, len); });
+  }
+};
+
+/// A JSON document of the trace store (sprov_trace_*_json), read without the GIL under the store's lock.
+template <class F>
+std::string store_json(TraceStore& t, F&& call) {
+  char* out = nullptr;
+  size_t n = 0;
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(*t.mu);
+  check(call(t.get(), &out, &n));
+  return take(out, n);
 }
 
 /// close(), and the context-manager protocol that calls it on exit.
@@ -684,14 +926,16 @@ PYBIND11_MODULE(_stackprov, m) {
              sprov_trace_store* t = nullptr;
              {
                py::gil_scoped_release nogil;
-               check(sprov_trace_store_open(url ? url->c_str() : nullptr, &t));
+               check(sprov_trace_store_open(cstr(url), &t));
              }
              return TraceStore{std::shared_ptr<sprov_trace_store>(t, sprov_trace_store_free)};
            }),
            py::arg("url") = py::none())
       .def_property_readonly("url", [](const TraceStore& t) { return std::string(sprov_trace_store_url(t.get())); },
                              "The store's URL, any password replaced by ***.")
-      .def("_capture", [](TraceStore& t, const Context& c, const Process& p, bool bundle, uint32_t max_frames) {
+      .def("_capture", [](TraceStore& t, const Context& c, const Process& p, bool bundle, uint32_t max_frames,
+                          std::optional<std::string> sign_key, std::optional<std::string> log_dir,
+                          std::optional<std::string> log_key) {
         CtxPtr ctx = c.get();
         if (!p.proc) fail_arg("the Process is closed");
         char id[SPROV_TRACE_ID_STRLEN] = {};
@@ -701,26 +945,440 @@ PYBIND11_MODULE(_stackprov, m) {
         o.sz = sizeof(o);
         o.flags = bundle ? SPROV_TRACE_BUNDLE : 0;
         o.max_frames = max_frames;
+        o.sign_key = cstr(sign_key);
+        o.log_dir = cstr(log_dir);
+        o.log_key = cstr(log_key);
         check(sprov_trace_capture(ctx.get(), p.proc.get(), t.get(), &o, id, sizeof(id)));
         return std::string(id);
-      }, py::arg("context"), py::arg("process"), py::arg("bundle"), py::arg("max_frames"))
-      .def("get_json", [](TraceStore& t, const std::string& id) {
+      }, py::arg("context"), py::arg("process"), py::arg("bundle"), py::arg("max_frames"),
+         py::arg("sign_key") = py::none(), py::arg("log_dir") = py::none(), py::arg("log_key") = py::none())
+      .def("_resolve", [](TraceStore& t, const Context& c, const std::string& id, bool offline,
+                          const std::vector<std::string>& bundles) {
+        CtxPtr ctx = c.get();
+        std::vector<const char*> bp;
+        for (const auto& b : bundles) bp.push_back(b.c_str());
         char* out = nullptr;
         size_t n = 0;
         py::gil_scoped_release nogil;
         std::lock_guard<std::mutex> lock(*t.mu);
-        check(sprov_trace_get_json(t.get(), id.c_str(), &out, &n));
+        sprov_trace_resolve_opts o{};
+        o.sz = sizeof(o);
+        o.flags = offline ? SPROV_TRACE_OFFLINE : 0;
+        o.bundles = bp.empty() ? nullptr : bp.data();
+        o.bundle_count = bp.size();
+        check(sprov_trace_resolve(ctx.get(), t.get(), id.c_str(), &o, &out, &n));
         return take(out, n);
+      }, py::arg("context"), py::arg("trace_id"), py::arg("offline"), py::arg("bundles"))
+      .def("_replay", [](TraceStore& t, const Context& c, const std::string& id, uint32_t seeds, uint64_t first_seed,
+                         double min_coverage, double min_success, const std::vector<std::string>& keys,
+                         std::optional<std::string> trusted_root) {
+        CtxPtr ctx = c.get();
+        std::vector<const char*> kp;
+        for (const auto& k : keys) kp.push_back(k.c_str());
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*t.mu);
+        sprov_trace_replay_opts o{};
+        o.sz = sizeof(o);
+        o.seeds = seeds;
+        o.first_seed = first_seed;
+        o.min_coverage_pct = min_coverage;
+        o.min_success_ratio = min_success;
+        o.key_paths = kp.empty() ? nullptr : kp.data();
+        o.key_count = kp.size();
+        o.trusted_root_path = cstr(trusted_root);
+        sprov_replay_report* r = nullptr;
+        check(sprov_trace_replay(ctx.get(), t.get(), id.c_str(), &o, &r));
+        return ReplayReport{std::shared_ptr<sprov_replay_report>(r, sprov_replay_report_free)};
+      }, py::arg("context"), py::arg("trace_id"), py::arg("seeds"), py::arg("first_seed"), py::arg("min_coverage"),
+         py::arg("min_success"), py::arg("keys"), py::arg("trusted_root"))
+      .def("replays_json", [](TraceStore& t, const std::string& id) {
+        return store_json(t, [&](sprov_trace_store* s, char** o, size_t* n) { return sprov_trace_replays_json(s, id.c_str(), o, n); });
+      }, py::arg("trace_id"), "The replays of a trace as replay.result event lines (JSON), oldest first.")
+      .def("export_bundle", [](TraceStore& t, const std::string& digest, const BundleStore& bs) {
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*t.mu);
+        check(sprov_trace_store_export_bundle(t.get(), digest.c_str(), bs.get()));
+      }, py::arg("digest"), py::arg("bundle_store"),
+         "Copies the trace store's bundle `digest` (and its signature sidecars) into a bundle Store.")
+      .def("get_json", [](TraceStore& t, const std::string& id) {
+        return store_json(t, [&](sprov_trace_store* s, char** o, size_t* n) { return sprov_trace_get_json(s, id.c_str(), o, n); });
       }, py::arg("trace_id"), "The stored trace as one trace.capture event line (JSON).")
       .def("list_json", [](TraceStore& t, size_t limit) {
-        char* out = nullptr;
-        size_t n = 0;
-        py::gil_scoped_release nogil;
-        std::lock_guard<std::mutex> lock(*t.mu);
-        check(sprov_trace_list_json(t.get(), limit, &out, &n));
-        return take(out, n);
+        return store_json(t, [&](sprov_trace_store* s, char** o, size_t* n) { return sprov_trace_list_json(s, limit, o, n); });
       }, py::arg("limit") = 0, "Every trace as a JSON array, oldest first (at most `limit`; 0: all).");
   closable(trace_store_cls, "Closes the store now (also done by the GC).");
 
   m.def("_default_context", []() { return Context{default_context()}; });
+  m.def("_trace_context", []() {
+    py::gil_scoped_release nogil;
+    return Context{trace_context()};
+  }, "A context whose bundle store is the default directory when it exists (as the CLI's trace commands).");
+
+  // ---- evidence (include/stackprov/bundle.h): digests, keys, DSSE, the local log, offline verification
+  m.def("digest_file", [](const std::string& path) {
+    char out[SPROV_DIGEST_STRLEN] = {};
+    py::gil_scoped_release nogil;
+    check(sprov_digest_file(path.c_str(), out, sizeof(out)));
+    return std::string(out);
+  }, py::arg("path"), "'sha256:<hex>' of a file.");
+  m.def("key_generate", [](const std::string& private_path, std::optional<std::string> public_path) {
+    const std::string pub = public_path ? *public_path : private_path + ".pub";
+    char id[SPROV_KEY_ID_STRLEN] = {};
+    py::gil_scoped_release nogil;
+    check(sprov_key_generate(private_path.c_str(), pub.c_str(), id, sizeof(id)));
+    return std::string(id);
+  }, py::arg("private_path"), py::arg("public_path") = py::none(),
+     "Generates an ECDSA P-256 key: the private key (SEC1 PEM, mode 0600; must not exist) and the public\n"
+     "key (SPKI PEM; default private_path + '.pub'), as `stackprov keygen`. Returns the key id.");
+  m.def("key_id", [](const std::string& path) {
+    char id[SPROV_KEY_ID_STRLEN] = {};
+    check(sprov_key_id(path.c_str(), id, sizeof(id)));
+    return std::string(id);
+  }, py::arg("path"), "The key id (hex sha256 of the DER SubjectPublicKeyInfo) of a key or certificate file.");
+  m.def("log_init", [](const std::string& dir, const std::string& key, std::optional<std::string> origin) {
+    std::filesystem::path base(dir);
+    if (base.filename().empty()) base = base.parent_path();  // "log/" as "log"
+    std::string o = origin ? *origin : "stackprov.local/" + base.filename().string();
+    py::gil_scoped_release nogil;
+    sprov_tlog* log = nullptr;
+    check(sprov_tlog_init(dir.c_str(), o.c_str(), key.c_str(), &log));
+    sprov_tlog_free(log);
+  }, py::arg("dir"), py::kw_only(), py::arg("key"), py::arg("origin") = py::none(),
+     "Creates an empty transparency log in `dir` whose checkpoints `key` signs (also writes\n"
+     "dir/log.pub and dir/trusted_root.json), as `stackprov log init`.");
+  m.def("dsse_sign_file", [](const std::string& key, const std::string& artifact, std::optional<std::string> subject_name,
+                             std::optional<std::string> predicate_type, std::optional<std::string> predicate_json) {
+    sprov_sign_opts o{};
+    o.sz = sizeof(o);
+    o.subject_name = cstr(subject_name);
+    o.predicate_type = cstr(predicate_type);
+    o.predicate_json = cstr(predicate_json);
+    py::gil_scoped_release nogil;
+    return lib_str([&](char** out, size_t* len) { return sprov_dsse_sign_file(key.c_str(), artifact.c_str(), &o, out, len); });
+  }, py::arg("key"), py::arg("artifact"), py::kw_only(), py::arg("subject_name") = py::none(),
+     py::arg("predicate_type") = py::none(), py::arg("predicate_json") = py::none(),
+     "A DSSE envelope (JSON) over an in-toto statement whose subject is the file's sha256, signed with `key`.");
+  m.def("dsse_verify", [](py::bytes envelope, const std::vector<std::string>& keys, uint32_t threshold,
+                          std::optional<std::string> payload_type, std::optional<std::string> subject_digest) {
+    std::string env = envelope;
+    std::vector<const char*> kp;
+    for (const auto& k : keys) kp.push_back(k.c_str());
+    sprov_dsse_verify_opts o{};
+    o.sz = sizeof(o);
+    o.key_paths = kp.empty() ? nullptr : kp.data();
+    o.key_count = kp.size();
+    o.threshold = threshold;
+    o.payload_type = cstr(payload_type);
+    o.subject_digest = cstr(subject_digest);
+    py::gil_scoped_release nogil;
+    check(sprov_dsse_verify(env.data(), env.size(), &o));
+  }, py::arg("envelope"), py::kw_only(), py::arg("keys"), py::arg("threshold") = 0, py::arg("payload_type") = py::none(),
+     py::arg("subject_digest") = py::none(),
+     "Verifies a DSSE envelope (bytes) with trusted public key files; VerificationError when it does not verify.");
+  m.def("trace_verify", [](const std::string& digest, std::optional<std::string> envelope, std::optional<std::string> artifact,
+                           const std::vector<std::string>& keys, uint32_t threshold, bool dsse, bool log,
+                           std::optional<std::string> trusted_root, std::optional<std::string> log_dir,
+                           std::optional<std::string> proof) {
+    std::vector<const char*> kp;
+    for (const auto& k : keys) kp.push_back(k.c_str());
+    sprov_trace_verify_opts o{};
+    o.sz = sizeof(o);
+    o.digest = digest.c_str();
+    o.artifact_path = cstr(artifact);
+    o.envelope_path = cstr(envelope);
+    o.check_dsse = dsse;
+    o.check_log = log;
+    o.key_paths = kp.empty() ? nullptr : kp.data();
+    o.key_count = kp.size();
+    o.threshold = threshold;
+    o.trusted_root_path = cstr(trusted_root);
+    o.log_dir = cstr(log_dir);
+    o.proof_path = cstr(proof);
+    py::gil_scoped_release nogil;
+    return lib_str([&](char** out, size_t* len) { return sprov_trace_verify(&o, out, len); });
+  }, py::arg("digest"), py::kw_only(), py::arg("envelope") = py::none(), py::arg("artifact") = py::none(),
+     py::arg("keys") = std::vector<std::string>{}, py::arg("threshold") = 0, py::arg("dsse") = true, py::arg("log") = false,
+     py::arg("trusted_root") = py::none(), py::arg("log_dir") = py::none(), py::arg("proof") = py::none(),
+     "Verifies offline an artifact's DSSE envelope (dsse=True, with `keys`) and/or its inclusion in a\n"
+     "transparency log (log=True: log_dir= or proof=, trusted_root=); returns the report ('ok <check>' lines).");
+  m.def("sigstore_verify", [](const std::string& bundle, const std::string& trusted_root, std::optional<std::string> artifact,
+                              std::optional<std::string> artifact_digest) {
+    sprov_sigstore_opts o{};
+    o.sz = sizeof(o);
+    o.artifact_path = cstr(artifact);
+    o.artifact_digest = cstr(artifact_digest);
+    py::gil_scoped_release nogil;
+    return lib_str([&](char** out, size_t* len) { return sprov_sigstore_verify(bundle.c_str(), trusted_root.c_str(), &o, out, len); });
+  }, py::arg("bundle"), py::arg("trusted_root"), py::kw_only(), py::arg("artifact") = py::none(),
+     py::arg("artifact_digest") = py::none(),
+     "Offline verification of a Sigstore bundle file against a trusted root JSON file; returns the report.");
+
+  py::class_<ReplayReport>(m, "ReplayReport",
+      "The outcome of trace_replay: figures, the gate's checks and per-seed results (doc/traces.md \"Replay\").")
+      .def_property_readonly("exit_code", [](const ReplayReport& r) { return sprov_replay_report_exit_code(r.r.get()); },
+                             "the gate: 0 passed; 3 coverage, 4 success, 5 dsse, 6 inclusion, 7 platform-id "
+                             "(the first failed check, as `stackprov trace-replay` exits)")
+      .def_property_readonly("passed", [](const ReplayReport& r) { return sprov_replay_report_exit_code(r.r.get()) == 0; })
+      .def_property_readonly("coverage_pct", [](const ReplayReport& r) { return sprov_replay_report_coverage_pct(r.r.get()); },
+                             "symbol coverage of the trace, percent")
+      .def_property_readonly("success_ratio", [](const ReplayReport& r) { return sprov_replay_report_success_ratio(r.r.get()); },
+                             "replayed frames identical to the stored resolution, 0 to 1")
+      .def("json", [](const ReplayReport& r) { return r.format(SPROV_REPORT_JSON); },
+           "The JSON report (what `stackprov trace-replay --json` prints): figures, checks, seeds.")
+      .def("junit", [](const ReplayReport& r) { return r.format(SPROV_REPORT_JUNIT); },
+           "The JUnit XML report: one testcase per check and per seed (`trace-replay --junit FILE`).")
+      .def("summary", [](const ReplayReport& r) { return r.format(SPROV_REPORT_SUMMARY); },
+           "One line: '... % coverage, ... % success ...: PASS|FAIL <checks>'.")
+      .def("to_dict", [](const ReplayReport& r) { return py::module_::import("json").attr("loads")(r.format(SPROV_REPORT_JSON)); },
+           "json() parsed.")
+      .def("__repr__", [](const ReplayReport& r) {
+        return "ReplayReport(exit_code=" + std::to_string(sprov_replay_report_exit_code(r.r.get())) + ", coverage_pct=" +
+               std::to_string(sprov_replay_report_coverage_pct(r.r.get())) + ", success_ratio=" +
+               std::to_string(sprov_replay_report_success_ratio(r.r.get())) + ")";
+      });
+
+  py::class_<BundleModule>(m, "BundleModule", "One module of a symbol bundle (sprov_bundle_module).")
+      .def_readonly("index", &BundleModule::index)
+      .def_readonly("id_kind", &BundleModule::id_kind, "elf-build-id, pdb-guid-age or macho-uuid")
+      .def_readonly("id", &BundleModule::id, "the identity, lower-case hex (ELF: the GNU build-id)")
+      .def_readonly("name", &BundleModule::name)
+      .def_readonly("sha256_file", &BundleModule::sha256_file, "64 hex digits (zeros: unknown)")
+      .def_readonly("sha256_debug", &BundleModule::sha256_debug)
+      .def_readonly("ranges", &BundleModule::ranges)
+      .def_readonly("return_pads", &BundleModule::return_pads)
+      .def_readonly("unwind_rows", &BundleModule::unwind_rows)
+      .def_readonly("debug_blob", &BundleModule::debug_blob, "bytes of the embedded debug file (0: none)")
+      .def("__repr__", [](const BundleModule& b) { return "BundleModule(" + b.id_kind + " " + b.id + ", name='" + b.name + "')"; });
+
+  py::class_<Bundle>(m, "Bundle",
+      "A symbol bundle (doc/bundles.md): one file per set of modules, named by the sha256 of its bytes.")
+      .def_static("build", &build_bundle, py::arg("paths"), py::kw_only(), py::arg("names") = py::none(),
+                  py::arg("debug_dirs") = py::none(), py::arg("include_debug") = false, py::arg("progress") = py::none(),
+                  "Builds one bundle with a module for each ELF file of `paths` (each needs a GNU build-id;\n"
+                  "deterministic: equal inputs give equal bytes, as `stackprov bundle build`). names: one module\n"
+                  "name (or None: the basename) per path; debug_dirs: where separate debug files are searched\n"
+                  "(None: /usr/lib/debug); include_debug: embed each module's debug file; progress: a callable\n"
+                  "(modules_done, module_count, bytes_done, bytes_total). Runs without the GIL.")
+      .def_static("open", [](const std::string& path) {
+        py::gil_scoped_release nogil;
+        sprov_bundle* b = nullptr;
+        check(sprov_bundle_open_file(path.c_str(), &b));
+        return wrap_bundle(b, nullptr, path);
+      }, py::arg("path"), "Maps the bundle file at `path` (validated).")
+      .def_static("from_bytes", [](py::bytes data) {
+        auto d = std::make_shared<const std::string>(data);
+        py::gil_scoped_release nogil;
+        sprov_bundle* b = nullptr;
+        check(sprov_bundle_open_buf(d->data(), d->size(), &b));
+        return wrap_bundle(b, d, "");
+      }, py::arg("data"), "Opens a bundle from its bytes (validated).")
+      .def_readonly("digest", &Bundle::digest, "'sha256:<hex>' of the bundle's bytes")
+      .def_property_readonly("size", [](const Bundle& b) { return sprov_bundle_size(b.b.get()); })
+      .def_property_readonly("modules", &bundle_modules, "the modules, in the bundle's order")
+      .def("to_bytes", [](const Bundle& b) {
+        if (b.data) return py::bytes(*b.data);
+        std::string s;
+        {
+          py::gil_scoped_release nogil;
+          s = read_file(b.path);
+        }
+        return py::bytes(s);
+      }, "The bundle's bytes (their sha256 is `digest`).")
+      .def("save", [](const Bundle& b, const std::string& path) {
+        std::string s = b.data ? *b.data : std::string();
+        py::gil_scoped_release nogil;
+        if (!b.data) s = read_file(b.path);
+        // temp + fsync + rename, as sprov_bundle_build_file writes: readers never see a partial file.
+        const std::string tmp = path + ".tmp" + std::to_string(getpid());
+        FILE* f = fopen(tmp.c_str(), "wb");
+        if (!f) throw CallError{-errno, "cannot write '" + path + "': " + std::strerror(errno)};
+        const bool ok = fwrite(s.data(), 1, s.size(), f) == s.size() && fflush(f) == 0 && fsync(fileno(f)) == 0;
+        const int err = errno;
+        fclose(f);
+        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+          const int e = ok ? errno : err;
+          unlink(tmp.c_str());
+          throw CallError{-e, "cannot write '" + path + "': " + std::strerror(e)};
+        }
+        chmod(path.c_str(), 0644);
+      }, py::arg("path"), "Writes the bundle's bytes to `path` (temp file + fsync + rename; mode 0644).")
+      .def("lookup", [](const Bundle& b, uint64_t address, std::optional<size_t> module, std::optional<std::string> build_id) {
+        const size_t idx = pick_module(b, module, build_id);
+        sprov_bundle_chain* chain = nullptr;
+        check(sprov_bundle_lookup(b.b.get(), idx, address, &chain));
+        std::vector<InlineFrame> out;
+        for (size_t i = 0; i < chain->count; i++) {
+          InlineFrame f;
+          f.function = f.linkage_name = str(chain->frames[i].function);
+          f.file = str(chain->frames[i].file);
+          f.line = chain->frames[i].line;
+          f.column = chain->frames[i].column;
+          f.resolver = "bundle";
+          f.source = b.digest;
+          out.push_back(std::move(f));
+        }
+        sprov_free(chain);
+        return out;
+      }, py::arg("address"), py::kw_only(), py::arg("module") = py::none(), py::arg("build_id") = py::none(),
+         "The inline chain at a module-relative (link-time) address, innermost first (function: the\n"
+         "linkage name); [] when no range covers it. module=/build_id= pick the module (needed when\n"
+         "the bundle holds several), as `stackprov bundle lookup`.")
+      .def("unwind_row", [](const Bundle& b, uint64_t address, std::optional<size_t> module, std::optional<std::string> build_id) {
+        const size_t idx = pick_module(b, module, build_id);
+        return lib_str([&](char** out, size_t* len) { return sprov_bundle_unwind_row_text(b.b.get(), idx, address, out, len); });
+      }, py::arg("address"), py::kw_only(), py::arg("module") = py::none(), py::arg("build_id") = py::none(),
+         "The unwind row covering `address` as text (llvm-dwarfdump notation), or end-of-stack, full, none.")
+      .def("export", [](const Bundle& b, const std::string& format, std::optional<size_t> module,
+                        std::optional<std::string> build_id) {
+        int fmt = 0;
+        if (format == "symbol-index-json") fmt = SPROV_BUNDLE_EXPORT_SYMBOL_INDEX_JSON;
+        else if (format == "symbfile") fmt = SPROV_BUNDLE_EXPORT_SYMBFILE;
+        else fail_arg("invalid format '" + format + "' (expected symbol-index-json or symbfile)");
+        std::optional<size_t> idx;
+        if (module || build_id) idx = pick_module(b, module, build_id);
+        void* out = nullptr;
+        size_t n = 0;
+        {
+          py::gil_scoped_release nogil;
+          check(sprov_bundle_export(b.b.get(), fmt, idx ? &*idx : nullptr, &out, &n));
+        }
+        py::bytes r(static_cast<const char*>(out), n);
+        sprov_free(out);
+        return r;
+      }, py::arg("format"), py::kw_only(), py::arg("module") = py::none(), py::arg("build_id") = py::none(),
+         "The bundle's records as symbol-index-json (every module, or one) or symbfile (one module).")
+      .def("__repr__", [](const Bundle& b) {
+        return "Bundle(" + b.digest + ", " + std::to_string(sprov_bundle_module_count(b.b.get())) + " module(s))";
+      });
+
+  py::class_<BundleStore> store_cls(m, "Store",
+      "A content-addressed bundle store directory (doc/bundles.md \"Store\"): blobs named by their\n"
+      "sha256, an id map from module identities (build-ids) to bundles, signature sidecars.");
+  store_cls
+      .def(py::init([](std::optional<std::string> dir, bool create) {
+             py::gil_scoped_release nogil;
+             sprov_bundle_store* s = nullptr;
+             check(sprov_bundle_store_open(cstr(dir), create ? SPROV_BUNDLE_STORE_CREATE : 0, &s));
+             return BundleStore{std::shared_ptr<sprov_bundle_store>(s, sprov_bundle_store_free)};
+           }),
+           py::arg("dir") = py::none(), py::kw_only(), py::arg("create") = false,
+           "Opens the store at `dir` (None: $STACKPROV_STORE, else $XDG_DATA_HOME/stackprov/store, else\n"
+           "~/.local/share/stackprov/store); create=True makes it when missing.")
+      .def_static("default_dir", []() {
+        char* out = nullptr;
+        size_t n = 0;
+        check(sprov_bundle_store_default_dir(&out, &n));
+        return take(out, n);
+      }, "The default store directory.")
+      .def_property_readonly("dir", [](const BundleStore& s) { return std::string(sprov_bundle_store_dir(s.get())); })
+      .def("put", [](BundleStore& s, const Bundle& b) {
+        std::string d = b.data ? *b.data : std::string();
+        char digest[SPROV_DIGEST_STRLEN] = {};
+        py::gil_scoped_release nogil;
+        if (!b.data) d = read_file(b.path);
+        check(sprov_bundle_store_put(s.get(), d.data(), d.size(), digest, sizeof(digest)));
+        return std::string(digest);
+      }, py::arg("bundle"), "Stores a Bundle; returns its digest.")
+      .def("put", [](BundleStore& s, py::bytes data) {
+        std::string d = data;
+        char digest[SPROV_DIGEST_STRLEN] = {};
+        py::gil_scoped_release nogil;
+        check(sprov_bundle_store_put(s.get(), d.data(), d.size(), digest, sizeof(digest)));
+        return std::string(digest);
+      }, py::arg("data"), "Validates and stores a bundle's bytes, indexes its modules; returns its digest.")
+      .def("put_file", [](BundleStore& s, const std::string& path) {
+        char digest[SPROV_DIGEST_STRLEN] = {};
+        py::gil_scoped_release nogil;
+        check(sprov_bundle_store_put_file(s.get(), path.c_str(), digest, sizeof(digest)));
+        return std::string(digest);
+      }, py::arg("path"), "As put(), for a bundle file.")
+      .def("find", [](const BundleStore& s, const std::string& id, const std::string& kind) {
+        py::gil_scoped_release nogil;
+        return store_find(s, id, kind);
+      }, py::arg("build_id"), py::kw_only(), py::arg("kind") = "elf-build-id",
+         "The digest of the bundle the id map names for a module identity (hex); NotFoundError when none.")
+      .def("blob_path", [](const BundleStore& s, const std::string& digest) { return store_blob_path(s, digest); },
+           py::arg("digest"), "The path of a stored bundle's blob; NotFoundError when absent.")
+      .def("get", [](const BundleStore& s, std::optional<std::string> digest, std::optional<std::string> build_id,
+                     const std::string& kind) {
+        std::string data;
+        {
+          py::gil_scoped_release nogil;
+          data = read_file(store_blob_path(s, digest_or_find(s, digest, build_id, kind)));
+        }
+        return py::bytes(data);
+      }, py::arg("digest") = py::none(), py::kw_only(), py::arg("build_id") = py::none(), py::arg("kind") = "elf-build-id",
+         "A stored bundle's bytes, by digest ('sha256:<hex>' or 64 hex) or by a module's build_id=.")
+      .def("open", [](const BundleStore& s, std::optional<std::string> digest, std::optional<std::string> build_id,
+                      const std::string& kind) {
+        py::gil_scoped_release nogil;
+        const std::string d = digest_or_find(s, digest, build_id, kind);
+        sprov_bundle* b = nullptr;
+        check(sprov_bundle_open_digest(s.get(), d.c_str(), &b));
+        return wrap_bundle(b, nullptr, store_blob_path(s, d));
+      }, py::arg("digest") = py::none(), py::kw_only(), py::arg("build_id") = py::none(), py::arg("kind") = "elf-build-id",
+         "Opens a stored bundle (by digest or a module's build_id=) as a Bundle.")
+      .def("list", [](const BundleStore& s) {
+        // The C ABI has no listing: the blobs are the files blobs/sha256/<hh>/<64 hex> (doc/bundles.md "Store").
+        namespace fs = std::filesystem;
+        std::vector<std::string> out;
+        const fs::path root = fs::path(sprov_bundle_store_dir(s.get())) / "blobs" / "sha256";
+        std::error_code ec;
+        for (fs::directory_iterator d(root, ec), end; !ec && d != end; d.increment(ec)) {
+          const std::string hh = d->path().filename().string();
+          if (hh.size() != 2 || !d->is_directory()) continue;
+          std::error_code ec2;
+          for (fs::directory_iterator f(d->path(), ec2), e2; !ec2 && f != e2; f.increment(ec2)) {
+            const std::string n = f->path().filename().string();
+            if (n.size() == 64 && n.compare(0, 2, hh) == 0 && n.find_first_not_of("0123456789abcdef") == std::string::npos)
+              out.push_back("sha256:" + n);
+          }
+        }
+        std::sort(out.begin(), out.end());
+        return out;
+      }, "The digests of every stored bundle, sorted.")
+      .def("__contains__", [](const BundleStore& s, const std::string& digest) {
+        char* out = nullptr;
+        size_t n = 0;
+        const int rc = sprov_bundle_store_blob_path(s.get(), digest.c_str(), &out, &n);
+        sprov_free(out);
+        if (rc == SPROV_ERR_NOT_FOUND) return false;
+        check(rc);
+        return true;
+      })
+      .def("put_sidecar", [](BundleStore& s, const std::string& digest, const std::string& name, py::bytes data) {
+        std::string d = data;
+        py::gil_scoped_release nogil;
+        check(sprov_bundle_store_put_sidecar(s.get(), digest.c_str(), name.c_str(), d.data(), d.size()));
+      }, py::arg("digest"), py::arg("name"), py::arg("data"),
+         "Stores a sidecar of a bundle (dsse.json, tlog-proof, checkpoint, or a name [a-z0-9.-]{1,32}).")
+      .def("sidecar_path", [](const BundleStore& s, const std::string& digest, const std::string& name) {
+        return lib_str([&](char** out, size_t* len) { return sprov_bundle_store_sidecar_path(s.get(), digest.c_str(), name.c_str(), out, len); });
+      }, py::arg("digest"), py::arg("name"), "The path of a sidecar; NotFoundError when absent.")
+      .def("sign", [](BundleStore& s, const std::string& digest, const std::string& key, const std::string& log_dir,
+                      std::optional<std::string> log_key) {
+        sprov_bundle_sign_opts o{};
+        o.sz = sizeof(o);
+        o.key_path = key.c_str();
+        o.log_dir = log_dir.c_str();
+        o.log_key = cstr(log_key);
+        uint64_t index = 0;
+        py::gil_scoped_release nogil;
+        check(sprov_bundle_sign_check(&o));
+        check(sprov_bundle_store_sign(s.get(), digest.c_str(), &o, &index));
+        return index;
+      }, py::arg("digest"), py::kw_only(), py::arg("key"), py::arg("log_dir"), py::arg("log_key") = py::none(),
+         "Signs the stored bundle (DSSE envelope, appended to the transparency log `log_dir`, whose\n"
+         "checkpoint log_key (default key) signs) and stores the sidecars; returns the log index.\n"
+         "Keys that cannot sign raise before the store or the log changes.")
+      .def("fsck", [](const BundleStore& s) {
+        char* out = nullptr;
+        size_t n = 0, errors = 0;
+        {
+          py::gil_scoped_release nogil;
+          check(sprov_bundle_store_fsck(s.get(), &out, &n, &errors));
+        }
+        return std::make_pair(take(out, n), errors);
+      }, "Checks the whole store: (report, number of errors); report lines as `stackprov bundle fsck`.");
+  closable(store_cls, "Closes the store now (also done by the GC).");
 }

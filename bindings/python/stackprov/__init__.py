@@ -9,20 +9,30 @@
     snap = ctx.capture_self()                  # Snapshot; to_bytes() / Snapshot.from_bytes()
     st = ctx.unwinder().unwind(snap)
     stackprov.symbolize("/usr/bin/python3.11", [0x1234])   # one inline chain per address
+    tid = stackprov.trace_capture(pid=1234, store="sqlite:t.db", bundle=True)
+    stackprov.trace_resolve(tid, store="sqlite:t.db", offline=True)    # dict: frames, named, ...
+    rep = stackprov.trace_replay(tid, store="sqlite:t.db", seeds=5)    # .exit_code, .json(), .junit()
+    b = stackprov.Bundle.build(["/usr/bin/app"])                        # .digest, .modules, .to_bytes()
+    with stackprov.Store("/var/lib/bundles", create=True) as st:
+        st.put(b); st.get(build_id=b.modules[0].id)
 
 Calls into the library release the GIL. Errors are stackprov.Error subclasses with .code (the C
 error code) and .message; a pid that does not exist raises ProcessLookupError and a target one may
 not ptrace PermissionError (both also stackprov.Error).
 """
+import contextlib
 import json
+import os
+import re
 import threading
 
 from . import _stackprov
 from ._errors import (AccessDeniedError, BuildIdMismatchError, CaptureError, Error, FileMissingError,
                       FormatError, InvalidArgumentError, NotFoundError, ProcessNotFoundError,
                       SnapshotError, SystemCallError, UnsupportedError, VerificationError)
-from ._stackprov import (Context, Frame, InlineFrame, Process, ProcessInfo, Snapshot, Stack, Symbolizer,
-                         Thread, TraceStore, Unwinder)
+from ._stackprov import (Bundle, BundleModule, Context, Frame, InlineFrame, Process, ProcessInfo, ReplayReport,
+                         Snapshot, Stack, Store, Symbolizer, Thread, TraceStore, Unwinder, digest_file,
+                         dsse_sign_file, dsse_verify, key_generate, key_id, log_init, sigstore_verify, trace_verify)
 
 __version__ = _stackprov.__version__
 
@@ -32,7 +42,9 @@ __all__ = [
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "FormatError", "SnapshotError",
     "BuildIdMismatchError", "CaptureError", "VerificationError", "ProcessNotFoundError",
     "AccessDeniedError", "FileMissingError", "SystemCallError", "TraceStore", "trace_capture",
-    "trace_get", "trace_list",
+    "trace_get", "trace_list", "trace_resolve", "trace_replay", "trace_replays", "ReplayReport", "Bundle",
+    "BundleModule", "Store", "digest_file", "key_generate", "key_id", "log_init", "dsse_sign_file", "dsse_verify",
+    "trace_verify", "sigstore_verify",
 ]
 
 
@@ -79,31 +91,147 @@ def _thread_symbolizer():
     return sym
 
 
+@contextlib.contextmanager
+def _trace_store(store, existing=False):
+    """`store` as a TraceStore: the object itself, or one opened from a URL (None: the default
+    store) and closed on exit. existing=True: an sqlite:PATH whose file does not exist is refused
+    (opening would create an empty store), as the CLI's trace-resolve and trace-replay refuse it."""
+    if isinstance(store, TraceStore):
+        yield store
+        return
+    if store is not None and not isinstance(store, str):
+        raise InvalidArgumentError("invalid store %r (expected a TraceStore or a URL: sqlite:PATH, "
+                                   "postgresql://...)" % (store,), _INVALID_ARG)
+    if existing and store and store.startswith("sqlite:") and not store.startswith("sqlite://") \
+            and not os.path.exists(store[7:]):
+        raise FileMissingError("trace store '%s': %s does not exist" % (store, store[7:]), -2)
+    ts = TraceStore(store)
+    try:
+        yield ts
+    finally:
+        ts.close()
+
+
+_INVALID_ARG = -4000
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def _trace_id(trace_id):
+    if not isinstance(trace_id, str) or not _UUID.match(trace_id):
+        raise InvalidArgumentError("invalid trace id %r (expected a UUID, 8-4-4-4-12 hex digits)" % (trace_id,),
+                                   _INVALID_ARG)
+    return trace_id.lower()
+
+
 def trace_capture(pid=None, core=None, exe=None, *, store=None, bundle=False, max_frames=0, tid=0,
-                  context=None):
+                  sign_key=None, log_dir=None, log_key=None, context=None):
     """Captures every thread of a live process (pid=) or a core file (core=, exe=), unwinds and
     resolves them and stores the result as one trace in `store` (a TraceStore or a URL,
     sqlite:PATH / postgresql://...; None: the default store). Returns the trace id.
-    bundle=True also builds and stores the symbol bundle of the modules touched."""
+    bundle=True also builds and stores the symbol bundle of the modules touched (in the trace
+    store and the context's bundle store); with sign_key= (a P-256 private key, PEM) it is signed
+    and its envelope appended to the transparency log log_dir= (checkpoint signed by log_key=,
+    default sign_key), as `stackprov trace-capture --bundle --sign KEY --log DIR`."""
+    if sign_key is not None and not bundle:
+        raise InvalidArgumentError("sign_key '%s' signs the bundle: give bundle=True" % sign_key, _INVALID_ARG)
+    if sign_key is not None and log_dir is None:
+        raise InvalidArgumentError("sign_key '%s' needs log_dir= (the transparency log)" % sign_key, _INVALID_ARG)
     ctx = context if context is not None else _stackprov._default_context()
-    ts = store if isinstance(store, TraceStore) else TraceStore(store)
     if pid is not None and core is None:
         proc = ctx.capture(pid, tid=tid)
     elif core is not None and pid is None:
         proc = ctx.open_core(core, exe=exe, tid=tid)
     else:
-        raise InvalidArgumentError("give either pid= or core= (pid %r, core %r)" % (pid, core), -4000)
-    with proc:
-        return ts._capture(ctx, proc, bundle, max_frames)
+        raise InvalidArgumentError("give either pid= or core= (pid %r, core %r)" % (pid, core), _INVALID_ARG)
+    with proc, _trace_store(store) as ts:
+        return ts._capture(ctx, proc, bundle, max_frames, sign_key, log_dir, log_key)
 
 
 def trace_get(trace_id, *, store=None):
     """The stored trace as a dict (the trace.capture event of doc/traces.md "Events")."""
-    ts = store if isinstance(store, TraceStore) else TraceStore(store)
-    return json.loads(ts.get_json(trace_id))
+    with _trace_store(store) as ts:
+        return json.loads(ts.get_json(trace_id))
 
 
 def trace_list(*, store=None, limit=0):
     """[{"trace_id", "platform", "arch", "captured_at", "build_id", "frames"}], oldest first."""
-    ts = store if isinstance(store, TraceStore) else TraceStore(store)
-    return json.loads(ts.list_json(limit))
+    with _trace_store(store) as ts:
+        return json.loads(ts.list_json(limit))
+
+
+def trace_replays(trace_id, *, store=None):
+    """The replays of a stored trace (replay.result events of doc/traces.md), oldest first."""
+    with _trace_store(store, existing=True) as ts:
+        return [json.loads(line) for line in ts.replays_json(_trace_id(trace_id)).splitlines() if line.strip()]
+
+
+def _bundle_refs(bundles):
+    out = []
+    for b in bundles:
+        if isinstance(b, Bundle):
+            b = b.digest
+        b = os.fspath(b)
+        if b.startswith("sha256:"):
+            if not re.match(r"^sha256:[0-9a-f]{64}$", b):
+                raise InvalidArgumentError("invalid bundle '%s' (expected sha256:<64 lower-case hex> or a file)" % b,
+                                           _INVALID_ARG)
+        elif not os.path.isfile(b):
+            raise FileMissingError("bundle '%s': no such file (expected sha256:<64 lower-case hex> or a file)" % b, -2)
+        out.append(b)
+    return out
+
+
+def trace_resolve(trace_id, *, store=None, offline=False, bundles=(), context=None):
+    """Resolves a stored trace again from its captured data (every thread unwound and named anew)
+    with the trace's own bundle, `bundles` (Bundle objects, "sha256:<hex>" digests of the trace
+    store or the bundle store, or bundle files) and every bundle of the trace store that holds one
+    of its modules, and replaces its frames (`stackprov trace-resolve`). offline=True: bundles
+    only, no module file, debug file or network. Returns the report as a dict: trace_id, frames,
+    named, covered, with_lines, offline, symbol_coverage_pct, resolvers {name: count}, bundles.
+    context: None uses the default bundle store directory when it exists, as the CLI does."""
+    tid = _trace_id(trace_id)
+    refs = _bundle_refs(bundles)
+    ctx = context if context is not None else _stackprov._trace_context()
+    with _trace_store(store, existing=True) as ts:
+        return json.loads(ts._resolve(ctx, tid, bool(offline), refs))
+
+
+def _file_arg(what, path):
+    path = os.fspath(path)
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise FileMissingError("%s '%s': %s" % (what, path, "no such file" if not os.path.exists(path)
+                                                else "not a readable file"), -2)
+    return path
+
+
+def trace_replay(trace_id, *, store=None, seeds=5, first_seed=1, min_coverage=None, min_success=None, keys=(),
+                 trusted_root=None, context=None):
+    """Replays a stored trace `seeds` times (1 to 1000) from seed `first_seed` under perturbations,
+    records each replay, verifies its bundles' DSSE envelopes with `keys` (public key files) and
+    their inclusion proofs against `trusted_root` (the log's trusted_root.json), checks the
+    modules' identities and evaluates the gate (`stackprov trace-replay`). min_coverage: percent
+    (None: 90); min_success: ratio (None: 0.95). Returns a ReplayReport (.exit_code, .passed,
+    .coverage_pct, .success_ratio, .json(), .junit(), .summary(), .to_dict()); a failed gate is
+    not an exception."""
+    tid = _trace_id(trace_id)
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000:
+        raise InvalidArgumentError("invalid seeds %r (expected an integer from 1 to 1000)" % (seeds,), _INVALID_ARG)
+    last = (1 << 63) - 1
+    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or not 1 <= first_seed <= last:
+        raise InvalidArgumentError("invalid first_seed %r (expected an integer from 1 to %d)" % (first_seed, last),
+                                   _INVALID_ARG)
+    if first_seed > last - (seeds - 1):
+        raise InvalidArgumentError("first_seed %d with seeds %d goes past the last seed %d" % (first_seed, seeds, last),
+                                   _INVALID_ARG)
+    if min_coverage is not None and not (isinstance(min_coverage, (int, float)) and 0 <= min_coverage <= 100):
+        raise InvalidArgumentError("invalid min_coverage %r (expected a percentage from 0 to 100)" % (min_coverage,),
+                                   _INVALID_ARG)
+    if min_success is not None and not (isinstance(min_success, (int, float)) and 0 <= min_success <= 1):
+        raise InvalidArgumentError("invalid min_success %r (expected a ratio from 0 to 1)" % (min_success,),
+                                   _INVALID_ARG)
+    kp = [_file_arg("key", k) for k in ([keys] if isinstance(keys, (str, os.PathLike)) else keys)]
+    root = _file_arg("trusted_root", trusted_root) if trusted_root is not None else None
+    ctx = context if context is not None else _stackprov._trace_context()
+    with _trace_store(store, existing=True) as ts:
+        return ts._replay(ctx, tid, seeds, first_seed, -1.0 if min_coverage is None else float(min_coverage),
+                          -1.0 if min_success is None else float(min_success), kp, root)

@@ -1,17 +1,29 @@
 # SPDX-License-Identifier: Apache-2.0
-"""python3 -m stackprov stack -p PID | --core FILE [-e EXE] [--tid TID] [--max-frames N] [--no-lines]
+"""python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]
+       python3 -m stackprov stack --core FILE [-e EXE] [--sysroot DIR] [--store DIR] [--tid TID]
+                                  [--max-frames N] [--json] [--no-lines]
+       python3 -m stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]
+       (all forms also take --resolvers LIST)
 
-Prints what `stackprov stack` prints (eu-stack's layout), through the Python binding.
-
-Exit status:
-  0  every thread was unwound to the end of its stack (or to --max-frames)
-  1  the process or core could not be read, or a walk stopped short
-  2  bad options (one line naming the offending value)
+Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
+the same JSON object), through the Python binding. See `stackprov stack --help` for the
+output's fields; --store DIR is the bundle store (with --offline the default store directory),
+--sysroot DIR (with --core) where module files are looked up, --offline (with --core) no
+module file at all, only the core and bundles, --resolvers LIST the resolver policy
+(comma-separated from debuginfod, bundle, dwarf, symtab, dynsym, demangle).
 """
 import argparse
 import sys
 
 import stackprov
+
+_EXIT_STATUS = """Exit status:
+  0  every thread was unwound to the end of its stack (or to --max-frames)
+  1  the process or core could not be read; or the stacks were printed but are not whole: a
+     walk stopped before the end of its stack, a module file has another build-id than the
+     core's copy of it, or the core is truncated (one line on stderr says which)
+  2  bad options (one line naming the offending value)
+"""
 
 
 def print_header(out, info):
@@ -54,45 +66,160 @@ def print_thread(out, t, lines=True):
     out.write("stop: %s\n" % t.stop_reason)
 
 
+def _json_str(s):
+    """A JSON string as the CLI writes it (bindings/cli/print.cpp json_escape)."""
+    out = []
+    for c in s or "":
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif ord(c) < 0x20:
+            out.append("\\u%04x" % ord(c))
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def process_json(info):
+    """{"pid",...,"signal"} of `stackprov stack --json` (without the threads and the closing brace)."""
+    s = '{"pid":%d,"program":%s,"command_line":%s,"signal":' % (info.pid, _json_str(info.program),
+                                                               _json_str(info.command_line))
+    if info.signal == 0:
+        return s + "null"
+    s += '{"number":%d,"name":%s,"description":%s,"tid":%d' % (info.signal, _json_str(info.signal_name),
+                                                               _json_str(info.signal_description), info.signal_tid)
+    if info.has_siginfo:
+        s += ',"code":%d,"code_name":%s' % (info.signal_code, _json_str(info.signal_code_name))
+    if info.fault_address is not None:
+        s += ',"fault_address":"0x%x"' % info.fault_address
+    return s + "}"
+
+
+def thread_json(t, lines=True):
+    """One thread of `stackprov stack --json`, byte for byte (bindings/cli/print.cpp print_stack_json)."""
+    frames = []
+    for i, f in enumerate(t.frames):
+        s = ('{"index":%d,"pc":"0x%x","sp":"0x%x","cfa":"0x%x","module":%s,"build_id":"%s","module_offset":"0x%x",'
+             '"function":%s,"linkage_name":%s,"function_offset":"0x%x","resolver":"%s","source":%s,"bundle":%s,'
+             '"method":"%s"') % (i, f.pc, f.sp, f.cfa, _json_str(f.module), f.build_id, f.module_offset,
+                                 _json_str(f.function), _json_str(f.linkage_name), f.function_offset, f.resolver,
+                                 _json_str(f.source), _json_str(f.bundle), f.method)
+        if "cfi_not_in_bundle" in f.flags:
+            s += ',"flags":["cfi_not_in_bundle"]'
+        if f.signal_handler_called:
+            s += ',"signal_handler_called":true'
+        if lines:
+            s += ',"resolved_function":%s' % _json_str(f.resolved_function)
+            if f.file:
+                s += ',"file":%s,"line":%d,"column":%d' % (_json_str(f.file), f.line, f.column)
+            s += ',"inlined":[%s]' % ",".join(
+                '{"function":%s,"linkage_name":%s,"file":%s,"line":%d,"column":%d}'
+                % (_json_str(n.function), _json_str(n.linkage_name), _json_str(n.file), n.line, n.column)
+                for n in f.inlined)
+        frames.append(s + "}")
+    return '{"tid":%d,"name":%s,"frames":[%s],"stop_reason":"%s"}' % (t.tid, _json_str(t.name), ",".join(frames),
+                                                                       t.stop_reason)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         sys.stderr.write("python3 -m stackprov: %s (see 'python3 -m stackprov stack --help')\n" % message)
         sys.exit(2)
 
 
+def _ranged(lo, hi, what):
+    def parse(v):
+        try:
+            n = int(v, 10)
+        except ValueError:
+            n = None
+        if n is None or not lo <= n <= hi:
+            raise argparse.ArgumentTypeError("invalid %s value '%s' (expected %s from %d to %d)" % (what, v, what[2:],
+                                                                                                 lo, hi))
+        return n
+    return parse
+
+
+def _usage(message):
+    sys.stderr.write("python3 -m stackprov stack: %s (see 'python3 -m stackprov stack --help')\n" % message)
+    return 2
+
+
 def main(argv=None):
-    p = _Parser(prog="python3 -m stackprov", description=__doc__,
+    p = _Parser(prog="python3 -m stackprov", description=__doc__, epilog=_EXIT_STATUS,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("stack", help="eu-stack-style stacks of a live process or a core file",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__, epilog=_EXIT_STATUS,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     s.error = p.error
     g = s.add_mutually_exclusive_group(required=True)
-    g.add_argument("-p", "--pid", type=int, help="capture the live process PID")
-    g.add_argument("pid_pos", nargs="?", type=int, metavar="PID", help="same as --pid")
+    g.add_argument("-p", "--pid", type=_ranged(1, 2147483647, "--pid"), help="capture the live process PID")
+    g.add_argument("pid_pos", nargs="?", type=_ranged(1, 2147483647, "--pid"), metavar="PID", help="same as --pid")
     g.add_argument("--core", help="read the ELF core file CORE")
     s.add_argument("-e", "--exe", help="with --core: the main program's file")
-    s.add_argument("--tid", type=int, default=0, help="only the thread TID")
-    s.add_argument("--max-frames", type=int, default=0, help="at most N frames per thread (1 to 65536)")
+    s.add_argument("--sysroot", help="with --core: look up every module file under DIR")
+    s.add_argument("--offline", action="store_true",
+                   help="with --core: use no module file, only the core and bundles (not with --exe)")
+    s.add_argument("--store", help="the bundle store directory (with --offline the default store)")
+    s.add_argument("--resolvers", help="resolver policy, comma-separated from debuginfod, bundle, dwarf, symtab, "
+                   "dynsym, demangle")
+    s.add_argument("--tid", type=_ranged(1, 2147483647, "--tid"), default=0, help="only the thread TID")
+    s.add_argument("--max-frames", type=_ranged(1, 65536, "--max-frames"), default=0,
+                   help="at most N frames per thread (1 to 65536)")
+    s.add_argument("--json", action="store_true", help="one JSON object instead of text (as `stackprov stack --json`)")
     s.add_argument("--no-lines", action="store_true", help="function names only")
     a = p.parse_args(argv)
     pid = a.pid if a.pid is not None else a.pid_pos
+    if pid is not None and a.exe is not None:
+        return _usage("--exe '%s' is only valid with --core" % a.exe)
+    if pid is not None and a.sysroot is not None:
+        return _usage("--sysroot '%s' is only valid with --core" % a.sysroot)
+    if a.core is not None and a.core == "":
+        return _usage("--core needs a file name")
+    if a.offline and a.core is None:
+        return _usage("--offline is only valid with --core")
+    if a.offline and a.exe is not None:
+        return _usage("--exe '%s' opens a module file: not valid with --offline" % a.exe)
+    if a.store is not None and a.store == "":
+        return _usage("--store needs a directory")
     what = "pid %d" % pid if pid is not None else "core '%s'" % a.core
     try:
-        info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, tid=a.tid,
-                                                  max_frames=a.max_frames, lines=not a.no_lines)
-    except stackprov.InvalidArgumentError as e:
-        sys.stderr.write("python3 -m stackprov stack: %s\n" % e.message.splitlines()[0])
-        return 2
+        # The store: --store DIR, else with --offline the default one (""), as the CLI.
+        ctx = stackprov.Context(sysroot=a.sysroot, offline=a.offline,
+                                bundle_store=a.store if a.store is not None else "" if a.offline else None,
+                                resolvers=a.resolvers.split(",") if a.resolvers is not None else None)
     except stackprov.Error as e:
-        sys.stderr.write("python3 -m stackprov stack: cannot read %s: %s\n" % (what, e.message.splitlines()[0]))
+        sys.stderr.write("python3 -m stackprov stack: %s: %s\n" % ("sysroot '%s'" % a.sysroot if a.sysroot
+                                                                   else "context", e.message.splitlines()[0]))
         return 1
+    with ctx:
+        try:
+            info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, tid=a.tid,
+                                                      max_frames=a.max_frames, lines=not a.no_lines, context=ctx)
+        except stackprov.Error as e:
+            sys.stderr.write("python3 -m stackprov stack: cannot %s: %s\n"
+                             % ("capture " + what if pid is not None else "read " + what, e.message.splitlines()[0]))
+            return 1
     for w in info.warnings.splitlines():
-        sys.stderr.write("stackprov: warning: %s\n" % w)
+        if w:
+            sys.stderr.write("stackprov: warning: %s\n" % w)
     out = sys.stdout
-    print_header(out, info)
-    for t in threads:
-        print_thread(out, t, not a.no_lines)
+    if a.json:
+        out.write(process_json(info) + ',"threads":[' + ",".join(thread_json(t, not a.no_lines) for t in threads)
+                  + "]}\n")
+    else:
+        print_header(out, info)
+        for t in threads:
+            print_thread(out, t, not a.no_lines)
+    out.flush()
     short = [t for t in threads if t.stop_reason not in ("end_of_stack", "max_frames")]
     if short or not threads or info.core_truncated or info.build_id_mismatch:
         sys.stderr.write("python3 -m stackprov stack: %s: the stacks are not whole\n" % what)

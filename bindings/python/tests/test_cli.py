@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # `python3 -m stackprov stack PID` prints what `stackprov stack --pid PID` prints (the C CLI).
+import json
 import os
 import subprocess
 import sys
 
-from conftest import need_env
+import pytest
+from conftest import need_env, need_tool
 
 
 def run(cmd):
@@ -43,3 +45,86 @@ def test_python_m_stack_errors():
     assert r.returncode == 2 and "70000" in r.stderr
     r = run([sys.executable, "-m", "stackprov", "stack", "--help"])
     assert r.returncode == 0 and "Exit status" in r.stdout
+    # the last section of --help is the exit status, and every CLI option is offered
+    assert r.stdout.rstrip().split("\n\n")[-1].startswith("Exit status:")
+    for opt in ("--pid", "--core", "--exe", "--sysroot", "--offline", "--store", "--resolvers", "--tid",
+                "--max-frames", "--json", "--no-lines"):
+        assert opt in r.stdout
+
+
+def same(cli_args, py_args=None, env=None):
+    """Runs `stackprov stack ARGS` and `python3 -m stackprov stack ARGS`: (cli, python) results."""
+    cli = need_env("STACKPROV_CLI")
+    want = subprocess.run([cli, "stack"] + cli_args, capture_output=True, text=True, timeout=120, env=env)
+    got = subprocess.run([sys.executable, "-m", "stackprov", "stack"] + (py_args or cli_args), capture_output=True,
+                         text=True, timeout=120, env=env)
+    return want, got
+
+
+def test_python_m_stack_json_equals_cli(fixture_all):
+    for extra in ([], ["--no-lines"], ["--resolvers", "symtab,dynsym"], ["--max-frames", "4"]):
+        want, got = same(["--pid", str(fixture_all.pid), "--json"] + extra)
+        assert want.returncode == 0, want.stderr
+        assert (got.stdout, got.returncode) == (want.stdout, want.returncode)
+        j = json.loads(got.stdout)
+        # the fixture's own thread list (independent of both): every announced thread is there
+        assert j["pid"] == fixture_all.pid and set(fixture_all.roles) <= {t["tid"] for t in j["threads"]}
+
+
+@pytest.fixture(scope="module")
+def core_of_fixture(fixture_bench, tmp_path_factory):
+    """gcore of the parked fixture, and a bundle store holding every module of it (the CLI's
+    `bundle build --store` on the files readelf/the core name)."""
+    tmp = tmp_path_factory.mktemp("core")
+    r = subprocess.run([need_tool("gcore"), "-o", str(tmp / "core"), str(fixture_bench.pid)], capture_output=True,
+                       text=True, timeout=120)
+    core = "%s.%d" % (tmp / "core", fixture_bench.pid)
+    if not os.path.exists(core):
+        pytest.fail("gcore failed: %s" % r.stderr)
+    with open("/proc/%d/maps" % fixture_bench.pid) as f:
+        mods = sorted({ln.split()[5] for ln in f if len(ln.split()) > 5 and ln.split()[5].startswith("/")})
+    store = str(tmp / "store")
+    r = subprocess.run([need_env("STACKPROV_CLI"), "bundle", "build", "--store", store] + mods, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return core, store
+
+
+def test_python_m_stack_core_json_equals_cli(core_of_fixture):
+    core, store = core_of_fixture
+    fx = need_env("STACKPROV_FIXTURE")
+    for extra in ([], ["--json"], ["--json", "--no-lines"], ["--json", "--exe", fx], ["--json", "--sysroot", "/"],
+                  ["--json", "--offline", "--store", store], ["--offline", "--store", store],
+                  ["--json", "--store", store, "--resolvers", "bundle,symtab"]):
+        want, got = same(["--core", core] + extra)
+        assert want.returncode == 0, (extra, want.stderr)
+        assert (got.stdout, got.returncode) == (want.stdout, want.returncode), extra
+    # offline from bundles: every frame was found through the bundles' unwind rows or the
+    # registers (cfi_bundle / context), none through a module file's CFI
+    j = json.loads(same(["--core", core, "--json", "--offline", "--store", store])[1].stdout)
+    assert {f["method"] for t in j["threads"] for f in t["frames"]} <= {"context", "cfi_bundle"}
+    # the default store ($XDG_DATA_HOME/stackprov/store) with --offline, as the CLI
+    xdg = os.path.dirname(os.path.dirname(store))
+    os.makedirs(os.path.join(xdg, "stackprov"), exist_ok=True)
+    link = os.path.join(xdg, "stackprov", "store")
+    if not os.path.exists(link):
+        os.symlink(store, link)
+    env = dict(os.environ, XDG_DATA_HOME=xdg)
+    env.pop("STACKPROV_STORE", None)
+    want, got = same(["--core", core, "--json", "--offline"], env=env)
+    assert want.returncode == 0, want.stderr
+    assert (got.stdout, got.returncode) == (want.stdout, want.returncode)
+
+
+def test_python_m_stack_option_errors_as_cli():
+    for args, shown in ((["--offline", "--pid", "1"], "--offline"), (["--pid", "1", "--sysroot", "/x"], "'/x'"),
+                        (["--pid", "1", "--exe", "/bin/true"], "'/bin/true'"),
+                        (["--core", "c", "--offline", "--exe", "/bin/true"], "'/bin/true'"),
+                        (["--core", "c", "--store", ""], "--store"), (["--pid", "1", "--tid", "0"], "'0'")):
+        want, got = same(args)
+        assert (want.returncode, got.returncode) == (2, 2), args
+        assert shown in got.stderr and len(got.stderr.splitlines()) == 1, (args, got.stderr)
+    # a core that does not exist: exit 1 naming it, as the CLI
+    want, got = same(["--core", "/nonexistent/core.1", "--json"])
+    assert (want.returncode, got.returncode) == (1, 1) and "/nonexistent/core.1" in got.stderr
+    assert got.stdout == want.stdout == ""

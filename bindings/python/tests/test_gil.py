@@ -88,3 +88,27 @@ def test_threads_share_a_context(fixture_bench):
         t.join()
     assert not errors
     assert results == [want] * 12
+
+
+def test_bundle_build_releases_the_gil_and_reports_progress():
+    exe = os.path.realpath("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")  # about 0.5 s of work
+    libgcc = "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"
+    calls = []
+    b, elapsed, during = progress_during(
+        lambda: stackprov.Bundle.build([exe, libgcc], progress=lambda *a: calls.append(a)))
+    assert during > 1000, "the counter thread ran %d times during %.2f s" % (during, elapsed)
+    # progress: before the first module, then after each; byte counts are the files' sizes
+    total = os.path.getsize(exe) + os.path.getsize(libgcc)
+    assert calls[0] == (0, 2, 0, total) and calls[-1] == (2, 2, total, total) and len(calls) == 3
+    assert len(b.modules) == 2
+
+
+def test_bundle_build_progress_exception_propagates():
+    def boom(*a):
+        raise KeyError("stop here")
+    try:
+        stackprov.Bundle.build(["/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"], progress=boom)
+    except KeyError as e:
+        assert "stop here" in str(e)
+    else:
+        raise AssertionError("the progress callback's exception was lost")

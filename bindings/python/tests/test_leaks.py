@@ -44,3 +44,38 @@ def test_rss_flat_over_10000_cycles():
     grown = rss_kib() - before
     # a leak of one snapshot or context per cycle would be >= 10000 * 16 KiB
     assert grown < 4096, "RSS grew by %d KiB over 10,000 cycles" % grown
+
+
+def bundle_cycle(i, data, store_dir, build_id):
+    if i % 2:
+        b = stackprov.Bundle.from_bytes(data)
+        b.lookup(0x1000, module=0)
+        b.modules
+        with stackprov.Store(store_dir) as st:
+            st.get(build_id=build_id)
+            st.open(b.digest).unwind_row(0x1000)
+    else:
+        st = stackprov.Store(store_dir)  # freed by refcount/GC only
+        st.find(build_id)
+        try:
+            stackprov.Bundle.from_bytes(data[:100])
+        except stackprov.VerificationError:
+            pass
+
+
+def test_rss_flat_over_bundle_cycles(tmp_path):
+    b = stackprov.Bundle.build(["/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"])
+    data = b.to_bytes()
+    with stackprov.Store(str(tmp_path / "st"), create=True) as st:
+        st.put(b)
+    args = (data, str(tmp_path / "st"), b.modules[0].id)
+    for i in range(500):
+        bundle_cycle(i, *args)
+    gc.collect()
+    before = rss_kib()
+    for i in range(5000):
+        bundle_cycle(i, *args)
+    gc.collect()
+    grown = rss_kib() - before
+    # a leaked bundle copy per cycle would be >= 5000 * len(data)
+    assert len(data) > 4096 and grown < 4096, "RSS grew by %d KiB over 5,000 cycles" % grown

@@ -2,7 +2,9 @@
 # Traces: stackprov.trace_capture from Python into an SQLite store; the CLI (`stackprov
 # trace-show --json`, `trace-list`) reads the same trace back, and its frames are eu-stack's pcs.
 import json
+import os
 import subprocess
+import xml.etree.ElementTree as ET
 
 import pytest
 import stackprov
@@ -41,3 +43,146 @@ def test_trace_errors(tmp_path):
     assert "00000000-0000-0000-0000-000000000000" in e.value.message
     with pytest.raises(stackprov.InvalidArgumentError):
         stackprov.trace_capture(store=url)
+
+
+# ---- trace_resolve / trace_replay against `stackprov trace-resolve` / `trace-replay` on one store
+
+# fields of a replay report that differ from run to run (ids of the new replay rows, timings)
+VOLATILE = ("replay_id", "verify_time_ms")
+
+
+def stable(report):
+    for s in report["seeds"]:
+        for k in VOLATILE:
+            s.pop(k, None)
+    return report
+
+
+@pytest.fixture(scope="module")
+def signed_trace(fixture_bench, tmp_path_factory):
+    """A trace of the parked fixture captured from Python with a signed bundle; the default
+    bundle store ($XDG_DATA_HOME/stackprov/store) is private to this module for Python and CLI."""
+    cli = need_env("STACKPROV_CLI")
+    tmp = tmp_path_factory.mktemp("trace")
+    saved = {k: os.environ.get(k) for k in ("XDG_DATA_HOME", "STACKPROV_STORE")}
+    os.environ["XDG_DATA_HOME"] = str(tmp / "xdg")
+    os.environ.pop("STACKPROV_STORE", None)
+    key, log = str(tmp / "k.pem"), str(tmp / "log")
+    for cmd in (["keygen", "-o", key], ["log", "init", log, "--key", key]):
+        r = subprocess.run([cli] + cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    bundles = stackprov.Store(None, create=True)
+    url = "sqlite:%s" % (tmp / "traces.db")
+    ctx = stackprov.Context(bundle_store=bundles.dir)
+    tid = stackprov.trace_capture(pid=fixture_bench.pid, store=url, bundle=True, sign_key=key, log_dir=log,
+                                  context=ctx)
+    env = dict(os.environ)
+    yield {"id": tid, "url": url, "key": key, "pub": key + ".pub", "root": os.path.join(log, "trusted_root.json"),
+           "cli": cli, "env": env, "bundles": bundles.dir}
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def cli_run(t, *args):
+    return subprocess.run([t["cli"]] + list(args) + ["--store", t["url"]], capture_output=True, text=True,
+                          env=t["env"], timeout=120)
+
+
+def test_trace_resolve_equals_cli(signed_trace):
+    t = signed_trace
+    ours = stackprov.trace_resolve(t["id"], store=t["url"], offline=True)
+    r = cli_run(t, "trace-resolve", "--trace", t["id"], "--offline", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ours
+    # the figures are the stored frames' (trace-show's JSON, read by the CLI)
+    r = cli_run(t, "trace-show", t["id"], "--json")
+    frames = json.loads(r.stdout.splitlines()[0])["frames"]
+    assert ours["frames"] == len(frames)
+    assert ours["named"] == sum(1 for f in frames if f.get("symbol"))
+    assert ours["with_lines"] == sum(1 for f in frames if f.get("file"))
+    assert ours["symbol_coverage_pct"] == pytest.approx(100.0 * ours["covered"] / ours["frames"], abs=0.05)
+    assert sum(ours["resolvers"].values()) == ours["frames"]
+    assert ours["offline"] is True and ours["trace_id"] == t["id"]
+    # an uppercase id is the same trace, as on the command line
+    assert stackprov.trace_resolve(t["id"].upper(), store=t["url"], offline=True)["frames"] == ours["frames"]
+
+
+def test_trace_replay_equals_cli(signed_trace):
+    t = signed_trace
+    before = len(stackprov.trace_replays(t["id"], store=t["url"]))
+    # without keys and trusted root: the dsse check fails first (exit 5, doc/traces.md)
+    rep = stackprov.trace_replay(t["id"], store=t["url"], seeds=3)
+    r = cli_run(t, "trace-replay", "--trace", t["id"], "--seeds", "3", "--json")
+    assert (rep.exit_code, r.returncode) == (5, 5) and not rep.passed
+    assert stable(json.loads(r.stdout)) == stable(rep.to_dict())
+    assert json.loads(rep.json()) == rep.to_dict()
+    # with the key and the log's trusted root: the gate passes, exit 0 as the CLI
+    rep = stackprov.trace_replay(t["id"], store=t["url"], seeds=3, keys=[t["pub"]], trusted_root=t["root"])
+    junit = os.path.join(os.path.dirname(t["url"][len("sqlite:"):]), "j.xml")
+    r = cli_run(t, "trace-replay", "--trace", t["id"], "--seeds", "3", "--key", t["pub"], "--trusted-root", t["root"],
+                "--junit", junit)
+    assert (rep.exit_code, r.returncode) == (0, 0) and rep.passed
+    assert r.stdout.strip() == rep.summary().strip()
+    d = rep.to_dict()
+    assert (rep.coverage_pct, rep.success_ratio) == (d["symbol_coverage_pct"], d["replay_success_ratio"])
+    assert rep.success_ratio == 1.0  # a replay from the trace's own bundle reproduces every frame
+    assert "%.1f%% coverage" % rep.coverage_pct in rep.summary()
+    # JUnit: one testcase per check and per seed, none failed (ElementTree, and the CLI's file)
+    with open(junit) as f:
+        cli_junit = f.read()
+    for xml_text in (rep.junit(), cli_junit):
+        cases = ET.fromstring(xml_text).iter("testcase")
+        names = [c.get("name") for c in cases]
+        assert len(names) == 5 + 3
+        assert not list(ET.fromstring(xml_text).iter("failure"))
+    # every replay recorded: 3 (Python) + 3 (CLI) + 3 + 3
+    assert len(stackprov.trace_replays(t["id"], store=t["url"])) == before + 12
+    # thresholds as the CLI's: an impossible coverage fails coverage (exit 3) in both
+    rep = stackprov.trace_replay(t["id"], store=t["url"], seeds=1, min_coverage=100, keys=[t["pub"]],
+                                 trusted_root=t["root"])
+    r = cli_run(t, "trace-replay", "--trace", t["id"], "--seeds", "1", "--min-coverage", "100", "--key", t["pub"],
+                "--trusted-root", t["root"])
+    assert rep.exit_code == r.returncode
+    assert rep.exit_code == (0 if rep.coverage_pct >= 100 else 3)
+
+
+def test_trace_resolve_replay_errors(signed_trace, tmp_path):
+    t = signed_trace
+    with pytest.raises(stackprov.InvalidArgumentError) as e:
+        stackprov.trace_resolve("not-a-uuid", store=t["url"])
+    assert "'not-a-uuid'" in e.value.message
+    unknown = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(stackprov.NotFoundError) as e:
+        stackprov.trace_resolve(unknown, store=t["url"])
+    assert unknown in e.value.message
+    with pytest.raises(stackprov.NotFoundError) as e:
+        stackprov.trace_replay(unknown, store=t["url"], seeds=1)
+    assert unknown in e.value.message
+    missing = "sqlite:%s" % (tmp_path / "none.db")
+    with pytest.raises(stackprov.FileMissingError) as e:
+        stackprov.trace_resolve(t["id"], store=missing)
+    assert str(tmp_path / "none.db") in e.value.message and not (tmp_path / "none.db").exists()
+    with pytest.raises(stackprov.InvalidArgumentError) as e:
+        stackprov.trace_resolve(t["id"], store=t["url"], bundles=["sha256:xyz"])
+    assert "sha256:xyz" in e.value.message
+    with pytest.raises(stackprov.FileMissingError) as e:
+        stackprov.trace_resolve(t["id"], store=t["url"], bundles=[str(tmp_path / "b.sbundle")])
+    assert str(tmp_path / "b.sbundle") in e.value.message
+    for kw, shown in ((dict(seeds=0), "seeds 0"), (dict(seeds=1001), "seeds 1001"),
+                      (dict(first_seed=0), "first_seed 0"), (dict(min_coverage=101), "min_coverage 101"),
+                      (dict(min_success=1.5), "min_success 1.5")):
+        with pytest.raises(stackprov.InvalidArgumentError) as e:
+            stackprov.trace_replay(t["id"], store=t["url"], **kw)
+        assert shown in e.value.message
+    with pytest.raises(stackprov.FileMissingError) as e:
+        stackprov.trace_replay(t["id"], store=t["url"], keys=[str(tmp_path / "nokey.pub")])
+    assert "nokey.pub" in e.value.message
+    with pytest.raises(stackprov.FileMissingError) as e:
+        stackprov.trace_replay(t["id"], store=t["url"], trusted_root=str(tmp_path / "root.json"))
+    assert "root.json" in e.value.message
+    with pytest.raises(stackprov.InvalidArgumentError) as e:
+        stackprov.trace_capture(pid=1, store=t["url"], sign_key=t["key"])
+    assert t["key"] in e.value.message
