@@ -261,7 +261,13 @@ def traced_process():
         except OSError:
             kids = []
         if kids:
-            return tracer, int(kids[0])
+            # The child shows up before strace has attached to it: wait for the kernel to say so.
+            try:
+                status = open("/proc/%s/status" % kids[0]).read()
+            except OSError:
+                status = ""
+            if "\nTracerPid:\t%d\n" % tracer.pid in status and status.startswith("Name:\tsleep\n"):
+                return tracer, int(kids[0])
         time.sleep(0.05)
     tracer.kill()
     raise SystemExit("strace did not start its child")
