@@ -27,6 +27,7 @@ PKGS=(
   rustc cargo nodejs
   libsqlite3-dev sqlite3 libpq-dev postgresql
   libxml2-utils
+  libbpf-dev bpftool bpfcc-tools linux-headers-amd64 heaptrack
 )
 
 missing=()

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// Leaky fixture of tests/integration/memleak: leaks what the command line asks, each allocator
+// from its own call site (site_<kind>), so that the test knows the outstanding bytes per site.
+//   fixture_leaky [--wait] [--hold] KIND:SIZE:COUNT ...
+// KIND: malloc calloc realloc posix_memalign aligned_alloc memalign valloc (leaked),
+//       scoped (malloc via main -> scope_outer -> scope_mid -> site_scoped: the trampoline test),
+//       noise (COUNT malloc/free pairs of SIZE from site_noise: never outstanding).
+// --wait: read one line from stdin before allocating; --hold: after allocating, print "done"
+// and wait for stdin to close (a tracer attached with -p reads the outstanding set meanwhile).
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline, noclone))
+static void* volatile sink;  // keeps the compiler from dropping allocations
+
+NOINLINE void site_malloc(size_t n) { sink = malloc(n); memset(sink, 1, n); }
+NOINLINE void site_calloc(size_t n) { sink = calloc(n, 1); }
+NOINLINE void site_realloc(size_t n) {
+  void* p = realloc(NULL, n / 2 + 1);  // glibc: malloc inside realloc (a nested allocator call)
+  sink = realloc(p, n);
+}
+NOINLINE void site_posix_memalign(size_t n) {
+  void* p = NULL;
+  if (posix_memalign(&p, 64, n) == 0) sink = p;
+}
+NOINLINE void site_aligned_alloc(size_t n) { sink = aligned_alloc(64, n); }
+NOINLINE void site_memalign(size_t n) { sink = memalign(128, n); }
+NOINLINE void site_valloc(size_t n) { sink = valloc(n); }
+NOINLINE void site_noise(size_t n) {
+  void* p = malloc(n);
+  sink = p;
+  free(p);
+}
+NOINLINE void site_scoped(size_t n) { sink = malloc(n); }
+NOINLINE void scope_mid(size_t n, long count) {
+  for (long i = 0; i < count; i++) site_scoped(n);
+  __asm__ volatile("" ::: "memory");
+}
+NOINLINE void scope_outer(size_t n, long count) {
+  scope_mid(n, count);
+  __asm__ volatile("" ::: "memory");
+}
+
+int main(int argc, char** argv) {
+  int wait = 0, hold = 0;
+  char line[64];
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--wait") == 0) wait = 1;
+    if (strcmp(argv[i], "--hold") == 0) hold = 1;
+  }
+  if (wait) {
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin)) return 3;
+  }
+  for (int i = 1; i < argc; i++) {
+    char kind[32];
+    size_t size;
+    long count;
+    if (argv[i][0] == '-') continue;
+    if (sscanf(argv[i], "%31[a-z_]:%zu:%ld", kind, &size, &count) != 3) {
+      fprintf(stderr, "fixture_leaky: bad spec '%s'\n", argv[i]);
+      return 2;
+    }
+    if (strcmp(kind, "scoped") == 0) {
+      scope_outer(size, count);
+      continue;
+    }
+    for (long k = 0; k < count; k++) {
+      if (strcmp(kind, "malloc") == 0) site_malloc(size);
+      else if (strcmp(kind, "calloc") == 0) site_calloc(size);
+      else if (strcmp(kind, "realloc") == 0) site_realloc(size);
+      else if (strcmp(kind, "posix_memalign") == 0) site_posix_memalign(size);
+      else if (strcmp(kind, "aligned_alloc") == 0) site_aligned_alloc(size);
+      else if (strcmp(kind, "memalign") == 0) site_memalign(size);
+      else if (strcmp(kind, "valloc") == 0) site_valloc(size);
+      else if (strcmp(kind, "noise") == 0) site_noise(size);
+      else {
+        fprintf(stderr, "fixture_leaky: unknown kind '%s'\n", kind);
+        return 2;
+      }
+    }
+  }
+  if (hold) {
+    printf("done\n");
+    fflush(stdout);
+    while (fgets(line, sizeof(line), stdin)) {
+    }
+  }
+  return 0;
+}

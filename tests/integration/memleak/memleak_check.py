@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Checks of stackprov-memleak (examples/memleak, issue 16) against independent answers.
+
+  memleak_check.py MODE --memleak BIN --fixture BIN --work DIR
+  MODE:
+    leaks       leaks chosen here (sizes, counts, one call site per allocator): the tool's outstanding
+                bytes per call site (-- COMMAND mode) equal them, and equal heaptrack's report of its
+                own run of the same command (heaptrack_print --flamegraph-cost-type leaked), call chains
+                from main to the site included (heaptrack does not intercept memalign: that site is
+                checked against the known bytes only)
+    bcc         the same leaks in two live runs (-p PID), one traced by memleak-bpfcc, one by the tool:
+                bytes per call site equal the known ones in both reports
+    trampoline  seed 002: the same workload without and with a uretprobe on an intermediate function
+                (--scope scope_mid) gives identical stacks, the repaired frame tagged trampoline; with
+                --no-trampoline-repair the walk shows the [uprobes] frame and loses the callers
+    cli         --help (Exit status section), usage errors exit 2 naming the value, no such process,
+                no root: exit 1 with one line
+Needs root (CI runs as root), heaptrack, memleak-bpfcc (bpfcc-tools) and linux-headers-amd64 (bcc
+compiles its program against kernel headers): a missing tool fails naming it.
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+KINDS = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign", "valloc"]
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def need(tool):
+    path = shutil.which(tool) or (os.path.exists("/usr/sbin/" + tool) and "/usr/sbin/" + tool)
+    if not path:
+        sys.exit(f"FAIL: required program '{tool}' not found (make deps / scripts/install-deps.sh installs it)")
+    return path
+
+
+def choose_leaks(seed):
+    rnd = random.Random(seed)
+    leaks = {}
+    for k in KINDS:
+        leaks[k] = (rnd.randrange(1, 6000), rnd.randrange(1, 9))
+    leaks["scoped"] = (rnd.randrange(1, 3000), rnd.randrange(1, 6))
+    return leaks
+
+
+def specs(leaks, noise=True):
+    out = [f"{k}:{s}:{c}" for k, (s, c) in leaks.items()]
+    if noise:
+        out.append("noise:100:500")  # freed at once: never outstanding
+    return out
+
+
+def expected_per_site(leaks):
+    return {("site_" + k if k != "scoped" else "site_scoped"): s * c for k, (s, c) in leaks.items()}
+
+
+def site_of(names):
+    """names: innermost first; the first site_* function."""
+    for n in names:
+        if n.startswith("site_"):
+            return n
+    return None
+
+
+def ours_per_site(report):
+    per_site, chains = {}, {}
+    for st in report["stacks"]:
+        names = [f["function"] for f in st["frames"]]
+        site = site_of(names)
+        if site is None:
+            continue
+        per_site[site] = per_site.get(site, 0) + st["bytes"]
+        i = names.index(site)
+        chain = names[i:]
+        chain = chain[: chain.index("main") + 1] if "main" in chain else chain
+        chains[site] = list(reversed(chain))  # main first
+    return per_site, chains
+
+
+def run_ours_command(args, extra, cmd, timeout=60):
+    p = subprocess.run([args.memleak, "--json", "--interval", "0", "--top", "0"] + extra + ["--"] + cmd,
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        print(p.stderr)
+    check(p.returncode == 0, f"stackprov-memleak {' '.join(extra)} -- COMMAND exits 0 (got {p.returncode})")
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        print(p.stdout[:2000], p.stderr[:2000])
+        check(False, "stackprov-memleak --json prints JSON")
+        return {"stacks": []}
+
+
+def heaptrack_per_site(args, cmd, work):
+    heaptrack, htprint = need("heaptrack"), need("heaptrack_print")
+    out = os.path.join(work, "ht")
+    for f in glob.glob(out + "*"):
+        os.remove(f)
+    p = subprocess.run([heaptrack, "-o", out] + cmd, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"heaptrack runs the fixture (exit {p.returncode})")
+    data = (glob.glob(out + "*.zst") + glob.glob(out + "*.gz"))[0]
+    folded = os.path.join(work, "ht.folded")
+    subprocess.run([htprint, "-f", data, "--flamegraph-cost-type", "leaked", "-F", folded],
+                   capture_output=True, text=True, timeout=60, check=True)
+    per_site, chains = {}, {}
+    for line in open(folded):
+        stack, _, value = line.rstrip("\n").rpartition(" ")
+        names = [re.sub(r" \([^)]*\)$", "", n) for n in stack.split(";") if n]
+        site = site_of(list(reversed(names)))
+        if site is None or int(value) == 0:
+            continue
+        per_site[site] = per_site.get(site, 0) + int(value)
+        chains[site] = names[names.index("main"):] if "main" in names else names
+    return per_site, chains
+
+
+def mode_leaks(args):
+    seed = int(os.environ.get("MEMLEAK_SEED", time.time_ns() % 100000))
+    leaks = choose_leaks(seed)
+    print(f"seed {seed}: leaks {leaks}")
+    cmd = [args.fixture] + specs(leaks)
+    want = expected_per_site(leaks)
+    report = run_ours_command(args, [], cmd)
+    ours, our_chains = ours_per_site(report)
+    check(ours == want, f"outstanding bytes per call site equal the known leaks: ours {ours} want {want}")
+    ht, ht_chains = heaptrack_per_site(args, cmd, args.work)
+    ht_want = {k: v for k, v in want.items() if k != "site_memalign"}
+    check(ht == ht_want, f"heaptrack's leaked bytes per call site (no memalign: not intercepted) equal the known ones: {ht}")
+    check({k: v for k, v in ours.items() if k in ht} == ht, "ours equal heaptrack's per call site")
+    for site, chain in sorted(ht_chains.items()):
+        check(our_chains.get(site) == chain, f"call chain of {site} as heaptrack: ours {our_chains.get(site)} heaptrack {chain}")
+    # each frame of the site stacks has a method and a source line from DWARF
+    for st in report["stacks"]:
+        names = [f["function"] for f in st["frames"]]
+        if site_of(names):
+            f = st["frames"][names.index(site_of(names))]
+            check(f["file"].endswith("fixture_leaky.c") and f["line"] > 0 and f["method"].startswith("cfi"),
+                  f"{site_of(names)} frame has file:line and a CFI method: {f}")
+            check(st["stop"] == "end_of_stack", f"{site_of(names)} stack unwound to its end: {st['stop']}")
+
+
+def bcc_kernel_source(work):
+    """bcc compiles against kernel headers; Debian splits them in -common and -amd64 trees that
+    bcc (BCC_KERNEL_SOURCE) wants as one: a tree of symlinks merging both."""
+    commons = sorted(glob.glob("/usr/src/linux-headers-*-common"))
+    if not commons:
+        sys.exit("FAIL: required package 'linux-headers-amd64' not installed (memleak-bpfcc compiles against "
+                 "kernel headers; make deps installs it)")
+    common = commons[-1]
+    arch = common[: -len("-common")] + "-amd64"
+    dst = os.path.join(work, "kernel-headers")
+    if os.path.isdir(dst):
+        return dst
+
+    def merge(d, srcs):
+        os.makedirs(d, exist_ok=True)
+        names = {}
+        for s in srcs:
+            for n in os.listdir(s):
+                names.setdefault(n, []).append(os.path.join(s, n))
+        for n, paths in names.items():
+            dirs = [p for p in paths if os.path.isdir(p) and not os.path.islink(p)]
+            if len(dirs) > 1:
+                merge(os.path.join(d, n), dirs)
+            else:
+                os.symlink(os.path.realpath(paths[-1]), os.path.join(d, n))
+
+    tmp = tempfile.mkdtemp(dir=work)
+    merge(tmp, [common, arch])
+    os.rename(tmp, dst)
+    return dst
+
+
+def parse_bcc(text):
+    """The last report block of memleak-bpfcc: bytes per site_* function."""
+    blocks = text.split("Top ")
+    last = blocks[-1] if len(blocks) > 1 else ""
+    per_site = {}
+    for m in re.finditer(r"(\d+) bytes in (\d+) allocations from stack\n((?:\t\t.*\n?)*)", last):
+        names = re.findall(r"\t\t(?:0x[0-9a-f]+\s+)?([A-Za-z_][\w.]*)\+0x", m.group(3))
+        site = site_of(names)
+        if site:
+            per_site[site] = per_site.get(site, 0) + int(m.group(1))
+    return per_site
+
+
+def traced_live(args, leaks, tool_cmd, ready_text, out_path, env=None):
+    """Runs the fixture (--wait --hold), starts tool_cmd(pid) on it, lets the fixture allocate once the
+    tool prints ready_text, waits for one more report, stops the tool with SIGINT; returns its output."""
+    fx = subprocess.Popen([args.fixture, "--wait", "--hold"] + specs(leaks), stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(fx.stdout.readline().split()[1])
+        with open(out_path, "w") as out:
+            tool = subprocess.Popen(tool_cmd(pid), stdout=out, stderr=subprocess.STDOUT, env=env)
+            t0 = time.time()
+            while time.time() - t0 < 40 and tool.poll() is None and ready_text not in open(out_path).read():
+                time.sleep(0.2)
+            text = open(out_path).read()
+            check(ready_text in text, f"{os.path.basename(tool_cmd(pid)[0])} attached to pid {pid}: {text[-600:]}")
+            time.sleep(0.5)
+            fx.stdin.write("go\n")
+            fx.stdin.flush()
+            check(fx.stdout.readline().strip() == "done", "fixture allocated")
+            time.sleep(2.5)  # at least one more memleak-bpfcc report (every second) after the allocations
+            tool.send_signal(signal.SIGINT)
+            tool.wait(timeout=30)
+    finally:
+        fx.stdin.close()
+        fx.wait(timeout=10)
+    return open(out_path).read()
+
+
+def mode_bcc(args):
+    """memleak-bpfcc and the tool trace two runs of the same fixture with the same leaks, one after the
+    other: not the same process at once, as the kernel refuses the second registration at malloc's
+    offset (dmesg: "ref_ctr_offset mismatch ... old: 0x0 new: 0x6": bcc 0.26 registers a reference
+    counter offset that libbpf's uprobes do not have)."""
+    bcc = need("memleak-bpfcc")
+    ksrc = bcc_kernel_source(args.work)
+    seed = int(os.environ.get("MEMLEAK_SEED", time.time_ns() % 100000))
+    leaks = choose_leaks(seed)
+    print(f"seed {seed}: leaks {leaks}")
+    want = expected_per_site(leaks)
+
+    def bcc_cmd(pid):
+        # bcc attaches through tracefs (uprobe_events): mount it in a private mount namespace when the
+        # system has not (nothing changes outside this process tree)
+        cmd = [bcc, "-p", str(pid), "-T", "50", "1"]
+        if not os.path.exists("/sys/kernel/tracing/uprobe_events"):
+            cmd = [need("unshare"), "--mount", "--propagation", "private", "sh", "-c",
+                   'mount -t tracefs nodev /sys/kernel/tracing && exec "$@"', "sh"] + cmd
+        return cmd
+
+    bcc_text = traced_live(args, leaks, bcc_cmd, "Attaching to pid", os.path.join(args.work, "bcc.out"),
+                           env=dict(os.environ, BCC_KERNEL_SOURCE=ksrc))
+    ours_path = os.path.join(args.work, "ours.json")
+    traced_live(args, leaks, lambda pid: [args.memleak, "-p", str(pid), "--json", "--top", "0"], "tracing pid",
+                ours_path)
+    text = open(ours_path).read()
+    report = json.loads(text[text.index("{"):text.rindex("}") + 1])
+    per_site, _ = ours_per_site(report)
+    theirs = parse_bcc(bcc_text)
+    check(per_site == want, f"-p PID: ours per call site equal the known leaks: {per_site} want {want}")
+    check(theirs == want, f"memleak-bpfcc per call site equal the known leaks: {theirs}")
+    check(per_site == theirs, "ours equal memleak-bpfcc's per call site")
+
+
+def site_stack(report, site):
+    for st in report["stacks"]:
+        names = [f["function"] for f in st["frames"]]
+        if site_of(names) == site:
+            return st
+    return None
+
+
+def mode_trampoline(args):
+    cmd = [args.fixture, "malloc:300:2", "scoped:40:3", "noise:64:50"]
+    plain = run_ours_command(args, [], cmd)
+    scoped = run_ours_command(args, ["--scope", "scope_mid"], cmd)
+    broken = run_ours_command(args, ["--scope", "scope_mid", "--no-trampoline-repair"], cmd)
+    a, b, c = (site_stack(r, "site_scoped") for r in (plain, scoped, broken))
+    check(a is not None and b is not None and c is not None, "site_scoped stacks in all three runs")
+    if not (a and b and c):
+        return
+
+    def key(st):  # identical stacks: the same functions at the same module offsets
+        return [(f["function"], os.path.basename(f["module"]), f["module_offset"]) for f in st["frames"]]
+
+    print("without a uretprobe:", [f["function"] for f in a["frames"]])
+    print("with --scope scope_mid:", [(f["function"], f["method"]) for f in b["frames"]])
+    print("without the repair:", [(f["function"], f["method"]) for f in c["frames"]])
+    check(key(a) == key(b), "stacks without and with a uretprobe on scope_mid are identical")
+    check(a["bytes"] == b["bytes"] == 120, f"site_scoped bytes {a['bytes']} {b['bytes']} == 120")
+    tramp = [f["function"] for f in b["frames"] if f["method"] == "trampoline"]
+    check(tramp == ["scope_outer"], f"the frame returning through the trampoline (scope_outer) is tagged trampoline: {tramp}")
+    check(scoped["trampolines_repaired"] >= 1, "the report counts repaired trampolines")
+    check(site_stack(scoped, "site_malloc") is None, "--scope: allocations outside scope_mid are not counted")
+    names_c = [f["function"] for f in c["frames"]]
+    check("[uprobes]" in names_c and "main" not in names_c and "scope_outer" not in names_c,
+          f"without the repair the walk shows the corrupted [uprobes] frame and loses the callers: {names_c}")
+    if "[uprobes]" in names_c:
+        check(names_c[names_c.index("[uprobes]") - 1] == "scope_mid", "the [uprobes] frame is scope_mid's return address")
+
+
+def mode_cli(args):
+    h = subprocess.run([args.memleak, "--help"], capture_output=True, text=True)
+    check(h.returncode == 0 and "Exit status" in h.stdout and h.stdout.rstrip().splitlines()[-1].strip().startswith("2"),
+          "--help exits 0 and ends with an Exit status section")
+    for opt in ["--interval", "--duration", "--top", "--min-size", "--stack-bytes", "--sample-bytes", "--scope",
+                "--json", "--folded", "--svg", "--no-trampoline-repair", "-p"]:
+        check(opt in h.stdout, f"--help documents {opt}")
+    bad = [(["-p", "abc"], "abc"), (["-p", "1", "--top", "x"], "x"), (["--stack-bytes", "70000", "-p", "1"], "70000"),
+           (["--interval", "-3", "-p", "1"], "-3"), (["--bogus"], "--bogus"), ([], "-p PID"),
+           (["-p", "1", "--", "true"], "not both"), (["--sample-bytes", "1e5", "-p", "1"], "1e5")]
+    for argv, needle in bad:
+        p = subprocess.run([args.memleak] + argv, capture_output=True, text=True)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and needle in lines[0], f"{argv}: exit 2 naming '{needle}': {p.returncode} {lines}")
+    p = subprocess.run([args.memleak, "-p", "4000000"], capture_output=True, text=True)
+    check(p.returncode == 1 and "no such process: 4000000" in p.stderr, f"no such process: exit 1 ({p.returncode} {p.stderr.strip()})")
+    p = subprocess.run([args.memleak, "--", "/nonexistent/prog"], capture_output=True, text=True)
+    check(p.returncode == 1 and "/nonexistent/prog" in p.stderr, f"missing command: exit 1 ({p.returncode} {p.stderr.strip()})")
+    setpriv = need("setpriv")
+    p = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", args.memleak, "-p", str(os.getpid())],
+                       capture_output=True, text=True)
+    check(p.returncode == 1 and "needs root" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+          f"without root: exit 1, one line saying root is needed ({p.returncode} {p.stderr.strip()})")
+    # --folded / --svg of a run: folded lines end in bytes; the SVG names the site
+    folded, svg = os.path.join(args.work, "out.folded"), os.path.join(args.work, "out.svg")
+    p = subprocess.run([args.memleak, "--interval", "0", "--folded", folded, "--svg", svg, "--",
+                        args.fixture, "malloc:1234:2"], capture_output=True, text=True, timeout=60)
+    lines = [l for l in open(folded).read().splitlines() if "site_malloc" in l] if os.path.exists(folded) else []
+    check(p.returncode == 0 and len(lines) == 1 and lines[0].endswith(";main;site_malloc;__libc_malloc 2468")
+          and lines[0].startswith(os.path.basename(args.fixture) + ";"), f"--folded: {lines}")
+    check(os.path.exists(svg) and "site_malloc" in open(svg).read(), "--svg names site_malloc")
+    p = subprocess.run([args.memleak, "--interval", "0", "--folded", "/nonexistent/dir/x", "--", args.fixture, "malloc:1:1"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and "/nonexistent/dir/x" in p.stderr, f"unwritable --folded: exit 1 ({p.returncode})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["leaks", "bcc", "trampoline", "cli"])
+    ap.add_argument("--memleak", required=True)
+    ap.add_argument("--fixture", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    if os.geteuid() != 0:
+        sys.exit("FAIL: these checks need root (BPF programs and uprobes); CI runs them as root")
+    {"leaks": mode_leaks, "bcc": mode_bcc, "trampoline": mode_trampoline, "cli": mode_cli}[args.mode](args)
+    if FAILS:
+        print(f"{len(FAILS)} check(s) failed")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()
