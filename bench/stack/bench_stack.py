@@ -312,10 +312,11 @@ def bench_target(name, proc, threads, a):
     pid = str(proc.pid)
     tools = {
         # Like for like: pc, function name and module per frame (eu-stack -m), then with
-        # source lines and inline frames on both sides.
-        "stackprov": [a.stackprov, "stack", "--no-lines", "--pid", pid],
+        # source lines and inline frames on both sides. Native frames only (--python=off): eu-stack
+        # prints no Python frames.
+        "stackprov": [a.stackprov, "stack", "--no-lines", "--python=off", "--pid", pid],
         "eu-stack": [a.eu_stack, "-m", "-p", pid],
-        "stackprov+lines": [a.stackprov, "stack", "--pid", pid],
+        "stackprov+lines": [a.stackprov, "stack", "--python=off", "--pid", pid],
         "eu-stack -i -s": [a.eu_stack, "-m", "-i", "-s", "-p", pid],
         "gdb": ["timeout", "-s", "KILL", "200", a.gdb, "-nx", "-batch", "-ex",
                 "set debuginfod enabled off", "-p", pid, "-ex", "thread apply all bt"],

@@ -20,7 +20,8 @@ constexpr const char* kUsage =
     "       stackprov stack --core FILE [-e|--exe PATH] [--sysroot DIR] [--store DIR] [--tid TID]\n"
     "                       [--max-frames N] [--json] [--no-lines]\n"
     "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
-    "       (all forms also take --resolvers LIST; values as --opt=VALUE or --opt VALUE)\n";
+    "       (all forms also take --resolvers LIST and --python auto|off|only; values as --opt=VALUE\n"
+    "       or --opt VALUE)\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -59,6 +60,23 @@ constexpr const char* kHelp =
     "frame was found (context, cfi_eh_frame, cfi_debug_frame, cfi_bundle, frame_pointer,\n"
     "signal, scan, ...); the stop line says why the walk ended (end_of_stack, max_frames,\n"
     "no_unwind_info, ...).\n"
+    "\n"
+    "Python (--python, default auto): when the process runs CPython 3.11 (its executable or\n"
+    "libpython has _PyRuntime), every thread's Python frames are read from the target's memory\n"
+    "(the interpreter's thread states and _PyInterpreterFrame chains; for a core, from the\n"
+    "core) and each is printed right before the _PyEval_EvalFrameDefault activation that runs\n"
+    "it, as py-spy dump --native and pystack show them, with method runtime:\n"
+    "\n"
+    "  #4  python             Worker.step - /srv/app.py:42 [runtime]\n"
+    "  #5  0x000055d0c4f03c51 _PyEval_EvalFrameDefault+0x1c11 - /usr/bin/python3.11 [cfi_eh_frame]\n"
+    "\n"
+    "(the code object's qualified name, its file and the line of the frame's last instruction,\n"
+    "the numbers gdb's py-bt prints). A line 'runtime: CPython 3.11.2 (...)' after the process\n"
+    "header names the interpreter and where its structure layout came from. --python=only\n"
+    "prints the Python frames alone (innermost first), --python=off none. Python frames that no\n"
+    "activation took (the native walk stopped early) follow the native frames. Other Python\n"
+    "versions and interpreters that cannot be read are warnings, not errors\n"
+    "(doc/runtime-frames.md).\n"
     "\n"
     "Offline (--core FILE --offline): no module file is opened. The module list and every\n"
     "module's build-id and load address come from the core alone (NT_FILE and the core's copy\n"
@@ -114,6 +132,12 @@ constexpr const char* kHelp =
     "                    symtab, dynsym, demangle (default debuginfod,bundle,dwarf,symtab,dynsym,\n"
     "                    demangle)\n"
     "  --no-lines        function names only: no DWARF source lines or inline chains\n"
+    "  --python MODE     auto (default): Python frames interleaved with the native frames;\n"
+    "                    only: the Python frames alone; off: native frames only. JSON: a\n"
+    "                    runtime frame is {\"index\",\"pc\",\"sp\",\"method\":\"runtime\",\n"
+    "                    \"runtime\":\"python\",\"function\",\"qualname\",\"file\",\"line\",\"entry\",\n"
+    "                    \"native_index\",\"frame_address\",\"code_address\"} and the process has\n"
+    "                    \"runtime\":\"CPython ...\" (\"\" when none)\n"
     "  -h, --help        this text\n"
     "\n"
     "Findings of the capture (a thread that exited meanwhile, a module file that is missing\n"
@@ -158,6 +182,7 @@ struct StackArgs {
   const char* max_frames = nullptr;
   const char* store = nullptr;
   const char* resolvers = nullptr;
+  const char* python = nullptr;
   bool offline = false;
   bool json = false;
   bool lines = true;
@@ -203,7 +228,8 @@ int cmd_stack(int argc, char** argv) {
     const Valued valued[] = {{"--pid", "-p", &a.pid},          {"--tid", nullptr, &a.tid},
                              {"--core", nullptr, &a.core},      {"--exe", "-e", &a.exe},
                              {"--sysroot", nullptr, &a.sysroot}, {"--max-frames", nullptr, &a.max_frames},
-                             {"--store", nullptr, &a.store},    {"--resolvers", nullptr, &a.resolvers}};
+                             {"--store", nullptr, &a.store},    {"--resolvers", nullptr, &a.resolvers},
+                             {"--python", nullptr, &a.python}};
     bool matched = false;
     for (const auto& v : valued) {
       const size_t n = strlen(v.name);
@@ -247,6 +273,9 @@ int cmd_stack(int argc, char** argv) {
   if (a.offline && !a.core) return usage_error("--offline is only valid with --core");
   if (a.offline && a.exe) return usage_error("--exe '%s' opens a module file: not valid with --offline", a.exe);
   if (a.store && *a.store == '\0') return usage_error("--store needs a directory");
+  const std::string python = a.python ? a.python : "auto";
+  if (python != "auto" && python != "off" && python != "only")
+    return usage_error("invalid --python value '%s' (expected auto, off or only)", a.python);
 
   // Option structs are value-initialised (unnamed fields zero) with their size set.
   sprov_context_opts copts{};
@@ -265,6 +294,7 @@ int cmd_stack(int argc, char** argv) {
   popts.sz = sizeof(popts);
   popts.tid = tid;
   popts.exe = a.exe;
+  popts.flags = python != "off" ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
   sprov_process* proc = nullptr;
   int rc = 0;
   if (a.pid) {
@@ -312,9 +342,11 @@ int cmd_stack(int argc, char** argv) {
   if (a.json) {
     printf("{\"pid\":%" PRId64, ppid);
     stackprov_cli::print_process_json(stdout, info);
+    printf(",\"runtime\":\"%s\"", stackprov_cli::json_escape(sprov_process_runtime(proc)).c_str());
     printf(",\"threads\":[");
   } else {
     stackprov_cli::print_process_header_text(stdout, ppid, a.core != nullptr, info);
+    if (*sprov_process_runtime(proc)) printf("runtime: %s\n", sprov_process_runtime(proc));
   }
   bool first = true;
   std::string incomplete;  // the first thread whose walk stopped short, for the exit-status line
@@ -329,6 +361,19 @@ int cmd_stack(int argc, char** argv) {
       library_error("thread " + std::to_string(t), rc);
       exit_code = 1;
       continue;
+    }
+    if (python != "off") {
+      sprov_stack* merged = nullptr;
+      if ((rc = sprov_process_interleave(proc, i, stack, python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
+                                         &merged)) != 0) {
+        fflush(stdout);
+        library_error("thread " + std::to_string(t), rc);
+        sprov_stack_free(stack);
+        exit_code = 1;
+        continue;
+      }
+      sprov_stack_free(stack);
+      stack = merged;
     }
     if (a.json) {
       if (!first) printf(",");

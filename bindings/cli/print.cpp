@@ -97,6 +97,13 @@ SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i
   return out;
 }
 
+/// A runtime frame (SPROV_METHOD_RUNTIME) of an interleaved stack, else false.
+bool runtime_frame(const sprov_stack* stack, size_t i, const struct sprov_frame& fr, struct sprov_runtime_frame* rf) {
+  *rf = {};
+  rf->sz = sizeof(*rf);
+  return fr.method == SPROV_METHOD_RUNTIME && sprov_stack_runtime_frame(stack, i, rf) == 0;
+}
+
 }  // namespace
 
 bool is_signal_trampoline(const sprov_stack* stack, size_t index) {
@@ -115,6 +122,13 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     struct sprov_frame fr = {};
     fr.sz = sizeof(fr);
     if (sprov_stack_frame(stack, i, &fr) != 0) continue;
+    struct sprov_runtime_frame rf;
+    if (runtime_frame(stack, i, fr, &rf)) {
+      // "#3  python             Outer.method - /srv/app.py:42 [runtime]" (py-bt: File, line, in)
+      fprintf(f, "#%-2zu %-18s %s - %s:%u [%s]\n", i, rf.runtime, rf.qualname, rf.file, rf.line,
+              sprov_method_name(fr.method));
+      continue;
+    }
     struct sprov_symbol s = {};
     s.sz = sizeof(s);
     if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
@@ -149,6 +163,20 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     struct sprov_frame fr = {};
     fr.sz = sizeof(fr);
     if (sprov_stack_frame(stack, i, &fr) != 0) continue;
+    struct sprov_runtime_frame rf;
+    if (runtime_frame(stack, i, fr, &rf)) {
+      fprintf(f,
+              "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64
+              "\",\"method\":\"%s\",\"runtime\":\"%s\",\"function\":\"%s\",\"qualname\":\"%s\",\"file\":\"%s\","
+              "\"line\":%u,\"entry\":%s,\"native_index\":%" PRId64 ",\"frame_address\":\"0x%" PRIx64
+              "\",\"code_address\":\"0x%" PRIx64 "\"}",
+              first ? "" : ",", i, fr.pc, fr.sp, sprov_method_name(fr.method), rf.runtime,
+              json_escape(rf.function).c_str(), json_escape(rf.qualname).c_str(), json_escape(rf.file).c_str(), rf.line,
+              (rf.flags & SPROV_RUNTIME_FRAME_ENTRY) ? "true" : "false", rf.native_index, rf.frame_address,
+              rf.code_address);
+      first = false;
+      continue;
+    }
     struct sprov_symbol s = {};
     s.sz = sizeof(s);
     if (sym) sprov_symbolizer_frame(sym, stack, i, &s);

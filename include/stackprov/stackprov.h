@@ -116,6 +116,10 @@ enum sprov_method {
   SPROV_METHOD_CALLCHAIN = 13,       /* taken from a perf sample's PERF_SAMPLE_CALLCHAIN (the kernel's
                                         frame-pointer walk, perf record -g) or its ip alone, not
                                         unwound by stackprov (sprov_profile_sample_stack) */
+  SPROV_METHOD_RUNTIME = 14,         /* a language runtime's own frame (CPython 3.11: a
+                                        _PyInterpreterFrame) read from the target's memory, not
+                                        unwound: pc 0, no module, sp of the native frame that runs
+                                        it; sprov_stack_runtime_frame names it (doc/runtime-frames.md) */
 };
 
 /* Why a walk stopped. */
@@ -275,10 +279,18 @@ struct sprov_process_opts {
   size_t sz;
   int64_t tid;              /* capture only this thread; 0: all threads */
   uint32_t max_stack_bytes; /* stack bytes copied per thread from sp upward; 0: 512 KiB */
-  uint32_t flags;           /* reserved, 0 */
+  uint32_t flags;           /* sprov_process_capture_flags */
   const char* exe;          /* core files: path of the main program; NULL: from NT_FILE */
 };
 #define sprov_process_opts__last_field exe
+
+/* sprov_process_opts.flags */
+enum sprov_process_capture_flags {
+  /* Also read the language runtimes' frames while the threads are stopped (live) or from the
+   * core's memory: CPython 3.11 (doc/runtime-frames.md). A target without an interpreter is
+   * not an error; an interpreter that cannot be read is a warning (sprov_process_warnings). */
+  SPROV_PROCESS_RUNTIME_FRAMES = 1u << 0,
+};
 
 /* Attaches to every thread of `pid` with PTRACE_SEIZE + PTRACE_INTERRUPT,
  * reads registers (PTRACE_GETREGSET) and copies each stack (process_vm_readv,
@@ -416,6 +428,55 @@ SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);
 SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct sprov_frame* out);
 SPROV_API int sprov_stack_stop_reason(const sprov_stack* stack);
 SPROV_API void sprov_stack_free(sprov_stack* stack);
+
+/* ------------------------------------------------------- runtime frames */
+
+/* A language runtime's frame, read from the target's memory (SPROV_METHOD_RUNTIME).
+ * Strings are owned by the process or stack it came from and never NULL. */
+struct sprov_runtime_frame {
+  size_t sz;
+  const char* runtime;       /* "python" */
+  const char* function;      /* CPython: the code object's co_name */
+  const char* qualname;      /* CPython: co_qualname ("Outer.method.<locals>.inner") */
+  const char* file;          /* CPython: co_filename */
+  uint32_t line;             /* from co_linetable at the frame's last instruction; 0 unknown */
+  uint32_t flags;            /* SPROV_RUNTIME_FRAME_* */
+  uint64_t frame_address;    /* the _PyInterpreterFrame in the target */
+  uint64_t code_address;     /* its PyCodeObject */
+  int64_t native_index;      /* in an interleaved stack: the native frame (a _PyEval_EvalFrameDefault
+                                activation) that runs it; -1 when none was found */
+};
+
+enum sprov_runtime_frame_flags {
+  SPROV_RUNTIME_FRAME_ENTRY = 1u << 0,     /* the first frame its eval activation ran (is_entry) */
+  SPROV_RUNTIME_FRAME_GENERATOR = 1u << 1, /* owned by a generator/coroutine */
+};
+
+/* How sprov_process_interleave merges frames. */
+enum sprov_runtime_mode {
+  SPROV_RUNTIME_INTERLEAVE = 0, /* native frames, each eval activation preceded by the runtime
+                                   frames it runs (innermost first), as py-spy dump --native */
+  SPROV_RUNTIME_ONLY = 1,       /* the runtime frames alone, innermost first */
+};
+
+/* Runtime frames of thread `index` as captured (SPROV_PROCESS_RUNTIME_FRAMES), innermost first,
+ * and a one-line description of the interpreter that was read ("" when none). */
+SPROV_API size_t sprov_process_runtime_frame_count(const sprov_process* proc, size_t index);
+SPROV_API int sprov_process_runtime_frame(const sprov_process* proc, size_t index, size_t frame,
+                                          struct sprov_runtime_frame* out);
+SPROV_API const char* sprov_process_runtime(const sprov_process* proc);
+
+/* A new stack with the runtime frames of thread `index` of `proc` merged into `native` (that
+ * thread's unwound stack): each CPython frame goes right before the _PyEval_EvalFrameDefault
+ * activation that runs it, counting activations outward and closing each at an entry frame;
+ * frames no activation took (the native walk stopped early) follow the native frames with
+ * native_index -1. The stop reason is the native one. A thread without runtime frames gives a
+ * copy. Free with sprov_stack_free. */
+SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, const sprov_stack* native,
+                                       int mode, sprov_stack** out);
+/* Names frame `index` of a stack when its method is SPROV_METHOD_RUNTIME; SPROV_ERR_NOT_FOUND
+ * for other frames. */
+SPROV_API int sprov_stack_runtime_frame(const sprov_stack* stack, size_t index, struct sprov_runtime_frame* out);
 
 /* ------------------------------------------------------------- symbolizer */
 

@@ -30,6 +30,7 @@ SPROV_API const char* sprov_method_name(int method) {
     case SPROV_METHOD_BAD_PC_RETURN: return "bad_pc_return";
     case SPROV_METHOD_CFI_BUNDLE: return "cfi_bundle";
     case SPROV_METHOD_CALLCHAIN: return "callchain";
+    case SPROV_METHOD_RUNTIME: return "runtime";
     default: return "none";
   }
 }

@@ -31,8 +31,8 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
     if (max_bytes > kMaxStackBytes)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes, kMaxStackBytes));
     copts.max_stack_bytes = max_bytes ? max_bytes : kProcessDefaultStackBytes;
-    if (const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u); flags != 0)
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_opts.flags 0x%x: must be 0 (reserved)", flags));
+    RuntimeCapture runtime;
+    if (int e = prepare_runtime_capture(opts, &runtime)) return e;
     if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr) {
       struct stat st;
       if (stat(exe, &st) != 0) {
@@ -49,8 +49,9 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
 
     auto core = elf::CoreFile::open(core_path);
     if (!core.ok()) return fail(core.error());
-    auto cap = memory::capture_core(*core.value(), copts, [ctx](memory::Snapshot& s, memory::MemoryReader& rd) {
+    auto cap = memory::capture_core(*core.value(), copts, [&](memory::Snapshot& s, memory::MemoryReader& rd) {
       prewalk_record(ctx, s, rd);
+      capture_runtime(ctx, s, rd, &runtime);
     });
     if (!cap.ok()) return fail(cap.error());
 
@@ -75,7 +76,8 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
                                  ": its frames are unwound without CFI (frame pointer) or the walk stops there\n";
       }
     }
-    proc->warnings = std::move(cap.value().warnings) + proc_warnings_extra;
+    proc->warnings = std::move(cap.value().warnings) + proc_warnings_extra + runtime.warnings;
+    proc->runtime = std::move(runtime);
     const memory::CoreCapture& c = cap.value();
     for (memory::Snapshot& s : cap.value().threads) {
       // The kernel's pr_fname is the thread group leader's comm; no other thread's name is in a core.

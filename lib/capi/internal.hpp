@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/module_cache.hpp"
 #include "memory/snapshot.hpp"
+#include "runtime/python.hpp"
 #include "stackprov/stackprov.h"
 #include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/resolver_chain.hpp"
@@ -52,8 +53,23 @@ struct sprov_snapshot {
   void invalidate_modules_key() { module_hash.store(0, std::memory_order_relaxed); }
 };
 
+/// Language runtime frames read at capture (SPROV_PROCESS_RUNTIME_FRAMES), per OS thread.
+struct RuntimeCapture {
+  bool attempted = false;        ///< read once, from the first thread's capture callback
+  std::string description;       ///< the interpreter that was read ("" when none)
+  std::vector<stackprov::runtime::PythonTarget::Range> eval;  ///< _PyEval_EvalFrameDefault (and .cold)
+  std::vector<stackprov::runtime::PythonThread> python;
+  std::string warnings;          ///< findings, one per line, for sprov_process_warnings
+  const stackprov::runtime::PythonThread* thread(int64_t tid) const {
+    for (const auto& t : python)
+      if (t.tid == tid) return &t;
+    return nullptr;
+  }
+};
+
 struct sprov_process {
   int64_t pid = 0;
+  RuntimeCapture runtime;
   std::vector<std::unique_ptr<sprov_snapshot>> threads;  // live: by tid; core: NT_PRSTATUS order
   std::string warnings;                                   // one finding per line
   bool from_core = false;                                 // sprov_process_open_core (no live /proc/PID)
@@ -69,6 +85,11 @@ struct sprov_stack {
   /// Shared with the unwinder's module table: the stack outlives the snapshot.
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
   std::string module_root;  // Snapshot::module_root at unwind time
+  /// Interleaved stacks (sprov_process_interleave): for each frame, its index into `runtime`
+  /// (-1 for native frames); empty for stacks without runtime frames.
+  std::vector<int32_t> runtime_of;
+  std::vector<stackprov::runtime::PythonFrame> runtime;
+  std::vector<int64_t> runtime_native;  ///< parallel to `runtime`: the native frame that runs it, -1 none
 };
 
 struct sprov_unwinder {
@@ -171,6 +192,16 @@ int fill_out(T* out, const T& full, const char* type_name) {
 /// by `live` (copied into the snapshot), so that the snapshot alone later
 /// reproduces the same walk offline. Used by live-process and core captures.
 void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryReader& live);
+
+/// Checks sprov_process_opts.flags (SPROV_ERR_INVALID_ARG naming unknown bits) and sets up `out`
+/// so that capture_runtime reads runtime frames only when SPROV_PROCESS_RUNTIME_FRAMES is set.
+int prepare_runtime_capture(const struct sprov_process_opts* opts, RuntimeCapture* out);
+
+/// Reads the runtimes' frames of a stopped process or a core through `mem` (once per
+/// process: every thread's chain at the first call), found from the modules of `snap`.
+/// Problems become warning lines in `out->warnings`.
+void capture_runtime(sprov_context* ctx, const memory::Snapshot& snap, memory::MemoryReader& mem,
+                     RuntimeCapture* out);
 
 /// The bundle a context's store names for a snapshot module (by its build-id).
 struct ModuleBundle {

@@ -28,21 +28,25 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
     if (max_bytes == 0) max_bytes = kProcessDefaultStackBytes;
     if (max_bytes > kMaxStackBytes)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes, kMaxStackBytes));
-    if (const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u); flags != 0)
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_opts.flags 0x%x: must be 0 (reserved)", flags));
+    RuntimeCapture runtime;
+    if (int e = prepare_runtime_capture(opts, &runtime)) return e;
     if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_process_opts.exe (\"%s\") is for core files; it must be NULL for a live "
                              "process",
                              exe));
 
-    auto prewalk = [ctx](memory::Snapshot& s, memory::MemoryReader& live) { prewalk_record(ctx, s, live); };
+    auto prewalk = [&](memory::Snapshot& s, memory::MemoryReader& live) {
+      prewalk_record(ctx, s, live);
+      capture_runtime(ctx, s, live, &runtime);  // every thread is still stopped
+    };
     auto cap = memory::capture_process(static_cast<pid_t>(pid), static_cast<pid_t>(tid), max_bytes, prewalk);
     if (!cap.ok()) return fail(cap.error());
 
     auto proc = std::make_unique<sprov_process>();
     proc->pid = cap->pid;
-    proc->warnings = std::move(cap->warnings);
+    proc->warnings = std::move(cap->warnings) + runtime.warnings;
+    proc->runtime = std::move(runtime);
     std::sort(cap->threads.begin(), cap->threads.end(),
               [](const memory::Snapshot& a, const memory::Snapshot& b) { return a.tid < b.tid; });
     proc->threads.reserve(cap->threads.size());

@@ -111,6 +111,20 @@ int main(void) {
   EXPECT(strcmp(sprov_strerror(-2), "No such file or directory") == 0);
   EXPECT(strcmp(sprov_method_name(SPROV_METHOD_CFI_EH_FRAME), "cfi_eh_frame") == 0);
   EXPECT(strcmp(sprov_stop_reason_name(SPROV_STOP_SP_NOT_ADVANCING), "sp_not_advancing") == 0);
+  EXPECT(strcmp(sprov_method_name(SPROV_METHOD_RUNTIME), "runtime") == 0);
+  {
+    /* Runtime frames: NULL handles are errors, not crashes. */
+    struct sprov_runtime_frame rf;
+    sprov_stack* merged = NULL;
+    memset(&rf, 0, sizeof rf);
+    rf.sz = sizeof rf;
+    EXPECT(sprov_process_interleave(NULL, 0, NULL, SPROV_RUNTIME_INTERLEAVE, &merged) == SPROV_ERR_INVALID_ARG);
+    EXPECT(merged == NULL);
+    EXPECT(sprov_stack_runtime_frame(NULL, 0, &rf) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_process_runtime_frame(NULL, 0, 0, &rf) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_process_runtime_frame_count(NULL, 0) == 0);
+    EXPECT(strcmp(sprov_process_runtime(NULL), "") == 0);
+  }
 
   /* SPROV_OPTS is plain C11 (this file builds with -std=c11 -pedantic -Werror): sz is set, the
    * named fields hold their values and every other byte is zero, with or without named fields. */

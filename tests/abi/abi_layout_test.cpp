@@ -69,6 +69,17 @@ CHECK_OFF(sprov_process_opts, max_stack_bytes, 16);
 CHECK_OFF(sprov_process_opts, flags, 20);
 CHECK_OFF(sprov_process_opts, exe, 24);
 
+CHECK_SIZE(sprov_runtime_frame, 72);
+CHECK_OFF(sprov_runtime_frame, runtime, 8);
+CHECK_OFF(sprov_runtime_frame, function, 16);
+CHECK_OFF(sprov_runtime_frame, qualname, 24);
+CHECK_OFF(sprov_runtime_frame, file, 32);
+CHECK_OFF(sprov_runtime_frame, line, 40);
+CHECK_OFF(sprov_runtime_frame, flags, 44);
+CHECK_OFF(sprov_runtime_frame, frame_address, 48);
+CHECK_OFF(sprov_runtime_frame, code_address, 56);
+CHECK_OFF(sprov_runtime_frame, native_index, 64);
+
 CHECK_SIZE(sprov_process_info, 88);
 CHECK_OFF(sprov_process_info, program, 8);
 CHECK_OFF(sprov_process_info, command_line, 16);
@@ -145,6 +156,8 @@ CHECK_OFF(sprov_bundle_chain, frames, 8);
 
 // Enum values are part of the ABI too.
 static_assert(SPROV_METHOD_CFI_EH_FRAME == 2 && SPROV_METHOD_SIGNAL == 6, "method values changed");
+static_assert(SPROV_METHOD_RUNTIME == 14 && SPROV_PROCESS_RUNTIME_FRAMES == 1 && SPROV_RUNTIME_ONLY == 1,
+              "runtime frame values changed");
 static_assert(SPROV_STOP_END_OF_STACK == 1 && SPROV_STOP_ARCH_MISMATCH == 8, "stop values changed");
 static_assert(SPROV_ERR_INVALID_ARG == -4000 && SPROV_ERR_OPTS_TAIL == -4001, "error codes changed");
 static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == 1 && SPROV_BUNDLE_ID_PDB_GUID_AGE == 2 && SPROV_BUNDLE_ID_MACHO_UUID == 3,

@@ -533,7 +533,8 @@ def mode_python(a):
                 break
             time.sleep(0.01)
         time.sleep(0.05)
-        doc, err = stackprov_json(["--pid", str(p.pid)], a.stackprov)
+        # Native frames only (--python=off): the comparison is with eu-stack, frame by frame.
+        doc, err = stackprov_json(["--pid", str(p.pid), "--python=off"], a.stackprov)
         eu, _ = eu_stack(["-p", str(p.pid)], a.eu_stack)
         compare_all("python3.11", eu, doc, {p.pid: "python"}, LazyGdb(a.gdb, pid=p.pid))
         names = [norm_name(f.get("function", "")) for f in doc["threads"][0]["frames"]]

@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: Apache-2.0
+// CPython 3.11 frames read from a target's memory: the interpreter state, each thread's _PyInterpreterFrame chain.
+#include "runtime/python.hpp"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "stackprov/errors.h"
+
+namespace stackprov::runtime {
+
+const PythonLayout& python311_layout() {
+  // CPython v3.11.2, 64-bit release build (no Py_DEBUG/Py_TRACE_REFS); checked against
+  // `gdb -batch -ex 'ptype /o struct _ts' ...` on Debian's python3.11 with python3.11-dbg
+  // (tests/integration/python_runtime/runtime_check.py "layout" compares every field).
+  static const PythonLayout kLayout = [] {
+    PythonLayout l;
+    l.runtime_interpreters_head = 0x28;  // pycore_runtime.h: interpreters { mutex, next_id, head }
+    l.interp_next = 0;                   // pycore_interp.h: struct _is { next; threads { ... head } }
+    l.interp_threads_head = 0x10;
+    l.tstate_next = 8;                   // cpython/pystate.h: struct _ts { prev, next, interp, ... }
+    l.tstate_native_thread_id = 160;
+    l.tstate_cframe = 56;
+    l.cframe_current_frame = 8;          // _PyCFrame { uint8_t use_tracing; current_frame; previous }
+    l.frame_code = 32;                   // pycore_frame.h: f_func f_globals f_builtins f_locals f_code
+    l.frame_previous = 48;
+    l.frame_prev_instr = 56;
+    l.frame_is_entry = 68;
+    l.frame_owner = 69;
+    l.object_type = 8;                   // PyObject { ob_refcnt, ob_type }
+    l.type_name = 24;                    // PyTypeObject: PyVarObject (24 bytes), tp_name
+    l.code_firstlineno = 72;             // cpython/code.h (3.11 _PyCode_DEF)
+    l.code_filename = 112;
+    l.code_name = 120;
+    l.code_qualname = 128;
+    l.code_linetable = 136;
+    l.code_adaptive = 184;
+    l.unicode_length = 16;               // cpython/unicodeobject.h
+    l.unicode_state = 32;
+    l.unicode_ascii_data = 48;
+    l.unicode_compact_data = 72;
+    l.bytes_size = 16;                   // PyVarObject.ob_size
+    l.bytes_data = 32;                   // PyBytesObject.ob_sval
+    return l;
+  }();
+  return kLayout;
+}
+
+const char* known_python_build(std::string_view build_id_hex) {
+  struct Known {
+    const char* build_id;
+    const char* what;
+  };
+  static const Known kKnown[] = {
+      {"c561f3aa7232f2bd6ac6d56bd475f1c154a00486", "Debian 12 python3.11 3.11.2-6+deb12u9 amd64 /usr/bin/python3.11"},
+  };
+  for (const Known& k : kKnown)
+    if (build_id_hex == k.build_id) return k.what;
+  return nullptr;
+}
+
+namespace {
+
+uint64_t le(const uint8_t* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
+  return v;
+}
+
+/// Symbols by name in one symbol table section (64-bit little-endian ELF).
+std::optional<NamedSymbol> find_in_table(const elf::ElfImage& image, size_t index, std::string_view name) {
+  auto syms = image.section_at(index);
+  if (!syms) return std::nullopt;
+  auto strs = image.section_at(syms->link);
+  if (!strs || strs->data == nullptr) return std::nullopt;
+  constexpr size_t kSymSize = sizeof(Elf64_Sym);
+  for (size_t off = 0; off + kSymSize <= syms->size; off += kSymSize) {
+    const uint8_t* s = syms->data + off;
+    const uint64_t name_off = le(s, 4);
+    if (name_off >= strs->size) continue;
+    const char* str = reinterpret_cast<const char*>(strs->data) + name_off;
+    const size_t max = strs->size - name_off;
+    const size_t len = strnlen(str, max);
+    if (len == max || std::string_view(str, len) != name) continue;
+    if (le(s + 6, 2) == SHN_UNDEF) continue;
+    return NamedSymbol{le(s + 8, 8), le(s + 16, 8)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<NamedSymbol> find_symbol(const elf::ElfImage& image, std::string_view name) {
+  if (!image.is_64bit() || image.big_endian()) return std::nullopt;
+  for (uint32_t type : {uint32_t{SHT_DYNSYM}, uint32_t{SHT_SYMTAB}}) {
+    for (size_t i = 1; i < image.section_count(); i++) {
+      if (image.section_type(i) != type) continue;
+      if (auto s = find_in_table(image, i, name)) return s;
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::optional<PythonTarget>> find_python(const elf::ElfImage& image, uint64_t load_bias,
+                                                std::string_view build_id_hex, const ReadFileFn& read_file,
+                                                const elf::ElfImage* debug_image) {
+  const auto runtime = find_symbol(image, "_PyRuntime");
+  if (!runtime) return std::optional<PythonTarget>{};
+  const auto eval = find_symbol(image, "_PyEval_EvalFrameDefault");
+  if (!eval || eval->size == 0)
+    return make_error(SPROV_ERR_NOT_FOUND, "%s has _PyRuntime but no sized _PyEval_EvalFrameDefault symbol",
+                      image.path().c_str());
+  PythonTarget t;
+  if (const auto ver = find_symbol(image, "Py_Version")) {
+    uint8_t b[4];
+    if (read_file(ver->addr, b, 4)) t.version_hex = static_cast<uint32_t>(le(b, 4));
+  }
+  const unsigned major = t.version_hex >> 24, minor = (t.version_hex >> 16) & 0xff, micro = (t.version_hex >> 8) & 0xff;
+  if (image.arch() != Arch::kX86_64)
+    return make_error(SPROV_ERR_UNSUPPORTED, "%s: CPython frames are read on x86_64 only (doc/runtime-frames.md)",
+                      image.path().c_str());
+  if (major != 3 || minor != 11) {
+    if (t.version_hex == 0)
+      return make_error(SPROV_ERR_UNSUPPORTED, "%s: CPython without Py_Version (before 3.11): only 3.11 frames are "
+                        "read (doc/runtime-frames.md)", image.path().c_str());
+    return make_error(SPROV_ERR_UNSUPPORTED, "%s: CPython %u.%u.%u: only 3.11 frames are read (doc/runtime-frames.md)",
+                      image.path().c_str(), major, minor, micro);
+  }
+  // Py_DEBUG builds (python3.11d) have other structure layouts (_Py_RefTotal exists only there).
+  if (find_symbol(image, "_Py_RefTotal"))
+    return make_error(SPROV_ERR_UNSUPPORTED, "%s: CPython %u.%u.%u debug build (Py_DEBUG): its layout is not in the "
+                      "table (doc/runtime-frames.md)", image.path().c_str(), major, minor, micro);
+  t.runtime_addr = runtime->addr + load_bias;
+  t.eval.push_back({eval->addr + load_bias, eval->addr + load_bias + eval->size});
+  auto cold = find_symbol(image, "_PyEval_EvalFrameDefault.cold");
+  if (!cold && debug_image != nullptr) cold = find_symbol(*debug_image, "_PyEval_EvalFrameDefault.cold");
+  if (cold && cold->size != 0) t.eval.push_back({cold->addr + load_bias, cold->addr + load_bias + cold->size});
+  t.layout = python311_layout();
+  char buf[512];
+  const char* known = known_python_build(build_id_hex);
+  std::string dwarf_error;
+  if (known != nullptr) {
+    snprintf(buf, sizeof(buf), "CPython %u.%u.%u (layout table: %s)", major, minor, micro, known);
+  } else if (debug_image != nullptr) {
+    auto from_dwarf = python311_layout_from_dwarf(debug_image->path());
+    if (from_dwarf.ok()) {
+      t.layout = from_dwarf.value();
+      snprintf(buf, sizeof(buf), "CPython %u.%u.%u (layout from DWARF: %s)", major, minor, micro,
+               debug_image->path().c_str());
+    } else {
+      dwarf_error = from_dwarf.error().message;
+    }
+  }
+  if (known == nullptr && (debug_image == nullptr || !dwarf_error.empty()))
+    snprintf(buf, sizeof(buf), "CPython %u.%u.%u (build-id %.*s not in the layout table, %s: the 3.11 release "
+             "layout is assumed)", major, minor, micro, static_cast<int>(build_id_hex.size()), build_id_hex.data(),
+             debug_image == nullptr ? "no debug file" : dwarf_error.c_str());
+  t.description = buf;
+  return std::optional<PythonTarget>{std::move(t)};
+}
+
+uint32_t python311_addr2line(const uint8_t* table, size_t len, int firstlineno, int64_t addrq) {
+  if (addrq < 0) return firstlineno > 0 ? static_cast<uint32_t>(firstlineno) : 0;
+  size_t i = 0;
+  auto byte = [&](uint8_t* b) {
+    if (i >= len) return false;
+    *b = table[i++];
+    return true;
+  };
+  auto varint = [&](uint64_t* v) {
+    uint8_t b;
+    if (!byte(&b)) return false;
+    uint64_t val = b & 63;
+    unsigned shift = 0;
+    while (b & 64) {
+      if (!byte(&b)) return false;
+      shift += 6;
+      if (shift >= 64) return false;
+      val |= static_cast<uint64_t>(b & 63) << shift;
+    }
+    *v = val;
+    return true;
+  };
+  auto svarint = [&](int64_t* v) {
+    uint64_t u;
+    if (!varint(&u)) return false;
+    *v = (u & 1) ? -static_cast<int64_t>(u >> 1) : static_cast<int64_t>(u >> 1);
+    return true;
+  };
+  int64_t line = firstlineno;
+  int64_t addr = 0;
+  uint8_t first;
+  while (byte(&first)) {
+    const int code = (first >> 3) & 15;
+    const int64_t end = addr + (first & 7) + 1;
+    bool has_line = true;
+    uint64_t skip;
+    uint8_t b;
+    int64_t delta = 0;
+    if (code == 15) {
+      has_line = false;  // no location
+    } else if (code == 14) {  // long form: line delta, end line delta, column, end column
+      if (!svarint(&delta) || !varint(&skip) || !varint(&skip) || !varint(&skip)) return 0;
+    } else if (code == 13) {  // no column
+      if (!svarint(&delta)) return 0;
+    } else if (code >= 10) {  // one-line forms: line delta code-10, column, end column
+      delta = code - 10;
+      if (!byte(&b) || !byte(&b)) return 0;
+    } else {  // short form: same line
+      if (!byte(&b)) return 0;
+    }
+    line += delta;
+    if (addr <= addrq && addrq < end) return has_line && line > 0 && line <= UINT32_MAX ? static_cast<uint32_t>(line) : 0;
+    addr = end;
+  }
+  return 0;
+}
+
+namespace {
+
+struct CodeInfo {
+  std::string function, qualname, file;
+  int firstlineno = 0;
+  std::vector<uint8_t> linetable;
+};
+
+/// Reads objects of the target with every length checked and every failure named.
+class PyReader {
+ public:
+  PyReader(memory::MemoryReader& mem, const PythonLayout& l, const PythonLimits& lim) : mem_(mem), l_(l), lim_(lim) {}
+
+  bool u64(uint64_t a, uint64_t* v) {
+    uint8_t b[8];
+    if (a > UINT64_MAX - 8 || !mem_.read(a, b, 8)) return false;
+    *v = le(b, 8);
+    return true;
+  }
+  bool u32(uint64_t a, uint32_t* v) {
+    uint8_t b[4];
+    if (a > UINT64_MAX - 4 || !mem_.read(a, b, 4)) return false;
+    *v = static_cast<uint32_t>(le(b, 4));
+    return true;
+  }
+  /// Reads [addr, addr + span) in one call (one system call on a live target); the fields are
+  /// then taken from the copy with f64/f32/f8 at offsets below `span`.
+  bool load(uint64_t addr, uint32_t span) {
+    return span <= sizeof(block_) && addr <= UINT64_MAX - span && mem_.read(addr, block_, span);
+  }
+  uint64_t f64(uint32_t off) const { return le(block_ + off, 8); }
+  uint32_t f32(uint32_t off) const { return static_cast<uint32_t>(le(block_ + off, 4)); }
+  uint8_t f8(uint32_t off) const { return block_[off]; }
+
+  /// tp_name of an object's type ("" when unreadable), cached by type address.
+  std::string type_name(uint64_t obj) {
+    uint64_t type = 0;
+    if (!u64(obj + l_.object_type, &type) || type == 0) return "";
+    auto it = types_.find(type);
+    if (it != types_.end()) return it->second;
+    std::string name;
+    uint64_t name_ptr = 0;
+    if (u64(type + l_.type_name, &name_ptr) && name_ptr != 0) {
+      char c;
+      for (uint64_t k = 0; k < 64 && mem_.read(name_ptr + k, &c, 1) && c != '\0'; k++) name.push_back(c);
+    }
+    if (types_.size() < 1024) types_.emplace(type, name);
+    return name;
+  }
+
+  /// A str object as UTF-8 (compact strings: every str a code object holds).
+  bool unicode(uint64_t obj, std::string* out, std::string* why) {
+    if (obj == 0 || type_name(obj) != "str") {
+      *why = "object 0x" + hex(obj) + " is not a str";
+      return false;
+    }
+    uint64_t length = 0;
+    uint32_t state = 0;
+    if (!u64(obj + l_.unicode_length, &length) || !u32(obj + l_.unicode_state, &state)) {
+      *why = "str 0x" + hex(obj) + " unreadable";
+      return false;
+    }
+    const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || (kind != 1 && kind != 2 && kind != 4)) {
+      *why = "str 0x" + hex(obj) + " is not a compact string (state 0x" + hex(state) + ")";
+      return false;
+    }
+    const uint64_t n = std::min<uint64_t>(length, lim_.max_string_bytes);
+    std::vector<uint8_t> data(n * kind);
+    const uint64_t at = obj + (ascii ? l_.unicode_ascii_data : l_.unicode_compact_data);
+    if (!data.empty() && !mem_.read(at, data.data(), data.size())) {
+      *why = "str 0x" + hex(obj) + ": data unreadable";
+      return false;
+    }
+    out->clear();
+    for (uint64_t k = 0; k < n; k++) put_utf8(out, static_cast<uint32_t>(le(&data[k * kind], kind)));
+    if (length > n) *out += "...";
+    return true;
+  }
+
+  const CodeInfo* code(uint64_t addr, std::string* why) {
+    auto it = codes_.find(addr);
+    if (it != codes_.end()) return &it->second;
+    if (addr == 0 || addr % 8 != 0) {
+      *why = "code object pointer 0x" + hex(addr) + " is not aligned";
+      return nullptr;
+    }
+    if (type_name(addr) != "code") {
+      *why = "0x" + hex(addr) + " is not a code object";
+      return nullptr;
+    }
+    CodeInfo c;
+    const uint32_t span = std::max({l_.code_name + 8, l_.code_qualname + 8, l_.code_filename + 8,
+                                    l_.code_linetable + 8, l_.code_firstlineno + 4});
+    if (!load(addr, span)) {
+      *why = "code object 0x" + hex(addr) + " unreadable";
+      return nullptr;
+    }
+    const uint64_t name = f64(l_.code_name), qualname = f64(l_.code_qualname), file = f64(l_.code_filename),
+                   table = f64(l_.code_linetable);
+    c.firstlineno = static_cast<int32_t>(f32(l_.code_firstlineno));
+    if (!unicode(name, &c.function, why) || !unicode(qualname, &c.qualname, why) || !unicode(file, &c.file, why))
+      return nullptr;
+    uint64_t size = 0;
+    if (type_name(table) != "bytes" || !u64(table + l_.bytes_size, &size) || size > lim_.max_linetable_bytes) {
+      *why = "co_linetable 0x" + hex(table) + " of code 0x" + hex(addr) + " is not a readable bytes object";
+      return nullptr;
+    }
+    c.linetable.resize(size);
+    if (size > 0 && !mem_.read(table + l_.bytes_data, c.linetable.data(), size)) {
+      *why = "co_linetable 0x" + hex(table) + " unreadable";
+      return nullptr;
+    }
+    if (codes_.size() >= 65536) codes_.clear();
+    return &codes_.emplace(addr, std::move(c)).first->second;
+  }
+
+  static std::string hex(uint64_t v) {
+    char b[24];
+    snprintf(b, sizeof(b), "%" PRIx64, v);
+    return b;
+  }
+
+ private:
+  static void put_utf8(std::string* s, uint32_t c) {
+    if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) c = 0xfffd;
+    if (c < 0x80) {
+      s->push_back(static_cast<char>(c));
+    } else if (c < 0x800) {
+      s->push_back(static_cast<char>(0xc0 | (c >> 6)));
+      s->push_back(static_cast<char>(0x80 | (c & 63)));
+    } else if (c < 0x10000) {
+      s->push_back(static_cast<char>(0xe0 | (c >> 12)));
+      s->push_back(static_cast<char>(0x80 | ((c >> 6) & 63)));
+      s->push_back(static_cast<char>(0x80 | (c & 63)));
+    } else {
+      s->push_back(static_cast<char>(0xf0 | (c >> 18)));
+      s->push_back(static_cast<char>(0x80 | ((c >> 12) & 63)));
+      s->push_back(static_cast<char>(0x80 | ((c >> 6) & 63)));
+      s->push_back(static_cast<char>(0x80 | (c & 63)));
+    }
+  }
+
+  memory::MemoryReader& mem_;
+  const PythonLayout& l_;
+  const PythonLimits& lim_;
+  std::unordered_map<uint64_t, std::string> types_;
+  std::unordered_map<uint64_t, CodeInfo> codes_;
+  uint8_t block_[1024];
+};
+
+/// Follows one thread's frame chain from its current frame (innermost first).
+void read_frames(PyReader& rd, const PythonLayout& l, const PythonLimits& lim, uint64_t frame, PythonThread* t,
+                 uint64_t* budget) {
+  std::unordered_set<uint64_t> seen;
+  const uint32_t span = std::max({l.frame_code + 8, l.frame_prev_instr + 8, l.frame_previous + 8,
+                                  l.frame_is_entry + 1, l.frame_owner + 1});
+  while (frame != 0) {
+    if (t->frames.size() >= lim.max_frames) {
+      t->problem = "more than " + std::to_string(lim.max_frames) + " Python frames: the rest are left out";
+      return;
+    }
+    if (*budget == 0) {
+      t->problem = "the budget of " + std::to_string(lim.max_total_frames) +
+                   " Python frames for all threads is spent: the rest are left out";
+      return;
+    }
+    --*budget;
+    if (frame % 8 != 0) {
+      t->problem = "frame pointer 0x" + PyReader::hex(frame) + " is not aligned";
+      return;
+    }
+    if (!seen.insert(frame).second) {
+      t->problem = "frame 0x" + PyReader::hex(frame) + " repeats: the chain has a cycle";
+      return;
+    }
+    PythonFrame f;
+    f.frame_addr = frame;
+    if (!rd.load(frame, span)) {
+      t->problem = "frame 0x" + PyReader::hex(frame) + " unreadable";
+      return;
+    }
+    f.code_addr = rd.f64(l.frame_code);
+    const uint64_t prev_instr = rd.f64(l.frame_prev_instr), previous = rd.f64(l.frame_previous);
+    const uint8_t is_entry = rd.f8(l.frame_is_entry);
+    f.owner = rd.f8(l.frame_owner);
+    std::string why;
+    const CodeInfo* c = rd.code(f.code_addr, &why);
+    if (c == nullptr) {
+      t->problem = "frame 0x" + PyReader::hex(frame) + ": " + why;
+      return;
+    }
+    f.is_entry = is_entry != 0;
+    f.function = c->function;
+    f.qualname = c->qualname;
+    f.file = c->file;
+    // prev_instr - first code unit, in code units (_PyInterpreterFrame_LASTI); -1 before the first.
+    const int64_t lasti = static_cast<int64_t>(prev_instr - (f.code_addr + l.code_adaptive)) / 2;
+    f.line = python311_addr2line(c->linetable.data(), c->linetable.size(), c->firstlineno, lasti);
+    t->frames.push_back(std::move(f));
+    frame = previous;
+  }
+}
+
+}  // namespace
+
+Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem, const PythonTarget& target,
+                                                      const PythonLimits& limits) {
+  const PythonLayout& l = target.layout;
+  PyReader rd(mem, l, limits);
+  std::vector<PythonThread> out;
+  uint64_t interp = 0;
+  if (!rd.u64(target.runtime_addr + l.runtime_interpreters_head, &interp))
+    return make_error(SPROV_ERR_MEMORY_UNREADABLE, "_PyRuntime at 0x%" PRIx64 " is unreadable", target.runtime_addr);
+  std::unordered_set<uint64_t> seen_interps, seen_threads;
+  uint64_t budget = limits.max_total_frames;
+  for (uint32_t i = 0; interp != 0 && i < limits.max_interpreters && seen_interps.insert(interp).second; i++) {
+    uint64_t ts = 0;
+    if (!rd.u64(interp + l.interp_threads_head, &ts)) break;
+    for (uint32_t k = 0; ts != 0 && k < limits.max_threads && seen_threads.insert(ts).second; k++) {
+      PythonThread t;
+      t.tstate = ts;
+      uint64_t tid = 0, cframe = 0, frame = 0;
+      if (!rd.u64(ts + l.tstate_native_thread_id, &tid) || !rd.u64(ts + l.tstate_cframe, &cframe)) {
+        t.problem = "thread state 0x" + PyReader::hex(ts) + " unreadable";
+        out.push_back(std::move(t));
+        break;
+      }
+      t.tid = static_cast<int64_t>(tid);
+      if (cframe != 0 && !rd.u64(cframe + l.cframe_current_frame, &frame))
+        t.problem = "_PyCFrame 0x" + PyReader::hex(cframe) + " unreadable";
+      else
+        read_frames(rd, l, limits, frame, &t, &budget);
+      out.push_back(std::move(t));
+      if (!rd.u64(ts + l.tstate_next, &ts)) break;
+    }
+    if (!rd.u64(interp + l.interp_next, &interp)) break;
+  }
+  return out;
+}
+
+}  // namespace stackprov::runtime

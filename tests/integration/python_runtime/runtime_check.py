@@ -1,0 +1,328 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# `stackprov stack --python` against gdb's py-bt (CPython's own gdb extension), thread by thread.
+"""One comparison per invocation (one ctest each):
+
+  runtime_check.py live    the fixture, live: stackprov --pid, then gdb -p on the same process
+  runtime_check.py core    the fixture through gcore: stackprov --core and gdb on that core
+  runtime_check.py crash   fixture_py311_abort.py (os.abort() mid-exception): the kernel's core
+                           when kernel.core_pattern writes a file here, and gdb's gcore at the
+                           SIGABRT stop: stackprov --core and gdb on each
+  runtime_check.py modes   --python=only/off against auto on one capture; bad --python values
+
+Options: --stackprov BIN --gdb BIN --gcore BIN --python311 /usr/bin/python3.11 [--keep]
+
+For every thread the assertions are:
+  * the Python frames stackprov prints (file, line, function = co_name), innermost first, equal
+    those of gdb's `py-bt` for that LWP (gdb with python3.11-dbg's python3.11-gdb.py);
+  * each Python frame is attached to a native _PyEval_EvalFrameDefault frame, and the frames
+    each activation runs (counting activations from the innermost) equal what the extension's
+    own Frame.is_evalframe()/get_pyop()/is_entry() walk gives per activation in gdb;
+  * the fixture's known chains appear (stated expectations: nested calls, a generator,
+    sorted(key=lambda), functools.reduce, a ctypes callback, a __del__ from a finally block, a
+    coroutine, sleeping inside an except block), by qualified name.
+Exit 0 on success, 1 on a mismatch, 2 on a harness problem.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "fixture_py311.py")
+ABORT_FIXTURE = os.path.join(HERE, "fixture_py311_abort.py")
+GROUPS = os.path.join(HERE, "gdb_eval_groups.py")
+EVAL = "_PyEval_EvalFrameDefault"
+SYS_CLOCK_NANOSLEEP = 230  # x86_64
+
+# Stated expectations: qualified names (innermost first, a subsequence) per fixture thread,
+# identified by its first distinctive name.
+CHAINS = {
+    "gen": ["gen", "gen_user", "leaf", "Outer.method.<locals>.<lambda>", "Outer.method", "Outer.method",
+            "Outer.method", "Outer.method", "main", "<module>"],
+    "deep": ["park", "deep", "reduce_main.<locals>.<lambda>", "reduce_main", "Thread.run"],
+    "Finalized.__del__": ["park", "Finalized.__del__", "finalizer_main", "Thread.run"],
+    "ctypes_main.<locals>.compare": ["park", "ctypes_main.<locals>.compare", "ctypes_main", "Thread.run"],
+    "coro_leaf": ["park", "coro_leaf", "coro_mid", "coroutine_main.<locals>.<lambda>", "coroutine_main",
+                  "Thread.run"],
+}
+# fixture_py311_abort.py's one thread.
+ABORT_CHAINS = {"gen": ["gen", "inner", "outer.<locals>.<lambda>", "outer", "<module>"]}
+
+# The reporting helpers of the native stack checks (FAILURES, fail, note, Harness).
+sys.path.insert(0, os.path.join(HERE, "..", "stack"))
+from stack_check import FAILURES, Harness, fail, note  # noqa: E402
+
+
+def run(cmd, timeout=25, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def need(path, what):
+    if not path or not (os.path.exists(path) or shutil.which(path)):
+        raise Harness("%s not found (%s; scripts/install-deps.sh installs it)" % (path, what))
+
+
+class Fixture:
+    """The fixture under /usr/bin/python3.11, parked: every task in clock_nanosleep."""
+
+    def __init__(self, python):
+        self.p = subprocess.Popen([python, FIXTURE], stdout=subprocess.PIPE, text=True)
+        self.pid = self.p.pid
+        if self.p.stdout.readline().strip() != "ready":
+            self.close()
+            raise Harness("the fixture did not start")
+        deadline = time.time() + 10
+        while True:
+            tasks = os.listdir("/proc/%d/task" % self.pid)
+            calls = []
+            for t in tasks:
+                try:
+                    with open("/proc/%d/task/%s/syscall" % (self.pid, t)) as f:
+                        calls.append(f.read().split()[0])
+                except OSError:
+                    calls.append("?")
+            if len(tasks) == 5 and all(c == str(SYS_CLOCK_NANOSLEEP) for c in calls):
+                break
+            if time.time() > deadline:
+                self.close()
+                raise Harness("the fixture's threads did not all park in clock_nanosleep: %s" % calls)
+            time.sleep(0.02)
+
+    def close(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def stackprov_json(sp, args):
+    r = run([sp, "stack"] + args + ["--json"])
+    if r.returncode != 0:
+        raise Harness("stackprov stack %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
+    return json.loads(r.stdout)
+
+
+def is_runtime(fr):
+    return fr.get("method") == "runtime"
+
+
+def native_name(fr):
+    return fr.get("resolved_function") or fr.get("function") or ""
+
+
+def gdb_python(gdb, target):
+    """py-bt and the per-activation groups for every thread: {lwp: (frames, groups)}."""
+    r = run([gdb, "-batch", "-nx"] + target + ["-ex", "thread apply all py-bt", "-ex", "source " + GROUPS])
+    out = r.stdout
+    if "Traceback (most recent call first)" not in out:
+        raise Harness("gdb py-bt printed no traceback (python3.11-dbg installed?): %s" % (out + r.stderr)[-2000:])
+    bt, groups = {}, {}
+    cur = None
+    for line in out.splitlines():
+        m = re.match(r"^Thread \d+ \(.*?LWP (\d+)\)", line)
+        if m:
+            cur = int(m.group(1))
+            bt[cur] = []
+            continue
+        m = re.match(r'^  File "(.*)", line (\S+), in (.*)$', line)
+        if m and cur is not None:
+            bt[cur].append((m.group(1), m.group(2), m.group(3)))
+            continue
+        if line.startswith("GROUPS-THREAD "):
+            cur = int(line.split()[1])
+            groups[cur] = []
+        elif line.startswith("GROUPS-EVAL "):
+            groups[cur].append((int(line.split()[1]), []))
+        elif line.startswith("GROUPS-PY\t"):
+            _, f, ln, name = line.split("\t", 3)
+            groups[cur][-1][1].append((f, ln, name))
+    return bt, {t: [g for g in gs if g[1]] for t, gs in groups.items()}
+
+
+def ours(thread):
+    """(frames, groups) from stackprov's JSON thread: frames (file, line, function); groups by the
+    ordinal of the _PyEval_EvalFrameDefault activation (by its symbolized name) they attach to."""
+    frames = thread["frames"]
+    py = [(f["file"], str(f["line"]) if f["line"] else "?", f["function"]) for f in frames if is_runtime(f)]
+    groups = []
+    ordinal = -1
+    for i, f in enumerate(frames):
+        if is_runtime(f):
+            continue
+        if native_name(f) == EVAL:
+            ordinal += 1
+            run_here = [(g["file"], str(g["line"]) if g["line"] else "?", g["function"])
+                        for g in frames if is_runtime(g) and g["native_index"] == i]
+            if run_here:
+                groups.append((ordinal, run_here))
+    return py, groups
+
+
+def compare(ctx, doc, gdb_bt, gdb_groups, chains=CHAINS, threads=5):
+    checked = 0
+    for t in doc["threads"]:
+        tid = t["tid"]
+        py, groups = ours(t)
+        qual = [f["qualname"] for f in t["frames"] if is_runtime(f)]
+        if tid not in gdb_bt:
+            fail("[%s] thread %d: gdb printed no py-bt for it" % (ctx, tid))
+            continue
+        if py != gdb_bt[tid]:
+            fail("[%s] thread %d: Python frames differ\n  stackprov: %s\n  gdb py-bt: %s" % (ctx, tid, py, gdb_bt[tid]))
+        if groups != gdb_groups.get(tid):
+            fail("[%s] thread %d: frames per _PyEval_EvalFrameDefault activation differ\n  stackprov: %s\n  gdb:       %s"
+                 % (ctx, tid, groups, gdb_groups.get(tid)))
+        for k, f in enumerate(t["frames"]):
+            if is_runtime(f) and (f["native_index"] < 0 or native_name(t["frames"][f["native_index"]]) != EVAL):
+                fail("[%s] thread %d frame %d (%s): attached to native frame %d, not a %s activation"
+                     % (ctx, tid, k, f["qualname"], f["native_index"], EVAL))
+        key = next((q for q in qual if q in chains), None)
+        if key is None:
+            fail("[%s] thread %d: none of the fixture's chains among %s" % (ctx, tid, qual))
+        else:
+            it = iter(qual)
+            if not all(any(q == want for q in it) for want in chains[key]):
+                fail("[%s] thread %d: expected chain %s (in order) not in %s" % (ctx, tid, chains[key], qual))
+            note("[%s] thread %d (%s): %d Python frames in %d activations, as gdb py-bt"
+                 % (ctx, tid, key, len(py), len(groups)))
+        checked += 1
+    if checked != threads:
+        fail("[%s] %d threads compared, the fixture has %d" % (ctx, checked, threads))
+
+
+def mode_live(a):
+    fx = Fixture(a.python311)
+    try:
+        doc = stackprov_json(a.stackprov, ["--pid", str(fx.pid)])
+        if not doc.get("runtime", "").startswith("CPython 3.11"):
+            fail("[live] runtime is %r, expected 'CPython 3.11...'" % doc.get("runtime"))
+        bt, groups = gdb_python(a.gdb, ["-p", str(fx.pid)])
+        compare("live", doc, bt, groups)
+    finally:
+        fx.close()
+
+
+def mode_core(a, tmp):
+    fx = Fixture(a.python311)
+    try:
+        r = run([a.gcore, "-o", os.path.join(tmp, "core"), str(fx.pid)], timeout=25)
+        core = os.path.join(tmp, "core.%d" % fx.pid)
+        if r.returncode != 0 or not os.path.exists(core):
+            raise Harness("gcore failed: %s" % r.stderr[-500:])
+    finally:
+        fx.close()
+    doc = stackprov_json(a.stackprov, ["--core", core])
+    bt, groups = gdb_python(a.gdb, [a.python311, core])
+    compare("core", doc, bt, groups)
+
+
+def mode_crash(a, tmp):
+    cores = []
+    with open("/proc/sys/kernel/core_pattern") as f:
+        pattern = f.read().strip()
+    if pattern.startswith("|") or "/" in pattern:
+        note("kernel core: none (kernel.core_pattern is %r); gdb's gcore core is checked" % pattern)
+    else:
+        d = os.path.join(tmp, "kernel")
+        os.makedirs(d)
+
+        def limits():
+            resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+        r = subprocess.run([a.python311, ABORT_FIXTURE], cwd=d, preexec_fn=limits, capture_output=True, timeout=25)
+        found = [os.path.join(d, f) for f in os.listdir(d) if f.startswith("core")]
+        if r.returncode != -signal.SIGABRT or len(found) != 1:
+            raise Harness("the abort fixture exited %d, core files %s" % (r.returncode, found))
+        cores.append(("kernel core", found[0]))
+    core = os.path.join(tmp, "gcore")
+    r = run([a.gdb, "-nx", "-batch", "-ex", "set startup-with-shell off", "-ex", "run", "-ex", "gcore " + core,
+             "--args", a.python311, ABORT_FIXTURE])
+    if not os.path.exists(core):
+        raise Harness("gdb wrote no core at the SIGABRT stop: %s" % (r.stdout + r.stderr)[-1500:])
+    cores.append(("gcore core", core))
+    for label, path in cores:
+        doc = stackprov_json(a.stackprov, ["--core", path])
+        if doc.get("signal", {}).get("name") != "SIGABRT" and label == "kernel core":
+            fail("[%s] signal %r, expected SIGABRT" % (label, doc.get("signal")))
+        bt, groups = gdb_python(a.gdb, [a.python311, path])
+        compare(label, doc, bt, groups, ABORT_CHAINS, threads=1)
+
+
+def mode_modes(a):
+    fx = Fixture(a.python311)
+    try:
+        auto = stackprov_json(a.stackprov, ["--pid", str(fx.pid)])
+        only = stackprov_json(a.stackprov, ["--pid", str(fx.pid), "--python=only"])
+        off = stackprov_json(a.stackprov, ["--pid", str(fx.pid), "--python", "off"])
+    finally:
+        fx.close()
+    by_tid = {t["tid"]: t for t in auto["threads"]}
+    for t in only["threads"]:
+        want = [f["qualname"] for f in by_tid[t["tid"]]["frames"] if is_runtime(f)]
+        got = [f["qualname"] for f in t["frames"]]
+        if not all(is_runtime(f) for f in t["frames"]) or got != want:
+            fail("[only] thread %d: %s, expected the runtime frames alone %s" % (t["tid"], got, want))
+    for t in off["threads"]:
+        if any(is_runtime(f) for f in t["frames"]):
+            fail("[off] thread %d has runtime frames" % t["tid"])
+        natives = [f["pc"] for f in by_tid[t["tid"]]["frames"] if not is_runtime(f)]
+        if [f["pc"] for f in t["frames"]] != natives:
+            fail("[off] thread %d: native frames differ from --python=auto's" % t["tid"])
+    if off.get("runtime") != "":
+        fail("[off] runtime is %r, expected \"\"" % off.get("runtime"))
+    for bad in ("bogus", "", "ON"):
+        r = run([a.stackprov, "stack", "--pid", "1", "--python=" + bad])
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        if r.returncode != 2 or len(lines) != 1 or ("'%s'" % bad) not in lines[0] or "--python" not in lines[0]:
+            fail("[--python=%s] exit %d, stderr %r: expected exit 2 and one line naming the value" %
+                 (bad, r.returncode, r.stderr))
+    h = run([a.stackprov, "stack", "--help"])
+    if "--python" not in h.stdout or "runtime" not in h.stdout:
+        fail("stack --help does not describe --python")
+    note("[modes] only/off/auto agree; bad values rejected")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["live", "core", "crash", "modes"])
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--gdb", default="gdb")
+    ap.add_argument("--gcore", default="gcore")
+    ap.add_argument("--python311", default="/usr/bin/python3.11")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="sprov-pyrt-")
+    try:
+        need(a.python311, "Debian's python3.11")
+        need(a.gdb, "gdb")
+        need("/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py", "python3.11-dbg's gdb extension")
+        if a.mode == "live":
+            mode_live(a)
+        elif a.mode == "core":
+            need(a.gcore, "gcore (gdb)")
+            mode_core(a, tmp)
+        elif a.mode == "crash":
+            mode_crash(a, tmp)
+        else:
+            mode_modes(a)
+    except (Harness, subprocess.TimeoutExpired) as e:
+        print("HARNESS " + str(e), flush=True)
+        return 2
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if FAILURES:
+        print("%d failure(s)" % len(FAILURES))
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

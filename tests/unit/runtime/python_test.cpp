@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: Apache-2.0
+// CPython 3.11 frame reader: layouts against gdb, location tables against CPython, hostile memory.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "elf/debug_file.hpp"
+#include "elf/elf_image.hpp"
+#include "memory/memory_reader.hpp"
+#include "runtime/python.hpp"
+#include "stackprov/errors.h"
+
+using namespace stackprov;
+using namespace stackprov::runtime;
+
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3.11";
+constexpr const char* kDebianBuildId = "c561f3aa7232f2bd6ac6d56bd475f1c154a00486";
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+/// The build-id of Debian's python3.11 as installed (a later Debian update has another one).
+std::string python_build_id() {
+  auto img = elf::ElfImage::open(kPython);
+  if (!img.ok()) FAIL(kPython << " is not installed (make deps installs python3.11): " << img.error().message);
+  return img.value()->build_id().hex();
+}
+
+std::string debian_debug_file() {
+  const std::string id = python_build_id();
+  return "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+}
+
+void require_debian_python() {
+  FILE* f = fopen(debian_debug_file().c_str(), "rb");
+  if (f == nullptr)
+    FAIL("python3.11-dbg's debug file " << debian_debug_file() << " for " << kPython << " is missing (make deps)");
+  fclose(f);
+}
+
+// ----------------------------------------------------------- hostile memory
+
+/// Target memory: one heap region at kBase with a bump allocator, plus nothing else.
+class FakeMemory final : public memory::MemoryReader {
+ public:
+  static constexpr uint64_t kBase = 0x100000;
+  bool read(uint64_t addr, void* buf, size_t len) override {
+    if (addr < kBase || addr - kBase > bytes.size() || len > bytes.size() - (addr - kBase)) return false;
+    std::memcpy(buf, bytes.data() + (addr - kBase), len);
+    return true;
+  }
+  const char* name() const override { return "fake"; }
+
+  uint64_t alloc(size_t n) {
+    const uint64_t at = kBase + bytes.size();
+    bytes.resize(bytes.size() + ((n + 15) & ~size_t{15}));
+    return at;
+  }
+  void put(uint64_t addr, uint64_t v, size_t n) {
+    for (size_t i = 0; i < n; i++) bytes.at(addr - kBase + i) = static_cast<uint8_t>(v >> (8 * i));
+  }
+  void put64(uint64_t addr, uint64_t v) { put(addr, v, 8); }
+  uint64_t cstr(const std::string& s) {
+    const uint64_t a = alloc(s.size() + 1);
+    for (size_t i = 0; i < s.size(); i++) put(a + i, static_cast<uint8_t>(s[i]), 1);
+    return a;
+  }
+  std::vector<uint8_t> bytes;
+};
+
+/// CPython 3.11 objects laid out as python311_layout() says, in a FakeMemory.
+struct FakePython {
+  FakeMemory mem;
+  const PythonLayout& l = python311_layout();
+  uint64_t str_type, bytes_type, code_type, int_type;
+  uint64_t runtime;
+
+  FakePython() {
+    str_type = type("str");
+    bytes_type = type("bytes");
+    code_type = type("code");
+    int_type = type("int");
+    runtime = mem.alloc(0x100);
+  }
+  uint64_t type(const std::string& name) {
+    const uint64_t t = mem.alloc(0x100);
+    mem.put64(t + l.type_name, mem.cstr(name));
+    return t;
+  }
+  uint64_t str(const std::string& s) {
+    const uint64_t o = mem.alloc(l.unicode_ascii_data + s.size() + 1);
+    mem.put64(o + l.object_type, str_type);
+    mem.put64(o + l.unicode_length, s.size());
+    mem.put(o + l.unicode_state, (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7), 4);  // kind 1, compact, ascii, ready
+    for (size_t i = 0; i < s.size(); i++) mem.put(o + l.unicode_ascii_data + i, static_cast<uint8_t>(s[i]), 1);
+    return o;
+  }
+  uint64_t bytes(const std::vector<uint8_t>& b) {
+    const uint64_t o = mem.alloc(l.bytes_data + b.size() + 1);
+    mem.put64(o + l.object_type, bytes_type);
+    mem.put64(o + l.bytes_size, b.size());
+    for (size_t i = 0; i < b.size(); i++) mem.put(o + l.bytes_data + i, b[i], 1);
+    return o;
+  }
+  /// A code object whose location table gives line first+1 to units 0..3 and first+3 to 4..7.
+  uint64_t code(const std::string& name, const std::string& qualname, int first) {
+    const uint64_t c = mem.alloc(l.code_adaptive + 16);
+    mem.put64(c + l.object_type, code_type);
+    mem.put64(c + l.code_name, str(name));
+    mem.put64(c + l.code_qualname, str(qualname));
+    mem.put64(c + l.code_filename, str("/srv/app.py"));
+    mem.put(c + l.code_firstlineno, static_cast<uint32_t>(first), 4);
+    // 0x80 | code 13 (no column) << 3 | length-1; signed varint line delta (2 * delta).
+    mem.put64(c + l.code_linetable, bytes({0x80 | (13 << 3) | 3, 2, 0x80 | (13 << 3) | 3, 4}));
+    return c;
+  }
+  uint64_t frame(uint64_t code, int unit, uint64_t previous, bool entry) {
+    const uint64_t f = mem.alloc(80);
+    mem.put64(f + l.frame_code, code);
+    mem.put64(f + l.frame_prev_instr, code + l.code_adaptive + 2 * static_cast<int64_t>(unit));
+    mem.put64(f + l.frame_previous, previous);
+    mem.put(f + l.frame_is_entry, entry ? 1 : 0, 1);
+    return f;
+  }
+  /// One interpreter whose threads are `tids`, each with current frame `frames[i]`.
+  void threads(const std::vector<std::pair<int64_t, uint64_t>>& tids) {
+    const uint64_t interp = mem.alloc(0x100);
+    mem.put64(runtime + l.runtime_interpreters_head, interp);
+    uint64_t prev = 0;
+    for (const auto& [tid, frame] : tids) {
+      const uint64_t ts = mem.alloc(0x200), cf = mem.alloc(0x20);
+      mem.put64(ts + l.tstate_native_thread_id, static_cast<uint64_t>(tid));
+      mem.put64(ts + l.tstate_cframe, cf);
+      mem.put64(cf + l.cframe_current_frame, frame);
+      if (prev) mem.put64(prev + l.tstate_next, ts);
+      else mem.put64(interp + l.interp_threads_head, ts);
+      prev = ts;
+    }
+  }
+  PythonTarget target() const {
+    PythonTarget t;
+    t.runtime_addr = runtime;
+    t.layout = l;
+    return t;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("python: a thread's frame chain, names, entry frames and lines", "[python]") {
+  FakePython py;
+  const uint64_t outer = py.code("<module>", "<module>", 1);
+  const uint64_t mid = py.code("run", "Worker.run", 10);
+  const uint64_t leaf = py.code("<lambda>", "Worker.run.<locals>.<lambda>", 20);
+  const uint64_t f3 = py.frame(outer, -1, 0, true);  // before its first instruction: co_firstlineno
+  const uint64_t f2 = py.frame(mid, 5, f3, false);
+  const uint64_t f1 = py.frame(leaf, 2, f2, true);
+  py.threads({{4242, f1}, {4243, 0}});
+  auto r = read_python_threads(py.mem, py.target());
+  REQUIRE(r.ok());
+  REQUIRE(r.value().size() == 2);
+  const PythonThread& t = r.value()[0];
+  CHECK(t.tid == 4242);
+  CHECK(t.problem.empty());
+  REQUIRE(t.frames.size() == 3);
+  CHECK(t.frames[0].function == "<lambda>");
+  CHECK(t.frames[0].qualname == "Worker.run.<locals>.<lambda>");
+  CHECK(t.frames[0].file == "/srv/app.py");
+  CHECK(t.frames[0].line == 21);
+  CHECK(t.frames[0].is_entry);
+  CHECK(t.frames[1].line == 13);
+  CHECK_FALSE(t.frames[1].is_entry);
+  CHECK(t.frames[2].line == 1);
+  CHECK(t.frames[2].frame_addr == f3);
+  CHECK(t.frames[2].code_addr == outer);
+  CHECK(r.value()[1].tid == 4243);
+  CHECK(r.value()[1].frames.empty());
+}
+
+TEST_CASE("python: hostile memory ends chains with a named problem", "[python]") {
+  SECTION("a frame cycle") {
+    FakePython py;
+    const uint64_t c = py.code("f", "f", 1);
+    const uint64_t a = py.frame(c, 0, 0, false);
+    const uint64_t b = py.frame(c, 0, a, false);
+    py.mem.put64(a + py.l.frame_previous, b);
+    py.threads({{1, b}});
+    auto r = read_python_threads(py.mem, py.target());
+    REQUIRE(r.ok());
+    CHECK(r.value()[0].frames.size() == 2);
+    CHECK_THAT(r.value()[0].problem, Catch::Contains("cycle"));
+  }
+  SECTION("a thread-state cycle and an interpreter cycle are each walked once") {
+    FakePython py;
+    py.threads({{7, 0}});
+    const uint64_t interp = [&] {
+      uint64_t v = 0;
+      REQUIRE(py.mem.read(py.runtime + py.l.runtime_interpreters_head, &v, 8));
+      return v;
+    }();
+    uint64_t ts = 0;
+    REQUIRE(py.mem.read(interp + py.l.interp_threads_head, &ts, 8));
+    py.mem.put64(ts + py.l.tstate_next, ts);
+    py.mem.put64(interp + py.l.interp_next, interp);
+    auto r = read_python_threads(py.mem, py.target());
+    REQUIRE(r.ok());
+    CHECK(r.value().size() == 1);
+  }
+  SECTION("a pointer to something that is not a code object") {
+    FakePython py;
+    const uint64_t bogus = py.mem.alloc(0x100);
+    py.mem.put64(bogus + py.l.object_type, py.int_type);
+    const uint64_t outer = py.frame(bogus, 0, 0, true);
+    const uint64_t inner = py.frame(py.code("g", "g", 5), 0, outer, false);
+    py.threads({{1, inner}});
+    auto r = read_python_threads(py.mem, py.target());
+    REQUIRE(r.ok());
+    REQUIRE(r.value()[0].frames.size() == 1);
+    CHECK(r.value()[0].frames[0].function == "g");
+    CHECK_THAT(r.value()[0].problem, Catch::Contains("is not a code object"));
+  }
+  SECTION("unreadable and unaligned frames") {
+    FakePython py;
+    const uint64_t inner = py.frame(py.code("g", "g", 5), 0, 0xdead0000, false);
+    py.threads({{1, inner}, {2, inner + 1}});
+    auto r = read_python_threads(py.mem, py.target());
+    REQUIRE(r.ok());
+    CHECK(r.value()[0].frames.size() == 1);
+    CHECK_THAT(r.value()[0].problem, Catch::Contains("0xdead0000 unreadable"));
+    CHECK(r.value()[1].frames.empty());
+    CHECK_THAT(r.value()[1].problem, Catch::Contains("not aligned"));
+  }
+  SECTION("a string longer than the limit is cut, a line table larger than the limit refused") {
+    FakePython py;
+    const uint64_t c = py.code(std::string(100, 'x'), "q", 1);
+    const uint64_t c2 = py.code("h", "h", 1);
+    uint64_t table = 0;
+    REQUIRE(py.mem.read(c2 + py.l.code_linetable, &table, 8));
+    py.mem.put64(table + py.l.bytes_size, uint64_t{1} << 40);
+    const uint64_t outer = py.frame(c2, 0, 0, true);
+    py.threads({{1, py.frame(c, 0, outer, false)}});
+    PythonLimits lim;
+    lim.max_string_bytes = 8;
+    auto r = read_python_threads(py.mem, py.target(), lim);
+    REQUIRE(r.ok());
+    REQUIRE(r.value()[0].frames.size() == 1);
+    CHECK(r.value()[0].frames[0].function == "xxxxxxxx...");
+    CHECK_THAT(r.value()[0].problem, Catch::Contains("is not a readable bytes object"));
+  }
+  SECTION("the frame limit") {
+    FakePython py;
+    const uint64_t c = py.code("r", "r", 1);
+    uint64_t f = 0;
+    for (int i = 0; i < 100; i++) f = py.frame(c, 0, f, false);
+    py.threads({{1, f}});
+    PythonLimits lim;
+    lim.max_frames = 10;
+    auto r = read_python_threads(py.mem, py.target(), lim);
+    REQUIRE(r.ok());
+    CHECK(r.value()[0].frames.size() == 10);
+    CHECK_THAT(r.value()[0].problem, Catch::Contains("more than 10 Python frames"));
+  }
+  SECTION("the frame budget over all threads (thread states sharing one chain)") {
+    FakePython py;
+    const uint64_t c = py.code("r", "r", 1);
+    uint64_t f = 0;
+    for (int i = 0; i < 100; i++) f = py.frame(c, 0, f, false);
+    py.threads({{1, f}, {2, f}, {3, f}});
+    PythonLimits lim;
+    lim.max_total_frames = 150;
+    auto r = read_python_threads(py.mem, py.target(), lim);
+    REQUIRE(r.ok());
+    REQUIRE(r.value().size() == 3);
+    CHECK(r.value()[0].frames.size() == 100);
+    CHECK(r.value()[0].problem.empty());
+    CHECK(r.value()[1].frames.size() == 50);
+    CHECK_THAT(r.value()[1].problem, Catch::Contains("budget of 150 Python frames"));
+    CHECK(r.value()[2].frames.empty());
+  }
+  SECTION("an unreadable _PyRuntime is an error naming its address") {
+    FakePython py;
+    PythonTarget t = py.target();
+    t.runtime_addr = 0x40;
+    auto r = read_python_threads(py.mem, t);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == SPROV_ERR_MEMORY_UNREADABLE);
+    CHECK_THAT(r.error().message, Catch::Contains("0x40"));
+  }
+}
+
+TEST_CASE("python: 3.11 location tables give CPython's own lines (co_positions)", "[python]") {
+  require_debian_python();
+  // Every code object of a source with long jumps backwards and forwards, no-location entries
+  // (the implicit return of a generator), long lines and big line deltas.
+  const char* script = R"PY(
+import types
+src = '''
+def f(a):
+    x = [i * 2 for i in range(a)
+         if i % 3]
+    try:
+        y = {k: v for k, v in zip(x, x)}
+    except Exception:
+        pass
+    finally:
+        z = 1
+''' + "\n" * 300 + '''
+    return (a +
+            1)
+class C:
+    def g(self):
+        yield from (lambda: (yield 1))()
+async def h():
+    async with x as y:
+        await y
+'''
+def walk(co):
+    yield co
+    for c in co.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from walk(c)
+for co in walk(compile(src, "t.py", "exec")):
+    lines = [p[0] if p[0] is not None else 0 for p in co.co_positions()]
+    assert len(lines) == len(co.co_code) // 2
+    print(co.co_firstlineno, co.co_linetable.hex(), " ".join(map(str, lines)))
+)PY";
+  char path[] = "/tmp/sprov-linetable-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, script, strlen(script)) == static_cast<ssize_t>(strlen(script)));
+  close(fd);
+  const std::string out = run(std::string(kPython) + " " + path);
+  unlink(path);
+  std::istringstream in(out);
+  std::string line;
+  int codes = 0, units = 0;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    int first = 0;
+    std::string hex;
+    ls >> first >> hex;
+    std::vector<uint8_t> table;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) table.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    uint32_t want;
+    for (int64_t unit = 0; ls >> want; unit++) {
+      INFO("code object with co_firstlineno " << first << ", unit " << unit);
+      CHECK(python311_addr2line(table.data(), table.size(), first, unit) == want);
+      units++;
+    }
+    CHECK(python311_addr2line(table.data(), table.size(), first, -1) == static_cast<uint32_t>(first));
+    codes++;
+  }
+  CHECK(codes >= 6);
+  CHECK(units > 100);
+  // Truncated tables stop cleanly.
+  const uint8_t cut[] = {0x80 | (14 << 3), 0x80};
+  CHECK(python311_addr2line(cut, sizeof(cut), 5, 0) == 0);
+}
+
+TEST_CASE("python: the 3.11 layout table and the DWARF reader agree with gdb", "[python]") {
+  require_debian_python();
+  struct Field {
+    const char* expr;
+    uint32_t PythonLayout::*member;
+  };
+  const Field fields[] = {
+      {"&((struct pyruntimestate*)0)->interpreters.head", &PythonLayout::runtime_interpreters_head},
+      {"&((struct _is*)0)->next", &PythonLayout::interp_next},
+      {"&((struct _is*)0)->threads.head", &PythonLayout::interp_threads_head},
+      {"&((struct _ts*)0)->next", &PythonLayout::tstate_next},
+      {"&((struct _ts*)0)->native_thread_id", &PythonLayout::tstate_native_thread_id},
+      {"&((struct _ts*)0)->cframe", &PythonLayout::tstate_cframe},
+      {"&((struct _PyCFrame*)0)->current_frame", &PythonLayout::cframe_current_frame},
+      {"&((struct _PyInterpreterFrame*)0)->f_code", &PythonLayout::frame_code},
+      {"&((struct _PyInterpreterFrame*)0)->previous", &PythonLayout::frame_previous},
+      {"&((struct _PyInterpreterFrame*)0)->prev_instr", &PythonLayout::frame_prev_instr},
+      {"&((struct _PyInterpreterFrame*)0)->is_entry", &PythonLayout::frame_is_entry},
+      {"&((struct _PyInterpreterFrame*)0)->owner", &PythonLayout::frame_owner},
+      {"&((PyObject*)0)->ob_type", &PythonLayout::object_type},
+      {"&((PyTypeObject*)0)->tp_name", &PythonLayout::type_name},
+      {"&((PyCodeObject*)0)->co_firstlineno", &PythonLayout::code_firstlineno},
+      {"&((PyCodeObject*)0)->co_filename", &PythonLayout::code_filename},
+      {"&((PyCodeObject*)0)->co_name", &PythonLayout::code_name},
+      {"&((PyCodeObject*)0)->co_qualname", &PythonLayout::code_qualname},
+      {"&((PyCodeObject*)0)->co_linetable", &PythonLayout::code_linetable},
+      {"&((PyCodeObject*)0)->co_code_adaptive", &PythonLayout::code_adaptive},
+      {"&((PyASCIIObject*)0)->length", &PythonLayout::unicode_length},
+      {"&((PyASCIIObject*)0)->state", &PythonLayout::unicode_state},
+      {"sizeof(PyASCIIObject)", &PythonLayout::unicode_ascii_data},
+      {"sizeof(PyCompactUnicodeObject)", &PythonLayout::unicode_compact_data},
+      {"&((PyVarObject*)0)->ob_size", &PythonLayout::bytes_size},
+      {"&((PyBytesObject*)0)->ob_sval", &PythonLayout::bytes_data},
+  };
+  std::string cmd = "gdb -batch -nx";
+  for (const Field& f : fields) cmd += std::string(" -ex 'print/d (long)") + f.expr + "'";
+  cmd += std::string(" ") + kPython + " 2>&1";
+  const std::string out = run(cmd);
+  std::vector<uint32_t> gdb;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned n;
+    unsigned long v;
+    if (std::sscanf(line.c_str(), "$%u = %lu", &n, &v) == 2) gdb.push_back(static_cast<uint32_t>(v));
+  }
+  INFO("gdb printed:\n" << out);
+  REQUIRE(gdb.size() == std::size(fields));
+  auto dwarf = python311_layout_from_dwarf(debian_debug_file());
+  REQUIRE(dwarf.ok());
+  for (size_t i = 0; i < std::size(fields); i++) {
+    INFO(fields[i].expr);
+    CHECK(python311_layout().*fields[i].member == gdb[i]);
+    CHECK(dwarf.value().*fields[i].member == gdb[i]);
+  }
+  CHECK(dwarf.value() == python311_layout());
+  CHECK(known_python_build(kDebianBuildId) != nullptr);
+}
+
+TEST_CASE("python: the interpreter in Debian's python3.11 and what is not one", "[python]") {
+  require_debian_python();
+  auto img = elf::ElfImage::open(kPython);
+  REQUIRE(img.ok());
+  auto debug = elf::ElfImage::open(debian_debug_file());
+  REQUIRE(debug.ok());
+  const elf::ElfImage& image = *img.value();
+  auto read_file = [&](uint64_t vaddr, void* buf, size_t len) {
+    for (const auto& ph : image.program_headers())
+      if (ph.type == 1 /* PT_LOAD */ && vaddr >= ph.vaddr && vaddr + len <= ph.vaddr + ph.filesz) {
+        std::memcpy(buf, image.file_data() + ph.offset + (vaddr - ph.vaddr), len);
+        return true;
+      }
+    return false;
+  };
+  const std::string id = python_build_id();
+  auto t = find_python(image, 0x1000, id, read_file, debug.value().get());
+  REQUIRE(t.ok());
+  REQUIRE(t.value().has_value());
+  // readelf is the peer for the symbol values.
+  auto value_of = [](const std::string& file, const std::string& sym) {
+    const std::string out = run("readelf -sW " + file + " 2>/dev/null | awk '$8 == \"" + sym + "\" {print $2, $3; exit}' 2>/dev/null");
+    unsigned long long v = 0, size = 0;
+    std::sscanf(out.c_str(), "%llx %llu", &v, &size);
+    return std::make_pair(v, size);
+  };
+  const auto runtime = value_of(std::string("--dyn-syms ") + kPython, "_PyRuntime");
+  const auto eval = value_of(std::string("--dyn-syms ") + kPython, "_PyEval_EvalFrameDefault");
+  const auto cold = value_of(debian_debug_file(), "_PyEval_EvalFrameDefault.cold");
+  CHECK(t.value()->runtime_addr == runtime.first + 0x1000);
+  REQUIRE(t.value()->eval.size() == 2);
+  CHECK(t.value()->eval[0].start == eval.first + 0x1000);
+  CHECK(t.value()->eval[0].end == eval.first + eval.second + 0x1000);
+  CHECK(t.value()->eval[1].start == cold.first + 0x1000);
+  CHECK(t.value()->eval[1].end == cold.first + cold.second + 0x1000);
+  CHECK(t.value()->version_hex >> 16 == 0x030b);
+  // Debian 12's build is in the table; another build's layout comes from its debug file.
+  CHECK_THAT(t.value()->description,
+             Catch::Contains(known_python_build(id) != nullptr ? "layout table" : "layout from DWARF"));
+  CHECK(t.value()->layout == python311_layout());
+  // Not an interpreter: no _PyRuntime.
+  auto ls = elf::ElfImage::open("/bin/ls");
+  REQUIRE(ls.ok());
+  auto none = find_python(*ls.value(), 0, "", read_file, nullptr);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none.value().has_value());
+}
