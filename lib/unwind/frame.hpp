@@ -22,6 +22,7 @@ enum class Method : uint8_t {
   kBadPcReturn = SPROV_METHOD_BAD_PC_RETURN,
   kCfiBundle = SPROV_METHOD_CFI_BUNDLE,
   kCallchain = SPROV_METHOD_CALLCHAIN,
+  kTrampoline = SPROV_METHOD_TRAMPOLINE,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.
