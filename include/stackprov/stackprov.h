@@ -105,7 +105,9 @@ enum sprov_method {
   SPROV_METHOD_SIGNAL = 6,           /* registers restored from a signal frame */
   SPROV_METHOD_CFI_PDATA = 7,        /* PE .pdata/.xdata (reserved) */
   SPROV_METHOD_COMPACT_UNWIND = 8,   /* Mach-O __unwind_info (reserved) */
-  SPROV_METHOD_TRAMPOLINE = 9,       /* return-address trampoline (reserved) */
+  SPROV_METHOD_TRAMPOLINE = 9,       /* the return address read was a trampoline's (a uretprobe's
+                                        `[uprobes]` page); the real one came from a shadow-stack
+                                        record (sprov_raw_input.shadow, stackprov/fast.h) */
   SPROV_METHOD_PROLOGUE = 10,        /* prologue analysis (mips32) */
   SPROV_METHOD_BAD_PC_RETURN = 11,   /* caller of a frame whose pc is 0 or in no module (a call
                                         through a bad pointer): the return address the call left,
@@ -422,6 +424,10 @@ enum sprov_frame_flags {
      by a later rung (signal trampoline, frame pointer, ...); if none worked the walk stopped
      here with SPROV_STOP_NO_UNWIND_INFO. */
   SPROV_FRAME_CFI_NOT_IN_BUNDLE = 1u << 0,
+  /* pc is a return address (every caller frame except one restored from a signal frame):
+     symbolize and look up unwind info at pc - 1. Clear for frame 0 of an interrupted
+     context and for frames restored from a signal frame (exact pcs). */
+  SPROV_FRAME_RETURN_ADDRESS = 1u << 1,
 };
 
 SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);
@@ -644,6 +650,7 @@ SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index,
 #endif
 
 #include "stackprov/perf.h"
+#include "stackprov/fast.h"
 #include "stackprov/symbol_bundle.h"
 
 #endif /* STACKPROV_STACKPROV_H */

@@ -98,7 +98,8 @@ struct sprov_unwinder {
   stackprov::unwind::RuleCache cache;
   stackprov::unwind::ModuleTable table;
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> table_modules;
-  stackprov::unwind::WalkResult scratch;
+  stackprov::unwind::WalkResult scratch;  ///< capacity reserved to opts.max_frames at creation
+  uint64_t stack_lo = 0, stack_hi = 0;     ///< sprov_unwinder_set_stack
   uint64_t frames = 0;
   uint64_t walks = 0;
 };
@@ -222,5 +223,19 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                                                              const memory::Snapshot* snap,
                                                              const memory::SnapshotModule& m,
                                                              const std::string& module_root);
+
+/// The public description of a module (strings owned by `m`).
+struct sprov_module_info module_info(const memory::SnapshotModule& m);
+
+/// Checks that `snap` can be unwound and makes `uw`'s module table match its
+/// module list (loads modules when the list changed). 0 or the failure's code.
+int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap);
+
+/// acquire_module, refused (SPROV_ERR_ARCH_MISMATCH, "is arm64 little-endian, the target is …")
+/// when the module's architecture or byte order is not the target's: the modules an unwinder uses.
+Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_context* ctx, const memory::Snapshot* snap,
+                                                                    const memory::SnapshotModule& m,
+                                                                    const std::string& module_root, Arch arch,
+                                                                    Endian endian);
 
 }  // namespace stackprov::capi

@@ -13,21 +13,9 @@
 #include "memory/live_readers.hpp"
 #include "memory/module_list.hpp"
 
-// The host's traits for in-process capture (the only place that selects them).
-#if defined(__aarch64__)
-#include "arch/arm64/registers.hpp"
-using HostCaptureTraits = stackprov::arch::arm64::Traits;
-#elif defined(__mips__) && defined(_ABIO32) && _MIPS_SIM == _ABIO32
-#include "arch/mips32/registers.hpp"
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-using HostCaptureTraits = stackprov::arch::mips32::TraitsBE;
-#else
-using HostCaptureTraits = stackprov::arch::mips32::TraitsLE;
-#endif
-#else
-#include "arch/x86_64/registers.hpp"
-using HostCaptureTraits = stackprov::arch::x86_64::Traits;
-#endif
+// The host's traits for in-process capture: arch/host.hpp (the only place that selects them).
+#include "arch/host.hpp"
+using HostCaptureTraits = stackprov::arch::HostTraits;
 
 using namespace stackprov;
 using namespace stackprov::capi;
@@ -174,6 +162,23 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
   });
 }
 
+namespace stackprov::capi {
+
+struct sprov_module_info module_info(const memory::SnapshotModule& m) {
+  struct sprov_module_info info = {};
+  info.sz = sizeof(info);
+  info.start = m.start;
+  info.end = m.end;
+  info.file_offset = m.file_offset;
+  info.load_bias = m.load_bias;
+  info.path = m.path.c_str();
+  info.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
+  info.build_id_len = m.build_id.len;
+  return info;
+}
+
+}  // namespace stackprov::capi
+
 extern "C" {
 
 SPROV_API int sprov_snapshot_new(int arch, int endian, sprov_snapshot** out) {
@@ -297,17 +302,7 @@ SPROV_API int sprov_snapshot_module(const sprov_snapshot* snap, size_t index, st
   if (index >= snap->snap.modules.size())
     return fail(make_error(SPROV_ERR_INVALID_ARG, "module index %zu out of range (%zu modules)", index,
                            snap->snap.modules.size()));
-  const memory::SnapshotModule& m = snap->snap.modules[index];
-  struct sprov_module_info info = {};
-  info.sz = sizeof(info);
-  info.start = m.start;
-  info.end = m.end;
-  info.file_offset = m.file_offset;
-  info.load_bias = m.load_bias;
-  info.path = m.path.c_str();
-  info.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
-  info.build_id_len = m.build_id.len;
-  return fill_out(out, info, "sprov_module_info");
+  return fill_out(out, module_info(snap->snap.modules[index]), "sprov_module_info");
 }
 
 SPROV_API int sprov_snapshot_serialize(const sprov_snapshot* snap, void** out, size_t* out_len) {

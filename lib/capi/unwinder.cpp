@@ -2,6 +2,7 @@
 // C ABI: sprov_unwinder (rule cache, module table) and sprov_stack (the unwound frames).
 #include "capi/internal.hpp"
 #include "memory/recording_reader.hpp"
+#include "unwind/arch_dispatch.hpp"
 
 using namespace stackprov;
 using namespace stackprov::capi;
@@ -23,20 +24,13 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
     slot.bias = m.load_bias;
     slot.snapshot_index = static_cast<int32_t>(i);
     std::shared_ptr<unwind::LoadedModule> mod;
-    auto r = acquire_module(uw->ctx, &s, m, s.module_root);
-    // Same architecture and, for mips32 (one e_machine for both), the same byte order.
-    // A bundle-backed module has no file to tell: its build-id matched the snapshot's.
-    const bool same_endian = r.ok() && r.value()->big_endian() == (s.endian == Endian::kBig);
-    if (r.ok() && (r.value()->bundle() != nullptr || (r.value()->arch() == s.arch && same_endian))) {
+    auto r = acquire_unwind_module(uw->ctx, &s, m, s.module_root, s.arch, s.endian);
+    if (r.ok()) {
       mod = r.value();
       slot.module = mod.get();
-    } else if (r.ok()) {
-      uw->ctx->ctx.log(SPROV_LOG_WARN, "module %s is %s %s-endian, snapshot is %s %s-endian: not used",
-                       m.path.c_str(), arch_name(r.value()->arch()),
-                       r.value()->big_endian() ? "big" : "little", arch_name(s.arch),
-                       s.endian == Endian::kBig ? "big" : "little");
     } else {
-      uw->ctx->ctx.log(SPROV_LOG_INFO, "module %s: %s", m.path.c_str(), r.error().message.c_str());
+      uw->ctx->ctx.log(r.error().code == SPROV_ERR_ARCH_MISMATCH ? SPROV_LOG_WARN : SPROV_LOG_INFO, "module %s: %s",
+                       m.path.c_str(), r.error().message.c_str());
     }
     uw->table.add(slot, std::move(mod));
   }
@@ -45,6 +39,35 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
 }
 
 }  // namespace
+
+namespace stackprov::capi {
+
+Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_context* ctx, const memory::Snapshot* snap,
+                                                                    const memory::SnapshotModule& m,
+                                                                    const std::string& module_root, Arch arch,
+                                                                    Endian endian) {
+  auto r = acquire_module(ctx, snap, m, module_root);
+  if (!r.ok()) return r;
+  // Same architecture and, for mips32 (one e_machine for both), the same byte order.
+  // A bundle-backed module has no file to tell: its build-id matched the snapshot's.
+  const unwind::LoadedModule& mod = *r.value();
+  if (mod.bundle() != nullptr || (mod.arch() == arch && mod.big_endian() == (endian == Endian::kBig))) return r;
+  return make_error(SPROV_ERR_ARCH_MISMATCH, "is %s %s-endian, the target is %s %s-endian: not used",
+                    arch_name(mod.arch()), mod.big_endian() ? "big" : "little", arch_name(arch),
+                    endian == Endian::kBig ? "big" : "little");
+}
+
+int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap) {
+  const memory::Snapshot& s = snap->snap;
+  if (!unwind::unwinds_arch(s.arch))
+    return fail(make_error(SPROV_ERR_UNSUPPORTED, "unwinding %s snapshots is not implemented", arch_name(s.arch)));
+  if (s.arch != Arch::kMips32 && s.endian != Endian::kLittle)
+    return fail(make_error(SPROV_ERR_UNSUPPORTED, "%s snapshots are little-endian only", arch_name(s.arch)));
+  build_table(uw, s, snap->modules_key());
+  return 0;
+}
+
+}  // namespace stackprov::capi
 
 extern "C" {
 
@@ -75,6 +98,7 @@ SPROV_API int sprov_unwinder_new(sprov_context* ctx, const struct sprov_unwinder
     uw->opts.use_debug_frame = !(flags & SPROV_UNWIND_NO_DEBUG_FRAME);
     uw->opts.allow_scan = (flags & SPROV_UNWIND_ALLOW_SCAN) != 0;
     uw->opts.scan_words = scan_words ? scan_words : 64;
+    uw->scratch.frames.reserve(uw->opts.max_frames);  // walks never allocate (stackprov/fast.h)
     *out = uw;
     return 0;
   });
@@ -87,13 +111,8 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     if (uw == nullptr || snap == nullptr || out == nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_unwind: NULL argument"));
     *out = nullptr;
+    if (int e = prepare_snapshot_walk(uw, snap)) return e;
     const memory::Snapshot& s = snap->snap;
-    if (s.arch != Arch::kX86_64 && s.arch != Arch::kArm64 && s.arch != Arch::kMips32)
-      return fail(make_error(SPROV_ERR_UNSUPPORTED, "unwinding %s snapshots is not implemented",
-                             arch_name(s.arch)));
-    if (s.arch != Arch::kMips32 && s.endian != Endian::kLittle)
-      return fail(make_error(SPROV_ERR_UNSUPPORTED, "%s snapshots are little-endian only", arch_name(s.arch)));
-    build_table(uw, s, snap->modules_key());
     unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
     auto* st = new sprov_stack();
     st->frames = uw->scratch.frames;
@@ -133,7 +152,7 @@ SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct s
   fr.cfa = f.cfa;
   fr.method = static_cast<int32_t>(f.method);
   fr.module_index = f.module_index;
-  fr.flags = f.flags;
+  fr.flags = f.flags | (f.lookup_prev ? static_cast<uint32_t>(SPROV_FRAME_RETURN_ADDRESS) : 0u);
   if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules->size()) {
     const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     fr.module_offset = f.pc - m.load_bias;
@@ -174,20 +193,10 @@ void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryRe
   sprov_unwinder uw;
   uw.ctx = ctx;
   uw.opts.max_frames = 1024;
-  switch (snap.arch) {
-    case Arch::kX86_64:
-      build_table(&uw, snap, snap.module_list_hash());
-      return prewalk_arch<arch::x86_64::Traits>(uw, snap, live);
-    case Arch::kArm64:
-      build_table(&uw, snap, snap.module_list_hash());
-      return prewalk_arch<arch::arm64::Traits>(uw, snap, live);
-    case Arch::kMips32:
-      build_table(&uw, snap, snap.module_list_hash());
-      if (snap.endian == Endian::kBig) return prewalk_arch<arch::mips32::TraitsBE>(uw, snap, live);
-      return prewalk_arch<arch::mips32::TraitsLE>(uw, snap, live);
-    default:
-      return;
-  }
+  unwind::with_arch_traits(snap.arch, snap.endian, [&](auto traits) {
+    build_table(&uw, snap, snap.module_list_hash());
+    prewalk_arch<typename decltype(traits)::type>(uw, snap, live);
+  });
 }
 
 }  // namespace stackprov::capi

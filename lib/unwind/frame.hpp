@@ -22,6 +22,7 @@ enum class Method : uint8_t {
   kBadPcReturn = SPROV_METHOD_BAD_PC_RETURN,
   kCfiBundle = SPROV_METHOD_CFI_BUNDLE,
   kCallchain = SPROV_METHOD_CALLCHAIN,
+  kTrampoline = SPROV_METHOD_TRAMPOLINE,
   kRuntime = SPROV_METHOD_RUNTIME,
 };
 

@@ -2,6 +2,8 @@
 // Dispatch from a snapshot's architecture to the templated unwinder.
 #include "unwind/walk.hpp"
 
+#include "unwind/arch_dispatch.hpp"
+
 namespace stackprov::unwind {
 
 namespace {
@@ -21,23 +23,12 @@ void walk_arch(const memory::Snapshot& snap, const ModuleTable& modules, RuleCac
 
 void walk_snapshot(const memory::Snapshot& snap, const ModuleTable& modules, RuleCache& cache,
                    const WalkOptions& opts, WalkResult* out) {
-  switch (snap.arch) {
-    case Arch::kX86_64:
-      walk_arch<arch::x86_64::Traits>(snap, modules, cache, opts, out);
-      return;
-    case Arch::kArm64:
-      walk_arch<arch::arm64::Traits>(snap, modules, cache, opts, out);
-      return;
-    case Arch::kMips32:
-      if (snap.endian == Endian::kBig)
-        walk_arch<arch::mips32::TraitsBE>(snap, modules, cache, opts, out);
-      else
-        walk_arch<arch::mips32::TraitsLE>(snap, modules, cache, opts, out);
-      return;
-    default:
-      out->frames.clear();
-      out->stop = StopReason::kArchMismatch;
-      return;
+  const bool known = with_arch_traits(snap.arch, snap.endian, [&](auto traits) {
+    walk_arch<typename decltype(traits)::type>(snap, modules, cache, opts, out);
+  });
+  if (!known) {
+    out->frames.clear();
+    out->stop = StopReason::kArchMismatch;
   }
 }
 

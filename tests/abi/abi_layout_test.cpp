@@ -152,6 +152,47 @@ CHECK_OFF(sprov_bundle_frame, line, 16);
 CHECK_OFF(sprov_bundle_frame, column, 20);
 CHECK_SIZE(sprov_bundle_chain, 16);
 CHECK_OFF(sprov_bundle_chain, frames, 8);
+// The fast path (stackprov/fast.h). sprov_raw_frame is an array element with a fixed layout.
+CHECK_SIZE(sprov_raw_frame, 48);
+CHECK_OFF(sprov_raw_frame, sp, 8);
+CHECK_OFF(sprov_raw_frame, cfa, 16);
+CHECK_OFF(sprov_raw_frame, module_offset, 24);
+CHECK_OFF(sprov_raw_frame, module_index, 32);
+CHECK_OFF(sprov_raw_frame, method, 36);
+CHECK_OFF(sprov_raw_frame, flags, 40);
+CHECK_SIZE(sprov_unwind_buf, 56);
+CHECK_OFF(sprov_unwind_buf, frames, 8);
+CHECK_OFF(sprov_unwind_buf, pcs, 16);
+CHECK_OFF(sprov_unwind_buf, capacity, 24);
+CHECK_OFF(sprov_unwind_buf, frame_sz, 28);
+CHECK_OFF(sprov_unwind_buf, count, 32);
+CHECK_OFF(sprov_unwind_buf, stop_reason, 36);
+CHECK_OFF(sprov_unwind_buf, generation, 40);
+CHECK_OFF(sprov_unwind_buf, repaired, 48);
+CHECK_SIZE(sprov_address_space_opts, 40);
+CHECK_OFF(sprov_address_space_opts, pid, 8);
+CHECK_OFF(sprov_address_space_opts, flags, 16);
+CHECK_OFF(sprov_address_space_opts, arch, 20);
+CHECK_OFF(sprov_address_space_opts, endian, 24);
+CHECK_OFF(sprov_address_space_opts, root, 32);
+CHECK_SIZE(sprov_mapping, 56);
+CHECK_OFF(sprov_mapping, path, 32);
+CHECK_OFF(sprov_mapping, build_id, 40);
+CHECK_OFF(sprov_mapping, build_id_len, 48);
+CHECK_OFF(sprov_mapping, prot, 52);
+CHECK_SIZE(sprov_shadow_entry, 16);
+CHECK_OFF(sprov_shadow_entry, slot, 8);
+CHECK_SIZE(sprov_raw_input, 80);
+CHECK_OFF(sprov_raw_input, regs_format, 8);
+CHECK_OFF(sprov_raw_input, flags, 12);
+CHECK_OFF(sprov_raw_input, regs, 16);
+CHECK_OFF(sprov_raw_input, regs_len, 24);
+CHECK_OFF(sprov_raw_input, regs_mask, 32);
+CHECK_OFF(sprov_raw_input, stack_addr, 40);
+CHECK_OFF(sprov_raw_input, stack, 48);
+CHECK_OFF(sprov_raw_input, stack_len, 56);
+CHECK_OFF(sprov_raw_input, shadow, 64);
+CHECK_OFF(sprov_raw_input, shadow_count, 72);
 #endif
 
 // Enum values are part of the ABI too.
@@ -165,5 +206,7 @@ static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == 1 && SPROV_BUNDLE_ID_PDB_GUID_AGE 
 static_assert(SPROV_SYMBOLIZE_LLVM_COMPAT == 4 && SPROV_SYMBOLIZE_NO_INLINES == 8, "symbolize flags changed");
 static_assert(SPROV_PROCESS_CORE_TRUNCATED == 1 && SPROV_PROCESS_BUILD_ID_MISMATCH == 2, "process flags changed");
 static_assert(SPROV_ARCH_X86_64 == 1 && SPROV_ARCH_ARM64 == 2 && SPROV_ARCH_MIPS32 == 3, "arch values changed");
+static_assert(SPROV_METHOD_TRAMPOLINE == 9 && SPROV_FRAME_RETURN_ADDRESS == 2, "fast path values changed");
+static_assert(SPROV_REGS_DWARF == 1 && SPROV_REGS_UCONTEXT == 5 && SPROV_AS_LOAD_DEBUG_FRAME == 2, "fast path enums changed");
 
 int main() { return 0; }
