@@ -26,6 +26,7 @@ PKGS=(
   libdwarf-dev
   rustc cargo nodejs
   libsqlite3-dev sqlite3 libpq-dev postgresql
+  libdeflate-dev
   libxml2-utils
   libbpf-dev bpftool bpfcc-tools linux-headers-amd64 heaptrack
 )

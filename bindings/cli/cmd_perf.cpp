@@ -477,6 +477,7 @@ int cmd_perf_import(int argc, char** argv) {
   std::vector<uint32_t> ids;
   std::vector<uint64_t> kips;
   std::string line;
+  std::vector<std::string> name_json;  // JSON of names[id] from "\",\"function\"" to "\"module\":", by id
 #ifdef STACKPROV_HAVE_PPROF
   std::vector<stackprov_cli::PprofMapping> pp_mappings;
   std::map<std::pair<std::string, uint64_t>, uint32_t> pp_mapping_ids;  // (path, start) -> id
@@ -517,30 +518,60 @@ int cmd_perf_import(int argc, char** argv) {
                static_cast<unsigned long long>(s.time), static_cast<long long>(s.pid), static_cast<long long>(s.tid),
                mode_name(s.mode));
       line += head;
-      line += json_escape(s.comm);
+      stackprov_cli::append_json_escaped(&line, s.comm);
       line += "\",\"frames\":[";
     }
     bool first = true;
-    auto json_frame = [&](uint64_t pc, const NameInfo& n, const char* module, uint64_t off, const char* method) {
-      char b[96];
-      snprintf(b, sizeof(b), "%s{\"pc\":\"0x%llx\",\"function\":", first ? "" : ",", static_cast<unsigned long long>(pc));
-      line += b;
-      if (n.known) line += "\"" + json_escape(n.name.c_str()) + "\"";
-      else line += "null";
-      line += ",\"linkage_name\":";
-      if (n.known && !n.linkage.empty()) line += "\"" + json_escape(n.linkage.c_str()) + "\"";
-      else line += "null";
-      if (n.known) {
-        snprintf(b, sizeof(b), ",\"symbol_start\":\"0x%llx\"", static_cast<unsigned long long>(n.start));
-        line += b;
+    auto json_frame = [&](uint64_t pc, uint32_t id, const char* module, uint64_t off, const char* method) {
+      const NameInfo& n = names[id];
+      line += first ? "{\"pc\":\"" : ",{\"pc\":\"";
+      stackprov_cli::append_hex(&line, pc);
+      // The name part of a frame is the same for every frame of the id: built once.
+      if (id >= name_json.size()) name_json.resize(id + 1);
+      std::string& nj = name_json[id];
+      if (nj.empty()) {
+        nj = "\",\"function\":";
+        if (n.known) {
+          nj += '"';
+          stackprov_cli::append_json_escaped(&nj, n.name);
+          nj += '"';
+        } else {
+          nj += "null";
+        }
+        nj += ",\"linkage_name\":";
+        if (n.known && !n.linkage.empty()) {
+          nj += '"';
+          stackprov_cli::append_json_escaped(&nj, n.linkage);
+          nj += '"';
+        } else {
+          nj += "null";
+        }
+        if (n.known) {
+          nj += ",\"symbol_start\":\"";
+          stackprov_cli::append_hex(&nj, n.start);
+          nj += '"';
+        }
+        nj += ",\"module\":";
       }
-      line += ",\"module\":";
-      if (module) line += "\"" + json_escape(module) + "\"";
-      else line += "null";
-      snprintf(b, sizeof(b), ",\"module_offset\":\"0x%llx\",\"method\":\"%s\"", static_cast<unsigned long long>(off), method);
-      line += b;
-      if (n.kernel && !kernel_id.empty()) line += ",\"build_id\":\"" + kernel_id + "\"";
-      line += "}";
+      line += nj;
+      if (module) {
+        line += '"';
+        stackprov_cli::append_json_escaped(&line, module);
+        line += '"';
+      } else {
+        line += "null";
+      }
+      line += ",\"module_offset\":\"";
+      stackprov_cli::append_hex(&line, off);
+      line += "\",\"method\":\"";
+      line += method;
+      line += '"';
+      if (n.kernel && !kernel_id.empty()) {
+        line += ",\"build_id\":\"";
+        line += kernel_id;
+        line += '"';
+      }
+      line += '}';
       first = false;
     };
     // Kernel frames: the callchain's kernel part, or the sampled kernel ip alone.
@@ -555,7 +586,7 @@ int cmd_perf_import(int argc, char** argv) {
 #ifdef STACKPROV_HAVE_PPROF
       if (fmt == Format::kPprof) pp_kernel_location(pcs.back(), id);
 #endif
-      if (fmt == Format::kJson) json_frame(kips[k], names[id], names[id].module.c_str(), kips[k], "kernel");
+      if (fmt == Format::kJson) json_frame(kips[k], id, names[id].module.c_str(), kips[k], "kernel");
     }
     // User frames: unwound from the copied stack, or the recorded callchain / ip as a stack.
     bool trunc = false;
@@ -615,7 +646,7 @@ int cmd_perf_import(int argc, char** argv) {
           }
         }
 #endif
-        if (fmt == Format::kJson) json_frame(fr.pc, names[id], fr.module_path, fr.module_offset, sprov_method_name(fr.method));
+        if (fmt == Format::kJson) json_frame(fr.pc, id, fr.module_path, fr.module_offset, sprov_method_name(fr.method));
       }
       frames_total += n;
       if (s.mode == SPROV_PROFILE_MODE_DWARF && (stop == SPROV_STOP_MEMORY_UNREADABLE || stop == SPROV_STOP_SP_NOT_ADVANCING) &&

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // CLI: `stackprov symbolize` — llvm-symbolizer-compatible addresses → functions, lines and inline chains (LLVM/GNU/JSON).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cinttypes>
 #include <climits>
 #include <cmath>
@@ -348,6 +351,7 @@ class Runner {
     }
     if (rq.kind != Request::Kind::kCode) {
       const std::string what = rq.kind == Request::Kind::kData ? "DATA" : "FRAME";
+      fflush(stdout);  // stderr and stdout in request order
       if (!unsupported_) fprintf(stderr, "stackprov symbolize: %s requests are not supported\n", what.c_str());
       unsupported_ = true;
       if (o_.style == Style::kJson) return json_error(what + " requests are not supported", &rq.addr, module_name(rq));
@@ -358,6 +362,7 @@ class Runner {
     int code = 0;
     std::string err;
     if (!resolve(rq, &frames, &code, &err)) {
+      fflush(stdout);  // stderr and stdout in request order
       if (reported_.insert(rq.module).second) fprintf(stderr, "stackprov symbolize: %s\n", err.c_str());
       failed_ = true;
       if (o_.style == Style::kJson) return json_error(llvm_error_message(code, err), &rq.addr, module_name(rq));
@@ -365,6 +370,7 @@ class Runner {
       return {};
     }
     if (o_.style == Style::kJson) return json_result(rq, frames);
+    if (o_.provenance) fflush(stdout);  // stderr and stdout in request order
     if (o_.provenance)
       fprintf(stderr, "%s: resolver %s, source %s, build-id %s, bundle %s\n", hex(rq.addr).c_str(), resolver_.c_str(),
               source_.c_str(), source_id_.c_str(), bundle_.empty() ? "-" : bundle_.c_str());
@@ -698,19 +704,31 @@ int cmd_symbolize(int argc, char** argv) {
     }
     if (o.style == Style::kJson) json_out("[" + json + "]");
   } else {
-    std::string line;
-    char buf[4096];
-    while (fgets(buf, sizeof(buf), stdin)) {
-      line += buf;
-      if (line.empty() || line.back() != '\n') {
-        if (!feof(stdin)) continue;
-      }
+    // One answer per request, and every answer written before we wait for more input
+    // (callers such as pprof write a request and wait for its answer): input is read in
+    // blocks, and stdout is flushed whenever the requests read so far are answered.
+    static char out_buf[1 << 16];
+    setvbuf(stdout, out_buf, _IOFBF, sizeof(out_buf));
+    std::string pending;
+    std::vector<char> buf(1 << 16);
+    auto answer = [&](std::string line) {
       std::erase_if(line, [](char c) { return c == '\n' || c == '\r'; });  // as llvm-symbolizer
       std::string one = r.handle(line);
       if (o.style == Style::kJson) json_out(one);
-      fflush(stdout);  // one answer per request: callers such as pprof wait for it
-      line.clear();
+    };
+    for (;;) {
+      const ssize_t n = read(STDIN_FILENO, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      pending.append(buf.data(), static_cast<size_t>(n));
+      size_t start = 0;
+      for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
+        answer(pending.substr(start, nl + 1 - start));
+      pending.erase(0, start);
+      fflush(stdout);
     }
+    if (!pending.empty()) answer(std::move(pending));  // a last line without its newline
+    fflush(stdout);
   }
   sprov_symbolizer_free(sym);
   sprov_context_free(ctx);

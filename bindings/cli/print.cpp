@@ -9,27 +9,51 @@
 
 namespace stackprov_cli {
 
+void append_json_escaped(std::string* out, std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    // The run of characters that need no escape, appended at once.
+    size_t j = i;
+    while (j < s.size()) {
+      const unsigned char c = static_cast<unsigned char>(s[j]);
+      if (c < 0x20 || c == '"' || c == '\\') break;
+      j++;
+    }
+    out->append(s.data() + i, j - i);
+    if (j == s.size()) break;
+    const unsigned char c = static_cast<unsigned char>(s[j]);
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\t': *out += "\\t"; break;
+      case '\r': *out += "\\r"; break;
+      default: {
+        char b[8];
+        snprintf(b, sizeof(b), "\\u%04x", c);
+        *out += b;
+      }
+    }
+    i = j + 1;
+  }
+}
+
 std::string json_escape(const char* s) {
   std::string out;
-  if (s == nullptr) return out;
-  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s); *p; p++) {
-    switch (*p) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (*p < 0x20) {
-          char b[8];
-          snprintf(b, sizeof(b), "\\u%04x", *p);
-          out += b;
-        } else {
-          out.push_back(static_cast<char>(*p));
-        }
-    }
-  }
+  if (s != nullptr) append_json_escaped(&out, s);
   return out;
+}
+
+void append_hex(std::string* out, uint64_t v) {
+  static const char* kDigits = "0123456789abcdef";
+  char b[16];
+  int n = 0;
+  do {
+    b[15 - n++] = kDigits[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  out->append("0x", 2);
+  out->append(b + 16 - n, static_cast<size_t>(n));
 }
 
 std::string hex_bytes(const uint8_t* p, size_t n) {

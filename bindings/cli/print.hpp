@@ -2,8 +2,10 @@
 // CLI output helpers: eu-stack-style text and JSON for unwound, symbolized stacks.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "stackprov/stackprov.h"
 
@@ -50,6 +52,10 @@ bool is_signal_trampoline(const sprov_stack* stack, size_t index);
 void print_warnings(FILE* f, const char* text);
 
 std::string json_escape(const char* s);
+/// Appends `s` JSON-escaped (without quotes), as json_escape.
+void append_json_escaped(std::string* out, std::string_view s);
+/// Appends "0x" and `v` in lower-case hex without leading zeros (printf "0x%llx").
+void append_hex(std::string* out, uint64_t v);
 std::string hex_bytes(const uint8_t* p, size_t n);
 
 }  // namespace stackprov_cli

@@ -113,6 +113,11 @@ struct sprov_symbolizer {
   uint32_t last_flags = 0;
   std::string last_build_id;
   std::vector<std::string> last_names;  // display names per frame for last_flags
+  stackprov::BuildId last_build_id_raw;  // what last_build_id is the hex of
+  // The module of the last path given to sprov_symbolizer_addr / _addr_ex (symbolizer_module).
+  std::string path_cached;
+  std::shared_ptr<stackprov::unwind::LoadedModule> path_module;
+  uint64_t path_checked_ns = 0;
 };
 
 namespace stackprov::capi {
@@ -237,5 +242,11 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_contex
                                                                     const memory::SnapshotModule& m,
                                                                     const std::string& module_root, Arch arch,
                                                                     Endian endian);
+
+/// The module of a file path for sprov_symbolizer_addr / _addr_ex: the last path's
+/// module is kept and re-checked (stat, build-id) at most every 100 ms, so that a stream
+/// of addresses of one module costs no system call per address. Errors when the file
+/// cannot be opened or is bundle-backed (no image).
+Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer* sym, const char* module_path);
 
 }  // namespace stackprov::capi

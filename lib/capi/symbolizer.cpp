@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_symbolizer — symbol-table resolution of frames and module addresses.
+#include <time.h>
+
 #include <algorithm>
 
 #include "capi/internal.hpp"
@@ -27,7 +29,38 @@ int fill_symbol(sprov_symbolizer* sym, const std::shared_ptr<elf::ElfImage>& ima
   return fill_out(out, s, "sprov_symbol");
 }
 
+/// How long a symbolizer trusts the module it opened for a path before it checks
+/// the file again (a replaced file is then reopened).
+constexpr uint64_t kModuleRecheckNs = 100'000'000;
+
+uint64_t coarse_now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 }  // namespace
+
+namespace stackprov::capi {
+
+Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer* sym, const char* module_path) {
+  const uint64_t now = coarse_now_ns();
+  if (sym->path_module && sym->path_cached == module_path && now - sym->path_checked_ns < kModuleRecheckNs)
+    return sym->path_module;
+  sym->path_module.reset();
+  memory::SnapshotModule m;
+  m.path = module_path;
+  auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
+  if (!mod.ok()) return std::move(mod).error();
+  if (!mod.value()->has_image())
+    return make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path);
+  sym->path_cached = module_path;
+  sym->path_module = std::move(mod).value();
+  sym->path_checked_ns = now;
+  return sym->path_module;
+}
+
+}  // namespace stackprov::capi
 
 extern "C" {
 
@@ -96,12 +129,8 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_symbolizer_addr: the context is offline and would not open module '%s'",
                              module_path));
-    memory::SnapshotModule m;
-    m.path = module_path;
-    auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
+    auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
-    if (!mod.value()->has_image())
-      return fail(make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path));
     return fill_symbol(sym, mod.value()->image_ptr(), address, address, out);
   });
 }

@@ -103,12 +103,17 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   const symbolize::Resolution& r = sym->last;
   if (!chain(sym).policy().demangle) flags |= SPROV_SYMBOLIZE_NO_DEMANGLE;  // "demangle" not in the policy
   sym->last_flags = flags;
-  sym->last_build_id = r.source_build_id.hex();
-  sym->last_names.clear();
-  for (const auto& f : r.frames) {
+  if (sym->last_build_id.empty() || !(sym->last_build_id_raw == r.source_build_id)) {
+    sym->last_build_id = r.source_build_id.hex();
+    sym->last_build_id_raw = r.source_build_id;
+  }
+  sym->last_names.resize(r.frames.size());  // assign() below reuses the strings' buffers
+  for (size_t i = 0; i < r.frames.size(); i++) {
+    const symbolize::ResolvedFrame& f = r.frames[i];
     const std::string& raw = (flags & SPROV_SYMBOLIZE_SHORT_NAMES) ? f.short_function : f.function;
     const bool llvm = flags & SPROV_SYMBOLIZE_LLVM_COMPAT;
-    sym->last_names.push_back((flags & SPROV_SYMBOLIZE_NO_DEMANGLE) ? raw : demangled(raw, llvm));
+    const bool as_is = (flags & SPROV_SYMBOLIZE_NO_DEMANGLE) || !symbolize::maybe_mangled(raw);
+    sym->last_names[i].assign(as_is ? raw : demangled(raw, llvm));
   }
   struct sprov_symbol_info s = {};
   s.sz = sizeof(s);
@@ -147,12 +152,8 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
                              "sprov_symbolizer_addr_ex: the context is offline and would not open module '%s' "
                              "(name it by build-id: sprov_symbolizer_addr_build_id)",
                              module_path));
-    memory::SnapshotModule m;
-    m.path = module_path;
-    auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
+    auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
-    if (!mod.value()->has_image())
-      return fail(make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path));
     symbolize::ChainModule cm;
     cm.image = mod.value()->image_ptr();
     std::optional<Error> bundle_error;

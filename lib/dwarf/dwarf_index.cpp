@@ -681,7 +681,9 @@ bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
 
 // llvm DWARFDie::findRecursively: depth-first over abstract_origin and
 // specification with a visited set; the specification is explored first.
-void DwarfIndex::resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) const {
+// `self` is the built index of `u`'s unit (decl_file of a DIE in it needs no
+// other unit's line table).
+void DwarfIndex::resolve_names(const Unit& u, const UnitIndex* self, uint64_t die_off, DwarfFrame* f) const {
   struct Where {
     const DwarfIndex* ix;
     const Unit* unit;
@@ -701,39 +703,74 @@ void DwarfIndex::resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) c
     if (from->is_dwo) return Where{ix, off >= from->die_offset && off < from->end ? from : nullptr, off};
     return Where{ix, ix->unit_at_offset(off), off};
   };
-  std::vector<Seen> chain;  // visit order
-  std::vector<Where> work{{this, &u, die_off}};
-  while (!work.empty() && chain.size() < kMaxRefChain) {
-    Where w = work.back();
-    work.pop_back();
+  // Fixed-size: at most kMaxRefChain DIEs are visited, each pushes at most two.
+  Seen chain[kMaxRefChain];  // visit order
+  size_t nchain = 0;
+  Where work[2 * kMaxRefChain + 1];
+  size_t nwork = 0;
+  work[nwork++] = Where{this, &u, die_off};
+  while (nwork > 0 && nchain < kMaxRefChain) {
+    Where w = work[--nwork];
     if (w.unit == nullptr || w.ix == nullptr) continue;
     bool seen = false;
-    for (auto& s : chain) seen |= s.at.off == w.off && s.at.unit == w.unit;
+    for (size_t i = 0; i < nchain; i++) seen |= chain[i].at.off == w.off && chain[i].at.unit == w.unit;
     if (seen) continue;
-    Seen s{w, {}};
+    Seen& s = chain[nchain];
+    s.at = w;
     if (!w.ix->read_die(*w.unit, w.off, &s.info)) continue;
-    chain.push_back(s);
+    nchain++;
     if (s.info.abstract_origin || s.info.origin_alt)
-      work.push_back(target(w.ix, w.unit, s.info.abstract_origin, s.info.origin_alt));
+      work[nwork++] = target(w.ix, w.unit, s.info.abstract_origin, s.info.origin_alt);
     if (s.info.specification || s.info.spec_alt)
-      work.push_back(target(w.ix, w.unit, s.info.specification, s.info.spec_alt));
+      work[nwork++] = target(w.ix, w.unit, s.info.specification, s.info.spec_alt);
   }
   // The DFS visit order equals findRecursively's, so the first DIE with the attribute wins.
   bool name = false, linkage = false, line = false;
-  for (auto& s : chain) {
+  for (size_t i = 0; i < nchain; i++) {
+    const Seen& s = chain[i];
     if (!name && s.info.has_name) f->name = s.info.name, name = true;
     if (!linkage && s.info.has_linkage) f->linkage_name = s.info.linkage, linkage = true;
     if (!line && s.info.has_decl_line) f->start_line = static_cast<uint32_t>(s.info.decl_line), line = true;
   }
   // DW_AT_decl_file found the same way, resolved in the line table of the
   // unit that holds the DIE carrying it (a DWO unit: its skeleton's).
-  for (auto& s : chain) {
+  for (size_t i = 0; i < nchain; i++) {
+    const Seen& s = chain[i];
     if (!s.info.has_decl_file) continue;
-    auto ui = s.at.ix->unit_index(s.at.unit->index);
-    if (ui && ui->lines) ui->lines->file_path(s.info.decl_file, &f->start_file);
+    const Unit* holder = s.at.unit;
+    if (self != nullptr && s.at.ix == this && holder == &u) {
+      if (self->lines) self->lines->file_path(s.info.decl_file, &f->start_file);
+    } else {
+      auto ui = s.at.ix->unit_index(holder->index);
+      if (ui && ui->lines) ui->lines->file_path(s.info.decl_file, &f->start_file);
+    }
     f->start_file_implicit_const = s.info.decl_file_implicit;
     return;
   }
+}
+
+void DwarfIndex::cached_names(const Unit& u, const UnitIndex* self, uint64_t die_off, DwarfFrame* f) const {
+  constexpr size_t kMaxPerShard = size_t{1} << 13;
+  // DIE offsets of a DWO unit are in its own file: keyed apart by their skeleton's index.
+  const uint64_t key = u.is_dwo ? ((uint64_t{u.index} + 1) << 44) ^ die_off : die_off;
+  NameShard& sh = names_[(key ^ (key >> 7) ^ (key >> 17)) % kNameShards];
+  {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    if (auto it = sh.map.find(key); it != sh.map.end()) {
+      const Names& n = it->second;
+      f->name = n.name;
+      f->linkage_name = n.linkage;
+      f->start_file.assign(n.start_file);
+      f->start_line = n.start_line;
+      f->start_file_implicit_const = n.start_file_implicit_const;
+      return;
+    }
+  }
+  resolve_names(u, self, die_off, f);
+  Names n{f->name, f->linkage_name, f->start_file, f->start_line, f->start_file_implicit_const};
+  std::lock_guard<std::mutex> lock(sh.mu);
+  if (sh.map.size() >= kMaxPerShard) sh.map.clear();
+  sh.map.emplace(key, std::move(n));
 }
 
 void DwarfIndex::set_supplementary(std::unique_ptr<DwarfIndex> alt) {
@@ -798,20 +835,40 @@ bool DwarfIndex::load_dwo(Unit& u) const {
   return true;
 }
 
+namespace {
+
+/// A default DwarfFrame, keeping the capacity of its strings.
+void reset_frame(DwarfFrame* f) {
+  std::string file = std::move(f->file), start_file = std::move(f->start_file);
+  file.clear();
+  start_file.clear();
+  *f = DwarfFrame{};
+  f->file = std::move(file);
+  f->start_file = std::move(start_file);
+}
+
+}  // namespace
+
 bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
-  frames->clear();
+  // Not cleared up front: resize() below keeps the elements' string buffers.
   auto ait = std::upper_bound(aranges_.begin(), aranges_.end(), addr,
                               [](uint64_t a, const Arange& r) { return a < r.low; });
-  if (ait == aranges_.begin()) return false;
+  if (ait == aranges_.begin() || addr >= (ait - 1)->high) {
+    frames->clear();
+    return false;
+  }
   --ait;
-  if (addr >= ait->high) return false;
   const Unit& su = *units_[ait->unit];
   auto ui = unit_index(ait->unit);
-  if (!ui) return false;
+  if (!ui) {
+    frames->clear();
+    return false;
+  }
   const Unit& u = su.dwo ? *su.dwo : su;  // names live in the DWO unit of a skeleton
   const LineTable* lines = ui->lines.get();
 
-  std::vector<uint32_t> chain;
+  thread_local std::vector<uint32_t> chain;  // node indexes, innermost first
+  chain.clear();
   auto eit = std::upper_bound(ui->map.begin(), ui->map.end(), addr,
                               [](uint64_t a, const UnitIndex::Entry& e) { return a < e.low; });
   if (eit != ui->map.begin() && addr < (eit - 1)->high) {
@@ -822,23 +879,30 @@ bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
     }
   }
   if (chain.empty()) {
-    DwarfFrame f;
     const LineRow* row = lines ? lines->lookup(addr) : nullptr;
-    if (row && lines->file_path(row->file, &f.file)) {
+    if (row && lines->has_file(row->file)) {
+      frames->resize(1);
+      DwarfFrame& f = frames->front();
+      reset_frame(&f);
+      lines->file_path(row->file, &f.file);
       f.has_file = true;
       f.line = row->line;
       f.column = row->column;
       f.discriminator = row->discriminator;
-      frames->push_back(std::move(f));
+    } else {
+      frames->clear();
     }
     return true;
   }
+  // The frames' strings keep their capacity from the caller's previous lookups.
+  frames->resize(chain.size());
   const UnitIndex::Node* caller = nullptr;
   for (size_t i = 0; i < chain.size(); i++) {
     const UnitIndex::Node& n = ui->nodes[chain[i]];
-    DwarfFrame f;
+    DwarfFrame& f = (*frames)[i];
+    reset_frame(&f);
     f.has_function = true;
-    resolve_names(u, n.die, &f);
+    cached_names(u, ui.get(), n.die, &f);
     f.has_start_address = n.has_low_pc;
     f.start_address = n.low_pc;
     if (i == 0) {
@@ -856,7 +920,6 @@ bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
       f.discriminator = caller->discriminator;
     }
     caller = &n;
-    frames->push_back(std::move(f));
   }
   return true;
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
@@ -112,7 +113,9 @@ class DwarfIndex {
   const LineTable* unit_lines(const UnitIndex& ui) const;
   const Unit* unit_at_offset(uint64_t off) const;
   bool read_die(const Unit& u, uint64_t die_off, DieInfo* out) const;
-  void resolve_names(const Unit& u, uint64_t die_off, DwarfFrame* f) const;
+  void resolve_names(const Unit& u, const UnitIndex* self, uint64_t die_off, DwarfFrame* f) const;
+  /// resolve_names through names_: the names of a DIE are read once.
+  void cached_names(const Unit& u, const UnitIndex* self, uint64_t die_off, DwarfFrame* f) const;
   bool load_dwo(Unit& u) const;
   void enforce_budget(size_t keep) const;
 
@@ -134,6 +137,20 @@ class DwarfIndex {
   size_t skeletons_ = 0;
   mutable std::atomic<size_t> dwo_loaded_{0};
   mutable std::atomic<size_t> dwo_missing_{0};
+  /// What resolve_names found for a subprogram/inlined-subroutine DIE, by DIE
+  /// (sharded by key; each shard is cleared when it exceeds its bound).
+  struct Names {
+    std::string_view name, linkage;
+    std::string start_file;
+    uint32_t start_line = 0;
+    bool start_file_implicit_const = false;
+  };
+  struct NameShard {
+    std::mutex mu;
+    std::unordered_map<uint64_t, Names> map;
+  };
+  static constexpr size_t kNameShards = 16;
+  mutable NameShard names_[kNameShards];
 };
 
 }  // namespace stackprov::dwarf

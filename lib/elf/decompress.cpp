@@ -4,6 +4,9 @@
 
 #include <zlib.h>
 #include <zstd.h>
+#ifdef STACKPROV_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include <algorithm>
 #include <new>
@@ -18,8 +21,19 @@ Error fail(const std::string& path, std::string_view section, const char* reason
                     static_cast<int>(section.size()), section.data(), reason);
 }
 
-Status inflate_zlib(const uint8_t* in, size_t in_size, std::vector<uint8_t>& out,
+Status inflate_zlib(const uint8_t* in, size_t in_size, SectionBuffer& out,
                     const std::string& path, std::string_view section) {
+#ifdef STACKPROV_HAVE_LIBDEFLATE
+  // The whole section at once (its size is declared): libdeflate inflates 2-3x as fast as
+  // zlib. Any failure goes on to zlib below, which reports what is wrong with the stream.
+  if (libdeflate_decompressor* d = libdeflate_alloc_decompressor()) {
+    size_t used_in = 0, made_out = 0;
+    const libdeflate_result r =
+        libdeflate_zlib_decompress_ex(d, in, in_size, out.data(), out.size(), &used_in, &made_out);
+    libdeflate_free_decompressor(d);
+    if (r == LIBDEFLATE_SUCCESS && made_out == out.size()) return {};
+  }
+#endif
   z_stream zs{};
   if (inflateInit(&zs) != Z_OK) return fail(path, section, "zlib inflateInit failed");
   size_t in_pos = 0, out_pos = 0;
@@ -49,7 +63,7 @@ Status inflate_zlib(const uint8_t* in, size_t in_size, std::vector<uint8_t>& out
   return {};
 }
 
-Status inflate_zstd(const uint8_t* in, size_t in_size, std::vector<uint8_t>& out,
+Status inflate_zstd(const uint8_t* in, size_t in_size, SectionBuffer& out,
                     const std::string& path, std::string_view section) {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   if (dctx == nullptr) return fail(path, section, "zstd context allocation failed");
@@ -74,7 +88,7 @@ Status inflate_zstd(const uint8_t* in, size_t in_size, std::vector<uint8_t>& out
 
 }  // namespace
 
-Result<std::vector<uint8_t>> decompress_section(const uint8_t* data, size_t size,
+Result<SectionBuffer> decompress_section(const uint8_t* data, size_t size,
                                                 CompressionFormat format, bool is64,
                                                 bool big_endian, const std::string& path,
                                                 std::string_view section) {
@@ -117,7 +131,7 @@ Result<std::vector<uint8_t>> decompress_section(const uint8_t* data, size_t size
                       static_cast<unsigned long long>(out_size),
                       static_cast<unsigned long long>(kMaxRatio));
   }
-  std::vector<uint8_t> out;
+  SectionBuffer out;
   try {
     out.resize(static_cast<size_t>(out_size));
   } catch (const std::bad_alloc&) {

@@ -47,7 +47,7 @@ struct SectionRecord {
 /// Lazily decompressed bytes of one section, computed at most once.
 struct LazyBytes {
   std::once_flag once;
-  std::vector<uint8_t> bytes;
+  detail::SectionBuffer bytes;
   std::optional<Error> error;
 };
 

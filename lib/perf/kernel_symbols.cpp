@@ -2,6 +2,9 @@
 // Kernel frame names: /proc/kallsyms read as perf reads it, the running kernel's build-id, the check against a recording's.
 #include "perf/kernel_symbols.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -48,15 +51,36 @@ bool keep_first(const Entry& a, const Entry& b) {
 }
 
 std::string read_text(const std::string& path, int* err) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
+  // read(2) straight into the string: procfs files (kallsyms: ~10 MB) report no size.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     *err = errno ? errno : ENOENT;
     return {};
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
+  std::string out;
+  size_t used = 0;
+  for (;;) {
+    if (out.size() - used < (size_t{1} << 16)) out.resize(std::max<size_t>(out.size() * 2, size_t{1} << 20));
+    const ssize_t n = ::read(fd, out.data() + used, out.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *err = errno;
+      ::close(fd);
+      return {};
+    }
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(used);
   *err = 0;
-  return ss.str();
+  return out;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  const char l = static_cast<char>(c | 0x20);
+  return l >= 'a' && l <= 'f' ? l - 'a' + 10 : -1;
 }
 
 constexpr uint64_t kPage = 4096;
@@ -77,10 +101,7 @@ KernelSymbols KernelSymbols::parse(const std::string& text) {
     // "ADDR TYPE NAME[\t[MODULE]]" (kernel/kallsyms.c s_show)
     uint64_t addr = 0;
     const char* q = p;
-    while (q < end && std::isxdigit(static_cast<unsigned char>(*q))) {
-      const char c = *q++;
-      addr = addr * 16 + static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-    }
+    for (int d; q < end && (d = hex_digit(*q)) >= 0; q++) addr = addr * 16 + static_cast<uint64_t>(d);
     if (q == p || q + 3 > end || *q != ' ' || q[2] != ' ') continue;
     const char type = q[1];
     const char* name_begin = q + 3;
@@ -108,7 +129,9 @@ KernelSymbols KernelSymbols::parse(const std::string& text) {
     all.push_back(std::move(e));
   }
   if (out.nonzero_ == 0) return out;  // kptr_restrict: every address reads as 0
-  std::stable_sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) { return a.start < b.start; });
+  // kallsyms lists the kernel in address order: sort only when it is not.
+  auto by_start = [](const Entry& a, const Entry& b) { return a.start < b.start; };
+  if (!std::is_sorted(all.begin(), all.end(), by_start)) std::stable_sort(all.begin(), all.end(), by_start);
   // symbols__fixup_end(.., is_kallsyms = true): a symbol ends where the next begins; the last
   // kernel (or module) symbol before a module (or kernel) one at the next page + 4096.
   std::vector<bool> is_mod(all.size());

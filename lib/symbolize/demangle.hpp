@@ -23,4 +23,10 @@ std::string demangle(std::string_view name);
 /// expressions, names LLVM 14 cannot demangle) keep libiberty's text. Thread-safe.
 std::string demangle_llvm(std::string_view name);
 
+/// False when demangle() and demangle_llvm() return `name` unchanged for certain:
+/// it does not start with `_Z`, `_R` or `_GLOBAL_` (C names, most of a C program's).
+inline bool maybe_mangled(std::string_view name) {
+  return name.size() > 1 && name[0] == '_' && (name[1] == 'Z' || name[1] == 'R' || name[1] == 'G');
+}
+
 }  // namespace stackprov::symbolize

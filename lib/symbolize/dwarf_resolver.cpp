@@ -216,31 +216,48 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   // from the module's own .symtab, else its .dynsym; we do the same, and
   // count MiniDebugInfo's .symtab as the module's. The debug file's .symtab
   // answers only addresses that neither DWARF nor those describe.
-  auto load_symtab = [&](const std::shared_ptr<elf::ElfImage>& f, elf::SymbolTable* into, bool from_debug_file) {
+  auto load_symtab = [&](const std::shared_ptr<elf::ElfImage>& f, elf::SymbolTable* into) {
     if (!f) return false;
     auto t = elf::SymbolTable::load(*f, elf::SymbolTable::Kind::kSymtab);
     if (!t.ok() || t->empty()) return false;
     *into = std::move(t).value();
-    collect_file_symbols(*f, from_debug_file, &m->file_syms);
     return true;
   };
-  if (load_symtab(image, &m->symtab, false)) {
+  if (load_symtab(image, &m->symtab)) {
     m->symtab_file = image;
-  } else if (auto mini = open_minidebuginfo(*image); load_symtab(mini, &m->symtab, false)) {
+  } else if (auto mini = open_minidebuginfo(*image); load_symtab(mini, &m->symtab)) {
     m->symtab_file = mini;
     m->minidebuginfo = true;
   }
   // The separate debug file's .symtab (also when it has no DWARF).
   std::shared_ptr<elf::ElfImage> symtab_debug = m->dwarf_file != image ? m->dwarf_file : nullptr;
   if (!symtab_debug) symtab_debug = debug_file;
-  if (symtab_debug && symtab_debug != image && load_symtab(symtab_debug, &m->fallback, true))
-    m->fallback_file = symtab_debug;
-  std::stable_sort(m->file_syms.begin(), m->file_syms.end(),
-                   [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
+  // Read on first use (load_fallback): most addresses never need the debug file's symbols.
+  if (symtab_debug && symtab_debug != image) m->fallback_candidate = symtab_debug;
   if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
     m->dynsym = std::move(d).value();
   modules_[image.get()] = m;
   return m;
+}
+
+void DwarfResolver::load_fallback(const Module& m) const {
+  std::call_once(m.fallback_once, [&] {
+    if (!m.fallback_candidate) return;
+    auto t = elf::SymbolTable::load(*m.fallback_candidate, elf::SymbolTable::Kind::kSymtab);
+    if (!t.ok() || t->empty()) return;
+    m.fallback = std::move(t).value();
+    m.fallback_file = m.fallback_candidate;
+  });
+}
+
+void DwarfResolver::load_file_syms(const Module& m) const {
+  std::call_once(m.file_syms_once, [&] {
+    if (m.symtab_file && !m.symtab.empty()) collect_file_symbols(*m.symtab_file, false, &m.file_syms);
+    load_fallback(m);
+    if (m.fallback_file) collect_file_symbols(*m.fallback_file, true, &m.file_syms);
+    std::stable_sort(m.file_syms.begin(), m.file_syms.end(),
+                     [](const FileSymEntry& a, const FileSymEntry& b) { return a.addr < b.addr; });
+  });
 }
 
 ModuleReport DwarfResolver::report(const std::shared_ptr<elf::ElfImage>& image) {
@@ -264,27 +281,40 @@ std::string DwarfResolver::display(std::string_view name) const {
   return demangle(name);
 }
 
+void DwarfResolver::assign_display(std::string_view name, std::string* out) const {
+  if (!opts_.demangle || !maybe_mangled(name)) out->assign(name);
+  else *out = demangle(name);
+}
+
 bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out,
                             SymtabPolicy policy) {
+  // Reset `out`, keeping the buffers of its frames' strings (the warm path allocates nothing).
+  std::vector<ResolvedFrame> keep = std::move(out->frames);
   *out = Resolution{};
+  out->frames = std::move(keep);
   std::shared_ptr<Module> m = module(image);
-  std::vector<dwarf::DwarfFrame> dframes;
+  thread_local std::vector<dwarf::DwarfFrame> dframes;  // reused: its strings keep their capacity
   bool dwarf_hit = false;
   if (m->index) {
     m->index->lookup(addr, &dframes);
     for (auto& f : dframes) dwarf_hit |= f.has_function || f.has_file;
+  } else {
+    dframes.clear();
   }
-  for (auto& f : dframes) {
-    ResolvedFrame r;
+  out->frames.resize(dframes.size());
+  for (size_t i = 0; i < dframes.size(); i++) {
+    const dwarf::DwarfFrame& f = dframes[i];
+    ResolvedFrame& r = out->frames[i];
     std::string_view raw = !f.linkage_name.empty() ? f.linkage_name : f.name;
-    r.linkage_name = std::string(raw);
-    r.function = display(raw);
-    r.short_function = display(f.name);
-    if (f.has_file) r.file = std::move(f.file);
+    r.linkage_name.assign(raw);
+    assign_display(raw, &r.function);
+    assign_display(f.name, &r.short_function);
+    if (f.has_file) r.file.assign(f.file);
+    else r.file.clear();
     r.line = f.line;
     r.column = f.column;
     r.discriminator = f.discriminator;
-    r.start_file = std::move(f.start_file);
+    r.start_file.assign(f.start_file);
     r.start_file_implicit_const = f.start_file_implicit_const;
     // llvm-symbolizer-14 reads no DW_FORM_implicit_const DW_AT_decl_file
     // (StartFileName ""); the compatible mode prints what it prints.
@@ -292,7 +322,6 @@ bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_
     r.start_line = f.start_line;
     r.has_start_address = f.has_start_address;
     r.start_address = f.start_address;
-    out->frames.push_back(std::move(r));
   }
   if (out->frames.empty()) out->frames.emplace_back();
   if (dwarf_hit) {
@@ -332,6 +361,7 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
     sym = m->symtab.lookup(addr);
     sym_file = m->symtab_file.get();
   } else if (sym == nullptr) {
+    load_fallback(*m);
     sym = m->fallback.lookup(addr);
     sym_file = m->fallback_file.get();
   }
@@ -358,6 +388,7 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
     }
     // Without a line, llvm prints the STT_FILE preceding a local symbol as FileName.
     if (outer.file.empty() && by == ResolvedBy::kSymtab) {
+      load_file_syms(*m);
       auto it = std::lower_bound(m->file_syms.begin(), m->file_syms.end(), sym->addr,
                                  [](const FileSymEntry& e, uint64_t a) { return e.addr < a; });
       for (; it != m->file_syms.end() && it->addr == sym->addr; ++it)

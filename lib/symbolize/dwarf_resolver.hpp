@@ -126,11 +126,15 @@ class DwarfResolver {
     std::shared_ptr<elf::ElfImage> dwarf_file;  ///< image or its debug file; null without DWARF
     std::shared_ptr<elf::ElfImage> alt_file;    ///< dwz supplementary file
     std::shared_ptr<elf::ElfImage> symtab_file; ///< file whose .symtab is used (image or minidebuginfo)
-    std::shared_ptr<elf::ElfImage> fallback_file;  ///< the debug file, whose .symtab answers only without DWARF
+    /// The separate debug file, whose .symtab answers only without DWARF: read on first
+    /// use (load_fallback), then `fallback_file` is set when that table has symbols.
+    std::shared_ptr<elf::ElfImage> fallback_candidate;
+    mutable std::shared_ptr<elf::ElfImage> fallback_file;
+    mutable std::once_flag fallback_once, file_syms_once;
     std::shared_ptr<dwarf::SplitDwarfFiles> split;
     std::unique_ptr<dwarf::DwarfIndex> index;
     elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
-    elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
+    mutable elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
     elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
     /// The module's symbols as llvm-symbolizer-14 picks them (kModuleOnly) and its
     /// `sym@plt` stubs (kWithDebugFile: llvm-14 does not name them); each built on
@@ -140,7 +144,7 @@ class DwarfResolver {
     mutable elf::PltTable plt;
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
     /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
-    std::vector<FileSymEntry> file_syms;
+    mutable std::vector<FileSymEntry> file_syms;  ///< built on first use (load_file_syms)
     bool via_debuginfod = false;
     bool minidebuginfo = false;
     std::string url;
@@ -149,7 +153,10 @@ class DwarfResolver {
   std::shared_ptr<Module> module(const std::shared_ptr<elf::ElfImage>& image);
   bool attach_dwarf(Module* m, const std::shared_ptr<elf::ElfImage>& f);
   std::shared_ptr<elf::ElfImage> find_alt(const elf::ElfImage& f, std::string* err);
+  void load_fallback(const Module& m) const;
+  void load_file_syms(const Module& m) const;
   std::string display(std::string_view name) const;
+  void assign_display(std::string_view name, std::string* out) const;
   /// kWithDebugFile: the doc/symbols.md alias rule over .symtab, .dynsym and the debug file's .symtab.
   void name_from_tables(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
                         bool dwarf_hit, Resolution* out) const;

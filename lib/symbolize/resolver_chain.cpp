@@ -53,12 +53,15 @@ ResolverChain::ResolverChain(ResolverPolicy policy, DwarfResolverOptions dwarf_o
 bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy symtab_policy, Resolution* out,
                             std::optional<Error>* bundle_error) {
   using Step = ResolverPolicy::Step;
-  Resolution tables;  // the DWARF resolver's answer (DWARF, else the symbol tables), computed once
+  // The DWARF resolver's answer (DWARF, else the symbol tables), computed once. Swapped
+  // with *out on success: both keep their string buffers for the next calls of this thread.
+  thread_local Resolution tables;
   bool tables_done = false;
   auto run_tables = [&] {
     if (tables_done) return;
     tables_done = true;
     if (dwarf_ && m.image) dwarf_->resolve(m.image, addr, &tables, symtab_policy);
+    else tables.resolver = ResolvedBy::kNone;  // what a previous call left is not this answer
   };
   for (Step step : policy_.order) {
     switch (step) {
@@ -78,7 +81,7 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
       case Step::kDwarf:
         run_tables();
         if (tables.resolver == ResolvedBy::kDwarf || tables.resolver == ResolvedBy::kDebuginfod) {
-          *out = std::move(tables);
+          std::swap(*out, tables);
           return true;
         }
         break;
@@ -86,7 +89,7 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
       case Step::kDynsym:
         run_tables();
         if (tables.resolver == (step == Step::kSymtab ? ResolvedBy::kSymtab : ResolvedBy::kDynsym)) {
-          *out = std::move(tables);
+          std::swap(*out, tables);
           return true;
         }
         break;

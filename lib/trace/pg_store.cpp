@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The PostgreSQL trace store (libpq): the seed's schema as migration 1, one transaction per trace, batched frame rows.
+#include <dlfcn.h>
 #include <libpq-fe.h>
 
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "evidence/encoding.hpp"
 #include "trace/store.hpp"
@@ -11,6 +13,68 @@
 
 namespace stackprov::trace {
 namespace {
+
+/// libpq, opened on the first PostgreSQL store (dlopen): a program that never opens one
+/// does not load libpq and the ~20 libraries it needs (Kerberos, LDAP, TLS), which would
+/// cost every stackprov process milliseconds of dynamic linking at start.
+struct Libpq {
+  decltype(&::PQclear) PQclear = nullptr;
+  decltype(&::PQcmdTuples) PQcmdTuples = nullptr;
+  decltype(&::PQconnectdb) PQconnectdb = nullptr;
+  decltype(&::PQerrorMessage) PQerrorMessage = nullptr;
+  decltype(&::PQexec) PQexec = nullptr;
+  decltype(&::PQexecParams) PQexecParams = nullptr;
+  decltype(&::PQfinish) PQfinish = nullptr;
+  decltype(&::PQfreemem) PQfreemem = nullptr;
+  decltype(&::PQgetisnull) PQgetisnull = nullptr;
+  decltype(&::PQgetlength) PQgetlength = nullptr;
+  decltype(&::PQgetvalue) PQgetvalue = nullptr;
+  decltype(&::PQntuples) PQntuples = nullptr;
+  decltype(&::PQresultErrorMessage) PQresultErrorMessage = nullptr;
+  decltype(&::PQresultStatus) PQresultStatus = nullptr;
+  decltype(&::PQsetNoticeProcessor) PQsetNoticeProcessor = nullptr;
+  decltype(&::PQstatus) PQstatus = nullptr;
+  decltype(&::PQunescapeBytea) PQunescapeBytea = nullptr;
+  std::string error;  ///< why libpq could not be loaded ("" when loaded)
+};
+
+const Libpq* load_libpq() {
+  static const Libpq* lib = [] {
+    auto* l = new Libpq();
+    void* h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* e = dlerror();
+      l->error = std::string("cannot load libpq.so.5 (Debian package libpq5): ") + (e ? e : "dlopen failed");
+      return l;
+    }
+    auto sym = [&](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(h, name));
+      if (*fn == nullptr && l->error.empty()) l->error = std::string("libpq.so.5 has no ") + name;
+    };
+    sym(&l->PQclear, "PQclear");
+    sym(&l->PQcmdTuples, "PQcmdTuples");
+    sym(&l->PQconnectdb, "PQconnectdb");
+    sym(&l->PQerrorMessage, "PQerrorMessage");
+    sym(&l->PQexec, "PQexec");
+    sym(&l->PQexecParams, "PQexecParams");
+    sym(&l->PQfinish, "PQfinish");
+    sym(&l->PQfreemem, "PQfreemem");
+    sym(&l->PQgetisnull, "PQgetisnull");
+    sym(&l->PQgetlength, "PQgetlength");
+    sym(&l->PQgetvalue, "PQgetvalue");
+    sym(&l->PQntuples, "PQntuples");
+    sym(&l->PQresultErrorMessage, "PQresultErrorMessage");
+    sym(&l->PQresultStatus, "PQresultStatus");
+    sym(&l->PQsetNoticeProcessor, "PQsetNoticeProcessor");
+    sym(&l->PQstatus, "PQstatus");
+    sym(&l->PQunescapeBytea, "PQunescapeBytea");
+    return l;
+  }();
+  return lib;
+}
+
+const Libpq* pq = nullptr;  ///< set by open_postgres_store before any other use
+
 
 const char* const kMigrations[] = {
     // 1: the seed's schema, verbatim
@@ -89,7 +153,7 @@ constexpr const char* kTimeFmt = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'";
 constexpr size_t kFrameBatch = 256;
 
 struct ResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
+  void operator()(PGresult* r) const { pq->PQclear(r); }
 };
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
@@ -122,10 +186,10 @@ struct Params {
 class PgStore final : public Store {
  public:
   PgStore(PGconn* c, std::string where) : c_(c), where_(std::move(where)) {}
-  ~PgStore() override { PQfinish(c_); }
+  ~PgStore() override { pq->PQfinish(c_); }
 
   Error err(const char* what, const PGresult* r = nullptr) const {
-    std::string m = r ? PQresultErrorMessage(r) : PQerrorMessage(c_);
+    std::string m = r ? pq->PQresultErrorMessage(r) : pq->PQerrorMessage(c_);
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
     return make_error(SPROV_ERR_IO, "postgresql store %s: %s: %s", where_.c_str(), what, m.c_str());
   }
@@ -138,37 +202,37 @@ class PgStore final : public Store {
       lens.push_back(static_cast<int>(p.values[i].size()));
       fmts.push_back(p.is_binary[i]);
     }
-    PgResult r(PQexecParams(c_, sql, static_cast<int>(vals.size()), nullptr, vals.data(), lens.data(), fmts.data(), 0));
+    PgResult r(pq->PQexecParams(c_, sql, static_cast<int>(vals.size()), nullptr, vals.data(), lens.data(), fmts.data(), 0));
     ExecStatusType want = expect_rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK;
-    if (!r || PQresultStatus(r.get()) != want) return err(what, r.get());
+    if (!r || pq->PQresultStatus(r.get()) != want) return err(what, r.get());
     return r;
   }
   Status exec(const char* sql, const char* what) {
-    PgResult r(PQexec(c_, sql));
-    if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return err(what, r.get());
+    PgResult r(pq->PQexec(c_, sql));
+    if (!r || pq->PQresultStatus(r.get()) != PGRES_COMMAND_OK) return err(what, r.get());
     return {};
   }
-  void rollback() { PgResult r(PQexec(c_, "ROLLBACK")); }
+  void rollback() { PgResult r(pq->PQexec(c_, "ROLLBACK")); }
 
   static std::string val(const PGresult* r, int row, int col) {
-    if (PQgetisnull(r, row, col)) return {};
-    return std::string(PQgetvalue(r, row, col), static_cast<size_t>(PQgetlength(r, row, col)));
+    if (pq->PQgetisnull(r, row, col)) return {};
+    return std::string(pq->PQgetvalue(r, row, col), static_cast<size_t>(pq->PQgetlength(r, row, col)));
   }
   static int64_t val_i64(const PGresult* r, int row, int col) {
-    if (PQgetisnull(r, row, col)) return 0;
-    return strtoll(PQgetvalue(r, row, col), nullptr, 10);
+    if (pq->PQgetisnull(r, row, col)) return 0;
+    return strtoll(pq->PQgetvalue(r, row, col), nullptr, 10);
   }
   static double val_dbl(const PGresult* r, int row, int col) {
-    if (PQgetisnull(r, row, col)) return 0;
-    return strtod(PQgetvalue(r, row, col), nullptr);
+    if (pq->PQgetisnull(r, row, col)) return 0;
+    return strtod(pq->PQgetvalue(r, row, col), nullptr);
   }
   static Bytes val_bytea(const PGresult* r, int row, int col) {
-    if (PQgetisnull(r, row, col)) return {};
+    if (pq->PQgetisnull(r, row, col)) return {};
     size_t n = 0;
-    unsigned char* p = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(r, row, col)), &n);
+    unsigned char* p = pq->PQunescapeBytea(reinterpret_cast<const unsigned char*>(pq->PQgetvalue(r, row, col)), &n);
     if (!p) return {};
     Bytes b(p, p + n);
-    PQfreemem(p);
+    pq->PQfreemem(p);
     return b;
   }
 
@@ -188,8 +252,8 @@ class PgStore final : public Store {
     // One migrating session at a time per database: a transaction-scoped advisory lock.
     Status st;
     {
-      PgResult r(PQexec(c_, "SELECT pg_advisory_xact_lock(7310302560386151936)"));
-      if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) st = err("locking for migrations", r.get());
+      PgResult r(pq->PQexec(c_, "SELECT pg_advisory_xact_lock(7310302560386151936)"));
+      if (!r || pq->PQresultStatus(r.get()) != PGRES_TUPLES_OK) st = err("locking for migrations", r.get());
     }
     int version = 0;
     if (st) {
@@ -337,7 +401,7 @@ class PgStore final : public Store {
       auto r = run(sql.c_str(), key, "reading a trace", true);
       if (!r) return r.error();
       const PGresult* g = r->get();
-      if (PQntuples(g) == 0)
+      if (pq->PQntuples(g) == 0)
         return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in postgresql store %s", id.c_str(), where_.c_str());
       t.id = val(g, 0, 0);
       t.platform = val(g, 0, 1);
@@ -355,7 +419,7 @@ class PgStore final : public Store {
                         std::to_string(kMaxThreads);
       auto r = run(sql.c_str(), key, "reading threads", true);
       if (!r) return r.error();
-      for (int i = 0; i < PQntuples(r->get()); ++i) {
+      for (int i = 0; i < pq->PQntuples(r->get()); ++i) {
         if (val_i64(r->get(), i, 0) != i)
           return make_error(SPROV_ERR_BAD_FORMAT, "trace %s: thread indexes not contiguous", id.c_str());
         t.threads.push_back({detail::from_db(val_i64(r->get(), i, 1)), val(r->get(), i, 2), {}});
@@ -368,7 +432,7 @@ class PgStore final : public Store {
     auto r = run(sql.c_str(), key, "reading frames", true);
     if (!r) return r.error();
     const PGresult* g = r->get();
-    for (int i = 0; i < PQntuples(g); ++i) {
+    for (int i = 0; i < pq->PQntuples(g); ++i) {
       Frame f;
       f.ip = detail::from_db(val_i64(g, i, 1));
       f.module_path = val(g, i, 2);
@@ -402,7 +466,7 @@ class PgStore final : public Store {
     if (!r) return r.error();
     std::vector<TraceSummary> out;
     const PGresult* g = r->get();
-    for (int i = 0; i < PQntuples(g); ++i)
+    for (int i = 0; i < pq->PQntuples(g); ++i)
       out.push_back({val(g, i, 0), val(g, i, 1), val(g, i, 2), val(g, i, 3), val(g, i, 4),
                      static_cast<uint64_t>(val_i64(g, i, 5))});
     return out;
@@ -471,7 +535,7 @@ class PgStore final : public Store {
                  " checkpoint FROM symbol_bundles WHERE sha256 = $1", p, "reading a symbol bundle", true);
     if (!r) return r.error();
     const PGresult* g = r->get();
-    if (PQntuples(g) == 0)
+    if (pq->PQntuples(g) == 0)
       return make_error(SPROV_ERR_NOT_FOUND, "symbol bundle %s not in postgresql store %s", h.c_str(), where_.c_str());
     SymbolBundleRow b{val(g, 0, 0), val(g, 0, 1), val_bytea(g, 0, 2), val(g, 0, 3), val(g, 0, 4),
                       val(g, 0, 5), val(g, 0, 6), val(g, 0, 7), val(g, 0, 8)};
@@ -486,7 +550,7 @@ class PgStore final : public Store {
     if (!r) return r.error();
     const PGresult* g = r->get();
     std::vector<SymbolBundleRow> out;
-    for (int i = 0; i < PQntuples(g); ++i) {
+    for (int i = 0; i < pq->PQntuples(g); ++i) {
       SymbolBundleRow b;
       b.sha256 = val(g, i, 0);
       b.index_json = val(g, i, 1);
@@ -521,7 +585,7 @@ class PgStore final : public Store {
       p.add(id);
       auto r = run("UPDATE traces SET symbol_bundle_sha256 = $1 WHERE trace_id = $2", p, ("updating trace " + id).c_str());
       if (!r) return r.error();
-      if (std::string(PQcmdTuples(r->get())) == "0")
+      if (std::string(pq->PQcmdTuples(r->get())) == "0")
         return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in postgresql store %s", id.c_str(), where_.c_str());
     }
     for (const char* sql : {"DELETE FROM frames WHERE trace_id = $1", "DELETE FROM threads WHERE trace_id = $1"}) {
@@ -544,7 +608,7 @@ class PgStore final : public Store {
     if (!r) return r.error();
     const PGresult* g = r->get();
     std::vector<Replay> out;
-    for (int i = 0; i < PQntuples(g); ++i) {
+    for (int i = 0; i < pq->PQntuples(g); ++i) {
       Replay rp;
       rp.replay_id = val(g, i, 0);
       rp.trace_id = val(g, i, 1);
@@ -585,15 +649,19 @@ std::string redact(const std::string& conninfo) {
 
 Result<std::unique_ptr<Store>> open_postgres_store(const std::string& conninfo) {
   std::string where = redact(conninfo);
-  PGconn* c = PQconnectdb(conninfo.c_str());
+  const Libpq* lib = load_libpq();
+  if (!lib->error.empty())
+    return make_error(SPROV_ERR_UNSUPPORTED, "postgresql store %s: %s", where.c_str(), lib->error.c_str());
+  pq = lib;
+  PGconn* c = pq->PQconnectdb(conninfo.c_str());
   if (!c) return make_error(SPROV_ERR_NOMEM, "postgresql store %s: cannot allocate a connection", where.c_str());
-  if (PQstatus(c) != CONNECTION_OK) {
-    std::string m = PQerrorMessage(c);
+  if (pq->PQstatus(c) != CONNECTION_OK) {
+    std::string m = pq->PQerrorMessage(c);
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    PQfinish(c);
+    pq->PQfinish(c);
     return make_error(SPROV_ERR_IO, "postgresql store %s: cannot connect: %s", where.c_str(), m.c_str());
   }
-  PQsetNoticeProcessor(c, quiet_notices, nullptr);
+  pq->PQsetNoticeProcessor(c, quiet_notices, nullptr);
   auto store = std::make_unique<PgStore>(c, where);
   if (auto st = store->exec("SET TIME ZONE 'UTC'", "setting the time zone"); !st) return st.error();
   if (auto st = store->migrate(); !st) return st.error();

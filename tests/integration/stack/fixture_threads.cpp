@@ -7,7 +7,7 @@
 //                  sigaltstack), a destructor run while an exception propagates, a recursion of
 //                  depth 200, and pthread_join (main); prints "thread TID ROLE" per thread, then
 //                  "ready" once every thread is asleep in the kernel.
-//   bench          16 threads: main + 15 nanosleep chains (the benchmark target).
+//   bench [N]      N threads (default 16): main + N-1 nanosleep chains (the benchmark target).
 //   churn          like all, plus threads that are created and exit continuously.
 //   vfork          a thread calls vfork(); the child sleeps, so the parent thread stays in vfork.
 //   exit-soon      like all, then exits ~N ms after "ready" (N from argv[2], default 30).
@@ -342,7 +342,8 @@ int main(int argc, char** argv) {
 
   std::vector<void* (*)(void*)> fns;
   if (mode == "bench") {
-    for (int i = 0; i < 15; i++) fns.push_back(bench_main);
+    const int total = argc > 2 ? atoi(argv[2]) : 16;
+    for (int i = 1; i < total && i < 1024; i++) fns.push_back(bench_main);
   } else if (mode == "vfork") {
     fns = {nanosleep_main, vfork_main};
   } else if (mode == "all" || mode == "churn" || mode == "exit-soon") {
