@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-sanitize demo bench install clean
+.PHONY: all deps configure build test test-sanitize fuzz random-walks demo bench install clean
 
 all: build
 
@@ -21,12 +21,13 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# ---- sanitizers: the unit and in-process tests built with ASan+UBSan (build-asan), and the unit
+# ---- sanitizers: the unit and in-process tests and the fuzz targets' seeds and crash inputs built
+# with ASan+UBSan (build-asan), and the unit
 # tests of core, memory and unwind (the ones with threads sharing snapshots, modules and caches)
 # with TSan (build-tsan). -O1 keeps the instrumented builds quick; no benchmarks.
 SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 \
   -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DSTACKPROV_BUILD_BENCH=OFF $(CMAKE_FLAGS)
-ASAN_TESTS ?= ^(unit_|inprocess_|crash_inprocess_)
+ASAN_TESTS ?= ^(unit_|inprocess_|crash_inprocess_|fuzz_)
 TSAN_TESTS ?= ^unit_(core|memory|unwind)$$
 
 test-sanitize: deps
@@ -37,6 +38,30 @@ test-sanitize: deps
 	@$(SAN_CMAKE) -B build-tsan -DSTACKPROV_SANITIZE=thread >/dev/null
 	cmake --build build-tsan -j $(JOBS) --target unit_core unit_memory unit_unwind
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
+# ---- libFuzzer (issue 18): every tests/fuzz target built with clang-14 and
+# -fsanitize=fuzzer,address,undefined in build-fuzz, then run FUZZ_SECONDS each on seeds cut from
+# real files (scripts/fuzz.sh; FUZZ_TARGETS=<names> for a subset). The seeds are made with the CLI of
+# the g++ build (the CLI does not build with clang-14). A crash fails the run; its input goes to
+# tests/fuzz/regress/<target>/, which `make test` replays with the g++ build.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+# Random walks: FUZZ_WALKS unwinds over random stacks and registers against these modules, in the
+# instrumented build (tests/fuzz/random_walks.cpp; `make random-walks` runs them in $(BUILD)).
+FUZZ_WALKS ?= 1000000
+WALK_MODULES = /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/bin/python3.11 /usr/bin/node
+fuzz: build
+	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+	  -DSTACKPROV_FUZZ=ON -DSTACKPROV_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	FUZZ_JOBS=$(JOBS) FUZZ_CLI=$(BUILD)/bin/stackprov ./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./$(FUZZ_BUILD)/bin/random_walks $(FUZZ_WALKS) 18 $(WALK_MODULES)
+
+random-walks: build
+	cmake --build $(BUILD) --target random_walks
+	./$(BUILD)/bin/random_walks $(FUZZ_WALKS) 18 $(WALK_MODULES)
 
 demo: build
 	@./$(BUILD)/bin/stackprov demo

@@ -148,7 +148,8 @@ constexpr const char* kHelp =
     "  1  the process or the core could not be read; or the stacks were printed but are not\n"
     "     whole: a thread could not be unwound or its walk stopped before the end of its stack\n"
     "     (stop other than end_of_stack and max_frames), a module file has another build-id\n"
-    "     than the core's copy of it, or the core is truncated (one line on stderr says which)\n"
+    "     than the core's copy of it, or the core is truncated (one line on stderr says which);\n"
+    "     out of memory (e.g. under a small RLIMIT_AS) is such a failure, its line says so\n"
     "  2  bad options (one line naming the offending value)\n";
 
 /// One line on stderr naming the offending value; exit status 2.
@@ -395,6 +396,12 @@ int cmd_stack(int argc, char** argv) {
   if (info.flags & SPROV_PROCESS_CORE_TRUNCATED) why += "; the core is truncated (memory is missing)";
   if (info.flags & SPROV_PROCESS_BUILD_ID_MISMATCH)
     why += "; a module file has another build-id than the core's copy of it (warning above)";
+  // A module that could not be mapped for lack of address space (RLIMIT_AS) is a warning from the
+  // library; when a stack stopped short, the failure line names that cause, which the stop reason
+  // alone (no_unwind_info) hides.
+  if (const char* w = sprov_process_warnings(proc);
+      incomplete_threads > 0 && w != nullptr && strstr(w, strerror(ENOMEM)) != nullptr)
+    why += "; out of memory: a module file could not be mapped (warning above)";
   if (incomplete_threads > 0)
     why += "; " + incomplete +
            (incomplete_threads > 1 ? " and " + std::to_string(incomplete_threads - 1) + " more thread(s) stopped short"

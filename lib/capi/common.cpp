@@ -49,7 +49,9 @@ SPROV_API const char* sprov_stop_reason_name(int reason) {
   }
 }
 
-SPROV_API const char* sprov_arch_name(int arch) { return stackprov::arch_name(static_cast<Arch>(arch)); }
+SPROV_API const char* sprov_arch_name(int arch) {
+  return stackprov::capi::guard_value<const char*>("unknown", [&] { return stackprov::arch_name(static_cast<Arch>(arch)); });
+}
 
 SPROV_API const char* sprov_resolver_name(int resolver) {
   switch (resolver) {

@@ -164,18 +164,43 @@ inline int fail(const Error& err) {
   return err.code;
 }
 
-/// Runs `fn` (returning int) and converts exceptions into error codes.
+}  // namespace stackprov::capi
+
+namespace stackprov {
+/// The thread's last error from a code and an optional detail (an exception's what()), without
+/// building an Error; never throws (core/error.cpp: the code's own message when memory is short).
+void set_last_error(int code, const char* detail) noexcept;
+}  // namespace stackprov
+
+namespace stackprov::capi {
+
+/// Runs `fn` (returning int) and converts exceptions into error codes. The handlers allocate
+/// nothing (an Error's std::string could throw again while memory is short).
 template <class Fn>
 int guard(Fn&& fn) noexcept {
   try {
     return fn();
   } catch (const std::bad_alloc&) {
-    return fail(Error{SPROV_ERR_NOMEM, "allocation failed"});
+    set_last_error(SPROV_ERR_NOMEM, "allocation failed");
+    return SPROV_ERR_NOMEM;
   } catch (const std::exception& e) {
-    return fail(Error{SPROV_ERR_INTERNAL, e.what()});
+    set_last_error(SPROV_ERR_INTERNAL, e.what());
+    return SPROV_ERR_INTERNAL;
   } catch (...) {
-    return fail(Error{SPROV_ERR_INTERNAL, "unknown exception"});
+    set_last_error(SPROV_ERR_INTERNAL, "unknown exception");
+    return SPROV_ERR_INTERNAL;
   }
+}
+
+/// guard() for entry points returning a value or nothing: `fallback` when `fn` throws.
+template <class T, class Fn>
+T guard_value(T fallback, Fn&& fn) noexcept {
+  T out = fallback;
+  guard([&] {
+    out = fn();
+    return 0;
+  });
+  return out;
 }
 
 /// Copies at most out->sz bytes of `full` into `out` (sized output structs).

@@ -48,32 +48,34 @@ SPROV_API int sprov_profile_open(sprov_context* ctx, const char* path, const str
 SPROV_API void sprov_profile_free(sprov_profile* prof) { delete prof; }
 
 SPROV_API int sprov_profile_info(const sprov_profile* prof, struct sprov_profile_info* out) {
-  if (prof == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_info: prof is NULL"));
-  const perf::Profile& p = *prof->prof;
-  struct sprov_profile_info i = {};
-  i.sz = sizeof(i);
-  i.format = static_cast<int32_t>(p.format());
-  i.sample_stack_user = p.sample_stack_user();
-  i.samples = p.samples().size();
-  i.lost = p.lost();
-  i.records = p.records();
-  i.module_lists = p.lists().size();
-  i.sample_regs_user = p.sample_regs_user();
-  i.cmdline = p.cmdline().c_str();
-  i.warnings = p.warnings().c_str();
-  i.event = p.event().name.c_str();
-  i.frequency = p.event().frequency;
-  i.period = p.event().period;
-  i.clock = p.event().clock ? 1 : 0;
-  const perf::KernelNamer& k = p.kernel_namer();
-  i.kernel_naming = static_cast<int32_t>(k.naming());
-  auto* mut = const_cast<sprov_profile*>(prof);  // cached strings only
-  mut->kernel_id_hex = p.kernel_build_id().empty() ? "" : p.kernel_build_id().hex();
-  mut->running_id_hex = k.running_build_id().empty() ? "" : k.running_build_id().hex();
-  i.kernel_build_id = mut->kernel_id_hex.c_str();
-  i.running_kernel_build_id = mut->running_id_hex.c_str();
-  i.kernel_note = k.note().c_str();
-  return fill_out(out, i, "sprov_profile_info");
+  return guard([&] {
+    if (prof == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_info: prof is NULL"));
+    const perf::Profile& p = *prof->prof;
+    struct sprov_profile_info i = {};
+    i.sz = sizeof(i);
+    i.format = static_cast<int32_t>(p.format());
+    i.sample_stack_user = p.sample_stack_user();
+    i.samples = p.samples().size();
+    i.lost = p.lost();
+    i.records = p.records();
+    i.module_lists = p.lists().size();
+    i.sample_regs_user = p.sample_regs_user();
+    i.cmdline = p.cmdline().c_str();
+    i.warnings = p.warnings().c_str();
+    i.event = p.event().name.c_str();
+    i.frequency = p.event().frequency;
+    i.period = p.event().period;
+    i.clock = p.event().clock ? 1 : 0;
+    const perf::KernelNamer& k = p.kernel_namer();
+    i.kernel_naming = static_cast<int32_t>(k.naming());
+    auto* mut = const_cast<sprov_profile*>(prof);  // cached strings only
+    mut->kernel_id_hex = p.kernel_build_id().empty() ? "" : p.kernel_build_id().hex();
+    mut->running_id_hex = k.running_build_id().empty() ? "" : k.running_build_id().hex();
+    i.kernel_build_id = mut->kernel_id_hex.c_str();
+    i.running_kernel_build_id = mut->running_id_hex.c_str();
+    i.kernel_note = k.note().c_str();
+    return fill_out(out, i, "sprov_profile_info");
+  });
 }
 
 SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct sprov_profile_sample* out) {

@@ -72,16 +72,18 @@ SPROV_API int64_t sprov_process_pid(const sprov_process* proc) { return proc ? p
 SPROV_API size_t sprov_process_thread_count(const sprov_process* proc) { return proc ? proc->threads.size() : 0; }
 
 SPROV_API const sprov_snapshot* sprov_process_thread(const sprov_process* proc, size_t index) {
-  if (proc == nullptr) {
-    fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_thread: proc is NULL"));
-    return nullptr;
-  }
-  if (index >= proc->threads.size()) {
-    fail(make_error(SPROV_ERR_INVALID_ARG, "thread index %zu out of range (%zu threads)", index,
-                    proc->threads.size()));
-    return nullptr;
-  }
-  return proc->threads[index].get();
+  return guard_value<const sprov_snapshot*>(nullptr, [&]() -> const sprov_snapshot* {
+    if (proc == nullptr) {
+      fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_thread: proc is NULL"));
+      return nullptr;
+    }
+    if (index >= proc->threads.size()) {
+      fail(make_error(SPROV_ERR_INVALID_ARG, "thread index %zu out of range (%zu threads)", index,
+                      proc->threads.size()));
+      return nullptr;
+    }
+    return proc->threads[index].get();
+  });
 }
 
 SPROV_API const char* sprov_process_warnings(const sprov_process* proc) {
@@ -104,12 +106,14 @@ SPROV_API int sprov_process_get_info(const sprov_process* proc, struct sprov_pro
 }
 
 SPROV_API const char* sprov_process_thread_name(const sprov_process* proc, size_t index) {
-  if (proc == nullptr || index >= proc->thread_names.size()) {
-    fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_thread_name: %s",
-                    proc ? "index out of range" : "proc is NULL"));
-    return nullptr;
-  }
-  return proc->thread_names[index].c_str();
+  return guard_value<const char*>(nullptr, [&]() -> const char* {
+    if (proc == nullptr || index >= proc->thread_names.size()) {
+      fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_thread_name: %s",
+                      proc ? "index out of range" : "proc is NULL"));
+      return nullptr;
+    }
+    return proc->thread_names[index].c_str();
+  });
 }
 
 }  // extern "C"

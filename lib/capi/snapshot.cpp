@@ -200,12 +200,14 @@ SPROV_API int sprov_snapshot_new(int arch, int endian, sprov_snapshot** out) {
 }
 
 SPROV_API int sprov_snapshot_set_reg(sprov_snapshot* snap, uint32_t dwarf_reg, uint64_t value) {
-  if (snap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_set_reg: snap is NULL"));
-  if (dwarf_reg >= static_cast<uint32_t>(memory::kSnapshotMaxRegs))
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "DWARF register %u out of range (max %d)", dwarf_reg,
-                           memory::kSnapshotMaxRegs - 1));
-  snap->snap.set_reg(static_cast<int>(dwarf_reg), value);
-  return 0;
+  return guard([&] {
+    if (snap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_set_reg: snap is NULL"));
+    if (dwarf_reg >= static_cast<uint32_t>(memory::kSnapshotMaxRegs))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "DWARF register %u out of range (max %d)", dwarf_reg,
+                             memory::kSnapshotMaxRegs - 1));
+    snap->snap.set_reg(static_cast<int>(dwarf_reg), value);
+    return 0;
+  });
 }
 
 SPROV_API int sprov_snapshot_add_memory(sprov_snapshot* snap, uint64_t addr, const void* bytes, size_t len) {
@@ -275,22 +277,26 @@ SPROV_API int64_t sprov_snapshot_pid(const sprov_snapshot* snap) { return snap ?
 SPROV_API int64_t sprov_snapshot_tid(const sprov_snapshot* snap) { return snap ? snap->snap.tid : 0; }
 
 SPROV_API int sprov_snapshot_reg(const sprov_snapshot* snap, uint32_t dwarf_reg, uint64_t* value) {
-  if (snap == nullptr || value == nullptr)
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_reg: NULL argument"));
-  if (!snap->snap.has_reg(static_cast<int>(dwarf_reg)))
-    return fail(make_error(SPROV_ERR_NOT_FOUND, "DWARF register %u was not captured", dwarf_reg));
-  *value = snap->snap.regs[dwarf_reg];
-  return 0;
+  return guard([&] {
+    if (snap == nullptr || value == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_reg: NULL argument"));
+    if (!snap->snap.has_reg(static_cast<int>(dwarf_reg)))
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "DWARF register %u was not captured", dwarf_reg));
+    *value = snap->snap.regs[dwarf_reg];
+    return 0;
+  });
 }
 
 SPROV_API int sprov_snapshot_read_memory(const sprov_snapshot* snap, uint64_t addr, void* buf, size_t len) {
-  if (snap == nullptr || (buf == nullptr && len != 0))
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_read_memory: NULL argument"));
-  memory::SnapshotReader rd(snap->snap);
-  if (!rd.read(addr, buf, len))
-    return fail(make_error(SPROV_ERR_MEMORY_UNREADABLE, "0x%llx+%zu is not in the snapshot",
-                           static_cast<unsigned long long>(addr), len));
-  return 0;
+  return guard([&] {
+    if (snap == nullptr || (buf == nullptr && len != 0))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_read_memory: NULL argument"));
+    memory::SnapshotReader rd(snap->snap);
+    if (!rd.read(addr, buf, len))
+      return fail(make_error(SPROV_ERR_MEMORY_UNREADABLE, "0x%llx+%zu is not in the snapshot",
+                             static_cast<unsigned long long>(addr), len));
+    return 0;
+  });
 }
 
 SPROV_API size_t sprov_snapshot_module_count(const sprov_snapshot* snap) {
@@ -298,11 +304,13 @@ SPROV_API size_t sprov_snapshot_module_count(const sprov_snapshot* snap) {
 }
 
 SPROV_API int sprov_snapshot_module(const sprov_snapshot* snap, size_t index, struct sprov_module_info* out) {
-  if (snap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_module: snap is NULL"));
-  if (index >= snap->snap.modules.size())
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "module index %zu out of range (%zu modules)", index,
-                           snap->snap.modules.size()));
-  return fill_out(out, module_info(snap->snap.modules[index]), "sprov_module_info");
+  return guard([&] {
+    if (snap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_snapshot_module: snap is NULL"));
+    if (index >= snap->snap.modules.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "module index %zu out of range (%zu modules)", index,
+                             snap->snap.modules.size()));
+    return fill_out(out, module_info(snap->snap.modules[index]), "sprov_module_info");
+  });
 }
 
 SPROV_API int sprov_snapshot_serialize(const sprov_snapshot* snap, void** out, size_t* out_len) {

@@ -29,6 +29,7 @@ using namespace stackprov;
 using stackprov::capi::check_opts;
 using stackprov::capi::fail;
 using stackprov::capi::guard;
+using stackprov::capi::guard_value;
 
 /// Strings of one module, NUL-terminated, made at open (the C views point here).
 struct BundleModuleStrings {
@@ -318,7 +319,9 @@ SPROV_API int sprov_bundle_digest(const sprov_bundle* b, char* out, size_t out_s
 }
 
 SPROV_API uint64_t sprov_bundle_size(const sprov_bundle* b) { return b ? b->reader->size() : 0; }
-SPROV_API size_t sprov_bundle_module_count(const sprov_bundle* b) { return b ? b->reader->modules().size() : 0; }
+SPROV_API size_t sprov_bundle_module_count(const sprov_bundle* b) {
+  return guard_value<size_t>(0, [&]() -> size_t { return b ? b->reader->modules().size() : 0; });
+}
 
 SPROV_API int sprov_bundle_module_info(const sprov_bundle* b, size_t index, struct sprov_bundle_module* out) {
   return guard([&] {
@@ -466,7 +469,9 @@ SPROV_API int sprov_bundle_store_open(const char* dir, uint32_t flags, sprov_bun
 
 SPROV_API void sprov_bundle_store_free(sprov_bundle_store* s) { delete s; }
 
-SPROV_API const char* sprov_bundle_store_dir(const sprov_bundle_store* s) { return s ? s->store.dir().c_str() : ""; }
+SPROV_API const char* sprov_bundle_store_dir(const sprov_bundle_store* s) {
+  return guard_value<const char*>("", [&]() -> const char* { return s ? s->store.dir().c_str() : ""; });
+}
 
 SPROV_API int sprov_bundle_store_put(sprov_bundle_store* s, const void* data, size_t len, char* digest,
                                      size_t digest_size) {

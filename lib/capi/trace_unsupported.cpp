@@ -7,8 +7,10 @@ using namespace stackprov;
 using namespace stackprov::capi;
 
 namespace {
-int unsupported(const char* fn) {
-  return fail(make_error(SPROV_ERR_UNSUPPORTED, "%s: this stackprov was built without trace stores (STACKPROV_TRACE=OFF)", fn));
+int unsupported(const char* fn) noexcept {
+  return guard([&] {
+    return fail(make_error(SPROV_ERR_UNSUPPORTED, "%s: this stackprov was built without trace stores (STACKPROV_TRACE=OFF)", fn));
+  });
 }
 }  // namespace
 

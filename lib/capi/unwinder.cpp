@@ -127,40 +127,44 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
 }
 
 SPROV_API int sprov_unwinder_stats(const sprov_unwinder* uw, struct sprov_unwinder_stats* out) {
-  if (uw == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_stats: uw is NULL"));
-  struct sprov_unwinder_stats s = {};
-  s.sz = sizeof(s);
-  s.rule_cache_hits = uw->cache.hits();
-  s.rule_cache_misses = uw->cache.misses();
-  s.frames = uw->frames;
-  s.walks = uw->walks;
-  return fill_out(out, s, "sprov_unwinder_stats");
+  return guard([&] {
+    if (uw == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_stats: uw is NULL"));
+    struct sprov_unwinder_stats s = {};
+    s.sz = sizeof(s);
+    s.rule_cache_hits = uw->cache.hits();
+    s.rule_cache_misses = uw->cache.misses();
+    s.frames = uw->frames;
+    s.walks = uw->walks;
+    return fill_out(out, s, "sprov_unwinder_stats");
+  });
 }
 
 SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack) { return stack ? stack->frames.size() : 0; }
 
 SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct sprov_frame* out) {
-  if (stack == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_stack_frame: stack is NULL"));
-  if (index >= stack->frames.size())
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
-                           stack->frames.size()));
-  const unwind::Frame& f = stack->frames[index];
-  struct sprov_frame fr = {};
-  fr.sz = sizeof(fr);
-  fr.pc = f.pc;
-  fr.sp = f.sp;
-  fr.cfa = f.cfa;
-  fr.method = static_cast<int32_t>(f.method);
-  fr.module_index = f.module_index;
-  fr.flags = f.flags | (f.lookup_prev ? static_cast<uint32_t>(SPROV_FRAME_RETURN_ADDRESS) : 0u);
-  if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules->size()) {
-    const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
-    fr.module_offset = f.pc - m.load_bias;
-    fr.module_path = m.path.c_str();
-    fr.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
-    fr.build_id_len = m.build_id.len;
-  }
-  return fill_out(out, fr, "sprov_frame");
+  return guard([&] {
+    if (stack == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_stack_frame: stack is NULL"));
+    if (index >= stack->frames.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
+                             stack->frames.size()));
+    const unwind::Frame& f = stack->frames[index];
+    struct sprov_frame fr = {};
+    fr.sz = sizeof(fr);
+    fr.pc = f.pc;
+    fr.sp = f.sp;
+    fr.cfa = f.cfa;
+    fr.method = static_cast<int32_t>(f.method);
+    fr.module_index = f.module_index;
+    fr.flags = f.flags | (f.lookup_prev ? static_cast<uint32_t>(SPROV_FRAME_RETURN_ADDRESS) : 0u);
+    if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules->size()) {
+      const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
+      fr.module_offset = f.pc - m.load_bias;
+      fr.module_path = m.path.c_str();
+      fr.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
+      fr.build_id_len = m.build_id.len;
+    }
+    return fill_out(out, fr, "sprov_frame");
+  });
 }
 
 SPROV_API int sprov_stack_stop_reason(const sprov_stack* stack) {

@@ -36,15 +36,28 @@ const char* error_message(int code) {
 namespace {
 thread_local int tl_code = 0;
 thread_local std::string tl_message;
+/// The code's own message when the full one could not be stored (allocation failed); else null.
+thread_local const char* tl_fallback = nullptr;
 }  // namespace
 
-void set_last_error(const Error& err) {
-  tl_code = err.code;
-  tl_message = err.message.empty() ? std::string(error_message(err.code))
-                                   : std::string(error_message(err.code)) + ": " + err.message;
+/// Declared in lib/capi/internal.hpp (the C ABI's guard() uses it): never throws; when the message
+/// cannot be stored (allocation failure), the code's own message is kept.
+void set_last_error(int code, const char* detail) noexcept;
+
+void set_last_error(int code, const char* detail) noexcept {
+  tl_code = code;
+  try {
+    tl_message.assign(error_message(code));
+    if (detail != nullptr && *detail != '\0') tl_message.append(": ").append(detail);
+    tl_fallback = nullptr;
+  } catch (...) {
+    tl_fallback = error_message(code);
+  }
 }
 
+void set_last_error(const Error& err) { set_last_error(err.code, err.message.c_str()); }  // never throws
+
 int last_error_code() { return tl_code; }
-const char* last_error_message() { return tl_message.c_str(); }
+const char* last_error_message() { return tl_fallback != nullptr ? tl_fallback : tl_message.c_str(); }
 
 }  // namespace stackprov

@@ -95,8 +95,9 @@ class DwarfIndex {
   size_t dwo_missing() const { return dwo_missing_.load(); }
 
   /// Fills `frames` innermost first (llvm-symbolizer --inlines order). Returns
-  /// false when no unit covers `addr`; true with a single frame without a
-  /// function when a unit covers it but no subprogram does (line table only).
+  /// false (no frames) when no unit covers `addr`; when a unit covers it but no
+  /// subprogram does, true with a single frame without a function if the line
+  /// table has a row for it (line table only), else true with no frames.
   bool lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const;
 
   /// Drops every built unit index (they are rebuilt on demand).

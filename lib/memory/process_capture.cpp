@@ -673,6 +673,10 @@ Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_s
     std::thread tracer(body);
     tracer.join();
   } catch (const std::system_error& e) {
+    // EAGAIN: no memory for the thread's stack (RLIMIT_AS) or the thread limit was reached.
+    if (e.code().value() == EAGAIN)
+      return make_error(SPROV_ERR_NOMEM, "cannot start the tracer thread (address-space or thread limit): %s",
+                        e.what());
     return make_error(SPROV_ERR_CAPTURE, "cannot start the tracer thread: %s", e.what());
   }
   if (!result) return make_error(SPROV_ERR_INTERNAL, "capture of process %d produced no result", pid);

@@ -6,7 +6,8 @@
   stack_check.py live   --fixture EXE --variant NAME     every thread of a parked fixture
   stack_check.py core   --fixture EXE --variant NAME     the same fixture through gcore
   stack_check.py python                                  python3.11 in time.sleep
-  stack_check.py robust-{exit,churn,zombie,vfork,eperm,nosuch} --fixture EXE
+  stack_check.py robust-{exit,sigkill,churn,zombie,vfork,eperm,nosuch} --fixture EXE
+  stack_check.py robust-rlimit
   stack_check.py core-{truncated,missing-module,not-elf,other-arch} --fixture EXE
   stack_check.py cli-errors
 
@@ -27,6 +28,7 @@ Exit 0 on success, 1 on a mismatch, 2 on a harness problem.
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -298,17 +300,23 @@ class Fixture:
     def check_untraced(self, what):
         """After a capture every thread must run again: no tracer, not stopped."""
         time.sleep(0.05)
+        for t, (tracer, state) in self.tracer_states().items():
+            if tracer != 0 or state in "tT":
+                fail("%s: thread %s left traced/stopped after capture (TracerPid %s, State %s)" %
+                     (what, t, tracer, state))
+
+    def tracer_states(self):
+        """{tid: (TracerPid, State letter)} from /proc/PID/task/*/status."""
+        out = {}
         for t in os.listdir("/proc/%d/task" % self.pid):
             try:
                 with open("/proc/%d/task/%s/status" % (self.pid, t)) as f:
                     st = f.read()
             except OSError:
                 continue
-            tracer = re.search(r"^TracerPid:\s*(\d+)", st, re.M).group(1)
-            state = re.search(r"^State:\s*(\S)", st, re.M).group(1)
-            if tracer != "0" or state in "tT":
-                fail("%s: thread %s left traced/stopped after capture (TracerPid %s, State %s)" %
-                     (what, t, tracer, state))
+            out[int(t)] = (int(re.search(r"^TracerPid:\s*(\d+)", st, re.M).group(1)),
+                           re.search(r"^State:\s*(\S)", st, re.M).group(1))
+        return out
 
     def kill(self):
         try:
@@ -674,6 +682,93 @@ def mode_robust_exit(a):
     note("[exit] %s" % outcomes)
 
 
+def mode_robust_sigkill(a):
+    # `stack --pid` SIGKILLed at random points of its capture, 100 times (issue 18): half at a
+    # uniform time of the whole run, half within the traced window. Afterwards
+    # every thread of the target runs again, none stopped or traced (the kernel detaches a dead
+    # tracer's tracees). At least 5 of the kills must land while threads are traced, or the test
+    # did not exercise the case.
+    fx = Fixture(a.fixture)
+    rng = random.Random(18)
+    try:
+        t0 = time.time()
+        r = stackprov(["--pid", str(fx.pid), "--json"], a.stackprov)
+        full = time.time() - t0
+        if r.returncode != 0:
+            raise Harness("reference capture exited %d: %s" % (r.returncode, r.stderr))
+        fx.check_untraced("[sigkill] reference capture")
+        traced_kills = 0
+        for i in range(100):
+            p = subprocess.Popen([a.stackprov, "stack", "--pid", str(fx.pid), "--json"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if i % 2 == 0:  # anywhere in the run: start-up, attach, copy, detach, symbolize
+                time.sleep(rng.uniform(0, full))
+            else:  # inside the traced window (~ms): from the first thread seized, 0-3 ms on
+                deadline = time.time() + full
+                while time.time() < deadline and p.poll() is None:
+                    if any(tracer != 0 for tracer, _ in fx.tracer_states().values()):
+                        break
+                time.sleep(rng.uniform(0, 0.003))
+            if any(tracer != 0 for tracer, _ in fx.tracer_states().values()):
+                traced_kills += 1
+            p.kill()
+            p.wait()
+            # Detach happens as the tracer exits, before wait() returns; allow the woken threads
+            # a moment to be scheduled out of the tracing stop.
+            deadline = time.time() + 2
+            while time.time() < deadline:
+                bad = {t: v for t, v in fx.tracer_states().items() if v[0] != 0 or v[1] in "tT"}
+                if not bad:
+                    break
+                time.sleep(0.01)
+            if bad:
+                fail("[sigkill %d] threads left traced/stopped 2 s after the tracer died: %s" % (i, bad))
+                return
+        note("[sigkill] capture takes %.0f ms; 100 kills, %d while threads were traced" % (full * 1e3, traced_kills))
+        if traced_kills < 5:
+            fail("[sigkill] only %d of 100 kills landed while threads were traced" % traced_kills)
+        # Still the same, whole process: a capture after the kills sees every thread.
+        doc, _ = stackprov_json(["--pid", str(fx.pid)], a.stackprov)
+        if sorted(t["tid"] for t in doc["threads"]) != sorted(fx.roles):
+            fail("[sigkill] capture after the kills has threads %s, expected %s" %
+                 (sorted(t["tid"] for t in doc["threads"]), sorted(fx.roles)))
+    finally:
+        fx.kill()
+
+
+def mode_robust_rlimit(a):
+    # Capture and symbolize of a large process (node, ~100 MB binary) under a small RLIMIT_AS
+    # (issue 18), over a range of limits: each run exits 0 with whole stacks, or 1 with its last
+    # stderr line saying "out of memory"; never a signal or another status. Unlimited: exit 0.
+    node = shutil.which("node")
+    if not node:
+        fail("[rlimit] node not found (make deps installs nodejs)")
+        return
+    target = subprocess.Popen([node, "-e", "setInterval(() => {}, 1000)"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        r = stackprov(["--pid", str(target.pid)], a.stackprov)
+        if r.returncode != 0:
+            fail("[rlimit] unlimited capture of node exited %d: %s" % (r.returncode, r.stderr))
+        outcomes = {"whole": 0, "out of memory": 0}
+        for mb in range(40, 281, 16):  # below ~32 MB the dynamic loader itself fails (exit 127)
+            r = run(["prlimit", "--as=%d" % (mb << 20), a.stackprov, "stack", "--pid", str(target.pid)], timeout=60)
+            last = (r.stderr.strip().splitlines() or [""])[-1]
+            if r.returncode == 0:
+                outcomes["whole"] += 1
+            elif r.returncode == 1 and "out of memory" in last and str(target.pid) in last:
+                outcomes["out of memory"] += 1
+            else:
+                fail("[rlimit %d MB] exit %d, last line %r (expected 0, or 1 saying out of memory)" %
+                     (mb, r.returncode, last))
+        note("[rlimit] %s over limits 40..280 MB" % outcomes)
+        if outcomes["out of memory"] == 0:
+            fail("[rlimit] no limit made the capture run out of memory: the test did not exercise it")
+    finally:
+        target.kill()
+        target.wait()
+
+
 def mode_robust_churn(a):
     # Threads are created and exit throughout the capture: the parked ones must all be there
     # and exact; the comings and goings are warnings at most.
@@ -935,6 +1030,8 @@ MODES = {
     "robust-nosuch": mode_robust_nosuch,
     "robust-eperm": mode_robust_eperm,
     "robust-exit": mode_robust_exit,
+    "robust-sigkill": mode_robust_sigkill,
+    "robust-rlimit": mode_robust_rlimit,
     "robust-churn": mode_robust_churn,
     "robust-zombie": mode_robust_zombie,
     "robust-vfork": mode_robust_vfork,
