@@ -100,6 +100,12 @@ struct Frame {
   uint32_t line = 0, column = 0;
   std::vector<InlineFrame> inlined;  // functions inlined into this frame, innermost first
   bool signal_handler_called = false;
+  // A language runtime's frame (method "runtime", sprov_runtime_frame): runtime is "python".
+  std::optional<std::string> runtime;
+  std::string qualname;
+  bool entry = false;
+  int64_t native_index = -1;
+  uint64_t frame_address = 0, code_address = 0;
 };
 
 struct Stack {
@@ -118,6 +124,7 @@ struct ProcessInfo {
   int64_t pid = 0;
   bool core = false;
   std::string program, command_line, warnings;
+  std::string runtime;  // the interpreter that was read ("" when none)
   int32_t signal = 0, signal_code = 0;
   int64_t signal_tid = 0;
   std::string signal_name, signal_description, signal_code_name;
@@ -171,6 +178,22 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
     f.build_id.assign(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);  // raw; hex in Python
     if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) f.flags.push_back("cfi_not_in_bundle");
     f.signal_handler_called = i + 1 < n && raw[i + 1].method == SPROV_METHOD_SIGNAL;
+    sprov_runtime_frame rf{};
+    rf.sz = sizeof(rf);
+    if (fr.method == SPROV_METHOD_RUNTIME && sprov_stack_runtime_frame(stack, i, &rf) == 0) {
+      f.runtime = str(rf.runtime);
+      f.function = str(rf.function);
+      f.qualname = str(rf.qualname);
+      f.file = str(rf.file);
+      f.line = rf.line;
+      f.entry = rf.flags & SPROV_RUNTIME_FRAME_ENTRY;
+      f.native_index = rf.native_index;
+      f.frame_address = rf.frame_address;
+      f.code_address = rf.code_address;
+      f.resolver = "runtime";
+      out.frames.push_back(std::move(f));
+      continue;
+    }
     if (sym) {
       sprov_symbol s{};
       s.sz = sizeof(s);
@@ -287,10 +310,11 @@ struct Process {
 };
 
 Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
-                     std::optional<std::string> exe, int64_t tid) {
+                     std::optional<std::string> exe, int64_t tid, bool runtime_frames = false) {
   sprov_process_opts o{};
   o.sz = sizeof(o);
   o.tid = tid;
+  o.flags = runtime_frames ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
   o.exe = cstr(exe);
   sprov_process* p = nullptr;
   if (pid) check(sprov_process_capture(ctx.get(), *pid, &o, &p));
@@ -305,6 +329,7 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   i.program = str(in.program);
   i.command_line = str(in.command_line);
   i.warnings = str(sprov_process_warnings(p));
+  i.runtime = str(sprov_process_runtime(p));
   i.signal = in.signal;
   i.signal_code = in.signal_code;
   i.signal_tid = in.signal_tid;
@@ -333,12 +358,15 @@ struct StackResult {
 };
 
 StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
-                     std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines) {
+                     std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
+                     const std::string& python) {
   check_target(pid, core, exe);
   if (max_frames > 65536) fail_arg("invalid max_frames " + std::to_string(max_frames) + " (1 to 65536)");
+  if (python != "auto" && python != "off" && python != "only")
+    fail_arg("invalid python '" + python + "' (expected auto, off or only)");
   StackResult r;
   py::gil_scoped_release nogil;
-  Process p = open_process(ctx, pid, core, exe, tid);
+  Process p = open_process(ctx, pid, core, exe, tid, python != "off");
   r.info = p.info;
   Unwinder uw = make_unwinder(ctx, max_frames, true, false);
   Symbolizer sym = make_symbolizer(ctx, true);
@@ -348,7 +376,13 @@ StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
     sprov_stack* st = nullptr;
     check(sprov_unwinder_unwind(uw.uw.get(), snap, &st));
     std::unique_ptr<sprov_stack, void (*)(sprov_stack*)> owned(st, sprov_stack_free);
-    Stack s = describe(sym.sym.get(), st, lines);
+    if (python != "off") {
+      sprov_stack* merged = nullptr;
+      check(sprov_process_interleave(p.proc.get(), i, st, python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
+                                     &merged));
+      owned.reset(merged);
+    }
+    Stack s = describe(sym.sym.get(), owned.get(), lines);
     Thread t;
     t.tid = sprov_snapshot_tid(snap);
     t.name = str(sprov_process_thread_name(p.proc.get(), i));
@@ -723,6 +757,13 @@ PYBIND11_MODULE(_stackprov, m) {
       .def_readonly("column", &Frame::column)
       .def_readonly("inlined", &Frame::inlined, "functions inlined at this pc, innermost first")
       .def_readonly("signal_handler_called", &Frame::signal_handler_called)
+      .def_readonly("runtime", &Frame::runtime, "\"python\" for a CPython frame (method \"runtime\"), else None")
+      .def_readonly("qualname", &Frame::qualname, "a runtime frame's qualified name (CPython co_qualname)")
+      .def_readonly("entry", &Frame::entry, "a runtime frame that its eval activation entered first")
+      .def_readonly("native_index", &Frame::native_index,
+                    "a runtime frame's native frame (the eval activation running it), -1 when none")
+      .def_readonly("frame_address", &Frame::frame_address, "a runtime frame's address in the target")
+      .def_readonly("code_address", &Frame::code_address, "a runtime frame's code object in the target")
       .def("__repr__", [](const Frame& f) {
         return "Frame(pc=" + repr_addr(f.pc) + ", function=" + (f.function ? *f.function : "??") +
                ", module=" + (f.module ? *f.module : "??") + ", method=" + f.method + ")";
@@ -751,6 +792,7 @@ PYBIND11_MODULE(_stackprov, m) {
       .def_readonly("program", &ProcessInfo::program)
       .def_readonly("command_line", &ProcessInfo::command_line)
       .def_readonly("warnings", &ProcessInfo::warnings)
+      .def_readonly("runtime", &ProcessInfo::runtime, "the language runtime that was read (\"\" when none)")
       .def_readonly("signal", &ProcessInfo::signal)
       .def_readonly("signal_code", &ProcessInfo::signal_code)
       .def_readonly("signal_tid", &ProcessInfo::signal_tid)
@@ -908,10 +950,12 @@ PYBIND11_MODULE(_stackprov, m) {
         return open_process(ctx, std::nullopt, core, exe, tid);
       }, py::arg("core"), py::kw_only(), py::arg("exe") = py::none(), py::arg("tid") = 0)
       .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
-                        std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines) {
-        StackResult r = stack_of(c.get(), pid, core, exe, tid, max_frames, lines);
+                        std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
+                        std::string python) {
+        StackResult r = stack_of(c.get(), pid, core, exe, tid, max_frames, lines, python);
         return std::make_pair(r.info, r.threads);
-      }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"));
+      }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
+      py::arg("python") = "auto");
 
   closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
   closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");

@@ -56,6 +56,12 @@ class Frame:
     column: int
     inlined: List[InlineFrame]
     signal_handler_called: bool
+    runtime: Optional[str]
+    qualname: str
+    entry: bool
+    native_index: int
+    frame_address: int
+    code_address: int
 
 class Stack:
     frames: List[Frame]
@@ -75,6 +81,7 @@ class ProcessInfo:
     program: str
     command_line: str
     warnings: str
+    runtime: str
     signal: int
     signal_code: int
     signal_tid: int
@@ -140,10 +147,11 @@ class Context:
     def open_core(self, core: str, *, exe: Optional[str] = ..., tid: int = ...) -> Process: ...
 
 def stack(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *, tid: int = ...,
-          max_frames: int = ..., lines: bool = ..., context: Optional[Context] = ...) -> List[Thread]: ...
+          max_frames: int = ..., lines: bool = ..., context: Optional[Context] = ...,
+          python: str = ...) -> List[Thread]: ...
 def stack_with_info(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *,
                     tid: int = ..., max_frames: int = ..., lines: bool = ...,
-                    context: Optional[Context] = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
+                    context: Optional[Context] = ..., python: str = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
 def symbolize(path: str, addresses: Iterable[int], *, inlines: bool = ..., llvm_compat: bool = ...,
               short_names: bool = ..., demangle: bool = ...,
               context: Optional[Context] = ...) -> List[List[InlineFrame]]: ...

@@ -3,7 +3,7 @@
        python3 -m stackprov stack --core FILE [-e EXE] [--sysroot DIR] [--store DIR] [--tid TID]
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]
-       (all forms also take --resolvers LIST)
+       (all forms also take --resolvers LIST and --python auto|off|only)
 
 Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
 the same JSON object), through the Python binding. See `stackprov stack --help` for the
@@ -47,6 +47,10 @@ def print_header(out, info):
 def print_thread(out, t, lines=True):
     out.write('TID %d "%s":\n' % (t.tid, t.name) if t.name else "TID %d:\n" % t.tid)
     for i, f in enumerate(t.frames):
+        if f.runtime is not None:
+            # "#3  python             Outer.method - /srv/app.py:42 [runtime]" (bindings/cli/print.cpp)
+            out.write("#%-2d %-18s %s - %s:%d [%s]\n" % (i, f.runtime, f.qualname, f.file, f.line, f.method))
+            continue
         if f.signal_handler_called:
             name = " <signal handler called>"
         elif f.function:
@@ -106,6 +110,13 @@ def thread_json(t, lines=True):
     """One thread of `stackprov stack --json`, byte for byte (bindings/cli/print.cpp print_stack_json)."""
     frames = []
     for i, f in enumerate(t.frames):
+        if f.runtime is not None:
+            frames.append(('{"index":%d,"pc":"0x%x","sp":"0x%x","method":"%s","runtime":"%s","function":%s,"qualname":%s,'
+                           '"file":%s,"line":%d,"entry":%s,"native_index":%d,"frame_address":"0x%x","code_address":"0x%x"}')
+                          % (i, f.pc, f.sp, f.method, f.runtime, _json_str(f.function), _json_str(f.qualname),
+                             _json_str(f.file), f.line, "true" if f.entry else "false", f.native_index, f.frame_address,
+                             f.code_address))
+            continue
         s = ('{"index":%d,"pc":"0x%x","sp":"0x%x","cfa":"0x%x","module":%s,"build_id":"%s","module_offset":"0x%x",'
              '"function":%s,"linkage_name":%s,"function_offset":"0x%x","resolver":"%s","source":%s,"bundle":%s,'
              '"method":"%s"') % (i, f.pc, f.sp, f.cfa, _json_str(f.module), f.build_id, f.module_offset,
@@ -176,6 +187,9 @@ def main(argv=None):
                    help="at most N frames per thread (1 to 65536)")
     s.add_argument("--json", action="store_true", help="one JSON object instead of text (as `stackprov stack --json`)")
     s.add_argument("--no-lines", action="store_true", help="function names only")
+    s.add_argument("--python", default="auto", metavar="MODE",
+                   help="auto (default): CPython 3.11 frames interleaved with the native frames (method runtime); "
+                   "off: native frames only; only: the Python frames alone")
     a = p.parse_args(argv)
     pid = a.pid if a.pid is not None else a.pid_pos
     if pid is not None and a.exe is not None:
@@ -190,6 +204,8 @@ def main(argv=None):
         return _usage("--exe '%s' opens a module file: not valid with --offline" % a.exe)
     if a.store is not None and a.store == "":
         return _usage("--store needs a directory")
+    if a.python not in ("auto", "off", "only"):
+        return _usage("invalid --python value '%s' (expected auto, off or only)" % a.python)
     what = "pid %d" % pid if pid is not None else "core '%s'" % a.core
     try:
         # The store: --store DIR, else with --offline the default one (""), as the CLI.
@@ -203,7 +219,8 @@ def main(argv=None):
     with ctx:
         try:
             info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, tid=a.tid,
-                                                      max_frames=a.max_frames, lines=not a.no_lines, context=ctx)
+                                                      max_frames=a.max_frames, lines=not a.no_lines, context=ctx,
+                                                      python=a.python)
         except stackprov.Error as e:
             sys.stderr.write("python3 -m stackprov stack: cannot %s: %s\n"
                              % ("capture " + what if pid is not None else "read " + what, e.message.splitlines()[0]))
@@ -213,10 +230,13 @@ def main(argv=None):
             sys.stderr.write("stackprov: warning: %s\n" % w)
     out = sys.stdout
     if a.json:
-        out.write(process_json(info) + ',"threads":[' + ",".join(thread_json(t, not a.no_lines) for t in threads)
+        out.write(process_json(info) + ',"runtime":%s,"threads":[' % _json_str(info.runtime)
+                  + ",".join(thread_json(t, not a.no_lines) for t in threads)
                   + "]}\n")
     else:
         print_header(out, info)
+        if info.runtime:
+            out.write("runtime: %s\n" % info.runtime)
         for t in threads:
             print_thread(out, t, not a.no_lines)
     out.flush()

@@ -43,12 +43,14 @@ def test_python_m_stack_errors():
     assert r.returncode == 2 and "'abc'" in r.stderr and len(r.stderr.splitlines()) == 1
     r = run([sys.executable, "-m", "stackprov", "stack", "--max-frames", "70000", "--pid", "1"])
     assert r.returncode == 2 and "70000" in r.stderr
+    r = run([sys.executable, "-m", "stackprov", "stack", "--python", "sometimes", "--pid", "1"])
+    assert r.returncode == 2 and "'sometimes'" in r.stderr and len(r.stderr.splitlines()) == 1
     r = run([sys.executable, "-m", "stackprov", "stack", "--help"])
     assert r.returncode == 0 and "Exit status" in r.stdout
     # the last section of --help is the exit status, and every CLI option is offered
     assert r.stdout.rstrip().split("\n\n")[-1].startswith("Exit status:")
     for opt in ("--pid", "--core", "--exe", "--sysroot", "--offline", "--store", "--resolvers", "--tid",
-                "--max-frames", "--json", "--no-lines"):
+                "--max-frames", "--json", "--no-lines", "--python"):
         assert opt in r.stdout
 
 
@@ -128,3 +130,44 @@ def test_python_m_stack_option_errors_as_cli():
     want, got = same(["--core", "/nonexistent/core.1", "--json"])
     assert (want.returncode, got.returncode) == (1, 1) and "/nonexistent/core.1" in got.stderr
     assert got.stdout == want.stdout == ""
+
+
+PY311 = "/usr/bin/python3.11"  # Debian's (the python3.11 on PATH may be another build)
+PY_SCRIPT = """
+import sys, time
+def leaf():
+    sys.stdout.write("ready\\n"); sys.stdout.flush()
+    time.sleep(120)
+def middle(n):
+    return leaf() if n == 0 else middle(n - 1)
+sorted([1, 2], key=lambda x: middle(2) if x == 2 else x)
+"""
+
+
+def test_python_m_stack_python_frames_equal_cli():
+    """A CPython 3.11 target: Python frames (method runtime) interleaved, printed as the CLI prints
+    them in every --python mode; the functions are the script's own (independent of both)."""
+    if not os.path.exists(PY311):
+        pytest.fail("%s not found (make deps installs python3.11)" % PY311)
+    proc = subprocess.Popen([PY311, "-c", PY_SCRIPT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        for extra in ([], ["--json"], ["--python=only"], ["--python=off", "--no-lines"], ["--python=only", "--json"]):
+            want, got = same(["--pid", str(proc.pid)] + extra)
+            assert want.returncode == 0, (extra, want.stderr)
+            assert (got.stdout, got.returncode) == (want.stdout, want.returncode), extra
+        j = json.loads(same(["--pid", str(proc.pid), "--python=only", "--json"])[1].stdout)
+        names = [f["function"] for f in j["threads"][0]["frames"]]
+        assert names == ["leaf", "middle", "middle", "middle", "<lambda>", "<module>"], names
+        assert all(f["method"] == "runtime" for f in j["threads"][0]["frames"])
+        assert j["runtime"].startswith("CPython 3.11")
+        import stackprov
+        t = stackprov.stack(pid=proc.pid)[0]
+        py = [f for f in t.frames if f.runtime == "python"]
+        assert [f.function for f in py] == names and py[0].line == 5 and py[-1].line == 8
+        assert all(0 <= f.native_index < len(t.frames) for f in py)
+        assert all(t.frames[f.native_index].function.startswith("_PyEval_EvalFrameDefault") for f in py)
+        assert not [f for f in stackprov.stack(pid=proc.pid, python="off")[0].frames if f.runtime]
+    finally:
+        proc.kill()
+        proc.wait()
