@@ -2,6 +2,7 @@
 // C ABI shims: the structs behind the opaque handles, options checking, exception barrier.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -77,6 +78,14 @@ struct sprov_unwinder {
   stackprov::unwind::RuleCache cache;
   stackprov::unwind::ModuleTable table;
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> table_modules;
+  /// The tables of the module lists unwound before `table`, most recent first:
+  /// a switch back to one (interleaved processes: perf-import, agents) swaps it
+  /// in instead of resolving every module again (capi/unwinder.cpp build_table).
+  struct RecentTable {
+    stackprov::unwind::ModuleTable table;
+    std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
+  };
+  std::array<RecentTable, 3> recent_tables;
   stackprov::unwind::WalkResult scratch;
   uint64_t frames = 0;
   uint64_t walks = 0;
