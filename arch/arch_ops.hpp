@@ -24,7 +24,9 @@ namespace stackprov::arch {
 ///   signal_step(regs, mem, kind, &cfa) — restore the interrupted context;
 ///   fp_step(regs, mem, &cfa) — one frame-pointer step;
 ///   kHasPrologueAnalysis / prologue_step(regs, mem, code, exact_pc, &cfa) — the
-///     instruction-analysis fallback (mips32 only);
+///     instruction-analysis fallback (mips32 only), also as analyze_prologue(pc,
+///     exact_pc, code) (code only: cached by the unwinder per pc) and
+///     apply_prologue(info, regs, mem, &cfa);
 ///   kCallBytes / preceded_by_call(code) — scan plausibility (code = the
 ///     kCallBytes bytes before a candidate return address);
 ///   bad_pc_step(regs, mem, &cfa) — the caller of a frame whose pc is 0 or
@@ -109,6 +111,14 @@ struct Ops<mips32::TraitsT<BigEndian>> {
   template <class Mem, class Code>
   static StepOutcome prologue_step(mips32::Regs& r, Mem& m, const Code& code, bool exact_pc, uint64_t* cfa) {
     return mips32::prologue_step<BigEndian>(r, m, code, exact_pc, cfa);
+  }
+  template <class Code>
+  static PrologueInfo analyze_prologue(uint64_t pc, bool exact_pc, const Code& code) {
+    return mips32::analyze_prologue<BigEndian>(pc, exact_pc, code);
+  }
+  template <class Mem>
+  static StepOutcome apply_prologue(const PrologueInfo& info, mips32::Regs& r, Mem& m, uint64_t* cfa) {
+    return mips32::apply_prologue<BigEndian>(info, r, m, cfa);
   }
   /// The call is at ra - 8 (ra skips the delay slot): the 8 bytes before ra.
   static constexpr int kCallBytes = 8;

@@ -61,4 +61,22 @@ enum class StepOutcome : uint8_t {
   kEnd,            ///< end of stack (e.g. frame pointer 0)
 };
 
+/// What an architecture's prologue analysis found in the code at one pc
+/// (mips32::analyze_prologue): a pure function of the code bytes, the pc and
+/// whether the pc is exact, so the unwinder caches it per module-relative pc
+/// (RuleCache) and applies it to each frame's registers.
+struct PrologueInfo {
+  enum Kind : uint8_t {
+    kNotApplicable = 0,
+    kLeaf,        ///< no frame allocated: ra is still in the return-address register (exact pc only)
+    kFrame,       ///< cfa = base + frame_size; saved registers at base + saved_off
+    kEndOfStack,  ///< the outermost frame cleared its return address: pc' = 0, sp' = sp + frame_size
+  };
+  uint8_t kind = kNotApplicable;
+  bool moves_fp = false;     ///< `move fp, sp` ran: fp, not sp, is the base (when fp is known)
+  int32_t frame_size = 0;
+  uint32_t saved_mask = 0;   ///< bit r: register r was saved before the pc
+  int16_t saved_off[32] = {};  ///< from the base, bytes
+};
+
 }  // namespace stackprov::arch

@@ -8,6 +8,7 @@
 #include "arch/regs.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
+#include "dwarf/cfi.hpp"
 
 namespace stackprov::arch::arm64 {
 
@@ -32,6 +33,8 @@ struct Traits {
   static constexpr int kAddrSize = 8;
   static constexpr bool kBigEndian = false;
   static constexpr uint64_t kCalleeSaved = 0x7ff80000ull;  ///< x19..x30 (AAPCS64 6.1.1)
+  /// Architecture-specific DW_CFA opcodes in this arch's CFI (dwarf::CfiVendorOps).
+  static constexpr dwarf::CfiVendorOps kCfiVendorOps = dwarf::CfiVendorOps::kAarch64;
   /// Return addresses point after the BL; lookups use ra - 1 (inside the BL).
   static constexpr uint64_t kCallInsnMin = 1;
   /// Strips pointer-authentication bits: a PAC-signed x30 (PACIASP) carries the

@@ -44,10 +44,13 @@ constexpr int kPrologueScanForward = 64;
 /// `exact_pc`: the pc is not a return address (frame 0 or a signal-interrupted frame).
 /// Instructions at addresses below the pc have run in both cases (for a return
 /// address the call and its delay slot are below it).
-template <bool BigEndian, class Mem, class Code>
-StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc, uint64_t* cfa_out) {
-  if (!regs.has(kPc) || !regs.has(kSp)) return StepOutcome::kNotApplicable;
-  const uint64_t pc = regs.get(kPc) & ~3ull;
+///
+/// analyze_prologue reads only code: its result is cached per pc by the unwinder;
+/// apply_prologue turns it into the caller's registers.
+template <bool BigEndian, class Code>
+PrologueInfo analyze_prologue(uint64_t pc_reg, bool exact_pc, const Code& code) {
+  PrologueInfo info;
+  const uint64_t pc = pc_reg & ~3ull;
   auto insn_at = [&](uint64_t a, uint32_t* out) {
     uint8_t b[4];
     if (!code(a, b, 4)) return false;
@@ -55,31 +58,22 @@ StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc,
     return true;
   };
   uint64_t alloc_at = 0;
-  int64_t frame_size = 0;
   for (int i = 1; i <= kPrologueScanBack && pc >= 4ull * i; i++) {
     const uint64_t a = pc - 4ull * i;
     uint32_t insn;
-    if (!insn_at(a, &insn)) return StepOutcome::kNotApplicable;
+    if (!insn_at(a, &insn)) return info;
     if ((insn & 0xffff0000u) == kAddiuSpSp && (insn & 0x8000u)) {
       alloc_at = a;
-      frame_size = -static_cast<int64_t>(static_cast<int16_t>(insn & 0xffff));
+      info.frame_size = -static_cast<int32_t>(static_cast<int16_t>(insn & 0xffff));
       break;
     }
     if (insn == kJrRa) break;  // previous function's return: this one allocated no frame
   }
-  const uint64_t sp = regs.get(kSp);
   if (alloc_at == 0) {
     // No frame: a leaf, $ra still holds the return address.
-    if (!exact_pc || !regs.has(kRa)) return StepOutcome::kNotApplicable;
-    const uint64_t ra = regs.get(kRa);
-    if (ra == regs.get(kPc)) return StepOutcome::kNotApplicable;
-    regs.set(kPc, ra);
-    *cfa_out = sp;
-    return StepOutcome::kOk;
+    if (exact_pc) info.kind = PrologueInfo::kLeaf;
+    return info;
   }
-  int16_t saved_off[32];
-  bool saved[32] = {};
-  bool fp_base = false;
   for (int i = 1; i <= kPrologueScanForward; i++) {
     const uint64_t a = alloc_at + 4ull * i;
     if (a >= pc) break;
@@ -88,17 +82,17 @@ StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc,
     if ((insn & 0xffe00000u) == kSwToSp) {
       const int rt = (insn >> 16) & 31;
       const bool callee_saved = (rt >= kS0 && rt <= kS7) || rt == kFp || rt == kRa;
-      if (callee_saved && !saved[rt]) {
-        saved[rt] = true;
-        saved_off[rt] = static_cast<int16_t>(insn & 0xffff);
+      if (callee_saved && !((info.saved_mask >> rt) & 1)) {
+        info.saved_mask |= 1u << rt;
+        info.saved_off[rt] = static_cast<int16_t>(insn & 0xffff);
       }
-    } else if ((insn == kMoveFpSp || insn == kMoveFpSpAddu) && regs.has(kFp)) {
-      fp_base = true;
+    } else if (insn == kMoveFpSp || insn == kMoveFpSpAddu) {
+      info.moves_fp = true;
     } else if (insn == kJrRa) {
       break;
     }
   }
-  if (!saved[kRa] && !exact_pc) {
+  if (!((info.saved_mask >> kRa) & 1) && !exact_pc) {
     // The function cleared $ra before the pc and never saved it: the outermost frame. Scanned
     // backwards from before the call at pc - 8 (and its delay slot) to the previous function's
     // `jr ra` or to any earlier write of $ra — a call (jal, jalr, bal) or `lw ra` — so that the
@@ -109,21 +103,47 @@ StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc,
       const bool lw_ra = (insn >> 26) == 0x23 && ((insn >> 16) & 0x1f) == kRa;
       if (is_call(insn) || lw_ra) break;
       if (insn == kMoveRaZero || insn == kMoveRaZeroAddu) {
-        regs.set(kPc, 0);
-        regs.set(kSp, (sp + static_cast<uint64_t>(frame_size)) & 0xffffffffull);
-        *cfa_out = (sp + static_cast<uint64_t>(frame_size)) & 0xffffffffull;
-        return StepOutcome::kOk;
+        info.kind = PrologueInfo::kEndOfStack;
+        return info;
       }
     }
-    return StepOutcome::kNotApplicable;
+    return info;  // kNotApplicable
   }
-  const uint64_t base = fp_base ? regs.get(kFp) : sp;
-  const uint64_t cfa = (base + static_cast<uint64_t>(frame_size)) & 0xffffffffull;
+  info.kind = PrologueInfo::kFrame;
+  return info;
+}
+
+/// The caller's registers from an analysis of the frame's code (see analyze_prologue).
+template <bool BigEndian, class Mem>
+StepOutcome apply_prologue(const PrologueInfo& info, Regs& regs, Mem& mem, uint64_t* cfa_out) {
+  if (!regs.has(kPc) || !regs.has(kSp)) return StepOutcome::kNotApplicable;
+  const uint64_t sp = regs.get(kSp);
+  switch (info.kind) {
+    case PrologueInfo::kLeaf: {
+      if (!regs.has(kRa)) return StepOutcome::kNotApplicable;
+      const uint64_t ra = regs.get(kRa);
+      if (ra == regs.get(kPc)) return StepOutcome::kNotApplicable;
+      regs.set(kPc, ra);
+      *cfa_out = sp;
+      return StepOutcome::kOk;
+    }
+    case PrologueInfo::kEndOfStack:
+      regs.set(kPc, 0);
+      regs.set(kSp, (sp + static_cast<uint64_t>(static_cast<int64_t>(info.frame_size))) & 0xffffffffull);
+      *cfa_out = (sp + static_cast<uint64_t>(static_cast<int64_t>(info.frame_size))) & 0xffffffffull;
+      return StepOutcome::kOk;
+    case PrologueInfo::kFrame:
+      break;
+    default:
+      return StepOutcome::kNotApplicable;
+  }
+  const uint64_t base = info.moves_fp && regs.has(kFp) ? regs.get(kFp) : sp;
+  const uint64_t cfa = (base + static_cast<uint64_t>(static_cast<int64_t>(info.frame_size))) & 0xffffffffull;
   Regs next = regs;
   for (int r = 0; r < 32; r++) {
-    if (!saved[r]) continue;
+    if (!((info.saved_mask >> r) & 1)) continue;
     uint64_t v;
-    if (!read_word(mem, (base + static_cast<int64_t>(saved_off[r])) & 0xffffffffull, 4, BigEndian, &v))
+    if (!read_word(mem, (base + static_cast<int64_t>(info.saved_off[r])) & 0xffffffffull, 4, BigEndian, &v))
       return StepOutcome::kMemory;
     next.set(r, v);
   }
@@ -133,6 +153,13 @@ StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc,
   regs = next;
   *cfa_out = cfa;
   return StepOutcome::kOk;
+}
+
+/// analyze_prologue then apply_prologue, uncached.
+template <bool BigEndian, class Mem, class Code>
+StepOutcome prologue_step(Regs& regs, Mem& mem, const Code& code, bool exact_pc, uint64_t* cfa_out) {
+  if (!regs.has(kPc) || !regs.has(kSp)) return StepOutcome::kNotApplicable;
+  return apply_prologue<BigEndian>(analyze_prologue<BigEndian>(regs.get(kPc), exact_pc, code), regs, mem, cfa_out);
 }
 
 }  // namespace stackprov::arch::mips32

@@ -8,6 +8,7 @@
 #include "arch/regs.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
+#include "dwarf/cfi.hpp"
 
 namespace stackprov::arch::mips32 {
 
@@ -31,6 +32,8 @@ struct TraitsT {
   static constexpr int kAddrSize = 4;
   static constexpr bool kBigEndian = BigEndian;
   static constexpr uint64_t kCalleeSaved = 0xc0ff0000ull;  ///< $s0..$s7, $fp, $ra
+  /// Architecture-specific DW_CFA opcodes in this arch's CFI (dwarf::CfiVendorOps).
+  static constexpr dwarf::CfiVendorOps kCfiVendorOps = dwarf::CfiVendorOps::kNone;
   /// Return addresses point past the call's delay slot: lookups use ra - 1
   /// like other arches (the delay slot belongs to the caller; the call is at ra - 8).
   static constexpr uint64_t kCallInsnMin = 1;

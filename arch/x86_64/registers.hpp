@@ -8,6 +8,7 @@
 #include "arch/regs.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
+#include "dwarf/cfi.hpp"
 
 namespace stackprov::arch::x86_64 {
 
@@ -30,6 +31,8 @@ struct Traits {
   /// rbx, rbp, r12-r15: kept across an unwind step when CFI gives no rule.
   static constexpr uint64_t kCalleeSaved =
       (1ull << kRbx) | (1ull << kRbp) | (1ull << kR12) | (1ull << kR13) | (1ull << kR14) | (1ull << kR15);
+  /// Architecture-specific DW_CFA opcodes in this arch's CFI (dwarf::CfiVendorOps).
+  static constexpr dwarf::CfiVendorOps kCfiVendorOps = dwarf::CfiVendorOps::kNone;
   /// Return addresses point after the call; lookups use ra - 1.
   static constexpr uint64_t kCallInsnMin = 1;
   static uint64_t strip_return_address(uint64_t ra) { return ra; }

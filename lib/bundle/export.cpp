@@ -9,6 +9,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/leb128.hpp"
+
 namespace stackprov::bundle {
 
 namespace {
@@ -167,13 +169,7 @@ Status append_module_json(std::string& o, const BundleReader& reader, size_t mi)
 // ---- protobuf wire format (https://protobuf.dev/programming-guides/encoding/), by hand.
 enum WireType : uint32_t { kVarint = 0, kLen = 2 };
 
-void put_varint(std::vector<uint8_t>& o, uint64_t v) {
-  while (v >= 0x80) {
-    o.push_back(static_cast<uint8_t>(v | 0x80));
-    v >>= 7;
-  }
-  o.push_back(static_cast<uint8_t>(v));
-}
+void put_varint(std::vector<uint8_t>& o, uint64_t v) { append_uleb128(o, v); }  // varints are ULEB128
 void put_tag(std::vector<uint8_t>& o, uint32_t field, WireType wt) { put_varint(o, (uint64_t{field} << 3) | wt); }
 void put_uint_field(std::vector<uint8_t>& o, uint32_t field, uint64_t v) {
   put_tag(o, field, kVarint);

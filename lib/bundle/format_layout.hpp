@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/leb128.hpp"
+
 namespace stackprov::bundle::layout {
 
 inline constexpr uint8_t kMagic[8] = {'S', 'P', 'R', 'V', 'B', 'N', 'D', 'L'};
@@ -133,25 +135,8 @@ inline void st64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
-inline void put_uleb(std::vector<uint8_t>& out, uint64_t v) {
-  do {
-    uint8_t b = v & 0x7f;
-    v >>= 7;
-    if (v != 0) b |= 0x80;
-    out.push_back(b);
-  } while (v != 0);
-}
-inline void put_sleb(std::vector<uint8_t>& out, int64_t v) {
-  for (;;) {
-    const uint8_t b = v & 0x7f;
-    v >>= 7;  // arithmetic shift (C++20)
-    if ((v == 0 && (b & 0x40) == 0) || (v == -1 && (b & 0x40) != 0)) {
-      out.push_back(b);
-      return;
-    }
-    out.push_back(b | 0x80);
-  }
-}
+inline void put_uleb(std::vector<uint8_t>& out, uint64_t v) { append_uleb128(out, v); }
+inline void put_sleb(std::vector<uint8_t>& out, int64_t v) { append_sleb128(out, v); }
 
 /// Bounds-checked varint cursor over [p, end). Any read past the end or an over-long
 /// varint sets `bad` and returns 0; callers check `bad` (or ok()) before using values.
@@ -171,29 +156,23 @@ struct Cursor {
   }
   uint64_t uleb() {
     uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-      if (p >= end) break;
-      const uint8_t b = *p++;
-      if (shift == 63 && (b & 0x7e) != 0) break;  // more than 64 bits
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return v;
+    const uint8_t* q = read_uleb128(p, end, &v);
+    if (q == nullptr) {
+      bad = true;
+      return 0;
     }
-    bad = true;
-    return 0;
+    p = q;
+    return v;
   }
   int64_t sleb() {
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-      if (p >= end) break;
-      const uint8_t b = *p++;
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) {
-        if (shift + 7 < 64 && (b & 0x40) != 0) v |= ~uint64_t{0} << (shift + 7);
-        return static_cast<int64_t>(v);
-      }
+    int64_t v = 0;
+    const uint8_t* q = read_sleb128(p, end, &v);
+    if (q == nullptr) {
+      bad = true;
+      return 0;
     }
-    bad = true;
-    return 0;
+    p = q;
+    return v;
   }
 };
 

@@ -2,6 +2,7 @@
 // C ABI shims: the structs behind the opaque handles, options checking, exception barrier.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -98,6 +99,14 @@ struct sprov_unwinder {
   stackprov::unwind::RuleCache cache;
   stackprov::unwind::ModuleTable table;
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> table_modules;
+  /// The tables of the module lists unwound before `table`, most recent first:
+  /// a switch back to one (interleaved processes: perf-import, agents) swaps it
+  /// in instead of resolving every module again (capi/unwinder.cpp build_table).
+  struct RecentTable {
+    stackprov::unwind::ModuleTable table;
+    std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
+  };
+  std::array<RecentTable, 3> recent_tables;
   stackprov::unwind::WalkResult scratch;  ///< capacity reserved to opts.max_frames at creation
   uint64_t stack_lo = 0, stack_hi = 0;     ///< sprov_unwinder_set_stack
   uint64_t frames = 0;

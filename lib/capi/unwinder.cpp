@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_unwinder (rule cache, module table) and sprov_stack (the unwound frames).
+#include <algorithm>
+
 #include "capi/internal.hpp"
 #include "memory/recording_reader.hpp"
 #include "unwind/arch_dispatch.hpp"
@@ -10,10 +12,28 @@ using namespace stackprov::capi;
 namespace {
 
 /// Resolves the snapshot's modules through the context cache; reused while
-/// consecutive snapshots have the same module list.
+/// consecutive snapshots have the same module list, and swapped back in from
+/// the unwinder's recent tables (an LRU of sprov_unwinder::recent_tables) when
+/// an earlier list comes back.
 void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
-  if (uw->table.key == key && uw->table.size() == s.modules.size() && key != 0 && uw->table_modules)
-    return;
+  auto same = [&](const unwind::ModuleTable& t, const auto& mods) {
+    return t.key == key && t.size() == s.modules.size() && key != 0 && mods != nullptr;
+  };
+  if (same(uw->table, uw->table_modules)) return;
+  // Rotate: the current table becomes the most recent; the one found (or the
+  // least recent, to be rebuilt) becomes current.
+  auto& recent = uw->recent_tables;
+  size_t hit = recent.size() - 1;
+  for (size_t i = 0; i < recent.size(); i++) {
+    if (same(recent[i].table, recent[i].modules)) {
+      hit = i;
+      break;
+    }
+  }
+  std::swap(uw->table, recent[hit].table);
+  std::swap(uw->table_modules, recent[hit].modules);
+  std::rotate(recent.begin(), recent.begin() + static_cast<long>(hit), recent.begin() + static_cast<long>(hit) + 1);
+  if (same(uw->table, uw->table_modules)) return;
   uw->table.clear();
   uw->table_modules = std::make_shared<const std::vector<memory::SnapshotModule>>(s.modules);
   for (size_t i = 0; i < s.modules.size(); i++) {

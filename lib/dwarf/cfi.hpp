@@ -12,6 +12,19 @@ namespace stackprov::dwarf {
 /// (0..16), arm64 (0..32 incl. pc/ra columns) and mips32 (0..31, hi/lo, pc).
 constexpr int kMaxCfiRegs = 40;
 
+/// Architecture-specific DW_CFA opcodes a section may contain; each arch's
+/// traits name theirs (Traits::kCfiVendorOps, arch/<isa>/registers.hpp).
+enum class CfiVendorOps : uint8_t {
+  kNone = 0,
+  /// "DWARF for the Arm 64-bit Architecture" (aadwarf64) 4.4.3: 0x2d
+  /// DW_CFA_AARCH64_negate_ra_state (elsewhere DW_CFA_GNU_window_save, SPARC) and
+  /// 0x2c DW_CFA_AARCH64_negate_ra_state_with_pc (PAuth_LR). Both toggle whether
+  /// the return address is PAC-signed; neither has operands. The unwinder strips
+  /// the PAC bits from every arm64 return address (Traits::strip_return_address),
+  /// so the state itself is not kept.
+  kAarch64 = 1,
+};
+
 /// Outcome of a CFI operation. Hot-path code returns these, never allocates.
 enum class CfiStatus : uint8_t {
   kOk = 0,
@@ -30,14 +43,9 @@ struct CfiSection {
   bool is_eh_frame = true;  ///< .eh_frame (CIE id 0, pc-relative pointers) vs .debug_frame
   bool big_endian = false;
   uint8_t addr_size = 8;    ///< 4 or 8
-  /// ELF e_machine of the image. Only EM_AARCH64 (183) changes behaviour: opcode
-  /// 0x2d is then DW_CFA_AARCH64_negate_ra_state instead of DW_CFA_GNU_window_save
-  /// (which is kUnsupported everywhere else).
-  uint16_t machine = 0;
+  /// The architecture's own DW_CFA opcodes (its traits' kCfiVendorOps).
+  CfiVendorOps vendor_ops = CfiVendorOps::kNone;
 };
-
-/// ELF e_machine value for arm64 (System V gABI, "Machine" table).
-constexpr uint16_t kEmAarch64 = 183;
 
 /// Register rule kinds, DWARF 5 section 6.4.1.
 enum class RegRuleKind : uint8_t {
@@ -76,16 +84,12 @@ struct CfiRow {
   RegRule regs[kMaxCfiRegs];
   uint16_t ra_reg = 0;        ///< return-address column from the CIE
   bool signal_frame = false;  ///< CIE augmentation 'S'
-  /// arm64 only: DW_CFA_AARCH64_negate_ra_state toggled an odd number of times,
-  /// i.e. the saved return address is PAC-signed and must be stripped.
-  bool ra_signed = false;
 };
 
 /// A decoded FDE (and the parts of its CIE the interpreter needs).
 struct FdeInfo {
   uint64_t pc_begin = 0;  ///< link-time
   uint64_t pc_end = 0;
-  uint64_t lsda = 0;
   uint32_t fde_offset = 0;
   uint32_t cie_offset = 0;
   uint32_t cie_instr_offset = 0;  ///< CIE initial instructions, into CfiSection::data
@@ -99,7 +103,6 @@ struct FdeInfo {
   bool signal_frame = false;
   uint8_t cie_version = 1;
   uint8_t addr_size = 8;        ///< CIE address_size (v4 .debug_frame) or CfiSection::addr_size
-  uint8_t lsda_encoding = 0xff;  ///< DW_EH_PE_* from 'L'; 0xff (omit) when absent
 };
 
 /// Decodes the FDE that starts at `fde_offset` (the offset of its length field)
@@ -145,6 +148,15 @@ class FdeIndex {
   /// Finds the FDE covering `pc` (link-time) and decodes it into *fde.
   /// kNotFound when no FDE covers pc (including gaps between FDEs).
   CfiStatus lookup(const CfiSection& sec, uint64_t pc, FdeInfo* fde) const;
+
+  /// Position (0 .. size() - 1) of the last entry whose pc_begin <= pc, or -1
+  /// when pc is below every entry. The FDE there may still end before pc.
+  /// No decoding: a binary search of the table only.
+  ptrdiff_t find(const CfiSection& sec, uint64_t pc) const;
+  /// pc_begin of entry `i` (link-time), as the table records it.
+  uint64_t entry_pc(const CfiSection& sec, size_t i) const;
+  /// Decodes the FDE of entry `i` (a position from find()).
+  CfiStatus decode_entry(const CfiSection& sec, size_t i, FdeInfo* fde) const;
 
   size_t size() const { return hdr_table_ ? hdr_count_ : entries_.size(); }
   bool empty() const { return size() == 0; }

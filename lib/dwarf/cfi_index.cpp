@@ -27,16 +27,6 @@ inline int32_t load_s32(const uint8_t* p, bool big_endian) {
   return static_cast<int32_t>(v);
 }
 
-/// Decodes the FDE at `fde_offset` and checks it covers pc.
-CfiStatus decode_covering(const CfiSection& sec, uint64_t fde_offset, uint64_t pc, FdeInfo* fde) {
-  FdeInfo f;
-  CfiStatus st = decode_fde(sec, fde_offset, &f);
-  if (st != CfiStatus::kOk) return st;
-  if (pc < f.pc_begin || pc >= f.pc_end) return CfiStatus::kNotFound;
-  *fde = f;
-  return CfiStatus::kOk;
-}
-
 }  // namespace
 
 CfiStatus FdeIndex::from_eh_frame_hdr(const uint8_t* hdr, size_t hdr_size, uint64_t hdr_vaddr,
@@ -117,8 +107,7 @@ CfiStatus FdeIndex::build(const CfiSection& sec, FdeIndex* out) {
   return CfiStatus::kOk;
 }
 
-CfiStatus FdeIndex::lookup(const CfiSection& sec, uint64_t pc, FdeInfo* fde) const {
-  if (fde == nullptr) return CfiStatus::kBadCfi;
+ptrdiff_t FdeIndex::find(const CfiSection& sec, uint64_t pc) const {
   if (hdr_table_ != nullptr) {
     const uint64_t mask = detail::addr_mask(sec.addr_size);
     const bool be = sec.big_endian;
@@ -135,17 +124,44 @@ CfiStatus FdeIndex::lookup(const CfiSection& sec, uint64_t pc, FdeInfo* fde) con
         hi = mid;
       }
     }
-    if (lo == 0) return CfiStatus::kNotFound;
-    const uint8_t* e = hdr_table_ + (lo - 1) * kHdrEntrySize;
-    const uint64_t fde_addr = (hdr_vaddr_ + static_cast<uint64_t>(int64_t{load_s32(e + 4, be)})) & mask;
-    if (fde_addr < sec.vaddr || fde_addr - sec.vaddr >= sec.size) return CfiStatus::kBadCfi;
-    return decode_covering(sec, fde_addr - sec.vaddr, pc, fde);
+    return static_cast<ptrdiff_t>(lo) - 1;
   }
   auto it = std::upper_bound(entries_.begin(), entries_.end(), pc,
                              [](uint64_t v, const Entry& e) { return v < e.pc_begin; });
-  if (it == entries_.begin()) return CfiStatus::kNotFound;
-  --it;
-  return decode_covering(sec, it->fde_offset, pc, fde);
+  return (it - entries_.begin()) - 1;
+}
+
+uint64_t FdeIndex::entry_pc(const CfiSection& sec, size_t i) const {
+  if (i >= size()) return 0;
+  if (hdr_table_ != nullptr)
+    return (hdr_vaddr_ + static_cast<uint64_t>(int64_t{load_s32(hdr_table_ + i * kHdrEntrySize, sec.big_endian)})) &
+           detail::addr_mask(sec.addr_size);
+  return entries_[i].pc_begin;
+}
+
+CfiStatus FdeIndex::decode_entry(const CfiSection& sec, size_t i, FdeInfo* fde) const {
+  if (fde == nullptr || i >= size()) return CfiStatus::kBadCfi;
+  if (hdr_table_ != nullptr) {
+    const uint64_t mask = detail::addr_mask(sec.addr_size);
+    const uint8_t* e = hdr_table_ + i * kHdrEntrySize;
+    const uint64_t fde_addr =
+        (hdr_vaddr_ + static_cast<uint64_t>(int64_t{load_s32(e + 4, sec.big_endian)})) & mask;
+    if (fde_addr < sec.vaddr || fde_addr - sec.vaddr >= sec.size) return CfiStatus::kBadCfi;
+    return decode_fde(sec, fde_addr - sec.vaddr, fde);
+  }
+  return decode_fde(sec, entries_[i].fde_offset, fde);
+}
+
+CfiStatus FdeIndex::lookup(const CfiSection& sec, uint64_t pc, FdeInfo* fde) const {
+  if (fde == nullptr) return CfiStatus::kBadCfi;
+  const ptrdiff_t i = find(sec, pc);
+  if (i < 0) return CfiStatus::kNotFound;
+  FdeInfo f;
+  CfiStatus st = decode_entry(sec, static_cast<size_t>(i), &f);
+  if (st != CfiStatus::kOk) return st;
+  if (pc < f.pc_begin || pc >= f.pc_end) return CfiStatus::kNotFound;
+  *fde = f;
+  return CfiStatus::kOk;
 }
 
 }  // namespace stackprov::dwarf

@@ -299,14 +299,14 @@ CfiStatus decode_fde(const CfiSection& sec, uint64_t fde_offset, FdeInfo* out) {
   if (pc_end < pc_begin || pc_end > addr_mask(c.addr_size) + (c.addr_size < 8 ? 1 : 0)) {
     return CfiStatus::kBadCfi;
   }
-  uint64_t lsda = 0;
   if (c.has_z) {
     uint64_t zlen = 0;
     if (!r.uleb(&zlen) || zlen > r.remaining()) return CfiStatus::kBadCfi;
     const size_t aug_end = r.pos + static_cast<size_t>(zlen);
     if (c.lsda_encoding != kPeOmit) {
+      // The LSDA pointer only matters to an exception personality: checked, not kept.
       ByteReader a{sec.data, aug_end, r.pos, sec.big_endian};
-      // For DW_EH_PE_indirect, lsda is the address of the pointer to the LSDA.
+      uint64_t lsda = 0;
       if (!read_encoded(a, c.lsda_encoding, sec.vaddr, sec, c.addr_size, true, &lsda)) {
         return CfiStatus::kBadCfi;
       }
@@ -316,7 +316,6 @@ CfiStatus decode_fde(const CfiSection& sec, uint64_t fde_offset, FdeInfo* out) {
   FdeInfo f;
   f.pc_begin = pc_begin;
   f.pc_end = pc_end;
-  f.lsda = lsda;
   f.fde_offset = static_cast<uint32_t>(fde_offset);
   f.cie_offset = static_cast<uint32_t>(h.cie_offset);
   f.cie_instr_offset = static_cast<uint32_t>(c.instr_offset);
@@ -327,7 +326,6 @@ CfiStatus decode_fde(const CfiSection& sec, uint64_t fde_offset, FdeInfo* out) {
   f.data_align = c.data_align;
   f.ra_reg = c.ra_reg;
   f.fde_encoding = c.fde_encoding;
-  f.lsda_encoding = c.lsda_encoding;
   f.signal_frame = c.signal_frame;
   f.cie_version = c.version;
   f.addr_size = c.addr_size;

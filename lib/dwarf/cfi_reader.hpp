@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/leb128.hpp"
 #include "dwarf/cfi.hpp"
 
 namespace stackprov::dwarf::detail {
@@ -72,43 +73,21 @@ struct ByteReader {
   bool u32(uint64_t* v) { return uN(4, v); }
   bool u64(uint64_t* v) { return uN(8, v); }
 
-  /// ULEB128 (DWARF 5 section 7.6). Bits beyond 64 must be zero.
+  /// ULEB128 (core/leb128.hpp).
   bool uleb(uint64_t* v) {
-    uint64_t r = 0;
-    unsigned shift = 0;
-    for (;;) {
-      if (pos >= end) return false;
-      uint8_t b = data[pos++];
-      if (shift < 64) {
-        uint64_t part = static_cast<uint64_t>(b & 0x7f);
-        if (shift > 57 && (part >> (64 - shift)) != 0) return false;
-        r |= part << shift;
-      } else if ((b & 0x7f) != 0) {
-        return false;
-      }
-      shift += 7;
-      if ((b & 0x80) == 0) break;
-      if (shift > 70) return false;  // at most 10 bytes
-    }
-    *v = r;
+    if (pos > end) return false;
+    const uint8_t* q = read_uleb128(data + pos, data + end, v);
+    if (q == nullptr) return false;
+    pos = static_cast<size_t>(q - data);
     return true;
   }
 
-  /// SLEB128 (DWARF 5 section 7.6).
+  /// SLEB128 (core/leb128.hpp).
   bool sleb(int64_t* v) {
-    uint64_t r = 0;
-    unsigned shift = 0;
-    uint8_t b = 0;
-    for (;;) {
-      if (pos >= end) return false;
-      b = data[pos++];
-      if (shift < 64) r |= static_cast<uint64_t>(b & 0x7f) << shift;
-      shift += 7;
-      if ((b & 0x80) == 0) break;
-      if (shift > 70) return false;
-    }
-    if (shift < 64 && (b & 0x40)) r |= ~uint64_t{0} << shift;
-    *v = static_cast<int64_t>(r);
+    if (pos > end) return false;
+    const uint8_t* q = read_sleb128(data + pos, data + end, v);
+    if (q == nullptr) return false;
+    pos = static_cast<size_t>(q - data);
     return true;
   }
 };

@@ -39,6 +39,7 @@ constexpr uint8_t kCfaValOffset = 0x14;
 constexpr uint8_t kCfaValOffsetSf = 0x15;
 constexpr uint8_t kCfaValExpression = 0x16;
 constexpr uint8_t kCfaMipsAdvanceLoc8 = 0x1d;   // binutils include/dwarf2.def
+constexpr uint8_t kCfaAarch64NegateRaStateWithPc = 0x2c;  // aadwarf64 4.4.3 (CfiVendorOps::kAarch64)
 constexpr uint8_t kCfaGnuWindowSave = 0x2d;     // == DW_CFA_AARCH64_negate_ra_state
 constexpr uint8_t kCfaGnuArgsSize = 0x2e;
 constexpr uint8_t kCfaGnuNegativeOffsetExtended = 0x2f;
@@ -46,12 +47,10 @@ constexpr uint8_t kCfaGnuNegativeOffsetExtended = 0x2f;
 /// DW_CFA_remember_state depth (fixed, no allocation).
 constexpr int kMaxStateDepth = 16;
 
-/// Everything remember_state saves: the CFA rule, the register rules and the
-/// arm64 RA signing state (GCC and LLVM libunwind save all three).
+/// Everything remember_state saves: the CFA rule and the register rules.
 struct RuleSet {
   CfaRule cfa;
   RegRule regs[kMaxCfiRegs];
-  bool ra_signed = false;
 };
 static_assert(std::is_trivially_copyable_v<RuleSet>);
 
@@ -270,8 +269,11 @@ CfiStatus Interpreter::run(uint64_t begin, uint64_t len, const RuleSet* initial)
         if (!r.uleb(&u)) return kBad;  // the value only matters to the EH personality
         break;
       case kCfaGnuWindowSave:
-        if (sec_.machine != kEmAarch64) return CfiStatus::kUnsupported;  // SPARC register windows
-        cur_.ra_signed = !cur_.ra_signed;  // DW_CFA_AARCH64_negate_ra_state
+        // DW_CFA_AARCH64_negate_ra_state; elsewhere SPARC register windows.
+        if (sec_.vendor_ops != CfiVendorOps::kAarch64) return CfiStatus::kUnsupported;
+        break;  // the RA signing state is not kept (CfiVendorOps::kAarch64)
+      case kCfaAarch64NegateRaStateWithPc:
+        if (sec_.vendor_ops != CfiVendorOps::kAarch64) return kBad;
         break;
       default:
         return kBad;
@@ -308,7 +310,6 @@ CfiStatus find_row(const CfiSection& sec, const FdeInfo& fde, uint64_t pc, CfiRo
   std::memcpy(out->regs, rs.regs, sizeof(rs.regs));
   out->ra_reg = fde.ra_reg;
   out->signal_frame = fde.signal_frame;
-  out->ra_signed = rs.ra_signed;
   return CfiStatus::kOk;
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/leb128.hpp"
+
 namespace stackprov::dwarf {
 
 /// A borrowed byte range of one section (decompressed, owned by the ElfImage).
@@ -66,31 +68,24 @@ struct Cursor {
   uint64_t u64() { return fixed(8); }
   int8_t s8() { return static_cast<int8_t>(u8()); }
   uint64_t uleb() {
-    uint64_t r = 0;
-    for (unsigned shift = 0; shift < 70; shift += 7) {
-      if (pos >= end) break;
-      uint8_t b = data[pos++];
-      if (shift < 64) r |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return r;
+    uint64_t v = 0;
+    const uint8_t* q = pos < end ? read_uleb128(data + pos, data + end, &v) : nullptr;
+    if (q == nullptr) {
+      fail();
+      return 0;
     }
-    fail();
-    return 0;
+    pos = static_cast<size_t>(q - data);
+    return v;
   }
   int64_t sleb() {
-    uint64_t r = 0;
-    unsigned shift = 0;
-    for (; shift < 70; shift += 7) {
-      if (pos >= end) break;
-      uint8_t b = data[pos++];
-      if (shift < 64) r |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) {
-        shift += 7;
-        if (shift < 64 && (b & 0x40)) r |= ~uint64_t{0} << shift;
-        return static_cast<int64_t>(r);
-      }
+    int64_t v = 0;
+    const uint8_t* q = pos < end ? read_sleb128(data + pos, data + end, &v) : nullptr;
+    if (q == nullptr) {
+      fail();
+      return 0;
     }
-    fail();
-    return 0;
+    pos = static_cast<size_t>(q - data);
+    return v;
   }
   /// NUL-terminated string; fails when the terminator is missing.
   std::string_view cstr() {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/leb128.hpp"
 #include "dwarf/expression.hpp"
 
 namespace stackprov::dwarf {
@@ -84,33 +85,17 @@ struct ExprReader {
     return true;
   }
   bool uleb(uint64_t* v) {
-    uint64_t r = 0;
-    unsigned shift = 0;
-    for (;;) {
-      if (pos >= len) return false;
-      const uint8_t b = p[pos++];
-      if (shift < 64) r |= static_cast<uint64_t>(b & 0x7f) << shift;
-      shift += 7;
-      if (!(b & 0x80)) break;
-      if (shift > 70) return false;
-    }
-    *v = r;
+    if (pos > len) return false;
+    const uint8_t* q = read_uleb128(p + pos, p + len, v);
+    if (q == nullptr) return false;
+    pos = static_cast<size_t>(q - p);
     return true;
   }
   bool sleb(int64_t* v) {
-    uint64_t r = 0;
-    unsigned shift = 0;
-    uint8_t b = 0;
-    for (;;) {
-      if (pos >= len) return false;
-      b = p[pos++];
-      if (shift < 64) r |= static_cast<uint64_t>(b & 0x7f) << shift;
-      shift += 7;
-      if (!(b & 0x80)) break;
-      if (shift > 70) return false;
-    }
-    if (shift < 64 && (b & 0x40)) r |= ~uint64_t{0} << shift;
-    *v = static_cast<int64_t>(r);
+    if (pos > len) return false;
+    const uint8_t* q = read_sleb128(p + pos, p + len, v);
+    if (q == nullptr) return false;
+    pos = static_cast<size_t>(q - p);
     return true;
   }
 };

@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "arch/arm64/registers.hpp"
+#include "arch/mips32/registers.hpp"
+#include "arch/x86_64/registers.hpp"
+
 namespace stackprov::unwind {
 
 uint32_t next_module_generation() {
@@ -18,6 +22,16 @@ uint32_t next_module_generation() {
 
 namespace {
 
+/// The CFI traits of a module's architecture (arch/<isa>/registers.hpp); zero for an unknown one.
+ArchCfi arch_cfi_for(Arch arch) {
+  switch (arch) {
+    case Arch::kX86_64: return arch_cfi_of<arch::x86_64::Traits>();
+    case Arch::kArm64: return arch_cfi_of<arch::arm64::Traits>();
+    case Arch::kMips32: return arch_cfi_of<arch::mips32::TraitsLE>();  // the same in both byte orders
+    default: return ArchCfi{};
+  }
+}
+
 dwarf::CfiSection make_section(const elf::ElfImage& img, const elf::Section& s, bool is_eh) {
   dwarf::CfiSection c;
   c.data = s.data;
@@ -26,7 +40,7 @@ dwarf::CfiSection make_section(const elf::ElfImage& img, const elf::Section& s, 
   c.is_eh_frame = is_eh;
   c.big_endian = img.big_endian();
   c.addr_size = img.is_64bit() ? 8 : 4;
-  c.machine = img.machine();
+  c.vendor_ops = arch_cfi_for(img.arch()).vendor_ops;
   if (auto hdr = img.eh_frame_hdr()) c.data_vaddr = hdr->addr;
   if (auto text = img.section(".text")) c.text_vaddr = text->addr;
   return c;
@@ -53,6 +67,8 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<elf::El
     if (!indexed) indexed = dwarf::FdeIndex::build(m->eh_, &m->eh_index_) == dwarf::CfiStatus::kOk;
     m->has_eh_ = indexed && !m->eh_index_.empty();
   }
+  m->row_params_ = arch_cfi_for(m->arch_).rows;
+  if (m->has_eh_) m->eh_compiled_ = std::make_unique<CompiledCfi>(m->eh_, m->eh_index_, m->row_params_);
   return m;
 }
 
@@ -117,6 +133,7 @@ const LoadedModule::DebugFrame* LoadedModule::debug_frame() const {
       if (dwarf::FdeIndex::build(df->section, &df->index) != dwarf::CfiStatus::kOk ||
           df->index.empty())
         return false;
+      df->compiled = std::make_unique<CompiledCfi>(df->section, df->index, row_params_);
       debug_frame_ = std::move(df);
       return true;
     };
@@ -128,6 +145,16 @@ const LoadedModule::DebugFrame* LoadedModule::debug_frame() const {
     }
   });
   return debug_frame_.get();
+}
+
+dwarf::CfiStatus LoadedModule::compiled_rule(uint64_t rel, bool use_debug_frame, const RowParams& p,
+                                             UnwindRule* rule) const {
+  dwarf::CfiStatus st = dwarf::CfiStatus::kNotFound;
+  if (eh_compiled_) st = eh_compiled_->lookup(rel, p, rule);
+  if (st == dwarf::CfiStatus::kNotFound && use_debug_frame) {
+    if (const DebugFrame* df = debug_frame(); df != nullptr && df->compiled) st = df->compiled->lookup(rel, p, rule);
+  }
+  return st;
 }
 
 bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {

@@ -15,6 +15,7 @@
 #include "dwarf/cfi.hpp"
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
+#include "unwind/compiled_rows.hpp"
 #include "unwind/unwind_rule.hpp"
 
 namespace stackprov::unwind {
@@ -71,8 +72,20 @@ class LoadedModule {
   struct DebugFrame {
     dwarf::CfiSection section;
     dwarf::FdeIndex index;
+    std::unique_ptr<CompiledCfi> compiled;  ///< rows of `section`, compiled per FDE on first use
   };
   const DebugFrame* debug_frame() const;
+
+  /// The compiled rule for link-time `rel` (doc/unwind-tables.md): from
+  /// .eh_frame's compiled rows, else (no FDE covers rel there) from
+  /// .debug_frame's when `use_debug_frame`. kOk with *rule and *from_debug;
+  /// kNotFound; kBadCfi / kUnsupported when the covering FDE does not decode
+  /// or `p` is not this module's architecture. The first lookup in an FDE
+  /// compiles it (allocates); later ones do not. Thread-safe.
+  dwarf::CfiStatus compiled_rule(uint64_t rel, bool use_debug_frame, const RowParams& p,
+                                 UnwindRule* rule) const;
+  /// The row parameters of this module's architecture (zero for an unknown one).
+  const RowParams& row_params() const { return row_params_; }
 
   /// Copies code bytes at link-time address `vaddr` from the file (for
   /// trampoline recognition offline). False outside PT_LOAD file contents.
@@ -89,6 +102,8 @@ class LoadedModule {
   bool has_eh_ = false;
   dwarf::CfiSection eh_{};
   dwarf::FdeIndex eh_index_;
+  RowParams row_params_;
+  std::unique_ptr<CompiledCfi> eh_compiled_;
   mutable std::once_flag debug_once_;
   mutable std::shared_ptr<elf::ElfImage> debug_image_;
   mutable std::unique_ptr<DebugFrame> debug_frame_;

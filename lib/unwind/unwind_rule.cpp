@@ -12,7 +12,7 @@ namespace stackprov::unwind {
 
 using dwarf::RegRuleKind;
 
-UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs) {
+UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs, uint64_t keep_saved) {
   UnwindRule r;
   r.signal_frame = row.signal_frame ? 1 : 0;
   const int ra = row.ra_reg;
@@ -62,15 +62,16 @@ UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs) 
         break;
       case RegRuleKind::kOffset:
         if (reg >= num_regs) break;  // a register this arch does not track
+        if (reg >= 64 || ((keep_saved >> reg) & 1) == 0) break;  // dead in the caller
         if (out.nsaved >= UnwindRule::kMaxSaved) return r;
         if (!word_off(rr.offset, &out.saved_off[out.nsaved])) return r;
         out.saved_reg[out.nsaved++] = static_cast<uint8_t>(reg);
         break;
       case RegRuleKind::kUndefined:
-        if (reg >= num_regs) break;
+        if (reg >= num_regs || reg >= 64 || ((keep_saved >> reg) & 1) == 0) break;
         return r;  // the interpreter path marks it invalid
       default:
-        if (reg >= num_regs) break;
+        if (reg >= num_regs || reg >= 64 || ((keep_saved >> reg) & 1) == 0) break;
         return r;
     }
   }
@@ -86,6 +87,17 @@ RuleCache::RuleCache() : entries_(static_cast<Entry*>(std::calloc(kEntries, size
 
 void RuleCache::clear() {
   std::memset(static_cast<void*>(entries_.get()), 0, kEntries * sizeof(Entry));
+  prologues_.reset();
+}
+
+void RuleCache::insert_prologue(uint64_t rel_pc, bool exact_pc, uint32_t generation, const arch::PrologueInfo& info) {
+  static_assert(kPrologueEntries == 256, "prologue_slot keeps the top 8 bits");
+  if (!prologues_) prologues_ = std::make_unique<PrologueEntry[]>(kPrologueEntries);
+  const uint64_t key = rel_pc << 1 | (exact_pc ? 1 : 0);
+  PrologueEntry& e = prologues_[prologue_slot(key, generation)];
+  e.key = key;
+  e.generation = generation;
+  e.info = info;
 }
 
 }  // namespace stackprov::unwind

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "arch/regs.hpp"
 #include "dwarf/cfi.hpp"
 
 namespace stackprov::unwind {
@@ -43,7 +44,12 @@ static_assert(sizeof(UnwindRule) == 36, "UnwindRule must stay compact");
 
 /// Translates a CFI row into a compact rule; kFull when it does not fit.
 /// `addr_size` is 4 or 8; `num_regs` bounds the register numbers used.
-UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs);
+/// `keep_saved` (bit n: DWARF register n) selects the saved registers the rule
+/// restores: the callee-saved ones (Traits::kCalleeSaved), the only registers a
+/// caller's CFA or saved-register rule reads; saves of other registers are not
+/// carried (their values are dead in the caller).
+UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs,
+                         uint64_t keep_saved = ~uint64_t{0});
 
 /// Direct-mapped cache of rules keyed by (module identity, module-relative pc):
 /// the module's generation (unique per loaded module, which is shared by
@@ -82,6 +88,19 @@ class RuleCache {
     e.rule = rule;
   }
   void clear();
+
+  /// Prologue analyses (mips32) by (module generation, module-relative pc,
+  /// exact pc): the analysis reads up to ~1,000 instructions, so each pc is
+  /// analysed once per unwinder. A 256-entry direct-mapped table allocated on
+  /// the first insert.
+  const arch::PrologueInfo* find_prologue(uint64_t rel_pc, bool exact_pc, uint32_t generation) const {
+    if (!prologues_) return nullptr;
+    const uint64_t key = rel_pc << 1 | (exact_pc ? 1 : 0);
+    const PrologueEntry& e = prologues_[prologue_slot(key, generation)];
+    return e.generation == generation && e.key == key ? &e.info : nullptr;
+  }
+  void insert_prologue(uint64_t rel_pc, bool exact_pc, uint32_t generation, const arch::PrologueInfo& info);
+
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
 
@@ -97,6 +116,16 @@ class RuleCache {
   /// unwinder that touches few slots (one short walk) pays for few pages.
   /// An all-zero Entry is empty (generation 0).
   std::unique_ptr<Entry, FreeDeleter> entries_;
+  struct PrologueEntry {
+    uint64_t key = 0;         // rel_pc << 1 | exact_pc
+    uint32_t generation = 0;  // 0: empty
+    arch::PrologueInfo info;
+  };
+  static constexpr uint32_t kPrologueEntries = 256;
+  static uint32_t prologue_slot(uint64_t key, uint32_t generation) {
+    return static_cast<uint32_t>(((key ^ (static_cast<uint64_t>(generation) << 40)) * 0x9E3779B97F4A7C15ull) >> 56);
+  }
+  std::unique_ptr<PrologueEntry[]> prologues_;
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
 };

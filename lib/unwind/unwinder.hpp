@@ -35,6 +35,7 @@ class Unwinder {
  public:
   using Regs = arch::RegState<Traits::kNumRegs>;
   using Ops = arch::Ops<Traits>;
+  static constexpr RowParams kRowParams = row_params_of<Traits>();
 
   Unwinder(const ModuleTable& modules, RuleCache& cache, const WalkOptions& opts, Mem& mem)
       : modules_(modules), cache_(cache), opts_(opts), mem_(mem) {}
@@ -213,33 +214,30 @@ class Unwinder {
     if (mod.bundle() != nullptr) return step_by_bundle_row(mod, rel, regs, next, cfa, method, signal);
     const UnwindRule* cached = cache_.find(rel, mod.generation());
     UnwindRule rule;
-    if (cached != nullptr && cached->kind != UnwindRule::kFull) {
+    if (cached != nullptr) {
       rule = *cached;
     } else {
-      const dwarf::CfiSection* sec = nullptr;
-      bool from_debug = false;
-      if (!find_cfi_row(mod, rel, &sec, &from_debug)) {
-        if (cached == nullptr) {
-          UnwindRule none;
-          none.kind = row_status_ == dwarf::CfiStatus::kNotFound ? UnwindRule::kNoInfo
-                                                                  : UnwindRule::kInvalid;
-          if (none.kind == UnwindRule::kNoInfo) cache_.insert(rel, mod.generation(), none);
-        }
-        return row_status_ == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo
-                                                          : StopReason::kBadCfi;
-      }
-      if (cached == nullptr) {
-        rule = translate_row(row_, Traits::kAddrSize, Traits::kNumRegs);
-        rule.from_debug_frame = from_debug ? 1 : 0;
+      // A miss: the module's compiled rows (a binary search once the FDE is compiled).
+      const dwarf::CfiStatus st = mod.compiled_rule(rel, opts_.use_debug_frame, kRowParams, &rule);
+      if (st == dwarf::CfiStatus::kOk) {
+        if (rule.kind != UnwindRule::kInvalid) cache_.insert(rel, mod.generation(), rule);
+      } else if (st == dwarf::CfiStatus::kNotFound) {
+        rule = UnwindRule{};
+        rule.kind = UnwindRule::kNoInfo;
         cache_.insert(rel, mod.generation(), rule);
       } else {
-        rule = *cached;
+        rule.kind = UnwindRule::kInvalid;  // the interpreter below says why
       }
-      if (rule.kind == UnwindRule::kFull) {
-        *method = from_debug ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
-        *signal = row_.signal_frame;
-        return apply_row(*sec, regs, next, cfa);
-      }
+    }
+    if (rule.kind == UnwindRule::kFull || rule.kind == UnwindRule::kInvalid) {
+      // The row needs the interpreter (kFull), or the interpreter rejects it (kInvalid).
+      const dwarf::CfiSection* sec = nullptr;
+      bool from_debug = false;
+      if (!find_cfi_row(mod, rel, &sec, &from_debug))
+        return row_status_ == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo : StopReason::kBadCfi;
+      *method = from_debug ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
+      *signal = row_.signal_frame;
+      return apply_row(*sec, regs, next, cfa);
     }
     switch (rule.kind) {
       case UnwindRule::kNoInfo:
@@ -492,15 +490,26 @@ class Unwinder {
 
   /// Instruction analysis of the function's prologue (mips32), reading code
   /// from the module file that holds the pc. `exact_pc`: not a return address.
+  /// The analysis (code only) is cached per module-relative pc in the rule cache.
   bool step_by_prologue(const ModuleSlot* slot, bool exact_pc, const Regs& regs, Regs& next,
                         uint64_t* cfa) {
-    if (slot == nullptr || slot->module == nullptr) return false;
-    auto code = [slot](uint64_t addr, void* buf, size_t len) {
-      return addr >= slot->start && addr + len <= slot->end &&
-             slot->module->read_code(addr - slot->bias, buf, len);
-    };
+    if (slot == nullptr || slot->module == nullptr || !regs.has(Traits::kPcReg)) return false;
+    const uint64_t pc = regs.get(Traits::kPcReg);
+    const uint64_t rel = pc - slot->bias;
+    const uint32_t gen = slot->module->generation();
+    const arch::PrologueInfo* info = cache_.find_prologue(rel, exact_pc, gen);
+    arch::PrologueInfo fresh;
+    if (info == nullptr) {
+      auto code = [slot](uint64_t addr, void* buf, size_t len) {
+        return addr >= slot->start && addr + len <= slot->end &&
+               slot->module->read_code(addr - slot->bias, buf, len);
+      };
+      fresh = Ops::analyze_prologue(pc, exact_pc, code);
+      cache_.insert_prologue(rel, exact_pc, gen, fresh);
+      info = &fresh;
+    }
     next = regs;
-    return Ops::prologue_step(next, mem_, code, exact_pc, cfa) == arch::StepOutcome::kOk;
+    return Ops::apply_prologue(*info, next, mem_, cfa) == arch::StepOutcome::kOk;
   }
 
   /// The return address a call through a bad pointer left ([sp] on x86_64,

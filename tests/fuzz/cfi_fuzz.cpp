@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   sec.is_eh_frame = (mode & 1) == 0;
   sec.big_endian = (mode & 2) != 0;
   sec.addr_size = (mode & 4) ? 4 : 8;
-  sec.machine = (mode & 8) ? kEmAarch64 : 0;
+  sec.vendor_ops = (mode & 8) ? CfiVendorOps::kAarch64 : CfiVendorOps::kNone;
 
   FdeIndex idx;
   if (FdeIndex::build(sec, &idx) != CfiStatus::kOk) return 0;

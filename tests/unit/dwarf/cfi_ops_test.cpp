@@ -21,7 +21,7 @@ std::vector<uint8_t> x86_cie_instrs() {
 
 /// One CIE + one FDE in an .eh_frame ("zR", pcrel|sdata4 unless the spec says otherwise).
 Built make_eh(const std::vector<uint8_t>& fde_instrs, CieSpec c = {}, uint64_t range = kRange,
-              uint16_t machine = 0) {
+              CfiVendorOps vendor_ops = CfiVendorOps::kNone) {
   if (c.instrs.empty()) c.instrs = x86_cie_instrs();
   Section s;
   Label cie, fde;
@@ -38,7 +38,7 @@ Built make_eh(const std::vector<uint8_t>& fde_instrs, CieSpec c = {}, uint64_t r
   Built out;
   out.data = s.Contents();
   out.proto.vaddr = kVaddr;
-  out.proto.machine = machine;
+  out.proto.vendor_ops = vendor_ops;
   out.fde_offset = fde.value();
   return out;
 }
@@ -355,18 +355,37 @@ TEST_CASE("remember_state depth is 16", "[cfi][ops]") {
   CHECK(row_at(make_eh(program(17)), 0x1000, &r) == CfiStatus::kBadCfi);
 }
 
-TEST_CASE("GNU_window_save: unsupported, except as AArch64 negate_ra_state", "[cfi][ops]") {
-  const auto prog = bytes([](Section& s) {
-    s.U8(op::gnu_window_save).U8(op::remember_state);
-    s.U8(op::advance_loc | 1).U8(op::gnu_window_save);
-    s.U8(op::advance_loc | 1).U8(op::restore_state);
-  });
-  CfiRow r;
-  CHECK(row_at(make_eh(prog), 0x1000, &r) == CfiStatus::kUnsupported);
-  Built arm = make_eh(prog, CieSpec{}, kRange, kEmAarch64);
-  CHECK(must_row(arm, 0x1000).ra_signed);
-  CHECK_FALSE(must_row(arm, 0x1001).ra_signed);
-  CHECK(must_row(arm, 0x1002).ra_signed);  // restored by restore_state
+// aadwarf64 4.4.3: 0x2d DW_CFA_AARCH64_negate_ra_state and 0x2c
+// DW_CFA_AARCH64_negate_ra_state_with_pc take no operands and leave the CFA and
+// register rules alone (the unwinder strips PAC bits from every arm64 return
+// address). Elsewhere 0x2d is SPARC's DW_CFA_GNU_window_save (unsupported) and
+// 0x2c no opcode at all.
+TEST_CASE("AArch64 negate_ra_state (0x2d) and negate_ra_state_with_pc (0x2c)", "[cfi][ops]") {
+  for (const uint8_t opcode : {uint8_t{op::gnu_window_save}, uint8_t{0x2c}}) {
+    INFO("opcode 0x" << std::hex << int{opcode});
+    // A PACIASP-style prologue: sign, push x29/x30 (16 bytes), then authenticate.
+    const auto prog = bytes([opcode](Section& s) {
+      s.U8(opcode);
+      s.U8(op::advance_loc | 1).U8(op::def_cfa_offset).ULEB(16);
+      s.U8(op::offset | 29).ULEB(2).U8(op::offset | 30).ULEB(1);
+      s.U8(op::advance_loc | 1).U8(opcode).U8(op::def_cfa_offset).ULEB(0);
+    });
+    CieSpec c;
+    c.instrs = bytes([](Section& s) { s.U8(op::def_cfa).ULEB(31).ULEB(0); });
+    c.ra = 30;
+    CfiRow r;
+    CHECK(row_at(make_eh(prog, c), 0x1000, &r) ==
+          (opcode == op::gnu_window_save ? CfiStatus::kUnsupported : CfiStatus::kBadCfi));
+    Built arm = make_eh(prog, c, kRange, CfiVendorOps::kAarch64);
+    check_cfa(must_row(arm, 0x1000), 31, 0);
+    r = must_row(arm, 0x1001);
+    check_cfa(r, 31, 16);
+    check_rule(r, 29, RegRuleKind::kOffset, -16);
+    check_rule(r, 30, RegRuleKind::kOffset, -8);
+    r = must_row(arm, 0x1002);
+    check_cfa(r, 31, 0);
+    CHECK(r.start == 0x1002);
+  }
 }
 
 TEST_CASE("registers beyond kMaxCfiRegs", "[cfi][ops]") {

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compiled unwind tables: one CFI section's FDEs compiled lazily into sorted (pc range -> UnwindRule) rows.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "dwarf/cfi.hpp"
+#include "unwind/unwind_rule.hpp"
+
+namespace stackprov::unwind {
+
+/// What a compiled rule may carry: the word size, the register numbers the
+/// unwinder tracks, and the callee-saved registers it restores from the stack
+/// (a rule that restores any other register is kFull: the interpreter does it).
+struct RowParams {
+  int addr_size = 8;
+  int num_regs = 0;
+  uint64_t callee_saved = 0;  ///< bit n: DWARF register n
+  bool operator==(const RowParams&) const = default;
+};
+
+/// The parameters of architecture `Traits` (arch/<isa>/registers.hpp).
+template <class Traits>
+constexpr RowParams row_params_of() {
+  return RowParams{Traits::kAddrSize, Traits::kNumRegs, Traits::kCalleeSaved};
+}
+
+/// What a module's CFI needs from its architecture's traits: the compiled-row
+/// parameters and the vendor opcodes its sections may use.
+struct ArchCfi {
+  RowParams rows;
+  dwarf::CfiVendorOps vendor_ops = dwarf::CfiVendorOps::kNone;
+};
+template <class Traits>
+constexpr ArchCfi arch_cfi_of() {
+  return ArchCfi{row_params_of<Traits>(), Traits::kCfiVendorOps};
+}
+
+/// One compiled row (doc/unwind-tables.md): the rule in force from
+/// `pc_begin + offset` up to the next row's offset (or the FDE's end).
+struct CompiledRow {
+  uint32_t offset;  ///< from the FDE's pc_begin
+  UnwindRule rule;
+};
+static_assert(sizeof(CompiledRow) == 40, "compiled rows must stay compact");
+
+/// The rows of one FDE, immutable once published.
+struct FdeRows {
+  uint64_t pc_begin = 0;  ///< link-time
+  uint64_t pc_end = 0;
+  dwarf::CfiStatus status = dwarf::CfiStatus::kOk;  ///< not kOk: the FDE did not decode
+  uint32_t count = 0;
+  const CompiledRow* rows() const { return reinterpret_cast<const CompiledRow*>(this + 1); }
+};
+
+/// Compiles every row of `fde` (link-time [pc_begin, pc_end)) by running the
+/// interpreter from row to row and translating each with translate_row().
+/// At most `max_rows` rows: the rest of the FDE becomes one kFull row (the
+/// interpreter answers there). A row the interpreter rejects (bad CFI after a
+/// good prefix) ends the table with a kInvalid row. Exposed for tests.
+/// Writes up to `cap` rows into `out` and returns how many.
+uint32_t compile_fde_rows(const dwarf::CfiSection& sec, const dwarf::FdeInfo& fde, const RowParams& p,
+                          CompiledRow* out, uint32_t cap);
+
+/// The lazily compiled table of one CFI section (.eh_frame or .debug_frame)
+/// of one module: one atomic slot per FDE of its FdeIndex, filled on the first
+/// lookup that lands in that FDE. Lookups after that are a binary search of
+/// the FDE index plus one of the FDE's rows, without locks or allocation.
+/// Thread-safe: a slot is published with a release CAS; a thread that loses
+/// the race frees its copy. The section and index must outlive the table.
+class CompiledCfi {
+ public:
+  CompiledCfi(const dwarf::CfiSection& sec, const dwarf::FdeIndex& index, const RowParams& params);
+  ~CompiledCfi();
+  CompiledCfi(const CompiledCfi&) = delete;
+  CompiledCfi& operator=(const CompiledCfi&) = delete;
+
+  /// The compiled rule for link-time `pc`: kOk and *rule (kCfaReg,
+  /// kEndOfStack, kFull: run the interpreter; kInvalid: the interpreter
+  /// rejected the row), kNotFound (no FDE covers pc), or the FDE's decode
+  /// status. `p` must be the table's parameters (the module's architecture);
+  /// a different `p` yields kUnsupported.
+  dwarf::CfiStatus lookup(uint64_t pc, const RowParams& p, UnwindRule* rule) const;
+
+  /// FDEs compiled so far (for tests and statistics).
+  size_t compiled_fdes() const { return compiled_.load(std::memory_order_relaxed); }
+
+ private:
+  const FdeRows* compile(size_t i) const;
+
+  const dwarf::CfiSection& sec_;
+  const dwarf::FdeIndex& index_;
+  /// One per FDE index entry, sorted by pc_begin: the search key and the rows
+  /// side by side, so a lookup touches one array.
+  struct Slot {
+    uint64_t pc_begin;
+    std::atomic<const FdeRows*> rows;
+  };
+  size_t nslots_ = 0;
+  std::unique_ptr<Slot[]> slots_;
+  mutable std::atomic<size_t> compiled_{0};
+  const RowParams params_;
+};
+
+}  // namespace stackprov::unwind
