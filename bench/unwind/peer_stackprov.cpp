@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// bench/unwind: stackprov through its public C ABI (a context and an unwinder per cold instance).
+// bench/unwind: stackprov through its public C ABI (a context and an unwinder per cold instance;
+// walks through sprov_unwinder_unwind_into, the allocation-free entry point).
 #include <cstdio>
 #include <cstring>
 
@@ -29,20 +30,17 @@ class StackprovPeer final : public Peer {
     return sprov_unwinder_new(ctx_, &o, &uw_) == 0;
   }
 
+  // The profiler's entry point: pcs into the caller's buffer, no sprov_stack
+  // (include/stackprov/fast.h), as a sampling profiler embeds it.
   size_t unwind(size_t index, uint64_t* pcs, size_t max) override {
-    sprov_stack* st = nullptr;
-    if (sprov_unwinder_unwind(uw_, set_.snapshots()[index].snap, &st) != 0) return 0;
-    size_t n = sprov_stack_frame_count(st);
-    if (n > max) n = max;
-    sprov_frame fr;
-    fr.sz = sizeof fr;
-    for (size_t i = 0; i < n; i++) {
-      sprov_stack_frame(st, i, &fr);
-      pcs[i] = fr.pc;
-    }
-    last_stop_ = sprov_stack_stop_reason(st);
-    sprov_stack_free(st);
-    return n;
+    sprov_unwind_buf buf;
+    memset(&buf, 0, sizeof buf);
+    buf.sz = sizeof buf;
+    buf.pcs = pcs;
+    buf.capacity = static_cast<uint32_t>(max);
+    if (sprov_unwinder_unwind_into(uw_, set_.snapshots()[index].snap, &buf) != 0) return 0;
+    last_stop_ = buf.stop_reason;
+    return buf.count;
   }
 
   std::string last_note() const override { return sprov_stop_reason_name(last_stop_); }

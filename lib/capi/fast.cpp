@@ -225,9 +225,11 @@ SPROV_API int sprov_address_space_refresh(sprov_address_space* as) {
 }
 
 SPROV_API int sprov_address_space_load_maps(sprov_address_space* as, const char* maps_text) {
-  if (maps_text == nullptr)
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_load_maps: maps_text is NULL"));
-  return update(as, "sprov_address_space_load_maps", [&](unwind::AddressSpace::Batch& b) { return b.maps(maps_text); });
+  return guard([&] {
+    if (maps_text == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_load_maps: maps_text is NULL"));
+    return update(as, "sprov_address_space_load_maps", [&](unwind::AddressSpace::Batch& b) { return b.maps(maps_text); });
+  });
 }
 
 SPROV_API int sprov_address_space_add_mapping(sprov_address_space* as, const struct sprov_mapping* m) {
@@ -253,23 +255,29 @@ SPROV_API int sprov_address_space_add_mapping(sprov_address_space* as, const str
 }
 
 SPROV_API int sprov_address_space_remove_range(sprov_address_space* as, uint64_t start, uint64_t end) {
-  return update(as, "sprov_address_space_remove_range",
-                [&](unwind::AddressSpace::Batch& b) { return b.unmap(start, end); });
+  return guard([&] {
+    return update(as, "sprov_address_space_remove_range",
+                  [&](unwind::AddressSpace::Batch& b) { return b.unmap(start, end); });
+  });
 }
 
 SPROV_API int sprov_address_space_exec(sprov_address_space* as) {
-  return update(as, "sprov_address_space_exec", [&](unwind::AddressSpace::Batch& b) {
-    b.exec();
-    return Status();
+  return guard([&] {
+    return update(as, "sprov_address_space_exec", [&](unwind::AddressSpace::Batch& b) {
+      b.exec();
+      return Status();
+    });
   });
 }
 
 SPROV_API int sprov_address_space_perf_record(sprov_address_space* as, const void* rec, size_t len) {
-  if (rec == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_perf_record: rec is NULL"));
-  if (as == nullptr)
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_perf_record: address space is NULL"));
-  return update(as, "sprov_address_space_perf_record", [&](unwind::AddressSpace::Batch& b) {
-    return apply_record(as, as->decoder, static_cast<const uint8_t*>(rec), len, b);
+  return guard([&] {
+    if (rec == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_perf_record: rec is NULL"));
+    if (as == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_perf_record: address space is NULL"));
+    return update(as, "sprov_address_space_perf_record", [&](unwind::AddressSpace::Batch& b) {
+      return apply_record(as, as->decoder, static_cast<const uint8_t*>(rec), len, b);
+    });
   });
 }
 
@@ -300,19 +308,25 @@ SPROV_API uint64_t sprov_address_space_generation(const sprov_address_space* as)
 }
 
 SPROV_API size_t sprov_address_space_module_count(const sprov_address_space* as) {
-  return as ? as->as->current().modules.size() : 0;
+  return guard_value<size_t>(0, [&]() -> size_t {
+    return as ? as->as->current().modules.size() : 0;
+  });
 }
 
 SPROV_API int sprov_address_space_module(const sprov_address_space* as, size_t index, struct sprov_module_info* out) {
-  if (as == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_module: address space is NULL"));
-  const auto& mods = as->as->current().modules;
-  if (index >= mods.size())
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "module index %zu out of range (%zu modules)", index, mods.size()));
-  return fill_out(out, module_info(mods[index]), "sprov_module_info");
+  return guard([&] {
+    if (as == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_address_space_module: address space is NULL"));
+    const auto& mods = as->as->current().modules;
+    if (index >= mods.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "module index %zu out of range (%zu modules)", index, mods.size()));
+    return fill_out(out, module_info(mods[index]), "sprov_module_info");
+  });
 }
 
 SPROV_API const char* sprov_address_space_warnings(const sprov_address_space* as) {
-  return as ? as->as->current().warnings.c_str() : "";
+  return guard_value<const char*>("", [&]() -> const char* {
+    return as ? as->as->current().warnings.c_str() : "";
+  });
 }
 
 SPROV_API int sprov_unwinder_unwind_raw(sprov_unwinder* uw, const sprov_address_space* as,
@@ -356,46 +370,51 @@ SPROV_API int sprov_unwinder_unwind_raw(sprov_unwinder* uw, const sprov_address_
 }
 
 SPROV_API int sprov_unwinder_set_stack(sprov_unwinder* uw, uint64_t lo, uint64_t hi) {
-  if (uw == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_set_stack: uw is NULL"));
-  if (lo == 0 && hi == 0) {
-    pthread_attr_t attr;
-    if (int e = pthread_getattr_np(pthread_self(), &attr); e != 0)
-      return fail(make_error(-e, "pthread_getattr_np: %s", strerror(e)));
-    void* base = nullptr;
-    size_t size = 0;
-    pthread_attr_getstack(&attr, &base, &size);
-    pthread_attr_destroy(&attr);
-    lo = reinterpret_cast<uint64_t>(base);
-    hi = lo + size;
-  }
-  if (hi <= lo)
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "stack 0x%llx-0x%llx is empty", static_cast<unsigned long long>(lo),
-                           static_cast<unsigned long long>(hi)));
-  uw->stack_lo = lo;
-  uw->stack_hi = hi;
-  return 0;
+  return guard([&] {
+    if (uw == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_set_stack: uw is NULL"));
+    if (lo == 0 && hi == 0) {
+      pthread_attr_t attr;
+      if (int e = pthread_getattr_np(pthread_self(), &attr); e != 0)
+        return fail(make_error(-e, "pthread_getattr_np: %s", strerror(e)));
+      void* base = nullptr;
+      size_t size = 0;
+      pthread_attr_getstack(&attr, &base, &size);
+      pthread_attr_destroy(&attr);
+      lo = reinterpret_cast<uint64_t>(base);
+      hi = lo + size;
+    }
+    if (hi <= lo)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "stack 0x%llx-0x%llx is empty", static_cast<unsigned long long>(lo),
+                             static_cast<unsigned long long>(hi)));
+    uw->stack_lo = lo;
+    uw->stack_hi = hi;
+    return 0;
+  });
 }
 
 SPROV_API int sprov_unwinder_unwind_signal(sprov_unwinder* uw, const sprov_address_space* as, const void* ucontext,
                                            struct sprov_unwind_buf* buf) {
-  // Async-signal-safe: no allocation, no lock, no last error (fail() allocates).
-  if (uw == nullptr || as == nullptr || ucontext == nullptr || bad_buf(buf) != nullptr || uw->stack_hi == 0)
-    return SPROV_ERR_INVALID_ARG;
-  if (as->arch != arch::HostTraits::kArch || !as->self) return SPROV_ERR_UNSUPPORTED;
-  unwind::RawWalkInput w;
-  w.format = unwind::RegsFormat::kUcontext;
-  w.regs = ucontext;
-  w.regs_len = sizeof(ucontext_t);
-  w.self_stack_lo = uw->stack_lo;
-  w.self_stack_hi = uw->stack_hi;
-  unwind::WalkOptions o = buf_opts(uw, buf);
-  o.use_debug_frame = o.use_debug_frame && as->debug_frames_loaded;  // never load a debug file here
-  unwind::PinnedVersion v(*as->as);
-  uint32_t repaired = 0;
-  Status st = unwind::walk_raw(as->arch, as->endian, w, *v, uw->cache, o, &uw->scratch, &repaired);
-  if (!st.ok()) return st.error().code;
-  fill_buf(uw, uw->scratch, v->modules, v->generation, repaired, buf);
-  return 0;
+  return guard([&]() -> int {
+    // Async-signal-safe: no allocation, no lock, no last error (fail() allocates).
+    if (uw == nullptr || as == nullptr || ucontext == nullptr || bad_buf(buf) != nullptr || uw->stack_hi == 0)
+      return SPROV_ERR_INVALID_ARG;
+    if (as->arch != arch::HostTraits::kArch || !as->self) return SPROV_ERR_UNSUPPORTED;
+    unwind::RawWalkInput w;
+    w.format = unwind::RegsFormat::kUcontext;
+    w.regs = ucontext;
+    w.regs_len = sizeof(ucontext_t);
+    w.self_stack_lo = uw->stack_lo;
+    w.self_stack_hi = uw->stack_hi;
+    unwind::WalkOptions o = buf_opts(uw, buf);
+    o.use_debug_frame = o.use_debug_frame && as->debug_frames_loaded;  // never load a debug file here
+    o.compile_rows = false;  // compiling an FDE's rows allocates: misses run the interpreter
+    unwind::PinnedVersion v(*as->as);
+    uint32_t repaired = 0;
+    Status st = unwind::walk_raw(as->arch, as->endian, w, *v, uw->cache, o, &uw->scratch, &repaired);
+    if (!st.ok()) return st.error().code;
+    fill_buf(uw, uw->scratch, v->modules, v->generation, repaired, buf);
+    return 0;
+  });
 }
 
 }  // extern "C"

@@ -131,8 +131,10 @@ bool runs_eval(const RuntimeCapture& rt, const unwind::Frame& f) {
 extern "C" {
 
 SPROV_API size_t sprov_process_runtime_frame_count(const sprov_process* proc, size_t index) {
-  const runtime::PythonThread* t = thread_of(proc, index);
-  return t ? t->frames.size() : 0;
+  return guard_value<size_t>(0, [&]() -> size_t {
+    const runtime::PythonThread* t = thread_of(proc, index);
+    return t ? t->frames.size() : 0;
+  });
 }
 
 SPROV_API int sprov_process_runtime_frame(const sprov_process* proc, size_t index, size_t frame,

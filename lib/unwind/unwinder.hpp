@@ -20,6 +20,10 @@ struct WalkOptions {
   bool use_debug_frame = true;
   bool allow_scan = false;
   uint32_t scan_words = 64;
+  /// Compile a missed FDE into the module's rows (allocates once per FDE). Off in
+  /// signal handlers (sprov_unwinder_unwind_signal): a miss there runs the CFI
+  /// interpreter, which allocates nothing.
+  bool compile_rows = true;
 };
 
 /// Walks one thread's stack. Per step: CFI (.eh_frame, then .debug_frame),
@@ -217,8 +221,11 @@ class Unwinder {
     if (cached != nullptr) {
       rule = *cached;
     } else {
-      // A miss: the module's compiled rows (a binary search once the FDE is compiled).
-      const dwarf::CfiStatus st = mod.compiled_rule(rel, opts_.use_debug_frame, kRowParams, &rule);
+      // A miss: the module's compiled rows (a binary search once the FDE is compiled),
+      // or, where nothing may allocate, the interpreter below.
+      const dwarf::CfiStatus st = opts_.compile_rows
+                                      ? mod.compiled_rule(rel, opts_.use_debug_frame, kRowParams, &rule)
+                                      : dwarf::CfiStatus::kBadCfi;
       if (st == dwarf::CfiStatus::kOk) {
         if (rule.kind != UnwindRule::kInvalid) cache_.insert(rel, mod.generation(), rule);
       } else if (st == dwarf::CfiStatus::kNotFound) {
