@@ -30,6 +30,7 @@ SPROV_API const char* sprov_method_name(int method) {
     case SPROV_METHOD_BAD_PC_RETURN: return "bad_pc_return";
     case SPROV_METHOD_CFI_BUNDLE: return "cfi_bundle";
     case SPROV_METHOD_CALLCHAIN: return "callchain";
+    case SPROV_METHOD_RUNTIME: return "runtime";
     default: return "none";
   }
 }
@@ -57,6 +58,8 @@ SPROV_API const char* sprov_resolver_name(int resolver) {
     case SPROV_RESOLVER_DWARF: return "dwarf";
     case SPROV_RESOLVER_DEBUGINFOD: return "debuginfod";
     case SPROV_RESOLVER_BUNDLE: return "bundle";
+    case SPROV_RESOLVER_GOPCLNTAB: return "gopclntab";
+    case SPROV_RESOLVER_PERFMAP: return "perfmap";
     default: return "none";
   }
 }

@@ -16,6 +16,7 @@
 #include "core/module_cache.hpp"
 #include "memory/snapshot.hpp"
 #include "stackprov/stackprov.h"
+#include "symbolize/perf_map.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/resolver_chain.hpp"
 #include "symbolize/symbolizer.hpp"
@@ -69,7 +70,16 @@ struct sprov_stack {
   /// Shared with the unwinder's module table: the stack outlives the snapshot.
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
   std::string module_root;  // Snapshot::module_root at unwind time
+  int64_t pid = 0;          // the process whose perf map (/tmp/perf-PID.map) names JIT frames; 0: none
 };
+
+/// Frame `f` of `st` runs code outside every file-backed module (JIT code, named by a perf map):
+/// no module, or perf's "//anon" mapping of a recorded profile.
+inline bool outside_modules(const sprov_stack* st, const stackprov::unwind::Frame& f) {
+  if (f.module_index < 0) return true;
+  return st->modules && static_cast<size_t>(f.module_index) < st->modules->size() &&
+         (*st->modules)[f.module_index].path == "//anon";
+}
 
 struct sprov_unwinder {
   sprov_context* ctx = nullptr;
@@ -78,6 +88,7 @@ struct sprov_unwinder {
   stackprov::unwind::ModuleTable table;
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> table_modules;
   stackprov::unwind::WalkResult scratch;
+  stackprov::symbolize::PerfMaps perf_maps;  // JIT code ranges of the snapshots' processes
   uint64_t frames = 0;
   uint64_t walks = 0;
 };
@@ -88,6 +99,7 @@ struct sprov_symbolizer {
   // The resolver chain of sprov_symbolizer_*_ex (context policy): created on first use.
   std::unique_ptr<stackprov::symbolize::ResolverChain> chain;
   stackprov::symbolize::Resolution last;  // the answer whose strings *_ex returned
+  stackprov::symbolize::PerfMaps perf_maps;  // JIT frames: /tmp/perf-PID.map by pid (resolver perfmap)
   uint32_t last_flags = 0;
   std::string last_build_id;
   std::vector<std::string> last_names;  // display names per frame for last_flags

@@ -22,6 +22,7 @@ enum class Method : uint8_t {
   kBadPcReturn = SPROV_METHOD_BAD_PC_RETURN,
   kCfiBundle = SPROV_METHOD_CFI_BUNDLE,
   kCallchain = SPROV_METHOD_CALLCHAIN,
+  kRuntime = SPROV_METHOD_RUNTIME,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.
@@ -49,6 +50,7 @@ struct Frame {
   /// kFlag* bits, equal to SPROV_FRAME_* (sprov_frame.flags).
   uint8_t flags = 0;
   static constexpr uint8_t kFlagCfiNotInBundle = SPROV_FRAME_CFI_NOT_IN_BUNDLE;
+  static constexpr uint8_t kFlagJit = SPROV_FRAME_JIT;
 };
 
 struct WalkResult {
