@@ -248,7 +248,12 @@ class NameTable {
 
   /// Name id of user frame `i` of `stack` (module list `list`).
   uint32_t user(const sprov_stack* stack, size_t i, const sprov_frame& fr, uint32_t list, bool exact) {
-    if (fr.module_index < 0 || fr.module_path == nullptr) return 0;
+    if (fr.module_index < 0 || fr.module_path == nullptr || strcmp(fr.module_path, "//anon") == 0) {
+      // JIT code outside every module: named by the process's perf map (resolver perfmap), uncached.
+      SPROV_OPTS(sprov_symbol, j);
+      if (sprov_symbolizer_frame(sym_, stack, i, &j) != 0 || j.resolver != SPROV_RESOLVER_PERFMAP || !j.name) return 0;
+      return intern(NameInfo{j.name, j.name, "", j.sym_addr, false, true}, std::string("jit:") + std::to_string(j.sym_addr));
+    }
     if (list >= list_mods_.size()) list_mods_.resize(list + 1);
     auto& mods = list_mods_[list];
     if (static_cast<size_t>(fr.module_index) >= mods.size()) mods.resize(fr.module_index + 1, -1);

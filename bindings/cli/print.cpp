@@ -75,6 +75,8 @@ struct SourceInfo {
   bool answered = false;  // the resolver chain named the frame
   int32_t resolver = SPROV_RESOLVER_NONE;
   std::string source, bundle, name;  // name: the physical function's (bundle answers: no symbol offset)
+  bool has_start = false;            // the physical function's start (gopclntab, perfmap answers)
+  uint64_t start = 0;
   bool have = false;
   std::string file;
   uint32_t line = 0, column = 0;
@@ -103,8 +105,12 @@ SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i
   }
   const struct sprov_symbol_frame& phys = chain.back();
   out.name = phys.name ? phys.name : "";
-  // Source lines and inline chains come from DWARF or a bundle only.
-  if (info.resolver != SPROV_RESOLVER_DWARF && info.resolver != SPROV_RESOLVER_BUNDLE) return out;
+  out.has_start = phys.has_start_address != 0;
+  out.start = phys.start_address;
+  // Source lines and inline chains come from DWARF, a bundle or a Go pclntab only.
+  if (info.resolver != SPROV_RESOLVER_DWARF && info.resolver != SPROV_RESOLVER_BUNDLE &&
+      info.resolver != SPROV_RESOLVER_GOPCLNTAB)
+    return out;
   out.have = phys.file != nullptr && *phys.file;
   out.file = phys.file ? phys.file : "";
   out.line = phys.line;
@@ -165,11 +171,15 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
       fprintf(f, " %s+0x%" PRIx64, s.name, s.offset);
     } else if (src.resolver == SPROV_RESOLVER_BUNDLE && !src.name.empty()) {
       fprintf(f, " %s", src.name.c_str());  // offline: named by its bundle (no symbol start)
+    } else if (src.resolver != SPROV_RESOLVER_NONE && !src.name.empty() && src.has_start &&
+               fr.module_offset >= src.start) {
+      fprintf(f, " %s+0x%" PRIx64, src.name.c_str(), fr.module_offset - src.start);  // stripped Go binary
     } else {
       fprintf(f, " ??");
     }
-    fprintf(f, " - %s [%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
-            (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "");
+    fprintf(f, " - %s [%s%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
+            (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "",
+            (fr.flags & SPROV_FRAME_JIT) ? ", jit" : "");
     if (!lines) continue;
     for (const auto& in : src.inlined)
       fprintf(f, "    inlined %s at %s:%u:%u\n", in.function.c_str(), in.file.c_str(), in.line, in.column);
@@ -220,7 +230,10 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset, sprov_resolver_name(resolver),
             json_escape(source.c_str()).c_str(), json_escape(src.bundle.c_str()).c_str(),
             sprov_method_name(fr.method));
-    if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) fprintf(f, ",\"flags\":[\"cfi_not_in_bundle\"]");
+    if (fr.flags & (SPROV_FRAME_CFI_NOT_IN_BUNDLE | SPROV_FRAME_JIT))
+      fprintf(f, ",\"flags\":[%s%s%s]", (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? "\"cfi_not_in_bundle\"" : "",
+              (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) && (fr.flags & SPROV_FRAME_JIT) ? "," : "",
+              (fr.flags & SPROV_FRAME_JIT) ? "\"jit\"" : "");
     if (is_signal_trampoline(stack, i)) fprintf(f, ",\"signal_handler_called\":true");
     if (lines) {
       // The physical function as the resolver chain names it (offline: the bundle's name,

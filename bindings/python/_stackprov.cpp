@@ -177,6 +177,7 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
     if (fr.module_path) f.module = fr.module_path;
     f.build_id.assign(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);  // raw; hex in Python
     if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) f.flags.push_back("cfi_not_in_bundle");
+    if (fr.flags & SPROV_FRAME_JIT) f.flags.push_back("jit");
     f.signal_handler_called = i + 1 < n && raw[i + 1].method == SPROV_METHOD_SIGNAL;
     sprov_runtime_frame rf{};
     rf.sz = sizeof(rf);
@@ -213,7 +214,8 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
         f.bundle = str(info.bundle_digest);
         std::vector<InlineFrame> chain = inline_chain(sym, info);
         f.resolved_function = chain.back().function;
-        if (resolver == SPROV_RESOLVER_DWARF || resolver == SPROV_RESOLVER_BUNDLE) {
+        if (resolver == SPROV_RESOLVER_DWARF || resolver == SPROV_RESOLVER_BUNDLE ||
+            resolver == SPROV_RESOLVER_GOPCLNTAB) {  // as the CLI: lines and inline chains
           const InlineFrame& phys = chain.back();
           if (!phys.file.empty()) {
             f.file = phys.file;

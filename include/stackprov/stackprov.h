@@ -118,10 +118,12 @@ enum sprov_method {
   SPROV_METHOD_CALLCHAIN = 13,       /* taken from a perf sample's PERF_SAMPLE_CALLCHAIN (the kernel's
                                         frame-pointer walk, perf record -g) or its ip alone, not
                                         unwound by stackprov (sprov_profile_sample_stack) */
-  SPROV_METHOD_RUNTIME = 14,         /* a language runtime's own frame (CPython 3.11: a
-                                        _PyInterpreterFrame) read from the target's memory, not
+  SPROV_METHOD_RUNTIME = 14,         /* a language runtime's own frame: CPython 3.11 (a
+                                        _PyInterpreterFrame read from the target's memory, not
                                         unwound: pc 0, no module, sp of the native frame that runs
-                                        it; sprov_stack_runtime_frame names it (doc/runtime-frames.md) */
+                                        it; sprov_stack_runtime_frame names it), or a Go function's
+                                        caller found by its pclntab SP delta (pcsp) where there is no
+                                        CFI (doc/runtime-frames.md) */
 };
 
 /* Why a walk stopped. */
@@ -170,9 +172,10 @@ struct sprov_context_opts {
    * ~/.local/share/stackprov/store). */
   const char* bundle_store;
   /* Resolver policy: comma-separated, tried in order, from "debuginfod",
-   * "bundle", "dwarf", "symtab", "dynsym", "demangle". NULL: the Linux default
-   * "debuginfod,bundle,dwarf,symtab,dynsym,demangle" (doc/bundles.md "Resolver
-   * policy"). An unknown name is SPROV_ERR_INVALID_ARG naming it. */
+   * "bundle", "dwarf", "gopclntab", "symtab", "dynsym", "demangle". NULL: the
+   * Linux default "debuginfod,bundle,dwarf,gopclntab,symtab,dynsym,demangle"
+   * (doc/bundles.md "Resolver policy"; gopclntab: doc/runtime-frames.md "Go").
+   * An unknown name is SPROV_ERR_INVALID_ARG naming it. */
   const char* resolvers;
   uint32_t flags;               /* sprov_context_flags */
   uint32_t reserved;
@@ -428,6 +431,9 @@ enum sprov_frame_flags {
      symbolize and look up unwind info at pc - 1. Clear for frame 0 of an interrupted
      context and for frames restored from a signal frame (exact pcs). */
   SPROV_FRAME_RETURN_ADDRESS = 1u << 1,
+  /* The pc lies in JIT code a perf map (/tmp/perf-PID.map) names, outside every module: the
+     caller was found by frame pointer (doc/runtime-frames.md "JIT code"). */
+  SPROV_FRAME_JIT = 1u << 2,
 };
 
 SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);
@@ -495,6 +501,8 @@ enum sprov_resolver {
   SPROV_RESOLVER_DWARF = 3,    /* DWARF of the module or of its local debug file */
   SPROV_RESOLVER_DEBUGINFOD = 4, /* DWARF of a debug file fetched from debuginfod */
   SPROV_RESOLVER_BUNDLE = 5,   /* a symbol bundle (doc/bundles.md), source "sha256:<hex>" */
+  SPROV_RESOLVER_GOPCLNTAB = 6, /* a Go binary's pclntab (doc/runtime-frames.md "Go"), also stripped */
+  SPROV_RESOLVER_PERFMAP = 7,  /* a JIT's /tmp/perf-PID.map (doc/runtime-frames.md "JIT code") */
 };
 SPROV_API const char* sprov_resolver_name(int resolver);
 

@@ -60,6 +60,8 @@ SPROV_API const char* sprov_resolver_name(int resolver) {
     case SPROV_RESOLVER_DWARF: return "dwarf";
     case SPROV_RESOLVER_DEBUGINFOD: return "debuginfod";
     case SPROV_RESOLVER_BUNDLE: return "bundle";
+    case SPROV_RESOLVER_GOPCLNTAB: return "gopclntab";
+    case SPROV_RESOLVER_PERFMAP: return "perfmap";
     default: return "none";
   }
 }

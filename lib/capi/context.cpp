@@ -158,7 +158,7 @@ SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_con
       cfg.bundle_store = b;
     }
     if (const char* r = SPROV_OPTS_GET(opts, sprov_context_opts, resolvers, nullptr)) {
-      static const char* const kKnown[] = {"debuginfod", "bundle", "dwarf", "symtab", "dynsym", "demangle"};
+      static const char* const kKnown[] = {"debuginfod", "bundle", "dwarf", "gopclntab", "symtab", "dynsym", "demangle"};
       cfg.resolvers.clear();
       std::string list = r;
       size_t pos = 0;
@@ -171,7 +171,7 @@ SPROV_API int sprov_context_new(const struct sprov_context_opts* opts, sprov_con
         for (const char* k : kKnown) known = known || name == k;
         if (!known)
           return fail(make_error(SPROV_ERR_INVALID_ARG,
-                                 "resolver '%s' in '%s' is not one of debuginfod, bundle, dwarf, symtab, dynsym, "
+                                 "resolver '%s' in '%s' is not one of debuginfod, bundle, dwarf, gopclntab, symtab, dynsym, "
                                  "demangle",
                                  name.c_str(), r));
         for (const std::string& prev : cfg.resolvers)

@@ -18,6 +18,7 @@
 #include "memory/snapshot.hpp"
 #include "runtime/python.hpp"
 #include "stackprov/stackprov.h"
+#include "symbolize/perf_map.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/resolver_chain.hpp"
 #include "symbolize/symbolizer.hpp"
@@ -91,7 +92,16 @@ struct sprov_stack {
   std::vector<int32_t> runtime_of;
   std::vector<stackprov::runtime::PythonFrame> runtime;
   std::vector<int64_t> runtime_native;  ///< parallel to `runtime`: the native frame that runs it, -1 none
+  int64_t pid = 0;          // the process whose perf map (/tmp/perf-PID.map) names JIT frames; 0: none
 };
+
+/// Frame `f` of `st` runs code outside every file-backed module (JIT code, named by a perf map):
+/// no module, or perf's "//anon" mapping of a recorded profile.
+inline bool outside_modules(const sprov_stack* st, const stackprov::unwind::Frame& f) {
+  if (f.module_index < 0) return true;
+  return st->modules && static_cast<size_t>(f.module_index) < st->modules->size() &&
+         (*st->modules)[f.module_index].path == "//anon";
+}
 
 struct sprov_unwinder {
   sprov_context* ctx = nullptr;
@@ -109,6 +119,7 @@ struct sprov_unwinder {
   std::array<RecentTable, 3> recent_tables;
   stackprov::unwind::WalkResult scratch;  ///< capacity reserved to opts.max_frames at creation
   uint64_t stack_lo = 0, stack_hi = 0;     ///< sprov_unwinder_set_stack
+  stackprov::symbolize::PerfMaps perf_maps;  // JIT code ranges of the snapshots' processes
   uint64_t frames = 0;
   uint64_t walks = 0;
 };
@@ -119,6 +130,7 @@ struct sprov_symbolizer {
   // The resolver chain of sprov_symbolizer_*_ex (context policy): created on first use.
   std::unique_ptr<stackprov::symbolize::ResolverChain> chain;
   stackprov::symbolize::Resolution last;  // the answer whose strings *_ex returned
+  stackprov::symbolize::PerfMaps perf_maps;  // JIT frames: /tmp/perf-PID.map by pid (resolver perfmap)
   uint32_t last_flags = 0;
   std::string last_build_id;
   std::vector<std::string> last_names;  // display names per frame for last_flags

@@ -137,6 +137,7 @@ SPROV_API int sprov_profile_sample_stack(sprov_profile* prof, size_t index, uint
     auto stack = std::make_unique<sprov_stack>();
     stack->modules = std::shared_ptr<const std::vector<memory::SnapshotModule>>(list, &list->modules);
     stack->module_root = prof->snap.snap.module_root;
+    stack->pid = v.pid;
     stack->stop = unwind::StopReason::kEndOfStack;
     for (size_t i = 0; i < pcs.size(); i++) {
       if (i == max_frames) {

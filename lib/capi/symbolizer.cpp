@@ -104,6 +104,22 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     empty.sz = sizeof(empty);
     // Offline contexts never open module files: symbol tables do not answer
     // (the bundle step of sprov_symbolizer_frame_ex does).
+    if (outside_modules(stack, f) && stack->pid > 0 && !sym->ctx->ctx.config().offline) {
+      // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
+      auto map = sym->perf_maps.get(stack->pid);
+      const uint64_t lookup = f.lookup_prev ? f.pc - 1 : f.pc;
+      if (const symbolize::PerfMap::Entry* e = map ? map->find(lookup) : nullptr) {
+        struct sprov_symbol s = empty;
+        s.name = e->name.c_str();
+        s.linkage_name = e->name.c_str();
+        s.sym_addr = e->start;
+        s.sym_size = e->size;
+        s.offset = f.pc - e->start;
+        s.resolver = SPROV_RESOLVER_PERFMAP;
+        s.source_path = map->path().c_str();
+        return fill_out(out, s, "sprov_symbol");
+      }
+    }
     if (f.module_index < 0 || sym->ctx->ctx.config().offline) return fill_out(out, empty, "sprov_symbol");
     const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);

@@ -175,7 +175,22 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
     sym->last = symbolize::Resolution{};
     sym->last.frames.emplace_back();
     const unwind::Frame& f = stack->frames[index];
-    if (f.module_index >= 0) {
+    bool jit = false;
+    if (outside_modules(stack, f) && stack->pid > 0 && !sym->ctx->ctx.config().offline) {
+      // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
+      auto map = sym->perf_maps.get(stack->pid);
+      if (const symbolize::PerfMap::Entry* e = map ? map->find(f.lookup_prev ? f.pc - 1 : f.pc) : nullptr) {
+        symbolize::ResolvedFrame& r = sym->last.frames.front();
+        r.function = r.short_function = r.linkage_name = e->name;
+        r.has_start_address = true;
+        r.start_address = e->start;
+        sym->last.resolver = symbolize::ResolvedBy::kPerfMap;
+        sym->last.provenance = "perfmap";
+        sym->last.source = map->path();
+        jit = true;
+      }
+    }
+    if (!jit && f.module_index >= 0) {
       const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
       symbolize::ChainModule cm;
       cm.build_id = m.build_id;  // the identity of what ran

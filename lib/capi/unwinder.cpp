@@ -133,12 +133,18 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     *out = nullptr;
     if (int e = prepare_snapshot_walk(uw, snap)) return e;
     const memory::Snapshot& s = snap->snap;
+    // JIT code of a live process or its core: the ranges of its perf map (doc/runtime-frames.md).
+    std::shared_ptr<const symbolize::PerfMap> jit =
+        (s.pid > 0 && !uw->ctx->ctx.config().offline) ? uw->perf_maps.get(s.pid) : nullptr;
+    uw->opts.jit_ranges = jit ? &jit->ranges() : nullptr;
     unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
+    uw->opts.jit_ranges = nullptr;
     auto* st = new sprov_stack();
     st->frames = uw->scratch.frames;
     st->stop = uw->scratch.stop;
     st->modules = uw->table_modules;
     st->module_root = s.module_root;
+    st->pid = s.pid;
     uw->frames += st->frames.size();
     uw->walks++;
     *out = st;

@@ -20,7 +20,7 @@ struct ContextConfig {
   bool has_bundle_store = false;
   std::string bundle_store;
   /// Resolver policy in order (names as in sprov_context_opts.resolvers).
-  std::vector<std::string> resolvers{"debuginfod", "bundle", "dwarf", "symtab", "dynsym", "demangle"};
+  std::vector<std::string> resolvers{"debuginfod", "bundle", "dwarf", "gopclntab", "symtab", "dynsym", "demangle"};
   bool offline = false;  ///< SPROV_CTX_OFFLINE
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The resolver chain: a policy (debuginfod, bundle, dwarf, symtab, dynsym, demangle) tried in order, per-frame provenance.
+// The resolver chain: a policy (debuginfod, bundle, dwarf, gopclntab, symtab, dynsym, demangle) tried in order, per-frame provenance.
 #include "symbolize/resolver_chain.hpp"
 
 #include <algorithm>
@@ -18,6 +18,8 @@ ResolverPolicy ResolverPolicy::from_names(const std::vector<std::string>& names,
       // One DWARF step: at "dwarf", or at "debuginfod" when "dwarf" is absent.
       // (debuginfod fetches inside the DWARF step, only when no local debug file exists.)
       if (n == "dwarf" || !has_dwarf) p.order.push_back(Step::kDwarf);
+    } else if (n == "gopclntab") {
+      p.order.push_back(Step::kGopclntab);
     } else if (n == "symtab") {
       p.order.push_back(Step::kSymtab);
     } else if (n == "dynsym") {
@@ -84,6 +86,9 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
           std::swap(*out, tables);
           return true;
         }
+        break;
+      case Step::kGopclntab:
+        if (m.image && go_.resolve(m.image, addr, out)) return true;
         break;
       case Step::kSymtab:
       case Step::kDynsym:

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The resolver chain: a policy (debuginfod, bundle, dwarf, symtab, dynsym, demangle) tried in order, per-frame provenance.
+// The resolver chain: a policy (debuginfod, bundle, dwarf, gopclntab, symtab, dynsym, demangle) tried in order, per-frame provenance.
 #pragma once
 
 #include <memory>
@@ -12,12 +12,14 @@
 #include "elf/elf_image.hpp"
 #include "symbolize/bundle_resolver.hpp"
 #include "symbolize/dwarf_resolver.hpp"
+#include "symbolize/gopclntab.hpp"
 
 namespace stackprov::symbolize {
 
 /// doc/bundles.md "Resolver policy". The answering steps are tried in the
 /// order of the list: "bundle" (the module's bundle, by identity), "dwarf"
-/// (DWARF of the module or its debug file), "symtab" and "dynsym" (symbol
+/// (DWARF of the module or its debug file), "gopclntab" (a Go binary's
+/// pclntab: names, lines and inline chains, also when stripped), "symtab" and "dynsym" (symbol
 /// tables, when DWARF has no answer). "debuginfod" lets the DWARF step fetch
 /// the debug file from DEBUGINFOD_URLS when none is on disk (it never
 /// re-downloads a local file); its position counts only when "dwarf" is
@@ -26,7 +28,7 @@ namespace stackprov::symbolize {
 /// first, then local DWARF, fetching from debuginfod only when none is local. Offline: only "bundle" runs
 /// (no module file, debug file or network is opened).
 struct ResolverPolicy {
-  enum class Step { kBundle, kDwarf, kSymtab, kDynsym };
+  enum class Step { kBundle, kDwarf, kGopclntab, kSymtab, kDynsym };
   std::vector<Step> order;
   bool debuginfod = false;
   bool dwarf = false;  ///< local DWARF ("dwarf" in the list)
@@ -71,6 +73,7 @@ class ResolverChain {
   ResolverPolicy policy_;
   std::unique_ptr<DwarfResolver> dwarf_;  ///< null when no step needs it (offline, bundle-only)
   BundleResolver bundles_;
+  GoResolver go_;  ///< the "gopclntab" step (doc/runtime-frames.md "Go")
 };
 
 }  // namespace stackprov::symbolize

@@ -51,6 +51,7 @@ struct Frame {
   /// kFlag* bits, equal to SPROV_FRAME_* (sprov_frame.flags).
   uint8_t flags = 0;
   static constexpr uint8_t kFlagCfiNotInBundle = SPROV_FRAME_CFI_NOT_IN_BUNDLE;
+  static constexpr uint8_t kFlagJit = SPROV_FRAME_JIT;
 };
 
 struct WalkResult {

@@ -2,6 +2,8 @@
 // Loading per-module CFI indexes and resolving pcs to modules.
 #include "unwind/module_unwind.hpp"
 
+#include "symbolize/gopclntab.hpp"
+
 #include <elf.h>
 
 #include <algorithm>
@@ -155,6 +157,12 @@ dwarf::CfiStatus LoadedModule::compiled_rule(uint64_t rel, bool use_debug_frame,
     if (const DebugFrame* df = debug_frame(); df != nullptr && df->compiled) st = df->compiled->lookup(rel, p, rule);
   }
   return st;
+}
+
+const symbolize::GoPclntab* LoadedModule::go_pclntab() const {
+  if (!image_) return nullptr;
+  std::call_once(go_once_, [this] { go_ = symbolize::GoPclntab::load(image_); });
+  return go_.get();
 }
 
 bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {

@@ -18,6 +18,10 @@
 #include "unwind/compiled_rows.hpp"
 #include "unwind/unwind_rule.hpp"
 
+namespace stackprov::symbolize {
+class GoPclntab;
+}
+
 namespace stackprov::unwind {
 
 /// One loaded module: its ELF image and CFI indexes, or (offline, no file) a
@@ -90,6 +94,9 @@ class LoadedModule {
   /// Copies code bytes at link-time address `vaddr` from the file (for
   /// trampoline recognition offline). False outside PT_LOAD file contents.
   bool read_code(uint64_t vaddr, void* buf, size_t len) const;
+  /// A Go binary's pclntab (its pcsp SP deltas), loaded on first use; nullptr
+  /// for other modules (doc/runtime-frames.md "Go").
+  const symbolize::GoPclntab* go_pclntab() const;
 
  private:
   LoadedModule() = default;
@@ -107,6 +114,8 @@ class LoadedModule {
   mutable std::once_flag debug_once_;
   mutable std::shared_ptr<elf::ElfImage> debug_image_;
   mutable std::unique_ptr<DebugFrame> debug_frame_;
+  mutable std::once_flag go_once_;
+  mutable std::shared_ptr<const symbolize::GoPclntab> go_;
 };
 
 /// The modules of one snapshot, resolved to loaded modules and sorted by

@@ -2,12 +2,17 @@
 // The unwinding ladder, templated over the memory reader and the architecture traits.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "arch/arch_ops.hpp"
 #include "dwarf/cfi.hpp"
 #include "dwarf/expression.hpp"
+#include "symbolize/gopclntab.hpp"
 #include "unwind/frame.hpp"
 #include "unwind/module_unwind.hpp"
 #include "unwind/unwind_rule.hpp"
@@ -20,10 +25,15 @@ struct WalkOptions {
   bool use_debug_frame = true;
   bool allow_scan = false;
   uint32_t scan_words = 64;
-  /// Compile a missed FDE into the module's rows (allocates once per FDE). Off in
-  /// signal handlers (sprov_unwinder_unwind_signal): a miss there runs the CFI
-  /// interpreter, which allocates nothing.
+  /// Compile a missed FDE into the module's rows (allocates once per FDE) and load
+  /// a Go module's pclntab for the Go rung. Off in signal handlers
+  /// (sprov_unwinder_unwind_signal): a miss there runs the CFI interpreter, which
+  /// allocates nothing, and Go functions without CFI are left to the frame pointer.
   bool compile_rows = true;
+  /// JIT code outside every module (a perf map's sorted, disjoint [start, end)
+  /// ranges; doc/runtime-frames.md "JIT code"): a pc there is not a bad pc,
+  /// frame pointers may lead into and out of it, its frames are flagged kFlagJit.
+  const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges = nullptr;
 };
 
 /// Walks one thread's stack. Per step: CFI (.eh_frame, then .debug_frame),
@@ -63,6 +73,7 @@ class Unwinder {
     f.lookup_prev = pc_is_return_address;
     const ModuleSlot* slot = slot_of(f);
     f.module_index = slot ? slot->snapshot_index : -1;
+    if ((!slot || !slot->module) && in_jit(f.pc)) f.flags |= Frame::kFlagJit;
     out->frames.push_back(f);
 
     for (;;) {
@@ -95,7 +106,8 @@ class Unwinder {
       // (or on a sigreturn trampoline outside modules, e.g. qemu-user's sigtramp page).
       if ((nf.method == Method::kFramePointer || nf.method == Method::kScan ||
            nf.method == Method::kPrologue) &&
-          nf.pc != 0 && nslot == nullptr && !sigreturn_in_memory(nf.pc)) {
+          nf.pc != 0 && nslot == nullptr && !in_jit(nf.pc - (nf.lookup_prev ? 1 : 0)) &&
+          !sigreturn_in_memory(nf.pc)) {
         out->stop = StopReason::kInvalidPc;
         return;
       }
@@ -117,11 +129,21 @@ class Unwinder {
       }
       regs = next;
       slot = nslot;
+      if ((!nslot || !nslot->module) && in_jit(nf.lookup_prev ? nf.pc - 1 : nf.pc)) nf.flags |= Frame::kFlagJit;
       out->frames.push_back(nf);
     }
   }
 
  private:
+  /// `pc` lies in JIT code named by the walk's perf map.
+  bool in_jit(uint64_t pc) const {
+    const auto* r = opts_.jit_ranges;
+    if (r == nullptr || r->empty()) return false;
+    auto it = std::upper_bound(r->begin(), r->end(), pc,
+                               [](uint64_t a, const std::pair<uint64_t, uint64_t>& e) { return a < e.first; });
+    return it != r->begin() && pc < std::prev(it)->second;
+  }
+
   /// The module holding the frame's lookup pc (pc - 1 for caller frames).
   const ModuleSlot* slot_of(const Frame& f) const {
     return modules_.find(f.lookup_prev ? f.pc - Traits::kCallInsnMin : f.pc);
@@ -137,7 +159,7 @@ class Unwinder {
     // a call through a bad pointer. A sigreturn trampoline outside the modules
     // (qemu-user's sigtramp page) comes first; then the return address the
     // call left. Crash reporters must not lose the caller.
-    if (!cur.lookup_prev && (cur.pc == 0 || slot == nullptr)) {
+    if (!cur.lookup_prev && (cur.pc == 0 || slot == nullptr) && !in_jit(cur.pc)) {
       if (cur.pc != 0 && step_by_sigreturn(slot, cur.pc, regs, next, cfa)) {
         nf->method = Method::kSignal;
         nf->lookup_prev = false;
@@ -187,6 +209,17 @@ class Unwinder {
       return StopReason::kNone;
     }
     next = regs;
+    if constexpr (Traits::kArch == Arch::kX86_64) {
+      // Go code has no CFI (stripped binaries no .debug_frame either): its pclntab's SP deltas.
+      const StopReason g = step_by_go_pcsp(slot, lookup_pc, regs, next, cfa);
+      if (g == StopReason::kNone) {
+        nf->method = Method::kRuntime;
+        nf->lookup_prev = true;
+        return StopReason::kNone;
+      }
+      if (g == StopReason::kEndOfStack) return g;
+      next = regs;
+    }
     if (opts_.use_frame_pointer && step_by_frame_pointer(regs, next, cfa)) {
       nf->method = Method::kFramePointer;
       nf->lookup_prev = true;
@@ -536,6 +569,41 @@ class Unwinder {
     if (!Ops::preceded_by_indirect_call(code)) return false;
     next.set(Traits::kPcReg, ra);
     return true;
+  }
+
+  /// Go on x86_64 (doc/runtime-frames.md "Go"): the pclntab's SP delta at the pc
+  /// (pcsp) puts the return address at sp + delta and the caller's sp above it.
+  /// The caller's rbp is reloaded from the save slot only when this function has
+  /// set its own (rbp == sp + delta - 8); a frameless leaf or a pc in the
+  /// prologue leaves rbp to the caller already. A function marked TOPFRAME
+  /// (runtime.goexit, mstart, rt0_go) ends the stack as the Go runtime's own
+  /// traceback ends it; one that writes SP (mcall, systemstack, morestack) is
+  /// left to the frame pointer. Returns kNoUnwindInfo when not a Go function.
+  StopReason step_by_go_pcsp(const ModuleSlot* slot, uint64_t lookup_pc, const Regs& regs, Regs& next,
+                             uint64_t* cfa) {
+    if (slot == nullptr || slot->module == nullptr || !regs.has(Traits::kSpReg)) return StopReason::kNoUnwindInfo;
+    if (!opts_.compile_rows) return StopReason::kNoUnwindInfo;  // loading the pclntab allocates
+    const symbolize::GoPclntab* go = slot->module->go_pclntab();
+    if (go == nullptr) return StopReason::kNoUnwindInfo;
+    const uint64_t rel = lookup_pc - slot->bias;
+    const uint8_t flags = go->func_flags(rel);
+    if (flags & symbolize::GoPclntab::kTopFrame) return StopReason::kEndOfStack;
+    if (flags & symbolize::GoPclntab::kSpWrite) return StopReason::kNoUnwindInfo;
+    const auto delta = go->sp_delta(rel);
+    if (!delta || *delta < 0 || *delta > (1 << 24) || (*delta & 7)) return StopReason::kNoUnwindInfo;
+    const uint64_t sp = regs.get(Traits::kSpReg), d = static_cast<uint64_t>(*delta);
+    uint64_t ra = 0;
+    if (!arch::read_word(mem_, sp + d, 8, false, &ra)) return StopReason::kMemoryUnreadable;
+    next = regs;
+    if (d > 0 && regs.has(Traits::kFpReg) && regs.get(Traits::kFpReg) == sp + d - 8) {
+      uint64_t saved = 0;
+      if (!arch::read_word(mem_, sp + d - 8, 8, false, &saved)) return StopReason::kMemoryUnreadable;
+      next.set(Traits::kFpReg, saved);
+    }
+    next.set(Traits::kPcReg, ra);
+    next.set(Traits::kSpReg, sp + d + 8);
+    *cfa = sp + d + 8;
+    return StopReason::kNone;
   }
 
   bool step_by_frame_pointer(const Regs& regs, Regs& next, uint64_t* cfa) {

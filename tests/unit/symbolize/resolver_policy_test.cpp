@@ -26,6 +26,13 @@ TEST_CASE("resolver policy: order is kept; debuginfod places the DWARF step only
   CHECK_FALSE(q.dwarf);
 }
 
+TEST_CASE("resolver policy: the library default puts gopclntab after DWARF, before the symbol tables") {
+  auto p = ResolverPolicy::from_names({"debuginfod", "bundle", "dwarf", "gopclntab", "symtab", "dynsym", "demangle"},
+                                      false);
+  CHECK(p.order == std::vector<Step>{Step::kBundle, Step::kDwarf, Step::kGopclntab, Step::kSymtab, Step::kDynsym});
+  CHECK(ResolverPolicy::from_names({"gopclntab", "dwarf"}, true).order.empty());  // offline: never a module file
+}
+
 TEST_CASE("resolver policy: offline keeps the bundle step alone") {
   auto p = ResolverPolicy::from_names({"debuginfod", "bundle", "dwarf", "symtab", "dynsym", "demangle"}, true);
   CHECK(p.order == std::vector<Step>{Step::kBundle});

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// JIT perf maps (/tmp/perf-PID.map, as `node --perf-basic-prof` and other JITs write them): names of JIT code.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace stackprov::symbolize {
+
+/// One process's perf map: "START SIZE NAME" lines (hex, optional 0x), the
+/// format perf reads (tools/perf/Documentation/jit-interface.txt). Where
+/// entries overlap (code freed and reused) the later line wins, as a JIT
+/// appends the newest code last. Immutable after load; thread-safe lookups.
+class PerfMap {
+ public:
+  struct Entry {
+    uint64_t start = 0, size = 0;
+    std::string name;
+  };
+  /// The map of `pid` from `dir` (default "/tmp"): null when there is none or it holds no entry.
+  static std::shared_ptr<const PerfMap> load_pid(int64_t pid, const std::string& dir = "/tmp");
+  /// Parses the file; lines that are not "START SIZE NAME" are skipped.
+  static std::shared_ptr<const PerfMap> load_file(const std::string& path);
+
+  /// The entry covering `addr`, else nullptr.
+  const Entry* find(uint64_t addr) const;
+  const std::string& path() const { return path_; }
+  /// Sorted, disjoint [start, end) ranges the map names (for the unwinder's JIT check).
+  const std::vector<std::pair<uint64_t, uint64_t>>& ranges() const { return ranges_; }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  std::string path_;
+  std::vector<Entry> entries_;  ///< disjoint, sorted by start
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+};
+
+/// Perf maps by pid, each loaded once. Thread-safe.
+class PerfMaps {
+ public:
+  std::shared_ptr<const PerfMap> get(int64_t pid);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<int64_t, std::shared_ptr<const PerfMap>> maps_;
+};
+
+}  // namespace stackprov::symbolize

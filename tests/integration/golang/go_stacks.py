@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Go stacks: `stackprov stack --pid/--core` of a stripped Go fixture vs the Go runtime's own goroutine tracebacks
+# (SIGQUIT dump of the live process, GOTRACEBACK=crash dump of a crash whose core gdb writes).
+"""The fixture (fixture_go.go, built -ldflags='-s -w': no DWARF, no CFI, no .symtab) runs goroutines
+blocked in known places (channel, mutex, sleep, a thread-locked busy loop) and the main goroutine
+asleep. Go binaries have no .eh_frame: every caller frame is found by the frame-pointer rung and
+named by the gopclntab resolver (inline chains included).
+
+1. Live: `stackprov stack --pid --json`, then SIGQUIT (GOTRACEBACK=system): the runtime prints every
+   goroutine. Each OS thread whose stack ends in runtime.goexit runs (or last ran) a goroutine: its
+   frames from the first main.* function outward (inlined calls expanded, innermost first) must be a
+   suffix of one goroutine's traceback; the thread-locked spinner (main.spinLoop <- main.spinner) and
+   the main goroutine (main.sleepForever <- main.main <- runtime.main) must both be found.
+2. Core: the fixture dereferences nil under GOTRACEBACK=crash; the runtime prints every goroutine and
+   raises SIGABRT, where gdb writes the core (gcore; independent of kernel.core_pattern). The crashing
+   thread's stack from runtime.sigpanic outward must equal goroutine 1's traceback from there
+   (runtime.sigpanic, main.main, runtime.main, runtime.goexit), and every other thread as in 1.
+A missing tool (go, gdb) fails naming it."""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from go_symbolize import build_one, need  # noqa: E402
+
+
+def go_traces(text):
+    """{goroutine id: [function, ...]} from a runtime traceback (innermost first, 'created by' dropped)."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^goroutine (\d+) \[", line)
+        if m:
+            cur = out.setdefault(int(m.group(1)), [])
+            continue
+        if cur is None or not line or line.startswith("\t") or line.startswith("created by"):
+            if not line:
+                cur = None
+            continue
+        m = re.match(r"^(\S.*)\(([^()]*)\)$", line)
+        if m:
+            name = m.group(1)
+            cur.append("runtime.gopanic" if name == "panic" else name)  # the runtime prints gopanic as "panic"
+    return out
+
+
+def our_threads(js):
+    """{tid: [function, ...]} from `stack --json`: inlined functions first, then the physical one."""
+    out = {}
+    for t in js["threads"]:
+        names = []
+        for f in t["frames"]:
+            names += [i["function"] for i in f.get("inlined", [])]
+            names.append(f.get("resolved_function") or f.get("function") or "??")
+        out[t["tid"]] = names
+    return out
+
+
+def user_part(names):
+    for i, n in enumerate(names):
+        if n.startswith("main."):
+            return names[i:]
+    return None
+
+
+def check_threads(ours, traces, label, bad, must):
+    found = set()
+    for tid, names in ours.items():
+        if not names or names[-1] != "runtime.goexit":
+            continue  # a scheduler (g0) stack: no goroutine below it
+        part = user_part(names)
+        if part is None:
+            continue
+        match = [g for g, tr in traces.items() if len(tr) >= len(part) and tr[-len(part):] == part]
+        if not match:
+            bad.append("%s thread %d: %s is no goroutine's traceback suffix; goroutines:\n    %s" %
+                       (label, tid, part, "\n    ".join(str(t) for t in traces.values())))
+            continue
+        print("%s thread %d = goroutine %d: %s" % (label, tid, match[0], " <- ".join(part)))
+        found.add(part[0] if part[0] != "main.addSquare" else "main.spinLoop")
+        for m in must:
+            if m in part:
+                found.add(m)
+    for m in must:
+        if m not in found:
+            bad.append("%s: no thread running %s matched the runtime's traceback" % (label, m))
+
+
+def stack_json(stackprov, args):
+    r = subprocess.run([stackprov, "stack", "--json"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=60)
+    if r.returncode not in (0, 1):
+        sys.exit("stackprov stack %s: exit %d: %s" % (args, r.returncode, r.stderr))
+    return json.loads(r.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    fx = build_one(args.work, "fx_stripped", ["-ldflags=-s -w"])
+    bad = []
+
+    # 1. Live process vs its SIGQUIT dump.
+    env = dict(os.environ, GOTRACEBACK="system")
+    err_path = os.path.join(args.work, "sigquit.txt")
+    with open(err_path, "w") as err:
+        p = subprocess.Popen([fx], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        for line in p.stdout:
+            if line.strip() == "READY":
+                break
+        time.sleep(0.3)
+        js = stack_json(args.stackprov, ["--pid", str(p.pid)])
+        p.send_signal(signal.SIGQUIT)
+        p.wait(timeout=30)
+    traces = go_traces(open(err_path).read())
+    if len(traces) < 5:
+        bad.append("SIGQUIT dump has %d goroutines (want >= 5): %s" % (len(traces), err_path))
+    check_threads(our_threads(js), traces, "live", bad, ["main.spinLoop", "main.sleepForever"])
+
+    # 2. GOTRACEBACK=crash core (written by gdb at the runtime's SIGABRT) vs the crash traceback.
+    gdb = need("gdb")
+    core = os.path.join(args.work, "go.core")
+    if os.path.exists(core):
+        os.unlink(core)
+    r = subprocess.run([gdb, "-q", "-batch", "-nx", "-ex", "handle SIGSEGV nostop noprint pass",
+                        "-ex", "handle SIGURG nostop noprint pass", "-ex", "handle SIGPIPE nostop noprint pass",
+                        "-ex", "handle SIGABRT stop print nopass", "-ex", "run", "-ex", "gcore " + core,
+                        "--args", fx, "crash"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
+                       env=dict(os.environ, GOTRACEBACK="crash"))
+    if not os.path.exists(core):
+        sys.exit("gdb wrote no core: %s" % r.stdout[-2000:])
+    try:
+        traces = go_traces(r.stderr)
+        js = stack_json(args.stackprov, ["--core", core, "--exe", fx])
+    finally:
+        os.unlink(core)
+    ours = our_threads(js)
+    crash_tid = js["threads"][0]["tid"] if js.get("threads") else None
+    want = traces.get(1, [])
+    want = want[want.index("runtime.sigpanic"):] if "runtime.sigpanic" in want else []
+    got = ours.get(crash_tid, [])
+    got = got[got.index("runtime.sigpanic"):] if "runtime.sigpanic" in got else got
+    if not want or got != want:
+        bad.append("core: crashing thread %s from runtime.sigpanic: ours %s, runtime's %s" % (crash_tid, got, want))
+    else:
+        print("core thread %d = goroutine 1: %s" % (crash_tid, " <- ".join(got)))
+    # The spinner was preempted by the crash (switched out through runtime.mcall onto the main thread's g0
+    # stack, below which no frame pointer leads back up to it): only the threads that do end in goexit count.
+    check_threads(ours, traces, "core", bad, ["main.main"])
+    if bad:
+        for b in bad:
+            print("MISMATCH " + b)
+        return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
