@@ -304,8 +304,12 @@ static void copy_raw(const sprov_snapshot* snap, struct raw_copy* rc) {
   const uint32_t sp_reg = sprov_snapshot_arch(snap) == SPROV_ARCH_X86_64 ? 7 : sprov_snapshot_arch(snap) == SPROV_ARCH_ARM64 ? 31 : 29;
   rc->sp = rc->regs[sp_reg];
   rc->stack = malloc(1 << 20);
-  while (rc->len < (1u << 20) && sprov_snapshot_read_memory(snap, rc->sp + rc->len, rc->stack + rc->len, 4096) == 0)
-    rc->len += 4096;
+  /* Pages first, then smaller pieces: sp is not page-aligned, so the copied stack's top is
+     usually not sp + k * 4096 and the outermost frames live in that last partial piece. */
+  for (size_t chunk = 4096; chunk >= 8; chunk /= 2)
+    while (rc->len + chunk <= (1u << 20) &&
+           sprov_snapshot_read_memory(snap, rc->sp + rc->len, rc->stack + rc->len, chunk) == 0)
+      rc->len += chunk;
 }
 
 static void test_raw(const struct probe* p, struct raw_copy* rc) {
