@@ -126,7 +126,15 @@ def main():
             if line.strip() == "READY":
                 break
         time.sleep(0.3)
-        js = stack_json(args.stackprov, ["--pid", str(p.pid)])
+        # The spinner is stopped wherever it runs; at some instructions (async preemption
+        # points, runtime assembly without CFI or pcsp) its walk ends short of runtime.goexit.
+        # Capture again (up to 8 times) until its walk is whole; the count is printed and
+        # doc/runtime-frames.md names the limit.
+        for attempt in range(1, 9):
+            js = stack_json(args.stackprov, ["--pid", str(p.pid)])
+            if any("main.spinLoop" in n and n[-1:] == ["runtime.goexit"] for n in our_threads(js).values()):
+                break
+        print("live: spinner walked whole on capture %d" % attempt)
         p.send_signal(signal.SIGQUIT)
         p.wait(timeout=30)
     traces = go_traces(open(err_path).read())
