@@ -214,7 +214,8 @@ uint32_t python311_addr2line(const uint8_t* table, size_t len, int firstlineno, 
     } else {  // short form: same line
       if (!byte(&b)) return 0;
     }
-    line += delta;
+    // Hostile tables: wrap instead of overflowing (a line outside 1..UINT32_MAX reads as 0).
+    line = static_cast<int64_t>(static_cast<uint64_t>(line) + static_cast<uint64_t>(delta));
     if (addr <= addrq && addrq < end) return has_line && line > 0 && line <= UINT32_MAX ? static_cast<uint32_t>(line) : 0;
     addr = end;
   }
