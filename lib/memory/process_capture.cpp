@@ -32,9 +32,7 @@
 #include "core/module_map.hpp"
 #include "memory/live_readers.hpp"
 #include "memory/module_list.hpp"
-#if defined(__x86_64__)
-#include "arch/x86_64/registers.hpp"
-#endif
+#include "arch/host.hpp"
 
 namespace stackprov::memory {
 
@@ -468,23 +466,25 @@ Status Capturer::attach_all() {
 }
 
 Status Capturer::capture_thread(Tracee& t, const std::vector<MapsEntry>& maps, Snapshot* out) {
-#if defined(__x86_64__)
-  user_regs_struct ur;
-  std::memset(&ur, 0, sizeof(ur));
-  iovec iov{&ur, sizeof(ur)};
+  using Host = arch::HostTraits;
+  // NT_PRSTATUS of every supported host fits (x86_64 216 bytes, arm64 272, mips o32 180).
+  alignas(8) uint8_t raw[512];
+  std::memset(raw, 0, sizeof(raw));
+  iovec iov{raw, sizeof(raw)};
   if (ptrace(PTRACE_GETREGSET, t.tid, reinterpret_cast<void*>(NT_PRSTATUS), &iov) != 0)
     return make_error(-errno, "thread %d: PTRACE_GETREGSET: %s", t.tid, std::strerror(errno));
-  arch::x86_64::Regs regs{};
-  if (Status st = arch::x86_64::regs_from_user_regs(&ur, iov.iov_len, &regs); !st.ok()) return st;
+  arch::HostRegs regs{};
+  if (Status st = arch::host_regs_from_user_regs(raw, iov.iov_len, &regs); !st.ok()) return st;
   Snapshot& s = *out;
-  s.arch = Arch::kX86_64;
-  s.endian = Endian::kLittle;
+  s.arch = Host::kArch;
+  s.endian = Host::kBigEndian ? Endian::kBig : Endian::kLittle;
   s.pid = pid_;
   s.tid = t.tid;
   s.flags = 0;  // the pc is where the thread was interrupted, not a return address
-  for (int r = 0; r < arch::x86_64::Traits::kNumRegs; r++)
+  for (int r = 0; r < Host::kNumRegs; r++)
     if (regs.has(r)) s.set_reg(r, regs.get(r));
-  const uint64_t sp = regs.get(arch::x86_64::kRsp);
+  if (!regs.has(Host::kSpReg)) return make_error(SPROV_ERR_CAPTURE, "thread %d: no stack pointer in NT_PRSTATUS", t.tid);
+  const uint64_t sp = regs.get(Host::kSpReg);
   const MapsEntry* sp_map = nullptr;
   for (const MapsEntry& e : maps)
     if (sp >= e.start && sp < e.end) sp_map = &e;
@@ -500,9 +500,6 @@ Status Capturer::capture_thread(Tracee& t, const std::vector<MapsEntry>& maps, S
     warn("thread %d: %zu of %llu stack bytes at 0x%llx readable", t.tid, copied,
          static_cast<unsigned long long>(end - sp), static_cast<unsigned long long>(sp));
   return {};
-#else
-  return make_error(SPROV_ERR_UNSUPPORTED, "live capture is implemented for x86_64 only");
-#endif
 }
 
 Result<ProcessCapture> Capturer::run() {
