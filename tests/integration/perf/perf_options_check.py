@@ -112,7 +112,9 @@ def check_accepted(sp, workdir, spin):
     print("record --frequency=499 --stack-size 4096 --output=F --duration 0.5: exit %d, %d samples over %.2f s; "
           "capture v%d: %d Hz, %d stack bytes; %s" % (r.returncode, len(js), span, version, freq, stack,
                                                       r.stderr.strip()))
-    if r.returncode != 0 or not (0.25 <= span <= 0.8) or (version, freq, stack) != (2, 499, 4096):
+    # The spinner runs 5 s: a span well under that shows --duration 0.5 reached the recording. The
+    # bounds are loose because under load (CI's ctest -j2) the spinner and the recorder get the CPU late.
+    if r.returncode != 0 or not (0.1 <= span <= 2.5) or (version, freq, stack) != (2, 499, 4096):
         failures.append("record GNU long options: exit %d, %.2f s (want ~0.5), v%d %d Hz %d bytes (want 499, 4096)" % (
             r.returncode, span, version, freq, stack))
     # The requested stack size is what the capture holds (perf-import's truncation test uses it).
@@ -121,7 +123,8 @@ def check_accepted(sp, workdir, spin):
     js2 = [json.loads(l) for l in run([sp, "perf-import", cap2, "-f", "json", "-q"]).stdout.splitlines()]
     threads = {o["tid"] for o in js2}
     print("record -F499 -oFILE CMD (no --): exit %d, %d samples from %d threads" % (r.returncode, len(js2), len(threads)))
-    if r.returncode != 0 or len(js2) < 50 or len(threads) != 2:
+    # 0.3 s of two spinning threads at 499 Hz is ~300 samples on an idle machine; a loaded one gives fewer.
+    if r.returncode != 0 or len(js2) < 10 or len(threads) != 2:
         failures.append("record short forms: exit %d, %d samples, %d threads" % (r.returncode, len(js2), len(threads)))
     target = subprocess.Popen([spin, "3"], stdout=subprocess.DEVNULL)
     try:
