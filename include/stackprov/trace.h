@@ -57,6 +57,10 @@ struct sprov_trace_capture_opts {
 /* Unwinds and resolves every thread of `proc` (sprov_process_capture or
  * sprov_process_open_core with the same context), and stores the trace: the
  * threads' snapshots as its captured data, every frame with its provenance.
+ * JIT frames are named from the process's perf map (/tmp/perf-PID.map; an
+ * online context), and the map entries they use are kept in the captured
+ * data: sprov_trace_resolve (also offline) and replay name them without the
+ * map (doc/traces.md "Capture").
  * id (>= SPROV_TRACE_ID_STRLEN bytes) receives the new trace's id. The trace
  * is stored whole or not at all. */
 SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc, sprov_trace_store* store,

@@ -93,6 +93,9 @@ struct sprov_stack {
   std::vector<stackprov::runtime::PythonFrame> runtime;
   std::vector<int64_t> runtime_native;  ///< parallel to `runtime`: the native frame that runs it, -1 none
   int64_t pid = 0;          // the process whose perf map (/tmp/perf-PID.map) names JIT frames; 0: none
+  /// The perf map the walk used for JIT ranges (a trace's captured entries, or /tmp/perf-PID.map):
+  /// it names the JIT frames too, offline as well. Null: none was used.
+  std::shared_ptr<const stackprov::symbolize::PerfMap> jit;
 };
 
 /// Frame `f` of `st` runs code outside every file-backed module (JIT code, named by a perf map):
@@ -120,6 +123,9 @@ struct sprov_unwinder {
   stackprov::unwind::WalkResult scratch;  ///< capacity reserved to opts.max_frames at creation
   uint64_t stack_lo = 0, stack_hi = 0;     ///< sprov_unwinder_set_stack
   stackprov::symbolize::PerfMaps perf_maps;  // JIT code ranges of the snapshots' processes
+  /// A trace's captured perf-map entries (capi/trace.cpp resolve_threads): the JIT ranges of
+  /// every walk instead of /tmp/perf-PID.map, also in offline contexts. Null: none.
+  std::shared_ptr<const stackprov::symbolize::PerfMap> captured_jit;
   uint64_t frames = 0;
   uint64_t walks = 0;
 };
@@ -140,6 +146,16 @@ struct sprov_symbolizer {
   std::shared_ptr<stackprov::unwind::LoadedModule> path_module;
   uint64_t path_checked_ns = 0;
 };
+
+/// The perf map that names the JIT frames of `st` (doc/runtime-frames.md "JIT code"): the one
+/// its walk used, else its process's /tmp/perf-PID.map when `sym`'s context is online; null
+/// when there is none.
+inline std::shared_ptr<const stackprov::symbolize::PerfMap> stack_perf_map(sprov_symbolizer* sym,
+                                                                           const sprov_stack* st) {
+  if (st->jit) return st->jit;
+  if (st->pid <= 0 || sym->ctx->ctx.config().offline) return nullptr;
+  return sym->perf_maps.get(st->pid);
+}
 
 namespace stackprov::capi {
 

@@ -174,6 +174,7 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
     st->modules = native->modules;
     st->module_root = native->module_root;
     st->pid = native->pid;  // the perf map of its process names JIT frames
+    st->jit = native->jit;
     const runtime::PythonThread* t = thread_of(proc, index);
     const std::vector<runtime::PythonFrame> none;
     const std::vector<runtime::PythonFrame>& py = t ? t->frames : none;

@@ -104,9 +104,9 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     empty.sz = sizeof(empty);
     // Offline contexts never open module files: symbol tables do not answer
     // (the bundle step of sprov_symbolizer_frame_ex does).
-    if (outside_modules(stack, f) && stack->pid > 0 && !sym->ctx->ctx.config().offline) {
+    if (outside_modules(stack, f)) {
       // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
-      auto map = sym->perf_maps.get(stack->pid);
+      auto map = stack_perf_map(sym, stack);
       const uint64_t lookup = f.lookup_prev ? f.pc - 1 : f.pc;
       if (const symbolize::PerfMap::Entry* e = map ? map->find(lookup) : nullptr) {
         struct sprov_symbol s = empty;

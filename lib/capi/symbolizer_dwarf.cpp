@@ -176,9 +176,9 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
     sym->last.frames.emplace_back();
     const unwind::Frame& f = stack->frames[index];
     bool jit = false;
-    if (outside_modules(stack, f) && stack->pid > 0 && !sym->ctx->ctx.config().offline) {
+    if (outside_modules(stack, f)) {
       // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
-      auto map = sym->perf_maps.get(stack->pid);
+      auto map = stack_perf_map(sym, stack);
       if (const symbolize::PerfMap::Entry* e = map ? map->find(f.lookup_prev ? f.pc - 1 : f.pc) : nullptr) {
         symbolize::ResolvedFrame& r = sym->last.frames.front();
         r.function = r.short_function = r.linkage_name = e->name;

@@ -192,10 +192,15 @@ std::string BundleStaging::sidecar_path(const std::string& sha256, const char* n
 
 // ----------------------------------------------------------------- helpers
 
-Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t) {
+Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t, trace::CapturedJit* jit) {
   auto raw = trace::trace_data(t);
   if (!raw) return raw.error();
-  return trace::deserialize_capture(raw->data(), raw->size());
+  return trace::deserialize_capture(raw->data(), raw->size(), jit);
+}
+
+std::shared_ptr<const symbolize::PerfMap> captured_perf_map(const trace::CapturedJit& jit) {
+  if (jit.entries.empty()) return nullptr;
+  return symbolize::PerfMap::from_entries(jit.path, jit.entries);
 }
 
 std::vector<std::string> trace_bundles(const trace::Trace& t) {
@@ -294,6 +299,7 @@ trace::Frame to_trace_frame(sprov_symbolizer* sym, const sprov_stack* stack, siz
   }
   if (fr.build_id && fr.build_id_len) f.module_build_id = evidence::hex_encode(fr.build_id, fr.build_id_len);
   f.unwind_method = sprov_method_name(fr.method);
+  if (fr.flags & SPROV_FRAME_JIT) f.unwind_method += "+jit";  // a pc in the perf map's JIT code
   f.resolver = "none";
   sprov_symbol_info info{};
   info.sz = sizeof info;
@@ -339,7 +345,8 @@ trace::Frame to_trace_frame(sprov_symbolizer* sym, const sprov_stack* stack, siz
 }  // namespace
 
 Result<std::vector<trace::Thread>> resolve_threads(sprov_context* ctx, const std::vector<const sprov_snapshot*>& snaps,
-                                                   uint32_t max_frames, uint32_t workers) {
+                                                   uint32_t max_frames, uint32_t workers,
+                                                   std::shared_ptr<const symbolize::PerfMap> jit) {
   std::vector<trace::Thread> out(snaps.size());
   std::vector<std::optional<Error>> errors(snaps.size());
   workers = std::max<uint32_t>(1, std::min<uint32_t>(workers, static_cast<uint32_t>(std::max<size_t>(1, snaps.size()))));
@@ -355,6 +362,7 @@ Result<std::vector<trace::Thread>> resolve_threads(sprov_context* ctx, const std
       sprov_unwinder_free(uw);
       return;
     }
+    uw->captured_jit = jit;
     for (size_t i = w; i < snaps.size(); i += workers) {
       const int64_t tid = sprov_snapshot_tid(snaps[i]);
       out[i].tid = static_cast<uint64_t>(tid);
@@ -386,6 +394,25 @@ Result<std::vector<trace::Thread>> resolve_threads(sprov_context* ctx, const std
 }  // namespace stackprov::capi
 
 namespace {
+
+/// The entries of `map` that cover a pc of a frame outside every module (its pc, or pc - 1
+/// for a return address), each once, in address order: the bounded part of a perf map that a
+/// trace keeps.
+trace::CapturedJit jit_entries(const symbolize::PerfMap* map, const std::vector<trace::Thread>& threads) {
+  trace::CapturedJit out;
+  if (!map) return out;
+  out.path = map->path();
+  std::set<uint64_t> seen;
+  for (const auto& th : threads)
+    for (const auto& f : th.frames) {
+      if (!f.module_path.empty()) continue;
+      for (uint64_t pc : {f.ip, f.ip - 1})
+        if (const symbolize::PerfMap::Entry* e = map->find(pc); e && seen.insert(e->start).second)
+          out.entries.push_back(*e);
+    }
+  std::sort(out.entries.begin(), out.entries.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  return out;
+}
 
 /// The main executable's build-id: the module of the main thread's outermost frame that has a
 /// module (_start), else the lowest-addressed module with a build-id.
@@ -578,9 +605,13 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
 
     std::vector<const sprov_snapshot*> snaps;
     for (const auto& t : proc->threads) snaps.push_back(t.get());
-    auto threads = resolve_threads(ctx, snaps, max_frames, 1);
-    if (!threads) return fail(threads.error());
     const memory::Snapshot& s0 = proc->threads.front()->snap;
+    // JIT code: the process's perf map, read once for every walk; the entries the frames touch
+    // are kept in the captured data (resolve and replay use them when the map is gone).
+    std::shared_ptr<const symbolize::PerfMap> jit =
+        (s0.pid > 0 && !ctx->ctx.config().offline) ? symbolize::PerfMap::load_pid(s0.pid) : nullptr;
+    auto threads = resolve_threads(ctx, snaps, max_frames, 1, jit);
+    if (!threads) return fail(threads.error());
 
     trace::Trace t;
     auto uuid = trace::new_uuid();
@@ -603,7 +634,7 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
       cap.push_back(std::move(c));
     }
     t.build_id = main_build_id(t.threads, &s0, proc->pid);
-    const std::vector<uint8_t> data = trace::serialize_capture(cap);
+    const std::vector<uint8_t> data = trace::serialize_capture(cap, jit_entries(jit.get(), t.threads));
     if (Status st = trace::set_trace_data(t, data.data(), data.size()); !st) return fail(st.error());
 
     if (flags & SPROV_TRACE_BUNDLE) {
@@ -629,7 +660,7 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
       // reproduce); offsets from function starts, which bundles do not carry, are kept from the
       // resolution from the files.
       auto bctx = derived_context(ctx, cfg.has_bundle_store ? cfg.bundle_store : staging->dir(), false, 0);
-      auto again = resolve_threads(bctx.get(), snaps, max_frames, 1);
+      auto again = resolve_threads(bctx.get(), snaps, max_frames, 1, jit);
       if (!again) return fail(again.error());
       for (size_t i = 0; i < again->size(); ++i) (*again)[i].name = t.threads[i].name;
       carry_symbol_offsets(t.threads, again.value());
@@ -662,7 +693,8 @@ SPROV_API int sprov_trace_resolve(sprov_context* ctx, sprov_trace_store* store, 
       return fail(make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a UUID", trace_id));
     auto t = store->store->get_trace(trace_id);
     if (!t) return fail(t.error());
-    auto cap = captured_threads(t.value());
+    trace::CapturedJit cjit;
+    auto cap = captured_threads(t.value(), &cjit);
     if (!cap) return fail(cap.error());
 
     auto staging = BundleStaging::create();
@@ -721,7 +753,7 @@ SPROV_API int sprov_trace_resolve(sprov_context* ctx, sprov_trace_store* store, 
       snaps.push_back(h.get());
       owned.push_back(std::move(h));
     }
-    auto threads = resolve_threads(rctx.get(), snaps, 256, 1);
+    auto threads = resolve_threads(rctx.get(), snaps, 256, 1, captured_perf_map(cjit));
     if (!threads) return fail(threads.error());
     for (size_t i = 0; i < threads->size() && i < t->threads.size(); ++i) (*threads)[i].name = t->threads[i].name;
     carry_symbol_offsets(t->threads, threads.value());

@@ -24,9 +24,15 @@ namespace stackprov::capi {
 /// Unwinds and resolves each snapshot (one per thread) with `ctx`'s policy into trace
 /// frames (tid from the snapshot, name left to the caller), on `workers` threads (each with
 /// its own unwinder and symbolizer; results in input order). A thread whose walk fails is an
-/// error naming its tid.
+/// error naming its tid. `jit` (optional): the perf map of the process's JIT code, used by
+/// every walk and name lookup instead of /tmp/perf-PID.map, also offline (a trace's captured
+/// entries, or the map a capture read once).
 Result<std::vector<trace::Thread>> resolve_threads(sprov_context* ctx, const std::vector<const sprov_snapshot*>& snaps,
-                                                   uint32_t max_frames, uint32_t workers);
+                                                   uint32_t max_frames, uint32_t workers,
+                                                   std::shared_ptr<const symbolize::PerfMap> jit = nullptr);
+
+/// The perf map of a trace's captured JIT entries (null when it has none).
+std::shared_ptr<const symbolize::PerfMap> captured_perf_map(const trace::CapturedJit& jit);
 
 /// The coverage rule (doc/traces.md "Replay"): a function name, and a file:line when the
 /// answer came from DWARF-derived data (bundle, dwarf, debuginfod+dwarf).
@@ -79,7 +85,7 @@ int give_string(const std::string& s, char** out, size_t* out_len);
 std::string bare_sha256(const std::string& digest);
 
 /// The captured threads of a stored trace (checked against its data_sha256).
-Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t);
+Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t, trace::CapturedJit* jit = nullptr);
 
 /// Every bundle a trace names: its symbol_bundle_sha256 and each frame's bundle (64 hex, sorted, unique).
 std::vector<std::string> trace_bundles(const trace::Trace& t);

@@ -63,8 +63,9 @@ uint64_t user_limit(Arch a) { return a == Arch::kMips32 ? 0x80000000ull : (1ull 
 
 /// Draws one page-aligned delta per group such that no moved module overlaps another or any
 /// memory region that stays, and every address stays in user space. Tries per-group deltas,
-/// then one delta for all.
-Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::mt19937_64& rng) {
+/// then one delta for all. `stay`: more ranges that do not move (the trace's JIT code).
+Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::mt19937_64& rng,
+                   const std::vector<std::pair<uint64_t, uint64_t>>& stay) {
   const uint64_t limit = user_limit(s.arch);
   // Memory regions that do not move: those not inside any module range.
   auto inside_module = [&](const memory::MemoryRegion& r) {
@@ -73,9 +74,17 @@ Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::m
         if (r.addr >= a && r.addr + r.bytes.size() <= b) return true;
     return false;
   };
-  std::vector<std::pair<uint64_t, uint64_t>> fixed;
+  std::vector<std::pair<uint64_t, uint64_t>> fixed = stay;
   for (const auto& r : s.memory)
     if (!inside_module(r)) fixed.emplace_back(r.addr, r.addr + r.bytes.size());
+  // Ranges that stay may overlap one another (JIT code the walk read): merged, only moved ones must not overlap.
+  std::sort(fixed.begin(), fixed.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& r : fixed) {
+    if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+    else merged.push_back(r);
+  }
+  fixed = std::move(merged);
   auto valid = [&]() {
     std::vector<std::pair<uint64_t, uint64_t>> moved;
     for (const auto& g : groups)
@@ -271,7 +280,8 @@ int gate_code(const std::string& check) {
 /// Runs one seed: perturbs copies of the captured threads, resolves them offline from the
 /// staged bundles and compares with the recorded frames.
 SeedResult replay_seed(const sprov_context* base, const BundleStaging& stg, const std::vector<trace::CapturedThread>& cap,
-                       const std::vector<trace::Thread>& recorded, uint64_t seed) {
+                       const std::shared_ptr<const symbolize::PerfMap>& jit, const std::vector<trace::Thread>& recorded,
+                       uint64_t seed) {
   SeedResult r;
   r.seed = seed;
   const auto t0 = Clock::now();
@@ -292,7 +302,9 @@ SeedResult replay_seed(const sprov_context* base, const BundleStaging& stg, cons
   std::vector<memory::Snapshot> snaps;
   for (const auto& c : cap) snaps.push_back(c.snapshot);
   if (!snaps.empty()) {
-    if (Status st = draw_deltas(snaps.front(), groups, rng); !st) {
+    // JIT code is outside every module: it stays, named by the captured perf-map entries.
+    static const std::vector<std::pair<uint64_t, uint64_t>> kNone;
+    if (Status st = draw_deltas(snaps.front(), groups, rng, jit ? jit->ranges() : kNone); !st) {
       r.error = st.error().message;
       return r;
     }
@@ -333,7 +345,7 @@ SeedResult replay_seed(const sprov_context* base, const BundleStaging& stg, cons
   }
   // Bundles only: an offline context over the staged bundles, with a shrunk module cache.
   std::unique_ptr<sprov_context> ctx = derived_context(base, stg.dir(), true, cache);
-  auto threads = resolve_threads(ctx.get(), ordered, 256, workers);
+  auto threads = resolve_threads(ctx.get(), ordered, 256, workers, jit);
   if (!threads) {
     r.error = threads.error().message;
   } else {
@@ -572,8 +584,10 @@ SPROV_API int sprov_trace_replay(sprov_context* ctx, sprov_trace_store* store, c
     const auto t0 = Clock::now();
     auto t = store->store->get_trace(trace_id);
     if (!t) return fail(t.error());
-    auto cap = captured_threads(t.value());
+    trace::CapturedJit cjit;
+    auto cap = captured_threads(t.value(), &cjit);
     if (!cap) return fail(cap.error());
+    const std::shared_ptr<const symbolize::PerfMap> jit = captured_perf_map(cjit);
     auto staging = BundleStaging::create();
     if (!staging) return fail(staging.error());
     BundleStaging& stg = *staging.value();
@@ -599,7 +613,7 @@ SPROV_API int sprov_trace_replay(sprov_context* ctx, sprov_trace_store* store, c
     size_t frames = 0, identical = 0, cov = 0;
     for (uint32_t i = 0; i < seeds; ++i) {
       const std::string started = trace::now_rfc3339();
-      SeedResult r = replay_seed(ctx, stg, cap.value(), t->threads, first + i);
+      SeedResult r = replay_seed(ctx, stg, cap.value(), jit, t->threads, first + i);
       auto id = trace::new_uuid();
       if (!id) return fail(id.error());
       r.replay_id = id.value();

@@ -134,8 +134,10 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     if (int e = prepare_snapshot_walk(uw, snap)) return e;
     const memory::Snapshot& s = snap->snap;
     // JIT code of a live process or its core: the ranges of its perf map (doc/runtime-frames.md).
+    // A trace's captured entries stand for the map (and are read offline too).
     std::shared_ptr<const symbolize::PerfMap> jit =
-        (s.pid > 0 && !uw->ctx->ctx.config().offline) ? uw->perf_maps.get(s.pid) : nullptr;
+        uw->captured_jit ? uw->captured_jit
+        : (s.pid > 0 && !uw->ctx->ctx.config().offline) ? uw->perf_maps.get(s.pid) : nullptr;
     uw->opts.jit_ranges = jit ? &jit->ranges() : nullptr;
     unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
     uw->opts.jit_ranges = nullptr;
@@ -145,6 +147,7 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     st->modules = uw->table_modules;
     st->module_root = s.module_root;
     st->pid = s.pid;
+    st->jit = std::move(jit);
     uw->frames += st->frames.size();
     uw->walks++;
     *out = st;

@@ -35,8 +35,6 @@ std::shared_ptr<const PerfMap> PerfMap::load_pid(int64_t pid, const std::string&
 std::shared_ptr<const PerfMap> PerfMap::load_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return nullptr;
-  auto m = std::make_shared<PerfMap>();
-  m->path_ = path;
   std::vector<Entry> lines;
   std::string line;
   while (std::getline(in, line)) {
@@ -50,6 +48,13 @@ std::shared_ptr<const PerfMap> PerfMap::load_file(const std::string& path) {
     while (!e.name.empty() && (e.name.back() == '\r' || e.name.back() == ' ')) e.name.pop_back();
     lines.push_back(std::move(e));
   }
+  return from_entries(path, std::move(lines));
+}
+
+std::shared_ptr<const PerfMap> PerfMap::from_entries(std::string path, std::vector<Entry> lines) {
+  auto m = std::make_shared<PerfMap>();
+  m->path_ = std::move(path);
+  std::erase_if(lines, [](const Entry& e) { return e.size == 0 || e.start + e.size < e.start; });
   // Later lines win: insert from the last, keeping only the parts no later line covered.
   std::vector<Entry> kept;  // disjoint pieces, unsorted
   std::vector<std::pair<uint64_t, uint64_t>> taken;  // sorted disjoint ranges already claimed

@@ -26,6 +26,10 @@ class PerfMap {
   static std::shared_ptr<const PerfMap> load_pid(int64_t pid, const std::string& dir = "/tmp");
   /// Parses the file; lines that are not "START SIZE NAME" are skipped.
   static std::shared_ptr<const PerfMap> load_file(const std::string& path);
+  /// A map of `entries` in file order (later entries win where they overlap, as in a file),
+  /// known by `path`: a trace's captured entries (doc/traces.md "Captured data"). Null when
+  /// no entry is valid (size 0 or wrapping entries are dropped).
+  static std::shared_ptr<const PerfMap> from_entries(std::string path, std::vector<Entry> entries);
 
   /// The entry covering `addr`, else nullptr.
   const Entry* find(uint64_t addr) const;

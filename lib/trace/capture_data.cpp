@@ -13,6 +13,7 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'P', 'R', 'O', 'V', 'T', 'R', 'D'};
 constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersionJit = 2;  ///< version 1 followed by the JIT section
 constexpr size_t kMaxName = 256;
 
 void put_le(std::vector<uint8_t>& out, uint64_t v, int n) {
@@ -21,9 +22,9 @@ void put_le(std::vector<uint8_t>& out, uint64_t v, int n) {
 
 }  // namespace
 
-std::vector<uint8_t> serialize_capture(const std::vector<CapturedThread>& threads) {
+std::vector<uint8_t> serialize_capture(const std::vector<CapturedThread>& threads, const CapturedJit& jit) {
   std::vector<uint8_t> out(kMagic, kMagic + sizeof kMagic);
-  put_le(out, kVersion, 4);
+  put_le(out, jit.entries.empty() ? kVersion : kVersionJit, 4);
   put_le(out, threads.size(), 4);
   for (const CapturedThread& t : threads) {
     put_le(out, t.tid, 8);
@@ -34,16 +35,36 @@ std::vector<uint8_t> serialize_capture(const std::vector<CapturedThread>& thread
     put_le(out, snap.size(), 8);
     out.insert(out.end(), snap.begin(), snap.end());
   }
+  if (jit.entries.empty()) return out;
+  auto put_str = [&](const std::string& v, size_t limit) {
+    const size_t n = std::min(v.size(), limit);
+    put_le(out, n, 4);
+    out.insert(out.end(), v.begin(), v.begin() + static_cast<ptrdiff_t>(n));
+  };
+  put_str(jit.path, kMaxJitPath);
+  size_t n = 0;
+  for (const auto& e : jit.entries) n += e.size != 0 && e.start + e.size > e.start;
+  n = std::min(n, kMaxJitEntries);
+  put_le(out, n, 4);
+  for (size_t i = 0, k = 0; i < jit.entries.size() && k < n; ++i) {
+    const auto& e = jit.entries[i];
+    if (e.size == 0 || e.start + e.size <= e.start) continue;
+    put_le(out, e.start, 8);
+    put_le(out, e.size, 8);
+    put_str(e.name, kMaxJitName);
+    ++k;
+  }
   return out;
 }
 
-Result<std::vector<CapturedThread>> deserialize_capture(const uint8_t* data, size_t len) {
+Result<std::vector<CapturedThread>> deserialize_capture(const uint8_t* data, size_t len, CapturedJit* jit) {
+  if (jit) *jit = {};
   size_t at = 0;
-  auto need = [&](size_t n, const char* field, size_t thread) -> Status {
+  auto need = [&](size_t n, const char* field, size_t index, const char* of = "thread") -> Status {
     if (len - at < n)
       return make_error(SPROV_ERR_SNAPSHOT,
-                        "captured data truncated: field '%s' of thread %zu at offset %zu needs %zu bytes, %zu left",
-                        field, thread, at, n, len - at);
+                        "captured data truncated: field '%s' of %s %zu at offset %zu needs %zu bytes, %zu left",
+                        field, of, index, at, n, len - at);
     return {};
   };
   auto get_le = [&](int n) {
@@ -58,7 +79,7 @@ Result<std::vector<CapturedThread>> deserialize_capture(const uint8_t* data, siz
     return make_error(SPROV_ERR_SNAPSHOT, "captured data: not a SPROVTRD container (magic at offset 0)");
   at = 8;
   const uint64_t version = get_le(4);
-  if (version != kVersion)
+  if (version != kVersion && version != kVersionJit)
     return make_error(SPROV_ERR_SNAPSHOT, "captured data: field 'version' at offset 8: unsupported version %" PRIu64,
                       version);
   const uint64_t n = get_le(4);
@@ -88,6 +109,37 @@ Result<std::vector<CapturedThread>> deserialize_capture(const uint8_t* data, siz
     at += snap_len;
     t.snapshot = std::move(*snap);
     out.push_back(std::move(t));
+  }
+  if (version == kVersionJit) {
+    CapturedJit j;
+    auto jit_error = [&](const char* field, size_t entry, const char* what, uint64_t v, size_t limit) {
+      return make_error(SPROV_ERR_SNAPSHOT, "captured data: field '%s' of JIT entry %zu at offset %zu: %s %" PRIu64
+                        " (limit %zu)", field, entry, at, what, v, limit);
+    };
+    if (Status s = need(4, "jit_path_len", 0, "JIT entry"); !s) return s.error();
+    const uint64_t path_len = get_le(4);
+    if (path_len > kMaxJitPath) return jit_error("jit_path_len", 0, "length", path_len, kMaxJitPath);
+    if (Status s = need(path_len + 4, "jit_path", 0, "JIT entry"); !s) return s.error();
+    j.path.assign(reinterpret_cast<const char*>(data + at), path_len);
+    at += path_len;
+    const uint64_t n_jit = get_le(4);
+    if (n_jit == 0 || n_jit > kMaxJitEntries) return jit_error("n_jit", 0, "count", n_jit, kMaxJitEntries);
+    for (size_t i = 0; i < n_jit; ++i) {
+      symbolize::PerfMap::Entry e;
+      if (Status s = need(20, "jit_start", i, "JIT entry"); !s) return s.error();
+      e.start = get_le(8);
+      e.size = get_le(8);
+      if (e.size == 0 || e.start + e.size <= e.start)
+        return make_error(SPROV_ERR_SNAPSHOT, "captured data: field 'jit_size' of JIT entry %zu at offset %zu: size 0x%"
+                          PRIx64 " at 0x%" PRIx64 " is empty or wraps", i, at - 8, e.size, e.start);
+      const uint64_t name_len = get_le(4);
+      if (name_len > kMaxJitName) return jit_error("jit_name_len", i, "length", name_len, kMaxJitName);
+      if (Status s = need(name_len, "jit_name", i, "JIT entry"); !s) return s.error();
+      e.name.assign(reinterpret_cast<const char*>(data + at), name_len);
+      at += name_len;
+      j.entries.push_back(std::move(e));
+    }
+    if (jit) *jit = std::move(j);
   }
   if (at != len)
     return make_error(SPROV_ERR_SNAPSHOT, "captured data: %zu trailing bytes at offset %zu", len - at, at);

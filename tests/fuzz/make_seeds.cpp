@@ -153,6 +153,10 @@ int self_seeds() {
   threads[0] = {1234, "main", parsed.value()};
   threads[1] = {1235, "", parsed.value()};
   write("trace_capture", "self", stackprov::trace::serialize_capture(threads));
+  stackprov::trace::CapturedJit jit;  // version 2: the perf-map entries of JIT frames
+  jit.path = "/tmp/perf-1234.map";
+  jit.entries = {{0x7f0000001100, 0x13, "LazyCompile:*jitInner /srv/app.js:7"}, {0x7f0000001400, 0x13, "jitOuter"}};
+  write("trace_capture", "self_jit", stackprov::trace::serialize_capture(threads, jit));
   sprov_snapshot_free(snap);
   sprov_context_free(ctx);
   return 0;

@@ -94,6 +94,92 @@ TEST_CASE("SPROVTRD: real snapshots round trip; truncations, trailing bytes and 
   sprov_context_free(ctx);
 }
 
+TEST_CASE("SPROVTRD version 2: JIT entries round trip; version 1 without them; hostile JIT lengths refused",
+          "[trace]") {
+  sprov_context* ctx = nullptr;
+  REQUIRE(sprov_context_new(nullptr, &ctx) == 0);
+  sprov_snapshot* a = capture_here(ctx);
+  std::vector<trace::CapturedThread> in(1);
+  in[0].tid = 7;
+  in[0].snapshot = a->snap;
+  auto u32_at = [](const std::vector<uint8_t>& b, size_t at) {
+    return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 | uint32_t(b[at + 3]) << 24;
+  };
+  // No JIT entries: the version-1 bytes older readers read (doc/traces.md "Capture").
+  const std::vector<uint8_t> v1 = trace::serialize_capture(in);
+  CHECK(u32_at(v1, 8) == 1);
+  trace::CapturedJit none;
+  none.path = "/tmp/perf-1.map";
+  CHECK(trace::serialize_capture(in, none) == v1);
+  trace::CapturedJit jit;
+  jit.path = "/tmp/perf-42.map";
+  jit.entries = {{0x7f0000001100, 0x13, "LazyCompile:*jitInner /srv/app.js:7"}, {0x7f0000001400, 0x13, "jitOuter"}};
+  const std::vector<uint8_t> v2 = trace::serialize_capture(in, jit);
+  CHECK(u32_at(v2, 8) == 2);
+  REQUIRE(v2.size() > v1.size());
+  CHECK(std::equal(v1.begin() + 12, v1.end(), v2.begin() + 12));  // the threads as in version 1, the JIT section after
+  trace::CapturedJit back;
+  auto r = trace::deserialize_capture(v2.data(), v2.size(), &back);
+  REQUIRE(r.ok());
+  CHECK(r->size() == 1);
+  CHECK(back.path == jit.path);
+  REQUIRE(back.entries.size() == 2);
+  CHECK(back.entries[0].start == 0x7f0000001100);
+  CHECK(back.entries[0].size == 0x13);
+  CHECK(back.entries[0].name == jit.entries[0].name);
+  CHECK(back.entries[1].name == "jitOuter");
+  trace::CapturedJit from_v1;
+  from_v1.path = "x";
+  REQUIRE(trace::deserialize_capture(v1.data(), v1.size(), &from_v1).ok());
+  CHECK(from_v1.entries.empty());
+  CHECK(from_v1.path.empty());
+  // The map these entries make names the JIT frames as a perf map file would.
+  auto map = symbolize::PerfMap::from_entries(back.path, back.entries);
+  REQUIRE(map);
+  REQUIRE(map->find(0x7f0000001110));
+  CHECK(map->find(0x7f0000001110)->name == jit.entries[0].name);
+  CHECK(map->find(0x7f0000001113) == nullptr);
+  // Every proper prefix of the JIT section is refused, naming the JIT field.
+  for (size_t n = v1.size(); n < v2.size(); ++n) {
+    auto p = trace::deserialize_capture(v2.data(), n);
+    INFO("prefix " << n);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().message.find("JIT entry") != std::string::npos);
+  }
+  const size_t sec = v1.size();  // u32 path_len, path, u32 n_jit, entries
+  const size_t n_at = sec + 4 + jit.path.size();
+  auto refused = [&](std::vector<uint8_t> b, const char* field) {
+    auto p = trace::deserialize_capture(b.data(), b.size());
+    INFO(field);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().code == SPROV_ERR_SNAPSHOT);
+    CHECK(p.error().message.find(field) != std::string::npos);
+  };
+  std::vector<uint8_t> b = v2;
+  b[sec + 3] = 0x7f;  // path_len 2^30+
+  refused(b, "jit_path_len");
+  b = v2;
+  b[n_at] = 0; b[n_at + 1] = 0; b[n_at + 2] = 0; b[n_at + 3] = 0;  // version 2 with no entry
+  refused(b, "n_jit");
+  b = v2;
+  b[n_at + 3] = 0xff;  // more entries than the limit
+  refused(b, "n_jit");
+  b = v2;
+  for (int k = 0; k < 8; ++k) b[n_at + 4 + 8 + k] = 0;  // size 0
+  refused(b, "jit_size");
+  b = v2;
+  for (int k = 0; k < 8; ++k) b[n_at + 4 + k] = 0xff;  // start + size wraps
+  refused(b, "jit_size");
+  b = v2;
+  b[n_at + 4 + 16 + 3] = 0x40;  // name_len 1 GiB
+  refused(b, "jit_name_len");
+  b = v2;
+  b.push_back(0);
+  refused(b, "trailing");
+  sprov_snapshot_free(a);
+  sprov_context_free(ctx);
+}
+
 TEST_CASE("trace C ABI: capture this process with a bundle, resolve offline, replay 3 seeds, gate without keys",
           "[trace][bundle-build]") {
   TempDir dir;
