@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -144,6 +145,20 @@ sorted([1, 2], key=lambda x: middle(2) if x == 2 else x)
 """
 
 
+def wait_sleeping(pid, timeout=20):
+    """Until the process's main thread is asleep (state S) in a syscall other than write(2)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rpartition(")")[2].split()[0]
+        with open("/proc/%d/syscall" % pid) as f:
+            nr = f.read().split()[0]
+        if state == "S" and nr not in ("running", "1"):
+            return
+        time.sleep(0.01)
+    pytest.fail("pid %d did not go to sleep in %d s" % (pid, timeout))
+
+
 def test_python_m_stack_python_frames_equal_cli():
     """A CPython 3.11 target: Python frames (method runtime) interleaved, printed as the CLI prints
     them in every --python mode; the functions are the script's own (independent of both)."""
@@ -152,6 +167,9 @@ def test_python_m_stack_python_frames_equal_cli():
     proc = subprocess.Popen([PY311, "-c", PY_SCRIPT], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "ready\n"
+        # "ready" is written just before time.sleep: under load the target may still be runnable
+        # on its way there, and then two captures could differ. Wait until it sleeps.
+        wait_sleeping(proc.pid)
         for extra in ([], ["--json"], ["--python=only"], ["--python=off", "--no-lines"], ["--python=only", "--json"]):
             want, got = same(["--pid", str(proc.pid)] + extra)
             assert want.returncode == 0, (extra, want.stderr)
