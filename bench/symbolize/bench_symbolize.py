@@ -104,7 +104,7 @@ GNU_TIME = "/usr/bin/time"
 
 
 def small_parent(cmd, rss_path):
-    return [GNU_TIME, "-f", "%M", "-o", rss_path] + cmd
+    return [GNU_TIME, "-f", "%U %S %M", "-o", rss_path] + cmd
 
 
 def read_rss_mib(rss_path):
@@ -112,10 +112,18 @@ def read_rss_mib(rss_path):
         return int(f.read().split()[-1]) / 1024.0
 
 
+def read_cpu_s(rss_path):
+    """User + system CPU seconds of the child (GNU time's %U %S): the figure a loaded machine disturbs least."""
+    with open(rss_path) as f:
+        u, s = f.read().split()[-3:-1]
+    return float(u) + float(s)
+
+
 def timed(cmd, stdin_path, timeout, runs, out_path):
-    """Median wall seconds and peak RSS (MiB) of `runs` runs; stdout of the last run kept in
-    out_path. Raises BenchFail on a timeout, a non-zero exit or runs that print different things."""
-    secs, rss, digests = [], [], set()
+    """Median wall seconds, median CPU seconds (user + system) and peak RSS (MiB) of `runs` runs;
+    stdout of the last run kept in out_path. Raises BenchFail on a timeout, a non-zero exit or runs
+    that print different things."""
+    secs, cpu, rss, digests = [], [], [], set()
     rss_path = out_path + ".rss"
     for _ in range(runs):
         with open(stdin_path) as fin, open(out_path, "wb") as fout:
@@ -137,12 +145,13 @@ def timed(cmd, stdin_path, timeout, runs, out_path):
         if rc != 0:
             raise BenchFail("%s exited %d: %s" % (" ".join(cmd), rc, err[-500:]))
         rss.append(read_rss_mib(rss_path))
+        cpu.append(read_cpu_s(rss_path))
         with open(out_path, "rb") as f:
             digests.add(hashlib.sha256(f.read()).hexdigest())
     if len(digests) != 1:
         raise BenchFail("%s: %d runs printed %d different outputs" % (" ".join(cmd), runs, len(digests)))
     return {"runs": runs, "seconds": round(statistics.median(secs), 3), "min_seconds": round(min(secs), 3),
-            "peak_rss_mib": round(max(rss), 1)}
+            "cpu_seconds": round(statistics.median(cpu), 3), "peak_rss_mib": round(max(rss), 1)}
 
 
 class BenchFail(Exception):
@@ -288,6 +297,7 @@ def main():
                 for name, r in row["cli"].items():
                     if name != "stackprov":
                         r["stackprov_speedup"] = round(r["seconds"] / max(ours["seconds"], 1e-9), 2)
+                        r["stackprov_cpu_speedup"] = round(r["cpu_seconds"] / max(ours["cpu_seconds"], 1e-3), 2)
                 cmp = compare_llvm(outs["stackprov"], outs["llvm-symbolizer-14"], addrs, symbols)
                 row["vs_llvm_symbolizer"] = cmp
                 mod["sizes"].append(row)
@@ -297,8 +307,10 @@ def main():
                        inproc["warm_raw_us_per_address"], inproc["frames"] / n, inproc["heap_bytes"] / 2**20,
                        inproc["extra_heap_ratio_to_raw_dwarf"], inproc["peak_rss_kib"] / 1024.0))
                 for name, r in row["cli"].items():
-                    print("    %-20s %8.3f s %8.1f MiB%s" % (name, r["seconds"], r["peak_rss_mib"],
-                          ("   ratio x%.2f" % r["stackprov_speedup"]) if "stackprov_speedup" in r else ""))
+                    print("    %-20s %8.3f s (CPU %.3f s) %8.1f MiB%s" % (
+                        name, r["seconds"], r["cpu_seconds"], r["peak_rss_mib"],
+                        ("   ratio x%.2f (CPU x%.2f)" % (r["stackprov_speedup"], r["stackprov_cpu_speedup"]))
+                        if "stackprov_speedup" in r else ""))
                 print("    output vs llvm-symbolizer-14: %.2f%% identical; %s" % (
                     cmp.get("identical_pct", 0.0),
                     ", ".join("%s %d" % kv for kv in sorted(cmp.get("classes", {}).items()) if kv[0] != "identical")
@@ -311,22 +323,26 @@ def main():
         failures.append(str(e))
     report["targets"] = {"warm_us_per_address_max": WARM_US_MAX, "extra_heap_ratio_max": HEAP_RATIO_MAX,
                          "cli_faster_than": "llvm-symbolizer-14", "cli_speedup_min": SPEEDUP_MIN}
-    # Issue 15's goals per module and size, reported (met or not), not asserted.
+    # Issue 15's goals per module and size, reported (met or not), not asserted. The speedup is
+    # judged by CPU time (user + system; the wall-clock ratio is reported beside it): on a shared,
+    # loaded machine wall time measures the other load as much as the tool.
     goals = []
     for m in report["modules"]:
         for r in m["sizes"]:
-            sp = r["cli"].get("llvm-symbolizer-14", {}).get("stackprov_speedup", 0.0)
+            sp = r["cli"].get("llvm-symbolizer-14", {}).get("stackprov_cpu_speedup", 0.0)
+            wall_sp = r["cli"].get("llvm-symbolizer-14", {}).get("stackprov_speedup", 0.0)
             warm = r["in_process"]["warm_us_per_address"]
             heap = r["in_process"]["extra_heap_ratio_to_raw_dwarf"]
             g = {"module": m["module"].split(" ")[0], "addresses": r["addresses"],
                  "speedup_vs_llvm_symbolizer": sp, "speedup_met": sp >= SPEEDUP_MIN,
+                 "wall_speedup_vs_llvm_symbolizer": wall_sp,
                  "warm_us_per_address": warm, "warm_met": warm <= WARM_US_MAX,
                  "warm_cpu_us_per_address": r["in_process"]["warm_cpu_us_per_address"],
                  "extra_heap_ratio": heap, "heap_met": heap <= HEAP_RATIO_MAX}
             goals.append(g)
-            print("goal %-16s %6d addresses: >= %.0fx llvm-symbolizer-14 %s (x%.2f); warm <= %.1f us %s (%.2f, CPU %.2f); "
-                  "heap <= %.1fx raw DWARF %s (%.2fx)" % (
-                      g["module"], g["addresses"], SPEEDUP_MIN, "met" if g["speedup_met"] else "NOT met", sp,
+            print("goal %-16s %6d addresses: >= %.0fx llvm-symbolizer-14 (CPU time) %s (x%.2f, wall x%.2f); "
+                  "warm <= %.1f us %s (%.2f, CPU %.2f); heap <= %.1fx raw DWARF %s (%.2fx)" % (
+                      g["module"], g["addresses"], SPEEDUP_MIN, "met" if g["speedup_met"] else "NOT met", sp, wall_sp,
                       WARM_US_MAX, "met" if g["warm_met"] else "NOT met", warm, g["warm_cpu_us_per_address"],
                       HEAP_RATIO_MAX, "met" if g["heap_met"] else "NOT met", heap))
     report["goals"] = goals

@@ -359,7 +359,7 @@ class Runner {
       print_plain(rq, std::vector<Frame>(1));
       return {};
     }
-    std::vector<Frame> frames;
+    std::vector<Frame>& frames = frames_;  // reused: its strings keep their buffers
     int code = 0;
     std::string err;
     if (!resolve(rq, &frames, &code, &err)) {
@@ -382,7 +382,6 @@ class Runner {
  private:
   /// Resolves `rq`; false with the error when the module cannot be read.
   bool resolve(const Request& rq, std::vector<Frame>* frames, int* code, std::string* err) {
-    frames->clear();
     uint32_t flags = 0;
     // llvm reads the symbol table for linkage names only: none and short are DWARF's alone.
     if (o_.names != Names::kLinkage) flags |= SPROV_SYMBOLIZE_SHORT_NAMES;
@@ -406,15 +405,17 @@ class Runner {
     source_ = info.source_path ? info.source_path : "";
     source_id_ = info.source_build_id ? info.source_build_id : "";
     bundle_ = info.bundle_digest ? info.bundle_digest : "";
+    size_t n = 0;
     for (uint32_t i = 0; i < info.frame_count; i++) {
       struct sprov_symbol_frame f;
       memset(&f, 0, sizeof(f));
       f.sz = sizeof(f);
       if (sprov_symbolizer_inline_frame(sym_, i, &f) != 0) break;
-      Frame fr;
-      fr.name = f.name;
-      fr.file = f.file;
-      fr.start_file = f.start_file;
+      if (frames->size() <= n) frames->emplace_back();
+      Frame& fr = (*frames)[n++];
+      fr.name.assign(f.name);
+      fr.file.assign(f.file);
+      fr.start_file.assign(f.start_file);
       fr.line = f.line;
       fr.column = f.column;
       fr.discriminator = f.discriminator;
@@ -425,8 +426,8 @@ class Runner {
         fr.file = base_name(fr.file);
         fr.start_file = base_name(fr.start_file);
       }
-      frames->push_back(std::move(fr));
     }
+    frames->resize(n);
     if (frames->empty()) frames->emplace_back();
     if (!o_.inlines) frames->resize(1);
     if (o_.names == Names::kNone)
@@ -442,15 +443,15 @@ class Runner {
       if (o_.names != Names::kNone)
         printf("%s%s%s", o_.pretty && i > 0 ? " (inlined by) " : "", f.name.empty() ? "??" : f.name.c_str(),
                o_.pretty ? " at " : "\n");
-      const std::string file = f.file.empty() ? "??" : f.file;
+      const char* file = f.file.empty() ? "??" : f.file.c_str();
       if (o_.style == Style::kGnu) {
-        printf("%s:%u", file.c_str(), f.line);
+        printf("%s:%u", file, f.line);
         if (f.discriminator) printf(" (discriminator %u)", f.discriminator);
         printf("\n");
       } else {
-        printf("%s:%u:%u\n", file.c_str(), f.line, f.column);
+        printf("%s:%u:%u\n", file, f.line, f.column);
       }
-      fputs(source_context(file, f.line, o_.context_lines).c_str(), stdout);
+      if (o_.context_lines > 0) fputs(source_context(file, f.line, o_.context_lines).c_str(), stdout);
     }
     if (o_.style == Style::kLlvm) printf("\n");
   }
@@ -490,6 +491,7 @@ class Runner {
   bool failed_ = false;
   bool unsupported_ = false;
   std::set<std::string> reported_;  // modules whose error was printed
+  std::vector<Frame> frames_;       // the current answer
   std::string resolver_, source_, source_id_, bundle_;
 };
 

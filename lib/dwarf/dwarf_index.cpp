@@ -5,6 +5,7 @@
 #include "dwarf/split_dwarf.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 
@@ -24,6 +25,7 @@ struct Abbrev {
   bool valid = false;
   uint32_t first = 0;  ///< index into AbbrevTable::specs
   uint32_t count = 0;
+  int32_t fixed_size = -1;  ///< bytes of all attribute values when every form has a fixed size, else -1
 };
 
 struct AttrVal {
@@ -121,6 +123,7 @@ struct DwarfIndex::UnitIndex {
   std::vector<Node> nodes;
   std::vector<Entry> map;  ///< sorted by low, non-overlapping
   std::unique_ptr<LineTable> lines;
+  std::vector<std::string_view> files;  ///< lines' file paths by index, interned (DwarfIndex::paths_)
   size_t bytes = 0;
 };
 
@@ -137,7 +140,51 @@ struct DwarfIndex::DieInfo {
 
 namespace {
 
-bool parse_abbrevs(const DwarfSections& s, uint64_t off, AbbrevTable* t) {
+/// Size of a value of `form` in unit `u`, or -1 when it varies (LEB128, strings, blocks, indirect).
+int fixed_form_size(uint16_t form, const DwarfIndex::Unit& u) {
+  const int offset = u.is64 ? 8 : 4;
+  switch (form) {
+    case kFormAddr: return u.addr_size;
+    case kFormData1: case kFormFlag: case kFormRef1: case kFormStrx1: case kFormAddrx1: return 1;
+    case kFormData2: case kFormRef2: case kFormStrx2: case kFormAddrx2: return 2;
+    case kFormStrx3: case kFormAddrx3: return 3;
+    case kFormData4: case kFormRef4: case kFormRefSup4: case kFormStrx4: case kFormAddrx4: return 4;
+    case kFormData8: case kFormRef8: case kFormRefSig8: case kFormRefSup8: return 8;
+    case kFormData16: return 16;
+    case kFormStrp: case kFormLineStrp: case kFormSecOffset: case kFormStrpSup: case kFormGnuRefAlt:
+    case kFormGnuStrpAlt:
+      return offset;
+    case kFormRefAddr: return u.version <= 2 ? u.addr_size : offset;
+    case kFormFlagPresent: case kFormImplicitConst: return 0;
+    default: return -1;
+  }
+}
+
+/// Reads the abbreviation declaration after its code (tag, children, attribute specs appended
+/// to `specs`) into `a`. False on a truncated or over-long table.
+bool read_abbrev(Cursor& c, Abbrev* a, std::vector<AttrSpec>* specs) {
+  const uint64_t tag = c.uleb();
+  a->tag = tag > 0xffff ? 0 : static_cast<uint16_t>(tag);
+  a->children = c.u8() != 0;
+  a->valid = true;
+  a->first = static_cast<uint32_t>(specs->size());
+  for (;;) {
+    const uint64_t at = c.uleb(), form = c.uleb();
+    if (!c.ok) return false;
+    if (at == 0 && form == 0) break;
+    AttrSpec sp;
+    sp.at = at > 0xffff ? 0 : static_cast<uint16_t>(at);
+    sp.form = static_cast<uint16_t>(form > 0xffff ? 0 : form);
+    if (form == kFormImplicitConst) sp.implicit = c.sleb();
+    if (specs->size() >= kMaxAbbrevs) return false;
+    specs->push_back(sp);
+  }
+  a->count = static_cast<uint32_t>(specs->size() - a->first);
+  return c.ok;
+}
+
+bool parse_abbrevs(const DwarfSections& s, const DwarfIndex::Unit& u, AbbrevTable* t) {
+  const uint64_t off = u.abbrev_offset;
   if (off >= s.abbrev.size) return false;
   Cursor c(s.abbrev, off, s.big_endian);
   std::vector<std::pair<uint64_t, Abbrev>> all;
@@ -146,23 +193,14 @@ bool parse_abbrevs(const DwarfSections& s, uint64_t off, AbbrevTable* t) {
     if (!c.ok) return false;
     if (code == 0) break;
     Abbrev a;
-    uint64_t tag = c.uleb();
-    a.tag = tag > 0xffff ? 0 : static_cast<uint16_t>(tag);
-    a.children = c.u8() != 0;
-    a.valid = true;
-    a.first = static_cast<uint32_t>(t->specs.size());
-    for (;;) {
-      uint64_t at = c.uleb(), form = c.uleb();
-      if (!c.ok) return false;
-      if (at == 0 && form == 0) break;
-      AttrSpec sp;
-      sp.at = at > 0xffff ? 0 : static_cast<uint16_t>(at);
-      sp.form = static_cast<uint16_t>(form > 0xffff ? 0 : form);
-      if (form == kFormImplicitConst) sp.implicit = c.sleb();
-      if (t->specs.size() >= kMaxAbbrevs) return false;
-      t->specs.push_back(sp);
+    if (!read_abbrev(c, &a, &t->specs)) return false;
+    // The DIE walk skips DIEs it does not read in one step when their size is fixed.
+    int64_t size = 0;
+    for (uint32_t i = a.first; i < a.first + a.count && size >= 0; i++) {
+      const int f = fixed_form_size(t->specs[i].form, u);
+      size = f < 0 || size + f > INT32_MAX ? -1 : size + f;
     }
-    a.count = static_cast<uint32_t>(t->specs.size() - a.first);
+    a.fixed_size = static_cast<int32_t>(size);
     if (all.size() >= kMaxAbbrevs) return false;
     all.emplace_back(code, a);
   }
@@ -177,6 +215,30 @@ bool parse_abbrevs(const DwarfSections& s, uint64_t off, AbbrevTable* t) {
   }
   t->ok = true;
   return true;
+}
+
+/// Only the abbreviation `want` of `u`'s table, into `t` (reused; its `sparse` holds it): build()
+/// reads one DIE per unit, and a unit's whole table is parsed when the unit is first looked up.
+bool find_abbrev(const DwarfSections& s, const DwarfIndex::Unit& u, uint64_t want, AbbrevTable* t) {
+  t->dense.clear();
+  t->sparse.clear();
+  t->specs.clear();
+  t->ok = false;
+  if (u.abbrev_offset >= s.abbrev.size) return false;
+  Cursor c(s.abbrev, u.abbrev_offset, s.big_endian);
+  for (size_t n = 0; c.ok && n < kMaxAbbrevs; n++) {
+    const uint64_t code = c.uleb();
+    if (!c.ok || code == 0) return false;
+    Abbrev a;
+    t->specs.clear();  // only the wanted declaration's specs are kept
+    if (!read_abbrev(c, &a, &t->specs)) return false;
+    if (code == want) {
+      t->sparse.emplace_back(code, a);
+      t->ok = true;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -376,6 +438,7 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
   };
   std::vector<Endpoint> endpoints;
   std::vector<std::pair<uint64_t, uint64_t>> rs;
+  AbbrevTable unit_abbrev;  // the unit DIE's abbreviation, reused
   size_t pos = 0;
   while (pos < s.info.size) {
     if (ix->units_.size() >= limits.max_units) return make_error(SPROV_ERR_LIMIT, ".debug_info: more than %zu units", limits.max_units);
@@ -416,16 +479,14 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
     ix->units_.push_back(std::move(u));
 
     // The unit DIE: bases first (they may follow the attributes that need them).
-    std::call_once(ur.abbrev_once, [&] { parse_abbrevs(s, ur.abbrev_offset, &ur.abbrevs); });
-    if (!ur.abbrevs.ok) continue;
     Cursor d(s.info, static_cast<size_t>(ur.die_offset), s.big_endian);
     d.end = static_cast<size_t>(ur.end);
-    const Abbrev* ab = ur.abbrevs.find(d.uleb());
-    if (ab == nullptr) continue;
+    if (!find_abbrev(s, ur, d.uleb(), &unit_abbrev) || !d.ok) continue;
+    const Abbrev* ab = &unit_abbrev.sparse.front().second;
     AttrVal low, high, ranges, comp_dir, dwo_name;
     bool has_low = false, has_high = false, has_ranges = false, has_comp_dir = false, has_dwo_name = false;
     for (uint32_t i = 0; i < ab->count && d.ok; i++) {
-      const AttrSpec& sp = ur.abbrevs.specs[ab->first + i];
+      const AttrSpec& sp = unit_abbrev.specs[ab->first + i];
       AttrVal v;
       if (!read_attr(d, ur, sp.form, sp.implicit, &v)) break;
       switch (sp.at) {
@@ -507,7 +568,7 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
     // Split DWARF: the DIE tree is the DWO unit's; lines stay the skeleton's.
     Unit& w = (u.has_dwo && load_dwo(u)) ? *u.dwo : u;
     const DwarfSections& ws = *w.s;
-    std::call_once(w.abbrev_once, [&] { parse_abbrevs(ws, w.abbrev_offset, &w.abbrevs); });
+    std::call_once(w.abbrev_once, [&] { parse_abbrevs(ws, w, &w.abbrevs); });
     // Walk every DIE; subprograms and inlined subroutines become nodes, their
     // ranges are collected in pre-order (parents before children).
     struct Pending {
@@ -538,7 +599,9 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
       AttrVal low, high, ranges;
       bool has_low = false, has_high = false, has_ranges = false;
       UnitIndex::Node n;
-      for (uint32_t i = 0; i < ab->count && c.ok; i++) {
+      if (!sub && ab->fixed_size >= 0) {
+        c.skip(static_cast<uint64_t>(ab->fixed_size));
+      } else for (uint32_t i = 0; i < ab->count && c.ok; i++) {
         const AttrSpec& sp = w.abbrevs.specs[ab->first + i];
         AttrVal v;
         if (!read_attr(c, w, sp.form, sp.implicit, &v)) break;
@@ -594,9 +657,17 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
       auto lt = LineTable::parse(ls, u.stmt_list, u.addr_size, u.comp_dir);
       if (lt.ok()) ix->lines = std::make_unique<LineTable>(std::move(lt).value());
     }
+    if (ix->lines) {
+      // Each path is built once per unit build and shared by every lookup (no string per frame).
+      ix->files.resize(ix->lines->file_count());
+      std::string path;
+      for (size_t i = 0; i < ix->files.size(); i++)
+        if (ix->lines->file_path(i, &path)) ix->files[i] = intern_path(path);
+    }
     ix->nodes.shrink_to_fit();
     ix->bytes = sizeof(UnitIndex) + ix->nodes.capacity() * sizeof(UnitIndex::Node) +
-                ix->map.capacity() * sizeof(UnitIndex::Entry) + (ix->lines ? ix->lines->memory_bytes() : 0);
+                ix->map.capacity() * sizeof(UnitIndex::Entry) + ix->files.capacity() * sizeof(std::string_view) +
+                (ix->lines ? ix->lines->memory_bytes() : 0);
     added = ix->bytes;
     u.built = ix;
     result = std::move(ix);
@@ -645,7 +716,7 @@ bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
   *out = DieInfo{};
   Unit& mu = const_cast<Unit&>(u);
   const DwarfSections& s = *u.s;
-  std::call_once(mu.abbrev_once, [&] { parse_abbrevs(s, mu.abbrev_offset, &mu.abbrevs); });
+  std::call_once(mu.abbrev_once, [&] { parse_abbrevs(s, mu, &mu.abbrevs); });
   if (!u.abbrevs.ok) return false;
   Cursor c(s.info, static_cast<size_t>(die_off), s.big_endian);
   c.end = static_cast<size_t>(u.end);
@@ -739,10 +810,9 @@ void DwarfIndex::resolve_names(const Unit& u, const UnitIndex* self, uint64_t di
     if (!s.info.has_decl_file) continue;
     const Unit* holder = s.at.unit;
     if (self != nullptr && s.at.ix == this && holder == &u) {
-      if (self->lines) self->lines->file_path(s.info.decl_file, &f->start_file);
-    } else {
-      auto ui = s.at.ix->unit_index(holder->index);
-      if (ui && ui->lines) ui->lines->file_path(s.info.decl_file, &f->start_file);
+      unit_file(*self, s.info.decl_file, &f->start_file);
+    } else if (auto ui = s.at.ix->unit_index(holder->index)) {
+      s.at.ix->unit_file(*ui, s.info.decl_file, &f->start_file);  // a view into s.at.ix's pool
     }
     f->start_file_implicit_const = s.info.decl_file_implicit;
     return;
@@ -760,7 +830,7 @@ void DwarfIndex::cached_names(const Unit& u, const UnitIndex* self, uint64_t die
       const Names& n = it->second;
       f->name = n.name;
       f->linkage_name = n.linkage;
-      f->start_file.assign(n.start_file);
+      f->start_file = n.start_file;
       f->start_line = n.start_line;
       f->start_file_implicit_const = n.start_file_implicit_const;
       return;
@@ -770,7 +840,22 @@ void DwarfIndex::cached_names(const Unit& u, const UnitIndex* self, uint64_t die
   Names n{f->name, f->linkage_name, f->start_file, f->start_line, f->start_file_implicit_const};
   std::lock_guard<std::mutex> lock(sh.mu);
   if (sh.map.size() >= kMaxPerShard) sh.map.clear();
-  sh.map.emplace(key, std::move(n));
+  sh.map.emplace(key, n);
+}
+
+bool DwarfIndex::unit_file(const UnitIndex& ui, uint64_t index, std::string_view* out) const {
+  *out = {};
+  if (!ui.lines || !ui.lines->has_file(index) || index >= ui.files.size()) return false;
+  *out = ui.files[index];
+  return true;
+}
+
+std::string_view DwarfIndex::intern_path(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(paths_.mu);
+  if (auto it = paths_.ids.find(path); it != paths_.ids.end()) return paths_.strings[it->second];
+  const std::string& s = paths_.strings.emplace_back(path);
+  paths_.ids.emplace(std::string_view(s), static_cast<uint32_t>(paths_.strings.size() - 1));
+  return s;
 }
 
 void DwarfIndex::set_supplementary(std::unique_ptr<DwarfIndex> alt) {
@@ -837,15 +922,7 @@ bool DwarfIndex::load_dwo(Unit& u) const {
 
 namespace {
 
-/// A default DwarfFrame, keeping the capacity of its strings.
-void reset_frame(DwarfFrame* f) {
-  std::string file = std::move(f->file), start_file = std::move(f->start_file);
-  file.clear();
-  start_file.clear();
-  *f = DwarfFrame{};
-  f->file = std::move(file);
-  f->start_file = std::move(start_file);
-}
+void reset_frame(DwarfFrame* f) { *f = DwarfFrame{}; }
 
 }  // namespace
 
@@ -879,12 +956,12 @@ bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
     }
   }
   if (chain.empty()) {
-    const LineRow* row = lines ? lines->lookup(addr) : nullptr;
+    const std::optional<LineRow> row = lines ? lines->lookup(addr) : std::nullopt;
     if (row && lines->has_file(row->file)) {
       frames->resize(1);
       DwarfFrame& f = frames->front();
       reset_frame(&f);
-      lines->file_path(row->file, &f.file);
+      unit_file(*ui, row->file, &f.file);
       f.has_file = true;
       f.line = row->line;
       f.column = row->column;
@@ -906,15 +983,15 @@ bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
     f.has_start_address = n.has_low_pc;
     f.start_address = n.low_pc;
     if (i == 0) {
-      const LineRow* row = lines ? lines->lookup(addr) : nullptr;
-      if (row && lines->file_path(row->file, &f.file)) {
+      const std::optional<LineRow> row = lines ? lines->lookup(addr) : std::nullopt;
+      if (row && unit_file(*ui, row->file, &f.file)) {
         f.has_file = true;
         f.line = row->line;
         f.column = row->column;
         f.discriminator = row->discriminator;
       }
     } else {
-      if (lines) f.has_file = lines->file_path(caller->call_file, &f.file);
+      f.has_file = unit_file(*ui, caller->call_file, &f.file);
       f.line = caller->call_line;
       f.column = caller->call_column;
       f.discriminator = caller->discriminator;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,15 +41,17 @@ struct DwoSections {
 using DwoLoader = std::function<bool(uint64_t dwo_id, std::string_view dwo_name, std::string_view comp_dir,
                                      DwoSections* out)>;
 
-/// One frame of an address's inline chain, as llvm-symbolizer reports it.
+/// One frame of an address's inline chain, as llvm-symbolizer reports it. The
+/// views point into the sections or into the index's path pool: valid while
+/// the DwarfIndex (and the sections) live.
 struct DwarfFrame {
   std::string_view name;          ///< DW_AT_name through abstract_origin/specification; may be empty
   std::string_view linkage_name;  ///< DW_AT_linkage_name (or MIPS) the same way; may be empty
-  std::string file;               ///< absolute path; empty when unknown
+  std::string_view file;          ///< absolute path; empty when unknown
   uint32_t line = 0;
   uint32_t column = 0;
   uint32_t discriminator = 0;
-  std::string start_file;         ///< DW_AT_decl_file of the function
+  std::string_view start_file;    ///< DW_AT_decl_file of the function
   /// That DW_AT_decl_file is DW_FORM_implicit_const (gcc DWARF 5 abbreviations),
   /// which llvm-symbolizer-14 does not read (it prints StartFileName "").
   bool start_file_implicit_const = false;
@@ -115,6 +118,10 @@ class DwarfIndex {
   const Unit* unit_at_offset(uint64_t off) const;
   bool read_die(const Unit& u, uint64_t die_off, DieInfo* out) const;
   void resolve_names(const Unit& u, const UnitIndex* self, uint64_t die_off, DwarfFrame* f) const;
+  /// The path of file `index` of `ui`'s line table (interned); false when invalid.
+  bool unit_file(const UnitIndex& ui, uint64_t index, std::string_view* out) const;
+  /// One copy of each distinct file path; views stay valid while the index lives.
+  std::string_view intern_path(const std::string& path) const;
   /// resolve_names through names_: the names of a DIE are read once.
   void cached_names(const Unit& u, const UnitIndex* self, uint64_t die_off, DwarfFrame* f) const;
   bool load_dwo(Unit& u) const;
@@ -141,8 +148,7 @@ class DwarfIndex {
   /// What resolve_names found for a subprogram/inlined-subroutine DIE, by DIE
   /// (sharded by key; each shard is cleared when it exceeds its bound).
   struct Names {
-    std::string_view name, linkage;
-    std::string start_file;
+    std::string_view name, linkage, start_file;
     uint32_t start_line = 0;
     bool start_file_implicit_const = false;
   };
@@ -152,6 +158,13 @@ class DwarfIndex {
   };
   static constexpr size_t kNameShards = 16;
   mutable NameShard names_[kNameShards];
+  /// Every file path of the built line tables, once (deque: elements never move).
+  struct PathPool {
+    std::mutex mu;
+    std::deque<std::string> strings;
+    std::unordered_map<std::string_view, uint32_t> ids;
+  };
+  mutable PathPool paths_;
 };
 
 }  // namespace stackprov::dwarf

@@ -3,6 +3,7 @@
 #include "dwarf/line_table.hpp"
 
 #include <algorithm>
+#include <climits>
 
 namespace stackprov::dwarf {
 
@@ -68,6 +69,7 @@ void path_append(std::string* path, std::string_view part) {
 Result<LineTable> LineTable::parse(const LineSections& s, uint64_t offset, uint8_t cu_addr_size,
                                    std::string_view comp_dir, const LineLimits& limits) {
   LineTable t;
+  std::vector<LineRow> rows;  // decoded here, packed at the end
   t.comp_dir_ = comp_dir;
   if (s.line.empty() || offset >= s.line.size) return bad(offset, "offset outside .debug_line");
   Cursor c(s.line, offset, s.big_endian);
@@ -165,20 +167,20 @@ Result<LineTable> LineTable::parse(const LineSections& s, uint64_t offset, uint8
     op_index = static_cast<uint32_t>(total % max_ops);
   };
   auto append = [&]() -> bool {
-    if (t.rows_.size() >= limits.max_rows) return false;
+    if (rows.size() >= limits.max_rows) return false;
     if (!seq_open) {
       seq_open = true;
       seq.low = row.address;
-      seq.first_row = static_cast<uint32_t>(t.rows_.size());
+      seq.first_row = static_cast<uint32_t>(rows.size());
     }
-    t.rows_.push_back(row);
+    rows.push_back(row);
     if (row.end_sequence()) {
       seq.high = row.address;
-      seq.last_row = static_cast<uint32_t>(t.rows_.size());
+      seq.last_row = static_cast<uint32_t>(rows.size());
       if (seq.low < seq.high && seq.first_row < seq.last_row)
         t.sequences_.push_back(seq);
       else
-        t.rows_.resize(seq.first_row);  // llvm drops invalid sequences; keep no orphan rows
+        rows.resize(seq.first_row);  // llvm drops invalid sequences; keep no orphan rows
       seq_open = false;
     }
     row.discriminator = 0;
@@ -258,23 +260,73 @@ Result<LineTable> LineTable::parse(const LineSections& s, uint64_t offset, uint8
     }
   }
   if (!c.ok) return bad(offset, "truncated line program");
-  if (seq_open) t.rows_.resize(seq.first_row);  // a sequence without DW_LNE_end_sequence is dropped
+  if (seq_open) rows.resize(seq.first_row);  // a sequence without DW_LNE_end_sequence is dropped
+  // Pack: 32-bit offsets from each sequence's low when every row fits, else full addresses.
+  bool narrow = true;
+  for (const LineSequence& q : t.sequences_)
+    for (uint32_t i = q.first_row; i < q.last_row && narrow; i++)
+      narrow = rows[i].address >= q.low && rows[i].address - q.low <= UINT32_MAX;
+  if (narrow) {
+    t.addr32_.resize(rows.size());
+    for (const LineSequence& q : t.sequences_)
+      for (uint32_t i = q.first_row; i < q.last_row; i++) t.addr32_[i] = static_cast<uint32_t>(rows[i].address - q.low);
+  } else {
+    t.addr64_.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); i++) t.addr64_[i] = rows[i].address;
+  }
+  t.attrs_.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); i++) {
+    const LineRow& r = rows[i];
+    t.attrs_[i] = RowAttrs{r.line, r.file, r.column, r.flags};
+    if (r.discriminator != 0) t.discriminators_.emplace_back(static_cast<uint32_t>(i), r.discriminator);
+  }
+  t.discriminators_.shrink_to_fit();
   std::stable_sort(t.sequences_.begin(), t.sequences_.end(),
                    [](const LineSequence& a, const LineSequence& b) { return a.high < b.high; });
-  t.rows_.shrink_to_fit();
+  t.sequences_.shrink_to_fit();
   return t;
 }
 
-const LineRow* LineTable::lookup(uint64_t addr) const {
+LineRow LineTable::decode(const LineSequence& seq, uint32_t row) const {
+  LineRow r;
+  r.address = row_address(seq, row);
+  const RowAttrs& a = attrs_[row];
+  r.line = a.line;
+  r.file = a.file;
+  r.column = a.column;
+  r.flags = a.flags;
+  if (!discriminators_.empty()) {
+    auto it = std::lower_bound(discriminators_.begin(), discriminators_.end(), row,
+                               [](const std::pair<uint32_t, uint32_t>& d, uint32_t i) { return d.first < i; });
+    if (it != discriminators_.end() && it->first == row) r.discriminator = it->second;
+  }
+  return r;
+}
+
+std::vector<LineRow> LineTable::rows() const {
+  std::vector<LineRow> out(attrs_.size());
+  for (const LineSequence& q : sequences_)
+    for (uint32_t i = q.first_row; i < q.last_row; i++) out[i] = decode(q, i);
+  return out;
+}
+
+std::optional<LineRow> LineTable::lookup(uint64_t addr) const {
   auto it = std::upper_bound(sequences_.begin(), sequences_.end(), addr,
                              [](uint64_t a, const LineSequence& s) { return a < s.high; });
-  if (it == sequences_.end() || addr < it->low || addr >= it->high) return nullptr;
-  auto first = rows_.begin() + it->first_row;
-  auto last = rows_.begin() + it->last_row;
-  if (last - first < 2) return nullptr;
-  auto pos = std::upper_bound(first + 1, last - 1, addr,
-                              [](uint64_t a, const LineRow& r) { return a < r.address; });
-  return &*(pos - 1);
+  if (it == sequences_.end() || addr < it->low || addr >= it->high) return std::nullopt;
+  const LineSequence& q = *it;
+  if (q.last_row - q.first_row < 2) return std::nullopt;
+  // The last row (end_sequence) is never the answer: search rows [first + 1, last - 1).
+  uint32_t pos;
+  if (addr64_.empty()) {
+    const uint32_t off = static_cast<uint32_t>(addr - q.low);  // < high - low, which fits (narrow table)
+    pos = static_cast<uint32_t>(std::upper_bound(addr32_.begin() + q.first_row + 1, addr32_.begin() + q.last_row - 1, off) -
+                                addr32_.begin());
+  } else {
+    pos = static_cast<uint32_t>(std::upper_bound(addr64_.begin() + q.first_row + 1, addr64_.begin() + q.last_row - 1, addr) -
+                                addr64_.begin());
+  }
+  return decode(q, pos - 1);
 }
 
 bool LineTable::has_file(uint64_t index) const {
@@ -303,7 +355,9 @@ bool LineTable::file_path(uint64_t index, std::string* out) const {
 }
 
 size_t LineTable::memory_bytes() const {
-  return sizeof(*this) + rows_.capacity() * sizeof(LineRow) + sequences_.capacity() * sizeof(LineSequence) +
+  return sizeof(*this) + addr32_.capacity() * sizeof(uint32_t) + addr64_.capacity() * sizeof(uint64_t) +
+         attrs_.capacity() * sizeof(RowAttrs) + discriminators_.capacity() * sizeof(discriminators_[0]) +
+         sequences_.capacity() * sizeof(LineSequence) +
          files_.capacity() * sizeof(FileEntry) + dirs_.capacity() * sizeof(std::string_view);
 }
 

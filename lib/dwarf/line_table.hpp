@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,7 +13,8 @@
 
 namespace stackprov::dwarf {
 
-/// One row of the line-number matrix (DWARF 5 section 6.2.2).
+/// One row of the line-number matrix (DWARF 5 section 6.2.2), decoded. A LineTable keeps its
+/// rows packed (16 bytes each, see LineTable); lookup() and rows() give them in this form.
 struct LineRow {
   uint64_t address = 0;
   uint32_t file = 0;
@@ -64,8 +66,8 @@ class LineTable {
 
   /// The row that describes `addr`, as llvm-symbolizer chooses it: the sequence
   /// with the smallest high > addr that contains addr, then the last row whose
-  /// address is <= addr. nullptr when no sequence covers addr.
-  const LineRow* lookup(uint64_t addr) const;
+  /// address is <= addr. Empty when no sequence covers addr.
+  std::optional<LineRow> lookup(uint64_t addr) const;
 
   /// Whether `index` names a file (1-based before DWARF 5, 0-based from 5).
   bool has_file(uint64_t index) const;
@@ -75,7 +77,9 @@ class LineTable {
   bool file_path(uint64_t index, std::string* out) const;
 
   uint16_t version() const { return version_; }
-  const std::vector<LineRow>& rows() const { return rows_; }
+  /// Every row, decoded, in program order (sequences' first_row/last_row index it).
+  std::vector<LineRow> rows() const;
+  size_t row_count() const { return attrs_.size(); }
   const std::vector<LineSequence>& sequences() const { return sequences_; }
   size_t file_count() const { return files_.size(); }
   size_t memory_bytes() const;
@@ -89,7 +93,23 @@ class LineTable {
   std::string_view comp_dir_;
   std::vector<std::string_view> dirs_;
   std::vector<FileEntry> files_;  ///< as numbered by the version (index 0 unused before v5)
-  std::vector<LineRow> rows_;
+  /// Rows as struct-of-arrays: the address search reads 4 bytes a row. An address is
+  /// stored relative to its sequence's low (addr32_), or in full (addr64_) for a table
+  /// that has a sequence spanning more than 4 GiB or going below its start.
+  struct RowAttrs {
+    uint32_t line = 0;
+    uint32_t file = 0;
+    uint16_t column = 0;
+    uint8_t flags = 0;
+  };
+  uint64_t row_address(const LineSequence& seq, uint32_t row) const {
+    return addr64_.empty() ? seq.low + addr32_[row] : addr64_[row];
+  }
+  LineRow decode(const LineSequence& seq, uint32_t row) const;
+  std::vector<uint32_t> addr32_;
+  std::vector<uint64_t> addr64_;
+  std::vector<RowAttrs> attrs_;
+  std::vector<std::pair<uint32_t, uint32_t>> discriminators_;  ///< (row, value) of rows whose value is not 0, by row
   std::vector<LineSequence> sequences_;  ///< sorted by high
 };
 

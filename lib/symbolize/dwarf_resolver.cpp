@@ -276,11 +276,6 @@ ModuleReport DwarfResolver::report(const std::shared_ptr<elf::ElfImage>& image) 
   return r;
 }
 
-std::string DwarfResolver::display(std::string_view name) const {
-  if (!opts_.demangle || name.empty()) return std::string(name);
-  return demangle(name);
-}
-
 void DwarfResolver::assign_display(std::string_view name, std::string* out) const {
   if (!opts_.demangle || !maybe_mangled(name)) out->assign(name);
   else *out = demangle(name);
@@ -288,10 +283,17 @@ void DwarfResolver::assign_display(std::string_view name, std::string* out) cons
 
 bool DwarfResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out,
                             SymtabPolicy policy) {
-  // Reset `out`, keeping the buffers of its frames' strings (the warm path allocates nothing).
-  std::vector<ResolvedFrame> keep = std::move(out->frames);
-  *out = Resolution{};
-  out->frames = std::move(keep);
+  // Reset `out`, keeping the buffers of its strings (the warm path allocates nothing).
+  {
+    std::vector<ResolvedFrame> keep = std::move(out->frames);
+    std::string source = std::move(out->source), provenance = std::move(out->provenance);
+    source.clear();
+    provenance.clear();
+    *out = Resolution{};
+    out->frames = std::move(keep);
+    out->source = std::move(source);
+    out->provenance = std::move(provenance);
+  }
   std::shared_ptr<Module> m = module(image);
   thread_local std::vector<dwarf::DwarfFrame> dframes;  // reused: its strings keep their capacity
   bool dwarf_hit = false;
@@ -374,8 +376,8 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
     out->symbol_named = true;
     ResolvedFrame& outer = out->frames.back();
     out->before_symbol = {outer.has_start_address, outer.start_address, false, dwarf_hit};
-    outer.linkage_name = std::string(sym->name);
-    outer.function = display(sym->name);
+    outer.linkage_name.assign(sym->name);
+    assign_display(sym->name, &outer.function);
     outer.has_start_address = true;
     outer.start_address = sym->addr;
     if (!dwarf_hit) {
@@ -412,12 +414,12 @@ void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<elf::E
   out->symbol_named = true;
   ResolvedFrame& outer = out->frames.back();
   out->before_symbol = {outer.has_start_address, outer.start_address, false, dwarf_hit};
-  outer.linkage_name = std::string(sym->name);
-  outer.function = display(sym->name);
+  outer.linkage_name.assign(sym->name);
+  assign_display(sym->name, &outer.function);
   outer.has_start_address = true;
   outer.start_address = sym->addr;
   if (outer.file.empty()) {
-    outer.file = std::string(m.llvm.file_of(*sym));
+    outer.file.assign(m.llvm.file_of(*sym));
     out->before_symbol.file_from_symbol = !outer.file.empty();
   }
   if (!dwarf_hit) {

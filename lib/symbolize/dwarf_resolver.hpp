@@ -156,7 +156,6 @@ class DwarfResolver {
   std::shared_ptr<elf::ElfImage> find_alt(const elf::ElfImage& f, std::string* err);
   void load_fallback(const Module& m) const;
   void load_file_syms(const Module& m) const;
-  std::string display(std::string_view name) const;
   void assign_display(std::string_view name, std::string* out) const;
   /// kWithDebugFile: the doc/symbols.md alias rule over .symtab, .dynsym and the debug file's .symtab.
   void name_from_tables(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,

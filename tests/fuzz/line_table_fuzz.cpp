@@ -31,15 +31,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& seqs = lt.sequences();
     for (size_t i = 0; i < seqs.size() && i < 64; i++) {
       const LineSequence& q = seqs[i];
-      if (q.first_row > q.last_row || q.last_row > lt.rows().size()) __builtin_trap();
-      const LineRow* r = lt.lookup(q.low);
-      if (r != nullptr && r->address > q.low) __builtin_trap();  // the row found starts at or before addr
+      if (q.first_row > q.last_row || q.last_row > lt.row_count()) __builtin_trap();
+      const std::optional<LineRow> r = lt.lookup(q.low);
+      if (r && r->address > q.low) __builtin_trap();  // the row found starts at or before addr
       // llvm-symbolizer's rule (the sequence with the smallest high above addr, if it contains
       // addr): a sequence's low address is found unless another sequence ends inside it.
       bool shadowed = q.last_row - q.first_row < 2;
       for (size_t j = 0; j < seqs.size() && !shadowed; j++)
         shadowed = j != i && seqs[j].high > q.low && seqs[j].high <= q.high;
-      if (!shadowed && r == nullptr) __builtin_trap();
+      if (!shadowed && !r) __builtin_trap();
     }
   }
   return 0;

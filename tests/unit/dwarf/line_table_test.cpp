@@ -165,12 +165,12 @@ TEST_CASE("line table v4: standard, special and extended opcodes") {
   CHECK((rows[3].flags & LineRow::kEpilogueBegin));
   CHECK(rows[4].end_sequence());
 
-  CHECK(t.lookup(0xfff) == nullptr);
+  CHECK_FALSE(t.lookup(0xfff));
   CHECK(t.lookup(0x1000)->line == 1);
   CHECK(t.lookup(0x1005)->line == 3);
   CHECK(t.lookup(0x1027)->line == 13);
   CHECK(t.lookup(0x102f)->line == 10);
-  CHECK(t.lookup(0x1030) == nullptr);  // high is exclusive
+  CHECK_FALSE(t.lookup(0x1030));  // high is exclusive
 }
 
 TEST_CASE("line table v4: file paths join comp_dir, include dir and name") {
@@ -218,7 +218,7 @@ TEST_CASE("line table: several sequences, the last row at an address wins, empty
   CHECK(t.sequences()[0].low == 0x100);  // sorted by high
   CHECK(t.lookup(0x3000)->line == 5);
   CHECK(t.lookup(0x100)->line == 100);
-  CHECK(t.lookup(0x500) == nullptr);
+  CHECK_FALSE(t.lookup(0x500));
 }
 
 TEST_CASE("line table: hostile input is rejected, never read out of bounds") {
