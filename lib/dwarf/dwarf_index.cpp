@@ -179,6 +179,61 @@ bool parse_abbrevs(const DwarfSections& s, uint64_t off, AbbrevTable* t) {
   return true;
 }
 
+/// Abbreviation `code` of the table at `off` alone, as parse_abbrevs() would find it (its dense or
+/// sparse layout decides which of duplicate codes wins: the last or the first), with the same
+/// limits, without building the table: build() reads only the unit DIE of every unit; a unit's
+/// whole table is parsed when the unit is used.
+bool parse_one_abbrev(const DwarfSections& s, uint64_t off, uint64_t code, AbbrevTable* t) {
+  if (off >= s.abbrev.size) return false;
+  Cursor c(s.abbrev, off, s.big_endian);
+  size_t count = 0, specs = 0;
+  uint64_t max_code = 0;
+  size_t first_at = SIZE_MAX, last_at = SIZE_MAX;  // where the matching entries' tags start
+  while (c.ok) {
+    const uint64_t k = c.uleb();
+    if (!c.ok) return false;
+    if (k == 0) break;
+    if (k == code) {
+      if (first_at == SIZE_MAX) first_at = c.pos;
+      last_at = c.pos;
+    }
+    c.uleb();
+    c.u8();
+    for (;;) {
+      const uint64_t at = c.uleb(), form = c.uleb();
+      if (!c.ok) return false;
+      if (at == 0 && form == 0) break;
+      if (form == kFormImplicitConst) c.sleb();
+      if (specs >= kMaxAbbrevs) return false;
+      specs++;
+    }
+    if (count >= kMaxAbbrevs) return false;
+    count++;
+    max_code = std::max(max_code, k);
+  }
+  t->ok = true;
+  if (first_at == SIZE_MAX) return true;  // no such code: find() answers nullptr
+  Cursor e(s.abbrev, max_code < 4 * count + 64 ? last_at : first_at, s.big_endian);
+  Abbrev a;
+  const uint64_t tag = e.uleb();
+  a.tag = tag > 0xffff ? 0 : static_cast<uint16_t>(tag);
+  a.children = e.u8() != 0;
+  a.valid = true;
+  a.first = 0;
+  for (;;) {
+    const uint64_t at = e.uleb(), form = e.uleb();
+    if (!e.ok || (at == 0 && form == 0)) break;
+    AttrSpec sp;
+    sp.at = at > 0xffff ? 0 : static_cast<uint16_t>(at);
+    sp.form = static_cast<uint16_t>(form > 0xffff ? 0 : form);
+    if (form == kFormImplicitConst) sp.implicit = e.sleb();
+    t->specs.push_back(sp);
+  }
+  a.count = static_cast<uint32_t>(t->specs.size());
+  t->sparse.emplace_back(code, a);
+  return true;
+}
+
 }  // namespace
 
 // Reads one attribute value of `form` (DWARF 5 section 7.5.6).
@@ -416,16 +471,18 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
     ix->units_.push_back(std::move(u));
 
     // The unit DIE: bases first (they may follow the attributes that need them).
-    std::call_once(ur.abbrev_once, [&] { parse_abbrevs(s, ur.abbrev_offset, &ur.abbrevs); });
-    if (!ur.abbrevs.ok) continue;
+    // Only the unit DIE's abbreviation: the unit's whole table is parsed when the unit is used.
     Cursor d(s.info, static_cast<size_t>(ur.die_offset), s.big_endian);
     d.end = static_cast<size_t>(ur.end);
-    const Abbrev* ab = ur.abbrevs.find(d.uleb());
+    const uint64_t unit_code = d.uleb();
+    AbbrevTable unit_abbrev;
+    if (!parse_one_abbrev(s, ur.abbrev_offset, unit_code, &unit_abbrev)) continue;
+    const Abbrev* ab = unit_abbrev.find(unit_code);
     if (ab == nullptr) continue;
     AttrVal low, high, ranges, comp_dir, dwo_name;
     bool has_low = false, has_high = false, has_ranges = false, has_comp_dir = false, has_dwo_name = false;
     for (uint32_t i = 0; i < ab->count && d.ok; i++) {
-      const AttrSpec& sp = ur.abbrevs.specs[ab->first + i];
+      const AttrSpec& sp = unit_abbrev.specs[ab->first + i];
       AttrVal v;
       if (!read_attr(d, ur, sp.form, sp.implicit, &v)) break;
       switch (sp.at) {
