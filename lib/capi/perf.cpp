@@ -177,8 +177,8 @@ SPROV_API int sprov_profile_kernel_symbol(sprov_profile* prof, uint64_t addr, st
     k.sz = sizeof(k);
     uint64_t start = 0;
     if (const perf::KernelSymbols::Symbol* sym = prof->prof->kernel_namer().find(addr, &start)) {
-      k.name = sym->name.c_str();
-      k.module = sym->module.c_str();
+      k.name = sym->name.data();  // NUL-terminated (KernelSymbols::Symbol)
+      k.module = sym->module.data();
       k.start = start;
       k.offset = addr - start;
     }

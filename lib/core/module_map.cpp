@@ -146,22 +146,11 @@ Result<std::vector<MapsEntry>> parse_maps(std::string_view text) {
   return out;
 }
 
-Result<std::string> read_maps_text(int pid) {
-  if (pid < 0) return make_error(SPROV_ERR_INVALID_ARG, "invalid pid %d", pid);
-  char path[64];
-  if (pid == 0)
-    snprintf(path, sizeof(path), "/proc/self/maps");
-  else
-    snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+int read_proc_text(const char* path, std::string* out) {
+  out->clear();
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return make_error(-ENOENT, "%s: no such process", path);
-    if (err == EACCES || err == EPERM) return make_error(-err, "%s: permission denied", path);
-    return make_error(-err, "%s: %s", path, strerror(err));
-  }
+  if (fd < 0) return -errno;
   // procfs reports size 0: read until EOF.
-  std::string text;
   char buf[16384];
   while (true) {
     const ssize_t n = ::read(fd, buf, sizeof(buf));
@@ -169,15 +158,29 @@ Result<std::string> read_maps_text(int pid) {
     if (n < 0) {
       const int err = errno;
       close(fd);
-      // A process that exits while its maps are read yields ESRCH.
-      if (err == ESRCH) return make_error(-ESRCH, "%s: no such process", path);
-      if (err == EACCES || err == EPERM) return make_error(-err, "%s: permission denied", path);
-      return make_error(-err, "%s: read failed: %s", path, strerror(err));
+      return -err;
     }
     if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
+    out->append(buf, static_cast<size_t>(n));
   }
   close(fd);
+  return 0;
+}
+
+Result<std::string> read_maps_text(int pid) {
+  if (pid < 0) return make_error(SPROV_ERR_INVALID_ARG, "invalid pid %d", pid);
+  char path[64];
+  if (pid == 0)
+    snprintf(path, sizeof(path), "/proc/self/maps");
+  else
+    snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+  std::string text;
+  const int rc = read_proc_text(path, &text);
+  if (rc == -ENOENT) return make_error(-ENOENT, "%s: no such process", path);
+  // A process that exits while its maps are read yields ESRCH.
+  if (rc == -ESRCH) return make_error(-ESRCH, "%s: no such process", path);
+  if (rc == -EACCES || rc == -EPERM) return make_error(rc, "%s: permission denied", path);
+  if (rc != 0) return make_error(rc, "%s: %s", path, strerror(-rc));
   return text;
 }
 

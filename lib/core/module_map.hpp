@@ -27,6 +27,10 @@ struct MapsEntry {
 /// and text. Bounded: at most 1,000,000 lines.
 Result<std::vector<MapsEntry>> parse_maps(std::string_view text);
 
+/// Reads a whole file that reports no size (procfs) with read(2) into `out`;
+/// 0, or -errno of the open or read that failed.
+int read_proc_text(const char* path, std::string* out);
+
 /// Reads /proc/<pid>/maps ("self" when pid is 0).
 Result<std::string> read_maps_text(int pid);
 

@@ -315,7 +315,33 @@ Result<Section> ElfImage::Impl::materialise(size_t index) const {
 ElfImage::ElfImage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ElfImage::~ElfImage() = default;
 
+struct ImageReuseScope::Entry {
+  std::string path;
+  struct stat st;
+  std::shared_ptr<ElfImage> image;
+
+  bool same_file(const std::string& p, const struct stat& o) const {
+    return st.st_dev == o.st_dev && st.st_ino == o.st_ino && st.st_size == o.st_size &&
+           st.st_mtim.tv_sec == o.st_mtim.tv_sec && st.st_mtim.tv_nsec == o.st_mtim.tv_nsec && path == p;
+  }
+};
+
+namespace {
+thread_local ImageReuseScope* t_reuse_scope = nullptr;
+}  // namespace
+
+ImageReuseScope::ImageReuseScope() : outer_(t_reuse_scope) { t_reuse_scope = this; }
+ImageReuseScope::~ImageReuseScope() { t_reuse_scope = outer_; }
+
 Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
+  ImageReuseScope* reuse = t_reuse_scope;
+  if (reuse != nullptr && !reuse->entries_.empty()) {
+    struct stat known;
+    if (stat(path.c_str(), &known) == 0) {
+      for (const ImageReuseScope::Entry& e : reuse->entries_)
+        if (e.same_file(path, known)) return e.image;
+    }
+  }
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -356,7 +382,9 @@ Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
   impl->bytes = static_cast<const uint8_t*>(m);
   impl->size = impl->map_len;
   if (Status s = impl->parse(); !s) return s.error();
-  return std::shared_ptr<ElfImage>(new ElfImage(std::move(impl)));
+  std::shared_ptr<ElfImage> image(new ElfImage(std::move(impl)));
+  if (reuse != nullptr) reuse->entries_.push_back(ImageReuseScope::Entry{path, st, image});
+  return image;
 }
 
 Result<std::shared_ptr<ElfImage>> ElfImage::from_bytes(std::vector<uint8_t> bytes, std::string name) {

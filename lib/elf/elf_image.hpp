@@ -130,4 +130,23 @@ Result<BuildId> read_build_id(const std::string& path);
 /// GNU debuglink CRC32 (the zlib/IEEE polynomial) over a whole file.
 Result<uint32_t> file_crc32(const std::string& path);
 
+/// While an ImageReuseScope lives on a thread, ElfImage::open on that thread returns the image
+/// the scope already holds for the same file (same path, device, inode, size and mtime) instead
+/// of mapping and parsing it again, and keeps each image it opens until the scope ends: one
+/// open per module file per live capture (its module list and the walk while the target is
+/// stopped both need the module files). Scopes nest; the innermost one is used. Not copyable.
+class ImageReuseScope {
+ public:
+  ImageReuseScope();
+  ~ImageReuseScope();
+  ImageReuseScope(const ImageReuseScope&) = delete;
+  ImageReuseScope& operator=(const ImageReuseScope&) = delete;
+
+ private:
+  friend class ElfImage;
+  struct Entry;
+  std::vector<Entry> entries_;
+  ImageReuseScope* outer_ = nullptr;
+};
+
 }  // namespace stackprov::elf

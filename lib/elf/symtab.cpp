@@ -79,6 +79,13 @@ struct SymbolTable::Lazy {
   // Kept symbols as their ELF-table positions (4 bytes each, in table order);
   // fields are decoded from the table on demand.
   std::vector<uint32_t> kept;
+  // st_value and st_size of each kept symbol (same order as `kept`), decoded
+  // once by load(): scan() reads these contiguously instead of the ELF table.
+  struct Span {
+    uint64_t addr;
+    uint64_t size;
+  };
+  std::vector<Span> spans;
   const uint8_t* tab = nullptr;
   size_t tab_size = 0;
   bool is64 = true;
@@ -94,11 +101,6 @@ struct SymbolTable::Lazy {
   std::unordered_map<uint64_t, const Symbol*> memo;  // scanned answers
   std::deque<Symbol> made;   // storage of scanned answers (stable addresses)
 
-  uint64_t addr_of(uint32_t i) const {
-    const detail::ByteView v(tab, tab_size, big_endian);
-    const uint64_t b = uint64_t{i} * (is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
-    return *v.word(b + (is64 ? 8 : 4), is64);
-  }
   RawSym decode(uint32_t i) const {
     const detail::ByteView v(tab, tab_size, big_endian);
     const uint64_t b = uint64_t{i} * (is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
@@ -128,7 +130,7 @@ struct SymbolTable::Lazy {
       uint32_t pos;
     };
     std::vector<Key> keys(kept.size());
-    for (size_t i = 0; i < kept.size(); i++) keys[i] = Key{addr_of(kept[i]), kept[i]};
+    for (size_t i = 0; i < kept.size(); i++) keys[i] = Key{spans[i].addr, kept[i]};
     std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
       return a.addr != b.addr ? a.addr < b.addr : a.pos < b.pos;
     });
@@ -153,24 +155,18 @@ struct SymbolTable::Lazy {
   const RawSym* scan(uint64_t a, std::vector<RawSym>* window) const {
     uint64_t lo = UINT64_MAX, pred = 0;
     bool have_pred = false;
-    const detail::ByteView v(tab, tab_size, big_endian);
-    const size_t ent = is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
-    for (uint32_t i : kept) {
-      const uint64_t b = uint64_t{i} * ent;
-      const uint64_t addr = *v.word(b + (is64 ? 8 : 4), is64);
-      const uint64_t size = *v.word(b + (is64 ? 16 : 8), is64);
-      if (covers(addr, size, a) && addr < lo) lo = addr;
-      if (addr <= a && (!have_pred || addr > pred)) {
-        pred = addr;
+    for (const Span& sp : spans) {
+      if (covers(sp.addr, sp.size, a) && sp.addr < lo) lo = sp.addr;
+      if (sp.addr <= a && (!have_pred || sp.addr > pred)) {
+        pred = sp.addr;
         have_pred = true;
       }
     }
     if (!have_pred) return nullptr;
     lo = std::min(lo, pred);
     window->clear();
-    for (uint32_t i : kept) {
-      const uint64_t addr = addr_of(i);
-      if (addr >= lo && addr <= a) window->push_back(decode(i));
+    for (size_t k = 0; k < spans.size(); k++) {
+      if (spans[k].addr >= lo && spans[k].addr <= a) window->push_back(decode(kept[k]));
     }
     // ELF-table order within an address (stable) does not matter: better_alias is a total order.
     std::sort(window->begin(), window->end(),
@@ -244,6 +240,12 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
   lazy->section_ends.assign(std::min<size_t>(image.section_count(), SHN_LORESERVE), UINT64_MAX);
   for (size_t i = 1; i < lazy->section_ends.size(); i++)
     lazy->section_ends[i] = image.section_range(i).second;
+  // SHF_EXECINSTR by section index, looked up once per section rather than per symbol.
+  std::vector<uint8_t> exec_section(image.section_count(), 0);
+  for (size_t i = 1; i < exec_section.size(); i++)
+    exec_section[i] = (image.section_flags(i) & SHF_EXECINSTR) != 0;
+  lazy->kept.reserve(count / 2);
+  lazy->spans.reserve(count / 2);
   for (size_t i = 1; i < count; i++) {
     const uint64_t b = i * ent;
     // Elf64_Sym: st_name@0 st_info@4 st_other@5 st_shndx@6 st_value@8 st_size@16;
@@ -253,7 +255,7 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
     const uint16_t shndx = *v.u16(b + (is64 ? 6 : 14));
     if (shndx == SHN_UNDEF) continue;
     bool keep = type == STT_FUNC || type == STT_GNU_IFUNC;
-    const bool exec = shndx < image.section_count() && (image.section_flags(shndx) & SHF_EXECINSTR) != 0;
+    const bool exec = shndx < exec_section.size() && exec_section[shndx] != 0;
     if (type == STT_NOTYPE && exec) {
       keep = true;  // assembly functions with .size but no .type, and code labels (_start)
     }
@@ -272,6 +274,7 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
     // ARM/AArch64/RISC-V mapping symbols ($x, $d, $a, $t) are not code labels.
     if (type == STT_NOTYPE && strtab[st_name] == '$') continue;
     lazy->kept.push_back(static_cast<uint32_t>(i));
+    lazy->spans.push_back(Lazy::Span{*v.word(b + (is64 ? 8 : 4), is64), *v.word(b + (is64 ? 16 : 8), is64)});
   }
   if (!lazy->kept.empty()) table.lazy_ = std::move(lazy);
   return table;

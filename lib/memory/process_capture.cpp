@@ -22,14 +22,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "core/module_map.hpp"
+#include "elf/elf_image.hpp"
 #include "memory/live_readers.hpp"
 #include "memory/module_list.hpp"
 #include "arch/host.hpp"
@@ -137,12 +136,12 @@ class SignalGuard {
 
 // ---- /proc helpers
 
+/// The whole file ("" when unreadable), read(2) without iostreams: this runs
+/// several times per thread while the target is stopped.
 std::string read_small_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return {};
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  std::string text;
+  if (read_proc_text(path.c_str(), &text) != 0) text.clear();
+  return text;
 }
 
 /// A task's name: /proc/PID/task/TID/comm (the whole process's with tid 0)
@@ -651,6 +650,8 @@ Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_s
   auto body = [&]() noexcept {
     try {
       SignalGuard signals;
+      // The module list and the walk while the target is stopped open each module file once.
+      elf::ImageReuseScope reuse;
       Capturer c(pid, only_tid, max_stack_bytes, while_stopped);
       auto r = c.run();
       c.detach_all();

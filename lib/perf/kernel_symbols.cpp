@@ -25,10 +25,11 @@ enum class Binding : uint8_t { kLocal, kGlobal, kWeak };
 struct Entry {
   uint64_t start = 0, end = 0;
   Binding binding = Binding::kLocal;
-  std::string name, module;
+  bool is_module = false;
+  std::string_view name, module;
 };
 
-size_t leading_underscores(const std::string& s) {
+size_t leading_underscores(std::string_view s) {
   size_t n = 0;
   while (n < s.size() && s[n] == '_') n++;
   return n;
@@ -88,32 +89,40 @@ uint64_t roundup_page(uint64_t v) { return (v + kPage - 1) / kPage * kPage; }
 
 }  // namespace
 
-KernelSymbols KernelSymbols::parse(const std::string& text) {
+KernelSymbols KernelSymbols::parse(std::string listing) {
+  static constexpr std::string_view kKernelDso = "[kernel.kallsyms]";
   KernelSymbols out;
+  auto buf = std::make_shared<std::string>(std::move(listing));
+  std::string& text = *buf;
   std::vector<Entry> all;
+  all.reserve(text.size() / 40);  // ~44 bytes per kallsyms line
   size_t at = 0;
   while (at < text.size()) {
-    size_t nl = text.find('\n', at);
-    if (nl == std::string::npos) nl = text.size();
-    const char* p = text.data() + at;
-    const char* end = text.data() + nl;
+    const char* nlp = static_cast<const char*>(std::memchr(text.data() + at, '\n', text.size() - at));
+    const size_t nl = nlp ? static_cast<size_t>(nlp - text.data()) : text.size();
+    char* p = text.data() + at;
+    char* end = text.data() + nl;
     at = nl + 1;
+    *end = '\0';  // names and modules end here (text.size() is NUL already)
     // "ADDR TYPE NAME[\t[MODULE]]" (kernel/kallsyms.c s_show)
     uint64_t addr = 0;
-    const char* q = p;
+    char* q = p;
     for (int d; q < end && (d = hex_digit(*q)) >= 0; q++) addr = addr * 16 + static_cast<uint64_t>(d);
     if (q == p || q + 3 > end || *q != ' ' || q[2] != ' ') continue;
     const char type = q[1];
-    const char* name_begin = q + 3;
-    const char* tab = static_cast<const char*>(std::memchr(name_begin, '\t', static_cast<size_t>(end - name_begin)));
-    std::string name(name_begin, tab ? tab : end);
-    std::string module;
+    char* name_begin = q + 3;
+    char* tab = static_cast<char*>(std::memchr(name_begin, '\t', static_cast<size_t>(end - name_begin)));
+    std::string_view name(name_begin, static_cast<size_t>((tab ? tab : end) - name_begin));
+    std::string_view module;
     if (tab != nullptr) {
-      module.assign(tab + 1, end);
-      while (!module.empty() && (module.back() == ' ' || module.back() == '\r')) module.pop_back();
+      char* mend = end;
+      while (mend > tab + 1 && (mend[-1] == ' ' || mend[-1] == '\r')) mend--;
+      *tab = '\0';
+      *mend = '\0';
+      module = std::string_view(tab + 1, static_cast<size_t>(mend - (tab + 1)));
     }
     if (addr != 0) out.nonzero_++;
-    if (name == "_text" && module.empty()) out.text_ = addr;
+    if (module.empty() && name == "_text") out.text_ = addr;
     const char up = static_cast<char>(std::toupper(static_cast<unsigned char>(type)));
     if (up != 'T' && up != 'W' && up != 'D' && up != 'B') continue;  // symbol_type__filter
     if (name.empty() || name[0] == '$') continue;
@@ -123,10 +132,10 @@ KernelSymbols KernelSymbols::parse(const std::string& text) {
     e.start = addr;
     e.binding = type == 'W' ? Binding::kWeak : std::isupper(static_cast<unsigned char>(type)) ? Binding::kGlobal
                                                                                              : Binding::kLocal;
-    e.name = std::move(name);
-    e.module = module.empty() ? "[kernel.kallsyms]" : module;
-    e.end = module.empty() ? 0 : 1;  // reused below as "is a module symbol" until ends are fixed
-    all.push_back(std::move(e));
+    e.name = name;
+    e.is_module = !module.empty();
+    e.module = module.empty() ? kKernelDso : module;
+    all.push_back(e);
   }
   if (out.nonzero_ == 0) return out;  // kptr_restrict: every address reads as 0
   // kallsyms lists the kernel in address order: sort only when it is not.
@@ -134,27 +143,22 @@ KernelSymbols KernelSymbols::parse(const std::string& text) {
   if (!std::is_sorted(all.begin(), all.end(), by_start)) std::stable_sort(all.begin(), all.end(), by_start);
   // symbols__fixup_end(.., is_kallsyms = true): a symbol ends where the next begins; the last
   // kernel (or module) symbol before a module (or kernel) one at the next page + 4096.
-  std::vector<bool> is_mod(all.size());
-  for (size_t i = 0; i < all.size(); i++) is_mod[i] = all[i].end != 0;
   for (size_t i = 0; i < all.size(); i++) all[i].end = all[i].start;
   for (size_t i = 0; i + 1 < all.size(); i++) {
-    if (is_mod[i] != is_mod[i + 1]) all[i].end = roundup_page(all[i].start + kPage);
+    if (all[i].is_module != all[i + 1].is_module) all[i].end = roundup_page(all[i].start + kPage);
     else all[i].end = all[i + 1].start;
   }
   if (!all.empty() && all.back().end == all.back().start) all.back().end = roundup_page(all.back().start) + kPage;
   // symbols__fixup_duplicate: of the symbols at one address, the one choose_best_symbol keeps.
+  out.syms_.reserve(all.size());
   for (size_t i = 0; i < all.size();) {
     size_t best = i, j = i + 1;
     for (; j < all.size() && all[j].start == all[i].start; j++)
       if (!keep_first(all[best], all[j])) best = j;
-    Symbol s;
-    s.start = all[best].start;
-    s.end = all[best].end;
-    s.name = std::move(all[best].name);
-    s.module = std::move(all[best].module);
-    out.syms_.push_back(std::move(s));
+    out.syms_.push_back(Symbol{all[best].start, all[best].end, all[best].name, all[best].module});
     i = j;
   }
+  out.text_buf_ = std::move(buf);
   return out;
 }
 
@@ -221,13 +225,13 @@ void KernelNamer::load() {
   loaded_ = true;
   if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked) return;
   int err = 0;
-  const std::string text = read_text(kallsyms_path_, &err);
+  std::string text = read_text(kallsyms_path_, &err);
   if (err != 0) {
     naming_ = KernelNaming::kUnavailable;
     note_ = "kernel frames left unnamed: " + kallsyms_path_ + ": " + strerror(err);
     return;
   }
-  syms_ = KernelSymbols::parse(text);
+  syms_ = KernelSymbols::parse(std::move(text));
   if (syms_.size() == 0) {
     naming_ = KernelNaming::kUnavailable;
     note_ = "kernel frames left unnamed: " + kallsyms_path_ +

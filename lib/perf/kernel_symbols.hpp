@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -20,14 +22,16 @@ namespace stackprov::perf {
 /// thread-safe for concurrent parse; lookups are const.
 class KernelSymbols {
  public:
+  /// Names point into the listing the table keeps (no copy per symbol) and are NUL-terminated
+  /// (data() is a C string); valid as long as the KernelSymbols (or a copy of it) lives.
   struct Symbol {
     uint64_t start = 0, end = 0;
-    std::string name;
-    std::string module;  ///< "[kernel.kallsyms]" or "[MODULE]", as perf script names the dso
+    std::string_view name;
+    std::string_view module;  ///< "[kernel.kallsyms]" or "[MODULE]", as perf script names the dso
   };
-  /// Parses a kallsyms listing. Lines that do not parse are skipped. A listing whose
-  /// addresses are all zero (kptr_restrict) yields no symbols.
-  static KernelSymbols parse(const std::string& text);
+  /// Parses a kallsyms listing, taking it over (its line ends become NULs). Lines that do not
+  /// parse are skipped. A listing whose addresses are all zero (kptr_restrict) yields no symbols.
+  static KernelSymbols parse(std::string text);
   /// The symbol covering `addr`, or nullptr.
   const Symbol* find(uint64_t addr) const;
   /// Address of `_text` in the listing (perf's reference symbol for relocation), 0 if absent.
@@ -37,6 +41,7 @@ class KernelSymbols {
   size_t nonzero_lines() const { return nonzero_; }
 
  private:
+  std::shared_ptr<const std::string> text_buf_;  ///< the listing the names point into
   std::vector<Symbol> syms_;  ///< sorted by start, one per start
   uint64_t text_ = 0;
   size_t nonzero_ = 0;

@@ -85,7 +85,12 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
       break;
     }
   }
-  if (!found) {
+  // The magic searches below read megabytes: they run only for a Go binary (the Go linker's
+  // build-info section or build-id note survives -s -w and renamed sections) or an image
+  // without section headers, not for every C module a frame of which no other resolver named.
+  const bool no_sections = image->section_count() <= 1;
+  const bool go_binary = image->section(".go.buildinfo").has_value() || image->section(".note.go.buildid").has_value();
+  if (!found && go_binary) {
     // Renamed or unnamed: the linker aligns the table; search the data sections for a valid header.
     for (const char* name : {".data.rel.ro", ".rodata", ".noptrdata", ".text"}) {
       auto s = image->section(name);
@@ -98,8 +103,8 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
       if (found) break;
     }
   }
-  if (!found) {
-    // No section headers at all: the loadable segments.
+  if (!found && (no_sections || go_binary)) {
+    // No section headers at all (or none holds the table): the loadable segments.
     for (const auto& ph : image->program_headers()) {
       if (ph.type != 1 /* PT_LOAD */ || ph.offset + ph.filesz > image->file_size()) continue;
       const uint8_t* d = image->file_data() + ph.offset;

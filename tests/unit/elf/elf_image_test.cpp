@@ -4,6 +4,7 @@
 #include <link.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -360,4 +361,42 @@ TEST_CASE("debuglink and file_crc32 match objcopy and an independent CRC", "[elf
   auto dfast = read_build_id(dbg);
   REQUIRE(dfast.ok());
   CHECK(dfast->hex() == readelf_build_id(exe));
+}
+
+TEST_CASE("ImageReuseScope: one image per file while the scope lives, a new one for a changed file", "[elf][reuse]") {
+  TempDir dir;
+  const std::string exe = dir.file("prog");
+  REQUIRE(compile_c(dir, kFixtureSource, "-O1", exe));
+  auto outside_a = ElfImage::open(exe);
+  auto outside_b = ElfImage::open(exe);
+  REQUIRE(outside_a.ok());
+  REQUIRE(outside_b.ok());
+  CHECK(outside_a.value() != outside_b.value());  // no scope: each open maps and parses
+  std::shared_ptr<ElfImage> first;
+  {
+    ImageReuseScope scope;
+    auto a = ElfImage::open(exe);
+    auto b = ElfImage::open(exe);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(a.value() == b.value());
+    first = a.value();
+    {
+      ImageReuseScope inner;  // the innermost scope is used: it holds nothing yet
+      auto c = ElfImage::open(exe);
+      REQUIRE(c.ok());
+      CHECK(c.value() != first);
+    }
+    // Another file at the same path (a new inode): opened afresh, with its own build-id.
+    const std::string other = dir.file("other");
+    REQUIRE(compile_c(dir, "int main(void) { return 7; }\n", "-O2 -Wl,--build-id=sha1", other));
+    REQUIRE(std::rename(other.c_str(), exe.c_str()) == 0);
+    auto d = ElfImage::open(exe);
+    REQUIRE(d.ok());
+    CHECK(d.value() != first);
+    CHECK(d.value()->build_id() != first->build_id());
+  }
+  auto after = ElfImage::open(exe);
+  REQUIRE(after.ok());
+  CHECK(after.value() != first);
 }
