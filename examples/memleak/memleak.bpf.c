@@ -96,10 +96,16 @@ static __always_inline int our_process(__u64 pid_tgid) {
   return target_tgid == 0 || (__u32)(pid_tgid >> 32) == target_tgid;
 }
 
+/* The loader polls the ring every 100 ms: wake it only when the ring is a quarter full, so that a
+ * traced thread does not pay a wake-up per event. */
+static __always_inline __u64 wakeup_flags(void) {
+  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ML_RING_BYTES / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void send_small(__u32 type, __u32 kind, __u64 pid_tgid, __u64 ptr, __u64 size) {
   struct ml_event_head h = {.type = type, .kind = kind, .pid = pid_tgid >> 32, .tid = (__u32)pid_tgid,
                             .ptr = ptr, .size = size};
-  if (bpf_ringbuf_output(&events, &h, sizeof(h), 0)) stat_inc(ST_RB_DROPS);
+  if (bpf_ringbuf_output(&events, &h, sizeof(h), wakeup_flags())) stat_inc(ST_RB_DROPS);
 }
 
 static __always_inline void free_ptr(__u64 pid_tgid, __u64 p) {
@@ -112,6 +118,12 @@ static __always_inline void free_ptr(__u64 pid_tgid, __u64 p) {
 static __always_inline __u32 copy_stack(struct ml_alloc_entry* e, __u64 sp) {
   __u64 want = stack_bytes;
   if (want > ML_STACK_MAX) want = ML_STACK_MAX;
+  /* The main thread: nothing the unwinder needs lies above the initial stack pointer (argc) but
+   * argv's pointers; stop 512 bytes above it instead of failing a read at the end of the mapping
+   * and going page by page (a shallow stack is copied in one short read). */
+  struct task_struct* task = bpf_get_current_task_btf();
+  __u64 top = BPF_CORE_READ(task, mm, start_stack);
+  if (top && sp < top && top + 512 - sp < want) want = top + 512 - sp;
   if (want == 0) return 0;
   if (bpf_probe_read_user(e->stack, want, (const void*)sp) == 0) return want;
   stat_inc(ST_STACK_SHORT);
@@ -129,6 +141,43 @@ static __always_inline __u32 copy_stack(struct ml_alloc_entry* e, __u64 sp) {
     len += n;
   }
   return len;
+}
+
+/* Sends the thread's registers, stack and shadow stack (ML_EV_ALLOC_ENTRY); 1 when sent. */
+static __always_inline int send_stack(struct pt_regs* ctx, struct ml_thread* t, __u64 pid_tgid, __u32 kind,
+                                      __u64 size, __u64 old) {
+  if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ML_RING_BYTES - ML_RING_HEADROOM) {
+    stat_inc(ST_RB_BUSY);
+    return 0;
+  }
+  __u32 cpu = bpf_get_smp_processor_id();
+  struct ml_alloc_entry* e = bpf_map_lookup_elem(&scratch, &cpu);
+  if (!e) return 0;
+  stat_inc(ST_SAMPLED);
+  e->h.type = ML_EV_ALLOC_ENTRY;
+  e->h.kind = kind;
+  e->h.pid = pid_tgid >> 32;
+  e->h.tid = (__u32)pid_tgid;
+  e->h.ptr = old;
+  e->h.size = size;
+  e->entry_pc = 0; /* the registers are at the allocator's entry */
+  bpf_probe_read_kernel(e->regs, sizeof(e->regs), ctx);
+  __u64 sp = PT_REGS_SP(ctx);
+  e->stack_addr = sp;
+  __u32 n = t->shadow_n;
+  e->shadow_count = n > ML_SHADOW_MAX ? ML_SHADOW_MAX : n;
+  __builtin_memcpy(e->shadow, t->shadow, sizeof(e->shadow));
+  __u64 len = copy_stack(e, sp);
+  if (len > ML_STACK_MAX) len = ML_STACK_MAX;
+  e->stack_len = (__u32)len;
+  __u64 out = ML_ENTRY_FIXED + len;
+  asm volatile("" : "+r"(out)); /* keep the bound check below on the register the helper gets */
+  if (out > sizeof(struct ml_alloc_entry)) out = sizeof(struct ml_alloc_entry);
+  if (bpf_ringbuf_output(&events, e, out, wakeup_flags())) {
+    stat_inc(ST_RB_DROPS);
+    return 0;
+  }
+  return 1;
 }
 
 static __always_inline int on_alloc(struct pt_regs* ctx, __u32 kind, __u64 size, __u64 old, __u64 memptr) {
@@ -152,38 +201,9 @@ static __always_inline int on_alloc(struct pt_regs* ctx, __u32 kind, __u64 size,
     }
     t->until_sample -= (__s64)size;
     if (t->until_sample > 0) return 0;
+    t->until_sample = 0; /* sampled: the next interval is drawn afresh (memoryless, as the shim) */
   }
-  if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ML_RING_BYTES - ML_RING_HEADROOM) {
-    stat_inc(ST_RB_BUSY);
-    return 0;
-  }
-  __u32 cpu = bpf_get_smp_processor_id();
-  struct ml_alloc_entry* e = bpf_map_lookup_elem(&scratch, &cpu);
-  if (!e) return 0;
-  t->sampled = 1;
-  stat_inc(ST_SAMPLED);
-  e->h.type = ML_EV_ALLOC_ENTRY;
-  e->h.kind = kind;
-  e->h.pid = pid_tgid >> 32;
-  e->h.tid = (__u32)pid_tgid;
-  e->h.ptr = old;
-  e->h.size = size;
-  bpf_probe_read_kernel(e->regs, sizeof(e->regs), ctx);
-  __u64 sp = PT_REGS_SP(ctx);
-  e->stack_addr = sp;
-  __u32 n = t->shadow_n;
-  e->shadow_count = n > ML_SHADOW_MAX ? ML_SHADOW_MAX : n;
-  __builtin_memcpy(e->shadow, t->shadow, sizeof(e->shadow));
-  __u64 len = copy_stack(e, sp);
-  if (len > ML_STACK_MAX) len = ML_STACK_MAX;
-  e->stack_len = (__u32)len;
-  __u64 out = ML_ENTRY_FIXED + len;
-  asm volatile("" : "+r"(out)); /* keep the bound check below on the register the helper gets */
-  if (out > sizeof(struct ml_alloc_entry)) out = sizeof(struct ml_alloc_entry);
-  if (bpf_ringbuf_output(&events, e, out, 0)) {
-    stat_inc(ST_RB_DROPS);
-    t->sampled = 0;
-  }
+  t->sampled = send_stack(ctx, t, pid_tgid, kind, size, old);
   return 0;
 }
 

@@ -9,8 +9,10 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -51,6 +53,7 @@
 namespace {
 
 const char* const kProg = "stackprov-memleak";
+const char* const kPreloadName = "stackprov-memleak-preload.so";  // the in-process sampler (preload.c)
 
 // ------------------------------------------------------------------------------ options
 
@@ -94,7 +97,14 @@ void usage(FILE* f) {
           "  --sample-bytes N       sample one allocation per N bytes allocated on average, as\n"
           "                         tcmalloc does (exponential intervals); bytes and counts are\n"
           "                         then estimates, size/(1-exp(-size/N)) per sample; 0 (default):\n"
-          "                         every allocation, exact\n"
+          "                         every allocation, exact. With -- COMMAND (a glibc program, no\n"
+          "                         --scope) the sampling is done inside COMMAND by %s\n"
+          "                         (LD_PRELOAD, appended to any LD_PRELOAD already set; looked for\n"
+          "                         in ../lib/ from this program, then beside it): only sampled\n"
+          "                         allocations and their frees cost anything, and they reach this\n"
+          "                         loader through shared memory, not uprobes; a child COMMAND forks\n"
+          "                         is not sampled. With -p PID (a running process cannot be\n"
+          "                         preloaded) the BPF side samples: every call still traps\n"
           "  --scope FUNC           count only allocations made while FUNC (a function of the\n"
           "                         program, or LIB:FUNC) is running on the thread: an entry probe\n"
           "                         and a uretprobe on FUNC; frames above FUNC return through the\n"
@@ -115,9 +125,10 @@ void usage(FILE* f) {
           "Exit status:\n"
           "  0  the final report was written\n"
           "  1  tracing failed: no such process, no libc mapped, no root/BTF/uprobe support, the BPF\n"
-          "     program did not load or attach, an output file could not be written\n"
+          "     program did not load or attach, the in-process sampler library is missing, an output\n"
+          "     file could not be written\n"
           "  2  usage error (unknown option, bad value, neither or both of -p and COMMAND)\n",
-          kProg, kProg, ML_STACK_MAX);
+          kProg, kProg, ML_STACK_MAX, kPreloadName);
 }
 
 // One line on stderr, then exit: 2 (usage, pointing at --help) or 1 (the work failed).
@@ -334,6 +345,91 @@ std::map<std::string, uint64_t> dynsym_addresses(const std::string& path) {
   return out;
 }
 
+// The in-process sampler, next to this executable: ../lib/ (build tree and install layout), or
+// the same directory. Its canonical path: the one /proc/PID/maps shows.
+std::string find_preload() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(".");
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const std::string& cand : {dir + "/../lib/" + kPreloadName, dir + "/" + kPreloadName}) {
+    char real[PATH_MAX];
+    if (access(cand.c_str(), R_OK) == 0 && realpath(cand.c_str(), real)) return real;
+  }
+  die("the in-process sampler %s is missing (looked in %s/../lib and %s): -- COMMAND with --sample-bytes "
+      "needs it (build target stackprov-memleak-preload, or install it beside the program)",
+      kPreloadName, dir.c_str(), dir.c_str());
+}
+
+/// Shim mode: the ring the preloaded sampler writes its events into (memleak.h, ml_shm_head): a
+/// memfd that COMMAND inherits (its number in STACKPROV_MEMLEAK_RING_FD), mapped here too.
+class ShmRing {
+ public:
+  static constexpr uint64_t kDataBytes = 16ull << 20;  // the sampler faults it all in at its start
+
+  void create() {
+    fd_ = memfd_create("stackprov-memleak-ring", 0);  // no CLOEXEC: COMMAND inherits it
+    if (fd_ < 0 || ftruncate(fd_, ML_SHM_DATA_OFFSET + kDataBytes) != 0) die("shared ring (memfd): %s", strerror(errno));
+    void* m = mmap(nullptr, ML_SHM_DATA_OFFSET + kDataBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) die("shared ring (mmap): %s", strerror(errno));
+    head_ = static_cast<ml_shm_head*>(m);
+    head_->magic = ML_SHM_MAGIC;
+    head_->data_bytes = kDataBytes;
+  }
+  int fd() const { return fd_; }
+  /// After the fork: COMMAND holds its own copy of the fd.
+  void close_fd() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  const ml_shm_head* head() const { return head_; }
+  /// Bytes written and not consumed yet.
+  uint64_t used() const { return head_ ? __atomic_load_n(&head_->head, __ATOMIC_ACQUIRE) - head_->tail : 0; }
+
+  /// Passes each published record to f(data, len), then frees their room.
+  template <class F>
+  void consume(F&& f) {
+    if (!head_) return;
+    const char* data = reinterpret_cast<const char*>(head_) + ML_SHM_DATA_OFFSET;
+    uint64_t tail = head_->tail, head = __atomic_load_n(&head_->head, __ATOMIC_ACQUIRE);
+    while (tail < head) {
+      uint64_t pos = tail & (kDataBytes - 1);
+      const auto* rec = reinterpret_cast<const ml_shm_record*>(data + pos);
+      if (rec->len == ML_SHM_SKIP) {
+        tail += kDataBytes - pos;
+        continue;
+      }
+      uint64_t need = sizeof(ml_shm_record) + ((uint64_t{rec->len} + 7) & ~uint64_t{7});
+      if (need > kDataBytes - pos) break;  // not a record this ring can hold: stop reading
+      f(const_cast<void*>(static_cast<const void*>(rec + 1)), size_t{rec->len});
+      tail += need;
+    }
+    __atomic_store_n(&head_->tail, tail, __ATOMIC_RELEASE);
+  }
+
+ private:
+  int fd_ = -1;
+  ml_shm_head* head_ = nullptr;
+};
+
+// COMMAND's environment with the sampler preloaded (after any LD_PRELOAD the user set) and its
+// settings; built before fork (the child allocates nothing before exec).
+std::vector<std::string> preload_environment(const std::string& preload, int ring_fd, const Options& o) {
+  std::vector<std::string> env;
+  std::string user_preload;
+  for (char** e = environ; e && *e; e++) {
+    std::string kv = *e;
+    if (kv.rfind("LD_PRELOAD=", 0) == 0) user_preload = kv.substr(11);
+    else if (kv.rfind("STACKPROV_MEMLEAK_", 0) != 0) env.push_back(kv);
+  }
+  env.push_back("LD_PRELOAD=" + (user_preload.empty() ? preload : user_preload + ":" + preload));
+  env.push_back("STACKPROV_MEMLEAK_SAMPLE_BYTES=" + std::to_string(o.sample_bytes));
+  env.push_back("STACKPROV_MEMLEAK_MIN_SIZE=" + std::to_string(o.min_size));
+  env.push_back("STACKPROV_MEMLEAK_STACK_BYTES=" + std::to_string(o.stack_bytes));
+  env.push_back("STACKPROV_MEMLEAK_RING_FD=" + std::to_string(ring_fd));
+  return env;
+}
+
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
@@ -443,6 +539,22 @@ class Unwinder {
   }
 
   const ProcessModules& modules() const { return mods_; }
+
+  /// The module whose executable range holds pc (nullptr: none); valid until the next refresh().
+  const sprov_module_info* module_at(uint64_t pc) {
+#if ML_RAW_UNWIND
+    static sprov_module_info mi;
+    for (size_t i = 0; as_ && i < sprov_address_space_module_count(as_); i++) {
+      mi = {};
+      mi.sz = sizeof(mi);
+      if (sprov_address_space_module(as_, i, &mi) == 0 && pc >= mi.start && pc < mi.end) return &mi;
+    }
+#else
+    for (const auto& m : mods_.modules)
+      if (pc >= m.info.start && pc < m.info.end) return &m.info;
+#endif
+    return nullptr;
+  }
   sprov_symbolizer* symbolizer() { return sym_; }
   bool verbose = false;
 
@@ -455,7 +567,28 @@ class Unwinder {
     if (mods_.maps_text.empty() || (e.shadow_count && mods_.uprobes_end == 0)) refresh();
     UnwindResult r = unwind_once(e);
     if (r.stop_reason == SPROV_STOP_INVALID_PC && refresh()) r = unwind_once(e);  // dlopen since
+    if (e.entry_pc) from_allocator_entry(r, e.entry_pc);
     return r;
+  }
+
+  /// Shim mode: the in-process sampler's file as mapped (its frames are dropped).
+  std::string shim_path;
+
+  /// Shim mode: the walk starts in the preloaded sampler (the marker, the interposed allocator);
+  /// drop those frames and put frame 0 at the libc allocator the shim called, at its entry, as a
+  /// uprobe on that allocator reports it (method context), so both modes give the same stacks.
+  void from_allocator_entry(UnwindResult& r, uint64_t entry_pc) {
+    size_t skip = 0;
+    while (skip < r.frames.size() && r.frames[skip].module == shim_path) skip++;
+    r.frames.erase(r.frames.begin(), r.frames.begin() + static_cast<std::ptrdiff_t>(skip));
+    RawFrame f;
+    f.pc = entry_pc;
+    f.method = SPROV_METHOD_CONTEXT;
+    if (const sprov_module_info* m = module_at(entry_pc)) {
+      f.module = m->path ? m->path : "";
+      f.module_offset = entry_pc - m->load_bias;
+    }
+    r.frames.insert(r.frames.begin(), std::move(f));
   }
 
  private:
@@ -883,6 +1016,8 @@ int main(int argc, char** argv) {
   std::string exe_path;     // the program's file (for --scope FUNC)
   int gate[2] = {-1, -1};
   pid_t child = 0;
+  std::string preload;  // shim mode: the in-process sampler COMMAND runs with (LD_PRELOAD)
+  ShmRing ring;         // shim mode: where it writes its events
   if (pid) {
     std::string maps = read_file("/proc/" + std::to_string(pid) + "/maps");
     if (maps.empty()) {
@@ -899,21 +1034,39 @@ int main(int argc, char** argv) {
     if (exe_path.empty()) die("command not found: %s", o.command[0].c_str());
     libc_shown = libc_path = libc_of_command(exe_path);
     if (libc_path.empty()) die("%s links no libc (statically linked?): nothing to probe", exe_path.c_str());
+    // --sample-bytes with COMMAND: sample in the process (LD_PRELOAD) and hand the samples over in
+    // shared memory, so that no call traps; glibc only (the sampler forwards to its __libc_* entry
+    // points); not with --scope (the shadow stack of the scope functions is kept by the BPF side).
+    if (o.sample_bytes > 0 && o.scopes.empty()) {
+      if (base_name(libc_path) == "libc.so.6") preload = find_preload();
+      else fprintf(stderr, "%s: %s is not glibc: --sample-bytes samples in the kernel (a uprobe trap per call)\n",
+                   kProg, libc_path.c_str());
+    }
+    if (!preload.empty()) ring.create();
     if (pipe2(gate, O_CLOEXEC) != 0) die("pipe: %s", strerror(errno));
     std::vector<char*> args;  // built before fork: the child allocates nothing before exec
     for (auto& s : o.command) args.push_back(s.data());
     args.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    std::vector<char*> envp;
+    if (!preload.empty()) {
+      env_strings = preload_environment(preload, ring.fd(), o);
+      for (auto& s : env_strings) envp.push_back(s.data());
+      envp.push_back(nullptr);
+    }
     child = fork();
     if (child < 0) die("fork: %s", strerror(errno));
     if (child == 0) {
       close(gate[1]);
       char c;
       if (read(gate[0], &c, 1) != 1) _exit(127);  // the loader failed: do not run untraced
-      execv(exe_path.c_str(), args.data());
+      if (envp.empty()) execv(exe_path.c_str(), args.data());
+      else execve(exe_path.c_str(), args.data(), envp.data());
       fprintf(stderr, "%s: exec %s: %s\n", kProg, exe_path.c_str(), strerror(errno));
       _exit(127);
     }
     close(gate[0]);
+    ring.close_fd();
     pid = child;
     // Hold COMMAND at its exit (PTRACE_O_TRACEEXIT) until its last events are unwound: its
     // module list is read from /proc/PID/maps, which an exited process no longer has.
@@ -927,7 +1080,7 @@ int main(int argc, char** argv) {
   if (!skel) die("opening the BPF object: %s", strerror(errno));
   skel->rodata->target_tgid = static_cast<uint32_t>(pid);
   skel->rodata->stack_bytes = o.stack_bytes;
-  skel->rodata->sample_bytes = o.sample_bytes;
+  skel->rodata->sample_bytes = preload.empty() ? o.sample_bytes : 0;  // shim mode: sampled in the process
   skel->rodata->min_size = o.min_size;
   skel->rodata->scope_on = o.scopes.empty() ? 0 : 1;
   for (int i = 0; i < 256; i++)
@@ -964,6 +1117,7 @@ int main(int argc, char** argv) {
     }
     links.push_back(l);
   };
+  if (!preload.empty()) probes.clear();  // shim mode: no probe, the sampler writes to the shared ring
   auto addrs = dynsym_addresses(libc_path);
   std::map<uint64_t, std::string> probed;  // address -> the function whose probes cover it
   for (const auto& p : probes) {
@@ -987,6 +1141,7 @@ int main(int argc, char** argv) {
 
   Unwinder uw(pid, child != 0, o.repair);
   uw.verbose = o.verbose;
+  uw.shim_path = preload;
   Tracker tracker(uw, o);
   Loop loop{&tracker};
   ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.events), handle_event, &loop, nullptr);
@@ -997,8 +1152,13 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  fprintf(stderr, "%s: tracing pid %" PRId64 " (%s): %zu probes attached; Ctrl-C to end\n", kProg, pid,
-          libc_shown.c_str(), links.size());
+  if (preload.empty())
+    fprintf(stderr, "%s: tracing pid %" PRId64 " (%s): %zu probes attached; Ctrl-C to end\n", kProg, pid,
+            libc_shown.c_str(), links.size());
+  else
+    fprintf(stderr, "%s: tracing pid %" PRId64 " (%s): sampling in the process (LD_PRELOAD %s); Ctrl-C to end\n",
+            kProg, pid, libc_shown.c_str(), preload.c_str());
+  auto consume_ring = [&] { ring.consume([&](void* data, size_t len) { handle_event(&loop, data, len); }); };
   if (child) {
     if (write(gate[1], "g", 1) != 1) die("starting %s: %s", exe_path.c_str(), strerror(errno));
     close(gate[1]);
@@ -1011,6 +1171,9 @@ int main(int argc, char** argv) {
   while (!g_stop) {
     int n = ring_buffer__poll(rb, 100);
     if (n < 0 && n != -EINTR) die("ring buffer poll: %s", strerror(-n));
+    // Shim mode: unwind in batches (a quarter of the ring, a report, the end), not every 100 ms:
+    // the loader's bursts then compete less with COMMAND for the CPUs while it runs.
+    if (ring.used() > ShmRing::kDataBytes / 4) consume_ring();
     double t = now_s();
     if (child && !child_done) {
       int st = 0;
@@ -1020,6 +1183,7 @@ int main(int argc, char** argv) {
           child_status = st;
         } else if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXIT) {
           ring_buffer__consume(rb);  // its last events, while its maps are still there
+          consume_ring();
           ptrace(PTRACE_DETACH, child, nullptr, nullptr);
           if (waitpid(child, &child_status, __WALL) == child) child_done = true;
         } else if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP) {
@@ -1033,6 +1197,7 @@ int main(int argc, char** argv) {
     if (child_done) break;
     if (o.duration > 0 && t - start >= o.duration) break;
     if (next_report > 0 && t >= next_report) {
+      consume_ring();
       uw.refresh();
       if (!o.json) report_text(stdout, tracker, o, pid, false);
       next_report = t + o.interval;
@@ -1041,6 +1206,7 @@ int main(int argc, char** argv) {
   ring_buffer__consume(rb);
   for (auto* l : links) bpf_link__destroy(l);
   ring_buffer__consume(rb);
+  consume_ring();
 
   uint64_t st[6] = {};
   {
@@ -1050,6 +1216,12 @@ int main(int argc, char** argv) {
       if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stats), &k, vals.data()) == 0)
         for (auto v : vals) st[k] += v;
     }
+  }
+  if (const ml_shm_head* h = ring.head()) {  // shim mode: the sampler's counts
+    st[4] = st[3] = h->samples;
+    st[5] = h->dropped;
+    st[0] = h->lost_frees;
+    st[1] = h->lost;
   }
   if (st[5])
     fprintf(stderr, "%s: warning: %" PRIu64 " allocations not traced: the ring buffer was full of stacks the "
@@ -1061,10 +1233,11 @@ int main(int argc, char** argv) {
             "--stack-bytes sends less\n", kProg, st[0], st[1]);
   if (o.verbose) {
     fprintf(stderr,
-            "%s: %" PRIu64 " allocator calls, %" PRIu64 " sampled, %" PRIu64 " stacks unwound, %" PRIu64
+            "%s: %" PRIu64 " %s, %" PRIu64 " sampled, %" PRIu64 " stacks unwound, %" PRIu64
             " events dropped (ring full), %" PRIu64 " pointers not tracked (live map full), %" PRIu64
             " stacks read page by page, %" PRIu64 " trampolines repaired\n",
-            kProg, st[4], st[3], tracker.entries(), st[0], st[1], st[2], tracker.repaired());
+            kProg, st[4], preload.empty() ? "allocator calls" : "samples from the in-process sampler", st[3],
+            tracker.entries(), st[0], st[1], st[2], tracker.repaired());
   }
 
   if (o.json) report_json(stdout, tracker, o, pid);

@@ -48,10 +48,43 @@ struct ml_alloc_entry {
   __u64 stack_addr;          /* user address of stack[0] (the sp) */
   __u32 stack_len;           /* bytes copied */
   __u32 shadow_count;
+  __u64 entry_pc;            /* shim mode: the libc allocator the preloaded sampler called (frame 0
+                                of the report, as at a uprobe on it); 0: the regs are at its entry */
   struct ml_shadow shadow[ML_SHADOW_MAX];
   __u8 stack[ML_STACK_MAX];  /* only stack_len bytes are sent */
 };
 
 #define ML_ENTRY_FIXED (sizeof(struct ml_alloc_entry) - ML_STACK_MAX)
+
+/* Shim mode (-- COMMAND with --sample-bytes: stackprov-memleak-preload.so samples in the process):
+ * the sampler writes its events into a ring in shared memory (a memfd the loader creates and the
+ * command inherits, STACKPROV_MEMLEAK_RING_FD), so no sampled event enters the kernel. Layout: this
+ * head, then at ML_SHM_DATA_OFFSET a ring of data_bytes (a power of two) holding records of a
+ * struct ml_shm_record and `len` bytes (an ml_event_head, or an ml_alloc_entry whose stack holds
+ * stack_len bytes), each padded to 8 bytes. A record never wraps: len ML_SHM_SKIP means "the rest
+ * of the ring up to its end is unused". Samplers (threads) serialize on `lock`; head and tail are
+ * byte counts that only grow (head: the samplers, release; tail: the loader, release). */
+#define ML_SHM_MAGIC 0x676e6972706c6d73ull /* "smlpring" */
+#define ML_SHM_DATA_OFFSET 4096
+#define ML_SHM_SKIP 0xffffffffu
+#define ML_SHM_HEADROOM (1u << 20) /* kept for free records: a sample is not sent into it */
+
+struct ml_shm_head {
+  __u64 magic;
+  __u64 data_bytes;
+  __u64 head;
+  __u64 tail;
+  __u32 lock;
+  __u32 reserved;
+  __u64 samples; /* sampled allocations */
+  __u64 dropped; /* samples not written: the ring was full but for its last ML_SHM_HEADROOM bytes */
+  __u64 lost_frees; /* free records not written: the ring was full */
+  __u64 lost;    /* samples not tracked: the sampler's live set was full where they hashed */
+};
+
+struct ml_shm_record {
+  __u32 len;
+  __u32 reserved;
+};
 
 #endif

@@ -1,0 +1,512 @@
+// SPDX-License-Identifier: Apache-2.0
+// stackprov-memleak's in-process sampler (LD_PRELOAD, `-- COMMAND` with --sample-bytes N > 0).
+//
+// Interposes malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign and valloc,
+// forwards each to glibc, and decides in the process which allocations are sampled: a per-thread
+// byte counter with exponential intervals of mean N (tcmalloc's scheme: an allocation of SIZE
+// bytes is sampled with probability 1 - exp(-SIZE/N), independently of the others). A sampled
+// allocation captures this thread's registers and the top of its stack, as a uprobe would, and
+// writes them with the pointer into a ring shared with the loader (memleak.h, struct
+// ml_shm_head); the loader unwinds them, drops this library's frames and puts frame 0 at the glibc
+// function the call went to, so the stack reads as the uprobe-on-malloc mode reports it. Sampled
+// pointers are kept in a lock-free hash set; a free (or realloc) of one writes a free record.
+// Nothing enters the kernel, not even for a sample: on the VM of doc/benchmarks.md a uprobe on a
+// marker function cost ~1.4 us per trap plus ~2.5 us of BPF program, three times the 5% budget of
+// bench/memleak's malloc-heavy loop at --sample-bytes 524288.
+//
+// Environment (set by stackprov-memleak): STACKPROV_MEMLEAK_RING_FD (the shared ring, a memfd;
+// absent: nothing is sampled and every call is only forwarded), STACKPROV_MEMLEAK_SAMPLE_BYTES=N,
+// STACKPROV_MEMLEAK_MIN_SIZE=BYTES (smaller ones are ignored), STACKPROV_MEMLEAK_STACK_BYTES.
+// A forked child stops sampling (the loader traces one process). glibc only (the __libc_* entry
+// points avoid dlsym's own allocations while bootstrapping).
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/types.h>
+
+#include "memleak.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+extern void* __libc_malloc(size_t);
+extern void* __libc_calloc(size_t, size_t);
+extern void* __libc_realloc(void*, size_t);
+extern void __libc_free(void*);
+extern void* __libc_memalign(size_t, size_t);
+extern void* __libc_valloc(size_t);
+
+extern void* __libc_stack_end;  // ld.so: the main thread's initial stack pointer (argc)
+
+// Captures the caller's view of the registers a CFI walk needs, in struct pt_regs layout
+// (memleak.h ML_REGS_WORDS): r15 r14 r13 r12 rbp rbx, rip = this function's entry, rsp = the sp at
+// its entry (its return address at [rsp]), and that return address in the orig_rax word (the
+// caller copies the stack after the return, when the slot has been reused). Frame 0 of the walk.
+__asm__(".text\n.type stackprov_memleak_capture,@function\n.p2align 4\nstackprov_memleak_capture:\n"
+        ".cfi_startproc\n"
+        "mov %r15, 0(%rdi)\nmov %r14, 8(%rdi)\nmov %r13, 16(%rdi)\nmov %r12, 24(%rdi)\n"
+        "mov %rbp, 32(%rdi)\nmov %rbx, 40(%rdi)\nmov (%rsp), %rax\nmov %rax, 120(%rdi)\n"
+        "lea stackprov_memleak_capture(%rip), %rax\nmov %rax, 128(%rdi)\nmov %rsp, 152(%rdi)\nret\n"
+        ".cfi_endproc\n.size stackprov_memleak_capture,.-stackprov_memleak_capture\n");
+void stackprov_memleak_capture(uint64_t* regs);
+enum { PT_ORIG_RAX = 15, PT_RSP = 19 };  // struct pt_regs word indexes
+
+// ------------------------------------------------------------------ configuration
+
+static uint64_t g_mean;      // N; 0: not sampling
+static uint64_t g_min_size;  // --min-size
+static uint64_t g_stack_bytes = 16384;
+static struct ml_shm_head* g_ring;  // NULL: no loader, or a forked child
+static uint32_t g_pid;
+static atomic_int g_configured;     // 0, 1 (in progress), 2
+static __thread int t_busy __attribute__((tls_model("initial-exec")));  // inside the sampler: no sampling
+
+static uint64_t env_u64(const char* name, uint64_t dflt) {
+  const char* v = getenv(name);
+  return v ? strtoull(v, NULL, 10) : dflt;
+}
+
+static void forked_child(void) { g_ring = NULL; }
+static uintptr_t* set_table(void);
+
+static struct ml_shm_head* map_ring(void) {
+  const char* v = getenv("STACKPROV_MEMLEAK_RING_FD");
+  if (!v) return NULL;
+  int fd = atoi(v);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= ML_SHM_DATA_OFFSET) return NULL;
+  // faulted in at once: a page fault per page of records, in the traced loop, costs more than the
+  // samples themselves
+  void* m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (m == MAP_FAILED) return NULL;
+  struct ml_shm_head* r = (struct ml_shm_head*)m;
+  uint64_t size = r->data_bytes;
+  // A program that COMMAND runs inherits the variable, not the fd (closed below): the number may
+  // be another file there, left alone.
+  if (r->magic != ML_SHM_MAGIC || size <= ML_SHM_HEADROOM || (size & (size - 1)) ||
+      size + ML_SHM_DATA_OFFSET > (uint64_t)st.st_size) {
+    munmap(m, (size_t)st.st_size);
+    return NULL;
+  }
+  close(fd);  // the mapping stays; the program does not see an fd it did not open
+  return r;
+}
+
+static void configure(void) {
+  int state = atomic_load_explicit(&g_configured, memory_order_acquire);
+  if (state == 2) return;
+  int zero = 0;
+  if (state == 1 || !atomic_compare_exchange_strong(&g_configured, &zero, 1)) {
+    while (atomic_load_explicit(&g_configured, memory_order_acquire) != 2) sched_yield();
+    return;
+  }
+  t_busy++;
+  g_pid = (uint32_t)getpid();
+  g_min_size = env_u64("STACKPROV_MEMLEAK_MIN_SIZE", 0);
+  g_stack_bytes = env_u64("STACKPROV_MEMLEAK_STACK_BYTES", 16384);
+  if (g_stack_bytes > ML_STACK_MAX) g_stack_bytes = ML_STACK_MAX;
+  g_ring = map_ring();
+  if (g_ring) {
+    set_table();  // mapped and faulted in now, not at the first sample
+    pthread_atfork(NULL, NULL, forked_child);
+    g_mean = env_u64("STACKPROV_MEMLEAK_SAMPLE_BYTES", 0);
+  }
+  t_busy--;
+  atomic_store_explicit(&g_configured, 2, memory_order_release);
+}
+
+__attribute__((constructor)) static void init(void) { configure(); }
+
+// ------------------------------------------------------------------ sampling
+
+// Bytes still to allocate on this thread before the next sample: an allocation of SIZE >= t_until
+// is sampled, then a fresh interval is drawn (not carried over: the draws stay memoryless, so each
+// allocation is sampled with probability 1 - exp(-SIZE/N) whatever came before). 0: not drawn yet.
+static __thread int64_t t_until __attribute__((tls_model("initial-exec")));
+static __thread uint64_t t_rng __attribute__((tls_model("initial-exec")));
+
+static uint64_t next_random(void) {
+  if (UNLIKELY(t_rng == 0)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t_rng = ((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uintptr_t)&t_rng << 16) ^
+            (uint64_t)getpid() ^ 1;
+  }
+  t_rng ^= t_rng >> 12;  // xorshift64* (Vigna)
+  t_rng ^= t_rng << 25;
+  t_rng ^= t_rng >> 27;
+  return t_rng * 0x2545F4914F6CDD1Dull;
+}
+
+// An exponential interval of mean N, rounded up to whole bytes (>= 1): P(ceil(X) <= s) = P(X <= s).
+static int64_t draw_interval(void) {
+  double u = ((double)(next_random() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  double x = ceil(-log(u) * (double)g_mean);
+  if (x < 1) x = 1;
+  if (x > 0x1p62) x = 0x1p62;
+  return (int64_t)x;
+}
+
+// The slow path: first call on the thread, or a sample is due.
+__attribute__((noinline)) static int sample_slow(size_t size) {
+  if (t_busy) return 0;
+  configure();
+  if (g_mean == 0) {
+    t_until = INT64_MAX;  // not sampling: never here again on this thread
+    return 0;
+  }
+  if (t_until <= 0) t_until = draw_interval();
+  if ((uint64_t)size < (uint64_t)t_until) {
+    t_until -= (int64_t)size;
+    return 0;
+  }
+  t_until = draw_interval();
+  return 1;
+}
+
+// Counts SIZE bytes; true when this allocation is sampled.
+static inline int sample_due(size_t size) {
+  if (UNLIKELY(size < g_min_size)) return 0;
+  if (LIKELY((uint64_t)size < (uint64_t)t_until)) {
+    t_until -= (int64_t)size;
+    return 0;
+  }
+  return sample_slow(size);
+}
+
+// ------------------------------------------------------------------ live sampled pointers
+
+// Tables of 8-slot buckets (one cache line each). Insert: CAS an empty slot; remove: CAS the pointer
+// back to 0. No probing across buckets, so a removal never breaks another key's lookup. The first
+// table (256 KiB) is mapped and faulted in at once when the sampler starts (touching its pages one
+// by one, at random, would cost a page fault per sample); the overflow table (16 MiB, pages touched
+// as used) is mapped when a bucket of the first is full. A sample whose buckets are full in both
+// is dropped (counted in the ring's head: the loader warns).
+// In front of it, a counting filter small enough to stay in cache (sampled pointers per hash
+// slice): a free whose slice counts 0 (nearly all of them) does not touch the table, whose random
+// cache line would cost a miss per free.
+#define SET_BUCKET_BITS 12
+#define OVERFLOW_BUCKET_BITS 18
+#define SET_WAYS 8
+#define FILTER_BITS 11
+static _Atomic(uintptr_t*) g_set;
+static _Atomic(uintptr_t*) g_overflow;
+static atomic_uint g_filter[1u << FILTER_BITS];
+
+static uint64_t hash_ptr(const void* p) { return ((uint64_t)(uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull; }
+
+static _Atomic(uintptr_t)* bucket_of(uintptr_t* set, uint64_t h, int bits) {
+  return (_Atomic(uintptr_t)*)(set + (h >> (64 - bits)) * SET_WAYS);
+}
+
+static atomic_uint* filter_of(uint64_t h) { return &g_filter[(h >> 20) & ((1u << FILTER_BITS) - 1)]; }
+
+static uintptr_t* map_table(_Atomic(uintptr_t*)* where, int bits, int populate) {
+  uintptr_t* s = atomic_load_explicit(where, memory_order_acquire);
+  if (s) return s;
+  size_t bytes = ((size_t)1 << bits) * SET_WAYS * sizeof(uintptr_t);
+  void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (populate ? MAP_POPULATE : 0), -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  uintptr_t* expected = NULL;
+  if (!atomic_compare_exchange_strong(where, &expected, (uintptr_t*)m)) {
+    munmap(m, bytes);  // another thread won
+    return expected;
+  }
+  return (uintptr_t*)m;
+}
+
+static int bucket_insert(_Atomic(uintptr_t)* b, const void* p) {
+  for (int i = 0; i < SET_WAYS; i++) {
+    uintptr_t empty = 0;
+    if (atomic_load_explicit(&b[i], memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong(&b[i], &empty, (uintptr_t)p))
+      return 1;
+  }
+  return 0;
+}
+
+static int bucket_remove(_Atomic(uintptr_t)* b, const void* p) {
+  for (int i = 0; i < SET_WAYS; i++) {
+    uintptr_t want = (uintptr_t)p;
+    if (atomic_load_explicit(&b[i], memory_order_relaxed) == want && atomic_compare_exchange_strong(&b[i], &want, 0))
+      return 1;
+  }
+  return 0;
+}
+
+static uintptr_t* set_table(void) { return map_table(&g_set, SET_BUCKET_BITS, 1); }
+
+static int set_insert(const void* p) {
+  uintptr_t* set = set_table();
+  if (!set) return 0;
+  uint64_t h = hash_ptr(p);
+  atomic_fetch_add(filter_of(h), 1);  // before the slot: a free that finds the slot saw the count
+  if (bucket_insert(bucket_of(set, h, SET_BUCKET_BITS), p)) return 1;
+  uintptr_t* over = map_table(&g_overflow, OVERFLOW_BUCKET_BITS, 0);
+  if (over && bucket_insert(bucket_of(over, h, OVERFLOW_BUCKET_BITS), p)) return 1;
+  atomic_fetch_sub(filter_of(h), 1);
+  return 0;
+}
+
+static int set_remove(const void* p) {
+  uint64_t h = hash_ptr(p);
+  if (LIKELY(atomic_load_explicit(filter_of(h), memory_order_relaxed) == 0)) return 0;
+  uintptr_t* set = atomic_load_explicit(&g_set, memory_order_acquire);
+  uintptr_t* over = atomic_load_explicit(&g_overflow, memory_order_acquire);
+  if ((set && bucket_remove(bucket_of(set, h, SET_BUCKET_BITS), p)) ||
+      (over && bucket_remove(bucket_of(over, h, OVERFLOW_BUCKET_BITS), p))) {
+    atomic_fetch_sub(filter_of(h), 1);
+    return 1;
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------ the ring shared with the loader
+
+static void ring_lock(struct ml_shm_head* r) {
+  for (int spins = 0; __atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE); spins++) {
+    if (spins > 64) sched_yield();
+    else __builtin_ia32_pause();
+  }
+}
+
+static void ring_unlock(struct ml_shm_head* r) { __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE); }
+
+// Room for a record of LEN bytes at *head (the lock held), leaving KEEP bytes free: its payload, or
+// NULL when the ring is that full. *head moves past it; storing *head into r->head publishes it.
+// Samples keep ML_SHM_HEADROOM for the frees, so that a free is not lost behind samples the loader
+// has not read yet (a phantom leak).
+static void* ring_reserve(struct ml_shm_head* r, uint64_t* head, uint32_t len, uint64_t keep) {
+  uint64_t size = r->data_bytes - keep, tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+  uint64_t need = sizeof(struct ml_shm_record) + (((uint64_t)len + 7) & ~(uint64_t)7);
+  uint64_t pos = *head & (r->data_bytes - 1), h = *head, end = r->data_bytes - pos;
+  char* data = (char*)r + ML_SHM_DATA_OFFSET;
+  if (end < need) {  // no record wraps: skip to the start
+    if (h + end + need - tail > size) return NULL;
+    ((struct ml_shm_record*)(data + pos))->len = ML_SHM_SKIP;
+    h += end;
+    pos = 0;
+  } else if (h + need - tail > size) {
+    return NULL;
+  }
+  struct ml_shm_record* rec = (struct ml_shm_record*)(data + pos);
+  rec->len = len;
+  rec->reserved = 0;
+  *head = h + need;
+  return rec + 1;
+}
+
+static __thread uint32_t t_tid __attribute__((tls_model("initial-exec")));
+static __thread uint64_t t_stack_lo __attribute__((tls_model("initial-exec")));
+static __thread uint64_t t_stack_hi __attribute__((tls_model("initial-exec")));
+
+static uint32_t thread_id(void) {
+  if (UNLIKELY(t_tid == 0)) t_tid = (uint32_t)syscall(SYS_gettid);
+  return t_tid;
+}
+
+// Bytes of stack to copy from sp: up to --stack-bytes, within this thread's stack (the main
+// thread: up to 512 bytes above its initial sp, argv's pointers; no frame lies above it). A stack
+// this library does not know (sigaltstack, a coroutine's) is copied to the end of sp's page only.
+static uint64_t stack_extent(uint64_t sp) {
+  if (UNLIKELY(t_stack_hi == 0)) {
+    if (thread_id() == g_pid) {
+      t_stack_hi = (uint64_t)(uintptr_t)__libc_stack_end + 512;
+    } else {
+      pthread_attr_t attr;
+      void* addr = NULL;
+      size_t bytes = 0;
+      t_busy++;  // pthread_getattr_np allocates
+      if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &addr, &bytes);
+        pthread_attr_destroy(&attr);
+      }
+      t_busy--;
+      t_stack_lo = (uint64_t)(uintptr_t)addr;
+      t_stack_hi = addr ? t_stack_lo + bytes : 1;
+    }
+  }
+  uint64_t want = g_stack_bytes;
+  uint64_t room = sp >= t_stack_lo && sp < t_stack_hi ? t_stack_hi - sp : 4096 - (sp & 4095);
+  return want < room ? want : room;
+}
+
+static void fill_head(struct ml_event_head* h, uint32_t type, uint32_t kind, const void* p, uint64_t size) {
+  h->type = type;
+  h->kind = kind;
+  h->pid = g_pid;
+  h->tid = thread_id();
+  h->ptr = (uint64_t)(uintptr_t)p;
+  h->size = size;
+}
+
+// A sampled allocation: registers, stack and frame 0's pc (FN), then the pointer (the loader pairs
+// an ML_EV_ALLOC_ENTRY with the next ML_EV_ALLOC_RET of the same thread), as the BPF side sends.
+__attribute__((noinline)) static void send_sample(struct ml_shm_head* r, void* p, uint64_t size, unsigned kind,
+                                                  void* fn) {
+  uint64_t regs[ML_REGS_WORDS] = {0};
+  stackprov_memleak_capture(regs);
+  uint64_t sp = regs[PT_RSP], ra = regs[PT_ORIG_RAX];
+  regs[PT_ORIG_RAX] = 0;
+  uint64_t len = stack_extent(sp);
+  ring_lock(r);
+  uint64_t head = r->head;
+  struct ml_alloc_entry* e =
+      (struct ml_alloc_entry*)ring_reserve(r, &head, (uint32_t)(ML_ENTRY_FIXED + len), ML_SHM_HEADROOM);
+  struct ml_event_head* ret =
+      e ? (struct ml_event_head*)ring_reserve(r, &head, sizeof(struct ml_event_head), ML_SHM_HEADROOM) : NULL;
+  if (ret) {
+    fill_head(&e->h, ML_EV_ALLOC_ENTRY, kind, NULL, size);
+    memcpy(e->regs, regs, sizeof(e->regs));
+    e->stack_addr = sp;
+    e->stack_len = (uint32_t)len;
+    e->shadow_count = 0;
+    e->entry_pc = (uint64_t)(uintptr_t)fn;
+    memcpy(e->stack, (const void*)(uintptr_t)sp, len);
+    if (len >= 8) memcpy(e->stack, &ra, 8);  // the slot held the capture's return address
+    fill_head(ret, ML_EV_ALLOC_RET, kind, p, size);
+    __atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+  } else {
+    r->dropped++;
+  }
+  r->samples++;
+  ring_unlock(r);
+}
+
+// A sampled allocation that succeeded: remember it, then tell the loader.
+__attribute__((noinline)) static void sampled(void* p, size_t size, unsigned kind, void* fn) {
+  struct ml_shm_head* r = g_ring;
+  if (!p || !r) return;
+  if (set_insert(p)) send_sample(r, p, size, kind, fn);
+  else __atomic_fetch_add(&r->lost, 1, __ATOMIC_RELAXED);
+}
+
+__attribute__((noinline)) static void send_free(const void* p) {
+  struct ml_shm_head* r = g_ring;
+  if (!r) return;
+  ring_lock(r);
+  uint64_t head = r->head;
+  struct ml_event_head* h = (struct ml_event_head*)ring_reserve(r, &head, sizeof(struct ml_event_head), 0);
+  if (h) {
+    fill_head(h, ML_EV_FREE, ML_FREE, p, 0);
+    __atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+  } else {
+    r->lost_frees++;
+  }
+  ring_unlock(r);
+}
+
+static inline void forget(void* p) {
+  if (p && UNLIKELY(set_remove(p))) send_free(p);
+}
+
+// ------------------------------------------------------------------ the interposed functions
+
+typedef int (*posix_memalign_fn)(void**, size_t, size_t);
+typedef void* (*aligned_alloc_fn)(size_t, size_t);
+static posix_memalign_fn g_posix_memalign;
+static aligned_alloc_fn g_aligned_alloc;
+
+// The common case of malloc, calloc, free and realloc(NULL, n) is a test and a tail call into
+// glibc (a jump: no frame of ours, no second return): the whole cost of the sampler there.
+static inline int not_due(size_t size) {
+  int64_t u = t_until;
+  if (LIKELY((uint64_t)size < (uint64_t)u && size >= g_min_size)) {
+    t_until = u - (int64_t)size;
+    return 1;
+  }
+  return 0;
+}
+
+__attribute__((noinline)) static void* malloc_slow(size_t size) {
+  void* p = __libc_malloc(size);
+  if (sample_due(size)) sampled(p, size, ML_MALLOC, (void*)__libc_malloc);
+  return p;
+}
+
+EXPORT void* malloc(size_t size) {
+  if (not_due(size)) return __libc_malloc(size);
+  return malloc_slow(size);
+}
+
+EXPORT void free(void* p) {
+  if (LIKELY(atomic_load_explicit(filter_of(hash_ptr(p)), memory_order_relaxed) == 0)) return __libc_free(p);
+  forget(p);
+  __libc_free(p);
+}
+
+__attribute__((noinline)) static void* calloc_slow(size_t n, size_t size) {
+  void* p = __libc_calloc(n, size);
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) return p;
+  if (sample_due(total)) sampled(p, total, ML_CALLOC, (void*)__libc_calloc);
+  return p;
+}
+
+EXPORT void* calloc(size_t n, size_t size) {
+  size_t total;
+  if (!__builtin_mul_overflow(n, size, &total) && not_due(total)) return __libc_calloc(n, size);
+  return calloc_slow(n, size);
+}
+
+EXPORT void* realloc(void* old, size_t size) {
+  if (!old && not_due(size)) return __libc_realloc(old, size);
+  // Taken out of the set before glibc may free it (another thread could be handed the same
+  // address at once); put back if realloc fails and OLD stays valid.
+  int was_sampled = old && set_remove(old);
+  void* p = __libc_realloc(old, size);
+  if (UNLIKELY(was_sampled)) {
+    if (p || size == 0) send_free(old);  // glibc: realloc(p, 0) frees p
+    else if (!set_insert(old)) send_free(old);
+  }
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_REALLOC, (void*)__libc_realloc);
+  return p;
+}
+
+EXPORT int posix_memalign(void** out, size_t align, size_t size) {
+  posix_memalign_fn f = g_posix_memalign;
+  if (UNLIKELY(!f)) g_posix_memalign = f = (posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
+  if (UNLIKELY(!f)) return ENOMEM;
+  int rc = f(out, align, size);
+  if (UNLIKELY(sample_due(size)) && rc == 0) sampled(*out, size, ML_POSIX_MEMALIGN, (void*)f);
+  return rc;
+}
+
+EXPORT void* aligned_alloc(size_t align, size_t size) {
+  aligned_alloc_fn f = g_aligned_alloc;
+  if (UNLIKELY(!f)) g_aligned_alloc = f = (aligned_alloc_fn)dlsym(RTLD_NEXT, "aligned_alloc");
+  if (UNLIKELY(!f)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void* p = f(align, size);
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_ALIGNED_ALLOC, (void*)f);
+  return p;
+}
+
+EXPORT void* memalign(size_t align, size_t size) {
+  void* p = __libc_memalign(align, size);
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_MEMALIGN, (void*)__libc_memalign);
+  return p;
+}
+
+EXPORT void* valloc(size_t size) {
+  void* p = __libc_valloc(size);
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_VALLOC, (void*)__libc_valloc);
+  return p;
+}
