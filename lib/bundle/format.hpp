@@ -149,7 +149,7 @@ struct ModuleView {
 /// Reads a bundle from memory or an mmap'd file.
 /// open() validates the header, the section table and the module table eagerly; each
 /// module's records are validated (sorted, non-overlapping, in bounds) on its first
-/// lookup, once (std::call_once). All methods are const and thread-safe after open.
+/// lookup, once (call_once, core/once.hpp). All methods are const and thread-safe after open.
 /// Errors (SPROV_ERR_BUNDLE) name the offending value; hostile bytes never crash.
 /// Views returned by the methods stay valid while the reader lives.
 class BundleReader {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/once.hpp"
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
 #include "bundle/lz.hpp"
@@ -36,10 +37,10 @@ struct ModuleMeta {
   uint32_t name_len = 0;
 };
 
-/// Per-module state, built and validated once (std::call_once) on first use: the
+/// Per-module state, built and validated once (call_once, core/once.hpp) on first use: the
 /// decompressed string table and the checked indexes.
 struct ModuleIndex {
-  std::once_flag once;
+  stackprov::OnceFlag once;
   bool ok = false;
   Error err;
   std::string strings;
@@ -359,7 +360,7 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
 Result<const ModuleIndex*> BundleReader::Impl::module_index(size_t mi) const {
   if (mi >= meta.size()) return bad("module index %zu out of %zu", mi, meta.size());
   ModuleIndex& ix = index[mi];
-  std::call_once(ix.once, [&] {
+  stackprov::call_once(ix.once, [&] {
     Status s = build_index(mi, ix);
     ix.ok = s.ok();
     if (!ix.ok) {

@@ -2,6 +2,8 @@
 // DWARF 2–5 unit headers, abbreviations, attribute forms, range lists and the per-unit subroutine address map.
 #include "dwarf/dwarf_index.hpp"
 
+#include "core/once.hpp"
+
 #include "dwarf/split_dwarf.hpp"
 
 #include <algorithm>
@@ -96,7 +98,7 @@ struct DwarfIndex::Unit {
   std::unique_ptr<Unit> dwo;
   std::shared_ptr<const void> dwo_owner;
 
-  std::once_flag abbrev_once;
+  stackprov::OnceFlag abbrev_once;
   AbbrevTable abbrevs;
 
   std::mutex mu;  ///< guards `built`
@@ -568,7 +570,7 @@ std::shared_ptr<const DwarfIndex::UnitIndex> DwarfIndex::unit_index(size_t ui) c
     // Split DWARF: the DIE tree is the DWO unit's; lines stay the skeleton's.
     Unit& w = (u.has_dwo && load_dwo(u)) ? *u.dwo : u;
     const DwarfSections& ws = *w.s;
-    std::call_once(w.abbrev_once, [&] { parse_abbrevs(ws, w, &w.abbrevs); });
+    stackprov::call_once(w.abbrev_once, [&] { parse_abbrevs(ws, w, &w.abbrevs); });
     // Walk every DIE; subprograms and inlined subroutines become nodes, their
     // ranges are collected in pre-order (parents before children).
     struct Pending {
@@ -716,7 +718,7 @@ bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
   *out = DieInfo{};
   Unit& mu = const_cast<Unit&>(u);
   const DwarfSections& s = *u.s;
-  std::call_once(mu.abbrev_once, [&] { parse_abbrevs(s, mu, &mu.abbrevs); });
+  stackprov::call_once(mu.abbrev_once, [&] { parse_abbrevs(s, mu, &mu.abbrevs); });
   if (!u.abbrevs.ok) return false;
   Cursor c(s.info, static_cast<size_t>(die_off), s.big_endian);
   c.end = static_cast<size_t>(u.end);

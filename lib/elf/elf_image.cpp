@@ -2,6 +2,8 @@
 // ElfImage: maps an ELF file, parses its headers with libelf once, serves sections (decompressed lazily).
 #include "elf/elf_image.hpp"
 
+#include "core/once.hpp"
+
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -46,7 +48,7 @@ struct SectionRecord {
 
 /// Lazily decompressed bytes of one section, computed at most once.
 struct LazyBytes {
-  std::once_flag once;
+  stackprov::OnceFlag once;
   detail::SectionBuffer bytes;
   std::optional<Error> error;
 };
@@ -293,7 +295,7 @@ Result<Section> ElfImage::Impl::materialise(size_t index) const {
     return s;
   }
   LazyBytes& lz = *lazy[index];
-  std::call_once(lz.once, [&] {
+  stackprov::call_once(lz.once, [&] {
     auto out = detail::decompress_section(
         bytes + r.offset, r.size,
         r.compression == Compression::kZdebug ? detail::CompressionFormat::kZdebug

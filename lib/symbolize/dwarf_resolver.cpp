@@ -241,7 +241,7 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
 }
 
 void DwarfResolver::load_fallback(const Module& m) const {
-  std::call_once(m.fallback_once, [&] {
+  stackprov::call_once(m.fallback_once, [&] {
     if (!m.fallback_candidate) return;
     auto t = elf::SymbolTable::load(*m.fallback_candidate, elf::SymbolTable::Kind::kSymtab);
     if (!t.ok() || t->empty()) return;
@@ -251,7 +251,7 @@ void DwarfResolver::load_fallback(const Module& m) const {
 }
 
 void DwarfResolver::load_file_syms(const Module& m) const {
-  std::call_once(m.file_syms_once, [&] {
+  stackprov::call_once(m.file_syms_once, [&] {
     if (m.symtab_file && !m.symtab.empty()) collect_file_symbols(*m.symtab_file, false, &m.file_syms);
     load_fallback(m);
     if (m.fallback_file) collect_file_symbols(*m.fallback_file, true, &m.file_syms);
@@ -355,7 +355,7 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<el
   // the module's .symtab, else the separate debug file's (a superset: what
   // perf, gdb and eu-stack read), then .dynsym. This overrides DWARF's name,
   // as llvm-symbolizer's shouldOverrideWithSymbolTable does.
-  std::call_once(m->plt_once, [&] { m->plt = elf::PltTable::load(*image); });
+  stackprov::call_once(m->plt_once, [&] { m->plt = elf::PltTable::load(*image); });
   const elf::Symbol* sym = m->plt.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
   const elf::ElfImage* sym_file = image.get();
@@ -408,7 +408,7 @@ void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<elf::E
   // SymbolizableObjectFile::symbolizeInlinedCode with --functions=linkage: the
   // outermost frame takes name and start address from getNameFromSymbolTable,
   // and FileName from the STT_FILE before a local symbol when there is no line.
-  std::call_once(m.llvm_once, [&] { m.llvm = elf::LlvmSymbolTable::load(*image); });
+  stackprov::call_once(m.llvm_once, [&] { m.llvm = elf::LlvmSymbolTable::load(*image); });
   const elf::LlvmSymbol* sym = m.llvm.lookup(addr);
   if (sym == nullptr) return;
   out->symbol_named = true;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/once.hpp"
 #include "dwarf/dwarf_index.hpp"
 #include "dwarf/split_dwarf.hpp"
 #include "symbolize/debuginfod_client.hpp"
@@ -131,7 +132,7 @@ class DwarfResolver {
     /// use (load_fallback), then `fallback_file` is set when that table has symbols.
     std::shared_ptr<elf::ElfImage> fallback_candidate;
     mutable std::shared_ptr<elf::ElfImage> fallback_file;
-    mutable std::once_flag fallback_once, file_syms_once;
+    mutable stackprov::OnceFlag fallback_once, file_syms_once;
     std::shared_ptr<dwarf::SplitDwarfFiles> split;
     std::unique_ptr<dwarf::DwarfIndex> index;
     elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
@@ -140,7 +141,7 @@ class DwarfResolver {
     /// The module's symbols as llvm-symbolizer-14 picks them (kModuleOnly) and its
     /// `sym@plt` stubs (kWithDebugFile: llvm-14 does not name them); each built on
     /// first use by the policy that needs it.
-    mutable std::once_flag llvm_once, plt_once;
+    mutable stackprov::OnceFlag llvm_once, plt_once;
     mutable elf::LlvmSymbolTable llvm;
     mutable elf::PltTable plt;
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`

@@ -126,7 +126,7 @@ UnwindRule LoadedModule::bundle_rule(uint64_t rel, int num_regs) const {
 
 const LoadedModule::DebugFrame* LoadedModule::debug_frame() const {
   if (!image_) return nullptr;
-  std::call_once(debug_once_, [this] {
+  stackprov::call_once(debug_once_, [this] {
     auto try_image = [this](const elf::ElfImage& img) -> bool {
       auto s = img.section(".debug_frame");
       if (!s || s->size == 0 || s->data == nullptr) return false;
@@ -161,7 +161,7 @@ dwarf::CfiStatus LoadedModule::compiled_rule(uint64_t rel, bool use_debug_frame,
 
 const symbolize::GoPclntab* LoadedModule::go_pclntab() const {
   if (!image_) return nullptr;
-  std::call_once(go_once_, [this] { go_ = symbolize::GoPclntab::load(image_); });
+  stackprov::call_once(go_once_, [this] { go_ = symbolize::GoPclntab::load(image_); });
   return go_.get();
 }
 

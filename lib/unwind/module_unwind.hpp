@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/once.hpp"
 #include "bundle/format.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
@@ -26,7 +27,7 @@ namespace stackprov::unwind {
 
 /// One loaded module: its ELF image and CFI indexes, or (offline, no file) a
 /// symbol bundle's compiled unwind rows. Immutable after load except for the
-/// lazily attached separate debug file (std::call_once), so concurrent
+/// lazily attached separate debug file (call_once, core/once.hpp), so concurrent
 /// unwinders may share it without locks on the hot path.
 class LoadedModule {
  public:
@@ -111,10 +112,10 @@ class LoadedModule {
   dwarf::FdeIndex eh_index_;
   RowParams row_params_;
   std::unique_ptr<CompiledCfi> eh_compiled_;
-  mutable std::once_flag debug_once_;
+  mutable stackprov::OnceFlag debug_once_;
   mutable std::shared_ptr<elf::ElfImage> debug_image_;
   mutable std::unique_ptr<DebugFrame> debug_frame_;
-  mutable std::once_flag go_once_;
+  mutable stackprov::OnceFlag go_once_;
   mutable std::shared_ptr<const symbolize::GoPclntab> go_;
 };
 

@@ -41,7 +41,7 @@ struct WalkOptions {
 /// stack scan; every frame records the rung that found it. No allocation
 /// (the frame vector's capacity is reserved up front) and no locks per step;
 /// the only lazily-initialised state (a module's separate debug file) is
-/// guarded by std::call_once, which after the first use is one atomic load.
+/// guarded by call_once (core/once.hpp), which after the first use is one atomic load.
 ///
 /// Mem: `bool read(uint64_t addr, void* buf, size_t len)`.
 template <class Traits, class Mem>

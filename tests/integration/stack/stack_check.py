@@ -805,7 +805,7 @@ def mode_robust_rlimit(a):
         if r.returncode != 0:
             fail("[rlimit] unlimited capture of node exited %d: %s" % (r.returncode, r.stderr))
         outcomes = {"whole": 0, "out of memory": 0}
-        for mb in range(40, 281, 16):  # below ~32 MB the dynamic loader itself fails (exit 127)
+        for mb in range(40, 281, 8):  # below ~32 MB the dynamic loader itself fails (exit 127)
             r = run(["prlimit", "--as=%d" % (mb << 20), a.stackprov, "stack", "--pid", str(target.pid)], timeout=60)
             last = (r.stderr.strip().splitlines() or [""])[-1]
             if r.returncode == 0:
