@@ -120,6 +120,10 @@ struct sprov_unwinder {
   stackprov::unwind::WalkResult scratch;  ///< capacity reserved to opts.max_frames at creation
   uint64_t stack_lo = 0, stack_hi = 0;     ///< sprov_unwinder_set_stack
   stackprov::symbolize::PerfMaps perf_maps;  // JIT code ranges of the snapshots' processes
+  /// The perf map of the last pid walked (jit_ranges()): a walk of the same pid
+  /// takes neither perf_maps' lock nor an allocation.
+  int64_t jit_pid = 0;
+  std::shared_ptr<const stackprov::symbolize::PerfMap> jit_map;
   uint64_t frames = 0;
   uint64_t walks = 0;
 };
@@ -281,6 +285,12 @@ struct sprov_module_info module_info(const memory::SnapshotModule& m);
 /// Checks that `snap` can be unwound and makes `uw`'s module table match its
 /// module list (loads modules when the list changed). 0 or the failure's code.
 int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap);
+
+/// The JIT code ranges of process `pid`'s perf map (/tmp/perf-PID.map,
+/// doc/runtime-frames.md "JIT code") for a walk, or nullptr (no map, pid <= 0,
+/// an offline context). Loads the map on the first walk of a pid (allocates);
+/// the next walks of the same pid reuse it. Not async-signal-safe.
+const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges(sprov_unwinder* uw, int64_t pid);
 
 /// acquire_module, refused (SPROV_ERR_ARCH_MISMATCH, "is arm64 little-endian, the target is …")
 /// when the module's architecture or byte order is not the target's: the modules an unwinder uses.

@@ -77,6 +77,15 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_contex
                     endian == Endian::kBig ? "big" : "little");
 }
 
+const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges(sprov_unwinder* uw, int64_t pid) {
+  if (pid <= 0 || uw->ctx->ctx.config().offline) return nullptr;
+  if (pid != uw->jit_pid) {
+    uw->jit_map = uw->perf_maps.get(pid);
+    uw->jit_pid = pid;
+  }
+  return uw->jit_map ? &uw->jit_map->ranges() : nullptr;
+}
+
 int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap) {
   const memory::Snapshot& s = snap->snap;
   if (!unwind::unwinds_arch(s.arch))
@@ -134,11 +143,9 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     if (int e = prepare_snapshot_walk(uw, snap)) return e;
     const memory::Snapshot& s = snap->snap;
     // JIT code of a live process or its core: the ranges of its perf map (doc/runtime-frames.md).
-    std::shared_ptr<const symbolize::PerfMap> jit =
-        (s.pid > 0 && !uw->ctx->ctx.config().offline) ? uw->perf_maps.get(s.pid) : nullptr;
-    uw->opts.jit_ranges = jit ? &jit->ranges() : nullptr;
-    unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
-    uw->opts.jit_ranges = nullptr;
+    unwind::WalkOptions o = uw->opts;
+    o.jit_ranges = jit_ranges(uw, s.pid);
+    unwind::walk_snapshot(s, uw->table, uw->cache, o, &uw->scratch);
     auto* st = new sprov_stack();
     st->frames = uw->scratch.frames;
     st->stop = uw->scratch.stop;
