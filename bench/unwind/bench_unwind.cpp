@@ -33,18 +33,22 @@ struct Options {
   int show_diffs = 6;
   long dump = -1;  // print the frames of this snapshot
   std::string only;  // time this unwinder only (profiling)
+  std::string phase;  // time this phase only (profiling): sweep, incache or miss
 };
 
 void usage() {
   fprintf(stderr,
           "usage: bench_unwind [--check-only] [--min-agree PCT] [--runs N] [--run-seconds S]\n"
-          "                    [--limit N] [--show-diffs N] [--dump INDEX] [--only NAME] [--out FILE.json] SNAPSHOTS...\n\n"
+          "                    [--limit N] [--show-diffs N] [--dump INDEX] [--only NAME] [--phase PHASE]\n"
+          "                    [--out FILE.json] SNAPSHOTS...\n\n"
           "Unwinds every snapshot of the SNAPSHOTS files (written by bench_unwind_fixture_*)\n"
           "with stackprov, nongnu libunwind (remote accessors) and elfutils libdwfl, checks\n"
           "that the frame pcs agree, and (unless --check-only) measures ns/frame cold and\n"
           "warm for each. Fails (exit 1) when stackprov agrees with libunwind or with\n"
           "libdwfl on fewer than --min-agree percent of the snapshots (identical frame-pc\n"
-          "sequences); --check-only stops after that check.\n");
+          "sequences); --check-only stops after that check. --only NAME (stackprov,\n"
+          "libunwind, libdwfl) and --phase PHASE (sweep, incache, miss) time one\n"
+          "unwinder or one phase only, for perf record; the others print 0.\n");
 }
 
 std::string where(const SnapshotSet& set, const Snapshot& s, uint64_t pc) {
@@ -322,9 +326,11 @@ int run(const Options& o) {
   for (int p = 0; p < kNumPeers; p++) {
     for (size_t i = 0; i < n; i++) frames_all[p] += c.pcs[p][i].size();
     if (!o.only.empty() && o.only != peer_name(kKinds[p])) continue;
-    same[p] = measure(kKinds[p], set, same_idx, same_frames, o, "identical frames");
-    incache[p] = measure_incache(kKinds[p], set, same_idx, same_frames, o);
-    overall[p] = measure(kKinds[p], set, all_idx, frames_all[p], o, "all snapshots");
+    if (o.phase.empty() || o.phase == "sweep")
+      same[p] = measure(kKinds[p], set, same_idx, same_frames, o, "identical frames");
+    if (o.phase.empty() || o.phase == "incache") incache[p] = measure_incache(kKinds[p], set, same_idx, same_frames, o);
+    if (o.phase.empty() || o.phase == "sweep")
+      overall[p] = measure(kKinds[p], set, all_idx, frames_all[p], o, "all snapshots");
   }
 
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
@@ -341,8 +347,9 @@ int run(const Options& o) {
     printf("  %-10s %10.1f %10.1f %12.1f %10.2fx %10.2fx\n", peer_name(kKinds[p]), overall[p].warm,
            overall[p].cold, overall[p].warm_cpu, ratio(overall[p].warm, overall[0].warm),
            ratio(overall[p].cold, overall[0].cold));
-  const MissFigures miss = o.only.empty() || o.only == "stackprov" ? measure_stackprov_miss(set, o.runs)
-                                                                    : MissFigures{};
+  const MissFigures miss = (o.only.empty() || o.only == "stackprov") && (o.phase.empty() || o.phase == "miss")
+                               ? measure_stackprov_miss(set, o.runs)
+                               : MissFigures{};
   printf("\nin-cache ns/frame on identical frames (each stack unwound right after it is copied; copy not counted):\n");
   for (int p = 0; p < kNumPeers; p++)
     printf("  %-10s %10.1f %10.2fx\n", peer_name(kKinds[p]), incache[p], ratio(incache[p], incache[0]));
@@ -447,6 +454,12 @@ int main(int argc, char** argv) {
       o.show_diffs = atoi(value());
     } else if (a == "--only") {
       o.only = value();
+    } else if (a == "--phase") {
+      o.phase = value();
+      if (o.phase != "sweep" && o.phase != "incache" && o.phase != "miss") {
+        fprintf(stderr, "bench_unwind: --phase %s: not sweep, incache or miss\n", o.phase.c_str());
+        return 2;
+      }
     } else if (a == "--dump") {
       o.dump = atol(value());
     } else if (a == "--out") {

@@ -146,7 +146,8 @@ SPROV_API int sprov_unwinder_unwind_into(sprov_unwinder* uw, const sprov_snapsho
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_unwind_into: %s is NULL", uw ? "snap" : "uw"));
     if (const char* why = bad_buf(buf)) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_unwinder_unwind_into: %s", why));
     if (int e = prepare_snapshot_walk(uw, snap)) return e;
-    const unwind::WalkOptions o = buf_opts(uw, buf);
+    unwind::WalkOptions o = buf_opts(uw, buf);
+    o.jit_ranges = jit_ranges(uw, snap->snap.pid);  // as sprov_unwinder_unwind
     unwind::walk_snapshot(snap->snap, uw->table, uw->cache, o, &uw->scratch);
     fill_buf(uw, uw->scratch, *uw->table_modules, 0, 0, buf);
     return 0;
@@ -359,7 +360,8 @@ SPROV_API int sprov_unwinder_unwind_raw(sprov_unwinder* uw, const sprov_address_
     if (shadow == nullptr && w.shadow_count != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "shadow is NULL with shadow_count %zu", w.shadow_count));
     w.shadow = reinterpret_cast<const unwind::ShadowRecord*>(shadow);
-    const unwind::WalkOptions o = buf_opts(uw, buf);
+    unwind::WalkOptions o = buf_opts(uw, buf);
+    o.jit_ranges = jit_ranges(uw, as->pid);  // the address space's process's perf map
     unwind::PinnedVersion v(*as->as);
     uint32_t repaired = 0;
     Status st = unwind::walk_raw(as->arch, as->endian, w, *v, uw->cache, o, &uw->scratch, &repaired);
@@ -407,7 +409,7 @@ SPROV_API int sprov_unwinder_unwind_signal(sprov_unwinder* uw, const sprov_addre
     w.self_stack_hi = uw->stack_hi;
     unwind::WalkOptions o = buf_opts(uw, buf);
     o.use_debug_frame = o.use_debug_frame && as->debug_frames_loaded;  // never load a debug file here
-    o.compile_rows = false;  // compiling an FDE's rows allocates: misses run the interpreter
+    o.may_allocate = false;  // compiling an FDE's rows allocates: misses run the interpreter
     unwind::PinnedVersion v(*as->as);
     uint32_t repaired = 0;
     Status st = unwind::walk_raw(as->arch, as->endian, w, *v, uw->cache, o, &uw->scratch, &repaired);

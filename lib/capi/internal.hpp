@@ -126,6 +126,10 @@ struct sprov_unwinder {
   /// A trace's captured perf-map entries (capi/trace.cpp resolve_threads): the JIT ranges of
   /// every walk instead of /tmp/perf-PID.map, also in offline contexts. Null: none.
   std::shared_ptr<const stackprov::symbolize::PerfMap> captured_jit;
+  /// The perf map of the last pid walked (jit_ranges()): a walk of the same pid
+  /// takes neither perf_maps' lock nor an allocation.
+  int64_t jit_pid = 0;
+  std::shared_ptr<const stackprov::symbolize::PerfMap> jit_map;
   uint64_t frames = 0;
   uint64_t walks = 0;
 };
@@ -297,6 +301,15 @@ struct sprov_module_info module_info(const memory::SnapshotModule& m);
 /// Checks that `snap` can be unwound and makes `uw`'s module table match its
 /// module list (loads modules when the list changed). 0 or the failure's code.
 int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap);
+
+/// The JIT code ranges of process `pid`'s perf map (/tmp/perf-PID.map,
+/// doc/runtime-frames.md "JIT code") for a walk, or nullptr (no map, pid <= 0,
+/// an offline context). Loads the map on the first walk of a pid (allocates);
+/// the next walks of the same pid reuse it. Not async-signal-safe.
+/// The JIT code map of a walk of `pid`: a trace's captured entries (captured_jit) if set, else
+/// the process's /tmp/perf-PID.map (cached for the last pid; none offline). Null: no map.
+const std::shared_ptr<const stackprov::symbolize::PerfMap>& jit_map(sprov_unwinder* uw, int64_t pid);
+const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges(sprov_unwinder* uw, int64_t pid);
 
 /// acquire_module, refused (SPROV_ERR_ARCH_MISMATCH, "is arm64 little-endian, the target is …")
 /// when the module's architecture or byte order is not the target's: the modules an unwinder uses.

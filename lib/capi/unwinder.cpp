@@ -77,6 +77,22 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_contex
                     endian == Endian::kBig ? "big" : "little");
 }
 
+const std::shared_ptr<const symbolize::PerfMap>& jit_map(sprov_unwinder* uw, int64_t pid) {
+  static const std::shared_ptr<const symbolize::PerfMap> kNone;
+  if (uw->captured_jit) return uw->captured_jit;
+  if (pid <= 0 || uw->ctx->ctx.config().offline) return kNone;
+  if (pid != uw->jit_pid) {
+    uw->jit_map = uw->perf_maps.get(pid);
+    uw->jit_pid = pid;
+  }
+  return uw->jit_map;
+}
+
+const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges(sprov_unwinder* uw, int64_t pid) {
+  const std::shared_ptr<const symbolize::PerfMap>& m = jit_map(uw, pid);
+  return m ? &m->ranges() : nullptr;
+}
+
 int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap) {
   const memory::Snapshot& s = snap->snap;
   if (!unwind::unwinds_arch(s.arch))
@@ -135,19 +151,17 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     const memory::Snapshot& s = snap->snap;
     // JIT code of a live process or its core: the ranges of its perf map (doc/runtime-frames.md).
     // A trace's captured entries stand for the map (and are read offline too).
-    std::shared_ptr<const symbolize::PerfMap> jit =
-        uw->captured_jit ? uw->captured_jit
-        : (s.pid > 0 && !uw->ctx->ctx.config().offline) ? uw->perf_maps.get(s.pid) : nullptr;
-    uw->opts.jit_ranges = jit ? &jit->ranges() : nullptr;
-    unwind::walk_snapshot(s, uw->table, uw->cache, uw->opts, &uw->scratch);
-    uw->opts.jit_ranges = nullptr;
+    const std::shared_ptr<const symbolize::PerfMap>& jit = jit_map(uw, s.pid);
+    unwind::WalkOptions o = uw->opts;
+    o.jit_ranges = jit ? &jit->ranges() : nullptr;
+    unwind::walk_snapshot(s, uw->table, uw->cache, o, &uw->scratch);
     auto* st = new sprov_stack();
     st->frames = uw->scratch.frames;
     st->stop = uw->scratch.stop;
     st->modules = uw->table_modules;
     st->module_root = s.module_root;
     st->pid = s.pid;
-    st->jit = std::move(jit);
+    st->jit = jit;
     uw->frames += st->frames.size();
     uw->walks++;
     *out = st;

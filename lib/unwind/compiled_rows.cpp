@@ -55,17 +55,30 @@ uint32_t compile_fde_rows(const dwarf::CfiSection& sec, const dwarf::FdeInfo& fd
 
 CompiledCfi::CompiledCfi(const dwarf::CfiSection& sec, const dwarf::FdeIndex& index, const RowParams& params)
     : sec_(sec), index_(index), nslots_(index.size()), params_(params) {
-  if (nslots_ > 0) {
-    slots_.reset(new Slot[nslots_]);
-    for (size_t i = 0; i < nslots_; i++) {
-      slots_[i].pc_begin = index.entry_pc(sec, i);
-      slots_[i].rows.store(nullptr, std::memory_order_relaxed);
-    }
+  if (nslots_ == 0) return;
+  begins_.reset(new uint64_t[nslots_]);
+  rows_.reset(new std::atomic<const FdeRows*>[nslots_]);
+  for (size_t i = 0; i < nslots_; i++) {
+    begins_[i] = index.entry_pc(sec, i);
+    rows_[i].store(nullptr, std::memory_order_relaxed);
+  }
+  // About one FDE per page: the smallest power of two >= span / FDEs (at least 16 bytes).
+  base_ = begins_[0];
+  const uint64_t span = begins_[nslots_ - 1] - base_ + 1;
+  shift_ = 4;
+  while (shift_ < 63 && (span >> shift_) > nslots_) shift_++;
+  npages_ = static_cast<uint32_t>(((span - 1) >> shift_) + 1);
+  pages_.reset(new uint32_t[npages_ + 1]);
+  size_t i = 0;
+  for (uint32_t k = 0; k <= npages_; k++) {
+    const uint64_t page_start = k == npages_ ? UINT64_MAX : base_ + (static_cast<uint64_t>(k) << shift_);
+    while (i < nslots_ && begins_[i] < page_start) i++;
+    pages_[k] = static_cast<uint32_t>(i);
   }
 }
 
 CompiledCfi::~CompiledCfi() {
-  for (size_t i = 0; i < nslots_; i++) std::free(const_cast<FdeRows*>(slots_[i].rows.load(std::memory_order_relaxed)));
+  for (size_t i = 0; i < nslots_; i++) std::free(const_cast<FdeRows*>(rows_[i].load(std::memory_order_relaxed)));
 }
 
 const FdeRows* CompiledCfi::compile(size_t i) const {
@@ -77,7 +90,7 @@ const FdeRows* CompiledCfi::compile(size_t i) const {
     rows.resize(kMaxRowsPerFde);
     n = compile_fde_rows(sec_, fde, params_, rows.data(), kMaxRowsPerFde);
   }
-  void* mem = std::malloc(sizeof(FdeRows) + n * sizeof(CompiledRow));
+  void* mem = std::malloc(FdeRows::bytes(n));
   if (mem == nullptr) throw std::bad_alloc();
   auto* fr = new (mem) FdeRows();
   fr->status = st;
@@ -87,9 +100,14 @@ const FdeRows* CompiledCfi::compile(size_t i) const {
     if (fde.pc_end - fde.pc_begin > UINT32_MAX) fr->status = dwarf::CfiStatus::kUnsupported;
   }
   fr->count = n;
-  std::copy(rows.begin(), rows.begin() + n, reinterpret_cast<CompiledRow*>(fr + 1));
+  auto* offsets = reinterpret_cast<uint32_t*>(fr + 1);
+  auto* rules = reinterpret_cast<UnwindRule*>(offsets + n);
+  for (uint32_t k = 0; k < n; k++) {
+    offsets[k] = rows[k].offset;
+    new (&rules[k]) UnwindRule(rows[k].rule);
+  }
   const FdeRows* expected = nullptr;
-  if (!slots_[i].rows.compare_exchange_strong(expected, fr, std::memory_order_acq_rel, std::memory_order_acquire)) {
+  if (!rows_[i].compare_exchange_strong(expected, fr, std::memory_order_acq_rel, std::memory_order_acquire)) {
     std::free(fr);  // another thread published the same rows first
     return expected;
   }
@@ -97,34 +115,34 @@ const FdeRows* CompiledCfi::compile(size_t i) const {
   return fr;
 }
 
+size_t CompiledCfi::find_fde(uint64_t pc) const {
+  if (nslots_ == 0 || pc < base_) return nslots_;
+  // FDEs of earlier pages start below pc, of later pages above it: the answer is
+  // in [pages_[k] - 1, pages_[k + 1]).
+  const uint64_t k = std::min<uint64_t>((pc - base_) >> shift_, npages_);
+  const uint64_t* lo = begins_.get() + pages_[k];
+  const uint64_t* hi = begins_.get() + (k == npages_ ? nslots_ : pages_[k + 1]);
+  // pages_[0] is 0 and begins_[0] <= pc: at least one key is <= pc.
+  return static_cast<size_t>(std::upper_bound(lo, hi, pc) - begins_.get()) - 1;
+}
+
 dwarf::CfiStatus CompiledCfi::lookup(uint64_t pc, const RowParams& p, UnwindRule* rule) const {
   if (!(p == params_)) return dwarf::CfiStatus::kUnsupported;
-  // Last slot whose pc_begin <= pc (the FDE index's order).
-  size_t lo = 0, n = nslots_;
-  while (n > 0) {
-    const size_t half = n / 2;
-    if (slots_[lo + half].pc_begin <= pc) {
-      lo += half + 1;
-      n -= half + 1;
-    } else {
-      n = half;
-    }
-  }
-  if (lo == 0) return dwarf::CfiStatus::kNotFound;
-  const size_t i = lo - 1;
-  const FdeRows* fr = slots_[i].rows.load(std::memory_order_acquire);
+  const size_t i = find_fde(pc);
+  if (i == nslots_) return dwarf::CfiStatus::kNotFound;
+  const FdeRows* fr = rows_[i].load(std::memory_order_acquire);
   if (fr == nullptr) fr = compile(i);
   if (fr->status != dwarf::CfiStatus::kOk) return fr->status;
   if (pc < fr->pc_begin || pc >= fr->pc_end || fr->count == 0) return dwarf::CfiStatus::kNotFound;
   const uint32_t off = static_cast<uint32_t>(pc - fr->pc_begin);
-  const CompiledRow* rows = fr->rows();
-  // Last row whose offset <= off (rows[0].offset is 0).
+  const uint32_t* offsets = fr->offsets();
+  // Last row whose offset <= off (offsets[0] is 0).
   uint32_t r = 0, hi = fr->count;
   while (hi - r > 1) {
     const uint32_t mid = r + (hi - r) / 2;
-    if (rows[mid].offset <= off) r = mid; else hi = mid;
+    if (offsets[mid] <= off) r = mid; else hi = mid;
   }
-  *rule = rows[r].rule;
+  *rule = fr->rules()[r];
   return dwarf::CfiStatus::kOk;
 }
 

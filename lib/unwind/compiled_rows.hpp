@@ -47,14 +47,22 @@ struct CompiledRow {
 };
 static_assert(sizeof(CompiledRow) == 40, "compiled rows must stay compact");
 
-/// The rows of one FDE, immutable once published.
+/// The rows of one FDE, immutable once published: the header, then the rows'
+/// offsets (`count` u32, searched), then their rules (`count` UnwindRule), so
+/// that a lookup reads the header and offsets (one or two cache lines for most
+/// FDEs) and one rule.
 struct FdeRows {
   uint64_t pc_begin = 0;  ///< link-time
   uint64_t pc_end = 0;
   dwarf::CfiStatus status = dwarf::CfiStatus::kOk;  ///< not kOk: the FDE did not decode
   uint32_t count = 0;
-  const CompiledRow* rows() const { return reinterpret_cast<const CompiledRow*>(this + 1); }
+  const uint32_t* offsets() const { return reinterpret_cast<const uint32_t*>(this + 1); }
+  const UnwindRule* rules() const { return reinterpret_cast<const UnwindRule*>(offsets() + count); }
+  /// Bytes of an FdeRows with `count` rows.
+  static size_t bytes(uint32_t count) { return sizeof(FdeRows) + count * (sizeof(uint32_t) + sizeof(UnwindRule)); }
 };
+static_assert(sizeof(FdeRows) % alignof(UnwindRule) == 0 && alignof(UnwindRule) <= alignof(uint32_t),
+              "offsets and rules follow the header unpadded");
 
 /// Compiles every row of `fde` (link-time [pc_begin, pc_end)) by running the
 /// interpreter from row to row and translating each with translate_row().
@@ -71,6 +79,9 @@ uint32_t compile_fde_rows(const dwarf::CfiSection& sec, const dwarf::FdeInfo& fd
 /// the FDE index plus one of the FDE's rows, without locks or allocation.
 /// Thread-safe: a slot is published with a release CAS; a thread that loses
 /// the race frees its copy. The section and index must outlive the table.
+/// The FDE search starts from a page index (the first FDE of each 2^shift
+/// bytes of the section's pc range, about one FDE per page), so a lookup
+/// reads a few adjacent keys instead of binary-searching all of them.
 class CompiledCfi {
  public:
   CompiledCfi(const dwarf::CfiSection& sec, const dwarf::FdeIndex& index, const RowParams& params);
@@ -93,14 +104,19 @@ class CompiledCfi {
 
   const dwarf::CfiSection& sec_;
   const dwarf::FdeIndex& index_;
-  /// One per FDE index entry, sorted by pc_begin: the search key and the rows
-  /// side by side, so a lookup touches one array.
-  struct Slot {
-    uint64_t pc_begin;
-    std::atomic<const FdeRows*> rows;
-  };
+  /// Index of the last FDE whose pc_begin <= pc, or nslots_ when none.
+  size_t find_fde(uint64_t pc) const;
+
+  /// One per FDE index entry, sorted by pc_begin: the search keys, and the
+  /// compiled rows (null until the first lookup in the FDE).
   size_t nslots_ = 0;
-  std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<uint64_t[]> begins_;
+  std::unique_ptr<std::atomic<const FdeRows*>[]> rows_;
+  /// pages_[k]: the first FDE whose pc_begin >= base_ + (k << shift_); npages_ + 1 entries.
+  uint64_t base_ = 0;
+  uint32_t shift_ = 0;
+  uint32_t npages_ = 0;
+  std::unique_ptr<uint32_t[]> pages_;
   mutable std::atomic<size_t> compiled_{0};
   const RowParams params_;
 };

@@ -181,12 +181,20 @@ bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {
 
 void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {
   slots_.push_back(s);
+  slots_.back().cfi_generation = s.module != nullptr && s.module->bundle() == nullptr ? s.module->generation() : 0;
   if (hold) hold_.push_back(std::move(hold));
 }
 
 void ModuleTable::finish() {
   std::sort(slots_.begin(), slots_.end(),
             [](const ModuleSlot& a, const ModuleSlot& b) { return a.start < b.start; });
+  disjoint_ = true;
+  uint64_t max_end = 0;
+  for (size_t i = 0; i < slots_.size(); i++) {
+    // Equal starts (an empty slot beside another) also make find() pick by sort order.
+    if (i > 0 && (slots_[i].start < max_end || slots_[i].start == slots_[i - 1].start)) disjoint_ = false;
+    max_end = std::max(max_end, slots_[i].end);
+  }
 }
 
 const ModuleSlot* ModuleTable::find(uint64_t pc) const {

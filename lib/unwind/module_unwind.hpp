@@ -128,6 +128,9 @@ struct ModuleSlot {
   uint64_t bias = 0;
   const LoadedModule* module = nullptr;  ///< nullptr: no usable unwind info
   int32_t snapshot_index = -1;
+  /// module->generation() when the module has CFI of its own (not bundle-backed),
+  /// else 0; set by ModuleTable::add, so that a rule-cache probe needs only the slot.
+  uint32_t cfi_generation = 0;
 };
 
 class ModuleTable {
@@ -135,16 +138,25 @@ class ModuleTable {
   void clear() {
     slots_.clear();
     hold_.clear();
+    disjoint_ = true;
   }
   void add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold);
   void finish();  ///< sorts slots
   const ModuleSlot* find(uint64_t pc) const;
+  /// find(pc), trying `hint` (a slot of this table, or nullptr) first: a caller
+  /// usually lies in its callee's module. Same answer as find() (the hint is
+  /// taken only when no two slots overlap).
+  const ModuleSlot* find_near(uint64_t pc, const ModuleSlot* hint) const {
+    if (hint != nullptr && disjoint_ && pc - hint->start < hint->end - hint->start) return hint;
+    return find(pc);
+  }
   size_t size() const { return slots_.size(); }
   uint64_t key = 0;  ///< module_list_hash of the snapshot it was built for
 
  private:
   std::vector<ModuleSlot> slots_;
   std::vector<std::shared_ptr<LoadedModule>> hold_;
+  bool disjoint_ = true;  ///< no two slots overlap (set by finish())
 };
 
 /// Next module generation number (never 0). Thread-safe.

@@ -78,15 +78,18 @@ UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs, 
   return out;
 }
 
-void RuleCache::FreeDeleter::operator()(Entry* p) const { std::free(p); }
+void RuleCache::FreeDeleter::operator()(void* p) const { std::free(p); }
 
-RuleCache::RuleCache() : entries_(static_cast<Entry*>(std::calloc(kEntries, sizeof(Entry)))) {
+RuleCache::RuleCache() : block_(std::calloc(kEntries + kWays, sizeof(Entry))) {
   static_assert(std::is_trivially_copyable_v<Entry>, "entries are zero-filled by calloc");
-  if (!entries_) throw std::bad_alloc();
+  if (!block_) throw std::bad_alloc();
+  constexpr uintptr_t kSetBytes = sizeof(Entry) * kWays;
+  const auto at = reinterpret_cast<uintptr_t>(block_.get());
+  entries_ = reinterpret_cast<Entry*>((at + kSetBytes - 1) & ~(kSetBytes - 1));
 }
 
 void RuleCache::clear() {
-  std::memset(static_cast<void*>(entries_.get()), 0, kEntries * sizeof(Entry));
+  std::memset(static_cast<void*>(entries_), 0, kEntries * sizeof(Entry));
   prologues_.reset();
 }
 

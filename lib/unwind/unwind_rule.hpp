@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Compact unwind rules translated from CFI rows, and the fixed-size direct-mapped rule cache.
+// Compact unwind rules translated from CFI rows, and the fixed-size two-way set-associative rule cache.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +51,7 @@ static_assert(sizeof(UnwindRule) == 36, "UnwindRule must stay compact");
 UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs,
                          uint64_t keep_saved = ~uint64_t{0});
 
-/// Direct-mapped cache of rules keyed by (module identity, module-relative pc):
+/// Two-way set-associative cache of rules keyed by (module identity, module-relative pc):
 /// the module's generation (unique per loaded module, which is shared by
 /// build-id across snapshots and processes) and the link-time address. Never an
 /// absolute pc: that is other code in another address space, so a cache keyed
@@ -59,33 +59,54 @@ UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs,
 /// unwinder (one thread): no locks, no allocation after construction.
 class RuleCache {
  public:
-  static constexpr uint32_t kEntries = 4096;  // 4096 * 48 B = 192 KiB
+  static constexpr uint32_t kEntries = 4096;  // 4096 * 64 B = 256 KiB
+  /// Two-way sets (2048 of them): with a hundred or so hot pcs, two of them
+  /// sharing a slot of a direct-mapped table is likely, and they would evict
+  /// each other on every walk.
+  static constexpr uint32_t kWays = 2;
 
-  struct Entry {
+  /// One cache line per entry (the table is line-aligned): a probe and the
+  /// rule it finds cost one line, never two.
+  struct alignas(64) Entry {
     uint64_t rel_pc;      // module-relative (link-time) lookup address
     uint32_t generation;  // LoadedModule::generation(); 0: empty
     UnwindRule rule;
   };
-  static_assert(sizeof(Entry) == 48, "cache entry must stay 48 bytes");
+  static_assert(sizeof(Entry) == 64, "cache entry must stay one 64-byte line");
 
   RuleCache();
   RuleCache(const RuleCache&) = delete;
   RuleCache& operator=(const RuleCache&) = delete;
 
   const UnwindRule* find(uint64_t rel_pc, uint32_t generation) {
-    Entry& e = entries_.get()[slot(rel_pc, generation)];
-    if (e.generation == generation && e.rel_pc == rel_pc) {
+    if (const UnwindRule* r = probe(rel_pc, generation)) {
       hits_++;
-      return &e.rule;
+      return r;
     }
     misses_++;
     return nullptr;
   }
+  /// find() without counting: the caller counts the lookup with count_hit()
+  /// when it uses the entry, or looks it up again with find().
+  const UnwindRule* probe(uint64_t rel_pc, uint32_t generation) const {
+    const Entry* set = &entries_[set_of(rel_pc, generation) * kWays];
+    for (uint32_t w = 0; w < kWays; w++)
+      if (set[w].generation == generation && set[w].rel_pc == rel_pc) return &set[w].rule;
+    return nullptr;
+  }
+  void count_hit() { hits_++; }
+  /// Starts loading the set of (rel_pc, generation) into the CPU cache.
+  void prefetch(uint64_t rel_pc, uint32_t generation) const {
+    __builtin_prefetch(&entries_[set_of(rel_pc, generation) * kWays]);
+  }
+  /// Puts the rule in way 0 of its set; the entry there moves to way 1 (the
+  /// older way-1 entry is dropped), so two hot pcs of one set both stay.
   void insert(uint64_t rel_pc, uint32_t generation, const UnwindRule& rule) {
-    Entry& e = entries_.get()[slot(rel_pc, generation)];
-    e.rel_pc = rel_pc;
-    e.generation = generation;
-    e.rule = rule;
+    Entry* set = &entries_[set_of(rel_pc, generation) * kWays];
+    if (!(set[0].generation == generation && set[0].rel_pc == rel_pc)) set[1] = set[0];
+    set[0].rel_pc = rel_pc;
+    set[0].generation = generation;
+    set[0].rule = rule;
   }
   void clear();
 
@@ -105,17 +126,20 @@ class RuleCache {
   uint64_t misses() const { return misses_; }
 
  private:
-  static uint32_t slot(uint64_t rel_pc, uint32_t generation) {
+  static uint32_t set_of(uint64_t rel_pc, uint32_t generation) {
+    static_assert(kWays == 2, "insert() moves way 0 to way 1");
     uint64_t h = (rel_pc ^ (static_cast<uint64_t>(generation) << 40)) * 0x9E3779B97F4A7C15ull;
-    return static_cast<uint32_t>(h >> 52) & (kEntries - 1);
+    return static_cast<uint32_t>(h >> 53) & (kEntries / kWays - 1);
   }
   struct FreeDeleter {
-    void operator()(Entry* p) const;
+    void operator()(void* p) const;
   };
   /// calloc'd: large zeroed blocks come straight from fresh pages, so an
   /// unwinder that touches few slots (one short walk) pays for few pages.
-  /// An all-zero Entry is empty (generation 0).
-  std::unique_ptr<Entry, FreeDeleter> entries_;
+  /// An all-zero Entry is empty (generation 0). `entries_` is the first
+  /// set-size (128-byte) boundary in `block_` (one set more is allocated for it).
+  std::unique_ptr<void, FreeDeleter> block_;
+  Entry* entries_ = nullptr;
   struct PrologueEntry {
     uint64_t key = 0;         // rel_pc << 1 | exact_pc
     uint32_t generation = 0;  // 0: empty

@@ -25,11 +25,14 @@ struct WalkOptions {
   bool use_debug_frame = true;
   bool allow_scan = false;
   uint32_t scan_words = 64;
-  /// Compile a missed FDE into the module's rows (allocates once per FDE) and load
-  /// a Go module's pclntab for the Go rung. Off in signal handlers
-  /// (sprov_unwinder_unwind_signal): a miss there runs the CFI interpreter, which
-  /// allocates nothing, and Go functions without CFI are left to the frame pointer.
-  bool compile_rows = true;
+  /// This walk may allocate (heap, locks taken by malloc or std::call_once
+  /// initialisers): a rule-cache miss compiles the FDE's rows into the module's
+  /// table (once per FDE), and the Go rung loads a module's pclntab. False in
+  /// signal handlers (sprov_unwinder_unwind_signal): a miss there runs the CFI
+  /// interpreter, which allocates nothing, and caches the row's compact rule in
+  /// the rule cache (a fixed array), so later walks through the pc hit; Go
+  /// functions without CFI are left to the frame pointer.
+  bool may_allocate = true;
   /// JIT code outside every module (a perf map's sorted, disjoint [start, end)
   /// ranges; doc/runtime-frames.md "JIT code"): a pc there is not a bad pc,
   /// frame pointers may lead into and out of it, its frames are flagged kFlagJit.
@@ -87,20 +90,26 @@ class Unwinder {
         out->stop = StopReason::kEndOfStack;
         return;
       }
-      Regs next = regs;
       uint64_t cfa = 0;
       Frame nf;
-      row_full_ = false;
-      row_full_signal_ = false;
-      StopReason stop = step(cur, slot, regs, next, &cfa, &nf);
-      if (row_full_) cur.flags |= Frame::kFlagCfiNotInBundle;
-      if (stop != StopReason::kNone) {
-        out->stop = stop;
-        return;
+      // The common step first: a cached compact rule applied to `regs` in place
+      // (no copy of the register set); anything else takes the whole ladder.
+      if (!step_by_cached_rule(cur, slot, regs, &cfa, &nf)) {
+        Regs next = regs;
+        row_full_ = false;
+        row_full_signal_ = false;
+        StopReason stop = step(cur, slot, regs, next, &cfa, &nf);
+        if (row_full_) cur.flags |= Frame::kFlagCfiNotInBundle;
+        if (stop != StopReason::kNone) {
+          out->stop = stop;
+          return;
+        }
+        regs = next;  // every check below either stops the walk or keeps `next`
       }
-      nf.pc = next.get(Traits::kPcReg);
-      nf.sp = next.get(Traits::kSpReg);
-      const ModuleSlot* nslot = slot_of(nf);
+      nf.pc = regs.get(Traits::kPcReg);
+      nf.sp = regs.get(Traits::kSpReg);
+      // Most callers lie in the module of their callee: its slot is tried first.
+      const ModuleSlot* nslot = modules_.find_near(nf.lookup_prev ? nf.pc - Traits::kCallInsnMin : nf.pc, slot);
       nf.module_index = nslot ? nslot->snapshot_index : -1;
       // Frames found by heuristics must land in a known module.
       // (or on a sigreturn trampoline outside modules, e.g. qemu-user's sigtramp page).
@@ -127,7 +136,6 @@ class Unwinder {
         out->stop = StopReason::kEndOfStack;
         return;
       }
-      regs = next;
       slot = nslot;
       if ((!nslot || !nslot->module) && in_jit(nf.lookup_prev ? nf.pc - 1 : nf.pc)) nf.flags |= Frame::kFlagJit;
       out->frames.push_back(nf);
@@ -135,6 +143,29 @@ class Unwinder {
   }
 
  private:
+  /// The common step, what step() does for a frame whose rule is in the rule
+  /// cache as kCfaReg (an image module's .eh_frame/.debug_frame row), applied
+  /// to `regs` in place (apply_rule). Everything that can fail is checked before
+  /// `regs` is written: false (`regs` unchanged, nothing counted) hands the frame
+  /// to step(), which then gives the same answer it always gave.
+  bool step_by_cached_rule(const Frame& cur, const ModuleSlot* slot, Regs& regs, uint64_t* cfa_out, Frame* nf) {
+    if constexpr (Ops::kSigreturnBeforeCfi) return false;  // step() tries the trampoline first
+    if (slot == nullptr || slot->cfi_generation == 0 || cur.pc == 0) return false;  // no module, or a bundle's
+    const uint32_t gen = slot->cfi_generation;
+    const uint64_t rel = (cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc) - slot->bias;
+    const UnwindRule* rp = cache_.probe(rel, gen);
+    if (rp == nullptr || rp->kind != UnwindRule::kCfaReg) return false;
+    const UnwindRule& rule = *rp;
+    if (apply_rule(rule, regs, cfa_out) != StopReason::kNone) return false;
+    // The caller's entry, assuming it is in this module (most are), loads while the walk goes on.
+    cache_.prefetch(regs.get(Traits::kPcReg) - Traits::kCallInsnMin - slot->bias, gen);
+    const bool signal = rule.signal_frame != 0;
+    nf->method = signal ? Method::kSignal : rule.from_debug_frame ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
+    nf->lookup_prev = !signal;
+    cache_.count_hit();
+    return true;
+  }
+
   /// `pc` lies in JIT code named by the walk's perf map.
   bool in_jit(uint64_t pc) const {
     const auto* r = opts_.jit_ranges;
@@ -256,7 +287,7 @@ class Unwinder {
     } else {
       // A miss: the module's compiled rows (a binary search once the FDE is compiled),
       // or, where nothing may allocate, the interpreter below.
-      const dwarf::CfiStatus st = opts_.compile_rows
+      const dwarf::CfiStatus st = opts_.may_allocate
                                       ? mod.compiled_rule(rel, opts_.use_debug_frame, kRowParams, &rule)
                                       : dwarf::CfiStatus::kBadCfi;
       if (st == dwarf::CfiStatus::kOk) {
@@ -273,8 +304,23 @@ class Unwinder {
       // The row needs the interpreter (kFull), or the interpreter rejects it (kInvalid).
       const dwarf::CfiSection* sec = nullptr;
       bool from_debug = false;
-      if (!find_cfi_row(mod, rel, &sec, &from_debug))
+      const bool uncompiled_miss = cached == nullptr && !opts_.may_allocate;
+      if (!find_cfi_row(mod, rel, &sec, &from_debug)) {
+        // "No FDE" is cached only when .debug_frame was searched too: a later walk
+        // of this unwinder that searches it must not find the gap cached.
+        if (uncompiled_miss && opts_.use_debug_frame && row_status_ == dwarf::CfiStatus::kNotFound) {
+          UnwindRule none;
+          none.kind = UnwindRule::kNoInfo;
+          cache_.insert(rel, mod.generation(), none);
+        }
         return row_status_ == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo : StopReason::kBadCfi;
+      }
+      if (uncompiled_miss) {
+        // What the compiled row would hold (compile_fde_rows), for the next walk through this pc.
+        UnwindRule r = translate_row(row_, kRowParams.addr_size, kRowParams.num_regs, kRowParams.callee_saved);
+        r.from_debug_frame = from_debug ? 1 : 0;
+        cache_.insert(rel, mod.generation(), r);
+      }
       *method = from_debug ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
       *signal = row_.signal_frame;
       return apply_row(*sec, regs, next, cfa);
@@ -291,7 +337,7 @@ class Unwinder {
     }
     *method = rule.from_debug_frame ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
     *signal = rule.signal_frame != 0;
-    return apply_rule(rule, regs, next, cfa);
+    return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
   }
 
   /// The CFI rung of a bundle-backed module: its compiled unwind row for `rel`
@@ -324,7 +370,7 @@ class Unwinder {
     }
     *method = Method::kCfiBundle;
     *signal = rule.signal_frame != 0;
-    return apply_rule(rule, regs, next, cfa);
+    return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
   }
 
   /// A bundle row that needs the interpreter but whose CIE marks a signal frame
@@ -375,38 +421,48 @@ class Unwinder {
     return false;
   }
 
-  /// cfa = reg + off; saved registers and ra loaded from cfa-relative slots.
-  StopReason apply_rule(const UnwindRule& rule, const Regs& regs, Regs& next, uint64_t* cfa_out) {
+  /// cfa = reg + off; saved registers and ra loaded from cfa-relative slots,
+  /// applied to `regs` in place. Everything that can fail is checked before
+  /// `regs` is written, so a failure leaves it as it was (the next rung reads it).
+  StopReason apply_rule(const UnwindRule& rule, Regs& regs, uint64_t* cfa_out) {
     if (!regs.has(rule.cfa_reg)) return missing_reg(rule.cfa_reg);
     const uint64_t cfa = mask(regs.get(rule.cfa_reg) + static_cast<int64_t>(rule.cfa_off));
     constexpr int kW = Traits::kAddrSize;
-    for (int i = 0; i < rule.nsaved; i++) {
-      uint64_t v;
-      if (arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW), kW,
-                          Traits::kBigEndian, &v)) {
-        next.set(rule.saved_reg[i], v);
-      } else {
-        lose(next, rule.saved_reg[i]);  // outside the captured memory: unknown, not fatal
-      }
-    }
+    auto slot_addr = [&](int8_t words) { return mask(cfa + static_cast<int64_t>(words) * kW); };
     uint64_t ra;
     if (rule.ra_kind == UnwindRule::kRaAtCfa) {
-      if (!arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.ra_off) * kW), kW,
-                           Traits::kBigEndian, &ra))
+      if (!arch::read_word(mem_, slot_addr(rule.ra_off), kW, Traits::kBigEndian, &ra))
         return StopReason::kMemoryUnreadable;
-    } else {
+    } else if (rule.ra_reg == Traits::kPcReg || !regs.has(rule.ra_reg)) {
+      // Saved registers whose slots are unreadable count as lost, as if restored
+      // (missing_reg reads that; a later rung may too).
+      for (int i = 0; i < rule.nsaved; i++) {
+        uint64_t v;
+        if (!arch::read_word(mem_, slot_addr(rule.saved_off[i]), kW, Traits::kBigEndian, &v) &&
+            rule.saved_reg[i] < 64)
+          lost_ |= 1ull << rule.saved_reg[i];
+      }
       // x86_64's return-address column is the pc itself: "same value" would
       // make the caller this very pc. There is no caller; the walk ends. A CIE
       // that gives the column no rule at all is malformed.
       if (rule.ra_reg == Traits::kPcReg)
         return rule.ra_kind == UnwindRule::kRaSameValue ? StopReason::kEndOfStack : StopReason::kBadCfi;
-      if (!regs.has(rule.ra_reg)) return missing_reg(rule.ra_reg);
-      ra = regs.get(rule.ra_reg);
+      return missing_reg(rule.ra_reg);
+    } else {
+      ra = regs.get(rule.ra_reg);  // before the saved registers overwrite it
+    }
+    for (int i = 0; i < rule.nsaved; i++) {
+      uint64_t v;
+      if (arch::read_word(mem_, slot_addr(rule.saved_off[i]), kW, Traits::kBigEndian, &v)) {
+        regs.set(rule.saved_reg[i], v);
+      } else {
+        lose(regs, rule.saved_reg[i]);  // outside the captured memory: unknown, not fatal
+      }
     }
     ra = Traits::strip_return_address(ra);
-    next.set(Traits::kRaReg, ra);
-    next.set(Traits::kPcReg, ra);
-    next.set(Traits::kSpReg, cfa);
+    regs.set(Traits::kRaReg, ra);
+    regs.set(Traits::kPcReg, ra);
+    regs.set(Traits::kSpReg, cfa);
     *cfa_out = cfa;
     return StopReason::kNone;
   }
@@ -582,7 +638,7 @@ class Unwinder {
   StopReason step_by_go_pcsp(const ModuleSlot* slot, uint64_t lookup_pc, const Regs& regs, Regs& next,
                              uint64_t* cfa) {
     if (slot == nullptr || slot->module == nullptr || !regs.has(Traits::kSpReg)) return StopReason::kNoUnwindInfo;
-    if (!opts_.compile_rows) return StopReason::kNoUnwindInfo;  // loading the pclntab allocates
+    if (!opts_.may_allocate) return StopReason::kNoUnwindInfo;  // loading the pclntab allocates
     const symbolize::GoPclntab* go = slot->module->go_pclntab();
     if (go == nullptr) return StopReason::kNoUnwindInfo;
     const uint64_t rel = lookup_pc - slot->bias;

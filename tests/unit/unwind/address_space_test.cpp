@@ -104,7 +104,9 @@ TEST_CASE("address space: readers never see a freed or half-built generation whi
       }
     });
   }
-  for (int g = 1; g <= 2000; g++) {
+  // At least 2,000 publishes, and more until the readers have read while it publishes (on a
+  // loaded machine the readers may get no CPU during the first 2,000).
+  for (int g = 1; g <= 2000 || (reads.load() < 100 && g <= 400000); g++) {
     const int n = (g - 1) % 5 + 1;
     REQUIRE(as.update([&](AddressSpace::Batch& b) {
                 b.exec();

@@ -9,8 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "elf/elf_image.hpp"
 #include "memory/snapshot.hpp"
 #include "stackprov/stackprov.h"
+#include "unwind/walk.hpp"
 
 using namespace stackprov;
 
@@ -58,7 +60,7 @@ struct Walk {
   }
 };
 
-Walk unwind(sprov_unwinder* uw, const sprov_snapshot* snap) {
+Walk walk_with(sprov_unwinder* uw, const sprov_snapshot* snap) {
   sprov_stack* st = nullptr;
   REQUIRE(sprov_unwinder_unwind(uw, snap, &st) == 0);
   Walk w;
@@ -79,7 +81,7 @@ Walk unwind(sprov_unwinder* uw, const sprov_snapshot* snap) {
 Walk unwind_fresh(const sprov_snapshot* snap) {
   sprov_unwinder* uw = nullptr;
   REQUIRE(sprov_unwinder_new(g_ctx, nullptr, &uw) == 0);
-  Walk w = unwind(uw, snap);
+  Walk w = walk_with(uw, snap);
   sprov_unwinder_free(uw);
   return w;
 }
@@ -181,15 +183,15 @@ TEST_CASE("a module at another load address never reuses another address space's
   REQUIRE(sprov_unwinder_new(g_ctx, nullptr, &uw) == 0);
   const sprov_snapshot* order[] = {h1, h2, h1, h2, h2, h1, h1, h2};
   for (const sprov_snapshot* h : order) {
-    const Walk got = unwind(uw, h);
+    const Walk got = walk_with(uw, h);
     INFO("interleaved " << (h == h1 ? "S1 " : "S2 ") << describe(got));
     CHECK(got == (h == h1 ? fresh1 : fresh2));
   }
   sprov_unwinder_free(uw);
   // The other order from a fresh unwinder: S2 first, then S1.
   REQUIRE(sprov_unwinder_new(g_ctx, nullptr, &uw) == 0);
-  CHECK(unwind(uw, h2) == fresh2);
-  CHECK(unwind(uw, h1) == fresh1);
+  CHECK(walk_with(uw, h2) == fresh2);
+  CHECK(walk_with(uw, h1) == fresh1);
   sprov_unwinder_free(uw);
 
   sprov_snapshot_free(h1);
@@ -240,4 +242,70 @@ TEST_CASE("one snapshot unwound from several threads at once gives one answer", 
   g_snap = nullptr;
   sprov_context_free(g_ctx);
   g_ctx = nullptr;
+}
+
+namespace {
+
+/// The snapshot's modules loaded from their files (the vDSO and unreadable ones without unwind info).
+unwind::ModuleTable load_table(const memory::Snapshot& s) {
+  unwind::ModuleTable t;
+  for (size_t i = 0; i < s.modules.size(); i++) {
+    const memory::SnapshotModule& m = s.modules[i];
+    std::shared_ptr<unwind::LoadedModule> mod;
+    if (auto img = elf::ElfImage::open(m.path); img.ok())
+      if (auto lm = unwind::LoadedModule::load(img.value(), {}); lm.ok()) mod = lm.value();
+    unwind::ModuleSlot slot{m.start, m.end, m.load_bias, mod.get(), static_cast<int32_t>(i)};
+    t.add(slot, std::move(mod));
+  }
+  t.finish();
+  return t;
+}
+
+bool same_frames(const unwind::WalkResult& a, const unwind::WalkResult& b) {
+  if (a.stop != b.stop || a.frames.size() != b.frames.size()) return false;
+  for (size_t i = 0; i < a.frames.size(); i++) {
+    const unwind::Frame &x = a.frames[i], &y = b.frames[i];
+    if (x.pc != y.pc || x.sp != y.sp || x.cfa != y.cfa || x.method != y.method || x.lookup_prev != y.lookup_prev ||
+        x.module_index != y.module_index || x.flags != y.flags)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Signal handlers walk with may_allocate false (sprov_unwinder_unwind_signal): no rows are
+// compiled, misses run the CFA interpreter; the rule found must be the compiled one's, and cached.
+TEST_CASE("a walk that may not allocate gives the compiled rows' frames and caches its misses", "[unwind]") {
+  REQUIRE(sprov_context_new(nullptr, &g_ctx) == 0);
+  det_f3();
+  REQUIRE(g_snap != nullptr);
+  const memory::Snapshot snap = from_handle(g_snap);
+  sprov_snapshot_free(g_snap);
+  g_snap = nullptr;
+  sprov_context_free(g_ctx);
+  g_ctx = nullptr;
+  const unwind::ModuleTable table = load_table(snap);
+
+  unwind::WalkOptions compiled;
+  compiled.use_debug_frame = false;
+  unwind::RuleCache compiled_cache;
+  unwind::WalkResult want;
+  unwind::walk_snapshot(snap, table, compiled_cache, compiled, &want);
+  // det_leaf, det_f1, det_f2, det_f3, this test case and the test runner above it.
+  REQUIRE(want.frames.size() >= 5);
+
+  unwind::WalkOptions signal = compiled;
+  signal.may_allocate = false;
+  unwind::RuleCache cache;
+  unwind::WalkResult first, second;
+  unwind::walk_snapshot(snap, table, cache, signal, &first);
+  CHECK(same_frames(first, want));
+  const uint64_t misses = cache.misses(), hits = cache.hits();
+  CHECK(misses > 0);
+  // The second walk finds every rule the first one interpreted in the rule cache.
+  unwind::walk_snapshot(snap, table, cache, signal, &second);
+  CHECK(same_frames(second, want));
+  CHECK(cache.misses() == misses);
+  CHECK(cache.hits() - hits >= second.frames.size() - 1);
 }

@@ -112,3 +112,32 @@ TEST_CASE("module table finds the module holding a pc", "[unwind]") {
   CHECK(t.find(0x5800)->snapshot_index == 1);
   CHECK(t.find(0x6000) == nullptr);
 }
+
+TEST_CASE("module table: a hint gives find()'s answer, also where slots overlap or are empty", "[unwind]") {
+  // Overlapping slots (find() takes the last start <= pc, then checks its end),
+  // an empty slot sharing a start, and disjoint ones.
+  const std::vector<std::vector<std::pair<uint64_t, uint64_t>>> layouts = {
+      {{0x1000, 0x2000}, {0x2000, 0x3000}, {0x5000, 0x6000}},
+      {{0x1000, 0x4000}, {0x2000, 0x2800}},
+      {{0x1000, 0x1000}, {0x1000, 0x2000}, {0x3000, 0x4000}},
+  };
+  for (const auto& layout : layouts) {
+    ModuleTable t;
+    for (size_t i = 0; i < layout.size(); i++) {
+      ModuleSlot s;
+      s.start = layout[i].first;
+      s.end = layout[i].second;
+      s.snapshot_index = static_cast<int32_t>(i);
+      t.add(s, nullptr);
+    }
+    t.finish();
+    std::vector<const ModuleSlot*> hints = {nullptr};
+    for (uint64_t pc = 0x800; pc < 0x6800; pc += 0x100)
+      if (const ModuleSlot* s = t.find(pc)) hints.push_back(s);
+    for (uint64_t pc = 0x800; pc < 0x6800; pc += 0x80)
+      for (const ModuleSlot* h : hints) {
+        INFO("pc 0x" << std::hex << pc);
+        CHECK(t.find_near(pc, h) == t.find(pc));
+      }
+  }
+}
