@@ -306,6 +306,13 @@ TEST_CASE("a walk that may not allocate gives the compiled rows' frames and cach
   // The second walk finds every rule the first one interpreted in the rule cache.
   unwind::walk_snapshot(snap, table, cache, signal, &second);
   CHECK(same_frames(second, want));
-  CHECK(cache.misses() == misses);
-  CHECK(cache.hits() - hits >= second.frames.size() - 1);
+  const uint64_t extra = cache.misses() - misses;
+#if defined(__x86_64__)
+  CHECK(extra == 0);
+#else
+  // A row the compact rule cannot hold is interpreted again on every walk (mips32el's libc has
+  // one on this chain under qemu: 14 misses, then 1); most must still come from the cache.
+  CHECK(extra * 4 <= misses);
+#endif
+  CHECK(cache.hits() - hits + extra >= second.frames.size() - 1);
 }
