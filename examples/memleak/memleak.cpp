@@ -1109,11 +1109,20 @@ int main(int argc, char** argv) {
   auto attach = [&](const std::string& binary, const std::string& func, bpf_program* prog, bool ret) {
     LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .func_name = func.c_str());
     bpf_link* l = bpf_program__attach_uprobe_opts(prog, static_cast<pid_t>(pid), binary.c_str(), 0, &uo);
+    // EINVAL: another tracer's uprobe at the same offset of the same libc file, anywhere on the
+    // system, registered with a different reference-counter offset (bcc 0.26 registers one;
+    // dmesg "ref_ctr_offset mismatch"). One that is just going away (memleak-bpfcc ended a
+    // moment ago) is gone within moments: try again for up to 2 s before giving up.
+    for (int tries = 0; !l && errno == EINVAL && tries < 20; tries++) {
+      usleep(100 * 1000);
+      l = bpf_program__attach_uprobe_opts(prog, static_cast<pid_t>(pid), binary.c_str(), 0, &uo);
+    }
     if (!l) {
       int err = errno;
       if (child) kill(child, SIGKILL);
-      die("attaching a %s to %s in %s failed: %s%s%s", ret ? "uretprobe" : "uprobe", func.c_str(), binary.c_str(),
-          strerror(err), last_libbpf_message.empty() ? "" : ": ", last_libbpf_message.c_str());
+      die("attaching a %s to %s in %s failed: %s%s%s%s", ret ? "uretprobe" : "uprobe", func.c_str(), binary.c_str(),
+          strerror(err), last_libbpf_message.empty() ? "" : ": ", last_libbpf_message.c_str(),
+          err == EINVAL ? " (is another tracer, e.g. memleak-bpfcc, probing the same function? see dmesg)" : "");
     }
     links.push_back(l);
   };
