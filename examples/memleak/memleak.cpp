@@ -35,15 +35,9 @@
 #include <vector>
 
 #include "stackprov/stackprov.h"
-// The raw entry point of the fast path (issue 15: registers in pt_regs layout + stack bytes + an
-// address space + shadow-stack records -> frames) when the library has it; else each event is
-// built into a snapshot (sprov_snapshot_*) and the trampolines are repaired here (interim).
-#if __has_include("stackprov/fast.h")
+// The raw entry point of the fast path: registers in pt_regs layout + stack bytes + an address
+// space + shadow-stack records -> frames.
 #include "stackprov/fast.h"
-#define ML_RAW_UNWIND 1
-#else
-#define ML_RAW_UNWIND 0
-#endif
 
 #include "memleak.h"
 #include "memleak.skel.h"
@@ -456,18 +450,12 @@ struct UnwindResult {
   uint32_t repaired = 0;
 };
 
-/// The traced process's module list, read from /proc/PID/maps once and again when the maps
-/// change (checked before each report and when a walk stops at a pc in no module): modules are
-/// added to each event's snapshot with their build-ids, so no file is reopened per event.
+/// The traced process's mappings, read from /proc/PID/maps once and again when the maps
+/// change (checked before each report and when a walk stops at a pc in no module); the
+/// unwinder's sprov_address_space follows the same changes.
 struct ProcessModules {
   std::string maps_text;
   std::vector<Mapping> maps;
-  struct Module {
-    sprov_module_info info;
-    std::string path;
-    std::vector<uint8_t> build_id;
-  };
-  std::vector<Module> modules;
   uint64_t uprobes_start = 0, uprobes_end = 0;  // the [uprobes] trampoline page
 };
 
@@ -483,9 +471,7 @@ class Unwinder {
     if (sprov_symbolizer_new(ctx_, &so, &sym_) != 0) die("stackprov symbolizer: %s", sprov_last_error_message());
   }
   ~Unwinder() {
-#if ML_RAW_UNWIND
     sprov_address_space_free(as_);
-#endif
     sprov_symbolizer_free(sym_);
     sprov_unwinder_free(uw_);
     sprov_context_free(ctx_);
@@ -500,7 +486,6 @@ class Unwinder {
     m.maps = parse_maps(text);
     for (const auto& mp : m.maps)
       if (mp.path == "[uprobes]") m.uprobes_start = mp.start, m.uprobes_end = mp.end;
-#if ML_RAW_UNWIND
     if (as_ == nullptr) {
       SPROV_OPTS(sprov_address_space_opts, ao, .pid = pid_);
       if (sprov_address_space_new(ctx_, &ao, &as_) != 0)
@@ -510,49 +495,19 @@ class Unwinder {
     }
     if (verbose && as_)
       fprintf(stderr, "%s: %zu modules mapped by pid %" PRId64 "\n", kProg, sprov_address_space_module_count(as_), pid_);
-#else
-    sprov_snapshot* tmp = nullptr;
-    if (sprov_snapshot_new(SPROV_ARCH_X86_64, SPROV_ENDIAN_LITTLE, &tmp) != 0) return false;
-    if (sprov_snapshot_add_maps(ctx_, tmp, text.c_str()) != 0 && verbose)
-      fprintf(stderr, "%s: reading the module list: %s\n", kProg, sprov_last_error_message());
-    if (verbose) fprintf(stderr, "%s: %zu modules mapped by pid %" PRId64 "\n", kProg, sprov_snapshot_module_count(tmp), pid_);
-    size_t n = sprov_snapshot_module_count(tmp);
-    m.modules.resize(n);
-    for (size_t i = 0; i < n; i++) {
-      auto& mod = m.modules[i];
-      mod.info = {};
-      mod.info.sz = sizeof(mod.info);
-      sprov_snapshot_module(tmp, i, &mod.info);
-      mod.path = mod.info.path ? mod.info.path : "";
-      if (mod.info.build_id && mod.info.build_id_len)
-        mod.build_id.assign(mod.info.build_id, mod.info.build_id + mod.info.build_id_len);
-    }
-    sprov_snapshot_free(tmp);
-    for (auto& mod : m.modules) {  // point into our own copies
-      mod.info.path = mod.path.c_str();
-      mod.info.build_id = mod.build_id.empty() ? nullptr : mod.build_id.data();
-      mod.info.build_id_len = static_cast<uint32_t>(mod.build_id.size());
-    }
-#endif
     mods_ = std::move(m);
     return true;
   }
 
-  const ProcessModules& modules() const { return mods_; }
 
   /// The module whose executable range holds pc (nullptr: none); valid until the next refresh().
   const sprov_module_info* module_at(uint64_t pc) {
-#if ML_RAW_UNWIND
     static sprov_module_info mi;
     for (size_t i = 0; as_ && i < sprov_address_space_module_count(as_); i++) {
       mi = {};
       mi.sz = sizeof(mi);
       if (sprov_address_space_module(as_, i, &mi) == 0 && pc >= mi.start && pc < mi.end) return &mi;
     }
-#else
-    for (const auto& m : mods_.modules)
-      if (pc >= m.info.start && pc < m.info.end) return &m.info;
-#endif
     return nullptr;
   }
   sprov_symbolizer* symbolizer() { return sym_; }
@@ -592,7 +547,6 @@ class Unwinder {
   }
 
  private:
-#if ML_RAW_UNWIND
   /// sprov_unwinder_unwind_raw: the library repairs the trampolines from the shadow records
   /// (frames tagged SPROV_METHOD_TRAMPOLINE); --no-trampoline-repair passes no records.
   UnwindResult unwind_once(const ml_alloc_entry& e) {
@@ -638,72 +592,11 @@ class Unwinder {
     r.repaired = buf.repaired;
     return r;
   }
-#else
-  UnwindResult unwind_once(const ml_alloc_entry& e) {
-    UnwindResult r;
-    // INTERIM trampoline repair (until the library takes shadow-stack records): a slot of the
-    // copied stack that a shadow record names and that holds an address in [uprobes] gets the
-    // real return address back before the walk; the frame that returns through it is tagged.
-    std::vector<uint8_t> stack(e.stack, e.stack + std::min<uint32_t>(e.stack_len, ML_STACK_MAX));
-    std::vector<uint64_t> repaired_slots;
-    if (repair_ && mods_.uprobes_end > mods_.uprobes_start) {
-      for (uint32_t i = 0; i < e.shadow_count && i < ML_SHADOW_MAX; i++) {
-        const ml_shadow& s = e.shadow[i];
-        if (s.slot < e.stack_addr || s.slot + 8 > e.stack_addr + stack.size()) continue;
-        uint64_t v;
-        memcpy(&v, stack.data() + (s.slot - e.stack_addr), 8);
-        if (v < mods_.uprobes_start || v >= mods_.uprobes_end) continue;
-        memcpy(stack.data() + (s.slot - e.stack_addr), &s.return_address, 8);
-        repaired_slots.push_back(s.slot);
-      }
-    }
-    sprov_snapshot* snap = nullptr;
-    if (sprov_snapshot_new(SPROV_ARCH_X86_64, SPROV_ENDIAN_LITTLE, &snap) != 0) return r;
-    // struct pt_regs (x86_64) word index of DWARF registers 0..16 (rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip)
-    static const int kPtRegs[17] = {10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16};
-    for (uint32_t reg = 0; reg < 17; reg++) sprov_snapshot_set_reg(snap, reg, e.regs[kPtRegs[reg]]);
-    if (!stack.empty()) sprov_snapshot_add_memory(snap, e.stack_addr, stack.data(), stack.size());
-    // Not the vDSO: its bytes are not in this snapshot (the library would look for a file named
-    // "[vdso]" on every walk), and no allocation is made from it.
-    for (const auto& mod : mods_.modules)
-      if (mod.path.empty() || mod.path[0] != '[') sprov_snapshot_add_module(snap, &mod.info);
-    sprov_snapshot_set_ids(snap, e.h.pid, e.h.tid);
-    sprov_stack* st = nullptr;
-    if (sprov_unwinder_unwind(uw_, snap, &st) == 0) {
-      size_t n = sprov_stack_frame_count(st);
-      for (size_t i = 0; i < n; i++) {
-        sprov_frame fr = {};
-        fr.sz = sizeof(fr);
-        if (sprov_stack_frame(st, i, &fr) != 0) continue;
-        RawFrame f;
-        f.pc = fr.pc;
-        f.module_offset = fr.module_offset;
-        f.method = fr.method;
-        f.return_address = i > 0;
-        if (fr.module_path) f.module = fr.module_path;
-        else if (fr.pc >= mods_.uprobes_start && fr.pc < mods_.uprobes_end) f.module = "[uprobes]";
-        // x86_64: the return address of frame i was read from the slot just below its sp.
-        if (i > 0 && std::find(repaired_slots.begin(), repaired_slots.end(), fr.sp - 8) != repaired_slots.end()) {
-          f.method = SPROV_METHOD_TRAMPOLINE;
-          r.repaired++;
-        }
-        r.frames.push_back(std::move(f));
-      }
-      r.stop_reason = sprov_stack_stop_reason(st);
-      sprov_stack_free(st);
-    }
-    sprov_snapshot_free(snap);
-    return r;
-  }
-
-#endif
 
   int64_t pid_;
   bool repair_;
   std::string root_;
-#if ML_RAW_UNWIND
   sprov_address_space* as_ = nullptr;
-#endif
   sprov_context* ctx_ = nullptr;
   sprov_unwinder* uw_ = nullptr;
   sprov_symbolizer* sym_ = nullptr;

@@ -23,13 +23,19 @@ extern "C" {
  *
  * Allocation and locks: a sprov_unwinder reserves its frame scratch when it is
  * created (opts.max_frames) and its rule cache is fixed-size, so a walk neither
- * allocates nor locks, with two exceptions that the caller controls:
+ * allocates nor locks, except the first time it meets something:
  *   - sprov_unwinder_unwind_into builds the unwinder's module table when the
  *     snapshot's module list differs from the previous one (loads modules);
+ *   - the first miss in an FDE compiles that FDE's rows (allocates once per FDE;
+ *     published without a lock, doc/unwind-tables.md);
+ *   - the first walk of a pid reads its perf map, /tmp/perf-PID.map (JIT code;
+ *     sprov_unwinder_unwind_into and _unwind_raw, doc/fast-path.md);
  *   - the first use of a module's separate debug file for .debug_frame loads it
  *     (pass SPROV_UNWIND_NO_DEBUG_FRAME, or SPROV_AS_LOAD_DEBUG_FRAME when
- *     building the address space). sprov_unwinder_unwind_signal never uses
- *     .debug_frame files that are not loaded yet.
+ *     building the address space).
+ * sprov_unwinder_unwind_signal does none of these: it compiles no rows (a miss
+ * runs the CFI interpreter and caches its compact rule), reads no perf map and
+ * never uses .debug_frame files that are not loaded yet.
  * Failures of the first two entry points (bad arguments) set the thread's last
  * error, which allocates; sprov_unwinder_unwind_signal only returns the code.
  * ------------------------------------------------------------------------- */
