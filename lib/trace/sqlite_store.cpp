@@ -2,7 +2,9 @@
 // The SQLite trace store (default): one file, WAL, versioned migrations, one transaction per trace.
 #include <sqlite3.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "evidence/encoding.hpp"
 #include "trace/store.hpp"
@@ -541,9 +543,18 @@ Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) {
   sqlite3_busy_timeout(db, 60000);
   auto store = std::make_unique<SqliteStore>(db, path);
   // WAL: readers never block the writer; synchronous=FULL: a commit is on disk when put returns.
-  if (auto st = store->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "configuring");
-      !st)
-    return st.error();
+  const char* kConfigure = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON";
+  Status st = store->exec(kConfigure, "configuring");
+  // Switching a new database to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY there
+  // without calling the busy handler while another connection holds it (concurrent captures into
+  // one new store: integration_trace_capture_kill). Retry for the busy timeout's 60 s.
+  for (int waited_ms = 0; !st && waited_ms < 60000; waited_ms += 10) {
+    const int code = sqlite3_errcode(db) & 0xff;
+    if (code != SQLITE_BUSY && code != SQLITE_LOCKED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = store->exec(kConfigure, "configuring");
+  }
+  if (!st) return st.error();
   if (auto st = store->migrate(); !st) return st.error();
   return std::unique_ptr<Store>(std::move(store));
 }
