@@ -45,7 +45,9 @@ extern "C" {
 #define SPROV_VERSION_NUMBER \
   (SPROV_VERSION_MAJOR * 10000 + SPROV_VERSION_MINOR * 100 + SPROV_VERSION_PATCH)
 
-/* Declare and zero-initialise an options struct with its size set:
+/* Options structs end at their last field (no tail padding; tests/abi checks it), so the bytes
+ * an older caller's sz covers are all fields it set.
+ * Declare and zero-initialise an options struct with its size set:
  *   SPROV_OPTS(sprov_unwinder_opts, o, .max_frames = 64);
  * Fields not named are zero. Plain ISO C (C99/C11, no GNU extension: compiles without a
  * warning under -std=c11 -pedantic); in C++ (C++20 designated initializers: name fields in

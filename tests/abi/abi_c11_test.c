@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ABI test compiled as C11: older/smaller and newer/larger option structs, errors, names. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "stackprov/stackprov.h"
+#include "stackprov/bundle.h"
+#include "stackprov/fast.h"
+#include "stackprov/perf.h"
+#include "stackprov/symbol_bundle.h"
+#include "stackprov/trace.h"
 
 static int failures = 0;
 #define EXPECT(cond)                                              \
@@ -15,11 +21,43 @@ static int failures = 0;
     }                                                             \
   } while (0)
 
-/* What sprov_unwinder_opts looked like in an imagined older release: only max_frames. */
+/* What sprov_unwinder_opts looked like in an imagined older release: max_frames and flags.
+ * An older struct has no tail padding either (the rule checked below): with only max_frames,
+ * sz would be 16 and bytes 12..15, uninitialised padding, would be read as `flags` (CI saw
+ * "unknown unwinder flags" from stack garbage when this test declared such a struct). */
 struct sprov_unwinder_opts_v0 {
   size_t sz;
   uint32_t max_frames;
+  uint32_t flags;
 };
+
+/* Every options struct ends at its last field: no tail padding, so every byte a caller's sz
+ * covers is a field the caller initialised (SPROV_OPTS in C need not zero padding). */
+#define SPROV_NO_TAIL_PADDING(T)                                                        \
+  _Static_assert(sizeof(struct T) == offsetof(struct T, T##__last_field) +              \
+                                         sizeof(((struct T*)0)->T##__last_field),       \
+                 #T " has tail padding: add an explicit reserved field")
+SPROV_NO_TAIL_PADDING(sprov_profile_open_opts);
+SPROV_NO_TAIL_PADDING(sprov_record_opts);
+SPROV_NO_TAIL_PADDING(sprov_context_opts);
+SPROV_NO_TAIL_PADDING(sprov_capture_opts);
+SPROV_NO_TAIL_PADDING(sprov_process_opts);
+SPROV_NO_TAIL_PADDING(sprov_unwinder_opts);
+SPROV_NO_TAIL_PADDING(sprov_symbolizer_opts);
+SPROV_NO_TAIL_PADDING(sprov_sign_opts);
+SPROV_NO_TAIL_PADDING(sprov_dsse_verify_opts);
+SPROV_NO_TAIL_PADDING(sprov_sigstore_opts);
+SPROV_NO_TAIL_PADDING(sprov_trace_verify_opts);
+SPROV_NO_TAIL_PADDING(sprov_bundle_build_opts);
+SPROV_NO_TAIL_PADDING(sprov_bundle_module);
+SPROV_NO_TAIL_PADDING(sprov_bundle_sign_opts);
+SPROV_NO_TAIL_PADDING(sprov_address_space_opts);
+SPROV_NO_TAIL_PADDING(sprov_mapping);
+SPROV_NO_TAIL_PADDING(sprov_raw_input);
+SPROV_NO_TAIL_PADDING(sprov_trace_capture_opts);
+SPROV_NO_TAIL_PADDING(sprov_trace_resolve_opts);
+SPROV_NO_TAIL_PADDING(sprov_trace_replay_opts);
+
 
 /* A caller built against an imagined newer release with one more field. */
 struct sprov_unwinder_opts_next {
@@ -150,7 +188,7 @@ int main(void) {
   if (!ctx) return 1;
 
   /* Older, smaller struct: accepted, missing fields take defaults. */
-  struct sprov_unwinder_opts_v0 old = {sizeof(old), 3};
+  struct sprov_unwinder_opts_v0 old = {sizeof(old), 3, 0};
   sprov_unwinder* uw = NULL;
   EXPECT(sprov_unwinder_new(ctx, (const struct sprov_unwinder_opts*)&old, &uw) == 0);
   size_t frames = 0;
