@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-sanitize fuzz random-walks demo bench install clean
+.PHONY: all deps configure build test test-sanitize fuzz fuzz-build fuzz-campaign random-walks demo bench install clean
 
 all: build
 
@@ -51,13 +51,22 @@ FUZZ_TARGETS ?=
 # instrumented build (tests/fuzz/random_walks.cpp; `make random-walks` runs them in $(BUILD)).
 FUZZ_WALKS ?= 1000000
 WALK_MODULES = /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/bin/python3.11 /usr/bin/node
-fuzz: build
+fuzz-build: build
 	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
 	  -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
 	  -DSTACKPROV_FUZZ=ON -DSTACKPROV_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
 	FUZZ_JOBS=$(JOBS) FUZZ_CLI=$(BUILD)/bin/stackprov ./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./$(FUZZ_BUILD)/bin/random_walks $(FUZZ_WALKS) 18 $(WALK_MODULES)
+
+# The campaign (doc/hardening.md): rounds of fuzz.sh until every target has used FUZZ_GOAL CPU
+# seconds, resumable (ledger $(FUZZ_BUILD)/fuzz/campaign.tsv). Runs niced: it yields to other work.
+FUZZ_GOAL ?= 3600
+FUZZ_ROUND ?= 1200
+fuzz-campaign: fuzz-build
+	FUZZ_JOBS=$(JOBS) FUZZ_CLI=$(BUILD)/bin/stackprov nice -n 19 ./scripts/fuzz-campaign.sh $(FUZZ_BUILD) $(FUZZ_GOAL) $(FUZZ_ROUND)
 
 random-walks: build
 	cmake --build $(BUILD) --target random_walks

@@ -9,6 +9,8 @@
 #              (works with the g++ build's file-driven targets too)
 #   TARGET     names without the fuzz_ prefix (default: every bin/fuzz_* but fuzz_make_seeds)
 # Environment: FUZZ_JOBS (default 1) targets at a time; FUZZ_RSS_MB (default 2048) per-process limit;
+# FUZZ_LEDGER a file to which each target's run appends one tab-separated line (target, CPU seconds
+# used, executions, cov, ft, corpus size, crashes, UTC time): scripts/fuzz-campaign.sh adds them up;
 # FUZZ_CLI the stackprov CLI that makes seeds (default BUILD_DIR/bin/stackprov; make fuzz passes the
 # g++ build's).
 #
@@ -172,7 +174,17 @@ run_one() {
   corp=$(ls "$corpus" | wc -l)
   local crashes
   crashes=$(ls "$art" | wc -l)
-  printf '%-20s %4ss  execs %10s  cov %6s  ft %7s  corpus %6s  crashes %s%s\n' "$t" "$seconds" "${runs:-0}" \
+  # CPU time of the fuzzer (user + system of this job's children: `times`, second line, run in
+  # this shell, not in a pipe's subshell), which is what a campaign counts: -max_total_time is
+  # wall time, and a niced run gets less.
+  local cpu
+  times > "$work/$t.times"
+  cpu=$(tail -1 "$work/$t.times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.1f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+  if [ -n "${FUZZ_LEDGER:-}" ]; then
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$cpu" "${runs:-0}" "${cov:-0}" "${ft:-0}" "$corp" "$crashes" \
+      "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$FUZZ_LEDGER"
+  fi
+  printf '%-20s %4ss  cpu %7ss  execs %10s  cov %6s  ft %7s  corpus %6s  crashes %s%s\n' "$t" "$seconds" "$cpu" "${runs:-0}" \
     "${cov:-0}" "${ft:-0}" "$corp" "$crashes" "$([ $rc -ne 0 ] && echo "  (exit $rc, $log)")" >> "$report"
   [ $rc -eq 0 ] && [ "$crashes" -eq 0 ]
 }

@@ -526,6 +526,34 @@ class Unwinder {
     return r;
   }
 
+  /// Shim mode, a sample the sampler unwound in the process: its frames, each given the module
+  /// that maps its pc here (the same mappings: the loader reads the process's /proc/PID/maps).
+  UnwindResult frames_event(const ml_alloc_frames& e) {
+    if (mods_.maps_text.empty()) refresh();
+    UnwindResult r;
+    uint32_t n = std::min<uint32_t>(e.count, ML_FRAMES_MAX);
+    bool refreshed = false;
+    for (uint32_t i = 0; i < n; i++) {
+      RawFrame f;
+      f.pc = e.frames[i].pc;
+      f.method = e.frames[i].method;
+      f.return_address = (e.frames[i].flags & SPROV_FRAME_RETURN_ADDRESS) != 0;
+      const sprov_module_info* m = module_at(f.pc);
+      if (m == nullptr && !refreshed) {  // mapped since the last read (dlopen)
+        refreshed = true;
+        if (refresh()) m = module_at(f.pc);
+      }
+      if (m != nullptr) {
+        f.module = m->path ? m->path : "";
+        f.module_offset = f.pc - m->load_bias;
+      }
+      r.frames.push_back(std::move(f));
+    }
+    r.stop_reason = e.stop_reason;
+    if (e.entry_pc) from_allocator_entry(r, e.entry_pc);
+    return r;
+  }
+
   /// Shim mode: the in-process sampler's file as mapped (its frames are dropped).
   std::string shim_path;
 
@@ -635,8 +663,10 @@ class Tracker {
  public:
   Tracker(Unwinder& uw, const Options& o) : uw_(uw), opt_(o) {}
 
-  void on_entry(const ml_alloc_entry& e) {
-    UnwindResult r = uw_.unwind_event(e);
+  void on_entry(const ml_alloc_entry& e) { on_unwound(uw_.unwind_event(e), e.h.tid); }
+  void on_frames(const ml_alloc_frames& e) { on_unwound(uw_.frames_event(e), e.h.tid); }
+
+  void on_unwound(UnwindResult r, uint32_t tid) {
     repaired_ += r.repaired;
     std::vector<uint64_t> key;
     for (const auto& f : r.frames) key.push_back(f.pc);
@@ -650,7 +680,7 @@ class Tracker {
     } else {
       id = it->second;
     }
-    pending_[e.h.tid].stack = id;
+    pending_[tid].stack = id;
     entries_++;
   }
 
@@ -872,6 +902,16 @@ int handle_event(void* ctx, void* data, size_t len) {
         memcpy(&e, data, std::min(len, sizeof(e)));
         if (e.stack_len > len - ML_ENTRY_FIXED) e.stack_len = static_cast<uint32_t>(len - ML_ENTRY_FIXED);
         t->on_entry(e);
+      }
+      break;
+    case ML_EV_ALLOC_FRAMES:
+      if (len >= ML_FRAMES_FIXED) {
+        // only `count` frames are in the ring: copy into a full-size event, the count bounded by
+        // what arrived
+        static ml_alloc_frames e;
+        memcpy(&e, data, std::min(len, sizeof(e)));
+        e.count = static_cast<uint32_t>(std::min<uint64_t>(e.count, (len - ML_FRAMES_FIXED) / sizeof(ml_frame)));
+        t->on_frames(e);
       }
       break;
     case ML_EV_ALLOC_RET: t->on_return(*h); break;
@@ -1140,6 +1180,10 @@ int main(int argc, char** argv) {
             " stacks read page by page, %" PRIu64 " trampolines repaired\n",
             kProg, st[4], preload.empty() ? "allocator calls" : "samples from the in-process sampler", st[3],
             tracker.entries(), st[0], st[1], st[2], tracker.repaired());
+    if (const ml_shm_head* h = ring.head())
+      fprintf(stderr, "%s: %llu samples unwound in the process, %llu sent their stack to the loader\n", kProg,
+              static_cast<unsigned long long>(h->unwound),
+              static_cast<unsigned long long>(h->samples - h->dropped - h->unwound));
   }
 
   if (o.json) report_json(stdout, tracker, o, pid);

@@ -23,6 +23,7 @@ enum ml_event_type {
   ML_EV_ALLOC_ENTRY = 1, /* a sampled allocation starts: regs + stack + shadow stack */
   ML_EV_ALLOC_RET = 2,   /* it returned: the pointer (0: failed) */
   ML_EV_FREE = 3,        /* a sampled (live) pointer was freed */
+  ML_EV_ALLOC_FRAMES = 4, /* shim mode: a sampled allocation unwound in the process (frames, no stack) */
 };
 
 /* One record of the per-thread shadow stack (what a pending uretprobe replaced):
@@ -56,6 +57,27 @@ struct ml_alloc_entry {
 
 #define ML_ENTRY_FIXED (sizeof(struct ml_alloc_entry) - ML_STACK_MAX)
 
+/* Shim mode, unwound in the process by the sampler (through the library's raw entry point, on the
+ * thread's live stack: nothing copied). Frames as sprov_raw_frame gives them, innermost first; the
+ * walk starts in the sampler itself (the loader drops those frames and puts entry_pc first, as for
+ * ML_EV_ALLOC_ENTRY). Only `count` frames are sent. */
+#define ML_FRAMES_MAX 128
+struct ml_frame {
+  __u64 pc;
+  __s32 method;  /* sprov_method */
+  __u32 flags;   /* SPROV_FRAME_* */
+};
+
+struct ml_alloc_frames {
+  struct ml_event_head h;
+  __u64 entry_pc;     /* as in ml_alloc_entry */
+  __u32 count;        /* frames sent */
+  __s32 stop_reason;  /* sprov_stop_reason of the walk */
+  struct ml_frame frames[ML_FRAMES_MAX];
+};
+
+#define ML_FRAMES_FIXED (sizeof(struct ml_alloc_frames) - ML_FRAMES_MAX * sizeof(struct ml_frame))
+
 /* Shim mode (-- COMMAND with --sample-bytes: stackprov-memleak-preload.so samples in the process):
  * the sampler writes its events into a ring in shared memory (a memfd the loader creates and the
  * command inherits, STACKPROV_MEMLEAK_RING_FD), so no sampled event enters the kernel. Layout: this
@@ -80,6 +102,7 @@ struct ml_shm_head {
   __u64 dropped; /* samples not written: the ring was full but for its last ML_SHM_HEADROOM bytes */
   __u64 lost_frees; /* free records not written: the ring was full */
   __u64 lost;    /* samples not tracked: the sampler's live set was full where they hashed */
+  __u64 unwound; /* samples unwound in the process (ML_EV_ALLOC_FRAMES); the rest sent their stack */
 };
 
 struct ml_shm_record {

@@ -38,6 +38,8 @@
 #include <linux/types.h>
 
 #include "memleak.h"
+#include "stackprov/fast.h"
+#include "stackprov/stackprov.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -63,7 +65,7 @@ __asm__(".text\n.type stackprov_memleak_capture,@function\n.p2align 4\nstackprov
         "lea stackprov_memleak_capture(%rip), %rax\nmov %rax, 128(%rdi)\nmov %rsp, 152(%rdi)\nret\n"
         ".cfi_endproc\n.size stackprov_memleak_capture,.-stackprov_memleak_capture\n");
 void stackprov_memleak_capture(uint64_t* regs);
-enum { PT_ORIG_RAX = 15, PT_RSP = 19 };  // struct pt_regs word indexes
+enum { PT_ORIG_RAX = 15, PT_RIP = 16, PT_RSP = 19 };  // struct pt_regs word indexes
 
 // ------------------------------------------------------------------ configuration
 
@@ -129,7 +131,12 @@ static void configure(void) {
   atomic_store_explicit(&g_configured, 2, memory_order_release);
 }
 
-__attribute__((constructor)) static void init(void) { configure(); }
+static int g_constructed;  // this library's constructor has run (see "unwinding in the process")
+
+__attribute__((constructor)) static void init(void) {
+  configure();
+  g_constructed = 1;
+}
 
 // ------------------------------------------------------------------ sampling
 
@@ -323,7 +330,7 @@ static uint32_t thread_id(void) {
 // Bytes of stack to copy from sp: up to --stack-bytes, within this thread's stack (the main
 // thread: up to 512 bytes above its initial sp, argv's pointers; no frame lies above it). A stack
 // this library does not know (sigaltstack, a coroutine's) is copied to the end of sp's page only.
-static uint64_t stack_extent(uint64_t sp) {
+static uint64_t stack_extent(uint64_t sp, uint64_t want) {
   if (UNLIKELY(t_stack_hi == 0)) {
     if (thread_id() == g_pid) {
       t_stack_hi = (uint64_t)(uintptr_t)__libc_stack_end + 512;
@@ -341,9 +348,8 @@ static uint64_t stack_extent(uint64_t sp) {
       t_stack_hi = addr ? t_stack_lo + bytes : 1;
     }
   }
-  uint64_t want = g_stack_bytes;
   uint64_t room = sp >= t_stack_lo && sp < t_stack_hi ? t_stack_hi - sp : 4096 - (sp & 4095);
-  return want < room ? want : room;
+  return want && want < room ? want : room;
 }
 
 static void fill_head(struct ml_event_head* h, uint32_t type, uint32_t kind, const void* p, uint64_t size) {
@@ -363,7 +369,7 @@ __attribute__((noinline)) static void send_sample(struct ml_shm_head* r, void* p
   stackprov_memleak_capture(regs);
   uint64_t sp = regs[PT_RSP], ra = regs[PT_ORIG_RAX];
   regs[PT_ORIG_RAX] = 0;
-  uint64_t len = stack_extent(sp);
+  uint64_t len = stack_extent(sp, g_stack_bytes);
   ring_lock(r);
   uint64_t head = r->head;
   struct ml_alloc_entry* e =
@@ -388,12 +394,148 @@ __attribute__((noinline)) static void send_sample(struct ml_shm_head* r, void* p
   ring_unlock(r);
 }
 
-// A sampled allocation that succeeded: remember it, then tell the loader.
-__attribute__((noinline)) static void sampled(void* p, size_t size, unsigned kind, void* fn) {
+// ------------------------------------------------------------------ unwinding in the process
+//
+// The default: a sample is unwound here, on the thread's live stack, through the library's raw
+// entry point (sprov_unwinder_unwind_raw with this process's sprov_address_space), and only its
+// frames go into the ring (ML_EV_ALLOC_FRAMES, ~0.2 KiB), as tcmalloc and heaptrack unwind in the
+// process. Copying the stack instead (ML_EV_ALLOC_ENTRY, the loader unwinds; ~9 KiB per sample in
+// bench/memleak's loop) cost more than the rest of the sampler together, and at one sample per
+// ~254 iterations filled the ring faster than the loader drained it. The copy stays as the
+// fallback (the library could not be set up) and STACKPROV_MEMLEAK_UNWIND=loader selects it.
+// Set up at the first sample after this library's constructor has run (a sample taken while the
+// shared objects are still being initialized copies the stack): nothing of the library is used
+// before the dynamic linker has initialized it. Everything here runs with t_busy set, so the
+// library's own allocations are forwarded to glibc unsampled.
+static atomic_int g_inproc;  // 0: not tried, 1: ready, -1: copy the stack instead
+static sprov_context* g_ctx;
+static sprov_address_space* g_as;
+static pthread_mutex_t g_inproc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t g_uw_key;
+static __thread sprov_unwinder* t_uw __attribute__((tls_model("initial-exec")));
+
+static void free_thread_unwinder(void* uw) { sprov_unwinder_free((sprov_unwinder*)uw); }
+
+static int inproc_setup(void) {
+  int state = atomic_load_explicit(&g_inproc, memory_order_acquire);
+  if (state != 0) return state;
+  pthread_mutex_lock(&g_inproc_lock);
+  state = atomic_load_explicit(&g_inproc, memory_order_relaxed);
+  if (state == 0) {
+    const char* mode = getenv("STACKPROV_MEMLEAK_UNWIND");
+    SPROV_OPTS(sprov_context_opts, co, .log_level = SPROV_LOG_ERROR);
+    SPROV_OPTS(sprov_address_space_opts, ao);  // pid 0: this process
+    state = -1;
+    if (!(mode && strcmp(mode, "loader") == 0) && pthread_key_create(&g_uw_key, free_thread_unwinder) == 0) {
+      if (sprov_context_new(&co, &g_ctx) == 0 && sprov_address_space_new(g_ctx, &ao, &g_as) == 0) state = 1;
+    }
+    atomic_store_explicit(&g_inproc, state, memory_order_release);
+  }
+  pthread_mutex_unlock(&g_inproc_lock);
+  return state;
+}
+
+static sprov_unwinder* thread_unwinder(void) {
+  if (LIKELY(t_uw != NULL)) return t_uw;
+  SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = ML_FRAMES_MAX);
+  sprov_unwinder* uw = NULL;
+  if (sprov_unwinder_new(g_ctx, &uo, &uw) != 0) return NULL;
+  pthread_setspecific(g_uw_key, uw);  // freed when the thread ends
+  return t_uw = uw;
+}
+
+// The walk ended at a pc in no module: a library mapped since the address space was read
+// (dlopen). Re-read /proc/self/maps, one thread at a time, at most once per 100 ms.
+static int refresh_modules(void) {
+  static _Atomic uint64_t last_ns;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, last = atomic_load(&last_ns);
+  if (now - last < 100000000u || !atomic_compare_exchange_strong(&last_ns, &last, now)) return 0;
+  if (pthread_mutex_trylock(&g_inproc_lock) != 0) return 0;
+  int ok = sprov_address_space_refresh(g_as) == 0;
+  pthread_mutex_unlock(&g_inproc_lock);
+  return ok;
+}
+
+// Unwinds the caller's stack in the process and sends the frames; 0: not done (send the stack).
+// The walk starts at this function's return from the capture (pc = that return address, sp above
+// it): every frame from there up is intact while the library runs below this frame.
+__attribute__((noinline)) static int send_unwound(struct ml_shm_head* r, void* p, uint64_t size, unsigned kind,
+                                                 void* fn) {
+  sprov_unwinder* uw = thread_unwinder();
+  if (!uw) return 0;
+  uint64_t regs[ML_REGS_WORDS] = {0};
+  stackprov_memleak_capture(regs);
+  regs[PT_RIP] = regs[PT_ORIG_RAX];
+  regs[PT_ORIG_RAX] = 0;
+  regs[PT_RSP] += 8;
+  uint64_t sp = regs[PT_RSP];
+  SPROV_OPTS(sprov_raw_input, in, .regs_format = SPROV_REGS_PT_REGS, .flags = SPROV_RAW_PC_IS_RETURN_ADDRESS);
+  in.regs = regs;
+  in.regs_len = sizeof(regs);
+  in.stack_addr = sp;
+  in.stack = (const void*)(uintptr_t)sp;
+  in.stack_len = stack_extent(sp, 0);
+  struct sprov_raw_frame frames[ML_FRAMES_MAX];
+  struct sprov_unwind_buf buf;
+  memset(&buf, 0, sizeof(buf));
+  buf.sz = sizeof(buf);
+  buf.frames = frames;
+  buf.capacity = ML_FRAMES_MAX;
+  buf.frame_sz = sizeof(struct sprov_raw_frame);
+  if (sprov_unwinder_unwind_raw(uw, g_as, &in, &buf) != 0) return 0;
+  if (buf.stop_reason == SPROV_STOP_INVALID_PC && refresh_modules()) {
+    buf.count = 0;
+    if (sprov_unwinder_unwind_raw(uw, g_as, &in, &buf) != 0) return 0;
+  }
+  uint32_t n = buf.count < ML_FRAMES_MAX ? buf.count : ML_FRAMES_MAX;
+  ring_lock(r);
+  uint64_t head = r->head;
+  struct ml_alloc_frames* e = (struct ml_alloc_frames*)ring_reserve(
+      r, &head, (uint32_t)(ML_FRAMES_FIXED + n * sizeof(struct ml_frame)), ML_SHM_HEADROOM);
+  struct ml_event_head* ret =
+      e ? (struct ml_event_head*)ring_reserve(r, &head, sizeof(struct ml_event_head), ML_SHM_HEADROOM) : NULL;
+  if (ret) {
+    fill_head(&e->h, ML_EV_ALLOC_FRAMES, kind, NULL, size);
+    e->entry_pc = (uint64_t)(uintptr_t)fn;
+    e->count = n;
+    e->stop_reason = buf.stop_reason;
+    for (uint32_t i = 0; i < n; i++) {
+      e->frames[i].pc = frames[i].pc;
+      e->frames[i].method = frames[i].method;
+      e->frames[i].flags = frames[i].flags;
+    }
+    fill_head(ret, ML_EV_ALLOC_RET, kind, p, size);
+    __atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+    r->unwound++;
+  } else {
+    r->dropped++;
+  }
+  r->samples++;
+  ring_unlock(r);
+  return 1;
+}
+
+// This library's own bytes (hidden: not the program's symbols of the same names).
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char _end[] __attribute__((visibility("hidden")));
+
+// A sampled allocation that succeeded: remember it, then tell the loader. CALLER: the allocator's
+// return address; one inside this library is its own (the C++ runtime linked into it initializing:
+// libstdc++'s emergency exception pool), not the program's, and is not reported.
+__attribute__((noinline)) static void sampled(void* p, size_t size, unsigned kind, void* fn, const void* caller) {
   struct ml_shm_head* r = g_ring;
   if (!p || !r) return;
-  if (set_insert(p)) send_sample(r, p, size, kind, fn);
-  else __atomic_fetch_add(&r->lost, 1, __ATOMIC_RELAXED);
+  if ((const char*)caller >= __ehdr_start && (const char*)caller < _end) return;
+  if (!set_insert(p)) {
+    __atomic_fetch_add(&r->lost, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  t_busy++;  // the library's allocations are forwarded, not sampled
+  int done = g_constructed && inproc_setup() == 1 && send_unwound(r, p, size, kind, fn);
+  t_busy--;
+  if (!done) send_sample(r, p, size, kind, fn);
 }
 
 __attribute__((noinline)) static void send_free(const void* p) {
@@ -433,15 +575,15 @@ static inline int not_due(size_t size) {
   return 0;
 }
 
-__attribute__((noinline)) static void* malloc_slow(size_t size) {
+__attribute__((noinline)) static void* malloc_slow(size_t size, const void* caller) {
   void* p = __libc_malloc(size);
-  if (sample_due(size)) sampled(p, size, ML_MALLOC, (void*)__libc_malloc);
+  if (sample_due(size)) sampled(p, size, ML_MALLOC, (void*)__libc_malloc, caller);
   return p;
 }
 
 EXPORT void* malloc(size_t size) {
   if (not_due(size)) return __libc_malloc(size);
-  return malloc_slow(size);
+  return malloc_slow(size, __builtin_return_address(0));
 }
 
 EXPORT void free(void* p) {
@@ -450,18 +592,18 @@ EXPORT void free(void* p) {
   __libc_free(p);
 }
 
-__attribute__((noinline)) static void* calloc_slow(size_t n, size_t size) {
+__attribute__((noinline)) static void* calloc_slow(size_t n, size_t size, const void* caller) {
   void* p = __libc_calloc(n, size);
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) return p;
-  if (sample_due(total)) sampled(p, total, ML_CALLOC, (void*)__libc_calloc);
+  if (sample_due(total)) sampled(p, total, ML_CALLOC, (void*)__libc_calloc, caller);
   return p;
 }
 
 EXPORT void* calloc(size_t n, size_t size) {
   size_t total;
   if (!__builtin_mul_overflow(n, size, &total) && not_due(total)) return __libc_calloc(n, size);
-  return calloc_slow(n, size);
+  return calloc_slow(n, size, __builtin_return_address(0));
 }
 
 EXPORT void* realloc(void* old, size_t size) {
@@ -474,7 +616,7 @@ EXPORT void* realloc(void* old, size_t size) {
     if (p || size == 0) send_free(old);  // glibc: realloc(p, 0) frees p
     else if (!set_insert(old)) send_free(old);
   }
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_REALLOC, (void*)__libc_realloc);
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_REALLOC, (void*)__libc_realloc, __builtin_return_address(0));
   return p;
 }
 
@@ -483,7 +625,7 @@ EXPORT int posix_memalign(void** out, size_t align, size_t size) {
   if (UNLIKELY(!f)) g_posix_memalign = f = (posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
   if (UNLIKELY(!f)) return ENOMEM;
   int rc = f(out, align, size);
-  if (UNLIKELY(sample_due(size)) && rc == 0) sampled(*out, size, ML_POSIX_MEMALIGN, (void*)f);
+  if (UNLIKELY(sample_due(size)) && rc == 0) sampled(*out, size, ML_POSIX_MEMALIGN, (void*)f, __builtin_return_address(0));
   return rc;
 }
 
@@ -495,18 +637,18 @@ EXPORT void* aligned_alloc(size_t align, size_t size) {
     return NULL;
   }
   void* p = f(align, size);
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_ALIGNED_ALLOC, (void*)f);
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_ALIGNED_ALLOC, (void*)f, __builtin_return_address(0));
   return p;
 }
 
 EXPORT void* memalign(size_t align, size_t size) {
   void* p = __libc_memalign(align, size);
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_MEMALIGN, (void*)__libc_memalign);
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_MEMALIGN, (void*)__libc_memalign, __builtin_return_address(0));
   return p;
 }
 
 EXPORT void* valloc(size_t size) {
   void* p = __libc_valloc(size);
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_VALLOC, (void*)__libc_valloc);
+  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_VALLOC, (void*)__libc_valloc, __builtin_return_address(0));
   return p;
 }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The fuzzing campaign of issue 18: runs scripts/fuzz.sh in rounds until every target has used
+# GOAL seconds of CPU, adding up each round's CPU time in a ledger. Interrupt it at any point and
+# run it again: the ledger and the corpora (BUILD_DIR/fuzz/corpus, kept by fuzz.sh) carry over, so
+# the campaign resumes where it stopped (a round cut short counts nothing for its targets).
+#
+# usage: scripts/fuzz-campaign.sh BUILD_DIR [GOAL_SECONDS [ROUND_SECONDS]]
+#   BUILD_DIR      a STACKPROV_FUZZ build (make fuzz-campaign makes it)
+#   GOAL_SECONDS   CPU seconds per target (default 3600: one CPU-hour)
+#   ROUND_SECONDS  libFuzzer -max_total_time per target and round (default 1200)
+# Environment: as fuzz.sh (FUZZ_JOBS targets at a time, FUZZ_CLI, FUZZ_RSS_MB).
+# Ledger: BUILD_DIR/fuzz/campaign.tsv (fuzz.sh's FUZZ_LEDGER lines). The table of figures
+# (doc/hardening.md "Campaign figures") is printed at the end and written to
+# BUILD_DIR/fuzz/campaign.md.
+#
+# Exit status: 0 every target reached GOAL without a crash; 1 a target crashed (its reproducer in
+# BUILD_DIR/fuzz/artifacts/<target>/; the other targets go on, that one waits until the directory
+# is emptied); 2 usage.
+set -euo pipefail
+if [ $# -lt 1 ] || [ $# -gt 3 ] || ! [[ "${2:-3600}" =~ ^[0-9]+$ ]] || ! [[ "${3:-1200}" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: scripts/fuzz-campaign.sh BUILD_DIR [GOAL_SECONDS [ROUND_SECONDS]]" >&2
+  exit 2
+fi
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$1" && pwd)
+goal=${2:-3600}
+round=${3:-1200}
+ledger=$build/fuzz/campaign.tsv
+mkdir -p "$build/fuzz"
+touch "$ledger"
+
+all=()
+for f in "$build"/bin/fuzz_*; do
+  n=${f##*/fuzz_}
+  [ "$n" = make_seeds ] || all+=("$n")
+done
+[ ${#all[@]} -gt 0 ] || { echo "fuzz-campaign.sh: no fuzz_* targets in $build/bin" >&2; exit 2; }
+
+# CPU seconds so far of target $1 (the ledger's second column, summed).
+cpu_of() { awk -F'\t' -v t="$1" '$1 == t { s += $2 } END { printf "%d", s }' "$ledger"; }
+# A target with a reproducer in its artifacts directory is left out until the crash is fixed and
+# the reproducer moved to tests/fuzz/regress/<target>/.
+crashed_of() { ls "$build/fuzz/artifacts/$1" 2>/dev/null | wc -l; }
+
+status=0
+while :; do
+  todo=()
+  for t in "${all[@]}"; do
+    if [ "$(crashed_of "$t")" -ne 0 ]; then status=1; continue; fi
+    [ "$(cpu_of "$t")" -lt "$goal" ] && todo+=("$t")
+  done
+  [ ${#todo[@]} -eq 0 ] && break
+  echo "fuzz-campaign: round of ${round}s for ${#todo[@]} target(s) short of ${goal} CPU-s: ${todo[*]}" >&2
+  FUZZ_LEDGER=$ledger "$src/scripts/fuzz.sh" "$build" "$round" "${todo[@]}" >&2 || status=1
+done
+
+# The figures: per target, CPU time and executions summed over the rounds, the last round's cov, ft
+# and corpus, crashes found.
+{
+  echo "| target | CPU time | executions | exec/s | cov | ft | corpus | crashes | rounds |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  awk -F'\t' '{ cpu[$1] += $2; ex[$1] += $3; cov[$1] = $4; ft[$1] = $5; cor[$1] = $6; cr[$1] += $7; n[$1]++ }
+    END { for (t in cpu) printf "| `%s` | %.2f h | %d | %d | %d | %d | %d | %d | %d |\n",
+            t, cpu[t] / 3600, ex[t], (cpu[t] > 0 ? ex[t] / cpu[t] : 0), cov[t], ft[t], cor[t], cr[t], n[t] }' \
+    "$ledger" | sort
+} | tee "$build/fuzz/campaign.md"
+exit $status
