@@ -87,7 +87,9 @@ void usage(FILE* f) {
           "  --top N                stacks per report (default 10; 0: all)\n"
           "  --min-size BYTES       ignore allocations smaller than BYTES (default 0)\n"
           "  --stack-bytes BYTES    user stack copied per allocation, from sp up (default 16384,\n"
-          "                         at most %u; deeper frames are cut: stop memory_unreadable)\n"
+          "                         at most %u; deeper frames are cut: stop memory_unreadable).\n"
+          "                         The in-process sampler (below) unwinds on the live stack and\n"
+          "                         copies nothing; BYTES applies to its fallback only\n"
           "  --sample-bytes N       sample one allocation per N bytes allocated on average, as\n"
           "                         tcmalloc does (exponential intervals); bytes and counts are\n"
           "                         then estimates, size/(1-exp(-size/N)) per sample; 0 (default):\n"
@@ -95,9 +97,13 @@ void usage(FILE* f) {
           "                         --scope) the sampling is done inside COMMAND by %s\n"
           "                         (LD_PRELOAD, appended to any LD_PRELOAD already set; looked for\n"
           "                         in ../lib/ from this program, then beside it): only sampled\n"
-          "                         allocations and their frees cost anything, and they reach this\n"
-          "                         loader through shared memory, not uprobes; a child COMMAND forks\n"
-          "                         is not sampled. With -p PID (a running process cannot be\n"
+          "                         allocations and their frees cost anything; each sample is\n"
+          "                         unwound there (the library, linked into the sampler) and its\n"
+          "                         frames reach this loader through shared memory, not uprobes\n"
+          "                         (STACKPROV_MEMLEAK_UNWIND=loader: stacks are copied and\n"
+          "                         unwound here instead); a child COMMAND forks is not sampled.\n"
+          "                         Sampled blocks are 16 bytes (or their alignment) larger, with a\n"
+          "                         tag in front. With -p PID (a running process cannot be\n"
           "                         preloaded) the BPF side samples: every call still traps\n"
           "  --scope FUNC           count only allocations made while FUNC (a function of the\n"
           "                         program, or LIB:FUNC) is running on the thread: an entry probe\n"
@@ -407,14 +413,16 @@ class ShmRing {
 };
 
 // COMMAND's environment with the sampler preloaded (after any LD_PRELOAD the user set) and its
-// settings; built before fork (the child allocates nothing before exec).
+// settings (the user's own STACKPROV_MEMLEAK_* replaced, but STACKPROV_MEMLEAK_UNWIND=loader, which
+// makes the sampler send stacks for this program to unwind instead of unwinding them itself);
+// built before fork (the child allocates nothing before exec).
 std::vector<std::string> preload_environment(const std::string& preload, int ring_fd, const Options& o) {
   std::vector<std::string> env;
   std::string user_preload;
   for (char** e = environ; e && *e; e++) {
     std::string kv = *e;
     if (kv.rfind("LD_PRELOAD=", 0) == 0) user_preload = kv.substr(11);
-    else if (kv.rfind("STACKPROV_MEMLEAK_", 0) != 0) env.push_back(kv);
+    else if (kv.rfind("STACKPROV_MEMLEAK_", 0) != 0 || kv.rfind("STACKPROV_MEMLEAK_UNWIND=", 0) == 0) env.push_back(kv);
   }
   env.push_back("LD_PRELOAD=" + (user_preload.empty() ? preload : user_preload + ":" + preload));
   env.push_back("STACKPROV_MEMLEAK_SAMPLE_BYTES=" + std::to_string(o.sample_bytes));

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // stackprov-memleak's in-process sampler (LD_PRELOAD, `-- COMMAND` with --sample-bytes N > 0).
 //
-// Interposes malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign and valloc,
-// forwards each to glibc, and decides in the process which allocations are sampled: a per-thread
-// byte counter with exponential intervals of mean N (tcmalloc's scheme: an allocation of SIZE
-// bytes is sampled with probability 1 - exp(-SIZE/N), independently of the others). A sampled
-// allocation captures this thread's registers and the top of its stack, as a uprobe would, and
-// writes them with the pointer into a ring shared with the loader (memleak.h, struct
-// ml_shm_head); the loader unwinds them, drops this library's frames and puts frame 0 at the glibc
-// function the call went to, so the stack reads as the uprobe-on-malloc mode reports it. Sampled
-// pointers are kept in a lock-free hash set; a free (or realloc) of one writes a free record.
+// Interposes malloc, calloc, realloc, reallocarray, free, posix_memalign, aligned_alloc, memalign,
+// valloc and malloc_usable_size, forwards each to glibc, and decides in the process which
+// allocations are sampled: a per-thread byte counter with exponential intervals of mean N
+// (tcmalloc's scheme: an allocation of SIZE bytes is sampled with probability 1 - exp(-SIZE/N),
+// independently of the others). A sampled allocation is unwound here, through the library's raw
+// entry point on the thread's live stack, and its frames go with the pointer into a ring shared
+// with the loader (memleak.h, struct ml_shm_head); the loader drops this library's frames and puts
+// frame 0 at the glibc function the call went to, so the stack reads as the uprobe-on-malloc mode
+// reports it (the fallback sends registers and a copy of the stack, as a uprobe would, and the
+// loader unwinds). Sampled blocks carry a tag in front (below); a free (or realloc) of one writes
+// a free record.
 // Nothing enters the kernel, not even for a sample: on the VM of doc/benchmarks.md a uprobe on a
 // marker function cost ~1.4 us per trap plus ~2.5 us of BPF program, three times the 5% budget of
 // bench/memleak's malloc-heavy loop at --sample-bytes 524288.
@@ -83,7 +85,6 @@ static uint64_t env_u64(const char* name, uint64_t dflt) {
 }
 
 static void forked_child(void) { g_ring = NULL; }
-static uintptr_t* set_table(void);
 
 static struct ml_shm_head* map_ring(void) {
   const char* v = getenv("STACKPROV_MEMLEAK_RING_FD");
@@ -123,7 +124,6 @@ static void configure(void) {
   if (g_stack_bytes > ML_STACK_MAX) g_stack_bytes = ML_STACK_MAX;
   g_ring = map_ring();
   if (g_ring) {
-    set_table();  // mapped and faulted in now, not at the first sample
     pthread_atfork(NULL, NULL, forked_child);
     g_mean = env_u64("STACKPROV_MEMLEAK_SAMPLE_BYTES", 0);
   }
@@ -195,92 +195,30 @@ static inline int sample_due(size_t size) {
   return sample_slow(size);
 }
 
-// ------------------------------------------------------------------ live sampled pointers
+// ------------------------------------------------------------------ sampled blocks carry a tag
 
-// Tables of 8-slot buckets (one cache line each). Insert: CAS an empty slot; remove: CAS the pointer
-// back to 0. No probing across buckets, so a removal never breaks another key's lookup. The first
-// table (256 KiB) is mapped and faulted in at once when the sampler starts (touching its pages one
-// by one, at random, would cost a page fault per sample); the overflow table (16 MiB, pages touched
-// as used) is mapped when a bucket of the first is full. A sample whose buckets are full in both
-// is dropped (counted in the ring's head: the loader warns).
-// In front of it, a counting filter small enough to stay in cache (sampled pointers per hash
-// slice): a free whose slice counts 0 (nearly all of them) does not touch the table, whose random
-// cache line would cost a miss per free.
-#define SET_BUCKET_BITS 12
-#define OVERFLOW_BUCKET_BITS 18
-#define SET_WAYS 8
-#define FILTER_BITS 11
-static _Atomic(uintptr_t*) g_set;
-static _Atomic(uintptr_t*) g_overflow;
-static atomic_uint g_filter[1u << FILTER_BITS];
+// A sampled allocation is made 16 bytes (or its alignment) larger and handed out at Q past glibc's
+// block REAL: Q[-2] holds REAL and Q[-1] the tag, TAG ^ Q. `free` tells a sampled block by that
+// one word, which for every other pointer is glibc's chunk header (size and flags: bit 63 is never
+// set, so it cannot equal a tag), in the cache line glibc's free reads next anyway; a block glibc
+// frees is never seen again through an old tag (glibc writes the header of every block it hands
+// out). So the common free costs a compare, with no table and no shared state; the sampled ones
+// (one per N bytes) pay the extra bytes. A sampled block freed by glibc directly (__libc_free),
+// not through free or realloc, would be corrupt: nothing in glibc or the programs we know does it.
+#define TAG 0xa1b2c3d4e5f60718ull  // bit 63 set
 
-static uint64_t hash_ptr(const void* p) { return ((uint64_t)(uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull; }
-
-static _Atomic(uintptr_t)* bucket_of(uintptr_t* set, uint64_t h, int bits) {
-  return (_Atomic(uintptr_t)*)(set + (h >> (64 - bits)) * SET_WAYS);
+static inline int tagged(const void* q) {
+  return ((const uint64_t*)q)[-1] == (TAG ^ (uint64_t)(uintptr_t)q);
 }
 
-static atomic_uint* filter_of(uint64_t h) { return &g_filter[(h >> 20) & ((1u << FILTER_BITS) - 1)]; }
+static inline void* real_of(const void* q) { return (void*)(uintptr_t)((const uint64_t*)q)[-2]; }
 
-static uintptr_t* map_table(_Atomic(uintptr_t*)* where, int bits, int populate) {
-  uintptr_t* s = atomic_load_explicit(where, memory_order_acquire);
-  if (s) return s;
-  size_t bytes = ((size_t)1 << bits) * SET_WAYS * sizeof(uintptr_t);
-  void* m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (populate ? MAP_POPULATE : 0), -1, 0);
-  if (m == MAP_FAILED) return NULL;
-  uintptr_t* expected = NULL;
-  if (!atomic_compare_exchange_strong(where, &expected, (uintptr_t*)m)) {
-    munmap(m, bytes);  // another thread won
-    return expected;
-  }
-  return (uintptr_t*)m;
-}
-
-static int bucket_insert(_Atomic(uintptr_t)* b, const void* p) {
-  for (int i = 0; i < SET_WAYS; i++) {
-    uintptr_t empty = 0;
-    if (atomic_load_explicit(&b[i], memory_order_relaxed) == 0 &&
-        atomic_compare_exchange_strong(&b[i], &empty, (uintptr_t)p))
-      return 1;
-  }
-  return 0;
-}
-
-static int bucket_remove(_Atomic(uintptr_t)* b, const void* p) {
-  for (int i = 0; i < SET_WAYS; i++) {
-    uintptr_t want = (uintptr_t)p;
-    if (atomic_load_explicit(&b[i], memory_order_relaxed) == want && atomic_compare_exchange_strong(&b[i], &want, 0))
-      return 1;
-  }
-  return 0;
-}
-
-static uintptr_t* set_table(void) { return map_table(&g_set, SET_BUCKET_BITS, 1); }
-
-static int set_insert(const void* p) {
-  uintptr_t* set = set_table();
-  if (!set) return 0;
-  uint64_t h = hash_ptr(p);
-  atomic_fetch_add(filter_of(h), 1);  // before the slot: a free that finds the slot saw the count
-  if (bucket_insert(bucket_of(set, h, SET_BUCKET_BITS), p)) return 1;
-  uintptr_t* over = map_table(&g_overflow, OVERFLOW_BUCKET_BITS, 0);
-  if (over && bucket_insert(bucket_of(over, h, OVERFLOW_BUCKET_BITS), p)) return 1;
-  atomic_fetch_sub(filter_of(h), 1);
-  return 0;
-}
-
-static int set_remove(const void* p) {
-  uint64_t h = hash_ptr(p);
-  if (LIKELY(atomic_load_explicit(filter_of(h), memory_order_relaxed) == 0)) return 0;
-  uintptr_t* set = atomic_load_explicit(&g_set, memory_order_acquire);
-  uintptr_t* over = atomic_load_explicit(&g_overflow, memory_order_acquire);
-  if ((set && bucket_remove(bucket_of(set, h, SET_BUCKET_BITS), p)) ||
-      (over && bucket_remove(bucket_of(over, h, OVERFLOW_BUCKET_BITS), p))) {
-    atomic_fetch_sub(filter_of(h), 1);
-    return 1;
-  }
-  return 0;
+static void* tag_block(void* real, size_t off) {
+  if (!real) return NULL;
+  char* q = (char*)real + off;
+  ((uint64_t*)q)[-2] = (uint64_t)(uintptr_t)real;
+  ((uint64_t*)q)[-1] = TAG ^ (uint64_t)(uintptr_t)q;
+  return q;
 }
 
 // ------------------------------------------------------------------ the ring shared with the loader
@@ -521,17 +459,10 @@ __attribute__((noinline)) static int send_unwound(struct ml_shm_head* r, void* p
 extern const char __ehdr_start[] __attribute__((visibility("hidden")));
 extern const char _end[] __attribute__((visibility("hidden")));
 
-// A sampled allocation that succeeded: remember it, then tell the loader. CALLER: the allocator's
-// return address; one inside this library is its own (the C++ runtime linked into it initializing:
-// libstdc++'s emergency exception pool), not the program's, and is not reported.
-__attribute__((noinline)) static void sampled(void* p, size_t size, unsigned kind, void* fn, const void* caller) {
+// A sampled allocation that succeeded (a tagged block): tell the loader.
+__attribute__((noinline)) static void sampled(void* p, size_t size, unsigned kind, void* fn) {
   struct ml_shm_head* r = g_ring;
   if (!p || !r) return;
-  if ((const char*)caller >= __ehdr_start && (const char*)caller < _end) return;
-  if (!set_insert(p)) {
-    __atomic_fetch_add(&r->lost, 1, __ATOMIC_RELAXED);
-    return;
-  }
   t_busy++;  // the library's allocations are forwarded, not sampled
   int done = g_constructed && inproc_setup() == 1 && send_unwound(r, p, size, kind, fn);
   t_busy--;
@@ -553,16 +484,21 @@ __attribute__((noinline)) static void send_free(const void* p) {
   ring_unlock(r);
 }
 
-static inline void forget(void* p) {
-  if (p && UNLIKELY(set_remove(p))) send_free(p);
-}
-
 // ------------------------------------------------------------------ the interposed functions
 
 typedef int (*posix_memalign_fn)(void**, size_t, size_t);
 typedef void* (*aligned_alloc_fn)(size_t, size_t);
+typedef size_t (*usable_size_fn)(void*);
 static posix_memalign_fn g_posix_memalign;
 static aligned_alloc_fn g_aligned_alloc;
+static usable_size_fn g_usable_size;
+
+static void* next_symbol(const char* name) {
+  t_busy++;  // dlsym may allocate
+  void* f = dlsym(RTLD_NEXT, name);
+  t_busy--;
+  return f;
+}
 
 // The common case of malloc, calloc, free and realloc(NULL, n) is a test and a tail call into
 // glibc (a jump: no frame of ours, no second return): the whole cost of the sampler there.
@@ -575,10 +511,21 @@ static inline int not_due(size_t size) {
   return 0;
 }
 
+// Whether this allocation of SIZE is sampled (it counts SIZE bytes either way). CALLER: the
+// allocator's return address; one inside this library is its own (the C++ runtime linked into it
+// initializing: libstdc++'s emergency exception pool), not the program's, and is never sampled.
+static int sample_this(size_t size, const void* caller) {
+  return sample_due(size) && g_ring && !((const char*)caller >= __ehdr_start && (const char*)caller < _end);
+}
+
+// The tag's room in front of a block aligned to ALIGN (a power of two): 16, or ALIGN.
+static size_t tag_room(size_t align) { return align > 16 ? align : 16; }
+
 __attribute__((noinline)) static void* malloc_slow(size_t size, const void* caller) {
-  void* p = __libc_malloc(size);
-  if (sample_due(size)) sampled(p, size, ML_MALLOC, (void*)__libc_malloc, caller);
-  return p;
+  if (!sample_this(size, caller) || size > SIZE_MAX - 16) return __libc_malloc(size);
+  void* q = tag_block(__libc_malloc(size + 16), 16);
+  if (q) sampled(q, size, ML_MALLOC, (void*)__libc_malloc);
+  return q;
 }
 
 EXPORT void* malloc(size_t size) {
@@ -586,18 +533,23 @@ EXPORT void* malloc(size_t size) {
   return malloc_slow(size, __builtin_return_address(0));
 }
 
+__attribute__((noinline)) static void free_tagged(void* q) {
+  send_free(q);
+  __libc_free(real_of(q));
+}
+
 EXPORT void free(void* p) {
-  if (LIKELY(atomic_load_explicit(filter_of(hash_ptr(p)), memory_order_relaxed) == 0)) return __libc_free(p);
-  forget(p);
-  __libc_free(p);
+  if (LIKELY(p == NULL || !tagged(p))) return __libc_free(p);
+  free_tagged(p);
 }
 
 __attribute__((noinline)) static void* calloc_slow(size_t n, size_t size, const void* caller) {
-  void* p = __libc_calloc(n, size);
   size_t total;
-  if (__builtin_mul_overflow(n, size, &total)) return p;
-  if (sample_due(total)) sampled(p, total, ML_CALLOC, (void*)__libc_calloc, caller);
-  return p;
+  if (__builtin_mul_overflow(n, size, &total) || !sample_this(total, caller) || total > SIZE_MAX - 16)
+    return __libc_calloc(n, size);
+  void* q = tag_block(__libc_calloc(1, total + 16), 16);
+  if (q) sampled(q, total, ML_CALLOC, (void*)__libc_calloc);
+  return q;
 }
 
 EXPORT void* calloc(size_t n, size_t size) {
@@ -606,49 +558,107 @@ EXPORT void* calloc(size_t n, size_t size) {
   return calloc_slow(n, size, __builtin_return_address(0));
 }
 
-EXPORT void* realloc(void* old, size_t size) {
-  if (!old && not_due(size)) return __libc_realloc(old, size);
-  // Taken out of the set before glibc may free it (another thread could be handed the same
-  // address at once); put back if realloc fails and OLD stays valid.
-  int was_sampled = old && set_remove(old);
-  void* p = __libc_realloc(old, size);
-  if (UNLIKELY(was_sampled)) {
-    if (p || size == 0) send_free(old);  // glibc: realloc(p, 0) frees p
-    else if (!set_insert(old)) send_free(old);
+// Bytes usable at P (glibc's malloc_usable_size; a tagged block's less its tag room).
+static size_t usable(void* p) {
+  usable_size_fn f = g_usable_size;
+  if (UNLIKELY(!f)) g_usable_size = f = (usable_size_fn)next_symbol("malloc_usable_size");
+  if (!p || !f) return 0;
+  if (!tagged(p)) return f(p);
+  char* real = (char*)real_of(p);
+  size_t n = f(real), room = (size_t)((char*)p - real);
+  return n > room ? n - room : 0;
+}
+
+EXPORT size_t malloc_usable_size(void* p) { return usable(p); }
+
+// realloc where the old block is tagged or the new one is sampled: a new block, the bytes copied,
+// the old one freed (glibc cannot resize a tagged block in place). Rare: one per N bytes.
+__attribute__((noinline)) static void* realloc_slow(void* old, size_t size, const void* caller) {
+  int due = sample_this(size, caller) && size <= SIZE_MAX - 16;
+  if (old && !tagged(old) && !due) return __libc_realloc(old, size);
+  if (old && size == 0) {  // glibc: realloc(p, 0) frees p and returns NULL
+    free(old);
+    return NULL;
   }
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_REALLOC, (void*)__libc_realloc, __builtin_return_address(0));
-  return p;
+  void* q = due ? tag_block(__libc_malloc(size + 16), 16) : __libc_malloc(size);
+  if (!q) return NULL;  // OLD stays valid
+  if (old) {
+    size_t keep = usable(old);
+    memcpy(q, old, keep < size ? keep : size);
+    free(old);
+  }
+  if (due) sampled(q, size, ML_REALLOC, (void*)__libc_realloc);
+  return q;
+}
+
+EXPORT void* realloc(void* old, size_t size) {
+  if ((!old || !tagged(old)) && not_due(size)) return __libc_realloc(old, size);
+  return realloc_slow(old, size, __builtin_return_address(0));
+}
+
+// glibc's reallocarray resizes with its own realloc, which does not know tagged blocks.
+EXPORT void* reallocarray(void* old, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if ((!old || !tagged(old)) && not_due(total)) return __libc_realloc(old, total);
+  return realloc_slow(old, total, __builtin_return_address(0));
+}
+
+// An aligned allocation: glibc's, or (sampled) one ALIGN larger with the tag in front, Q = REAL +
+// tag_room(ALIGN) aligned as asked. ALIGN: a power of two (callers check).
+static void* aligned_tagged(size_t align, size_t size) {
+  size_t room = tag_room(align);
+  if (size > SIZE_MAX - room) return NULL;
+  return tag_block(__libc_memalign(align < 16 ? 16 : align, size + room), room);
 }
 
 EXPORT int posix_memalign(void** out, size_t align, size_t size) {
   posix_memalign_fn f = g_posix_memalign;
-  if (UNLIKELY(!f)) g_posix_memalign = f = (posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
+  if (UNLIKELY(!f)) g_posix_memalign = f = (posix_memalign_fn)next_symbol("posix_memalign");
   if (UNLIKELY(!f)) return ENOMEM;
-  int rc = f(out, align, size);
-  if (UNLIKELY(sample_due(size)) && rc == 0) sampled(*out, size, ML_POSIX_MEMALIGN, (void*)f, __builtin_return_address(0));
-  return rc;
+  int valid = align && !(align & (align - 1)) && align % sizeof(void*) == 0;
+  if (LIKELY(!valid || !sample_this(size, __builtin_return_address(0)))) return f(out, align, size);
+  void* q = aligned_tagged(align, size);
+  if (!q) return ENOMEM;
+  *out = q;
+  sampled(q, size, ML_POSIX_MEMALIGN, (void*)f);
+  return 0;
 }
 
 EXPORT void* aligned_alloc(size_t align, size_t size) {
   aligned_alloc_fn f = g_aligned_alloc;
-  if (UNLIKELY(!f)) g_aligned_alloc = f = (aligned_alloc_fn)dlsym(RTLD_NEXT, "aligned_alloc");
+  if (UNLIKELY(!f)) g_aligned_alloc = f = (aligned_alloc_fn)next_symbol("aligned_alloc");
   if (UNLIKELY(!f)) {
     errno = ENOMEM;
     return NULL;
   }
-  void* p = f(align, size);
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_ALIGNED_ALLOC, (void*)f, __builtin_return_address(0));
-  return p;
+  int valid = align && !(align & (align - 1));
+  if (LIKELY(!valid || !sample_this(size, __builtin_return_address(0)))) return f(align, size);
+  void* q = aligned_tagged(align, size);
+  if (!q) errno = ENOMEM;
+  else sampled(q, size, ML_ALIGNED_ALLOC, (void*)f);
+  return q;
 }
 
 EXPORT void* memalign(size_t align, size_t size) {
-  void* p = __libc_memalign(align, size);
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_MEMALIGN, (void*)__libc_memalign, __builtin_return_address(0));
-  return p;
+  // glibc: an alignment that is not a power of two is rounded up to one
+  size_t a = 1;
+  while (a < align && a < ((size_t)1 << 62)) a <<= 1;
+  if (LIKELY(!sample_this(size, __builtin_return_address(0)))) return __libc_memalign(align, size);
+  void* q = aligned_tagged(a, size);
+  if (!q) errno = ENOMEM;
+  else sampled(q, size, ML_MEMALIGN, (void*)__libc_memalign);
+  return q;
 }
 
 EXPORT void* valloc(size_t size) {
-  void* p = __libc_valloc(size);
-  if (UNLIKELY(sample_due(size))) sampled(p, size, ML_VALLOC, (void*)__libc_valloc, __builtin_return_address(0));
-  return p;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (LIKELY(!sample_this(size, __builtin_return_address(0)))) return __libc_valloc(size);
+  void* q = aligned_tagged(page, size);
+  if (!q) errno = ENOMEM;
+  else sampled(q, size, ML_VALLOC, (void*)__libc_valloc);
+  return q;
 }

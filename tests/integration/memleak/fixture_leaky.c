@@ -4,10 +4,16 @@
 //   fixture_leaky [--wait] [--hold] KIND:SIZE:COUNT ...
 // KIND: malloc calloc realloc posix_memalign aligned_alloc memalign valloc (leaked),
 //       scoped (malloc via main -> scope_outer -> scope_mid -> site_scoped: the trampoline test),
-//       noise (COUNT malloc/free pairs of SIZE from site_noise: never outstanding).
+//       noise (COUNT malloc/free pairs of SIZE from site_noise: never outstanding),
+//       contract (COUNT rounds of every allocator's C/glibc contract at sizes around SIZE, all
+//       freed: contents kept by realloc, calloc zeroed, alignments, malloc_usable_size,
+//       reallocarray overflow; exit 1 naming the first broken one: the in-process sampler's
+//       tagged blocks must be indistinguishable from glibc's).
 // --wait: read one line from stdin before allocating; --hold: after allocating, print "done"
 // and wait for stdin to close (a tracer attached with -p reads the outstanding set meanwhile).
+#include <errno.h>
 #include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +50,63 @@ NOINLINE void scope_outer(size_t n, long count) {
   __asm__ volatile("" ::: "memory");
 }
 
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      fprintf(stderr, "fixture_leaky: contract broken at size %zu: %s\n", n, #cond); \
+      return 1;                                                                       \
+    }                                                                                 \
+  } while (0)
+
+static int all_bytes(const unsigned char* p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != v) return 0;
+  return 1;
+}
+
+NOINLINE int site_contract(size_t n) {
+  unsigned char* p = malloc(n);
+  CHECK(p && malloc_usable_size(p) >= n);
+  memset(p, 0x5a, n);
+  unsigned char* q = realloc(p, 2 * n + 1);  // grow: the n bytes kept
+  CHECK(q && all_bytes(q, n, 0x5a) && malloc_usable_size(q) >= 2 * n + 1);
+  memset(q, 0x3c, 2 * n + 1);
+  p = realloc(q, n / 2 + 1);  // shrink: the first n/2+1 kept
+  CHECK(p && all_bytes(p, n / 2 + 1, 0x3c));
+  errno = 0;
+  volatile size_t huge = SIZE_MAX / 2;  // not a constant: no compile-time warning
+  q = reallocarray(p, huge, 3);  // overflow: NULL, ENOMEM, p untouched
+  CHECK(q == NULL && errno == ENOMEM && all_bytes(p, n / 2 + 1, 0x3c));
+  q = reallocarray(p, 2, n);
+  CHECK(q && all_bytes(q, n / 2 + 1, 0x3c));
+  free(q);
+  unsigned char* z = calloc(n, 1);
+  CHECK(z && all_bytes(z, n, 0));
+  free(z);
+  void* a = NULL;
+  CHECK(posix_memalign(&a, 64, n) == 0 && ((uintptr_t)a & 63) == 0 && malloc_usable_size(a) >= n);
+  memset(a, 1, n);
+  free(a);
+  CHECK(posix_memalign(&a, 4096, n) == 0 && ((uintptr_t)a & 4095) == 0);
+  free(a);
+  a = (void*)1;
+  CHECK(posix_memalign(&a, 24, n) == EINVAL && a == (void*)1);  // not a power of two
+  a = aligned_alloc(256, n);
+  CHECK(a && ((uintptr_t)a & 255) == 0);
+  free(a);
+  a = memalign(100, n);  // glibc rounds the alignment up to 128
+  CHECK(a && ((uintptr_t)a & 127) == 0);
+  memset(a, 2, n);
+  free(a);
+  a = valloc(n);
+  CHECK(a && ((uintptr_t)a & ((uintptr_t)sysconf(_SC_PAGESIZE) - 1)) == 0);
+  free(a);
+  p = malloc(n);
+  CHECK(p);
+  CHECK(realloc(p, 0) == NULL);  // glibc: frees p
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int wait = 0, hold = 0;
   char line[64];
@@ -64,6 +127,11 @@ int main(int argc, char** argv) {
     if (sscanf(argv[i], "%31[a-z_]:%zu:%ld", kind, &size, &count) != 3) {
       fprintf(stderr, "fixture_leaky: bad spec '%s'\n", argv[i]);
       return 2;
+    }
+    if (strcmp(kind, "contract") == 0) {
+      for (long k = 0; k < count; k++)
+        if (site_contract(size + (size_t)(k % 97)) != 0) return 1;
+      continue;
     }
     if (strcmp(kind, "scoped") == 0) {
       scope_outer(size, count);

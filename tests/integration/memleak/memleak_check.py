@@ -352,6 +352,36 @@ def mode_sampled(args):
         check(b[site]["frames"][0]["method"] == "context" and b[site]["stop"] == a[site]["stop"],
               f"{site}: frame 0 is the libc allocator at its entry (method context), same stop reason")
 
+    # Unwound in the process (the default): every sample; the fallback that sends the stack to
+    # the loader (STACKPROV_MEMLEAK_UNWIND=loader) gives the same stacks frame by frame.
+    m = re.search(r"(\d+) samples unwound in the process, (\d+) sent their stack", p.stderr)
+    check(m is not None and int(m.group(1)) >= n_allocs and m.group(2) == "0",
+          f"every sample was unwound in the process: {m and m.group(0)}")
+    p = subprocess.run([args.memleak, "--json", "--interval", "0", "--top", "0", "-v", "--sample-bytes", "1", "--"]
+                       + cmd, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, STACKPROV_MEMLEAK_UNWIND="loader"))
+    m = re.search(r"(\d+) samples unwound in the process, (\d+) sent their stack", p.stderr)
+    check(p.returncode == 0 and m is not None and m.group(1) == "0" and int(m.group(2)) >= n_allocs,
+          f"STACKPROV_MEMLEAK_UNWIND=loader: every sample sent its stack ({p.returncode} {m and m.group(0)})")
+    c = site_stacks(json.loads(p.stdout)) if p.returncode == 0 else {}
+    check(set(c) == set(b), f"the same call sites unwound by the loader: {sorted(c, key=str)}")
+    for site in sorted(k for k in b if k in c):
+        check(frames_key(c[site]) == frames_key(b[site]) and c[site]["stop"] == b[site]["stop"],
+              f"{site}: unwound in the process = unwound by the loader from the copied stack")
+
+    # Sampled blocks are tagged in front (preload.c): each allocator's contract holds for them and
+    # for blocks passing between sampled and not (N=1: all; N=300, N=5000: some), and nothing of the
+    # contract rounds, all freed, is outstanding.
+    for n in (1, 300, 5000):
+        p = subprocess.run([args.memleak, "--json", "--interval", "0", "--top", "0", "--sample-bytes", str(n), "--",
+                            args.fixture, "contract:64:300", "contract:3000:100", "malloc:77:3"],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "contract broken" not in p.stderr,
+              f"N={n}: the allocators' contract holds under the sampler ({p.returncode}: {p.stderr.strip()[-300:]})")
+        sites = site_stacks(json.loads(p.stdout)) if p.returncode == 0 else {}
+        check(None not in sites and all(s == "site_malloc" for s in sites),
+              f"N={n}: only site_malloc is outstanding after the contract rounds: {sorted(sites, key=str)}")
+
     # A large N: each allocation of SIZE is sampled independently with probability P = 1 - exp(-SIZE/N)
     # and stands for SIZE / P bytes, so the estimate of COUNT allocations has mean SIZE * COUNT and
     # standard deviation SIZE / P * sqrt(COUNT * P * (1 - P)); 5 of them: a false failure in ~1e6 runs.
