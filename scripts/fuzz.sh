@@ -172,8 +172,8 @@ run_one() {
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
   corp=$(ls "$corpus" | wc -l)
-  local crashes
-  crashes=$(ls "$art" | wc -l)
+  local crashes  # libFuzzer's crash-, leak-, timeout- and oom- reproducers (slow-unit- is only a report)
+  crashes=$(ls "$art" | grep -vc '^slow-unit-' || true)
   # CPU time of the fuzzer (user + system of this job's children: `times`, second line, run in
   # this shell, not in a pipe's subshell), which is what a campaign counts: -max_total_time is
   # wall time, and a niced run gets less.
