@@ -77,6 +77,10 @@ void fill_buf(sprov_unwinder* uw, const unwind::WalkResult& r, const std::vector
     if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < modules.size())
       fr.module_offset = f.pc - modules[f.module_index].load_bias;
     char* dst = reinterpret_cast<char*>(buf->frames) + static_cast<size_t>(i) * buf->frame_sz;
+    if (buf->frame_sz == sizeof(fr)) {  // the caller's struct is ours: one fixed-size copy
+      std::memcpy(dst, &fr, sizeof(fr));
+      continue;
+    }
     std::memcpy(dst, &fr, std::min<size_t>(buf->frame_sz, sizeof(fr)));
     if (buf->frame_sz > sizeof(fr)) std::memset(dst + sizeof(fr), 0, buf->frame_sz - sizeof(fr));
   }
