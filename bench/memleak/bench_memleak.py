@@ -164,11 +164,16 @@ def main():
                     runs[name].append(run_once(args.workload, t_iters, 0, tracer, workdir)[1])
         bu, bs = statistics.median(runs["untraced"]), statistics.median(runs[sampled])
         s = bs / bu
+        # Other programs on shared vCPUs only add time: the minimum of each configuration is the
+        # cost without them (timeit's argument); both figures are printed, the median decides.
+        mu, ms = min(runs["untraced"]), min(runs[sampled])
         print(f"\nissue-16 check, WORK=0, {t_iters} iterations x {t_rounds} alternating rounds, CPU medians: untraced "
               f"{bu / 1e6:.1f} ms, {sampled} {bs / 1e6:.1f} ms: {100 * (s - 1):+.1f}% (target <= 5%): "
-              f"{'met' if s <= 1.05 else 'NOT met'}; load average {os.getloadavg()[0]:.2f}")
+              f"{'met' if s <= 1.05 else 'NOT met'}; minimums {mu / 1e6:.1f} and {ms / 1e6:.1f} ms: "
+              f"{100 * (ms / mu - 1):+.1f}%; load average {os.getloadavg()[0]:.2f}")
         results["target_check"] = {"iterations": t_iters, "rounds": t_rounds, "untraced_cpu_ns": runs["untraced"],
-                                   "sampled_cpu_ns": runs[sampled], "cpu_slowdown": s, "met": s <= 1.05}
+                                   "sampled_cpu_ns": runs[sampled], "cpu_slowdown": s,
+                                   "cpu_slowdown_of_minimums": ms / mu, "met": s <= 1.05}
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)
     print(f"\nwritten {args.out}")

@@ -1189,8 +1189,8 @@ int main(int argc, char** argv) {
             kProg, st[4], preload.empty() ? "allocator calls" : "samples from the in-process sampler", st[3],
             tracker.entries(), st[0], st[1], st[2], tracker.repaired());
     if (const ml_shm_head* h = ring.head())
-      fprintf(stderr, "%s: %llu samples unwound in the process, %llu sent their stack to the loader\n", kProg,
-              static_cast<unsigned long long>(h->unwound),
+      fprintf(stderr, "%s: %llu samples unwound in the process (%llu walks reused), %llu sent their stack to the loader\n",
+              kProg, static_cast<unsigned long long>(h->unwound), static_cast<unsigned long long>(h->reused),
               static_cast<unsigned long long>(h->samples - h->dropped - h->unwound));
   }
 

@@ -103,6 +103,7 @@ struct ml_shm_head {
   __u64 lost_frees; /* free records not written: the ring was full */
   __u64 lost;    /* samples not tracked: the sampler's live set was full where they hashed */
   __u64 unwound; /* samples unwound in the process (ML_EV_ALLOC_FRAMES); the rest sent their stack */
+  __u64 reused;  /* of those, walks reused from the sampler's per-thread cache (preload.c) */
 };
 
 struct ml_shm_record {

@@ -369,9 +369,38 @@ static sprov_context* g_ctx;
 static sprov_address_space* g_as;
 static pthread_mutex_t g_inproc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t g_uw_key;
-static __thread sprov_unwinder* t_uw __attribute__((tls_model("initial-exec")));
+// Walks of this thread kept for reuse (see send_unwound): a stack whose walk started at the same
+// pc and sp, from the same caller, and whose return-address slots (CFA - 8 of each frame, x86_64)
+// still hold the return addresses the walk found there, walks to the same frames: each frame's
+// CFA follows from its pc and the CFA below it (CFI rules at fixed offsets, the frame sizes
+// fixed). Not kept: walks that did not end at the end of the stack, frames whose return address
+// was not at CFA - 8 (signal frames, repaired trampolines), stacks deeper than WC_FRAMES. What a
+// check of the return addresses cannot see: a function with a variable-size frame (alloca, VLA)
+// whose size changed while the frames below it moved back to the same sp, with the old return
+// addresses still in the stack where the walk read them; that sample would get the stack of the
+// earlier one.
+#define WC_ENTRIES 16
+#define WC_FRAMES 48
+struct wc_entry {
+  uint64_t pc0, sp0, caller, generation;
+  uint32_t n;
+  int32_t stop_reason;
+  uint64_t slot[WC_FRAMES];  // slot[k]: CFA of frame k - 8, holding pc[k + 1]
+  struct ml_frame frames[WC_FRAMES];
+};
 
-static void free_thread_unwinder(void* uw) { sprov_unwinder_free((sprov_unwinder*)uw); }
+struct thread_state {
+  sprov_unwinder* uw;
+  struct wc_entry cache[WC_ENTRIES];
+};
+
+static __thread struct thread_state* t_state __attribute__((tls_model("initial-exec")));
+
+static void free_thread_state(void* p) {
+  struct thread_state* ts = (struct thread_state*)p;
+  sprov_unwinder_free(ts->uw);
+  __libc_free(ts);
+}
 
 static int inproc_setup(void) {
   int state = atomic_load_explicit(&g_inproc, memory_order_acquire);
@@ -383,7 +412,7 @@ static int inproc_setup(void) {
     SPROV_OPTS(sprov_context_opts, co, .log_level = SPROV_LOG_ERROR);
     SPROV_OPTS(sprov_address_space_opts, ao);  // pid 0: this process
     state = -1;
-    if (!(mode && strcmp(mode, "loader") == 0) && pthread_key_create(&g_uw_key, free_thread_unwinder) == 0) {
+    if (!(mode && strcmp(mode, "loader") == 0) && pthread_key_create(&g_uw_key, free_thread_state) == 0) {
       if (sprov_context_new(&co, &g_ctx) == 0 && sprov_address_space_new(g_ctx, &ao, &g_as) == 0) state = 1;
     }
     atomic_store_explicit(&g_inproc, state, memory_order_release);
@@ -392,13 +421,17 @@ static int inproc_setup(void) {
   return state;
 }
 
-static sprov_unwinder* thread_unwinder(void) {
-  if (LIKELY(t_uw != NULL)) return t_uw;
+static struct thread_state* thread_state(void) {
+  if (LIKELY(t_state != NULL)) return t_state;
+  struct thread_state* ts = (struct thread_state*)__libc_calloc(1, sizeof(*ts));
+  if (!ts) return NULL;
   SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = ML_FRAMES_MAX);
-  sprov_unwinder* uw = NULL;
-  if (sprov_unwinder_new(g_ctx, &uo, &uw) != 0) return NULL;
-  pthread_setspecific(g_uw_key, uw);  // freed when the thread ends
-  return t_uw = uw;
+  if (sprov_unwinder_new(g_ctx, &uo, &ts->uw) != 0) {
+    __libc_free(ts);
+    return NULL;
+  }
+  pthread_setspecific(g_uw_key, ts);  // freed when the thread ends
+  return t_state = ts;
 }
 
 // The walk ended at a pc in no module: a library mapped since the address space was read
@@ -421,34 +454,74 @@ static int refresh_modules(void) {
 // lie below the saved registers and return address the walk reads). Inlined, as is sampled(),
 // into the allocator's slow path, so the walk has one frame of this library to cross, not three.
 __attribute__((always_inline)) static inline int send_unwound(struct ml_shm_head* r, void* p, uint64_t size, unsigned kind,
-                                                 void* fn) {
-  sprov_unwinder* uw = thread_unwinder();
-  if (!uw) return 0;
+                                                 void* fn, const void* caller) {
+  struct thread_state* ts = thread_state();
+  if (!ts) return 0;
   uint64_t regs[ML_REGS_WORDS] = {0};
   stackprov_memleak_capture(regs);
   regs[PT_RIP] = regs[PT_ORIG_RAX];
   regs[PT_ORIG_RAX] = 0;
   regs[PT_RSP] += 8;
-  uint64_t sp = regs[PT_RSP];
-  SPROV_OPTS(sprov_raw_input, in, .regs_format = SPROV_REGS_PT_REGS, .flags = SPROV_RAW_PC_IS_RETURN_ADDRESS);
-  in.regs = regs;
-  in.regs_len = sizeof(regs);
-  in.stack_addr = sp;
-  in.stack = (const void*)(uintptr_t)sp;
-  in.stack_len = stack_extent(sp, 0);
-  struct sprov_raw_frame frames[ML_FRAMES_MAX];
-  struct sprov_unwind_buf buf;
-  memset(&buf, 0, sizeof(buf));
-  buf.sz = sizeof(buf);
-  buf.frames = frames;
-  buf.capacity = ML_FRAMES_MAX;
-  buf.frame_sz = sizeof(struct sprov_raw_frame);
-  if (sprov_unwinder_unwind_raw(uw, g_as, &in, &buf) != 0) return 0;
-  if (buf.stop_reason == SPROV_STOP_INVALID_PC && refresh_modules()) {
-    buf.count = 0;
-    if (sprov_unwinder_unwind_raw(uw, g_as, &in, &buf) != 0) return 0;
+  const uint64_t sp = regs[PT_RSP], pc0 = regs[PT_RIP], generation = sprov_address_space_generation(g_as);
+  struct wc_entry* w = &ts->cache[((sp >> 4) ^ (pc0 * 0x9E3779B97F4A7C15ull) ^ (uintptr_t)caller) % WC_ENTRIES];
+  struct ml_frame frames[ML_FRAMES_MAX];
+  const struct ml_frame* out = frames;
+  uint32_t n = 0;
+  int32_t stop = 0;
+  int hit = w->n && w->pc0 == pc0 && w->sp0 == sp && w->caller == (uintptr_t)caller && w->generation == generation;
+  for (uint32_t k = 0; hit && k + 1 < w->n; k++)
+    hit = *(const uint64_t*)(uintptr_t)w->slot[k] == w->frames[k + 1].pc;
+  if (hit) {
+    out = w->frames;
+    n = w->n;
+    stop = w->stop_reason;
+  } else {
+    uint64_t len = stack_extent(sp, 0);
+    SPROV_OPTS(sprov_raw_input, in, .regs_format = SPROV_REGS_PT_REGS, .flags = SPROV_RAW_PC_IS_RETURN_ADDRESS);
+    in.regs = regs;
+    in.regs_len = sizeof(regs);
+    in.stack_addr = sp;
+    in.stack = (const void*)(uintptr_t)sp;
+    in.stack_len = len;
+    struct sprov_raw_frame raw[ML_FRAMES_MAX];
+    struct sprov_unwind_buf buf;
+    memset(&buf, 0, sizeof(buf));
+    buf.sz = sizeof(buf);
+    buf.frames = raw;
+    buf.capacity = ML_FRAMES_MAX;
+    buf.frame_sz = sizeof(struct sprov_raw_frame);
+    if (sprov_unwinder_unwind_raw(ts->uw, g_as, &in, &buf) != 0) return 0;
+    if (buf.stop_reason == SPROV_STOP_INVALID_PC && refresh_modules()) {
+      buf.count = 0;
+      if (sprov_unwinder_unwind_raw(ts->uw, g_as, &in, &buf) != 0) return 0;
+    }
+    n = buf.count < ML_FRAMES_MAX ? buf.count : ML_FRAMES_MAX;
+    stop = buf.stop_reason;
+    for (uint32_t i = 0; i < n; i++) {
+      frames[i].pc = raw[i].pc;
+      frames[i].method = raw[i].method;
+      frames[i].flags = raw[i].flags;
+    }
+    // Keep the walk when each return address was read at CFA - 8 of the frame below it, inside
+    // the stack range the walk had.
+    int keep = stop == SPROV_STOP_END_OF_STACK && n >= 1 && n <= WC_FRAMES;
+    for (uint32_t k = 0; keep && k + 1 < n; k++) {
+      uint64_t slot = raw[k].cfa - 8;
+      keep = raw[k].cfa >= sp + 8 && slot + 8 <= sp + len &&
+             *(const uint64_t*)(uintptr_t)slot == raw[k + 1].pc;
+      w->slot[k] = slot;
+    }
+    w->n = 0;
+    if (keep) {
+      memcpy(w->frames, frames, n * sizeof(frames[0]));
+      w->pc0 = pc0;
+      w->sp0 = sp;
+      w->caller = (uintptr_t)caller;
+      w->generation = buf.generation;
+      w->stop_reason = stop;
+      w->n = n;
+    }
   }
-  uint32_t n = buf.count < ML_FRAMES_MAX ? buf.count : ML_FRAMES_MAX;
   ring_lock(r);
   uint64_t head = r->head;
   struct ml_alloc_frames* e = (struct ml_alloc_frames*)ring_reserve(
@@ -459,15 +532,12 @@ __attribute__((always_inline)) static inline int send_unwound(struct ml_shm_head
     fill_head(&e->h, ML_EV_ALLOC_FRAMES, kind, NULL, size);
     e->entry_pc = (uint64_t)(uintptr_t)fn;
     e->count = n;
-    e->stop_reason = buf.stop_reason;
-    for (uint32_t i = 0; i < n; i++) {
-      e->frames[i].pc = frames[i].pc;
-      e->frames[i].method = frames[i].method;
-      e->frames[i].flags = frames[i].flags;
-    }
+    e->stop_reason = stop;
+    memcpy(e->frames, out, n * sizeof(struct ml_frame));
     fill_head(ret, ML_EV_ALLOC_RET, kind, p, size);
     __atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
     r->unwound++;
+    r->reused += hit;
   } else {
     r->dropped++;
   }
@@ -481,11 +551,12 @@ extern const char __ehdr_start[] __attribute__((visibility("hidden")));
 extern const char _end[] __attribute__((visibility("hidden")));
 
 // A sampled allocation that succeeded (a tagged block): tell the loader.
-__attribute__((always_inline)) static inline void sampled(void* p, size_t size, unsigned kind, void* fn) {
+__attribute__((always_inline)) static inline void sampled(void* p, size_t size, unsigned kind, void* fn,
+                                                         const void* caller) {
   struct ml_shm_head* r = g_ring;
   if (!p || !r) return;
   t_busy++;  // the library's allocations are forwarded, not sampled
-  int done = g_constructed && inproc_setup() == 1 && send_unwound(r, p, size, kind, fn);
+  int done = g_constructed && inproc_setup() == 1 && send_unwound(r, p, size, kind, fn, caller);
   t_busy--;
   if (!done) send_sample(r, p, size, kind, fn);
 }
@@ -545,7 +616,7 @@ static size_t tag_room(size_t align) { return align > 16 ? align : 16; }
 __attribute__((noinline)) static void* malloc_slow(size_t size, const void* caller) {
   if (!sample_this(size, caller) || size > SIZE_MAX - 16) return __libc_malloc(size);
   void* q = tag_block(__libc_malloc(size + 16), 16);
-  if (q) sampled(q, size, ML_MALLOC, (void*)__libc_malloc);
+  if (q) sampled(q, size, ML_MALLOC, (void*)__libc_malloc, caller);
   return q;
 }
 
@@ -569,7 +640,7 @@ __attribute__((noinline)) static void* calloc_slow(size_t n, size_t size, const 
   if (__builtin_mul_overflow(n, size, &total) || !sample_this(total, caller) || total > SIZE_MAX - 16)
     return __libc_calloc(n, size);
   void* q = tag_block(__libc_calloc(1, total + 16), 16);
-  if (q) sampled(q, total, ML_CALLOC, (void*)__libc_calloc);
+  if (q) sampled(q, total, ML_CALLOC, (void*)__libc_calloc, caller);
   return q;
 }
 
@@ -608,7 +679,7 @@ __attribute__((noinline)) static void* realloc_slow(void* old, size_t size, cons
     memcpy(q, old, keep < size ? keep : size);
     free(old);
   }
-  if (due) sampled(q, size, ML_REALLOC, (void*)__libc_realloc);
+  if (due) sampled(q, size, ML_REALLOC, (void*)__libc_realloc, caller);
   return q;
 }
 
@@ -645,7 +716,7 @@ EXPORT int posix_memalign(void** out, size_t align, size_t size) {
   void* q = aligned_tagged(align, size);
   if (!q) return ENOMEM;
   *out = q;
-  sampled(q, size, ML_POSIX_MEMALIGN, (void*)f);
+  sampled(q, size, ML_POSIX_MEMALIGN, (void*)f, __builtin_return_address(0));
   return 0;
 }
 
@@ -660,7 +731,7 @@ EXPORT void* aligned_alloc(size_t align, size_t size) {
   if (LIKELY(!valid || !sample_this(size, __builtin_return_address(0)))) return f(align, size);
   void* q = aligned_tagged(align, size);
   if (!q) errno = ENOMEM;
-  else sampled(q, size, ML_ALIGNED_ALLOC, (void*)f);
+  else sampled(q, size, ML_ALIGNED_ALLOC, (void*)f, __builtin_return_address(0));
   return q;
 }
 
@@ -671,7 +742,7 @@ EXPORT void* memalign(size_t align, size_t size) {
   if (LIKELY(!sample_this(size, __builtin_return_address(0)))) return __libc_memalign(align, size);
   void* q = aligned_tagged(a, size);
   if (!q) errno = ENOMEM;
-  else sampled(q, size, ML_MEMALIGN, (void*)__libc_memalign);
+  else sampled(q, size, ML_MEMALIGN, (void*)__libc_memalign, __builtin_return_address(0));
   return q;
 }
 
@@ -680,6 +751,6 @@ EXPORT void* valloc(size_t size) {
   if (LIKELY(!sample_this(size, __builtin_return_address(0)))) return __libc_valloc(size);
   void* q = aligned_tagged(page, size);
   if (!q) errno = ENOMEM;
-  else sampled(q, size, ML_VALLOC, (void*)__libc_valloc);
+  else sampled(q, size, ML_VALLOC, (void*)__libc_valloc, __builtin_return_address(0));
   return q;
 }
