@@ -134,18 +134,27 @@ static void configure(void) {
 }
 
 static int g_constructed;  // this library's constructor has run (see "unwinding in the process")
+static atomic_int g_setup_armed;  // set up the unwinding at the main thread's next allocation
+static __thread int64_t t_until __attribute__((tls_model("initial-exec")));
 
 __attribute__((constructor)) static void init(void) {
   configure();
   g_constructed = 1;
+  // The unwinding is set up (the process's modules read, ~2 ms) at the main thread's first
+  // allocation from outside this library, before the program's own work, not at its first sample
+  // (sample_this): its next allocation takes the slow path.
+  if (g_ring && g_mean) {
+    t_until = 0;
+    atomic_store(&g_setup_armed, 1);
+  }
 }
 
 // ------------------------------------------------------------------ sampling
 
-// Bytes still to allocate on this thread before the next sample: an allocation of SIZE >= t_until
-// is sampled, then a fresh interval is drawn (not carried over: the draws stay memoryless, so each
-// allocation is sampled with probability 1 - exp(-SIZE/N) whatever came before). 0: not drawn yet.
-static __thread int64_t t_until __attribute__((tls_model("initial-exec")));
+// t_until (declared above): bytes still to allocate on this thread before the next sample: an
+// allocation of SIZE >= t_until is sampled, then a fresh interval is drawn (not carried over: the
+// draws stay memoryless, so each allocation is sampled with probability 1 - exp(-SIZE/N) whatever
+// came before). 0: not drawn yet.
 static __thread uint64_t t_rng __attribute__((tls_model("initial-exec")));
 
 static uint64_t next_random(void) {
@@ -606,8 +615,21 @@ static inline int not_due(size_t size) {
 // Whether this allocation of SIZE is sampled (it counts SIZE bytes either way). CALLER: the
 // allocator's return address; one inside this library is its own (the C++ runtime linked into it
 // initializing: libstdc++'s emergency exception pool), not the program's, and is never sampled.
+static int inproc_setup(void);
+
 static int sample_this(size_t size, const void* caller) {
-  return sample_due(size) && g_ring && !((const char*)caller >= __ehdr_start && (const char*)caller < _end);
+  const int own = (const char*)caller >= __ehdr_start && (const char*)caller < _end;
+  const int due = sample_due(size);
+  if (UNLIKELY(atomic_load_explicit(&g_setup_armed, memory_order_relaxed))) {
+    if (own || t_busy) {
+      t_until = 0;  // this library initializing itself: come back at the next allocation
+    } else if (atomic_exchange(&g_setup_armed, 0)) {
+      t_busy++;
+      inproc_setup();
+      t_busy--;
+    }
+  }
+  return due && g_ring && !own;
 }
 
 // The tag's room in front of a block aligned to ALIGN (a power of two): 16, or ALIGN.
