@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--workloads", nargs="+", default=["0:100000", "100000:1000"],
                     help="WORK:ITERATIONS of each workload")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--target-check", default="2000000:9",
+    ap.add_argument("--target-check", default="2000000:15",
                     help="ITERATIONS:ROUNDS of the issue-16 check: the WORK=0 loop untraced and under "
                          "--sample-bytes 524288 -- COMMAND, alternating (0:0 skips it)")
     ap.add_argument("--out", required=True)
