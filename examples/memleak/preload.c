@@ -251,14 +251,25 @@ static void* tag_block(void* real, size_t off) {
 
 // ------------------------------------------------------------------ the ring shared with the loader
 
-static void ring_lock(struct ml_shm_head* r) {
+// This thread holds the ring's lock: a signal handler that frees a sampled block (or samples)
+// meanwhile must not wait for it (it would wait for itself): its record is dropped and counted.
+static __thread int t_ring_held __attribute__((tls_model("initial-exec")));
+
+// 0: not taken (this thread already holds it).
+static int ring_lock(struct ml_shm_head* r) {
+  if (t_ring_held) return 0;
   for (int spins = 0; __atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE); spins++) {
     if (spins > 64) sched_yield();
     else __builtin_ia32_pause();
   }
+  t_ring_held = 1;
+  return 1;
 }
 
-static void ring_unlock(struct ml_shm_head* r) { __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE); }
+static void ring_unlock(struct ml_shm_head* r) {
+  t_ring_held = 0;
+  __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
+}
 
 // Room for a record of LEN bytes at *head (the lock held), leaving KEEP bytes free: its payload, or
 // NULL when the ring is that full. *head moves past it; storing *head into r->head publishes it.
@@ -293,26 +304,26 @@ static uint32_t thread_id(void) {
   return t_tid;
 }
 
-// Bytes of stack to copy from sp: up to --stack-bytes, within this thread's stack (the main
-// thread: up to 512 bytes above its initial sp, argv's pointers; no frame lies above it). A stack
-// this library does not know (sigaltstack, a coroutine's) is copied to the end of sp's page only.
+// Bytes of stack from sp: up to WANT (0: all), within this thread's stack (the main thread: up to
+// 512 bytes above its initial sp, argv's pointers; no frame lies above it). A stack this library
+// does not know (sigaltstack, a coroutine's) is taken to the end of sp's page only.
 static uint64_t stack_extent(uint64_t sp, uint64_t want) {
   if (UNLIKELY(t_stack_hi == 0)) {
-    if (thread_id() == g_pid) {
-      t_stack_hi = (uint64_t)(uintptr_t)__libc_stack_end + 512;
-    } else {
-      pthread_attr_t attr;
-      void* addr = NULL;
-      size_t bytes = 0;
-      t_busy++;  // pthread_getattr_np allocates
-      if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        pthread_attr_getstack(&attr, &addr, &bytes);
-        pthread_attr_destroy(&attr);
-      }
-      t_busy--;
-      t_stack_lo = (uint64_t)(uintptr_t)addr;
-      t_stack_hi = addr ? t_stack_lo + bytes : 1;
+    // Every thread's bounds from glibc (the main thread's from its [stack] mapping and the stack
+    // rlimit): an sp outside them (a coroutine, a sigaltstack) is not taken for the thread's stack.
+    pthread_attr_t attr;
+    void* addr = NULL;
+    size_t bytes = 0;
+    t_busy++;  // pthread_getattr_np allocates
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstack(&attr, &addr, &bytes);
+      pthread_attr_destroy(&attr);
     }
+    t_busy--;
+    t_stack_lo = (uint64_t)(uintptr_t)addr;
+    t_stack_hi = addr ? t_stack_lo + bytes : 1;
+    uint64_t top = (uint64_t)(uintptr_t)__libc_stack_end + 512;
+    if (thread_id() == g_pid && addr && top > t_stack_lo && top < t_stack_hi) t_stack_hi = top;
   }
   uint64_t room = sp >= t_stack_lo && sp < t_stack_hi ? t_stack_hi - sp : 4096 - (sp & 4095);
   return want && want < room ? want : room;
@@ -336,7 +347,10 @@ __attribute__((noinline)) static void send_sample(struct ml_shm_head* r, void* p
   uint64_t sp = regs[PT_RSP], ra = regs[PT_ORIG_RAX];
   regs[PT_ORIG_RAX] = 0;
   uint64_t len = stack_extent(sp, g_stack_bytes);
-  ring_lock(r);
+  if (!ring_lock(r)) {  // a signal handler's allocation while this thread writes the ring
+    __atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
+    return;
+  }
   uint64_t head = r->head;
   struct ml_alloc_entry* e =
       (struct ml_alloc_entry*)ring_reserve(r, &head, (uint32_t)(ML_ENTRY_FIXED + len), ML_SHM_HEADROOM);
@@ -395,6 +409,7 @@ struct wc_entry {
   uint32_t n;
   int32_t stop_reason;
   uint64_t slot[WC_FRAMES];  // slot[k]: CFA of frame k - 8, holding pc[k + 1]
+  uint64_t last_slot, last_value;  // the outermost frame's CFA - 8 and what it held (0: none)
   struct ml_frame frames[WC_FRAMES];
 };
 
@@ -404,9 +419,14 @@ struct thread_state {
 };
 
 static __thread struct thread_state* t_state __attribute__((tls_model("initial-exec")));
+static __thread int t_exiting __attribute__((tls_model("initial-exec")));  // its state freed
 
+// At thread exit (pthread key destructor). Destructors of keys created later may still allocate
+// on this thread: their samples take the copying path (thread_state() says none from here on).
 static void free_thread_state(void* p) {
   struct thread_state* ts = (struct thread_state*)p;
+  t_exiting = 1;
+  t_state = NULL;
   sprov_unwinder_free(ts->uw);
   __libc_free(ts);
 }
@@ -432,6 +452,7 @@ static int inproc_setup(void) {
 
 static struct thread_state* thread_state(void) {
   if (LIKELY(t_state != NULL)) return t_state;
+  if (t_exiting) return NULL;
   struct thread_state* ts = (struct thread_state*)__libc_calloc(1, sizeof(*ts));
   if (!ts) return NULL;
   SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = ML_FRAMES_MAX);
@@ -480,6 +501,9 @@ __attribute__((always_inline)) static inline int send_unwound(struct ml_shm_head
   int hit = w->n && w->pc0 == pc0 && w->sp0 == sp && w->caller == (uintptr_t)caller && w->generation == generation;
   for (uint32_t k = 0; hit && k + 1 < w->n; k++)
     hit = *(const uint64_t*)(uintptr_t)w->slot[k] == w->frames[k + 1].pc;
+  // The walk ended there (an undefined return address, or a 0 read as the end): the word must
+  // still be what it was, or the stack may go on now.
+  if (hit && w->last_slot) hit = *(const uint64_t*)(uintptr_t)w->last_slot == w->last_value;
   if (hit) {
     out = w->frames;
     n = w->n;
@@ -522,6 +546,12 @@ __attribute__((always_inline)) static inline int send_unwound(struct ml_shm_head
     }
     w->n = 0;
     if (keep) {
+      uint64_t last = raw[n - 1].cfa - 8;
+      w->last_slot = w->last_value = 0;
+      if (raw[n - 1].cfa >= sp + 8 && last + 8 <= sp + len) {
+        w->last_slot = last;
+        w->last_value = *(const uint64_t*)(uintptr_t)last;
+      }
       memcpy(w->frames, frames, n * sizeof(frames[0]));
       w->pc0 = pc0;
       w->sp0 = sp;
@@ -531,7 +561,10 @@ __attribute__((always_inline)) static inline int send_unwound(struct ml_shm_head
       w->n = n;
     }
   }
-  ring_lock(r);
+  if (!ring_lock(r)) {  // a signal handler's allocation while this thread writes the ring
+    __atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
+    return 1;
+  }
   uint64_t head = r->head;
   struct ml_alloc_frames* e = (struct ml_alloc_frames*)ring_reserve(
       r, &head, (uint32_t)(ML_FRAMES_FIXED + n * sizeof(struct ml_frame)), ML_SHM_HEADROOM);
@@ -564,16 +597,21 @@ __attribute__((always_inline)) static inline void sampled(void* p, size_t size, 
                                                          const void* caller) {
   struct ml_shm_head* r = g_ring;
   if (!p || !r) return;
+  int saved_errno = errno;  // a successful allocation leaves errno alone (the walk may set it)
   t_busy++;  // the library's allocations are forwarded, not sampled
   int done = g_constructed && inproc_setup() == 1 && send_unwound(r, p, size, kind, fn, caller);
-  t_busy--;
   if (!done) send_sample(r, p, size, kind, fn);
+  t_busy--;
+  errno = saved_errno;
 }
 
 __attribute__((noinline)) static void send_free(const void* p) {
   struct ml_shm_head* r = g_ring;
   if (!r) return;
-  ring_lock(r);
+  if (!ring_lock(r)) {  // a signal handler's free while this thread writes the ring
+    __atomic_fetch_add(&r->lost_frees, 1, __ATOMIC_RELAXED);
+    return;
+  }
   uint64_t head = r->head;
   struct ml_event_head* h = (struct ml_event_head*)ring_reserve(r, &head, sizeof(struct ml_event_head), 0);
   if (h) {
@@ -594,9 +632,13 @@ static posix_memalign_fn g_posix_memalign;
 static aligned_alloc_fn g_aligned_alloc;
 static usable_size_fn g_usable_size;
 
-static void* next_symbol(const char* name) {
-  t_busy++;  // dlsym may allocate
-  void* f = dlsym(RTLD_NEXT, name);
+// glibc's own definition of NAME: not dlsym(RTLD_NEXT), which finds another allocator the program
+// links (tcmalloc, jemalloc) before glibc, whose blocks would then reach glibc's free.
+static void* libc_symbol(const char* name) {
+  t_busy++;  // dlopen and dlsym may allocate
+  void* h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  void* f = h ? dlsym(h, name) : NULL;
+  if (h) dlclose(h);  // a RTLD_NOLOAD handle: libc stays
   t_busy--;
   return f;
 }
@@ -624,9 +666,11 @@ static int sample_this(size_t size, const void* caller) {
     if (own || t_busy) {
       t_until = 0;  // this library initializing itself: come back at the next allocation
     } else if (atomic_exchange(&g_setup_armed, 0)) {
+      int saved_errno = errno;
       t_busy++;
       inproc_setup();
       t_busy--;
+      errno = saved_errno;
     }
   }
   return due && g_ring && !own;
@@ -675,7 +719,7 @@ EXPORT void* calloc(size_t n, size_t size) {
 // Bytes usable at P (glibc's malloc_usable_size; a tagged block's less its tag room).
 static size_t usable(void* p) {
   usable_size_fn f = g_usable_size;
-  if (UNLIKELY(!f)) g_usable_size = f = (usable_size_fn)next_symbol("malloc_usable_size");
+  if (UNLIKELY(!f)) g_usable_size = f = (usable_size_fn)libc_symbol("malloc_usable_size");
   if (!p || !f) return 0;
   if (!tagged(p)) return f(p);
   char* real = (char*)real_of(p);
@@ -731,7 +775,7 @@ static void* aligned_tagged(size_t align, size_t size) {
 
 EXPORT int posix_memalign(void** out, size_t align, size_t size) {
   posix_memalign_fn f = g_posix_memalign;
-  if (UNLIKELY(!f)) g_posix_memalign = f = (posix_memalign_fn)next_symbol("posix_memalign");
+  if (UNLIKELY(!f)) g_posix_memalign = f = (posix_memalign_fn)libc_symbol("posix_memalign");
   if (UNLIKELY(!f)) return ENOMEM;
   int valid = align && !(align & (align - 1)) && align % sizeof(void*) == 0;
   if (LIKELY(!valid || !sample_this(size, __builtin_return_address(0)))) return f(out, align, size);
@@ -744,7 +788,7 @@ EXPORT int posix_memalign(void** out, size_t align, size_t size) {
 
 EXPORT void* aligned_alloc(size_t align, size_t size) {
   aligned_alloc_fn f = g_aligned_alloc;
-  if (UNLIKELY(!f)) g_aligned_alloc = f = (aligned_alloc_fn)next_symbol("aligned_alloc");
+  if (UNLIKELY(!f)) g_aligned_alloc = f = (aligned_alloc_fn)libc_symbol("aligned_alloc");
   if (UNLIKELY(!f)) {
     errno = ENOMEM;
     return NULL;
@@ -761,7 +805,7 @@ EXPORT void* memalign(size_t align, size_t size) {
   // glibc: an alignment that is not a power of two is rounded up to one
   size_t a = 1;
   while (a < align && a < ((size_t)1 << 62)) a <<= 1;
-  if (LIKELY(!sample_this(size, __builtin_return_address(0)))) return __libc_memalign(align, size);
+  if (LIKELY(!sample_this(size, __builtin_return_address(0))) || a < align) return __libc_memalign(align, size);
   void* q = aligned_tagged(a, size);
   if (!q) errno = ENOMEM;
   else sampled(q, size, ML_MEMALIGN, (void*)__libc_memalign, __builtin_return_address(0));

@@ -8,11 +8,18 @@
 //       contract (COUNT rounds of every allocator's C/glibc contract at sizes around SIZE, all
 //       freed: contents kept by realloc, calloc zeroed, alignments, malloc_usable_size,
 //       reallocarray overflow; exit 1 naming the first broken one: the in-process sampler's
-//       tagged blocks must be indistinguishable from glibc's).
+//       tagged blocks must be indistinguishable from glibc's),
+//       hostile (COUNT rounds of what a sampler inside the process must survive, all freed:
+//       allocations that leave errno alone, allocations in a pthread key destructor at thread
+//       exit, allocations on a makecontext stack with nothing mapped above it; exit 1 naming a
+//       changed errno).
 // --wait: read one line from stdin before allocating; --hold: after allocating, print "done"
 // and wait for stdin to close (a tracer attached with -p reads the outstanding set meanwhile).
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +114,60 @@ NOINLINE int site_contract(size_t n) {
   return 0;
 }
 
+static pthread_key_t hostile_key;
+static void hostile_destructor(void* p) {  // runs at thread exit, after the sampler's own
+  for (int i = 0; i < 200; i++) {
+    void* q = malloc(4096);
+    memset(q, 1, 4096);
+    free(q);
+  }
+  free(p);
+}
+static void* hostile_thread(void* arg) {
+  (void)arg;
+  pthread_setspecific(hostile_key, malloc(10));
+  for (int i = 0; i < 50; i++) free(malloc(4096));
+  return NULL;
+}
+static ucontext_t hostile_main, hostile_coro;
+static void hostile_body(void) {
+  for (int i = 0; i < 200; i++) free(malloc(4096));
+}
+
+NOINLINE int site_hostile(size_t n) {
+  for (int i = 0; i < 100; i++) {
+    errno = 1234;
+    void* p = malloc(n);
+    if (!p || errno != 1234) {
+      fprintf(stderr, "fixture_leaky: malloc(%zu) changed errno to %d\n", n, errno);
+      return 1;
+    }
+    free(p);
+    if (errno != 1234) {
+      fprintf(stderr, "fixture_leaky: free changed errno to %d\n", errno);
+      return 1;
+    }
+  }
+  static int key_made;
+  if (!key_made++ && pthread_key_create(&hostile_key, hostile_destructor) != 0) return 1;
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    if (pthread_create(&t[i], NULL, hostile_thread, NULL) != 0) return 1;
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  size_t sz = 65536;
+  char* st = mmap(NULL, sz + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (st == MAP_FAILED) return 1;
+  munmap(st + sz, 4096);  // nothing mapped above the coroutine's stack
+  getcontext(&hostile_coro);
+  hostile_coro.uc_stack.ss_sp = st;
+  hostile_coro.uc_stack.ss_size = sz;
+  hostile_coro.uc_link = &hostile_main;
+  makecontext(&hostile_coro, hostile_body, 0);
+  swapcontext(&hostile_main, &hostile_coro);
+  munmap(st, sz);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int wait = 0, hold = 0;
   char line[64];
@@ -127,6 +188,11 @@ int main(int argc, char** argv) {
     if (sscanf(argv[i], "%31[a-z_]:%zu:%ld", kind, &size, &count) != 3) {
       fprintf(stderr, "fixture_leaky: bad spec '%s'\n", argv[i]);
       return 2;
+    }
+    if (strcmp(kind, "hostile") == 0) {
+      for (long k = 0; k < count; k++)
+        if (site_hostile(size) != 0) return 1;
+      continue;
     }
     if (strcmp(kind, "contract") == 0) {
       for (long k = 0; k < count; k++)

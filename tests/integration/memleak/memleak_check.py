@@ -386,6 +386,24 @@ def mode_sampled(args):
         check(None not in sites and all(s == "site_malloc" for s in sites),
               f"N={n}: only site_malloc is outstanding after the contract rounds: {sorted(sites, key=str)}")
 
+    # What a sampler inside the process must survive (review findings): errno kept by successful
+    # allocations, allocations in a key destructor at thread exit (after the sampler's own state is
+    # gone), allocations on a coroutine stack with nothing mapped above it, in both unwinding modes.
+    for n, mode in ((1, None), (4096, None), (1, "loader")):
+        extra = dict(os.environ, STACKPROV_MEMLEAK_UNWIND=mode) if mode else None
+        p = subprocess.run([args.memleak, "--json", "--interval", "0", "--top", "0", "--sample-bytes", str(n), "--",
+                            args.fixture, "hostile:4096:3", "malloc:77:2"],
+                           capture_output=True, text=True, timeout=60, env=extra)
+        check(p.returncode == 0 and "exited with status 0" in p.stderr,
+              f"N={n}{' ' + mode if mode else ''}: the hostile rounds run to the end "
+              f"({p.returncode}: {p.stderr.strip()[-300:]})")
+        # what the fixture's own code allocated is all freed; glibc keeps the threads' TLS blocks
+        # with its stack cache (pthread_create -> allocate_stack -> _dl_allocate_tls), which stay
+        ours_left = [[f["function"] for f in st["frames"]][:2] for st in json.loads(p.stdout)["stacks"]
+                     if len(st["frames"]) > 1 and ("hostile" in st["frames"][1]["function"])] \
+            if p.returncode == 0 else ["no report"]
+        check(not ours_left, f"N={n}: nothing the hostile rounds allocated themselves is outstanding: {ours_left}")
+
     # A large N: each allocation of SIZE is sampled independently with probability P = 1 - exp(-SIZE/N)
     # and stands for SIZE / P bytes, so the estimate of COUNT allocations has mean SIZE * COUNT and
     # standard deviation SIZE / P * sqrt(COUNT * P * (1 - P)); 5 of them: a false failure in ~1e6 runs.
