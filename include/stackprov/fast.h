@@ -34,8 +34,9 @@ extern "C" {
  *     (pass SPROV_UNWIND_NO_DEBUG_FRAME, or SPROV_AS_LOAD_DEBUG_FRAME when
  *     building the address space).
  * sprov_unwinder_unwind_signal does none of these: it compiles no rows (a miss
- * runs the CFI interpreter and caches its compact rule), reads no perf map and
- * never uses .debug_frame files that are not loaded yet.
+ * runs the CFI interpreter and caches its compact rule), reads no perf map (it
+ * uses the one sprov_unwinder_set_stack read) and never uses .debug_frame files
+ * that are not loaded yet.
  * Failures of the first two entry points (bad arguments) set the thread's last
  * error, which allocates; sprov_unwinder_unwind_signal only returns the code.
  * ------------------------------------------------------------------------- */
@@ -255,8 +256,11 @@ SPROV_API int sprov_unwinder_unwind_raw(sprov_unwinder* uw, const sprov_address_
 
 /* Registers the stack of the thread that will call
  * sprov_unwinder_unwind_signal with `uw`: [lo, hi). lo = hi = 0: the calling
- * thread's own stack (pthread_getattr_np). Not async-signal-safe: call it in
- * the thread before installing or unblocking the sampling signal. */
+ * thread's own stack (pthread_getattr_np). Also reads this process's perf map
+ * (/tmp/perf-PID.map, unless the context is offline): the JIT code it names is
+ * unwound by frame pointer in the signal handler; call it again to take up
+ * entries a JIT wrote since. Not async-signal-safe: call it in the thread
+ * before installing or unblocking the sampling signal. */
 SPROV_API int sprov_unwinder_set_stack(sprov_unwinder* uw, uint64_t lo, uint64_t hi);
 
 /* Unwinds the interrupted context of the calling thread from its signal

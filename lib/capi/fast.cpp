@@ -394,6 +394,10 @@ SPROV_API int sprov_unwinder_set_stack(sprov_unwinder* uw, uint64_t lo, uint64_t
                              static_cast<unsigned long long>(hi)));
     uw->stack_lo = lo;
     uw->stack_hi = hi;
+    // The JIT ranges of this process's perf map, read here and not in the signal handler; a later
+    // call takes up the entries the JIT has written since.
+    uw->signal_jit =
+        uw->ctx->ctx.config().offline ? nullptr : symbolize::PerfMap::load_pid(static_cast<int64_t>(getpid()));
     return 0;
   });
 }
@@ -414,6 +418,7 @@ SPROV_API int sprov_unwinder_unwind_signal(sprov_unwinder* uw, const sprov_addre
     unwind::WalkOptions o = buf_opts(uw, buf);
     o.use_debug_frame = o.use_debug_frame && as->debug_frames_loaded;  // never load a debug file here
     o.may_allocate = false;  // compiling an FDE's rows allocates: misses run the interpreter
+    o.jit_ranges = uw->signal_jit ? &uw->signal_jit->ranges() : nullptr;  // read by set_stack
     unwind::PinnedVersion v(*as->as);
     uint32_t repaired = 0;
     Status st = unwind::walk_raw(as->arch, as->endian, w, *v, uw->cache, o, &uw->scratch, &repaired);

@@ -130,6 +130,9 @@ struct sprov_unwinder {
   /// takes neither perf_maps' lock nor an allocation.
   int64_t jit_pid = 0;
   std::shared_ptr<const stackprov::symbolize::PerfMap> jit_map;
+  /// This process's perf map as sprov_unwinder_set_stack read it: the JIT ranges of
+  /// sprov_unwinder_unwind_signal, which reads no file. Null: none (or offline).
+  std::shared_ptr<const stackprov::symbolize::PerfMap> signal_jit;
   uint64_t frames = 0;
   uint64_t walks = 0;
 };

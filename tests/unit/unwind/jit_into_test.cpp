@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "stackprov/stackprov.h"
+#include "lib/jit_emit.h"
 
 namespace {
 
@@ -24,22 +25,8 @@ extern "C" __attribute__((noinline, used)) void jit_into_callback() {
   asm volatile("" ::: "memory");
 }
 
-/// push rbp; mov rbp,rsp; movabs rax,TARGET; call rax; nop; pop rbp; ret (as tests/integration/jit/fixture_jit.c):
-/// a frame-pointer function without CFI. Its call returns to offset 16.
-size_t emit_caller(uint8_t* p, void* target) {
-  size_t n = 0;
-  p[n++] = 0x55;
-  p[n++] = 0x48, p[n++] = 0x89, p[n++] = 0xe5;
-  p[n++] = 0x48, p[n++] = 0xb8;
-  const uint64_t t = reinterpret_cast<uintptr_t>(target);
-  std::memcpy(p + n, &t, 8);
-  n += 8;
-  p[n++] = 0xff, p[n++] = 0xd0;
-  p[n++] = 0x90;
-  p[n++] = 0x5d;
-  p[n++] = 0xc3;
-  return n;
-}
+/// A frame-pointer function without CFI (tests/lib/jit_emit.h). Its call returns to offset 16.
+size_t emit_caller(uint8_t* p, void* target) { return jit_emit_fp_caller(p, target); }
 
 struct F {
   uint64_t pc, sp;
