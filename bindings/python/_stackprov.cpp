@@ -678,6 +678,20 @@ std::string store_json(TraceStore& t, F&& call) {
   return take(out, n);
 }
 
+/// A transparency log directory (sprov_tlog: one handle per thread, so calls are serialized).
+struct Log {
+  std::shared_ptr<sprov_tlog> l;
+  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
+  void close() {
+    std::lock_guard<std::mutex> lock(*mu);
+    l.reset();
+  }
+  sprov_tlog* get() const {
+    if (!l) fail_arg("the Log is closed");
+    return l.get();
+  }
+};
+
 /// close(), and the context-manager protocol that calls it on exit.
 template <class T>
 void closable(py::class_<T>& cls, const char* doc) {
@@ -1092,6 +1106,102 @@ PYBIND11_MODULE(_stackprov, m) {
   }, py::arg("dir"), py::kw_only(), py::arg("key"), py::arg("origin") = py::none(),
      "Creates an empty transparency log in `dir` whose checkpoints `key` signs (also writes\n"
      "dir/log.pub and dir/trusted_root.json), as `stackprov log init`.");
+  py::class_<Log> log_cls(m, "Log",
+      "A transparency log in the C2SP tlog-tiles layout (doc/provenance.md), as `stackprov log`:\n"
+      "append entries, sign checkpoints, prove inclusion and consistency. Calls are serialized.");
+  log_cls
+      .def(py::init([](const std::string& dir) {
+             py::gil_scoped_release nogil;
+             sprov_tlog* l = nullptr;
+             check(sprov_tlog_open(dir.c_str(), &l));
+             return Log{std::shared_ptr<sprov_tlog>(l, sprov_tlog_free)};
+           }),
+           py::arg("dir"), "Opens the log in `dir` (made by log_init or `stackprov log init`).")
+      .def_property_readonly("size", [](const Log& g) {
+        std::lock_guard<std::mutex> lock(*g.mu);
+        return sprov_tlog_size(g.get());
+      }, "Committed number of entries (may be ahead of the signed checkpoint).")
+      .def("append", [](Log& g, const std::vector<py::bytes>& entries, std::optional<std::string> key) {
+        std::vector<std::string> e(entries.begin(), entries.end());
+        std::vector<const void*> ptrs;
+        std::vector<size_t> lens;
+        for (const auto& x : e) ptrs.push_back(x.data()), lens.push_back(x.size());
+        uint64_t first = 0;
+        char* note = nullptr;
+        size_t n = 0;
+        {
+          py::gil_scoped_release nogil;
+          std::lock_guard<std::mutex> lock(*g.mu);
+          check(sprov_tlog_append_checkpoint(g.get(), ptrs.data(), lens.data(), ptrs.size(), cstr(key), &first,
+                                             key ? &note : nullptr, key ? &n : nullptr));
+        }
+        py::object signed_note = py::none();
+        if (note) signed_note = py::str(take(note, n));
+        return py::make_tuple(first, signed_note);
+      }, py::arg("entries"), py::kw_only(), py::arg("key") = py::none(),
+         "Appends entries (bytes, each 1..65535 bytes) in one crash-safe step; returns (index of the\n"
+         "first, the signed checkpoint of the new size when `key` (the log's private key) is given,\n"
+         "else None). With a key that is not the log's, nothing is written.")
+      .def("checkpoint", [](Log& g, const std::string& key) {
+        char* out = nullptr;
+        size_t n = 0;
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*g.mu);
+        check(sprov_tlog_checkpoint(g.get(), key.c_str(), &out, &n));
+        return take(out, n);
+      }, py::kw_only(), py::arg("key"), "Signs a checkpoint of the committed size; returns the signed note.")
+      .def("find", [](Log& g, py::bytes entry) -> std::optional<uint64_t> {
+        std::string e = entry;
+        uint64_t index = 0;
+        int rc;
+        {
+          py::gil_scoped_release nogil;
+          std::lock_guard<std::mutex> lock(*g.mu);
+          rc = sprov_tlog_find(g.get(), e.data(), e.size(), &index);
+        }
+        if (rc == SPROV_ERR_NOT_FOUND) return std::nullopt;
+        check(rc);
+        return index;
+      }, py::arg("entry"), "Index of the first entry equal to the bytes, or None.")
+      .def("prove", [](Log& g, uint64_t index) {
+        char* out = nullptr;
+        size_t n = 0;
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*g.mu);
+        check(sprov_tlog_prove(g.get(), index, &out, &n));
+        return take(out, n);
+      }, py::arg("index"), "Inclusion proof of entry `index` against the stored checkpoint (tlog-proof@v1 text).")
+      .def("consistency", [](Log& g, uint64_t old_size, uint64_t new_size) {
+        char* out = nullptr;
+        size_t n = 0;
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*g.mu);
+        check(sprov_tlog_consistency(g.get(), old_size, new_size, &out, &n));
+        return take(out, n);
+      }, py::arg("old_size"), py::arg("new_size") = 0,
+         "Consistency proof from old_size to new_size (0: the stored checkpoint's size), as text.")
+      .def("fsck", [](Log& g) {
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*g.mu);
+        check(sprov_tlog_fsck(g.get()));
+      }, "Re-derives every tile hash and the root from the entries and checks the checkpoint.");
+  closable(log_cls, "Releases the log (also at the end of a `with` block).");
+  m.def("log_verify_proof", [](const std::string& proof, py::bytes entry, const std::string& log_key,
+                               const std::string& origin) {
+    std::string e = entry;
+    py::gil_scoped_release nogil;
+    check(sprov_tlog_verify_proof(proof.data(), proof.size(), e.data(), e.size(), log_key.c_str(), origin.c_str()));
+  }, py::arg("proof"), py::arg("entry"), py::kw_only(), py::arg("log_key"), py::arg("origin"),
+     "Offline: verifies a tlog-proof@v1 for `entry` (bytes): the checkpoint signed by `log_key` (a\n"
+     "public key file) under `origin`, the entry included; VerificationError when not.");
+  m.def("log_verify_consistency", [](const std::string& old_note, const std::string& new_note, const std::string& proof,
+                                     const std::string& log_key, const std::string& origin) {
+    py::gil_scoped_release nogil;
+    check(sprov_tlog_verify_consistency(old_note.c_str(), new_note.c_str(), proof.c_str(), log_key.c_str(),
+                                        origin.c_str()));
+  }, py::arg("old_note"), py::arg("new_note"), py::arg("proof"), py::kw_only(), py::arg("log_key"), py::arg("origin"),
+     "Offline: verifies that the signed checkpoint new_note extends old_note with a proof from\n"
+     "Log.consistency; VerificationError when not.");
   m.def("dsse_sign_file", [](const std::string& key, const std::string& artifact, std::optional<std::string> subject_name,
                              std::optional<std::string> predicate_type, std::optional<std::string> predicate_json) {
     sprov_sign_opts o{};

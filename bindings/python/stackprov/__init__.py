@@ -32,7 +32,8 @@ from ._errors import (AccessDeniedError, BuildIdMismatchError, CaptureError, Err
                       SnapshotError, SystemCallError, UnsupportedError, VerificationError)
 from ._stackprov import (Bundle, BundleModule, Context, Frame, InlineFrame, Process, ProcessInfo, ReplayReport,
                          Snapshot, Stack, Store, Symbolizer, Thread, TraceStore, Unwinder, digest_file,
-                         dsse_sign_file, dsse_verify, key_generate, key_id, log_init, sigstore_verify, trace_verify)
+                         dsse_sign_file, dsse_verify, key_generate, key_id, Log, log_init, log_verify_consistency,
+                         log_verify_proof, sigstore_verify, trace_verify)
 
 __version__ = _stackprov.__version__
 
@@ -43,7 +44,8 @@ __all__ = [
     "BuildIdMismatchError", "CaptureError", "VerificationError", "ProcessNotFoundError",
     "AccessDeniedError", "FileMissingError", "SystemCallError", "TraceStore", "trace_capture",
     "trace_get", "trace_list", "trace_resolve", "trace_replay", "trace_replays", "ReplayReport", "Bundle",
-    "BundleModule", "Store", "digest_file", "key_generate", "key_id", "log_init", "dsse_sign_file", "dsse_verify",
+    "BundleModule", "Store", "digest_file", "key_generate", "key_id", "Log", "log_init", "log_verify_proof",
+    "log_verify_consistency", "dsse_sign_file", "dsse_verify",
     "trace_verify", "sigstore_verify",
 ]
 
