@@ -48,11 +48,13 @@ crashed_of() { ls "$build/fuzz/artifacts/$1" 2>/dev/null | grep -vc '^slow-unit-
 
 status=0
 while :; do
+  # the targets short of the goal, least CPU first: a campaign stopped and started again reaches
+  # every target, not the first ones of the list again and again
   todo=()
-  for t in "${all[@]}"; do
+  while read -r cpu t; do
     if [ "$(crashed_of "$t")" -ne 0 ]; then status=1; continue; fi
-    [ "$(cpu_of "$t")" -lt "$goal" ] && todo+=("$t")
-  done
+    [ "$cpu" -lt "$goal" ] && todo+=("$t")
+  done < <(for t in "${all[@]}"; do echo "$(cpu_of "$t") $t"; done | sort -n -k1,1 -s)
   [ ${#todo[@]} -eq 0 ] && break
   echo "fuzz-campaign: round of ${round}s for ${#todo[@]} target(s) short of ${goal} CPU-s: ${todo[*]}" >&2
   FUZZ_LEDGER=$ledger "$src/scripts/fuzz.sh" "$build" "$round" "${todo[@]}" >&2 || status=1
