@@ -1170,8 +1170,7 @@ int main(int argc, char** argv) {
   if (const ml_shm_head* h = ring.head()) {  // shim mode: the sampler's counts
     st[4] = st[3] = h->samples;
     st[5] = h->dropped;
-    st[0] = h->lost_frees;
-    st[1] = h->lost;
+    st[0] = h->lost_frees;  // st[1] (pointers not tracked) stays 0: the sampler keeps no pointer set
   }
   if (st[5])
     fprintf(stderr, "%s: warning: %" PRIu64 " allocations not traced: the ring buffer was full of stacks the "

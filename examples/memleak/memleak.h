@@ -101,7 +101,7 @@ struct ml_shm_head {
   __u64 samples; /* sampled allocations */
   __u64 dropped; /* samples not written: the ring was full but for its last ML_SHM_HEADROOM bytes */
   __u64 lost_frees; /* free records not written: the ring was full */
-  __u64 lost;    /* samples not tracked: the sampler's live set was full where they hashed */
+  __u64 reserved2; /* 0 (was "samples not tracked": sampled blocks are tagged now, nothing is lost) */
   __u64 unwound; /* samples unwound in the process (ML_EV_ALLOC_FRAMES); the rest sent their stack */
   __u64 reused;  /* of those, walks reused from the sampler's per-thread cache (preload.c) */
 };
