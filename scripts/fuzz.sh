@@ -18,7 +18,8 @@
 # C and C++, split DWARF with a .dwp, a dwz pair, .debug_frame), /usr/bin/true and libz.so.1, a
 # perf.data and a stackprov capture file of a sampled program, a gcore core file, a snapshot of a
 # live process, a symbol bundle, a signed log's checkpoint, proof and tiles, the Sigstore test
-# vectors, plus tests/fuzz/corpus/<target> and every crash input of tests/fuzz/regress/<target>.
+# vectors, a Go program's pclntab (built offline with go), node's JIT perf map, libstdc++'s mangled
+# names, plus tests/fuzz/corpus/<target> and every crash input of tests/fuzz/regress/<target>.
 # Corpora grow in BUILD_DIR/fuzz/corpus/<target> (kept between runs); crashes go to
 # BUILD_DIR/fuzz/artifacts/<target>/ and make the script exit 1. Figures: BUILD_DIR/fuzz/report.txt.
 #
@@ -74,7 +75,19 @@ cp "$fx/c-dw5-O2" "$fx/dwz-b"
 dwz -m "$fx/dwz-common" "$fx/dwz-a" "$fx/dwz-b"
 dwo_c=$(ls "$fx"/*fixture_c.dwo 2>/dev/null | head -1 || true)
 [ -n "$dwo_c" ] || dwo_c=$(ls "$fx"/c-split*.dwo | head -1)
-"$bin/fuzz_make_seeds" "$seeds" --self \
+# A Go program (the golang fixture, offline, std lib only): plain and PIE (the table renamed).
+gosrc=$fx/gosrc
+mkdir -p "$gosrc"
+cp "$src/tests/integration/golang/fixture_go.go" "$gosrc/"
+printf 'module stackprovfixture\n\ngo 1.18\n' > "$gosrc/go.mod"
+for v in go-exe go-pie; do
+  mode=exe
+  [ "$v" = go-pie ] && mode=pie
+  (cd "$gosrc" && env GOCACHE="$work/gocache" GOFLAGS=-mod=mod GOPROXY=off GO111MODULE=on CGO_ENABLED=0 \
+    GOTOOLCHAIN=local HOME="$fx" go build -buildmode="$mode" -o "$fx/$v" .) ||
+    { echo "fuzz.sh: go build of the Go fixture failed" >&2; exit 1; }
+done
+"$bin/fuzz_make_seeds" "$seeds" --self --go "$fx/go-exe" --go "$fx/go-pie" \
   "$fx/c-dw4-O0" "$fx/c-dw5-O2" "$fx/cxx-dw5-O2" "$fx/c-debug-frame" "$fx/spin" \
   --dwo "$dwo_c" "$fx/c-split" --dwo "$fx/cxx-split4.dwo" "$fx/cxx-split4" \
   --alt "$fx/dwz-common" "$fx/dwz-a" --alt "$fx/dwz-common" "$fx/dwz-b" \
@@ -142,6 +155,16 @@ EOF
 cp "$src"/tests/data/sigstore/*.sigstore.json "$src"/tests/data/sigstore/trusted_root.*.json "$seeds/evidence_sigstore/"
 cp "$src"/tests/data/sigstore/*.sigstore.json "$seeds/evidence_envelope/"
 cp "$src"/tests/data/bundle/*.bundle "$seeds/bundle_file/"
+# A JIT perf map as node writes it (its first and last 300 lines), and mangled names of libstdc++.
+mkdir -p "$seeds/perf_map" "$seeds/demangle"
+(cd "$fx" && node --perf-basic-prof -e 'let s = 0; for (let i = 0; i < 1e5; i++) s += Math.sqrt(i); console.log(s)' \
+  >/dev/null && m=$(ls perf-*.map | head -1) && { head -300 "$m"; tail -300 "$m"; } > "$seeds/perf_map/node.map" &&
+  rm -f perf-*.map) || { echo "fuzz.sh: node --perf-basic-prof wrote no perf map" >&2; exit 1; }
+i=0
+while read -r name; do
+  printf '%s' "$name" > "$seeds/demangle/libstdcxx-$i"
+  i=$((i + 1))
+done < <(nm -D --with-symbol-versions /usr/lib/x86_64-linux-gnu/libstdc++.so.6 | awk '$NF ~ /^_Z/ {print $NF}' | awk 'NR % 25 == 1')
 
 # ---- fuzzing
 mkdir -p "$work/corpus" "$work/artifacts"

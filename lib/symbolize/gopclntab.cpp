@@ -39,6 +39,11 @@ bool uvarint(const uint8_t*& p, const uint8_t* end, uint32_t* out) {
   return false;
 }
 
+// [off, off + n) lies in the image's file (hostile program headers may wrap).
+bool in_file(const elf::ElfImage& image, uint64_t off, uint64_t n) {
+  return off <= image.file_size() && n <= image.file_size() - off;
+}
+
 }  // namespace
 
 uint32_t GoPclntab::u32(const uint8_t* p) const { return rd32(p, big_endian_); }
@@ -60,7 +65,8 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
     const uint64_t nfunc = w(0), text = w(2), offs[5] = {w(3), w(4), w(5), w(6), w(7)};
     for (uint64_t o : offs)
       if (o < 8 + 8u * ps || o >= avail) return false;
-    if (nfunc == 0 || nfunc > (avail - offs[4]) / 8) return false;
+    // functab: nfunc {entryoff, funcoff} pairs and the end of the text (u32).
+    if (nfunc == 0 || avail - offs[4] < 4 || nfunc > (avail - offs[4] - 4) / 8) return false;
     t->go120_ = magic == kMagic120;
     t->min_lc_ = lc;
     t->ptr_size_ = ps;
@@ -106,7 +112,7 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
   if (!found && (no_sections || go_binary)) {
     // No section headers at all (or none holds the table): the loadable segments.
     for (const auto& ph : image->program_headers()) {
-      if (ph.type != 1 /* PT_LOAD */ || ph.offset + ph.filesz > image->file_size()) continue;
+      if (ph.type != 1 /* PT_LOAD */ || !in_file(*image, ph.offset, ph.filesz)) continue;
       const uint8_t* d = image->file_data() + ph.offset;
       for (size_t off = 0; off + 64 <= ph.filesz && !found; off += 8)
         if (accept(d + off, ph.filesz - off, ph.vaddr + off)) {
@@ -125,8 +131,8 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
 
 const uint8_t* GoPclntab::vaddr_ptr(uint64_t addr, size_t n) const {
   for (const auto& ph : image_->program_headers()) {
-    if (ph.type != 1 || addr < ph.vaddr || addr + n > ph.vaddr + ph.filesz) continue;
-    if (ph.offset + ph.filesz > image_->file_size()) return nullptr;
+    if (ph.type != 1 || addr < ph.vaddr || n > ph.filesz || addr - ph.vaddr > ph.filesz - n) continue;
+    if (!in_file(*image_, ph.offset, ph.filesz)) return nullptr;
     return image_->file_data() + ph.offset + (addr - ph.vaddr);
   }
   return nullptr;
@@ -169,7 +175,9 @@ bool GoPclntab::find_func(uint64_t pc, FuncRef* f) const {
   f->func = base_ + pcln_off_ + funcoff;
   f->entry = text_start_ + u32(f->func);
   f->end = text_start_ + u32(ftab + (lo + 1) * 8);
-  return true;
+  // The _func's own entry must be the functab's and the range must hold pc: a hostile table (unsorted,
+  // entries disagreeing) names no function rather than one that does not cover pc.
+  return f->entry == text_start_ + u32(ftab + lo * 8) && f->entry <= pc && pc < f->end;
 }
 
 bool GoPclntab::function_range(uint64_t pc, uint64_t* entry, uint64_t* end) const {
@@ -190,7 +198,9 @@ std::optional<int32_t> GoPclntab::pcvalue(const FuncRef& f, uint32_t off, uint64
     uint32_t uvdelta, pcdelta;
     if (!uvarint(p, end, &uvdelta)) return std::nullopt;
     if (uvdelta == 0 && !first) return std::nullopt;
-    val += (uvdelta & 1) ? -int32_t(uvdelta >> 1) - 1 : int32_t(uvdelta >> 1);
+    // zig-zag delta, added with wrap-around as Go's int32 does (a hostile table may overflow)
+    const uint32_t delta = (uvdelta & 1) ? ~(uvdelta >> 1) : (uvdelta >> 1);
+    val = static_cast<int32_t>(static_cast<uint32_t>(val) + delta);
     if (!uvarint(p, end, &pcdelta)) return std::nullopt;
     cur += uint64_t(pcdelta) * min_lc_;
     if (pc < cur) return val;
@@ -235,7 +245,7 @@ bool GoPclntab::lookup(uint64_t pc, std::vector<GoFrame>* out) const {
   const uint32_t npcdata = u32(f.func + 28);
   const uint8_t nfuncdata = f.func[hdr - 1];
   const uint8_t* tables = f.func + hdr;
-  if (tables + 4 * (size_t(npcdata) + nfuncdata) > base_ + size_) return false;
+  if (4 * (uint64_t(npcdata) + nfuncdata) > size_ - size_t(tables - base_)) return false;
   const uint32_t pcfile = u32(f.func + 20), pcln = u32(f.func + 24);
   // The inline tree (when the function has one and gofunc is known).
   uint64_t inltree = 0;  // link-time address of the function's inlinedCall array

@@ -6,13 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <map>
 
 namespace stackprov::symbolize {
 namespace {
 
-bool parse_hex(const std::string& s, size_t* pos, uint64_t* out) {
+bool parse_hex(std::string_view s, size_t* pos, uint64_t* out) {
   while (*pos < s.size() && (s[*pos] == ' ' || s[*pos] == '\t')) ++*pos;
-  if (s.compare(*pos, 2, "0x") == 0 || s.compare(*pos, 2, "0X") == 0) *pos += 2;
+  if (s.substr(*pos, 2) == "0x" || s.substr(*pos, 2) == "0X") *pos += 2;
   const size_t begin = *pos;
   uint64_t v = 0;
   while (*pos < s.size() && isxdigit(static_cast<unsigned char>(s[*pos])) && *pos - begin < 16) {
@@ -33,40 +35,60 @@ std::shared_ptr<const PerfMap> PerfMap::load_pid(int64_t pid, const std::string&
 }
 
 std::shared_ptr<const PerfMap> PerfMap::load_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return nullptr;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse(path, text);
+}
+
+std::shared_ptr<const PerfMap> PerfMap::parse(std::string path, std::string_view text) {
   std::vector<Entry> lines;
-  std::string line;
-  while (std::getline(in, line)) {
+  for (size_t begin = 0; begin < text.size();) {
+    size_t nl = text.find('\n', begin);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = text.substr(begin, nl - begin);
+    begin = nl + 1;
     size_t pos = 0;
     Entry e;
     if (!parse_hex(line, &pos, &e.start) || !parse_hex(line, &pos, &e.size) || e.size == 0 ||
         e.start + e.size < e.start)
       continue;
     while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
-    e.name = line.substr(pos);
-    while (!e.name.empty() && (e.name.back() == '\r' || e.name.back() == ' ')) e.name.pop_back();
+    std::string_view name = line.substr(pos);
+    while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.remove_suffix(1);
+    e.name = std::string(name);
     lines.push_back(std::move(e));
   }
-  return from_entries(path, std::move(lines));
+  return from_entries(std::move(path), std::move(lines));
 }
 
 std::shared_ptr<const PerfMap> PerfMap::from_entries(std::string path, std::vector<Entry> lines) {
   auto m = std::make_shared<PerfMap>();
   m->path_ = std::move(path);
   std::erase_if(lines, [](const Entry& e) { return e.size == 0 || e.start + e.size < e.start; });
-  // Later lines win: insert from the last, keeping only the parts no later line covered.
-  std::vector<Entry> kept;  // disjoint pieces, unsorted
-  std::vector<std::pair<uint64_t, uint64_t>> taken;  // sorted disjoint ranges already claimed
+  // Later lines win: a line any later line overlaps names code that was freed and reused, and is
+  // dropped as a whole (even when that later line was itself replaced). From the last line back,
+  // `later` is the union of the lines seen so far, as disjoint [start, end) ranges by start; each
+  // line costs O(log n) amortized, so a JIT's map of a million lines is not quadratic.
+  std::vector<Entry> kept;  // disjoint, unsorted
+  std::map<uint64_t, uint64_t> later;
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    const uint64_t s = it->start, e = it->start + it->size;
-    bool overlaps = false;
-    auto at = std::lower_bound(taken.begin(), taken.end(), std::make_pair(s, uint64_t(0)));
-    if (at != taken.end() && at->first < e) overlaps = true;
-    if (at != taken.begin() && std::prev(at)->second > s) overlaps = true;
-    if (overlaps) continue;  // older code at an address newer code took over
-    taken.insert(at, {s, e});
-    kept.push_back(std::move(*it));
+    uint64_t s = it->start, e = it->start + it->size;
+    auto at = later.upper_bound(s);  // the first range starting after s
+    const bool overlaps = (at != later.end() && at->first < e) || (at != later.begin() && std::prev(at)->second > s);
+    if (!overlaps) kept.push_back(std::move(*it));
+    // Merge [s, e) into the union, absorbing the ranges it touches.
+    if (at != later.begin() && std::prev(at)->second >= s) {
+      --at;
+      s = at->first;
+      e = std::max(e, at->second);
+      at = later.erase(at);
+    }
+    while (at != later.end() && at->first <= e) {
+      e = std::max(e, at->second);
+      at = later.erase(at);
+    }
+    later.emplace_hint(at, s, e);
   }
   std::sort(kept.begin(), kept.end(), [](const Entry& a, const Entry& b) { return a.start < b.start; });
   m->entries_ = std::move(kept);

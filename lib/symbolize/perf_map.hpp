@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -26,6 +27,8 @@ class PerfMap {
   static std::shared_ptr<const PerfMap> load_pid(int64_t pid, const std::string& dir = "/tmp");
   /// Parses the file; lines that are not "START SIZE NAME" are skipped.
   static std::shared_ptr<const PerfMap> load_file(const std::string& path);
+  /// A perf map's text, known by `path`: as load_file (null when no line is an entry).
+  static std::shared_ptr<const PerfMap> parse(std::string path, std::string_view text);
   /// A map of `entries` in file order (later entries win where they overlap, as in a file),
   /// known by `path`: a trace's captured entries (doc/traces.md "Captured data"). Null when
   /// no entry is valid (size 0 or wrapping entries are dropped).

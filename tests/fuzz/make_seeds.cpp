@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Seed corpora for the fuzz targets, cut from real files (scripts/fuzz.sh runs it over binaries it compiles).
 //
-// usage: fuzz_make_seeds OUTDIR [--self] [--dwo F] [--alt F] [--dwp F] ELF...
+// usage: fuzz_make_seeds OUTDIR [--self] [--dwo F] [--alt F] [--dwp F] [--go F] ELF...
 //   each ELF gives seeds for elf, cfi, eh_frame_hdr, dwarf_expr, dwarf_info, line_table; --dwo/--alt
 //   attach a split unit's .dwo / a dwz supplementary file to the next ELF's dwarf_info seed; --dwp adds
-//   a dwp_index seed; --self adds a snapshot of this process and its SPROVTRD container.
+//   a dwp_index seed; --go a gopclntab seed of a Go binary; --self adds a snapshot of this process
+//   and its SPROVTRD container.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -134,6 +135,35 @@ void dwp_seed(const std::string& path) {
   write("dwp_index", fs::path(path).filename().string(), v);
 }
 
+/// tests/fuzz/gopclntab_fuzz.cpp's input from a Go binary: its pclntab (.gopclntab, or
+/// .data.rel.ro.gopclntab in a PIE: then the "renamed" flag, found by magic), .noptrdata, .rodata,
+/// and probe pcs spread over .text.
+void go_seed(const std::string& path) {
+  auto img = ElfImage::open(path);
+  if (!img.ok()) return;
+  const ElfImage& e = **img;
+  auto pcln = e.section(".gopclntab");
+  const uint8_t flags = pcln ? 0 : 1;
+  if (!pcln) pcln = e.section(".data.rel.ro.gopclntab");
+  auto noptr = e.section(".noptrdata"), ro = e.section(".rodata"), text = e.section(".text");
+  if (!pcln || !pcln->data || !noptr || !ro || !text) {
+    std::fprintf(stderr, "fuzz_make_seeds: %s: no Go pclntab, .noptrdata, .rodata or .text\n", path.c_str());
+    return;
+  }
+  std::vector<uint8_t> meta(8, 0);
+  meta[0] = flags;
+  put_u64(&meta, pcln->addr);
+  put_u64(&meta, noptr->addr);
+  put_u64(&meta, ro->addr);
+  for (uint64_t i = 1; i <= 64; i++) put_u64(&meta, text->addr + text->size * i / 65);
+  std::vector<uint8_t> v;
+  put_section(&v, meta);
+  put_section(&v, pcln->data, pcln->size);
+  put_section(&v, noptr->data, noptr->size);
+  put_section(&v, ro->data, ro->size);
+  write("gopclntab", fs::path(path).filename().string(), v);
+}
+
 int self_seeds() {
   sprov_context* ctx = nullptr;
   sprov_snapshot* snap = nullptr;
@@ -166,7 +196,7 @@ int self_seeds() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: fuzz_make_seeds OUTDIR [--self] [--dwo F] [--alt F] [--dwp F] ELF...\n");
+    std::fprintf(stderr, "usage: fuzz_make_seeds OUTDIR [--self] [--dwo F] [--alt F] [--dwp F] [--go F] ELF...\n");
     return 2;
   }
   g_out = argv[1];
@@ -175,6 +205,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--self") {
       if (self_seeds() != 0) return 1;
+    } else if (a == "--go" && i + 1 < argc) {
+      go_seed(argv[++i]);
     } else if ((a == "--dwo" || a == "--alt" || a == "--dwp") && i + 1 < argc) {
       if (a == "--dwp") {
         dwp_seed(argv[++i]);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "symbolize/perf_map.hpp"
 
@@ -50,4 +51,68 @@ TEST_CASE("perf map: a later line wins over the code it replaced") {
   CHECK(m->find(0x1085)->name == "new");
   CHECK(m->find(0x1000) == nullptr);  // the old entry overlapped newer code: dropped as a whole
   CHECK(PerfMap::load_pid(-1) == nullptr);
+}
+
+TEST_CASE("perf map: random overlapping lines against a brute-force reading of the rule") {
+  // The rule (jit-interface.txt's "later lines win"): a line is kept unless a later line overlaps it.
+  // The reference applies it to every pair; the map must agree at every probed address.
+  uint64_t x = 0x9e3779b97f4a7c15;
+  auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  std::vector<PerfMap::Entry> lines;
+  for (int i = 0; i < 1500; i++)
+    lines.push_back({0x10000 + next() % 0x8000, 1 + next() % 0x100, "f" + std::to_string(i)});
+  std::string text;
+  for (const auto& e : lines) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%llx %llx ", static_cast<unsigned long long>(e.start),
+                  static_cast<unsigned long long>(e.size));
+    text += buf;
+    text += e.name;
+    text += '\n';
+  }
+  auto m = PerfMap::parse("random.map", text);
+  REQUIRE(m);
+  std::vector<bool> kept(lines.size(), true);
+  for (size_t i = 0; i < lines.size(); i++)
+    for (size_t j = i + 1; j < lines.size() && kept[i]; j++)
+      if (lines[j].start < lines[i].start + lines[i].size && lines[i].start < lines[j].start + lines[j].size)
+        kept[i] = false;
+  size_t n_kept = 0;
+  for (size_t i = 0; i < lines.size(); i++) n_kept += kept[i];
+  CHECK(m->size() == n_kept);
+  for (uint64_t a = 0xff00; a < 0x18200; a += 3) {
+    const PerfMap::Entry* want = nullptr;
+    for (size_t i = 0; i < lines.size(); i++)
+      if (kept[i] && a >= lines[i].start && a < lines[i].start + lines[i].size) want = &lines[i];
+    const PerfMap::Entry* got = m->find(a);
+    REQUIRE((got == nullptr) == (want == nullptr));
+    if (got) CHECK(got->name == want->name);
+  }
+}
+
+TEST_CASE("perf map: a JIT's 400,000 lines in address order are all found") {
+  // Newest code last at rising addresses: the order that made the old overlap check quadratic
+  // (23 s for these lines; doc/hardening.md "Findings").
+  std::string text;
+  constexpr int kLines = 400000;
+  for (int i = 0; i < kLines; i++) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "%x 40 LazyCompile:~f%d /x.js:1\n", 0x10000000 + i * 0x80, i);
+    text += buf;
+  }
+  auto m = PerfMap::parse("big.map", text);
+  REQUIRE(m);
+  CHECK(m->size() == kLines);
+  for (int i = 0; i < kLines; i += 997) {
+    const PerfMap::Entry* e = m->find(0x10000000 + uint64_t(i) * 0x80 + 0x3f);
+    REQUIRE(e);
+    char want[64];
+    std::snprintf(want, sizeof want, "LazyCompile:~f%d /x.js:1", i);
+    CHECK(e->name == want);
+    CHECK(m->find(0x10000000 + uint64_t(i) * 0x80 + 0x40) == nullptr);
+  }
+  CHECK(m->ranges().size() == kLines);  // 0x40 bytes of every 0x80: none adjacent
 }
