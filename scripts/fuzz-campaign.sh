@@ -32,6 +32,12 @@ round=${3:-1200}
 ledger=$build/fuzz/campaign.tsv
 mkdir -p "$build/fuzz"
 touch "$ledger"
+# Run niced in a session of its own (setsid), it also nices the session's scheduling group: with
+# autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled) a task's nice weighs only against
+# its own session, and a niced campaign would still take half the CPU from builds in another one.
+if [ "$(nice)" -gt 0 ] && [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then
+  echo "$(nice)" > /proc/self/autogroup 2>/dev/null || true
+fi
 
 all=()
 for f in "$build"/bin/fuzz_*; do

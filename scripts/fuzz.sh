@@ -157,9 +157,13 @@ cp "$src"/tests/data/sigstore/*.sigstore.json "$seeds/evidence_envelope/"
 cp "$src"/tests/data/bundle/*.bundle "$seeds/bundle_file/"
 # A JIT perf map as node writes it (its first and last 300 lines), and mangled names of libstdc++.
 mkdir -p "$seeds/perf_map" "$seeds/demangle"
-(cd "$fx" && node --perf-basic-prof -e 'let s = 0; for (let i = 0; i < 1e5; i++) s += Math.sqrt(i); console.log(s)' \
-  >/dev/null && m=$(ls perf-*.map | head -1) && { head -300 "$m"; tail -300 "$m"; } > "$seeds/perf_map/node.map" &&
-  rm -f perf-*.map) || { echo "fuzz.sh: node --perf-basic-prof wrote no perf map" >&2; exit 1; }
+# node writes /tmp/perf-PID.map: 300 generated functions called until optimized give ~3,000 lines.
+node --perf-basic-prof -e 'const fs = []; for (let k = 0; k < 300; k++) fs.push(new Function("x", "return x*" + k + "+1"));
+  let s = 0; for (let i = 0; i < 2e5; i++) s += fs[i % 300](i); console.log(s)' >/dev/null & npid=$!
+wait $npid || true
+[ -s "/tmp/perf-$npid.map" ] || { echo "fuzz.sh: node --perf-basic-prof wrote no /tmp/perf-$npid.map" >&2; exit 1; }
+{ head -300 "/tmp/perf-$npid.map"; tail -300 "/tmp/perf-$npid.map"; } > "$seeds/perf_map/node.map"
+rm -f "/tmp/perf-$npid.map"
 i=0
 while read -r name; do
   printf '%s' "$name" > "$seeds/demangle/libstdcxx-$i"

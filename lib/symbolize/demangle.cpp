@@ -123,9 +123,12 @@ std::string llvm_spelling(std::string s) {
   for (size_t t = s.find("[abi:"); t != std::string::npos; t = s.find("[abi:", t + 1)) {
     size_t b = t;
     while (b > 0 && (std::isalnum(static_cast<unsigned char>(s[b - 1])) || s[b - 1] == '_')) b--;
-    size_t e = t;
-    while (e < s.size() && s.compare(e, 5, "[abi:") == 0) e = s.find(']', e) + 1;  // every tag
-    if (e == 0 || s.compare(e, 2, "::") != 0 || b == t) continue;
+    size_t e = t;  // past every tag; npos when one is not closed ("_ZN6[abi:6E" reads as a name "[abi:6")
+    while (e < s.size() && s.compare(e, 5, "[abi:") == 0) {
+      const size_t close = s.find(']', e);
+      e = close == std::string::npos ? close : close + 1;
+    }
+    if (e == std::string::npos || s.compare(e, 2, "::") != 0 || b == t) continue;
     const std::string cls = s.substr(b, t - b);
     const size_t n = e + 2 + (s.compare(e + 2, 1, "~") == 0 ? 1 : 0);
     if (s.compare(n, cls.size(), cls) == 0 && n + cls.size() < s.size() && s[n + cls.size()] == '(')
