@@ -245,13 +245,15 @@ bool GoPclntab::lookup(uint64_t pc, std::vector<GoFrame>* out) const {
   const uint32_t npcdata = u32(f.func + 28);
   const uint8_t nfuncdata = f.func[hdr - 1];
   const uint8_t* tables = f.func + hdr;
-  if (4 * (uint64_t(npcdata) + nfuncdata) > size_ - size_t(tables - base_)) return false;
+  // pcdata and funcdata offsets past the table: the function is still named (pcfile and pcln are
+  // in the header), without an inline chain.
+  const bool tables_ok = 4 * (uint64_t(npcdata) + nfuncdata) <= size_ - size_t(tables - base_);
   const uint32_t pcfile = u32(f.func + 20), pcln = u32(f.func + 24);
   // The inline tree (when the function has one and gofunc is known).
   uint64_t inltree = 0;  // link-time address of the function's inlinedCall array
   uint32_t inl_index_table = 0;
-  if (gofunc_ && npcdata > kPcdataInlTreeIndex && nfuncdata > kFuncdataInlTree) {
-    const uint32_t fd = u32(tables + 4 * (npcdata + kFuncdataInlTree));
+  if (tables_ok && gofunc_ && npcdata > kPcdataInlTreeIndex && nfuncdata > kFuncdataInlTree) {
+    const uint32_t fd = u32(tables + 4 * (size_t(npcdata) + kFuncdataInlTree));
     if (fd != UINT32_MAX) {
       inltree = gofunc_ + fd;
       inl_index_table = u32(tables + 4 * kPcdataInlTreeIndex);
