@@ -167,9 +167,9 @@ Status read_record(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64
     if (head & kRecFile) read_str(c, nstr, &r.file);
     const unsigned lc = head >> kRecLineShift;
     const int64_t dl = lc == kRecLineEscape ? c.sleb() : static_cast<int64_t>(lc) - kRecLineBias;
-    const int64_t line = static_cast<int64_t>(r.line) + dl;  // |dl| checked below before use
-    if (dl < -static_cast<int64_t>(UINT32_MAX) || dl > static_cast<int64_t>(UINT32_MAX) || line < 0 ||
-        line > static_cast<int64_t>(UINT32_MAX))
+    const bool dl_ok = dl >= -static_cast<int64_t>(UINT32_MAX) && dl <= static_cast<int64_t>(UINT32_MAX);
+    const int64_t line = dl_ok ? static_cast<int64_t>(r.line) + dl : -1;  // no signed overflow
+    if (!dl_ok || line < 0 || line > static_cast<int64_t>(UINT32_MAX))
       return bad("module %zu: group at 0x%" PRIx64 ": depth %u line delta %" PRId64 " from %u", mi, gstart, depth, dl,
                  r.line);
     r.line = static_cast<uint32_t>(line);
@@ -180,9 +180,9 @@ Status read_record(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64
     if (ext & kCallFile) read_str(c, nstr, &r.call_file);
     const unsigned lc = ext >> kCallLineShift;
     const int64_t dl = lc == kCallLineEscape ? c.sleb() : static_cast<int64_t>(lc) - kCallLineBias;
-    const int64_t line = static_cast<int64_t>(r.call_line) + dl;
-    if (dl < -static_cast<int64_t>(UINT32_MAX) || dl > static_cast<int64_t>(UINT32_MAX) || line < 0 ||
-        line > static_cast<int64_t>(UINT32_MAX))
+    const bool dl_ok = dl >= -static_cast<int64_t>(UINT32_MAX) && dl <= static_cast<int64_t>(UINT32_MAX);
+    const int64_t line = dl_ok ? static_cast<int64_t>(r.call_line) + dl : -1;  // no signed overflow
+    if (!dl_ok || line < 0 || line > static_cast<int64_t>(UINT32_MAX))
       return bad("module %zu: group at 0x%" PRIx64 ": depth %u call line delta %" PRId64 " from %u", mi, gstart, depth,
                  dl, r.call_line);
     r.call_line = static_cast<uint32_t>(line);
@@ -328,11 +328,21 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
     const uint32_t off = ld32(sec[kSecStrOffs] + (m.stroffs.first + i) * kStrOffSize);
     if (off >= m.str_bytes)
       return bad("module %zu: string %" PRIu64 " at offset %u beyond the table of %" PRIu64, mi, i, off, m.str_bytes);
+    // Strings are stored one after another (the writer's layout): offsets rise and each starts
+    // after a NUL, so the lengths below scan the table once. Equal or overlapping offsets would let
+    // a few bytes of table cost count × length (a 1 MiB string named a million times: hours).
+    if (i > 0 && (off <= ix.offs[i - 1] || ix.strings[off - 1] != '\0'))
+      return bad("module %zu: string %" PRIu64 " at offset %u does not start after string %" PRIu64 " (offset %u)", mi,
+                 i, off, i - 1, ix.offs[i - 1]);
     ix.offs[i] = off;
   }
   ix.lens.resize(ix.offs.size());
-  for (size_t i = 0; i < ix.offs.size(); i++)  // terminated: the table ends with NUL
-    ix.lens[i] = static_cast<uint32_t>(std::strlen(ix.strings.data() + ix.offs[i]));
+  for (size_t i = 0; i < ix.offs.size(); i++) {  // terminated: the table ends with NUL
+    const size_t n = std::strlen(ix.strings.data() + ix.offs[i]);
+    if (n > kMaxStringBytes)
+      return bad("module %zu: string %zu of %zu bytes exceeds the limit of %zu", mi, i, n, kMaxStringBytes);
+    ix.lens[i] = static_cast<uint32_t>(n);
+  }
   struct IndexCheck {
     uint32_t sec;
     Slice idx, data;
@@ -576,7 +586,7 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
 }
 
 Result<BundleReader> BundleReader::open_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return make_error(-errno, "bundle: cannot open %s: %s", path.c_str(), strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -622,6 +632,12 @@ std::string_view str_at(const ModuleIndex& ix, uint32_t i) {
   if (i == kNone || i >= ix.offs.size()) return {};
   return std::string_view(ix.strings.data() + ix.offs[i], ix.lens[i]);
 }
+uint64_t str_len(const ModuleIndex& ix, uint32_t i) { return i == kNone || i >= ix.offs.size() ? 0 : ix.lens[i]; }
+
+/// Bytes of names ranges() and return_pads() may copy out: 1 GiB + 64 × the bundle's size. A record
+/// costs 2 bytes and names strings of up to 1 MiB, so a small hostile bundle could otherwise ask
+/// for terabytes; the writer's own output stays far below (names are shared, records are many).
+uint64_t copy_budget(size_t bundle_bytes) { return (uint64_t{1} << 30) + 64 * uint64_t{bundle_bytes}; }
 
 }  // namespace
 
@@ -729,6 +745,11 @@ Result<std::vector<ReturnPadRecord>> BundleReader::return_pads(size_t module) co
   const ModuleMeta& m = impl_->meta[module];
   std::vector<ReturnPadRecord> out;
   std::vector<PadFrame> frames;
+  uint64_t names = 0;  // bytes of names copied, against copy_budget()
+  auto over_budget = [&](uint64_t addr) {
+    return bad("module %zu: return pads up to 0x%" PRIx64 " name more than %" PRIu64
+               " bytes of strings (1 GiB + 64 x the bundle's %zu bytes)", module, addr, copy_budget(size_), size_);
+  };
   for (uint64_t b = 0; b < m.pindex.count; b++) {
     Entry e;
     impl_->entry(kSecPadIndex, m.pindex, m.pdata, b, &e);
@@ -748,15 +769,21 @@ Result<std::vector<ReturnPadRecord>> BundleReader::return_pads(size_t module) co
       if (h.explicit_frames) {
         if (auto s = read_pad_frames(c, module, h.addr, static_cast<uint32_t>(ix.offs.size()), &frames); !s)
           return s.error();
-        for (const PadFrame& f : frames)
+        for (const PadFrame& f : frames) {
+          names += str_len(ix, f.fn) + str_len(ix, f.file);
+          if (names > copy_budget(size_)) return over_budget(h.addr);
           p.frames.push_back({std::string(str_at(ix, f.fn)), std::string(str_at(ix, f.file)), f.line, f.column});
+        }
       } else {
         if (h.addr == 0) return bad("module %zu: implicit return pad at address 0", module);
         auto ch = lookup(module, h.addr - 1);
         if (!ch) return std::move(ch).error();
         if (ch->empty()) return bad("module %zu: implicit return pad 0x%" PRIx64 " has no range before it", module, h.addr);
-        for (const FrameView& f : ch.value())
+        for (const FrameView& f : ch.value()) {
+          names += f.function.size() + f.file.size();
+          if (names > copy_budget(size_)) return over_budget(h.addr);
           p.frames.push_back({std::string(f.function), std::string(f.file), f.line, f.column});
+        }
       }
     }
   }
@@ -889,6 +916,12 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
   for (const auto& v : all) total += v.size();
   if (total != m.nranges)
     return bad("module %zu: %" PRIu64 " range records, the module record says %" PRIu64, module, total, m.nranges);
+  uint64_t names = 0;
+  for (const auto& v : all)
+    for (const Rec& r : v) names += str_len(ix, r.fn) + str_len(ix, r.file) + str_len(ix, r.call_file);
+  if (names > copy_budget(size_))
+    return bad("module %zu: its %" PRIu64 " range records name %" PRIu64 " bytes of strings, more than the %" PRIu64
+               " a bundle of %zu bytes may (1 GiB + 64 x its size)", module, total, names, copy_budget(size_), size_);
   std::vector<RangeRecord> out;
   out.reserve(total);
   for (size_t d = 0; d < all.size(); d++)

@@ -6,6 +6,7 @@
 
 #include "bundle/format.hpp"
 #include "capi/internal.hpp"
+#include "core/context.hpp"
 #include "elf/elf_image.hpp"
 #include "symbolize/bundle_store.hpp"
 
@@ -106,7 +107,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     key.build_id = m.build_id;
     return ctx->modules.acquire(key, [&] { return load_from_bundle(ctx, snap, m); });
   }
-  const std::string host = !module_root.empty() ? module_root + m.path : ctx->ctx.host_path(m.path);
+  const std::string host = !module_root.empty() ? join_root(module_root, m.path) : ctx->ctx.host_path(m.path);
   auto key = module_key_for_file(host, m.build_id);
   if (!key.ok()) return std::move(key).error();
   return ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {

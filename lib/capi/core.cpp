@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "capi/internal.hpp"
+#include "core/context.hpp"
 #include "core/signals.hpp"
 #include "elf/core_file.hpp"
 #include "memory/core_capture.hpp"
@@ -67,7 +68,7 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
         if (m.path == "[vdso]") continue;
         if (!ctx->ctx.config().offline) {
           struct stat st;
-          const std::string host = !s0.module_root.empty() ? s0.module_root + m.path : ctx->ctx.host_path(m.path);
+          const std::string host = !s0.module_root.empty() ? join_root(s0.module_root, m.path) : ctx->ctx.host_path(m.path);
           if (stat(host.c_str(), &st) == 0) continue;
         }
         auto b = find_module_bundle(ctx, m);

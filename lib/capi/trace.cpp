@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "capi/trace_internal.hpp"
+#include "core/context.hpp"
 #include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
@@ -454,7 +455,7 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
     // The file at the same path here when it is the same file (build-id): it stays when the
     // process exits during the build; else the file as the process saw it (/proc/PID/root/...,
     // another mount namespace).
-    std::string host = !s0.module_root.empty() ? s0.module_root + m.path : ctx->ctx.host_path(m.path);
+    std::string host = !s0.module_root.empty() ? join_root(s0.module_root, m.path) : ctx->ctx.host_path(m.path);
     if (!s0.module_root.empty()) {
       const std::string here = ctx->ctx.host_path(m.path);
       auto img = elf::ElfImage::open(here);

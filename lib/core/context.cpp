@@ -2,6 +2,8 @@
 // Context logging and path helpers.
 #include "core/context.hpp"
 
+#include <string_view>
+
 #include <cstdarg>
 #include <cstdio>
 
@@ -19,7 +21,29 @@ void Context::log(int level, const char* fmt, ...) const {
 
 std::string Context::host_path(const std::string& path) const {
   if (cfg_.sysroot.empty() || path.empty() || path[0] != '/') return path;
-  return cfg_.sysroot + path;
+  return join_root(cfg_.sysroot, path);
+}
+
+std::string join_root(const std::string& root, const std::string& path) {
+  if (root.empty()) return path;
+  if (path.empty() || path[0] != '/') return root + path;
+  std::vector<std::string_view> parts;
+  const std::string_view p(path);
+  for (size_t i = 0; i < p.size();) {
+    size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    const std::string_view c = p.substr(i, j - i);
+    if (c == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else if (!c.empty() && c != ".") {
+      parts.push_back(c);
+    }
+    i = j + 1;
+  }
+  std::string out = root;
+  for (std::string_view c : parts) (out += '/') += c;
+  if (parts.empty() || path.back() == '/') out += '/';
+  return out;
 }
 
 std::vector<std::string> split_path_list(const char* list) {

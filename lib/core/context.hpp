@@ -41,4 +41,10 @@ class Context {
 /// Splits a ':'-separated list, dropping empty items.
 std::vector<std::string> split_path_list(const char* list);
 
+/// A guest path (from a core, a perf record, a snapshot: hostile input) under `root` as a chroot
+/// sees it: "." and empty components dropped, ".." at the top stays at the top, so
+/// "/lib/../../../etc/x" is root + "/etc/x", never a file outside root. Unchanged when `root` is
+/// empty or the path is not absolute ("[vdso]").
+std::string join_root(const std::string& root, const std::string& path);
+
 }  // namespace stackprov

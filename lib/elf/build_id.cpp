@@ -61,7 +61,7 @@ std::optional<BuildId> notes_at(int fd, uint64_t off, uint64_t size, uint64_t al
 }  // namespace
 
 Result<BuildId> read_build_id(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) {
     const int err = errno;
     return make_error(-err, "%s: open: %s", path.c_str(), strerror(err));
@@ -141,7 +141,7 @@ Result<BuildId> read_build_id(const std::string& path) {
 }
 
 Result<uint32_t> file_crc32(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) {
     const int err = errno;
     return make_error(-err, "%s: open: %s", path.c_str(), strerror(err));

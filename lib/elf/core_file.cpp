@@ -83,7 +83,7 @@ CoreFile::~CoreFile() {
 }
 
 Result<std::unique_ptr<CoreFile>> CoreFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int e = errno;
     return make_error(-e, "core file %s: %s", path.c_str(), std::strerror(e));

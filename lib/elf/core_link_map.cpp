@@ -44,9 +44,14 @@ void add_loads(const std::vector<ProgramHeader>& phdrs, uint64_t bias, const std
                std::vector<CoreMappedFile>* out) {
   for (const ProgramHeader& p : phdrs) {
     if (p.type != PT_LOAD || p.filesz == 0) continue;
+    // A hostile header may wrap the range's end: that segment is left out (the module's others
+    // stay), instead of a reversed range that fails the whole capture. (bias + vaddr itself wraps
+    // legitimately for a library loaded below its link address.)
+    const uint64_t lo = bias + p.vaddr;
+    if (lo > UINT64_MAX - kPage || p.filesz > UINT64_MAX - kPage - lo) continue;
     CoreMappedFile f;
-    f.start = page_down(bias + p.vaddr);
-    f.end = page_up(bias + p.vaddr + p.filesz);
+    f.start = page_down(lo);
+    f.end = page_up(lo + p.filesz);
     f.file_offset = page_down(p.offset);
     f.path = path;
     out->push_back(std::move(f));

@@ -45,7 +45,8 @@ Status inflate_zlib(const uint8_t* in, size_t in_size, SectionBuffer& out,
     const size_t out_chunk = std::min<size_t>(out.size() - out_pos, 1u << 30);
     zs.next_in = const_cast<Bytef*>(in + in_pos);
     zs.avail_in = static_cast<uInt>(in_chunk);
-    zs.next_out = out.data() + out_pos;
+    Bytef none = 0;  // zlib refuses a null next_out even with avail_out 0 (an empty section)
+    zs.next_out = out.empty() ? &none : out.data() + out_pos;
     zs.avail_out = static_cast<uInt>(out_chunk);
     rc = inflate(&zs, Z_NO_FLUSH);
     const size_t used_in = in_chunk - zs.avail_in;

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -92,6 +93,9 @@ struct ElfImage::Impl {
   std::vector<SectionRecord> sections;
   std::vector<std::unique_ptr<LazyBytes>> lazy;  // parallel to sections
   std::optional<Debuglink> debuglink;
+  /// Bytes of decompressed sections held, against the file's budget (many section headers may
+  /// name one small compressed blob: each is within its own ratio cap, their sum is not).
+  mutable std::atomic<uint64_t> inflated{0};
 
   ~Impl() {
     if (map != nullptr) munmap(map, map_len);
@@ -301,11 +305,22 @@ Result<Section> ElfImage::Impl::materialise(size_t index) const {
         r.compression == Compression::kZdebug ? detail::CompressionFormat::kZdebug
                                               : detail::CompressionFormat::kShfCompressed,
         is64, big, path, r.name);
-    if (out.ok()) {
-      lz.bytes = std::move(out).value();
-    } else {
+    if (!out.ok()) {
       lz.error = std::move(out).error();
+      return;
     }
+    // 1 GiB + 64 x the file: compressed debug info inflates ~3-10x, never so much in sum.
+    const uint64_t budget = (uint64_t{1} << 30) + 64 * uint64_t{size};
+    const uint64_t n = out.value().size();
+    if (inflated.fetch_add(n) + n > budget) {
+      inflated.fetch_sub(n);
+      lz.error = make_error(SPROV_ERR_LIMIT,
+                            "%s: section %s (index %zu): the file's decompressed sections would exceed %llu "
+                            "bytes (1 GiB + 64 x its %zu bytes)",
+                            path.c_str(), r.name.c_str(), index, static_cast<unsigned long long>(budget), size);
+      return;
+    }
+    lz.bytes = std::move(out).value();
   });
   if (lz.error) return *lz.error;
   s.data = lz.bytes.data();
@@ -346,7 +361,7 @@ Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
   }
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int err = errno;
     return make_error(-err, "%s: open: %s", path.c_str(), strerror(err));

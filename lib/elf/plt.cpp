@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "elf/elf_bytes.hpp"
@@ -77,12 +78,16 @@ PltTable PltTable::load(const ElfImage& image) {
   const bool x86 = machine == EM_X86_64;
   const bool be = image.big_endian();
 
+  // Hostile headers may name one block many times: each block is read once, and the entries of
+  // all sections together stay within kMaxEntries.
+  std::set<std::pair<uint64_t, uint64_t>> seen;  // (file offset, size) of the sections read
+  auto first_time = [&seen](const Section& s) { return seen.emplace(s.offset, s.size).second; };
   // GOT slot -> relocation, from every SHT_RELA section (.rela.plt, .rela.dyn, .rela.iplt).
   std::unordered_map<uint64_t, Slot> slots;
   for (size_t i = 1; i < image.section_count(); i++) {
     if (image.section_type(i) != SHT_RELA) continue;
     auto s = image.section_at(i);
-    if (!s || s->data == nullptr) continue;
+    if (!s || s->data == nullptr || !first_time(*s)) continue;
     const detail::ByteView v(s->data, s->size, be);
     const size_t n = std::min(s->size / sizeof(Elf64_Rela), kMaxEntries);
     for (size_t k = 0; k < n; k++) {
@@ -121,10 +126,11 @@ PltTable PltTable::load(const ElfImage& image) {
   for (size_t i = 1; i < image.section_count(); i++) {
     const std::string_view name = image.section_name(i);
     if (name != ".plt" && name != ".plt.sec" && name != ".plt.got" && name != ".iplt") continue;
-    if ((image.section_flags(i) & SHF_EXECINSTR) == 0) continue;
+    if ((image.section_flags(i) & SHF_EXECINSTR) == 0 || t.syms_.size() >= kMaxEntries) continue;
     auto s = image.section_at(i);
-    if (!s || s->data == nullptr) continue;
+    if (!s || s->data == nullptr || !first_time(*s)) continue;
     auto add = [&](uint64_t addr, uint64_t size, uint64_t slot) {
+      if (t.syms_.size() >= kMaxEntries) return;
       auto it = slots.find(slot);
       if (it == slots.end()) return;  // the PLT header's jump to the resolver
       std::string nm = sym_name(it->second);

@@ -15,6 +15,7 @@
 #include "arch/arm64/registers.hpp"
 #include "arch/mips32/registers.hpp"
 #include "arch/x86_64/registers.hpp"
+#include "core/context.hpp"
 #include "core/module_map.hpp"
 #include "elf/core_link_map.hpp"
 #include "elf/elf_image.hpp"
@@ -92,7 +93,7 @@ struct PathPlan {
     if (!exe_module_path.empty() && nt_path == main_path) return exe_module_path;
     return prefix + nt_path;
   }
-  std::string host_path(const std::string& module_path) const { return module_root + module_path; }
+  std::string host_path(const std::string& module_path) const { return join_root(module_root, module_path); }
 };
 
 std::string real_path(const std::string& p) {
@@ -162,7 +163,7 @@ std::vector<elf::CoreMappedFile> mapped_files(const elf::CoreFile& core, const C
   auto open_file = [&](const std::string& path) -> std::optional<elf::LinkMapFile> {
     std::string host = path;
     if (path == exe_guest && !opts.exe.empty()) host = opts.exe;
-    else if (!path.empty() && path[0] == '/') host = root + path;
+    else if (!path.empty() && path[0] == '/') host = join_root(root, path);
     auto img = elf::ElfImage::open(host);
     if (!img.ok() || img.value()->machine() != core.machine()) return std::nullopt;
     const elf::ElfImage& im = *img.value();

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "core/context.hpp"
 #include "elf/elf_image.hpp"
 
 namespace stackprov::memory {
@@ -42,7 +43,7 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
       }
     } else if (!e.path.empty() && e.path[0] == '/') {
       m.path = strip_deleted(e.path);
-      const std::string host = root + m.path;
+      const std::string host = join_root(root, m.path);
       auto it = opened.find(host);
       if (it == opened.end()) {
         auto img = elf::ElfImage::open(host);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/context.hpp"
 #include "core/module_map.hpp"
 #include "elf/elf_image.hpp"
 
@@ -16,6 +17,11 @@ namespace {
 
 constexpr size_t kMaxMappingsPerProc = 65536;
 constexpr size_t kMaxLists = size_t{1} << 20;
+// Totals over every process and list, so that small hostile records cannot multiply big ones: a
+// 40-byte FORK copies its parent's mappings, a mmap + sample pair makes a new list of them all.
+constexpr size_t kMaxTotalMappings = size_t{1} << 20;
+constexpr size_t kMaxTotalListModules = size_t{1} << 22;
+constexpr size_t kMaxModuleFiles = 8192;  // each open file is mapped: stay far below vm.max_map_count
 
 std::string strip_deleted(const std::string& p) {
   static const std::string kSuffix = " (deleted)";
@@ -65,35 +71,44 @@ void ModuleTracker::warn_once(const std::string& line) {
   if (warned_.emplace(line, true).second) warnings_ += line + "\n";
 }
 
-void ModuleTracker::insert(Proc& p, Mapping m) {
-  // Remove or trim the mappings that [m.start, m.end) replaces (mmap semantics).
-  std::vector<Mapping> out;
-  out.reserve(p.maps.size() + 2);
-  for (Mapping& e : p.maps) {
-    if (e.end <= m.start || e.start >= m.end) {
-      out.push_back(std::move(e));
-      continue;
-    }
-    if (e.start < m.start) {
+void ModuleTracker::remove_range(Proc& p, uint64_t start, uint64_t end) {
+  // Remove or trim the mappings that [start, end) overlaps (mmap semantics). The mappings are
+  // disjoint and keyed by start: only the one before `start` and those starting inside are touched.
+  auto it = p.maps.lower_bound(start);
+  if (it != p.maps.begin() && std::prev(it)->second.end > start) --it;
+  while (it != p.maps.end() && it->second.start < end) {
+    p.dirty = true;
+    Mapping e = std::move(it->second);
+    it = p.maps.erase(it);
+    total_maps_--;
+    if (e.start < start) {
       Mapping left = e;
-      left.end = m.start;
-      out.push_back(std::move(left));
+      left.end = start;
+      p.maps.emplace(left.start, std::move(left));
+      total_maps_++;
     }
-    if (e.end > m.end) {
-      Mapping right = e;
-      right.pgoff += m.end - e.start;
-      right.start = m.end;
-      out.push_back(std::move(right));
+    if (e.end > end) {
+      Mapping right = std::move(e);
+      right.pgoff += end - right.start;
+      right.start = end;
+      it = p.maps.emplace(right.start, std::move(right)).first;
+      total_maps_++;
+      break;  // nothing after it overlaps
     }
   }
-  if (out.size() >= kMaxMappingsPerProc) {
-    warn_once("process has more than 65536 executable mappings: further mappings ignored");
-    p.maps = std::move(out);
+}
+
+void ModuleTracker::insert(Proc& p, Mapping m) {
+  remove_range(p, m.start, m.end);
+  if (p.maps.size() >= kMaxMappingsPerProc || total_maps_ >= kMaxTotalMappings) {
+    warn_once(p.maps.size() >= kMaxMappingsPerProc
+                  ? "process has more than 65536 executable mappings: further mappings ignored"
+                  : "more than 2^20 executable mappings in all processes: further mappings ignored");
     return;
   }
-  out.push_back(std::move(m));
-  std::sort(out.begin(), out.end(), [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
-  p.maps = std::move(out);
+  const uint64_t start = m.start;
+  p.maps.emplace(start, std::move(m));
+  total_maps_++;
   p.dirty = true;
 }
 
@@ -104,13 +119,7 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
   if (m.len == 0) return;
   if (!exec || !(file_backed || m.path == "[vdso]")) {
     // A non-code mapping over code ends that code (munmap + mmap of data).
-    bool overlaps = false;
-    for (const Mapping& e : p.maps) overlaps |= e.start < m.start + m.len && m.start < e.end;
-    if (!overlaps) return;
-    Mapping hole{m.start, m.start + m.len, 0, {}, {}};
-    insert(p, hole);
-    p.maps.erase(std::remove_if(p.maps.begin(), p.maps.end(), [](const Mapping& e) { return e.path.empty(); }),
-                 p.maps.end());
+    remove_range(p, m.start, m.start + m.len);
     return;
   }
   insert(p, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id});
@@ -119,6 +128,7 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
 void ModuleTracker::on_comm(const RawComm& c) {
   if (!c.exec || c.pid != c.tid) return;
   Proc& p = procs_[c.pid];  // exec: a new address space; the new mappings follow
+  total_maps_ -= p.maps.size();
   p.maps.clear();
   p.dirty = true;
 }
@@ -127,8 +137,16 @@ void ModuleTracker::on_fork(const RawTask& t) {
   if (t.pid == t.ppid) return;  // a new thread shares the address space
   auto it = procs_.find(t.ppid);
   Proc child;
-  if (it != procs_.end()) child.maps = it->second.maps;
-  procs_[t.pid] = std::move(child);
+  Proc& slot = procs_[t.pid];
+  total_maps_ -= slot.maps.size();
+  if (it != procs_.end()) {
+    if (total_maps_ + it->second.maps.size() <= kMaxTotalMappings)
+      child.maps = it->second.maps;
+    else
+      warn_once("more than 2^20 executable mappings in all processes: forked children start without modules");
+  }
+  total_maps_ += child.maps.size();
+  slot = std::move(child);
 }
 
 void ModuleTracker::seed_maps(uint32_t pid, const std::string& maps_text) {
@@ -154,8 +172,13 @@ const ModuleTracker::FileInfo& ModuleTracker::file(const std::string& path) {
   auto it = files_.find(path);
   if (it != files_.end()) return it->second;
   FileInfo fi;
+  if (files_.size() >= kMaxModuleFiles) {
+    warn_once("more than 8192 distinct module paths: further modules are not opened");
+    static const FileInfo kNone;
+    return kNone;
+  }
   if (open_files_) {
-    auto img = elf::ElfImage::open(root_ + path);
+    auto img = elf::ElfImage::open(join_root(root_, path));
     if (img.ok()) fi.image = img.value();
     else warn_once("module " + path + ": " + img.error().message);
   }
@@ -166,7 +189,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
   Proc& p = procs_[pid];
   if (!p.dirty && !lists_.empty()) return p.list;
   auto list = std::make_shared<ModuleList>();
-  for (const Mapping& e : p.maps) {
+  for (const auto& [start, e] : p.maps) {
     memory::SnapshotModule m;
     m.start = e.start;
     m.end = e.end;
@@ -209,10 +232,13 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
     }
     if (same) return p.list = id;
   }
-  if (lists_.size() >= kMaxLists) {
-    warn_once("more than 2^20 distinct module lists: reusing the last one");
+  if (!lists_.empty() &&
+      (lists_.size() >= kMaxLists || list_modules_ + list->modules.size() > kMaxTotalListModules)) {
+    warn_once(lists_.size() >= kMaxLists ? "more than 2^20 distinct module lists: reusing the last one"
+                                         : "more than 2^22 modules in all module lists: reusing the last list");
     return p.list = static_cast<uint32_t>(lists_.size() - 1);
   }
+  list_modules_ += list->modules.size();
   p.list = static_cast<uint32_t>(lists_.size());
   lists_by_hash_[list->hash].push_back(p.list);
   lists_.push_back(std::move(list));

@@ -28,7 +28,8 @@ struct ModuleList {
 /// Tracks the executable mappings of every process seen in the records and
 /// turns them into module lists (identity and load bias from the module files,
 /// opened once per path as `root + path`). Identical lists share one id.
-/// Bounded: at most 65536 mappings per process and 2^20 lists.
+/// Bounded: at most 65536 mappings per process, 2^20 in all, 2^20 lists of 2^22 modules in
+/// all, 8192 module files opened (each limit warned about once).
 class ModuleTracker {
  public:
   /// `recorded_ids`: build-ids the recording holds per path (perf.data HEADER_BUILD_ID),
@@ -60,7 +61,7 @@ class ModuleTracker {
     BuildId build_id;  ///< as recorded in the MMAP2 record; may be empty
   };
   struct Proc {
-    std::vector<Mapping> maps;  ///< sorted, non-overlapping, executable file mappings and [vdso]
+    std::map<uint64_t, Mapping> maps;  ///< by start, non-overlapping: executable file mappings and [vdso]
     bool dirty = true;
     uint32_t list = 0;
   };
@@ -68,6 +69,7 @@ class ModuleTracker {
     std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened
   };
   void insert(Proc& p, Mapping m);
+  void remove_range(Proc& p, uint64_t start, uint64_t end);
   const FileInfo& file(const std::string& path);
   void warn_once(const std::string& line);
 
@@ -77,6 +79,8 @@ class ModuleTracker {
   std::vector<uint8_t> vdso_;
   std::shared_ptr<elf::ElfImage> vdso_image_;
   std::map<uint32_t, Proc> procs_;
+  size_t total_maps_ = 0;    ///< mappings of all procs_
+  size_t list_modules_ = 0;  ///< modules of all lists_
   std::map<std::string, FileInfo> files_;
   std::vector<std::shared_ptr<const ModuleList>> lists_;
   std::map<uint64_t, std::vector<uint32_t>> lists_by_hash_;

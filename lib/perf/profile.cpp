@@ -63,7 +63,7 @@ Profile::~Profile() {
 }
 
 Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const std::string& root) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return make_error(-errno, "%s: %s", path.c_str(), strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {

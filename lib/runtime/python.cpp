@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <unordered_map>
+#include <set>
 #include <unordered_set>
 
 #include "stackprov/errors.h"
@@ -97,9 +98,13 @@ std::optional<NamedSymbol> find_in_table(const elf::ElfImage& image, size_t inde
 
 std::optional<NamedSymbol> find_symbol(const elf::ElfImage& image, std::string_view name) {
   if (!image.is_64bit() || image.big_endian()) return std::nullopt;
+  // Each table is scanned once even when hostile headers name it many times.
+  std::set<std::pair<uint64_t, uint64_t>> seen;
   for (uint32_t type : {uint32_t{SHT_DYNSYM}, uint32_t{SHT_SYMTAB}}) {
     for (size_t i = 1; i < image.section_count(); i++) {
       if (image.section_type(i) != type) continue;
+      const auto sec = image.section_at(i);
+      if (!sec || !seen.emplace(sec->offset, sec->size).second) continue;
       if (auto s = find_in_table(image, i, name)) return s;
     }
   }
@@ -249,7 +254,7 @@ class PyReader {
   }
   /// Reads [addr, addr + span) in one call (one system call on a live target); the fields are
   /// then taken from the copy with f64/f32/f8 at offsets below `span`.
-  bool load(uint64_t addr, uint32_t span) {
+  bool load(uint64_t addr, uint64_t span) {
     return span <= sizeof(block_) && addr <= UINT64_MAX - span && mem_.read(addr, block_, span);
   }
   uint64_t f64(uint32_t off) const { return le(block_ + off, 8); }
@@ -314,8 +319,11 @@ class PyReader {
       return nullptr;
     }
     CodeInfo c;
-    const uint32_t span = std::max({l_.code_name + 8, l_.code_qualname + 8, l_.code_filename + 8,
-                                    l_.code_linetable + 8, l_.code_firstlineno + 4});
+    // In 64 bits: a layout from hostile DWARF with an offset near UINT32_MAX must not wrap to a small
+    // span that load() accepts (then f64 would read 4 GiB past block_).
+    const uint64_t span = std::max({uint64_t{l_.code_name} + 8, uint64_t{l_.code_qualname} + 8,
+                                    uint64_t{l_.code_filename} + 8, uint64_t{l_.code_linetable} + 8,
+                                    uint64_t{l_.code_firstlineno} + 4});
     if (!load(addr, span)) {
       *why = "code object 0x" + hex(addr) + " unreadable";
       return nullptr;
@@ -330,12 +338,23 @@ class PyReader {
       *why = "co_linetable 0x" + hex(table) + " of code 0x" + hex(addr) + " is not a readable bytes object";
       return nullptr;
     }
+    // Line tables read from the target, all code objects together, stay within a budget: a hostile
+    // target with many code objects sharing one 1 MiB table would have us copy 2^18 MiB. Past it,
+    // frames keep their names and lose their lines.
+    if (size > kLinetableBudget - std::min(linetable_read_, kLinetableBudget)) size = 0;
     c.linetable.resize(size);
     if (size > 0 && !mem_.read(table + l_.bytes_data, c.linetable.data(), size)) {
       *why = "co_linetable 0x" + hex(table) + " unreadable";
       return nullptr;
     }
-    if (codes_.size() >= 65536) codes_.clear();
+    linetable_read_ += size;
+    // The cache holds at most 65536 code objects and 64 MiB of their tables and names.
+    const size_t cost = size + c.function.size() + c.qualname.size() + c.file.size();
+    if (codes_.size() >= 65536 || cached_bytes_ + cost > (64u << 20)) {
+      codes_.clear();
+      cached_bytes_ = 0;
+    }
+    cached_bytes_ += cost;
     return &codes_.emplace(addr, std::move(c)).first->second;
   }
 
@@ -370,6 +389,9 @@ class PyReader {
   const PythonLimits& lim_;
   std::unordered_map<uint64_t, std::string> types_;
   std::unordered_map<uint64_t, CodeInfo> codes_;
+  size_t cached_bytes_ = 0;     ///< line tables and names held by codes_
+  uint64_t linetable_read_ = 0;  ///< bytes of line tables read from the target so far
+  static constexpr uint64_t kLinetableBudget = uint64_t{256} << 20;
   uint8_t block_[1024];
 };
 
@@ -377,8 +399,9 @@ class PyReader {
 void read_frames(PyReader& rd, const PythonLayout& l, const PythonLimits& lim, uint64_t frame, PythonThread* t,
                  uint64_t* budget) {
   std::unordered_set<uint64_t> seen;
-  const uint32_t span = std::max({l.frame_code + 8, l.frame_prev_instr + 8, l.frame_previous + 8,
-                                  l.frame_is_entry + 1, l.frame_owner + 1});
+  const uint64_t span = std::max({uint64_t{l.frame_code} + 8, uint64_t{l.frame_prev_instr} + 8,
+                                  uint64_t{l.frame_previous} + 8, uint64_t{l.frame_is_entry} + 1,
+                                  uint64_t{l.frame_owner} + 1});  // 64-bit: see PyReader::code
   while (frame != 0) {
     if (t->frames.size() >= lim.max_frames) {
       t->problem = "more than " + std::to_string(lim.max_frames) + " Python frames: the rest are left out";

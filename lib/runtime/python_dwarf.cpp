@@ -69,7 +69,7 @@ struct Fd {
 
 Result<PythonLayout> python311_layout_from_dwarf(const std::string& debug_path) {
   Fd fd;
-  fd.fd = open(debug_path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd.fd = open(debug_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd.fd < 0) return make_error(-errno, "%s: %s", debug_path.c_str(), std::strerror(errno));
   Dwarf* dbg = dwarf_begin(fd.fd, DWARF_C_READ);
   if (dbg == nullptr)

@@ -77,7 +77,13 @@ Result<std::shared_ptr<const OpenBundle>> BundleResolver::open_digest(const std:
   if (!r)
     return make_error(r.error().code, "bundle %s in store '%s': %s", digest.c_str(), st.value()->dir().c_str(),
                       r.error().message.c_str());
-  // A blob is named by its sha256 (content addressing; `stackprov bundle fsck` re-hashes).
+  // A blob is named by its sha256: checked once per open, so a blob altered in the store is not
+  // used under a digest it does not have (its frames would carry that digest as provenance).
+  const std::string actual =
+      "sha256:" + evidence::hex_encode(evidence::sha256(r.value().data(), r.value().size()));
+  if (actual != digest)
+    return make_error(SPROV_ERR_DIGEST_MISMATCH, "bundle %s in store '%s': %s has sha256 %s (the blob was altered)",
+                      digest.c_str(), st.value()->dir().c_str(), path.value().c_str(), actual.c_str() + 7);
   auto b = std::make_shared<const OpenBundle>(OpenBundle{digest, path.value(), std::move(r).value()});
   bundles_.emplace(digest, b);
   return std::shared_ptr<const OpenBundle>(b);

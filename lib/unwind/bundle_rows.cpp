@@ -69,6 +69,7 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModu
   std::sort(text.begin(), text.end());
   // Bounded work on hostile headers: the same limit as the range builder's default.
   constexpr uint64_t kMaxTextBytes = uint64_t{1} << 30;
+  constexpr uint64_t kMaxCallsPerFde = 4096;
   uint64_t total = 0;
   for (const auto& [lo, hi] : text) {
     total += hi - lo;
@@ -86,6 +87,20 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModu
     }
     out.push_back(r);
   };
+  // The lowest FDE start above `a` in either index (UINT64_MAX: none), for skipping a gap whole;
+  // a + 1 when a table is out of order (hostile: no skip then).
+  auto next_fde_start = [&](uint64_t a) {
+    uint64_t best = UINT64_MAX;
+    auto above = [&](const dwarf::FdeIndex& ix, const dwarf::CfiSection& sec) {
+      const ptrdiff_t i = ix.find(sec, a);  // the last entry starting at or below a
+      if (static_cast<size_t>(i + 1) >= ix.size()) return;
+      const uint64_t pc = ix.entry_pc(sec, static_cast<size_t>(i + 1));
+      best = std::min(best, pc > a ? pc : a + 1);
+    };
+    if (mod.has_eh_frame()) above(mod.eh_index(), mod.eh_frame());
+    if (const LoadedModule::DebugFrame* df = mod.debug_frame()) above(df->index, df->section);
+    return best;
+  };
   uint64_t prev_end = 0;
   for (const auto& [lo, hi] : text) {
     if (!out.empty() && lo != prev_end) {
@@ -95,6 +110,7 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModu
       if (gap.pc < lo) emit(gap);
     }
     uint64_t a = lo;
+    uint64_t fde_begin = UINT64_MAX, fde_calls = 0;  // find_row calls in the current FDE
     while (a < hi) {
       dwarf::FdeInfo fde;
       dwarf::CfiRow row;
@@ -114,17 +130,28 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModu
           }
         }
       }
-      if (st == dwarf::CfiStatus::kOk) st = dwarf::find_row(*sec, fde, a, &row);
+      // Work bounds on hostile CFI: each find_row reruns the FDE's program from its start, so an
+      // FDE gets at most kMaxCallsPerFde of them (the rest of it is left to the interpreter), and
+      // no step is a single byte where the FDE or the gap between FDEs can be skipped whole.
+      bool capped = false;
+      const bool covered = st == dwarf::CfiStatus::kOk;  // an FDE covers a: fde is decoded
+      if (covered) {
+        if (fde.pc_begin != fde_begin) fde_begin = fde.pc_begin, fde_calls = 0;
+        capped = ++fde_calls > kMaxCallsPerFde;
+        if (!capped) st = dwarf::find_row(*sec, fde, a, &row);
+      }
       UnwindRule rule;
       uint64_t next = a + 1;
-      if (st == dwarf::CfiStatus::kOk) {
+      if (st == dwarf::CfiStatus::kOk && !capped) {
         rule = translate_row(row, addr_size, num_regs);
         rule.from_debug_frame = from_debug ? 1 : 0;
         if (row.end > a) next = std::min(row.end, hi);
       } else if (st == dwarf::CfiStatus::kNotFound) {
         rule.kind = UnwindRule::kNoInfo;
+        next = std::max(next, std::min(next_fde_start(a), hi));
       } else {
         rule.kind = UnwindRule::kFull;  // the interpreter reports the malformed CFI
+        next = std::max(next, std::min(covered ? fde.pc_end : next_fde_start(a), hi));
       }
       emit(to_record(a, rule));
       a = next;

@@ -25,10 +25,12 @@ uint32_t compile_fde_rows(const dwarf::CfiSection& sec, const dwarf::FdeInfo& fd
   uint32_t n = 0;
   uint64_t pc = fde.pc_begin;
   dwarf::CfiRow row;
-  while (pc < fde.pc_end) {
+  // Each find_row reruns the program from the FDE's start: rows merged into one (equal rules) do
+  // not fill slots, so the calls are counted too, or 100,000 one-byte advances would cost 10^10 ops.
+  for (uint64_t calls = 0; pc < fde.pc_end; calls++) {
     CompiledRow& r = out[n];
     r.offset = static_cast<uint32_t>(pc - fde.pc_begin);
-    if (n + 1 == cap) {  // the last slot: the rest of the FDE goes to the interpreter
+    if (n + 1 == cap || calls >= 2 * uint64_t{cap}) {  // the rest of the FDE goes to the interpreter
       r.rule = UnwindRule{};
       r.rule.kind = UnwindRule::kFull;
       r.rule.signal_frame = fde.signal_frame ? 1 : 0;

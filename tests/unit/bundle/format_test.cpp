@@ -853,3 +853,61 @@ TEST_CASE("bundle format: symbol-table ranges: invalid input and hostile section
       (void)exercise(b.data(), b.size(), addrs);
     }
 }
+
+TEST_CASE("bundle format: string offsets must follow one another (no shared or mid-string offsets)",
+          "[bundle][format][hostile]") {
+  // review of reader.cpp: offsets needed only to lie in the table, so a million offsets naming one
+  // 1 MiB string made the first lookup measure it a million times (hours of strlen). The writer
+  // lays strings one after another (doc/bundles.md); the reader now requires exactly that.
+  auto w = write_bundle(sample_contents());
+  REQUIRE(w.ok());
+  const std::vector<uint8_t> good = w.value();
+  const int ix = section_entry(good, 3);  // string offsets: one u32 per string
+  REQUIRE(ix >= 0);
+  size_t at = 0;
+  for (int k = 0; k < 8; k++) at |= size_t{good[32 + ix * 24 + 8 + k]} << (8 * k);
+  const uint32_t off1 = good[at + 4] | good[at + 5] << 8 | good[at + 6] << 16 | uint32_t{good[at + 7]} << 24;
+  REQUIRE(off1 > 1);
+  auto first_lookup = [](const std::vector<uint8_t>& b) -> std::string {
+    auto rd = BundleReader::open(b.data(), b.size());
+    if (!rd.ok()) return "open: " + rd.error().message;
+    auto r = rd->ranges(0);
+    return r.ok() ? "ok" : r.error().message;
+  };
+  CHECK(first_lookup(good) == "ok");
+  for (uint32_t bad : {uint32_t{0}, off1 - 1}) {  // string 1 at string 0's offset; inside string 0
+    INFO("string 1 at offset " << bad);
+    std::vector<uint8_t> b = good;
+    for (int k = 0; k < 4; k++) b[at + 4 + k] = static_cast<uint8_t>(bad >> (8 * k));
+    CHECK_THAT(first_lookup(b), Catch::Contains("string 1 at offset " + std::to_string(bad) + " does not start after"));
+  }
+}
+
+TEST_CASE("bundle format: ranges() refuses to copy out more names than the bundle's budget",
+          "[bundle][format][hostile]") {
+  // review of reader.cpp: a record costs a few bytes and names strings of up to 1 MiB, so a bundle of
+  // kilobytes could make ranges() ask for terabytes (std::bad_alloc out of a Result function).
+  // 1,300 records naming one 1 MiB function: 1.36 GB of names from a bundle of ~1 MiB (the string
+  // is stored uncompressed), over the budget of 1 GiB + 64 x its size. Lookups, which copy one
+  // chain, still answer.
+  ModuleContents m;
+  m.id.bytes = {0xb1, 0x9b, 0x0d, 0x9e};
+  m.name = "huge-names.so";
+  const std::string fn(kMaxStringBytes, 'f');
+  for (uint64_t i = 0; i < 1300; i++) m.ranges.push_back(rr(0x1000 + 0x10 * i, 0x10, 0, fn, "a.c", 1, 1));
+  BundleContents c;
+  c.modules.push_back(std::move(m));
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  REQUIRE(w->size() < (2u << 20));
+  auto rd = BundleReader::open(w->data(), w->size());
+  REQUIRE(rd.ok());
+  auto all = rd->ranges(0);
+  REQUIRE_FALSE(all.ok());
+  CHECK_THAT(all.error().message, Catch::Contains("1300 range records name " +
+                                                  std::to_string(1300 * (kMaxStringBytes + 3)) + " bytes"));
+  auto one = rd->lookup(0, 0x1000 + 0x10 * 77);
+  REQUIRE(one.ok());
+  REQUIRE(one->size() == 1);
+  CHECK(one.value()[0].function.size() == kMaxStringBytes);
+}

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <random>
 
+#include <sys/stat.h>
+#include <zlib.h>
+
 #include "elf/elf_image.hpp"
 #include "elf/symtab.hpp"
 #include "elf_test_util.hpp"
@@ -258,4 +261,73 @@ TEST_CASE("Corrupt compressed sections give decompression errors", "[elf][hostil
       CHECK(sh.error().code == SPROV_ERR_DECOMPRESS);
     }
   }
+}
+
+TEST_CASE("A FIFO named as a module (by a core, a perf record, a link map) is refused at once", "[elf][hostile]") {
+  // review: open(O_RDONLY) of a FIFO blocks until a writer comes, so a core naming one hung the capture.
+  TempDir dir;
+  const std::string fifo = dir.file("module.so");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  auto img = ElfImage::open(fifo);
+  REQUIRE_FALSE(img.ok());
+  CHECK_THAT(img.error().message, Catch::Contains(fifo) && Catch::Contains("not a regular file"));
+  auto id = read_build_id(fifo);
+  REQUIRE_FALSE(id.ok());
+  CHECK_THAT(id.error().message, Catch::Contains(fifo));
+}
+
+TEST_CASE("Section headers aliasing one compressed blob are held to the file's decompression budget",
+          "[elf][hostile][compress]") {
+  // review of elf_image.cpp: each compressed section is within its own ratio cap, but 80 headers
+  // naming one ~150 KB zlib blob of 16 MiB each would hold 1.3 GB for a ~160 KB file. The sum is
+  // held to 1 GiB + 64 x the file's size: the first sections inflate, the rest fail naming it.
+  constexpr size_t kOut = 16u << 20, kHeaders = 80;
+  std::vector<uint8_t> plain(kOut, 0);  // a byte of noise every 128: ~100:1, under the 1000x ratio cap
+  uint32_t x = 2463534242u;
+  for (size_t i = 0; i < kOut; i += 128) x ^= x << 13, x ^= x >> 17, x ^= x << 5, plain[i] = static_cast<uint8_t>(x);
+  uLongf zlen = compressBound(kOut);
+  std::vector<uint8_t> z(zlen);
+  REQUIRE(compress2(z.data(), &zlen, plain.data(), kOut, 9) == Z_OK);
+  z.resize(zlen);
+  const std::string shstr = std::string("\0.debug_x\0.shstrtab\0", 20);
+  std::vector<uint8_t> f(64, 0);
+  auto put = [&f](size_t at, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) f[at + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  const size_t blob = 64, str = blob + 24 + z.size(), shoff = (str + shstr.size() + 7) & ~size_t{7};
+  const size_t nsh = kHeaders + 2;
+  f.resize(shoff + nsh * 64, 0);
+  const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+  std::memcpy(f.data(), ident, sizeof ident);
+  put(16, ET_DYN, 2), put(18, EM_X86_64, 2), put(20, 1, 4), put(40, shoff, 8), put(52, 64, 2);
+  put(58, 64, 2), put(60, nsh, 2), put(62, nsh - 1, 2);
+  put(blob, ELFCOMPRESS_ZLIB, 4), put(blob + 8, kOut, 8), put(blob + 16, 1, 8);  // Elf64_Chdr
+  std::memcpy(&f[blob + 24], z.data(), z.size());
+  std::memcpy(&f[str], shstr.data(), shstr.size());
+  for (size_t i = 1; i <= kHeaders; i++) {
+    const size_t h = shoff + i * 64;
+    put(h, 1, 4), put(h + 4, SHT_PROGBITS, 4), put(h + 8, SHF_COMPRESSED, 8);
+    put(h + 24, blob, 8), put(h + 32, 24 + z.size(), 8), put(h + 48, 1, 8);
+  }
+  const size_t h = shoff + (nsh - 1) * 64;
+  put(h, 10, 4), put(h + 4, SHT_STRTAB, 4), put(h + 24, str, 8), put(h + 32, shstr.size(), 8), put(h + 48, 1, 8);
+  auto img = ElfImage::from_bytes(f, "aliased.elf");
+  REQUIRE(img.ok());
+  size_t inflated = 0, refused = 0;
+  std::string message;
+  for (size_t i = 1; i <= kHeaders; i++) {
+    auto s = (*img)->section_at_or_error(i);
+    if (s.ok()) {
+      REQUIRE(s->size == kOut);
+      inflated++;
+    } else {
+      CHECK(s.error().code == SPROV_ERR_LIMIT);
+      message = s.error().message;
+      refused++;
+    }
+  }
+  const uint64_t budget = (uint64_t{1} << 30) + 64 * f.size();
+  CHECK(inflated == budget / kOut);
+  CHECK(refused == kHeaders - budget / kOut);
+  CHECK_THAT(message, Catch::Contains("aliased.elf") && Catch::Contains(std::to_string(budget)));
 }

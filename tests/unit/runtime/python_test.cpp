@@ -294,6 +294,22 @@ TEST_CASE("python: hostile memory ends chains with a named problem", "[python]")
     CHECK_THAT(r.value()[1].problem, Catch::Contains("budget of 150 Python frames"));
     CHECK(r.value()[2].frames.empty());
   }
+  SECTION("a layout with a member offset near UINT32_MAX (hostile DWARF) is not read past its block") {
+    // review of python.cpp: the frame and code spans were computed in 32 bits, so offset 0xfffffff8 + 8
+    // wrapped to 0, the read of a 0-byte block succeeded and f64(0xfffffff8) read 4 GiB past it.
+    for (uint32_t PythonLayout::*m : {&PythonLayout::frame_previous, &PythonLayout::code_name}) {
+      FakePython py;
+      const uint64_t c = py.code("f", "f", 1);
+      py.threads({{1, py.frame(c, 0, 0, false)}});
+      PythonTarget t = py.target();
+      t.layout.*m = 0xfffffff8;
+      auto r = read_python_threads(py.mem, t);
+      REQUIRE(r.ok());
+      REQUIRE(r.value().size() == 1);
+      CHECK(r.value()[0].frames.size() <= 1);
+      CHECK_THAT(r.value()[0].problem, Catch::Contains("unreadable"));
+    }
+  }
   SECTION("an unreadable _PyRuntime is an error naming its address") {
     FakePython py;
     PythonTarget t = py.target();
@@ -479,4 +495,32 @@ TEST_CASE("python: the interpreter in Debian's python3.11 and what is not one", 
   auto none = find_python(*ls.value(), 0, "", read_file, nullptr);
   REQUIRE(none.ok());
   CHECK_FALSE(none.value().has_value());
+}
+
+TEST_CASE("python: line tables read from the target stay within a budget", "[python][hostile]") {
+  // review of python.cpp: 300 code objects sharing one 1 MiB co_linetable would each have it copied
+  // (2^18 frames: 256 GiB). Past 256 MiB of tables in one read, frames keep names, lose lines.
+  FakePython py;
+  std::vector<uint8_t> table(1u << 20, 0);
+  const uint8_t head[] = {0x80 | (13 << 3) | 3, 2, 0x80 | (13 << 3) | 3, 4};  // as FakePython::code's
+  std::copy(std::begin(head), std::end(head), table.begin());
+  const uint64_t big = py.bytes(table);
+  uint64_t prev = 0;
+  constexpr int kFrames = 300;
+  for (int i = kFrames - 1; i >= 0; i--) {
+    const uint64_t c = py.code("f" + std::to_string(i), "f" + std::to_string(i), 100);
+    py.mem.put64(c + py.l.code_linetable, big);
+    prev = py.frame(c, 0, prev, false);
+  }
+  py.threads({{9, prev}});
+  auto r = read_python_threads(py.mem, py.target());
+  REQUIRE(r.ok());
+  const PythonThread& t = r.value()[0];
+  REQUIRE(t.frames.size() == kFrames);
+  const size_t with_lines = (size_t{256} << 20) / table.size();
+  for (size_t i = 0; i < t.frames.size(); i++) {
+    INFO("frame " << i);
+    CHECK(t.frames[i].function == "f" + std::to_string(i));
+    CHECK(t.frames[i].line == (i < with_lines ? 101u : 0u));
+  }
 }

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bundle/format.hpp"
+#include "symbolize/bundle_resolver.hpp"
 #include "symbolize/bundle_store.hpp"
 
 using namespace stackprov;
@@ -221,4 +223,36 @@ TEST_CASE("store fsck names a corrupted blob, a dangling id and a leftover temp 
         std::string::npos);
   REQUIRE(rep.value().warnings.size() == 1);
   CHECK(rep.value().warnings[0].find("abcd.tmp.Q1w2e3: leftover temporary file") != std::string::npos);
+}
+
+TEST_CASE("resolver: a blob altered in the store is refused, not used under its name", "[store]") {
+  // review of bundle_resolver.cpp: a blob was opened by its file name alone, so an altered bundle
+  // that still parsed was used with a digest (its frames' provenance) it did not have.
+  const std::string dir = temp_dir() + "/s";
+  auto st = BundleStore::open(dir, true);
+  REQUIRE(st);
+  auto d = st.value().put(make_bundle(41));
+  REQUIRE(d);
+  {
+    symbolize::BundleResolver ok(dir);
+    REQUIRE(ok.use_bundle(d.value()).ok());
+  }
+  auto p = st.value().blob_path(d.value());
+  REQUIRE(p);
+  chmod(p.value().c_str(), 0644);
+  std::string bytes;
+  {
+    std::ifstream in(p.value(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = bytes.find("m41.so");
+  REQUIRE(at != std::string::npos);
+  bytes[at] = 'n';  // still a valid bundle: the format has no checksum, its identity is the digest
+  std::ofstream(p.value(), std::ios::binary | std::ios::trunc) << bytes;
+  REQUIRE(bundle::BundleReader::open(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
+  symbolize::BundleResolver altered(dir);
+  auto s = altered.use_bundle(d.value());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == SPROV_ERR_DIGEST_MISMATCH);
+  CHECK_THAT(s.error().message, Catch::Contains(sha256sum(p.value()).substr(7)) && Catch::Contains(d.value()));
 }
