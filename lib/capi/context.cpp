@@ -85,9 +85,9 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     ModuleKey key;
     key.build_id = m.build_id;
     auto loader = [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
-      std::vector<uint8_t> bytes(m.end - m.start);
-      if (snap == nullptr || bytes.empty() || bytes.size() > (64u << 20) ||
-          !memory::SnapshotReader(*snap).read(m.start, bytes.data(), bytes.size()))
+      std::vector<uint8_t> bytes;  // sized after the size check: a hostile snapshot's [vdso] may claim GiBs
+      if (m.end - m.start <= (64u << 20)) bytes.resize(m.end - m.start);
+      if (snap == nullptr || bytes.empty() || !memory::SnapshotReader(*snap).read(m.start, bytes.data(), bytes.size()))
         return make_error(SPROV_ERR_NOT_FOUND, "[vdso] at 0x%llx: bytes not in the snapshot",
                           static_cast<unsigned long long>(m.start));
       auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");

@@ -89,9 +89,11 @@ Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::m
     std::vector<std::pair<uint64_t, uint64_t>> moved;
     for (const auto& g : groups)
       for (auto [a, b] : g.ranges) {
-        const int64_t na = static_cast<int64_t>(a) + g.delta, nb = static_cast<int64_t>(b) + g.delta;
-        if (na < 0x10000 || static_cast<uint64_t>(nb) > limit) return false;
-        moved.emplace_back(static_cast<uint64_t>(na), static_cast<uint64_t>(nb));
+        // Unsigned, wrapping: a stored module near 2^63 must not overflow a signed sum (UB); a
+        // wrapped range lands above the limit or below its start and is refused.
+        const uint64_t na = a + static_cast<uint64_t>(g.delta), nb = b + static_cast<uint64_t>(g.delta);
+        if (na < 0x10000 || nb > limit || nb < na) return false;
+        moved.emplace_back(na, nb);
       }
     std::vector<std::pair<uint64_t, uint64_t>> all = moved;
     all.insert(all.end(), fixed.begin(), fixed.end());
@@ -141,7 +143,7 @@ void relocate(memory::Snapshot& s, const std::vector<Group>& groups) {
   const bool be = s.endian == Endian::kBig;
   for (auto& r : s.memory) {
     if (const R* m = find(r.addr); m && r.addr + r.bytes.size() <= m->b) {
-      r.addr = static_cast<uint64_t>(static_cast<int64_t>(r.addr) + m->d);  // a copy of module bytes
+      r.addr += static_cast<uint64_t>(m->d);  // a copy of module bytes
       continue;
     }
     for (size_t off = (w - r.addr % w) % w; off + w <= r.bytes.size(); off += w) {
@@ -149,28 +151,33 @@ void relocate(memory::Snapshot& s, const std::vector<Group>& groups) {
       for (size_t k = 0; k < w; ++k) v |= static_cast<uint64_t>(r.bytes[off + (be ? w - 1 - k : k)]) << (8 * k);
       const R* m = find(v);
       if (!m) continue;
-      v = static_cast<uint64_t>(static_cast<int64_t>(v) + m->d);
+      v += static_cast<uint64_t>(m->d);
       for (size_t k = 0; k < w; ++k) r.bytes[off + (be ? w - 1 - k : k)] = static_cast<uint8_t>(v >> (8 * k));
     }
   }
   std::sort(s.memory.begin(), s.memory.end(), [](const auto& x, const auto& y) { return x.addr < y.addr; });
   for (int i = 0; i < memory::kSnapshotMaxRegs; ++i)
     if (s.has_reg(i))
-      if (const R* m = find(s.regs[i])) s.regs[i] = static_cast<uint64_t>(static_cast<int64_t>(s.regs[i]) + m->d);
+      if (const R* m = find(s.regs[i])) s.regs[i] += static_cast<uint64_t>(m->d);
   for (auto& m : s.modules) {
-    const int64_t d = delta[group_key(m)];
-    m.start = static_cast<uint64_t>(static_cast<int64_t>(m.start) + d);
-    m.end = static_cast<uint64_t>(static_cast<int64_t>(m.end) + d);
-    m.load_bias = static_cast<uint64_t>(static_cast<int64_t>(m.load_bias) + d);
+    const uint64_t d = static_cast<uint64_t>(delta[group_key(m)]);  // wrapping, as the addresses do
+    m.start += d;
+    m.end += d;
+    m.load_bias += d;
   }
 }
 
 /// Rebuilds the module list by inserting the modules in `order` (the list stays sorted by
 /// address: the order modules are learned in must not matter).
 Status reinsert_modules(memory::Snapshot& s, const std::vector<size_t>& order) {
+  // `order` is drawn from the first thread's list; stored threads may hold other lists (a hostile
+  // store): indices past this one's are skipped and its extra modules follow in their order.
   std::vector<memory::SnapshotModule> mods = std::move(s.modules);
   s.modules.clear();
   for (size_t i : order)
+    if (i < mods.size())
+      if (Status st = s.add_module(mods[i]); !st) return st;
+  for (size_t i = order.size(); i < mods.size(); ++i)
     if (Status st = s.add_module(mods[i]); !st) return st;
   return {};
 }
@@ -191,10 +198,14 @@ std::string describe(const trace::Frame& f) {
   return s;
 }
 
-/// Module, module offset, function, file:line and the inline chain.
+/// Module (path and build-id), module offset, function, file:line and the inline chain. The
+/// build-id matters to the gate: platform-id checks the stored frames' build-ids against the signed
+/// bundles, so a replayed frame of another module (resolved from an unsigned bundle of the store)
+/// must not count as the same frame.
 bool same_frame(const trace::Frame& a, const trace::Frame& b) {
-  return a.module_path == b.module_path && a.module_offset == b.module_offset && a.symbol == b.symbol &&
-         a.file == b.file && a.line == b.line && a.inline_chain == b.inline_chain;
+  return a.module_path == b.module_path && a.module_build_id == b.module_build_id &&
+         a.module_offset == b.module_offset && a.symbol == b.symbol && a.file == b.file && a.line == b.line &&
+         a.inline_chain == b.inline_chain;
 }
 
 void compare(const std::vector<trace::Thread>& recorded, const std::vector<trace::Thread>& replayed, SeedResult& r) {

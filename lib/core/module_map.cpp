@@ -162,6 +162,10 @@ int read_proc_text(const char* path, std::string* out) {
     }
     if (n == 0) break;
     out->append(buf, static_cast<size_t>(n));
+    if (out->size() > (size_t{256} << 20)) {  // a target with a million long-named mappings
+      close(fd);
+      return -EFBIG;
+    }
   }
   close(fd);
   return 0;

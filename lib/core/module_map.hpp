@@ -28,7 +28,7 @@ struct MapsEntry {
 Result<std::vector<MapsEntry>> parse_maps(std::string_view text);
 
 /// Reads a whole file that reports no size (procfs) with read(2) into `out`;
-/// 0, or -errno of the open or read that failed.
+/// 0, or -errno of the open or read that failed; -EFBIG past 256 MiB (a target's maps can grow so).
 int read_proc_text(const char* path, std::string* out);
 
 /// Reads /proc/<pid>/maps ("self" when pid is 0).

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/open_file.hpp"
 #include "elf/elf_bytes.hpp"
 #include "elf/elf_image.hpp"
 
@@ -61,10 +62,11 @@ std::optional<BuildId> notes_at(int fd, uint64_t off, uint64_t size, uint64_t al
 }  // namespace
 
 Result<BuildId> read_build_id(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  int open_err = 0;
+  Fd fd(open_regular_file(path, &open_err));  // no device's open, no FIFO wait (core/open_file.hpp)
   if (fd.get() < 0) {
-    const int err = errno;
-    return make_error(-err, "%s: open: %s", path.c_str(), strerror(err));
+    if (open_err == EINVAL) return make_error(SPROV_ERR_ELF, "%s: not a regular file", path.c_str());
+    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
   }
   const off_t end = lseek(fd.get(), 0, SEEK_END);
   if (end < 0) {
@@ -141,10 +143,11 @@ Result<BuildId> read_build_id(const std::string& path) {
 }
 
 Result<uint32_t> file_crc32(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  int open_err = 0;
+  Fd fd(open_regular_file(path, &open_err));  // no device's open, no FIFO wait (core/open_file.hpp)
   if (fd.get() < 0) {
-    const int err = errno;
-    return make_error(-err, "%s: open: %s", path.c_str(), strerror(err));
+    if (open_err == EINVAL) return make_error(SPROV_ERR_ELF, "%s: not a regular file", path.c_str());
+    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
   }
   std::vector<uint8_t> buf(1 << 16);
   uLong crc = crc32(0L, Z_NULL, 0);

@@ -3,6 +3,7 @@
 #include "elf/elf_image.hpp"
 
 #include "core/once.hpp"
+#include "core/open_file.hpp"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -361,10 +362,13 @@ Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
   }
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  // Regular files only, without running a device's open (a module path may be a target's
+  // symlink to /dev/watchdog) or waiting on a FIFO.
+  int open_err = 0;
+  const int fd = open_regular_file(path, &open_err);
   if (fd < 0) {
-    const int err = errno;
-    return make_error(-err, "%s: open: %s", path.c_str(), strerror(err));
+    if (open_err == EINVAL) return make_error(SPROV_ERR_ELF, "%s: not a regular file", path.c_str());
+    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {

@@ -32,9 +32,10 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
     m.file_offset = e.offset;
     if (e.path == "[vdso]") {
       m.path = "[vdso]";
-      std::vector<uint8_t> bytes(e.end - e.start);
       SnapshotReader rd(s);
-      if (bytes.size() <= (64u << 20) && rd.read(e.start, bytes.data(), bytes.size())) {
+      std::vector<uint8_t> bytes;  // sized only once the size is known to be sane (a hostile listing)
+      if (e.end - e.start <= (64u << 20)) bytes.resize(e.end - e.start);
+      if (!bytes.empty() && rd.read(e.start, bytes.data(), bytes.size())) {
         auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");
         if (img.ok()) {
           m.build_id = img.value()->build_id();
@@ -61,7 +62,14 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
     } else {
       continue;
     }
-    if (Status st = s.add_module(std::move(m)); !st.ok()) return st;
+    // A module the snapshot cannot hold (a path over its limit, more modules than it takes: a
+    // target can make both) is left out with a warning; the capture of the rest goes on.
+    const std::string path = m.path;
+    if (Status st = s.add_module(std::move(m)); !st.ok()) {
+      if (st.error().code != SPROV_ERR_LIMIT) return st;
+      if (warnings) *warnings += "module " + path.substr(0, 256) + (path.size() > 256 ? "...: " : ": ") +
+                                 st.error().message + " (left out)\n";
+    }
   }
   return {};
 }

@@ -16,8 +16,9 @@ namespace stackprov::memory {
 /// Module files are opened as `root + path` (root "" = as is; "/proc/PID/root"
 /// for live targets, so containerized targets are read from the files they
 /// really map). A module that cannot be opened is still listed (no build-id,
-/// bias 0) and a line is appended to *warnings. Anonymous executable memory
-/// (JIT code) is not a module.
+/// bias 0) and a line is appended to *warnings; one the snapshot cannot hold
+/// (a path over its limit, more modules than it takes) is left out with a
+/// warning. Anonymous executable memory (JIT code) is not a module.
 Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,
                              std::string* warnings);
 

@@ -277,6 +277,8 @@ class Capturer {
   pid_t pid_;
   pid_t only_tid_;
   uint32_t max_stack_;
+  static constexpr uint64_t kMaxTotalStackBytes = uint64_t{1} << 30;
+  uint64_t stack_budget_ = kMaxTotalStackBytes;
   const WhileStopped& while_stopped_;
   std::deque<Tracee> tracees_;  // a deque: Tracee* stay valid as threads are added
   std::set<pid_t> seen_;
@@ -484,17 +486,26 @@ Status Capturer::capture_thread(Tracee& t, const std::vector<MapsEntry>& maps, S
     if (regs.has(r)) s.set_reg(r, regs.get(r));
   if (!regs.has(Host::kSpReg)) return make_error(SPROV_ERR_CAPTURE, "thread %d: no stack pointer in NT_PRSTATUS", t.tid);
   const uint64_t sp = regs.get(Host::kSpReg);
+  // /proc/PID/maps is sorted and disjoint: a binary search (65,536 threads x 1M mappings while the
+  // target is stopped would be too slow for a linear one).
   const MapsEntry* sp_map = nullptr;
-  for (const MapsEntry& e : maps)
-    if (sp >= e.start && sp < e.end) sp_map = &e;
+  auto above = std::upper_bound(maps.begin(), maps.end(), sp, [](uint64_t v, const MapsEntry& e) { return v < e.start; });
+  if (above != maps.begin() && sp < std::prev(above)->end) sp_map = &*std::prev(above);
   if (sp_map == nullptr) {
     warn("thread %d: sp 0x%llx is not in any mapping; no stack copied", t.tid,
          static_cast<unsigned long long>(sp));
     return {};
   }
+  // All threads' copies together stay within kMaxTotalStackBytes: 65,536 threads x 64 MiB would be 4 TiB.
+  if (stack_budget_ == 0) {
+    warn("thread %d: the %llu bytes of stack copies for all threads are spent; no stack copied", t.tid,
+         static_cast<unsigned long long>(kMaxTotalStackBytes));
+    return {};
+  }
   FallbackReader rd(pid_, t.tid);
-  const uint64_t end = std::min<uint64_t>(sp_map->end, sp + max_stack_);
+  const uint64_t end = sp + std::min<uint64_t>({sp_map->end - sp, max_stack_, stack_budget_});  // no wrap
   const size_t copied = copy_range(s, rd, sp, end);
+  stack_budget_ -= std::min<uint64_t>(stack_budget_, end - sp);
   if (copied < end - sp)
     warn("thread %d: %zu of %llu stack bytes at 0x%llx readable", t.tid, copied,
          static_cast<unsigned long long>(end - sp), static_cast<unsigned long long>(sp));

@@ -2,12 +2,16 @@
 // JIT perf maps (/tmp/perf-PID.map, as `node --perf-basic-prof` and other JITs write them): names of JIT code.
 #include "symbolize/perf_map.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <cerrno>
 #include <map>
+
+#include "core/open_file.hpp"
 
 namespace stackprov::symbolize {
 namespace {
@@ -31,13 +35,36 @@ bool parse_hex(std::string_view s, size_t* pos, uint64_t* out) {
 
 std::shared_ptr<const PerfMap> PerfMap::load_pid(int64_t pid, const std::string& dir) {
   if (pid <= 0) return nullptr;
-  return load_file(dir + "/perf-" + std::to_string(pid) + ".map");
+  const std::string path = dir + "/perf-" + std::to_string(pid) + ".map";
+  // As perf reads it: the map must belong to the process's owner or to root (anyone can write
+  // /tmp/perf-PID.map for a process that never made one).
+  struct stat map_st, proc_st;
+  if (stat(path.c_str(), &map_st) != 0) return nullptr;
+  if (stat(("/proc/" + std::to_string(pid)).c_str(), &proc_st) == 0 && map_st.st_uid != 0 &&
+      map_st.st_uid != proc_st.st_uid)
+    return nullptr;
+  return load_file(path);
 }
 
 std::shared_ptr<const PerfMap> PerfMap::load_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return nullptr;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A regular file only (a FIFO or a device named /tmp/perf-PID.map would block or never end),
+  // read up to kMaxFileBytes.
+  int err = 0;
+  const int fd = open_regular_file(path, &err);
+  if (fd < 0) return nullptr;
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() >= kMaxFileBytes) {
+      text.resize(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);  // whole lines only
+      break;
+    }
+  }
+  close(fd);
   return parse(path, text);
 }
 

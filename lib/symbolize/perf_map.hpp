@@ -23,10 +23,13 @@ class PerfMap {
     uint64_t start = 0, size = 0;
     std::string name;
   };
-  /// The map of `pid` from `dir` (default "/tmp"): null when there is none or it holds no entry.
+  /// The map of `pid` from `dir` (default "/tmp"): null when there is none, it holds no entry, or
+  /// it belongs to neither the process's owner nor root (perf's rule).
   static std::shared_ptr<const PerfMap> load_pid(int64_t pid, const std::string& dir = "/tmp");
-  /// Parses the file; lines that are not "START SIZE NAME" are skipped.
+  /// Parses the file (a regular file only, its first kMaxFileBytes); lines that are not
+  /// "START SIZE NAME" are skipped.
   static std::shared_ptr<const PerfMap> load_file(const std::string& path);
+  static constexpr size_t kMaxFileBytes = size_t{512} << 20;
   /// A perf map's text, known by `path`: as load_file (null when no line is an entry).
   static std::shared_ptr<const PerfMap> parse(std::string path, std::string_view text);
   /// A map of `entries` in file order (later entries win where they overlap, as in a file),

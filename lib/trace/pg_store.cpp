@@ -244,7 +244,12 @@ class PgStore final : public Store {
     if (!have_version) return have_traces ? 1 : 0;
     auto v = run("SELECT COALESCE(MAX(version), 0) FROM schema_version", {}, "reading schema_version", true);
     if (!v) return v.error();
-    return static_cast<int>(val_i64(v->get(), 0, 0));
+    // Hostile input: a negative version would index the migrations out of bounds (sqlite_store.cpp).
+    const int64_t version = val_i64(v->get(), 0, 0);
+    if (version < 0 || version > INT32_MAX)
+      return make_error(SPROV_ERR_BAD_FORMAT, "postgresql store %s: schema_version %lld is not a schema version",
+                        where_.c_str(), static_cast<long long>(version));
+    return static_cast<int>(version);
   }
 
   Status migrate() {

@@ -147,6 +147,23 @@ class SqliteStore final : public Store {
   }
   void rollback() { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
 
+  /// The store's names are plain tables: a view named "frames" (a hostile file's) could generate
+  /// rows of any size or number from a few bytes (zeroblob, recursive CTEs).
+  Status check_tables() {
+    static const char* const kTables[] = {"schema_version", "traces", "frames", "symbol_bundles",
+                                          "replays", "trace_data", "threads"};
+    for (const char* name : kTables) {
+      Stmt q(db_, "SELECT type FROM sqlite_master WHERE name = ?");
+      q.text(1, name);
+      if (!q.ok()) return err("reading the schema");
+      const int rc = q.step();
+      if (rc == SQLITE_ROW && q.col_text(0) == "table") continue;
+      return make_error(SPROV_ERR_BAD_FORMAT, "sqlite store %s: '%s' is %s, not a table of this store",
+                        path_.c_str(), name, rc == SQLITE_ROW ? ("a " + q.col_text(0)).c_str() : "missing");
+    }
+    return {};
+  }
+
   Result<int> read_version() {
     Stmt has(db_, "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('schema_version','traces')");
     if (!has.ok()) return err("reading the schema");
@@ -161,7 +178,13 @@ class SqliteStore final : public Store {
     if (!have_version) return have_traces ? 1 : 0;  // the seed's tables without a version table: 1
     Stmt v(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_version");
     if (!v.ok() || v.step() != SQLITE_ROW) return err("reading schema_version");
-    return static_cast<int>(v.col_i64(0));
+    // A store from elsewhere is hostile input: a version below 1 (or beyond int) would index the
+    // migrations out of bounds and run whatever bytes lie there as SQL.
+    const int64_t version = v.col_i64(0);
+    if (version < 0 || version > INT32_MAX)
+      return make_error(SPROV_ERR_BAD_FORMAT, "sqlite store %s: schema_version %lld is not a schema version",
+                        path_.c_str(), static_cast<long long>(version));
+    return static_cast<int>(version);
   }
 
   Status migrate() {
@@ -541,6 +564,12 @@ Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) {
     return make_error(SPROV_ERR_IO, "sqlite store %s: cannot open: %s", path.c_str(), m.c_str());
   }
   sqlite3_busy_timeout(db, 60000);
+  // A store file from elsewhere is hostile input: no writes to the schema through SQL tricks
+  // (DEFENSIVE), no functions run from views or triggers it defines (TRUSTED_SCHEMA off), and no
+  // string or blob above the largest a store holds (captured data: kMaxDataBytes, gzip'ed).
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, static_cast<int>(kMaxDataBytes + (1u << 20)));
   auto store = std::make_unique<SqliteStore>(db, path);
   // WAL: readers never block the writer; synchronous=FULL: a commit is on disk when put returns.
   const char* kConfigure = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON";
@@ -556,6 +585,7 @@ Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) {
   }
   if (!st) return st.error();
   if (auto st = store->migrate(); !st) return st.error();
+  if (auto st = store->check_tables(); !st) return st.error();
   return std::unique_ptr<Store>(std::move(store));
 }
 

@@ -161,7 +161,14 @@ Result<Bytes> trace_data(const Trace& t) {
   if (h != t.data_sha256)
     return make_error(SPROV_ERR_DIGEST_MISMATCH, "trace %s: captured data hashes to %s, not %s",
                       t.id.c_str(), h.c_str(), t.data_sha256.c_str());
-  auto raw = gzip_decompress(t.data_gzip);
+  if (t.data_size > kMaxDataBytes)
+    return make_error(SPROV_ERR_LIMIT, "trace %s: captured data of %llu bytes exceeds the limit of %zu",
+                      t.id.c_str(), static_cast<unsigned long long>(t.data_size), kMaxDataBytes);
+  // Inflated only up to the recorded size: a stored gzip bomb stops there, not at the limit.
+  auto raw = gzip_decompress(t.data_gzip, static_cast<size_t>(t.data_size));
+  if (!raw && raw.error().code == SPROV_ERR_LIMIT)
+    return make_error(SPROV_ERR_BAD_FORMAT, "trace %s: captured data inflates beyond its recorded %llu bytes",
+                      t.id.c_str(), static_cast<unsigned long long>(t.data_size));
   if (!raw) return raw;
   if (raw->size() != t.data_size)
     return make_error(SPROV_ERR_BAD_FORMAT, "trace %s: captured data is %zu bytes, recorded %llu",

@@ -6,7 +6,10 @@
 #include <cstring>
 #include <random>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "elf/elf_image.hpp"
@@ -274,6 +277,30 @@ TEST_CASE("A FIFO named as a module (by a core, a perf record, a link map) is re
   auto id = read_build_id(fifo);
   REQUIRE_FALSE(id.ok());
   CHECK_THAT(id.error().message, Catch::Contains(fifo));
+
+  // Not even a non-blocking open: a writer waiting on the FIFO would be let through by any reader's
+  // open (as a device's driver would run its open). With O_PATH it stays blocked until we open it.
+  const std::string marker = dir.file("writer-opened");
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int w = ::open(fifo.c_str(), O_WRONLY);  // blocks until a reader opens
+    if (w >= 0) {
+      const int m = ::open(marker.c_str(), O_WRONLY | O_CREAT, 0600);
+      if (m >= 0) close(m);
+    }
+    _exit(0);
+  }
+  usleep(100 * 1000);  // the writer is (very likely) in open() by now; if not, the check below passes anyway
+  CHECK_FALSE(ElfImage::open(fifo).ok());
+  CHECK_FALSE(read_build_id(fifo).ok());
+  usleep(200 * 1000);
+  CHECK_FALSE(file_exists(marker));  // the writer is still waiting: no open of ours reached the FIFO
+  const int r = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // release it
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (r >= 0) close(r);
+  CHECK(file_exists(marker));
 }
 
 TEST_CASE("Section headers aliasing one compressed blob are held to the file's decompression budget",

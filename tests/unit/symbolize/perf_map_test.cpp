@@ -2,6 +2,9 @@
 // PerfMap: /tmp/perf-PID.map lines as perf's jit-interface.txt defines them (hex START SIZE NAME, 0x optional).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -115,4 +118,30 @@ TEST_CASE("perf map: a JIT's 400,000 lines in address order are all found") {
     CHECK(m->find(0x10000000 + uint64_t(i) * 0x80 + 0x40) == nullptr);
   }
   CHECK(m->ranges().size() == kLines);  // 0x40 bytes of every 0x80: none adjacent
+}
+
+TEST_CASE("perf map: only a regular file owned by the process's owner or root is read (perf's rule)",
+          "[hostile]") {
+  // review: any user could write /tmp/perf-PID.map for a process that never made one, or make it a
+  // FIFO (the profiler hung) or a symlink to /dev/zero (read forever).
+  char tmpl[] = "/tmp/stackprov-perfmap-dir-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl, path = dir + "/perf-" + std::to_string(getpid()) + ".map";
+  {
+    std::ofstream f(path);
+    f << "1000 10 jitted\n";
+  }
+  REQUIRE(PerfMap::load_pid(getpid(), dir));  // ours
+  REQUIRE(geteuid() == 0);  // to give the map to another user (the tests run as root, as CI does)
+  REQUIRE(chown(path.c_str(), 65534, 65534) == 0);
+  CHECK(PerfMap::load_pid(getpid(), dir) == nullptr);
+  std::remove(path.c_str());
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  CHECK(PerfMap::load_pid(getpid(), dir) == nullptr);  // returns at once: not a regular file
+  CHECK(PerfMap::load_file(path) == nullptr);
+  std::remove(path.c_str());
+  REQUIRE(symlink("/dev/zero", path.c_str()) == 0);
+  CHECK(PerfMap::load_file(path) == nullptr);
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
 }
