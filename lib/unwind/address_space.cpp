@@ -85,7 +85,12 @@ void AddressSpace::reclaim_locked() {
   for (uint32_t i = 0; i < kSlots; i++) {
     if (i == cur) continue;
     AddressSpaceVersion* v = slots_[i].version.load();
-    if (v != nullptr && slots_[i].enter.load() == slots_[i].exit.load()) {
+    // exit first, then enter. Read the other way, a reader inside (enter 1, exit 0) and a second
+    // reader backing out of a stale index (enter 2, then exit 1) could be seen as enter 1 == exit 1,
+    // and the version freed under the first (TSan found it in CI). Read exit-then-enter, equal
+    // counts mean no reader was inside when exit was read, and none entered since.
+    const uint32_t out = slots_[i].exit.load();
+    if (v != nullptr && slots_[i].enter.load() == out) {
       slots_[i].version.store(nullptr);
       delete v;
     }

@@ -44,7 +44,9 @@ struct AddressSpaceVersion {
 /// changed meanwhile it increments `exit` and retries, else it uses the slot's
 /// version until unpin() increments `exit`. The writer installs a new version in
 /// a free slot, then stores the index (seq_cst), and frees a retired slot's
-/// version only when enter == exit. With sequentially consistent operations a
+/// version only when enter == exit, reading exit first (a reader backing out
+/// of a stale index raises both counters: read enter first, its exit could
+/// hide a reader still inside). With sequentially consistent operations a
 /// reader either is seen by the writer's check (the writer waits) or sees the new
 /// index on its re-check (it backs out without touching the old version).
 class AddressSpace {
