@@ -31,8 +31,9 @@ std::optional<std::string> demangle_bare(const std::string& name) {
     // Rust v0 (RFC 2603). Without DMGL_VERBOSE the crate disambiguators
     // ("[ca63f166dbe9294]") are dropped, which is what llvm-symbolizer-14
     // and llvm-cxxfilt-14 print.
+    // An empty text ("_RC0": a crate root with an empty name) names nothing: keep the symbol.
     CString out(rust_demangle(name.c_str(), DMGL_PARAMS | DMGL_ANSI));
-    if (out) return std::string(out.get());
+    if (out && out.get()[0] != '\0') return std::string(out.get());
     return std::nullopt;
   }
   if (starts_with(name, "_ZN")) {
@@ -40,11 +41,11 @@ std::optional<std::string> demangle_bare(const std::string& name) {
     // DMGL_VERBOSE keeps the "::h<hash>" component, as llvm-symbolizer-14
     // prints it; libiberty additionally decodes "$LT$", "$u20$", ".." escapes.
     CString out(rust_demangle(name.c_str(), DMGL_PARAMS | DMGL_ANSI | DMGL_VERBOSE));
-    if (out) return std::string(out.get());
+    if (out && out.get()[0] != '\0') return std::string(out.get());
   }
   if (starts_with(name, "_Z") || starts_with(name, "_GLOBAL_")) {
     CString out(cplus_demangle(name.c_str(), DMGL_PARAMS | DMGL_ANSI | DMGL_GNU_V3));
-    if (out) return std::string(out.get());
+    if (out && out.get()[0] != '\0') return std::string(out.get());
   }
   return std::nullopt;
 }

@@ -9,7 +9,7 @@ namespace stackprov::symbolize {
 
 /// Demangles `name` (Itanium C++ `_Z…`, Rust legacy `_ZN…17h<hash>E`, Rust v0
 /// `_R…`). Returns the input unchanged when it is not a mangled name or
-/// demangling fails. Symbol-version suffixes (`@GLIBC_2.2.5`, `@@…`) are kept
+/// demangling fails or gives an empty text (a Rust v0 "_RC0"). Symbol-version suffixes (`@GLIBC_2.2.5`, `@@…`) are kept
 /// after the demangled name. Thread-safe.
 std::string demangle(std::string_view name);
 

@@ -166,6 +166,11 @@ TEST_CASE("demangle_llvm spells names as llvm-cxxfilt-14", "[demangle][tools]") 
     INFO(n);
     CHECK(demangle_llvm(n) == demangle(n));
   }
+  // fuzz_demangle (the campaign): "_RC0", a Rust v0 crate root with an empty name, demangles to
+  // the empty string (llvm-cxxfilt-14 prints an empty line). A frame keeps its symbol instead.
+  CHECK(tool_output("llvm-cxxfilt-14", "_RC0").empty());
+  CHECK(demangle("_RC0") == "_RC0");
+  CHECK(demangle_llvm("_RC0") == "_RC0");
 }
 
 TEST_CASE("demangle_llvm agrees with llvm-cxxfilt-14 on libstdc++'s exported names", "[demangle][tools]") {
