@@ -20,8 +20,12 @@
 
 #include "stackprov/stackprov.h"
 
+/* kRedZone: the System V x86_64 red zone below sp, which the kernel leaves intact when it delivers a
+   signal. The CFI of an epilogue still names save slots there after the pops (glibc's __cxa_finalize at
+   `pop %r14` restores rbp from CFA-48 = sp-24), and the signal walk reads them: the copy must hold them
+   too, or the snapshot walk loses rbp where the signal walk does not. */
 enum { kMaxFrames = 64, kMaxSamples = 14000, kCopyEvery = 16, kMaxCopies = 200, kCopyBytes = 64 << 10,
-       kThreads = 4, kMaxGens = 1 << 16 };
+       kRedZone = 128, kThreads = 4, kMaxGens = 1 << 16 };
 
 struct sample {
   uint64_t pcs[kMaxFrames];
@@ -34,7 +38,7 @@ struct sample {
 
 struct copy {
   ucontext_t uc;
-  uint64_t sp;
+  uint64_t sp; /* where the copy starts: the interrupted sp less the red zone */
   uint32_t len;
   struct sprov_raw_frame frames[kMaxFrames];
   unsigned char stack[kCopyBytes];
@@ -98,7 +102,7 @@ static void on_prof(int sig, siginfo_t* si, void* ucv) {
   if (c != NULL && s->rc == 0) {
     const ucontext_t* uc = ucv;
     c->uc = *uc;
-    c->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    c->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP] - kRedZone;
     uint64_t len = t->stack_hi - c->sp;
     c->len = (uint32_t)(len < kCopyBytes ? len : kCopyBytes);
     memcpy(c->stack, (const void*)(uintptr_t)c->sp, c->len);
