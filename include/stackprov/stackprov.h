@@ -165,7 +165,7 @@ struct sprov_context_opts {
   sprov_log_fn log_fn;          /* NULL: no logging */
   void* log_user;
   int log_level;                /* messages at or below this level are passed */
-  uint32_t module_cache_capacity; /* loaded modules kept; 0: default 256 */
+  uint32_t module_cache_capacity; /* loaded modules kept (one per build-id and file); 0: default 256 */
   const char* debug_dirs;       /* ':'-separated; NULL: "/usr/lib/debug" */
   const char* sysroot;          /* prefix for module paths; NULL: none */
   /* Symbol-bundle store directory (doc/bundles.md "Store") read by the "bundle"

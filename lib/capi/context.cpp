@@ -107,12 +107,35 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     key.build_id = m.build_id;
     return ctx->modules.acquire(key, [&] { return load_from_bundle(ctx, snap, m); });
   }
-  const std::string host = !module_root.empty() ? join_root(module_root, m.path) : ctx->ctx.host_path(m.path);
-  auto key = module_key_for_file(host, m.build_id);
-  if (!key.ok()) return std::move(key).error();
+  const std::string host = !m.open_path.empty()     ? m.open_path
+                           : !module_root.empty() ? join_root(module_root, m.path)
+                                                  : ctx->ctx.host_path(m.path);
+  // The file the capture read (its identity recorded then): the cache answers without a stat,
+  // after the target has exited too, and a file opened now must be that one. Otherwise the
+  // file the path names now.
+  Result<ModuleKey> key = ModuleKey{};
+  if (m.file.known()) {
+    key.value().build_id = m.build_id;
+    key.value().dev = m.file.dev;
+    key.value().inode = m.file.ino;
+    key.value().mtime_ns = m.file.mtime_ns;
+  } else {
+    key = module_key_for_file(host, m.build_id);
+  }
+  if (!key.ok()) {
+    // A missing file with a bundle store configured: the module's bundle instead (by build-id).
+    const int code = key.error().code;
+    if ((code == -ENOENT || code == -ENOTDIR) && ctx->ctx.config().has_bundle_store && !m.build_id.empty()) {
+      ModuleKey bkey;
+      bkey.build_id = m.build_id;
+      auto b = ctx->modules.acquire(bkey, [&] { return load_from_bundle(ctx, snap, m); });
+      if (b.ok()) return b;
+      return make_error(code, "%s; %s", key.error().message.c_str(), b.error().message.c_str());
+    }
+    return std::move(key).error();
+  }
   return ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
     auto img = elf::ElfImage::open(host);
-    // A missing file with a bundle store configured: the module's bundle instead.
     if (!img.ok() && (img.error().code == -ENOENT || img.error().code == -ENOTDIR) &&
         ctx->ctx.config().has_bundle_store && !m.build_id.empty()) {
       auto b = load_from_bundle(ctx, snap, m);
@@ -120,6 +143,13 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
       return make_error(img.error().code, "%s; %s", img.error().message.c_str(), b.error().message.c_str());
     }
     if (!img.ok()) return std::move(img).error();
+    // The file opened must be the file keyed: the path may name another one by now, and its
+    // rules would be cached under the first file's identity.
+    const FileIdentity* fid = img.value()->file_identity();
+    const ModuleKey& k = key.value();
+    if (fid == nullptr || fid->dev != k.dev || fid->ino != k.inode || fid->mtime_ns != k.mtime_ns)
+      return make_error(SPROV_ERR_IO, "%s is no longer the file %s (it was replaced)", host.c_str(),
+                        m.file.known() ? "captured" : "being opened");
     if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
       return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, snapshot expects %s",
                         host.c_str(), img.value()->build_id().hex().c_str(), m.build_id.hex().c_str());

@@ -23,10 +23,11 @@ using namespace stackprov::capi;
 namespace {
 
 
-/// Adds the module list, reporting unreadable modules through the context log.
-Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<MapsEntry>& maps) {
+/// Adds the module list, reporting unreadable modules through the context log. `live_pid`: see
+/// add_modules_from_maps (this process's own listing, or 0 for a listing the caller gives).
+Status add_modules(sprov_context* ctx, memory::Snapshot& s, const std::vector<MapsEntry>& maps, int64_t live_pid) {
   std::string warnings;
-  Status st = memory::add_modules_from_maps(s, maps, s.module_root, &warnings);
+  Status st = memory::add_modules_from_maps(s, maps, s.module_root, &warnings, live_pid);
   if (!warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", warnings.c_str());
   return st;
 }
@@ -156,7 +157,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
           ctx->ctx.log(SPROV_LOG_WARN, "vdso copy skipped: %s", st.error().message.c_str());
       }
     }
-    if (Status st = add_modules(ctx, s, maps.value()); !st.ok()) return fail(st.error());
+    if (Status st = add_modules(ctx, s, maps.value(), static_cast<int64_t>(getpid())); !st.ok()) return fail(st.error());
     *out = snap.release();
     return 0;
   });
@@ -257,7 +258,7 @@ SPROV_API int sprov_snapshot_add_maps(sprov_context* ctx, sprov_snapshot* snap, 
     if (!maps.ok()) return fail(maps.error());
     snap->snap.module_root = ctx->ctx.config().sysroot;
     snap->invalidate_modules_key();
-    if (Status st = add_modules(ctx, snap->snap, maps.value()); !st.ok()) return fail(st.error());
+    if (Status st = add_modules(ctx, snap->snap, maps.value(), 0); !st.ok()) return fail(st.error());
     return 0;
   });
 }

@@ -11,9 +11,7 @@
 namespace stackprov {
 
 namespace {
-/// Distinct seeds keep a build-id key and a file-identity key with equal bytes apart.
-constexpr XXH64_hash_t kBuildIdSeed = 0x62756964;  // "buid"
-constexpr XXH64_hash_t kFileSeed = 0x66696c65;     // "file"
+constexpr XXH64_hash_t kKeySeed = 0x6d6f646b;  // "modk"
 
 void put_le64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -21,23 +19,19 @@ void put_le64(uint8_t* p, uint64_t v) {
 }  // namespace
 
 size_t ModuleKeyHash::operator()(const ModuleKey& k) const noexcept {
-  if (k.by_build_id()) {
-    const size_t n = k.build_id.len <= BuildId::kMax ? k.build_id.len : BuildId::kMax;
-    return static_cast<size_t>(XXH3_64bits_withSeed(k.build_id.bytes, n, kBuildIdSeed));
-  }
-  uint8_t b[24];
-  put_le64(b, k.dev);
-  put_le64(b + 8, k.inode);
-  put_le64(b + 16, k.mtime_ns);
-  return static_cast<size_t>(XXH3_64bits_withSeed(b, sizeof(b), kFileSeed));
+  const size_t n = k.build_id.len <= BuildId::kMax ? k.build_id.len : BuildId::kMax;
+  uint8_t b[BuildId::kMax + 25];
+  b[0] = static_cast<uint8_t>(n);  // the length first: no build-id's bytes read as another's file identity
+  std::memcpy(b + 1, k.build_id.bytes, n);
+  put_le64(b + 1 + n, k.dev);
+  put_le64(b + 9 + n, k.inode);
+  put_le64(b + 17 + n, k.mtime_ns);
+  return static_cast<size_t>(XXH3_64bits_withSeed(b, n + 25, kKeySeed));
 }
 
 Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id) {
   ModuleKey key;
-  if (!id.empty()) {
-    key.build_id = id;
-    return key;
-  }
+  key.build_id = id;
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     const int err = errno;

@@ -18,31 +18,34 @@
 
 namespace stackprov {
 
-/// Identity of a module's contents. With a build-id the key is the build-id
-/// alone (dev/inode/mtime are ignored, so the same binary found under two
-/// paths shares one entry); without one it is the file identity (dev, inode,
-/// mtime in ns). Nothing else — never a path or a version string.
+/// Identity of a module's contents: the build-id and the file identity (dev, inode, mtime in ns)
+/// of the file it is read from, each part that is known. A module from a file has both (no
+/// build-id: the file identity alone); a module with no file (a bundle, the vDSO's bytes) has the
+/// build-id alone. The file identity is part of the key because a build-id is only a claim the
+/// file makes: a target's file claiming another library's build-id must not put its unwind rules
+/// in the entry that every process mapping the real library then uses. Processes mapping one
+/// file share its entry. Never a path or a version string.
 struct ModuleKey {
   BuildId build_id;
   uint64_t dev = 0;
   uint64_t inode = 0;
   uint64_t mtime_ns = 0;
 
-  bool by_build_id() const { return !build_id.empty(); }
+  bool has_file() const { return dev != 0 || inode != 0 || mtime_ns != 0; }
   bool operator==(const ModuleKey& o) const {
-    if (by_build_id() || o.by_build_id()) return build_id == o.build_id;
-    return dev == o.dev && inode == o.inode && mtime_ns == o.mtime_ns;
+    return build_id == o.build_id && dev == o.dev && inode == o.inode && mtime_ns == o.mtime_ns;
   }
   bool operator!=(const ModuleKey& o) const { return !(*this == o); }
 };
 
-/// XXH3 over the key bytes: the build-id bytes, or dev/inode/mtime (little-endian).
+/// XXH3 over the key bytes: the build-id bytes, then dev/inode/mtime (little-endian).
 struct ModuleKeyHash {
   size_t operator()(const ModuleKey& k) const noexcept;
 };
 
-/// Key for the file at `path`: `id` when non-empty (no file access), else the
-/// file's identity from stat(2). Errors: negative errno naming the path.
+/// Key for the file at `path`: `id` (may be empty) and the file's identity from stat(2). Errors:
+/// negative errno naming the path. Whoever then opens `path` checks that the file opened is the
+/// one keyed (ElfImage::file_identity): the path may name another file by then.
 Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id);
 
 /// A bounded LRU cache of shared values (parsed ELF images, CFI indexes...).

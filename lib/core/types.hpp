@@ -15,6 +15,16 @@ enum class Endian : uint8_t { kLittle = 0, kBig = 1 };
 
 const char* arch_name(Arch a);
 
+/// Which file a module was read from, from fstat(2) of the descriptor it was read through (not
+/// from a path, which may name another file by then). All zero: unknown.
+struct FileIdentity {
+  uint64_t dev = 0;       ///< st_dev
+  uint64_t ino = 0;       ///< st_ino
+  uint64_t mtime_ns = 0;  ///< st_mtim in ns
+  bool known() const { return dev != 0 || ino != 0 || mtime_ns != 0; }
+  bool operator==(const FileIdentity&) const = default;
+};
+
 /// A GNU build-id (NT_GNU_BUILD_ID descriptor): up to 64 bytes, usually 20.
 struct BuildId {
   static constexpr size_t kMax = 64;

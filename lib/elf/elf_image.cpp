@@ -78,6 +78,7 @@ Arch arch_from(uint16_t machine, bool is64) {
 
 struct ElfImage::Impl {
   std::string path;
+  std::optional<FileIdentity> identity;  ///< open(): the file mapped
   void* map = nullptr;
   size_t map_len = 0;
   std::vector<uint8_t> owned;
@@ -386,6 +387,9 @@ Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
                       path.c_str(), static_cast<long long>(st.st_size));
   }
   impl->map_len = static_cast<size_t>(st.st_size);
+  impl->identity = FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                            static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+                                static_cast<uint64_t>(st.st_mtim.tv_nsec)};
   // Read-only shared pages. A foreign-byte-order file gets a private
   // writable (copy-on-write) mapping instead, so that no libelf conversion can
   // fault; the file itself is never written either way.
@@ -423,6 +427,7 @@ Result<std::shared_ptr<ElfImage>> ElfImage::from_bytes(std::vector<uint8_t> byte
 }
 
 const std::string& ElfImage::path() const { return impl_->path; }
+const FileIdentity* ElfImage::file_identity() const { return impl_->identity ? &*impl_->identity : nullptr; }
 Arch ElfImage::arch() const { return impl_->arch; }
 bool ElfImage::is_64bit() const { return impl_->is64; }
 bool ElfImage::big_endian() const { return impl_->big; }

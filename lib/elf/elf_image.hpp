@@ -65,6 +65,8 @@ class ElfImage {
   ElfImage& operator=(const ElfImage&) = delete;
 
   const std::string& path() const;
+  /// The file open() mapped; null for an image from_bytes().
+  const FileIdentity* file_identity() const;
   Arch arch() const;           ///< from e_machine (EM_X86_64, EM_AARCH64, EM_MIPS)
   bool is_64bit() const;
   bool big_endian() const;

@@ -2,6 +2,10 @@
 // Building a snapshot's module list from a maps listing: identities (build-ids) and load biases.
 #include "memory/module_list.hpp"
 
+#include <sys/sysmacros.h>
+
+#include <cinttypes>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -19,11 +23,38 @@ std::string strip_deleted(const std::string& p) {
   return p;
 }
 
+/// Whether `img` was read from the file `e` maps: same inode, and same device unless the file
+/// system stacks (overlayfs: maps names the underlying file's device, stat the overlay's).
+bool is_mapped_file(const elf::ElfImage& img, const MapsEntry& e) {
+  const FileIdentity* id = img.file_identity();
+  if (id == nullptr || e.inode == 0) return true;  // nothing to compare
+  return id->ino == e.inode;
+}
+
+bool same_device(const elf::ElfImage& img, const MapsEntry& e) {
+  const FileIdentity* id = img.file_identity();
+  return id != nullptr && major(static_cast<dev_t>(id->dev)) == e.dev_major &&
+         minor(static_cast<dev_t>(id->dev)) == e.dev_minor;
+}
+
+std::string describe(const elf::ElfImage& img, const MapsEntry& e) {
+  char b[160];
+  const FileIdentity* id = img.file_identity();
+  const dev_t d = static_cast<dev_t>(id ? id->dev : 0);
+  std::snprintf(b, sizeof b, "maps: device %02x:%02x inode %" PRIu64 "; file: device %02x:%02x inode %" PRIu64,
+                e.dev_major, e.dev_minor, e.inode, major(d), minor(d), id ? id->ino : 0);
+  return b;
+}
+
 }  // namespace
 
 Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,
-                             std::string* warnings) {
-  std::map<std::string, std::shared_ptr<elf::ElfImage>> opened;  // one open per file
+                             std::string* warnings, int64_t live_pid) {
+  struct Opened {
+    std::shared_ptr<elf::ElfImage> image;  // null: `error`
+    std::string error;
+  };
+  std::map<std::string, Opened> opened;  // one open per file
   for (const MapsEntry& e : maps) {
     if (!e.executable) continue;
     SnapshotModule m;
@@ -46,18 +77,34 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
       m.path = strip_deleted(e.path);
       const std::string host = join_root(root, m.path);
       auto it = opened.find(host);
-      if (it == opened.end()) {
+      const bool first = it == opened.end();
+      if (first) {
         auto img = elf::ElfImage::open(host);
-        if (!img.ok()) {
-          if (warnings) *warnings += "module " + m.path + ": " + img.error().message + "\n";
-          it = opened.emplace(host, nullptr).first;
-        } else {
-          it = opened.emplace(host, img.value()).first;
+        it = opened.emplace(host, img.ok() ? Opened{img.value(), {}} : Opened{nullptr, img.error().message}).first;
+      }
+      std::shared_ptr<elf::ElfImage> img = it->second.image;
+      if (live_pid != 0 && e.inode != 0 && (img == nullptr || !is_mapped_file(*img, e))) {
+        // The path names another file than the one mapped, or none (deleted since): the mapping's
+        // own file, or nothing.
+        char mf[96];
+        std::snprintf(mf, sizeof mf, "/proc/%" PRId64 "/map_files/%" PRIx64 "-%" PRIx64, live_pid, e.start, e.end);
+        auto exact = elf::ElfImage::open(mf);
+        if (exact.ok() && is_mapped_file(*exact.value(), e) && same_device(*exact.value(), e)) {
+          img = exact.value();
+          m.open_path = mf;
+        } else if (img != nullptr) {
+          if (warnings)
+            *warnings += "module " + m.path + ": the file at this path is not the one mapped (" + describe(*img, e) +
+                         ") and " + mf + " cannot be read (" + (exact.ok() ? "another file" : exact.error().message) +
+                         "): left out\n";
+          continue;
         }
       }
-      if (it->second) {
-        m.build_id = it->second->build_id();
-        m.load_bias = it->second->load_bias(e.start, e.offset, /*executable=*/true);
+      if (img == nullptr && first && warnings) *warnings += "module " + m.path + ": " + it->second.error + "\n";
+      if (img) {
+        if (img->file_identity() != nullptr) m.file = *img->file_identity();
+        m.build_id = img->build_id();
+        m.load_bias = img->load_bias(e.start, e.offset, /*executable=*/true);
       }
     } else {
       continue;

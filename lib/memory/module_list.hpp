@@ -19,7 +19,16 @@ namespace stackprov::memory {
 /// bias 0) and a line is appended to *warnings; one the snapshot cannot hold
 /// (a path over its limit, more modules than it takes) is left out with a
 /// warning. Anonymous executable memory (JIT code) is not a module.
+///
+/// `live_pid` != 0: `maps` is the live listing of that process, and each file opened must be
+/// the file mapped (the listing's device and inode; the inode alone on a stacking file system
+/// such as overlayfs, whose files stat with the overlay's device). A path naming another file
+/// (replaced or deleted since it was mapped, or swapped by the target) is read through
+/// /proc/PID/map_files/START-END instead, which is the mapped file (SnapshotModule::open_path);
+/// where that cannot be opened (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) the module is
+/// left out with a warning rather than described by another file. 0: a listing from elsewhere
+/// (a recording, another host), taken as it is.
 Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,
-                             std::string* warnings);
+                             std::string* warnings, int64_t live_pid = 0);
 
 }  // namespace stackprov::memory

@@ -544,7 +544,7 @@ Result<ProcessCapture> Capturer::run() {
         warn("vdso at 0x%llx unreadable", static_cast<unsigned long long>(e.start));
   }
   const std::string root = "/proc/" + std::to_string(pid_) + "/root";
-  if (Status st = add_modules_from_maps(base, maps.value(), root, &warnings_); !st.ok()) return st.error();
+  if (Status st = add_modules_from_maps(base, maps.value(), root, &warnings_, pid_); !st.ok()) return st.error();
 
   ProcessCapture out;
   out.pid = pid_;

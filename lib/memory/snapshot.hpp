@@ -23,6 +23,14 @@ struct SnapshotModule {
   uint64_t load_bias = 0;    ///< runtime - link-time address
   std::string path;          ///< as the target mapped it ("[vdso]" for the vDSO)
   BuildId build_id;          ///< empty when the module has none
+  /// Not serialized: the file the live capture read the build-id from (checked against the
+  /// maps line). Whoever opens the module later must find this file, or nothing: a path
+  /// swapped since then names another. Unknown (zero) for modules not from a live capture.
+  FileIdentity file;
+  /// Not serialized: the file to open for this module instead of module_root + path, set when
+  /// the path names another file than the one mapped (replaced or deleted since):
+  /// /proc/PID/map_files/START-END of the live target.
+  std::string open_path;
 };
 
 struct MemoryRegion {

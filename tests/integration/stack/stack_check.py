@@ -9,6 +9,7 @@
   stack_check.py robust-{exit,sigkill,churn,zombie,vfork,eperm,nosuch} --fixture EXE
   stack_check.py robust-rlimit
   stack_check.py core-{truncated,missing-module,not-elf,other-arch} --fixture EXE
+  stack_check.py swapped-module --fixture SWAP_TARGET --swap-libs LIB_A LIB_B
   stack_check.py cli-errors
 
 Common options: --stackprov BIN, --eu-stack BIN, --gdb BIN, --gcore BIN, --keep (keep temp files).
@@ -1076,6 +1077,114 @@ def mode_core_other_arch(a):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def build_id_of(path):
+    """The GNU build-id of `path` as readelf prints it (the oracle for a module's identity)."""
+    r = run(["readelf", "-n", path])
+    m = re.search(r"Build ID:\s*([0-9a-f]+)", r.stdout)
+    if not m:
+        raise Harness("readelf -n %s: no build-id: %s" % (path, r.stderr))
+    return m.group(1)
+
+
+def symbols_of(path):
+    """Function names defined in `path` (readelf -sW), for "no frame is named by the other file"."""
+    r = run(["readelf", "-sW", path])
+    return {f[7] for f in (l.split() for l in r.stdout.splitlines()) if len(f) >= 8 and f[3] == "FUNC"}
+
+
+def mode_swapped_module(a):
+    """A library's file replaced (rename over it) or deleted while the target maps the original.
+    The maps line's device and inode say which file is mapped; the path now names another or none.
+    Expected, with the oracles readelf (build-ids, B's function names) and the target's source
+    (its chain):
+      * root: every frame in the library is described by the mapped file A, read through
+        /proc/PID/map_files: A's build-id, the chain swap_leaf < swap_mid < swap_enter < main,
+        end_of_stack; no frame carries B's build-id or a name only B defines;
+      * an unprivileged user (no CAP_SYS_ADMIN: map_files is closed to it) after a replace: the
+        module is left out with a warning naming the path and both inodes; no frame carries B's
+        build-id or a name only B defines, and the walk ends with a stated reason."""
+    lib_a, lib_b = a.swap_libs
+    id_a, id_b = build_id_of(lib_a), build_id_of(lib_b)
+    if id_a == id_b:
+        raise Harness("the two libraries have one build-id %s" % id_a)
+    only_b = symbols_of(lib_b) - symbols_of(lib_a)
+    chain = ["swap_leaf", "swap_mid", "swap_enter", "main"]
+    tmp = tempfile.mkdtemp(prefix="stack-swap-")
+    os.chmod(tmp, 0o777)
+    try:
+        target = os.path.join(tmp, "swap_target")
+        binary = os.path.join(tmp, "stackprov")
+        shutil.copy(a.fixture, target)
+        shutil.copy(a.stackprov, binary)
+        for f in (target, binary):
+            os.chmod(f, 0o755)
+        for case, user in (("replaced", None), ("deleted", None), ("replaced-unprivileged", 65534)):
+            path = os.path.join(tmp, "libswap-%s.so" % case)
+            shutil.copy(lib_a, path)
+            os.chmod(path, 0o755)
+            cmd = [target, path]
+            if user:
+                cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+            try:
+                if proc.stdout.readline().strip() != "ready":
+                    raise Harness("swap_target %s: %s" % (case, proc.stderr.read()))
+                time.sleep(0.05)
+                if case.startswith("replaced"):
+                    shutil.copy(lib_b, path + ".new")
+                    os.chmod(path + ".new", 0o755)
+                    os.rename(path + ".new", path)
+                    if build_id_of(path) != id_b:
+                        raise Harness("%s does not hold B after the rename" % path)
+                else:
+                    os.unlink(path)
+                r = stackprov(["--pid", str(proc.pid), "--json"], binary, user=user)
+                # Exit 1 with a module left out: "the stacks are not whole" (the walk stops there).
+                if r.returncode != (0 if user is None else 1):
+                    fail("[%s] stackprov exited %d: %s" % (case, r.returncode, r.stderr.strip()))
+                    continue
+                if user is not None and "not whole" not in r.stderr:
+                    fail("[%s] exit 1 without saying the stacks are not whole: %r" % (case, r.stderr))
+                doc = json.loads(r.stdout)
+                frames = doc["threads"][0]["frames"]
+                desc = ["%s %s [%s]" % (f.get("function") or "??", os.path.basename(f.get("module") or ""),
+                                        (f.get("build_id") or "")[:8]) for f in frames]
+                for f in frames:
+                    if f.get("build_id") == id_b:
+                        fail("[%s] frame %d is described by the file now at the path (build-id %s): %s" %
+                             (case, f["index"], id_b, desc))
+                    if norm_name(f.get("function") or "") in only_b:
+                        fail("[%s] frame %d is named %s, a function only the replacement defines: %s" %
+                             (case, f["index"], f.get("function"), desc))
+                in_lib = [f for f in frames if "libswap-" in (f.get("module") or "")]
+                stop = doc["threads"][0]["stop_reason"]
+                if user is None:
+                    names = [norm_name(f.get("function") or "") for f in frames]
+                    if not subsequence(chain, names) or stop != "end_of_stack":
+                        fail("[%s] chain %s not in %s (stop %s)" % (case, chain, desc, stop))
+                    if len(in_lib) < 3 or any(f.get("build_id") != id_a for f in in_lib):
+                        fail("[%s] the library's frames do not all carry the mapped file's build-id %s: %s" %
+                             (case, id_a, desc))
+                    note("[%s] %s" % (case, " < ".join(desc)))
+                else:
+                    warn = [l for l in r.stderr.splitlines() if "libswap-" in l]
+                    if not any("not the one mapped" in l and "inode" in l and "left out" in l for l in warn):
+                        fail("[%s] no warning says the file at the path is not the one mapped: %r" %
+                             (case, r.stderr))
+                    if in_lib:
+                        fail("[%s] frames still name the left-out module: %s" % (case, desc))
+                    if stop in ("", "none"):
+                        fail("[%s] no stated stop reason: %r" % (case, stop))
+                    note("[%s] %s; stop %s; %s" % (case, " < ".join(desc), stop, warn[0] if warn else ""))
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 MODES = {
     "live": mode_live,
     "core": mode_core,
@@ -1093,7 +1202,9 @@ MODES = {
     "core-missing-module": mode_core_missing_module,
     "core-not-elf": mode_core_not_elf,
     "core-other-arch": mode_core_other_arch,
+    "swapped-module": mode_swapped_module,
 }
+
 
 
 def main():
@@ -1107,6 +1218,7 @@ def main():
     ap.add_argument("--gcore", default=shutil.which("gcore") or "/usr/bin/gcore")
     ap.add_argument("--python311", default="/usr/bin/python3.11")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--swap-libs", nargs=2, metavar=("LIB_A", "LIB_B"))
     a = ap.parse_args()
     a.variant = a.variant or (os.path.basename(a.fixture) if a.fixture else a.mode)
     # Every peer is installed by make deps: a missing one fails the test with its name.

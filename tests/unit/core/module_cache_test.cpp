@@ -46,14 +46,24 @@ std::shared_ptr<Value> get(ModuleCache<Value>& c, const ModuleKey& key, int id, 
 
 }  // namespace
 
-TEST_CASE("ModuleKey: build-id keys ignore file identity, file keys compare all three fields") {
+TEST_CASE("ModuleKey: the build-id and the file identity both count") {
   ModuleKeyHash h;
   ModuleKey a = id_key("0011223344"), b = id_key("0011223344");
-  b.inode = 99;  // ignored when a build-id is present
   REQUIRE(a == b);
   REQUIRE(h(a) == h(b));
+  REQUIRE_FALSE(a.has_file());
   REQUIRE(a != id_key("0011223345"));
   REQUIRE(a != id_key("00112233"));
+  // Another file claiming the same build-id is another entry: a target's file forging a library's
+  // build-id must not put its rules in the entry of the real library.
+  b.inode = 99;
+  REQUIRE(b.has_file());
+  REQUIRE(a != b);
+  ModuleKey f1 = file_key(1), f2 = file_key(2);
+  f1.build_id = f2.build_id = BuildId::from_hex("0011223344");
+  REQUIRE(f1 != f2);
+  REQUIRE(h(f1) != h(f2));
+  REQUIRE(f1 != a);
   REQUIRE(file_key(1) == file_key(1));
   REQUIRE(h(file_key(1)) == h(file_key(1)));
   REQUIRE(file_key(1) != file_key(2));
@@ -64,28 +74,29 @@ TEST_CASE("ModuleKey: build-id keys ignore file identity, file keys compare all 
   m.dev++;
   REQUIRE(m != file_key(1));
   REQUIRE(file_key(1) != a);
+  REQUIRE(file_key(1) != f1);  // the same file without and with a build-id
   REQUIRE(h(file_key(1)) != h(file_key(2)));
   REQUIRE(h(a) != h(id_key("0011223345")));
 }
 
-TEST_CASE("module_key_for_file uses the build-id or the file identity") {
-  auto k = module_key_for_file("/proc/self/exe", BuildId{});
-  REQUIRE(k.ok());
+TEST_CASE("module_key_for_file keys the build-id and the file identity") {
   struct stat st;
   REQUIRE(stat("/proc/self/exe", &st) == 0);
-  REQUIRE(k->dev == st.st_dev);
-  REQUIRE(k->inode == st.st_ino);
-  REQUIRE(k->mtime_ns == uint64_t(st.st_mtim.tv_sec) * 1000000000ull + st.st_mtim.tv_nsec);
-  REQUIRE(k->build_id.empty());
-  auto missing = module_key_for_file("/nonexistent/file", BuildId{});
-  REQUIRE_FALSE(missing.ok());
-  REQUIRE(missing.error().code == -ENOENT);
-  REQUIRE(missing.error().message.find("/nonexistent/file") != std::string::npos);
-  // With a build-id the file is not consulted (and need not exist).
-  auto byid = module_key_for_file("/nonexistent/file", BuildId::from_hex("abcdef"));
-  REQUIRE(byid.ok());
-  REQUIRE(byid->build_id == BuildId::from_hex("abcdef"));
-  REQUIRE(byid->inode == 0);
+  for (const BuildId& id : {BuildId{}, BuildId::from_hex("abcdef")}) {
+    auto k = module_key_for_file("/proc/self/exe", id);
+    REQUIRE(k.ok());
+    REQUIRE(k->dev == st.st_dev);
+    REQUIRE(k->inode == st.st_ino);
+    REQUIRE(k->mtime_ns == uint64_t(st.st_mtim.tv_sec) * 1000000000ull + st.st_mtim.tv_nsec);
+    REQUIRE(k->build_id == id);
+  }
+  // A missing file is an error naming it, with or without a build-id.
+  for (const BuildId& id : {BuildId{}, BuildId::from_hex("abcdef")}) {
+    auto missing = module_key_for_file("/nonexistent/file", id);
+    REQUIRE_FALSE(missing.ok());
+    REQUIRE(missing.error().code == -ENOENT);
+    REQUIRE(missing.error().message.find("/nonexistent/file") != std::string::npos);
+  }
 }
 
 TEST_CASE("ModuleCache counts hits, misses and evictions exactly and evicts in LRU order") {
