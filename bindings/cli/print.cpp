@@ -9,6 +9,29 @@
 
 namespace stackprov_cli {
 
+namespace {
+
+/// Length of the well-formed UTF-8 sequence at s[i] (1..4; Unicode table 3-7: no overlong form,
+/// no surrogate, nothing past U+10FFFF), or 0.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (b0 >= 0xc2 && b0 <= 0xdf) n = 2;
+  else if (b0 >= 0xe0 && b0 <= 0xef) n = 3, lo = b0 == 0xe0 ? 0xa0 : 0x80, hi = b0 == 0xed ? 0x9f : 0xbf;
+  else if (b0 >= 0xf0 && b0 <= 0xf4) n = 4, lo = b0 == 0xf0 ? 0x90 : 0x80, hi = b0 == 0xf4 ? 0x8f : 0xbf;
+  else return 0;
+  if (s.size() - i < n) return 0;
+  for (size_t k = 1; k < n; k++) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
 void append_json_escaped(std::string* out, std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -17,7 +40,13 @@ void append_json_escaped(std::string* out, std::string_view s) {
     while (j < s.size()) {
       const unsigned char c = static_cast<unsigned char>(s[j]);
       if (c < 0x20 || c == '"' || c == '\\') break;
-      j++;
+      if (c < 0x80) {
+        j++;
+        continue;
+      }
+      const size_t n = utf8_sequence(s, j);
+      if (n == 0) break;
+      j += n;
     }
     out->append(s.data() + i, j - i);
     if (j == s.size()) break;
@@ -29,6 +58,12 @@ void append_json_escaped(std::string* out, std::string_view s) {
       case '\t': *out += "\\t"; break;
       case '\r': *out += "\\r"; break;
       default: {
+        if (c >= 0x80) {
+          // JSON text is UTF-8 (RFC 8259 section 8.1): a byte that is not part of a
+          // well-formed sequence (a thread named with prctl, a symbol's raw bytes) is U+FFFD.
+          *out += "\\ufffd";
+          break;
+        }
         char b[8];
         snprintf(b, sizeof(b), "\\u%04x", c);
         *out += b;

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,38 @@ inline void check(int rc) {
 /// Lowercase hex of raw bytes (bytes.hex(); needs the GIL).
 std::string hex(const std::string& raw) { return py::bytes(raw).attr("hex")().cast<std::string>(); }
 
-std::string str(const char* s) { return s ? s : ""; }
+/// A C string from the library as Python gets it: names and paths are bytes (a symbol, a thread
+/// name set with prctl, a path), and pybind11 decodes std::string as strict UTF-8, so a byte that
+/// is not part of a well-formed UTF-8 sequence becomes U+FFFD here (as in the CLI's JSON), not a
+/// UnicodeDecodeError when the attribute is read.
+std::string str(const char* s) {
+  if (s == nullptr) return "";
+  const std::string_view v(s);
+  std::string out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size();) {
+    const auto b0 = static_cast<unsigned char>(v[i]);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range (Unicode table 3-7)
+    if (b0 < 0x80) n = 1;
+    else if (b0 >= 0xc2 && b0 <= 0xdf) n = 2;
+    else if (b0 >= 0xe0 && b0 <= 0xef) n = 3, lo = b0 == 0xe0 ? 0xa0 : 0x80, hi = b0 == 0xed ? 0x9f : 0xbf;
+    else if (b0 >= 0xf0 && b0 <= 0xf4) n = 4, lo = b0 == 0xf0 ? 0x90 : 0x80, hi = b0 == 0xf4 ? 0x8f : 0xbf;
+    bool ok = n != 0 && v.size() - i >= n;
+    for (size_t k = 1; ok && k < n; k++) {
+      const auto b = static_cast<unsigned char>(v[i + k]);
+      ok = b >= (k == 1 ? lo : 0x80) && b <= (k == 1 ? hi : 0xbf);
+    }
+    if (ok) {
+      out.append(v.substr(i, n));
+      i += n;
+    } else {
+      out += "\xef\xbf\xbd";  // U+FFFD
+      i++;
+    }
+  }
+  return out;
+}
 
 /// An optional argument as the C ABI takes it (NULL: not given).
 const char* cstr(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
@@ -174,7 +206,7 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
     f.module_offset = fr.module_offset;
     f.method = str(sprov_method_name(fr.method));
     f.module_index = fr.module_index;
-    if (fr.module_path) f.module = fr.module_path;
+    if (fr.module_path) f.module = str(fr.module_path);
     f.build_id.assign(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);  // raw; hex in Python
     if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) f.flags.push_back("cfi_not_in_bundle");
     if (fr.flags & SPROV_FRAME_JIT) f.flags.push_back("jit");
@@ -199,7 +231,7 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
       sprov_symbol s{};
       s.sz = sizeof(s);
       if (sprov_symbolizer_frame(sym, stack, i, &s) == 0 && s.resolver != SPROV_RESOLVER_NONE) {
-        if (s.name && *s.name) f.function = s.name;
+        if (s.name && *s.name) f.function = str(s.name);
         f.linkage_name = str(s.linkage_name);
         f.function_offset = s.offset;
         f.resolver = str(sprov_resolver_name(s.resolver));

@@ -785,7 +785,7 @@ SPROV_API int sprov_trace_resolve(sprov_context* ctx, sprov_trace_store* store, 
       for (const auto& [k, v] : resolvers) j["resolvers"][k] = v;
       j["bundles"] = evidence::Json::array();
       for (const auto& b : stg.bundles()) j["bundles"].push_back("sha256:" + b);
-      return give_string(j.dump(), report, report_len);
+      return give_string(j.dump(-1, ' ', false, evidence::Json::error_handler_t::replace), report, report_len);
     }
     return 0;
   });
@@ -815,7 +815,7 @@ SPROV_API int sprov_trace_list_json(sprov_trace_store* store, size_t limit, char
                    {"captured_at", s.captured_at},
                    {"build_id", s.build_id},
                    {"frames", s.frame_count}});
-    return give_string(a.dump(), out, out_len);
+    return give_string(a.dump(-1, ' ', false, evidence::Json::error_handler_t::replace), out, out_len);
   });
 }
 

@@ -498,7 +498,7 @@ std::string report_json(const sprov_replay_report& r) {
     j["seeds"].push_back(o);
   }
   j["summary"] = summary_line(r);
-  return j.dump();
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // invalid UTF-8 in a name -> U+FFFD
 }
 
 std::string report_junit(const sprov_replay_report& r) {

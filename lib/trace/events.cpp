@@ -65,7 +65,7 @@ std::string trace_capture_event(const Trace& t) {
   OJson threads = OJson::array();
   for (const Thread& th : t.threads) threads.push_back(OJson{{"tid", th.tid}, {"name", th.name}});
   j["threads"] = std::move(threads);
-  return j.dump(-1, ' ', false, Json::error_handler_t::strict);
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // names are bytes: invalid UTF-8 -> U+FFFD
 }
 
 std::string replay_result_event(const Replay& r) {
@@ -77,7 +77,7 @@ std::string replay_result_event(const Replay& r) {
   j["replay_success_ratio"] = r.replay_success_ratio;
   j["symbol_coverage_pct"] = r.symbol_coverage_pct;
   j["verify_time_ms"] = r.verify_time_ms;
-  return j.dump(-1, ' ', false, Json::error_handler_t::strict);
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // names are bytes: invalid UTF-8 -> U+FFFD
 }
 
 namespace {

@@ -86,3 +86,27 @@ def test_capture_roundtrip_through_bytes_matches_eu_stack(fixture_bench):
             st = uw.unwind(again)
             want = eu[snap.tid]
             assert [f.pc for f in st.frames[:len(want)]] == [pc for pc, _, _ in want]
+
+
+def test_names_that_are_not_utf8_read_as_u_fffd():
+    """A symbol "park_\\xff\\xfe" and a thread named "bad\\xff\\xfename" (prctl): bytes, not UTF-8.
+    Reading them must not raise UnicodeDecodeError; each byte outside a well-formed sequence is
+    U+FFFD, as Python's own errors="replace" decodes nm's and /proc's raw bytes (the oracles)."""
+    import os
+    import signal
+    from conftest import need_env
+    exe = need_env("STACKPROV_BYTES_TARGET")
+    p = subprocess.Popen([exe], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        raw_sym = next(l.split()[-1] for l in subprocess.run(["nm", exe], capture_output=True).stdout.splitlines()
+                       if l.split()[-1].startswith(b"park_"))
+        assert not raw_sym.isascii()
+        with open("/proc/%d/comm" % p.pid, "rb") as f:
+            raw_comm = f.read().rstrip(b"\n")
+        threads = stackprov.stack(pid=p.pid)
+        assert threads[0].name == raw_comm.decode("utf-8", "replace")
+        assert raw_sym.decode("utf-8", "replace") in [f.function for f in threads[0].frames]
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()

@@ -10,6 +10,7 @@
   stack_check.py robust-rlimit
   stack_check.py core-{truncated,missing-module,not-elf,other-arch} --fixture EXE
   stack_check.py swapped-module --fixture SWAP_TARGET --swap-libs LIB_A LIB_B
+  stack_check.py json-bytes --fixture BYTES_TARGET
   stack_check.py cli-errors
 
 Common options: --stackprov BIN, --eu-stack BIN, --gdb BIN, --gcore BIN, --keep (keep temp files).
@@ -1185,6 +1186,73 @@ def mode_swapped_module(a):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def mode_json_bytes(a):
+    """A symbol and a thread name that are not UTF-8 ("park_\\xff\\xfe", "bad\\xff\\xfename").
+    JSON text is UTF-8 (RFC 8259 8.1): `stack --json` must be valid JSON with each byte that is not
+    part of a well-formed sequence as U+FFFD, so the oracles are the raw bytes nm and
+    /proc/PID/task/TID/comm give, decoded with Python's errors="replace". A trace of it goes
+    through capture (with a bundle), resolve and replay: every seed identical, no internal error."""
+    proc = subprocess.Popen([a.fixture], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    tmp = tempfile.mkdtemp(prefix="stack-bytes-")
+    try:
+        if proc.stdout.readline().strip() != b"ready":
+            raise Harness("bytes_target: %r" % proc.stderr.read())
+        nm = subprocess.run(["nm", a.fixture], capture_output=True).stdout
+        raw_sym = next((l.split()[-1] for l in nm.splitlines() if l.split()[-1].startswith(b"park_")), None)
+        if raw_sym is None or raw_sym.isascii():
+            raise Harness("nm shows no non-UTF-8 park_ symbol: %r" % raw_sym)
+        with open("/proc/%d/task/%d/comm" % (proc.pid, proc.pid), "rb") as f:
+            raw_comm = f.read().rstrip(b"\n")
+        r = subprocess.run([a.stackprov, "stack", "--pid", str(proc.pid), "--json"], capture_output=True, timeout=60)
+        if r.returncode != 0:
+            fail("stack --json exited %d: %r" % (r.returncode, r.stderr))
+            return
+        try:
+            doc = json.loads(r.stdout.decode("utf-8"))  # strict: invalid UTF-8 raises
+        except (UnicodeDecodeError, ValueError) as e:
+            fail("stack --json output is not UTF-8 JSON: %s" % e)
+            return
+        t = doc["threads"][0]
+        want_sym, want_comm = raw_sym.decode("utf-8", "replace"), raw_comm.decode("utf-8", "replace")
+        names = [f.get("function") for f in t["frames"]]
+        if want_sym not in names:
+            fail("no frame named %r (nm's %r with U+FFFD): %r" % (want_sym, raw_sym, names))
+        if t.get("name") != want_comm:
+            fail("thread name %r, expected %r (comm %r with U+FFFD)" % (t.get("name"), want_comm, raw_comm))
+        note("stack --json: %r in %r" % (want_sym, want_comm))
+        # Through a trace store: capture (with a bundle), resolve, replay.
+        store = "sqlite:" + os.path.join(tmp, "t.db")
+        r = subprocess.run([a.stackprov, "trace-capture", "-p", str(proc.pid), "--store", store, "--bundle",
+                            "--bundle-store", os.path.join(tmp, "bundles")], capture_output=True, timeout=120)
+        if r.returncode != 0:
+            fail("trace-capture exited %d: %r" % (r.returncode, r.stderr))
+            return
+        tid = r.stdout.decode().split()[0]
+        r = subprocess.run([a.stackprov, "trace-resolve", "--trace", tid, "--store", store, "--json"],
+                           capture_output=True, timeout=120)
+        if r.returncode != 0:
+            fail("trace-resolve exited %d: %r" % (r.returncode, r.stderr))
+        r = subprocess.run([a.stackprov, "trace-replay", "--trace", tid, "--store", store, "--seeds", "5", "--json"],
+                           capture_output=True, timeout=300)
+        if b"internal error" in r.stderr:
+            fail("trace-replay: %r" % r.stderr)
+        try:
+            rep = json.loads(r.stdout.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            fail("trace-replay --json output is not UTF-8 JSON (exit %d, %r): %s" % (r.returncode, r.stderr, e))
+            return
+        seeds = rep.get("seeds", [])
+        if len(seeds) != 5 or any(s["identical"] != s["frames"] or s["frames"] == 0 for s in seeds):
+            fail("trace-replay: not every seed identical: %r" % [(s["identical"], s["frames"], s.get("error"))
+                                                                 for s in seeds])
+        note("trace-replay: %s" % rep.get("summary"))
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 MODES = {
     "live": mode_live,
     "core": mode_core,
@@ -1203,6 +1271,7 @@ MODES = {
     "core-not-elf": mode_core_not_elf,
     "core-other-arch": mode_core_other_arch,
     "swapped-module": mode_swapped_module,
+    "json-bytes": mode_json_bytes,
 }
 
 
