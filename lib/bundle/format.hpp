@@ -190,6 +190,10 @@ class BundleReader {
     UnwindRowRecord row;
   };
   Result<RowLookup> unwind_row(size_t module, uint64_t rel_pc) const;
+  /// Decodes every unwind row of a module (for fsck; lookups decode only the block they need):
+  /// each row valid, in address order within its block and before the next block's start, and
+  /// as many rows as the module table says.
+  Status check_unwind_rows(size_t module) const;
 
   /// The raw range records of a module in file order (depth, start), for export and tests.
   Result<std::vector<RangeRecord>> ranges(size_t module) const;

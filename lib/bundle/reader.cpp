@@ -792,6 +792,33 @@ Result<std::vector<ReturnPadRecord>> BundleReader::return_pads(size_t module) co
   return out;
 }
 
+namespace {
+
+/// Decodes the rows of one row block in order, each checked against the last (the first at the
+/// block's start, each next one past it), calling visit(row) until it returns false.
+template <class Visit>
+Status decode_row_block(Cursor c, size_t module, uint64_t start, Visit visit) {
+  uint64_t prev = start;
+  UnwindRowRecord r;
+  r.kind = 0;
+  bool first = true;
+  uint8_t prev_head = 0;
+  while (c.left() > 0) {  // each row consumes at least 2 bytes: bounded by the block
+    UnwindRowRecord next = r;
+    if (first) next = UnwindRowRecord{};
+    if (auto s = read_row(c, module, prev, prev_head, next); !s) return s.error();
+    if ((first && next.pc != prev) || (!first && next.pc == prev))
+      return bad("module %zu: unwind row 0x%" PRIx64 " is out of order", module, next.pc);
+    first = false;
+    if (!visit(next)) break;
+    prev = next.pc;
+    r = next;
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t rel_pc) const {
   auto ixr = impl_->module_index(module);
   if (!ixr) return std::move(ixr).error();
@@ -799,24 +826,15 @@ Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t
   RowLookup out;
   Entry e;
   if (rel_pc < m.base || !impl_->find_entry(kSecRowIndex, m.rindex, m.rdata, rel_pc - m.base, &e)) return out;
-  Cursor c = impl_->data_cursor(kSecRowData, m.rdata, e);
-  uint64_t prev = m.base + e.start;
   UnwindRowRecord r;
-  r.kind = 0;
-  bool first = true;
-  uint8_t prev_head = 0;
-  while (c.left() > 0) {
-    UnwindRowRecord next = r;
-    if (first) next = UnwindRowRecord{};
-    if (auto s = read_row(c, module, prev, prev_head, next); !s) return s.error();
-    if ((first && next.pc != prev) || (!first && next.pc == prev))
-      return bad("module %zu: unwind row 0x%" PRIx64 " is out of order", module, next.pc);
-    first = false;
-    if (next.pc > rel_pc) break;
-    prev = next.pc;
-    r = next;
-    out.found = true;
-  }
+  Status st = decode_row_block(impl_->data_cursor(kSecRowData, m.rdata, e), module, m.base + e.start,
+                               [&](const UnwindRowRecord& next) {
+                                 if (next.pc > rel_pc) return false;
+                                 r = next;
+                                 out.found = true;
+                                 return true;
+                               });
+  if (!st) return st.error();
   if (out.found) {
     out.row = r;
     for (size_t i = r.nsaved; i < kMaxSavedRegs; i++) {
@@ -825,6 +843,41 @@ Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t
     }
   }
   return out;
+}
+
+Status BundleReader::check_unwind_rows(size_t module) const {
+  auto ixr = impl_->module_index(module);
+  if (!ixr) return std::move(ixr).error();
+  const ModuleMeta& m = impl_->meta[module];
+  uint64_t rows = 0;
+  for (uint64_t bi = 0; bi < m.rindex.count; bi++) {
+    Entry e;
+    impl_->entry(kSecRowIndex, m.rindex, m.rdata, bi, &e);
+    // The rows of this block lie before the next block's start: beyond it no lookup reads them.
+    uint64_t limit = UINT64_MAX;
+    if (bi + 1 < m.rindex.count) {
+      Entry next;
+      impl_->entry(kSecRowIndex, m.rindex, m.rdata, bi + 1, &next);
+      limit = m.base + next.start;
+    }
+    uint64_t past = 0;  // a row at or past the limit
+    Status st = decode_row_block(impl_->data_cursor(kSecRowData, m.rdata, e), module, m.base + e.start,
+                                 [&](const UnwindRowRecord& row) {
+                                   if (row.pc >= limit) {
+                                     past = row.pc;
+                                     return false;
+                                   }
+                                   rows++;
+                                   return true;
+                                 });
+    if (!st) return st;
+    if (past != 0)
+      return bad("module %zu: unwind row 0x%" PRIx64 " of block %" PRIu64 " lies at or past the next block's start 0x%" PRIx64,
+                 module, past, bi, limit);
+  }
+  if (rows != m.nrows)
+    return bad("module %zu: %" PRIu64 " unwind rows in its blocks, the module table says %" PRIu64, module, rows, m.nrows);
+  return {};
 }
 
 Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {

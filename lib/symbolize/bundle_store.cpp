@@ -285,14 +285,13 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
       }
       for (const bundle::ModuleView& m : rd.value().modules()) {
         ++rep.modules;
-        // Every range record and return pad decoded; the row index checked (not each row block's
-        // bytes: those are checked as lookups decode them).
+        // Every range record, return pad and unwind row decoded.
         auto v = rd.value().ranges(m.index);
         if (!v) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + v.error().message);
         auto pads = rd.value().return_pads(m.index);
         if (!pads) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + pads.error().message);
-        auto row = rd.value().unwind_row(m.index, 0);
-        if (!row) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + row.error().message);
+        auto rows = rd.value().check_unwind_rows(m.index);
+        if (!rows) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + rows.error().message);
         const std::string idhex = evidence::hex_encode(m.id.data(), m.id.size());
         held.emplace(m.id_kind, idhex, "sha256:" + n);
         auto f = find(m.id_kind, m.id);

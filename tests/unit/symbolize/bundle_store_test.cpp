@@ -256,3 +256,58 @@ TEST_CASE("resolver: a blob altered in the store is refused, not used under its 
   CHECK(s.error().code == SPROV_ERR_DIGEST_MISMATCH);
   CHECK_THAT(s.error().message, Catch::Contains(sha256sum(p.value()).substr(7)) && Catch::Contains(d.value()));
 }
+
+TEST_CASE("store fsck decodes every unwind row block, not only the first", "[store]") {
+  // review: fsck looked up the row at address 0 only, so a module whose later row blocks were
+  // malformed passed fsck and failed at lookup. Two bundles that differ only in the last row's
+  // kind (kFull / kEndOfStack) locate its head byte; kind 7 there is malformed.
+  auto build = [](uint8_t last_kind) {
+    bundle::BundleContents c;
+    bundle::ModuleContents m;
+    m.id = {bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, 0x77)};
+    m.name = "rows.so";
+    for (int i = 0; i < 2000; i++) {
+      bundle::UnwindRowRecord r;
+      r.pc = 0x1000 + 4 * static_cast<uint64_t>(i);
+      r.kind = i == 1999 ? last_kind : bundle::UnwindRowRecord::kCfaReg;
+      r.cfa_reg = 7;
+      r.cfa_off = 8 + 8 * (i % 5);
+      m.unwind_rows.push_back(r);
+    }
+    c.modules.push_back(std::move(m));
+    auto bytes = bundle::write_bundle(c);
+    REQUIRE(bytes);
+    return bytes.value();
+  };
+  std::vector<uint8_t> a = build(bundle::UnwindRowRecord::kFull), b = build(bundle::UnwindRowRecord::kEndOfStack);
+  REQUIRE(a.size() == b.size());
+  size_t at = a.size();
+  for (size_t i = 0; i < a.size(); i++)
+    if (a[i] != b[i] && (a[i] & 7) == bundle::UnwindRowRecord::kFull && (b[i] & 7) == bundle::UnwindRowRecord::kEndOfStack)
+      at = i;
+  REQUIRE(at < a.size());
+  a[at] = static_cast<uint8_t>(a[at] | 7);
+  {
+    auto rd = bundle::BundleReader::open(a.data(), a.size());
+    REQUIRE(rd);
+    CHECK(rd.value().unwind_row(0, 0x1000));               // the first block decodes
+    CHECK_FALSE(rd.value().unwind_row(0, 0x1000 + 4 * 1999));  // the last one does not
+    auto all = rd.value().check_unwind_rows(0);
+    REQUIRE_FALSE(all);
+    CHECK(all.error().message.find("has kind 7") != std::string::npos);
+    auto good = bundle::BundleReader::open(b.data(), b.size());
+    REQUIRE(good);
+    CHECK(good.value().check_unwind_rows(0));
+  }
+  const std::string dir = temp_dir() + "/s";
+  auto st = BundleStore::open(dir, true);
+  REQUIRE(st);
+  auto d = st.value().put(a);
+  REQUIRE(d);
+  auto rep = st.value().fsck();
+  REQUIRE(rep);
+  std::string errs;
+  for (const auto& e : rep.value().errors) errs += e + "\n";
+  INFO(errs);
+  CHECK(errs.find("module rows.so: bundle: module 0: unwind row 0x2f3c has kind 7") != std::string::npos);
+}
