@@ -5,6 +5,7 @@
 #include <elf.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -104,6 +105,8 @@ std::vector<CoreMappedFile> mapped_files_from_link_map(const CoreFile& core, con
   uint64_t lm = 0;
   if (r_debug == 0 || !rd.word(r_debug + rd.w, &lm)) return out;  // int r_version, then r_map
   std::set<uint64_t> seen;
+  // One open per file: a hostile link map may name one large file in all of its entries.
+  std::map<std::string, std::optional<std::vector<ProgramHeader>>> opened;
   for (int i = 0; i < kMaxObjects && lm != 0 && seen.insert(lm).second; i++) {
     // struct link_map { l_addr; l_name; l_ld; l_next; l_prev; }
     uint64_t l_addr, l_name, l_next;
@@ -111,7 +114,12 @@ std::vector<CoreMappedFile> mapped_files_from_link_map(const CoreFile& core, con
     lm = l_next;
     auto name = l_name ? core.read_string(l_name, kMaxName) : std::nullopt;
     if (!name || name->empty() || (*name)[0] != '/') continue;  // the program itself, the vDSO
-    if (auto f = open_file(*name)) add_loads(f->phdrs, l_addr, *name, &out);
+    auto it = opened.find(*name);
+    if (it == opened.end()) {
+      auto f = open_file(*name);
+      it = opened.emplace(*name, f ? std::optional(std::move(f->phdrs)) : std::nullopt).first;
+    }
+    if (it->second) add_loads(*it->second, l_addr, *name, &out);
   }
   return out;
 }
