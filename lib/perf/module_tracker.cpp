@@ -3,6 +3,7 @@
 #include "perf/module_tracker.hpp"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,7 +22,8 @@ constexpr size_t kMaxLists = size_t{1} << 20;
 // 40-byte FORK copies its parent's mappings, a mmap + sample pair makes a new list of them all.
 constexpr size_t kMaxTotalMappings = size_t{1} << 20;
 constexpr size_t kMaxTotalListModules = size_t{1} << 22;
-constexpr size_t kMaxModuleFiles = 8192;  // each open file is mapped: stay far below vm.max_map_count
+constexpr size_t kMaxModuleFiles = 8192;   // each open file is mapped: stay far below vm.max_map_count
+constexpr size_t kMaxModulePaths = 65536;  // spellings (sharing the files they name)
 
 std::string strip_deleted(const std::string& p) {
   static const std::string kSuffix = " (deleted)";
@@ -172,15 +174,35 @@ const ModuleTracker::FileInfo& ModuleTracker::file(const std::string& path) {
   auto it = files_.find(path);
   if (it != files_.end()) return it->second;
   FileInfo fi;
-  if (files_.size() >= kMaxModuleFiles) {
-    warn_once("more than 8192 distinct module paths: further modules are not opened");
-    static const FileInfo kNone;
+  static const FileInfo kNone;
+  if (files_.size() >= kMaxModulePaths) {
+    warn_once("more than 65536 distinct module paths: further modules are not opened");
     return kNone;
   }
   if (open_files_) {
-    auto img = elf::ElfImage::open(join_root(root_, path));
-    if (img.ok()) fi.image = img.value();
-    else warn_once("module " + path + ": " + img.error().message);
+    // The file a spelling names, by identity first: another spelling of it shares its image.
+    const std::string host = join_root(root_, path);
+    struct stat st;
+    if (stat(host.c_str(), &st) == 0) {
+      auto same = images_.find({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                                static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+                                    static_cast<uint64_t>(st.st_mtim.tv_nsec)});
+      if (same != images_.end()) fi.image = same->second;
+    }
+    if (fi.image == nullptr) {
+      if (images_.size() >= kMaxModuleFiles) {
+        warn_once("more than 8192 distinct module files: further modules are not opened");
+        return kNone;
+      }
+      auto img = elf::ElfImage::open(host);
+      if (img.ok()) {
+        fi.image = img.value();
+        if (const FileIdentity* id = fi.image->file_identity())
+          images_.emplace(std::make_tuple(id->dev, id->ino, id->mtime_ns), fi.image);
+      } else {
+        warn_once("module " + path + ": " + img.error().message);
+      }
+    }
   }
   return files_.emplace(path, std::move(fi)).first->second;
 }

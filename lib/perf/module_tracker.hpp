@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/types.hpp"
@@ -29,7 +30,9 @@ struct ModuleList {
 /// turns them into module lists (identity and load bias from the module files,
 /// opened once per path as `root + path`). Identical lists share one id.
 /// Bounded: at most 65536 mappings per process, 2^20 in all, 2^20 lists of 2^22 modules in
-/// all, 8192 module files opened (each limit warned about once).
+/// all, 8192 module files opened — one per file: spellings of one file ("//lib/x.so",
+/// "/./lib/x.so") share it, found by (dev, inode, mtime) — and 65536 spellings (each limit
+/// warned about once).
 class ModuleTracker {
  public:
   /// `recorded_ids`: build-ids the recording holds per path (perf.data HEADER_BUILD_ID),
@@ -81,7 +84,9 @@ class ModuleTracker {
   std::map<uint32_t, Proc> procs_;
   size_t total_maps_ = 0;    ///< mappings of all procs_
   size_t list_modules_ = 0;  ///< modules of all lists_
-  std::map<std::string, FileInfo> files_;
+  std::map<std::string, FileInfo> files_;  ///< by spelling
+  /// Opened files by identity (dev, inode, mtime in ns): one open per file, whatever its spellings.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::shared_ptr<elf::ElfImage>> images_;
   std::vector<std::shared_ptr<const ModuleList>> lists_;
   std::map<uint64_t, std::vector<uint32_t>> lists_by_hash_;
   std::string warnings_;

@@ -3,6 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
 
 #include <map>
 #include <string>
@@ -86,4 +90,41 @@ TEST_CASE("module tracker: forks and mmaps cannot multiply mappings without boun
   CHECK(full == 255);
   CHECK(empty == 300 - 255);
   CHECK_THAT(t.warnings(), Catch::Contains("forked children start without modules"));
+}
+
+TEST_CASE("module tracker: spellings of one file share one open", "[perf][tracker][hostile]") {
+  // review of module_tracker.cpp: files were cached by spelling, so "//x", "/./x", ... each opened
+  // and mapped the file again, and 8192 spellings used up the limit on opened files. Now 9000
+  // spellings of this test's own executable open it once: every module has its build-id (readelf
+  // -n's, the oracle) and no limit is reached.
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  REQUIRE(n > 0);
+  exe[n] = 0;
+  std::string want;
+  {
+    FILE* p = popen(("readelf -n '" + std::string(exe) + "'").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char line[512];
+    while (fgets(line, sizeof line, p))
+      if (const char* b = strstr(line, "Build ID: ")) want.assign(b + 10, strcspn(b + 10, "\n"));
+    pclose(p);
+  }
+  REQUIRE(want.size() == 40);
+  ModuleTracker t("", {}, {});
+  constexpr uint64_t kSpellings = 9000;
+  for (uint64_t i = 0; i < kSpellings; i++) {
+    // "/" repeated, then "./" repeated: every spelling names the same file.
+    std::string spelled(1 + i % 100, '/');
+    for (uint64_t k = 0; k < i / 100; k++) spelled += "./";
+    spelled += std::string(exe).substr(1);
+    t.on_mmap(mmap_rec(1, 0x10000000 + i * 0x2000, 0x1000, 0, true, spelled));
+  }
+  const auto& mods = t.lists()[t.list_for(1)]->modules;
+  REQUIRE(mods.size() == kSpellings);
+  size_t with_id = 0;
+  for (const auto& m : mods) with_id += m.build_id.hex() == want;
+  CHECK(with_id == kSpellings);
+  CHECK(t.warnings().find("limit") == std::string::npos);
+  CHECK(t.warnings().find("further modules are not opened") == std::string::npos);
 }
