@@ -67,12 +67,17 @@ uint64_t user_limit(Arch a) { return a == Arch::kMips32 ? 0x80000000ull : (1ull 
 Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::mt19937_64& rng,
                    const std::vector<std::pair<uint64_t, uint64_t>>& stay) {
   const uint64_t limit = user_limit(s.arch);
-  // Memory regions that do not move: those not inside any module range.
+  // Memory regions that do not move: those not inside any module range (the module ranges, sorted:
+  // a binary search per region, not a scan of every module).
+  std::vector<std::pair<uint64_t, uint64_t>> mod_ranges;
+  for (const auto& g : groups) mod_ranges.insert(mod_ranges.end(), g.ranges.begin(), g.ranges.end());
+  std::sort(mod_ranges.begin(), mod_ranges.end());
   auto inside_module = [&](const memory::MemoryRegion& r) {
-    for (const auto& g : groups)
-      for (auto [a, b] : g.ranges)
-        if (r.addr >= a && r.addr + r.bytes.size() <= b) return true;
-    return false;
+    // Ranges do not overlap (a snapshot's modules do not): only the last one starting at or
+    // before the region can hold it.
+    auto it = std::upper_bound(mod_ranges.begin(), mod_ranges.end(), r.addr,
+                               [](uint64_t v, const std::pair<uint64_t, uint64_t>& x) { return v < x.first; });
+    return it != mod_ranges.begin() && r.addr + r.bytes.size() <= std::prev(it)->second;
   };
   std::vector<std::pair<uint64_t, uint64_t>> fixed = stay;
   for (const auto& r : s.memory)
@@ -174,12 +179,16 @@ Status reinsert_modules(memory::Snapshot& s, const std::vector<size_t>& order) {
   // store): indices past this one's are skipped and its extra modules follow in their order.
   std::vector<memory::SnapshotModule> mods = std::move(s.modules);
   s.modules.clear();
+  std::vector<memory::SnapshotModule> in;
+  in.reserve(mods.size());
+  std::vector<bool> taken(mods.size(), false);
   for (size_t i : order)
-    if (i < mods.size())
-      if (Status st = s.add_module(mods[i]); !st) return st;
-  for (size_t i = order.size(); i < mods.size(); ++i)
-    if (Status st = s.add_module(mods[i]); !st) return st;
-  return {};
+    if (i < mods.size() && !taken[i]) {
+      taken[i] = true;
+      in.push_back(mods[i]);
+    }
+  for (size_t i = order.size(); i < mods.size(); ++i) in.push_back(mods[i]);
+  return s.set_modules(std::move(in));
 }
 
 // ---------------------------------------------------------------- compare

@@ -313,7 +313,10 @@ Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len) {
   return {};
 }
 
-Status Snapshot::add_module(SnapshotModule m) {
+namespace {
+
+/// add_module's checks of one module on its own (not against the others).
+Status check_module(const SnapshotModule& m) {
   if (m.start >= m.end)
     return make_error(SPROV_ERR_INVALID_ARG,
                       "module '%s' has an empty or inverted range [0x%" PRIx64 ", 0x%" PRIx64 ")",
@@ -326,22 +329,40 @@ Status Snapshot::add_module(SnapshotModule m) {
   if (m.build_id.len > BuildId::kMax)
     return make_error(SPROV_ERR_INVALID_ARG, "module '%s' build-id length %u exceeds %zu",
                       m.path.c_str(), unsigned{m.build_id.len}, BuildId::kMax);
+  return {};
+}
+
+Error overlap(const SnapshotModule& m, const SnapshotModule& other) {
+  return make_error(SPROV_ERR_INVALID_ARG,
+                    "module [0x%" PRIx64 ", 0x%" PRIx64 ") overlaps module [0x%" PRIx64 ", 0x%" PRIx64 ")",
+                    m.start, m.end, other.start, other.end);
+}
+
+}  // namespace
+
+Status Snapshot::add_module(SnapshotModule m) {
+  if (Status st = check_module(m); !st) return st;
   if (modules.size() >= kMaxModules)
     return make_error(SPROV_ERR_LIMIT, "snapshot already holds %zu modules (limit %u)",
                       modules.size(), kMaxModules);
   auto it = std::upper_bound(modules.begin(), modules.end(), m.start,
                              [](uint64_t a, const SnapshotModule& x) { return a < x.start; });
-  if (it != modules.begin() && (it - 1)->end > m.start)
-    return make_error(SPROV_ERR_INVALID_ARG,
-                      "module [0x%" PRIx64 ", 0x%" PRIx64 ") overlaps module [0x%" PRIx64
-                      ", 0x%" PRIx64 ")",
-                      m.start, m.end, (it - 1)->start, (it - 1)->end);
-  if (it != modules.end() && it->start < m.end)
-    return make_error(SPROV_ERR_INVALID_ARG,
-                      "module [0x%" PRIx64 ", 0x%" PRIx64 ") overlaps module [0x%" PRIx64
-                      ", 0x%" PRIx64 ")",
-                      m.start, m.end, it->start, it->end);
+  if (it != modules.begin() && (it - 1)->end > m.start) return overlap(m, *(it - 1));
+  if (it != modules.end() && it->start < m.end) return overlap(m, *it);
   modules.insert(it, std::move(m));
+  return {};
+}
+
+Status Snapshot::set_modules(std::vector<SnapshotModule> mods) {
+  modules.clear();
+  if (mods.size() > kMaxModules)
+    return make_error(SPROV_ERR_LIMIT, "snapshot already holds %u modules (limit %u)", kMaxModules, kMaxModules);
+  for (const SnapshotModule& m : mods)
+    if (Status st = check_module(m); !st) return st;
+  std::stable_sort(mods.begin(), mods.end(), [](const SnapshotModule& a, const SnapshotModule& b) { return a.start < b.start; });
+  for (size_t i = 1; i < mods.size(); ++i)
+    if (mods[i - 1].end > mods[i].start) return overlap(mods[i], mods[i - 1]);
+  modules = std::move(mods);
   return {};
 }
 

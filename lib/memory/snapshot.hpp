@@ -67,6 +67,10 @@ struct Snapshot {
   Status add_memory(uint64_t addr, const void* bytes, size_t len);
   /// Inserts a module keeping `modules` sorted; rejects overlaps.
   Status add_module(SnapshotModule m);
+  /// Replaces the module list with `mods` in any order, as add_module of each would (the same
+  /// checks and errors), in O(n log n) rather than n inserts into a sorted vector. On an error
+  /// the list is left empty.
+  Status set_modules(std::vector<SnapshotModule> mods);
   /// XXH3 of the module list (ranges, offsets, biases, paths, build-ids): two
   /// snapshots of the same process state have equal hashes. Deterministic.
   uint64_t module_list_hash() const;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -356,4 +357,35 @@ TEST_CASE("SnapshotReader handles regions at the top of the address space") {
   REQUIRE(r.read(~uint64_t{0} - 16, out, 16));
   REQUIRE(std::memcmp(out, x.data(), 16) == 0);
   REQUIRE_FALSE(r.read(~uint64_t{0} - 8, out, 16));
+}
+
+TEST_CASE("Snapshot::set_modules agrees with add_module of each, in any order", "[snapshot]") {
+  // set_modules (trace replay's reinsert, O(n log n)) against n add_module calls (the oracle):
+  // the same sorted list, or an error exactly when one of the inserts fails.
+  std::mt19937_64 rng(20261126);
+  for (int round = 0; round < 500; ++round) {
+    std::vector<SnapshotModule> mods;
+    const size_t n = 1 + rng() % 40;
+    for (size_t i = 0; i < n; ++i) {
+      SnapshotModule m;
+      m.start = (rng() % 200) * 0x1000;
+      m.end = m.start + (1 + rng() % (round % 3 == 0 ? 4 : 1)) * 0x1000 - (rng() % 50 == 0 ? 0x1000 : 0);
+      m.path = "/m" + std::to_string(i);
+      mods.push_back(m);
+    }
+    Snapshot a, b;
+    bool ok = true;
+    for (const auto& m : mods) ok = ok && a.add_module(m).ok();
+    stackprov::Status st = b.set_modules(mods);
+    REQUIRE(st.ok() == ok);
+    if (ok) {
+      REQUIRE(a.modules.size() == b.modules.size());
+      for (size_t i = 0; i < a.modules.size(); ++i) {
+        CHECK(a.modules[i].start == b.modules[i].start);
+        CHECK(a.modules[i].path == b.modules[i].path);
+      }
+    } else {
+      CHECK(b.modules.empty());
+    }
+  }
 }
