@@ -83,6 +83,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
   // The vDSO (and any module given as memory) is parsed from the snapshot's bytes.
   if (m.path == "[vdso]") {
     ModuleKey key;
+    key.source = ModuleKey::kMemory;
     key.build_id = m.build_id;
     auto loader = [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
       std::vector<uint8_t> bytes;  // sized after the size check: a hostile snapshot's [vdso] may claim GiBs
@@ -92,6 +93,10 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                           static_cast<unsigned long long>(m.start));
       auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");
       if (!img.ok()) return std::move(img).error();
+      if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
+        return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "[vdso] at 0x%llx has build-id %s, the module list says %s",
+                          static_cast<unsigned long long>(m.start), img.value()->build_id().hex().c_str(),
+                          m.build_id.hex().c_str());
       ctx->modules_loaded++;
       return unwind::LoadedModule::load(img.value(), dopts);
     };
@@ -104,6 +109,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
       return make_error(SPROV_ERR_NOT_FOUND, "module %s has no build-id in the snapshot: offline, no bundle can be "
                         "looked up", m.path.c_str());
     ModuleKey key;
+    key.source = ModuleKey::kBundle;
     key.build_id = m.build_id;
     return ctx->modules.acquire(key, [&] { return load_from_bundle(ctx, snap, m); });
   }
@@ -111,22 +117,25 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                            : !module_root.empty() ? join_root(module_root, m.path)
                                                   : ctx->ctx.host_path(m.path);
   // The file the capture read (its identity recorded then): the cache answers without a stat,
-  // after the target has exited too, and a file opened now must be that one. Otherwise the
-  // file the path names now.
+  // after the target has exited too. On a miss, and for modules without a recorded identity, the
+  // file the path names now, keyed by its own identity (a file that replaced the captured one is
+  // used only with the captured build-id, and never under the captured identity); without a
+  // build-id, only the captured file itself.
   Result<ModuleKey> key = ModuleKey{};
   if (m.file.known()) {
     key.value().build_id = m.build_id;
     key.value().dev = m.file.dev;
     key.value().inode = m.file.ino;
     key.value().mtime_ns = m.file.mtime_ns;
-  } else {
-    key = module_key_for_file(host, m.build_id);
   }
+  if (!m.file.known() || (!m.build_id.empty() && !ctx->modules.contains(key.value())))
+    key = module_key_for_file(host, m.build_id);
   if (!key.ok()) {
     // A missing file with a bundle store configured: the module's bundle instead (by build-id).
     const int code = key.error().code;
     if ((code == -ENOENT || code == -ENOTDIR) && ctx->ctx.config().has_bundle_store && !m.build_id.empty()) {
       ModuleKey bkey;
+      bkey.source = ModuleKey::kBundle;
       bkey.build_id = m.build_id;
       auto b = ctx->modules.acquire(bkey, [&] { return load_from_bundle(ctx, snap, m); });
       if (b.ok()) return b;
@@ -149,7 +158,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     const ModuleKey& k = key.value();
     if (fid == nullptr || fid->dev != k.dev || fid->ino != k.inode || fid->mtime_ns != k.mtime_ns)
       return make_error(SPROV_ERR_IO, "%s is no longer the file %s (it was replaced)", host.c_str(),
-                        m.file.known() ? "captured" : "being opened");
+                        m.file.known() && m.build_id.empty() ? "captured" : "being opened");
     if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
       return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, snapshot expects %s",
                         host.c_str(), img.value()->build_id().hex().c_str(), m.build_id.hex().c_str());

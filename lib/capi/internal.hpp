@@ -47,7 +47,9 @@ struct sprov_snapshot {
   uint64_t modules_key() const {
     uint64_t h = module_hash.load(std::memory_order_relaxed);
     if (h == 0) {
-      h = snap.module_list_hash();
+      // The files read too (not serialized, so not in module_list_hash): two lists naming the same
+      // paths and build-ids over different files must not share an unwinder's module table.
+      h = snap.module_list_hash() ^ (snap.module_files_hash() * 0x9e3779b97f4a7c15ull);
       module_hash.store(h, std::memory_order_relaxed);
     }
     return h;

@@ -20,13 +20,14 @@ void put_le64(uint8_t* p, uint64_t v) {
 
 size_t ModuleKeyHash::operator()(const ModuleKey& k) const noexcept {
   const size_t n = k.build_id.len <= BuildId::kMax ? k.build_id.len : BuildId::kMax;
-  uint8_t b[BuildId::kMax + 25];
+  uint8_t b[BuildId::kMax + 26];
   b[0] = static_cast<uint8_t>(n);  // the length first: no build-id's bytes read as another's file identity
   std::memcpy(b + 1, k.build_id.bytes, n);
   put_le64(b + 1 + n, k.dev);
   put_le64(b + 9 + n, k.inode);
   put_le64(b + 17 + n, k.mtime_ns);
-  return static_cast<size_t>(XXH3_64bits_withSeed(b, n + 25, kKeySeed));
+  b[25 + n] = static_cast<uint8_t>(k.source);
+  return static_cast<size_t>(XXH3_64bits_withSeed(b, n + 26, kKeySeed));
 }
 
 Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id) {

@@ -26,6 +26,10 @@ namespace stackprov {
 /// in the entry that every process mapping the real library then uses. Processes mapping one
 /// file share its entry. Never a path or a version string.
 struct ModuleKey {
+  /// Where the module's bytes come from: entries from different sources never share (a target's
+  /// vDSO copy, which it can rewrite, must not stand for a bundle of the same build-id).
+  enum Source : uint8_t { kFile = 0, kBundle = 1, kMemory = 2 };
+  Source source = kFile;
   BuildId build_id;
   uint64_t dev = 0;
   uint64_t inode = 0;
@@ -33,7 +37,8 @@ struct ModuleKey {
 
   bool has_file() const { return dev != 0 || inode != 0 || mtime_ns != 0; }
   bool operator==(const ModuleKey& o) const {
-    return build_id == o.build_id && dev == o.dev && inode == o.inode && mtime_ns == o.mtime_ns;
+    return source == o.source && build_id == o.build_id && dev == o.dev && inode == o.inode &&
+           mtime_ns == o.mtime_ns;
   }
   bool operator!=(const ModuleKey& o) const { return !(*this == o); }
 };

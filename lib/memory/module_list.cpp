@@ -2,12 +2,16 @@
 // Building a snapshot's module list from a maps listing: identities (build-ids) and load biases.
 #include "memory/module_list.hpp"
 
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 
 #include "core/context.hpp"
 #include "elf/elf_image.hpp"
@@ -23,18 +27,28 @@ std::string strip_deleted(const std::string& p) {
   return p;
 }
 
-/// Whether `img` was read from the file `e` maps: same inode, and same device unless the file
-/// system stacks (overlayfs: maps names the underlying file's device, stat the overlay's).
-bool is_mapped_file(const elf::ElfImage& img, const MapsEntry& e) {
-  const FileIdentity* id = img.file_identity();
-  if (id == nullptr || e.inode == 0) return true;  // nothing to compare
-  return id->ino == e.inode;
-}
-
 bool same_device(const elf::ElfImage& img, const MapsEntry& e) {
   const FileIdentity* id = img.file_identity();
   return id != nullptr && major(static_cast<dev_t>(id->dev)) == e.dev_major &&
          minor(static_cast<dev_t>(id->dev)) == e.dev_minor;
+}
+
+/// File systems whose files stat with another device than the one maps names: overlayfs (maps
+/// names the underlying file's device, stat the overlay's) and btrfs (stat names the subvolume's
+/// device, maps the file system's).
+bool device_may_differ(const std::string& path) {
+  constexpr long kOverlayfsMagic = 0x794c7630, kBtrfsMagic = 0x9123683e;
+  struct statfs fs;
+  return statfs(path.c_str(), &fs) == 0 && (fs.f_type == kOverlayfsMagic || fs.f_type == kBtrfsMagic);
+}
+
+/// Whether `img`, opened as `path`, was read from the file `e` maps: the same inode, on the same
+/// device unless `path`'s file system stacks (device_may_differ). A target's own FUSE or tmpfs
+/// mount choosing the inode number is on another device.
+bool is_mapped_file(const elf::ElfImage& img, const MapsEntry& e, const std::string& path) {
+  const FileIdentity* id = img.file_identity();
+  if (id == nullptr || e.inode == 0) return true;  // nothing to compare
+  return id->ino == e.inode && (same_device(img, e) || device_may_differ(path));
 }
 
 std::string describe(const elf::ElfImage& img, const MapsEntry& e) {
@@ -55,6 +69,10 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
     std::string error;
   };
   std::map<std::string, Opened> opened;  // one open per file
+  // The mappings' own files (/proc/PID/map_files), by the maps line's (device, inode): one open
+  // per file however many mappings of it a target makes; a path warned about once.
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Opened> exact_files;
+  std::set<std::string> left_out;
   for (const MapsEntry& e : maps) {
     if (!e.executable) continue;
     SnapshotModule m;
@@ -83,20 +101,32 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
         it = opened.emplace(host, img.ok() ? Opened{img.value(), {}} : Opened{nullptr, img.error().message}).first;
       }
       std::shared_ptr<elf::ElfImage> img = it->second.image;
-      if (live_pid != 0 && e.inode != 0 && (img == nullptr || !is_mapped_file(*img, e))) {
+      if (live_pid != 0 && e.inode != 0 && (img == nullptr || !is_mapped_file(*img, e, host))) {
         // The path names another file than the one mapped, or none (deleted since): the mapping's
-        // own file, or nothing.
+        // own file (its inode is checked; its device may be a btrfs subvolume's), or nothing.
         char mf[96];
-        std::snprintf(mf, sizeof mf, "/proc/%" PRId64 "/map_files/%" PRIx64 "-%" PRIx64, live_pid, e.start, e.end);
-        auto exact = elf::ElfImage::open(mf);
-        if (exact.ok() && is_mapped_file(*exact.value(), e) && same_device(*exact.value(), e)) {
-          img = exact.value();
+        if (live_pid == static_cast<int64_t>(getpid()))
+          std::snprintf(mf, sizeof mf, "/proc/self/map_files/%" PRIx64 "-%" PRIx64, e.start, e.end);
+        else
+          std::snprintf(mf, sizeof mf, "/proc/%" PRId64 "/map_files/%" PRIx64 "-%" PRIx64, live_pid, e.start, e.end);
+        auto key = std::make_tuple(e.dev_major, e.dev_minor, e.inode);
+        auto ex = exact_files.find(key);
+        if (ex == exact_files.end()) {
+          auto exact = elf::ElfImage::open(mf);
+          Opened o;
+          if (!exact.ok()) o.error = exact.error().message;
+          else if (exact.value()->file_identity() == nullptr || exact.value()->file_identity()->ino != e.inode)
+            o.error = "another file";
+          else o.image = exact.value();
+          ex = exact_files.emplace(key, std::move(o)).first;
+        }
+        if (ex->second.image != nullptr) {
+          img = ex->second.image;
           m.open_path = mf;
         } else if (img != nullptr) {
-          if (warnings)
+          if (warnings && left_out.insert(m.path).second)
             *warnings += "module " + m.path + ": the file at this path is not the one mapped (" + describe(*img, e) +
-                         ") and " + mf + " cannot be read (" + (exact.ok() ? "another file" : exact.error().message) +
-                         "): left out\n";
+                         ") and " + mf + " cannot be read (" + ex->second.error + "): left out\n";
           continue;
         }
       }

@@ -366,6 +366,29 @@ Status Snapshot::set_modules(std::vector<SnapshotModule> mods) {
   return {};
 }
 
+uint64_t Snapshot::module_files_hash() const {
+  bool any = !module_root.empty();
+  for (const SnapshotModule& m : modules) any = any || m.file.known() || !m.open_path.empty();
+  if (!any) return 0;
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  std::vector<uint8_t> rec;
+  Writer w(rec);
+  w.u32(static_cast<uint32_t>(module_root.size()));
+  w.bytes(module_root.data(), module_root.size());
+  XXH3_64bits_update(&state, rec.data(), rec.size());
+  for (const SnapshotModule& m : modules) {
+    rec.clear();
+    w.u64(m.file.dev);
+    w.u64(m.file.ino);
+    w.u64(m.file.mtime_ns);
+    w.u32(static_cast<uint32_t>(m.open_path.size()));
+    w.bytes(m.open_path.data(), m.open_path.size());
+    XXH3_64bits_update(&state, rec.data(), rec.size());
+  }
+  return XXH3_64bits_digest(&state);
+}
+
 uint64_t Snapshot::module_list_hash() const {
   // Each field is fed in a fixed little-endian encoding (the serialized module
   // record), so the hash is independent of the host and of struct padding.

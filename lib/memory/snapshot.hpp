@@ -71,6 +71,9 @@ struct Snapshot {
   /// checks and errors), in O(n log n) rather than n inserts into a sorted vector. On an error
   /// the list is left empty.
   Status set_modules(std::vector<SnapshotModule> mods);
+  /// XXH3 of what module_list_hash leaves out (not serialized): module_root and each module's
+  /// file identity and open_path. 0 when none is set.
+  uint64_t module_files_hash() const;
   /// XXH3 of the module list (ranges, offsets, biases, paths, build-ids): two
   /// snapshots of the same process state have equal hashes. Deterministic.
   uint64_t module_list_hash() const;

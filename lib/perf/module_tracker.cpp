@@ -235,6 +235,8 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
         if (!recorded.empty() && recorded != m.build_id)
           warn_once("module " + e.path + ": build-id mismatch: recording has " + recorded.hex() + ", file has " +
                     m.build_id.hex());
+        else if (fi.image->file_identity() != nullptr)
+          m.file = *fi.image->file_identity();  // the file read: later loads key the cache by it, no stat
       }
       if (!recorded.empty()) m.build_id = recorded;
     }

@@ -77,6 +77,14 @@ TEST_CASE("ModuleKey: the build-id and the file identity both count") {
   REQUIRE(file_key(1) != f1);  // the same file without and with a build-id
   REQUIRE(h(file_key(1)) != h(file_key(2)));
   REQUIRE(h(a) != h(id_key("0011223345")));
+  // One build-id from a bundle, from memory (a vDSO copy the target can rewrite) and from a file:
+  // three entries.
+  ModuleKey bun = a, mem = a;
+  bun.source = ModuleKey::kBundle;
+  mem.source = ModuleKey::kMemory;
+  REQUIRE(bun != a);
+  REQUIRE(mem != bun);
+  REQUIRE(h(bun) != h(mem));
 }
 
 TEST_CASE("module_key_for_file keys the build-id and the file identity") {
