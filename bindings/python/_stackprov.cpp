@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli/utf8.hpp"  // header-only: the CLI's UTF-8 check
 #include "stackprov/bundle.h"
 #include "stackprov/stackprov.h"
 #include "stackprov/symbol_bundle.h"
@@ -64,19 +65,7 @@ std::string str(const char* s) {
   std::string out;
   out.reserve(v.size());
   for (size_t i = 0; i < v.size();) {
-    const auto b0 = static_cast<unsigned char>(v[i]);
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range (Unicode table 3-7)
-    if (b0 < 0x80) n = 1;
-    else if (b0 >= 0xc2 && b0 <= 0xdf) n = 2;
-    else if (b0 >= 0xe0 && b0 <= 0xef) n = 3, lo = b0 == 0xe0 ? 0xa0 : 0x80, hi = b0 == 0xed ? 0x9f : 0xbf;
-    else if (b0 >= 0xf0 && b0 <= 0xf4) n = 4, lo = b0 == 0xf0 ? 0x90 : 0x80, hi = b0 == 0xf4 ? 0x8f : 0xbf;
-    bool ok = n != 0 && v.size() - i >= n;
-    for (size_t k = 1; ok && k < n; k++) {
-      const auto b = static_cast<unsigned char>(v[i + k]);
-      ok = b >= (k == 1 ? lo : 0x80) && b <= (k == 1 ? hi : 0xbf);
-    }
-    if (ok) {
+    if (const size_t n = stackprov_cli::utf8_sequence(v, i); n != 0) {
       out.append(v.substr(i, n));
       i += n;
     } else {

@@ -30,6 +30,11 @@ size_t ModuleKeyHash::operator()(const ModuleKey& k) const noexcept {
   return static_cast<size_t>(XXH3_64bits_withSeed(b, n + 26, kKeySeed));
 }
 
+FileIdentity file_identity_of(const struct ::stat& st) {
+  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                      static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+}
+
 Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id) {
   ModuleKey key;
   key.build_id = id;
@@ -38,10 +43,10 @@ Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id
     const int err = errno;
     return make_error(-err, "stat '%s': %s", path.c_str(), strerror(err));
   }
-  key.dev = static_cast<uint64_t>(st.st_dev);
-  key.inode = static_cast<uint64_t>(st.st_ino);
-  key.mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
-                 static_cast<uint64_t>(st.st_mtim.tv_nsec);
+  const FileIdentity file = file_identity_of(st);
+  key.dev = file.dev;
+  key.inode = file.ino;
+  key.mtime_ns = file.mtime_ns;
   return key;
 }
 

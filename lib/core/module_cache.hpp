@@ -16,6 +16,8 @@
 #include "core/error.hpp"
 #include "core/types.hpp"
 
+struct stat;
+
 namespace stackprov {
 
 /// Identity of a module's contents: the build-id and the file identity (dev, inode, mtime in ns)
@@ -47,6 +49,9 @@ struct ModuleKey {
 struct ModuleKeyHash {
   size_t operator()(const ModuleKey& k) const noexcept;
 };
+
+/// The identity stat(2)/fstat(2) gave for a file.
+FileIdentity file_identity_of(const struct ::stat& st);
 
 /// Key for the file at `path`: `id` (may be empty) and the file's identity from stat(2). Errors:
 /// negative errno naming the path. Whoever then opens `path` checks that the file opened is the

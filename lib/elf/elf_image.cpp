@@ -2,6 +2,7 @@
 // ElfImage: maps an ELF file, parses its headers with libelf once, serves sections (decompressed lazily).
 #include "elf/elf_image.hpp"
 
+#include "core/module_cache.hpp"
 #include "core/once.hpp"
 #include "core/open_file.hpp"
 
@@ -387,9 +388,7 @@ Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
                       path.c_str(), static_cast<long long>(st.st_size));
   }
   impl->map_len = static_cast<size_t>(st.st_size);
-  impl->identity = FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                            static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
-                                static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+  impl->identity = file_identity_of(st);
   // Read-only shared pages. A foreign-byte-order file gets a private
   // writable (copy-on-write) mapping instead, so that no libelf conversion can
   // fault; the file itself is never written either way.

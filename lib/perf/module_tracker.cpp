@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/context.hpp"
+#include "core/module_cache.hpp"
 #include "core/module_map.hpp"
 #include "elf/elf_image.hpp"
 
@@ -184,9 +185,8 @@ const ModuleTracker::FileInfo& ModuleTracker::file(const std::string& path) {
     const std::string host = join_root(root_, path);
     struct stat st;
     if (stat(host.c_str(), &st) == 0) {
-      auto same = images_.find({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                                static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
-                                    static_cast<uint64_t>(st.st_mtim.tv_nsec)});
+      const FileIdentity id = file_identity_of(st);
+      auto same = images_.find({id.dev, id.ino, id.mtime_ns});
       if (same != images_.end()) fi.image = same->second;
     }
     if (fi.image == nullptr) {
