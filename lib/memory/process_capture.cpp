@@ -248,6 +248,7 @@ struct Tracee {
   int slot = -1;         // index into g_tracked; -1 when the list is full
   bool attached = false;
   bool stopped = false;
+  bool foreign = false;  // the tid was reused by another process before the seize: detached, not captured
   int inject_sig = 0;    // signal found at a signal-delivery-stop, re-injected on detach
 };
 
@@ -255,8 +256,8 @@ struct Tracee {
 /// detaches whatever is still attached.
 class Capturer {
  public:
-  Capturer(pid_t pid, pid_t only_tid, uint32_t max_stack, const WhileStopped& cb)
-      : pid_(pid), only_tid_(only_tid), max_stack_(max_stack), while_stopped_(cb) {}
+  Capturer(pid_t pid, pid_t only_tid, uint32_t max_stack, const WhileStopped& cb, const TaskLister& lister)
+      : pid_(pid), only_tid_(only_tid), max_stack_(max_stack), while_stopped_(cb), list_tasks_(lister) {}
   ~Capturer() { detach_all(); }
   Capturer(const Capturer&) = delete;
   Capturer& operator=(const Capturer&) = delete;
@@ -280,6 +281,7 @@ class Capturer {
   static constexpr uint64_t kMaxTotalStackBytes = uint64_t{1} << 30;
   uint64_t stack_budget_ = kMaxTotalStackBytes;
   const WhileStopped& while_stopped_;
+  const TaskLister& list_tasks_;
   std::deque<Tracee> tracees_;  // a deque: Tracee* stay valid as threads are added
   std::set<pid_t> seen_;
   std::string warnings_;
@@ -315,7 +317,7 @@ Status Capturer::check_target() {
   pid_t ppid = 0;
   const char state = task_state(pid_, pid_, &ppid);
   if (state == 'Z' || state == 'X') {
-    auto tids = list_tasks(pid_);
+    auto tids = list_tasks_(pid_);
     bool all_dead = true;
     if (tids.ok())
       for (pid_t t : tids.value()) {
@@ -361,6 +363,18 @@ Status Capturer::seize(pid_t tid, bool first) {
   Tracee t;
   t.tid = tid;
   t.attached = true;
+  // Attached, the tid cannot be reused until this tracer reaps it; before the seize it could have
+  // been (the thread listed exited and another process got its number). Such a thread is stopped
+  // and detached like the others, and never captured.
+  struct stat st;
+  const std::string task_dir = "/proc/" + std::to_string(pid_) + "/task/" + std::to_string(tid);
+  if (stat(task_dir.c_str(), &st) != 0) {
+    t.foreign = true;
+    const std::string tgid = status_field(tid, "Tgid");
+    warn("thread %d: the tid now names a thread of another process (%s%s), not of process %d; detached, "
+         "not captured",
+         tid, tgid.empty() ? "process unknown" : "Tgid ", tgid.c_str(), pid_);
+  }
   const int n = static_cast<int>(tracees_.size());
   if (n < kMaxTracked) {
     t.slot = n;
@@ -437,7 +451,7 @@ Status Capturer::attach_all() {
   }
   bool first = true;
   for (int round = 0; round < kMaxRounds; round++) {
-    auto tids = list_tasks(pid_);
+    auto tids = list_tasks_(pid_);
     if (!tids.ok()) {
       if (first) return tids.error();
       warn("re-listing threads failed: %s", tids.error().message.c_str());
@@ -518,7 +532,7 @@ Result<ProcessCapture> Capturer::run() {
   if (g_caught_signal.load() != 0) return interrupted_error(pid_);
   std::vector<Tracee*> stopped;
   for (Tracee& t : tracees_)
-    if (t.attached && t.stopped) stopped.push_back(&t);
+    if (t.attached && t.stopped && !t.foreign) stopped.push_back(&t);
   if (stopped.empty()) {
     std::string w = warnings_;
     while (!w.empty() && w.back() == '\n') w.pop_back();
@@ -652,6 +666,11 @@ std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptr
 
 Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_stack_bytes,
                                        const WhileStopped& while_stopped) {
+  return capture_process(pid, only_tid, max_stack_bytes, while_stopped, TaskLister(list_tasks));
+}
+
+Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_stack_bytes,
+                                       const WhileStopped& while_stopped, const TaskLister& lister) {
   if (pid <= 0) return make_error(SPROV_ERR_INVALID_ARG, "invalid pid %d", pid);
   std::lock_guard<std::mutex> lock(g_capture_mutex);
   std::optional<Result<ProcessCapture>> result;
@@ -663,7 +682,7 @@ Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_s
       SignalGuard signals;
       // The module list and the walk while the target is stopped open each module file once.
       elf::ImageReuseScope reuse;
-      Capturer c(pid, only_tid, max_stack_bytes, while_stopped);
+      Capturer c(pid, only_tid, max_stack_bytes, while_stopped, lister ? lister : TaskLister(list_tasks));
       auto r = c.run();
       c.detach_all();
       if (r.ok()) {

@@ -57,6 +57,16 @@ using WhileStopped = std::function<void(Snapshot&, MemoryReader&)>;
 Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_stack_bytes,
                                        const WhileStopped& while_stopped);
 
+/// How the threads of a process are listed: the tids under /proc/PID/task, sorted.
+using TaskLister = std::function<Result<std::vector<pid_t>>(pid_t pid)>;
+
+/// capture_process with the thread listing supplied. A tid can be reused by another process
+/// between a listing and PTRACE_SEIZE; each seized tid is checked to be a thread of `pid` once
+/// attached (from then on it cannot be reused), and one that is not is detached, left out and
+/// named in the warnings. Tests pass a listing that names another process's thread to get there.
+Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_stack_bytes,
+                                       const WhileStopped& while_stopped, const TaskLister& list_tasks);
+
 /// What a user can act on when attaching fails with EPERM: Yama's ptrace_scope (named only when
 /// `yama_dir`, /proc/sys/kernel/yama, exists: kernels without Yama have classic ptrace
 /// permissions only), whether this process has CAP_SYS_PTRACE, an existing tracer (`tracer_pid`,

@@ -339,6 +339,43 @@ TEST_CASE("capture_process with a tid captures that thread only", "[process]") {
   close(resp_r);
 }
 
+TEST_CASE("capture_process leaves out a listed tid that another process reused before the seize", "[process]") {
+  Child target, other;
+  int ctl_w = -1, resp_r = -1, other_ctl = -1, other_resp = -1;
+  spawn_blocked(&target, 4, &ctl_w, &resp_r);
+  spawn_blocked(&other, 3, &other_ctl, &other_resp);
+  const std::vector<pid_t> tasks = task_ids(target.pid);
+  const std::vector<pid_t> other_tasks = task_ids(other.pid);
+  REQUIRE(other_tasks.size() == 3);
+  const pid_t reused = other_tasks[1];  // a thread of the other process, as a reused number would be
+  // The listing names the target's threads and the reused tid, as /proc/PID/task did just before
+  // that thread exited and its number went to the other process.
+  TaskLister lister = [&](pid_t pid) -> Result<std::vector<pid_t>> {
+    std::vector<pid_t> v = task_ids(pid);
+    v.push_back(reused);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto cap = capture_process(target.pid, 0, 64 * 1024, nullptr, lister);
+  REQUIRE(cap.ok());
+  std::vector<pid_t> captured;
+  for (const Snapshot& s : cap->threads) captured.push_back(static_cast<pid_t>(s.tid));
+  CHECK(captured == tasks);
+  INFO(cap->warnings);
+  CHECK(cap->warnings.find("thread " + std::to_string(reused) + ": the tid now names a thread of another process (Tgid " +
+                           std::to_string(other.pid) + ")") != std::string::npos);
+  // Both processes detached and running: the other one still answers.
+  CHECK(no_thread_traced(target.pid));
+  CHECK(no_thread_traced(other.pid));
+  for (int fd : {ctl_w, other_ctl}) REQUIRE(write(fd, "x", 1) == 1);
+  for (int fd : {resp_r, other_resp}) {
+    char a = 0;
+    CHECK(read_timeout(fd, &a, 1, 2000));
+    CHECK(a == 'A');
+  }
+  for (int fd : {ctl_w, resp_r, other_ctl, other_resp}) close(fd);
+}
+
 TEST_CASE("capture_process of a stopped process leaves it stopped", "[process]") {
   Child child;
   int ctl_w = -1, resp_r = -1;
