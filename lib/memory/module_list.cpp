@@ -62,6 +62,45 @@ std::string describe(const elf::ElfImage& img, const MapsEntry& e) {
 
 }  // namespace
 
+MappedFiles::MappedFiles(int64_t live_pid) : pid_(live_pid) {}
+MappedFiles::~MappedFiles() = default;
+
+MappedFiles::Choice MappedFiles::choose(const MapsEntry& e, std::shared_ptr<elf::ElfImage> by_path,
+                                        const std::string& host, const std::string& module_path) {
+  Choice c;
+  if (e.inode == 0 || (by_path != nullptr && is_mapped_file(*by_path, e, host))) {
+    c.image = std::move(by_path);
+    return c;
+  }
+  // The path names another file than the one mapped, or none (deleted since): the mapping's own
+  // file (its inode is checked; its device may be a btrfs subvolume's), or nothing.
+  char mf[96];
+  if (pid_ == static_cast<int64_t>(getpid()))
+    std::snprintf(mf, sizeof mf, "/proc/self/map_files/%" PRIx64 "-%" PRIx64, e.start, e.end);
+  else
+    std::snprintf(mf, sizeof mf, "/proc/%" PRId64 "/map_files/%" PRIx64 "-%" PRIx64, pid_, e.start, e.end);
+  auto key = std::make_tuple(e.dev_major, e.dev_minor, e.inode);
+  auto ex = exact_.find(key);
+  if (ex == exact_.end()) {
+    auto exact = elf::ElfImage::open(mf);
+    Exact o;
+    if (!exact.ok()) o.error = exact.error().message;
+    else if (exact.value()->file_identity() == nullptr || exact.value()->file_identity()->ino != e.inode)
+      o.error = "another file";
+    else o.image = exact.value();
+    ex = exact_.emplace(key, std::move(o)).first;
+  }
+  if (ex->second.image != nullptr) {
+    c.image = ex->second.image;
+    c.open_path = mf;
+  } else if (by_path != nullptr) {
+    c.left_out = true;
+    c.warning = "module " + module_path + ": the file at this path is not the one mapped (" + describe(*by_path, e) +
+                ") and " + mf + " cannot be read (" + ex->second.error + "): left out";
+  }
+  return c;
+}
+
 Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,
                              std::string* warnings, int64_t live_pid) {
   struct Opened {
@@ -69,9 +108,7 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
     std::string error;
   };
   std::map<std::string, Opened> opened;  // one open per file
-  // The mappings' own files (/proc/PID/map_files), by the maps line's (device, inode): one open
-  // per file however many mappings of it a target makes; a path warned about once.
-  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Opened> exact_files;
+  MappedFiles mapped(live_pid);
   std::set<std::string> left_out;
   for (const MapsEntry& e : maps) {
     if (!e.executable) continue;
@@ -101,33 +138,15 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
         it = opened.emplace(host, img.ok() ? Opened{img.value(), {}} : Opened{nullptr, img.error().message}).first;
       }
       std::shared_ptr<elf::ElfImage> img = it->second.image;
-      if (live_pid != 0 && e.inode != 0 && (img == nullptr || !is_mapped_file(*img, e, host))) {
-        // The path names another file than the one mapped, or none (deleted since): the mapping's
-        // own file (its inode is checked; its device may be a btrfs subvolume's), or nothing.
-        char mf[96];
-        if (live_pid == static_cast<int64_t>(getpid()))
-          std::snprintf(mf, sizeof mf, "/proc/self/map_files/%" PRIx64 "-%" PRIx64, e.start, e.end);
-        else
-          std::snprintf(mf, sizeof mf, "/proc/%" PRId64 "/map_files/%" PRIx64 "-%" PRIx64, live_pid, e.start, e.end);
-        auto key = std::make_tuple(e.dev_major, e.dev_minor, e.inode);
-        auto ex = exact_files.find(key);
-        if (ex == exact_files.end()) {
-          auto exact = elf::ElfImage::open(mf);
-          Opened o;
-          if (!exact.ok()) o.error = exact.error().message;
-          else if (exact.value()->file_identity() == nullptr || exact.value()->file_identity()->ino != e.inode)
-            o.error = "another file";
-          else o.image = exact.value();
-          ex = exact_files.emplace(key, std::move(o)).first;
-        }
-        if (ex->second.image != nullptr) {
-          img = ex->second.image;
-          m.open_path = mf;
-        } else if (img != nullptr) {
-          if (warnings && left_out.insert(m.path).second)
-            *warnings += "module " + m.path + ": the file at this path is not the one mapped (" + describe(*img, e) +
-                         ") and " + mf + " cannot be read (" + ex->second.error + "): left out\n";
+      if (live_pid != 0) {
+        MappedFiles::Choice c = mapped.choose(e, img, host, m.path);
+        if (c.left_out) {
+          if (warnings && left_out.insert(m.path).second) *warnings += c.warning + "\n";
           continue;
+        }
+        if (c.image != nullptr) {
+          img = c.image;
+          m.open_path = c.open_path;
         }
       }
       if (img == nullptr && first && warnings) *warnings += "module " + m.path + ": " + it->second.error + "\n";

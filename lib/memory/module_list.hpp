@@ -2,14 +2,57 @@
 // Building a snapshot's module list from a maps listing: identities (build-ids) and load biases.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/module_map.hpp"
 #include "memory/snapshot.hpp"
 
+namespace stackprov::elf {
+class ElfImage;
+}
+
 namespace stackprov::memory {
+
+/// The files a live process maps, each checked to be the file its maps line names: the same inode,
+/// on the same device unless the path's file system stacks (overlayfs, btrfs: their files stat
+/// with another device than maps names). A path that names another file (replaced or deleted
+/// since it was mapped, or swapped by the target) is read through /proc/PID/map_files/START-END,
+/// which is the mapped file (its inode checked), opened once per (device, inode). Where that
+/// cannot be opened (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) the module is to be left
+/// out rather than described by another file.
+class MappedFiles {
+ public:
+  /// `live_pid`: the process whose listing is checked (this process's own: /proc/self).
+  explicit MappedFiles(int64_t live_pid);
+  ~MappedFiles();
+  MappedFiles(const MappedFiles&) = delete;
+  MappedFiles& operator=(const MappedFiles&) = delete;
+
+  struct Choice {
+    std::shared_ptr<elf::ElfImage> image;  ///< the mapped file; null when none could be read
+    std::string open_path;                 ///< "/proc/PID/map_files/START-END" when read through it
+    bool left_out = false;                 ///< the path names another file and map_files is closed
+    std::string warning;                   ///< why it is left out (one line, no newline)
+  };
+  /// `by_path`: the image `host` (root + the listing's path) gave; null when it could not be opened.
+  /// A listing line without an inode is taken as it is.
+  Choice choose(const MapsEntry& e, std::shared_ptr<elf::ElfImage> by_path, const std::string& host,
+                const std::string& module_path);
+
+ private:
+  struct Exact {
+    std::shared_ptr<elf::ElfImage> image;  // null: `error`
+    std::string error;
+  };
+  int64_t pid_;
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Exact> exact_;  ///< by the listing's (major, minor, inode)
+};
 
 /// Adds every executable file mapping of `maps` to `s.modules`, plus the vDSO
 /// (parsed from `s`'s memory, so its bytes must already have been added).

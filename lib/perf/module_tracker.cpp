@@ -12,6 +12,7 @@
 #include "core/module_cache.hpp"
 #include "core/module_map.hpp"
 #include "elf/elf_image.hpp"
+#include "memory/module_list.hpp"
 
 namespace stackprov::perf {
 
@@ -125,7 +126,8 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
     remove_range(p, m.start, m.start + m.len);
     return;
   }
-  insert(p, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id});
+  insert(p, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id, m.dev_major, m.dev_minor,
+                    m.inode});
 }
 
 void ModuleTracker::on_comm(const RawComm& c) {
@@ -167,8 +169,17 @@ void ModuleTracker::seed_maps(uint32_t pid, const std::string& maps_text) {
     m.pgoff = e.offset;
     m.prot = PROT_READ | PROT_EXEC;
     m.path = e.path;
+    m.dev_major = e.dev_major;
+    m.dev_minor = e.dev_minor;
+    m.inode = e.inode;
     on_mmap(m);
   }
+}
+
+void ModuleTracker::set_live(uint32_t pid, int64_t live_pid) {
+  Proc& p = procs_[pid];
+  p.mapped = std::make_shared<memory::MappedFiles>(live_pid);
+  p.dirty = true;
 }
 
 const ModuleTracker::FileInfo& ModuleTracker::file(const std::string& path) {
@@ -224,19 +235,39 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
       list->vdso_start = e.start;
     } else {
       const FileInfo& fi = file(e.path);
+      std::shared_ptr<elf::ElfImage> image = fi.image;
+      if (p.mapped != nullptr && open_files_ && e.inode != 0) {
+        MapsEntry line;
+        line.start = e.start;
+        line.end = e.end;
+        line.offset = e.pgoff;
+        line.dev_major = e.dev_major;
+        line.dev_minor = e.dev_minor;
+        line.inode = e.inode;
+        line.path = e.path;
+        memory::MappedFiles::Choice c = p.mapped->choose(line, image, join_root(root_, e.path), e.path);
+        if (c.left_out) {
+          warn_once(c.warning);
+          continue;
+        }
+        if (c.image != nullptr) {
+          image = c.image;
+          m.open_path = c.open_path;
+        }
+      }
       BuildId recorded = e.build_id;
       if (recorded.empty()) {
         auto r = recorded_ids_.find(e.path);
         if (r != recorded_ids_.end()) recorded = r->second;
       }
-      if (fi.image) {
-        m.load_bias = fi.image->load_bias(e.start, e.pgoff, /*executable=*/true);
-        m.build_id = fi.image->build_id();
+      if (image) {
+        m.load_bias = image->load_bias(e.start, e.pgoff, /*executable=*/true);
+        m.build_id = image->build_id();
         if (!recorded.empty() && recorded != m.build_id)
           warn_once("module " + e.path + ": build-id mismatch: recording has " + recorded.hex() + ", file has " +
                     m.build_id.hex());
-        else if (fi.image->file_identity() != nullptr)
-          m.file = *fi.image->file_identity();  // the file read: later loads key the cache by it, no stat
+        else if (image->file_identity() != nullptr)
+          m.file = *image->file_identity();  // the file read: later loads key the cache by it, no stat
       }
       if (!recorded.empty()) m.build_id = recorded;
     }
@@ -252,7 +283,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
     for (size_t i = 0; same && i < o.modules.size(); i++) {
       const auto &a = o.modules[i], &b = list->modules[i];
       same = a.start == b.start && a.end == b.end && a.file_offset == b.file_offset && a.load_bias == b.load_bias &&
-             a.path == b.path && a.build_id == b.build_id;
+             a.path == b.path && a.build_id == b.build_id && a.file == b.file && a.open_path == b.open_path;
     }
     if (same) return p.list = id;
   }

@@ -16,6 +16,9 @@
 namespace stackprov::elf {
 class ElfImage;
 }
+namespace stackprov::memory {
+class MappedFiles;
+}
 
 namespace stackprov::perf {
 
@@ -49,6 +52,12 @@ class ModuleTracker {
   void on_fork(const RawTask& t);
   /// Seeds a process from a /proc/PID/maps listing (recording an existing process).
   void seed_maps(uint32_t pid, const std::string& maps_text);
+  /// `pid`'s mappings are those of live process `live_pid` (its own listing, files opened under
+  /// its root): each module file opened is checked to be the file mapped, by the device and inode
+  /// of the listing (memory::MappedFiles); a path that names another file is read through
+  /// /proc/PID/map_files, or the module is left out with a warning. Mappings without a device and
+  /// inode (perf records) are taken as they are.
+  void set_live(uint32_t pid, int64_t live_pid);
 
   /// The id of `pid`'s current module list (a new list is made when its mappings changed).
   uint32_t list_for(uint32_t pid);
@@ -62,11 +71,14 @@ class ModuleTracker {
     uint64_t start = 0, end = 0, pgoff = 0;
     std::string path;
     BuildId build_id;  ///< as recorded in the MMAP2 record; may be empty
+    uint32_t dev_major = 0, dev_minor = 0;
+    uint64_t inode = 0;  ///< 0: unknown
   };
   struct Proc {
     std::map<uint64_t, Mapping> maps;  ///< by start, non-overlapping: executable file mappings and [vdso]
     bool dirty = true;
     uint32_t list = 0;
+    std::shared_ptr<memory::MappedFiles> mapped;  ///< set_live: the files checked against the listing
   };
   struct FileInfo {
     std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened

@@ -74,6 +74,10 @@ struct RawMmap {
   BuildId build_id;   ///< MMAP2 with PERF_RECORD_MISC_MMAP_BUILD_ID
   std::string path;
   uint64_t time = 0;  ///< from the sample_id trailer; 0 when absent
+  /// The mapped file's device and inode as /proc/PID/maps lists them; 0: unknown. Compared with
+  /// the file opened only for a live process (ModuleTracker::set_live).
+  uint32_t dev_major = 0, dev_minor = 0;
+  uint64_t inode = 0;
 };
 
 struct RawTask {  ///< FORK / EXIT

@@ -49,6 +49,11 @@ AddressSpace::AddressSpace(uint32_t pid, std::string root, Loader loader, bool l
   current_.store(0);
 }
 
+void AddressSpace::set_live(int64_t live_pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tracker_.set_live(pid_, live_pid);
+}
+
 AddressSpace::~AddressSpace() {
   for (Slot& s : slots_) delete s.version.load();
 }
@@ -160,6 +165,9 @@ Status AddressSpace::Batch::maps(const std::string& maps_text) {
     m.pgoff = e.offset;
     m.prot = PROT_READ | PROT_EXEC;
     m.path = e.path;
+    m.dev_major = e.dev_major;
+    m.dev_minor = e.dev_minor;
+    m.inode = e.inode;
     if (Status st = mmap(m); !st.ok()) return st;
   }
   return {};

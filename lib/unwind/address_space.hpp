@@ -69,6 +69,10 @@ class AddressSpace {
 
   // ---- writer side (serialized by a mutex; never from a signal handler)
 
+  /// The mappings are those of live process `live_pid`, its files opened under `root`: each
+  /// module file is checked to be the one a maps listing names (perf::ModuleTracker::set_live).
+  void set_live(int64_t live_pid);
+
   /// The changes of one update; every call applies at once to the writer state,
   /// the new generation is published when update() returns.
   class Batch {

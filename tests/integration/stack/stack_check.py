@@ -1093,6 +1093,37 @@ def symbols_of(path):
     return {f[7] for f in (l.split() for l in r.stdout.splitlines()) if len(f) >= 8 and f[3] == "FUNC"}
 
 
+def check_as_modules(case, tool, pid, lib, user, id_a, id_b):
+    """swapped-module: the fast path's address space of `pid` (as_modules prints "start end path
+    build-id" per module and the address space's warnings on stderr)."""
+    cmd = [tool, str(pid)]
+    if user:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+    r = run(cmd, timeout=30)
+    if r.returncode != 0:
+        fail("[%s] as_modules exited %d: %s" % (case, r.returncode, r.stderr.strip()))
+        return
+    mods = [l.split(" ") for l in r.stdout.splitlines()]
+    ids = [m[3] if len(m) > 3 else "" for m in mods if len(m) > 2 and m[2] == lib]
+    if id_b in ids:
+        fail("[%s] the address space describes %s by the file now at the path (build-id %s)" % (case, lib, id_b))
+    if user is None:
+        if not ids or any(i != id_a for i in ids):
+            fail("[%s] the address space lists %s with build-ids %s, not the mapped file's %s; warnings %r" %
+                 (case, lib, ids, id_a, r.stderr))
+        else:
+            note("[%s] address space: %s with build-id %s" % (case, os.path.basename(lib), id_a[:8]))
+    else:
+        warn = [l for l in r.stderr.splitlines() if os.path.basename(lib) in l]
+        if ids:
+            fail("[%s] the address space still lists the left-out module %s (%s)" % (case, lib, ids))
+        if not any("not the one mapped" in l and "inode" in l and "left out" in l for l in warn):
+            fail("[%s] the address space does not say the file at the path is not the one mapped: %r" %
+                 (case, r.stderr))
+        else:
+            note("[%s] address space: %s" % (case, warn[0]))
+
+
 def mode_swapped_module(a):
     """A library's file replaced (rename over it) or deleted while the target maps the original.
     The maps line's device and inode say which file is mapped; the path now names another or none.
@@ -1103,7 +1134,12 @@ def mode_swapped_module(a):
         end_of_stack; no frame carries B's build-id or a name only B defines;
       * an unprivileged user (no CAP_SYS_ADMIN: map_files is closed to it) after a replace: the
         module is left out with a warning naming the path and both inodes; no frame carries B's
-        build-id or a name only B defines, and the walk ends with a stated reason."""
+        build-id or a name only B defines, and the walk ends with a stated reason.
+    The fast path's address space of the same process (--as-modules: sprov_address_space_new with
+    its pid) lists the library with A's build-id as root, and leaves it out with the same warning
+    as the unprivileged user; never with B's build-id."""
+    if not a.swap_libs or not a.as_modules:
+        raise Harness("swapped-module needs --swap-libs and --as-modules")
     lib_a, lib_b = a.swap_libs
     id_a, id_b = build_id_of(lib_a), build_id_of(lib_b)
     if id_a == id_b:
@@ -1115,9 +1151,11 @@ def mode_swapped_module(a):
     try:
         target = os.path.join(tmp, "swap_target")
         binary = os.path.join(tmp, "stackprov")
+        as_modules = os.path.join(tmp, "as_modules")
         shutil.copy(a.fixture, target)
         shutil.copy(a.stackprov, binary)
-        for f in (target, binary):
+        shutil.copy(a.as_modules, as_modules)
+        for f in (target, binary, as_modules):
             os.chmod(f, 0o755)
         for case, user in (("replaced", None), ("deleted", None), ("replaced-unprivileged", 65534)):
             path = os.path.join(tmp, "libswap-%s.so" % case)
@@ -1178,6 +1216,7 @@ def mode_swapped_module(a):
                     if stop in ("", "none"):
                         fail("[%s] no stated stop reason: %r" % (case, stop))
                     note("[%s] %s; stop %s; %s" % (case, " < ".join(desc), stop, warn[0] if warn else ""))
+                check_as_modules(case, as_modules, proc.pid, path, user, id_a, id_b)
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -1288,6 +1327,7 @@ def main():
     ap.add_argument("--python311", default="/usr/bin/python3.11")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--swap-libs", nargs=2, metavar=("LIB_A", "LIB_B"))
+    ap.add_argument("--as-modules", help="swapped-module: the address-space listing tool (as_modules)")
     a = ap.parse_args()
     a.variant = a.variant or (os.path.basename(a.fixture) if a.fixture else a.mode)
     # Every peer is installed by make deps: a missing one fails the test with its name.
