@@ -130,20 +130,23 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
   }
   if (!m.file.known() || (!m.build_id.empty() && !ctx->modules.contains(key.value())))
     key = module_key_for_file(host, m.build_id);
+  // With a bundle store, the module's bundle (by build-id) instead of a file that failed.
+  auto bundle_instead = [&](const Error& file_error) -> Result<std::shared_ptr<unwind::LoadedModule>> {
+    ModuleKey bkey;
+    bkey.source = ModuleKey::kBundle;
+    bkey.build_id = m.build_id;
+    auto b = ctx->modules.acquire(bkey, [&] { return load_from_bundle(ctx, snap, m); });
+    if (b.ok()) return b;
+    return make_error(file_error.code, "%s; %s", file_error.message.c_str(), b.error().message.c_str());
+  };
+  const bool bundles = ctx->ctx.config().has_bundle_store && !m.build_id.empty();
   if (!key.ok()) {
     // A missing file with a bundle store configured: the module's bundle instead (by build-id).
     const int code = key.error().code;
-    if ((code == -ENOENT || code == -ENOTDIR) && ctx->ctx.config().has_bundle_store && !m.build_id.empty()) {
-      ModuleKey bkey;
-      bkey.source = ModuleKey::kBundle;
-      bkey.build_id = m.build_id;
-      auto b = ctx->modules.acquire(bkey, [&] { return load_from_bundle(ctx, snap, m); });
-      if (b.ok()) return b;
-      return make_error(code, "%s; %s", key.error().message.c_str(), b.error().message.c_str());
-    }
+    if ((code == -ENOENT || code == -ENOTDIR) && bundles) return bundle_instead(key.error());
     return std::move(key).error();
   }
-  return ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
+  auto loaded = ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
     auto img = elf::ElfImage::open(host);
     if (!img.ok() && (img.error().code == -ENOENT || img.error().code == -ENOTDIR) &&
         ctx->ctx.config().has_bundle_store && !m.build_id.empty()) {
@@ -165,6 +168,11 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     ctx->modules_loaded++;
     return unwind::LoadedModule::load(img.value(), dopts);
   });
+  // The file at the path is another build (replaced since the capture, or the capture read the
+  // mapped file's build-id from memory): the bundle of the build-id captured, when a store is set.
+  if (!loaded.ok() && loaded.error().code == SPROV_ERR_BUILD_ID_MISMATCH && bundles)
+    return bundle_instead(loaded.error());
+  return loaded;
 }
 
 }  // namespace stackprov::capi

@@ -486,6 +486,10 @@ std::optional<std::string> CoreFile::read_string(uint64_t addr, size_t max) cons
 }
 
 std::optional<CoreImage> CoreFile::image_at(uint64_t start) const {
+  return image_in_memory(start, [this](uint64_t addr, void* buf, size_t len) { return read(addr, buf, len); });
+}
+
+std::optional<CoreImage> image_in_memory(uint64_t start, const std::function<bool(uint64_t, void*, size_t)>& read) {
   uint8_t eh[sizeof(Elf64_Ehdr)];
   if (!read(start, eh, EI_NIDENT) || std::memcmp(eh, ELFMAG, SELFMAG) != 0) return std::nullopt;
   const bool is64 = eh[EI_CLASS] == ELFCLASS64;

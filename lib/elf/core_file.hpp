@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,12 @@ struct CoreImage {
   uint64_t load_bias = 0;  ///< runtime - link-time address
   BuildId build_id;        ///< empty when the note was not dumped
 };
+
+/// The ELF image whose file offset 0 is mapped at `start` in some memory (a core's, a live
+/// process's), read through `read(addr, buf, len)`: ELF header, program headers, NT_GNU_BUILD_ID
+/// from its PT_NOTE. At most 64 KiB of program headers and of notes are read. nullopt when the
+/// header is unreadable or malformed.
+std::optional<CoreImage> image_in_memory(uint64_t start, const std::function<bool(uint64_t, void*, size_t)>& read);
 
 /// A parsed ELF core. Immutable after open(); every accessor and read() is
 /// safe to call from several threads at once. Parsing never trusts a length

@@ -8,13 +8,16 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
 #include <tuple>
 
 #include "core/context.hpp"
+#include "elf/core_file.hpp"
 #include "elf/elf_image.hpp"
+#include "memory/live_readers.hpp"
 
 namespace stackprov::memory {
 
@@ -93,12 +96,67 @@ MappedFiles::Choice MappedFiles::choose(const MapsEntry& e, std::shared_ptr<elf:
   if (ex->second.image != nullptr) {
     c.image = ex->second.image;
     c.open_path = mf;
+    return c;
+  }
+  // No file to read: the mapped file's header and build-id note, from the process's memory.
+  const Header& h = header_of(e);
+  const std::string what = by_path != nullptr ? "the file at this path is not the one mapped (" + describe(*by_path, e) + ")"
+                                              : "the file at this path cannot be opened";
+  if (!h.build_id.empty()) {
+    c.from_memory = true;
+    c.build_id = h.build_id;
+    c.load_bias = h.load_bias;
+    c.warning = "module " + module_path + ": " + what + " and " + mf + " cannot be read (" + ex->second.error +
+                "): described by build-id " + h.build_id.hex() +
+                " read from the process's memory, unwound and named only from a bundle or debug file of it";
   } else if (by_path != nullptr) {
     c.left_out = true;
-    c.warning = "module " + module_path + ": the file at this path is not the one mapped (" + describe(*by_path, e) +
-                ") and " + mf + " cannot be read (" + ex->second.error + "): left out";
+    c.warning = "module " + module_path + ": " + what + ", " + mf + " cannot be read (" + ex->second.error +
+                ") and neither can its build-id in the process's memory (" + h.error + "): left out";
   }
   return c;
+}
+
+const MappedFiles::Header& MappedFiles::header_of(const MapsEntry& e) {
+  // The file's offset 0 is mapped at the closest start at or below e's with that offset, device and inode.
+  auto find_base = [&]() -> const MapsEntry* {
+    const MapsEntry* base = nullptr;
+    for (const MapsEntry& m : listing_)
+      if (m.offset == 0 && m.inode == e.inode && m.dev_major == e.dev_major && m.dev_minor == e.dev_minor &&
+          m.start <= e.start && (base == nullptr || m.start > base->start))
+        base = &m;
+    return base;
+  };
+  const MapsEntry* base = find_base();
+  if (base == nullptr) {  // not in the listing read before (or none read yet): read it again
+    auto text = read_maps_text(pid_ == static_cast<int64_t>(getpid()) ? 0 : static_cast<int>(pid_));
+    if (text.ok()) {
+      auto maps = parse_maps(text.value());
+      if (maps.ok()) listing_ = std::move(maps).value();
+    }
+    base = find_base();
+  }
+  static const Header kNoBase{{}, 0, "no mapping of its file offset 0 in the maps listing"};
+  if (base == nullptr) return kNoBase;
+  auto key = std::make_tuple(base->start, e.dev_major, e.dev_minor, e.inode);
+  if (auto it = headers_.find(key); it != headers_.end()) return it->second;
+  Header h;
+  ProcessVmReader vm(static_cast<pid_t>(pid_));
+  ProcMemReader mem(static_cast<pid_t>(pid_));
+  int err = 0;
+  auto read = [&](uint64_t addr, void* buf, size_t len) {
+    if (vm.read(addr, buf, len) || mem.read(addr, buf, len)) return true;
+    err = mem.last_errno() != 0 ? mem.last_errno() : vm.last_errno();
+    return false;
+  };
+  auto img = elf::image_in_memory(base->start, read);
+  if (!img) h.error = err != 0 ? std::string("memory: ") + std::strerror(err) : "no ELF header there";
+  else if (img->build_id.empty()) h.error = "no build-id note";
+  else {
+    h.build_id = img->build_id;
+    h.load_bias = img->load_bias;
+  }
+  return headers_.emplace(key, std::move(h)).first->second;
 }
 
 Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,
@@ -140,16 +198,20 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
       std::shared_ptr<elf::ElfImage> img = it->second.image;
       if (live_pid != 0) {
         MappedFiles::Choice c = mapped.choose(e, img, host, m.path);
-        if (c.left_out) {
+        if (c.left_out || c.from_memory)
           if (warnings && left_out.insert(m.path).second) *warnings += c.warning + "\n";
-          continue;
-        }
-        if (c.image != nullptr) {
+        if (c.left_out) continue;
+        if (c.from_memory) {
+          m.build_id = c.build_id;
+          m.load_bias = c.load_bias;
+          img = nullptr;
+        } else if (c.image != nullptr) {
           img = c.image;
           m.open_path = c.open_path;
         }
       }
-      if (img == nullptr && first && warnings) *warnings += "module " + m.path + ": " + it->second.error + "\n";
+      if (img == nullptr && m.build_id.empty() && first && warnings)
+        *warnings += "module " + m.path + ": " + it->second.error + "\n";
       if (img) {
         if (img->file_identity() != nullptr) m.file = *img->file_identity();
         m.build_id = img->build_id();

@@ -24,8 +24,12 @@ namespace stackprov::memory {
 /// with another device than maps names). A path that names another file (replaced or deleted
 /// since it was mapped, or swapped by the target) is read through /proc/PID/map_files/START-END,
 /// which is the mapped file (its inode checked), opened once per (device, inode). Where that
-/// cannot be opened (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) the module is to be left
-/// out rather than described by another file.
+/// cannot be opened (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), the mapped file's ELF
+/// header, program headers and build-id note are read from the process's memory (its mapping at
+/// file offset 0, found in /proc/PID/maps by the same device and inode): the module is then
+/// described by that build-id and load bias with no file (its unwind rules and names come from a
+/// bundle or debug file with that build-id); where that fails too it is to be left out rather
+/// than described by another file.
 class MappedFiles {
  public:
   /// `live_pid`: the process whose listing is checked (this process's own: /proc/self).
@@ -37,8 +41,11 @@ class MappedFiles {
   struct Choice {
     std::shared_ptr<elf::ElfImage> image;  ///< the mapped file; null when none could be read
     std::string open_path;                 ///< "/proc/PID/map_files/START-END" when read through it
-    bool left_out = false;                 ///< the path names another file and map_files is closed
-    std::string warning;                   ///< why it is left out (one line, no newline)
+    bool left_out = false;                 ///< the path names another file and nothing describes the mapped one
+    bool from_memory = false;              ///< no file: `build_id` and `load_bias` read from the process's memory
+    BuildId build_id;
+    uint64_t load_bias = 0;
+    std::string warning;                   ///< left out or from memory: why (one line, no newline)
   };
   /// `by_path`: the image `host` (root + the listing's path) gave; null when it could not be opened.
   /// A listing line without an inode is taken as it is.
@@ -50,8 +57,17 @@ class MappedFiles {
     std::shared_ptr<elf::ElfImage> image;  // null: `error`
     std::string error;
   };
+  struct Header {  // read from memory
+    BuildId build_id;  // empty: `error`
+    uint64_t load_bias = 0;
+    std::string error;
+  };
+  const Header& header_of(const MapsEntry& e);
   int64_t pid_;
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Exact> exact_;  ///< by the listing's (major, minor, inode)
+  /// By (where the file's offset 0 is mapped, major, minor, inode).
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint64_t>, Header> headers_;
+  std::vector<MapsEntry> listing_;  ///< /proc/PID/maps, read when a header is first needed
 };
 
 /// Adds every executable file mapping of `maps` to `s.modules`, plus the vDSO

@@ -246,8 +246,12 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
         line.inode = e.inode;
         line.path = e.path;
         memory::MappedFiles::Choice c = p.mapped->choose(line, image, join_root(root_, e.path), e.path);
-        if (c.left_out) {
-          warn_once(c.warning);
+        if (c.left_out || c.from_memory) warn_once(c.warning);
+        if (c.left_out) continue;
+        if (c.from_memory) {  // no file: the build-id and bias the process's memory gave
+          m.build_id = c.build_id;
+          m.load_bias = c.load_bias;
+          list->modules.push_back(std::move(m));
           continue;
         }
         if (c.image != nullptr) {

@@ -1107,21 +1107,15 @@ def check_as_modules(case, tool, pid, lib, user, id_a, id_b):
     ids = [m[3] if len(m) > 3 else "" for m in mods if len(m) > 2 and m[2] == lib]
     if id_b in ids:
         fail("[%s] the address space describes %s by the file now at the path (build-id %s)" % (case, lib, id_b))
-    if user is None:
-        if not ids or any(i != id_a for i in ids):
-            fail("[%s] the address space lists %s with build-ids %s, not the mapped file's %s; warnings %r" %
-                 (case, lib, ids, id_a, r.stderr))
-        else:
-            note("[%s] address space: %s with build-id %s" % (case, os.path.basename(lib), id_a[:8]))
+    if not ids or any(i != id_a for i in ids):
+        fail("[%s] the address space lists %s with build-ids %s, not the mapped file's %s; warnings %r" %
+             (case, lib, ids, id_a, r.stderr))
     else:
+        note("[%s] address space: %s with build-id %s" % (case, os.path.basename(lib), id_a[:8]))
+    if user is not None:
         warn = [l for l in r.stderr.splitlines() if os.path.basename(lib) in l]
-        if ids:
-            fail("[%s] the address space still lists the left-out module %s (%s)" % (case, lib, ids))
-        if not any("not the one mapped" in l and "inode" in l and "left out" in l for l in warn):
-            fail("[%s] the address space does not say the file at the path is not the one mapped: %r" %
-                 (case, r.stderr))
-        else:
-            note("[%s] address space: %s" % (case, warn[0]))
+        if not any("read from the process's memory" in l and id_a in l for l in warn):
+            fail("[%s] the address space does not say the build-id was read from memory: %r" % (case, r.stderr))
 
 
 def mode_swapped_module(a):
@@ -1132,12 +1126,16 @@ def mode_swapped_module(a):
       * root: every frame in the library is described by the mapped file A, read through
         /proc/PID/map_files: A's build-id, the chain swap_leaf < swap_mid < swap_enter < main,
         end_of_stack; no frame carries B's build-id or a name only B defines;
-      * an unprivileged user (no CAP_SYS_ADMIN: map_files is closed to it) after a replace: the
-        module is left out with a warning naming the path and both inodes; no frame carries B's
-        build-id or a name only B defines, and the walk ends with a stated reason.
+      * an unprivileged user (no CAP_SYS_ADMIN: map_files is closed to it) after a replace or a
+        delete: the module is described by A's build-id read from the target's memory (the mapped
+        ELF header and note), with a warning naming the path (and both inodes after a replace);
+        without a bundle its frames carry A's build-id and no name, and the walk stops there with
+        a stated reason; with a store holding the bundle of A (`bundle build --store`), the whole
+        chain as root, through A's bundle (end_of_stack);
+      * never a frame with B's build-id or a name only B defines.
     The fast path's address space of the same process (--as-modules: sprov_address_space_new with
-    its pid) lists the library with A's build-id as root, and leaves it out with the same warning
-    as the unprivileged user; never with B's build-id."""
+    its pid) lists the library with A's build-id in every case (as the unprivileged user with the
+    same warning); never with B's build-id."""
     if not a.swap_libs or not a.as_modules:
         raise Harness("swapped-module needs --swap-libs and --as-modules")
     lib_a, lib_b = a.swap_libs
@@ -1157,7 +1155,16 @@ def mode_swapped_module(a):
         shutil.copy(a.as_modules, as_modules)
         for f in (target, binary, as_modules):
             os.chmod(f, 0o755)
-        for case, user in (("replaced", None), ("deleted", None), ("replaced-unprivileged", 65534)):
+        store = os.path.join(tmp, "store")
+        r = run([binary, "bundle", "build", "--store", store, lib_a], timeout=60)
+        if r.returncode != 0:
+            raise Harness("bundle build %s: %s" % (lib_a, r.stderr))
+        for d, _, files in os.walk(store):
+            os.chmod(d, 0o755)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o644)
+        for case, user in (("replaced", None), ("deleted", None), ("replaced-unprivileged", 65534),
+                           ("deleted-unprivileged", 65534)):
             path = os.path.join(tmp, "libswap-%s.so" % case)
             shutil.copy(lib_a, path)
             os.chmod(path, 0o755)
@@ -1208,14 +1215,37 @@ def mode_swapped_module(a):
                     note("[%s] %s" % (case, " < ".join(desc)))
                 else:
                     warn = [l for l in r.stderr.splitlines() if "libswap-" in l]
-                    if not any("not the one mapped" in l and "inode" in l and "left out" in l for l in warn):
-                        fail("[%s] no warning says the file at the path is not the one mapped: %r" %
-                             (case, r.stderr))
-                    if in_lib:
-                        fail("[%s] frames still name the left-out module: %s" % (case, desc))
-                    if stop in ("", "none"):
-                        fail("[%s] no stated stop reason: %r" % (case, stop))
+                    said = ("not the one mapped" if case.startswith("replaced") else "cannot be opened")
+                    if not any(said in l and "read from the process's memory" in l and id_a in l for l in warn):
+                        fail("[%s] no warning says the module is described by build-id %s read from memory: %r" %
+                             (case, id_a, r.stderr))
+                    if not in_lib or any(f.get("build_id") != id_a or f.get("function") or f.get("resolved_function")
+                                         for f in in_lib):
+                        fail("[%s] the library's frames are not A's (build-id %s) without a name: %s" %
+                             (case, id_a, desc))
+                    if stop in ("", "none", "end_of_stack"):
+                        fail("[%s] no stated stop reason short of the end: %r" % (case, stop))
                     note("[%s] %s; stop %s; %s" % (case, " < ".join(desc), stop, warn[0] if warn else ""))
+                    # With the bundle of A: the whole chain, through the bundle.
+                    r = stackprov(["--pid", str(proc.pid), "--json", "--store", store], binary, user=user)
+                    if r.returncode != 0:
+                        fail("[%s] with --store: stackprov exited %d: %s" % (case, r.returncode, r.stderr.strip()))
+                    else:
+                        t = json.loads(r.stdout)["threads"][0]
+                        frames = t["frames"]
+                        # No module file: the bundle names the frames (resolved_function; `function` is the
+                        # file's symbol table).
+                        names = [norm_name(f.get("function") or f.get("resolved_function") or "") for f in frames]
+                        desc = ["%s %s [%s]" % (n or "??", os.path.basename(f.get("module") or ""),
+                                                (f.get("build_id") or "")[:8]) for n, f in zip(names, frames)]
+                        in_lib = [f for f in frames if "libswap-" in (f.get("module") or "")]
+                        if not subsequence(chain, names) or t["stop_reason"] != "end_of_stack":
+                            fail("[%s] with --store: chain %s not in %s (stop %s)" % (case, chain, desc, t["stop_reason"]))
+                        if len(in_lib) < 3 or any(f.get("build_id") != id_a for f in in_lib):
+                            fail("[%s] with --store: the library's frames are not all A's: %s" % (case, desc))
+                        if any(norm_name(n) in only_b or f.get("build_id") == id_b for n, f in zip(names, frames)):
+                            fail("[%s] with --store: a frame from B: %s" % (case, desc))
+                        note("[%s] with --store: %s" % (case, " < ".join(desc)))
                 check_as_modules(case, as_modules, proc.pid, path, user, id_a, id_b)
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)
