@@ -118,29 +118,26 @@ MappedFiles::Choice MappedFiles::choose(const MapsEntry& e, std::shared_ptr<elf:
 }
 
 const MappedFiles::Header& MappedFiles::header_of(const MapsEntry& e) {
-  // The file's offset 0 is mapped at the closest start at or below e's with that offset, device and inode.
-  auto find_base = [&]() -> const MapsEntry* {
-    const MapsEntry* base = nullptr;
-    for (const MapsEntry& m : listing_)
-      if (m.offset == 0 && m.inode == e.inode && m.dev_major == e.dev_major && m.dev_minor == e.dev_minor &&
-          m.start <= e.start && (base == nullptr || m.start > base->start))
-        base = &m;
-    return base;
-  };
-  const MapsEntry* base = find_base();
-  if (base == nullptr) {  // not in the listing read before (or none read yet): read it again
-    auto text = read_maps_text(pid_ == static_cast<int64_t>(getpid()) ? 0 : static_cast<int>(pid_));
-    if (text.ok()) {
-      auto maps = parse_maps(text.value());
-      if (maps.ok()) listing_ = std::move(maps).value();
-    }
-    base = find_base();
-  }
-  static const Header kNoBase{{}, 0, "no mapping of its file offset 0 in the maps listing"};
-  if (base == nullptr) return kNoBase;
-  auto key = std::make_tuple(base->start, e.dev_major, e.dev_minor, e.inode);
+  auto key = std::make_tuple(e.start, e.offset, e.dev_major, e.dev_minor, e.inode);
   if (auto it = headers_.find(key); it != headers_.end()) return it->second;
-  Header h;
+  Header& h = headers_[key];
+  // The file's offset 0 is mapped at the closest start at or below e's with that offset, device
+  // and inode, in the listing as it is now (a listing read earlier may name mappings since gone).
+  auto text = read_maps_text(pid_ == static_cast<int64_t>(getpid()) ? 0 : static_cast<int>(pid_));
+  Result<std::vector<MapsEntry>> listing = text.ok() ? parse_maps(text.value()) : Result<std::vector<MapsEntry>>(text.error());
+  if (!listing.ok()) {
+    h.error = listing.error().message;
+    return h;
+  }
+  const MapsEntry* base = nullptr;
+  for (const MapsEntry& m : listing.value())
+    if (m.offset == 0 && m.inode == e.inode && m.dev_major == e.dev_major && m.dev_minor == e.dev_minor &&
+        m.start <= e.start && (base == nullptr || m.start > base->start))
+      base = &m;
+  if (base == nullptr) {
+    h.error = "no mapping of its file offset 0 in the maps listing";
+    return h;
+  }
   ProcessVmReader vm(static_cast<pid_t>(pid_));
   ProcMemReader mem(static_cast<pid_t>(pid_));
   int err = 0;
@@ -156,7 +153,7 @@ const MappedFiles::Header& MappedFiles::header_of(const MapsEntry& e) {
     h.build_id = img->build_id;
     h.load_bias = img->load_bias;
   }
-  return headers_.emplace(key, std::move(h)).first->second;
+  return h;
 }
 
 Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,

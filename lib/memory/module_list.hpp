@@ -65,9 +65,9 @@ class MappedFiles {
   const Header& header_of(const MapsEntry& e);
   int64_t pid_;
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Exact> exact_;  ///< by the listing's (major, minor, inode)
-  /// By (where the file's offset 0 is mapped, major, minor, inode).
-  std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint64_t>, Header> headers_;
-  std::vector<MapsEntry> listing_;  ///< /proc/PID/maps, read when a header is first needed
+  /// By the executable mapping's (start, file offset, major, minor, inode): the same file mapped
+  /// the same way at the same place has the same header where its offset 0 is mapped.
+  std::map<std::tuple<uint64_t, uint64_t, uint32_t, uint32_t, uint64_t>, Header> headers_;
 };
 
 /// Adds every executable file mapping of `maps` to `s.modules`, plus the vDSO
