@@ -208,7 +208,7 @@ SPROV_API int sprov_address_space_new(sprov_context* ctx, const struct sprov_add
     if (Status st = as->decoder.init({perf::EventAttr{}}); !st.ok()) return fail(st.error());
     // A live process's files, opened where it sees them (its /proc/PID/root, or this process's own
     // files): each is checked to be the file its maps line names. A caller's root holds copies.
-    if (root == nullptr && (as->self ? ctx->ctx.config().sysroot.empty() : !(flags & SPROV_AS_EMPTY)))
+    if (root == nullptr && !(flags & SPROV_AS_EMPTY) && (!as->self || ctx->ctx.config().sysroot.empty()))
       as->as->set_live(as->pid);
     if (!(flags & SPROV_AS_EMPTY)) {
       auto text = read_maps_text(as->self ? 0 : static_cast<int>(as->pid));

@@ -66,6 +66,10 @@ std::string describe(const elf::ElfImage& img, const MapsEntry& e) {
 }  // namespace
 
 MappedFiles::MappedFiles(int64_t live_pid) : pid_(live_pid) {}
+
+bool MappedFiles::matches(const elf::ElfImage& img, const MapsEntry& e, const std::string& host) {
+  return e.inode == 0 || is_mapped_file(img, e, host);
+}
 MappedFiles::~MappedFiles() = default;
 
 MappedFiles::Choice MappedFiles::choose(const MapsEntry& e, std::shared_ptr<elf::ElfImage> by_path,
@@ -83,44 +87,44 @@ MappedFiles::Choice MappedFiles::choose(const MapsEntry& e, std::shared_ptr<elf:
   else
     std::snprintf(mf, sizeof mf, "/proc/%" PRId64 "/map_files/%" PRIx64 "-%" PRIx64, pid_, e.start, e.end);
   auto key = std::make_tuple(e.dev_major, e.dev_minor, e.inode);
-  auto ex = exact_.find(key);
-  if (ex == exact_.end()) {
+  Exact o;
+  if (auto ex = exact_.find(key); ex != exact_.end()) {
+    o = ex->second;
+  } else {
     auto exact = elf::ElfImage::open(mf);
-    Exact o;
     if (!exact.ok()) o.error = exact.error().message;
     else if (exact.value()->file_identity() == nullptr || exact.value()->file_identity()->ino != e.inode)
       o.error = "another file";
-    else o.image = exact.value();
-    ex = exact_.emplace(key, std::move(o)).first;
+    else exact_.emplace(key, o = Exact{exact.value(), {}});
   }
-  if (ex->second.image != nullptr) {
-    c.image = ex->second.image;
+  if (o.image != nullptr) {
+    c.image = o.image;
     c.open_path = mf;
     return c;
   }
   // No file to read: the mapped file's header and build-id note, from the process's memory.
-  const Header& h = header_of(e);
+  const Header h = header_of(e);
   const std::string what = by_path != nullptr ? "the file at this path is not the one mapped (" + describe(*by_path, e) + ")"
                                               : "the file at this path cannot be opened";
   if (!h.build_id.empty()) {
     c.from_memory = true;
     c.build_id = h.build_id;
     c.load_bias = h.load_bias;
-    c.warning = "module " + module_path + ": " + what + " and " + mf + " cannot be read (" + ex->second.error +
+    c.warning = "module " + module_path + ": " + what + " and " + mf + " cannot be read (" + o.error +
                 "): described by build-id " + h.build_id.hex() +
                 " read from the process's memory, unwound and named only from a bundle or debug file of it";
   } else if (by_path != nullptr) {
     c.left_out = true;
-    c.warning = "module " + module_path + ": " + what + ", " + mf + " cannot be read (" + ex->second.error +
+    c.warning = "module " + module_path + ": " + what + ", " + mf + " cannot be read (" + o.error +
                 ") and neither can its build-id in the process's memory (" + h.error + "): left out";
   }
   return c;
 }
 
-const MappedFiles::Header& MappedFiles::header_of(const MapsEntry& e) {
+MappedFiles::Header MappedFiles::header_of(const MapsEntry& e) {
   auto key = std::make_tuple(e.start, e.offset, e.dev_major, e.dev_minor, e.inode);
   if (auto it = headers_.find(key); it != headers_.end()) return it->second;
-  Header& h = headers_[key];
+  Header h;  // kept only when read
   // The file's offset 0 is mapped at the closest start at or below e's with that offset, device
   // and inode, in the listing as it is now (a listing read earlier may name mappings since gone).
   auto text = read_maps_text(pid_ == static_cast<int64_t>(getpid()) ? 0 : static_cast<int>(pid_));
@@ -152,6 +156,7 @@ const MappedFiles::Header& MappedFiles::header_of(const MapsEntry& e) {
   else {
     h.build_id = img->build_id;
     h.load_bias = img->load_bias;
+    headers_.emplace(key, h);
   }
   return h;
 }

@@ -47,6 +47,8 @@ class MappedFiles {
     uint64_t load_bias = 0;
     std::string warning;                   ///< left out or from memory: why (one line, no newline)
   };
+  /// Whether `img`, opened as `host`, is the file listing line `e` maps (always, for a line without an inode).
+  static bool matches(const elf::ElfImage& img, const MapsEntry& e, const std::string& host);
   /// `by_path`: the image `host` (root + the listing's path) gave; null when it could not be opened.
   /// A listing line without an inode is taken as it is.
   Choice choose(const MapsEntry& e, std::shared_ptr<elf::ElfImage> by_path, const std::string& host,
@@ -62,11 +64,14 @@ class MappedFiles {
     uint64_t load_bias = 0;
     std::string error;
   };
-  const Header& header_of(const MapsEntry& e);
+  Header header_of(const MapsEntry& e);
   int64_t pid_;
-  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Exact> exact_;  ///< by the listing's (major, minor, inode)
+  /// Opened through map_files, by the listing's (major, minor, inode). Only successes are kept: a
+  /// failure (a mapping gone meanwhile) is tried again for the next mapping.
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Exact> exact_;
   /// By the executable mapping's (start, file offset, major, minor, inode): the same file mapped
-  /// the same way at the same place has the same header where its offset 0 is mapped.
+  /// the same way at the same place has the same header where its offset 0 is mapped. Only
+  /// headers read are kept.
   std::map<std::tuple<uint64_t, uint64_t, uint32_t, uint32_t, uint64_t>, Header> headers_;
 };
 

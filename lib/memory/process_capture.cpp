@@ -265,6 +265,8 @@ class Capturer {
   Result<ProcessCapture> run();
   /// Detaches every attached thread (re-injecting pending signals); idempotent.
   void detach_all();
+  /// Detaches, as soon as they stopped, the tracees whose tid named another process's thread.
+  void release_foreign();
   std::string& warnings() { return warnings_; }
 
  private:
@@ -281,7 +283,7 @@ class Capturer {
   static constexpr uint64_t kMaxTotalStackBytes = uint64_t{1} << 30;
   uint64_t stack_budget_ = kMaxTotalStackBytes;
   const WhileStopped& while_stopped_;
-  const TaskLister& list_tasks_;
+  TaskLister list_tasks_;  // by value: the caller's may be a temporary
   std::deque<Tracee> tracees_;  // a deque: Tracee* stay valid as threads are added
   std::set<pid_t> seen_;
   std::string warnings_;
@@ -345,9 +347,17 @@ Status Capturer::seize(pid_t tid, bool first) {
     warn("thread %d has exited (state %c); skipped", tid, state);
     return {};
   }
+  // Not a thread of the process (any more): it exited since the listing, and its number may
+  // already name another process's thread, which must not be touched.
+  const std::string task_dir = "/proc/" + std::to_string(pid_) + "/task/" + std::to_string(tid);
+  struct stat st;
+  if (state == 0 && stat(task_dir.c_str(), &st) != 0) {
+    warn("thread %d exited before it could be attached", tid);
+    return {};
+  }
   if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
     const int e = errno;
-    if (e == ESRCH) {
+    if (e == ESRCH || stat(task_dir.c_str(), &st) != 0) {  // gone (EPERM: its number reused by another user's process)
       warn("thread %d exited before it could be attached", tid);
       return {};
     }
@@ -363,11 +373,9 @@ Status Capturer::seize(pid_t tid, bool first) {
   Tracee t;
   t.tid = tid;
   t.attached = true;
-  // Attached, the tid cannot be reused until this tracer reaps it; before the seize it could have
-  // been (the thread listed exited and another process got its number). Such a thread is stopped
-  // and detached like the others, and never captured.
-  struct stat st;
-  const std::string task_dir = "/proc/" + std::to_string(pid_) + "/task/" + std::to_string(tid);
+  // Attached, the tid cannot be reused until this tracer reaps it; between the check above and
+  // the seize it could have been (the thread exited and another process got its number). Such a
+  // thread is stopped and detached at once (release_foreign), and never captured.
   if (stat(task_dir.c_str(), &st) != 0) {
     t.foreign = true;
     const std::string tgid = status_field(tid, "Tgid");
@@ -447,6 +455,7 @@ Status Capturer::attach_all() {
     std::vector<Tracee*> pending;
     for (Tracee& t : tracees_) pending.push_back(&t);
     wait_for_stops(pending);
+    release_foreign();
     return {};
   }
   bool first = true;
@@ -467,13 +476,16 @@ Status Capturer::attach_all() {
       }
       newcomer = true;
       if (Status st = seize(tid, first); !st.ok()) return st;
-      if (!tracees_.empty()) first = false;
+      if (!tracees_.empty() && !tracees_.back().foreign) first = false;
     }
     if (!newcomer) return {};
-    if (round > 0) warn("%zu thread(s) appeared during capture and were captured", tracees_.size() - before);
+    size_t added = 0;
+    for (size_t i = before; i < tracees_.size(); i++) added += !tracees_[i].foreign;
+    if (round > 0 && added > 0) warn("%zu thread(s) appeared during capture and were captured", added);
     std::vector<Tracee*> pending;
     for (size_t i = before; i < tracees_.size(); i++) pending.push_back(&tracees_[i]);
     wait_for_stops(pending);
+    release_foreign();
     if (g_caught_signal.load() != 0) return interrupted_error(pid_);
     if (round + 1 == kMaxRounds) warn("threads were still appearing after %d listings", kMaxRounds);
   }
@@ -591,6 +603,17 @@ Result<ProcessCapture> Capturer::run() {
   }
   if (g_caught_signal.load() != 0) return interrupted_error(pid_);
   return out;
+}
+
+void Capturer::release_foreign() {
+  for (Tracee& t : tracees_) {
+    if (!t.foreign || !t.attached || !t.stopped) continue;  // not stopped yet: detach_all's grace period
+    const pid_t tid = t.slot >= 0 ? g_tracked[t.slot].exchange(0) : t.tid;
+    t.attached = false;
+    if (tid != 0 && ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(t.inject_sig))) != 0 &&
+        errno != ESRCH)
+      warn("thread %d: PTRACE_DETACH failed: %s", tid, std::strerror(errno));
+  }
 }
 
 void Capturer::detach_all() {

@@ -211,11 +211,30 @@ const ModuleTracker::FileInfo& ModuleTracker::file(const std::string& path) {
         if (const FileIdentity* id = fi.image->file_identity())
           images_.emplace(std::make_tuple(id->dev, id->ino, id->mtime_ns), fi.image);
       } else {
-        warn_once("module " + path + ": " + img.error().message);
+        fi.error = img.error().message;
       }
     }
   }
   return files_.emplace(path, std::move(fi)).first->second;
+}
+
+std::shared_ptr<elf::ElfImage> ModuleTracker::reopen(const std::string& path) {
+  auto it = files_.find(path);
+  if (it == files_.end() || !open_files_) return nullptr;
+  auto img = elf::ElfImage::open(join_root(root_, path));
+  if (!img.ok()) return nullptr;
+  const FileIdentity* id = img.value()->file_identity();
+  if (id == nullptr) return nullptr;
+  auto key = std::make_tuple(id->dev, id->ino, id->mtime_ns);
+  if (auto same = images_.find(key); same != images_.end()) {
+    it->second.image = same->second;
+  } else {
+    if (images_.size() >= kMaxModuleFiles) return nullptr;
+    images_.emplace(key, img.value());
+    it->second.image = img.value();
+  }
+  it->second.error.clear();
+  return it->second.image;
 }
 
 uint32_t ModuleTracker::list_for(uint32_t pid) {
@@ -236,6 +255,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
     } else {
       const FileInfo& fi = file(e.path);
       std::shared_ptr<elf::ElfImage> image = fi.image;
+      const std::string open_error = fi.error;
       if (p.mapped != nullptr && open_files_ && e.inode != 0) {
         MapsEntry line;
         line.start = e.start;
@@ -245,7 +265,12 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
         line.dev_minor = e.dev_minor;
         line.inode = e.inode;
         line.path = e.path;
-        memory::MappedFiles::Choice c = p.mapped->choose(line, image, join_root(root_, e.path), e.path);
+        const std::string host = join_root(root_, e.path);
+        // The spelling's file was opened earlier: the path may name a newer file by now, which
+        // the process has mapped since (a re-exec, a dlopen again after a package upgrade).
+        if (image != nullptr && !memory::MappedFiles::matches(*image, line, host))
+          if (auto fresh = reopen(e.path); fresh != nullptr) image = fresh;
+        memory::MappedFiles::Choice c = p.mapped->choose(line, image, host, e.path);
         if (c.left_out || c.from_memory) warn_once(c.warning);
         if (c.left_out) continue;
         if (c.from_memory) {  // no file: the build-id and bias the process's memory gave
@@ -259,6 +284,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
           m.open_path = c.open_path;
         }
       }
+      if (image == nullptr && !open_error.empty()) warn_once("module " + e.path + ": " + open_error);
       BuildId recorded = e.build_id;
       if (recorded.empty()) {
         auto r = recorded_ids_.find(e.path);

@@ -81,11 +81,15 @@ class ModuleTracker {
     std::shared_ptr<memory::MappedFiles> mapped;  ///< set_live: the files checked against the listing
   };
   struct FileInfo {
-    std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened
+    std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened (`error`)
+    std::string error;
   };
   void insert(Proc& p, Mapping m);
   void remove_range(Proc& p, uint64_t start, uint64_t end);
   const FileInfo& file(const std::string& path);
+  /// The file `path` names now, opened again (a live process re-mapped a file replaced at the
+  /// path): replaces the spelling's entry; null when it cannot be opened.
+  std::shared_ptr<elf::ElfImage> reopen(const std::string& path);
   void warn_once(const std::string& line);
 
   std::string root_;

@@ -18,7 +18,8 @@ constexpr const char* kUprobes = "[uprobes]";
 
 /// Identity of a loaded module inside one address space.
 std::string module_identity(const memory::SnapshotModule& m) {
-  return m.path + '\0' + m.build_id.hex() + '\0' + std::to_string(m.load_bias);
+  return m.path + '\0' + m.build_id.hex() + '\0' + std::to_string(m.load_bias) + '\0' + std::to_string(m.file.dev) +
+         ':' + std::to_string(m.file.ino) + ':' + std::to_string(m.file.mtime_ns);
 }
 
 bool same_table(const AddressSpaceVersion& v, const std::vector<memory::SnapshotModule>& mods,
@@ -27,7 +28,7 @@ bool same_table(const AddressSpaceVersion& v, const std::vector<memory::Snapshot
   for (size_t i = 0; i < mods.size(); i++) {
     const auto &a = v.modules[i], &b = mods[i];
     if (a.start != b.start || a.end != b.end || a.file_offset != b.file_offset || a.load_bias != b.load_bias ||
-        a.path != b.path || a.build_id != b.build_id)
+        a.path != b.path || a.build_id != b.build_id || !(a.file == b.file))
       return false;
   }
   for (size_t i = 0; i < tramps.size(); i++)

@@ -127,7 +127,7 @@ class AddressSpace {
   std::mutex mu_;
   perf::ModuleTracker tracker_;
   std::vector<AddrRange> trampolines_;
-  /// Loaded modules of the current table by identity (path + build-id), kept so a
+  /// Loaded modules of the current table by identity (path, build-id, bias, file identity), kept so a
   /// publish loads only what is new.
   std::map<std::string, std::shared_ptr<LoadedModule>> loaded_;
   uint64_t next_generation_ = 1;  ///< generation 0 is the empty table of a new address space
