@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -241,7 +242,9 @@ struct NameInfo {
 /// kernel frame.
 class NameTable {
  public:
-  NameTable(sprov_symbolizer* sym, sprov_profile* prof) : sym_(sym), prof_(prof) {
+  /// `chain`: a frame the symbol tables do not name is asked of the resolver chain (a bundle
+  /// store is set: the bundle of a module whose file is missing or another build).
+  NameTable(sprov_symbolizer* sym, sprov_profile* prof, bool chain) : sym_(sym), prof_(prof), chain_(chain) {
     names_.push_back(NameInfo{"[unknown]", "", "", 0, false, false});
     names_.push_back(NameInfo{"[unknown]", "", "[kernel.kallsyms]", 0, true, false});
   }
@@ -277,6 +280,15 @@ class NameTable {
     if (sprov_symbolizer_frame(sym_, stack, i, &s) == 0 && s.resolver != SPROV_RESOLVER_NONE && s.name) {
       NameInfo n{s.name, s.linkage_name ? s.linkage_name : "", "", s.sym_addr, false, true};
       id = intern(std::move(n), std::to_string(mid) + ':' + std::to_string(s.sym_addr));
+    } else if (SPROV_OPTS(sprov_symbol_info, si);
+               chain_ && sprov_symbolizer_frame_ex(sym_, stack, i, 0, &si) == 0 && si.resolver != SPROV_RESOLVER_NONE &&
+               si.frame_count > 0) {
+      // The physical function (the inline chain's last frame), as the symbol tables would name it.
+      SPROV_OPTS(sprov_symbol_frame, f);
+      if (sprov_symbolizer_inline_frame(sym_, si.frame_count - 1, &f) == 0 && *f.name) {
+        NameInfo n{f.name, f.linkage_name, "", f.start_address, false, true};
+        id = intern(std::move(n), std::to_string(mid) + ":c:" + f.name);
+      }
     }
     if (cacheable) cache_.emplace(key, id);
     return id;
@@ -334,6 +346,7 @@ class NameTable {
 
   sprov_symbolizer* sym_;
   sprov_profile* prof_;
+  bool chain_ = false;
   std::vector<std::vector<int32_t>> list_mods_;
   std::unordered_map<std::string, int32_t> module_ids_;
   std::unordered_map<uint64_t, uint32_t> cache_, kcache_;
@@ -348,7 +361,7 @@ enum class Format { kFolded, kSvg, kJson, kPprof, kNone };
 
 const std::vector<OptSpec> kImportOpts = {
     {'i', "input", true},       {'f', "format", true}, {'o', "output", true}, {0, "sysroot", true},
-    {0, "max-frames", true},    {0, "title", true},    {'q', "quiet", false},
+    {0, "max-frames", true},    {0, "title", true},    {'q', "quiet", false}, {0, "store", true},
 };
 
 void import_usage(FILE* f) {
@@ -379,9 +392,14 @@ void import_usage(FILE* f) {
           "  -f, --format FORMAT    folded (default), svg, json, pprof or none\n"
           "  -o, --output FILE      write there instead of stdout (under a temp name, renamed when done)\n"
           "      --sysroot DIR      open module files under DIR\n"
+          "      --store DIR        a bundle store (stackprov bundle build --store): a module whose file is\n"
+          "                         missing, or has another build-id than the recording's, is unwound and\n"
+          "                         named from the bundle of its build-id (default: no store)\n"
           "      --max-frames N     user frames per sample, 1 to 65536 (default 256)\n"
           "      --title TEXT       the flame graph's title\n"
-          "  -q, --quiet            no summary or warnings on stderr\n"
+          "  -q, --quiet            no summary or warnings on stderr (a module that cannot be used -- a\n"
+          "                         file with another build-id than the recording's, another architecture\n"
+          "                         -- is a warning, once per module)\n"
           "  -h, --help             this text\n\n"
           "Exit status:\n"
           "  0  the output was written (samples that could not be unwound are counted as failed in the summary)\n"
@@ -399,6 +417,12 @@ const char* mode_name(int mode) {
 }
 
 std::string hex_id(const char* hex) { return hex != nullptr ? hex : ""; }
+
+/// The library's warnings (a module that cannot be used), each printed once.
+void log_once(void* user, int, const char* message) {
+  auto* seen = static_cast<std::set<std::string>*>(user);
+  if (seen->size() < 4096 && seen->insert(message).second) stackprov_cli::print_warnings(stderr, message);
+}
 
 int cmd_perf_import(int argc, char** argv) {
   const char* cmd = "perf-import";
@@ -431,11 +455,26 @@ int cmd_perf_import(int argc, char** argv) {
   if (!uint_option(a, kImportOpts, "max-frames", 1, 65536, &max_frames, &err)) return usage_error(cmd, err);
   const char* sysroot = a.get("sysroot");
   if (sysroot != nullptr && !*sysroot) return usage_error(cmd, "--sysroot needs a directory");
+  const char* store = a.get("store");
+  if (store != nullptr && !*store) return usage_error(cmd, "--store needs a directory");
+  if (struct stat st; store != nullptr) {
+    const int e = stat(store, &st) != 0 ? errno : 0;
+    if (e != 0 || !S_ISDIR(st.st_mode))
+      return usage_error(cmd, std::string("--store '") + store + "': " +
+                                  (e == ENOENT ? "no such directory" : e != 0 ? strerror(e) : "not a directory"));
+  }
   const std::string title = a.has("title") ? a.get("title") : "Flame Graph";
   const bool quiet = a.has("quiet");
 
   const auto t0 = std::chrono::steady_clock::now();
+  std::set<std::string> logged;
   SPROV_OPTS(sprov_context_opts, copts, .sysroot = sysroot);
+  copts.bundle_store = store;
+  if (!quiet) {
+    copts.log_fn = log_once;
+    copts.log_user = &logged;
+    copts.log_level = SPROV_LOG_WARN;
+  }
   sprov_context* ctx = nullptr;
   sprov_profile* prof = nullptr;
   sprov_unwinder* uw = nullptr;
@@ -474,7 +513,7 @@ int cmd_perf_import(int argc, char** argv) {
   const uint64_t nominal = info.clock && info.frequency ? 1000000000ull / info.frequency : info.period;
   const std::string kernel_id = info.kernel_build_id[0] ? info.kernel_build_id : hex_id(info.running_kernel_build_id);
 
-  NameTable names(sym, prof);
+  NameTable names(sym, prof, store != nullptr);
   stackprov_cli::StackAggregator agg;
   std::vector<std::string> comms;
   std::unordered_map<std::string, uint32_t> comm_ids;
@@ -740,7 +779,10 @@ void record_usage(FILE* f) {
           "per sample, MMAP2/COMM/FORK/EXIT for the module map, build-ids of the mapped modules and of the running\n"
           "kernel. Writes a stackprov capture file that `stackprov perf-import` unwinds offline. Lost samples are\n"
           "reported. Stops after --duration, when the target exits, or on Ctrl-C (a started command is then sent\n"
-          "SIGTERM).\n\n"
+          "SIGTERM).\n"
+          "With -p, a library replaced or deleted since the process mapped it is described by the file mapped (read\n"
+          "through /proc/PID/map_files, or without CAP_SYS_ADMIN by its build-id read from the process's memory,\n"
+          "with a warning): `perf-import --store DIR` then unwinds and names it from that build-id's bundle.\n\n"
           "Options (--opt VALUE or --opt=VALUE; the short forms are perf record's):\n"
           "  -F, --frequency HZ     samples per second per thread, 1 to 100000 and at most\n"
           "                         kernel.perf_event_max_sample_rate (default 999)\n"
@@ -799,7 +841,9 @@ int cmd_record(int argc, char** argv) {
   if (command.size() > 1) o.argv = command.data();
   o.output = output;
   sprov_context* ctx = nullptr;
-  if (sprov_context_new(nullptr, &ctx) != 0) {
+  std::set<std::string> logged;
+  SPROV_OPTS(sprov_context_opts, copts, .log_fn = log_once, .log_user = &logged, .log_level = SPROV_LOG_WARN);
+  if (sprov_context_new(&copts, &ctx) != 0) {
     fprintf(stderr, "stackprov record: %s\n", sprov_last_error_message());
     return 1;
   }

@@ -189,6 +189,10 @@ struct sprov_record_result {
  * beside `output` and renamed to it on success: a failed recording leaves
  * no file (an existing `output` is kept). It records the running kernel's
  * build-id and `_text` so that kernel frames are named only on that kernel.
+ * A module whose file at its path is not the file mapped (replaced or deleted
+ * since) is described by the mapped one (/proc/PID/map_files, or its build-id
+ * read from the target's memory); the findings go to the context's log
+ * (SPROV_LOG_WARN).
  * Errors: -EACCES/-EPERM (with a perf_event_paranoid hint), -ESRCH, a
  * command that cannot be started (its execvp errno, e.g. -ENOENT),
  * SPROV_ERR_INVALID_ARG (incl. an output that is a directory, a frequency

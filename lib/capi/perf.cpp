@@ -217,6 +217,7 @@ SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* o
     o.root = ctx->ctx.config().sysroot;
     perf::RecordStats stats;
     if (Status st = perf::record(o, &stats); !st.ok()) return fail(st.error());
+    if (!stats.warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", stats.warnings.c_str());
     if (out != nullptr) {
       struct sprov_record_result r = {};
       r.sz = sizeof(r);

@@ -49,7 +49,12 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
       mod = r.value();
       slot.module = mod.get();
     } else {
-      uw->ctx->ctx.log(r.error().code == SPROV_ERR_ARCH_MISMATCH ? SPROV_LOG_WARN : SPROV_LOG_INFO, "module %s: %s",
+      // A file that is not the module (another build, another architecture) is a finding; a
+      // missing one (no bundle either) is common and shows in the frames' stop reasons.
+      const int code = r.error().code;
+      uw->ctx->ctx.log(code == SPROV_ERR_ARCH_MISMATCH || code == SPROV_ERR_BUILD_ID_MISMATCH ? SPROV_LOG_WARN
+                                                                                            : SPROV_LOG_INFO,
+                       "module %s: %s",
                        m.path.c_str(), r.error().message.c_str());
     }
     uw->table.add(slot, std::move(mod));

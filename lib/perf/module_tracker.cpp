@@ -145,6 +145,8 @@ void ModuleTracker::on_fork(const RawTask& t) {
   Proc& slot = procs_[t.pid];
   total_maps_ -= slot.maps.size();
   if (it != procs_.end()) {
+    // A live parent's child is live too: its inherited mappings are checked against its own listing.
+    if (it->second.mapped != nullptr) child.mapped = std::make_shared<memory::MappedFiles>(t.pid);
     if (total_maps_ + it->second.maps.size() <= kMaxTotalMappings)
       child.maps = it->second.maps;
     else

@@ -56,7 +56,8 @@ class ModuleTracker {
   /// its root): each module file opened is checked to be the file mapped, by the device and inode
   /// of the listing (memory::MappedFiles); a path that names another file is read through
   /// /proc/PID/map_files, or the module is left out with a warning. Mappings without a device and
-  /// inode (perf records) are taken as they are.
+  /// inode (MMAP2 records that carry a build-id instead) are taken as they are. Children forked
+  /// from then on (on_fork) are live too, checked against their own listings.
   void set_live(uint32_t pid, int64_t live_pid);
 
   /// The id of `pid`'s current module list (a new list is made when its mappings changed).

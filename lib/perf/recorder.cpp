@@ -132,6 +132,7 @@ class Session {
     stats->samples = samples_;
     stats->lost = lost_;
     stats->threads = tids_.size();
+    stats->warnings = tracker_.warnings();
     return writer_.finish();
   }
   uint64_t record_time(const std::vector<uint8_t>& r) const { return decoder_.record_time(r.data(), r.size()); }
@@ -399,6 +400,9 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   }
   if (child <= 0) {
     session.tracker().seed_maps(static_cast<uint32_t>(o.pid), read_file("/proc/" + std::to_string(o.pid) + "/maps"));
+    // The mappings listed are checked against the files at their paths (a library replaced or
+    // deleted since it was mapped is described by the mapped file, not the one at the path).
+    session.tracker().set_live(static_cast<uint32_t>(o.pid), o.pid);
     for (pid_t t : tids) {
       std::string c = read_file("/proc/" + std::to_string(o.pid) + "/task/" + std::to_string(t) + "/comm");
       while (!c.empty() && c.back() == '\n') c.pop_back();

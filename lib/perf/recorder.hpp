@@ -25,6 +25,7 @@ struct RecordStats {
   uint64_t lost = 0;
   uint64_t threads = 0;
   int32_t exit_status = -1;
+  std::string warnings;  ///< the module tracker's findings (a module left out or read from memory), one per line
 };
 
 /// Records with perf_event_open (see sprov_record in include/stackprov/perf.h).

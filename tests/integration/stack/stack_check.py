@@ -10,6 +10,7 @@
   stack_check.py robust-rlimit
   stack_check.py core-{truncated,missing-module,not-elf,other-arch} --fixture EXE
   stack_check.py swapped-module --fixture SWAP_TARGET --swap-libs LIB_A LIB_B
+  stack_check.py swapped-module-record --fixture SWAP_TARGET --swap-libs LIB_A LIB_B
   stack_check.py json-bytes --fixture BYTES_TARGET
   stack_check.py cli-errors
 
@@ -1138,53 +1139,16 @@ def mode_swapped_module(a):
     same warning); never with B's build-id."""
     if not a.swap_libs or not a.as_modules:
         raise Harness("swapped-module needs --swap-libs and --as-modules")
-    lib_a, lib_b = a.swap_libs
-    id_a, id_b = build_id_of(lib_a), build_id_of(lib_b)
-    if id_a == id_b:
-        raise Harness("the two libraries have one build-id %s" % id_a)
-    only_b = symbols_of(lib_b) - symbols_of(lib_a)
-    chain = ["swap_leaf", "swap_mid", "swap_enter", "main"]
-    tmp = tempfile.mkdtemp(prefix="stack-swap-")
-    os.chmod(tmp, 0o777)
+    sw = SwapSetup(a, "stack-swap-")
+    tmp, binary, store, id_a, id_b, only_b, chain = sw.tmp, sw.binary, sw.store, sw.id_a, sw.id_b, sw.only_b, sw.chain
     try:
-        target = os.path.join(tmp, "swap_target")
-        binary = os.path.join(tmp, "stackprov")
         as_modules = os.path.join(tmp, "as_modules")
-        shutil.copy(a.fixture, target)
-        shutil.copy(a.stackprov, binary)
         shutil.copy(a.as_modules, as_modules)
-        for f in (target, binary, as_modules):
-            os.chmod(f, 0o755)
-        store = os.path.join(tmp, "store")
-        r = run([binary, "bundle", "build", "--store", store, lib_a], timeout=60)
-        if r.returncode != 0:
-            raise Harness("bundle build %s: %s" % (lib_a, r.stderr))
-        for d, _, files in os.walk(store):
-            os.chmod(d, 0o755)
-            for f in files:
-                os.chmod(os.path.join(d, f), 0o644)
-        for case, user in (("replaced", None), ("deleted", None), ("replaced-unprivileged", 65534),
-                           ("deleted-unprivileged", 65534)):
+        os.chmod(as_modules, 0o755)
+        for case, user in SWAP_CASES:
             path = os.path.join(tmp, "libswap-%s.so" % case)
-            shutil.copy(lib_a, path)
-            os.chmod(path, 0o755)
-            cmd = [target, path]
-            if user:
-                cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
+            proc = sw.start(case, user, path)
             try:
-                if proc.stdout.readline().strip() != "ready":
-                    raise Harness("swap_target %s: %s" % (case, proc.stderr.read()))
-                time.sleep(0.05)
-                if case.startswith("replaced"):
-                    shutil.copy(lib_b, path + ".new")
-                    os.chmod(path + ".new", 0o755)
-                    os.rename(path + ".new", path)
-                    if build_id_of(path) != id_b:
-                        raise Harness("%s does not hold B after the rename" % path)
-                else:
-                    os.unlink(path)
                 r = stackprov(["--pid", str(proc.pid), "--json"], binary, user=user)
                 # Exit 1 with a module left out: "the stacks are not whole" (the walk stops there).
                 if r.returncode != (0 if user is None else 1):
@@ -1253,6 +1217,143 @@ def mode_swapped_module(a):
     finally:
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def as_user(cmd, user):
+    return cmd if user is None else ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+
+
+# The swapped-module cases: (name, user to run the target and stackprov as; None: root).
+SWAP_CASES = (("replaced", None), ("deleted", None), ("replaced-unprivileged", 65534), ("deleted-unprivileged", 65534))
+
+
+class SwapSetup:
+    """The swapped-module modes' files: a temp dir open to the unprivileged user holding the target
+    and stackprov, a bundle store with the bundle of library A; the oracles' answers (readelf's
+    build-ids of A and B, the functions only B defines, the target's chain)."""
+
+    def __init__(self, a, prefix):
+        if not a.swap_libs:
+            raise Harness("this mode needs --swap-libs")
+        self.lib_a, self.lib_b = a.swap_libs
+        self.id_a, self.id_b = build_id_of(self.lib_a), build_id_of(self.lib_b)
+        if self.id_a == self.id_b:
+            raise Harness("the two libraries have one build-id %s" % self.id_a)
+        self.only_b = symbols_of(self.lib_b) - symbols_of(self.lib_a)
+        self.chain = ["swap_leaf", "swap_mid", "swap_enter", "main"]
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(self.tmp, 0o777)
+        self.target = os.path.join(self.tmp, "swap_target")
+        self.binary = os.path.join(self.tmp, "stackprov")
+        shutil.copy(a.fixture, self.target)
+        shutil.copy(a.stackprov, self.binary)
+        for f in (self.target, self.binary):
+            os.chmod(f, 0o755)
+        self.store = os.path.join(self.tmp, "store")
+        r = run([self.binary, "bundle", "build", "--store", self.store, self.lib_a], timeout=60)
+        if r.returncode != 0:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise Harness("bundle build %s: %s" % (self.lib_a, r.stderr))
+        for d, _, files in os.walk(self.store):
+            os.chmod(d, 0o755)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o644)
+
+    def start(self, case, user, path, env=None):
+        """Starts the target on a copy of A at `path` (as `user`), waits until it is parked in the
+        library, then replaces the file with B (rename over it) or deletes it, as `case` says."""
+        shutil.copy(self.lib_a, path)
+        os.chmod(path, 0o755)
+        proc = subprocess.Popen(as_user([self.target, path], user), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+        try:
+            if proc.stdout.readline().strip() != "ready":
+                raise Harness("swap_target %s: %s" % (case, proc.stderr.read()))
+            time.sleep(0.05)
+            if case.startswith("replaced"):
+                shutil.copy(self.lib_b, path + ".new")
+                os.chmod(path + ".new", 0o755)
+                os.rename(path + ".new", path)
+                if build_id_of(path) != self.id_b:
+                    raise Harness("%s does not hold B after the rename" % path)
+            else:
+                os.unlink(path)
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        return proc
+
+
+def mode_swapped_module_record(a):
+    """`stackprov record -p` of a process whose library's file was replaced (rename over it) or
+    deleted after it was mapped, then `perf-import` of the capture without and with a bundle store.
+    The target spins in the library (SWAP_SPIN) so that cpu-clock samples land there. Expected,
+    with the oracles readelf (A's and B's build-ids, the names only B defines) and the target's
+    source (its chain swap_leaf < swap_mid < swap_enter < main):
+      * the recording describes the library by the mapped file A: as root read through
+        /proc/PID/map_files; as the unprivileged user by A's build-id read from the target's
+        memory, which `record` says in a warning naming A's build-id;
+      * perf-import without a store never names a frame with a function only B defines; after a
+        replace it warns that the file at the path has B's build-id where the recording has A's;
+      * perf-import --store (holding the bundle of A): every sample taken in the library has the
+        whole chain, named from A's bundle, and ends at the end of the stack."""
+    sw = SwapSetup(a, "stack-swap-record-")
+    env = dict(os.environ, SWAP_SPIN="1")
+    try:
+        for case, user in SWAP_CASES:
+            path = os.path.join(sw.tmp, "libswap-%s.so" % case)
+            cap = os.path.join(sw.tmp, "%s.cap" % case)
+            proc = sw.start(case, user, path, env=env)
+            try:
+                r = run(as_user([sw.binary, "record", "-p", str(proc.pid), "--duration", "0.5", "-o", cap], user),
+                        timeout=60)
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            if r.returncode != 0:
+                fail("[%s] record exited %d: %s" % (case, r.returncode, r.stderr.strip()))
+                continue
+            warn = [l for l in r.stderr.splitlines() if "libswap-" in l]
+            if user is not None and not any("read from the process's memory" in l and sw.id_a in l for l in warn):
+                fail("[%s] record does not say the module's build-id %s was read from memory: %r" %
+                     (case, sw.id_a, r.stderr))
+            if any(sw.id_b in l for l in warn):
+                fail("[%s] record describes the module by B (%s): %r" % (case, sw.id_b, warn))
+            for store in (None, sw.store):
+                with_store = ["--store", store] if store else []
+                r = run([sw.binary, "perf-import", "-f", "json"] + with_store + [cap], timeout=60)
+                what = "perf-import" + (" --store" if store else "")
+                if r.returncode != 0:
+                    fail("[%s] %s exited %d: %s" % (case, what, r.returncode, r.stderr.strip()))
+                    continue
+                samples = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+                in_lib = [s for s in samples if s["frames"] and "libswap-" in (s["frames"][0].get("module") or "")]
+                if len(in_lib) < 10:
+                    fail("[%s] %s: %d of %d samples in the library; the target spins there" %
+                         (case, what, len(in_lib), len(samples)))
+                    continue
+                named_b = [f["function"] for s in samples for f in s["frames"] if norm_name(f.get("function") or "") in sw.only_b]
+                if named_b:
+                    fail("[%s] %s: frames named by B's functions %s" % (case, what, sorted(set(named_b))))
+                if store is None:
+                    if case == "replaced" and not any("snapshot expects %s" % sw.id_a in l and sw.id_b in l
+                                                      for l in r.stderr.splitlines()):
+                        fail("[%s] %s does not warn that the file at the path is B (%s), not A (%s): %r" %
+                             (case, what, sw.id_b, sw.id_a, r.stderr))
+                    continue
+                bad = [s for s in in_lib if not subsequence(sw.chain, [norm_name(f.get("function") or "")
+                                                                       for f in s["frames"]]) or s["stop_reason"] != "end_of_stack"]
+                if bad:
+                    fail("[%s] %s: %d of %d samples in the library lack the chain %s or its end, e.g. %s (stop %s)" %
+                         (case, what, len(bad), len(in_lib), sw.chain,
+                          [f.get("function") for f in bad[0]["frames"]], bad[0]["stop_reason"]))
+                else:
+                    note("[%s] %s: %d samples in the library, each %s" %
+                         (case, what, len(in_lib), " < ".join(f.get("function") or "??" for f in in_lib[0]["frames"])))
+    finally:
+        if not a.keep:
+            shutil.rmtree(sw.tmp, ignore_errors=True)
 
 
 def mode_json_bytes(a):
@@ -1340,6 +1441,7 @@ MODES = {
     "core-not-elf": mode_core_not_elf,
     "core-other-arch": mode_core_other_arch,
     "swapped-module": mode_swapped_module,
+    "swapped-module-record": mode_swapped_module_record,
     "json-bytes": mode_json_bytes,
 }
 
