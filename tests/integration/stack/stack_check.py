@@ -1212,11 +1212,90 @@ def mode_swapped_module(a):
                         note("[%s] with --store: %s" % (case, " < ".join(desc)))
                 check_as_modules(case, as_modules, proc.pid, path, user, id_a, id_b)
             finally:
+                proc.stdin.close()
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        for case, user in SWAP_CASES:
+            if case.startswith("replaced"):
+                check_as_refresh(sw, as_modules, case + "-refresh", user)
     finally:
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_listing(proc, what):
+    """as_modules --refresh: the lines up to "--" -> [(start, end, path, build-id)]."""
+    mods = []
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise Harness("%s: as_modules ended: %s" % (what, proc.stderr.read()))
+        if line.strip() == "--":
+            return mods
+        f = line.rstrip("\n").split(" ")
+        mods.append((int(f[0], 16), int(f[1], 16), f[2], f[3] if len(f) > 3 else ""))
+
+
+def check_as_refresh(sw, tool, case, user):
+    """swapped-module: one address space across a refresh (sprov_address_space_refresh). It is
+    made while A is at the path; the file is replaced by B; the target then dlopens B through
+    another spelling of the path, so the process maps both files under one path. After the
+    refresh, by the oracles /proc/PID/maps (each mapping's inode) and readelf (the build-ids): the
+    mappings of A's inode are listed with A's build-id, those of B's inode with B's, B read from
+    the path (no warning names B's build-id: not described from memory, as the unprivileged user
+    would have to if the path's file were not opened again)."""
+    path = os.path.join(sw.tmp, "libswap-%s.so" % case)
+    st = {}
+
+    def open_as(proc):
+        st["inode_a"] = os.stat(path).st_ino
+        st["as"] = subprocess.Popen(as_user([tool, str(proc.pid), "--refresh"], user), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        st["before"] = read_listing(st["as"], case)
+
+    proc = sw.start(case, user, path, before_swap=open_as)
+    asp = st.get("as")
+    try:
+        inode_b = os.stat(path).st_ino
+        proc.stdin.write("load %s/./%s\n" % (os.path.dirname(path), os.path.basename(path)))
+        proc.stdin.flush()
+        if proc.stdout.readline().strip() != "loaded":
+            raise Harness("[%s] the target did not load B: %s" % (case, proc.stderr.read()))
+        with open("/proc/%d/maps" % proc.pid) as f:
+            maps = [l.split() for l in f]
+        by_start = {int(m[0].split("-")[0], 16): int(m[4]) for m in maps if len(m) >= 6 and m[5] == path}
+        asp.stdin.write("\n")
+        asp.stdin.flush()
+        after = read_listing(asp, case)
+        asp.stdin.close()
+        asp.wait(timeout=30)
+        warnings = asp.stderr.read()
+        before = [m for m in st["before"] if m[2] == path]
+        if not before or any(m[3] != sw.id_a for m in before):
+            fail("[%s] before the swap the address space lists %s, not A's build-id %s" % (case, before, sw.id_a))
+        want = {st["inode_a"]: sw.id_a, inode_b: sw.id_b}
+        listed = [(m[0], by_start.get(m[0]), m[3]) for m in after if m[2] == path]
+        seen = {by_start.get(m[0]) for m in after if m[2] == path}
+        if st["inode_a"] not in seen or inode_b not in seen:
+            fail("[%s] after the refresh the address space lists %s's mappings of inodes %s, not both %d (A) and "
+                 "%d (B); maps: %s" % (case, path, sorted(i for i in seen if i), st["inode_a"], inode_b, by_start))
+        wrong = [(hex(s), i, b) for s, i, b in listed if want.get(i) != b]
+        if wrong:
+            fail("[%s] after the refresh, mappings listed with another build-id than their file's "
+                 "(start, inode, build-id): %s; A: inode %d %s, B: inode %d %s; warnings %r" %
+                 (case, wrong, st["inode_a"], sw.id_a, inode_b, sw.id_b, warnings))
+        else:
+            note("[%s] after the refresh: %s" % (case, ", ".join("%x inode %s -> %s" % (s, i, b[:8]) for s, i, b in listed)))
+        # B is the file at the path: it is read from there, never described from memory or map_files.
+        if "described by build-id %s" % sw.id_b in warnings:
+            fail("[%s] the mapping of the file at the path (B, %s) was not read from it: %r" % (case, sw.id_b, warnings))
+    finally:
+        if asp is not None and asp.poll() is None:
+            asp.kill()
+            asp.wait()
+        proc.stdin.close()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def as_user(cmd, user):
@@ -1259,17 +1338,20 @@ class SwapSetup:
             for f in files:
                 os.chmod(os.path.join(d, f), 0o644)
 
-    def start(self, case, user, path, env=None):
+    def start(self, case, user, path, env=None, before_swap=None):
         """Starts the target on a copy of A at `path` (as `user`), waits until it is parked in the
-        library, then replaces the file with B (rename over it) or deletes it, as `case` says."""
+        library, calls before_swap(proc) if given, then replaces the file with B (rename over it)
+        or deletes it, as `case` says. The target's stdin is a pipe ("load PATH" lines)."""
         shutil.copy(self.lib_a, path)
         os.chmod(path, 0o755)
-        proc = subprocess.Popen(as_user([self.target, path], user), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(as_user([self.target, path], user), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
         try:
             if proc.stdout.readline().strip() != "ready":
                 raise Harness("swap_target %s: %s" % (case, proc.stderr.read()))
             time.sleep(0.05)
+            if before_swap is not None:
+                before_swap(proc)
             if case.startswith("replaced"):
                 shutil.copy(self.lib_b, path + ".new")
                 os.chmod(path + ".new", 0o755)
@@ -1279,6 +1361,7 @@ class SwapSetup:
             else:
                 os.unlink(path)
         except BaseException:
+            proc.stdin.close()
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
@@ -1309,6 +1392,7 @@ def mode_swapped_module_record(a):
                 r = run(as_user([sw.binary, "record", "-p", str(proc.pid), "--duration", "0.5", "-o", cap], user),
                         timeout=60)
             finally:
+                proc.stdin.close()
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             if r.returncode != 0:
