@@ -275,6 +275,14 @@ std::string directory_given(const std::string& path) {
   return "";
 }
 
+std::string store_not_found(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0)
+    return "bundle store '" + dir + "' " + (errno == ENOENT ? std::string("does not exist") : strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return "bundle store '" + dir + "' is not a directory";
+  return "";
+}
+
 std::string write_file_atomic(const std::string& path, std::string_view data) {
   if (std::string dir = directory_given(path); !dir.empty()) return dir + ", not a file";
   const std::string tmp = path + ".tmp";

@@ -58,6 +58,10 @@ inline constexpr int kExitUsage = 2;  // bad command line: an unknown option, a 
 /// "'PATH' is a directory" -- for options and arguments that name a file.
 std::string directory_given(const std::string& path);
 
+/// "" when `dir` is an existing directory, else why it cannot be the bundle store a command reads
+/// ("bundle store 'DIR' does not exist", as the library says it, or "is not a directory").
+std::string store_not_found(const std::string& dir);
+
 /// Writes `data` to `path` through PATH.tmp and a rename, so that a failed write leaves no partial
 /// file; "" or the error (naming the path; a directory is said to be one).
 std::string write_file_atomic(const std::string& path, std::string_view data);

@@ -394,7 +394,8 @@ void import_usage(FILE* f) {
           "      --sysroot DIR      open module files under DIR\n"
           "      --store DIR        a bundle store (stackprov bundle build --store): a module whose file is\n"
           "                         missing, or has another build-id than the recording's, is unwound and\n"
-          "                         named from the bundle of its build-id (default: no store)\n"
+          "                         named from the bundle of its build-id (default: no store; a DIR that does\n"
+          "                         not exist is an error)\n"
           "      --max-frames N     user frames per sample, 1 to 65536 (default 256)\n"
           "      --title TEXT       the flame graph's title\n"
           "  -q, --quiet            no summary or warnings on stderr (a module that cannot be used -- a\n"
@@ -403,8 +404,8 @@ void import_usage(FILE* f) {
           "  -h, --help             this text\n\n"
           "Exit status:\n"
           "  0  the output was written (samples that could not be unwound are counted as failed in the summary)\n"
-          "  1  the input cannot be read (missing, malformed or unsupported) or the output cannot be written; no\n"
-          "     output file is left\n"
+          "  1  the input cannot be read (missing, malformed or unsupported), the --store directory does not\n"
+          "     exist, or the output cannot be written; no output file is left\n"
           "  2  usage: an unknown option, a missing or invalid value, no input or more than one\n");
 }
 
@@ -457,11 +458,9 @@ int cmd_perf_import(int argc, char** argv) {
   if (sysroot != nullptr && !*sysroot) return usage_error(cmd, "--sysroot needs a directory");
   const char* store = a.get("store");
   if (store != nullptr && !*store) return usage_error(cmd, "--store needs a directory");
-  if (struct stat st; store != nullptr) {
-    const int e = stat(store, &st) != 0 ? errno : 0;
-    if (e != 0 || !S_ISDIR(st.st_mode))
-      return usage_error(cmd, std::string("--store '") + store + "': " +
-                                  (e == ENOENT ? "no such directory" : e != 0 ? strerror(e) : "not a directory"));
+  if (std::string why = store ? stackprov_cli::store_not_found(store) : ""; !why.empty()) {
+    fprintf(stderr, "stackprov perf-import: %s\n", why.c_str());
+    return 1;
   }
   const std::string title = a.has("title") ? a.get("title") : "Flame Graph";
   const bool quiet = a.has("quiet");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "args.hpp"
 #include "command.hpp"
 #include "print.hpp"
 #include "stackprov/stackprov.h"
@@ -148,10 +149,11 @@ constexpr const char* kHelp =
     "\n"
     "Exit status:\n"
     "  0  every thread was captured and unwound to the end of its stack (or to --max-frames)\n"
-    "  1  the process or the core could not be read; or the stacks were printed but are not\n"
-    "     whole: a thread could not be unwound or its walk stopped before the end of its stack\n"
-    "     (stop other than end_of_stack and max_frames), a module file has another build-id\n"
-    "     than the core's copy of it, or the core is truncated (one line on stderr says which);\n"
+    "  1  the process or the core could not be read, or the --store directory does not exist;\n"
+    "     or the stacks were printed but are not whole: a thread could not be unwound or its\n"
+    "     walk stopped before the end of its stack (stop other than end_of_stack and\n"
+    "     max_frames), a module file has another build-id than the core's copy of it, or the\n"
+    "     core is truncated (one line on stderr says which);\n"
     "     out of memory (e.g. under a small RLIMIT_AS) is such a failure, its line says so\n"
     "  2  bad options (one line naming the offending value)\n";
 
@@ -277,6 +279,10 @@ int cmd_stack(int argc, char** argv) {
   if (a.offline && !a.core) return usage_error("--offline is only valid with --core");
   if (a.offline && a.exe) return usage_error("--exe '%s' opens a module file: not valid with --offline", a.exe);
   if (a.store && *a.store == '\0') return usage_error("--store needs a directory");
+  if (std::string why = a.store ? stackprov_cli::store_not_found(a.store) : ""; !why.empty()) {
+    fprintf(stderr, "stackprov stack: %s\n", why.c_str());
+    return 1;
+  }
   const std::string python = a.python ? a.python : "auto";
   if (python != "auto" && python != "off" && python != "only")
     return usage_error("invalid --python value '%s' (expected auto, off or only)", a.python);

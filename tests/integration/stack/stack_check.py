@@ -602,6 +602,16 @@ def mode_cli_errors(a):
         expect_error("stack %s" % " ".join(args), r, words, code=2)
         if r.stdout:
             fail("[stack %s] printed to stdout: %r" % (" ".join(args), r.stdout))
+    # A --store that is not a directory: exit 1 naming it, as the bundle commands say it.
+    tmp = tempfile.mkdtemp(prefix="stack-cli-")
+    try:
+        for store, why in ((os.path.join(tmp, "none"), "does not exist"), (sp, "is not a directory")):
+            r = stackprov(["--pid", str(os.getpid()), "--store", store], sp)
+            expect_error("stack --store %s" % store, r, ["bundle store '%s' %s" % (store, why)], code=1)
+            if r.stdout:
+                fail("[stack --store %s] printed to stdout: %r" % (store, r.stdout))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     h = stackprov(["--help"], sp)
     if h.returncode != 0:
         fail("--help exited %d" % h.returncode)
