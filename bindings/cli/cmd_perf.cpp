@@ -262,7 +262,12 @@ class NameTable {
     if (static_cast<size_t>(fr.module_index) >= mods.size()) mods.resize(fr.module_index + 1, -1);
     int32_t& mid = mods[fr.module_index];
     if (mid < 0) {
-      auto [it, fresh] = module_ids_.emplace(fr.module_path, static_cast<int32_t>(module_ids_.size()));
+      // By path and build-id: one path may name two builds in one recording (a library replaced and
+      // loaded again while the old one stays mapped), whose names at one offset differ.
+      std::string key = fr.module_path;
+      key.push_back('\0');
+      key.append(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);
+      auto [it, fresh] = module_ids_.emplace(std::move(key), static_cast<int32_t>(module_ids_.size()));
       mid = it->second;
     }
     const uint64_t key = (static_cast<uint64_t>(mid) << 41) | (exact ? 1ull << 40 : 0) | (fr.module_offset & ((1ull << 40) - 1));
