@@ -277,8 +277,10 @@ std::string directory_given(const std::string& path) {
 
 std::string store_not_found(const std::string& dir) {
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0)
-    return "bundle store '" + dir + "' " + (errno == ENOENT ? std::string("does not exist") : strerror(errno));
+  if (stat(dir.c_str(), &st) != 0) {
+    const int e = errno;
+    return "bundle store '" + dir + "' " + (e == ENOENT ? std::string("does not exist") : std::string("cannot be read: ") + strerror(e));
+  }
   if (!S_ISDIR(st.st_mode)) return "bundle store '" + dir + "' is not a directory";
   return "";
 }

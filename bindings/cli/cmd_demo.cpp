@@ -89,7 +89,6 @@ std::string lib_message() {
   return m && *m ? m : sprov_strerror(sprov_last_error());
 }
 
-void log_to_stderr(void*, int, const char* message) { stackprov_cli::print_warnings(stderr, message); }
 
 /// The demo workload process: stopped (SIGTERM) and reaped when it goes out of scope.
 struct Workload {
@@ -366,7 +365,7 @@ int cmd_demo(int argc, char** argv) {
   sprov_bundle_store_free(bs);
   sprov_context_opts copts{};
   copts.sz = sizeof copts;
-  copts.log_fn = log_to_stderr;
+  copts.log_fn = stackprov_cli::log_once_to_stderr;
   copts.log_level = SPROV_LOG_WARN;
   copts.bundle_store = bundle_dir.c_str();
   if (sprov_context_new(&copts, &cleanup.c) != 0) return demo.failed("trace-capture", lib_message());

@@ -242,9 +242,10 @@ struct NameInfo {
 /// kernel frame.
 class NameTable {
  public:
-  /// `chain`: a frame the symbol tables do not name is asked of the resolver chain (a bundle
-  /// store is set: the bundle of a module whose file is missing or another build).
-  NameTable(sprov_symbolizer* sym, sprov_profile* prof, bool chain) : sym_(sym), prof_(prof), chain_(chain) {
+  /// `bundles`: a frame the symbol tables do not name (a module whose file is missing or another
+  /// build) is asked of the store's bundle for the module's build-id, and of nothing else (no
+  /// DWARF, no debuginfod).
+  NameTable(sprov_symbolizer* sym, sprov_profile* prof, bool bundles) : sym_(sym), prof_(prof), chain_(bundles) {
     names_.push_back(NameInfo{"[unknown]", "", "", 0, false, false});
     names_.push_back(NameInfo{"[unknown]", "", "[kernel.kallsyms]", 0, true, false});
   }
@@ -286,8 +287,10 @@ class NameTable {
       NameInfo n{s.name, s.linkage_name ? s.linkage_name : "", "", s.sym_addr, false, true};
       id = intern(std::move(n), std::to_string(mid) + ':' + std::to_string(s.sym_addr));
     } else if (SPROV_OPTS(sprov_symbol_info, si);
-               chain_ && sprov_symbolizer_frame_ex(sym_, stack, i, 0, &si) == 0 && si.resolver != SPROV_RESOLVER_NONE &&
-               si.frame_count > 0) {
+               chain_ && fr.build_id_len > 0 && (exact || fr.module_offset > 0) &&
+               sprov_symbolizer_addr_build_id(sym_, stackprov_cli::hex_bytes(fr.build_id, fr.build_id_len).c_str(),
+                                              exact ? fr.module_offset : fr.module_offset - 1, 0, &si) == 0 &&
+               si.resolver != SPROV_RESOLVER_NONE && si.frame_count > 0) {
       // The physical function (the inline chain's last frame), as the symbol tables would name it.
       SPROV_OPTS(sprov_symbol_frame, f);
       if (sprov_symbolizer_inline_frame(sym_, si.frame_count - 1, &f) == 0 && *f.name) {
@@ -403,9 +406,9 @@ void import_usage(FILE* f) {
           "                         not exist is an error)\n"
           "      --max-frames N     user frames per sample, 1 to 65536 (default 256)\n"
           "      --title TEXT       the flame graph's title\n"
-          "  -q, --quiet            no summary or warnings on stderr (a module that cannot be used -- a\n"
-          "                         file with another build-id than the recording's, another architecture\n"
-          "                         -- is a warning, once per module)\n"
+          "  -q, --quiet            no summary or warnings on stderr (warnings include a module file that\n"
+          "                         cannot be used: another build-id than the recording's, another\n"
+          "                         architecture; each distinct warning is printed once)\n"
           "  -h, --help             this text\n\n"
           "Exit status:\n"
           "  0  the output was written (samples that could not be unwound are counted as failed in the summary)\n"
@@ -424,11 +427,6 @@ const char* mode_name(int mode) {
 
 std::string hex_id(const char* hex) { return hex != nullptr ? hex : ""; }
 
-/// The library's warnings (a module that cannot be used), each printed once.
-void log_once(void* user, int, const char* message) {
-  auto* seen = static_cast<std::set<std::string>*>(user);
-  if (seen->size() < 4096 && seen->insert(message).second) stackprov_cli::print_warnings(stderr, message);
-}
 
 int cmd_perf_import(int argc, char** argv) {
   const char* cmd = "perf-import";
@@ -471,12 +469,10 @@ int cmd_perf_import(int argc, char** argv) {
   const bool quiet = a.has("quiet");
 
   const auto t0 = std::chrono::steady_clock::now();
-  std::set<std::string> logged;
   SPROV_OPTS(sprov_context_opts, copts, .sysroot = sysroot);
   copts.bundle_store = store;
   if (!quiet) {
-    copts.log_fn = log_once;
-    copts.log_user = &logged;
+    copts.log_fn = stackprov_cli::log_once_to_stderr;
     copts.log_level = SPROV_LOG_WARN;
   }
   sprov_context* ctx = nullptr;
@@ -786,6 +782,8 @@ void record_usage(FILE* f) {
           "SIGTERM).\n"
           "With -p, a library replaced or deleted since the process mapped it is described by the file mapped (read\n"
           "through /proc/PID/map_files, or without CAP_SYS_ADMIN by its build-id read from the process's memory,\n"
+          "with a warning; that read needs ptrace permission over the process -- with Yama ptrace_scope 1 only over\n"
+          "a descendant -- and without it a replaced module is left out, a deleted one listed without a build-id,\n"
           "with a warning): `perf-import --store DIR` then unwinds and names it from that build-id's bundle.\n\n"
           "Options (--opt VALUE or --opt=VALUE; the short forms are perf record's):\n"
           "  -F, --frequency HZ     samples per second per thread, 1 to 100000 and at most\n"
@@ -845,8 +843,7 @@ int cmd_record(int argc, char** argv) {
   if (command.size() > 1) o.argv = command.data();
   o.output = output;
   sprov_context* ctx = nullptr;
-  std::set<std::string> logged;
-  SPROV_OPTS(sprov_context_opts, copts, .log_fn = log_once, .log_user = &logged, .log_level = SPROV_LOG_WARN);
+  SPROV_OPTS(sprov_context_opts, copts, .log_fn = stackprov_cli::log_once_to_stderr, .log_level = SPROV_LOG_WARN);
   if (sprov_context_new(&copts, &ctx) != 0) {
     fprintf(stderr, "stackprov record: %s\n", sprov_last_error_message());
     return 1;

@@ -279,13 +279,14 @@ int cmd_stack(int argc, char** argv) {
   if (a.offline && !a.core) return usage_error("--offline is only valid with --core");
   if (a.offline && a.exe) return usage_error("--exe '%s' opens a module file: not valid with --offline", a.exe);
   if (a.store && *a.store == '\0') return usage_error("--store needs a directory");
+  const std::string python = a.python ? a.python : "auto";
+  if (python != "auto" && python != "off" && python != "only")
+    return usage_error("invalid --python value '%s' (expected auto, off or only)", a.python);
+  // Every option checked (exit 2) before the store is looked at (exit 1).
   if (std::string why = a.store ? stackprov_cli::store_not_found(a.store) : ""; !why.empty()) {
     fprintf(stderr, "stackprov stack: %s\n", why.c_str());
     return 1;
   }
-  const std::string python = a.python ? a.python : "auto";
-  if (python != "auto" && python != "off" && python != "only")
-    return usage_error("invalid --python value '%s' (expected auto, off or only)", a.python);
 
   // Option structs are value-initialised (unnamed fields zero) with their size set.
   sprov_context_opts copts{};

@@ -67,7 +67,6 @@ int fail(const char* cmd, const std::string& msg) {
 }
 
 /// The library's log messages (warnings such as a module without a file for the bundle).
-void log_to_stderr(void*, int, const char* message) { stackprov_cli::print_warnings(stderr, message); }
 
 bool is_store_url(const std::string& s);
 
@@ -96,7 +95,7 @@ int make_context(const char* cmd, const char* dir, bool create, sprov_context** 
   }
   sprov_context_opts o{};
   o.sz = sizeof o;
-  o.log_fn = log_to_stderr;
+  o.log_fn = stackprov_cli::log_once_to_stderr;
   o.log_level = SPROV_LOG_WARN;
   o.bundle_store = use.empty() ? nullptr : use.c_str();
   if (sprov_context_new(&o, out) != 0) return lib_fail(cmd, "context");

@@ -4,6 +4,8 @@
 #include "utf8.hpp"
 
 #include <cinttypes>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 #include <cstring>
@@ -296,6 +298,21 @@ void print_process_json(FILE* f, const sprov_process_info& info) {
     fprintf(f, ",\"code\":%d,\"code_name\":\"%s\"", info.signal_code, json_escape(info.signal_code_name).c_str());
   if (info.has_fault_address) fprintf(f, ",\"fault_address\":\"0x%" PRIx64 "\"", info.fault_address);
   fprintf(f, "}");
+}
+
+void log_once_to_stderr(void*, int, const char* message) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  if (message == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const char* p = message; *p;) {
+    const char* nl = strchr(p, '\n');
+    const std::string line(p, nl ? static_cast<size_t>(nl - p) : strlen(p));
+    if (!line.empty() && (seen.size() >= 4096 || seen.insert(line).second))
+      fprintf(stderr, "stackprov: warning: %s\n", line.c_str());
+    if (!nl) break;
+    p = nl + 1;
+  }
 }
 
 void print_warnings(FILE* f, const char* text) {

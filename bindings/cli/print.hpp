@@ -51,6 +51,11 @@ bool is_signal_trampoline(const sprov_stack* stack, size_t index);
 /// Prints each line of `text` (one finding per line) as "stackprov: warning: LINE".
 void print_warnings(FILE* f, const char* text);
 
+/// A sprov_log_fn for the commands: each line of a message to stderr as print_warnings does, a line
+/// already printed by this process not again (a finding repeated per sample or per module table);
+/// at most 4096 distinct lines are remembered. Thread-safe. `user` is unused.
+void log_once_to_stderr(void* user, int level, const char* message);
+
 std::string json_escape(const char* s);
 /// Appends `s` JSON-escaped (without quotes), as json_escape.
 void append_json_escaped(std::string* out, std::string_view s);

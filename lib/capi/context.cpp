@@ -163,7 +163,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
       return make_error(SPROV_ERR_IO, "%s is no longer the file %s (it was replaced)", host.c_str(),
                         m.file.known() && m.build_id.empty() ? "captured" : "being opened");
     if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
-      return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, snapshot expects %s",
+      return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, not the module's %s",
                         host.c_str(), img.value()->build_id().hex().c_str(), m.build_id.hex().c_str());
     ctx->modules_loaded++;
     return unwind::LoadedModule::load(img.value(), dopts);

@@ -217,7 +217,13 @@ SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* o
     o.root = ctx->ctx.config().sysroot;
     perf::RecordStats stats;
     if (Status st = perf::record(o, &stats); !st.ok()) return fail(st.error());
-    if (!stats.warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", stats.warnings.c_str());
+    // One message per finding (a module left out or read from memory).
+    for (size_t at = 0; at < stats.warnings.size();) {
+      size_t nl = stats.warnings.find('\n', at);
+      if (nl == std::string::npos) nl = stats.warnings.size();
+      if (nl > at) ctx->ctx.log(SPROV_LOG_WARN, "%.*s", static_cast<int>(nl - at), stats.warnings.c_str() + at);
+      at = nl + 1;
+    }
     if (out != nullptr) {
       struct sprov_record_result r = {};
       r.sz = sizeof(r);

@@ -2,6 +2,8 @@
 // Context logging and path helpers.
 #include "core/context.hpp"
 
+#include <algorithm>
+#include <string>
 #include <string_view>
 
 #include <cstdarg>
@@ -12,10 +14,27 @@ namespace stackprov {
 void Context::log(int level, const char* fmt, ...) const {
   if (cfg_.log_fn == nullptr || level > cfg_.log_level) return;
   char buf[1024];
-  va_list ap;
+  va_list ap, again;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_copy(again, ap);
+  const int n = vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  // A longer message (several findings, one per line) whole, up to 1 MiB; cut only if memory fails.
+  if (n >= static_cast<int>(sizeof(buf))) {
+    std::string big;
+    try {
+      big.resize(std::min(static_cast<size_t>(n), size_t{1} << 20) + 1);
+    } catch (...) {
+      big.clear();
+    }
+    if (!big.empty()) {
+      vsnprintf(big.data(), big.size(), fmt, again);
+      va_end(again);
+      cfg_.log_fn(cfg_.log_user, level, big.c_str());
+      return;
+    }
+  }
+  va_end(again);
   cfg_.log_fn(cfg_.log_user, level, buf);
 }
 

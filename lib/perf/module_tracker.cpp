@@ -145,8 +145,11 @@ void ModuleTracker::on_fork(const RawTask& t) {
   Proc& slot = procs_[t.pid];
   total_maps_ -= slot.maps.size();
   if (it != procs_.end()) {
-    // A live parent's child is live too: its inherited mappings are checked against its own listing.
-    if (it->second.mapped != nullptr) child.mapped = std::make_shared<memory::MappedFiles>(t.pid);
+    // A live parent's child is checked too, through the parent's listing, map_files and memory (the
+    // child inherited those mappings at the same addresses; MappedFiles finds each by its inode, so
+    // one the parent no longer has is left out, never taken from another file). Shared: a server
+    // forking per request adds no mapped images or warnings per child.
+    child.mapped = it->second.mapped;
     if (total_maps_ + it->second.maps.size() <= kMaxTotalMappings)
       child.maps = it->second.maps;
     else

@@ -57,7 +57,7 @@ class ModuleTracker {
   /// of the listing (memory::MappedFiles); a path that names another file is read through
   /// /proc/PID/map_files, or the module is left out with a warning. Mappings without a device and
   /// inode (MMAP2 records that carry a build-id instead) are taken as they are. Children forked
-  /// from then on (on_fork) are live too, checked against their own listings.
+  /// from then on (on_fork) are checked too, through the parent's MappedFiles (shared).
   void set_live(uint32_t pid, int64_t live_pid);
 
   /// The id of `pid`'s current module list (a new list is made when its mappings changed).

@@ -1167,7 +1167,8 @@ def mode_swapped_module(a):
                 if user is not None and "not whole" not in r.stderr:
                     fail("[%s] exit 1 without saying the stacks are not whole: %r" % (case, r.stderr))
                 doc = json.loads(r.stdout)
-                frames = doc["threads"][0]["frames"]
+                main = main_thread(doc, proc.pid)
+                frames = main["frames"]
                 desc = ["%s %s [%s]" % (f.get("function") or "??", os.path.basename(f.get("module") or ""),
                                         (f.get("build_id") or "")[:8]) for f in frames]
                 for f in frames:
@@ -1178,7 +1179,7 @@ def mode_swapped_module(a):
                         fail("[%s] frame %d is named %s, a function only the replacement defines: %s" %
                              (case, f["index"], f.get("function"), desc))
                 in_lib = [f for f in frames if "libswap-" in (f.get("module") or "")]
-                stop = doc["threads"][0]["stop_reason"]
+                stop = main["stop_reason"]
                 if user is None:
                     names = [norm_name(f.get("function") or "") for f in frames]
                     if not subsequence(chain, names) or stop != "end_of_stack":
@@ -1205,7 +1206,7 @@ def mode_swapped_module(a):
                     if r.returncode != 0:
                         fail("[%s] with --store: stackprov exited %d: %s" % (case, r.returncode, r.stderr.strip()))
                     else:
-                        t = json.loads(r.stdout)["threads"][0]
+                        t = main_thread(json.loads(r.stdout), proc.pid)
                         frames = t["frames"]
                         # No module file: the bundle names the frames (resolved_function; `function` is the
                         # file's symbol table).
@@ -1263,14 +1264,21 @@ def check_as_refresh(sw, tool, case, user):
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         st["before"] = read_listing(st["as"], case)
 
-    proc = sw.start(case, user, path, before_swap=open_as)
+    try:
+        proc = sw.start(case, user, path, before_swap=open_as)
+    except BaseException:
+        if st.get("as") is not None:
+            st["as"].kill()
+            st["as"].wait()
+        raise
     asp = st.get("as")
     try:
         inode_b = os.stat(path).st_ino
         proc.stdin.write("load %s/./%s\n" % (os.path.dirname(path), os.path.basename(path)))
         proc.stdin.flush()
-        if proc.stdout.readline().strip() != "loaded":
-            raise Harness("[%s] the target did not load B: %s" % (case, proc.stderr.read()))
+        said = proc.stdout.readline().strip()
+        if said != "loaded":
+            raise Harness("[%s] the target did not load B: %r" % (case, said))
         with open("/proc/%d/maps" % proc.pid) as f:
             maps = [l.split() for l in f]
         by_start = {int(m[0].split("-")[0], 16): int(m[4]) for m in maps if len(m) >= 6 and m[5] == path}
@@ -1306,6 +1314,15 @@ def check_as_refresh(sw, tool, case, user):
         proc.stdin.close()
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def main_thread(doc, pid):
+    """The thread of `stack --json` output whose tid is the process's pid (threads are listed by
+    tid, and a later thread's tid may be the lower one after pids wrap)."""
+    for t in doc["threads"]:
+        if t.get("tid") == pid:
+            return t
+    raise Harness("no thread %d in %s" % (pid, [t.get("tid") for t in doc["threads"]]))
 
 
 def as_user(cmd, user):
@@ -1385,7 +1402,7 @@ def mode_swapped_module_record(a):
     with the oracles readelf (A's and B's build-ids, the names only B defines) and the target's
     source (its chain swap_leaf < swap_mid < swap_enter < main):
       * the recording describes the library by the mapped file A: as root read through
-        /proc/PID/map_files; as the unprivileged user by A's build-id read from the target's
+        /proc/PID/map_files (no warning about the library); as the unprivileged user by A's build-id read from the target's
         memory, which `record` says in a warning naming A's build-id;
       * perf-import without a store never names a frame with a function only B defines; after a
         replace it warns that the file at the path has B's build-id where the recording has A's;
@@ -1406,12 +1423,20 @@ def mode_swapped_module_record(a):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             if r.returncode != 0:
-                fail("[%s] record exited %d: %s" % (case, r.returncode, r.stderr.strip()))
+                with open("/proc/sys/kernel/perf_event_paranoid") as f:
+                    paranoid = f.read().strip()
+                fail("[%s] record exited %d (kernel.perf_event_paranoid %s; as an unprivileged user it must be "
+                     "2 or less): %s" % (case, r.returncode, paranoid, r.stderr.strip()))
                 continue
             warn = [l for l in r.stderr.splitlines() if "libswap-" in l]
-            if user is not None and not any("read from the process's memory" in l and sw.id_a in l for l in warn):
+            from_memory = [l for l in warn if "read from the process's memory" in l]
+            if user is not None and not any(sw.id_a in l for l in from_memory):
                 fail("[%s] record does not say the module's build-id %s was read from memory: %r" %
                      (case, sw.id_a, r.stderr))
+            if user is None and warn:
+                # Root reads the mapped file through /proc/PID/map_files: nothing to warn about.
+                fail("[%s] record as root warns about the library (map_files should have served it): %r" %
+                     (case, warn))
             if any(sw.id_b in l for l in warn):
                 fail("[%s] record describes the module by B (%s): %r" % (case, sw.id_b, warn))
             for store in (None, sw.store):
@@ -1431,8 +1456,8 @@ def mode_swapped_module_record(a):
                 if named_b:
                     fail("[%s] %s: frames named by B's functions %s" % (case, what, sorted(set(named_b))))
                 if store is None:
-                    if case == "replaced" and not any("snapshot expects %s" % sw.id_a in l and sw.id_b in l
-                                                      for l in r.stderr.splitlines()):
+                    if case.startswith("replaced") and not any("not the module's %s" % sw.id_a in l and sw.id_b in l
+                                                               for l in r.stderr.splitlines()):
                         fail("[%s] %s does not warn that the file at the path is B (%s), not A (%s): %r" %
                              (case, what, sw.id_b, sw.id_a, r.stderr))
                     continue
