@@ -89,7 +89,6 @@ std::string lib_message() {
   return m && *m ? m : sprov_strerror(sprov_last_error());
 }
 
-
 /// The demo workload process: stopped (SIGTERM) and reaped when it goes out of scope.
 struct Workload {
   pid_t pid = -1;

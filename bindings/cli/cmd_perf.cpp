@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -245,7 +244,7 @@ class NameTable {
   /// `bundles`: a frame the symbol tables do not name (a module whose file is missing or another
   /// build) is asked of the store's bundle for the module's build-id, and of nothing else (no
   /// DWARF, no debuginfod).
-  NameTable(sprov_symbolizer* sym, sprov_profile* prof, bool bundles) : sym_(sym), prof_(prof), chain_(bundles) {
+  NameTable(sprov_symbolizer* sym, sprov_profile* prof, bool bundles) : sym_(sym), prof_(prof), bundles_(bundles) {
     names_.push_back(NameInfo{"[unknown]", "", "", 0, false, false});
     names_.push_back(NameInfo{"[unknown]", "", "[kernel.kallsyms]", 0, true, false});
   }
@@ -287,7 +286,7 @@ class NameTable {
       NameInfo n{s.name, s.linkage_name ? s.linkage_name : "", "", s.sym_addr, false, true};
       id = intern(std::move(n), std::to_string(mid) + ':' + std::to_string(s.sym_addr));
     } else if (SPROV_OPTS(sprov_symbol_info, si);
-               chain_ && fr.build_id_len > 0 && (exact || fr.module_offset > 0) &&
+               bundles_ && fr.build_id_len > 0 && (exact || fr.module_offset > 0) &&
                sprov_symbolizer_addr_build_id(sym_, stackprov_cli::hex_bytes(fr.build_id, fr.build_id_len).c_str(),
                                               exact ? fr.module_offset : fr.module_offset - 1, 0, &si) == 0 &&
                si.resolver != SPROV_RESOLVER_NONE && si.frame_count > 0) {
@@ -354,7 +353,7 @@ class NameTable {
 
   sprov_symbolizer* sym_;
   sprov_profile* prof_;
-  bool chain_ = false;
+  bool bundles_ = false;
   std::vector<std::vector<int32_t>> list_mods_;
   std::unordered_map<std::string, int32_t> module_ids_;
   std::unordered_map<uint64_t, uint32_t> cache_, kcache_;
@@ -426,7 +425,6 @@ const char* mode_name(int mode) {
 }
 
 std::string hex_id(const char* hex) { return hex != nullptr ? hex : ""; }
-
 
 int cmd_perf_import(int argc, char** argv) {
   const char* cmd = "perf-import";

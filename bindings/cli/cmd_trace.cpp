@@ -66,8 +66,6 @@ int fail(const char* cmd, const std::string& msg) {
   return kExitFail;
 }
 
-/// The library's log messages (warnings such as a module without a file for the bundle).
-
 bool is_store_url(const std::string& s);
 
 /// A context whose bundle store is `dir`, or without one (nullptr) the default directory

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <cstring>
 
@@ -300,31 +301,33 @@ void print_process_json(FILE* f, const sprov_process_info& info) {
   fprintf(f, "}");
 }
 
+namespace {
+/// Calls f(line) for each non-empty line of `text` (NULL: none).
+template <class F>
+void for_each_line(const char* text, F f) {
+  for (const char* p = text; p != nullptr && *p;) {
+    const char* nl = strchr(p, '\n');
+    const std::string_view line(p, nl ? static_cast<size_t>(nl - p) : strlen(p));
+    if (!line.empty()) f(line);
+    p = nl ? nl + 1 : nullptr;
+  }
+}
+}  // namespace
+
 void log_once_to_stderr(void*, int, const char* message) {
   static std::mutex mu;
-  static std::set<std::string> seen;
-  if (message == nullptr) return;
+  static std::set<std::string, std::less<>> seen;
   std::lock_guard<std::mutex> lock(mu);
-  for (const char* p = message; *p;) {
-    const char* nl = strchr(p, '\n');
-    const std::string line(p, nl ? static_cast<size_t>(nl - p) : strlen(p));
-    if (!line.empty() && (seen.size() >= 4096 || seen.insert(line).second))
-      fprintf(stderr, "stackprov: warning: %s\n", line.c_str());
-    if (!nl) break;
-    p = nl + 1;
-  }
+  for_each_line(message, [](std::string_view line) {
+    if (seen.size() >= 4096 || seen.emplace(line).second)
+      fprintf(stderr, "stackprov: warning: %.*s\n", static_cast<int>(line.size()), line.data());
+  });
 }
 
 void print_warnings(FILE* f, const char* text) {
-  if (text == nullptr) return;
-  const char* p = text;
-  while (*p) {
-    const char* nl = strchr(p, '\n');
-    const size_t len = nl ? static_cast<size_t>(nl - p) : strlen(p);
-    if (len > 0) fprintf(f, "stackprov: warning: %.*s\n", static_cast<int>(len), p);
-    if (!nl) break;
-    p = nl + 1;
-  }
+  for_each_line(text, [f](std::string_view line) {
+    fprintf(f, "stackprov: warning: %.*s\n", static_cast<int>(line.size()), line.data());
+  });
 }
 
 }  // namespace stackprov_cli

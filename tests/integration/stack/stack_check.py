@@ -226,11 +226,13 @@ def gdb_frames(gdb_bin, pid=None, core=None, exe=None):
     raise Harness("gdb gave no frames: %s" % r.stderr[-2000:])
 
 
+def as_user(cmd, user):
+    """`cmd` run as uid and gid `user` without supplementary groups (None: as we are)."""
+    return cmd if user is None else ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+
+
 def stackprov(args, bin_, timeout=60, user=None):
-    cmd = [bin_, "stack"] + args
-    if user:
-        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
-    return run(cmd, timeout=timeout)
+    return run(as_user([bin_, "stack"] + args, user), timeout=timeout)
 
 
 def stackprov_json(args, bin_):
@@ -1107,10 +1109,7 @@ def symbols_of(path):
 def check_as_modules(case, tool, pid, lib, user, id_a, id_b):
     """swapped-module: the fast path's address space of `pid` (as_modules prints "start end path
     build-id" per module and the address space's warnings on stderr)."""
-    cmd = [tool, str(pid)]
-    if user:
-        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
-    r = run(cmd, timeout=30)
+    r = run(as_user([tool, str(pid)], user), timeout=30)
     if r.returncode != 0:
         fail("[%s] as_modules exited %d: %s" % (case, r.returncode, r.stderr.strip()))
         return
@@ -1323,10 +1322,6 @@ def main_thread(doc, pid):
         if t.get("tid") == pid:
             return t
     raise Harness("no thread %d in %s" % (pid, [t.get("tid") for t in doc["threads"]]))
-
-
-def as_user(cmd, user):
-    return cmd if user is None else ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
 
 
 # The swapped-module cases: (name, user to run the target and stackprov as; None: root).
