@@ -26,6 +26,8 @@ constexpr size_t kMaxTotalMappings = size_t{1} << 20;
 constexpr size_t kMaxTotalListModules = size_t{1} << 22;
 constexpr size_t kMaxModuleFiles = 8192;   // each open file is mapped: stay far below vm.max_map_count
 constexpr size_t kMaxModulePaths = 65536;  // spellings (sharing the files they name)
+// Exited processes whose mappings are kept for late samples (on_exit).
+constexpr size_t kKeptExited = 4096;
 
 std::string strip_deleted(const std::string& p) {
   static const std::string kSuffix = " (deleted)";
@@ -102,7 +104,9 @@ void ModuleTracker::remove_range(Proc& p, uint64_t start, uint64_t end) {
   }
 }
 
-void ModuleTracker::insert(Proc& p, Mapping m) {
+void ModuleTracker::insert(uint32_t pid, Mapping m) {
+  reclaim(kKeptExited, 1, pid, pid);
+  Proc& p = procs_[pid];
   remove_range(p, m.start, m.end);
   if (p.maps.size() >= kMaxMappingsPerProc || total_maps_ >= kMaxTotalMappings) {
     warn_once(p.maps.size() >= kMaxMappingsPerProc
@@ -117,16 +121,15 @@ void ModuleTracker::insert(Proc& p, Mapping m) {
 }
 
 void ModuleTracker::on_mmap(const RawMmap& m) {
-  Proc& p = procs_[m.pid];
   const bool exec = (m.prot & PROT_EXEC) != 0;
   const bool file_backed = !m.path.empty() && m.path[0] == '/';
   if (m.len == 0) return;
   if (!exec || !(file_backed || m.path == "[vdso]")) {
     // A non-code mapping over code ends that code (munmap + mmap of data).
-    remove_range(p, m.start, m.start + m.len);
+    remove_range(procs_[m.pid], m.start, m.start + m.len);
     return;
   }
-  insert(p, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id, m.dev_major, m.dev_minor,
+  insert(m.pid, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id, m.dev_major, m.dev_minor,
                     m.inode});
 }
 
@@ -140,6 +143,8 @@ void ModuleTracker::on_comm(const RawComm& c) {
 
 void ModuleTracker::on_fork(const RawTask& t) {
   if (t.pid == t.ppid) return;  // a new thread shares the address space
+  auto parent = procs_.find(t.ppid);
+  reclaim(kKeptExited, parent == procs_.end() ? 0 : parent->second.maps.size(), t.pid, t.ppid);
   auto it = procs_.find(t.ppid);
   Proc child;
   Proc& slot = procs_[t.pid];
@@ -157,6 +162,28 @@ void ModuleTracker::on_fork(const RawTask& t) {
   }
   total_maps_ += child.maps.size();
   slot = std::move(child);
+}
+
+void ModuleTracker::on_exit(const RawTask& t) {
+  if (t.pid != t.tid) return;  // a thread ended; the process goes on
+  auto it = procs_.find(t.pid);
+  if (it == procs_.end() || it->second.exit_seq != 0) return;
+  it->second.exit_seq = ++exit_seq_;
+  exited_.emplace_back(t.pid, exit_seq_);
+  reclaim(kKeptExited, 0, t.pid, t.pid);
+}
+
+void ModuleTracker::reclaim(size_t keep, size_t need, uint32_t a, uint32_t b) {
+  while (!exited_.empty() && (exited_.size() > keep || total_maps_ + need > kMaxTotalMappings)) {
+    const auto [pid, seq] = exited_.front();
+    if (pid == a || pid == b) break;  // the oldest is being changed: keep it and all newer ones
+    exited_.pop_front();
+    auto it = procs_.find(pid);
+    // A pid used again since (FORK, exec) is another process, with exit_seq 0 or a newer one.
+    if (it == procs_.end() || it->second.exit_seq != seq) continue;
+    total_maps_ -= it->second.maps.size();
+    procs_.erase(it);
+  }
 }
 
 void ModuleTracker::seed_maps(uint32_t pid, const std::string& maps_text) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +51,11 @@ class ModuleTracker {
   void on_mmap(const RawMmap& m);
   void on_comm(const RawComm& c);
   void on_fork(const RawTask& t);
+  /// A process exited (EXIT with pid == tid). Its mappings are kept for the samples that come
+  /// after its EXIT record (each CPU's buffer is read in turn, not merged by time) and freed once
+  /// 4096 processes have exited since, or sooner, oldest exit first, when the bound on all
+  /// mappings would refuse a live process's (a long recording of a server forking per request).
+  void on_exit(const RawTask& t);
   /// Seeds a process from a /proc/PID/maps listing (recording an existing process).
   void seed_maps(uint32_t pid, const std::string& maps_text);
   /// `pid`'s mappings are those of live process `live_pid` (its own listing, files opened under
@@ -80,18 +86,22 @@ class ModuleTracker {
     bool dirty = true;
     uint32_t list = 0;
     std::shared_ptr<memory::MappedFiles> mapped;  ///< set_live: the files checked against the listing
+    uint64_t exit_seq = 0;  ///< 0 running; else its place in exited_ (a reused pid is a new Proc)
   };
   struct FileInfo {
     std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened (`error`)
     std::string error;
   };
-  void insert(Proc& p, Mapping m);
+  void insert(uint32_t pid, Mapping m);
   void remove_range(Proc& p, uint64_t start, uint64_t end);
   const FileInfo& file(const std::string& path);
   /// The file `path` names now, opened again (a live process re-mapped a file replaced at the
   /// path): replaces the spelling's entry; null when it cannot be opened.
   std::shared_ptr<elf::ElfImage> reopen(const std::string& path);
   void warn_once(const std::string& line);
+  /// Frees exited processes, oldest first: while more than `keep` are held, then while `need` more
+  /// mappings would pass the bound on all of them. Never `a` or `b` (the processes being changed).
+  void reclaim(size_t keep, size_t need, uint32_t a, uint32_t b);
 
   std::string root_;
   bool open_files_ = true;
@@ -99,6 +109,8 @@ class ModuleTracker {
   std::vector<uint8_t> vdso_;
   std::shared_ptr<elf::ElfImage> vdso_image_;
   std::map<uint32_t, Proc> procs_;
+  std::deque<std::pair<uint32_t, uint64_t>> exited_;  ///< (pid, exit_seq), oldest first
+  uint64_t exit_seq_ = 0;
   size_t total_maps_ = 0;    ///< mappings of all procs_
   size_t list_modules_ = 0;  ///< modules of all lists_
   std::map<std::string, FileInfo> files_;  ///< by spelling

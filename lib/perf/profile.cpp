@@ -181,6 +181,12 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
         }
         break;
       }
+      case kRecordExit: {
+        RawTask t;
+        st = d.decoder().decode_task(rec, r.size, &t);
+        if (st.ok()) tracker.on_exit(t);
+        break;
+      }
       case kRecordLost:
       case kRecordLostSamples: {
         uint64_t n = 0;

@@ -171,6 +171,11 @@ class Session {
         }
         break;
       }
+      case PERF_RECORD_EXIT: {
+        RawTask t;
+        if (decoder_.decode_task(rec, len, &t).ok()) tracker_.on_exit(t);
+        break;
+      }
       case PERF_RECORD_LOST:
       case PERF_RECORD_LOST_SAMPLES: {
         uint64_t n = 0;

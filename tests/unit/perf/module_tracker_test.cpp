@@ -31,6 +31,14 @@ RawMmap mmap_rec(uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff, boo
   return m;
 }
 
+// A FORK or EXIT record of process `pid` (its main thread), child of `ppid`.
+RawTask task(uint32_t pid, uint32_t ppid) {
+  RawTask f;
+  f.pid = f.tid = pid;
+  f.ppid = f.ptid = ppid;
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("module tracker: random mmaps agree with a page-by-page model of mmap", "[perf][tracker]") {
@@ -90,6 +98,51 @@ TEST_CASE("module tracker: forks and mmaps cannot multiply mappings without boun
   CHECK(full == 255);
   CHECK(empty == 300 - 255);
   CHECK_THAT(t.warnings(), Catch::Contains("forked children start without modules"));
+}
+
+TEST_CASE("module tracker: exited processes are freed, the live ones keep their modules", "[perf][tracker]") {
+  // A server forking a child per request, each exiting: before on_exit, the children's copies of
+  // the parent's mappings were never freed and, after 255 children, new ones started without
+  // modules (the test above). fork(2) gives a child its parent's mappings: every child must have
+  // the parent's list, however many came and went before it.
+  ModuleTracker t("", {}, {}, /*open_files=*/false);
+  constexpr uint64_t kMaps = 4096;
+  for (uint64_t i = kMaps; i-- > 0;)
+    t.on_mmap(mmap_rec(1, 0x10000000 + i * 0x2000, 0x1000, 0, true, "/lib/a" + std::to_string(i) + ".so"));
+  size_t full = 0;
+  constexpr uint32_t kChildren = 2000;  // ~8 times the 2^20 mappings of all processes
+  for (uint32_t child = 2; child < 2 + kChildren; child++) {
+    t.on_fork(task(child, 1));
+    // a sample of the child after its EXIT record (another CPU's buffer read later) still has them
+    t.on_exit(task(child, 1));
+    if (t.lists()[t.list_for(child)]->modules.size() == kMaps) full++;
+  }
+  CHECK(full == kChildren);
+  CHECK(t.warnings().empty());
+  // the parent is untouched, and a thread's exit (pid != tid) frees nothing
+  RawTask thread = task(1, 1);
+  thread.tid = 7;
+  t.on_exit(thread);
+  CHECK(t.lists()[t.list_for(1)]->modules.size() == kMaps);
+  CHECK(t.lists()[t.list_for(2 + kChildren - 1)]->modules.size() == kMaps);
+}
+
+TEST_CASE("module tracker: a reused pid is not freed by its predecessor's exit", "[perf][tracker]") {
+  ModuleTracker t("", {}, {}, /*open_files=*/false);
+  t.on_mmap(mmap_rec(1, 0x400000, 0x1000, 0, true, "/bin/server"));
+  t.on_fork(task(100, 1));
+  t.on_exit(task(100, 1));      // the first process 100 ends; its state waits for late samples
+  t.on_fork(task(100, 1));      // pid 100 again: a new process, running
+  t.on_mmap(mmap_rec(100, 0x7f0000000000, 0x1000, 0, true, "/lib/plugin.so"));
+  // 4096 more exits: the first 100's turn to be freed comes, and must leave the running 100 alone
+  for (uint32_t child = 1000; child < 1000 + 5000; child++) {
+    t.on_fork(task(child, 1));
+    t.on_exit(task(child, 1));
+  }
+  const ModuleList& l = *t.lists()[t.list_for(100)];
+  REQUIRE(l.modules.size() == 2);
+  CHECK(l.modules[0].path == "/bin/server");
+  CHECK(l.modules[1].path == "/lib/plugin.so");
 }
 
 TEST_CASE("module tracker: spellings of one file share one open", "[perf][tracker][hostile]") {
