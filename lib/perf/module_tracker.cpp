@@ -105,8 +105,8 @@ void ModuleTracker::remove_range(Proc& p, uint64_t start, uint64_t end) {
 }
 
 void ModuleTracker::insert(uint32_t pid, Mapping m) {
-  reclaim(kKeptExited, 1, pid, pid);
-  Proc& p = procs_[pid];
+  Proc& p = revive(pid);
+  reclaim(kKeptExited, 1);
   remove_range(p, m.start, m.end);
   if (p.maps.size() >= kMaxMappingsPerProc || total_maps_ >= kMaxTotalMappings) {
     warn_once(p.maps.size() >= kMaxMappingsPerProc
@@ -126,7 +126,7 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
   if (m.len == 0) return;
   if (!exec || !(file_backed || m.path == "[vdso]")) {
     // A non-code mapping over code ends that code (munmap + mmap of data).
-    remove_range(procs_[m.pid], m.start, m.start + m.len);
+    remove_range(revive(m.pid), m.start, m.start + m.len);
     return;
   }
   insert(m.pid, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id, m.dev_major, m.dev_minor,
@@ -135,16 +135,19 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
 
 void ModuleTracker::on_comm(const RawComm& c) {
   if (!c.exec || c.pid != c.tid) return;
-  Proc& p = procs_[c.pid];  // exec: a new address space; the new mappings follow
+  Proc& p = revive(c.pid);  // exec: a new address space; the new mappings follow
+  p.main_exited = false;    // the thread that exec'd is the main thread now
   total_maps_ -= p.maps.size();
   p.maps.clear();
   p.dirty = true;
 }
 
 void ModuleTracker::on_fork(const RawTask& t) {
-  if (t.pid == t.ppid) return;  // a new thread shares the address space
+  if (procs_.count(t.ppid)) revive(t.ppid);  // it made a task: running
+  if (t.pid == t.ppid) return;                // a new thread shares the address space
   auto parent = procs_.find(t.ppid);
-  reclaim(kKeptExited, parent == procs_.end() ? 0 : parent->second.maps.size(), t.pid, t.ppid);
+  // the child's pid may hold an exited process's state: it is replaced below, freed or not
+  reclaim(kKeptExited, parent == procs_.end() ? 0 : parent->second.maps.size());
   auto it = procs_.find(t.ppid);
   Proc child;
   Proc& slot = procs_[t.pid];
@@ -165,21 +168,40 @@ void ModuleTracker::on_fork(const RawTask& t) {
 }
 
 void ModuleTracker::on_exit(const RawTask& t) {
-  if (t.pid != t.tid) return;  // a thread ended; the process goes on
   auto it = procs_.find(t.pid);
-  if (it == procs_.end() || it->second.exit_seq != 0) return;
-  it->second.exit_seq = ++exit_seq_;
-  exited_.emplace_back(t.pid, exit_seq_);
-  reclaim(kKeptExited, 0, t.pid, t.pid);
+  if (it == procs_.end()) return;
+  Proc& p = it->second;
+  if (t.pid == t.tid) p.main_exited = true;
+  else if (!p.main_exited) return;  // a thread ended; the main one runs on
+  mark_exited(t.pid, p);            // again, if it was: the newer exit counts
+  reclaim(kKeptExited, 0);
 }
 
-void ModuleTracker::reclaim(size_t keep, size_t need, uint32_t a, uint32_t b) {
+void ModuleTracker::on_sample(uint32_t pid, uint32_t tid) {
+  if (pid == tid) return;  // the main thread's own last samples may follow its EXIT
+  auto it = procs_.find(pid);
+  if (it != procs_.end() && it->second.exit_seq != 0) it->second.exit_seq = 0;
+}
+
+ModuleTracker::Proc& ModuleTracker::revive(uint32_t pid) {
+  Proc& p = procs_[pid];
+  p.exit_seq = 0;
+  return p;
+}
+
+void ModuleTracker::mark_exited(uint32_t pid, Proc& p) {
+  p.exit_seq = ++exit_seq_;
+  exited_.emplace_back(pid, exit_seq_);
+}
+
+void ModuleTracker::reclaim(size_t keep, size_t need) {
+  // Each pass pops one entry: a stale one (the pid running again, or used by another process
+  // since, with exit_seq 0 or newer) or the oldest exited process, freed. Callers revive the
+  // processes they change first, so none of them is freed here.
   while (!exited_.empty() && (exited_.size() > keep || total_maps_ + need > kMaxTotalMappings)) {
     const auto [pid, seq] = exited_.front();
-    if (pid == a || pid == b) break;  // the oldest is being changed: keep it and all newer ones
     exited_.pop_front();
     auto it = procs_.find(pid);
-    // A pid used again since (FORK, exec) is another process, with exit_seq 0 or a newer one.
     if (it == procs_.end() || it->second.exit_seq != seq) continue;
     total_maps_ -= it->second.maps.size();
     procs_.erase(it);

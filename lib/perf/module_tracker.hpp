@@ -51,11 +51,18 @@ class ModuleTracker {
   void on_mmap(const RawMmap& m);
   void on_comm(const RawComm& c);
   void on_fork(const RawTask& t);
-  /// A process exited (EXIT with pid == tid). Its mappings are kept for the samples that come
-  /// after its EXIT record (each CPU's buffer is read in turn, not merged by time) and freed once
-  /// 4096 processes have exited since, or sooner, oldest exit first, when the bound on all
-  /// mappings would refuse a live process's (a long recording of a server forking per request).
+  /// A task exited. The main thread's EXIT (pid = tid) marks the process exited; its mappings are
+  /// kept for records that still come (the last ones of a drain, the main thread's exit before the
+  /// others') and freed once 4,096 processes have exited since, or sooner, oldest exit first,
+  /// when the bound on all mappings would refuse a running process's (a long recording of a
+  /// server forking per request). A process shown running after its main thread's EXIT (a MMAP,
+  /// an exec, a FORK from it, a sample of another thread: a main thread that ended with
+  /// pthread_exit, an exec from another thread) is running again; another thread's EXIT then
+  /// marks it exited anew, so its last thread's exit is what counts.
   void on_exit(const RawTask& t);
+  /// A sample of thread `tid` of process `pid`: another thread than the main one shows the
+  /// process running (see on_exit).
+  void on_sample(uint32_t pid, uint32_t tid);
   /// Seeds a process from a /proc/PID/maps listing (recording an existing process).
   void seed_maps(uint32_t pid, const std::string& maps_text);
   /// `pid`'s mappings are those of live process `live_pid` (its own listing, files opened under
@@ -86,7 +93,8 @@ class ModuleTracker {
     bool dirty = true;
     uint32_t list = 0;
     std::shared_ptr<memory::MappedFiles> mapped;  ///< set_live: the files checked against the listing
-    uint64_t exit_seq = 0;  ///< 0 running; else its place in exited_ (a reused pid is a new Proc)
+    uint64_t exit_seq = 0;      ///< 0 running; else its place in exited_ (a reused pid is a new Proc)
+    bool main_exited = false;   ///< the main thread's EXIT was seen (and no exec since)
   };
   struct FileInfo {
     std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened (`error`)
@@ -100,8 +108,11 @@ class ModuleTracker {
   std::shared_ptr<elf::ElfImage> reopen(const std::string& path);
   void warn_once(const std::string& line);
   /// Frees exited processes, oldest first: while more than `keep` are held, then while `need` more
-  /// mappings would pass the bound on all of them. Never `a` or `b` (the processes being changed).
-  void reclaim(size_t keep, size_t need, uint32_t a, uint32_t b);
+  /// mappings would pass the bound on all of them. A process being changed is running (revive).
+  void reclaim(size_t keep, size_t need);
+  /// `pid`'s record shows it running: not freed (its entry in exited_ is left stale).
+  Proc& revive(uint32_t pid);
+  void mark_exited(uint32_t pid, Proc& p);
 
   std::string root_;
   bool open_files_ = true;

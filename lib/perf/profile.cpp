@@ -204,6 +204,7 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
         ref.size = r.size;
         ref.pid = s.pid;
         ref.tid = s.tid;
+        tracker.on_sample(s.pid, s.tid);
         ref.list = tracker.list_for(s.pid);
         auto c = tid_comm.find(s.tid);
         ref.comm = c != tid_comm.end() ? c->second : comm_id(":" + std::to_string(s.tid));

@@ -192,6 +192,7 @@ class Session {
         tids_.insert(s.tid);
         SampleView v;
         sample_view_from_perf(s, &v);
+        tracker_.on_sample(s.pid, s.tid);
         const uint32_t list = tracker_.list_for(s.pid);
         while (lists_written_ < tracker_.lists().size()) {
           writer_.write_modules(static_cast<uint32_t>(lists_written_), *tracker_.lists()[lists_written_]);

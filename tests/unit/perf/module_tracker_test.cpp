@@ -100,6 +100,26 @@ TEST_CASE("module tracker: forks and mmaps cannot multiply mappings without boun
   CHECK_THAT(t.warnings(), Catch::Contains("forked children start without modules"));
 }
 
+namespace {
+
+// A parent (pid 1) with `n` executable mappings.
+void map_parent(ModuleTracker& t, uint64_t n) {
+  for (uint64_t i = n; i-- > 0;)  // descending: each insert lands at the front
+    t.on_mmap(mmap_rec(1, 0x10000000 + i * 0x2000, 0x1000, 0, true, "/lib/a" + std::to_string(i) + ".so"));
+}
+
+// `n` children of pid 1 from `first` on, each forked and exited.
+void fork_and_exit(ModuleTracker& t, uint32_t first, uint32_t n) {
+  for (uint32_t c = first; c < first + n; c++) {
+    t.on_fork(task(c, 1));
+    t.on_exit(task(c, 1));
+  }
+}
+
+size_t modules_of(ModuleTracker& t, uint32_t pid) { return t.lists()[t.list_for(pid)]->modules.size(); }
+
+}  // namespace
+
 TEST_CASE("module tracker: exited processes are freed, the live ones keep their modules", "[perf][tracker]") {
   // A server forking a child per request, each exiting: before on_exit, the children's copies of
   // the parent's mappings were never freed and, after 255 children, new ones started without
@@ -107,24 +127,66 @@ TEST_CASE("module tracker: exited processes are freed, the live ones keep their 
   // the parent's list, however many came and went before it.
   ModuleTracker t("", {}, {}, /*open_files=*/false);
   constexpr uint64_t kMaps = 4096;
-  for (uint64_t i = kMaps; i-- > 0;)
-    t.on_mmap(mmap_rec(1, 0x10000000 + i * 0x2000, 0x1000, 0, true, "/lib/a" + std::to_string(i) + ".so"));
+  map_parent(t, kMaps);
+  RawTask thread = task(1, 1);  // a thread of the parent ends (pid != tid): the process runs on
+  thread.tid = 7;
+  t.on_exit(thread);
   size_t full = 0;
   constexpr uint32_t kChildren = 2000;  // ~8 times the 2^20 mappings of all processes
   for (uint32_t child = 2; child < 2 + kChildren; child++) {
     t.on_fork(task(child, 1));
-    // a sample of the child after its EXIT record (another CPU's buffer read later) still has them
+    // a record of the child after its EXIT (its main thread's last sample) still has them
     t.on_exit(task(child, 1));
-    if (t.lists()[t.list_for(child)]->modules.size() == kMaps) full++;
+    t.on_sample(child, child);
+    if (modules_of(t, child) == kMaps) full++;
   }
   CHECK(full == kChildren);
   CHECK(t.warnings().empty());
-  // the parent is untouched, and a thread's exit (pid != tid) frees nothing
-  RawTask thread = task(1, 1);
-  thread.tid = 7;
-  t.on_exit(thread);
-  CHECK(t.lists()[t.list_for(1)]->modules.size() == kMaps);
-  CHECK(t.lists()[t.list_for(2 + kChildren - 1)]->modules.size() == kMaps);
+  CHECK(modules_of(t, 1) == kMaps);
+}
+
+TEST_CASE("module tracker: exited processes are kept for the 4,096 exits that follow", "[perf][tracker]") {
+  // The documented window: with no pressure on the bound, an exited process is freed when the
+  // 4,097th exit after it comes, oldest first.
+  ModuleTracker t("", {}, {}, /*open_files=*/false);
+  map_parent(t, 4);
+  fork_and_exit(t, 100, 10);         // pids 100..109 exit first
+  fork_and_exit(t, 1000, 4096 - 5);  // 4,091 more: 100..104 are the oldest five of 4,101
+  for (uint32_t pid = 100; pid < 110; pid++) {
+    INFO("pid " << pid);
+    CHECK(modules_of(t, pid) == (pid < 105 ? 0u : 4u));  // freed: a sample finds no modules
+  }
+  CHECK(modules_of(t, 1000 + 4096 - 6) == 4);
+}
+
+TEST_CASE("module tracker: a process running after its main thread's EXIT is not freed", "[perf][tracker]") {
+  ModuleTracker t("", {}, {}, /*open_files=*/false);
+  map_parent(t, 4);
+  // 10: its main thread ends with pthread_exit, another thread goes on sampling
+  t.on_fork(task(10, 1));
+  t.on_exit(task(10, 1));
+  t.on_sample(10, 11);
+  // 20: a second thread exec's (the kernel ends the old main thread first: EXIT, then COMM exec)
+  t.on_fork(task(20, 1));
+  t.on_exit(task(20, 1));
+  RawComm exec;
+  exec.pid = exec.tid = 20;
+  exec.exec = true;
+  exec.comm = "new";
+  t.on_comm(exec);
+  t.on_mmap(mmap_rec(20, 0x400000, 0x1000, 0, true, "/bin/new"));
+  // 30: like 10, but then its last thread ends: it is exited after all
+  t.on_fork(task(30, 1));
+  t.on_exit(task(30, 1));
+  t.on_sample(30, 31);
+  RawTask last = task(30, 1);
+  last.tid = 31;
+  t.on_exit(last);
+  fork_and_exit(t, 1000, 5000);
+  CHECK(modules_of(t, 10) == 4);
+  REQUIRE(modules_of(t, 20) == 1);
+  CHECK(t.lists()[t.list_for(20)]->modules[0].path == "/bin/new");
+  CHECK(modules_of(t, 30) == 0);
 }
 
 TEST_CASE("module tracker: a reused pid is not freed by its predecessor's exit", "[perf][tracker]") {
@@ -135,10 +197,7 @@ TEST_CASE("module tracker: a reused pid is not freed by its predecessor's exit",
   t.on_fork(task(100, 1));      // pid 100 again: a new process, running
   t.on_mmap(mmap_rec(100, 0x7f0000000000, 0x1000, 0, true, "/lib/plugin.so"));
   // 4096 more exits: the first 100's turn to be freed comes, and must leave the running 100 alone
-  for (uint32_t child = 1000; child < 1000 + 5000; child++) {
-    t.on_fork(task(child, 1));
-    t.on_exit(task(child, 1));
-  }
+  fork_and_exit(t, 1000, 5000);
   const ModuleList& l = *t.lists()[t.list_for(100)];
   REQUIRE(l.modules.size() == 2);
   CHECK(l.modules[0].path == "/bin/server");
