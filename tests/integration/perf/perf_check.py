@@ -39,6 +39,14 @@ def script_args():
     return ap.parse_args()
 
 
+def find_perf():
+    """perf's path; None (after saying FAIL, naming the package) when it is not installed."""
+    perf = shutil.which("perf")
+    if perf is None:
+        print("FAIL: perf is not installed (linux-perf; make deps installs it)")
+    return perf
+
+
 def finish(failures, workdir):
     """The verdict of a check script: FAIL with every failure (the work directory kept for a look), or PASS."""
     if failures:

@@ -10,13 +10,12 @@ import collections
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from perf_check import finish, perf_addr_delta, run, script_args, strip_version  # noqa: E402
+from perf_check import find_perf, finish, perf_addr_delta, run, script_args, strip_version  # noqa: E402
 
 KERNEL_DSO = re.compile(r"^\[(kernel\.kallsyms|[A-Za-z0-9_]+)\]$")
 
@@ -232,9 +231,8 @@ def check_kernel_identity(sp, perf, workdir, data, cap):
 
 def main():
     args = script_args()
-    perf = shutil.which("perf")
+    perf = find_perf()
     if perf is None:
-        print("FAIL: perf is not installed (linux-perf; make deps installs it)")
         return 1
     workdir = tempfile.mkdtemp(prefix="stackprov-perfmodes-")
     spin = os.path.join(workdir, "spin")
