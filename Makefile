@@ -62,7 +62,8 @@ fuzz: fuzz-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./$(FUZZ_BUILD)/bin/random_walks $(FUZZ_WALKS) 18 $(WALK_MODULES)
 
 # The campaign (doc/hardening.md): rounds of fuzz.sh until every target has used FUZZ_GOAL CPU
-# seconds, resumable (ledger $(FUZZ_BUILD)/fuzz/campaign.tsv). Runs niced: it yields to other work.
+# seconds, resumable (ledger $(FUZZ_BUILD)/fuzz/campaign.tsv; a new ledger starts from the rounds
+# committed in doc/fuzz-campaign.tsv, FUZZ_CARRIED= starts from nothing). Runs niced: it yields to other work.
 FUZZ_GOAL ?= 3600
 FUZZ_ROUND ?= 1200
 fuzz-campaign: fuzz-build

@@ -9,11 +9,12 @@
 #   BUILD_DIR      a STACKPROV_FUZZ build (make fuzz-campaign makes it)
 #   GOAL_SECONDS   CPU seconds per target (default 3600: one CPU-hour)
 #   ROUND_SECONDS  libFuzzer -max_total_time per target and round (default 1200)
-# Environment: as fuzz.sh (FUZZ_JOBS targets at a time, FUZZ_CLI, FUZZ_RSS_MB).
+# Environment: as fuzz.sh (FUZZ_JOBS targets at a time, FUZZ_CLI, FUZZ_RSS_MB); FUZZ_CARRIED.
 # Do not pause it (SIGSTOP, a cgroup freeze): libFuzzer's per-input -timeout is wall time, and a
 # pause longer than 25 s ends the target with a timeout- reproducer that is no finding (run the
 # reproducer alone to tell). Stop it (Ctrl-C, kill) and run it again instead.
-# Ledger: BUILD_DIR/fuzz/campaign.tsv (fuzz.sh's FUZZ_LEDGER lines). The table of figures
+# Ledger: BUILD_DIR/fuzz/campaign.tsv (fuzz.sh's FUZZ_LEDGER lines; a new one starts from
+# doc/fuzz-campaign.tsv, see FUZZ_CARRIED below). The table of figures
 # (doc/hardening.md "Campaign figures") is printed at the end and written to
 # BUILD_DIR/fuzz/campaign.md.
 #
@@ -31,6 +32,16 @@ goal=${2:-3600}
 round=${3:-1200}
 ledger=$build/fuzz/campaign.tsv
 mkdir -p "$build/fuzz"
+# A new ledger starts from the one committed (doc/fuzz-campaign.tsv: the rounds run so far, on
+# machines since gone), so a clean clone goes on with the campaign rather than starting again;
+# FUZZ_CARRIED=FILE starts from another, FUZZ_CARRIED= from nothing. Its lines are ledger lines
+# (a session's rounds, or one line per target whose time column reads "carried:rounds=N:...").
+# The corpora are not carried: a new machine's rounds start from the seeds.
+carried=${FUZZ_CARRIED-$src/doc/fuzz-campaign.tsv}
+if [ ! -s "$ledger" ] && [ -n "$carried" ]; then
+  [ -f "$carried" ] || { echo "fuzz-campaign.sh: FUZZ_CARRIED '$carried' does not exist" >&2; exit 2; }
+  cp "$carried" "$ledger"
+fi
 touch "$ledger"
 # Run niced in a session of its own (setsid), it also nices the session's scheduling group: with
 # autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled) a task's nice weighs only against
@@ -71,7 +82,8 @@ done
 {
   echo "| target | CPU time | executions | exec/s | cov | ft | corpus | crashes | rounds |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-  awk -F'\t' '{ cpu[$1] += $2; ex[$1] += $3; cov[$1] = $4; ft[$1] = $5; cor[$1] = $6; cr[$1] += $7; n[$1]++ }
+  awk -F'\t' '{ cpu[$1] += $2; ex[$1] += $3; cov[$1] = $4; ft[$1] = $5; cor[$1] = $6; cr[$1] += $7
+         r = 1; if (match($8, /^carried:rounds=[0-9]+/)) r = substr($8, 16, RLENGTH - 15) + 0; n[$1] += r }
     END { for (t in cpu) printf "| `%s` | %.2f h | %d | %d | %d | %d | %d | %d | %d |\n",
             t, cpu[t] / 3600, ex[t], (cpu[t] > 0 ? ex[t] / cpu[t] : 0), cov[t], ft[t], cor[t], cr[t], n[t] }' \
     "$ledger" | sort
