@@ -129,8 +129,8 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
     remove_range(revive(m.pid), m.start, m.start + m.len);
     return;
   }
-  insert(m.pid, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id, m.dev_major, m.dev_minor,
-                    m.inode});
+  insert(m.pid, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id, m.dev_major,
+                        m.dev_minor, m.inode});
 }
 
 void ModuleTracker::on_comm(const RawComm& c) {
@@ -143,12 +143,11 @@ void ModuleTracker::on_comm(const RawComm& c) {
 }
 
 void ModuleTracker::on_fork(const RawTask& t) {
-  if (procs_.count(t.ppid)) revive(t.ppid);  // it made a task: running
-  if (t.pid == t.ppid) return;                // a new thread shares the address space
-  auto parent = procs_.find(t.ppid);
-  // the child's pid may hold an exited process's state: it is replaced below, freed or not
-  reclaim(kKeptExited, parent == procs_.end() ? 0 : parent->second.maps.size());
   auto it = procs_.find(t.ppid);
+  if (it != procs_.end()) it->second.exit_seq = 0;  // it made a task: running (revive), never reclaimed
+  if (t.pid == t.ppid) return;                      // a new thread shares the address space
+  // the child's pid may hold an exited process's state: it is replaced below, freed or not
+  reclaim(kKeptExited, it == procs_.end() ? 0 : it->second.maps.size());
   Proc child;
   Proc& slot = procs_[t.pid];
   total_maps_ -= slot.maps.size();
@@ -179,8 +178,7 @@ void ModuleTracker::on_exit(const RawTask& t) {
 
 void ModuleTracker::on_sample(uint32_t pid, uint32_t tid) {
   if (pid == tid) return;  // the main thread's own last samples may follow its EXIT
-  auto it = procs_.find(pid);
-  if (it != procs_.end() && it->second.exit_seq != 0) it->second.exit_seq = 0;
+  if (auto it = procs_.find(pid); it != procs_.end()) it->second.exit_seq = 0;
 }
 
 ModuleTracker::Proc& ModuleTracker::revive(uint32_t pid) {
