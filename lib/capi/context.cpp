@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_context (configuration, module cache) and module loading shared by the other shims.
+#include <elf.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "bundle/format.hpp"
 #include "capi/internal.hpp"
 #include "core/context.hpp"
+#include "elf/core_file.hpp"
 #include "elf/elf_image.hpp"
+#include "memory/module_list.hpp"
 #include "symbolize/bundle_store.hpp"
 
 using namespace stackprov;
@@ -71,6 +77,71 @@ Result<std::shared_ptr<unwind::LoadedModule>> load_from_bundle(sprov_context* ct
                                            snap ? snap->endian == Endian::kBig : false);
 }
 
+/// Where a module described from a process's memory (no file that is the one mapped) has its
+/// ELF header in the snapshot's memory, for elf::rebuild_image: at its load bias (a shared object
+/// or PIE whose first segment is at 0), else at the start of a region at or below the module's
+/// start that begins with the ELF magic (the nearest 8). Empty when the capture kept no image.
+std::vector<uint64_t> memory_image_starts(const memory::Snapshot& snap, const memory::SnapshotModule& m) {
+  std::vector<uint64_t> out;
+  memory::SnapshotReader rd(snap);
+  uint8_t magic[SELFMAG];
+  if (rd.read(m.load_bias, magic, SELFMAG) && std::memcmp(magic, ELFMAG, SELFMAG) == 0) out.push_back(m.load_bias);
+  for (size_t i = snap.memory.size(); i-- > 0 && out.size() < 9;) {
+    const memory::MemoryRegion& r = snap.memory[i];
+    if (r.addr > m.start || r.addr == m.load_bias || r.bytes.size() < SELFMAG) continue;
+    if (std::memcmp(r.bytes.data(), ELFMAG, SELFMAG) == 0) out.push_back(r.addr);
+  }
+  return out;
+}
+
+/// The module's image rebuilt from the read-only segments the capture kept in the snapshot
+/// (memory::memory_image_regions): unwound from its .eh_frame, named from its .dynsym. It must
+/// carry the module's build-id.
+Result<std::shared_ptr<unwind::LoadedModule>> load_from_memory(sprov_context* ctx, const memory::Snapshot* snap,
+                                                               const memory::SnapshotModule& m,
+                                                               const elf::DebugFileOptions& dopts) {
+  if (snap == nullptr)
+    return make_error(SPROV_ERR_NOT_FOUND, "module %s: no snapshot to rebuild its image from", m.path.c_str());
+  // The bytes the snapshot holds; the rest (the code segments a capture leaves out) reads as zero.
+  auto read = [snap](uint64_t addr, void* buf, size_t len) {
+    std::memset(buf, 0, len);
+    bool any = false;
+    auto it = std::upper_bound(snap->memory.begin(), snap->memory.end(), addr,
+                               [](uint64_t a, const memory::MemoryRegion& r) { return a < r.addr; });
+    if (it != snap->memory.begin()) --it;
+    for (; it != snap->memory.end() && it->addr < addr + len; ++it) {
+      const uint64_t lo = std::max(addr, it->addr), hi = std::min(addr + len, it->addr + it->bytes.size());
+      if (lo >= hi) continue;
+      std::memcpy(static_cast<uint8_t*>(buf) + (lo - addr), it->bytes.data() + (lo - it->addr), hi - lo);
+      any = true;
+    }
+    return any;
+  };
+  std::string tried;
+  for (uint64_t start : memory_image_starts(*snap, m)) {
+    auto bytes = elf::rebuild_image(start, read, memory::kMaxMemoryImage);
+    if (!bytes.ok()) {
+      tried += "; " + bytes.error().message;
+      continue;
+    }
+    auto img = elf::ElfImage::from_bytes(std::move(bytes).value(), m.path + " (rebuilt from the process's memory)");
+    if (!img.ok()) {
+      tried += "; " + img.error().message;
+      continue;
+    }
+    if (img.value()->build_id() != m.build_id) {
+      char at[32];
+      std::snprintf(at, sizeof at, "0x%llx", static_cast<unsigned long long>(start));
+      tried += std::string("; the image at ") + at + " has build-id " + img.value()->build_id().hex();
+      continue;
+    }
+    ctx->modules_loaded++;
+    return unwind::LoadedModule::load(img.value(), dopts);
+  }
+  return make_error(SPROV_ERR_NOT_FOUND, "module %s: no image with build-id %s in the snapshot's memory%s",
+                    m.path.c_str(), m.build_id.hex().c_str(), tried.c_str());
+}
+
 }  // namespace
 
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
@@ -103,6 +174,19 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     if (key.build_id.empty()) return loader();
     return ctx->modules.acquire(key, loader);
   }
+  // A module described from the process's memory, without a file or bundle of it: its image
+  // rebuilt from the snapshot's copy of its read-only segments. Without a snapshot (a symbolizer),
+  // the image an unwinder rebuilt, if the cache holds it. Otherwise `e` as it is.
+  auto memory_instead = [&](const Error& e) -> Result<std::shared_ptr<unwind::LoadedModule>> {
+    if (m.file.known() || m.build_id.empty()) return e;
+    ModuleKey mkey;
+    mkey.source = ModuleKey::kMemory;
+    mkey.build_id = m.build_id;
+    if (snap == nullptr ? !ctx->modules.contains(mkey) : memory_image_starts(*snap, m).empty()) return e;
+    auto r = ctx->modules.acquire(mkey, [&] { return load_from_memory(ctx, snap, m, dopts); });
+    if (r.ok()) return r;
+    return make_error(e.code, "%s; %s", e.message.c_str(), r.error().message.c_str());
+  };
   // Offline: the module file is never opened; its bundle (by build-id) is the module.
   if (ctx->ctx.config().offline) {
     if (m.build_id.empty())
@@ -111,7 +195,9 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     ModuleKey key;
     key.source = ModuleKey::kBundle;
     key.build_id = m.build_id;
-    return ctx->modules.acquire(key, [&] { return load_from_bundle(ctx, snap, m); });
+    auto b = ctx->modules.acquire(key, [&] { return load_from_bundle(ctx, snap, m); });
+    if (b.ok()) return b;
+    return memory_instead(b.error());
   }
   const std::string host = !m.open_path.empty()     ? m.open_path
                            : !module_root.empty() ? join_root(module_root, m.path)
@@ -137,14 +223,14 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     bkey.build_id = m.build_id;
     auto b = ctx->modules.acquire(bkey, [&] { return load_from_bundle(ctx, snap, m); });
     if (b.ok()) return b;
-    return make_error(file_error.code, "%s; %s", file_error.message.c_str(), b.error().message.c_str());
+    return memory_instead(Error{file_error.code, file_error.message + "; " + b.error().message});
   };
   const bool bundles = ctx->ctx.config().has_bundle_store && !m.build_id.empty();
   if (!key.ok()) {
     // A missing file with a bundle store configured: the module's bundle instead (by build-id).
     const int code = key.error().code;
     if ((code == -ENOENT || code == -ENOTDIR) && bundles) return bundle_instead(key.error());
-    return std::move(key).error();
+    return memory_instead(key.error());
   }
   auto loaded = ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
     auto img = elf::ElfImage::open(host);
@@ -172,6 +258,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
   // mapped file's build-id from memory): the bundle of the build-id captured, when a store is set.
   if (!loaded.ok() && loaded.error().code == SPROV_ERR_BUILD_ID_MISMATCH && bundles)
     return bundle_instead(loaded.error());
+  if (!loaded.ok()) return memory_instead(loaded.error());
   return loaded;
 }
 

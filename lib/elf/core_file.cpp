@@ -500,6 +500,8 @@ std::optional<CoreImage> image_in_memory(uint64_t start, const std::function<boo
   const ByteView h(eh, ehsize, big);
   CoreImage img;
   img.machine = *h.u16(18);
+  img.is64 = is64;
+  img.big = big;
   const uint64_t phoff = *h.word(is64 ? 32 : 28, is64);
   const uint16_t phentsize = *h.u16(is64 ? 54 : 42);
   const uint16_t phnum = *h.u16(is64 ? 56 : 44);
@@ -539,6 +541,81 @@ std::optional<CoreImage> image_in_memory(uint64_t start, const std::function<boo
     }
   }
   return img;
+}
+
+namespace {
+
+bool kept_in_rebuild(const ProgramHeader& p) {
+  return p.filesz > 0 && ((p.type == PT_LOAD && (p.flags & PF_W) == 0) || p.type == PT_DYNAMIC);
+}
+
+}  // namespace
+
+std::vector<std::pair<uint64_t, uint64_t>> image_ranges(const CoreImage& img, uint64_t limit) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const ProgramHeader& p : img.phdrs) {
+    if (!kept_in_rebuild(p)) continue;
+    if (p.offset > limit || p.filesz > limit - p.offset) return {};
+    out.emplace_back(img.load_bias + p.vaddr, p.filesz);
+  }
+  return out;
+}
+
+Result<std::vector<uint8_t>> rebuild_image(uint64_t start, const std::function<bool(uint64_t, void*, size_t)>& read,
+                                           uint64_t limit) {
+  auto img = image_in_memory(start, read);
+  if (!img) return make_error(SPROV_ERR_NOT_FOUND, "no ELF header and program headers readable at 0x%llx",
+                              static_cast<unsigned long long>(start));
+  if (image_ranges(*img, limit).empty())
+    return make_error(SPROV_ERR_LIMIT, "the ELF image at 0x%llx has no read-only segment or is over %llu bytes",
+                      static_cast<unsigned long long>(start), static_cast<unsigned long long>(limit));
+  uint64_t size = 0;
+  bool header = false;  // the ELF header (file offset 0) is among the bytes read
+  for (const ProgramHeader& p : img->phdrs)
+    if (kept_in_rebuild(p)) {
+      size = std::max(size, p.offset + p.filesz);
+      header = header || (p.type == PT_LOAD && p.offset == 0 && p.filesz >= (img->is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr)));
+    }
+  if (!header)
+    return make_error(SPROV_ERR_NOT_FOUND, "the ELF image at 0x%llx maps its header in no read-only segment",
+                      static_cast<unsigned long long>(start));
+  std::vector<uint8_t> bytes(size);
+  for (const ProgramHeader& p : img->phdrs) {
+    if (!kept_in_rebuild(p)) continue;
+    const uint64_t at = img->load_bias + p.vaddr;
+    if (!read(at, bytes.data() + p.offset, p.filesz))
+      return make_error(SPROV_ERR_IO, "the ELF image at 0x%llx: 0x%llx bytes at 0x%llx (file offset 0x%llx) unreadable",
+                        static_cast<unsigned long long>(start), static_cast<unsigned long long>(p.filesz),
+                        static_cast<unsigned long long>(at), static_cast<unsigned long long>(p.offset));
+  }
+  // No section header table: e_shoff, e_shnum, e_shstrndx zero (zero in either byte order).
+  const bool is64 = img->is64;
+  std::memset(bytes.data() + (is64 ? 40 : 32), 0, is64 ? 8 : 4);
+  std::memset(bytes.data() + (is64 ? 60 : 48), 0, 4);
+  // The dynamic linker adds the load bias to .dynamic's table addresses in place (glibc's
+  // elf_get_dynamic_info, on every architecture but MIPS and RISC-V): move them back.
+  auto in_image = [&](uint64_t vaddr) {
+    for (const ProgramHeader& p : img->phdrs)
+      if (p.type == PT_LOAD && vaddr >= p.vaddr && vaddr - p.vaddr < p.memsz) return true;
+    return false;
+  };
+  const uint64_t bias = img->load_bias;
+  for (const ProgramHeader& p : img->phdrs) {
+    if (p.type != PT_DYNAMIC || bias == 0) continue;
+    const uint64_t dent = is64 ? 16 : 8, half = dent / 2;
+    const uint64_t end = p.offset + std::min<uint64_t>(p.filesz, dent << 16);  // real tables: < 100 entries
+    for (uint64_t o = p.offset; o + dent <= end; o += dent) {
+      const ByteView v(bytes.data(), bytes.size(), img->big);
+      const uint64_t tag = *v.word(o, is64), val = *v.word(o + half, is64);
+      if (tag == DT_NULL) break;
+      if (tag != DT_HASH && tag != DT_GNU_HASH && tag != DT_SYMTAB && tag != DT_STRTAB) continue;
+      if (val < bias || !in_image(val - bias) || in_image(val)) continue;
+      const uint64_t link = val - bias;
+      for (uint64_t i = 0; i < half; i++)  // store `link` in the image's byte order and word size
+        bytes[o + half + i] = static_cast<uint8_t>(link >> (8 * (img->big ? half - 1 - i : i)));
+    }
+  }
+  return bytes;
 }
 
 std::optional<BuildId> CoreFile::build_id_at(uint64_t start) const {

@@ -71,6 +71,8 @@ struct CoreAuxv {
 /// page: ELF header, program headers and usually the build-id note).
 struct CoreImage {
   uint16_t machine = 0;  ///< e_machine
+  bool is64 = false;      ///< ELFCLASS64
+  bool big = false;       ///< ELFDATA2MSB
   std::vector<ProgramHeader> phdrs;
   uint64_t load_bias = 0;  ///< runtime - link-time address
   BuildId build_id;        ///< empty when the note was not dumped
@@ -81,6 +83,21 @@ struct CoreImage {
 /// from its PT_NOTE. At most 64 KiB of program headers and of notes are read. nullopt when the
 /// header is unreadable or malformed.
 std::optional<CoreImage> image_in_memory(uint64_t start, const std::function<bool(uint64_t, void*, size_t)>& read);
+
+/// The run-time ranges (address, length) of `img` that rebuild_image reads: the file bytes, as
+/// mapped, of every PT_LOAD that is not writable (headers, code, read-only data, unwind tables,
+/// dynamic symbols) and of PT_DYNAMIC. Empty when there is none or when the file they make up
+/// would be over `limit` bytes.
+std::vector<std::pair<uint64_t, uint64_t>> image_ranges(const CoreImage& img, uint64_t limit);
+
+/// The ELF file whose offset 0 is mapped at `start`, rebuilt from memory read through `read`: the
+/// ranges image_ranges names, each at its file offset (everything else zero), with no section
+/// header table (those are not mapped; ElfImage then finds .eh_frame and .dynsym through the
+/// program headers), and .dynamic's table addresses moved back to link-time ones where the dynamic
+/// linker relocated them in place. Errors (SPROV_ERR_NOT_FOUND, SPROV_ERR_LIMIT, SPROV_ERR_IO)
+/// name the address that failed.
+Result<std::vector<uint8_t>> rebuild_image(uint64_t start, const std::function<bool(uint64_t, void*, size_t)>& read,
+                                           uint64_t limit);
 
 /// A parsed ELF core. Immutable after open(); every accessor and read() is
 /// safe to call from several threads at once. Parsing never trusts a length

@@ -112,6 +112,7 @@ struct ElfImage::Impl {
 
   Status parse();
   Status parse_sections(Elf* elf);
+  void synthesise_sections();
   void find_build_id();
   void find_debuglink();
   Result<Section> materialise(size_t index) const;
@@ -179,6 +180,7 @@ Status ElfImage::Impl::parse() {
     }
   }
   if (Status st = parse_sections(elf); !st) return st;
+  if (sections.empty()) synthesise_sections();
   find_build_id();
   find_debuglink();
   return {};
@@ -226,6 +228,144 @@ Status ElfImage::Impl::parse_sections(Elf* elf) {
     lazy[i] = std::make_unique<LazyBytes>();
   }
   return {};
+}
+
+// No section header table (an image rebuilt from a process's memory, whose section headers are
+// not mapped; a file stripped of them): the sections the program headers locate, as a dynamic
+// linker and an unwinder find them. `.eh_frame` from PT_GNU_EH_FRAME's eh_frame_ptr, up to its
+// zero terminator or the end of its segment; `.dynsym` and `.dynstr` from PT_DYNAMIC (DT_SYMTAB,
+// DT_STRTAB, DT_STRSZ; the symbol count from DT_HASH's nchain or DT_GNU_HASH's last chain, else
+// the distance from DT_SYMTAB to DT_STRTAB); `.dynamic` itself. Every address is link-time and is
+// placed through the PT_LOAD that holds it; whatever does not lie inside the image is left out.
+// Each loop is bounded by the image's size.
+void ElfImage::Impl::synthesise_sections() {
+  const detail::ByteView f = file();
+  // File offset of link-time `vaddr` and the file bytes of its segment from there on.
+  auto offset_of = [&](uint64_t vaddr, uint64_t* room) -> std::optional<uint64_t> {
+    for (const ProgramHeader& p : phdrs)
+      if (p.type == PT_LOAD && vaddr >= p.vaddr && vaddr - p.vaddr < p.filesz && f.in_range(p.offset, p.filesz)) {
+        *room = p.filesz - (vaddr - p.vaddr);
+        return p.offset + (vaddr - p.vaddr);
+      }
+    return std::nullopt;
+  };
+  std::vector<SectionRecord> out(1);  // [0]: SHT_NULL, as in a file
+  auto add = [&](const char* name, uint32_t stype, uint64_t flags, uint64_t addr, uint64_t off, uint64_t len) {
+    SectionRecord r;
+    r.name = r.canonical = name;
+    r.type = stype;
+    r.flags = flags;
+    r.addr = addr;
+    r.offset = off;
+    r.size = len;
+    r.addralign = is64 ? 8 : 4;
+    out.push_back(std::move(r));
+    return static_cast<uint32_t>(out.size() - 1);
+  };
+  const uint64_t word_mask = is64 ? UINT64_MAX : UINT32_MAX;
+  for (const ProgramHeader& ph : phdrs) {
+    if (ph.type != kPtGnuEhFrame || ph.filesz < 8 || !f.in_range(ph.offset, ph.filesz)) continue;
+    // version 1, eh_frame_ptr_enc, fde_count_enc, table_enc, then eh_frame_ptr (LSB 5.0 "eh_frame_hdr").
+    const uint8_t enc = bytes[ph.offset + 1];
+    if (bytes[ph.offset] != 1) break;
+    std::optional<uint64_t> v;
+    switch (enc & 0x0f) {
+      case 0x00: v = f.word(ph.offset + 4, is64); break;  // DW_EH_PE_absptr
+      case 0x03: v = f.u32(ph.offset + 4); break;         // udata4
+      case 0x0b:                                          // sdata4
+        if (auto u = f.u32(ph.offset + 4)) v = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(*u)));
+        break;
+      case 0x04: case 0x0c: v = f.u64(ph.offset + 4); break;  // udata8, sdata8
+      default: break;
+    }
+    if (!v || enc == 0xff) break;
+    if ((enc & 0x70) == 0x10) *v += ph.vaddr + 4;  // pcrel: from the field
+    else if ((enc & 0x70) == 0x30) *v += ph.vaddr;  // datarel: from .eh_frame_hdr
+    else if ((enc & 0x70) != 0) break;
+    *v &= word_mask;
+    uint64_t room = 0;
+    auto off = offset_of(*v, &room);
+    if (!off) break;
+    uint64_t pos = 0;  // CIEs and FDEs up to the zero terminator; an entry running past the segment ends it
+    while (pos + 4 <= room) {
+      const uint32_t len = *f.u32(*off + pos);
+      if (len == 0) {
+        pos += 4;
+        break;
+      }
+      uint64_t total = 4 + static_cast<uint64_t>(len);
+      if (len == 0xffffffffu) {
+        auto len64 = f.u64(*off + pos + 4);
+        if (!len64 || *len64 > room) break;
+        total = 12 + *len64;
+      }
+      if (total > room - pos) break;
+      pos += total;
+    }
+    if (pos > 0) add(".eh_frame", SHT_PROGBITS, SHF_ALLOC, *v, *off, pos);
+    break;
+  }
+  for (const ProgramHeader& ph : phdrs) {
+    if (ph.type != PT_DYNAMIC || ph.filesz == 0 || !f.in_range(ph.offset, ph.filesz)) continue;
+    const uint64_t dent = is64 ? 16 : 8, sent = is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+    std::optional<uint64_t> symtab, strtab, strsz, hash, gnu_hash;
+    const uint64_t end = ph.offset + std::min<uint64_t>(ph.filesz, dent << 16);  // real tables: < 100 entries
+    for (uint64_t o = ph.offset; o + dent <= end; o += dent) {
+      const uint64_t tag = *f.word(o, is64), val = *f.word(o + dent / 2, is64);
+      if (tag == DT_NULL) break;
+      if (tag == DT_SYMTAB) symtab = val;
+      else if (tag == DT_STRTAB) strtab = val;
+      else if (tag == DT_STRSZ) strsz = val;
+      else if (tag == DT_HASH) hash = val;
+      else if (tag == DT_GNU_HASH) gnu_hash = val;
+    }
+    uint64_t str_room = 0, sym_room = 0;
+    const auto str_off = strtab ? offset_of(*strtab, &str_room) : std::nullopt;
+    const auto sym_off = symtab ? offset_of(*symtab, &sym_room) : std::nullopt;
+    if (str_off && sym_off && strsz && *strsz > 0 && *strsz <= str_room) {
+      uint64_t count = 0;
+      uint64_t room = 0;
+      if (auto h = hash ? offset_of(*hash, &room) : std::nullopt; h && room >= 8) {
+        count = *f.u32(*h + 4);  // nbucket, nchain: one chain entry per symbol
+      } else if (auto g = gnu_hash ? offset_of(*gnu_hash, &room) : std::nullopt; g && room >= 16) {
+        // nbuckets, symoffset, bloom_size, bloom_shift, bloom[bloom_size] (words), buckets, chains:
+        // the highest bucket's chain runs to the entry with bit 0 set (the last symbol).
+        const uint64_t nb = *f.u32(*g), symoff = *f.u32(*g + 4), bloom = *f.u32(*g + 8);
+        const uint64_t buckets = 16 + bloom * (is64 ? 8 : 4);
+        if (bloom <= room / 8 && nb <= (room - std::min(room, buckets)) / 4) {
+          uint64_t top = 0;
+          for (uint64_t i = 0; i < nb; i++) top = std::max<uint64_t>(top, *f.u32(*g + buckets + 4 * i));
+          if (top < symoff) {
+            count = symoff;
+          } else {
+            const uint64_t chains = buckets + 4 * nb;
+            for (uint64_t i = top; chains + 4 * (i - symoff) + 4 <= room; i++)
+              if (*f.u32(*g + chains + 4 * (i - symoff)) & 1) {
+                count = i + 1;
+                break;
+              }
+          }
+        }
+      } else if (*strtab > *symtab) {
+        count = (*strtab - *symtab) / sent;
+      }
+      count = std::min(count, sym_room / sent);
+      if (count > 0) {
+        const uint32_t str_index = add(".dynstr", SHT_STRTAB, SHF_ALLOC, *strtab, *str_off, *strsz);
+        const uint32_t sym_index = add(".dynsym", SHT_DYNSYM, SHF_ALLOC, *symtab, *sym_off, count * sent);
+        out[sym_index].link = str_index;
+        out[sym_index].info = 1;
+        out[sym_index].entsize = sent;
+      }
+    }
+    add(".dynamic", SHT_DYNAMIC, SHF_ALLOC | SHF_WRITE, ph.vaddr, ph.offset, ph.filesz);
+    out.back().entsize = dent;
+    break;
+  }
+  if (out.size() == 1) return;
+  sections = std::move(out);
+  lazy.clear();
+  for (size_t i = 0; i < sections.size(); i++) lazy.push_back(std::make_unique<LazyBytes>());
 }
 
 void ElfImage::Impl::find_build_id() {

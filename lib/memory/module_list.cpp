@@ -2,6 +2,7 @@
 // Building a snapshot's module list from a maps listing: identities (build-ids) and load biases.
 #include "memory/module_list.hpp"
 
+#include <elf.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -65,7 +66,7 @@ std::string describe(const elf::ElfImage& img, const MapsEntry& e) {
 
 }  // namespace
 
-MappedFiles::MappedFiles(int64_t live_pid) : pid_(live_pid) {}
+MappedFiles::MappedFiles(int64_t live_pid, bool keep_images) : pid_(live_pid), keep_images_(keep_images) {}
 
 bool MappedFiles::matches(const elf::ElfImage& img, const MapsEntry& e, const std::string& host) {
   return e.inode == 0 || is_mapped_file(img, e, host);
@@ -110,9 +111,14 @@ MappedFiles::Choice MappedFiles::choose(const MapsEntry& e, std::shared_ptr<elf:
     c.from_memory = true;
     c.build_id = h.build_id;
     c.load_bias = h.load_bias;
+    c.memory_image = h.image;
     c.warning = "module " + module_path + ": " + what + " and " + mf + " cannot be read (" + o.error +
-                "): described by build-id " + h.build_id.hex() +
-                " read from the process's memory, unwound and named only from a bundle or debug file of it";
+                "): described by build-id " + h.build_id.hex() + " read from the process's memory, " +
+                (h.image != nullptr  ? std::string("unwound and named from its .eh_frame and .dynsym there (or a "
+                                                   "bundle or debug file of it)")
+                 : !keep_images_ ? std::string("unwound and named only from a bundle or debug file of it")
+                                 : "unwound and named only from a bundle or debug file of it (its tables there: " +
+                                       h.image_error + ")");
   } else if (by_path != nullptr) {
     c.left_out = true;
     c.warning = "module " + module_path + ": " + what + ", " + mf + " cannot be read (" + o.error +
@@ -156,9 +162,73 @@ MappedFiles::Header MappedFiles::header_of(const MapsEntry& e) {
   else {
     h.build_id = img->build_id;
     h.load_bias = img->load_bias;
+    // The file's unwind tables and dynamic symbols, from its read-only segments there.
+    if (!keep_images_) {
+      h.image_error = "not kept";
+      headers_.emplace(key, h);
+      return h;
+    }
+    auto bytes = elf::rebuild_image(base->start, read, kMaxMemoryImage);
+    auto regions = bytes.ok() ? memory_image_regions(std::move(bytes).value(), img->load_bias)
+                              : Result<std::vector<MemoryRegion>>(bytes.error());
+    if (regions.ok()) h.image = std::make_shared<const std::vector<MemoryRegion>>(std::move(regions).value());
+    else h.image_error = regions.error().message;
     headers_.emplace(key, h);
   }
   return h;
+}
+
+Result<std::vector<MemoryRegion>> memory_image_regions(std::vector<uint8_t> bytes, uint64_t bias) {
+  auto parsed = elf::ElfImage::from_bytes(std::move(bytes), "image in memory");
+  if (!parsed.ok()) return std::move(parsed).error();
+  const elf::ElfImage& img = *parsed.value();
+  std::vector<std::pair<uint64_t, uint64_t>> wanted;  // file ranges the image's readers use
+  wanted.emplace_back(0, img.is_64bit() ? 64 : 52);   // the ELF header
+  bool tables = false;
+  for (const char* name : {".eh_frame", ".dynsym", ".dynstr", ".dynamic"})
+    if (auto sec = img.section(name)) {
+      wanted.emplace_back(sec->offset, sec->size);
+      tables = tables || std::strcmp(name, ".eh_frame") == 0 || std::strcmp(name, ".dynsym") == 0;
+    }
+  if (!tables) return make_error(SPROV_ERR_NOT_FOUND, "no .eh_frame and no .dynsym found through its program headers");
+  if (auto hdr = img.eh_frame_hdr()) wanted.emplace_back(hdr->offset, hdr->size);
+  for (const elf::ProgramHeader& p : img.program_headers())
+    if (p.type == PT_NOTE) wanted.emplace_back(p.offset, p.filesz);
+  const uint8_t* data = img.file_data();
+  const uint64_t size = img.file_size();
+  std::vector<MemoryRegion> out;
+  uint64_t total = 0;
+  auto keep = [&](const elf::ProgramHeader& p) -> Status {
+    if (p.offset > size || p.filesz > size - p.offset)
+      return make_error(SPROV_ERR_ELF, "segment at file offset 0x%llx past the image",
+                        static_cast<unsigned long long>(p.offset));
+    total += p.filesz;
+    if (total > kMaxMemoryImageKept)
+      return make_error(SPROV_ERR_LIMIT, "its segments holding them are over %llu bytes",
+                        static_cast<unsigned long long>(kMaxMemoryImageKept));
+    MemoryRegion r;
+    r.addr = bias + p.vaddr;
+    r.bytes.assign(data + p.offset, data + p.offset + p.filesz);
+    out.push_back(std::move(r));
+    return {};
+  };
+  std::vector<const elf::ProgramHeader*> loads;
+  for (const elf::ProgramHeader& p : img.program_headers()) {
+    if (p.type != PT_LOAD || (p.flags & PF_W) != 0 || p.filesz == 0) continue;
+    bool holds = false;
+    for (const auto& [o, n] : wanted) holds = holds || (o < p.offset + p.filesz && p.offset < o + std::max<uint64_t>(n, 1));
+    if (!holds) continue;
+    if (Status st = keep(p); !st.ok()) return st.error();
+    loads.push_back(&p);
+  }
+  for (const elf::ProgramHeader& p : img.program_headers()) {
+    if (p.type != PT_DYNAMIC || p.filesz == 0) continue;
+    bool inside = false;  // a read-only .dynamic (MIPS, -z rodynamic) is in a segment kept already
+    for (const elf::ProgramHeader* l : loads) inside = inside || (p.vaddr >= l->vaddr && p.vaddr - l->vaddr < l->filesz);
+    if (!inside)
+      if (Status st = keep(p); !st.ok()) return st.error();
+  }
+  return out;
 }
 
 Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, const std::string& root,
@@ -168,8 +238,9 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
     std::string error;
   };
   std::map<std::string, Opened> opened;  // one open per file
-  MappedFiles mapped(live_pid);
+  MappedFiles mapped(live_pid, /*keep_images=*/true);
   std::set<std::string> left_out;
+  std::set<const void*> images;  // memory images copied into `s`
   for (const MapsEntry& e : maps) {
     if (!e.executable) continue;
     SnapshotModule m;
@@ -207,6 +278,13 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
           m.build_id = c.build_id;
           m.load_bias = c.load_bias;
           img = nullptr;
+          // The module's tables as the process maps them, once per image: its image is rebuilt
+          // from the snapshot's bytes (acquire_module).
+          if (c.memory_image != nullptr && images.insert(c.memory_image.get()).second)
+            for (const MemoryRegion& r : *c.memory_image)
+              if (Status st = s.add_memory(r.addr, r.bytes.data(), r.bytes.size()); !st.ok() && warnings)
+                *warnings += "module " + m.path + ": its tables in memory are not in the capture: " +
+                             st.error().message + "\n";
         } else if (c.image != nullptr) {
           img = c.image;
           m.open_path = c.open_path;

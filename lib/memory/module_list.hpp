@@ -28,12 +28,15 @@ namespace stackprov::memory {
 /// header, program headers and build-id note are read from the process's memory (its mapping at
 /// file offset 0, found in /proc/PID/maps by the same device and inode): the module is then
 /// described by that build-id and load bias with no file (its unwind rules and names come from a
-/// bundle or debug file with that build-id); where that fails too it is to be left out rather
-/// than described by another file.
+/// bundle or debug file with that build-id, or from the file's read-only segments in that memory,
+/// Choice::memory_image); where that fails too it is to be left out rather than described by
+/// another file.
 class MappedFiles {
  public:
   /// `live_pid`: the process whose listing is checked (this process's own: /proc/self).
-  explicit MappedFiles(int64_t live_pid);
+  /// `keep_images`: a module described from memory also gets Choice::memory_image (the caller puts
+  /// it into a snapshot; its warning then says the module is unwound and named from it).
+  explicit MappedFiles(int64_t live_pid, bool keep_images = false);
   ~MappedFiles();
   MappedFiles(const MappedFiles&) = delete;
   MappedFiles& operator=(const MappedFiles&) = delete;
@@ -43,6 +46,12 @@ class MappedFiles {
     std::string open_path;                 ///< "/proc/PID/map_files/START-END" when read through it
     bool left_out = false;                 ///< the path names another file and nothing describes the mapped one
     bool from_memory = false;              ///< no file: `build_id` and `load_bias` read from the process's memory
+    /// from_memory: the mapped file's bytes an unwinder and a symbolizer need (its headers and
+    /// notes, `.eh_frame_hdr`, `.eh_frame`, `.dynsym`, `.dynstr`, `.dynamic`: the read-only
+    /// segments that hold them), as the process maps them; null when they could not be read. The
+    /// capture puts them into the snapshot, where the module's image is rebuilt from
+    /// (elf::rebuild_image).
+    std::shared_ptr<const std::vector<MemoryRegion>> memory_image;
     BuildId build_id;
     uint64_t load_bias = 0;
     std::string warning;                   ///< left out or from memory: why (one line, no newline)
@@ -62,10 +71,13 @@ class MappedFiles {
   struct Header {  // read from memory
     BuildId build_id;  // empty: `error`
     uint64_t load_bias = 0;
+    std::shared_ptr<const std::vector<MemoryRegion>> image;  // null: `image_error`
+    std::string image_error;
     std::string error;
   };
   Header header_of(const MapsEntry& e);
   int64_t pid_;
+  bool keep_images_;
   /// Opened through map_files, by the listing's (major, minor, inode). Only successes are kept: a
   /// failure (a mapping gone meanwhile) is tried again for the next mapping.
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, Exact> exact_;
@@ -74,6 +86,18 @@ class MappedFiles {
   /// headers read are kept.
   std::map<std::tuple<uint64_t, uint64_t, uint32_t, uint32_t, uint64_t>, Header> headers_;
 };
+
+/// Largest ELF image rebuilt from a process's memory (elf::rebuild_image: the file's read-only
+/// segments, code included, at their file offsets), and most bytes of it a capture keeps.
+inline constexpr uint64_t kMaxMemoryImage = 256u << 20;
+inline constexpr uint64_t kMaxMemoryImageKept = 32u << 20;
+
+/// The regions of an image rebuilt from memory (`bytes`, whose offset 0 is mapped with load bias
+/// `bias`) that a capture keeps: each read-only PT_LOAD holding the ELF header, a note,
+/// `.eh_frame_hdr`, `.eh_frame`, `.dynsym`, `.dynstr` or a hash table, and PT_DYNAMIC; at their
+/// run-time addresses. Errors: SPROV_ERR_NOT_FOUND (no `.eh_frame` and no `.dynsym` found),
+/// SPROV_ERR_LIMIT (over kMaxMemoryImageKept).
+Result<std::vector<MemoryRegion>> memory_image_regions(std::vector<uint8_t> bytes, uint64_t bias);
 
 /// Adds every executable file mapping of `maps` to `s.modules`, plus the vDSO
 /// (parsed from `s`'s memory, so its bytes must already have been added).

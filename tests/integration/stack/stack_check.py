@@ -1106,6 +1106,14 @@ def symbols_of(path):
     return {f[7] for f in (l.split() for l in r.stdout.splitlines()) if len(f) >= 8 and f[3] == "FUNC"}
 
 
+def dyn_symbols_of(path):
+    """Function names in `path`'s dynamic symbol table (readelf --dyn-syms -W): what an image rebuilt
+    from a process's memory, which holds no .symtab, can name."""
+    r = run(["readelf", "--dyn-syms", "-W", path])
+    return {f[7].split("@")[0] for f in (l.split() for l in r.stdout.splitlines())
+            if len(f) >= 8 and f[3] == "FUNC" and f[6] != "UND"}
+
+
 def check_as_modules(case, tool, pid, lib, user, id_a, id_b):
     """swapped-module: the fast path's address space of `pid` (as_modules prints "start end path
     build-id" per module and the address space's warnings on stderr)."""
@@ -1139,9 +1147,11 @@ def mode_swapped_module(a):
       * an unprivileged user (no CAP_SYS_ADMIN: map_files is closed to it) after a replace or a
         delete: the module is described by A's build-id read from the target's memory (the mapped
         ELF header and note), with a warning naming the path (and both inodes after a replace);
-        without a bundle its frames carry A's build-id and no name, and the walk stops there with
-        a stated reason; with a store holding the bundle of A (`bundle build --store`), the whole
-        chain as root, through A's bundle (end_of_stack);
+        without a bundle, A's image rebuilt from its read-only segments in that memory: the walk
+        reaches the end of the stack, the library's frames carry A's build-id and only names
+        from A's .dynsym (readelf --dyn-syms); with a store holding the bundle of A (`bundle
+        build --store`), the whole chain as root, through A's bundle (end_of_stack), with the
+        same pcs as from memory and the same names where A's .dynsym has them;
       * never a frame with B's build-id or a name only B defines.
     The fast path's address space of the same process (--as-modules: sprov_address_space_new with
     its pid) lists the library with A's build-id in every case (as the unprivileged user with the
@@ -1159,12 +1169,9 @@ def mode_swapped_module(a):
             proc = sw.start(case, user, path)
             try:
                 r = stackprov(["--pid", str(proc.pid), "--json"], binary, user=user)
-                # Exit 1 with a module left out: "the stacks are not whole" (the walk stops there).
-                if r.returncode != (0 if user is None else 1):
+                if r.returncode != 0:
                     fail("[%s] stackprov exited %d: %s" % (case, r.returncode, r.stderr.strip()))
                     continue
-                if user is not None and "not whole" not in r.stderr:
-                    fail("[%s] exit 1 without saying the stacks are not whole: %r" % (case, r.stderr))
                 doc = json.loads(r.stdout)
                 main = main_thread(doc, proc.pid)
                 frames = main["frames"]
@@ -1190,17 +1197,26 @@ def mode_swapped_module(a):
                 else:
                     warn = [l for l in r.stderr.splitlines() if "libswap-" in l]
                     said = ("not the one mapped" if case.startswith("replaced") else "cannot be opened")
-                    if not any(said in l and "read from the process's memory" in l and id_a in l for l in warn):
-                        fail("[%s] no warning says the module is described by build-id %s read from memory: %r" %
-                             (case, id_a, r.stderr))
-                    if not in_lib or any(f.get("build_id") != id_a or f.get("function") or f.get("resolved_function")
-                                         for f in in_lib):
-                        fail("[%s] the library's frames are not A's (build-id %s) without a name: %s" %
-                             (case, id_a, desc))
-                    if stop in ("", "none", "end_of_stack"):
-                        fail("[%s] no stated stop reason short of the end: %r" % (case, stop))
-                    note("[%s] %s; stop %s; %s" % (case, " < ".join(desc), stop, warn[0] if warn else ""))
-                    # With the bundle of A: the whole chain, through the bundle.
+                    if not any(said in l and "read from the process's memory" in l and id_a in l and
+                               "from its .eh_frame and .dynsym there" in l for l in warn):
+                        fail("[%s] no warning says the module is described by build-id %s and its tables read from "
+                             "memory: %r" % (case, id_a, r.stderr))
+                    # No file and no bundle: A's image rebuilt from its read-only segments in the
+                    # target's memory (kept in the capture) unwinds the library to the end of the
+                    # stack and names its frames from A's .dynsym (readelf --dyn-syms of A: the
+                    # oracle; the library's static functions are not there, so unnamed).
+                    a_dyn = dyn_symbols_of(sw.lib_a)
+                    mem_frames = frames
+                    if stop != "end_of_stack":
+                        fail("[%s] from memory: stop %s, not the end of the stack: %s" % (case, stop, desc))
+                    if (len(in_lib) < 3 or any(f.get("build_id") != id_a for f in in_lib) or
+                            any(f.get("function") and norm_name(f["function"]) not in a_dyn for f in in_lib)):
+                        fail("[%s] from memory: the library's frames are not A's (build-id %s, names from A's "
+                             ".dynsym %s): %s" % (case, id_a, sorted(a_dyn & set(chain)), desc))
+                    note("[%s] from memory: %s; stop %s; %s" % (case, " < ".join(desc), stop, warn[0] if warn else ""))
+                    # With the bundle of A (built from A's file: its DWARF CFI and names, another path
+                    # than the memory image): the whole chain; and the same frames, pc for pc, as
+                    # from memory, each library frame named alike where A's .dynsym has the name.
                     r = stackprov(["--pid", str(proc.pid), "--json", "--store", store], binary, user=user)
                     if r.returncode != 0:
                         fail("[%s] with --store: stackprov exited %d: %s" % (case, r.returncode, r.stderr.strip()))
@@ -1220,6 +1236,22 @@ def mode_swapped_module(a):
                         if any(norm_name(n) in only_b or f.get("build_id") == id_b for n, f in zip(names, frames)):
                             fail("[%s] with --store: a frame from B: %s" % (case, desc))
                         note("[%s] with --store: %s" % (case, " < ".join(desc)))
+                        if [f["pc"] for f in mem_frames] != [f["pc"] for f in frames]:
+                            fail("[%s] from memory, pcs %s; through A's bundle, %s" %
+                                 (case, [f["pc"] for f in mem_frames], [f["pc"] for f in frames]))
+                        # The frames A's rules derive (cfi_bundle through the bundle) are derived
+                        # from A's .eh_frame in memory, not by a frame-pointer or scan guess.
+                        mm, bm = [f.get("method") for f in mem_frames], [f.get("method") for f in frames]
+                        if "cfi_bundle" not in bm or any(b == "cfi_bundle" and m != "cfi_eh_frame" for m, b in zip(mm, bm)):
+                            fail("[%s] methods from memory %s; through the bundle %s" % (case, mm, bm))
+                        for fm, n, f in zip(mem_frames, names, frames):
+                            if "libswap-" not in (f.get("module") or ""):
+                                continue
+                            want = n if n in a_dyn else ""
+                            if norm_name(fm.get("function") or "") != want:
+                                fail("[%s] from memory, frame %s is named %r; A's bundle names it %r, which A's "
+                                     ".dynsym %s" % (case, f["pc"], fm.get("function"), n,
+                                                     "has" if want else "does not have"))
                 check_as_modules(case, as_modules, proc.pid, path, user, id_a, id_b)
             finally:
                 proc.stdin.close()

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // ElfImage against readelf/objcopy on freshly built fixtures: identity, phdrs, sections, decompression, bias.
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <sys/uio.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -9,7 +11,9 @@
 #include <map>
 #include <set>
 
+#include "elf/core_file.hpp"
 #include "elf/elf_image.hpp"
+#include "elf/symtab.hpp"
 #include "elf_test_util.hpp"
 
 using namespace stackprov;
@@ -399,4 +403,121 @@ TEST_CASE("ImageReuseScope: one image per file while the scope lives, a new one 
   auto after = ElfImage::open(exe);
   REQUIRE(after.ok());
   CHECK(after.value() != first);
+}
+
+namespace {
+
+struct LoadedPhdrs {
+  std::string path;
+  uint64_t bias;
+  std::vector<ElfW(Phdr)> phdrs;
+};
+
+int collect_phdrs(struct dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<std::vector<LoadedPhdrs>*>(data);
+  out->push_back(LoadedPhdrs{info->dlpi_name ? info->dlpi_name : "", info->dlpi_addr,
+                             std::vector<ElfW(Phdr)>(info->dlpi_phdr, info->dlpi_phdr + info->dlpi_phnum)});
+  return 0;
+}
+
+// This process's memory, read as another process's would be (process_vm_readv: no fault on a hole).
+bool read_self(uint64_t addr, void* buf, size_t len) {
+  struct iovec local{buf, len}, remote{reinterpret_cast<void*>(addr), len};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(len);
+}
+
+}  // namespace
+
+// An ELF image rebuilt from a process's memory (a module whose file is gone or replaced, read
+// without CAP_SYS_ADMIN): its read-only segments at their file offsets and no section headers.
+// Oracles: readelf -S of the file (the linker's section headers: .eh_frame, .dynsym, .dynstr),
+// readelf -n (the build-id) and dlsym (the dynamic linker's address of an exported function).
+TEST_CASE("An image rebuilt from memory finds .eh_frame and .dynsym as the file's section headers place them",
+          "[elf][memory-image]") {
+  TempDir dir;
+  const std::string src =
+      "__attribute__((noinline)) int fx_exported(int x) { return x * 3 + 1; }\n"
+      "static __attribute__((noinline)) int fx_hidden(int x) { return x - 1; }\n"
+      "int fx_entry(int x) { return fx_hidden(fx_exported(x)); }\n";
+  // DT_GNU_HASH, DT_HASH, both; one read-only-and-code segment (no separate code).
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {"gnuhash", "-Wl,--hash-style=gnu"},
+      {"sysvhash", "-Wl,--hash-style=sysv"},
+      {"both", "-Wl,--hash-style=both"},
+      {"noseparate", "-Wl,-z,noseparate-code -Wl,--hash-style=gnu"}};
+  std::vector<void*> handles;
+  for (const auto& [name, flags] : variants) {
+    const std::string lib = dir.file("libfx_" + name + ".so");
+    INFO("cc " << flags);
+    REQUIRE(compile_c(dir, src, "-shared -fPIC -O2 -g -Wl,--build-id=sha1 " + flags, lib));
+    void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(h != nullptr);
+    handles.push_back(h);
+  }
+  std::vector<LoadedPhdrs> loaded;
+  dl_iterate_phdr(collect_phdrs, &loaded);
+  char self[4096] = {};
+  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  int checked = 0, named = 0;
+  for (const LoadedPhdrs& l : loaded) {
+    const std::string path = l.path.empty() ? std::string(self) : l.path;
+    if (path.empty() || path[0] != '/' || !file_exists(path)) continue;  // the vDSO
+    const ElfW(Phdr)* first = nullptr;
+    for (const auto& p : l.phdrs)
+      if (p.p_type == PT_LOAD && (first == nullptr || p.p_offset < first->p_offset)) first = &p;
+    REQUIRE(first != nullptr);
+    const uint64_t start = l.bias + first->p_vaddr - first->p_offset;
+    INFO(path << " header at 0x" << std::hex << start);
+    auto bytes = rebuild_image(start, read_self, 256u << 20);
+    REQUIRE(bytes.ok());
+    auto img = ElfImage::from_bytes(std::move(bytes).value(), path + " (memory)");
+    REQUIRE(img.ok());
+    const ElfImage& m = *img.value();
+    CHECK(m.section_count() > 0);
+    CHECK(m.build_id().hex() == readelf_build_id(path));
+    std::map<std::string, ReadelfSection> want;
+    for (const ReadelfSection& s : readelf_sections(path)) want[s.name] = s;
+    for (const char* name : {".eh_frame", ".dynsym", ".dynstr"}) {
+      INFO(name);
+      REQUIRE(want.count(name) == 1);
+      auto got = m.section(name);
+      REQUIRE(got.has_value());
+      CHECK(got->addr == want[name].addr);
+      CHECK(got->size == want[name].size);
+      // The bytes are the file's: the section as mapped is the section as linked.
+      auto file = ElfImage::open(path);
+      REQUIRE(file.ok());
+      auto fs = file.value()->section(name);
+      REQUIRE(fs.has_value());
+      CHECK(std::memcmp(got->data, fs->data, std::min(got->size, fs->size)) == 0);
+    }
+    // .dynsym's code symbols, as the file's own table lists them.
+    auto from_mem = SymbolTable::load(m, SymbolTable::Kind::kDynsym);
+    auto file_img = ElfImage::open(path);  // outlives its table, which points into it
+    REQUIRE(file_img.ok());
+    auto from_file = SymbolTable::load(*file_img.value(), SymbolTable::Kind::kDynsym);
+    REQUIRE(from_mem.ok());
+    REQUIRE(from_file.ok());
+    const auto& a = from_mem.value().symbols();
+    const auto& b = from_file.value().symbols();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); i++) {
+      CHECK(a[i].addr == b[i].addr);
+      CHECK(a[i].name == b[i].name);
+    }
+    checked++;
+    for (void* h : handles) {
+      void* fx = dlsym(h, "fx_exported");
+      Dl_info info{};
+      if (fx == nullptr || dladdr(fx, &info) == 0 || info.dli_fname == nullptr || path != info.dli_fname) continue;
+      const Symbol* s = from_mem.value().lookup(reinterpret_cast<uint64_t>(fx) - l.bias);
+      REQUIRE(s != nullptr);
+      CHECK(s->name == "fx_exported");
+      CHECK(s->addr == reinterpret_cast<uint64_t>(fx) - l.bias);
+      named++;
+    }
+  }
+  CHECK(checked >= 6);  // the test executable, libc, the four libraries
+  CHECK(named == 4);
+  for (void* h : handles) dlclose(h);
 }
