@@ -14,6 +14,7 @@
 #include "elf/core_file.hpp"
 #include "elf/elf_image.hpp"
 #include "memory/module_list.hpp"
+#include <xxhash.h>
 #include "symbolize/bundle_store.hpp"
 
 using namespace stackprov;
@@ -77,69 +78,52 @@ Result<std::shared_ptr<unwind::LoadedModule>> load_from_bundle(sprov_context* ct
                                            snap ? snap->endian == Endian::kBig : false);
 }
 
-/// Where a module described from a process's memory (no file that is the one mapped) has its
+/// Where a module described from a process's memory (no file that is the one mapped) may have its
 /// ELF header in the snapshot's memory, for elf::rebuild_image: at its load bias (a shared object
-/// or PIE whose first segment is at 0), else at the start of a region at or below the module's
-/// start that begins with the ELF magic (the nearest 8). Empty when the capture kept no image.
+/// or PIE whose first segment is at 0), else at the start of a region below the module's start,
+/// within 1 GiB, that begins with the ELF magic and is not the vDSO's. At most 4 places; none when
+/// the capture kept no image.
 std::vector<uint64_t> memory_image_starts(const memory::Snapshot& snap, const memory::SnapshotModule& m) {
   std::vector<uint64_t> out;
+  auto vdso = [&](uint64_t a) {
+    for (const memory::SnapshotModule& o : snap.modules)
+      if (o.path == "[vdso]" && a >= o.start && a < o.end) return true;
+    return false;
+  };
   memory::SnapshotReader rd(snap);
   uint8_t magic[SELFMAG];
-  if (rd.read(m.load_bias, magic, SELFMAG) && std::memcmp(magic, ELFMAG, SELFMAG) == 0) out.push_back(m.load_bias);
-  for (size_t i = snap.memory.size(); i-- > 0 && out.size() < 9;) {
+  if (!vdso(m.load_bias) && rd.read(m.load_bias, magic, SELFMAG) && std::memcmp(magic, ELFMAG, SELFMAG) == 0)
+    out.push_back(m.load_bias);
+  for (size_t i = snap.memory.size(); i-- > 0 && out.size() < 4;) {
     const memory::MemoryRegion& r = snap.memory[i];
-    if (r.addr > m.start || r.addr == m.load_bias || r.bytes.size() < SELFMAG) continue;
+    if (r.addr > m.start || m.start - r.addr > (uint64_t{1} << 30)) continue;
+    if (r.addr == m.load_bias || r.bytes.size() < SELFMAG || vdso(r.addr)) continue;
     if (std::memcmp(r.bytes.data(), ELFMAG, SELFMAG) == 0) out.push_back(r.addr);
   }
   return out;
 }
 
 /// The module's image rebuilt from the read-only segments the capture kept in the snapshot
-/// (memory::memory_image_regions): unwound from its .eh_frame, named from its .dynsym. It must
-/// carry the module's build-id.
-Result<std::shared_ptr<unwind::LoadedModule>> load_from_memory(sprov_context* ctx, const memory::Snapshot* snap,
-                                                               const memory::SnapshotModule& m,
-                                                               const elf::DebugFileOptions& dopts) {
-  if (snap == nullptr)
-    return make_error(SPROV_ERR_NOT_FOUND, "module %s: no snapshot to rebuild its image from", m.path.c_str());
-  // The bytes the snapshot holds; the rest (the code segments a capture leaves out) reads as zero.
-  auto read = [snap](uint64_t addr, void* buf, size_t len) {
-    std::memset(buf, 0, len);
-    bool any = false;
-    auto it = std::upper_bound(snap->memory.begin(), snap->memory.end(), addr,
-                               [](uint64_t a, const memory::MemoryRegion& r) { return a < r.addr; });
-    if (it != snap->memory.begin()) --it;
-    for (; it != snap->memory.end() && it->addr < addr + len; ++it) {
-      const uint64_t lo = std::max(addr, it->addr), hi = std::min(addr + len, it->addr + it->bytes.size());
-      if (lo >= hi) continue;
-      std::memcpy(static_cast<uint8_t*>(buf) + (lo - addr), it->bytes.data() + (lo - it->addr), hi - lo);
-      any = true;
-    }
-    return any;
-  };
-  std::string tried;
-  for (uint64_t start : memory_image_starts(*snap, m)) {
+/// (memory::memory_image_regions); a segment the snapshot does not hold whole (its code) keeps no
+/// file bytes. It must carry the module's build-id.
+Result<std::shared_ptr<elf::ElfImage>> image_from_memory(const memory::Snapshot& snap, const memory::SnapshotModule& m) {
+  memory::SnapshotReader rd(snap);
+  auto read = [&rd](uint64_t addr, void* buf, size_t len) { return rd.read(addr, buf, len); };
+  std::string first;  // why the first place failed
+  for (uint64_t start : memory_image_starts(snap, m)) {
     auto bytes = elf::rebuild_image(start, read, memory::kMaxMemoryImage);
-    if (!bytes.ok()) {
-      tried += "; " + bytes.error().message;
-      continue;
+    Result<std::shared_ptr<elf::ElfImage>> img =
+        bytes.ok() ? elf::ElfImage::from_bytes(std::move(bytes).value(), m.path + " (rebuilt from the process's memory)")
+                   : Result<std::shared_ptr<elf::ElfImage>>(bytes.error());
+    if (img.ok() && img.value()->build_id() == m.build_id) return img;
+    if (first.empty()) {
+      char at[64];
+      std::snprintf(at, sizeof at, "the image at 0x%llx: ", static_cast<unsigned long long>(start));
+      first = std::string(at) + (img.ok() ? "build-id " + img.value()->build_id().hex() : img.error().message);
     }
-    auto img = elf::ElfImage::from_bytes(std::move(bytes).value(), m.path + " (rebuilt from the process's memory)");
-    if (!img.ok()) {
-      tried += "; " + img.error().message;
-      continue;
-    }
-    if (img.value()->build_id() != m.build_id) {
-      char at[32];
-      std::snprintf(at, sizeof at, "0x%llx", static_cast<unsigned long long>(start));
-      tried += std::string("; the image at ") + at + " has build-id " + img.value()->build_id().hex();
-      continue;
-    }
-    ctx->modules_loaded++;
-    return unwind::LoadedModule::load(img.value(), dopts);
   }
-  return make_error(SPROV_ERR_NOT_FOUND, "module %s: no image with build-id %s in the snapshot's memory%s",
-                    m.path.c_str(), m.build_id.hex().c_str(), tried.c_str());
+  return make_error(SPROV_ERR_NOT_FOUND, "module %s: no image with its build-id in the snapshot's memory (%s)",
+                    m.path.c_str(), first.empty() ? "none kept" : first.c_str());
 }
 
 }  // namespace
@@ -175,17 +159,22 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     return ctx->modules.acquire(key, loader);
   }
   // A module described from the process's memory, without a file or bundle of it: its image
-  // rebuilt from the snapshot's copy of its read-only segments. Without a snapshot (a symbolizer),
-  // the image an unwinder rebuilt, if the cache holds it. Otherwise `e` as it is.
+  // rebuilt from the snapshot's copy of its read-only segments, cached by build-id and the rebuilt
+  // bytes' hash (a target's image never stands for another's, nor for a file, a bundle or a
+  // vDSO). Only with a snapshot: a symbolizer names such frames with the module its walk used
+  // (sprov_stack::loaded). Otherwise `e` as it is.
   auto memory_instead = [&](const Error& e) -> Result<std::shared_ptr<unwind::LoadedModule>> {
-    if (m.file.known() || m.build_id.empty()) return e;
+    if (m.file.known() || m.build_id.empty() || snap == nullptr || memory_image_starts(*snap, m).empty()) return e;
+    auto img = image_from_memory(*snap, m);
+    if (!img.ok()) return make_error(e.code, "%s; %s", e.message.c_str(), img.error().message.c_str());
     ModuleKey mkey;
-    mkey.source = ModuleKey::kMemory;
+    mkey.source = ModuleKey::kMemoryImage;
     mkey.build_id = m.build_id;
-    if (snap == nullptr ? !ctx->modules.contains(mkey) : memory_image_starts(*snap, m).empty()) return e;
-    auto r = ctx->modules.acquire(mkey, [&] { return load_from_memory(ctx, snap, m, dopts); });
-    if (r.ok()) return r;
-    return make_error(e.code, "%s; %s", e.message.c_str(), r.error().message.c_str());
+    mkey.inode = XXH3_64bits(img.value()->file_data(), img.value()->file_size());
+    return ctx->modules.acquire(mkey, [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
+      ctx->modules_loaded++;
+      return unwind::LoadedModule::load(img.value(), dopts);
+    });
   };
   // Offline: the module file is never opened; its bundle (by build-id) is the module.
   if (ctx->ctx.config().offline) {
@@ -260,6 +249,15 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     return bundle_instead(loaded.error());
   if (!loaded.ok()) return memory_instead(loaded.error());
   return loaded;
+}
+
+Result<std::shared_ptr<unwind::LoadedModule>> stack_module(sprov_context* ctx, const sprov_stack* stack, int32_t index) {
+  const memory::SnapshotModule& m = (*stack->modules)[static_cast<size_t>(index)];
+  if (stack->loaded && static_cast<size_t>(index) < stack->loaded->size() && !m.file.known() && m.path != "[vdso]") {
+    const std::shared_ptr<unwind::LoadedModule>& used = (*stack->loaded)[static_cast<size_t>(index)];
+    if (used && used->has_image() && used->image_ptr()->file_identity() == nullptr) return used;
+  }
+  return acquire_module(ctx, nullptr, m, stack->module_root);
 }
 
 }  // namespace stackprov::capi

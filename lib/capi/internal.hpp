@@ -88,6 +88,9 @@ struct sprov_stack {
   stackprov::unwind::StopReason stop = stackprov::unwind::StopReason::kNone;
   /// Shared with the unwinder's module table: the stack outlives the snapshot.
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
+  /// Parallel to `modules`: the module the walk used (null where none loaded). A module whose image
+  /// was rebuilt from the snapshot's memory is named through it, with no snapshot at hand.
+  std::shared_ptr<const std::vector<std::shared_ptr<stackprov::unwind::LoadedModule>>> loaded;
   std::string module_root;  // Snapshot::module_root at unwind time
   /// Interleaved stacks (sprov_process_interleave): for each frame, its index into `runtime`
   /// (-1 for native frames); empty for stacks without runtime frames.
@@ -114,12 +117,14 @@ struct sprov_unwinder {
   stackprov::unwind::RuleCache cache;
   stackprov::unwind::ModuleTable table;
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> table_modules;
+  std::shared_ptr<const std::vector<std::shared_ptr<stackprov::unwind::LoadedModule>>> table_loaded;  ///< parallel
   /// The tables of the module lists unwound before `table`, most recent first:
   /// a switch back to one (interleaved processes: perf-import, agents) swaps it
   /// in instead of resolving every module again (capi/unwinder.cpp build_table).
   struct RecentTable {
     stackprov::unwind::ModuleTable table;
     std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
+    std::shared_ptr<const std::vector<std::shared_ptr<stackprov::unwind::LoadedModule>>> loaded;
   };
   std::array<RecentTable, 3> recent_tables;
   stackprov::unwind::WalkResult scratch;  ///< capacity reserved to opts.max_frames at creation
@@ -299,6 +304,11 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                                                              const memory::Snapshot* snap,
                                                              const memory::SnapshotModule& m,
                                                              const std::string& module_root);
+
+/// The module of `stack`'s module `index` for naming its frames: acquire_module without a snapshot,
+/// except for a module with no file whose image the walk rebuilt from the snapshot's memory (a
+/// module described from memory): the one the walk used (sprov_stack::loaded).
+Result<std::shared_ptr<unwind::LoadedModule>> stack_module(sprov_context* ctx, const sprov_stack* stack, int32_t index);
 
 /// The public description of a module (strings owned by `m`).
 struct sprov_module_info module_info(const memory::SnapshotModule& m);

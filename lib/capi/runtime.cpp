@@ -172,6 +172,7 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
     auto st = std::make_unique<sprov_stack>();
     st->stop = native->stop;
     st->modules = native->modules;
+    st->loaded = native->loaded;
     st->module_root = native->module_root;
     st->pid = native->pid;  // the perf map of its process names JIT frames
     st->jit = native->jit;

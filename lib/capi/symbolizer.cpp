@@ -122,7 +122,7 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     }
     if (f.module_index < 0 || sym->ctx->ctx.config().offline) return fill_out(out, empty, "sprov_symbol");
     const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
-    auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
+    auto mod = stack_module(sym->ctx, stack, f.module_index);
     if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
     const uint64_t rel = f.pc - m.load_bias;
     const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;

@@ -197,7 +197,7 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
       bool have = !cm.build_id.empty();
       if (!sym->ctx->ctx.config().offline) {  // offline: never open the module file
         // A missing file with a store configured gives a bundle-backed module (no image).
-        auto mod = acquire_module(sym->ctx, nullptr, m, stack->module_root);
+        auto mod = stack_module(sym->ctx, stack, f.module_index);
         if (mod.ok() && mod.value()->has_image()) {
           cm.image = mod.value()->image_ptr();
           have = true;

@@ -32,10 +32,12 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
   }
   std::swap(uw->table, recent[hit].table);
   std::swap(uw->table_modules, recent[hit].modules);
+  std::swap(uw->table_loaded, recent[hit].loaded);
   std::rotate(recent.begin(), recent.begin() + static_cast<long>(hit), recent.begin() + static_cast<long>(hit) + 1);
   if (same(uw->table, uw->table_modules)) return;
   uw->table.clear();
   uw->table_modules = std::make_shared<const std::vector<memory::SnapshotModule>>(s.modules);
+  auto loaded = std::make_shared<std::vector<std::shared_ptr<unwind::LoadedModule>>>(s.modules.size());
   for (size_t i = 0; i < s.modules.size(); i++) {
     const memory::SnapshotModule& m = s.modules[i];
     unwind::ModuleSlot slot;
@@ -48,6 +50,7 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
     if (r.ok()) {
       mod = r.value();
       slot.module = mod.get();
+      (*loaded)[i] = mod;
     } else {
       // A file that is not the module (another build, another architecture) is a finding; a
       // missing one (no bundle either) is common and shows in the frames' stop reasons.
@@ -61,6 +64,7 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
   }
   uw->table.finish();
   uw->table.key = key;
+  uw->table_loaded = std::move(loaded);
 }
 
 }  // namespace
@@ -164,6 +168,7 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     st->frames = uw->scratch.frames;
     st->stop = uw->scratch.stop;
     st->modules = uw->table_modules;
+    st->loaded = uw->table_loaded;
     st->module_root = s.module_root;
     st->pid = s.pid;
     st->jit = jit;

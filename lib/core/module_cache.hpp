@@ -30,7 +30,10 @@ namespace stackprov {
 struct ModuleKey {
   /// Where the module's bytes come from: entries from different sources never share (a target's
   /// vDSO copy, which it can rewrite, must not stand for a bundle of the same build-id).
-  enum Source : uint8_t { kFile = 0, kBundle = 1, kMemory = 2 };
+  /// kMemoryImage: a module file's image rebuilt from a process's memory (no file that is the one
+  /// mapped); `inode` holds the XXH3 of the rebuilt bytes, so one target's image stands only for
+  /// an image with the same bytes.
+  enum Source : uint8_t { kFile = 0, kBundle = 1, kMemory = 2, kMemoryImage = 3 };
   Source source = kFile;
   BuildId build_id;
   uint64_t dev = 0;

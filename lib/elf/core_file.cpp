@@ -549,13 +549,18 @@ bool kept_in_rebuild(const ProgramHeader& p) {
   return p.filesz > 0 && ((p.type == PT_LOAD && (p.flags & PF_W) == 0) || p.type == PT_DYNAMIC);
 }
 
+/// Entries of .dynamic looked at: real tables have fewer than 100.
+constexpr uint64_t kMaxDynamicEntries = 4096;
+
 }  // namespace
 
 std::vector<std::pair<uint64_t, uint64_t>> image_ranges(const CoreImage& img, uint64_t limit) {
   std::vector<std::pair<uint64_t, uint64_t>> out;
+  uint64_t total = 0;  // bytes read, bounded too: segments may overlap
   for (const ProgramHeader& p : img.phdrs) {
     if (!kept_in_rebuild(p)) continue;
-    if (p.offset > limit || p.filesz > limit - p.offset) return {};
+    if (p.offset > limit || p.filesz > limit - p.offset || p.filesz > limit - total) return {};
+    total += p.filesz;
     out.emplace_back(img.load_bias + p.vaddr, p.filesz);
   }
   return out;
@@ -569,51 +574,79 @@ Result<std::vector<uint8_t>> rebuild_image(uint64_t start, const std::function<b
   if (image_ranges(*img, limit).empty())
     return make_error(SPROV_ERR_LIMIT, "the ELF image at 0x%llx has no read-only segment or is over %llu bytes",
                       static_cast<unsigned long long>(start), static_cast<unsigned long long>(limit));
-  uint64_t size = 0;
-  bool header = false;  // the ELF header (file offset 0) is among the bytes read
-  for (const ProgramHeader& p : img->phdrs)
-    if (kept_in_rebuild(p)) {
-      size = std::max(size, p.offset + p.filesz);
-      header = header || (p.type == PT_LOAD && p.offset == 0 && p.filesz >= (img->is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr)));
-    }
-  if (!header)
-    return make_error(SPROV_ERR_NOT_FOUND, "the ELF image at 0x%llx maps its header in no read-only segment",
-                      static_cast<unsigned long long>(start));
-  std::vector<uint8_t> bytes(size);
-  for (const ProgramHeader& p : img->phdrs) {
-    if (!kept_in_rebuild(p)) continue;
-    const uint64_t at = img->load_bias + p.vaddr;
-    if (!read(at, bytes.data() + p.offset, p.filesz))
-      return make_error(SPROV_ERR_IO, "the ELF image at 0x%llx: 0x%llx bytes at 0x%llx (file offset 0x%llx) unreadable",
-                        static_cast<unsigned long long>(start), static_cast<unsigned long long>(p.filesz),
-                        static_cast<unsigned long long>(at), static_cast<unsigned long long>(p.offset));
-  }
-  // No section header table: e_shoff, e_shnum, e_shstrndx zero (zero in either byte order).
   const bool is64 = img->is64;
+  const uint64_t ehsize = is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
+  const uint64_t phentsize = is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);
+  // The segment holding the ELF header and the program header table (file offset 0) must be
+  // read; one that cannot be (the code a snapshot leaves out) keeps no file bytes (p_filesz 0).
+  uint8_t eh[sizeof(Elf64_Ehdr)];
+  if (!read(start, eh, ehsize)) return make_error(SPROV_ERR_IO, "no ELF header at 0x%llx", static_cast<unsigned long long>(start));
+  const uint64_t phoff = *ByteView(eh, ehsize, img->big).word(is64 ? 32 : 28, is64);
+  const uint64_t phend = phoff + img->phdrs.size() * phentsize;  // image_in_memory bounded both
+  const ProgramHeader* head = nullptr;
+  for (const ProgramHeader& p : img->phdrs)
+    if (p.type == PT_LOAD && kept_in_rebuild(p) && p.offset == 0 && p.filesz >= std::max(ehsize, phend)) head = &p;
+  if (head == nullptr)
+    return make_error(SPROV_ERR_NOT_FOUND, "the ELF image at 0x%llx maps its headers in no read-only segment",
+                      static_cast<unsigned long long>(start));
+  uint64_t size = 0;
+  for (const ProgramHeader& p : img->phdrs)
+    if (kept_in_rebuild(p)) size = std::max(size, p.offset + p.filesz);
+  std::vector<uint8_t> bytes(size);
+  std::vector<bool> have(img->phdrs.size(), false);
+  uint64_t end = 0;  // of the bytes read
+  for (size_t i = 0; i < img->phdrs.size(); i++) {
+    const ProgramHeader& p = img->phdrs[i];
+    if (!kept_in_rebuild(p) || &p == head) continue;
+    have[i] = read(img->load_bias + p.vaddr, bytes.data() + p.offset, p.filesz);
+    if (have[i]) end = std::max(end, p.offset + p.filesz);
+  }
+  // The header segment last: a segment overlapping it cannot change the headers parsed above.
+  const uint64_t at = img->load_bias + head->vaddr;
+  if (!read(at, bytes.data(), head->filesz))
+    return make_error(SPROV_ERR_IO, "the ELF image at 0x%llx: its headers' segment (0x%llx bytes at 0x%llx) is unreadable",
+                      static_cast<unsigned long long>(start), static_cast<unsigned long long>(head->filesz),
+                      static_cast<unsigned long long>(at));
+  have[static_cast<size_t>(head - img->phdrs.data())] = true;
+  end = std::max(end, head->filesz);
+  bytes.resize(end);
+  // No section header table: e_shoff, e_shnum, e_shstrndx zero (zero in either byte order). A
+  // segment not read (a writable one, code the snapshot lacks) keeps its place and memory size
+  // but no file bytes.
   std::memset(bytes.data() + (is64 ? 40 : 32), 0, is64 ? 8 : 4);
   std::memset(bytes.data() + (is64 ? 60 : 48), 0, 4);
+  for (size_t i = 0; i < img->phdrs.size(); i++)
+    if ((img->phdrs[i].type == PT_LOAD || img->phdrs[i].type == PT_DYNAMIC) && !have[i])
+      std::memset(bytes.data() + phoff + i * phentsize + (is64 ? 32 : 16), 0, is64 ? 8 : 4);
   // The dynamic linker adds the load bias to .dynamic's table addresses in place (glibc's
-  // elf_get_dynamic_info, on every architecture but MIPS and RISC-V): move them back.
+  // elf_get_dynamic_info, on every architecture but MIPS and RISC-V): move them back (modulo the
+  // word size: a bias may be negative). Only the first PT_DYNAMIC, as a dynamic linker reads.
+  std::vector<std::pair<uint64_t, uint64_t>> loads;  // link-time [vaddr, vaddr + memsz)
+  for (const ProgramHeader& p : img->phdrs)
+    if (p.type == PT_LOAD) loads.emplace_back(p.vaddr, p.memsz);
   auto in_image = [&](uint64_t vaddr) {
-    for (const ProgramHeader& p : img->phdrs)
-      if (p.type == PT_LOAD && vaddr >= p.vaddr && vaddr - p.vaddr < p.memsz) return true;
+    for (const auto& [v, n] : loads)
+      if (vaddr >= v && vaddr - v < n) return true;
     return false;
   };
-  const uint64_t bias = img->load_bias;
-  for (const ProgramHeader& p : img->phdrs) {
-    if (p.type != PT_DYNAMIC || bias == 0) continue;
+  const uint64_t mask = is64 ? UINT64_MAX : UINT32_MAX;
+  for (size_t i = 0; i < img->phdrs.size(); i++) {
+    const ProgramHeader& p = img->phdrs[i];
+    if (p.type != PT_DYNAMIC) continue;
+    if (!have[i] || img->load_bias == 0) break;
     const uint64_t dent = is64 ? 16 : 8, half = dent / 2;
-    const uint64_t end = p.offset + std::min<uint64_t>(p.filesz, dent << 16);  // real tables: < 100 entries
-    for (uint64_t o = p.offset; o + dent <= end; o += dent) {
-      const ByteView v(bytes.data(), bytes.size(), img->big);
+    const uint64_t stop = p.offset + std::min<uint64_t>(p.filesz, dent * kMaxDynamicEntries);
+    const ByteView v(bytes.data(), bytes.size(), img->big);
+    for (uint64_t o = p.offset; o + dent <= stop; o += dent) {
       const uint64_t tag = *v.word(o, is64), val = *v.word(o + half, is64);
       if (tag == DT_NULL) break;
       if (tag != DT_HASH && tag != DT_GNU_HASH && tag != DT_SYMTAB && tag != DT_STRTAB) continue;
-      if (val < bias || !in_image(val - bias) || in_image(val)) continue;
-      const uint64_t link = val - bias;
-      for (uint64_t i = 0; i < half; i++)  // store `link` in the image's byte order and word size
-        bytes[o + half + i] = static_cast<uint8_t>(link >> (8 * (img->big ? half - 1 - i : i)));
+      const uint64_t link = (val - img->load_bias) & mask;
+      if (in_image(val) || !in_image(link)) continue;
+      for (uint64_t k = 0; k < half; k++)  // store `link` in the image's byte order and word size
+        bytes[o + half + k] = static_cast<uint8_t>(link >> (8 * (img->big ? half - 1 - k : k)));
     }
+    break;
   }
   return bytes;
 }

@@ -94,8 +94,10 @@ std::vector<std::pair<uint64_t, uint64_t>> image_ranges(const CoreImage& img, ui
 /// ranges image_ranges names, each at its file offset (everything else zero), with no section
 /// header table (those are not mapped; ElfImage then finds .eh_frame and .dynsym through the
 /// program headers), and .dynamic's table addresses moved back to link-time ones where the dynamic
-/// linker relocated them in place. Errors (SPROV_ERR_NOT_FOUND, SPROV_ERR_LIMIT, SPROV_ERR_IO)
-/// name the address that failed.
+/// linker relocated them in place. The segment holding the ELF and program headers must be read;
+/// any other segment not read (writable ones; code a snapshot does not hold) keeps its place but
+/// no file bytes (p_filesz 0 in the rebuilt program headers). At most `limit` bytes are read and
+/// held. Errors (SPROV_ERR_NOT_FOUND, SPROV_ERR_LIMIT, SPROV_ERR_IO) name the address that failed.
 Result<std::vector<uint8_t>> rebuild_image(uint64_t start, const std::function<bool(uint64_t, void*, size_t)>& read,
                                            uint64_t limit);
 

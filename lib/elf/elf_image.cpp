@@ -278,7 +278,7 @@ void ElfImage::Impl::synthesise_sections() {
       case 0x04: case 0x0c: v = f.u64(ph.offset + 4); break;  // udata8, sdata8
       default: break;
     }
-    if (!v || enc == 0xff) break;
+    if (!v || enc == 0xff || (enc & 0x80) != 0) break;  // omitted, or indirect (not in an .eh_frame_hdr)
     if ((enc & 0x70) == 0x10) *v += ph.vaddr + 4;  // pcrel: from the field
     else if ((enc & 0x70) == 0x30) *v += ph.vaddr;  // datarel: from .eh_frame_hdr
     else if ((enc & 0x70) != 0) break;
@@ -309,7 +309,7 @@ void ElfImage::Impl::synthesise_sections() {
     if (ph.type != PT_DYNAMIC || ph.filesz == 0 || !f.in_range(ph.offset, ph.filesz)) continue;
     const uint64_t dent = is64 ? 16 : 8, sent = is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
     std::optional<uint64_t> symtab, strtab, strsz, hash, gnu_hash;
-    const uint64_t end = ph.offset + std::min<uint64_t>(ph.filesz, dent << 16);  // real tables: < 100 entries
+    const uint64_t end = ph.offset + std::min<uint64_t>(ph.filesz, dent * 4096);  // real tables: < 100 entries
     for (uint64_t o = ph.offset; o + dent <= end; o += dent) {
       const uint64_t tag = *f.word(o, is64), val = *f.word(o + dent / 2, is64);
       if (tag == DT_NULL) break;

@@ -192,6 +192,23 @@ Result<std::vector<MemoryRegion>> memory_image_regions(std::vector<uint8_t> byte
     }
   if (!tables) return make_error(SPROV_ERR_NOT_FOUND, "no .eh_frame and no .dynsym found through its program headers");
   if (auto hdr = img.eh_frame_hdr()) wanted.emplace_back(hdr->offset, hdr->size);
+  // The hash tables that count .dynsym's entries (DT_HASH, DT_GNU_HASH), placed by .dynamic.
+  if (auto dyn = img.section(".dynamic"); dyn && dyn->data != nullptr) {
+    const bool is64 = img.is_64bit();
+    const uint64_t dent = is64 ? 16 : 8;
+    for (uint64_t o = 0; o + dent <= std::min<uint64_t>(dyn->size, dent * 4096); o += dent) {
+      uint64_t tag = 0, val = 0;
+      for (uint64_t k = 0; k < dent / 2; k++) {  // in the image's byte order
+        const uint64_t sh = 8 * (img.big_endian() ? dent / 2 - 1 - k : k);
+        tag |= static_cast<uint64_t>(dyn->data[o + k]) << sh;
+        val |= static_cast<uint64_t>(dyn->data[o + dent / 2 + k]) << sh;
+      }
+      if (tag == DT_NULL) break;
+      if (tag != DT_HASH && tag != DT_GNU_HASH) continue;
+      for (const elf::ProgramHeader& p : img.program_headers())
+        if (p.type == PT_LOAD && val >= p.vaddr && val - p.vaddr < p.filesz) wanted.emplace_back(p.offset + (val - p.vaddr), 16);
+    }
+  }
   for (const elf::ProgramHeader& p : img.program_headers())
     if (p.type == PT_NOTE) wanted.emplace_back(p.offset, p.filesz);
   const uint8_t* data = img.file_data();

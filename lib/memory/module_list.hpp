@@ -90,7 +90,7 @@ class MappedFiles {
 /// Largest ELF image rebuilt from a process's memory (elf::rebuild_image: the file's read-only
 /// segments, code included, at their file offsets), and most bytes of it a capture keeps.
 inline constexpr uint64_t kMaxMemoryImage = 256u << 20;
-inline constexpr uint64_t kMaxMemoryImageKept = 32u << 20;
+inline constexpr uint64_t kMaxMemoryImageKept = 16u << 20;
 
 /// The regions of an image rebuilt from memory (`bytes`, whose offset 0 is mapped with load bias
 /// `bias`) that a capture keeps: each read-only PT_LOAD holding the ELF header, a note,

@@ -39,6 +39,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// Whether `addr` lies in the vDSO of `s`'s module list (its bytes are in every snapshot).
+bool in_vdso(const Snapshot& s, uint64_t addr) {
+  for (const SnapshotModule& m : s.modules)
+    if (m.path == "[vdso]" && addr >= m.start && addr < m.end) return true;
+  return false;
+}
+
 constexpr int kMaxTracked = 8192;      // threads the signal handler can detach
 constexpr int kMaxRounds = 10;         // task re-listings looking for new threads
 constexpr size_t kMaxThreads = 65536;  // threads captured at most
@@ -282,6 +289,10 @@ class Capturer {
   uint32_t max_stack_;
   static constexpr uint64_t kMaxTotalStackBytes = uint64_t{1} << 30;
   uint64_t stack_budget_ = kMaxTotalStackBytes;
+  /// Copies of module images read from memory into the threads' snapshots, all threads together.
+  static constexpr uint64_t kMaxTotalImageCopies = uint64_t{256} << 20;
+  uint64_t image_budget_ = kMaxTotalImageCopies;
+  bool image_budget_warned_ = false;
   const WhileStopped& while_stopped_;
   TaskLister list_tasks_;  // by value: the caller's may be a temporary
   std::deque<Tracee> tracees_;  // a deque: Tracee* stay valid as threads are added
@@ -585,9 +596,25 @@ Result<ProcessCapture> Capturer::run() {
       else warn("%s", st.error().message.c_str());
       continue;
     }
+    // The vDSO's bytes go into every thread's snapshot. So do the read-only segments of modules
+    // described from memory (add_modules_from_maps), within kMaxTotalImageCopies over all threads
+    // (many threads and upgraded libraries): a thread past it has the module list without them,
+    // and is walked through those modules by an unwinder that loaded them for an earlier thread.
+    uint64_t images = 0;
     for (const MemoryRegion& r : base.memory)
-      if (Status a = s.add_memory(r.addr, r.bytes.data(), r.bytes.size()); !a.ok())
-        warn("thread %d: %s", t->tid, a.error().message.c_str());
+      if (!in_vdso(base, r.addr)) images += r.bytes.size();
+    const bool copy_images = images <= image_budget_;
+    if (copy_images) image_budget_ -= images;
+    else if (!image_budget_warned_) {
+      image_budget_warned_ = true;
+      warn("thread %d and later: the %llu bytes of module images read from memory are not copied (%llu bytes for all "
+           "threads spent)", t->tid, static_cast<unsigned long long>(images),
+           static_cast<unsigned long long>(kMaxTotalImageCopies));
+    }
+    for (const MemoryRegion& r : base.memory)
+      if (copy_images || in_vdso(base, r.addr))
+        if (Status a = s.add_memory(r.addr, r.bytes.data(), r.bytes.size()); !a.ok())
+          warn("thread %d: %s", t->tid, a.error().message.c_str());
     s.modules = base.modules;
     s.module_root = root;
     if (while_stopped_) {

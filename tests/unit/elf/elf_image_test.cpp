@@ -14,6 +14,8 @@
 #include "elf/core_file.hpp"
 #include "elf/elf_image.hpp"
 #include "elf/symtab.hpp"
+#include "memory/module_list.hpp"
+#include "memory/snapshot.hpp"
 #include "elf_test_util.hpp"
 
 using namespace stackprov;
@@ -470,27 +472,57 @@ TEST_CASE("An image rebuilt from memory finds .eh_frame and .dynsym as the file'
     INFO(path << " header at 0x" << std::hex << start);
     auto bytes = rebuild_image(start, read_self, 256u << 20);
     REQUIRE(bytes.ok());
+    std::map<std::string, ReadelfSection> want;
+    for (const ReadelfSection& s : readelf_sections(path)) want[s.name] = s;
+    auto file = ElfImage::open(path);
+    REQUIRE(file.ok());
+    auto check_tables = [&](const ElfImage& m) {
+      CHECK(m.section_count() > 0);
+      CHECK(m.build_id().hex() == readelf_build_id(path));
+      for (const char* name : {".eh_frame", ".dynsym", ".dynstr"}) {
+        INFO(name);
+        REQUIRE(want.count(name) == 1);
+        auto got = m.section(name);
+        REQUIRE(got.has_value());
+        CHECK(got->addr == want[name].addr);
+        CHECK(got->size == want[name].size);
+        // The bytes are the file's: the section as mapped is the section as linked.
+        auto fs = file.value()->section(name);
+        REQUIRE(fs.has_value());
+        CHECK(std::memcmp(got->data, fs->data, std::min(got->size, fs->size)) == 0);
+      }
+    };
+    // What a capture keeps of it (memory_image_regions: the segments holding the tables, not the
+    // code of a separate-code layout), read back strictly from a snapshot: the same tables; a
+    // segment the snapshot lacks keeps no file bytes (its code is not served as zeros).
+    {
+      auto regions = memory::memory_image_regions(bytes.value(), l.bias);
+      REQUIRE(regions.ok());
+      memory::Snapshot snap;
+      uint64_t kept = 0;
+      for (const memory::MemoryRegion& r : regions.value()) {
+        REQUIRE(snap.add_memory(r.addr, r.bytes.data(), r.bytes.size()).ok());
+        kept += r.bytes.size();
+      }
+      CHECK(kept <= bytes.value().size());
+      memory::SnapshotReader rd(snap);
+      auto again = rebuild_image(start, [&rd](uint64_t a, void* b, size_t n) { return rd.read(a, b, n); }, 256u << 20);
+      REQUIRE(again.ok());
+      auto img2 = ElfImage::from_bytes(std::move(again).value(), path + " (snapshot)");
+      REQUIRE(img2.ok());
+      check_tables(*img2.value());
+      for (const auto& ph : img2.value()->program_headers()) {
+        if (ph.type != PT_LOAD || ph.filesz == 0) continue;
+        bool in_snap = false;
+        for (const memory::MemoryRegion& r : regions.value()) in_snap = in_snap || r.addr == l.bias + ph.vaddr;
+        INFO("segment at 0x" << std::hex << ph.vaddr);
+        CHECK(in_snap);  // only segments the snapshot holds keep file bytes
+      }
+    }
     auto img = ElfImage::from_bytes(std::move(bytes).value(), path + " (memory)");
     REQUIRE(img.ok());
     const ElfImage& m = *img.value();
-    CHECK(m.section_count() > 0);
-    CHECK(m.build_id().hex() == readelf_build_id(path));
-    std::map<std::string, ReadelfSection> want;
-    for (const ReadelfSection& s : readelf_sections(path)) want[s.name] = s;
-    for (const char* name : {".eh_frame", ".dynsym", ".dynstr"}) {
-      INFO(name);
-      REQUIRE(want.count(name) == 1);
-      auto got = m.section(name);
-      REQUIRE(got.has_value());
-      CHECK(got->addr == want[name].addr);
-      CHECK(got->size == want[name].size);
-      // The bytes are the file's: the section as mapped is the section as linked.
-      auto file = ElfImage::open(path);
-      REQUIRE(file.ok());
-      auto fs = file.value()->section(name);
-      REQUIRE(fs.has_value());
-      CHECK(std::memcmp(got->data, fs->data, std::min(got->size, fs->size)) == 0);
-    }
+    check_tables(m);
     // .dynsym's code symbols, as the file's own table lists them.
     auto from_mem = SymbolTable::load(m, SymbolTable::Kind::kDynsym);
     auto file_img = ElfImage::open(path);  // outlives its table, which points into it
