@@ -466,6 +466,14 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
       *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + "): '" + host + "' is missing: not in the bundle\n";
       continue;
     }
+    // The file at the path may be another build (a library replaced since the process mapped it,
+    // the module described from the process's memory): never bundled for this build-id.
+    if (auto img = elf::ElfImage::open(host); img.ok() && img.value()->build_id() != m.build_id) {
+      *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + "): '" + host + "' is another build (build-id " +
+                   (img.value()->build_id().empty() ? std::string("none") : img.value()->build_id().hex()) +
+                   "): not in the bundle\n";
+      continue;
+    }
     seen.insert(m.build_id.hex());
     paths.push_back(host);
   }

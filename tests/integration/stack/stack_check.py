@@ -1114,6 +1114,37 @@ def dyn_symbols_of(path):
             if len(f) >= 8 and f[3] == "FUNC" and f[6] != "UND"}
 
 
+def check_trace_bundle(case, binary, pid, user, tmp, id_a, id_b):
+    """swapped-module: `trace-capture --bundle` of the target as the unprivileged user. The bundle is
+    built from module files: the file at the library's path is B (or none), not the module the
+    process maps (A), so the library is not in the bundle, with a warning; B's build-id is never
+    there (oracle: `bundle inspect --json` of the bundle the summary names)."""
+    db = os.path.join(tmp, "traces-%s.db" % case)
+    bstore = os.path.join(tmp, "bstore-%s" % case)
+    r = run(as_user([binary, "trace-capture", "-p", str(pid), "--store", "sqlite:" + db, "--bundle",
+                     "--bundle-store", bstore], user), timeout=120)
+    if r.returncode != 0:
+        fail("[%s] trace-capture exited %d: %s" % (case, r.returncode, r.stderr.strip()))
+        return
+    m = re.search(r"bundle (sha256:[0-9a-f]{64})", r.stderr)
+    if not m:
+        fail("[%s] trace-capture names no bundle: %r" % (case, r.stderr))
+        return
+    said = ("is another build (build-id %s)" % id_b) if case.startswith("replaced") else "is missing"
+    if not any("libswap-" in l and id_a in l and said in l and "not in the bundle" in l for l in r.stderr.splitlines()):
+        fail("[%s] trace-capture does not say the library (build-id %s) is not in the bundle (%s): %r" %
+             (case, id_a, said, r.stderr))
+    r = run([binary, "bundle", "inspect", m.group(1), "--store", bstore, "--json"], timeout=60)
+    if r.returncode != 0:
+        fail("[%s] bundle inspect exited %d: %s" % (case, r.returncode, r.stderr.strip()))
+        return
+    ids = [mod["id"] for mod in json.loads(r.stdout)["modules"] if mod.get("id_kind") == "elf-build-id"]
+    if not ids or id_b in ids or id_a in ids:
+        fail("[%s] the trace's bundle holds build-ids %s (the library: A %s, B %s)" % (case, ids, id_a, id_b))
+    else:
+        note("[%s] trace bundle: %d modules, not the library; %s" % (case, len(ids), said))
+
+
 def check_as_modules(case, tool, pid, lib, user, id_a, id_b):
     """swapped-module: the fast path's address space of `pid` (as_modules prints "start end path
     build-id" per module and the address space's warnings on stderr)."""
@@ -1252,6 +1283,8 @@ def mode_swapped_module(a):
                                 fail("[%s] from memory, frame %s is named %r; A's bundle names it %r, which A's "
                                      ".dynsym %s" % (case, f["pc"], fm.get("function"), n,
                                                      "has" if want else "does not have"))
+                if user is not None:
+                    check_trace_bundle(case, binary, proc.pid, user, tmp, id_a, id_b)
                 check_as_modules(case, as_modules, proc.pid, path, user, id_a, id_b)
             finally:
                 proc.stdin.close()
