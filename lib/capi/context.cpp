@@ -106,11 +106,12 @@ std::vector<uint64_t> memory_image_starts(const memory::Snapshot& snap, const me
 /// The module's image rebuilt from the read-only segments the capture kept in the snapshot
 /// (memory::memory_image_regions); a segment the snapshot does not hold whole (its code) keeps no
 /// file bytes. It must carry the module's build-id.
-Result<std::shared_ptr<elf::ElfImage>> image_from_memory(const memory::Snapshot& snap, const memory::SnapshotModule& m) {
+Result<std::shared_ptr<elf::ElfImage>> image_from_memory(const memory::Snapshot& snap, const memory::SnapshotModule& m,
+                                                         const std::vector<uint64_t>& starts) {
   memory::SnapshotReader rd(snap);
   auto read = [&rd](uint64_t addr, void* buf, size_t len) { return rd.read(addr, buf, len); };
   std::string first;  // why the first place failed
-  for (uint64_t start : memory_image_starts(snap, m)) {
+  for (uint64_t start : starts) {
     auto bytes = elf::rebuild_image(start, read, memory::kMaxMemoryImage);
     Result<std::shared_ptr<elf::ElfImage>> img =
         bytes.ok() ? elf::ElfImage::from_bytes(std::move(bytes).value(), m.path + " (rebuilt from the process's memory)")
@@ -164,8 +165,10 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
   // vDSO). Only with a snapshot: a symbolizer names such frames with the module its walk used
   // (sprov_stack::loaded). Otherwise `e` as it is.
   auto memory_instead = [&](const Error& e) -> Result<std::shared_ptr<unwind::LoadedModule>> {
-    if (m.file.known() || m.build_id.empty() || snap == nullptr || memory_image_starts(*snap, m).empty()) return e;
-    auto img = image_from_memory(*snap, m);
+    if (m.file.known() || m.build_id.empty() || snap == nullptr) return e;
+    const std::vector<uint64_t> starts = memory_image_starts(*snap, m);
+    if (starts.empty()) return e;
+    auto img = image_from_memory(*snap, m, starts);
     if (!img.ok()) return make_error(e.code, "%s; %s", e.message.c_str(), img.error().message.c_str());
     ModuleKey mkey;
     mkey.source = ModuleKey::kMemoryImage;

@@ -17,6 +17,7 @@
 
 #include "core/context.hpp"
 #include "elf/core_file.hpp"
+#include "elf/elf_bytes.hpp"
 #include "elf/elf_image.hpp"
 #include "memory/live_readers.hpp"
 
@@ -196,13 +197,9 @@ Result<std::vector<MemoryRegion>> memory_image_regions(std::vector<uint8_t> byte
   if (auto dyn = img.section(".dynamic"); dyn && dyn->data != nullptr) {
     const bool is64 = img.is_64bit();
     const uint64_t dent = is64 ? 16 : 8;
+    const elf::detail::ByteView v(dyn->data, dyn->size, img.big_endian());
     for (uint64_t o = 0; o + dent <= std::min<uint64_t>(dyn->size, dent * 4096); o += dent) {
-      uint64_t tag = 0, val = 0;
-      for (uint64_t k = 0; k < dent / 2; k++) {  // in the image's byte order
-        const uint64_t sh = 8 * (img.big_endian() ? dent / 2 - 1 - k : k);
-        tag |= static_cast<uint64_t>(dyn->data[o + k]) << sh;
-        val |= static_cast<uint64_t>(dyn->data[o + dent / 2 + k]) << sh;
-      }
+      const uint64_t tag = *v.word(o, is64), val = *v.word(o + dent / 2, is64);
       if (tag == DT_NULL) break;
       if (tag != DT_HASH && tag != DT_GNU_HASH) continue;
       for (const elf::ProgramHeader& p : img.program_headers())
