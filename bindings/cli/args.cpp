@@ -287,16 +287,7 @@ std::string store_not_found(const std::string& dir) {
 
 std::string write_file_atomic(const std::string& path, std::string_view data) {
   if (std::string dir = directory_given(path); !dir.empty()) return dir + ", not a file";
-  const std::string tmp = path + ".tmp";
-  FILE* f = fopen(tmp.c_str(), "wb");
-  if (!f) return "cannot create '" + tmp + "': " + strerror(errno);
-  bool ok = fwrite(data.data(), 1, data.size(), f) == data.size();
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string e = "cannot write '" + path + "': " + strerror(errno);
-    remove(tmp.c_str());
-    return e;
-  }
+  if (sprov_file_write(path.c_str(), data.data(), data.size(), 0644) != 0) return sprov_last_error_message();
   return "";
 }
 

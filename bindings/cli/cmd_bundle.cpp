@@ -27,6 +27,8 @@ const char kHelp[] =
     "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
     "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [-o FILE]\n"
     "                                     [--store DIR]\n"
+    "       stackprov bundle put [--store DIR] BUNDLEFILE...\n"
+    "       stackprov bundle promote [--store DIR] sha256:HEX...\n"
     "       stackprov bundle fsck [--store DIR]\n\n"
     "BUNDLE is a bundle file, or sha256:HEX: the bundle of that digest in the store.\n"
     "--store DIR  the bundle store (doc/bundles.md \"Store\"); default $STACKPROV_STORE, else\n"
@@ -71,8 +73,18 @@ const char kHelp[] =
     "         FILE: to FILE): symbol-index-json (doc/symbol-index.md; every module, or the one\n"
     "         --build-id names) or symbfile (Elastic's symb-proto, lib/bundle/symbfile.proto; one\n"
     "         module: --build-id when there are several).\n"
-    "fsck     checks the store: every blob re-hashed and validated, the id map both ways, the\n"
-    "         sidecars' structure. Errors on stdout, warnings on stderr.\n\n"
+    "put      stores bundle files and indexes their modules (the store then serves them by\n"
+    "         identity); prints each one's sha256:<hex>. Indexing is this explicit act only:\n"
+    "         bundles that trace-capture builds from a target's files are stored by content,\n"
+    "         attached to their trace, and never indexed (doc/bundles.md \"Who indexes\").\n"
+    "promote  indexes the modules of bundles already stored by content (a trace's bundle the\n"
+    "         user has checked), replacing the id entries that named other bundles.\n"
+    "fsck     checks the store: every blob re-hashed and validated, the id map both ways, an\n"
+    "         id entry whose bundle disagrees with another stored bundle for the same id (two\n"
+    "         different files claiming one build-id), the sidecars' structure; counts the\n"
+    "         modules stored by content only. Errors on stdout, warnings on stderr.\n"
+    "A store whose directories belong to another user (other than root) or are writable by\n"
+    "others is refused (doc/bundles.md \"Store\").\n\n"
     "Exit status: 0 done (fsck: the store is clean); 1 the work failed (a file, bundle, key or\n"
     "the store could not be read or written; fsck: errors found); 2 usage error.\n";
 
@@ -437,6 +449,30 @@ int cmd_fsck(int argc, char** argv) {
   return errors ? 1 : 0;
 }
 
+// ------------------------------------------------------------------ put, promote
+
+int cmd_put(int argc, char** argv, bool promote) {
+  const char* sub = promote ? "promote" : "put";
+  const auto a = parse(argc, argv, {"store"}, {});
+  if (int rc = check_args(a, {"store"})) return rc;
+  if (a.pos.empty()) return usage(std::string(sub) + (promote ? " needs sha256:HEX" : " needs a BUNDLEFILE"));
+  for (const auto& p : a.pos) {
+    if (promote && !stackprov_cli::is_sha256_digest(p))
+      return usage("invalid digest '" + p + "' (expected sha256:<64 lowercase hex digits>)");
+    if (!promote)
+      if (int rc = check_not_directory(p, "a bundle file")) return rc;
+  }
+  Store st;
+  if (int rc = open_store(a.has("store") ? a.get("store") : "", !promote, &st)) return rc;
+  for (const auto& p : a.pos) {
+    char digest[SPROV_DIGEST_STRLEN];
+    if (promote ? sprov_bundle_store_promote(st.s, p.c_str()) : sprov_bundle_store_put_file(st.s, p.c_str(), digest, sizeof digest))
+      return fail_lib(p);
+    printf("%s\n", promote ? p.c_str() : digest);
+  }
+  return 0;
+}
+
 int cmd_bundle(int argc, char** argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(kHelp, argc < 2 ? stderr : stdout);
@@ -454,7 +490,9 @@ int cmd_bundle(int argc, char** argv) {
   if (sub == "unwind") return cmd_unwind(argc, argv);
   if (sub == "export") return cmd_export(argc, argv);
   if (sub == "fsck") return cmd_fsck(argc, argv);
-  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup, unwind, export or fsck)");
+  if (sub == "put") return cmd_put(argc, argv, false);
+  if (sub == "promote") return cmd_put(argc, argv, true);
+  return usage("unknown subcommand '" + sub + "' (build, inspect, lookup, unwind, export, put, promote or fsck)");
 }
 
 }  // namespace

@@ -444,14 +444,7 @@ int cmd_demo(int argc, char** argv) {
       sprov_replay_report_format(report, SPROV_REPORT_JSON, &replay_json.p, &replay_json.len) != 0 ||
       sprov_replay_report_format(report, SPROV_REPORT_JUNIT, &xml.p, &xml.len) != 0)
     return demo.failed("trace-replay", lib_message());
-  {
-    const std::string tmp = junit + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "wb");
-    bool ok = f && fwrite(xml.p, 1, xml.len, f) == xml.len;
-    ok = f && fclose(f) == 0 && ok;
-    if (!ok || rename(tmp.c_str(), junit.c_str()) != 0)
-      return demo.failed("trace-replay", "cannot write '" + junit + "': " + strerror(errno));
-  }
+  if (sprov_file_write(junit.c_str(), xml.p, xml.len, 0644) != 0) return demo.failed("trace-replay", lib_message());
   const int code = sprov_replay_report_exit_code(report);
   const std::string sum = trim_nl(summary.str());
   demo.done("trace-replay --seeds 5", sum);

@@ -151,35 +151,33 @@ int parse_command(const char* cmd, int argc, char** argv, const std::vector<OptS
   return -1;
 }
 
-/// An output file written under a temp name beside it and renamed over it by commit(): a
-/// command that fails leaves no file (and an existing one untouched). "-" or none: stdout.
+/// An output file written under a temp name beside it and renamed over it by commit()
+/// (sprov_output_file): a command that fails leaves no file (and an existing one untouched).
+/// "-" or none: stdout.
 class Output {
  public:
   ~Output() {
-    if (f_ != nullptr && f_ != stdout) {
-      fclose(f_);
-      unlink(tmp_.c_str());
-    }
+    if (f_ != nullptr && f_ != stdout) fclose(f_);
+    sprov_output_file_free(out_);  // removes the temp file unless committed
   }
   bool open(const char* path, std::string* err) {
     if (path == nullptr || !strcmp(path, "-")) {
       f_ = stdout;
       return true;
     }
-    path_ = path;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
       *err = std::string("output '") + path + "' is a directory";
       return false;
     }
-    tmp_ = path_ + ".tmp.XXXXXX";
-    const int fd = mkostemp(tmp_.data(), O_CLOEXEC);
-    if (fd < 0 || fchmod(fd, 0644) != 0 || (f_ = fdopen(fd, "wb")) == nullptr) {
-      *err = "cannot create a file beside '" + path_ + "': " + strerror(errno);
-      if (fd >= 0) {
-        close(fd);
-        unlink(tmp_.c_str());
-      }
+    if (sprov_output_file_create(path, 0644, &out_) != 0) {
+      *err = sprov_last_error_message();
+      return false;
+    }
+    const int fd = dup(sprov_output_file_fd(out_));
+    if (fd < 0 || (f_ = fdopen(fd, "wb")) == nullptr) {
+      *err = std::string("cannot write beside '") + path + "': " + strerror(errno);
+      if (fd >= 0) close(fd);
       return false;
     }
     return true;
@@ -195,16 +193,16 @@ class Output {
     }
     FILE* f = f_;
     f_ = nullptr;
-    const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    const bool ok = fflush(f) == 0;
     const int e = errno;
     if (fclose(f) != 0 || !ok) {
-      *err = "write to '" + tmp_ + "' failed: " + strerror(ok ? errno : e);
-      unlink(tmp_.c_str());
+      *err = std::string("write failed: ") + strerror(ok ? errno : e);
       return false;
     }
-    if (rename(tmp_.c_str(), path_.c_str()) != 0) {
-      *err = "rename to '" + path_ + "' failed: " + strerror(errno);
-      unlink(tmp_.c_str());
+    sprov_output_file* out = out_;
+    out_ = nullptr;
+    if (sprov_output_file_commit(out) != 0) {
+      *err = sprov_last_error_message();
       return false;
     }
     return true;
@@ -212,7 +210,7 @@ class Output {
 
  private:
   FILE* f_ = nullptr;
-  std::string path_, tmp_;
+  sprov_output_file* out_ = nullptr;
 };
 
 /// The last error's message without the generic category the C ABI puts first

@@ -438,7 +438,7 @@ int cmd_trace_verify(int argc, char** argv) {
     printf("usage: stackprov trace-verify --bundle sha256:HEX [--envelope ENVELOPE] [--artifact FILE]\n"
            "                              [--store DIR|URL]\n"
            "                              [--dsse --key PUB [--key PUB]... [--threshold N]]\n"
-           "                              [--rekor [--trusted-root FILE] [--log DIR | --proof PROOF]]\n\n"
+           "                              [--rekor --trusted-root FILE [--log DIR | --proof PROOF]]\n\n"
            "Offline verification of a content-addressed file's provenance:\n"
            "  --bundle sha256:HEX  the file's digest; ENVELOPE's in-toto statement must name it\n"
            "  --envelope ENVELOPE  the DSSE envelope (default: from the store, see --store)\n"
@@ -462,10 +462,11 @@ int cmd_trace_verify(int argc, char** argv) {
            "                       certificates)\n"
            "  --rekor              verify that ENVELOPE (its exact bytes) is an entry of a\n"
            "                       transparency log, under a checkpoint signed by a log of the\n"
-           "                       trusted root (default DIR/trusted_root.json with --log DIR,\n"
-           "                       which trusts the log directory's own key; pass --trusted-root\n"
-           "                       to pin it). With --log the proof is built from the log's\n"
-           "                       tiles; with --proof a C2SP tlog-proof@v1 file is used.\n"
+           "                       trusted root given by --trusted-root FILE (required: the\n"
+           "                       log directory's own trusted_root.json is never trusted, since\n"
+           "                       whoever writes DIR would decide what verifies). With --log the\n"
+           "                       proof is built from the log's tiles; with --proof a C2SP\n"
+           "                       tlog-proof@v1 file is used.\n"
            "PUB is a public key: a private key given as --key is refused (give KEY.pub).\n\n"
            "Exit status: 0 verified; 1 a check failed, or the store could not be read (one line\n"
            "names it); 2 usage error.\n");
@@ -491,9 +492,9 @@ int cmd_trace_verify(int argc, char** argv) {
   const bool store_proof = rekor && !a.has("log") && !a.has("proof");
   if (!from_store && rekor && !a.has("log") && !a.has("proof"))
     return usage_error("trace-verify", "--rekor needs --log DIR or --proof PROOF (or the store: no --envelope)");
-  if (from_store && store_proof && !a.has("trusted-root"))
-    return usage_error("trace-verify", "--rekor with the store's proof needs --trusted-root FILE (the log's pinned "
-                                       "trusted_root.json: a store never vouches for itself)");
+  if (rekor && !a.has("trusted-root"))
+    return usage_error("trace-verify", "--rekor needs --trusted-root FILE (the log's pinned trusted_root.json: "
+                                       "a log directory or a store never vouches for itself)");
   std::string artifact = a.has("artifact") ? a.get("artifact") : "";
   std::string envelope = a.has("envelope") ? a.get("envelope") : "";
   std::string proof = a.has("proof") ? a.get("proof") : "";

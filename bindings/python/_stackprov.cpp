@@ -1365,19 +1365,9 @@ PYBIND11_MODULE(_stackprov, m) {
         std::string s = b.data ? *b.data : std::string();
         py::gil_scoped_release nogil;
         if (!b.data) s = read_file(b.path);
-        // temp + fsync + rename, as sprov_bundle_build_file writes: readers never see a partial file.
-        const std::string tmp = path + ".tmp" + std::to_string(getpid());
-        FILE* f = fopen(tmp.c_str(), "wb");
-        if (!f) throw CallError{-errno, "cannot write '" + path + "': " + std::strerror(errno)};
-        const bool ok = fwrite(s.data(), 1, s.size(), f) == s.size() && fflush(f) == 0 && fsync(fileno(f)) == 0;
-        const int err = errno;
-        fclose(f);
-        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-          const int e = ok ? errno : err;
-          unlink(tmp.c_str());
-          throw CallError{-e, "cannot write '" + path + "': " + std::strerror(e)};
-        }
-        chmod(path.c_str(), 0644);
+        // temp (O_EXCL) + fsync + rename, as every stackprov writer: readers never see a partial
+        // file and a name planted beside `path` is never opened.
+        check(sprov_file_write(path.c_str(), s.data(), s.size(), 0644));
       }, py::arg("path"), "Writes the bundle's bytes to `path` (temp file + fsync + rename; mode 0644).")
       .def("lookup", [](const Bundle& b, uint64_t address, std::optional<size_t> module, std::optional<std::string> build_id) {
         const size_t idx = pick_module(b, module, build_id);
@@ -1448,27 +1438,37 @@ PYBIND11_MODULE(_stackprov, m) {
         return take(out, n);
       }, "The default store directory.")
       .def_property_readonly("dir", [](const BundleStore& s) { return std::string(sprov_bundle_store_dir(s.get())); })
-      .def("put", [](BundleStore& s, const Bundle& b) {
+      .def("put", [](BundleStore& s, const Bundle& b, bool index) {
         std::string d = b.data ? *b.data : std::string();
         char digest[SPROV_DIGEST_STRLEN] = {};
         py::gil_scoped_release nogil;
         if (!b.data) d = read_file(b.path);
-        check(sprov_bundle_store_put(s.get(), d.data(), d.size(), digest, sizeof(digest)));
+        check(index ? sprov_bundle_store_put(s.get(), d.data(), d.size(), digest, sizeof(digest))
+                    : sprov_bundle_store_put_blob(s.get(), d.data(), d.size(), digest, sizeof(digest)));
         return std::string(digest);
-      }, py::arg("bundle"), "Stores a Bundle; returns its digest.")
-      .def("put", [](BundleStore& s, py::bytes data) {
+      }, py::arg("bundle"), py::kw_only(), py::arg("index") = true,
+         "Stores a Bundle; returns its digest. index=True (an explicit act of the store's user) makes the\n"
+         "store serve its modules' identities from it; index=False stores it by content only (a bundle\n"
+         "built from files you do not trust: found by digest, never by identity).")
+      .def("put", [](BundleStore& s, py::bytes data, bool index) {
         std::string d = data;
         char digest[SPROV_DIGEST_STRLEN] = {};
         py::gil_scoped_release nogil;
-        check(sprov_bundle_store_put(s.get(), d.data(), d.size(), digest, sizeof(digest)));
+        check(index ? sprov_bundle_store_put(s.get(), d.data(), d.size(), digest, sizeof(digest))
+                    : sprov_bundle_store_put_blob(s.get(), d.data(), d.size(), digest, sizeof(digest)));
         return std::string(digest);
-      }, py::arg("data"), "Validates and stores a bundle's bytes, indexes its modules; returns its digest.")
+      }, py::arg("data"), py::kw_only(), py::arg("index") = true,
+         "Validates and stores a bundle's bytes (index as for put(Bundle)); returns its digest.")
       .def("put_file", [](BundleStore& s, const std::string& path) {
         char digest[SPROV_DIGEST_STRLEN] = {};
         py::gil_scoped_release nogil;
         check(sprov_bundle_store_put_file(s.get(), path.c_str(), digest, sizeof(digest)));
         return std::string(digest);
-      }, py::arg("path"), "As put(), for a bundle file.")
+      }, py::arg("path"), "As put(), for a bundle file (indexed).")
+      .def("promote", [](BundleStore& s, const std::string& digest) {
+        py::gil_scoped_release nogil;
+        check(sprov_bundle_store_promote(s.get(), digest.c_str()));
+      }, py::arg("digest"), "Indexes the modules of a bundle stored by content (an explicit act).")
       .def("find", [](const BundleStore& s, const std::string& id, const std::string& kind) {
         py::gil_scoped_release nogil;
         return store_find(s, id, kind);

@@ -169,7 +169,7 @@ struct sprov_trace_verify_opts {
   size_t key_count;
   uint32_t threshold;            /* 0: 1 */
   uint32_t reserved;             /* must be 0 */
-  const char* trusted_root_path; /* log keys (Sigstore trusted-root JSON); NULL: log_dir/trusted_root.json */
+  const char* trusted_root_path; /* log keys (Sigstore trusted-root JSON); required with check_log (NULL: an error) */
   const char* log_dir;           /* local log: prove from its tiles and checkpoint */
   const char* proof_path;        /* or a tlog-proof@v1 file */
 };

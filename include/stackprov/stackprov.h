@@ -82,6 +82,48 @@ SPROV_API const char* sprov_last_error_message(void);
 /* Frees memory that the library returned to the caller (serialized buffers). */
 SPROV_API void sprov_free(void* p);
 
+/* ------------------------------------------------------------ output files */
+
+/* The one way stackprov's clients create files (doc/hardening.md, attack 5): a unique temp
+ * file beside `path` ("PATH.tmp.XXXXXX", created with O_EXCL, so a name another user planted,
+ * a symlink among them, is never opened), fsync, then rename over `path` (which replaces a
+ * symlink at `path` itself, never its target). `mode` is set with fchmod (0: 0644).
+ * sprov_file_write writes `len` bytes of `data` in one call; a path that is a directory is
+ * SPROV_ERR_INVALID_ARG naming it. */
+SPROV_API int sprov_file_write(const char* path, const void* data, size_t len, unsigned mode);
+
+/* Streaming form: create, write to sprov_output_file_fd(), then commit (fsync + rename; frees
+ * the handle whatever the result). sprov_output_file_free without commit removes the temp file.
+ * A handle is used by one thread at a time. */
+typedef struct sprov_output_file sprov_output_file;
+SPROV_API int sprov_output_file_create(const char* path, unsigned mode, sprov_output_file** out);
+SPROV_API int sprov_output_file_fd(const sprov_output_file* f);
+SPROV_API int sprov_output_file_commit(sprov_output_file* f);
+SPROV_API void sprov_output_file_free(sprov_output_file* f);
+
+/* ------------------------------------------------- files the library reads */
+
+/* Module and debug files larger than this are refused (SPROV_ERR_LIMIT naming the file, its size
+ * and the limit) instead of mapped, read or hashed: a target controls its own files' size (a
+ * sparse 4 TiB library keeps its inode). Default 4 GiB, or $STACKPROV_MAX_FILE_SIZE (bytes) at
+ * the first use; 0 restores the default. Process-wide. */
+SPROV_API void sprov_set_max_file_size(uint64_t bytes);
+SPROV_API uint64_t sprov_max_file_size(void);
+
+/* How the library survives a mapped file that another user truncates (doc/hardening.md):
+ * SPROV_FILE_GUARD_SIGBUS (default) maps files and installs, at the first mapping, a SIGBUS
+ * handler that turns a fault in one of its mappings into zeros plus an error for the call that
+ * read them, and passes every other SIGBUS to the handler installed before it (or the default
+ * action); an embedder that installs its own SIGBUS handler later must chain to the previous one.
+ * SPROV_FILE_GUARD_COPY installs no handler and copies each file into memory the library owns
+ * (its size in memory). $STACKPROV_FILE_GUARD=copy selects it at the first use. Set it before
+ * the first file is opened; process-wide. */
+enum sprov_file_guard {
+  SPROV_FILE_GUARD_SIGBUS = 0,
+  SPROV_FILE_GUARD_COPY = 1,
+};
+SPROV_API int sprov_set_file_guard(int guard);
+
 /* ------------------------------------------------------------------ enums */
 
 enum sprov_arch {

@@ -154,17 +154,28 @@ enum sprov_bundle_store_flags {
 /* The default store directory: $STACKPROV_STORE, else $XDG_DATA_HOME/stackprov/store,
  * else $HOME/.local/share/stackprov/store. */
 SPROV_API int sprov_bundle_store_default_dir(char** out, size_t* out_len);
-/* Opens the store at dir (NULL or "": the default directory). */
+/* Opens the store at dir (NULL or "": the default directory). The store's directories must
+ * belong to the calling user (or root) and be writable by no one else: SPROV_ERR_INVALID_ARG
+ * naming the directory otherwise. */
 SPROV_API int sprov_bundle_store_open(const char* dir, uint32_t flags, sprov_bundle_store** out);
 SPROV_API void sprov_bundle_store_free(sprov_bundle_store* s);
 /* The store's directory (owned by the handle). */
 SPROV_API const char* sprov_bundle_store_dir(const sprov_bundle_store* s);
 
-/* Validates and stores a bundle (bytes or a file) and indexes its modules;
- * digest (>= SPROV_DIGEST_STRLEN bytes) receives "sha256:<hex>". */
+/* Validates and stores a bundle (bytes or a file) and indexes its modules: their id entries now
+ * name this bundle (replacing any). Indexing is an explicit act of the store's user (bundles of
+ * files the user names); a bundle built from a target's files goes in with
+ * sprov_bundle_store_put_blob. digest (>= SPROV_DIGEST_STRLEN bytes) receives "sha256:<hex>". */
 SPROV_API int sprov_bundle_store_put(sprov_bundle_store* s, const void* data, size_t len, char* digest,
                                      size_t digest_size);
 SPROV_API int sprov_bundle_store_put_file(sprov_bundle_store* s, const char* path, char* digest, size_t digest_size);
+/* Stores a bundle by content only: no id entry is created or replaced (doc/bundles.md "Who
+ * indexes"). It is found by its digest (a trace's bundle), never by a module identity. */
+SPROV_API int sprov_bundle_store_put_blob(sprov_bundle_store* s, const void* data, size_t len, char* digest,
+                                          size_t digest_size);
+/* Indexes the modules of the stored bundle `digest` (re-hashed first): the explicit act that
+ * makes a bundle stored by content serve its modules' identities. */
+SPROV_API int sprov_bundle_store_promote(sprov_bundle_store* s, const char* digest);
 /* The digest of the bundle the id map names for this module identity (hex);
  * SPROV_ERR_NOT_FOUND naming the identity and the store when none. */
 SPROV_API int sprov_bundle_store_find(const sprov_bundle_store* s, int id_kind, const char* id_hex, char* digest,
@@ -204,7 +215,8 @@ SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest,
 /* Checks the whole store (doc/bundles.md "fsck"): re-hashes every blob,
  * validates it, checks the id map both ways and the sidecars' structure.
  * *report: one line per finding, "error <path>: <what>" or "warning <path>:
- * <what>", then "checked <B> blobs, <M> modules, <I> id entries, <S> sidecars".
+ * <what>", then "checked <B> blobs, <M> modules, <I> id entries, <S> sidecars" (followed by
+ * "; <U> modules stored by content only (not indexed)" when U > 0).
  * *errors (may be NULL) receives the number of error lines. Returns 0 when the
  * check ran (errors or not). */
 SPROV_API int sprov_bundle_store_fsck(const sprov_bundle_store* s, char** report, size_t* report_len, size_t* errors);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/mapped_file.hpp"
 #include "core/once.hpp"
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
@@ -388,7 +389,7 @@ BundleReader::BundleReader() : impl_(std::make_unique<Impl>()) {}
 BundleReader::BundleReader(BundleReader&& o) noexcept { *this = std::move(o); }
 BundleReader& BundleReader::operator=(BundleReader&& o) noexcept {
   if (this != &o) {
-    if (map_ != nullptr) munmap(map_, map_len_);
+    if (map_ != nullptr) unmap_file(map_, map_len_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     map_ = std::exchange(o.map_, nullptr);
@@ -399,7 +400,7 @@ BundleReader& BundleReader::operator=(BundleReader&& o) noexcept {
   return *this;
 }
 BundleReader::~BundleReader() {
-  if (map_ != nullptr) munmap(map_, map_len_);
+  if (map_ != nullptr) unmap_file(map_, map_len_);
 }
 
 Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
@@ -600,13 +601,13 @@ Result<BundleReader> BundleReader::open_file(const std::string& path) {
                       static_cast<long long>(st.st_size));
   }
   const size_t len = static_cast<size_t>(st.st_size);
-  void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int e = errno;
+  auto mapped = map_file(fd, len, false, "bundle: " + path);  // guarded: a truncation is no SIGBUS
   ::close(fd);
-  if (p == MAP_FAILED) return make_error(-e, "bundle: cannot map %s: %s", path.c_str(), strerror(e));
+  if (!mapped) return std::move(mapped).error();
+  void* p = mapped.value();
   auto rd = open(static_cast<const uint8_t*>(p), len);
   if (!rd) {
-    munmap(p, len);
+    unmap_file(p, len);
     Error err = std::move(rd).error();
     err.message = path + ": " + err.message;
     return err;

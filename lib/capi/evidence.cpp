@@ -120,28 +120,11 @@ SPROV_API int sprov_key_generate(const char* private_path, const char* public_pa
     if (!k) return fail(k.error());
     auto pem = k.value().private_pem();
     if (!pem) return fail(pem.error());
-    // O_EXCL: never overwrite an existing key; 0600: the private key is for the owner only.
-    int fd = open(private_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      int e = errno;
-      return fail(make_error(-e, "cannot create private key file '%s': %s", private_path, strerror(e)));
-    }
-    const std::string& s = pem.value();
-    size_t off = 0;
-    while (off < s.size()) {
-      ssize_t n = write(fd, s.data() + off, s.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        int e = errno;
-        close(fd);
-        unlink(private_path);
-        return fail(make_error(-e, "write to '%s' failed: %s", private_path, strerror(e)));
-      }
-      off += static_cast<size_t>(n);
-    }
-    fsync(fd);
-    close(fd);
+    // Never overwrite an existing key (RENAME_NOREPLACE); 0600: the private key is for the owner only.
+    auto wr = write_file_atomic(private_path, pem.value(), 0600, true, /*replace=*/false);
     mbedtls_platform_zeroize(pem.value().data(), pem.value().size());
+    if (!wr) return fail(make_error(wr.error().code, "cannot create private key file '%s': %s", private_path,
+                                    wr.error().message.c_str()));
     auto st = write_file_atomic(public_path, spki_to_pem(k.value().public_key().spki_der()));
     if (!st) return fail(st.error());
     if (key_id) return copy_cstr(k.value().public_key().key_id_hex(), key_id, key_id_size, "key_id");

@@ -15,6 +15,7 @@
 #include "core/context.hpp"
 #include "core/error.hpp"
 #include "core/module_cache.hpp"
+#include "core/open_file.hpp"
 #include "memory/snapshot.hpp"
 #include "runtime/python.hpp"
 #include "stackprov/stackprov.h"
@@ -77,6 +78,9 @@ struct sprov_process {
   std::vector<std::unique_ptr<sprov_snapshot>> threads;  // live: by tid; core: NT_PRSTATUS order
   std::string warnings;                                   // one finding per line
   bool from_core = false;                                 // sprov_process_open_core (no live /proc/PID)
+  /// Live: the process's root, held open from before the capture, so that its files are opened
+  /// inside it (core/open_file.hpp) for as long as this handle lives, also after the process exits.
+  std::shared_ptr<stackprov::HeldRoot> root;
   std::vector<std::string> thread_names;                  // parallel to threads ("" unknown)
   // sprov_process_get_info; its strings point into the std::string members below.
   struct sprov_process_info info = {};

@@ -40,11 +40,13 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
       prewalk_record(ctx, s, live);
       capture_runtime(ctx, s, live, &runtime);  // every thread is still stopped
     };
+    auto root = HeldRoot::hold(pid);  // before the capture: the root the maps lines are read in
     auto cap = memory::capture_process(static_cast<pid_t>(pid), static_cast<pid_t>(tid), max_bytes, prewalk);
     if (!cap.ok()) return fail(cap.error());
 
     auto proc = std::make_unique<sprov_process>();
     proc->pid = cap->pid;
+    proc->root = std::move(root);
     proc->warnings = std::move(cap->warnings) + runtime.warnings;
     proc->runtime = std::move(runtime);
     std::sort(cap->threads.begin(), cap->threads.end(),

@@ -478,9 +478,31 @@ SPROV_API int sprov_bundle_store_put(sprov_bundle_store* s, const void* data, si
   return guard([&] {
     if (!s) return fail(null_arg("store"));
     if (!data && len) return fail(null_arg("data"));
-    auto d = s->store.put(std::span<const uint8_t>(static_cast<const uint8_t*>(data), len));
+    auto d = s->store.put(std::span<const uint8_t>(static_cast<const uint8_t*>(data), len),
+                          symbolize::BundleStore::Index::kModules);
     if (!d) return fail(d.error());
     return digest ? copy_cstr(d.value(), digest, digest_size, "digest") : 0;
+  });
+}
+
+SPROV_API int sprov_bundle_store_put_blob(sprov_bundle_store* s, const void* data, size_t len, char* digest,
+                                          size_t digest_size) {
+  return guard([&] {
+    if (!s) return fail(null_arg("store"));
+    if (!data && len) return fail(null_arg("data"));
+    auto d = s->store.put(std::span<const uint8_t>(static_cast<const uint8_t*>(data), len),
+                          symbolize::BundleStore::Index::kNone);
+    if (!d) return fail(d.error());
+    return digest ? copy_cstr(d.value(), digest, digest_size, "digest") : 0;
+  });
+}
+
+SPROV_API int sprov_bundle_store_promote(sprov_bundle_store* s, const char* digest) {
+  return guard([&] {
+    if (!s) return fail(null_arg("store"));
+    if (!digest) return fail(null_arg("digest"));
+    auto st = s->store.promote(digest);
+    return st ? 0 : fail(st.error());
   });
 }
 
@@ -488,7 +510,7 @@ SPROV_API int sprov_bundle_store_put_file(sprov_bundle_store* s, const char* pat
   return guard([&] {
     if (!s) return fail(null_arg("store"));
     if (!path) return fail(null_arg("path"));
-    auto d = s->store.put_file(path);
+    auto d = s->store.put_file(path, symbolize::BundleStore::Index::kModules);
     if (!d) return fail(d.error());
     return digest ? copy_cstr(d.value(), digest, digest_size, "digest") : 0;
   });
@@ -561,7 +583,9 @@ SPROV_API int sprov_bundle_store_fsck(const sprov_bundle_store* s, char** report
     for (const auto& e : rep.errors) text += "error " + e + "\n";
     for (const auto& w : rep.warnings) text += "warning " + w + "\n";
     text += "checked " + std::to_string(rep.blobs) + " blobs, " + std::to_string(rep.modules) + " modules, " +
-            std::to_string(rep.ids) + " id entries, " + std::to_string(rep.sidecars) + " sidecars\n";
+            std::to_string(rep.ids) + " id entries, " + std::to_string(rep.sidecars) + " sidecars" +
+            (rep.unindexed ? "; " + std::to_string(rep.unindexed) + " modules stored by content only (not indexed)" : "") +
+            "\n";
     if (errors) *errors = rep.errors.size();
     return give_string(text, report, report_len);
   });

@@ -173,6 +173,28 @@ Status BundleStaging::add_from_bundle_store(sprov_bundle_store* other, const std
   return {};
 }
 
+Status BundleStaging::copy_to(sprov_bundle_store* other, const std::string& digest) const {
+  const std::string dig = "sha256:" + bare_sha256(digest);
+  char* p = nullptr;
+  if (sprov_bundle_store_blob_path(store_, dig.c_str(), &p, nullptr) != 0) return nested_error("bundle " + dig);
+  CFree blob{p};
+  auto bytes = read_file(p, size_t{1} << 40);
+  if (!bytes) return bytes.error();
+  char d[SPROV_DIGEST_STRLEN];
+  if (sprov_bundle_store_put_blob(other, bytes->data(), bytes->size(), d, sizeof d) != 0)
+    return nested_error(std::string("storing bundle ") + dig + " in '" + sprov_bundle_store_dir(other) + "'");
+  for (const char* name : {"dsse.json", "tlog-proof", "checkpoint"}) {
+    char* sp = nullptr;
+    if (sprov_bundle_store_sidecar_path(store_, dig.c_str(), name, &sp, nullptr) != 0) continue;
+    CFree side{sp};
+    auto text = read_file(sp, 16u << 20);
+    if (!text) return text.error();
+    if (sprov_bundle_store_put_sidecar(other, dig.c_str(), name, text->data(), text->size()) != 0)
+      return nested_error(std::string("sidecar ") + name + " of " + dig);
+  }
+  return {};
+}
+
 std::string BundleStaging::blob_path(const std::string& sha256) const {
   char* p = nullptr;
   const std::string dig = "sha256:" + bare_sha256(sha256);
@@ -444,7 +466,7 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
       else if (!f.module_path.empty()) no_id.insert(f.module_path);
     }
   for (const auto& p : no_id) *warnings += "module " + p + " has no build-id: not in the bundle\n";
-  std::vector<std::string> paths;
+  std::vector<std::string> paths, name_store;
   std::set<std::string> seen;
   for (const auto& m : s0.modules) {
     if (m.build_id.empty() || !touched.count(m.build_id.hex()) || seen.count(m.build_id.hex())) continue;
@@ -452,42 +474,45 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
       *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + ") has no file: not in the bundle\n";
       continue;
     }
-    // The file at the same path here when it is the same file (build-id): it stays when the
-    // process exits during the build; else the file as the process saw it (/proc/PID/root/...,
-    // another mount namespace).
-    std::string host = !s0.module_root.empty() ? join_root(s0.module_root, m.path) : ctx->ctx.host_path(m.path);
-    if (!s0.module_root.empty()) {
-      const std::string here = ctx->ctx.host_path(m.path);
-      auto img = elf::ElfImage::open(here);
-      if (img.ok() && img.value()->build_id() == m.build_id) host = here;
+    // The target's own file, never the host's file at the same path (whose build-id the target
+    // can forge: doc/hardening.md, attack 2): the mapped file when the path names another
+    // (map_files), else the path inside the target's root (open_regular_file resolves
+    // /proc/PID/root/... with RESOLVE_IN_ROOT; the capture holds that root open, so this works
+    // after the process exited), checked against the file the capture identified from its maps
+    // line (inode, device, mtime) and against the build-id.
+    const std::string path = !m.open_path.empty()      ? m.open_path
+                             : !s0.module_root.empty() ? join_root(s0.module_root, m.path)
+                                                       : ctx->ctx.host_path(m.path);
+    const std::string what = "module " + m.path + " (build-id " + m.build_id.hex() + "): ";
+    auto img = elf::ElfImage::open(path);
+    if (!img) {
+      *warnings += what + "'" + path + "' " +
+                   (img.error().code == -ENOENT ? std::string("is missing") : "cannot be read (" + img.error().message + ")") +
+                   ": not in the bundle\n";
+      continue;
     }
-    struct stat st;
-    if (stat(host.c_str(), &st) != 0) {
-      *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + "): '" + host + "' is missing: not in the bundle\n";
+    const FileIdentity* fid = img.value()->file_identity();
+    if (m.file.known() && fid != nullptr && (fid->ino != m.file.ino || fid->mtime_ns != m.file.mtime_ns)) {
+      *warnings += what + "'" + path + "' is not the file the process maps (changed since the capture): not in the bundle\n";
       continue;
     }
     // The file at the path may be another build (a library replaced since the process mapped it,
     // the module described from the process's memory): never bundled for this build-id.
-    if (auto img = elf::ElfImage::open(host); img.ok() && img.value()->build_id() != m.build_id) {
-      *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + "): '" + host + "' is another build (build-id " +
+    if (img.value()->build_id() != m.build_id) {
+      *warnings += what + "'" + path + "' is another build (build-id " +
                    (img.value()->build_id().empty() ? std::string("none") : img.value()->build_id().hex()) +
                    "): not in the bundle\n";
       continue;
     }
     seen.insert(m.build_id.hex());
-    paths.push_back(host);
+    paths.push_back(path);
+    const size_t slash = m.path.rfind('/');
+    name_store.push_back(slash == std::string::npos ? m.path : m.path.substr(slash + 1));
   }
   if (paths.empty()) return make_error(SPROV_ERR_NOT_FOUND, "no module of the trace has a file to build a bundle from");
   std::vector<const char*> pp, names;
-  std::vector<std::string> name_store;
   for (const auto& p : paths) pp.push_back(p.c_str());
   // Modules are named by their basename in the process, not by the /proc/PID/root/... path read.
-  for (const auto& p : paths) {
-    std::string n = p;
-    if (!s0.module_root.empty() && n.rfind(s0.module_root, 0) == 0) n = n.substr(s0.module_root.size());
-    const size_t slash = n.rfind('/');
-    name_store.push_back(slash == std::string::npos ? n : n.substr(slash + 1));
-  }
   for (const auto& n : name_store) names.push_back(n.c_str());
   // Separate debug files are looked up where the context looks for them.
   std::vector<const char*> dirs;
@@ -648,27 +673,45 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
 
     if (flags & SPROV_TRACE_BUNDLE) {
       const ContextConfig& cfg = ctx->ctx.config();
+      // The bundle is built from the target's files: it is built, signed and indexed in a private
+      // staging store, and goes into the user's bundle store by content only, attached to its
+      // trace. It never creates or replaces an id entry there (doc/bundles.md "Who indexes"): a
+      // target that forges another module's build-id cannot change what the store serves.
       sprov_bundle_store* bs = nullptr;
-      std::unique_ptr<BundleStaging> staging;
-      if (cfg.has_bundle_store) {
-        if (sprov_bundle_store_open(cfg.bundle_store.c_str(), SPROV_BUNDLE_STORE_CREATE, &bs) != 0)
-          return fail(nested_error("bundle store"));
-      } else {
-        auto s = BundleStaging::create();  // no bundle store: signed in a temporary one
-        if (!s) return fail(s.error());
-        staging = std::move(s.value());
-      }
+      if (cfg.has_bundle_store &&
+          sprov_bundle_store_open(cfg.bundle_store.c_str(), SPROV_BUNDLE_STORE_CREATE, &bs) != 0)
+        return fail(nested_error("bundle store"));
+      struct StoreHandle {
+        sprov_bundle_store* s;
+        ~StoreHandle() { sprov_bundle_store_free(s); }
+      } user_store{bs};
+      auto staged = BundleStaging::create();
+      if (!staged) return fail(staged.error());
+      BundleStaging& staging = *staged.value();
       std::string warnings;
-      auto b = build_trace_bundle(ctx, store, bs ? bs : staging->store(), t.threads, s0, sign_key, log_dir, log_key,
-                                  &warnings);
-      sprov_bundle_store_free(bs);
+      auto b = build_trace_bundle(ctx, store, staging.store(), t.threads, s0, sign_key, log_dir, log_key, &warnings);
       if (!warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "%s", warnings.c_str());
       if (!b) return fail(b.error());
       t.symbol_bundle_sha256 = b.value();
+      if (bs) {
+        if (Status st = staging.copy_to(bs, b.value()); !st) return fail(st.error());
+        // Modules the trace's bundle does not hold are named by what the user's store serves.
+        std::set<std::string> ids;
+        for (const auto& th : t.threads)
+          for (const auto& f : th.frames)
+            if (!f.module_build_id.empty()) ids.insert(f.module_build_id);
+        for (const std::string& g : ids) {
+          char d[SPROV_DIGEST_STRLEN];
+          if (sprov_bundle_store_find(staging.store(), SPROV_BUNDLE_ID_ELF_BUILD_ID, g.c_str(), d, sizeof d) == 0 ||
+              sprov_bundle_store_find(bs, SPROV_BUNDLE_ID_ELF_BUILD_ID, g.c_str(), d, sizeof d) != 0)
+            continue;
+          if (Status st = staging.add_from_bundle_store(bs, d); !st) return fail(st.error());
+        }
+      }
       // The trace records the resolution its bundle gives (the one replay and offline resolve
       // reproduce); offsets from function starts, which bundles do not carry, are kept from the
       // resolution from the files.
-      auto bctx = derived_context(ctx, cfg.has_bundle_store ? cfg.bundle_store : staging->dir(), false, 0);
+      auto bctx = derived_context(ctx, staging.dir(), false, 0);
       auto again = resolve_threads(bctx.get(), snaps, max_frames, 1, jit);
       if (!again) return fail(again.error());
       for (size_t i = 0; i < again->size(); ++i) (*again)[i].name = t.threads[i].name;

@@ -64,6 +64,8 @@ class BundleStaging {
   Result<std::string> add_file(const std::string& path);
   /// A bundle of another bundle store directory, with its sidecars when present.
   Status add_from_bundle_store(sprov_bundle_store* other, const std::string& sha256);
+  /// Copies a staged bundle with its sidecars into `other` by content only (no id entry).
+  Status copy_to(sprov_bundle_store* other, const std::string& sha256) const;
   /// Bundles added so far (64 hex, in order of addition, unique).
   const std::vector<std::string>& bundles() const { return added_; }
   /// The blob's and a sidecar's path in the staging store ("" when absent).

@@ -1,21 +1,89 @@
 // SPDX-License-Identifier: Apache-2.0
-// open_regular_file: O_PATH, fstat, then a read-only open of the same file through /proc/self/fd.
+// open_regular_file: O_PATH, fstat, then a read-only open of the same file through /proc/self/fd;
+// a target's files resolved inside its root with openat2(RESOLVE_IN_ROOT); held roots.
 #include "core/open_file.hpp"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
+#include <mutex>
 
 namespace stackprov {
 
+namespace {
+
+std::mutex g_roots_mu;
+std::map<int64_t, int>& held_roots() {  // pid -> fd of the newest HeldRoot
+  static std::map<int64_t, int> m;
+  return m;
+}
+
+/// Splits "/proc/PID/<kind>/REST" into PID and REST ("" when the path is the directory itself).
+bool split_proc_path(const std::string& path, const char* kind, int64_t* pid, std::string* rest) {
+  if (path.compare(0, 6, "/proc/") != 0) return false;
+  size_t i = 6;
+  int64_t v = 0;
+  const size_t digits = i;
+  while (i < path.size() && path[i] >= '0' && path[i] <= '9' && i - digits < 10) v = v * 10 + (path[i++] - '0');
+  if (i == digits || i >= path.size() || path[i] != '/') return false;
+  const std::string k = std::string("/") + kind;
+  if (path.compare(i, k.size(), k) != 0) return false;
+  i += k.size();
+  if (i < path.size() && path[i] != '/') return false;
+  *pid = v;
+  *rest = i < path.size() ? path.substr(i + 1) : std::string();
+  return true;
+}
+
+/// An O_PATH fd of `rest` resolved inside process `pid`'s root, or -1 with *err.
+int open_in_root(int64_t pid, const std::string& rest, int* err) {
+  int root = -1;
+  {
+    std::lock_guard<std::mutex> lock(g_roots_mu);
+    if (auto it = held_roots().find(pid); it != held_roots().end()) root = fcntl(it->second, F_DUPFD_CLOEXEC, 0);
+  }
+  if (root < 0) {
+    const std::string r = "/proc/" + std::to_string(pid) + "/root";
+    root = ::open(r.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+      *err = errno;
+      return -1;
+    }
+  }
+  struct open_how how = {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  const std::string rel = rest.empty() ? std::string(".") : rest;
+  long fd;
+  do {
+    fd = syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how);
+  } while (fd < 0 && errno == EAGAIN);  // a concurrent rename inside the root: try again
+  if (fd < 0) *err = errno;
+  close(root);
+  return static_cast<int>(fd);
+}
+
+}  // namespace
+
 int open_regular_file(const std::string& path, int* err) {
-  const int pfd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (pfd < 0) {
-    *err = errno;
-    return -1;
+  int64_t pid = 0;
+  std::string rest;
+  int pfd;
+  if (split_proc_path(path, "root", &pid, &rest)) {
+    pfd = open_in_root(pid, rest, err);
+    if (pfd < 0) return -1;
+  } else {
+    pfd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (pfd < 0) {
+      *err = errno;
+      return -1;
+    }
   }
   struct stat st;
   if (fstat(pfd, &st) != 0) {
@@ -31,11 +99,47 @@ int open_regular_file(const std::string& path, int* err) {
   char self[64];
   std::snprintf(self, sizeof self, "/proc/self/fd/%d", pfd);
   int fd = ::open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0 && errno == ENOENT)  // no /proc: the path again, non-blocking (no FIFO wait)
+  if (fd < 0 && errno == ENOENT && pid == 0)  // no /proc: the path again, non-blocking (no FIFO wait)
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) *err = errno;
   close(pfd);
   return fd;
+}
+
+std::string target_root_of(const std::string& path) {
+  int64_t pid = 0;
+  std::string rest;
+  if (!split_proc_path(path, "root", &pid, &rest) && !split_proc_path(path, "map_files", &pid, &rest)) return "";
+  // A process whose root is ours (no container) sees the host's paths: nothing to translate, and
+  // an image cached from such a process stays usable after it exits.
+  const std::string root = "/proc/" + std::to_string(pid) + "/root";
+  struct stat ours, theirs;
+  if (stat("/", &ours) == 0 && stat(root.c_str(), &theirs) == 0 && ours.st_dev == theirs.st_dev &&
+      ours.st_ino == theirs.st_ino)
+    return "";
+  return root;
+}
+
+std::string under_root_of(const std::string& module_path, const std::string& p) {
+  const std::string root = target_root_of(module_path);
+  if (root.empty() || p.empty() || p[0] != '/') return p;
+  if (p.compare(0, root.size(), root) == 0 && (p.size() == root.size() || p[root.size()] == '/')) return p;
+  return root + p;
+}
+
+std::shared_ptr<HeldRoot> HeldRoot::hold(int64_t pid) {
+  const std::string r = "/proc/" + std::to_string(pid) + "/root";
+  const int fd = ::open(r.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_roots_mu);
+  held_roots()[pid] = fd;
+  return std::shared_ptr<HeldRoot>(new HeldRoot(pid, fd));
+}
+
+HeldRoot::~HeldRoot() {
+  std::lock_guard<std::mutex> lock(g_roots_mu);
+  if (auto it = held_roots().find(pid_); it != held_roots().end() && it->second == fd_) held_roots().erase(it);
+  close(fd_);
 }
 
 }  // namespace stackprov

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Opening files named by hostile input (module paths from a target's maps, a core, a perf record):
-// regular files only, without running a device's or a FIFO's open.
+// regular files only, without running a device's or a FIFO's open, and a target's files only
+// inside the target's own root.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 namespace stackprov {
@@ -11,6 +14,39 @@ namespace stackprov {
 /// first, which opens no device and blocks on no FIFO; only a regular file is then opened for
 /// reading (through /proc/self/fd, so the file checked is the file read). Returns the fd, or -1
 /// with *err set: an errno value, or EINVAL when the path is not a regular file.
+///
+/// A path inside a process's root, "/proc/PID/root/REST", is resolved as that process sees it:
+/// openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) of REST relative to its root (the one a
+/// HeldRoot keeps for PID, else /proc/PID/root opened now), so that the target's absolute
+/// symlinks and ".." stay inside its root and never reach the host's files (doc/hardening.md,
+/// attack 2). A kernel without openat2 (before 5.6) refuses such paths (ENOSYS).
 int open_regular_file(const std::string& path, int* err);
+
+/// "/proc/PID/root" when `path` names a file of process PID through its root or its map_files
+/// ("/proc/PID/root/...", "/proc/PID/map_files/...") and that root is not this process's own
+/// root (another mount namespace, chroot or pivot_root), else "".
+std::string target_root_of(const std::string& path);
+
+/// The absolute path `p`, taken from a file of a target (a debug link, a DWO name, a dwz path,
+/// a debug directory), as the target sees it: under target_root_of(module_path) when the module
+/// is the target's, else `p` unchanged.
+std::string under_root_of(const std::string& module_path, const std::string& p);
+
+/// Keeps process PID's root directory open while it lives (from the start of a capture), so that
+/// its files are still opened inside that root after the process exits or its PID is reused.
+/// open_regular_file uses the newest HeldRoot of a PID. Thread-safe.
+class HeldRoot {
+ public:
+  /// Null when /proc/PID/root cannot be opened (the process is gone, or no permission).
+  static std::shared_ptr<HeldRoot> hold(int64_t pid);
+  ~HeldRoot();
+  HeldRoot(const HeldRoot&) = delete;
+  HeldRoot& operator=(const HeldRoot&) = delete;
+
+ private:
+  HeldRoot(int64_t pid, int fd) : pid_(pid), fd_(fd) {}
+  int64_t pid_;
+  int fd_;
+};
 
 }  // namespace stackprov

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/open_file.hpp"
+
 namespace stackprov::dwarf {
 
 namespace {
@@ -154,10 +156,13 @@ bool SplitDwarfFiles::load(uint64_t dwo_id, std::string_view dwo_name, std::stri
   if (dwo_name.empty()) return false;
   std::vector<std::string> cands;
   const std::string name(dwo_name);
+  // Names from the (possibly a target's) DWARF resolve in the binary's root: a target's
+  // comp_dir or absolute dwo_name never opens a host file (core/open_file.hpp under_root_of).
+  // The unit found must carry the skeleton's dwo_id (find_dwo_unit below).
   if (name.front() == '/') {
-    cands.push_back(name);
+    cands.push_back(under_root_of(binary_dir_, name));
   } else {
-    if (!comp_dir.empty()) cands.push_back(std::string(comp_dir) + "/" + name);
+    if (!comp_dir.empty()) cands.push_back(under_root_of(binary_dir_, std::string(comp_dir) + "/" + name));
     cands.push_back(binary_dir_ + "/" + name);
     const size_t slash = name.rfind('/');
     if (slash != std::string::npos) cands.push_back(binary_dir_ + "/" + name.substr(slash + 1));

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/mapped_file.hpp"
 #include "elf/elf_bytes.hpp"
 
 namespace stackprov::elf {
@@ -79,7 +80,7 @@ std::string hex(uint64_t v) {
 }  // namespace
 
 CoreFile::~CoreFile() {
-  if (map_ != nullptr) munmap(map_, size_);
+  if (map_ != nullptr) unmap_file(map_, size_);
 }
 
 Result<std::unique_ptr<CoreFile>> CoreFile::open(const std::string& path) {
@@ -103,10 +104,10 @@ Result<std::unique_ptr<CoreFile>> CoreFile::open(const std::string& path) {
     return make_error(SPROV_ERR_TRUNCATED, "core file %s is empty", path.c_str());
   }
   const size_t size = static_cast<size_t>(st.st_size);
-  void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int e = errno;
+  auto mapped = map_file(fd, size, false, "core file " + path);  // guarded: a truncation is no SIGBUS
   ::close(fd);
-  if (m == MAP_FAILED) return make_error(-e, "core file %s: mmap: %s", path.c_str(), std::strerror(e));
+  if (!mapped) return std::move(mapped).error();
+  void* m = mapped.value();
   std::unique_ptr<CoreFile> core(new CoreFile());
   core->path_ = path;
   core->map_ = m;

@@ -9,6 +9,8 @@
 
 #include <optional>
 
+#include "core/open_file.hpp"
+
 namespace stackprov::elf {
 
 namespace {
@@ -86,9 +88,14 @@ Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
                                                   const DebugFileOptions& opts) {
   Search search{image, {}, {}, {}, {}, false};
   search.have_self = stat(image.path().c_str(), &search.self_st) == 0;
+  // A target's module (read through /proc/PID/root or map_files) has its debug files in the
+  // target's root: the debug directories, like the binary's own directory, are looked up there,
+  // never on the host (a forged build-id would name the host's debug file: doc/hardening.md).
+  const std::string& target_root = image.target_root();
   std::vector<std::string> dirs;
   for (const std::string& d : opts.debug_dirs) {
-    dirs.push_back(opts.sysroot.empty() ? d : join(opts.sysroot, d));
+    if (!target_root.empty()) dirs.push_back(join(target_root, d));
+    else dirs.push_back(opts.sysroot.empty() ? d : join(opts.sysroot, d));
   }
 
   // 1. <debug_dir>/.build-id/xx/rest.debug (gdb manual, "Separate Debug Files").
@@ -108,10 +115,13 @@ Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
   // 2. .gnu_debuglink next to the binary, in its .debug/, then under each debug dir.
   if (auto link = image.debuglink(); link && !link->file.empty() &&
                                      link->file.find('/') == std::string::npos) {
-    const std::string bin_dir = dirname_of(image.path());
+    std::string bin_dir = dirname_of(image.path());
+    std::string local = opts.sysroot.empty() || !target_root.empty() ? bin_dir : join(opts.sysroot, bin_dir);
+    // Under the debug directories, the binary's directory as the target names it.
+    if (!target_root.empty() && bin_dir.compare(0, target_root.size(), target_root) == 0)
+      bin_dir = bin_dir.size() == target_root.size() ? std::string("/") : bin_dir.substr(target_root.size());
     std::vector<std::string> cands;
     if (!bin_dir.empty()) {
-      const std::string local = opts.sysroot.empty() ? bin_dir : join(opts.sysroot, bin_dir);
       cands.push_back(join(local, link->file));
       cands.push_back(join(join(local, ".debug"), link->file));
       for (const std::string& d : dirs) cands.push_back(join(join(d, bin_dir), link->file));

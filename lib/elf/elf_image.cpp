@@ -2,6 +2,7 @@
 // ElfImage: maps an ELF file, parses its headers with libelf once, serves sections (decompressed lazily).
 #include "elf/elf_image.hpp"
 
+#include "core/mapped_file.hpp"
 #include "core/module_cache.hpp"
 #include "core/once.hpp"
 #include "core/open_file.hpp"
@@ -80,6 +81,7 @@ Arch arch_from(uint16_t machine, bool is64) {
 struct ElfImage::Impl {
   std::string path;
   std::optional<FileIdentity> identity;  ///< open(): the file mapped
+  std::string target_root;               ///< open(): target_root_of(path) at the time
   void* map = nullptr;
   size_t map_len = 0;
   std::vector<uint8_t> owned;
@@ -101,7 +103,7 @@ struct ElfImage::Impl {
   mutable std::atomic<uint64_t> inflated{0};
 
   ~Impl() {
-    if (map != nullptr) munmap(map, map_len);
+    if (map != nullptr) unmap_file(map, map_len);
   }
 
   detail::ByteView file() const { return detail::ByteView(bytes, size, big); }
@@ -527,21 +529,26 @@ Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
     return make_error(SPROV_ERR_ELF, "%s: file too small for an ELF header (%lld bytes)",
                       path.c_str(), static_cast<long long>(st.st_size));
   }
+  // A file the target controls may be any size (a sparse 4 TiB library keeps its inode): bounded.
+  if (Status lim = check_file_size(path, static_cast<uint64_t>(st.st_size)); !lim) {
+    close(fd);
+    return lim.error();
+  }
   impl->map_len = static_cast<size_t>(st.st_size);
   impl->identity = file_identity_of(st);
+  impl->target_root = target_root_of(path);  // decided now, while the process is there to ask
   // Read-only shared pages. A foreign-byte-order file gets a private
   // writable (copy-on-write) mapping instead, so that no libelf conversion can
   // fault; the file itself is never written either way.
   uint8_t ident[EI_NIDENT] = {};
   const bool ident_ok = pread(fd, ident, sizeof ident, 0) == static_cast<ssize_t>(sizeof ident);
   const uint8_t native = __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? ELFDATA2MSB : ELFDATA2LSB;
-  const int prot = ident_ok && ident[EI_DATA] == native ? PROT_READ : PROT_READ | PROT_WRITE;
-  void* m = mmap(nullptr, impl->map_len, prot, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
+  // Guarded (core/mapped_file.hpp): a file another user truncates while it is mapped reads as
+  // zeros past its new end and file_changed() says so, instead of a SIGBUS killing the process.
+  auto mapped = map_file(fd, impl->map_len, !(ident_ok && ident[EI_DATA] == native), path);
   close(fd);
-  if (m == MAP_FAILED) {
-    return make_error(-map_errno, "%s: mmap: %s", path.c_str(), strerror(map_errno));
-  }
+  if (!mapped) return std::move(mapped).error();
+  void* m = mapped.value();
   impl->map = m;
   impl->bytes = static_cast<const uint8_t*>(m);
   impl->size = impl->map_len;
@@ -566,6 +573,8 @@ Result<std::shared_ptr<ElfImage>> ElfImage::from_bytes(std::vector<uint8_t> byte
 }
 
 const std::string& ElfImage::path() const { return impl_->path; }
+const std::string& ElfImage::target_root() const { return impl_->target_root; }
+bool ElfImage::file_changed() const { return impl_->map != nullptr && file_map_faulted(impl_->map); }
 const FileIdentity* ElfImage::file_identity() const { return impl_->identity ? &*impl_->identity : nullptr; }
 Arch ElfImage::arch() const { return impl_->arch; }
 bool ElfImage::is_64bit() const { return impl_->is64; }

@@ -65,6 +65,13 @@ class ElfImage {
   ElfImage& operator=(const ElfImage&) = delete;
 
   const std::string& path() const;
+  /// Whether the file shrank while mapped (another user truncated it): the bytes past its new
+  /// end read as zeros, so what was read from them is not the file's (core/mapped_file.hpp).
+  bool file_changed() const;
+  /// The root of the process whose file this is ("/proc/PID/root", when it was opened through
+  /// another process's root that is not ours), else "": the paths it names (debug links, debug
+  /// directories, dwz files) are looked up under that root (core/open_file.hpp under_root_of).
+  const std::string& target_root() const;
   /// The file open() mapped; null for an image from_bytes().
   const FileIdentity* file_identity() const;
   Arch arch() const;           ///< from e_machine (EM_X86_64, EM_AARCH64, EM_MIPS)

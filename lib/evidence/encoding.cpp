@@ -232,53 +232,6 @@ Result<Bytes> read_file(const std::string& path, size_t limit) {
   return out;
 }
 
-Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode, bool sync_dir) {
-  std::string dir = ".";
-  auto slash = path.rfind('/');
-  if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
-  // A unique temp name (mkstemp), so that threads and processes writing the same path
-  // concurrently never share one; the last rename wins, no reader sees a torn file.
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) return make_error(-errno, "cannot create '%s': %s", tmp.c_str(), strerror(errno));
-  if (fchmod(fd, mode) != 0) {
-    int e = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return make_error(-e, "chmod of '%s' failed: %s", tmp.c_str(), strerror(e));
-  }
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return make_error(-e, "write to '%s' failed: %s", tmp.c_str(), strerror(e));
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    int e = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return make_error(-e, "fsync of '%s' failed: %s", tmp.c_str(), strerror(e));
-  }
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    unlink(tmp.c_str());
-    return make_error(-e, "rename to '%s' failed: %s", path.c_str(), strerror(e));
-  }
-  if (!sync_dir) return {};
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
-  return {};
-}
 
 Status make_dirs(const std::string& path, unsigned mode) {
   std::string cur;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace stackprov::evidence {
@@ -60,11 +61,8 @@ Result<Hash> to_hash(const Bytes& b, const char* what);
 
 /// Reads a whole file, refusing files larger than `limit`.
 Result<Bytes> read_file(const std::string& path, size_t limit = kMaxDocumentBytes);
-/// Writes a file atomically: a unique temp file in the same directory ("<path>.tmp.XXXXXX"),
-/// fsync, rename, fsync of the directory (unless !sync_dir: a caller that writes many files
-/// fsyncs their directories once). Safe for concurrent writers of one path.
-Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode = 0644,
-                         bool sync_dir = true);
+/// Files are written with stackprov::write_file_atomic (core/atomic_file.hpp).
+using stackprov::write_file_atomic;
 /// mkdir -p: creates every missing directory of `path`.
 Status make_dirs(const std::string& path, unsigned mode = 0755);
 

@@ -43,11 +43,14 @@ struct LockFile {
   }
 };
 
+// Writers hold DIR/lock for a few milliseconds; one that waits longer than this is facing a
+// lock held by someone else (doc/hardening.md, attack 5) and gives up with an error naming it.
+constexpr unsigned kLockTimeoutMs = 30000;
+
 Status lock_log(const std::string& dir, LockFile& lk) {
-  std::string p = dir + "/lock";
-  lk.fd = open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lk.fd < 0) return make_error(-errno, "cannot open '%s': %s", p.c_str(), strerror(errno));
-  if (flock(lk.fd, LOCK_EX) != 0) return make_error(-errno, "cannot lock '%s': %s", p.c_str(), strerror(errno));
+  auto fd = open_lock_file(dir + "/lock", kLockTimeoutMs, 0644);
+  if (!fd) return std::move(fd).error();
+  lk.fd = fd.value();
   return {};
 }
 

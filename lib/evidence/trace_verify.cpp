@@ -138,13 +138,13 @@ Result<std::vector<std::string>> trace_verify(const TraceVerifyInput& in) {
   if (in.check_log) {
     std::string proof_text;
     TrustedRoot root;
-    std::string root_path = in.trusted_root_path;
-    if (root_path.empty() && !in.log_dir.empty()) {
-      root_path = in.log_dir + "/trusted_root.json";
-      rep.push_back("note trusted-root taken from the log directory itself (" + root_path + ")");
-    }
+    // The trusted root is the caller's, never the verified log's own trusted_root.json: whoever
+    // writes the log directory would otherwise decide what verifies (doc/hardening.md, attack 6).
+    const std::string& root_path = in.trusted_root_path;
     if (root_path.empty())
-      return make_error(SPROV_ERR_INVALID_ARG, "trusted-log: a trusted root (or a log directory) is needed for the log check");
+      return make_error(SPROV_ERR_INVALID_ARG,
+                        "trusted-root: no trusted root given (trusted_root_path): the log check needs the "
+                        "log's pinned trusted_root.json; a log directory never vouches for itself");
     auto rt = read_file(root_path);
     if (!rt) return fail(rt.error().code, "trusted-root", rt.error());
     auto r = parse_trusted_root(as_sv(rt.value()));

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "arch/x86_64/registers.hpp"
+#include "core/mapped_file.hpp"
 #include "perf/capture_file.hpp"
 
 namespace stackprov::perf {
@@ -59,7 +60,7 @@ void sample_view_from_perf(const RawSample& r, SampleView* out) {
 }
 
 Profile::~Profile() {
-  if (mapping_ != nullptr) munmap(mapping_, len_);
+  if (mapping_ != nullptr) unmap_file(mapping_, len_);
 }
 
 Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const std::string& root) {
@@ -74,12 +75,12 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
   std::unique_ptr<Profile> p(new Profile());
   p->len_ = static_cast<size_t>(st.st_size);
   if (p->len_ > 0) {
-    void* m = mmap(nullptr, p->len_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      const int e = errno;
+    auto mapped = map_file(fd, p->len_, false, path);  // guarded: a truncation is no SIGBUS
+    if (!mapped) {
       close(fd);
-      return make_error(-e, "%s: mmap of %zu bytes: %s", path.c_str(), p->len_, strerror(e));
+      return std::move(mapped).error();
     }
+    void* m = mapped.value();
     p->mapping_ = m;
     p->bytes_ = static_cast<const uint8_t*>(m);
   }

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "arch/x86_64/registers.hpp"
+#include "core/atomic_file.hpp"
 #include "core/module_map.hpp"
 #include "perf/capture_file.hpp"
 #include "perf/kernel_symbols.hpp"
@@ -483,29 +484,21 @@ Status record(const RecordOptions& o, RecordStats* stats) {
   struct stat st;
   if (stat(o.output.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return make_error(SPROV_ERR_INVALID_ARG, "output '%s' is a directory", o.output.c_str());
-  std::string tmp = o.output + ".tmp.XXXXXX";
-  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    return make_error(-e, "cannot create a file beside '%s': %s", o.output.c_str(), strerror(e));
-  }
-  fchmod(fd, 0644);
-  FILE* f = fdopen(fd, "wb");
+  auto out = AtomicFile::create(o.output, 0644);
+  if (!out) return std::move(out).error();
+  const int fd = dup(out.value().fd());
+  FILE* f = fd >= 0 ? fdopen(fd, "wb") : nullptr;
   if (f == nullptr) {
     const int e = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return make_error(-e, "%s: %s", tmp.c_str(), strerror(e));
+    if (fd >= 0) close(fd);
+    return make_error(-e, "%s: %s", out.value().temp_path().c_str(), strerror(e));
   }
   Status result = record_to(o, f, stats);
-  if (result.ok() && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-    result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
-  if (fclose(f) != 0 && result.ok())
-    result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
-  if (result.ok() && rename(tmp.c_str(), o.output.c_str()) != 0)
-    result = make_error(-errno, "rename to '%s' failed: %s", o.output.c_str(), strerror(errno));
-  if (!result.ok()) unlink(tmp.c_str());
-  return result;
+  const std::string& tmp = out.value().temp_path();
+  if (fflush(f) != 0 && result.ok()) result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
+  if (fclose(f) != 0 && result.ok()) result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
+  if (result.ok()) result = out.value().commit();
+  return result;  // an uncommitted AtomicFile removes its temp file
 }
 
 }  // namespace stackprov::perf

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -72,6 +73,42 @@ std::string blob_rel(const std::string& hex) { return "blobs/sha256/" + hex.subs
 
 const bundle::IdKind kKinds[] = {bundle::IdKind::kElfBuildId, bundle::IdKind::kPdbGuidAge,
                                  bundle::IdKind::kMachoUuid};
+
+/// A directory of the store that someone other than the user (or root) owns or may write lets
+/// that someone plant id entries or blobs: refused, as ssh refuses such key directories.
+Status check_private_dir(const std::string& path, bool follow) {
+  struct stat st;
+  if ((follow ? stat(path.c_str(), &st) : lstat(path.c_str(), &st)) != 0) {
+    if (errno == ENOENT) return {};
+    return make_error(-errno, "bundle store: cannot stat '%s': %s", path.c_str(), strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return make_error(SPROV_ERR_INVALID_ARG, "bundle store: '%s' is not a directory (a symlink is refused)",
+                      path.c_str());
+  if (st.st_uid != geteuid() && st.st_uid != 0)
+    return make_error(SPROV_ERR_INVALID_ARG,
+                      "bundle store: '%s' belongs to uid %u, not to uid %u (or root): refused, its owner could "
+                      "plant the symbols it serves",
+                      path.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(geteuid()));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return make_error(SPROV_ERR_INVALID_ARG,
+                      "bundle store: '%s' is writable by %s (mode %04o): refused, others could plant the "
+                      "symbols it serves (chmod go-w)",
+                      path.c_str(), (st.st_mode & S_IWOTH) ? "everyone" : "its group",
+                      static_cast<unsigned>(st.st_mode & 07777));
+  return {};
+}
+
+/// The store's own directories that decide what it serves: the root, ids/ and each id kind's
+/// directory, blobs/ and sigs/.
+Status check_store_dirs(const std::string& dir) {
+  for (const char* sub : {"", "/ids", "/ids/linux", "/ids/windows", "/ids/macos", "/ids/linux/elf-build-id",
+                          "/ids/windows/pdb-guid-age", "/ids/macos/macho-uuid", "/blobs", "/blobs/sha256", "/sigs",
+                          "/sigs/sha256"})
+    // The directory the user named may be a symlink to the store; inside it, nothing is followed.
+    if (auto st = check_private_dir(dir + sub, *sub == '\0'); !st) return st;
+  return {};
+}
 
 }  // namespace
 
@@ -143,9 +180,11 @@ Result<BundleStore> BundleStore::open(const std::string& dir_in, bool create) {
       auto st = evidence::make_dirs(dir + "/" + sub);
       if (!st) return std::move(st).error();
     }
-    auto st = evidence::write_file_atomic(marker, kStoreMarker);
+    if (auto st = check_store_dirs(dir); !st) return std::move(st).error();
+    auto st = write_file_atomic(marker, kStoreMarker);
     if (!st) return std::move(st).error();
   } else {
+    if (auto st = check_store_dirs(dir); !st) return std::move(st).error();
     auto m = evidence::read_file(marker, 4096);
     if (!m) return std::move(m).error();
     if (evidence::as_sv(m.value()) != kStoreMarker)
@@ -159,10 +198,10 @@ Status BundleStore::write_atomic(const std::string& path, std::string_view data,
   const size_t slash = path.rfind('/');
   auto st = evidence::make_dirs(path.substr(0, slash));
   if (!st) return st;
-  return evidence::write_file_atomic(path, data, mode);
+  return write_file_atomic(path, data, mode);
 }
 
-Result<std::string> BundleStore::put(std::span<const uint8_t> bytes) {
+Result<std::string> BundleStore::put(std::span<const uint8_t> bytes, Index index) {
   auto rd = bundle::BundleReader::open(bytes.data(), bytes.size());
   if (!rd) return make_error(rd.error().code, "not stored: %s", rd.error().message.c_str());
   const std::string hex = evidence::hex_encode(evidence::sha256(bytes.data(), bytes.size()));
@@ -172,6 +211,7 @@ Result<std::string> BundleStore::put(std::span<const uint8_t> bytes) {
     if (!st) return std::move(st).error();
   }
   const std::string digest = "sha256:" + hex;
+  if (index == Index::kNone) return digest;
   for (const bundle::ModuleView& m : rd.value().modules()) {
     const std::string idhex = evidence::hex_encode(m.id.data(), m.id.size());
     auto st = write_atomic(dir_ + "/ids/" + id_dir(m.id_kind) + "/" + idhex, digest + "\n", 0644);
@@ -180,17 +220,37 @@ Result<std::string> BundleStore::put(std::span<const uint8_t> bytes) {
   return digest;
 }
 
-Result<std::string> BundleStore::put_file(const std::string& path) {
+Result<std::string> BundleStore::put_file(const std::string& path, Index index) {
   auto rd = bundle::BundleReader::open_file(path);
   if (!rd) return std::move(rd).error();
-  return put(std::span<const uint8_t>(rd.value().data(), rd.value().size()));
+  return put(std::span<const uint8_t>(rd.value().data(), rd.value().size()), index);
+}
+
+Status BundleStore::promote(std::string_view digest) {
+  auto path = blob_path(digest);
+  if (!path) return std::move(path).error();
+  auto rd = bundle::BundleReader::open_file(path.value());
+  if (!rd) return make_error(rd.error().code, "'%s': %s", path.value().c_str(), rd.error().message.c_str());
+  // The blob's name must be its content: promoting an altered blob would index other bytes.
+  const std::string actual = evidence::hex_encode(evidence::sha256(rd.value().data(), rd.value().size()));
+  const std::string want = path.value().substr(path.value().rfind('/') + 1);
+  if (actual != want)
+    return make_error(SPROV_ERR_DIGEST_MISMATCH, "'%s' hashes to sha256:%s, not its name: not promoted",
+                      path.value().c_str(), actual.c_str());
+  auto d = put(std::span<const uint8_t>(rd.value().data(), rd.value().size()), Index::kModules);
+  if (!d) return std::move(d).error();
+  return {};
 }
 
 Result<std::optional<std::string>> BundleStore::find(bundle::IdKind kind, std::span<const uint8_t> id) const {
   if (id.empty() || id.size() > bundle::kMaxIdBytes)
     return make_error(SPROV_ERR_INVALID_ARG, "module identity of %zu bytes (1..%zu)", id.size(), bundle::kMaxIdBytes);
   const std::string path = dir_ + "/ids/" + id_dir(kind) + "/" + evidence::hex_encode(id.data(), id.size());
-  if (!is_file(path)) return std::optional<std::string>();
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::optional<std::string>();
+  if (st.st_uid != geteuid() && st.st_uid != 0)
+    return make_error(SPROV_ERR_INVALID_ARG, "id entry '%s' belongs to uid %u, not to uid %u (or root): refused",
+                      path.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(geteuid()));
   auto text = evidence::read_file(path, kMaxIdEntryBytes);
   if (!text) return std::move(text).error();
   std::string_view s = evidence::as_sv(text.value());
@@ -247,6 +307,8 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
   FsckReport rep;
   // Blobs: name = sha256 of the bytes, a valid bundle, every module's records valid and indexed.
   std::set<std::tuple<bundle::IdKind, std::string, std::string>> held;  // (kind, id hex, digest) of every module
+  // (kind, id hex) -> (sha256 of the module's file, digest) of every stored bundle holding it
+  std::map<std::pair<bundle::IdKind, std::string>, std::vector<std::pair<std::string, std::string>>> files;
   auto prefixes = list_dir(dir_ + "/blobs/sha256");
   if (!prefixes) return std::move(prefixes).error();
   for (const std::string& pre : prefixes.value()) {
@@ -294,13 +356,11 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
         if (!rows) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + rows.error().message);
         const std::string idhex = evidence::hex_encode(m.id.data(), m.id.size());
         held.emplace(m.id_kind, idhex, "sha256:" + n);
+        files[{m.id_kind, idhex}].emplace_back(evidence::hex_encode(m.sha256_file.data(), m.sha256_file.size()),
+                                               "sha256:" + n);
         auto f = find(m.id_kind, m.id);
-        if (!f) {
-          rep.errors.push_back(f.error().message);
-        } else if (!f.value()) {
-          rep.warnings.push_back(path + ": module " + std::string(m.name) + " (" + id_dir(m.id_kind) + " " + idhex +
-                                 ") is not in the id map (store it again to index it)");
-        }
+        if (!f) rep.errors.push_back(f.error().message);
+        else if (!f.value() || *f.value() != "sha256:" + n) ++rep.unindexed;  // by content only (a capture's)
       }
     }
   }
@@ -335,7 +395,19 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
         auto blob = blob_path(digest);
         rep.errors.push_back(path + ": names " + digest +
                              (blob ? ", which does not hold this module" : ", which is not in the store"));
+        continue;
       }
+      // Another stored bundle holding a different file under this id: one of them was built
+      // from a file with a forged (or colliding) identity; the entry may serve the wrong names.
+      const auto& all = files[{kind, n}];
+      std::string indexed_file;
+      for (const auto& [file, d] : all)
+        if (d == digest) indexed_file = file;
+      for (const auto& [file, d] : all)
+        if (file != indexed_file)
+          rep.errors.push_back(path + ": names " + digest + " (module file sha256:" + indexed_file + "), but " + d +
+                               " holds another file under the same id (sha256:" + file +
+                               "): a forged or colliding identity; check which is right and re-put it");
     }
   }
   check_sidecars(&rep);

@@ -26,6 +26,14 @@ namespace stackprov::symbolize {
 /// rename(2), so concurrent writers (threads or processes) leave either the old or the new
 /// file, never a torn one. When two writers store different bundles holding the same module,
 /// the last rename wins; both blobs stay.
+///
+/// Who may create an id entry (doc/bundles.md "Who indexes", doc/hardening.md attack 1): only an
+/// explicit act of the store's user (put with Index::kModules: `bundle build`/`bundle put` of
+/// files the user names, promote()). A bundle that a capture builds from a target's files is
+/// stored by content only (Index::kNone), attached to its trace, and never indexed, so a target
+/// that forges a build-id cannot replace what the store serves for that id.
+/// The store directory and its ids/ tree must belong to the user running stackprov (or root)
+/// and be writable by no one else; open() refuses a store otherwise, naming the directory.
 class BundleStore {
  public:
   /// The default directory: $STACKPROV_STORE if set, else $XDG_DATA_HOME/stackprov/store,
@@ -38,11 +46,15 @@ class BundleStore {
 
   const std::string& dir() const { return dir_; }
 
+  /// Whether put() indexes the bundle's modules (creates or replaces their id entries).
+  enum class Index { kNone, kModules };
   /// Validates `bytes` as a bundle (header and module table), writes the blob (unless
-  /// present) and an id entry for each of its modules. Returns "sha256:<hex>".
-  Result<std::string> put(std::span<const uint8_t> bytes);
+  /// present) and, with Index::kModules, an id entry for each of its modules. Returns "sha256:<hex>".
+  Result<std::string> put(std::span<const uint8_t> bytes, Index index);
   /// put() of a bundle file's bytes.
-  Result<std::string> put_file(const std::string& path);
+  Result<std::string> put_file(const std::string& path, Index index);
+  /// Indexes the modules of the stored bundle `digest` (an explicit act: `bundle promote`).
+  Status promote(std::string_view digest);
 
   /// The digest of the bundle the id map names for this module, or nullopt.
   Result<std::optional<std::string>> find(bundle::IdKind kind, std::span<const uint8_t> id) const;
@@ -63,11 +75,13 @@ class BundleStore {
     size_t ids = 0;             ///< id entries checked
     size_t sidecars = 0;        ///< sidecar files checked
     std::vector<std::string> errors;    ///< each names the file and what is wrong
-    std::vector<std::string> warnings;  ///< recoverable: leftover temp files, unindexed modules
+    std::vector<std::string> warnings;  ///< recoverable: leftover temp files
+    size_t unindexed = 0;               ///< modules of stored bundles with no id entry naming their bundle
   };
   /// Re-hashes every blob, opens and validates it (every module's records), checks that
-  /// every id entry names a present blob holding that module, that every module of
-  /// every blob is indexed, and that every sidecar belongs to a present blob and, for the
+  /// every id entry names a present blob holding that module, that no other stored bundle
+  /// holds a different file (sha256_file) under an indexed id (a forged build-id), counts the
+  /// modules stored by content only, and that every sidecar belongs to a present blob and, for the
   /// known names, parses: "dsse.json" a DSSE envelope whose in-toto statement names the
   /// blob's digest, "tlog-proof" a tlog-proof@v1, "checkpoint" a signed checkpoint note.
   /// Signatures are not verified (fsck holds no trusted key: trace-verify does that).

@@ -124,24 +124,33 @@ std::shared_ptr<elf::ElfImage> DwarfResolver::find_alt(const elf::ElfImage& f, s
   }
   const std::string name(p, nlen);
   const BuildId want = BuildId::from_bytes(sec->data + nlen + 1, sec->size - nlen - 1);
+  // The supplementary file must be the one the link names by build-id: a link without one
+  // would make any file at the named path (a host file, for a target's module) an input.
+  if (want.empty()) {
+    *err = f.path() + ": .gnu_debugaltlink names '" + name + "' without a build-id: not opened";
+    return nullptr;
+  }
+  // A target's debug file names paths in the target's root (under_root_of), never the host's.
   std::vector<std::string> cands;
-  if (!name.empty() && name.front() == '/') cands.push_back(name);
+  const std::string& root = f.target_root();
+  if (!name.empty() && name.front() == '/') cands.push_back(root + name);
   else if (!name.empty()) cands.push_back(dir_of(f.path()) + "/" + name);
-  if (!want.empty()) {
+  {
     const std::string h = want.hex();
     for (const auto& d : opts_.debug.debug_dirs)
-      cands.push_back(opts_.debug.sysroot + d + "/.build-id/" + h.substr(0, 2) + "/" + h.substr(2) + ".debug");
+      cands.push_back((root.empty() ? opts_.debug.sysroot : root) + d + "/.build-id/" + h.substr(0, 2) + "/" +
+                      h.substr(2) + ".debug");
   }
   for (const auto& c : cands) {
     auto img = elf::ElfImage::open(c);
     if (!img.ok()) continue;
-    if (!want.empty() && (*img)->build_id() != want) {
+    if ((*img)->build_id() != want) {
       *err = "dwz supplementary file " + c + " has build-id " + (*img)->build_id().hex() + ", expected " + want.hex();
       continue;
     }
     return std::move(img).value();
   }
-  if (opts_.debuginfod && debuginfod_.enabled() && !want.empty()) {
+  if (opts_.debuginfod && debuginfod_.enabled()) {
     auto r = debuginfod_.find_debuginfo(want);
     if (r.ok()) return r->image;
   }

@@ -88,6 +88,11 @@ def test_log_and_signed_store_verified_both_ways(tmp_path):
     st2 = stackprov.Store(d2)
     stackprov.trace_verify(b.digest, envelope=st2.sidecar_path(b.digest, "dsse.json"), keys=[key2 + ".pub"], log=True,
                            proof=st2.sidecar_path(b.digest, "tlog-proof"), trusted_root=os.path.join(log2, "trusted_root.json"))
+    # attack 6: a log check without the caller's trusted root is refused, naming it (the log
+    # directory's own trusted_root.json was trusted before)
+    with pytest.raises(stackprov.Error) as e:
+        stackprov.trace_verify(b.digest, envelope=envelope, keys=[key + ".pub"], log=True, log_dir=log)
+    assert "trusted_root" in e.value.message
     # the wrong key: VerificationError naming the digest or the key
     with pytest.raises(stackprov.VerificationError):
         stackprov.trace_verify(b.digest, envelope=st2.sidecar_path(b.digest, "dsse.json"), keys=[key + ".pub"])

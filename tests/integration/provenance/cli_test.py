@@ -239,8 +239,27 @@ def test_roundtrip():
         check(rc == 1 and "consistency" in err, "tampered consistency proof rejected")
 
         tv = ["trace-verify", "--bundle", "sha256:" + digest, "--envelope", env_path, "--artifact", art]
+        root = os.path.join(d, "pinned_root.json")  # the log's root, pinned by its user before
+        shutil.copy(os.path.join(log, "trusted_root.json"), root)
+        rc, out, err = run(*tv, "--dsse", "--key", k + ".pub", "--rekor", "--log", log, "--trusted-root", root)
+        check(rc == 0, "trace-verify --dsse --rekor --log --trusted-root")
+        # Attack 6 (doc/hardening.md): whoever writes the log directory must not decide what
+        # verifies. Without --trusted-root the log's own trusted_root.json was trusted: refused now.
         rc, out, err = run(*tv, "--dsse", "--key", k + ".pub", "--rekor", "--log", log)
-        check(rc == 0, "trace-verify --dsse --rekor --log")
+        check(rc == 2 and "--trusted-root" in err, "--rekor --log without --trusted-root is a usage error naming it")
+        # A log rewritten by an attacker (its own key, its own trusted_root.json, the envelope
+        # appended) verifies only against its own root, never against the pinned one.
+        evil = os.path.join(d, "evil-log")
+        ek = os.path.join(d, "evil.key")
+        rc, _, _ = run("keygen", "--out", ek)
+        check(rc == 0, "keygen for the attacker's log")
+        rc, _, _ = run("log", "init", evil, "--origin", "example.org/it-log", "--key", ek)
+        rc2, _, _ = run("log", "append", evil, env_path)
+        check(rc == 0 and rc2 == 0, "attacker's log holds the envelope")
+        rc, _, err = run(*tv, "--rekor", "--log", evil, "--trusted-root", root)
+        check(rc == 1 and "checkpoint" in err, "an attacker's log is refused under the pinned root (%s)" % err.strip())
+        rc, _, err = run(*tv, "--rekor", "--log", evil)
+        check(rc == 2 and "--trusted-root" in err, "and is not trusted through its own trusted_root.json")
         rc, out, err = run(*tv, "--rekor", "--proof", proof, "--trusted-root", os.path.join(log, "trusted_root.json"))
         check(rc == 0, "trace-verify --rekor --proof --trusted-root")
         rc, _, err = run(*tv, "--dsse", "--key", lk + ".pub")
@@ -266,7 +285,8 @@ def test_roundtrip():
             rc, _, err = run("trace-verify", "--bundle", "sha256:" + digest, "--envelope", bad, "--dsse", "--key",
                              k + ".pub")
             check(rc == 1 and "dsse-signature" in err, f"tampered envelope {field} rejected")
-            rc, _, err = run("trace-verify", "--bundle", "sha256:" + digest, "--envelope", bad, "--rekor", "--log", log)
+            rc, _, err = run("trace-verify", "--bundle", "sha256:" + digest, "--envelope", bad, "--rekor", "--log", log,
+                             "--trusted-root", root)
             check(rc == 1 and "log-entry" in err, f"tampered envelope ({field}) is not in the log")
         rc, _, err = run("trace-verify", "--bundle", "sha256:xyz", "--envelope", env_path, "--dsse", "--key", k + ".pub")
         check(rc == 2 and "sha256:xyz" in err, "bad digest is a usage error naming it")

@@ -126,6 +126,17 @@ TEST_CASE("C ABI: keygen, sign, verify, log, prove, trace-verify", "[capi]") {
   to.digest = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
   CHECK(sprov_trace_verify(&to, nullptr, nullptr) == SPROV_ERR_DIGEST_MISMATCH);
   CHECK(std::string(sprov_last_error_message()).find("artifact-digest") != std::string::npos);
+  // Attack 6: the log directory's own trusted_root.json is never the trust anchor; a log check
+  // without the caller's root is an error naming it (it verified through log_dir before).
+  to.digest = digest;
+  to.proof_path = nullptr;
+  const std::string log_dir = d.path + "/log";
+  to.log_dir = log_dir.c_str();
+  to.trusted_root_path = nullptr;
+  CHECK(sprov_trace_verify(&to, nullptr, nullptr) == SPROV_ERR_INVALID_ARG);
+  CHECK(std::string(sprov_last_error_message()).find("trusted_root_path") != std::string::npos);
+  to.trusted_root_path = root_path.c_str();
+  CHECK(sprov_trace_verify(&to, nullptr, nullptr) == 0);
 }
 
 TEST_CASE("C ABI: keys are told apart, and a key that cannot sign changes no log", "[capi]") {

@@ -75,7 +75,7 @@ TEST_CASE("store put: blob named by sha256sum of the bundle, id map, sidecars", 
   REQUIRE(st);
   const auto b = make_bundle(7, 2);
   const std::string src = write_tmp(dir + "/..", b);
-  auto d = st.value().put_file(src);
+  auto d = st.value().put_file(src, BundleStore::Index::kModules);
   REQUIRE(d);
   CHECK(d.value() == sha256sum(src));
   auto path = st.value().blob_path(d.value());
@@ -91,7 +91,7 @@ TEST_CASE("store put: blob named by sha256sum of the bundle, id map, sidecars", 
   REQUIRE(none);
   CHECK(!none.value());
   // Storing again is idempotent; a bare hex digest works as well.
-  auto d2 = st.value().put(b);
+  auto d2 = st.value().put(b, BundleStore::Index::kModules);
   REQUIRE(d2);
   CHECK(d2.value() == d.value());
   CHECK(st.value().blob_path(d.value().substr(7)));
@@ -128,7 +128,7 @@ TEST_CASE("store refuses bad input with the offending value", "[store]") {
   auto st = BundleStore::open(dir + "/s", true);
   REQUIRE(st);
   std::vector<uint8_t> junk(100, 0x41);
-  auto r = st.value().put(junk);
+  auto r = st.value().put(junk, BundleStore::Index::kModules);
   REQUIRE(!r);
   CHECK(r.error().code == SPROV_ERR_BUNDLE);
   auto bad = st.value().blob_path("sha256:xyz");
@@ -165,7 +165,7 @@ TEST_CASE("store: concurrent writers in 4 processes x 2 threads, nothing torn", 
         }
         for (int round = 0; round < 20; ++round)
           for (int i = 0; i < 8; ++i)
-            if (!st.value().put(make_bundle(static_cast<uint8_t>(10 + 2 * ((i + p + t + round) % 8)), 2))) ok = false;
+            if (!st.value().put(make_bundle(static_cast<uint8_t>(10 + 2 * ((i + p + t + round) % 8)), 2), BundleStore::Index::kModules)) ok = false;
       };
       std::thread a(worker, 0), b(worker, 1);
       a.join();
@@ -200,7 +200,7 @@ TEST_CASE("store fsck names a corrupted blob, a dangling id and a leftover temp 
   const std::string dir = temp_dir() + "/s";
   auto st = BundleStore::open(dir, true);
   REQUIRE(st);
-  auto d = st.value().put(make_bundle(40));
+  auto d = st.value().put(make_bundle(40), BundleStore::Index::kModules);
   REQUIRE(d);
   auto p = st.value().blob_path(d.value());
   REQUIRE(p);
@@ -231,7 +231,7 @@ TEST_CASE("resolver: a blob altered in the store is refused, not used under its 
   const std::string dir = temp_dir() + "/s";
   auto st = BundleStore::open(dir, true);
   REQUIRE(st);
-  auto d = st.value().put(make_bundle(41));
+  auto d = st.value().put(make_bundle(41), BundleStore::Index::kModules);
   REQUIRE(d);
   {
     symbolize::BundleResolver ok(dir);
@@ -302,7 +302,7 @@ TEST_CASE("store fsck decodes every unwind row block, not only the first", "[sto
   const std::string dir = temp_dir() + "/s";
   auto st = BundleStore::open(dir, true);
   REQUIRE(st);
-  auto d = st.value().put(a);
+  auto d = st.value().put(a, BundleStore::Index::kModules);
   REQUIRE(d);
   auto rep = st.value().fsck();
   REQUIRE(rep);
@@ -310,4 +310,95 @@ TEST_CASE("store fsck decodes every unwind row block, not only the first", "[sto
   for (const auto& e : rep.value().errors) errs += e + "\n";
   INFO(errs);
   CHECK(errs.find("module rows.so: bundle: module 0: unwind row 0x2f3c has kind 7") != std::string::npos);
+}
+
+namespace {
+
+/// A bundle holding one module with build-id `id` whose file hashes to `file_byte` x 32.
+std::vector<uint8_t> module_bundle(uint8_t id, uint8_t file_byte, const std::string& function) {
+  bundle::BundleContents c;
+  bundle::ModuleContents m;
+  m.id = {bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, id)};
+  m.name = "libz.so.1";
+  m.sha256_file.fill(file_byte);
+  bundle::RangeRecord r;
+  r.start = 0x1000;
+  r.length = 16;
+  r.function = function;
+  r.file = "z.c";
+  r.line = 7;
+  m.ranges.push_back(r);
+  c.modules.push_back(std::move(m));
+  auto bytes = bundle::write_bundle(c);
+  REQUIRE(bytes);
+  return bytes.value();
+}
+
+std::string id_entry(const std::string& dir, uint8_t id) {
+  std::string hex;
+  for (int i = 0; i < 20; ++i) hex += std::string{"0123456789abcdef"[id >> 4], "0123456789abcdef"[id & 15]};
+  std::ifstream in(dir + "/ids/linux/elf-build-id/" + hex);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+}  // namespace
+
+// Attack 1 (doc/hardening.md): a bundle a capture builds from a target's files is stored by
+// content only; it never creates or replaces the id entry a trusted bundle made, and fsck reports
+// the disagreement. Only an explicit put/promote indexes.
+TEST_CASE("a bundle stored by content never replaces an id entry; fsck reports the forged id", "[bundle-store]") {
+  const std::string dir = temp_dir() + "/s";
+  auto st = BundleStore::open(dir, true);
+  REQUIRE(st);
+  const auto trusted = module_bundle(0x77, 0x11, "inflate");
+  const auto forged = module_bundle(0x77, 0x22, "attacker_names_this");
+  auto dt = st.value().put(trusted, BundleStore::Index::kModules);
+  REQUIRE(dt);
+  CHECK(id_entry(dir, 0x77) == dt.value());
+  auto df = st.value().put(forged, BundleStore::Index::kNone);
+  REQUIRE(df);
+  CHECK(df.value() != dt.value());
+  CHECK(id_entry(dir, 0x77) == dt.value());  // unchanged: on the old code, the forged bundle's digest
+  auto found = st.value().find(bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, 0x77));
+  REQUIRE(found);
+  REQUIRE(found.value());
+  CHECK(*found.value() == dt.value());
+  CHECK(st.value().blob_path(df.value()));  // the capture's bundle is still there, by digest
+
+  auto rep = st.value().fsck();
+  REQUIRE(rep);
+  REQUIRE(rep.value().errors.size() == 1);
+  const std::string& e = rep.value().errors[0];
+  CHECK(e.find("names " + dt.value()) != std::string::npos);
+  CHECK(e.find(df.value() + " holds another file under the same id") != std::string::npos);
+  CHECK(rep.value().unindexed == 1);
+
+  // Promotion is the explicit act that indexes a stored bundle.
+  REQUIRE(st.value().promote(df.value()));
+  CHECK(id_entry(dir, 0x77) == df.value());
+  CHECK_FALSE(st.value().promote("sha256:" + std::string(64, 'a')));
+}
+
+TEST_CASE("a store another user owns or others may write is refused, naming the directory", "[bundle-store]") {
+  const std::string dir = temp_dir() + "/s";
+  REQUIRE(BundleStore::open(dir, true));
+  REQUIRE(chmod((dir + "/ids/linux/elf-build-id").c_str(), 0777) == 0);
+  auto r = BundleStore::open(dir, false);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find(dir + "/ids/linux/elf-build-id' is writable by everyone") != std::string::npos);
+  REQUIRE(chmod((dir + "/ids/linux/elf-build-id").c_str(), 0755) == 0);
+  REQUIRE(chmod(dir.c_str(), 0775) == 0);
+  r = BundleStore::open(dir, false);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("writable by its group") != std::string::npos);
+  REQUIRE(chmod(dir.c_str(), 0755) == 0);
+  CHECK(BundleStore::open(dir, false));
+  if (geteuid() == 0) {  // a store owned by nobody, opened by root
+    REQUIRE(chown(dir.c_str(), 65534, 65534) == 0);
+    r = BundleStore::open(dir, false);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("belongs to uid 65534") != std::string::npos);
+  }
 }

@@ -162,6 +162,34 @@ TEST_CASE("bundle C ABI: every truncation and byte flip of a bundle is an error 
   CHECK(opened < bytes.size());
 }
 
+TEST_CASE("bundle C ABI: put_blob stores by content only, promote indexes", "[capi-bundle]") {
+  const std::string dir = temp_dir() + "/store";
+  sprov_bundle_store* s = nullptr;
+  REQUIRE(sprov_bundle_store_open(dir.c_str(), SPROV_BUNDLE_STORE_CREATE, &s) == 0);
+  const auto bytes = known_bundle();
+  char digest[SPROV_DIGEST_STRLEN], found[SPROV_DIGEST_STRLEN];
+  REQUIRE(sprov_bundle_store_put_blob(s, bytes.data(), bytes.size(), digest, sizeof digest) == 0);
+  std::string ab;
+  for (int i = 0; i < 20; ++i) ab += "ab";
+  CHECK(sprov_bundle_store_find(s, SPROV_BUNDLE_ID_ELF_BUILD_ID, ab.c_str(), found, sizeof found) == SPROV_ERR_NOT_FOUND);
+  sprov_bundle* b = nullptr;
+  REQUIRE(sprov_bundle_open_digest(s, digest, &b) == 0);  // found by its digest
+  sprov_bundle_free(b);
+  char* report = nullptr;
+  size_t errors = 99;
+  REQUIRE(sprov_bundle_store_fsck(s, &report, nullptr, &errors) == 0);
+  CHECK(errors == 0);
+  CHECK(std::string(report) ==
+        "checked 1 blobs, 1 modules, 0 id entries, 0 sidecars; 1 modules stored by content only (not indexed)\n");
+  sprov_free(report);
+  REQUIRE(sprov_bundle_store_promote(s, digest) == 0);
+  REQUIRE(sprov_bundle_store_find(s, SPROV_BUNDLE_ID_ELF_BUILD_ID, ab.c_str(), found, sizeof found) == 0);
+  CHECK(std::string(found) == digest);
+  const std::string ghost = "sha256:" + std::string(64, '0');
+  CHECK(sprov_bundle_store_promote(s, ghost.c_str()) == SPROV_ERR_NOT_FOUND);
+  sprov_bundle_store_free(s);
+}
+
 TEST_CASE("bundle C ABI: store put/find/blob/sidecars/fsck", "[capi-bundle]") {
   const std::string dir = temp_dir() + "/store";
   sprov_bundle_store* s = nullptr;

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+// map_file: guarded file mappings (a registry of mapped ranges and a chaining SIGBUS handler) and
+// the module file size bound.
+#include "core/mapped_file.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace stackprov {
+
+namespace {
+
+/// One registered mapping. A slot is claimed by a CAS of `begin` from 0 to kClaimed; `end` is
+/// stored before `begin` is published, so the handler never sees a half-written range.
+struct Slot {
+  std::atomic<uintptr_t> begin{0};
+  std::atomic<uintptr_t> end{0};
+  std::atomic<uint32_t> faulted{0};
+};
+constexpr uintptr_t kClaimed = 1;
+constexpr size_t kSlots = 8192;  // mappings at once; past that, files are copied (FileGuard::kCopy)
+Slot g_slots[kSlots];
+std::atomic<uint64_t> g_faults{0};
+std::atomic<int> g_guard{-1};           // -1: not decided yet
+std::atomic<uint64_t> g_max_bytes{0};   // 0: not decided yet
+struct sigaction g_previous;
+size_t g_page = 4096;
+std::once_flag g_install_once;
+bool g_installed = false;
+
+void on_sigbus(int sig, siginfo_t* info, void* uctx) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+  // BUS_ADRERR is what a mapping past the end of its file raises (mm/filemap.c: VM_FAULT_SIGBUS).
+  if (info->si_code == BUS_ADRERR) {
+    for (Slot& s : g_slots) {
+      const uintptr_t b = s.begin.load(std::memory_order_acquire);
+      if (b <= kClaimed || a < b || a >= s.end.load(std::memory_order_relaxed)) continue;
+      void* page = reinterpret_cast<void*>(a & ~(static_cast<uintptr_t>(g_page) - 1));
+      if (mmap(page, g_page, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+        break;  // cannot repair: fall through to the previous handler
+      s.faulted.store(1, std::memory_order_relaxed);
+      g_faults.fetch_add(1, std::memory_order_relaxed);
+      return;  // the access is retried and reads zeros
+    }
+  }
+  // Not ours: the handler installed before ours, else the default action.
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction != nullptr) {
+      g_previous.sa_sigaction(sig, info, uctx);
+      return;
+    }
+  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    g_previous.sa_handler(sig);
+    return;
+  }
+  // SIG_DFL (or SIG_IGN, which a fault cannot honour): restore it and return; the faulting
+  // access runs again and the kernel applies the default action (a core dump at the right place).
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGBUS, &dfl, nullptr);
+}
+
+bool install_handler() {
+  std::call_once(g_install_once, [] {
+    const long p = sysconf(_SC_PAGESIZE);
+    if (p > 0) g_page = static_cast<size_t>(p);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    g_installed = sigaction(SIGBUS, &sa, &g_previous) == 0;
+  });
+  return g_installed;
+}
+
+Slot* claim_slot() {
+  for (Slot& s : g_slots) {
+    uintptr_t z = 0;
+    if (s.begin.load(std::memory_order_relaxed) == 0 &&
+        s.begin.compare_exchange_strong(z, kClaimed, std::memory_order_acq_rel))
+      return &s;
+  }
+  return nullptr;
+}
+
+Slot* find_slot(const void* base) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(base);
+  for (Slot& s : g_slots)
+    if (s.begin.load(std::memory_order_acquire) == b) return &s;
+  return nullptr;
+}
+
+Result<void*> copy_file(int fd, size_t len, const std::string& path) {
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return make_error(-errno, "%s: cannot allocate %zu bytes: %s", path.c_str(), len, strerror(errno));
+  size_t off = 0;
+  while (off < len) {
+    const ssize_t n = pread(fd, static_cast<char*>(m) + off, len - off, static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the file shrank: the rest stays zero, as a guarded mapping would read
+    off += static_cast<size_t>(n);
+  }
+  if (off < len) {
+    g_faults.fetch_add(1, std::memory_order_relaxed);
+  }
+  return m;
+}
+
+}  // namespace
+
+void set_file_guard(FileGuard g) { g_guard.store(static_cast<int>(g)); }
+
+FileGuard file_guard() {
+  int g = g_guard.load();
+  if (g < 0) {
+    const char* e = getenv("STACKPROV_FILE_GUARD");
+    g = static_cast<int>(e != nullptr && strcmp(e, "copy") == 0 ? FileGuard::kCopy : FileGuard::kSigbus);
+    int expected = -1;
+    if (!g_guard.compare_exchange_strong(expected, g)) g = expected;
+  }
+  return static_cast<FileGuard>(g);
+}
+
+Result<void*> map_file(int fd, size_t len, bool writable, const std::string& path) {
+  if (len == 0) return make_error(SPROV_ERR_INVALID_ARG, "%s: empty file", path.c_str());
+  if (file_guard() == FileGuard::kCopy || !install_handler()) return copy_file(fd, len, path);
+  Slot* slot = claim_slot();
+  if (slot == nullptr) return copy_file(fd, len, path);
+  void* m = mmap(nullptr, len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED) {
+    const int e = errno;
+    slot->begin.store(0, std::memory_order_release);
+    return make_error(-e, "%s: mmap: %s", path.c_str(), strerror(e));
+  }
+  slot->faulted.store(0, std::memory_order_relaxed);
+  slot->end.store(reinterpret_cast<uintptr_t>(m) + len, std::memory_order_relaxed);
+  slot->begin.store(reinterpret_cast<uintptr_t>(m), std::memory_order_release);
+  return m;
+}
+
+void unmap_file(void* base, size_t len) {
+  if (base == nullptr) return;
+  if (Slot* s = find_slot(base)) {
+    s->begin.store(kClaimed, std::memory_order_release);
+    s->end.store(0, std::memory_order_relaxed);
+    munmap(base, len);
+    s->begin.store(0, std::memory_order_release);
+    return;
+  }
+  munmap(base, len);
+}
+
+bool file_map_faulted(const void* base) {
+  const Slot* s = find_slot(base);
+  return s != nullptr && s->faulted.load(std::memory_order_relaxed) != 0;
+}
+
+uint64_t file_fault_count() { return g_faults.load(std::memory_order_relaxed); }
+
+uint64_t max_file_bytes() {
+  uint64_t n = g_max_bytes.load();
+  if (n == 0) {
+    n = uint64_t{4} << 30;
+    if (const char* e = getenv("STACKPROV_MAX_FILE_SIZE"); e != nullptr && *e) {
+      char* end = nullptr;
+      const unsigned long long v = strtoull(e, &end, 10);
+      if (end != nullptr && *end == '\0' && v > 0) n = v;
+    }
+    uint64_t expected = 0;
+    if (!g_max_bytes.compare_exchange_strong(expected, n)) n = expected;
+  }
+  return n;
+}
+
+void set_max_file_bytes(uint64_t n) { g_max_bytes.store(n == 0 ? uint64_t{4} << 30 : n); }
+
+Status check_file_size(const std::string& path, uint64_t size) {
+  const uint64_t limit = max_file_bytes();
+  if (size <= limit) return {};
+  return make_error(SPROV_ERR_LIMIT,
+                    "%s is %llu bytes, above the limit of %llu bytes for a module or debug file "
+                    "(raise it with STACKPROV_MAX_FILE_SIZE or sprov_set_max_file_size)",
+                    path.c_str(), static_cast<unsigned long long>(size), static_cast<unsigned long long>(limit));
+}
+
+}  // namespace stackprov
