@@ -198,6 +198,9 @@ class BundleReader {
   /// The raw range records of a module in file order (depth, start), for export and tests.
   Result<std::vector<RangeRecord>> ranges(size_t module) const;
 
+  /// Whether the bundle file shrank while mapped (another user truncated it): the bytes past
+  /// its new end read as zeros (core/mapped_file.hpp), so answers read from them are not its.
+  bool file_changed() const;
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
 

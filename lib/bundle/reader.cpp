@@ -617,6 +617,8 @@ Result<BundleReader> BundleReader::open_file(const std::string& path) {
   return rd;
 }
 
+bool BundleReader::file_changed() const { return map_ != nullptr && file_map_faulted(map_); }
+
 const ModuleView* BundleReader::find_module(IdKind kind, std::span<const uint8_t> id) const {
   auto it = std::lower_bound(modules_.begin(), modules_.end(), 0, [&](const ModuleView& v, int) {
     if (v.id_kind != kind) return v.id_kind < kind;

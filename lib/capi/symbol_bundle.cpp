@@ -366,6 +366,9 @@ SPROV_API int sprov_bundle_lookup(const sprov_bundle* b, size_t module, uint64_t
     if (int rc = check_module(b, module)) return rc;
     if (!out) return fail(null_arg("out"));
     auto chain = b->reader->lookup(module, addr);
+    if (b->reader->file_changed())  // whatever it answered came from zeros, not the file
+      return fail(make_error(SPROV_ERR_IO, "the file of bundle %s was truncated while mapped: no answer is given from it",
+                             b->digest.c_str()));
     if (!chain) return fail(chain.error());
     const auto& v = chain.value();  // outermost first
     // One block: the chain header, the frames, then the NUL-terminated strings.

@@ -109,8 +109,12 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
 }
 
 Result<int> open_lock_file(const std::string& path, unsigned timeout_ms, unsigned mode) {
-  // O_NOFOLLOW: a symlink planted at the fixed name fails (ELOOP) instead of creating or locking
-  // its target; O_NONBLOCK: a FIFO planted there does not block the open.
+  // O_NOFOLLOW: a symlink planted at the fixed name fails (ELOOP, or EACCES in a sticky
+  // directory) instead of creating or locking its target; O_NONBLOCK: a FIFO planted there does
+  // not block the open. The lstat first only words the refusal.
+  struct stat lst;
+  if (lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+    return make_error(-ELOOP, "lock file '%s' is a symbolic link: refused", path.c_str());
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
   if (fd < 0) {
     const int e = errno;

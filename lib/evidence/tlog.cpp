@@ -45,7 +45,7 @@ struct LockFile {
 
 // Writers hold DIR/lock for a few milliseconds; one that waits longer than this is facing a
 // lock held by someone else (doc/hardening.md, attack 5) and gives up with an error naming it.
-constexpr unsigned kLockTimeoutMs = 30000;
+constexpr unsigned kLockTimeoutMs = 10000;
 
 Status lock_log(const std::string& dir, LockFile& lk) {
   auto fd = open_lock_file(dir + "/lock", kLockTimeoutMs, 0644);

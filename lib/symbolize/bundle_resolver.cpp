@@ -153,6 +153,9 @@ Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_
   if (found_bundle) *found_bundle = true;
   const OpenBundle& b = *ref.value().bundle;
   auto chain = b.reader.lookup(ref.value().module, addr);
+  if (b.reader.file_changed())
+    return make_error(SPROV_ERR_IO, "bundle %s ('%s') was truncated while mapped: no answer is given from it",
+                      b.digest.c_str(), b.path.c_str());
   if (!chain)
     return make_error(chain.error().code, "bundle %s: %s", b.digest.c_str(), chain.error().message.c_str());
   if (chain.value().empty()) return false;

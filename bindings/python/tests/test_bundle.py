@@ -55,7 +55,14 @@ def test_build_equals_cli_bundle_build(tmp_path):
     assert [(m.id_kind, m.id, m.name, m.sha256_file) for m in b.modules] == sorted(
         ("elf-build-id", build_id(p), os.path.basename(p), sha256_file(p)) for p in paths)
     # save() writes the same bytes; open() and from_bytes() read them back
+    # a symlink planted at the old fixed temp name (PATH.tmp<pid>) and at PATH itself is never
+    # written through (doc/hardening.md attack 5): the victim keeps its bytes
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    os.symlink(str(victim), str(tmp_path / ("py.sbundle.tmp%d" % os.getpid())))
+    os.symlink(str(victim), str(tmp_path / "py.sbundle"))
     b.save(str(tmp_path / "py.sbundle"))
+    assert victim.read_text() == "precious\n" and not os.path.islink(str(tmp_path / "py.sbundle"))
     assert sha256_file(str(tmp_path / "py.sbundle")) == b.digest[7:]
     assert stackprov.Bundle.open(str(out)).digest == b.digest
     assert stackprov.Bundle.from_bytes(out.read_bytes()).digest == b.digest

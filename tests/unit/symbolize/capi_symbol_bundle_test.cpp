@@ -260,3 +260,44 @@ TEST_CASE("bundle C ABI: store put/find/blob/sidecars/fsck", "[capi-bundle]") {
   sprov_free(path);
   sprov_bundle_store_free(s);
 }
+
+// Attack 4 (doc/hardening.md): another user truncates a bundle file the library has mapped. The
+// old reader died of SIGBUS at the next lookup; now the lookup is an error naming the bundle.
+TEST_CASE("bundle C ABI: a bundle file truncated after open gives an error, not SIGBUS", "[capi-bundle]") {
+  bundle::BundleContents c;
+  bundle::ModuleContents m;
+  m.id = {bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, 0x5e)};
+  m.name = "big.so";
+  for (int i = 0; i < 6000; ++i) {  // records over many pages
+    bundle::RangeRecord r;
+    r.start = 0x1000 + 0x40 * static_cast<uint64_t>(i);
+    r.length = 0x40;
+    r.function = "function_number_" + std::to_string(i);
+    r.file = "file_" + std::to_string(i % 97) + ".c";
+    r.line = static_cast<uint32_t>(i + 1);
+    m.ranges.push_back(r);
+  }
+  c.modules.push_back(std::move(m));
+  auto bytes = bundle::write_bundle(c);
+  REQUIRE(bytes);
+  REQUIRE(bytes.value().size() > 64 * 1024);
+  const std::string path = temp_dir() + "/big.sbundle";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.value().data()), static_cast<std::streamsize>(bytes.value().size()));
+  sprov_bundle* b = nullptr;
+  REQUIRE(sprov_bundle_open_file(path.c_str(), &b) == 0);
+  REQUIRE(truncate(path.c_str(), 4096) == 0);
+  sprov_bundle_chain* chain = nullptr;
+  const int rc = sprov_bundle_lookup(b, 0, 0x1000 + 0x40 * 5000 + 4, &chain);
+  CHECK(rc == SPROV_ERR_IO);
+  CHECK(std::string(sprov_last_error_message()).find("was truncated while mapped") != std::string::npos);
+  sprov_free(chain);
+  sprov_bundle_free(b);
+  // The same lookup on the whole file names the record written above (the independent answer).
+  REQUIRE(sprov_bundle_open_buf(bytes.value().data(), bytes.value().size(), &b) == 0);
+  REQUIRE(sprov_bundle_lookup(b, 0, 0x1000 + 0x40 * 5000 + 4, &chain) == 0);
+  REQUIRE(chain->count == 1);
+  CHECK(std::string(chain->frames[0].function) == "function_number_5000");
+  sprov_free(chain);
+  sprov_bundle_free(b);
+}
