@@ -17,15 +17,18 @@ namespace stackprov {
 
 namespace {
 
-/// One registered mapping. A slot is claimed by a CAS of `begin` from 0 to kClaimed; `end` is
-/// stored before `begin` is published, so the handler never sees a half-written range.
+/// One registered mapping. A slot is claimed by a CAS of `begin` from free (0) or a tombstone to
+/// kClaimed; `end` is stored before `begin` is published, so the handler never sees a half-written
+/// range. Slots form an open-addressed table keyed by the mapping's base (probing from
+/// slot_of(base), at most kProbe slots), so that finding a mapping's slot costs a few loads.
 struct Slot {
   std::atomic<uintptr_t> begin{0};
   std::atomic<uintptr_t> end{0};
   std::atomic<uint32_t> faulted{0};
 };
-constexpr uintptr_t kClaimed = 1;
+constexpr uintptr_t kClaimed = 1, kTombstone = 2, kLastMarker = 2;
 constexpr size_t kSlots = 8192;  // mappings at once; past that, files are copied (FileGuard::kCopy)
+constexpr size_t kProbe = 64;
 Slot g_slots[kSlots];
 std::atomic<uint64_t> g_faults{0};
 std::atomic<int> g_guard{-1};           // -1: not decided yet
@@ -41,7 +44,7 @@ void on_sigbus(int sig, siginfo_t* info, void* uctx) {
   if (info->si_code == BUS_ADRERR) {
     for (Slot& s : g_slots) {
       const uintptr_t b = s.begin.load(std::memory_order_acquire);
-      if (b <= kClaimed || a < b || a >= s.end.load(std::memory_order_relaxed)) continue;
+      if (b <= kLastMarker || a < b || a >= s.end.load(std::memory_order_relaxed)) continue;
       void* page = reinterpret_cast<void*>(a & ~(static_cast<uintptr_t>(g_page) - 1));
       if (mmap(page, g_page, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
         break;  // cannot repair: fall through to the previous handler
@@ -83,20 +86,28 @@ bool install_handler() {
   return g_installed;
 }
 
-Slot* claim_slot() {
-  for (Slot& s : g_slots) {
-    uintptr_t z = 0;
-    if (s.begin.load(std::memory_order_relaxed) == 0 &&
-        s.begin.compare_exchange_strong(z, kClaimed, std::memory_order_acq_rel))
-      return &s;
+size_t slot_of(uintptr_t base) { return static_cast<size_t>((base >> 12) * 0x9E3779B97F4A7C15ull >> 51) % kSlots; }
+
+Slot* claim_slot(uintptr_t base) {
+  for (size_t i = 0, k = slot_of(base); i < kProbe; ++i, k = (k + 1) % kSlots) {
+    Slot& s = g_slots[k];
+    for (uintptr_t was : {uintptr_t{0}, kTombstone}) {
+      uintptr_t expected = was;
+      if (s.begin.load(std::memory_order_relaxed) == was &&
+          s.begin.compare_exchange_strong(expected, kClaimed, std::memory_order_acq_rel))
+        return &s;
+    }
   }
   return nullptr;
 }
 
 Slot* find_slot(const void* base) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(base);
-  for (Slot& s : g_slots)
-    if (s.begin.load(std::memory_order_acquire) == b) return &s;
+  for (size_t i = 0, k = slot_of(b); i < kProbe; ++i, k = (k + 1) % kSlots) {
+    const uintptr_t v = g_slots[k].begin.load(std::memory_order_acquire);
+    if (v == b) return &g_slots[k];
+    if (v == 0) return nullptr;  // the end of this probe chain
+  }
   return nullptr;
 }
 
@@ -134,13 +145,16 @@ FileGuard file_guard() {
 Result<void*> map_file(int fd, size_t len, bool writable, const std::string& path) {
   if (len == 0) return make_error(SPROV_ERR_INVALID_ARG, "%s: empty file", path.c_str());
   if (file_guard() == FileGuard::kCopy || !install_handler()) return copy_file(fd, len, path);
-  Slot* slot = claim_slot();
-  if (slot == nullptr) return copy_file(fd, len, path);
+  // Nothing touches the mapping before its slot is published: no fault can come before.
   void* m = mmap(nullptr, len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
   if (m == MAP_FAILED) {
     const int e = errno;
-    slot->begin.store(0, std::memory_order_release);
     return make_error(-e, "%s: mmap: %s", path.c_str(), strerror(e));
+  }
+  Slot* slot = claim_slot(reinterpret_cast<uintptr_t>(m));
+  if (slot == nullptr) {  // the table is full around this address: an unguarded mapping is no option
+    munmap(m, len);
+    return copy_file(fd, len, path);
   }
   slot->faulted.store(0, std::memory_order_relaxed);
   slot->end.store(reinterpret_cast<uintptr_t>(m) + len, std::memory_order_relaxed);
@@ -154,7 +168,7 @@ void unmap_file(void* base, size_t len) {
     s->begin.store(kClaimed, std::memory_order_release);
     s->end.store(0, std::memory_order_relaxed);
     munmap(base, len);
-    s->begin.store(0, std::memory_order_release);
+    s->begin.store(kTombstone, std::memory_order_release);  // keeps later probe chains whole
     return;
   }
   munmap(base, len);
