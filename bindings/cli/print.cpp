@@ -123,10 +123,8 @@ SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i
   out.name = phys.name ? phys.name : "";
   out.has_start = phys.has_start_address != 0;
   out.start = phys.start_address;
-  // Source lines and inline chains come from DWARF, a bundle or a Go pclntab only.
-  if (info.resolver != SPROV_RESOLVER_DWARF && info.resolver != SPROV_RESOLVER_BUNDLE &&
-      info.resolver != SPROV_RESOLVER_GOPCLNTAB)
-    return out;
+  // Source lines and inline chains: the library's one rule (sprov_resolver_gives_lines).
+  if (!sprov_resolver_gives_lines(info.resolver)) return out;
   out.have = phys.file != nullptr && *phys.file;
   out.file = phys.file ? phys.file : "";
   out.line = phys.line;

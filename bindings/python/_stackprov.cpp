@@ -235,8 +235,7 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
         f.bundle = str(info.bundle_digest);
         std::vector<InlineFrame> chain = inline_chain(sym, info);
         f.resolved_function = chain.back().function;
-        if (resolver == SPROV_RESOLVER_DWARF || resolver == SPROV_RESOLVER_BUNDLE ||
-            resolver == SPROV_RESOLVER_GOPCLNTAB) {  // as the CLI: lines and inline chains
+        if (sprov_resolver_gives_lines(resolver)) {  // the library's one rule, as the CLI
           const InlineFrame& phys = chain.back();
           if (!phys.file.empty()) {
             f.file = phys.file;

@@ -549,6 +549,9 @@ enum sprov_resolver {
   SPROV_RESOLVER_PERFMAP = 7,  /* a JIT's /tmp/perf-PID.map (doc/runtime-frames.md "JIT code") */
 };
 SPROV_API const char* sprov_resolver_name(int resolver);
+/* 1 when a frame this resolver named carries source lines and an inline chain (DWARF, debuginfod,
+ * a bundle, a Go pclntab), else 0: the one rule `stack`, Python and traces describe frames by. */
+SPROV_API int sprov_resolver_gives_lines(int resolver);
 
 struct sprov_symbolizer_opts {
   size_t sz;

@@ -14,6 +14,7 @@ SPROV_API const char* sprov_strerror(int err) { return error_message(err); }
 SPROV_API int sprov_last_error(void) { return last_error_code(); }
 SPROV_API const char* sprov_last_error_message(void) { return last_error_message(); }
 SPROV_API void sprov_free(void* p) { std::free(p); }
+SPROV_API int sprov_resolver_gives_lines(int resolver) { return capi::resolver_gives_lines(resolver) ? 1 : 0; }
 
 SPROV_API const char* sprov_method_name(int method) {
   switch (method) {

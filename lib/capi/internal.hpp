@@ -213,6 +213,13 @@ int check_opts(const T* opts, size_t known, const char* type_name) {
   ((opts) != nullptr && (opts)->sz >= SPROV_OFFSETOFEND(struct TYPE, FIELD))
 #define SPROV_OPTS_GET(opts, TYPE, FIELD, DEF) (SPROV_OPTS_HAS(opts, TYPE, FIELD) ? (opts)->FIELD : (DEF))
 
+/// Whether frames named by `resolver` (enum sprov_resolver) carry file:line and inline chains:
+/// the one rule behind sprov_resolver_gives_lines, the CLI, Python and traces.
+constexpr bool resolver_gives_lines(int resolver) noexcept {
+  return resolver == SPROV_RESOLVER_DWARF || resolver == SPROV_RESOLVER_DEBUGINFOD ||
+         resolver == SPROV_RESOLVER_BUNDLE || resolver == SPROV_RESOLVER_GOPCLNTAB;
+}
+
 /// Records `err` as the thread's last error and returns its code.
 inline int fail(const Error& err) {
   set_last_error(err);

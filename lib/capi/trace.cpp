@@ -276,7 +276,9 @@ Result<std::vector<std::string>> store_bundles_for(trace::Store& s, const std::v
 
 bool frame_covered(const trace::Frame& f) {
   if (f.symbol.empty()) return false;
-  const bool dwarf_class = f.resolver == "bundle" || f.resolver == "dwarf" || f.resolver.rfind("debuginfod", 0) == 0;
+  // A frame whose resolver gives lines is covered only with them (resolver_gives_lines).
+  const bool dwarf_class = f.resolver == "bundle" || f.resolver == "dwarf" || f.resolver.rfind("debuginfod", 0) == 0 ||
+                           f.resolver == "gopclntab";
   return !dwarf_class || (!f.file.empty() && f.line != 0);
 }
 
@@ -346,10 +348,8 @@ trace::Frame to_trace_frame(sprov_symbolizer* sym, const sprov_stack* stack, siz
   const sprov_symbol_frame& phys = chain.back();
   f.symbol = phys.name ? phys.name : "";
   if (phys.has_start_address && f.module_offset >= phys.start_address) f.symbol_offset = f.module_offset - phys.start_address;
-  // Source lines and inline chains come from DWARF-derived data only (dwarf, debuginfod, bundle).
-  if (info.resolver != SPROV_RESOLVER_DWARF && info.resolver != SPROV_RESOLVER_BUNDLE &&
-      info.resolver != SPROV_RESOLVER_DEBUGINFOD)
-    return f;
+  // Source lines and inline chains: the one rule (dwarf, debuginfod, bundle, gopclntab).
+  if (!resolver_gives_lines(info.resolver)) return f;
   f.file = phys.file ? phys.file : "";
   f.line = phys.line;
   f.column = phys.column;

@@ -49,6 +49,57 @@ def go_traces(text):
     return out
 
 
+def go_trace_lines(text):
+    """{goroutine id: [(function, file basename, line), ...]} from a runtime traceback, innermost first:
+    each frame's "\tFILE:LINE +0x.." line after its function line."""
+    out, cur, fn = {}, None, None
+    for line in text.splitlines():
+        m = re.match(r"^goroutine (\d+) \[", line)
+        if m:
+            cur, fn = out.setdefault(int(m.group(1)), []), None
+            continue
+        if not line:
+            cur = None
+            continue
+        if cur is None or line.startswith("created by"):
+            fn = None
+            continue
+        m = re.match(r"^(\S.*)\(([^()]*)\)$", line)
+        if m:
+            fn = m.group(1)
+            continue
+        m = re.match(r"^\t(\S+):(\d+)( |$)", line)
+        if m and fn is not None:
+            cur.append((fn, os.path.basename(m.group(1)), int(m.group(2))))
+            fn = None
+    return out
+
+
+def trace_show_frames(stackprov, work, core, exe):
+    """{tid: [(function, file basename, line), ...]} of a trace captured from `core` (trace-show --json:
+    each frame's inlined functions, innermost first, then the physical one)."""
+    db = os.path.join(work, "go-trace.db")
+    if os.path.exists(db):
+        os.unlink(db)
+    r = subprocess.run([stackprov, "trace-capture", "--core", core, "--exe", exe, "--store", "sqlite:" + db],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        sys.exit("trace-capture --core: exit %d: %s" % (r.returncode, r.stderr))
+    tid = r.stdout.strip()
+    r = subprocess.run([stackprov, "trace-show", tid, "--store", "sqlite:" + db, "--json"], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        sys.exit("trace-show: exit %d: %s" % (r.returncode, r.stderr))
+    out = {}
+    for f in json.loads(r.stdout)["frames"]:  # in thread order, innermost frame first
+        rows = out.setdefault(f["tid"], [])
+        chain = f.get("inline", [])  # outermost first, each at its own position; the physical
+        for i in reversed(range(len(chain))):  # frame's line is the outermost call site
+            rows.append((chain[i]["function"], os.path.basename(chain[i]["file"]), chain[i]["line"]))
+        rows.append((f.get("symbol") or "", os.path.basename(f.get("file") or ""), f.get("line") or 0))
+    return out
+
+
 def our_threads(js):
     """{tid: [function, ...]} from `stack --json`: inlined functions first, then the physical one."""
     out = {}
@@ -164,6 +215,7 @@ def main():
     try:
         traces = go_traces(r.stderr)
         js = stack_json(args.stackprov, ["--core", core, "--exe", fx])
+        trace_frames = trace_show_frames(args.stackprov, args.work, core, fx)
     finally:
         os.unlink(core)
     ours = our_threads(js)
@@ -176,6 +228,16 @@ def main():
         bad.append("core: crashing thread %s from runtime.sigpanic: ours %s, runtime's %s" % (crash_tid, got, want))
     else:
         print("core thread %d = goroutine 1: %s" % (crash_tid, " <- ".join(got)))
+    # 3. The same core as a trace (trace-capture --core, trace-show --json): the crashing thread's
+    # main.* frames carry the file:line the runtime's traceback prints for goroutine 1 (the
+    # gopclntab resolver gives lines in traces as in `stack`: the one rule of
+    # sprov_resolver_gives_lines; before it, trace frames named by gopclntab had none).
+    want_lines = [fl for fl in go_trace_lines(r.stderr).get(1, []) if fl[0].startswith("main.")]
+    got_lines = [fl for fl in trace_frames.get(crash_tid, []) if fl[0].startswith("main.")]
+    if not want_lines or got_lines != want_lines:
+        bad.append("trace: crashing thread's main.* frames: ours %s, runtime's %s" % (got_lines, want_lines))
+    else:
+        print("trace thread %d: %s" % (crash_tid, ", ".join("%s %s:%d" % fl for fl in got_lines)))
     # The spinner was preempted by the crash (switched out through runtime.mcall onto the main thread's g0
     # stack, below which no frame pointer leads back up to it): only the threads that do end in goexit count.
     check_threads(ours, traces, "core", bad, ["main.main"])

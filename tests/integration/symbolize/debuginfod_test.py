@@ -42,6 +42,60 @@ def ours(stackprov, obj, addrs, env):
     return [json.loads(l) for l in out.splitlines() if l.strip()], time.time() - t0
 
 
+def gcore_at(work, binary, function):
+    """A core of `binary` stopped at `function` (gdb: break, run, gcore); its path."""
+    core = os.path.join(work, "fixture.core")
+    cl.run(["gdb", "-q", "-batch", "-nx", "-ex", "break " + function, "-ex", "run", "-ex", "gcore " + core,
+            "--args", binary, "a", "b"])
+    return core
+
+
+def stack_frames_check(stackprov, work, stripped, bdir, url, bid):
+    """Frames named through debuginfod carry their file:line in `stack --json` and in Python's
+    stackprov.stack(), as in `symbolize` (the one rule of sprov_resolver_gives_lines; before it,
+    `stack` and Python dropped the lines of debuginfod frames). The fixture's frames of a core of
+    the stripped binary, against llvm-symbolizer-14 with the debug file under a build-id directory
+    (caller frames looked up at their return address - 1). Returns the failure count."""
+    core = gcore_at(work, stripped, "fixture::count_words")
+    env = dict(os.environ, DEBUGINFOD_URLS=url, DEBUGINFOD_CACHE_PATH=os.path.join(work, "cache-stack"),
+               DEBUGINFOD_TIMEOUT="10")
+    r = subprocess.run([stackprov, "stack", "--core", core, "--exe", stripped, "--json"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    frames = [f for t in json.loads(r.stdout)["threads"] for f in t["frames"] if f.get("module") == stripped]
+    py = subprocess.run([sys.executable, "-c", PY_STACK, core, stripped], capture_output=True, text=True, env=env,
+                        timeout=120, cwd=work)
+    failures = 0
+    pyframes = json.loads(py.stdout) if py.returncode == 0 else None
+    if pyframes is None:
+        print("FAIL: python stackprov.stack(core=...): %s" % py.stderr.strip()[-400:])
+        failures += 1
+    lookups = [int(f["module_offset"], 16) - (1 if f["index"] > 0 else 0) for f in frames]
+    ref = cl.symbolize([cl.LLVM], stripped, lookups, ["--debug-file-directory", bdir]) if lookups else []
+    want = [(x["Symbol"][-1]["FileName"], x["Symbol"][-1]["Line"]) for x in ref]  # the physical function's
+    got = [(f.get("file") or "", f.get("line") or 0) for f in frames]
+    # Frames with source (count_words, main) are named through debuginfod; crt code (_start) has no DWARF.
+    dbg = [f["resolver"] for f, w in zip(frames, want) if w[1]]
+    print("stack --core (debuginfod): %d fixture frames %s, resolvers of those with lines %s" %
+          (len(frames), got, sorted(set(dbg))))
+    if len(dbg) < 2 or set(dbg) != {"debuginfod"} or got != want:
+        print("FAIL: stack --json frames %s, llvm-symbolizer-14 %s" % (got, want))
+        failures += 1
+    if pyframes is not None and [[f or "", l or 0] for f, l in pyframes] != [list(w) for w in want]:
+        print("FAIL: Python frames (file, line) %s, llvm-symbolizer-14 %s" % (pyframes, want))
+        failures += 1
+    os.unlink(core)
+    return failures
+
+
+PY_STACK = """
+import json, sys
+import stackprov
+core, exe = sys.argv[1], sys.argv[2]
+t = stackprov.stack(core=core, exe=exe)[0]
+print(json.dumps([[f.file, f.line] for f in t.frames if f.module == exe]))
+"""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stackprov", required=True)
@@ -105,6 +159,7 @@ def main():
             if prov != {want}:
                 print("FAIL: provenance %s, expected %s" % (sorted(prov), want))
                 failures += 1
+        failures += stack_frames_check(args.stackprov, work, stripped, bdir, url, bid)
     finally:
         server.terminate()
         try:
