@@ -12,8 +12,10 @@
         server.stop()                # also on failure; removes its directory
 
 Debian's postgresql-15 binaries (initdb, pg_ctl) in a temporary directory under `work`:
-trust authentication, listening on 127.0.0.1 only at a free port, Unix sockets in its own
-directory (never /var/run/postgresql), fsync off (the tests kill clients, never the server).
+trust authentication, listening on 127.0.0.1 only at a free port, Unix sockets in a short
+directory of its own under /tmp (never /var/run/postgresql; a socket path must fit the 107 bytes
+of sun_path, which a clone at a long path would exceed), fsync off (the tests kill clients, never
+the server).
 initdb refuses to run as root: then the cluster belongs to `nobody` (runuser), and `work`
 must be reachable by it (its parents searchable; `work` itself is made mode 0755).
 """
@@ -57,13 +59,17 @@ class PgServer:
             os.chmod(self.dir, 0o755)
             shutil.chown(self.dir, "nobody", "nogroup")
             self.as_user = ["runuser", "-u", "nobody", "--"]
+        # The socket: "/tmp/pgs-XXXXXXXX/.s.PGSQL.<port>", whatever the length of `work`.
+        self.sockets = tempfile.mkdtemp(prefix="pgs-", dir="/tmp")
+        if self.as_user:
+            shutil.chown(self.sockets, "nobody", "nogroup")
         _run(self.as_user + [PG_BIN + "/initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync",
                              "-E", "UTF8", "--locale=C"])
         # fsync off: the tests kill clients, never the server
         _run(self.as_user + [PG_BIN + "/pg_ctl", "-D", self.data, "-w", "-t", "60", "-l",
                              os.path.join(self.dir, "log"), "-o",
                              "-h 127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=%d"
-                             % (self.port, self.dir, max_connections),
+                             % (self.port, self.sockets, max_connections),
                              "start"])
 
     def url(self, dbname):
@@ -86,6 +92,7 @@ class PgServer:
         subprocess.run(self.as_user + [PG_BIN + "/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop"],
                        capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     def __enter__(self):
         return self
