@@ -20,11 +20,11 @@ Calls into the library release the GIL. Errors are stackprov.Error subclasses wi
 error code) and .message; a pid that does not exist raises ProcessLookupError and a target one may
 not ptrace PermissionError (both also stackprov.Error).
 """
-import contextlib
-import json
-import os
-import re
-import threading
+import contextlib as _contextlib
+import json as _json
+import os as _os
+import re as _re
+import threading as _threading
 
 from . import _stackprov
 from ._errors import (AccessDeniedError, BuildIdMismatchError, CaptureError, Error, FileMissingError,
@@ -85,7 +85,7 @@ def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=F
                          short_names=short_names, demangle=demangle)
 
 
-_local = threading.local()
+_local = _threading.local()
 
 
 def _thread_symbolizer():
@@ -97,7 +97,7 @@ def _thread_symbolizer():
     return sym
 
 
-@contextlib.contextmanager
+@_contextlib.contextmanager
 def _trace_store(store, existing=False):
     """`store` as a TraceStore: the object itself, or one opened from a URL (None: the default
     store) and closed on exit. existing=True: an sqlite:PATH whose file does not exist is refused
@@ -109,7 +109,7 @@ def _trace_store(store, existing=False):
         raise InvalidArgumentError("invalid store %r (expected a TraceStore or a URL: sqlite:PATH, "
                                    "postgresql://...)" % (store,), _INVALID_ARG)
     if existing and store and store.startswith("sqlite:") and not store.startswith("sqlite://") \
-            and not os.path.exists(store[7:]):
+            and not _os.path.exists(store[7:]):
         raise FileMissingError("trace store '%s': %s does not exist" % (store, store[7:]), -2)
     ts = TraceStore(store)
     try:
@@ -119,7 +119,7 @@ def _trace_store(store, existing=False):
 
 
 _INVALID_ARG = -4000
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_UUID = _re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 def _trace_id(trace_id):
@@ -156,19 +156,19 @@ def trace_capture(pid=None, core=None, exe=None, *, store=None, bundle=False, ma
 def trace_get(trace_id, *, store=None):
     """The stored trace as a dict (the trace.capture event of doc/traces.md "Events")."""
     with _trace_store(store) as ts:
-        return json.loads(ts.get_json(trace_id))
+        return _json.loads(ts.get_json(trace_id))
 
 
 def trace_list(*, store=None, limit=0):
     """[{"trace_id", "platform", "arch", "captured_at", "build_id", "frames"}], oldest first."""
     with _trace_store(store) as ts:
-        return json.loads(ts.list_json(limit))
+        return _json.loads(ts.list_json(limit))
 
 
 def trace_replays(trace_id, *, store=None):
     """The replays of a stored trace (replay.result events of doc/traces.md), oldest first."""
     with _trace_store(store, existing=True) as ts:
-        return [json.loads(line) for line in ts.replays_json(_trace_id(trace_id)).splitlines() if line.strip()]
+        return [_json.loads(line) for line in ts.replays_json(_trace_id(trace_id)).splitlines() if line.strip()]
 
 
 def _bundle_refs(bundles):
@@ -176,12 +176,12 @@ def _bundle_refs(bundles):
     for b in bundles:
         if isinstance(b, Bundle):
             b = b.digest
-        b = os.fspath(b)
+        b = _os.fspath(b)
         if b.startswith("sha256:"):
-            if not re.match(r"^sha256:[0-9a-f]{64}$", b):
+            if not _re.match(r"^sha256:[0-9a-f]{64}$", b):
                 raise InvalidArgumentError("invalid bundle '%s' (expected sha256:<64 lower-case hex> or a file)" % b,
                                            _INVALID_ARG)
-        elif not os.path.isfile(b):
+        elif not _os.path.isfile(b):
             raise FileMissingError("bundle '%s': no such file (expected sha256:<64 lower-case hex> or a file)" % b, -2)
         out.append(b)
     return out
@@ -199,13 +199,13 @@ def trace_resolve(trace_id, *, store=None, offline=False, bundles=(), context=No
     refs = _bundle_refs(bundles)
     ctx = context if context is not None else _stackprov._trace_context()
     with _trace_store(store, existing=True) as ts:
-        return json.loads(ts._resolve(ctx, tid, bool(offline), refs))
+        return _json.loads(ts._resolve(ctx, tid, bool(offline), refs))
 
 
 def _file_arg(what, path):
-    path = os.fspath(path)
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise FileMissingError("%s '%s': %s" % (what, path, "no such file" if not os.path.exists(path)
+    path = _os.fspath(path)
+    if not _os.path.isfile(path) or not _os.access(path, _os.R_OK):
+        raise FileMissingError("%s '%s': %s" % (what, path, "no such file" if not _os.path.exists(path)
                                                 else "not a readable file"), -2)
     return path
 
@@ -235,7 +235,7 @@ def trace_replay(trace_id, *, store=None, seeds=5, first_seed=1, min_coverage=No
     if min_success is not None and not (isinstance(min_success, (int, float)) and 0 <= min_success <= 1):
         raise InvalidArgumentError("invalid min_success %r (expected a ratio from 0 to 1)" % (min_success,),
                                    _INVALID_ARG)
-    kp = [_file_arg("key", k) for k in ([keys] if isinstance(keys, (str, os.PathLike)) else keys)]
+    kp = [_file_arg("key", k) for k in ([keys] if isinstance(keys, (str, _os.PathLike)) else keys)]
     root = _file_arg("trusted_root", trusted_root) if trusted_root is not None else None
     ctx = context if context is not None else _stackprov._trace_context()
     with _trace_store(store, existing=True) as ts:

@@ -103,3 +103,12 @@ def test_closed_objects_raise():
     sym.close()
     with pytest.raises(stackprov.InvalidArgumentError, match="Symbolizer is closed"):
         sym.symbolize("/bin/true", [0])
+
+
+def test_dir_lists_only_the_api():
+    # issue 36: dir(stackprov) listed the modules the package imports (contextlib, json, os, re,
+    # threading); the public names are __all__ and nothing is a module
+    import types
+    public = [n for n in dir(stackprov) if not n.startswith("_")]
+    assert not [n for n in public if isinstance(getattr(stackprov, n), types.ModuleType)]
+    assert sorted(public) == sorted(n for n in stackprov.__all__ if not n.startswith("_"))
