@@ -51,7 +51,7 @@ void exit_42(int, siginfo_t*, void*) { _exit(42); }
 
 }  // namespace
 
-TEST_CASE("a guarded mapping of a file truncated under it reads zeros and says so", "[mapped-file]") {
+TEST_CASE("a guarded mapping of a file truncated under it reads zeros and says so", "[mapped-file][sigbus]") {
   const std::string p = temp_file("f", 64 * 1024, 0xa5);
   const int fd = open(p.c_str(), O_RDONLY);
   REQUIRE(fd >= 0);
@@ -70,7 +70,7 @@ TEST_CASE("a guarded mapping of a file truncated under it reads zeros and says s
   unmap_file(m.value(), 64 * 1024);
 }
 
-TEST_CASE("an ElfImage whose file is truncated reports the change, without SIGBUS", "[mapped-file]") {
+TEST_CASE("an ElfImage whose file is truncated reports the change, without SIGBUS", "[mapped-file][sigbus]") {
   // A copy of this test program (an ELF file with section headers at its end).
   char tmpl[] = "/tmp/sprov-mapped-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
@@ -120,7 +120,7 @@ TEST_CASE("sigbus child", "[.sigbus-child]") {
 }
 
 TEST_CASE("a SIGBUS outside stackprov's mappings reaches the earlier handler or the default action",
-          "[mapped-file][sigbus-chain]") {
+          "[mapped-file][sigbus][sigbus-chain]") {
   for (const char* mode : {"embedder", "default"}) {
     const std::string p = temp_file("g", 64 * 1024, 1);
     const pid_t pid = fork();
