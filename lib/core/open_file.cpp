@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -104,6 +105,37 @@ int open_regular_file(const std::string& path, int* err) {
   if (fd < 0) *err = errno;
   close(pfd);
   return fd;
+}
+
+int stat_path(const std::string& path, struct stat* st) {
+  int64_t pid = 0;
+  std::string rest;
+  if (!split_proc_path(path, "root", &pid, &rest)) return ::stat(path.c_str(), st);
+  int err = 0;
+  const int fd = open_in_root(pid, rest, &err);
+  if (fd < 0) {
+    errno = err;
+    return -1;
+  }
+  const int rc = fstat(fd, st);
+  const int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}
+
+int statfs_path(const std::string& path, struct statfs* fs) {
+  int err = 0;
+  const int fd = open_regular_file(path, &err);
+  if (fd < 0) {
+    errno = err;
+    return -1;
+  }
+  const int rc = fstatfs(fd, fs);
+  const int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
 }
 
 std::string target_root_of(const std::string& path) {

@@ -4,6 +4,9 @@
 // inside the target's own root.
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/statfs.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +24,13 @@ namespace stackprov {
 /// symlinks and ".." stay inside its root and never reach the host's files (doc/hardening.md,
 /// attack 2). A kernel without openat2 (before 5.6) refuses such paths (ENOSYS).
 int open_regular_file(const std::string& path, int* err);
+
+/// stat(2) of `path` as open_regular_file resolves it: a target's "/proc/PID/root/REST" inside its
+/// root (its symlinks never followed onto the host, not even to stat a host file), else stat.
+/// 0, or -1 with errno set.
+int stat_path(const std::string& path, struct stat* st);
+/// statfs(2) of the file open_regular_file would open for `path`. 0, or -1 with errno set.
+int statfs_path(const std::string& path, struct statfs* fs);
 
 /// "/proc/PID/root" when `path` names a file of process PID through its root or its map_files
 /// ("/proc/PID/root/...", "/proc/PID/map_files/...") and that root is not this process's own

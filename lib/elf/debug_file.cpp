@@ -16,7 +16,7 @@ namespace stackprov::elf {
 namespace {
 
 bool is_regular_file(const std::string& p, struct stat* out) {
-  return stat(p.c_str(), out) == 0 && S_ISREG(out->st_mode);
+  return stat_path(p, out) == 0 && S_ISREG(out->st_mode);  // inside a target's root for its paths
 }
 
 std::string join(const std::string& a, const std::string& b) {
@@ -87,7 +87,7 @@ struct Search {
 Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
                                                   const DebugFileOptions& opts) {
   Search search{image, {}, {}, {}, {}, false};
-  search.have_self = stat(image.path().c_str(), &search.self_st) == 0;
+  search.have_self = stat_path(image.path(), &search.self_st) == 0;
   // A target's module (read through /proc/PID/root or map_files) has its debug files in the
   // target's root: the debug directories, like the binary's own directory, are looked up there,
   // never on the host (a forged build-id would name the host's debug file: doc/hardening.md).

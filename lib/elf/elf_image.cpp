@@ -499,7 +499,7 @@ Result<std::shared_ptr<ElfImage>> ElfImage::open(const std::string& path) {
   ImageReuseScope* reuse = t_reuse_scope;
   if (reuse != nullptr && !reuse->entries_.empty()) {
     struct stat known;
-    if (stat(path.c_str(), &known) == 0) {
+    if (stat_path(path, &known) == 0) {
       for (const ImageReuseScope::Entry& e : reuse->entries_)
         if (e.same_file(path, known)) return e.image;
     }

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "core/context.hpp"
+#include "core/open_file.hpp"
 #include "elf/core_file.hpp"
 #include "elf/elf_bytes.hpp"
 #include "elf/elf_image.hpp"
@@ -44,7 +45,9 @@ bool same_device(const elf::ElfImage& img, const MapsEntry& e) {
 bool device_may_differ(const std::string& path) {
   constexpr long kOverlayfsMagic = 0x794c7630, kBtrfsMagic = 0x9123683e;
   struct statfs fs;
-  return statfs(path.c_str(), &fs) == 0 && (fs.f_type == kOverlayfsMagic || fs.f_type == kBtrfsMagic);
+  // Of the file itself, resolved inside a target's root (statfs of the path would follow its
+  // symlinks from the host's root).
+  return statfs_path(path, &fs) == 0 && (fs.f_type == kOverlayfsMagic || fs.f_type == kBtrfsMagic);
 }
 
 /// Whether `img`, opened as `path`, was read from the file `e` maps: the same inode, on the same

@@ -30,15 +30,37 @@ closed while the legitimate result is still there:
    only on the host (/srv/stackprov-test-R/hostonly-secret.so); the capture must not open
    it nor bundle its content (module left out with a warning, or read from the mapping
    and equal to the container's original file).
+2c. Hostile debug-info paths. A library of the container names debug files by absolute
+   paths that exist only on the host (SRV = /srv/stackprov-test-R), each holding the host's
+   version of that debug info with other names at the same offsets (host_only_*):
+   (a) dwz: the library's DWARF names its functions through a dwz supplementary file
+       (DW_FORM_GNU_strp_alt); its .gnu_debugaltlink is "SRV/host-dwz.debug" NUL with an
+       EMPTY build-id (no file there in the container);
+   (b) split DWARF: the skeleton's DW_AT_comp_dir is SRV/build (compiled there on the host),
+       dwo_name libsplit.dwo; the host's SRV/build/libsplit.dwo has the skeleton's dwo_id;
+       the container has no .dwo there, only its own next to the library (/lib/libsplit.dwo);
+   (c) debug link: the library (no .symtab, no DWARF) at SRV/libdlink.so in the container has
+       .gnu_debuglink libdlink.debug (CRC of the host's file); the host has SRV/libdlink.debug
+       and SRV/.debug/libdlink.debug (the library's build-id); the container's own debug file is
+       at its /usr/lib/debug/.build-id/xx/yyyy.debug. (No command that reads a target's modules
+       takes --debug-file-directory, and the host's real /usr/lib/debug is not written: a host
+       lookup there is caught as a failed stat/open of that path.)
+   trace-capture -p --bundle (strace -f -y of open/openat/openat2 and the stat family,
+   inotify) and stack -p --json (the same) must never open the host files nor look the debug
+   paths up in the host's root, and no host_only_* name may appear in their output,
+   trace-show, the bundle (export, bytes) or bundle lookup. Legitimate: the container's frames
+   are named (its .symtab; (b) and (c): the inline chain from its own .dwo / debug file).
+   Also: (c) with the container's build-id path a dangling absolute symlink to the host's
+   debug file (a lookup that succeeds, even a stat, resolved it against the host's root).
 3. Unbounded work (plain root only). The workload extends its own mapped library to
    4 TiB (sparse, same inode). The capture must end within 5 s wall with a max RSS of at
    most 256 MiB, and its stderr must name the file and its size.
 
 Prints one line per check, "ok ..." or "FAIL ...: evidence"; exit 1 if any check failed,
 0 otherwise (2 on a usage error). Needs root, gcc, strace, nm, llvm-symbolizer-14, ldd,
-unshare, mount with overlayfs. Reads only this directory, STACKPROV, BUILD_DIR and
-system files; writes under BUILD_DIR (a run directory removed at the end unless --keep)
-and a /srv/stackprov-test-<random> directory (removed at the end).
+unshare, mount with overlayfs, dwz, objcopy, readelf. Reads only this directory, STACKPROV,
+BUILD_DIR and system files; writes under BUILD_DIR (a run directory removed at the end
+unless --keep) and a /srv/stackprov-test-<random> directory (removed at the end).
 """
 
 from __future__ import annotations
@@ -56,6 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -371,6 +394,7 @@ class Env:
         self.secret_path = str(srv / "libsecret.so")  # the same path inside and outside
         self.host_secret = srv / "libsecret.so"
         self.host_only = srv / "hostonly-secret.so"
+        self.libs2c: dict = {}  # attack 2c: kind -> Lib2c (build_2c)
 
     def sp(self, *args, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
         """Run stackprov ARGS (no check of the exit status)."""
@@ -404,6 +428,7 @@ def build_everything(e: Env) -> None:
                 e.src / "hostsecret.c"], timeout=60)
         os.chown(dest, 0, 0)
         os.chmod(dest, 0o600)
+    e.libs2c = build_2c(e)
 
 
 def check_setup(e: Env, ck: Checks) -> None:
@@ -420,6 +445,7 @@ def check_setup(e: Env, ck: Checks) -> None:
     ck.check("setup: attacker_names_this covers host_inflate's address (a poisoned entry would answer it)",
              lo <= addr < hi, f"host_inflate {addr:#x}, attacker_names_this [{lo:#x},{hi:#x})")
     check_strace_classifier(ck)
+    check_setup_2c(e, ck, e.libs2c)
 
 
 def host_opens_missed(logs: list[str], targets: list[str], host_only: list[str]) -> list[str]:
@@ -699,6 +725,499 @@ def attack2(e: Env, ck: Checks, variant: str, work: Path, symlink: bool) -> None
                      look2.stdout.splitlines()[:1] == ["attacker_names_this"], look2.stdout + look2.stderr)
 
 
+# ---------------------------------------------------------------------------------------------
+# Attack 2c: hostile debug-info paths. A library of the container names debug files by paths
+# (.gnu_debugaltlink, a split-DWARF skeleton's comp_dir + dwo_name, .gnu_debuglink); the host
+# holds files at those paths. They are the target's paths: never opened from the host's root.
+
+LIB2C_C = r"""
+/* Attack 2c: the container's library PFX. Its function names live in debug info that the
+   library finds through a path (dwz file, .dwo, debug link); the host's file at that path
+   carries other names (host_only_PFX_*) at the same places. pause() is called inside the
+   inlined function, so the library frame's return address has an inline chain. */
+#include <unistd.h>
+
+static inline __attribute__((always_inline)) int PFX_ctr_inline_fn(volatile int *acc, int x) {
+    for (int i = 0; i < x; i++) *acc += i;
+    pause();
+    return *acc;
+}
+
+static __attribute__((noinline)) int PFX_ctr_static_fn(void) {
+    volatile int acc = 0;
+    return PFX_ctr_inline_fn(&acc, 5);
+}
+
+__attribute__((noinline)) void PFX_ctr_visible_fn(void) {
+    for (;;)
+        if (PFX_ctr_static_fn() == 0x7fffffff) break;
+}
+"""
+
+APP2C_C = r"""
+/* Attack 2c's workload: print "ready", then block in the library (ENTRY -> ... -> pause). */
+#include <stdio.h>
+
+extern void ENTRY(void);
+
+int main(void) {
+    printf("ready\n");
+    fflush(stdout);
+    ENTRY();
+    return 0;
+}
+"""
+
+KINDS_2C = ("dwz", "splitdwarf", "debuglink")
+PFX_2C = {"dwz": "dwz", "splitdwarf": "split", "debuglink": "dlink"}
+
+
+def names_2c(kind: str) -> dict[str, str]:
+    """The container's function names of KIND's library -> the host file's names (same lengths)."""
+    p = PFX_2C[kind]
+    m = {f"{p}_ctr_visible_fn": f"host_only_{p}_name", f"{p}_ctr_static_fn": f"host_only_{p}_sta",
+         f"{p}_ctr_inline_fn": f"host_only_{p}_inl"}
+    assert all(len(a) == len(b) for a, b in m.items()), m
+    return m
+
+
+def patch_names(src: Path, dest: Path, mapping: dict[str, str]) -> None:
+    """Copy SRC to DEST with every container name of MAPPING replaced by the host's (same length).
+
+    Offsets, sizes, build-id and dwo_id stay those of SRC: the host file is what the container's
+    library would read through its path, with names only the host carries.
+    """
+    data = src.read_bytes()
+    for old, new in mapping.items():
+        if old.encode() not in data:
+            raise ct.ContainerError(f"{src}: no {old} to patch")
+        data = data.replace(old.encode(), new.encode())
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+    os.chown(dest, 0, 0)
+    os.chmod(dest, 0o600)
+
+
+class Lib2c:
+    """One 2c library: its build file, path in the container, host-only files and names."""
+
+    def __init__(self, kind: str, lib: Path, inside: str, app: Path, host_only: list[Path],
+                 host_lookups: list[str], extra_files: dict[str, Path]):
+        """KIND, the library LIB (built), its path INSIDE the container, the program APP, the
+        HOST_ONLY files (the host's debug files at the paths it names), HOST_LOOKUPS (host paths
+        that must not even be tried), EXTRA_FILES (the container's own files: inside -> source)."""
+        self.kind = kind
+        self.lib = lib
+        self.inside = inside
+        self.app = app
+        self.host_only = host_only
+        self.host_lookups = host_lookups
+        self.extra_files = extra_files
+        self.names = names_2c(kind)
+        self.build_id = ""
+        # The inlined function the container's own debug info names in the frame (None: none there).
+        self.inline_control: str | None = None
+
+
+def build_2c(e: Env) -> dict[str, Lib2c]:
+    """Build the three 2c libraries, their programs and the host-only debug files (under e.srv)."""
+    gcc = ["gcc", "-g", "-O1", "-shared", "-fPIC"]
+    (e.src / "app2c.c").write_text(APP2C_C)
+    libs: dict[str, Lib2c] = {}
+    for kind in KINDS_2C:
+        p = PFX_2C[kind]
+        (e.src / f"lib{p}.c").write_text(LIB2C_C.replace("PFX", p))
+
+    # (a) dwz: the library's names moved to a supplementary file (dwz -m over it and a twin);
+    # its .gnu_debugaltlink replaced by the host-only path + NUL (no build-id). The host's file at
+    # that path is the supplementary file with the host's names.
+    lib = e.cbuild / "libdwz.so"
+    alt_host = e.srv / "host-dwz.debug"
+    ct.run([*gcc, "-Wl,-soname,libdwz.so", "-o", lib, e.src / "libdwz.c"], timeout=60)
+    twin = e.cbuild / "libdwz-twin.so"
+    shutil.copyfile(lib, twin)
+    common = e.cbuild / "dwz-common.debug"
+    ct.run(["dwz", "-m", common, "-M", alt_host, lib, twin], timeout=60)
+    ct.run(["objcopy", "--remove-section", ".gnu_debugaltlink", lib], timeout=30)
+    link = e.cbuild / "altlink-nobuildid.bin"
+    link.write_bytes(str(alt_host).encode() + b"\0")
+    ct.run(["objcopy", "--add-section", f".gnu_debugaltlink={link}", "--set-section-flags",
+            ".gnu_debugaltlink=readonly", lib], timeout=30)
+    patch_names(common, alt_host, names_2c("dwz"))
+    libs["dwz"] = Lib2c("dwz", lib, "/lib/libdwz.so", e.cbuild / "app_dwz", [alt_host], [str(alt_host)], {})
+
+    # (b) split DWARF: compiled in SRV/build, a directory only the host has; the skeleton names
+    # comp_dir SRV/build and dwo_name libsplit.dwo. The host's .dwo there has the host's names
+    # (same dwo_id); the container has no .dwo at that path, only the build's own next to its
+    # library (/lib/libsplit.dwo, the container's names: the control).
+    bdir = e.srv / "build"
+    bdir.mkdir(mode=0o700)
+    ct.run(["gcc", "-c", "-g", "-O1", "-fPIC", "-gsplit-dwarf", "-o", "libsplit.o", e.src / "libsplit.c"],
+           timeout=60, cwd=bdir)
+    lib = e.cbuild / "libsplit.so"
+    ct.run(["gcc", "-shared", "-Wl,-soname,libsplit.so", "-o", lib, bdir / "libsplit.o"], timeout=60)
+    (bdir / "libsplit.o").unlink()
+    dwo = bdir / "libsplit.dwo"
+    ctr_dwo = e.cbuild / "libsplit.ctr.dwo"  # the build's own .dwo (container names), for setup checks
+    shutil.move(dwo, ctr_dwo)
+    patch_names(ctr_dwo, dwo, names_2c("splitdwarf"))
+    libs["splitdwarf"] = Lib2c("splitdwarf", lib, "/lib/libsplit.so", e.cbuild / "app_split", [dwo], [str(dwo)],
+                               {"/lib/libsplit.dwo": ctr_dwo})
+    libs["splitdwarf"].inline_control = "split_ctr_inline_fn"
+
+    # (c) debug link: the library stripped (no .symtab, no DWARF) with .gnu_debuglink libdlink.debug
+    # (the CRC of the host's file) at SRV/libdlink.so in the container. The host has that debug
+    # file next to where the container's library is, and in its .debug/ (the host's names, the
+    # library's build-id). The container's own debug file is at its /usr/lib/debug/.build-id/.
+    full = e.cbuild / "libdlink.full.so"
+    ct.run([*gcc, "-Wl,-soname,libdlink.so", "-o", full, e.src / "libdlink.c"], timeout=60)
+    ctr_debug = e.cbuild / "libdlink.ctr.debug"
+    ct.run(["objcopy", "--only-keep-debug", full, ctr_debug], timeout=30)
+    host_dbg = [e.srv / "libdlink.debug", e.srv / ".debug" / "libdlink.debug"]
+    for h in host_dbg:
+        patch_names(ctr_debug, h, names_2c("debuglink"))
+    lib = e.cbuild / "libdlink.so"
+    ct.run(["objcopy", "--strip-all", full, lib], timeout=30)
+    ct.run(["objcopy", f"--add-gnu-debuglink={host_dbg[0]}", lib], timeout=30)
+    bid = elf_build_id(lib)
+    inside = str(e.srv / "libdlink.so")
+    lookups = [f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug", f"/usr/lib/debug{e.srv}/libdlink.debug",
+               *[str(h) for h in host_dbg]]
+    libs["debuglink"] = Lib2c("debuglink", lib, inside, e.cbuild / "app_dlink", host_dbg, lookups,
+                              {f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug": ctr_debug})
+    libs["debuglink"].inline_control = "dlink_ctr_inline_fn"
+
+    for kind, L in libs.items():
+        L.build_id = elf_build_id(L.lib)
+        ct.run(["gcc", "-g", "-O1", f"-DENTRY={PFX_2C[kind]}_ctr_visible_fn", "-o", L.app, e.src / "app2c.c",
+                L.lib, f"-Wl,-rpath,{os.path.dirname(L.inside)}"], timeout=60)
+    return libs
+
+
+def dump_section(path: Path, name: str, out: Path) -> bytes | None:
+    """The bytes of section NAME of PATH (objcopy --dump-section), or None when it has none."""
+    p = ct.run(["objcopy", "--dump-section", f"{name}={out}", path, out.with_suffix(".scratch")], timeout=30,
+               check=False)
+    out.with_suffix(".scratch").unlink(missing_ok=True)
+    if p.returncode != 0 or not out.exists():
+        return None
+    data = out.read_bytes()
+    out.unlink()
+    return data
+
+
+def check_setup_2c(e: Env, ck: Checks, libs: dict[str, Lib2c]) -> None:
+    """The 2c libraries are armed: each path names a host-only file that would name its frames."""
+    tmp = e.cbuild / "section.bin"
+    L = libs["dwz"]
+    alt = dump_section(L.lib, ".gnu_debugaltlink", tmp)
+    ck.check("setup/2c-dwz: .gnu_debugaltlink is the host-only path + NUL, an empty build-id",
+             alt == str(L.host_only[0]).encode() + b"\0", repr(alt))
+    info = ct.run(["readelf", "--debug-dump=info", L.lib], timeout=30, check=False).stdout
+    offs = {int(o, 16) for o in re.findall(r"DW_AT_name\s*: \(alt indirect string, offset: (0x[0-9a-f]+)\)", info)}
+
+    def strings_at(path: Path) -> set[str]:
+        dump = ct.run(["readelf", "-p", ".debug_str", path], timeout=30, check=False).stdout
+        return {m.group(2) for m in re.finditer(r"^\s*\[\s*([0-9a-f]+)\]\s+(.*)$", dump, re.M)
+                if int(m.group(1), 16) in offs}
+
+    ctr, host = strings_at(e.cbuild / "dwz-common.debug"), strings_at(L.host_only[0])
+    ck.check("setup/2c-dwz: the library's DWARF names its functions only through the dwz file "
+             "(DW_AT_name DW_FORM_GNU_strp_alt): the build's dwz file has the container's names there, "
+             "the host's file at the link's path the host's",
+             not any(n in info for n in L.names) and ctr and ctr <= set(L.names)
+             and host == {L.names[n] for n in ctr}, f"offsets {sorted(offs)}: build {ctr}, host {host}")
+    alt_strs = ct.run(["readelf", "-p", ".debug_str", L.host_only[0]], timeout=30).stdout
+    ck.check("setup/2c-dwz: the inlined function's name (in a partial unit of the dwz file) is the host's "
+             "there too", L.names["dwz_ctr_inline_fn"] in alt_strs and "dwz_ctr_inline_fn" not in alt_strs,
+             alt_strs)
+    L = libs["splitdwarf"]
+    info = ct.run(["readelf", "--debug-dump=info", L.lib], timeout=30, check=False).stdout
+    dwo = L.host_only[0]
+    comp = re.search(r"DW_AT_comp_dir\s*:.*: (\S+)\s*$", info, re.M)
+    name = re.search(r"DW_AT_dwo_name\s*:.*: (\S+)\s*$", info, re.M)
+    strs = ct.run(["readelf", "-p", ".debug_str.dwo", dwo], timeout=30, check=False).stdout
+    ck.check("setup/2c-splitdwarf: the skeleton's comp_dir + dwo_name is the host-only .dwo, whose strings "
+             "are the host's names",
+             comp is not None and name is not None and Path(comp.group(1)) / name.group(1) == dwo
+             and all(n in strs for n in L.names.values()) and not any(n in strs for n in L.names),
+             f"comp_dir {comp and comp.group(1)}, dwo_name {name and name.group(1)}; {strs}")
+    ids = re.findall(r"DWO ID:\s*(0x[0-9a-f]+)", info)
+    ctr_ids = re.findall(r"DWO ID:\s*(0x[0-9a-f]+)",
+                         ct.run(["readelf", "--debug-dump=info", e.cbuild / "libsplit.ctr.dwo"], timeout=30).stdout)
+    ck.check("setup/2c-splitdwarf: skeleton, host .dwo and the build's .dwo share the dwo_id",
+             len(set(ids)) == 1 and ids and ctr_ids == ids[:1], f"{ids} {ctr_ids}")
+    L = libs["debuglink"]
+    link = dump_section(L.lib, ".gnu_debuglink", tmp) or b""
+    crc = struct.unpack("<I", link[-4:])[0] if len(link) >= 8 else None
+    host_crcs = {zlib.crc32(h.read_bytes()) for h in L.host_only}
+    secs = ct.run(["readelf", "-S", "-W", L.lib], timeout=30).stdout
+    ck.check("setup/2c-debuglink: the library has no .symtab nor DWARF, its .gnu_debuglink names "
+             "libdlink.debug with the host files' CRC",
+             link.startswith(b"libdlink.debug\0") and host_crcs == {crc} and ".symtab" not in secs
+             and ".debug_info" not in secs, f"link {link!r}, crc {crc}, host {host_crcs}")
+    ids = {str(p): elf_build_id(p) for p in [*L.host_only, *L.extra_files.values()]}
+    ck.check("setup/2c-debuglink: the host's debug files and the container's carry the library's build-id",
+             set(ids.values()) == {L.build_id}, f"{L.build_id}: {ids}")
+
+
+LOOKUP_CALLS = ("openat,openat2,open,newfstatat,statx,stat,lstat,access,faccessat,faccessat2,"
+                "readlink,readlinkat")
+_STRACE_ANY = re.compile(r"^([a-z0-9_]+)\((.*)\)\s+=\s+(-?\d+)(?:<(.*)>)?(.*)$")
+
+
+def parse_strace_lookups(text: str) -> list[dict]:
+    """Every path lookup (LOOKUP_CALLS) of an `strace -f -y` log, unfinished/resumed joined.
+
+    Each: {call, dirfd, dirfd_path, path, in_root, ret, line}. A debug file looked up with
+    stat() before it is opened shows here even when it does not exist.
+    """
+    names = set(LOOKUP_CALLS.split(","))
+    out: list[dict] = []
+    pending: dict[str, str] = {}
+    for raw in text.splitlines():
+        m = re.match(r"^(\d+)\s+(.*)$", raw)
+        pid, rest = (m.group(1), m.group(2)) if m else ("0", raw)
+        if rest.endswith("<unfinished ...>"):
+            pending[pid] = rest[: -len("<unfinished ...>")].rstrip()
+            continue
+        r = re.match(r"^<\.\.\. \w+ resumed>(.*)$", rest)
+        if r:
+            rest = pending.pop(pid, "") + r.group(1)
+        c = _STRACE_ANY.match(rest)
+        if not c or c.group(1) not in names:
+            continue
+        call, args = c.group(1), c.group(2)
+        dirfd = dirfd_path = path = None
+        if call in ("open", "stat", "lstat", "access", "readlink"):
+            pm = re.match(_STRACE_STR, args)
+            path = pm.group(1) if pm else None
+        else:
+            dm = re.match(r"^([^,<]+)(?:<([^>]*)>)?,\s*" + _STRACE_STR, args)
+            if dm:
+                dirfd, dirfd_path, path = dm.group(1).strip(), dm.group(2), dm.group(3)
+        out.append({"call": call, "dirfd": dirfd, "dirfd_path": dirfd_path, "path": path,
+                    "in_root": call == "openat2" and ("RESOLVE_IN_ROOT" in args or "RESOLVE_BENEATH" in args),
+                    "ret": int(c.group(3)), "line": raw})
+    return out
+
+
+def host_lookups(calls: list[dict], paths: list[str]) -> list[str]:
+    """The strace lines that looked one of PATHS up from the host's root, failed ones too.
+
+    CALLS from parse_strace_lookups(). Unlike host_opens(), a lookup that found nothing
+    (ENOENT) counts, and stat()s do: the host's /usr/lib/debug is not written by this test, so
+    a host lookup there shows only as a failed stat or open. A path is from the host's root
+    when it is absolute (openat2 in-root excepted) or relative to AT_FDCWD.
+    """
+    bad = []
+    for c in calls:
+        path = c["path"]
+        if path is None or c["in_root"]:
+            continue
+        if path.startswith("/"):
+            full = path
+        elif c["dirfd"] in (None, "AT_FDCWD"):
+            full = os.path.join(c["dirfd_path"] or "/", path)
+        else:
+            continue
+        if os.path.normpath(full) in paths:
+            bad.append(c["line"])
+    return bad
+
+
+def run_group(cmd: list, timeout: float) -> subprocess.CompletedProcess:
+    """Run CMD (text stdout/stderr captured) in a process group of its own; SIGKILL the group on
+    a timeout or an interruption (SIGTERM's SystemExit), so that strace's tracee (stackprov)
+    never outlives strace and writes into a run directory being removed (strace 6.1 has no
+    --kill-on-exit)."""
+    p = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        raise
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def strace_lookups(e: Env, args: list, strace_out: Path) -> subprocess.CompletedProcess:
+    """stackprov ARGS under strace -f -y (LOOKUP_CALLS: the opens and the stat family) into STRACE_OUT."""
+    return run_group(["strace", "-f", "-y", "-e", f"trace={LOOKUP_CALLS}", "-o", strace_out, e.stackprov, *args],
+                     timeout=120)
+
+
+def strace_stack(e: Env, pid: int, strace_out: Path) -> subprocess.CompletedProcess:
+    """stack -p PID --json under strace_lookups() into STRACE_OUT."""
+    return strace_lookups(e, ["stack", "-p", str(pid), "--json"], strace_out)
+
+
+def lib_frames(stack_json: str, lib_name: str) -> list[dict]:
+    """The frames of `stack --json` output whose module is LIB_NAME (basename), every thread."""
+    try:
+        doc = json.loads(stack_json)
+    except ValueError:
+        return []
+    return [f for t in doc.get("threads", []) for f in t.get("frames", [])
+            if os.path.basename(f.get("module") or "") == lib_name]
+
+
+def attack2c(e: Env, ck: Checks, variant: str, work: Path, L: Lib2c) -> None:
+    """Hostile debug-info paths (see the module docstring, 2c)."""
+    t = f"{variant}/attack2c-{L.kind}"
+    tag = f"2c{L.kind}"
+    store = work / f"store{tag}"
+    lib_name = os.path.basename(L.inside)
+    root = ct.build_root(work / f"root{tag}", L.app, files={L.inside: L.lib, **L.extra_files},
+                         skip_deps=(lib_name,))
+    ck.check(f"{t}: the host-only debug files do not exist in the container root",
+             not any((root / str(h).lstrip("/")).exists() for h in L.host_only))
+    host_names = list(L.names.values())
+    ctr_names = list(L.names.keys())
+    watch: Inotify | None = None
+    stack: list = []
+    cap_strace, stk_strace = work / f"strace{tag}.txt", work / f"strace{tag}-stack.txt"
+    db = work / f"t{tag}.db"
+    try:
+        _c, pid = start_container(e, stack, root, variant, work, [], work / f"container{tag}.log")
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        ck.check(f"{t}: the workload maps {L.inside}", L.inside in maps, maps[-800:])
+        watch = Inotify(L.host_only)
+        cap = strace_lookups(e, ["trace-capture", "-p", str(pid), "--store", f"sqlite:{db}", "--bundle",
+                                 "--bundle-store", store], cap_strace)
+        stk = strace_stack(e, pid, stk_strace)
+        events = watch.drain()
+    finally:
+        unwind(stack)
+        if watch:
+            watch.close()
+    (work / f"cap{tag}.err").write_text(cap.stderr)
+    (work / f"stack{tag}.out").write_text(stk.stdout + stk.stderr)
+    digest = capture_summary_bundle(cap.stderr)
+    ck.check(f"{t}: trace-capture exits 0 and names its bundle", cap.returncode == 0 and digest is not None,
+             f"exit {cap.returncode}; stderr: {cap.stderr}")
+    trace_id = cap.stdout.strip().splitlines()[-1] if cap.stdout.strip() else ""
+    for what, path in (("trace-capture", cap_strace), ("stack -p", stk_strace)):
+        text = path.read_text(errors="replace") if path.exists() else ""
+        calls = parse_strace_opens(text)
+        ck.check(f"{t}: {what}: strace saw the opens", len(calls) > 0, text[-500:])
+        bad = host_opens(calls, [str(h) for h in L.host_only], [str(h) for h in L.host_only])
+        ck.check(f"{t}: {what}: strace: no host-only debug file opened from the host's root", not bad,
+                 "\n".join(bad[:10]))
+        tried = host_lookups(parse_strace_lookups(text), L.host_lookups)
+        ck.check(f"{t}: {what}: strace: no lookup (open or stat, failed ones too) of the debug paths in the "
+                 "host's root",
+                 not tried, "\n".join(tried[:10]))
+    ck.check(f"{t}: inotify: the host-only debug files were never opened nor read", not events,
+             "; ".join(events[:10]))
+    if L.kind == "dwz":
+        refused = re.search(r"without a build-id", cap.stderr + stk.stderr)
+        print(f"# {t}: the dwz link without a build-id is " +
+              ("reported on stderr" if refused else "not mentioned on stderr"), flush=True)
+
+    def leaked(text: str) -> list[str]:
+        return [n for n in host_names if n in text]
+
+    ck.check(f"{t}: no host-only name in trace-capture's output", not leaked(cap.stdout + cap.stderr),
+             str(leaked(cap.stdout + cap.stderr)))
+    ck.check(f"{t}: no host-only name in stack -p's output", not leaked(stk.stdout + stk.stderr),
+             str(leaked(stk.stdout + stk.stderr)))
+    frames = lib_frames(stk.stdout, lib_name)
+    visible = ctr_names[0] if L.kind != "debuglink" else ctr_names[1]
+    named = {f.get("function") for f in frames} | {f.get("resolved_function") for f in frames}
+    # debuglink: the stripped library's static function is named only by the container's own
+    # debug file (its /usr/lib/debug/.build-id), looked up in its root.
+    ck.check(f"{t}: control: stack -p names the container's frame {visible} ({lib_name})",
+             stk.returncode == 0 and visible in named, f"exit {stk.returncode}; frames {frames}; {stk.stderr}")
+    show = e.sp("trace-show", trace_id, "--store", f"sqlite:{db}", timeout=30) if trace_id else None
+    show_text = (show.stdout + show.stderr) if show else ""
+    ck.check(f"{t}: no host-only name in trace-show", show is not None and not leaked(show_text),
+             str(leaked(show_text)))
+    ck.check(f"{t}: control: trace-show names the container's frame {visible} ({lib_name})",
+             show is not None and show.returncode == 0
+             and any(visible in ln and lib_name in ln for ln in show.stdout.splitlines()), show_text)
+    if L.inline_control:
+        # The container's own debug info (its .dwo next to the library, its build-id debug file)
+        # is found in its root and names the inlined function of the frame.
+        static = ctr_names[1]  # the frame whose return address is in the inlined code
+        chains = [[i.get("function") for i in f.get("inlined", [])] for f in frames if f.get("function") == static]
+        ck.check(f"{t}: control: stack -p's {static} frame has the inline chain [{L.inline_control}] "
+                 "from the container's own debug info", chains == [[L.inline_control]], str(chains))
+        ck.check(f"{t}: control: trace-show has 'inlined {L.inline_control}'",
+                 f"inlined {L.inline_control} at" in show_text, show_text)
+    if digest is None:
+        return
+    names = bundle_names(e, digest, store)
+    ck.check(f"{t}: no host-only name in the bundle (export)", not leaked(names), str(leaked(names)))
+    blob = store / "blobs" / "sha256" / digest[:2] / digest
+    ck.check(f"{t}: no host-only name in the bundle's bytes",
+             blob.is_file() and not leaked(blob.read_bytes().decode("latin-1")), str(blob))
+    # The library's innermost frame (the static function, in the inlined code): its return
+    # address - 1, as a symbolizer looks it up, so the bundle's inline chain is asked too.
+    inner = min(frames, key=lambda f: f.get("index", 0), default=None)
+    if not ck.check(f"{t}: stack -p has a frame in {lib_name}", inner is not None, stk.stdout[-1500:]):
+        return
+    addr = int(inner["module_offset"], 16) - 1
+    look = e.sp("bundle", "lookup", f"sha256:{digest}", "--store", store, "--build-id", L.build_id,
+                f"{addr:#x}", timeout=30)
+    lines = look.stdout.splitlines()
+    funcs = []
+    for i in range(0, len(lines), 2):  # function, file:line:column, ..., then an empty line
+        if not lines[i]:
+            break
+        funcs.append(lines[i])
+    ck.check(f"{t}: bundle lookup of the frame's address names no host-only function",
+             look.returncode == 0 and not leaked(look.stdout), look.stdout + look.stderr)
+    want = ([L.inline_control] if L.inline_control else []) + [ctr_names[1]]
+    ck.check(f"{t}: control: bundle lookup of the frame's address names the container's "
+             f"{' in '.join(want)}", funcs[-len(want):] == want and (L.inline_control is None or funcs == want),
+             look.stdout + look.stderr)
+
+def finding_2c_stat_escape(e: Env, ck: Checks, variant: str, work: Path, L: Lib2c) -> None:
+    """A lookup of a container's debug path must not leave its root, not even through stat().
+
+    The container's /usr/lib/debug/.build-id/xx/yyyy.debug (the debuglink library's build-id) is
+    an absolute symlink to the host-only debug file: dangling in the container's root. A lookup
+    inside that root finds nothing; stat("/proc/PID/root/usr/lib/...") follows the symlink from
+    the caller's (the host's) root and finds the host file. find_debug_file stats inside the
+    root (stat_path, RESOLVE_IN_ROOT) since this check found the stat escaping it.
+    """
+    t = f"{variant}/finding-2c-debuglink-symlink"
+    lib_name = os.path.basename(L.inside)
+    bid_inside = next(iter(L.extra_files))
+    root = ct.build_root(work / "root2cfind", L.app, files={L.inside: L.lib}, skip_deps=(lib_name,))
+    link = root / bid_inside.lstrip("/")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(str(L.host_only[0]), link)
+    stack: list = []
+    watch: Inotify | None = None
+    out = work / "strace2cfind-stack.txt"
+    try:
+        _c, pid = start_container(e, stack, root, variant, work, [], work / "container2cfind.log")
+        watch = Inotify(L.host_only)
+        stk = strace_stack(e, pid, out)
+        events = watch.drain()
+    finally:
+        unwind(stack)
+        if watch:
+            watch.close()
+    text = out.read_text(errors="replace") if out.exists() else ""
+    bad = host_opens(parse_strace_opens(text), [str(h) for h in L.host_only], [str(h) for h in L.host_only])
+    ck.check(f"{t}: stack -p: strace: no host-only debug file opened", not bad, "\n".join(bad[:10]))
+    ck.check(f"{t}: inotify: the host-only debug files were never opened nor read", not events,
+             "; ".join(events[:10]))
+    want = f"/proc/{pid}/root{bid_inside}"
+    escaped = [c["line"] for c in parse_strace_lookups(text) if c["ret"] >= 0 and c["path"] == want]
+    ck.check(f"{t}: stack -p: no lookup of {bid_inside} (a dangling symlink in the container's root) "
+             "succeeds: one that does resolved it against the host's root", not escaped, "\n".join(escaped[:5]))
+    leaked = [n for n in L.names.values() if n in stk.stdout + stk.stderr]
+    ck.check(f"{t}: no host-only name in stack -p's output", not leaked, str(leaked))
+
+
 def run_measured(cmd: list, timeout: float, out: Path, err: Path) -> tuple[int | None, float, int]:
     """Run CMD alone (stdout/stderr to files): (exit status or None if killed at TIMEOUT, wall s, maxrss KiB).
 
@@ -830,7 +1349,11 @@ def main(argv: list[str]) -> int:
             work.mkdir()
             for name, fn in (("attack1", lambda: attack1(e, ck, variant, work)),
                              ("attack2-samepath", lambda: attack2(e, ck, variant, work, symlink=False)),
-                             ("attack2-symlink", lambda: attack2(e, ck, variant, work, symlink=True))):
+                             ("attack2-symlink", lambda: attack2(e, ck, variant, work, symlink=True)),
+                             *((f"attack2c-{k}", lambda k=k: attack2c(e, ck, variant, work, e.libs2c[k]))
+                               for k in KINDS_2C),
+                             ("attack2c-debuglink-symlink",
+                              lambda: finding_2c_stat_escape(e, ck, variant, work, e.libs2c["debuglink"]))):
                 try:
                     fn()
                 except Exception as exc:  # noqa: BLE001 - report and go on with the next scenario
