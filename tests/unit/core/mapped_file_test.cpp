@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -99,7 +100,8 @@ TEST_CASE("an ElfImage whose file is truncated reports the change, without SIGBU
 TEST_CASE("sigbus child", "[.sigbus-child]") {
   const char* mode = getenv("SPROV_SIGBUS_CHILD");
   const char* p = getenv("SPROV_SIGBUS_FILE");
-  if (mode == nullptr || p == nullptr) _exit(10);
+  // Only as the re-executed child; an exclusion-only test spec ("~[tag]") also selects hidden cases.
+  if (mode == nullptr || p == nullptr) return;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   if (strcmp(mode, "embedder") == 0) {  // the embedder's own handler, installed before the library's
@@ -161,12 +163,18 @@ TEST_CASE("the copy guard reads the file into memory the library owns", "[mapped
 
 TEST_CASE("module files above the size bound are refused, naming file, size and limit", "[mapped-file]") {
   const std::string p = temp_file("sparse.so", 16, 0);
-  REQUIRE(truncate(p.c_str(), int64_t{4} << 40) == 0);  // 4 TiB, sparse: as a target can grow its library
+  // 4 TiB, sparse: as a target can grow its library (truncate64: also with a 32-bit off_t).
+  REQUIRE(truncate64(p.c_str(), int64_t{4} << 40) == 0);
   auto img = elf::ElfImage::open(p);
   REQUIRE_FALSE(img);
-  CHECK(img.error().code == SPROV_ERR_LIMIT);
-  CHECK(img.error().message.find(p + " is 4398046511104 bytes, above the limit of 4294967296 bytes") !=
-        std::string::npos);
+  CHECK(img.error().message.find(p) != std::string::npos);
+  if (sizeof(off_t) >= 8) {
+    CHECK(img.error().code == SPROV_ERR_LIMIT);
+    CHECK(img.error().message.find(p + " is 4398046511104 bytes, above the limit of 4294967296 bytes") !=
+          std::string::npos);
+  } else {  // a 32-bit off_t: fstat itself refuses the size (EOVERFLOW), before any mapping
+    CHECK(img.error().code == -EOVERFLOW);
+  }
   CHECK(check_file_size(p, uint64_t{4} << 30));
   CHECK_FALSE(check_file_size(p, (uint64_t{4} << 30) + 1));
 }
