@@ -41,7 +41,8 @@ Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     const int err = errno;
-    return make_error(-err, "stat '%s': %s", path.c_str(), strerror(err));
+    // The code's own text (strerror) comes first in the last error: the path is what to add.
+    return make_error(-err, "module file '%s'", path.c_str());
   }
   const FileIdentity file = file_identity_of(st);
   key.dev = file.dev;

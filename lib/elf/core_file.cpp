@@ -149,8 +149,13 @@ Status CoreFile::parse_header() {
                       ehsize);
   const uint16_t type = *v.u16(16);
   machine_ = *v.u16(18);
-  if (type != ET_CORE)
-    return make_error(SPROV_ERR_ELF, "%s is not an ELF core file (e_type %u)", p, type);
+  if (type != ET_CORE) {
+    const char* what = type == ET_EXEC  ? ": an executable, not a core"
+                       : type == ET_DYN ? ": a shared library or PIE executable, not a core"
+                       : type == ET_REL ? ": an object file, not a core"
+                                        : "";
+    return make_error(SPROV_ERR_ELF, "%s is not an ELF core file (e_type %u%s)", p, type, what);
+  }
   arch_ = arch_for_machine(machine_);
   if (arch_ == Arch::kUnknown)
     return make_error(SPROV_ERR_UNSUPPORTED, "%s: core of an unsupported architecture (e_machine %u)", p,

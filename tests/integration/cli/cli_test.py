@@ -337,6 +337,13 @@ def test_messages():
         rc, _, err = run(*args)
         check(rc in (1, 2) and err.strip() and not C_API.search(err),
               "%s: exit 1 or 2 without a C API name (exit %d: %r)" % (" ".join(args[:2]), rc, err.strip()))
+    # Issue 36: the reason once, the path named (it said "No such file or directory" twice) ...
+    rc, out, err = run("symbolize", "--obj", path("nonexist"), "0x10")
+    check(rc == 0 and out == "??\n??:0:0\n\n" and err.count("No such file or directory") == 1 and
+          "'%s'" % path("nonexist") in err, "symbolize --obj of a missing file: ?? and the reason once (%r)" % err.strip())
+    # ... and an executable given as a core says what it is, not only its e_type number.
+    bad(["stack", "--core", prog], 1, ["is not an ELF core file", "a shared library or PIE executable, not a core"],
+        "stack --core of an executable")
     # The ptrace hint: Yama only where the kernel has it.
     tracer, pid = traced_process()
     try:
