@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -37,8 +38,38 @@ namespace stackprov::perf {
 namespace {
 
 constexpr size_t kDataPages = 512;  // per-CPU ring buffer: 2 MiB of records
+// Stopping: SIGINT, SIGTERM and SIGHUP (what a terminal, `timeout`, systemd and CI runners send)
+// ask the recording to stop and finish its file; a second one aborts: the started command is
+// killed, the temp file removed, and the signal's default action ends the process (issue 36).
 std::atomic<bool> g_stop{false};
-void on_sigint(int) { g_stop.store(true); }
+std::atomic<pid_t> g_child{-1};         // the started command, -1 none
+char g_temp_path[4096];                 // the output's temp file, "" none (unlink is async-signal-safe)
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+void on_stop_signal(int sig) {
+  if (!g_stop.exchange(true)) return;
+  const pid_t child = g_child.load();
+  if (child > 0) kill(child, SIGKILL);
+  if (g_temp_path[0] != '\0') unlink(g_temp_path);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/// The stop signals' handlers while a recording runs; the previous ones come back at scope end.
+struct StopSignals {
+  struct sigaction old[3];
+  StopSignals() {
+    g_stop.store(false);
+    struct sigaction sa{};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kStopSignals[i], &sa, &old[i]);
+  }
+  ~StopSignals() {
+    for (int i = 0; i < 3; ++i) sigaction(kStopSignals[i], &old[i], nullptr);
+    g_child.store(-1);
+  }
+};
 
 double now_ms() {
   timespec ts;
@@ -417,10 +448,8 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
     }
   }
 
-  g_stop.store(false);
-  struct sigaction sa{}, old{};
-  sa.sa_handler = on_sigint;
-  sigaction(SIGINT, &sa, &old);
+  std::optional<StopSignals> stop_signals(std::in_place);
+  g_child.store(child);
   if (child > 0) {
     if (write(go_pipe[1], "x", 1) != 1) { /* the child sees EOF and exits */ }
     close(go_pipe[1]);
@@ -430,7 +459,7 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
     do n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
     while (n < 0 && errno == EINTR);
     if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
-      sigaction(SIGINT, &old, nullptr);
+      stop_signals.reset();
       waitpid(child, nullptr, 0);
       return make_error(-exec_errno, "cannot run '%s': %s", o.argv[0].c_str(), strerror(exec_errno));
     }
@@ -458,6 +487,7 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
         stats->exit_status = status;
         target_gone = true;
         child = -1;
+        g_child.store(-1);
       }
     } else if (kill(static_cast<pid_t>(o.pid), 0) != 0 && errno == ESRCH) {
       target_gone = true;
@@ -466,13 +496,14 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   }
   for (int fd : ev.fds) ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
   cycle();
-  sigaction(SIGINT, &old, nullptr);
-  if (child > 0) {  // duration elapsed or SIGINT: stop the command we started
+  if (child > 0) {  // duration elapsed or a stop signal: stop the command we started
     kill(child, SIGTERM);
     int status = 0;
     waitpid(child, &status, 0);
     stats->exit_status = status;
+    g_child.store(-1);
   }
+  // Finishing the file while a second stop signal would still abort it (the handlers stay).
   return session.finish(stats);
 }
 
@@ -493,11 +524,14 @@ Status record(const RecordOptions& o, RecordStats* stats) {
     if (fd >= 0) close(fd);
     return make_error(-e, "%s: %s", out.value().temp_path().c_str(), strerror(e));
   }
+  // A second stop signal during the recording removes this temp file (on_stop_signal).
+  snprintf(g_temp_path, sizeof g_temp_path, "%s", out.value().temp_path().c_str());
   Status result = record_to(o, f, stats);
   const std::string& tmp = out.value().temp_path();
   if (fflush(f) != 0 && result.ok()) result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
   if (fclose(f) != 0 && result.ok()) result = make_error(-errno, "write to '%s' failed: %s", tmp.c_str(), strerror(errno));
   if (result.ok()) result = out.value().commit();
+  g_temp_path[0] = '\0';
   return result;  // an uncommitted AtomicFile removes its temp file
 }
 

@@ -160,6 +160,111 @@ def check_accepted(sp, workdir, spin):
     return failures
 
 
+def children(pid):
+    try:
+        return [int(c) for c in open("/proc/%d/task/%d/children" % (pid, pid)).read().split()]
+    except OSError:
+        return []
+
+
+def alive(pid):
+    try:
+        return open("/proc/%d/stat" % pid).read().split(") ")[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+def wait_recording(workdir, name, deadline_s=20):
+    """Until the record's temp file beside `name` exists (the recording runs); its name or None."""
+    import time
+    end = time.time() + deadline_s
+    while time.time() < end:
+        tmp = [f for f in os.listdir(workdir) if f.startswith(name + ".tmp.")]
+        if tmp:
+            time.sleep(0.3)  # some samples
+            return tmp[0]
+        time.sleep(0.02)
+    return None
+
+
+def check_signals(sp, workdir, spin):
+    """Issue 36: SIGTERM and SIGHUP (timeout, systemd, CI runners) stop `record` as SIGINT does: the
+    file is finished, the started command sent SIGTERM, a -p target left running; a second signal
+    aborts (the command killed, no file, no temp file). Before, SIGTERM and SIGHUP left FILE.tmp.XXXXXX,
+    no FILE and the command running. The recording is checked with perf-import (the fixture's spin
+    threads' samples)."""
+    import signal as sg
+    failures = []
+    for sig in (sg.SIGTERM, sg.SIGHUP, sg.SIGINT):
+        name = "sig%d.cap" % sig
+        out = os.path.join(workdir, name)
+        rec = subprocess.Popen([sp, "record", "-o", out, "--", spin, "60"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+        started = wait_recording(workdir, name)
+        kids = children(rec.pid)
+        rec.send_signal(sig)
+        try:
+            _, err = rec.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            rec.kill()
+            _, err = rec.communicate()
+        js = [json.loads(l) for l in run([sp, "perf-import", out, "-f", "json", "-q"]).stdout.splitlines()] \
+            if os.path.exists(out) else []
+        left = [f for f in os.listdir(workdir) if f.startswith(name + ".tmp.")]
+        gone = kids and not any(alive(k) for k in kids)
+        print("record -- spin 60, %s: exit %d, file %s with %d samples, temp files left %s, command gone %s" % (
+            sg.Signals(sig).name, rec.returncode, os.path.exists(out), len(js), left, gone))
+        if not started or rec.returncode != 0 or not js or left or not gone:
+            failures.append("record stopped by %s: exit %d, %d samples, left %s, command gone %s (%s)" % (
+                sg.Signals(sig).name, rec.returncode, len(js), left, gone, err.strip()[-300:]))
+        for k in kids:
+            if alive(k):
+                os.kill(k, sg.SIGKILL)
+    # -p: the target keeps running.
+    target = subprocess.Popen([spin, "60"], stdout=subprocess.DEVNULL)
+    try:
+        out = os.path.join(workdir, "sigpid.cap")
+        rec = subprocess.Popen([sp, "record", "-p", str(target.pid), "-o", out], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        wait_recording(workdir, "sigpid.cap")
+        rec.send_signal(sg.SIGTERM)
+        rc = rec.wait(timeout=30)
+        print("record -p, SIGTERM: exit %d, file %s, target alive %s" % (rc, os.path.exists(out), alive(target.pid)))
+        if rc != 0 or not os.path.exists(out) or not alive(target.pid):
+            failures.append("record -p stopped by SIGTERM: exit %d, file %s, target alive %s" % (
+                rc, os.path.exists(out), alive(target.pid)))
+    finally:
+        target.kill()
+        target.wait()
+    # A second signal aborts. The command ignores SIGTERM (SIG_IGN survives exec), so that after the
+    # first signal record waits for it; the second one finds it there (two signals sent at once
+    # would be one: standard signals do not queue).
+    import time
+    name = "twice.cap"
+    out = os.path.join(workdir, name)
+    rec = subprocess.Popen([sp, "record", "-o", out, "--", "sh", "-c", "trap '' TERM; exec %s 60" % spin],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_recording(workdir, name)
+    kids = children(rec.pid)
+    rec.send_signal(sg.SIGTERM)
+    time.sleep(0.5)
+    first_done = rec.poll()
+    rec.send_signal(sg.SIGTERM)
+    rc = rec.wait(timeout=30)
+    if first_done is not None:
+        failures.append("record ended on the first SIGTERM although its command ignores SIGTERM (exit %d)" % rc)
+    left = [f for f in os.listdir(workdir) if f.startswith(name)]
+    gone = kids and not any(alive(k) for k in kids)
+    print("record -- spin 60, SIGTERM twice: exit %d, files left %s, command gone %s" % (rc, left, gone))
+    if rc != -sg.SIGTERM or left or not gone:
+        failures.append("record stopped by two SIGTERMs: exit %d (want -15), left %s, command gone %s" % (rc, left,
+                                                                                                        gone))
+    for k in kids:
+        if alive(k):
+            os.kill(k, sg.SIGKILL)
+    return failures
+
+
 def check_help(sp):
     failures = []
     for cmd in ("record", "perf-import"):
@@ -187,6 +292,7 @@ def main():
     failures = check_help(args.stackprov)
     failures += check_refusals(args.stackprov, workdir, spin)
     failures += check_accepted(args.stackprov, workdir, spin)
+    failures += check_signals(args.stackprov, workdir, spin)
     return finish(failures, workdir)
 
 
