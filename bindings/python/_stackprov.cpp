@@ -789,7 +789,10 @@ PYBIND11_MODULE(_stackprov, m) {
       .def_readonly("resolved_function", &Frame::resolved_function,
                     "the physical function as the resolver chain named it")
       .def_readonly("file", &Frame::file, "source file of the physical function (DWARF/bundle)")
-      .def_readonly("line", &Frame::line)
+      .def_property_readonly("line", [](const Frame& f) -> py::object {
+        if (f.line == 0) return py::none();
+        return py::int_(f.line);
+      }, "source line, None when unknown (as file)")
       .def_readonly("column", &Frame::column)
       .def_readonly("inlined", &Frame::inlined, "functions inlined at this pc, innermost first")
       .def_readonly("signal_handler_called", &Frame::signal_handler_called)

@@ -52,7 +52,7 @@ class Frame:
     bundle: str
     resolved_function: str
     file: Optional[str]
-    line: int
+    line: Optional[int]
     column: int
     inlined: List[InlineFrame]
     signal_handler_called: bool

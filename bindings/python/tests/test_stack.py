@@ -41,6 +41,16 @@ def test_stack_pcs_and_names_match_eu_stack(fixture_bench):
     assert frames > 16 * 4
 
 
+def test_unknown_line_is_none_as_file(fixture_bench):
+    # issue 36: Frame.file was None when unknown but Frame.line 0; both None now. With lines=False
+    # no frame has a source position; with lines, a frame has a file exactly when it has a line.
+    for t in stackprov.stack(pid=fixture_bench.pid, lines=False):
+        assert all(f.file is None and f.line is None for f in t.frames)
+    frames = [f for t in stackprov.stack(pid=fixture_bench.pid) for f in t.frames]
+    assert all((f.file is None) == (f.line is None) for f in frames)
+    assert any(f.line for f in frames) and any(f.line is None for f in frames)
+
+
 def test_stack_of_every_role_matches_eu_stack_pcs(fixture_all):
     eu = eu_stack(fixture_all.pid)
     threads = {t.tid: t for t in stackprov.stack(pid=fixture_all.pid, lines=False)}
