@@ -49,7 +49,7 @@ def print_thread(out, t, lines=True):
     for i, f in enumerate(t.frames):
         if f.runtime is not None:
             # "#3  python             Outer.method - /srv/app.py:42 [runtime]" (bindings/cli/print.cpp)
-            out.write("#%-2d %-18s %s - %s:%d [%s]\n" % (i, f.runtime, f.qualname, f.file, f.line, f.method))
+            out.write("#%-2d %-18s %s - %s:%d [%s]\n" % (i, f.runtime, f.qualname, f.file, f.line or 0, f.method))
             continue
         if f.signal_handler_called:
             name = " <signal handler called>"
@@ -66,7 +66,7 @@ def print_thread(out, t, lines=True):
         for inl in f.inlined:
             out.write("    inlined %s at %s:%d:%d\n" % (inl.function, inl.file, inl.line, inl.column))
         if f.file:
-            out.write("    %s:%d:%d\n" % (f.file, f.line, f.column))
+            out.write("    %s:%d:%d\n" % (f.file, f.line or 0, f.column))
     out.write("stop: %s\n" % t.stop_reason)
 
 
@@ -114,7 +114,7 @@ def thread_json(t, lines=True):
             frames.append(('{"index":%d,"pc":"0x%x","sp":"0x%x","method":"%s","runtime":"%s","function":%s,"qualname":%s,'
                            '"file":%s,"line":%d,"entry":%s,"native_index":%d,"frame_address":"0x%x","code_address":"0x%x"}')
                           % (i, f.pc, f.sp, f.method, f.runtime, _json_str(f.function), _json_str(f.qualname),
-                             _json_str(f.file), f.line, "true" if f.entry else "false", f.native_index, f.frame_address,
+                             _json_str(f.file), f.line or 0, "true" if f.entry else "false", f.native_index, f.frame_address,
                              f.code_address))
             continue
         s = ('{"index":%d,"pc":"0x%x","sp":"0x%x","cfa":"0x%x","module":%s,"build_id":"%s","module_offset":"0x%x",'
@@ -129,7 +129,7 @@ def thread_json(t, lines=True):
         if lines:
             s += ',"resolved_function":%s' % _json_str(f.resolved_function)
             if f.file:
-                s += ',"file":%s,"line":%d,"column":%d' % (_json_str(f.file), f.line, f.column)
+                s += ',"file":%s,"line":%d,"column":%d' % (_json_str(f.file), f.line or 0, f.column)
             s += ',"inlined":[%s]' % ",".join(
                 '{"function":%s,"linkage_name":%s,"file":%s,"line":%d,"column":%d}'
                 % (_json_str(n.function), _json_str(n.linkage_name), _json_str(n.file), n.line, n.column)
