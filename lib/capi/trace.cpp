@@ -153,6 +153,20 @@ Result<std::string> BundleStaging::add_file(const std::string& path) {
   return hex;
 }
 
+/// The signing sidecars of bundle `dig` ("sha256:<hex>") from one store to another (those present).
+static Status copy_sidecars(sprov_bundle_store* from, sprov_bundle_store* to, const std::string& dig) {
+  for (const char* name : {"dsse.json", "tlog-proof", "checkpoint"}) {
+    char* sp = nullptr;
+    if (sprov_bundle_store_sidecar_path(from, dig.c_str(), name, &sp, nullptr) != 0) continue;
+    CFree side{sp};
+    auto text = read_file(sp, 16u << 20);
+    if (!text) return text.error();
+    if (sprov_bundle_store_put_sidecar(to, dig.c_str(), name, text->data(), text->size()) != 0)
+      return nested_error(std::string("sidecar ") + name + " of " + dig);
+  }
+  return {};
+}
+
 Status BundleStaging::add_from_bundle_store(sprov_bundle_store* other, const std::string& digest) {
   const std::string dig = "sha256:" + bare_sha256(digest);
   char* p = nullptr;
@@ -160,15 +174,7 @@ Status BundleStaging::add_from_bundle_store(sprov_bundle_store* other, const std
   CFree blob{p};
   char d[SPROV_DIGEST_STRLEN];
   if (sprov_bundle_store_put_file(store_, p, d, sizeof d) != 0) return nested_error("bundle " + dig);
-  for (const char* name : {"dsse.json", "tlog-proof", "checkpoint"}) {
-    char* sp = nullptr;
-    if (sprov_bundle_store_sidecar_path(other, dig.c_str(), name, &sp, nullptr) != 0) continue;
-    CFree side{sp};
-    auto text = read_file(sp, 16u << 20);
-    if (!text) return text.error();
-    if (sprov_bundle_store_put_sidecar(store_, dig.c_str(), name, text->data(), text->size()) != 0)
-      return nested_error(std::string("sidecar ") + name + " of " + dig);
-  }
+  if (Status st = copy_sidecars(other, store_, dig); !st) return st;
   note(bare_sha256(digest));
   return {};
 }
@@ -183,16 +189,7 @@ Status BundleStaging::copy_to(sprov_bundle_store* other, const std::string& dige
   char d[SPROV_DIGEST_STRLEN];
   if (sprov_bundle_store_put_blob(other, bytes->data(), bytes->size(), d, sizeof d) != 0)
     return nested_error(std::string("storing bundle ") + dig + " in '" + sprov_bundle_store_dir(other) + "'");
-  for (const char* name : {"dsse.json", "tlog-proof", "checkpoint"}) {
-    char* sp = nullptr;
-    if (sprov_bundle_store_sidecar_path(store_, dig.c_str(), name, &sp, nullptr) != 0) continue;
-    CFree side{sp};
-    auto text = read_file(sp, 16u << 20);
-    if (!text) return text.error();
-    if (sprov_bundle_store_put_sidecar(other, dig.c_str(), name, text->data(), text->size()) != 0)
-      return nested_error(std::string("sidecar ") + name + " of " + dig);
-  }
-  return {};
+  return copy_sidecars(store_, other, dig);
 }
 
 std::string BundleStaging::blob_path(const std::string& sha256) const {
