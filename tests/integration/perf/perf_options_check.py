@@ -251,6 +251,9 @@ def check_signals(sp, workdir, spin):
     first_done = rec.poll()
     rec.send_signal(sg.SIGTERM)
     rc = rec.wait(timeout=30)
+    end = time.time() + 10  # the command's SIGKILL lands asynchronously: it may still be exiting
+    while kids and any(alive(k) for k in kids) and time.time() < end:
+        time.sleep(0.02)
     if first_done is not None:
         failures.append("record ended on the first SIGTERM although its command ignores SIGTERM (exit %d)" % rc)
     left = [f for f in os.listdir(workdir) if f.startswith(name)]
