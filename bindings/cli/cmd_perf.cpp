@@ -522,6 +522,29 @@ int cmd_perf_import(int argc, char** argv) {
   std::vector<stackprov_cli::PprofMapping> pp_mappings;
   std::map<std::pair<std::string, uint64_t>, uint32_t> pp_mapping_ids;  // (path, start) -> id
   stackprov_cli::PprofLocations pp_locations;
+  // The main executable, for pprof's first mapping (pprof and `go tool pprof` take mapping 1 as
+  // the program: "File: ..."): per sample, the module of its list whose basename the thread's
+  // comm begins (the kernel sets comm from the executable's name at exec, 15 bytes), cached per
+  // (module list, comm); the path with the most samples wins.
+  std::map<std::pair<uint32_t, std::string>, std::string> pp_exe_of;
+  std::map<std::string, uint64_t> pp_exe_samples;
+  auto pp_count_exe = [&](const struct sprov_profile_sample& smp) {
+    const std::string comm = smp.comm ? smp.comm : "";
+    auto [it, fresh] = pp_exe_of.emplace(std::make_pair(smp.module_list, comm), std::string());
+    if (fresh && !comm.empty() && smp.modules) {
+      const size_t n = sprov_snapshot_module_count(smp.modules);
+      for (size_t k = 0; k < n; k++) {
+        SPROV_OPTS(sprov_module_info, mi);
+        if (sprov_snapshot_module(smp.modules, k, &mi) != 0 || !mi.path || mi.path[0] != '/') continue;
+        const char* base = strrchr(mi.path, '/') + 1;
+        if (strncmp(base, comm.c_str(), comm.size()) == 0) {
+          it->second = mi.path;
+          break;
+        }
+      }
+    }
+    if (!it->second.empty()) pp_exe_samples[it->second]++;
+  };
   auto pp_kernel_location = [&](uint64_t pc, uint32_t id) {
     const std::string& mod = names[id].module.empty() ? std::string("[kernel.kallsyms]") : names[id].module;
     auto [mit, mfresh] = pp_mapping_ids.emplace(std::make_pair(mod, 0), static_cast<uint32_t>(pp_mappings.size() + 1));
@@ -700,6 +723,9 @@ int cmd_perf_import(int argc, char** argv) {
     if (trunc) truncated++;
     auto [cit, fresh] = comm_ids.emplace(s.comm, static_cast<uint32_t>(comms.size()));
     if (fresh) comms.push_back(s.comm);
+#ifdef STACKPROV_HAVE_PPROF
+    if (fmt == Format::kPprof) pp_count_exe(s);
+#endif
     if (fmt == Format::kJson) {
       line += "],\"truncated\":";
       line += trunc ? "true" : "false";
@@ -725,6 +751,31 @@ int cmd_perf_import(int argc, char** argv) {
     meta.period = static_cast<int64_t>(nominal);
     meta.comments.push_back(std::string("stackprov perf-import ") + sprov_version() + " " + in);
     if (kernel_frames) meta.comments.push_back(info.kernel_note);
+    // The main executable's (first) mapping becomes mapping 1; the others keep their order.
+    std::string exe;
+    uint64_t most = 0;
+    for (const auto& [path, n] : pp_exe_samples)
+      if (n > most) most = n, exe = path;
+    size_t first = pp_mappings.size();
+    for (size_t k = 0; k < pp_mappings.size() && !exe.empty(); k++)
+      if (pp_mappings[k].filename == exe) {
+        first = k;
+        break;
+      }
+    if (first != 0 && first < pp_mappings.size()) {
+      std::vector<uint32_t> new_id(pp_mappings.size() + 1);  // old id -> new id (ids start at 1)
+      std::vector<stackprov_cli::PprofMapping> reordered;
+      reordered.push_back(pp_mappings[first]);
+      new_id[first + 1] = 1;
+      for (size_t k = 0; k < pp_mappings.size(); k++)
+        if (k != first) {
+          reordered.push_back(pp_mappings[k]);
+          new_id[k + 1] = static_cast<uint32_t>(reordered.size());
+        }
+      pp_mappings = std::move(reordered);
+      for (auto& [key, loc] : pp_locations)
+        if (loc.mapping != 0) loc.mapping = new_id[loc.mapping];
+    }
     std::string perr;
     if (!stackprov_cli::write_pprof(out, agg, comms, names.display(), names.linkage(), pp_mappings, pp_locations, meta,
                                     &perr)) {

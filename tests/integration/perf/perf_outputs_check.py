@@ -159,11 +159,51 @@ def check_pprof(sp, perf, workdir, proto, spin, source):
         if got != [(source, decl)]:
             failures.append("pprof: function %s is %s, want %s:%d" % (fn, got, source, decl))
     failures += check_go_pprof_list(out, source, src, values[1])
+    failures += check_pprof_main_mapping(sp, perf, workdir, proto, spin, out)
+    # A program whose first samples are in libc (memset of a large buffer, then its own loop).
+    prog = os.path.join(workdir, "libcfirst")
+    with open(prog + ".c", "w") as f:
+        f.write("#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n"
+                "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);"
+                " return t.tv_sec + t.tv_nsec / 1e9; }\n"
+                "__attribute__((noinline)) unsigned long own(unsigned long x) { for (int i = 0; i < 1000000; i++)"
+                " x = x * 6364136223846793005ul + 1; return x; }\n"
+                "int main(void) { size_t n = 64u << 20; char* b = malloc(n); double t = now();"
+                " while (now() - t < 0.4) memset(b, (int)(now() * 1000), n);"
+                " unsigned long x = 1; t = now(); while (now() - t < 0.3) x = own(x);"
+                " volatile unsigned long sink = x + (unsigned char)b[5]; (void)sink; return 0; }\n")
+    subprocess.run(["cc", "-O2", "-g", "-o", prog, prog + ".c"], check=True)
+    data2 = os.path.join(workdir, "libcfirst.data")
+    run([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf", "-o", data2, "--", prog])
+    out2 = os.path.join(workdir, "libcfirst.pb.gz")
+    run([sp, "perf-import", data2, "-f", "pprof", "-o", out2, "-q"])
+    failures += check_pprof_main_mapping(sp, perf, workdir, proto, prog, out2)
     spin_maps = [m for m in maps.values() if s[m["filename"][0]] == spin]
     if not spin_maps or not all(m.get("has_line_numbers") == ["true"] or m.get("has_line_numbers") == [True]
                                 for m in spin_maps):
         failures.append("pprof: the fixture's mapping does not say has_line_numbers: %s" % spin_maps)
     return failures
+
+
+def check_pprof_main_mapping(sp, perf, workdir, proto, program, profile):
+    """Issue 36: the first mapping is the recorded program: pprof tools take it as the profile's
+    binary (`go tool pprof -top` prints "File: <its name>"), not the first module a sample touched
+    (libc.so.6 before, for a program whose first samples are in libc)."""
+    p = decode(profile, proto)
+    s = p["string_table"]
+    first = s[p["mapping"][0]["filename"][0]] if p.get("mapping") else ""
+    go = shutil.which("go")
+    if go is None:
+        return ["pprof: go is not installed (golang-go; make deps installs it)"]
+    top = subprocess.run([go, "tool", "pprof", "-top", profile], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ, GOCACHE=os.path.join(workdir, "gocache"), GOFLAGS=""))
+    file_line = [l for l in top.stdout.splitlines() if l.startswith("File:")]
+    names = [s[m["filename"][0]] for m in p.get("mapping", [])]
+    print("pprof of %s: first mapping %s (of %s); go tool pprof -top: %s" % (
+        os.path.basename(program), first, [os.path.basename(n) for n in names], file_line))
+    if first != program or file_line != ["File: " + os.path.basename(program)]:
+        return ["pprof: first mapping %s, go tool pprof %s; want the recorded program %s" % (first, file_line, program)]
+    return []
 
 
 def check_go_pprof_list(profile, source, src, total_ns):
