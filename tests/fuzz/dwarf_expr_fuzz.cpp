@@ -25,7 +25,7 @@ struct Mem {
 struct Regs {
   dwarf::SectionBytes bytes;
   bool get(uint16_t reg, uint64_t* v) const {
-    if (reg >= 16 || (reg + 1) * 8 > bytes.size) return false;
+    if (reg >= 16 || (static_cast<size_t>(reg) + 1) * 8 > bytes.size) return false;
     *v = fuzz::word_at(bytes.data, bytes.size, reg * 8);
     if ((*v & 3) == 1) *v = kBase + ((*v >> 2) & 0xff);
     return true;

@@ -57,7 +57,9 @@ class Child {
       for (;;) pause();
     }
     close(fds[1]);
-    REQUIRE(::read(fds[0], &layout_, sizeof(layout_)) == static_cast<ssize_t>(sizeof(layout_)));
+    ChildLayout l;  // read into a local: GCC 12 misjudges the member's size (-Wstringop-overflow)
+    REQUIRE(::read(fds[0], &l, sizeof(l)) == static_cast<ssize_t>(sizeof(l)));
+    layout_ = l;
     close(fds[0]);
   }
   ~Child() {

@@ -269,7 +269,7 @@ TEST_CASE("store fsck decodes every unwind row block, not only the first", "[sto
     for (int i = 0; i < 2000; i++) {
       bundle::UnwindRowRecord r;
       r.pc = 0x1000 + 4 * static_cast<uint64_t>(i);
-      r.kind = i == 1999 ? last_kind : bundle::UnwindRowRecord::kCfaReg;
+      r.kind = i == 1999 ? last_kind : static_cast<uint8_t>(bundle::UnwindRowRecord::kCfaReg);
       r.cfa_reg = 7;
       r.cfa_off = 8 + 8 * (i % 5);
       m.unwind_rows.push_back(r);

@@ -32,7 +32,7 @@ TEST_CASE("Symbolizer names every PLT instruction as objdump labels it", "[symbo
   REQUIRE(have_tool("objdump"));
   symbolize::Symbolizer sym(false, elf::DebugFileOptions{});
   size_t named = 0;
-  for (const std::string path : {std::string("/usr/bin/python3.11"),
+  for (const std::string& path : {std::string("/usr/bin/python3.11"),
                                  std::string("/usr/lib/python3.11/lib-dynload/_asyncio.cpython-311-x86_64-linux-gnu.so")}) {
     auto img = open_image(path);
     const auto r = run("objdump -d -j .plt -j .plt.sec -j .plt.got '" + path + "' 2>/dev/null");
