@@ -81,7 +81,7 @@ const char kHelp[] =
     "         user has checked), replacing the id entries that named other bundles.\n"
     "fsck     checks the store: every blob re-hashed and validated, the id map both ways, an\n"
     "         id entry whose bundle disagrees with another stored bundle for the same id (two\n"
-    "         different files claiming one build-id), the sidecars' structure; counts the\n"
+    "         different files claiming one build-id: a warning), the sidecars' structure; counts the\n"
     "         modules stored by content only. Errors on stdout, warnings on stderr.\n"
     "A store whose directories belong to another user (other than root) or are writable by\n"
     "others is refused (doc/bundles.md \"Store\").\n\n"

@@ -146,11 +146,10 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_symbolizer_addr: the context is offline and would not open module '%s'",
                              module_path));
-    const uint64_t faults = file_fault_count();
     auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
     const int rc = fill_symbol(sym, mod.value()->image_ptr(), address, address, out);
-    if (file_fault_count() != faults || (mod.value()->image_ptr() && mod.value()->image_ptr()->file_changed()))
+    if (mod.value()->image_ptr() && mod.value()->image_ptr()->file_changed())  // this module's file only
       return fail(make_error(SPROV_ERR_IO,
                              "module '%s' was truncated while mapped: its bytes past the new end read as zeros, so "
                              "no answer is given from them",

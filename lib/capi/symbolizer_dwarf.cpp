@@ -131,10 +131,11 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   return fill_out(out, s, "sprov_symbol_info");
 }
 
-/// Fails when a module file this call read shrank under its mapping (another user truncated it:
-/// core/mapped_file.hpp), instead of answering from the zeros that replaced its bytes.
-int changed_file(uint64_t faults_before, const elf::ElfImage* image, const char* module_path) {
-  if (file_fault_count() == faults_before && (image == nullptr || !image->file_changed())) return 0;
+/// Fails when the module file this call read shrank under its mapping (another user truncated it:
+/// core/mapped_file.hpp), instead of answering from the zeros that replaced its bytes. Per image,
+/// not the process-wide fault count: another thread's truncated file is not this call's.
+int changed_file(const elf::ElfImage* image, const char* module_path) {
+  if (image == nullptr || !image->file_changed()) return 0;
   return fail(make_error(SPROV_ERR_IO,
                          "module '%s' (or a file read for it) was truncated while mapped: its bytes past the new end "
                          "read as zeros, so no answer is given from them",
@@ -163,14 +164,13 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
                              "sprov_symbolizer_addr_ex: the context is offline and would not open module '%s' "
                              "(name it by build-id: sprov_symbolizer_addr_build_id)",
                              module_path));
-    const uint64_t faults = file_fault_count();
     auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
     symbolize::ChainModule cm;
     cm.image = mod.value()->image_ptr();
     std::optional<Error> bundle_error;
     chain(sym).resolve(cm, address, policy(flags), &sym->last, &bundle_error);
-    if (int e = changed_file(faults, cm.image.get(), module_path)) return e;
+    if (int e = changed_file(cm.image.get(), module_path)) return e;
     if (bundle_error) return fail(*bundle_error);
     return fill_info(sym, flags, out);
   });

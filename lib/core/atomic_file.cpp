@@ -79,8 +79,12 @@ Status AtomicFile::commit(bool sync_dir, bool replace) {
     discard();
     return make_error(-e, "fsync of '%s' failed: %s", tmp_.c_str(), strerror(e));
   }
-  const int rc = replace ? rename(tmp_.c_str(), path_.c_str())
-                         : renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+  int rc = replace ? rename(tmp_.c_str(), path_.c_str())
+                   : renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && !replace && errno == EINVAL) {  // a file system without RENAME_NOREPLACE (NFS, CIFS)
+    rc = link(tmp_.c_str(), path_.c_str());       // fails with EEXIST as well
+    if (rc == 0) unlink(tmp_.c_str());
+  }
   if (rc != 0) {
     const int e = errno;
     discard();
@@ -122,7 +126,13 @@ Result<int> open_lock_file(const std::string& path, unsigned timeout_ms, unsigne
     return make_error(-e, "cannot open lock file '%s': %s", path.c_str(), strerror(e));
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    close(fd);
+    return make_error(-e, "cannot stat lock file '%s': %s", path.c_str(), strerror(e));
+  }
+  // The caller's own lock file, or root's (a log a user also writes with sudo).
+  if (!S_ISREG(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0)) {
     const bool reg = S_ISREG(st.st_mode);
     close(fd);
     return make_error(SPROV_ERR_INVALID_ARG, "lock file '%s' is %s: refused", path.c_str(),

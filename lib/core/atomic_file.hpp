@@ -46,8 +46,8 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
 
 /// Opens the lock file `path` (created with `mode` when absent) and takes an exclusive flock,
 /// waiting at most `timeout_ms`. The name is fixed, so the open uses O_NOFOLLOW|O_NONBLOCK and
-/// the file must be a regular file owned by the calling user: a planted symlink, FIFO or another
-/// user's file is refused with an error naming it, and a lock held elsewhere past the timeout is
+/// the file must be a regular file owned by the calling user or root: a planted symlink, FIFO or
+/// another user's file is refused with an error naming it, and a lock held elsewhere past the timeout is
 /// SPROV_ERR_LIMIT naming the file. Returns the fd (closing it releases the lock).
 Result<int> open_lock_file(const std::string& path, unsigned timeout_ms, unsigned mode = 0600);
 

@@ -63,13 +63,18 @@ void on_sigbus(int sig, siginfo_t* info, void* uctx) {
     g_previous.sa_handler(sig);
     return;
   }
-  // SIG_DFL (or SIG_IGN, which a fault cannot honour): restore it and return; the faulting
-  // access runs again and the kernel applies the default action (a core dump at the right place).
+  // A SIGBUS sent by kill(2) or raise(3) (si_code <= 0) faults nothing: as the earlier
+  // disposition would, it is ignored (SIG_IGN) or ends the process (SIG_DFL, raised again).
+  const bool sent = info->si_code <= 0;
+  if (sent && !(g_previous.sa_flags & SA_SIGINFO) && g_previous.sa_handler == SIG_IGN) return;
+  // SIG_DFL (or SIG_IGN, which a fault cannot honour): restore it; a fault runs the access again
+  // and the kernel applies the default action (a core dump at the right place).
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(SIGBUS, &dfl, nullptr);
+  if (sent) raise(SIGBUS);
 }
 
 bool install_handler() {

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -20,8 +21,8 @@ namespace stackprov {
 namespace {
 
 std::mutex g_roots_mu;
-std::map<int64_t, int>& held_roots() {  // pid -> fd of the newest HeldRoot
-  static std::map<int64_t, int> m;
+std::multimap<int64_t, int>& held_roots() {  // pid -> fd of each live HeldRoot, oldest first
+  static std::multimap<int64_t, int> m;
   return m;
 }
 
@@ -47,7 +48,8 @@ int open_in_root(int64_t pid, const std::string& rest, int* err) {
   int root = -1;
   {
     std::lock_guard<std::mutex> lock(g_roots_mu);
-    if (auto it = held_roots().find(pid); it != held_roots().end()) root = fcntl(it->second, F_DUPFD_CLOEXEC, 0);
+    auto range = held_roots().equal_range(pid);
+    if (range.first != range.second) root = fcntl(std::prev(range.second)->second, F_DUPFD_CLOEXEC, 0);  // the newest
   }
   if (root < 0) {
     const std::string r = "/proc/" + std::to_string(pid) + "/root";
@@ -61,10 +63,13 @@ int open_in_root(int64_t pid, const std::string& rest, int* err) {
   how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   const std::string rel = rest.empty() ? std::string(".") : rest;
-  long fd;
-  do {
+  long fd = -1;
+  // EAGAIN: a rename or mount raced a ".." lookup; a target can cause it at will, so the
+  // retries are bounded.
+  for (int tries = 0; tries < 32; ++tries) {
     fd = syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how);
-  } while (fd < 0 && errno == EAGAIN);  // a concurrent rename inside the root: try again
+    if (fd >= 0 || errno != EAGAIN) break;
+  }
   if (fd < 0) *err = errno;
   close(root);
   return static_cast<int>(fd);
@@ -159,18 +164,29 @@ std::string under_root_of(const std::string& module_path, const std::string& p) 
   return root + p;
 }
 
+bool relative_names_stay_in_root(const std::string& dir) {
+  int64_t pid = 0;
+  std::string rest;
+  return !split_proc_path(dir, "map_files", &pid, &rest) || target_root_of(dir).empty();
+}
+
 std::shared_ptr<HeldRoot> HeldRoot::hold(int64_t pid) {
   const std::string r = "/proc/" + std::to_string(pid) + "/root";
   const int fd = ::open(r.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return nullptr;
   std::lock_guard<std::mutex> lock(g_roots_mu);
-  held_roots()[pid] = fd;
+  held_roots().emplace(pid, fd);
   return std::shared_ptr<HeldRoot>(new HeldRoot(pid, fd));
 }
 
 HeldRoot::~HeldRoot() {
   std::lock_guard<std::mutex> lock(g_roots_mu);
-  if (auto it = held_roots().find(pid_); it != held_roots().end() && it->second == fd_) held_roots().erase(it);
+  auto range = held_roots().equal_range(pid_);
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second == fd_) {
+      held_roots().erase(it);
+      break;
+    }
   close(fd_);
 }
 

@@ -37,6 +37,11 @@ int statfs_path(const std::string& path, struct statfs* fs);
 /// root (another mount namespace, chroot or pivot_root), else "".
 std::string target_root_of(const std::string& path);
 
+/// Whether a name relative to `dir` (a directory of a module's path) stays inside the module's
+/// root: always for the host's own files and under "/proc/PID/root/..." (resolved there), never
+/// under "/proc/PID/map_files" of a target (".." from there leaves through procfs onto the host).
+bool relative_names_stay_in_root(const std::string& dir);
+
 /// The absolute path `p`, taken from a file of a target (a debug link, a DWO name, a dwz path,
 /// a debug directory), as the target sees it: under target_root_of(module_path) when the module
 /// is the target's, else `p` unchanged.

@@ -159,10 +159,17 @@ bool SplitDwarfFiles::load(uint64_t dwo_id, std::string_view dwo_name, std::stri
   // Names from the (possibly a target's) DWARF resolve in the binary's root: a target's
   // comp_dir or absolute dwo_name never opens a host file (core/open_file.hpp under_root_of).
   // The unit found must carry the skeleton's dwo_id (find_dwo_unit below).
+  const bool target = !target_root_of(binary_dir_).empty();
   if (name.front() == '/') {
     cands.push_back(under_root_of(binary_dir_, name));
+  } else if (target && !relative_names_stay_in_root(binary_dir_)) {
+    // A target's module read through map_files: no directory of its own to anchor relative
+    // names in (".." from /proc/PID/map_files leads to the host's files); only absolute ones.
   } else {
-    if (!comp_dir.empty()) cands.push_back(under_root_of(binary_dir_, std::string(comp_dir) + "/" + name));
+    // A relative comp_dir of a target's module has no anchor in its root (it would be opened
+    // relative to our working directory): left out.
+    if (!comp_dir.empty() && (comp_dir.front() == '/' || !target))
+      cands.push_back(under_root_of(binary_dir_, std::string(comp_dir) + "/" + name));
     cands.push_back(binary_dir_ + "/" + name);
     const size_t slash = name.rfind('/');
     if (slash != std::string::npos) cands.push_back(binary_dir_ + "/" + name.substr(slash + 1));

@@ -499,7 +499,8 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   if (child > 0) {  // duration elapsed or a stop signal: stop the command we started
     kill(child, SIGTERM);
     int status = 0;
-    waitpid(child, &status, 0);
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {  // a stop signal meanwhile: wait on
+    }
     stats->exit_status = status;
     g_child.store(-1);
   }

@@ -399,15 +399,19 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
       }
       // Another stored bundle holding a different file under this id: one of them was built
       // from a file with a forged (or colliding) identity; the entry may serve the wrong names.
+      // Zero is "unknown" (the format allows it): nothing to compare. Two builds of one file
+      // (stripped and not) also share a build-id: a warning to look at, not an error.
       const auto& all = files[{kind, n}];
+      const std::string unknown(64, '0');
       std::string indexed_file;
       for (const auto& [file, d] : all)
         if (d == digest) indexed_file = file;
       for (const auto& [file, d] : all)
-        if (file != indexed_file)
-          rep.errors.push_back(path + ": names " + digest + " (module file sha256:" + indexed_file + "), but " + d +
-                               " holds another file under the same id (sha256:" + file +
-                               "): a forged or colliding identity; check which is right and re-put it");
+        if (file != indexed_file && file != unknown && indexed_file != unknown)
+          rep.warnings.push_back(path + ": names " + digest + " (module file sha256:" + indexed_file + "), but " + d +
+                                 " holds another file under the same id (sha256:" + file +
+                                 "): a forged or colliding identity, or another build of the file (e.g. stripped); "
+                                 "check which is right and promote it");
     }
   }
   check_sidecars(&rep);

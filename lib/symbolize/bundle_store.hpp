@@ -79,8 +79,9 @@ class BundleStore {
     size_t unindexed = 0;               ///< modules of stored bundles with no id entry naming their bundle
   };
   /// Re-hashes every blob, opens and validates it (every module's records), checks that
-  /// every id entry names a present blob holding that module, that no other stored bundle
-  /// holds a different file (sha256_file) under an indexed id (a forged build-id), counts the
+  /// every id entry names a present blob holding that module, warns when another stored bundle
+  /// holds a different file (sha256_file, zero = unknown) under an indexed id (a forged
+  /// build-id, or another build of the file), counts the
   /// modules stored by content only, and that every sidecar belongs to a present blob and, for the
   /// known names, parses: "dsse.json" a DSSE envelope whose in-toto statement names the
   /// blob's digest, "tlog-proof" a tlog-proof@v1, "checkpoint" a signed checkpoint note.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/open_file.hpp"
 #include "symbolize/demangle.hpp"
 
 namespace stackprov::symbolize {
@@ -134,7 +135,8 @@ std::shared_ptr<elf::ElfImage> DwarfResolver::find_alt(const elf::ElfImage& f, s
   std::vector<std::string> cands;
   const std::string& root = f.target_root();
   if (!name.empty() && name.front() == '/') cands.push_back(root + name);
-  else if (!name.empty()) cands.push_back(dir_of(f.path()) + "/" + name);
+  else if (!name.empty() && relative_names_stay_in_root(dir_of(f.path())))  // not from a target's map_files
+    cands.push_back(dir_of(f.path()) + "/" + name);
   {
     const std::string h = want.hex();
     for (const auto& d : opts_.debug.debug_dirs)
