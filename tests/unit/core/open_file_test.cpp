@@ -13,7 +13,7 @@
 
 using namespace stackprov;
 
-TEST_CASE("a held root keeps a process's files openable after it exits, with several holders", "[open-file][held-root]") {
+TEST_CASE("a held root keeps a process's files openable after it exits, with several holders", "[open-file][proc-root]") {
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
@@ -33,7 +33,7 @@ TEST_CASE("a held root keeps a process's files openable after it exits, with sev
   if (fd >= 0) close(fd);
 }
 
-TEST_CASE("paths inside a process's root are parsed strictly", "[open-file]") {
+TEST_CASE("paths inside a process's root are parsed strictly", "[open-file][proc-root]") {
   // Only "/proc/<digits>/root" (and map_files) name a process's root; near misses are plain paths.
   CHECK(target_root_of("/proc/12/rootx/a").empty());
   CHECK(target_root_of("/proc/x12/root/a").empty());
