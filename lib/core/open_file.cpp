@@ -70,6 +70,17 @@ int open_in_root(int64_t pid, const std::string& rest, int* err) {
     fd = syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how);
     if (fd >= 0 || errno != EAGAIN) break;
   }
+  if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+    // No openat2 (a kernel before 5.6, or a seccomp filter): a process whose root is ours sees
+    // our paths, so the plain lookup is the same lookup; another root is refused (fail closed).
+    struct stat ours, theirs;
+    const int e = errno;
+    if (stat("/", &ours) == 0 && fstat(root, &theirs) == 0 && ours.st_dev == theirs.st_dev &&
+        ours.st_ino == theirs.st_ino)
+      fd = ::open(("/" + rest).c_str(), O_PATH | O_CLOEXEC);
+    else
+      errno = e;
+  }
   if (fd < 0) *err = errno;
   close(root);
   return static_cast<int>(fd);

@@ -22,7 +22,8 @@ namespace stackprov {
 /// openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) of REST relative to its root (the one a
 /// HeldRoot keeps for PID, else /proc/PID/root opened now), so that the target's absolute
 /// symlinks and ".." stay inside its root and never reach the host's files (doc/hardening.md,
-/// attack 2). A kernel without openat2 (before 5.6) refuses such paths (ENOSYS).
+/// attack 2). Without openat2 (a kernel before 5.6, or a seccomp filter) a process whose root is
+/// ours is looked up as usual, another root is refused (ENOSYS).
 int open_regular_file(const std::string& path, int* err);
 
 /// stat(2) of `path` as open_regular_file resolves it: a target's "/proc/PID/root/REST" inside its
