@@ -149,8 +149,9 @@ Result<int> open_lock_file(const std::string& path, unsigned timeout_ms, unsigne
     }
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    const long long waited = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (waited >= timeout_ms) {
+    // In ns: a per-field ms division rounds a negative nsec difference up (gives up early).
+    const long long waited_ns = (now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec);
+    if (waited_ns >= static_cast<long long>(timeout_ms) * 1000000LL) {
       close(fd);
       return make_error(SPROV_ERR_LIMIT, "'%s' is locked by another process (waited %u ms)", path.c_str(), timeout_ms);
     }
