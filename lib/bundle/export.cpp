@@ -15,15 +15,6 @@ namespace stackprov::bundle {
 
 namespace {
 
-const char* id_kind_name(IdKind k) {
-  switch (k) {
-    case IdKind::kElfBuildId: return "elf-build-id";
-    case IdKind::kPdbGuidAge: return "pdb-guid-age";
-    case IdKind::kMachoUuid: return "macho-uuid";
-  }
-  return "unknown";
-}
-
 void append_hex(std::string& o, const uint8_t* p, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   for (size_t i = 0; i < n; i++) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/types.hpp"
 
 namespace stackprov::bundle {
 
@@ -26,14 +27,11 @@ inline constexpr uint32_t kMaxSections = 32;
 inline constexpr int kMaxSavedRegs = 12;
 
 /// How a module is identified. Values are on disk: never renumber.
-enum class IdKind : uint8_t {
-  kElfBuildId = 1,   ///< ELF NT_GNU_BUILD_ID descriptor bytes, as in the note
-  kPdbGuidAge = 2,   ///< PDB: 16-byte GUID (as stored in the RSDS record) then 4-byte LE age
-  kMachoUuid = 3,    ///< Mach-O LC_UUID, 16 bytes
-};
+using stackprov::IdKind;  ///< core/types.hpp: kElfBuildId 1, kPdbGuidAge 2, kMachoUuid 3 (0 is not stored)
 
-/// A module's identity: kind + bytes (1..kMaxIdBytes).
-struct ModuleId {
+/// A module's identity as the writer takes it: kind + bytes (1..kMaxIdBytes, checked when written;
+/// stackprov::ModuleId is the in-memory identity, bounded by its type).
+struct IdBytes {
   IdKind kind = IdKind::kElfBuildId;
   std::vector<uint8_t> bytes;
 };
@@ -100,7 +98,7 @@ struct UnwindRowRecord {
 
 /// Everything about one module that goes into a bundle.
 struct ModuleContents {
-  ModuleId id;
+  IdBytes id;
   std::string name;                      ///< file name as given (no host path unless given)
   std::array<uint8_t, 32> sha256_file{};   ///< of the original file; zero if unknown
   std::array<uint8_t, 32> sha256_debug{};  ///< of the debug file; zero if unknown

@@ -62,7 +62,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> load_from_bundle(sprov_context* ct
     std::string ids;
     for (const bundle::ModuleView& v : rd->modules()) {
       if (ids.size() > 200) break;
-      ids += (ids.empty() ? "" : ", ") + BuildId::from_bytes(v.id.data(), v.id.size()).hex();
+      ids += (ids.empty() ? "" : ", ") + ModuleId::from_bytes(v.id.data(), v.id.size()).hex();
     }
     return make_error(SPROV_ERR_BUILD_ID_MISMATCH,
                       "module %s has build-id %s, but bundle %s (named for it by store %s) holds build-ids %s",

@@ -249,7 +249,7 @@ SPROV_API int sprov_address_space_add_mapping(sprov_address_space* as, const str
                            static_cast<unsigned long long>(m->start), static_cast<unsigned long long>(m->end)));
   const uint32_t id_len = SPROV_OPTS_GET(m, sprov_mapping, build_id_len, 0u);
   const uint8_t* id = SPROV_OPTS_GET(m, sprov_mapping, build_id, static_cast<const uint8_t*>(nullptr));
-  if (id_len > BuildId::kMax || (id_len != 0 && id == nullptr))
+  if (id_len > ModuleId::kMax || (id_len != 0 && id == nullptr))
     return fail(make_error(SPROV_ERR_INVALID_ARG, "build_id_len %u with build_id %p", id_len, static_cast<const void*>(id)));
   return guard([&] {
     perf::RawMmap r;
@@ -258,7 +258,7 @@ SPROV_API int sprov_address_space_add_mapping(sprov_address_space* as, const str
     r.pgoff = m->file_offset;
     r.path = m->path != nullptr ? m->path : "";
     r.prot = SPROV_OPTS_GET(m, sprov_mapping, prot, 0u);
-    if (id_len != 0) r.build_id = BuildId::from_bytes(id, id_len);
+    if (id_len != 0) r.build_id = ModuleId::from_bytes(id, id_len);
     return update(as, "sprov_address_space_add_mapping", [&](unwind::AddressSpace::Batch& b) { return b.mmap(r); });
   });
 }

@@ -158,7 +158,7 @@ struct sprov_symbolizer {
   uint32_t last_flags = 0;
   std::string last_build_id;
   std::vector<std::string> last_names;  // display names per frame for last_flags
-  stackprov::BuildId last_build_id_raw;  // what last_build_id is the hex of
+  stackprov::ModuleId last_build_id_raw;  // what last_build_id is the hex of
   // The module of the last path given to sprov_symbolizer_addr / _addr_ex (symbolizer_module).
   std::string path_cached;
   std::shared_ptr<stackprov::unwind::LoadedModule> path_module;

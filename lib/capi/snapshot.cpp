@@ -237,10 +237,10 @@ SPROV_API int sprov_snapshot_add_module(sprov_snapshot* snap, const struct sprov
     m.load_bias = mod->load_bias;
     m.path = mod->path;
     if (mod->build_id != nullptr && mod->build_id_len > 0) {
-      if (mod->build_id_len > BuildId::kMax)
+      if (mod->build_id_len > ModuleId::kMax)
         return fail(make_error(SPROV_ERR_INVALID_ARG, "build-id of %u bytes (max %zu)", mod->build_id_len,
-                               BuildId::kMax));
-      m.build_id = BuildId::from_bytes(mod->build_id, mod->build_id_len);
+                               ModuleId::kMax));
+      m.build_id = ModuleId::from_bytes(mod->build_id, mod->build_id_len);
     } else if (auto id = elf::read_build_id(m.path); id.ok()) {
       m.build_id = id.value();
     }

@@ -189,13 +189,14 @@ Result<bundle::ModuleContents> build_module(const std::string& path, const symbo
 
 extern "C" {
 
+static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == static_cast<int>(IdKind::kElfBuildId) &&
+              SPROV_BUNDLE_ID_PDB_GUID_AGE == static_cast<int>(IdKind::kPdbGuidAge) &&
+              SPROV_BUNDLE_ID_MACHO_UUID == static_cast<int>(IdKind::kMachoUuid));
+
 SPROV_API const char* sprov_bundle_id_kind_name(int kind) {
-  switch (kind) {
-    case SPROV_BUNDLE_ID_ELF_BUILD_ID: return "elf-build-id";
-    case SPROV_BUNDLE_ID_PDB_GUID_AGE: return "pdb-guid-age";
-    case SPROV_BUNDLE_ID_MACHO_UUID: return "macho-uuid";
-    default: return "unknown";
-  }
+  // A bundle stores kinds 1..3 (SPROV_BUNDLE_ID_*, the values of IdKind); 0 is not a bundle's.
+  if (kind < 1 || kind > kMaxIdKind) return "unknown";
+  return id_kind_name(static_cast<IdKind>(kind));
 }
 
 SPROV_API int sprov_bundle_build(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,

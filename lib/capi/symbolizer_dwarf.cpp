@@ -93,7 +93,7 @@ void undo_symbol_override(symbolize::Resolution* r) {
     r->resolver = symbolize::ResolvedBy::kNone;
     r->provenance = "none";
     r->source.clear();
-    r->source_build_id = BuildId{};
+    r->source_build_id = ModuleId{};
   }
   r->symbol_named = false;
 }
@@ -235,10 +235,10 @@ SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* 
     if (build_id == nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr_build_id: NULL build_id"));
     if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
-    const BuildId id = BuildId::from_hex(build_id);
+    const ModuleId id = ModuleId::from_hex(build_id);
     if (id.empty())
       return fail(make_error(SPROV_ERR_INVALID_ARG,
-                             "build-id '%s' is not 1 to %zu bytes of hex", build_id, BuildId::kMax));
+                             "build-id '%s' is not 1 to %zu bytes of hex", build_id, ModuleId::kMax));
     symbolize::ResolverChain& c = chain(sym);
     // Without a module file only the bundle step can answer.
     if (!c.policy().has(symbolize::ResolverPolicy::Step::kBundle))

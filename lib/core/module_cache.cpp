@@ -19,15 +19,16 @@ void put_le64(uint8_t* p, uint64_t v) {
 }  // namespace
 
 size_t ModuleKeyHash::operator()(const ModuleKey& k) const noexcept {
-  const size_t n = k.build_id.len <= BuildId::kMax ? k.build_id.len : BuildId::kMax;
-  uint8_t b[BuildId::kMax + 26];
-  b[0] = static_cast<uint8_t>(n);  // the length first: no build-id's bytes read as another's file identity
+  const size_t n = k.build_id.len <= ModuleId::kMax ? k.build_id.len : ModuleId::kMax;
+  uint8_t b[ModuleId::kMax + 27];
+  b[0] = static_cast<uint8_t>(n);  // the length first: no id's bytes read as another's file identity
   std::memcpy(b + 1, k.build_id.bytes, n);
   put_le64(b + 1 + n, k.dev);
   put_le64(b + 9 + n, k.inode);
   put_le64(b + 17 + n, k.mtime_ns);
   b[25 + n] = static_cast<uint8_t>(k.source);
-  return static_cast<size_t>(XXH3_64bits_withSeed(b, n + 26, kKeySeed));
+  b[26 + n] = n ? static_cast<uint8_t>(k.build_id.kind) : 0;  // empty ids are equal whatever their kind
+  return static_cast<size_t>(XXH3_64bits_withSeed(b, n + 27, kKeySeed));
 }
 
 FileIdentity file_identity_of(const struct ::stat& st) {
@@ -35,7 +36,7 @@ FileIdentity file_identity_of(const struct ::stat& st) {
                       static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec)};
 }
 
-Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id) {
+Result<ModuleKey> module_key_for_file(const std::string& path, const ModuleId& id) {
   ModuleKey key;
   key.build_id = id;
   struct stat st;

@@ -35,7 +35,7 @@ struct ModuleKey {
   /// an image with the same bytes.
   enum Source : uint8_t { kFile = 0, kBundle = 1, kMemory = 2, kMemoryImage = 3 };
   Source source = kFile;
-  BuildId build_id;
+  ModuleId build_id;
   uint64_t dev = 0;
   uint64_t inode = 0;
   uint64_t mtime_ns = 0;
@@ -59,7 +59,7 @@ FileIdentity file_identity_of(const struct ::stat& st);
 /// Key for the file at `path`: `id` (may be empty) and the file's identity from stat(2). Errors:
 /// negative errno naming the path. Whoever then opens `path` checks that the file opened is the
 /// one keyed (ElfImage::file_identity): the path may name another file by then.
-Result<ModuleKey> module_key_for_file(const std::string& path, const BuildId& id);
+Result<ModuleKey> module_key_for_file(const std::string& path, const ModuleId& id);
 
 /// A bounded LRU cache of shared values (parsed ELF images, CFI indexes...).
 ///

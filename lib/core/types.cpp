@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Architecture names and build-id hex conversion.
+// Architecture names, identity kinds and module-id hex conversion.
 #include "core/types.hpp"
 
 namespace stackprov {
@@ -17,7 +17,21 @@ const char* arch_name(Arch a) {
   }
 }
 
-std::string BuildId::hex() const {
+const char* id_kind_name(IdKind k) noexcept {
+  switch (k) {
+    case IdKind::kNone:
+      return "none";
+    case IdKind::kElfBuildId:
+      return "elf-build-id";
+    case IdKind::kPdbGuidAge:
+      return "pdb-guid-age";
+    case IdKind::kMachoUuid:
+      return "macho-uuid";
+  }
+  return "unknown";
+}
+
+std::string ModuleId::hex() const {
   static const char* kDigits = "0123456789abcdef";
   std::string s;
   s.reserve(len * 2);
@@ -28,16 +42,18 @@ std::string BuildId::hex() const {
   return s;
 }
 
-BuildId BuildId::from_bytes(const void* p, size_t n) {
-  BuildId id;
+ModuleId ModuleId::from_bytes(const void* p, size_t n, IdKind kind) {
+  ModuleId id;
   if (n > kMax) n = kMax;
+  if (n == 0) return id;
   std::memcpy(id.bytes, p, n);
   id.len = static_cast<uint8_t>(n);
+  id.kind = kind;
   return id;
 }
 
-BuildId BuildId::from_hex(std::string_view hex) {
-  BuildId id;
+ModuleId ModuleId::from_hex(std::string_view hex, IdKind kind) {
+  ModuleId id;
   if (hex.size() % 2 != 0 || hex.size() / 2 > kMax) return id;
   auto nib = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -47,10 +63,11 @@ BuildId BuildId::from_hex(std::string_view hex) {
   };
   for (size_t i = 0; i < hex.size(); i += 2) {
     int hi = nib(hex[i]), lo = nib(hex[i + 1]);
-    if (hi < 0 || lo < 0) return BuildId{};
+    if (hi < 0 || lo < 0) return ModuleId{};
     id.bytes[i / 2] = static_cast<uint8_t>(hi << 4 | lo);
   }
   id.len = static_cast<uint8_t>(hex.size() / 2);
+  if (id.len != 0) id.kind = kind;
   return id;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Small value types shared by every layer: architecture tags and module identities.
+// Small value types shared by every layer: architecture tags and module identities (ModuleId).
 #pragma once
 
 #include <cstdint>
@@ -25,21 +25,38 @@ struct FileIdentity {
   bool operator==(const FileIdentity&) const = default;
 };
 
-/// A GNU build-id (NT_GNU_BUILD_ID descriptor): up to 64 bytes, usually 20.
-struct BuildId {
+/// What a module's identity bytes are. The values are the bundle format's (doc/bundles.md) and
+/// the snapshot format's; kNone is an empty identity.
+enum class IdKind : uint8_t {
+  kNone = 0,
+  kElfBuildId = 1,  ///< ELF NT_GNU_BUILD_ID descriptor bytes, as in the note (usually 20)
+  kPdbGuidAge = 2,  ///< PDB: 16-byte GUID (as stored in the RSDS record) then 4-byte LE age
+  kMachoUuid = 3,   ///< Mach-O LC_UUID, 16 bytes
+};
+inline constexpr uint8_t kMaxIdKind = 3;
+
+/// "none", "elf-build-id", "pdb-guid-age", "macho-uuid"; "unknown" outside the enum.
+const char* id_kind_name(IdKind k) noexcept;
+
+/// A module's identity, never its path or version: the kind and up to 64 bytes. Two ids are equal
+/// when both are empty, or when kind and bytes are equal (the same bytes of two kinds differ).
+struct ModuleId {
   static constexpr size_t kMax = 64;
+  IdKind kind = IdKind::kNone;
   uint8_t bytes[kMax] = {};
   uint8_t len = 0;
 
   bool empty() const { return len == 0; }
+  /// Lowercase hex of the bytes (the kind is not in it: an ELF build-id prints as readelf does).
   std::string hex() const;
-  static BuildId from_bytes(const void* p, size_t n);
-  /// Parses lowercase/uppercase hex; returns an empty BuildId on bad input.
-  static BuildId from_hex(std::string_view hex);
-  bool operator==(const BuildId& o) const {
-    return len == o.len && std::memcmp(bytes, o.bytes, len) == 0;
+  /// `n` bytes (at most kMax) of kind `kind`; an empty id (kind kNone) when n is 0.
+  static ModuleId from_bytes(const void* p, size_t n, IdKind kind = IdKind::kElfBuildId);
+  /// Parses lowercase/uppercase hex; returns an empty id on bad input.
+  static ModuleId from_hex(std::string_view hex, IdKind kind = IdKind::kElfBuildId);
+  bool operator==(const ModuleId& o) const {
+    return len == o.len && (len == 0 || kind == o.kind) && std::memcmp(bytes, o.bytes, len) == 0;
   }
-  bool operator!=(const BuildId& o) const { return !(*this == o); }
+  bool operator!=(const ModuleId& o) const { return !(*this == o); }
 };
 
 }  // namespace stackprov

@@ -49,7 +49,7 @@ bool pread_exact(int fd, void* buf, size_t len, uint64_t off) {
   return true;
 }
 
-std::optional<BuildId> notes_at(int fd, uint64_t off, uint64_t size, uint64_t align, bool big,
+std::optional<ModuleId> notes_at(int fd, uint64_t off, uint64_t size, uint64_t align, bool big,
                                 uint64_t file_size) {
   if (size == 0 || size > kMaxNoteBytes || off > file_size || size > file_size - off) {
     return std::nullopt;
@@ -61,7 +61,7 @@ std::optional<BuildId> notes_at(int fd, uint64_t off, uint64_t size, uint64_t al
 
 }  // namespace
 
-Result<BuildId> read_build_id(const std::string& path) {
+Result<ModuleId> read_build_id(const std::string& path) {
   int open_err = 0;
   Fd fd(open_regular_file(path, &open_err));  // no device's open, no FIFO wait (core/open_file.hpp)
   if (fd.get() < 0) {
@@ -139,7 +139,7 @@ Result<BuildId> read_build_id(const std::string& path) {
       }
     }
   }
-  return BuildId{};
+  return ModuleId{};
 }
 
 Result<uint32_t> file_crc32(const std::string& path) {

@@ -657,7 +657,7 @@ Result<std::vector<uint8_t>> rebuild_image(uint64_t start, const std::function<b
   return bytes;
 }
 
-std::optional<BuildId> CoreFile::build_id_at(uint64_t start) const {
+std::optional<ModuleId> CoreFile::build_id_at(uint64_t start) const {
   auto img = image_at(start);
   if (!img || img->build_id.empty()) return std::nullopt;
   return img->build_id;

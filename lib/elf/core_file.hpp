@@ -75,7 +75,7 @@ struct CoreImage {
   bool big = false;       ///< ELFDATA2MSB
   std::vector<ProgramHeader> phdrs;
   uint64_t load_bias = 0;  ///< runtime - link-time address
-  BuildId build_id;        ///< empty when the note was not dumped
+  ModuleId build_id;        ///< empty when the note was not dumped
 };
 
 /// The ELF image whose file offset 0 is mapped at `start` in some memory (a core's, a live
@@ -169,7 +169,7 @@ class CoreFile {
   /// PT_NOTE); nullopt when the header was not dumped or is malformed.
   std::optional<CoreImage> image_at(uint64_t start) const;
   /// image_at(start)->build_id when it is there.
-  std::optional<BuildId> build_id_at(uint64_t start) const;
+  std::optional<ModuleId> build_id_at(uint64_t start) const;
 
  private:
   CoreFile() = default;

@@ -40,7 +40,7 @@ std::string dirname_of(const std::string& p) {
   return dir;
 }
 
-std::string id_text(const BuildId& id) { return id.empty() ? std::string("(none)") : id.hex(); }
+std::string id_text(const ModuleId& id) { return id.empty() ? std::string("(none)") : id.hex(); }
 
 /// The search state: what was tried and the first rejection of each kind.
 struct Search {
@@ -62,8 +62,8 @@ struct Search {
   std::shared_ptr<ElfImage> accept(const std::string& p, bool require_id) {
     auto img = ElfImage::open(p);
     if (!img.ok()) return nullptr;
-    const BuildId& want = image.build_id();
-    const BuildId& got = (*img)->build_id();
+    const ModuleId& want = image.build_id();
+    const ModuleId& got = (*img)->build_id();
     const bool comparable = !want.empty() && (require_id || !got.empty());
     if (comparable && want != got) {
       if (!mismatch) {
@@ -99,7 +99,7 @@ Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
   }
 
   // 1. <debug_dir>/.build-id/xx/rest.debug (gdb manual, "Separate Debug Files").
-  const BuildId& id = image.build_id();
+  const ModuleId& id = image.build_id();
   if (id.len >= 2) {
     const std::string hex = id.hex();
     const std::string rel = ".build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";

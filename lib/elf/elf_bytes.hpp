@@ -65,7 +65,7 @@ inline constexpr uint32_t kNoteGnuBuildId = 3;
 /// Note layout (System V gABI "Note Section"): namesz, descsz, type (4-byte
 /// words), then name and descriptor, each padded to `align` (4, or 8 for
 /// notes in 8-byte aligned segments such as .note.gnu.property).
-inline std::optional<BuildId> find_gnu_build_id(const ByteView& notes, uint64_t align) {
+inline std::optional<ModuleId> find_gnu_build_id(const ByteView& notes, uint64_t align) {
   if (align != 8) align = 4;
   auto pad = [align](uint64_t v) -> uint64_t { return (v + align - 1) & ~(align - 1); };
   uint64_t off = 0;
@@ -79,8 +79,8 @@ inline std::optional<BuildId> find_gnu_build_id(const ByteView& notes, uint64_t 
     if (!notes.in_range(name_off, pad(namesz)) || !notes.in_range(desc_off, descsz)) break;
     if (type == kNoteGnuBuildId && namesz == 4 &&
         std::memcmp(notes.data() + name_off, "GNU\0", 4) == 0 && descsz > 0 &&
-        descsz <= BuildId::kMax) {
-      return BuildId::from_bytes(notes.data() + desc_off, descsz);
+        descsz <= ModuleId::kMax) {
+      return ModuleId::from_bytes(notes.data() + desc_off, descsz);
     }
     const uint64_t next = desc_off + pad(descsz);
     if (next <= off) break;

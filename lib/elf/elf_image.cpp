@@ -93,7 +93,7 @@ struct ElfImage::Impl {
   bool is64 = false;
   bool big = false;
   uint16_t type = 0;
-  BuildId build_id;
+  ModuleId build_id;
   std::vector<ProgramHeader> phdrs;
   std::vector<SectionRecord> sections;
   std::vector<std::unique_ptr<LazyBytes>> lazy;  // parallel to sections
@@ -581,7 +581,7 @@ bool ElfImage::is_64bit() const { return impl_->is64; }
 bool ElfImage::big_endian() const { return impl_->big; }
 uint16_t ElfImage::elf_type() const { return impl_->type; }
 uint16_t ElfImage::machine() const { return impl_->machine; }
-const BuildId& ElfImage::build_id() const { return impl_->build_id; }
+const ModuleId& ElfImage::build_id() const { return impl_->build_id; }
 const std::vector<ProgramHeader>& ElfImage::program_headers() const { return impl_->phdrs; }
 const uint8_t* ElfImage::file_data() const { return impl_->bytes; }
 size_t ElfImage::file_size() const { return impl_->size; }

@@ -78,7 +78,7 @@ class ElfImage {
   bool is_64bit() const;
   bool big_endian() const;
   uint16_t elf_type() const;   ///< ET_EXEC, ET_DYN, ...
-  const BuildId& build_id() const;  ///< empty when there is no NT_GNU_BUILD_ID note
+  const ModuleId& build_id() const;  ///< empty when there is no NT_GNU_BUILD_ID note
   const std::vector<ProgramHeader>& program_headers() const;
 
   /// Section by exact name (".eh_frame", ".debug_frame", ".symtab", ...).
@@ -133,8 +133,8 @@ class ElfImage {
 };
 
 /// Reads only the GNU build-id of a file (fast path for module maps; does not
-/// keep the file open). Empty BuildId when the file has none.
-Result<BuildId> read_build_id(const std::string& path);
+/// keep the file open). Empty ModuleId when the file has none.
+Result<ModuleId> read_build_id(const std::string& path);
 
 /// GNU debuglink CRC32 (the zlib/IEEE polynomial) over a whole file.
 Result<uint32_t> file_crc32(const std::string& path);

@@ -309,7 +309,7 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
       maps.push_back(std::move(e));
     }
     if (!code) continue;
-    const BuildId core_id = c.core_image ? c.core_image->build_id : BuildId{};
+    const ModuleId core_id = c.core_image ? c.core_image->build_id : ModuleId{};
     if (opts.offline) {
       if (core_id.empty())
         out.warnings += "module " + c.module_path + ": build-id not in the core (" +

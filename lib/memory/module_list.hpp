@@ -52,7 +52,7 @@ class MappedFiles {
     /// capture puts them into the snapshot, where the module's image is rebuilt from
     /// (elf::rebuild_image).
     std::shared_ptr<const std::vector<MemoryRegion>> memory_image;
-    BuildId build_id;
+    ModuleId build_id;
     uint64_t load_bias = 0;
     std::string warning;                   ///< left out or from memory: why (one line, no newline)
   };
@@ -69,7 +69,7 @@ class MappedFiles {
     std::string error;
   };
   struct Header {  // read from memory
-    BuildId build_id;  // empty: `error`
+    ModuleId build_id;  // empty: `error`
     uint64_t load_bias = 0;
     std::shared_ptr<const std::vector<MemoryRegion>> image;  // null: `image_error`
     std::string image_error;

@@ -251,17 +251,17 @@ Status parse_modules(Cursor& c, Snapshot& s) {
     if (path_has_nul(m.path)) return field_error("module.path", at, "contains a NUL byte");
     at = c.offset();
     SPROV_TRY_UINT(id_len, c, "module.id_len", 1);
-    if (id_len > BuildId::kMax)
+    if (id_len > ModuleId::kMax)
       return make_error(SPROV_ERR_SNAPSHOT,
                         "field 'module.id_len' at offset %zu: %" PRIu64 " exceeds %zu", at,
-                        id_len, BuildId::kMax);
+                        id_len, ModuleId::kMax);
     auto id = c.bytes("module.id", id_len);
     if (!id) return id.error();
     m.start = start;
     m.end = end;
     m.file_offset = file_offset;
     m.load_bias = load_bias;
-    m.build_id = BuildId::from_bytes(id.value(), id_len);
+    m.build_id = ModuleId::from_bytes(id.value(), id_len);
     s.modules.push_back(std::move(m));
   }
   return {};
@@ -326,9 +326,9 @@ Status check_module(const SnapshotModule& m) {
                       m.path.size(), kMaxPathLen);
   if (path_has_nul(m.path))
     return make_error(SPROV_ERR_INVALID_ARG, "module path contains a NUL byte");
-  if (m.build_id.len > BuildId::kMax)
+  if (m.build_id.len > ModuleId::kMax)
     return make_error(SPROV_ERR_INVALID_ARG, "module '%s' build-id length %u exceeds %zu",
-                      m.path.c_str(), unsigned{m.build_id.len}, BuildId::kMax);
+                      m.path.c_str(), unsigned{m.build_id.len}, ModuleId::kMax);
   return {};
 }
 
@@ -406,9 +406,10 @@ uint64_t Snapshot::module_list_hash() const {
     w.u64(m.load_bias);
     w.u32(static_cast<uint32_t>(m.path.size()));
     w.bytes(m.path.data(), m.path.size());
-    const uint8_t id_len = std::min<uint8_t>(m.build_id.len, BuildId::kMax);
+    const uint8_t id_len = std::min<uint8_t>(m.build_id.len, ModuleId::kMax);
     w.u8(id_len);
     w.bytes(m.build_id.bytes, id_len);
+    w.u8(id_len ? static_cast<uint8_t>(m.build_id.kind) : 0);
     XXH3_64bits_update(&state, rec.data(), rec.size());
   }
   return XXH3_64bits_digest(&state);
@@ -445,7 +446,7 @@ std::vector<uint8_t> serialize(const Snapshot& s) {
     w.u64(m.load_bias);
     w.u32(static_cast<uint32_t>(m.path.size()));
     w.bytes(m.path.data(), m.path.size());
-    const uint8_t id_len = std::min<uint8_t>(m.build_id.len, BuildId::kMax);
+    const uint8_t id_len = std::min<uint8_t>(m.build_id.len, ModuleId::kMax);
     w.u8(id_len);
     w.bytes(m.build_id.bytes, id_len);
   }

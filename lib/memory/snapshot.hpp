@@ -22,7 +22,7 @@ struct SnapshotModule {
   uint64_t file_offset = 0;  ///< file offset of `start`
   uint64_t load_bias = 0;    ///< runtime - link-time address
   std::string path;          ///< as the target mapped it ("[vdso]" for the vDSO)
-  BuildId build_id;          ///< empty when the module has none
+  ModuleId build_id;          ///< empty when the module has none
   /// Not serialized: the file the live capture read the build-id from (checked against the
   /// maps line). Whoever opens the module later must find this file, or nothing: a path
   /// swapped since then names another. Unknown (zero) for modules not from a live capture.

@@ -88,7 +88,7 @@ CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, c
   if (fwrite(h.data(), 1, h.size(), f_) != h.size()) io_error_ = true;
 }
 
-void CaptureWriter::write_kernel(const BuildId& id, uint64_t text) {
+void CaptureWriter::write_kernel(const ModuleId& id, uint64_t text) {
   buf_.clear();
   buf_.push_back(id.len);
   put(buf_, id.bytes, id.len);
@@ -289,9 +289,9 @@ Status Profile::index_capture() {
           m.path.assign(reinterpret_cast<const char*>(b.p + b.at), pl);
           b.at += pl;
           SPROV_TRY(b.u8(&il, "module.id_len"));
-          if (il > BuildId::kMax) return make_error(SPROV_ERR_BAD_FORMAT, "capture file: build-id of %u bytes", il);
+          if (il > ModuleId::kMax) return make_error(SPROV_ERR_BAD_FORMAT, "capture file: build-id of %u bytes", il);
           SPROV_TRY(b.need(il, "module.build_id"));
-          m.build_id = BuildId::from_bytes(b.p + b.at, il);
+          m.build_id = ModuleId::from_bytes(b.p + b.at, il);
           b.at += il;
           if (m.end <= m.start)
             return make_error(SPROV_ERR_BAD_FORMAT, "capture file: module %s has empty range 0x%llx-0x%llx", m.path.c_str(),
@@ -348,7 +348,7 @@ Status Profile::index_capture() {
         SPROV_TRY(b.u8(&il, "kernel.id_len"));
         if (il > 20) return make_error(SPROV_ERR_BAD_FORMAT, "capture file: kernel build-id of %u bytes", il);
         SPROV_TRY(b.need(il, "kernel.build_id"));
-        kernel_id_ = BuildId::from_bytes(b.p + b.at, il);
+        kernel_id_ = ModuleId::from_bytes(b.p + b.at, il);
         b.at += il;
         SPROV_TRY(b.u64(&kernel_text_, "kernel.text"));
         break;

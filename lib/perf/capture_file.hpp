@@ -38,7 +38,7 @@ class CaptureWriter {
   CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline,
                 uint32_t frequency = 0);
   /// The recording kernel's build-id and `_text` address (KERNEL record).
-  void write_kernel(const BuildId& id, uint64_t text);
+  void write_kernel(const ModuleId& id, uint64_t text);
   void write_modules(uint32_t id, const ModuleList& list);
   void write_comm(uint32_t id, const std::string& comm);
   void write_vdso(const std::vector<uint8_t>& bytes);

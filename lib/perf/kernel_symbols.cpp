@@ -171,17 +171,17 @@ const KernelSymbols::Symbol* KernelSymbols::find(uint64_t addr) const {
   return nullptr;
 }
 
-BuildId kernel_build_id_from_notes(const std::string& notes) {
+ModuleId kernel_build_id_from_notes(const std::string& notes) {
   elf::detail::ByteView v(reinterpret_cast<const uint8_t*>(notes.data()), notes.size(), false);
   auto id = elf::detail::find_gnu_build_id(v, 4);
-  return id ? *id : BuildId{};
+  return id ? *id : ModuleId{};
 }
 
-Result<BuildId> running_kernel_build_id(const std::string& notes_path) {
+Result<ModuleId> running_kernel_build_id(const std::string& notes_path) {
   int err = 0;
   const std::string notes = read_text(notes_path, &err);
   if (err != 0) return make_error(-err, "%s: %s", notes_path.c_str(), strerror(err));
-  BuildId id = kernel_build_id_from_notes(notes);
+  ModuleId id = kernel_build_id_from_notes(notes);
   if (id.empty()) return make_error(SPROV_ERR_NOT_FOUND, "%s holds no GNU build-id note", notes_path.c_str());
   return id;
 }
@@ -197,7 +197,7 @@ uint64_t running_kernel_text(const std::string& kallsyms_path) {
   return 0;
 }
 
-KernelNamer::KernelNamer(BuildId recorded, uint64_t recorded_text, std::string notes_path, std::string kallsyms_path)
+KernelNamer::KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string notes_path, std::string kallsyms_path)
     : recorded_(recorded), recorded_text_(recorded_text), kallsyms_path_(std::move(kallsyms_path)) {
   auto running = running_kernel_build_id(notes_path);
   if (!running.ok()) {

@@ -49,11 +49,11 @@ class KernelSymbols {
 
 /// The GNU build-id in a kernel notes blob (/sys/kernel/notes: the kernel's ELF notes);
 /// empty when none.
-BuildId kernel_build_id_from_notes(const std::string& notes);
+ModuleId kernel_build_id_from_notes(const std::string& notes);
 
 /// The running kernel's build-id (from `notes_path`, normally /sys/kernel/notes) and `_text`
 /// address (from `kallsyms_path`, 0 when hidden or absent). Errors name the file.
-Result<BuildId> running_kernel_build_id(const std::string& notes_path = "/sys/kernel/notes");
+Result<ModuleId> running_kernel_build_id(const std::string& notes_path = "/sys/kernel/notes");
 uint64_t running_kernel_text(const std::string& kallsyms_path = "/proc/kallsyms");
 
 /// How kernel frames of a recording get names.
@@ -71,20 +71,20 @@ class KernelNamer {
  public:
   /// `recorded_text`: `_text` at recording time (perf.data's "[kernel.kallsyms]_text" mmap
   /// pgoff, a capture file's KERNEL record), 0 when unknown (no relocation).
-  KernelNamer(BuildId recorded, uint64_t recorded_text, std::string notes_path = "/sys/kernel/notes",
+  KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string notes_path = "/sys/kernel/notes",
               std::string kallsyms_path = "/proc/kallsyms");
   KernelNaming naming() const { return naming_; }
   /// One line saying how kernel frames are named (or why not), for warnings and summaries.
   const std::string& note() const { return note_; }
-  const BuildId& recorded_build_id() const { return recorded_; }
-  const BuildId& running_build_id() const { return running_; }
+  const ModuleId& recorded_build_id() const { return recorded_; }
+  const ModuleId& running_build_id() const { return running_; }
   /// The symbol of a recorded kernel address, start relocated back to the recording's
   /// addresses; nullptr when unnamed (mismatch, unreadable kallsyms, no symbol).
   const KernelSymbols::Symbol* find(uint64_t addr, uint64_t* start_out);
 
  private:
   void load();
-  BuildId recorded_, running_;
+  ModuleId recorded_, running_;
   uint64_t recorded_text_ = 0;
   std::string kallsyms_path_;
   KernelNaming naming_ = KernelNaming::kUnavailable;

@@ -53,7 +53,7 @@ std::vector<uint8_t> read_own_vdso() {
   return {};
 }
 
-ModuleTracker::ModuleTracker(std::string root, std::map<std::string, BuildId> recorded_ids,
+ModuleTracker::ModuleTracker(std::string root, std::map<std::string, ModuleId> recorded_ids,
                              std::vector<uint8_t> vdso, bool open_files)
     : root_(std::move(root)), open_files_(open_files), recorded_ids_(std::move(recorded_ids)) {
   if (!vdso.empty()) {
@@ -337,7 +337,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
         }
       }
       if (image == nullptr && !open_error.empty()) warn_once("module " + e.path + ": " + open_error);
-      BuildId recorded = e.build_id;
+      ModuleId recorded = e.build_id;
       if (recorded.empty()) {
         auto r = recorded_ids_.find(e.path);
         if (r != recorded_ids_.end()) recorded = r->second;

@@ -44,7 +44,7 @@ class ModuleTracker {
   /// image, used for "[vdso]" mappings when its build-id matches the recorded one (or none
   /// was recorded); may be empty.
   /// `open_files` false: module files are never opened (fuzzing, tests); modules get no bias or build-id.
-  ModuleTracker(std::string root, std::map<std::string, BuildId> recorded_ids, std::vector<uint8_t> vdso,
+  ModuleTracker(std::string root, std::map<std::string, ModuleId> recorded_ids, std::vector<uint8_t> vdso,
                 bool open_files = true);
   ~ModuleTracker();
 
@@ -84,7 +84,7 @@ class ModuleTracker {
   struct Mapping {
     uint64_t start = 0, end = 0, pgoff = 0;
     std::string path;
-    BuildId build_id;  ///< as recorded in the MMAP2 record; may be empty
+    ModuleId build_id;  ///< as recorded in the MMAP2 record; may be empty
     uint32_t dev_major = 0, dev_minor = 0;
     uint64_t inode = 0;  ///< 0: unknown
   };
@@ -116,7 +116,7 @@ class ModuleTracker {
 
   std::string root_;
   bool open_files_ = true;
-  std::map<std::string, BuildId> recorded_ids_;
+  std::map<std::string, ModuleId> recorded_ids_;
   std::vector<uint8_t> vdso_;
   std::shared_ptr<elf::ElfImage> vdso_image_;
   std::map<uint32_t, Proc> procs_;

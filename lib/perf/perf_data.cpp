@@ -259,7 +259,7 @@ Status RecordDecoder::decode_mmap(const uint8_t* rec, size_t len, RawMmap* out) 
     if (misc & kMiscMmapBuildId) {
       const uint8_t n = rec[40];
       if (n > 20) return make_error(SPROV_ERR_BAD_FORMAT, "mmap2 record: build_id_size %u exceeds 20", n);
-      m.build_id = BuildId::from_bytes(rec + 44, n);
+      m.build_id = ModuleId::from_bytes(rec + 44, n);
     }
     m.prot = ld32(rec + 64);
   } else {
@@ -464,7 +464,7 @@ Status PerfData::parse_features(uint64_t feat_offset, const uint64_t bits[4]) {
         size_t id_len = 20;
         if (misc & kMiscBuildIdSize) id_len = std::min<size_t>(e[32], 20);
         std::string path = bounded_string(e + 36, esize - 36);
-        BuildId id = BuildId::from_bytes(e + 12, id_len);
+        ModuleId id = ModuleId::from_bytes(e + 12, id_len);
         if (!path.empty()) build_ids_[path] = id;
         c.at += esize;
       }

@@ -71,7 +71,7 @@ struct RawMmap {
   uint32_t pid = 0, tid = 0;
   uint64_t start = 0, len = 0, pgoff = 0;
   uint32_t prot = 0;  ///< PROT_* (MMAP2); MMAP records: PROT_EXEC unless misc has MMAP_DATA
-  BuildId build_id;   ///< MMAP2 with PERF_RECORD_MISC_MMAP_BUILD_ID
+  ModuleId build_id;   ///< MMAP2 with PERF_RECORD_MISC_MMAP_BUILD_ID
   std::string path;
   uint64_t time = 0;  ///< from the sample_id trailer; 0 when absent
   /// The mapped file's device and inode as /proc/PID/maps lists them; 0: unknown. Compared with
@@ -143,7 +143,7 @@ class PerfData {
   const std::vector<RecordRef>& records() const { return records_; }
   const uint8_t* bytes() const { return bytes_; }
   /// HEADER_BUILD_ID: path -> build-id (the last one wins for a path).
-  const std::map<std::string, BuildId>& build_ids() const { return build_ids_; }
+  const std::map<std::string, ModuleId>& build_ids() const { return build_ids_; }
   const std::string& cmdline() const { return cmdline_; }  ///< HEADER_CMDLINE, space-joined
   const std::string& arch() const { return arch_; }        ///< HEADER_ARCH ("x86_64"), "" if absent
   const std::string& hostname() const { return hostname_; }
@@ -154,7 +154,7 @@ class PerfData {
   size_t len_ = 0;
   RecordDecoder decoder_;
   std::vector<RecordRef> records_;
-  std::map<std::string, BuildId> build_ids_;
+  std::map<std::string, ModuleId> build_ids_;
   std::string cmdline_, arch_, hostname_;
 };
 

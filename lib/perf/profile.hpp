@@ -82,7 +82,7 @@ class Profile {
   const Event& event() const { return event_; }
   /// The kernel build-id the recording holds (perf.data HEADER_BUILD_ID "[kernel.kallsyms]",
   /// capture file KERNEL record); empty when none.
-  const BuildId& kernel_build_id() const { return kernel_id_; }
+  const ModuleId& kernel_build_id() const { return kernel_id_; }
   /// Names kernel addresses of this recording (checks build-ids first; see KernelNamer).
   KernelNamer& kernel_namer() const { return *kernel_; }
 
@@ -117,7 +117,7 @@ class Profile {
   uint32_t capture_version_ = 0;
   std::string cmdline_, warnings_;
   Event event_;
-  BuildId kernel_id_;
+  ModuleId kernel_id_;
   uint64_t kernel_text_ = 0;  ///< `_text` when recorded (KASLR), 0 when unknown
   std::unique_ptr<KernelNamer> kernel_;
 };

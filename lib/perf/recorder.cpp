@@ -149,7 +149,7 @@ class Session {
     writer_.write_vdso(tracker_.vdso_bytes());
     // The kernel that is sampled, so that perf-import names its frames only on this kernel.
     auto kid = running_kernel_build_id();
-    writer_.write_kernel(kid.ok() ? kid.value() : BuildId{}, running_kernel_text());
+    writer_.write_kernel(kid.ok() ? kid.value() : ModuleId{}, running_kernel_text());
   }
   Status init(const perf_event_attr& a) { return decoder_.init({to_event_attr(a)}); }
   ModuleTracker& tracker() { return tracker_; }

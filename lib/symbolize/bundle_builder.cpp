@@ -298,7 +298,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   auto img = elf::ElfImage::open(path);
   if (!img) return std::move(img).error();
   std::shared_ptr<elf::ElfImage> image = img.value();
-  const BuildId& id = image->build_id();
+  const ModuleId& id = image->build_id();
   if (id.empty())
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no GNU build-id note (a bundle module needs one)", path.c_str());
 

@@ -178,7 +178,7 @@ Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_
   out->symbol_named = true;  // no record of which tables named it: keep the physical name
   out->source = b.digest;
   out->bundle_digest = b.digest;
-  if (kind == bundle::IdKind::kElfBuildId) out->source_build_id = BuildId::from_bytes(id.data(), id.size());
+  if (kind == bundle::IdKind::kElfBuildId) out->source_build_id = ModuleId::from_bytes(id.data(), id.size());
   // A symbol-table range (no DWARF there): the frame-level note, like "minidebuginfo+symtab".
   out->provenance = b.reader.from_symtab(ref.value().module, addr) ? "bundle+symtab" : "bundle";
   return true;

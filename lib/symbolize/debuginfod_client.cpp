@@ -58,7 +58,7 @@ size_t DebuginfodClient::queries() const {
   return queries_;
 }
 
-Result<DebuginfodFile> DebuginfodClient::find_debuginfo(const BuildId& id) {
+Result<DebuginfodFile> DebuginfodClient::find_debuginfo(const ModuleId& id) {
   if (id.empty()) return make_error(SPROV_ERR_NOT_FOUND, "debuginfod: the module has no build-id");
   if (!enabled()) return make_error(SPROV_ERR_NOT_FOUND, "debuginfod: DEBUGINFOD_URLS is not set");
   const std::string hex = id.hex();
@@ -96,7 +96,7 @@ Result<DebuginfodFile> DebuginfodClient::find_debuginfo(const BuildId& id) {
   if (!img.ok())
     return miss(make_error(SPROV_ERR_NOT_FOUND, "debuginfod: %s (from %s): %s", f.cache_path.c_str(), f.url.c_str(),
                            img.error().message.c_str()));
-  const BuildId& got = (*img)->build_id();
+  const ModuleId& got = (*img)->build_id();
   if (got != id)
     return miss(make_error(SPROV_ERR_BUILD_ID_MISMATCH,
                            "debuginfod: %s (from %s) has build-id %s, the module has %s", f.cache_path.c_str(),

@@ -45,7 +45,7 @@ class DebuginfodClient {
   /// libdebuginfod's reason), SPROV_ERR_BUILD_ID_MISMATCH naming both ids when
   /// the fetched file is not the one asked for. A remembered miss returns the
   /// same error again without a query.
-  Result<DebuginfodFile> find_debuginfo(const BuildId& id);
+  Result<DebuginfodFile> find_debuginfo(const ModuleId& id);
 
   /// Number of queries sent to libdebuginfod (misses from the negative cache excluded).
   size_t queries() const;

@@ -124,7 +124,7 @@ std::shared_ptr<elf::ElfImage> DwarfResolver::find_alt(const elf::ElfImage& f, s
     return nullptr;
   }
   const std::string name(p, nlen);
-  const BuildId want = BuildId::from_bytes(sec->data + nlen + 1, sec->size - nlen - 1);
+  const ModuleId want = ModuleId::from_bytes(sec->data + nlen + 1, sec->size - nlen - 1);
   // The supplementary file must be the one the link names by build-id: a link without one
   // would make any file at the named path (a host file, for a target's module) an input.
   if (want.empty()) {

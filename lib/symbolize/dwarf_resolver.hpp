@@ -44,7 +44,7 @@ struct Resolution {
   std::vector<ResolvedFrame> frames;  ///< innermost first; the last is the physical function
   ResolvedBy resolver = ResolvedBy::kNone;
   std::string source;                 ///< file that answered (debuginfod: the URL it came from; bundle: "sha256:<hex>")
-  BuildId source_build_id;            ///< that file's build-id (empty when it has none; bundle: the module's)
+  ModuleId source_build_id;            ///< that file's build-id (empty when it has none; bundle: the module's)
   std::string provenance;             ///< "dwarf", "debuginfod+dwarf", "bundle", "symtab", "minidebuginfo+symtab", "dynsym", "none"
   std::string bundle_digest;          ///< "sha256:<hex>" of the bundle that answered (resolver kBundle), else ""
   /// The physical function's name and start come from a symbol table (llvm's

@@ -69,7 +69,7 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
     switch (step) {
       case Step::kBundle: {
         if (!bundles_.enabled()) break;
-        BuildId id = m.build_id;
+        ModuleId id = m.build_id;
         if (id.empty() && m.image) id = m.image->build_id();
         if (id.empty()) break;
         auto r = bundles_.resolve(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len), addr, out);

@@ -44,7 +44,7 @@ struct ResolverPolicy {
 /// and its identity (the snapshot's or the caller's; else the file's).
 struct ChainModule {
   std::shared_ptr<elf::ElfImage> image;
-  BuildId build_id;
+  ModuleId build_id;
 };
 
 /// Resolves module addresses through the policy's steps in order and records

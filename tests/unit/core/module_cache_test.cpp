@@ -30,7 +30,7 @@ ModuleKey file_key(uint64_t inode) {
 
 ModuleKey id_key(const char* hex) {
   ModuleKey k;
-  k.build_id = BuildId::from_hex(hex);
+  k.build_id = ModuleId::from_hex(hex);
   return k;
 }
 
@@ -60,7 +60,7 @@ TEST_CASE("ModuleKey: the build-id and the file identity both count") {
   REQUIRE(b.has_file());
   REQUIRE(a != b);
   ModuleKey f1 = file_key(1), f2 = file_key(2);
-  f1.build_id = f2.build_id = BuildId::from_hex("0011223344");
+  f1.build_id = f2.build_id = ModuleId::from_hex("0011223344");
   REQUIRE(f1 != f2);
   REQUIRE(h(f1) != h(f2));
   REQUIRE(f1 != a);
@@ -90,7 +90,7 @@ TEST_CASE("ModuleKey: the build-id and the file identity both count") {
 TEST_CASE("module_key_for_file keys the build-id and the file identity") {
   struct stat st;
   REQUIRE(stat("/proc/self/exe", &st) == 0);
-  for (const BuildId& id : {BuildId{}, BuildId::from_hex("abcdef")}) {
+  for (const ModuleId& id : {ModuleId{}, ModuleId::from_hex("abcdef")}) {
     auto k = module_key_for_file("/proc/self/exe", id);
     REQUIRE(k.ok());
     REQUIRE(k->dev == st.st_dev);
@@ -99,7 +99,7 @@ TEST_CASE("module_key_for_file keys the build-id and the file identity") {
     REQUIRE(k->build_id == id);
   }
   // A missing file is an error naming it, with or without a build-id.
-  for (const BuildId& id : {BuildId{}, BuildId::from_hex("abcdef")}) {
+  for (const ModuleId& id : {ModuleId{}, ModuleId::from_hex("abcdef")}) {
     auto missing = module_key_for_file("/nonexistent/file", id);
     REQUIRE_FALSE(missing.ok());
     REQUIRE(missing.error().code == -ENOENT);

@@ -10,7 +10,7 @@
 #include "memory/snapshot.hpp"
 
 using stackprov::Arch;
-using stackprov::BuildId;
+using stackprov::ModuleId;
 using stackprov::Endian;
 using namespace stackprov::memory;
 
@@ -29,7 +29,7 @@ SnapshotModule module(uint64_t start, uint64_t end, std::string path, std::strin
   m.file_offset = 0x1000;
   m.load_bias = start - 0x1000;
   m.path = std::move(path);
-  m.build_id = BuildId::from_hex(id_hex);
+  m.build_id = ModuleId::from_hex(id_hex);
   return m;
 }
 

@@ -75,7 +75,7 @@ TEST_CASE("kernel notes: the GNU build-id note among others") {
   u32(4), u32(4), u32(6), n.append("Xen\0", 4), u32(0x01020304);
   u32(4), u32(20), u32(3), n.append("GNU\0", 4);
   for (int i = 0; i < 20; i++) n.push_back(static_cast<char>(0xa0 + i));
-  BuildId id = kernel_build_id_from_notes(n);
+  ModuleId id = kernel_build_id_from_notes(n);
   CHECK(id.hex() == "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3");
   CHECK(kernel_build_id_from_notes(std::string(12, '\0')).empty());
 }
@@ -97,7 +97,7 @@ TEST_CASE("kernel namer: names only the recording's kernel") {
   // Booted 0x200000 higher than when recorded (KASLR): addresses are relocated by `_text`.
   fputs("ffffffff81200000 T _text\nffffffff81200000 T start_kernel\nffffffff81201000 T do_work\n", f);
   fclose(f);
-  const BuildId running = kernel_build_id_from_notes(n);
+  const ModuleId running = kernel_build_id_from_notes(n);
 
   KernelNamer same(running, 0xffffffff81000000ull, notes, syms);
   CHECK(same.naming() == KernelNaming::kNamed);
@@ -108,7 +108,7 @@ TEST_CASE("kernel namer: names only the recording's kernel") {
   CHECK(start == 0xffffffff81001000ull);  // in the recording's addresses
   CHECK(same.note().find("relocated") != std::string::npos);
 
-  BuildId other = running;
+  ModuleId other = running;
   other.bytes[0] ^= 0xff;
   KernelNamer mismatch(other, 0, notes, syms);
   CHECK(mismatch.naming() == KernelNaming::kMismatch);
@@ -116,7 +116,7 @@ TEST_CASE("kernel namer: names only the recording's kernel") {
   CHECK(mismatch.note().find(other.hex()) != std::string::npos);
   CHECK(mismatch.note().find(running.hex()) != std::string::npos);
 
-  KernelNamer unchecked(BuildId{}, 0, notes, syms);
+  KernelNamer unchecked(ModuleId{}, 0, notes, syms);
   CHECK(unchecked.naming() == KernelNaming::kUnchecked);
   CHECK(unchecked.find(0xffffffff81201010ull, &start) != nullptr);
 
