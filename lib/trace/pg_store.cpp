@@ -9,7 +9,7 @@
 
 #include "evidence/encoding.hpp"
 #include "trace/store.hpp"
-#include "trace/store_rows.hpp"
+#include "trace/store_table.hpp"
 
 namespace stackprov::trace {
 namespace {
@@ -74,7 +74,6 @@ const Libpq* load_libpq() {
 }
 
 const Libpq* pq = nullptr;  ///< set by open_postgres_store before any other use
-
 
 const char* const kMigrations[] = {
     // 1: the seed's schema, verbatim
@@ -149,38 +148,101 @@ CREATE INDEX replays_by_trace ON replays(trace_id, started_at, replay_id);
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion);
 
 constexpr const char* kTimeFmt = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'";
-/// Frames per INSERT statement (17 parameters each, far below libpq's 65535).
+/// Frames per INSERT statement.
 constexpr size_t kFrameBatch = 256;
+static_assert(kFrameBatch * std::size(detail::kFrameColumns) <= 65535, "libpq takes at most 65535 parameters");
 
 struct ResultDeleter {
   void operator()(PGresult* r) const { pq->PQclear(r); }
 };
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
-/// Text parameters; a std::nullopt-like null via `null`; binary where `binary`.
+/// A statement's parameters in order (also the Sink of store_table.hpp's row functions): text,
+/// except a blob in binary and a NULL.
 struct Params {
   std::vector<std::string> values;
   std::vector<char> is_null, is_binary;
-  void add(std::string v) {
+  void text(std::string v) {
     values.push_back(std::move(v));
     is_null.push_back(0);
     is_binary.push_back(0);
   }
-  void add_i64(int64_t v) { add(std::to_string(v)); }
-  /// Empty text as SQL NULL.
-  void add_or_null(std::string v) {
-    if (v.empty()) add_null(); else add(std::move(v));
+  void i64(int64_t v) { text(std::to_string(v)); }
+  /// %.17g: a double's text that reads back as the same double.
+  void real(double v) {
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", v);
+    text(buf);
   }
-  void add_null() {
+  /// Empty text as SQL NULL.
+  void text_or_null(std::string v) {
+    if (v.empty()) null(); else text(std::move(v));
+  }
+  void null() {
     values.emplace_back();
     is_null.push_back(1);
     is_binary.push_back(0);
   }
-  void add_binary(const Bytes& b) {
+  void blob(const Bytes& b) {
     values.emplace_back(b.begin(), b.end());
     is_null.push_back(0);
     is_binary.push_back(1);
   }
+};
+
+/// PostgreSQL's dialect: "$n" parameters; UUID and JSONB columns read as text, TIMESTAMP columns
+/// in the canonical RFC 3339 form the row structs hold (our session's time zone is UTC).
+constexpr detail::Dialect kDialect{
+    .param = [](size_t n) { return std::string("$").append(std::to_string(n)); },
+    .read = [](detail::ColumnType type, const std::string& name) -> std::string {
+      switch (type) {
+        case detail::ColumnType::kUuid:
+        case detail::ColumnType::kJson: return name + "::text";
+        case detail::ColumnType::kTime: return "to_char(" + name + ", " + kTimeFmt + ")";
+        default: return name;
+      }
+    },
+    .insert_kept_prefix = "INSERT INTO ",
+    .insert_kept_suffix = " ON CONFLICT DO NOTHING",
+    .bytewise = " COLLATE \"C\"",
+};
+
+const detail::StoreSql& sql() {
+  static const detail::StoreSql q = detail::store_sql(kDialect);
+  return q;
+}
+
+std::string val(const PGresult* r, int row, int col) {
+  if (pq->PQgetisnull(r, row, col)) return {};
+  return std::string(pq->PQgetvalue(r, row, col), static_cast<size_t>(pq->PQgetlength(r, row, col)));
+}
+int64_t val_i64(const PGresult* r, int row, int col) {
+  if (pq->PQgetisnull(r, row, col)) return 0;
+  return strtoll(pq->PQgetvalue(r, row, col), nullptr, 10);
+}
+double val_dbl(const PGresult* r, int row, int col) {
+  if (pq->PQgetisnull(r, row, col)) return 0;
+  return strtod(pq->PQgetvalue(r, row, col), nullptr);
+}
+Bytes val_bytea(const PGresult* r, int row, int col) {
+  if (pq->PQgetisnull(r, row, col)) return {};
+  size_t n = 0;
+  unsigned char* p = pq->PQunescapeBytea(reinterpret_cast<const unsigned char*>(pq->PQgetvalue(r, row, col)), &n);
+  if (!p) return {};
+  Bytes b(p, p + n);
+  pq->PQfreemem(p);
+  return b;
+}
+
+/// One result row's columns in order (the Row of store_table.hpp's row functions).
+struct Columns {
+  const PGresult* r;
+  int row;
+  int n = 0;
+  std::string text() { return val(r, row, n++); }
+  int64_t i64() { return val_i64(r, row, n++); }
+  double real() { return val_dbl(r, row, n++); }
+  Bytes blob() { return val_bytea(r, row, n++); }
 };
 
 class PgStore final : public Store {
@@ -213,28 +275,6 @@ class PgStore final : public Store {
     return {};
   }
   void rollback() { PgResult r(pq->PQexec(c_, "ROLLBACK")); }
-
-  static std::string val(const PGresult* r, int row, int col) {
-    if (pq->PQgetisnull(r, row, col)) return {};
-    return std::string(pq->PQgetvalue(r, row, col), static_cast<size_t>(pq->PQgetlength(r, row, col)));
-  }
-  static int64_t val_i64(const PGresult* r, int row, int col) {
-    if (pq->PQgetisnull(r, row, col)) return 0;
-    return strtoll(pq->PQgetvalue(r, row, col), nullptr, 10);
-  }
-  static double val_dbl(const PGresult* r, int row, int col) {
-    if (pq->PQgetisnull(r, row, col)) return 0;
-    return strtod(pq->PQgetvalue(r, row, col), nullptr);
-  }
-  static Bytes val_bytea(const PGresult* r, int row, int col) {
-    if (pq->PQgetisnull(r, row, col)) return {};
-    size_t n = 0;
-    unsigned char* p = pq->PQunescapeBytea(reinterpret_cast<const unsigned char*>(pq->PQgetvalue(r, row, col)), &n);
-    if (!p) return {};
-    Bytes b(p, p + n);
-    pq->PQfreemem(p);
-    return b;
-  }
 
   Result<int> read_version() {
     auto r = run("SELECT to_regclass('schema_version') IS NOT NULL, to_regclass('traces') IS NOT NULL", {},
@@ -279,7 +319,7 @@ class PgStore final : public Store {
       st = exec(kMigrations[n - 1], ("migration " + std::to_string(n)).c_str());
       if (!st) break;
       Params p;
-      p.add_i64(n);
+      p.i64(n);
       auto r = run("INSERT INTO schema_version(version, applied_at) VALUES($1, now() AT TIME ZONE 'UTC')", p,
                    "recording the schema version");
       if (!r) st = r.error();
@@ -306,45 +346,33 @@ class PgStore final : public Store {
   Status put_trace_rows(const Trace& t) {
     {
       Params p;
-      p.add(t.data_sha256);
-      p.add_i64(static_cast<int64_t>(t.data_size));
-      p.add_binary(t.data_gzip);
-      auto r = run("INSERT INTO trace_data(sha256, raw_size, gzip) VALUES($1,$2,$3) ON CONFLICT DO NOTHING", p,
-                   "inserting trace_data");
+      detail::trace_data_values(p, t);
+      auto r = run(sql().insert_trace_data.c_str(), p, "inserting trace_data");
       if (!r) return r.error();
     }
     {
       Params p;
-      for (const std::string* s : {&t.id, &t.platform, &t.captured_at, &t.build_id, &t.symbol_bundle_sha256,
-                                   &t.dsse_ref, &t.arch, &t.data_sha256})
-        p.add(*s);
-      auto r = run("INSERT INTO traces(trace_id, platform, captured_at, build_id, symbol_bundle_sha256, dsse_ref, arch,"
-                   " data_sha256) VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
-                   p, ("inserting trace " + t.id).c_str());
+      detail::trace_values(p, t);
+      auto r = run(sql().insert_trace.c_str(), p, ("inserting trace " + t.id).c_str());
       if (!r) return r.error();
     }
     return insert_threads(t.id, t.threads);
   }
 
-  /// The threads and frames rows of a trace (put_trace, replace_frames): frame_index counts
-  /// across threads in order, thread_index is the thread's position.
+  /// The threads and frames rows of a trace (put_trace, replace_frames).
   Status insert_threads(const std::string& trace_id, const std::vector<Thread>& threads) {
     for (size_t ti = 0; ti < threads.size(); ++ti) {
       Params p;
-      p.add(trace_id);
-      p.add_i64(static_cast<int64_t>(ti));
-      p.add_i64(detail::to_db(threads[ti].tid));
-      p.add(threads[ti].name);
-      auto r = run("INSERT INTO threads(trace_id, thread_index, tid, name) VALUES($1,$2,$3,$4)", p, "inserting a thread");
+      detail::thread_values(p, trace_id, ti, threads[ti]);
+      auto r = run(sql().insert_thread.c_str(), p, "inserting a thread");
       if (!r) return r.error();
     }
     // Frames in batches of multi-row INSERTs.
     Params p;
-    std::string sql;
     size_t rows = 0;
     auto flush = [&]() -> Status {
       if (!rows) return {};
-      auto r = run(sql.c_str(), p, "inserting frames");
+      auto r = run(detail::insert_sql(kDialect, detail::kFrames, rows).c_str(), p, "inserting frames");
       p = Params();
       rows = 0;
       if (!r) return r.error();
@@ -353,31 +381,7 @@ class PgStore final : public Store {
     int64_t frame_index = 0;
     for (size_t ti = 0; ti < threads.size(); ++ti) {
       for (const Frame& f : threads[ti].frames) {
-        if (!rows)
-          sql = "INSERT INTO frames(trace_id, frame_index, ip, module_path, module_build_id, resolved_symbol,"
-                " symbol_offset, resolver, thread_index, module_offset, file, line, column_no, inline_chain, source,"
-                " bundle_sha256, unwind_method) VALUES";
-        size_t base = p.values.size();
-        sql += rows ? ",(" : "(";
-        for (size_t k = 1; k <= 17; ++k) sql += (k > 1 ? ",$" : "$") + std::to_string(base + k);
-        sql += ")";
-        p.add(trace_id);
-        p.add_i64(frame_index++);
-        p.add_i64(detail::to_db(f.ip));
-        p.add(f.module_path);
-        p.add(f.module_build_id);
-        p.add(f.symbol);
-        p.add_i64(detail::to_db(f.symbol_offset));
-        p.add(f.resolver);
-        p.add_i64(static_cast<int64_t>(ti));
-        p.add_i64(detail::to_db(f.module_offset));
-        p.add(f.file);
-        p.add_i64(f.line);
-        p.add_i64(f.column);
-        p.add(detail::inline_chain_json(f.inline_chain));
-        p.add(f.source);
-        p.add(f.bundle_sha256);
-        p.add(f.unwind_method);
+        detail::frame_values(p, trace_id, frame_index++, ti, f);
         if (++rows == kFrameBatch)
           if (auto st = flush(); !st) return st;
       }
@@ -398,104 +402,50 @@ class PgStore final : public Store {
   Result<Trace> get_trace_rows(const std::string& id) {
     Trace t;
     Params key;
-    key.add(id);
+    key.text(id);
     {
-      std::string sql = std::string("SELECT t.trace_id::text, t.platform, t.arch, to_char(t.captured_at, ") + kTimeFmt +
-                        "), t.build_id, t.symbol_bundle_sha256, t.dsse_ref, t.data_sha256, d.raw_size, d.gzip"
-                        " FROM traces t LEFT JOIN trace_data d ON d.sha256 = t.data_sha256 WHERE t.trace_id = $1";
-      auto r = run(sql.c_str(), key, "reading a trace", true);
+      auto r = run(sql().select_trace.c_str(), key, "reading a trace", true);
       if (!r) return r.error();
-      const PGresult* g = r->get();
-      if (pq->PQntuples(g) == 0)
+      if (pq->PQntuples(r->get()) == 0)
         return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in postgresql store %s", id.c_str(), where_.c_str());
-      t.id = val(g, 0, 0);
-      t.platform = val(g, 0, 1);
-      t.arch = val(g, 0, 2);
-      t.captured_at = val(g, 0, 3);
-      t.build_id = val(g, 0, 4);
-      t.symbol_bundle_sha256 = val(g, 0, 5);
-      t.dsse_ref = val(g, 0, 6);
-      t.data_sha256 = val(g, 0, 7);
-      t.data_size = static_cast<uint64_t>(val_i64(g, 0, 8));
-      t.data_gzip = val_bytea(g, 0, 9);
+      Columns c{r->get(), 0};
+      t = detail::read_trace(c);
     }
     {
-      std::string sql = "SELECT thread_index, tid, name FROM threads WHERE trace_id = $1 ORDER BY thread_index LIMIT " +
-                        std::to_string(kMaxThreads);
-      auto r = run(sql.c_str(), key, "reading threads", true);
+      auto r = run(sql().select_threads.c_str(), key, "reading threads", true);
       if (!r) return r.error();
       for (int i = 0; i < pq->PQntuples(r->get()); ++i) {
-        if (val_i64(r->get(), i, 0) != i)
-          return make_error(SPROV_ERR_BAD_FORMAT, "trace %s: thread indexes not contiguous", id.c_str());
-        t.threads.push_back({detail::from_db(val_i64(r->get(), i, 1)), val(r->get(), i, 2), {}});
+        Columns c{r->get(), i};
+        if (auto st = detail::read_thread(c, t); !st) return st.error();
       }
     }
-    std::string sql =
-        "SELECT thread_index, ip, module_path, module_build_id, module_offset, resolved_symbol, symbol_offset, file,"
-        " line, column_no, inline_chain::text, resolver, source, bundle_sha256, unwind_method FROM frames"
-        " WHERE trace_id = $1 ORDER BY frame_index LIMIT " + std::to_string(kMaxFramesPerTrace);
-    auto r = run(sql.c_str(), key, "reading frames", true);
+    auto r = run(sql().select_frames.c_str(), key, "reading frames", true);
     if (!r) return r.error();
-    const PGresult* g = r->get();
-    for (int i = 0; i < pq->PQntuples(g); ++i) {
-      Frame f;
-      f.ip = detail::from_db(val_i64(g, i, 1));
-      f.module_path = val(g, i, 2);
-      f.module_build_id = val(g, i, 3);
-      f.module_offset = detail::from_db(val_i64(g, i, 4));
-      f.symbol = val(g, i, 5);
-      f.symbol_offset = detail::from_db(val_i64(g, i, 6));
-      f.file = val(g, i, 7);
-      f.line = static_cast<uint32_t>(val_i64(g, i, 8));
-      f.column = static_cast<uint32_t>(val_i64(g, i, 9));
-      auto chain = detail::parse_inline_chain(val(g, i, 10));
-      if (!chain) return chain.error();
-      f.inline_chain = std::move(chain.value());
-      f.resolver = val(g, i, 11);
-      f.source = val(g, i, 12);
-      f.bundle_sha256 = val(g, i, 13);
-      f.unwind_method = val(g, i, 14);
-      if (auto st = detail::place_frame(t, static_cast<uint64_t>(val_i64(g, i, 0)), std::move(f)); !st)
-        return st.error();
+    for (int i = 0; i < pq->PQntuples(r->get()); ++i) {
+      Columns c{r->get(), i};
+      if (auto st = detail::read_frame(c, t); !st) return st.error();
     }
     return t;
   }
 
   Result<std::vector<TraceSummary>> list_traces(size_t limit) override {
-    std::string sql = std::string("SELECT t.trace_id::text, t.platform, t.arch, to_char(t.captured_at, ") + kTimeFmt +
-                      "), t.build_id, (SELECT COUNT(*) FROM frames f WHERE f.trace_id = t.trace_id)"
-                      " FROM traces t ORDER BY t.captured_at, t.trace_id LIMIT $1";
     Params p;
-    p.add_i64(limit > INT64_MAX ? INT64_MAX : static_cast<int64_t>(limit));
-    auto r = run(sql.c_str(), p, "listing traces", true);
+    p.i64(limit > INT64_MAX ? INT64_MAX : static_cast<int64_t>(limit));
+    auto r = run(sql().list_traces.c_str(), p, "listing traces", true);
     if (!r) return r.error();
     std::vector<TraceSummary> out;
-    const PGresult* g = r->get();
-    for (int i = 0; i < pq->PQntuples(g); ++i)
-      out.push_back({val(g, i, 0), val(g, i, 1), val(g, i, 2), val(g, i, 3), val(g, i, 4),
-                     static_cast<uint64_t>(val_i64(g, i, 5))});
+    for (int i = 0; i < pq->PQntuples(r->get()); ++i) {
+      Columns c{r->get(), i};
+      out.push_back(detail::read_trace_summary(c));
+    }
     return out;
   }
 
   Status put_replay(const Replay& rp) override {
     if (auto st = validate_replay(rp); !st) return st;
     Params p;
-    p.add(rp.replay_id);
-    p.add(rp.trace_id);
-    p.add_i64(rp.seed);
-    p.add(rp.started_at);
-    p.add(rp.finished_at);
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.17g", rp.replay_success_ratio);
-    p.add(buf);
-    p.add_i64(rp.verify_time_ms);
-    p.add(rp.verifier_version);
-    if (rp.notes_json.empty()) p.add_null(); else p.add(rp.notes_json);
-    snprintf(buf, sizeof buf, "%.17g", rp.symbol_coverage_pct);
-    p.add(buf);
-    auto r = run("INSERT INTO replays(replay_id, trace_id, seed, started_at, finished_at, replay_success_ratio,"
-                 " verify_time_ms, verifier_version, notes, symbol_coverage_pct) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
-                 p, ("inserting replay " + rp.replay_id).c_str());
+    detail::replay_values(p, rp);
+    auto r = run(sql().insert_replay.c_str(), p, ("inserting replay " + rp.replay_id).c_str());
     if (!r) return r.error();
     return {};
   }
@@ -507,25 +457,8 @@ class PgStore final : public Store {
                         b.sha256.substr(0, 80).c_str(), h.c_str());
     if (auto st = detail::validate_symbol_bundle(b); !st) return st;
     Params p;
-    p.add(b.sha256);
-    p.add(b.os);
-    p.add_binary(b.blob);
-    p.add_or_null(b.index_json);
-    p.add(b.signer);
-    p.add(b.rekor_tile_ref);
-    p.add_or_null(b.dsse_envelope);
-    p.add_or_null(b.tlog_proof);
-    p.add_or_null(b.checkpoint);
-    // Content-addressed: a second put keeps blob, os and index_json; signature columns that are
-    // non-empty in the new row replace the stored ones (a bundle signed after it was stored).
-    auto r = run("INSERT INTO symbol_bundles(sha256, os, bundle_blob, index_json, signer, rekor_tile_ref, dsse_envelope,"
-                 " tlog_proof, checkpoint) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT(sha256) DO UPDATE SET"
-                 " signer = COALESCE(NULLIF(excluded.signer, ''), symbol_bundles.signer),"
-                 " rekor_tile_ref = COALESCE(NULLIF(excluded.rekor_tile_ref, ''), symbol_bundles.rekor_tile_ref),"
-                 " dsse_envelope = COALESCE(NULLIF(excluded.dsse_envelope, ''), symbol_bundles.dsse_envelope),"
-                 " tlog_proof = COALESCE(NULLIF(excluded.tlog_proof, ''), symbol_bundles.tlog_proof),"
-                 " checkpoint = COALESCE(NULLIF(excluded.checkpoint, ''), symbol_bundles.checkpoint)",
-                 p, ("storing symbol bundle " + b.sha256).c_str());
+    detail::symbol_bundle_values(p, b);
+    auto r = run(sql().put_symbol_bundle.c_str(), p, ("storing symbol bundle " + b.sha256).c_str());
     if (!r) return r.error();
     return {};
   }
@@ -535,31 +468,25 @@ class PgStore final : public Store {
     if (sha256.size() != 64 || !is_lower_hex(sha256, 64))
       return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle '%s' is not 64 lower-case hex", h.c_str());
     Params p;
-    p.add(h);
-    auto r = run("SELECT sha256, os, bundle_blob, index_json::text, signer, rekor_tile_ref, dsse_envelope, tlog_proof,"
-                 " checkpoint FROM symbol_bundles WHERE sha256 = $1", p, "reading a symbol bundle", true);
+    p.text(h);
+    auto r = run(sql().get_symbol_bundle.c_str(), p, "reading a symbol bundle", true);
     if (!r) return r.error();
-    const PGresult* g = r->get();
-    if (pq->PQntuples(g) == 0)
+    if (pq->PQntuples(r->get()) == 0)
       return make_error(SPROV_ERR_NOT_FOUND, "symbol bundle %s not in postgresql store %s", h.c_str(), where_.c_str());
-    SymbolBundleRow b{val(g, 0, 0), val(g, 0, 1), val_bytea(g, 0, 2), val(g, 0, 3), val(g, 0, 4),
-                      val(g, 0, 5), val(g, 0, 6), val(g, 0, 7), val(g, 0, 8)};
+    Columns c{r->get(), 0};
+    SymbolBundleRow b = detail::read_symbol_bundle(c);
     if (evidence::hex_encode(evidence::sha256(b.blob)) != b.sha256)
       return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: stored bytes do not hash to their address", h.c_str());
     return b;
   }
 
   Result<std::vector<SymbolBundleRow>> list_symbol_bundles() override {
-    auto r = run("SELECT sha256, index_json::text FROM symbol_bundles ORDER BY sha256 COLLATE \"C\"", {},
-                 "listing symbol bundles", true);
+    auto r = run(sql().list_symbol_bundles.c_str(), {}, "listing symbol bundles", true);
     if (!r) return r.error();
-    const PGresult* g = r->get();
     std::vector<SymbolBundleRow> out;
-    for (int i = 0; i < pq->PQntuples(g); ++i) {
-      SymbolBundleRow b;
-      b.sha256 = val(g, i, 0);
-      b.index_json = val(g, i, 1);
-      out.push_back(std::move(b));
+    for (int i = 0; i < pq->PQntuples(r->get()); ++i) {
+      Columns c{r->get(), i};
+      out.push_back(detail::read_symbol_bundle_index(c));
     }
     return out;
   }
@@ -581,20 +508,20 @@ class PgStore final : public Store {
 
   Status replace_frames_rows(const std::string& id, const std::vector<Thread>& threads, const std::string& bundle) {
     Params key;
-    key.add(id);
+    key.text(id);
     {
       // Locks the trace's row: concurrent replacements of one trace run one after the other, and
       // each one's DELETEs (a new snapshot per statement) see the rows the previous one committed.
       Params p;
-      p.add(bundle);
-      p.add(id);
-      auto r = run("UPDATE traces SET symbol_bundle_sha256 = $1 WHERE trace_id = $2", p, ("updating trace " + id).c_str());
+      p.text(bundle);
+      p.text(id);
+      auto r = run(sql().update_trace_bundle.c_str(), p, ("updating trace " + id).c_str());
       if (!r) return r.error();
       if (std::string(pq->PQcmdTuples(r->get())) == "0")
         return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in postgresql store %s", id.c_str(), where_.c_str());
     }
-    for (const char* sql : {"DELETE FROM frames WHERE trace_id = $1", "DELETE FROM threads WHERE trace_id = $1"}) {
-      auto r = run(sql, key, ("deleting the frames of trace " + id).c_str());
+    for (const std::string* del : {&sql().delete_frames, &sql().delete_threads}) {
+      auto r = run(del->c_str(), key, ("deleting the frames of trace " + id).c_str());
       if (!r) return r.error();
     }
     return insert_threads(id, threads);
@@ -603,29 +530,14 @@ class PgStore final : public Store {
   Result<std::vector<Replay>> list_replays(std::string_view trace_id) override {
     std::string id(trace_id.substr(0, 64));
     if (!is_uuid(trace_id)) return make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a lower-case UUID", id.c_str());
-    std::string sql = std::string("SELECT replay_id::text, trace_id::text, seed, to_char(started_at, ") + kTimeFmt +
-                      "), to_char(finished_at, " + kTimeFmt +
-                      "), replay_success_ratio, symbol_coverage_pct, verify_time_ms, verifier_version, notes::text"
-                      " FROM replays WHERE trace_id = $1 ORDER BY started_at, replay_id";
     Params p;
-    p.add(id);
-    auto r = run(sql.c_str(), p, ("listing the replays of trace " + id).c_str(), true);
+    p.text(id);
+    auto r = run(sql().list_replays.c_str(), p, ("listing the replays of trace " + id).c_str(), true);
     if (!r) return r.error();
-    const PGresult* g = r->get();
     std::vector<Replay> out;
-    for (int i = 0; i < pq->PQntuples(g); ++i) {
-      Replay rp;
-      rp.replay_id = val(g, i, 0);
-      rp.trace_id = val(g, i, 1);
-      rp.seed = val_i64(g, i, 2);
-      rp.started_at = val(g, i, 3);
-      rp.finished_at = val(g, i, 4);
-      rp.replay_success_ratio = val_dbl(g, i, 5);
-      rp.symbol_coverage_pct = val_dbl(g, i, 6);
-      rp.verify_time_ms = val_i64(g, i, 7);
-      rp.verifier_version = val(g, i, 8);
-      rp.notes_json = val(g, i, 9);
-      out.push_back(std::move(rp));
+    for (int i = 0; i < pq->PQntuples(r->get()); ++i) {
+      Columns c{r->get(), i};
+      out.push_back(detail::read_replay(c));
     }
     return out;
   }

@@ -8,7 +8,7 @@
 
 #include "evidence/encoding.hpp"
 #include "trace/store.hpp"
-#include "trace/store_rows.hpp"
+#include "trace/store_table.hpp"
 
 namespace stackprov::trace {
 namespace {
@@ -128,6 +128,41 @@ class Stmt {
   int rc_ = SQLITE_ERROR;
 };
 
+/// A row's values bound in column order (the row functions of store_table.hpp).
+struct Bind {
+  Stmt& s;
+  int n = 0;
+  void text(const std::string& v) { s.text(++n, v); }
+  void text_or_null(const std::string& v) { s.text_or_null(++n, v); }
+  void i64(int64_t v) { s.i64(++n, v); }
+  void real(double v) { s.dbl(++n, v); }
+  void blob(const Bytes& v) { s.blob(++n, v); }
+};
+
+/// The current result row's columns in order (the Row of store_table.hpp's row functions).
+struct Columns {
+  Stmt& s;
+  int n = 0;
+  std::string text() { return s.col_text(n++); }
+  int64_t i64() { return s.col_i64(n++); }
+  double real() { return s.col_dbl(n++); }
+  Bytes blob() { return s.col_blob(n++); }
+};
+
+/// SQLite's dialect: "?" parameters; every column reads as stored (UUIDs, times and JSON are TEXT).
+constexpr detail::Dialect kDialect{
+    .param = [](size_t) { return std::string("?"); },
+    .read = [](detail::ColumnType, const std::string& name) { return name; },
+    .insert_kept_prefix = "INSERT OR IGNORE INTO ",
+    .insert_kept_suffix = "",
+    .bytewise = "",
+};
+
+const detail::StoreSql& sql() {
+  static const detail::StoreSql q = detail::store_sql(kDialect);
+  return q;
+}
+
 class SqliteStore final : public Store {
  public:
   SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
@@ -232,68 +267,37 @@ class SqliteStore final : public Store {
 
   Status put_trace_rows(const Trace& t) {
     {
-      Stmt s(db_, "INSERT OR IGNORE INTO trace_data(sha256, raw_size, gzip) VALUES(?,?,?)");
+      Stmt s(db_, sql().insert_trace_data.c_str());
       if (!s.ok()) return err("preparing trace_data");
-      s.text(1, t.data_sha256);
-      s.i64(2, static_cast<int64_t>(t.data_size));
-      s.blob(3, t.data_gzip);
+      Bind b{s};
+      detail::trace_data_values(b, t);
       if (s.step() != SQLITE_DONE) return err("inserting trace_data");
     }
     {
-      Stmt s(db_,
-             "INSERT INTO traces(trace_id, platform, captured_at, build_id, symbol_bundle_sha256, dsse_ref, arch, data_sha256)"
-             " VALUES(?,?,?,?,?,?,?,?)");
+      Stmt s(db_, sql().insert_trace.c_str());
       if (!s.ok()) return err("preparing traces");
-      s.text(1, t.id);
-      s.text(2, t.platform);
-      s.text(3, t.captured_at);
-      s.text(4, t.build_id);
-      s.text(5, t.symbol_bundle_sha256);
-      s.text(6, t.dsse_ref);
-      s.text(7, t.arch);
-      s.text(8, t.data_sha256);
+      Bind b{s};
+      detail::trace_values(b, t);
       if (s.step() != SQLITE_DONE) return err(("inserting trace " + t.id).c_str());
     }
     return insert_threads(t.id, t.threads);
   }
 
-  /// The threads and frames rows of a trace (put_trace, replace_frames): frame_index counts
-  /// across threads in order, thread_index is the thread's position.
+  /// The threads and frames rows of a trace (put_trace, replace_frames).
   Status insert_threads(const std::string& trace_id, const std::vector<Thread>& threads) {
-    Stmt th(db_, "INSERT INTO threads(trace_id, thread_index, tid, name) VALUES(?,?,?,?)");
-    Stmt fr(db_,
-            "INSERT INTO frames(trace_id, frame_index, ip, module_path, module_build_id, resolved_symbol, symbol_offset,"
-            " resolver, thread_index, module_offset, file, line, column_no, inline_chain, source, bundle_sha256,"
-            " unwind_method) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    Stmt th(db_, sql().insert_thread.c_str());
+    Stmt fr(db_, sql().insert_frame.c_str());
     if (!th.ok() || !fr.ok()) return err("preparing threads/frames");
     int64_t frame_index = 0;
     for (size_t ti = 0; ti < threads.size(); ++ti) {
-      const Thread& thread = threads[ti];
       th.reset();
-      th.text(1, trace_id);
-      th.i64(2, static_cast<int64_t>(ti));
-      th.i64(3, detail::to_db(thread.tid));
-      th.text(4, thread.name);
+      Bind bt{th};
+      detail::thread_values(bt, trace_id, ti, threads[ti]);
       if (th.step() != SQLITE_DONE) return err("inserting a thread");
-      for (const Frame& f : thread.frames) {
+      for (const Frame& f : threads[ti].frames) {
         fr.reset();
-        fr.text(1, trace_id);
-        fr.i64(2, frame_index++);
-        fr.i64(3, detail::to_db(f.ip));
-        fr.text(4, f.module_path);
-        fr.text(5, f.module_build_id);
-        fr.text(6, f.symbol);
-        fr.i64(7, detail::to_db(f.symbol_offset));
-        fr.text(8, f.resolver);
-        fr.i64(9, static_cast<int64_t>(ti));
-        fr.i64(10, detail::to_db(f.module_offset));
-        fr.text(11, f.file);
-        fr.i64(12, f.line);
-        fr.i64(13, f.column);
-        fr.text(14, detail::inline_chain_json(f.inline_chain));
-        fr.text(15, f.source);
-        fr.text(16, f.bundle_sha256);
-        fr.text(17, f.unwind_method);
+        Bind bf{fr};
+        detail::frame_values(bf, trace_id, frame_index++, ti, f);
         if (fr.step() != SQLITE_DONE) return err("inserting a frame");
       }
     }
@@ -313,104 +317,58 @@ class SqliteStore final : public Store {
   Result<Trace> get_trace_rows(const std::string& id) {
     Trace t;
     {
-      Stmt s(db_,
-             "SELECT t.trace_id, t.platform, t.arch, t.captured_at, t.build_id, t.symbol_bundle_sha256, t.dsse_ref,"
-             " t.data_sha256, d.raw_size, d.gzip FROM traces t LEFT JOIN trace_data d ON d.sha256 = t.data_sha256"
-             " WHERE t.trace_id = ?");
+      Stmt s(db_, sql().select_trace.c_str());
       if (!s.ok()) return err("preparing a trace query");
       s.text(1, id);
       int rc = s.step();
       if (rc == SQLITE_DONE) return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in sqlite store %s", id.c_str(), path_.c_str());
       if (rc != SQLITE_ROW) return err("reading a trace");
-      t.id = s.col_text(0);
-      t.platform = s.col_text(1);
-      t.arch = s.col_text(2);
-      t.captured_at = s.col_text(3);
-      t.build_id = s.col_text(4);
-      t.symbol_bundle_sha256 = s.col_text(5);
-      t.dsse_ref = s.col_text(6);
-      t.data_sha256 = s.col_text(7);
-      t.data_size = static_cast<uint64_t>(s.col_i64(8));
-      t.data_gzip = s.col_blob(9);
+      Columns c{s};
+      t = detail::read_trace(c);
     }
     {
-      Stmt s(db_, "SELECT thread_index, tid, name FROM threads WHERE trace_id = ? ORDER BY thread_index LIMIT ?");
+      Stmt s(db_, sql().select_threads.c_str());
       if (!s.ok()) return err("preparing a thread query");
       s.text(1, id);
-      s.i64(2, static_cast<int64_t>(kMaxThreads));
       int rc;
       while ((rc = s.step()) == SQLITE_ROW) {
-        int64_t ti = s.col_i64(0);
-        if (ti != static_cast<int64_t>(t.threads.size()))
-          return make_error(SPROV_ERR_BAD_FORMAT, "trace %s: thread indexes not contiguous", id.c_str());
-        t.threads.push_back({detail::from_db(s.col_i64(1)), s.col_text(2), {}});
+        Columns c{s};
+        if (auto st = detail::read_thread(c, t); !st) return st.error();
       }
       if (rc != SQLITE_DONE) return err("reading threads");
     }
-    Stmt s(db_,
-           "SELECT thread_index, ip, module_path, module_build_id, module_offset, resolved_symbol, symbol_offset, file,"
-           " line, column_no, inline_chain, resolver, source, bundle_sha256, unwind_method FROM frames"
-           " WHERE trace_id = ? ORDER BY frame_index LIMIT ?");
+    Stmt s(db_, sql().select_frames.c_str());
     if (!s.ok()) return err("preparing a frame query");
     s.text(1, id);
-    s.i64(2, static_cast<int64_t>(kMaxFramesPerTrace));
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
-      Frame f;
-      f.ip = detail::from_db(s.col_i64(1));
-      f.module_path = s.col_text(2);
-      f.module_build_id = s.col_text(3);
-      f.module_offset = detail::from_db(s.col_i64(4));
-      f.symbol = s.col_text(5);
-      f.symbol_offset = detail::from_db(s.col_i64(6));
-      f.file = s.col_text(7);
-      f.line = static_cast<uint32_t>(s.col_i64(8));
-      f.column = static_cast<uint32_t>(s.col_i64(9));
-      auto chain = detail::parse_inline_chain(s.col_text(10));
-      if (!chain) return chain.error();
-      f.inline_chain = std::move(chain.value());
-      f.resolver = s.col_text(11);
-      f.source = s.col_text(12);
-      f.bundle_sha256 = s.col_text(13);
-      f.unwind_method = s.col_text(14);
-      if (auto st = detail::place_frame(t, static_cast<uint64_t>(s.col_i64(0)), std::move(f)); !st) return st.error();
+      Columns c{s};
+      if (auto st = detail::read_frame(c, t); !st) return st.error();
     }
     if (rc != SQLITE_DONE) return err("reading frames");
     return t;
   }
 
   Result<std::vector<TraceSummary>> list_traces(size_t limit) override {
-    Stmt s(db_,
-           "SELECT t.trace_id, t.platform, t.arch, t.captured_at, t.build_id,"
-           " (SELECT COUNT(*) FROM frames f WHERE f.trace_id = t.trace_id)"
-           " FROM traces t ORDER BY t.captured_at, t.trace_id LIMIT ?");
+    Stmt s(db_, sql().list_traces.c_str());
     if (!s.ok()) return err("preparing list_traces");
     s.i64(1, limit > INT64_MAX ? INT64_MAX : static_cast<int64_t>(limit));
     std::vector<TraceSummary> out;
     int rc;
-    while ((rc = s.step()) == SQLITE_ROW)
-      out.push_back({s.col_text(0), s.col_text(1), s.col_text(2), s.col_text(3), s.col_text(4),
-                     static_cast<uint64_t>(s.col_i64(5))});
+    while ((rc = s.step()) == SQLITE_ROW) {
+      Columns c{s};
+      out.push_back(detail::read_trace_summary(c));
+    }
     if (rc != SQLITE_DONE) return err("listing traces");
     return out;
   }
 
   Status put_replay(const Replay& r) override {
     if (auto st = validate_replay(r); !st) return st;
-    Stmt s(db_,
-           "INSERT INTO replays(replay_id, trace_id, seed, started_at, finished_at, replay_success_ratio, verify_time_ms,"
-           " verifier_version, notes, symbol_coverage_pct) VALUES(?,?,?,?,?,?,?,?,?,?)");
+    Stmt s(db_, sql().insert_replay.c_str());
     if (!s.ok()) return err("preparing replays");
-    s.text(1, r.replay_id);
-    s.text(2, r.trace_id);
-    s.i64(3, r.seed);
-    s.text(4, r.started_at);
-    s.text(5, r.finished_at);
-    s.dbl(6, r.replay_success_ratio);
-    s.i64(7, r.verify_time_ms);
-    s.text(8, r.verifier_version);
-    if (r.notes_json.empty()) s.null(9); else s.text(9, r.notes_json);
-    s.dbl(10, r.symbol_coverage_pct);
+    Bind b{s};
+    detail::replay_values(b, r);
     if (s.step() != SQLITE_DONE) return err(("inserting replay " + r.replay_id).c_str());
     return {};
   }
@@ -421,26 +379,10 @@ class SqliteStore final : public Store {
       return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: its bytes hash to %s",
                         b.sha256.substr(0, 80).c_str(), h.c_str());
     if (auto st = detail::validate_symbol_bundle(b); !st) return st;
-    // Content-addressed: a second put keeps blob, os and index_json; signature columns that are
-    // non-empty in the new row replace the stored ones (a bundle signed after it was stored).
-    Stmt s(db_,
-           "INSERT INTO symbol_bundles(sha256, os, bundle_blob, index_json, signer, rekor_tile_ref, dsse_envelope,"
-           " tlog_proof, checkpoint) VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT(sha256) DO UPDATE SET"
-           " signer = COALESCE(NULLIF(excluded.signer, ''), symbol_bundles.signer),"
-           " rekor_tile_ref = COALESCE(NULLIF(excluded.rekor_tile_ref, ''), symbol_bundles.rekor_tile_ref),"
-           " dsse_envelope = COALESCE(NULLIF(excluded.dsse_envelope, ''), symbol_bundles.dsse_envelope),"
-           " tlog_proof = COALESCE(NULLIF(excluded.tlog_proof, ''), symbol_bundles.tlog_proof),"
-           " checkpoint = COALESCE(NULLIF(excluded.checkpoint, ''), symbol_bundles.checkpoint)");
+    Stmt s(db_, sql().put_symbol_bundle.c_str());
     if (!s.ok()) return err("preparing symbol_bundles");
-    s.text(1, b.sha256);
-    s.text(2, b.os);
-    s.blob(3, b.blob);
-    s.text_or_null(4, b.index_json);
-    s.text(5, b.signer);
-    s.text(6, b.rekor_tile_ref);
-    s.text_or_null(7, b.dsse_envelope);
-    s.text_or_null(8, b.tlog_proof);
-    s.text_or_null(9, b.checkpoint);
+    Bind bind{s};
+    detail::symbol_bundle_values(bind, b);
     if (s.step() != SQLITE_DONE) return err(("storing symbol bundle " + b.sha256).c_str());
     return {};
   }
@@ -449,31 +391,27 @@ class SqliteStore final : public Store {
     std::string h(sha256.substr(0, 80));
     if (sha256.size() != 64 || !is_lower_hex(sha256, 64))
       return make_error(SPROV_ERR_INVALID_ARG, "symbol bundle '%s' is not 64 lower-case hex", h.c_str());
-    Stmt s(db_,
-           "SELECT sha256, os, bundle_blob, index_json, signer, rekor_tile_ref, dsse_envelope, tlog_proof, checkpoint"
-           " FROM symbol_bundles WHERE sha256 = ?");
+    Stmt s(db_, sql().get_symbol_bundle.c_str());
     if (!s.ok()) return err("preparing a symbol bundle query");
     s.text(1, h);
     int rc = s.step();
     if (rc == SQLITE_DONE) return make_error(SPROV_ERR_NOT_FOUND, "symbol bundle %s not in sqlite store %s", h.c_str(), path_.c_str());
     if (rc != SQLITE_ROW) return err("reading a symbol bundle");
-    SymbolBundleRow b{s.col_text(0), s.col_text(1), s.col_blob(2), s.col_text(3), s.col_text(4),
-                      s.col_text(5), s.col_text(6), s.col_text(7), s.col_text(8)};
+    Columns c{s};
+    SymbolBundleRow b = detail::read_symbol_bundle(c);
     if (evidence::hex_encode(evidence::sha256(b.blob)) != b.sha256)
       return make_error(SPROV_ERR_DIGEST_MISMATCH, "symbol bundle %s: stored bytes do not hash to their address", h.c_str());
     return b;
   }
 
   Result<std::vector<SymbolBundleRow>> list_symbol_bundles() override {
-    Stmt s(db_, "SELECT sha256, index_json FROM symbol_bundles ORDER BY sha256");
+    Stmt s(db_, sql().list_symbol_bundles.c_str());
     if (!s.ok()) return err("preparing list_symbol_bundles");
     std::vector<SymbolBundleRow> out;
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
-      SymbolBundleRow b;
-      b.sha256 = s.col_text(0);
-      b.index_json = s.col_text(1);
-      out.push_back(std::move(b));
+      Columns c{s};
+      out.push_back(detail::read_symbol_bundle_index(c));
     }
     if (rc != SQLITE_DONE) return err("listing symbol bundles");
     return out;
@@ -496,7 +434,7 @@ class SqliteStore final : public Store {
 
   Status replace_frames_rows(const std::string& id, const std::vector<Thread>& threads, const std::string& bundle) {
     {
-      Stmt s(db_, "UPDATE traces SET symbol_bundle_sha256 = ? WHERE trace_id = ?");
+      Stmt s(db_, sql().update_trace_bundle.c_str());
       if (!s.ok()) return err("preparing a trace update");
       s.text(1, bundle);
       s.text(2, id);
@@ -504,8 +442,8 @@ class SqliteStore final : public Store {
       if (sqlite3_changes(db_) == 0)
         return make_error(SPROV_ERR_NOT_FOUND, "trace %s not in sqlite store %s", id.c_str(), path_.c_str());
     }
-    for (const char* sql : {"DELETE FROM frames WHERE trace_id = ?", "DELETE FROM threads WHERE trace_id = ?"}) {
-      Stmt s(db_, sql);
+    for (const std::string* del : {&sql().delete_frames, &sql().delete_threads}) {
+      Stmt s(db_, del->c_str());
       if (!s.ok()) return err("preparing a frame deletion");
       s.text(1, id);
       if (s.step() != SQLITE_DONE) return err(("deleting the frames of trace " + id).c_str());
@@ -516,26 +454,14 @@ class SqliteStore final : public Store {
   Result<std::vector<Replay>> list_replays(std::string_view trace_id) override {
     std::string id(trace_id.substr(0, 64));
     if (!is_uuid(trace_id)) return make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a lower-case UUID", id.c_str());
-    Stmt s(db_,
-           "SELECT replay_id, trace_id, seed, started_at, finished_at, replay_success_ratio, symbol_coverage_pct,"
-           " verify_time_ms, verifier_version, notes FROM replays WHERE trace_id = ? ORDER BY started_at, replay_id");
+    Stmt s(db_, sql().list_replays.c_str());
     if (!s.ok()) return err("preparing list_replays");
     s.text(1, id);
     std::vector<Replay> out;
     int rc;
     while ((rc = s.step()) == SQLITE_ROW) {
-      Replay r;
-      r.replay_id = s.col_text(0);
-      r.trace_id = s.col_text(1);
-      r.seed = s.col_i64(2);
-      r.started_at = s.col_text(3);
-      r.finished_at = s.col_text(4);
-      r.replay_success_ratio = s.col_dbl(5);
-      r.symbol_coverage_pct = s.col_dbl(6);
-      r.verify_time_ms = s.col_i64(7);
-      r.verifier_version = s.col_text(8);
-      r.notes_json = s.col_text(9);
-      out.push_back(std::move(r));
+      Columns c{s};
+      out.push_back(detail::read_replay(c));
     }
     if (rc != SQLITE_DONE) return err(("listing the replays of trace " + id).c_str());
     return out;
