@@ -35,7 +35,7 @@ test-sanitize: deps
 	cmake --build build-asan -j $(JOBS) --target sanitize_tests
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
-	@$(SAN_CMAKE) -B build-tsan -DSTACKPROV_SANITIZE=thread >/dev/null
+	@$(SAN_CMAKE) -B build-tsan -DSTACKPROV_SANITIZE=thread -DSTACKPROV_TRACE=OFF >/dev/null
 	cmake --build build-tsan -j $(JOBS) --target unit_core unit_memory unit_unwind
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
@@ -98,6 +98,10 @@ CROSS_DEBARCH_arm64 := arm64
 CROSS_DEBARCH_mips32 := mips
 CROSS_DEBARCH_mips32el := mipsel
 CROSS_BUILD := build-cross-$(ARCH)
+# -O1 like the sanitizer builds: the cross builds check the arch code under qemu, the -O3 product
+# build is checked on the host (doc/ci-plan.md C5: ~100 CPU-s less per CI). The fixtures keep their
+# own -O2 (target options come after these).
+CROSS_OPT ?= -O1
 CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic crash_fixture unit_dwarf unit_unwind unit_core unit_arch
 CROSS_TESTS ?= ^(cross_inprocess_|crash_inprocess_|unit_(dwarf|unwind|core|arch)$$)
 
@@ -107,7 +111,8 @@ cross:
 	@./cmake/toolchains/fetch-sysroot.sh $(CROSS_DEBARCH_$(ARCH)) $(CURDIR)/$(CROSS_BUILD)/sysroot
 	@cmake -S . -B $(CROSS_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchains/$(CROSS_TRIPLE_$(ARCH)).cmake \
-	  -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot -DSTACKPROV_BUILD_BENCH=OFF >/dev/null
+	  -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot -DSTACKPROV_BUILD_BENCH=OFF \
+	  -DCMAKE_C_FLAGS_RELEASE=$(CROSS_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(CROSS_OPT) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(CROSS_BUILD) -j $(JOBS) --target $(CROSS_TARGETS)
 
 test-cross: cross

@@ -12,7 +12,12 @@ namespace stackprov::memory {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'P', 'R', 'O', 'V', 'S', 'N', 'P'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion1 = 1;  // fixed layout; every id an ELF build-id
+constexpr uint32_t kVersion2 = 2;  // tagged sections (snapshot.hpp)
+constexpr uint32_t kSectionRequired = 1u << 0;
+constexpr uint32_t kKnownSectionFlags = kSectionRequired;
+constexpr uint32_t kMaxSections = 64;
+enum : uint32_t { kSectionEnd = 0, kSectionHeader = 1, kSectionMemory = 2, kSectionModules = 3 };
 constexpr uint64_t kMaxTotalMemory = uint64_t{1} << 30;  // 1 GiB
 constexpr uint32_t kMaxRegions = 65536;
 constexpr uint32_t kMaxModules = 65536;
@@ -83,6 +88,14 @@ class Cursor {
     off_ += n;
     return p;
   }
+  /// The next n bytes (n <= remaining(), checked by the caller) as a cursor whose offsets count
+  /// from this one's start, so that errors name the offset in the whole input; skips them here.
+  Cursor sub(size_t n) {
+    Cursor c(data_, off_ + n);
+    c.off_ = off_;
+    off_ += n;
+    return c;
+  }
 
  private:
   const uint8_t* data_;
@@ -102,19 +115,24 @@ Error field_error(const char* field, size_t offset, const char* what) {
     var = r_.value();                            \
   } while (0)
 
-Status parse_header(Cursor& c, Snapshot& s) {
+Result<uint32_t> parse_magic_version(Cursor& c) {
   auto magic = c.bytes("magic", sizeof(kMagic));
   if (!magic) return magic.error();
   if (std::memcmp(magic.value(), kMagic, sizeof(kMagic)) != 0)
     return field_error("magic", 0, "not \"SPROVSNP\"");
   size_t at = c.offset();
   SPROV_TRY_UINT(version, c, "version", 4);
-  if (version != kVersion)
+  if (version != kVersion1 && version != kVersion2)
     return make_error(SPROV_ERR_SNAPSHOT,
                       "field 'version' at offset %zu: unsupported version %" PRIu64
-                      " (expected %u)",
-                      at, version, kVersion);
-  at = c.offset();
+                      " (expected %u or %u)",
+                      at, version, kVersion1, kVersion2);
+  return static_cast<uint32_t>(version);
+}
+
+/// The fixed header after the version (v1), or the header section's payload (v2).
+Status parse_header(Cursor& c, Snapshot& s) {
+  size_t at = c.offset();
   SPROV_TRY_UINT(arch, c, "arch", 1);
   if (arch > kMaxArch)
     return make_error(SPROV_ERR_SNAPSHOT, "field 'arch' at offset %zu: unknown arch %" PRIu64,
@@ -207,7 +225,8 @@ Status parse_regions(Cursor& c, Snapshot& s) {
   return {};
 }
 
-Status parse_modules(Cursor& c, Snapshot& s) {
+/// v1: { ..., u8 id_len, id } (an ELF build-id); v2: { ..., u8 id_kind, u8 id_len, id }.
+Status parse_modules(Cursor& c, Snapshot& s, uint32_t version) {
   size_t at = c.offset();
   SPROV_TRY_UINT(n, c, "n_modules", 4);
   if (n > kMaxModules)
@@ -249,8 +268,21 @@ Status parse_modules(Cursor& c, Snapshot& s) {
     SnapshotModule m;
     m.path.assign(reinterpret_cast<const char*>(path.value()), path_len);
     if (path_has_nul(m.path)) return field_error("module.path", at, "contains a NUL byte");
+    IdKind kind = IdKind::kElfBuildId;
+    if (version >= kVersion2) {
+      at = c.offset();
+      SPROV_TRY_UINT(id_kind, c, "module.id_kind", 1);
+      if (id_kind > kMaxIdKind)
+        return make_error(SPROV_ERR_SNAPSHOT, "field 'module.id_kind' at offset %zu: unknown identity kind %" PRIu64,
+                          at, id_kind);
+      kind = static_cast<IdKind>(id_kind);
+    }
     at = c.offset();
     SPROV_TRY_UINT(id_len, c, "module.id_len", 1);
+    if ((id_len == 0) != (kind == IdKind::kNone) && version >= kVersion2)
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "field 'module.id_len' at offset %zu: %" PRIu64 " bytes for identity kind %s", at,
+                        id_len, id_kind_name(kind));
     if (id_len > ModuleId::kMax)
       return make_error(SPROV_ERR_SNAPSHOT,
                         "field 'module.id_len' at offset %zu: %" PRIu64 " exceeds %zu", at,
@@ -261,9 +293,63 @@ Status parse_modules(Cursor& c, Snapshot& s) {
     m.end = end;
     m.file_offset = file_offset;
     m.load_bias = load_bias;
-    m.build_id = ModuleId::from_bytes(id.value(), id_len);
+    m.build_id = ModuleId::from_bytes(id.value(), id_len, kind);
     s.modules.push_back(std::move(m));
   }
+  return {};
+}
+
+/// v2: sections { u32 tag, u32 flags, u64 length, payload } up to the end section, which ends the
+/// input (so that a blob cut at a section boundary is refused, not read as one without sections).
+Status parse_sections(Cursor& c, Snapshot& s) {
+  bool seen[kSectionModules + 1] = {};
+  for (uint32_t n = 0;; n++) {
+    const size_t at = c.offset();
+    if (n == kMaxSections)
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'section' at offset %zu: more than %u sections", at, kMaxSections);
+    SPROV_TRY_UINT(tag, c, "section.tag", 4);
+    const size_t flags_at = c.offset();
+    SPROV_TRY_UINT(flags, c, "section.flags", 4);
+    if (flags & ~uint64_t{kKnownSectionFlags})
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'section.flags' at offset %zu: unknown flags 0x%" PRIx64,
+                        flags_at, flags & ~uint64_t{kKnownSectionFlags});
+    const size_t len_at = c.offset();
+    SPROV_TRY_UINT(len, c, "section.length", 8);
+    if (len > c.remaining())
+      return make_error(SPROV_ERR_SNAPSHOT,
+                        "truncated: field 'section.length' at offset %zu: section %" PRIu64 " of %" PRIu64
+                        " bytes, %zu remain",
+                        len_at, tag, len, c.remaining());
+    if (n == 0 && tag != kSectionHeader)
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'section.tag' at offset %zu: the first section is %" PRIu64
+                        ", not the header (%u)", at, tag, kSectionHeader);
+    if (tag == kSectionEnd) {
+      if (len != 0) return make_error(SPROV_ERR_SNAPSHOT, "field 'section.length' at offset %zu: end section of %" PRIu64 " bytes", len_at, len);
+      break;
+    }
+    if (tag > kSectionModules) {
+      if (flags & kSectionRequired)
+        return make_error(SPROV_ERR_SNAPSHOT,
+                          "field 'section.tag' at offset %zu: unknown section %" PRIu64
+                          " is marked required (written by a newer stackprov)",
+                          at, tag);
+      (void)c.bytes("section.payload", len);  // an optional section this reader does not know
+      continue;
+    }
+    if (seen[tag])
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'section.tag' at offset %zu: section %" PRIu64 " twice", at, tag);
+    seen[tag] = true;
+    Cursor body = c.sub(len);
+    Status st = tag == kSectionHeader ? parse_header(body, s)
+                : tag == kSectionMemory ? parse_regions(body, s)
+                                        : parse_modules(body, s, kVersion2);
+    if (!st) return st;
+    if (body.remaining() != 0)
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'section.length' at offset %zu: %zu bytes of section %" PRIu64
+                        " left unread", len_at, body.remaining(), tag);
+  }
+  for (uint32_t tag : {kSectionMemory, kSectionModules})
+    if (!seen[tag]) return make_error(SPROV_ERR_SNAPSHOT, "field 'section.tag': no section %u (%s) before the end section", tag, tag == kSectionMemory ? "memory" : "modules");
   return {};
 }
 
@@ -415,15 +501,9 @@ uint64_t Snapshot::module_list_hash() const {
   return XXH3_64bits_digest(&state);
 }
 
-std::vector<uint8_t> serialize(const Snapshot& s) {
-  std::vector<uint8_t> out;
-  size_t size = 8 + 4 + 4 + 8 + 8 + 4 + 8 + 8 * kSnapshotMaxRegs + 4 + 4;
-  for (const MemoryRegion& r : s.memory) size += 16 + r.bytes.size();
-  for (const SnapshotModule& m : s.modules) size += kMinModuleBytes + m.path.size() + m.build_id.len;
-  out.reserve(size);
-  Writer w(out);
-  w.bytes(kMagic, sizeof(kMagic));
-  w.u32(kVersion);
+namespace {
+
+void write_header(Writer& w, const Snapshot& s) {
   w.u8(static_cast<uint8_t>(s.arch));
   w.u8(static_cast<uint8_t>(s.endian));
   w.u16(0);
@@ -432,12 +512,18 @@ std::vector<uint8_t> serialize(const Snapshot& s) {
   w.u32(s.flags);
   w.u64(s.regs_valid);
   for (uint64_t r : s.regs) w.u64(r);
+}
+
+void write_regions(Writer& w, const Snapshot& s) {
   w.u32(static_cast<uint32_t>(s.memory.size()));
   for (const MemoryRegion& r : s.memory) {
     w.u64(r.addr);
     w.u64(r.bytes.size());
     w.bytes(r.bytes.data(), r.bytes.size());
   }
+}
+
+void write_modules(Writer& w, const Snapshot& s, uint32_t version) {
   w.u32(static_cast<uint32_t>(s.modules.size()));
   for (const SnapshotModule& m : s.modules) {
     w.u64(m.start);
@@ -447,9 +533,54 @@ std::vector<uint8_t> serialize(const Snapshot& s) {
     w.u32(static_cast<uint32_t>(m.path.size()));
     w.bytes(m.path.data(), m.path.size());
     const uint8_t id_len = std::min<uint8_t>(m.build_id.len, ModuleId::kMax);
+    if (version >= kVersion2) w.u8(id_len ? static_cast<uint8_t>(m.build_id.kind) : 0);
     w.u8(id_len);
     w.bytes(m.build_id.bytes, id_len);
   }
+}
+
+/// Appends one v2 section: the header, then `body`'s bytes, the length patched in after.
+template <typename F>
+void write_section(std::vector<uint8_t>& out, uint32_t tag, uint32_t flags, F&& body) {
+  Writer w(out);
+  w.u32(tag);
+  w.u32(flags);
+  const size_t len_at = out.size();
+  w.u64(0);
+  const size_t start = out.size();
+  body(w);
+  const uint64_t len = out.size() - start;
+  for (int i = 0; i < 8; i++) out[len_at + i] = static_cast<uint8_t>(len >> (8 * i));
+}
+
+}  // namespace
+
+uint32_t serialized_version(const Snapshot& s) {
+  for (const SnapshotModule& m : s.modules)
+    if (!m.build_id.empty() && m.build_id.kind != IdKind::kElfBuildId) return kVersion2;
+  return kVersion1;
+}
+
+std::vector<uint8_t> serialize(const Snapshot& s) {
+  std::vector<uint8_t> out;
+  size_t size = 8 + 4 + 4 + 8 + 8 + 4 + 8 + 8 * kSnapshotMaxRegs + 4 + 4 + 3 * 16;
+  for (const MemoryRegion& r : s.memory) size += 16 + r.bytes.size();
+  for (const SnapshotModule& m : s.modules) size += kMinModuleBytes + 1 + m.path.size() + m.build_id.len;
+  out.reserve(size);
+  Writer w(out);
+  w.bytes(kMagic, sizeof(kMagic));
+  const uint32_t version = serialized_version(s);
+  w.u32(version);
+  if (version == kVersion1) {
+    write_header(w, s);
+    write_regions(w, s);
+    write_modules(w, s, version);
+    return out;
+  }
+  write_section(out, kSectionHeader, kSectionRequired, [&](Writer& sw) { write_header(sw, s); });
+  write_section(out, kSectionMemory, kSectionRequired, [&](Writer& sw) { write_regions(sw, s); });
+  write_section(out, kSectionModules, kSectionRequired, [&](Writer& sw) { write_modules(sw, s, version); });
+  write_section(out, kSectionEnd, kSectionRequired, [](Writer&) {});
   return out;
 }
 
@@ -458,9 +589,20 @@ Result<Snapshot> deserialize(const uint8_t* data, size_t len) {
     return make_error(SPROV_ERR_SNAPSHOT, "null data with length %zu", len);
   Cursor c(data, len);
   Snapshot s;
+  auto version = parse_magic_version(c);
+  if (!version) return version.error();
+  if (version.value() == kVersion2) {
+    // The version named: a v1 blob with a damaged version byte fails in the sections' fields.
+    if (Status st = parse_sections(c, s); !st)
+      return make_error(SPROV_ERR_SNAPSHOT, "version 2 snapshot: %s", st.error().message.c_str());
+    if (c.remaining() != 0)
+      return make_error(SPROV_ERR_SNAPSHOT, "version 2 snapshot: %zu trailing bytes after the end section at offset %zu",
+                        c.remaining(), c.offset());
+    return s;
+  }
   if (Status st = parse_header(c, s); !st) return st.error();
   if (Status st = parse_regions(c, s); !st) return st.error();
-  if (Status st = parse_modules(c, s); !st) return st.error();
+  if (Status st = parse_modules(c, s, kVersion1); !st) return st.error();
   if (c.remaining() != 0)
     return make_error(SPROV_ERR_SNAPSHOT, "%zu trailing bytes at offset %zu", c.remaining(),
                       c.offset());

@@ -79,12 +79,23 @@ struct Snapshot {
   uint64_t module_list_hash() const;
 };
 
-/// Serialized format (all integers little-endian, every length checked):
-///   magic "SPROVSNP", u32 version (1), u8 arch, u8 endian, u16 reserved,
-///   i64 pid, i64 tid, u32 flags, u64 regs_valid, u64 regs[kSnapshotMaxRegs],
-///   u32 n_regions, { u64 addr, u64 len, bytes }*, u32 n_modules,
-///   { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id }*.
-/// Limits: ≤ 1 GiB of memory in total, ≤ 65536 regions and modules, paths ≤ 4096.
+/// Serialized format (all integers little-endian, every length checked), magic "SPROVSNP" and a
+/// u32 version, then:
+///   v1: u8 arch, u8 endian, u16 reserved, i64 pid, i64 tid, u32 flags, u64 regs_valid,
+///       u64 regs[kSnapshotMaxRegs], u32 n_regions, { u64 addr, u64 len, bytes }*, u32 n_modules,
+///       { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id }*
+///       (every id an ELF build-id).
+///   v2: tagged sections { u32 tag, u32 flags, u64 length, payload }: tag 1 header (first; v1's
+///       fields from arch to regs), 2 memory (v1's n_regions and regions), 3 modules (v1's
+///       modules with a u8 id_kind, IdKind, before id_len; kind 0 has no bytes), then tag 0, the
+///       end (empty, last: nothing follows it). Tags 1-3 exactly once, each payload read exactly. flags bit 0
+///       "required": a reader that does not know the tag refuses the snapshot; other unknown
+///       sections are skipped. New data (kernel stacks, async and runtime frames) comes as new
+///       sections, never as a version 3.
+/// serialize() writes the oldest version that holds the snapshot (serialized_version): v1 while
+/// every id is an ELF build-id, so that older readers keep reading Linux snapshots.
+/// Limits: ≤ 1 GiB of memory in total, ≤ 65536 regions and modules, paths ≤ 4096, ≤ 64 sections.
+uint32_t serialized_version(const Snapshot& s);
 std::vector<uint8_t> serialize(const Snapshot& s);
 /// Errors are SPROV_ERR_SNAPSHOT with the offending field and offset named.
 Result<Snapshot> deserialize(const uint8_t* data, size_t len);

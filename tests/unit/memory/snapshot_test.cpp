@@ -389,3 +389,186 @@ TEST_CASE("Snapshot::set_modules agrees with add_module of each, in any order", 
     }
   }
 }
+
+// ---- version 2 (issue 32): tagged sections, written when a module's identity is not an ELF
+// build-id; version 1 stays what serialize() writes for ELF-only snapshots (older readers).
+
+namespace {
+
+Snapshot sample_v2() {
+  Snapshot s = sample();
+  SnapshotModule pe = module(0x10000000, 0x10010000, "C:\\Windows\\app.exe", "");
+  const uint8_t guid_age[20] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa,
+                                0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00, 0x02, 0x00, 0x00, 0x00};
+  pe.build_id = ModuleId::from_bytes(guid_age, sizeof guid_age, stackprov::IdKind::kPdbGuidAge);
+  REQUIRE(s.add_module(pe).ok());
+  SnapshotModule macho = module(0x20000000, 0x20010000, "/usr/lib/dyld", "");
+  macho.build_id = ModuleId::from_bytes(guid_age, 16, stackprov::IdKind::kMachoUuid);
+  REQUIRE(s.add_module(macho).ok());
+  return s;
+}
+
+/// Offset of the v2 section at index `n` (0 header, 1 memory, 2 modules) in `b`.
+size_t section_at(const std::vector<uint8_t>& b, int n) {
+  size_t at = 12;
+  for (int i = 0; i < n; i++) {
+    uint64_t len = 0;
+    for (int k = 0; k < 8; k++) len |= uint64_t{b[at + 8 + k]} << (8 * k);
+    at += 16 + len;
+  }
+  return at;
+}
+
+}  // namespace
+
+TEST_CASE("serialize writes v1 for ELF ids and v2 when an id is of another kind; both round trip", "[snapshot]") {
+  const Snapshot v1 = sample();
+  REQUIRE(serialized_version(v1) == 1);
+  REQUIRE(serialize(v1)[8] == 1);
+
+  const Snapshot s = sample_v2();
+  REQUIRE(serialized_version(s) == 2);
+  const auto blob = serialize(s);
+  REQUIRE(blob[8] == 2);
+  auto back = deserialize(blob.data(), blob.size());
+  REQUIRE(back.ok());
+  require_equal(s, back.value());
+  REQUIRE(serialize(back.value()) == blob);
+  REQUIRE(back->module_list_hash() == s.module_list_hash());
+  // The kinds survive: the same 16 bytes as a Mach-O UUID and as the PDB id's prefix differ.
+  bool pdb = false, macho = false;
+  for (const SnapshotModule& m : back->modules) {
+    pdb |= m.build_id.kind == stackprov::IdKind::kPdbGuidAge && m.build_id.len == 20;
+    macho |= m.build_id.kind == stackprov::IdKind::kMachoUuid && m.build_id.len == 16;
+  }
+  REQUIRE((pdb && macho));
+  // A kind is part of the identity: the module-list hash sees it.
+  Snapshot other = s;
+  for (SnapshotModule& m : other.modules)
+    if (m.build_id.kind == stackprov::IdKind::kMachoUuid) m.build_id.kind = stackprov::IdKind::kElfBuildId;
+  REQUIRE(other.module_list_hash() != s.module_list_hash());
+}
+
+TEST_CASE("v2: every truncation fails, mutations fail or re-serialize identically", "[snapshot]") {
+  const auto blob = serialize(sample_v2());
+  for (size_t n = 0; n < blob.size(); n++) {
+    auto r = deserialize(blob.data(), n);
+    INFO("length " << n);
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+  }
+  size_t failed = 0, parsed = 0;
+  for (size_t i = 0; i < blob.size(); i++) {
+    for (uint8_t mask : {uint8_t{0xff}, uint8_t{0x01}, uint8_t{0x80}}) {
+      auto m = blob;
+      m[i] ^= mask;
+      auto r = deserialize(m.data(), m.size());
+      INFO("byte " << i << " mask " << int{mask});
+      if (r.ok()) {
+        // The bytes re-serialize as they were, except a section's "required" flag cleared: the
+        // writer sets it again.
+        if (serialize(r.value()) != m) {
+          const bool required_flag = (i == section_at(blob, 0) + 4 || i == section_at(blob, 1) + 4 ||
+                                      i == section_at(blob, 2) + 4 || i == section_at(blob, 3) + 4) &&
+                                     (mask & 1);
+          REQUIRE(required_flag);
+          REQUIRE(serialize(r.value()) == blob);
+        }
+        parsed++;
+      } else {
+        REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+        failed++;
+      }
+    }
+  }
+  REQUIRE(failed > 0);
+  REQUIRE(parsed > 0);
+}
+
+TEST_CASE("v2 sections: unknown optional ones skipped, unknown required ones and bad structure refused", "[snapshot]") {
+  const auto blob = serialize(sample_v2());
+  auto expect_fail = [](const std::vector<uint8_t>& b, const char* what) {
+    auto r = deserialize(b.data(), b.size());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+    INFO(r.error().message);
+    REQUIRE(r.error().message.find(what) != std::string::npos);
+  };
+  auto section = [](uint32_t tag, uint32_t flags, std::vector<uint8_t> payload) {
+    std::vector<uint8_t> s(16);
+    put_le(s, 0, tag, 4);
+    put_le(s, 4, flags, 4);
+    put_le(s, 8, payload.size(), 8);
+    s.insert(s.end(), payload.begin(), payload.end());
+    return s;
+  };
+  const size_t end_at = blob.size() - 16;  // the end section
+  SECTION("an unknown optional section (a newer writer's) is skipped") {
+    auto b = blob;
+    const auto extra = section(77, 0, {1, 2, 3, 4, 5});
+    b.insert(b.begin() + end_at, extra.begin(), extra.end());
+    auto r = deserialize(b.data(), b.size());
+    REQUIRE(r.ok());
+    require_equal(sample_v2(), r.value());
+  }
+  SECTION("an unknown required section is refused, naming it") {
+    auto b = blob;
+    const auto extra = section(77, 1, {1, 2, 3});
+    b.insert(b.begin() + end_at, extra.begin(), extra.end());
+    expect_fail(b, "unknown section 77 is marked required");
+  }
+  SECTION("unknown section flags") {
+    auto b = blob;
+    b[section_at(b, 1) + 4] |= 2;
+    expect_fail(b, "section.flags");
+  }
+  SECTION("a section twice") {
+    auto b = blob;
+    const size_t mem = section_at(b, 1), mods = section_at(b, 2);
+    b.insert(b.begin() + end_at, blob.begin() + mem, blob.begin() + mods);
+    expect_fail(b, "section 2 twice");
+    b = blob;
+    b.erase(b.begin() + mem, b.begin() + mods);
+    expect_fail(b, "no section 2 (memory)");
+    b = blob;
+    b.push_back(0);
+    expect_fail(b, "trailing bytes after the end section");
+  }
+  SECTION("the header not first") {
+    auto b = blob;
+    put_le(b, 12, 2, 4);
+    expect_fail(b, "not the header");
+  }
+  SECTION("a length past the input, and a payload not read to its end") {
+    auto b = blob;
+    put_le(b, section_at(b, 2) + 8, b.size(), 8);
+    expect_fail(b, "section.length");
+    b = blob;
+    const size_t mods = section_at(b, 2);
+    uint64_t len = 0;
+    for (int k = 0; k < 8; k++) len |= uint64_t{b[mods + 8 + k]} << (8 * k);
+    put_le(b, mods + 8, len + 1, 8);
+    b.insert(b.begin() + end_at, 0);
+    expect_fail(b, "left unread");
+  }
+  SECTION("module identity: unknown kind, bytes without a kind") {
+    Snapshot s;
+    SnapshotModule m = module(0x1000, 0x2000, "/a", "");
+    m.build_id = ModuleId::from_bytes("0123456789abcdef", 16, stackprov::IdKind::kMachoUuid);
+    REQUIRE(s.add_module(m).ok());
+    auto b = serialize(s);
+    const size_t kind_at = section_at(b, 2) + 16 + 4 + 32 + 4 + 2;  // after "/a"
+    REQUIRE(b[kind_at] == 3);
+    b[kind_at] = 4;
+    expect_fail(b, "module.id_kind");
+    b[kind_at] = 0;
+    expect_fail(b, "module.id_len");
+  }
+  SECTION("v1 blobs still read, and versions other than 1 and 2 are refused") {
+    const auto v1 = serialize(sample());
+    REQUIRE(deserialize(v1.data(), v1.size()).ok());
+    auto b = blob;
+    b[8] = 3;
+    expect_fail(b, "unsupported version 3");
+  }
+}
