@@ -257,6 +257,15 @@ SPROV_API int sprov_context_stats(const sprov_context* ctx, struct sprov_context
  * deserialization, except through the sprov_snapshot_set_/add_ builders. */
 typedef struct sprov_snapshot sprov_snapshot;
 
+/* What a module's identity bytes are: a module is identified by them, never by its path or a
+ * version string. The values are those of enum sprov_bundle_id_kind (symbol_bundle.h). */
+enum sprov_id_kind {
+  SPROV_ID_NONE = 0,          /* the module has no identity */
+  SPROV_ID_ELF_BUILD_ID = 1,  /* ELF NT_GNU_BUILD_ID descriptor bytes (usually 20) */
+  SPROV_ID_PDB_GUID_AGE = 2,  /* PE/PDB: the 16-byte GUID as in the RSDS record, then the age, u32 LE */
+  SPROV_ID_MACHO_UUID = 3,    /* Mach-O LC_UUID, 16 bytes */
+};
+
 struct sprov_module_info {
   size_t sz;
   uint64_t start;        /* mapped range of the executable segment(s) */
@@ -264,9 +273,16 @@ struct sprov_module_info {
   uint64_t file_offset;  /* file offset of `start` */
   uint64_t load_bias;    /* runtime address - link-time address */
   const char* path;      /* as mapped; owned by the snapshot */
-  const uint8_t* build_id; /* GNU build-id bytes; owned by the snapshot */
+  const uint8_t* build_id; /* GNU build-id bytes; owned by the snapshot. Only an ELF build-id:
+                              NULL for an identity of another kind (see id below) */
   uint32_t build_id_len;   /* 0 when the module has none */
   uint32_t flags;          /* reserved, 0 */
+  /* The identity of any kind (when sz covers them). In: with id_kind != SPROV_ID_NONE, id and
+   * id_len give it (build_id must then be NULL or the same ELF build-id); with SPROV_ID_NONE the
+   * build_id fields do, as before. Out: always filled, owned by the snapshot. */
+  int32_t id_kind;         /* enum sprov_id_kind */
+  uint32_t id_len;         /* 1 to 64; 0 with SPROV_ID_NONE */
+  const uint8_t* id;
 };
 
 struct sprov_capture_opts {
@@ -459,9 +475,13 @@ struct sprov_frame {
   int32_t method;         /* sprov_method */
   int32_t module_index;   /* into the snapshot's module list, -1 when none */
   const char* module_path;   /* owned by the stack; NULL when none */
-  const uint8_t* build_id;   /* owned by the stack */
+  const uint8_t* build_id;   /* owned by the stack; only an ELF build-id (module_id: any kind) */
   uint32_t build_id_len;
   uint32_t flags;            /* SPROV_FRAME_* */
+  /* The module's identity of any kind (when sz covers them; as sprov_module_info.id). */
+  int32_t id_kind;           /* enum sprov_id_kind; SPROV_ID_NONE without a module or identity */
+  uint32_t module_id_len;
+  const uint8_t* module_id;  /* owned by the stack; NULL when none */
 };
 
 /* sprov_frame.flags */

@@ -163,6 +163,11 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
   });
 }
 
+static_assert(SPROV_ID_NONE == static_cast<int>(stackprov::IdKind::kNone) &&
+              SPROV_ID_ELF_BUILD_ID == static_cast<int>(stackprov::IdKind::kElfBuildId) &&
+              SPROV_ID_PDB_GUID_AGE == static_cast<int>(stackprov::IdKind::kPdbGuidAge) &&
+              SPROV_ID_MACHO_UUID == static_cast<int>(stackprov::IdKind::kMachoUuid));
+
 namespace stackprov::capi {
 
 struct sprov_module_info module_info(const memory::SnapshotModule& m) {
@@ -173,8 +178,12 @@ struct sprov_module_info module_info(const memory::SnapshotModule& m) {
   info.file_offset = m.file_offset;
   info.load_bias = m.load_bias;
   info.path = m.path.c_str();
-  info.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
-  info.build_id_len = m.build_id.len;
+  const bool elf = m.build_id.len && m.build_id.kind == IdKind::kElfBuildId;
+  info.build_id = elf ? m.build_id.bytes : nullptr;
+  info.build_id_len = elf ? m.build_id.len : 0;
+  info.id_kind = m.build_id.len ? static_cast<int32_t>(m.build_id.kind) : SPROV_ID_NONE;
+  info.id_len = m.build_id.len;
+  info.id = m.build_id.len ? m.build_id.bytes : nullptr;
   return info;
 }
 
@@ -241,8 +250,26 @@ SPROV_API int sprov_snapshot_add_module(sprov_snapshot* snap, const struct sprov
         return fail(make_error(SPROV_ERR_INVALID_ARG, "build-id of %u bytes (max %zu)", mod->build_id_len,
                                ModuleId::kMax));
       m.build_id = ModuleId::from_bytes(mod->build_id, mod->build_id_len);
-    } else if (auto id = elf::read_build_id(m.path); id.ok()) {
-      m.build_id = id.value();
+    }
+    const bool has_id_fields = mod->sz >= SPROV_OFFSETOFEND(struct sprov_module_info, id);
+    if (has_id_fields && mod->id_kind != SPROV_ID_NONE) {
+      if (mod->id_kind < SPROV_ID_ELF_BUILD_ID || mod->id_kind > SPROV_ID_MACHO_UUID)
+        return fail(make_error(SPROV_ERR_INVALID_ARG, "module %s: unknown id_kind %d", mod->path, mod->id_kind));
+      if (mod->id == nullptr || mod->id_len == 0 || mod->id_len > ModuleId::kMax)
+        return fail(make_error(SPROV_ERR_INVALID_ARG, "module %s: %s id of %u bytes%s (1 to %zu)", mod->path,
+                               id_kind_name(static_cast<IdKind>(mod->id_kind)), mod->id_len,
+                               mod->id == nullptr ? " at NULL" : "", ModuleId::kMax));
+      const ModuleId id = ModuleId::from_bytes(mod->id, mod->id_len, static_cast<IdKind>(mod->id_kind));
+      if (!m.build_id.empty() && m.build_id != id)
+        return fail(make_error(SPROV_ERR_INVALID_ARG, "module %s: build_id %s and %s id %s disagree", mod->path,
+                               m.build_id.hex().c_str(), id_kind_name(id.kind), id.hex().c_str()));
+      m.build_id = id;
+    } else if (has_id_fields && mod->id != nullptr && mod->id_len != 0) {
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "module %s: id of %u bytes with id_kind SPROV_ID_NONE", mod->path,
+                             mod->id_len));
+    }
+    if (m.build_id.empty()) {  // none given: the file's, if it has one
+      if (auto id = elf::read_build_id(m.path); id.ok()) m.build_id = id.value();
     }
     snap->invalidate_modules_key();
     if (Status st = snap->snap.add_module(std::move(m)); !st.ok()) return fail(st.error());

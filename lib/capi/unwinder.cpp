@@ -213,8 +213,12 @@ SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct s
       const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
       fr.module_offset = f.pc - m.load_bias;
       fr.module_path = m.path.c_str();
-      fr.build_id = m.build_id.len ? m.build_id.bytes : nullptr;
-      fr.build_id_len = m.build_id.len;
+      const bool elf = m.build_id.len && m.build_id.kind == IdKind::kElfBuildId;
+      fr.build_id = elf ? m.build_id.bytes : nullptr;
+      fr.build_id_len = elf ? m.build_id.len : 0;
+      fr.id_kind = m.build_id.len ? static_cast<int32_t>(m.build_id.kind) : SPROV_ID_NONE;
+      fr.module_id_len = m.build_id.len;
+      fr.module_id = m.build_id.len ? m.build_id.bytes : nullptr;
     }
     return fill_out(out, fr, "sprov_frame");
   });

@@ -141,7 +141,87 @@ static void bundle_abi(void) {
   EXPECT(strcmp(sprov_bundle_id_kind_name(SPROV_BUNDLE_ID_MACHO_UUID), "macho-uuid") == 0);
 }
 
+/* Module identities of every kind (issue 32): sprov_module_info.id_kind/id/id_len in and out,
+ * build_id only for an ELF build-id, the kind kept through serialization and on frames. */
+static void identity_abi(void) {
+  static const uint8_t guid_age[20] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa,
+                                       0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00, 0x02, 0x00, 0x00, 0x00};
+  static const uint8_t elf_id[4] = {0xde, 0xad, 0xbe, 0xef};
+  _Static_assert((int)SPROV_ID_PDB_GUID_AGE == (int)SPROV_BUNDLE_ID_PDB_GUID_AGE, "id kinds are the bundle's");
+  sprov_snapshot* snap = NULL;
+  EXPECT(sprov_snapshot_new(SPROV_ARCH_X86_64, SPROV_ENDIAN_LITTLE, &snap) == 0);
+  struct sprov_module_info pe = {.sz = sizeof pe, .start = 0x140000000, .end = 0x140010000, .path = "app.exe",
+                                 .id_kind = SPROV_ID_PDB_GUID_AGE, .id_len = 20, .id = guid_age};
+  EXPECT(sprov_snapshot_add_module(snap, &pe) == 0);
+  /* A caller built before the identity fields (sz ends at flags) adds an ELF build-id. */
+  struct sprov_module_info elf = {.sz = offsetof(struct sprov_module_info, id_kind), .start = 0x1000,
+                                  .end = 0x2000, .path = "/nonexistent/lib.so", .build_id = elf_id,
+                                  .build_id_len = 4, .id_kind = 99};
+  EXPECT(sprov_snapshot_add_module(snap, &elf) == 0);
+  /* Bad identities are refused, naming the value. */
+  struct sprov_module_info bad = pe;
+  bad.start = 0x50000;
+  bad.end = 0x60000;
+  bad.id_kind = 7;
+  EXPECT(sprov_snapshot_add_module(snap, &bad) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "id_kind 7") != NULL);
+  bad.id_kind = SPROV_ID_MACHO_UUID;
+  bad.id_len = 65;
+  EXPECT(sprov_snapshot_add_module(snap, &bad) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "65 bytes") != NULL);
+  bad.id_len = 16;
+  bad.build_id = elf_id;
+  bad.build_id_len = 4;
+  EXPECT(sprov_snapshot_add_module(snap, &bad) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "deadbeef") != NULL);
+  bad.build_id = NULL;
+  bad.build_id_len = 0;
+  bad.id_kind = SPROV_ID_NONE;
+  EXPECT(sprov_snapshot_add_module(snap, &bad) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "SPROV_ID_NONE") != NULL);
+  EXPECT(sprov_snapshot_module_count(snap) == 2);
+
+  /* Out, also after a serialization round trip (version 2: a PDB identity is not an ELF one). */
+  void* buf = NULL;
+  size_t len = 0;
+  EXPECT(sprov_snapshot_serialize(snap, &buf, &len) == 0);
+  EXPECT(len > 12 && ((const uint8_t*)buf)[8] == 2);
+  sprov_snapshot* back = NULL;
+  EXPECT(sprov_snapshot_deserialize(buf, len, &back) == 0);
+  sprov_free(buf);
+  for (int round = 0; round < 2; round++) {
+    const sprov_snapshot* s = round ? back : snap;
+    struct sprov_module_info m = {.sz = sizeof m};
+    EXPECT(sprov_snapshot_module(s, 1, &m) == 0); /* sorted by start: the PE module second */
+    EXPECT(m.id_kind == SPROV_ID_PDB_GUID_AGE && m.id_len == 20 && memcmp(m.id, guid_age, 20) == 0);
+    EXPECT(m.build_id == NULL && m.build_id_len == 0);
+    EXPECT(sprov_snapshot_module(s, 0, &m) == 0);
+    EXPECT(m.id_kind == SPROV_ID_ELF_BUILD_ID && m.id_len == 4 && memcmp(m.id, elf_id, 4) == 0);
+    EXPECT(m.build_id_len == 4 && memcmp(m.build_id, elf_id, 4) == 0);
+  }
+  /* A frame in the PE module carries its identity. */
+  EXPECT(sprov_snapshot_set_reg(back, 16, 0x140000100) == 0);
+  EXPECT(sprov_snapshot_set_reg(back, 7, 0x7000) == 0);
+  sprov_context* ctx = NULL;
+  EXPECT(sprov_context_new(NULL, &ctx) == 0);
+  sprov_unwinder* uw = NULL;
+  EXPECT(sprov_unwinder_new(ctx, NULL, &uw) == 0);
+  sprov_stack* st = NULL;
+  EXPECT(sprov_unwinder_unwind(uw, back, &st) == 0);
+  struct sprov_frame fr = {.sz = sizeof fr};
+  EXPECT(sprov_stack_frame(st, 0, &fr) == 0);
+  EXPECT(fr.module_index == 1 && fr.id_kind == SPROV_ID_PDB_GUID_AGE && fr.module_id_len == 20);
+  EXPECT(fr.module_id != NULL && memcmp(fr.module_id, guid_age, 20) == 0);
+  EXPECT(fr.build_id == NULL && fr.build_id_len == 0);
+  sprov_stack_free(st);
+  sprov_unwinder_free(uw);
+  sprov_context_free(ctx);
+  sprov_snapshot_free(back);
+  sprov_snapshot_free(snap);
+}
+
 int main(void) {
+  identity_abi();
   bundle_abi();
   EXPECT(strcmp(sprov_version(), SPROV_VERSION_STRING) == 0);
   EXPECT(sprov_version_number() == SPROV_VERSION_NUMBER);

@@ -28,7 +28,7 @@ CHECK_SIZE(sprov_capture_opts, 16);
 CHECK_OFF(sprov_capture_opts, max_stack_bytes, 8);
 CHECK_OFF(sprov_capture_opts, skip_frames, 12);
 
-CHECK_SIZE(sprov_module_info, 64);
+CHECK_SIZE(sprov_module_info, 80);  // 64 before the identity fields (issue 32): older callers' sz
 CHECK_OFF(sprov_module_info, start, 8);
 CHECK_OFF(sprov_module_info, end, 16);
 CHECK_OFF(sprov_module_info, file_offset, 24);
@@ -37,6 +37,9 @@ CHECK_OFF(sprov_module_info, path, 40);
 CHECK_OFF(sprov_module_info, build_id, 48);
 CHECK_OFF(sprov_module_info, build_id_len, 56);
 CHECK_OFF(sprov_module_info, flags, 60);
+CHECK_OFF(sprov_module_info, id_kind, 64);
+CHECK_OFF(sprov_module_info, id_len, 68);
+CHECK_OFF(sprov_module_info, id, 72);
 
 CHECK_SIZE(sprov_unwinder_opts, 24);
 CHECK_OFF(sprov_unwinder_opts, max_frames, 8);
@@ -48,7 +51,7 @@ CHECK_SIZE(sprov_unwinder_stats, 40);
 CHECK_OFF(sprov_unwinder_stats, rule_cache_hits, 8);
 CHECK_OFF(sprov_unwinder_stats, walks, 32);
 
-CHECK_SIZE(sprov_frame, 72);
+CHECK_SIZE(sprov_frame, 88);  // 72 before the identity fields (issue 32)
 CHECK_OFF(sprov_frame, pc, 8);
 CHECK_OFF(sprov_frame, sp, 16);
 CHECK_OFF(sprov_frame, cfa, 24);
@@ -59,6 +62,9 @@ CHECK_OFF(sprov_frame, module_path, 48);
 CHECK_OFF(sprov_frame, build_id, 56);
 CHECK_OFF(sprov_frame, build_id_len, 64);
 CHECK_OFF(sprov_frame, flags, 68);
+CHECK_OFF(sprov_frame, id_kind, 72);
+CHECK_OFF(sprov_frame, module_id_len, 76);
+CHECK_OFF(sprov_frame, module_id, 80);
 
 CHECK_SIZE(sprov_symbolizer_opts, 16);
 CHECK_OFF(sprov_symbolizer_opts, flags, 8);

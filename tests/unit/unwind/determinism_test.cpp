@@ -50,7 +50,7 @@ DET_FN void det_f3() {
 }
 
 struct Walk {
-  std::vector<sprov_frame> frames;  // module_path/build_id pointers cleared: compared by value
+  std::vector<sprov_frame> frames;  // module_path/build_id/module_id pointers cleared: compared by value
   int stop = 0;
   bool operator==(const Walk& o) const {
     if (stop != o.stop || frames.size() != o.frames.size()) return false;
@@ -72,6 +72,7 @@ Walk walk_with(sprov_unwinder* uw, const sprov_snapshot* snap) {
     REQUIRE(sprov_stack_frame(st, i, &f) == 0);
     f.module_path = nullptr;
     f.build_id = nullptr;
+    f.module_id = nullptr;
     w.frames.push_back(f);
   }
   sprov_stack_free(st);
@@ -229,6 +230,7 @@ TEST_CASE("one snapshot unwound from several threads at once gives one answer", 
           sprov_stack_frame(st, k, &f);
           f.module_path = nullptr;
           f.build_id = nullptr;
+          f.module_id = nullptr;
           w.frames.push_back(f);
         }
         sprov_stack_free(st);
