@@ -35,6 +35,9 @@ import sys
 # mappings, version-stripped names, stackprov frames in perf script's terms.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "integration", "perf"))
 from perf_check import perf_addr_delta, stackprov_frames, strip_version  # noqa: E402
+# perf script's output read as the perf tests read it (tests/lib: the peers' output parsers).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "lib"))
+from peers import parse_perf_script  # noqa: E402
 import time
 
 GOAL_RATIO = 20.0  # issue 15: stackprov perf-import --format json vs perf script, per sample
@@ -80,41 +83,6 @@ def timed(cmd, out_path, runs):
 
 
 # ------------------------------------------------------------------ per-sample comparison
-
-
-def parse_perf_script(text, kernel_names=None):
-    """{(tid, time_us): [(addr, sym, dso, sym_start)...]} user frames only, leaf first; the
-    names of kernel frames go to kernel_names."""
-    samples = {}
-    cur = None
-    for line in text.splitlines():
-        if not line.strip():
-            cur = None
-            continue
-        if not line.startswith(("\t", " ")):
-            m = re.match(r"^(.*?)\s+(\d+)\s+(\d+)\.(\d{6}):", line)
-            if not m:
-                cur = None
-                continue
-            key = (int(m.group(2)), int(m.group(3)) * 1000000 + int(m.group(4)))
-            cur = samples.setdefault(key, [])
-            continue
-        if cur is None:
-            continue
-        m = re.match(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$", line)
-        if not m:
-            continue
-        addr, sym, dso = int(m.group(1), 16), m.group(2), m.group(3)
-        start = None
-        sm = re.match(r"^(.*)\+0x([0-9a-f]+)$", sym)
-        if sm:
-            sym, start = sm.group(1), addr - int(sm.group(2), 16)
-        if dso.startswith("[kernel"):
-            if kernel_names is not None:
-                kernel_names.add(sym)
-            continue
-        cur.append((addr, sym, dso, start))
-    return samples
 
 
 def compare_samples(perf_samples, sp_lines, aliases):
@@ -269,9 +237,10 @@ def bench_workload(name, cmd_for, a, perf):
                                 "--no-inline"], ps_txt, a.runs)
     with open(sp_json) as f:
         lines = [json.loads(l) for l in f if l.strip()]
-    kernel_names, aliases = set(), set()
+    kernel_by_sample, aliases = {}, set()
     with open(ps_txt, errors="replace") as f:
-        psamples = parse_perf_script(f.read(), kernel_names)
+        psamples, _ = parse_perf_script(f.read(), kernel_names=kernel_by_sample)
+    kernel_names = {name for names in kernel_by_sample.values() for name in names}
     agree, total, classes, examples = compare_samples(psamples, lines, aliases)
     res["per_sample"] = {"samples_compared": total, "identical": agree,
                          "identical_pct": round(100.0 * agree / max(total, 1), 2),

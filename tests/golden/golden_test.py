@@ -32,6 +32,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from peers import parse_gdb_bt  # noqa: E402  (tests/lib: the peers' output parsers)
+
 INPUTS = os.path.join(HERE, "inputs")
 EXPECTED = os.path.join(HERE, "expected")
 FIXTURE_PATH = "/tmp/stackprov-golden/fixture"  # where make_inputs.sh ran it (in the core and recording)
@@ -90,15 +93,14 @@ def gdb_pcs(fixture, core):
     """{lwp: [pc or None per frame]} from gdb's `thread apply all bt` (None: frame 0 or
     <signal handler called>, where gdb prints no address)."""
     out = run(["gdb", "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt", fixture, core]).stdout
-    threads, cur = {}, None
-    for line in out.splitlines():
-        m = re.match(r"Thread \d+ \(.*LWP (\d+)\)\):", line)
-        if m:
-            cur = threads.setdefault(int(m.group(1)), [])
+    threads = {}
+    for lwp, frames in parse_gdb_bt(out).items():
+        if lwp is None:  # the frame gdb prints when it loads the core, before the backtraces
             continue
-        m = re.match(r"#(\d+)\s+(0x[0-9a-f]+ in )?", line)
-        if m and cur is not None and int(m.group(1)) == len(cur):
-            cur.append(int(m.group(2)[:-4], 16) if m.group(2) else None)
+        cur = threads[lwp] = []
+        for f in frames:
+            if f["index"] == len(cur):
+                cur.append(f["pc"])
     return threads
 
 

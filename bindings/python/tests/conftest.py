@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-# eu-stack's output parser of the stack tests (tests/integration/stack/stack_check.py)
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "integration", "stack"))
-from stack_check import parse_eu_stack  # noqa: E402
+# The peers' output parsers of every test (tests/lib/peers.py): eu-stack's here, llvm-symbolizer's in test_symbolize
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "lib"))
+from peers import parse_eu_stack  # noqa: E402
 
 
 def need_env(name):

@@ -6,6 +6,7 @@ import subprocess
 
 import stackprov
 from conftest import need_env, need_tool
+from peers import llvm_symbolizer_answers, llvm_symbolizer_chains  # tests/lib, on the path through conftest
 
 
 def func_addresses(path, step):
@@ -25,14 +26,7 @@ def llvm_chains(path, addrs):
     """llvm-symbolizer-14 --obj PATH ADDR...: per address, [(function, file, line, column)]."""
     r = subprocess.run([need_tool("llvm-symbolizer-14"), "--obj=" + path] + ["0x%x" % a for a in addrs],
                        capture_output=True, text=True, check=True, timeout=120)
-    chains = []
-    for block in r.stdout.strip("\n").split("\n\n"):
-        lines = block.split("\n")
-        chain = []
-        for name, loc in zip(lines[0::2], lines[1::2]):
-            file, line, col = loc.rsplit(":", 2)
-            chain.append((name, file, int(line), int(col)))
-        chains.append(chain)
+    chains = llvm_symbolizer_chains(r.stdout)
     assert len(chains) == len(addrs)
     return chains
 
@@ -70,7 +64,7 @@ def test_no_inlines_is_llvm_no_inlines():
     addrs = func_addresses(demo, 3)
     r = subprocess.run([need_tool("llvm-symbolizer-14"), "--no-inlines", "--obj=" + demo] +
                        ["0x%x" % a for a in addrs], capture_output=True, text=True, check=True)
-    want = [b.split("\n") for b in r.stdout.strip("\n").split("\n\n")]
+    want = [[s for frame in answer for s in frame] for answer in llvm_symbolizer_answers(r.stdout)]
     got = stackprov.symbolize(demo, addrs, inlines=False, llvm_compat=True)
     assert [len(c) for c in got] == [1] * len(addrs)
     assert [[c[0].function or "??", "%s:%d:%d" % (c[0].file or "??", c[0].line, c[0].column)] for c in got] == want

@@ -32,6 +32,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
+
 TOOLS = ["gcc", "g++", "clang++-14", "readelf", "objcopy", "llvm-symbolizer-14"]
 
 
@@ -64,31 +67,10 @@ def exec_ranges(path):
     return ranges
 
 
-def split_answers(text):
-    """llvm-symbolizer style output -> list of tuples of (function, location) frames."""
-    answers, cur = [], []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        if lines[i] == "":
-            if cur:
-                answers.append(tuple(cur))
-                cur = []
-            i += 1
-            continue
-        if i + 1 >= len(lines):
-            sys.exit("FAIL: truncated symbolizer output near %r" % lines[i])
-        cur.append((lines[i], lines[i + 1]))
-        i += 2
-    if cur:
-        answers.append(tuple(cur))
-    return answers
-
-
 def llvm_answers(binary, addrs):
     out = run(["llvm-symbolizer-14", "--obj=" + binary, "--no-demangle", "--inlining", "--output-style=LLVM"],
               input="".join("0x%x\n" % a for a in addrs))
-    ans = split_answers(out)
+    ans = llvm_symbolizer_answers(out)
     if len(ans) != len(addrs):
         sys.exit("FAIL: llvm-symbolizer-14 gave %d answers for %d addresses" % (len(ans), len(addrs)))
     return ans
@@ -99,7 +81,7 @@ def bundle_answers(stackprov, bundle, addrs):
     for k in range(0, len(addrs), 4000):
         chunk = addrs[k:k + 4000]
         out = run([stackprov, "bundle", "lookup", bundle] + ["0x%x" % a for a in chunk])
-        got = split_answers(out)
+        got = llvm_symbolizer_answers(out)
         if len(got) != len(chunk):
             sys.exit("FAIL: bundle lookup gave %d answers for %d addresses" % (len(got), len(chunk)))
         ans += got

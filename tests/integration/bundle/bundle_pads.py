@@ -23,6 +23,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
+
 TOOLS = ["gcc", "g++", "clang++-14", "objdump", "llvm-symbolizer-14", "aarch64-linux-gnu-gcc",
          "aarch64-linux-gnu-objdump", "mips-linux-gnu-gcc", "mipsel-linux-gnu-gcc", "mips-linux-gnu-objdump", "aarch64-linux-gnu-g++", "mips-linux-gnu-g++"]
 SYMTAB_ONLY = re.compile(r"^[^/]*:0:0$")  # "??:0:0" or "crtstuff.c:0:0": no DWARF line
@@ -75,10 +78,10 @@ def split_frames(lines):
 def llvm_answers(binary, addrs):
     out = run(["llvm-symbolizer-14", "--obj=" + binary, "--no-demangle", "--inlining", "--output-style=LLVM"],
               input="".join("0x%x\n" % a for a in addrs))
-    blocks = [b for b in out.split("\n\n") if b.strip()]
-    if len(blocks) != len(addrs):
-        sys.exit("FAIL: llvm-symbolizer-14 gave %d answers for %d addresses" % (len(blocks), len(addrs)))
-    return [split_frames(b.strip("\n").split("\n")) for b in blocks]
+    answers = llvm_symbolizer_answers(out)
+    if len(answers) != len(addrs):
+        sys.exit("FAIL: llvm-symbolizer-14 gave %d answers for %d addresses" % (len(answers), len(addrs)))
+    return answers
 
 
 def bundle_pads(dump, bundle):

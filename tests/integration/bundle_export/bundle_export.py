@@ -35,6 +35,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
+
 TOOLS = ["gcc", "g++", "clang++-14", "protoc", "llvm-symbolizer-14"]
 MT_HEADER, MT_RANGE, MT_PAD, MT_STRINGS = 1, 2, 3, 4
 
@@ -152,31 +155,11 @@ def one(d, k, default=None):
     return v[0] if v else default
 
 
-# ---- symbolizer answers: list of ((function, "file:line:col"), ...) innermost first
-def split_answers(text):
-    answers, cur = [], []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        if lines[i] == "":
-            if cur:
-                answers.append(tuple(cur))
-                cur = []
-            i += 1
-            continue
-        if i + 1 >= len(lines):
-            fail("truncated symbolizer output near %r" % lines[i])
-        cur.append((lines[i], lines[i + 1]))
-        i += 2
-    if cur:
-        answers.append(tuple(cur))
-    return answers
-
-
+# ---- symbolizer answers (tests/lib/peers.py): list of ((function, "file:line:col"), ...) innermost first
 def llvm_answers(binary, addrs):
     out = run(["llvm-symbolizer-14", "--obj=" + binary, "--no-demangle", "--inlining", "--output-style=LLVM"],
               input_bytes="".join("0x%x\n" % a for a in addrs).encode())
-    ans = split_answers(out)
+    ans = llvm_symbolizer_answers(out)
     if len(ans) != len(addrs):
         fail("llvm-symbolizer-14 gave %d answers for %d addresses" % (len(ans), len(addrs)))
     return ans
@@ -186,7 +169,7 @@ def lookup_answers(stackprov, bundle, addrs):
     ans = []
     for k in range(0, len(addrs), 4000):
         chunk = addrs[k:k + 4000]
-        got = split_answers(run([stackprov, "bundle", "lookup", bundle] + ["0x%x" % a for a in chunk]))
+        got = llvm_symbolizer_answers(run([stackprov, "bundle", "lookup", bundle] + ["0x%x" % a for a in chunk]))
         if len(got) != len(chunk):
             fail("bundle lookup gave %d answers for %d addresses" % (len(got), len(chunk)))
         ans += got

@@ -41,6 +41,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import gdb_frames_script, llvm_symbolizer_chains, parse_eu_stack, parse_gdb_frames  # noqa: E402
+
 FAILS = []
 
 
@@ -53,52 +56,25 @@ def run(cmd, timeout=120, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
-GDB_PY = r"""
-import gdb, json
-out = {}
-for inf in gdb.inferiors():
-    for t in inf.threads():
-        t.switch()
-        frames = []
-        f = gdb.newest_frame()
-        while f is not None and len(frames) < 512:
-            # Inline frames share their caller's pc; tail-call frames are gdb's reconstruction
-            # from DWARF call-site info (no frame on the stack): neither is a stack frame.
-            if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
-                frames.append([f.pc(), f.name() or ""])
-            try:
-                f = f.older()
-            except gdb.error:
-                break
-        out[t.ptid[1]] = frames
-print("GDBJSON " + json.dumps(out))
-"""
-
-
 def gdb_frames(gdb, exe, core, work):
+    """gdb's stack frames per thread: inline frames (they share their caller's pc) and tail-call frames
+    (gdb's reconstruction from DWARF call-site info: no frame on the stack) skipped."""
     script = os.path.join(work, "frames.py")
     with open(script, "w") as f:
-        f.write(GDB_PY)
+        f.write(gdb_frames_script(tailcall=False))
     r = run(["timeout", "-s", "KILL", "100", gdb, "-nx", "-batch", "-ex", "set debuginfod enabled off",
              "-ex", "set backtrace past-main on",
              exe, core, "-ex", "source " + script])
-    for line in r.stdout.splitlines():
-        if line.startswith("GDBJSON "):
-            return {int(k): v for k, v in json.loads(line[8:]).items()}
-    raise SystemExit("FAIL: gdb gave no frames: " + r.stderr[-2000:])
+    frames = parse_gdb_frames(r.stdout)
+    if frames is None:
+        raise SystemExit("FAIL: gdb gave no frames: " + r.stderr[-2000:])
+    return frames
 
 
 def eu_stack_frames(eu, exe, core, pid=None):
+    """eu-stack's pcs per thread: {tid: [pc, ...]}."""
     r = run([eu, "-m", "-n", "256"] + (["-p", str(pid)] if pid else ["--core", core, "-e", exe]))
-    threads, cur = {}, None
-    for line in r.stdout.splitlines():
-        m = re.match(r"^TID (\d+):$", line)
-        if m:
-            cur = threads.setdefault(int(m.group(1)), [])
-            continue
-        m = re.match(r"^#(\d+)\s+0x([0-9a-f]+)", line)
-        if m and cur is not None:
-            cur.append(int(m.group(2), 16))
+    threads = {tid: [pc for pc, _, _ in frames] for tid, frames in parse_eu_stack(r.stdout).items()}
     if not threads:
         raise SystemExit("FAIL: eu-stack --core gave no frames: %s %s" % (r.stdout[-1000:], r.stderr[-1000:]))
     return threads
@@ -247,18 +223,12 @@ def main():
                 by_module.setdefault(f["module"], []).append((tid, i, off))
     for mod, items in by_module.items():
         r = run([tools["llvm-symbolizer-14"], "--obj=" + mod, "--inlining"] + ["0x%x" % o for _, _, o in items])
-        blocks = [b for b in r.stdout.strip("\n").split("\n\n")]
-        if r.returncode != 0 or len(blocks) != len(items):
+        chains = llvm_symbolizer_chains(r.stdout)
+        if r.returncode != 0 or len(chains) != len(items):
             fail("llvm-symbolizer-14 on %s: exit %d, %d answers for %d addresses" %
-                 (mod, r.returncode, len(blocks), len(items)))
+                 (mod, r.returncode, len(chains), len(items)))
             continue
-        for (tid, i, _), b in zip(items, blocks):
-            lines = b.split("\n")
-            chain = []
-            for k in range(0, len(lines) - 1, 2):
-                m = re.match(r"^(.*):(\d+):(\d+)$", lines[k + 1])
-                chain.append((lines[k], m.group(1) if m else "??", int(m.group(2)) if m else 0,
-                              int(m.group(3)) if m else 0))
+        for (tid, i, _), chain in zip(items, chains):
             llvm_chain[(tid, i)] = chain
 
     # ---- bundles from copies of the binaries, then every binary deleted

@@ -36,6 +36,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
+
 FIXTURES = os.path.join(os.path.dirname(HERE), "bundle")
 TOOLS = ["gcc", "g++", "readelf", "nm", "llvm-symbolizer-14", "strace"]
 SYSTEM = [
@@ -123,23 +126,12 @@ def exec_ranges(path):
 
 
 def split_answers(text, n, who):
-    """llvm-symbolizer LLVM-style output -> one tuple of (function, location) frames per address."""
-    answers, cur = [], []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        if lines[i] == "":
-            if cur:
-                answers.append(tuple(cur))
-                cur = []
-            i += 1
-            continue
-        if i + 1 >= len(lines):
-            fail("%s: truncated output near %r" % (who, lines[i]))
-        cur.append((lines[i], lines[i + 1]))
-        i += 2
-    if cur:
-        answers.append(tuple(cur))
+    """llvm-symbolizer LLVM-style output -> one tuple of (function, location) frames per address
+    (tests/lib/peers.py); exactly n of them, else the test fails naming `who`."""
+    try:
+        answers = llvm_symbolizer_answers(text)
+    except ValueError as e:
+        fail("%s: %s" % (who, e))
     if len(answers) != n:
         fail("%s gave %d answers for %d addresses" % (who, len(answers), n))
     return answers

@@ -10,13 +10,13 @@ end_of_stack. Missing gdb fails the test with its name.
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
-FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+)(?: in (\S+))?")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import parse_gdb_bt  # noqa: E402  (tests/lib: the peers' output parsers)
 
 
 def main() -> int:
@@ -34,11 +34,9 @@ def main() -> int:
         r = subprocess.run([gdb, "-nx", "-batch", "-ex", "set startup-with-shell off", "-ex", "run",
                             "-ex", "bt", "-ex", f"gcore {core}", "--args", args.fixture, args.mode],
                            capture_output=True, text=True, timeout=60)
-        gdb_frames = []
-        for line in r.stdout.splitlines():
-            m = FRAME.match(line)
-            if m:
-                gdb_frames.append((int(m.group(1)), int(m.group(2), 16), m.group(3)))
+        # Every frame line gdb printed with an address: (index, pc, function).
+        gdb_frames = [(f["index"], f["pc"], f["function"]) for frames in parse_gdb_bt(r.stdout).values()
+                      for f in frames if f["pc"] is not None]
         if "SIGSEGV" not in r.stdout or not os.path.exists(core) or len(gdb_frames) < 4:
             print("FAIL: gdb did not stop at the crash and write a core\n" + r.stdout + r.stderr)
             return 1

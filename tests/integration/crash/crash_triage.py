@@ -32,6 +32,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import parse_gdb_bt  # noqa: E402  (tests/lib: the peers' output parsers)
+
 fails = []
 
 
@@ -45,8 +48,6 @@ def run(cmd, **kw):
 
 
 THREAD_ROW = re.compile(r'^(\*)?\s+(\d+)\s+(?:Thread 0x[0-9a-f]+ \(LWP (\d+)\)|LWP (\d+))(?: "([^"]*)")?')
-BT_HEAD = re.compile(r"^Thread (\d+) \((?:Thread 0x[0-9a-f]+ \(LWP (\d+)\)|LWP (\d+))")
-BT_FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+)")
 
 
 def gdb_view(gdb, exe, core=None, pid=None):
@@ -65,18 +66,9 @@ def gdb_view(gdb, exe, core=None, pid=None):
         if m:
             v["threads"].append({"current": bool(m.group(1)), "id": int(m.group(2)),
                                  "lwp": int(m.group(3) or m.group(4)), "name": m.group(5)})
-    cur = None
+    # The backtraces under their threads' headers (not the frame gdb prints when it loads the core).
+    v["bt"] = {lwp: frames for lwp, frames in parse_gdb_bt(out).items() if lwp is not None}
     for line in lines:
-        m = BT_HEAD.match(line)
-        if m:
-            cur = int(m.group(2) or m.group(3))
-            v["bt"][cur] = []
-            continue
-        m = BT_FRAME.match(line)
-        if m and cur is not None:
-            marker = "<signal handler called>" in line
-            v["bt"][cur].append({"index": int(m.group(1)), "pc": int(m.group(2), 16) if m.group(2) else None,
-                                 "function": None if marker else m.group(3), "marker": marker})
         mv = re.match(r"^\$\d+ = (?:\(void \*\) )?(0x[0-9a-f]+|-?\d+)", line)
         if mv:
             v["values"].append(int(mv.group(1), 0))

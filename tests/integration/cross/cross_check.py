@@ -15,6 +15,9 @@ import time
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import parse_gdb_bt, parse_gdb_info_symbol  # noqa: E402  (tests/lib: the peers' output parsers)
+
 VARIANTS = [
     # name, compiler prefix, qemu, sysroot
     ("aarch64", "aarch64-linux-gnu-", "qemu-aarch64", "/usr/aarch64-linux-gnu"),
@@ -36,9 +39,6 @@ BUILDS = {
 CHAIN = ["c_fn", "b_fn", "a_fn", "main"]
 # Every walk must end as on x86_64: at _start, with end_of_stack.
 WANT_STOP = "end_of_stack"
-
-GDB = re.compile(r"^#(\d+)\s+(?:0x([0-9a-f]+) in )?([^\s(]+) \(")
-GDB_SIG = re.compile(r"^#(\d+)\s+<signal handler called>")
 
 
 def core_limit():
@@ -106,15 +106,11 @@ def gdb(core, exe, sysroot):
     if timed_out:
         text += "\n[gdb timed out]\n"
     frames, seen = [], set()
-    for line in text.splitlines():
-        m = GDB.match(line) or GDB_SIG.match(line)
-        if not m or int(m.group(1)) in seen:
+    for f in [f for frames in parse_gdb_bt(text).values() for f in frames]:
+        if f["index"] in seen:
             continue
-        seen.add(int(m.group(1)))
-        if m.re is GDB_SIG:
-            frames.append((None, "<signal>"))
-        else:
-            frames.append((int(m.group(2), 16) if m.group(2) else None, m.group(3)))
+        seen.add(f["index"])
+        frames.append((None, "<signal>") if f["marker"] else (f["pc"], f["function"]))
     return frames, text
 
 
@@ -178,8 +174,8 @@ def gdb_symbol(path, offset):
     if key not in _SYM:
         p = subprocess.run(["gdb-multiarch", "-batch", "-nx", "-ex", "set debuginfod enabled off",
                             "-ex", "info symbol 0x%x" % offset, path], capture_output=True, text=True, timeout=30)
-        m = re.search(r"^(\S+)(?: \+ \d+)? in section", p.stdout, re.M)
-        _SYM[key] = m.group(1) if m else None
+        names = [n for n in parse_gdb_info_symbol(p.stdout) if n != "??"]
+        _SYM[key] = names[0] if names else None
     return _SYM[key]
 
 

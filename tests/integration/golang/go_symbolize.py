@@ -32,6 +32,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_json  # noqa: E402  (tests/lib: the peers' output parsers)
 
 
 def need(tool):
@@ -127,7 +129,7 @@ def llvm_chains(binary, addrs):
     inp = "".join("0x%x\n" % a for a in addrs)
     out = subprocess.run([llvm, "--obj", binary, "--output-style=JSON", "--inlines"], input=inp, check=True,
                          stdout=subprocess.PIPE, text=True).stdout
-    res = [json.loads(l) for l in out.splitlines() if l.strip()]
+    res = llvm_symbolizer_json(out)
     assert len(res) == len(addrs)
     return [[(f["FunctionName"], f["Line"]) for f in r["Symbol"]] for r in res]
 

@@ -14,6 +14,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import parse_gdb_bt  # noqa: E402  (tests/lib: the peers' output parsers)
+
 
 def main(argv):
     gdb = "gdb"
@@ -32,11 +35,9 @@ def main(argv):
     env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     out = proc.stdout + proc.stderr
-    gdb_frames = {}
-    for line in out.splitlines():
-        m = re.match(r"#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) \(", line)
-        if m:
-            gdb_frames[int(m.group(1))] = (int(m.group(2), 16) if m.group(2) else None, m.group(3))
+    # gdb's `bt`: {frame number: (pc or None, function)}, <signal handler called> left out.
+    gdb_frames = {f["index"]: (f["pc"], f["function"]) for frames in parse_gdb_bt(out).values()
+                  for f in frames if not f["marker"]}
     sprov = {}
     for line in out.splitlines():
         m = re.match(r"SPROV\s+(\d+) (0x[0-9a-f]+) sp=\S+ (\S+)\s+(.*)$", line)

@@ -26,8 +26,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "perf"))
-from perf_check import parse_perf_script  # noqa: E402  (perf script's samples: user frames, leaf first)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import parse_perf_script  # noqa: E402  (tests/lib: perf script's samples: user frames, leaf first)
 INNER = "LazyCompile:*jitInner /srv/app.js:7"
 OUTER = "LazyCompile:~jitOuter /srv/app.js:3"
 

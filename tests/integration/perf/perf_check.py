@@ -15,6 +15,10 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+# perf script's samples (user frames, leaf first), read as every perf test reads them
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import parse_perf_script  # noqa: E402  (tests/lib: the peers' output parsers)
+
 PY_WORKLOAD = r"""
 import time
 def fib(n):
@@ -59,45 +63,6 @@ def finish(failures, workdir):
 
 def strip_version(name):
     return re.sub(r"@+[A-Za-z0-9_.]+$", "", name) if name else name
-
-
-def parse_perf_script(text, comms=None, kernel_names=None):
-    """{(tid, time_us): [(addr, sym, dso)...]} user frames only, leaf first; plus kernel-frame sample keys.
-    comms / kernel_names (optional dicts): each sample's comm and its kernel frames' names, leaf first."""
-    samples, kernel = {}, set()
-    cur = None
-    key = None
-    for line in text.splitlines():
-        if not line.strip():
-            cur = None
-            continue
-        if not line.startswith(("\t", " ")):
-            m = re.match(r"^(.*?)\s+(\d+)\s+(\d+)\.(\d{6}):", line)
-            if not m:
-                cur = None
-                continue
-            key = (int(m.group(2)), int(m.group(3)) * 1000000 + int(m.group(4)))
-            cur = samples.setdefault(key, [])
-            if comms is not None:
-                comms[key] = m.group(1).strip()
-            continue
-        if cur is None:
-            continue
-        m = re.match(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$", line)
-        if not m:
-            continue
-        addr, sym, dso = int(m.group(1), 16), m.group(2), m.group(3)
-        start = None
-        sm = re.match(r"^(.*)\+0x([0-9a-f]+)$", sym)
-        if sm:
-            sym, start = sm.group(1), addr - int(sm.group(2), 16)
-        if dso == "[kernel.kallsyms]" or dso.startswith("[kernel"):
-            kernel.add(key)
-            if kernel_names is not None:
-                kernel_names.setdefault(key, []).append(sym)
-            continue
-        cur.append((addr, sym, dso, start))
-    return samples, kernel
 
 
 _DELTA = {}

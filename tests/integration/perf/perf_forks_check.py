@@ -16,7 +16,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from perf_check import find_perf, finish, parse_perf_script, run, script_args, strip_version  # noqa: E402
+from perf_check import find_perf, finish, run, script_args, strip_version  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import parse_perf_script  # noqa: E402  (tests/lib: the peers' output parsers)
 
 MAPS, CHILDREN, SECONDS = "4096", "300", "0.5"
 CHAIN = ("forks_leaf", "forks_mid", "main")

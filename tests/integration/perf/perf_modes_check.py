@@ -16,6 +16,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf_check import find_perf, finish, perf_addr_delta, run, script_args, strip_version  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import perf_script_samples  # noqa: E402  (tests/lib: the peers' output parsers)
 
 KERNEL_DSO = re.compile(r"^\[(kernel\.kallsyms|[A-Za-z0-9_]+)\]$")
 
@@ -23,40 +25,6 @@ KERNEL_DSO = re.compile(r"^\[(kernel\.kallsyms|[A-Za-z0-9_]+)\]$")
 def is_kernel_dso(dso):
     return dso == "[kernel.kallsyms]" or (KERNEL_DSO.match(dso) is not None and dso not in ("[vdso]", "[unknown]",
                                                                                            "[vsyscall]", "[stack]"))
-
-
-def parse_perf_script(text):
-    """{(tid, time_us): (comm, [(addr, sym, symoff, dso)...])}, leaf first, kernel frames included; handles
-    both the callchain form (frames on indented lines) and the one-line form of samples without one."""
-    samples, cur = {}, None
-    head = re.compile(r"^\s*(.*?)\s+(\d+)\s+(\d+)\.(\d{6}):\s*(.*)$")
-    frame = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$")
-
-    def add(frames, text):
-        m = frame.match(text)
-        if not m:
-            return
-        sym, off = m.group(2), None
-        sm = re.match(r"^(.*)\+0x([0-9a-f]+)$", sym)
-        if sm:
-            sym, off = sm.group(1), int(sm.group(2), 16)
-        frames.append((int(m.group(1), 16), sym, off, m.group(3)))
-
-    for line in text.splitlines():
-        if not line.strip():
-            cur = None
-            continue
-        m = head.match(line) if not line.startswith("\t") else None
-        if m:
-            key = (int(m.group(2)), int(m.group(3)) * 1000000 + int(m.group(4)))
-            cur = []
-            samples[key] = (m.group(1).strip(), cur)
-            if m.group(5).strip():
-                add(cur, m.group(5).strip())
-            continue
-        if cur is not None:
-            add(cur, line)
-    return samples
 
 
 def compare(name, perf_samples, ours, want_mode, notes):
@@ -148,7 +116,9 @@ def check_recording(sp, perf, workdir, name, record_args, cmd, want_mode, summar
     data = os.path.join(workdir, name + ".data")
     run([perf, "record", "-q", "-e", "cpu-clock", "-F", "999"] + record_args + ["-o", data, "--"] + cmd)
     script = run([perf, "script", "-i", data, "-F", "comm,tid,time,ip,sym,symoff,dso", "--no-inline"]).stdout
-    perf_samples = parse_perf_script(script)
+    # {(tid, time_us): (comm, [(addr, sym, symoff, dso)...])}, leaf first, kernel frames included; samples
+    # without a callchain too (the one-line form)
+    perf_samples = perf_script_samples(script, one_line=True)
     r = run([sp, "perf-import", data, "--format", "json"])
     ours = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
     notes = {}

@@ -20,6 +20,8 @@ import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf_check import finish, parse_protoc_text, run, script_args  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import llvm_symbolizer_chains  # noqa: E402  (tests/lib: the peers' output parsers)
 
 NODE_SHIM = r"""
 const fs = require('fs'), vm = require('vm');
@@ -89,13 +91,9 @@ def file_offset_to_vaddr(path, off):
 def llvm_inline_chain(binary, addr):
     """llvm-symbolizer-14's answer for a link-time address: [(function, file, line)], innermost first."""
     out = run(["llvm-symbolizer-14", "--obj=" + binary, "--inlining", "--functions=linkage", hex(addr)]).stdout
-    lines = [l for l in out.splitlines() if l.strip()]
-    chain = []
-    for i in range(0, len(lines) - 1, 2):
-        m = re.match(r"^(.*):(\d+):(\d+)$", lines[i + 1])
-        f = m.group(1) if m else ""
-        chain.append((lines[i], "" if f == "??" else f, int(m.group(2)) if m else 0))  # "??": no line table
-    return chain
+    chains = llvm_symbolizer_chains(out)
+    # "??": no line table
+    return [(fn, "" if file == "??" else file, line) for fn, file, line, _ in (chains[0] if chains else [])]
 
 
 def decode(path, proto):

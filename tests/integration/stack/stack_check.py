@@ -41,6 +41,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import gdb_frames_script, parse_eu_stack, parse_gdb_frames  # noqa: E402  (tests/lib: peers' output)
 
 # Known chains (innermost first), by the role the fixture prints for each thread.
 CHAINS = {
@@ -158,24 +160,6 @@ def run(cmd, timeout=60, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
-def parse_eu_stack(text):
-    """eu-stack -m output (or ours: "TID n "name":" with the thread's comm) -> {tid: [(pc, name, module)]}."""
-    threads, cur = {}, None
-    for line in text.splitlines():
-        m = re.match(r'^TID (\d+)(?: "[^"]*")?:$', line)
-        if m:
-            cur = threads.setdefault(int(m.group(1)), [])
-            continue
-        m = re.match(r"^#(\d+)\s+0x([0-9a-f]+)(.*)$", line)
-        if m and cur is not None:
-            rest = m.group(3)
-            module = ""
-            if " - " in rest:
-                rest, module = rest.rsplit(" - ", 1)
-            cur.append((int(m.group(2), 16), rest.strip(), module.strip()))
-    return threads
-
-
 def eu_stack(args, eu_bin):
     r = run([eu_bin, "-m", "-n", "256"] + args)
     if r.returncode == 2 or "PID" not in r.stdout:
@@ -183,30 +167,10 @@ def eu_stack(args, eu_bin):
     return parse_eu_stack(r.stdout), r.stderr
 
 
-GDB_PY = r"""
-import gdb, json
-out = {}
-for inf in gdb.inferiors():
-    for t in inf.threads():
-        t.switch()
-        frames = []
-        f = gdb.newest_frame()
-        while f is not None and len(frames) < 512:
-            if f.type() != gdb.INLINE_FRAME:
-                frames.append([f.pc(), f.name() or ""])
-            try:
-                f = f.older()
-            except gdb.error:
-                break
-        out[t.ptid[1]] = frames
-print("GDBJSON " + json.dumps(out))
-"""
-
-
 def gdb_frames(gdb_bin, pid=None, core=None, exe=None):
     """gdb's frames per thread (inline frames skipped: they share the pc of their caller)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(GDB_PY)
+        f.write(gdb_frames_script())
         script = f.name
     try:
         # gdb ignores SIGTERM while it waits for a stop: the timeout sends SIGKILL.
@@ -220,10 +184,10 @@ def gdb_frames(gdb_bin, pid=None, core=None, exe=None):
         r = run(cmd, timeout=120)
     finally:
         os.unlink(script)
-    for line in r.stdout.splitlines():
-        if line.startswith("GDBJSON "):
-            return {int(k): v for k, v in json.loads(line[8:]).items()}
-    raise Harness("gdb gave no frames: %s" % r.stderr[-2000:])
+    frames = parse_gdb_frames(r.stdout)
+    if frames is None:
+        raise Harness("gdb gave no frames: %s" % r.stderr[-2000:])
+    return frames
 
 
 def as_user(cmd, user):

@@ -12,6 +12,9 @@ import sys
 
 LLVM = "llvm-symbolizer-14"
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_json  # noqa: E402  (tests/lib: the peers' output parsers)
+
 CORE = ("FunctionName", "FileName", "Line", "Column")
 EXTRA = ("Discriminator", "StartLine", "StartFileName", "StartAddress")
 EXCEPTIONS = os.path.join(HERE, "fixture_exceptions.txt")
@@ -32,7 +35,7 @@ def symbolize(tool, obj, addrs, extra):
     # ("operator< <T>" vs "operator<<T>"), which is not a DWARF question.
     cmd = tool + ["--obj", obj, "--inlines", "--output-style=JSON", "--no-demangle"] + extra
     out = subprocess.run(cmd, input=inp, check=True, stdout=subprocess.PIPE, text=True).stdout
-    res = [json.loads(line) for line in out.splitlines() if line.strip()]
+    res = llvm_symbolizer_json(out)
     if len(res) != len(addrs):
         raise RuntimeError("%s gave %d answers for %d addresses" % (tool[0], len(res), len(addrs)))
     return res

@@ -21,6 +21,9 @@ import time
 
 LLVM = "llvm-symbolizer-14"
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_json  # noqa: E402  (tests/lib: the peers' output parsers)
+
 FIELDS = ("FunctionName", "FileName", "Line", "Column", "StartAddress")
 EXCEPTIONS = os.path.join(HERE, "llvm_exceptions.txt")
 
@@ -117,7 +120,7 @@ def symbolize(tool, obj, addrs):
     t0 = time.time()
     out = subprocess.run(tool + ["--obj", obj, "--inlines", "--output-style=JSON", "--no-demangle"], input=inp,
                          check=True, stdout=subprocess.PIPE, text=True).stdout
-    res = [json.loads(l) for l in out.splitlines() if l.strip()]
+    res = llvm_symbolizer_json(out)
     if len(res) != len(addrs):
         raise RuntimeError("%s: %d answers for %d addresses" % (tool[0], len(res), len(addrs)))
     return res, time.time() - t0

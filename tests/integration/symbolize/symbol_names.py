@@ -27,6 +27,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import parse_gdb_info_symbol  # noqa: E402  (tests/lib: the peers' output parsers)
 
 
 def run(cmd, **kw):
@@ -101,15 +103,8 @@ def gdb_names(path, addrs):
         f.write("".join("info symbol 0x%x\n" % a for a in addrs))
     out = subprocess.run(["gdb", "-nx", "-batch", "-ex", "set pagination off", "-x", script, path],
                          check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
-    names = []
-    for line in out.splitlines():
-        if line.startswith("No symbol matches"):
-            names.append("??")
-            continue
-        m = re.match(r"^(\S+)( \+ \d+)? in section ", line)
-        if m:
-            # gdb 13 prints a gcc cold part `f.cold` as `f[cold]` when DWARF ties it to f.
-            names.append(re.sub(r"\[cold\]$", ".cold", m.group(1)))
+    # gdb 13 prints a gcc cold part `f.cold` as `f[cold]` when DWARF ties it to f.
+    names = [re.sub(r"\[cold\]$", ".cold", n) for n in parse_gdb_info_symbol(out)]
     if len(names) != len(addrs):
         raise RuntimeError("gdb: %d answers for %d addresses on %s" % (len(names), len(addrs), path))
     return names

@@ -63,6 +63,7 @@ FIXTURE_SRC = os.path.join(HERE, "fixture_pipeline.c")
 NOBID_SRC = os.path.join(HERE, "fixture_nobid.c")
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "lib"))
 from pgserver import PG_TOOLS, PgServer  # noqa: E402
+from peers import llvm_symbolizer_chains  # noqa: E402
 
 PY311 = "/usr/bin/python3.11"
 TOOLS = ["gcc", "readelf", "nm", "sqlite3", "llvm-symbolizer-14", "xmllint", PY311] + PG_TOOLS
@@ -263,19 +264,11 @@ def llvm_chains(module, addrs):
         return []
     out = must(["llvm-symbolizer-14", "--obj=" + module, "--inlining", "--output-style=LLVM"],
                input="".join("0x%x\n" % a for a in addrs))
-    blocks = out.strip("\n").split("\n\n")
-    if len(blocks) != len(addrs):
-        raise RuntimeError("llvm-symbolizer-14 on %s: %d answers for %d addresses" % (module, len(blocks), len(addrs)))
-    res = []
-    for b in blocks:
-        lines = b.split("\n")
-        chain = []
-        for k in range(0, len(lines) - 1, 2):
-            m = re.match(r"^(.*):(\d+):(\d+)$", lines[k + 1])
-            file, line, col = (m.group(1), int(m.group(2)), int(m.group(3))) if m else ("??", 0, 0)
-            chain.append(("" if lines[k] == "??" else lines[k], "" if file == "??" else file, line, col))
-        res.append(chain)
-    return res
+    chains = llvm_symbolizer_chains(out)
+    if len(chains) != len(addrs):
+        raise RuntimeError("llvm-symbolizer-14 on %s: %d answers for %d addresses" % (module, len(chains), len(addrs)))
+    return [[("" if fn == "??" else fn, "" if file == "??" else file, line, col) for fn, file, line, col in chain]
+            for chain in chains]
 
 
 def trace_chain(f):

@@ -1,0 +1,257 @@
+# SPDX-License-Identifier: Apache-2.0
+# The peers' output read one way for every test: llvm-symbolizer, perf script, eu-stack and gdb.
+"""Parsers of what the tools the tests compare stackprov with print (one copy each, issue 32).
+
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+    from peers import llvm_symbolizer_answers, parse_perf_script  # noqa: E402
+
+Text in, Python values out: no parser here runs a tool (each test keeps its command line, its
+timeout and its way of failing) and none normalizes names (symbol versions, clone suffixes, "??")
+beyond what its docstring says: that belongs to each comparison.
+
+  llvm-symbolizer  llvm_symbolizer_answers (LLVM style, the default), llvm_symbolizer_chains (the
+                   same, locations split by llvm_location), llvm_symbolizer_json (--output-style=JSON).
+                   `stackprov symbolize` and `stackprov bundle lookup` print the same styles.
+  perf script      perf_script_samples (every frame of every sample), parse_perf_script (user frames,
+                   kernel frames apart).
+  eu-stack         parse_eu_stack (-m; also `stackprov stack`'s text).
+  gdb              parse_gdb_bt (`bt`, `thread apply all bt`), parse_gdb_info_symbol (`info symbol`),
+                   gdb_frames_script and parse_gdb_frames (every thread's frames through gdb's Python API).
+"""
+import json
+import re
+
+# ------------------------------------------------------------------ llvm-symbolizer
+
+_LOCATION = re.compile(r"^(.*):(\d+):(\d+)$")
+
+
+def llvm_symbolizer_answers(text):
+    """llvm-symbolizer's LLVM-style output -> a list with one tuple per address, in input order, of its
+    frames innermost first (the inlined ones, then the function holding them), each (function,
+    location) as printed: "??" for an unknown function, location "file:line:column" ("??:0:0").
+    Answers are separated by empty lines. Raises ValueError on an answer with an odd number of lines
+    (a function without its location: truncated output)."""
+    answers, block = [], []
+    for line in text.split("\n") + [""]:
+        if line:
+            block.append(line)
+            continue
+        if block:
+            if len(block) % 2:
+                raise ValueError("truncated symbolizer output near %r" % block[-1])
+            answers.append(tuple(zip(block[0::2], block[1::2])))
+            block = []
+    return answers
+
+
+def llvm_location(location):
+    """An LLVM-style location "file:line:column" -> (file, line, column); ("??", 0, 0) for anything
+    else. An unknown file stays "??" (llvm-symbolizer prints "??:0:0")."""
+    m = _LOCATION.match(location)
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else ("??", 0, 0)
+
+
+def llvm_symbolizer_chains(text):
+    """llvm_symbolizer_answers with each location split by llvm_location -> a list with one list per
+    address of (function, file, line, column) tuples, innermost first ("??" kept as printed)."""
+    return [[(function,) + llvm_location(location) for function, location in answer]
+            for answer in llvm_symbolizer_answers(text)]
+
+
+def llvm_symbolizer_json(text):
+    """llvm-symbolizer --output-style=JSON output -> a list with one dict per address, in input order
+    (its "Address", "ModuleName" and "Symbol": the frames innermost first, each with "FunctionName",
+    "FileName", "Line", "Column", ...), as json.loads reads each non-empty line."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+# ------------------------------------------------------------------ perf script
+
+_PERF_HEAD = re.compile(r"^(.*?)\s+(\d+)\s+(\d+)\.(\d{6}):")
+_PERF_HEAD_ONE_LINE = re.compile(r"^\s*(.*?)\s+(\d+)\s+(\d+)\.(\d{6}):\s*(.*)$")
+_PERF_FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$")
+_PERF_SYMOFF = re.compile(r"^(.*)\+0x([0-9a-f]+)$")
+
+
+def _perf_frame(text):
+    """One "ADDR SYM[+0xOFF] (DSO)" frame -> (addr, sym, symoff or None, dso), or None."""
+    m = _PERF_FRAME.match(text)
+    if not m:
+        return None
+    sym, off = m.group(2), None
+    sm = _PERF_SYMOFF.match(sym)
+    if sm:
+        sym, off = sm.group(1), int(sm.group(2), 16)
+    return (int(m.group(1), 16), sym, off, m.group(3))
+
+
+def perf_script_samples(text, one_line=False):
+    """`perf script -F comm,tid,time,ip,sym[,symoff],dso` output -> {(tid, time_us): (comm,
+    [(addr, sym, symoff, dso), ...])}, in the order printed, frames leaf first with the kernel's
+    included; symoff is None where perf printed none (no symoff field, or no symbol).
+
+    By default the callchain form (a sample's header line, its frames on the indented lines below):
+    a header is an unindented line, an unindented line that is not one ends the sample, and two
+    samples with the same key share one frame list (appended in order; comm is the later one's).
+    one_line=True also reads the one-line form perf prints for samples without a callchain (the frame
+    on the header line, comm padded with spaces): a header may be indented by spaces (not by a tab),
+    any other line while in a sample is tried as a frame, and a later sample with the same key
+    replaces the earlier one."""
+    samples, cur = {}, None
+    for line in text.splitlines():
+        if not line.strip():
+            cur = None
+            continue
+        if one_line:
+            m = _PERF_HEAD_ONE_LINE.match(line) if not line.startswith("\t") else None
+            if m:
+                cur = []
+                samples[(int(m.group(2)), int(m.group(3)) * 1000000 + int(m.group(4)))] = (m.group(1).strip(), cur)
+                if m.group(5).strip() and (frame := _perf_frame(m.group(5).strip())):
+                    cur.append(frame)
+                continue
+        elif not line.startswith(("\t", " ")):
+            m = _PERF_HEAD.match(line)
+            if not m:
+                cur = None
+                continue
+            key = (int(m.group(2)), int(m.group(3)) * 1000000 + int(m.group(4)))
+            cur = samples[key][1] if key in samples else []
+            samples[key] = (m.group(1).strip(), cur)
+            continue
+        if cur is not None and (frame := _perf_frame(line)):
+            cur.append(frame)
+    return samples
+
+
+def parse_perf_script(text, comms=None, kernel_names=None):
+    """perf_script_samples (callchain form) with the kernel's frames apart -> (samples, kernel_keys):
+    samples {(tid, time_us): [(addr, sym, dso, sym_start), ...]} user frames only, leaf first
+    (sym_start: addr - symoff, None without symoff); kernel_keys the set of the keys of samples with
+    a kernel frame (dso "[kernel.kallsyms]" or another "[kernel..."). comms / kernel_names (optional
+    dicts) receive each sample's comm and the names of its kernel frames, leaf first (only samples
+    that have some)."""
+    samples, kernel = {}, set()
+    for key, (comm, frames) in perf_script_samples(text).items():
+        user = samples[key] = []
+        if comms is not None:
+            comms[key] = comm
+        for addr, sym, off, dso in frames:
+            if dso.startswith("[kernel"):
+                kernel.add(key)
+                if kernel_names is not None:
+                    kernel_names.setdefault(key, []).append(sym)
+                continue
+            user.append((addr, sym, dso, addr - off if off is not None else None))
+    return samples, kernel
+
+
+# ------------------------------------------------------------------ eu-stack
+
+_EU_TID = re.compile(r'^TID (\d+)(?: "[^"]*")?:$')
+_EU_FRAME = re.compile(r"^#(\d+)\s+0x([0-9a-f]+)(.*)$")
+
+
+def parse_eu_stack(text):
+    """eu-stack -m output (or `stackprov stack`'s text: "TID n "name":" with the thread's comm) ->
+    {tid: [(pc, name, module), ...]}, frames innermost first; name as printed ("??" kept, "" when
+    none), module "" without -m."""
+    threads, cur = {}, None
+    for line in text.splitlines():
+        m = _EU_TID.match(line)
+        if m:
+            cur = threads.setdefault(int(m.group(1)), [])
+            continue
+        m = _EU_FRAME.match(line)
+        if m and cur is not None:
+            rest = m.group(3)
+            module = ""
+            if " - " in rest:
+                rest, module = rest.rsplit(" - ", 1)
+            cur.append((int(m.group(2), 16), rest.strip(), module.strip()))
+    return threads
+
+
+# ------------------------------------------------------------------ gdb
+
+_GDB_THREAD = re.compile(r"^Thread (\d+) \((?:Thread 0x[0-9a-f]+ \(LWP (\d+)\)|LWP (\d+))")
+_GDB_FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+)")
+_GDB_INFO_SYMBOL = re.compile(r"^(\S+)( \+ \d+)? in section ")
+
+
+def parse_gdb_bt(text):
+    """gdb's `bt` or `thread apply all bt` text -> {lwp: [frame, ...]}, frames in the order printed
+    under the "Thread N (Thread 0x... (LWP n))" / "Thread N (LWP n)" header above them (a header
+    printed again starts its list anew); frame lines before any header (a plain `bt`, the frame gdb
+    prints when it loads a core) under None. A frame is a dict: "index" (the #N), "pc" (None where
+    gdb prints no address: a frame at the start of a line, <signal handler called>), "function" (the
+    first word after the address: the name, "??" when gdb has none; None for <signal handler
+    called>) and "marker" (True for <signal handler called>)."""
+    threads, cur = {}, None
+    for line in text.splitlines():
+        m = _GDB_THREAD.match(line)
+        if m:
+            cur = threads[int(m.group(2) or m.group(3))] = []
+            continue
+        m = _GDB_FRAME.match(line)
+        if m:
+            if cur is None:
+                cur = threads.setdefault(None, [])
+            marker = "<signal handler called>" in line
+            cur.append({"index": int(m.group(1)), "pc": int(m.group(2), 16) if m.group(2) else None,
+                        "function": None if marker else m.group(3), "marker": marker})
+    return threads
+
+
+def parse_gdb_info_symbol(text):
+    """gdb's `info symbol ADDR` output (of one command or several) -> one name per answer, in order:
+    the symbol ("f" of "f + 12 in section .text of FILE"; gdb's spelling, e.g. "f[cold]"), "??" for
+    "No symbol matches ..."."""
+    names = []
+    for line in text.splitlines():
+        if line.startswith("No symbol matches"):
+            names.append("??")
+            continue
+        m = _GDB_INFO_SYMBOL.match(line)
+        if m:
+            names.append(m.group(1))
+    return names
+
+
+_GDB_FRAMES_PY = r"""
+import gdb, json
+out = {}
+for inf in gdb.inferiors():
+    for t in inf.threads():
+        t.switch()
+        frames = []
+        f = gdb.newest_frame()
+        while f is not None and len(frames) < 512:
+            if f.type() not in SKIP:
+                frames.append([f.pc(), f.name() or ""])
+            try:
+                f = f.older()
+            except gdb.error:
+                break
+        out[t.ptid[1]] = frames
+print("GDBJSON " + json.dumps(out))
+"""
+
+
+def gdb_frames_script(tailcall=True):
+    """A gdb Python script (`-ex "source FILE"`) that prints one line "GDBJSON {lwp: [[pc, name], ...]}"
+    of every thread of every inferior, innermost first, at most 512 frames, name "" where gdb has
+    none. Inline frames are skipped (they share their caller's pc); with tailcall=False tail-call
+    frames too (gdb's reconstruction from DWARF call-site info: no frame on the stack).
+    parse_gdb_frames reads what it prints."""
+    skip = "(gdb.INLINE_FRAME,)" if tailcall else "(gdb.INLINE_FRAME, gdb.TAILCALL_FRAME)"
+    return _GDB_FRAMES_PY.replace("SKIP", skip)
+
+
+def parse_gdb_frames(text):
+    """gdb's stdout with gdb_frames_script's line -> {lwp: [[pc, name], ...]}; None without that line."""
+    for line in text.splitlines():
+        if line.startswith("GDBJSON "):
+            return {int(k): v for k, v in json.loads(line[8:]).items()}
+    return None
