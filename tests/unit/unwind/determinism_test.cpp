@@ -238,7 +238,10 @@ TEST_CASE("one snapshot unwound from several threads at once gives one answer", 
       sprov_unwinder_free(uw);
     });
   for (auto& th : threads) th.join();
-  for (const Walk& w : got) CHECK(w == want);
+  for (const Walk& w : got) {
+    INFO("want " << describe(want) << "\ngot  " << describe(w));
+    CHECK(w == want);
+  }
   sprov_snapshot_free(shared);
   sprov_snapshot_free(g_snap);
   g_snap = nullptr;
