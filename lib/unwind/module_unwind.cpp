@@ -2,6 +2,7 @@
 // Loading per-module CFI indexes and resolving pcs to modules.
 #include "unwind/module_unwind.hpp"
 
+#include "elf/elf_object.hpp"
 #include "symbolize/gopclntab.hpp"
 
 #include <elf.h>
@@ -166,17 +167,7 @@ const symbolize::GoPclntab* LoadedModule::go_pclntab() const {
 }
 
 bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {
-  if (!image_) return false;
-  for (const auto& ph : image_->program_headers()) {
-    if (ph.type != PT_LOAD) continue;
-    if (vaddr < ph.vaddr || vaddr - ph.vaddr >= ph.filesz || len > ph.filesz - (vaddr - ph.vaddr))
-      continue;
-    uint64_t off = ph.offset + (vaddr - ph.vaddr);
-    if (off > image_->file_size() || len > image_->file_size() - off) return false;
-    std::memcpy(buf, image_->file_data() + off, len);
-    return true;
-  }
-  return false;
+  return image_ && elf::read_loaded_bytes(*image_, vaddr, buf, len);
 }
 
 void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+// ELF behind the neutral object image (lib/object): ElfObject wraps an ElfImage; kElfFormat is its
+// registry entry (lib/object/formats.cpp).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "core/once.hpp"
+#include "elf/elf_image.hpp"
+#include "elf/symtab.hpp"
+#include "object/object_image.hpp"
+
+namespace stackprov::elf {
+
+class ElfObject final : public object::ObjectImage {
+ public:
+  explicit ElfObject(std::shared_ptr<ElfImage> image) : image_(std::move(image)) {}
+
+  /// The ELF image, for the ELF-only features (cores, memory images, PLT, debug links).
+  const std::shared_ptr<ElfImage>& elf() const { return image_; }
+
+  std::string_view format_name() const override { return "elf"; }
+  const std::string& path() const override { return image_->path(); }
+  const ModuleId& id() const override { return image_->build_id(); }
+  Arch arch() const override { return image_->arch(); }
+  bool big_endian() const override { return image_->big_endian(); }
+  std::optional<object::SectionRef> section(std::string_view name) const override;
+  /// .symtab's symbol covering `addr`, else .dynsym's (elf::SymbolTable's rule, doc/symbols.md).
+  std::optional<object::Symbol> symbol_at(uint64_t addr) const override;
+  /// From the PT_LOAD segments' file contents.
+  bool read_code(uint64_t vaddr, void* buf, size_t len) const override;
+  uint64_t load_bias(uint64_t map_start, uint64_t map_offset) const override {
+    return image_->load_bias(map_start, map_offset, true);
+  }
+  /// eh_frame (with .eh_frame_hdr, found through PT_GNU_EH_FRAME) and debug_frame, when present.
+  std::vector<object::UnwindTable> unwind_tables() const override;
+  std::span<const uint8_t> file_bytes() const override { return {image_->file_data(), image_->file_size()}; }
+
+ private:
+  std::shared_ptr<ElfImage> image_;
+  mutable OnceFlag symbols_once_;
+  mutable std::optional<SymbolTable> symtab_, dynsym_;
+};
+
+/// Copies `len` bytes at link-time `vaddr` from `image`'s PT_LOAD file contents; false outside them.
+bool read_loaded_bytes(const ElfImage& image, uint64_t vaddr, void* buf, size_t len);
+
+/// The registry entry: sniffs "\x7fELF".
+extern const object::Format kElfFormat;
+
+}  // namespace stackprov::elf

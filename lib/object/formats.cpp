@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+// The built-in object formats, sniffed in this order. Adding a format: its folder under lib/ with
+// an ObjectImage implementation and a Format, and one line here (doc/architecture.md).
+#include "elf/elf_object.hpp"
+#include "object/object_image.hpp"
+
+namespace stackprov::object {
+
+std::span<const Format* const> builtin_formats() {
+  static const Format* const kFormats[] = {
+      &elf::kElfFormat,
+  };
+  return kFormats;
+}
+
+}  // namespace stackprov::object

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// The object-format registry: sniff a file's first bytes, open it with the format that accepts them.
+#include "object/object_image.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "core/open_file.hpp"
+
+namespace stackprov::object {
+
+ObjectImage::~ObjectImage() = default;
+
+// The built-in formats, in lib/object/formats.cpp (the one list a new format joins).
+std::span<const Format* const> builtin_formats();
+
+namespace {
+
+std::mutex g_mu;
+std::vector<const Format*>& extra_formats() {
+  static std::vector<const Format*> v;
+  return v;
+}
+
+std::string hex_head(std::span<const uint8_t> head) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < head.size() && i < 8; i++) {
+    s += kDigits[head[i] >> 4];
+    s += kDigits[head[i] & 15];
+  }
+  return s.empty() ? "(empty)" : s;
+}
+
+}  // namespace
+
+std::vector<const Format*> formats() {
+  std::vector<const Format*> out(builtin_formats().begin(), builtin_formats().end());
+  std::lock_guard<std::mutex> lock(g_mu);
+  out.insert(out.end(), extra_formats().begin(), extra_formats().end());
+  return out;
+}
+
+void register_format(const Format* f) {
+  if (f == nullptr) return;
+  for (const Format* b : builtin_formats())
+    if (b == f) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto& v = extra_formats();
+  if (std::find(v.begin(), v.end(), f) == v.end()) v.push_back(f);
+}
+
+const Format* sniff(std::span<const uint8_t> head) {
+  for (const Format* f : formats())
+    if (f->sniff(head)) return f;
+  return nullptr;
+}
+
+Result<std::shared_ptr<ObjectImage>> open(const std::string& path) {
+  // The head is read through the same root-aware open as the format's parser will use
+  // (core/open_file.hpp): a target's path never reaches a host file, not even to be sniffed.
+  int err = 0;
+  const int fd = open_regular_file(path, &err);
+  if (fd < 0) return make_error(-err, "%s: %s", path.c_str(), std::strerror(err));
+  uint8_t head[kSniffBytes];
+  ssize_t n;
+  do {
+    n = ::pread(fd, head, sizeof(head), 0);
+  } while (n < 0 && errno == EINTR);
+  const int read_err = errno;
+  ::close(fd);
+  if (n < 0) return make_error(-read_err, "%s: reading its header: %s", path.c_str(), std::strerror(read_err));
+  const std::span<const uint8_t> h(head, static_cast<size_t>(n));
+  const Format* f = sniff(h);
+  if (f == nullptr)
+    return make_error(SPROV_ERR_UNSUPPORTED, "%s: not an object file of a known format (first bytes %s)", path.c_str(),
+                      hex_head(h).c_str());
+  return f->open(path);
+}
+
+Result<std::shared_ptr<ObjectImage>> from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  const std::span<const uint8_t> h(bytes.data(), std::min(bytes.size(), kSniffBytes));
+  const Format* f = sniff(h);
+  if (f == nullptr)
+    return make_error(SPROV_ERR_UNSUPPORTED, "%s: not an object image of a known format (first bytes %s)",
+                      name.c_str(), hex_head(h).c_str());
+  return f->from_bytes(std::move(bytes), std::move(name));
+}
+
+}  // namespace stackprov::object
