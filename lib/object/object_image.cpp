@@ -26,17 +26,6 @@ std::vector<const Format*>& extra_formats() {
   static std::vector<const Format*> v;
   return v;
 }
-
-std::string hex_head(std::span<const uint8_t> head) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < head.size() && i < 8; i++) {
-    s += kDigits[head[i] >> 4];
-    s += kDigits[head[i] & 15];
-  }
-  return s.empty() ? "(empty)" : s;
-}
-
 }  // namespace
 
 std::vector<const Format*> formats() {
@@ -66,7 +55,7 @@ Result<std::shared_ptr<ObjectImage>> open(const std::string& path) {
   // (core/open_file.hpp): a target's path never reaches a host file, not even to be sniffed.
   int err = 0;
   const int fd = open_regular_file(path, &err);
-  if (fd < 0) return make_error(-err, "%s: %s", path.c_str(), std::strerror(err));
+  if (fd < 0) return builtin_formats().front()->open(path);  // its error, as users know it
   uint8_t head[kSniffBytes];
   ssize_t n;
   do {
@@ -75,21 +64,13 @@ Result<std::shared_ptr<ObjectImage>> open(const std::string& path) {
   const int read_err = errno;
   ::close(fd);
   if (n < 0) return make_error(-read_err, "%s: reading its header: %s", path.c_str(), std::strerror(read_err));
-  const std::span<const uint8_t> h(head, static_cast<size_t>(n));
-  const Format* f = sniff(h);
-  if (f == nullptr)
-    return make_error(SPROV_ERR_UNSUPPORTED, "%s: not an object file of a known format (first bytes %s)", path.c_str(),
-                      hex_head(h).c_str());
-  return f->open(path);
+  const Format* f = sniff(std::span<const uint8_t>(head, static_cast<size_t>(n)));
+  return (f != nullptr ? f : builtin_formats().front())->open(path);
 }
 
 Result<std::shared_ptr<ObjectImage>> from_bytes(std::vector<uint8_t> bytes, std::string name) {
-  const std::span<const uint8_t> h(bytes.data(), std::min(bytes.size(), kSniffBytes));
-  const Format* f = sniff(h);
-  if (f == nullptr)
-    return make_error(SPROV_ERR_UNSUPPORTED, "%s: not an object image of a known format (first bytes %s)",
-                      name.c_str(), hex_head(h).c_str());
-  return f->from_bytes(std::move(bytes), std::move(name));
+  const Format* f = sniff(std::span<const uint8_t>(bytes.data(), std::min(bytes.size(), kSniffBytes)));
+  return (f != nullptr ? f : builtin_formats().front())->from_bytes(std::move(bytes), std::move(name));
 }
 
 }  // namespace stackprov::object

@@ -84,9 +84,10 @@ struct Format {
 };
 inline constexpr size_t kSniffBytes = 64;
 
-/// Opens `path` with the first registered format whose sniff accepts its first bytes. Errors:
-/// the path unreadable (negative errno), or SPROV_ERR_UNSUPPORTED naming the path and its first
-/// bytes in hex when no format accepts them.
+/// Opens `path` with the first registered format whose sniff accepts its first bytes. A file no
+/// format accepts, or one that cannot be opened, goes to the first built-in format (ELF): its
+/// parser's error says what it expected, as it always did ("PATH: not an ELF file (bad magic)",
+/// "PATH: open: No such file or directory").
 Result<std::shared_ptr<ObjectImage>> open(const std::string& path);
 /// The same for an image held in memory (copied), e.g. a vDSO read from a target.
 Result<std::shared_ptr<ObjectImage>> from_bytes(std::vector<uint8_t> bytes, std::string name);
