@@ -168,7 +168,26 @@ enum sprov_method {
                                         it; sprov_stack_runtime_frame names it), or a Go function's
                                         caller found by its pclntab SP delta (pcsp) where there is no
                                         CFI (doc/runtime-frames.md) */
+  SPROV_METHOD_UNWIND_TABLE = 15,    /* an unwind table of a kind an embedder or a test registered
+                                        (unwind/unwind_source.hpp), not one of the kinds above */
 };
+
+/* The rung of the unwinding ladder a method belongs to (doc/unwinding.md "Rungs and tables"). A
+ * frame's method names its table where the rung has several (SPROV_METHOD_CFI_EH_FRAME,
+ * _CFI_DEBUG_FRAME, _CFI_BUNDLE, _CFI_PDATA, _COMPACT_UNWIND, _UNWIND_TABLE are all
+ * SPROV_RUNG_TABLE); a new table kind is a new method value of that rung, never a new rung. */
+enum sprov_rung {
+  SPROV_RUNG_NONE = 0,
+  SPROV_RUNG_CONTEXT = 1,       /* the captured registers (frame 0) */
+  SPROV_RUNG_TABLE = 2,         /* a module's unwind table */
+  SPROV_RUNG_SIGNAL = 3,        /* a signal frame's saved registers (sigreturn trampolines) */
+  SPROV_RUNG_RUNTIME = 4,       /* a language runtime's own records (Go pclntab, CPython frames) */
+  SPROV_RUNG_FRAME_POINTER = 5, /* the frame-pointer chain */
+  SPROV_RUNG_HEURISTIC = 6,     /* code analysis: prologue, the return address of a bad pc, scan */
+  SPROV_RUNG_EXTERNAL = 7,      /* not unwound by stackprov: a perf call chain, a uretprobe's record */
+};
+SPROV_API int sprov_method_rung(int method);
+SPROV_API const char* sprov_rung_name(int rung);
 
 /* Why a walk stopped. */
 enum sprov_stop_reason {

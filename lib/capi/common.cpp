@@ -32,6 +32,41 @@ SPROV_API const char* sprov_method_name(int method) {
     case SPROV_METHOD_CFI_BUNDLE: return "cfi_bundle";
     case SPROV_METHOD_CALLCHAIN: return "callchain";
     case SPROV_METHOD_RUNTIME: return "runtime";
+    case SPROV_METHOD_UNWIND_TABLE: return "unwind_table";
+    default: return "none";
+  }
+}
+
+SPROV_API int sprov_method_rung(int method) {
+  switch (method) {
+    case SPROV_METHOD_CONTEXT: return SPROV_RUNG_CONTEXT;
+    case SPROV_METHOD_CFI_EH_FRAME:
+    case SPROV_METHOD_CFI_DEBUG_FRAME:
+    case SPROV_METHOD_CFI_BUNDLE:
+    case SPROV_METHOD_CFI_PDATA:
+    case SPROV_METHOD_COMPACT_UNWIND:
+    case SPROV_METHOD_UNWIND_TABLE: return SPROV_RUNG_TABLE;
+    case SPROV_METHOD_SIGNAL: return SPROV_RUNG_SIGNAL;
+    case SPROV_METHOD_RUNTIME: return SPROV_RUNG_RUNTIME;
+    case SPROV_METHOD_FRAME_POINTER: return SPROV_RUNG_FRAME_POINTER;
+    case SPROV_METHOD_PROLOGUE:
+    case SPROV_METHOD_BAD_PC_RETURN:
+    case SPROV_METHOD_SCAN: return SPROV_RUNG_HEURISTIC;
+    case SPROV_METHOD_CALLCHAIN:
+    case SPROV_METHOD_TRAMPOLINE: return SPROV_RUNG_EXTERNAL;
+    default: return SPROV_RUNG_NONE;
+  }
+}
+
+SPROV_API const char* sprov_rung_name(int rung) {
+  switch (rung) {
+    case SPROV_RUNG_CONTEXT: return "context";
+    case SPROV_RUNG_TABLE: return "table";
+    case SPROV_RUNG_SIGNAL: return "signal";
+    case SPROV_RUNG_RUNTIME: return "runtime";
+    case SPROV_RUNG_FRAME_POINTER: return "frame_pointer";
+    case SPROV_RUNG_HEURISTIC: return "heuristic";
+    case SPROV_RUNG_EXTERNAL: return "external";
     default: return "none";
   }
 }

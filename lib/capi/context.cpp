@@ -14,6 +14,7 @@
 #include "elf/core_file.hpp"
 #include "elf/elf_image.hpp"
 #include "memory/module_list.hpp"
+#include "object/object_image.hpp"
 #include <xxhash.h>
 #include "symbolize/bundle_store.hpp"
 
@@ -225,7 +226,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     return memory_instead(key.error());
   }
   auto loaded = ctx->modules.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
-    auto img = elf::ElfImage::open(host);
+    auto img = object::open(host);  // ELF, or another registered format (lib/object)
     if (!img.ok() && (img.error().code == -ENOENT || img.error().code == -ENOTDIR) &&
         ctx->ctx.config().has_bundle_store && !m.build_id.empty()) {
       auto b = load_from_bundle(ctx, snap, m);
@@ -240,11 +241,11 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
     if (fid == nullptr || fid->dev != k.dev || fid->ino != k.inode || fid->mtime_ns != k.mtime_ns)
       return make_error(SPROV_ERR_IO, "%s is no longer the file %s (it was replaced)", host.c_str(),
                         m.file.known() && m.build_id.empty() ? "captured" : "being opened");
-    if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
+    if (!m.build_id.empty() && img.value()->id() != m.build_id)
       return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, not the module's %s",
-                        host.c_str(), img.value()->build_id().hex().c_str(), m.build_id.hex().c_str());
+                        host.c_str(), img.value()->id().hex().c_str(), m.build_id.hex().c_str());
     ctx->modules_loaded++;
-    return unwind::LoadedModule::load(img.value(), dopts);
+    return unwind::LoadedModule::load_object(img.value(), dopts);
   });
   // The file at the path is another build (replaced since the capture, or the capture read the
   // mapped file's build-id from memory): the bundle of the build-id captured, when a store is set.

@@ -36,6 +36,7 @@ class ElfObject final : public object::ObjectImage {
   /// eh_frame (with .eh_frame_hdr, found through PT_GNU_EH_FRAME) and debug_frame, when present.
   std::vector<object::UnwindTable> unwind_tables() const override;
   std::span<const uint8_t> file_bytes() const override { return {image_->file_data(), image_->file_size()}; }
+  const FileIdentity* file_identity() const override { return image_->file_identity(); }
 
  private:
   std::shared_ptr<ElfImage> image_;

@@ -72,6 +72,9 @@ class ObjectImage {
   virtual std::vector<UnwindTable> unwind_tables() const = 0;
   /// The whole file's bytes (for hashing and CRCs).
   virtual std::span<const uint8_t> file_bytes() const = 0;
+  /// The file opened (fstat of the descriptor read), so that a caller can check it is the file
+  /// it keyed a cache entry by; null for an image from bytes.
+  virtual const FileIdentity* file_identity() const = 0;
 };
 
 /// A format the registry can open: `sniff` looks at the file's first bytes (at most

@@ -24,6 +24,7 @@ enum class Method : uint8_t {
   kCallchain = SPROV_METHOD_CALLCHAIN,
   kTrampoline = SPROV_METHOD_TRAMPOLINE,
   kRuntime = SPROV_METHOD_RUNTIME,
+  kUnwindTable = SPROV_METHOD_UNWIND_TABLE,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.

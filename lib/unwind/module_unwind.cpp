@@ -167,12 +167,33 @@ const symbolize::GoPclntab* LoadedModule::go_pclntab() const {
 }
 
 bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {
-  return image_ && elf::read_loaded_bytes(*image_, vaddr, buf, len);
+  if (image_) return elf::read_loaded_bytes(*image_, vaddr, buf, len);
+  return object_ && object_->read_code(vaddr, buf, len);
+}
+
+Result<std::shared_ptr<LoadedModule>> LoadedModule::load_object(std::shared_ptr<const object::ObjectImage> image,
+                                                                elf::DebugFileOptions debug_opts) {
+  if (image == nullptr) return make_error(SPROV_ERR_INVALID_ARG, "load_object: no image");
+  if (const auto* e = dynamic_cast<const elf::ElfObject*>(image.get())) {
+    auto m = load(e->elf(), std::move(debug_opts));
+    if (m.ok()) m.value()->object_ = std::move(image);
+    return m;
+  }
+  auto src = make_source(*image);
+  if (!src.ok()) return make_error(src.error().code, "%s: %s", image->path().c_str(), src.error().message.c_str());
+  std::shared_ptr<LoadedModule> m(new LoadedModule());
+  m->generation_ = next_module_generation();
+  m->arch_ = image->arch();
+  m->big_endian_ = image->big_endian();
+  m->row_params_ = arch_cfi_for(m->arch_).rows;
+  m->source_ = std::move(src).value();
+  m->object_ = std::move(image);
+  return m;
 }
 
 void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {
   slots_.push_back(s);
-  slots_.back().cfi_generation = s.module != nullptr && s.module->bundle() == nullptr ? s.module->generation() : 0;
+  slots_.back().cfi_generation = s.module != nullptr && s.module->uses_rule_cache() ? s.module->generation() : 0;
   if (hold) hold_.push_back(std::move(hold));
 }
 

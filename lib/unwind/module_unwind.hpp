@@ -16,8 +16,10 @@
 #include "dwarf/cfi.hpp"
 #include "elf/debug_file.hpp"
 #include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 #include "unwind/compiled_rows.hpp"
 #include "unwind/unwind_rule.hpp"
+#include "unwind/unwind_source.hpp"
 
 namespace stackprov::symbolize {
 class GoPclntab;
@@ -50,11 +52,26 @@ class LoadedModule {
   /// the snapshot's (a bundle module found by build-id is that very file).
   static Result<std::shared_ptr<LoadedModule>> load_bundle(BundleSource src, Arch arch, bool big_endian);
 
+  /// A module file of any format (lib/object): an ELF one as load() does, another one with the
+  /// unwind source of its first table of a registered kind (unwind_source.hpp); without one, its
+  /// frames are left to the later rungs (frame pointer, scan), which read its code.
+  static Result<std::shared_ptr<LoadedModule>> load_object(std::shared_ptr<const object::ObjectImage> image,
+                                                           elf::DebugFileOptions debug_opts);
+
   /// The ELF image; only for modules with a file (has_image()).
   const elf::ElfImage& image() const { return *image_; }
   /// Null for a bundle-backed module.
   const std::shared_ptr<elf::ElfImage>& image_ptr() const { return image_; }
   bool has_image() const { return image_ != nullptr; }
+  /// The module's file as an object image, when it was loaded through lib/object (load_object).
+  const std::shared_ptr<const object::ObjectImage>& object() const { return object_; }
+  /// The unwind source of a module of another format than ELF (load_object), else nullptr.
+  const UnwindSource* source() const { return source_.get(); }
+  /// Its rules go through the rule cache: DWARF CFI of the module's own file (not a bundle's rows
+  /// or another source's).
+  bool uses_rule_cache() const { return bundle_ == nullptr && source_ == nullptr; }
+  /// read_code() can answer: the module has a file (ELF or another format).
+  bool has_code() const { return image_ != nullptr || object_ != nullptr; }
   uint32_t generation() const { return generation_; }
   Arch arch() const { return arch_; }
   bool big_endian() const { return big_endian_; }
@@ -93,7 +110,7 @@ class LoadedModule {
   const RowParams& row_params() const { return row_params_; }
 
   /// Copies code bytes at link-time address `vaddr` from the file (for
-  /// trampoline recognition offline). False outside PT_LOAD file contents.
+  /// trampoline recognition offline). False outside the file's loaded contents (PT_LOAD for ELF).
   bool read_code(uint64_t vaddr, void* buf, size_t len) const;
   /// A Go binary's pclntab (its pcsp SP deltas), loaded on first use; nullptr
   /// for other modules (doc/runtime-frames.md "Go").
@@ -102,6 +119,8 @@ class LoadedModule {
  private:
   LoadedModule() = default;
   std::shared_ptr<elf::ElfImage> image_;
+  std::shared_ptr<const object::ObjectImage> object_;
+  std::unique_ptr<UnwindSource> source_;
   std::unique_ptr<BundleSource> bundle_;
   Arch arch_ = Arch::kUnknown;
   bool big_endian_ = false;

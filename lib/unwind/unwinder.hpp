@@ -280,6 +280,7 @@ class Unwinder {
     const LoadedModule& mod = *slot->module;
     const uint64_t rel = lookup_pc - slot->bias;
     if (mod.bundle() != nullptr) return step_by_bundle_row(mod, rel, regs, next, cfa, method, signal);
+    if (mod.source() != nullptr) return step_by_source(*mod.source(), rel, regs, next, cfa, method);
     const UnwindRule* cached = cache_.find(rel, mod.generation());
     UnwindRule rule;
     if (cached != nullptr) {
@@ -373,6 +374,27 @@ class Unwinder {
     return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
   }
 
+  /// The table rung of a module of another format (LoadedModule::source(), unwind_source.hpp):
+  /// its source's compact rule for `rel`, cached per module like a translated CFI row.
+  StopReason step_by_source(const UnwindSource& src, uint64_t rel, const Regs& regs, Regs& next, uint64_t* cfa,
+                            Method* method) {
+    UnwindRule rule;
+    if (src.rule(rel, kRowParams, &rule) != dwarf::CfiStatus::kOk) return StopReason::kBadCfi;
+    switch (rule.kind) {
+      case UnwindRule::kNoInfo:
+        return StopReason::kNoUnwindInfo;
+      case UnwindRule::kEndOfStack:
+        return StopReason::kEndOfStack;
+      case UnwindRule::kCfaReg:
+        break;
+      default:
+        return StopReason::kBadCfi;
+    }
+    *method = src.method();
+    next = regs;
+    return apply_rule(rule, next, cfa);
+  }
+
   /// A bundle row that needs the interpreter but whose CIE marks a signal frame
   /// ('S': the sigreturn trampoline, e.g. x86_64 __restore_rt) when the code
   /// bytes to recognise it are not at hand (a core without the module's text):
@@ -389,7 +411,7 @@ class Unwinder {
   /// Code bytes at absolute `pc` in `slot`'s module: from its file, or for a
   /// module without one (bundle-backed) from the target's memory, when dumped.
   bool module_code(const ModuleSlot& slot, uint64_t pc, void* buf, size_t len) {
-    if (slot.module->has_image()) return slot.module->read_code(pc - slot.bias, buf, len);
+    if (slot.module->has_code()) return slot.module->read_code(pc - slot.bias, buf, len);
     return mem_.read(pc, buf, len);
   }
 

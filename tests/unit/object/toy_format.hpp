@@ -9,10 +9,15 @@
 // address at cfa - 8), code bytes. The identity is a Mach-O-style UUID (not an ELF build-id).
 #pragma once
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/module_cache.hpp"
+#include "core/open_file.hpp"
 #include "object/object_image.hpp"
 
 namespace toy {
@@ -50,6 +55,7 @@ class ToyImage final : public object::ObjectImage {
   uint64_t load_bias(uint64_t map_start, uint64_t map_offset) const override { return map_start - map_offset - code_addr_; }
   std::vector<object::UnwindTable> unwind_tables() const override { return {object::UnwindTable{"toy_rows", rows_, {}}}; }
   std::span<const uint8_t> file_bytes() const override { return bytes_; }
+  const FileIdentity* file_identity() const override { return file_.known() ? &file_ : nullptr; }
 
   /// Parses `bytes`; every length checked (a test format is hostile input too).
   static stackprov::Result<std::shared_ptr<object::ObjectImage>> parse(std::vector<uint8_t> bytes, std::string name) {
@@ -98,8 +104,10 @@ class ToyImage final : public object::ObjectImage {
   }
 
  private:
+  friend stackprov::Result<std::shared_ptr<object::ObjectImage>> open(const std::string& path);
   std::vector<uint8_t> bytes_;
   std::string name_;
+  FileIdentity file_;
   ModuleId id_;
   Arch arch_ = Arch::kUnknown;
   std::vector<Sym> syms_;
@@ -112,14 +120,21 @@ inline bool sniff(std::span<const uint8_t> h) { return h.size() >= 8 && std::mem
 inline stackprov::Result<std::shared_ptr<object::ObjectImage>> from_bytes(std::vector<uint8_t> b, std::string name) {
   return ToyImage::parse(std::move(b), std::move(name));
 }
+/// Opened as every module file is (core/open_file.hpp: inside a target's root, regular files only).
 inline stackprov::Result<std::shared_ptr<object::ObjectImage>> open(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return stackprov::make_error(SPROV_ERR_NOT_FOUND, "%s: cannot open", path.c_str());
+  int err = 0;
+  const int fd = open_regular_file(path, &err);
+  if (fd < 0) return stackprov::make_error(-err, "%s: open: %s", path.c_str(), std::strerror(err));
+  struct stat st;
   std::vector<uint8_t> b;
   uint8_t buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) b.insert(b.end(), buf, buf + n);
-  std::fclose(f);
-  return ToyImage::parse(std::move(b), path);
+  const bool ok = fstat(fd, &st) == 0 && st.st_size < (1 << 20);
+  for (ssize_t n; ok && (n = ::read(fd, buf, sizeof buf)) > 0;) b.insert(b.end(), buf, buf + n);
+  ::close(fd);
+  if (!ok) return stackprov::make_error(SPROV_ERR_IO, "%s: not a small regular file", path.c_str());
+  auto img = ToyImage::parse(std::move(b), path);
+  if (img.ok()) static_cast<ToyImage&>(*img.value()).file_ = file_identity_of(st);
+  return img;
 }
 inline const object::Format kToyFormat{"toy", sniff, open, from_bytes};
 

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// The table-kind registry and source construction.
+#include "unwind/unwind_source.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+namespace stackprov::unwind {
+
+UnwindSource::~UnwindSource() = default;
+
+namespace {
+
+// The built-in table kinds read through this interface. Empty today: eh_frame and debug_frame
+// (DWARF CFI, ELF) go through LoadedModule's compiled rows; .pdata and compact unwind join here.
+constexpr const TableKind* kBuiltin[] = {nullptr};
+
+std::mutex g_mu;
+std::vector<const TableKind*>& registered() {
+  static std::vector<const TableKind*> v;
+  return v;
+}
+
+const TableKind* find_kind(std::string_view name) {
+  for (const TableKind* k : kBuiltin)
+    if (k != nullptr && k->name == name) return k;
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const TableKind* k : registered())
+    if (k->name == name) return k;
+  return nullptr;
+}
+
+}  // namespace
+
+void register_table_kind(const TableKind* kind) {
+  if (kind == nullptr) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto& v = registered();
+  if (std::find(v.begin(), v.end(), kind) == v.end()) v.push_back(kind);
+}
+
+Result<std::unique_ptr<UnwindSource>> make_source(const object::ObjectImage& image) {
+  for (const object::UnwindTable& t : image.unwind_tables())
+    if (const TableKind* k = find_kind(t.kind)) return k->make(t, image);
+  return std::unique_ptr<UnwindSource>();
+}
+
+}  // namespace stackprov::unwind
