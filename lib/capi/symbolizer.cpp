@@ -7,6 +7,7 @@
 #include "capi/internal.hpp"
 #include "core/mapped_file.hpp"
 #include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 
 using namespace stackprov;
 using namespace stackprov::capi;
@@ -26,6 +27,24 @@ int fill_symbol(sprov_symbolizer* sym, const std::shared_ptr<elf::ElfImage>& ima
     s.offset = report_offset_base - info.addr;
     s.resolver = static_cast<int32_t>(info.resolver);
     s.source_path = info.source.data();
+  }
+  return fill_out(out, s, "sprov_symbol");
+}
+
+/// A module file of another format than ELF (lib/object): its own symbol table answers, as the
+/// symtab step does for ELF (no DWARF, no demangling of its names yet).
+int fill_object_symbol(const object::ObjectImage& image, uint64_t addr, uint64_t report_offset_base,
+                       struct sprov_symbol* out) {
+  struct sprov_symbol s = {};
+  s.sz = sizeof(s);
+  if (auto hit = image.symbol_at(addr)) {
+    s.name = hit->name.data();  // NUL-terminated in the image (ObjectImage::symbol_at)
+    s.linkage_name = hit->name.data();
+    s.sym_addr = hit->addr;
+    s.sym_size = hit->size;
+    s.offset = report_offset_base - hit->addr;
+    s.resolver = SPROV_RESOLVER_SYMTAB;
+    s.source_path = image.path().c_str();
   }
   return fill_out(out, s, "sprov_symbol");
 }
@@ -124,9 +143,11 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     if (f.module_index < 0 || sym->ctx->ctx.config().offline) return fill_out(out, empty, "sprov_symbol");
     const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
     auto mod = stack_module(sym->ctx, stack, f.module_index);
-    if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
     const uint64_t rel = f.pc - m.load_bias;
     const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
+    if (mod.ok() && !mod.value()->has_image() && mod.value()->object())
+      return fill_object_symbol(*mod.value()->object(), lookup, rel, out);
+    if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
     symbolize::SymbolInfo probe;
     // A return address at the very start of a function (a signal trampoline
     // such as __restore_rt, whose FDE begins one byte early) has no symbol at

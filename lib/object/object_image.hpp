@@ -31,7 +31,7 @@ struct SectionRef {
 struct Symbol {
   uint64_t addr = 0;
   uint64_t size = 0;
-  std::string_view name;  ///< the format's (linkage) name; lives as long as the image
+  std::string_view name;  ///< the format's (linkage) name; NUL-terminated, lives as long as the image
 };
 
 /// An unwind table a module carries, named by its kind ("eh_frame", "debug_frame", "pdata",

@@ -91,6 +91,22 @@ TEST_CASE("a toy-format module unwinds through its own table kind", "[object][un
   CHECK(std::string(sprov_method_name(got[1].method)) == "unwind_table");
   CHECK(got[0].id_kind == SPROV_ID_MACHO_UUID);
   CHECK(sprov_stack_stop_reason(st) == SPROV_STOP_END_OF_STACK);
+  // Named by the toy's own symbol table (frame 1 at its return address - 1).
+  sprov_symbolizer* sym = nullptr;
+  REQUIRE(sprov_symbolizer_new(ctx, nullptr, &sym) == 0);
+  const char* names[] = {"toy_leaf", "toy_main"};
+  const uint64_t offsets[] = {0x4, 0x10};
+  for (size_t i = 0; i < 2; i++) {
+    sprov_symbol s{};
+    s.sz = sizeof s;
+    REQUIRE(sprov_symbolizer_frame(sym, st, i, &s) == 0);
+    REQUIRE(s.name != nullptr);
+    CHECK(std::string(s.name) == names[i]);
+    CHECK(s.offset == offsets[i]);
+    CHECK(s.resolver == SPROV_RESOLVER_SYMTAB);
+    CHECK(std::string(s.source_path) == path);
+  }
+  sprov_symbolizer_free(sym);
   sprov_stack_free(st);
 
   // The same module file with another identity than the snapshot's is not used (never by path).
