@@ -1,0 +1,627 @@
+// SPDX-License-Identifier: Apache-2.0
+// Stacks (include/stackprov/stackprov.h): frames, snapshots, unwinder, symbolizer, processes and cores, contexts.
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.hpp"
+
+namespace stackprov_py {
+namespace {
+
+/// A snapshot: owned (capture_self, from_bytes) or borrowed from a Process it keeps alive.
+struct Snapshot {
+  std::shared_ptr<const sprov_snapshot> snap;
+};
+
+struct Frame {
+  uint64_t pc = 0, sp = 0, cfa = 0, module_offset = 0;
+  std::string method;
+  int32_t module_index = -1;
+  std::optional<std::string> module;
+  std::string build_id;  // raw bytes
+  std::vector<std::string> flags;
+  // Symbol tables' answer (sprov_symbolizer_frame): what `stackprov stack` prints.
+  std::optional<std::string> function;
+  std::string linkage_name;
+  uint64_t function_offset = 0;
+  // Resolver chain's answer (sprov_symbolizer_frame_ex).
+  std::string resolver = "none", source, bundle, resolved_function;
+  std::optional<std::string> file;
+  uint32_t line = 0, column = 0;
+  std::vector<InlineFrame> inlined;  // functions inlined into this frame, innermost first
+  bool signal_handler_called = false;
+  // A language runtime's frame (method "runtime", sprov_runtime_frame): runtime is "python".
+  std::optional<std::string> runtime;
+  std::string qualname;
+  bool entry = false;
+  int64_t native_index = -1;
+  uint64_t frame_address = 0, code_address = 0;
+};
+
+struct Stack {
+  std::vector<Frame> frames;
+  std::string stop_reason;
+};
+
+struct Thread {
+  int64_t tid = 0;
+  std::string name;
+  std::vector<Frame> frames;
+  std::string stop_reason;
+};
+
+std::vector<InlineFrame> inline_chain(sprov_symbolizer* sym, const sprov_symbol_info& info) {
+  std::vector<InlineFrame> out;
+  for (uint32_t k = 0; k < info.frame_count; k++) {
+    sprov_symbol_frame f{};
+    f.sz = sizeof(f);
+    check(sprov_symbolizer_inline_frame(sym, k, &f));
+    InlineFrame in;
+    in.function = str(f.name);
+    in.linkage_name = str(f.linkage_name);
+    in.file = str(f.file);
+    in.line = f.line;
+    in.column = f.column;
+    in.discriminator = f.discriminator;
+    in.start_line = f.start_line;
+    in.start_file = str(f.start_file);
+    if (f.has_start_address) in.start_address = f.start_address;
+    in.resolver = str(info.resolver_name);
+    in.source = str(info.source_path);
+    out.push_back(std::move(in));
+  }
+  return out;
+}
+
+/// Frames of an unwound stack, named as `stackprov stack` names them (bindings/cli/print.cpp).
+Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
+  Stack out;
+  const size_t n = sprov_stack_frame_count(stack);
+  std::vector<sprov_frame> raw(n);
+  for (size_t i = 0; i < n; i++) {
+    raw[i] = {};
+    raw[i].sz = sizeof(sprov_frame);
+    check(sprov_stack_frame(stack, i, &raw[i]));
+  }
+  for (size_t i = 0; i < n; i++) {
+    const sprov_frame& fr = raw[i];
+    Frame f;
+    f.pc = fr.pc;
+    f.sp = fr.sp;
+    f.cfa = fr.cfa;
+    f.module_offset = fr.module_offset;
+    f.method = str(sprov_method_name(fr.method));
+    f.module_index = fr.module_index;
+    if (fr.module_path) f.module = str(fr.module_path);
+    f.build_id.assign(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);  // raw; hex in Python
+    if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) f.flags.push_back("cfi_not_in_bundle");
+    if (fr.flags & SPROV_FRAME_JIT) f.flags.push_back("jit");
+    f.signal_handler_called = i + 1 < n && raw[i + 1].method == SPROV_METHOD_SIGNAL;
+    sprov_runtime_frame rf{};
+    rf.sz = sizeof(rf);
+    if (fr.method == SPROV_METHOD_RUNTIME && sprov_stack_runtime_frame(stack, i, &rf) == 0) {
+      f.runtime = str(rf.runtime);
+      f.function = str(rf.function);
+      f.qualname = str(rf.qualname);
+      f.file = str(rf.file);
+      f.line = rf.line;
+      f.entry = rf.flags & SPROV_RUNTIME_FRAME_ENTRY;
+      f.native_index = rf.native_index;
+      f.frame_address = rf.frame_address;
+      f.code_address = rf.code_address;
+      f.resolver = "runtime";
+      out.frames.push_back(std::move(f));
+      continue;
+    }
+    if (sym) {
+      sprov_symbol s{};
+      s.sz = sizeof(s);
+      if (sprov_symbolizer_frame(sym, stack, i, &s) == 0 && s.resolver != SPROV_RESOLVER_NONE) {
+        if (s.name && *s.name) f.function = str(s.name);
+        f.linkage_name = str(s.linkage_name);
+        f.function_offset = s.offset;
+        f.resolver = str(sprov_resolver_name(s.resolver));
+        f.source = str(s.source_path);
+      }
+      sprov_symbol_info info{};
+      info.sz = sizeof(info);
+      if (lines && sprov_symbolizer_frame_ex(sym, stack, i, 0, &info) == 0 && info.frame_count > 0) {
+        const int32_t resolver = info.resolver;
+        f.resolver = str(sprov_resolver_name(resolver));
+        f.source = str(info.source_path);
+        f.bundle = str(info.bundle_digest);
+        std::vector<InlineFrame> chain = inline_chain(sym, info);
+        f.resolved_function = chain.back().function;
+        if (sprov_resolver_gives_lines(resolver)) {  // the library's one rule, as the CLI
+          const InlineFrame& phys = chain.back();
+          if (!phys.file.empty()) {
+            f.file = phys.file;
+            f.line = phys.line;
+            f.column = phys.column;
+          }
+          chain.pop_back();
+          f.inlined = std::move(chain);
+        }
+      }
+    }
+    out.frames.push_back(std::move(f));
+  }
+  out.stop_reason = str(sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
+  return out;
+}
+
+/// An unwinder or symbolizer: used by one thread at a time (the C ABI's rule), so each call
+/// takes its mutex (Python threads run the calls with the GIL released).
+struct Unwinder {
+  CtxPtr ctx;
+  std::shared_ptr<sprov_unwinder> uw;
+  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
+  void close() {
+    std::lock_guard<std::mutex> lock(*mu);
+    uw.reset();
+    ctx.reset();
+  }
+};
+
+struct Symbolizer {
+  CtxPtr ctx;
+  std::shared_ptr<sprov_symbolizer> sym;
+  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
+  void close() {
+    std::lock_guard<std::mutex> lock(*mu);
+    sym.reset();
+    ctx.reset();
+  }
+};
+
+Symbolizer make_symbolizer(const CtxPtr& ctx, bool demangle) {
+  sprov_symbolizer_opts o{};
+  o.sz = sizeof(o);
+  o.flags = demangle ? 0 : SPROV_SYM_NO_DEMANGLE;
+  sprov_symbolizer* s = nullptr;
+  check(sprov_symbolizer_new(ctx.get(), &o, &s));
+  return Symbolizer{ctx, std::shared_ptr<sprov_symbolizer>(s, sprov_symbolizer_free)};
+}
+
+Unwinder make_unwinder(const CtxPtr& ctx, uint32_t max_frames, bool frame_pointer, bool scan) {
+  sprov_unwinder_opts o{};
+  o.sz = sizeof(o);
+  o.max_frames = max_frames;
+  o.flags = (frame_pointer ? 0 : SPROV_UNWIND_NO_FRAME_POINTER) | (scan ? SPROV_UNWIND_ALLOW_SCAN : 0);
+  sprov_unwinder* u = nullptr;
+  check(sprov_unwinder_new(ctx.get(), &o, &u));
+  return Unwinder{ctx, std::shared_ptr<sprov_unwinder>(u, sprov_unwinder_free)};
+}
+
+CtxPtr make_context(std::optional<std::vector<std::string>> debug_dirs, std::optional<std::string> sysroot,
+                    std::optional<std::string> bundle_store, std::optional<std::vector<std::string>> resolvers,
+                    bool offline, uint32_t module_cache_capacity) {
+  std::string dirs, res;
+  if (debug_dirs)
+    for (const auto& d : *debug_dirs) dirs += (dirs.empty() ? "" : ":") + d;
+  if (resolvers)
+    for (const auto& r : *resolvers) res += (res.empty() ? "" : ",") + r;
+  sprov_context_opts o{};
+  o.sz = sizeof(o);
+  o.module_cache_capacity = module_cache_capacity;
+  o.debug_dirs = debug_dirs ? dirs.c_str() : nullptr;
+  o.sysroot = cstr(sysroot);
+  o.bundle_store = cstr(bundle_store);
+  o.resolvers = resolvers ? res.c_str() : nullptr;
+  o.flags = offline ? SPROV_CTX_OFFLINE : 0;
+  sprov_context* c = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    check(sprov_context_new(&o, &c));
+  }
+  return CtxPtr(c, sprov_context_free);
+}
+
+Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
+                     std::optional<std::string> exe, int64_t tid, bool runtime_frames = false) {
+  sprov_process_opts o{};
+  o.sz = sizeof(o);
+  o.tid = tid;
+  o.flags = runtime_frames ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
+  o.exe = cstr(exe);
+  sprov_process* p = nullptr;
+  if (pid) check(sprov_process_capture(ctx.get(), *pid, &o, &p));
+  else check(sprov_process_open_core(ctx.get(), core->c_str(), &o, &p));
+  Process out{ctx, std::shared_ptr<sprov_process>(p, sprov_process_free), {}};
+  sprov_process_info in{};
+  in.sz = sizeof(in);
+  check(sprov_process_get_info(p, &in));
+  ProcessInfo& i = out.info;
+  i.pid = sprov_process_pid(p);
+  i.core = core.has_value();
+  i.program = str(in.program);
+  i.command_line = str(in.command_line);
+  i.warnings = str(sprov_process_warnings(p));
+  i.runtime = str(sprov_process_runtime(p));
+  i.signal = in.signal;
+  i.signal_code = in.signal_code;
+  i.signal_tid = in.signal_tid;
+  i.signal_name = str(in.signal_name);
+  i.signal_description = str(in.signal_description);
+  i.signal_code_name = str(in.signal_code_name);
+  if (in.has_fault_address) i.fault_address = in.fault_address;
+  i.has_siginfo = in.has_siginfo;
+  i.core_truncated = in.flags & SPROV_PROCESS_CORE_TRUNCATED;
+  i.build_id_mismatch = in.flags & SPROV_PROCESS_BUILD_ID_MISMATCH;
+  return out;
+}
+
+void check_target(const std::optional<int64_t>& pid, const std::optional<std::string>& core,
+                  const std::optional<std::string>& exe) {
+  if (pid && core) fail_arg("give either pid or core, not both (pid " + std::to_string(*pid) + ", core '" + *core + "')");
+  if (!pid && !core) fail_arg("give pid= or core=");
+  if (pid && (*pid < 1 || *pid > INT32_MAX))
+    fail_arg("invalid pid " + std::to_string(*pid) + " (expected a process id, 1 to 2147483647)");
+  if (pid && exe) fail_arg("exe '" + *exe + "' is only valid with core");
+}
+
+struct StackResult {
+  ProcessInfo info;
+  std::vector<Thread> threads;
+};
+
+StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
+                     std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
+                     const std::string& python) {
+  check_target(pid, core, exe);
+  if (max_frames > 65536) fail_arg("invalid max_frames " + std::to_string(max_frames) + " (1 to 65536)");
+  if (python != "auto" && python != "off" && python != "only")
+    fail_arg("invalid python '" + python + "' (expected auto, off or only)");
+  StackResult r;
+  py::gil_scoped_release nogil;
+  Process p = open_process(ctx, pid, core, exe, tid, python != "off");
+  r.info = p.info;
+  Unwinder uw = make_unwinder(ctx, max_frames, true, false);
+  Symbolizer sym = make_symbolizer(ctx, true);
+  const size_t n = sprov_process_thread_count(p.proc.get());
+  for (size_t i = 0; i < n; i++) {
+    const sprov_snapshot* snap = sprov_process_thread(p.proc.get(), i);
+    sprov_stack* st = nullptr;
+    check(sprov_unwinder_unwind(uw.uw.get(), snap, &st));
+    std::unique_ptr<sprov_stack, void (*)(sprov_stack*)> owned(st, sprov_stack_free);
+    if (python != "off") {
+      sprov_stack* merged = nullptr;
+      check(sprov_process_interleave(p.proc.get(), i, st, python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
+                                     &merged));
+      owned.reset(merged);
+    }
+    Stack s = describe(sym.sym.get(), owned.get(), lines);
+    Thread t;
+    t.tid = sprov_snapshot_tid(snap);
+    t.name = str(sprov_process_thread_name(p.proc.get(), i));
+    t.frames = std::move(s.frames);
+    t.stop_reason = std::move(s.stop_reason);
+    r.threads.push_back(std::move(t));
+  }
+  return r;
+}
+
+CtxPtr default_context() {
+  static CtxPtr ctx;  // guarded by the GIL (created before any release)
+  if (!ctx) ctx = make_context(std::nullopt, std::nullopt, std::nullopt, std::nullopt, false, 0);
+  return ctx;
+}
+
+std::vector<std::vector<InlineFrame>> symbolize_with(Symbolizer& s, const std::string& path,
+                                                      const std::vector<uint64_t>& addrs, bool inlines,
+                                                      bool llvm_compat, bool short_names, bool demangle) {
+  const uint32_t flags = (inlines ? 0 : SPROV_SYMBOLIZE_NO_INLINES) | (llvm_compat ? SPROV_SYMBOLIZE_LLVM_COMPAT : 0) |
+                         (short_names ? SPROV_SYMBOLIZE_SHORT_NAMES : 0) | (demangle ? 0 : SPROV_SYMBOLIZE_NO_DEMANGLE);
+  std::vector<std::vector<InlineFrame>> out;
+  out.reserve(addrs.size());
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(*s.mu);
+  if (!s.sym) fail_arg("the Symbolizer is closed");
+  for (uint64_t a : addrs) {
+    sprov_symbol_info info{};
+    info.sz = sizeof(info);
+    check(sprov_symbolizer_addr_ex(s.sym.get(), path.c_str(), a, flags, &info));
+    out.push_back(inline_chain(s.sym.get(), info));
+  }
+  return out;
+}
+
+std::string repr_addr(uint64_t v) {
+  char b[24];
+  snprintf(b, sizeof(b), "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+/// The bundle store the CLI's trace commands use (bindings/cli/cmd_trace.cpp make_context): the
+/// default directory when it is one and can be opened, else none.
+CtxPtr trace_context() {
+  std::string use;
+  char* def = nullptr;
+  size_t n = 0;
+  if (sprov_bundle_store_default_dir(&def, &n) == 0) {
+    use.assign(def, n);
+    sprov_free(def);
+  }
+  if (use.rfind("sqlite:", 0) == 0 || use.rfind("postgresql://", 0) == 0 || use.rfind("postgres://", 0) == 0) use.clear();
+  if (!use.empty()) {
+    sprov_bundle_store* bs = nullptr;
+    if (sprov_bundle_store_open(use.c_str(), 0, &bs) == 0) sprov_bundle_store_free(bs);
+    else use.clear();
+  }
+  sprov_context_opts o{};
+  o.sz = sizeof(o);
+  o.bundle_store = use.empty() ? nullptr : use.c_str();
+  sprov_context* c = nullptr;
+  check(sprov_context_new(&o, &c));
+  return CtxPtr(c, sprov_context_free);
+}
+
+}  // namespace
+
+void init_stack(py::module_& m) {
+  py::class_<InlineFrame>(m, "InlineFrame", "One function of an inline chain (innermost first).")
+      .def_readonly("function", &InlineFrame::function)
+      .def_readonly("linkage_name", &InlineFrame::linkage_name)
+      .def_readonly("file", &InlineFrame::file)
+      .def_readonly("line", &InlineFrame::line)
+      .def_readonly("column", &InlineFrame::column)
+      .def_readonly("discriminator", &InlineFrame::discriminator)
+      .def_readonly("start_line", &InlineFrame::start_line)
+      .def_readonly("start_file", &InlineFrame::start_file)
+      .def_readonly("start_address", &InlineFrame::start_address)
+      .def_readonly("resolver", &InlineFrame::resolver)
+      .def_readonly("source", &InlineFrame::source)
+      .def("__repr__", [](const InlineFrame& f) {
+        return "InlineFrame(" + f.function + " at " + f.file + ":" + std::to_string(f.line) + ":" +
+               std::to_string(f.column) + ")";
+      });
+
+  py::class_<Frame>(m, "Frame", "One frame of an unwound stack, symbolized.")
+      .def_readonly("pc", &Frame::pc, "unwound pc (a return address for caller frames)")
+      .def_readonly("sp", &Frame::sp)
+      .def_readonly("cfa", &Frame::cfa, "0 when unknown")
+      .def_readonly("module", &Frame::module, "module path, None when the pc is in no module")
+      .def_readonly("module_index", &Frame::module_index)
+      .def_property_readonly("build_id", [](const Frame& f) { return hex(f.build_id); },
+                             "lowercase hex GNU build-id ('' when none)")
+      .def_readonly("module_offset", &Frame::module_offset, "link-time address in the module")
+      .def_readonly("method", &Frame::method, "how the frame was found: context, cfi_eh_frame, ...")
+      .def_readonly("flags", &Frame::flags)
+      .def_readonly("function", &Frame::function, "symbol tables' name, None when unresolved")
+      .def_readonly("linkage_name", &Frame::linkage_name)
+      .def_readonly("function_offset", &Frame::function_offset)
+      .def_readonly("resolver", &Frame::resolver, "resolver step that named the frame")
+      .def_readonly("source", &Frame::source)
+      .def_readonly("bundle", &Frame::bundle)
+      .def_readonly("resolved_function", &Frame::resolved_function,
+                    "the physical function as the resolver chain named it")
+      .def_readonly("file", &Frame::file, "source file of the physical function (DWARF/bundle)")
+      .def_property_readonly("line", [](const Frame& f) -> py::object {
+        if (f.line == 0) return py::none();
+        return py::int_(f.line);
+      }, "source line, None when unknown (as file)")
+      .def_readonly("column", &Frame::column)
+      .def_readonly("inlined", &Frame::inlined, "functions inlined at this pc, innermost first")
+      .def_readonly("signal_handler_called", &Frame::signal_handler_called)
+      .def_readonly("runtime", &Frame::runtime, "\"python\" for a CPython frame (method \"runtime\"), else None")
+      .def_readonly("qualname", &Frame::qualname, "a runtime frame's qualified name (CPython co_qualname)")
+      .def_readonly("entry", &Frame::entry, "a runtime frame that its eval activation entered first")
+      .def_readonly("native_index", &Frame::native_index,
+                    "a runtime frame's native frame (the eval activation running it), -1 when none")
+      .def_readonly("frame_address", &Frame::frame_address, "a runtime frame's address in the target")
+      .def_readonly("code_address", &Frame::code_address, "a runtime frame's code object in the target")
+      .def("__repr__", [](const Frame& f) {
+        return "Frame(pc=" + repr_addr(f.pc) + ", function=" + (f.function ? *f.function : "??") +
+               ", module=" + (f.module ? *f.module : "??") + ", method=" + f.method + ")";
+      });
+
+  py::class_<Stack>(m, "Stack", "An unwound stack: frames and why the walk stopped.")
+      .def_readonly("frames", &Stack::frames)
+      .def_readonly("stop_reason", &Stack::stop_reason)
+      .def("__len__", [](const Stack& s) { return s.frames.size(); })
+      .def("__iter__", [](const Stack& s) { return py::make_iterator(s.frames.begin(), s.frames.end()); },
+           py::keep_alive<0, 1>());
+
+  py::class_<Thread>(m, "Thread", "One thread's stack.")
+      .def_readonly("tid", &Thread::tid)
+      .def_readonly("name", &Thread::name)
+      .def_readonly("frames", &Thread::frames)
+      .def_readonly("stop_reason", &Thread::stop_reason)
+      .def("__repr__", [](const Thread& t) {
+        return "Thread(tid=" + std::to_string(t.tid) + ", name='" + t.name + "', " +
+               std::to_string(t.frames.size()) + " frames, stop=" + t.stop_reason + ")";
+      });
+
+  py::class_<ProcessInfo>(m, "ProcessInfo", "What a capture knows besides the registers.")
+      .def_readonly("pid", &ProcessInfo::pid)
+      .def_readonly("core", &ProcessInfo::core)
+      .def_readonly("program", &ProcessInfo::program)
+      .def_readonly("command_line", &ProcessInfo::command_line)
+      .def_readonly("warnings", &ProcessInfo::warnings)
+      .def_readonly("runtime", &ProcessInfo::runtime, "the language runtime that was read (\"\" when none)")
+      .def_readonly("signal", &ProcessInfo::signal)
+      .def_readonly("signal_code", &ProcessInfo::signal_code)
+      .def_readonly("signal_tid", &ProcessInfo::signal_tid)
+      .def_readonly("signal_name", &ProcessInfo::signal_name)
+      .def_readonly("signal_description", &ProcessInfo::signal_description)
+      .def_readonly("signal_code_name", &ProcessInfo::signal_code_name)
+      .def_readonly("fault_address", &ProcessInfo::fault_address)
+      .def_readonly("has_siginfo", &ProcessInfo::has_siginfo)
+      .def_readonly("core_truncated", &ProcessInfo::core_truncated)
+      .def_readonly("build_id_mismatch", &ProcessInfo::build_id_mismatch);
+
+  py::class_<Snapshot>(m, "Snapshot", "One thread's registers, stack copy and module list.")
+      .def_static("from_bytes", [](py::bytes b) {
+        std::string data = b;
+        sprov_snapshot* s = nullptr;
+        {
+          py::gil_scoped_release nogil;
+          check(sprov_snapshot_deserialize(data.data(), data.size(), &s));
+        }
+        return Snapshot{std::shared_ptr<const sprov_snapshot>(s, [](const sprov_snapshot* p) {
+          sprov_snapshot_free(const_cast<sprov_snapshot*>(p));
+        })};
+      }, py::arg("data"), "Parses bytes from to_bytes() (or sprov_snapshot_serialize).")
+      .def("to_bytes", [](const Snapshot& s) {
+        void* buf = nullptr;
+        size_t len = 0;
+        {
+          py::gil_scoped_release nogil;
+          check(sprov_snapshot_serialize(s.snap.get(), &buf, &len));
+        }
+        py::bytes out(static_cast<const char*>(buf), len);
+        sprov_free(buf);
+        return out;
+      }, "The self-describing serialized form (sprov_snapshot_serialize).")
+      .def_property_readonly("arch", [](const Snapshot& s) { return std::string(sprov_arch_name(sprov_snapshot_arch(s.snap.get()))); })
+      .def_property_readonly("pid", [](const Snapshot& s) { return sprov_snapshot_pid(s.snap.get()); })
+      .def_property_readonly("tid", [](const Snapshot& s) { return sprov_snapshot_tid(s.snap.get()); })
+      .def("reg", [](const Snapshot& s, uint32_t r) -> std::optional<uint64_t> {
+        uint64_t v = 0;
+        if (sprov_snapshot_reg(s.snap.get(), r, &v) != 0) return std::nullopt;
+        return v;
+      }, py::arg("dwarf_reg"), "A captured register by DWARF number; None if not captured.")
+      .def("read_memory", [](const Snapshot& s, uint64_t addr, size_t len) {
+        std::string buf(len, '\0');
+        check(sprov_snapshot_read_memory(s.snap.get(), addr, buf.data(), len));
+        return py::bytes(buf);
+      }, py::arg("address"), py::arg("length"), "Captured target memory; MemoryUnreadableError outside it.")
+      .def_property_readonly("modules", [](const Snapshot& s) {
+        py::list out;
+        const size_t n = sprov_snapshot_module_count(s.snap.get());
+        for (size_t i = 0; i < n; i++) {
+          sprov_module_info mi{};
+          mi.sz = sizeof(mi);
+          check(sprov_snapshot_module(s.snap.get(), i, &mi));
+          py::dict d;
+          d["path"] = str(mi.path);
+          d["start"] = mi.start;
+          d["end"] = mi.end;
+          d["file_offset"] = mi.file_offset;
+          d["load_bias"] = mi.load_bias;
+          d["build_id"] = hex(std::string(reinterpret_cast<const char*>(mi.build_id), mi.build_id_len));
+          out.append(d);
+        }
+        return out;
+      }, "Module list: dicts with path, start, end, file_offset, load_bias, build_id (hex).");
+
+  py::class_<Unwinder> unwinder_cls(m, "Unwinder", "Unwinds snapshots (one call at a time; calls from other threads wait).");
+  unwinder_cls
+      .def("unwind", [](Unwinder& u, const Snapshot& snap, bool symbolize, bool lines) {
+        Stack out;
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*u.mu);
+        if (!u.uw) fail_arg("the Unwinder is closed");
+        sprov_stack* st = nullptr;
+        check(sprov_unwinder_unwind(u.uw.get(), snap.snap.get(), &st));
+        std::unique_ptr<sprov_stack, void (*)(sprov_stack*)> owned(st, sprov_stack_free);
+        if (symbolize) {
+          Symbolizer s = make_symbolizer(u.ctx, true);
+          return describe(s.sym.get(), st, lines);
+        }
+        return describe(nullptr, st, false);
+      }, py::arg("snapshot"), py::arg("symbolize") = true, py::arg("lines") = true,
+         "Unwinds `snapshot` into a Stack (frames named unless symbolize=False).");
+
+  py::class_<Symbolizer> symbolizer_cls(m, "Symbolizer", "Names link-time addresses of module files.");
+  symbolizer_cls
+      .def("symbolize", &symbolize_with, py::arg("path"), py::arg("addresses"), py::kw_only(), py::arg("inlines") = true,
+           py::arg("llvm_compat") = false, py::arg("short_names") = false, py::arg("demangle") = true,
+           "One inline chain (innermost first, physical function last) per address.");
+
+  py::class_<Process> process_cls(m, "Process", "A multi-thread capture of a live process or a core file.");
+  process_cls
+      .def_property_readonly("info", [](const Process& p) { return p.info; })
+      .def_property_readonly("threads", [](const Process& p) {
+        if (!p.proc) fail_arg("the Process is closed");
+        std::vector<Snapshot> out;
+        const size_t n = sprov_process_thread_count(p.proc.get());
+        for (size_t i = 0; i < n; i++) {
+          // Borrowed snapshot: the aliasing shared_ptr keeps the process alive.
+          out.push_back(Snapshot{std::shared_ptr<const sprov_snapshot>(p.proc, sprov_process_thread(p.proc.get(), i))});
+        }
+        return out;
+      }, "One Snapshot per thread.")
+      .def("thread_name", [](const Process& p, size_t i) {
+        if (!p.proc) fail_arg("the Process is closed");
+        const char* n = sprov_process_thread_name(p.proc.get(), i);
+        if (!n) throw py::index_error("thread index " + std::to_string(i) + " out of range");
+        return std::string(n);
+      }, py::arg("index"));
+
+  py::class_<Context> context_cls(m, "Context", "Library context: module cache, debug directories, resolver policy (thread-safe).");
+  context_cls
+      .def(py::init([](std::optional<std::vector<std::string>> debug_dirs, std::optional<std::string> sysroot,
+                       std::optional<std::string> bundle_store, std::optional<std::vector<std::string>> resolvers,
+                       bool offline, uint32_t module_cache_capacity) {
+             return Context{make_context(debug_dirs, sysroot, bundle_store, resolvers, offline, module_cache_capacity)};
+           }),
+           py::kw_only(), py::arg("debug_dirs") = py::none(), py::arg("sysroot") = py::none(),
+           py::arg("bundle_store") = py::none(), py::arg("resolvers") = py::none(), py::arg("offline") = false,
+           py::arg("module_cache_capacity") = 0)
+      .def_property_readonly("closed", [](const Context& c) { return !c.ctx; })
+      .def("capture_self", [](const Context& c, uint32_t max_stack_bytes) {
+        CtxPtr ctx = c.get();
+        sprov_capture_opts o{};
+        o.sz = sizeof(o);
+        o.max_stack_bytes = max_stack_bytes;
+        sprov_snapshot* s = nullptr;
+        {
+          py::gil_scoped_release nogil;
+          check(sprov_snapshot_capture_self(ctx.get(), &o, &s));
+        }
+        return Snapshot{std::shared_ptr<const sprov_snapshot>(s, [](const sprov_snapshot* p) {
+          sprov_snapshot_free(const_cast<sprov_snapshot*>(p));
+        })};
+      }, py::kw_only(), py::arg("max_stack_bytes") = 0, "Captures the calling thread.")
+      .def("unwinder", [](const Context& c, uint32_t max_frames, bool frame_pointer, bool scan) {
+        CtxPtr ctx = c.get();
+        py::gil_scoped_release nogil;
+        return make_unwinder(ctx, max_frames, frame_pointer, scan);
+      }, py::kw_only(), py::arg("max_frames") = 0, py::arg("frame_pointer") = true, py::arg("scan") = false)
+      .def("symbolizer", [](const Context& c, bool demangle) {
+        CtxPtr ctx = c.get();
+        py::gil_scoped_release nogil;
+        return make_symbolizer(ctx, demangle);
+      }, py::kw_only(), py::arg("demangle") = true)
+      .def("capture", [](const Context& c, int64_t pid, int64_t tid) {
+        CtxPtr ctx = c.get();
+        check_target(pid, std::nullopt, std::nullopt);
+        py::gil_scoped_release nogil;
+        return open_process(ctx, pid, std::nullopt, std::nullopt, tid);
+      }, py::arg("pid"), py::kw_only(), py::arg("tid") = 0, "Captures every thread (or `tid`) of a live process.")
+      .def("open_core", [](const Context& c, std::string core, std::optional<std::string> exe, int64_t tid) {
+        CtxPtr ctx = c.get();
+        py::gil_scoped_release nogil;
+        return open_process(ctx, std::nullopt, core, exe, tid);
+      }, py::arg("core"), py::kw_only(), py::arg("exe") = py::none(), py::arg("tid") = 0)
+      .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
+                        std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
+                        std::string python) {
+        StackResult r = stack_of(c.get(), pid, core, exe, tid, max_frames, lines, python);
+        return std::make_pair(r.info, r.threads);
+      }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
+      py::arg("python") = "auto");
+
+  closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
+  closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");
+  closable(process_cls, "Drops the process (snapshots taken from it keep it alive while they live).");
+  closable(context_cls,
+           "Drops this object's reference; the C context is freed once no unwinder, symbolizer or process uses it.");
+}
+
+void init_default_contexts(py::module_& m) {
+  m.def("_default_context", []() { return Context{default_context()}; });
+  m.def("_trace_context", []() {
+    py::gil_scoped_release nogil;
+    return Context{trace_context()};
+  }, "A context whose bundle store is the default directory when it exists (as the CLI's trace commands).");
+}
+
+}  // namespace stackprov_py
