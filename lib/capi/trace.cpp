@@ -319,7 +319,10 @@ trace::Frame to_trace_frame(sprov_symbolizer* sym, const sprov_stack* stack, siz
     f.module_path = fr.module_path;
     f.module_offset = fr.module_offset;
   }
-  if (fr.build_id && fr.build_id_len) f.module_build_id = evidence::hex_encode(fr.build_id, fr.build_id_len);
+  if (fr.module_id && fr.module_id_len) {
+    f.module_build_id = evidence::hex_encode(fr.module_id, fr.module_id_len);
+    if (fr.id_kind != SPROV_ID_ELF_BUILD_ID) f.module_id_kind = id_kind_name(static_cast<IdKind>(fr.id_kind));
+  }
   f.unwind_method = sprov_method_name(fr.method);
   if (fr.flags & SPROV_FRAME_JIT) f.unwind_method += "+jit";  // a pc in the perf map's JIT code
   f.resolver = "none";

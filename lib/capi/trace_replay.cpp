@@ -212,7 +212,7 @@ std::string describe(const trace::Frame& f) {
 /// bundles, so a replayed frame of another module (resolved from an unsigned bundle of the store)
 /// must not count as the same frame.
 bool same_frame(const trace::Frame& a, const trace::Frame& b) {
-  return a.module_path == b.module_path && a.module_build_id == b.module_build_id &&
+  return a.module_path == b.module_path && a.module_build_id == b.module_build_id && a.module_id_kind == b.module_id_kind &&
          a.module_offset == b.module_offset && a.symbol == b.symbol && a.file == b.file && a.line == b.line &&
          a.inline_chain == b.inline_chain;
 }

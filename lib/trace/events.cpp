@@ -51,6 +51,7 @@ std::string trace_capture_event(const Trace& t) {
       fj["source"] = f.source;
       fj["bundle_ref"] = f.bundle_sha256.empty() ? OJson(nullptr) : OJson("sha256:" + f.bundle_sha256);
       fj["unwind"] = f.unwind_method;
+      if (!f.module_id_kind.empty()) fj["module_id_kind"] = f.module_id_kind;  // absent: an ELF build-id
       frames.push_back(std::move(fj));
     }
   }
@@ -203,7 +204,7 @@ Result<Event> parse_capture(const Json& j) {
     if (!fj.is_object()) return field_error(p, "not an object");
     st = check_keys(fj, p, {"ip", "module", "module_build_id"},
                     {"thread", "tid", "module_offset", "symbol", "symbol_offset", "file", "line", "column",
-                     "inline", "resolver", "source", "bundle_ref", "unwind"});
+                     "inline", "resolver", "source", "bundle_ref", "unwind", "module_id_kind"});
     if (!st) return st.error();
     Frame f;
     TRY_ASSIGN(f.ip, hex_u64(fj, "ip", p));
@@ -249,6 +250,7 @@ Result<Event> parse_capture(const Json& j) {
     if (fj.contains("resolver")) TRY_ASSIGN(f.resolver, str(fj, "resolver", p));
     if (fj.contains("source")) TRY_ASSIGN(f.source, str(fj, "source", p));
     if (fj.contains("unwind")) TRY_ASSIGN(f.unwind_method, str(fj, "unwind", p));
+    if (fj.contains("module_id_kind")) TRY_ASSIGN(f.module_id_kind, str(fj, "module_id_kind", p));
     if (fj.contains("bundle_ref")) TRY_ASSIGN(f.bundle_sha256, sha_ref(fj, "bundle_ref", p));
     // frames come thread by thread, in thread order
     if (thread < current) return field_error(p + ".thread", "frames not in thread order");

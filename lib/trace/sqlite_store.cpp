@@ -86,6 +86,10 @@ ALTER TABLE symbol_bundles ADD COLUMN tlog_proof TEXT;
 ALTER TABLE symbol_bundles ADD COLUMN checkpoint TEXT;
 CREATE INDEX replays_by_trace ON replays(trace_id, started_at, replay_id);
 )SQL",
+    // 4: the kind of a frame's module identity (NULL: an ELF build-id, as every older row)
+    R"SQL(
+ALTER TABLE frames ADD COLUMN module_id_kind TEXT;
+)SQL",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion);
 

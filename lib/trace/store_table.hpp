@@ -49,7 +49,7 @@ inline constexpr Column kFrameColumns[] = {
     {"module_offset", ColumnType::kInt},  {"resolved_symbol", ColumnType::kText}, {"symbol_offset", ColumnType::kInt},
     {"file", ColumnType::kText},          {"line", ColumnType::kInt},             {"column_no", ColumnType::kInt},
     {"inline_chain", ColumnType::kJson},  {"resolver", ColumnType::kText},        {"source", ColumnType::kText},
-    {"bundle_sha256", ColumnType::kText}, {"unwind_method", ColumnType::kText}};
+    {"bundle_sha256", ColumnType::kText}, {"unwind_method", ColumnType::kText}, {"module_id_kind", ColumnType::kText}};
 inline constexpr Table kFrames{"frames", kFrameColumns};
 
 inline constexpr Column kReplayColumns[] = {
@@ -184,6 +184,7 @@ void frame_values(Sink& s, const std::string& trace_id, int64_t frame_index, siz
   s.text(f.source);
   s.text(f.bundle_sha256);
   s.text(f.unwind_method);
+  s.text_or_null(f.module_id_kind);
 }
 
 /// The columns after frame_index, in frame_index order: places the frame in its thread of `t`.
@@ -207,6 +208,7 @@ Status read_frame(Row& r, Trace& t) {
   f.source = r.text();
   f.bundle_sha256 = r.text();
   f.unwind_method = r.text();
+  f.module_id_kind = r.text();
   return place_frame(t, thread_index, std::move(f));
 }
 

@@ -82,7 +82,7 @@ ALTER TABLE frames ADD COLUMN unwind_method TEXT;
 ALTER TABLE replays ADD COLUMN symbol_coverage_pct FLOAT;
 CREATE INDEX traces_by_time ON traces(captured_at, trace_id);
 """
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIB = 1 << 20
 ODD_TEXT = ["", "it's", 'a"b', "back\\slash", "tab\there", "ünïcødé_∂", "ns::f<int>(char const*)", "line\nbreak",
             "%s %d", "' OR 1=1 --"]
@@ -151,7 +151,8 @@ def gen_threads(rng, n_threads, n_frames):
              "resolver": rng.choice(["bundle", "dwarf", "symtab", "debuginfod", ""]),
              "source": rtext(rng, "src:"),
              "bundle_sha256": rhex(rng, 32) if rng.random() < 0.5 else "",
-             "unwind_method": rng.choice(["cfi", "fp", "scan", "signal", "cfi_bundle"])}
+             "unwind_method": rng.choice(["cfi", "fp", "scan", "signal", "cfi_bundle"]),
+             "module_id_kind": "" if i % 7 == 2 else rng.choice(["", "", "macho-uuid", "pdb-guid-age"])}
         threads[rng.randrange(n_threads)]["frames"].append(f)
     return threads
 
@@ -260,8 +261,8 @@ def suite_roundtrip(tool, db, work):
     frames = {}
     for r in db.query("SELECT CAST(trace_id AS TEXT) AS trace_id, frame_index, thread_index, ip, module_path,"
                       " module_build_id, module_offset, resolved_symbol, symbol_offset, file, line, column_no,"
-                      " CAST(inline_chain AS TEXT) AS inline_chain, resolver, source, bundle_sha256, unwind_method"
-                      " FROM frames ORDER BY trace_id, frame_index"):
+                      " CAST(inline_chain AS TEXT) AS inline_chain, resolver, source, bundle_sha256, unwind_method,"
+                      " COALESCE(module_id_kind, '') AS module_id_kind FROM frames ORDER BY trace_id, frame_index"):
         frames.setdefault(r["trace_id"], []).append(r)
     threads = {}
     for r in db.query("SELECT CAST(trace_id AS TEXT) AS trace_id, thread_index, tid, name FROM threads"
@@ -284,7 +285,8 @@ def suite_roundtrip(tool, db, work):
                     "module_offset": signed(f["module_offset"]), "resolved_symbol": f["symbol"],
                     "symbol_offset": signed(f["symbol_offset"]), "file": f["file"], "line": f["line"],
                     "column_no": f["column"], "resolver": f["resolver"], "source": f["source"],
-                    "bundle_sha256": f["bundle_sha256"], "unwind_method": f["unwind_method"]}
+                    "bundle_sha256": f["bundle_sha256"], "unwind_method": f["unwind_method"],
+                    "module_id_kind": f.get("module_id_kind", "")}
             for k, v in want.items():
                 if g[k] != v and bad < 20:
                     bad += 1
@@ -701,6 +703,8 @@ def check_v3_schema(db):
     cols = db.columns("symbol_bundles")
     check(all(c in cols for c in ["dsse_envelope", "tlog_proof", "checkpoint"]),
           "%s: symbol_bundles columns after migration 3: %s" % (db.name, cols))
+    check("module_id_kind" in db.columns("frames"),
+          "%s: frames.module_id_kind after migration 4: %s" % (db.name, db.columns("frames")))
     check("trace_id" in db.index_first_columns("replays"),
           "%s: an index on replays led by trace_id: %s" % (db.name, db.index_first_columns("replays")))
 
@@ -791,8 +795,9 @@ def suite_migration_v2(tool, db, work):
                  "%s: open migrates version 2 to version %d (%s)" % (db.name, SCHEMA_VERSION, p.stderr.strip())):
         return
     check_v3_schema(db)
+    # module_id_kind "": rows written before the kind was stored read as ELF build-ids (migration 4).
     frame = {"module_path": "", "module_build_id": "", "symbol": "", "symbol_offset": "0", "file": "", "line": 0,
-             "column": 0, "inline_chain": [], "resolver": "", "source": "", "bundle_sha256": ""}
+             "column": 0, "inline_chain": [], "resolver": "", "source": "", "bundle_sha256": "", "module_id_kind": ""}
     u64max = str((1 << 64) - 1)
     want = {"id": tid, "platform": "linux", "arch": "arm64", "captured_at": "2026-02-03T04:05:06.789012Z",
             "build_id": "beef", "data_sha256": dsha, "data_size": len(raw), "symbol_bundle_sha256": bsha,

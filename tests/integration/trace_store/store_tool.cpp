@@ -84,6 +84,9 @@ Trace make_trace(std::mt19937_64& rng, size_t frames, size_t threads, size_t dat
     f.ip = (i % 17 == 3) ? UINT64_MAX - i : rng();
     f.module_path = (i % 11 == 5) ? "" : "/usr/lib/" + rand_text(rng, "mod") + ".so";
     f.module_build_id = (i % 11 == 5) ? "" : rand_hex(rng, 20);
+    // Identities of other kinds than ELF (16 or 20 bytes): the kind is stored, "" is an ELF build-id.
+    if (i % 13 == 7 && !f.module_build_id.empty()) f.module_id_kind = "macho-uuid";
+    if (i % 13 == 8 && !f.module_build_id.empty()) f.module_id_kind = "pdb-guid-age";
     f.module_offset = rng() >> (rng() % 64);
     f.symbol = (i % 5 == 4) ? "" : rand_text(rng, "fn_");
     f.symbol_offset = rng() % 4096;
@@ -122,7 +125,8 @@ Json trace_json(const Trace& t) {
                         {"module_build_id", f.module_build_id}, {"module_offset", u64s(f.module_offset)},
                         {"symbol", f.symbol}, {"symbol_offset", u64s(f.symbol_offset)}, {"file", f.file},
                         {"line", f.line}, {"column", f.column}, {"inline_chain", inl}, {"resolver", f.resolver},
-                        {"source", f.source}, {"bundle_sha256", f.bundle_sha256}, {"unwind_method", f.unwind_method}});
+                        {"source", f.source}, {"bundle_sha256", f.bundle_sha256}, {"unwind_method", f.unwind_method},
+                        {"module_id_kind", f.module_id_kind}});
     }
   }
   j["threads"] = threads;
@@ -149,7 +153,7 @@ std::string diff_trace(const Trace& a, const Trace& b) {
 #define CMPF(field) \
   if (!(f.field == g.field)) return af + #field;
       CMPF(ip) CMPF(module_path) CMPF(module_build_id) CMPF(module_offset) CMPF(symbol) CMPF(symbol_offset) CMPF(file)
-      CMPF(line) CMPF(column) CMPF(inline_chain) CMPF(resolver) CMPF(source) CMPF(bundle_sha256) CMPF(unwind_method)
+      CMPF(line) CMPF(column) CMPF(inline_chain) CMPF(resolver) CMPF(source) CMPF(bundle_sha256) CMPF(unwind_method) CMPF(module_id_kind)
     }
   }
   if (!(a == b)) return "operator== (a field not listed)";
@@ -397,6 +401,7 @@ Frame frame_from_json(const Json& j) {
   f.source = j.at("source").get<std::string>();
   f.bundle_sha256 = j.at("bundle_sha256").get<std::string>();
   f.unwind_method = j.at("unwind_method").get<std::string>();
+  f.module_id_kind = j.value("module_id_kind", std::string());
   return f;
 }
 
