@@ -88,7 +88,7 @@ std::vector<uint64_t> memory_image_starts(const memory::Snapshot& snap, const me
   std::vector<uint64_t> out;
   auto vdso = [&](uint64_t a) {
     for (const memory::SnapshotModule& o : snap.modules)
-      if (o.path == "[vdso]" && a >= o.start && a < o.end) return true;
+      if (o.path == kVdsoName && a >= o.start && a < o.end) return true;
     return false;
   };
   memory::SnapshotReader rd(snap);
@@ -138,7 +138,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
   dopts.debug_dirs = ctx->ctx.config().debug_dirs;
   dopts.sysroot = ctx->ctx.config().sysroot;
   // The vDSO (and any module given as memory) is parsed from the snapshot's bytes.
-  if (m.path == "[vdso]") {
+  if (m.path == kVdsoName) {
     ModuleKey key;
     key.source = ModuleKey::kMemory;
     key.build_id = m.build_id;
@@ -148,7 +148,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
       if (snap == nullptr || bytes.empty() || !memory::SnapshotReader(*snap).read(m.start, bytes.data(), bytes.size()))
         return make_error(SPROV_ERR_NOT_FOUND, "[vdso] at 0x%llx: bytes not in the snapshot",
                           static_cast<unsigned long long>(m.start));
-      auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");
+      auto img = elf::ElfImage::from_bytes(std::move(bytes), std::string(kVdsoName));
       if (!img.ok()) return std::move(img).error();
       if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
         return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "[vdso] at 0x%llx has build-id %s, the module list says %s",
@@ -257,7 +257,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
 
 Result<std::shared_ptr<unwind::LoadedModule>> stack_module(sprov_context* ctx, const sprov_stack* stack, int32_t index) {
   const memory::SnapshotModule& m = (*stack->modules)[static_cast<size_t>(index)];
-  if (stack->loaded && static_cast<size_t>(index) < stack->loaded->size() && !m.file.known() && m.path != "[vdso]") {
+  if (stack->loaded && static_cast<size_t>(index) < stack->loaded->size() && !m.file.known() && m.path != kVdsoName) {
     const std::shared_ptr<unwind::LoadedModule>& used = (*stack->loaded)[static_cast<size_t>(index)];
     if (used && used->has_image() && used->image_ptr()->file_identity() == nullptr) return used;
   }

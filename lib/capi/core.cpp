@@ -65,7 +65,7 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
     if ((ctx->ctx.config().has_bundle_store || ctx->ctx.config().offline) && !cap.value().threads.empty()) {
       const memory::Snapshot& s0 = cap.value().threads.front();
       for (const memory::SnapshotModule& m : s0.modules) {
-        if (m.path == "[vdso]") continue;
+        if (m.path == kVdsoName) continue;
         if (!ctx->ctx.config().offline) {
           struct stat st;
           const std::string host = !s0.module_root.empty() ? join_root(s0.module_root, m.path) : ctx->ctx.host_path(m.path);

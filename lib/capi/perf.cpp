@@ -156,7 +156,7 @@ SPROV_API int sprov_profile_sample_stack(sprov_profile* prof, size_t index, uint
         const memory::SnapshotModule& m = *std::prev(it);
         // The vDSO has no file: load it once into the context's module cache from its bytes,
         // where sprov_symbolizer_frame finds it by build-id.
-        if (m.path == "[vdso]" && !m.build_id.empty() && !p.vdso_bytes().empty() &&
+        if (m.path == kVdsoName && !m.build_id.empty() && !p.vdso_bytes().empty() &&
             prof->vdso_loaded.insert(m.build_id.hex()).second) {
           memory::Snapshot vs;
           if (vs.add_memory(list->vdso_start, p.vdso_bytes().data(), p.vdso_bytes().size()).ok())

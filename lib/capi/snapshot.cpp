@@ -152,7 +152,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
       // Also small anonymous executable pages: qemu-user puts the signal trampoline
       // (mov x8,#139; svc #0 / li v0,4119; syscall) on one instead of in a vDSO.
       const bool anon_code = e.path.empty() && e.readable && e.executable && e.end - e.start <= (64u << 10);
-      if ((e.path == "[vdso]" || anon_code) && e.end - e.start <= (1u << 20)) {
+      if ((e.path == kVdsoName || anon_code) && e.end - e.start <= (1u << 20)) {
         if (Status st = add_own_memory(s, e.start, e.end - e.start, /*shared_mapping=*/true); !st.ok())
           ctx->ctx.log(SPROV_LOG_WARN, "vdso copy skipped: %s", st.error().message.c_str());
       }

@@ -437,6 +437,14 @@ trace::CapturedJit jit_entries(const symbolize::PerfMap* map, const std::vector<
   return out;
 }
 
+/// The platform of a capture (trace "platform", bundle "os"): that of its first module's identity
+/// kind (platform_of), the vDSO aside; "linux" when no module has an identity.
+const char* platform_of_snapshot(const memory::Snapshot& s) {
+  for (const auto& m : s.modules)
+    if (!m.build_id.empty() && m.path != kVdsoName) return platform_of(m.build_id.kind);
+  return platform_of(IdKind::kNone);
+}
+
 /// The main executable's build-id: the module of the main thread's outermost frame that has a
 /// module (_start), else the lowest-addressed module with a build-id.
 std::string main_build_id(const std::vector<trace::Thread>& threads, const memory::Snapshot* s0, int64_t pid) {
@@ -449,7 +457,7 @@ std::string main_build_id(const std::vector<trace::Thread>& threads, const memor
       if (!it->module_path.empty() && !it->module_build_id.empty()) return it->module_build_id;
   if (s0)
     for (const auto& m : s0->modules)
-      if (!m.build_id.empty() && m.path != "[vdso]") return m.build_id.hex();
+      if (!m.build_id.empty() && m.path != kVdsoName) return m.build_id.hex();
   return "";
 }
 
@@ -530,7 +538,7 @@ Result<std::string> build_trace_bundle(sprov_context* ctx, sprov_trace_store* ts
   CFree free_bytes{bytes};
   trace::SymbolBundleRow row;
   row.sha256 = bare_sha256(digest);
-  row.os = "linux";
+  row.os = platform_of_snapshot(s0);
   row.blob.assign(static_cast<uint8_t*>(bytes), static_cast<uint8_t*>(bytes) + len);
   auto idx = bundle_index_json(row.blob.data(), row.blob.size());
   if (!idx) return idx.error();
@@ -651,7 +659,7 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
     auto uuid = trace::new_uuid();
     if (!uuid) return fail(uuid.error());
     t.id = uuid.value();
-    t.platform = "linux";
+    t.platform = platform_of_snapshot(s0);
     t.arch = arch_name(s0.arch);
     t.captured_at = trace::now_rfc3339();
     t.threads = std::move(threads.value());
@@ -772,7 +780,8 @@ SPROV_API int sprov_trace_resolve(sprov_context* ctx, sprov_trace_store* store, 
         // Kept with the trace, so that replay finds it too.
         trace::SymbolBundleRow row;
         row.sha256 = h.value();
-        row.os = "linux";
+        // The trace's platform (the bundle names its modules); a trace stored without one is Linux's.
+        row.os = t.value().platform.empty() ? platform_of(IdKind::kNone) : t.value().platform;
         auto bytes = read_file(g, trace::kMaxDataBytes);
         if (!bytes) return fail(bytes.error());
         row.blob.assign(bytes->begin(), bytes->end());

@@ -440,7 +440,7 @@ void verify_bundles(const trace::Trace& t, const BundleStaging& stg, const std::
   std::vector<std::string> pid_fail;
   for (const auto& th : t.threads)
     for (const auto& f : th.frames) {
-      if (f.module_path.empty() || f.module_path == "[vdso]") continue;
+      if (f.module_path.empty() || f.module_path == kVdsoName) continue;
       if (f.module_build_id.empty()) {
         pid_fail.push_back("module " + f.module_path + " has no build-id: its bundle cannot be identified");
         continue;

@@ -31,6 +31,17 @@ const char* id_kind_name(IdKind k) noexcept {
   return "unknown";
 }
 
+const char* platform_of(IdKind k) noexcept {
+  switch (k) {
+    case IdKind::kPdbGuidAge:
+      return "windows";
+    case IdKind::kMachoUuid:
+      return "macos";
+    default:
+      return "linux";
+  }
+}
+
 std::string ModuleId::hex() const {
   static const char* kDigits = "0123456789abcdef";
   std::string s;

@@ -9,6 +9,9 @@
 
 namespace stackprov {
 
+/// The name a process's maps give the vDSO, kept as a module's path: the one spelling of it.
+inline constexpr std::string_view kVdsoName = "[vdso]";
+
 /// Matches enum sprov_arch in the public header.
 enum class Arch : uint8_t { kUnknown = 0, kX86_64 = 1, kArm64 = 2, kMips32 = 3 };
 enum class Endian : uint8_t { kLittle = 0, kBig = 1 };
@@ -37,6 +40,10 @@ inline constexpr uint8_t kMaxIdKind = 3;
 
 /// "none", "elf-build-id", "pdb-guid-age", "macho-uuid"; "unknown" outside the enum.
 const char* id_kind_name(IdKind k) noexcept;
+/// The platform whose modules carry identities of kind `k` (traces' "platform", bundles' "os"):
+/// "linux" for ELF build-ids (and an empty identity: every capture path today reads Linux
+/// processes and cores), "windows" for PDB GUID+age, "macos" for Mach-O UUIDs.
+const char* platform_of(IdKind k) noexcept;
 
 /// A module's identity, never its path or version: the kind and up to 64 bytes. Two ids are equal
 /// when both are empty, or when kind and bytes are equal (the same bytes of two kinds differ).

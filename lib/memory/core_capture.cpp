@@ -277,7 +277,7 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
         e.start = vdso;
         e.end = vdso + seg->memsz;
         e.executable = e.readable = true;
-        e.path = "[vdso]";
+        e.path = kVdsoName;
         maps.push_back(e);
       }
     }
@@ -346,13 +346,13 @@ Result<CoreCapture> capture_core(const elf::CoreFile& core, const CoreCaptureOpt
     // snapshot's bytes); file modules are listed from the core alone below.
     std::vector<MapsEntry> vdso;
     for (const MapsEntry& e : maps)
-      if (e.path == "[vdso]") vdso.push_back(e);
+      if (e.path == kVdsoName) vdso.push_back(e);
     std::string ignored;
     if (Status st = add_modules_from_maps(base, vdso, plan.module_root, &ignored); !st.ok()) return st.error();
     std::map<std::string, const FileCheck*> by_path;
     for (const auto& [nt_path, c] : checks) by_path[c.module_path] = &c;
     for (const MapsEntry& e : maps) {
-      if (e.path == "[vdso]") continue;
+      if (e.path == kVdsoName) continue;
       SnapshotModule m;
       m.start = e.start;
       m.end = e.end;

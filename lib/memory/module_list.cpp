@@ -264,13 +264,13 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
     m.start = e.start;
     m.end = e.end;
     m.file_offset = e.offset;
-    if (e.path == "[vdso]") {
-      m.path = "[vdso]";
+    if (e.path == kVdsoName) {
+      m.path = kVdsoName;
       SnapshotReader rd(s);
       std::vector<uint8_t> bytes;  // sized only once the size is known to be sane (a hostile listing)
       if (e.end - e.start <= (64u << 20)) bytes.resize(e.end - e.start);
       if (!bytes.empty() && rd.read(e.start, bytes.data(), bytes.size())) {
-        auto img = elf::ElfImage::from_bytes(std::move(bytes), "[vdso]");
+        auto img = elf::ElfImage::from_bytes(std::move(bytes), std::string(kVdsoName));
         if (img.ok()) {
           m.build_id = img.value()->build_id();
           m.load_bias = img.value()->load_bias(e.start, 0);

@@ -42,7 +42,7 @@ using Clock = std::chrono::steady_clock;
 /// Whether `addr` lies in the vDSO of `s`'s module list (its bytes are in every snapshot).
 bool in_vdso(const Snapshot& s, uint64_t addr) {
   for (const SnapshotModule& m : s.modules)
-    if (m.path == "[vdso]" && addr >= m.start && addr < m.end) return true;
+    if (m.path == kVdsoName && addr >= m.start && addr < m.end) return true;
   return false;
 }
 
@@ -577,7 +577,7 @@ Result<ProcessCapture> Capturer::run() {
   {
     FallbackReader rd(pid_, stopped.front()->tid);
     for (const MapsEntry& e : maps.value())
-      if (e.path == "[vdso]" && e.end - e.start <= kMaxVdsoBytes && copy_range(base, rd, e.start, e.end) == 0)
+      if (e.path == kVdsoName && e.end - e.start <= kMaxVdsoBytes && copy_range(base, rd, e.start, e.end) == 0)
         warn("vdso at 0x%llx unreadable", static_cast<unsigned long long>(e.start));
   }
   const std::string root = "/proc/" + std::to_string(pid_) + "/root";

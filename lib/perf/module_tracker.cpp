@@ -44,7 +44,7 @@ std::vector<uint8_t> read_own_vdso() {
   auto maps = parse_maps(text.value());
   if (!maps.ok()) return {};
   for (const MapsEntry& e : maps.value()) {
-    if (e.path == "[vdso]" && e.end > e.start && e.end - e.start <= (1u << 20)) {
+    if (e.path == kVdsoName && e.end > e.start && e.end - e.start <= (1u << 20)) {
       std::vector<uint8_t> bytes(e.end - e.start);
       std::memcpy(bytes.data(), reinterpret_cast<const void*>(e.start), bytes.size());
       return bytes;
@@ -57,9 +57,9 @@ ModuleTracker::ModuleTracker(std::string root, std::map<std::string, ModuleId> r
                              std::vector<uint8_t> vdso, bool open_files)
     : root_(std::move(root)), open_files_(open_files), recorded_ids_(std::move(recorded_ids)) {
   if (!vdso.empty()) {
-    auto img = elf::ElfImage::from_bytes(vdso, "[vdso]");
+    auto img = elf::ElfImage::from_bytes(vdso, std::string(kVdsoName));
     if (img.ok()) {
-      auto it = recorded_ids_.find("[vdso]");
+      auto it = recorded_ids_.find(std::string(kVdsoName));
       if (it == recorded_ids_.end() || it->second.empty() || it->second == img.value()->build_id()) {
         vdso_image_ = img.value();
         vdso_ = std::move(vdso);
@@ -124,7 +124,7 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
   const bool exec = (m.prot & PROT_EXEC) != 0;
   const bool file_backed = !m.path.empty() && m.path[0] == '/';
   if (m.len == 0) return;
-  if (!exec || !(file_backed || m.path == "[vdso]")) {
+  if (!exec || !(file_backed || m.path == kVdsoName)) {
     // A non-code mapping over code ends that code (munmap + mmap of data).
     remove_range(revive(m.pid), m.start, m.start + m.len);
     return;
@@ -299,7 +299,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
     m.end = e.end;
     m.file_offset = e.pgoff;
     m.path = e.path;
-    if (e.path == "[vdso]") {
+    if (e.path == kVdsoName) {
       if (!vdso_image_) continue;
       m.build_id = vdso_image_->build_id();
       m.load_bias = vdso_image_->load_bias(e.start, 0);

@@ -250,7 +250,7 @@ class Session {
     auto maps = parse_maps(text);
     if (!maps.ok()) return;
     for (const MapsEntry& e : maps.value()) {
-      if (e.path != "[vdso]") continue;
+      if (e.path != kVdsoName) continue;
       RawMmap m;
       m.pid = pid;
       m.start = e.start;
