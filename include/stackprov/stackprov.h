@@ -501,6 +501,18 @@ struct sprov_frame {
   int32_t id_kind;           /* enum sprov_id_kind; SPROV_ID_NONE without a module or identity */
   uint32_t module_id_len;
   const uint8_t* module_id;  /* owned by the stack; NULL when none */
+  int32_t domain;            /* enum sprov_domain: whose frame this is (when sz covers it) */
+  uint32_t reserved;         /* 0 */
+};
+
+/* sprov_frame.domain: the segment of a stack a frame belongs to. Native user code today; a
+ * runtime's own frame (a CPython function, SPROV_METHOD_RUNTIME from the interpreter's records);
+ * the kernel's frames and async (coroutine) continuations are to come (issue "Segments"). */
+enum sprov_domain {
+  SPROV_DOMAIN_USER = 0,
+  SPROV_DOMAIN_KERNEL = 1,
+  SPROV_DOMAIN_RUNTIME = 2,
+  SPROV_DOMAIN_ASYNC = 3,
 };
 
 /* sprov_frame.flags */

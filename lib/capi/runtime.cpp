@@ -187,6 +187,7 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
       unwind::Frame f;
       f.sp = sp;
       f.method = unwind::Method::kRuntime;
+      f.domain = unwind::Domain::kRuntime;  // the interpreter's frame, not a native one
       st->runtime_of.push_back(static_cast<int32_t>(st->runtime.size()));
       st->frames.push_back(f);
       st->runtime.push_back(py[k]);

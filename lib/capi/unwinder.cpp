@@ -208,6 +208,7 @@ SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct s
     fr.cfa = f.cfa;
     fr.method = static_cast<int32_t>(f.method);
     fr.module_index = f.module_index;
+    fr.domain = static_cast<int32_t>(f.domain);
     fr.flags = f.flags | (f.lookup_prev ? static_cast<uint32_t>(SPROV_FRAME_RETURN_ADDRESS) : 0u);
     if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules->size()) {
       const memory::SnapshotModule& m = (*stack->modules)[f.module_index];

@@ -40,6 +40,14 @@ enum class StopReason : uint8_t {
   kArchMismatch = SPROV_STOP_ARCH_MISMATCH,
 };
 
+/// The segment of a stack a frame belongs to; values equal enum sprov_domain.
+enum class Domain : uint8_t {
+  kUser = SPROV_DOMAIN_USER,
+  kKernel = SPROV_DOMAIN_KERNEL,
+  kRuntime = SPROV_DOMAIN_RUNTIME,
+  kAsync = SPROV_DOMAIN_ASYNC,
+};
+
 struct Frame {
   uint64_t pc = 0;   ///< as unwound: a return address for caller frames
   uint64_t sp = 0;
@@ -51,6 +59,8 @@ struct Frame {
   bool lookup_prev = false;
   /// kFlag* bits, equal to SPROV_FRAME_* (sprov_frame.flags).
   uint8_t flags = 0;
+  /// Whose frame: user code, the kernel, a language runtime's own frame, an async continuation.
+  Domain domain = Domain::kUser;
   static constexpr uint8_t kFlagCfiNotInBundle = SPROV_FRAME_CFI_NOT_IN_BUNDLE;
   static constexpr uint8_t kFlagJit = SPROV_FRAME_JIT;
 };

@@ -51,7 +51,7 @@ CHECK_SIZE(sprov_unwinder_stats, 40);
 CHECK_OFF(sprov_unwinder_stats, rule_cache_hits, 8);
 CHECK_OFF(sprov_unwinder_stats, walks, 32);
 
-CHECK_SIZE(sprov_frame, 88);  // 72 before the identity fields (issue 32)
+CHECK_SIZE(sprov_frame, 96);  // 72 before the identity and domain fields (issue 32)
 CHECK_OFF(sprov_frame, pc, 8);
 CHECK_OFF(sprov_frame, sp, 16);
 CHECK_OFF(sprov_frame, cfa, 24);
@@ -65,6 +65,8 @@ CHECK_OFF(sprov_frame, flags, 68);
 CHECK_OFF(sprov_frame, id_kind, 72);
 CHECK_OFF(sprov_frame, module_id_len, 76);
 CHECK_OFF(sprov_frame, module_id, 80);
+CHECK_OFF(sprov_frame, domain, 88);
+CHECK_OFF(sprov_frame, reserved, 92);
 
 CHECK_SIZE(sprov_symbolizer_opts, 16);
 CHECK_OFF(sprov_symbolizer_opts, flags, 8);
