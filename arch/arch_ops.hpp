@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Per-architecture operations the unwinder is templated on: one Ops<Traits> specialisation per arch folder.
+// Per-architecture operations the unwinder is templated on: one Ops<Traits> specialisation per arch folder, and the one runtime Arch → traits dispatch.
 #pragma once
+
+#include <type_traits>
 
 #include "arch/arm64/frame_pointer.hpp"
 #include "arch/arm64/registers.hpp"
@@ -34,7 +36,11 @@ namespace stackprov::arch {
 ///     preceded_by_indirect_call(code) — its plausibility check (register/memory calls only);
 ///   kSigreturnBeforeCfi — recognise the sigreturn trampoline by its code before
 ///     trying CFI (arm64: the vDSO's __kernel_rt_sigreturn has CFI describing
-///     the interrupted x29/x30 frame record, not the interrupted pc).
+///     the interrupted x29/x30 frame record, not the interrupted pc);
+///   for_each_call(code, n, addr, big_endian, undecoded, f) — the return pads of a
+///     bundle: every call instruction in n bytes of a module's code at addr, decoded
+///     linearly from the first byte, as f(CallSite) (big_endian: the module's byte order;
+///     undecoded: x86_64 bytes that start no valid instruction, skipped one by one).
 template <class Traits>
 struct Ops;
 
@@ -63,6 +69,10 @@ struct Ops<x86_64::Traits> {
     return x86_64::bad_pc_step(r, m, cfa);
   }
   static constexpr bool kSigreturnBeforeCfi = false;
+  template <class F>
+  static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool, size_t* undecoded, F&& f) {
+    x86_64::for_each_call(code, n, addr, undecoded, f);
+  }
 };
 
 template <>
@@ -92,6 +102,10 @@ struct Ops<arm64::Traits> {
     return arm64::bad_pc_step(r, m, cfa);
   }
   static constexpr bool kSigreturnBeforeCfi = true;
+  template <class F>
+  static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {
+    arm64::for_each_call(code, n, addr, big_endian, f);
+  }
 };
 
 /// mips32 in either byte order (TraitsBE / TraitsLE).
@@ -133,6 +147,38 @@ struct Ops<mips32::TraitsT<BigEndian>> {
     return mips32::bad_pc_step(r, m, cfa);
   }
   static constexpr bool kSigreturnBeforeCfi = false;
+  template <class F>
+  static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {
+    mips32::for_each_call(code, n, addr, big_endian, f);
+  }
 };
+
+// ---- the registration list
+
+/// The one dispatch from a runtime (architecture, byte order) to an architecture's traits, and
+/// so to its Ops<Traits>: calls `f(std::type_identity<Traits>{})` with the traits of `arch`
+/// (mips32: of `endian`) and returns true, or returns false for an architecture without traits
+/// (Arch::kUnknown). Adding an architecture is its folder, its Ops specialisation and one case
+/// here; every per-arch answer outside arch/ (walks, register counts of bundle rows, return
+/// pads, replay bounds) goes through this switch.
+template <class F>
+bool with_arch_traits(Arch arch, Endian endian, F&& f) {
+  switch (arch) {
+    case Arch::kX86_64:
+      f(std::type_identity<x86_64::Traits>{});
+      return true;
+    case Arch::kArm64:
+      f(std::type_identity<arm64::Traits>{});
+      return true;
+    case Arch::kMips32:
+      if (endian == Endian::kBig)
+        f(std::type_identity<mips32::TraitsBE>{});
+      else
+        f(std::type_identity<mips32::TraitsLE>{});
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace stackprov::arch

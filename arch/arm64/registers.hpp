@@ -43,6 +43,12 @@ struct Traits {
   /// user addresses never use bits 48..63 with the default 48-bit VA.
   static uint64_t strip_return_address(uint64_t ra) { return ra & kVaMask; }
   static constexpr uint64_t kVaMask = 0x0000ffffffffffffull;
+  /// Where a trace replay's relocated modules must end (lib/capi/trace_replay.cpp): 128 TiB,
+  /// within the 256 TiB user space of the default 48-bit VA (and the bound replays have used).
+  static constexpr uint64_t kUserAddrEnd = uint64_t{1} << 47;
+  /// The farthest a trace replay moves a module: 1 GiB, small against user space so that most
+  /// per-module draws fit.
+  static constexpr uint64_t kMaxReplayShift = uint64_t{1} << 30;
 };
 
 using Regs = RegState<Traits::kNumRegs>;

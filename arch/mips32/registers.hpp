@@ -38,6 +38,12 @@ struct TraitsT {
   /// like other arches (the delay slot belongs to the caller; the call is at ra - 8).
   static constexpr uint64_t kCallInsnMin = 1;
   static uint64_t strip_return_address(uint64_t ra) { return ra & 0xffffffffull; }
+  /// User space ends here: kuseg, the lower 2 GiB (MIPS32 PRA, the o32 user address space).
+  /// A trace replay relocates modules below it (lib/capi/trace_replay.cpp).
+  static constexpr uint64_t kUserAddrEnd = 0x80000000ull;
+  /// The farthest a trace replay moves a module: 8 MiB, small against a 2 GiB space crowded with
+  /// libraries and stacks so that most per-module draws fit.
+  static constexpr uint64_t kMaxReplayShift = uint64_t{1} << 23;
 };
 using TraitsBE = TraitsT<true>;
 using TraitsLE = TraitsT<false>;

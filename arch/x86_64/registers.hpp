@@ -36,6 +36,12 @@ struct Traits {
   /// Return addresses point after the call; lookups use ra - 1.
   static constexpr uint64_t kCallInsnMin = 1;
   static uint64_t strip_return_address(uint64_t ra) { return ra; }
+  /// User space ends here: the lower canonical half of 4-level paging (128 TiB). A trace replay
+  /// relocates modules below it (lib/capi/trace_replay.cpp).
+  static constexpr uint64_t kUserAddrEnd = uint64_t{1} << 47;
+  /// The farthest a trace replay moves a module: 1 GiB, small against user space so that most
+  /// per-module draws fit.
+  static constexpr uint64_t kMaxReplayShift = uint64_t{1} << 30;
 };
 
 using Regs = RegState<Traits::kNumRegs>;

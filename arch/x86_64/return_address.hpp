@@ -1,42 +1,58 @@
 // SPDX-License-Identifier: Apache-2.0
-// x86_64 return addresses: plausibility for stack scanning, and the caller of a bad pc: is the instruction before ra a call?
+// x86_64 return addresses: plausibility for stack scanning, the caller of a bad pc (is the instruction before ra a call?), return pads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "arch/call_sites.hpp"
+#include "arch/x86_64/insn_length.hpp"
 #include "arch/x86_64/registers.hpp"
 
 namespace stackprov::arch::x86_64 {
 
-/// `code` holds the 7 bytes before a candidate return address (code[6] is the
-/// byte at ra - 1). True when they end with a call: E8 rel32 (5 bytes) or
-/// FF /2 with a register, [reg], [reg+disp8], [reg+disp32] or SIB operand
-/// (Intel SDM vol. 2A, CALL).
-inline bool preceded_by_indirect_call(const uint8_t code[7]);
+/// True when the 7 bytes before a candidate return address (`code`, code[6] is the byte at
+/// ra - 1) end with one whole instruction that is a call of a kind `accept` takes: some suffix
+/// of 2..7 bytes is exactly one instruction by insn_length (the decoder the return pads use),
+/// so a call's prefixes, REX, ModRM, SIB and displacement are sized as it sizes them.
+template <class Accept>
+inline bool ends_with_call(const uint8_t code[7], Accept&& accept) {
+  for (size_t len = 2; len <= 7; len++) {
+    CallKind kind;
+    if (insn_length(code + 7 - len, len, &kind) == len && accept(kind)) return true;
+  }
+  return false;
+}
 
+/// Scan plausibility: a near call, E8 rel32 or FF /2 with a register or memory operand (a far
+/// call, FF /3, also pushes CS above the return address: not the frame the scan assumes).
 inline bool preceded_by_call(const uint8_t code[7]) {
-  if (code[2] == 0xE8) return true;  // call rel32: opcode at ra-5 = code[2]
-  return preceded_by_indirect_call(code);
+  return ends_with_call(code, [](CallKind k) { return k == CallKind::kDirect || k == CallKind::kIndirect; });
 }
 
 /// Only the FF /2 forms: a call through a register or memory operand — the only way to reach a
 /// pc outside every module (a direct call's target is in its own module or its PLT).
 inline bool preceded_by_indirect_call(const uint8_t code[7]) {
-  for (int len = 2; len <= 7; len++) {
-    const uint8_t* p = code + 7 - len;
-    int i = 0;
-    if (len >= 3 && (p[0] & 0xF0) == 0x40) i = 1;  // REX prefix
-    if (p[i] != 0xFF) continue;
-    const uint8_t modrm = p[i + 1];
-    if (((modrm >> 3) & 7) != 2) continue;
-    const int mod = modrm >> 6, rm = modrm & 7;
-    int need = i + 2;
-    if (mod != 3 && rm == 4) need++;  // SIB
-    if (mod == 1) need += 1;
-    else if (mod == 2 || (mod == 0 && rm == 5)) need += 4;
-    if (need == len) return true;
+  return ends_with_call(code, [](CallKind k) { return k == CallKind::kIndirect; });
+}
+
+/// Return pads: the calls in `n` bytes of code at address `addr`, decoded linearly from the
+/// first byte (an instruction boundary), as f(CallSite) with pad = the call's end: E8, FF /2
+/// and FF /3, with any prefixes (`bnd`, `notrack`, ...). A byte that starts no valid encoding
+/// is skipped and counted in `*undecoded` (when not null).
+template <class F>
+void for_each_call(const uint8_t* code, size_t n, uint64_t addr, size_t* undecoded, F&& f) {
+  for (size_t i = 0; i < n;) {
+    CallKind kind;
+    const size_t len = insn_length(code + i, n - i, &kind);
+    if (len == 0) {
+      if (undecoded) ++*undecoded;
+      i++;
+      continue;
+    }
+    if (kind != CallKind::kNone) f(CallSite{addr + i, static_cast<uint32_t>(len), addr + i + len});
+    i += len;
   }
-  return false;
 }
 
 /// The caller of a frame whose pc is 0 or unmapped, entered by a call through

@@ -10,7 +10,9 @@
 #include <map>
 #include <random>
 #include <set>
+#include <type_traits>
 
+#include "arch/arch_ops.hpp"
 #include "capi/trace_internal.hpp"
 #include "evidence/json.hpp"
 #include "stackprov/bundle.h"
@@ -59,14 +61,34 @@ struct Group {
 
 std::string group_key(const memory::SnapshotModule& m) { return m.path + "\n" + m.build_id.hex(); }
 
-uint64_t user_limit(Arch a) { return a == Arch::kMips32 ? 0x80000000ull : (1ull << 47); }
+/// What a relocation of a snapshot's modules may use, from its arch's traits
+/// (arch/<isa>/registers.hpp): where user space ends, the largest shift drawn, the word size of
+/// the pointers it rewrites.
+struct AddressSpace {
+  uint64_t user_end = 0;
+  uint64_t max_shift_pages = 0;
+  size_t word = 0;
+};
+
+AddressSpace address_space(const memory::Snapshot& s) {
+  AddressSpace a;
+  auto from = [&](auto traits) {
+    using Traits = typename decltype(traits)::type;
+    a = {Traits::kUserAddrEnd, Traits::kMaxReplayShift / kPage, static_cast<size_t>(Traits::kAddrSize)};
+  };
+  // A snapshot of an arch without traits (Arch::kUnknown): relocated as an x86-64 space, as
+  // replays always have, so that its perturbation reads the same; its walk stops at once anyway.
+  if (!arch::with_arch_traits(s.arch, s.endian, from)) from(std::type_identity<arch::x86_64::Traits>{});
+  return a;
+}
 
 /// Draws one page-aligned delta per group such that no moved module overlaps another or any
 /// memory region that stays, and every address stays in user space. Tries per-group deltas,
 /// then one delta for all. `stay`: more ranges that do not move (the trace's JIT code).
 Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::mt19937_64& rng,
                    const std::vector<std::pair<uint64_t, uint64_t>>& stay) {
-  const uint64_t limit = user_limit(s.arch);
+  const AddressSpace space = address_space(s);
+  const uint64_t limit = space.user_end;
   // Memory regions that do not move: those not inside any module range (the module ranges, sorted:
   // a binary search per region, not a scan of every module).
   std::vector<std::pair<uint64_t, uint64_t>> mod_ranges;
@@ -107,7 +129,7 @@ Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::m
       if (all[i].first < all[i - 1].second) return false;
     return true;
   };
-  const uint64_t max_pages = s.arch == Arch::kMips32 ? 0x800 : 0x40000;  // 8 MiB / 1 GiB
+  const uint64_t max_pages = space.max_shift_pages;
   auto draw = [&]() {
     const int64_t pages = static_cast<int64_t>(1 + rng() % max_pages);
     return (rng() & 1 ? pages : -pages) * static_cast<int64_t>(kPage);
@@ -143,8 +165,7 @@ void relocate(memory::Snapshot& s, const std::vector<Group>& groups) {
     --it;
     return v < it->b ? &*it : nullptr;
   };
-  const bool is32 = s.arch == Arch::kMips32;
-  const size_t w = is32 ? 4 : 8;
+  const size_t w = address_space(s).word;
   const bool be = s.endian == Endian::kBig;
   for (auto& r : s.memory) {
     if (const R* m = find(r.addr); m && r.addr + r.bytes.size() <= m->b) {

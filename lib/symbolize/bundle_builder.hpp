@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/call_sites.hpp"
 #include "bundle/format.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
@@ -34,23 +35,16 @@ struct BundleBuildReport {
 
 /// A call instruction found by decode_calls(): [addr, addr + length); its return pad is
 /// addr + length (+ 4 more on MIPS: the delay slot).
-struct CallSite {
-  uint64_t addr = 0;
-  uint32_t length = 0;
-  uint64_t pad = 0;
-};
+using CallSite = arch::CallSite;
 
 /// Call instructions in `n` bytes of code at link-time address `addr`, decoded linearly
-/// from the first byte: x86-64 by instruction length (legacy/REX/VEX/EVEX encodings;
-/// E8 rel32, FF /2 and FF /3), arm64 (BL, BLR, BLRAA/BLRAB/BLRAAZ/BLRABZ) and mips32
-/// (JAL, JALR, BGEZAL/BLTZAL incl. BAL) by 4-byte word. `undecoded` counts x86-64 bytes
-/// that are no valid instruction start (skipped one at a time).
+/// from the first byte by the arch's decoder (arch::Ops<Traits>::for_each_call): x86-64 by
+/// instruction length (arch/x86_64/insn_length.hpp: legacy/REX/VEX/EVEX encodings; E8 rel32,
+/// FF /2 and FF /3), arm64 (BL, BLR, BLRAA/BLRAB/BLRAAZ/BLRABZ) and mips32 (JAL, JALR,
+/// BGEZAL/BLTZAL incl. BAL) by 4-byte word; none for an arch without traits. `undecoded`
+/// counts x86-64 bytes that are no valid instruction start (skipped one at a time).
 std::vector<CallSite> decode_calls(Arch arch, bool big_endian, const uint8_t* code, size_t n, uint64_t addr,
                                    size_t* undecoded = nullptr);
-
-/// Length of the x86-64 instruction at `p` (at most `n` bytes), 0 when it is not a valid
-/// 64-bit-mode encoding; `*call` tells whether it is a call (E8, FF /2, FF /3).
-size_t x86_64_insn_length(const uint8_t* p, size_t n, bool* call);
 
 /// Builds the bundle contents of the ELF file `path`: identity = its GNU build-id
 /// (required), name, sha256 of the file and of the debug file, and the address

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "unwind/arch_dispatch.hpp"
 #include "unwind/unwind_rule.hpp"
 
 namespace stackprov::unwind {
@@ -50,15 +51,13 @@ bool same_rule(const bundle::UnwindRowRecord& a, const bundle::UnwindRowRecord& 
 
 Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModule& mod) {
   const elf::ElfImage& img = mod.image();
+  // The unwinder's register count for the module's arch (its traits): translate_row leaves a row
+  // naming a register beyond it to the interpreter, as the unwinder's own rows do.
   int num_regs = 0;
-  switch (img.arch()) {
-    case Arch::kX86_64: num_regs = 17; break;   // arch/x86_64/registers.hpp Traits::kNumRegs
-    case Arch::kArm64: num_regs = 33; break;    // arch/arm64/registers.hpp
-    case Arch::kMips32: num_regs = 38; break;   // arch/mips32/registers.hpp
-    default:
-      return make_error(SPROV_ERR_INVALID_ARG, "%s: unwind rows for e_machine %u are not supported",
-                        img.path().c_str(), static_cast<unsigned>(img.machine()));
-  }
+  if (!with_arch_traits(img.arch(), img.big_endian() ? Endian::kBig : Endian::kLittle,
+                        [&](auto traits) { num_regs = decltype(traits)::type::kNumRegs; }))
+    return make_error(SPROV_ERR_INVALID_ARG, "%s: unwind rows for e_machine %u are not supported",
+                      img.path().c_str(), static_cast<unsigned>(img.machine()));
   const int addr_size = img.is_64bit() ? 8 : 4;
   std::vector<std::pair<uint64_t, uint64_t>> text;
   for (size_t i = 1; i < img.section_count(); ++i) {

@@ -147,3 +147,21 @@ TEST_CASE("arm64 scan plausibility: BL and BLR before the return address", "[arc
   CHECK(preceded_by_call(blr));
   CHECK_FALSE(preceded_by_call(ret));
 }
+
+TEST_CASE("arm64 call kinds: BLRAA is an indirect call and a return pad", "[arch][arm64]") {
+  CHECK(call_kind(0x94000010u) == CallKind::kBl);
+  CHECK(call_kind(0xd63f0200u) == CallKind::kBlr);    // blr x16
+  CHECK(call_kind(0xd73f0a11u) == CallKind::kBlra);   // blraa x16, x17
+  CHECK(call_kind(0xd65f03c0u) == CallKind::kNone);   // ret
+  const uint8_t blraa[4] = {0x11, 0x0a, 0x3f, 0xd7};
+  CHECK(preceded_by_indirect_call(blraa));
+  CHECK_FALSE(preceded_by_call(blraa));
+  // Return pads of bl, ret, blraa at 0x2000: pad = call + 4.
+  const uint8_t code[12] = {0x10, 0x00, 0x00, 0x94, 0xc0, 0x03, 0x5f, 0xd6, 0x11, 0x0a, 0x3f, 0xd7};
+  std::vector<CallSite> calls;
+  Ops<Traits>::for_each_call(code, sizeof code, 0x2000, false, nullptr, [&](const CallSite& c) { calls.push_back(c); });
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].pad == 0x2004);
+  CHECK(calls[1].addr == 0x2008);
+  CHECK(calls[1].pad == 0x200c);
+}

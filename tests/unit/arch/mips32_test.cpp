@@ -225,3 +225,34 @@ TEST_CASE("mips32 scan plausibility: jal/jalr/bal at ra - 8", "[arch][mips32]") 
   CHECK(is_call(0x04110010));        // bal
   CHECK_FALSE(is_call(0x03e00008));  // jr ra
 }
+
+TEST_CASE("mips32 call kinds: BLTZAL is a return pad only", "[arch][mips32]") {
+  CHECK(call_kind(0x0c100200) == CallKind::kJal);
+  CHECK(call_kind(0x0320f809) == CallKind::kJalr);
+  CHECK(call_kind(0x04110010) == CallKind::kBgezal);  // bal
+  CHECK(call_kind(0x04900010) == CallKind::kBltzal);  // bltzal a0
+  CHECK_FALSE(is_call(0x04900010));
+  CHECK(is_indirect_call(0x0320f809));
+  CHECK_FALSE(is_indirect_call(0x0c100200));
+  // Return pads of jal, nop, bltzal at 0x400002 (words from 0x400004), both byte orders: pad = call + 8.
+  for (const bool be : {false, true}) {
+    Mem32 m{be, {}};
+    m.put32(0x400000, 0x0c100200);  // before addr: skipped
+    m.put32(0x400004, 0x0c100200);
+    m.put32(0x400008, 0x00000000);
+    m.put32(0x40000c, 0x04900010);
+    uint8_t code[14];
+    REQUIRE(m.read(0x400002, code, sizeof code));
+    std::vector<CallSite> calls;
+    auto add = [&](const CallSite& c) { calls.push_back(c); };
+    if (be)
+      Ops<TraitsBE>::for_each_call(code, sizeof code, 0x400002, true, nullptr, add);
+    else
+      Ops<TraitsLE>::for_each_call(code, sizeof code, 0x400002, false, nullptr, add);
+    REQUIRE(calls.size() == 2);
+    CHECK(calls[0].addr == 0x400004);
+    CHECK(calls[0].pad == 0x40000c);
+    CHECK(calls[1].addr == 0x40000c);
+    CHECK(calls[1].pad == 0x400014);
+  }
+}

@@ -171,3 +171,37 @@ TEST_CASE("call detection before a return address", "[arch][x86_64]") {
   const uint8_t no_call[7] = {0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xc3};
   CHECK_FALSE(preceded_by_call(no_call));
 }
+
+TEST_CASE("one decoder: call detection and return pads size instructions alike", "[arch][x86_64]") {
+  // call *0x601040(,%rax,8): FF /2, SIB without a base (mod 0, base 5), so a disp32 follows.
+  const uint8_t call_table[7] = {0xff, 0x14, 0xc5, 0x40, 0x10, 0x60, 0x00};
+  CallKind kind;
+  CHECK(insn_length(call_table, 7, &kind) == 7);
+  CHECK(kind == CallKind::kIndirect);
+  CHECK(preceded_by_call(call_table));
+  CHECK(preceded_by_indirect_call(call_table));
+  // Its first three bytes are no whole instruction: an address right after them is no return address.
+  const uint8_t table_head[7] = {0x90, 0x90, 0x90, 0x90, 0xff, 0x14, 0xc5};
+  CHECK_FALSE(preceded_by_call(table_head));
+  CHECK_FALSE(preceded_by_indirect_call(table_head));
+  // notrack call *%rax (3E FF D0): a prefixed call is still a call.
+  const uint8_t notrack[7] = {0x90, 0x90, 0x90, 0x90, 0x3e, 0xff, 0xd0};
+  CHECK(preceded_by_indirect_call(notrack));
+  // lcall *(%rax) (FF /3): a return pad, not a scan candidate.
+  const uint8_t far_call[7] = {0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0x18};
+  CHECK_FALSE(preceded_by_call(far_call));
+  CHECK(insn_length(far_call + 5, 2, &kind) == 2);
+  CHECK(kind == CallKind::kFar);
+  // Return pads: e8 rel32, nop, call *%rax, lcall *(%rax), ret at 0x1000.
+  const uint8_t code[] = {0xe8, 0x00, 0x00, 0x00, 0x00, 0x90, 0xff, 0xd0, 0xff, 0x18, 0xc3};
+  std::vector<CallSite> calls;
+  size_t undecoded = 0;
+  for_each_call(code, sizeof code, 0x1000, &undecoded, [&](const CallSite& c) { calls.push_back(c); });
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[0].addr == 0x1000);
+  CHECK(calls[0].length == 5);
+  CHECK(calls[0].pad == 0x1005);
+  CHECK(calls[1].pad == 0x1008);
+  CHECK(calls[2].pad == 0x100a);
+  CHECK(undecoded == 0);
+}
