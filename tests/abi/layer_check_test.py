@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""cmake/layer_check.py accepts the project's tree and refuses planted upward includes (a lower
+layer including a higher one; two layers of one rank), naming the file, the line and the layers.
+
+  layer_check_test.py LAYER_CHECK SOURCE_DIR
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+checker, src = sys.argv[1], sys.argv[2]
+failures = 0
+
+
+def expect(cond, what):
+    global failures
+    print(("ok   " if cond else "FAIL ") + what)
+    failures += not cond
+
+
+def run(tree):
+    p = subprocess.run([sys.executable, checker, tree], capture_output=True, text=True)
+    return p.returncode, p.stderr
+
+
+rc, err = run(src)
+expect(rc == 0, "the project's tree passes (%s)" % err.strip()[:300])
+
+with tempfile.TemporaryDirectory(prefix="sprov-layers-") as t:
+    def put(rel, text):
+        path = os.path.join(t, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        open(path, "w").write(text)
+    put("lib/unwind/walk.hpp", '#include "core/types.hpp"\n#include "stackprov/stackprov.h"\n#include <vector>\n')
+    put("lib/core/types.hpp", "// nothing\n")
+    rc, err = run(t)
+    expect(rc == 0, "downward includes, public and system headers pass (%s)" % err.strip())
+    put("lib/core/types.hpp", '// a comment\n#include "unwind/walk.hpp"\n')
+    rc, err = run(t)
+    expect(rc == 1 and "lib/core/types.hpp:2: layer 'core' (rank 0) includes 'unwind/' (rank 9)" in err,
+           "core including unwind fails, naming file, line and layers (%s)" % err.strip())
+    put("lib/core/types.hpp", "// nothing\n")
+    put("lib/perf/a.cpp", '#include "runtime/python.hpp"\n')
+    rc, err = run(t)
+    expect(rc == 1 and "layer 'perf' (rank 7) includes 'runtime/' (rank 7)" in err, "two layers of one rank fail")
+    os.remove(os.path.join(t, "lib/perf/a.cpp"))
+    put("lib/newlayer/x.cpp", "int x;\n")
+    rc, err = run(t)
+    expect(rc == 1 and "folder 'newlayer' has no rank" in err, "a new folder needs a rank")
+
+sys.exit(1 if failures else 0)
