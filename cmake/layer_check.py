@@ -24,7 +24,8 @@ RANKS = {
     "symbolize": 8,
     "unwind": 9,
     "trace": 10,
-    "capi": 11,
+    "pipeline": 11,
+    "capi": 12,
 }
 # The one place a lower layer names a higher one: the object-format registration list, the glue
 # that names each format's implementation (doc/architecture.md "Adding an object format").

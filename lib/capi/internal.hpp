@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/context.hpp"
+#include "pipeline/module_source.hpp"
 #include "core/error.hpp"
 #include "core/module_cache.hpp"
 #include "core/open_file.hpp"
@@ -296,12 +297,7 @@ int prepare_runtime_capture(const struct sprov_process_opts* opts, RuntimeCaptur
 void capture_runtime(sprov_context* ctx, const memory::Snapshot& snap, memory::MemoryReader& mem,
                      RuntimeCapture* out);
 
-/// The bundle a context's store names for a snapshot module (by its build-id).
-struct ModuleBundle {
-  std::string digest;     ///< "sha256:<hex>"
-  std::string path;       ///< the blob's file
-  std::string store_dir;
-};
+using pipeline::ModuleBundle;  ///< the bundle a context's store names for a snapshot module
 /// SPROV_ERR_NOT_FOUND (naming the module, its build-id and the store) when there
 /// is no store, no build-id or no bundle for it.
 Result<ModuleBundle> find_module_bundle(sprov_context* ctx, const memory::SnapshotModule& m);
