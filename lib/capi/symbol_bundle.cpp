@@ -18,6 +18,8 @@
 #include "evidence/json.hpp"
 #include "evidence/keys.hpp"
 #include "evidence/tlog.hpp"
+#include "object/object_image.hpp"
+#include "pipeline/object_bundle.hpp"
 #include "symbolize/bundle_builder.hpp"
 #include "symbolize/bundle_store.hpp"
 #include "unwind/bundle_rows.hpp"
@@ -166,6 +168,16 @@ uint64_t file_size(const std::string& p) {
 /// One module: ranges (builder), unwind rows (the unwinder's CFI lookup), the debug file.
 Result<bundle::ModuleContents> build_module(const std::string& path, const symbolize::BundleBuildOptions& opts,
                                             bool include_debug) {
+  // A file of another registered object format (lib/object): its identity, symbols and unwind
+  // source's rows. ELF (and what no format claims: ELF's errors) goes to the DWARF builder below.
+  if (auto obj = object::open(path); obj.ok() && obj.value()->format_name() != "elf") {
+    auto mc = pipeline::object_module_contents(*obj.value(), opts.name.empty() ? base_name(path) : opts.name);
+    if (mc.ok() && include_debug) {
+      const auto bytes = obj.value()->file_bytes();
+      mc.value().debug_blob.assign(bytes.begin(), bytes.end());
+    }
+    return mc;
+  }
   symbolize::BundleBuildReport rep;
   auto mc = symbolize::build_module_contents(path, opts, &rep);
   if (!mc) return mc.error();

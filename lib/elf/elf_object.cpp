@@ -50,12 +50,27 @@ std::optional<object::SectionRef> ElfObject::section(std::string_view name) cons
   return ref_of(*s);
 }
 
-std::optional<object::Symbol> ElfObject::symbol_at(uint64_t addr) const {
+void ElfObject::load_symbols() const {
   call_once(symbols_once_, [&] {
     // A malformed table is as good as none here: the symbolizer's own steps report it.
     if (auto t = SymbolTable::load(*image_, SymbolTable::Kind::kSymtab); t.ok()) symtab_ = std::move(t).value();
     if (auto t = SymbolTable::load(*image_, SymbolTable::Kind::kDynsym); t.ok()) dynsym_ = std::move(t).value();
   });
+}
+
+std::vector<object::Symbol> ElfObject::symbols() const {
+  load_symbols();
+  std::vector<object::Symbol> out;
+  for (const std::optional<SymbolTable>* t : {&symtab_, &dynsym_}) {
+    if (!t->has_value() || (*t)->empty()) continue;
+    for (const Symbol& s : (*t)->symbols()) out.push_back(object::Symbol{s.addr, s.size, s.name});
+    break;
+  }
+  return out;
+}
+
+std::optional<object::Symbol> ElfObject::symbol_at(uint64_t addr) const {
+  load_symbols();
   for (const std::optional<SymbolTable>* t : {&symtab_, &dynsym_}) {
     if (!t->has_value()) continue;
     if (const Symbol* s = (*t)->lookup(addr)) return object::Symbol{s->addr, s->size, s->name};

@@ -28,6 +28,8 @@ class ElfObject final : public object::ObjectImage {
   std::optional<object::SectionRef> section(std::string_view name) const override;
   /// .symtab's symbol covering `addr`, else .dynsym's (elf::SymbolTable's rule, doc/symbols.md).
   std::optional<object::Symbol> symbol_at(uint64_t addr) const override;
+  /// .symtab's sorted symbols, else .dynsym's.
+  std::vector<object::Symbol> symbols() const override;
   /// From the PT_LOAD segments' file contents.
   bool read_code(uint64_t vaddr, void* buf, size_t len) const override;
   uint64_t load_bias(uint64_t map_start, uint64_t map_offset) const override {
@@ -39,6 +41,7 @@ class ElfObject final : public object::ObjectImage {
   const FileIdentity* file_identity() const override { return image_->file_identity(); }
 
  private:
+  void load_symbols() const;
   std::shared_ptr<ElfImage> image_;
   mutable OnceFlag symbols_once_;
   mutable std::optional<SymbolTable> symtab_, dynsym_;

@@ -63,6 +63,8 @@ class ObjectImage {
   /// The symbol covering link-time `addr`, if any (the format's own tables: .symtab then .dynsym,
   /// COFF symbols, LC_SYMTAB, ...).
   virtual std::optional<Symbol> symbol_at(uint64_t addr) const = 0;
+  /// The function symbols, sorted by address (a bundle's symbol-table ranges).
+  virtual std::vector<Symbol> symbols() const = 0;
   /// Copies `len` bytes of the file's loaded contents at link-time `vaddr`; false outside them.
   virtual bool read_code(uint64_t vaddr, void* buf, size_t len) const = 0;
   /// Runtime minus link-time address for a mapping of this file at `map_start` with file offset

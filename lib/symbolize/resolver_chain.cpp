@@ -72,7 +72,7 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
         ModuleId id = m.build_id;
         if (id.empty() && m.image) id = m.image->build_id();
         if (id.empty()) break;
-        auto r = bundles_.resolve(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len), addr, out);
+        auto r = bundles_.resolve(id.kind, std::span<const uint8_t>(id.bytes, id.len), addr, out);
         if (!r) {
           if (bundle_error && !*bundle_error) *bundle_error = r.error();
           break;

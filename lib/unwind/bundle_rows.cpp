@@ -49,6 +49,21 @@ bool same_rule(const bundle::UnwindRowRecord& a, const bundle::UnwindRowRecord& 
 
 }  // namespace
 
+Result<std::vector<bundle::UnwindRowRecord>> bundle_source_rows(const UnwindSource& src, const RowParams& p) {
+  std::vector<uint64_t> starts = src.row_starts();
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  std::vector<bundle::UnwindRowRecord> out;
+  for (uint64_t pc : starts) {
+    UnwindRule rule;
+    if (src.rule(pc, p, &rule) != dwarf::CfiStatus::kOk) rule.kind = UnwindRule::kFull;  // undecodable: no rule
+    bundle::UnwindRowRecord r = to_record(pc, rule);
+    if (!out.empty() && same_rule(out.back(), r)) continue;
+    out.push_back(r);
+  }
+  return out;
+}
+
 Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModule& mod) {
   const elf::ElfImage& img = mod.image();
   // The unwinder's register count for the module's arch (its traits): translate_row leaves a row

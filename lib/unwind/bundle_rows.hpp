@@ -18,4 +18,9 @@ namespace stackprov::unwind {
 /// architecture without register traits.
 Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModule& mod);
 
+/// The rows of a module of another format (LoadedModule::source()): its source's rule at each
+/// address where it says the rule may change (UnwindSource::row_starts), equal neighbours merged;
+/// a rule the source cannot decode is kFull (no rule). Deterministic.
+Result<std::vector<bundle::UnwindRowRecord>> bundle_source_rows(const UnwindSource& src, const RowParams& p);
+
 }  // namespace stackprov::unwind

@@ -27,6 +27,9 @@ class UnwindSource {
   /// kNoInfo (no entry covers `rel`). kOk with *rule; kBadCfi when the table's bytes do not
   /// decode there (hostile or damaged). `p` is the module's architecture's row parameters.
   virtual dwarf::CfiStatus rule(uint64_t rel, const RowParams& p, UnwindRule* rule) const = 0;
+  /// The link-time addresses where the rule may change (each entry's start, and the end of the
+  /// covered code, where kNoInfo begins), for a bundle's unwind rows (bundle_rows.hpp).
+  virtual std::vector<uint64_t> row_starts() const = 0;
 };
 
 /// A table kind: `name` as object::UnwindTable names it, `make` reads the table once.

@@ -42,6 +42,11 @@ class ToyImage final : public object::ObjectImage {
     if (name == "code") return object::SectionRef{"code", bytes_.data() + code_at_, code_size_, code_addr_};
     return std::nullopt;
   }
+  std::vector<object::Symbol> symbols() const override {
+    std::vector<object::Symbol> out;
+    for (const Sym& s : syms_) out.push_back(object::Symbol{s.addr, s.size, s.name});
+    return out;
+  }
   std::optional<object::Symbol> symbol_at(uint64_t a) const override {
     for (const Sym& s : syms_)
       if (a >= s.addr && a - s.addr < s.size) return object::Symbol{s.addr, s.size, s.name};

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "stackprov/stackprov.h"
+#include "stackprov/symbol_bundle.h"
 #include "tests/unit/object/toy_format.hpp"
 #include "tests/unit/object/toy_rows.hpp"
 
@@ -129,4 +131,95 @@ TEST_CASE("a toy-format module unwinds through its own table kind", "[object][un
   sprov_context_free(ctx);
   sprov_snapshot_free(snap);
   unlink(path.c_str());
+}
+
+TEST_CASE("a toy-format module goes into a bundle and resolves offline from it alone", "[object][bundle]") {
+  object::register_format(&toy::kToyFormat);
+  unwind::register_table_kind(&toy::kRowsKind);
+  const std::string path = write_toy();
+  char dir_tmpl[] = "/tmp/sprov-toy-store-XXXXXX";
+  REQUIRE(mkdtemp(dir_tmpl) != nullptr);
+  const std::string store = std::string(dir_tmpl) + "/store";
+  constexpr uint64_t kBias = 0x400000, kSp = 0x7ff000;
+
+  // The bundle: built from the file by the public C ABI, stored (and indexed by its identity).
+  const char* paths[] = {path.c_str()};
+  void* bytes = nullptr;
+  size_t len = 0;
+  char digest[80];
+  REQUIRE(sprov_bundle_build(paths, 1, nullptr, &bytes, &len, digest, sizeof digest) == 0);
+  sprov_bundle_store* bs = nullptr;
+  REQUIRE(sprov_bundle_store_open(store.c_str(), SPROV_BUNDLE_STORE_CREATE, &bs) == 0);
+  REQUIRE(sprov_bundle_store_put(bs, bytes, len, digest, sizeof digest) == 0);
+  sprov_bundle_store_free(bs);
+  sprov_bundle* b = nullptr;
+  REQUIRE(sprov_bundle_open_buf(bytes, len, &b) == 0);
+  sprov_free(bytes);
+  REQUIRE(sprov_bundle_module_count(b) == 1);
+  sprov_bundle_module bm{};
+  bm.sz = sizeof bm;
+  REQUIRE(sprov_bundle_module_info(b, 0, &bm) == 0);
+  CHECK(bm.id_kind == SPROV_BUNDLE_ID_MACHO_UUID);
+  CHECK(std::string(bm.id_hex) == "1032547698badcfe0123456789abcdef");
+  CHECK(bm.range_count == 2);       // toy_main, toy_leaf
+  CHECK(bm.unwind_row_count == 3);  // 0x1000 cfa+16, 0x1020 cfa+8, 0x1030 no info
+  sprov_bundle_free(b);
+  unlink(path.c_str());  // from here on the module file is gone: only the bundle knows it
+
+  sprov_snapshot* snap = nullptr;
+  REQUIRE(sprov_snapshot_new(SPROV_ARCH_X86_64, SPROV_ENDIAN_LITTLE, &snap) == 0);
+  sprov_module_info mi{};
+  mi.sz = sizeof mi;
+  mi.start = kBias + 0x1000;
+  mi.end = kBias + 0x1030;
+  mi.load_bias = kBias;
+  mi.path = path.c_str();
+  mi.id_kind = SPROV_ID_MACHO_UUID;
+  mi.id = kUuid.data();
+  mi.id_len = static_cast<uint32_t>(kUuid.size());
+  REQUIRE(sprov_snapshot_add_module(snap, &mi) == 0);
+  uint64_t stack[4] = {kBias + 0x1010, 0x1111, 0, 0x2222};
+  REQUIRE(sprov_snapshot_add_memory(snap, kSp, stack, sizeof stack) == 0);
+  REQUIRE(sprov_snapshot_set_reg(snap, 16, kBias + 0x1024) == 0);
+  REQUIRE(sprov_snapshot_set_reg(snap, 7, kSp) == 0);
+  REQUIRE(sprov_snapshot_set_reg(snap, 6, 0) == 0);
+
+  sprov_context_opts co{};
+  co.sz = sizeof co;
+  co.bundle_store = store.c_str();
+  co.flags = SPROV_CTX_OFFLINE;
+  sprov_context* ctx = nullptr;
+  REQUIRE(sprov_context_new(&co, &ctx) == 0);
+  sprov_unwinder* uw = nullptr;
+  REQUIRE(sprov_unwinder_new(ctx, nullptr, &uw) == 0);
+  sprov_stack* st = nullptr;
+  REQUIRE(sprov_unwinder_unwind(uw, snap, &st) == 0);
+  REQUIRE(sprov_stack_frame_count(st) == 2);
+  CHECK(sprov_stack_stop_reason(st) == SPROV_STOP_END_OF_STACK);
+  sprov_frame f{};
+  f.sz = sizeof f;
+  REQUIRE(sprov_stack_frame(st, 1, &f) == 0);
+  CHECK(f.pc == kBias + 0x1010);
+  CHECK(f.sp == kSp + 8);
+  CHECK(f.method == SPROV_METHOD_CFI_BUNDLE);  // the toy's rows, carried by the bundle
+
+  sprov_symbolizer* sym = nullptr;
+  REQUIRE(sprov_symbolizer_new(ctx, nullptr, &sym) == 0);
+  const char* names[] = {"toy_leaf", "toy_main"};
+  for (size_t i = 0; i < 2; i++) {
+    sprov_symbol_info si{};
+    si.sz = sizeof si;
+    REQUIRE(sprov_symbolizer_frame_ex(sym, st, i, 0, &si) == 0);
+    INFO("frame " << i << " resolver " << (si.resolver_name ? si.resolver_name : "(null)"));
+    REQUIRE(si.name != nullptr);
+    CHECK(std::string(si.name) == names[i]);
+    CHECK(si.resolver == SPROV_RESOLVER_BUNDLE);
+    CHECK(std::string(si.bundle_digest) == digest);
+  }
+  sprov_symbolizer_free(sym);
+  sprov_stack_free(st);
+  sprov_unwinder_free(uw);
+  sprov_context_free(ctx);
+  sprov_snapshot_free(snap);
+  std::filesystem::remove_all(dir_tmpl);
 }
