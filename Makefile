@@ -25,13 +25,25 @@ test: build
 # with ASan+UBSan (build-asan), and the unit
 # tests of core, memory and unwind (the ones with threads sharing snapshots, modules and caches)
 # with TSan (build-tsan). -O1 keeps the instrumented builds quick; no benchmarks.
+# build-asan is also the libFuzzer build (make fuzz, doc/ci-plan.md C1): clang-14 with ASan+UBSan
+# everywhere and -fsanitize=fuzzer-no-link on the library and the fuzz targets, so that the library
+# is compiled once for both.
+# In it the fuzz targets link libFuzzer's main, which runs file arguments once each (the fuzz_
+# tests). Its ASan runtime is linked into each executable (clang), not libasan.so (gcc). TSan stays gcc.
 SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 \
   -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DSTACKPROV_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+ASAN_CMAKE_FLAGS = -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DSTACKPROV_SANITIZE=address,undefined -DSTACKPROV_FUZZ=ON
+# A build-asan configured with g++ (before C1) starts from a new cache: CMake's own reset on a
+# compiler change would first stop at STACKPROV_FUZZ's clang check, failing one configure.
+asan_fresh = if [ -f $(1)/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang' $(1)/CMakeCache.txt; \
+  then rm -rf $(1)/CMakeCache.txt $(1)/CMakeFiles; fi
 ASAN_TESTS ?= ^(unit_|inprocess_|crash_inprocess_|fuzz_)
 TSAN_TESTS ?= ^unit_(core|memory|unwind)$$
 
 test-sanitize: deps
-	@$(SAN_CMAKE) -B build-asan -DSTACKPROV_SANITIZE=address,undefined >/dev/null
+	@$(call asan_fresh,build-asan)
+	@$(SAN_CMAKE) -B build-asan $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build build-asan -j $(JOBS) --target sanitize_tests
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
@@ -40,11 +52,13 @@ test-sanitize: deps
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 # ---- libFuzzer (issue 18): every tests/fuzz target built with clang-14 and
-# -fsanitize=fuzzer,address,undefined in build-fuzz, then run FUZZ_SECONDS each on seeds cut from
-# real files (scripts/fuzz.sh; FUZZ_TARGETS=<names> for a subset). The seeds are made with the CLI of
-# the g++ build (the CLI does not build with clang-14). A crash fails the run; its input goes to
-# tests/fuzz/regress/<target>/, which `make test` replays with the g++ build.
-FUZZ_BUILD ?= build-fuzz
+# -fsanitize=fuzzer,address,undefined in build-asan (the sanitizer build above: after
+# make test-sanitize, fuzz-build has nothing left to compile), then run FUZZ_SECONDS each on seeds cut
+# from real files (scripts/fuzz.sh; FUZZ_TARGETS=<names> for a subset). The seeds are made with the
+# CLI of the g++ build (the CLI does not build with clang-14). A crash fails the run; its input goes
+# to tests/fuzz/regress/<target>/, which `make test` replays with the g++ build and
+# `make test-sanitize` with the libFuzzer build.
+FUZZ_BUILD ?= build-asan
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 # Random walks: FUZZ_WALKS unwinds over random stacks and registers against these modules, in the
@@ -52,9 +66,8 @@ FUZZ_TARGETS ?=
 FUZZ_WALKS ?= 1000000
 WALK_MODULES = /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/bin/python3.11 /usr/bin/node
 fuzz-build: build
-	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-	  -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
-	  -DSTACKPROV_FUZZ=ON -DSTACKPROV_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@$(call asan_fresh,$(FUZZ_BUILD))
+	@$(SAN_CMAKE) -B $(FUZZ_BUILD) $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
 
 fuzz: fuzz-build

@@ -41,15 +41,21 @@ const char* harness_init(int argc, char** argv) {
 }
 
 /* Under ASan/TSan (make test-sanitize) backtrace() is intercepted: its first entries are in the
- * sanitizer runtime, not in probe_capture. Drop them so that entry i is frame i again. */
+ * sanitizer runtime, not in probe_capture. Drop them so that entry i is frame i again. gcc links
+ * the runtime as a shared library (libasan.so, ...); clang links it into the executable itself,
+ * where dladdr names the fixture: there the interceptor is recognised by its exported symbol. */
 static void drop_sanitizer_frames(void) {
+  void* const interceptor = dlsym(RTLD_DEFAULT, "__interceptor_backtrace"); /* NULL: no sanitizer */
   int skip = 0;
   while (skip < g_probe.bt_n) {
     Dl_info info;
-    if (dladdr(g_probe.bt[skip], &info) == 0 || info.dli_fname == NULL ||
-        (strstr(info.dli_fname, "/libasan.") == NULL && strstr(info.dli_fname, "/libtsan.") == NULL &&
-         strstr(info.dli_fname, "/libubsan.") == NULL))
-      break;
+    if (dladdr(g_probe.bt[skip], &info) == 0) break;
+    const int in_runtime_library =
+        info.dli_fname != NULL &&
+        (strstr(info.dli_fname, "/libasan.") != NULL || strstr(info.dli_fname, "/libtsan.") != NULL ||
+         strstr(info.dli_fname, "/libubsan.") != NULL);
+    const int in_interceptor = interceptor != NULL && info.dli_saddr == interceptor;
+    if (!in_runtime_library && !in_interceptor) break;
     skip++;
   }
   if (skip == 0) return;

@@ -19,6 +19,10 @@ using namespace stackprov;
 namespace {
 
 #define DET_FN __attribute__((noinline, noipa, optimize("omit-frame-pointer")))
+// Each buffer stays one stack object of its declared size: its address escapes into an empty asm.
+// Without it clang (make test-sanitize's build) keeps only the two bytes used, and det_f1, det_f2
+// and det_f3 get frames of one size (192 bytes each under ASan), so their CFA rules no longer differ.
+#define DET_KEEP(buf) __asm__ volatile("" : : "r"(buf) : "memory")
 
 sprov_context* g_ctx = nullptr;
 sprov_snapshot* g_snap = nullptr;
@@ -27,24 +31,28 @@ sprov_snapshot* g_snap = nullptr;
 DET_FN void det_leaf() {
   volatile char buf[40];
   buf[0] = 1;
+  DET_KEEP(buf);
   REQUIRE(sprov_snapshot_capture_self(g_ctx, nullptr, &g_snap) == 0);
   buf[1] = buf[0];
 }
 DET_FN void det_f1() {
   volatile char buf[200];
   buf[0] = 1;
+  DET_KEEP(buf);
   det_leaf();
   buf[1] = buf[0];
 }
 DET_FN void det_f2() {
   volatile char buf[1000];
   buf[0] = 1;
+  DET_KEEP(buf);
   det_f1();
   buf[1] = buf[0];
 }
 DET_FN void det_f3() {
   volatile char buf[3000];
   buf[0] = 1;
+  DET_KEEP(buf);
   det_f2();
   buf[1] = buf[0];
 }
