@@ -15,6 +15,7 @@ const char* kind_name(bundle::IdKind kind) {
     case bundle::IdKind::kElfBuildId: return "elf-build-id";
     case bundle::IdKind::kPdbGuidAge: return "pdb-guid-age";
     case bundle::IdKind::kMachoUuid: return "macho-uuid";
+    case bundle::IdKind::kNone: break;  // no bundle holds an empty identity
   }
   return "unknown-id";
 }

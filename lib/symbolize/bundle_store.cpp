@@ -129,6 +129,7 @@ const char* BundleStore::id_dir(bundle::IdKind kind) {
     case bundle::IdKind::kElfBuildId: return "linux/elf-build-id";
     case bundle::IdKind::kPdbGuidAge: return "windows/pdb-guid-age";
     case bundle::IdKind::kMachoUuid: return "macos/macho-uuid";
+    case bundle::IdKind::kNone: break;  // no bundle holds an empty identity
   }
   return "unknown";
 }
