@@ -170,8 +170,11 @@ Result<bundle::ModuleContents> build_module(const std::string& path, const symbo
                                             bool include_debug) {
   // A file of another registered object format (lib/object): its identity, symbols and unwind
   // source's rows. ELF (and what no format claims: ELF's errors) goes to the DWARF builder below.
-  if (auto obj = object::open(path); obj.ok() && obj.value()->format_name() != "elf") {
-    auto mc = pipeline::object_module_contents(*obj.value(), opts.name.empty() ? base_name(path) : opts.name);
+  const object::Format* format = object::sniff_path(path);  // its head only: an ELF file is opened once, below
+  if (format != nullptr && format->name != "elf") {
+    auto obj = object::open(path);
+    if (!obj.ok()) return std::move(obj).error();
+    auto mc = pipeline::object_module_contents(obj.value(), opts.name.empty() ? base_name(path) : opts.name);
     if (mc.ok() && include_debug) {
       const auto bytes = obj.value()->file_bytes();
       mc.value().debug_blob.assign(bytes.begin(), bytes.end());

@@ -50,21 +50,24 @@ const Format* sniff(std::span<const uint8_t> head) {
   return nullptr;
 }
 
-Result<std::shared_ptr<ObjectImage>> open(const std::string& path) {
-  // The head is read through the same root-aware open as the format's parser will use
-  // (core/open_file.hpp): a target's path never reaches a host file, not even to be sniffed.
+const Format* sniff_path(const std::string& path) {
+  // Through the same root-aware open as the format's parser will use (core/open_file.hpp): a
+  // target's path never reaches a host file, not even to be sniffed.
   int err = 0;
   const int fd = open_regular_file(path, &err);
-  if (fd < 0) return builtin_formats().front()->open(path);  // its error, as users know it
+  if (fd < 0) return nullptr;
   uint8_t head[kSniffBytes];
   ssize_t n;
   do {
     n = ::pread(fd, head, sizeof(head), 0);
   } while (n < 0 && errno == EINTR);
-  const int read_err = errno;
   ::close(fd);
-  if (n < 0) return make_error(-read_err, "%s: reading its header: %s", path.c_str(), std::strerror(read_err));
-  const Format* f = sniff(std::span<const uint8_t>(head, static_cast<size_t>(n)));
+  return n < 0 ? nullptr : sniff(std::span<const uint8_t>(head, static_cast<size_t>(n)));
+}
+
+Result<std::shared_ptr<ObjectImage>> open(const std::string& path) {
+  // A file no format accepts, or that cannot be read, goes to ELF: its error, as users know it.
+  const Format* f = sniff_path(path);
   return (f != nullptr ? f : builtin_formats().front())->open(path);
 }
 

@@ -98,6 +98,9 @@ Result<std::shared_ptr<ObjectImage>> open(const std::string& path);
 Result<std::shared_ptr<ObjectImage>> from_bytes(std::vector<uint8_t> bytes, std::string name);
 /// The format whose sniff accepts `head`, or nullptr.
 const Format* sniff(std::span<const uint8_t> head);
+/// The format of the file at `path` by its first bytes (read through the root-aware open, nothing
+/// parsed or mapped), or nullptr when no format accepts them or the file cannot be read.
+const Format* sniff_path(const std::string& path);
 
 /// Adds a format after the built-in ones (lib/object/formats.cpp). For plug-ins and tests; a
 /// format registered twice is kept once. Thread-safe.

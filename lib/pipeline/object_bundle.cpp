@@ -10,7 +10,10 @@
 
 namespace stackprov::pipeline {
 
-Result<bundle::ModuleContents> object_module_contents(const object::ObjectImage& image, const std::string& name) {
+Result<bundle::ModuleContents> object_module_contents(std::shared_ptr<const object::ObjectImage> image_ptr,
+                                                     const std::string& name) {
+  if (image_ptr == nullptr) return make_error(SPROV_ERR_INVALID_ARG, "object_module_contents: no image");
+  const object::ObjectImage& image = *image_ptr;
   const ModuleId& id = image.id();
   if (id.empty())
     return make_error(SPROV_ERR_INVALID_ARG, "%s: a %.*s file without an identity: a bundle is found by it",
@@ -35,8 +38,7 @@ Result<bundle::ModuleContents> object_module_contents(const object::ObjectImage&
     end = s.addr + s.size;
   }
   // The unwind rows: the module as the unwinder loads it (its source and its arch's row parameters).
-  auto lm = unwind::LoadedModule::load_object(std::shared_ptr<const object::ObjectImage>(&image, [](const object::ObjectImage*) {}),
-                                              elf::DebugFileOptions{});
+  auto lm = unwind::LoadedModule::load_object(std::move(image_ptr), elf::DebugFileOptions{});
   if (!lm.ok()) return std::move(lm).error();
   if (const unwind::UnwindSource* src = lm.value()->source()) {
     auto rows = unwind::bundle_source_rows(*src, lm.value()->row_params());

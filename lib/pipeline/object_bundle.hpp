@@ -4,6 +4,7 @@
 // rows. ELF files keep their own builder (lib/symbolize/bundle_builder, DWARF ranges and pads).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "bundle/format.hpp"
@@ -16,6 +17,7 @@ namespace stackprov::pipeline {
 /// the sha256 of its file, a depth-0 symbol-table range per sized symbol (the first of
 /// overlapping ones kept), and the rows of the unwind source of its first registered table kind
 /// (none without one). Deterministic.
-Result<bundle::ModuleContents> object_module_contents(const object::ObjectImage& image, const std::string& name);
+Result<bundle::ModuleContents> object_module_contents(std::shared_ptr<const object::ObjectImage> image,
+                                                     const std::string& name);
 
 }  // namespace stackprov::pipeline

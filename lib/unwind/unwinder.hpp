@@ -280,7 +280,7 @@ class Unwinder {
     const LoadedModule& mod = *slot->module;
     const uint64_t rel = lookup_pc - slot->bias;
     if (mod.bundle() != nullptr) return step_by_bundle_row(mod, rel, regs, next, cfa, method, signal);
-    if (mod.source() != nullptr) return step_by_source(*mod.source(), rel, regs, next, cfa, method);
+    if (mod.source() != nullptr) return step_by_source(mod, rel, next, cfa, method);
     const UnwindRule* cached = cache_.find(rel, mod.generation());
     UnwindRule rule;
     if (cached != nullptr) {
@@ -326,16 +326,7 @@ class Unwinder {
       *signal = row_.signal_frame;
       return apply_row(*sec, regs, next, cfa);
     }
-    switch (rule.kind) {
-      case UnwindRule::kNoInfo:
-        return StopReason::kNoUnwindInfo;
-      case UnwindRule::kEndOfStack:
-        return StopReason::kEndOfStack;
-      case UnwindRule::kCfaReg:
-        break;
-      default:
-        return StopReason::kBadCfi;
-    }
+    if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return r;
     *method = rule.from_debug_frame ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
     *signal = rule.signal_frame != 0;
     return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
@@ -355,44 +346,47 @@ class Unwinder {
       rule = mod.bundle_rule(rel, Traits::kNumRegs);
       cache_.insert(rel, mod.generation(), rule);
     }
-    switch (rule.kind) {
-      case UnwindRule::kNoInfo:
-        return StopReason::kNoUnwindInfo;
-      case UnwindRule::kEndOfStack:
-        return StopReason::kEndOfStack;
-      case UnwindRule::kFull:
-        row_full_ = true;
-        row_full_signal_ = rule.signal_frame != 0;
-        return StopReason::kNoUnwindInfo;
-      case UnwindRule::kCfaReg:
-        break;
-      default:
-        return StopReason::kBadCfi;
+    if (rule.kind == UnwindRule::kFull) {
+      row_full_ = true;
+      row_full_signal_ = rule.signal_frame != 0;
+      return StopReason::kNoUnwindInfo;
     }
+    if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return r;
     *method = Method::kCfiBundle;
     *signal = rule.signal_frame != 0;
     return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
   }
 
   /// The table rung of a module of another format (LoadedModule::source(), unwind_source.hpp):
-  /// its source's compact rule for `rel`, cached per module like a translated CFI row.
-  StopReason step_by_source(const UnwindSource& src, uint64_t rel, const Regs& regs, Regs& next, uint64_t* cfa,
-                            Method* method) {
+  /// its source's compact rule for `rel`, cached per module like a bundle's row (an undecodable
+  /// entry is cached as kInvalid: bad CFI again next time, without asking the source).
+  StopReason step_by_source(const LoadedModule& mod, uint64_t rel, Regs& next, uint64_t* cfa, Method* method) {
+    const UnwindRule* cached = cache_.find(rel, mod.generation());
     UnwindRule rule;
-    if (src.rule(rel, kRowParams, &rule) != dwarf::CfiStatus::kOk) return StopReason::kBadCfi;
+    if (cached != nullptr) {
+      rule = *cached;
+    } else {
+      if (mod.source()->rule(rel, kRowParams, &rule) != dwarf::CfiStatus::kOk) rule = UnwindRule{};  // kInvalid
+      cache_.insert(rel, mod.generation(), rule);
+    }
+    if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return r;
+    *method = mod.source()->method();
+    return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
+  }
+
+  /// What a looked-up compact rule means for the table rung: kNone to apply it (kCfaReg), else why
+  /// the rung has no answer (kFull is the caller's to handle first).
+  static StopReason rule_stop(const UnwindRule& rule) {
     switch (rule.kind) {
+      case UnwindRule::kCfaReg:
+        return StopReason::kNone;
       case UnwindRule::kNoInfo:
         return StopReason::kNoUnwindInfo;
       case UnwindRule::kEndOfStack:
         return StopReason::kEndOfStack;
-      case UnwindRule::kCfaReg:
-        break;
       default:
         return StopReason::kBadCfi;
     }
-    *method = src.method();
-    next = regs;
-    return apply_rule(rule, next, cfa);
   }
 
   /// A bundle row that needs the interpreter but whose CIE marks a signal frame

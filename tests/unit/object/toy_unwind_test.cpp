@@ -41,14 +41,13 @@ struct Frame {
   int32_t id_kind;
 };
 
-}  // namespace
+constexpr uint64_t kBias = 0x400000, kSp = 0x7ff000;
 
-TEST_CASE("a toy-format module unwinds through its own table kind", "[object][unwind]") {
-  object::register_format(&toy::kToyFormat);
-  unwind::register_table_kind(&toy::kRowsKind);
-  const std::string path = write_toy();
-  constexpr uint64_t kBias = 0x400000, kSp = 0x7ff000;
-
+/// The snapshot the toy rows describe: the module at kBias with identity `id`; toy_leaf's return
+/// address at [rsp] (into toy_main + 0x10), then toy_main's frame of 16 bytes whose
+/// return-address slot holds 0: the end of the stack; rip in toy_leaf, rbp 0 (no frame-pointer
+/// chain to fall back on).
+sprov_snapshot* toy_snapshot(const std::string& path, const std::vector<uint8_t>& id) {
   sprov_snapshot* snap = nullptr;
   REQUIRE(sprov_snapshot_new(SPROV_ARCH_X86_64, SPROV_ENDIAN_LITTLE, &snap) == 0);
   sprov_module_info mi{};
@@ -58,16 +57,24 @@ TEST_CASE("a toy-format module unwinds through its own table kind", "[object][un
   mi.load_bias = kBias;
   mi.path = path.c_str();
   mi.id_kind = SPROV_ID_MACHO_UUID;
-  mi.id = kUuid.data();
-  mi.id_len = static_cast<uint32_t>(kUuid.size());
+  mi.id = id.data();
+  mi.id_len = static_cast<uint32_t>(id.size());
   REQUIRE(sprov_snapshot_add_module(snap, &mi) == 0);
-  // The stack the rows describe: toy_leaf's return address at [rsp] (into toy_main + 0x10), then
-  // toy_main's frame of 16 bytes whose return-address slot holds 0: the end of the stack.
-  uint64_t stack[4] = {kBias + 0x1010, 0x1111, 0, 0x2222};
+  const uint64_t stack[4] = {kBias + 0x1010, 0x1111, 0, 0x2222};
   REQUIRE(sprov_snapshot_add_memory(snap, kSp, stack, sizeof stack) == 0);
-  REQUIRE(sprov_snapshot_set_reg(snap, 16, kBias + 0x1024) == 0);  // rip in toy_leaf
+  REQUIRE(sprov_snapshot_set_reg(snap, 16, kBias + 0x1024) == 0);  // rip
   REQUIRE(sprov_snapshot_set_reg(snap, 7, kSp) == 0);              // rsp
-  REQUIRE(sprov_snapshot_set_reg(snap, 6, 0) == 0);                // rbp: no frame-pointer chain
+  REQUIRE(sprov_snapshot_set_reg(snap, 6, 0) == 0);                // rbp
+  return snap;
+}
+
+}  // namespace
+
+TEST_CASE("a toy-format module unwinds through its own table kind", "[object][unwind]") {
+  object::register_format(&toy::kToyFormat);
+  unwind::register_table_kind(&toy::kRowsKind);
+  const std::string path = write_toy();
+  sprov_snapshot* snap = toy_snapshot(path, kUuid);
 
   sprov_context* ctx = nullptr;
   REQUIRE(sprov_context_new(nullptr, &ctx) == 0);
@@ -112,15 +119,9 @@ TEST_CASE("a toy-format module unwinds through its own table kind", "[object][un
   sprov_stack_free(st);
 
   // The same module file with another identity than the snapshot's is not used (never by path).
-  sprov_snapshot* other = nullptr;
-  REQUIRE(sprov_snapshot_new(SPROV_ARCH_X86_64, SPROV_ENDIAN_LITTLE, &other) == 0);
   std::vector<uint8_t> wrong = kUuid;
   wrong[0] ^= 1;
-  mi.id = wrong.data();
-  REQUIRE(sprov_snapshot_add_module(other, &mi) == 0);
-  REQUIRE(sprov_snapshot_add_memory(other, kSp, stack, sizeof stack) == 0);
-  REQUIRE(sprov_snapshot_set_reg(other, 16, kBias + 0x1024) == 0);
-  REQUIRE(sprov_snapshot_set_reg(other, 7, kSp) == 0);
+  sprov_snapshot* other = toy_snapshot(path, wrong);
   REQUIRE(sprov_unwinder_unwind(uw, other, &st) == 0);
   CHECK(sprov_stack_frame_count(st) == 1);
   CHECK(sprov_stack_stop_reason(st) != SPROV_STOP_END_OF_STACK);
@@ -140,7 +141,6 @@ TEST_CASE("a toy-format module goes into a bundle and resolves offline from it a
   char dir_tmpl[] = "/tmp/sprov-toy-store-XXXXXX";
   REQUIRE(mkdtemp(dir_tmpl) != nullptr);
   const std::string store = std::string(dir_tmpl) + "/store";
-  constexpr uint64_t kBias = 0x400000, kSp = 0x7ff000;
 
   // The bundle: built from the file by the public C ABI, stored (and indexed by its identity).
   const char* paths[] = {path.c_str()};
@@ -166,23 +166,7 @@ TEST_CASE("a toy-format module goes into a bundle and resolves offline from it a
   sprov_bundle_free(b);
   unlink(path.c_str());  // from here on the module file is gone: only the bundle knows it
 
-  sprov_snapshot* snap = nullptr;
-  REQUIRE(sprov_snapshot_new(SPROV_ARCH_X86_64, SPROV_ENDIAN_LITTLE, &snap) == 0);
-  sprov_module_info mi{};
-  mi.sz = sizeof mi;
-  mi.start = kBias + 0x1000;
-  mi.end = kBias + 0x1030;
-  mi.load_bias = kBias;
-  mi.path = path.c_str();
-  mi.id_kind = SPROV_ID_MACHO_UUID;
-  mi.id = kUuid.data();
-  mi.id_len = static_cast<uint32_t>(kUuid.size());
-  REQUIRE(sprov_snapshot_add_module(snap, &mi) == 0);
-  uint64_t stack[4] = {kBias + 0x1010, 0x1111, 0, 0x2222};
-  REQUIRE(sprov_snapshot_add_memory(snap, kSp, stack, sizeof stack) == 0);
-  REQUIRE(sprov_snapshot_set_reg(snap, 16, kBias + 0x1024) == 0);
-  REQUIRE(sprov_snapshot_set_reg(snap, 7, kSp) == 0);
-  REQUIRE(sprov_snapshot_set_reg(snap, 6, 0) == 0);
+  sprov_snapshot* snap = toy_snapshot(path, kUuid);
 
   sprov_context_opts co{};
   co.sz = sizeof co;
