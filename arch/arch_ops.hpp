@@ -37,6 +37,13 @@ namespace stackprov::arch {
 ///   kSigreturnBeforeCfi — recognise the sigreturn trampoline by its code before
 ///     trying CFI (arm64: the vDSO's __kernel_rt_sigreturn has CFI describing
 ///     the interrupted x29/x30 frame record, not the interrupted pc);
+///   kSignalRowWithoutCode — a bundle row that needs the CFI interpreter but whose CIE marks a
+///     signal frame may be restored as the kernel's signal frame without the trampoline's code
+///     bytes (one trampoline layout: x86_64, arm64; mips32 has two);
+///   kGoPcsp — Go's pclntab SP deltas are a rung (amd64: the return address at sp + delta);
+///   regs_from_user_regs / regs_from_pt_regs / regs_from_ucontext(data, len, &regs) and
+///     regs_from_perf(mask, values, count, &regs) — a register state from the kernel's layouts
+///     (arch/<isa>/conversions.cpp cites them);
 ///   for_each_call(code, n, addr, big_endian, undecoded, f) — the return pads of a
 ///     bundle: every call instruction in n bytes of a module's code at addr, decoded
 ///     linearly from the first byte, as f(CallSite) (big_endian: the module's byte order;
@@ -46,6 +53,12 @@ struct Ops;
 
 template <>
 struct Ops<x86_64::Traits> {
+  static Status regs_from_user_regs(const void* d, size_t n, x86_64::Regs* r) { return x86_64::regs_from_user_regs(d, n, r); }
+  static Status regs_from_pt_regs(const void* d, size_t n, x86_64::Regs* r) { return x86_64::regs_from_pt_regs(d, n, r); }
+  static Status regs_from_ucontext(const void* d, size_t n, x86_64::Regs* r) { return x86_64::regs_from_ucontext(d, n, r); }
+  static Status regs_from_perf(uint64_t mask, const uint64_t* v, size_t count, x86_64::Regs* r) {
+    return x86_64::regs_from_perf(mask, v, count, r);
+  }
   static constexpr int kSigreturnLen = 9;
   static int sigreturn_kind(const uint8_t* code) { return x86_64::is_sigreturn_trampoline(code) ? 1 : 0; }
   template <class Mem>
@@ -69,6 +82,8 @@ struct Ops<x86_64::Traits> {
     return x86_64::bad_pc_step(r, m, cfa);
   }
   static constexpr bool kSigreturnBeforeCfi = false;
+  static constexpr bool kSignalRowWithoutCode = true;
+  static constexpr bool kGoPcsp = true;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool, size_t* undecoded, F&& f) {
     x86_64::for_each_call(code, n, addr, undecoded, f);
@@ -77,6 +92,12 @@ struct Ops<x86_64::Traits> {
 
 template <>
 struct Ops<arm64::Traits> {
+  static Status regs_from_user_regs(const void* d, size_t n, arm64::Regs* r) { return arm64::regs_from_user_regs(d, n, r); }
+  static Status regs_from_pt_regs(const void* d, size_t n, arm64::Regs* r) { return arm64::regs_from_pt_regs(d, n, r); }
+  static Status regs_from_ucontext(const void* d, size_t n, arm64::Regs* r) { return arm64::regs_from_ucontext(d, n, r); }
+  static Status regs_from_perf(uint64_t mask, const uint64_t* v, size_t count, arm64::Regs* r) {
+    return arm64::regs_from_perf(mask, v, count, r);
+  }
   static constexpr int kSigreturnLen = 8;
   static int sigreturn_kind(const uint8_t* code) {
     return arm64::is_sigreturn_trampoline(code) ? arm64::kSigreturnRt : 0;
@@ -102,6 +123,8 @@ struct Ops<arm64::Traits> {
     return arm64::bad_pc_step(r, m, cfa);
   }
   static constexpr bool kSigreturnBeforeCfi = true;
+  static constexpr bool kSignalRowWithoutCode = true;
+  static constexpr bool kGoPcsp = false;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {
     arm64::for_each_call(code, n, addr, big_endian, f);
@@ -111,6 +134,18 @@ struct Ops<arm64::Traits> {
 /// mips32 in either byte order (TraitsBE / TraitsLE).
 template <bool BigEndian>
 struct Ops<mips32::TraitsT<BigEndian>> {
+  static Status regs_from_user_regs(const void* d, size_t n, mips32::Regs* r) {
+    return mips32::regs_from_user_regs(d, n, BigEndian, r);
+  }
+  static Status regs_from_pt_regs(const void* d, size_t n, mips32::Regs* r) {
+    return mips32::regs_from_pt_regs(d, n, BigEndian, r);
+  }
+  static Status regs_from_ucontext(const void* d, size_t n, mips32::Regs* r) {
+    return mips32::regs_from_ucontext(d, n, BigEndian, r);
+  }
+  static Status regs_from_perf(uint64_t mask, const uint64_t* v, size_t count, mips32::Regs* r) {
+    return mips32::regs_from_perf(mask, v, count, r);
+  }
   static constexpr int kSigreturnLen = 8;
   static int sigreturn_kind(const uint8_t* code) { return mips32::sigreturn_kind(code, BigEndian); }
   template <class Mem>
@@ -147,6 +182,8 @@ struct Ops<mips32::TraitsT<BigEndian>> {
     return mips32::bad_pc_step(r, m, cfa);
   }
   static constexpr bool kSigreturnBeforeCfi = false;
+  static constexpr bool kSignalRowWithoutCode = false;
+  static constexpr bool kGoPcsp = false;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {
     mips32::for_each_call(code, n, addr, big_endian, f);

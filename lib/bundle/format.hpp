@@ -192,6 +192,9 @@ class BundleReader {
   /// each row valid, in address order within its block and before the next block's start, and
   /// as many rows as the module table says.
   Status check_unwind_rows(size_t module) const;
+  /// Every unwind row of a module in address order, checked as check_unwind_rows does (export,
+  /// and a bundle-backed module's unwind source).
+  Result<std::vector<UnwindRowRecord>> unwind_rows(size_t module) const;
 
   /// The raw range records of a module in file order (depth, start), for export and tests.
   Result<std::vector<RangeRecord>> ranges(size_t module) const;
@@ -206,6 +209,8 @@ class BundleReader {
 
  private:
   BundleReader();
+  /// check_unwind_rows, collecting the rows into `out` when it is not null.
+  Status walk_unwind_rows(size_t module, std::vector<UnwindRowRecord>* out) const;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   void* map_ = nullptr;  // mmap base when opened from a file

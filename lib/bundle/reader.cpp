@@ -848,7 +848,15 @@ Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t
   return out;
 }
 
-Status BundleReader::check_unwind_rows(size_t module) const {
+Status BundleReader::check_unwind_rows(size_t module) const { return walk_unwind_rows(module, nullptr); }
+
+Result<std::vector<UnwindRowRecord>> BundleReader::unwind_rows(size_t module) const {
+  std::vector<UnwindRowRecord> rows;
+  if (Status st = walk_unwind_rows(module, &rows); !st) return st.error();
+  return rows;
+}
+
+Status BundleReader::walk_unwind_rows(size_t module, std::vector<UnwindRowRecord>* out) const {
   auto ixr = impl_->module_index(module);
   if (!ixr) return std::move(ixr).error();
   const ModuleMeta& m = impl_->meta[module];
@@ -871,6 +879,7 @@ Status BundleReader::check_unwind_rows(size_t module) const {
                                      return false;
                                    }
                                    rows++;
+                                   if (out != nullptr) out->push_back(row);
                                    return true;
                                  });
     if (!st) return st;

@@ -4,6 +4,7 @@
 
 #include "elf/elf_object.hpp"
 #include "symbolize/gopclntab.hpp"
+#include "unwind/table_sources.hpp"
 
 #include <elf.h>
 
@@ -72,6 +73,7 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<elf::El
   }
   m->row_params_ = arch_cfi_for(m->arch_).rows;
   if (m->has_eh_) m->eh_compiled_ = std::make_unique<CompiledCfi>(m->eh_, m->eh_index_, m->row_params_);
+  m->table_ = std::make_unique<DwarfCfiSource>(*m);
   return m;
 }
 
@@ -83,6 +85,7 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load_bundle(BundleSource src
   m->arch_ = arch;
   m->big_endian_ = big_endian;
   m->bundle_ = std::make_unique<BundleSource>(std::move(src));
+  m->table_ = std::make_unique<BundleRowsSource>(*m);
   return m;
 }
 
@@ -186,14 +189,17 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load_object(std::shared_ptr<
   m->arch_ = image->arch();
   m->big_endian_ = image->big_endian();
   m->row_params_ = arch_cfi_for(m->arch_).rows;
-  m->source_ = std::move(src).value();
+  m->table_ = std::move(src).value();
   m->object_ = std::move(image);
   return m;
 }
 
 void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {
   slots_.push_back(s);
-  slots_.back().cfi_generation = s.module != nullptr && s.module->uses_rule_cache() ? s.module->generation() : 0;
+  ModuleSlot& slot = slots_.back();
+  const UnwindSource* table = s.module != nullptr ? s.module->table() : nullptr;
+  slot.table_generation = table != nullptr ? s.module->generation() : 0;
+  if (table != nullptr) slot.table_method[0] = table->method(false), slot.table_method[1] = table->method(true);
   if (hold) hold_.push_back(std::move(hold));
 }
 

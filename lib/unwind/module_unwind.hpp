@@ -65,11 +65,12 @@ class LoadedModule {
   bool has_image() const { return image_ != nullptr; }
   /// The module's file as an object image, when it was loaded through lib/object (load_object).
   const std::shared_ptr<const object::ObjectImage>& object() const { return object_; }
-  /// The unwind source of a module of another format than ELF (load_object), else nullptr.
-  const UnwindSource* source() const { return source_.get(); }
-  /// Its rules go through the rule cache: DWARF CFI of the module's own file (not a bundle's rows
-  /// or another source's).
-  bool uses_rule_cache() const { return bundle_ == nullptr && source_ == nullptr; }
+  /// The module's one unwind source, which the unwinder's table rung asks: its file's DWARF CFI
+  /// (ELF), its bundle's unwind rows (bundle-backed), or its first table of a registered kind
+  /// (another format); nullptr when it has none (its frames are left to the later rungs).
+  const UnwindSource* table() const { return table_.get(); }
+  /// The table of a module of another format than ELF (load_object), else nullptr.
+  const UnwindSource* source() const { return image_ == nullptr && bundle_ == nullptr ? table_.get() : nullptr; }
   /// read_code() can answer: the module has a file (ELF or another format).
   bool has_code() const { return image_ != nullptr || object_ != nullptr; }
   uint32_t generation() const { return generation_; }
@@ -120,7 +121,7 @@ class LoadedModule {
   LoadedModule() = default;
   std::shared_ptr<elf::ElfImage> image_;
   std::shared_ptr<const object::ObjectImage> object_;
-  std::unique_ptr<UnwindSource> source_;
+  std::unique_ptr<UnwindSource> table_;
   std::unique_ptr<BundleSource> bundle_;
   Arch arch_ = Arch::kUnknown;
   bool big_endian_ = false;
@@ -147,9 +148,12 @@ struct ModuleSlot {
   uint64_t bias = 0;
   const LoadedModule* module = nullptr;  ///< nullptr: no usable unwind info
   int32_t snapshot_index = -1;
-  /// module->generation() when the module has CFI of its own (not bundle-backed),
-  /// else 0; set by ModuleTable::add, so that a rule-cache probe needs only the slot.
-  uint32_t cfi_generation = 0;
+  /// module->generation() when the module has an unwind source (LoadedModule::table()), else 0;
+  /// set by ModuleTable::add, so that a rule-cache probe needs only the slot.
+  uint32_t table_generation = 0;
+  /// How the source names a frame its compact rule found, by the rule's from_debug_frame bit
+  /// (UnwindSource::method), so that a cached rule is applied without asking the source.
+  Method table_method[2] = {Method::kNone, Method::kNone};
 };
 
 class ModuleTable {

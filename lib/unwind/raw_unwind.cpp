@@ -37,32 +37,16 @@ Status convert_regs(const RawWalkInput& in, arch::RegState<Traits::kNumRegs>* ou
     uint64_t values[64];
     if (count > 64) return make_error(SPROV_ERR_INVALID_ARG, "perf regs: %zu values, at most 64", count);
     std::memcpy(values, in.regs, count * 8);
-    if constexpr (Traits::kArch == Arch::kX86_64) return arch::x86_64::regs_from_perf(in.regs_mask, values, count, out);
-    if constexpr (Traits::kArch == Arch::kArm64) return arch::arm64::regs_from_perf(in.regs_mask, values, count, out);
-    if constexpr (Traits::kArch == Arch::kMips32) return arch::mips32::regs_from_perf(in.regs_mask, values, count, out);
+    return arch::Ops<Traits>::regs_from_perf(in.regs_mask, values, count, out);
   }
   // The arch layer's conversion for each layout (arch/<isa>/conversions.cpp cites the layouts).
-  auto by_layout = [&](auto user_regs, auto pt_regs, auto ucontext) -> Status {
-    switch (in.format) {
-      case RegsFormat::kPtrace: return user_regs(in.regs, in.regs_len, out);
-      case RegsFormat::kPtRegs: return pt_regs(in.regs, in.regs_len, out);
-      case RegsFormat::kUcontext: return ucontext(in.regs, in.regs_len, out);
-      default: return make_error(SPROV_ERR_INVALID_ARG, "raw unwind: unknown register format %d",
-                                 static_cast<int>(in.format));
-    }
-  };
-  if constexpr (Traits::kArch == Arch::kX86_64) {
-    namespace a = arch::x86_64;
-    return by_layout(a::regs_from_user_regs, a::regs_from_pt_regs, a::regs_from_ucontext);
-  } else if constexpr (Traits::kArch == Arch::kArm64) {
-    namespace a = arch::arm64;
-    return by_layout(a::regs_from_user_regs, a::regs_from_pt_regs, a::regs_from_ucontext);
-  } else {
-    namespace a = arch::mips32;
-    constexpr bool kBe = Traits::kBigEndian;
-    return by_layout([](const void* d, size_t n, Regs* r) { return a::regs_from_user_regs(d, n, kBe, r); },
-                     [](const void* d, size_t n, Regs* r) { return a::regs_from_pt_regs(d, n, kBe, r); },
-                     [](const void* d, size_t n, Regs* r) { return a::regs_from_ucontext(d, n, kBe, r); });
+  using Ops = arch::Ops<Traits>;
+  switch (in.format) {
+    case RegsFormat::kPtrace: return Ops::regs_from_user_regs(in.regs, in.regs_len, out);
+    case RegsFormat::kPtRegs: return Ops::regs_from_pt_regs(in.regs, in.regs_len, out);
+    case RegsFormat::kUcontext: return Ops::regs_from_ucontext(in.regs, in.regs_len, out);
+    default:
+      return make_error(SPROV_ERR_INVALID_ARG, "raw unwind: unknown register format %d", static_cast<int>(in.format));
   }
 }
 

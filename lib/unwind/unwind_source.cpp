@@ -10,6 +10,16 @@ namespace stackprov::unwind {
 
 UnwindSource::~UnwindSource() = default;
 
+RuleLookup UnwindSource::lookup(uint64_t rel, const RuleQuery& q) const {
+  RuleLookup l;
+  if (rule(rel, q.params, &l.rule) != dwarf::CfiStatus::kOk) l.rule = UnwindRule{};  // kInvalid
+  return l;
+}
+
+dwarf::CfiStatus UnwindSource::full_row(uint64_t, const RuleQuery&, FullRow*) const {
+  return dwarf::CfiStatus::kUnsupported;
+}
+
 namespace {
 
 // The built-in table kinds read through this interface. Empty today: eh_frame and debug_frame

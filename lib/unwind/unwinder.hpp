@@ -14,6 +14,7 @@
 #include "dwarf/expression.hpp"
 #include "symbolize/gopclntab.hpp"
 #include "unwind/frame.hpp"
+#include "unwind/ladder.hpp"
 #include "unwind/module_unwind.hpp"
 #include "unwind/unwind_rule.hpp"
 
@@ -95,15 +96,16 @@ class Unwinder {
       // The common step first: a cached compact rule applied to `regs` in place
       // (no copy of the register set); anything else takes the whole ladder.
       if (!step_by_cached_rule(cur, slot, regs, &cfa, &nf)) {
-        Regs next = regs;
-        row_full_ = false;
-        row_full_signal_ = false;
-        StopReason stop = step(cur, slot, regs, next, &cfa, &nf);
-        if (row_full_) cur.flags |= Frame::kFlagCfiNotInBundle;
+        Regs next;
+        Step st{cur, slot, cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc, regs, next, &cfa};
+        const StopReason stop = step(st);
+        if (st.row_not_in_table) cur.flags |= Frame::kFlagCfiNotInBundle;
         if (stop != StopReason::kNone) {
           out->stop = stop;
           return;
         }
+        nf.method = st.method;  // nf stays the walk's own (in registers on the common step)
+        nf.lookup_prev = st.lookup_prev;
         regs = next;  // every check below either stops the walk or keeps `next`
       }
       nf.pc = regs.get(Traits::kPcReg);
@@ -150,8 +152,8 @@ class Unwinder {
   /// to step(), which then gives the same answer it always gave.
   bool step_by_cached_rule(const Frame& cur, const ModuleSlot* slot, Regs& regs, uint64_t* cfa_out, Frame* nf) {
     if constexpr (Ops::kSigreturnBeforeCfi) return false;  // step() tries the trampoline first
-    if (slot == nullptr || slot->cfi_generation == 0 || cur.pc == 0) return false;  // no module, or a bundle's
-    const uint32_t gen = slot->cfi_generation;
+    if (slot == nullptr || slot->table_generation == 0 || cur.pc == 0) return false;  // no module or no table
+    const uint32_t gen = slot->table_generation;
     const uint64_t rel = (cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc) - slot->bias;
     const UnwindRule* rp = cache_.probe(rel, gen);
     if (rp == nullptr || rp->kind != UnwindRule::kCfaReg) return false;
@@ -160,7 +162,7 @@ class Unwinder {
     // The caller's entry, assuming it is in this module (most are), loads while the walk goes on.
     cache_.prefetch(regs.get(Traits::kPcReg) - Traits::kCallInsnMin - slot->bias, gen);
     const bool signal = rule.signal_frame != 0;
-    nf->method = signal ? Method::kSignal : rule.from_debug_frame ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
+    nf->method = signal ? Method::kSignal : slot->table_method[rule.from_debug_frame];
     nf->lookup_prev = !signal;
     cache_.count_hit();
     return true;
@@ -180,198 +182,163 @@ class Unwinder {
     return modules_.find(f.lookup_prev ? f.pc - Traits::kCallInsnMin : f.pc);
   }
 
-  /// One step out of `cur`. Fills next regs, *cfa and the new frame's method
-  /// and lookup mode; returns kNone to continue or the reason to stop.
-  StopReason step(const Frame& cur, const ModuleSlot* slot, const Regs& regs, Regs& next,
-                  uint64_t* cfa, Frame* nf) {
-    const uint64_t lookup_pc = cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc;
-
-    // An exact pc (frame 0, or where a signal hit) that is 0 or in no module:
-    // a call through a bad pointer. A sigreturn trampoline outside the modules
-    // (qemu-user's sigtramp page) comes first; then the return address the
-    // call left. Crash reporters must not lose the caller.
-    if (!cur.lookup_prev && (cur.pc == 0 || slot == nullptr) && !in_jit(cur.pc)) {
-      if (cur.pc != 0 && step_by_sigreturn(slot, cur.pc, regs, next, cfa)) {
-        nf->method = Method::kSignal;
-        nf->lookup_prev = false;
-        return StopReason::kNone;
-      }
-      next = regs;
-      if (step_by_bad_pc(regs, next, cfa)) {
-        nf->method = Method::kBadPcReturn;
-        nf->lookup_prev = true;
-        return StopReason::kNone;
-      }
-      next = regs;
-      if (cur.pc == 0) return StopReason::kInvalidPc;
-    }
-    // arm64: the vDSO's __kernel_rt_sigreturn has CFI for the interrupted
-    // x29/x30 frame record, which skips the frame where the signal hit; the
-    // trampoline is recognised by its code first (as nongnu libunwind and gdb).
-    if constexpr (Ops::kSigreturnBeforeCfi) {
-      if (slot != nullptr && step_by_sigreturn(slot, cur.pc, regs, next, cfa)) {
-        nf->method = Method::kSignal;
-        nf->lookup_prev = false;
-        return StopReason::kNone;
-      }
-      next = regs;
-    }
-
-    bool signal = false;
+  /// One step's question and answer, passed down the ladder: the frame, its module slot and
+  /// registers in; the caller's registers, cfa, method and lookup mode out on a find, and
+  /// what the table rung learned for the rungs below it.
+  struct Step {
+    const Frame& cur;
+    const ModuleSlot* slot;
+    uint64_t lookup_pc;
+    const Regs& regs;
+    Regs& next;
+    uint64_t* cfa;
+    /// kFound: how the caller was found and whether its lookups use pc - 1.
     Method method = Method::kNone;
-    StopReason r = step_by_cfi(slot, lookup_pc, regs, next, cfa, &method, &signal);
-    if (r == StopReason::kNone) {
-      nf->method = signal ? Method::kSignal : method;
-      nf->lookup_prev = !signal;
-      return StopReason::kNone;
-    }
-    if (r == StopReason::kEndOfStack || r == StopReason::kMemoryUnreadable) return r;
-    const StopReason cfi_reason = r;  // kNoUnwindInfo or kBadCfi
+    bool lookup_prev = false;
+    StopReason stop = StopReason::kNone;  ///< kStop: why
+    /// Why the table rung found nothing (kNoUnwindInfo or kBadCfi): the step's answer when no
+    /// later rung finds the caller.
+    StopReason table_reason = StopReason::kNoUnwindInfo;
+    /// The table's row needs an interpreter the source does not have (a bundle row the builder
+    /// could not compile): the frame is flagged SPROV_FRAME_CFI_NOT_IN_BUNDLE ...
+    bool row_not_in_table = false;
+    /// ... and that row's CIE marks a signal frame (kSignalRow).
+    bool row_not_in_table_signal = false;
+  };
+  enum class Verdict : uint8_t { kPass, kFound, kStop };
 
-    if (step_by_sigreturn(slot, cur.pc, regs, next, cfa)) {
-      nf->method = Method::kSignal;
-      nf->lookup_prev = false;
-      return StopReason::kNone;
-    }
-    next = regs;
-    if (row_full_signal_ && step_by_bundle_signal_row(regs, next, cfa)) {
-      nf->method = Method::kSignal;
-      nf->lookup_prev = false;
-      return StopReason::kNone;
-    }
-    next = regs;
-    if constexpr (Traits::kArch == Arch::kX86_64) {
-      // Go code has no CFI (stripped binaries no .debug_frame either): its pclntab's SP deltas.
-      const StopReason g = step_by_go_pcsp(slot, lookup_pc, regs, next, cfa);
-      if (g == StopReason::kNone) {
-        nf->method = Method::kRuntime;
-        nf->lookup_prev = true;
-        return StopReason::kNone;
-      }
-      if (g == StopReason::kEndOfStack) return g;
-      next = regs;
-    }
-    if (opts_.use_frame_pointer && step_by_frame_pointer(regs, next, cfa)) {
-      nf->method = Method::kFramePointer;
-      nf->lookup_prev = true;
-      return StopReason::kNone;
-    }
-    next = regs;
-    if constexpr (Ops::kHasPrologueAnalysis) {
-      if (step_by_prologue(slot, !cur.lookup_prev, regs, next, cfa)) {
-        nf->method = Method::kPrologue;
-        nf->lookup_prev = true;
-        return StopReason::kNone;
-      }
-      next = regs;
-    }
-    if (opts_.allow_scan && step_by_scan(regs, next, cfa)) {
-      nf->method = Method::kScan;
-      nf->lookup_prev = true;
-      return StopReason::kNone;
-    }
-    if (slot == nullptr) return StopReason::kInvalidPc;
-    return cfi_reason;
+  static Verdict found(Step& s, Method m, bool lookup_prev) {
+    s.method = m;
+    s.lookup_prev = lookup_prev;
+    return Verdict::kFound;
+  }
+  static Verdict stopped(Step& s, StopReason r) {
+    s.stop = r;
+    return Verdict::kStop;
   }
 
-  StopReason step_by_cfi(const ModuleSlot* slot, uint64_t lookup_pc, const Regs& regs, Regs& next,
-                         uint64_t* cfa, Method* method, bool* signal) {
-    if (slot == nullptr || slot->module == nullptr) return StopReason::kNoUnwindInfo;
-    const LoadedModule& mod = *slot->module;
-    const uint64_t rel = lookup_pc - slot->bias;
-    if (mod.bundle() != nullptr) return step_by_bundle_row(mod, rel, regs, next, cfa, method, signal);
-    if (mod.source() != nullptr) return step_by_source(mod, rel, next, cfa, method);
-    const UnwindRule* cached = cache_.find(rel, mod.generation());
+  /// The architecture's rungs in order (ladder.hpp).
+  static constexpr Ladder kLadder = ladder_of<Ops>();
+
+  /// One step out of `cur`: the ladder's rungs in the architecture's order, each tried until one
+  /// finds the caller or stops the walk. Fills next regs, *cfa and the new frame's method and
+  /// lookup mode; returns kNone to continue or the reason to stop.
+  StopReason step(Step& s) {
+    Verdict v = Verdict::kPass;
+    // Unrolled at compile time: only the rungs on this architecture's ladder are instantiated.
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (((v = climb<kLadder.rungs[I]>(s)) == Verdict::kPass) && ...);
+    }(std::make_index_sequence<kLadder.size>{});
+    if (v == Verdict::kFound) return StopReason::kNone;
+    if (v == Verdict::kStop) return s.stop;
+    return s.slot == nullptr ? StopReason::kInvalidPc : s.table_reason;
+  }
+
+  template <Rung R>
+  Verdict climb(Step& s) {
+    if constexpr (R == Rung::kBadPc) {
+      return rung_bad_pc(s);
+    } else if constexpr (R == Rung::kSigreturnFirst) {
+      if (s.slot != nullptr && step_by_sigreturn(s.slot, s.cur.pc, s.regs, s.next, s.cfa))
+        return found(s, Method::kSignal, false);
+    } else if constexpr (R == Rung::kTable) {
+      return rung_table(s);
+    } else if constexpr (R == Rung::kSigreturn) {
+      if (step_by_sigreturn(s.slot, s.cur.pc, s.regs, s.next, s.cfa)) return found(s, Method::kSignal, false);
+    } else if constexpr (R == Rung::kSignalRow) {
+      if (s.row_not_in_table_signal && step_by_bundle_signal_row(s.regs, s.next, s.cfa))
+        return found(s, Method::kSignal, false);
+    } else if constexpr (R == Rung::kGoPcsp) {
+      const StopReason g = step_by_go_pcsp(s.slot, s.lookup_pc, s.regs, s.next, s.cfa);
+      if (g == StopReason::kNone) return found(s, Method::kRuntime, true);
+      if (g == StopReason::kEndOfStack) return stopped(s, g);
+    } else if constexpr (R == Rung::kFramePointer) {
+      if (opts_.use_frame_pointer && step_by_frame_pointer(s.regs, s.next, s.cfa))
+        return found(s, Method::kFramePointer, true);
+    } else if constexpr (R == Rung::kPrologue) {
+      if (step_by_prologue(s.slot, !s.cur.lookup_prev, s.regs, s.next, s.cfa)) return found(s, Method::kPrologue, true);
+    } else if constexpr (R == Rung::kScan) {
+      if (opts_.allow_scan && step_by_scan(s.regs, s.next, s.cfa)) return found(s, Method::kScan, true);
+    }
+    return Verdict::kPass;
+  }
+
+  /// An exact pc (frame 0, or where a signal hit) that is 0 or in no module: a call through a
+  /// bad pointer. A sigreturn trampoline outside the modules (qemu-user's sigtramp page) comes
+  /// first; then the return address the call left. Crash reporters must not lose the caller.
+  Verdict rung_bad_pc(Step& s) {
+    const Frame& cur = s.cur;
+    if (cur.lookup_prev || !(cur.pc == 0 || s.slot == nullptr) || in_jit(cur.pc)) return Verdict::kPass;
+    if (cur.pc != 0 && step_by_sigreturn(s.slot, cur.pc, s.regs, s.next, s.cfa)) return found(s, Method::kSignal, false);
+    if (step_by_bad_pc(s.regs, s.next, s.cfa)) return found(s, Method::kBadPcReturn, true);
+    return cur.pc == 0 ? stopped(s, StopReason::kInvalidPc) : Verdict::kPass;
+  }
+
+  /// The table rung: the module's unwind source (LoadedModule::table()) for the module-relative
+  /// lookup pc, through the rule cache (a miss asks the source once and keeps its answer). A rule
+  /// the compact form cannot hold goes to the source's interpreter rows (DWARF CFI); a source
+  /// without them (bundle rows) leaves the frame to the next rungs, flagged.
+  Verdict rung_table(Step& s) {
+    if (s.slot == nullptr || s.slot->module == nullptr || s.slot->module->table() == nullptr) return Verdict::kPass;
+    const LoadedModule& mod = *s.slot->module;
+    const UnwindSource& src = *mod.table();
+    const uint64_t rel = s.lookup_pc - s.slot->bias;
+    const uint32_t gen = mod.generation();
+    const RuleQuery q{kRowParams, opts_.use_debug_frame, opts_.may_allocate};
+    const UnwindRule* cached = cache_.find(rel, gen);
     UnwindRule rule;
     if (cached != nullptr) {
       rule = *cached;
     } else {
-      // A miss: the module's compiled rows (a binary search once the FDE is compiled),
-      // or, where nothing may allocate, the interpreter below.
-      const dwarf::CfiStatus st = opts_.may_allocate
-                                      ? mod.compiled_rule(rel, opts_.use_debug_frame, kRowParams, &rule)
-                                      : dwarf::CfiStatus::kBadCfi;
-      if (st == dwarf::CfiStatus::kOk) {
-        if (rule.kind != UnwindRule::kInvalid) cache_.insert(rel, mod.generation(), rule);
-      } else if (st == dwarf::CfiStatus::kNotFound) {
-        rule = UnwindRule{};
-        rule.kind = UnwindRule::kNoInfo;
-        cache_.insert(rel, mod.generation(), rule);
-      } else {
-        rule.kind = UnwindRule::kInvalid;  // the interpreter below says why
-      }
+      const RuleLookup l = src.lookup(rel, q);
+      rule = l.rule;
+      if (l.cache) cache_.insert(rel, gen, rule);
     }
     if (rule.kind == UnwindRule::kFull || rule.kind == UnwindRule::kInvalid) {
-      // The row needs the interpreter (kFull), or the interpreter rejects it (kInvalid).
-      const dwarf::CfiSection* sec = nullptr;
-      bool from_debug = false;
-      const bool uncompiled_miss = cached == nullptr && !opts_.may_allocate;
-      if (!find_cfi_row(mod, rel, &sec, &from_debug)) {
-        // "No FDE" is cached only when .debug_frame was searched too: a later walk
-        // of this unwinder that searches it must not find the gap cached.
-        if (uncompiled_miss && opts_.use_debug_frame && row_status_ == dwarf::CfiStatus::kNotFound) {
+      if (!src.has_full_rows()) {
+        if (rule.kind == UnwindRule::kInvalid) return table_verdict(s, StopReason::kBadCfi);
+        s.row_not_in_table = true;
+        s.row_not_in_table_signal = rule.signal_frame != 0;
+        return table_verdict(s, StopReason::kNoUnwindInfo);
+      }
+      // The row needs the interpreter (kFull), or the interpreter says why it is rejected (kInvalid).
+      const bool uncompiled_miss = cached == nullptr && !q.may_allocate;
+      const dwarf::CfiStatus st = src.full_row(rel, q, &full_);
+      if (st != dwarf::CfiStatus::kOk) {
+        // "No entry" is cached only when .debug_frame was searched too: a later walk of this
+        // unwinder that searches it must not find the gap cached.
+        if (uncompiled_miss && q.use_debug_frame && st == dwarf::CfiStatus::kNotFound) {
           UnwindRule none;
           none.kind = UnwindRule::kNoInfo;
-          cache_.insert(rel, mod.generation(), none);
+          cache_.insert(rel, gen, none);
         }
-        return row_status_ == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo : StopReason::kBadCfi;
+        return table_verdict(s, st == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo : StopReason::kBadCfi);
       }
       if (uncompiled_miss) {
         // What the compiled row would hold (compile_fde_rows), for the next walk through this pc.
-        UnwindRule r = translate_row(row_, kRowParams.addr_size, kRowParams.num_regs, kRowParams.callee_saved);
-        r.from_debug_frame = from_debug ? 1 : 0;
-        cache_.insert(rel, mod.generation(), r);
+        UnwindRule r = translate_row(full_.row, kRowParams.addr_size, kRowParams.num_regs, kRowParams.callee_saved);
+        r.from_debug_frame = full_.from_debug_frame ? 1 : 0;
+        cache_.insert(rel, gen, r);
       }
-      *method = from_debug ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
-      *signal = row_.signal_frame;
-      return apply_row(*sec, regs, next, cfa);
+      s.next = s.regs;
+      const StopReason r = apply_row(*full_.section, s.regs, s.next, s.cfa);
+      if (r != StopReason::kNone) return table_verdict(s, r);
+      const bool signal = full_.row.signal_frame;
+      return found(s, signal ? Method::kSignal : s.slot->table_method[full_.from_debug_frame ? 1 : 0], !signal);
     }
-    if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return r;
-    *method = rule.from_debug_frame ? Method::kCfiDebugFrame : Method::kCfiEhFrame;
-    *signal = rule.signal_frame != 0;
-    return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
+    if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return table_verdict(s, r);
+    s.next = s.regs;
+    if (const StopReason r = apply_rule(rule, s.next, s.cfa); r != StopReason::kNone) return table_verdict(s, r);
+    const bool signal = rule.signal_frame != 0;
+    return found(s, signal ? Method::kSignal : s.slot->table_method[rule.from_debug_frame], !signal);
   }
 
-  /// The CFI rung of a bundle-backed module: its compiled unwind row for `rel`
-  /// (cached like a translated CFI row). A kFull row cannot be applied without
-  /// the CFI it was made from: the step falls to the next rung (row_full_ tags
-  /// the frame SPROV_FRAME_CFI_NOT_IN_BUNDLE).
-  StopReason step_by_bundle_row(const LoadedModule& mod, uint64_t rel, const Regs& regs, Regs& next,
-                                uint64_t* cfa, Method* method, bool* signal) {
-    const UnwindRule* cached = cache_.find(rel, mod.generation());
-    UnwindRule rule;
-    if (cached != nullptr) {
-      rule = *cached;
-    } else {
-      rule = mod.bundle_rule(rel, Traits::kNumRegs);
-      cache_.insert(rel, mod.generation(), rule);
-    }
-    if (rule.kind == UnwindRule::kFull) {
-      row_full_ = true;
-      row_full_signal_ = rule.signal_frame != 0;
-      return StopReason::kNoUnwindInfo;
-    }
-    if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return r;
-    *method = Method::kCfiBundle;
-    *signal = rule.signal_frame != 0;
-    return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
-  }
-
-  /// The table rung of a module of another format (LoadedModule::source(), unwind_source.hpp):
-  /// its source's compact rule for `rel`, cached per module like a bundle's row (an undecodable
-  /// entry is cached as kInvalid: bad CFI again next time, without asking the source).
-  StopReason step_by_source(const LoadedModule& mod, uint64_t rel, Regs& next, uint64_t* cfa, Method* method) {
-    const UnwindRule* cached = cache_.find(rel, mod.generation());
-    UnwindRule rule;
-    if (cached != nullptr) {
-      rule = *cached;
-    } else {
-      if (mod.source()->rule(rel, kRowParams, &rule) != dwarf::CfiStatus::kOk) rule = UnwindRule{};  // kInvalid
-      cache_.insert(rel, mod.generation(), rule);
-    }
-    if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return r;
-    *method = mod.source()->method();
-    return apply_rule(rule, next, cfa);  // `next` is still a copy of `regs` here
+  /// The table rung's answer when it found no caller: the end of the stack and unreadable memory
+  /// stop the walk; no or bad unwind information passes to the next rungs.
+  static Verdict table_verdict(Step& s, StopReason r) {
+    if (r == StopReason::kEndOfStack || r == StopReason::kMemoryUnreadable) return stopped(s, r);
+    s.table_reason = r;
+    return Verdict::kPass;
   }
 
   /// What a looked-up compact rule means for the table rung: kNone to apply it (kCfaReg), else why
@@ -395,11 +362,9 @@ class Unwinder {
   /// the kernel's signal frame is restored directly. Only where the
   /// architecture has one trampoline layout (x86_64, arm64); mips32 has two.
   bool step_by_bundle_signal_row(const Regs& regs, Regs& next, uint64_t* cfa) {
-    if constexpr (std::is_same_v<Traits, arch::x86_64::Traits> || std::is_same_v<Traits, arch::arm64::Traits>) {
-      next = regs;
-      return Ops::signal_step(next, mem_, 1, cfa) == arch::StepOutcome::kOk;
-    }
-    return false;
+    static_assert(Ops::kSignalRowWithoutCode, "on the ladder only where the architecture has one trampoline layout");
+    next = regs;
+    return Ops::signal_step(next, mem_, 1, cfa) == arch::StepOutcome::kOk;
   }
 
   /// Code bytes at absolute `pc` in `slot`'s module: from its file, or for a
@@ -407,34 +372,6 @@ class Unwinder {
   bool module_code(const ModuleSlot& slot, uint64_t pc, void* buf, size_t len) {
     if (slot.module->has_code()) return slot.module->read_code(pc - slot.bias, buf, len);
     return mem_.read(pc, buf, len);
-  }
-
-  /// Finds the CFI row for link-time `rel` in .eh_frame, then .debug_frame.
-  bool find_cfi_row(const LoadedModule& mod, uint64_t rel, const dwarf::CfiSection** sec,
-                    bool* from_debug) {
-    dwarf::FdeInfo fde;
-    row_status_ = dwarf::CfiStatus::kNotFound;
-    if (mod.has_eh_frame()) {
-      row_status_ = mod.eh_index().lookup(mod.eh_frame(), rel, &fde);
-      if (row_status_ == dwarf::CfiStatus::kOk) {
-        *sec = &mod.eh_frame();
-        *from_debug = false;
-        row_status_ = dwarf::find_row(**sec, fde, rel, &row_);
-        return row_status_ == dwarf::CfiStatus::kOk;
-      }
-    }
-    if (row_status_ == dwarf::CfiStatus::kNotFound && opts_.use_debug_frame) {
-      if (const LoadedModule::DebugFrame* df = mod.debug_frame()) {
-        row_status_ = df->index.lookup(df->section, rel, &fde);
-        if (row_status_ == dwarf::CfiStatus::kOk) {
-          *sec = &df->section;
-          *from_debug = true;
-          row_status_ = dwarf::find_row(**sec, fde, rel, &row_);
-          return row_status_ == dwarf::CfiStatus::kOk;
-        }
-      }
-    }
-    return false;
   }
 
   /// cfa = reg + off; saved registers and ra loaded from cfa-relative slots,
@@ -488,19 +425,19 @@ class Unwinder {
                        uint64_t* cfa_out) {
     constexpr int kW = Traits::kAddrSize;
     uint64_t cfa;
-    if (row_.cfa.kind == dwarf::CfaRule::Kind::kRegOffset) {
-      if (!regs.has(row_.cfa.reg)) return missing_reg(row_.cfa.reg);
-      cfa = mask(regs.get(row_.cfa.reg) + row_.cfa.offset);
+    if (full_.row.cfa.kind == dwarf::CfaRule::Kind::kRegOffset) {
+      if (!regs.has(full_.row.cfa.reg)) return missing_reg(full_.row.cfa.reg);
+      cfa = mask(regs.get(full_.row.cfa.reg) + full_.row.cfa.offset);
     } else {
-      if (!eval(sec, row_.cfa.expr_offset, row_.cfa.expr_len, regs, nullptr, &cfa))
+      if (!eval(sec, full_.row.cfa.expr_offset, full_.row.cfa.expr_len, regs, nullptr, &cfa))
         return expr_reason_;
       cfa = mask(cfa);
     }
-    const int ra_col = row_.ra_reg;
+    const int ra_col = full_.row.ra_reg;
     uint64_t ra = 0;
     bool have_ra = false;
     for (int reg = 0; reg < dwarf::kMaxCfiRegs; reg++) {
-      const dwarf::RegRule& rr = row_.regs[reg];
+      const dwarf::RegRule& rr = full_.row.regs[reg];
       const bool tracked = reg < Traits::kNumRegs;
       if (!tracked && reg != ra_col) continue;
       uint64_t v = 0;
@@ -728,12 +665,9 @@ class Unwinder {
   RuleCache& cache_;
   const WalkOptions& opts_;
   Mem& mem_;
-  dwarf::CfiRow row_;
-  dwarf::CfiStatus row_status_ = dwarf::CfiStatus::kNotFound;
+  FullRow full_;  // scratch for the table rung's interpreter row (large: not on every step's stack)
   StopReason expr_reason_ = StopReason::kBadCfi;
   uint64_t lost_ = 0;  // registers lost to unreadable save slots in this walk
-  bool row_full_ = false;  // this step met a bundle row that needs the CFI interpreter
-  bool row_full_signal_ = false;  // ... and that row's CIE marks a signal frame
 };
 
 }  // namespace stackprov::unwind

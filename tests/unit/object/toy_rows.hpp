@@ -12,7 +12,7 @@ namespace toy {
 class RowsSource final : public stackprov::unwind::UnwindSource {
  public:
   RowsSource(const uint8_t* rows, size_t n, uint64_t code_end) : rows_(rows), n_(n), code_end_(code_end) {}
-  stackprov::unwind::Method method() const override { return stackprov::unwind::Method::kUnwindTable; }
+  stackprov::unwind::Method method(bool) const override { return stackprov::unwind::Method::kUnwindTable; }
   std::vector<uint64_t> row_starts() const override {
     std::vector<uint64_t> out;
     for (size_t i = 0; i < n_; i++) out.push_back(le32(rows_ + 8 * i));
