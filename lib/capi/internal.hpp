@@ -346,4 +346,9 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_contex
 /// cannot be opened or is bundle-backed (no image).
 Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer* sym, const char* module_path);
 
+/// A module's file as the resolvers take it: its object image (LoadedModule::object), else its ELF
+/// image's one ElfObject (a module loaded from an ELF image: the vDSO, an image from memory); null
+/// for a bundle-backed module. Stable per module, so the resolvers' per-module state is reused.
+std::shared_ptr<const object::ObjectImage> module_object(const unwind::LoadedModule& m);
+
 }  // namespace stackprov::capi

@@ -6,7 +6,7 @@
 
 #include "capi/internal.hpp"
 #include "core/mapped_file.hpp"
-#include "elf/elf_image.hpp"
+#include "elf/elf_object.hpp"
 #include "object/object_image.hpp"
 
 using namespace stackprov;
@@ -14,7 +14,7 @@ using namespace stackprov::capi;
 
 namespace {
 
-int fill_symbol(sprov_symbolizer* sym, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+int fill_symbol(sprov_symbolizer* sym, const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
                 uint64_t report_offset_base, struct sprov_symbol* out) {
   symbolize::SymbolInfo info;
   struct sprov_symbol s = {};
@@ -63,6 +63,11 @@ uint64_t coarse_now_ns() {
 
 namespace stackprov::capi {
 
+std::shared_ptr<const object::ObjectImage> module_object(const unwind::LoadedModule& m) {
+  if (m.object() != nullptr) return m.object();
+  return elf::ElfObject::of(m.image_ptr());
+}
+
 Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer* sym, const char* module_path) {
   const uint64_t now = coarse_now_ns();
   if (sym->path_module && sym->path_cached == module_path && now - sym->path_checked_ns < kModuleRecheckNs)
@@ -96,7 +101,7 @@ SPROV_API int sprov_symbolizer_new(sprov_context* ctx, const struct sprov_symbol
       return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown symbolizer flags 0x%x", flags));
     if (SPROV_OPTS_GET(opts, sprov_symbolizer_opts, reserved, 0u) != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_opts.reserved must be 0"));
-    elf::DebugFileOptions dopts;
+    object::DebugFileOptions dopts;
     dopts.debug_dirs = ctx->ctx.config().debug_dirs;
     dopts.sysroot = ctx->ctx.config().sysroot;
     auto* s = new sprov_symbolizer();
@@ -149,12 +154,12 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
       return fill_object_symbol(*mod.value()->object(), lookup, rel, out);
     if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
     symbolize::SymbolInfo probe;
+    const std::shared_ptr<const object::ObjectImage> image = module_object(*mod.value());
     // A return address at the very start of a function (a signal trampoline
     // such as __restore_rt, whose FDE begins one byte early) has no symbol at
     // pc - 1; name it by its own pc then.
-    if (f.lookup_prev && !sym->sym->lookup(mod.value()->image_ptr(), lookup, &probe))
-      return fill_symbol(sym, mod.value()->image_ptr(), rel, rel, out);
-    return fill_symbol(sym, mod.value()->image_ptr(), lookup, rel, out);
+    if (f.lookup_prev && !sym->sym->lookup(image, lookup, &probe)) return fill_symbol(sym, image, rel, rel, out);
+    return fill_symbol(sym, image, lookup, rel, out);
   });
 }
 
@@ -169,8 +174,9 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
                              module_path));
     auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
-    const int rc = fill_symbol(sym, mod.value()->image_ptr(), address, address, out);
-    if (mod.value()->image_ptr() && mod.value()->image_ptr()->file_changed())  // this module's file only
+    const std::shared_ptr<const object::ObjectImage> image = module_object(*mod.value());
+    const int rc = fill_symbol(sym, image, address, address, out);
+    if (image && image->file_changed())  // this module's file only
       return fail(make_error(SPROV_ERR_IO,
                              "module '%s' was truncated while mapped: its bytes past the new end read as zeros, so "
                              "no answer is given from them",

@@ -7,7 +7,6 @@
 
 #include "capi/internal.hpp"
 #include "core/mapped_file.hpp"
-#include "elf/elf_image.hpp"
 #include "symbolize/demangle.hpp"
 
 using namespace stackprov;
@@ -134,7 +133,7 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
 /// Fails when the module file this call read shrank under its mapping (another user truncated it:
 /// core/mapped_file.hpp), instead of answering from the zeros that replaced its bytes. Per image,
 /// not the process-wide fault count: another thread's truncated file is not this call's.
-int changed_file(const elf::ElfImage* image, const char* module_path) {
+int changed_file(const object::ObjectImage* image, const char* module_path) {
   if (image == nullptr || !image->file_changed()) return 0;
   return fail(make_error(SPROV_ERR_IO,
                          "module '%s' (or a file read for it) was truncated while mapped: its bytes past the new end "
@@ -167,7 +166,7 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
     auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
     symbolize::ChainModule cm;
-    cm.image = mod.value()->image_ptr();
+    cm.image = module_object(*mod.value());
     std::optional<Error> bundle_error;
     chain(sym).resolve(cm, address, policy(flags), &sym->last, &bundle_error);
     if (int e = changed_file(cm.image.get(), module_path)) return e;
@@ -212,7 +211,7 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
         // A missing file with a store configured gives a bundle-backed module (no image).
         auto mod = stack_module(sym->ctx, stack, f.module_index);
         if (mod.ok() && mod.value()->has_image()) {
-          cm.image = mod.value()->image_ptr();
+          cm.image = module_object(*mod.value());
           have = true;
         }
       }

@@ -58,10 +58,10 @@ FileIdentity file_identity_of(const struct ::stat& st);
 
 /// Key for the file at `path`: `id` (may be empty) and the file's identity from stat(2). Errors:
 /// negative errno naming the path. Whoever then opens `path` checks that the file opened is the
-/// one keyed (ElfImage::file_identity): the path may name another file by then.
+/// one keyed (object::ObjectImage::file_identity): the path may name another file by then.
 Result<ModuleKey> module_key_for_file(const std::string& path, const ModuleId& id);
 
-/// A bounded LRU cache of shared values (parsed ELF images, CFI indexes...).
+/// A bounded LRU cache of shared values (parsed module files, CFI indexes...).
 ///
 /// Thread-safety: every member may be called concurrently. The loader runs
 /// outside the lock, so concurrent misses on one key may each run it; the

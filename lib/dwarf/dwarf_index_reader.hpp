@@ -11,7 +11,7 @@
 
 namespace stackprov::dwarf {
 
-/// A borrowed byte range of one section (decompressed, owned by the ElfImage).
+/// A borrowed byte range of one section (decompressed, owned by the object image it came from).
 struct SectionBytes {
   const uint8_t* data = nullptr;
   size_t size = 0;

@@ -55,7 +55,7 @@ struct LineLimits {
 };
 
 /// One decoded line program. Immutable after parse(); lookups are thread-safe.
-/// String views point into the sections: keep their owner (the ElfImage) alive.
+/// String views point into the sections: keep their owner (the object image) alive.
 class LineTable {
  public:
   /// Decodes the program at `offset` of `s.line`. `cu_addr_size` is used for

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/open_file.hpp"
+#include "dwarf/object_sections.hpp"
 
 namespace stackprov::dwarf {
 
@@ -18,14 +19,6 @@ SectionBytes slice(SectionBytes s, const DwpIndex::Contribution& c) {
   return SectionBytes{s.data + c.offset, static_cast<size_t>(c.size)};
 }
 
-SectionBytes bytes(const elf::ElfImage& f, std::string_view name) {
-  SectionBytes b;
-  if (auto sec = f.section(name); sec && sec->data != nullptr) {
-    b.data = sec->data;
-    b.size = sec->size;
-  }
-  return b;
-}
 }  // namespace
 
 Result<DwpIndex> DwpIndex::parse(SectionBytes s, bool be) {
@@ -122,9 +115,9 @@ bool SplitDwarfFiles::open_dwp() {
   if (dwp_tried_) return dwp_ != nullptr;
   dwp_tried_ = true;
   for (const auto& p : dwp_candidates_) {
-    auto img = elf::ElfImage::open(p);
+    auto img = object::open(p);
     if (!img.ok()) continue;
-    auto ix = DwpIndex::parse(bytes(**img, ".debug_cu_index"), (*img)->big_endian());
+    auto ix = DwpIndex::parse(section_bytes(**img, ".debug_cu_index"), (*img)->big_endian());
     if (!ix.ok()) continue;
     dwp_ = std::move(img).value();
     dwp_index_ = std::move(ix).value();
@@ -142,13 +135,13 @@ bool SplitDwarfFiles::load(uint64_t dwo_id, std::string_view dwo_name, std::stri
   std::lock_guard<std::mutex> lock(mu_);
   DwpIndex::Row row;
   if (dwo_id != 0 && open_dwp() && dwp_index_.find(dwo_id, &row)) {
-    const elf::ElfImage& f = *dwp_;
-    out->info = slice(bytes(f, ".debug_info.dwo"), row.info);
-    out->abbrev = slice(bytes(f, ".debug_abbrev.dwo"), row.abbrev);
-    out->line = slice(bytes(f, ".debug_line.dwo"), row.line);
-    out->str_offsets = slice(bytes(f, ".debug_str_offsets.dwo"), row.str_offsets);
-    out->rnglists = slice(bytes(f, ".debug_rnglists.dwo"), row.rnglists);
-    out->str = bytes(f, ".debug_str.dwo");
+    const object::ObjectImage& f = *dwp_;
+    out->info = slice(section_bytes(f, ".debug_info.dwo"), row.info);
+    out->abbrev = slice(section_bytes(f, ".debug_abbrev.dwo"), row.abbrev);
+    out->line = slice(section_bytes(f, ".debug_line.dwo"), row.line);
+    out->str_offsets = slice(section_bytes(f, ".debug_str_offsets.dwo"), row.str_offsets);
+    out->rnglists = slice(section_bytes(f, ".debug_rnglists.dwo"), row.rnglists);
+    out->str = section_bytes(f, ".debug_str.dwo");
     out->owner = dwp_;
     out->path = dwp_->path();
     return !out->info.empty() && !out->abbrev.empty();
@@ -175,11 +168,11 @@ bool SplitDwarfFiles::load(uint64_t dwo_id, std::string_view dwo_name, std::stri
     if (slash != std::string::npos) cands.push_back(binary_dir_ + "/" + name.substr(slash + 1));
   }
   for (const auto& p : cands) {
-    std::shared_ptr<elf::ElfImage> f;
+    std::shared_ptr<const object::ObjectImage> f;
     if (auto it = dwos_.find(p); it != dwos_.end()) {
       f = it->second;
     } else {
-      auto img = elf::ElfImage::open(p);
+      auto img = object::open(p);
       if (!img.ok()) {
         dwos_.emplace(p, nullptr);
         continue;
@@ -188,15 +181,15 @@ bool SplitDwarfFiles::load(uint64_t dwo_id, std::string_view dwo_name, std::stri
       dwos_.emplace(p, f);
     }
     if (!f) continue;
-    SectionBytes info = bytes(*f, ".debug_info.dwo");
+    SectionBytes info = section_bytes(*f, ".debug_info.dwo");
     uint64_t pos = 0;
     if (!find_dwo_unit(info, f->big_endian(), dwo_id, &pos)) continue;
     out->info = info;
-    out->abbrev = bytes(*f, ".debug_abbrev.dwo");
-    out->line = bytes(*f, ".debug_line.dwo");
-    out->str_offsets = bytes(*f, ".debug_str_offsets.dwo");
-    out->rnglists = bytes(*f, ".debug_rnglists.dwo");
-    out->str = bytes(*f, ".debug_str.dwo");
+    out->abbrev = section_bytes(*f, ".debug_abbrev.dwo");
+    out->line = section_bytes(*f, ".debug_line.dwo");
+    out->str_offsets = section_bytes(*f, ".debug_str_offsets.dwo");
+    out->rnglists = section_bytes(*f, ".debug_rnglists.dwo");
+    out->str = section_bytes(*f, ".debug_str.dwo");
     out->owner = f;
     out->path = f->path();
     return !out->abbrev.empty();

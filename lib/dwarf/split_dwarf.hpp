@@ -12,7 +12,7 @@
 
 #include "core/error.hpp"
 #include "dwarf/dwarf_index.hpp"
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 
 namespace stackprov::dwarf {
 
@@ -56,9 +56,9 @@ class SplitDwarfFiles {
   std::string binary_dir_;
   std::vector<std::string> dwp_candidates_;
   bool dwp_tried_ = false;
-  std::shared_ptr<elf::ElfImage> dwp_;
+  std::shared_ptr<const object::ObjectImage> dwp_;
   DwpIndex dwp_index_;
-  std::unordered_map<std::string, std::shared_ptr<elf::ElfImage>> dwos_;
+  std::unordered_map<std::string, std::shared_ptr<const object::ObjectImage>> dwos_;
 };
 
 /// DWARF 5 / GNU dwo_id of the first split compile unit in `info` at or after

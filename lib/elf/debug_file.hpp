@@ -7,13 +7,11 @@
 #include <vector>
 
 #include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 
 namespace stackprov::elf {
 
-struct DebugFileOptions {
-  std::vector<std::string> debug_dirs{"/usr/lib/debug"};
-  std::string sysroot;  ///< prefixed to debug dirs and the binary's dir when non-empty
-};
+using DebugFileOptions = object::DebugFileOptions;
 
 /// Finds the separate debug file of `image`, in this order:
 ///  1. <debug_dir>/.build-id/<xx>/<rest>.debug for each debug dir;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,7 +14,13 @@
 #include "core/error.hpp"
 #include "core/types.hpp"
 
+namespace stackprov::object {
+class ObjectImage;
+}
+
 namespace stackprov::elf {
+
+class ElfObject;
 
 struct ProgramHeader {
   uint32_t type = 0;
@@ -128,8 +135,12 @@ class ElfImage {
 
   struct Impl;
  private:
+  friend class ElfObject;
   explicit ElfImage(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  /// This image's one ElfObject while it lives (ElfObject::of).
+  mutable std::mutex object_mu_;
+  mutable std::weak_ptr<ElfObject> object_;
 };
 
 /// Reads only the GNU build-id of a file (fast path for module maps; does not

@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "elf/debug_file.hpp"
+
 namespace stackprov::elf {
 
 namespace {
@@ -19,18 +21,77 @@ bool sniff_elf(std::span<const uint8_t> head) {
 Result<std::shared_ptr<object::ObjectImage>> open_elf(const std::string& path) {
   auto img = ElfImage::open(path);
   if (!img.ok()) return std::move(img).error();
-  return std::shared_ptr<object::ObjectImage>(std::make_shared<ElfObject>(std::move(img).value()));
+  return std::shared_ptr<object::ObjectImage>(ElfObject::of(img.value()));
 }
 
 Result<std::shared_ptr<object::ObjectImage>> elf_from_bytes(std::vector<uint8_t> bytes, std::string name) {
   auto img = ElfImage::from_bytes(std::move(bytes), std::move(name));
   if (!img.ok()) return std::move(img).error();
-  return std::shared_ptr<object::ObjectImage>(std::make_shared<ElfObject>(std::move(img).value()));
+  return std::shared_ptr<object::ObjectImage>(ElfObject::of(img.value()));
 }
 
 }  // namespace
 
 const object::Format kElfFormat{"elf", sniff_elf, open_elf, elf_from_bytes};
+
+std::shared_ptr<ElfObject> ElfObject::of(const std::shared_ptr<ElfImage>& image) {
+  if (image == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(image->object_mu_);
+  std::shared_ptr<ElfObject> o = image->object_.lock();
+  if (o == nullptr) {
+    o = std::make_shared<ElfObject>(image);
+    image->object_ = o;
+  }
+  return o;
+}
+
+const std::shared_ptr<ElfImage>* ElfObject::image_of(const object::ObjectImage& obj) {
+  const auto* e = dynamic_cast<const ElfObject*>(&obj);
+  return e != nullptr ? &e->image_ : nullptr;
+}
+
+std::vector<object::Segment> ElfObject::loaded_segments() const {
+  std::vector<object::Segment> out;
+  for (const auto& ph : image_->program_headers())
+    if (ph.type == PT_LOAD) out.push_back(object::Segment{ph.vaddr, ph.offset, ph.filesz});
+  return out;
+}
+
+std::vector<object::CodeSection> ElfObject::code_sections() const {
+  std::vector<object::CodeSection> out;
+  for (size_t i = 1; i < image_->section_count(); ++i) {
+    if (image_->section_type(i) != SHT_PROGBITS || (image_->section_flags(i) & SHF_EXECINSTR) == 0) continue;
+    const auto [lo, hi] = image_->section_range(i);
+    object::CodeSection c{lo, hi, {}};
+    if (auto s = image_->section_at(i)) c.bytes = ref_of(*s);
+    out.push_back(c);
+  }
+  return out;
+}
+
+Result<std::shared_ptr<const object::ObjectImage>> ElfObject::find_debug_file(
+    const object::DebugFileOptions& opts) const {
+  auto dbg = elf::find_debug_file(*image_, opts);
+  if (!dbg.ok()) return std::move(dbg).error();
+  return std::shared_ptr<const object::ObjectImage>(of(dbg.value()));
+}
+
+// dwz: .gnu_debugaltlink = file name NUL build-id.
+Result<std::optional<object::SupplementaryLink>> ElfObject::supplementary_link() const {
+  auto sec = image_->section(".gnu_debugaltlink");
+  if (!sec || sec->data == nullptr || sec->size == 0) return std::optional<object::SupplementaryLink>{};
+  const char* p = reinterpret_cast<const char*>(sec->data);
+  const size_t nlen = strnlen(p, sec->size);
+  // Messages built whole (no make_error): a long path and name are never cut at its buffer.
+  if (nlen >= sec->size) return Error{SPROV_ERR_BAD_FORMAT, path() + ": malformed .gnu_debugaltlink"};
+  object::SupplementaryLink link{std::string(p, nlen), ModuleId::from_bytes(sec->data + nlen + 1, sec->size - nlen - 1)};
+  // The supplementary file must be the one the link names by build-id: a link without one
+  // would make any file at the named path (a host file, for a target's module) an input.
+  if (link.id.empty())
+    return Error{SPROV_ERR_BAD_FORMAT,
+                 path() + ": .gnu_debugaltlink names '" + link.name + "' without a build-id: not opened"};
+  return std::optional<object::SupplementaryLink>(std::move(link));
+}
 
 bool read_loaded_bytes(const ElfImage& image, uint64_t vaddr, void* buf, size_t len) {
   for (const auto& ph : image.program_headers()) {

@@ -17,6 +17,14 @@ class ElfObject final : public object::ObjectImage {
  public:
   explicit ElfObject(std::shared_ptr<ElfImage> image) : image_(std::move(image)) {}
 
+  /// `image` as an object image: the same ElfObject for one ElfImage while either lives (the
+  /// resolvers key their per-module state by the object image), null for null. Thread-safe.
+  static std::shared_ptr<ElfObject> of(const std::shared_ptr<ElfImage>& image);
+  /// The ELF image behind `obj`, null for another format: the one downcast from the neutral image
+  /// to ELF, for the ELF-only features reached from it (symbol tables, PLT, MiniDebugInfo,
+  /// elf_symbols.hpp).
+  static const std::shared_ptr<ElfImage>* image_of(const object::ObjectImage& obj);
+
   /// The ELF image, for the ELF-only features (cores, memory images, PLT, debug links).
   const std::shared_ptr<ElfImage>& elf() const { return image_; }
 
@@ -39,6 +47,18 @@ class ElfObject final : public object::ObjectImage {
   std::vector<object::UnwindTable> unwind_tables() const override;
   std::span<const uint8_t> file_bytes() const override { return {image_->file_data(), image_->file_size()}; }
   const FileIdentity* file_identity() const override { return image_->file_identity(); }
+  /// The PT_LOAD segments.
+  std::vector<object::Segment> loaded_segments() const override;
+  /// SHT_PROGBITS sections with SHF_EXECINSTR.
+  std::vector<object::CodeSection> code_sections() const override;
+  bool has_section_table() const override { return image_->section_count() > 1; }
+  bool file_changed() const override { return image_->file_changed(); }
+  const std::string& target_root() const override { return image_->target_root(); }
+  /// elf::find_debug_file (debug_file.hpp).
+  Result<std::shared_ptr<const object::ObjectImage>> find_debug_file(
+      const object::DebugFileOptions& opts) const override;
+  /// .gnu_debugaltlink: file name, NUL, build-id.
+  Result<std::optional<object::SupplementaryLink>> supplementary_link() const override;
 
  private:
   void load_symbols() const;

@@ -16,6 +16,16 @@ namespace stackprov::object {
 
 ObjectImage::~ObjectImage() = default;
 
+const std::string& ObjectImage::target_root() const {
+  static const std::string kNone;
+  return kNone;
+}
+
+Result<std::shared_ptr<const ObjectImage>> ObjectImage::find_debug_file(const DebugFileOptions&) const {
+  return make_error(SPROV_ERR_NOT_FOUND, "%s: the %.*s format has no separate debug files", path().c_str(),
+                    static_cast<int>(format_name().size()), format_name().data());
+}
+
 // The built-in formats, in lib/object/formats.cpp (the one list a new format joins).
 std::span<const Format* const> builtin_formats();
 

@@ -44,8 +44,49 @@ struct UnwindTable {
   SectionRef aux;
 };
 
+/// File contents loaded at link-time addresses: [vaddr, vaddr + file_size) holds the file's bytes
+/// [offset, offset + file_size) (ELF PT_LOAD, PE sections, Mach-O segments).
+struct Segment {
+  uint64_t vaddr = 0;
+  uint64_t offset = 0;
+  uint64_t file_size = 0;
+};
+
+/// An executable section as the file's headers give it: link-time range [addr, end) and its bytes
+/// (nullopt when unreadable; their size may differ from end - addr for a section the format stores
+/// compressed).
+struct CodeSection {
+  uint64_t addr = 0;
+  uint64_t end = 0;
+  std::optional<SectionRef> bytes;
+};
+
+/// Where separate debug files are searched (build-id paths, debug links; a format's own lookups,
+/// such as a dSYM bundle or a PDB path, take what applies to them).
+struct DebugFileOptions {
+  std::vector<std::string> debug_dirs{"/usr/lib/debug"};
+  std::string sysroot;  ///< prefixed to debug dirs and the binary's dir when non-empty
+};
+
+/// A supplementary debug file that a debug file's DWARF refers to (DWARF 5 section 7.3.6; dwz's
+/// .gnu_debugaltlink): its name (absolute, or relative to the referring file's directory) and the
+/// identity it must have.
+struct SupplementaryLink {
+  std::string name;
+  ModuleId id;
+};
+
 /// One module file or in-memory image, of any format. Immutable after open; thread-safe for
 /// concurrent readers. Implementations: elf::ElfObject (lib/elf), and test formats.
+///
+/// DWARF sections are asked for by the DWARF standard's names (".debug_info", ".debug_line",
+/// ".debug_info.dwo", ...: DWARF 5 section 7 and appendix G), whatever the container calls them:
+/// a format that names them otherwise (Mach-O "__DWARF,__debug_info", a PE file's long names
+/// through its string table) translates in section(). The other sections are asked for by the
+/// format's own names.
+///
+/// The resolvers look a module's sections, segments and tables up once, when they first see it,
+/// and keep the pointers: no virtual call per address.
 class ObjectImage {
  public:
   virtual ~ObjectImage();
@@ -77,6 +118,30 @@ class ObjectImage {
   /// The file opened (fstat of the descriptor read), so that a caller can check it is the file
   /// it keyed a cache entry by; null for an image from bytes.
   virtual const FileIdentity* file_identity() const = 0;
+
+  /// The file contents loaded at link-time addresses, in the file's order.
+  virtual std::vector<Segment> loaded_segments() const { return {}; }
+  /// The executable sections, in the file's header order (empty ones included).
+  virtual std::vector<CodeSection> code_sections() const { return {}; }
+  /// Whether the file has a section table (an ELF file whose section headers were stripped has
+  /// none: its sections are synthesised from the program headers).
+  virtual bool has_section_table() const { return true; }
+  /// Whether the file shrank while mapped: its bytes past the new end read as zeros, so what was
+  /// read from them is not the file's (core/mapped_file.hpp).
+  virtual bool file_changed() const { return false; }
+  /// The root of the process whose file this is ("/proc/PID/root") when it was opened through
+  /// another process's root, else "": paths the file names (debug links, supplementary files,
+  /// split units) are looked up under that root (core/open_file.hpp under_root_of).
+  virtual const std::string& target_root() const;
+  /// The module's separate debug file, found by the format's own rules (ELF: build-id path, then
+  /// .gnu_debuglink with its CRC; later a Mach-O dSYM, a PE file's PDB), its identity checked.
+  /// SPROV_ERR_NOT_FOUND naming the places searched when there is none (the default: the format
+  /// has no separate debug files).
+  virtual Result<std::shared_ptr<const ObjectImage>> find_debug_file(const DebugFileOptions& opts) const;
+  /// The supplementary debug file this file's DWARF refers to (ELF: .gnu_debugaltlink); nullopt
+  /// when it names none, an error (its message says what is wrong) for a malformed or
+  /// unidentified link.
+  virtual Result<std::optional<SupplementaryLink>> supplementary_link() const { return std::optional<SupplementaryLink>{}; }
 };
 
 /// A format the registry can open: `sniff` looks at the file's first bytes (at most

@@ -2,8 +2,6 @@
 // Bundle builder: walks a module's executable bytes through DwarfResolver, coalesces equal inline chains into range records and finds return pads (the arch's call decoders).
 #include "symbolize/bundle_builder.hpp"
 
-#include <elf.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -11,7 +9,7 @@
 #include <vector>
 
 #include "arch/arch_ops.hpp"
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 #include "evidence/encoding.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 
@@ -106,10 +104,10 @@ std::vector<CallSite> decode_calls(Arch arch, bool big_endian, const uint8_t* co
 
 Result<bundle::ModuleContents> build_module_contents(const std::string& path, const BundleBuildOptions& opts,
                                                      BundleBuildReport* report) {
-  auto img = elf::ElfImage::open(path);
+  auto img = object::open(path);
   if (!img) return std::move(img).error();
-  std::shared_ptr<elf::ElfImage> image = img.value();
-  const ModuleId& id = image->build_id();
+  std::shared_ptr<const object::ObjectImage> image = img.value();
+  const ModuleId& id = image->id();
   if (id.empty())
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no GNU build-id note (a bundle module needs one)", path.c_str());
 
@@ -117,7 +115,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   m.id.kind = bundle::IdKind::kElfBuildId;
   m.id.bytes.assign(id.bytes, id.bytes + id.len);
   m.name = opts.name.empty() ? basename_of(path) : opts.name;
-  m.sha256_file = evidence::sha256(image->file_data(), image->file_size());
+  m.sha256_file = evidence::sha256(image->file_bytes().data(), image->file_bytes().size());
 
   DwarfResolverOptions ro;
   ro.demangle = false;
@@ -132,20 +130,18 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   } else if (mr.dwarf_file == image->path()) {
     m.sha256_debug = m.sha256_file;
   } else {
-    auto dbg = elf::ElfImage::open(mr.dwarf_file);  // mapped read-only, as the resolver does
+    auto dbg = object::open(mr.dwarf_file);  // mapped read-only, as the resolver does
     if (!dbg) return std::move(dbg).error();
-    m.sha256_debug = evidence::sha256(dbg.value()->file_data(), dbg.value()->file_size());
+    m.sha256_debug = evidence::sha256(dbg.value()->file_bytes().data(), dbg.value()->file_bytes().size());
   }
 
   BundleBuildReport rep;
   rep.debug_file = mr.dwarf_file;
   // Executable sections, in address order.
+  const std::vector<object::CodeSection> code = image->code_sections();
   std::vector<std::pair<uint64_t, uint64_t>> text;
-  for (size_t i = 1; i < image->section_count(); ++i) {
-    if (image->section_type(i) != SHT_PROGBITS || (image->section_flags(i) & SHF_EXECINSTR) == 0) continue;
-    const auto [lo, hi] = image->section_range(i);
-    if (hi > lo) text.emplace_back(lo, hi);
-  }
+  for (const object::CodeSection& c : code)
+    if (c.end > c.addr) text.emplace_back(c.addr, c.end);
   std::sort(text.begin(), text.end());
   RangeCoalescer co(&m.ranges);
   Resolution res;
@@ -189,11 +185,12 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
     co.gap();
     // Return pads: the calls of each run, decoded from its first byte (a DWARF range
     // starts at an instruction boundary), each with the chain at its last byte.
-    std::optional<elf::Section> sec;
-    for (size_t i = 1; i < image->section_count() && !sec; ++i)
-      if (image->section_range(i).first == lo && image->section_type(i) == SHT_PROGBITS &&
-          (image->section_flags(i) & SHF_EXECINSTR) != 0)
-        sec = image->section_at(i);
+    const object::SectionRef* sec = nullptr;
+    for (const object::CodeSection& c : code)  // the first readable one that starts there
+      if (c.addr == lo && c.bytes) {
+        sec = &*c.bytes;
+        break;
+      }
     for (const auto& [rlo, rhi] : runs) {
       if (!sec || sec->data == nullptr || rhi - lo > sec->size) continue;
       const auto calls = decode_calls(image->arch(), image->big_endian(), sec->data + (rlo - lo), rhi - rlo, rlo,

@@ -10,7 +10,7 @@
 #include "bundle/format.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
-#include "elf/debug_file.hpp"
+#include "object/object_image.hpp"
 
 namespace stackprov::symbolize {
 
@@ -18,7 +18,7 @@ struct BundleBuildOptions {
   /// Module name stored in the bundle; empty = the file's basename (no host path).
   std::string name;
   /// Where the separate debug file is searched (build-id path, debuglink).
-  elf::DebugFileOptions debug;
+  object::DebugFileOptions debug;
   /// Upper bound on the bytes of executable sections scanned (hostile/huge input).
   size_t max_text_bytes = size_t{1} << 30;
 };

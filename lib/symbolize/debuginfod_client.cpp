@@ -92,11 +92,11 @@ Result<DebuginfodFile> DebuginfodClient::find_debuginfo(const ModuleId& id) {
   free(path);
   if (const char* url = api.get_url(client_); url != nullptr) f.url = url;
   if (f.url.empty()) f.url = urls_ + " (from the cache " + f.cache_path + ")";
-  auto img = elf::ElfImage::open(f.cache_path);
+  auto img = object::open(f.cache_path);
   if (!img.ok())
     return miss(make_error(SPROV_ERR_NOT_FOUND, "debuginfod: %s (from %s): %s", f.cache_path.c_str(), f.url.c_str(),
                            img.error().message.c_str()));
-  const ModuleId& got = (*img)->build_id();
+  const ModuleId& got = (*img)->id();
   if (got != id)
     return miss(make_error(SPROV_ERR_BUILD_ID_MISMATCH,
                            "debuginfod: %s (from %s) has build-id %s, the module has %s", f.cache_path.c_str(),

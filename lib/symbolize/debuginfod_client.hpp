@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 
 struct debuginfod_client;
 
@@ -16,7 +16,7 @@ namespace stackprov::symbolize {
 
 /// A debug file fetched from (or found in the cache of) a debuginfod server.
 struct DebuginfodFile {
-  std::shared_ptr<elf::ElfImage> image;
+  std::shared_ptr<const object::ObjectImage> image;
   std::string url;         ///< the URL it was fetched from (debuginfod_get_url)
   std::string cache_path;  ///< where libdebuginfod stored it
 };

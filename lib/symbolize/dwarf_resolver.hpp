@@ -11,12 +11,9 @@
 #include "core/once.hpp"
 #include "dwarf/dwarf_index.hpp"
 #include "dwarf/split_dwarf.hpp"
+#include "elf/elf_symbols.hpp"
+#include "object/object_image.hpp"
 #include "symbolize/debuginfod_client.hpp"
-#include "elf/debug_file.hpp"
-#include "elf/elf_image.hpp"
-#include "elf/llvm_symtab.hpp"
-#include "elf/plt.hpp"
-#include "elf/symtab.hpp"
 
 namespace stackprov::symbolize {
 
@@ -74,7 +71,7 @@ enum class SymtabPolicy {
 
 struct DwarfResolverOptions {
   bool demangle = true;
-  elf::DebugFileOptions debug;
+  object::DebugFileOptions debug;
   /// Ask debuginfod (DEBUGINFOD_URLS) when no local debug file is found.
   bool debuginfod = true;
   /// Read DWARF at all; false: symbol tables only (resolver policy without "dwarf").
@@ -92,12 +89,13 @@ struct ModuleReport {
 };
 
 /// Resolves link-time addresses of modules. DWARF comes from the module
-/// itself or from its separate debug file (build-id path or debuglink with
-/// CRC, build-id checked). The physical function's name is the symbol table's
+/// itself or from its separate debug file (ObjectImage::find_debug_file: for
+/// ELF the build-id path or debuglink with CRC, build-id checked). The physical function's name is the symbol table's
 /// (.symtab, else .dynsym of the module) when a symbol covers the address, as
 /// llvm-symbolizer does; without DWARF the answer is the symbol alone.
-/// Thread-safe: modules are loaded under a lock, their indexes are shared and
-/// safe for concurrent lookups.
+/// The symbol tables are ELF's (elf_symbols.hpp: .symtab, .dynsym, PLT,
+/// MiniDebugInfo; empty for another format). Thread-safe: modules are loaded
+/// under a lock, their indexes are shared and safe for concurrent lookups.
 class DwarfResolver {
  public:
   explicit DwarfResolver(DwarfResolverOptions opts) : opts_(std::move(opts)) {}
@@ -105,13 +103,13 @@ class DwarfResolver {
   /// Fills `out` (always at least one frame). Returns false when nothing at
   /// all is known about `addr` (the frame is then empty and resolver kNone).
   /// `policy` chooses the tables that may name addresses without DWARF.
-  bool resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out,
+  bool resolve(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr, Resolution* out,
                SymtabPolicy policy = SymtabPolicy::kWithDebugFile);
 
   const DwarfResolverOptions& options() const { return opts_; }
 
   /// How the module's DWARF was found (loads the module when needed).
-  ModuleReport report(const std::shared_ptr<elf::ElfImage>& image);
+  ModuleReport report(const std::shared_ptr<const object::ObjectImage>& image);
   DebuginfodClient& debuginfod() { return debuginfod_; }
 
  public:
@@ -121,17 +119,22 @@ class DwarfResolver {
     std::string_view name, file;
     bool from_debug_file;  ///< from the separate debug file's .symtab (`fallback`)
   };
+  /// A file's path() and id(), read once (they live as long as the file).
+  struct FileName {
+    const std::string* path = nullptr;
+    const ModuleId* id = nullptr;
+  };
 
  private:
   struct Module {
-    std::shared_ptr<elf::ElfImage> image;
-    std::shared_ptr<elf::ElfImage> dwarf_file;  ///< image or its debug file; null without DWARF
-    std::shared_ptr<elf::ElfImage> alt_file;    ///< dwz supplementary file
-    std::shared_ptr<elf::ElfImage> symtab_file; ///< file whose .symtab is used (image or minidebuginfo)
+    std::shared_ptr<const object::ObjectImage> image;
+    std::shared_ptr<const object::ObjectImage> dwarf_file;  ///< image or its debug file; null without DWARF
+    std::shared_ptr<const object::ObjectImage> alt_file;    ///< dwz supplementary file
+    std::shared_ptr<const object::ObjectImage> symtab_file; ///< file whose .symtab is used (image or minidebuginfo)
     /// The separate debug file, whose .symtab answers only without DWARF: read on first
     /// use (load_fallback), then `fallback_file` is set when that table has symbols.
-    std::shared_ptr<elf::ElfImage> fallback_candidate;
-    mutable std::shared_ptr<elf::ElfImage> fallback_file;
+    std::shared_ptr<const object::ObjectImage> fallback_candidate;
+    mutable std::shared_ptr<const object::ObjectImage> fallback_file;
     mutable stackprov::OnceFlag fallback_once, file_syms_once;
     std::shared_ptr<dwarf::SplitDwarfFiles> split;
     std::unique_ptr<dwarf::DwarfIndex> index;
@@ -147,31 +150,32 @@ class DwarfResolver {
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
     /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
     mutable std::vector<FileSymEntry> file_syms;  ///< built on first use (load_file_syms)
+    /// path() and id() of `image`, `dwarf_file`, `symtab_file` and `fallback_file`, read when each
+    /// is set: an answer names its file without a virtual call per address.
+    FileName image_name, dwarf_name, symtab_name;
+    mutable FileName fallback_name;
     bool via_debuginfod = false;
     bool minidebuginfo = false;
     std::string url;
     std::string error;
   };
-  std::shared_ptr<Module> module(const std::shared_ptr<elf::ElfImage>& image);
-  bool attach_dwarf(Module* m, const std::shared_ptr<elf::ElfImage>& f);
-  std::shared_ptr<elf::ElfImage> find_alt(const elf::ElfImage& f, std::string* err);
+  std::shared_ptr<Module> module(const std::shared_ptr<const object::ObjectImage>& image);
+  bool attach_dwarf(Module* m, const std::shared_ptr<const object::ObjectImage>& f);
+  std::shared_ptr<const object::ObjectImage> find_alt(const object::ObjectImage& f, std::string* err);
   void load_fallback(const Module& m) const;
   void load_file_syms(const Module& m) const;
   void assign_display(std::string_view name, std::string* out) const;
   /// kWithDebugFile: the doc/symbols.md alias rule over .symtab, .dynsym and the debug file's .symtab.
-  void name_from_tables(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+  void name_from_tables(const Module& m, const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
                         bool dwarf_hit, Resolution* out) const;
   /// kModuleOnly: llvm-symbolizer-14's SymbolizableObjectFile (elf::LlvmSymbolTable).
-  void name_like_llvm(const Module& m, const std::shared_ptr<elf::ElfImage>& image, uint64_t addr,
+  void name_like_llvm(const Module& m, const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
                       bool dwarf_hit, Resolution* out) const;
 
   DwarfResolverOptions opts_;
   DebuginfodClient debuginfod_;
   std::mutex mu_;
-  std::unordered_map<const elf::ElfImage*, std::shared_ptr<Module>> modules_;
+  std::unordered_map<const object::ObjectImage*, std::shared_ptr<Module>> modules_;
 };
-
-/// The .debug_* sections of `image` as borrowed views (decompressed).
-dwarf::DwarfSections dwarf_sections(const elf::ElfImage& image);
 
 }  // namespace stackprov::symbolize

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "elf/elf_object.hpp"
+
 namespace stackprov::symbolize {
 namespace {
 
@@ -40,8 +42,8 @@ bool uvarint(const uint8_t*& p, const uint8_t* end, uint32_t* out) {
 }
 
 // [off, off + n) lies in the image's file (hostile program headers may wrap).
-bool in_file(const elf::ElfImage& image, uint64_t off, uint64_t n) {
-  return off <= image.file_size() && n <= image.file_size() - off;
+bool in_file(std::span<const uint8_t> file, uint64_t off, uint64_t n) {
+  return off <= file.size() && n <= file.size() - off;
 }
 
 }  // namespace
@@ -49,10 +51,18 @@ bool in_file(const elf::ElfImage& image, uint64_t off, uint64_t n) {
 uint32_t GoPclntab::u32(const uint8_t* p) const { return rd32(p, big_endian_); }
 uint64_t GoPclntab::uptr(const uint8_t* p) const { return rdptr(p, big_endian_, ptr_size_); }
 
-std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image) {
+std::unique_ptr<GoPclntab> GoPclntab::load(const std::shared_ptr<elf::ElfImage>& image) {
+  return load(elf::ElfObject::of(image));
+}
+
+std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<const object::ObjectImage> image) {
   if (!image) return nullptr;
   auto t = std::unique_ptr<GoPclntab>(new GoPclntab());
   t->image_ = image;
+  t->file_ = image->file_bytes();
+  t->segs_ = image->loaded_segments();
+  t->path_ = &image->path();
+  t->id_ = &image->id();
   t->big_endian_ = image->big_endian();
   // A header is accepted when its magic, pads, pointer size and table offsets are consistent.
   auto accept = [&](const uint8_t* p, size_t avail, uint64_t vaddr) {
@@ -94,7 +104,7 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
   // The magic searches below read megabytes: they run only for a Go binary (the Go linker's
   // build-info section or build-id note survives -s -w and renamed sections) or an image
   // without section headers, not for every C module a frame of which no other resolver named.
-  const bool no_sections = image->section_count() <= 1;
+  const bool no_sections = !image->has_section_table();
   const bool go_binary = image->section(".go.buildinfo").has_value() || image->section(".note.go.buildid").has_value();
   if (!found && go_binary) {
     // Renamed or unnamed: the linker aligns the table; search the data sections for a valid header.
@@ -111,11 +121,11 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
   }
   if (!found && (no_sections || go_binary)) {
     // No section headers at all (or none holds the table): the loadable segments.
-    for (const auto& ph : image->program_headers()) {
-      if (ph.type != 1 /* PT_LOAD */ || !in_file(*image, ph.offset, ph.filesz)) continue;
-      const uint8_t* d = image->file_data() + ph.offset;
-      for (size_t off = 0; off + 64 <= ph.filesz && !found; off += 8)
-        if (accept(d + off, ph.filesz - off, ph.vaddr + off)) {
+    for (const object::Segment& ph : t->segs_) {
+      if (!in_file(t->file_, ph.offset, ph.file_size)) continue;
+      const uint8_t* d = t->file_.data() + ph.offset;
+      for (size_t off = 0; off + 64 <= ph.file_size && !found; off += 8)
+        if (accept(d + off, ph.file_size - off, ph.vaddr + off)) {
           t->found_by_ = "magic in a PT_LOAD segment";
           found = true;
         }
@@ -130,10 +140,10 @@ std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<elf::ElfImage> image)
 }
 
 const uint8_t* GoPclntab::vaddr_ptr(uint64_t addr, size_t n) const {
-  for (const auto& ph : image_->program_headers()) {
-    if (ph.type != 1 || addr < ph.vaddr || n > ph.filesz || addr - ph.vaddr > ph.filesz - n) continue;
-    if (!in_file(*image_, ph.offset, ph.filesz)) return nullptr;
-    return image_->file_data() + ph.offset + (addr - ph.vaddr);
+  for (const object::Segment& ph : segs_) {
+    if (addr < ph.vaddr || n > ph.file_size || addr - ph.vaddr > ph.file_size - n) continue;
+    if (!in_file(file_, ph.offset, ph.file_size)) return nullptr;
+    return file_.data() + ph.offset + (addr - ph.vaddr);
   }
   return nullptr;
 }
@@ -282,7 +292,7 @@ bool GoPclntab::lookup(uint64_t pc, std::vector<GoFrame>* out) const {
   return true;
 }
 
-const GoPclntab* GoResolver::table(const std::shared_ptr<elf::ElfImage>& image) {
+const GoPclntab* GoResolver::table(const std::shared_ptr<const object::ObjectImage>& image) {
   if (!image) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tables_.find(image.get());
@@ -290,7 +300,7 @@ const GoPclntab* GoResolver::table(const std::shared_ptr<elf::ElfImage>& image) 
   return it->second.second.get();
 }
 
-bool GoResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out) {
+bool GoResolver::resolve(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr, Resolution* out) {
   const GoPclntab* t = table(image);
   std::vector<GoFrame> frames;
   if (!t || !t->lookup(addr, &frames) || frames.empty()) return false;
@@ -309,8 +319,8 @@ bool GoResolver::resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t a
   outer.start_address = frames.back().entry;
   out->resolver = ResolvedBy::kGopclntab;
   out->provenance = "gopclntab";
-  out->source = image->path();
-  out->source_build_id = image->build_id();
+  out->source = t->path();
+  out->source_build_id = t->id();
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,8 +14,12 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 #include "symbolize/dwarf_resolver.hpp"
+
+namespace stackprov::elf {
+class ElfImage;
+}
 
 namespace stackprov::symbolize {
 
@@ -36,7 +41,10 @@ struct GoFrame {
 class GoPclntab {
  public:
   /// Null when the image holds no pclntab of a supported version.
-  static std::unique_ptr<GoPclntab> load(std::shared_ptr<elf::ElfImage> image);
+  static std::unique_ptr<GoPclntab> load(std::shared_ptr<const object::ObjectImage> image);
+  /// The same for an ELF image: kept for unwind::LoadedModule::go_pclntab (lib/unwind), until it
+  /// asks with its object image.
+  static std::unique_ptr<GoPclntab> load(const std::shared_ptr<elf::ElfImage>& image);
 
   /// Frames for link-time `pc` (inline chain, innermost first); false when no Go function covers it.
   bool lookup(uint64_t pc, std::vector<GoFrame>* out) const;
@@ -54,6 +62,9 @@ class GoPclntab {
   /// How the table was found: "section <name>" or "magic in <section>".
   const std::string& found_by() const { return found_by_; }
   uint64_t text_start() const { return text_start_; }
+  /// The image's path() and id(), read at load.
+  const std::string& path() const { return *path_; }
+  const ModuleId& id() const { return *id_; }
 
  private:
   struct FuncRef {
@@ -70,7 +81,11 @@ class GoPclntab {
   const uint8_t* vaddr_ptr(uint64_t addr, size_t n) const;
   void find_gofunc();
 
-  std::shared_ptr<elf::ElfImage> image_;
+  std::shared_ptr<const object::ObjectImage> image_;
+  std::span<const uint8_t> file_;        ///< image_->file_bytes()
+  std::vector<object::Segment> segs_;    ///< image_->loaded_segments()
+  const std::string* path_ = nullptr;
+  const ModuleId* id_ = nullptr;
   const uint8_t* base_ = nullptr;  ///< pcHeader
   size_t size_ = 0;
   uint64_t vaddr_ = 0;             ///< link-time address of pcHeader
@@ -89,13 +104,14 @@ class GoResolver {
   /// Fills `out` (resolver kGopclntab, provenance "gopclntab", the inline
   /// chain) and returns true when the module is a Go binary whose pclntab
   /// covers `addr`.
-  bool resolve(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, Resolution* out);
+  bool resolve(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr, Resolution* out);
   /// The module's table (null when it has none).
-  const GoPclntab* table(const std::shared_ptr<elf::ElfImage>& image);
+  const GoPclntab* table(const std::shared_ptr<const object::ObjectImage>& image);
 
  private:
   std::mutex mu_;
-  std::unordered_map<const elf::ElfImage*, std::pair<std::shared_ptr<elf::ElfImage>, std::unique_ptr<GoPclntab>>>
+  std::unordered_map<const object::ObjectImage*,
+                     std::pair<std::shared_ptr<const object::ObjectImage>, std::unique_ptr<GoPclntab>>>
       tables_;
 };
 

@@ -70,7 +70,7 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
       case Step::kBundle: {
         if (!bundles_.enabled()) break;
         ModuleId id = m.build_id;
-        if (id.empty() && m.image) id = m.image->build_id();
+        if (id.empty() && m.image) id = m.image->id();
         if (id.empty()) break;
         auto r = bundles_.resolve(id.kind, std::span<const uint8_t>(id.bytes, id.len), addr, out);
         if (!r) {

@@ -9,7 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/types.hpp"
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 #include "symbolize/bundle_resolver.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/gopclntab.hpp"
@@ -43,7 +43,7 @@ struct ResolverPolicy {
 /// One module as the chain sees it: its file (null when unknown or offline)
 /// and its identity (the snapshot's or the caller's; else the file's).
 struct ChainModule {
-  std::shared_ptr<elf::ElfImage> image;
+  std::shared_ptr<const object::ObjectImage> image;
   ModuleId build_id;
 };
 

@@ -6,22 +6,23 @@
 
 namespace stackprov::symbolize {
 
-Symbolizer::ModuleSyms& Symbolizer::module_syms(const std::shared_ptr<elf::ElfImage>& image) {
+Symbolizer::ModuleSyms& Symbolizer::module_syms(const std::shared_ptr<const object::ObjectImage>& image) {
   auto it = modules_.find(image.get());
   if (it != modules_.end()) return *it->second;
   auto ms = std::make_unique<ModuleSyms>();
   ms->image = image;
-  if (auto t = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kSymtab); t.ok() && !t->empty()) {
+  ms->image_path = image->path();
+  if (auto t = elf::load_symbols(*image, elf::SymbolTable::Kind::kSymtab); t.ok() && !t->empty()) {
     ms->symtab = std::move(t).value();
     ms->symtab_source = image->path();
-  } else if (auto dbg = elf::find_debug_file(*image, debug_opts_); dbg.ok()) {
+  } else if (auto dbg = image->find_debug_file(debug_opts_); dbg.ok()) {
     ms->debug = dbg.value();
-    if (auto dt = elf::SymbolTable::load(*ms->debug, elf::SymbolTable::Kind::kSymtab); dt.ok()) {
+    if (auto dt = elf::load_symbols(*ms->debug, elf::SymbolTable::Kind::kSymtab); dt.ok()) {
       ms->symtab = std::move(dt).value();
       ms->symtab_source = ms->debug->path();
     }
   }
-  if (auto d = elf::SymbolTable::load(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
+  if (auto d = elf::load_symbols(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
     ms->dynsym = std::move(d).value();
   auto& ref = *ms;
   modules_.emplace(image.get(), std::move(ms));
@@ -38,16 +39,16 @@ std::string_view Symbolizer::display_name(std::string_view linkage) {
   return v;
 }
 
-bool Symbolizer::lookup(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, SymbolInfo* out) {
+bool Symbolizer::lookup(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr, SymbolInfo* out) {
   ModuleSyms& ms = module_syms(image);
   if (!ms.plt_loaded) {
-    ms.plt = elf::PltTable::load(*image);
+    ms.plt = elf::load_plt(*image);
     ms.plt_loaded = true;
   }
   // PLT stubs have no symbol of their own; name them as objdump, perf and gdb do.
   const elf::Symbol* s = ms.plt.lookup(addr);
   Resolver res = Resolver::kSymtab;
-  std::string_view source = image->path();
+  std::string_view source = ms.image_path;
   if (s == nullptr) {
     s = ms.symtab.lookup(addr);
     source = ms.symtab_source;
@@ -55,7 +56,7 @@ bool Symbolizer::lookup(const std::shared_ptr<elf::ElfImage>& image, uint64_t ad
   if (s == nullptr) {
     s = ms.dynsym.lookup(addr);
     res = Resolver::kDynsym;
-    source = image->path();
+    source = ms.image_path;
   }
   if (s == nullptr) {
     *out = SymbolInfo{};

@@ -8,10 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "elf/debug_file.hpp"
-#include "elf/elf_image.hpp"
-#include "elf/plt.hpp"
-#include "elf/symtab.hpp"
+#include "elf/elf_symbols.hpp"
+#include "object/object_image.hpp"
 
 namespace stackprov::symbolize {
 
@@ -30,32 +28,34 @@ struct SymbolInfo {
 
 /// Resolves link-time addresses of modules to function symbols. Order: PLT
 /// entries (`sym@plt`, elf::PltTable), `.symtab` of the module, `.symtab` of
-/// its separate debug file (build-id or debuglink, identity checked), `.dynsym`. One instance per thread; returned
+/// its separate debug file (ObjectImage::find_debug_file: build-id or debuglink, identity checked),
+/// `.dynsym` (ELF's tables, elf_symbols.hpp; none for another format). One instance per thread; returned
 /// string_views stay valid until the Symbolizer is destroyed.
 class Symbolizer {
  public:
-  Symbolizer(bool demangle, elf::DebugFileOptions debug_opts)
+  Symbolizer(bool demangle, object::DebugFileOptions debug_opts)
       : demangle_(demangle), debug_opts_(std::move(debug_opts)) {}
 
   /// False when no table covers `addr` (not an error).
-  bool lookup(const std::shared_ptr<elf::ElfImage>& image, uint64_t addr, SymbolInfo* out);
+  bool lookup(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr, SymbolInfo* out);
 
  private:
   struct ModuleSyms {
-    std::shared_ptr<elf::ElfImage> image;
-    std::shared_ptr<elf::ElfImage> debug;
+    std::shared_ptr<const object::ObjectImage> image;
+    std::shared_ptr<const object::ObjectImage> debug;
     elf::SymbolTable symtab;
     std::string symtab_source;
+    std::string_view image_path;  ///< image->path(), read once
     elf::SymbolTable dynsym;
     elf::PltTable plt;
     bool plt_loaded = false;
   };
-  ModuleSyms& module_syms(const std::shared_ptr<elf::ElfImage>& image);
+  ModuleSyms& module_syms(const std::shared_ptr<const object::ObjectImage>& image);
   std::string_view display_name(std::string_view linkage);
 
   bool demangle_;
-  elf::DebugFileOptions debug_opts_;
-  std::unordered_map<const elf::ElfImage*, std::unique_ptr<ModuleSyms>> modules_;
+  object::DebugFileOptions debug_opts_;
+  std::unordered_map<const object::ObjectImage*, std::unique_ptr<ModuleSyms>> modules_;
   std::unordered_map<std::string_view, std::string_view> demangled_;
   std::unordered_set<std::string> strings_;
 };

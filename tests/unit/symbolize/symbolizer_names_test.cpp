@@ -5,7 +5,8 @@
 #include <sstream>
 
 #include "../elf/elf_test_util.hpp"
-#include "elf/elf_image.hpp"
+#include "elf/debug_file.hpp"
+#include "elf/elf_object.hpp"
 #include "symbolize/symbolizer.hpp"
 
 using namespace stackprov;
@@ -13,17 +14,17 @@ using namespace stackprov::elf::testing;
 
 namespace {
 
-std::string name_of(symbolize::Symbolizer& s, const std::shared_ptr<elf::ElfImage>& img, uint64_t a) {
+std::string name_of(symbolize::Symbolizer& s, const std::shared_ptr<const object::ObjectImage>& img, uint64_t a) {
   symbolize::SymbolInfo info;
   return s.lookup(img, a, &info) ? std::string(info.linkage) : std::string("??");
 }
 
-std::shared_ptr<elf::ElfImage> open_image(const std::string& path) {
+std::shared_ptr<const object::ObjectImage> open_image(const std::string& path) {
   INFO("needs " << path);
   REQUIRE(file_exists(path));
   auto img = elf::ElfImage::open(path);
   REQUIRE(img.ok());
-  return std::move(img).value();
+  return elf::ElfObject::of(img.value());
 }
 
 }  // namespace
