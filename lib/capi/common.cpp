@@ -16,26 +16,7 @@ SPROV_API const char* sprov_last_error_message(void) { return last_error_message
 SPROV_API void sprov_free(void* p) { std::free(p); }
 SPROV_API int sprov_resolver_gives_lines(int resolver) { return capi::resolver_gives_lines(resolver) ? 1 : 0; }
 
-SPROV_API const char* sprov_method_name(int method) {
-  switch (method) {
-    case SPROV_METHOD_CONTEXT: return "context";
-    case SPROV_METHOD_CFI_EH_FRAME: return "cfi_eh_frame";
-    case SPROV_METHOD_CFI_DEBUG_FRAME: return "cfi_debug_frame";
-    case SPROV_METHOD_FRAME_POINTER: return "frame_pointer";
-    case SPROV_METHOD_SCAN: return "scan";
-    case SPROV_METHOD_SIGNAL: return "signal";
-    case SPROV_METHOD_CFI_PDATA: return "cfi_pdata";
-    case SPROV_METHOD_COMPACT_UNWIND: return "compact_unwind";
-    case SPROV_METHOD_TRAMPOLINE: return "trampoline";
-    case SPROV_METHOD_PROLOGUE: return "prologue";
-    case SPROV_METHOD_BAD_PC_RETURN: return "bad_pc_return";
-    case SPROV_METHOD_CFI_BUNDLE: return "cfi_bundle";
-    case SPROV_METHOD_CALLCHAIN: return "callchain";
-    case SPROV_METHOD_RUNTIME: return "runtime";
-    case SPROV_METHOD_UNWIND_TABLE: return "unwind_table";
-    default: return "none";
-  }
-}
+SPROV_API const char* sprov_method_name(int method) { return pipeline::method_name(method); }
 
 SPROV_API int sprov_method_rung(int method) {
   switch (method) {
@@ -89,17 +70,6 @@ SPROV_API const char* sprov_arch_name(int arch) {
   return stackprov::capi::guard_value<const char*>("unknown", [&] { return stackprov::arch_name(static_cast<Arch>(arch)); });
 }
 
-SPROV_API const char* sprov_resolver_name(int resolver) {
-  switch (resolver) {
-    case SPROV_RESOLVER_SYMTAB: return "symtab";
-    case SPROV_RESOLVER_DYNSYM: return "dynsym";
-    case SPROV_RESOLVER_DWARF: return "dwarf";
-    case SPROV_RESOLVER_DEBUGINFOD: return "debuginfod";
-    case SPROV_RESOLVER_BUNDLE: return "bundle";
-    case SPROV_RESOLVER_GOPCLNTAB: return "gopclntab";
-    case SPROV_RESOLVER_PERFMAP: return "perfmap";
-    default: return "none";
-  }
-}
+SPROV_API const char* sprov_resolver_name(int resolver) { return pipeline::resolver_name(resolver); }
 
 }  // extern "C"

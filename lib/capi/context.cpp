@@ -25,17 +25,16 @@ Result<ModuleBundle> find_module_bundle(sprov_context* ctx, const memory::Snapsh
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx, const memory::Snapshot* snap,
                                                              const memory::SnapshotModule& m,
                                                              const std::string& module_root) {
-  pipeline::ModuleSources src{ctx->ctx, ctx->ctx.config(), ctx->modules, ctx->modules_loaded};
+  pipeline::ModuleSources src = ctx->sources();
   return pipeline::acquire_module(src, snap, m, module_root);
 }
 
 Result<std::shared_ptr<unwind::LoadedModule>> stack_module(sprov_context* ctx, const sprov_stack* stack, int32_t index) {
-  const memory::SnapshotModule& m = (*stack->modules)[static_cast<size_t>(index)];
-  if (stack->loaded && static_cast<size_t>(index) < stack->loaded->size() && !m.file.known() && m.path != kVdsoName) {
-    const std::shared_ptr<unwind::LoadedModule>& used = (*stack->loaded)[static_cast<size_t>(index)];
-    if (used && used->has_image() && used->image_ptr()->file_identity() == nullptr) return used;
-  }
-  return acquire_module(ctx, nullptr, m, stack->module_root);
+  const size_t i = static_cast<size_t>(index);
+  static const std::shared_ptr<unwind::LoadedModule> kNone;
+  return pipeline::naming_module(*ctx, (*stack->modules)[i],
+                                 stack->loaded && i < stack->loaded->size() ? (*stack->loaded)[i] : kNone,
+                                 stack->module_root);
 }
 
 }  // namespace stackprov::capi

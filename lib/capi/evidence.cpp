@@ -56,35 +56,6 @@ int copy_cstr(const std::string& s, char* out, size_t size, const char* what) {
 
 Error null_arg(const char* name) { return make_error(SPROV_ERR_INVALID_ARG, "%s is NULL", name); }
 
-/// The public key (or certificate) in file `path`. A private key file names its public key too:
-/// accepted with `allow_private` (key ids), refused otherwise -- a verifier is given public keys,
-/// and a private key where one is expected is a mistake worth saying.
-Result<PublicKey> load_public(const char* path, bool allow_private = false) {
-  auto data = read_file(path, 65536);
-  if (!data) return data.error();
-  auto k = PublicKey::from_pem_or_der(data.value());
-  if (k) return k;
-  auto sk = SigningKey::from_pem_or_der(data.value());
-  if (sk && allow_private) return sk.value().public_key();
-  if (sk)
-    return make_error(SPROV_ERR_KEY,
-                      "'%s' is a private key; verifying needs its public key (PEM PUBLIC KEY or a certificate)", path);
-  return make_error(k.error().code, "'%s': %s", path, k.error().message.c_str());
-}
-
-Result<std::vector<PublicKey>> load_keys(const char* const* paths, size_t n) {
-  if (n > 0 && paths == nullptr) return null_arg("key_paths");
-  if (n > 256) return make_error(SPROV_ERR_LIMIT, "%zu keys exceed the limit of 256", n);
-  std::vector<PublicKey> keys;
-  for (size_t i = 0; i < n; ++i) {
-    if (!paths[i]) return null_arg("key_paths[i]");
-    auto k = load_public(paths[i]);
-    if (!k) return k.error();
-    keys.push_back(std::move(k.value()));
-  }
-  return keys;
-}
-
 std::string base_name(const std::string& p) {
   auto s = p.rfind('/');
   return s == std::string::npos ? p : p.substr(s + 1);
@@ -135,7 +106,7 @@ SPROV_API int sprov_key_generate(const char* private_path, const char* public_pa
 SPROV_API int sprov_key_id(const char* key_path, char* key_id, size_t key_id_size) {
   return guard([&] {
     if (!key_path) return fail(null_arg("key_path"));
-    auto k = load_public(key_path, true);
+    auto k = load_public_key(key_path, true);
     if (!k) return fail(k.error());
     return copy_cstr(k.value().key_id_hex(), key_id, key_id_size, "key_id");
   });
@@ -191,7 +162,7 @@ SPROV_API int sprov_dsse_verify(const void* envelope, size_t len, const struct s
     if (!envelope) return fail(null_arg("envelope"));
     if (SPROV_OPTS_GET(opts, sprov_dsse_verify_opts, reserved, 0u) != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_dsse_verify_opts.reserved must be 0"));
-    auto keys = load_keys(SPROV_OPTS_GET(opts, sprov_dsse_verify_opts, key_paths, nullptr),
+    auto keys = load_public_keys(SPROV_OPTS_GET(opts, sprov_dsse_verify_opts, key_paths, nullptr),
                           SPROV_OPTS_GET(opts, sprov_dsse_verify_opts, key_count, size_t{0}));
     if (!keys) return fail(keys.error());
     uint32_t threshold = SPROV_OPTS_GET(opts, sprov_dsse_verify_opts, threshold, 0u);
@@ -241,14 +212,13 @@ SPROV_API void sprov_tlog_free(sprov_tlog* log) { delete log; }
 
 SPROV_API uint64_t sprov_tlog_size(const sprov_tlog* log) { return log ? log->log.size() : 0; }
 
-SPROV_API int sprov_tlog_append(sprov_tlog* log, const void* const* entries, const size_t* lens, size_t count,
-                                uint64_t* first_index) {
-  return sprov_tlog_append_checkpoint(log, entries, lens, count, nullptr, first_index, nullptr, nullptr);
-}
+}  // extern "C"
 
-SPROV_API int sprov_tlog_append_checkpoint(sprov_tlog* log, const void* const* entries, const size_t* lens,
-                                           size_t count, const char* key_path, uint64_t* first_index, char** note,
-                                           size_t* note_len) {
+namespace {
+
+/// sprov_tlog_append_checkpoint (sprov_tlog_append: no key, no note).
+int append_checkpoint(sprov_tlog* log, const void* const* entries, const size_t* lens, size_t count,
+                      const char* key_path, uint64_t* first_index, char** note, size_t* note_len) noexcept {
   return guard([&] {
     if (!log) return fail(null_arg("log"));
     if (count && (!entries || !lens)) return fail(null_arg("entries/lens"));
@@ -272,6 +242,21 @@ SPROV_API int sprov_tlog_append_checkpoint(sprov_tlog* log, const void* const* e
     if (key && note) return give_string(signed_note, note, note_len);
     return 0;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+SPROV_API int sprov_tlog_append(sprov_tlog* log, const void* const* entries, const size_t* lens, size_t count,
+                                uint64_t* first_index) {
+  return append_checkpoint(log, entries, lens, count, nullptr, first_index, nullptr, nullptr);
+}
+
+SPROV_API int sprov_tlog_append_checkpoint(sprov_tlog* log, const void* const* entries, const size_t* lens,
+                                           size_t count, const char* key_path, uint64_t* first_index, char** note,
+                                           size_t* note_len) {
+  return append_checkpoint(log, entries, lens, count, key_path, first_index, note, note_len);
 }
 
 SPROV_API int sprov_tlog_checkpoint(sprov_tlog* log, const char* key_path, char** out, size_t* out_len) {
@@ -343,7 +328,7 @@ SPROV_API int sprov_tlog_verify_fragment(const char* dir, const void* entry, siz
     if (!entry && entry_len) return fail(null_arg("entry"));
     if (!log_key_path) return fail(null_arg("log_key_path"));
     if (!origin) return fail(null_arg("origin"));
-    auto k = load_public(log_key_path);
+    auto k = load_public_key(log_key_path);
     if (!k) return fail(k.error());
     auto st = verify_tile_fragment(dir, std::string_view(static_cast<const char*>(entry), entry ? entry_len : 0),
                                    k.value(), origin);
@@ -368,7 +353,7 @@ SPROV_API int sprov_tlog_verify_proof(const void* proof, size_t proof_len, const
     if (!entry && entry_len) return fail(null_arg("entry"));
     if (!log_key_path) return fail(null_arg("log_key_path"));
     if (!origin) return fail(null_arg("origin"));
-    auto k = load_public(log_key_path);
+    auto k = load_public_key(log_key_path);
     if (!k) return fail(k.error());
     auto st = verify_tlog_proof_with_key(std::string_view(static_cast<const char*>(proof), proof_len),
                                          std::string_view(static_cast<const char*>(entry), entry ? entry_len : 0),
@@ -384,7 +369,7 @@ SPROV_API int sprov_tlog_verify_consistency(const char* old_note, const char* ne
     if (!old_note || !new_note || !proof) return fail(null_arg("old_note/new_note/proof"));
     if (!log_key_path) return fail(null_arg("log_key_path"));
     if (!origin) return fail(null_arg("origin"));
-    auto k = load_public(log_key_path);
+    auto k = load_public_key(log_key_path);
     if (!k) return fail(k.error());
     auto st = verify_consistency_notes(old_note, new_note, proof, make_note_verifier(origin, k.value()));
     if (!st) return fail(st.error());
@@ -481,7 +466,7 @@ SPROV_API int sprov_trace_verify(const struct sprov_trace_verify_opts* opts, cha
     in.envelope_path = str(SPROV_OPTS_GET(opts, sprov_trace_verify_opts, envelope_path, nullptr));
     in.check_dsse = SPROV_OPTS_GET(opts, sprov_trace_verify_opts, check_dsse, 0u) != 0;
     in.check_log = SPROV_OPTS_GET(opts, sprov_trace_verify_opts, check_log, 0u) != 0;
-    auto keys = load_keys(SPROV_OPTS_GET(opts, sprov_trace_verify_opts, key_paths, nullptr),
+    auto keys = load_public_keys(SPROV_OPTS_GET(opts, sprov_trace_verify_opts, key_paths, nullptr),
                           SPROV_OPTS_GET(opts, sprov_trace_verify_opts, key_count, size_t{0}));
     if (!keys) return fail(keys.error());
     in.keys = std::move(keys.value());

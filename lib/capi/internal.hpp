@@ -14,12 +14,14 @@
 
 #include "core/context.hpp"
 #include "pipeline/module_source.hpp"
+#include "pipeline/snapshot_walk.hpp"
 #include "core/error.hpp"
 #include "core/module_cache.hpp"
 #include "core/open_file.hpp"
 #include "memory/snapshot.hpp"
 #include "runtime/python.hpp"
 #include "stackprov/stackprov.h"
+#include "symbolize/bundle_store.hpp"
 #include "symbolize/perf_map.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/resolver_chain.hpp"
@@ -29,12 +31,14 @@
 #include "unwind/unwind_rule.hpp"
 #include "unwind/walk.hpp"
 
-struct sprov_context {
-  explicit sprov_context(stackprov::ContextConfig cfg)
-      : ctx(std::move(cfg)), modules(ctx.config().module_cache_capacity) {}
-  stackprov::Context ctx;
-  stackprov::ModuleCache<stackprov::unwind::LoadedModule> modules;
-  std::atomic<uint64_t> modules_loaded{0};
+/// A pipeline session (ctx, modules, modules_loaded): the C ABI hands it to lib/pipeline as is.
+struct sprov_context : stackprov::pipeline::Session {
+  using Session::Session;
+};
+
+struct sprov_bundle_store {
+  explicit sprov_bundle_store(stackprov::symbolize::BundleStore s) : store(std::move(s)) {}
+  stackprov::symbolize::BundleStore store;
 };
 
 struct sprov_snapshot {
@@ -49,9 +53,7 @@ struct sprov_snapshot {
   uint64_t modules_key() const {
     uint64_t h = module_hash.load(std::memory_order_relaxed);
     if (h == 0) {
-      // The files read too (not serialized, so not in module_list_hash): two lists naming the same
-      // paths and build-ids over different files must not share an unwinder's module table.
-      h = snap.module_list_hash() ^ (snap.module_files_hash() * 0x9e3779b97f4a7c15ull);
+      h = stackprov::pipeline::modules_key(snap);
       module_hash.store(h, std::memory_order_relaxed);
     }
     return h;
@@ -214,12 +216,7 @@ int check_opts(const T* opts, size_t known, const char* type_name) {
   ((opts) != nullptr && (opts)->sz >= SPROV_OFFSETOFEND(struct TYPE, FIELD))
 #define SPROV_OPTS_GET(opts, TYPE, FIELD, DEF) (SPROV_OPTS_HAS(opts, TYPE, FIELD) ? (opts)->FIELD : (DEF))
 
-/// Whether frames named by `resolver` (enum sprov_resolver) carry file:line and inline chains:
-/// the one rule behind sprov_resolver_gives_lines, the CLI, Python and traces.
-constexpr bool resolver_gives_lines(int resolver) noexcept {
-  return resolver == SPROV_RESOLVER_DWARF || resolver == SPROV_RESOLVER_DEBUGINFOD ||
-         resolver == SPROV_RESOLVER_BUNDLE || resolver == SPROV_RESOLVER_GOPCLNTAB;
-}
+using pipeline::resolver_gives_lines;
 
 /// Records `err` as the thread's last error and returns its code.
 inline int fail(const Error& err) {
@@ -333,22 +330,19 @@ int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap);
 const std::shared_ptr<const stackprov::symbolize::PerfMap>& jit_map(sprov_unwinder* uw, int64_t pid);
 const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges(sprov_unwinder* uw, int64_t pid);
 
-/// acquire_module, refused (SPROV_ERR_ARCH_MISMATCH, "is arm64 little-endian, the target is …")
-/// when the module's architecture or byte order is not the target's: the modules an unwinder uses.
-Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_context* ctx, const memory::Snapshot* snap,
-                                                                    const memory::SnapshotModule& m,
-                                                                    const std::string& module_root, Arch arch,
-                                                                    Endian endian);
+/// pipeline::acquire_unwind_module: the modules an unwinder uses (architecture and byte order checked).
+inline Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_context* ctx,
+                                                                           const memory::Snapshot* snap,
+                                                                           const memory::SnapshotModule& m,
+                                                                           const std::string& module_root, Arch arch,
+                                                                           Endian endian) {
+  return pipeline::acquire_unwind_module(*ctx, snap, m, module_root, arch, endian);
+}
 
 /// The module of a file path for sprov_symbolizer_addr / _addr_ex: the last path's
 /// module is kept and re-checked (stat, build-id) at most every 100 ms, so that a stream
 /// of addresses of one module costs no system call per address. Errors when the file
 /// cannot be opened or is bundle-backed (no image).
 Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer* sym, const char* module_path);
-
-/// A module's file as the resolvers take it: its object image (LoadedModule::object), else its ELF
-/// image's one ElfObject (a module loaded from an ELF image: the vDSO, an image from memory); null
-/// for a bundle-backed module. Stable per module, so the resolvers' per-module state is reused.
-std::shared_ptr<const object::ObjectImage> module_object(const unwind::LoadedModule& m);
 
 }  // namespace stackprov::capi

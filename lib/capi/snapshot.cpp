@@ -200,7 +200,7 @@ SPROV_API int sprov_snapshot_new(int arch, int endian, sprov_snapshot** out) {
     if (endian != SPROV_ENDIAN_LITTLE && endian != SPROV_ENDIAN_BIG)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown endian %d", endian));
     if (arch != SPROV_ARCH_MIPS32 && endian != SPROV_ENDIAN_LITTLE)
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "%s is little-endian only", sprov_arch_name(arch)));
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "%s is little-endian only", arch_name(static_cast<Arch>(arch))));
     auto* s = new sprov_snapshot();
     s->snap.arch = static_cast<Arch>(arch);
     s->snap.endian = static_cast<Endian>(endian);

@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI shims for symbol bundles (include/stackprov/symbol_bundle.h): build, open, inspect, look up, the store.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -13,17 +11,10 @@
 #include "bundle/export.hpp"
 #include "bundle/format.hpp"
 #include "capi/internal.hpp"
-#include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
-#include "evidence/keys.hpp"
-#include "evidence/tlog.hpp"
-#include "object/object_image.hpp"
-#include "pipeline/object_bundle.hpp"
-#include "symbolize/bundle_builder.hpp"
+#include "pipeline/bundle_build.hpp"
 #include "symbolize/bundle_store.hpp"
-#include "unwind/bundle_rows.hpp"
-#include "unwind/module_unwind.hpp"
 
 #include "stackprov/symbol_bundle.h"
 
@@ -43,11 +34,6 @@ struct sprov_bundle {
   std::optional<bundle::BundleReader> reader;
   std::string digest;
   std::vector<BundleModuleStrings> strings;
-};
-
-struct sprov_bundle_store {
-  explicit sprov_bundle_store(symbolize::BundleStore s) : store(std::move(s)) {}
-  symbolize::BundleStore store;
 };
 
 namespace {
@@ -71,11 +57,6 @@ int copy_cstr(const std::string& s, char* out, size_t size, const char* what) {
                            out ? size : 0));
   std::memcpy(out, s.c_str(), s.size() + 1);
   return 0;
-}
-
-std::string base_name(const std::string& p) {
-  const size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
 }
 
 Result<bundle::IdKind> id_kind_of(int kind) {
@@ -160,44 +141,50 @@ std::string row_text(const bundle::UnwindRowRecord& r, int addr_size, bool x86_6
   return s;
 }
 
-uint64_t file_size(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+/// sprov_bundle_build's arguments (options already checked by check_opts) converted, and the
+/// bundle built (pipeline::build_bundle).
+Result<std::vector<uint8_t>> build_from_args(const char* const* paths, size_t count,
+                                             const struct sprov_bundle_build_opts* opts) {
+  if (count == 0 || !paths) return make_error(SPROV_ERR_INVALID_ARG, "no input files (count %zu)", count);
+  if (count > bundle::kMaxModules)
+    return make_error(SPROV_ERR_LIMIT, "%zu input files exceed the limit of %zu modules", count, bundle::kMaxModules);
+  const char* const* names = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, names, nullptr);
+  const char* const* dirs = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, debug_dirs, nullptr);
+  const size_t ndirs = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, debug_dir_count, size_t{0});
+  const uint32_t flags = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, flags, 0u);
+  const sprov_bundle_progress_fn progress = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, progress, nullptr);
+  void* pctx = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, progress_ctx, nullptr);
+  if (flags & ~uint32_t{SPROV_BUNDLE_INCLUDE_DEBUG})
+    return make_error(SPROV_ERR_INVALID_ARG, "sprov_bundle_build_opts.flags 0x%x has unknown bits", flags);
+  if (SPROV_OPTS_GET(opts, sprov_bundle_build_opts, reserved, 0u) != 0)
+    return make_error(SPROV_ERR_INVALID_ARG, "sprov_bundle_build_opts.reserved is not 0");
+  if (ndirs > 0 && !dirs) return null_arg("debug_dirs");
+  pipeline::BundleBuildInput in;
+  for (size_t i = 0; i < ndirs; ++i) {
+    if (!dirs[i]) return null_arg("debug_dirs[i]");
+    in.debug_dirs.emplace_back(dirs[i]);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!paths[i]) return null_arg("paths[i]");
+    in.paths.emplace_back(paths[i]);
+    in.names.emplace_back(names && names[i] ? names[i] : "");
+  }
+  in.include_debug = flags & SPROV_BUNDLE_INCLUDE_DEBUG;
+  if (progress)
+    in.progress = [progress, pctx](size_t done, size_t n, uint64_t bytes_done, uint64_t bytes) {
+      progress(pctx, done, n, bytes_done, bytes);
+    };
+  return pipeline::build_bundle(in);
 }
 
-/// One module: ranges (builder), unwind rows (the unwinder's CFI lookup), the debug file.
-Result<bundle::ModuleContents> build_module(const std::string& path, const symbolize::BundleBuildOptions& opts,
-                                            bool include_debug) {
-  // A file of another registered object format (lib/object): its identity, symbols and unwind
-  // source's rows. ELF (and what no format claims: ELF's errors) goes to the DWARF builder below.
-  const object::Format* format = object::sniff_path(path);  // its head only: an ELF file is opened once, below
-  if (format != nullptr && format->name != "elf") {
-    auto obj = object::open(path);
-    if (!obj.ok()) return std::move(obj).error();
-    auto mc = pipeline::object_module_contents(obj.value(), opts.name.empty() ? base_name(path) : opts.name);
-    if (mc.ok() && include_debug) {
-      const auto bytes = obj.value()->file_bytes();
-      mc.value().debug_blob.assign(bytes.begin(), bytes.end());
-    }
-    return mc;
-  }
-  symbolize::BundleBuildReport rep;
-  auto mc = symbolize::build_module_contents(path, opts, &rep);
-  if (!mc) return mc.error();
-  auto img = elf::ElfImage::open(path);
-  if (!img) return img.error();
-  auto lm = unwind::LoadedModule::load(img.value(), opts.debug);
-  if (!lm) return lm.error();
-  auto rows = unwind::bundle_unwind_rows(*lm.value());
-  if (!rows) return rows.error();
-  mc.value().unwind_rows = std::move(rows.value());
-  if (include_debug) {
-    const std::string& dbg = rep.debug_file.empty() ? path : rep.debug_file;
-    auto bytes = evidence::read_file(dbg, size_t{4} << 30);
-    if (!bytes) return make_error(bytes.error().code, "--include-debug: '%s': %s", dbg.c_str(), bytes.error().message.c_str());
-    mc.value().debug_blob = std::move(bytes.value());
-  }
-  return mc;
+/// build_from_args into `v`, its digest copied to `digest` (when not NULL): 0 or the failure's code.
+int build_bundle(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
+                 std::vector<uint8_t>* v, char* digest, size_t digest_size) {
+  auto bytes = build_from_args(paths, count, opts);
+  if (!bytes) return fail(bytes.error());
+  *v = std::move(bytes).value();
+  if (!digest) return 0;
+  return copy_cstr(evidence::digest_string(evidence::sha256(v->data(), v->size())), digest, digest_size, "digest");
 }
 
 }  // namespace
@@ -208,67 +195,15 @@ static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == static_cast<int>(IdKind::kElfBuild
               SPROV_BUNDLE_ID_PDB_GUID_AGE == static_cast<int>(IdKind::kPdbGuidAge) &&
               SPROV_BUNDLE_ID_MACHO_UUID == static_cast<int>(IdKind::kMachoUuid));
 
-SPROV_API const char* sprov_bundle_id_kind_name(int kind) {
-  // A bundle stores kinds 1..3 (SPROV_BUNDLE_ID_*, the values of IdKind); 0 is not a bundle's.
-  if (kind < 1 || kind > kMaxIdKind) return "unknown";
-  return id_kind_name(static_cast<IdKind>(kind));
-}
+SPROV_API const char* sprov_bundle_id_kind_name(int kind) { return pipeline::bundle_id_kind_name(kind); }
 
 SPROV_API int sprov_bundle_build(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
                                  void** out, size_t* out_len, char* digest, size_t digest_size) {
   return guard([&] {
     if (int rc = check_opts(opts, SPROV_OPTS_KNOWN(sprov_bundle_build_opts), "sprov_bundle_build_opts")) return rc;
     if (!out) return fail(null_arg("out"));
-    if (count == 0 || !paths) return fail(make_error(SPROV_ERR_INVALID_ARG, "no input files (count %zu)", count));
-    if (count > bundle::kMaxModules)
-      return fail(make_error(SPROV_ERR_LIMIT, "%zu input files exceed the limit of %zu modules", count, bundle::kMaxModules));
-    const char* const* names = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, names, nullptr);
-    const char* const* dirs = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, debug_dirs, nullptr);
-    const size_t ndirs = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, debug_dir_count, size_t{0});
-    const uint32_t flags = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, flags, 0u);
-    const sprov_bundle_progress_fn progress = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, progress, nullptr);
-    void* pctx = SPROV_OPTS_GET(opts, sprov_bundle_build_opts, progress_ctx, nullptr);
-    if (flags & ~uint32_t{SPROV_BUNDLE_INCLUDE_DEBUG})
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_bundle_build_opts.flags 0x%x has unknown bits", flags));
-    if (SPROV_OPTS_GET(opts, sprov_bundle_build_opts, reserved, 0u) != 0)
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_bundle_build_opts.reserved is not 0"));
-    if (ndirs > 0 && !dirs) return fail(null_arg("debug_dirs"));
-    symbolize::BundleBuildOptions bo;
-    if (ndirs > 0) {
-      bo.debug.debug_dirs.clear();
-      for (size_t i = 0; i < ndirs; ++i) {
-        if (!dirs[i]) return fail(null_arg("debug_dirs[i]"));
-        bo.debug.debug_dirs.emplace_back(dirs[i]);
-      }
-    }
-    uint64_t total = 0, done = 0;
-    for (size_t i = 0; i < count; ++i) {
-      if (!paths[i]) return fail(null_arg("paths[i]"));
-      total += file_size(paths[i]);
-    }
-    if (progress) progress(pctx, 0, count, 0, total);
-    bundle::BundleContents bc;
-    std::vector<std::string> from;  // input file of each module, to name duplicates
-    for (size_t i = 0; i < count; ++i) {
-      bo.name = names && names[i] ? names[i] : base_name(paths[i]);
-      auto mc = build_module(paths[i], bo, flags & SPROV_BUNDLE_INCLUDE_DEBUG);
-      if (!mc) return fail(mc.error());
-      for (size_t j = 0; j < bc.modules.size(); ++j)
-        if (bc.modules[j].id.kind == mc.value().id.kind && bc.modules[j].id.bytes == mc.value().id.bytes)
-          return fail(make_error(SPROV_ERR_INVALID_ARG, "'%s' and '%s' have the same build-id %s: one bundle holds a module once",
-                                 from[j].c_str(), paths[i], evidence::hex_encode(mc.value().id.bytes).c_str()));
-      bc.modules.push_back(std::move(mc.value()));
-      from.emplace_back(paths[i]);
-      done += file_size(paths[i]);
-      if (progress) progress(pctx, i + 1, count, done, total);
-    }
-    auto bytes = bundle::write_bundle(bc);
-    if (!bytes) return fail(bytes.error());
-    const std::vector<uint8_t>& v = bytes.value();
-    if (digest) {
-      if (int rc = copy_cstr(evidence::digest_string(evidence::sha256(v.data(), v.size())), digest, digest_size, "digest"))
-        return rc;
-    }
+    std::vector<uint8_t> v;
+    if (int rc = build_bundle(paths, count, opts, &v, digest, digest_size)) return rc;
     void* p = std::malloc(v.empty() ? 1 : v.size());
     if (!p) return fail(make_error(SPROV_ERR_NOMEM, "cannot allocate %zu bytes", v.size()));
     if (!v.empty()) std::memcpy(p, v.data(), v.size());
@@ -282,11 +217,10 @@ SPROV_API int sprov_bundle_build_file(const char* const* paths, size_t count, co
                                       const char* out_path, char* digest, size_t digest_size) {
   return guard([&] {
     if (!out_path) return fail(null_arg("out_path"));
-    void* bytes = nullptr;
-    size_t len = 0;
-    if (int rc = sprov_bundle_build(paths, count, opts, &bytes, &len, digest, digest_size)) return rc;
-    auto st = evidence::write_file_atomic(out_path, std::string_view(static_cast<const char*>(bytes), len), 0644);
-    std::free(bytes);
+    if (int rc = check_opts(opts, SPROV_OPTS_KNOWN(sprov_bundle_build_opts), "sprov_bundle_build_opts")) return rc;
+    std::vector<uint8_t> v;
+    if (int rc = build_bundle(paths, count, opts, &v, digest, digest_size)) return rc;
+    auto st = evidence::write_file_atomic(out_path, std::string_view(reinterpret_cast<const char*>(v.data()), v.size()), 0644);
     if (!st) return fail(st.error());
     return 0;
   });
@@ -370,7 +304,7 @@ SPROV_API int sprov_bundle_find_module(const sprov_bundle* b, int id_kind, const
     if (!id) return fail(id.error());
     const bundle::ModuleView* m = b->reader->find_module(kind.value(), id.value());
     if (!m)
-      return fail(make_error(SPROV_ERR_NOT_FOUND, "no module with %s %s in bundle %s", sprov_bundle_id_kind_name(id_kind),
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "no module with %s %s in bundle %s", pipeline::bundle_id_kind_name(id_kind),
                              evidence::hex_encode(id.value()).c_str(), b->digest.c_str()));
     *index = m->index;
     return 0;
@@ -546,7 +480,7 @@ SPROV_API int sprov_bundle_store_find(const sprov_bundle_store* s, int id_kind, 
     auto f = s->store.find(kind.value(), id.value());
     if (!f) return fail(f.error());
     if (!f.value())
-      return fail(make_error(SPROV_ERR_NOT_FOUND, "no bundle for %s %s in store '%s'", sprov_bundle_id_kind_name(id_kind),
+      return fail(make_error(SPROV_ERR_NOT_FOUND, "no bundle for %s %s in store '%s'", pipeline::bundle_id_kind_name(id_kind),
                              evidence::hex_encode(id.value()).c_str(), s->store.dir().c_str()));
     return copy_cstr(*f.value(), digest, digest_size, "digest");
   });
@@ -582,12 +516,8 @@ SPROV_API int sprov_bundle_store_sidecar_path(const sprov_bundle_store* s, const
     if (!s) return fail(null_arg("store"));
     if (!digest) return fail(null_arg("digest"));
     if (!name) return fail(null_arg("name"));
-    auto p = s->store.sidecar_path(digest, name);
+    auto p = pipeline::sidecar_file(s->store, digest, name);
     if (!p) return fail(p.error());
-    struct stat st;
-    if (stat(p.value().c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      return fail(make_error(SPROV_ERR_NOT_FOUND, "bundle %s has no '%s' sidecar in store '%s' (%s)", digest, name,
-                             s->store.dir().c_str(), p.value().c_str()));
     return give_string(p.value(), out, out_len);
   });
 }
@@ -612,52 +542,16 @@ SPROV_API int sprov_bundle_store_fsck(const sprov_bundle_store* s, char** report
 
 }  // extern "C"
 
-namespace {
-
-/// Frees a malloc'd C ABI result at scope exit.
-struct CFree {
-  void* p = nullptr;
-  ~CFree() { std::free(p); }
-};
-
-/// The last error of a nested C ABI call, prefixed with what was being done.
-int fail_nested(const std::string& what) {
-  return fail(make_error(last_error_code(), "%s: %s", what.c_str(), last_error_message()));
-}
-
-/// The in-toto predicate of a signed bundle: its modules' identities and names (canonical JSON).
-std::string bundle_predicate(const bundle::BundleReader& r) {
-  evidence::Json mods = evidence::Json::array();
-  for (const auto& m : r.modules()) {
-    mods.push_back({{"id_kind", sprov_bundle_id_kind_name(static_cast<int>(m.id_kind))},
-                    {"id", evidence::hex_encode(m.id.data(), m.id.size())},
-                    {"name", m.name},
-                    {"sha256_file", evidence::hex_encode(m.sha256_file.data(), m.sha256_file.size())}});
-  }
-  return evidence::canonical_json(evidence::Json{{"modules", mods}});
-}
-
-}  // namespace
-
 extern "C" {
 
 SPROV_API int sprov_bundle_sign_check(const struct sprov_bundle_sign_opts* opts) {
   return guard([&] {
     if (int rc = check_opts(opts, SPROV_OPTS_KNOWN(sprov_bundle_sign_opts), "sprov_bundle_sign_opts")) return rc;
-    const char* key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, key_path, nullptr);
-    const char* log_dir = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_dir, nullptr);
-    const char* log_key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_key, nullptr);
-    if (!key || !*key) return fail(make_error(SPROV_ERR_INVALID_ARG, "signing needs a key (key_path)"));
-    if (!log_dir || !*log_dir) return fail(make_error(SPROV_ERR_INVALID_ARG, "signing needs a transparency log (log_dir)"));
-    if (!log_key || !*log_key) log_key = key;
-    auto signer = evidence::SigningKey::load(key);
-    if (!signer) return fail(signer.error());
-    auto checkpoint_key = strcmp(log_key, key) == 0 ? signer : evidence::SigningKey::load(log_key);
-    if (!checkpoint_key) return fail(checkpoint_key.error());
-    auto log = evidence::Tlog::open(log_dir);
-    if (!log) return fail(log.error());
-    if (Status st = log.value().check_key(checkpoint_key.value(), log_key); !st) return fail(st.error());
-    return 0;
+    auto str = [](const char* s) { return std::string(s ? s : ""); };
+    Status st = pipeline::check_signing(str(SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, key_path, nullptr)),
+                                        str(SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_dir, nullptr)),
+                                        str(SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_key, nullptr)));
+    return st ? 0 : fail(st.error());
   });
 }
 
@@ -666,55 +560,13 @@ SPROV_API int sprov_bundle_store_sign(sprov_bundle_store* s, const char* digest,
   return guard([&] {
     if (!s) return fail(null_arg("store"));
     if (!digest) return fail(null_arg("digest"));
-    // Keys and log first: a key that cannot sign leaves the log and the store as they were.
-    if (int rc = sprov_bundle_sign_check(opts)) return rc;
-    const char* key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, key_path, nullptr);
-    const char* log_dir = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_dir, nullptr);
-    const char* log_key = SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_key, nullptr);
-    if (!log_key || !*log_key) log_key = key;
-    auto blob = s->store.blob_path(digest);
-    if (!blob) return fail(blob.error());
-    auto reader = bundle::BundleReader::open_file(blob.value());
-    if (!reader) return fail(reader.error());
-    const std::string predicate = bundle_predicate(reader.value());
-    sprov_sign_opts so{};
-    so.sz = sizeof so;
-    so.subject_name = digest;
-    so.predicate_type = "https://stackprov.dev/symbol-bundle/v1";
-    so.predicate_json = predicate.c_str();
-    CFree env, note, proof;
-    size_t env_len = 0, note_len = 0, proof_len = 0;
-    char* p = nullptr;
-    if (sprov_dsse_sign_file(key, blob.value().c_str(), &so, &p, &env_len) != 0)
-      return fail_nested(std::string("sign with key '") + key + "'");
-    env.p = p;
-    sprov_tlog* log = nullptr;
-    if (sprov_tlog_open(log_dir, &log) != 0) return fail_nested(std::string("log '") + log_dir + "'");
-    struct LogCloser {
-      sprov_tlog* l;
-      ~LogCloser() { sprov_tlog_free(l); }
-    } closer{log};
-    uint64_t index = 0;
-    if (sprov_tlog_find(log, env.p, env_len, &index) == 0) {
-      if (sprov_tlog_checkpoint(log, log_key, &p, &note_len) != 0)
-        return fail_nested(std::string("checkpoint of log '") + log_dir + "' with key '" + log_key + "'");
-    } else {
-      if (sprov_last_error() != SPROV_ERR_NOT_FOUND) return fail_nested(std::string("log '") + log_dir + "'");
-      const void* entries[1] = {env.p};
-      const size_t lens[1] = {env_len};
-      if (sprov_tlog_append_checkpoint(log, entries, lens, 1, log_key, &index, &p, &note_len) != 0)
-        return fail_nested(std::string("append to log '") + log_dir + "'");
-    }
-    note.p = p;
-    if (sprov_tlog_prove(log, index, &p, &proof_len) != 0)
-      return fail_nested("inclusion proof of log entry " + std::to_string(index));
-    proof.p = p;
-    for (auto [name, data, len] : {std::tuple{"dsse.json", env.p, env_len}, std::tuple{"tlog-proof", proof.p, proof_len},
-                                   std::tuple{"checkpoint", note.p, note_len}}) {
-      auto st = s->store.put_sidecar(digest, name, std::string_view(static_cast<const char*>(data), len));
-      if (!st) return fail(st.error());
-    }
-    if (log_index) *log_index = index;
+    if (int rc = check_opts(opts, SPROV_OPTS_KNOWN(sprov_bundle_sign_opts), "sprov_bundle_sign_opts")) return rc;
+    auto str = [](const char* s) { return std::string(s ? s : ""); };
+    auto index = pipeline::sign_stored_bundle(s->store, digest, str(SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, key_path, nullptr)),
+                                              str(SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_dir, nullptr)),
+                                              str(SPROV_OPTS_GET(opts, sprov_bundle_sign_opts, log_key, nullptr)));
+    if (!index) return fail(index.error());
+    if (log_index) *log_index = index.value();
     return 0;
   });
 }

@@ -63,11 +63,6 @@ uint64_t coarse_now_ns() {
 
 namespace stackprov::capi {
 
-std::shared_ptr<const object::ObjectImage> module_object(const unwind::LoadedModule& m) {
-  if (m.object() != nullptr) return m.object();
-  return elf::ElfObject::of(m.image_ptr());
-}
-
 Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer* sym, const char* module_path) {
   const uint64_t now = coarse_now_ns();
   if (sym->path_module && sym->path_cached == module_path && now - sym->path_checked_ns < kModuleRecheckNs)
@@ -154,7 +149,7 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
       return fill_object_symbol(*mod.value()->object(), lookup, rel, out);
     if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
     symbolize::SymbolInfo probe;
-    const std::shared_ptr<const object::ObjectImage> image = module_object(*mod.value());
+    const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
     // A return address at the very start of a function (a signal trampoline
     // such as __restore_rt, whose FDE begins one byte early) has no symbol at
     // pc - 1; name it by its own pc then.
@@ -174,7 +169,7 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
                              module_path));
     auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
-    const std::shared_ptr<const object::ObjectImage> image = module_object(*mod.value());
+    const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
     const int rc = fill_symbol(sym, image, address, address, out);
     if (image && image->file_changed())  // this module's file only
       return fail(make_error(SPROV_ERR_IO,

@@ -7,6 +7,7 @@
 
 #include "capi/internal.hpp"
 #include "core/mapped_file.hpp"
+#include "pipeline/snapshot_walk.hpp"
 #include "symbolize/demangle.hpp"
 
 using namespace stackprov;
@@ -23,30 +24,8 @@ symbolize::SymtabPolicy policy(uint32_t flags) {
 }
 
 symbolize::ResolverChain& chain(sprov_symbolizer* sym) {
-  if (!sym->chain) {
-    const ContextConfig& cfg = sym->ctx->ctx.config();
-    symbolize::DwarfResolverOptions o;
-    o.demangle = false;  // names are demangled per call (flags, policy)
-    o.debug.debug_dirs = cfg.debug_dirs;
-    o.debug.sysroot = cfg.sysroot;
-    std::optional<std::string> store;
-    if (cfg.has_bundle_store) store = cfg.bundle_store;
-    sym->chain = std::make_unique<symbolize::ResolverChain>(
-        symbolize::ResolverPolicy::from_names(cfg.resolvers, cfg.offline), std::move(o), std::move(store));
-  }
+  if (!sym->chain) sym->chain = pipeline::resolver_chain(sym->ctx->ctx.config());
   return *sym->chain;
-}
-
-/// Demangled names repeat across addresses: a bounded per-thread cache per
-/// spelling (cleared when full) keeps the demangler off the warm path. `llvm`:
-/// llvm-symbolizer-14's spelling (SPROV_SYMBOLIZE_LLVM_COMPAT), else libiberty's.
-const std::string& demangled(const std::string& raw, bool llvm) {
-  constexpr size_t kMaxEntries = size_t{1} << 16;
-  thread_local std::unordered_map<std::string, std::string> caches[2];
-  auto& cache = caches[llvm ? 1 : 0];
-  if (auto it = cache.find(raw); it != cache.end()) return it->second;
-  if (cache.size() >= kMaxEntries) cache.clear();
-  return cache.emplace(raw, llvm ? symbolize::demangle_llvm(raw) : symbolize::demangle(raw)).first->second;
 }
 
 /// The location fields shared by sprov_symbol_info (frame 0) and sprov_symbol_frame.
@@ -113,7 +92,7 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
     const std::string& raw = (flags & SPROV_SYMBOLIZE_SHORT_NAMES) ? f.short_function : f.function;
     const bool llvm = flags & SPROV_SYMBOLIZE_LLVM_COMPAT;
     const bool as_is = (flags & SPROV_SYMBOLIZE_NO_DEMANGLE) || !symbolize::maybe_mangled(raw);
-    sym->last_names[i].assign(as_is ? raw : demangled(raw, llvm));
+    sym->last_names[i].assign(as_is ? raw : pipeline::demangled(raw, llvm));
   }
   struct sprov_symbol_info s = {};
   s.sz = sizeof(s);
@@ -123,7 +102,7 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   s.frame_count = static_cast<uint32_t>(r.frames.size());
   s.resolver = static_cast<int32_t>(r.resolver);
   // "bundle", "dwarf", "debuginfod+dwarf", "symtab", "minidebuginfo+symtab", "dynsym", "none".
-  s.resolver_name = r.provenance.empty() ? sprov_resolver_name(s.resolver) : r.provenance.c_str();
+  s.resolver_name = r.provenance.empty() ? pipeline::resolver_name(s.resolver) : r.provenance.c_str();
   s.source_path = r.source.c_str();
   s.source_build_id = sym->last_build_id.c_str();
   s.bundle_digest = r.bundle_digest.c_str();
@@ -166,7 +145,7 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
     auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
     symbolize::ChainModule cm;
-    cm.image = module_object(*mod.value());
+    cm.image = mod.value()->object();
     std::optional<Error> bundle_error;
     chain(sym).resolve(cm, address, policy(flags), &sym->last, &bundle_error);
     if (int e = changed_file(cm.image.get(), module_path)) return e;
@@ -184,45 +163,14 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
     if (index >= stack->frames.size())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
                              stack->frames.size()));
-    sym->last = symbolize::Resolution{};
-    sym->last.frames.emplace_back();
-    const unwind::Frame& f = stack->frames[index];
-    bool jit = false;
-    if (outside_modules(stack, f)) {
-      // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
-      auto map = stack_perf_map(sym, stack);
-      if (const symbolize::PerfMap::Entry* e = map ? map->find(f.lookup_prev ? f.pc - 1 : f.pc) : nullptr) {
-        symbolize::ResolvedFrame& r = sym->last.frames.front();
-        r.function = r.short_function = r.linkage_name = e->name;
-        r.has_start_address = true;
-        r.start_address = e->start;
-        sym->last.resolver = symbolize::ResolvedBy::kPerfMap;
-        sym->last.provenance = "perfmap";
-        sym->last.source = map->path();
-        jit = true;
-      }
-    }
-    if (!jit && f.module_index >= 0) {
-      const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
-      symbolize::ChainModule cm;
-      cm.build_id = m.build_id;  // the identity of what ran
-      bool have = !cm.build_id.empty();
-      if (!sym->ctx->ctx.config().offline) {  // offline: never open the module file
-        // A missing file with a store configured gives a bundle-backed module (no image).
-        auto mod = stack_module(sym->ctx, stack, f.module_index);
-        if (mod.ok() && mod.value()->has_image()) {
-          cm.image = module_object(*mod.value());
-          have = true;
-        }
-      }
-      if (have) {
-        const uint64_t rel = f.pc - m.load_bias;
-        std::optional<Error> bundle_error;
-        chain(sym).resolve(cm, f.lookup_prev ? rel - 1 : rel, policy(flags), &sym->last, &bundle_error);
-        // A stack is named frame by frame: a bundle that cannot be read leaves the frame to the next steps.
-        if (bundle_error) sym->ctx->ctx.log(SPROV_LOG_WARN, "%s", bundle_error->message.c_str());
-      }
-    }
+    pipeline::StackView view;
+    view.frames = &stack->frames;
+    view.modules = stack->modules.get();
+    view.loaded = stack->loaded.get();
+    view.module_root = stack->module_root;
+    view.pid = stack->pid;
+    view.jit = stack->jit;
+    pipeline::resolve_frame(*sym->ctx, chain(sym), sym->perf_maps, view, index, policy(flags), &sym->last);
     return fill_info(sym, flags, out);
   });
 }

@@ -37,32 +37,8 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
   if (same(uw->table, uw->table_modules)) return;
   uw->table.clear();
   uw->table_modules = std::make_shared<const std::vector<memory::SnapshotModule>>(s.modules);
-  auto loaded = std::make_shared<std::vector<std::shared_ptr<unwind::LoadedModule>>>(s.modules.size());
-  for (size_t i = 0; i < s.modules.size(); i++) {
-    const memory::SnapshotModule& m = s.modules[i];
-    unwind::ModuleSlot slot;
-    slot.start = m.start;
-    slot.end = m.end;
-    slot.bias = m.load_bias;
-    slot.snapshot_index = static_cast<int32_t>(i);
-    std::shared_ptr<unwind::LoadedModule> mod;
-    auto r = acquire_unwind_module(uw->ctx, &s, m, s.module_root, s.arch, s.endian);
-    if (r.ok()) {
-      mod = r.value();
-      slot.module = mod.get();
-      (*loaded)[i] = mod;
-    } else {
-      // A file that is not the module (another build, another architecture) is a finding; a
-      // missing one (no bundle either) is common and shows in the frames' stop reasons.
-      const int code = r.error().code;
-      uw->ctx->ctx.log(code == SPROV_ERR_ARCH_MISMATCH || code == SPROV_ERR_BUILD_ID_MISMATCH ? SPROV_LOG_WARN
-                                                                                            : SPROV_LOG_INFO,
-                       "module %s: %s",
-                       m.path.c_str(), r.error().message.c_str());
-    }
-    uw->table.add(slot, std::move(mod));
-  }
-  uw->table.finish();
+  auto loaded = std::make_shared<std::vector<std::shared_ptr<unwind::LoadedModule>>>();
+  pipeline::load_module_table(*uw->ctx, s, uw->table, *loaded);
   uw->table.key = key;
   uw->table_loaded = std::move(loaded);
 }
@@ -70,21 +46,6 @@ void build_table(sprov_unwinder* uw, const memory::Snapshot& s, uint64_t key) {
 }  // namespace
 
 namespace stackprov::capi {
-
-Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov_context* ctx, const memory::Snapshot* snap,
-                                                                    const memory::SnapshotModule& m,
-                                                                    const std::string& module_root, Arch arch,
-                                                                    Endian endian) {
-  auto r = acquire_module(ctx, snap, m, module_root);
-  if (!r.ok()) return r;
-  // Same architecture and, for mips32 (one e_machine for both), the same byte order.
-  // A bundle-backed module has no file to tell: its build-id matched the snapshot's.
-  const unwind::LoadedModule& mod = *r.value();
-  if (mod.bundle() != nullptr || (mod.arch() == arch && mod.big_endian() == (endian == Endian::kBig))) return r;
-  return make_error(SPROV_ERR_ARCH_MISMATCH, "is %s %s-endian, the target is %s %s-endian: not used",
-                    arch_name(mod.arch()), mod.big_endian() ? "big" : "little", arch_name(arch),
-                    endian == Endian::kBig ? "big" : "little");
-}
 
 const std::shared_ptr<const symbolize::PerfMap>& jit_map(sprov_unwinder* uw, int64_t pid) {
   static const std::shared_ptr<const symbolize::PerfMap> kNone;
@@ -104,10 +65,7 @@ const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges(sprov_unwinder* uw,
 
 int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap) {
   const memory::Snapshot& s = snap->snap;
-  if (!unwind::unwinds_arch(s.arch))
-    return fail(make_error(SPROV_ERR_UNSUPPORTED, "unwinding %s snapshots is not implemented", arch_name(s.arch)));
-  if (s.arch != Arch::kMips32 && s.endian != Endian::kLittle)
-    return fail(make_error(SPROV_ERR_UNSUPPORTED, "%s snapshots are little-endian only", arch_name(s.arch)));
+  if (Status st = pipeline::check_unwindable(s); !st) return fail(st.error());
   build_table(uw, s, snap->modules_key());
   return 0;
 }

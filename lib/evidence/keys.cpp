@@ -345,4 +345,30 @@ Result<Bytes> SigningKey::sign(std::string_view msg) const {
   return sig;
 }
 
+Result<PublicKey> load_public_key(const char* path, bool allow_private) {
+  auto data = read_file(path, 65536);
+  if (!data) return data.error();
+  auto k = PublicKey::from_pem_or_der(data.value());
+  if (k) return k;
+  auto sk = SigningKey::from_pem_or_der(data.value());
+  if (sk && allow_private) return sk.value().public_key();
+  if (sk)
+    return make_error(SPROV_ERR_KEY,
+                      "'%s' is a private key; verifying needs its public key (PEM PUBLIC KEY or a certificate)", path);
+  return make_error(k.error().code, "'%s': %s", path, k.error().message.c_str());
+}
+
+Result<std::vector<PublicKey>> load_public_keys(const char* const* paths, size_t n) {
+  if (n > 0 && paths == nullptr) return make_error(SPROV_ERR_INVALID_ARG, "%s is NULL", "key_paths");
+  if (n > 256) return make_error(SPROV_ERR_LIMIT, "%zu keys exceed the limit of 256", n);
+  std::vector<PublicKey> keys;
+  for (size_t i = 0; i < n; ++i) {
+    if (!paths[i]) return make_error(SPROV_ERR_INVALID_ARG, "%s is NULL", "key_paths[i]");
+    auto k = load_public_key(paths[i]);
+    if (!k) return k.error();
+    keys.push_back(std::move(k.value()));
+  }
+  return keys;
+}
+
 }  // namespace stackprov::evidence

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "evidence/encoding.hpp"
 
@@ -79,5 +80,13 @@ class SigningKey {
 
 /// PEM of a DER SPKI ("-----BEGIN PUBLIC KEY-----").
 std::string spki_to_pem(const Bytes& der);
+
+/// The public key (or certificate) in file `path`. A private key file names its public key too:
+/// accepted with `allow_private` (key ids), refused otherwise (SPROV_ERR_KEY) -- a verifier is
+/// given public keys, and a private key where one is expected is a mistake worth saying.
+Result<PublicKey> load_public_key(const char* path, bool allow_private = false);
+
+/// The public keys of files `paths[0..n)` (at most 256; SPROV_ERR_INVALID_ARG for a NULL path).
+Result<std::vector<PublicKey>> load_public_keys(const char* const* paths, size_t n);
 
 }  // namespace stackprov::evidence

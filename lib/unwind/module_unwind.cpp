@@ -56,6 +56,7 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<elf::El
                                                          elf::DebugFileOptions debug_opts) {
   std::shared_ptr<LoadedModule> m(new LoadedModule());
   m->image_ = std::move(image);
+  m->object_ = elf::ElfObject::of(m->image_);  // the image's one object (ElfObject::of)
   m->debug_opts_ = std::move(debug_opts);
   m->generation_ = next_module_generation();
   const elf::ElfImage& img = *m->image_;

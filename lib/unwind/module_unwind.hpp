@@ -63,7 +63,8 @@ class LoadedModule {
   /// Null for a bundle-backed module.
   const std::shared_ptr<elf::ElfImage>& image_ptr() const { return image_; }
   bool has_image() const { return image_ != nullptr; }
-  /// The module's file as an object image, when it was loaded through lib/object (load_object).
+  /// The module's file as an object image (for an ELF file, its image's one ElfObject: stable per
+  /// module, so the resolvers' per-module state is reused); null for a bundle-backed module.
   const std::shared_ptr<const object::ObjectImage>& object() const { return object_; }
   /// The module's one unwind source, which the unwinder's table rung asks: its file's DWARF CFI
   /// (ELF), its bundle's unwind rows (bundle-backed), or its first table of a registered kind

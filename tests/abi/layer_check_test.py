@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """cmake/layer_check.py accepts the project's tree and refuses planted upward includes (a lower
-layer including a higher one; two layers of one rank), naming the file, the line and the layers.
+layer including a higher one; two layers of one rank), naming the file, the line and the layers,
+and C ABI shims that call an exported function (a name declared SPROV_API in include/stackprov/),
+naming the file, the line and the function.
 
   layer_check_test.py LAYER_CHECK SOURCE_DIR
 """
@@ -49,5 +51,25 @@ with tempfile.TemporaryDirectory(prefix="sprov-layers-") as t:
     put("lib/newlayer/x.cpp", "int x;\n")
     rc, err = run(t)
     expect(rc == 1 and "folder 'newlayer' has no rank" in err, "a new folder needs a rank")
+    os.remove(os.path.join(t, "lib/newlayer/x.cpp"))
+
+    # lib/capi calls no exported function: definitions, handle constructions, comments, strings and
+    # internal functions pass; a call (also across lines, also of a void function) fails.
+    put("include/stackprov/stackprov.h", "SPROV_API int sprov_thing_new(int a,\n    int b);\n"
+        "SPROV_API void\nsprov_thing_free(struct sprov_thing* t);\nstruct sprov_thing;\n")
+    put("lib/capi/thing.cpp", '#include "core/types.hpp"\n'
+        "SPROV_API int sprov_thing_new(int a, int b) { return make(a, b); }\n"
+        "SPROV_API void sprov_thing_free(struct sprov_thing* t) { delete t; }\n"
+        "int make(int a, int b) { auto* t = new sprov_thing(a); // sprov_thing_free(t)\n"
+        '  log("sprov_thing_new(1, 2)"); return sprov_thing_internal(a); }\n')
+    rc, err = run(t)
+    expect(rc == 0, "definitions, constructions, comments, strings and internal calls pass (%s)" % err.strip())
+    put("lib/capi/thing.cpp", '#include "core/types.hpp"\n'
+        "SPROV_API int sprov_thing_new(int a, int b) { return 0; }\n"
+        "int make(int a) {\n  if (sprov_thing_new (a,\n 2) != 0) return 1;\n  sprov_thing_free(nullptr);\n  return 0;\n}\n")
+    rc, err = run(t)
+    expect(rc == 1 and "lib/capi/thing.cpp:4: calls the exported function sprov_thing_new()" in err and
+           "lib/capi/thing.cpp:6: calls the exported function sprov_thing_free()" in err,
+           "a shim calling exported functions fails, naming file, line and function (%s)" % err.strip())
 
 sys.exit(1 if failures else 0)
