@@ -5,7 +5,7 @@
 #include <random>
 
 #include "arch/x86_64/registers.hpp"
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 #include "peers.hpp"
 #include "unwind/compiled_rows.hpp"
 #include "unwind/module_unwind.hpp"
@@ -25,7 +25,7 @@ MissFigures measure_stackprov_miss(const SnapshotSet& set, int runs) {
   std::vector<std::shared_ptr<su::LoadedModule>> mods;
   std::vector<Pc> pcs;
   for (const PlacedModule& pm : set.groups()[0].modules) {
-    auto img = stackprov::elf::ElfImage::open(pm.path);
+    auto img = stackprov::object::open(pm.path);
     if (!img.ok()) continue;
     auto mod = su::LoadedModule::load(img.value(), {});
     if (!mod.ok() || !mod.value()->has_eh_frame()) continue;

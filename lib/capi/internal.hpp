@@ -303,7 +303,7 @@ Result<ModuleBundle> find_module_bundle(sprov_context* ctx, const memory::Snapsh
 /// With SPROV_CTX_OFFLINE no file is opened: the module is backed by its bundle
 /// (LoadedModule::bundle(), no image). Without it, a file that is missing while a
 /// bundle store is configured falls back to the bundle likewise. Callers that need
-/// the ELF image check has_image().
+/// the ELF image check has_elf().
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(sprov_context* ctx,
                                                              const memory::Snapshot* snap,
                                                              const memory::SnapshotModule& m,

@@ -4,6 +4,7 @@
 
 #include "capi/internal.hpp"
 #include "elf/debug_file.hpp"
+#include "elf/elf_object.hpp"
 
 using namespace stackprov;
 using namespace stackprov::capi;
@@ -56,21 +57,23 @@ void capture_runtime(sprov_context* ctx, const memory::Snapshot& snap, memory::M
   for (const memory::SnapshotModule& m : snap.modules) {
     if (!may_hold_python(m.path)) continue;
     auto mod = acquire_module(ctx, &snap, m, snap.module_root);
-    if (!mod.ok() || !mod.value()->has_image()) {
+    if (!mod.ok() || !mod.value()->has_elf()) {
       *warnings += "module " + m.path + ": its file is not available: its Python frames are not read\n";
       continue;
     }
     const unwind::LoadedModule& lm = *mod.value();
+    // CPython's layout is read from libpython's ELF symbols and DWARF (an ELF-only feature).
+    const elf::ElfImage& image = **elf::ElfObject::image_of(*lm.object());
     elf::DebugFileOptions dopts;
     dopts.debug_dirs = ctx->ctx.config().debug_dirs;
     dopts.sysroot = ctx->ctx.config().sysroot;
     // The DWARF of the layout: the separate debug file, else the module's own .debug_info.
-    auto debug = elf::find_debug_file(lm.image(), dopts);
-    const elf::ElfImage* dwarf_image = debug.ok() ? debug.value().get()
-                                       : lm.image().section_or_error(".debug_info").ok() ? &lm.image()
-                                                                                          : nullptr;
+    auto debug = elf::find_debug_file(image, dopts);
+    const elf::ElfImage* dwarf_image = debug.ok()                                  ? debug.value().get()
+                                       : image.section_or_error(".debug_info").ok() ? &image
+                                                                                    : nullptr;
     auto found = runtime::find_python(
-        lm.image(), m.load_bias, m.build_id.hex(),
+        image, m.load_bias, m.build_id.hex(),
         [&lm](uint64_t vaddr, void* buf, size_t len) { return lm.read_code(vaddr, buf, len); }, dwarf_image);
     if (!found.ok()) {
       *warnings += found.error().message + ": its Python frames are not read\n";

@@ -72,7 +72,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer
   m.path = module_path;
   auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
   if (!mod.ok()) return std::move(mod).error();
-  if (!mod.value()->has_image())
+  if (!mod.value()->has_elf())
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path);
   sym->path_cached = module_path;
   sym->path_module = std::move(mod).value();
@@ -145,9 +145,9 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     auto mod = stack_module(sym->ctx, stack, f.module_index);
     const uint64_t rel = f.pc - m.load_bias;
     const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
-    if (mod.ok() && !mod.value()->has_image() && mod.value()->object())
+    if (mod.ok() && !mod.value()->has_elf() && mod.value()->object())
       return fill_object_symbol(*mod.value()->object(), lookup, rel, out);
-    if (!mod.ok() || !mod.value()->has_image()) return fill_out(out, empty, "sprov_symbol");
+    if (!mod.ok() || !mod.value()->has_elf()) return fill_out(out, empty, "sprov_symbol");
     symbolize::SymbolInfo probe;
     const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
     // A return address at the very start of a function (a signal trampoline

@@ -45,6 +45,7 @@ class ElfObject final : public object::ObjectImage {
   }
   /// eh_frame (with .eh_frame_hdr, found through PT_GNU_EH_FRAME) and debug_frame, when present.
   std::vector<object::UnwindTable> unwind_tables() const override;
+  uint8_t addr_size() const override { return image_->is_64bit() ? 8 : 4; }
   std::span<const uint8_t> file_bytes() const override { return {image_->file_data(), image_->file_size()}; }
   const FileIdentity* file_identity() const override { return image_->file_identity(); }
   /// The PT_LOAD segments.

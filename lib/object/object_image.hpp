@@ -99,6 +99,9 @@ class ObjectImage {
   virtual const ModuleId& id() const = 0;
   virtual Arch arch() const = 0;
   virtual bool big_endian() const = 0;
+  /// Bytes in an address of the file's class (ELF: 4 for ELFCLASS32, also an x32 file of arch
+  /// x86_64); by default the architecture's.
+  virtual uint8_t addr_size() const { return arch() == Arch::kMips32 ? 4 : 8; }
   /// Section by the format's name; nullopt when absent or unreadable.
   virtual std::optional<SectionRef> section(std::string_view name) const = 0;
   /// The symbol covering link-time `addr`, if any (the format's own tables: .symtab then .dynsym,

@@ -8,7 +8,6 @@
 #include <tuple>
 
 #include "bundle/format.hpp"
-#include "elf/elf_image.hpp"
 #include "evidence/dsse.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
@@ -54,7 +53,7 @@ Result<bundle::ModuleContents> build_module(const std::string& path, const symbo
   symbolize::BundleBuildReport rep;
   auto mc = symbolize::build_module_contents(path, opts, &rep);
   if (!mc) return mc.error();
-  auto img = elf::ElfImage::open(path);
+  auto img = object::open(path);
   if (!img) return img.error();
   auto lm = unwind::LoadedModule::load(img.value(), opts.debug);
   if (!lm) return lm.error();

@@ -11,7 +11,6 @@
 
 #include "bundle/format.hpp"
 #include "elf/core_file.hpp"
-#include "elf/elf_image.hpp"
 #include "memory/module_list.hpp"
 #include "object/object_image.hpp"
 #include "symbolize/bundle_store.hpp"
@@ -102,21 +101,22 @@ std::vector<uint64_t> memory_image_starts(const memory::Snapshot& snap, const me
 /// The module's image rebuilt from the read-only segments the capture kept in the snapshot
 /// (memory::memory_image_regions); a segment the snapshot does not hold whole (its code) keeps no
 /// file bytes. It must carry the module's build-id.
-Result<std::shared_ptr<elf::ElfImage>> image_from_memory(const memory::Snapshot& snap, const memory::SnapshotModule& m,
-                                                         const std::vector<uint64_t>& starts) {
+Result<std::shared_ptr<object::ObjectImage>> image_from_memory(const memory::Snapshot& snap,
+                                                               const memory::SnapshotModule& m,
+                                                               const std::vector<uint64_t>& starts) {
   memory::SnapshotReader rd(snap);
   auto read = [&rd](uint64_t addr, void* buf, size_t len) { return rd.read(addr, buf, len); };
   std::string first;  // why the first place failed
   for (uint64_t start : starts) {
     auto bytes = elf::rebuild_image(start, read, memory::kMaxMemoryImage);
-    Result<std::shared_ptr<elf::ElfImage>> img =
-        bytes.ok() ? elf::ElfImage::from_bytes(std::move(bytes).value(), m.path + " (rebuilt from the process's memory)")
-                   : Result<std::shared_ptr<elf::ElfImage>>(bytes.error());
-    if (img.ok() && img.value()->build_id() == m.build_id) return img;
+    Result<std::shared_ptr<object::ObjectImage>> img =
+        bytes.ok() ? object::from_bytes(std::move(bytes).value(), m.path + " (rebuilt from the process's memory)")
+                   : Result<std::shared_ptr<object::ObjectImage>>(bytes.error());
+    if (img.ok() && img.value()->id() == m.build_id) return img;
     if (first.empty()) {
       char at[64];
       std::snprintf(at, sizeof at, "the image at 0x%llx: ", static_cast<unsigned long long>(start));
-      first = std::string(at) + (img.ok() ? "build-id " + img.value()->build_id().hex() : img.error().message);
+      first = std::string(at) + (img.ok() ? "build-id " + img.value()->id().hex() : img.error().message);
     }
   }
   return make_error(SPROV_ERR_NOT_FOUND, "module %s: no image with its build-id in the snapshot's memory (%s)",
@@ -128,7 +128,7 @@ Result<std::shared_ptr<elf::ElfImage>> image_from_memory(const memory::Snapshot&
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(ModuleSources& ctx, const memory::Snapshot* snap,
                                                              const memory::SnapshotModule& m,
                                                              const std::string& module_root) {
-  elf::DebugFileOptions dopts;
+  object::DebugFileOptions dopts;
   dopts.debug_dirs = ctx.config.debug_dirs;
   dopts.sysroot = ctx.config.sysroot;
   // The vDSO (and any module given as memory) is parsed from the snapshot's bytes.
@@ -142,11 +142,11 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(ModuleSources& ctx,
       if (snap == nullptr || bytes.empty() || !memory::SnapshotReader(*snap).read(m.start, bytes.data(), bytes.size()))
         return make_error(SPROV_ERR_NOT_FOUND, "[vdso] at 0x%llx: bytes not in the snapshot",
                           static_cast<unsigned long long>(m.start));
-      auto img = elf::ElfImage::from_bytes(std::move(bytes), std::string(kVdsoName));
+      auto img = object::from_bytes(std::move(bytes), std::string(kVdsoName));
       if (!img.ok()) return std::move(img).error();
-      if (!m.build_id.empty() && img.value()->build_id() != m.build_id)
+      if (!m.build_id.empty() && img.value()->id() != m.build_id)
         return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "[vdso] at 0x%llx has build-id %s, the module list says %s",
-                          static_cast<unsigned long long>(m.start), img.value()->build_id().hex().c_str(),
+                          static_cast<unsigned long long>(m.start), img.value()->id().hex().c_str(),
                           m.build_id.hex().c_str());
       ctx.loaded++;
       return unwind::LoadedModule::load(img.value(), dopts);
@@ -168,7 +168,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(ModuleSources& ctx,
     ModuleKey mkey;
     mkey.source = ModuleKey::kMemoryImage;
     mkey.build_id = m.build_id;
-    mkey.inode = XXH3_64bits(img.value()->file_data(), img.value()->file_size());
+    mkey.inode = XXH3_64bits(img.value()->file_bytes().data(), img.value()->file_bytes().size());
     return ctx.cache.acquire(mkey, [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
       ctx.loaded++;
       return unwind::LoadedModule::load(img.value(), dopts);
@@ -239,7 +239,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(ModuleSources& ctx,
       return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: file has build-id %s, not the module's %s",
                         host.c_str(), img.value()->id().hex().c_str(), m.build_id.hex().c_str());
     ctx.loaded++;
-    return unwind::LoadedModule::load_object(img.value(), dopts);
+    return unwind::LoadedModule::load(img.value(), dopts);
   });
   // The file at the path is another build (replaced since the capture, or the capture read the
   // mapped file's build-id from memory): the bundle of the build-id captured, when a store is set.

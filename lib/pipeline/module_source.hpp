@@ -42,7 +42,7 @@ Result<ModuleBundle> find_module_bundle(const ContextConfig& cfg, const memory::
 /// (LoadedModule::bundle(), no image). Otherwise its file under `module_root` (a process's root, a
 /// sysroot; "" for as is) or m.open_path, identity-checked; a file that is missing or another
 /// build while a bundle store is configured gives way to the bundle; last, an image rebuilt from
-/// the snapshot's memory. Callers that need the ELF image check has_image().
+/// the snapshot's memory. Callers that need the ELF image check has_elf().
 Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(ModuleSources& ctx, const memory::Snapshot* snap,
                                                              const memory::SnapshotModule& m,
                                                              const std::string& module_root);

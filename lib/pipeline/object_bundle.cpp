@@ -38,7 +38,7 @@ Result<bundle::ModuleContents> object_module_contents(std::shared_ptr<const obje
     end = s.addr + s.size;
   }
   // The unwind rows: the module as the unwinder loads it (its source and its arch's row parameters).
-  auto lm = unwind::LoadedModule::load_object(std::move(image_ptr), elf::DebugFileOptions{});
+  auto lm = unwind::LoadedModule::load(std::move(image_ptr), object::DebugFileOptions{});
   if (!lm.ok()) return std::move(lm).error();
   if (const unwind::UnwindSource* src = lm.value()->source()) {
     auto rows = unwind::bundle_source_rows(*src, lm.value()->row_params());

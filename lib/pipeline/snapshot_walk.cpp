@@ -118,7 +118,7 @@ void load_module_table(Session& session, const memory::Snapshot& s, unwind::Modu
 Result<std::shared_ptr<unwind::LoadedModule>> naming_module(Session& session, const memory::SnapshotModule& m,
                                                             const std::shared_ptr<unwind::LoadedModule>& used,
                                                             const std::string& module_root) {
-  if (used && !m.file.known() && m.path != kVdsoName && used->has_image() && used->image_ptr()->file_identity() == nullptr)
+  if (used && !m.file.known() && m.path != kVdsoName && used->has_elf() && used->object()->file_identity() == nullptr)
     return used;
   ModuleSources src = session.sources();
   return acquire_module(src, nullptr, m, module_root);
@@ -182,7 +182,7 @@ void resolve_frame(Session& session, symbolize::ResolverChain& chain, symbolize:
     static const std::shared_ptr<unwind::LoadedModule> kNone;
     const auto& used = st.loaded && mi < st.loaded->size() ? (*st.loaded)[mi] : kNone;
     auto mod = naming_module(session, m, used, st.module_root);
-    if (mod.ok() && mod.value()->has_image()) {
+    if (mod.ok() && mod.value()->has_elf()) {
       cm.image = mod.value()->object();
       have = true;
     }

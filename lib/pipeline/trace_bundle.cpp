@@ -14,9 +14,9 @@
 
 #include "bundle/format.hpp"
 #include "core/context.hpp"
-#include "elf/elf_image.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
+#include "object/object_image.hpp"
 #include "pipeline/bundle_build.hpp"
 #include "pipeline/trace.hpp"
 
@@ -256,7 +256,7 @@ Result<std::string> build_trace_bundle(Session& session, trace::Store& ts, symbo
                              : !s0.module_root.empty() ? join_root(s0.module_root, m.path)
                                                        : session.ctx.host_path(m.path);
     const std::string what = "module " + m.path + " (build-id " + m.build_id.hex() + "): ";
-    auto img = elf::ElfImage::open(path);
+    auto img = object::open(path);
     if (!img) {
       *warnings += what + "'" + path + "' " +
                    (img.error().code == -ENOENT ? std::string("is missing") : "cannot be read (" + img.error().message + ")") +
@@ -270,9 +270,9 @@ Result<std::string> build_trace_bundle(Session& session, trace::Store& ts, symbo
     }
     // The file at the path may be another build (a library replaced since the process mapped it,
     // the module described from the process's memory): never bundled for this build-id.
-    if (img.value()->build_id() != m.build_id) {
+    if (img.value()->id() != m.build_id) {
       *warnings += what + "'" + path + "' is another build (build-id " +
-                   (img.value()->build_id().empty() ? std::string("none") : img.value()->build_id().hex()) +
+                   (img.value()->id().empty() ? std::string("none") : img.value()->id().hex()) +
                    "): not in the bundle\n";
       continue;
     }

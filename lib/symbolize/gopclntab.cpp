@@ -5,7 +5,6 @@
 
 #include <cstring>
 
-#include "elf/elf_object.hpp"
 
 namespace stackprov::symbolize {
 namespace {
@@ -50,10 +49,6 @@ bool in_file(std::span<const uint8_t> file, uint64_t off, uint64_t n) {
 
 uint32_t GoPclntab::u32(const uint8_t* p) const { return rd32(p, big_endian_); }
 uint64_t GoPclntab::uptr(const uint8_t* p) const { return rdptr(p, big_endian_, ptr_size_); }
-
-std::unique_ptr<GoPclntab> GoPclntab::load(const std::shared_ptr<elf::ElfImage>& image) {
-  return load(elf::ElfObject::of(image));
-}
 
 std::unique_ptr<GoPclntab> GoPclntab::load(std::shared_ptr<const object::ObjectImage> image) {
   if (!image) return nullptr;

@@ -17,10 +17,6 @@
 #include "object/object_image.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 
-namespace stackprov::elf {
-class ElfImage;
-}
-
 namespace stackprov::symbolize {
 
 /// One frame of a Go pc: innermost inlined call first, the physical function last.
@@ -42,9 +38,6 @@ class GoPclntab {
  public:
   /// Null when the image holds no pclntab of a supported version.
   static std::unique_ptr<GoPclntab> load(std::shared_ptr<const object::ObjectImage> image);
-  /// The same for an ELF image: kept for unwind::LoadedModule::go_pclntab (lib/unwind), until it
-  /// asks with its object image.
-  static std::unique_ptr<GoPclntab> load(const std::shared_ptr<elf::ElfImage>& image);
 
   /// Frames for link-time `pc` (inline chain, innermost first); false when no Go function covers it.
   bool lookup(uint64_t pc, std::vector<GoFrame>* out) const;

@@ -207,7 +207,7 @@ Status AddressSpace::publish_locked() {
       auto r = loader_(m, vdso);
       if (r.ok()) {
         mod = r.value();
-        if (load_debug_frame_ && mod->has_image()) (void)mod->debug_frame();
+        if (load_debug_frame_ && mod->has_elf()) (void)mod->debug_frame();
       } else {
         failures += "module " + m.path + ": " + r.error().message + "\n";
       }

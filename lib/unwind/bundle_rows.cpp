@@ -2,8 +2,6 @@
 // Bundle unwind rows: walks executable sections row by row (find_row ranges) and translates each row.
 #include "unwind/bundle_rows.hpp"
 
-#include <elf.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -65,21 +63,19 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_source_rows(const UnwindSour
 }
 
 Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModule& mod) {
-  const elf::ElfImage& img = mod.image();
+  if (mod.object() == nullptr) return make_error(SPROV_ERR_INVALID_ARG, "unwind rows: the module has no file");
+  const object::ObjectImage& img = *mod.object();
   // The unwinder's register count for the module's arch (its traits): translate_row leaves a row
   // naming a register beyond it to the interpreter, as the unwinder's own rows do.
   int num_regs = 0;
   if (!with_arch_traits(img.arch(), img.big_endian() ? Endian::kBig : Endian::kLittle,
                         [&](auto traits) { num_regs = decltype(traits)::type::kNumRegs; }))
-    return make_error(SPROV_ERR_INVALID_ARG, "%s: unwind rows for e_machine %u are not supported",
-                      img.path().c_str(), static_cast<unsigned>(img.machine()));
-  const int addr_size = img.is_64bit() ? 8 : 4;
+    return make_error(SPROV_ERR_INVALID_ARG, "%s: unwind rows for architecture '%s' are not supported",
+                      img.path().c_str(), arch_name(img.arch()));
+  const int addr_size = img.addr_size();
   std::vector<std::pair<uint64_t, uint64_t>> text;
-  for (size_t i = 1; i < img.section_count(); ++i) {
-    if (img.section_type(i) != SHT_PROGBITS || (img.section_flags(i) & SHF_EXECINSTR) == 0) continue;
-    const auto [lo, hi] = img.section_range(i);
-    if (hi > lo) text.emplace_back(lo, hi);
-  }
+  for (const object::CodeSection& c : img.code_sections())
+    if (c.end > c.addr) text.emplace_back(c.addr, c.end);
   std::sort(text.begin(), text.end());
   // Bounded work on hostile headers: the same limit as the range builder's default.
   constexpr uint64_t kMaxTextBytes = uint64_t{1} << 30;
@@ -130,20 +126,7 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModu
       dwarf::CfiRow row;
       const dwarf::CfiSection* sec = nullptr;
       bool from_debug = false;
-      dwarf::CfiStatus st = dwarf::CfiStatus::kNotFound;
-      if (mod.has_eh_frame()) {
-        st = mod.eh_index().lookup(mod.eh_frame(), a, &fde);
-        if (st == dwarf::CfiStatus::kOk) sec = &mod.eh_frame();
-      }
-      if (st == dwarf::CfiStatus::kNotFound) {
-        if (const LoadedModule::DebugFrame* df = mod.debug_frame()) {
-          st = df->index.lookup(df->section, a, &fde);
-          if (st == dwarf::CfiStatus::kOk) {
-            sec = &df->section;
-            from_debug = true;
-          }
-        }
-      }
+      dwarf::CfiStatus st = mod.find_fde(a, true, &fde, &sec, &from_debug);  // as the unwinder looks up
       // Work bounds on hostile CFI: each find_row reruns the FDE's program from its start, so an
       // FDE gets at most kMaxCallsPerFde of them (the rest of it is left to the interpreter), and
       // no step is a single byte where the FDE or the gap between FDEs can be skipped whole.

@@ -2,11 +2,8 @@
 // Loading per-module CFI indexes and resolving pcs to modules.
 #include "unwind/module_unwind.hpp"
 
-#include "elf/elf_object.hpp"
 #include "symbolize/gopclntab.hpp"
 #include "unwind/table_sources.hpp"
-
-#include <elf.h>
 
 #include <algorithm>
 #include <cstring>
@@ -36,43 +33,60 @@ ArchCfi arch_cfi_for(Arch arch) {
   }
 }
 
-dwarf::CfiSection make_section(const elf::ElfImage& img, const elf::Section& s, bool is_eh) {
+/// A DWARF CFI section of `img` (`t` one of its unwind tables of kind eh_frame or debug_frame).
+dwarf::CfiSection make_section(const object::ObjectImage& img, const object::SectionRef& s, bool is_eh,
+                               const object::SectionRef* hdr) {
   dwarf::CfiSection c;
   c.data = s.data;
   c.size = s.size;
   c.vaddr = s.addr;
   c.is_eh_frame = is_eh;
   c.big_endian = img.big_endian();
-  c.addr_size = img.is_64bit() ? 8 : 4;
+  c.addr_size = img.addr_size();
   c.vendor_ops = arch_cfi_for(img.arch()).vendor_ops;
-  if (auto hdr = img.eh_frame_hdr()) c.data_vaddr = hdr->addr;
+  if (hdr != nullptr && hdr->data != nullptr) c.data_vaddr = hdr->addr;
   if (auto text = img.section(".text")) c.text_vaddr = text->addr;
   return c;
 }
 
+/// `img`'s unwind table of `kind` with bytes, or nullptr.
+const object::UnwindTable* table_of(const std::vector<object::UnwindTable>& tables, std::string_view kind) {
+  for (const object::UnwindTable& t : tables)
+    if (t.kind == kind && t.data.data != nullptr && t.data.size > 0) return &t;
+  return nullptr;
+}
+
 }  // namespace
 
-Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<elf::ElfImage> image,
-                                                         elf::DebugFileOptions debug_opts) {
+Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<const object::ObjectImage> image,
+                                                         object::DebugFileOptions debug_opts) {
+  if (image == nullptr) return make_error(SPROV_ERR_INVALID_ARG, "LoadedModule::load: no image");
+  auto src = make_source(*image);
+  if (!src.ok()) return make_error(src.error().code, "%s: %s", image->path().c_str(), src.error().message.c_str());
   std::shared_ptr<LoadedModule> m(new LoadedModule());
-  m->image_ = std::move(image);
-  m->object_ = elf::ElfObject::of(m->image_);  // the image's one object (ElfObject::of)
+  m->object_ = std::move(image);
   m->debug_opts_ = std::move(debug_opts);
   m->generation_ = next_module_generation();
-  const elf::ElfImage& img = *m->image_;
+  const object::ObjectImage& img = *m->object_;
   m->arch_ = img.arch();
   m->big_endian_ = img.big_endian();
-  if (auto eh = img.section(".eh_frame"); eh && eh->size > 0 && eh->data != nullptr) {
-    m->eh_ = make_section(img, *eh, true);
+  m->row_params_ = arch_cfi_for(m->arch_).rows;
+  if (src.value() != nullptr) {
+    m->table_ = std::move(src).value();
+    m->registered_table_ = true;
+    return m;
+  }
+  const std::vector<object::UnwindTable> tables = img.unwind_tables();
+  if (const object::UnwindTable* eh = table_of(tables, "eh_frame")) {
+    m->eh_ = make_section(img, eh->data, true, &eh->aux);
     bool indexed = false;
-    if (auto hdr = img.eh_frame_hdr(); hdr && hdr->data != nullptr) {
-      indexed = dwarf::FdeIndex::from_eh_frame_hdr(hdr->data, hdr->size, hdr->addr, m->eh_,
-                                                   &m->eh_index_) == dwarf::CfiStatus::kOk;
+    if (eh->aux.data != nullptr) {
+      indexed = dwarf::FdeIndex::from_eh_frame_hdr(eh->aux.data, eh->aux.size, eh->aux.addr, m->eh_, &m->eh_index_) ==
+                dwarf::CfiStatus::kOk;
     }
     if (!indexed) indexed = dwarf::FdeIndex::build(m->eh_, &m->eh_index_) == dwarf::CfiStatus::kOk;
     m->has_eh_ = indexed && !m->eh_index_.empty();
   }
-  m->row_params_ = arch_cfi_for(m->arch_).rows;
   if (m->has_eh_) m->eh_compiled_ = std::make_unique<CompiledCfi>(m->eh_, m->eh_index_, m->row_params_);
   m->table_ = std::make_unique<DwarfCfiSource>(*m);
   return m;
@@ -130,28 +144,49 @@ UnwindRule LoadedModule::bundle_rule(uint64_t rel, int num_regs) const {
 }
 
 const LoadedModule::DebugFrame* LoadedModule::debug_frame() const {
-  if (!image_) return nullptr;
+  if (!object_) return nullptr;
   stackprov::call_once(debug_once_, [this] {
-    auto try_image = [this](const elf::ElfImage& img) -> bool {
-      auto s = img.section(".debug_frame");
-      if (!s || s->size == 0 || s->data == nullptr) return false;
+    auto try_image = [this](const object::ObjectImage& img) -> bool {
+      const std::vector<object::UnwindTable> tables = img.unwind_tables();
+      const object::UnwindTable* t = table_of(tables, "debug_frame");
+      if (t == nullptr) return false;
       auto df = std::make_unique<DebugFrame>();
-      df->section = make_section(img, *s, false);
-      if (dwarf::FdeIndex::build(df->section, &df->index) != dwarf::CfiStatus::kOk ||
-          df->index.empty())
-        return false;
+      df->section = make_section(img, t->data, false, nullptr);
+      if (dwarf::FdeIndex::build(df->section, &df->index) != dwarf::CfiStatus::kOk || df->index.empty()) return false;
       df->compiled = std::make_unique<CompiledCfi>(df->section, df->index, row_params_);
       debug_frame_ = std::move(df);
       return true;
     };
-    if (try_image(*image_)) return;
-    auto dbg = elf::find_debug_file(*image_, debug_opts_);
+    if (try_image(*object_)) return;
+    auto dbg = object_->find_debug_file(debug_opts_);
     if (dbg.ok()) {
       debug_image_ = dbg.value();
       try_image(*debug_image_);
     }
   });
   return debug_frame_.get();
+}
+
+dwarf::CfiStatus LoadedModule::find_fde(uint64_t rel, bool use_debug_frame, dwarf::FdeInfo* fde,
+                                        const dwarf::CfiSection** sec, bool* from_debug) const {
+  dwarf::CfiStatus st = dwarf::CfiStatus::kNotFound;
+  if (has_eh_frame()) {
+    st = eh_index().lookup(eh_frame(), rel, fde);
+    if (st == dwarf::CfiStatus::kOk) {
+      *sec = &eh_frame();
+      *from_debug = false;
+    }
+  }
+  if (st == dwarf::CfiStatus::kNotFound && use_debug_frame) {
+    if (const LoadedModule::DebugFrame* df = debug_frame()) {
+      st = df->index.lookup(df->section, rel, fde);
+      if (st == dwarf::CfiStatus::kOk) {
+        *sec = &df->section;
+        *from_debug = true;
+      }
+    }
+  }
+  return st;
 }
 
 dwarf::CfiStatus LoadedModule::compiled_rule(uint64_t rel, bool use_debug_frame, const RowParams& p,
@@ -165,34 +200,13 @@ dwarf::CfiStatus LoadedModule::compiled_rule(uint64_t rel, bool use_debug_frame,
 }
 
 const symbolize::GoPclntab* LoadedModule::go_pclntab() const {
-  if (!image_) return nullptr;
-  stackprov::call_once(go_once_, [this] { go_ = symbolize::GoPclntab::load(image_); });
+  if (!has_elf()) return nullptr;  // Go's pclntab is read from ELF files (gopclntab.hpp)
+  stackprov::call_once(go_once_, [this] { go_ = symbolize::GoPclntab::load(object_); });
   return go_.get();
 }
 
 bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {
-  if (image_) return elf::read_loaded_bytes(*image_, vaddr, buf, len);
   return object_ && object_->read_code(vaddr, buf, len);
-}
-
-Result<std::shared_ptr<LoadedModule>> LoadedModule::load_object(std::shared_ptr<const object::ObjectImage> image,
-                                                                elf::DebugFileOptions debug_opts) {
-  if (image == nullptr) return make_error(SPROV_ERR_INVALID_ARG, "load_object: no image");
-  if (const auto* e = dynamic_cast<const elf::ElfObject*>(image.get())) {
-    auto m = load(e->elf(), std::move(debug_opts));
-    if (m.ok()) m.value()->object_ = std::move(image);
-    return m;
-  }
-  auto src = make_source(*image);
-  if (!src.ok()) return make_error(src.error().code, "%s: %s", image->path().c_str(), src.error().message.c_str());
-  std::shared_ptr<LoadedModule> m(new LoadedModule());
-  m->generation_ = next_module_generation();
-  m->arch_ = image->arch();
-  m->big_endian_ = image->big_endian();
-  m->row_params_ = arch_cfi_for(m->arch_).rows;
-  m->table_ = std::move(src).value();
-  m->object_ = std::move(image);
-  return m;
 }
 
 void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {

@@ -14,8 +14,6 @@
 #include "core/error.hpp"
 #include "core/types.hpp"
 #include "dwarf/cfi.hpp"
-#include "elf/debug_file.hpp"
-#include "elf/elf_image.hpp"
 #include "object/object_image.hpp"
 #include "unwind/compiled_rows.hpp"
 #include "unwind/unwind_rule.hpp"
@@ -41,39 +39,35 @@ class LoadedModule {
     std::string digest;
   };
 
-  /// Builds the .eh_frame index (from .eh_frame_hdr when usable, else by
-  /// scanning) and the in-file .debug_frame index.
-  static Result<std::shared_ptr<LoadedModule>> load(std::shared_ptr<elf::ElfImage> image,
-                                                    elf::DebugFileOptions debug_opts);
+  /// A module file of any format (lib/object): its unwind source is its first table of a
+  /// registered kind (unwind_source.hpp: .pdata, compact unwind, ...), else its DWARF CFI
+  /// (table_sources.hpp: .eh_frame indexed from .eh_frame_hdr when usable, else by scanning;
+  /// .debug_frame of the file, or of its separate debug file found on first use with
+  /// `debug_opts`). A file without either leaves its frames to the later rungs, which read its code.
+  static Result<std::shared_ptr<LoadedModule>> load(std::shared_ptr<const object::ObjectImage> image,
+                                                    object::DebugFileOptions debug_opts);
 
-  /// A module backed by a bundle alone (no ELF file): the CFI rung answers from
-  /// the bundle's unwind rows (bundle_rule()); image_ptr() is null, read_code()
-  /// false, there is no .eh_frame or .debug_frame. `arch` and `big_endian` are
-  /// the snapshot's (a bundle module found by build-id is that very file).
+  /// A module backed by a bundle alone (no file): the table rung answers from the bundle's unwind
+  /// rows (bundle_rule()); object() is null, read_code() false, there is no .eh_frame or
+  /// .debug_frame. `arch` and `big_endian` are the snapshot's (a bundle module found by its
+  /// identity is that very file).
   static Result<std::shared_ptr<LoadedModule>> load_bundle(BundleSource src, Arch arch, bool big_endian);
 
-  /// A module file of any format (lib/object): an ELF one as load() does, another one with the
-  /// unwind source of its first table of a registered kind (unwind_source.hpp); without one, its
-  /// frames are left to the later rungs (frame pointer, scan), which read its code.
-  static Result<std::shared_ptr<LoadedModule>> load_object(std::shared_ptr<const object::ObjectImage> image,
-                                                           elf::DebugFileOptions debug_opts);
-
-  /// The ELF image; only for modules with a file (has_image()).
-  const elf::ElfImage& image() const { return *image_; }
-  /// Null for a bundle-backed module.
-  const std::shared_ptr<elf::ElfImage>& image_ptr() const { return image_; }
-  bool has_image() const { return image_ != nullptr; }
   /// The module's file as an object image (for an ELF file, its image's one ElfObject: stable per
   /// module, so the resolvers' per-module state is reused); null for a bundle-backed module.
   const std::shared_ptr<const object::ObjectImage>& object() const { return object_; }
-  /// The module's one unwind source, which the unwinder's table rung asks: its file's DWARF CFI
-  /// (ELF), its bundle's unwind rows (bundle-backed), or its first table of a registered kind
-  /// (another format); nullptr when it has none (its frames are left to the later rungs).
+  /// The module has an ELF file: the input of the DWARF resolvers and the ELF-only features
+  /// (symbol tables, PLT, CPython's layout) today. False for a bundle-backed module and another
+  /// format's file.
+  bool has_elf() const { return object_ != nullptr && object_->format_name() == "elf"; }
+  /// The module's one unwind source, which the unwinder's table rung asks: its file's DWARF CFI,
+  /// its bundle's unwind rows (bundle-backed), or its first table of a registered kind (another
+  /// format); nullptr when it has none (its frames are left to the later rungs).
   const UnwindSource* table() const { return table_.get(); }
-  /// The table of a module of another format than ELF (load_object), else nullptr.
-  const UnwindSource* source() const { return image_ == nullptr && bundle_ == nullptr ? table_.get() : nullptr; }
-  /// read_code() can answer: the module has a file (ELF or another format).
-  bool has_code() const { return image_ != nullptr || object_ != nullptr; }
+  /// The table of a registered kind (not DWARF CFI, not a bundle's rows), else nullptr.
+  const UnwindSource* source() const { return registered_table_ ? table_.get() : nullptr; }
+  /// read_code() can answer: the module has a file.
+  bool has_code() const { return object_ != nullptr; }
   uint32_t generation() const { return generation_; }
   Arch arch() const { return arch_; }
   bool big_endian() const { return big_endian_; }
@@ -108,6 +102,11 @@ class LoadedModule {
   /// compiles it (allocates); later ones do not. Thread-safe.
   dwarf::CfiStatus compiled_rule(uint64_t rel, bool use_debug_frame, const RowParams& p,
                                  UnwindRule* rule) const;
+  /// The FDE covering link-time `rel`: in .eh_frame, else (no FDE there, `use_debug_frame`) in
+  /// .debug_frame. kOk with *fde, *sec and *from_debug; kNotFound; kBadCfi / kUnsupported when
+  /// the covering index entry does not decode.
+  dwarf::CfiStatus find_fde(uint64_t rel, bool use_debug_frame, dwarf::FdeInfo* fde, const dwarf::CfiSection** sec,
+                            bool* from_debug) const;
   /// The row parameters of this module's architecture (zero for an unknown one).
   const RowParams& row_params() const { return row_params_; }
 
@@ -120,13 +119,13 @@ class LoadedModule {
 
  private:
   LoadedModule() = default;
-  std::shared_ptr<elf::ElfImage> image_;
   std::shared_ptr<const object::ObjectImage> object_;
   std::unique_ptr<UnwindSource> table_;
+  bool registered_table_ = false;  ///< table_ is of a registered kind (source())
   std::unique_ptr<BundleSource> bundle_;
   Arch arch_ = Arch::kUnknown;
   bool big_endian_ = false;
-  elf::DebugFileOptions debug_opts_;
+  object::DebugFileOptions debug_opts_;
   uint32_t generation_ = 0;
   bool has_eh_ = false;
   dwarf::CfiSection eh_{};
@@ -134,7 +133,7 @@ class LoadedModule {
   RowParams row_params_;
   std::unique_ptr<CompiledCfi> eh_compiled_;
   mutable stackprov::OnceFlag debug_once_;
-  mutable std::shared_ptr<elf::ElfImage> debug_image_;
+  mutable std::shared_ptr<const object::ObjectImage> debug_image_;
   mutable std::unique_ptr<DebugFrame> debug_frame_;
   mutable stackprov::OnceFlag go_once_;
   mutable std::shared_ptr<const symbolize::GoPclntab> go_;

@@ -33,31 +33,9 @@ RuleLookup DwarfCfiSource::lookup(uint64_t rel, const RuleQuery& q) const {
   return l;
 }
 
-dwarf::CfiStatus DwarfCfiSource::find_fde(uint64_t rel, bool use_debug_frame, dwarf::FdeInfo* fde,
-                                          const dwarf::CfiSection** sec, bool* from_debug) const {
-  dwarf::CfiStatus st = dwarf::CfiStatus::kNotFound;
-  if (mod_.has_eh_frame()) {
-    st = mod_.eh_index().lookup(mod_.eh_frame(), rel, fde);
-    if (st == dwarf::CfiStatus::kOk) {
-      *sec = &mod_.eh_frame();
-      *from_debug = false;
-    }
-  }
-  if (st == dwarf::CfiStatus::kNotFound && use_debug_frame) {
-    if (const LoadedModule::DebugFrame* df = mod_.debug_frame()) {
-      st = df->index.lookup(df->section, rel, fde);
-      if (st == dwarf::CfiStatus::kOk) {
-        *sec = &df->section;
-        *from_debug = true;
-      }
-    }
-  }
-  return st;
-}
-
 dwarf::CfiStatus DwarfCfiSource::full_row(uint64_t rel, const RuleQuery& q, FullRow* out) const {
   dwarf::FdeInfo fde;
-  dwarf::CfiStatus st = find_fde(rel, q.use_debug_frame, &fde, &out->section, &out->from_debug_frame);
+  dwarf::CfiStatus st = mod_.find_fde(rel, q.use_debug_frame, &fde, &out->section, &out->from_debug_frame);
   if (st != dwarf::CfiStatus::kOk) return st;
   return dwarf::find_row(*out->section, fde, rel, &out->row);
 }

@@ -28,12 +28,6 @@ class DwarfCfiSource final : public UnwindSource {
   dwarf::CfiStatus full_row(uint64_t rel, const RuleQuery& q, FullRow* out) const override;
   std::vector<uint64_t> row_starts() const override;
 
-  /// The FDE covering link-time `rel`: in .eh_frame, else (no FDE there, `use_debug_frame`) in
-  /// .debug_frame. kOk with *fde, *sec and *from_debug; kNotFound; kBadCfi / kUnsupported when
-  /// the covering index entry does not decode.
-  dwarf::CfiStatus find_fde(uint64_t rel, bool use_debug_frame, dwarf::FdeInfo* fde, const dwarf::CfiSection** sec,
-                            bool* from_debug) const;
-
  private:
   const LoadedModule& mod_;
 };

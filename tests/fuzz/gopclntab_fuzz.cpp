@@ -133,7 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     };
     elf = build_elf(blobs, flags);
   }
-  auto img = elf::ElfImage::from_bytes(std::move(elf), "fuzz-go");
+  auto img = object::from_bytes(std::move(elf), "fuzz-go");
   if (!img.ok()) return 0;
   auto t = symbolize::GoPclntab::load(std::move(img).value());
   if (!t) return 0;

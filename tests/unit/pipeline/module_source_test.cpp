@@ -98,9 +98,9 @@ TEST_CASE("the file whose identity is the snapshot's is used, once", "[pipeline]
   Chain c{ContextConfig{}};
   auto a = c.acquire(f.module());
   REQUIRE(a.ok());
-  CHECK(a.value()->has_image());
+  CHECK(a.value()->has_elf());
   CHECK(a.value()->bundle() == nullptr);
-  CHECK(a.value()->image().build_id() == f.id);
+  CHECK(a.value()->object()->id() == f.id);
   auto again = c.acquire(f.module());
   REQUIRE(again.ok());
   CHECK(again.value() == a.value());  // cached: loaded once
@@ -112,7 +112,7 @@ TEST_CASE("offline, the bundle is the module and the file is never opened", "[pi
   Chain c{with_store(f, true)};
   auto a = c.acquire(f.module());
   REQUIRE(a.ok());
-  CHECK_FALSE(a.value()->has_image());
+  CHECK_FALSE(a.value()->has_elf());
   REQUIRE(a.value()->bundle() != nullptr);
   CHECK(a.value()->bundle()->digest.rfind("sha256:", 0) == 0);
   // Without an identity there is nothing to look a bundle up by.
@@ -147,7 +147,7 @@ TEST_CASE("another build at the path is never used: the bundle of the snapshot's
   auto a = with.acquire(f.module());
   REQUIRE(a.ok());
   CHECK(a.value()->bundle() != nullptr);
-  CHECK_FALSE(a.value()->has_image());
+  CHECK_FALSE(a.value()->has_elf());
   Chain without{ContextConfig{}};
   auto e = without.acquire(f.module());
   REQUIRE_FALSE(e.ok());

@@ -123,7 +123,7 @@ struct Fixture {
 TEST_CASE("bundle rows map to compact rules; hostile rows are invalid", "[unwind][bundle]") {
   Fixture f;
   CHECK(f.mod->bundle() != nullptr);
-  CHECK_FALSE(f.mod->has_image());
+  CHECK_FALSE(f.mod->has_elf());
   CHECK(f.mod->bundle_rule(0x0fff, x64::Traits::kNumRegs).kind == UnwindRule::kNoInfo);  // before the first row
   const UnwindRule a = f.mod->bundle_rule(0x10ff, x64::Traits::kNumRegs);
   CHECK(a.kind == UnwindRule::kCfaReg);

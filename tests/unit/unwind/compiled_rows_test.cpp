@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arch/x86_64/registers.hpp"
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 #include "unit/dwarf/readelf_frames.hpp"
 #include "unwind/compiled_rows.hpp"
 #include "unwind/module_unwind.hpp"
@@ -105,7 +105,7 @@ std::vector<PeerRow> libc_rows(const std::string& libc) {
 
 /// libc.so.6 loaded as the unwinder loads a module (its rows not compiled yet).
 std::shared_ptr<LoadedModule> load_libc(const std::string& libc) {
-  auto img = elf::ElfImage::open(libc);
+  auto img = object::open(libc);
   REQUIRE(img.ok());
   auto mod = LoadedModule::load(img.value(), {});
   REQUIRE(mod.ok());

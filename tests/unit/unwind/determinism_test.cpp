@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 #include "memory/snapshot.hpp"
 #include "stackprov/stackprov.h"
 #include "unwind/walk.hpp"
@@ -265,7 +265,7 @@ unwind::ModuleTable load_table(const memory::Snapshot& s) {
   for (size_t i = 0; i < s.modules.size(); i++) {
     const memory::SnapshotModule& m = s.modules[i];
     std::shared_ptr<unwind::LoadedModule> mod;
-    if (auto img = elf::ElfImage::open(m.path); img.ok())
+    if (auto img = object::open(m.path); img.ok())
       if (auto lm = unwind::LoadedModule::load(img.value(), {}); lm.ok()) mod = lm.value();
     unwind::ModuleSlot slot{m.start, m.end, m.load_bias, mod.get(), static_cast<int32_t>(i)};
     t.add(slot, std::move(mod));
