@@ -31,6 +31,12 @@ const char* id_kind_name(IdKind k) noexcept {
   return "unknown";
 }
 
+std::optional<IdKind> id_kind_from_name(std::string_view name) noexcept {
+  for (uint8_t k = 0; k <= kMaxIdKind; k++)
+    if (name == id_kind_name(static_cast<IdKind>(k))) return static_cast<IdKind>(k);
+  return std::nullopt;
+}
+
 const char* platform_of(IdKind k) noexcept {
   switch (k) {
     case IdKind::kPdbGuidAge:

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,8 @@ inline constexpr uint8_t kMaxIdKind = 3;
 
 /// "none", "elf-build-id", "pdb-guid-age", "macho-uuid"; "unknown" outside the enum.
 const char* id_kind_name(IdKind k) noexcept;
+/// The kind id_kind_name names (`name` one of its answers other than "unknown"), else nullopt.
+std::optional<IdKind> id_kind_from_name(std::string_view name) noexcept;
 /// The platform whose modules carry identities of kind `k` (traces' "platform", bundles' "os"):
 /// "linux" for ELF build-ids (and an empty identity: every capture path today reads Linux
 /// processes and cores), "windows" for PDB GUID+age, "macos" for Mach-O UUIDs.

@@ -192,8 +192,8 @@ class BundleStaging {
   std::vector<std::string> added_;
 };
 
-/// The digest of the bundle `store` indexes for ELF build-id `hex` (lower-case), if any (errors: none).
-std::optional<std::string> find_elf_bundle(const symbolize::BundleStore& store, const std::string& hex);
+/// The digest of the bundle `store` indexes for module identity `id`, if any (errors: none).
+std::optional<std::string> find_bundle(const symbolize::BundleStore& store, const ModuleId& id);
 
 /// Every bundle a trace names: its symbol_bundle_sha256 and each frame's bundle (64 hex, sorted, unique).
 std::vector<std::string> trace_bundles(const trace::Trace& t);

@@ -56,11 +56,9 @@ Result<std::string> read_text_file(const std::string& path, size_t limit) {
   return s;
 }
 
-std::optional<std::string> find_elf_bundle(const symbolize::BundleStore& store, const std::string& hex) {
-  if (hex.empty() || hex.size() > 2 * bundle::kMaxIdBytes) return std::nullopt;
-  auto id = evidence::hex_decode(hex, "module identity");
-  if (!id) return std::nullopt;
-  auto f = store.find(IdKind::kElfBuildId, id.value());
+std::optional<std::string> find_bundle(const symbolize::BundleStore& store, const ModuleId& id) {
+  if (id.empty() || id.len > bundle::kMaxIdBytes) return std::nullopt;
+  auto f = store.find(id.kind, std::span<const uint8_t>(id.bytes, id.len));
   if (!f || !f.value()) return std::nullopt;
   return *f.value();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "core/context.hpp"
@@ -86,13 +87,13 @@ Status attach_bundle(Session& session, trace::Store& store, const CapturedProces
   if (bs) {
     if (Status st = staging.copy_to(*bs, b.value()); !st) return st;
     // Modules the trace's bundle does not hold are named by what the user's store serves.
-    std::set<std::string> ids;
+    std::map<std::pair<IdKind, std::string>, ModuleId> ids;  // by kind and hex: each once, in order
     for (const auto& th : t.threads)
       for (const auto& f : th.frames)
-        if (!f.module_build_id.empty()) ids.insert(f.module_build_id);
-    for (const std::string& g : ids) {
-      if (find_elf_bundle(staging.store(), g)) continue;
-      auto d = find_elf_bundle(*bs, g);
+        if (const ModuleId id = trace::frame_module_id(f); !id.empty()) ids.emplace(std::pair{id.kind, id.hex()}, id);
+    for (const auto& [key, g] : ids) {
+      if (find_bundle(staging.store(), g)) continue;
+      auto d = find_bundle(*bs, g);
       if (!d) continue;
       if (Status st = staging.add_from_bundle_store(*bs, *d); !st) return st;
     }

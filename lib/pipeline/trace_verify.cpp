@@ -95,7 +95,7 @@ void verify_trace_bundles(const trace::Trace& t, const BundleStaging& stg, const
 
   // Platform ids: every module the frames touch must be held by a bundle with its build-id.
   t0 = Clock::now();
-  std::map<std::string, std::string> modules;  // build-id -> path
+  std::map<std::pair<IdKind, std::string>, std::pair<ModuleId, std::string>> modules;  // (kind, hex) -> id, path
   std::vector<std::string> pid_fail;
   for (const auto& th : t.threads)
     for (const auto& f : th.frames) {
@@ -104,19 +104,22 @@ void verify_trace_bundles(const trace::Trace& t, const BundleStaging& stg, const
         pid_fail.push_back("module " + f.module_path + " has no build-id: its bundle cannot be identified");
         continue;
       }
-      modules.emplace(f.module_build_id, f.module_path);
+      modules.emplace(std::pair{trace::frame_module_id(f).kind, f.module_build_id},
+                      std::pair{trace::frame_module_id(f), f.module_path});
     }
   std::vector<bundle::BundleReader> open;
   for (const auto& b : bundles) {
     auto r = bundle::BundleReader::open_file(stg.blob_path(b));
     if (r) open.push_back(std::move(r).value());
   }
-  for (const auto& [id, path] : modules) {
+  for (const auto& [key, entry] : modules) {
+    const auto& [id, path] = entry;
     bool found = false;
-    auto bytes = evidence::hex_decode(id, "module identity");
     for (const bundle::BundleReader& r : open)
-      if (bytes && r.find_module(IdKind::kElfBuildId, bytes.value()) != nullptr) found = true;
-    if (!found) pid_fail.push_back("module " + path + " build-id " + id + ": no bundle of the trace holds it");
+      if (!id.empty() && r.find_module(id.kind, std::span<const uint8_t>(id.bytes, id.len)) != nullptr) found = true;
+    // An ELF build-id is named as it always was; another kind by its name.
+    const std::string what = key.first == IdKind::kElfBuildId ? "build-id" : id_kind_name(key.first);
+    if (!found) pid_fail.push_back("module " + path + " " + what + " " + key.second + ": no bundle of the trace holds it");
   }
   std::sort(pid_fail.begin(), pid_fail.end());
   pid_fail.erase(std::unique(pid_fail.begin(), pid_fail.end()), pid_fail.end());

@@ -21,6 +21,16 @@ size_t Trace::frame_count() const {
   return n;
 }
 
+ModuleId frame_module_id(const Frame& f) {
+  IdKind kind = IdKind::kElfBuildId;
+  if (!f.module_id_kind.empty()) {
+    const std::optional<IdKind> k = id_kind_from_name(f.module_id_kind);
+    if (!k || *k == IdKind::kNone) return ModuleId{};
+    kind = *k;
+  }
+  return ModuleId::from_hex(f.module_build_id, kind);
+}
+
 Result<std::string> new_uuid() {
   uint8_t b[16];
   size_t got = 0;

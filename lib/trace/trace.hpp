@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/types.hpp"
 #include "evidence/encoding.hpp"
 
 namespace stackprov::trace {
@@ -117,6 +118,10 @@ struct SymbolBundleRow {
 };
 
 /// A new random UUID v4 (getrandom(2)).
+/// A frame's module identity: module_build_id's bytes of kind module_id_kind (empty: an ELF
+/// build-id); an empty id when the hex or the kind name does not parse.
+ModuleId frame_module_id(const Frame& f);
+
 Result<std::string> new_uuid();
 /// True for a lower-case 8-4-4-4-12 hex UUID.
 bool is_uuid(std::string_view s);
