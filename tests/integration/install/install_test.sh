@@ -18,7 +18,7 @@ prefix="$work/prefix"
 fail() { echo "FAIL: $*"; exit 1; }
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "cmake --install"; }
-for f in include/stackprov/stackprov.h lib/libstackprov.a lib/pkgconfig/stackprov.pc \
+for f in include/stackprov/stackprov.h lib/libstackprov.a lib/pkgconfig/stackprov.pc lib/pkgconfig/stackprov-static.pc \
          lib/cmake/stackprov/stackprovConfig.cmake lib/cmake/stackprov/stackprovTargets.cmake; do
   test -f "$prefix/$f" || fail "$f not installed"
 done
@@ -72,15 +72,23 @@ cc "${cflags[@]}" "$here/consumer.c" -o "$work/pc_shared" $(pkg-config --cflags 
 needed "$work/pc_shared" | grep -qx "libstackprov.so.$major" || fail "pc_shared does not need libstackprov.so.$major"
 check_run pc_shared env LD_LIBRARY_PATH="$prefix/lib" "$work/pc_shared"
 
-# pkg-config --static: Libs.private must complete libstackprov.a (taken by name, though the .so is
-# beside it) for a C link: the C++ runtime and every dependency.
+# pkg-config --static: Libs.private must complete libstackprov.a for a C link (the C++ runtime and
+# every dependency); but its -lstackprov picks the .so installed beside the archive, so that line
+# links the shared library (the linker's choice, checked here so that the .pc file says the truth).
 static_libs=$(pkg-config --libs --static stackprov)
-# shellcheck disable=SC2046,SC2086
-cc "${cflags[@]}" "$here/consumer.c" -o "$work/pc_static" $(pkg-config --cflags stackprov) \
-  ${static_libs//-lstackprov/-l:libstackprov.a} \
-  || fail "cc with pkg-config --static ($static_libs) does not link libstackprov.a"
-if needed "$work/pc_static" | grep -q "^libstackprov"; then fail "pc_static needs the shared library"; fi
-check_run pc_static "$work/pc_static"
+# shellcheck disable=SC2086
+cc "${cflags[@]}" "$here/consumer.c" -o "$work/pc_static_so" $(pkg-config --cflags stackprov) $static_libs \
+  || fail "cc with pkg-config --static stackprov ($static_libs) does not link"
+needed "$work/pc_static_so" | grep -qx "libstackprov.so.$major" \
+  || fail "pkg-config --static stackprov: -lstackprov did not pick the shared library (the .pc comment is wrong)"
+# stackprov-static: the archive by file name and what it needs, with or without --static.
+for mode in "" "--static"; do
+  # shellcheck disable=SC2046,SC2086
+  cc "${cflags[@]}" "$here/consumer.c" -o "$work/pc_static" $(pkg-config --cflags --libs $mode stackprov-static) \
+    || fail "cc \$(pkg-config --cflags --libs $mode stackprov-static) does not link"
+  if needed "$work/pc_static" | grep -q "^libstackprov"; then fail "pc_static ($mode) needs the shared library"; fi
+  check_run "pc_static${mode:+ $mode}" "$work/pc_static"
+done
 
 # A C-only CMake project: find_package(stackprov), stackprov::stackprov and stackprov::stackprov_shared.
 mkdir -p "$work/cm"
@@ -95,4 +103,4 @@ needed "$work/cm/b/consumer_shared" | grep -qx "libstackprov.so.$major" \
   || fail "consumer_shared does not need libstackprov.so.$major"
 check_run cmake_static "$work/cm/b/consumer_static"
 check_run cmake_shared "$work/cm/b/consumer_shared"
-echo "install consumers ok: pkg-config (shared, --static) and a C-only find_package project (static, shared)"
+echo "install consumers ok: pkg-config (shared, stackprov-static with and without --static) and a C-only find_package project (static, shared)"
