@@ -250,7 +250,8 @@ def bench_workload(name, cmd_for, a, perf):
 
     # Aggregated.
     sp_folded, pr_txt = os.path.join(w, "stackprov.folded"), os.path.join(w, "perf_report.txt")
-    res["stackprov_folded"] = timed([sp, "perf-import", data, "--format", "folded", "--quiet"], sp_folded, a.runs)
+    res["stackprov_folded"] = timed([sp, "perf-import", data, "--format", "folded", "--quiet", "--no-inline"],
+                                    sp_folded, a.runs)  # equal work: perf report --no-inline
     res["perf_report"] = timed([perf, "report", "-i", data, "--stdio", "--no-children", "--no-inline",
                                 "--sort", "comm", "-g", "folded,0,caller,count"], pr_txt, a.runs)
     names = FoldedNames(aliases, kernel_names)

@@ -232,6 +232,7 @@ struct NameInfo {
   uint64_t start = 0;   ///< symbol start: link-time (user) or the recording's kernel address
   bool kernel = false;
   bool known = false;
+  bool inlined = false;  ///< a function inlined into the physical one (folded: "_[i]")
 };
 
 /// Frame names: user frames cached per (module, link-time address, exact-pc-or-return-address),
@@ -249,6 +250,7 @@ class NameTable {
 
   /// Name id of user frame `i` of `stack` (module list `list`).
   uint32_t user(const sprov_stack* stack, size_t i, const sprov_frame& fr, uint32_t list, bool exact) {
+    last_cacheable_ = false;
     if (fr.module_index < 0 || fr.module_path == nullptr || strcmp(fr.module_path, "//anon") == 0) {
       // JIT code outside every module: named by the process's perf map (resolver perfmap), uncached.
       SPROV_OPTS(sprov_symbol, j);
@@ -270,6 +272,8 @@ class NameTable {
     }
     const uint64_t key = (static_cast<uint64_t>(mid) << 41) | (exact ? 1ull << 40 : 0) | (fr.module_offset & ((1ull << 40) - 1));
     const bool cacheable = fr.module_offset < (1ull << 40) && mid < (1 << 22);
+    last_key_ = key;
+    last_cacheable_ = cacheable;
     if (cacheable) {
       auto it = cache_.find(key);
       if (it != cache_.end()) {
@@ -299,6 +303,28 @@ class NameTable {
     return id;
   }
 
+  /// Ids of the functions inlined at user frame `i` of `stack`, the frame user() was last asked
+  /// about: innermost first, the physical function (user()'s id) not included; empty where no
+  /// DWARF (or bundle) gives an inline chain. Cached as user()'s names are.
+  const std::vector<uint32_t>& inlined(const sprov_stack* stack, size_t i) {
+    if (last_cacheable_) {
+      auto it = icache_.find(last_key_);
+      if (it != icache_.end()) return it->second;
+    }
+    scratch_.clear();
+    SPROV_OPTS(sprov_symbol_info, si);
+    if (sprov_symbolizer_frame_ex(sym_, stack, i, 0, &si) == 0 && si.resolver != SPROV_RESOLVER_NONE) {
+      for (uint32_t f = 0; f + 1 < si.frame_count; f++) {
+        SPROV_OPTS(sprov_symbol_frame, sf);
+        if (sprov_symbolizer_inline_frame(sym_, f, &sf) != 0 || sf.name == nullptr || !*sf.name) break;
+        NameInfo n{sf.name, sf.linkage_name ? sf.linkage_name : "", "", sf.start_address, false, true, true};
+        scratch_.push_back(intern(std::move(n), std::string("inl:") + sf.name));
+      }
+    }
+    if (last_cacheable_) return icache_.emplace(last_key_, scratch_).first->second;
+    return scratch_;
+  }
+
   /// Name id of a kernel frame: the exact pc (frame 0) or a return address (looked up at pc - 1).
   uint32_t kernel(uint64_t pc, bool exact) {
     const uint64_t addr = exact ? pc : pc - 1;
@@ -323,13 +349,14 @@ class NameTable {
   /// Display names (JSON, pprof) and linkage names, by id.
   std::vector<std::string> display() const { return collect([](const NameInfo& n) { return n.name; }); }
   std::vector<std::string> linkage() const { return collect([](const NameInfo& n) { return n.linkage; }); }
-  /// Folded-stack names: kernel frames end in "_[k]" (stackcollapse-perf.pl --kernel, inferno).
+  /// Folded-stack names: kernel frames end in "_[k]" (stackcollapse-perf.pl --kernel, inferno),
+  /// inlined functions in "_[i]" (stackcollapse-perf.pl --inline's mark, flamegraph.pl's aqua).
   std::vector<std::string> folded() const {
     return collect([](const NameInfo& n) {
       std::string s = n.name;
       for (char& c : s)
         if (c == ';' || c == '\n') c = ':';
-      return n.kernel ? s + "_[k]" : s;
+      return n.kernel ? s + "_[k]" : n.inlined ? s + "_[i]" : s;
     });
   }
   uint64_t hits() const { return hits_; }
@@ -355,6 +382,10 @@ class NameTable {
   std::vector<std::vector<int32_t>> list_mods_;
   std::unordered_map<std::string, int32_t> module_ids_;
   std::unordered_map<uint64_t, uint32_t> cache_, kcache_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> icache_;  ///< inlined(), by user()'s key
+  std::vector<uint32_t> scratch_;
+  uint64_t last_key_ = 0;
+  bool last_cacheable_ = false;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<NameInfo> names_;
   uint64_t hits_ = 0, misses_ = 0, kernel_named_ = 0;
@@ -367,6 +398,7 @@ enum class Format { kFolded, kSvg, kJson, kPprof, kNone };
 const std::vector<OptSpec> kImportOpts = {
     {'i', "input", true},       {'f', "format", true}, {'o', "output", true}, {0, "sysroot", true},
     {0, "max-frames", true},    {0, "title", true},    {'q', "quiet", false}, {0, "store", true},
+    {0, "no-inline", false},
 };
 
 void import_usage(FILE* f) {
@@ -384,9 +416,11 @@ void import_usage(FILE* f) {
           "names them, and only when the recording's kernel build-id is the running kernel's (/sys/kernel/notes);\n"
           "otherwise they stay [unknown] with a warning. Formats:\n"
           "  folded  one line per unique stack, `comm;root;...;leaf COUNT` (flamegraph.pl, inferno); kernel frames\n"
-          "          end in _[k]\n"
-          "  svg     a self-contained flame graph: hover shows a frame's details line, click zooms, Search (or\n"
-          "          Ctrl-F, or FILE.svg?s=REGEX) highlights matching frames and shows the matched percentage\n"
+          "          end in _[k]; functions inlined into a frame follow it, each ending in _[i] (as perf script\n"
+          "          --inline lists them; --no-inline leaves them out)\n"
+          "  svg     a self-contained flame graph of the folded stacks (inlined functions in aqua): hover shows a\n"
+          "          frame's details line, click zooms, Search (or Ctrl-F, or FILE.svg?s=REGEX) highlights\n"
+          "          matching frames and shows the matched percentage\n"
           "  json    JSON Lines, one object per sample (\"mode\", frames leaf first with their method)\n"
           "  pprof   gzip-compressed pprof profile.proto: values samples/count and cpu/nanoseconds (the sample\n"
           "          periods; EVENT/count for other events), functions with source files, line numbers and inlined\n"
@@ -403,6 +437,7 @@ void import_usage(FILE* f) {
           "                         not exist is an error)\n"
           "      --max-frames N     user frames per sample, 1 to 65536 (default 256)\n"
           "      --title TEXT       the flame graph's title\n"
+          "      --no-inline        folded and svg: only the physical functions, no inlined frames\n"
           "  -q, --quiet            no summary or warnings on stderr (warnings include a module file that\n"
           "                         cannot be used: another build-id than the recording's, another\n"
           "                         architecture; each distinct warning is printed once)\n"
@@ -463,6 +498,7 @@ int cmd_perf_import(int argc, char** argv) {
   }
   const std::string title = a.has("title") ? a.get("title") : "Flame Graph";
   const bool quiet = a.has("quiet");
+  const bool show_inline = (fmt == Format::kFolded || fmt == Format::kSvg) && !a.has("no-inline");
 
   const auto t0 = std::chrono::steady_clock::now();
   SPROV_OPTS(sprov_context_opts, copts, .sysroot = sysroot);
@@ -671,6 +707,12 @@ int cmd_perf_import(int argc, char** argv) {
         // Aggregated by the address looked up: a return address - 1 lies inside the call, which
         // profile.proto allows for a non-leaf Location.address, and keeps it apart from a leaf pc.
         const uint64_t addr = exact ? fr.pc : fr.pc - 1;
+        if (show_inline && id != 0) {
+          for (uint32_t iid : names.inlined(stack, k)) {  // leaf first: the innermost inlined one first
+            pcs.push_back(addr);
+            ids.push_back(iid);
+          }
+        }
         pcs.push_back(addr);
         ids.push_back(id);
 #ifdef STACKPROV_HAVE_PPROF

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 namespace stackprov_cli {
@@ -91,15 +92,21 @@ int depth_of(const Node& n) {
   return d;
 }
 
-bool is_kernel(const std::string& name) {
-  return name.size() > 4 && name.compare(name.size() - 4, 4, "_[k]") == 0;
+bool ends_with(const std::string& name, const char* suffix) {
+  const size_t n = strlen(suffix);
+  return name.size() > n && name.compare(name.size() - n, n, suffix) == 0;
 }
 
-/// flamegraph.pl's palettes: "hot" for user frames, "orange" for kernel frames (its java/perl
-/// palettes' rule for names ending in "_[k]").
+/// flamegraph.pl's palettes: "hot" for user frames, "orange" for kernel frames and "aqua" for
+/// inlined ones (its rules for names ending in "_[k]" and "_[i]").
 void color(const std::string& name, int* r, int* g, int* b) {
   const uint64_t h = XXH3_64bits(name.data(), name.size());
-  if (is_kernel(name)) {
+  if (ends_with(name, "_[i]")) {
+    const int v = static_cast<int>(h % 55);
+    *r = 50 + v, *g = 165 + v, *b = 165 + v;
+    return;
+  }
+  if (ends_with(name, "_[k]")) {
     const int v = static_cast<int>(h % 65);
     *r = 190 + v, *g = 90 + v, *b = 0;
     return;

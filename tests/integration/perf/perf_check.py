@@ -310,7 +310,8 @@ def check_profile(stackprov, perf, workdir, name, cmd, min_agree):
     if len(lines) != total:
         failures.append("%s: stackprov printed %d samples, perf script %d" % (name, len(lines), total))
     # Folded and SVG: totals match the samples and each other.
-    folded = run([stackprov, "perf-import", data, "--format", "folded", "--quiet"]).stdout
+    # Against perf script --no-inline: ours without inlined frames too (perf_inline_check.py has them).
+    folded = run([stackprov, "perf-import", data, "--format", "folded", "--quiet", "--no-inline"]).stdout
     counts = {}
     for l in folded.splitlines():
         stack, _, n = l.rpartition(" ")
@@ -318,7 +319,7 @@ def check_profile(stackprov, perf, workdir, name, cmd, min_agree):
     fold_total = sum(counts.values())
     failures += compare_stacks("folded", counts, perf_lines, inexact, name)
     svg_path = os.path.join(workdir, name + ".svg")
-    run([stackprov, "perf-import", data, "--format", "svg", "-o", svg_path, "--quiet"])
+    run([stackprov, "perf-import", data, "--format", "svg", "-o", svg_path, "--quiet", "--no-inline"])
     root = ET.parse(svg_path).getroot()
     ns = "{http://www.w3.org/2000/svg}"
     gs = root.findall(ns + "g")

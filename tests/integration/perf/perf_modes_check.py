@@ -134,7 +134,7 @@ def check_recording(sp, perf, workdir, name, record_args, cmd, want_mode, summar
     if modes.get(summary_mode, 0) < 0.95 * len(ours):
         failures.append("%s: %s of %d samples in mode %s" % (name, modes.get(summary_mode, 0), len(ours), summary_mode))
     # Folded: kernel frames marked _[k], stack for stack as perf script's.
-    folded = run([sp, "perf-import", data, "--format", "folded", "--quiet"]).stdout
+    folded = run([sp, "perf-import", data, "--format", "folded", "--quiet", "--no-inline"]).stdout  # as perf's
     mine = collections.Counter()
     for l in folded.splitlines():
         stack, _, n = l.rpartition(" ")
