@@ -212,9 +212,11 @@ void init_replay_report(py::module_& m) {
       .def("to_dict", [](const ReplayReport& r) { return py::module_::import("json").attr("loads")(r.format(SPROV_REPORT_JSON)); },
            "json() parsed.")
       .def("__repr__", [](const ReplayReport& r) {
+        // Python's float repr (100.0, 98.7), not printf's fixed six decimals (100.000000).
+        auto num = [](double v) { return py::repr(py::float_(v)).cast<std::string>(); };
         return "ReplayReport(exit_code=" + std::to_string(sprov_replay_report_exit_code(r.r.get())) + ", coverage_pct=" +
-               std::to_string(sprov_replay_report_coverage_pct(r.r.get())) + ", success_ratio=" +
-               std::to_string(sprov_replay_report_success_ratio(r.r.get())) + ")";
+               num(sprov_replay_report_coverage_pct(r.r.get())) + ", success_ratio=" +
+               num(sprov_replay_report_success_ratio(r.r.get())) + ")";
       });
 }
 

@@ -21,6 +21,8 @@ error code) and .message; a pid that does not exist raises ProcessLookupError an
 not ptrace PermissionError (both also stackprov.Error).
 """
 import contextlib as _contextlib
+import functools as _functools
+import inspect as _inspect
 import json as _json
 import os as _os
 import re as _re
@@ -241,3 +243,30 @@ def trace_replay(trace_id, *, store=None, seeds=5, first_seed=1, min_coverage=No
     with _trace_store(store, existing=True) as ts:
         return ts._replay(ctx, tid, seeds, first_seed, -1.0 if min_coverage is None else float(min_coverage),
                           -1.0 if min_success is None else float(min_success), kp, root)
+
+
+def _public_signature_errors(fn):
+    """A wrong argument type that reaches the extension module is reported with the public
+    function's own signature, not the internal one (`_stack(self: stackprov._stackprov.Context, ...)`);
+    a public function calling another is reported as the one the caller called."""
+    sig = "%s%s" % (fn.__name__, _inspect.signature(fn))
+
+    @_functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            if not getattr(e, "_stackprov_arguments", False) and "incompatible function arguments" not in str(e):
+                raise
+            given = ", ".join([type(a).__name__ for a in args] +
+                              ["%s=%s" % (k, type(v).__name__) for k, v in kwargs.items()])
+            err = TypeError("%s(): an argument has the wrong type (given: %s); expected %s" % (fn.__name__, given, sig))
+            err._stackprov_arguments = True
+            raise err from None
+    return wrapper
+
+
+for _name in ("stack", "stack_with_info", "symbolize", "trace_capture", "trace_get", "trace_list", "trace_replays",
+              "trace_resolve", "trace_replay"):
+    globals()[_name] = _public_signature_errors(globals()[_name])
+del _name

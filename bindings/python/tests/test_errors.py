@@ -92,6 +92,22 @@ def test_argument_errors():
         stackprov.stack(pid="12")
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda: stackprov.stack(pid="12"), "stack"),
+    (lambda: stackprov.stack_with_info(core=5), "stack_with_info"),
+    (lambda: stackprov.symbolize(123, [0x1000]), "symbolize"),
+    (lambda: stackprov.symbolize("/bin/true", ["x"]), "symbolize"),
+])
+def test_wrong_type_names_the_public_function(call, name):
+    """A wrong argument type is reported with the public function's signature, never the extension's
+    internal one (stackprov._stackprov.Context._stack(self, ...))."""
+    with pytest.raises(TypeError) as e:
+        call()
+    msg = str(e.value)
+    assert msg.startswith(name + "(): an argument has the wrong type")
+    assert "expected " + name + "(" in msg and "_stackprov" not in msg and "self:" not in msg
+
+
 def test_closed_objects_raise():
     ctx = stackprov.Context()
     ctx.close()

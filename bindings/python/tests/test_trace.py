@@ -129,6 +129,8 @@ def test_trace_replay_equals_cli(signed_trace):
     d = rep.to_dict()
     assert (rep.coverage_pct, rep.success_ratio) == (d["symbol_coverage_pct"], d["replay_success_ratio"])
     assert rep.success_ratio == 1.0  # a replay from the trace's own bundle reproduces every frame
+    # repr: the figures as Python prints the floats (not printf's six decimals), and it evaluates back
+    assert repr(rep) == "ReplayReport(exit_code=0, coverage_pct=%r, success_ratio=1.0)" % rep.coverage_pct
     assert "%.1f%% coverage" % rep.coverage_pct in rep.summary()
     # JUnit: one testcase per check and per seed, none failed (ElementTree, and the CLI's file)
     with open(junit) as f:
