@@ -218,7 +218,8 @@ bool have_cap_sys_ptrace() {
 Error permission_error(pid_t pid, pid_t tid) {
   const std::string tracer = status_field(pid, "TracerPid");
   const std::string hint = ptrace_permission_hint("/proc/sys/kernel/yama", have_cap_sys_ptrace(),
-                                                  tracer == "0" ? std::string() : tracer);
+                                                  tracer == "0" ? std::string() : tracer,
+                                                  "/proc/" + std::to_string(pid));
   return make_error(-EPERM, "permission denied attaching to process %d (thread %d): %s", pid, tid, hint.c_str());
 }
 
@@ -692,7 +693,8 @@ void Capturer::detach_all() {
 
 }  // namespace
 
-std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptrace, const std::string& tracer_pid) {
+std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptrace, const std::string& tracer_pid,
+                                   const std::string& proc_dir) {
   struct stat st;
   const bool yama = stat(yama_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   std::string scope;
@@ -710,6 +712,16 @@ std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptr
   out += std::string("this process ") + (cap_sys_ptrace ? "has" : "lacks") + " CAP_SYS_PTRACE";
   if (!tracer_pid.empty())
     return out + "; it is already traced by pid " + tracer_pid + " (one tracer at a time: stop that one first)";
+  if (cap_sys_ptrace && scope != "3" && !proc_dir.empty()) {
+    // The kernel's ptrace access check (ptrace_may_access) also guards /proc/PID/exe: refused there
+    // too, the capability does not count for this target.
+    char buf[16];
+    const std::string exe = proc_dir + "/exe";
+    if (readlink(exe.c_str(), buf, sizeof buf) < 0 && (errno == EACCES || errno == EPERM))
+      return out + ", yet the kernel refuses it access to this target (" + exe + ": " + strerror(errno) +
+             "): the target is in a user namespace above this one, not dumpable under other credentials, or "
+             "protected by a security module; neither another user nor more capabilities help here";
+  }
   return out + (yama ? "; run as the target's user with ptrace_scope 0, or with CAP_SYS_PTRACE"
                      : "; run as the target's user, or with CAP_SYS_PTRACE");
 }

@@ -70,7 +70,12 @@ Result<ProcessCapture> capture_process(pid_t pid, pid_t only_tid, uint32_t max_s
 /// What a user can act on when attaching fails with EPERM: Yama's ptrace_scope (named only when
 /// `yama_dir`, /proc/sys/kernel/yama, exists: kernels without Yama have classic ptrace
 /// permissions only), whether this process has CAP_SYS_PTRACE, an existing tracer (`tracer_pid`,
-/// "" for none) and what to do. One line, no trailing period.
-std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptrace, const std::string& tracer_pid);
+/// "" for none) and what to do. One line, no trailing period. With CAP_SYS_PTRACE, no other tracer
+/// and a `proc_dir` (/proc/PID) whose `exe` link the kernel will not show this process, the advice
+/// says that nothing a user can change here helps: the kernel's access check itself refuses (a user
+/// namespace above this one, a target that is not dumpable under other credentials, a security
+/// module).
+std::string ptrace_permission_hint(const std::string& yama_dir, bool cap_sys_ptrace, const std::string& tracer_pid,
+                                   const std::string& proc_dir = "");
 
 }  // namespace stackprov::memory

@@ -604,6 +604,25 @@ TEST_CASE("ptrace_permission_hint names Yama's ptrace_scope only when the Yama d
   CHECK(without.find("ptrace_scope") == std::string::npos);
 }
 
+TEST_CASE("ptrace_permission_hint says when the kernel refuses a process with CAP_SYS_PTRACE", "[process]") {
+  // The independent answer: whether the kernel shows this process /proc/1/exe (its ptrace access
+  // check). Where it refuses (a sandbox's init, another user namespace's), "run as the target's
+  // user or with CAP_SYS_PTRACE" would be wrong advice for a process that has it.
+  char buf[16];
+  const bool refused = readlink("/proc/1/exe", buf, sizeof buf) < 0 && (errno == EACCES || errno == EPERM);
+  const std::string hint = ptrace_permission_hint("/nonexistent-yama", true, "", "/proc/1");
+  INFO(hint);
+  if (refused) {
+    CHECK(hint.rfind("this process has CAP_SYS_PTRACE, yet the kernel refuses it access to this target (/proc/1/exe: ", 0) == 0);
+    CHECK(hint.find("run as the target's user") == std::string::npos);
+  } else {
+    CHECK(hint == "this process has CAP_SYS_PTRACE; run as the target's user, or with CAP_SYS_PTRACE");
+  }
+  // A directory whose exe link is readable (this process's own): the classic advice.
+  CHECK(ptrace_permission_hint("/nonexistent-yama", true, "", "/proc/self") ==
+        "this process has CAP_SYS_PTRACE; run as the target's user, or with CAP_SYS_PTRACE");
+}
+
 namespace {
 
 std::atomic<int> g_user_handler_sig{0};
