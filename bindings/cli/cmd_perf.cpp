@@ -863,18 +863,6 @@ void record_usage(FILE* f) {
   fprintf(f,
           "usage: stackprov record [OPTIONS] -p PID\n"
           "       stackprov record [OPTIONS] [--] CMD [ARGS...]\n\n"
-          "Samples a running process (all its threads, including threads created later) or a command it starts,\n"
-          "with perf_event_open: cpu-clock at HZ, the user registers, BYTES of user stack and the kernel call chain\n"
-          "per sample, MMAP2/COMM/FORK/EXIT for the module map, build-ids of the mapped modules and of the running\n"
-          "kernel. Writes a stackprov capture file that `stackprov perf-import` unwinds offline. Lost samples are\n"
-          "reported. Stops after --duration, when the target exits, or on SIGINT (Ctrl-C), SIGTERM or SIGHUP (what\n"
-          "timeout, systemd and CI runners send): the file is finished, a started command is sent SIGTERM, a -p\n"
-          "target keeps running. A second such signal aborts: the started command is killed, no file is left.\n"
-          "With -p, a library replaced or deleted since the process mapped it is described by the file mapped (read\n"
-          "through /proc/PID/map_files, or without CAP_SYS_ADMIN by its build-id read from the process's memory,\n"
-          "with a warning; that read needs ptrace permission over the process -- with Yama ptrace_scope 1 only over\n"
-          "a descendant -- and without it a replaced module is left out, a deleted one listed without a build-id,\n"
-          "with a warning): `perf-import --store DIR` then unwinds and names it from that build-id's bundle.\n\n"
           "Options (--opt VALUE or --opt=VALUE; the short forms are perf record's):\n"
           "  -F, --frequency HZ     samples per second per thread, 1 to 100000 and at most\n"
           "                         kernel.perf_event_max_sample_rate (default 999)\n"
@@ -884,6 +872,21 @@ void record_usage(FILE* f) {
           "                         and renamed when the recording succeeded: a failed record leaves no file\n"
           "  -p, --pid PID          record this running process instead of starting a command\n"
           "  -h, --help             this text\n\n"
+          "Samples a running process (all its threads, including threads created later) or a command it starts,\n"
+          "with perf_event_open: cpu-clock at HZ, the user registers, BYTES of user stack and the kernel call chain\n"
+          "per sample, MMAP2/COMM/FORK/EXIT for the module map, build-ids of the mapped modules and of the running\n"
+          "kernel. Writes a stackprov capture file that `stackprov perf-import` unwinds offline. Lost samples are\n"
+          "reported. Stops after --duration, when the target exits, or on SIGINT (Ctrl-C), SIGTERM or SIGHUP (what\n"
+          "timeout, systemd and CI runners send): the file is finished, a started command is sent SIGTERM, a -p\n"
+          "target keeps running. A second such signal aborts: the started command is killed, no file is left.\n"
+          "On stderr: once sampling has started, one line saying what is recorded, into which file and how to stop\n"
+          "it; on a terminal, a live count of samples and lost samples (not in pipes or logs); at the end a summary\n"
+          "(samples, lost, threads, the file).\n"
+          "With -p, a library replaced or deleted since the process mapped it is described by the file mapped (read\n"
+          "through /proc/PID/map_files, or without CAP_SYS_ADMIN by its build-id read from the process's memory,\n"
+          "with a warning; that read needs ptrace permission over the process -- with Yama ptrace_scope 1 only over\n"
+          "a descendant -- and without it a replaced module is left out, a deleted one listed without a build-id,\n"
+          "with a warning): `perf-import --store DIR` then unwinds and names it from that build-id's bundle.\n\n"
           "Exit status:\n"
           "  0  the capture file was written (also when the started command exited non-zero: its status is\n"
           "     printed)\n"
@@ -938,9 +941,39 @@ int cmd_record(int argc, char** argv) {
     fprintf(stderr, "stackprov record: %s\n", sprov_last_error_message());
     return 1;
   }
+  // Once sampling has started: what is recorded and how to stop it; then, on a terminal, a live
+  // sample count (not in pipes or logs). A recording that cannot start says only why.
+  struct Progress {
+    std::string start_line;
+    bool tty = false;
+    bool started = false;
+  } progress;
+  progress.tty = isatty(STDERR_FILENO) == 1;
+  {
+    std::string what = o.pid != 0 ? "process " + std::to_string(o.pid) + " (all its threads)" : "'" + a.pos[0] + "'";
+    std::string until = o.duration_ms ? "for " + std::string(a.get("duration")) + " s or until" : "until";
+    progress.start_line = "stackprov record: recording " + what + " at " + std::to_string(o.frequency) + " Hz, " +
+                          std::to_string(o.stack_size) + "-byte user stacks, into " + output + " " + until + " " +
+                          (o.pid != 0 ? "the process exits" : "the command exits") +
+                          "; Ctrl-C (SIGINT), SIGTERM or SIGHUP stops it and finishes the file\n";
+  }
+  o.progress = [](uint64_t samples, uint64_t lost, void* arg) {
+    auto* p = static_cast<Progress*>(arg);
+    if (!p->started) {
+      p->started = true;
+      fputs(p->start_line.c_str(), stderr);
+    } else if (p->tty) {
+      fprintf(stderr, "\r\033[K  %llu samples, %llu lost", static_cast<unsigned long long>(samples),
+              static_cast<unsigned long long>(lost));
+    }
+    fflush(stderr);
+  };
+  o.progress_arg = &progress;
+  const bool tty = progress.tty;
   SPROV_OPTS(sprov_record_result, r);
   const int rc = sprov_record(ctx, &o, &r);
   sprov_context_free(ctx);
+  if (tty && progress.started) fprintf(stderr, "\r\033[K");  // the live count's line, cleared for the summary
   if (rc != 0) {
     fprintf(stderr, "stackprov record: %s\n", error_text(rc).c_str());
     return 1;

@@ -168,8 +168,13 @@ struct sprov_record_opts {
   uint32_t stack_size;       /* user stack bytes per sample, multiple of 8, <= 65528; 0: 8192 */
   uint32_t duration_ms;      /* stop after this long; 0: when the target exits (or SIGINT) */
   uint32_t flags;            /* reserved, 0 */
+  /* Called once when sampling has started (0, 0: the command runs, the events are enabled), then
+   * from the recording loop about every 250 ms with the samples recorded and lost so far (e.g. a
+   * live count on a terminal); NULL: none. It must not call back into the library. */
+  void (*progress)(uint64_t samples, uint64_t lost, void* arg);
+  void* progress_arg;
 };
-#define sprov_record_opts__last_field flags
+#define sprov_record_opts__last_field progress_arg
 
 struct sprov_record_result {
   size_t sz;

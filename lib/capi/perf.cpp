@@ -200,6 +200,11 @@ SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* o
     o.duration_ms = SPROV_OPTS_GET(opts, sprov_record_opts, duration_ms, 0u);
     if (uint32_t f = SPROV_OPTS_GET(opts, sprov_record_opts, flags, 0u); f != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_record_opts.flags 0x%x: no flags are defined", f));
+    using ProgressFn = void (*)(uint64_t, uint64_t, void*);
+    if (ProgressFn fn = SPROV_OPTS_GET(opts, sprov_record_opts, progress, ProgressFn{nullptr})) {
+      void* arg = SPROV_OPTS_GET(opts, sprov_record_opts, progress_arg, static_cast<void*>(nullptr));
+      o.progress = [fn, arg](uint64_t samples, uint64_t lost) { fn(samples, lost, arg); };
+    }
     if ((o.pid != 0) == (argv != nullptr && argv[0] != nullptr))
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_record: give exactly one of pid (%lld) and argv",
                              static_cast<long long>(o.pid)));

@@ -167,6 +167,8 @@ class Session {
     stats->warnings = tracker_.warnings();
     return writer_.finish();
   }
+  uint64_t samples() const { return samples_; }
+  uint64_t lost() const { return lost_; }
   uint64_t record_time(const std::vector<uint8_t>& r) const { return decoder_.record_time(r.data(), r.size()); }
 
  private:
@@ -478,9 +480,15 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   std::vector<pollfd> pfds;
   for (const Ring& r : ev.rings)
     if (r.base) pfds.push_back({r.fd, POLLIN, 0});
+  uint64_t last_progress = now_ms();
+  if (o.progress) o.progress(0, 0);  // sampling has started (the command runs, the events are on)
   while (!g_stop.load() && !target_gone) {
     poll(pfds.data(), pfds.size(), 50);
     cycle();
+    if (o.progress && now_ms() - last_progress >= 250) {
+      last_progress = now_ms();
+      o.progress(session.samples(), session.lost());
+    }
     if (child > 0) {
       int status = 0;
       if (waitpid(child, &status, WNOHANG) == child) {

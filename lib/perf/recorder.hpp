@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct RecordOptions {
   uint32_t frequency = 999;       ///< Hz
   uint32_t stack_size = 8192;     ///< bytes, multiple of 8, <= 65528
   uint32_t duration_ms = 0;       ///< 0: until the target exits or SIGINT
+  /// Called once when sampling has started (0, 0), then from the recording loop about every
+  /// 250 ms with the samples and lost samples so far (a live count on a terminal); may be empty.
+  std::function<void(uint64_t samples, uint64_t lost)> progress;
 };
 
 struct RecordStats {

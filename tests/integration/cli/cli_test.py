@@ -120,12 +120,13 @@ def test_help():
               "%s --no-such-option exits 2 with one line naming it (exit %d, %r)" % (c, rc, err.strip()[:160]))
     # Issue 36: the usage and the option list first, the prose after (stack and trace-capture
     # printed pages of prose before their options).
-    for c, prose in (("stack", "Prints the call stack"), ("trace-capture", "Captures every thread")):
+    for c, prose in (("stack", "Prints the call stack"), ("trace-capture", "Captures every thread"),
+                     ("record", "Samples a running process")):
         out = run(c, "--help")[1]
         paras = [p for p in out.split("\n\n") if p.strip()]
         second = paras[1].splitlines()[0] if len(paras) > 1 else ""
         at_opts = out.find("\n  -p, --pid")
-        check(second.startswith(("options:", "what to capture")) and 0 <= at_opts < out.find(prose),
+        check(second.startswith(("options:", "what to capture", "Options")) and 0 <= at_opts < out.find(prose),
               "%s --help: usage, then the options (%r), then the prose" % (c, second))
     for args, what in ((["help", "no-such-command"], "help no-such-command"), (["no-such-command"], "no-such-command")):
         rc, out, err = run(*args)

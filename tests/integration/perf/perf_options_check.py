@@ -268,6 +268,49 @@ def check_signals(sp, workdir, spin):
     return failures
 
 
+def check_progress(sp, workdir, spin):
+    """record says what it records and how to stop it (first stderr line, also in a pipe); on a
+    terminal (a pty here) it shows a live sample count, rewritten in place, that grows and ends at
+    most at the summary's count; in a pipe no count and no terminal control bytes."""
+    failures = []
+    cap = os.path.join(workdir, "progress.cap")
+    r = run([sp, "record", "-F", "499", "-o", cap, "--", spin, "1.2"])
+    first = r.stderr.splitlines()[0] if r.stderr else ""
+    print("record in a pipe: first stderr line %r" % first)
+    want = "stackprov record: recording '%s' at 499 Hz, 8192-byte user stacks, into %s until the command exits; " \
+           "Ctrl-C (SIGINT), SIGTERM or SIGHUP stops it and finishes the file" % (spin, cap)
+    if r.returncode != 0 or first != want:
+        failures.append("record in a pipe: exit %d, first line %r, want %r" % (r.returncode, first, want))
+    if "\r" in r.stderr or "\x1b" in r.stderr:
+        failures.append("record in a pipe: terminal control bytes on stderr: %r" % r.stderr)
+    # On a terminal: the child's stderr is a pty (os.openpty), read to the end.
+    import pty  # noqa: E402 (only here)
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sp, "record", "-F", "499", "-o", cap, "--", spin, "1.2"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the pty
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait()
+    os.close(master)
+    text = out.decode(errors="replace")
+    counts = [int(n) for n in re.findall(r"\r\x1b\[K  (\d+) samples, \d+ lost", text)]
+    m = re.search(r"stackprov record: (\d+) samples, (\d+) lost", text)
+    print("record on a terminal: live counts %s; summary %s" % (counts, m.group(0) if m else None))
+    if p.returncode != 0 or not m:
+        failures.append("record on a terminal: exit %d, no summary: %r" % (p.returncode, text[-300:]))
+    elif len(counts) < 2 or counts != sorted(counts) or counts[-1] > int(m.group(1)) or counts[-1] == 0:
+        failures.append("record on a terminal: live counts %s do not grow up to the summary's %s" % (counts, m.group(1)))
+    return failures
+
+
 def check_help(sp):
     failures = []
     for cmd in ("record", "perf-import"):
@@ -296,6 +339,7 @@ def main():
     failures += check_refusals(args.stackprov, workdir, spin)
     failures += check_accepted(args.stackprov, workdir, spin)
     failures += check_signals(args.stackprov, workdir, spin)
+    failures += check_progress(args.stackprov, workdir, spin)
     return finish(failures, workdir)
 
 
