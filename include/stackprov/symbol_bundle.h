@@ -30,8 +30,10 @@ SPROV_API const char* sprov_bundle_id_kind_name(int kind);
 
 /* ------------------------------------------------------------------ build */
 
-/* Progress of a build, called once before the first module (modules_done 0)
- * and after each module. bytes_* count the input files' sizes. */
+/* Progress of a build, called once before the first module (modules_done 0),
+ * after each module, and within a large module after every MiB of its executable
+ * bytes scanned (modules_done unchanged, bytes_done counting that module's share of
+ * its file by the executable bytes done). bytes_* count the input files' sizes. */
 typedef void (*sprov_bundle_progress_fn)(void* ctx, size_t modules_done, size_t module_count,
                                          uint64_t bytes_done, uint64_t bytes_total);
 

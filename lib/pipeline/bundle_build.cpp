@@ -138,6 +138,12 @@ Result<std::vector<uint8_t>> build_bundle(const BundleBuildInput& in) {
   for (size_t i = 0; i < count; ++i) {
     const std::string& path = in.paths[i];
     bo.name = i < in.names.size() && !in.names[i].empty() ? in.names[i] : base_name(path);
+    if (in.progress) {  // within a module: its share of the input bytes, by executable bytes scanned
+      const uint64_t size = file_size(path);
+      bo.progress = [&in, i, count, done, size, total](double f) {
+        in.progress(i, count, done + static_cast<uint64_t>(f * static_cast<double>(size)), total);
+      };
+    }
     auto mc = build_module(path, bo, in.include_debug);
     if (!mc) return mc.error();
     for (size_t j = 0; j < bc.modules.size(); ++j)

@@ -143,6 +143,8 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   for (const object::CodeSection& c : code)
     if (c.end > c.addr) text.emplace_back(c.addr, c.end);
   std::sort(text.begin(), text.end());
+  uint64_t text_total = 0;
+  for (const auto& [lo, hi] : text) text_total += hi - lo;
   RangeCoalescer co(&m.ranges);
   Resolution res;
   bool last_symtab = false;
@@ -153,6 +155,8 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
                         opts.max_text_bytes);
     rep.text_bytes += hi - lo;
     for (uint64_t a = lo; a < hi; ++a) {
+      if (opts.progress && ((a - lo) & 0xfffff) == 0xfffff)  // every MiB of this section
+        opts.progress(static_cast<double>(rep.text_bytes - (hi - lo) + (a - lo)) / static_cast<double>(text_total));
       res = Resolution{};
       const bool ok = resolver.resolve(image, a, &res, SymtabPolicy::kModuleOnly) && !res.frames.empty();
       const bool from_dwarf = ok && res.resolver == ResolvedBy::kDwarf;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct BundleBuildOptions {
   object::DebugFileOptions debug;
   /// Upper bound on the bytes of executable sections scanned (hostile/huge input).
   size_t max_text_bytes = size_t{1} << 30;
+  /// Called after every MiB of executable bytes scanned with the fraction of them done (0..1),
+  /// so that a large module shows progress within itself; may be empty.
+  std::function<void(double)> progress;
 };
 
 /// What the builder did (for the CLI and tests).
