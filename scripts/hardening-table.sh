@@ -8,7 +8,9 @@
 # Every row expects exit 1 with one line saying why, except: symbolize answers "??" and exits 0
 # with the reason on stderr (llvm-symbolizer's convention, its --help), and a bundle whose bytes
 # still parse is accepted (the format has no checksum: its identity is the sha256 digest, which
-# signatures and the store check). Paths in messages are shortened to the file's base name.
+# signatures and the store check), and a perf.data or capture file cut after its header, read up to
+# its last complete record (exit 0, the line saying what is lost; issue 36). Paths in messages are
+# shortened to the file's base name.
 # Exit status: 0 the table was printed and every row exited as expected; 1 a row exited otherwise
 # (marked in the table); 2 usage.
 set -uo pipefail
@@ -80,12 +82,14 @@ cut_at "$core" 4096 "$t/core-4k"; row 1 "core" "truncated after the notes' start
 cut_at "$core" 60000 "$t/core-half"; row 1 "core" "truncated in the memory segments" stk "$t/core-half"
 
 imp() { "$sp" perf-import "$1" --format folded; }
+impq() { "$sp" perf-import "$1" --format folded --quiet; }  # a file cut short: the loss line stays
 row 1 "perf.data (perf-import)" "empty file" imp "$t/empty"
 row 1 "perf.data" "text file" imp "$t/text"
 cut_at "$perf" 100 "$t/perf-hdr"; row 1 "perf.data" "truncated header" imp "$t/perf-hdr"
+cut_at "$perf" 7404 "$t/perf-half"; row 0 "perf.data" "cut in the data section (read up to the cut)" impq "$t/perf-half"
 cp "$perf" "$t/perf-size"; put_u64 "$t/perf-size" 40 $((1 << 50)); row 1 "perf.data" "data size past the end" imp "$t/perf-size"
 cut_at "$cap" 20 "$t/cap-hdr"; row 1 "capture file (SPROVCAP)" "truncated header" imp "$t/cap-hdr"
-cut_at "$cap" $(( $(stat -c %s "$cap") / 2 )) "$t/cap-half"; row 1 "capture file" "truncated in a record (no END)" imp "$t/cap-half"
+cut_at "$cap" $(( $(stat -c %s "$cap") / 2 )) "$t/cap-half"; row 0 "capture file" "cut in a record (no END; read up to the cut)" impq "$t/cap-half"
 
 ins() { "$sp" bundle inspect "$1"; }
 row 1 "symbol bundle (bundle inspect)" "empty file" ins "$t/empty"

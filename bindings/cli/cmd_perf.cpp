@@ -440,12 +440,16 @@ void import_usage(FILE* f) {
           "      --no-inline        folded and svg: only the physical functions, no inlined frames\n"
           "  -q, --quiet            no summary or warnings on stderr (warnings include a module file that\n"
           "                         cannot be used: another build-id than the recording's, another\n"
-          "                         architecture; each distinct warning is printed once)\n"
+          "                         architecture; each distinct warning is printed once), except the line\n"
+          "                         saying what a truncated input lacks\n"
           "  -h, --help             this text\n\n"
           "Exit status:\n"
-          "  0  the output was written (samples that could not be unwound are counted as failed in the summary)\n"
-          "  1  the input cannot be read (missing, malformed or unsupported), the --store directory does not\n"
-          "     exist, or the output cannot be written; no output file is left\n"
+          "  0  the output was written (samples that could not be unwound are counted as failed in the summary);\n"
+          "     also for an input that ends early (cut inside its data or feature sections, a capture file\n"
+          "     without its END record): every complete record is read, a partial last one is dropped, and one\n"
+          "     line on stderr names the file and says how many bytes are missing\n"
+          "  1  the input cannot be read (missing, malformed, unsupported or cut inside its header), the\n"
+          "     --store directory does not exist, or the output cannot be written; no output file is left\n"
           "  2  usage: an unknown option, a missing or invalid value, no input or more than one\n");
 }
 
@@ -535,6 +539,8 @@ int cmd_perf_import(int argc, char** argv) {
   SPROV_OPTS(sprov_profile_info, info);
   sprov_profile_info(prof, &info);
   if (info.warnings[0] && !quiet) stackprov_cli::print_warnings(stderr, info.warnings);
+  // A file cut short is read up to its last complete record; what is lost is said even with --quiet.
+  if (info.truncation[0]) fprintf(stderr, "stackprov perf-import: warning: %s\n", info.truncation);
   Output output;
   if (!output.open(a.get("output"), &err)) {
     fprintf(stderr, "stackprov perf-import: %s\n", err.c_str());

@@ -41,7 +41,11 @@ struct sprov_profile_open_opts {
  * reported in sprov_profile_info.warnings. Big-endian, pipe-mode and
  * compressed (perf record -z) files are refused with SPROV_ERR_UNSUPPORTED;
  * malformed files with SPROV_ERR_BAD_FORMAT / SPROV_ERR_TRUNCATED /
- * SPROV_ERR_LIMIT and a message naming the field and offset. */
+ * SPROV_ERR_LIMIT and a message naming the field and offset. A file that ends
+ * early (inside the data or feature sections of a perf.data, before the END
+ * record of a capture file) opens: every complete record is read and
+ * sprov_profile_info.truncation says what is lost. One that ends inside the
+ * header or the attributes is refused (SPROV_ERR_TRUNCATED, naming the offset). */
 SPROV_API int sprov_profile_open(sprov_context* ctx, const char* path, const struct sprov_profile_open_opts* opts,
                                  sprov_profile** out);
 SPROV_API void sprov_profile_free(sprov_profile* prof);
@@ -78,6 +82,14 @@ struct sprov_profile_info {
                                   kernel_naming and kernel_note can change after the first
                                   sprov_profile_kernel_symbol call (kallsyms is read then);
                                   valid until the next call on the profile */
+  /* A file that ends early (issue 36); all three are 0 / "" for a complete file. */
+  uint64_t missing_bytes;      /* bytes of the perf.data data section past the end of the file;
+                                  UINT64_MAX: unknown (a capture file cut before its END record) */
+  uint64_t partial_bytes;      /* bytes of a partial last record that were dropped */
+  const char* truncation;      /* one line naming the file and the loss (bytes missing, partial
+                                  record, records read; the number of records lost is unknown:
+                                  neither format counts them before the end); "" when the file is
+                                  complete. Owned by the profile */
 };
 SPROV_API int sprov_profile_info(const sprov_profile* prof, struct sprov_profile_info* out);
 

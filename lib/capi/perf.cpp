@@ -74,6 +74,9 @@ SPROV_API int sprov_profile_info(const sprov_profile* prof, struct sprov_profile
     i.kernel_build_id = mut->kernel_id_hex.c_str();
     i.running_kernel_build_id = mut->running_id_hex.c_str();
     i.kernel_note = k.note().c_str();
+    i.missing_bytes = p.missing_bytes();
+    i.partial_bytes = p.partial_bytes();
+    i.truncation = p.truncation().c_str();
     return fill_out(out, i, "sprov_profile_info");
   });
 }

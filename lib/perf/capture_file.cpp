@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace stackprov::perf {
@@ -36,6 +37,7 @@ struct Reader {
   size_t len;
   size_t at;
   const char* what;
+  size_t remaining() const { return len - at; }
   Status need(size_t n, const char* field) const {
     if (n > len - at)
       return make_error(SPROV_ERR_TRUNCATED, "capture file: %s: %s needs %zu bytes at offset %zu, %zu left", what,
@@ -251,13 +253,27 @@ Status Profile::index_capture() {
   bool ended = false;
   while (!ended) {
     uint8_t head[8];
-    SPROV_TRY(r.need(8, "record header"));
-    std::memcpy(head, bytes_ + r.at, 8);
     uint32_t blen = 0;
-    std::memcpy(&blen, head + 4, 4);
+    if (r.remaining() >= 8) {
+      std::memcpy(head, bytes_ + r.at, 8);
+      std::memcpy(&blen, head + 4, 4);
+    }
+    if (r.remaining() < 8 || blen > r.remaining() - 8) {
+      // The file ends before END (a copy cut short, a recorder killed): every complete record
+      // is kept; END, which counts the samples, is lost with the rest.
+      missing_bytes_ = UINT64_MAX;
+      partial_bytes_ = r.remaining();
+      char line[384];
+      snprintf(line, sizeof line,
+               "truncated capture file: no END record; a partial record of %llu bytes dropped; %llu complete "
+               "records read (%zu samples); bytes and samples lost: unknown (the END record counts them)",
+               static_cast<unsigned long long>(partial_bytes_), static_cast<unsigned long long>(records_),
+               samples_.size());
+      truncation_ = line;
+      break;
+    }
     const size_t rec_at = r.at;
     r.at += 8;
-    SPROV_TRY(r.need(blen, "record body"));
     Reader b{bytes_ + r.at, blen, 0, "record"};
     const size_t body_at = r.at;
     r.at += blen;

@@ -317,7 +317,10 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
   const uint64_t hsize = ld64(bytes + 8);
   if (hsize == 16)
     return make_error(SPROV_ERR_UNSUPPORTED, "perf.data: pipe-mode file (perf record -o -): not read; record to a file");
-  if (hsize < kFileHeaderSize || len < kFileHeaderSize)
+  if (len < kFileHeaderSize)
+    return make_error(SPROV_ERR_TRUNCATED, "perf.data: the file (%zu bytes) ends inside the %zu-byte header", len,
+                      kFileHeaderSize);
+  if (hsize < kFileHeaderSize)
     return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: header size %llu (file %zu bytes), expected %zu",
                       static_cast<unsigned long long>(hsize), len, kFileHeaderSize);
   const uint64_t attr_size = ld64(bytes + 16);
@@ -327,11 +330,19 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
   for (int i = 0; i < 4; i++) feat_bits[i] = ld64(bytes + 72 + 8 * i);
   auto in_file = [&](uint64_t off, uint64_t size) { return off <= len && size <= len - off; };
   if (!in_file(attrs_off, attrs_size))
-    return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: attrs section 0x%llx+0x%llx exceeds the file (%zu bytes)",
+    return make_error(attrs_off <= len ? SPROV_ERR_TRUNCATED : SPROV_ERR_BAD_FORMAT,
+                      "perf.data: attrs section 0x%llx+0x%llx exceeds the file (%zu bytes): cut inside the header",
                       static_cast<unsigned long long>(attrs_off), static_cast<unsigned long long>(attrs_size), len);
-  if (!in_file(data_off, data_size))
+  // A data section that starts inside the file but ends past it is a file cut short: every
+  // complete record is read and truncation_ says what is missing.
+  if (data_off > len || data_size > UINT64_MAX - data_off)
     return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: data section 0x%llx+0x%llx exceeds the file (%zu bytes)",
                       static_cast<unsigned long long>(data_off), static_cast<unsigned long long>(data_size), len);
+  Truncation cut;
+  if (data_size > len - data_off) {
+    cut.data_size = data_size;
+    cut.data_missing = data_size - (len - data_off);
+  }
   if (attr_size < kAttrMinSize + 16 || attr_size > 4096)
     return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: attr_size %llu out of range [%zu, 4096]",
                       static_cast<unsigned long long>(attr_size), kAttrMinSize + 16);
@@ -373,16 +384,25 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
 
   // The record index.
   uint64_t off = data_off;
-  const uint64_t end = data_off + data_size;
+  const uint64_t end = data_off + data_size - cut.data_missing;  // within the file
   while (off < end) {
-    if (end - off < 8)
+    if (end - off < 8) {
+      if (cut.data_missing != 0) {  // the file ends inside this record's header
+        cut.partial_bytes = end - off;
+        break;
+      }
       return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx cut off by the data section end",
                         static_cast<unsigned long long>(off));
+    }
     RecordRef r;
     r.offset = off;
     r.type = ld32(bytes + off);
     r.misc = ld16(bytes + off + 4);
     r.size = ld16(bytes + off + 6);
+    if (r.size >= 8 && r.size > end - off && cut.data_missing != 0) {  // the file ends inside this record
+      cut.partial_bytes = end - off;
+      break;
+    }
     if (r.size < 8 || r.size > end - off)
       return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: record at 0x%llx (type %u) has size %u (%llu bytes left)",
                         static_cast<unsigned long long>(off), r.type, r.size,
@@ -395,6 +415,10 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
       if (r.size < 16) return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace record at 0x%llx too small",
                                          static_cast<unsigned long long>(off));
       const uint64_t aux = ld64(bytes + off + 8);
+      if (aux > end - off - r.size && cut.data_missing != 0 && aux <= cut.data_missing + (end - off - r.size)) {
+        cut.partial_bytes = end - off;  // the file ends inside the trailing aux data
+        break;
+      }
       if (aux > end - off - r.size)
         return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace data of %llu bytes at 0x%llx exceeds the data section",
                           static_cast<unsigned long long>(aux), static_cast<unsigned long long>(off));
@@ -408,7 +432,13 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
   }
   std::stable_sort(pd.records_.begin(), pd.records_.end(),
                    [](const RecordRef& a, const RecordRef& b) { return a.time < b.time; });
-  if (Status st = pd.parse_features(end, feat_bits); !st.ok()) return st.error();
+  pd.truncation_ = cut;
+  // The feature sections follow the data section: none of them is in a file cut inside it.
+  if (cut.data_missing != 0) {
+    for (int b = 1; b < 256; b++) pd.truncation_.features_missing += (feat_bits[b / 64] >> (b % 64)) & 1;
+  } else if (Status st = pd.parse_features(end, feat_bits); !st.ok()) {
+    return st.error();
+  }
   if (!pd.arch_.empty() && pd.arch_ != "x86_64")
     return make_error(SPROV_ERR_UNSUPPORTED, "perf.data: recorded on arch \"%s\"; only x86_64 is unwound", pd.arch_.c_str());
   return pd;
@@ -418,17 +448,19 @@ Status PerfData::parse_features(uint64_t feat_offset, const uint64_t bits[4]) {
   size_t n = 0;
   for (int b = 1; b < 256; b++) n += (bits[b / 64] >> (b % 64)) & 1;
   if (n == 0) return {};
-  if (feat_offset > len_ || n * 16 > len_ - feat_offset)
-    return make_error(SPROV_ERR_TRUNCATED, "perf.data: %zu feature sections at 0x%llx exceed the file (%zu bytes)", n,
-                      static_cast<unsigned long long>(feat_offset), len_);
+  if (feat_offset > len_ || n * 16 > len_ - feat_offset) {  // the file ends inside the feature table
+    truncation_.features_missing = n;
+    return {};
+  }
   size_t idx = 0;
   for (int b = 1; b < 256; b++) {
     if (!((bits[b / 64] >> (b % 64)) & 1)) continue;
     const uint8_t* sec = bytes_ + feat_offset + 16 * idx++;
     const uint64_t off = ld64(sec), size = ld64(sec + 8);
-    if (off > len_ || size > len_ - off)
-      return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: feature %d section 0x%llx+0x%llx exceeds the file", b,
-                        static_cast<unsigned long long>(off), static_cast<unsigned long long>(size));
+    if (off > len_ || size > len_ - off) {  // cut off by the end of the file (or a bad offset): skipped
+      truncation_.features_missing++;
+      continue;
+    }
     Cursor c{bytes_ + off, static_cast<size_t>(size), 0, "perf.data feature"};
     auto read_string = [&](std::string* out) -> Status {
       uint32_t slen = 0;

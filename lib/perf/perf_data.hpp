@@ -129,9 +129,21 @@ struct RecordRef {
   uint16_t size = 0;
 };
 
+/// What a perf.data file that ends early lacks (all zero for a complete file).
+struct Truncation {
+  uint64_t data_missing = 0;   ///< bytes of the data section (header's data.size) past the end of the file
+  uint64_t data_size = 0;      ///< the data section's size as the header gives it
+  uint64_t partial_bytes = 0;  ///< bytes of a partial last record that were dropped
+  uint64_t features_missing = 0;  ///< feature sections (build-ids, cmdline, arch...) cut off by the end
+  bool any() const { return data_missing != 0 || partial_bytes != 0 || features_missing != 0; }
+};
+
 /// A perf.data file (`perf record` output, file mode "PERFILE2", host byte order
 /// little-endian). Pipe-mode files, big-endian files and compressed records
-/// (perf record -z) are refused with a message saying so.
+/// (perf record -z) are refused with a message saying so. A file that ends inside
+/// its data section or its feature sections (a copy cut short, a full disk) is read
+/// up to its last complete record and truncation() says what is missing; one that
+/// ends inside the header or the attributes is refused (SPROV_ERR_TRUNCATED).
 class PerfData {
  public:
   /// Parses header, attributes, features and the record index from `bytes`
@@ -147,6 +159,8 @@ class PerfData {
   const std::string& cmdline() const { return cmdline_; }  ///< HEADER_CMDLINE, space-joined
   const std::string& arch() const { return arch_; }        ///< HEADER_ARCH ("x86_64"), "" if absent
   const std::string& hostname() const { return hostname_; }
+  /// What the file lacks when it ends early (see Truncation); any() is false for a complete file.
+  const Truncation& truncation() const { return truncation_; }
 
  private:
   Status parse_features(uint64_t feat_offset, const uint64_t bits[4]);
@@ -156,6 +170,7 @@ class PerfData {
   std::vector<RecordRef> records_;
   std::map<std::string, ModuleId> build_ids_;
   std::string cmdline_, arch_, hostname_;
+  Truncation truncation_;
 };
 
 }  // namespace stackprov::perf

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -90,6 +91,7 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
     e.message = path + ": " + e.message;
     return e;
   }
+  if (!p->truncation_.empty()) p->truncation_ = path + ": " + p->truncation_;
   return p;
 }
 
@@ -224,6 +226,27 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
   warnings_ = tracker.warnings();
   if (bad)
     warnings_ += std::to_string(bad) + " malformed record(s) skipped; first: " + first_bad + "\n";
+  const Truncation& cut = d.truncation();
+  if (cut.any()) {
+    missing_bytes_ = cut.data_missing;
+    partial_bytes_ = cut.partial_bytes;
+    char line[512];
+    if (cut.data_missing != 0)
+      snprintf(line, sizeof line,
+               "truncated perf.data: the file ends %llu bytes before the end of its data section (%llu bytes); a "
+               "partial record of %llu bytes dropped; %llu complete records read (%zu samples); records lost: "
+               "unknown (perf.data does not count them)",
+               static_cast<unsigned long long>(cut.data_missing), static_cast<unsigned long long>(cut.data_size),
+               static_cast<unsigned long long>(cut.partial_bytes), static_cast<unsigned long long>(records_),
+               samples_.size());
+    else
+      snprintf(line, sizeof line,
+               "truncated perf.data: the data section is complete (%llu records, %zu samples); the file ends inside "
+               "its feature sections (build-ids, command line): %llu of them missing",
+               static_cast<unsigned long long>(records_), samples_.size(),
+               static_cast<unsigned long long>(cut.features_missing));
+    truncation_ = line;
+  }
   return {};
 }
 

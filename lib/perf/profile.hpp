@@ -71,6 +71,14 @@ class Profile {
   uint64_t records() const { return records_; }
   const std::string& cmdline() const { return cmdline_; }
   const std::string& warnings() const { return warnings_; }
+  /// A file that ends early (a copy cut short, a full disk) is read up to its last complete
+  /// record. truncation(): one line saying so, naming the file when opened by path and how much
+  /// is lost; "" for a complete file. missing_bytes(): bytes of a perf.data data section past the
+  /// end of the file (UINT64_MAX: unknown, capture files); partial_bytes(): bytes of a partial
+  /// last record dropped.
+  const std::string& truncation() const { return truncation_; }
+  uint64_t missing_bytes() const { return missing_bytes_; }
+  uint64_t partial_bytes() const { return partial_bytes_; }
   uint64_t sample_regs_user() const { return regs_mask_; }
   uint32_t sample_stack_user() const { return stack_user_; }
   /// The sampling event: frequency mode (Hz) or a fixed period; clock events count nanoseconds.
@@ -115,7 +123,8 @@ class Profile {
   uint64_t regs_mask_ = 0;
   uint32_t stack_user_ = 0;
   uint32_t capture_version_ = 0;
-  std::string cmdline_, warnings_;
+  std::string cmdline_, warnings_, truncation_;
+  uint64_t missing_bytes_ = 0, partial_bytes_ = 0;
   Event event_;
   ModuleId kernel_id_;
   uint64_t kernel_text_ = 0;  ///< `_text` when recorded (KASLR), 0 when unknown

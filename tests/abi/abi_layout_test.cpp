@@ -103,6 +103,12 @@ CHECK_OFF(sprov_process_info, signal_code_name, 72);
 CHECK_OFF(sprov_process_info, flags, 80);
 CHECK_OFF(sprov_process_info, reserved, 84);
 
+CHECK_SIZE(sprov_profile_info, 152);  // 128 before the truncation fields (issue 36): older callers' sz
+CHECK_OFF(sprov_profile_info, kernel_note, 120);
+CHECK_OFF(sprov_profile_info, missing_bytes, 128);
+CHECK_OFF(sprov_profile_info, partial_bytes, 136);
+CHECK_OFF(sprov_profile_info, truncation, 144);
+
 CHECK_SIZE(sprov_symbol, 64);
 CHECK_OFF(sprov_symbol, name, 8);
 CHECK_OFF(sprov_symbol, linkage_name, 16);

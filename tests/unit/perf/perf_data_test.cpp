@@ -2,6 +2,7 @@
 // Unit tests for lib/perf: perf.data parsing (synthetic files), hostile input, capture-file round trip.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -147,11 +148,56 @@ TEST_CASE("perf.data: samples become snapshots with exact pc, sp and the copied 
 
 TEST_CASE("perf.data: hostile input gives clean errors") {
   auto good = good_file();
-  SECTION("truncated") {
-    for (size_t n : {size_t{0}, size_t{15}, size_t{104}, good.size() / 2, good.size() - 1}) {
+  SECTION("cut inside the header or the attributes: refused, naming the offset") {
+    for (size_t n : {size_t{0}, size_t{15}, size_t{60}, size_t{104}, size_t{200}}) {
       auto p = Profile::from_bytes(std::vector<uint8_t>(good.begin(), good.begin() + n), "", false);
-      CHECK_FALSE(p.ok());
+      REQUIRE_FALSE(p.ok());
+      CHECK(p.error().code == SPROV_ERR_TRUNCATED);
     }
+    auto p = Profile::from_bytes(std::vector<uint8_t>(good.begin(), good.begin() + 200), "", false);
+    CHECK(p.error().message.find("attrs section 0x68+0x90 exceeds the file (200 bytes)") != std::string::npos);
+  }
+  SECTION("cut anywhere in the data section: every complete record is read") {
+    const uint64_t data_off = 104 + 144;
+    uint64_t data_end = data_off;
+    std::vector<uint64_t> ends;  // end offset of each record, in file order
+    while (data_end < good.size() && ends.size() < 4) {
+      uint16_t sz = 0;
+      std::memcpy(&sz, good.data() + data_end + 6, 2);
+      data_end += sz;
+      ends.push_back(data_end);
+    }
+    for (size_t n = data_off; n < data_end; n++) {
+      INFO("cut at " << n);
+      auto p = Profile::from_bytes(std::vector<uint8_t>(good.begin(), good.begin() + n), "", false);
+      REQUIRE(p.ok());
+      const size_t complete = std::count_if(ends.begin(), ends.end(), [&](uint64_t e) { return e <= n; });
+      const uint64_t last_end = complete ? ends[complete - 1] : data_off;
+      CHECK(p.value()->records() == complete);
+      CHECK(p.value()->samples().size() == (complete > 2 ? complete - 2 : 0));  // MMAP2, COMM, then samples
+      CHECK(p.value()->missing_bytes() == data_end - n);
+      CHECK(p.value()->partial_bytes() == n - last_end);
+      CHECK(p.value()->truncation().find("truncated perf.data: the file ends " + std::to_string(data_end - n) +
+                                         " bytes before the end of its data section") == 0);
+      CHECK(p.value()->cmdline().empty());  // the feature sections follow the data: all lost
+      for (size_t i = 0; i < p.value()->samples().size(); i++) {
+        SampleView v;
+        CHECK(p.value()->view(i, &v).ok());
+      }
+    }
+  }
+  SECTION("cut inside the feature sections: every record, the features that are whole") {
+    auto p = Profile::from_bytes(std::vector<uint8_t>(good.begin(), good.end() - 1), "", false);
+    REQUIRE(p.ok());
+    CHECK(p.value()->samples().size() == 2);
+    CHECK(p.value()->missing_bytes() == 0);
+    CHECK(p.value()->partial_bytes() == 0);
+    CHECK(p.value()->cmdline().empty());  // CMDLINE, the last section, is cut
+    CHECK(p.value()->truncation().find("1 of them missing") != std::string::npos);
+    auto whole = Profile::from_bytes(good, "", false);
+    REQUIRE(whole.ok());
+    CHECK(whole.value()->truncation().empty());
+    CHECK(whole.value()->cmdline() == "./spin 1");
   }
   SECTION("big-endian and pipe mode are refused") {
     auto be = good;
@@ -222,7 +268,28 @@ TEST_CASE("capture file: written samples read back identically") {
     CHECK(at == sa.size());
     CHECK(sa.size() == sb.size());
   }
-  // Every truncation of a capture file is rejected cleanly.
-  for (size_t n = 0; n < bytes.size(); n += 7)
-    CHECK_FALSE(Profile::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.begin() + n), "", false).ok());
+  // A capture file cut inside its header is refused; cut after it, its complete records are read.
+  const size_t header = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4;  // magic ... cmdline "./spin 1", frequency
+  for (size_t n = 0; n < bytes.size(); n++) {
+    INFO("cut at " << n);
+    auto t = Profile::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.begin() + n), "", false);
+    if (n < header) {
+      CHECK_FALSE(t.ok());
+      continue;
+    }
+    REQUIRE(t.ok());
+    CHECK(t.value()->samples().size() <= 2);
+    CHECK(t.value()->missing_bytes() == UINT64_MAX);
+    CHECK(t.value()->truncation().find("truncated capture file: no END record; a partial record of " +
+                                       std::to_string(t.value()->partial_bytes()) + " bytes dropped") == 0);
+    for (size_t i = 0; i < t.value()->samples().size(); i++) {
+      memory::Snapshot a, b;
+      uint32_t la = UINT32_MAX, lb = UINT32_MAX;
+      bool ch = false;
+      REQUIRE(c.value()->fill_snapshot(i, a, &la, &ch, nullptr).ok());
+      REQUIRE(t.value()->fill_snapshot(i, b, &lb, &ch, nullptr).ok());
+      CHECK(memory::serialize(a) == memory::serialize(b));
+    }
+  }
+  CHECK(c.value()->truncation().empty());
 }
