@@ -11,6 +11,13 @@ output's fields; --store DIR is the bundle store (with --offline the default sto
 --sysroot DIR (with --core) where module files are looked up, --offline (with --core) no
 module file at all, only the core and bundles, --resolvers LIST the resolver policy
 (comma-separated from debuginfod, bundle, dwarf, symtab, dynsym, demangle).
+
+python3 -m stackprov symbolize --obj PATH [--no-inlines] [--functions linkage|short] [--no-demangle] [ADDRESS...]
+
+Prints what `stackprov symbolize --obj PATH` prints (llvm-symbolizer-14's LLVM style, byte for
+byte): per address the inline chain, innermost first, each frame its function and
+file:line:column, then an empty line; addresses from the arguments or, without any, from stdin
+(0x hex, 0 octal, 0b binary or decimal; a line that is not one is echoed, as llvm does).
 """
 import argparse
 import sys
@@ -163,6 +170,44 @@ def _usage(message):
     return 2
 
 
+def _parse_address(text):
+    """An address as llvm-symbolizer reads one (0x hex, 0b binary, 0 octal, decimal), else None."""
+    t = text.strip().lower()
+    try:
+        if t.startswith("0x"):
+            return int(t[2:], 16)
+        if t.startswith("0b"):
+            return int(t[2:], 2)
+        if len(t) > 1 and t.startswith("0"):
+            return int(t[1:], 8)
+        return int(t, 10)
+    except ValueError:
+        return None
+
+
+def symbolize_main(a):
+    inputs = a.addresses if a.addresses else [l.rstrip("\n") for l in sys.stdin]
+    out = sys.stdout
+    with stackprov.Context() as ctx:
+        sym = ctx.symbolizer()
+        for text in inputs:
+            addr = _parse_address(text)
+            if addr is None:
+                out.write(text + "\n")  # llvm echoes an input it cannot read, and answers nothing
+                continue
+            try:
+                chain = sym.symbolize(a.obj, [addr], inlines=not a.no_inlines, llvm_compat=True,
+                                      short_names=a.functions == "short", demangle=not a.no_demangle)[0]
+            except stackprov.Error as e:
+                sys.stderr.write("python3 -m stackprov symbolize: '%s': %s\n" % (a.obj, e.message.splitlines()[0]))
+                return 1
+            for f in chain:
+                out.write("%s\n%s:%d:%d\n" % (f.function or "??", f.file or "??", f.line, f.column))
+            out.write("\n")
+    out.flush()
+    return 0
+
+
 def main(argv=None):
     p = _Parser(prog="python3 -m stackprov", description=__doc__, epilog=_EXIT_STATUS,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,7 +235,18 @@ def main(argv=None):
     s.add_argument("--python", default="auto", metavar="MODE",
                    help="auto (default): CPython 3.11 frames interleaved with the native frames (method runtime); "
                    "off: native frames only; only: the Python frames alone")
+    y = sub.add_parser("symbolize", help="llvm-symbolizer-style answers for link-time addresses of a module file",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    y.error = p.error
+    y.add_argument("--obj", "--exe", "-e", required=True, help="the module file of every address")
+    y.add_argument("--no-inlines", action="store_true", help="one frame per address (llvm's --no-inlines)")
+    y.add_argument("--functions", default="linkage", choices=("linkage", "short"),
+                   help="function names: linkage (default) or short (DW_AT_name)")
+    y.add_argument("--no-demangle", action="store_true", help="raw (mangled) names")
+    y.add_argument("addresses", nargs="*", metavar="ADDRESS", help="addresses (default: stdin, one per line)")
     a = p.parse_args(argv)
+    if a.command == "symbolize":
+        return symbolize_main(a)
     pid = a.pid if a.pid is not None else a.pid_pos
     if pid is not None and a.exe is not None:
         return _usage("--exe '%s' is only valid with --core" % a.exe)

@@ -189,3 +189,34 @@ def test_python_m_stack_python_frames_equal_cli():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_python_m_symbolize_equals_llvm_symbolizer(tmp_path):
+    """`python3 -m stackprov symbolize --obj` answers as llvm-symbolizer-14 (the independent peer)
+    and as `stackprov symbolize --obj`, byte for byte: 400 seeded random addresses of python3.11's
+    code plus inputs that are not addresses, from stdin and as arguments, with and without
+    inline chains."""
+    import random
+    llvm = need_tool("llvm-symbolizer-14")
+    cli = need_env("STACKPROV_CLI")
+    obj = "/usr/bin/python3.11"
+    # .text's range from readelf (not from us)
+    sec = [l.split() for l in run(["readelf", "-SW", obj]).stdout.splitlines() if " .text " in l][0]
+    i = sec.index(".text")
+    start, size = int(sec[i + 2], 16), int(sec[i + 4], 16)
+    rnd = random.Random(11)
+    addrs = ["0x%x" % rnd.randrange(start, start + size) for _ in range(400)] + ["junk", "0x10", "%d" % start]
+    stdin = "\n".join(addrs) + "\n"
+    for extra in ([], ["--no-inlines"]):
+        want = subprocess.run([llvm, "--obj", obj] + extra, input=stdin, capture_output=True, text=True, timeout=300)
+        got = subprocess.run([sys.executable, "-m", "stackprov", "symbolize", "--obj", obj] + extra, input=stdin,
+                             capture_output=True, text=True, timeout=300)
+        ours = subprocess.run([cli, "symbolize", "--obj", obj] + extra, input=stdin, capture_output=True, text=True,
+                              timeout=300)
+        assert want.returncode == 0 and got.returncode == 0, got.stderr
+        assert got.stdout == want.stdout
+        assert got.stdout == ours.stdout
+    # addresses as arguments: the same answers
+    args = run([sys.executable, "-m", "stackprov", "symbolize", "--obj", obj] + addrs[:20])
+    first = subprocess.run([llvm, "--obj", obj] + addrs[:20], capture_output=True, text=True, timeout=120)
+    assert args.returncode == 0 and args.stdout == first.stdout
