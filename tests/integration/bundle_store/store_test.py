@@ -34,6 +34,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
+from terminal import stderr_on_pty  # noqa: E402  (tests/lib)
 
 FIXTURES = os.path.join(HERE, "..", "bundle")
 TOOLS = ["gcc", "g++", "readelf", "sha256sum", "openssl", "unshare", "llvm-symbolizer-14", "nm", "python3.11"]
@@ -265,21 +266,8 @@ def main():
     # ---- progress: on a terminal (a pty as stderr) for large inputs, nothing on a pipe.
     big = ["/usr/bin/python3.11", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
     pstore = os.path.join(w, "pstore")
-    master, slave = os.openpty()
-    pr = subprocess.Popen([S, "bundle", "build", "--store", pstore] + big, stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    tty = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the pty
-            break
-        if not chunk:
-            break
-        tty += chunk
-    out = pr.communicate()[0].decode().strip()
-    os.close(master)
-    tty = tty.decode(errors="replace")
+    pr, tty, out = stderr_on_pty([S, "bundle", "build", "--store", pstore] + big, stdout=subprocess.PIPE)
+    out = out.decode().strip()
     check(pr.returncode == 0 and re.fullmatch(r"sha256:[0-9a-f]{64}", out) is not None,
           "large build with a terminal as stderr: the digest alone on stdout")
     check("module 1/2" in tty and "module 2/2" in tty and "ETA" in tty and " MB" in tty,

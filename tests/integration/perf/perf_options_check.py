@@ -16,6 +16,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf_check import finish, script_args  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from terminal import stderr_on_pty  # noqa: E402  (tests/lib)
 
 
 def run(cmd, **kw):
@@ -283,24 +285,8 @@ def check_progress(sp, workdir, spin):
         failures.append("record in a pipe: exit %d, first line %r, want %r" % (r.returncode, first, want))
     if "\r" in r.stderr or "\x1b" in r.stderr:
         failures.append("record in a pipe: terminal control bytes on stderr: %r" % r.stderr)
-    # On a terminal: the child's stderr is a pty (os.openpty), read to the end.
-    import pty  # noqa: E402 (only here)
-    master, slave = pty.openpty()
-    p = subprocess.Popen([sp, "record", "-F", "499", "-o", cap, "--", spin, "1.2"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=slave)
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the pty
-            break
-        if not chunk:
-            break
-        out += chunk
-    p.wait()
-    os.close(master)
-    text = out.decode(errors="replace")
+    # On a terminal: the child's stderr is a pty (tests/lib/terminal.py), read to the end.
+    p, text, _ = stderr_on_pty([sp, "record", "-F", "499", "-o", cap, "--", spin, "1.2"])
     counts = [int(n) for n in re.findall(r"\r\x1b\[K  (\d+) samples, \d+ lost", text)]
     m = re.search(r"stackprov record: (\d+) samples, (\d+) lost", text)
     print("record on a terminal: live counts %s; summary %s" % (counts, m.group(0) if m else None))
