@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -303,7 +304,8 @@ class Unwinder {
       }
       // The row needs the interpreter (kFull), or the interpreter says why it is rejected (kInvalid).
       const bool uncompiled_miss = cached == nullptr && !q.may_allocate;
-      const dwarf::CfiStatus st = src.full_row(rel, q, &full_);
+      FullRow& full = full_row_scratch();
+      const dwarf::CfiStatus st = src.full_row(rel, q, &full);
       if (st != dwarf::CfiStatus::kOk) {
         // "No entry" is cached only when .debug_frame was searched too: a later walk of this
         // unwinder that searches it must not find the gap cached.
@@ -316,15 +318,15 @@ class Unwinder {
       }
       if (uncompiled_miss) {
         // What the compiled row would hold (compile_fde_rows), for the next walk through this pc.
-        UnwindRule r = translate_row(full_.row, kRowParams.addr_size, kRowParams.num_regs, kRowParams.callee_saved);
-        r.from_debug_frame = full_.from_debug_frame ? 1 : 0;
+        UnwindRule r = translate_row(full.row, kRowParams.addr_size, kRowParams.num_regs, kRowParams.callee_saved);
+        r.from_debug_frame = full.from_debug_frame ? 1 : 0;
         cache_.insert(rel, gen, r);
       }
       s.next = s.regs;
-      const StopReason r = apply_row(*full_.section, s.regs, s.next, s.cfa);
+      const StopReason r = apply_row(*full.section, s.regs, s.next, s.cfa);
       if (r != StopReason::kNone) return table_verdict(s, r);
-      const bool signal = full_.row.signal_frame;
-      return found(s, signal ? Method::kSignal : s.slot->table_method[full_.from_debug_frame ? 1 : 0], !signal);
+      const bool signal = full.row.signal_frame;
+      return found(s, signal ? Method::kSignal : s.slot->table_method[full.from_debug_frame ? 1 : 0], !signal);
     }
     if (const StopReason r = rule_stop(rule); r != StopReason::kNone) return table_verdict(s, r);
     s.next = s.regs;
@@ -424,20 +426,21 @@ class Unwinder {
   StopReason apply_row(const dwarf::CfiSection& sec, const Regs& regs, Regs& next,
                        uint64_t* cfa_out) {
     constexpr int kW = Traits::kAddrSize;
+    const FullRow& full = *full_opt_;  // filled by rung_table before the call
     uint64_t cfa;
-    if (full_.row.cfa.kind == dwarf::CfaRule::Kind::kRegOffset) {
-      if (!regs.has(full_.row.cfa.reg)) return missing_reg(full_.row.cfa.reg);
-      cfa = mask(regs.get(full_.row.cfa.reg) + full_.row.cfa.offset);
+    if (full.row.cfa.kind == dwarf::CfaRule::Kind::kRegOffset) {
+      if (!regs.has(full.row.cfa.reg)) return missing_reg(full.row.cfa.reg);
+      cfa = mask(regs.get(full.row.cfa.reg) + full.row.cfa.offset);
     } else {
-      if (!eval(sec, full_.row.cfa.expr_offset, full_.row.cfa.expr_len, regs, nullptr, &cfa))
+      if (!eval(sec, full.row.cfa.expr_offset, full.row.cfa.expr_len, regs, nullptr, &cfa))
         return expr_reason_;
       cfa = mask(cfa);
     }
-    const int ra_col = full_.row.ra_reg;
+    const int ra_col = full.row.ra_reg;
     uint64_t ra = 0;
     bool have_ra = false;
     for (int reg = 0; reg < dwarf::kMaxCfiRegs; reg++) {
-      const dwarf::RegRule& rr = full_.row.regs[reg];
+      const dwarf::RegRule& rr = full.row.regs[reg];
       const bool tracked = reg < Traits::kNumRegs;
       if (!tracked && reg != ra_col) continue;
       uint64_t v = 0;
@@ -665,7 +668,13 @@ class Unwinder {
   RuleCache& cache_;
   const WalkOptions& opts_;
   Mem& mem_;
-  FullRow full_;  // scratch for the table rung's interpreter row (large: not on every step's stack)
+  /// The table rung's interpreter row scratch, made on first use: large (about 1 KiB), so neither
+  /// on every step's stack nor zeroed by every walk (an unwinder is made per walk).
+  FullRow& full_row_scratch() {
+    if (!full_opt_) full_opt_.emplace();
+    return *full_opt_;
+  }
+  std::optional<FullRow> full_opt_;
   StopReason expr_reason_ = StopReason::kBadCfi;
   uint64_t lost_ = 0;  // registers lost to unreadable save slots in this walk
 };
