@@ -294,7 +294,9 @@ ReplaySeed replay_seed(const Session& base, const BundleStaging& stg,
   Json deltas = Json::object();
   for (const auto& g : groups) {
     const std::string path = g.key.substr(0, g.key.find('\n'));
-    deltas[path] = (g.delta < 0 ? "-" : "+") + hex(static_cast<uint64_t>(g.delta < 0 ? -g.delta : g.delta));
+    std::string d(1, g.delta < 0 ? '-' : '+');  // appended, not "-" + string&& (GCC 12 -Wrestrict, PR 105329)
+    d += hex(static_cast<uint64_t>(g.delta < 0 ? -g.delta : g.delta));
+    deltas[path] = std::move(d);
   }
   r.perturbation = {{"relocation", deltas},
                     {"module_insert_order", module_order},

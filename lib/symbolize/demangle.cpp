@@ -141,7 +141,7 @@ std::string llvm_spelling(std::string s) {
       i++;  // operator>> / operator>>=
       continue;
     }
-    s.insert(i + 1, " ");
+    s.insert(s.begin() + static_cast<std::ptrdiff_t>(i) + 1, ' ');  // a char: GCC 12's -Wrestrict false positive (PR 105329) on insert(pos, const char*)
   }
   return s;
 }

@@ -22,6 +22,13 @@ using namespace stackprov::runtime;
 
 namespace {
 
+/// "f<i>", built by appending ("f" + std::to_string(i) trips GCC 12's -Wrestrict false positive, PR 105329).
+std::string fname(int i) {
+  std::string s = "f";
+  s += std::to_string(i);
+  return s;
+}
+
 constexpr const char* kPython = "/usr/bin/python3.11";
 constexpr const char* kDebianBuildId = "c561f3aa7232f2bd6ac6d56bd475f1c154a00486";
 
@@ -508,7 +515,7 @@ TEST_CASE("python: line tables read from the target stay within a budget", "[pyt
   uint64_t prev = 0;
   constexpr int kFrames = 300;
   for (int i = kFrames - 1; i >= 0; i--) {
-    const uint64_t c = py.code("f" + std::to_string(i), "f" + std::to_string(i), 100);
+    const uint64_t c = py.code(fname(i), fname(i), 100);
     py.mem.put64(c + py.l.code_linetable, big);
     prev = py.frame(c, 0, prev, false);
   }
@@ -520,7 +527,7 @@ TEST_CASE("python: line tables read from the target stay within a budget", "[pyt
   const size_t with_lines = (size_t{256} << 20) / table.size();
   for (size_t i = 0; i < t.frames.size(); i++) {
     INFO("frame " << i);
-    CHECK(t.frames[i].function == "f" + std::to_string(i));
+    CHECK(t.frames[i].function == fname(static_cast<int>(i)));
     CHECK(t.frames[i].line == (i < with_lines ? 101u : 0u));
   }
 }

@@ -65,8 +65,11 @@ TEST_CASE("perf map: random overlapping lines against a brute-force reading of t
     return x;
   };
   std::vector<PerfMap::Entry> lines;
-  for (int i = 0; i < 1500; i++)
-    lines.push_back({0x10000 + next() % 0x8000, 1 + next() % 0x100, "f" + std::to_string(i)});
+  for (int i = 0; i < 1500; i++) {
+    std::string name = "f";  // appended, not "f" + string&& (GCC 12 -Wrestrict false positive, PR 105329)
+    name += std::to_string(i);
+    lines.push_back({0x10000 + next() % 0x8000, 1 + next() % 0x100, std::move(name)});
+  }
   std::string text;
   for (const auto& e : lines) {
     char buf[64];
