@@ -61,7 +61,8 @@ const object::UnwindTable* table_of(const std::vector<object::UnwindTable>& tabl
 Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<const object::ObjectImage> image,
                                                          object::DebugFileOptions debug_opts) {
   if (image == nullptr) return make_error(SPROV_ERR_INVALID_ARG, "LoadedModule::load: no image");
-  auto src = make_source(*image);
+  const std::vector<object::UnwindTable> tables = image->unwind_tables();  // listed once
+  auto src = make_source(*image, tables);
   if (!src.ok()) return make_error(src.error().code, "%s: %s", image->path().c_str(), src.error().message.c_str());
   std::shared_ptr<LoadedModule> m(new LoadedModule());
   m->object_ = std::move(image);
@@ -76,7 +77,6 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(std::shared_ptr<const o
     m->registered_table_ = true;
     return m;
   }
-  const std::vector<object::UnwindTable> tables = img.unwind_tables();
   if (const object::UnwindTable* eh = table_of(tables, "eh_frame")) {
     m->eh_ = make_section(img, eh->data, true, &eh->aux);
     bool indexed = false;

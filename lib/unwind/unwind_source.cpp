@@ -50,8 +50,9 @@ void register_table_kind(const TableKind* kind) {
   if (std::find(v.begin(), v.end(), kind) == v.end()) v.push_back(kind);
 }
 
-Result<std::unique_ptr<UnwindSource>> make_source(const object::ObjectImage& image) {
-  for (const object::UnwindTable& t : image.unwind_tables())
+Result<std::unique_ptr<UnwindSource>> make_source(const object::ObjectImage& image,
+                                                  const std::vector<object::UnwindTable>& tables) {
+  for (const object::UnwindTable& t : tables)
     if (const TableKind* k = find_kind(t.kind)) return k->make(t, image);
   return std::unique_ptr<UnwindSource>();
 }

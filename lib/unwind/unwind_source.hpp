@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "core/error.hpp"
 #include "dwarf/cfi.hpp"
@@ -80,7 +81,9 @@ struct TableKind {
 /// makes itself, with its compiled rows and the separate debug file found on first use:
 /// dwarf_source.hpp, doc/architecture.md "Adding an unwind table kind"). An error when the
 /// table's kind is known but its bytes are not.
-Result<std::unique_ptr<UnwindSource>> make_source(const object::ObjectImage& image);
+/// `tables` is image.unwind_tables(), listed once by the caller (which reads them too).
+Result<std::unique_ptr<UnwindSource>> make_source(const object::ObjectImage& image,
+                                                  const std::vector<object::UnwindTable>& tables);
 
 /// Adds a table kind (plug-ins, tests); a kind registered twice is kept once. Thread-safe.
 void register_table_kind(const TableKind* kind);
