@@ -255,7 +255,11 @@ def mode_bcc(args):
                    'mount -t tracefs nodev /sys/kernel/tracing && exec "$@"', "sh"] + cmd
         return cmd
 
-    bcc_text = traced_live(args, leaks, bcc_cmd, "Attaching to pid", os.path.join(args.work, "bcc.out"),
+    # Ready at its first report, not at "Attaching to pid": memleak-bpfcc prints that line before it
+    # attaches its uprobes, and on a loaded machine allocations made 0.5 s later were missed (CI, stop 40:
+    # memleak-bpfcc reported nothing). The first report comes after every attach and one interval.
+    bcc_text = traced_live(args, leaks, bcc_cmd, "stacks with outstanding allocations",
+                           os.path.join(args.work, "bcc.out"),
                            env=dict(os.environ, BCC_KERNEL_SOURCE=ksrc))
     ours_path = os.path.join(args.work, "ours.json")
     traced_live(args, leaks, lambda pid: [args.memleak, "-p", str(pid), "--json", "--top", "0"], "tracing pid",
