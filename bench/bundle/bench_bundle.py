@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # bench/bundle driver: bundle bytes vs llvm-gsymutil-14 GSYM, open time, warm inline-chain lookups vs GSYM and DWARF peers.
-"""For python3.11 (DWARF from python3.11-dbg) and the debug build of libstdc++.so.6
-(libstdc++6-12-dbg, /usr/lib/x86_64-linux-gnu/debug/), in one run:
+"""For python3.11 (DWARF from python3.11-dbg), the debug build of libstdc++.so.6
+(libstdc++6-12-dbg, /usr/lib/x86_64-linux-gnu/debug/) and libc.so.6 (DWARF from its debug file,
+libc6-dbg), in one run:
   * `stackprov bundle build` (built twice: the sha256 must be equal), its bytes and build time
     per MB of DWARF (.debug_* sections of the file DWARF comes from);
   * `llvm-gsymutil-14 --convert <debug file> --out-file X.gsym` (inline info included), its
@@ -35,6 +36,7 @@ TOOLS = ["readelf", "llvm-gsymutil-14", "llvm-symbolizer-14"]
 TARGETS = [
     ("python3.11", "/usr/bin/python3.11", "python3.11-dbg"),
     ("libstdc++.so.6", "/usr/lib/x86_64-linux-gnu/debug/libstdc++.so.6.0.30", "libstdc++6-12-dbg"),
+    ("libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "libc6-dbg"),  # DWARF in its debug file
 ]
 SYMTAB_ONLY = re.compile(r"^[^/]*:0:0$")
 
@@ -226,11 +228,11 @@ def main():
     for name, path, pkg in TARGETS:
         r = bench_target(args, name, path, pkg)
         res["targets"][name] = r
-        print("bench/bundle %-15s bundle %d B / GSYM %d B = %.2f (strings+ranges %.2f); open %.0f ns; first lookup %.0f ns; warm %.0f "
+        print("bench/bundle %-15s bundle %d B / GSYM %d B = %.2f (target <= 0.5: %s; strings+ranges %.2f); open %.0f ns; first lookup %.0f ns; warm %.0f "
               "ns/addr; GSYM %.0f ns/addr (x%.1f), DWARF %.0f ns/addr (x%.1f); build %.2f s/MB DWARF; "
               "%d/%d identical to llvm-symbolizer-14 (of them %d symtab-only)"
               % (name, r["bundle"]["bytes"], r["gsym"]["bytes"], r["size_ratio_bundle_to_gsym"],
-                 r["size_ratio_strings_and_ranges_to_gsym"],
+                 "met" if r["targets"]["size_ratio_le_0.5"] else "NOT met", r["size_ratio_strings_and_ranges_to_gsym"],
                  r["bundle_open_ns_median"], r["bundle_first_lookup_ns"], r["bundle_warm_lookup_ns_per_address"],
                  r["llvm_gsymutil_gsym"]["marginal_ns_per_address"], r["speedup_vs_gsym_marginal"] or 0,
                  r["llvm_symbolizer_dwarf"]["marginal_ns_per_address"], r["speedup_vs_dwarf_marginal"] or 0,

@@ -17,7 +17,8 @@
 namespace stackprov::bundle {
 
 // ---- limits (doc/bundles.md "Limits"); the writer and the reader enforce the same values.
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;     ///< what write_bundle writes
+inline constexpr uint32_t kMinFormatVersion = 2;  ///< the oldest the reader reads (and tests still write)
 inline constexpr size_t kMaxIdBytes = 64;              ///< identity bytes per module
 inline constexpr uint32_t kMaxInlineDepth = 127;       ///< depth 0 (outermost) .. 127
 inline constexpr size_t kMaxStringBytes = 1u << 20;    ///< one string, without its NUL
@@ -121,6 +122,9 @@ struct BundleContents {
 /// bytes, is content addressing and belongs to the evidence layer:
 /// evidence::digest_string(evidence::sha256(bytes)) (lib/evidence/encoding.hpp).
 Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents);
+/// The same in format `version` (kMinFormatVersion..kFormatVersion): the tests write older
+/// formats to check that the reader still reads them; the library writes kFormatVersion only.
+Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32_t version);
 
 /// A frame of a looked-up inline chain; the views point into the reader's bytes.
 struct FrameView {

@@ -96,6 +96,50 @@ inline constexpr unsigned kRecLineEscape = 7;
 inline constexpr size_t kGroupTarget = 16;
 /// ... or once this many records of all depths start in it.
 inline constexpr size_t kGroupRecords = 48;
+/// Format 3: the same two limits (no cut where the function changes).
+inline constexpr size_t kGroupTarget3 = 64;
+inline constexpr size_t kGroupRecords3 = 192;
+
+// ---- format 3 (doc/bundles.md "Format 3"): the same records, entropy-coded (bundle/entropy.hpp).
+// A module's group data starts with its range tables (one canonical code per context, in
+// context order, then zero bits to a byte boundary); the first group index entry's data offset
+// is their byte length. A group is a bit stream (zero-padded to a byte): the code kCtxNdepth's
+// depth count, then per depth: (count << 1 | continues) in kCtxListHead, the records (no byte
+// count: a lookup decodes the lists before the one it needs). A record has format 2's fields in
+// format 2's order, each coded in its context (two contexts where depth 0 and deeper differ).
+// Row data likewise starts with the row tables; a block holds kRowBlock rows (the last one the
+// rest), with format 2's fields and the cfa offset as a delta from the previous row's.
+// Format 3 stores no string offsets: the table's strings follow each other, NUL-terminated.
+enum RangeCtx : unsigned {
+  kCtxNdepth,
+  kCtxListHead,
+  kCtxHead,      // + 1 for depth > 0
+  kCtxLen = kCtxHead + 2,
+  kCtxGap = kCtxLen + 2,
+  kCtxFn,
+  kCtxFile = kCtxFn + 2,
+  kCtxLine = kCtxFile + 2,
+  kCtxCol = kCtxLine + 2,
+  kCtxCallExt = kCtxCol + 2,
+  kCtxCallFile,
+  kCtxCallLine,
+  kCtxCallCol,
+  kRangeCtxCount,
+};
+enum RowCtx : unsigned {
+  kCtxRowDelta,
+  kCtxRowMask,
+  kCtxRowHead,
+  kCtxRowCfaReg,
+  kCtxRowCfaOff,
+  kCtxRowRaReg,
+  kCtxRowRaOff,
+  kCtxRowKeepAdd,
+  kCtxRowPacked,
+  kCtxRowSavedReg,
+  kCtxRowSavedOff,
+  kRowCtxCount,
+};
 
 // Pad block: per pad uleb (delta << 1 | explicit); explicit: uleb nframes, frames of
 // uleb fn, uleb file, uleb line, uleb column. Implicit: the chain of lookup(addr - 1).
@@ -105,6 +149,7 @@ inline constexpr size_t kPadBlock = 32;
 // row's], then the fields the mask names, changed from the previous row of the block (all
 // zero before the first row).
 inline constexpr size_t kRowBlock = 16;
+inline constexpr size_t kRowBlock3 = 32;  ///< format 3
 inline constexpr uint8_t kRowCfaReg = 1;   // u8
 inline constexpr uint8_t kRowCfaOff = 2;   // sleb
 inline constexpr uint8_t kRowRaReg = 4;    // u8

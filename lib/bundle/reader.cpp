@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle reader (v2): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
+// Bundle reader (formats 2 and 3): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +17,7 @@
 
 #include "core/mapped_file.hpp"
 #include "core/once.hpp"
+#include "bundle/entropy.hpp"
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
 #include "bundle/lz.hpp"
@@ -33,6 +34,7 @@ struct Slice {
 };
 
 struct ModuleMeta {
+  uint32_t version = 0;  // the file's format (2 or 3)
   Slice strings, stroffs, findex, fdata, pindex, pdata, rindex, rdata, blob;
   uint64_t base = 0, nranges = 0, npads = 0, nrows = 0, str_bytes = 0;
   uint32_t name_len = 0;
@@ -47,6 +49,8 @@ struct ModuleIndex {
   std::string strings;
   std::vector<uint32_t> offs;
   std::vector<uint32_t> lens;  // of string i, without its NUL
+  // Format 3: the module's codes (read from the front of its group and row data).
+  std::vector<entropy::Code> range_codes, row_codes;
 };
 
 Error bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -71,6 +75,7 @@ struct Rec {
 
 /// An index entry: {u32 start - base, u32 data offset}.
 struct Entry {
+  uint64_t i;  // its index
   uint64_t start;
   uint64_t off, end;  // data bytes [off, end) within the module's data slice
 };
@@ -109,6 +114,7 @@ struct BundleReader::Impl {
   }
   void entry(uint32_t sec_type, const Slice& s, const Slice& data, uint64_t i, Entry* out) const {
     const uint8_t* e = idx_entry(sec_type, s, i);
+    out->i = i;
     out->start = ld32(e);
     out->off = ld32(e + 4);
     out->end = i + 1 < s.count ? ld32(idx_entry(sec_type, s, i + 1) + 4) : data.count;
@@ -132,21 +138,47 @@ Status check_slice(size_t mi, const char* what, Slice s, uint64_t expected_first
   return {};
 }
 
+/// Where a record's fields come from. Format 2: bytes and varints (no contexts).
+struct ByteSrc {
+  static constexpr bool kCfaDelta = false;  // format 2 stores the cfa offset itself
+  Cursor c;
+  uint8_t sym(unsigned) { return c.u8(); }
+  uint64_t u(unsigned) { return c.uleb(); }
+  int64_t s(unsigned) { return c.sleb(); }
+  bool ok() const { return c.ok(); }
+  void fail() { c.bad = true; }
+  bool more() const { return c.left() > 0; }
+};
+/// Format 3: each field decoded with its context's code.
+struct BitSrc {
+  static constexpr bool kCfaDelta = true;  // a delta from the previous row's
+  entropy::BitReader r;
+  const entropy::Code* codes;
+  uint8_t sym(unsigned k) { return static_cast<uint8_t>(codes[k].get(r)); }
+  uint64_t u(unsigned k) { return codes[k].get_uint(r); }
+  int64_t s(unsigned k) { return entropy::unzigzag(codes[k].get_uint(r)); }
+  bool ok() const { return !r.bad(); }
+  void fail() { r.set_bad(); }
+  bool more() const { return true; }  // format 3 blocks say how many rows they hold
+};
+
 /// A string index read from a record: < n, or an error naming it.
-bool read_str(Cursor& c, uint32_t n, uint32_t* out) {
-  const uint64_t v = c.uleb();
+template <class Src>
+bool read_str(Src& c, unsigned ctx, uint32_t n, uint32_t* out) {
+  const uint64_t v = c.u(ctx);
   if (v >= n) {
-    c.bad = true;
+    c.fail();
     return false;
   }
   *out = static_cast<uint32_t>(v);
   return true;
 }
 
-bool read_u32(Cursor& c, uint32_t* out) {
-  const uint64_t v = c.uleb();
+template <class Src>
+bool read_u32(Src& c, unsigned ctx, uint32_t* out) {
+  const uint64_t v = c.u(ctx);
   if (v > UINT32_MAX) {
-    c.bad = true;
+    c.fail();
     return false;
   }
   *out = static_cast<uint32_t>(v);
@@ -154,40 +186,42 @@ bool read_u32(Cursor& c, uint32_t* out) {
 }
 
 /// Decodes one range record of a depth list into `r` (state: the previous record of the list).
-Status read_record(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t prev_end, uint32_t nstr, Rec& r) {
-  const uint8_t head = c.u8();
-  uint64_t len = c.uleb();
+template <class Src>
+Status read_record(Src& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t prev_end, uint32_t nstr, Rec& r) {
+  const unsigned deep = depth > 0 ? 1 : 0;
+  const uint8_t head = c.sym(kCtxHead + deep);
+  uint64_t len = c.u(kCtxLen + deep);
   uint64_t gap = 0;
   if (depth > 0) {
-    if (len & 1) gap = c.uleb();
+    if (len & 1) gap = c.u(kCtxGap);
     len >>= 1;
   }
-  if (head & kRecFn) read_str(c, nstr, &r.fn);
+  if (head & kRecFn) read_str(c, kCtxFn + deep, nstr, &r.fn);
   r.inherit = (head & kRecInherit) != 0;
   if (!r.inherit) {
-    if (head & kRecFile) read_str(c, nstr, &r.file);
+    if (head & kRecFile) read_str(c, kCtxFile + deep, nstr, &r.file);
     const unsigned lc = head >> kRecLineShift;
-    const int64_t dl = lc == kRecLineEscape ? c.sleb() : static_cast<int64_t>(lc) - kRecLineBias;
+    const int64_t dl = lc == kRecLineEscape ? c.s(kCtxLine + deep) : static_cast<int64_t>(lc) - kRecLineBias;
     const bool dl_ok = dl >= -static_cast<int64_t>(UINT32_MAX) && dl <= static_cast<int64_t>(UINT32_MAX);
     const int64_t line = dl_ok ? static_cast<int64_t>(r.line) + dl : -1;  // no signed overflow
     if (!dl_ok || line < 0 || line > static_cast<int64_t>(UINT32_MAX))
       return bad("module %zu: group at 0x%" PRIx64 ": depth %u line delta %" PRId64 " from %u", mi, gstart, depth, dl,
                  r.line);
     r.line = static_cast<uint32_t>(line);
-    if (head & kRecColumn) read_u32(c, &r.column);
+    if (head & kRecColumn) read_u32(c, kCtxCol + deep, &r.column);
   }
   if (head & kRecCall) {
-    const uint8_t ext = c.u8();
-    if (ext & kCallFile) read_str(c, nstr, &r.call_file);
+    const uint8_t ext = c.sym(kCtxCallExt);
+    if (ext & kCallFile) read_str(c, kCtxCallFile, nstr, &r.call_file);
     const unsigned lc = ext >> kCallLineShift;
-    const int64_t dl = lc == kCallLineEscape ? c.sleb() : static_cast<int64_t>(lc) - kCallLineBias;
+    const int64_t dl = lc == kCallLineEscape ? c.s(kCtxCallLine) : static_cast<int64_t>(lc) - kCallLineBias;
     const bool dl_ok = dl >= -static_cast<int64_t>(UINT32_MAX) && dl <= static_cast<int64_t>(UINT32_MAX);
     const int64_t line = dl_ok ? static_cast<int64_t>(r.call_line) + dl : -1;  // no signed overflow
     if (!dl_ok || line < 0 || line > static_cast<int64_t>(UINT32_MAX))
       return bad("module %zu: group at 0x%" PRIx64 ": depth %u call line delta %" PRId64 " from %u", mi, gstart, depth,
                  dl, r.call_line);
     r.call_line = static_cast<uint32_t>(line);
-    if (ext & kCallColumn) read_u32(c, &r.call_column);
+    if (ext & kCallColumn) read_u32(c, kCtxCallCol, &r.call_column);
   }
   if (!c.ok())
     return bad("module %zu: group at 0x%" PRIx64 ": depth %u record truncated or out of range (string index beyond %u)",
@@ -202,31 +236,76 @@ Status read_record(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64
   return {};
 }
 
-/// A depth list's header: uleb (count << 1 | continues), uleb nbytes; bounded by the cursor.
-/// `continues`: the list's last record goes on as the first record of the same depth in
-/// the next group (one range record split at a group boundary).
-Status read_list_header(Cursor& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t* count, Cursor* list,
-                        bool* continues = nullptr) {
-  const uint64_t head = c.uleb();
-  *count = head >> 1;
-  if (continues) *continues = (head & 1) != 0;
-  const uint64_t nbytes = c.uleb();
-  if (!c.ok() || nbytes > c.left() || *count == 0 || *count > nbytes)
-    return bad("module %zu: group at 0x%" PRIx64 ": depth %u list of %" PRIu64 " records in %" PRIu64
-               " bytes exceeds the group", mi, gstart, depth, *count, nbytes);
-  *list = Cursor{c.p, c.p + nbytes};
-  c.p += nbytes;
-  return {};
+Status bad_ndepth(size_t mi, uint64_t gstart, uint64_t nd) {
+  return bad("module %zu: group at 0x%" PRIx64 " has %" PRIu64 " depth lists (1..%u)", mi, gstart, nd,
+             kMaxInlineDepth + 1);
 }
 
-/// Reads the group count: 1..kMaxInlineDepth + 1 depth lists.
-Status read_ndepth(Cursor& c, size_t mi, uint64_t gstart, uint64_t* nd) {
-  *nd = c.uleb();
-  if (!c.ok() || *nd == 0 || *nd > kMaxInlineDepth + 1)
-    return bad("module %zu: group at 0x%" PRIx64 " has %" PRIu64 " depth lists (1..%u)", mi, gstart, *nd,
-               kMaxInlineDepth + 1);
-  return {};
-}
+/// A format-2 group: uleb ndepth, then per depth a list header (uleb (count << 1 | continues),
+/// uleb nbytes) and its records; a list is a cursor of its own (skipped by its byte count).
+struct GroupV2 {
+  using Src = ByteSrc;
+  static constexpr bool kSequential = false;
+  Cursor c;
+  ByteSrc list{Cursor{nullptr, nullptr}};
+
+  Status begin(size_t mi, uint64_t gstart, uint64_t* nd) {
+    *nd = c.uleb();
+    if (!c.ok() || *nd == 0 || *nd > kMaxInlineDepth + 1) return bad_ndepth(mi, gstart, *nd);
+    return {};
+  }
+  /// `continues`: the list's last record goes on as the first record of the same depth in the
+  /// next group (one range record split at a group boundary).
+  Status next_list(size_t mi, uint64_t gstart, uint32_t depth, uint64_t* count, bool* continues) {
+    const uint64_t head = c.uleb();
+    *count = head >> 1;
+    *continues = (head & 1) != 0;
+    const uint64_t nbytes = c.uleb();
+    if (!c.ok() || nbytes > c.left() || *count == 0 || *count > nbytes)
+      return bad("module %zu: group at 0x%" PRIx64 ": depth %u list of %" PRIu64 " records in %" PRIu64
+                 " bytes exceeds the group", mi, gstart, depth, *count, nbytes);
+    list = ByteSrc{Cursor{c.p, c.p + nbytes}};
+    c.p += nbytes;
+    return {};
+  }
+  ByteSrc& src() { return list; }
+  Status finish(size_t mi, uint64_t gstart) {
+    if (c.left() != 0) return bad("module %zu: group at 0x%" PRIx64 " has %zu trailing bytes", mi, gstart, c.left());
+    return {};
+  }
+};
+
+/// A format-3 group: one bit stream; the depth count and each list's (count << 1 | continues)
+/// in their contexts, the lists' records one after another.
+struct GroupV3 {
+  using Src = BitSrc;
+  static constexpr bool kSequential = true;  // a list is passed by decoding it
+  BitSrc bits;
+
+  Status begin(size_t mi, uint64_t gstart, uint64_t* nd) {
+    *nd = bits.u(kCtxNdepth);
+    if (!bits.ok() || *nd == 0 || *nd > kMaxInlineDepth + 1) return bad_ndepth(mi, gstart, *nd);
+    return {};
+  }
+  Status next_list(size_t mi, uint64_t gstart, uint32_t depth, uint64_t* count, bool* continues) {
+    const uint64_t head = bits.u(kCtxListHead);
+    *count = head >> 1;
+    *continues = (head & 1) != 0;
+    // A record takes at least 2 bits (a head and a length symbol): the count is bounded by the
+    // group's bits, so a hostile count ends the loops that read it soon.
+    if (!bits.ok() || *count == 0 || *count > bits.r.bits_left() / 2)
+      return bad("module %zu: group at 0x%" PRIx64 ": depth %u list of %" PRIu64 " records in %" PRIu64
+                 " bits left exceeds the group", mi, gstart, depth, *count, bits.r.bits_left());
+    return {};
+  }
+  BitSrc& src() { return bits; }
+  Status finish(size_t mi, uint64_t gstart) {
+    if (!bits.r.at_padded_end())
+      return bad("module %zu: group at 0x%" PRIx64 " has %" PRIu64 " bits after its records (or nonzero padding)", mi,
+                 gstart, bits.r.bits_left());
+    return {};
+  }
+};
 
 struct PadHead {
   uint64_t addr;
@@ -252,12 +331,14 @@ Status read_pad_frames(Cursor& c, size_t mi, uint64_t addr, uint32_t nstr, std::
   if (!c.ok() || n == 0 || n > kMaxInlineDepth + 1)
     return bad("module %zu: return pad 0x%" PRIx64 " has %" PRIu64 " frames (1..%u)", mi, addr, n, kMaxInlineDepth + 1);
   out->resize(n);
+  ByteSrc b{c};  // pads are varints in both formats
   for (PadFrame& f : *out) {
-    read_str(c, nstr, &f.fn);
-    read_str(c, nstr, &f.file);
-    read_u32(c, &f.line);
-    read_u32(c, &f.column);
+    read_str(b, 0, nstr, &f.fn);
+    read_str(b, 0, nstr, &f.file);
+    read_u32(b, 0, &f.line);
+    read_u32(b, 0, &f.column);
   }
+  c = b.c;
   if (!c.ok())
     return bad("module %zu: return pad 0x%" PRIx64 " frames truncated or out of range (string index beyond %u)", mi,
                addr, nstr);
@@ -266,14 +347,15 @@ Status read_pad_frames(Cursor& c, size_t mi, uint64_t addr, uint32_t nstr, std::
 
 /// Decodes one unwind row; `r` holds the previous row of the block (zero before the first),
 /// `prev_head` its head byte.
-Status read_row(Cursor& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindRowRecord& r) {
-  const uint64_t delta = c.uleb();
-  const uint8_t mask = c.u8();
+template <class Src>
+Status read_row(Src& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindRowRecord& r) {
+  const uint64_t delta = c.u(kCtxRowDelta);
+  const uint8_t mask = c.sym(kCtxRowMask);
   if (!c.ok()) return bad("module %zu: unwind row after 0x%" PRIx64 " truncated", mi, prev);
   if (delta > UINT64_MAX - prev) return bad("module %zu: unwind row delta %" PRIu64 " wraps around", mi, delta);
   r.pc = prev + delta;
   if (mask & 0x80) return bad("module %zu: unwind row 0x%" PRIx64 " has field mask 0x%x", mi, r.pc, mask);
-  const uint8_t head = (mask & kRowHead) ? c.u8() : prev_head;
+  const uint8_t head = (mask & kRowHead) ? c.sym(kCtxRowHead) : prev_head;
   prev_head = head;
   r.kind = head & 7;
   r.signal_frame = (head & kRowHeadSignal) != 0;
@@ -283,16 +365,17 @@ Status read_row(Cursor& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindR
     return bad("module %zu: unwind row 0x%" PRIx64 " has kind %u", mi, r.pc, r.kind);
   if (r.ra_kind > UnwindRowRecord::kRaUnspecified)
     return bad("module %zu: unwind row 0x%" PRIx64 " has ra kind %u", mi, r.pc, r.ra_kind);
-  if (mask & kRowCfaReg) r.cfa_reg = c.u8();
+  if (mask & kRowCfaReg) r.cfa_reg = c.sym(kCtxRowCfaReg);
   if (mask & kRowCfaOff) {
-    const int64_t v = c.sleb();
+    int64_t v = c.s(kCtxRowCfaOff);
+    if (Src::kCfaDelta) v = v < INT64_MIN / 2 || v > INT64_MAX / 2 ? INT64_MAX : v + r.cfa_off;  // no overflow
     if (v < INT32_MIN || v > INT32_MAX) return bad("module %zu: unwind row 0x%" PRIx64 " cfa offset %" PRId64, mi, r.pc, v);
     r.cfa_off = static_cast<int32_t>(v);
   }
-  if (mask & kRowRaReg) r.ra_reg = c.u8();
-  if (mask & kRowRaOff) r.ra_off = static_cast<int8_t>(c.u8());
+  if (mask & kRowRaReg) r.ra_reg = c.sym(kCtxRowRaReg);
+  if (mask & kRowRaOff) r.ra_off = static_cast<int8_t>(c.sym(kCtxRowRaOff));
   if (mask & kRowSaved) {
-    const uint8_t kb = c.u8();
+    const uint8_t kb = c.sym(kCtxRowKeepAdd);
     const unsigned keep = kb >> 4, add = kb & 15u;
     if (keep > r.nsaved || keep + add > kMaxSavedRegs)
       return bad("module %zu: unwind row 0x%" PRIx64 " keeps %u of %u saved registers and adds %u", mi, r.pc, keep,
@@ -300,12 +383,12 @@ Status read_row(Cursor& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindR
     r.nsaved = static_cast<uint8_t>(keep + add);
     for (size_t k = keep; k < r.nsaved; k++) {
       if (mask & kRowPacked) {
-        const uint8_t v = c.u8();
+        const uint8_t v = c.sym(kCtxRowPacked);
         r.saved_reg[k] = v >> 4;
         r.saved_off[k] = static_cast<int8_t>(-static_cast<int>(v & 15) - 1);
       } else {
-        r.saved_reg[k] = c.u8();
-        r.saved_off[k] = static_cast<int8_t>(c.u8());
+        r.saved_reg[k] = c.sym(kCtxRowSavedReg);
+        r.saved_off[k] = static_cast<int8_t>(c.sym(kCtxRowSavedOff));
       }
     }
   }
@@ -324,8 +407,15 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
                m.str_bytes);
   if (!ix.strings.empty() && ix.strings.back() != '\0')
     return bad("module %zu: string table does not end with NUL", mi);
-  ix.offs.resize(m.stroffs.count);
-  for (uint64_t i = 0; i < m.stroffs.count; i++) {
+  if (m.version >= 3) {
+    // Format 3 stores no offsets: string i starts after the i-th NUL of the table.
+    for (size_t off = 0; off < ix.strings.size();) {
+      ix.offs.push_back(static_cast<uint32_t>(off));
+      off += std::strlen(ix.strings.data() + off) + 1;  // terminated: the table ends with NUL
+    }
+  }
+  if (m.version == 2) ix.offs.resize(m.stroffs.count);
+  for (uint64_t i = 0; m.version == 2 && i < m.stroffs.count; i++) {
     const uint32_t off = ld32(sec[kSecStrOffs] + (m.stroffs.first + i) * kStrOffSize);
     if (off >= m.str_bytes)
       return bad("module %zu: string %" PRIu64 " at offset %u beyond the table of %" PRIu64, mi, i, off, m.str_bytes);
@@ -345,19 +435,39 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
     ix.lens[i] = static_cast<uint32_t>(n);
   }
   struct IndexCheck {
-    uint32_t sec;
+    uint32_t sec, data_sec;
     Slice idx, data;
     const char* what;
+    std::vector<entropy::Code>* codes;  // format 3: the tables in front of the data
+    unsigned ncodes;
   };
-  for (const IndexCheck& k : {IndexCheck{kSecFuncIndex, m.findex, m.fdata, "group"},
-                              IndexCheck{kSecPadIndex, m.pindex, m.pdata, "return-pad block"},
-                              IndexCheck{kSecRowIndex, m.rindex, m.rdata, "unwind-row block"}}) {
+  const bool v3 = m.version >= 3;
+  for (const IndexCheck& k :
+       {IndexCheck{kSecFuncIndex, kSecFuncData, m.findex, m.fdata, "group", v3 ? &ix.range_codes : nullptr, kRangeCtxCount},
+        IndexCheck{kSecPadIndex, kSecPadData, m.pindex, m.pdata, "return-pad block", nullptr, 0},
+        IndexCheck{kSecRowIndex, kSecRowData, m.rindex, m.rdata, "unwind-row block", v3 ? &ix.row_codes : nullptr, kRowCtxCount}}) {
     if (k.idx.count == 0 && k.data.count != 0)
       return bad("module %zu: %" PRIu64 " %s bytes without an index", mi, k.data.count, k.what);
+    uint32_t first_off = 0;  // format 3: the tables' bytes
+    if (k.codes != nullptr && k.idx.count > 0) {
+      first_off = ld32(idx_entry(k.sec, k.idx, 0) + 4);
+      if (first_off == 0 || first_off > k.data.count)
+        return bad("module %zu: %s tables of %u bytes (the first data offset) are empty or beyond %" PRIu64 " bytes", mi,
+                   k.what, first_off, k.data.count);
+      const uint8_t* p = sec[k.data_sec] + k.data.first;
+      entropy::BitReader r(p, p + first_off);
+      k.codes->resize(k.ncodes);
+      for (unsigned c = 0; c < k.ncodes; c++)
+        if (!(*k.codes)[c].read(r))
+          return bad("module %zu: %s code %u of %u is not a valid canonical code", mi, k.what, c, k.ncodes);
+      if (!r.at_padded_end())
+        return bad("module %zu: %s tables leave %" PRIu64 " bits before the first data offset %u", mi, k.what,
+                   r.bits_left(), first_off);
+    }
     for (uint64_t i = 0; i < k.idx.count; i++) {
       const uint8_t* e = idx_entry(k.sec, k.idx, i);
       const uint32_t start = ld32(e), off = ld32(e + 4);
-      if (i == 0 ? off != 0 : (start <= ld32(e - kIndexEntrySize) || off <= ld32(e - kIndexEntrySize + 4)))
+      if (i == 0 ? off != first_off : (start <= ld32(e - kIndexEntrySize) || off <= ld32(e - kIndexEntrySize + 4)))
         return bad("module %zu: %s %" PRIu64 " (start 0x%x, data offset %u) is not after the one before", mi, k.what, i,
                    start, off);
       if (off >= k.data.count)
@@ -365,6 +475,10 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
                    k.data.count);
     }
   }
+  // Format 3 row blocks hold kRowBlock3 rows each, the last one the rest.
+  if (v3 && m.rindex.count != (m.nrows + kRowBlock3 - 1) / kRowBlock3)
+    return bad("module %zu: %" PRIu64 " unwind-row blocks for %" PRIu64 " rows (%zu a block)", mi, m.rindex.count,
+               m.nrows, kRowBlock3);
   return {};
 }
 
@@ -407,7 +521,8 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
   if (data == nullptr || len < kHeaderSize) return bad("%zu bytes are shorter than the %zu-byte header", len, kHeaderSize);
   if (std::memcmp(data, kMagic, sizeof kMagic) != 0) return bad("bad magic (not a stackprov symbol bundle)");
   const uint32_t version = ld32(data + 8);
-  if (version != kFormatVersion) return bad("format version %u, this reader knows %u", version, kFormatVersion);
+  if (version < kMinFormatVersion || version > kFormatVersion)
+    return bad("format version %u, this reader knows %u..%u", version, kMinFormatVersion, kFormatVersion);
   const uint32_t nsec = ld32(data + 12);
   if (nsec > kMaxSections) return bad("section count %u exceeds %u", nsec, kMaxSections);
   const uint64_t file_size = ld64(data + 16);
@@ -509,6 +624,10 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
       if (auto st = check_slice(mi, f.what, s, next[k], nrec[f.sec]); !st) return st.error();
       next[k] = s.first + s.count;
     }
+    m.version = version;
+    if (version >= 3 && m.stroffs.count != 0)
+      return bad("module %zu: %" PRIu64 " string offsets in a format-%u file (it stores none)", mi, m.stroffs.count,
+                 version);
     m.base = ld64(r + kModBase);
     m.nranges = ld64(r + kModRangeCount);
     m.npads = ld64(r + kModPadCount);
@@ -663,6 +782,97 @@ bool BundleReader::from_symtab(size_t module, uint64_t rel_addr) const {
   return a < uint64_t{ld32(e)} + ld32(e + 4);
 }
 
+namespace {
+
+/// The inline chain at `rel_addr` from one group (BundleReader::lookup), for either format.
+template <class G>
+Status lookup_group(G& g, size_t module, uint64_t gstart, uint64_t rel_addr, const ModuleIndex& ix,
+                    std::vector<FrameView>& out) {
+  const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
+  uint64_t nd = 0;
+  if (auto s = g.begin(module, gstart, &nd); !s) return s;
+  // Frames are appended as their depth is found; a deeper hit replaces the position of the
+  // frame above it by its call site.
+  out.reserve(8);
+  for (uint32_t d = 0; d < nd; d++) {
+    uint64_t count = 0;
+    bool continues = false;
+    if (auto s = g.next_list(module, gstart, d, &count, &continues); !s) return s;
+    auto& src = g.src();
+    Rec r;
+    uint64_t prev_end = gstart;
+    bool hit = false;
+    uint64_t k = 0;
+    for (; k < count; k++) {
+      if (auto s = read_record(src, module, gstart, d, prev_end, nstr, r); !s) return s;
+      if (r.start > rel_addr) break;
+      if (rel_addr < r.end) {
+        hit = true;
+        break;
+      }
+      prev_end = r.end;
+    }
+    if (!hit) break;
+    if constexpr (G::kSequential) {  // the next list starts after this one's last record
+      if (d + 1 < nd) {
+        Rec t = r;
+        for (k++; k < count; k++) {
+          const uint64_t pe = t.end;
+          if (auto s = read_record(src, module, gstart, d, pe, nstr, t); !s) return s;
+        }
+      }
+    }
+    if (!out.empty()) {
+      FrameView& caller = out.back();
+      caller.file = str_at(ix, r.call_file);
+      caller.line = r.call_line;
+      caller.column = r.call_column;
+    }
+    out.push_back({str_at(ix, r.fn), str_at(ix, r.file), r.line, r.column});
+  }
+  return {};
+}
+
+/// Every piece of one group per depth (`g` and `cont` sized by the group), for either format.
+template <class G>
+Status decode_group(G& gr, size_t module, uint64_t gstart, uint32_t nstr, std::vector<std::vector<Rec>>& g,
+                    std::vector<bool>& cont) {
+  uint64_t nd = 0;
+  if (auto s = gr.begin(module, gstart, &nd); !s) return s;
+  g.assign(nd, {});
+  cont.assign(nd, false);
+  for (uint32_t d = 0; d < nd; d++) {
+    uint64_t count = 0;
+    bool continues = false;
+    if (auto s = gr.next_list(module, gstart, d, &count, &continues); !s) return s;
+    cont[d] = continues;
+    // Pieces are bounded by the group's bytes (at least 2 bits each); the records they make
+    // are counted against the module record at the end.
+    Rec r;
+    uint64_t prev_end = gstart;
+    auto& src = gr.src();
+    for (uint64_t k = 0; k < count; k++) {
+      if (auto s = read_record(src, module, gstart, d, prev_end, nstr, r); !s) return s;
+      g[d].push_back(r);
+      prev_end = r.end;
+    }
+  }
+  return gr.finish(module, gstart);
+}
+
+/// Calls f(group) with the group of bytes `c` read in the module's format.
+template <class F>
+Status with_group(const ModuleMeta& m, const ModuleIndex& ix, const Cursor& c, F f) {
+  if (m.version == 2) {
+    GroupV2 g{c};
+    return f(g);
+  }
+  GroupV3 g{BitSrc{entropy::BitReader(c.p, c.end), ix.range_codes.data()}};
+  return f(g);
+}
+
+}  // namespace
+
 Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_addr) const {
   auto ixr = impl_->module_index(module);
   if (!ixr) return std::move(ixr).error();
@@ -673,38 +883,9 @@ Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_
   Entry e;
   if (!impl_->find_entry(kSecFuncIndex, m.findex, m.fdata, rel_addr - m.base, &e)) return out;
   const uint64_t gstart = m.base + e.start;
-  Cursor c = impl_->data_cursor(kSecFuncData, m.fdata, e);
-  const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
-  uint64_t nd = 0;
-  if (auto s = read_ndepth(c, module, gstart, &nd); !s) return s.error();
-  // Frames are appended as their depth is found; a deeper hit replaces the position of the
-  // frame above it by its call site.
-  out.reserve(8);
-  for (uint32_t d = 0; d < nd; d++) {
-    uint64_t count = 0;
-    Cursor lc{nullptr, nullptr};
-    if (auto s = read_list_header(c, module, gstart, d, &count, &lc); !s) return s.error();
-    Rec r;
-    uint64_t prev_end = gstart;
-    bool hit = false;
-    for (uint64_t k = 0; k < count; k++) {
-      if (auto s = read_record(lc, module, gstart, d, prev_end, nstr, r); !s) return s.error();
-      if (r.start > rel_addr) break;
-      if (rel_addr < r.end) {
-        hit = true;
-        break;
-      }
-      prev_end = r.end;
-    }
-    if (!hit) break;
-    if (!out.empty()) {
-      FrameView& caller = out.back();
-      caller.file = str_at(ix, r.call_file);
-      caller.line = r.call_line;
-      caller.column = r.call_column;
-    }
-    out.push_back({str_at(ix, r.fn), str_at(ix, r.file), r.line, r.column});
-  }
+  const Status st = with_group(m, ix, impl_->data_cursor(kSecFuncData, m.fdata, e),
+                               [&](auto& g) { return lookup_group(g, module, gstart, rel_addr, ix, out); });
+  if (!st) return st.error();
   return out;
 }
 
@@ -798,29 +979,52 @@ Result<std::vector<ReturnPadRecord>> BundleReader::return_pads(size_t module) co
 namespace {
 
 /// Decodes the rows of one row block in order, each checked against the last (the first at the
-/// block's start, each next one past it), calling visit(row) until it returns false.
-template <class Visit>
-Status decode_row_block(Cursor c, size_t module, uint64_t start, Visit visit) {
+/// block's start, each next one past it), calling visit(row) until it returns false. Format 2:
+/// rows until the block's bytes end; format 3: `nrows` rows, then only zero padding.
+template <class Src, class Visit>
+Status decode_rows(Src& c, size_t module, uint64_t start, uint64_t nrows, Visit visit) {
   uint64_t prev = start;
   UnwindRowRecord r;
   r.kind = 0;
   bool first = true;
   uint8_t prev_head = 0;
-  while (c.left() > 0) {  // each row consumes at least 2 bytes: bounded by the block
+  // Format 2: each row consumes at least 2 bytes, bounded by the block; format 3: nrows.
+  for (uint64_t n = 0; n < nrows && c.more(); n++) {
     UnwindRowRecord next = r;
     if (first) next = UnwindRowRecord{};
     if (auto s = read_row(c, module, prev, prev_head, next); !s) return s.error();
     if ((first && next.pc != prev) || (!first && next.pc == prev))
       return bad("module %zu: unwind row 0x%" PRIx64 " is out of order", module, next.pc);
     first = false;
-    if (!visit(next)) break;
+    if (!visit(next)) return {};
     prev = next.pc;
     r = next;
   }
-  return {};
+  if constexpr (!Src::kCfaDelta) {
+    return {};
+  } else {
+    if (!c.r.at_padded_end())
+      return bad("module %zu: unwind-row block at 0x%" PRIx64 " has %" PRIu64 " bits after its %" PRIu64
+                 " rows (or nonzero padding)", module, start, c.r.bits_left(), nrows);
+    return {};
+  }
 }
 
 }  // namespace
+
+/// decode_rows over the block of index entry `e`, in the module's format.
+template <class Visit>
+static Status decode_row_block(const BundleReader::Impl& im, const ModuleMeta& m, const ModuleIndex& ix, size_t module,
+                               const Entry& e, Visit visit) {
+  const Cursor c = im.data_cursor(kSecRowData, m.rdata, e);
+  if (m.version == 2) {
+    ByteSrc src{c};
+    return decode_rows(src, module, m.base + e.start, UINT64_MAX, visit);
+  }
+  BitSrc src{entropy::BitReader(c.p, c.end), ix.row_codes.data()};
+  const uint64_t nrows = std::min<uint64_t>(kRowBlock3, m.nrows - e.i * kRowBlock3);  // checked at first use
+  return decode_rows(src, module, m.base + e.start, nrows, visit);
+}
 
 Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t rel_pc) const {
   auto ixr = impl_->module_index(module);
@@ -830,8 +1034,7 @@ Result<BundleReader::RowLookup> BundleReader::unwind_row(size_t module, uint64_t
   Entry e;
   if (rel_pc < m.base || !impl_->find_entry(kSecRowIndex, m.rindex, m.rdata, rel_pc - m.base, &e)) return out;
   UnwindRowRecord r;
-  Status st = decode_row_block(impl_->data_cursor(kSecRowData, m.rdata, e), module, m.base + e.start,
-                               [&](const UnwindRowRecord& next) {
+  Status st = decode_row_block(*impl_, m, *ixr.value(), module, e, [&](const UnwindRowRecord& next) {
                                  if (next.pc > rel_pc) return false;
                                  r = next;
                                  out.found = true;
@@ -872,8 +1075,7 @@ Status BundleReader::walk_unwind_rows(size_t module, std::vector<UnwindRowRecord
       limit = m.base + next.start;
     }
     uint64_t past = 0;  // a row at or past the limit
-    Status st = decode_row_block(impl_->data_cursor(kSecRowData, m.rdata, e), module, m.base + e.start,
-                                 [&](const UnwindRowRecord& row) {
+    Status st = decode_row_block(*impl_, m, *ixr.value(), module, e, [&](const UnwindRowRecord& row) {
                                    if (row.pc >= limit) {
                                      past = row.pc;
                                      return false;
@@ -907,28 +1109,10 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
     Entry e;
     impl_->entry(kSecFuncIndex, m.findex, m.fdata, gi, &e);
     const uint64_t gstart = m.base + e.start;
-    Cursor c = impl_->data_cursor(kSecFuncData, m.fdata, e);
-    uint64_t nd = 0;
-    if (auto s = read_ndepth(c, module, gstart, &nd); !s) return s.error();
-    g.assign(nd, {});
-    cont.assign(nd, false);
-    for (uint32_t d = 0; d < nd; d++) {
-      uint64_t count = 0;
-      Cursor lc{nullptr, nullptr};
-      bool continues = false;
-      if (auto s = read_list_header(c, module, gstart, d, &count, &lc, &continues); !s) return s.error();
-      cont[d] = continues;
-      // Pieces are bounded by the group bytes (at least 2 bytes each); the records they
-      // make are counted against the module record at the end.
-      Rec r;
-      uint64_t prev_end = gstart;
-      for (uint64_t k = 0; k < count; k++) {
-        if (auto s = read_record(lc, module, gstart, d, prev_end, nstr, r); !s) return s.error();
-        g[d].push_back(r);
-        prev_end = r.end;
-      }
-    }
-    if (c.left() != 0) return bad("module %zu: group at 0x%" PRIx64 " has %zu trailing bytes", module, gstart, c.left());
+    const Status st = with_group(m, ix, impl_->data_cursor(kSecFuncData, m.fdata, e),
+                                 [&](auto& gr) { return decode_group(gr, module, gstart, nstr, g, cont); });
+    if (!st) return st.error();
+    const size_t nd = g.size();
     // Inherited positions: the call site of the deeper record covering the start.
     for (size_t d = nd; d-- > 0;) {
       for (Rec& r : g[d]) {

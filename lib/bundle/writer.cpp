@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle writer: validates neutral records, sorts them and serialises the canonical v2 file (doc/bundles.md).
+// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 3; format 2 for tests) (doc/bundles.md).
 
 #include <algorithm>
 #include <cinttypes>
@@ -7,6 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "bundle/entropy.hpp"
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
 #include "bundle/lz.hpp"
@@ -173,6 +174,44 @@ Status prepare_module(ModuleContents& m) {
 
 size_t align_up(size_t v) { return (v + kSectionAlign - 1) & ~(kSectionAlign - 1); }
 
+/// Where a record's fields go. Format 2: bytes and varints (the context is not written).
+struct ByteSink {
+  std::vector<uint8_t>& b;
+  void sym(unsigned, uint8_t v) { b.push_back(v); }
+  void u(unsigned, uint64_t v) { put_uleb(b, v); }
+  void s(unsigned, int64_t v) { put_sleb(b, v); }
+};
+/// Format 3, first pass: symbol counts per context.
+struct CountSink {
+  std::vector<entropy::Counts>& counts;
+  void sym(unsigned ctx, uint8_t v) { counts[ctx][v]++; }
+  void u(unsigned ctx, uint64_t v) {
+    unsigned n;
+    uint64_t x;
+    counts[ctx][entropy::int_symbol(v, &n, &x)]++;
+  }
+  void s(unsigned ctx, int64_t v) { u(ctx, entropy::zigzag(v)); }
+};
+/// Format 3, second pass: the codes.
+struct BitSink {
+  entropy::BitWriter& w;
+  const std::vector<entropy::Code>& codes;
+  void sym(unsigned ctx, uint8_t v) { codes[ctx].put(w, v); }
+  void u(unsigned ctx, uint64_t v) { codes[ctx].put_uint(w, v); }
+  void s(unsigned ctx, int64_t v) { codes[ctx].put_uint(w, entropy::zigzag(v)); }
+};
+
+/// Canonical codes for `counts`, written to `w` in context order, then a byte boundary.
+std::vector<entropy::Code> make_codes(const std::vector<entropy::Counts>& counts, entropy::BitWriter& w) {
+  std::vector<entropy::Code> codes(counts.size());
+  for (size_t i = 0; i < counts.size(); i++) {
+    codes[i].assign(entropy::build_lengths(counts[i]));
+    codes[i].write(w);
+  }
+  w.align();
+  return codes;
+}
+
 bool same_pos(const std::string& file, uint32_t line, uint32_t col, const std::string& f2, uint32_t l2, uint32_t c2) {
   return line == l2 && col == c2 && file == f2;
 }
@@ -272,7 +311,8 @@ struct ModuleParts {
 
 class ModuleEncoder {
  public:
-  ModuleEncoder(const ModuleContents& m, const std::string& label) : m_(m), label_(label), dx_(m.ranges) {}
+  ModuleEncoder(const ModuleContents& m, const std::string& label, uint32_t version)
+      : m_(m), label_(label), version_(version), dx_(m.ranges) {}
 
   Result<ModuleParts> encode() {
     // Which pads are implicit (their chain is lookup(addr - 1)).
@@ -359,8 +399,10 @@ class ModuleEncoder {
   static inline const std::string kEmpty;
 
   /// Encodes the piece [start, end) of `r` (the whole record, or its part inside one group).
-  void encode_record(std::vector<uint8_t>& b, const RangeRecord& r, uint64_t start, uint64_t end, uint64_t gap,
+  template <class Sink>
+  void encode_record(Sink& k, const RangeRecord& r, uint64_t start, uint64_t end, uint64_t gap,
                      ListState& s) const {
+    const unsigned deep = r.depth > 0 ? 1 : 0;
     uint8_t head = 0;
     if (r.function != *s.fn) head |= kRecFn;
     const bool inherit = r.depth + 1u < dx_.by_depth.size() && dx_.inherits(r, start, end);
@@ -381,25 +423,25 @@ class ModuleEncoder {
       }
     }
     if (r.call_file != *s.call_file || r.call_line != s.call_line || r.call_column != s.call_column) head |= kRecCall;
-    b.push_back(head);
+    k.sym(kCtxHead + deep, head);
     if (r.depth == 0)
-      put_uleb(b, length);
+      k.u(kCtxLen, length);
     else
-      put_uleb(b, (length << 1) | (gap != 0 ? 1 : 0));
-    if (r.depth > 0 && gap != 0) put_uleb(b, gap);
-    if (head & kRecFn) put_uleb(b, st_.ref(r.function));
-    if (head & kRecFile) put_uleb(b, st_.ref(r.file));
-    if (line_escape) put_sleb(b, dline);
-    if (head & kRecColumn) put_uleb(b, r.column);
+      k.u(kCtxLen + 1, (length << 1) | (gap != 0 ? 1 : 0));
+    if (r.depth > 0 && gap != 0) k.u(kCtxGap, gap);
+    if (head & kRecFn) k.u(kCtxFn + deep, st_.ref(r.function));
+    if (head & kRecFile) k.u(kCtxFile + deep, st_.ref(r.file));
+    if (line_escape) k.s(kCtxLine + deep, dline);
+    if (head & kRecColumn) k.u(kCtxCol + deep, r.column);
     if (head & kRecCall) {
       const int64_t dl = static_cast<int64_t>(r.call_line) - static_cast<int64_t>(s.call_line);
       const bool small = dl >= -kCallLineBias && dl <= kCallLineBias;
-      b.push_back(static_cast<uint8_t>((r.call_file != *s.call_file ? kCallFile : 0) |
-                                       (r.call_column != s.call_column ? kCallColumn : 0) |
-                                       ((small ? dl + kCallLineBias : kCallLineEscape) << kCallLineShift)));
-      if (r.call_file != *s.call_file) put_uleb(b, st_.ref(r.call_file));
-      if (!small) put_sleb(b, dl);
-      if (r.call_column != s.call_column) put_uleb(b, r.call_column);
+      k.sym(kCtxCallExt, static_cast<uint8_t>((r.call_file != *s.call_file ? kCallFile : 0) |
+                                              (r.call_column != s.call_column ? kCallColumn : 0) |
+                                              ((small ? dl + kCallLineBias : kCallLineEscape) << kCallLineShift)));
+      if (r.call_file != *s.call_file) k.u(kCtxCallFile, st_.ref(r.call_file));
+      if (!small) k.s(kCtxCallLine, dl);
+      if (r.call_column != s.call_column) k.u(kCtxCallCol, r.call_column);
     }
     s.fn = &r.function;
     if (!inherit) {
@@ -450,8 +492,13 @@ class ModuleEncoder {
           return static_cast<size_t>(std::lower_bound(deep_starts.begin(), deep_starts.end(), a) - deep_starts.begin());
         };
         const size_t deep = deep_before(d0[i].start) - deep_before(d0[groups.back().first].start);
-        split = p.start + p.length != d0[i].start || count >= kGroupTarget || count + deep >= kGroupRecords ||
-                (p.function != d0[i].function && ok);
+        // Format 3 groups are larger and do not end where the function changes: each group's
+        // index entry (8 bytes) and its lists' first records (coded without context) cost more
+        // than the longer decode of a lookup (doc/bundles.md "Format 3").
+        const bool v2 = version_ == 2;
+        split = p.start + p.length != d0[i].start || count >= (v2 ? kGroupTarget : kGroupTarget3) ||
+                count + deep >= (v2 ? kGroupRecords : kGroupRecords3) ||
+                (v2 && p.function != d0[i].function && ok);
       }
       if (split) {
         if (!groups.empty()) groups.back().second = i;
@@ -463,16 +510,17 @@ class ModuleEncoder {
       uint64_t start, end;
     };
     std::vector<size_t> cursor(dx_.by_depth.size(), 0);
-    std::vector<uint8_t> list;
-    std::vector<std::vector<Piece>> lists;
+    struct Group {
+      uint64_t start;
+      std::vector<std::vector<Piece>> lists;  // per depth, the pieces inside the group
+    };
+    std::vector<Group> plan;
+    plan.reserve(groups.size());
     for (const auto& [g0, g1] : groups) {
       const uint64_t gstart = d0[g0].start;
       const uint64_t gend = d0[g1 - 1].start + d0[g1 - 1].length;
-      uint8_t e[kIndexEntrySize];
-      st32(e, static_cast<uint32_t>(gstart - base_));
-      st32(e + 4, static_cast<uint32_t>(out.func_data.size()));
-      out.func_index.insert(out.func_index.end(), e, e + kIndexEntrySize);
-      lists.clear();
+      Group& g = plan.emplace_back(Group{gstart, {}});
+      auto& lists = g.lists;
       lists.emplace_back();
       for (size_t i = g0; i < g1; i++) lists[0].push_back({&d0[i], d0[i].start, d0[i].start + d0[i].length});
       for (size_t d = 1; d < dx_.by_depth.size(); d++) {
@@ -491,22 +539,65 @@ class ModuleEncoder {
         if (pcs.empty()) break;
         lists.push_back(std::move(pcs));
       }
-      put_uleb(out.func_data, lists.size());
-      for (size_t d = 0; d < lists.size(); d++) {
-        list.clear();
-        ListState st;
-        uint64_t prev_end = gstart;
-        for (const Piece& p : lists[d]) {
-          encode_record(list, *p.r, p.start, p.end, p.start - prev_end, st);
-          prev_end = p.end;
+    }
+    auto list_head = [](const std::vector<Piece>& l) {
+      const Piece& last = l.back();
+      const bool continues = last.end < last.r->start + last.r->length;
+      return (uint64_t{l.size()} << 1) | (continues ? 1 : 0);
+    };
+    auto add_index = [&](uint64_t gstart, size_t off) {
+      uint8_t e[kIndexEntrySize];
+      st32(e, static_cast<uint32_t>(gstart - base_));
+      st32(e + 4, static_cast<uint32_t>(off));
+      out.func_index.insert(out.func_index.end(), e, e + kIndexEntrySize);
+    };
+    // A group's fields into `k` (format 3: the codes; format 2 writes list byte counts, below).
+    auto records = [&](auto& k, const std::vector<Piece>& l, uint64_t gstart) {
+      ListState st;
+      uint64_t prev_end = gstart;
+      for (const Piece& p : l) {
+        encode_record(k, *p.r, p.start, p.end, p.start - prev_end, st);
+        prev_end = p.end;
+      }
+    };
+    if (version_ == 2) {
+      std::vector<uint8_t> list;
+      for (const Group& g : plan) {
+        add_index(g.start, out.func_data.size());
+        put_uleb(out.func_data, g.lists.size());
+        for (const auto& l : g.lists) {
+          list.clear();
+          ByteSink k{list};
+          records(k, l, g.start);
+          put_uleb(out.func_data, list_head(l));
+          put_uleb(out.func_data, list.size());
+          out.func_data.insert(out.func_data.end(), list.begin(), list.end());
         }
-        const Piece& last = lists[d].back();
-        const bool continues = last.end < last.r->start + last.r->length;
-        put_uleb(out.func_data, (lists[d].size() << 1) | (continues ? 1 : 0));
-        put_uleb(out.func_data, list.size());
-        out.func_data.insert(out.func_data.end(), list.begin(), list.end());
+      }
+      return;
+    }
+    std::vector<entropy::Counts> counts(kRangeCtxCount);
+    CountSink cs{counts};
+    for (const Group& g : plan) {
+      cs.u(kCtxNdepth, g.lists.size());
+      for (const auto& l : g.lists) {
+        cs.u(kCtxListHead, list_head(l));
+        records(cs, l, g.start);
       }
     }
+    entropy::BitWriter w;
+    const std::vector<entropy::Code> codes = make_codes(counts, w);
+    BitSink bs{w, codes};
+    for (const Group& g : plan) {
+      add_index(g.start, w.bytes().size());
+      bs.u(kCtxNdepth, g.lists.size());
+      for (const auto& l : g.lists) {
+        bs.u(kCtxListHead, list_head(l));
+        records(bs, l, g.start);
+      }
+      w.align();
+    }
+    out.func_data = std::move(w.bytes());
   }
 
   void encode_pads(ModuleParts& out) const {
@@ -533,64 +624,97 @@ class ModuleEncoder {
     }
   }
 
-  void encode_rows(ModuleParts& out) const {
+  /// One row's fields against the previous row of its block `s` (zero before the first).
+  template <class Sink>
+  void encode_row(Sink& k, const UnwindRowRecord& r, const UnwindRowRecord& s, uint8_t& prev_head,
+                  uint64_t delta) const {
+    k.u(kCtxRowDelta, delta);
+    const uint8_t head = static_cast<uint8_t>(r.kind | (r.signal_frame ? kRowHeadSignal : 0) |
+                                              (r.from_debug_frame ? kRowHeadDebugFrame : 0) | (r.ra_kind << 5));
+    size_t keep = 0;  // common prefix with the previous row's saved registers
+    while (keep < r.nsaved && keep < s.nsaved && r.saved_reg[keep] == s.saved_reg[keep] &&
+           r.saved_off[keep] == s.saved_off[keep])
+      keep++;
+    const bool saved_same = keep == r.nsaved && keep == s.nsaved;
+    bool packed = true;
+    for (size_t i = keep; i < r.nsaved; i++)
+      packed = packed && r.saved_reg[i] < 16 && r.saved_off[i] < 0 && r.saved_off[i] >= -16;
+    const uint8_t mask = static_cast<uint8_t>(
+        (r.cfa_reg != s.cfa_reg ? kRowCfaReg : 0) | (r.cfa_off != s.cfa_off ? kRowCfaOff : 0) |
+        (r.ra_reg != s.ra_reg ? kRowRaReg : 0) | (r.ra_off != s.ra_off ? kRowRaOff : 0) |
+        (saved_same ? 0 : kRowSaved) | (head != prev_head ? kRowHead : 0) |
+        (!saved_same && packed && keep < r.nsaved ? kRowPacked : 0));
+    prev_head = head;
+    k.sym(kCtxRowMask, mask);
+    if (mask & kRowHead) k.sym(kCtxRowHead, head);
+    if (mask & kRowCfaReg) k.sym(kCtxRowCfaReg, r.cfa_reg);
+    if (mask & kRowCfaOff) k.s(kCtxRowCfaOff, version_ == 2 ? int64_t{r.cfa_off} : int64_t{r.cfa_off} - s.cfa_off);
+    if (mask & kRowRaReg) k.sym(kCtxRowRaReg, r.ra_reg);
+    if (mask & kRowRaOff) k.sym(kCtxRowRaOff, static_cast<uint8_t>(r.ra_off));
+    if (mask & kRowSaved) {
+      k.sym(kCtxRowKeepAdd, static_cast<uint8_t>(keep << 4 | (r.nsaved - keep)));
+      for (size_t i = keep; i < r.nsaved; i++) {
+        if (mask & kRowPacked) {
+          k.sym(kCtxRowPacked, static_cast<uint8_t>(r.saved_reg[i] << 4 | (-r.saved_off[i] - 1)));
+        } else {
+          k.sym(kCtxRowSavedReg, r.saved_reg[i]);
+          k.sym(kCtxRowSavedOff, static_cast<uint8_t>(r.saved_off[i]));
+        }
+      }
+    }
+  }
+
+  /// Every row into `k`, calling block(i, pc) before the first row of each block.
+  template <class Sink, class Block>
+  void rows(Sink& k, Block block) const {
     UnwindRowRecord s;
     uint64_t prev = 0;
     uint8_t prev_head = 0;
     for (size_t i = 0; i < m_.unwind_rows.size(); i++) {
       const UnwindRowRecord& r = m_.unwind_rows[i];
-      if (i % kRowBlock == 0) {
-        uint8_t e[kIndexEntrySize];
-        st32(e, static_cast<uint32_t>(r.pc - base_));
-        st32(e + 4, static_cast<uint32_t>(out.row_data.size()));
-        out.row_index.insert(out.row_index.end(), e, e + kIndexEntrySize);
+      if (i % (version_ == 2 ? kRowBlock : kRowBlock3) == 0) {
+        block(r.pc);
         prev = r.pc;
         s = UnwindRowRecord{};
         s.nsaved = 0;
         prev_head = 0;
       }
-      std::vector<uint8_t>& b = out.row_data;
-      put_uleb(b, r.pc - prev);
+      encode_row(k, r, s, prev_head, r.pc - prev);
       prev = r.pc;
-      const uint8_t head = static_cast<uint8_t>(r.kind | (r.signal_frame ? kRowHeadSignal : 0) |
-                                                (r.from_debug_frame ? kRowHeadDebugFrame : 0) | (r.ra_kind << 5));
-      size_t keep = 0;  // common prefix with the previous row's saved registers
-      while (keep < r.nsaved && keep < s.nsaved && r.saved_reg[keep] == s.saved_reg[keep] &&
-             r.saved_off[keep] == s.saved_off[keep])
-        keep++;
-      const bool saved_same = keep == r.nsaved && keep == s.nsaved;
-      bool packed = true;
-      for (size_t k = keep; k < r.nsaved; k++)
-        packed = packed && r.saved_reg[k] < 16 && r.saved_off[k] < 0 && r.saved_off[k] >= -16;
-      const uint8_t mask = static_cast<uint8_t>(
-          (r.cfa_reg != s.cfa_reg ? kRowCfaReg : 0) | (r.cfa_off != s.cfa_off ? kRowCfaOff : 0) |
-          (r.ra_reg != s.ra_reg ? kRowRaReg : 0) | (r.ra_off != s.ra_off ? kRowRaOff : 0) |
-          (saved_same ? 0 : kRowSaved) | (head != prev_head ? kRowHead : 0) |
-          (!saved_same && packed && keep < r.nsaved ? kRowPacked : 0));
-      prev_head = head;
-      b.push_back(mask);
-      if (mask & kRowHead) b.push_back(head);
-      if (mask & kRowCfaReg) b.push_back(r.cfa_reg);
-      if (mask & kRowCfaOff) put_sleb(b, r.cfa_off);
-      if (mask & kRowRaReg) b.push_back(r.ra_reg);
-      if (mask & kRowRaOff) b.push_back(static_cast<uint8_t>(r.ra_off));
-      if (mask & kRowSaved) {
-        b.push_back(static_cast<uint8_t>(keep << 4 | (r.nsaved - keep)));
-        for (size_t k = keep; k < r.nsaved; k++) {
-          if (mask & kRowPacked) {
-            b.push_back(static_cast<uint8_t>(r.saved_reg[k] << 4 | (-r.saved_off[k] - 1)));
-          } else {
-            b.push_back(r.saved_reg[k]);
-            b.push_back(static_cast<uint8_t>(r.saved_off[k]));
-          }
-        }
-      }
       s = r;
     }
   }
 
+  void encode_rows(ModuleParts& out) const {
+    auto add_index = [&](uint64_t pc, size_t off) {
+      uint8_t e[kIndexEntrySize];
+      st32(e, static_cast<uint32_t>(pc - base_));
+      st32(e + 4, static_cast<uint32_t>(off));
+      out.row_index.insert(out.row_index.end(), e, e + kIndexEntrySize);
+    };
+    if (version_ == 2) {
+      ByteSink k{out.row_data};
+      rows(k, [&](uint64_t pc) { add_index(pc, out.row_data.size()); });
+      return;
+    }
+    if (m_.unwind_rows.empty()) return;
+    std::vector<entropy::Counts> counts(kRowCtxCount);
+    CountSink cs{counts};
+    rows(cs, [](uint64_t) {});
+    entropy::BitWriter w;
+    const std::vector<entropy::Code> codes = make_codes(counts, w);
+    BitSink bs{w, codes};
+    rows(bs, [&](uint64_t pc) {
+      w.align();
+      add_index(pc, w.bytes().size());
+    });
+    w.align();
+    out.row_data = std::move(w.bytes());
+  }
+
   const ModuleContents& m_;
   std::string label_;
+  uint32_t version_;
   DepthIndex dx_;
   std::vector<bool> implicit_;
   StringTable st_;
@@ -599,7 +723,12 @@ class ModuleEncoder {
 
 }  // namespace
 
-Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
+Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) { return write_bundle(contents, kFormatVersion); }
+
+Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32_t version) {
+  if (version < kMinFormatVersion || version > kFormatVersion)
+    return make_error(SPROV_ERR_BUNDLE, "bundle writer: format version %u is not %u..%u", version, kMinFormatVersion,
+                      kFormatVersion);
   if (contents.modules.size() > kMaxModules)
     return make_error(SPROV_ERR_BUNDLE, "bundle writer: %zu modules exceed %zu", contents.modules.size(),
                       kMaxModules);
@@ -617,7 +746,7 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
   std::vector<uint8_t> symtab_sec;  // kSecSymtabRanges
   bool any_blob = false;
   for (const ModuleContents& m : mods) {
-    auto parts = ModuleEncoder(m, module_label(m)).encode();
+    auto parts = ModuleEncoder(m, module_label(m), version).encode();
     if (!parts) return std::move(parts).error();
     const ModuleParts& p = parts.value();
     uint8_t rec[kModuleSize] = {};
@@ -633,8 +762,8 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
       st64(rec + field + 8, bytes / unit);
       sec[t].insert(sec[t].end(), data, data + bytes);
     };
-    std::vector<uint8_t> offs(p.offs.size() * kStrOffSize);
-    for (size_t i = 0; i < p.offs.size(); i++) st32(offs.data() + i * kStrOffSize, p.offs[i]);
+    std::vector<uint8_t> offs(version == 2 ? p.offs.size() * kStrOffSize : 0);  // format 3: derived from the NULs
+    for (size_t i = 0; i < offs.size() / kStrOffSize; i++) st32(offs.data() + i * kStrOffSize, p.offs[i]);
     slice(kModStrings, kSecStrings, p.strings.data(), p.strings.size(), 1);
     slice(kModStrOffs, kSecStrOffs, offs.data(), offs.size(), kStrOffSize);
     slice(kModFuncIndex, kSecFuncIndex, p.func_index.data(), p.func_index.size(), kIndexEntrySize);
@@ -691,7 +820,7 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) {
   off = align_up(off + symtab_sec.size());
   std::vector<uint8_t> out(off, 0);
   std::memcpy(out.data(), kMagic, sizeof kMagic);
-  st32(out.data() + 8, kFormatVersion);
+  st32(out.data() + 8, version);
   st32(out.data() + 12, nsec);
   st64(out.data() + 16, out.size());
   if (!symtab_sec.empty()) {

@@ -268,7 +268,7 @@ TEST_CASE("bundle C ABI: a bundle file truncated after open gives an error, not 
   bundle::ModuleContents m;
   m.id = {bundle::IdKind::kElfBuildId, std::vector<uint8_t>(20, 0x5e)};
   m.name = "big.so";
-  for (int i = 0; i < 6000; ++i) {  // records over many pages
+  for (int i = 0; i < 12000; ++i) {  // records over many pages (format 3: ~100 KB)
     bundle::RangeRecord r;
     r.start = 0x1000 + 0x40 * static_cast<uint64_t>(i);
     r.length = 0x40;
