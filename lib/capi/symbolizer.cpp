@@ -72,6 +72,11 @@ Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer
   m.path = module_path;
   auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
   if (!mod.ok()) return std::move(mod).error();
+  if (!mod.value()->has_elf() && mod.value()->object()) {
+    const std::string_view fmt = mod.value()->object()->format_name();
+    return make_error(SPROV_ERR_UNSUPPORTED, "%s: a %.*s file: symbols are read from ELF files only so far (DWARF in PE "
+                      "and PDBs are not read yet)", module_path, static_cast<int>(fmt.size()), fmt.data());
+  }
   if (!mod.value()->has_elf())
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path);
   sym->path_cached = module_path;

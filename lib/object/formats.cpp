@@ -3,12 +3,14 @@
 // an ObjectImage implementation and a Format, and one line here (doc/architecture.md).
 #include "elf/elf_object.hpp"
 #include "object/object_image.hpp"
+#include "pe/pe_object.hpp"
 
 namespace stackprov::object {
 
 std::span<const Format* const> builtin_formats() {
   static const Format* const kFormats[] = {
       &elf::kElfFormat,
+      &pe::kPeFormat,
   };
   return kFormats;
 }

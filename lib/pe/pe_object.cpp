@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+// PeObject: a checked PE/COFF reader (PE32 and PE32+) as an object::ObjectImage, and PE's registry entry.
+#include "pe/pe_object.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include "core/mapped_file.hpp"
+#include "core/module_cache.hpp"
+#include "core/open_file.hpp"
+
+namespace stackprov::pe {
+
+namespace {
+
+uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t rd32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+uint64_t rd64(const uint8_t* p) { return rd32(p) | (static_cast<uint64_t>(rd32(p + 4)) << 32); }
+
+constexpr uint32_t kLfanewAt = 0x3c;
+constexpr size_t kCoffHeader = 20;
+constexpr size_t kSectionHeader = 40;
+constexpr size_t kSymbolSize = 18;  // COFF symbol table entries, before the string table
+constexpr size_t kDebugEntrySize = 28;
+
+bool sniff_pe(std::span<const uint8_t> head) {
+  // "MZ" and a PE header offset: the "PE\0\0" signature itself may lie past the sniffed bytes.
+  return head.size() >= kLfanewAt + 4 && head[0] == 'M' && head[1] == 'Z' && rd32(head.data() + kLfanewAt) >= 0x40;
+}
+
+Result<std::shared_ptr<object::ObjectImage>> open_pe(const std::string& path) {
+  auto o = PeObject::open(path);
+  if (!o.ok()) return std::move(o).error();
+  return std::shared_ptr<object::ObjectImage>(o.value());
+}
+
+Result<std::shared_ptr<object::ObjectImage>> pe_from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  auto o = PeObject::from_bytes(std::move(bytes), std::move(name));
+  if (!o.ok()) return std::move(o).error();
+  return std::shared_ptr<object::ObjectImage>(o.value());
+}
+
+}  // namespace
+
+const object::Format kPeFormat{"pe", sniff_pe, open_pe, pe_from_bytes};
+
+std::string symbol_server_key(const ModuleId& id) {
+  if (id.kind != IdKind::kPdbGuidAge || id.len != 20) return {};
+  const uint8_t* g = id.bytes;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%08X%04X%04X", rd32(g), rd16(g + 4), rd16(g + 6));
+  std::string out = buf;
+  for (int i = 8; i < 16; i++) {
+    std::snprintf(buf, sizeof buf, "%02X", g[i]);
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "%X", rd32(g + 16));
+  return out + buf;
+}
+
+ModuleId pdb_id(const CodeView& cv) {
+  uint8_t b[20];
+  std::memcpy(b, cv.guid, 16);
+  for (int i = 0; i < 4; i++) b[16 + i] = static_cast<uint8_t>(cv.age >> (8 * i));
+  return ModuleId::from_bytes(b, sizeof b, IdKind::kPdbGuidAge);
+}
+
+PeObject::~PeObject() {
+  if (map_ != nullptr) unmap_file(map_, size_);
+}
+
+Result<std::shared_ptr<PeObject>> PeObject::open(const std::string& path) {
+  std::shared_ptr<PeObject> o(new PeObject());
+  o->path_ = path;
+  // Regular files only, without running a device's open or waiting on a FIFO (core/open_file.hpp).
+  int open_err = 0;
+  const int fd = open_regular_file(path, &open_err);
+  if (fd < 0) {
+    if (open_err == EINVAL) return make_error(SPROV_ERR_BAD_FORMAT, "%s: not a regular file", path.c_str());
+    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    close(fd);
+    return make_error(S_ISREG(st.st_mode) ? -err : SPROV_ERR_BAD_FORMAT, "%s: not a readable regular file", path.c_str());
+  }
+  if (st.st_size < 0x40) {
+    close(fd);
+    return make_error(SPROV_ERR_BAD_FORMAT, "%s: %lld bytes are too few for a PE file", path.c_str(),
+                      static_cast<long long>(st.st_size));
+  }
+  // A file the target controls may be any size: bounded (core/mapped_file.hpp).
+  if (Status lim = check_file_size(path, static_cast<uint64_t>(st.st_size)); !lim) {
+    close(fd);
+    return lim.error();
+  }
+  o->identity_ = file_identity_of(st);
+  o->target_root_ = target_root_of(path);
+  // Guarded: a file another user truncates while mapped reads as zeros past its new end.
+  auto mapped = map_file(fd, static_cast<size_t>(st.st_size), false, path);
+  close(fd);
+  if (!mapped) return std::move(mapped).error();
+  o->map_ = mapped.value();
+  o->data_ = static_cast<const uint8_t*>(o->map_);
+  o->size_ = static_cast<size_t>(st.st_size);
+  if (Status s = o->parse(); !s) return s.error();
+  return o;
+}
+
+Result<std::shared_ptr<PeObject>> PeObject::from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  std::shared_ptr<PeObject> o(new PeObject());
+  o->path_ = std::move(name);
+  o->owned_ = std::move(bytes);
+  o->data_ = o->owned_.data();
+  o->size_ = o->owned_.size();
+  if (Status s = o->parse(); !s) return s.error();
+  return o;
+}
+
+bool PeObject::file_changed() const { return map_ != nullptr && file_map_faulted(map_); }
+
+Status PeObject::parse() {
+  const char* p = path_.c_str();
+  auto bad = [&](const char* what, uint64_t v) {
+    return make_error(SPROV_ERR_BAD_FORMAT, "%s: %s (0x%" PRIx64 ")", p, what, v);
+  };
+  if (size_ < 0x40 || data_[0] != 'M' || data_[1] != 'Z') return bad("not a PE file: no MZ header", size_);
+  const uint32_t lfanew = rd32(data_ + kLfanewAt);
+  if (lfanew > size_ || size_ - lfanew < 4 + kCoffHeader) return bad("PE header offset beyond the file", lfanew);
+  if (std::memcmp(data_ + lfanew, "PE\0\0", 4) != 0) return bad("not a PE file: no PE signature at the header offset", lfanew);
+  const uint8_t* coff = data_ + lfanew + 4;
+  machine_ = rd16(coff);
+  const uint32_t nsec = rd16(coff + 2);
+  timestamp_ = rd32(coff + 4);
+  const uint32_t symtab_off = rd32(coff + 8), nsyms = rd32(coff + 12);
+  const uint32_t opt_size = rd16(coff + 16);
+  switch (machine_) {
+    case kMachineAmd64: arch_ = Arch::kX86_64; break;
+    case kMachineArm64: arch_ = Arch::kArm64; break;
+    default: return bad("machine type not supported (x86-64 0x8664 and arm64 0xaa64 are)", machine_);
+  }
+  const uint64_t opt_at = uint64_t{lfanew} + 4 + kCoffHeader;
+  if (opt_size < 2 || opt_at + opt_size > size_) return bad("optional header beyond the file", opt_size);
+  const uint8_t* opt = data_ + opt_at;
+  const uint16_t magic = rd16(opt);
+  if (magic != 0x20b && magic != 0x10b) return bad("optional header magic is neither PE32+ 0x20b nor PE32 0x10b", magic);
+  pe32plus_ = magic == 0x20b;
+  const uint32_t dirs_at = pe32plus_ ? 112 : 96;
+  if (opt_size < dirs_at) return bad("optional header too short", opt_size);
+  image_base_ = pe32plus_ ? rd64(opt + 24) : rd32(opt + 28);
+  size_of_image_ = rd32(opt + 56);
+  size_of_headers_ = rd32(opt + 60);
+  const uint32_t ndirs = rd32(opt + dirs_at - 4);
+  if (ndirs > 16 || dirs_at + uint64_t{ndirs} * 8 > opt_size)
+    return bad("data directory count beyond the optional header (at most 16)", ndirs);
+  for (uint32_t i = 0; i < ndirs; i++) dirs_.push_back({rd32(opt + dirs_at + 8 * i), rd32(opt + dirs_at + 8 * i + 4)});
+
+  // Sections; long names "/123" are offsets into the COFF string table after the symbols.
+  if (nsec > kMaxSections) return bad("section count exceeds 4096", nsec);
+  const uint64_t sec_at = opt_at + opt_size;
+  if (sec_at + uint64_t{nsec} * kSectionHeader > size_) return bad("section table beyond the file", nsec);
+  const uint64_t strtab_at = uint64_t{symtab_off} + uint64_t{nsyms} * kSymbolSize;
+  const bool have_strtab = symtab_off != 0 && strtab_at + 4 <= size_;
+  const uint64_t strtab_size = have_strtab ? std::min<uint64_t>(rd32(data_ + strtab_at), size_ - strtab_at) : 0;
+  for (uint32_t i = 0; i < nsec; i++) {
+    const uint8_t* h = data_ + sec_at + uint64_t{i} * kSectionHeader;
+    Section s;
+    s.name.assign(reinterpret_cast<const char*>(h), strnlen(reinterpret_cast<const char*>(h), 8));
+    if (s.name.size() > 1 && s.name[0] == '/') {
+      uint64_t off = 0;
+      bool digits = true;
+      for (size_t k = 1; k < s.name.size(); k++) {
+        digits = digits && s.name[k] >= '0' && s.name[k] <= '9';
+        off = off * 10 + static_cast<uint64_t>(s.name[k] - '0');
+      }
+      if (!digits || !have_strtab || off < 4 || off >= strtab_size)
+        return make_error(SPROV_ERR_BAD_FORMAT, "%s: section %u's long name \"%s\" is outside the COFF string table (%" PRIu64
+                          " bytes)", p, i, s.name.c_str(), strtab_size);
+      const char* n = reinterpret_cast<const char*>(data_ + strtab_at + off);
+      s.name.assign(n, strnlen(n, static_cast<size_t>(strtab_size - off)));
+    }
+    s.vsize = rd32(h + 8);
+    s.rva = rd32(h + 12);
+    s.raw_size = rd32(h + 16);
+    s.raw_offset = rd32(h + 20);
+    s.characteristics = rd32(h + 36);
+    if (s.raw_size != 0 && (s.raw_offset > size_ || s.raw_size > size_ - s.raw_offset))
+      return make_error(SPROV_ERR_BAD_FORMAT, "%s: section %s's raw data 0x%x+0x%x is beyond the file (%zu bytes)", p,
+                        s.name.c_str(), s.raw_offset, s.raw_size, size_);
+    if (uint64_t{s.rva} + std::max(s.vsize, s.raw_size) > (uint64_t{1} << 32))
+      return make_error(SPROV_ERR_BAD_FORMAT, "%s: section %s at RVA 0x%x wraps past 4 GiB", p, s.name.c_str(), s.rva);
+    sections_.push_back(std::move(s));
+  }
+
+  // The debug directory: every entry; the first CodeView RSDS record is the identity.
+  const DataDirectory dd = directory(kDirDebug);
+  if (dd.size != 0) {
+    const uint32_t n = dd.size / kDebugEntrySize;
+    if (n > kMaxDebugEntries) return bad("debug directory has more than 64 entries", n);
+    const auto dir = at_rva(dd.rva, n * static_cast<uint32_t>(kDebugEntrySize));
+    if (dir.empty()) return bad("debug directory outside the sections", dd.rva);
+    for (uint32_t i = 0; i < n; i++) {
+      const uint8_t* e = dir.data() + i * kDebugEntrySize;
+      DebugEntry d{rd32(e + 12), rd32(e + 16), rd32(e + 20), rd32(e + 24)};
+      debug_.push_back(d);
+      if (d.type != kDebugTypeCodeView || codeview_) continue;
+      // The record by its file offset (the RVA may be 0 for a record not loaded).
+      if (d.file_offset > size_ || d.size > size_ - d.file_offset || d.size < 24) continue;
+      const uint8_t* r = data_ + d.file_offset;
+      if (std::memcmp(r, "RSDS", 4) != 0) continue;  // NB10 (PDB 2.0) and others: no GUID
+      CodeView cv;
+      std::memcpy(cv.guid, r + 4, 16);
+      cv.age = rd32(r + 20);
+      cv.pdb_path.assign(reinterpret_cast<const char*>(r + 24), strnlen(reinterpret_cast<const char*>(r + 24), d.size - 24));
+      id_ = pdb_id(cv);
+      codeview_ = std::move(cv);
+    }
+  }
+  return {};
+}
+
+std::span<const uint8_t> PeObject::at_rva(uint32_t rva, uint32_t len) const {
+  const uint64_t end = uint64_t{rva} + len;
+  if (end <= size_of_headers_ && end <= size_) return {data_ + rva, len};
+  for (const Section& s : sections_) {
+    if (rva < s.rva || end > uint64_t{s.rva} + s.raw_size) continue;
+    return {data_ + s.raw_offset + (rva - s.rva), len};
+  }
+  return {};
+}
+
+std::optional<object::SectionRef> PeObject::section(std::string_view name) const {
+  for (const Section& s : sections_) {
+    if (s.name != name) continue;
+    const uint32_t n = s.vsize != 0 ? std::min(s.vsize, s.raw_size) : s.raw_size;
+    return object::SectionRef{s.name, data_ + s.raw_offset, n, image_base_ + s.rva};
+  }
+  return std::nullopt;
+}
+
+bool PeObject::read_code(uint64_t vaddr, void* buf, size_t len) const {
+  if (vaddr < image_base_ || vaddr - image_base_ > UINT32_MAX || len > UINT32_MAX) return false;
+  const auto b = at_rva(static_cast<uint32_t>(vaddr - image_base_), static_cast<uint32_t>(len));
+  if (b.size() != len) return false;
+  std::memcpy(buf, b.data(), len);
+  return true;
+}
+
+std::vector<object::UnwindTable> PeObject::unwind_tables() const {
+  const DataDirectory ex = directory(kDirException);
+  if (ex.size == 0) return {};
+  const auto b = at_rva(ex.rva, ex.size);
+  if (b.empty()) return {};
+  return {object::UnwindTable{"pdata", object::SectionRef{".pdata", b.data(), b.size(), image_base_ + ex.rva}, {}}};
+}
+
+std::vector<object::Segment> PeObject::loaded_segments() const {
+  std::vector<object::Segment> out;
+  for (const Section& s : sections_)
+    if (s.raw_size != 0 && s.rva != 0)
+      out.push_back({image_base_ + s.rva, s.raw_offset, s.vsize != 0 ? std::min(s.vsize, s.raw_size) : s.raw_size});
+  return out;
+}
+
+std::vector<object::CodeSection> PeObject::code_sections() const {
+  std::vector<object::CodeSection> out;
+  for (const Section& s : sections_) {
+    if ((s.characteristics & (kScnCode | kScnExecute)) == 0) continue;
+    object::CodeSection c;
+    c.addr = image_base_ + s.rva;
+    c.end = c.addr + s.vsize;
+    c.bytes = section(s.name);
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace stackprov::pe
