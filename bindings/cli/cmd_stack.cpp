@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "args.hpp"
@@ -21,8 +22,8 @@ constexpr const char* kUsage =
     "       stackprov stack --core FILE [-e|--exe PATH] [--sysroot DIR] [--store DIR] [--tid TID]\n"
     "                       [--max-frames N] [--json] [--no-lines]\n"
     "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
-    "       (all forms also take --resolvers LIST and --python auto|off|only; values as --opt=VALUE\n"
-    "       or --opt VALUE)\n";
+    "       (all forms also take --resolvers LIST, --python auto|off|only and --verbose; values as\n"
+    "       --opt=VALUE or --opt VALUE)\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -63,6 +64,13 @@ constexpr const char* kHelp =
     "                    gopclntab, symtab, dynsym, demangle (default debuginfod,bundle,dwarf,\n"
     "                    gopclntab,symtab,dynsym,demangle)\n"
     "  --no-lines        function names only: no DWARF source lines or inline chains\n"
+    "  --verbose, --why  on stderr, after each thread's stack, for each module of its frames once:\n"
+    "                    each step of the resolver policy in order, each path and URL it looked\n"
+    "                    at (the module, the build-id path under each debug directory, each\n"
+    "                    .gnu_debuglink place, each DEBUGINFOD_URLS server) and why it did not\n"
+    "                    serve (missing, identity mismatch naming both build-ids, crc mismatch,\n"
+    "                    fetch failed with libdebuginfod's error, no DWARF); then each frame whose\n"
+    "                    module has DWARF that does not cover its address. stdout is unchanged\n"
     "  --python MODE     auto (default): Python frames interleaved with the native frames;\n"
     "                    only: the Python frames alone; off: native frames only. JSON: a\n"
     "                    runtime frame is {\"index\",\"pc\",\"sp\",\"method\":\"runtime\",\n"
@@ -192,6 +200,7 @@ struct StackArgs {
   bool offline = false;
   bool json = false;
   bool lines = true;
+  bool verbose = false;
 };
 
 /// Reports a library failure naming `what` on one line, e.g. "cannot capture pid 42: ...".
@@ -224,6 +233,10 @@ int cmd_stack(int argc, char** argv) {
     }
     if (arg == "--offline") {
       a.offline = true;
+      continue;
+    }
+    if (arg == "--verbose" || arg == "--why") {
+      a.verbose = true;
       continue;
     }
     struct Valued {
@@ -338,8 +351,12 @@ int cmd_stack(int argc, char** argv) {
   uopts.max_frames = static_cast<uint32_t>(max_frames);
   sprov_unwinder* uw = nullptr;
   sprov_symbolizer* sym = nullptr;
+  sprov_symbolizer_opts sopts{};
+  sopts.sz = sizeof(sopts);
+  sopts.flags = a.verbose ? SPROV_SYM_EXPLAIN : 0;  // without it the resolvers gather nothing for --verbose
+  std::set<std::string> explained;                 // --verbose: modules whose attempts were printed
   if ((rc = sprov_unwinder_new(ctx, &uopts, &uw)) != 0 ||
-      (rc = sprov_symbolizer_new(ctx, nullptr, &sym)) != 0) {
+      (rc = sprov_symbolizer_new(ctx, &sopts, &sym)) != 0) {
     library_error("unwinder", rc);
     sprov_unwinder_free(uw);
     sprov_process_free(proc);
@@ -391,6 +408,10 @@ int cmd_stack(int argc, char** argv) {
       stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines);
     } else {
       stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines);
+    }
+    if (a.verbose) {
+      fflush(stdout);  // this thread's stack, then why its modules are named as they are
+      stackprov_cli::print_stack_attempts(stderr, sym, stack, t, &explained);
     }
     const int stop = sprov_stack_stop_reason(stack);
     if (stop != SPROV_STOP_END_OF_STACK && stop != SPROV_STOP_MAX_FRAMES && incomplete_threads++ == 0)

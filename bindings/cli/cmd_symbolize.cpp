@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "print.hpp"
 #include "stackprov/stackprov.h"
 
 namespace {
@@ -44,6 +45,7 @@ struct Options {
   int64_t context_lines = 0;   // --print-source-context-lines
   Style style = Style::kLlvm;
   bool provenance = false;
+  bool verbose = false;       // --verbose, --why: what each resolver tried, on stderr
   bool debug_symtab = false;  // llvm-symbolizer-14 never names from the debug file's .symtab
   std::vector<std::string> debug_dirs;
   std::vector<std::string> inputs;  // command-line inputs (addresses, or "FILE ADDR" without --obj)
@@ -113,6 +115,18 @@ const char* kUsage =
     "                               dynsym, none), Source (file,\n"
     "                               debuginfod URL or the bundle's sha256:HEX), SourceBuildId\n"
     "                               and Bundle (sha256:HEX or \"\"); other styles: to stderr\n"
+    "  --verbose, --why             on stderr, once per module: each step of the resolver policy\n"
+    "                               in order, each path and URL it looked at (the module, the\n"
+    "                               build-id path under each debug directory, each\n"
+    "                               .gnu_debuglink place, each DEBUGINFOD_URLS server's\n"
+    "                               SERVER/buildid/HEX/debuginfo) and why it did not serve:\n"
+    "                               missing, identity mismatch (both build-ids), crc mismatch,\n"
+    "                               fetch failed (libdebuginfod's error, e.g. Connection\n"
+    "                               refused), no DWARF; then per address the step that\n"
+    "                               answered, and \"no DWARF covering the address\" when the\n"
+    "                               module's DWARF does not describe it. stdout is unchanged\n"
+    "                               (unlike llvm-symbolizer's --verbose, which prints line\n"
+    "                               details on stdout)\n"
     "  --relative-address           accepted for compatibility (no-op for ELF)\n"
     "  --                           every later argument is an input\n"
     "Options take their value as --opt=VALUE or --opt VALUE; single-letter flags group (-aCp).\n"
@@ -370,6 +384,12 @@ class Runner {
       print_plain(rq, std::vector<Frame>(1));
       return {};
     }
+    if (o_.verbose) {
+      fflush(stdout);  // stderr and stdout in request order
+      const std::string module = module_name(rq);
+      stackprov_cli::print_attempts(stderr, "stackprov symbolize", sym_, module, hex(rq.addr) + " in '" + module + "'",
+                                    explained_.insert(module).second, true);
+    }
     if (o_.style == Style::kJson) return json_result(rq, frames);
     if (o_.provenance) fflush(stdout);  // stderr and stdout in request order
     if (o_.provenance)
@@ -491,6 +511,7 @@ class Runner {
   bool failed_ = false;
   bool unsupported_ = false;
   std::set<std::string> reported_;  // modules whose error was printed
+  std::set<std::string> explained_;  // --verbose: modules whose attempts were printed
   std::vector<Frame> frames_;       // the current answer
   std::string resolver_, source_, source_id_, bundle_;
 };
@@ -617,6 +638,9 @@ int parse_args(int argc, char** argv, Options* o) {
       o->context_lines = neg ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);  // <= 0: none, as llvm
     } else if (name == "--provenance") {
       o->provenance = true;
+    } else if (name == "--verbose" || name == "--why") {
+      if (int r = no_value(); r >= 0) return r;
+      o->verbose = true;
     } else if (name == "--debug-symtab") {
       o->debug_symtab = true;
     } else if (name == "--symbols") {
@@ -684,7 +708,11 @@ int cmd_symbolize(int argc, char** argv) {
     return 1;
   }
   sprov_symbolizer* sym = nullptr;
-  if (sprov_symbolizer_new(ctx, nullptr, &sym) != 0) {
+  struct sprov_symbolizer_opts sopts;
+  memset(&sopts, 0, sizeof(sopts));
+  sopts.sz = sizeof(sopts);
+  sopts.flags = o.verbose ? SPROV_SYM_EXPLAIN : 0;  // without it the resolvers gather nothing for --verbose
+  if (sprov_symbolizer_new(ctx, &sopts, &sym) != 0) {
     fprintf(stderr, "stackprov symbolize: %s\n", sprov_last_error_message());
     sprov_context_free(ctx);
     return 1;

@@ -202,6 +202,47 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
   fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
 }
 
+void print_attempts(FILE* f, const char* cmd, sprov_symbolizer* sym, const std::string& module,
+                    const std::string& where, bool with_module, bool answered) {
+  const size_t n = sprov_symbolizer_attempt_count(sym);
+  if (with_module && n > 0)
+    fprintf(f, "%s: why '%s': what each step of the resolver policy looked at, in order:\n", cmd, module.c_str());
+  for (size_t k = 0; k < n; k++) {
+    struct sprov_resolve_attempt a = {};
+    a.sz = sizeof(a);
+    if (sprov_symbolizer_attempt(sym, k, &a) != 0) continue;
+    if (!a.per_address && !with_module) continue;
+    if (a.per_address && a.outcome == SPROV_ATTEMPT_ANSWERED && !answered) continue;
+    std::string line = a.per_address ? std::string(cmd) + ": " + where + ": " : std::string("  ");
+    line += a.resolver;
+    line += ' ';
+    line += *a.looked_at ? a.looked_at : "-";
+    line += ": ";
+    line += a.outcome_name;
+    if (*a.reason) line += std::string(" (") + a.reason + ")";
+    fprintf(f, "%s\n", line.c_str());
+  }
+}
+
+void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+                          std::set<std::string>* explained) {
+  const size_t n = sprov_stack_frame_count(stack);
+  for (size_t i = 0; i < n; i++) {
+    struct sprov_frame fr = {};
+    fr.sz = sizeof(fr);
+    if (sprov_stack_frame(stack, i, &fr) != 0 || fr.module_path == nullptr || *fr.module_path == '\0') continue;
+    struct sprov_runtime_frame rf;
+    if (runtime_frame(stack, i, fr, &rf)) continue;
+    struct sprov_symbol_info info = {};
+    info.sz = sizeof(info);
+    if (sprov_symbolizer_frame_ex(sym, stack, i, 0, &info) != 0) continue;
+    const bool first = explained->insert(fr.module_path).second;
+    char where[96];
+    snprintf(where, sizeof where, "TID %" PRId64 " #%zu 0x%" PRIx64, tid, i, fr.pc);
+    print_attempts(f, "stackprov stack", sym, fr.module_path, where, first, false);
+  }
+}
+
 void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines) {
   fprintf(f, "{\"tid\":%" PRId64 ",\"name\":\"%s\",\"frames\":[", tid, json_escape(name.c_str()).c_str());

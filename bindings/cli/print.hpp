@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -47,6 +48,20 @@ void print_process_json(FILE* f, const sprov_process_info& info);
 /// Whether frame `index` of `stack` is a signal trampoline: the next frame was
 /// restored from the signal frame it set up (SPROV_METHOD_SIGNAL).
 bool is_signal_trampoline(const sprov_stack* stack, size_t index);
+
+/// --verbose (--why): what the resolver policy tried for the last *_ex answer of `sym` (a
+/// symbolizer made with SPROV_SYM_EXPLAIN), on `f`. With `with_module`, the module's attempts
+/// under a "CMD: why 'MODULE' ..." line (the same for every address of a module: print them once
+/// per module); then the attempts about the address, each on a "CMD: WHERE: ..." line, the
+/// answering step's only with `answered` (stack leaves it to its frames' resolver).
+void print_attempts(FILE* f, const char* cmd, sprov_symbolizer* sym, const std::string& module,
+                    const std::string& where, bool with_module, bool answered);
+
+/// `stack --verbose`: print_attempts for the frames of `stack` whose module is named by the
+/// resolver chain, each module's attempts once (`explained` holds the modules already printed);
+/// for a frame only what is about its address and not an answer (DWARF that does not cover it).
+void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+                          std::set<std::string>* explained);
 
 /// Prints each line of `text` (one finding per line) as "stackprov: warning: LINE".
 void print_warnings(FILE* f, const char* text);

@@ -606,13 +606,16 @@ SPROV_API int sprov_resolver_gives_lines(int resolver);
 
 struct sprov_symbolizer_opts {
   size_t sz;
-  uint32_t flags;   /* SPROV_SYM_NO_DEMANGLE */
+  uint32_t flags;   /* sprov_symbolizer_flags */
   uint32_t reserved;
 };
 #define sprov_symbolizer_opts__last_field reserved
 
 enum sprov_symbolizer_flags {
   SPROV_SYM_NO_DEMANGLE = 1u << 0,
+  /* Record why each *_ex answer is what it is: sprov_symbolizer_attempt. Off, the
+   * resolvers gather nothing for it. */
+  SPROV_SYM_EXPLAIN = 1u << 1,
 };
 
 struct sprov_symbol {
@@ -750,6 +753,51 @@ SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* 
 SPROV_API int sprov_symbolizer_use_bundle(sprov_symbolizer* sym, const char* bundle);
 /* Frame `index` (0 = innermost) of the inline chain of the last *_ex answer. */
 SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out);
+
+/* Why an answer is what it is (`stackprov symbolize --verbose`). With SPROV_SYM_EXPLAIN in
+ * sprov_symbolizer_opts.flags, each *_ex call also records what the steps of the resolver
+ * policy tried for the module, in the policy's order, then what happened for the address:
+ * the bundle looked up in the store, the module's own DWARF, each separate debug file path
+ * (build-id path under each debug directory, each .gnu_debuglink place), each debuginfod URL
+ * (one per server of DEBUGINFOD_URLS; libdebuginfod reports one errno for all of them), the Go
+ * pclntab, the symbol tables; and for the address, DWARF that does not cover it and the step
+ * that answered. The module's attempts are the same for every address of the module
+ * (per_address 0): a caller prints them once per module. */
+enum sprov_attempt_outcome {
+  SPROV_ATTEMPT_ANSWERED = 0,          /* this step answered the address */
+  SPROV_ATTEMPT_FOUND = 1,             /* the file or table is there and the step uses it */
+  SPROV_ATTEMPT_MISSING = 2,           /* nothing there (a server: no server has it) */
+  SPROV_ATTEMPT_IDENTITY_MISMATCH = 3, /* a file with another build-id (the reason names both) */
+  SPROV_ATTEMPT_CRC_MISMATCH = 4,      /* a .gnu_debuglink candidate with another CRC32 */
+  SPROV_ATTEMPT_UNREADABLE = 5,        /* there but unreadable (the reason says why) */
+  SPROV_ATTEMPT_FETCH_FAILED = 6,      /* a server did not deliver: connection refused, timeout... */
+  SPROV_ATTEMPT_NO_DWARF = 7,          /* the file has no .debug_info */
+  SPROV_ATTEMPT_NOT_COVERED = 8,       /* the module has DWARF, but not for this address */
+  SPROV_ATTEMPT_NO_SYMBOLS = 9,        /* no such symbol table */
+  SPROV_ATTEMPT_SKIPPED = 10,          /* the step could not run (no store, DEBUGINFOD_URLS unset...) */
+  SPROV_ATTEMPT_NOT_ANSWERED = 11,     /* no step answered the address */
+};
+
+/* One attempt. Strings are never NULL and stay valid until the next *_ex call on `sym`. */
+struct sprov_resolve_attempt {
+  size_t sz;
+  const char* resolver;      /* the policy step: "bundle", "dwarf", "debuginfod", "gopclntab",
+                                "symtab", "dynsym"; for ANSWERED the answer's resolver_name;
+                                "none" for NOT_ANSWERED */
+  const char* looked_at;     /* the path or URL looked at ("" when the step looked at nothing) */
+  int32_t outcome;           /* sprov_attempt_outcome */
+  uint32_t per_address;      /* 1: about this address; 0: about the module */
+  const char* outcome_name;  /* "answered", "found", "missing", "identity mismatch", "crc mismatch",
+                                "unreadable", "fetch failed", "no DWARF", "no DWARF covering the
+                                address", "no symbols", "skipped", "not answered" */
+  const char* reason;        /* why, naming the values: both build-ids, both CRCs, the
+                                server's error ("Connection refused"); may be "" */
+};
+
+/* The number of attempts the last *_ex call recorded (0 without SPROV_SYM_EXPLAIN or NULL). */
+SPROV_API size_t sprov_symbolizer_attempt_count(const sprov_symbolizer* sym);
+/* Attempt `index` of the last *_ex call. */
+SPROV_API int sprov_symbolizer_attempt(const sprov_symbolizer* sym, size_t index, struct sprov_resolve_attempt* out);
 
 #ifdef __cplusplus
 }

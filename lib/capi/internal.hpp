@@ -157,6 +157,8 @@ struct sprov_symbolizer {
   // The resolver chain of sprov_symbolizer_*_ex (context policy): created on first use.
   std::unique_ptr<stackprov::symbolize::ResolverChain> chain;
   stackprov::symbolize::Resolution last;  // the answer whose strings *_ex returned
+  bool explain = false;                   // SPROV_SYM_EXPLAIN: *_ex calls fill `attempts`
+  std::vector<stackprov::symbolize::ResolveAttempt> attempts;  // why `last` is what it is
   stackprov::symbolize::PerfMaps perf_maps;  // JIT frames: /tmp/perf-PID.map by pid (resolver perfmap)
   uint32_t last_flags = 0;
   std::string last_build_id;

@@ -97,7 +97,7 @@ SPROV_API int sprov_symbolizer_new(sprov_context* ctx, const struct sprov_symbol
     *out = nullptr;
     if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_symbolizer_opts), "sprov_symbolizer_opts")) return e;
     uint32_t flags = SPROV_OPTS_GET(opts, sprov_symbolizer_opts, flags, 0u);
-    if (flags & ~static_cast<uint32_t>(SPROV_SYM_NO_DEMANGLE))
+    if (flags & ~static_cast<uint32_t>(SPROV_SYM_NO_DEMANGLE | SPROV_SYM_EXPLAIN))
       return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown symbolizer flags 0x%x", flags));
     if (SPROV_OPTS_GET(opts, sprov_symbolizer_opts, reserved, 0u) != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_opts.reserved must be 0"));
@@ -106,6 +106,7 @@ SPROV_API int sprov_symbolizer_new(sprov_context* ctx, const struct sprov_symbol
     dopts.sysroot = ctx->ctx.config().sysroot;
     auto* s = new sprov_symbolizer();
     s->ctx = ctx;
+    s->explain = (flags & SPROV_SYM_EXPLAIN) != 0;
     const auto& pol = ctx->ctx.config().resolvers;
     const bool demangle = std::find(pol.begin(), pol.end(), "demangle") != pol.end();  // resolver policy
     s->sym = std::make_unique<symbolize::Symbolizer>(demangle && !(flags & SPROV_SYM_NO_DEMANGLE), std::move(dopts));

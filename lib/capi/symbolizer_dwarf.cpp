@@ -24,7 +24,7 @@ symbolize::SymtabPolicy policy(uint32_t flags) {
 }
 
 symbolize::ResolverChain& chain(sprov_symbolizer* sym) {
-  if (!sym->chain) sym->chain = pipeline::resolver_chain(sym->ctx->ctx.config());
+  if (!sym->chain) sym->chain = pipeline::resolver_chain(sym->ctx->ctx.config(), sym->explain);
   return *sym->chain;
 }
 
@@ -109,6 +109,20 @@ int fill_info(sprov_symbolizer* sym, uint32_t flags, struct sprov_symbol_info* o
   return fill_out(out, s, "sprov_symbol_info");
 }
 
+/// SPROV_SYM_EXPLAIN: what the steps tried for the module, then for `addr` (after fill_info, so that
+/// the answer explained is the one returned). Without the flag nothing is computed.
+void explain(sprov_symbolizer* sym, const symbolize::ChainModule* m, uint64_t addr) {
+  sym->attempts.clear();
+  if (!sym->explain) return;
+  if (m == nullptr) {  // not a module's address (a JIT frame, or no module)
+    symbolize::ChainModule none;
+    chain(sym).explain_address(none, addr, sym->last, &sym->attempts);
+    return;
+  }
+  chain(sym).explain_module(*m, &sym->attempts);
+  chain(sym).explain_address(*m, addr, sym->last, &sym->attempts);
+}
+
 /// Fails when the module file this call read shrank under its mapping (another user truncated it:
 /// core/mapped_file.hpp), instead of answering from the zeros that replaced its bytes. Per image,
 /// not the process-wide fault count: another thread's truncated file is not this call's.
@@ -122,6 +136,7 @@ int changed_file(const object::ObjectImage* image, const char* module_path) {
 
 int check(sprov_symbolizer* sym, uint32_t flags, const char* fn) {
   if (sym == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "%s: NULL symbolizer", fn));
+  sym->attempts.clear();  // an error leaves no attempts of an earlier call behind
   if (flags & ~kKnownFlags) return fail(make_error(SPROV_ERR_INVALID_ARG, "%s: unknown flags 0x%x", fn, flags));
   return 0;
 }
@@ -150,7 +165,9 @@ SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module
     chain(sym).resolve(cm, address, policy(flags), &sym->last, &bundle_error);
     if (int e = changed_file(cm.image.get(), module_path)) return e;
     if (bundle_error) return fail(*bundle_error);
-    return fill_info(sym, flags, out);
+    const int rc = fill_info(sym, flags, out);
+    explain(sym, &cm, address);
+    return rc;
   });
 }
 
@@ -170,8 +187,12 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
     view.module_root = stack->module_root;
     view.pid = stack->pid;
     view.jit = stack->jit;
-    pipeline::resolve_frame(*sym->ctx, chain(sym), sym->perf_maps, view, index, policy(flags), &sym->last);
-    return fill_info(sym, flags, out);
+    pipeline::ResolvedAt at;
+    pipeline::resolve_frame(*sym->ctx, chain(sym), sym->perf_maps, view, index, policy(flags), &sym->last,
+                            sym->explain ? &at : nullptr);
+    const int rc = fill_info(sym, flags, out);
+    explain(sym, at.asked ? &at.module : nullptr, at.addr);
+    return rc;
   });
 }
 
@@ -208,7 +229,11 @@ SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* 
       sym->last.frames.emplace_back();
       sym->last.provenance = "none";
     }
-    return fill_info(sym, flags, out);
+    const int rc = fill_info(sym, flags, out);
+    symbolize::ChainModule cm;
+    cm.build_id = id;
+    explain(sym, &cm, address);
+    return rc;
   });
 }
 
@@ -223,6 +248,29 @@ SPROV_API int sprov_symbolizer_use_bundle(sprov_symbolizer* sym, const char* bun
     Status st = c.bundles().use_bundle(bundle);
     if (!st) return fail(st.error());
     return 0;
+  });
+}
+
+SPROV_API size_t sprov_symbolizer_attempt_count(const sprov_symbolizer* sym) {
+  return sym == nullptr ? 0 : sym->attempts.size();
+}
+
+SPROV_API int sprov_symbolizer_attempt(const sprov_symbolizer* sym, size_t index, struct sprov_resolve_attempt* out) {
+  return guard([&] {
+    if (sym == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_attempt: NULL symbolizer"));
+    if (index >= sym->attempts.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "attempt index %zu out of range (%zu attempts%s)", index,
+                             sym->attempts.size(), sym->explain ? "" : "; the symbolizer has no SPROV_SYM_EXPLAIN"));
+    const symbolize::ResolveAttempt& a = sym->attempts[index];
+    struct sprov_resolve_attempt s = {};
+    s.sz = sizeof(s);
+    s.resolver = a.resolver.c_str();
+    s.looked_at = a.looked_at.c_str();
+    s.outcome = static_cast<int32_t>(a.outcome);
+    s.per_address = a.per_address ? 1 : 0;
+    s.outcome_name = symbolize::attempt_outcome_name(a.outcome);
+    s.reason = a.reason.c_str();
+    return fill_out(out, s, "sprov_resolve_attempt");
   });
 }
 

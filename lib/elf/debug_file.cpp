@@ -2,8 +2,11 @@
 // Separate debug file discovery: build-id paths, then .gnu_debuglink with CRC and build-id checks.
 #include "elf/debug_file.hpp"
 
+#include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include <sys/stat.h>
 
@@ -15,8 +18,17 @@ namespace stackprov::elf {
 
 namespace {
 
-bool is_regular_file(const std::string& p, struct stat* out) {
-  return stat_path(p, out) == 0 && S_ISREG(out->st_mode);  // inside a target's root for its paths
+/// Whether `p` is a regular file; else `*why` says what is there instead.
+bool is_regular_file(const std::string& p, struct stat* out, std::string* why) {
+  if (stat_path(p, out) != 0) {  // inside a target's root for its paths
+    *why = strerror(errno);
+    return false;
+  }
+  if (!S_ISREG(out->st_mode)) {
+    *why = "not a regular file";
+    return false;
+  }
+  return true;
 }
 
 std::string join(const std::string& a, const std::string& b) {
@@ -42,9 +54,12 @@ std::string dirname_of(const std::string& p) {
 
 std::string id_text(const ModuleId& id) { return id.empty() ? std::string("(none)") : id.hex(); }
 
+using Outcome = object::DebugFileCandidate::Outcome;
+
 /// The search state: what was tried and the first rejection of each kind.
 struct Search {
   const ElfImage& image;
+  std::vector<object::DebugFileCandidate>* looked_at;  ///< null: the caller does not ask
   std::string tried;
   std::optional<Error> mismatch;
   std::optional<Error> crc_error;
@@ -56,12 +71,20 @@ struct Search {
     tried += p;
   }
 
+  /// What was found at the last path noted (only when the caller asked).
+  void outcome(const char* rule, const std::string& p, Outcome o, std::string reason) {
+    if (looked_at) looked_at->push_back({rule, p, o, std::move(reason)});
+  }
+
   /// Opens `p` and checks its build-id against the image's. `require_id`:
   /// a candidate without a build-id is rejected (build-id paths), otherwise
   /// accepted on the CRC alone (debuglink).
-  std::shared_ptr<ElfImage> accept(const std::string& p, bool require_id) {
+  std::shared_ptr<ElfImage> accept(const char* rule, const std::string& p, bool require_id) {
     auto img = ElfImage::open(p);
-    if (!img.ok()) return nullptr;
+    if (!img.ok()) {
+      outcome(rule, p, Outcome::kUnreadable, img.error().message);
+      return nullptr;
+    }
     const ModuleId& want = image.build_id();
     const ModuleId& got = (*img)->build_id();
     const bool comparable = !want.empty() && (require_id || !got.empty());
@@ -72,8 +95,11 @@ struct Search {
                               image.path().c_str(), p.c_str(), id_text(got).c_str(),
                               id_text(want).c_str());
       }
+      outcome(rule, p, Outcome::kIdentityMismatch,
+              "has build-id " + id_text(got) + ", the module has build-id " + id_text(want));
       return nullptr;
     }
+    outcome(rule, p, Outcome::kUsed, "");
     return img.value();
   }
 
@@ -85,8 +111,9 @@ struct Search {
 }  // namespace
 
 Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
-                                                  const DebugFileOptions& opts) {
-  Search search{image, {}, {}, {}, {}, false};
+                                                  const DebugFileOptions& opts,
+                                                  std::vector<object::DebugFileCandidate>* looked_at) {
+  Search search{image, looked_at, {}, {}, {}, {}, false};
   search.have_self = stat_path(image.path(), &search.self_st) == 0;
   // A target's module (read through /proc/PID/root or map_files) has its debug files in the
   // target's root: the debug directories, like the binary's own directory, are looked up there,
@@ -107,8 +134,12 @@ Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
       const std::string p = join(d, rel);
       search.note(p);
       struct stat st;
-      if (!is_regular_file(p, &st)) continue;
-      if (auto img = search.accept(p, true)) return img;
+      std::string why;
+      if (!is_regular_file(p, &st, &why)) {
+        search.outcome("build-id", p, Outcome::kMissing, why);
+        continue;
+      }
+      if (auto img = search.accept("build-id", p, true)) return img;
     }
   }
 
@@ -131,18 +162,32 @@ Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
     for (const std::string& p : cands) {
       search.note(p);
       struct stat st;
-      if (!is_regular_file(p, &st) || search.is_self(st)) continue;
+      std::string why;
+      if (!is_regular_file(p, &st, &why)) {
+        search.outcome("debuglink", p, Outcome::kMissing, why);
+        continue;
+      }
+      if (search.is_self(st)) {
+        search.outcome("debuglink", p, Outcome::kSelf, "the module itself");
+        continue;
+      }
       auto crc = file_crc32(p);
-      if (!crc.ok()) continue;
+      if (!crc.ok()) {
+        search.outcome("debuglink", p, Outcome::kUnreadable, crc.error().message);
+        continue;
+      }
       if (*crc != link->crc) {
         if (!search.crc_error) {
           search.crc_error = make_error(SPROV_ERR_DEBUGLINK_CRC,
                                         "%s: debug file %s has CRC32 %08x, .gnu_debuglink wants %08x",
                                         image.path().c_str(), p.c_str(), *crc, link->crc);
         }
+        char buf[80];
+        snprintf(buf, sizeof buf, "has CRC32 %08x, .gnu_debuglink wants %08x", *crc, link->crc);
+        search.outcome("debuglink", p, Outcome::kCrcMismatch, buf);
         continue;
       }
-      if (auto img = search.accept(p, false)) return img;
+      if (auto img = search.accept("debuglink", p, false)) return img;
     }
   }
 

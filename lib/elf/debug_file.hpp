@@ -20,7 +20,9 @@ using DebugFileOptions = object::DebugFileOptions;
 /// A candidate whose build-id differs from the image's is rejected; if that is
 /// the only candidate the error is SPROV_ERR_BUILD_ID_MISMATCH naming both ids.
 /// SPROV_ERR_NOT_FOUND (naming the places searched) when nothing is found.
+/// `looked_at`, when given, receives each path in the order above with what was there.
 Result<std::shared_ptr<ElfImage>> find_debug_file(const ElfImage& image,
-                                                  const DebugFileOptions& opts);
+                                                  const DebugFileOptions& opts,
+                                                  std::vector<object::DebugFileCandidate>* looked_at = nullptr);
 
 }  // namespace stackprov::elf

@@ -70,8 +70,8 @@ std::vector<object::CodeSection> ElfObject::code_sections() const {
 }
 
 Result<std::shared_ptr<const object::ObjectImage>> ElfObject::find_debug_file(
-    const object::DebugFileOptions& opts) const {
-  auto dbg = elf::find_debug_file(*image_, opts);
+    const object::DebugFileOptions& opts, std::vector<object::DebugFileCandidate>* looked_at) const {
+  auto dbg = elf::find_debug_file(*image_, opts, looked_at);
   if (!dbg.ok()) return std::move(dbg).error();
   return std::shared_ptr<const object::ObjectImage>(of(dbg.value()));
 }

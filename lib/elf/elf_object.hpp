@@ -57,7 +57,8 @@ class ElfObject final : public object::ObjectImage {
   const std::string& target_root() const override { return image_->target_root(); }
   /// elf::find_debug_file (debug_file.hpp).
   Result<std::shared_ptr<const object::ObjectImage>> find_debug_file(
-      const object::DebugFileOptions& opts) const override;
+      const object::DebugFileOptions& opts,
+      std::vector<object::DebugFileCandidate>* looked_at = nullptr) const override;
   /// .gnu_debugaltlink: file name, NUL, build-id.
   Result<std::optional<object::SupplementaryLink>> supplementary_link() const override;
 

@@ -21,7 +21,8 @@ const std::string& ObjectImage::target_root() const {
   return kNone;
 }
 
-Result<std::shared_ptr<const ObjectImage>> ObjectImage::find_debug_file(const DebugFileOptions&) const {
+Result<std::shared_ptr<const ObjectImage>> ObjectImage::find_debug_file(const DebugFileOptions&,
+                                                                        std::vector<DebugFileCandidate>*) const {
   return make_error(SPROV_ERR_NOT_FOUND, "%s: the %.*s format has no separate debug files", path().c_str(),
                     static_cast<int>(format_name().size()), format_name().data());
 }

@@ -68,6 +68,16 @@ struct DebugFileOptions {
   std::string sysroot;  ///< prefixed to debug dirs and the binary's dir when non-empty
 };
 
+/// One place a separate debug file was looked for, and what was there: the answer to "why has
+/// this module no DWARF" (`stackprov symbolize --verbose`). Gathered only when a caller asks.
+struct DebugFileCandidate {
+  enum class Outcome { kUsed, kMissing, kIdentityMismatch, kCrcMismatch, kUnreadable, kSelf };
+  std::string rule;    ///< the format's rule that named the path (ELF: "build-id", "debuglink")
+  std::string path;
+  Outcome outcome = Outcome::kMissing;
+  std::string reason;  ///< names the values (both build-ids, both CRCs, the open error); "" for kUsed
+};
+
 /// A supplementary debug file that a debug file's DWARF refers to (DWARF 5 section 7.3.6; dwz's
 /// .gnu_debugaltlink): its name (absolute, or relative to the referring file's directory) and the
 /// identity it must have.
@@ -139,8 +149,10 @@ class ObjectImage {
   /// The module's separate debug file, found by the format's own rules (ELF: build-id path, then
   /// .gnu_debuglink with its CRC; later a Mach-O dSYM, a PE file's PDB), its identity checked.
   /// SPROV_ERR_NOT_FOUND naming the places searched when there is none (the default: the format
-  /// has no separate debug files).
-  virtual Result<std::shared_ptr<const ObjectImage>> find_debug_file(const DebugFileOptions& opts) const;
+  /// has no separate debug files). `looked_at`, when given, receives every place looked at in
+  /// order, with what was found there (nothing is gathered without it).
+  virtual Result<std::shared_ptr<const ObjectImage>> find_debug_file(
+      const DebugFileOptions& opts, std::vector<DebugFileCandidate>* looked_at = nullptr) const;
   /// The supplementary debug file this file's DWARF refers to (ELF: .gnu_debugaltlink); nullopt
   /// when it names none, an error (its message says what is wrong) for a malformed or
   /// unidentified link.

@@ -124,8 +124,9 @@ Result<std::shared_ptr<unwind::LoadedModule>> naming_module(Session& session, co
   return acquire_module(src, nullptr, m, module_root);
 }
 
-std::unique_ptr<symbolize::ResolverChain> resolver_chain(const ContextConfig& cfg) {
+std::unique_ptr<symbolize::ResolverChain> resolver_chain(const ContextConfig& cfg, bool record_attempts) {
   symbolize::DwarfResolverOptions o;
+  o.record_attempts = record_attempts;
   o.demangle = false;  // names are demangled per call (flags, policy)
   o.debug.debug_dirs = cfg.debug_dirs;
   o.debug.sysroot = cfg.sysroot;
@@ -151,7 +152,7 @@ bool outside_modules(const StackView& st, const unwind::Frame& f) {
 }
 
 void resolve_frame(Session& session, symbolize::ResolverChain& chain, symbolize::PerfMaps& maps, const StackView& st,
-                   size_t index, symbolize::SymtabPolicy policy, symbolize::Resolution* out) {
+                   size_t index, symbolize::SymtabPolicy policy, symbolize::Resolution* out, ResolvedAt* used) {
   *out = symbolize::Resolution{};
   out->frames.emplace_back();
   const unwind::Frame& f = (*st.frames)[index];
@@ -191,6 +192,7 @@ void resolve_frame(Session& session, symbolize::ResolverChain& chain, symbolize:
   const uint64_t rel = f.pc - m.load_bias;
   std::optional<Error> bundle_error;
   chain.resolve(cm, f.lookup_prev ? rel - 1 : rel, policy, out, &bundle_error);
+  if (used) *used = ResolvedAt{cm, f.lookup_prev ? rel - 1 : rel, true};
   // A stack is named frame by frame: a bundle that cannot be read leaves the frame to the next steps.
   if (bundle_error) session.ctx.log(SPROV_LOG_WARN, "%s", bundle_error->message.c_str());
 }

@@ -79,8 +79,9 @@ Result<std::shared_ptr<unwind::LoadedModule>> naming_module(Session& session, co
                                                             const std::string& module_root);
 
 /// The resolver chain of a context's policy (resolvers, debug directories, sysroot, bundle store).
-/// Names are not demangled by the chain: display_name does it per call.
-std::unique_ptr<symbolize::ResolverChain> resolver_chain(const ContextConfig& cfg);
+/// Names are not demangled by the chain: display_name does it per call. `record_attempts`: the
+/// DWARF step keeps what it looked at per module (ResolverChain::explain_module).
+std::unique_ptr<symbolize::ResolverChain> resolver_chain(const ContextConfig& cfg, bool record_attempts = false);
 
 /// `raw` demangled (llvm-symbolizer-14's spelling with `llvm`, else libiberty's); a bounded
 /// per-thread cache keeps the demangler off the warm path.
@@ -104,8 +105,16 @@ bool outside_modules(const StackView& st, const unwind::Frame& f);
 /// Names frame `index` of `st` with `chain` and `policy` into `out` (always one frame at least):
 /// JIT code by the perf map (the walk's, else `maps`' map of the process when online), other frames
 /// by the chain over the module's identity and, online, its file. A bundle that cannot be read is
-/// logged and leaves the frame to the next steps.
+/// logged and leaves the frame to the next steps. `used`, when given, receives the module the chain
+/// was asked about and the module-relative address looked up (empty for JIT code and frames
+/// outside modules), for ResolverChain::explain_*.
+struct ResolvedAt {
+  symbolize::ChainModule module;
+  uint64_t addr = 0;
+  bool asked = false;  ///< the chain was asked (false: perf map, or no module)
+};
 void resolve_frame(Session& session, symbolize::ResolverChain& chain, symbolize::PerfMaps& maps, const StackView& st,
-                   size_t index, symbolize::SymtabPolicy policy, symbolize::Resolution* out);
+                   size_t index, symbolize::SymtabPolicy policy, symbolize::Resolution* out,
+                   ResolvedAt* used = nullptr);
 
 }  // namespace stackprov::pipeline

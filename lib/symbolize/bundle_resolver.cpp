@@ -144,6 +144,12 @@ Result<BundleResolver::ModuleRef> BundleResolver::module_ref(bundle::IdKind kind
   return ref;
 }
 
+Result<std::shared_ptr<const OpenBundle>> BundleResolver::bundle_of(bundle::IdKind kind, std::span<const uint8_t> id) {
+  auto ref = module_ref(kind, id);
+  if (!ref) return std::move(ref).error();
+  return ref.value().bundle;
+}
+
 Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_t> id, uint64_t addr,
                                      Resolution* out, bool* found_bundle) {
   if (found_bundle) *found_bundle = false;

@@ -61,6 +61,10 @@ class BundleResolver {
   /// The store directory in use ("" before the store is opened or without one).
   std::string store_dir() const;
 
+  /// The bundle that holds the module (the given one, or the store's for its identity); null
+  /// when none does. The errors of resolve().
+  Result<std::shared_ptr<const OpenBundle>> bundle_of(bundle::IdKind kind, std::span<const uint8_t> id);
+
  private:
   struct ModuleRef {
     std::shared_ptr<const OpenBundle> bundle;  ///< null: no bundle for this identity

@@ -6,6 +6,7 @@
 #include <elfutils/debuginfod.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -58,15 +59,35 @@ size_t DebuginfodClient::queries() const {
   return queries_;
 }
 
-Result<DebuginfodFile> DebuginfodClient::find_debuginfo(const ModuleId& id) {
+std::vector<std::string> DebuginfodClient::query_urls(const ModuleId& id) const {
+  // libdebuginfod: servers separated by whitespace, a trailing '/' dropped before "/buildid/".
+  std::vector<std::string> out;
+  const std::string hex = id.hex();
+  size_t pos = 0;
+  while ((pos = urls_.find_first_not_of(" \t\n", pos)) != std::string::npos) {
+    const size_t end = std::min(urls_.find_first_of(" \t\n", pos), urls_.size());
+    std::string server = urls_.substr(pos, end - pos);
+    while (!server.empty() && server.back() == '/') server.pop_back();
+    out.push_back(server + "/buildid/" + hex + "/debuginfo");
+    pos = end;
+  }
+  return out;
+}
+
+Result<DebuginfodFile> DebuginfodClient::find_debuginfo(const ModuleId& id, int* query_errno) {
+  if (query_errno) *query_errno = 0;
   if (id.empty()) return make_error(SPROV_ERR_NOT_FOUND, "debuginfod: the module has no build-id");
   if (!enabled()) return make_error(SPROV_ERR_NOT_FOUND, "debuginfod: DEBUGINFOD_URLS is not set");
   const std::string hex = id.hex();
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = misses_.find(hex); it != misses_.end()) return it->second;
+  if (auto it = misses_.find(hex); it != misses_.end()) {
+    if (query_errno) *query_errno = it->second.query_errno;
+    return it->second.error;
+  }
   if (auto it = hits_.find(hex); it != hits_.end()) return it->second;
-  auto miss = [&](Error e) -> Result<DebuginfodFile> {
-    misses_.emplace(hex, e);
+  auto miss = [&](Error e, int err = 0) -> Result<DebuginfodFile> {
+    misses_.emplace(hex, Miss{e, err});
+    if (query_errno) *query_errno = err;
     return e;
   };
   const DebuginfodApi& api = debuginfod_api();
@@ -84,7 +105,8 @@ Result<DebuginfodFile> DebuginfodClient::find_debuginfo(const ModuleId& id) {
   if (fd < 0) {
     free(path);
     return miss(make_error(SPROV_ERR_NOT_FOUND, "debuginfod: build-id %s not served by %s: %s", hex.c_str(),
-                           urls_.c_str(), strerror(-fd)));
+                           urls_.c_str(), strerror(-fd)),
+                fd);
   }
   close(fd);
   DebuginfodFile f;

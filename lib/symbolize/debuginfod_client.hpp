@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.hpp"
 #include "object/object_image.hpp"
@@ -44,8 +45,13 @@ class DebuginfodClient {
   /// (disabled, no server has it, or the server failed; the message carries
   /// libdebuginfod's reason), SPROV_ERR_BUILD_ID_MISMATCH naming both ids when
   /// the fetched file is not the one asked for. A remembered miss returns the
-  /// same error again without a query.
-  Result<DebuginfodFile> find_debuginfo(const ModuleId& id);
+  /// same error again without a query. `query_errno`, when given, receives libdebuginfod's
+  /// negative errno of a failed query (-ENOENT: no server has it; -ECONNREFUSED, ...), else 0.
+  Result<DebuginfodFile> find_debuginfo(const ModuleId& id, int* query_errno = nullptr);
+
+  /// The URLs a query for `id` asks, one per server of DEBUGINFOD_URLS, as libdebuginfod forms
+  /// them (SERVER/buildid/HEX/debuginfo; it does not say which server failed how).
+  std::vector<std::string> query_urls(const ModuleId& id) const;
 
   /// Number of queries sent to libdebuginfod (misses from the negative cache excluded).
   size_t queries() const;
@@ -56,7 +62,11 @@ class DebuginfodClient {
   debuginfod_client* client_ = nullptr;
   bool begun_ = false;
   size_t queries_ = 0;
-  std::unordered_map<std::string, Error> misses_;
+  struct Miss {
+    Error error;
+    int query_errno = 0;
+  };
+  std::unordered_map<std::string, Miss> misses_;
   std::unordered_map<std::string, DebuginfodFile> hits_;
 };
 

@@ -3,6 +3,7 @@
 #include "symbolize/dwarf_resolver.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/open_file.hpp"
@@ -20,6 +21,19 @@ std::string dir_of(const std::string& p) {
 }
 
 DwarfResolver::FileName name_of(const object::ObjectImage& f) { return {&f.path(), &f.id()}; }
+
+AttemptOutcome outcome_of(object::DebugFileCandidate::Outcome o) {
+  using O = object::DebugFileCandidate::Outcome;
+  switch (o) {
+    case O::kUsed: return AttemptOutcome::kFound;
+    case O::kMissing: return AttemptOutcome::kMissing;
+    case O::kIdentityMismatch: return AttemptOutcome::kIdentityMismatch;
+    case O::kCrcMismatch: return AttemptOutcome::kCrcMismatch;
+    case O::kUnreadable: return AttemptOutcome::kUnreadable;
+    case O::kSelf: return AttemptOutcome::kSkipped;
+  }
+  return AttemptOutcome::kUnreadable;
+}
 
 }  // namespace
 
@@ -96,6 +110,62 @@ bool DwarfResolver::attach_dwarf(Module* m, const std::shared_ptr<const object::
   return true;
 }
 
+bool DwarfResolver::attach_recorded(Module* m, const std::shared_ptr<const object::ObjectImage>& f,
+                                    const std::string& resolver, const std::string& found) {
+  const bool ok = attach_dwarf(m, f);
+  if (!opts_.record_attempts) return ok;
+  const std::string& where = resolver == "debuginfod" ? m->url : f->path();
+  if (ok) m->attempts.push_back({resolver, where, AttemptOutcome::kFound, found});
+  else if (dwarf::dwarf_sections(*f).info.empty())
+    m->attempts.push_back({resolver, where, AttemptOutcome::kNoDwarf, "no .debug_info in " + f->path()});
+  else
+    m->attempts.push_back({resolver, where, AttemptOutcome::kUnreadable, m->error});
+  return ok;
+}
+
+void DwarfResolver::find_by_debuginfod(Module* m, std::shared_ptr<const object::ObjectImage>* debug_file) {
+  if (!opts_.debuginfod) return;  // not in the policy: nothing to say either
+  const bool rec = opts_.record_attempts;
+  const ModuleId& id = m->image->id();
+  // debuginfod only when the local discovery failed.
+  if (m->index) {
+    if (rec) m->attempts.push_back({"debuginfod", "", AttemptOutcome::kSkipped, "not asked: DWARF was found locally"});
+    return;
+  }
+  if (!debuginfod_.enabled()) {
+    if (rec) m->attempts.push_back({"debuginfod", "", AttemptOutcome::kSkipped, "DEBUGINFOD_URLS is not set"});
+    return;
+  }
+  if (id.empty()) {
+    if (rec) m->attempts.push_back({"debuginfod", "", AttemptOutcome::kSkipped, "the module has no build-id to ask for"});
+    return;
+  }
+  int query_errno = 0;
+  auto r = debuginfod_.find_debuginfo(id, &query_errno);
+  if (r.ok()) {
+    m->url = r->url;
+    if (attach_recorded(m, r->image, "debuginfod", "DWARF of " + r->cache_path + " (libdebuginfod's cache)")) {
+      m->via_debuginfod = true;
+      *debug_file = r->image;
+    }
+    return;
+  }
+  m->error += "; " + r.error().message;
+  if (!rec) return;
+  // libdebuginfod asks every server at once and reports one errno: each URL gets that reason.
+  AttemptOutcome o = AttemptOutcome::kFetchFailed;
+  std::string why = query_errno != 0 ? strerror(-query_errno) : r.error().message;
+  if (query_errno == -ENOENT) {
+    o = AttemptOutcome::kMissing;
+    why = "no server has build-id " + id.hex() + " (" + why + ")";
+  } else if (r.error().code == SPROV_ERR_BUILD_ID_MISMATCH) {
+    o = AttemptOutcome::kIdentityMismatch;
+  } else if (query_errno == 0) {
+    o = AttemptOutcome::kUnreadable;
+  }
+  for (const std::string& url : debuginfod_.query_urls(id)) m->attempts.push_back({"debuginfod", url, o, why});
+}
+
 std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_ptr<const object::ObjectImage>& image) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = modules_.find(image.get());
@@ -107,27 +177,25 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   if (!opts_.dwarf) {
     // Symbol tables only: the debug file still lends its .symtab.
     if (auto dbg = image->find_debug_file(opts_.debug); dbg.ok()) debug_file = dbg.value();
-  } else if (!attach_dwarf(m.get(), image)) {
-    auto dbg = image->find_debug_file(opts_.debug);
+  } else if (!attach_recorded(m.get(), image, "dwarf", "DWARF in the module itself")) {
+    const bool rec = opts_.record_attempts;
+    std::vector<object::DebugFileCandidate> looked_at;
+    auto dbg = image->find_debug_file(opts_.debug, rec ? &looked_at : nullptr);
+    std::string rule;
+    for (const object::DebugFileCandidate& c : looked_at) {
+      if (c.outcome == object::DebugFileCandidate::Outcome::kUsed) rule = c.rule;  // recorded by attach_recorded
+      else m->attempts.push_back({"dwarf", c.path, outcome_of(c.outcome), c.rule + " path: " + c.reason});
+    }
     if (dbg.ok()) {
       debug_file = dbg.value();
-      attach_dwarf(m.get(), debug_file);
+      attach_recorded(m.get(), debug_file, "dwarf", "DWARF of the separate debug file (" + rule + " path)");
     } else {
       m->error = dbg.error().message;
+      if (rec && looked_at.empty()) m->attempts.push_back({"dwarf", "", AttemptOutcome::kMissing, m->error});
     }
-    // debuginfod only when the local discovery failed.
-    if (!m->index && opts_.debuginfod && debuginfod_.enabled() && !image->id().empty()) {
-      auto r = debuginfod_.find_debuginfo(image->id());
-      if (r.ok()) {
-        m->url = r->url;
-        if (attach_dwarf(m.get(), r->image)) {
-          m->via_debuginfod = true;
-          debug_file = r->image;
-        }
-      } else {
-        m->error += "; " + r.error().message;
-      }
-    }
+    find_by_debuginfod(m.get(), &debug_file);
+  } else {
+    find_by_debuginfod(m.get(), &debug_file);  // only says that it was not asked
   }
   // Symbol tables. llvm-symbolizer overrides the physical function's name
   // from the module's own .symtab, else its .dynsym; we do the same, and
@@ -198,6 +266,42 @@ ModuleReport DwarfResolver::report(const std::shared_ptr<const object::ObjectIma
     r.dwo_missing = m->index->dwo_missing();
   }
   return r;
+}
+
+std::vector<ResolveAttempt> DwarfResolver::dwarf_attempts(const std::shared_ptr<const object::ObjectImage>& image) {
+  return module(image)->attempts;
+}
+
+std::string DwarfResolver::dwarf_file(const std::shared_ptr<const object::ObjectImage>& image) {
+  std::shared_ptr<Module> m = module(image);
+  return m->index && m->dwarf_file ? m->dwarf_file->path() : std::string();
+}
+
+std::vector<ResolveAttempt> DwarfResolver::table_attempts(const std::shared_ptr<const object::ObjectImage>& image,
+                                                          bool dynsym) {
+  std::shared_ptr<Module> m = module(image);
+  std::vector<ResolveAttempt> out;
+  const std::string& path = image->path();
+  if (dynsym) {
+    if (m->dynsym.empty()) out.push_back({"dynsym", path, AttemptOutcome::kNoSymbols, "no function symbols in .dynsym"});
+    else out.push_back({"dynsym", path, AttemptOutcome::kFound, std::to_string(m->dynsym.size()) + " .dynsym symbols"});
+    return out;
+  }
+  if (m->minidebuginfo)
+    out.push_back({"symtab", path, AttemptOutcome::kFound,
+                   std::to_string(m->symtab.size()) + " symbols in its MiniDebugInfo (.gnu_debugdata)"});
+  else if (m->symtab_file)
+    out.push_back({"symtab", path, AttemptOutcome::kFound, std::to_string(m->symtab.size()) + " .symtab symbols"});
+  else
+    out.push_back({"symtab", path, AttemptOutcome::kNoSymbols, "no .symtab (stripped)"});
+  // The separate debug file's .symtab names only what the module's tables do not, and never
+  // in the llvm-symbolizer-compatible naming.
+  load_fallback(*m);
+  if (m->fallback_file)
+    out.push_back({"symtab", m->fallback_file->path(), AttemptOutcome::kFound,
+                   std::to_string(m->fallback.size()) +
+                       " .symtab symbols of the separate debug file (not read by llvm-compatible naming)"});
+  return out;
 }
 
 void DwarfResolver::assign_display(std::string_view name, std::string* out) const {

@@ -14,6 +14,7 @@
 #include "elf/elf_symbols.hpp"
 #include "object/object_image.hpp"
 #include "symbolize/debuginfod_client.hpp"
+#include "symbolize/resolve_attempt.hpp"
 
 namespace stackprov::symbolize {
 
@@ -76,6 +77,9 @@ struct DwarfResolverOptions {
   bool debuginfod = true;
   /// Read DWARF at all; false: symbol tables only (resolver policy without "dwarf").
   bool dwarf = true;
+  /// Keep, per module, every file and server the DWARF step looked at and why each did not
+  /// serve (attempts()); off, the search gathers nothing.
+  bool record_attempts = false;
 };
 
 /// How a module's DWARF was found (for diagnostics and tests).
@@ -111,6 +115,15 @@ class DwarfResolver {
   /// How the module's DWARF was found (loads the module when needed).
   ModuleReport report(const std::shared_ptr<const object::ObjectImage>& image);
   DebuginfodClient& debuginfod() { return debuginfod_; }
+
+  /// What the DWARF step looked at for the module, in order (the module itself, each separate
+  /// debug file candidate, each debuginfod URL), with why each did not serve; empty unless
+  /// options().record_attempts (loads the module when needed).
+  std::vector<ResolveAttempt> dwarf_attempts(const std::shared_ptr<const object::ObjectImage>& image);
+  /// The "symtab" or "dynsym" step's tables for the module: found (where) or absent.
+  std::vector<ResolveAttempt> table_attempts(const std::shared_ptr<const object::ObjectImage>& image, bool dynsym);
+  /// The file whose DWARF the module's addresses are looked up in; "" when the module has none.
+  std::string dwarf_file(const std::shared_ptr<const object::ObjectImage>& image);
 
  public:
   /// A local function symbol and the STT_FILE name before it in .symtab.
@@ -158,9 +171,14 @@ class DwarfResolver {
     bool minidebuginfo = false;
     std::string url;
     std::string error;
+    std::vector<ResolveAttempt> attempts;  ///< the DWARF step's, when options().record_attempts
   };
   std::shared_ptr<Module> module(const std::shared_ptr<const object::ObjectImage>& image);
   bool attach_dwarf(Module* m, const std::shared_ptr<const object::ObjectImage>& f);
+  /// attach_dwarf, recording what `f` gave when attempts are recorded.
+  bool attach_recorded(Module* m, const std::shared_ptr<const object::ObjectImage>& f, const std::string& resolver,
+                       const std::string& looked_at);
+  void find_by_debuginfod(Module* m, std::shared_ptr<const object::ObjectImage>* debug_file);
   std::shared_ptr<const object::ObjectImage> find_alt(const object::ObjectImage& f, std::string* err);
   void load_fallback(const Module& m) const;
   void load_file_syms(const Module& m) const;

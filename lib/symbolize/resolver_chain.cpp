@@ -3,8 +3,28 @@
 #include "symbolize/resolver_chain.hpp"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 
 namespace stackprov::symbolize {
+
+const char* attempt_outcome_name(AttemptOutcome o) {
+  switch (o) {
+    case AttemptOutcome::kAnswered: return "answered";
+    case AttemptOutcome::kFound: return "found";
+    case AttemptOutcome::kMissing: return "missing";
+    case AttemptOutcome::kIdentityMismatch: return "identity mismatch";
+    case AttemptOutcome::kCrcMismatch: return "crc mismatch";
+    case AttemptOutcome::kUnreadable: return "unreadable";
+    case AttemptOutcome::kFetchFailed: return "fetch failed";
+    case AttemptOutcome::kNoDwarf: return "no DWARF";
+    case AttemptOutcome::kNotCovered: return "no DWARF covering the address";
+    case AttemptOutcome::kNoSymbols: return "no symbols";
+    case AttemptOutcome::kSkipped: return "skipped";
+    case AttemptOutcome::kNotAnswered: return "not answered";
+  }
+  return "unknown";
+}
 
 ResolverPolicy ResolverPolicy::from_names(const std::vector<std::string>& names, bool offline) {
   ResolverPolicy p;
@@ -104,6 +124,95 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
   out->frames.emplace_back();
   out->provenance = "none";
   return false;
+}
+
+void ResolverChain::explain_module(const ChainModule& m, std::vector<ResolveAttempt>* out) {
+  using Step = ResolverPolicy::Step;
+  ModuleId id = m.build_id;
+  if (id.empty() && m.image) id = m.image->id();
+  const std::string path = m.image ? m.image->path() : std::string();
+  // The symbol-table steps share the DWARF resolver's tables: each is listed once, at its place.
+  for (Step step : policy_.order) {
+    switch (step) {
+      case Step::kBundle: {
+        if (!bundles_.enabled()) {
+          out->push_back({"bundle", "", AttemptOutcome::kSkipped, "no bundle store configured"});
+          break;
+        }
+        if (id.empty()) {
+          out->push_back({"bundle", "", AttemptOutcome::kSkipped, "the module has no identity to look up"});
+          break;
+        }
+        auto b = bundles_.bundle_of(id.kind, std::span<const uint8_t>(id.bytes, id.len));
+        if (!b) out->push_back({"bundle", bundles_.store_dir(), AttemptOutcome::kUnreadable, b.error().message});
+        else if (!b.value())
+          out->push_back({"bundle", bundles_.store_dir(), AttemptOutcome::kMissing,
+                          "no bundle for build-id " + id.hex() + " in the store"});
+        else
+          out->push_back({"bundle", b.value()->path, AttemptOutcome::kFound, b.value()->digest});
+        break;
+      }
+      case Step::kDwarf:
+        if (!dwarf_ || !m.image) {
+          out->push_back({"dwarf", "", AttemptOutcome::kSkipped, "no module file"});
+          break;
+        }
+        for (ResolveAttempt& a : dwarf_->dwarf_attempts(m.image)) out->push_back(std::move(a));
+        break;
+      case Step::kGopclntab:
+        if (!m.image) {
+          out->push_back({"gopclntab", "", AttemptOutcome::kSkipped, "no module file"});
+        } else if (const GoPclntab* t = go_.table(m.image)) {
+          out->push_back({"gopclntab", path, AttemptOutcome::kFound, "Go pclntab (" + t->found_by() + ")"});
+        } else {
+          out->push_back({"gopclntab", path, AttemptOutcome::kSkipped, "not a Go binary: no pclntab"});
+        }
+        break;
+      case Step::kSymtab:
+      case Step::kDynsym:
+        if (!dwarf_ || !m.image) {
+          out->push_back({step == Step::kSymtab ? "symtab" : "dynsym", "", AttemptOutcome::kSkipped, "no module file"});
+          break;
+        }
+        for (ResolveAttempt& a : dwarf_->table_attempts(m.image, step == Step::kDynsym)) out->push_back(std::move(a));
+        break;
+    }
+  }
+}
+
+void ResolverChain::explain_address(const ChainModule& m, uint64_t addr, const Resolution& answer,
+                                    std::vector<ResolveAttempt>* out) {
+  using Step = ResolverPolicy::Step;
+  char at[32];
+  snprintf(at, sizeof at, "0x%" PRIx64, addr);
+  // The step that answered, by the answer's resolver; the DWARF step answers for debuginfod too.
+  auto answered_by = [&](Step s) {
+    switch (s) {
+      case Step::kBundle: return answer.resolver == ResolvedBy::kBundle;
+      case Step::kDwarf: return answer.resolver == ResolvedBy::kDwarf || answer.resolver == ResolvedBy::kDebuginfod;
+      case Step::kGopclntab: return answer.resolver == ResolvedBy::kGopclntab;
+      case Step::kSymtab: return answer.resolver == ResolvedBy::kSymtab;
+      case Step::kDynsym: return answer.resolver == ResolvedBy::kDynsym;
+    }
+    return false;
+  };
+  for (Step step : policy_.order) {
+    if (answered_by(step)) break;
+    // DWARF that is there but does not describe the address: the answer is the symbol table's.
+    if (step == Step::kDwarf && dwarf_ && m.image) {
+      if (std::string f = dwarf_->dwarf_file(m.image); !f.empty())
+        out->push_back({"dwarf", f, AttemptOutcome::kNotCovered,
+                        std::string("no DWARF unit of ") + f + " covers " + at, true});
+    }
+  }
+  if (answer.resolver == ResolvedBy::kNone) {
+    out->push_back({"none", "", AttemptOutcome::kNotAnswered, std::string("no step of the policy knows ") + at, true});
+    return;
+  }
+  // The answer's own provenance names the step; a bundle's digest says which bundle.
+  std::string why = answer.bundle_digest != answer.source ? answer.bundle_digest : std::string();
+  out->push_back({answer.provenance.empty() ? "none" : answer.provenance, answer.source, AttemptOutcome::kAnswered,
+                  std::move(why), true});
 }
 
 }  // namespace stackprov::symbolize

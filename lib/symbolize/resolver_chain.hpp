@@ -13,6 +13,7 @@
 #include "symbolize/bundle_resolver.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/gopclntab.hpp"
+#include "symbolize/resolve_attempt.hpp"
 
 namespace stackprov::symbolize {
 
@@ -65,6 +66,17 @@ class ResolverChain {
   /// the caller decides whether the error is fatal.
   bool resolve(const ChainModule& m, uint64_t addr, SymtabPolicy symtab_policy, Resolution* out,
                std::optional<Error>* bundle_error);
+
+  /// What each step of the policy looked at for module `m`, in the policy's order, and why each
+  /// did not serve (ResolveAttempt, not per_address). The DWARF step's files and servers are
+  /// known only when the chain was made with DwarfResolverOptions::record_attempts; the other
+  /// steps are looked at when this is called (nothing is kept for it otherwise).
+  void explain_module(const ChainModule& m, std::vector<ResolveAttempt>* out);
+  /// For `addr` of `m` and the chain's answer to it: each step before the answering one that
+  /// looked and did not cover it (the DWARF step: "no DWARF covering the address"), then the
+  /// answering step (kAnswered: the answer's provenance and source) or kNotAnswered. per_address.
+  void explain_address(const ChainModule& m, uint64_t addr, const Resolution& answer,
+                       std::vector<ResolveAttempt>* out);
 
   /// True when some step can answer without a module file (the bundle step).
   bool answers_without_file() const { return policy_.has(ResolverPolicy::Step::kBundle) && bundles_.enabled(); }

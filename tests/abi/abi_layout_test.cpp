@@ -130,6 +130,14 @@ CHECK_OFF(sprov_symbol_frame, start_file, 48);
 CHECK_OFF(sprov_symbol_frame, start_address, 56);
 CHECK_OFF(sprov_symbol_frame, has_start_address, 64);
 
+CHECK_SIZE(sprov_resolve_attempt, 48);
+CHECK_OFF(sprov_resolve_attempt, resolver, 8);
+CHECK_OFF(sprov_resolve_attempt, looked_at, 16);
+CHECK_OFF(sprov_resolve_attempt, outcome, 24);
+CHECK_OFF(sprov_resolve_attempt, per_address, 28);
+CHECK_OFF(sprov_resolve_attempt, outcome_name, 32);
+CHECK_OFF(sprov_resolve_attempt, reason, 40);
+
 CHECK_SIZE(sprov_symbol_info, 112);
 CHECK_OFF(sprov_symbol_info, bundle_digest, 104);
 CHECK_OFF(sprov_symbol_info, file, 24);

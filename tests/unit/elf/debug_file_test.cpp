@@ -149,3 +149,56 @@ TEST_CASE("Nothing to find is SPROV_ERR_NOT_FOUND naming the places searched", "
   CHECK(found.error().code == SPROV_ERR_NOT_FOUND);
   CHECK(found.error().message.find(fx.build_id_path(fx.dir.file("nowhere"))) != std::string::npos);
 }
+
+TEST_CASE("looked_at lists every place in search order with what was there", "[elf][debug_file]") {
+  using Outcome = object::DebugFileCandidate::Outcome;
+  Fixture fx;
+  const std::string other = fx.dir.file("other");
+  REQUIRE(compile_c(fx.dir, kSourceB, "-g -O1 -Wl,--build-id=sha1", other));
+  const std::string other_id = readelf_build_id(other);
+  const std::string root = fx.dir.file("debugroot");
+  const std::string wrong = fx.build_id_path(root);
+  REQUIRE(run("mkdir -p \"$(dirname '" + wrong + "')\" && objcopy --only-keep-debug '" + other + "' '" + wrong + "'")
+              .status == 0);
+  const std::string linked = fx.dir.file("linked");
+  REQUIRE(run("cd '" + fx.dir.path() + "' && objcopy --add-gnu-debuglink=prog.debug prog.stripped linked").status == 0);
+  auto img = ElfImage::open(linked);
+  REQUIRE(img.ok());
+  DebugFileOptions opts;
+  opts.debug_dirs = {fx.dir.file("empty"), root};
+
+  SECTION("the debuglink file next to the binary is used after the build-id paths") {
+    std::vector<object::DebugFileCandidate> seen;
+    auto found = find_debug_file(**img, opts, &seen);
+    REQUIRE(found.ok());
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[0].rule == "build-id");
+    CHECK(seen[0].path == fx.build_id_path(fx.dir.file("empty")));
+    CHECK(seen[0].outcome == Outcome::kMissing);
+    CHECK(seen[1].path == wrong);
+    CHECK(seen[1].outcome == Outcome::kIdentityMismatch);
+    CHECK(seen[1].reason.find(other_id) != std::string::npos);
+    CHECK(seen[1].reason.find(fx.id) != std::string::npos);
+    CHECK(seen[2].rule == "debuglink");
+    CHECK(seen[2].path == fx.dbg);
+    CHECK(seen[2].outcome == Outcome::kUsed);
+  }
+  SECTION("a debuglink file with another CRC, then the places that are missing") {
+    REQUIRE(run("printf 'X' >> '" + fx.dbg + "'").status == 0);
+    std::vector<object::DebugFileCandidate> seen;
+    auto found = find_debug_file(**img, opts, &seen);
+    REQUIRE_FALSE(found.ok());
+    // Two build-id paths, then the binary's dir, its .debug/ and each <debug_dir>/<binary's dir>/.
+    REQUIRE(seen.size() == 6);
+    CHECK(seen[2].path == fx.dbg);
+    CHECK(seen[2].outcome == Outcome::kCrcMismatch);
+    CHECK(seen[3].path == fx.dir.path() + "/.debug/prog.debug");
+    CHECK(seen[3].outcome == Outcome::kMissing);
+    CHECK(seen[4].path == fx.dir.file("empty") + fx.dir.path() + "/prog.debug");
+    CHECK(seen[5].outcome == Outcome::kMissing);
+  }
+  SECTION("nothing is gathered without looked_at") {
+    auto found = find_debug_file(**img, opts);
+    CHECK(found.ok());
+  }
+}
