@@ -310,9 +310,9 @@ constexpr const char* kCaptureHelp =
     "Non-fatal findings (a thread that exited during the capture, a module without a file for\n"
     "the bundle) go to stderr as 'stackprov: warning: ...'.\n"
     "\n"
-    "Exit status: 0 the trace was stored (with -- CMD: whatever CMD's own status); 1 the capture,\n"
-    "the store or the bundle failed, CMD could not be run or exited before the capture; 2 bad\n"
-    "options or values (one line names the value).\n";
+    "Exit status: 0 the trace was stored (with -- CMD, also when CMD exits non-zero: stderr gives\n"
+    "its status); 1 the capture, the store or the bundle failed, CMD could not be run or exited\n"
+    "before the capture; 2 bad options or values (one line names the value).\n";
 
 int cmd_trace_capture(int argc, char** argv) {
   const char* cmd = "trace-capture";

@@ -1,5 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]
+"""python3 -m stackprov <command> [options]: the commands of the `stackprov` CLI that the Python
+binding can serve, with the CLI's names, options, output (byte for byte) and exit status.
+`python3 -m stackprov <command> --help` lists a command's options.
+
+Not served (use the CLI): bundle build, bundle export, demo, keygen, log, perf-import, record,
+sign. Errors are one line on stderr naming the offending value; a usage error exits 2.
+"""
+
+_STACK_DOC = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --core FILE [-e EXE] [--sysroot DIR] [--store DIR] [--tid TID]
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]
@@ -11,18 +19,26 @@ output's fields; --store DIR is the bundle store (with --offline the default sto
 --sysroot DIR (with --core) where module files are looked up, --offline (with --core) no
 module file at all, only the core and bundles, --resolvers LIST the resolver policy
 (comma-separated from debuginfod, bundle, dwarf, symtab, dynsym, demangle).
+"""
 
-python3 -m stackprov symbolize --obj PATH [--no-inlines] [--functions linkage|short] [--no-demangle] [ADDRESS...]
+_SYMBOLIZE_DOC = """python3 -m stackprov symbolize --obj PATH [--no-inlines] [--functions linkage|short] [--no-demangle] [ADDRESS...]
 
 Prints what `stackprov symbolize --obj PATH` prints (llvm-symbolizer-14's LLVM style, byte for
 byte): per address the inline chain, innermost first, each frame its function and
 file:line:column, then an empty line; addresses from the arguments or, without any, from stdin
 (0x hex, 0 octal, 0b binary or decimal; a line that is not one is echoed, as llvm does).
 """
+
 import argparse
 import sys
 
 import stackprov
+from . import _cli_evidence, _cli_trace
+
+# The commands whose parsing and output live in _cli_trace / _cli_evidence.
+_DELEGATED = {"trace-capture": _cli_trace.main, "trace-list": _cli_trace.main, "trace-show": _cli_trace.main,
+              "trace-resolve": _cli_trace.main, "trace-replay": _cli_trace.main, "trace-verify": _cli_evidence.main,
+              "verify-sigstore": _cli_evidence.main, "bundle": _cli_evidence.main}
 
 _EXIT_STATUS = """Exit status:
   0  every thread was unwound to the end of its stack (or to --max-frames)
@@ -209,11 +225,14 @@ def symbolize_main(a):
 
 
 def main(argv=None):
-    p = _Parser(prog="python3 -m stackprov", description=__doc__, epilog=_EXIT_STATUS,
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _DELEGATED:
+        return _DELEGATED[argv[0]](argv[0], argv[1:])
+    p = _Parser(prog="python3 -m stackprov", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="<command>")
     s = sub.add_parser("stack", help="eu-stack-style stacks of a live process or a core file",
-                       description=__doc__, epilog=_EXIT_STATUS,
+                       description=_STACK_DOC, epilog=_EXIT_STATUS,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.error = p.error
     g = s.add_mutually_exclusive_group(required=True)
@@ -236,7 +255,7 @@ def main(argv=None):
                    help="auto (default): CPython 3.11 frames interleaved with the native frames (method runtime); "
                    "off: native frames only; only: the Python frames alone")
     y = sub.add_parser("symbolize", help="llvm-symbolizer-style answers for link-time addresses of a module file",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=_SYMBOLIZE_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     y.error = p.error
     y.add_argument("--obj", "--exe", "-e", required=True, help="the module file of every address")
     y.add_argument("--no-inlines", action="store_true", help="one frame per address (llvm's --no-inlines)")
@@ -244,6 +263,16 @@ def main(argv=None):
                    help="function names: linkage (default) or short (DW_AT_name)")
     y.add_argument("--no-demangle", action="store_true", help="raw (mangled) names")
     y.add_argument("addresses", nargs="*", metavar="ADDRESS", help="addresses (default: stdin, one per line)")
+    # Listed for --help only: main() hands these to _cli_trace / _cli_evidence before parsing.
+    for name, what in (("trace-capture", "capture a process, core or command into a trace store"),
+                       ("trace-list", "list the traces of a trace store"),
+                       ("trace-show", "print a stored trace's threads and frames, and its replays"),
+                       ("trace-resolve", "resolve a stored trace again from its captured data"),
+                       ("trace-replay", "replay a stored trace under perturbations and evaluate the gate"),
+                       ("trace-verify", "verify a file's DSSE envelope and its log inclusion, offline"),
+                       ("verify-sigstore", "verify a Sigstore bundle offline against a trusted root"),
+                       ("bundle", "symbol bundles: inspect, lookup, unwind, put, promote, fsck")):
+        sub.add_parser(name, help=what, add_help=False)
     a = p.parse_args(argv)
     if a.command == "symbolize":
         return symbolize_main(a)
