@@ -228,7 +228,7 @@ class Unwinder {
     Verdict v = Verdict::kPass;
     // Unrolled at compile time: only the rungs on this architecture's ladder are instantiated.
     [&]<size_t... I>(std::index_sequence<I...>) {
-      (((v = climb<kLadder.rungs[I]>(s)) == Verdict::kPass) && ...);
+      (void)(((v = climb<kLadder.rungs[I]>(s)) == Verdict::kPass) && ...);  // stops at the first rung that decides
     }(std::make_index_sequence<kLadder.size>{});
     if (v == Verdict::kFound) return StopReason::kNone;
     if (v == Verdict::kStop) return s.stop;

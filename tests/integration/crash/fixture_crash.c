@@ -36,7 +36,11 @@
 
 #include "stackprov/stackprov.h"
 
+#if defined(__clang__)  /* clang has no noipa (nor GCC's interprocedural register allocation it stops) */
+#define FN __attribute__((noinline, used))
+#else
 #define FN __attribute__((noinline, noipa, used))
+#endif
 #define NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
 
 typedef void (*fn_t)(void);
