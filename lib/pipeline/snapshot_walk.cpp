@@ -151,17 +151,28 @@ bool outside_modules(const StackView& st, const unwind::Frame& f) {
          (*st.modules)[f.module_index].path == "//anon";
 }
 
+// The step out of the trampoline restored a signal frame: its caller's method is kSignal. Its pc
+// is where the handler returned to, the trampoline's first instruction (libc's `__restore_rt`),
+// not a call's return address, so it is named by that pc itself, as eu-stack does (libdwfl's
+// dwfl_frame_pc: an activation when the frame it unwinds to is a signal frame) and gdb ("<signal
+// handler called>"); pc - 1 is the byte before the function, which glibc's FDE covers only for
+// the unwinder's sake.
+bool sigreturn_trampoline(const StackView& st, size_t index) {
+  return index + 1 < st.frames->size() && (*st.frames)[index + 1].method == unwind::Method::kSignal;
+}
+
 void resolve_frame(Session& session, symbolize::ResolverChain& chain, symbolize::PerfMaps& maps, const StackView& st,
                    size_t index, symbolize::SymtabPolicy policy, symbolize::Resolution* out, ResolvedAt* used) {
   *out = symbolize::Resolution{};
   out->frames.emplace_back();
   const unwind::Frame& f = (*st.frames)[index];
+  const bool prev = f.lookup_prev && !sigreturn_trampoline(st, index);  // look up pc - 1
   const bool offline = session.ctx.config().offline;
   if (outside_modules(st, f)) {
     // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
     std::shared_ptr<const symbolize::PerfMap> map = st.jit;
     if (!map && st.pid > 0 && !offline) map = maps.get(st.pid);
-    if (const symbolize::PerfMap::Entry* e = map ? map->find(f.lookup_prev ? f.pc - 1 : f.pc) : nullptr) {
+    if (const symbolize::PerfMap::Entry* e = map ? map->find(prev ? f.pc - 1 : f.pc) : nullptr) {
       symbolize::ResolvedFrame& r = out->frames.front();
       r.function = r.short_function = r.linkage_name = e->name;
       r.has_start_address = true;
@@ -191,8 +202,8 @@ void resolve_frame(Session& session, symbolize::ResolverChain& chain, symbolize:
   if (!have) return;
   const uint64_t rel = f.pc - m.load_bias;
   std::optional<Error> bundle_error;
-  chain.resolve(cm, f.lookup_prev ? rel - 1 : rel, policy, out, &bundle_error);
-  if (used) *used = ResolvedAt{cm, f.lookup_prev ? rel - 1 : rel, true};
+  chain.resolve(cm, prev ? rel - 1 : rel, policy, out, &bundle_error);
+  if (used) *used = ResolvedAt{cm, prev ? rel - 1 : rel, true};
   // A stack is named frame by frame: a bundle that cannot be read leaves the frame to the next steps.
   if (bundle_error) session.ctx.log(SPROV_LOG_WARN, "%s", bundle_error->message.c_str());
 }

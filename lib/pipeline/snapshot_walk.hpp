@@ -102,9 +102,14 @@ struct StackView {
 /// no module, or perf's "//anon" mapping of a recorded profile.
 bool outside_modules(const StackView& st, const unwind::Frame& f);
 
+/// Frame `index` of `st` is a sigreturn trampoline (libc's `__restore_rt`): the step out of it
+/// restored a signal frame. resolve_frame names it by its pc, not pc - 1, as eu-stack and gdb do.
+bool sigreturn_trampoline(const StackView& st, size_t index);
+
 /// Names frame `index` of `st` with `chain` and `policy` into `out` (always one frame at least):
 /// JIT code by the perf map (the walk's, else `maps`' map of the process when online), other frames
-/// by the chain over the module's identity and, online, its file. A bundle that cannot be read is
+/// by the chain over the module's identity and, online, its file; a caller frame at pc - 1, a
+/// sigreturn trampoline at its pc. A bundle that cannot be read is
 /// logged and leaves the frame to the next steps. `used`, when given, receives the module the chain
 /// was asked about and the module-relative address looked up (empty for JIT code and frames
 /// outside modules), for ResolverChain::explain_*.

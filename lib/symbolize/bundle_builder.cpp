@@ -158,11 +158,13 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
       if (opts.progress && ((a - lo) & 0xfffff) == 0xfffff)  // every MiB of this section
         opts.progress(static_cast<double>(rep.text_bytes - (hi - lo) + (a - lo)) / static_cast<double>(text_total));
       res = Resolution{};
-      const bool ok = resolver.resolve(image, a, &res, SymtabPolicy::kModuleOnly) && !res.frames.empty();
+      const bool ok = resolver.resolve(image, a, &res, SymtabPolicy::kModuleThenDebugFile) && !res.frames.empty();
       const bool from_dwarf = ok && res.resolver == ResolvedBy::kDwarf;
       // Symbol-table answers (llvm-symbolizer-14 names the address from .symtab/.dynsym alone:
-      // `_start`, .init, assembly or CUs without DWARF): one depth-0 frame, the linkage name and
-      // what llvm prints as file:line:column there ("??:0:0" = "", 0, 0, or the STT_FILE name).
+      // `_start`, .init, assembly or CUs without DWARF; where the module's tables name nothing,
+      // llvm-symbolizer-14 on the separate debug file, whose .symtab keeps the local symbols a
+      // stripped module lost, e.g. libc's `__restore_rt`): one depth-0 frame, the linkage name
+      // and what llvm prints as file:line:column there ("??:0:0" = "", 0, 0, or the STT_FILE name).
       const bool from_symtab = ok && (res.resolver == ResolvedBy::kSymtab || res.resolver == ResolvedBy::kDynsym) &&
                                res.frames.size() == 1 && !res.frames[0].function.empty();
       if (!from_dwarf && !from_symtab) {
@@ -171,6 +173,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
       }
       if (from_symtab) {
         ++rep.symtab_bytes;
+        if (res.source != image->path()) ++rep.debug_symtab_bytes;  // named by the debug file
         // Never merge a symbol-table range with a DWARF range (each keeps its own record).
         if (!last_symtab) co.gap();
         last_symtab = true;

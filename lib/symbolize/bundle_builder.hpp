@@ -33,6 +33,7 @@ struct BundleBuildReport {
   size_t text_bytes = 0;      ///< bytes of SHF_EXECINSTR sections scanned
   size_t dwarf_bytes = 0;     ///< of those, addresses DWARF describes
   size_t symtab_bytes = 0;    ///< of those, addresses only the symbol tables name (llvm-symbolizer-14's answer)
+  size_t debug_symtab_bytes = 0;  ///< of those, addresses only the separate debug file's .symtab names
   size_t calls = 0;           ///< call instructions found in DWARF-described code (= return pads)
   size_t undecoded = 0;       ///< x86-64: bytes the length decoder could not decode (skipped one by one)
 };
@@ -56,7 +57,8 @@ std::vector<CallSite> decode_calls(Arch arch, bool big_endian, const uint8_t* co
 /// inline chain exactly as DwarfResolver answers in llvm-symbolizer-14 mode
 /// (linkage names, symbol-table name for the physical function), and depth-0 ranges
 /// of the bytes only the symbol tables name (llvm-symbolizer-14's symbol name and
-/// its "??:0:0" or "<STT_FILE name>:0:0"). Addresses are
+/// its "??:0:0" or "<STT_FILE name>:0:0": on the module, else on its separate debug
+/// file, SymtabPolicy::kModuleThenDebugFile). Addresses are
 /// link-time virtual addresses. Return pads: every call instruction (decode_calls) in
 /// DWARF-described code, with the inline chain at the call; unwind rows come from
 /// unwind::bundle_unwind_rows() (lib/unwind/bundle_rows.hpp), which the caller adds.

@@ -348,7 +348,7 @@ bool DwarfResolver::resolve(const std::shared_ptr<const object::ObjectImage>& im
     r.start_file_implicit_const = f.start_file_implicit_const;
     // llvm-symbolizer-14 reads no DW_FORM_implicit_const DW_AT_decl_file
     // (StartFileName ""); the compatible mode prints what it prints.
-    if (policy == SymtabPolicy::kModuleOnly && r.start_file_implicit_const) r.start_file.clear();
+    if (policy != SymtabPolicy::kWithDebugFile && r.start_file_implicit_const) r.start_file.clear();
     r.start_line = f.start_line;
     r.has_start_address = f.has_start_address;
     r.start_address = f.start_address;
@@ -366,8 +366,8 @@ bool DwarfResolver::resolve(const std::shared_ptr<const object::ObjectImage>& im
     }
     out->source_build_id = *m->dwarf_name.id;
   }
-  if (policy == SymtabPolicy::kModuleOnly) {
-    name_like_llvm(*m, image, addr, dwarf_hit, out);
+  if (policy != SymtabPolicy::kWithDebugFile) {
+    name_like_llvm(*m, image, addr, dwarf_hit, policy == SymtabPolicy::kModuleThenDebugFile, out);
   } else {
     name_from_tables(*m, image, addr, dwarf_hit, out);
   }
@@ -432,12 +432,24 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<co
 }
 
 void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
-                                   bool dwarf_hit, Resolution* out) const {
+                                   bool dwarf_hit, bool debug_file, Resolution* out) const {
   // SymbolizableObjectFile::symbolizeInlinedCode with --functions=linkage: the
   // outermost frame takes name and start address from getNameFromSymbolTable,
   // and FileName from the STT_FILE before a local symbol when there is no line.
   stackprov::call_once(m.llvm_once, [&] { m.llvm = elf::load_llvm_symbols(*image); });
+  const elf::LlvmSymbolTable* table = &m.llvm;
+  const FileName* from = &m.image_name;
   const elf::LlvmSymbol* sym = m.llvm.lookup(addr);
+  if (sym == nullptr && debug_file && !dwarf_hit) {
+    // What `llvm-symbolizer-14 --obj=<debug file>` answers: the same rules over the debug
+    // file's .symtab (a stripped module keeps only .dynsym, without its local symbols).
+    load_fallback(m);
+    if (!m.fallback_file) return;
+    stackprov::call_once(m.llvm_debug_once, [&] { m.llvm_debug = elf::load_llvm_symbols(*m.fallback_file); });
+    table = &m.llvm_debug;
+    from = &m.fallback_name;
+    sym = m.llvm_debug.lookup(addr);
+  }
   if (sym == nullptr) return;
   out->symbol_named = true;
   ResolvedFrame& outer = out->frames.back();
@@ -447,15 +459,15 @@ void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<const 
   outer.has_start_address = true;
   outer.start_address = sym->addr;
   if (outer.file.empty()) {
-    outer.file.assign(m.llvm.file_of(*sym));
+    outer.file.assign(table->file_of(*sym));
     out->before_symbol.file_from_symbol = !outer.file.empty();
   }
   if (!dwarf_hit) {
     outer.short_function = outer.function;
-    out->resolver = m.llvm.from_dynsym() ? ResolvedBy::kDynsym : ResolvedBy::kSymtab;
-    out->source = *m.image_name.path;
-    out->source_build_id = *m.image_name.id;
-    out->provenance = m.llvm.from_dynsym() ? "dynsym" : "symtab";
+    out->resolver = table->from_dynsym() ? ResolvedBy::kDynsym : ResolvedBy::kSymtab;
+    out->source = *from->path;
+    out->source_build_id = *from->id;
+    out->provenance = table->from_dynsym() ? "dynsym" : "symtab";
   }
 }
 

@@ -68,6 +68,12 @@ enum class SymtabPolicy {
   /// nearest-preceding-symbol rule; never the debug file's .symtab nor
   /// MiniDebugInfo (llvm prints "??" there).
   kModuleOnly,
+  /// kModuleOnly, then, for an address that neither DWARF nor the module's tables
+  /// describe, llvm-symbolizer-14's answer for the separate debug file itself
+  /// (`--obj=<debug file>`: its .symtab, the same choice and rules): the local
+  /// symbols a stripped module lost, e.g. libc's `__restore_rt`. What symbol bundles
+  /// carry (doc/bundles.md, "Symbol-table ranges").
+  kModuleThenDebugFile,
 };
 
 struct DwarfResolverOptions {
@@ -157,8 +163,10 @@ class DwarfResolver {
     /// The module's symbols as llvm-symbolizer-14 picks them (kModuleOnly) and its
     /// `sym@plt` stubs (kWithDebugFile: llvm-14 does not name them); each built on
     /// first use by the policy that needs it.
-    mutable stackprov::OnceFlag llvm_once, plt_once;
+    mutable stackprov::OnceFlag llvm_once, plt_once, llvm_debug_once;
     mutable elf::LlvmSymbolTable llvm;
+    /// The separate debug file's symbols as llvm-symbolizer-14 picks them (kModuleThenDebugFile).
+    mutable elf::LlvmSymbolTable llvm_debug;
     mutable elf::PltTable plt;
     /// STT_FILE name preceding each local function symbol of `symtab`/`fallback`
     /// (llvm prints it as FileName of symbol-table-only answers), sorted by address.
@@ -186,9 +194,10 @@ class DwarfResolver {
   /// kWithDebugFile: the doc/symbols.md alias rule over .symtab, .dynsym and the debug file's .symtab.
   void name_from_tables(const Module& m, const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
                         bool dwarf_hit, Resolution* out) const;
-  /// kModuleOnly: llvm-symbolizer-14's SymbolizableObjectFile (elf::LlvmSymbolTable).
+  /// kModuleOnly: llvm-symbolizer-14's SymbolizableObjectFile (elf::LlvmSymbolTable);
+  /// `debug_file`: kModuleThenDebugFile.
   void name_like_llvm(const Module& m, const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
-                      bool dwarf_hit, Resolution* out) const;
+                      bool dwarf_hit, bool debug_file, Resolution* out) const;
 
   DwarfResolverOptions opts_;
   DebuginfodClient debuginfod_;

@@ -25,9 +25,11 @@ in a signal handler), and is dumped with gcore. Then:
      the files (`stack --pid`) and starting with eu-stack -p's frames; no module file looked up;
   7. the default store ($STACKPROV_STORE), usage errors of --offline, --help.
 Names: every frame's physical function (resolved_function), file:line:column and inline chain
-from the bundles alone (resolver "bundle") equal llvm-symbolizer-14's on the binaries, for every
-frame llvm names, including symbol-table-only ones such as _start; the symbol-table name
-("function") is empty offline or equal.
+from the bundles alone (resolver "bundle") equal llvm-symbolizer-14's on the binaries (where it
+names nothing there, on the module's separate debug file), for every frame llvm names, including
+symbol-table-only ones such as _start and libc's __restore_rt (the sigreturn trampoline, looked up
+at its pc as eu-stack does: named __restore_rt); the symbol-table name ("function") is empty
+offline or equal.
 Exit 0 on success, 1 on a mismatch or a missing tool.
 """
 import argparse
@@ -213,21 +215,41 @@ def main():
 
     # ---- names oracle: llvm-symbolizer-14 on the binaries (and libc6-dbg), before they go.
     # Caller frames are looked up at pc - 1 (inside the call), as stackprov does; a frame
-    # restored from a signal frame has the exact interrupted pc.
+    # restored from a signal frame has the exact interrupted pc, and so has the sigreturn
+    # trampoline above it (__restore_rt: the handler returned to its first byte; eu-stack and gdb
+    # name it there). Where llvm-symbolizer-14 names nothing on the module, the bundle holds its
+    # answer on the module's separate debug file (/usr/lib/debug/.build-id/..., whose .symtab has
+    # the local symbols a stripped libc lost: __restore_rt), doc/bundles.md "Symbol-table ranges".
     llvm_chain = {}  # (tid, index) -> [(function, file, line, column)] innermost first
     by_module = {}
     for tid, t in files.items():
-        for i, f in enumerate(t["frames"]):
+        fr = t["frames"]
+        for i, f in enumerate(fr):
             if f["module"] and f["module"] != "[vdso]" and os.path.exists(f["module"]):
-                off = int(f["module_offset"], 16) - (1 if i > 0 and f["method"] != "signal" else 0)
+                trampoline = i + 1 < len(fr) and fr[i + 1]["method"] == "signal"
+                off = int(f["module_offset"], 16) - (1 if i > 0 and f["method"] != "signal" and not trampoline else 0)
                 by_module.setdefault(f["module"], []).append((tid, i, off))
-    for mod, items in by_module.items():
-        r = run([tools["llvm-symbolizer-14"], "--obj=" + mod, "--inlining"] + ["0x%x" % o for _, _, o in items])
+
+    def llvm_chains(obj, items):
+        r = run([tools["llvm-symbolizer-14"], "--obj=" + obj, "--inlining"] + ["0x%x" % o for _, _, o in items])
         chains = llvm_symbolizer_chains(r.stdout)
         if r.returncode != 0 or len(chains) != len(items):
             fail("llvm-symbolizer-14 on %s: exit %d, %d answers for %d addresses" %
-                 (mod, r.returncode, len(chains), len(items)))
+                 (obj, r.returncode, len(chains), len(items)))
+            return None
+        return chains
+
+    for mod, items in by_module.items():
+        chains = llvm_chains(mod, items)
+        if chains is None:
             continue
+        bid = build_id(mod)
+        dbg = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+        unnamed = [k for k, c in enumerate(chains) if c[-1][0] == "??"]
+        if unnamed and os.path.exists(dbg):
+            again = llvm_chains(dbg, [items[k] for k in unnamed])
+            for k, c in zip(unnamed, again or []):
+                chains[k] = c
         for (tid, i, _), chain in zip(items, chains):
             llvm_chain[(tid, i)] = chain
 
@@ -315,6 +337,11 @@ def main():
         fail("no frame named by llvm-symbolizer-14 from the symbol table only (_start): not exercised")
     if not any(f["method"] == "signal" for t in offline.values() for f in t["frames"]):
         fail("no signal frame in the offline walk: the signal thread did not park as designed")
+    tramp = [f.get("resolved_function") for t in offline.values() for i, f in enumerate(t["frames"])
+             if i + 1 < len(t["frames"]) and t["frames"][i + 1]["method"] == "signal"]
+    if tramp != ["__restore_rt"]:
+        fail("the sigreturn trampoline frame (above the signal frame) named %r offline, want ['__restore_rt'] "
+             "(eu-stack's name; libc6-dbg's .symtab only)" % tramp)
     named = sum(1 for t in offline.values() for f in t["frames"] if f.get("resolved_function"))
     if named == 0:
         fail("no frame of the offline walk is named from the bundles")
