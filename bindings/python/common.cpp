@@ -66,6 +66,12 @@ void init_errors(py::module_& m) {
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     }
   });
+  m.def("_file_write", [](const std::string& path, py::bytes data, unsigned mode) {
+    const std::string b = data;
+    check(sprov_file_write(path.c_str(), b.data(), b.size(), mode));
+  }, py::arg("path"), py::arg("data"), py::arg("mode") = 0644,
+        "Writes FILE whole or not at all through the library (sprov_file_write: an unpredictable "
+        "temporary in its directory, then rename); for the python -m commands' output files.");
   m.def("strerror", [](int code) { return std::string(sprov_strerror(code)); },
         "The library's message for an error code.");
   m.def("error_codes", []() {

@@ -370,11 +370,13 @@ def replay_main(a):
         return lib_fail(cmd, "report", e)
     if junit:
         try:
-            _write_file(junit, rep.junit())
+            xml = rep.junit()
         except stackprov.Error as e:
             return lib_fail(cmd, "JUnit report", e)
-        except OSError as e:
-            return fail(cmd, "%s: %s" % (junit, e.strerror))
+        try:
+            _write_file(junit, xml)
+        except stackprov.Error as e:  # the library's message names the file, as the CLI prints it
+            return fail(cmd, e.message.partition("\n")[0])
     write_text(js if a.json else summary)
     sys.stdout.flush()
     if rep.exit_code != 0:
@@ -383,19 +385,9 @@ def replay_main(a):
 
 
 def _write_file(path, text):
-    """FILE written whole or not at all (temp file in its directory, fsync, rename; mode 0644)."""
-    d = os.path.dirname(path) or "."
-    tmp = os.path.join(d, ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """FILE written whole or not at all by the library (sprov_file_write: an unpredictable temporary in
+    its directory, then rename; mode 0644), as the CLI writes it; stackprov.Error on failure."""
+    _stackprov._file_write(path, text.encode(), 0o644)
 
 
 # ------------------------------------------------------------- trace-capture
