@@ -149,7 +149,7 @@ inline constexpr size_t kPadBlock = 32;
 // row's], then the fields the mask names, changed from the previous row of the block (all
 // zero before the first row).
 inline constexpr size_t kRowBlock = 16;
-inline constexpr size_t kRowBlock3 = 32;  ///< format 3
+inline constexpr size_t kRowBlock3 = 64;  ///< format 3: an index entry per 64 rows (a lookup decodes ~1 us)
 inline constexpr uint8_t kRowCfaReg = 1;   // u8
 inline constexpr uint8_t kRowCfaOff = 2;   // sleb
 inline constexpr uint8_t kRowRaReg = 4;    // u8
