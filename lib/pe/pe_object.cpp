@@ -14,17 +14,11 @@
 #include "core/mapped_file.hpp"
 #include "core/module_cache.hpp"
 #include "core/open_file.hpp"
+#include "pe/pe_bytes.hpp"
 
 namespace stackprov::pe {
 
 namespace {
-
-uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t rd32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
-}
-uint64_t rd64(const uint8_t* p) { return rd32(p) | (static_cast<uint64_t>(rd32(p + 4)) << 32); }
 
 constexpr uint32_t kLfanewAt = 0x3c;
 constexpr size_t kCoffHeader = 20;
@@ -34,7 +28,7 @@ constexpr size_t kDebugEntrySize = 28;
 
 bool sniff_pe(std::span<const uint8_t> head) {
   // "MZ" and a PE header offset: the "PE\0\0" signature itself may lie past the sniffed bytes.
-  return head.size() >= kLfanewAt + 4 && head[0] == 'M' && head[1] == 'Z' && rd32(head.data() + kLfanewAt) >= 0x40;
+  return head.size() >= kLfanewAt + 4 && head[0] == 'M' && head[1] == 'Z' && le32(head.data() + kLfanewAt) >= 0x40;
 }
 
 Result<std::shared_ptr<object::ObjectImage>> open_pe(const std::string& path) {
@@ -57,13 +51,13 @@ std::string symbol_server_key(const ModuleId& id) {
   if (id.kind != IdKind::kPdbGuidAge || id.len != 20) return {};
   const uint8_t* g = id.bytes;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%08X%04X%04X", rd32(g), rd16(g + 4), rd16(g + 6));
+  std::snprintf(buf, sizeof buf, "%08X%04X%04X", le32(g), le16(g + 4), le16(g + 6));
   std::string out = buf;
   for (int i = 8; i < 16; i++) {
     std::snprintf(buf, sizeof buf, "%02X", g[i]);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "%X", rd32(g + 16));
+  std::snprintf(buf, sizeof buf, "%X", le32(g + 16));
   return out + buf;
 }
 
@@ -89,10 +83,14 @@ Result<std::shared_ptr<PeObject>> PeObject::open(const std::string& path) {
     return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return make_error(S_ISREG(st.st_mode) ? -err : SPROV_ERR_BAD_FORMAT, "%s: not a readable regular file", path.c_str());
+    return make_error(-err, "%s: fstat: %s", path.c_str(), strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return make_error(SPROV_ERR_BAD_FORMAT, "%s: not a regular file", path.c_str());
   }
   if (st.st_size < 0x40) {
     close(fd);
@@ -135,15 +133,15 @@ Status PeObject::parse() {
     return make_error(SPROV_ERR_BAD_FORMAT, "%s: %s (0x%" PRIx64 ")", p, what, v);
   };
   if (size_ < 0x40 || data_[0] != 'M' || data_[1] != 'Z') return bad("not a PE file: no MZ header", size_);
-  const uint32_t lfanew = rd32(data_ + kLfanewAt);
+  const uint32_t lfanew = le32(data_ + kLfanewAt);
   if (lfanew > size_ || size_ - lfanew < 4 + kCoffHeader) return bad("PE header offset beyond the file", lfanew);
   if (std::memcmp(data_ + lfanew, "PE\0\0", 4) != 0) return bad("not a PE file: no PE signature at the header offset", lfanew);
   const uint8_t* coff = data_ + lfanew + 4;
-  machine_ = rd16(coff);
-  const uint32_t nsec = rd16(coff + 2);
-  timestamp_ = rd32(coff + 4);
-  const uint32_t symtab_off = rd32(coff + 8), nsyms = rd32(coff + 12);
-  const uint32_t opt_size = rd16(coff + 16);
+  machine_ = le16(coff);
+  const uint32_t nsec = le16(coff + 2);
+  timestamp_ = le32(coff + 4);
+  const uint32_t symtab_off = le32(coff + 8), nsyms = le32(coff + 12);
+  const uint32_t opt_size = le16(coff + 16);
   switch (machine_) {
     case kMachineAmd64: arch_ = Arch::kX86_64; break;
     case kMachineArm64: arch_ = Arch::kArm64; break;
@@ -152,18 +150,18 @@ Status PeObject::parse() {
   const uint64_t opt_at = uint64_t{lfanew} + 4 + kCoffHeader;
   if (opt_size < 2 || opt_at + opt_size > size_) return bad("optional header beyond the file", opt_size);
   const uint8_t* opt = data_ + opt_at;
-  const uint16_t magic = rd16(opt);
+  const uint16_t magic = le16(opt);
   if (magic != 0x20b && magic != 0x10b) return bad("optional header magic is neither PE32+ 0x20b nor PE32 0x10b", magic);
   pe32plus_ = magic == 0x20b;
   const uint32_t dirs_at = pe32plus_ ? 112 : 96;
   if (opt_size < dirs_at) return bad("optional header too short", opt_size);
-  image_base_ = pe32plus_ ? rd64(opt + 24) : rd32(opt + 28);
-  size_of_image_ = rd32(opt + 56);
-  size_of_headers_ = rd32(opt + 60);
-  const uint32_t ndirs = rd32(opt + dirs_at - 4);
+  image_base_ = pe32plus_ ? le64(opt + 24) : le32(opt + 28);
+  size_of_image_ = le32(opt + 56);
+  size_of_headers_ = le32(opt + 60);
+  const uint32_t ndirs = le32(opt + dirs_at - 4);
   if (ndirs > 16 || dirs_at + uint64_t{ndirs} * 8 > opt_size)
     return bad("data directory count beyond the optional header (at most 16)", ndirs);
-  for (uint32_t i = 0; i < ndirs; i++) dirs_.push_back({rd32(opt + dirs_at + 8 * i), rd32(opt + dirs_at + 8 * i + 4)});
+  for (uint32_t i = 0; i < ndirs; i++) dirs_.push_back({le32(opt + dirs_at + 8 * i), le32(opt + dirs_at + 8 * i + 4)});
 
   // Sections; long names "/123" are offsets into the COFF string table after the symbols.
   if (nsec > kMaxSections) return bad("section count exceeds 4096", nsec);
@@ -171,7 +169,7 @@ Status PeObject::parse() {
   if (sec_at + uint64_t{nsec} * kSectionHeader > size_) return bad("section table beyond the file", nsec);
   const uint64_t strtab_at = uint64_t{symtab_off} + uint64_t{nsyms} * kSymbolSize;
   const bool have_strtab = symtab_off != 0 && strtab_at + 4 <= size_;
-  const uint64_t strtab_size = have_strtab ? std::min<uint64_t>(rd32(data_ + strtab_at), size_ - strtab_at) : 0;
+  const uint64_t strtab_size = have_strtab ? std::min<uint64_t>(le32(data_ + strtab_at), size_ - strtab_at) : 0;
   for (uint32_t i = 0; i < nsec; i++) {
     const uint8_t* h = data_ + sec_at + uint64_t{i} * kSectionHeader;
     Section s;
@@ -189,11 +187,11 @@ Status PeObject::parse() {
       const char* n = reinterpret_cast<const char*>(data_ + strtab_at + off);
       s.name.assign(n, strnlen(n, static_cast<size_t>(strtab_size - off)));
     }
-    s.vsize = rd32(h + 8);
-    s.rva = rd32(h + 12);
-    s.raw_size = rd32(h + 16);
-    s.raw_offset = rd32(h + 20);
-    s.characteristics = rd32(h + 36);
+    s.vsize = le32(h + 8);
+    s.rva = le32(h + 12);
+    s.raw_size = le32(h + 16);
+    s.raw_offset = le32(h + 20);
+    s.characteristics = le32(h + 36);
     if (s.raw_size != 0 && (s.raw_offset > size_ || s.raw_size > size_ - s.raw_offset))
       return make_error(SPROV_ERR_BAD_FORMAT, "%s: section %s's raw data 0x%x+0x%x is beyond the file (%zu bytes)", p,
                         s.name.c_str(), s.raw_offset, s.raw_size, size_);
@@ -211,7 +209,7 @@ Status PeObject::parse() {
     if (dir.empty()) return bad("debug directory outside the sections", dd.rva);
     for (uint32_t i = 0; i < n; i++) {
       const uint8_t* e = dir.data() + i * kDebugEntrySize;
-      DebugEntry d{rd32(e + 12), rd32(e + 16), rd32(e + 20), rd32(e + 24)};
+      DebugEntry d{le32(e + 12), le32(e + 16), le32(e + 20), le32(e + 24)};
       debug_.push_back(d);
       if (d.type != kDebugTypeCodeView || codeview_) continue;
       // The record by its file offset (the RVA may be 0 for a record not loaded).
@@ -220,7 +218,7 @@ Status PeObject::parse() {
       if (std::memcmp(r, "RSDS", 4) != 0) continue;  // NB10 (PDB 2.0) and others: no GUID
       CodeView cv;
       std::memcpy(cv.guid, r + 4, 16);
-      cv.age = rd32(r + 20);
+      cv.age = le32(r + 20);
       cv.pdb_path.assign(reinterpret_cast<const char*>(r + 24), strnlen(reinterpret_cast<const char*>(r + 24), d.size - 24));
       id_ = pdb_id(cv);
       codeview_ = std::move(cv);

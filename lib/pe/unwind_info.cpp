@@ -4,15 +4,12 @@
 
 #include <algorithm>
 
+#include "pe/pe_bytes.hpp"
+
 namespace stackprov::pe {
 
 namespace {
 
-uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t le32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
-}
 
 /// `len` bytes at `rva` from the reader, or an empty span when they are not all there (or rva + len
 /// wraps past 4 GiB).

@@ -49,6 +49,24 @@ def open_store(cmd, url, existing):
         raise
 
 
+def in_store(cmd, url, what, call):
+    """call(store, trace context) in the existing trace store at `url`, as the CLI's trace-resolve and
+    trace-replay do: (result, None), or (None, exit status) after the CLI's line on stderr."""
+    try:
+        ts = open_store(cmd, url, True)
+    except stackprov.Error:
+        return None, EXIT_FAIL
+    with ts:
+        try:
+            ctx = _stackprov._trace_context()
+        except stackprov.Error as e:
+            return None, lib_fail(cmd, "context", e)
+        try:
+            return call(ts, ctx), None
+        except stackprov.Error as e:
+            return None, lib_fail(cmd, what, e)
+
+
 def trace_id(text, what):
     """A trace id (upper-case hex taken as lower-case), else a UsageError naming the value."""
     if not _UUID.match(text):
@@ -221,19 +239,10 @@ def resolve_main(a):
             why = unreadable_file(b)
             if why:
                 raise UsageError("--bundle '%s': %s (expected sha256:<64 lower-case hex> or a file)" % (b, why))
-    try:
-        ts = open_store(cmd, a.store, True)
-    except stackprov.Error:
-        return EXIT_FAIL
-    with ts:
-        try:
-            ctx = _stackprov._trace_context()
-        except stackprov.Error as e:
-            return lib_fail(cmd, "context", e)
-        try:
-            report = ts._resolve(ctx, tid, a.offline, list(a.bundle))
-        except stackprov.Error as e:
-            return lib_fail(cmd, "trace " + tid, e)
+    report, status = in_store(cmd, a.store, "trace " + tid,
+                              lambda ts, ctx: ts._resolve(ctx, tid, a.offline, list(a.bundle)))
+    if status is not None:
+        return status
     if a.json:
         write_text(report)
         return EXIT_OK
@@ -351,19 +360,10 @@ def replay_main(a):
             raise UsageError("--junit '%s': directory '%s': %s" % (junit, d, why))
         if os.path.isdir(junit):
             raise UsageError("--junit '%s' is a directory" % junit)
-    try:
-        ts = open_store(cmd, a.store, True)
-    except stackprov.Error:
-        return EXIT_FAIL
-    with ts:
-        try:
-            ctx = _stackprov._trace_context()
-        except stackprov.Error as e:
-            return lib_fail(cmd, "context", e)
-        try:
-            rep = ts._replay(ctx, tid, seeds, first, min_cov, min_succ, list(a.key), a.trusted_root)
-        except stackprov.Error as e:
-            return lib_fail(cmd, "trace " + tid, e)
+    rep, status = in_store(cmd, a.store, "trace " + tid, lambda ts, ctx: ts._replay(
+        ctx, tid, seeds, first, min_cov, min_succ, list(a.key), a.trusted_root))
+    if status is not None:
+        return status
     try:
         summary, js = rep.summary(), rep.json()
     except stackprov.Error as e:
