@@ -107,7 +107,7 @@ inline constexpr size_t kGroupRecords3 = 192;
 // depth count, then per depth: (count << 1 | continues) in kCtxListHead, the records (no byte
 // count: a lookup decodes the lists before the one it needs). A record has format 2's fields in
 // format 2's order, each coded in its context (two contexts where depth 0 and deeper differ).
-// Row data likewise starts with the row tables; a block holds kRowBlock rows (the last one the
+// Row data likewise starts with the row tables; a block holds kRowBlock3 rows (the last one the
 // rest), with format 2's fields and the cfa offset as a delta from the previous row's.
 // Format 3 stores no string offsets: the table's strings follow each other, NUL-terminated.
 enum RangeCtx : unsigned {
