@@ -25,6 +25,7 @@ enum class Method : uint8_t {
   kTrampoline = SPROV_METHOD_TRAMPOLINE,
   kRuntime = SPROV_METHOD_RUNTIME,
   kUnwindTable = SPROV_METHOD_UNWIND_TABLE,
+  kCfiPdata = SPROV_METHOD_CFI_PDATA,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.

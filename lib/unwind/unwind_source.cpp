@@ -6,6 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "unwind/pdata_source.hpp"
+
 namespace stackprov::unwind {
 
 UnwindSource::~UnwindSource() = default;
@@ -22,9 +24,9 @@ dwarf::CfiStatus UnwindSource::full_row(uint64_t, const RuleQuery&, FullRow*) co
 
 namespace {
 
-// The built-in table kinds read through this interface. Empty today: eh_frame and debug_frame
-// (DWARF CFI, ELF) go through LoadedModule's compiled rows; .pdata and compact unwind join here.
-constexpr const TableKind* kBuiltin[] = {nullptr};
+// The built-in table kinds read through this interface: x64 .pdata (PE). eh_frame and debug_frame
+// (DWARF CFI, ELF) go through LoadedModule's compiled rows; compact unwind joins here.
+constexpr const TableKind* kBuiltin[] = {&kPdataKind};
 
 std::mutex g_mu;
 std::vector<const TableKind*>& registered() {

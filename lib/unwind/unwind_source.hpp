@@ -24,6 +24,10 @@ struct RuleQuery {
   RowParams params;
   bool use_debug_frame = true;  ///< DWARF: .debug_frame where .eh_frame has no FDE
   bool may_allocate = true;     ///< false in signal handlers: nothing may be compiled or loaded
+  /// The pc is where the frame executes (frame 0, or a frame a signal or machine frame
+  /// interrupted), not a return address looked up at pc - 1: a source that recognises epilogs from
+  /// the code (x64 .pdata) may do so only then, and does not let the rule cache keep that answer.
+  bool exact_pc = false;
 };
 
 /// A source's answer on a rule-cache miss: the rule, and whether the rule cache may keep it (a
@@ -40,6 +44,11 @@ struct FullRow {
   dwarf::CfiRow row;
   const dwarf::CfiSection* section = nullptr;
   bool from_debug_frame = false;
+  /// Expression bytes a source makes for this row (a table whose rules are not DWARF's: x64
+  /// .pdata's machine frames), with `section` pointing at `own_section` over them. The row lives
+  /// in the unwinder and is applied where it was filled, never copied.
+  uint8_t own_exprs[96] = {};
+  dwarf::CfiSection own_section;
 };
 
 /// One module's unwind table. Immutable once made; thread-safe for concurrent lookups. The table

@@ -145,6 +145,23 @@ class Unwinder {
     }
   }
 
+  /// One step out of a frame with registers `regs`, with the caller's registers in *out (every
+  /// register the step does not restore keeps its value): what walk() does for one frame, for
+  /// tests that compare whole register sets with another unwinder (RtlVirtualUnwind) and for
+  /// tools. `exact`: the pc is where the frame executes (frame 0), not a return address.
+  StopReason step_registers(const Regs& regs, bool exact, Regs* out, Method* method) {
+    if (!regs.has(Traits::kPcReg) || !regs.has(Traits::kSpReg)) return StopReason::kInvalidPc;
+    Frame f;
+    f.pc = regs.get(Traits::kPcReg);
+    f.sp = regs.get(Traits::kSpReg);
+    f.lookup_prev = !exact;
+    uint64_t cfa = 0;
+    Step st{f, slot_of(f), exact ? f.pc : f.pc - Traits::kCallInsnMin, regs, *out, &cfa};
+    const StopReason r = step(st);
+    if (method != nullptr) *method = st.method;
+    return r;
+  }
+
  private:
   /// The common step, what step() does for a frame whose rule is in the rule
   /// cache as kCfaReg (an image module's .eh_frame/.debug_frame row), applied
@@ -285,7 +302,7 @@ class Unwinder {
     const UnwindSource& src = *mod.table();
     const uint64_t rel = s.lookup_pc - s.slot->bias;
     const uint32_t gen = mod.generation();
-    const RuleQuery q{kRowParams, opts_.use_debug_frame, opts_.may_allocate};
+    const RuleQuery q{kRowParams, opts_.use_debug_frame, opts_.may_allocate, !s.cur.lookup_prev};
     const UnwindRule* cached = cache_.find(rel, gen);
     UnwindRule rule;
     if (cached != nullptr) {

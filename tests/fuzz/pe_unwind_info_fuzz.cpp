@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// libFuzzer target: read_pdata, find_function, decode_unwind_info and decode_chain over arbitrary image bytes.
+// libFuzzer target: read_pdata, find_function, decode_unwind_info and decode_chain over arbitrary image
+// bytes, and one symbolic unwind step (plan_x64_step, epilog decoding included) at pcs of the table.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "pe/unwind_info.hpp"
+#include "pe/x64_unwind.hpp"
 
 using namespace stackprov::pe;
 
@@ -23,6 +25,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto table = read_pdata(pdata);
   if (table.ok()) {
+    // One unwind step at the first pcs of each function (at most 256 steps), exact and not: any
+    // answer or a named error; an epilog is recognised only at an exact pc.
+    struct Code {
+      std::span<const uint8_t> image;
+    } code{image};
+    auto read_code = [](const void* ctx, uint32_t rva, uint8_t* buf, uint32_t len) {
+      const auto& im = static_cast<const Code*>(ctx)->image;
+      if (rva > im.size() || len > im.size() - rva) return false;
+      std::copy_n(im.data() + rva, len, buf);
+      return true;
+    };
+    size_t steps = 0;
+    for (const RuntimeFunction& f : *table) {
+      for (uint32_t pc = f.begin; pc < f.end && pc - f.begin < 8 && steps < 256; pc++, steps++) {
+        for (bool exact : {false, true}) {
+          auto p = plan_x64_step(img, *table, pc, exact, read_code, &code);
+          if (p.ok() && p->in_epilog && !exact) __builtin_trap();
+        }
+      }
+    }
     for (const RuntimeFunction& f : *table) {
       // Sorted and disjoint: each entry is found at both of its ends, and nothing right after it
       // but the next entry.
