@@ -46,7 +46,9 @@ def prefix(build_dir):
         _make(p, env)
     finally:
         os.close(lock)
-    subprocess.run([WINESERVER, "-p60"], env=env, timeout=60)
+    # Not the test's own stdout: the server outlives the test, and ctest reads that pipe to its end.
+    subprocess.run([WINESERVER, "-p60"], env=env, timeout=60, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     return p
 
 
@@ -54,7 +56,8 @@ def _make(p, env):
     if not os.path.exists(os.path.join(p, "system.reg")):
         os.makedirs(p, mode=0o700, exist_ok=True)
         with tempfile.TemporaryFile() as log:  # not a pipe: see run()
-            r = subprocess.run(["wineboot", "-i"], env=env, stdout=log, stderr=subprocess.STDOUT, timeout=300)
+            r = subprocess.run(["wineboot", "-i"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                               timeout=300)
             log.seek(0)
             if r.returncode != 0:
                 sys.exit(f"FAIL: wineboot -i in {p} exited {r.returncode}: {log.read().decode(errors='replace')[-2000:]}")
