@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// Our side of the pdata differential test (pdata_test.py): the same commands as rtl_unwind.c,
-// with "module I PATH BASE" lines (the bases rtl_unwind printed) instead of names, answered by one
-// step of our unwinder (Unwinder::step_registers) over the same memory bytes. Prints "result
-// METHOD RIP R0..R15" in RtlVirtualUnwind's CONTEXT order, "?" for a register we lost, or "stop
-// REASON" when our step finds no caller.
+// Our side of the pdata tests. pdata_test.py: the same commands as rtl_unwind.c, with "module I
+// PATH BASE" lines (the bases rtl_unwind printed) instead of names, answered by one step of our
+// unwinder (Unwinder::step_registers) over the same memory bytes; prints "result METHOD RIP
+// R0..R15" in RtlVirtualUnwind's CONTEXT order, "?" for a register we lost, or "stop REASON" when
+// our step finds no caller. pdata_walk_test.py: "memory ADDR HEX" lines (a thread's stack bytes)
+// replace the seeded buffer, and "walk R0..R15 RIP" walks from those registers (an exact pc),
+// printing "frame PC SP METHOD" per frame and "end STOP".
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -37,12 +40,34 @@ uint64_t splitmix64(uint64_t* x) {
   return z ^ (z >> 31);
 }
 
+/// The seeded buffer at kMemBase, or (walks) the memory lines given.
 struct BufferMem {
   std::vector<uint8_t> bytes;
+  std::map<uint64_t, std::vector<uint8_t>> regions;  // start -> bytes, disjoint
   bool read(uint64_t addr, void* buf, size_t len) const {
+    if (!regions.empty()) {
+      auto it = regions.upper_bound(addr);
+      if (it == regions.begin()) return false;
+      --it;
+      const uint64_t off = addr - it->first;
+      if (off > it->second.size() || len > it->second.size() - off) return false;
+      std::memcpy(buf, it->second.data() + off, len);
+      return true;
+    }
     if (addr < kMemBase || addr - kMemBase > bytes.size() || len > bytes.size() - (addr - kMemBase)) return false;
     std::memcpy(buf, bytes.data() + (addr - kMemBase), len);
     return true;
+  }
+  void add(uint64_t addr, const std::vector<uint8_t>& b) {
+    auto it = regions.upper_bound(addr);
+    if (it != regions.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second.size() == addr) {  // contiguous: extend
+        prev->second.insert(prev->second.end(), b.begin(), b.end());
+        return;
+      }
+    }
+    regions[addr] = b;
   }
 };
 
@@ -105,11 +130,33 @@ int main(int argc, char** argv) {
       bases.push_back(base);
       continue;
     }
-    if (kind != "state") continue;
+    if (kind == "memory") {
+      std::string addr_hex, hex;
+      in >> addr_hex >> hex;
+      std::vector<uint8_t> b;
+      for (size_t i = 0; i + 1 < hex.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+      mem.add(std::stoull(addr_hex, nullptr, 16), b);
+      continue;
+    }
+    if (kind != "state" && kind != "walk") continue;
     if (!finished) {
       table.finish();
       uw = std::make_unique<Unwinder<x64::Traits, BufferMem>>(table, cache, opts, mem);
       finished = true;
+    }
+    if (kind == "walk") {
+      Unwinder<x64::Traits, BufferMem>::Regs regs{};
+      for (int i = 0; i < 17; i++) {
+        std::string h;
+        in >> h;
+        regs.set(i < 16 ? kDwarfOf[i] : x64::kRip, std::stoull(h, nullptr, 16));
+      }
+      WalkResult w;
+      uw->walk(regs, false, &w);
+      for (const Frame& f : w.frames)
+        std::printf("frame %" PRIx64 " %" PRIx64 " %d\n", f.pc, f.sp, static_cast<int>(f.method));
+      std::printf("end %d\n", static_cast<int>(w.stop));
+      continue;
     }
     size_t m;
     std::string rva_hex;
