@@ -41,6 +41,9 @@ namespace stackprov::arch {
 ///     signal frame may be restored as the kernel's signal frame without the trampoline's code
 ///     bytes (one trampoline layout: x86_64, arm64; mips32 has two);
 ///   kGoPcsp — Go's pclntab SP deltas are a rung (amd64: the return address at sp + delta);
+///   kCoroutineEntryLen / coroutine_entry(code) — the code at a return address is a coroutine's
+///     entry trampoline, where the coroutine's first function returns (x86_64: glibc's
+///     __start_context of makecontext); 0: the architecture has no such rung;
 ///   regs_from_user_regs / regs_from_pt_regs / regs_from_ucontext(data, len, &regs) and
 ///     regs_from_perf(mask, values, count, &regs) — a register state from the kernel's layouts
 ///     (arch/<isa>/conversions.cpp cites them);
@@ -84,6 +87,8 @@ struct Ops<x86_64::Traits> {
   static constexpr bool kSigreturnBeforeCfi = false;
   static constexpr bool kSignalRowWithoutCode = true;
   static constexpr bool kGoPcsp = true;
+  static constexpr int kCoroutineEntryLen = 10;
+  static bool coroutine_entry(const uint8_t* code) { return x86_64::is_start_context(code); }
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool, size_t* undecoded, F&& f) {
     x86_64::for_each_call(code, n, addr, undecoded, f);
@@ -125,6 +130,8 @@ struct Ops<arm64::Traits> {
   static constexpr bool kSigreturnBeforeCfi = true;
   static constexpr bool kSignalRowWithoutCode = true;
   static constexpr bool kGoPcsp = false;
+  static constexpr int kCoroutineEntryLen = 0;  // glibc's arm64 __start_context: not recognised yet
+  static bool coroutine_entry(const uint8_t*) { return false; }
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {
     arm64::for_each_call(code, n, addr, big_endian, f);
@@ -183,6 +190,8 @@ struct Ops<mips32::TraitsT<BigEndian>> {
   }
   static constexpr bool kSigreturnBeforeCfi = false;
   static constexpr bool kSignalRowWithoutCode = false;
+  static constexpr int kCoroutineEntryLen = 0;  // glibc's mips __start_context: not recognised yet
+  static bool coroutine_entry(const uint8_t*) { return false; }
   static constexpr bool kGoPcsp = false;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {

@@ -17,6 +17,17 @@ inline bool is_sigreturn_trampoline(const uint8_t code[9]) {
   return std::memcmp(code, kSigreturnCode, sizeof(kSigreturnCode)) == 0;
 }
 
+/// glibc's __start_context (sysdeps/unix/sysv/linux/x86_64/__start_context.S), where a function
+/// started by makecontext returns: `mov %rbx,%rsp; mov (%rsp),%rdi; test %rdi,%rdi` (rbx holds the
+/// stack slot of uc_link; a zero uc_link exits the thread, another context is resumed).
+constexpr uint8_t kStartContextCode[10] = {0x48, 0x89, 0xdc, 0x48, 0x8b, 0x3c, 0x24, 0x48, 0x85, 0xff};
+
+/// True when the 10 code bytes at a return address are __start_context: the frame is a
+/// coroutine's entry, the end of the coroutine's own stack.
+inline bool is_start_context(const uint8_t code[10]) {
+  return std::memcmp(code, kStartContextCode, sizeof(kStartContextCode)) == 0;
+}
+
 /// Offset of uc_mcontext.gregs in ucontext_t (uc_flags, uc_link, stack_t).
 constexpr uint64_t kUcontextGregs = 40;
 

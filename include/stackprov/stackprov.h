@@ -201,6 +201,9 @@ enum sprov_stop_reason {
   SPROV_STOP_BAD_CFI = 6,           /* CFI was malformed or its evaluation failed */
   SPROV_STOP_INVALID_PC = 7,        /* the unwound pc is not in any module */
   SPROV_STOP_ARCH_MISMATCH = 8,     /* a module's architecture differs from the snapshot's */
+  SPROV_STOP_COROUTINE_ENTRY = 9,   /* the last frame is a coroutine's entry trampoline (x86_64:
+                                       glibc's __start_context, where a makecontext function
+                                       returns): the coroutine's own stack ends there */
 };
 
 /* Stable lower-case names: "cfi_eh_frame", "end_of_stack", "x86_64", ... */

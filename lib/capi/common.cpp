@@ -62,6 +62,7 @@ SPROV_API const char* sprov_stop_reason_name(int reason) {
     case SPROV_STOP_BAD_CFI: return "bad_cfi";
     case SPROV_STOP_INVALID_PC: return "invalid_pc";
     case SPROV_STOP_ARCH_MISMATCH: return "arch_mismatch";
+    case SPROV_STOP_COROUTINE_ENTRY: return "coroutine_entry";
     default: return "none";
   }
 }

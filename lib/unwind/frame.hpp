@@ -39,6 +39,7 @@ enum class StopReason : uint8_t {
   kBadCfi = SPROV_STOP_BAD_CFI,
   kInvalidPc = SPROV_STOP_INVALID_PC,
   kArchMismatch = SPROV_STOP_ARCH_MISMATCH,
+  kCoroutineEntry = SPROV_STOP_COROUTINE_ENTRY,
 };
 
 /// The segment of a stack a frame belongs to; values equal enum sprov_domain.

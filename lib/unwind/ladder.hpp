@@ -13,6 +13,7 @@ namespace stackprov::unwind {
 /// One way to find a frame's caller (doc/architecture.md "The ladder"). Each rung either finds
 /// the caller (the frame's method says which), stops the walk, or passes to the next.
 enum class Rung : uint8_t {
+  kCoroutineEntry,  ///< a return address on a coroutine's entry trampoline: the coroutine's stack ends
   kBadPc,           ///< an exact pc that is 0 or in no module: the return address a bad call left
   kSigreturnFirst,  ///< the sigreturn trampoline by its code, before the tables (arm64's vDSO)
   kTable,           ///< the module's unwind source: CFI, bundle rows, .pdata, compact unwind, ...
@@ -26,7 +27,7 @@ enum class Rung : uint8_t {
 
 /// A ladder: the rungs an architecture has, in the order a step tries them.
 struct Ladder {
-  std::array<Rung, 9> rungs{};
+  std::array<Rung, 10> rungs{};
   size_t size = 0;
   constexpr void add(Rung r) { rungs[size++] = r; }
   constexpr const Rung* begin() const { return rungs.data(); }
@@ -37,6 +38,7 @@ struct Ladder {
 template <class Ops>
 constexpr Ladder ladder_of() {
   Ladder l;
+  if (Ops::kCoroutineEntryLen > 0) l.add(Rung::kCoroutineEntry);
   l.add(Rung::kBadPc);
   if (Ops::kSigreturnBeforeCfi) l.add(Rung::kSigreturnFirst);
   l.add(Rung::kTable);

@@ -102,6 +102,9 @@ class Unwinder {
         const StopReason stop = step(st);
         if (st.row_not_in_table) cur.flags |= Frame::kFlagCfiNotInBundle;
         if (stop != StopReason::kNone) {
+          // The entry trampoline's frame is named at its own pc: the return address is its first
+          // instruction, not the byte after a call.
+          if (stop == StopReason::kCoroutineEntry) cur.lookup_prev = false;
           out->stop = stop;
           return;
         }
@@ -254,7 +257,9 @@ class Unwinder {
 
   template <Rung R>
   Verdict climb(Step& s) {
-    if constexpr (R == Rung::kBadPc) {
+    if constexpr (R == Rung::kCoroutineEntry) {
+      if (at_coroutine_entry(s)) return stopped(s, StopReason::kCoroutineEntry);
+    } else if constexpr (R == Rung::kBadPc) {
       return rung_bad_pc(s);
     } else if constexpr (R == Rung::kSigreturnFirst) {
       if (s.slot != nullptr && step_by_sigreturn(s.slot, s.cur.pc, s.regs, s.next, s.cfa))
@@ -279,6 +284,17 @@ class Unwinder {
       if (opts_.allow_scan && step_by_scan(s.regs, s.next, s.cfa)) return found(s, Method::kScan, true);
     }
     return Verdict::kPass;
+  }
+
+  /// A caller frame whose return address is a coroutine's entry trampoline (glibc's
+  /// __start_context, recognised by its code at the return address itself, not pc - 1): the
+  /// coroutine's stack ends; what follows on the stack is makecontext's argument area, not a
+  /// caller. glibc's FDE for it marks the return address undefined, so its rule never takes the
+  /// cached common step and the ladder always reaches this rung.
+  bool at_coroutine_entry(const Step& s) {
+    if (!s.cur.lookup_prev || s.slot == nullptr || s.slot->module == nullptr) return false;
+    uint8_t code[Ops::kCoroutineEntryLen > 0 ? Ops::kCoroutineEntryLen : 1];
+    return module_code(*s.slot, s.cur.pc, code, sizeof(code)) && Ops::coroutine_entry(code);
   }
 
   /// An exact pc (frame 0, or where a signal hit) that is 0 or in no module: a call through a
