@@ -29,7 +29,7 @@ PKGS=(
   libdeflate-dev
   libxml2-utils
   libbpf-dev bpftool bpfcc-tools linux-headers-amd64 heaptrack
-  gcc-mingw-w64-x86-64 wine wine64 libwine
+  gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64 binutils-mingw-w64-x86-64 wine wine64 libwine
 )
 
 missing=()

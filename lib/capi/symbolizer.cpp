@@ -72,12 +72,8 @@ Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer
   m.path = module_path;
   auto mod = acquire_module(sym->ctx, nullptr, m, std::string());
   if (!mod.ok()) return std::move(mod).error();
-  if (!mod.value()->has_elf() && mod.value()->object()) {
-    const std::string_view fmt = mod.value()->object()->format_name();
-    return make_error(SPROV_ERR_UNSUPPORTED, "%s: a %.*s file: symbols are read from ELF files only so far (DWARF in PE "
-                      "and PDBs are not read yet)", module_path, static_cast<int>(fmt.size()), fmt.data());
-  }
-  if (!mod.value()->has_elf())
+  // A file of any format: its DWARF (by the DWARF standard's names) and its own symbol tables.
+  if (!mod.value()->object())
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no file (bundle-backed module)", module_path);
   sym->path_cached = module_path;
   sym->path_module = std::move(mod).value();
@@ -176,7 +172,8 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
     auto mod = symbolizer_module(sym, module_path);
     if (!mod.ok()) return fail(mod.error());
     const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
-    const int rc = fill_symbol(sym, image, address, address, out);
+    const int rc = mod.value()->has_elf() ? fill_symbol(sym, image, address, address, out)
+                                          : fill_object_symbol(*image, address, address, out);
     if (image && image->file_changed())  // this module's file only
       return fail(make_error(SPROV_ERR_IO,
                              "module '%s' was truncated while mapped: its bytes past the new end read as zeros, so "

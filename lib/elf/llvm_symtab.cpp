@@ -114,21 +114,33 @@ LlvmSymbolTable LlvmSymbolTable::load(const ElfImage& image) {
     if (rel) value += image.section_range(sec).first;
     t.syms_.push_back(LlvmSymbol{value, size, name, bind == STB_LOCAL ? static_cast<uint32_t>(i) : 0u});
   }
+  t.sort_and_collapse();
+  return t;
+}
+
+LlvmSymbolTable LlvmSymbolTable::from_symbols(const std::vector<object::Symbol>& syms) {
+  LlvmSymbolTable t;
+  t.syms_.reserve(syms.size());
+  for (const object::Symbol& s : syms) t.syms_.push_back(LlvmSymbol{s.addr, s.size, s.name, 0});
+  t.sort_and_collapse();
+  return t;
+}
+
+void LlvmSymbolTable::sort_and_collapse() {
   // llvm::stable_sort by SymbolDesc::operator< (address, then size), then of
   // each run of one address keep the last element.
-  std::stable_sort(t.syms_.begin(), t.syms_.end(), [](const LlvmSymbol& a, const LlvmSymbol& b) {
+  std::stable_sort(syms_.begin(), syms_.end(), [](const LlvmSymbol& a, const LlvmSymbol& b) {
     return a.addr != b.addr ? a.addr < b.addr : a.size < b.size;
   });
   size_t out = 0;
-  for (size_t i = 0; i < t.syms_.size();) {
+  for (size_t i = 0; i < syms_.size();) {
     size_t j = i + 1;
-    while (j < t.syms_.size() && t.syms_[j].addr == t.syms_[i].addr) j++;
-    t.syms_[out++] = t.syms_[j - 1];
+    while (j < syms_.size() && syms_[j].addr == syms_[i].addr) j++;
+    syms_[out++] = syms_[j - 1];
     i = j;
   }
-  t.syms_.resize(out);
-  t.syms_.shrink_to_fit();
-  return t;
+  syms_.resize(out);
+  syms_.shrink_to_fit();
 }
 
 const LlvmSymbol* LlvmSymbolTable::lookup(uint64_t a) const {

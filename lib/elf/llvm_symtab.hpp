@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "elf/elf_image.hpp"
+#include "object/object_image.hpp"
 
 namespace stackprov::elf {
 
@@ -42,6 +43,10 @@ class LlvmSymbolTable {
   /// with a bad sh_link give an empty table (llvm-symbolizer then names
   /// nothing from the symbol table either).
   static LlvmSymbolTable load(const ElfImage& image);
+  /// The table of another format's symbols as llvm-symbolizer-14 reads them
+  /// (object::ObjectImage::symbolizer_symbols: its filter and sizes), under the same
+  /// sort, same-address choice and lookup. Names point into the image.
+  static LlvmSymbolTable from_symbols(const std::vector<object::Symbol>& syms);
 
   /// getNameFromSymbolTable: the symbol naming `a`, or nullptr.
   const LlvmSymbol* lookup(uint64_t a) const;
@@ -57,6 +62,8 @@ class LlvmSymbolTable {
   const std::vector<LlvmSymbol>& symbols() const { return syms_; }
 
  private:
+  /// llvm::stable_sort by (address, size), then of each run of one address the last element.
+  void sort_and_collapse();
   std::vector<LlvmSymbol> syms_;
   std::vector<std::pair<uint32_t, std::string_view>> files_;  // (index, name), index order
   bool from_dynsym_ = false;

@@ -119,6 +119,10 @@ class ObjectImage {
   virtual std::optional<Symbol> symbol_at(uint64_t addr) const = 0;
   /// The function symbols, sorted by address (a bundle's symbol-table ranges).
   virtual std::vector<Symbol> symbols() const = 0;
+  /// The symbols llvm-symbolizer-14 names an address of another format than ELF by
+  /// (SymbolizableObjectFile: its filter and sizes, size 0 reaching to the next symbol), for the
+  /// llvm-compatible naming; sorted or not. By default symbols(). ELF's is elf::LlvmSymbolTable.
+  virtual std::vector<Symbol> symbolizer_symbols() const { return symbols(); }
   /// Copies `len` bytes of the file's loaded contents at link-time `vaddr`; false outside them.
   virtual bool read_code(uint64_t vaddr, void* buf, size_t len) const = 0;
   /// Runtime minus link-time address for a mapping of this file at `map_start` with file offset

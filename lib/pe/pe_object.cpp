@@ -170,6 +170,10 @@ Status PeObject::parse() {
   const uint64_t strtab_at = uint64_t{symtab_off} + uint64_t{nsyms} * kSymbolSize;
   const bool have_strtab = symtab_off != 0 && strtab_at + 4 <= size_;
   const uint64_t strtab_size = have_strtab ? std::min<uint64_t>(le32(data_ + strtab_at), size_ - strtab_at) : 0;
+  symtab_off_ = symtab_off;
+  nsyms_ = nsyms;
+  strtab_at_ = have_strtab ? strtab_at : 0;
+  strtab_size_ = strtab_size;
   for (uint32_t i = 0; i < nsec; i++) {
     const uint8_t* h = data_ + sec_at + uint64_t{i} * kSectionHeader;
     Section s;
@@ -235,6 +239,217 @@ std::span<const uint8_t> PeObject::at_rva(uint32_t rva, uint32_t len) const {
     return {data_ + s.raw_offset + (rva - s.rva), len};
   }
   return {};
+}
+
+std::string_view PeObject::string_at_rva(uint32_t rva) const {
+  for (const Section& s : sections_) {
+    if (rva < s.rva || rva - s.rva >= s.raw_size) continue;
+    const char* p = reinterpret_cast<const char*>(data_ + s.raw_offset + (rva - s.rva));
+    const size_t room = s.raw_size - (rva - s.rva);
+    const size_t n = strnlen(p, room);
+    return n < room ? std::string_view(p, n) : std::string_view();
+  }
+  return {};
+}
+
+void PeObject::load_coff_symbols() const {
+  // PE/COFF specification, "COFF Symbol Table": 18-byte records, Name[8] (or 0 + a string table
+  // offset), Value u32, SectionNumber i16, Type u16, StorageClass u8, NumberOfAuxSymbols u8.
+  if (symtab_off_ == 0 || nsyms_ == 0) return;
+  if (symtab_off_ > size_ || uint64_t{nsyms_} * kSymbolSize > size_ - symtab_off_) return;
+  const uint8_t* tab = data_ + symtab_off_;
+  short_names_.reserve(size_t{nsyms_} * 9);  // never reallocated below: the views stay valid
+  for (uint32_t i = 0; i < nsyms_; i++) {
+    const uint8_t* r = tab + size_t{i} * kSymbolSize;
+    CoffSymbol c;
+    c.value = le32(r + 8);
+    c.section = static_cast<int16_t>(le16(r + 12));
+    c.type = le16(r + 14);
+    c.storage_class = r[16];
+    c.aux_count = r[17];
+    c.index = i;
+    i += c.aux_count;  // auxiliary records follow their symbol (a count past the table ends the loop)
+    if (le32(r) == 0) {
+      const uint32_t off = le32(r + 4);
+      if (strtab_size_ == 0 || off < 4 || off >= strtab_size_) continue;
+      const char* n = reinterpret_cast<const char*>(data_ + strtab_at_ + off);
+      const size_t len = strnlen(n, static_cast<size_t>(strtab_size_ - off));
+      if (len == strtab_size_ - off) continue;  // not NUL-terminated inside the table
+      c.name = std::string_view(n, len);
+    } else {
+      const size_t len = strnlen(reinterpret_cast<const char*>(r), 8);
+      const size_t at = short_names_.size();
+      short_names_.insert(short_names_.end(), r, r + len);
+      short_names_.push_back('\0');
+      c.name = std::string_view(short_names_.data() + at, len);
+    }
+    coff_.push_back(c);
+  }
+}
+
+const std::vector<CoffSymbol>& PeObject::coff_symbols() const {
+  stackprov::call_once(coff_once_, [&] { load_coff_symbols(); });
+  return coff_;
+}
+
+void PeObject::load_exports() const {
+  // PE/COFF specification, "The .edata Section": the export directory table (ordinal base @16,
+  // address table entries @20, name pointers @24, export address table RVA @28, name pointer
+  // RVA @32, ordinal table RVA @36), then the three tables.
+  const DataDirectory ed = directory(kDirExport);
+  if (ed.size < 40) return;
+  const auto dir = at_rva(ed.rva, 40);
+  if (dir.empty()) return;
+  const uint32_t base = le32(dir.data() + 16), naddr = le32(dir.data() + 20), nnames = le32(dir.data() + 24);
+  if (naddr > kMaxExports || nnames > kMaxExports) return;
+  const auto eat = at_rva(le32(dir.data() + 28), naddr * 4);
+  const auto names = at_rva(le32(dir.data() + 32), nnames * 4);
+  const auto ords = at_rva(le32(dir.data() + 36), nnames * 2);
+  if ((naddr != 0 && eat.empty()) || (nnames != 0 && (names.empty() || ords.empty()))) return;
+  std::vector<std::string_view> name_of(naddr);
+  for (uint32_t i = 0; i < nnames; i++) {
+    const uint16_t o = le16(ords.data() + 2 * size_t{i});
+    if (o < naddr && name_of[o].empty()) name_of[o] = string_at_rva(le32(names.data() + 4 * size_t{i}));
+  }
+  for (uint32_t i = 0; i < naddr; i++) {
+    Export e;
+    e.rva = le32(eat.data() + 4 * size_t{i});
+    if (e.rva == 0) continue;  // an unused ordinal
+    e.ordinal = base + i;
+    e.name = name_of[i];
+    e.forwarder = e.rva >= ed.rva && e.rva - ed.rva < ed.size;
+    exports_.push_back(e);
+  }
+}
+
+const std::vector<Export>& PeObject::exports() const {
+  stackprov::call_once(exports_once_, [&] { load_exports(); });
+  return exports_;
+}
+
+namespace {
+
+/// A function symbol candidate: the symbol, the end of its code section, its preference.
+struct Candidate {
+  object::Symbol sym;
+  uint64_t end = 0;
+  int rank = 0;
+};
+
+/// Sorts by address, keeps the highest rank of each address (the first in table order among
+/// equals) and sizes each to the next kept address or its section's end.
+std::vector<object::Symbol> sized_functions(std::vector<Candidate> c) {
+  std::stable_sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.sym.addr < b.sym.addr; });
+  std::vector<Candidate> kept;
+  for (size_t i = 0; i < c.size();) {
+    size_t pick = i, j = i + 1;
+    for (; j < c.size() && c[j].sym.addr == c[i].sym.addr; j++)
+      if (c[j].rank > c[pick].rank) pick = j;
+    kept.push_back(c[pick]);
+    i = j;
+  }
+  std::vector<object::Symbol> out;
+  out.reserve(kept.size());
+  for (size_t i = 0; i < kept.size(); i++) {
+    uint64_t end = kept[i].end;
+    if (i + 1 < kept.size()) end = std::min(end, kept[i + 1].sym.addr);
+    object::Symbol s = kept[i].sym;
+    s.size = end - s.addr;  // > 0: addresses are distinct and below their section's end
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+void PeObject::load_functions() const {
+  // The end of section `sec` (1-based) when it holds code, else 0.
+  auto code_end = [&](uint32_t sec) -> uint64_t {
+    if (sec == 0 || sec > sections_.size()) return 0;
+    const Section& s = sections_[sec - 1];
+    if ((s.characteristics & (kScnCode | kScnExecute)) == 0) return 0;
+    return image_base_ + s.rva + std::max(s.vsize, s.raw_size);
+  };
+  std::vector<Candidate> cands;
+  for (const CoffSymbol& c : coff_symbols()) {
+    if (c.section <= 0 || (c.storage_class != kClassExternal && c.storage_class != kClassStatic)) continue;
+    if (c.section_definition() || c.name.empty()) continue;
+    const uint32_t sec = static_cast<uint32_t>(c.section);
+    const uint64_t end = code_end(sec);
+    if (end == 0) continue;
+    const uint64_t addr = image_base_ + sections_[sec - 1].rva + c.value;
+    if (addr >= end) continue;
+    // One name per address: a function's over a label's, EXTERNAL over STATIC, then table order.
+    const int rank = ((c.type >> 4) == kDtypeFunction ? 2 : 0) + (c.storage_class == kClassExternal ? 1 : 0);
+    cands.push_back({object::Symbol{addr, 0, c.name}, end, rank});
+  }
+  if (cands.empty()) {
+    // No COFF symbols (a stripped image, lld-link's and MSVC's): the named exports of code.
+    for (const Export& e : exports()) {
+      if (e.forwarder || e.name.empty()) continue;
+      for (size_t k = 0; k < sections_.size(); k++) {
+        const uint64_t end = code_end(static_cast<uint32_t>(k + 1));
+        const uint64_t addr = image_base_ + e.rva;
+        if (end != 0 && e.rva >= sections_[k].rva && addr < end) cands.push_back({object::Symbol{addr, 0, e.name}, end, 0});
+      }
+    }
+  }
+  functions_ = sized_functions(std::move(cands));
+}
+
+std::vector<object::Symbol> PeObject::symbols() const {
+  stackprov::call_once(functions_once_, [&] { load_functions(); });
+  return functions_;
+}
+
+std::optional<object::Symbol> PeObject::symbol_at(uint64_t addr) const {
+  stackprov::call_once(functions_once_, [&] { load_functions(); });
+  auto it = std::upper_bound(functions_.begin(), functions_.end(), addr,
+                             [](uint64_t a, const object::Symbol& s) { return a < s.addr; });
+  if (it == functions_.begin()) return std::nullopt;
+  --it;
+  if (addr - it->addr >= it->size) return std::nullopt;
+  return *it;
+}
+
+std::vector<object::Symbol> PeObject::symbolizer_symbols() const {
+  // llvm-14: computeSymbolSizes (Object/SymbolSize.cpp) sorts every symbol record by (section
+  // number, value) together with one end marker per section at ImageBase + VirtualAddress +
+  // min(VirtualSize, SizeOfRawData); a symbol's size is the distance to the next higher entry.
+  // SymbolizableObjectFile::addSymbol then keeps symbols of a section (1..count) whose type is
+  // ST_Function (complex type function) or ST_Data (neither a FILE record nor a section
+  // definition), at ImageBase + VirtualAddress + value.
+  std::vector<object::Symbol> out;
+  const std::vector<CoffSymbol>& all = coff_symbols();
+  if (nsyms_ == 0 || symtab_off_ == 0) {
+    // addCoffExportSymbols, only when the table has no record: every export, size 0.
+    for (const Export& e : exports()) out.push_back(object::Symbol{image_base_ + e.rva, 0, e.name});
+    return out;
+  }
+  struct Entry {
+    uint32_t sec;
+    uint64_t addr;
+  };
+  std::vector<Entry> marks;
+  marks.reserve(all.size() + sections_.size());
+  for (const CoffSymbol& c : all) marks.push_back({static_cast<uint32_t>(static_cast<int32_t>(c.section)), c.value});
+  for (size_t k = 0; k < sections_.size(); k++) {
+    const Section& s = sections_[k];
+    marks.push_back({static_cast<uint32_t>(k + 1), image_base_ + s.rva + std::min(s.vsize, s.raw_size)});
+  }
+  std::sort(marks.begin(), marks.end(),
+            [](const Entry& a, const Entry& b) { return a.sec != b.sec ? a.sec < b.sec : a.addr < b.addr; });
+  for (const CoffSymbol& c : all) {
+    if (c.section <= 0 || static_cast<uint32_t>(c.section) > sections_.size()) continue;
+    if ((c.type >> 4) != kDtypeFunction && (c.storage_class == kClassFile || c.section_definition())) continue;
+    const uint32_t sec = static_cast<uint32_t>(c.section);
+    // The next entry of a higher value: in this section's run (its end marker at the latest).
+    auto it = std::upper_bound(marks.begin(), marks.end(), Entry{sec, c.value},
+                               [](const Entry& a, const Entry& b) { return a.sec != b.sec ? a.sec < b.sec : a.addr < b.addr; });
+    const uint64_t size = it != marks.end() ? it->addr - c.value : 0;
+    out.push_back(object::Symbol{image_base_ + sections_[sec - 1].rva + c.value, size, c.name});
+  }
+  return out;
 }
 
 std::optional<object::SectionRef> PeObject::section(std::string_view name) const {

@@ -11,20 +11,30 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/once.hpp"
 #include "object/object_image.hpp"
 
 namespace stackprov::pe {
 
 inline constexpr uint16_t kMachineAmd64 = 0x8664;
 inline constexpr uint16_t kMachineArm64 = 0xaa64;
+inline constexpr uint32_t kDirExport = 0;     ///< data directory of the export directory (.edata)
 inline constexpr uint32_t kDirException = 3;  ///< data directory of .pdata (RUNTIME_FUNCTION entries)
 inline constexpr uint32_t kDirDebug = 6;      ///< data directory of the debug directory
 inline constexpr uint32_t kDebugTypeCodeView = 2;
 inline constexpr uint32_t kScnCode = 0x20;           ///< IMAGE_SCN_CNT_CODE
 inline constexpr uint32_t kScnExecute = 0x20000000;  ///< IMAGE_SCN_MEM_EXECUTE
+/// COFF symbol storage classes (PE/COFF specification, "Storage Class").
+inline constexpr uint8_t kClassExternal = 2;
+inline constexpr uint8_t kClassStatic = 3;
+inline constexpr uint8_t kClassLabel = 6;
+inline constexpr uint8_t kClassFunction = 101;  ///< .bf/.ef records
+inline constexpr uint8_t kClassFile = 103;
+inline constexpr uint16_t kDtypeFunction = 2;   ///< complex type (Type >> 4) of a function
 /// Limits on what a hostile file may declare (PE/COFF allows more, no real image comes close).
 inline constexpr uint32_t kMaxSections = 4096;
 inline constexpr uint32_t kMaxDebugEntries = 64;
+inline constexpr uint32_t kMaxExports = 1u << 16;  ///< export address table entries and names
 
 struct Section {
   std::string name;  ///< long names ("/4") resolved through the COFF string table
@@ -43,6 +53,32 @@ struct DebugEntry {
   uint32_t size = 0;
   uint32_t rva = 0;
   uint32_t file_offset = 0;
+};
+
+/// One COFF symbol-table record (its auxiliary records skipped; `index` is its position counting
+/// them), as the image stores it. `name` is NUL-terminated and lives as long as the image.
+struct CoffSymbol {
+  std::string_view name;
+  uint32_t value = 0;    ///< section-relative for a symbol of a section
+  int16_t section = 0;   ///< 1-based section number; 0 undefined, -1 absolute, -2 debug
+  uint16_t type = 0;     ///< base type | complex type << 4
+  uint8_t storage_class = 0;
+  uint8_t aux_count = 0;
+  uint32_t index = 0;
+  /// A section definition (a STATIC symbol with auxiliary records that is not a function).
+  bool section_definition() const {
+    return storage_class == kClassStatic && aux_count != 0 && (type >> 4) != kDtypeFunction;
+  }
+};
+
+/// One export address table entry: its RVA and its name from the name pointer table ("" for an
+/// export by ordinal only); `forwarder` when the RVA lies inside the export directory (a
+/// "DLL.name" string, not code).
+struct Export {
+  uint32_t rva = 0;
+  uint32_t ordinal = 0;  ///< biased by the directory's ordinal base
+  std::string_view name;
+  bool forwarder = false;
 };
 
 /// A CodeView "RSDS" record: the PDB's GUID (as stored: the first three fields little-endian), its
@@ -78,9 +114,18 @@ class PeObject final : public object::ObjectImage {
   uint8_t addr_size() const override { return pe32plus_ ? 8 : 4; }
   /// A section by its (resolved) name: DWARF's ".debug_info" is found under its long name.
   std::optional<object::SectionRef> section(std::string_view name) const override;
-  /// No COFF symbols yet (images linked by lld-link and MSVC carry none; mingw's are not read).
-  std::optional<object::Symbol> symbol_at(uint64_t) const override { return std::nullopt; }
-  std::vector<object::Symbol> symbols() const override { return {}; }
+  /// The function symbols: COFF symbols (mingw's images carry them; lld-link's and MSVC's do not)
+  /// of a code section with storage class EXTERNAL or STATIC, not section definitions, one per
+  /// address (a function type first, then EXTERNAL, then table order), each reaching to the next
+  /// or its section's end; without COFF symbols the named exports of code sections the same way.
+  /// Read on first use.
+  std::optional<object::Symbol> symbol_at(uint64_t addr) const override;
+  std::vector<object::Symbol> symbols() const override;
+  /// llvm-symbolizer-14's view (SymbolizableObjectFile over COFFObjectFile): every COFF symbol of
+  /// a section but FILE records and section definitions (labels and data too), sized as
+  /// computeSymbolSizes does (to the next symbol value of its section, the last to the section's
+  /// end); without any COFF symbol record the exports, each of size 0 (llvm-14 sizes them so).
+  std::vector<object::Symbol> symbolizer_symbols() const override;
   /// Link-time addresses are image base + RVA (what DWARF in a PE and llvm-symbolizer use).
   bool read_code(uint64_t vaddr, void* buf, size_t len) const override;
   /// For an image loaded at `map_start` whose first mapped byte is RVA `map_offset` (0 for a
@@ -109,6 +154,12 @@ class PeObject final : public object::ObjectImage {
   DataDirectory directory(uint32_t i) const { return i < dirs_.size() ? dirs_[i] : DataDirectory{}; }
   const std::vector<DebugEntry>& debug_entries() const { return debug_; }
   const std::optional<CodeView>& codeview() const { return codeview_; }
+  /// The COFF symbol table (PointerToSymbolTable, NumberOfSymbols; long names through the string
+  /// table); records whose name lies outside the string table are left out. Read on first use.
+  const std::vector<CoffSymbol>& coff_symbols() const;
+  /// The export directory's entries, in export address table order; empty when the image has
+  /// none or it is malformed. Read on first use.
+  const std::vector<Export>& exports() const;
   /// The file bytes of [rva, rva + len) when they lie in one section's raw data (or the headers),
   /// else an empty span.
   std::span<const uint8_t> at_rva(uint32_t rva, uint32_t len) const;
@@ -116,6 +167,11 @@ class PeObject final : public object::ObjectImage {
  private:
   PeObject() = default;
   Status parse();
+  void load_coff_symbols() const;
+  void load_exports() const;
+  void load_functions() const;
+  /// The NUL-terminated string at `rva` inside one section's raw data; empty when it is not.
+  std::string_view string_at_rva(uint32_t rva) const;
   std::string path_, target_root_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
@@ -132,6 +188,13 @@ class PeObject final : public object::ObjectImage {
   std::vector<DataDirectory> dirs_;
   std::vector<DebugEntry> debug_;
   std::optional<CodeView> codeview_;
+  uint32_t symtab_off_ = 0, nsyms_ = 0;
+  uint64_t strtab_at_ = 0, strtab_size_ = 0;  ///< the COFF string table (0 bytes: none)
+  mutable stackprov::OnceFlag coff_once_, exports_once_, functions_once_;
+  mutable std::vector<CoffSymbol> coff_;
+  mutable std::vector<char> short_names_;  ///< NUL-terminated copies of 8-byte names
+  mutable std::vector<Export> exports_;
+  mutable std::vector<object::Symbol> functions_;  ///< symbols(), sorted, sized
 };
 
 /// The registry entry: sniffs "MZ" with a PE header offset inside the first bytes' reach.

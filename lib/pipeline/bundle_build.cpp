@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "bundle/format.hpp"
+#include "dwarf/object_sections.hpp"
 #include "evidence/dsse.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
@@ -38,12 +39,20 @@ uint64_t file_size(const std::string& p) {
 Result<bundle::ModuleContents> build_module(const std::string& path, const symbolize::BundleBuildOptions& opts,
                                             bool include_debug) {
   // A file of another registered object format (lib/object): its identity, symbols and unwind
-  // source's rows. ELF (and what no format claims: ELF's errors) goes to the DWARF builder below.
+  // source's rows; when it has DWARF (a mingw PE), its ranges, inline chains and return pads are
+  // the DWARF builder's. ELF (and what no format claims: ELF's errors) goes to the DWARF builder below.
   const object::Format* format = object::sniff_path(path);  // its head only: an ELF file is opened once, below
   if (format != nullptr && format->name != "elf") {
     auto obj = object::open(path);
     if (!obj.ok()) return std::move(obj).error();
     auto mc = object_module_contents(obj.value(), opts.name.empty() ? base_name(path) : opts.name);
+    if (mc.ok() && !dwarf::dwarf_sections(*obj.value()).info.empty()) {
+      auto dm = symbolize::build_module_contents(path, opts, nullptr);
+      if (!dm) return dm.error();
+      mc.value().ranges = std::move(dm.value().ranges);
+      mc.value().return_pads = std::move(dm.value().return_pads);
+      mc.value().sha256_debug = dm.value().sha256_debug;
+    }
     if (mc.ok() && include_debug) {
       const auto bytes = obj.value()->file_bytes();
       mc.value().debug_blob.assign(bytes.begin(), bytes.end());

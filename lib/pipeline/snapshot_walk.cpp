@@ -194,7 +194,7 @@ void resolve_frame(Session& session, symbolize::ResolverChain& chain, symbolize:
     static const std::shared_ptr<unwind::LoadedModule> kNone;
     const auto& used = st.loaded && mi < st.loaded->size() ? (*st.loaded)[mi] : kNone;
     auto mod = naming_module(session, m, used, st.module_root);
-    if (mod.ok() && mod.value()->has_elf()) {
+    if (mod.ok() && mod.value()->object()) {  // a file of any format (its DWARF, its symbols)
       cm.image = mod.value()->object();
       have = true;
     }

@@ -112,7 +112,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no GNU build-id note (a bundle module needs one)", path.c_str());
 
   bundle::ModuleContents m;
-  m.id.kind = bundle::IdKind::kElfBuildId;
+  m.id.kind = id.kind;  // the module's own kind (an ELF build-id; a PE's PDB GUID+age)
   m.id.bytes.assign(id.bytes, id.bytes + id.len);
   m.name = opts.name.empty() ? basename_of(path) : opts.name;
   m.sha256_file = evidence::sha256(image->file_bytes().data(), image->file_bytes().size());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "core/open_file.hpp"
 #include "dwarf/object_sections.hpp"
@@ -140,6 +141,12 @@ void DwarfResolver::find_by_debuginfod(Module* m, std::shared_ptr<const object::
     if (rec) m->attempts.push_back({"debuginfod", "", AttemptOutcome::kSkipped, "the module has no build-id to ask for"});
     return;
   }
+  if (id.kind != IdKind::kElfBuildId) {  // debuginfod serves files by ELF build-id only
+    if (rec)
+      m->attempts.push_back({"debuginfod", "", AttemptOutcome::kSkipped,
+                             "the module's identity is not an ELF build-id (debuginfod serves by build-id)"});
+    return;
+  }
   int query_errno = 0;
   auto r = debuginfod_.find_debuginfo(id, &query_errno);
   if (r.ok()) {
@@ -173,6 +180,8 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   auto m = std::make_shared<Module>();
   m->image = image;
   m->image_name = name_of(*image);
+  m->elf = image->format_name() == "elf";
+  if (!m->elf) m->object_syms = image->symbols();
   std::shared_ptr<const object::ObjectImage> debug_file;
   if (!opts_.dwarf) {
     // Symbol tables only: the debug file still lends its .symtab.
@@ -283,7 +292,10 @@ std::vector<ResolveAttempt> DwarfResolver::table_attempts(const std::shared_ptr<
   std::vector<ResolveAttempt> out;
   const std::string& path = image->path();
   if (dynsym) {
-    if (m->dynsym.empty()) out.push_back({"dynsym", path, AttemptOutcome::kNoSymbols, "no function symbols in .dynsym"});
+    if (!m->elf)
+      out.push_back({"dynsym", path, AttemptOutcome::kNoSymbols,
+                     "not an ELF file (a " + std::string(image->format_name()) + " file has no .dynsym)"});
+    else if (m->dynsym.empty()) out.push_back({"dynsym", path, AttemptOutcome::kNoSymbols, "no function symbols in .dynsym"});
     else out.push_back({"dynsym", path, AttemptOutcome::kFound, std::to_string(m->dynsym.size()) + " .dynsym symbols"});
     return out;
   }
@@ -292,6 +304,10 @@ std::vector<ResolveAttempt> DwarfResolver::table_attempts(const std::shared_ptr<
                    std::to_string(m->symtab.size()) + " symbols in its MiniDebugInfo (.gnu_debugdata)"});
   else if (m->symtab_file)
     out.push_back({"symtab", path, AttemptOutcome::kFound, std::to_string(m->symtab.size()) + " .symtab symbols"});
+  else if (!m->object_syms.empty())
+    out.push_back({"symtab", path, AttemptOutcome::kFound,
+                   std::to_string(m->object_syms.size()) + " function symbols of its " +
+                       std::string(image->format_name()) + " symbol table"});
   else
     out.push_back({"symtab", path, AttemptOutcome::kNoSymbols, "no .symtab (stripped)"});
   // The separate debug file's .symtab names only what the module's tables do not, and never
@@ -400,6 +416,19 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<co
     by = ResolvedBy::kDynsym;
     sym_file = &m->image_name;
   }
+  elf::Symbol other;  // another format's function symbol (ObjectImage::symbols())
+  if (sym == nullptr && !m->object_syms.empty()) {
+    auto it = std::upper_bound(m->object_syms.begin(), m->object_syms.end(), addr,
+                               [](uint64_t a, const object::Symbol& s) { return a < s.addr; });
+    if (it != m->object_syms.begin() && addr - std::prev(it)->addr < std::prev(it)->size) {
+      --it;
+      other.addr = it->addr;
+      other.size = it->size;
+      other.name = it->name;
+      sym = &other;
+      by = ResolvedBy::kSymtab;
+    }
+  }
   if (sym != nullptr) {
     out->symbol_named = true;
     ResolvedFrame& outer = out->frames.back();
@@ -436,7 +465,9 @@ void DwarfResolver::name_like_llvm(const Module& m, const std::shared_ptr<const 
   // SymbolizableObjectFile::symbolizeInlinedCode with --functions=linkage: the
   // outermost frame takes name and start address from getNameFromSymbolTable,
   // and FileName from the STT_FILE before a local symbol when there is no line.
-  stackprov::call_once(m.llvm_once, [&] { m.llvm = elf::load_llvm_symbols(*image); });
+  stackprov::call_once(m.llvm_once, [&] {
+    m.llvm = m.elf ? elf::load_llvm_symbols(*image) : elf::LlvmSymbolTable::from_symbols(image->symbolizer_symbols());
+  });
   const elf::LlvmSymbolTable* table = &m.llvm;
   const FileName* from = &m.image_name;
   const elf::LlvmSymbol* sym = m.llvm.lookup(addr);

@@ -104,7 +104,9 @@ struct ModuleReport {
 /// (.symtab, else .dynsym of the module) when a symbol covers the address, as
 /// llvm-symbolizer does; without DWARF the answer is the symbol alone.
 /// The symbol tables are ELF's (elf_symbols.hpp: .symtab, .dynsym, PLT,
-/// MiniDebugInfo; empty for another format). Thread-safe: modules are loaded
+/// MiniDebugInfo), or another format's own (ObjectImage::symbols(), and
+/// symbolizer_symbols() for llvm's naming: COFF symbols, exports). DWARF is read
+/// from a module of any format that has it (by the DWARF standard's section names). Thread-safe: modules are loaded
 /// under a lock, their indexes are shared and safe for concurrent lookups.
 class DwarfResolver {
  public:
@@ -160,6 +162,10 @@ class DwarfResolver {
     elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
     mutable elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
     elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
+    /// The module is an ELF file (its symbol features apply); else its own format's function
+    /// symbols (ObjectImage::symbols(), sorted) stand for .symtab.
+    bool elf = true;
+    std::vector<object::Symbol> object_syms;
     /// The module's symbols as llvm-symbolizer-14 picks them (kModuleOnly) and its
     /// `sym@plt` stubs (kWithDebugFile: llvm-14 does not name them); each built on
     /// first use by the policy that needs it.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the PE/COFF image reader (lib/pe/pe_object.*) on raw bytes: headers, sections with long
-// names, directories, the debug directory; then every query an upper layer makes of the image.
+// names, directories, the debug directory; then every query an upper layer makes of the image (the
+// COFF symbol table, the exports and the symbol views built from them too).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -23,5 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)o.read_code(c.end - 1, buf, 1);
   }
   for (const pe::Section& s : o.sections()) (void)o.at_rva(s.rva, s.raw_size);
+  for (const pe::CoffSymbol& c : o.coff_symbols()) (void)c.name.size();
+  for (const pe::Export& e : o.exports()) (void)e.name.size();
+  for (const object::Symbol& s : o.symbols()) {
+    (void)o.symbol_at(s.addr);
+    (void)o.symbol_at(s.addr + s.size - 1);
+  }
+  for (const object::Symbol& s : o.symbolizer_symbols()) (void)s.name.size();
   return 0;
 }

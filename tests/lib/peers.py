@@ -15,6 +15,8 @@ beyond what its docstring says: that belongs to each comparison.
   perf script      perf_script_samples (every frame of every sample), parse_perf_script (user frames,
                    kernel frames apart).
   eu-stack         parse_eu_stack (-m; also `stackprov stack`'s text).
+  llvm-readobj     parse_readobj_coff_symbols (--symbols of a PE/COFF file).
+  nm               parse_nm (llvm-nm, binutils nm: "ADDR TYPE NAME" lines).
   gdb              parse_gdb_bt (`bt`, `thread apply all bt`), parse_gdb_info_symbol (`info symbol`),
                    gdb_frames_script and parse_gdb_frames (every thread's frames through gdb's Python API).
 """
@@ -64,6 +66,57 @@ def llvm_symbolizer_json(text):
     (its "Address", "ModuleName" and "Symbol": the frames innermost first, each with "FunctionName",
     "FileName", "Line", "Column", ...), as json.loads reads each non-empty line."""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+# ------------------------------------------------------------------ llvm-readobj, nm
+
+_READOBJ_FIELD = re.compile(r"^\s{4}(Name|Value|Section|ComplexType|StorageClass|AuxSymbolCount): (.*)$")
+_READOBJ_NUM = re.compile(r"\((?:0x)?([0-9a-fA-F]+)\)\s*$")
+
+
+def parse_readobj_coff_symbols(text):
+    """llvm-readobj --symbols of a PE/COFF file -> a list of dicts in table order, one per symbol
+    record (auxiliary records are not symbols): "name", "value" (int, section-relative), "section"
+    (the section's name as printed, e.g. ".text"; "IMAGE_SYM_UNDEFINED" and the like for the
+    reserved numbers), "section_number" (int, from "(1)"; None for the reserved ones), "complex_type"
+    and "storage_class" (ints, from "(0x2)"), "aux" (AuxSymbolCount)."""
+    syms, cur = [], None
+    for line in text.splitlines():
+        if line == "  Symbol {":
+            cur = {}
+            syms.append(cur)
+            continue
+        m = _READOBJ_FIELD.match(line)
+        if not m or cur is None:
+            continue
+        key, val = m.group(1), m.group(2).strip()
+        if key == "Name":
+            cur["name"] = val
+        elif key == "Value":
+            cur["value"] = int(val)
+        elif key == "Section":
+            n = re.match(r"^(.*) \((\d+)\)$", val)
+            cur["section"] = n.group(1) if n else val
+            cur["section_number"] = int(n.group(2)) if n else None
+        elif key == "AuxSymbolCount":
+            cur["aux"] = int(val)
+        else:
+            n = _READOBJ_NUM.search(val)
+            cur["complex_type" if key == "ComplexType" else "storage_class"] = int(n.group(1), 16) if n else None
+    return syms
+
+
+def parse_nm(text):
+    """nm output (binutils or llvm-nm, default format) -> a list of (address or None, type letter, name)
+    in the order printed; an undefined symbol has no address."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3 and len(parts[1]) == 1:
+            out.append((int(parts[0], 16), parts[1], parts[2]))
+        elif len(parts) == 2 and len(parts[0]) == 1:
+            out.append((None, parts[0], parts[1]))
+    return out
 
 
 # ------------------------------------------------------------------ perf script

@@ -2,7 +2,9 @@
 // PeObject against LLVM's COFF tools (issue 33): PE32+ images the test links with clang-14 and
 // lld-link-14 (with a PDB, with DWARF in long-named sections, without a debug directory) open through
 // the registry as "pe", and their identity, sections and directories are what llvm-readobj-14 and
-// llvm-pdbutil-14 say; truncated and corrupted images give errors, never a crash.
+// llvm-pdbutil-14 say; truncated and corrupted images give errors, never a crash. A mingw image
+// (x86_64-w64-mingw32-gcc) has COFF symbols and an export: its function symbols and exports are
+// llvm-readobj-14's.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -11,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <regex>
 #include <string>
 
@@ -37,11 +41,15 @@ void need(const char* tool) {
 }
 
 /// A directory with x.exe (+ x.pdb: CodeView), xd.exe (DWARF: long section names) and xn.exe (no
-/// debug directory), linked without a C runtime (doc/windows.md "Fixtures").
+/// debug directory), linked without a C runtime (doc/windows.md "Fixtures"); m.exe (mingw gcc,
+/// -nostdlib: COFF symbols with long names, a static function, an export) and ms.exe (m.exe
+/// stripped of every symbol: the export alone).
 struct Fixtures {
   std::string dir;
   Fixtures() {
-    for (const char* t : {"clang-14", "lld-link-14", "llvm-readobj-14", "llvm-pdbutil-14"}) need(t);
+    for (const char* t : {"clang-14", "lld-link-14", "llvm-readobj-14", "llvm-pdbutil-14", "x86_64-w64-mingw32-gcc",
+                          "x86_64-w64-mingw32-strip"})
+      need(t);
     char tmpl[] = "/tmp/stackprov-pe-XXXXXX";
     REQUIRE(mkdtemp(tmpl) != nullptr);
     dir = tmpl;
@@ -49,12 +57,18 @@ struct Fixtures {
                                    "static inline int mid(int x) { return leaf(x) + leaf(x + 1); }\n"
                                    "int work(int n) { int s = 0; for (int i = 0; i < n; i++) s += mid(i); return s; }\n"
                                    "int mainCRTStartup(void) { return work(10); }\n";
+    std::ofstream(dir + "/m.c") << "int __attribute__((noinline)) a_long_function_name(int x) { return x * 3 + 1; }\n"
+                                   "static int __attribute__((noinline)) helper(int x) { return a_long_function_name(x) + 2; }\n"
+                                   "__declspec(dllexport) int exported_fn(int x) { return helper(x); }\n"
+                                   "int entry(void) { return exported_fn(5); }\n";
     const std::string cc = "cd '" + dir + "' && clang-14 --target=x86_64-pc-windows-msvc -O2 -g ";
     const std::string ld = " && lld-link-14 /entry:mainCRTStartup /subsystem:console /nodefaultlib ";
     for (const std::string& cmd :
          {cc + "-gcodeview -c x.c -o x.obj" + ld + "/debug /pdb:x.pdb x.obj /out:x.exe",
           cc + "-gdwarf -c x.c -o xd.obj" + ld + "/debug:dwarf xd.obj /out:xd.exe",
-          cc + "-c x.c -o xn.obj" + ld + "xn.obj /out:xn.exe"}) {
+          cc + "-c x.c -o xn.obj" + ld + "xn.obj /out:xn.exe",
+          "cd '" + dir + "' && x86_64-w64-mingw32-gcc -O2 -nostdlib -Wl,-e,entry -o m.exe m.c && "
+          "x86_64-w64-mingw32-strip --strip-all -o ms.exe m.exe"}) {
       INFO(cmd);
       REQUIRE(std::system((cmd + " >/dev/null 2>&1").c_str()) == 0);
     }
@@ -250,4 +264,147 @@ TEST_CASE("PE: every truncation and single-byte corruption of the headers gives 
   r = pe::PeObject::from_bytes(b, "t");
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().message, Catch::Contains("machine type not supported") && Catch::Contains("0x14c"));
+}
+
+namespace {
+
+/// llvm-readobj-14 --symbols of a COFF image: one record per symbol (auxiliary records are not).
+struct ReadobjSymbol {
+  std::string name, section;
+  uint32_t value = 0;
+  int complex_type = 0, storage_class = 0, aux = 0;
+};
+
+std::vector<ReadobjSymbol> readobj_symbols(const std::string& exe) {
+  const std::string text = run("llvm-readobj-14 --symbols '" + exe + "'");
+  std::vector<ReadobjSymbol> out;
+  size_t at = 0;
+  while ((at = text.find("\n  Symbol {\n", at)) != std::string::npos) {
+    at += 12;
+    ReadobjSymbol r;
+    r.name = field(text, "  Name", at);
+    r.value = static_cast<uint32_t>(std::stoul(field(text, "  Value", at)));
+    const std::string sec = field(text, "  Section", at);
+    r.section = sec.substr(0, sec.rfind(" ("));
+    auto paren = [](const std::string& v) { return std::stoi(v.substr(v.rfind("(0x") + 3), nullptr, 16); };
+    r.complex_type = paren(field(text, "  ComplexType", at));
+    r.storage_class = paren(field(text, "  StorageClass", at));
+    r.aux = std::stoi(field(text, "  AuxSymbolCount", at));
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("PE: a mingw image's COFF symbols, function symbols and exports equal llvm-readobj's", "[object][pe]") {
+  const std::string exe = fixtures().dir + "/m.exe";
+  auto img = pe::PeObject::open(exe);
+  REQUIRE(img.ok());
+  const pe::PeObject& o = *img.value();
+  const std::vector<ReadobjSymbol> ref = readobj_symbols(exe);
+  REQUIRE(ref.size() > 20);
+  // Every record, in table order: long names through the string table, aux records skipped.
+  const std::vector<pe::CoffSymbol>& all = o.coff_symbols();
+  REQUIRE(all.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); i++) {
+    INFO(i << " " << ref[i].name);
+    CHECK(all[i].name == ref[i].name);
+    CHECK(all[i].value == ref[i].value);
+    CHECK(all[i].storage_class == ref[i].storage_class);
+    CHECK(all[i].aux_count == ref[i].aux);
+    CHECK((all[i].type >> 4) == ref[i].complex_type);
+    CHECK(all[i].name.data()[all[i].name.size()] == '\0');
+  }
+  // Function symbols: EXTERNAL or STATIC symbols of .text that are not section definitions; one
+  // name per address, each reaching to the next.
+  const auto text = o.section(".text");
+  REQUIRE(text);
+  std::map<uint64_t, std::set<std::string>> want;
+  for (const ReadobjSymbol& r : ref)
+    if (r.section == ".text" && (r.storage_class == 2 || r.storage_class == 3) &&
+        !(r.storage_class == 3 && r.aux > 0 && r.complex_type != 2))
+      want[text->addr + r.value].insert(r.name);
+  const std::vector<object::Symbol> syms = o.symbols();
+  REQUIRE(syms.size() == want.size());
+  size_t k = 0;
+  for (const auto& [addr, names] : want) {
+    INFO(std::hex << addr);
+    CHECK(syms[k].addr == addr);
+    CHECK(names.count(std::string(syms[k].name)) == 1);
+    const uint64_t end = k + 1 < syms.size() ? syms[k + 1].addr : syms[k].addr + syms[k].size;
+    CHECK(syms[k].addr + syms[k].size == end);
+    auto hit = o.symbol_at(addr + syms[k].size - 1);
+    REQUIRE(hit);
+    CHECK(hit->name == syms[k].name);
+    k++;
+  }
+  // The function type wins over the linker's labels at one address.
+  auto a = o.symbol_at(want.begin()->first);
+  REQUIRE(a);
+  CHECK(a->name == "a_long_function_name");
+  for (const char* f : {"helper", "exported_fn", "entry"}) {
+    bool found = false;
+    for (const object::Symbol& s : syms) found |= s.name == f;
+    CHECK(found);
+  }
+  // Exports: llvm-readobj-14 --coff-exports.
+  const std::string ex = run("llvm-readobj-14 --coff-exports '" + exe + "'");
+  REQUIRE(o.exports().size() == 1);
+  CHECK(o.exports()[0].name == field(ex, "Name"));
+  CHECK("0x" + [&] { char b[16]; std::snprintf(b, sizeof b, "%X", o.exports()[0].rva); return std::string(b); }() ==
+        field(ex, "RVA"));
+  CHECK(std::to_string(o.exports()[0].ordinal) == field(ex, "Ordinal"));
+
+  // Stripped of every symbol: the export names code, for us and (size 0) for llvm's view.
+  auto s = pe::PeObject::open(fixtures().dir + "/ms.exe");
+  REQUIRE(s.ok());
+  CHECK(s.value()->coff_symbols().empty());
+  const std::vector<object::Symbol> es = s.value()->symbols();
+  REQUIRE(es.size() == 1);
+  CHECK(es[0].name == "exported_fn");
+  CHECK(es[0].addr == o.image_base() + o.exports()[0].rva);
+  const std::vector<object::Symbol> ls = s.value()->symbolizer_symbols();
+  REQUIRE(ls.size() == 1);
+  CHECK(ls[0].size == 0);
+}
+
+TEST_CASE("PE: corrupted COFF symbol and string tables and export directories give no crash", "[object][pe][hostile]") {
+  const std::vector<uint8_t> good = read_file(fixtures().dir + "/m.exe");
+  auto g = pe::PeObject::from_bytes(good, "m");
+  REQUIRE(g.ok());
+  const uint32_t lfanew = good[0x3c] | good[0x3d] << 8;
+  const uint32_t symoff = good[lfanew + 12] | good[lfanew + 13] << 8 | good[lfanew + 14] << 16 | good[lfanew + 15] << 24;
+  REQUIRE(symoff > 0);
+  REQUIRE(symoff < good.size());
+  auto exercise = [](const pe::PeObject& o) {
+    for (const pe::CoffSymbol& c : o.coff_symbols()) CHECK(c.name.data()[c.name.size()] == '\0');
+    const std::vector<object::Symbol> syms = o.symbols();
+    for (size_t i = 0; i < syms.size(); i++) {
+      CHECK(syms[i].size > 0);
+      if (i > 0) CHECK(syms[i - 1].addr + syms[i - 1].size <= syms[i].addr);
+      (void)o.symbol_at(syms[i].addr);
+    }
+    for (const object::Symbol& s : o.symbolizer_symbols()) (void)s.name.size();
+    for (const pe::Export& e : o.exports()) CHECK((e.name.data() == nullptr || e.name.data()[e.name.size()] == 0));
+  };
+  // Every byte of the symbol table and string table (and the export directory through the
+  // section bytes before them), three flips each; then every truncation of the tables.
+  const size_t from = good.size() > symoff + 0x1000 ? good.size() - 0x1000 : 0x200;
+  for (size_t off = std::min<size_t>(from, symoff); off < good.size(); off++)
+    for (uint8_t x : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> b = good;
+      b[off] ^= x;
+      auto r = pe::PeObject::from_bytes(std::move(b), "c");
+      if (r.ok()) exercise(*r.value());
+    }
+  for (size_t len = symoff; len <= good.size(); len += 7) {
+    auto r = pe::PeObject::from_bytes(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(len)), "t");
+    if (r.ok()) exercise(*r.value());
+  }
+  // A symbol count past the end of the file: no symbols rather than reads beyond it.
+  std::vector<uint8_t> b = good;
+  b[lfanew + 16] = b[lfanew + 17] = b[lfanew + 18] = 0xff;
+  auto r = pe::PeObject::from_bytes(b, "n");
+  if (r.ok()) CHECK(r.value()->coff_symbols().empty());
 }
