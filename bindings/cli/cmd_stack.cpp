@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `stackprov stack`: eu-stack-style stacks of every thread of a live process or an ELF core file.
+// `stackprov stack`: eu-stack-style stacks of every thread of a live process, an ELF core file or a minidump.
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
@@ -22,6 +22,8 @@ constexpr const char* kUsage =
     "       stackprov stack --core FILE [-e|--exe PATH] [--sysroot DIR] [--store DIR] [--tid TID]\n"
     "                       [--max-frames N] [--json] [--no-lines]\n"
     "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
+    "       stackprov stack --minidump FILE [--symbol-path DIRS] [--offline] [--store DIR] [--tid TID]\n"
+    "                       [--max-frames N] [--json] [--no-lines]\n"
     "       (all forms also take --resolvers LIST, --python auto|off|only and --verbose; values as\n"
     "       --opt=VALUE or --opt VALUE)\n";
 
@@ -30,6 +32,15 @@ constexpr const char* kHelp =
     "options:\n"
     "  -p, --pid PID     capture the live process PID\n"
     "  --core FILE       read the ELF core file FILE (e.g. from gcore or the kernel)\n"
+    "  --minidump FILE   read the Windows minidump FILE (x64; from MiniDumpWriteDump): the\n"
+    "                    exception's thread first, with the exception's context; the header says\n"
+    "                    the exception (code, name, address, thread) and, per module, where its\n"
+    "                    pdb-guid-age identity came from (CodeView record, image headers in the\n"
+    "                    dump's memory, module file) and which file was used (JSON: \"exception\",\n"
+    "                    \"notes\")\n"
+    "  --symbol-path DIRS with --minidump: ':'-separated directories of module files (DIR/NAME or\n"
+    "                    DIR/NAME/<TIMESTAMP><SIZEOFIMAGE>/NAME); a file is used only when its\n"
+    "                    TimeDateStamp, SizeOfImage and identity are the dump's\n"
     "  --tid TID         only the thread TID (default: every thread)\n"
     "  -e, --exe PATH    with --core: the main program's file (default: its path in the core)\n"
     "  --sysroot DIR     with --core: look up every module file under DIR\n"
@@ -191,6 +202,8 @@ struct StackArgs {
   const char* pid = nullptr;
   const char* tid = nullptr;
   const char* core = nullptr;
+  const char* minidump = nullptr;
+  const char* symbol_path = nullptr;
   const char* exe = nullptr;
   const char* sysroot = nullptr;
   const char* max_frames = nullptr;
@@ -248,7 +261,8 @@ int cmd_stack(int argc, char** argv) {
                              {"--core", nullptr, &a.core},      {"--exe", "-e", &a.exe},
                              {"--sysroot", nullptr, &a.sysroot}, {"--max-frames", nullptr, &a.max_frames},
                              {"--store", nullptr, &a.store},    {"--resolvers", nullptr, &a.resolvers},
-                             {"--python", nullptr, &a.python}};
+                             {"--python", nullptr, &a.python},   {"--minidump", nullptr, &a.minidump},
+                             {"--symbol-path", nullptr, &a.symbol_path}};
     bool matched = false;
     for (const auto& v : valued) {
       const size_t n = strlen(v.name);
@@ -270,11 +284,16 @@ int cmd_stack(int argc, char** argv) {
     if (!matched) return usage_error("unknown option '%s'", argv[i]);
   }
 
-  if (a.pid && a.core) {
-    return usage_error("give either --pid or --core, not both (--pid '%s', --core '%s')", a.pid,
-                       a.core);
+  if (!!a.pid + !!a.core + !!a.minidump > 1) {
+    return usage_error("give one of --pid, --core and --minidump (--pid '%s', --core '%s', --minidump '%s')",
+                       a.pid ? a.pid : "", a.core ? a.core : "", a.minidump ? a.minidump : "");
   }
-  if (!a.pid && !a.core) return usage_error("give --pid PID or --core FILE");
+  if (!a.pid && !a.core && !a.minidump) return usage_error("give --pid PID, --core FILE or --minidump FILE");
+  if (a.minidump && *a.minidump == '\0') return usage_error("--minidump needs a file name");
+  if (a.symbol_path && !a.minidump) return usage_error("--symbol-path '%s' is only valid with --minidump", a.symbol_path);
+  if (a.minidump && (a.exe || a.sysroot))
+    return usage_error("--%s is only valid with --core (a minidump's modules are looked up with --symbol-path)",
+                       a.exe ? "exe" : "sysroot");
   long long pid = 0, tid = 0, max_frames = 0;
   if (a.pid && !parse_int(a.pid, 1, INT_MAX, &pid)) {
     return usage_error("invalid --pid value '%s' (expected a process id, 1 to 2147483647)", a.pid);
@@ -289,7 +308,7 @@ int cmd_stack(int argc, char** argv) {
   if (a.pid && a.exe) return usage_error("--exe '%s' is only valid with --core", a.exe);
   if (a.pid && a.sysroot) return usage_error("--sysroot '%s' is only valid with --core", a.sysroot);
   if (a.core && *a.core == '\0') return usage_error("--core needs a file name");
-  if (a.offline && !a.core) return usage_error("--offline is only valid with --core");
+  if (a.offline && !a.core && !a.minidump) return usage_error("--offline is only valid with --core or --minidump");
   if (a.offline && a.exe) return usage_error("--exe '%s' opens a module file: not valid with --offline", a.exe);
   if (a.store && *a.store == '\0') return usage_error("--store needs a directory");
   const std::string python = a.python ? a.python : "auto";
@@ -318,13 +337,21 @@ int cmd_stack(int argc, char** argv) {
   popts.sz = sizeof(popts);
   popts.tid = tid;
   popts.exe = a.exe;
-  popts.flags = python != "off" ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
+  popts.flags = python != "off" && !a.minidump ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
+  popts.symbol_path = a.symbol_path;
   sprov_process* proc = nullptr;
   int rc = 0;
   if (a.pid) {
     rc = sprov_process_capture(ctx, pid, &popts, &proc);
     if (rc != 0) {
       library_error("cannot capture pid " + std::to_string(pid), rc);
+      sprov_context_free(ctx);
+      return 1;
+    }
+  } else if (a.minidump) {
+    rc = sprov_process_open_minidump(ctx, a.minidump, &popts, &proc);
+    if (rc != 0) {
+      library_error(std::string("cannot read minidump '") + a.minidump + "'", rc);
       sprov_context_free(ctx);
       return 1;
     }
@@ -370,10 +397,14 @@ int cmd_stack(int argc, char** argv) {
   if (a.json) {
     printf("{\"pid\":%" PRId64, ppid);
     stackprov_cli::print_process_json(stdout, info);
+    if (a.minidump) stackprov_cli::print_minidump_json(stdout, info, sprov_process_notes(proc));
     printf(",\"runtime\":\"%s\"", stackprov_cli::json_escape(sprov_process_runtime(proc)).c_str());
     printf(",\"threads\":[");
   } else {
-    stackprov_cli::print_process_header_text(stdout, ppid, a.core != nullptr, info);
+    if (a.minidump)
+      stackprov_cli::print_minidump_header_text(stdout, ppid, info, sprov_process_notes(proc));
+    else
+      stackprov_cli::print_process_header_text(stdout, ppid, a.core != nullptr, info);
     if (*sprov_process_runtime(proc)) printf("runtime: %s\n", sprov_process_runtime(proc));
   }
   bool first = true;
@@ -439,13 +470,15 @@ int cmd_stack(int argc, char** argv) {
                                    : std::string());
   if (!why.empty()) {
     fprintf(stderr, "stackprov stack: %s: the stacks are not whole: %s\n",
-            a.core ? (std::string("core '") + a.core + "'").c_str() : ("pid " + std::to_string(pid)).c_str(),
+            a.core       ? (std::string("core '") + a.core + "'").c_str()
+            : a.minidump ? (std::string("minidump '") + a.minidump + "'").c_str()
+                         : ("pid " + std::to_string(pid)).c_str(),
             why.c_str() + 2);
     exit_code = 1;
   }
   if (n == 0) {
     fprintf(stderr, "stackprov stack: %s: no threads%s\n",
-            a.pid ? ("pid " + std::to_string(pid)).c_str() : a.core,
+            a.pid ? ("pid " + std::to_string(pid)).c_str() : a.core ? a.core : a.minidump,
             tid ? (" (thread " + std::to_string(tid) + " not found)").c_str() : "");
     exit_code = 1;
   }

@@ -325,6 +325,40 @@ void print_process_header_text(FILE* f, int64_t pid, bool core, const sprov_proc
   fprintf(f, ", thread %" PRId64 "\n", info.signal_tid);
 }
 
+void print_minidump_header_text(FILE* f, int64_t pid, const sprov_process_info& info, const char* notes) {
+  fprintf(f, "PID %" PRId64 " - minidump\n", pid);
+  if (info.has_exception)
+    fprintf(f, "exception: 0x%08" PRIX32 "%s%s at 0x%" PRIx64 ", thread %" PRId64 "\n", info.exception_code,
+            *info.exception_name ? " " : "", info.exception_name, info.exception_address, info.exception_tid);
+  for (const char* p = notes; p != nullptr && *p;) {
+    const char* nl = strchr(p, '\n');
+    const int n = nl ? static_cast<int>(nl - p) : static_cast<int>(strlen(p));
+    if (n > 0) fprintf(f, "note: %.*s\n", n, p);
+    p = nl ? nl + 1 : nullptr;
+  }
+}
+
+void print_minidump_json(FILE* f, const sprov_process_info& info, const char* notes) {
+  if (info.has_exception)
+    fprintf(f, ",\"exception\":{\"code\":\"0x%08" PRIX32 "\",\"name\":\"%s\",\"address\":\"0x%" PRIx64
+            "\",\"tid\":%" PRId64 "}", info.exception_code, json_escape(info.exception_name).c_str(),
+            info.exception_address, info.exception_tid);
+  else
+    fprintf(f, ",\"exception\":null");
+  fprintf(f, ",\"notes\":[");
+  bool first = true;
+  for (const char* p = notes; p != nullptr && *p;) {
+    const char* nl = strchr(p, '\n');
+    const std::string line(p, nl ? static_cast<size_t>(nl - p) : strlen(p));
+    if (!line.empty()) {
+      fprintf(f, "%s\"%s\"", first ? "" : ",", json_escape(line.c_str()).c_str());
+      first = false;
+    }
+    p = nl ? nl + 1 : nullptr;
+  }
+  fprintf(f, "]");
+}
+
 void print_process_json(FILE* f, const sprov_process_info& info) {
   fprintf(f, ",\"program\":\"%s\",\"command_line\":\"%s\",\"signal\":", json_escape(info.program).c_str(),
           json_escape(info.command_line).c_str());

@@ -40,6 +40,14 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
 /// "signal: 11 SIGSEGV, code 1 SEGV_MAPERR, fault address 0x40, thread 2415".
 void print_process_header_text(FILE* f, int64_t pid, bool core, const sprov_process_info& info);
 
+/// A minidump's process header: "PID n - minidump", the exception line ("exception: 0xC0000005
+/// EXCEPTION_ACCESS_VIOLATION at 0x140001714, thread 368") when the dump has one, and the notes
+/// (where each module's identity and file came from), one "note: ..." line each.
+void print_minidump_header_text(FILE* f, int64_t pid, const sprov_process_info& info, const char* notes);
+/// The minidump JSON members (leading comma): ,"exception":{"code":"0x...","name","address":"0x...",
+/// "tid"} or null, "notes":["..."].
+void print_minidump_json(FILE* f, const sprov_process_info& info, const char* notes);
+
 /// The process-level JSON members (no braces, leading comma): ,"program":"...",
 /// "command_line":"...","signal":{"number","name","description","tid"[,"code","code_name"]
 /// [,"fault_address"]} or "signal":null.

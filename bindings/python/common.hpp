@@ -105,6 +105,12 @@ struct ProcessInfo {
   std::string signal_name, signal_description, signal_code_name;
   std::optional<uint64_t> fault_address;
   bool core_truncated = false, build_id_mismatch = false, has_siginfo = false;
+  // A minidump's exception (code, address, thread and name; none without an exception stream)
+  // and its notes (where each module's identity and file came from).
+  std::optional<uint32_t> exception_code;
+  std::optional<uint64_t> exception_address;
+  int64_t exception_tid = 0;
+  std::string exception_name, notes;
 };
 
 /// A live capture or a core: the threads (snapshots borrowed from it), names and findings.

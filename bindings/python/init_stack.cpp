@@ -224,14 +224,18 @@ CtxPtr make_context(std::optional<std::vector<std::string>> debug_dirs, std::opt
 }
 
 Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
-                     std::optional<std::string> exe, int64_t tid, bool runtime_frames = false) {
+                     std::optional<std::string> exe, int64_t tid, bool runtime_frames = false,
+                     std::optional<std::string> minidump = std::nullopt,
+                     std::optional<std::string> symbol_path = std::nullopt) {
   sprov_process_opts o{};
   o.sz = sizeof(o);
   o.tid = tid;
   o.flags = runtime_frames ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
   o.exe = cstr(exe);
+  o.symbol_path = cstr(symbol_path);
   sprov_process* p = nullptr;
   if (pid) check(sprov_process_capture(ctx.get(), *pid, &o, &p));
+  else if (minidump) check(sprov_process_open_minidump(ctx.get(), minidump->c_str(), &o, &p));
   else check(sprov_process_open_core(ctx.get(), core->c_str(), &o, &p));
   Process out{ctx, std::shared_ptr<sprov_process>(p, sprov_process_free), {}};
   sprov_process_info in{};
@@ -254,6 +258,13 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   i.has_siginfo = in.has_siginfo;
   i.core_truncated = in.flags & SPROV_PROCESS_CORE_TRUNCATED;
   i.build_id_mismatch = in.flags & SPROV_PROCESS_BUILD_ID_MISMATCH;
+  if (in.has_exception) {
+    i.exception_code = in.exception_code;
+    i.exception_address = in.exception_address;
+    i.exception_tid = in.exception_tid;
+    i.exception_name = str(in.exception_name);
+  }
+  i.notes = str(sprov_process_notes(p));
   return out;
 }
 
@@ -454,7 +465,13 @@ void init_stack(py::module_& m) {
       .def_readonly("fault_address", &ProcessInfo::fault_address)
       .def_readonly("has_siginfo", &ProcessInfo::has_siginfo)
       .def_readonly("core_truncated", &ProcessInfo::core_truncated)
-      .def_readonly("build_id_mismatch", &ProcessInfo::build_id_mismatch);
+      .def_readonly("build_id_mismatch", &ProcessInfo::build_id_mismatch)
+      .def_readonly("exception_code", &ProcessInfo::exception_code, "a minidump's ExceptionCode (None without one)")
+      .def_readonly("exception_address", &ProcessInfo::exception_address)
+      .def_readonly("exception_tid", &ProcessInfo::exception_tid)
+      .def_readonly("exception_name", &ProcessInfo::exception_name, "\"EXCEPTION_ACCESS_VIOLATION\", ...; \"\" unknown")
+      .def_readonly("notes", &ProcessInfo::notes,
+                    "a minidump's notes, one line per module: where its identity and file came from");
 
   py::class_<Snapshot>(m, "Snapshot", "One thread's registers, stack copy and module list.")
       .def_static("from_bytes", [](py::bytes b) {
@@ -601,6 +618,13 @@ void init_stack(py::module_& m) {
         py::gil_scoped_release nogil;
         return open_process(ctx, std::nullopt, core, exe, tid);
       }, py::arg("core"), py::kw_only(), py::arg("exe") = py::none(), py::arg("tid") = 0)
+      .def("open_minidump", [](const Context& c, std::string path, std::optional<std::string> symbol_path, int64_t tid) {
+        CtxPtr ctx = c.get();
+        py::gil_scoped_release nogil;
+        return open_process(ctx, std::nullopt, std::nullopt, std::nullopt, tid, false, path, symbol_path);
+      }, py::arg("path"), py::kw_only(), py::arg("symbol_path") = py::none(), py::arg("tid") = 0,
+      "Opens a Windows minidump (x64): the exception's thread first; symbol_path: ':'-separated directories "
+      "of module files.")
       .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
                         std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
                         std::string python) {

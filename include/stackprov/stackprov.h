@@ -368,8 +368,12 @@ struct sprov_process_opts {
   uint32_t max_stack_bytes; /* stack bytes copied per thread from sp upward; 0: 512 KiB */
   uint32_t flags;           /* sprov_process_capture_flags */
   const char* exe;          /* core files: path of the main program; NULL: from NT_FILE */
+  /* Minidumps: directories, ':'-separated, searched for module files (DIR/NAME, then the
+   * symbol-store layout DIR/NAME/<TIMESTAMP %08X><SIZEOFIMAGE %x>/NAME); NULL: none (wine's
+   * drive Z: paths are still tried at the same host path). */
+  const char* symbol_path;
 };
-#define sprov_process_opts__last_field exe
+#define sprov_process_opts__last_field symbol_path
 
 /* sprov_process_opts.flags */
 enum sprov_process_capture_flags {
@@ -397,6 +401,24 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
  * present; a mismatch is reported (sprov_process_warning) with both ids. */
 SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
                                       const struct sprov_process_opts* opts, sprov_process** out);
+
+/* Opens a Windows minidump (x64; doc/windows.md "Minidumps") as a process: one snapshot per
+ * thread with a context -- the thread of the exception stream first, with the exception's
+ * context --, memory from MemoryList/Memory64List ([rsp, rsp + max_stack_bytes) copied per thread,
+ * and what a first walk reads), modules from ModuleList with their pdb-guid-age identity: the
+ * dump's CodeView record, else the image headers in the dump's memory (a full dump), else the
+ * module file found on opts->symbol_path whose TimeDateStamp and SizeOfImage are the dump's
+ * (sprov_process_notes says which, per module). The exception is in sprov_process_info.
+ * opts->exe is refused. Hostile input: every offset, size and count is checked against the file;
+ * errors SPROV_ERR_BAD_FORMAT, SPROV_ERR_TRUNCATED, SPROV_ERR_LIMIT name the stream and value;
+ * SPROV_ERR_UNSUPPORTED for a dump of another architecture or without a usable thread. */
+SPROV_API int sprov_process_open_minidump(sprov_context* ctx, const char* path,
+                                          const struct sprov_process_opts* opts, sprov_process** out);
+/* What a capture learned besides warnings, one line each: for a minidump, per module where its
+ * identity and file came from ("module NAME: identity KEY from the dump's CodeView record|from the
+ * image headers in the dump's memory (...)|from the module file (...); file PATH", or "module NAME:
+ * no identity (...); no module file"; KEY is the symbol-server key). "" when none; owned by proc. */
+SPROV_API const char* sprov_process_notes(const sprov_process* proc);
 
 SPROV_API void sprov_process_free(sprov_process* proc);
 SPROV_API int64_t sprov_process_pid(const sprov_process* proc);
@@ -433,6 +455,12 @@ struct sprov_process_info {
   const char* signal_code_name;   /* "SEGV_MAPERR", "SI_TKILL", ...; "" when unknown or no NT_SIGINFO */
   uint32_t flags;           /* sprov_process_flags: findings that leave the capture incomplete */
   uint32_t reserved;
+  /* Minidumps (when sz covers them): the exception stream. */
+  uint32_t exception_code;    /* ExceptionCode, e.g. 0xC0000005 (when has_exception) */
+  uint32_t has_exception;     /* the dump has an exception stream */
+  uint64_t exception_address; /* ExceptionAddress */
+  int64_t exception_tid;      /* the thread it was raised in: thread index 0 when it has a context */
+  const char* exception_name; /* "EXCEPTION_ACCESS_VIOLATION"; "" when unknown or none */
 };
 
 enum sprov_process_flags {

@@ -34,6 +34,8 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
     copts.max_stack_bytes = max_bytes ? max_bytes : kProcessDefaultStackBytes;
     RuntimeCapture runtime;
     if (int e = prepare_runtime_capture(opts, &runtime)) return e;
+    if (const char* sp = SPROV_OPTS_GET(opts, sprov_process_opts, symbol_path, nullptr); sp != nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "symbol_path %s is only read for minidumps", sp));
     if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr) {
       struct stat st;
       if (stat(exe, &st) != 0) {

@@ -87,7 +87,8 @@ struct sprov_process {
   std::vector<std::string> thread_names;                  // parallel to threads ("" unknown)
   // sprov_process_get_info; its strings point into the std::string members below.
   struct sprov_process_info info = {};
-  std::string program, command_line, signal_name, signal_description, signal_code_name;
+  std::string program, command_line, signal_name, signal_description, signal_code_name, exception_name;
+  std::string notes;  // sprov_process_notes: one line each
 };
 
 struct sprov_stack {

@@ -30,6 +30,8 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
       return fail(make_error(SPROV_ERR_INVALID_ARG, "max_stack_bytes %u exceeds %u", max_bytes, kMaxStackBytes));
     RuntimeCapture runtime;
     if (int e = prepare_runtime_capture(opts, &runtime)) return e;
+    if (const char* sp = SPROV_OPTS_GET(opts, sprov_process_opts, symbol_path, nullptr); sp != nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "symbol_path %s is only read for minidumps", sp));
     if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_process_opts.exe (\"%s\") is for core files; it must be NULL for a live "
@@ -92,6 +94,8 @@ SPROV_API const char* sprov_process_warnings(const sprov_process* proc) {
   return proc ? proc->warnings.c_str() : "";
 }
 
+SPROV_API const char* sprov_process_notes(const sprov_process* proc) { return proc ? proc->notes.c_str() : ""; }
+
 SPROV_API int sprov_process_get_info(const sprov_process* proc, struct sprov_process_info* out) {
   return guard([&] {
     if (proc == nullptr || out == nullptr)
@@ -103,6 +107,7 @@ SPROV_API int sprov_process_get_info(const sprov_process* proc, struct sprov_pro
     s.signal_name = proc->signal_name.c_str();
     s.signal_description = proc->signal_description.c_str();
     s.signal_code_name = proc->signal_code_name.c_str();
+    s.exception_name = proc->exception_name.c_str();
     return fill_out(out, s, "sprov_process_info");
   });
 }

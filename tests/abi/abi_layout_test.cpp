@@ -71,11 +71,12 @@ CHECK_OFF(sprov_frame, reserved, 92);
 CHECK_SIZE(sprov_symbolizer_opts, 16);
 CHECK_OFF(sprov_symbolizer_opts, flags, 8);
 
-CHECK_SIZE(sprov_process_opts, 32);
+CHECK_SIZE(sprov_process_opts, 40);
 CHECK_OFF(sprov_process_opts, tid, 8);
 CHECK_OFF(sprov_process_opts, max_stack_bytes, 16);
 CHECK_OFF(sprov_process_opts, flags, 20);
 CHECK_OFF(sprov_process_opts, exe, 24);
+CHECK_OFF(sprov_process_opts, symbol_path, 32);
 
 CHECK_SIZE(sprov_runtime_frame, 72);
 CHECK_OFF(sprov_runtime_frame, runtime, 8);
@@ -88,7 +89,7 @@ CHECK_OFF(sprov_runtime_frame, frame_address, 48);
 CHECK_OFF(sprov_runtime_frame, code_address, 56);
 CHECK_OFF(sprov_runtime_frame, native_index, 64);
 
-CHECK_SIZE(sprov_process_info, 88);
+CHECK_SIZE(sprov_process_info, 120);
 CHECK_OFF(sprov_process_info, program, 8);
 CHECK_OFF(sprov_process_info, command_line, 16);
 CHECK_OFF(sprov_process_info, signal_tid, 24);
@@ -102,6 +103,11 @@ CHECK_OFF(sprov_process_info, signal_description, 64);
 CHECK_OFF(sprov_process_info, signal_code_name, 72);
 CHECK_OFF(sprov_process_info, flags, 80);
 CHECK_OFF(sprov_process_info, reserved, 84);
+CHECK_OFF(sprov_process_info, exception_code, 88);
+CHECK_OFF(sprov_process_info, has_exception, 92);
+CHECK_OFF(sprov_process_info, exception_address, 96);
+CHECK_OFF(sprov_process_info, exception_tid, 104);
+CHECK_OFF(sprov_process_info, exception_name, 112);
 
 CHECK_SIZE(sprov_profile_info, 152);  // 128 before the truncation fields (issue 36): older callers' sz
 CHECK_OFF(sprov_profile_info, kernel_note, 120);

@@ -92,6 +92,11 @@ class ProcessInfo:
     has_siginfo: bool
     core_truncated: bool
     build_id_mismatch: bool
+    exception_code: Optional[int]
+    exception_address: Optional[int]
+    exception_tid: int
+    exception_name: str
+    notes: str
 
 class Snapshot:
     @staticmethod
@@ -145,6 +150,7 @@ class Context:
     def symbolizer(self, *, demangle: bool = ...) -> Symbolizer: ...
     def capture(self, pid: int, *, tid: int = ...) -> Process: ...
     def open_core(self, core: str, *, exe: Optional[str] = ..., tid: int = ...) -> Process: ...
+    def open_minidump(self, path: str, *, symbol_path: Optional[str] = ..., tid: int = ...) -> Process: ...
 
 def stack(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *, tid: int = ...,
           max_frames: int = ..., lines: bool = ..., context: Optional[Context] = ...,

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// Snapshots from a Windows minidump: one per thread with a context, the faulting thread first with
+// the exception's context; modules with their pdb-guid-age identity (CodeView record, else the
+// image headers in the dump's memory, else the module file) and their files looked up on a path.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "memory/memory_reader.hpp"
+#include "memory/snapshot.hpp"
+#include "minidump/minidump.hpp"
+
+namespace stackprov::memory {
+
+/// Serves target memory from a minidump's memory ranges (MemoryList and Memory64List).
+class MinidumpReader final : public MemoryReader {
+ public:
+  explicit MinidumpReader(const minidump::Minidump& d) : dump_(&d) {}
+  bool read(uint64_t addr, void* buf, size_t len) override { return dump_->read(addr, buf, len); }
+  const char* name() const override { return "minidump"; }
+
+ private:
+  const minidump::Minidump* dump_;
+};
+
+struct MinidumpCaptureOptions {
+  int64_t tid = 0;                        ///< 0: every thread; else only this one
+  uint32_t max_stack_bytes = 512 * 1024;  ///< copied per thread from sp upward
+  /// Directories searched for module files, in order: DIR/NAME, then the symbol-store layout
+  /// DIR/NAME/<TIMESTAMP as %08X><SIZEOFIMAGE as %x>/NAME (NAME: the module name's last component).
+  std::vector<std::string> symbol_path;
+  /// No module file is opened: identities come from the dump alone.
+  bool offline = false;
+};
+
+/// Where a module's identity came from (the report says which, per module).
+enum class IdSource : uint8_t {
+  kNone = 0,     ///< none known: the record is empty and neither the image headers nor a file give one
+  kCodeView,     ///< the dump's CodeView record of the module
+  kMemory,       ///< the PE headers and debug directory in the dump's memory (a full dump)
+  kFile,         ///< the module file found (its TimeDateStamp and SizeOfImage equal the dump's)
+};
+const char* id_source_name(IdSource s);
+
+struct MinidumpModuleInfo {
+  std::string name;  ///< as the dump names it (UTF-8)
+  IdSource id_source = IdSource::kNone;
+  std::string file;  ///< the host file used, "" when none
+  bool headers_in_memory = false;  ///< the dump's memory holds the image headers (with or without RSDS)
+};
+
+struct MinidumpCapture {
+  int64_t pid = 0;  ///< MiscInfo's ProcessId, 0 when absent
+  /// Threads with a context, the exception's thread first (registers from the exception's
+  /// context), then ThreadList order.
+  std::vector<Snapshot> threads;
+  std::vector<MinidumpModuleInfo> modules;  ///< parallel to the dump's ModuleList
+  std::string warnings;                     ///< one finding per line, each ending in '\n'
+  bool has_exception = false;
+  minidump::Exception exception;
+};
+
+using MinidumpWalkFn = std::function<void(Snapshot&, MemoryReader&)>;
+
+/// Builds the snapshots of `dump` (x64 only; SPROV_ERR_UNSUPPORTED names another architecture):
+///  - registers from each thread's x64 CONTEXT (rip and rsp with CONTEXT_CONTROL, the others with
+///    CONTEXT_INTEGER; xmm registers are not kept: no unwind rule needs their values); a thread
+///    without a context (wine gives the dumping thread none) is a warning and left out;
+///  - memory: [rsp, rsp + max_stack_bytes) as far as the dump holds it without a gap;
+///  - modules: base, base + SizeOfImage, the dump's name as the path; identity as IdSource says;
+///    the file found on the symbol path (or, for wine's "Z:\" drive, at the same host path) is
+///    used when its TimeDateStamp and SizeOfImage equal the dump's and its identity, when the dump
+///    gives one, equals it; its ImageBase gives the load bias (else the headers in memory).
+/// Errors: SPROV_ERR_NOT_FOUND for an unknown `tid`; SPROV_ERR_UNSUPPORTED when no thread has a
+/// usable context. Thread-safe for distinct dumps; `while_open` runs on the calling thread.
+Result<MinidumpCapture> capture_minidump(const minidump::Minidump& dump, const MinidumpCaptureOptions& opts,
+                                         const MinidumpWalkFn& while_open);
+
+}  // namespace stackprov::memory
