@@ -2,6 +2,7 @@
 // The built-in object formats, sniffed in this order. Adding a format: its folder under lib/ with
 // an ObjectImage implementation and a Format, and one line here (doc/architecture.md).
 #include "elf/elf_object.hpp"
+#include "macho/macho_object.hpp"
 #include "object/object_image.hpp"
 #include "pe/pe_object.hpp"
 
@@ -11,6 +12,7 @@ std::span<const Format* const> builtin_formats() {
   static const Format* const kFormats[] = {
       &elf::kElfFormat,
       &pe::kPeFormat,
+      &macho::kMachoFormat,
   };
   return kFormats;
 }
