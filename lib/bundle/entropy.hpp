@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The bundle's entropy coder (format 3, doc/bundles.md "Entropy coding"): canonical Huffman codes
+// The bundle's entropy coder (formats 3 and 4, doc/bundles.md "Format 3"): canonical Huffman codes
 // from per-module counts, LSB-first bit streams, bucketed integers; deterministic, bounded decoder.
 #pragma once
 
@@ -79,7 +79,7 @@ class BitWriter {
 class BitReader {
  public:
   BitReader() = default;
-  BitReader(const uint8_t* p, const uint8_t* end) : p_(p), end_(end) { refill(); }
+  BitReader(const uint8_t* p, const uint8_t* end) : start_(p), p_(p), end_(end) { refill(); }
 
   uint64_t peek(unsigned n) {  // n <= 56
     if (nacc_ < n) refill();
@@ -104,6 +104,28 @@ class BitReader {
     const uint64_t v = peek(n);
     skip(n);
     return bad_ ? 0 : v;
+  }
+  /// Bits consumed since the start.
+  uint64_t consumed() const { return static_cast<uint64_t>(p_ - start_) * 8 - nacc_; }
+  /// Skips `n` bits (any number); past the end sets bad().
+  void skip_bits(uint64_t n) {
+    if (n > bits_left()) {
+      bad_ = true;
+      acc_ = 0;
+      nacc_ = 0;
+      p_ = end_;
+      return;
+    }
+    if (n <= nacc_) {
+      skip(static_cast<unsigned>(n));
+      return;
+    }
+    n -= nacc_;
+    acc_ = 0;
+    nacc_ = 0;
+    p_ += n / 8;
+    refill();
+    skip(static_cast<unsigned>(n % 8));
   }
   bool bad() const { return bad_; }
   void set_bad() { bad_ = true; }
@@ -133,6 +155,7 @@ class BitReader {
       nacc_ += 8;
     }
   }
+  const uint8_t* start_ = nullptr;
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   uint64_t acc_ = 0;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// On-disk layout of the bundle file v2 (doc/bundles.md "Layout"): offsets, sizes, little-endian and varint codecs.
+// On-disk layout of the bundle file, formats 2 to 4 (doc/bundles.md "Layout"): offsets, sizes,
+// little-endian and varint codecs, the entropy coder's contexts.
 #pragma once
 
 #include <cstddef>
@@ -124,8 +125,44 @@ enum RangeCtx : unsigned {
   kCtxCallFile,
   kCtxCallLine,
   kCtxCallCol,
-  kRangeCtxCount,
+  kRangeCtxCount,  ///< format 3's contexts
+  // Format 4 (doc/bundles.md "Format 4"): format 3's contexts, whose head and length contexts stay
+  // unused (empty codes), then a record's head in the context of the previous record's class in the
+  // list, and its length in the context of its own class (kRecClass); each for depth 0 and deeper.
+  kCtxHead4 = kRangeCtxCount,                     // + deep * kHeadClasses + previous class
+  kCtxLen4 = kCtxHead4 + 2 * 18,                  // + deep * kLenClasses + own class
+  kCtxListBits = kCtxLen4 + 2 * 17,  // the depth-0 list's bits (groups with deeper lists)
+  // The first record of a list codes its function, file, line and column from nothing (the line
+  // "delta" is the line itself): each in a context of its own, + deep.
+  kCtxFirstFn,
+  kCtxFirstFile = kCtxFirstFn + 2,
+  kCtxFirstLine = kCtxFirstFile + 2,
+  kCtxFirstCol = kCtxFirstLine + 2,
+  kRangeCtxCount4 = kCtxFirstCol + 2,
 };
+/// Format 4: a record's class, from its head: (line nibble << 1 | column follows) (0..15), or
+/// kClassInherit for an inherited position; kClassFirst stands for "no previous record" (the
+/// first record of a list). Heads are coded given the previous class (18 contexts a depth class),
+/// lengths given their own record's class (17).
+inline constexpr unsigned kClassInherit = 16;
+inline constexpr unsigned kClassFirst = 17;
+inline constexpr unsigned kHeadClasses = 18;
+inline constexpr unsigned kLenClasses = 17;
+inline constexpr unsigned rec_class(uint8_t head) {
+  if ((head & kRecInherit) != 0) return kClassInherit;
+  return ((head >> kRecLineShift) << 1) | ((head & kRecColumn) != 0 ? 1u : 0u);
+}
+static_assert(kCtxLen4 == kCtxHead4 + 2 * kHeadClasses && kCtxListBits == kCtxLen4 + 2 * kLenClasses);
+static_assert(kCtxFirstFile - kCtxFile == kCtxFirstFn - kCtxFn && kCtxFirstLine - kCtxLine == kCtxFirstFn - kCtxFn &&
+              kCtxFirstCol - kCtxCol == kCtxFirstFn - kCtxFn);
+/// Format 4: an index entry per kGroupsPerEntry groups (the last one the rest). The entry's data
+/// starts with a byte header: uleb (groups − 1), then per group after the first uleb (its start −
+/// the previous group's start, > 0) and uleb (the previous group's bytes, > 0); the groups' bit
+/// streams follow one another (the last one runs to the entry's end).
+inline constexpr size_t kGroupsPerEntry = 16;
+/// Format 4 groups: up to this many depth-0 records, or this many records of all depths.
+inline constexpr size_t kGroupTarget4 = 64;
+inline constexpr size_t kGroupRecords4 = 192;
 enum RowCtx : unsigned {
   kCtxRowDelta,
   kCtxRowMask,
@@ -138,12 +175,38 @@ enum RowCtx : unsigned {
   kCtxRowPacked,
   kCtxRowSavedReg,
   kCtxRowSavedOff,
-  kRowCtxCount,
+  kRowCtxCount,  ///< format 3's contexts
+  // Format 4: format 3's pc delta, mask, cfa offset and packed-pair contexts stay unused (empty
+  // codes); the first three are coded given the previous row's class (kRowClasses: the block's
+  // first row, else 1 + (cfa offset changed) + 2 × (saved registers changed)), a packed pair given
+  // its place among the row's saved registers (0..kMaxSavedRegs − 1).
+  kCtxRowDelta4 = kRowCtxCount,
+  kCtxRowMask4 = kCtxRowDelta4 + 5,
+  kCtxRowCfaOff4 = kCtxRowMask4 + 5,
+  kCtxRowPacked4 = kCtxRowCfaOff4 + 5,
+  kRowCtxCount4 = kCtxRowPacked4 + 12,
 };
+inline constexpr unsigned kRowClasses = 5;
+/// Format 4: a row's class from its field mask (the next row's context).
+inline constexpr unsigned row_class(uint8_t mask) {
+  return 1u + ((mask & 2) != 0 ? 1u : 0u) + ((mask & 16) != 0 ? 2u : 0u);  // kRowCfaOff, kRowSaved
+}
 
 // Pad block: per pad uleb (delta << 1 | explicit); explicit: uleb nframes, frames of
 // uleb fn, uleb file, uleb line, uleb column. Implicit: the chain of lookup(addr - 1).
 inline constexpr size_t kPadBlock = 32;
+// Format 4: pad data starts with the pad codes (as the row data with the row codes); a block is a
+// bit stream of kPadBlock pads (the last one the rest), the same fields each in its context, then
+// zero bits to a byte boundary.
+enum PadCtx : unsigned {
+  kCtxPadHead,    // delta << 1 | explicit
+  kCtxPadFrames,  // frame count
+  kCtxPadFn,
+  kCtxPadFile,
+  kCtxPadLine,
+  kCtxPadCol,
+  kPadCtxCount,
+};
 // Row block: per row uleb pc delta (0 for the block's first row), u8 mask, [u8 head: mask
 // kRowHead; head = kind | signal << 3 | debug_frame << 4 | ra_kind << 5, else the previous
 // row's], then the fields the mask names, changed from the previous row of the block (all

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The bundle's string-table compression: a small deterministic LZ77 (LZ4-like sequences), bounds-checked decoder.
+// The bundle's string-table compression: a small deterministic LZ77 (LZ4-like sequences; format 4 entropy-codes them), bounds-checked decoders.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle/entropy.hpp"
 #include "bundle/format_layout.hpp"
 
 namespace stackprov::bundle::lz {
@@ -114,6 +115,98 @@ inline bool decompress(const uint8_t* p, size_t n, size_t out_len, std::string* 
     for (size_t k = 0; k < mlen; k++, w++) o[w] = o[w - off];
   }
   return w == out_len;
+}
+
+// ---- Format 4: the same sequences, entropy-coded (doc/bundles.md "Format 4"). A bit stream
+// (bundle/entropy.hpp): four canonical codes (literal count, literal byte, offset, match length −
+// 4), then per sequence: literal count, the literals, and — unless the output is complete — the
+// offset and the match length; then zero bits to a byte boundary.
+enum Ctx : unsigned { kCtxLitCount, kCtxLiteral, kCtxOffset, kCtxMatchLen, kCtxCount };
+
+/// The sequences of an lz stream (compress() or store()), for coding them otherwise.
+struct Seq {
+  size_t lit_start, nlit, off, mlen;  // mlen 0: the last sequence
+};
+inline std::vector<Seq> sequences(const std::vector<uint8_t>& z) {
+  std::vector<Seq> out;
+  layout::Cursor c{z.data(), z.data() + z.size()};
+  size_t w = 0;
+  while (c.left() > 0) {
+    const uint8_t tok = c.u8();
+    uint64_t nlit = tok >> 4;
+    if (nlit == 15) nlit += c.uleb();
+    Seq q{w, static_cast<size_t>(nlit), 0, 0};
+    c.p += nlit;
+    w += nlit;
+    if (c.left() > 0) {
+      const uint8_t lo = c.u8(), hi = c.u8();
+      q.off = static_cast<size_t>(lo) | (static_cast<size_t>(hi) << 8);
+      q.mlen = (tok & 15) + kMinMatch;
+      if ((tok & 15) == 15) q.mlen += c.uleb();
+    }
+    w += q.mlen;
+    out.push_back(q);
+  }
+  return out;
+}
+
+/// Format 4: `in` (n bytes) as the entropy-coded sequences of `z` (its compress() or store()).
+inline std::vector<uint8_t> encode_coded(const uint8_t* in, const std::vector<uint8_t>& z) {
+  const std::vector<Seq> seqs = sequences(z);
+  std::vector<entropy::Counts> counts(kCtxCount);
+  auto count_uint = [&](unsigned k, uint64_t v) {
+    unsigned nx;
+    uint64_t x;
+    counts[k][entropy::int_symbol(v, &nx, &x)]++;
+  };
+  for (const Seq& q : seqs) {
+    count_uint(kCtxLitCount, q.nlit);
+    for (size_t i = 0; i < q.nlit; i++) counts[kCtxLiteral][in[q.lit_start + i]]++;
+    if (q.mlen == 0) continue;
+    count_uint(kCtxOffset, q.off);
+    count_uint(kCtxMatchLen, q.mlen - kMinMatch);
+  }
+  entropy::BitWriter w;
+  std::vector<entropy::Code> codes(kCtxCount);
+  for (unsigned k = 0; k < kCtxCount; k++) {
+    codes[k].assign(entropy::build_lengths(counts[k]));
+    codes[k].write(w);
+  }
+  for (const Seq& q : seqs) {
+    codes[kCtxLitCount].put_uint(w, q.nlit);
+    for (size_t i = 0; i < q.nlit; i++) codes[kCtxLiteral].put(w, in[q.lit_start + i]);
+    if (q.mlen == 0) continue;
+    codes[kCtxOffset].put_uint(w, q.off);
+    codes[kCtxMatchLen].put_uint(w, q.mlen - kMinMatch);
+  }
+  w.align();
+  return std::move(w.bytes());
+}
+
+/// Decodes what encode_coded() wrote: exactly `out_len` bytes, then only zero padding. False on
+/// any bad code, truncation or over-long output. Each sequence but the last adds at least
+/// kMinMatch bytes, so the loop ends after out_len / kMinMatch + 1 sequences at most.
+inline bool decompress_coded(const uint8_t* p, size_t n, size_t out_len, std::string* out) {
+  out->clear();
+  out->resize(out_len);
+  char* o = out->data();
+  entropy::BitReader r(p, p + n);
+  entropy::Code codes[kCtxCount];
+  for (auto& c : codes)
+    if (!c.read(r)) return false;
+  size_t w = 0;
+  for (;;) {
+    const uint64_t nlit = codes[kCtxLitCount].get_uint(r);
+    if (r.bad() || nlit > out_len - w || nlit > r.bits_left()) return false;  // a literal takes a bit at least
+    for (uint64_t i = 0; i < nlit; i++) o[w++] = static_cast<char>(codes[kCtxLiteral].get(r));
+    if (r.bad()) return false;
+    if (w == out_len) break;
+    const uint64_t off = codes[kCtxOffset].get_uint(r);
+    const uint64_t mlen = codes[kCtxMatchLen].get_uint(r) + kMinMatch;
+    if (r.bad() || off == 0 || off > w || off > kWindow || mlen > out_len - w) return false;
+    for (size_t k = 0; k < mlen; k++, w++) o[w] = o[w - off];
+  }
+  return r.at_padded_end();
 }
 
 }  // namespace stackprov::bundle::lz

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle reader (formats 2 and 3): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
+// Bundle reader (formats 2 to 4): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -51,6 +51,7 @@ struct ModuleIndex {
   std::vector<uint32_t> lens;  // of string i, without its NUL
   // Format 3: the module's codes (read from the front of its group and row data).
   std::vector<entropy::Code> range_codes, row_codes;
+  std::vector<entropy::Code> pad_codes;  // format 4
 };
 
 Error bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -71,6 +72,7 @@ struct Rec {
   uint32_t fn = kNone, file = kNone, line = 0, column = 0;
   uint32_t call_file = kNone, call_line = 0, call_column = 0;
   bool inherit = false;
+  uint8_t cls = kClassFirst;  // format 4: this record's class (rec_class), the next one's head context
 };
 
 /// An index entry: {u32 start - base, u32 data offset}.
@@ -142,24 +144,28 @@ Status check_slice(size_t mi, const char* what, Slice s, uint64_t expected_first
 struct ByteSrc {
   static constexpr bool kCfaDelta = false;  // format 2 stores the cfa offset itself
   Cursor c;
+  bool ctx4 = false;  // format 4's head and length contexts (never in format 2)
   uint8_t sym(unsigned) { return c.u8(); }
   uint64_t u(unsigned) { return c.uleb(); }
   int64_t s(unsigned) { return c.sleb(); }
   bool ok() const { return c.ok(); }
   void fail() { c.bad = true; }
   bool more() const { return c.left() > 0; }
+  bool at_end() const { return c.left() == 0; }
 };
 /// Format 3: each field decoded with its context's code.
 struct BitSrc {
   static constexpr bool kCfaDelta = true;  // a delta from the previous row's
   entropy::BitReader r;
   const entropy::Code* codes;
+  bool ctx4 = false;  // format 4: heads and lengths in the contexts of the records' classes
   uint8_t sym(unsigned k) { return static_cast<uint8_t>(codes[k].get(r)); }
   uint64_t u(unsigned k) { return codes[k].get_uint(r); }
   int64_t s(unsigned k) { return entropy::unzigzag(codes[k].get_uint(r)); }
   bool ok() const { return !r.bad(); }
   void fail() { r.set_bad(); }
   bool more() const { return true; }  // format 3 blocks say how many rows they hold
+  bool at_end() { return r.at_padded_end(); }
 };
 
 /// A string index read from a record: < n, or an error naming it.
@@ -189,26 +195,29 @@ bool read_u32(Src& c, unsigned ctx, uint32_t* out) {
 template <class Src>
 Status read_record(Src& c, size_t mi, uint64_t gstart, uint32_t depth, uint64_t prev_end, uint32_t nstr, Rec& r) {
   const unsigned deep = depth > 0 ? 1 : 0;
-  const uint8_t head = c.sym(kCtxHead + deep);
-  uint64_t len = c.u(kCtxLen + deep);
+  const uint8_t head = c.sym(c.ctx4 ? kCtxHead4 + deep * kHeadClasses + r.cls : kCtxHead + deep);
+  const unsigned cls = rec_class(head);
+  uint64_t len = c.u(c.ctx4 ? kCtxLen4 + deep * kLenClasses + cls : kCtxLen + deep);
+  const unsigned fc = c.ctx4 && r.cls == kClassFirst ? kCtxFirstFn - kCtxFn : 0;  // format 4: a list's first record
+  r.cls = static_cast<uint8_t>(cls);
   uint64_t gap = 0;
   if (depth > 0) {
     if (len & 1) gap = c.u(kCtxGap);
     len >>= 1;
   }
-  if (head & kRecFn) read_str(c, kCtxFn + deep, nstr, &r.fn);
+  if (head & kRecFn) read_str(c, kCtxFn + fc + deep, nstr, &r.fn);
   r.inherit = (head & kRecInherit) != 0;
   if (!r.inherit) {
-    if (head & kRecFile) read_str(c, kCtxFile + deep, nstr, &r.file);
+    if (head & kRecFile) read_str(c, kCtxFile + fc + deep, nstr, &r.file);
     const unsigned lc = head >> kRecLineShift;
-    const int64_t dl = lc == kRecLineEscape ? c.s(kCtxLine + deep) : static_cast<int64_t>(lc) - kRecLineBias;
+    const int64_t dl = lc == kRecLineEscape ? c.s(kCtxLine + fc + deep) : static_cast<int64_t>(lc) - kRecLineBias;
     const bool dl_ok = dl >= -static_cast<int64_t>(UINT32_MAX) && dl <= static_cast<int64_t>(UINT32_MAX);
     const int64_t line = dl_ok ? static_cast<int64_t>(r.line) + dl : -1;  // no signed overflow
     if (!dl_ok || line < 0 || line > static_cast<int64_t>(UINT32_MAX))
       return bad("module %zu: group at 0x%" PRIx64 ": depth %u line delta %" PRId64 " from %u", mi, gstart, depth, dl,
                  r.line);
     r.line = static_cast<uint32_t>(line);
-    if (head & kRecColumn) read_u32(c, kCtxCol + deep, &r.column);
+    if (head & kRecColumn) read_u32(c, kCtxCol + fc + deep, &r.column);
   }
   if (head & kRecCall) {
     const uint8_t ext = c.sym(kCtxCallExt);
@@ -269,6 +278,7 @@ struct GroupV2 {
     return {};
   }
   ByteSrc& src() { return list; }
+  Status end_list(size_t, uint64_t, uint32_t) { return {}; }  // the list's cursor ended at its byte count
   Status finish(size_t mi, uint64_t gstart) {
     if (c.left() != 0) return bad("module %zu: group at 0x%" PRIx64 " has %zu trailing bytes", mi, gstart, c.left());
     return {};
@@ -281,22 +291,42 @@ struct GroupV3 {
   using Src = BitSrc;
   static constexpr bool kSequential = true;  // a list is passed by decoding it
   BitSrc bits;
+  uint64_t ndepth = 0;
+  bool has_end = false;  // format 4, the depth-0 list of a group with deeper lists says its bits
+  uint64_t list_end = 0;  // then: the bit position where the list's records end
 
   Status begin(size_t mi, uint64_t gstart, uint64_t* nd) {
     *nd = bits.u(kCtxNdepth);
     if (!bits.ok() || *nd == 0 || *nd > kMaxInlineDepth + 1) return bad_ndepth(mi, gstart, *nd);
+    ndepth = *nd;
     return {};
   }
   Status next_list(size_t mi, uint64_t gstart, uint32_t depth, uint64_t* count, bool* continues) {
     const uint64_t head = bits.u(kCtxListHead);
     *count = head >> 1;
     *continues = (head & 1) != 0;
+    has_end = bits.ctx4 && depth == 0 && ndepth > 1;
+    const uint64_t nbits = has_end ? bits.u(kCtxListBits) : bits.r.bits_left();
     // A record takes at least 2 bits (a head and a length symbol): the count is bounded by the
     // group's bits, so a hostile count ends the loops that read it soon.
-    if (!bits.ok() || *count == 0 || *count > bits.r.bits_left() / 2)
+    if (!bits.ok() || *count == 0 || nbits > bits.r.bits_left() || *count > nbits / 2)
       return bad("module %zu: group at 0x%" PRIx64 ": depth %u list of %" PRIu64 " records in %" PRIu64
-                 " bits left exceeds the group", mi, gstart, depth, *count, bits.r.bits_left());
+                 " bits (%" PRIu64 " left) exceeds the group", mi, gstart, depth, *count, nbits, bits.r.bits_left());
+    list_end = bits.r.consumed() + nbits;
     return {};
+  }
+  /// Format 4: after a list's records, the position must be the one its bit count said.
+  Status end_list(size_t mi, uint64_t gstart, uint32_t depth) {
+    if (has_end && bits.r.consumed() != list_end)
+      return bad("module %zu: group at 0x%" PRIx64 ": depth %u list ends at bit %" PRIu64 ", its count says %" PRIu64,
+                 mi, gstart, depth, bits.r.consumed(), list_end);
+    return {};
+  }
+  /// Moves to the next list without decoding the rest of this one (false: format 3, decode it).
+  bool skip_rest() {
+    if (!has_end) return false;
+    bits.r.skip_bits(list_end - bits.r.consumed());  // list_end is past the records read so far
+    return true;
   }
   BitSrc& src() { return bits; }
   Status finish(size_t mi, uint64_t gstart) {
@@ -312,8 +342,11 @@ struct PadHead {
   bool explicit_frames;
 };
 
-Status read_pad_head(Cursor& c, size_t mi, uint64_t prev, PadHead* out) {
-  const uint64_t v = c.uleb();
+/// Where a block's pads come from (formats 2 and 3: varints; format 4: codes), and how many the
+/// block holds (formats 2 and 3: until its bytes end).
+template <class Src>
+Status read_pad_head(Src& c, size_t mi, uint64_t prev, PadHead* out) {
+  const uint64_t v = c.u(kCtxPadHead);
   if (!c.ok()) return bad("module %zu: return pad after 0x%" PRIx64 " truncated", mi, prev);
   const uint64_t delta = v >> 1;
   if (delta > UINT64_MAX - prev) return bad("module %zu: return pad delta %" PRIu64 " wraps around", mi, delta);
@@ -326,19 +359,18 @@ struct PadFrame {
   uint32_t fn, file, line, column;
 };
 
-Status read_pad_frames(Cursor& c, size_t mi, uint64_t addr, uint32_t nstr, std::vector<PadFrame>* out) {
-  const uint64_t n = c.uleb();
+template <class Src>
+Status read_pad_frames(Src& c, size_t mi, uint64_t addr, uint32_t nstr, std::vector<PadFrame>* out) {
+  const uint64_t n = c.u(kCtxPadFrames);
   if (!c.ok() || n == 0 || n > kMaxInlineDepth + 1)
     return bad("module %zu: return pad 0x%" PRIx64 " has %" PRIu64 " frames (1..%u)", mi, addr, n, kMaxInlineDepth + 1);
   out->resize(n);
-  ByteSrc b{c};  // pads are varints in both formats
   for (PadFrame& f : *out) {
-    read_str(b, 0, nstr, &f.fn);
-    read_str(b, 0, nstr, &f.file);
-    read_u32(b, 0, &f.line);
-    read_u32(b, 0, &f.column);
+    read_str(c, kCtxPadFn, nstr, &f.fn);
+    read_str(c, kCtxPadFile, nstr, &f.file);
+    read_u32(c, kCtxPadLine, &f.line);
+    read_u32(c, kCtxPadCol, &f.column);
   }
-  c = b.c;
   if (!c.ok())
     return bad("module %zu: return pad 0x%" PRIx64 " frames truncated or out of range (string index beyond %u)", mi,
                addr, nstr);
@@ -348,9 +380,9 @@ Status read_pad_frames(Cursor& c, size_t mi, uint64_t addr, uint32_t nstr, std::
 /// Decodes one unwind row; `r` holds the previous row of the block (zero before the first),
 /// `prev_head` its head byte.
 template <class Src>
-Status read_row(Src& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindRowRecord& r) {
-  const uint64_t delta = c.u(kCtxRowDelta);
-  const uint8_t mask = c.sym(kCtxRowMask);
+Status read_row(Src& c, size_t mi, uint64_t prev, uint8_t& prev_head, unsigned& cls, UnwindRowRecord& r) {
+  const uint64_t delta = c.u(c.ctx4 ? kCtxRowDelta4 + cls : kCtxRowDelta);
+  const uint8_t mask = c.sym(c.ctx4 ? kCtxRowMask4 + cls : kCtxRowMask);
   if (!c.ok()) return bad("module %zu: unwind row after 0x%" PRIx64 " truncated", mi, prev);
   if (delta > UINT64_MAX - prev) return bad("module %zu: unwind row delta %" PRIu64 " wraps around", mi, delta);
   r.pc = prev + delta;
@@ -367,11 +399,12 @@ Status read_row(Src& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindRowR
     return bad("module %zu: unwind row 0x%" PRIx64 " has ra kind %u", mi, r.pc, r.ra_kind);
   if (mask & kRowCfaReg) r.cfa_reg = c.sym(kCtxRowCfaReg);
   if (mask & kRowCfaOff) {
-    int64_t v = c.s(kCtxRowCfaOff);
+    int64_t v = c.s(c.ctx4 ? kCtxRowCfaOff4 + cls : kCtxRowCfaOff);
     if (Src::kCfaDelta) v = v < INT64_MIN / 2 || v > INT64_MAX / 2 ? INT64_MAX : v + r.cfa_off;  // no overflow
     if (v < INT32_MIN || v > INT32_MAX) return bad("module %zu: unwind row 0x%" PRIx64 " cfa offset %" PRId64, mi, r.pc, v);
     r.cfa_off = static_cast<int32_t>(v);
   }
+  cls = row_class(mask);
   if (mask & kRowRaReg) r.ra_reg = c.sym(kCtxRowRaReg);
   if (mask & kRowRaOff) r.ra_off = static_cast<int8_t>(c.sym(kCtxRowRaOff));
   if (mask & kRowSaved) {
@@ -383,7 +416,7 @@ Status read_row(Src& c, size_t mi, uint64_t prev, uint8_t& prev_head, UnwindRowR
     r.nsaved = static_cast<uint8_t>(keep + add);
     for (size_t k = keep; k < r.nsaved; k++) {
       if (mask & kRowPacked) {
-        const uint8_t v = c.sym(kCtxRowPacked);
+        const uint8_t v = c.sym(c.ctx4 ? kCtxRowPacked4 + static_cast<unsigned>(k) : kCtxRowPacked);
         r.saved_reg[k] = v >> 4;
         r.saved_off[k] = static_cast<int8_t>(-static_cast<int>(v & 15) - 1);
       } else {
@@ -402,7 +435,8 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
   const ModuleMeta& m = meta[mi];
   const uint8_t* zs = sec[kSecStrings] + m.strings.first + m.name_len + 1;
   const size_t zn = static_cast<size_t>(m.strings.count - m.name_len - 1);
-  if (!lz::decompress(zs, zn, static_cast<size_t>(m.str_bytes), &ix.strings))
+  if (!(m.version >= 4 ? lz::decompress_coded(zs, zn, static_cast<size_t>(m.str_bytes), &ix.strings)
+                       : lz::decompress(zs, zn, static_cast<size_t>(m.str_bytes), &ix.strings)))
     return bad("module %zu: string table of %zu compressed bytes does not decompress to %" PRIu64 " bytes", mi, zn,
                m.str_bytes);
   if (!ix.strings.empty() && ix.strings.back() != '\0')
@@ -443,9 +477,12 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
   };
   const bool v3 = m.version >= 3;
   for (const IndexCheck& k :
-       {IndexCheck{kSecFuncIndex, kSecFuncData, m.findex, m.fdata, "group", v3 ? &ix.range_codes : nullptr, kRangeCtxCount},
-        IndexCheck{kSecPadIndex, kSecPadData, m.pindex, m.pdata, "return-pad block", nullptr, 0},
-        IndexCheck{kSecRowIndex, kSecRowData, m.rindex, m.rdata, "unwind-row block", v3 ? &ix.row_codes : nullptr, kRowCtxCount}}) {
+       {IndexCheck{kSecFuncIndex, kSecFuncData, m.findex, m.fdata, "group", v3 ? &ix.range_codes : nullptr,
+                   m.version >= 4 ? kRangeCtxCount4 : kRangeCtxCount},
+        IndexCheck{kSecPadIndex, kSecPadData, m.pindex, m.pdata, "return-pad block",
+                   m.version >= 4 ? &ix.pad_codes : nullptr, kPadCtxCount},
+        IndexCheck{kSecRowIndex, kSecRowData, m.rindex, m.rdata, "unwind-row block", v3 ? &ix.row_codes : nullptr,
+                   m.version >= 4 ? kRowCtxCount4 : kRowCtxCount}}) {
     if (k.idx.count == 0 && k.data.count != 0)
       return bad("module %zu: %" PRIu64 " %s bytes without an index", mi, k.data.count, k.what);
     uint32_t first_off = 0;  // format 3: the tables' bytes
@@ -475,6 +512,10 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
                    k.data.count);
     }
   }
+  // Format 4 pad blocks hold kPadBlock pads each, the last one the rest.
+  if (m.version >= 4 && m.pindex.count != (m.npads + kPadBlock - 1) / kPadBlock)
+    return bad("module %zu: %" PRIu64 " return-pad blocks for %" PRIu64 " pads (%zu a block)", mi, m.pindex.count,
+               m.npads, kPadBlock);
   // Format 3 row blocks hold kRowBlock3 rows each, the last one the rest.
   if (v3 && m.rindex.count != (m.nrows + kRowBlock3 - 1) / kRowBlock3)
     return bad("module %zu: %" PRIu64 " unwind-row blocks for %" PRIu64 " rows (%zu a block)", mi, m.rindex.count,
@@ -814,7 +855,7 @@ Status lookup_group(G& g, size_t module, uint64_t gstart, uint64_t rel_addr, con
     }
     if (!hit) break;
     if constexpr (G::kSequential) {  // the next list starts after this one's last record
-      if (d + 1 < nd) {
+      if (d + 1 < nd && !g.skip_rest()) {
         Rec t = r;
         for (k++; k < count; k++) {
           const uint64_t pe = t.end;
@@ -856,6 +897,7 @@ Status decode_group(G& gr, size_t module, uint64_t gstart, uint32_t nstr, std::v
       g[d].push_back(r);
       prev_end = r.end;
     }
+    if (auto s = gr.end_list(module, gstart, d); !s) return s;
   }
   return gr.finish(module, gstart);
 }
@@ -867,8 +909,58 @@ Status with_group(const ModuleMeta& m, const ModuleIndex& ix, const Cursor& c, F
     GroupV2 g{c};
     return f(g);
   }
-  GroupV3 g{BitSrc{entropy::BitReader(c.p, c.end), ix.range_codes.data()}};
+  GroupV3 g{BitSrc{entropy::BitReader(c.p, c.end), ix.range_codes.data(), m.version >= 4}};
   return f(g);
+}
+
+}  // namespace
+
+namespace {
+
+/// A group of an index entry: its start and its bytes.
+struct SubGroup {
+  uint64_t start;
+  Cursor c;
+};
+
+/// The groups of index entry `e` (bytes `c`, start `start`): formats 2 and 3 one, format 4 the
+/// entry's header (uleb groups − 1, then per further group uleb start delta and uleb bytes of the
+/// one before), checked: 1..kGroupsPerEntry groups, starts rising below `limit` (the next entry's
+/// start), every group at least a byte.
+Status entry_groups(const ModuleMeta& m, size_t mi, uint64_t start, Cursor c, uint64_t limit, SubGroup* out,
+                    size_t* n) {
+  if (m.version <= 3) {
+    out[0] = {start, c};
+    *n = 1;
+    return {};
+  }
+  const uint64_t k = c.uleb() + 1;
+  if (!c.ok() || k == 0 || k > kGroupsPerEntry)
+    return bad("module %zu: group entry at 0x%" PRIx64 " holds %" PRIu64 " groups (1..%zu)", mi, start, k,
+               kGroupsPerEntry);
+  uint64_t deltas[kGroupsPerEntry] = {}, bytes[kGroupsPerEntry] = {};
+  for (uint64_t i = 1; i < k; i++) {
+    deltas[i] = c.uleb();
+    bytes[i - 1] = c.uleb();
+  }
+  if (!c.ok()) return bad("module %zu: group entry at 0x%" PRIx64 " has a truncated header", mi, start);
+  uint64_t s = start;
+  for (uint64_t i = 0; i < k; i++) {
+    if (i > 0) {
+      if (deltas[i] == 0 || deltas[i] >= limit - s)
+        return bad("module %zu: group %" PRIu64 " of the entry at 0x%" PRIx64 " starts %" PRIu64
+                   " bytes after the one before, not within 1..%" PRIu64, mi, i, start, deltas[i], limit - s - 1);
+      s += deltas[i];
+    }
+    const uint64_t len = i + 1 < k ? bytes[i] : c.left();
+    if (len == 0 || len > c.left())
+      return bad("module %zu: group %" PRIu64 " of the entry at 0x%" PRIx64 " has %" PRIu64 " bytes of %zu left", mi, i,
+                 start, len, c.left());
+    out[i] = {s, Cursor{c.p, c.p + len}};
+    c.p += len;
+  }
+  *n = static_cast<size_t>(k);
+  return {};
 }
 
 }  // namespace
@@ -882,11 +974,36 @@ Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_
   if (rel_addr < m.base) return out;
   Entry e;
   if (!impl_->find_entry(kSecFuncIndex, m.findex, m.fdata, rel_addr - m.base, &e)) return out;
-  const uint64_t gstart = m.base + e.start;
-  const Status st = with_group(m, ix, impl_->data_cursor(kSecFuncData, m.fdata, e),
+  SubGroup sub[kGroupsPerEntry];
+  size_t n = 0;
+  // Group starts lie below the next entry's (then the binary search found the right entry).
+  const uint64_t limit = e.i + 1 < m.findex.count ? m.base + ld32(impl_->idx_entry(kSecFuncIndex, m.findex, e.i + 1))
+                                                  : UINT64_MAX;
+  if (auto s = entry_groups(m, module, m.base + e.start, impl_->data_cursor(kSecFuncData, m.fdata, e), limit, sub, &n);
+      !s)
+    return s.error();
+  size_t k = 0;
+  while (k + 1 < n && sub[k + 1].start <= rel_addr) k++;
+  const uint64_t gstart = sub[k].start;
+  const Status st = with_group(m, ix, sub[k].c,
                                [&](auto& g) { return lookup_group(g, module, gstart, rel_addr, ix, out); });
   if (!st) return st.error();
   return out;
+}
+
+/// Calls f(src, count) with the pads of the block of index entry `e` in the module's format:
+/// formats 2 and 3 varints until the block's bytes end (count unbounded), format 4 codes, `count`
+/// pads (kPadBlock a block, the last one the rest; checked at first use).
+template <class F>
+static Status with_pad_block(const BundleReader::Impl& im, const ModuleMeta& m, const ModuleIndex& ix, const Entry& e,
+                             F f) {
+  const Cursor c = im.data_cursor(kSecPadData, m.pdata, e);
+  if (m.version <= 3) {
+    ByteSrc src{c};
+    return f(src, UINT64_MAX);
+  }
+  BitSrc src{entropy::BitReader(c.p, c.end), ix.pad_codes.data()};
+  return f(src, std::min<uint64_t>(kPadBlock, m.npads - e.i * kPadBlock));
 }
 
 Result<std::vector<FrameView>> BundleReader::return_pad(size_t module, uint64_t addr) const {
@@ -897,28 +1014,33 @@ Result<std::vector<FrameView>> BundleReader::return_pad(size_t module, uint64_t 
   std::vector<FrameView> out;
   Entry e;
   if (addr < m.base || !impl_->find_entry(kSecPadIndex, m.pindex, m.pdata, addr - m.base, &e)) return out;
-  Cursor c = impl_->data_cursor(kSecPadData, m.pdata, e);
-  uint64_t prev = m.base + e.start;
-  std::vector<PadFrame> frames;
-  while (c.left() > 0) {
-    PadHead h;
-    if (auto s = read_pad_head(c, module, prev, &h); !s) return s.error();
-    prev = h.addr;
-    if (h.explicit_frames) {
-      if (auto s = read_pad_frames(c, module, h.addr, static_cast<uint32_t>(ix.offs.size()), &frames); !s)
-        return s.error();
+  bool implicit = false;  // the pad at `addr` is implicit: its chain is lookup(addr - 1)
+  const Status st = with_pad_block(*impl_, m, ix, e, [&](auto& c, uint64_t count) -> Status {
+    uint64_t prev = m.base + e.start;
+    std::vector<PadFrame> frames;
+    for (uint64_t n = 0; n < count && c.more(); n++) {
+      PadHead h;
+      if (auto s = read_pad_head(c, module, prev, &h); !s) return s;
+      prev = h.addr;
+      if (h.explicit_frames) {
+        if (auto s = read_pad_frames(c, module, h.addr, static_cast<uint32_t>(ix.offs.size()), &frames); !s) return s;
+      }
+      if (h.addr < addr) continue;
+      if (h.addr > addr) break;
+      if (!h.explicit_frames) {
+        if (h.addr == 0) return bad("module %zu: implicit return pad at address 0", module);
+        implicit = true;
+        return {};
+      }
+      out.resize(frames.size());
+      for (size_t i = 0; i < frames.size(); i++)
+        out[i] = {str_at(ix, frames[i].fn), str_at(ix, frames[i].file), frames[i].line, frames[i].column};
+      return {};
     }
-    if (h.addr < addr) continue;
-    if (h.addr > addr) break;
-    if (!h.explicit_frames) {
-      if (h.addr == 0) return bad("module %zu: implicit return pad at address 0", module);
-      return lookup(module, h.addr - 1);
-    }
-    out.resize(frames.size());
-    for (size_t i = 0; i < frames.size(); i++)
-      out[i] = {str_at(ix, frames[i].fn), str_at(ix, frames[i].file), frames[i].line, frames[i].column};
-    return out;
-  }
+    return {};
+  });
+  if (!st) return st.error();
+  if (implicit) return lookup(module, addr - 1);
   return out;
 }
 
@@ -937,39 +1059,46 @@ Result<std::vector<ReturnPadRecord>> BundleReader::return_pads(size_t module) co
   for (uint64_t b = 0; b < m.pindex.count; b++) {
     Entry e;
     impl_->entry(kSecPadIndex, m.pindex, m.pdata, b, &e);
-    Cursor c = impl_->data_cursor(kSecPadData, m.pdata, e);
-    uint64_t prev = m.base + e.start;
-    bool first = true;
-    while (c.left() > 0) {
-      PadHead h;
-      if (auto s = read_pad_head(c, module, prev, &h); !s) return s.error();
-      if ((first && h.addr != prev) || (!first && h.addr == prev) || (!out.empty() && h.addr <= out.back().addr))
-        return bad("module %zu: return pad 0x%" PRIx64 " is out of order", module, h.addr);
-      first = false;
-      prev = h.addr;
-      if (out.size() >= m.npads) return bad("module %zu: more return pads than the %" PRIu64 " declared", module, m.npads);
-      ReturnPadRecord& p = out.emplace_back();
-      p.addr = h.addr;
-      if (h.explicit_frames) {
-        if (auto s = read_pad_frames(c, module, h.addr, static_cast<uint32_t>(ix.offs.size()), &frames); !s)
-          return s.error();
-        for (const PadFrame& f : frames) {
-          names += str_len(ix, f.fn) + str_len(ix, f.file);
-          if (names > copy_budget(size_)) return over_budget(h.addr);
-          p.frames.push_back({std::string(str_at(ix, f.fn)), std::string(str_at(ix, f.file)), f.line, f.column});
-        }
-      } else {
-        if (h.addr == 0) return bad("module %zu: implicit return pad at address 0", module);
-        auto ch = lookup(module, h.addr - 1);
-        if (!ch) return std::move(ch).error();
-        if (ch->empty()) return bad("module %zu: implicit return pad 0x%" PRIx64 " has no range before it", module, h.addr);
-        for (const FrameView& f : ch.value()) {
-          names += f.function.size() + f.file.size();
-          if (names > copy_budget(size_)) return over_budget(h.addr);
-          p.frames.push_back({std::string(f.function), std::string(f.file), f.line, f.column});
+    const Status st = with_pad_block(*impl_, m, ix, e, [&](auto& c, uint64_t count) -> Status {
+      uint64_t prev = m.base + e.start;
+      bool first = true;
+      for (uint64_t n = 0; n < count && c.more(); n++) {
+        PadHead h;
+        if (auto s = read_pad_head(c, module, prev, &h); !s) return s;
+        if ((first && h.addr != prev) || (!first && h.addr == prev) || (!out.empty() && h.addr <= out.back().addr))
+          return bad("module %zu: return pad 0x%" PRIx64 " is out of order", module, h.addr);
+        first = false;
+        prev = h.addr;
+        if (out.size() >= m.npads)
+          return bad("module %zu: more return pads than the %" PRIu64 " declared", module, m.npads);
+        ReturnPadRecord& p = out.emplace_back();
+        p.addr = h.addr;
+        if (h.explicit_frames) {
+          if (auto s = read_pad_frames(c, module, h.addr, static_cast<uint32_t>(ix.offs.size()), &frames); !s) return s;
+          for (const PadFrame& f : frames) {
+            names += str_len(ix, f.fn) + str_len(ix, f.file);
+            if (names > copy_budget(size_)) return over_budget(h.addr);
+            p.frames.push_back({std::string(str_at(ix, f.fn)), std::string(str_at(ix, f.file)), f.line, f.column});
+          }
+        } else {
+          if (h.addr == 0) return bad("module %zu: implicit return pad at address 0", module);
+          auto ch = lookup(module, h.addr - 1);
+          if (!ch) return std::move(ch).error();
+          if (ch->empty())
+            return bad("module %zu: implicit return pad 0x%" PRIx64 " has no range before it", module, h.addr);
+          for (const FrameView& f : ch.value()) {
+            names += f.function.size() + f.file.size();
+            if (names > copy_budget(size_)) return over_budget(h.addr);
+            p.frames.push_back({std::string(f.function), std::string(f.file), f.line, f.column});
+          }
         }
       }
-    }
+      if (!c.at_end())
+        return bad("module %zu: return-pad block at 0x%" PRIx64 " has bits after its pads (or nonzero padding)", module,
+                   m.base + e.start);
+      return {};
+    });
+    if (!st) return st.error();
   }
   if (out.size() != m.npads)
     return bad("module %zu: %zu return pads, the module record says %" PRIu64, module, out.size(), m.npads);
@@ -988,11 +1117,12 @@ Status decode_rows(Src& c, size_t module, uint64_t start, uint64_t nrows, Visit 
   r.kind = 0;
   bool first = true;
   uint8_t prev_head = 0;
+  unsigned cls = 0;  // format 4: the previous row's class (0: none yet)
   // Format 2: each row consumes at least 2 bytes, bounded by the block; format 3: nrows.
   for (uint64_t n = 0; n < nrows && c.more(); n++) {
     UnwindRowRecord next = r;
     if (first) next = UnwindRowRecord{};
-    if (auto s = read_row(c, module, prev, prev_head, next); !s) return s.error();
+    if (auto s = read_row(c, module, prev, prev_head, cls, next); !s) return s.error();
     if ((first && next.pc != prev) || (!first && next.pc == prev))
       return bad("module %zu: unwind row 0x%" PRIx64 " is out of order", module, next.pc);
     first = false;
@@ -1021,7 +1151,7 @@ static Status decode_row_block(const BundleReader::Impl& im, const ModuleMeta& m
     ByteSrc src{c};
     return decode_rows(src, module, m.base + e.start, UINT64_MAX, visit);
   }
-  BitSrc src{entropy::BitReader(c.p, c.end), ix.row_codes.data()};
+  BitSrc src{entropy::BitReader(c.p, c.end), ix.row_codes.data(), m.version >= 4};
   const uint64_t nrows = std::min<uint64_t>(kRowBlock3, m.nrows - e.i * kRowBlock3);  // checked at first use
   return decode_rows(src, module, m.base + e.start, nrows, visit);
 }
@@ -1105,12 +1235,27 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
   std::vector<bool> cont;             // per depth, this group: the last record continues
   std::vector<std::optional<Rec>> pending;  // per depth: a record continuing into the next group
   uint64_t total = 0;
-  for (uint64_t gi = 0; gi < m.findex.count; gi++) {
+  SubGroup sub[kGroupsPerEntry];
+  size_t nsub = 0, si = 0;
+  for (uint64_t gi = 0; gi < m.findex.count;) {
     Entry e;
     impl_->entry(kSecFuncIndex, m.findex, m.fdata, gi, &e);
-    const uint64_t gstart = m.base + e.start;
-    const Status st = with_group(m, ix, impl_->data_cursor(kSecFuncData, m.fdata, e),
-                                 [&](auto& gr) { return decode_group(gr, module, gstart, nstr, g, cont); });
+    if (si == 0) {
+      const uint64_t limit =
+          gi + 1 < m.findex.count ? m.base + ld32(impl_->idx_entry(kSecFuncIndex, m.findex, gi + 1)) : UINT64_MAX;
+      if (auto s = entry_groups(m, module, m.base + e.start, impl_->data_cursor(kSecFuncData, m.fdata, e), limit, sub,
+                                &nsub);
+          !s)
+        return s.error();
+    }
+    const SubGroup& sg = sub[si];
+    if (++si == nsub) {  // the entry's last group: the next one is the next entry's
+      si = 0;
+      gi++;
+    }
+    const uint64_t gstart = sg.start;
+    const Status st =
+        with_group(m, ix, sg.c, [&](auto& gr) { return decode_group(gr, module, gstart, nstr, g, cont); });
     if (!st) return st.error();
     const size_t nd = g.size();
     // Inherited positions: the call site of the deeper record covering the start.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 3; format 2 for tests) (doc/bundles.md).
+// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 4; formats 2 and 3 for tests) (doc/bundles.md).
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cstring>
 #include <string_view>
@@ -201,6 +202,19 @@ struct BitSink {
   void s(unsigned ctx, int64_t v) { codes[ctx].put_uint(w, entropy::zigzag(v)); }
 };
 
+/// Format 4, the list bit counts: the bits a record costs with `codes` (no output).
+struct CostSink {
+  const std::vector<entropy::Code>& codes;
+  uint64_t bits = 0;
+  void sym(unsigned ctx, uint8_t v) { bits += codes[ctx].lengths()[v]; }
+  void u(unsigned ctx, uint64_t v) {
+    unsigned n;
+    uint64_t x;
+    bits += codes[ctx].lengths()[entropy::int_symbol(v, &n, &x)] + n;
+  }
+  void s(unsigned ctx, int64_t v) { u(ctx, entropy::zigzag(v)); }
+};
+
 /// Canonical codes for `counts`, written to `w` in context order, then a byte boundary.
 std::vector<entropy::Code> make_codes(const std::vector<entropy::Counts>& counts, entropy::BitWriter& w) {
   std::vector<entropy::Code> codes(counts.size());
@@ -348,7 +362,11 @@ class ModuleEncoder {
     out.strings.assign(m_.name.begin(), m_.name.end());
     out.strings.push_back(0);
     std::vector<uint8_t> z = lz::compress(st_.raw.data(), st_.raw.size());
-    if (st_.raw.size() > kMaxStrRatio * z.size() + kMaxStrRatio) z = lz::store(st_.raw.data(), st_.raw.size());
+    if (version_ >= 4) z = lz::encode_coded(st_.raw.data(), z);  // the same sequences, entropy-coded
+    if (st_.raw.size() > kMaxStrRatio * z.size() + kMaxStrRatio) {
+      z = lz::store(st_.raw.data(), st_.raw.size());
+      if (version_ >= 4) z = lz::encode_coded(st_.raw.data(), z);  // a literal costs 1 bit at least: ratio <= 8
+    }
     out.strings.insert(out.strings.end(), z.begin(), z.end());
     out.str_bytes = st_.raw.size();
     out.offs = st_.offs;
@@ -380,6 +398,17 @@ class ModuleEncoder {
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
     });
+    // Format 4: an index >= kIntDirect is coded as its symbol (bit width and the bit below the
+    // top one) and raw low bits, so within one symbol's range the order costs nothing: there the
+    // strings are sorted by bytes, which puts similar names next to each other for the LZ77.
+    if (version_ >= 4)
+      for (size_t lo = entropy::kIntDirect; lo < all.size();) {
+        const unsigned n = static_cast<unsigned>(std::bit_width(lo));
+        const size_t hi = std::min(all.size(), lo + (size_t{1} << (n - 2)));
+        std::sort(all.begin() + static_cast<std::ptrdiff_t>(lo), all.begin() + static_cast<std::ptrdiff_t>(hi),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        lo = hi;
+      }
     for (const auto& [s, n] : all) {
       st_.index.emplace(s, static_cast<uint32_t>(st_.offs.size()));
       st_.offs.push_back(static_cast<uint32_t>(std::min<size_t>(st_.raw.size(), UINT32_MAX)));
@@ -395,6 +424,7 @@ class ModuleEncoder {
     uint32_t line = 0, column = 0;
     const std::string* call_file = &kEmpty;
     uint32_t call_line = 0, call_column = 0;
+    unsigned cls = kClassFirst;  // format 4: the previous record's class (rec_class)
   };
   static inline const std::string kEmpty;
 
@@ -423,16 +453,21 @@ class ModuleEncoder {
       }
     }
     if (r.call_file != *s.call_file || r.call_line != s.call_line || r.call_column != s.call_column) head |= kRecCall;
-    k.sym(kCtxHead + deep, head);
+    // Format 4: the head given the previous record's class, the length given this one's.
+    const bool v4 = version_ >= 4;
+    const unsigned cls = rec_class(head);
+    k.sym(v4 ? kCtxHead4 + deep * kHeadClasses + s.cls : kCtxHead + deep, head);
+    const unsigned len_ctx = v4 ? kCtxLen4 + deep * kLenClasses + cls : kCtxLen + deep;
     if (r.depth == 0)
-      k.u(kCtxLen, length);
+      k.u(len_ctx, length);
     else
-      k.u(kCtxLen + 1, (length << 1) | (gap != 0 ? 1 : 0));
+      k.u(len_ctx, (length << 1) | (gap != 0 ? 1 : 0));
     if (r.depth > 0 && gap != 0) k.u(kCtxGap, gap);
-    if (head & kRecFn) k.u(kCtxFn + deep, st_.ref(r.function));
-    if (head & kRecFile) k.u(kCtxFile + deep, st_.ref(r.file));
-    if (line_escape) k.s(kCtxLine + deep, dline);
-    if (head & kRecColumn) k.u(kCtxCol + deep, r.column);
+    const unsigned fc = v4 && s.cls == kClassFirst ? kCtxFirstFn - kCtxFn : 0;  // format 4: a list's first record
+    if (head & kRecFn) k.u(kCtxFn + fc + deep, st_.ref(r.function));
+    if (head & kRecFile) k.u(kCtxFile + fc + deep, st_.ref(r.file));
+    if (line_escape) k.s(kCtxLine + fc + deep, dline);
+    if (head & kRecColumn) k.u(kCtxCol + fc + deep, r.column);
     if (head & kRecCall) {
       const int64_t dl = static_cast<int64_t>(r.call_line) - static_cast<int64_t>(s.call_line);
       const bool small = dl >= -kCallLineBias && dl <= kCallLineBias;
@@ -452,6 +487,7 @@ class ModuleEncoder {
     s.call_file = &r.call_file;
     s.call_line = r.call_line;
     s.call_column = r.call_column;
+    s.cls = cls;
   }
 
   void encode_groups(ModuleParts& out) const {
@@ -496,8 +532,9 @@ class ModuleEncoder {
         // index entry (8 bytes) and its lists' first records (coded without context) cost more
         // than the longer decode of a lookup (doc/bundles.md "Format 3").
         const bool v2 = version_ == 2;
-        split = p.start + p.length != d0[i].start || count >= (v2 ? kGroupTarget : kGroupTarget3) ||
-                count + deep >= (v2 ? kGroupRecords : kGroupRecords3) ||
+        const size_t target = v2 ? kGroupTarget : version_ >= 4 ? kGroupTarget4 : kGroupTarget3;
+        const size_t max_records = v2 ? kGroupRecords : version_ >= 4 ? kGroupRecords4 : kGroupRecords3;
+        split = p.start + p.length != d0[i].start || count >= target || count + deep >= max_records ||
                 (v2 && p.function != d0[i].function && ok);
       }
       if (split) {
@@ -576,7 +613,7 @@ class ModuleEncoder {
       }
       return;
     }
-    std::vector<entropy::Counts> counts(kRangeCtxCount);
+    std::vector<entropy::Counts> counts(version_ >= 4 ? kRangeCtxCount4 : kRangeCtxCount);
     CountSink cs{counts};
     for (const Group& g : plan) {
       cs.u(kCtxNdepth, g.lists.size());
@@ -585,50 +622,124 @@ class ModuleEncoder {
         records(cs, l, g.start);
       }
     }
+    // Format 4: the depth-0 list of a group with deeper lists says its bits (a lookup skips the
+    // rest of it; deeper lists are short). The counts are the bits of the other codes, which do
+    // not depend on them; then they get their own code.
+    std::vector<uint64_t> list_bits(plan.size(), 0);  // 0: the group has no deeper list
+    if (version_ >= 4) {
+      std::vector<entropy::Code> pre(counts.size());
+      for (size_t i = 0; i < counts.size(); i++) pre[i].assign(entropy::build_lengths(counts[i]));
+      for (size_t gi = 0; gi < plan.size(); gi++) {
+        if (plan[gi].lists.size() < 2) continue;
+        CostSink c{pre};
+        records(c, plan[gi].lists[0], plan[gi].start);
+        list_bits[gi] = c.bits;
+        cs.u(kCtxListBits, c.bits);
+      }
+    }
     entropy::BitWriter w;
     const std::vector<entropy::Code> codes = make_codes(counts, w);
-    BitSink bs{w, codes};
-    for (const Group& g : plan) {
-      add_index(g.start, w.bytes().size());
-      bs.u(kCtxNdepth, g.lists.size());
-      for (const auto& l : g.lists) {
-        bs.u(kCtxListHead, list_head(l));
-        records(bs, l, g.start);
+    if (version_ <= 3) {
+      BitSink bs{w, codes};
+      for (size_t gi = 0; gi < plan.size(); gi++) {
+        const Group& g = plan[gi];
+        add_index(g.start, w.bytes().size());
+        bs.u(kCtxNdepth, g.lists.size());
+        for (size_t li = 0; li < g.lists.size(); li++) {
+          bs.u(kCtxListHead, list_head(g.lists[li]));
+          records(bs, g.lists[li], g.start);
+        }
+        w.align();
       }
-      w.align();
+      out.func_data = std::move(w.bytes());
+      return;
     }
+    // Format 4: each group's bit stream by itself, then kGroupsPerEntry groups an index entry.
     out.func_data = std::move(w.bytes());
+    std::vector<std::vector<uint8_t>> streams(plan.size());
+    for (size_t gi = 0; gi < plan.size(); gi++) {
+      const Group& g = plan[gi];
+      entropy::BitWriter gw;
+      BitSink bs{gw, codes};
+      bs.u(kCtxNdepth, g.lists.size());
+      for (size_t li = 0; li < g.lists.size(); li++) {
+        bs.u(kCtxListHead, list_head(g.lists[li]));
+        if (li == 0 && g.lists.size() > 1) bs.u(kCtxListBits, list_bits[gi]);
+        records(bs, g.lists[li], g.start);
+      }
+      gw.align();
+      streams[gi] = std::move(gw.bytes());
+    }
+    for (size_t b = 0; b < plan.size(); b += kGroupsPerEntry) {
+      const size_t e = std::min(plan.size(), b + kGroupsPerEntry);
+      add_index(plan[b].start, out.func_data.size());
+      put_uleb(out.func_data, e - b - 1);
+      for (size_t gi = b + 1; gi < e; gi++) {
+        put_uleb(out.func_data, plan[gi].start - plan[gi - 1].start);
+        put_uleb(out.func_data, streams[gi - 1].size());
+      }
+      for (size_t gi = b; gi < e; gi++)
+        out.func_data.insert(out.func_data.end(), streams[gi].begin(), streams[gi].end());
+    }
   }
 
-  void encode_pads(ModuleParts& out) const {
+  /// Every pad into `k` (contexts as format 4's; format 2 and 3 write them as varints), calling
+  /// block(addr) before the first pad of each block.
+  template <class Sink, class Block>
+  void pads(Sink& k, Block block) const {
     uint64_t prev = 0;
     for (size_t i = 0; i < m_.return_pads.size(); i++) {
       const ReturnPadRecord& p = m_.return_pads[i];
       if (i % kPadBlock == 0) {
-        uint8_t e[kIndexEntrySize];
-        st32(e, static_cast<uint32_t>(p.addr - base_));
-        st32(e + 4, static_cast<uint32_t>(out.pad_data.size()));
-        out.pad_index.insert(out.pad_index.end(), e, e + kIndexEntrySize);
+        block(p.addr);
         prev = p.addr;
       }
-      put_uleb(out.pad_data, ((p.addr - prev) << 1) | (implicit_[i] ? 0 : 1));
+      k.u(kCtxPadHead, ((p.addr - prev) << 1) | (implicit_[i] ? 0 : 1));
       prev = p.addr;
       if (implicit_[i]) continue;
-      put_uleb(out.pad_data, p.frames.size());
+      k.u(kCtxPadFrames, p.frames.size());
       for (const FrameRecord& f : p.frames) {
-        put_uleb(out.pad_data, st_.ref(f.function));
-        put_uleb(out.pad_data, st_.ref(f.file));
-        put_uleb(out.pad_data, f.line);
-        put_uleb(out.pad_data, f.column);
+        k.u(kCtxPadFn, st_.ref(f.function));
+        k.u(kCtxPadFile, st_.ref(f.file));
+        k.u(kCtxPadLine, f.line);
+        k.u(kCtxPadCol, f.column);
       }
     }
   }
 
+  void encode_pads(ModuleParts& out) const {
+    auto add_index = [&](uint64_t addr, size_t off) {
+      uint8_t e[kIndexEntrySize];
+      st32(e, static_cast<uint32_t>(addr - base_));
+      st32(e + 4, static_cast<uint32_t>(off));
+      out.pad_index.insert(out.pad_index.end(), e, e + kIndexEntrySize);
+    };
+    if (version_ <= 3) {
+      ByteSink k{out.pad_data};
+      pads(k, [&](uint64_t addr) { add_index(addr, out.pad_data.size()); });
+      return;
+    }
+    if (m_.return_pads.empty()) return;
+    std::vector<entropy::Counts> counts(kPadCtxCount);
+    CountSink cs{counts};
+    pads(cs, [](uint64_t) {});
+    entropy::BitWriter w;
+    const std::vector<entropy::Code> codes = make_codes(counts, w);
+    BitSink bs{w, codes};
+    pads(bs, [&](uint64_t addr) {
+      w.align();
+      add_index(addr, w.bytes().size());
+    });
+    w.align();
+    out.pad_data = std::move(w.bytes());
+  }
+
   /// One row's fields against the previous row of its block `s` (zero before the first).
   template <class Sink>
-  void encode_row(Sink& k, const UnwindRowRecord& r, const UnwindRowRecord& s, uint8_t& prev_head,
+  void encode_row(Sink& k, const UnwindRowRecord& r, const UnwindRowRecord& s, uint8_t& prev_head, unsigned& cls,
                   uint64_t delta) const {
-    k.u(kCtxRowDelta, delta);
+    const bool v4 = version_ >= 4;
+    k.u(v4 ? kCtxRowDelta4 + cls : kCtxRowDelta, delta);
     const uint8_t head = static_cast<uint8_t>(r.kind | (r.signal_frame ? kRowHeadSignal : 0) |
                                               (r.from_debug_frame ? kRowHeadDebugFrame : 0) | (r.ra_kind << 5));
     size_t keep = 0;  // common prefix with the previous row's saved registers
@@ -645,17 +756,21 @@ class ModuleEncoder {
         (saved_same ? 0 : kRowSaved) | (head != prev_head ? kRowHead : 0) |
         (!saved_same && packed && keep < r.nsaved ? kRowPacked : 0));
     prev_head = head;
-    k.sym(kCtxRowMask, mask);
+    k.sym(v4 ? kCtxRowMask4 + cls : kCtxRowMask, mask);
     if (mask & kRowHead) k.sym(kCtxRowHead, head);
     if (mask & kRowCfaReg) k.sym(kCtxRowCfaReg, r.cfa_reg);
-    if (mask & kRowCfaOff) k.s(kCtxRowCfaOff, version_ == 2 ? int64_t{r.cfa_off} : int64_t{r.cfa_off} - s.cfa_off);
+    if (mask & kRowCfaOff)
+      k.s(v4 ? kCtxRowCfaOff4 + cls : kCtxRowCfaOff,
+          version_ == 2 ? int64_t{r.cfa_off} : int64_t{r.cfa_off} - s.cfa_off);
+    cls = row_class(mask);
     if (mask & kRowRaReg) k.sym(kCtxRowRaReg, r.ra_reg);
     if (mask & kRowRaOff) k.sym(kCtxRowRaOff, static_cast<uint8_t>(r.ra_off));
     if (mask & kRowSaved) {
       k.sym(kCtxRowKeepAdd, static_cast<uint8_t>(keep << 4 | (r.nsaved - keep)));
       for (size_t i = keep; i < r.nsaved; i++) {
         if (mask & kRowPacked) {
-          k.sym(kCtxRowPacked, static_cast<uint8_t>(r.saved_reg[i] << 4 | (-r.saved_off[i] - 1)));
+          k.sym(v4 ? kCtxRowPacked4 + static_cast<unsigned>(i) : kCtxRowPacked,
+                static_cast<uint8_t>(r.saved_reg[i] << 4 | (-r.saved_off[i] - 1)));
         } else {
           k.sym(kCtxRowSavedReg, r.saved_reg[i]);
           k.sym(kCtxRowSavedOff, static_cast<uint8_t>(r.saved_off[i]));
@@ -670,6 +785,7 @@ class ModuleEncoder {
     UnwindRowRecord s;
     uint64_t prev = 0;
     uint8_t prev_head = 0;
+    unsigned cls = 0;
     for (size_t i = 0; i < m_.unwind_rows.size(); i++) {
       const UnwindRowRecord& r = m_.unwind_rows[i];
       if (i % (version_ == 2 ? kRowBlock : kRowBlock3) == 0) {
@@ -678,8 +794,9 @@ class ModuleEncoder {
         s = UnwindRowRecord{};
         s.nsaved = 0;
         prev_head = 0;
+        cls = 0;
       }
-      encode_row(k, r, s, prev_head, r.pc - prev);
+      encode_row(k, r, s, prev_head, cls, r.pc - prev);
       prev = r.pc;
       s = r;
     }
@@ -698,7 +815,7 @@ class ModuleEncoder {
       return;
     }
     if (m_.unwind_rows.empty()) return;
-    std::vector<entropy::Counts> counts(kRowCtxCount);
+    std::vector<entropy::Counts> counts(version_ >= 4 ? kRowCtxCount4 : kRowCtxCount);
     CountSink cs{counts};
     rows(cs, [](uint64_t) {});
     entropy::BitWriter w;

@@ -81,27 +81,37 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!bytes) die(bytes.error().message.c_str());  // the records are valid by construction
   auto rd = BundleReader::open(bytes->data(), bytes->size());
   if (!rd) die(rd.error().message.c_str());
-  // 3. The same records in format 2 (still read): every answer equal to format 3's.
-  auto bytes2 = write_bundle(c, 2);
-  if (!bytes2) die(bytes2.error().message.c_str());
-  auto rd2 = BundleReader::open(bytes2->data(), bytes2->size());
-  if (!rd2) die(rd2.error().message.c_str());
-  {
-    auto r3 = rd->ranges(0), r2 = rd2->ranges(0);
-    if (!r3 || !r2 || r3->size() != r2->size()) die("formats 2 and 3 give different ranges");
-    for (size_t i = 0; i < r3->size(); i++) {
-      const RangeRecord &a = r3.value()[i], &b = r2.value()[i];
-      if (a.start != b.start || a.length != b.length || a.depth != b.depth || a.function != b.function ||
-          a.file != b.file || a.line != b.line || a.column != b.column || a.call_file != b.call_file ||
-          a.call_line != b.call_line || a.call_column != b.call_column)
-        die("formats 2 and 3 give a different range record");
+  // 3. The same records in formats 2 and 3 (still read): every answer equal to format 4's.
+  for (uint32_t old_version : {2u, 3u}) {
+    auto bytes2 = write_bundle(c, old_version);
+    if (!bytes2) die(bytes2.error().message.c_str());
+    auto rd2 = BundleReader::open(bytes2->data(), bytes2->size());
+    if (!rd2) die(rd2.error().message.c_str());
+    {
+      auto r3 = rd->ranges(0), r2 = rd2->ranges(0);
+      if (!r3 || !r2 || r3->size() != r2->size()) die("an older format gives different ranges");
+      for (size_t i = 0; i < r3->size(); i++) {
+        const RangeRecord &a = r3.value()[i], &b = r2.value()[i];
+        if (a.start != b.start || a.length != b.length || a.depth != b.depth || a.function != b.function ||
+            a.file != b.file || a.line != b.line || a.column != b.column || a.call_file != b.call_file ||
+            a.call_line != b.call_line || a.call_column != b.call_column)
+          die("an older format gives a different range record");
+      }
+      auto u3 = rd->unwind_rows(0), u2 = rd2->unwind_rows(0);
+      if (!u3 || !u2 || u3->size() != u2->size()) die("an older format gives different unwind rows");
+      for (size_t i = 0; i < u3->size(); i++)
+        if (u3.value()[i].pc != u2.value()[i].pc || u3.value()[i].cfa_off != u2.value()[i].cfa_off ||
+            u3.value()[i].kind != u2.value()[i].kind)
+          die("an older format gives a different unwind row");
+      for (const RangeRecord& r : m.ranges) {
+        auto a = rd->lookup(0, r.start), b = rd2->lookup(0, r.start);
+        if (!a || !b || a->size() != b->size()) die("an older format gives another chain");
+        for (size_t i = 0; i < a->size(); i++)
+          if (a.value()[i].function != b.value()[i].function || a.value()[i].file != b.value()[i].file ||
+              a.value()[i].line != b.value()[i].line || a.value()[i].column != b.value()[i].column)
+            die("an older format gives another frame");
+      }
     }
-    auto u3 = rd->unwind_rows(0), u2 = rd2->unwind_rows(0);
-    if (!u3 || !u2 || u3->size() != u2->size()) die("formats 2 and 3 give different unwind rows");
-    for (size_t i = 0; i < u3->size(); i++)
-      if (u3.value()[i].pc != u2.value()[i].pc || u3.value()[i].cfa_off != u2.value()[i].cfa_off ||
-          u3.value()[i].kind != u2.value()[i].kind)
-        die("formats 2 and 3 give a different unwind row");
   }
   for (const RangeRecord& r : m.ranges) {
     auto chain = rd->lookup(0, r.start);

@@ -317,7 +317,7 @@ bool exercise(const uint8_t* data, size_t len, const std::vector<uint64_t>& addr
 }  // namespace
 
 TEST_CASE("bundle format: round trip of several modules, record by record against the input", "[bundle][format]") {
-  const uint32_t version = GENERATE(2u, 3u);  // format 2 is still read
+  const uint32_t version = GENERATE(2u, 3u, 4u);  // formats 2 and 3 are still read
   INFO("format " << version);
   const BundleContents c = sample_contents();
   auto bytes = write_bundle(c, version);
@@ -414,9 +414,14 @@ TEST_CASE("bundle format: a string table beyond the compression ratio is stored 
   m.name = "ratio.so";
   m.ranges = {rr(0x1000, 0x10, 0, std::string(kMaxStringBytes, 'x'), "f.c", 1, 1)};  // compresses > 64x
   c.modules.push_back(m);
-  auto w = write_bundle(c);
+  const uint32_t version = GENERATE(3u, 4u);
+  INFO("format " << version);
+  auto w = write_bundle(c, version);
   REQUIRE(w.ok());
-  CHECK(w->size() > kMaxStringBytes);  // stored, not compressed
+  // Stored, not compressed: format 3 byte for byte; format 4 as one literal run, each literal
+  // coded in one bit at least (within the ratio).
+  CHECK(w->size() > (version == 3 ? kMaxStringBytes : kMaxStringBytes / 8));
+  CHECK(w->size() < (version == 3 ? kMaxStringBytes + 4096 : kMaxStringBytes / 8 + 4096));
   auto rd = BundleReader::open(w->data(), w->size());
   REQUIRE(rd.ok());
   check_against_input(rd.value(), c);
@@ -438,7 +443,7 @@ TEST_CASE("bundle format: an empty bundle round-trips", "[bundle][format]") {
 
 TEST_CASE("bundle format: every truncation and single-byte corruption gives an error or a valid reader",
           "[bundle][format][hostile]") {
-  const uint32_t version = GENERATE(2u, 3u);  // format 2 is still read
+  const uint32_t version = GENERATE(2u, 3u, 4u);  // formats 2 and 3 are still read
   INFO("format " << version);
   BundleContents c = sample_contents();
   c.modules.resize(3);  // the hand-written modules: a small file, every offset is tried
@@ -470,9 +475,9 @@ TEST_CASE("bundle format: every truncation and single-byte corruption gives an e
       b[off] ^= x;
       const bool ok = exercise(b.data(), b.size(), addrs);
       opened += ok;
-      // The version byte may turn into the other format's: then the file opens and its records
+      // The version byte may turn into another format's: then the file opens and its records
       // (read as the other format) fail on first use, which exercise() has just done.
-      const bool other_version = off == 8 && (b[8] == 2 || b[8] == 3);
+      const bool other_version = off == 8 && (b[8] == 2 || b[8] == 3 || b[8] == 4);
       if (off < table_end && !other_version) {
         INFO("offset " << off << " xor " << int(x));
         CHECK_FALSE(ok);
@@ -920,11 +925,11 @@ TEST_CASE("bundle format: ranges() refuses to copy out more names than the bundl
   CHECK(one.value()[0].function.size() == kMaxStringBytes);
 }
 
-TEST_CASE("bundle format: a committed format-2 bundle reads as before and equals its format-3 rewrite",
+TEST_CASE("bundle format: a committed format-2 bundle reads as before and equals its format-3 and 4 rewrites",
           "[bundle][format]") {
   // tests/data/bundle/small.bundle was written by the format-2 writer before format 3 existed (a
   // signed bundle in a store or trace stays as it is): its records, read back and written again in
-  // format 3, must give the same answers everywhere.
+  // formats 3 and 4, must give the same answers everywhere.
   const std::string path = std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/small.bundle";
   auto old = BundleReader::open_file(path);
   REQUIRE(old.ok());
@@ -943,16 +948,58 @@ TEST_CASE("bundle format: a committed format-2 bundle reads as before and equals
     REQUIRE_FALSE(m.ranges.empty());
     c.modules.push_back(std::move(m));
   }
-  auto v3 = write_bundle(c);
-  REQUIRE(v3.ok());
-  REQUIRE(v3.value()[8] == 3);
-  auto rd = BundleReader::open(v3->data(), v3->size());
-  REQUIRE(rd.ok());
-  check_against_input(rd.value(), c);
+  for (uint32_t version : {3u, 4u}) {
+    INFO("format " << version);
+    auto w = write_bundle(c, version);
+    REQUIRE(w.ok());
+    REQUIRE(w.value()[8] == version);
+    auto rd = BundleReader::open(w->data(), w->size());
+    REQUIRE(rd.ok());
+    check_against_input(rd.value(), c);
+  }
+  auto cur = write_bundle(c);
+  REQUIRE(cur.ok());
+  CHECK(cur.value()[8] == kFormatVersion);
   // And format 2 written today is the committed file's bytes (the format-2 writer is unchanged).
   auto v2 = write_bundle(c, 2);
   REQUIRE(v2.ok());
   std::ifstream f(path, std::ios::binary);
   const std::vector<uint8_t> file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   CHECK(v2.value() == file);
+}
+
+TEST_CASE("bundle format: committed format-3 and format-4 bundles read as the format-2 one and are what the writers write",
+          "[bundle][format]") {
+  // tests/data/bundle/small-v3.bundle and small-v4.bundle hold small.bundle's records, written by the
+  // format-3 writer before format 4 existed and by the format-4 writer when it landed. Old bundles
+  // stay as they are in stores and traces (their signatures are over the bytes): they must read
+  // to the same records, and the writers must still write those bytes (determinism across versions).
+  const std::string dir = std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/";
+  auto v2 = BundleReader::open_file(dir + "small.bundle");
+  REQUIRE(v2.ok());
+  BundleContents c;
+  for (const ModuleView& v : v2->modules()) {
+    ModuleContents m;
+    m.id = {v.id_kind, std::vector<uint8_t>(v.id.begin(), v.id.end())};
+    m.name = std::string(v.name);
+    m.sha256_file = v.sha256_file;
+    m.sha256_debug = v.sha256_debug;
+    m.ranges = v2->ranges(v.index).value();
+    m.return_pads = v2->return_pads(v.index).value();
+    m.unwind_rows = v2->unwind_rows(v.index).value();
+    c.modules.push_back(std::move(m));  // without the debug blob, which these two files do not embed
+  }
+  for (uint32_t version : {3u, 4u}) {
+    INFO("format " << version);
+    const std::string path = dir + "small-v" + std::to_string(version) + ".bundle";
+    auto rd = BundleReader::open_file(path);
+    REQUIRE(rd.ok());
+    REQUIRE(rd->data()[8] == version);
+    check_against_input(rd.value(), c);
+    auto w = write_bundle(c, version);
+    REQUIRE(w.ok());
+    std::ifstream f(path, std::ios::binary);
+    const std::vector<uint8_t> file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(w.value() == file);
+  }
 }
