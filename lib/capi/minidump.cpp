@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: sprov_process_open_minidump -- a sprov_process from a Windows minidump (one snapshot per thread).
+#include <unordered_map>
 #include <cstring>
 
 #include "capi/internal.hpp"
@@ -91,11 +92,11 @@ SPROV_API int sprov_process_open_minidump(sprov_context* ctx, const char* path, 
     proc->from_core = true;  // no live process behind it
     proc->warnings = std::move(c.warnings);
     const auto& dmods = dump.value()->modules();
+    std::unordered_map<uint64_t, const ModuleId*> id_at;  // base -> identity: one pass, not modules^2
+    for (const memory::SnapshotModule& m : c.threads.front().modules) id_at[m.start] = &m.build_id;
     for (size_t i = 0; i < c.modules.size() && i < dmods.size(); i++) {
-      ModuleId id;
-      for (const memory::SnapshotModule& m : c.threads.front().modules)
-        if (m.start == dmods[i].base) id = m.build_id;
-      proc->notes += id_note(c.modules[i], id);
+      auto it = id_at.find(dmods[i].base);
+      proc->notes += id_note(c.modules[i], it != id_at.end() ? *it->second : ModuleId{});
     }
     for (memory::Snapshot& s : c.threads) {
       proc->thread_names.emplace_back();

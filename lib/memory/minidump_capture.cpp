@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <unordered_set>
 
 #include "arch/x86_64/registers.hpp"
 #include "pe/loaded_image.hpp"
@@ -61,9 +62,16 @@ std::vector<std::string> candidate_files(const minidump::Module& m, const std::v
     }
   }
   if (m.name.size() > 3 && (m.name[0] == 'Z' || m.name[0] == 'z') && m.name[1] == ':' && m.name[2] == '\\') {
+    // wine's Z: drive is the host's root. The name is the dump's (hostile): a path with a ".."
+    // component, or "." ones, is not followed; what is opened must still be a regular PE file
+    // whose timestamp, size and identity are the dump's (doc/windows.md "Minidumps").
     std::string host = m.name.substr(2);
     std::replace(host.begin(), host.end(), '\\', '/');
-    out.push_back(host);
+    std::string framed(1, '/');  // appended: "/" + string&& trips GCC 12's -Wrestrict (PR 105329)
+    framed += host;
+    framed += '/';
+    const bool dotted = framed.find("/../") != std::string::npos || framed.find("/./") != std::string::npos;
+    if (!dotted) out.push_back(host);
   }
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
@@ -205,10 +213,27 @@ Result<MinidumpCapture> capture_minidump(const minidump::Minidump& dump, const M
   // The exception's thread first, with the exception's context (the context the thread list
   // gives it is that of the handler that wrote or waited for the dump).
   std::vector<const minidump::Thread*> order;
+  std::unordered_set<uint32_t> seen;
+  const minidump::Thread* faulting_thread = nullptr;
   for (const minidump::Thread& t : dump.threads()) {
-    if (out.has_exception && t.id == out.exception.thread_id) order.insert(order.begin(), &t);
+    // A thread id listed twice is hostile (dbghelp writes each once): the first is taken.
+    if (!seen.insert(t.id).second) {
+      out.warnings += "thread " + std::to_string(t.id) + " is listed more than once in minidump " + dump.path() +
+                      ": the first is used\n";
+      continue;
+    }
+    if (out.has_exception && t.id == out.exception.thread_id) faulting_thread = &t;
     else order.push_back(&t);
   }
+  if (faulting_thread != nullptr) order.insert(order.begin(), faulting_thread);
+  // Every thread's stack copy together stays within kMaxTotalStackBytes (as a live capture's):
+  // 65,536 threads x 512 KiB of one shared range would otherwise be 32 GiB from a 4 MB dump.
+  constexpr uint64_t kMaxTotalStackBytes = uint64_t{1} << 30;
+  uint64_t stack_budget = kMaxTotalStackBytes;
+  // The module list is copied into each thread's snapshot: threads x modules stays bounded too.
+  constexpr uint64_t kMaxThreadModuleCopies = uint64_t{1} << 22;
+  const uint64_t per_thread_modules = std::max<uint64_t>(1, base.modules.size());
+  uint64_t copies_left = kMaxThreadModuleCopies / per_thread_modules;
   for (const minidump::Thread* tp : order) {
     const minidump::Thread& t = *tp;
     if (opts.tid != 0 && t.id != opts.tid) continue;
@@ -231,6 +256,13 @@ Result<MinidumpCapture> capture_minidump(const minidump::Minidump& dump, const M
                       "): skipped\n";
       continue;
     }
+    if (copies_left == 0) {
+      out.warnings += "minidump " + dump.path() + ": more threads than the limit for " +
+                      std::to_string(base.modules.size()) + " modules; thread " + std::to_string(t.id) +
+                      " and later ones skipped\n";
+      break;
+    }
+    copies_left--;
     Snapshot s = base;
     s.tid = t.id;
     s.set_reg(arch::x86_64::kRip, c.rip);
@@ -239,10 +271,14 @@ Result<MinidumpCapture> capture_minidump(const minidump::Minidump& dump, const M
       for (int i = 0; i < 16; i++)
         if (i != kCtxRspIndex) s.set_reg(kCtxToDwarf[i], c.gpr[i]);
     const uint64_t sp = c.gpr[kCtxRspIndex];
-    const uint64_t avail = dump.readable_from(sp, opts.max_stack_bytes);
-    if (avail == 0) {
+    const uint64_t avail = dump.readable_from(sp, std::min<uint64_t>(opts.max_stack_bytes, stack_budget));
+    if (avail == 0 && stack_budget == 0) {
+      out.warnings += tname + ": no stack copied: all threads' stacks together reached " +
+                      std::to_string(kMaxTotalStackBytes >> 20) + " MiB\n";
+    } else if (avail == 0) {
       out.warnings += tname + ": stack at rsp " + hex(sp) + " is not in minidump " + dump.path() + "\n";
     } else {
+      stack_budget -= avail;
       std::vector<uint8_t> stack(avail);
       if (dump.read(sp, stack.data(), stack.size()))
         if (Status st = s.add_memory(sp, stack.data(), stack.size()); !st.ok())

@@ -451,7 +451,11 @@ const MemoryRange* Minidump::range_at(uint64_t addr) const {
                              [](uint64_t a, const MemoryRange& r) { return a < r.start; });
   size_t i = static_cast<size_t>(it - memory_.begin());
   const MemoryRange* best = nullptr;
-  while (i-- > 0 && max_end_[i] > addr)
+  // Bounded: ranges that overlap (dbghelp writes none; a hostile dump can list millions over one
+  // early large range) are searched back at most kMaxOverlapScan entries, so a read never costs
+  // O(ranges); an address reachable only from further back reads as absent.
+  constexpr size_t kMaxOverlapScan = 64;
+  for (size_t steps = 0; i-- > 0 && max_end_[i] > addr && steps < kMaxOverlapScan; steps++)
     if (addr - memory_[i].start < memory_[i].size &&
         (best == nullptr || memory_[i].start + memory_[i].size > best->start + best->size))
       best = &memory_[i];

@@ -390,7 +390,12 @@ void PeObject::load_functions() const {
       for (size_t k = 0; k < sections_.size(); k++) {
         const uint64_t end = code_end(static_cast<uint32_t>(k + 1));
         const uint64_t addr = image_base_ + e.rva;
-        if (end != 0 && e.rva >= sections_[k].rva && addr < end) cands.push_back({object::Symbol{addr, 0, e.name}, end, 0});
+        if (end != 0 && e.rva >= sections_[k].rva && addr < end) {
+          // The first code section holding it: hostile overlapping section headers must not make
+          // one export into thousands of candidates.
+          cands.push_back({object::Symbol{addr, 0, e.name}, end, 0});
+          break;
+        }
       }
     }
   }
