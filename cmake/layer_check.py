@@ -18,7 +18,7 @@ RANKS = {
     "core": 0,
     "evidence": 1, "bundle": 1,
     "object": 2,
-    "elf": 3, "pe": 3, "minidump": 3, "macho": 3,
+    "elf": 3, "pe": 3, "pdb": 3, "minidump": 3, "macho": 3,
     "dwarf": 4,
     "arch": 5,
     "memory": 6,

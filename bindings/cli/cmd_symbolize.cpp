@@ -48,6 +48,7 @@ struct Options {
   bool verbose = false;       // --verbose, --why: what each resolver tried, on stderr
   bool debug_symtab = false;  // llvm-symbolizer-14 never names from the debug file's .symtab
   std::vector<std::string> debug_dirs;
+  std::vector<std::string> symbol_paths;  // --symbol-path: PDB symbol stores
   std::vector<std::string> inputs;  // command-line inputs (addresses, or "FILE ADDR" without --obj)
 };
 
@@ -73,7 +74,10 @@ const char* kUsage =
     "policy\"): bundle (the symbol bundle of the module's build-id in the store), DWARF of\n"
     "the module or of its debug file (build-id under the debug directories, .gnu_debuglink\n"
     "with CRC; identity checked), a Go binary's pclntab (also stripped), then its .symtab,\n"
-    "else its .dynsym. Without a store the bundle step is skipped.\n\n"
+    "else its .dynsym. Without a store the bundle step is skipped. A PE image with a CodeView\n"
+    "record is answered from its PDB at the DWARF step (beside the image, at the record's path,\n"
+    "under the debug directories and symbol paths; GUID+age checked): function, file:line:column,\n"
+    "inline chain, as llvm-symbolizer-14 reads the PDB.\n\n"
     "  --obj, --exe, -e PATH        the module of every input\n"
     "  --build-id HEX               the module by its ELF build-id, no file: only its bundle\n"
     "                               answers (error: no bundle for build-id HEX in store DIR)\n"
@@ -104,7 +108,10 @@ const char* kUsage =
     "                               line ('158 >: ' marks it; JSON: \"Source\"), when the file\n"
     "                               named there can be read\n"
     "  --basenames, -s              strip directories from file names\n"
-    "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable)\n"
+    "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable);\n"
+    "                               a PE's PDB as DIR/NAME.pdb and DIR/NAME.pdb/KEY/NAME.pdb\n"
+    "  --symbol-path DIR            a local symbol store: a PE's PDB as DIR/NAME.pdb/KEY/NAME.pdb\n"
+    "                               (KEY: GUID and age in hex) or DIR/NAME.pdb (repeatable)\n"
     "  --debug-symtab, --symbols=stackprov\n"
     "                               name functions by stackprov's own rules (doc/symbols.md:\n"
     "                               its alias rule, st_size bounds, PLT stubs as sym@plt, the\n"
@@ -661,6 +668,10 @@ int parse_args(int argc, char** argv, Options* o) {
       std::string v;
       if (!need(&v)) return usage("--debug-file-directory needs a value");
       o->debug_dirs.push_back(v);
+    } else if (name == "--symbol-path") {
+      std::string v;
+      if (!need(&v)) return usage("--symbol-path needs a value");
+      o->symbol_paths.push_back(v);
     } else if (a.size() > 1 && a[0] == '-' && a[1] != '-' && !(a[1] >= '0' && a[1] <= '9')) {
       // Grouped single-letter flags, the last one possibly "f=VALUE" (-if=short).
       for (size_t k = 1; k < a.size(); k++) {
@@ -694,12 +705,17 @@ int cmd_symbolize(int argc, char** argv) {
     }
   }
 
+  // A symbol path is one more debug directory (a PE's PDB is looked for as DIR/NAME.pdb and in the
+  // symbol-store layout DIR/NAME.pdb/KEY/NAME.pdb), after the default one when none is given.
+  std::vector<std::string> all_dirs = o.debug_dirs;
+  if (all_dirs.empty() && !o.symbol_paths.empty()) all_dirs.push_back("/usr/lib/debug");
+  all_dirs.insert(all_dirs.end(), o.symbol_paths.begin(), o.symbol_paths.end());
   std::string dirs;
-  for (const auto& d : o.debug_dirs) dirs += (dirs.empty() ? "" : ":") + d;
+  for (const auto& d : all_dirs) dirs += (dirs.empty() ? "" : ":") + d;
   struct sprov_context_opts copts;
   memset(&copts, 0, sizeof(copts));
   copts.sz = sizeof(copts);
-  copts.debug_dirs = o.debug_dirs.empty() ? nullptr : dirs.c_str();
+  copts.debug_dirs = all_dirs.empty() ? nullptr : dirs.c_str();
   copts.bundle_store = o.has_store ? o.store.c_str() : nullptr;
   copts.resolvers = o.resolvers.empty() ? nullptr : o.resolvers.c_str();
   sprov_context* ctx = nullptr;

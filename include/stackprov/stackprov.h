@@ -629,10 +629,11 @@ enum sprov_resolver {
   SPROV_RESOLVER_BUNDLE = 5,   /* a symbol bundle (doc/bundles.md), source "sha256:<hex>" */
   SPROV_RESOLVER_GOPCLNTAB = 6, /* a Go binary's pclntab (doc/runtime-frames.md "Go"), also stripped */
   SPROV_RESOLVER_PERFMAP = 7,  /* a JIT's /tmp/perf-PID.map (doc/runtime-frames.md "JIT code") */
+  SPROV_RESOLVER_PDB = 8,      /* a PE image's PDB, GUID+age checked (doc/windows.md "PDB symbols") */
 };
 SPROV_API const char* sprov_resolver_name(int resolver);
 /* 1 when a frame this resolver named carries source lines and an inline chain (DWARF, debuginfod,
- * a bundle, a Go pclntab), else 0: the one rule `stack`, Python and traces describe frames by. */
+ * a bundle, a Go pclntab, a PDB), else 0: the one rule `stack`, Python and traces describe frames by. */
 SPROV_API int sprov_resolver_gives_lines(int resolver);
 
 struct sprov_symbolizer_opts {

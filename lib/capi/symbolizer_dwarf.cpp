@@ -46,6 +46,13 @@ void copy_location(const symbolize::ResolvedFrame& f, Out* s) {
 /// by the symbol that named the physical function (not with short names).
 void collapse_inline_chain(symbolize::Resolution* r, uint32_t flags) {
   if (r->frames.size() < 2) return;
+  // A PDB's line table holds the physical function's lines (inline sites have their own): llvm's
+  // symbolizeCode answers with the physical frame alone (PDBContext::getLineInfoForAddress).
+  if (r->resolver == symbolize::ResolvedBy::kPdb) {
+    symbolize::ResolvedFrame outer = std::move(r->frames.back());
+    r->frames.assign(1, std::move(outer));
+    return;
+  }
   symbolize::ResolvedFrame one = std::move(r->frames.front());
   const symbolize::ResolvedFrame& outer = r->frames.back();
   if (r->symbol_named && !(flags & SPROV_SYMBOLIZE_SHORT_NAMES)) {

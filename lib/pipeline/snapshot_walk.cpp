@@ -52,6 +52,7 @@ const char* resolver_name(int resolver) noexcept {
     case SPROV_RESOLVER_BUNDLE: return "bundle";
     case SPROV_RESOLVER_GOPCLNTAB: return "gopclntab";
     case SPROV_RESOLVER_PERFMAP: return "perfmap";
+    case SPROV_RESOLVER_PDB: return "pdb";
     default: return "none";
   }
 }

@@ -50,7 +50,8 @@ const char* resolver_name(int resolver) noexcept;
 /// the one rule behind sprov_resolver_gives_lines, the CLI, Python and traces.
 constexpr bool resolver_gives_lines(int resolver) noexcept {
   return resolver == SPROV_RESOLVER_DWARF || resolver == SPROV_RESOLVER_DEBUGINFOD ||
-         resolver == SPROV_RESOLVER_BUNDLE || resolver == SPROV_RESOLVER_GOPCLNTAB;
+         resolver == SPROV_RESOLVER_BUNDLE || resolver == SPROV_RESOLVER_GOPCLNTAB ||
+         resolver == SPROV_RESOLVER_PDB;
 }
 
 /// acquire_module, refused (SPROV_ERR_ARCH_MISMATCH, "is arm64 little-endian, the target is …")

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Demangling through libiberty: Itanium C++, Rust legacy and v0, with symbol-version suffixes kept.
+// Demangling through libiberty: Itanium C++, Rust legacy and v0, with symbol-version suffixes kept; Microsoft
+// C++ names (PDB publics) through LLVM's demangler when the build has it.
 #include "symbolize/demangle.hpp"
 
 #include <algorithm>
@@ -10,6 +11,10 @@
 #include <utility>
 
 #include <demangle.h>  // libiberty
+
+#if STACKPROV_HAVE_MS_DEMANGLE
+#include <llvm/Demangle/Demangle.h>  // llvm-14-dev's libLLVMDemangle.a
+#endif
 
 namespace stackprov::symbolize {
 
@@ -165,7 +170,27 @@ std::string with_enclosing_return_type(const std::string& bare, std::string text
 
 }  // namespace
 
+/// A Microsoft C++ name ("?norm2@Point@geo@@QEBAHXZ") as llvm-symbolizer-14 prints it
+/// (LLVMSymbolizer::DemangleName: no access specifier, calling convention, member type or return
+/// type); nullopt when it cannot be demangled or the build has no Microsoft demangler.
+std::optional<std::string> demangle_ms(std::string_view name) {
+#if STACKPROV_HAVE_MS_DEMANGLE
+  const std::string s(name);
+  int status = 0;
+  CString out(llvm::microsoftDemangle(
+      s.c_str(), nullptr, nullptr, nullptr, &status,
+      llvm::MSDemangleFlags(llvm::MSDF_NoAccessSpecifier | llvm::MSDF_NoCallingConvention | llvm::MSDF_NoMemberType |
+                            llvm::MSDF_NoReturnType)));
+  if (status != 0 || !out) return std::nullopt;
+  return std::string(out.get());
+#else
+  (void)name;
+  return std::nullopt;
+#endif
+}
+
 std::string demangle(std::string_view name) {
+  if (!name.empty() && name[0] == '?') return demangle_ms(name).value_or(std::string(name));
   // ELF symbol versions follow the name as "@VER" or "@@VER" (as printed by
   // nm -D and readelf --dyn-syms); mangled names never contain '@'.
   const size_t at = name.find('@');
@@ -177,6 +202,7 @@ std::string demangle(std::string_view name) {
 }
 
 std::string demangle_llvm(std::string_view name) {
+  if (!name.empty() && name[0] == '?') return demangle_ms(name).value_or(std::string(name));
   const size_t at = name.find('@');
   const std::string bare(name.substr(0, at));
   if (!starts_with(bare, "_Z") || starts_with(bare, "_R")) return demangle(name);

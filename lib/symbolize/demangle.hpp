@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Symbol demangling for C++ (Itanium) and Rust (legacy and v0) through libiberty.
+// Symbol demangling for C++ (Itanium) and Rust (legacy and v0) through libiberty, Microsoft C++ through LLVM's.
 #pragma once
 
 #include <string>
@@ -24,9 +24,12 @@ std::string demangle(std::string_view name);
 std::string demangle_llvm(std::string_view name);
 
 /// False when demangle() and demangle_llvm() return `name` unchanged for certain:
-/// it does not start with `_Z`, `_R` or `_GLOBAL_` (C names, most of a C program's).
+/// it does not start with `_Z`, `_R`, `_GLOBAL_` or `?` (C names, most of a C program's).
+/// Microsoft names (`?...`, PDB publics) are demangled as llvm-symbolizer-14 prints them when the
+/// build links LLVM's demangler (STACKPROV_HAVE_MS_DEMANGLE), else kept.
 inline bool maybe_mangled(std::string_view name) {
-  return name.size() > 1 && name[0] == '_' && (name[1] == 'Z' || name[1] == 'R' || name[1] == 'G');
+  return (name.size() > 1 && name[0] == '_' && (name[1] == 'Z' || name[1] == 'R' || name[1] == 'G')) ||
+         (name.size() > 1 && name[0] == '?');
 }
 
 }  // namespace stackprov::symbolize

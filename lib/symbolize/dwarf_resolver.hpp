@@ -36,7 +36,7 @@ struct ResolvedFrame {
 
 /// Values equal enum sprov_resolver.
 enum class ResolvedBy : int32_t { kNone = 0, kSymtab = 1, kDynsym = 2, kDwarf = 3, kDebuginfod = 4, kBundle = 5,
-                                    kGopclntab = 6, kPerfMap = 7 };
+                                    kGopclntab = 6, kPerfMap = 7, kPdb = 8 };
 
 struct Resolution {
   std::vector<ResolvedFrame> frames;  ///< innermost first; the last is the physical function

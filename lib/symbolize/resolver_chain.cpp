@@ -68,6 +68,7 @@ ResolverChain::ResolverChain(ResolverPolicy policy, DwarfResolverOptions dwarf_o
     dwarf_opts.debuginfod = dwarf_opts.debuginfod && policy_.debuginfod;
     // "debuginfod" alone still reads DWARF (of the fetched file, or a local one: never fetched twice).
     dwarf_opts.dwarf = policy_.dwarf || policy_.debuginfod;
+    if (dwarf_opts.dwarf) pdb_ = std::make_unique<PdbResolver>(dwarf_opts.debug);
     dwarf_ = std::make_unique<DwarfResolver>(std::move(dwarf_opts));
   }
 }
@@ -101,6 +102,7 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
         break;
       }
       case Step::kDwarf:
+        if (pdb_ && m.image && pdb_->resolve(m.image, addr, out)) return true;  // a PE image's PDB
         run_tables();
         if (tables.resolver == ResolvedBy::kDwarf || tables.resolver == ResolvedBy::kDebuginfod) {
           std::swap(*out, tables);
@@ -157,6 +159,8 @@ void ResolverChain::explain_module(const ChainModule& m, std::vector<ResolveAtte
           out->push_back({"dwarf", "", AttemptOutcome::kSkipped, "no module file"});
           break;
         }
+        if (pdb_)
+          for (ResolveAttempt& a : pdb_->attempts(m.image)) out->push_back(std::move(a));
         for (ResolveAttempt& a : dwarf_->dwarf_attempts(m.image)) out->push_back(std::move(a));
         break;
       case Step::kGopclntab:
@@ -189,7 +193,9 @@ void ResolverChain::explain_address(const ChainModule& m, uint64_t addr, const R
   auto answered_by = [&](Step s) {
     switch (s) {
       case Step::kBundle: return answer.resolver == ResolvedBy::kBundle;
-      case Step::kDwarf: return answer.resolver == ResolvedBy::kDwarf || answer.resolver == ResolvedBy::kDebuginfod;
+      case Step::kDwarf:
+        return answer.resolver == ResolvedBy::kDwarf || answer.resolver == ResolvedBy::kDebuginfod ||
+               answer.resolver == ResolvedBy::kPdb;
       case Step::kGopclntab: return answer.resolver == ResolvedBy::kGopclntab;
       case Step::kSymtab: return answer.resolver == ResolvedBy::kSymtab;
       case Step::kDynsym: return answer.resolver == ResolvedBy::kDynsym;

@@ -13,13 +13,14 @@
 #include "symbolize/bundle_resolver.hpp"
 #include "symbolize/dwarf_resolver.hpp"
 #include "symbolize/gopclntab.hpp"
+#include "symbolize/pdb_resolver.hpp"
 #include "symbolize/resolve_attempt.hpp"
 
 namespace stackprov::symbolize {
 
 /// doc/bundles.md "Resolver policy". The answering steps are tried in the
 /// order of the list: "bundle" (the module's bundle, by identity), "dwarf"
-/// (DWARF of the module or its debug file), "gopclntab" (a Go binary's
+/// (DWARF of the module or its debug file; a PE image's PDB first), "gopclntab" (a Go binary's
 /// pclntab: names, lines and inline chains, also when stripped), "symtab" and "dynsym" (symbol
 /// tables, when DWARF has no answer). "debuginfod" lets the DWARF step fetch
 /// the debug file from DEBUGINFOD_URLS when none is on disk (it never
@@ -86,6 +87,9 @@ class ResolverChain {
   std::unique_ptr<DwarfResolver> dwarf_;  ///< null when no step needs it (offline, bundle-only)
   BundleResolver bundles_;
   GoResolver go_;  ///< the "gopclntab" step (doc/runtime-frames.md "Go")
+  /// A PE image's PDB, asked at the DWARF step before DWARF (doc/windows.md "PDB symbols"); null
+  /// when no step needs it.
+  std::unique_ptr<PdbResolver> pdb_;
 };
 
 }  // namespace stackprov::symbolize

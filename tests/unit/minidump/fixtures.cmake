@@ -24,12 +24,16 @@ add_custom_command(OUTPUT ${MD_FIX}/mdprog.readobj.txt
   COMMAND ${MD_READOBJ} --coff-debug-directory ${MD_FIX}/mdprog.exe > ${MD_FIX}/mdprog.readobj.txt
   DEPENDS ${MD_FIX}/mdprog.exe VERBATIM)
 set(MD_OUTPUTS ${MD_FIX}/mdprog.exe ${MD_FIX}/mdprog.readobj.txt)
+# One wine run at a time (each depends on the one before): two dumps written at once in one prefix
+# made a run fail on a loaded machine.
+set(MD_PREV "")
 foreach(mode normal full exception)
   add_custom_command(OUTPUT ${MD_FIX}/${mode}.dmp ${MD_FIX}/${mode}.out
     COMMAND ${Python3_EXECUTABLE} ${MD_RUN} ${CMAKE_BINARY_DIR} ${MD_FIX}/mdprog.exe ${mode} ${MD_FIX}/${mode}.dmp
             ${MD_FIX}/${mode}.out
-    DEPENDS ${MD_FIX}/mdprog.exe ${MD_RUN} ${CMAKE_CURRENT_SOURCE_DIR}/lib/wine.py VERBATIM)
+    DEPENDS ${MD_FIX}/mdprog.exe ${MD_RUN} ${CMAKE_CURRENT_SOURCE_DIR}/lib/wine.py ${MD_PREV} VERBATIM)
   list(APPEND MD_OUTPUTS ${MD_FIX}/${mode}.dmp ${MD_FIX}/${mode}.out)
+  set(MD_PREV ${MD_FIX}/${mode}.out)
 endforeach()
 foreach(mode normal exception)
   add_custom_command(OUTPUT ${MD_FIX}/${mode}.yaml

@@ -19,18 +19,23 @@ def main(argv):
     prefix = wine.prefix(build_dir)
     win_dmp = "Z:" + os.path.abspath(dmp).replace("/", "\\")
     for attempt in (1, 2):
+        if os.path.exists(dmp):
+            os.unlink(dmp)  # a partial dump of a failed attempt
         try:
             r = wine.run(prefix, [exe, mode, win_dmp], timeout=120)
-            break
         except subprocess.TimeoutExpired:
             # Seen once on a loaded machine: the run is killed and made again once.
             sys.stderr.write(f"run_mdprog.py: {exe} {mode} did not end in 120 s (attempt {attempt})\n")
             if attempt == 2:
                 raise
-    text = r.stdout.decode(errors="replace").replace("\r\n", "\n")  # msvcrt writes CRLF
-    if r.returncode != 0 or "dumped" not in text.split():
-        sys.stderr.write(f"run_mdprog.py: {exe} {mode} exited {r.returncode}:\n{text}{r.stderr.decode(errors='replace')}")
-        return 1
+            continue
+        text = r.stdout.decode(errors="replace").replace("\r\n", "\n")  # msvcrt writes CRLF
+        if r.returncode == 0 and "dumped" in text.split():
+            break
+        sys.stderr.write(f"run_mdprog.py: {exe} {mode} exited {r.returncode} (attempt {attempt}):\n{text}"
+                         f"{r.stderr.decode(errors='replace')}")
+        if attempt == 2:
+            return 1
     with open(out, "w") as f:
         f.write(text)
     return 0

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""stackprov symbolize --obj X.exe (PE + PDB, doc/windows.md "PDB symbols") vs llvm-symbolizer-14 on every
+byte of .text: the PDB fixtures of tests/unit/pdb/fixtures (C and C++, -O0 and -O2 with inlining, with and
+without column info) built here with clang-14 -gcodeview and lld-link-14 /debug, each answered by one
+llvm-symbolizer-14 process and one stackprov process (addresses on stdin). Compared: the LLVM-style output
+byte for byte (demangled names, file:line:column, inline chains), the JSON output's frames with
+--no-demangle and with --functions=short (FunctionName, FileName, Line, Column), and the GNU style with
+addresses and the pretty-printed style without inlines, line by line."""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import llvm_symbolizer_answers, llvm_symbolizer_json  # noqa: E402
+
+FIX = os.path.join(HERE, "..", "..", "unit", "pdb", "fixtures")
+LLVM = "llvm-symbolizer-14"
+TOOLS = ("clang-14", "lld-link-14", "llvm-objdump-14", "llvm-pdbutil-14", LLVM)
+# name -> (sources, optimisation, extra clang flags)
+FIXTURES = {
+    "c_O0": (["pdb_c.c", "pdb_lib.c"], "-O0", ["-gcolumn-info"]),
+    "c_O2": (["pdb_c.c", "pdb_lib.c"], "-O2", []),
+    "cpp_O0": (["pdb_cpp.cpp"], "-O0", []),
+    "cpp_O2": (["pdb_cpp.cpp"], "-O2", ["-gcolumn-info"]),
+}
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw).stdout
+
+
+def build(work, name):
+    srcs, opt, extra = FIXTURES[name]
+    objs = []
+    for s in srcs:
+        obj = os.path.join(work, "%s_%s.obj" % (name, os.path.splitext(s)[0]))
+        run(["clang-14", "--target=x86_64-pc-windows-msvc", opt, "-g", "-gcodeview"] + extra +
+            ["-c", os.path.join(FIX, s), "-o", obj])
+        objs.append(obj)
+    exe = os.path.join(work, name + ".exe")
+    run(["lld-link-14", "/entry:mainCRTStartup", "/subsystem:console", "/nodefaultlib", "/debug",
+         "/pdb:" + os.path.join(work, name + ".pdb")] + objs + ["/out:" + exe])
+    return exe
+
+
+def text_range(exe):
+    """(first, end) link-time addresses of .text, from llvm-objdump's section table."""
+    out = run(["llvm-objdump-14", "-h", exe])
+    m = re.search(r"^\s*\d+\s+\.text\s+([0-9a-f]+)\s+([0-9a-f]+)", out, re.M)
+    if not m:
+        raise RuntimeError("%s: no .text in llvm-objdump -h" % exe)
+    size, vma = int(m.group(1), 16), int(m.group(2), 16)
+    return vma, vma + size
+
+
+def pdb_key(pdb):
+    """The symbol-server key of a PDB by llvm-pdbutil-14 --summary: GUID's hex digits, then the age in hex."""
+    out = run(["llvm-pdbutil-14", "dump", "--summary", pdb])
+    guid = re.search(r"GUID: \{([0-9A-F-]+)\}", out).group(1).replace("-", "")
+    return guid + "%X" % int(re.search(r"Age: (\d+)", out).group(1))
+
+
+def lookups(work, stackprov, refs):
+    """The PDB found away from the RSDS path: in a symbol-store layout (--symbol-path) the answers
+    equal llvm-symbolizer's on the original; another fixture's PDB beside the image is refused, --verbose
+    naming both keys, and every answer is "??"."""
+    fails = 0
+    exe, pdb = os.path.join(work, "c_O2.exe"), os.path.join(work, "c_O2.pdb")
+    key, other_key = pdb_key(pdb), pdb_key(os.path.join(work, "cpp_O2.pdb"))
+    moved, store = os.path.join(work, "moved"), os.path.join(work, "store")
+    os.makedirs(moved)
+    os.makedirs(os.path.join(store, "c_O2.pdb", key))
+    shutil.copy(exe, moved)
+    os.rename(pdb, os.path.join(store, "c_O2.pdb", key, "c_O2.pdb"))  # the RSDS path no longer serves
+    addrs, ref = refs
+    got = answers([stackprov, "symbolize", "--obj", os.path.join(moved, "c_O2.exe"), "--symbol-path", store], addrs)
+    if got != ref:
+        print("FAIL symbol store: answers with --symbol-path differ from llvm-symbolizer's on the original")
+        fails += 1
+    else:
+        print("ok   symbol store %s/c_O2.pdb/%s/c_O2.pdb: %d addresses as llvm-symbolizer-14" % (store, key, len(addrs)))
+    shutil.copy(os.path.join(work, "cpp_O2.pdb"), os.path.join(moved, "c_O2.pdb"))
+    p = subprocess.run([stackprov, "symbolize", "--verbose", "--obj", os.path.join(moved, "c_O2.exe"), "0x%x" % addrs[0]],
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if "identity mismatch" not in p.stderr or key not in p.stderr or other_key not in p.stderr or \
+            p.stdout != "??\n??:0:0\n\n":
+        print("FAIL mismatch: stdout %r, --verbose %r" % (p.stdout, p.stderr))
+        fails += 1
+    else:
+        print("ok   another PDB beside the image is refused, naming %s and %s" % (key, other_key))
+    return fails
+
+
+def answers(cmd, addrs):
+    inp = "".join("0x%x\n" % a for a in addrs)
+    return subprocess.run(cmd, input=inp, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        print("FAIL: missing tool(s): %s (make deps)" % ", ".join(missing))
+        return 1
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    failures, total, inlined = 0, 0, 0
+    refs = None
+    t0 = time.time()
+    for name in FIXTURES:
+        exe = build(args.work, name)
+        lo, hi = text_range(exe)
+        addrs = list(range(lo, hi))
+        total += len(addrs)
+        for style in (["--output-style=LLVM"], ["--output-style=JSON", "--no-demangle"],
+                      ["--output-style=JSON", "--functions=short"], ["--output-style=GNU", "-a"],
+                      ["-p", "--no-inlines"]):
+            ref = answers([LLVM, "--obj=" + exe, "--inlines"] + style, addrs)
+            got = answers([args.stackprov, "symbolize", "--obj", exe, "--inlines"] + style, addrs)
+            if style[0].endswith("LLVM"):
+                if name == "c_O2":
+                    refs = (addrs, ref)
+                ra, ga = llvm_symbolizer_answers(ref), llvm_symbolizer_answers(got)
+                inlined += sum(1 for a in ra if len(a) > 1)
+                if len(ra) != len(addrs) or len(ga) != len(addrs):
+                    print("FAIL %s: %d/%d answers for %d addresses" % (name, len(ra), len(ga), len(addrs)))
+                    failures += 1
+                    continue
+                bad = [(a, r, g) for a, r, g in zip(addrs, ra, ga) if r != g]
+            elif not style[0].endswith("JSON"):
+                # Other styles: the whole output, line by line.
+                rl, gl = ref.split("\n"), got.split("\n")
+                bad = [(i, r, g) for i, (r, g) in enumerate(zip(rl, gl)) if r != g]
+                if len(rl) != len(gl):
+                    bad.append((len(rl), "%d lines" % len(rl), "%d lines" % len(gl)))
+            else:
+                rj, gj = llvm_symbolizer_json(ref), llvm_symbolizer_json(got)
+                key = lambda d: [(f["FunctionName"], f["FileName"], f["Line"], f["Column"]) for f in d["Symbol"]]
+                bad = [(a, key(r), key(g)) for a, r, g in zip(addrs, rj, gj) if key(r) != key(g)]
+                if len(rj) != len(gj):
+                    bad.append((0, len(rj), len(gj)))
+            for a, r, g in bad[:5]:
+                print("FAIL %s %s 0x%x:\n  llvm:      %r\n  stackprov: %r" % (name, " ".join(style), a, r, g))
+            if bad:
+                print("FAIL %s %s: %d of %d addresses differ" % (name, " ".join(style), len(bad), len(addrs)))
+                failures += 1
+            else:
+                print("ok   %s %s: %d addresses (.text 0x%x-0x%x) as llvm-symbolizer-14" %
+                      (name, " ".join(style), len(addrs), lo, hi))
+    # Provenance: the resolver is "pdb", its source the PDB beside the image.
+    prov = llvm_symbolizer_json(answers([args.stackprov, "symbolize", "--obj", os.path.join(args.work, "cpp_O2.exe"),
+                                         "--output-style=JSON", "--provenance"], [0x140001010]))[0]
+    if prov.get("Resolver") != "pdb" or prov.get("Source") != os.path.join(args.work, "cpp_O2.pdb"):
+        print("FAIL provenance: %r" % prov)
+        failures += 1
+    failures += lookups(args.work, args.stackprov, refs)
+    if inlined == 0:
+        print("FAIL: no address of the -O2 fixtures has an inline chain (the fixtures lost their inlining)")
+        failures += 1
+    print("%d addresses, %d with inline chains, %.1f s" % (total, inlined, time.time() - t0))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
