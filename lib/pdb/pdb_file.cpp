@@ -41,8 +41,8 @@ constexpr uint32_t kSecContribVer60 = 0xeffe0000u + 19970605u, kSecContribV2 = 0
 constexpr uint32_t kDbgHeaderSectionHdr = 5;  // DbgHeaderType::SectionHdr
 constexpr uint32_t kCoffSectionHeader = 40;
 constexpr uint32_t kStringTableSignature = 0xeffeeffe;
-// Symbol kinds (CodeView CodeViewSymbols.def).
-constexpr uint16_t kS_END = 0x0006, kS_PUB32 = 0x110e, kS_LPROC32 = 0x110f, kS_GPROC32 = 0x1110,
+// Symbol kinds (CodeView CodeViewSymbols.def; S_END 0x0006 is found through the records' end offsets).
+constexpr uint16_t kS_PUB32 = 0x110e, kS_LPROC32 = 0x110f, kS_GPROC32 = 0x1110,
                    kS_LPROC32_ID = 0x1146, kS_GPROC32_ID = 0x1147, kS_INLINESITE = 0x114d;
 // C13 subsection kinds (DebugSubsectionKind).
 constexpr uint32_t kSubLines = 0xf2, kSubFileChecksums = 0xf4, kSubInlineeLines = 0xf6;
