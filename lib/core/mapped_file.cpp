@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include "core/module_cache.hpp"
+#include "core/open_file.hpp"
 
 namespace stackprov {
 
@@ -210,6 +214,41 @@ Status check_file_size(const std::string& path, uint64_t size) {
                     "%s is %llu bytes, above the limit of %llu bytes for a module or debug file "
                     "(raise it with STACKPROV_MAX_FILE_SIZE or sprov_set_max_file_size)",
                     path.c_str(), static_cast<unsigned long long>(size), static_cast<unsigned long long>(limit));
+}
+
+Result<MappedRegularFile> map_regular_file(const std::string& path, int not_regular_code) {
+  int open_err = 0;
+  const int fd = open_regular_file(path, &open_err);
+  if (fd < 0) {
+    if (open_err == EINVAL) return make_error(not_regular_code, "%s: not a regular file", path.c_str());
+    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return make_error(-err, "%s: fstat: %s", path.c_str(), strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return make_error(not_regular_code, "%s: not a regular file", path.c_str());
+  }
+  if (Status lim = check_file_size(path, static_cast<uint64_t>(st.st_size)); !lim) {
+    close(fd);
+    return lim.error();
+  }
+  MappedRegularFile out;
+  out.size = static_cast<size_t>(st.st_size);
+  out.identity = file_identity_of(st);
+  if (out.size != 0) {
+    auto m = map_file(fd, out.size, false, path);
+    close(fd);
+    if (!m) return std::move(m).error();
+    out.base = m.value();
+  } else {
+    close(fd);
+  }
+  return out;
 }
 
 }  // namespace stackprov

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/types.hpp"
 
 namespace stackprov {
 
@@ -47,5 +48,18 @@ uint64_t max_file_bytes();
 void set_max_file_bytes(uint64_t n);
 /// SPROV_ERR_LIMIT naming `path`, its size and the limit, when `size` exceeds max_file_bytes().
 Status check_file_size(const std::string& path, uint64_t size);
+
+/// A whole regular file mapped read-only under the guard (map_regular_file). Release with
+/// unmap_file(base, size); a 0-byte file has base nullptr.
+struct MappedRegularFile {
+  void* base = nullptr;
+  size_t size = 0;
+  FileIdentity identity;  ///< dev, inode, mtime (module_cache.hpp file_identity_of)
+};
+/// How a parser opens a file named by hostile input: open_regular_file (O_PATH first: no device's
+/// open, no FIFO wait; a target's paths inside its root), fstat, regular files only
+/// (SPROV_ERR_BAD_FORMAT "not a regular file", or `not_regular_code` when given), the size bound
+/// (check_file_size), then map_file. Open and fstat failures are the negative errno naming the call.
+Result<MappedRegularFile> map_regular_file(const std::string& path, int not_regular_code = SPROV_ERR_BAD_FORMAT);
 
 }  // namespace stackprov

@@ -82,43 +82,18 @@ const char* arch_label(Arch a) {
   }
 }
 
-/// The file at `path`, mapped read-only and guarded, with its identity (as PeObject::open does).
-struct Mapped {
-  void* base = nullptr;
-  size_t size = 0;
-  FileIdentity identity;
-};
+/// The file at `path`, mapped read-only and guarded, with its identity (core/mapped_file.hpp).
+using Mapped = MappedRegularFile;
 
 Result<Mapped> map_path(const std::string& path) {
-  int open_err = 0;
-  const int fd = open_regular_file(path, &open_err);
-  if (fd < 0) {
-    if (open_err == EINVAL) return make_error(SPROV_ERR_BAD_FORMAT, "%s: not a regular file", path.c_str());
-    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return make_error(-err, "%s: fstat: %s", path.c_str(), strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return make_error(SPROV_ERR_BAD_FORMAT, "%s: not a regular file", path.c_str());
-  }
-  if (static_cast<uint64_t>(st.st_size) < kHeaderSize) {
-    close(fd);
-    return make_error(SPROV_ERR_BAD_FORMAT, "%s: %lld bytes are too few for a Mach-O file", path.c_str(),
-                      static_cast<long long>(st.st_size));
-  }
-  if (Status lim = check_file_size(path, static_cast<uint64_t>(st.st_size)); !lim) {
-    close(fd);
-    return lim.error();
-  }
-  auto m = map_file(fd, static_cast<size_t>(st.st_size), false, path);
-  close(fd);
+  auto m = map_regular_file(path);
   if (!m) return std::move(m).error();
-  return Mapped{m.value(), static_cast<size_t>(st.st_size), file_identity_of(st)};
+  if (m.value().size < kHeaderSize) {
+    if (m.value().base != nullptr) unmap_file(m.value().base, m.value().size);
+    return make_error(SPROV_ERR_BAD_FORMAT, "%s: %lld bytes are too few for a Mach-O file", path.c_str(),
+                      static_cast<long long>(m.value().size));
+  }
+  return m;
 }
 
 /// The LC_UUID of the Mach-O image in `b`, by a walk of its load commands with every size checked;

@@ -349,33 +349,14 @@ bool PdbFile::file_changed() const { return map_ != nullptr && file_map_faulted(
 Result<std::shared_ptr<PdbFile>> PdbFile::open(const std::string& path) {
   std::shared_ptr<PdbFile> f(new PdbFile());
   f->path_ = path;
-  int open_err = 0;
-  const int fd = open_regular_file(path, &open_err);  // regular files only (core/open_file.hpp)
-  if (fd < 0) {
-    if (open_err == EINVAL) return make_error(SPROV_ERR_BAD_FORMAT, "%s: not a regular file", path.c_str());
-    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return make_error(-err, "%s: fstat: %s", path.c_str(), strerror(err));
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(kSuperBlockSize)) {
-    close(fd);
-    return make_error(SPROV_ERR_TRUNCATED, "%s: %lld bytes are too few for a PDB (MSF superblock: %zu)", path.c_str(),
-                      static_cast<long long>(st.st_size), kSuperBlockSize);
-  }
-  if (Status lim = check_file_size(path, static_cast<uint64_t>(st.st_size)); !lim) {
-    close(fd);
-    return lim.error();
-  }
-  auto mapped = map_file(fd, static_cast<size_t>(st.st_size), false, path);
-  close(fd);
+  auto mapped = map_regular_file(path, SPROV_ERR_TRUNCATED);  // regular, bounded, guarded (core/mapped_file.hpp)
   if (!mapped) return std::move(mapped).error();
-  f->map_ = mapped.value();
+  f->map_ = mapped.value().base;
   f->data_ = static_cast<const uint8_t*>(f->map_);
-  f->size_ = static_cast<size_t>(st.st_size);
+  f->size_ = mapped.value().size;
+  if (f->size_ < kSuperBlockSize)
+    return make_error(SPROV_ERR_TRUNCATED, "%s: %lld bytes are too few for a PDB (MSF superblock: %zu)", path.c_str(),
+                      static_cast<long long>(f->size_), kSuperBlockSize);
   if (Status s = f->parse(); !s) return s.error();
   return f;
 }

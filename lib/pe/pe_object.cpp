@@ -75,42 +75,18 @@ PeObject::~PeObject() {
 Result<std::shared_ptr<PeObject>> PeObject::open(const std::string& path) {
   std::shared_ptr<PeObject> o(new PeObject());
   o->path_ = path;
-  // Regular files only, without running a device's open or waiting on a FIFO (core/open_file.hpp).
-  int open_err = 0;
-  const int fd = open_regular_file(path, &open_err);
-  if (fd < 0) {
-    if (open_err == EINVAL) return make_error(SPROV_ERR_BAD_FORMAT, "%s: not a regular file", path.c_str());
-    return make_error(-open_err, "%s: open: %s", path.c_str(), strerror(open_err));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return make_error(-err, "%s: fstat: %s", path.c_str(), strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return make_error(SPROV_ERR_BAD_FORMAT, "%s: not a regular file", path.c_str());
-  }
-  if (st.st_size < 0x40) {
-    close(fd);
-    return make_error(SPROV_ERR_BAD_FORMAT, "%s: %lld bytes are too few for a PE file", path.c_str(),
-                      static_cast<long long>(st.st_size));
-  }
-  // A file the target controls may be any size: bounded (core/mapped_file.hpp).
-  if (Status lim = check_file_size(path, static_cast<uint64_t>(st.st_size)); !lim) {
-    close(fd);
-    return lim.error();
-  }
-  o->identity_ = file_identity_of(st);
-  o->target_root_ = target_root_of(path);
-  // Guarded: a file another user truncates while mapped reads as zeros past its new end.
-  auto mapped = map_file(fd, static_cast<size_t>(st.st_size), false, path);
-  close(fd);
+  // Regular files only, opened inside a target's root, size-bounded, mapped guarded: a file another
+  // user truncates while mapped reads as zeros past its new end (core/mapped_file.hpp).
+  auto mapped = map_regular_file(path);
   if (!mapped) return std::move(mapped).error();
-  o->map_ = mapped.value();
+  o->map_ = mapped.value().base;
   o->data_ = static_cast<const uint8_t*>(o->map_);
-  o->size_ = static_cast<size_t>(st.st_size);
+  o->size_ = mapped.value().size;
+  o->identity_ = mapped.value().identity;
+  o->target_root_ = target_root_of(path);
+  if (o->size_ < 0x40)
+    return make_error(SPROV_ERR_BAD_FORMAT, "%s: %lld bytes are too few for a PE file", path.c_str(),
+                      static_cast<long long>(o->size_));
   if (Status s = o->parse(); !s) return s.error();
   return o;
 }
