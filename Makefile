@@ -31,7 +31,7 @@ test: build
 # In it the fuzz targets link libFuzzer's main, which runs file arguments once each (the fuzz_
 # tests). Its ASan runtime is linked into each executable (clang), not libasan.so (gcc). TSan stays gcc.
 SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 \
-  -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DSTACKPROV_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+  -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON $(CMAKE_FLAGS)
 ASAN_CMAKE_FLAGS = -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DSTACKPROV_SANITIZE=address,undefined -DSTACKPROV_FUZZ=ON
 # A build-asan configured with g++ (before C1) starts from a new cache: CMake's own reset on a
@@ -111,7 +111,8 @@ CROSS_DEBARCH_arm64 := arm64
 CROSS_DEBARCH_mips32 := mips
 CROSS_DEBARCH_mips32el := mipsel
 CROSS_BUILD := build-cross-$(ARCH)
-# -O1 like the sanitizer builds: the cross builds check the arch code under qemu, the -O3 product
+# -O1 and one unity TU per lib/ folder (STACKPROV_UNITY, doc/ci-plan.md C7) like the sanitizer
+# builds: the cross builds check the arch code under qemu, the -O3 product
 # build is checked on the host (doc/ci-plan.md C5: ~100 CPU-s less per CI). The fixtures keep their
 # own -O2 (target options come after these).
 CROSS_OPT ?= -O1
@@ -124,7 +125,7 @@ cross:
 	@./cmake/toolchains/fetch-sysroot.sh $(CROSS_DEBARCH_$(ARCH)) $(CURDIR)/$(CROSS_BUILD)/sysroot
 	@cmake -S . -B $(CROSS_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchains/$(CROSS_TRIPLE_$(ARCH)).cmake \
-	  -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot -DSTACKPROV_BUILD_BENCH=OFF \
+	  -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
 	  -DCMAKE_C_FLAGS_RELEASE=$(CROSS_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(CROSS_OPT) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(CROSS_BUILD) -j $(JOBS) --target $(CROSS_TARGETS)
 

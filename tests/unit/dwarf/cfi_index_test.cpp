@@ -22,7 +22,7 @@ struct Synthetic {
   std::vector<uint64_t> fde_offsets;  // in the order of `fns`
 };
 
-Synthetic make_eh(const std::vector<Fn>& fns) {
+Synthetic make_index_eh(const std::vector<Fn>& fns) {
   Section s;
   Label cie;
   CieSpec c;
@@ -64,7 +64,7 @@ std::vector<uint8_t> make_hdr(const std::vector<std::pair<uint64_t, uint64_t>>& 
 
 TEST_CASE("build() sorts FDEs, skips empty ranges and reports gaps", "[cfi][index]") {
   const std::vector<Fn> fns = {{0x3000, 0x20}, {0x1000, 0x100}, {0x2000, 0x10}, {0x2800, 0}};
-  Synthetic syn = make_eh(fns);
+  Synthetic syn = make_index_eh(fns);
   const CfiSection sec = syn.eh.sec();
   FdeIndex idx;
   REQUIRE(FdeIndex::build(sec, &idx) == CfiStatus::kOk);
@@ -92,14 +92,14 @@ TEST_CASE("build() sorts FDEs, skips empty ranges and reports gaps", "[cfi][inde
 }
 
 TEST_CASE("build() keeps going past a bad FDE and stops at a broken chain", "[cfi][index]") {
-  Synthetic syn = make_eh({{0x1000, 0x10}, {0x2000, 0x10}});
+  Synthetic syn = make_index_eh({{0x1000, 0x10}, {0x2000, 0x10}});
   // Make the first FDE's CIE pointer invalid: that FDE is skipped, the second one stays.
   syn.eh.data[syn.fde_offsets[0] + 7] = 0x7f;
   FdeIndex idx;
   REQUIRE(FdeIndex::build(syn.eh.sec(), &idx) == CfiStatus::kOk);
   CHECK(idx.size() == 1);
   // A length that overruns the section: scanning stops, earlier FDEs survive.
-  Synthetic syn2 = make_eh({{0x1000, 0x10}, {0x2000, 0x10}});
+  Synthetic syn2 = make_index_eh({{0x1000, 0x10}, {0x2000, 0x10}});
   syn2.eh.data[syn2.fde_offsets[1] + 3] = 0x40;
   REQUIRE(FdeIndex::build(syn2.eh.sec(), &idx) == CfiStatus::kOk);
   CHECK(idx.size() == 1);
@@ -140,7 +140,7 @@ TEST_CASE("build() over .debug_frame skips FDEs of discarded sections", "[cfi][i
 
 TEST_CASE("the .eh_frame_hdr table is searched in place", "[cfi][index]") {
   const std::vector<Fn> fns = {{0x1000, 0x100}, {0x2000, 0x10}, {0x3000, 0x20}};
-  Synthetic syn = make_eh(fns);
+  Synthetic syn = make_index_eh(fns);
   const CfiSection sec = syn.eh.sec();
   std::vector<std::pair<uint64_t, uint64_t>> table;
   for (size_t i = 0; i < fns.size(); ++i) table.push_back({fns[i].pc, syn.fde_offsets[i]});

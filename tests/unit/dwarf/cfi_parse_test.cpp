@@ -12,9 +12,9 @@ using namespace stackprov::test;
 
 namespace {
 
-constexpr uint64_t kVaddr = 0x4000;
+constexpr uint64_t kParseVaddr = 0x4000;
 
-std::vector<uint8_t> x86_cie_instrs() {
+std::vector<uint8_t> parse_x86_cie_instrs() {
   return bytes([](Section& s) { s.U8(op::def_cfa).ULEB(7).ULEB(8).U8(op::offset | 16).ULEB(1); });
 }
 
@@ -27,7 +27,7 @@ Built make(const CieSpec& c, const std::function<void(Section&)>& fields, bool b
   emit_fde(s, cie, c.eh, c.dwarf64, fields, fde_instrs, &fde);
   Built b;
   b.data = s.Contents();
-  b.proto.vaddr = c.eh ? kVaddr : 0;
+  b.proto.vaddr = c.eh ? kParseVaddr : 0;
   b.proto.is_eh_frame = c.eh;
   b.proto.big_endian = big_endian;
   b.fde_offset = fde.value();
@@ -50,16 +50,16 @@ CfiStatus decode(const Built& b) {
 TEST_CASE("zPLR with indirect personality and pc-relative LSDA", "[cfi][parse]") {
   CieSpec c;
   c.aug = "zPLR";
-  c.instrs = x86_cie_instrs();
+  c.instrs = parse_x86_cie_instrs();
   c.aug_data = bytes([](Section& s) {
     s.U8(pe::indirect | pe::pcrel | pe::sdata4).U32(0x1234);  // personality (skipped)
     s.U8(pe::pcrel | pe::sdata4);                             // L
     s.U8(pe::pcrel | pe::sdata4);                             // R
   });
   Built b = make(c, [](Section& f) {
-    pcrel_sdata4(f, 0x1000, kVaddr);
+    pcrel_sdata4(f, 0x1000, kParseVaddr);
     f.U32(0x80).ULEB(4);
-    pcrel_sdata4(f, 0x9000, kVaddr);
+    pcrel_sdata4(f, 0x9000, kParseVaddr);
   });
   FdeInfo f = must_decode(b);
   CHECK(f.pc_begin == 0x1000);
@@ -70,7 +70,7 @@ TEST_CASE("zPLR with indirect personality and pc-relative LSDA", "[cfi][parse]")
   CHECK(f.ra_reg == 16);
   CHECK(f.cie_offset == 0);
   CHECK(f.fde_offset == b.fde_offset);
-  CHECK(f.cie_instr_len == x86_cie_instrs().size());
+  CHECK(f.cie_instr_len == parse_x86_cie_instrs().size());
   CHECK(f.fde_instr_len == 0);
   CHECK_FALSE(f.signal_frame);
 }
@@ -133,8 +133,8 @@ TEST_CASE("pointer encodings for pc_begin", "[cfi][parse]") {
     CieSpec c;
     c.aug_data = {pe::pcrel | pe::sleb128};
     Built b = make(c, [](Section& f) {
-      // field at section offset o: value = 0x1000 - (kVaddr + o); SLEB can't use labels, so compute.
-      f.SLEB(0x1000 - static_cast<int64_t>(kVaddr + f.Size())).SLEB(0x40).ULEB(0);
+      // field at section offset o: value = 0x1000 - (kParseVaddr + o); SLEB can't use labels, so compute.
+      f.SLEB(0x1000 - static_cast<int64_t>(kParseVaddr + f.Size())).SLEB(0x40).ULEB(0);
     });
     FdeInfo f = must_decode(b);
     CHECK(f.pc_begin == 0x1000);
@@ -162,9 +162,9 @@ TEST_CASE("augmentation strings", "[cfi][parse]") {
   SECTION("S marks a signal frame") {
     CieSpec c;
     c.aug = "zRS";
-    c.instrs = x86_cie_instrs();
+    c.instrs = parse_x86_cie_instrs();
     Built b = make(c, [](Section& f) {
-      pcrel_sdata4(f, 0x1000, kVaddr);
+      pcrel_sdata4(f, 0x1000, kParseVaddr);
       f.U32(0x10).ULEB(0);
     });
     FdeInfo f = must_decode(b);
@@ -231,7 +231,7 @@ TEST_CASE(".debug_frame versions 1, 3 and 4", "[cfi][parse]") {
     c.aug = "";
     c.instrs = bytes([](Section& i) { i.U8(op::def_cfa).ULEB(6).ULEB(16); });
     emit_cie(s, c, &cie0);
-    c.instrs = x86_cie_instrs();
+    c.instrs = parse_x86_cie_instrs();
     emit_cie(s, c, &cie1);
     emit_fde(s, cie1, false, false, [](Section& f) { f.U64(0x401000).U64(0x30); },
              {op::advance_loc | 4, op::def_cfa_offset, 16}, &fde);
@@ -306,7 +306,7 @@ TEST_CASE("64-bit DWARF lengths and ids", "[cfi][parse]") {
     c.dwarf64 = true;
     c.aug = "";
     c.version = 3;
-    c.instrs = x86_cie_instrs();
+    c.instrs = parse_x86_cie_instrs();
     Built b = make(c, [](Section& f) { f.U64(0x5000).U64(0x50); }, false, {op::advance_loc | 2});
     FdeInfo f = must_decode(b);
     CHECK(f.pc_begin == 0x5000);
@@ -320,7 +320,7 @@ TEST_CASE("64-bit DWARF lengths and ids", "[cfi][parse]") {
     CieSpec c;
     c.dwarf64 = true;
     Built b = make(c, [](Section& f) {
-      pcrel_sdata4(f, 0x1000, kVaddr);
+      pcrel_sdata4(f, 0x1000, kParseVaddr);
       f.U32(0x10).ULEB(0);
     });
     FdeInfo f = must_decode(b);
@@ -393,7 +393,7 @@ TEST_CASE("decode_fde on CIEs, terminators and bad CIE pointers", "[cfi][parse]"
 TEST_CASE("every truncation of a valid CIE+FDE is rejected", "[cfi][parse][robust]") {
   CieSpec c;
   c.aug = "zPLR";
-  c.instrs = x86_cie_instrs();
+  c.instrs = parse_x86_cie_instrs();
   c.aug_data = bytes([](Section& s) {
     s.U8(pe::indirect | pe::pcrel | pe::sdata4).U32(0x1234).U8(pe::pcrel | pe::sdata4).U8(pe::pcrel | pe::sdata4);
   });
@@ -402,9 +402,9 @@ TEST_CASE("every truncation of a valid CIE+FDE is rejected", "[cfi][parse][robus
     s.U8(op::advance_loc1).U8(20).U8(op::def_cfa_register).ULEB(6);
   });
   const Built full = make(c, [](Section& f) {
-    pcrel_sdata4(f, 0x1000, kVaddr);
+    pcrel_sdata4(f, 0x1000, kParseVaddr);
     f.U32(0x80).ULEB(4);
-    pcrel_sdata4(f, 0x9000, kVaddr);
+    pcrel_sdata4(f, 0x9000, kParseVaddr);
   }, false, instrs);
   FdeInfo ok = must_decode(full);
   CHECK(ok.fde_instr_len == instrs.size());
@@ -452,7 +452,7 @@ TEST_CASE("every truncation of a valid CIE+FDE is rejected", "[cfi][parse][robus
     const CfiStatus st = decode_fde(t.sec(), t.fde_offset, &f);
     INFO("cie length " << len);
     // Cutting only the initial instructions leaves a valid (shorter) CIE.
-    const bool in_instrs = len >= cie_len - x86_cie_instrs().size();
+    const bool in_instrs = len >= cie_len - parse_x86_cie_instrs().size();
     if (!in_instrs) CHECK(st == CfiStatus::kBadCfi);
   }
 }

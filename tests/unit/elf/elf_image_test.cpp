@@ -24,7 +24,7 @@ using namespace stackprov::elf::testing;
 
 namespace {
 
-const char* kFixtureSource = R"(
+const char* kImageFixtureSource = R"(
 #include <stdio.h>
 static int table[64];
 __attribute__((noinline)) int leaf(int x) { return table[x & 63] + x * 3; }
@@ -74,7 +74,7 @@ TEST_CASE("ElfImage matches readelf on built fixtures", "[elf][image]") {
     const std::string exe = dir.file(std::string("fx_") + v.name);
     // cc is installed by make deps (build-essential): a variant that does not build fails.
     INFO("building fixture variant " << v.name << " with cc " << v.flags);
-    REQUIRE(compile_c(dir, kFixtureSource, v.flags, exe));
+    REQUIRE(compile_c(dir, kImageFixtureSource, v.flags, exe));
     {
       INFO("variant " << v.name);
       auto img_or = ElfImage::open(exe);
@@ -329,7 +329,7 @@ TEST_CASE("load_bias equals the dynamic loader's bias for every mapping", "[elf]
 TEST_CASE("ET_EXEC has bias 0", "[elf][bias]") {
   TempDir dir;
   const std::string exe = dir.file("nopie");
-  REQUIRE(compile_c(dir, kFixtureSource, "-O1 -fno-pie -no-pie", exe));
+  REQUIRE(compile_c(dir, kImageFixtureSource, "-O1 -fno-pie -no-pie", exe));
   auto img = ElfImage::open(exe);
   REQUIRE(img.ok());
   CHECK((*img)->load_bias(0x400000, 0) == 0);
@@ -339,7 +339,7 @@ TEST_CASE("ET_EXEC has bias 0", "[elf][bias]") {
 TEST_CASE("debuglink and file_crc32 match objcopy and an independent CRC", "[elf][debuglink]") {
   TempDir dir;
   const std::string exe = dir.file("prog");
-  REQUIRE(compile_c(dir, kFixtureSource, "-g -O1 -Wl,--build-id=sha1", exe));
+  REQUIRE(compile_c(dir, kImageFixtureSource, "-g -O1 -Wl,--build-id=sha1", exe));
   const std::string dbg = dir.file("prog.dbg");
   REQUIRE(run("objcopy --only-keep-debug '" + exe + "' '" + dbg + "'").status == 0);
   const std::string linked = dir.file("prog.linked");
@@ -372,7 +372,7 @@ TEST_CASE("debuglink and file_crc32 match objcopy and an independent CRC", "[elf
 TEST_CASE("ImageReuseScope: one image per file while the scope lives, a new one for a changed file", "[elf][reuse]") {
   TempDir dir;
   const std::string exe = dir.file("prog");
-  REQUIRE(compile_c(dir, kFixtureSource, "-O1", exe));
+  REQUIRE(compile_c(dir, kImageFixtureSource, "-O1", exe));
   auto outside_a = ElfImage::open(exe);
   auto outside_b = ElfImage::open(exe);
   REQUIRE(outside_a.ok());

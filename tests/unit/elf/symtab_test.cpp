@@ -71,7 +71,7 @@ std::vector<std::string> symbolize(const std::string& cmd, const std::vector<uin
   return names;
 }
 
-const char* kSource = R"(
+const char* kSymtabSource = R"(
 #include <stdio.h>
 __attribute__((noinline, aligned(64))) int alpha(int x) { return x * 3 + 1; }
 __attribute__((noinline, aligned(64))) int beta(int x) { return alpha(x) ^ 0x55; }
@@ -86,7 +86,7 @@ TEST_CASE("SymbolTable holds exactly nm's code symbols and lookups match llvm-sy
           "[elf][symtab]") {
   TempDir dir;
   const std::string exe = dir.file("prog");
-  REQUIRE(compile_c(dir, kSource, "-O1 -fno-inline", exe));  // no -g: names come from .symtab
+  REQUIRE(compile_c(dir, kSymtabSource, "-O1 -fno-inline", exe));  // no -g: names come from .symtab
   auto img = ElfImage::open(exe);
   REQUIRE(img.ok());
   auto tab = SymbolTable::load(**img, SymbolTable::Kind::kSymtab);
@@ -138,7 +138,7 @@ TEST_CASE("st_size bounds lookups, zero-sized labels reach the next symbol: as e
           "[elf][symtab]") {
   TempDir dir;
   const std::string exe = dir.file("prog");
-  REQUIRE(compile_c(dir, kSource, "-O1 -fno-inline", exe));
+  REQUIRE(compile_c(dir, kSymtabSource, "-O1 -fno-inline", exe));
   auto img = ElfImage::open(exe);
   REQUIRE(img.ok());
   auto tab = SymbolTable::load(**img, SymbolTable::Kind::kSymtab);
@@ -348,7 +348,7 @@ TEST_CASE("libc .dynsym: every exported function, aliases as eu-addr2line picks 
 TEST_CASE("Malformed symbol tables give errors naming section and index", "[elf][symtab][hostile]") {
   TempDir dir;
   const std::string exe = dir.file("prog");
-  REQUIRE(compile_c(dir, kSource, "-O1", exe));
+  REQUIRE(compile_c(dir, kSymtabSource, "-O1", exe));
   const auto bytes = read_file(exe);
   const auto* e = reinterpret_cast<const Elf64_Ehdr*>(bytes.data());
   auto shdr = [&](std::vector<uint8_t>& m, size_t i) {

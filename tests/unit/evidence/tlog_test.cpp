@@ -21,13 +21,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
+struct TlogTempDir {
   std::string path;
-  TempDir() {
+  TlogTempDir() {
     char tmpl[] = "/tmp/sprov-tlog-XXXXXX";
     path = mkdtemp(tmpl);
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~TlogTempDir() { fs::remove_all(path); }
 };
 
 std::string entry_text(uint64_t i) { return "entry number " + std::to_string(i) + std::string(i % 7, '*'); }
@@ -45,7 +45,7 @@ TEST_CASE("tile paths follow C2SP tlog-tiles", "[tlog]") {
 }
 
 TEST_CASE("append -> checkpoint -> prove -> verify, across tile levels", "[tlog]") {
-  TempDir d;
+  TlogTempDir d;
   auto key = SigningKey::generate().value();
   auto log = Tlog::init(d.path + "/log", "example.org/test-log", key);
   REQUIRE(log.ok());
@@ -119,7 +119,7 @@ TEST_CASE("append -> checkpoint -> prove -> verify, across tile levels", "[tlog]
 }
 
 TEST_CASE("fsck catches altered tiles and entries", "[tlog]") {
-  TempDir d;
+  TlogTempDir d;
   auto key = SigningKey::generate().value();
   auto t = Tlog::init(d.path, "example.org/fsck", key).value();
   std::vector<std::string> es;
@@ -154,7 +154,7 @@ TEST_CASE("fsck catches altered tiles and entries", "[tlog]") {
 }
 
 TEST_CASE("bad appends and bad keys are refused", "[tlog]") {
-  TempDir d;
+  TlogTempDir d;
   auto key = SigningKey::generate().value();
   auto t = Tlog::init(d.path, "example.org/x", key).value();
   CHECK(t.append({std::string_view()}).error().code == SPROV_ERR_LIMIT);
@@ -181,7 +181,7 @@ std::map<std::string, std::string> files_of(const std::string& dir) {
 }
 
 TEST_CASE("append with a checkpoint key: a wrong key changes nothing, the right one commits both", "[tlog]") {
-  TempDir d;
+  TlogTempDir d;
   auto key = SigningKey::generate().value();
   auto t = Tlog::init(d.path, "example.org/atomic", key).value();
   REQUIRE(t.append({"first"}, &key).ok());
@@ -207,7 +207,7 @@ TEST_CASE("append with a checkpoint key: a wrong key changes nothing, the right 
 }
 
 TEST_CASE("an append killed mid-write leaves a log that verifies and keeps working", "[tlog]") {
-  TempDir d;
+  TlogTempDir d;
   auto key = SigningKey::generate().value();
   {
     auto t = Tlog::init(d.path, "example.org/crash", key).value();
@@ -248,7 +248,7 @@ TEST_CASE("an append killed mid-write leaves a log that verifies and keeps worki
 }
 
 TEST_CASE("tile fragments: at most two tiles per level rebuild the inclusion proof", "[tlog]") {
-  TempDir d;
+  TlogTempDir d;
   auto key = SigningKey::generate().value();
   auto t = Tlog::init(d.path + "/log", "example.org/frag", key).value();
   uint64_t n = 0;

@@ -19,7 +19,7 @@ using namespace stackprov::macho;
 
 namespace {
 
-const std::string kFix = STACKPROV_MACHO_FIXTURES;
+const std::string kHostileFix = STACKPROV_MACHO_FIXTURES;
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -77,7 +77,7 @@ TEST_CASE("Mach-O hostile: truncations and single-byte corruptions of the header
           "[macho][hostile]") {
   for (const char* name : {"modes_x86_64", "fat", "libmodes_arm64.dylib"}) {
     INFO(name);
-    const std::vector<uint8_t> good = read_file(kFix + "/" + name);
+    const std::vector<uint8_t> good = read_file(kHostileFix + "/" + name);
     REQUIRE(good.size() > 0x2000);
     size_t refused = 0;
     for (size_t len = 0; len < good.size(); len += (len < 0x400 ? 1 : 251)) {
@@ -110,7 +110,7 @@ TEST_CASE("Mach-O hostile: truncations and single-byte corruptions of the header
 
 TEST_CASE("Mach-O hostile: every corruption of an export trie and of LC_FUNCTION_STARTS gives names or a named error",
           "[macho][hostile]") {
-  const std::vector<uint8_t> good = read_file(kFix + "/libmodes_arm64.dylib");
+  const std::vector<uint8_t> good = read_file(kHostileFix + "/libmodes_arm64.dylib");
   auto o = MachoObject::from_bytes(good, "t");
   REQUIRE(o.ok());
   for (uint32_t cmd : {kLcDyldExportsTrie, kLcFunctionStarts}) {
@@ -146,7 +146,7 @@ TEST_CASE("Mach-O hostile: every corruption of an export trie and of LC_FUNCTION
 }
 
 TEST_CASE("Mach-O hostile: counts and offsets past the end are errors naming the value", "[macho][hostile]") {
-  const std::vector<uint8_t> good = read_file(kFix + "/modes_x86_64");
+  const std::vector<uint8_t> good = read_file(kHostileFix + "/modes_x86_64");
   std::vector<uint8_t> b = good;
   put32(b, 0, 0xfeedface);
   CHECK_THAT(error_of(b), Catch::Contains("32-bit Mach-O"));
@@ -183,7 +183,7 @@ TEST_CASE("Mach-O hostile: counts and offsets past the end are errors naming the
   // sniffed, so the registry does not take it for Mach-O.
   const uint8_t java[8] = {0xca, 0xfe, 0xba, 0xbe, 0x00, 0x00, 0x00, 0x34};
   CHECK_FALSE(kMachoFormat.sniff(std::span<const uint8_t>(java, sizeof java)));
-  const std::vector<uint8_t> fat = read_file(kFix + "/fat");
+  const std::vector<uint8_t> fat = read_file(kHostileFix + "/fat");
   CHECK(kMachoFormat.sniff(std::span<const uint8_t>(fat.data(), 64)));
   b = fat;
   put32be(b, 4, 40);
@@ -203,7 +203,7 @@ TEST_CASE("compact unwind hostile: truncations and corruptions of __unwind_info 
           "[macho][compact-unwind][hostile]") {
   for (const char* name : {"modes_x86_64", "modes_arm64", "big_arm64"}) {
     INFO(name);
-    auto o = MachoObject::open(kFix + "/" + name);
+    auto o = MachoObject::open(kHostileFix + "/" + name);
     REQUIRE(o.ok());
     auto sec = o.value()->section("__TEXT,__unwind_info");
     REQUIRE(sec);
@@ -248,7 +248,7 @@ TEST_CASE("compact unwind hostile: truncations and corruptions of __unwind_info 
     CHECK(refused > 0);
   }
   // Named errors.
-  auto o = MachoObject::open(kFix + "/modes_arm64");
+  auto o = MachoObject::open(kHostileFix + "/modes_arm64");
   REQUIRE(o.ok());
   auto sec = o.value()->section("__TEXT,__unwind_info");
   const std::vector<uint8_t> good(sec->data, sec->data + sec->size);

@@ -31,7 +31,7 @@ std::string cat(std::string a, const std::string& b) {
   return a;
 }
 
-const std::string kFix = STACKPROV_MACHO_FIXTURES;
+const std::string kObjectFix = STACKPROV_MACHO_FIXTURES;
 
 void need(const char* tool) {
   INFO(tool << " is needed (make deps installs it)");
@@ -42,10 +42,10 @@ void need_tools() {
   for (const char* t : {"llvm-objdump-16", "llvm-nm-16", "llvm-dwarfdump-16", "llvm-symbolizer-16"}) need(t);
 }
 
-std::shared_ptr<macho::MachoObject> open_fixture(const std::string& name, std::optional<Arch> arch = std::nullopt) {
+std::shared_ptr<macho::MachoObject> open_object_fixture(const std::string& name, std::optional<Arch> arch = std::nullopt) {
   macho::SliceChoice c;
   c.arch = arch;
-  auto r = macho::MachoObject::open(kFix + "/" + name, c);
+  auto r = macho::MachoObject::open(kObjectFix + "/" + name, c);
   INFO(name << ": " << (r.ok() ? "" : r.error().message));
   REQUIRE(r.ok());
   return r.value();
@@ -84,35 +84,35 @@ TEST_CASE("Mach-O: the registry opens thin and fat files; UUIDs per slice equal 
   need_tools();
   for (const char* name : {"modes_x86_64", "modes_arm64", "big_arm64", "libmodes_x86_64.dylib", "libmodes_arm64.dylib"}) {
     INFO(name);
-    auto img = object::open(kFix + "/" + name);
+    auto img = object::open(kObjectFix + "/" + name);
     REQUIRE(img.ok());
     CHECK(img.value()->format_name() == "macho");
-    const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + kFix + "/" + name + "'"));
+    const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + kObjectFix + "/" + name + "'"));
     REQUIRE(uuids.size() == 1);
     CHECK(img.value()->id().kind == IdKind::kMachoUuid);
     CHECK(uuids.begin()->first == llvm_arch(img.value()->arch()));
     CHECK(macho::uuid_string(img.value()->id()) == uuids.begin()->second);
   }
   // The fat file: every slice its own module and UUID; object::open takes the host's slice.
-  const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + kFix + "/fat'"));
+  const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + kObjectFix + "/fat'"));
   REQUIRE(uuids.size() == 2);
-  auto slices = macho::list_slices(kFix + "/fat");
+  auto slices = macho::list_slices(kObjectFix + "/fat");
   REQUIRE(slices.ok());
   REQUIRE(slices->size() == 2);
-  const std::string uh = run_peer("llvm-objdump-16 --macho --universal-headers '" + kFix + "/fat'");
+  const std::string uh = run_peer("llvm-objdump-16 --macho --universal-headers '" + kObjectFix + "/fat'");
   for (const macho::Slice& s : *slices) {
     INFO(llvm_arch(s.arch));
     const size_t at = uh.find(std::string("architecture ") + llvm_arch(s.arch));
     REQUIRE(at != std::string::npos);
     CHECK(uh.find(cat("    offset ", std::to_string(s.offset)) + "\n", at) != std::string::npos);
     CHECK(uh.find(cat("    size ", std::to_string(s.size)) + "\n", at) != std::string::npos);
-    auto one = open_fixture("fat", s.arch);
+    auto one = open_object_fixture("fat", s.arch);
     CHECK(one->arch() == s.arch);
     CHECK(one->slice().offset == s.offset);
     CHECK(macho::uuid_string(one->id()) == uuids.at(llvm_arch(s.arch)));
     CHECK(one->file_bytes().size() == s.size);
   }
-  auto host = object::open(kFix + "/fat");
+  auto host = object::open(kObjectFix + "/fat");
   REQUIRE(host.ok());
 #if defined(__aarch64__)
   CHECK(host.value()->arch() == Arch::kArm64);
@@ -121,7 +121,7 @@ TEST_CASE("Mach-O: the registry opens thin and fat files; UUIDs per slice equal 
 #endif
   macho::SliceChoice none;
   none.arch = Arch::kMips32;
-  auto r = macho::MachoObject::open(kFix + "/fat", none);
+  auto r = macho::MachoObject::open(kObjectFix + "/fat", none);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == SPROV_ERR_NOT_FOUND);
 }
@@ -130,9 +130,9 @@ TEST_CASE("Mach-O: load commands, segments and sections equal llvm-objdump --pri
   need_tools();
   for (const char* name : {"modes_x86_64", "modes_arm64", "libmodes_arm64.dylib", "fat.dSYM/Contents/Resources/DWARF/fat"}) {
     INFO(name);
-    auto o = open_fixture(name);
+    auto o = open_object_fixture(name);
     const auto lcs = objdump_load_commands(
-        run_peer("llvm-objdump-16 --macho --private-headers --arch=" + std::string(llvm_arch(o->arch())) + " '" + kFix + "/" + name + "'"));
+        run_peer("llvm-objdump-16 --macho --private-headers --arch=" + std::string(llvm_arch(o->arch())) + " '" + kObjectFix + "/" + name + "'"));
     REQUIRE(lcs.size() == o->load_commands().size());
     size_t seg = 0, sec = 0;
     for (size_t i = 0; i < lcs.size(); i++) {
@@ -165,14 +165,14 @@ TEST_CASE("Mach-O: load commands, segments and sections equal llvm-objdump --pri
     CHECK(sec == o->sections().size());
   }
   // The dSYM's DWARF is asked for by the DWARF standard's names; the image's __TEXT,__text by its own.
-  auto d = open_fixture("fat.dSYM/Contents/Resources/DWARF/fat");
+  auto d = open_object_fixture("fat.dSYM/Contents/Resources/DWARF/fat");
   CHECK(d->filetype() == macho::kMhDsym);
   auto info = d->section(".debug_info");
   REQUIRE(info);
   CHECK(info->size == d->find_section("__DWARF", "__debug_info")->size);
   CHECK(d->section(".debug_line"));
   CHECK_FALSE(d->section("__TEXT,__text"));  // a dSYM keeps the section header, not the bytes
-  auto o = open_fixture("modes_x86_64");
+  auto o = open_object_fixture("modes_x86_64");
   auto text = o->section("__TEXT,__text");
   REQUIRE(text);
   CHECK(text->addr == o->find_section("__TEXT", "__text")->addr);
@@ -184,8 +184,8 @@ TEST_CASE("Mach-O: nlist symbols equal llvm-nm -n, STABS skipped; function start
   need_tools();
   for (const char* name : {"modes_x86_64", "modes_arm64", "big_arm64"}) {
     INFO(name);
-    auto o = open_fixture(name);
-    const auto nm = nm_symbols(run_peer(std::string("llvm-nm-16 -n '") + kFix + "/" + name + "'"));
+    auto o = open_object_fixture(name);
+    const auto nm = nm_symbols(run_peer(std::string("llvm-nm-16 -n '") + kObjectFix + "/" + name + "'"));
     REQUIRE(nm.size() > 400);
     std::multiset<std::pair<uint64_t, std::string>> want, got;
     for (const NmSymbol& s : nm) want.insert({s.defined ? s.addr : 0, s.name});
@@ -193,11 +193,11 @@ TEST_CASE("Mach-O: nlist symbols equal llvm-nm -n, STABS skipped; function start
       got.insert({(s.type & macho::kNType) == 0 ? 0 : s.value, std::string(s.name)});
     CHECK(got == want);
     // The file has STABS (the debug map, -g): llvm-nm -a lists them, we do not.
-    const auto all = nm_symbols(run_peer(std::string("llvm-nm-16 -a '") + kFix + "/" + name + "'"));
+    const auto all = nm_symbols(run_peer(std::string("llvm-nm-16 -a '") + kObjectFix + "/" + name + "'"));
     CHECK(all.size() > nm.size());
     // Function symbols: the nlist names in __text without the leading underscore, each reaching to
     // the next function start.
-    const auto starts = objdump_function_starts(run_peer(std::string("llvm-objdump-16 --macho --function-starts '") + kFix + "/" + name + "'"));
+    const auto starts = objdump_function_starts(run_peer(std::string("llvm-objdump-16 --macho --function-starts '") + kObjectFix + "/" + name + "'"));
     CHECK(starts == o->function_starts());
     const auto fns = o->symbols();
     std::set<uint64_t> text_syms;
@@ -218,12 +218,12 @@ TEST_CASE("Mach-O: a stripped dylib is named by its export trie (LC_DYLD_INFO_ON
   need_tools();
   for (const char* name : {"libmodes_x86_64.dylib", "libmodes_arm64.dylib"}) {
     INFO(name);
-    auto o = open_fixture(name);
-    const std::string hdr = run_peer(std::string("llvm-objdump-16 --macho --private-headers '") + kFix + "/" + name + "'");
+    auto o = open_object_fixture(name);
+    const std::string hdr = run_peer(std::string("llvm-objdump-16 --macho --private-headers '") + kObjectFix + "/" + name + "'");
     CHECK(hdr.find(std::string(o->arch() == Arch::kArm64 ? "LC_DYLD_EXPORTS_TRIE" : "LC_DYLD_INFO_ONLY")) != std::string::npos);
     // llvm-strip keeps only the nlist symbols something refers to (the personality routine).
-    CHECK(nm_symbols(run_peer(std::string("llvm-nm-16 '") + kFix + "/" + name + "'")).size() <= 1);
-    auto want = objdump_exports(run_peer(std::string("llvm-objdump-16 --macho --exports-trie '") + kFix + "/" + name + "'"));
+    CHECK(nm_symbols(run_peer(std::string("llvm-nm-16 '") + kObjectFix + "/" + name + "'")).size() <= 1);
+    auto want = objdump_exports(run_peer(std::string("llvm-objdump-16 --macho --exports-trie '") + kObjectFix + "/" + name + "'"));
     REQUIRE(want.size() >= 10);
     std::set<std::pair<uint64_t, std::string>> w, g, gf;
     for (auto& [off, n] : want) w.insert({off, n});
@@ -235,7 +235,7 @@ TEST_CASE("Mach-O: a stripped dylib is named by its export trie (LC_DYLD_INFO_ON
     // export trie: it answers "??" for these, so llvm-objdump's trie listing is the oracle here).
     std::vector<uint64_t> addrs;
     for (auto& [off, n] : want) addrs.push_back(o->text_vmaddr() + off);
-    const auto names = symbolize_names(kFix + "/" + name, addrs);
+    const auto names = symbolize_names(kObjectFix + "/" + name, addrs);
     REQUIRE(names.size() == want.size());
     for (size_t k = 0; k < want.size(); k++) CHECK("_" + names[k] == want[k].second);
   }
@@ -245,7 +245,7 @@ TEST_CASE("Mach-O: stackprov symbolize --obj's call names every function as llvm
   need_tools();
   for (const char* name : {"modes_x86_64", "modes_arm64", "big_arm64"}) {
     INFO(name);
-    auto o = open_fixture(name);
+    auto o = open_object_fixture(name);
     // Each function's first byte, its middle and its last byte.
     std::string addrs;
     std::vector<uint64_t> at;
@@ -255,7 +255,7 @@ TEST_CASE("Mach-O: stackprov symbolize --obj's call names every function as llvm
         addrs += std::to_string(a);
         at.push_back(a);
       }
-    const std::string path = kFix + "/" + name;
+    const std::string path = kObjectFix + "/" + name;
     const std::string llvm = run_peer("llvm-symbolizer-16 --obj='" + path + "'" + addrs);
     // Blocks of "function\nfile:line:column\n\n": compare the functions.
     auto names = [](const std::string& text) {
@@ -284,8 +284,8 @@ TEST_CASE("Mach-O: code bytes at link-time addresses equal llvm-objdump's; load 
   need_tools();
   for (const char* name : {"modes_x86_64", "modes_arm64"}) {
     INFO(name);
-    auto o = open_fixture(name);
-    const std::string dis = run_peer(std::string("llvm-objdump-16 -d --no-print-imm-hex '") + kFix + "/" + name +
+    auto o = open_object_fixture(name);
+    const std::string dis = run_peer(std::string("llvm-objdump-16 -d --no-print-imm-hex '") + kObjectFix + "/" + name +
                                      "' | grep -E '^ *[0-9a-f]+: ' | head -12");
     uint64_t addr = 0;
     std::vector<uint8_t> want;
@@ -315,7 +315,7 @@ TEST_CASE("Mach-O: code bytes at link-time addresses equal llvm-objdump's; load 
     CHECK(addr < code[0].end);
   }
   // In a fat file, the mapping's offset counts from the file's start.
-  auto arm = open_fixture("fat", Arch::kArm64);
+  auto arm = open_object_fixture("fat", Arch::kArm64);
   CHECK(arm->load_bias(0x200000000, arm->slice().offset) == 0x200000000 - arm->text_vmaddr());
 }
 
@@ -323,7 +323,7 @@ TEST_CASE("Mach-O: the dSYM beside a fat file is found per slice by UUID; a dSYM
           "[object][macho]") {
   need_tools();
   for (Arch a : {Arch::kX86_64, Arch::kArm64}) {
-    auto o = open_fixture("fat", a);
+    auto o = open_object_fixture("fat", a);
     std::vector<object::DebugFileCandidate> seen;
     auto d = o->find_debug_file({}, &seen);
     INFO((d.ok() ? "" : d.error().message));
@@ -333,7 +333,7 @@ TEST_CASE("Mach-O: the dSYM beside a fat file is found per slice by UUID; a dSYM
     CHECK(d.value()->section(".debug_info"));
     REQUIRE(seen.size() == 1);
     CHECK(seen[0].outcome == object::DebugFileCandidate::Outcome::kUsed);
-    CHECK(seen[0].path == kFix + "/fat.dSYM/Contents/Resources/DWARF/fat");
+    CHECK(seen[0].path == kObjectFix + "/fat.dSYM/Contents/Resources/DWARF/fat");
     const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + seen[0].path + "'"));
     CHECK(macho::uuid_string(d.value()->id()) == uuids.at(llvm_arch(a)));
   }
@@ -341,17 +341,17 @@ TEST_CASE("Mach-O: the dSYM beside a fat file is found per slice by UUID; a dSYM
   char tmpl[] = "/tmp/stackprov-macho-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   const std::string dir = tmpl;
-  REQUIRE(std::system(("mkdir -p '" + dir + "/x.dSYM/Contents/Resources/DWARF' && cp '" + kFix + "/big_arm64' '" + dir +
-                       "/x' && cp '" + kFix + "/fat.dSYM/Contents/Resources/DWARF/fat' '" + dir + "/x.dSYM/Contents/Resources/DWARF/x'")
+  REQUIRE(std::system(("mkdir -p '" + dir + "/x.dSYM/Contents/Resources/DWARF' && cp '" + kObjectFix + "/big_arm64' '" + dir +
+                       "/x' && cp '" + kObjectFix + "/fat.dSYM/Contents/Resources/DWARF/fat' '" + dir + "/x.dSYM/Contents/Resources/DWARF/x'")
                           .c_str()) == 0);
-  auto o = open_fixture("big_arm64");
+  auto o = open_object_fixture("big_arm64");
   auto x = macho::MachoObject::open(dir + "/x");
   REQUIRE(x.ok());
   std::vector<object::DebugFileCandidate> seen;
   auto d = x.value()->find_debug_file({}, &seen);
   REQUIRE_FALSE(d.ok());
   CHECK(d.error().code == SPROV_ERR_BUILD_ID_MISMATCH);
-  const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + kFix + "/fat'"));
+  const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + kObjectFix + "/fat'"));
   CHECK_THAT(d.error().message, Catch::Contains(macho::uuid_string(o->id())) && Catch::Contains(uuids.at("arm64")) &&
                                     Catch::Contains(uuids.at("x86_64")));
   REQUIRE(seen.size() == 1);

@@ -56,9 +56,9 @@ __attribute__((noinline)) void stackprov_test_parked_a(int fd) {
 namespace {
 
 /// A forked child process, killed and reaped by the destructor.
-struct Child {
+struct CaptureChild {
   pid_t pid = -1;
-  ~Child() {
+  ~CaptureChild() {
     if (pid > 0) {
       kill(pid, SIGKILL);
       int st;
@@ -186,7 +186,7 @@ void* blocked_thread(void* arg) {
 
 /// Forks a child with `threads` threads in total: the main one blocked in
 /// read(ctl) (answers 'A' on resp for each byte), the others blocked in syscalls.
-void spawn_blocked(Child* c, int threads, int* ctl_w, int* resp_r) {
+void spawn_blocked(CaptureChild* c, int threads, int* ctl_w, int* resp_r) {
   int ctl[2], resp[2], block[2];
   REQUIRE(pipe(ctl) == 0);
   REQUIRE(pipe(resp) == 0);
@@ -233,7 +233,7 @@ bool in_libc(uint64_t pc) {
 
 TEST_CASE("capture_process stops every thread, copies stacks, and leaves the child running", "[process]") {
   constexpr int kThreads = 16;
-  Child child;
+  CaptureChild child;
   int ctl_w = -1, resp_r = -1;
   spawn_blocked(&child, kThreads, &ctl_w, &resp_r);
 
@@ -320,7 +320,7 @@ TEST_CASE("capture_process stops every thread, copies stacks, and leaves the chi
 }
 
 TEST_CASE("capture_process with a tid captures that thread only", "[process]") {
-  Child child;
+  CaptureChild child;
   int ctl_w = -1, resp_r = -1;
   spawn_blocked(&child, 4, &ctl_w, &resp_r);
   const std::vector<pid_t> tasks = task_ids(child.pid);
@@ -340,7 +340,7 @@ TEST_CASE("capture_process with a tid captures that thread only", "[process]") {
 }
 
 TEST_CASE("capture_process leaves out a listed tid that another process reused before the seize", "[process]") {
-  Child target, other;
+  CaptureChild target, other;
   int ctl_w = -1, resp_r = -1, other_ctl = -1, other_resp = -1;
   spawn_blocked(&target, 4, &ctl_w, &resp_r);
   spawn_blocked(&other, 3, &other_ctl, &other_resp);
@@ -380,7 +380,7 @@ TEST_CASE("capture_process leaves out a listed tid that another process reused b
 }
 
 TEST_CASE("capture_process of a stopped process leaves it stopped", "[process]") {
-  Child child;
+  CaptureChild child;
   int ctl_w = -1, resp_r = -1;
   spawn_blocked(&child, 4, &ctl_w, &resp_r);
   REQUIRE(kill(child.pid, SIGSTOP) == 0);
@@ -427,7 +427,7 @@ TEST_CASE("capture_process reports a thread that cannot stop (vfork parent) and 
           "[process]") {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
-  Child child;
+  CaptureChild child;
   child.pid = fork();
   REQUIRE(child.pid >= 0);
   if (child.pid == 0) {
@@ -472,7 +472,7 @@ void* churn_thread(void*) {
 }  // namespace
 
 TEST_CASE("capture_process survives threads that appear and exit during the capture", "[process]") {
-  Child child;
+  CaptureChild child;
   int ready[2];
   REQUIRE(pipe(ready) == 0);
   child.pid = fork();
@@ -522,7 +522,7 @@ TEST_CASE("capture_process reports a missing process and a zombie clearly", "[pr
     CHECK(cap.error().message.find("no such process " + std::to_string(gone)) != std::string::npos);
   }
   SECTION("zombie") {
-    Child z;
+    CaptureChild z;
     z.pid = fork();
     REQUIRE(z.pid >= 0);
     if (z.pid == 0) _exit(0);
@@ -545,12 +545,12 @@ TEST_CASE("capture_process without permission is -EPERM with the ptrace_scope / 
   // Tests run as root (CI, make test): dropping to another user is part of what is tested.
   INFO("this test must run as root to drop to user nobody; it never skips");
   REQUIRE(geteuid() == 0);
-  Child target;
+  CaptureChild target;
   int ctl_w = -1, resp_r = -1;
   spawn_blocked(&target, 2, &ctl_w, &resp_r);
   int result[2];
   REQUIRE(pipe(result) == 0);
-  Child capturer;
+  CaptureChild capturer;
   capturer.pid = fork();
   REQUIRE(capturer.pid >= 0);
   if (capturer.pid == 0) {
@@ -652,7 +652,7 @@ pid_t spawn_capturer(pid_t target, bool own_handler, int in_cb, int result) {
 }  // namespace
 
 TEST_CASE("SIGTERM to the capturing process mid-capture leaves the target untraced", "[process]") {
-  Child target;
+  CaptureChild target;
   int ctl_w = -1, resp_r = -1;
   spawn_blocked(&target, 3, &ctl_w, &resp_r);
 
@@ -661,7 +661,7 @@ TEST_CASE("SIGTERM to the capturing process mid-capture leaves the target untrac
     int in_cb[2], result[2];
     REQUIRE(pipe(in_cb) == 0);
     REQUIRE(pipe(result) == 0);
-    Child capturer;
+    CaptureChild capturer;
     capturer.pid = spawn_capturer(target.pid, own_handler, in_cb[1], result[1]);
     REQUIRE(capturer.pid > 0);
     close(in_cb[1]);
@@ -734,7 +734,7 @@ std::vector<Named> unwind_named(sprov_unwinder* uw, sprov_symbolizer* sym, const
 TEST_CASE("C ABI: a parked thread unwinds to its call chain, and its snapshot is self-contained", "[process][capi]") {
   int tid_pipe[2];
   REQUIRE(pipe(tid_pipe) == 0);
-  Child child;
+  CaptureChild child;
   child.pid = fork();
   REQUIRE(child.pid >= 0);
   if (child.pid == 0) {

@@ -26,7 +26,7 @@ using namespace stackprov;
 
 namespace {
 
-std::string run(const std::string& cmd) {
+std::string run_peer(const std::string& cmd) {
   std::string out;
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen((cmd + " 2>&1").c_str(), "r"), pclose);
   REQUIRE(p);
@@ -111,7 +111,7 @@ TEST_CASE("PE: the registry opens a PE32+ image; GUID, age and PDB path equal ll
   REQUIRE(o.id().len == 20);
 
   // llvm-readobj: "PDBGUID: (DA F4 E6 ...)" -- the bytes as stored -- and "PDBAge: 1".
-  const std::string dbg = run("llvm-readobj-14 --coff-debug-directory '" + exe + "'");
+  const std::string dbg = run_peer("llvm-readobj-14 --coff-debug-directory '" + exe + "'");
   std::string bytes = field(dbg, "PDBGUID");
   std::string ours;
   char b[4];
@@ -128,7 +128,7 @@ TEST_CASE("PE: the registry opens a PE32+ image; GUID, age and PDB path equal ll
 
   // llvm-pdbutil: "GUID: {4AE6F4DA-3290-251B-4C4C-44205044422E}", "Age: 1" -- the symbol-server key
   // is the GUID's hex digits in that order, then the age in hex.
-  const std::string sum = run("llvm-pdbutil-14 dump --summary '" + fixtures().dir + "/x.pdb'");
+  const std::string sum = run_peer("llvm-pdbutil-14 dump --summary '" + fixtures().dir + "/x.pdb'");
   std::smatch m;
   REQUIRE(std::regex_search(sum, m, std::regex(R"(GUID: \{([0-9A-F-]+)\})")));
   std::string guid = m[1];
@@ -148,7 +148,7 @@ TEST_CASE("PE: sections (long names resolved), image base and directories equal 
     auto img = pe::PeObject::open(exe);
     REQUIRE(img.ok());
     const pe::PeObject& o = *img.value();
-    const std::string secs = run("llvm-readobj-14 --sections '" + exe + "'");
+    const std::string secs = run_peer("llvm-readobj-14 --sections '" + exe + "'");
     size_t at = 0, n = 0;
     for (const pe::Section& s : o.sections()) {
       at = secs.find("Section {", at);
@@ -168,7 +168,7 @@ TEST_CASE("PE: sections (long names resolved), image base and directories equal 
     }
     CHECK(n > 2);
     CHECK(secs.find("Section {", at) == std::string::npos);  // no section left over
-    const std::string hdr = run("llvm-readobj-14 --file-headers '" + exe + "'");
+    const std::string hdr = run_peer("llvm-readobj-14 --file-headers '" + exe + "'");
     CHECK(std::stoull(field(hdr, "ImageBase"), nullptr, 0) == o.image_base());
     CHECK(std::stoul(field(hdr, "ExceptionTableRVA"), nullptr, 0) == o.directory(pe::kDirException).rva);
     CHECK(std::stoul(field(hdr, "ExceptionTableSize"), nullptr, 0) == o.directory(pe::kDirException).size);
@@ -193,7 +193,7 @@ TEST_CASE("PE: code bytes at image base + RVA equal llvm-objdump's", "[object][p
   REQUIRE(img.ok());
   const pe::PeObject& o = *img.value();
   // llvm-objdump -d: "140001000: 56      pushq %rsi": the first instructions' address and bytes.
-  const std::string dis = run("llvm-objdump-14 -d '" + exe + "' | grep -E '^ *[0-9a-f]+: ' | head -8");
+  const std::string dis = run_peer("llvm-objdump-14 -d '" + exe + "' | grep -E '^ *[0-9a-f]+: ' | head -8");
   uint64_t addr = 0;
   std::vector<uint8_t> want;
   const std::regex line(R"(([0-9a-f]+): ((?:[0-9a-f]{2} )+))");
@@ -220,7 +220,7 @@ TEST_CASE("PE: an image without a debug directory has no identity", "[object][pe
   REQUIRE(img.ok());
   CHECK(img.value()->id().len == 0);
   CHECK(img.value()->debug_entries().empty());
-  CHECK(run("llvm-readobj-14 --coff-debug-directory '" + fixtures().dir + "/xn.exe'").find("DebugEntry") ==
+  CHECK(run_peer("llvm-readobj-14 --coff-debug-directory '" + fixtures().dir + "/xn.exe'").find("DebugEntry") ==
         std::string::npos);
 }
 
@@ -276,7 +276,7 @@ struct ReadobjSymbol {
 };
 
 std::vector<ReadobjSymbol> readobj_symbols(const std::string& exe) {
-  const std::string text = run("llvm-readobj-14 --symbols '" + exe + "'");
+  const std::string text = run_peer("llvm-readobj-14 --symbols '" + exe + "'");
   std::vector<ReadobjSymbol> out;
   size_t at = 0;
   while ((at = text.find("\n  Symbol {\n", at)) != std::string::npos) {
@@ -349,7 +349,7 @@ TEST_CASE("PE: a mingw image's COFF symbols, function symbols and exports equal 
     CHECK(found);
   }
   // Exports: llvm-readobj-14 --coff-exports.
-  const std::string ex = run("llvm-readobj-14 --coff-exports '" + exe + "'");
+  const std::string ex = run_peer("llvm-readobj-14 --coff-exports '" + exe + "'");
   REQUIRE(o.exports().size() == 1);
   CHECK(o.exports()[0].name == field(ex, "Name"));
   CHECK("0x" + [&] { char b[16]; std::snprintf(b, sizeof b, "%X", o.exports()[0].rva); return std::string(b); }() ==

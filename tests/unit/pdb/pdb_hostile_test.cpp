@@ -16,7 +16,7 @@ using namespace stackprov;
 
 namespace {
 
-const std::string kFixtures = STACKPROV_PDB_FIXTURES;
+const std::string kHostileFixtures = STACKPROV_PDB_FIXTURES;
 constexpr uint64_t kBase = 0x140000000;
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -81,7 +81,7 @@ void exercise(std::vector<uint8_t> bytes) {
 }  // namespace
 
 TEST_CASE("malformed PDB headers give errors naming the value", "[pdb]") {
-  const std::vector<uint8_t> good = read_bytes(kFixtures + "/pdb_c.pdb");
+  const std::vector<uint8_t> good = read_bytes(kHostileFixtures + "/pdb_c.pdb");
   REQUIRE(pdb::PdbFile::from_bytes(good, "x.pdb").ok());
   auto expect = [](std::vector<uint8_t> b, int code, const char* what) {
     auto r = pdb::PdbFile::from_bytes(std::move(b), "x.pdb");
@@ -113,14 +113,14 @@ TEST_CASE("malformed PDB headers give errors naming the value", "[pdb]") {
 
 TEST_CASE("every truncation of a PDB is an error or a bounded file", "[pdb]") {
   for (const char* fx : {"pdb_c", "pdb_cpp"}) {
-    const std::vector<uint8_t> good = read_bytes(kFixtures + "/" + fx + ".pdb");
+    const std::vector<uint8_t> good = read_bytes(kHostileFixtures + "/" + fx + ".pdb");
     for (size_t n = 0; n < good.size(); n += 509) exercise(std::vector<uint8_t>(good.begin(), good.begin() + n));
   }
 }
 
 TEST_CASE("every stream cut short is an error or a bounded file", "[pdb]") {
   for (const char* fx : {"pdb_c", "pdb_cpp"}) {
-    const std::vector<uint8_t> good = read_bytes(kFixtures + "/" + fx + ".pdb");
+    const std::vector<uint8_t> good = read_bytes(kHostileFixtures + "/" + fx + ".pdb");
     const uint32_t bs = u32(good, 32);
     const size_t dir = size_t{u32(good, size_t{u32(good, 52)} * bs)} * bs;
     const uint32_t n = u32(good, dir);
@@ -141,7 +141,7 @@ TEST_CASE("every stream cut short is an error or a bounded file", "[pdb]") {
 }
 
 TEST_CASE("corrupted PDB streams give errors or bounded answers", "[pdb]") {
-  const std::vector<uint8_t> good = read_bytes(kFixtures + "/pdb_cpp.pdb");
+  const std::vector<uint8_t> good = read_bytes(kHostileFixtures + "/pdb_cpp.pdb");
   // The directory, the info and DBI streams and every module stream of the fixture: their first KiB.
   const uint32_t bs = u32(good, 32);
   std::vector<size_t> targets = {0, size_t{u32(good, size_t{u32(good, 52)} * bs)} * bs};

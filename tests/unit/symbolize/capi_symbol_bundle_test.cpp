@@ -19,7 +19,7 @@ using namespace stackprov;
 
 namespace {
 
-std::string temp_dir() {
+std::string bundle_temp_dir() {
   char tmpl[] = "/tmp/sprov-capi-bundle-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   return tmpl;
@@ -163,7 +163,7 @@ TEST_CASE("bundle C ABI: every truncation and byte flip of a bundle is an error 
 }
 
 TEST_CASE("bundle C ABI: put_blob stores by content only, promote indexes", "[capi-bundle]") {
-  const std::string dir = temp_dir() + "/store";
+  const std::string dir = bundle_temp_dir() + "/store";
   sprov_bundle_store* s = nullptr;
   REQUIRE(sprov_bundle_store_open(dir.c_str(), SPROV_BUNDLE_STORE_CREATE, &s) == 0);
   const auto bytes = known_bundle();
@@ -191,7 +191,7 @@ TEST_CASE("bundle C ABI: put_blob stores by content only, promote indexes", "[ca
 }
 
 TEST_CASE("bundle C ABI: store put/find/blob/sidecars/fsck", "[capi-bundle]") {
-  const std::string dir = temp_dir() + "/store";
+  const std::string dir = bundle_temp_dir() + "/store";
   sprov_bundle_store* s = nullptr;
   CHECK(sprov_bundle_store_open(dir.c_str(), 0, &s) == SPROV_ERR_NOT_FOUND);
   CHECK(std::string(sprov_last_error_message()).find(dir) != std::string::npos);
@@ -281,7 +281,7 @@ TEST_CASE("bundle C ABI: a bundle file truncated after open gives an error, not 
   auto bytes = bundle::write_bundle(c);
   REQUIRE(bytes);
   REQUIRE(bytes.value().size() > 64 * 1024);
-  const std::string path = temp_dir() + "/big.sbundle";
+  const std::string path = bundle_temp_dir() + "/big.sbundle";
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.value().data()), static_cast<std::streamsize>(bytes.value().size()));
   sprov_bundle* b = nullptr;
