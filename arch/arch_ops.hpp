@@ -56,6 +56,7 @@ struct Ops;
 
 template <>
 struct Ops<x86_64::Traits> {
+  static const char* reg_name(int r) { return x86_64::dwarf_reg_name(r); }  ///< DWARF register r
   static Status regs_from_user_regs(const void* d, size_t n, x86_64::Regs* r) { return x86_64::regs_from_user_regs(d, n, r); }
   static Status regs_from_pt_regs(const void* d, size_t n, x86_64::Regs* r) { return x86_64::regs_from_pt_regs(d, n, r); }
   static Status regs_from_ucontext(const void* d, size_t n, x86_64::Regs* r) { return x86_64::regs_from_ucontext(d, n, r); }
@@ -97,6 +98,7 @@ struct Ops<x86_64::Traits> {
 
 template <>
 struct Ops<arm64::Traits> {
+  static const char* reg_name(int r) { return arm64::dwarf_reg_name(r); }  ///< DWARF register r
   static Status regs_from_user_regs(const void* d, size_t n, arm64::Regs* r) { return arm64::regs_from_user_regs(d, n, r); }
   static Status regs_from_pt_regs(const void* d, size_t n, arm64::Regs* r) { return arm64::regs_from_pt_regs(d, n, r); }
   static Status regs_from_ucontext(const void* d, size_t n, arm64::Regs* r) { return arm64::regs_from_ucontext(d, n, r); }
@@ -141,6 +143,7 @@ struct Ops<arm64::Traits> {
 /// mips32 in either byte order (TraitsBE / TraitsLE).
 template <bool BigEndian>
 struct Ops<mips32::TraitsT<BigEndian>> {
+  static const char* reg_name(int r) { return mips32::dwarf_reg_name(r); }  ///< DWARF register r
   static Status regs_from_user_regs(const void* d, size_t n, mips32::Regs* r) {
     return mips32::regs_from_user_regs(d, n, BigEndian, r);
   }

@@ -121,6 +121,11 @@ def parse_stacks(text, ours):
         if m:
             rest, method = m.group(3), ""
             if ours:
+                if re.search(r" \[[^]]*\binferred\]$", rest):
+                    # A tail-call frame inferred from DWARF call sites: eu-stack shows only the
+                    # frames on the stack, so the comparison leaves it out.
+                    frame = None
+                    continue
                 mm = re.match(r"^(.*) \[(\w+)\]$", rest)
                 if mm:
                     rest, method = mm.group(1), mm.group(2)

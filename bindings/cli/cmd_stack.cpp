@@ -24,8 +24,8 @@ constexpr const char* kUsage =
     "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
     "       stackprov stack --minidump FILE [--symbol-path DIRS] [--offline] [--store DIR] [--tid TID]\n"
     "                       [--max-frames N] [--json] [--no-lines]\n"
-    "       (all forms also take --resolvers LIST, --python auto|off|only and --verbose; values as\n"
-    "       --opt=VALUE or --opt VALUE)\n";
+    "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs and\n"
+    "       --verbose; values as --opt=VALUE or --opt VALUE)\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -74,7 +74,22 @@ constexpr const char* kHelp =
     "  --resolvers LIST  resolver policy, comma-separated from debuginfod, bundle, dwarf,\n"
     "                    gopclntab, symtab, dynsym, demangle (default debuginfod,bundle,dwarf,\n"
     "                    gopclntab,symtab,dynsym,demangle)\n"
-    "  --no-lines        function names only: no DWARF source lines or inline chains\n"
+    "  --no-lines        function names only: no DWARF source lines, inline chains or tail-call\n"
+    "                    frames\n"
+    "  --no-tail-calls   leave out the tail-call frames. By default, as gdb, a function that\n"
+    "                    tail-called (jumped to) the frame below it and so left no frame on the\n"
+    "                    stack is shown where the DWARF call-site information (DW_TAG_call_site with\n"
+    "                    DW_AT_call_tail_call, gcc -O2 -g) says so unambiguously: method tail_call,\n"
+    "                    marked inferred (text \"[tail_call, inferred]\", JSON \"method\":\"tail_call\",\n"
+    "                    \"flags\":[\"inferred\"]); pc is the return pc of its tail-call site, sp the\n"
+    "                    frame below's CFA. Not offline, nor with --no-lines (no DWARF is read);\n"
+    "                    eu-stack and perf show no such frames\n"
+    "  --regs            each frame's registers where the unwind knows them: frame 0 all captured\n"
+    "                    registers, a caller its pc, sp and the callee-saved registers its unwind\n"
+    "                    rule restored or kept (x86_64 rip rsp rbx rbp r12-r15), a frame restored\n"
+    "                    from a signal frame all of them; text: a line \"    registers: rip 0x...\"\n"
+    "                    after each frame, JSON: \"registers\":{\"rax\":null,\"rdx\":\"0x...\",...}\n"
+    "                    (every register of the architecture, null when unknown)\n"
     "  --verbose, --why  on stderr, after each thread's stack, for each module of its frames once:\n"
     "                    each step of the resolver policy in order, each path and URL it looked\n"
     "                    at (the module, the build-id path under each debug directory, each\n"
@@ -214,6 +229,8 @@ struct StackArgs {
   bool json = false;
   bool lines = true;
   bool verbose = false;
+  bool tail_calls = true;
+  bool regs = false;
 };
 
 /// Reports a library failure naming `what` on one line, e.g. "cannot capture pid 42: ...".
@@ -246,6 +263,14 @@ int cmd_stack(int argc, char** argv) {
     }
     if (arg == "--offline") {
       a.offline = true;
+      continue;
+    }
+    if (arg == "--no-tail-calls") {
+      a.tail_calls = false;
+      continue;
+    }
+    if (arg == "--regs") {
+      a.regs = true;
       continue;
     }
     if (arg == "--verbose" || arg == "--why") {
@@ -376,6 +401,7 @@ int cmd_stack(int argc, char** argv) {
   sprov_unwinder_opts uopts{};
   uopts.sz = sizeof(uopts);
   uopts.max_frames = static_cast<uint32_t>(max_frames);
+  uopts.flags = a.regs ? SPROV_UNWIND_KEEP_REGISTERS : 0;
   sprov_unwinder* uw = nullptr;
   sprov_symbolizer* sym = nullptr;
   sprov_symbolizer_opts sopts{};
@@ -414,12 +440,26 @@ int cmd_stack(int argc, char** argv) {
     const sprov_snapshot* snap = sprov_process_thread(proc, i);
     const int64_t t = sprov_snapshot_tid(snap);
     const char* name = sprov_process_thread_name(proc, i);
+    const int regs_arch = a.regs ? sprov_snapshot_arch(snap) : 0;
     sprov_stack* stack = nullptr;
     if ((rc = sprov_unwinder_unwind(uw, snap, &stack)) != 0) {
       fflush(stdout);
       library_error("thread " + std::to_string(t), rc);
       exit_code = 1;
       continue;
+    }
+    if (a.tail_calls && !a.offline && a.lines) {
+      // Tail-call frames from DWARF call sites (gdb's), before the runtime frames are interleaved.
+      sprov_stack* with_tails = nullptr;
+      if ((rc = sprov_symbolizer_tail_calls(sym, stack, &with_tails)) != 0) {
+        fflush(stdout);
+        library_error("thread " + std::to_string(t), rc);
+        sprov_stack_free(stack);
+        exit_code = 1;
+        continue;
+      }
+      sprov_stack_free(stack);
+      stack = with_tails;
     }
     if (python != "off") {
       sprov_stack* merged = nullptr;
@@ -436,9 +476,9 @@ int cmd_stack(int argc, char** argv) {
     }
     if (a.json) {
       if (!first) printf(",");
-      stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines);
+      stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch);
     } else {
-      stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines);
+      stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch);
     }
     if (a.verbose) {
       fflush(stdout);  // this thread's stack, then why its modules are named as they are

@@ -150,6 +150,25 @@ bool runtime_frame(const sprov_stack* stack, size_t i, const struct sprov_frame&
 
 }  // namespace
 
+/// Frame `index`'s known registers as "name value" pairs in DWARF order (`stack --regs`); all of the
+/// architecture's registers with `with_unknown` (value "" when unknown).
+static std::vector<std::pair<std::string, std::string>> frame_registers(const sprov_stack* stack, size_t index,
+                                                                         int arch, bool with_unknown) {
+  std::vector<std::pair<std::string, std::string>> out;
+  uint64_t v[64] = {};
+  uint64_t known = 0;
+  if (sprov_stack_frame_registers(stack, index, v, 64, &known) != 0) known = 0;
+  for (int r = 0; r < 64; r++) {
+    const char* name = sprov_register_name(arch, r);
+    if (name == nullptr) break;
+    if (!((known >> r) & 1) && !with_unknown) continue;
+    char buf[24] = "";
+    if ((known >> r) & 1) snprintf(buf, sizeof buf, "0x%" PRIx64, v[r]);
+    out.emplace_back(name, buf);
+  }
+  return out;
+}
+
 bool is_signal_trampoline(const sprov_stack* stack, size_t index) {
   struct sprov_frame next = {};
   next.sz = sizeof(next);
@@ -158,7 +177,7 @@ bool is_signal_trampoline(const sprov_stack* stack, size_t index) {
 }
 
 void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
-                      const std::string& name, bool lines) {
+                      const std::string& name, bool lines, int regs_arch) {
   if (name.empty()) fprintf(f, "TID %" PRId64 ":\n", tid);
   else fprintf(f, "TID %" PRId64 " \"%s\":\n", tid, name.c_str());
   const size_t n = sprov_stack_frame_count(stack);
@@ -191,13 +210,19 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     } else {
       fprintf(f, " ??");
     }
-    fprintf(f, " - %s [%s%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
+    fprintf(f, " - %s [%s%s%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
             (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "",
-            (fr.flags & SPROV_FRAME_JIT) ? ", jit" : "");
-    if (!lines) continue;
-    for (const auto& in : src.inlined)
-      fprintf(f, "    inlined %s at %s:%u:%u\n", in.function.c_str(), in.file.c_str(), in.line, in.column);
-    if (src.have) fprintf(f, "    %s:%u:%u\n", src.file.c_str(), src.line, src.column);
+            (fr.flags & SPROV_FRAME_JIT) ? ", jit" : "", (fr.flags & SPROV_FRAME_INFERRED) ? ", inferred" : "");
+    if (lines) {
+      for (const auto& in : src.inlined)
+        fprintf(f, "    inlined %s at %s:%u:%u\n", in.function.c_str(), in.file.c_str(), in.line, in.column);
+      if (src.have) fprintf(f, "    %s:%u:%u\n", src.file.c_str(), src.line, src.column);
+    }
+    if (regs_arch != 0) {
+      std::string line;
+      for (const auto& [reg, value] : frame_registers(stack, i, regs_arch, false)) line += " " + reg + " " + value;
+      fprintf(f, "    registers:%s\n", line.empty() ? " (none known)" : line.c_str());
+    }
   }
   fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
 }
@@ -244,7 +269,7 @@ void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* sta
 }
 
 void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
-                      const std::string& name, bool lines) {
+                      const std::string& name, bool lines, int regs_arch) {
   fprintf(f, "{\"tid\":%" PRId64 ",\"name\":\"%s\",\"frames\":[", tid, json_escape(name.c_str()).c_str());
   const size_t n = sprov_stack_frame_count(stack);
   bool first = true;
@@ -285,10 +310,19 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset, sprov_resolver_name(resolver),
             json_escape(source.c_str()).c_str(), json_escape(src.bundle.c_str()).c_str(),
             sprov_method_name(fr.method));
-    if (fr.flags & (SPROV_FRAME_CFI_NOT_IN_BUNDLE | SPROV_FRAME_JIT))
-      fprintf(f, ",\"flags\":[%s%s%s]", (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? "\"cfi_not_in_bundle\"" : "",
-              (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) && (fr.flags & SPROV_FRAME_JIT) ? "," : "",
-              (fr.flags & SPROV_FRAME_JIT) ? "\"jit\"" : "");
+    if (fr.flags & (SPROV_FRAME_CFI_NOT_IN_BUNDLE | SPROV_FRAME_JIT | SPROV_FRAME_INFERRED)) {
+      std::string flags;
+      if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) flags += ",\"cfi_not_in_bundle\"";
+      if (fr.flags & SPROV_FRAME_JIT) flags += ",\"jit\"";
+      if (fr.flags & SPROV_FRAME_INFERRED) flags += ",\"inferred\"";
+      fprintf(f, ",\"flags\":[%s]", flags.c_str() + 1);
+    }
+    if (regs_arch != 0) {
+      std::string regs;
+      for (const auto& [reg, value] : frame_registers(stack, i, regs_arch, true))
+        regs += ",\"" + reg + "\":" + (value.empty() ? std::string("null") : "\"" + value + "\"");
+      fprintf(f, ",\"registers\":{%s}", regs.empty() ? "" : regs.c_str() + 1);
+    }
     if (is_signal_trampoline(stack, i)) fprintf(f, ",\"signal_handler_called\":true");
     if (lines) {
       // The physical function as the resolver chain names it (offline: the bundle's name,

@@ -102,6 +102,7 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
     f.build_id.assign(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);  // raw; hex in Python
     if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) f.flags.push_back("cfi_not_in_bundle");
     if (fr.flags & SPROV_FRAME_JIT) f.flags.push_back("jit");
+    if (fr.flags & SPROV_FRAME_INFERRED) f.flags.push_back("inferred");
     f.signal_handler_called = i + 1 < n && raw[i + 1].method == SPROV_METHOD_SIGNAL;
     sprov_runtime_frame rf{};
     rf.sz = sizeof(rf);

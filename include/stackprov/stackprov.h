@@ -170,6 +170,11 @@ enum sprov_method {
                                         CFI (doc/runtime-frames.md) */
   SPROV_METHOD_UNWIND_TABLE = 15,    /* an unwind table of a kind an embedder or a test registered
                                         (unwind/unwind_source.hpp), not one of the kinds above */
+  SPROV_METHOD_TAIL_CALL = 16,       /* inferred, not on the stack: a function that tail-called (jumped
+                                        to) the frame below it, recovered as gdb does from DWARF
+                                        call-site information (DW_TAG_call_site with
+                                        DW_AT_call_tail_call); flagged SPROV_FRAME_INFERRED, pc the
+                                        return pc of its tail-call site (sprov_symbolizer_tail_calls) */
 };
 
 /* The rung of the unwinding ladder a method belongs to (doc/unwinding.md "Rungs and tables"). A
@@ -185,6 +190,7 @@ enum sprov_rung {
   SPROV_RUNG_FRAME_POINTER = 5, /* the frame-pointer chain */
   SPROV_RUNG_HEURISTIC = 6,     /* code analysis: prologue, the return address of a bad pc, scan */
   SPROV_RUNG_EXTERNAL = 7,      /* not unwound by stackprov: a perf call chain, a uretprobe's record */
+  SPROV_RUNG_INFERRED = 8,      /* not on the stack: reconstructed from debug information (tail calls) */
 };
 SPROV_API int sprov_method_rung(int method);
 SPROV_API const char* sprov_rung_name(int rung);
@@ -486,6 +492,7 @@ enum sprov_unwind_flags {
   SPROV_UNWIND_NO_FRAME_POINTER = 1u << 0, /* never fall back to the fp chain */
   SPROV_UNWIND_ALLOW_SCAN = 1u << 1,       /* allow stack scanning as last resort */
   SPROV_UNWIND_NO_DEBUG_FRAME = 1u << 2,   /* do not use .debug_frame */
+  SPROV_UNWIND_KEEP_REGISTERS = 1u << 3,   /* keep each frame's registers (sprov_stack_frame_registers) */
 };
 
 struct sprov_unwinder_opts {
@@ -560,11 +567,27 @@ enum sprov_frame_flags {
   /* The pc lies in JIT code a perf map (/tmp/perf-PID.map) names, outside every module: the
      caller was found by frame pointer (doc/runtime-frames.md "JIT code"). */
   SPROV_FRAME_JIT = 1u << 2,
+  /* The frame is not on the stack: no unwinding step found it, debug information says it was there
+     (SPROV_METHOD_TAIL_CALL). Its sp is the sp of the frame below it, cfa 0; comparisons with
+     unwinders that show only real frames (eu-stack, perf) leave it out. */
+  SPROV_FRAME_INFERRED = 1u << 3,
 };
 
 SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);
 SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct sprov_frame* out);
 SPROV_API int sprov_stack_stop_reason(const sprov_stack* stack);
+/* The registers of frame `index` as the walk knew them, in the architecture's DWARF numbering
+ * (sprov_register_name): values[r] for r < count, bit r of *known set when register r is known
+ * (0 in values otherwise). Frame 0: the captured registers; a caller frame: its pc, sp and the
+ * callee-saved registers (restored by the unwind rule, or left unchanged by it: x86_64 rbx, rbp,
+ * r12-r15; arm64 x19-x30; mips32 s0-s7, fp, ra); a frame restored from a signal frame: every
+ * register it holds; an inferred frame (SPROV_FRAME_INFERRED): none. SPROV_ERR_NOT_FOUND when the
+ * unwinder did not keep them (SPROV_UNWIND_KEEP_REGISTERS). */
+SPROV_API int sprov_stack_frame_registers(const sprov_stack* stack, size_t index, uint64_t* values, size_t count,
+                                          uint64_t* known);
+/* The name of DWARF register `reg` of `arch` (enum sprov_arch): "rip", "x29", "sp", ...; NULL when
+ * the architecture has no such register. */
+SPROV_API const char* sprov_register_name(int arch, int reg);
 SPROV_API void sprov_stack_free(sprov_stack* stack);
 
 /* ------------------------------------------------------- runtime frames */
@@ -783,6 +806,19 @@ SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* 
  * file's path. A module that bundle does not hold is an error naming the
  * bundle's ids and the module's (never another bundle's answer). */
 SPROV_API int sprov_symbolizer_use_bundle(sprov_symbolizer* sym, const char* bundle);
+/* A new stack: `stack` with the tail-call frames gdb shows inserted where DWARF call-site
+ * information says a function tail-called (jumped to) the frame below it, as gdb's
+ * dwarf2/frame-tailcall.c does: the caller's call site (DW_AT_call_return_pc, else the GNU low_pc,
+ * at the caller's return address) calls a function from which every chain of tail calls
+ * (DW_AT_call_tail_call / DW_AT_GNU_tail_call sites of functions whose call sites are complete)
+ * reaches the callee's function; the sites all chains share at their start and end become frames
+ * (method SPROV_METHOD_TAIL_CALL, flag SPROV_FRAME_INFERRED, pc the site's return pc, looked up at
+ * pc - 1, module the callee's). Nothing is inserted where the chains share nothing, where the
+ * callee can reach itself by tail calls, where a target is not a function with DWARF or a symbol of
+ * the same module, across modules, below a frame not found by a CFI table, or offline. A stack
+ * without such frames gives a copy. Before sprov_process_interleave (an interleaved stack is
+ * refused). Free with sprov_stack_free. */
+SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_stack* stack, sprov_stack** out);
 /* Frame `index` (0 = innermost) of the inline chain of the last *_ex answer. */
 SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out);
 

@@ -35,6 +35,7 @@ SPROV_API int sprov_method_rung(int method) {
     case SPROV_METHOD_SCAN: return SPROV_RUNG_HEURISTIC;
     case SPROV_METHOD_CALLCHAIN:
     case SPROV_METHOD_TRAMPOLINE: return SPROV_RUNG_EXTERNAL;
+    case SPROV_METHOD_TAIL_CALL: return SPROV_RUNG_INFERRED;
     default: return SPROV_RUNG_NONE;
   }
 }
@@ -48,6 +49,7 @@ SPROV_API const char* sprov_rung_name(int rung) {
     case SPROV_RUNG_FRAME_POINTER: return "frame_pointer";
     case SPROV_RUNG_HEURISTIC: return "heuristic";
     case SPROV_RUNG_EXTERNAL: return "external";
+    case SPROV_RUNG_INFERRED: return "inferred";
     default: return "none";
   }
 }

@@ -93,6 +93,9 @@ struct sprov_process {
 
 struct sprov_stack {
   std::vector<stackprov::unwind::Frame> frames;
+  /// Parallel to `frames` when the unwinder kept registers (SPROV_UNWIND_KEEP_REGISTERS), else empty.
+  std::vector<stackprov::unwind::FrameRegs> regs;
+  stackprov::Arch arch = stackprov::Arch::kUnknown;
   stackprov::unwind::StopReason stop = stackprov::unwind::StopReason::kNone;
   /// Shared with the unwinder's module table: the stack outlives the snapshot.
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;

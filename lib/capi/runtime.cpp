@@ -122,7 +122,9 @@ const runtime::PythonThread* thread_of(const sprov_process* proc, size_t index) 
 }
 
 bool runs_eval(const RuntimeCapture& rt, const unwind::Frame& f) {
-  if (f.module_index < 0 || f.method == unwind::Method::kRuntime) return false;
+  // An inferred tail-call frame is no activation on the stack: it runs no interpreter frames.
+  if (f.module_index < 0 || f.method == unwind::Method::kRuntime || (f.flags & unwind::Frame::kFlagInferred))
+    return false;
   const uint64_t at = f.lookup_prev ? f.pc - 1 : f.pc;
   for (const auto& r : rt.eval)
     if (at >= r.start && at < r.end) return true;
@@ -182,7 +184,10 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
     const runtime::PythonThread* t = thread_of(proc, index);
     const std::vector<runtime::PythonFrame> none;
     const std::vector<runtime::PythonFrame>& py = t ? t->frames : none;
+    st->arch = native->arch;
+    const bool regs = native->regs.size() == native->frames.size() && !native->frames.empty();
     auto push_native = [&](const unwind::Frame& f) {
+      if (regs) st->regs.push_back(native->regs[static_cast<size_t>(&f - native->frames.data())]);
       st->frames.push_back(f);
       st->runtime_of.push_back(-1);
     };
@@ -193,6 +198,7 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
       f.domain = unwind::Domain::kRuntime;  // the interpreter's frame, not a native one
       st->runtime_of.push_back(static_cast<int32_t>(st->runtime.size()));
       st->frames.push_back(f);
+      if (regs) st->regs.emplace_back();  // a runtime frame: no native registers
       st->runtime.push_back(py[k]);
       st->runtime_native.push_back(native_index);
     };

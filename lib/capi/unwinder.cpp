@@ -87,7 +87,8 @@ SPROV_API int sprov_unwinder_new(sprov_context* ctx, const struct sprov_unwinder
     if (max_frames > 65536)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "max_frames %u exceeds 65536", max_frames));
     constexpr uint32_t kKnownFlags =
-        SPROV_UNWIND_NO_FRAME_POINTER | SPROV_UNWIND_ALLOW_SCAN | SPROV_UNWIND_NO_DEBUG_FRAME;
+        SPROV_UNWIND_NO_FRAME_POINTER | SPROV_UNWIND_ALLOW_SCAN | SPROV_UNWIND_NO_DEBUG_FRAME |
+        SPROV_UNWIND_KEEP_REGISTERS;
     if (flags & ~kKnownFlags)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown unwinder flags 0x%x", flags & ~kKnownFlags));
     if (scan_words > 4096)
@@ -100,6 +101,7 @@ SPROV_API int sprov_unwinder_new(sprov_context* ctx, const struct sprov_unwinder
     uw->opts.use_frame_pointer = !(flags & SPROV_UNWIND_NO_FRAME_POINTER);
     uw->opts.use_debug_frame = !(flags & SPROV_UNWIND_NO_DEBUG_FRAME);
     uw->opts.allow_scan = (flags & SPROV_UNWIND_ALLOW_SCAN) != 0;
+    uw->opts.keep_registers = (flags & SPROV_UNWIND_KEEP_REGISTERS) != 0;
     uw->opts.scan_words = scan_words ? scan_words : 64;
     uw->scratch.frames.reserve(uw->opts.max_frames);  // walks never allocate (stackprov/fast.h)
     *out = uw;
@@ -124,6 +126,8 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     unwind::walk_snapshot(s, uw->table, uw->cache, o, &uw->scratch);
     auto* st = new sprov_stack();
     st->frames = uw->scratch.frames;
+    st->regs = uw->scratch.regs;
+    st->arch = s.arch;
     st->stop = uw->scratch.stop;
     st->modules = uw->table_modules;
     st->loaded = uw->table_loaded;
@@ -134,6 +138,37 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     uw->walks++;
     *out = st;
     return 0;
+  });
+}
+
+SPROV_API int sprov_stack_frame_registers(const sprov_stack* stack, size_t index, uint64_t* values, size_t count,
+                                          uint64_t* known) {
+  return guard([&] {
+    if (stack == nullptr || known == nullptr || (values == nullptr && count != 0))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_stack_frame_registers: NULL %s",
+                             stack == nullptr ? "stack" : known == nullptr ? "known" : "values"));
+    if (index >= stack->frames.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
+                             stack->frames.size()));
+    if (stack->regs.size() != stack->frames.size())
+      return fail(make_error(SPROV_ERR_NOT_FOUND,
+                             "the stack kept no registers (unwinder without SPROV_UNWIND_KEEP_REGISTERS)"));
+    const unwind::FrameRegs& r = stack->regs[index];
+    const size_t n = std::min<size_t>(count, unwind::FrameRegs::kMax);
+    *known = n >= 64 ? r.known : r.known & ((uint64_t{1} << n) - 1);
+    for (size_t i = 0; i < n; i++) values[i] = ((*known >> i) & 1) ? r.v[i] : 0;
+    return 0;
+  });
+}
+
+SPROV_API const char* sprov_register_name(int arch, int reg) {
+  return guard_value<const char*>(nullptr, [&]() -> const char* {
+    const char* name = nullptr;
+    unwind::with_arch_traits(static_cast<Arch>(arch), Endian::kLittle, [&](auto traits) {
+      using T = typename decltype(traits)::type;
+      if (reg >= 0 && reg < T::kNumRegs) name = arch::Ops<T>::reg_name(reg);
+    });
+    return name;
   });
 }
 

@@ -10,6 +10,7 @@
 #include <climits>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace stackprov::dwarf {
 
@@ -50,6 +51,7 @@ bool is_constant_form(uint16_t f) {
 constexpr size_t kMaxAbbrevs = size_t{1} << 22;
 constexpr size_t kMaxRangeEntries = size_t{1} << 20;
 constexpr int kMaxRefChain = 64;
+constexpr size_t kMaxCallSitesPerUnit = size_t{1} << 20;  ///< subprograms and call sites each
 
 }  // namespace
 
@@ -65,6 +67,22 @@ struct AbbrevTable {
                                [](const std::pair<uint64_t, Abbrev>& p, uint64_t c) { return p.first < c; });
     return it != sparse.end() && it->first == code ? &it->second : nullptr;
   }
+};
+
+/// A unit's call sites and subprogram ranges (call_site_at, function_entry, tail_calls_of).
+struct DwarfIndex::UnitCalls {
+  struct Func {
+    uint64_t entry = 0;
+    bool has_entry = false;
+    std::vector<uint32_t> tails;  ///< into `sites`: its tail-call sites, when its list is complete
+  };
+  struct Range {
+    uint64_t low, high;
+    uint32_t func;
+  };
+  std::vector<Func> funcs;
+  std::vector<Range> ranges;       ///< sorted by low, non-overlapping (inner subprograms split outer ones)
+  std::vector<CallSiteInfo> sites; ///< sorted by return_pc; the first DIE of a return pc kept (gdb)
 };
 
 struct DwarfIndex::Unit {
@@ -103,6 +121,8 @@ struct DwarfIndex::Unit {
 
   std::mutex mu;  ///< guards `built`
   std::shared_ptr<const UnitIndex> built;
+  stackprov::OnceFlag calls_once;
+  std::unique_ptr<UnitCalls> calls;  ///< read once (unit_calls), kept
   std::atomic<bool> referenced{false};
 };
 
@@ -138,6 +158,9 @@ struct DwarfIndex::DieInfo {
   uint64_t decl_file = 0, decl_line = 0;
   uint64_t abstract_origin = 0, specification = 0;  ///< absolute .debug_info offsets; 0 = none
   bool origin_alt = false, spec_alt = false;        ///< DW_FORM_GNU_ref_alt: in the dwz supplementary file
+  bool declaration = false;                         ///< DW_AT_declaration
+  bool has_low = false, has_high = false, has_ranges = false;
+  AttrVal low, high, ranges;                        ///< DW_AT_low_pc, DW_AT_high_pc, DW_AT_ranges as read
 };
 
 namespace {
@@ -746,6 +769,10 @@ bool DwarfIndex::read_die(const Unit& u, uint64_t die_off, DieInfo* out) const {
       case kAtDeclLine: out->decl_line = v.u; out->has_decl_line = true; break;
       case kAtAbstractOrigin: attr_ref(u, v, &out->abstract_origin, &out->origin_alt); break;
       case kAtSpecification: attr_ref(u, v, &out->specification, &out->spec_alt); break;
+      case kAtDeclaration: out->declaration = v.u != 0; break;
+      case kAtLowPc: out->low = v; out->has_low = true; break;
+      case kAtHighPc: out->high = v; out->has_high = true; break;
+      case kAtRanges: out->ranges = v; out->has_ranges = true; break;
       default: break;
     }
   }
@@ -1000,6 +1027,237 @@ bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
     }
     caller = &n;
   }
+  return true;
+}
+
+}  // namespace stackprov::dwarf
+
+// ------------------------------------------------------------ call sites (tail-call frames)
+
+namespace stackprov::dwarf {
+
+namespace {
+
+bool is_block_form(uint16_t f) {
+  return f == kFormBlock1 || f == kFormBlock2 || f == kFormBlock4 || f == kFormBlock || f == kFormExprloc;
+}
+
+/// Bytes of a block form's length prefix when the block is empty (a one-byte ULEB128 0 for
+/// DW_FORM_block and exprloc).
+size_t empty_block_bytes(uint16_t f) { return f == kFormBlock2 ? 2 : f == kFormBlock4 ? 4 : 1; }
+
+}  // namespace
+
+int64_t DwarfIndex::unit_covering(uint64_t addr) const {
+  auto ait = std::upper_bound(aranges_.begin(), aranges_.end(), addr,
+                              [](uint64_t a, const Arange& r) { return a < r.low; });
+  if (ait == aranges_.begin() || addr >= (ait - 1)->high) return -1;
+  return static_cast<int64_t>((ait - 1)->unit);
+}
+
+// One walk over the unit's DIEs: subprograms (ranges, entry, whether their call sites are
+// complete) and call sites (return pc, tail flag, target), as gdb's read_call_site_scope reads them.
+const DwarfIndex::UnitCalls* DwarfIndex::unit_calls(size_t ui) const {
+  Unit& u = *units_[ui];
+  stackprov::call_once(u.calls_once, [&] {
+    auto uc = std::make_unique<UnitCalls>();
+    bool has_dwo = false;
+    {
+      std::lock_guard<std::mutex> lock(u.mu);
+      if (u.has_comp_dir) u.comp_dir = attr_string(*u.s, u, u.comp_dir_val);
+      has_dwo = u.has_dwo && load_dwo(u);
+    }
+    Unit& w = has_dwo ? *u.dwo : u;
+    const DwarfSections& ws = *w.s;
+    stackprov::call_once(w.abbrev_once, [&] { parse_abbrevs(ws, w, &w.abbrevs); });
+    struct Pending {
+      uint64_t low, high;
+      uint32_t func;
+    };
+    std::vector<Pending> pending;
+    std::vector<std::pair<uint64_t, uint64_t>> rs;
+    std::vector<int32_t> stack;
+    std::vector<std::pair<CallSiteInfo, int32_t>> sites;  // with the enclosing subprogram
+    std::vector<bool> complete;
+    int32_t func = -1;
+    Cursor c(ws.info, static_cast<size_t>(w.die_offset), ws.big_endian);
+    c.end = static_cast<size_t>(w.end);
+    // Kept for the index's life (not under the memory budget): bounded per unit.
+    const size_t max_items = std::min<size_t>(limits_.max_nodes_per_unit, kMaxCallSitesPerUnit);
+    std::unordered_map<uint64_t, std::pair<CallSiteInfo::Target, uint64_t>> target_of;  // by DIE: read once
+    std::unordered_map<uint64_t, std::string_view> name_of;
+    while (w.abbrevs.ok && c.ok && c.pos < c.end) {
+      const uint64_t code = c.uleb();
+      if (!c.ok) break;
+      if (code == 0) {
+        if (stack.empty()) break;
+        func = stack.back();
+        stack.pop_back();
+        if (stack.empty()) break;
+        continue;
+      }
+      const Abbrev* ab = w.abbrevs.find(code);
+      if (ab == nullptr) break;
+      const bool sub = ab->tag == kTagSubprogram;
+      const bool cs = ab->tag == kTagCallSite || ab->tag == kTagGnuCallSite;
+      AttrVal low, high, ranges, ret, origin, abstract;
+      bool has_low = false, has_high = false, has_ranges = false, has_ret = false, has_origin = false,
+           has_abstract = false, tail = false, all = false, target_expr = false;
+      if (!sub && !cs && ab->fixed_size >= 0) {
+        c.skip(static_cast<uint64_t>(ab->fixed_size));
+      } else for (uint32_t i = 0; i < ab->count && c.ok; i++) {
+        const AttrSpec& sp = w.abbrevs.specs[ab->first + i];
+        AttrVal v;
+        const size_t at = c.pos;
+        if (!read_attr(c, w, sp.form, sp.implicit, &v)) break;
+        if (!sub && !cs) continue;
+        switch (sp.at) {
+          case kAtLowPc: low = v; has_low = true; break;
+          case kAtHighPc: high = v; has_high = true; break;
+          case kAtRanges: ranges = v; has_ranges = true; break;
+          case kAtCallReturnPc: ret = v; has_ret = true; break;
+          case kAtCallTailCall: case kAtGnuTailCall: tail = tail || v.u != 0; break;
+          case kAtCallAllCalls: case kAtCallAllTailCalls: case kAtGnuAllTailCallSites: case kAtGnuAllCallSites:
+            all = all || v.u != 0;
+            break;
+          case kAtCallTarget: case kAtGnuCallSiteTarget:
+            // An empty block counts as absent (gdb); any other needs the frame's registers.
+            if (!is_block_form(sp.form) || c.pos - at != empty_block_bytes(sp.form)) target_expr = true;
+            break;
+          case kAtCallOrigin: origin = v; has_origin = true; break;
+          case kAtAbstractOrigin: abstract = v; has_abstract = true; break;
+          default: break;
+        }
+      }
+      if (!c.ok) break;
+      int32_t self = func;
+      if (sub) {
+        if (uc->funcs.size() >= max_items) break;
+        self = static_cast<int32_t>(uc->funcs.size());
+        UnitCalls::Func f;
+        die_ranges(ws, w, has_low ? &low : nullptr, has_high ? &high : nullptr, has_ranges ? &ranges : nullptr, &rs);
+        if (has_low) f.has_entry = attr_address(ws, w, low, &f.entry);
+        if (!f.has_entry && !rs.empty()) {
+          f.entry = rs.front().first;  // gdb: a function of several ranges starts at its first
+          f.has_entry = true;
+        }
+        uc->funcs.push_back(std::move(f));
+        complete.push_back(all);
+        for (auto& r : rs) pending.push_back({r.first, r.second, static_cast<uint32_t>(self)});
+      } else if (cs) {
+        if (sites.size() >= max_items) break;
+        CallSiteInfo s;
+        s.tail_call = tail;
+        const bool have_pc = has_ret ? attr_address(ws, w, ret, &s.return_pc)
+                                     : has_low && attr_address(ws, w, low, &s.return_pc);
+        if (!target_expr && (has_origin || has_abstract)) {
+          uint64_t off = 0;
+          bool alt = false;
+          DieInfo t;
+          const Unit* tu = nullptr;
+          if (attr_ref(w, has_origin ? origin : abstract, &off, &alt) && !alt) {
+            tu = (off >= w.die_offset && off < w.end) ? &w : unit_at_offset(off);
+            if (tu != nullptr && tu->is_dwo != w.is_dwo) tu = nullptr;  // a skeleton's offsets are not its DWO's
+          }
+          if (auto hit = tu != nullptr ? target_of.find(off) : target_of.end(); hit != target_of.end()) {
+            s.target = hit->second.first;
+            s.target_addr = hit->second.second;
+            if (s.target == CallSiteInfo::Target::kName) s.target_name = name_of[off];
+          } else if (tu != nullptr && read_die(*tu, off, &t)) {
+            if (t.declaration && t.specification == 0) {
+              s.target_name = t.has_linkage ? t.linkage : t.name;
+              if (!s.target_name.empty()) s.target = CallSiteInfo::Target::kName;
+            } else {
+              std::vector<std::pair<uint64_t, uint64_t>> trs;
+              die_ranges(*tu->s, *tu, t.has_low ? &t.low : nullptr, t.has_high ? &t.high : nullptr,
+                         t.has_ranges ? &t.ranges : nullptr, &trs);
+              uint64_t lo = 0;
+              bool have = t.has_low && attr_address(*tu->s, *tu, t.low, &lo);
+              for (auto& r : trs)
+                if (!have || r.first < lo) lo = r.first, have = true;
+              if (have) {
+                s.target = CallSiteInfo::Target::kAddress;
+                s.target_addr = lo;
+              }
+            }
+            target_of[off] = {s.target, s.target_addr};
+            if (s.target == CallSiteInfo::Target::kName) name_of[off] = s.target_name;
+          }
+        }
+        if (have_pc) sites.emplace_back(s, func);
+      }
+      if (ab->children) {
+        if (stack.size() >= limits_.max_depth) break;
+        stack.push_back(func);
+        func = self;
+      } else if (stack.empty()) {
+        break;
+      }
+    }
+    // Subprogram ranges: inner ones split outer ones (as the unit index's map).
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>> m;
+    for (const Pending& r : pending) {
+      if (r.low >= r.high) continue;
+      auto b = m.upper_bound(r.low);
+      if (b != m.begin() && r.low < (--b)->second.first) {
+        if (r.high < b->second.first) m[r.high] = b->second;
+        if (r.low > b->first) m[b->first].first = r.low;
+      }
+      m[r.low] = {r.high, r.func};
+    }
+    for (auto& [lo, v] : m) uc->ranges.push_back({lo, v.first, v.second});
+    // Sorted by return pc, the first DIE of each pc kept (gdb complains of and drops duplicates).
+    std::stable_sort(sites.begin(), sites.end(),
+                     [](const auto& a, const auto& b) { return a.first.return_pc < b.first.return_pc; });
+    for (auto& [s, f] : sites) {
+      if (!uc->sites.empty() && uc->sites.back().return_pc == s.return_pc) continue;
+      const uint32_t idx = static_cast<uint32_t>(uc->sites.size());
+      uc->sites.push_back(s);
+      if (s.tail_call && f >= 0 && complete[static_cast<size_t>(f)]) uc->funcs[static_cast<size_t>(f)].tails.push_back(idx);
+    }
+    u.calls = std::move(uc);
+  });
+  return u.calls.get();
+}
+
+int64_t DwarfIndex::function_at(const UnitCalls& uc, uint64_t pc) {
+  auto it = std::upper_bound(uc.ranges.begin(), uc.ranges.end(), pc,
+                             [](uint64_t a, const UnitCalls::Range& r) { return a < r.low; });
+  if (it == uc.ranges.begin() || pc >= (it - 1)->high) return -1;
+  return (it - 1)->func;
+}
+
+bool DwarfIndex::call_site_at(uint64_t ret, CallSiteInfo* out) const {
+  const int64_t ui = ret == 0 ? -1 : unit_covering(ret - 1);
+  const UnitCalls* uc = ui < 0 ? nullptr : unit_calls(static_cast<size_t>(ui));
+  if (uc == nullptr) return false;
+  auto it = std::lower_bound(uc->sites.begin(), uc->sites.end(), ret,
+                             [](const CallSiteInfo& s, uint64_t a) { return s.return_pc < a; });
+  if (it == uc->sites.end() || it->return_pc != ret) return false;
+  *out = *it;
+  return true;
+}
+
+bool DwarfIndex::function_entry(uint64_t pc, uint64_t* entry) const {
+  const int64_t ui = unit_covering(pc);
+  const UnitCalls* uc = ui < 0 ? nullptr : unit_calls(static_cast<size_t>(ui));
+  const int64_t f = uc ? function_at(*uc, pc) : -1;
+  if (f < 0 || !uc->funcs[static_cast<size_t>(f)].has_entry) return false;
+  *entry = uc->funcs[static_cast<size_t>(f)].entry;
+  return true;
+}
+
+bool DwarfIndex::tail_calls_of(uint64_t entry, std::vector<CallSiteInfo>* out) const {
+  out->clear();
+  const int64_t ui = unit_covering(entry);
+  const UnitCalls* uc = ui < 0 ? nullptr : unit_calls(static_cast<size_t>(ui));
+  const int64_t f = uc ? function_at(*uc, entry) : -1;
+  if (f < 0) return false;
+  const UnitCalls::Func& fn = uc->funcs[static_cast<size_t>(f)];
+  if (!fn.has_entry || fn.entry != entry) return false;
+  // gdb's list is built by prepending: the last call site first (the chain search's answer depends
+  // on the order only in a loop of tail calls, where gdb tries a function's first site only).
+  for (auto it = fn.tails.rbegin(); it != fn.tails.rend(); ++it) out->push_back(uc->sites[*it]);
   return true;
 }
 

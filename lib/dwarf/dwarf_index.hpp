@@ -62,6 +62,21 @@ struct DwarfFrame {
   bool has_file = false;          ///< file/line came from a valid file index
 };
 
+/// One DW_TAG_call_site (DWARF 5) or DW_TAG_GNU_call_site (the GNU extension gcc emits for DWARF 4):
+/// what gdb reads of it to find tail-call frames (gdb/dwarf2/read.c read_call_site_scope).
+struct CallSiteInfo {
+  uint64_t return_pc = 0;  ///< DW_AT_call_return_pc, else DW_AT_low_pc (GNU): the address after the call or jump
+  bool tail_call = false;  ///< DW_AT_call_tail_call / DW_AT_GNU_tail_call
+  enum class Target : uint8_t {
+    kUnknown,  ///< no target, or one only a running frame can compute (DW_AT_call_target expressions)
+    kAddress,  ///< DW_AT_call_origin/abstract_origin names a function definition: its entry pc
+    kName,     ///< ... names a declaration: its linkage name, else its name (resolved by a symbol table)
+  };
+  Target target = Target::kUnknown;
+  uint64_t target_addr = 0;
+  std::string_view target_name;  ///< valid while the index (and its sections) live
+};
+
 struct DwarfIndexLimits {
   size_t max_units = size_t{1} << 20;
   size_t max_nodes_per_unit = size_t{1} << 24;
@@ -103,12 +118,25 @@ class DwarfIndex {
   /// table has a row for it (line table only), else true with no frames.
   bool lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const;
 
+  /// Call sites (gdb's DWARF tail-call frames, dwarf/tail_calls.hpp). Each unit's call sites and
+  /// subprogram ranges are read on the first question that lands in it and kept (not evicted).
+  /// The call site whose return pc is exactly `ret`, in the unit covering `ret - 1`.
+  bool call_site_at(uint64_t ret, CallSiteInfo* out) const;
+  /// The entry pc of the subprogram (not an inlined copy) covering `pc`: its DW_AT_low_pc, else
+  /// the start of its first range. False when no subprogram covers it.
+  bool function_entry(uint64_t pc, uint64_t* entry) const;
+  /// True when a subprogram has its entry pc exactly at `entry`; `*out` is then the tail-call sites
+  /// in it, when its DIE says its call sites are complete (DW_AT_call_all_calls,
+  /// DW_AT_call_all_tail_calls or their GNU forms; gdb keeps no list otherwise), else empty.
+  bool tail_calls_of(uint64_t entry, std::vector<CallSiteInfo>* out) const;
+
   /// Drops every built unit index (they are rebuilt on demand).
   void evict_all() const;
   DwarfIndexStats stats() const;
 
   struct Unit;
   struct UnitIndex;
+  struct UnitCalls;
 
  private:
   DwarfIndex() = default;
@@ -125,6 +153,11 @@ class DwarfIndex {
   /// resolve_names through names_: the names of a DIE are read once.
   void cached_names(const Unit& u, const UnitIndex* self, uint64_t die_off, DwarfFrame* f) const;
   bool load_dwo(Unit& u) const;
+  /// The unit covering `addr` (aranges); -1 when none.
+  int64_t unit_covering(uint64_t addr) const;
+  const UnitCalls* unit_calls(size_t unit) const;
+  /// The subprogram of `uc` covering `pc`; -1 when none.
+  static int64_t function_at(const UnitCalls& uc, uint64_t pc);
   void enforce_budget(size_t keep) const;
 
   DwarfSections s_;

@@ -151,11 +151,15 @@ enum Attr : uint16_t {
   kAtRnglistsBase = 0x74, kAtDwoName = 0x76, kAtMipsLinkageName = 0x2007,
   kAtGnuDiscriminator = 0x2136, kAtGnuDwoName = 0x2130, kAtGnuDwoId = 0x2131, kAtGnuRangesBase = 0x2132,
   kAtGnuAddrBase = 0x2133,
+  // Call sites (DWARF 5 section 3.4; GNU: binutils include/dwarf2.def).
+  kAtDeclaration = 0x3c, kAtCallAllCalls = 0x7a, kAtCallAllTailCalls = 0x7c, kAtCallReturnPc = 0x7d,
+  kAtCallOrigin = 0x7f, kAtCallTailCall = 0x82, kAtCallTarget = 0x83, kAtGnuCallSiteTarget = 0x2113,
+  kAtGnuTailCall = 0x2115, kAtGnuAllTailCallSites = 0x2116, kAtGnuAllCallSites = 0x2117,
 };
 
 enum Tag : uint16_t {
   kTagCompileUnit = 0x11, kTagInlinedSubroutine = 0x1d, kTagSubprogram = 0x2e,
-  kTagPartialUnit = 0x3c, kTagSkeletonUnit = 0x4a,
+  kTagPartialUnit = 0x3c, kTagCallSite = 0x48, kTagSkeletonUnit = 0x4a, kTagGnuCallSite = 0x4109,
 };
 
 }  // namespace stackprov::dwarf

@@ -280,6 +280,29 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
   return table;
 }
 
+bool SymbolTable::find_by_name(std::string_view name, uint64_t* addr, bool* global) const {
+  if (lazy_ == nullptr || name.empty()) return false;
+  const Lazy& z = *lazy_;
+  bool found = false;
+  for (uint32_t pos : z.kept) {
+    const RawSym r = z.decode(pos);
+    const char* s = z.strtab + r.name;  // validated and terminated by load()
+    if (std::strncmp(s, name.data(), name.size()) != 0) continue;
+    const char* rest = s + name.size();
+    if (*rest != '\0' && !(rest[0] == '@' && rest[1] == '@')) continue;
+    const bool g = r.bind != STB_LOCAL;
+    // gdb's minimal symbols of one name: its hash chain holds them last address first, and the
+    // first global one answers; a local one only when there is no global one.
+    if (!found || (g && !*global) || (g && r.addr > *addr)) {
+      if (found && !g) continue;
+      *addr = r.addr;
+      *global = g;
+      found = true;
+    }
+  }
+  return found;
+}
+
 bool SymbolTable::empty() const { return lazy_ == nullptr || lazy_->kept.empty(); }
 
 const std::vector<Symbol>& SymbolTable::sorted() const {

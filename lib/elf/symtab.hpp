@@ -54,6 +54,13 @@ class SymbolTable {
   /// valid as long as the table.
   const Symbol* lookup_linear(uint64_t a) const;
 
+  /// The address of a kept symbol named `name`, or named `name@@VERSION` (a default version, which
+  /// gdb also installs under the plain name), by a scan of the table (no alias is collapsed), as
+  /// gdb's lookup_minimal_symbol picks among its minimal symbols of one name: the global or weak
+  /// one at the highest address (gdb's hash chain holds them last address first), else the first
+  /// local one. `*global` says which. False when none.
+  bool find_by_name(std::string_view name, uint64_t* addr, bool* global) const;
+
   /// True when the table holds no symbol (cheap: does not build the sorted table).
   bool empty() const;
   size_t size() const { return sorted().size(); }

@@ -39,6 +39,7 @@ const char* method_name(int method) noexcept {
     case SPROV_METHOD_CALLCHAIN: return "callchain";
     case SPROV_METHOD_RUNTIME: return "runtime";
     case SPROV_METHOD_UNWIND_TABLE: return "unwind_table";
+    case SPROV_METHOD_TAIL_CALL: return "tail_call";
     default: return "none";
   }
 }

@@ -286,6 +286,57 @@ std::string DwarfResolver::dwarf_file(const std::shared_ptr<const object::Object
   return m->index && m->dwarf_file ? m->dwarf_file->path() : std::string();
 }
 
+bool DwarfResolver::call_site_at(const std::shared_ptr<const object::ObjectImage>& image, uint64_t ret,
+                                 dwarf::CallSiteInfo* out) {
+  std::shared_ptr<Module> m = module(image);
+  return m->index && m->index->call_site_at(ret, out);
+}
+
+bool DwarfResolver::function_entry(const std::shared_ptr<const object::ObjectImage>& image, uint64_t pc,
+                                   uint64_t* entry) {
+  std::shared_ptr<Module> m = module(image);
+  return m->index && m->index->function_entry(pc, entry);
+}
+
+bool DwarfResolver::tail_calls_of(const std::shared_ptr<const object::ObjectImage>& image, uint64_t entry,
+                                  std::vector<dwarf::CallSiteInfo>* out) {
+  std::shared_ptr<Module> m = module(image);
+  return m->index && m->index->tail_calls_of(entry, out);
+}
+
+bool DwarfResolver::symbol_address(const std::shared_ptr<const object::ObjectImage>& image, std::string_view name,
+                                   uint64_t* addr, bool* global) {
+  std::shared_ptr<Module> m = module(image);
+  // gdb's objfiles: the module's own tables (.symtab, .dynsym, where every version of a name is
+  // the plain name) first, then its separate debug file's .symtab (an objfile of its own).
+  bool found = false;
+  auto consider = [&](const elf::SymbolTable& t) {
+    uint64_t a = 0;
+    bool g = false;
+    if (!t.find_by_name(name, &a, &g) || a == 0) return;
+    if (!found || (g && !*global) || (g == *global && g && a > *addr)) {
+      *addr = a;
+      *global = g;
+      found = true;
+    }
+  };
+  consider(m->symtab);
+  consider(m->dynsym);
+  if (found && *global) return true;
+  load_fallback(*m);
+  const bool had_local = found;
+  const uint64_t local = *addr;
+  found = false;
+  consider(m->fallback);
+  if (found && *global) return true;
+  if (had_local) {
+    *addr = local;
+    *global = false;
+    return true;
+  }
+  return found;
+}
+
 std::vector<ResolveAttempt> DwarfResolver::table_attempts(const std::shared_ptr<const object::ObjectImage>& image,
                                                           bool dynsym) {
   std::shared_ptr<Module> m = module(image);

@@ -133,6 +133,18 @@ class DwarfResolver {
   /// The file whose DWARF the module's addresses are looked up in; "" when the module has none.
   std::string dwarf_file(const std::shared_ptr<const object::ObjectImage>& image);
 
+  /// What gdb's tail-call search (dwarf/tail_calls.hpp) asks of one module, at its link-time
+  /// addresses: its DWARF's call sites and subprograms (dwarf::DwarfIndex; false without DWARF)...
+  bool call_site_at(const std::shared_ptr<const object::ObjectImage>& image, uint64_t ret, dwarf::CallSiteInfo* out);
+  bool function_entry(const std::shared_ptr<const object::ObjectImage>& image, uint64_t pc, uint64_t* entry);
+  bool tail_calls_of(const std::shared_ptr<const object::ObjectImage>& image, uint64_t entry,
+                     std::vector<dwarf::CallSiteInfo>* out);
+  /// ... and a function symbol by name, as gdb's minimal symbols answer a call site naming a
+  /// declaration: the module's .symtab, its separate debug file's .symtab, its .dynsym (a
+  /// default-versioned `name@@V` counts as `name`); *global says whether it is global or weak.
+  bool symbol_address(const std::shared_ptr<const object::ObjectImage>& image, std::string_view name, uint64_t* addr,
+                      bool* global);
+
  public:
   /// A local function symbol and the STT_FILE name before it in .symtab.
   struct FileSymEntry {

@@ -59,6 +59,8 @@ class ResolverChain {
 
   const ResolverPolicy& policy() const { return policy_; }
   BundleResolver& bundles() { return bundles_; }
+  /// The DWARF step's resolver; null when no step needs it (offline, bundle-only).
+  DwarfResolver* dwarf() { return dwarf_.get(); }
 
   /// Fills `out` (at least one frame; resolver kNone when no step answers)
   /// and returns whether a step answered. A failing bundle step (store

@@ -26,6 +26,7 @@ enum class Method : uint8_t {
   kRuntime = SPROV_METHOD_RUNTIME,
   kUnwindTable = SPROV_METHOD_UNWIND_TABLE,
   kCfiPdata = SPROV_METHOD_CFI_PDATA,
+  kTailCall = SPROV_METHOD_TAIL_CALL,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.
@@ -65,11 +66,23 @@ struct Frame {
   Domain domain = Domain::kUser;
   static constexpr uint8_t kFlagCfiNotInBundle = SPROV_FRAME_CFI_NOT_IN_BUNDLE;
   static constexpr uint8_t kFlagJit = SPROV_FRAME_JIT;
+  static constexpr uint8_t kFlagInferred = SPROV_FRAME_INFERRED;
+};
+
+/// One frame's registers as the walk knew them (WalkOptions::keep_registers), DWARF-numbered: bit r
+/// of `known` says v[r] holds register r. Frame 0: the captured registers; a caller frame: its pc,
+/// sp and the callee-saved registers (restored by the step's rule or unchanged by it); a frame
+/// restored from a signal frame: every register the signal frame holds; an inferred frame: none.
+struct FrameRegs {
+  static constexpr int kMax = 64;
+  uint64_t known = 0;
+  uint64_t v[kMax] = {};
 };
 
 struct WalkResult {
   std::vector<Frame> frames;
   StopReason stop = StopReason::kNone;
+  std::vector<FrameRegs> regs;  ///< parallel to `frames` with WalkOptions::keep_registers, else empty
 };
 
 }  // namespace stackprov::unwind

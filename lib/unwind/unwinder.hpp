@@ -39,6 +39,8 @@ struct WalkOptions {
   /// ranges; doc/runtime-frames.md "JIT code"): a pc there is not a bad pc,
   /// frame pointers may lead into and out of it, its frames are flagged kFlagJit.
   const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges = nullptr;
+  /// Keep each frame's registers in WalkResult::regs (`stack --regs`; reserved up front).
+  bool keep_registers = false;
 };
 
 /// Walks one thread's stack. Per step: CFI (.eh_frame, then .debug_frame),
@@ -63,9 +65,11 @@ class Unwinder {
   /// call site), so its lookups use pc - 1 like a caller's.
   void walk(const Regs& initial, bool pc_is_return_address, WalkResult* out) {
     out->frames.clear();
+    out->regs.clear();
     out->stop = StopReason::kNone;
     lost_ = 0;
     if (out->frames.capacity() < opts_.max_frames) out->frames.reserve(opts_.max_frames);
+    if (opts_.keep_registers && out->regs.capacity() < opts_.max_frames) out->regs.reserve(opts_.max_frames);
     Regs regs = initial;
     if (!regs.has(Traits::kPcReg) || !regs.has(Traits::kSpReg)) {
       out->stop = StopReason::kInvalidPc;
@@ -80,6 +84,7 @@ class Unwinder {
     f.module_index = slot ? slot->snapshot_index : -1;
     if ((!slot || !slot->module) && in_jit(f.pc)) f.flags |= Frame::kFlagJit;
     out->frames.push_back(f);
+    keep_registers(regs, ~uint64_t{0}, out);
 
     for (;;) {
       Frame& cur = out->frames.back();
@@ -89,6 +94,7 @@ class Unwinder {
       }
       if (cur.pc == 0 && cur.lookup_prev) {
         out->frames.pop_back();  // a zero return address marks the outermost frame
+        if (!out->regs.empty()) out->regs.pop_back();
         out->stop = StopReason::kEndOfStack;
         return;
       }
@@ -145,6 +151,13 @@ class Unwinder {
       slot = nslot;
       if ((!nslot || !nslot->module) && in_jit(nf.lookup_prev ? nf.pc - 1 : nf.pc)) nf.flags |= Frame::kFlagJit;
       out->frames.push_back(nf);
+      // A caller's other registers keep the callee's values in `regs` (what the next step reads),
+      // but the ABI does not preserve them across a call: unknown.
+      keep_registers(regs,
+                     nf.method == Method::kSignal
+                         ? ~uint64_t{0}
+                         : Traits::kCalleeSaved | (uint64_t{1} << Traits::kPcReg) | (uint64_t{1} << Traits::kSpReg),
+                     out);
     }
   }
 
@@ -187,6 +200,16 @@ class Unwinder {
     nf->lookup_prev = !signal;
     cache_.count_hit();
     return true;
+  }
+
+  void keep_registers(const Regs& regs, uint64_t mask, WalkResult* out) const {
+    if (!opts_.keep_registers) return;
+    FrameRegs fr;
+    static_assert(Traits::kNumRegs <= FrameRegs::kMax, "FrameRegs holds every register");
+    fr.known = regs.valid & mask;
+    for (int r = 0; r < Traits::kNumRegs; r++)
+      if ((fr.known >> r) & 1) fr.v[r] = regs.v[r];
+    out->regs.push_back(fr);
   }
 
   /// `pc` lies in JIT code named by the walk's perf map.

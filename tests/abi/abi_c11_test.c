@@ -230,6 +230,19 @@ int main(void) {
   EXPECT(strcmp(sprov_method_name(SPROV_METHOD_CFI_EH_FRAME), "cfi_eh_frame") == 0);
   EXPECT(strcmp(sprov_stop_reason_name(SPROV_STOP_SP_NOT_ADVANCING), "sp_not_advancing") == 0);
   EXPECT(strcmp(sprov_method_name(SPROV_METHOD_RUNTIME), "runtime") == 0);
+  /* Tail-call frames and per-frame registers (issue 36). */
+  EXPECT(SPROV_METHOD_TAIL_CALL == 16 && SPROV_RUNG_INFERRED == 8 && SPROV_FRAME_INFERRED == 8u);
+  EXPECT(strcmp(sprov_method_name(SPROV_METHOD_TAIL_CALL), "tail_call") == 0);
+  EXPECT(sprov_method_rung(SPROV_METHOD_TAIL_CALL) == SPROV_RUNG_INFERRED);
+  EXPECT(strcmp(sprov_rung_name(SPROV_RUNG_INFERRED), "inferred") == 0);
+  EXPECT(strcmp(sprov_register_name(SPROV_ARCH_X86_64, 16), "rip") == 0);
+  EXPECT(sprov_register_name(SPROV_ARCH_X86_64, 17) == NULL && sprov_register_name(SPROV_ARCH_UNKNOWN, 0) == NULL);
+  {
+    sprov_stack* with = NULL;
+    uint64_t v[4], known = 0;
+    EXPECT(sprov_symbolizer_tail_calls(NULL, NULL, &with) == SPROV_ERR_INVALID_ARG && with == NULL);
+    EXPECT(sprov_stack_frame_registers(NULL, 0, v, 4, &known) == SPROV_ERR_INVALID_ARG);
+  }
   {
     /* Runtime frames: NULL handles are errors, not crashes. */
     struct sprov_runtime_frame rf;

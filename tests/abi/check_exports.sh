@@ -11,7 +11,9 @@ fi
 if [ "$count" -lt 30 ]; then
   echo "only $count sprov_ exports in $lib"; exit 1
 fi
+# One nm run, read whole: `nm | grep -q` under pipefail fails when grep stops reading early (SIGPIPE).
+names=$(nm -D --defined-only "$lib" | awk '{sub(/@.*/,"",$3); print $3}')
 for want in sprov_version sprov_context_new sprov_snapshot_capture_self sprov_unwinder_unwind sprov_symbolizer_frame; do
-  nm -D --defined-only "$lib" | awk '{sub(/@.*/,"",$3); print $3}' | grep -qx "$want" || { echo "missing export $want"; exit 1; }
+  grep -qx "$want" <<<"$names" || { echo "missing export $want"; exit 1; }
 done
 echo "exports ok: $count sprov_ symbols, nothing else"

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzz target: DwarfIndex (.debug_info/abbrev/line/str/str_offsets/addr/ranges/rnglists), dwz and split-DWARF references.
+// Fuzz target: DwarfIndex (.debug_info/abbrev/line/str/str_offsets/addr/ranges/rnglists), dwz and split-DWARF references,
+// its call sites and gdb's tail-call chain search over them (dwarf/tail_calls.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "dwarf/dwarf_index.hpp"
+#include "dwarf/tail_calls.hpp"
 #include "fuzz_sections.hpp"
 
 using namespace stackprov;
@@ -49,6 +51,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t k = 1; k < frames.size(); k++)
       if (!frames[k].has_function) __builtin_trap();  // only an innermost frame may lack a function
   }
+  // Call sites: what each probe's function tail-calls, each site found again by its return pc, and
+  // the chain search between every pair of probes (bounded: a hostile call graph ends).
+  TailCallQueries q;
+  q.call_site_at = [&](uint64_t ret, CallSiteInfo* out) { return index.call_site_at(ret, out); };
+  q.function_entry = [&](uint64_t pc, uint64_t* e) { return index.function_entry(pc, e); };
+  q.tail_calls_of = [&](uint64_t e, std::vector<CallSiteInfo>* out) { return index.tail_calls_of(e, out); };
+  q.target_address = [](const CallSiteInfo& cs, uint64_t* out) {
+    *out = cs.target_addr;
+    return cs.target == CallSiteInfo::Target::kAddress;
+  };
+  TailCallLimits tl;
+  tl.max_steps = 4096;
+  std::vector<CallSiteInfo> sites;
+  std::vector<uint64_t> rets;
+  for (size_t i = 0; i + 8 <= s[18].size && i < 64 * 8; i += 8) {
+    const uint64_t addr = fuzz::word_at(s[18].data, s[18].size, i);
+    uint64_t entry = 0;
+    if (!index.function_entry(addr, &entry)) continue;
+    if (!index.tail_calls_of(entry, &sites)) continue;
+    for (const CallSiteInfo& cs : sites) {
+      if (!cs.tail_call) __builtin_trap();  // only tail-call sites are listed
+      CallSiteInfo again;  // hostile DWARF may place it outside its unit's ranges: not found then
+      if (index.call_site_at(cs.return_pc, &again) && again.return_pc != cs.return_pc) __builtin_trap();
+      if (rets.size() < 16) rets.push_back(cs.return_pc);
+    }
+    rets.push_back(addr);
+  }
+  for (uint64_t caller : rets)
+    for (uint64_t callee : rets)
+      if (tail_call_frames(q, caller, callee, tl).size() > tl.max_depth) __builtin_trap();
   // Determinism after eviction (the header's promise): the first probe again gives the same chain.
   if (s[18].size >= 8) {
     const uint64_t addr = fuzz::word_at(s[18].data, s[18].size, 0);

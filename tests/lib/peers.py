@@ -18,7 +18,9 @@ beyond what its docstring says: that belongs to each comparison.
   llvm-readobj     parse_readobj_coff_symbols (--symbols of a PE/COFF file).
   nm               parse_nm (llvm-nm, binutils nm: "ADDR TYPE NAME" lines).
   gdb              parse_gdb_bt (`bt`, `thread apply all bt`), parse_gdb_info_symbol (`info symbol`),
-                   gdb_frames_script and parse_gdb_frames (every thread's frames through gdb's Python API).
+                   gdb_frames_script and parse_gdb_frames (every thread's frames through gdb's Python API),
+                   gdb_frame_registers_script and parse_gdb_frame_registers (`info registers` per frame).
+  stackprov        real_frames (`stack --json` frames without the inferred tail-call frames).
 """
 import json
 import re
@@ -204,12 +206,21 @@ def parse_perf_script(text, comms=None, kernel_names=None):
 
 _EU_TID = re.compile(r'^TID (\d+)(?: "[^"]*")?:$')
 _EU_FRAME = re.compile(r"^#(\d+)\s+0x([0-9a-f]+)(.*)$")
+_INFERRED = re.compile(r" \[[^]]*\binferred\]$")
+
+
+def real_frames(frames):
+    """`stackprov stack --json` frames without the inferred ones ("flags":["inferred"]: tail-call
+    frames from DWARF call sites, not on the stack), for comparisons with eu-stack and perf, which
+    show only the frames on the stack."""
+    return [f for f in frames if "inferred" not in f.get("flags", ())]
 
 
 def parse_eu_stack(text):
     """eu-stack -m output (or `stackprov stack`'s text: "TID n "name":" with the thread's comm) ->
     {tid: [(pc, name, module), ...]}, frames innermost first; name as printed ("??" kept, "" when
-    none), module "" without -m."""
+    none), module "" without -m. stackprov's inferred frames ("[tail_call, inferred]": not on the
+    stack, from DWARF call sites) are left out: eu-stack shows only the frames on the stack."""
     threads, cur = {}, None
     for line in text.splitlines():
         m = _EU_TID.match(line)
@@ -217,7 +228,7 @@ def parse_eu_stack(text):
             cur = threads.setdefault(int(m.group(1)), [])
             continue
         m = _EU_FRAME.match(line)
-        if m and cur is not None:
+        if m and cur is not None and not _INFERRED.search(m.group(3)):
             rest = m.group(3)
             module = ""
             if " - " in rest:
@@ -307,4 +318,65 @@ def parse_gdb_frames(text):
     for line in text.splitlines():
         if line.startswith("GDBJSON "):
             return {int(k): v for k, v in json.loads(line[8:]).items()}
+    return None
+
+
+_GDB_FRAME_REGS_PY = r"""
+import gdb, json
+KINDS = {gdb.NORMAL_FRAME: "normal", gdb.TAILCALL_FRAME: "tailcall", gdb.SIGTRAMP_FRAME: "sigtramp"}
+out = {}
+for inf in gdb.inferiors():
+    for t in inf.threads():
+        t.switch()
+        frames = []
+        f = gdb.newest_frame()
+        while f is not None and len(frames) < 512:
+            if f.type() != gdb.INLINE_FRAME:
+                f.select()
+                text = gdb.execute("info registers @REGS@", to_string=True)
+                frames.append({"pc": f.pc(), "name": f.name() or "", "kind": KINDS.get(f.type(), "other"),
+                               "info_registers": text})
+            try:
+                f = f.older()
+            except gdb.error:
+                break
+        out[t.ptid[1]] = frames
+print("GDBREGS " + json.dumps(out))
+"""
+
+_GDB_INFO_REG = re.compile(r"^(\w+)\s+(<not saved>|<unavailable>|0x[0-9a-f]+|-?\d+)")
+
+
+def gdb_frame_registers_script(regs):
+    """A gdb Python script that prints one line "GDBREGS {lwp: [frame, ...]}": every thread's frames
+    innermost first (inline frames skipped: they share their caller's registers; tail-call frames
+    kept, kind "tailcall"), each {"pc", "name", "kind", "info_registers"}: the text of `frame N`
+    then `info registers REGS` (`regs`: names, e.g. ["rip", "rsp", "rbx"]). parse_gdb_frame_registers
+    reads it."""
+    return _GDB_FRAME_REGS_PY.replace("@REGS@", " ".join(regs))
+
+
+def parse_gdb_info_registers(text):
+    """gdb's `info registers` text -> {name: value or None}: None where gdb prints <not saved> (or
+    <unavailable>): the unwinder does not know it in that frame."""
+    regs = {}
+    for line in text.splitlines():
+        m = _GDB_INFO_REG.match(line)
+        if m:
+            v = m.group(2)
+            regs[m.group(1)] = None if v.startswith("<") else int(v, 0) & (2**64 - 1)
+    return regs
+
+
+def parse_gdb_frame_registers(text):
+    """gdb's stdout with gdb_frame_registers_script's line -> {lwp: [{"pc", "name", "kind", "regs":
+    {name: value or None}}]}; None without that line."""
+    for line in text.splitlines():
+        if line.startswith("GDBREGS "):
+            out = {}
+            for k, frames in json.loads(line[8:]).items():
+                for f in frames:
+                    f["regs"] = parse_gdb_info_registers(f.pop("info_registers"))
+                out[int(k)] = frames
+            return out
     return None

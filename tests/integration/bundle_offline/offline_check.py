@@ -44,7 +44,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from peers import gdb_frames_script, llvm_symbolizer_chains, parse_eu_stack, parse_gdb_frames  # noqa: E402
+from peers import gdb_frames_script, llvm_symbolizer_chains, parse_eu_stack, parse_gdb_frames, real_frames  # noqa: E402
 
 FAILS = []
 
@@ -101,7 +101,9 @@ def stack_json(stackprov, args, strace=None, trace_out=None, stop_short=False):
         if not r.stdout.startswith("{"):
             return {}, r.stderr
     doc = json.loads(r.stdout)
-    return {t["tid"]: t for t in doc["threads"]}, r.stderr
+    # Compared with gdb's frames without its tail-call frames, eu-stack's and the offline walk's
+    # (no DWARF offline): the inferred tail-call frames of a walk with files are left out.
+    return {t["tid"]: dict(t, frames=real_frames(t["frames"])) for t in doc["threads"]}, r.stderr
 
 
 def build_id(path):

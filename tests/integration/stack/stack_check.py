@@ -42,7 +42,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from peers import gdb_frames_script, parse_eu_stack, parse_gdb_frames  # noqa: E402  (tests/lib: peers' output)
+from peers import gdb_frames_script, parse_eu_stack, parse_gdb_frames, real_frames  # noqa: E402  (tests/lib: peers' output)
 
 # Known chains (innermost first), by the role the fixture prints for each thread.
 CHAINS = {
@@ -168,9 +168,10 @@ def eu_stack(args, eu_bin):
 
 
 def gdb_frames(gdb_bin, pid=None, core=None, exe=None):
-    """gdb's frames per thread (inline frames skipped: they share the pc of their caller)."""
+    """gdb's frames per thread (inline frames skipped: they share the pc of their caller; tail-call
+    frames too: stackprov_json leaves out its inferred frames)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(gdb_frames_script())
+        f.write(gdb_frames_script(tailcall=False))
         script = f.name
     try:
         # gdb ignores SIGTERM while it waits for a stop: the timeout sends SIGKILL.
@@ -212,6 +213,10 @@ def stackprov_json(args, bin_):
         if not line.startswith("stackprov: warning: "):
             fail("unexpected stderr line from stackprov: %r" % line)
     doc = json.loads(r.stdout)
+    # eu-stack (and gdb's frames without its tail-call frames) are compared with the frames on the
+    # stack: the inferred tail-call frames are left out (tests/integration/tailcall checks them).
+    for t in doc.get("threads", []):
+        t["frames"] = real_frames(t["frames"])
     return doc, r.stderr
 
 

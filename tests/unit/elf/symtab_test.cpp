@@ -398,3 +398,39 @@ TEST_CASE("Malformed symbol tables give errors naming section and index", "[elf]
   CHECK(empty->size() == 0);
   CHECK(empty->lookup(0x1000) == nullptr);
 }
+
+TEST_CASE("find_by_name: libc .dynsym, the global at the highest address of each name (gdb's choice)",
+          "[elf][symtab][libc][tailcall]") {
+  const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  INFO("needs " << libc << " (Debian libc6)");
+  REQUIRE(file_exists(libc));
+  auto img = ElfImage::open(libc);
+  REQUIRE(img.ok());
+  auto tab = SymbolTable::load(**img, SymbolTable::Kind::kDynsym);
+  REQUIRE(tab.ok());
+  // readelf prints every version of a .dynsym name (name@V, name@@V): gdb's minimal symbols are
+  // the plain names, and its lookup_minimal_symbol finds the last one of its hash chain first.
+  std::map<std::string, uint64_t> want;
+  std::map<std::string, int> versions;
+  for (const auto& s : nm_functions(libc, true)) {
+    if (s.kind == 't') continue;
+    versions[s.name]++;
+    if (!want.count(s.name) || s.addr > want[s.name]) want[s.name] = s.addr;
+  }
+  REQUIRE(want.size() > 1000);
+  size_t several = 0;
+  for (const auto& [name, addr] : want) {
+    uint64_t got = 0;
+    bool global = false;
+    INFO(name);
+    REQUIRE(tab->find_by_name(name, &got, &global));
+    CHECK(global);
+    CHECK(got == addr);
+    several += versions[name] > 1;
+  }
+  CHECK(several > 10);  // e.g. pthread_kill@GLIBC_2.2.5 (__pthread_kill_esrch) over pthread_kill@@GLIBC_2.34
+  uint64_t got = 0;
+  bool global = false;
+  CHECK_FALSE(tab->find_by_name("no_such_function_in_libc", &got, &global));
+  CHECK_FALSE(tab->find_by_name("", &got, &global));
+}

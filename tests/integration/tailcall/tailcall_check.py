@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# `stackprov stack` tail-call frames and `--regs` against gdb on the same stopped process.
+"""tailcall_check.py --stackprov BIN --gdb BIN --fixture EXE [--gcore BIN]
+
+The fixture (tailcall_fixture.c, -O2 -g) parks one thread under each tail-call shape (single,
+chain of two, ambiguous, shared end), one under a chain of frames holding values in callee-saved
+registers and one in a signal handler (the frame above the signal frame has every register).
+While every thread sleeps in pause(), `stackprov stack --pid --json --regs` (and --no-tail-calls,
+and the text form) run, then gdb attaches and prints, per thread, every frame (inline frames
+skipped) with its kind and `info registers rip rsp rbp rbx r12 r13 r14 r15` (gdb's Python API,
+one gdb run); with --gcore the same through a core of the stopped process (`stack --core`
+against gdb on the core). Asserted, for every thread of the process (libc's frames too):
+  * the frames are gdb's frames (gdb with `backtrace past-main on`): the same pcs in the same order, a frame is a tail-call frame
+    (method tail_call, flag inferred) exactly where gdb's is TAILCALL_FRAME, and in the fixture the
+    same function names; the shapes are what the fixture is built for (gdb: hot_b; chain_y,
+    chain_x; nothing for the ambiguous one; part_common alone for two chains sharing their end), so a compiler that stops emitting the call sites
+    fails the test instead of passing it empty;
+  * --regs: in every frame gdb unwound (not its tail-call frames, where stackprov prints none),
+    each of those registers gdb knows has stackprov's value, and stackprov knows none that gdb
+    prints as <not saved>;
+  * --no-tail-calls gives the same frames without the inferred ones; the text form tags them
+    "[tail_call, inferred]".
+Exit 0 on success, 1 on a mismatch, 2 on a harness problem (a missing tool included).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from peers import gdb_frame_registers_script, parse_gdb_frame_registers  # noqa: E402
+
+REGS = ["rip", "rsp", "rbp", "rbx", "r12", "r13", "r14", "r15"]
+# The tail-call frames gdb shows per role (innermost first): what the fixture is built for.
+SHAPES = {"single": ["hot_b"], "chain": ["chain_y", "chain_x"], "ambiguous": [], "partial": ["part_common"],
+          "regs": [], "signal": []}
+# The frames around them, innermost first (the leaf, then its real caller).
+AROUND = {"single": ("leaf_single", "caller_single"), "chain": ("leaf_chain", "caller_chain"),
+          "ambiguous": ("leaf_amb", "caller_amb"), "partial": ("leaf_part", "caller_part")}
+
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL: " + msg)
+
+
+class Harness(Exception):
+    pass
+
+
+# gdb runs with debuginfod off: stackprov is asked without it too (the same local debug files).
+ENV = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
+
+
+def run(cmd, timeout=60):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def start_fixture(exe):
+    p = subprocess.Popen([exe], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    roles = {}
+    deadline = time.time() + 20
+    while True:
+        line = p.stdout.readline()
+        if not line:
+            raise Harness("fixture ended before ready: %s" % p.stderr.read())
+        f = line.split()
+        if f == ["ready"]:
+            break
+        if len(f) == 3 and f[0] == "thread":
+            roles[int(f[1])] = f[2]
+        if time.time() > deadline:
+            raise Harness("fixture not ready in time")
+    # Every thread asleep (pause, pthread_join) before anyone looks.
+    for _ in range(500):
+        states = []
+        for t in os.listdir("/proc/%d/task" % p.pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (p.pid, t)) as fh:
+                    s = fh.read()
+                states.append(s[s.rindex(")") + 2])
+            except (OSError, ValueError):
+                pass
+        if states and all(s in "SD" for s in states):
+            return p, roles
+        time.sleep(0.01)
+    raise Harness("fixture threads not asleep")
+
+
+def stack_json(sp, target, extra):
+    r = run([sp, "stack"] + target + ["--json", "--python=off"] + extra)
+    if r.returncode != 0:
+        raise Harness("stackprov stack %s exited %d: %s" % (" ".join(extra), r.returncode, r.stderr))
+    return {t["tid"]: t for t in json.loads(r.stdout)["threads"]}
+
+
+def gdb_frames(gdb, target):
+    """`target`: ["-p", PID] or [EXE, CORE]."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(gdb_frame_registers_script(REGS))
+        script = f.name
+    try:
+        r = run(["timeout", "-s", "KILL", "100", gdb, "-nx", "-batch", "-ex", "set debuginfod enabled off",
+                 "-ex", "set backtrace past-main on"] + target + ["-ex", "source " + script], timeout=120)
+    finally:
+        os.unlink(script)
+    frames = parse_gdb_frame_registers(r.stdout)
+    if frames is None:
+        raise Harness("gdb gave no frames: %s" % r.stderr[-2000:])
+    return frames
+
+
+def check_thread(ctx, tid, role, ours, theirs, fixture_path, counts):
+    where = "%stid %d (%s)" % (ctx, tid, role or "main")
+    o_seq = [(int(f["pc"], 16), f["method"] == "tail_call") for f in ours]
+    g_seq = [(f["pc"], f["kind"] == "tailcall") for f in theirs]
+    if o_seq != g_seq:
+        fail("%s: frames differ from gdb's:\n  gdb:       %s\n  stackprov: %s" % (
+            where, ["0x%x%s %s" % (pc, " tail" if t else "", f["name"]) for (pc, t), f in zip(g_seq, theirs)],
+            ["0x%x%s %s" % (pc, " tail" if t else "", f.get("function")) for (pc, t), f in zip(o_seq, ours)]))
+        return
+    for i, (o, g) in enumerate(zip(ours, theirs)):
+        tail = o["method"] == "tail_call"
+        counts["frames"] += 1
+        if tail:
+            counts["tail"] += 1
+            if "inferred" not in o.get("flags", []):
+                fail("%s #%d: tail-call frame without the inferred flag: %s" % (where, i, o.get("flags")))
+            if any(v is not None for v in o.get("registers", {}).values()):
+                fail("%s #%d: tail-call frame with registers %s" % (where, i, o["registers"]))
+        if o.get("module") == fixture_path and o.get("function") != g["name"]:
+            fail("%s #%d: at 0x%x gdb names %r, stackprov %r" % (where, i, g["pc"], g["name"], o.get("function")))
+        if tail:
+            continue  # gdb's registers of its tail-call frames are made up from the frame below
+        mine = o.get("registers", {})
+        for r in REGS:
+            gv, ov = g["regs"].get(r), mine.get(r)
+            ov = None if ov is None else int(ov, 16)
+            if gv is None and ov is not None:
+                fail("%s #%d %s: stackprov says 0x%x, gdb <not saved>" % (where, i, r, ov))
+            elif gv is not None and ov != gv:
+                fail("%s #%d %s: gdb 0x%x, stackprov %s" % (where, i, r, gv, "unknown" if ov is None else "0x%x" % ov))
+            elif gv is not None:
+                counts["regs"] += 1
+    # The fixture's own tail-call frames (libc's depend on its debug file being installed).
+    tails = [o["function"] for o in ours if o["method"] == "tail_call" and o.get("module") == fixture_path]
+    if role in SHAPES and tails != SHAPES[role]:
+        fail("%s: tail-call frames %s, the fixture is built for %s (gdb agreed with stackprov: the "
+             "compiler's call-site information is not what the fixture expects)" % (where, tails, SHAPES[role]))
+    if role in AROUND:
+        names = [o.get("function") for o in ours]
+        leaf, caller = AROUND[role]
+        if leaf not in names or caller not in names or \
+                names.index(caller) != names.index(leaf) + 1 + len(SHAPES[role]):
+            fail("%s: expected %s, %s, %s in order: %s" % (where, leaf, SHAPES[role], caller, names))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--gdb", default="gdb")
+    ap.add_argument("--fixture", required=True)
+    ap.add_argument("--gcore", default=None, help="also compare through a core file gcore writes")
+    a = ap.parse_args()
+    gdb = shutil.which(a.gdb)
+    if gdb is None:
+        print("HARNESS: gdb not found (%s): the oracle of this test" % a.gdb)
+        return 2
+    if a.gcore and shutil.which(a.gcore) is None:
+        print("HARNESS: gcore not found (%s): it writes the core this test compares through" % a.gcore)
+        return 2
+    t0 = time.time()
+    p, roles = start_fixture(a.fixture)
+    work = tempfile.mkdtemp(prefix="tailcall-")
+    core = None
+    try:
+        live = ["--pid", str(p.pid)]
+        ours = stack_json(a.stackprov, live, ["--regs"])
+        plain = stack_json(a.stackprov, live, ["--no-tail-calls"])
+        text = run([a.stackprov, "stack", "--python=off"] + live)
+        theirs = gdb_frames(gdb, ["-p", str(p.pid)])
+        if a.gcore:
+            # The same stopped threads through a core file (gcore: gdb's own dump).
+            r = run([a.gcore, "-o", os.path.join(work, "core"), str(p.pid)], timeout=120)
+            core = os.path.join(work, "core.%d" % p.pid)
+            if r.returncode != 0 or not os.path.exists(core):
+                raise Harness("gcore failed: %s" % r.stderr[-1500:])
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    fixture_path = os.path.realpath(a.fixture)
+    counts = {"frames": 0, "tail": 0, "regs": 0}
+    try:
+        runs = [("live", ours, theirs)]
+        if core:
+            runs.append(("core", stack_json(a.stackprov, ["--core", core, "--exe", a.fixture], ["--regs"]),
+                         gdb_frames(gdb, [a.fixture, core])))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for what, o, g in runs:
+        if sorted(o) != sorted(g):
+            fail("[%s] threads differ: stackprov %s, gdb %s" % (what, sorted(o), sorted(g)))
+        for tid in sorted(set(o) & set(g)):
+            check_thread("[%s] " % what, tid, roles.get(tid), o[tid]["frames"], g[tid], fixture_path, counts)
+    for tid in sorted(ours):
+        real = [f["pc"] for f in ours[tid]["frames"] if "inferred" not in f.get("flags", [])]
+        if [f["pc"] for f in plain.get(tid, {"frames": []})["frames"]] != real:
+            fail("tid %d: --no-tail-calls frames are not the default frames without the inferred ones" % tid)
+        if any("inferred" in f.get("flags", []) for f in plain.get(tid, {"frames": []})["frames"]):
+            fail("tid %d: --no-tail-calls shows an inferred frame" % tid)
+    tagged = [l for l in text.stdout.splitlines() if l.endswith(" [tail_call, inferred]")]
+    live_tail = sum(f["method"] == "tail_call" for t in ours.values() for f in t["frames"])
+    if text.returncode != 0 or len(tagged) != live_tail:
+        fail("text form: %d lines tagged [tail_call, inferred], %d tail-call frames in JSON (exit %d)" %
+             (len(tagged), live_tail, text.returncode))
+    for role in SHAPES:
+        if role not in roles.values():
+            fail("the fixture printed no %s thread" % role)
+    print("%s: %s: %d threads, %d frames identical to gdb's (%d tail-call frames), %d register values "
+          "equal to gdb's info registers, %.1f s" % ("FAIL" if failures else "PASS", "+".join(w for w, _, _ in runs),
+                                                     len(ours), counts["frames"], counts["tail"], counts["regs"],
+                                                     time.time() - t0))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Harness as e:
+        print("HARNESS: %s" % e)
+        sys.exit(2)
