@@ -54,6 +54,14 @@ inline constexpr int kExitOk = 0;     // the work was done
 inline constexpr int kExitFail = 1;   // the work failed (one line on stderr says what and why)
 inline constexpr int kExitUsage = 2;  // bad command line: an unknown option, a missing or bad value
 
+/// The bundle identity bytes (hex, as sprov_bundle_find_module and sprov_symbolizer_addr_id take
+/// them: the GUID as the RSDS record stores it, then the age u32 little-endian) of a PDB's
+/// symbol-server key (32 hex digits of the GUID in the usual order, then the age in 1 to 8 hex
+/// digits, as in a symbol store's NAME.pdb/KEY/NAME.pdb); "" when `key` is not one.
+std::string pdb_key_id_hex(std::string_view key);
+/// The inverse: the symbol-server key of 40 hex digits of pdb-guid-age identity bytes ("" else).
+std::string pdb_id_hex_key(std::string_view id_hex);
+
 /// "" when `path` names something that is not a directory (or does not exist yet), else
 /// "'PATH' is a directory" -- for options and arguments that name a file.
 std::string directory_given(const std::string& path);

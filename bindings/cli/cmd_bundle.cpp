@@ -21,10 +21,11 @@ namespace {
 
 const char kHelp[] =
     "usage: stackprov bundle build [--store DIR] [--sign KEY --log DIR [--log-key LOGKEY]] [--include-debug]\n"
-    "                              [-o PATH] [--name NAME] [--debug-file-directory DIR]... FILE...\n"
+    "                              [-o PATH] [--name NAME] [--debug-file-directory DIR]...\n"
+    "                              [--symbol-path DIR]... FILE...\n"
     "       stackprov bundle inspect BUNDLE [--store DIR] [--json]\n"
-    "       stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
-    "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX] ADDRESS...\n"
+    "       stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX|--pdb-key KEY] ADDRESS...\n"
+    "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX|--pdb-key KEY] ADDRESS...\n"
     "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [-o FILE]\n"
     "                                     [--store DIR]\n"
     "       stackprov bundle put [--store DIR] BUNDLEFILE...\n"
@@ -38,8 +39,10 @@ const char kHelp[] =
     "         inline chains of every executable byte its DWARF describes (found in FILE or its\n"
     "         separate debug file), the unwind rows of its .eh_frame/.debug_frame and a return pad\n"
     "         after every call. A FILE without DWARF gets symbol-table ranges only (no lines, no\n"
-    "         pads). A PE FILE (mingw) is keyed by its PDB GUID+age, its ranges and pads from its\n"
-    "         DWARF, no unwind rows yet. The output is deterministic. Prints the bundle's identity,\n"
+    "         pads). A PE FILE is keyed by its PDB GUID+age (pdb-guid-age), its ranges from its PDB\n"
+    "         (clang-cl/lld-link: found as 'symbolize' finds it, also under --debug-file-directory\n"
+    "         DIR as DIR/NAME.pdb/KEY/NAME.pdb) or its DWARF (mingw), its unwind rows from .pdata\n"
+    "         with the rows of its epilogs. The output is deterministic. Prints the bundle's identity,\n"
     "         sha256:<hex>.\n"
     "         --store DIR   put the bundle into the store (created if missing) and index its modules\n"
     "         -o, --output PATH   also (or, without --store/--sign, only) write the bundle to PATH\n"
@@ -48,6 +51,8 @@ const char kHelp[] =
     "         --name NAME   module name stored in the bundle (one FILE only; default: its basename)\n"
     "         --debug-file-directory DIR   search DIR for separate debug files (repeatable;\n"
     "                       default /usr/lib/debug)\n"
+    "         --symbol-path DIR   a symbol store of PDBs, DIR/NAME.pdb/KEY/NAME.pdb (repeatable;\n"
+    "                       searched after the debug file directories)\n"
     "         --include-debug   embed each module's debug file (or the file itself) in the bundle\n"
     "         --sign KEY    sign the bundle (implies the store): a DSSE envelope over an in-toto\n"
     "                       statement whose subject is the bundle's sha256, signed with the private\n"
@@ -66,7 +71,8 @@ const char kHelp[] =
     "         bundle alone and prints, like llvm-symbolizer --inlining, for each inline frame\n"
     "         innermost first: the function (linkage name) and file:line:column, then a blank line;\n"
     "         \"??\" and \"??:0:0\" when the bundle has no range there. --build-id picks the module\n"
-    "         (required when the bundle holds more than one).\n"
+    "         (required when the bundle holds more than one), or --pdb-key KEY a PE module by its\n"
+    "         PDB's symbol-server key (GUID hex + age hex, as in NAME.pdb/KEY/NAME.pdb).\n"
     "unwind   prints the unwind row covering each ADDRESS, one line each: x86_64 rows in\n"
     "         llvm-dwarfdump's notation (\"CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]\"; other\n"
     "         architectures: DWARF register numbers \"r7\"), or \"end-of-stack\", \"full\" (the row\n"
@@ -214,11 +220,17 @@ int sign_stored(Store& st, const std::string& digest, const sprov_bundle_sign_op
 }
 
 int cmd_build(int argc, char** argv) {
-  const auto a = parse(argc, argv, {"output", "name", "store", "sign", "log", "log-key", "debug-file-directory"},
+  const auto a = parse(argc, argv,
+                       {"output", "name", "store", "sign", "log", "log-key", "debug-file-directory", "symbol-path"},
                        {"include-debug"});
   if (int rc = check_args(a, {"output", "name", "store", "sign", "log", "log-key"})) return rc;
   const std::vector<std::string>& files = a.pos;
-  const std::vector<std::string> dirs = a.all("debug-file-directory");
+  // A symbol path is one more debug directory (a PE's PDB as DIR/NAME.pdb and DIR/NAME.pdb/KEY/NAME.pdb),
+  // after the default one when none is given: as 'stackprov symbolize --symbol-path'.
+  std::vector<std::string> dirs = a.all("debug-file-directory");
+  const std::vector<std::string> symbol_paths = a.all("symbol-path");
+  if (dirs.empty() && !symbol_paths.empty()) dirs.push_back("/usr/lib/debug");
+  dirs.insert(dirs.end(), symbol_paths.begin(), symbol_paths.end());
   auto value = [&](const char* n) { return std::string(a.has(n) ? a.get(n) : ""); };
   std::string out = value("output"), name = value("name"), store_dir = value("store"), key = value("sign"),
               log_dir = value("log"), log_key = value("log-key");
@@ -334,23 +346,50 @@ struct ModuleQuery {
   std::vector<std::string> addrs;
 };
 
+/// The identities a bundle holds, for an error ("pdb-guid-age key KEY (id HEX), elf-build-id HEX").
+std::string held_modules(const sprov_bundle* b) {
+  std::string s;
+  const size_t n = sprov_bundle_module_count(b);
+  for (size_t i = 0; i < n && i < 4; i++) {
+    sprov_bundle_module m{};
+    m.sz = sizeof m;
+    if (sprov_bundle_module_info(b, i, &m) != 0) continue;
+    const std::string key = m.id_kind == SPROV_BUNDLE_ID_PDB_GUID_AGE ? stackprov_cli::pdb_id_hex_key(m.id_hex) : "";
+    s += std::string(s.empty() ? "" : ", ") + sprov_bundle_id_kind_name(static_cast<int>(m.id_kind)) +
+         (key.empty() ? " " : " key " + key + " (id ") + m.id_hex + (key.empty() ? "" : ")");
+  }
+  if (n > 4) s += ", ... (" + std::to_string(n) + " modules)";
+  return s.empty() ? "no module" : s;
+}
+
 /// 0 with *q filled, or the exit code of the error it printed.
 int open_query(int argc, char** argv, const char* verb, ModuleQuery* q) {
-  const auto a = parse(argc, argv, {"build-id", "store"}, {});
-  if (int rc = check_args(a, {"build-id", "store"})) return rc;
+  const auto a = parse(argc, argv, {"build-id", "pdb-key", "store"}, {});
+  if (int rc = check_args(a, {"build-id", "pdb-key", "store"})) return rc;
   if (a.pos.empty()) return usage(std::string(verb) + " needs a BUNDLE");
   const std::string arg = a.pos[0], build_id = a.has("build-id") ? a.get("build-id") : "",
+                    pdb_key = a.has("pdb-key") ? a.get("pdb-key") : "",
                     store_dir = a.has("store") ? a.get("store") : "";
+  if (!build_id.empty() && !pdb_key.empty())
+    return usage("give either --build-id '" + build_id + "' or --pdb-key '" + pdb_key + "', not both");
+  const std::string pdb_id = stackprov_cli::pdb_key_id_hex(pdb_key);
+  if (!pdb_key.empty() && pdb_id.empty())
+    return usage("--pdb-key '" + pdb_key +
+                 "' is not a PDB symbol-server key (32 hex digits of the GUID, then the age in hex)");
   q->addrs.assign(a.pos.begin() + 1, a.pos.end());
   if (int rc = open_bundle_arg(arg, store_dir, &q->bundle)) return rc;
   const size_t n = sprov_bundle_module_count(q->bundle.b);
-  if (!build_id.empty()) {
+  if (!pdb_id.empty()) {
+    if (sprov_bundle_find_module(q->bundle.b, SPROV_BUNDLE_ID_PDB_GUID_AGE, pdb_id.c_str(), &q->module) != 0)
+      return fail("no module with pdb-guid-age key " + pdb_key + " (id " + pdb_id + ") in '" + arg + "': it holds " +
+                  held_modules(q->bundle.b));
+  } else if (!build_id.empty()) {
     if (sprov_bundle_find_module(q->bundle.b, SPROV_BUNDLE_ID_ELF_BUILD_ID, build_id.c_str(), &q->module) != 0)
       return sprov_last_error() == SPROV_ERR_INVALID_ARG
                  ? usage("--build-id '" + build_id + "' is not a hex build-id")
                  : fail("no module with build-id " + build_id + " in '" + arg + "'");
   } else if (n != 1) {
-    return usage("'" + arg + "' holds " + std::to_string(n) + " modules: name one with --build-id");
+    return usage("'" + arg + "' holds " + std::to_string(n) + " modules: name one with --build-id or --pdb-key");
   }
   return 0;
 }

@@ -40,12 +40,13 @@ constexpr const char* kHelp =
     "                    \"notes\")\n"
     "  --symbol-path DIRS with --minidump: ':'-separated directories of module files (DIR/NAME or\n"
     "                    DIR/NAME/<TIMESTAMP><SIZEOFIMAGE>/NAME); a file is used only when its\n"
-    "                    TimeDateStamp, SizeOfImage and identity are the dump's\n"
+    "                    TimeDateStamp, SizeOfImage and identity are the dump's; PDBs are looked\n"
+    "                    up there too (DIR/NAME.pdb, DIR/NAME.pdb/<GUID><AGE>/NAME.pdb)\n"
     "  --tid TID         only the thread TID (default: every thread)\n"
     "  -e, --exe PATH    with --core: the main program's file (default: its path in the core)\n"
     "  --sysroot DIR     with --core: look up every module file under DIR\n"
-    "  --offline         with --core: use no module file, only the core and bundles (not with\n"
-    "                    --exe)\n"
+    "  --offline         with --core or --minidump: use no module file, only the core or dump\n"
+    "                    and bundles (not with --exe)\n"
     "  --store DIR       the bundle store (with --offline the default is $STACKPROV_STORE, else\n"
     "                    $XDG_DATA_HOME/stackprov/store, else ~/.local/share/stackprov/store;\n"
     "                    without --offline and --store: no store). Without --offline: bundles\n"
@@ -353,6 +354,10 @@ int cmd_stack(int argc, char** argv) {
   copts.bundle_store = a.store ? a.store : a.offline ? "" : nullptr;
   copts.flags = a.offline ? SPROV_CTX_OFFLINE : 0;
   copts.resolvers = a.resolvers;
+  // --symbol-path is also a debug directory (after the default one): a module's PDB is found there
+  // as DIR/NAME.pdb and in the symbol-store layout DIR/NAME.pdb/KEY/NAME.pdb, as with 'symbolize'.
+  const std::string debug_dirs = a.symbol_path ? std::string("/usr/lib/debug:") + a.symbol_path : std::string();
+  copts.debug_dirs = a.symbol_path ? debug_dirs.c_str() : nullptr;
   sprov_context* ctx = nullptr;
   if (int rc = sprov_context_new(&copts, &ctx); rc != 0) {
     return library_error(a.sysroot ? std::string("sysroot '") + a.sysroot + "'" : "context", rc);

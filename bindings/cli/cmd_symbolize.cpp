@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "args.hpp"
 #include "command.hpp"
 #include "print.hpp"
 #include "stackprov/stackprov.h"
@@ -30,7 +31,9 @@ enum class Names { kLinkage, kShort, kNone };
 
 struct Options {
   std::string obj;        // --obj: every input is an address of this module
-  std::string build_id;   // --build-id: no module file, the bundle step answers
+  std::string build_id;   // --build-id (or --pdb-key's identity bytes): no module file, the bundle step answers
+  int id_kind = SPROV_BUNDLE_ID_ELF_BUILD_ID;  // SPROV_BUNDLE_ID_PDB_GUID_AGE with --pdb-key
+  std::string pdb_key;    // --pdb-key KEY as given
   std::string resolvers;  // --resolvers LIST ("" = the library default)
   bool has_store = false;
   std::string store;      // --store DIR
@@ -62,7 +65,8 @@ struct Frame {
 const char* kUsage =
     "usage: stackprov symbolize --obj PATH [options] [ADDRESS...]\n"
     "       stackprov symbolize [options] ['FILE ADDRESS'...]   (module named on each input)\n"
-    "       stackprov symbolize --build-id HEX [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
+    "       stackprov symbolize --build-id HEX [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n"
+    "       stackprov symbolize --pdb-key KEY [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
     "Symbolizes link-time addresses like llvm-symbolizer-14, with its output byte for byte:\n"
     "inputs come from the arguments or, when there are none, from stdin, one per line. With\n"
     "--obj an input is an address (0x hex, 0 octal, 0b binary or decimal); without it an\n"
@@ -81,6 +85,8 @@ const char* kUsage =
     "  --obj, --exe, -e PATH        the module of every input\n"
     "  --build-id HEX               the module by its ELF build-id, no file: only its bundle\n"
     "                               answers (error: no bundle for build-id HEX in store DIR)\n"
+    "  --pdb-key KEY                the same for a PE module by its PDB's symbol-server key\n"
+    "                               (GUID hex + age hex, as in NAME.pdb/KEY/NAME.pdb)\n"
     "  --store DIR                  bundle store (default with --build-id: $STACKPROV_STORE,\n"
     "                               else $XDG_DATA_HOME/stackprov/store, else\n"
     "                               ~/.local/share/stackprov/store; otherwise none unless\n"
@@ -422,7 +428,8 @@ class Runner {
     memset(&info, 0, sizeof(info));
     info.sz = sizeof(info);
     const int rc = o_.build_id.empty() ? sprov_symbolizer_addr_ex(sym_, rq.module.c_str(), addr, flags, &info)
-                                       : sprov_symbolizer_addr_build_id(sym_, o_.build_id.c_str(), addr, flags, &info);
+                                       : sprov_symbolizer_addr_id(sym_, o_.id_kind, o_.build_id.c_str(), addr, flags,
+                                                                  &info);
     if (rc != 0) {
       *code = rc;
       *err = sprov_last_error_message();
@@ -504,6 +511,7 @@ class Runner {
   }
 
   std::string module_name(const Request& rq) const {
+    if (!o_.pdb_key.empty()) return "PDBKEY:" + o_.pdb_key;
     return o_.build_id.empty() ? rq.module : "BUILDID:" + o_.build_id;
   }
 
@@ -585,7 +593,18 @@ int parse_args(int argc, char** argv, Options* o) {
       if (o->obj.empty()) return usage("option '" + name + "' needs a file name");
     } else if (a.size() > 2 && a.rfind("-e", 0) == 0 && a[2] != '=') {
       o->obj = a.substr(2);  // -ePATH
+    } else if (name == "--pdb-key") {
+      if (!need(&o->pdb_key)) return usage("--pdb-key needs a value");
+      if (o->id_kind != SPROV_BUNDLE_ID_PDB_GUID_AGE && !o->build_id.empty())
+        return usage("give either --build-id '" + o->build_id + "' or --pdb-key '" + o->pdb_key + "', not both");
+      o->build_id = stackprov_cli::pdb_key_id_hex(o->pdb_key);
+      o->id_kind = SPROV_BUNDLE_ID_PDB_GUID_AGE;
+      if (o->build_id.empty())
+        return usage("--pdb-key '" + o->pdb_key +
+                     "' is not a PDB symbol-server key (32 hex digits of the GUID, then the age in hex)");
     } else if (name == "--build-id") {
+      if (o->id_kind == SPROV_BUNDLE_ID_PDB_GUID_AGE)
+        return usage("give either --build-id or --pdb-key '" + o->pdb_key + "', not both");
       if (!need(&o->build_id)) return usage("--build-id needs a value");
       bool ok = !o->build_id.empty() && o->build_id.size() % 2 == 0 && o->build_id.size() <= 128;
       for (char ch : o->build_id) ok = ok && isxdigit(static_cast<unsigned char>(ch));

@@ -801,6 +801,14 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
  * offline contexts. */
 SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* build_id, uint64_t address,
                                              uint32_t flags, struct sprov_symbol_info* out);
+/* The same for the module of any identity kind: `id_kind` one of SPROV_BUNDLE_ID_*
+ * (symbol_bundle.h: 1 ELF build-id, 2 PDB GUID+age, 3 Mach-O UUID), `id_hex` its bytes in hex
+ * as a bundle stores them (PDB: the 16 GUID bytes as the RSDS record holds them, then the age
+ * u32 little-endian; `stackprov bundle inspect` prints them). Errors as above, naming the kind;
+ * SPROV_ERR_INVALID_ARG for another kind. sprov_symbolizer_addr_build_id(s, hex, ...) is
+ * sprov_symbolizer_addr_id(s, SPROV_BUNDLE_ID_ELF_BUILD_ID, hex, ...). */
+SPROV_API int sprov_symbolizer_addr_id(sprov_symbolizer* sym, int id_kind, const char* id_hex, uint64_t address,
+                                       uint32_t flags, struct sprov_symbol_info* out);
 /* Makes the "bundle" step answer every module from one bundle instead of the
  * store's id map: "sha256:<hex>" (a bundle in the context's store) or a bundle
  * file's path. A module that bundle does not hold is an error naming the

@@ -107,6 +107,10 @@ struct ModuleContents {
   std::vector<ReturnPadRecord> return_pads;
   std::vector<UnwindRowRecord> unwind_rows;
   std::vector<uint8_t> debug_blob;       ///< the debug file itself (--include-debug); may be empty
+  /// The ranges are a PDB's answers (a PE with a PDB): the outermost frame's position is its line
+  /// table's, so an answer without inlines is that frame alone (llvm's PDB context), not the
+  /// innermost frame's line as for DWARF. Module flag kModFlagPdbLines (format 4).
+  bool pdb_lines = false;
 };
 
 struct BundleContents {
@@ -146,6 +150,7 @@ struct ModuleView {
   uint64_t pad_count = 0;
   uint64_t unwind_count = 0;
   std::span<const uint8_t> debug_blob;   ///< empty when not embedded
+  bool pdb_lines = false;                ///< ModuleContents::pdb_lines
 };
 
 /// Reads a bundle from memory or an mmap'd file.

@@ -45,7 +45,10 @@ inline constexpr uint32_t kSecSymtabRanges = kSectionOptionalBit | 1u;
 inline constexpr size_t kModuleSize = 320;
 inline constexpr size_t kModIdKind = 0;      // u8
 inline constexpr size_t kModIdLen = 1;       // u8
-inline constexpr size_t kModFlags = 2;       // u16, 0
+inline constexpr size_t kModFlags = 2;       // u16: kModFlagPdbLines, else 0
+/// Module flag (format 4): the ranges are a PDB's (ModuleContents::pdb_lines). Readers before it
+/// refuse a module with flags ("module N has flags 0x1").
+inline constexpr uint16_t kModFlagPdbLines = 1;
 inline constexpr size_t kModName = 4;        // u32 name length: STRINGS slice = name, NUL, LZ stream
 inline constexpr size_t kModId = 8;          // u8[64], zero past id_len
 inline constexpr size_t kModShaFile = 72;    // u8[32]

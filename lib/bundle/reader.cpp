@@ -657,7 +657,9 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
       return bad("module %zu: id length %u is wrong for id kind %u", mi, id_len, kind);
     for (size_t i = id_len; i < kMaxIdBytes; i++)
       if (r[kModId + i] != 0) return bad("module %zu: id byte %zu past its length %u is not zero", mi, i, id_len);
-    if (ld16(r + kModFlags) != 0) return bad("module %zu has flags 0x%x", mi, ld16(r + kModFlags));
+    const uint16_t mflags = ld16(r + kModFlags);
+    if ((mflags & ~kModFlagPdbLines) != 0 || (mflags != 0 && version < 4))
+      return bad("module %zu has flags 0x%x (format %u knows %s)", mi, mflags, version, version < 4 ? "none" : "0x1");
     for (size_t k = 0; k < std::size(kSlices); k++) {
       const SliceField& f = kSlices[k];
       Slice& s = m.*(f.member);
@@ -698,6 +700,7 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     std::memcpy(v.sha256_debug.data(), r + kModShaDebug, 32);
     v.range_count = m.nranges;
     v.pad_count = m.npads;
+    v.pdb_lines = (mflags & kModFlagPdbLines) != 0;
     v.unwind_count = m.nrows;
     if (m.blob.count > 0) v.debug_blob = std::span<const uint8_t>(im.sec[kSecBlobs] + m.blob.first, m.blob.count);
     if (mi > 0) {

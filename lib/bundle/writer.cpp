@@ -869,6 +869,10 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
     uint8_t rec[kModuleSize] = {};
     rec[kModIdKind] = static_cast<uint8_t>(m.id.kind);
     rec[kModIdLen] = static_cast<uint8_t>(m.id.bytes.size());
+    if (m.pdb_lines && version < 4)
+      return make_error(SPROV_ERR_BUNDLE, "module %s: ranges from a PDB need format 4 (writing format %u)",
+                        module_label(m).c_str(), version);
+    st16(rec + kModFlags, m.pdb_lines ? kModFlagPdbLines : uint16_t{0});
     st32(rec + kModName, static_cast<uint32_t>(m.name.size()));
     std::memcpy(rec + kModId, m.id.bytes.data(), m.id.bytes.size());
     std::memcpy(rec + kModShaFile, m.sha256_file.data(), 32);

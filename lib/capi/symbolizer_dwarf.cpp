@@ -162,7 +162,7 @@ void collapse_inline_chain(symbolize::Resolution* r, uint32_t flags) {
   if (r->frames.size() < 2) return;
   // A PDB's line table holds the physical function's lines (inline sites have their own): llvm's
   // symbolizeCode answers with the physical frame alone (PDBContext::getLineInfoForAddress).
-  if (r->resolver == symbolize::ResolvedBy::kPdb) {
+  if (r->resolver == symbolize::ResolvedBy::kPdb || r->pdb_lines) {
     symbolize::ResolvedFrame outer = std::move(r->frames.back());
     r->frames.assign(1, std::move(outer));
     return;
@@ -366,44 +366,63 @@ SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_sta
   });
 }
 
+namespace {
+
+/// sprov_symbolizer_addr_id and sprov_symbolizer_addr_build_id (`fn` names the caller); runs inside their guard().
+int addr_by_id(sprov_symbolizer* sym, int id_kind, const char* id_hex, uint64_t address, uint32_t flags,
+               struct sprov_symbol_info* out, const char* fn) {
+  if (int e = check(sym, flags, fn)) return e;
+  if (id_hex == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "%s: NULL id", fn));
+  if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
+  if (id_kind < static_cast<int>(IdKind::kElfBuildId) || id_kind > static_cast<int>(IdKind::kMachoUuid))
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "identity kind %d is not one of SPROV_BUNDLE_ID_* (1..3)", id_kind));
+  const IdKind kind = static_cast<IdKind>(id_kind);
+  const char* what = kind == IdKind::kElfBuildId ? "build-id" : id_kind_name(kind);  // ELF: the messages as before
+  const ModuleId id = ModuleId::from_hex(id_hex, kind);
+  if (id.empty())
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "%s '%s' is not 1 to %zu bytes of hex", what, id_hex,
+                           ModuleId::kMax));
+  symbolize::ResolverChain& c = chain(sym);
+  // Without a module file only the bundle step can answer.
+  if (!c.policy().has(symbolize::ResolverPolicy::Step::kBundle))
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "%s %s: no module file, and the resolver policy has no 'bundle' step",
+                           what, id.hex().c_str()));
+  if (!c.bundles().enabled())
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "%s %s: no bundle store configured (sprov_context_opts.bundle_store)",
+                           what, id.hex().c_str()));
+  bool found = false;
+  auto r = c.bundles().resolve(kind, std::span<const uint8_t>(id.bytes, id.len), address, &sym->last, &found);
+  if (!r) return fail(r.error());
+  if (!found)
+    return fail(make_error(SPROV_ERR_NOT_FOUND, "no bundle for %s %s in store %s", what,
+                           kind == IdKind::kElfBuildId
+                               ? id.hex().c_str()
+                               : symbolize::module_id_string(kind, std::span<const uint8_t>(id.bytes, id.len)).c_str(),
+                           c.bundles().store_dir().c_str()));
+  if (!r.value()) {
+    sym->last = symbolize::Resolution{};
+    sym->last.frames.emplace_back();
+    sym->last.provenance = "none";
+  }
+  const int rc = fill_info(sym, flags, out);
+  symbolize::ChainModule cm;
+  cm.build_id = id;
+  explain(sym, &cm, address);
+  return rc;
+}
+
+}  // namespace
+
+SPROV_API int sprov_symbolizer_addr_id(sprov_symbolizer* sym, int id_kind, const char* id_hex, uint64_t address,
+                                       uint32_t flags, struct sprov_symbol_info* out) {
+  return guard([&] { return addr_by_id(sym, id_kind, id_hex, address, flags, out, "sprov_symbolizer_addr_id"); });
+}
+
 SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* build_id, uint64_t address,
                                              uint32_t flags, struct sprov_symbol_info* out) {
   return guard([&] {
-    if (int e = check(sym, flags, "sprov_symbolizer_addr_build_id")) return e;
-    if (build_id == nullptr)
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbolizer_addr_build_id: NULL build_id"));
-    if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
-    const ModuleId id = ModuleId::from_hex(build_id);
-    if (id.empty())
-      return fail(make_error(SPROV_ERR_INVALID_ARG,
-                             "build-id '%s' is not 1 to %zu bytes of hex", build_id, ModuleId::kMax));
-    symbolize::ResolverChain& c = chain(sym);
-    // Without a module file only the bundle step can answer.
-    if (!c.policy().has(symbolize::ResolverPolicy::Step::kBundle))
-      return fail(make_error(SPROV_ERR_INVALID_ARG,
-                             "build-id %s: no module file, and the resolver policy has no 'bundle' step",
-                             id.hex().c_str()));
-    if (!c.bundles().enabled())
-      return fail(make_error(SPROV_ERR_INVALID_ARG,
-                             "build-id %s: no bundle store configured (sprov_context_opts.bundle_store)",
-                             id.hex().c_str()));
-    bool found = false;
-    auto r = c.bundles().resolve(bundle::IdKind::kElfBuildId, std::span<const uint8_t>(id.bytes, id.len), address,
-                                 &sym->last, &found);
-    if (!r) return fail(r.error());
-    if (!found)
-      return fail(make_error(SPROV_ERR_NOT_FOUND, "no bundle for build-id %s in store %s", id.hex().c_str(),
-                             c.bundles().store_dir().c_str()));
-    if (!r.value()) {
-      sym->last = symbolize::Resolution{};
-      sym->last.frames.emplace_back();
-      sym->last.provenance = "none";
-    }
-    const int rc = fill_info(sym, flags, out);
-    symbolize::ChainModule cm;
-    cm.build_id = id;
-    explain(sym, &cm, address);
-    return rc;
+    return addr_by_id(sym, static_cast<int>(IdKind::kElfBuildId), build_id, address, flags, out,
+                      "sprov_symbolizer_addr_build_id");
   });
 }
 

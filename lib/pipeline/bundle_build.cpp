@@ -17,6 +17,7 @@
 #include "evidence/tlog.hpp"
 #include "object/object_image.hpp"
 #include "pipeline/object_bundle.hpp"
+#include "pipeline/pe_bundle.hpp"
 #include "symbolize/bundle_builder.hpp"
 #include "unwind/bundle_rows.hpp"
 #include "unwind/module_unwind.hpp"
@@ -46,12 +47,18 @@ Result<bundle::ModuleContents> build_module(const std::string& path, const symbo
     auto obj = object::open(path);
     if (!obj.ok()) return std::move(obj).error();
     auto mc = object_module_contents(obj.value(), opts.name.empty() ? base_name(path) : opts.name);
-    if (mc.ok() && !dwarf::dwarf_sections(*obj.value()).info.empty()) {
+    if (mc.ok() && has_pdb(*obj.value())) {  // a PE with a PDB: its ranges are the PDB's (doc/windows.md)
+      if (Status st = add_pdb_ranges(*obj.value(), opts.debug, &mc.value()); !st) return st.error();
+    } else if (mc.ok() && !dwarf::dwarf_sections(*obj.value()).info.empty()) {
       auto dm = symbolize::build_module_contents(path, opts, nullptr);
       if (!dm) return dm.error();
       mc.value().ranges = std::move(dm.value().ranges);
       mc.value().return_pads = std::move(dm.value().return_pads);
       mc.value().sha256_debug = dm.value().sha256_debug;
+    }
+    if (mc.ok()) {  // x64 epilogs: the rows of a frame 0 stopped in one (the code is not in the bundle)
+      auto n = add_epilog_rows(*obj.value(), &mc.value());
+      if (!n) return n.error();
     }
     if (mc.ok() && include_debug) {
       const auto bytes = obj.value()->file_bytes();

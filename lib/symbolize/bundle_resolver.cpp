@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "evidence/encoding.hpp"
+#include "pdb/pdb_file.hpp"
 
 namespace stackprov::symbolize {
 
@@ -37,7 +38,12 @@ std::string held_ids(const bundle::BundleReader& r) {
 }  // namespace
 
 std::string module_id_string(bundle::IdKind kind, std::span<const uint8_t> id) {
-  return std::string(kind_name(kind)) + ":" + evidence::hex_encode(id.data(), id.size());
+  std::string s = std::string(kind_name(kind)) + ":" + evidence::hex_encode(id.data(), id.size());
+  if (kind == IdKind::kPdbGuidAge) {  // and the symbol-server key users know it by (NAME.pdb/KEY/NAME.pdb)
+    const std::string key = pdb::guid_age_key(ModuleId::from_bytes(id.data(), id.size(), kind));
+    if (!key.empty()) s += " (key " + key + ")";
+  }
+  return s;
 }
 
 Result<std::shared_ptr<const OpenBundle>> open_bundle_file(const std::string& path) {
@@ -185,7 +191,8 @@ Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_
   out->symbol_named = true;  // no record of which tables named it: keep the physical name
   out->source = b.digest;
   out->bundle_digest = b.digest;
-  if (kind == bundle::IdKind::kElfBuildId) out->source_build_id = ModuleId::from_bytes(id.data(), id.size());
+  out->source_build_id = ModuleId::from_bytes(id.data(), id.size(), kind);
+  out->pdb_lines = b.reader.modules()[ref.value().module].pdb_lines;
   // A symbol-table range (no DWARF there): the frame-level note, like "minidebuginfo+symtab".
   out->provenance = b.reader.from_symtab(ref.value().module, addr) ? "bundle+symtab" : "bundle";
   return true;

@@ -48,6 +48,9 @@ struct Resolution {
   /// The physical function's name and start come from a symbol table (llvm's
   /// symbol-table override); bundles: always (they keep the physical name).
   bool symbol_named = false;
+  /// The lines are a PDB's (resolver kPdb, or a bundle module built from a PDB): without inlines
+  /// llvm answers the physical frame alone, with its line table's line.
+  bool pdb_lines = false;
   /// What that override replaced in the physical frame, so that it can be undone
   /// (llvm's --functions=short and =none never read the symbol table).
   struct BeforeSymbol {

@@ -11,8 +11,6 @@
 
 namespace stackprov::unwind {
 
-namespace {
-
 bundle::UnwindRowRecord to_record(uint64_t pc, const UnwindRule& r) {
   bundle::UnwindRowRecord o;
   o.pc = pc;
@@ -44,8 +42,6 @@ bool same_rule(const bundle::UnwindRowRecord& a, const bundle::UnwindRowRecord& 
          a.signal_frame == b.signal_frame && a.from_debug_frame == b.from_debug_frame &&
          a.saved_reg == b.saved_reg && a.saved_off == b.saved_off;
 }
-
-}  // namespace
 
 Result<std::vector<bundle::UnwindRowRecord>> bundle_source_rows(const UnwindSource& src, const RowParams& p) {
   std::vector<uint64_t> starts = src.row_starts();

@@ -23,4 +23,9 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_unwind_rows(const LoadedModu
 /// a rule the source cannot decode is kFull (no rule). Deterministic.
 Result<std::vector<bundle::UnwindRowRecord>> bundle_source_rows(const UnwindSource& src, const RowParams& p);
 
+/// The bundle record of `rule` from `pc` on (a rule the record cannot hold is kFull).
+bundle::UnwindRowRecord to_record(uint64_t pc, const UnwindRule& rule);
+/// Whether two records give the same rule (their pcs aside).
+bool same_rule(const bundle::UnwindRowRecord& a, const bundle::UnwindRowRecord& b);
+
 }  // namespace stackprov::unwind

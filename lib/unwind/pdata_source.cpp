@@ -49,6 +49,7 @@ bool to_compact(const pe::X64Plan& p, UnwindRule* out) {
     return true;
   };
   r.ra_kind = UnwindRule::kRaAtCfa;
+  r.ra_reg = kDwarfRip;  // the return address column (what a row printer names)
   if (!words(p.ra, &r.ra_off)) return false;
   for (uint8_t reg = 0; reg < pe::kX64Regs; reg++) {
     if ((p.saved & (1u << reg)) == 0) continue;
@@ -198,6 +199,13 @@ std::vector<uint64_t> PdataSource::row_starts() const {
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> PdataSource::functions() const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(table_.size());
+  for (const pe::RuntimeFunction& f : table_) out.emplace_back(image_base_ + f.begin, image_base_ + f.end);
   return out;
 }
 

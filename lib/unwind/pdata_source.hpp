@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "pe/unwind_info.hpp"
@@ -29,6 +30,9 @@ class PdataSource final : public UnwindSource {
   dwarf::CfiStatus full_row(uint64_t rel, const RuleQuery& q, FullRow* out) const override;
   /// Each function's start, the end of each prolog operation, and each function's end.
   std::vector<uint64_t> row_starts() const override;
+
+  /// Each RUNTIME_FUNCTION as [begin, end) link-time addresses, in table order (bundle epilog rows).
+  std::vector<std::pair<uint64_t, uint64_t>> functions() const;
 
   /// The symbolic step at link-time address `rel` (tests, tools).
   Result<pe::X64Plan> plan(uint64_t rel, bool exact) const;

@@ -18,6 +18,7 @@ import re
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
@@ -169,6 +170,89 @@ def tail_call_epilog(text, order, rva, image_base, begin, end, regs):
     return None
 
 
+ROW_REG = {"RAX": 0, "RCX": 1, "RDX": 2, "RBX": 3, "RSP": 4, "RBP": 5, "RSI": 6, "RDI": 7,
+           **{f"R{i}": i for i in range(8, 16)}}
+
+
+def apply_row(text, regs):
+    """One step by a bundle row as `stackprov bundle unwind` prints it ("CFA=RBP+32: RSI=[CFA-24],
+    RIP=[CFA-8]"): (rip, 16 registers), or None for a row that is not a compact rule (full, none,
+    end-of-stack)."""
+    m = re.match(r"CFA=(\w+)([+-]\d+)(?:: (.*))?$", text)
+    if not m or m.group(1) not in ROW_REG:
+        return None
+    cfa = regs[ROW_REG[m.group(1)]] + int(m.group(2))
+    out, rip = list(regs), None
+    for item in (m.group(3) or "").split(", "):
+        r = re.match(r"(\w+)=\[CFA([+-]\d+)?\]$", item)
+        if not r:
+            return None
+        v = mem_word(cfa + int(r.group(2) or 0))
+        if r.group(1) == "RIP":
+            rip = v
+        elif r.group(1) in ROW_REG:
+            out[ROW_REG[r.group(1)]] = v
+        else:
+            return None
+    if rip is None:
+        return None
+    out[4] = cfa
+    return [rip] + out
+
+
+def check_bundles(a, mods, pes, states, state_regs, theirs_res, texts):
+    """The fixtures' bundles (`stackprov bundle build`: the pdata rows and the epilog rows found at
+    build time) answer every state of those modules, frame-0 style, as RtlVirtualUnwind does: the
+    image's code is not read, so an epilog is known only from the bundle's rows."""
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="pdata-bundle-") as work:
+        compared = skipped = epilog = 0
+        bad = []
+        for mi, (name, path) in enumerate(mods):
+            if not name.startswith("Z:"):
+                continue  # the fixtures (wine's DLLs and the harness have no identity: no bundle)
+            bundle = os.path.join(work, os.path.basename(path) + ".sbundle")
+            b = subprocess.run([a.stackprov, "bundle", "build", "-o", bundle, path], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+            if b.returncode != 0:
+                fail(f"bundle build {path}: {b.stderr}")
+            idx = [i for i, st in enumerate(states) if st[0] == mi]
+            rows = subprocess.run([a.stackprov, "bundle", "unwind", bundle] + ["0x%x" % (pes[mi].image_base + states[i][1])
+                                                                                for i in idx],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if rows.returncode != 0 or len(rows.stdout.splitlines()) != len(idx):
+                fail(f"bundle unwind {bundle}: exit {rows.returncode} {rows.stderr}")
+            for i, row in zip(idx, rows.stdout.splitlines()):
+                _, rva, cat, kinds, rng_f = states[i]
+                got = apply_row(row, state_regs[i])
+                if got is None:
+                    skipped += 1
+                    continue
+                tv = [int(x, 16) for x in theirs_res[i].split()[2:]]
+                if got != tv and rng_f is not None:
+                    tc = tail_call_epilog(texts[mi][1], texts[mi][0], rva, pes[mi].image_base, rng_f[0], rng_f[1],
+                                          state_regs[i])
+                    if tc is not None:
+                        tv = [tc[0]] + tc[1]
+                compared += 1
+                insn = texts[mi][1].get(rva, "")
+                if rng_f is not None and re.match(r"(rep\s+)?ret|pop|jmp", insn):
+                    epilog += 1
+                if got != tv:
+                    bad.append(f"{os.path.basename(path)} rva 0x{rva:x} ({cat}, {insn}): RtlVirtualUnwind "
+                               f"{' '.join('%x' % v for v in tv)} / bundle row '{row}' {' '.join('%x' % v for v in got)}")
+    print(f"bundles: {compared} states of the fixtures answered by their bundle's rows ({epilog} at a ret, pop or "
+          f"jmp inside a function), {skipped} rows not compact (full, none or end-of-stack: no step from the bundle); "
+          f"{time.time() - t0:.2f} s")
+    if bad:
+        print(f"{len(bad)} of {compared} bundle answers differ; first ones:")
+        for x in bad[:25]:
+            print("  " + x)
+        fail("the bundle's rows differ from RtlVirtualUnwind")
+    if epilog == 0:
+        fail("no bundle state lies in an epilog")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--harness", required=True)
@@ -177,6 +261,7 @@ def main():
     ap.add_argument("--objdump", default="llvm-objdump-14")
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--min-states", type=int, default=10000)
+    ap.add_argument("--stackprov", help="also check the fixtures' bundles (their pdata and epilog rows)")
     a = ap.parse_args()
     rng = random.Random(20261129)
 
@@ -296,6 +381,8 @@ def main():
         fail("our unwinder differs from RtlVirtualUnwind")
     if len(states) < a.min_states:
         fail(f"only {len(states)} states (want {a.min_states})")
+    if a.stackprov:
+        check_bundles(a, mods, pes, states, state_regs, theirs_res, texts)
     for need in ("prolog", "body", "leaf", "chained", "machframe", "set_fpreg", "alloc_large", "save_nonvol", "v2"):
         if coverage.get(need, 0) == 0:
             fail(f"no state covers '{need}'")

@@ -85,6 +85,15 @@ def lookups(work, stackprov, refs):
         fails += 1
     else:
         print("ok   symbol store %s/c_O2.pdb/%s/c_O2.pdb: %d addresses as llvm-symbolizer-14" % (store, key, len(addrs)))
+    # bundle build finds the PDB there too (--symbol-path): its bundle answers as llvm did on the original.
+    sb = os.path.join(work, "from-store.sbundle")
+    run([stackprov, "bundle", "build", "-o", sb, "--symbol-path", store, os.path.join(moved, "c_O2.exe")])
+    got = answers([stackprov, "symbolize", "--pdb-key", key, "--bundle", sb], addrs)
+    if got != ref:
+        print("FAIL bundle build --symbol-path: its answers differ from llvm-symbolizer's on the original")
+        fails += 1
+    else:
+        print("ok   bundle build --symbol-path %s: %d addresses as llvm-symbolizer-14" % (store, len(addrs)))
     shutil.copy(os.path.join(work, "cpp_O2.pdb"), os.path.join(moved, "c_O2.pdb"))
     p = subprocess.run([stackprov, "symbolize", "--verbose", "--obj", os.path.join(moved, "c_O2.exe"), "0x%x" % addrs[0]],
                        check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -94,6 +103,65 @@ def lookups(work, stackprov, refs):
         fails += 1
     else:
         print("ok   another PDB beside the image is refused, naming %s and %s" % (key, other_key))
+    return fails
+
+
+BUNDLE_STYLES = (("--output-style=LLVM",), ("--output-style=GNU", "-a"), ("-p", "--no-inlines"))
+
+
+def bundles(work, stackprov, refs_by):
+    """Each fixture's bundle (`bundle build` into a store: keyed pdb-guid-age, its ranges from the PDB)
+    answers with the .exe and the .pdb gone, by the PDB's symbol-server key from llvm-pdbutil-14
+    (`symbolize --pdb-key KEY --store DIR`), every byte of .text as llvm-symbolizer-14 did on the
+    original files (LLVM style with inline chains, GNU style with addresses, and without inlines);
+    another build's bundle is refused naming both keys (symbolize --bundle, bundle lookup --pdb-key)."""
+    fails = 0
+    t0 = time.time()
+    store = os.path.join(work, "bundle-store")
+    away = os.path.join(work, "away")
+    os.makedirs(away)
+    keys = {}
+    for name in FIXTURES:
+        exe, pdb = os.path.join(work, name + ".exe"), os.path.join(work, name + ".pdb")
+        keys[name] = pdb_key(pdb)
+        run([stackprov, "bundle", "build", "--store", store, "-o", os.path.join(work, name + ".sbundle"), exe])
+        for f in (exe, pdb):
+            os.rename(f, os.path.join(away, os.path.basename(f)))
+    sizes = []
+    for name in FIXTURES:
+        addrs = refs_by[name]["addrs"]
+        for style in BUNDLE_STYLES:
+            got = answers([stackprov, "symbolize", "--store", store, "--pdb-key", keys[name], "--inlines"] + list(style),
+                          addrs)
+            rl, gl = refs_by[name][style].split("\n"), got.split("\n")
+            bad = [(i, r, g) for i, (r, g) in enumerate(zip(rl, gl)) if r != g]
+            if len(rl) != len(gl):
+                bad.append((len(rl), "%d lines" % len(rl), "%d lines" % len(gl)))
+            for i, r, g in bad[:5]:
+                print("FAIL bundle %s %s line %d:\n  llvm:      %r\n  stackprov: %r" % (name, " ".join(style), i, r, g))
+            if bad:
+                print("FAIL bundle %s %s: %d lines differ" % (name, " ".join(style), len(bad)))
+                fails += 1
+            else:
+                print("ok   bundle %s %s (--pdb-key %s, no .exe, no .pdb): %d addresses as llvm-symbolizer-14" %
+                      (name, " ".join(style), keys[name], len(addrs)))
+        sizes.append("%s %d" % (name, os.path.getsize(os.path.join(work, name + ".sbundle"))))
+    print("bundle sizes (bytes): " + ", ".join(sizes))
+    # Another build's bundle: refused, both keys named.
+    p = subprocess.run([stackprov, "symbolize", "--pdb-key", keys["c_O2"], "--bundle", os.path.join(work, "cpp_O2.sbundle"),
+                        "0x140001000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    q = subprocess.run([stackprov, "bundle", "lookup", os.path.join(work, "cpp_O2.sbundle"), "--pdb-key", keys["c_O2"],
+                        "0x140001000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for what, r in (("symbolize --bundle", p), ("bundle lookup --pdb-key", q)):
+        if r.returncode != 1 or keys["c_O2"] not in r.stderr or keys["cpp_O2"] not in r.stderr:
+            print("FAIL %s of another build: exit %d, %r (want 1 naming %s and %s)" %
+                  (what, r.returncode, r.stderr, keys["c_O2"], keys["cpp_O2"]))
+            fails += 1
+        else:
+            print("ok   %s of another build refused, naming %s and %s" % (what, keys["c_O2"], keys["cpp_O2"]))
+    for f in os.listdir(away):
+        os.rename(os.path.join(away, f), os.path.join(work, f))
+    print("bundles: %.2f s" % (time.time() - t0))
     return fails
 
 
@@ -115,6 +183,7 @@ def main():
     os.makedirs(args.work)
     failures, total, inlined = 0, 0, 0
     refs = None
+    refs_by = {}
     t0 = time.time()
     for name in FIXTURES:
         exe = build(args.work, name)
@@ -125,6 +194,7 @@ def main():
                       ["--output-style=JSON", "--functions=short"], ["--output-style=GNU", "-a"],
                       ["-p", "--no-inlines"]):
             ref = answers([LLVM, "--obj=" + exe, "--inlines"] + style, addrs)
+            refs_by.setdefault(name, {"addrs": addrs})[tuple(style)] = ref
             got = answers([args.stackprov, "symbolize", "--obj", exe, "--inlines"] + style, addrs)
             if style[0].endswith("LLVM"):
                 if name == "c_O2":
@@ -162,6 +232,7 @@ def main():
     if prov.get("Resolver") != "pdb" or prov.get("Source") != os.path.join(args.work, "cpp_O2.pdb"):
         print("FAIL provenance: %r" % prov)
         failures += 1
+    failures += bundles(args.work, args.stackprov, refs_by)
     failures += lookups(args.work, args.stackprov, refs)
     if inlined == 0:
         print("FAIL: no address of the -O2 fixtures has an inline chain (the fixtures lost their inlining)")

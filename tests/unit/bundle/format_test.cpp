@@ -1003,3 +1003,73 @@ TEST_CASE("bundle format: committed format-3 and format-4 bundles read as the fo
     CHECK(w.value() == file);
   }
 }
+
+TEST_CASE("bundle format: the pdb-lines module flag (ranges from a PDB) round-trips in format 4 only",
+          "[bundle][format]") {
+  ModuleContents m = generated_module(7, 3);
+  m.id.kind = IdKind::kPdbGuidAge;
+  m.id.bytes.assign(20, 0x5a);
+  m.pdb_lines = true;
+  BundleContents c;
+  c.modules.push_back(m);
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  auto rd = BundleReader::open(w->data(), w->size());
+  REQUIRE(rd.ok());
+  REQUIRE(rd->modules().size() == 1);
+  CHECK(rd->modules()[0].pdb_lines);
+  CHECK(rd->modules()[0].id_kind == IdKind::kPdbGuidAge);
+  // Formats 2 and 3 have no module flags: the writer refuses, naming the format.
+  for (uint32_t version : {2u, 3u}) {
+    auto old = write_bundle(c, version);
+    REQUIRE_FALSE(old.ok());
+    CHECK(old.error().message.find("format 4") != std::string::npos);
+  }
+  // Without the flag the module reads as before (flags 0).
+  c.modules[0].pdb_lines = false;
+  auto plain = write_bundle(c);
+  REQUIRE(plain.ok());
+  auto rp = BundleReader::open(plain->data(), plain->size());
+  REQUIRE(rp.ok());
+  CHECK_FALSE(rp->modules()[0].pdb_lines);
+  // An unknown flag bit is refused by value. The module table is section type 1; its first
+  // record's flags are the u16 at offset 2 of the record.
+  std::vector<uint8_t> bad = w.value();
+  const uint32_t nsec = static_cast<uint32_t>(bad[12] | bad[13] << 8 | bad[14] << 16 | bad[15] << 24);
+  size_t mod_at = 0;
+  for (uint32_t i = 0; i < nsec; i++) {
+    const uint8_t* e = bad.data() + 32 + 24 * i;
+    if ((e[0] | e[1] << 8 | e[2] << 16 | static_cast<uint32_t>(e[3]) << 24) == 1) {
+      mod_at = 0;
+      for (int k = 7; k >= 0; k--) mod_at = mod_at << 8 | e[8 + k];
+    }
+  }
+  REQUIRE(mod_at != 0);
+  REQUIRE(bad[mod_at + 2] == 1);
+  bad[mod_at + 2] = 3;
+  auto rb = BundleReader::open(bad.data(), bad.size());
+  REQUIRE_FALSE(rb.ok());
+  CHECK(rb.error().message.find("module 0 has flags 0x3") != std::string::npos);
+}
+
+TEST_CASE("bundle format: the committed PE+PDB bundle reads with its identity kind and pdb-lines flag",
+          "[bundle][format]") {
+  // tests/data/bundle/pe-pdb.bundle: `stackprov bundle build` of tests/unit/pdb/fixtures/pdb_cpp.cpp
+  // (clang-14 -O2 -gcodeview -gcolumn-info, lld-link-14 /debug); also a seed of fuzz_bundle_file.
+  const std::string path = std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/pe-pdb.bundle";
+  auto rd = BundleReader::open_file(path);
+  REQUIRE(rd.ok());
+  REQUIRE(rd->modules().size() == 1);
+  const ModuleView& m = rd->modules()[0];
+  CHECK(m.id_kind == IdKind::kPdbGuidAge);
+  CHECK(m.id.size() == 20);
+  CHECK(m.pdb_lines);
+  CHECK(m.range_count > 0);
+  CHECK(m.unwind_count > 0);
+  REQUIRE(rd->check_unwind_rows(0).ok());
+  auto ranges = rd->ranges(0);
+  REQUIRE(ranges.ok());
+  bool inlined = false;
+  for (const RangeRecord& r : ranges.value()) inlined = inlined || r.depth > 0;
+  CHECK(inlined);
+}

@@ -2,7 +2,8 @@
 # unit_pe's PE32+ fixtures, built with the tests (doc/windows.md): clang-14 for x86_64-pc-windows-msvc
 # and lld-link-14 without a CRT (the recipe of the Windows notes), and the oracle, llvm-readobj-14's
 # --unwind listing of unwind.exe. unwind_v2.exe stands apart: llvm-readobj-14 aborts on its
-# version-2 info. A missing tool fails the build of unit_pe, naming it (stackprov_require_program).
+# version-2 info. Both are linked with /debug: a CodeView record gives them a pdb-guid-age identity, so
+# that integration_pdata_wine can bundle them (their epilog rows). A missing tool fails the build of unit_pe, naming it (stackprov_require_program).
 stackprov_require_program(PE_CLANG clang-14)
 stackprov_require_program(PE_LLD_LINK lld-link-14)
 stackprov_require_program(PE_READOBJ llvm-readobj-14)
@@ -20,10 +21,10 @@ foreach(s unwind_asm unwind_v2)
     DEPENDS ${PE_FIX_SRC}/${s}.s VERBATIM)
 endforeach()
 add_custom_command(OUTPUT ${PE_FIX}/unwind.exe
-  COMMAND ${PE_LLD_LINK} ${PE_LINK_FLAGS} /out:${PE_FIX}/unwind.exe ${PE_FIX}/unwind_c.obj ${PE_FIX}/unwind_asm.obj
+  COMMAND ${PE_LLD_LINK} ${PE_LINK_FLAGS} /debug /pdb:${PE_FIX}/unwind.pdb /out:${PE_FIX}/unwind.exe ${PE_FIX}/unwind_c.obj ${PE_FIX}/unwind_asm.obj
   DEPENDS ${PE_FIX}/unwind_c.obj ${PE_FIX}/unwind_asm.obj VERBATIM)
 add_custom_command(OUTPUT ${PE_FIX}/unwind_v2.exe
-  COMMAND ${PE_LLD_LINK} ${PE_LINK_FLAGS} /out:${PE_FIX}/unwind_v2.exe ${PE_FIX}/unwind_v2.obj
+  COMMAND ${PE_LLD_LINK} ${PE_LINK_FLAGS} /debug /pdb:${PE_FIX}/unwind_v2.pdb /out:${PE_FIX}/unwind_v2.exe ${PE_FIX}/unwind_v2.obj
   DEPENDS ${PE_FIX}/unwind_v2.obj VERBATIM)
 add_custom_command(OUTPUT ${PE_FIX}/unwind.readobj.txt
   COMMAND ${PE_READOBJ} --unwind ${PE_FIX}/unwind.exe > ${PE_FIX}/unwind.readobj.txt
