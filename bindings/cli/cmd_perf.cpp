@@ -21,6 +21,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "print.hpp"
+#include "profile_import.hpp"
 #include "profile_output.hpp"
 #include "stackprov/stackprov.h"
 #ifdef STACKPROV_HAVE_PPROF
@@ -31,9 +32,9 @@ namespace {
 
 using stackprov_cli::Args;
 using stackprov_cli::json_escape;
+using stackprov_cli::error_text;
+using stackprov_cli::NameInfo;
 using stackprov_cli::usage_error;
-
-constexpr uint64_t kTruncationSlack = 4096;  // a walk that fails this close to the copy's end was cut short
 
 // ------------------------------------------------------------------ options
 
@@ -213,183 +214,6 @@ class Output {
   sprov_output_file* out_ = nullptr;
 };
 
-/// The last error's message without the generic category the C ABI puts first
-/// ("No such file or directory: cannot run 'x': ..." -> "cannot run 'x': ...").
-std::string error_text(int rc) {
-  std::string m = sprov_last_error_message();
-  const std::string category = std::string(sprov_strerror(rc)) + ": ";
-  if (m.size() > category.size() && m.compare(0, category.size(), category) == 0) m.erase(0, category.size());
-  return m;
-}
-
-// ------------------------------------------------------------------ names
-
-/// One name of the profile's name table.
-struct NameInfo {
-  std::string name;     ///< "[unknown]" when unresolved
-  std::string linkage;  ///< raw symbol name ("" when unknown)
-  std::string module;   ///< kernel frames: "[kernel.kallsyms]" or "[MODULE]"
-  uint64_t start = 0;   ///< symbol start: link-time (user) or the recording's kernel address
-  bool kernel = false;
-  bool known = false;
-  bool inlined = false;  ///< a function inlined into the physical one (folded: "_[i]")
-};
-
-/// Frame names: user frames cached per (module, link-time address, exact-pc-or-return-address),
-/// kernel frames per looked-up address. Id 0 is an unresolved user frame, id 1 an unresolved
-/// kernel frame.
-class NameTable {
- public:
-  /// `bundles`: a frame the symbol tables do not name (a module whose file is missing or another
-  /// build) is asked of the store's bundle for the module's build-id, and of nothing else (no
-  /// DWARF, no debuginfod).
-  NameTable(sprov_symbolizer* sym, sprov_profile* prof, bool bundles) : sym_(sym), prof_(prof), bundles_(bundles) {
-    names_.push_back(NameInfo{"[unknown]", "", "", 0, false, false});
-    names_.push_back(NameInfo{"[unknown]", "", "[kernel.kallsyms]", 0, true, false});
-  }
-
-  /// Name id of user frame `i` of `stack` (module list `list`).
-  uint32_t user(const sprov_stack* stack, size_t i, const sprov_frame& fr, uint32_t list, bool exact) {
-    last_cacheable_ = false;
-    if (fr.module_index < 0 || fr.module_path == nullptr || strcmp(fr.module_path, "//anon") == 0) {
-      // JIT code outside every module: named by the process's perf map (resolver perfmap), uncached.
-      SPROV_OPTS(sprov_symbol, j);
-      if (sprov_symbolizer_frame(sym_, stack, i, &j) != 0 || j.resolver != SPROV_RESOLVER_PERFMAP || !j.name) return 0;
-      return intern(NameInfo{j.name, j.name, "", j.sym_addr, false, true}, std::string("jit:") + std::to_string(j.sym_addr));
-    }
-    if (list >= list_mods_.size()) list_mods_.resize(list + 1);
-    auto& mods = list_mods_[list];
-    if (static_cast<size_t>(fr.module_index) >= mods.size()) mods.resize(fr.module_index + 1, -1);
-    int32_t& mid = mods[fr.module_index];
-    if (mid < 0) {
-      // By path and build-id: one path may name two builds in one recording (a library replaced and
-      // loaded again while the old one stays mapped), whose names at one offset differ.
-      std::string key = fr.module_path;
-      key.push_back('\0');
-      key.append(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);
-      auto [it, fresh] = module_ids_.emplace(std::move(key), static_cast<int32_t>(module_ids_.size()));
-      mid = it->second;
-    }
-    const uint64_t key = (static_cast<uint64_t>(mid) << 41) | (exact ? 1ull << 40 : 0) | (fr.module_offset & ((1ull << 40) - 1));
-    const bool cacheable = fr.module_offset < (1ull << 40) && mid < (1 << 22);
-    last_key_ = key;
-    last_cacheable_ = cacheable;
-    if (cacheable) {
-      auto it = cache_.find(key);
-      if (it != cache_.end()) {
-        hits_++;
-        return it->second;
-      }
-    }
-    misses_++;
-    SPROV_OPTS(sprov_symbol, s);
-    uint32_t id = 0;
-    if (sprov_symbolizer_frame(sym_, stack, i, &s) == 0 && s.resolver != SPROV_RESOLVER_NONE && s.name) {
-      NameInfo n{s.name, s.linkage_name ? s.linkage_name : "", "", s.sym_addr, false, true};
-      id = intern(std::move(n), std::to_string(mid) + ':' + std::to_string(s.sym_addr));
-    } else if (SPROV_OPTS(sprov_symbol_info, si);
-               bundles_ && fr.build_id_len > 0 && (exact || fr.module_offset > 0) &&
-               sprov_symbolizer_addr_build_id(sym_, stackprov_cli::hex_bytes(fr.build_id, fr.build_id_len).c_str(),
-                                              exact ? fr.module_offset : fr.module_offset - 1, 0, &si) == 0 &&
-               si.resolver != SPROV_RESOLVER_NONE && si.frame_count > 0) {
-      // The physical function (the inline chain's last frame), as the symbol tables would name it.
-      SPROV_OPTS(sprov_symbol_frame, f);
-      if (sprov_symbolizer_inline_frame(sym_, si.frame_count - 1, &f) == 0 && *f.name) {
-        NameInfo n{f.name, f.linkage_name, "", f.start_address, false, true};
-        id = intern(std::move(n), std::to_string(mid) + ":c:" + f.name);
-      }
-    }
-    if (cacheable) cache_.emplace(key, id);
-    return id;
-  }
-
-  /// Ids of the functions inlined at user frame `i` of `stack`, the frame user() was last asked
-  /// about: innermost first, the physical function (user()'s id) not included; empty where no
-  /// DWARF (or bundle) gives an inline chain. Cached as user()'s names are.
-  const std::vector<uint32_t>& inlined(const sprov_stack* stack, size_t i) {
-    if (last_cacheable_) {
-      auto it = icache_.find(last_key_);
-      if (it != icache_.end()) return it->second;
-    }
-    scratch_.clear();
-    SPROV_OPTS(sprov_symbol_info, si);
-    if (sprov_symbolizer_frame_ex(sym_, stack, i, 0, &si) == 0 && si.resolver != SPROV_RESOLVER_NONE) {
-      for (uint32_t f = 0; f + 1 < si.frame_count; f++) {
-        SPROV_OPTS(sprov_symbol_frame, sf);
-        if (sprov_symbolizer_inline_frame(sym_, f, &sf) != 0 || sf.name == nullptr || !*sf.name) break;
-        NameInfo n{sf.name, sf.linkage_name ? sf.linkage_name : "", "", sf.start_address, false, true, true};
-        scratch_.push_back(intern(std::move(n), std::string("inl:") + sf.name));
-      }
-    }
-    if (last_cacheable_) return icache_.emplace(last_key_, scratch_).first->second;
-    return scratch_;
-  }
-
-  /// Name id of a kernel frame: the exact pc (frame 0) or a return address (looked up at pc - 1).
-  uint32_t kernel(uint64_t pc, bool exact) {
-    const uint64_t addr = exact ? pc : pc - 1;
-    auto it = kcache_.find(addr);
-    if (it != kcache_.end()) {
-      hits_++;
-      return it->second;
-    }
-    misses_++;
-    SPROV_OPTS(sprov_kernel_symbol, k);
-    uint32_t id = 1;
-    if (sprov_profile_kernel_symbol(prof_, addr, &k) == 0 && k.name != nullptr) {
-      NameInfo n{k.name, k.name, k.module, k.start, true, true};
-      id = intern(std::move(n), std::string("k:") + k.module + ':' + std::to_string(k.start));
-      kernel_named_++;
-    }
-    kcache_.emplace(addr, id);
-    return id;
-  }
-
-  const NameInfo& operator[](uint32_t id) const { return names_[id]; }
-  /// Display names (JSON, pprof) and linkage names, by id.
-  std::vector<std::string> display() const { return collect([](const NameInfo& n) { return n.name; }); }
-  std::vector<std::string> linkage() const { return collect([](const NameInfo& n) { return n.linkage; }); }
-  /// Folded-stack names: kernel frames end in "_[k]" (stackcollapse-perf.pl --kernel, inferno),
-  /// inlined functions in "_[i]" (stackcollapse-perf.pl --inline's mark, flamegraph.pl's aqua).
-  std::vector<std::string> folded() const {
-    return collect([](const NameInfo& n) {
-      std::string s = n.name;
-      for (char& c : s)
-        if (c == ';' || c == '\n') c = ':';
-      return n.kernel ? s + "_[k]" : n.inlined ? s + "_[i]" : s;
-    });
-  }
-  uint64_t hits() const { return hits_; }
-  uint64_t misses() const { return misses_; }
-
- private:
-  uint32_t intern(NameInfo n, const std::string& where) {
-    auto [it, fresh] = ids_.emplace(n.name + '\0' + n.linkage + '\0' + where, static_cast<uint32_t>(names_.size()));
-    if (fresh) names_.push_back(std::move(n));
-    return it->second;
-  }
-  template <class F>
-  std::vector<std::string> collect(F f) const {
-    std::vector<std::string> v;
-    v.reserve(names_.size());
-    for (const NameInfo& n : names_) v.push_back(f(n));
-    return v;
-  }
-
-  sprov_symbolizer* sym_;
-  sprov_profile* prof_;
-  bool bundles_ = false;
-  std::vector<std::vector<int32_t>> list_mods_;
-  std::unordered_map<std::string, int32_t> module_ids_;
-  std::unordered_map<uint64_t, uint32_t> cache_, kcache_;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> icache_;  ///< inlined(), by user()'s key
-  std::vector<uint32_t> scratch_;
-  uint64_t last_key_ = 0;
-  bool last_cacheable_ = false;
-  std::unordered_map<std::string, uint32_t> ids_;
-  std::vector<NameInfo> names_;
-  uint64_t hits_ = 0, misses_ = 0, kernel_named_ = 0;
-};
 
 // ------------------------------------------------------------------ perf-import
 
@@ -453,16 +277,6 @@ void import_usage(FILE* f) {
           "  2  usage: an unknown option, a missing or invalid value, no input or more than one\n");
 }
 
-const char* mode_name(int mode) {
-  switch (mode) {
-    case SPROV_PROFILE_MODE_DWARF: return "dwarf";
-    case SPROV_PROFILE_MODE_CALLCHAIN: return "callchain";
-    default: return "ip";
-  }
-}
-
-std::string hex_id(const char* hex) { return hex != nullptr ? hex : ""; }
-
 int cmd_perf_import(int argc, char** argv) {
   const char* cmd = "perf-import";
   Args a(0, nullptr, {}, {});
@@ -505,39 +319,20 @@ int cmd_perf_import(int argc, char** argv) {
   const bool show_inline = (fmt == Format::kFolded || fmt == Format::kSvg) && !a.has("no-inline");
 
   const auto t0 = std::chrono::steady_clock::now();
-  SPROV_OPTS(sprov_context_opts, copts, .sysroot = sysroot);
-  copts.bundle_store = store;
-  if (!quiet) {
-    copts.log_fn = stackprov_cli::log_once_to_stderr;
-    copts.log_level = SPROV_LOG_WARN;
-  }
-  sprov_context* ctx = nullptr;
-  sprov_profile* prof = nullptr;
-  sprov_unwinder* uw = nullptr;
-  sprov_symbolizer* sym = nullptr;
-  SPROV_OPTS(sprov_unwinder_opts, uopts, .max_frames = static_cast<uint32_t>(max_frames));
-  struct Handles {
-    sprov_context** c;
-    sprov_profile** p;
-    sprov_unwinder** u;
-    sprov_symbolizer** s;
-    ~Handles() {
-      sprov_symbolizer_free(*s);
-      sprov_unwinder_free(*u);
-      sprov_profile_free(*p);
-      sprov_context_free(*c);
-    }
-  } handles{&ctx, &prof, &uw, &sym};
-  int orc = sprov_context_new(&copts, &ctx);
-  if (orc == 0) orc = sprov_profile_open(ctx, in.c_str(), nullptr, &prof);
-  if (orc == 0) orc = sprov_unwinder_new(ctx, &uopts, &uw);
-  if (orc == 0) orc = sprov_symbolizer_new(ctx, nullptr, &sym);
-  if (orc != 0) {
-    fprintf(stderr, "stackprov perf-import: %s\n", error_text(orc).c_str());
+  stackprov_cli::ImportOptions iopts;
+  iopts.path = in;
+  iopts.sysroot = sysroot;
+  iopts.store = store;
+  iopts.max_frames = static_cast<uint32_t>(max_frames);
+  iopts.inlines = show_inline;
+  if (!quiet) iopts.log_fn = stackprov_cli::log_once_to_stderr;
+  stackprov_cli::ProfileImport imp;
+  if (imp.open(iopts, &err) != 0) {
+    fprintf(stderr, "stackprov perf-import: %s\n", err.c_str());
     return 1;
   }
-  SPROV_OPTS(sprov_profile_info, info);
-  sprov_profile_info(prof, &info);
+  sprov_symbolizer* sym = imp.symbolizer();
+  struct sprov_profile_info info = imp.info();
   if (info.warnings[0] && !quiet) stackprov_cli::print_warnings(stderr, info.warnings);
   // A file cut short is read up to its last complete record; what is lost is said even with --quiet.
   if (info.truncation[0]) fprintf(stderr, "stackprov perf-import: warning: %s\n", info.truncation);
@@ -547,17 +342,11 @@ int cmd_perf_import(int argc, char** argv) {
     return 1;
   }
   FILE* out = output.file();
-  // The nominal period of a sample that does not carry one (capture files of version 1).
-  const uint64_t nominal = info.clock && info.frequency ? 1000000000ull / info.frequency : info.period;
-  const std::string kernel_id = info.kernel_build_id[0] ? info.kernel_build_id : hex_id(info.running_kernel_build_id);
+  const uint64_t nominal = imp.nominal_period();
+  const std::string kernel_id = imp.kernel_build_id();
 
-  NameTable names(sym, prof, store != nullptr);
-  stackprov_cli::StackAggregator agg;
-  std::vector<std::string> comms;
-  std::unordered_map<std::string, uint32_t> comm_ids;
-  std::vector<uint64_t> pcs;
-  std::vector<uint32_t> ids;
-  std::vector<uint64_t> kips;
+  stackprov_cli::NameTable& names = imp.names();
+  stackprov_cli::StackFolder stacks;
   std::string line;
   std::vector<std::string> name_json;  // JSON of names[id] from "\",\"function\"" to "\"module\":", by id
 #ifdef STACKPROV_HAVE_PPROF
@@ -604,24 +393,22 @@ int cmd_perf_import(int argc, char** argv) {
     pp_locations[{pc, id}].mapping = mit->second;
   };
 #endif
-  uint64_t truncated = 0, frames_total = 0, failed = 0, kernel_frames = 0, kernel_named = 0;
-  uint64_t by_mode[4] = {0, 0, 0, 0};
+  stackprov_cli::ProfileImport::Sample smp;
   for (uint64_t i = 0; i < info.samples; i++) {
-    SPROV_OPTS(sprov_profile_sample, s);
-    if (sprov_profile_sample(prof, i, &s) != 0) {
-      if (failed++ == 0) fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i),
-                                 sprov_last_error_message());
+    if (!imp.sample(i, &smp)) {
+      if (imp.failed() == 1) fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i),
+                                     smp.error.c_str());
       continue;
     }
-    by_mode[s.mode >= 1 && s.mode <= 3 ? s.mode : 3]++;
-    pcs.clear();
-    ids.clear();
+    if (!smp.error.empty() && imp.failed() == 1)
+      fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i), smp.error.c_str());
+    const struct sprov_profile_sample& s = smp.s;
     if (fmt == Format::kJson) {
       line.clear();
       char head[192];
       snprintf(head, sizeof(head), "{\"time\":%llu,\"pid\":%lld,\"tid\":%lld,\"mode\":\"%s\",\"comm\":\"",
                static_cast<unsigned long long>(s.time), static_cast<long long>(s.pid), static_cast<long long>(s.tid),
-               mode_name(s.mode));
+               stackprov_cli::mode_name(s.mode));
       line += head;
       stackprov_cli::append_json_escaped(&line, s.comm);
       line += "\",\"frames\":[";
@@ -679,98 +466,54 @@ int cmd_perf_import(int argc, char** argv) {
       line += '}';
       first = false;
     };
-    // Kernel frames: the callchain's kernel part, or the sampled kernel ip alone.
-    kips.assign(s.kernel_ips, s.kernel_ips + s.kernel_ip_count);
-    if (kips.empty() && s.mode == SPROV_PROFILE_MODE_IP && (s.flags & SPROV_PROFILE_SAMPLE_KERNEL_MODE)) kips.push_back(s.ip);
-    for (size_t k = 0; k < kips.size(); k++) {
-      const uint32_t id = names.kernel(kips[k], k == 0);
-      pcs.push_back(k == 0 ? kips[k] : kips[k] - 1);  // the address looked up: pprof's Location.address
-      ids.push_back(id);
-      kernel_frames++;
-      if (names[id].known) kernel_named++;
+    for (const stackprov_cli::SampleFrame& f : smp.frames) {
+      if (f.kernel) {
 #ifdef STACKPROV_HAVE_PPROF
-      if (fmt == Format::kPprof) pp_kernel_location(pcs.back(), id);
+        if (fmt == Format::kPprof) pp_kernel_location(f.addr, f.name);
 #endif
-      if (fmt == Format::kJson) json_frame(kips[k], id, names[id].module.c_str(), kips[k], "kernel");
-    }
-    // User frames: unwound from the copied stack, or the recorded callchain / ip as a stack.
-    bool trunc = false;
-    int stop = SPROV_STOP_NONE;
-    sprov_stack* stack = nullptr;
-    const int rc = s.mode == SPROV_PROFILE_MODE_DWARF ? sprov_unwinder_unwind(uw, s.snapshot, &stack)
-                                                      : sprov_profile_sample_stack(prof, i, static_cast<uint32_t>(max_frames), &stack);
-    if (rc != 0) {
-      if (failed++ == 0) fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i),
-                                 sprov_last_error_message());
-    } else {
-      const size_t n = sprov_stack_frame_count(stack);
-      stop = sprov_stack_stop_reason(stack);
-      SPROV_OPTS(sprov_frame, fr);
-      for (size_t k = 0; k < n; k++) {
-        if (sprov_stack_frame(stack, k, &fr) != 0) break;
-        const bool exact = k == 0 || fr.method == SPROV_METHOD_SIGNAL;
-        const uint32_t id = names.user(stack, k, fr, s.module_list, exact);
-        // Aggregated by the address looked up: a return address - 1 lies inside the call, which
-        // profile.proto allows for a non-leaf Location.address, and keeps it apart from a leaf pc.
-        const uint64_t addr = exact ? fr.pc : fr.pc - 1;
-        if (show_inline && id != 0) {
-          for (uint32_t iid : names.inlined(stack, k)) {  // leaf first: the innermost inlined one first
-            pcs.push_back(addr);
-            ids.push_back(iid);
-          }
-        }
-        pcs.push_back(addr);
-        ids.push_back(id);
+        if (fmt == Format::kJson) json_frame(f.pc, f.name, names[f.name].module.c_str(), f.pc, "kernel");
+        continue;
+      }
 #ifdef STACKPROV_HAVE_PPROF
-        if (fmt == Format::kPprof && fr.module_index >= 0 && !pp_locations.count({addr, id})) {
-          stackprov_cli::PprofLocation& loc = pp_locations[{addr, id}];
-          SPROV_OPTS(sprov_module_info, mi);
-          if (sprov_snapshot_module(s.modules, static_cast<size_t>(fr.module_index), &mi) == 0 && mi.path) {
-            auto [mit, mfresh] = pp_mapping_ids.emplace(std::make_pair(std::string(mi.path), mi.start),
-                                                        static_cast<uint32_t>(pp_mappings.size() + 1));
-            if (mfresh) {
-              stackprov_cli::PprofMapping m;
-              m.start = mi.start;
-              m.limit = mi.end;
-              m.file_offset = mi.file_offset;
-              m.filename = mi.path;
-              m.build_id = stackprov_cli::hex_bytes(mi.build_id, mi.build_id_len);
-              pp_mappings.push_back(std::move(m));
-            }
-            loc.mapping = mit->second;
+      if (fmt == Format::kPprof && !f.inlined && f.module_index >= 0 && !pp_locations.count({f.addr, f.name})) {
+        stackprov_cli::PprofLocation& loc = pp_locations[{f.addr, f.name}];
+        SPROV_OPTS(sprov_module_info, mi);
+        if (sprov_snapshot_module(s.modules, static_cast<size_t>(f.module_index), &mi) == 0 && mi.path) {
+          auto [mit, mfresh] = pp_mapping_ids.emplace(std::make_pair(std::string(mi.path), mi.start),
+                                                      static_cast<uint32_t>(pp_mappings.size() + 1));
+          if (mfresh) {
+            stackprov_cli::PprofMapping m;
+            m.start = mi.start;
+            m.limit = mi.end;
+            m.file_offset = mi.file_offset;
+            m.filename = mi.path;
+            m.build_id = stackprov_cli::hex_bytes(mi.build_id, mi.build_id_len);
+            pp_mappings.push_back(std::move(m));
           }
-          // Source lines: the inline chain at the frame, innermost first, the physical function last.
-          SPROV_OPTS(sprov_symbol_info, si);
-          if (id != 0 && sprov_symbolizer_frame_ex(sym, stack, k, 0, &si) == 0 && si.resolver != SPROV_RESOLVER_NONE) {
-            for (uint32_t f = 0; f < si.frame_count; f++) {
-              SPROV_OPTS(sprov_symbol_frame, sf);
-              if (sprov_symbolizer_inline_frame(sym, f, &sf) != 0) break;
-              stackprov_cli::PprofLine pl;
-              pl.function = f + 1 == si.frame_count ? names[id].name : sf.name;
-              pl.system_name = f + 1 == si.frame_count ? names[id].linkage : sf.linkage_name;
-              pl.filename = sf.file;
-              pl.line = sf.line;
-              pl.start_line = sf.start_line;
-              loc.lines.push_back(std::move(pl));
-            }
-            if (si.line != 0 && loc.mapping != 0) pp_mappings[loc.mapping - 1].lines = true;
-          }
+          loc.mapping = mit->second;
         }
+        // Source lines: the inline chain at the frame, innermost first, the physical function last.
+        SPROV_OPTS(sprov_symbol_info, si);
+        if (f.name != 0 && sprov_symbolizer_frame_ex(sym, smp.stack, f.stack_index, 0, &si) == 0 && si.resolver != SPROV_RESOLVER_NONE) {
+          for (uint32_t j = 0; j < si.frame_count; j++) {
+            SPROV_OPTS(sprov_symbol_frame, sf);
+            if (sprov_symbolizer_inline_frame(sym, j, &sf) != 0) break;
+            stackprov_cli::PprofLine pl;
+            pl.function = j + 1 == si.frame_count ? names[f.name].name : sf.name;
+            pl.system_name = j + 1 == si.frame_count ? names[f.name].linkage : sf.linkage_name;
+            pl.filename = sf.file;
+            pl.line = sf.line;
+            pl.start_line = sf.start_line;
+            loc.lines.push_back(std::move(pl));
+          }
+          if (si.line != 0 && loc.mapping != 0) pp_mappings[loc.mapping - 1].lines = true;
+        }
+      }
 #endif
-        if (fmt == Format::kJson) json_frame(fr.pc, id, fr.module_path, fr.module_offset, sprov_method_name(fr.method));
-      }
-      frames_total += n;
-      if (s.mode == SPROV_PROFILE_MODE_DWARF && (stop == SPROV_STOP_MEMORY_UNREADABLE || stop == SPROV_STOP_SP_NOT_ADVANCING) &&
-          n > 0) {
-        const uint64_t stack_end = s.sp + s.stack_size;
-        trunc = s.stack_size >= s.stack_requested || fr.sp + kTruncationSlack >= stack_end;
-      }
-      sprov_stack_free(stack);
+      if (fmt == Format::kJson && !f.inlined) json_frame(f.pc, f.name, f.module, f.module_offset, sprov_method_name(f.method));
     }
-    frames_total += kips.size();
-    if (trunc) truncated++;
-    auto [cit, fresh] = comm_ids.emplace(s.comm, static_cast<uint32_t>(comms.size()));
-    if (fresh) comms.push_back(s.comm);
+    const bool trunc = smp.truncated;
+    const int stop = smp.stop;
 #ifdef STACKPROV_HAVE_PPROF
     if (fmt == Format::kPprof) pp_count_exe(s);
 #endif
@@ -782,15 +525,15 @@ int cmd_perf_import(int argc, char** argv) {
       line += "\"}\n";
       fwrite(line.data(), 1, line.size(), out);
     } else if (fmt != Format::kNone) {
-      agg.add(cit->second, pcs, ids, s.period ? s.period : nominal);
+      stacks.add(smp, nominal);
     }
   }
   if (fmt == Format::kFolded || fmt == Format::kSvg) {
-    auto folded = stackprov_cli::fold(agg, comms, names.folded());
+    auto folded = stacks.folded(names);
     if (fmt == Format::kFolded) stackprov_cli::write_folded(out, folded);
     else stackprov_cli::write_flamegraph_svg(out, folded, title);
   }
-  sprov_profile_info(prof, &info);  // the kernel note as of now (kallsyms was read on first use)
+  info = imp.info();  // the kernel note as of now (kallsyms was read on first use)
   int rc = 0;
 #ifdef STACKPROV_HAVE_PPROF
   if (fmt == Format::kPprof) {
@@ -798,7 +541,7 @@ int cmd_perf_import(int argc, char** argv) {
     if (!info.clock) meta.value_type = info.event, meta.value_unit = "count";
     meta.period = static_cast<int64_t>(nominal);
     meta.comments.push_back(std::string("stackprov perf-import ") + sprov_version() + " " + in);
-    if (kernel_frames) meta.comments.push_back(info.kernel_note);
+    if (imp.kernel_frames()) meta.comments.push_back(info.kernel_note);
     // The main executable's (first) mapping becomes mapping 1; the others keep their order.
     std::string exe;
     uint64_t most = 0;
@@ -825,7 +568,7 @@ int cmd_perf_import(int argc, char** argv) {
         if (loc.mapping != 0) loc.mapping = new_id[loc.mapping];
     }
     std::string perr;
-    if (!stackprov_cli::write_pprof(out, agg, comms, names.display(), names.linkage(), pp_mappings, pp_locations, meta,
+    if (!stackprov_cli::write_pprof(out, stacks.aggregator(), stacks.comms(), names.display(), names.linkage(), pp_mappings, pp_locations, meta,
                                     &perr)) {
       fprintf(stderr, "stackprov perf-import: pprof: %s\n", perr.c_str());
       rc = 1;
@@ -837,7 +580,7 @@ int cmd_perf_import(int argc, char** argv) {
     rc = 1;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (kernel_frames && !quiet)
+  if (imp.kernel_frames() && !quiet)
     fprintf(stderr, "stackprov perf-import: %s%s\n",
             info.kernel_naming == SPROV_KERNEL_NAMED ? "" : "warning: ", info.kernel_note);
   if (!quiet || fmt == Format::kNone)
@@ -847,12 +590,13 @@ int cmd_perf_import(int argc, char** argv) {
             "(%llu kernel, %llu of them named), %llu unique stacks, %llu hash collisions, symbol cache %llu hits / "
             "%llu misses, %.3f s, %.0f samples/s\n",
             static_cast<unsigned long long>(info.samples), static_cast<unsigned long long>(info.lost),
-            static_cast<unsigned long long>(by_mode[SPROV_PROFILE_MODE_DWARF]),
-            static_cast<unsigned long long>(by_mode[SPROV_PROFILE_MODE_CALLCHAIN]),
-            static_cast<unsigned long long>(by_mode[SPROV_PROFILE_MODE_IP]), static_cast<unsigned long long>(truncated),
-            static_cast<unsigned long long>(failed), static_cast<unsigned long long>(frames_total),
-            static_cast<unsigned long long>(kernel_frames), static_cast<unsigned long long>(kernel_named),
-            static_cast<unsigned long long>(agg.entries().size()), static_cast<unsigned long long>(agg.collisions()),
+            static_cast<unsigned long long>(imp.by_mode(SPROV_PROFILE_MODE_DWARF)),
+            static_cast<unsigned long long>(imp.by_mode(SPROV_PROFILE_MODE_CALLCHAIN)),
+            static_cast<unsigned long long>(imp.by_mode(SPROV_PROFILE_MODE_IP)), static_cast<unsigned long long>(imp.truncated()),
+            static_cast<unsigned long long>(imp.failed()), static_cast<unsigned long long>(imp.frames()),
+            static_cast<unsigned long long>(imp.kernel_frames()), static_cast<unsigned long long>(imp.kernel_named()),
+            static_cast<unsigned long long>(stacks.aggregator().entries().size()),
+            static_cast<unsigned long long>(stacks.aggregator().collisions()),
             static_cast<unsigned long long>(names.hits()), static_cast<unsigned long long>(names.misses()), secs,
             secs > 0 ? static_cast<double>(info.samples) / secs : 0.0);
   return rc;

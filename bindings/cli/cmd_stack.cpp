@@ -446,6 +446,7 @@ int cmd_stack(int argc, char** argv) {
     const int64_t t = sprov_snapshot_tid(snap);
     const char* name = sprov_process_thread_name(proc, i);
     const int regs_arch = a.regs ? sprov_snapshot_arch(snap) : 0;
+    const std::string runtime_name = python != "off" ? sprov_process_runtime_thread_name(proc, i) : "";
     sprov_stack* stack = nullptr;
     if ((rc = sprov_unwinder_unwind(uw, snap, &stack)) != 0) {
       fflush(stdout);
@@ -481,9 +482,9 @@ int cmd_stack(int argc, char** argv) {
     }
     if (a.json) {
       if (!first) printf(",");
-      stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch);
+      stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name);
     } else {
-      stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch);
+      stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name);
     }
     if (a.verbose) {
       fflush(stdout);  // this thread's stack, then why its modules are named as they are

@@ -177,9 +177,12 @@ bool is_signal_trampoline(const sprov_stack* stack, size_t index) {
 }
 
 void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
-                      const std::string& name, bool lines, int regs_arch) {
-  if (name.empty()) fprintf(f, "TID %" PRId64 ":\n", tid);
-  else fprintf(f, "TID %" PRId64 " \"%s\":\n", tid, name.c_str());
+                      const std::string& name, bool lines, int regs_arch,
+                      const std::string& runtime_name) {
+  const std::string rt =
+      runtime_name.empty() ? "" : " (python thread \"" + json_escape(runtime_name.c_str()) + "\")";
+  if (name.empty()) fprintf(f, "TID %" PRId64 "%s:\n", tid, rt.c_str());
+  else fprintf(f, "TID %" PRId64 " \"%s\"%s:\n", tid, name.c_str(), rt.c_str());
   const size_t n = sprov_stack_frame_count(stack);
   for (size_t i = 0; i < n; i++) {
     struct sprov_frame fr = {};
@@ -269,8 +272,11 @@ void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* sta
 }
 
 void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
-                      const std::string& name, bool lines, int regs_arch) {
-  fprintf(f, "{\"tid\":%" PRId64 ",\"name\":\"%s\",\"frames\":[", tid, json_escape(name.c_str()).c_str());
+                      const std::string& name, bool lines, int regs_arch,
+                      const std::string& runtime_name) {
+  fprintf(f, "{\"tid\":%" PRId64 ",\"name\":\"%s\",", tid, json_escape(name.c_str()).c_str());
+  if (!runtime_name.empty()) fprintf(f, "\"runtime_name\":\"%s\",", json_escape(runtime_name.c_str()).c_str());
+  fprintf(f, "\"frames\":[");
   const size_t n = sprov_stack_frame_count(stack);
   bool first = true;
   for (size_t i = 0; i < n; i++) {

@@ -21,4 +21,5 @@ PYBIND11_MODULE(_stackprov, m) {
   stackprov_py::init_replay_report(m);
   stackprov_py::init_bundle(m);
   stackprov_py::init_bundle_store(m);
+  stackprov_py::init_perf(m);
 }

@@ -153,5 +153,7 @@ void init_replay_report(py::module_& m);
 void init_bundle(py::module_& m);
 /// Store: the bundle store (init_store.cpp).
 void init_bundle_store(py::module_& m);
+/// RecordResult, ProfileFrame, ProfileSample, Profile, _record, _perf_import (init_perf.cpp).
+void init_perf(py::module_& m);
 
 }  // namespace stackprov_py

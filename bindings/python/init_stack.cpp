@@ -52,6 +52,7 @@ struct Stack {
 struct Thread {
   int64_t tid = 0;
   std::string name;
+  std::optional<std::string> runtime_name;  ///< the Python thread's threading name (python != "off")
   std::vector<Frame> frames;
   std::string stop_reason;
 };
@@ -312,6 +313,8 @@ StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
     Thread t;
     t.tid = sprov_snapshot_tid(snap);
     t.name = str(sprov_process_thread_name(p.proc.get(), i));
+    if (const char* rn = sprov_process_runtime_thread_name(p.proc.get(), i); python != "off" && rn && *rn)
+      t.runtime_name = str(rn);
     t.frames = std::move(s.frames);
     t.stop_reason = std::move(s.stop_reason);
     r.threads.push_back(std::move(t));
@@ -442,7 +445,9 @@ void init_stack(py::module_& m) {
 
   py::class_<Thread>(m, "Thread", "One thread's stack.")
       .def_readonly("tid", &Thread::tid)
-      .def_readonly("name", &Thread::name)
+      .def_readonly("name", &Thread::name, "the OS thread's name (comm)")
+      .def_readonly("runtime_name", &Thread::runtime_name,
+                    "a Python thread's threading.Thread name (\"MainThread\", \"worker-1\"), None when none was read")
       .def_readonly("frames", &Thread::frames)
       .def_readonly("stop_reason", &Thread::stop_reason)
       .def("__repr__", [](const Thread& t) {
@@ -571,7 +576,15 @@ void init_stack(py::module_& m) {
         const char* n = sprov_process_thread_name(p.proc.get(), i);
         if (!n) throw py::index_error("thread index " + std::to_string(i) + " out of range");
         return std::string(n);
-      }, py::arg("index"));
+      }, py::arg("index"))
+      .def("runtime_thread_name", [](const Process& p, size_t i) -> std::optional<std::string> {
+        if (!p.proc) fail_arg("the Process is closed");
+        if (i >= sprov_process_thread_count(p.proc.get()))
+          throw py::index_error("thread index " + std::to_string(i) + " out of range");
+        const char* n = sprov_process_runtime_thread_name(p.proc.get(), i);
+        if (n == nullptr || *n == '\0') return std::nullopt;
+        return str(n);
+      }, py::arg("index"), "thread `index`'s Python threading name (captured with python frames), None when none");
 
   py::class_<Context> context_cls(m, "Context", "Library context: module cache, debug directories, resolver policy (thread-safe).");
   context_cls

@@ -626,6 +626,10 @@ SPROV_API size_t sprov_process_runtime_frame_count(const sprov_process* proc, si
 SPROV_API int sprov_process_runtime_frame(const sprov_process* proc, size_t index, size_t frame,
                                           struct sprov_runtime_frame* out);
 SPROV_API const char* sprov_process_runtime(const sprov_process* proc);
+/* The runtime's name of thread `index` (CPython: the threading.Thread's name, e.g. "MainThread",
+ * "worker-1", read from threading._active; CPython 3.11 does not give it to the OS thread, whose
+ * name sprov_process_thread_name gives), "" when none was read. Owned by proc. */
+SPROV_API const char* sprov_process_runtime_thread_name(const sprov_process* proc, size_t index);
 
 /* A new stack with the runtime frames of thread `index` of `proc` merged into `native` (that
  * thread's unwound stack): each CPython frame goes right before the _PyEval_EvalFrameDefault

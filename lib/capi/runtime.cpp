@@ -160,6 +160,13 @@ SPROV_API const char* sprov_process_runtime(const sprov_process* proc) {
   return proc ? proc->runtime.description.c_str() : "";
 }
 
+SPROV_API const char* sprov_process_runtime_thread_name(const sprov_process* proc, size_t index) {
+  return guard_value<const char*>("", [&]() -> const char* {
+    const runtime::PythonThread* t = thread_of(proc, index);
+    return t ? t->name.c_str() : "";
+  });
+}
+
 SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, const sprov_stack* native, int mode,
                                        sprov_stack** out) {
   return guard([&] {

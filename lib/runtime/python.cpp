@@ -47,6 +47,20 @@ const PythonLayout& python311_layout() {
     l.unicode_compact_data = 72;
     l.bytes_size = 16;                   // PyVarObject.ob_size
     l.bytes_data = 32;                   // PyBytesObject.ob_sval
+    l.tstate_thread_id = 152;            // cpython/pystate.h: struct _ts { ..., async_exc, thread_id, ... }
+    l.interp_modules = 888;              // pycore_interp.h: struct _is { ..., modules, ... }
+    l.module_dict = 16;                  // moduleobject.c: PyModuleObject { ob_base, md_dict, ... }
+    l.dict_keys = 32;                    // cpython/dictobject.h: { ob_base, ma_used, ma_version_tag, ma_keys, ma_values }
+    l.dict_values = 40;
+    l.keys_log2_size = 8;                // pycore_dict.h: { dk_refcnt, dk_log2_size, dk_log2_index_bytes, dk_kind,
+    l.keys_log2_index_bytes = 9;         //   dk_version, dk_usable, dk_nentries, dk_indices[] }
+    l.keys_kind = 10;
+    l.keys_nentries = 24;
+    l.keys_indices = 32;
+    l.type_flags = 168;                  // cpython/object.h: PyTypeObject.tp_flags
+    l.type_dictoffset = 288;             //   tp_dictoffset
+    l.heaptype_cached_keys = 872;        //   PyHeapTypeObject.ht_cached_keys
+    l.long_digits = 24;                  // cpython/longintrepr.h: { PyVarObject ob_base; digit ob_digit[1]; }
     return l;
   }();
   return kLayout;
@@ -307,6 +321,121 @@ class PyReader {
     return true;
   }
 
+  /// The live entries of a dict's keys object (values from `values` for a split table, else from
+  /// the entries), at most max_dict_entries: fn(key, value) returns true to stop. False (with
+  /// `why`) when the keys object is unreadable or malformed.
+  template <class Fn>
+  bool keys_items(uint64_t keys, uint64_t values, Fn&& fn, std::string* why) {
+    const uint64_t head = std::max({l_.keys_log2_size, l_.keys_log2_index_bytes, l_.keys_kind}) + 1;
+    if (keys == 0 || !load(keys, std::max<uint64_t>(head, l_.keys_nentries + 8))) {
+      *why = "dict keys 0x" + hex(keys) + " unreadable";
+      return false;
+    }
+    const unsigned log2_size = f8(l_.keys_log2_size), log2_index = f8(l_.keys_log2_index_bytes), kind = f8(l_.keys_kind);
+    const uint64_t nentries = f64(l_.keys_nentries);
+    // dk_indices holds 2^log2_size indices of 1, 2, 4 or 8 bytes (pycore_dict.h DK_LOG_SIZE, DK_ENTRIES).
+    if (log2_size > 30 || log2_index < log2_size || log2_index > log2_size + 3 || kind > 2 ||
+        nentries > (uint64_t{1} << log2_size)) {
+      *why = "dict keys 0x" + hex(keys) + " malformed (log2 size " + std::to_string(log2_size) + ", index bytes 2^" +
+             std::to_string(log2_index) + ", kind " + std::to_string(kind) + ", " + std::to_string(nentries) +
+             " entries)";
+      return false;
+    }
+    if (dict_budget_ == 0) {
+      *why = "the budget of " + std::to_string(lim_.max_dict_entries) + " dict entries is spent";
+      return false;
+    }
+    const uint64_t n = std::min<uint64_t>(nentries, dict_budget_);
+    dict_budget_ -= n;
+    const uint64_t esize = kind == 0 ? 24 : 16;  // PyDictKeyEntry {hash, key, value}, PyDictUnicodeEntry {key, value}
+    const uint64_t at = keys + l_.keys_indices + (uint64_t{1} << log2_index);
+    std::vector<uint8_t> e(n * esize), v(values != 0 ? n * 8 : 0);
+    if ((!e.empty() && !mem_.read(at, e.data(), e.size())) || (!v.empty() && !mem_.read(values, v.data(), v.size()))) {
+      *why = "dict entries at 0x" + hex(at) + " unreadable";
+      return false;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+      const uint8_t* p = &e[i * esize + (kind == 0 ? 8 : 0)];
+      const uint64_t key = le(p, 8), value = values != 0 ? le(&v[i * 8], 8) : le(p + 8, 8);
+      if (key != 0 && value != 0 && fn(key, value)) break;
+    }
+    return true;
+  }
+
+  /// A dict object's entries (keys_items), after checking that it is a dict.
+  template <class Fn>
+  bool dict_items(uint64_t dict, Fn&& fn, std::string* why) {
+    if (dict == 0 || type_name(dict) != "dict") {
+      *why = "object 0x" + hex(dict) + " is not a dict";
+      return false;
+    }
+    uint64_t keys = 0, values = 0;
+    if (!u64(dict + l_.dict_keys, &keys) || !u64(dict + l_.dict_values, &values)) {
+      *why = "dict 0x" + hex(dict) + " unreadable";
+      return false;
+    }
+    return keys_items(keys, values, fn, why);
+  }
+
+  /// The value of the str key `name` in a dict's entries (0 when absent).
+  template <class Items>
+  uint64_t find_str(Items&& items, std::string_view name, std::string* why) {
+    uint64_t found = 0;
+    std::string k, ignored;
+    const bool ok = items([&](uint64_t key, uint64_t value) {
+      uint64_t length = 0;
+      if (!u64(key + l_.unicode_length, &length) || length != name.size()) return false;
+      if (unicode(key, &k, &ignored) && k == name) found = value;
+      return found != 0;
+    }, why);
+    if (ok && found == 0) *why = "no '" + std::string(name) + "'";
+    return ok ? found : 0;
+  }
+
+  /// An int object's value when it is non-negative and fits 64 bits (30-bit digits), else nullopt.
+  std::optional<uint64_t> small_int(uint64_t obj) {
+    if (obj == 0 || type_name(obj) != "int") return std::nullopt;
+    uint64_t size = 0;
+    if (!u64(obj + l_.bytes_size, &size) || static_cast<int64_t>(size) < 0 || size > 3) return std::nullopt;
+    uint32_t digit[3] = {0, 0, 0};
+    if (size > 0 && !mem_.read(obj + l_.long_digits, digit, size * 4)) return std::nullopt;
+    for (uint32_t& d : digit) d &= 0x3fffffff;  // PyLong_SHIFT 30
+    const unsigned __int128 v = digit[0] | (static_cast<unsigned __int128>(digit[1]) << 30) |
+                                (static_cast<unsigned __int128>(digit[2]) << 60);
+    if (v > UINT64_MAX) return std::nullopt;
+    return static_cast<uint64_t>(v);
+  }
+
+  /// An object's instance attribute `name` (its __dict__: 3.11's managed dict -- values before
+  /// the object with the type's cached keys, or a materialised dict -- else tp_dictoffset), 0 when absent.
+  uint64_t attribute(uint64_t obj, std::string_view name, std::string* why) {
+    uint64_t type = 0, flags = 0, dictoffset = 0;
+    if (obj < 32 || !u64(obj + l_.object_type, &type) || type == 0 || !u64(type + l_.type_flags, &flags) ||
+        !u64(type + l_.type_dictoffset, &dictoffset)) {
+      *why = "object 0x" + hex(obj) + " unreadable";
+      return 0;
+    }
+    uint64_t dict = 0;
+    if (flags & (1u << 4)) {  // Py_TPFLAGS_MANAGED_DICT: values at obj - 4 words, dict at obj - 3 (pycore_object.h)
+      uint64_t values = 0, keys = 0;
+      if (!u64(obj - 32, &values) || !u64(obj - 24, &dict)) {
+        *why = "object 0x" + hex(obj) + ": managed dict unreadable";
+        return 0;
+      }
+      if (values != 0) {
+        if (!u64(type + l_.heaptype_cached_keys, &keys)) {
+          *why = "type 0x" + hex(type) + ": cached keys unreadable";
+          return 0;
+        }
+        return find_str([&](auto&& fn, std::string* w) { return keys_items(keys, values, fn, w); }, name, why);
+      }
+    } else if (static_cast<int64_t>(dictoffset) > 0 && dictoffset < 4096 && !u64(obj + dictoffset, &dict)) {
+      *why = "object 0x" + hex(obj) + ": __dict__ unreadable";
+      return 0;
+    }
+    return find_str([&](auto&& fn, std::string* w) { return dict_items(dict, fn, w); }, name, why);
+  }
+
   const CodeInfo* code(uint64_t addr, std::string* why) {
     auto it = codes_.find(addr);
     if (it != codes_.end()) return &it->second;
@@ -393,6 +522,7 @@ class PyReader {
   uint64_t linetable_read_ = 0;  ///< bytes of line tables read from the target so far
   static constexpr uint64_t kLinetableBudget = uint64_t{256} << 20;
   uint8_t block_[1024];
+  uint64_t dict_budget_ = lim_.max_dict_entries;  ///< dict entries all lookups of one read may visit
 };
 
 /// Follows one thread's frame chain from its current frame (innermost first).
@@ -449,6 +579,32 @@ void read_frames(PyReader& rd, const PythonLayout& l, const PythonLimits& lim, u
   }
 }
 
+/// threading.get_ident() -> Thread._name of an interpreter: sys.modules["threading"]._active.
+/// Empty when the program never imported threading or a step cannot be read (`why`).
+std::unordered_map<uint64_t, std::string> thread_names(PyReader& rd, const PythonLayout& l, uint64_t interp,
+                                                       std::string* why) {
+  std::unordered_map<uint64_t, std::string> out;
+  uint64_t modules = 0;
+  if (!rd.u64(interp + l.interp_modules, &modules)) {
+    *why = "interpreter 0x" + PyReader::hex(interp) + " unreadable";
+    return out;
+  }
+  auto in_dict = [&](uint64_t dict) { return [&rd, dict](auto&& fn, std::string* w) { return rd.dict_items(dict, fn, w); }; };
+  const uint64_t threading = rd.find_str(in_dict(modules), "threading", why);
+  uint64_t md = 0;
+  if (threading == 0 || rd.type_name(threading) != "module" || !rd.u64(threading + l.module_dict, &md)) return out;
+  const uint64_t active = rd.find_str(in_dict(md), "_active", why);
+  if (active == 0) return out;
+  std::string w, name;
+  rd.dict_items(active, [&](uint64_t key, uint64_t thread) {
+    const std::optional<uint64_t> ident = rd.small_int(key);
+    const uint64_t n = ident ? rd.attribute(thread, "_name", &w) : 0;
+    if (n != 0 && rd.unicode(n, &name, &w)) out.emplace(*ident, name);
+    return false;
+  }, why);
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem, const PythonTarget& target,
@@ -462,6 +618,7 @@ Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem,
   std::unordered_set<uint64_t> seen_interps, seen_threads;
   uint64_t budget = limits.max_total_frames;
   for (uint32_t i = 0; interp != 0 && i < limits.max_interpreters && seen_interps.insert(interp).second; i++) {
+    const size_t first = out.size();
     uint64_t ts = 0;
     if (!rd.u64(interp + l.interp_threads_head, &ts)) break;
     for (uint32_t k = 0; ts != 0 && k < limits.max_threads && seen_threads.insert(ts).second; k++) {
@@ -474,12 +631,19 @@ Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem,
         break;
       }
       t.tid = static_cast<int64_t>(tid);
+      if (!rd.u64(ts + l.tstate_thread_id, &t.ident)) t.ident = 0;
       if (cframe != 0 && !rd.u64(cframe + l.cframe_current_frame, &frame))
         t.problem = "_PyCFrame 0x" + PyReader::hex(cframe) + " unreadable";
       else
         read_frames(rd, l, limits, frame, &t, &budget);
       out.push_back(std::move(t));
       if (!rd.u64(ts + l.tstate_next, &ts)) break;
+    }
+    if (out.size() > first) {
+      std::string why;
+      const auto names = thread_names(rd, l, interp, &why);
+      for (size_t k = first; k < out.size(); k++)
+        if (auto it = names.find(out[k].ident); out[k].ident != 0 && it != names.end()) out[k].name = it->second;
     }
     if (!rd.u64(interp + l.interp_next, &interp)) break;
   }

@@ -49,6 +49,23 @@ struct PythonLayout {
   uint32_t unicode_compact_data = 0;       ///< sizeof(PyCompactUnicodeObject): data of other compact strings
   uint32_t bytes_size = 0;                 ///< PyVarObject.ob_size of a bytes object
   uint32_t bytes_data = 0;                 ///< PyBytesObject.ob_sval
+  // Thread names (threading._active: ident -> Thread, Thread._name), Include/cpython/dictobject.h,
+  // Include/internal/pycore_dict.h (struct _dictkeysobject), Include/cpython/object.h
+  // (PyHeapTypeObject), Include/cpython/longintrepr.h, Include/moduleobject.c (PyModuleObject).
+  uint32_t tstate_thread_id = 0;           ///< PyThreadState.thread_id (threading.get_ident())
+  uint32_t interp_modules = 0;             ///< PyInterpreterState.modules (sys.modules, a dict)
+  uint32_t module_dict = 0;                ///< PyModuleObject.md_dict
+  uint32_t dict_keys = 0;                  ///< PyDictObject.ma_keys
+  uint32_t dict_values = 0;                ///< PyDictObject.ma_values (split tables)
+  uint32_t keys_log2_size = 0;             ///< PyDictKeysObject.dk_log2_size (uint8)
+  uint32_t keys_log2_index_bytes = 0;      ///< PyDictKeysObject.dk_log2_index_bytes (uint8)
+  uint32_t keys_kind = 0;                  ///< PyDictKeysObject.dk_kind (uint8: 0 general, 1 unicode, 2 split)
+  uint32_t keys_nentries = 0;              ///< PyDictKeysObject.dk_nentries
+  uint32_t keys_indices = 0;               ///< PyDictKeysObject.dk_indices (the entries follow the indices)
+  uint32_t type_flags = 0;                 ///< PyTypeObject.tp_flags (Py_TPFLAGS_MANAGED_DICT 1 << 4)
+  uint32_t type_dictoffset = 0;            ///< PyTypeObject.tp_dictoffset
+  uint32_t heaptype_cached_keys = 0;       ///< PyHeapTypeObject.ht_cached_keys (the keys of managed dicts)
+  uint32_t long_digits = 0;                ///< PyLongObject.ob_digit (30-bit digits; ob_size at bytes_size)
   bool operator==(const PythonLayout&) const = default;
 };
 
@@ -112,6 +129,8 @@ struct PythonFrame {
 
 struct PythonThread {
   int64_t tid = 0;        ///< PyThreadState.native_thread_id
+  uint64_t ident = 0;     ///< PyThreadState.thread_id: threading.get_ident() of the thread
+  std::string name;       ///< the threading.Thread's name (threading._active[ident]._name); "" when none
   uint64_t tstate = 0;
   std::vector<PythonFrame> frames;  ///< innermost first
   std::string problem;    ///< why the chain was cut short ("" when whole)
@@ -126,11 +145,14 @@ struct PythonLimits {
   uint32_t max_total_frames = 1u << 18;  ///< over all threads (thread states may share a chain)
   uint32_t max_string_bytes = 4096;
   uint32_t max_linetable_bytes = 1u << 20;
+  uint32_t max_dict_entries = 1u << 16;  ///< dict entries visited in all (sys.modules, threading._active, ...)
 };
 
-/// Reads every interpreter's threads and their frame chains through `mem`. Fails (naming the
-/// address) only when _PyRuntime itself is unreadable; a damaged thread or frame ends that
-/// chain with PythonThread::problem.
+/// Reads every interpreter's threads and their frame chains through `mem`, and each thread's
+/// threading name (sys.modules["threading"]._active[ident]._name: CPython 3.11 keeps names in
+/// Python objects and does not name the OS thread; a name that cannot be read stays ""). Fails
+/// (naming the address) only when _PyRuntime itself is unreadable; a damaged thread or frame ends
+/// that chain with PythonThread::problem.
 Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem, const PythonTarget& target,
                                                       const PythonLimits& limits = {});
 

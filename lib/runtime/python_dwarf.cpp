@@ -77,7 +77,8 @@ Result<PythonLayout> python311_layout_from_dwarf(const std::string& debug_path) 
   // Top-level types by name (struct tag names and typedef names), first definition wins.
   static const char* const kWanted[] = {"pyruntimestate", "_is", "_ts", "_PyCFrame", "_PyInterpreterFrame",
                                         "_object", "_typeobject", "PyCodeObject", "PyASCIIObject",
-                                        "PyCompactUnicodeObject", "PyVarObject", "PyBytesObject"};
+                                        "PyCompactUnicodeObject", "PyVarObject", "PyBytesObject", "PyDictObject",
+                                        "_dictkeysobject", "PyModuleObject", "_heaptypeobject", "_longobject"};
   std::map<std::string, Dwarf_Die> found;
   Dwarf_CU* cu = nullptr;
   Dwarf_Die cudie;
@@ -159,6 +160,20 @@ Result<PythonLayout> python311_layout_from_dwarf(const std::string& debug_path) 
   size_of("PyCompactUnicodeObject", &l.unicode_compact_data);
   get("PyVarObject", "ob_size", &l.bytes_size);
   get("PyBytesObject", "ob_sval", &l.bytes_data);
+  get("_ts", "thread_id", &l.tstate_thread_id);
+  get("_is", "modules", &l.interp_modules);
+  get("PyModuleObject", "md_dict", &l.module_dict);
+  get("PyDictObject", "ma_keys", &l.dict_keys);
+  get("PyDictObject", "ma_values", &l.dict_values);
+  get("_dictkeysobject", "dk_log2_size", &l.keys_log2_size);
+  get("_dictkeysobject", "dk_log2_index_bytes", &l.keys_log2_index_bytes);
+  get("_dictkeysobject", "dk_kind", &l.keys_kind);
+  get("_dictkeysobject", "dk_nentries", &l.keys_nentries);
+  get("_dictkeysobject", "dk_indices", &l.keys_indices);
+  get("_typeobject", "tp_flags", &l.type_flags);
+  get("_typeobject", "tp_dictoffset", &l.type_dictoffset);
+  get("_heaptypeobject", "ht_cached_keys", &l.heaptype_cached_keys);
+  get("_longobject", "ob_digit", &l.long_digits);
   dwarf_end(dbg);
   if (!bad.empty())
     return make_error(SPROV_ERR_DWARF, "%s: CPython 3.11 members not found: %s", debug_path.c_str(), bad.c_str());

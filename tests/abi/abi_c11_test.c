@@ -255,6 +255,7 @@ int main(void) {
     EXPECT(sprov_process_runtime_frame(NULL, 0, 0, &rf) == SPROV_ERR_INVALID_ARG);
     EXPECT(sprov_process_runtime_frame_count(NULL, 0) == 0);
     EXPECT(strcmp(sprov_process_runtime(NULL), "") == 0);
+    EXPECT(strcmp(sprov_process_runtime_thread_name(NULL, 0), "") == 0);
   }
 
   /* SPROV_OPTS is plain C11 (this file builds with -std=c11 -pedantic -Werror): sz is set, the

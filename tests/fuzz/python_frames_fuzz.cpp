@@ -45,11 +45,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lim.max_frames = 256;
   lim.max_string_bytes = 64;
   lim.max_linetable_bytes = 4096;
+  lim.max_dict_entries = 256;
   auto r = runtime::read_python_threads(mem, t, lim);
   if (r.ok()) {
     if (r.value().size() > size_t{lim.max_interpreters} * lim.max_threads) fail();
     for (const auto& th : r.value()) {
       if (th.frames.size() > lim.max_frames) fail();
+      if (th.name.size() > 4 * lim.max_string_bytes + 3) fail();
       for (const auto& f : th.frames)
         if (f.function.size() > 4 * lim.max_string_bytes + 3 || f.file.size() > 4 * lim.max_string_bytes + 3) fail();
     }

@@ -13,7 +13,7 @@ beyond what its docstring says: that belongs to each comparison.
                    same, locations split by llvm_location), llvm_symbolizer_json (--output-style=JSON).
                    `stackprov symbolize` and `stackprov bundle lookup` print the same styles.
   perf script      perf_script_samples (every frame of every sample), parse_perf_script (user frames,
-                   kernel frames apart).
+                   kernel frames apart), perf_addr_delta (how its addresses of an ET_EXEC differ).
   eu-stack         parse_eu_stack (-m; also `stackprov stack`'s text).
   llvm-readobj     parse_readobj_coff_symbols (--symbols of a PE/COFF file).
   nm               parse_nm (llvm-nm, binutils nm: "ADDR TYPE NAME" lines).
@@ -24,6 +24,7 @@ beyond what its docstring says: that belongs to each comparison.
 """
 import json
 import re
+import struct
 
 # ------------------------------------------------------------------ llvm-symbolizer
 
@@ -202,9 +203,36 @@ def parse_perf_script(text, comms=None, kernel_names=None):
     return samples, kernel
 
 
+_DELTA = {}
+
+
+def perf_addr_delta(path):
+    """perf script prints ET_EXEC addresses relative to the mapping (file offsets); stackprov's
+    module_offset is the link-time address. Their difference is p_vaddr - p_offset of the text segment."""
+    if path not in _DELTA:
+        d = 0
+        try:
+            with open(path, "rb") as f:
+                h = f.read(64)
+                if h[:4] == b"\x7fELF" and struct.unpack_from("<H", h, 16)[0] == 2:  # ET_EXEC
+                    phoff, = struct.unpack_from("<Q", h, 32)
+                    phentsize, phnum = struct.unpack_from("<HH", h, 54)
+                    f.seek(phoff)
+                    ph = f.read(phentsize * phnum)
+                    for i in range(phnum):
+                        ptype, flags, off, vaddr = struct.unpack_from("<IIQQ", ph, i * phentsize)
+                        if ptype == 1 and flags & 1:
+                            d = vaddr - off
+                            break
+        except OSError:
+            pass
+        _DELTA[path] = d
+    return _DELTA[path]
+
+
 # ------------------------------------------------------------------ eu-stack
 
-_EU_TID = re.compile(r'^TID (\d+)(?: "[^"]*")?:$')
+_EU_TID = re.compile(r'^TID (\d+)(?: "[^"]*")?(?: \(python thread "(?:[^"\\]|\\.)*"\))?:$')
 _EU_FRAME = re.compile(r"^#(\d+)\s+0x([0-9a-f]+)(.*)$")
 _INFERRED = re.compile(r" \[[^]]*\binferred\]$")
 
@@ -217,7 +245,8 @@ def real_frames(frames):
 
 
 def parse_eu_stack(text):
-    """eu-stack -m output (or `stackprov stack`'s text: "TID n "name":" with the thread's comm) ->
+    """eu-stack -m output (or `stackprov stack`'s text: "TID n "name":" with the thread's comm, and
+    ' (python thread "NAME")' before the colon for a Python thread with a threading name) ->
     {tid: [(pc, name, module), ...]}, frames innermost first; name as printed ("??" kept, "" when
     none), module "" without -m. stackprov's inferred frames ("[tail_call, inferred]": not on the
     stack, from DWARF call sites) are left out: eu-stack shows only the frames on the stack."""

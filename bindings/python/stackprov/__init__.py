@@ -9,6 +9,8 @@
     snap = ctx.capture_self()                  # Snapshot; to_bytes() / Snapshot.from_bytes()
     st = ctx.unwinder().unwind(snap)
     stackprov.symbolize("/usr/bin/python3.11", [0x1234])   # one inline chain per address
+    stackprov.record(command=["./app"], duration=2, output="app.cap")   # RecordResult: samples, lost, ...
+    prof = stackprov.perf_import("app.cap")     # or a perf.data: .samples (frames), .folded, .svg()
     tid = stackprov.trace_capture(pid=1234, store="sqlite:t.db", bundle=True)
     stackprov.trace_resolve(tid, store="sqlite:t.db", offline=True)    # dict: frames, named, ...
     rep = stackprov.trace_replay(tid, store="sqlite:t.db", seeds=5)    # .exit_code, .json(), .junit()
@@ -32,7 +34,8 @@ from . import _stackprov
 from ._errors import (AccessDeniedError, BuildIdMismatchError, CaptureError, Error, FileMissingError,
                       FormatError, InvalidArgumentError, NotFoundError, ProcessNotFoundError,
                       SnapshotError, SystemCallError, UnsupportedError, VerificationError)
-from ._stackprov import (Bundle, BundleModule, Context, Frame, InlineFrame, Process, ProcessInfo, ReplayReport,
+from ._stackprov import (Bundle, BundleModule, Context, Frame, InlineFrame, Process, ProcessInfo, Profile,
+                         ProfileFrame, ProfileSample, RecordResult, ReplayReport,
                          Snapshot, Stack, Store, Symbolizer, Thread, TraceStore, Unwinder, digest_file,
                          dsse_sign_file, dsse_verify, key_generate, key_id, Log, log_init, log_verify_consistency,
                          log_verify_proof, sigstore_verify, trace_verify)
@@ -48,7 +51,8 @@ __all__ = [
     "trace_get", "trace_list", "trace_resolve", "trace_replay", "trace_replays", "ReplayReport", "Bundle",
     "BundleModule", "Store", "digest_file", "key_generate", "key_id", "Log", "log_init", "log_verify_proof",
     "log_verify_consistency", "dsse_sign_file", "dsse_verify",
-    "trace_verify", "sigstore_verify",
+    "trace_verify", "sigstore_verify", "record", "RecordResult", "perf_import", "Profile", "ProfileSample",
+    "ProfileFrame",
 ]
 
 
@@ -245,6 +249,88 @@ def trace_replay(trace_id, *, store=None, seeds=5, first_seed=1, min_coverage=No
                           -1.0 if min_success is None else float(min_success), kp, root)
 
 
+def _int_in(name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidArgumentError("invalid %s %r (expected an integer from %d to %d)" % (name, value, lo, hi),
+                                   _INVALID_ARG)
+    return value
+
+
+def record(pid=None, command=None, *, output="stackprov.cap", duration=None, frequency=999, stack_size=8192,
+           progress=None, context=None):
+    """Samples a running process (pid=, all its threads, also those created later) or a command
+    it starts (command=["prog", "arg", ...]) with perf_event_open, as `stackprov record`: cpu-clock
+    at `frequency` Hz per thread (1 to 100000), `stack_size` bytes of user stack per sample (a
+    multiple of 8 from 8 to 65528), the user registers and the kernel call chain; the module map
+    and build-ids. Writes the capture file `output` (under a temp name, renamed when done: a failed
+    recording leaves no file) that perf_import() and `stackprov perf-import` read. Blocks until
+    `duration` seconds (0.001 or more; None: until the target exits) or SIGINT, SIGTERM or SIGHUP
+    (the file is finished; a started command is sent SIGTERM, a pid= target keeps running).
+    Returns a RecordResult (.samples, .lost, .threads, .exit_status of a started command, .output).
+    progress: None, or a callable progress(samples, lost) called once when sampling has started
+    (0, 0), then about every 250 ms. The GIL is released while recording."""
+    if (pid is None) == (command is None):
+        raise InvalidArgumentError("give either pid= or command= (pid %r, command %r)" % (pid, command), _INVALID_ARG)
+    argv = []
+    if pid is not None:
+        _int_in("pid", pid, 1, 4194304)  # pid_t; the kernel's PID_MAX_LIMIT
+    else:
+        if isinstance(command, (str, bytes)) or not command or \
+                not all(isinstance(a, (str, _os.PathLike)) for a in command):
+            raise InvalidArgumentError("invalid command %r (expected a non-empty list of strings: the program and "
+                                       "its arguments)" % (command,), _INVALID_ARG)
+        argv = [_os.fspath(a) for a in command]
+    _int_in("frequency", frequency, 1, 100000)
+    _int_in("stack_size", stack_size, 8, 65528)
+    if stack_size % 8:
+        raise InvalidArgumentError("invalid stack_size %d (expected a multiple of 8 from 8 to 65528)" % stack_size,
+                                   _INVALID_ARG)
+    ms = 0
+    if duration is not None:
+        ok = isinstance(duration, (int, float)) and not isinstance(duration, bool) and duration == duration
+        ms = round(duration * 1000.0) if ok and abs(duration) < 1e10 else -1
+        if not 1 <= ms <= 4294967295:
+            raise InvalidArgumentError("invalid duration %r (expected seconds from 0.001 to 4294967)" % (duration,),
+                                       _INVALID_ARG)
+    output = _os.fspath(output)
+    if not output:
+        raise InvalidArgumentError("output needs a file name", _INVALID_ARG)
+    if _os.path.isdir(output):
+        raise InvalidArgumentError("output '%s' is a directory" % output, _INVALID_ARG)
+    ctx = context if context is not None else _stackprov._default_context()
+    if progress is not None and not callable(progress):
+        raise InvalidArgumentError("progress %r is not callable" % (progress,), _INVALID_ARG)
+    return _stackprov._record(ctx, pid or 0, argv, output, frequency, stack_size, ms, progress)
+
+
+def perf_import(path, *, sysroot=None, store=None, max_frames=256, inlines=True, _log_stderr=False):
+    """Reads a perf.data file (perf record, with or without -g or --call-graph dwarf) or a capture
+    file of record() and unwinds and names every sample as `stackprov perf-import` does (the same
+    code). Returns a Profile: .samples (ProfileSample: time, pid, tid, comm, mode, period, frames
+    leaf first -- the kernel's, then the user frames, each preceded by the functions inlined into
+    it when inlines=True (ProfileFrame.inlined) --, truncated, stop_reason), .folded ({folded
+    line: samples}, perf-import -f folded's lines), .folded_text() and .svg(title) (perf-import -f
+    folded / -f svg's output, byte for byte), and the summary's counts (.failed, .truncated,
+    .frames, .kernel_frames, .modes, .lost) and notes (.warnings, .truncation, .kernel_note).
+    sysroot: open module files under it; store: a bundle store directory naming (and unwinding)
+    modules whose file is missing or another build; max_frames: user frames per sample, 1 to
+    65536. A file cut short is read up to its last complete record (.truncation says what is
+    lost). The GIL is released while reading."""
+    path = _os.fspath(path)
+    if not path:
+        raise InvalidArgumentError("the input file name is empty", _INVALID_ARG)
+    _int_in("max_frames", max_frames, 1, 65536)
+    if store is not None:
+        store = _os.fspath(store)
+        if not _os.path.exists(store):
+            raise FileMissingError("bundle store '%s' does not exist" % store, -2)
+        if not _os.path.isdir(store):
+            raise InvalidArgumentError("bundle store '%s' is not a directory" % store, _INVALID_ARG)
+    if sysroot is not None:
+        sysroot = _os.fspath(sysroot)
+    return _stackprov._perf_import(path, sysroot, store, max_frames, bool(inlines), bool(_log_stderr))
+
+
 def _public_signature_errors(fn):
     """A wrong argument type that reaches the extension module is reported with the public
     function's own signature, not the internal one (`_stack(self: stackprov._stackprov.Context, ...)`);
@@ -267,6 +353,6 @@ def _public_signature_errors(fn):
 
 
 for _name in ("stack", "stack_with_info", "symbolize", "trace_capture", "trace_get", "trace_list", "trace_replays",
-              "trace_resolve", "trace_replay"):
+              "trace_resolve", "trace_replay", "record", "perf_import"):
     globals()[_name] = _public_signature_errors(globals()[_name])
 del _name

@@ -72,6 +72,7 @@ class Stack:
 class Thread:
     tid: int
     name: str
+    runtime_name: Optional[str]
     frames: List[Frame]
     stop_reason: str
 
@@ -132,6 +133,7 @@ class Process:
     @property
     def threads(self) -> List[Snapshot]: ...
     def thread_name(self, index: int) -> str: ...
+    def runtime_thread_name(self, index: int) -> Optional[str]: ...
     def close(self) -> None: ...
     def __enter__(self) -> Process: ...
     def __exit__(self, *args: object) -> None: ...
@@ -289,3 +291,64 @@ def trace_verify(digest: str, *, envelope: Optional[str] = ..., artifact: Option
                  log_dir: Optional[str] = ..., proof: Optional[str] = ...) -> str: ...
 def sigstore_verify(bundle: str, trusted_root: str, *, artifact: Optional[str] = ...,
                     artifact_digest: Optional[str] = ...) -> str: ...
+
+class RecordResult:
+    samples: int
+    lost: int
+    threads: int
+    exit_status: Optional[int]
+    output: str
+def record(pid: Optional[int] = ..., command: Optional[Sequence[str]] = ..., *, output: str = ...,
+           duration: Optional[float] = ..., frequency: int = ..., stack_size: int = ...,
+           progress: Optional[Callable[[int, int], None]] = ..., context: Optional[Context] = ...) -> RecordResult: ...
+
+class ProfileFrame:
+    pc: int
+    address: int
+    function: Optional[str]
+    linkage_name: Optional[str]
+    symbol_start: Optional[int]
+    module: Optional[str]
+    module_offset: int
+    method: str
+    kernel: bool
+    inlined: bool
+class ProfileSample:
+    index: int
+    time: int
+    pid: int
+    tid: int
+    comm: str
+    period: int
+    mode: str
+    frames: List[ProfileFrame]
+    truncated: bool
+    stop_reason: str
+    error: str
+class Profile:
+    path: str
+    format: str
+    samples: List[ProfileSample]
+    folded: Dict[str, int]
+    event: str
+    frequency: int
+    period: int
+    cmdline: str
+    warnings: str
+    truncation: str
+    kernel_note: str
+    kernel_naming: str
+    kernel_build_id: str
+    lost: int
+    truncated: int
+    failed: int
+    frames: int
+    kernel_frames: int
+    kernel_named: int
+    sample_count: int
+    modes: Dict[str, int]
+    def folded_text(self) -> str: ...
+    def svg(self, title: str = ...) -> str: ...
+    def __len__(self) -> int: ...
+def perf_import(path: str, *, sysroot: Optional[str] = ..., store: Optional[str] = ..., max_frames: int = ...,
+                inlines: bool = ...) -> Profile: ...

@@ -3,8 +3,7 @@
 binding can serve, with the CLI's names, options, output (byte for byte) and exit status.
 `python3 -m stackprov <command> --help` lists a command's options.
 
-Not served (use the CLI): bundle build, bundle export, demo, keygen, log, perf-import, record,
-sign. Errors are one line on stderr naming the offending value; a usage error exits 2.
+Not served (use the CLI): demo, log fragment, log verify-fragment, perf-import -f pprof. Errors are one line on stderr naming the offending value; a usage error exits 2.
 """
 
 _STACK_DOC = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]
@@ -33,12 +32,15 @@ import argparse
 import sys
 
 import stackprov
-from . import _cli_evidence, _cli_trace
+from . import _cli_evidence, _cli_log, _cli_perf, _cli_trace
+from ._cli import json_str as _json_str
 
-# The commands whose parsing and output live in _cli_trace / _cli_evidence.
+# The commands whose parsing and output live in _cli_trace / _cli_evidence / _cli_perf / _cli_log.
 _DELEGATED = {"trace-capture": _cli_trace.main, "trace-list": _cli_trace.main, "trace-show": _cli_trace.main,
               "trace-resolve": _cli_trace.main, "trace-replay": _cli_trace.main, "trace-verify": _cli_evidence.main,
-              "verify-sigstore": _cli_evidence.main, "bundle": _cli_evidence.main}
+              "verify-sigstore": _cli_evidence.main, "bundle": _cli_evidence.main, "record": _cli_perf.main,
+              "perf-import": _cli_perf.main, "keygen": _cli_evidence.main, "sign": _cli_evidence.main,
+              "log": _cli_log.main}
 
 _EXIT_STATUS = """Exit status:
   0  every thread was unwound to the end of its stack (or to --max-frames)
@@ -68,7 +70,8 @@ def print_header(out, info):
 
 
 def print_thread(out, t, lines=True):
-    out.write('TID %d "%s":\n' % (t.tid, t.name) if t.name else "TID %d:\n" % t.tid)
+    rt = ' (python thread %s)' % _json_str(t.runtime_name) if t.runtime_name else ""
+    out.write('TID %d "%s"%s:\n' % (t.tid, t.name, rt) if t.name else "TID %d%s:\n" % (t.tid, rt))
     for i, f in enumerate(t.frames):
         if f.runtime is not None:
             # "#3  python             Outer.method - /srv/app.py:42 [runtime]" (bindings/cli/print.cpp)
@@ -91,27 +94,6 @@ def print_thread(out, t, lines=True):
         if f.file:
             out.write("    %s:%d:%d\n" % (f.file, f.line or 0, f.column))
     out.write("stop: %s\n" % t.stop_reason)
-
-
-def _json_str(s):
-    """A JSON string as the CLI writes it (bindings/cli/print.cpp json_escape)."""
-    out = []
-    for c in s or "":
-        if c == '"':
-            out.append('\\"')
-        elif c == "\\":
-            out.append("\\\\")
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "\r":
-            out.append("\\r")
-        elif ord(c) < 0x20:
-            out.append("\\u%04x" % ord(c))
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
 
 
 def process_json(info):
@@ -158,8 +140,9 @@ def thread_json(t, lines=True):
                 % (_json_str(n.function), _json_str(n.linkage_name), _json_str(n.file), n.line, n.column)
                 for n in f.inlined)
         frames.append(s + "}")
-    return '{"tid":%d,"name":%s,"frames":[%s],"stop_reason":"%s"}' % (t.tid, _json_str(t.name), ",".join(frames),
-                                                                       t.stop_reason)
+    rt = '"runtime_name":%s,' % _json_str(t.runtime_name) if t.runtime_name else ""
+    return '{"tid":%d,"name":%s,%s"frames":[%s],"stop_reason":"%s"}' % (t.tid, _json_str(t.name), rt, ",".join(frames),
+                                                                         t.stop_reason)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -271,7 +254,12 @@ def main(argv=None):
                        ("trace-replay", "replay a stored trace under perturbations and evaluate the gate"),
                        ("trace-verify", "verify a file's DSSE envelope and its log inclusion, offline"),
                        ("verify-sigstore", "verify a Sigstore bundle offline against a trusted root"),
-                       ("bundle", "symbol bundles: inspect, lookup, unwind, put, promote, fsck")):
+                       ("bundle", "symbol bundles: build, inspect, lookup, unwind, export, put, promote, fsck"),
+                       ("record", "sample a process or command with perf_event into a capture file"),
+                       ("perf-import", "unwind and symbolize perf.data / capture-file samples: folded, svg, json"),
+                       ("keygen", "generate an ECDSA P-256 signing key (private key file mode 0600)"),
+                       ("sign", "sign a file's sha256 as an in-toto statement in a DSSE envelope"),
+                       ("log", "local transparency log: init, append, checkpoint, prove, verify")):
         sub.add_parser(name, help=what, add_help=False)
     a = p.parse_args(argv)
     if a.command == "symbolize":

@@ -128,6 +128,27 @@ def is_store_url(s):
     return s.startswith("sqlite:") or s.startswith("postgresql://") or s.startswith("postgres://")
 
 
+def json_str(s):
+    """A JSON string as the CLI writes it (bindings/cli/print.cpp json_escape)."""
+    out = []
+    for c in s or "":
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif ord(c) < 0x20:
+            out.append("\\u%04x" % ord(c))
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
 # ---- the library's JSON, read as the CLI's Json (bindings/cli/args.hpp): a number keeps its text
 # as written (95.0 stays "95.0"), and str() of a member is its string or number text, else "".
 

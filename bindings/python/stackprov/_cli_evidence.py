@@ -11,20 +11,29 @@ import stackprov
 from ._cli import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, is_sha256_digest, is_store_url, run,
                    usage)
 
-_BUNDLE_HELP = """usage: python3 -m stackprov bundle inspect BUNDLE [--store DIR] [--json]
+_BUNDLE_HELP = """usage: python3 -m stackprov bundle build [--store DIR] [--sign KEY --log DIR [--log-key LOGKEY]]
+                                         [--include-debug] [--debug-file-directory DIR]... [-o PATH]
+                                         [--name NAME] FILE...
+       python3 -m stackprov bundle inspect BUNDLE [--store DIR] [--json]
        python3 -m stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX] ADDRESS...
        python3 -m stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX] ADDRESS...
        python3 -m stackprov bundle put [--store DIR] BUNDLEFILE...
        python3 -m stackprov bundle promote [--store DIR] sha256:HEX...
+       python3 -m stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX]
+                                          [-o FILE] [--store DIR]
        python3 -m stackprov bundle fsck [--store DIR]
 
 What `stackprov bundle <subcommand>` prints, through the Python binding (see `stackprov bundle
---help` for the fields). `bundle build` and `bundle export` are not served here: use the CLI.
+--help` for the fields).
 
 BUNDLE is a bundle file, or sha256:HEX: the bundle of that digest in the store.
 --store DIR  the bundle store (doc/bundles.md "Store"); default $STACKPROV_STORE, else
              $XDG_DATA_HOME/stackprov/store, else $HOME/.local/share/stackprov/store.
 
+build    writes one symbol bundle with a module for each ELF FILE (stackprov.Bundle.build): to PATH
+         (default FILE.sbundle of the first FILE) or, with --store or --sign, into the store (and
+         PATH when given); --sign KEY signs it into the transparency log --log DIR. Prints its
+         sha256:<hex>.
 inspect  prints each module: id kind and hex, name, file/debug sha256, range/pad/unwind-row
          counts (--json: one JSON object).
 lookup   resolves module-relative (link-time) ADDRESSes (hex with 0x, or decimal) through the
@@ -32,6 +41,8 @@ lookup   resolves module-relative (link-time) ADDRESSes (hex with 0x, or decimal
          file:line:column, then a blank line; "??" and "??:0:0" when the bundle has no range
          there. --build-id picks the module (required when the bundle holds more than one).
 unwind   prints the unwind row covering each ADDRESS, one line each.
+export   writes the bundle's records as symbol-index-json (every module, or --build-id's) or
+         symbfile (one module) to stdout or FILE.
 put      stores bundle files and indexes their modules; prints each one's sha256:<hex>.
 promote  indexes the modules of bundles already stored by content.
 fsck     checks the store. Errors on stdout, warnings on stderr.
@@ -177,6 +188,82 @@ def _put(argv, promote):
     return EXIT_OK
 
 
+def _build(argv):
+    p = Parser("bundle build")
+    p.add_argument("files", nargs="*")
+    p.once("-o", "--output", "--out")
+    p.once("--name")
+    p.once("--store")
+    p.once("--sign")
+    p.once("--log")
+    p.once("--log-key")
+    p.add_argument("--debug-file-directory", action="append", default=[])
+    p.flag("--include-debug")
+    a = p.parse_intermixed_args(argv)
+    if not a.files:
+        raise UsageError("build needs a FILE")
+    for f in a.files:
+        if os.path.isdir(f):
+            raise UsageError("'%s' is a directory, not an ELF file" % f)
+    if a.output and os.path.isdir(a.output):
+        raise UsageError("'%s' is a directory, not a file to write" % a.output)
+    if a.name and len(a.files) != 1:
+        raise UsageError("--name names one module: give one FILE")
+    if a.sign is not None and not a.sign:
+        raise UsageError("--sign needs a KEY")
+    if a.sign and not a.log:
+        raise UsageError("--sign KEY needs --log DIR (the transparency log)")
+    if not a.sign and (a.log or a.log_key):
+        raise UsageError("--log and --log-key go with --sign KEY")
+    to_store = a.store is not None or bool(a.sign)
+    b = stackprov.Bundle.build(a.files, names=[a.name] if a.name else None,
+                               debug_dirs=a.debug_file_directory or None, include_debug=a.include_debug)
+    if to_store:
+        with _open_store(a.store, create=True) as st:
+            st.put(b)
+            if a.sign:
+                try:
+                    index = st.sign(b.digest, key=a.sign, log_dir=a.log, log_key=a.log_key or a.sign)
+                except stackprov.Error as e:
+                    return _bundle_fail("sign: " + e.message)
+                sys.stderr.write("%s bundle: signed %s, log '%s' entry %d\n" % (PROG, b.digest, a.log, index))
+    if a.output or not to_store:
+        out = a.output or os.path.basename(a.files[0]) + ".sbundle"
+        stackprov._stackprov._file_write(out, b.to_bytes(), 0o644)
+    sys.stdout.write(b.digest + "\n")
+    return EXIT_OK
+
+
+def _export(argv):
+    p = Parser("bundle export")
+    p.add_argument("bundles", nargs="*")
+    p.once("--format")
+    p.once("-o", "--output", "--out")
+    p.once("--build-id")
+    p.once("--store")
+    a = p.parse_intermixed_args(argv)
+    if not a.bundles:
+        raise UsageError("export needs a BUNDLE")
+    if len(a.bundles) > 1:
+        raise UsageError("unexpected argument '%s' (export takes one BUNDLE)" % a.bundles[1])
+    if a.output and os.path.isdir(a.output):
+        raise UsageError("'%s' is a directory, not a file to write" % a.output)
+    if a.format not in ("symbol-index-json", "symbfile"):
+        raise UsageError("export needs --format symbol-index-json or --format symbfile")
+    b = _open_bundle(a.bundles[0], a.store)
+    n = len(b.modules)
+    if a.format == "symbfile" and not a.build_id and n != 1:
+        raise UsageError("'%s' holds %d modules and a symbfile holds one: name it with --build-id" % (a.bundles[0], n))
+    data = b.export(a.format, build_id=a.build_id or None)
+    if a.output:
+        stackprov._stackprov._file_write(a.output, data, 0o644)
+    else:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    return EXIT_OK
+
+
 def bundle_main(argv):
     if not argv or argv[0] in ("--help", "-h", "help") or "--help" in argv[1:] or "-h" in argv[1:]:
         (sys.stdout if argv else sys.stderr).write(_BUNDLE_HELP)
@@ -184,13 +271,12 @@ def bundle_main(argv):
     sub, rest = argv[0], argv[1:]
     subs = {"inspect": _inspect, "lookup": lambda v: _query(v, "lookup", _lookup_text),
             "unwind": lambda v: _query(v, "unwind", lambda b, x, i: b.unwind_row(x, build_id=i) + "\n"),
-            "fsck": _fsck, "put": lambda v: _put(v, False), "promote": lambda v: _put(v, True)}
+            "fsck": _fsck, "put": lambda v: _put(v, False), "promote": lambda v: _put(v, True), "build": _build,
+            "export": _export}
     try:
-        if sub in ("build", "export"):
-            raise UsageError("'bundle %s' is not served by the Python binding's command line: use `stackprov bundle %s`"
-                             % (sub, sub))
         if sub not in subs:
-            raise UsageError("unknown subcommand '%s' (inspect, lookup, unwind, put, promote or fsck)" % sub)
+            raise UsageError("unknown subcommand '%s' (build, inspect, lookup, unwind, export, put, promote or fsck)"
+                             % sub)
         return subs[sub](rest)
     except UsageError as e:
         return usage("bundle", str(e))
@@ -354,7 +440,130 @@ def sigstore_main(a):
     return EXIT_OK
 
 
+# ------------------------------------------------------------------ keygen, sign
+
+KEYGEN_DOC = """usage: python3 -m stackprov keygen -o KEY [--pub PUB]
+
+Generates an ECDSA P-256 signing key as `stackprov keygen` does (stackprov.key_generate): the
+private key to KEY as SEC1 PEM with mode 0600 (KEY must not exist), the public key to PUB (default
+KEY.pub) as SPKI PEM. Prints the key id: hex SHA-256 of the DER public key.
+
+options:
+  -o, --output KEY  the private key file to create (--out KEY: the same)
+  --pub PUB         the public key file (default KEY.pub)
+  -h, --help        this text
+
+Exit status: 0 the key was written; 1 it could not be (KEY or PUB exists, a write failed);
+2 usage error.
+"""
+
+SIGN_DOC = """usage: python3 -m stackprov sign --key KEY [-o ENVELOPE] [--subject-name NAME]
+                                 [--predicate-type URI] [--predicate FILE.json] FILE
+
+Signs an in-toto Statement v1 whose subject is FILE's sha256 as a DSSE envelope, as `stackprov
+sign` does (stackprov.dsse_sign_file: the same C function, RFC 6979 deterministic ECDSA P-256).
+
+options:
+  --key KEY              the private key (not KEY.pub)
+  -o, --output ENVELOPE  write the envelope JSON to ENVELOPE (default: standard output; --out: the same)
+  --subject-name NAME    the subject's name (default: FILE's base name)
+  --predicate-type URI   the statement's predicateType
+  --predicate FILE.json  the statement's predicate
+  -h, --help             this text
+
+Exit status: 0 signed; 1 signing failed (the key cannot sign, FILE cannot be read, ENVELOPE cannot
+be written); 2 usage error.
+"""
+
+
+def _doc_parser(cmd, doc):
+    import argparse
+    p = Parser(cmd, usage=argparse.SUPPRESS, description=doc, add_help=False)
+    p.add_argument("-h", "--help", action="store_true")
+    return p
+
+
+def _keygen(a):
+    if a.help:
+        sys.stdout.write(KEYGEN_DOC)
+        return EXIT_OK
+    if a.args:
+        raise UsageError("unexpected argument '%s'" % a.args[0])
+    if a.output is None:
+        raise UsageError("-o KEY (the private key file to create) is required")
+    pub = a.pub if a.pub is not None else a.output + ".pub"
+    for f in (a.output, pub):
+        if os.path.isdir(f):
+            raise UsageError("'%s' is a directory: give a key file to create" % f)
+    try:
+        kid = stackprov.key_generate(a.output, pub)
+    except stackprov.Error as e:
+        sys.stderr.write("%s keygen: %s\n" % (PROG, e.message))
+        return EXIT_FAIL
+    sys.stdout.write("private key: %s (mode 0600)\npublic key:  %s\nkey id:      %s\n" % (a.output, pub, kid))
+    return EXIT_OK
+
+
+def _sign(a):
+    if a.help:
+        sys.stdout.write(SIGN_DOC)
+        return EXIT_OK
+    if a.key is None:
+        raise UsageError("--key KEY is required")
+    if len(a.args) != 1:
+        raise UsageError("exactly one FILE to sign is required")
+    for f in (a.key, a.args[0], a.output):
+        if f is not None and os.path.isdir(f):
+            raise UsageError("'%s' is a directory, not a file" % f)
+    predicate = None
+    if a.predicate is not None:
+        try:
+            with open(a.predicate, "rb") as fh:
+                predicate = fh.read().decode("utf-8", "surrogateescape")
+        except OSError as e:
+            raise UsageError("cannot read '%s': %s" % (a.predicate, e.strerror))
+    try:
+        env = stackprov.dsse_sign_file(a.key, a.args[0], subject_name=a.subject_name,
+                                       predicate_type=a.predicate_type, predicate_json=predicate)
+    except stackprov.Error as e:
+        sys.stderr.write("%s sign: %s\n" % (PROG, e.message))
+        return EXIT_FAIL
+    if a.output is None or a.output == "-":
+        sys.stdout.write(env)
+        return EXIT_OK
+    try:
+        stackprov._stackprov._file_write(a.output, env.encode("utf-8", "surrogateescape"), 0o644)
+    except stackprov.Error as e:
+        sys.stderr.write("%s sign: %s\n" % (PROG, e.message))
+        return EXIT_FAIL
+    sys.stderr.write("signed %s (%s) -> %s\n" % (a.args[0], stackprov.digest_file(a.args[0]), a.output))
+    return EXIT_OK
+
+
+def keygen_parser():
+    p = _doc_parser("keygen", KEYGEN_DOC)
+    p.once("-o", "--output", "--out")
+    p.once("--pub")
+    p.add_argument("args", nargs="*")
+    return p
+
+
+def sign_parser():
+    p = _doc_parser("sign", SIGN_DOC)
+    p.once("--key")
+    p.once("-o", "--output", "--out")
+    p.once("--subject-name")
+    p.once("--predicate-type")
+    p.once("--predicate")
+    p.add_argument("args", nargs="*")
+    return p
+
+
 def main(cmd, argv):
+    if cmd == "keygen":
+        return run(keygen_parser(), argv, _keygen)
+    if cmd == "sign":
+        return run(sign_parser(), argv, _sign)
     if cmd == "bundle":
         return bundle_main(argv)
     if cmd == "trace-verify":

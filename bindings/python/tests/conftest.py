@@ -29,6 +29,19 @@ def need_tool(name):
     return p
 
 
+def wait_asleep(pid, tries=400):
+    """Waits (up to tries x 10 ms) until every thread of `pid` sleeps in the kernel (state S or D)."""
+    for _ in range(tries):
+        states = []
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as fh:
+                s = fh.read()
+            states.append(s[s.rindex(")") + 2])
+        if all(c in "SD" for c in states):
+            return
+        time.sleep(0.01)
+
+
 class Fixture:
     """tests/integration/stack/fixture_threads.cpp: threads parked in named call chains; prints
     "thread TID ROLE" lines, then "ready"."""
@@ -48,15 +61,7 @@ class Fixture:
             if f and f[0] == "thread":
                 self.roles[int(f[1])] = f[2]
         # Every thread asleep in the kernel, so that two captures see the same stacks.
-        for _ in range(400):
-            states = []
-            for t in os.listdir("/proc/%d/task" % self.pid):
-                with open("/proc/%d/task/%s/stat" % (self.pid, t)) as fh:
-                    s = fh.read()
-                states.append(s[s.rindex(")") + 2])
-            if all(c in "SD" for c in states):
-                break
-            time.sleep(0.01)
+        wait_asleep(self.pid)
         time.sleep(0.05)
 
     def kill(self):

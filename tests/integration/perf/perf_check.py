@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 
 # perf script's samples (user frames, leaf first), read as every perf test reads them
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from peers import parse_perf_script  # noqa: E402  (tests/lib: the peers' output parsers)
+from peers import parse_perf_script, perf_addr_delta  # noqa: E402  (tests/lib: the peers' output parsers)
 
 PY_WORKLOAD = r"""
 import time
@@ -63,33 +63,6 @@ def finish(failures, workdir):
 
 def strip_version(name):
     return re.sub(r"@+[A-Za-z0-9_.]+$", "", name) if name else name
-
-
-_DELTA = {}
-
-
-def perf_addr_delta(path):
-    """perf script prints ET_EXEC addresses relative to the mapping (file offsets); stackprov's
-    module_offset is the link-time address. Their difference is p_vaddr - p_offset of the text segment."""
-    if path not in _DELTA:
-        d = 0
-        try:
-            with open(path, "rb") as f:
-                h = f.read(64)
-                if h[:4] == b"\x7fELF" and struct.unpack_from("<H", h, 16)[0] == 2:  # ET_EXEC
-                    phoff, = struct.unpack_from("<Q", h, 32)
-                    phentsize, phnum = struct.unpack_from("<HH", h, 54)
-                    f.seek(phoff)
-                    ph = f.read(phentsize * phnum)
-                    for i in range(phnum):
-                        ptype, flags, off, vaddr = struct.unpack_from("<IIQQ", ph, i * phentsize)
-                        if ptype == 1 and flags & 1:
-                            d = vaddr - off
-                            break
-        except OSError:
-            pass
-        _DELTA[path] = d
-    return _DELTA[path]
 
 
 def stackprov_frames(obj):

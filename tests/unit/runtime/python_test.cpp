@@ -148,12 +148,13 @@ struct FakePython {
   }
   /// One interpreter whose threads are `tids`, each with current frame `frames[i]`.
   void threads(const std::vector<std::pair<int64_t, uint64_t>>& tids) {
-    const uint64_t interp = mem.alloc(0x100);
+    interp = mem.alloc(0x400);
     mem.put64(runtime + l.runtime_interpreters_head, interp);
     uint64_t prev = 0;
     for (const auto& [tid, frame] : tids) {
       const uint64_t ts = mem.alloc(0x200), cf = mem.alloc(0x20);
       mem.put64(ts + l.tstate_native_thread_id, static_cast<uint64_t>(tid));
+      mem.put64(ts + l.tstate_thread_id, ident(tid));
       mem.put64(ts + l.tstate_cframe, cf);
       mem.put64(cf + l.cframe_current_frame, frame);
       if (prev) mem.put64(prev + l.tstate_next, ts);
@@ -161,6 +162,70 @@ struct FakePython {
       prev = ts;
     }
   }
+  /// threading.get_ident() of thread `tid` (a pthread_t).
+  static uint64_t ident(int64_t tid) { return 0x7f0000000000ull + static_cast<uint64_t>(tid) * 0x1000; }
+  /// A keys object of `kind` (0 general, 1 unicode, 2 split: values elsewhere) with 8 one-byte indices.
+  uint64_t keys(const std::vector<std::pair<uint64_t, uint64_t>>& kv, int kind) {
+    const uint64_t esize = kind == 0 ? 24 : 16;
+    const uint64_t k = mem.alloc(l.keys_indices + 8 + kv.size() * esize);
+    mem.put(k + l.keys_log2_size, 3, 1);
+    mem.put(k + l.keys_log2_index_bytes, 3, 1);
+    mem.put(k + l.keys_kind, static_cast<uint64_t>(kind), 1);
+    mem.put64(k + l.keys_nentries, kv.size());
+    const uint64_t e = k + l.keys_indices + 8;
+    for (size_t i = 0; i < kv.size(); i++) {
+      const uint64_t at = e + i * esize + (kind == 0 ? 8 : 0);
+      mem.put64(at, kv[i].first);
+      if (kind != 2) mem.put64(at + 8, kv[i].second);
+    }
+    return k;
+  }
+  uint64_t dict(const std::vector<std::pair<uint64_t, uint64_t>>& kv, int kind) {
+    const uint64_t d = mem.alloc(48);
+    mem.put64(d + l.object_type, dict_type);
+    mem.put64(d + l.dict_keys, keys(kv, kind));
+    return d;
+  }
+  uint64_t integer(uint64_t v) {
+    const uint64_t o = mem.alloc(40);
+    mem.put64(o + l.object_type, int_type);
+    uint64_t n = 0;
+    for (uint64_t x = v; x != 0; x >>= 30) mem.put(o + l.long_digits + 4 * n++, x & 0x3fffffff, 4);
+    mem.put64(o + l.bytes_size, n);
+    return o;
+  }
+  /// A threading.Thread-like object of a heap type with a managed dict: its attributes in values
+  /// after the type's cached keys (_target, _name, _daemonic), or, materialised, in a dict.
+  uint64_t thread_object(const std::string& name, bool materialised) {
+    if (thread_type == 0) {
+      thread_type = mem.alloc(0x400);
+      mem.put64(thread_type + l.type_name, mem.cstr("Thread"));
+      mem.put64(thread_type + l.type_flags, 1u << 4);  // Py_TPFLAGS_MANAGED_DICT
+      mem.put64(thread_type + l.heaptype_cached_keys,
+                keys({{str("_target"), 0}, {str("_name"), 0}, {str("_daemonic"), 0}}, 2));
+    }
+    const uint64_t obj = mem.alloc(64) + 32;
+    mem.put64(obj + l.object_type, thread_type);
+    if (materialised) {
+      mem.put64(obj - 24, dict({{str("_target"), str("t")}, {str("_name"), str(name)}}, 1));
+    } else {
+      const uint64_t values = mem.alloc(24);
+      mem.put64(values, str("target"));
+      mem.put64(values + 8, str(name));
+      mem.put64(values + 16, str("daemonic"));
+      mem.put64(obj - 32, values);
+    }
+    return obj;
+  }
+  /// sys.modules of the interpreter threads() made: {"sys": ..., "threading": module with _active}.
+  void threading(const std::vector<std::pair<uint64_t, uint64_t>>& active) {
+    const uint64_t mod = mem.alloc(64);
+    mem.put64(mod + l.object_type, type("module"));
+    mem.put64(mod + l.module_dict, dict({{str("__name__"), str("threading")}, {str("_active"), dict(active, 0)}}, 1));
+    mem.put64(interp + l.interp_modules, dict({{str("sys"), str("x")}, {str("threading"), mod}}, 1));
+  }
+  uint64_t interp = 0, thread_type = 0, dict_type = type("dict");
+
   PythonTarget target() const {
     PythonTarget t;
     t.runtime_addr = runtime;
@@ -328,6 +393,65 @@ TEST_CASE("python: hostile memory ends chains with a named problem", "[python]")
   }
 }
 
+TEST_CASE("python: thread names from threading._active (managed and materialised dicts)", "[python]") {
+  FakePython py;
+  const uint64_t f = py.frame(py.code("run", "run", 1), 0, 0, true);
+  py.threads({{100, f}, {101, f}, {102, f}, {103, f}});
+  py.threading({{py.integer(FakePython::ident(100)), py.thread_object("MainThread", false)},
+                {py.integer(FakePython::ident(101)), py.thread_object("worker-1", false)},
+                {py.integer(FakePython::ident(102)), py.thread_object("renamed", true)}});
+  auto r = read_python_threads(py.mem, py.target());
+  REQUIRE(r.ok());
+  REQUIRE(r.value().size() == 4);
+  CHECK(r.value()[0].name == "MainThread");
+  CHECK(r.value()[1].name == "worker-1");
+  CHECK(r.value()[2].name == "renamed");
+  CHECK(r.value()[3].name.empty());  // a thread threading does not know (_thread.start_new_thread)
+  for (const PythonThread& t : r.value()) {
+    CHECK(t.problem.empty());
+    CHECK(t.frames.size() == 1);
+  }
+
+  SECTION("hostile dicts leave names empty, frames whole") {
+    // threading._active replaced by a dict whose keys object claims 2^40 slots (variant 0), whose
+    // entries start 2^60 bytes on (1); variant 2: a str where the Thread object is.
+    for (int variant = 0; variant < 3; variant++) {
+      FakePython v;
+      v.threads({{100, v.frame(v.code("run", "run", 1), 0, 0, true)}});
+      const uint64_t d = v.dict({{v.integer(FakePython::ident(100)), v.thread_object("x", false)}}, 0);
+      uint64_t k = 0;
+      v.mem.read(d + v.l.dict_keys, &k, 8);
+      if (variant == 0) v.mem.put(k + v.l.keys_log2_size, 40, 1);
+      if (variant == 1) v.mem.put64(k + v.l.keys_nentries, 8), v.mem.put(k + v.l.keys_log2_index_bytes, 60, 1);
+      v.threading({{v.integer(FakePython::ident(100)), variant == 2 ? v.str("not a thread") : v.thread_object("x", false)}});
+      if (variant < 2) {
+        uint64_t mods = 0, mkeys = 0, mod = 0, md = 0, mk = 0;
+        v.mem.read(v.interp + v.l.interp_modules, &mods, 8);
+        v.mem.read(mods + v.l.dict_keys, &mkeys, 8);
+        v.mem.read(mkeys + v.l.keys_indices + 8 + 16 + 8, &mod, 8);  // entry 1's value: the module
+        v.mem.read(mod + v.l.module_dict, &md, 8);
+        v.mem.read(md + v.l.dict_keys, &mk, 8);
+        v.mem.put64(mk + v.l.keys_indices + 8 + 16 + 8, d);  // entry 1 ("_active")
+      }
+      INFO("variant " << variant);
+      auto rv = read_python_threads(v.mem, v.target());
+      REQUIRE(rv.ok());
+      REQUIRE(rv.value().size() == 1);
+      CHECK(rv.value()[0].name.empty());
+      CHECK(rv.value()[0].problem.empty());
+      CHECK(rv.value()[0].frames.size() == 1);
+    }
+  }
+
+  SECTION("the dict budget bounds every lookup") {
+    PythonLimits lim;
+    lim.max_dict_entries = 3;  // sys.modules (2 entries) and part of the module's dict
+    auto b = read_python_threads(py.mem, py.target(), lim);
+    REQUIRE(b.ok());
+    for (const PythonThread& t : b.value()) CHECK(t.name.empty());
+  }
+}
+
 TEST_CASE("python: 3.11 location tables give CPython's own lines (co_positions)", "[python]") {
   require_debian_python();
   // Every code object of a source with long jumps backwards and forwards, no-location entries
@@ -430,6 +554,20 @@ TEST_CASE("python: the 3.11 layout table and the DWARF reader agree with gdb", "
       {"sizeof(PyCompactUnicodeObject)", &PythonLayout::unicode_compact_data},
       {"&((PyVarObject*)0)->ob_size", &PythonLayout::bytes_size},
       {"&((PyBytesObject*)0)->ob_sval", &PythonLayout::bytes_data},
+      {"&((struct _ts*)0)->thread_id", &PythonLayout::tstate_thread_id},
+      {"&((struct _is*)0)->modules", &PythonLayout::interp_modules},
+      {"&((PyModuleObject*)0)->md_dict", &PythonLayout::module_dict},
+      {"&((PyDictObject*)0)->ma_keys", &PythonLayout::dict_keys},
+      {"&((PyDictObject*)0)->ma_values", &PythonLayout::dict_values},
+      {"&((struct _dictkeysobject*)0)->dk_log2_size", &PythonLayout::keys_log2_size},
+      {"&((struct _dictkeysobject*)0)->dk_log2_index_bytes", &PythonLayout::keys_log2_index_bytes},
+      {"&((struct _dictkeysobject*)0)->dk_kind", &PythonLayout::keys_kind},
+      {"&((struct _dictkeysobject*)0)->dk_nentries", &PythonLayout::keys_nentries},
+      {"&((struct _dictkeysobject*)0)->dk_indices", &PythonLayout::keys_indices},
+      {"&((PyTypeObject*)0)->tp_flags", &PythonLayout::type_flags},
+      {"&((PyTypeObject*)0)->tp_dictoffset", &PythonLayout::type_dictoffset},
+      {"&((PyHeapTypeObject*)0)->ht_cached_keys", &PythonLayout::heaptype_cached_keys},
+      {"&((struct _longobject*)0)->ob_digit", &PythonLayout::long_digits},
   };
   std::string cmd = "gdb -batch -nx";
   for (const Field& f : fields) cmd += std::string(" -ex 'print/d (long)") + f.expr + "'";
