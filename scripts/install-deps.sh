@@ -11,7 +11,7 @@ PKGS=(
   libmbedtls-dev libsodium-dev
   catch2
   gdb llvm-14 llvm-14-dev clang-14 lld-14 binutils
-  clang-16 lld-16 llvm-16
+  clang-16 lld-16 llvm-16 python3-unicorn
   python3 python3-dev python3-pybind11 python3-pytest
   nlohmann-json3-dev
   python3.11-dev

@@ -24,6 +24,7 @@ constexpr const char* kUsage =
     "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
     "       stackprov stack --minidump FILE [--symbol-path DIRS] [--offline] [--store DIR] [--tid TID]\n"
     "                       [--max-frames N] [--json] [--no-lines]\n"
+    "       stackprov stack --raw STATE.json|DIR [--store DIR] [--max-frames N] [--json] [--no-lines]\n"
     "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs and\n"
     "       --verbose; values as --opt=VALUE or --opt VALUE)\n";
 
@@ -42,6 +43,11 @@ constexpr const char* kHelp =
     "                    DIR/NAME/<TIMESTAMP><SIZEOFIMAGE>/NAME); a file is used only when its\n"
     "                    TimeDateStamp, SizeOfImage and identity are the dump's; PDBs are looked\n"
     "                    up there too (DIR/NAME.pdb, DIR/NAME.pdb/<GUID><AGE>/NAME.pdb)\n"
+    "  --raw PATH        unwind raw machine state (doc/raw-state.md): PATH is one JSON document of\n"
+    "                    one thread's registers, memory blocks and modules (path + load address),\n"
+    "                    or a directory whose *.json documents are one thread each, in name order\n"
+    "                    (the thread's name is the document's file name); modules of any format\n"
+    "                    (Mach-O, ELF) are opened from their paths, relative to the document\n"
     "  --tid TID         only the thread TID (default: every thread)\n"
     "  -e, --exe PATH    with --core: the main program's file (default: its path in the core)\n"
     "  --sysroot DIR     with --core: look up every module file under DIR\n"
@@ -219,6 +225,7 @@ struct StackArgs {
   const char* tid = nullptr;
   const char* core = nullptr;
   const char* minidump = nullptr;
+  const char* raw = nullptr;
   const char* symbol_path = nullptr;
   const char* exe = nullptr;
   const char* sysroot = nullptr;
@@ -288,6 +295,7 @@ int cmd_stack(int argc, char** argv) {
                              {"--sysroot", nullptr, &a.sysroot}, {"--max-frames", nullptr, &a.max_frames},
                              {"--store", nullptr, &a.store},    {"--resolvers", nullptr, &a.resolvers},
                              {"--python", nullptr, &a.python},   {"--minidump", nullptr, &a.minidump},
+                             {"--raw", nullptr, &a.raw},
                              {"--symbol-path", nullptr, &a.symbol_path}};
     bool matched = false;
     for (const auto& v : valued) {
@@ -310,11 +318,15 @@ int cmd_stack(int argc, char** argv) {
     if (!matched) return usage_error("unknown option '%s'", argv[i]);
   }
 
-  if (!!a.pid + !!a.core + !!a.minidump > 1) {
-    return usage_error("give one of --pid, --core and --minidump (--pid '%s', --core '%s', --minidump '%s')",
-                       a.pid ? a.pid : "", a.core ? a.core : "", a.minidump ? a.minidump : "");
+  if (!!a.pid + !!a.core + !!a.minidump + !!a.raw > 1) {
+    return usage_error("give one of --pid, --core, --minidump and --raw (--pid '%s', --core '%s', --minidump '%s', --raw '%s')",
+                       a.pid ? a.pid : "", a.core ? a.core : "", a.minidump ? a.minidump : "", a.raw ? a.raw : "");
   }
-  if (!a.pid && !a.core && !a.minidump) return usage_error("give --pid PID, --core FILE or --minidump FILE");
+  if (!a.pid && !a.core && !a.minidump && !a.raw)
+    return usage_error("give --pid PID, --core FILE, --minidump FILE or --raw PATH");
+  if (a.raw && *a.raw == '\0') return usage_error("--raw needs a file or directory name");
+  if (a.raw && (a.exe || a.sysroot || a.tid || a.offline || a.symbol_path))
+    return usage_error("--raw names its own modules and threads: --exe, --sysroot, --tid, --offline and --symbol-path do not apply");
   if (a.minidump && *a.minidump == '\0') return usage_error("--minidump needs a file name");
   if (a.symbol_path && !a.minidump) return usage_error("--symbol-path '%s' is only valid with --minidump", a.symbol_path);
   if (a.minidump && (a.exe || a.sysroot))
@@ -367,7 +379,7 @@ int cmd_stack(int argc, char** argv) {
   popts.sz = sizeof(popts);
   popts.tid = tid;
   popts.exe = a.exe;
-  popts.flags = python != "off" && !a.minidump ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
+  popts.flags = python != "off" && !a.minidump && !a.raw ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
   popts.symbol_path = a.symbol_path;
   sprov_process* proc = nullptr;
   int rc = 0;
@@ -375,6 +387,13 @@ int cmd_stack(int argc, char** argv) {
     rc = sprov_process_capture(ctx, pid, &popts, &proc);
     if (rc != 0) {
       library_error("cannot capture pid " + std::to_string(pid), rc);
+      sprov_context_free(ctx);
+      return 1;
+    }
+  } else if (a.raw) {
+    rc = sprov_process_open_raw(ctx, a.raw, &popts, &proc);
+    if (rc != 0) {
+      library_error(std::string("cannot read raw state '") + a.raw + "'", rc);
       sprov_context_free(ctx);
       return 1;
     }
@@ -432,7 +451,9 @@ int cmd_stack(int argc, char** argv) {
     printf(",\"runtime\":\"%s\"", stackprov_cli::json_escape(sprov_process_runtime(proc)).c_str());
     printf(",\"threads\":[");
   } else {
-    if (a.minidump)
+    if (a.raw)
+      printf("raw state %s\n", a.raw);
+    else if (a.minidump)
       stackprov_cli::print_minidump_header_text(stdout, ppid, info, sprov_process_notes(proc));
     else
       stackprov_cli::print_process_header_text(stdout, ppid, a.core != nullptr, info);
@@ -467,7 +488,7 @@ int cmd_stack(int argc, char** argv) {
       sprov_stack_free(stack);
       stack = with_tails;
     }
-    if (python != "off") {
+    if (python != "off" && !a.raw) {
       sprov_stack* merged = nullptr;
       if ((rc = sprov_process_interleave(proc, i, stack, python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
                                          &merged)) != 0) {
@@ -517,6 +538,7 @@ int cmd_stack(int argc, char** argv) {
   if (!why.empty()) {
     fprintf(stderr, "stackprov stack: %s: the stacks are not whole: %s\n",
             a.core       ? (std::string("core '") + a.core + "'").c_str()
+            : a.raw      ? (std::string("raw state '") + a.raw + "'").c_str()
             : a.minidump ? (std::string("minidump '") + a.minidump + "'").c_str()
                          : ("pid " + std::to_string(pid)).c_str(),
             why.c_str() + 2);
@@ -524,7 +546,7 @@ int cmd_stack(int argc, char** argv) {
   }
   if (n == 0) {
     fprintf(stderr, "stackprov stack: %s: no threads%s\n",
-            a.pid ? ("pid " + std::to_string(pid)).c_str() : a.core ? a.core : a.minidump,
+            a.pid ? ("pid " + std::to_string(pid)).c_str() : a.core ? a.core : a.minidump ? a.minidump : a.raw,
             tid ? (" (thread " + std::to_string(tid) + " not found)").c_str() : "");
     exit_code = 1;
   }

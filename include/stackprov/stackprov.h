@@ -148,7 +148,7 @@ enum sprov_method {
   SPROV_METHOD_SCAN = 5,             /* stack scan (opt-in, least trusted) */
   SPROV_METHOD_SIGNAL = 6,           /* registers restored from a signal frame */
   SPROV_METHOD_CFI_PDATA = 7,        /* PE .pdata/.xdata (reserved) */
-  SPROV_METHOD_COMPACT_UNWIND = 8,   /* Mach-O __unwind_info (reserved) */
+  SPROV_METHOD_COMPACT_UNWIND = 8,   /* Mach-O __unwind_info (doc/macos.md) */
   SPROV_METHOD_TRAMPOLINE = 9,       /* the return address read was a trampoline's (a uretprobe's
                                         `[uprobes]` page); the real one came from a shadow-stack
                                         record (sprov_raw_input.shadow, stackprov/fast.h) */
@@ -420,6 +420,16 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
  * SPROV_ERR_UNSUPPORTED for a dump of another architecture or without a usable thread. */
 SPROV_API int sprov_process_open_minidump(sprov_context* ctx, const char* path,
                                           const struct sprov_process_opts* opts, sprov_process** out);
+/* Opens raw machine state (doc/raw-state.md) as a process: `path` is one JSON document of one
+ * thread's state -- arch, registers by name, memory blocks, modules by path and load address --
+ * or a directory whose *.json files (in name order) are one thread each. Each module file is
+ * opened to place it (its load bias, range and identity); a relative module path is relative to
+ * the document's directory. A thread's name (sprov_process_thread_name) is its document's file
+ * name; its tid the document's "tid", else its position from 1. opts->exe, symbol_path, flags and
+ * tid must be unset. Errors name the document, the JSON path and the value (SPROV_ERR_JSON,
+ * SPROV_ERR_INVALID_ARG, SPROV_ERR_BUILD_ID_MISMATCH, a module file's open error). */
+SPROV_API int sprov_process_open_raw(sprov_context* ctx, const char* path, const struct sprov_process_opts* opts,
+                                     sprov_process** out);
 /* What a capture learned besides warnings, one line each: for a minidump, per module where its
  * identity and file came from ("module NAME: identity KEY from the dump's CodeView record|from the
  * image headers in the dump's memory (...)|from the module file (...); file PATH", or "module NAME:

@@ -108,8 +108,14 @@ Result<CompactUnwindTable> CompactUnwindTable::parse(std::span<const uint8_t> s)
     pg.kind = le32(p);
     const uint32_t entry_off = le16(p + 4), entry_count = le16(p + 6);
     if (Status st = count_words(entry_count, i); !st) return st.error();
+    // The last page may end with an entry at the sentinel's offset: ld64.lld-16 puts the sentinel at
+    // the start of a last function that has no unwind information (encoding 0) and lists that function
+    // too. find() never reaches it (an address at or past the sentinel is outside the table), as in
+    // libunwind.
+    const bool last_page = i + 2 == t.index_.size();
     auto entry_in_range = [&](uint32_t fo, size_t k) -> Status {
-      if (fo < ie.function_offset || fo >= page_end || (k > 0 && fo <= pg.entries.back().function_offset))
+      if (fo < ie.function_offset || (fo >= page_end && !(last_page && fo == page_end)) ||
+          (k > 0 && fo <= pg.entries.back().function_offset))
         return make_error(SPROV_ERR_CFI, "__unwind_info: page %zu entry %zu: function offset 0x%x outside [0x%x, 0x%x) or not "
                           "above the entry before it", i, k, fo, ie.function_offset, page_end);
       return {};

@@ -26,6 +26,7 @@ enum class Method : uint8_t {
   kRuntime = SPROV_METHOD_RUNTIME,
   kUnwindTable = SPROV_METHOD_UNWIND_TABLE,
   kCfiPdata = SPROV_METHOD_CFI_PDATA,
+  kCompactUnwind = SPROV_METHOD_COMPACT_UNWIND,
   kTailCall = SPROV_METHOD_TAIL_CALL,
 };
 

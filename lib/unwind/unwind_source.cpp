@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "unwind/compact_source.hpp"
 #include "unwind/pdata_source.hpp"
 
 namespace stackprov::unwind {
@@ -24,9 +25,9 @@ dwarf::CfiStatus UnwindSource::full_row(uint64_t, const RuleQuery&, FullRow*) co
 
 namespace {
 
-// The built-in table kinds read through this interface: x64 .pdata (PE). eh_frame and debug_frame
-// (DWARF CFI, ELF) go through LoadedModule's compiled rows; compact unwind joins here.
-constexpr const TableKind* kBuiltin[] = {&kPdataKind};
+// The built-in table kinds read through this interface: x64 .pdata (PE), Mach-O compact unwind.
+// eh_frame and debug_frame (DWARF CFI, ELF) go through LoadedModule's compiled rows.
+constexpr const TableKind* kBuiltin[] = {&kPdataKind, &kCompactUnwindKind};
 
 std::mutex g_mu;
 std::vector<const TableKind*>& registered() {

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// Raw machine state in (issue 34): one thread's registers, memory blocks and modules as a JSON
+// document (doc/raw-state.md), turned into a Snapshot that unwinds and symbolizes like a core's.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "memory/snapshot.hpp"
+
+namespace stackprov::memory {
+
+/// Parses one raw state document. Each module file is opened (object::open: any registered format)
+/// to place it: its load bias from `load_address` (the runtime address of the file's first byte:
+/// a Mach-O image's mach header, an ELF file's offset-0 mapping), its range from its loaded
+/// segments, its identity from the file (a document's `identity`, when given, must equal it).
+/// Relative module paths are relative to `base_dir`. Errors: SPROV_ERR_JSON for the document's
+/// shape, naming the JSON path and the value; the module's error when it cannot be opened;
+/// SPROV_ERR_BUILD_ID_MISMATCH naming both identities; SPROV_ERR_INVALID_ARG for an architecture,
+/// register or overlapping block. Thread-safe (no shared state).
+Result<Snapshot> snapshot_from_raw_state(std::string_view json, const std::string& base_dir);
+
+/// The state files named by `path`: the file itself, or every regular `*.json` file directly in the
+/// directory `path`, sorted by name (at most 65,536). Errors name the path.
+Result<std::vector<std::string>> raw_state_files(const std::string& path);
+
+}  // namespace stackprov::memory
