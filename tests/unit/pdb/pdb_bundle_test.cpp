@@ -25,22 +25,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kFixtures = STACKPROV_PDB_FIXTURES;
+const std::string kBundleFixtures = STACKPROV_PDB_FIXTURES;
 
-std::string read_text(const std::string& path) {
+std::string read_bundle_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   REQUIRE(f);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-struct TempDir {
+struct BundleTempDir {
   fs::path path;
-  TempDir() {
+  BundleTempDir() {
     char tmpl[] = "/tmp/stackprov-pdbbundle-XXXXXX";
     REQUIRE(mkdtemp(tmpl) != nullptr);
     path = tmpl;
   }
-  ~TempDir() {
+  ~BundleTempDir() {
     std::error_code ec;
     fs::remove_all(path, ec);
   }
@@ -49,10 +49,10 @@ struct TempDir {
 /// Fixture `fx`'s image copied into `t` with its RSDS path (the fixture's own PDB, which find_pdb
 /// would try after the one beside the image) made to name nothing: the last letter of the PDB's
 /// directory changed; the GUID+age stay. Only the PDB the test puts beside the image can serve.
-void copy_image(const TempDir& t, const std::string& fx) {
-  std::string exe = read_text(kFixtures + "/" + fx + ".exe");
+void copy_image(const BundleTempDir& t, const std::string& fx) {
+  std::string exe = read_bundle_text(kBundleFixtures + "/" + fx + ".exe");
   const std::string tail = "/" + fx + ".pdb";
-  const std::string rsds = fs::path(kFixtures).filename().string() + tail;
+  const std::string rsds = fs::path(kBundleFixtures).filename().string() + tail;
   const size_t at = exe.find(rsds);
   REQUIRE(at != std::string::npos);
   exe[at + rsds.size() - tail.size() - 1] ^= 0x20;  // "pdb-fixtures" -> "pdb-fixtureS"
@@ -90,8 +90,8 @@ std::string key_of(std::span<const uint8_t> id) {
 TEST_CASE("a PE+PDB bundle: pdbutil's identity, and every procedure named as its public or itself", "[pdb][bundle]") {
   for (const char* fx : {"pdb_c", "pdb_cpp"}) {
     INFO(fx);
-    const PdbutilDump want = parse_pdbutil_dump(read_text(kFixtures + "/" + fx + ".pdbutil.txt"));
-    auto bytes = bundle_of(kFixtures + "/" + fx + ".exe");
+    const PdbutilDump want = parse_pdbutil_dump(read_bundle_text(kBundleFixtures + "/" + fx + ".pdbutil.txt"));
+    auto bytes = bundle_of(kBundleFixtures + "/" + fx + ".exe");
     REQUIRE(bytes.ok());
     auto rd = bundle::BundleReader::open(bytes->data(), bytes->size());
     REQUIRE(rd.ok());
@@ -100,7 +100,7 @@ TEST_CASE("a PE+PDB bundle: pdbutil's identity, and every procedure named as its
     CHECK(m.id_kind == IdKind::kPdbGuidAge);
     CHECK(key_of(m.id) == want.key);
     CHECK(m.pdb_lines);
-    auto pe = pe::PeObject::open(kFixtures + "/" + fx + ".exe");
+    auto pe = pe::PeObject::open(kBundleFixtures + "/" + fx + ".exe");
     REQUIRE(pe.ok());
     size_t checked = 0;
     for (const auto& p : want.procs) {
@@ -120,11 +120,11 @@ TEST_CASE("a PE+PDB bundle: pdbutil's identity, and every procedure named as its
 }
 
 TEST_CASE("a PE+PDB bundle: another build's PDB beside the image is refused, naming both keys", "[pdb][bundle]") {
-  const PdbutilDump c = parse_pdbutil_dump(read_text(kFixtures + "/pdb_c.pdbutil.txt"));
-  const PdbutilDump cpp = parse_pdbutil_dump(read_text(kFixtures + "/pdb_cpp.pdbutil.txt"));
-  TempDir t;
+  const PdbutilDump c = parse_pdbutil_dump(read_bundle_text(kBundleFixtures + "/pdb_c.pdbutil.txt"));
+  const PdbutilDump cpp = parse_pdbutil_dump(read_bundle_text(kBundleFixtures + "/pdb_cpp.pdbutil.txt"));
+  BundleTempDir t;
   copy_image(t, "pdb_c");
-  fs::copy_file(kFixtures + "/pdb_cpp.pdb", t.path / "pdb_c.pdb");
+  fs::copy_file(kBundleFixtures + "/pdb_cpp.pdb", t.path / "pdb_c.pdb");
   auto b = bundle_of((t.path / "pdb_c.exe").string());
   REQUIRE(!b.ok());
   CHECK(b.error().code == SPROV_ERR_BUILD_ID_MISMATCH);
@@ -132,8 +132,8 @@ TEST_CASE("a PE+PDB bundle: another build's PDB beside the image is refused, nam
 }
 
 TEST_CASE("a PE+PDB bundle of a truncated or corrupted PDB: a named error or a bundle that reads", "[pdb][bundle][hostile]") {
-  const std::string pdb = read_text(kFixtures + "/pdb_cpp.pdb");
-  TempDir t;
+  const std::string pdb = read_bundle_text(kBundleFixtures + "/pdb_cpp.pdb");
+  BundleTempDir t;
   copy_image(t, "pdb_cpp");
   const std::string exe = (t.path / "pdb_cpp.exe").string();
   size_t errors = 0, bundles = 0;
