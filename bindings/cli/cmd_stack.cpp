@@ -471,29 +471,32 @@ int cmd_stack(int argc, char** argv) {
     sprov_stack* stack = nullptr;
     if ((rc = sprov_unwinder_unwind(uw, snap, &stack)) != 0) {
       fflush(stdout);
-      library_error("thread " + std::to_string(t), rc);
+      library_error("pid " + std::to_string(ppid) + " thread " + std::to_string(t), rc);
       exit_code = 1;
       continue;
     }
     if (a.tail_calls && !a.offline && a.lines) {
       // Tail-call frames from DWARF call sites (gdb's), before the runtime frames are interleaved.
       sprov_stack* with_tails = nullptr;
+      // A failure here (e.g. out of memory reading the DWARF) loses only the inferred frames: the
+      // thread's walk is printed without them, and the exit status says something failed.
       if ((rc = sprov_symbolizer_tail_calls(sym, stack, &with_tails)) != 0) {
         fflush(stdout);
-        library_error("thread " + std::to_string(t), rc);
-        sprov_stack_free(stack);
+        library_error("pid " + std::to_string(ppid) + " thread " + std::to_string(t) +
+                          ": no tail-call frames",
+                      rc);
         exit_code = 1;
-        continue;
+      } else {
+        sprov_stack_free(stack);
+        stack = with_tails;
       }
-      sprov_stack_free(stack);
-      stack = with_tails;
     }
     if (python != "off" && !a.raw) {
       sprov_stack* merged = nullptr;
       if ((rc = sprov_process_interleave(proc, i, stack, python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
                                          &merged)) != 0) {
         fflush(stdout);
-        library_error("thread " + std::to_string(t), rc);
+        library_error("pid " + std::to_string(ppid) + " thread " + std::to_string(t), rc);
         sprov_stack_free(stack);
         exit_code = 1;
         continue;

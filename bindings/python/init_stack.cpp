@@ -286,7 +286,7 @@ struct StackResult {
 
 StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
                      std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
-                     const std::string& python) {
+                     const std::string& python, bool tail_calls) {
   check_target(pid, core, exe);
   if (max_frames > 65536) fail_arg("invalid max_frames " + std::to_string(max_frames) + " (1 to 65536)");
   if (python != "auto" && python != "off" && python != "only")
@@ -303,9 +303,22 @@ StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
     sprov_stack* st = nullptr;
     check(sprov_unwinder_unwind(uw.uw.get(), snap, &st));
     std::unique_ptr<sprov_stack, void (*)(sprov_stack*)> owned(st, sprov_stack_free);
+    if (tail_calls && lines) {
+      // Tail-call frames from DWARF call sites, as `stackprov stack` adds them (none offline). A
+      // failure (e.g. out of memory reading the DWARF) loses only these frames: it becomes a
+      // warning line, as the CLI prints it.
+      sprov_stack* with_tails = nullptr;
+      if (sprov_symbolizer_tail_calls(sym.sym.get(), owned.get(), &with_tails) == 0) {
+        owned.reset(with_tails);
+      } else {
+        const char* msg = sprov_last_error_message();
+        r.info.warnings += "pid " + std::to_string(r.info.pid) + " thread " + std::to_string(sprov_snapshot_tid(snap)) +
+                           ": no tail-call frames: " + std::string(msg ? msg : "") + "\n";
+      }
+    }
     if (python != "off") {
       sprov_stack* merged = nullptr;
-      check(sprov_process_interleave(p.proc.get(), i, st, python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
+      check(sprov_process_interleave(p.proc.get(), i, owned.get(), python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
                                      &merged));
       owned.reset(merged);
     }
@@ -641,11 +654,11 @@ void init_stack(py::module_& m) {
       "of module files.")
       .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
                         std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
-                        std::string python) {
-        StackResult r = stack_of(c.get(), pid, core, exe, tid, max_frames, lines, python);
+                        std::string python, bool tail_calls) {
+        StackResult r = stack_of(c.get(), pid, core, exe, tid, max_frames, lines, python, tail_calls);
         return std::make_pair(r.info, r.threads);
       }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
-      py::arg("python") = "auto");
+      py::arg("python") = "auto", py::arg("tail_calls") = true);
 
   closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
   closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");

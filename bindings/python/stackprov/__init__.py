@@ -57,22 +57,26 @@ __all__ = [
 
 
 def stack_with_info(pid=None, core=None, exe=None, *, tid=0, max_frames=0, lines=True, context=None,
-                    python="auto"):
+                    python="auto", tail_calls=True):
     """(ProcessInfo, [Thread]) of a live process (pid=) or an ELF core file (core=, exe=)."""
     ctx = context if context is not None else _stackprov._default_context()
-    return ctx._stack(pid, core, exe, tid, max_frames, lines, python)
+    return ctx._stack(pid, core, exe, tid, max_frames, lines, python, tail_calls)
 
 
-def stack(pid=None, core=None, exe=None, *, tid=0, max_frames=0, lines=True, context=None, python="auto"):
+def stack(pid=None, core=None, exe=None, *, tid=0, max_frames=0, lines=True, context=None, python="auto",
+          tail_calls=True):
     """Stacks of every thread (or only `tid`) of a live process (pid=) or a core file (core=,
     exe= the main program), as `stackprov stack` prints them: a list of Thread, each with
     .tid, .name, .frames (Frame: pc, sp, cfa, module, build_id, module_offset, function, file,
     line, column, method, resolver, inlined, ...) and .stop_reason. max_frames: 1..65536 (0: 256).
     lines=False: no DWARF lines or inline chains (faster). python: "auto" (CPython 3.11 frames,
     method "runtime", interleaved before the _PyEval_EvalFrameDefault activation that runs them, as
-    `stackprov stack --python=auto`), "off" (native frames only) or "only" (the Python frames alone)."""
+    `stackprov stack --python=auto`), "off" (native frames only) or "only" (the Python frames alone).
+    tail_calls (with lines): frames of functions that tail-called the next one, inferred from DWARF
+    call sites as gdb shows them (method "tail_call", flags ["inferred"]; not on the stack), as
+    `stackprov stack` shows them by default; False: only the frames on the stack."""
     return stack_with_info(pid, core, exe, tid=tid, max_frames=max_frames, lines=lines, context=context,
-                           python=python)[1]
+                           python=python, tail_calls=tail_calls)[1]
 
 
 def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=False, demangle=True,

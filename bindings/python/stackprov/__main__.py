@@ -10,14 +10,15 @@ _STACK_DOC = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--m
        python3 -m stackprov stack --core FILE [-e EXE] [--sysroot DIR] [--store DIR] [--tid TID]
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]
-       (all forms also take --resolvers LIST and --python auto|off|only)
+       (all forms also take --resolvers LIST, --python auto|off|only and --no-tail-calls)
 
 Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
 the same JSON object), through the Python binding. See `stackprov stack --help` for the
 output's fields; --store DIR is the bundle store (with --offline the default store directory),
 --sysroot DIR (with --core) where module files are looked up, --offline (with --core) no
 module file at all, only the core and bundles, --resolvers LIST the resolver policy
-(comma-separated from debuginfod, bundle, dwarf, symtab, dynsym, demangle).
+(comma-separated from debuginfod, bundle, dwarf, symtab, dynsym, demangle), --no-tail-calls
+without the frames inferred from DWARF call sites (method tail_call, flag inferred).
 """
 
 _SYMBOLIZE_DOC = """python3 -m stackprov symbolize --obj PATH [--no-inlines] [--functions linkage|short] [--no-demangle] [ADDRESS...]
@@ -85,7 +86,7 @@ def print_thread(out, t, lines=True):
             name = " " + f.resolved_function
         else:
             name = " ??"
-        flags = ", cfi_not_in_bundle" if "cfi_not_in_bundle" in f.flags else ""
+        flags = "".join(", " + fl for fl in f.flags)  # cfi_not_in_bundle, jit, inferred: print.cpp's order
         out.write("#%-2d 0x%016x%s - %s [%s%s]\n" % (i, f.pc, name, f.module or "??", f.method, flags))
         if not lines:
             continue
@@ -127,8 +128,8 @@ def thread_json(t, lines=True):
              '"method":"%s"') % (i, f.pc, f.sp, f.cfa, _json_str(f.module), f.build_id, f.module_offset,
                                  _json_str(f.function), _json_str(f.linkage_name), f.function_offset, f.resolver,
                                  _json_str(f.source), _json_str(f.bundle), f.method)
-        if "cfi_not_in_bundle" in f.flags:
-            s += ',"flags":["cfi_not_in_bundle"]'
+        if f.flags:
+            s += ',"flags":[%s]' % ",".join('"%s"' % fl for fl in f.flags)
         if f.signal_handler_called:
             s += ',"signal_handler_called":true'
         if lines:
@@ -233,7 +234,9 @@ def main(argv=None):
     s.add_argument("--max-frames", type=_ranged(1, 65536, "--max-frames"), default=0,
                    help="at most N frames per thread (1 to 65536)")
     s.add_argument("--json", action="store_true", help="one JSON object instead of text (as `stackprov stack --json`)")
-    s.add_argument("--no-lines", action="store_true", help="function names only")
+    s.add_argument("--no-lines", action="store_true", help="function names only (and no tail-call frames)")
+    s.add_argument("--no-tail-calls", action="store_true",
+                   help="leave out the tail-call frames inferred from DWARF call sites (shown by default, as gdb)")
     s.add_argument("--python", default="auto", metavar="MODE",
                    help="auto (default): CPython 3.11 frames interleaved with the native frames (method runtime); "
                    "off: native frames only; only: the Python frames alone")
@@ -293,7 +296,7 @@ def main(argv=None):
         try:
             info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, tid=a.tid,
                                                       max_frames=a.max_frames, lines=not a.no_lines, context=ctx,
-                                                      python=a.python)
+                                                      python=a.python, tail_calls=not a.no_tail_calls)
         except stackprov.Error as e:
             sys.stderr.write("python3 -m stackprov stack: cannot %s: %s\n"
                              % ("capture " + what if pid is not None else "read " + what, e.message.splitlines()[0]))

@@ -983,6 +983,8 @@ def mode_core_missing_module(a):
             else:
                 note("[missing module] ok: %s" % [w for w in warns if exe in w][0])
             doc = json.loads(r.stdout)
+            for t in doc["threads"]:  # eu-stack shows only the frames on the stack
+                t["frames"] = real_frames(t["frames"])
             # libc frames stay exact: every thread's frames up to the first one in the missing
             # executable equal eu-stack's on the same core (pc and name), and frame 0 is there.
             eu, _ = eu_stack(["--core", core], a.eu_stack)
