@@ -44,6 +44,10 @@ namespace stackprov::arch {
 ///   kCoroutineEntryLen / coroutine_entry(code) — the code at a return address is a coroutine's
 ///     entry trampoline, where the coroutine's first function returns (x86_64: glibc's
 ///     __start_context of makecontext); 0: the architecture has no such rung;
+///   kUcontextResume / coroutine_uc_link(regs, entry_sp, mem, &slot, &uc_link) — makecontext's
+///     uc_link at a coroutine entry (slot: the stack word it was read from, 0 for a register);
+///     resume_regs(mem, uc, regs) — the registers a swapcontext saved in a ucontext_t (a registered
+///     resumer, doc/async-stacks.md); kUcontextPc/kUcontextSp — their offsets; false: not supported;
 ///   regs_from_user_regs / regs_from_pt_regs / regs_from_ucontext(data, len, &regs) and
 ///     regs_from_perf(mask, values, count, &regs) — a register state from the kernel's layouts
 ///     (arch/<isa>/conversions.cpp cites them);
@@ -90,6 +94,15 @@ struct Ops<x86_64::Traits> {
   static constexpr bool kGoPcsp = true;
   static constexpr int kCoroutineEntryLen = 10;
   static bool coroutine_entry(const uint8_t* code) { return x86_64::is_start_context(code); }
+  static constexpr bool kUcontextResume = true;
+  template <class Mem>
+  static bool coroutine_uc_link(const x86_64::Regs& r, uint64_t sp, Mem& m, uint64_t* slot, uint64_t* link) {
+    return x86_64::coroutine_uc_link(r, sp, m, slot, link);
+  }
+  template <class Mem>
+  static bool resume_regs(Mem& m, uint64_t uc, x86_64::Regs& r) { return x86_64::ucontext_resume_regs(m, uc, r); }
+  static constexpr uint64_t kUcontextPc = x86_64::kUcontextGregs + 8 * x86_64::kGregRip;
+  static constexpr uint64_t kUcontextSp = x86_64::kUcontextGregs + 8 * x86_64::kGregRsp;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool, size_t* undecoded, F&& f) {
     x86_64::for_each_call(code, n, addr, undecoded, f);
@@ -132,8 +145,18 @@ struct Ops<arm64::Traits> {
   static constexpr bool kSigreturnBeforeCfi = true;
   static constexpr bool kSignalRowWithoutCode = true;
   static constexpr bool kGoPcsp = false;
-  static constexpr int kCoroutineEntryLen = 0;  // glibc's arm64 __start_context: not recognised yet
-  static bool coroutine_entry(const uint8_t*) { return false; }
+  static constexpr int kCoroutineEntryLen = arm64::kStartContextLen;  // glibc's __startcontext
+  static bool coroutine_entry(const uint8_t* code) { return arm64::is_start_context(code); }
+  static constexpr bool kUcontextResume = true;
+  template <class Mem>
+  static bool coroutine_uc_link(const arm64::Regs& r, uint64_t, Mem&, uint64_t* slot, uint64_t* link) {
+    *slot = 0;  // x19 itself
+    return arm64::coroutine_uc_link(r, link);
+  }
+  template <class Mem>
+  static bool resume_regs(Mem& m, uint64_t uc, arm64::Regs& r) { return arm64::ucontext_resume_regs(m, uc, r); }
+  static constexpr uint64_t kUcontextPc = arm64::kUcontextPc;
+  static constexpr uint64_t kUcontextSp = arm64::kUcontextSp;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {
     arm64::for_each_call(code, n, addr, big_endian, f);
@@ -195,6 +218,13 @@ struct Ops<mips32::TraitsT<BigEndian>> {
   static constexpr bool kSignalRowWithoutCode = false;
   static constexpr int kCoroutineEntryLen = 0;  // glibc's mips __start_context: not recognised yet
   static bool coroutine_entry(const uint8_t*) { return false; }
+  static constexpr bool kUcontextResume = false;
+  template <class Mem, class R>
+  static bool coroutine_uc_link(const R&, uint64_t, Mem&, uint64_t*, uint64_t*) { return false; }
+  template <class Mem, class R>
+  static bool resume_regs(Mem&, uint64_t, R&) { return false; }
+  static constexpr uint64_t kUcontextPc = 0;
+  static constexpr uint64_t kUcontextSp = 0;
   static constexpr bool kGoPcsp = false;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {

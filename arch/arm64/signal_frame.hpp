@@ -40,4 +40,52 @@ StepOutcome signal_step(Regs& regs, Mem& mem, uint64_t* cfa_out) {
   return StepOutcome::kOk;
 }
 
+/// glibc's __startcontext (sysdeps/unix/sysv/linux/aarch64/setcontext.S), where a function started
+/// by makecontext returns (makecontext sets x30 to it and x19 to uc_link): `mov x0, x19;
+/// cbnz x0, __setcontext; b exit`, little-endian words (the branch targets vary), after the landing
+/// pad ENTRY puts first: `bti c` in BTI builds, a `nop` in Debian 12's (llvm-objdump-14 of its
+/// aarch64 libc.so.6: 0x3f980 nop, 0x3f984 mov x0, x19), none in older ones.
+constexpr int kStartContextLen = 16;
+inline bool is_start_context(const uint8_t code[16]) {
+  auto body = [](const uint8_t* c) {
+    const uint64_t w0 = load_word(c, 4, false), w1 = load_word(c + 4, 4, false), w2 = load_word(c + 8, 4, false);
+    return w0 == 0xaa1303e0 &&                 // mov x0, x19 (orr x0, xzr, x19)
+           (w1 & 0xff00001f) == 0xb5000000 &&  // cbnz x0, <imm19>
+           (w2 & 0xfc000000) == 0x14000000;    // b <imm26>
+  };
+  const uint64_t pad = load_word(code, 4, false);
+  return body(code) || ((pad == 0xd503201f || pad == 0xd503245f) && body(code + 4));  // nop, bti c
+}
+
+/// uc_link at a coroutine entry: makecontext keeps it in x19, callee-saved (glibc
+/// sysdeps/unix/sysv/linux/aarch64/makecontext.c), so the walk's x19 at the entry is uc_link itself.
+inline bool coroutine_uc_link(const Regs& regs, uint64_t* uc_link) {
+  if (!regs.has(19)) return false;
+  *uc_link = regs.get(19);
+  return true;
+}
+
+/// ucontext_t offsets of uc_mcontext.regs[0], .sp and .pc (glibc's ucontext_i.sym: oX0 184, oSP 432,
+/// oPC 440; the kernel's sigcontext after fault_address, at uc_mcontext 176).
+constexpr uint64_t kUcontextX0 = kUcontextMcontext + kSigcontextRegs;  // 184
+constexpr uint64_t kUcontextSp = kUcontextX0 + 31 * 8;                // 432
+constexpr uint64_t kUcontextPc = kUcontextSp + 8;                     // 440
+
+/// The registers a swapcontext/getcontext saved in the ucontext_t at `uc` that a walk needs: x19-x30
+/// (x30 the return address), sp, and pc (= x30: getcontext stores its return address there; glibc
+/// sysdeps/unix/sysv/linux/aarch64/getcontext.S). `regs` is replaced. False when unreadable or pc or
+/// sp is 0.
+template <class Mem>
+bool ucontext_resume_regs(Mem& mem, uint64_t uc, Regs& regs) {
+  uint8_t raw[(31 + 2) * 8];
+  if (uc + kUcontextX0 < uc || !mem.read(uc + kUcontextX0, raw, sizeof(raw))) return false;
+  const uint64_t sp = load_word(raw + 31 * 8, 8, false), pc = load_word(raw + 32 * 8, 8, false);
+  if (sp == 0 || pc == 0) return false;
+  regs = Regs{};
+  for (int i = 19; i <= 30; i++) regs.set(i, load_word(raw + 8 * i, 8, false));
+  regs.set(kSp, sp);
+  regs.set(kPc, pc);
+  return true;
+}
+
 }  // namespace stackprov::arch::arm64

@@ -30,6 +30,39 @@ inline bool is_start_context(const uint8_t code[10]) {
 
 /// Offset of uc_mcontext.gregs in ucontext_t (uc_flags, uc_link, stack_t).
 constexpr uint64_t kUcontextGregs = 40;
+/// gregs indices (glibc sys/ucontext.h REG_*; the kernel's sigcontext order).
+constexpr uint64_t kGregRsp = 15, kGregRip = 16;
+
+/// makecontext's uc_link slot at a coroutine entry (glibc sysdeps/unix/sysv/linux/x86_64/
+/// makecontext.c: rbx = &sp[idx_uc_link], idx_uc_link = 1 + the arguments past the sixth, which
+/// __start_context loads with `mov %rbx,%rsp; mov (%rsp),%rdi`). `entry_sp` is the trampoline
+/// frame's sp (&sp[1]). rbx is callee-saved, so the walk's rbx at that frame is the slot unless a
+/// function lost it; it must lie in [entry_sp, entry_sp + 8 * 64), 8-aligned (at most 64 stack
+/// arguments), else the slot is unknown. Reads uc_link from it.
+template <class Mem>
+bool coroutine_uc_link(const Regs& regs, uint64_t entry_sp, Mem& mem, uint64_t* slot, uint64_t* uc_link) {
+  if (!regs.has(kRbx)) return false;
+  const uint64_t rbx = regs.get(kRbx);
+  if (rbx < entry_sp || rbx - entry_sp >= 8 * 64 || (rbx & 7) != 0) return false;
+  *slot = rbx;
+  return mem.read(rbx, uc_link, 8);
+}
+
+/// The registers a swapcontext/getcontext saved in the ucontext_t at `uc` that a walk needs:
+/// rip (swapcontext's return address), rsp (after that return), rbp, rbx, r12-r15 (glibc
+/// sysdeps/unix/sysv/linux/x86_64/swapcontext.S saves these and rdi..r9, which no caller reads).
+/// `regs` is replaced. False when unreadable, or rip or rsp is 0.
+template <class Mem>
+bool ucontext_resume_regs(Mem& mem, uint64_t uc, Regs& regs) {
+  uint64_t g[17];
+  if (uc + kUcontextGregs < uc || !mem.read(uc + kUcontextGregs, g, sizeof(g))) return false;
+  if (g[kGregRip] == 0 || g[kGregRsp] == 0) return false;
+  regs = Regs{};
+  constexpr int kGregToDwarf[17] = {kR8,  kR9,  kR10, kR11, kR12, kR13, kR14, kR15, kRdi,
+                                    kRsi, kRbp, kRbx, kRdx, kRax, kRcx, kRsp, kRip};
+  for (int i : {4, 5, 6, 7, 10, 11, 15, 16}) regs.set(kGregToDwarf[i], g[i]);
+  return true;
+}
 
 /// Restores the interrupted registers from the ucontext that rsp points at
 /// when the pc is __restore_rt (the handler's `ret` popped pretcode, leaving

@@ -515,7 +515,8 @@ int cmd_stack(int argc, char** argv) {
       stackprov_cli::print_stack_attempts(stderr, sym, stack, t, &explained);
     }
     const int stop = sprov_stack_stop_reason(stack);
-    if (stop != SPROV_STOP_END_OF_STACK && stop != SPROV_STOP_MAX_FRAMES && incomplete_threads++ == 0)
+    if (stop != SPROV_STOP_END_OF_STACK && stop != SPROV_STOP_MAX_FRAMES && stop != SPROV_STOP_COROUTINE_ENTRY &&
+        incomplete_threads++ == 0)
       incomplete = "thread " + std::to_string(t) + " stopped after " + std::to_string(sprov_stack_frame_count(stack)) +
                    " frames (" + sprov_stop_reason_name(stop) + ")";
     first = false;

@@ -148,6 +148,42 @@ bool runtime_frame(const sprov_stack* stack, size_t i, const struct sprov_frame&
   return fr.method == SPROV_METHOD_RUNTIME && sprov_stack_runtime_frame(stack, i, rf) == 0;
 }
 
+/// The uc_link annotation of frame `i` (a coroutine's entry), with its saved pc named.
+struct LinkNote {
+  struct sprov_coroutine_link link = {};
+  std::string function;  ///< "" when unnamed or no registers
+  uint64_t function_offset = 0;
+};
+
+bool coroutine_link_of(sprov_symbolizer* sym, const sprov_stack* stack, size_t i, LinkNote* out) {
+  const size_t n = sprov_stack_coroutine_link_count(stack);
+  for (size_t k = 0; k < n; k++) {
+    struct sprov_coroutine_link l = {};
+    l.sz = sizeof(l);
+    if (sprov_stack_coroutine_link(stack, k, &l) != 0 || l.frame != i) continue;
+    out->link = l;
+    if (sym && l.has_regs && l.module_path && l.module_offset > 0) {
+      struct sprov_symbol s = {};
+      s.sz = sizeof(s);
+      // The saved pc is swapcontext's return address: named at pc - 1, offset from the pc.
+      if (sprov_symbolizer_addr(sym, l.module_path, l.module_offset - 1, &s) == 0 && s.resolver != SPROV_RESOLVER_NONE &&
+          s.name) {
+        out->function = s.name;
+        out->function_offset = s.offset + 1;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+/// "async_boundary(awaiter)" for an awaiter frame, else the method's name.
+std::string method_label(const struct sprov_frame& fr) {
+  std::string m = sprov_method_name(fr.method);
+  if (fr.flags & SPROV_FRAME_ASYNC_AWAITER) m += "(awaiter)";
+  return m;
+}
+
 }  // namespace
 
 /// Frame `index`'s known registers as "name value" pairs in DWARF order (`stack --regs`); all of the
@@ -213,7 +249,7 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
     } else {
       fprintf(f, " ??");
     }
-    fprintf(f, " - %s [%s%s%s%s]\n", fr.module_path ? fr.module_path : "??", sprov_method_name(fr.method),
+    fprintf(f, " - %s [%s%s%s%s]\n", fr.module_path ? fr.module_path : "??", method_label(fr).c_str(),
             (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "",
             (fr.flags & SPROV_FRAME_JIT) ? ", jit" : "", (fr.flags & SPROV_FRAME_INFERRED) ? ", inferred" : "");
     if (lines) {
@@ -225,6 +261,22 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
       std::string line;
       for (const auto& [reg, value] : frame_registers(stack, i, regs_arch, false)) line += " " + reg + " " + value;
       fprintf(f, "    registers:%s\n", line.empty() ? " (none known)" : line.c_str());
+    }
+    LinkNote note;
+    if (coroutine_link_of(sym, stack, i, &note)) {
+      // doc/async-stacks.md: uc_link, an annotation of the coroutine's entry, not a frame.
+      const struct sprov_coroutine_link& l = note.link;
+      if (l.context == 0) {
+        fprintf(f, "    continues on return: nowhere (uc_link is NULL: the thread exits)\n");
+      } else if (!l.has_regs) {
+        fprintf(f, "    continues on return at the context 0x%" PRIx64 " (its saved registers were not captured)\n",
+                l.context);
+      } else {
+        fprintf(f, "    continues on return at the context 0x%" PRIx64 ": pc 0x%016" PRIx64 " %s", l.context, l.pc,
+                note.function.empty() ? "??" : note.function.c_str());
+        if (!note.function.empty()) fprintf(f, "+0x%" PRIx64, note.function_offset);
+        fprintf(f, " - %s\n", l.module_path ? l.module_path : "??");
+      }
     }
   }
   fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
@@ -316,11 +368,12 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
             json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset, sprov_resolver_name(resolver),
             json_escape(source.c_str()).c_str(), json_escape(src.bundle.c_str()).c_str(),
             sprov_method_name(fr.method));
-    if (fr.flags & (SPROV_FRAME_CFI_NOT_IN_BUNDLE | SPROV_FRAME_JIT | SPROV_FRAME_INFERRED)) {
+    if (fr.flags & (SPROV_FRAME_CFI_NOT_IN_BUNDLE | SPROV_FRAME_JIT | SPROV_FRAME_INFERRED | SPROV_FRAME_ASYNC_AWAITER)) {
       std::string flags;
       if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) flags += ",\"cfi_not_in_bundle\"";
       if (fr.flags & SPROV_FRAME_JIT) flags += ",\"jit\"";
       if (fr.flags & SPROV_FRAME_INFERRED) flags += ",\"inferred\"";
+      if (fr.flags & SPROV_FRAME_ASYNC_AWAITER) flags += ",\"async_awaiter\"";
       fprintf(f, ",\"flags\":[%s]", flags.c_str() + 1);
     }
     if (regs_arch != 0) {
@@ -328,6 +381,18 @@ void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
       for (const auto& [reg, value] : frame_registers(stack, i, regs_arch, true))
         regs += ",\"" + reg + "\":" + (value.empty() ? std::string("null") : "\"" + value + "\"");
       fprintf(f, ",\"registers\":{%s}", regs.empty() ? "" : regs.c_str() + 1);
+    }
+    if (fr.domain == SPROV_DOMAIN_ASYNC) fprintf(f, ",\"domain\":\"async\"");
+    LinkNote note;
+    if (coroutine_link_of(sym, stack, i, &note)) {
+      const struct sprov_coroutine_link& l = note.link;
+      fprintf(f, ",\"continues_on_return\":{\"context\":\"0x%" PRIx64 "\"", l.context);
+      if (l.has_regs)
+        fprintf(f, ",\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64 "\",\"module\":\"%s\",\"module_offset\":\"0x%" PRIx64
+                   "\",\"function\":\"%s\",\"function_offset\":\"0x%" PRIx64 "\"",
+                l.pc, l.sp, json_escape(l.module_path).c_str(), l.module_offset, json_escape(note.function.c_str()).c_str(),
+                note.function_offset);
+      fprintf(f, "}");
     }
     if (is_signal_trampoline(stack, i)) fprintf(f, ",\"signal_handler_called\":true");
     if (lines) {

@@ -175,6 +175,11 @@ enum sprov_method {
                                         call-site information (DW_TAG_call_site with
                                         DW_AT_call_tail_call); flagged SPROV_FRAME_INFERRED, pc the
                                         return pc of its tail-call site (sprov_symbolizer_tail_calls) */
+  SPROV_METHOD_ASYNC_BOUNDARY = 17,  /* the first frame past an async boundary (doc/async-stacks.md):
+                                        registers from the saved context of a coroutine's registered
+                                        resumer (sprov_async_register_stack), or, with the frame flag
+                                        SPROV_FRAME_ASYNC_AWAITER, a return address an async stack
+                                        frame recorded (an awaiting coroutine: sp 0, no registers) */
 };
 
 /* The rung of the unwinding ladder a method belongs to (doc/unwinding.md "Rungs and tables"). A
@@ -189,7 +194,8 @@ enum sprov_rung {
   SPROV_RUNG_RUNTIME = 4,       /* a language runtime's own records (Go pclntab, CPython frames) */
   SPROV_RUNG_FRAME_POINTER = 5, /* the frame-pointer chain */
   SPROV_RUNG_HEURISTIC = 6,     /* code analysis: prologue, the return address of a bad pc, scan */
-  SPROV_RUNG_EXTERNAL = 7,      /* not unwound by stackprov: a perf call chain, a uretprobe's record */
+  SPROV_RUNG_EXTERNAL = 7,      /* not unwound by stackprov: a perf call chain, a uretprobe's record, a
+                                   context or async frame record a program registered */
   SPROV_RUNG_INFERRED = 8,      /* not on the stack: reconstructed from debug information (tail calls) */
 };
 SPROV_API int sprov_method_rung(int method);
@@ -581,6 +587,10 @@ enum sprov_frame_flags {
      (SPROV_METHOD_TAIL_CALL). Its sp is the sp of the frame below it, cfa 0; comparisons with
      unwinders that show only real frames (eu-stack, perf) leave it out. */
   SPROV_FRAME_INFERRED = 1u << 3,
+  /* SPROV_METHOD_ASYNC_BOUNDARY: the frame is an awaiter taken from an async stack frame record
+     (folly's AsyncStackFrame or struct sprov_async_frame), not from the physical stack; its pc is
+     the return address the record holds (doc/async-stacks.md). Printed "async_boundary(awaiter)". */
+  SPROV_FRAME_ASYNC_AWAITER = 1u << 4,
 };
 
 SPROV_API size_t sprov_stack_frame_count(const sprov_stack* stack);
@@ -599,6 +609,86 @@ SPROV_API int sprov_stack_frame_registers(const sprov_stack* stack, size_t index
  * the architecture has no such register. */
 SPROV_API const char* sprov_register_name(int arch, int reg);
 SPROV_API void sprov_stack_free(sprov_stack* stack);
+
+/* ------------------------------------------------------- async boundaries */
+
+/* Where a ucontext coroutine continues when its function returns (doc/async-stacks.md): for each
+ * frame of a stack that is a coroutine's entry trampoline (SPROV_STOP_COROUTINE_ENTRY, or a
+ * boundary the walk crossed into a registered resumer), glibc's uc_link as makecontext left it on
+ * the coroutine's stack. An annotation, never a frame: uc_link is where the coroutine goes on
+ * return, not who called it. x86_64 only (glibc keeps the slot's address in rbx). */
+struct sprov_coroutine_link {
+  size_t sz;
+  uint64_t frame;          /* index of the entry trampoline's frame in the stack */
+  uint64_t slot;           /* where uc_link was read (the coroutine's stack) */
+  uint64_t context;        /* uc_link: the ucontext_t resumed when the function returns; 0 (NULL):
+                              the thread exits then */
+  uint64_t pc;             /* that context's saved pc (x86_64 gregs[REG_RIP]) when has_regs: where
+                              swapcontext returns, a return address (symbolize at pc - 1) */
+  uint64_t sp;             /* its saved sp (gregs[REG_RSP]) when has_regs */
+  uint32_t has_regs;       /* the context's registers were readable (live captures copy them; an
+                              offline snapshot only holds what its capture copied) */
+  int32_t module_index;    /* the module holding pc - 1, -1 when none */
+  uint64_t module_offset;  /* pc - that module's load bias */
+  const char* module_path; /* owned by the stack; NULL when none */
+};
+/* The number of coroutine links of a stack (0 for NULL). */
+SPROV_API size_t sprov_stack_coroutine_link_count(const sprov_stack* stack);
+/* Link `index` (0 = the innermost entry). Errors: SPROV_ERR_INVALID_ARG (NULL, index out of range). */
+SPROV_API int sprov_stack_coroutine_link(const sprov_stack* stack, size_t index, struct sprov_coroutine_link* out);
+
+/* Registered coroutine stacks (in-process, ucontext; doc/async-stacks.md "Registered resumers").
+ * A program that runs coroutines on stacks of its own (makecontext + swapcontext) registers each
+ * stack [lo, lo + size) with the ucontext_t its resumer saved (the first argument of the
+ * swapcontext that switched into the coroutine). A walk that reaches the coroutine's entry
+ * (SPROV_STOP_COROUTINE_ENTRY) with the entry's frame inside a registered stack goes on from the
+ * registers saved in `resumer` (x86_64: rip, rsp, rbp, rbx, r12-r15; read when the walk reaches
+ * it): the next frame has method SPROV_METHOD_ASYNC_BOUNDARY and every frame past it domain
+ * SPROV_DOMAIN_ASYNC. sprov_snapshot_capture_self copies the registrations into the snapshot (they
+ * are serialized with it) together with the memory the walk reads past the boundary, so the
+ * snapshot unwinds the same later or elsewhere; a capture of another process or of a core sees
+ * none. The resumer context must stay valid while registered (re-register when it moves).
+ * Process-wide, thread-safe (a mutex), bounded: at most SPROV_ASYNC_MAX_STACKS stacks
+ * (SPROV_ERR_LIMIT past that). Registering `lo` again replaces its entry. Not async-signal-safe. */
+#define SPROV_ASYNC_MAX_STACKS 256
+/* Errors: SPROV_ERR_INVALID_ARG (NULL lo or resumer, size 0, a range that wraps or overlaps
+ * another registered stack), SPROV_ERR_LIMIT. */
+SPROV_API int sprov_async_register_stack(const void* lo, size_t size, const void* resumer_ucontext);
+/* Removes the stack registered at `lo`; SPROV_ERR_NOT_FOUND when none is. */
+SPROV_API int sprov_async_unregister_stack(const void* lo);
+
+/* Async stack records (C++20 coroutines, callbacks; doc/async-stacks.md "Async stack frames"),
+ * the shape of folly's published ABI (folly/tracing/AsyncStack.h: AsyncStackRoot, AsyncStackFrame;
+ * the offsets are the ones of folly's public header, checked by static assertions in the library).
+ * A thread's current root describes the event loop (or callback site) running async work:
+ * top_frame is the async frame running now, each frame's parent the frame awaiting it, and
+ * stack_frame_ptr the frame pointer (__builtin_frame_address(0)) of the physical frame that
+ * installed the root. A walk inserts the chain from top_frame, one frame per record (its
+ * return_address; SPROV_METHOD_ASYNC_BOUNDARY with SPROV_FRAME_ASYNC_AWAITER, domain ASYNC), just
+ * before the physical frame whose stack range holds stack_frame_ptr, then does the same for
+ * next_root further out. A root whose frame the walk did not reach adds nothing. */
+struct sprov_async_frame {
+  struct sprov_async_frame* parent; /* the frame awaiting this one; NULL at the end of the chain */
+  void* return_address;             /* where the parent resumes (e.g. __builtin_return_address(0)
+                                       of the noinline function that suspended it); NULL: skipped */
+  struct sprov_async_root* root;    /* folly's stackRoot; not read by stackprov */
+};
+struct sprov_async_root {
+  struct sprov_async_frame* top_frame; /* folly: std::atomic<AsyncStackFrame*> */
+  struct sprov_async_root* next_root;
+  void* stack_frame_ptr;
+  void* return_address;                /* not read by stackprov */
+};
+/* How a thread's current root is found at capture (sprov_snapshot_capture_self):
+ *  - folly: the pthread key in the global `folly_async_stack_root_tls_key` (found with dlsym, so
+ *    the symbol must be in the dynamic symbol table: libfolly.so exports it; a static link needs
+ *    -rdynamic or -Wl,--export-dynamic-symbol=folly_async_stack_root_tls_key); its value points at
+ *    folly's AsyncStackRootHolder, whose first member is the current root pointer. Used when the
+ *    thread has no slot of its own. Not verified against a real folly build (Debian has none);
+ *  - a slot: the calling thread hands stackprov the address of the variable where it keeps its
+ *    current struct sprov_async_root* (a thread_local of the program): read at each capture of
+ *    this thread. NULL unregisters. Thread-local: registers for the calling thread only. */
+SPROV_API int sprov_async_set_thread_root_slot(struct sprov_async_root* const* slot);
 
 /* ------------------------------------------------------- runtime frames */
 

@@ -97,6 +97,7 @@ struct sprov_stack {
   std::vector<stackprov::unwind::FrameRegs> regs;
   stackprov::Arch arch = stackprov::Arch::kUnknown;
   stackprov::unwind::StopReason stop = stackprov::unwind::StopReason::kNone;
+  std::vector<stackprov::unwind::CoroutineLink> links;  ///< uc_link annotations (sprov_stack_coroutine_link)
   /// Shared with the unwinder's module table: the stack outlives the snapshot.
   std::shared_ptr<const std::vector<stackprov::memory::SnapshotModule>> modules;
   /// Parallel to `modules`: the module the walk used (null where none loaded). A module whose image
@@ -289,6 +290,9 @@ int fill_out(T* out, const T& full, const char* type_name) {
 /// by `live` (copied into the snapshot), so that the snapshot alone later
 /// reproduces the same walk offline. Used by live-process and core captures.
 void prewalk_record(sprov_context* ctx, memory::Snapshot& snap, memory::MemoryReader& live);
+/// The calling thread's async registrations (lib/capi/async.cpp, doc/async-stacks.md) into
+/// snap.async: every registered coroutine stack and the thread's current async stack root.
+void capture_async_registrations(memory::Snapshot& snap);
 
 /// Checks sprov_process_opts.flags (SPROV_ERR_INVALID_ARG naming unknown bits) and sets up `out`
 /// so that capture_runtime reads runtime frames only when SPROV_PROCESS_RUNTIME_FRAMES is set.

@@ -211,6 +211,7 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
     };
     size_t next = 0;  // the innermost Python frame no activation has taken yet
     if (mode == SPROV_RUNTIME_INTERLEAVE) {
+      uint32_t walked = 0;  // f's index in the native stack
       for (const unwind::Frame& f : native->frames) {
         if (next < py.size() && runs_eval(proc->runtime, f)) {
           // This activation runs the frames from `next` outward up to its entry frame.
@@ -220,6 +221,13 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
           const int64_t native_index = static_cast<int64_t>(st->frames.size() + (end - next));
           for (; next < end; next++) push_runtime(next, native_index, f.sp);
         }
+        // A coroutine link annotates its native frame, at that frame's index here.
+        for (const unwind::CoroutineLink& l : native->links)
+          if (l.frame == walked) {
+            st->links.push_back(l);
+            st->links.back().frame = static_cast<uint32_t>(st->frames.size());
+          }
+        walked++;
         push_native(f);
       }
     }

@@ -132,6 +132,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
       return fail(st.error());
     // On an alternate signal stack, also copy the top of the thread's own stack,
     // where the interrupted frames are.
+    bool off_thread_stack = false;  // a sigaltstack or a coroutine's stack
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
       void* lo = nullptr;
@@ -140,6 +141,7 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
       pthread_attr_destroy(&attr);
       const uint64_t top = reinterpret_cast<uint64_t>(lo) + size;
       if (lo != nullptr && !(sp >= reinterpret_cast<uint64_t>(lo) && sp < top)) {
+        off_thread_stack = true;
         uint64_t from = std::max<uint64_t>(reinterpret_cast<uint64_t>(lo), top - std::min<uint64_t>(size, max_bytes));
         for (const MapsEntry& e : maps.value())  // only the mapped part
           if (top > e.start && top <= e.end) from = std::max(from, e.start);
@@ -158,6 +160,15 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
       }
     }
     if (Status st = add_modules(ctx, s, maps.value(), static_cast<int64_t>(getpid())); !st.ok()) return fail(st.error());
+    // Async boundaries the program registered (doc/async-stacks.md). Off the thread's own stack (a
+    // coroutine's, where uc_link's context lies elsewhere) or with registrations, one walk over
+    // live memory copies what the walk reads besides the stack (the resumer's context and stack,
+    // uc_link's context, the async frame records) so that the snapshot unwinds the same later.
+    capture_async_registrations(s);
+    if (off_thread_stack || !s.async.empty()) {
+      memory::LocalReader live;
+      prewalk_record(ctx, s, live);
+    }
     *out = snap.release();
     return 0;
   });

@@ -104,6 +104,7 @@ SPROV_API int sprov_unwinder_new(sprov_context* ctx, const struct sprov_unwinder
     uw->opts.keep_registers = (flags & SPROV_UNWIND_KEEP_REGISTERS) != 0;
     uw->opts.scan_words = scan_words ? scan_words : 64;
     uw->scratch.frames.reserve(uw->opts.max_frames);  // walks never allocate (stackprov/fast.h)
+    uw->scratch.links.reserve(unwind::kMaxAsyncHops);
     *out = uw;
     return 0;
   });
@@ -129,6 +130,7 @@ SPROV_API int sprov_unwinder_unwind(sprov_unwinder* uw, const sprov_snapshot* sn
     st->regs = uw->scratch.regs;
     st->arch = s.arch;
     st->stop = uw->scratch.stop;
+    st->links = uw->scratch.links;
     st->modules = uw->table_modules;
     st->loaded = uw->table_loaded;
     st->module_root = s.module_root;
@@ -224,6 +226,43 @@ SPROV_API int sprov_stack_stop_reason(const sprov_stack* stack) {
 
 SPROV_API void sprov_stack_free(sprov_stack* stack) { delete stack; }
 
+SPROV_API size_t sprov_stack_coroutine_link_count(const sprov_stack* stack) {
+  return stack ? stack->links.size() : 0;
+}
+
+SPROV_API int sprov_stack_coroutine_link(const sprov_stack* stack, size_t index, struct sprov_coroutine_link* out) {
+  return guard([&] {
+    if (stack == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_stack_coroutine_link: stack is NULL"));
+    if (index >= stack->links.size())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "coroutine link index %zu out of range (%zu links)", index,
+                             stack->links.size()));
+    const unwind::CoroutineLink& l = stack->links[index];
+    struct sprov_coroutine_link o = {};
+    o.sz = sizeof(o);
+    o.frame = l.frame;
+    o.slot = l.slot;
+    o.context = l.context;
+    o.pc = l.pc;
+    o.sp = l.sp;
+    o.has_regs = l.has_regs ? 1 : 0;
+    o.module_index = -1;
+    if (l.has_regs && l.pc != 0 && stack->modules) {
+      // The module holding the return address's call (pc - 1), as for a caller frame.
+      const auto& mods = *stack->modules;
+      for (size_t m = 0; m < mods.size(); m++) {
+        if (l.pc - 1 >= mods[m].start && l.pc - 1 < mods[m].end) {
+          o.module_index = static_cast<int32_t>(m);
+          o.module_offset = l.pc - mods[m].load_bias;
+          o.module_path = mods[m].path.c_str();
+          break;
+        }
+      }
+    }
+    return fill_out(out, o, "sprov_coroutine_link");
+  });
+}
+
 }  // extern "C"
 
 namespace stackprov::capi {
@@ -238,7 +277,9 @@ void prewalk_arch(sprov_unwinder& uw, memory::Snapshot& snap, memory::MemoryRead
   typename unwind::Unwinder<Traits, Rec>::Regs regs{};
   for (int r = 0; r < Traits::kNumRegs; r++)
     if (snap.has_reg(r)) regs.set(r, snap.regs[r]);
-  unwind::Unwinder<Traits, Rec> walker(uw.table, uw.cache, uw.opts, rec);
+  unwind::WalkOptions o = uw.opts;
+  if (!snap.async.empty()) o.async = &snap.async;  // the walk past async boundaries records its reads too
+  unwind::Unwinder<Traits, Rec> walker(uw.table, uw.cache, o, rec);
   walker.walk(regs, (snap.flags & memory::Snapshot::kFlagPcIsReturnAddress) != 0, &uw.scratch);
 }
 

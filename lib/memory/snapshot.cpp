@@ -17,7 +17,7 @@ constexpr uint32_t kVersion2 = 2;  // tagged sections (snapshot.hpp)
 constexpr uint32_t kSectionRequired = 1u << 0;
 constexpr uint32_t kKnownSectionFlags = kSectionRequired;
 constexpr uint32_t kMaxSections = 64;
-enum : uint32_t { kSectionEnd = 0, kSectionHeader = 1, kSectionMemory = 2, kSectionModules = 3 };
+enum : uint32_t { kSectionEnd = 0, kSectionHeader = 1, kSectionMemory = 2, kSectionModules = 3, kSectionAsync = 4 };
 constexpr uint64_t kMaxTotalMemory = uint64_t{1} << 30;  // 1 GiB
 constexpr uint32_t kMaxRegions = 65536;
 constexpr uint32_t kMaxModules = 65536;
@@ -299,10 +299,40 @@ Status parse_modules(Cursor& c, Snapshot& s, uint32_t version) {
   return {};
 }
 
+/// Section 4: the registered async stacks and the thread's async stack root (SnapshotAsync).
+Status parse_async(Cursor& c, Snapshot& s) {
+  SnapshotAsync& a = s.async;
+  size_t at = c.offset();
+  SPROV_TRY_UINT(root, c, "async.root", 8);
+  at = c.offset();
+  SPROV_TRY_UINT(source, c, "async.root_source", 4);
+  if (source > SnapshotAsync::kRootSlot || (source == 0) != (root == 0))
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'async.root_source' at offset %zu: %" PRIu64 " for root 0x%" PRIx64,
+                      at, source, root);
+  a.root = root;
+  a.root_source = static_cast<uint32_t>(source);
+  at = c.offset();
+  SPROV_TRY_UINT(n, c, "async.n_stacks", 4);
+  if (n > SnapshotAsync::kMaxStacks || n * 24 > c.remaining())
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'async.n_stacks' at offset %zu: %" PRIu64
+                      " stacks (at most %zu, %zu bytes remain)", at, n, SnapshotAsync::kMaxStacks, c.remaining());
+  for (uint64_t i = 0; i < n; i++) {
+    at = c.offset();
+    SPROV_TRY_UINT(lo, c, "async.stack.lo", 8);
+    SPROV_TRY_UINT(hi, c, "async.stack.hi", 8);
+    SPROV_TRY_UINT(resumer, c, "async.stack.resumer", 8);
+    if (lo >= hi || (!a.stacks.empty() && lo < a.stacks.back().hi))
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'async.stack.lo' at offset %zu: stack [0x%" PRIx64 ", 0x%" PRIx64
+                        ") is empty, unsorted or overlaps the one before", at, lo, hi);
+    a.stacks.push_back({lo, hi, resumer});
+  }
+  return {};
+}
+
 /// v2: sections { u32 tag, u32 flags, u64 length, payload } up to the end section, which ends the
 /// input (so that a blob cut at a section boundary is refused, not read as one without sections).
 Status parse_sections(Cursor& c, Snapshot& s) {
-  bool seen[kSectionModules + 1] = {};
+  bool seen[kSectionAsync + 1] = {};
   for (uint32_t n = 0;; n++) {
     const size_t at = c.offset();
     if (n == kMaxSections)
@@ -327,7 +357,7 @@ Status parse_sections(Cursor& c, Snapshot& s) {
       if (len != 0) return make_error(SPROV_ERR_SNAPSHOT, "field 'section.length' at offset %zu: end section of %" PRIu64 " bytes", len_at, len);
       break;
     }
-    if (tag > kSectionModules) {
+    if (tag > kSectionAsync) {
       if (flags & kSectionRequired)
         return make_error(SPROV_ERR_SNAPSHOT,
                           "field 'section.tag' at offset %zu: unknown section %" PRIu64
@@ -342,6 +372,7 @@ Status parse_sections(Cursor& c, Snapshot& s) {
     Cursor body = c.sub(len);
     Status st = tag == kSectionHeader ? parse_header(body, s)
                 : tag == kSectionMemory ? parse_regions(body, s)
+                : tag == kSectionAsync  ? parse_async(body, s)
                                         : parse_modules(body, s, kVersion2);
     if (!st) return st;
     if (body.remaining() != 0)
@@ -556,6 +587,7 @@ void write_section(std::vector<uint8_t>& out, uint32_t tag, uint32_t flags, F&& 
 }  // namespace
 
 uint32_t serialized_version(const Snapshot& s) {
+  if (!s.async.empty()) return kVersion2;  // section 4
   for (const SnapshotModule& m : s.modules)
     if (!m.build_id.empty() && m.build_id.kind != IdKind::kElfBuildId) return kVersion2;
   return kVersion1;
@@ -580,6 +612,17 @@ std::vector<uint8_t> serialize(const Snapshot& s) {
   write_section(out, kSectionHeader, kSectionRequired, [&](Writer& sw) { write_header(sw, s); });
   write_section(out, kSectionMemory, kSectionRequired, [&](Writer& sw) { write_regions(sw, s); });
   write_section(out, kSectionModules, kSectionRequired, [&](Writer& sw) { write_modules(sw, s, version); });
+  if (!s.async.empty())
+    write_section(out, kSectionAsync, 0, [&](Writer& sw) {
+      sw.u64(s.async.root);
+      sw.u32(s.async.root_source);
+      sw.u32(static_cast<uint32_t>(s.async.stacks.size()));
+      for (const SnapshotAsync::Stack& st : s.async.stacks) {
+        sw.u64(st.lo);
+        sw.u64(st.hi);
+        sw.u64(st.resumer);
+      }
+    });
   write_section(out, kSectionEnd, kSectionRequired, [](Writer&) {});
   return out;
 }

@@ -38,6 +38,31 @@ struct MemoryRegion {
   std::vector<uint8_t> bytes;
 };
 
+/// What a program registered about its async stacks (doc/async-stacks.md), copied at capture:
+/// coroutine stacks with their resumer's saved ucontext_t, and the thread's current async stack
+/// root (folly's AsyncStackRoot shape). Addresses in the target; what they point at is read, like
+/// the stack, from the snapshot's memory.
+struct SnapshotAsync {
+  struct Stack {
+    uint64_t lo = 0;       ///< [lo, hi): the coroutine's stack
+    uint64_t hi = 0;
+    uint64_t resumer = 0;  ///< the resumer's saved ucontext_t
+  };
+  std::vector<Stack> stacks;  ///< sorted by lo, disjoint, at most kMaxStacks
+  uint64_t root = 0;          ///< the current AsyncStackRoot, 0: none
+  uint32_t root_source = 0;   ///< kRootFolly or kRootSlot (how the capture found it), 0 with no root
+  static constexpr uint32_t kRootFolly = 1;  ///< folly_async_stack_root_tls_key's pthread value
+  static constexpr uint32_t kRootSlot = 2;   ///< sprov_async_set_thread_root_slot
+  static constexpr size_t kMaxStacks = 256;
+  bool empty() const { return stacks.empty() && root == 0; }
+  /// The registered stack holding `addr`, or nullptr.
+  const Stack* stack_of(uint64_t addr) const {
+    for (const Stack& st : stacks)
+      if (addr >= st.lo && addr < st.hi) return &st;
+    return nullptr;
+  }
+};
+
 /// A capture of one thread. Plain data: unwinding is a pure function of it.
 struct Snapshot {
   Arch arch = Arch::kUnknown;
@@ -49,6 +74,7 @@ struct Snapshot {
   uint32_t flags = 0;                    ///< kFlag* below
   std::vector<MemoryRegion> memory;      ///< sorted by addr, non-overlapping
   std::vector<SnapshotModule> modules;   ///< sorted by start, non-overlapping
+  SnapshotAsync async;                   ///< registered async stacks (section 4 when not empty)
   /// Not serialized: where module files were opened at capture time
   /// ("/proc/PID/root" for a live process, a sysroot for a core); "" = as is.
   std::string module_root;
@@ -88,7 +114,9 @@ struct Snapshot {
 ///   v2: tagged sections { u32 tag, u32 flags, u64 length, payload }: tag 1 header (first; v1's
 ///       fields from arch to regs), 2 memory (v1's n_regions and regions), 3 modules (v1's
 ///       modules with a u8 id_kind, IdKind, before id_len; kind 0 has no bytes), then tag 0, the
-///       end (empty, last: nothing follows it). Tags 1-3 exactly once, each payload read exactly. flags bit 0
+///       end (empty, last: nothing follows it). Tag 4 async (optional, not required; written only
+///       when the snapshot has any): u64 root, u32 root_source, u32 n_stacks, { u64 lo, hi, resumer }*
+///       (n ≤ 256, each lo < hi, sorted by lo and disjoint). Tags 1-3 exactly once, each payload read exactly. flags bit 0
 ///       "required": a reader that does not know the tag refuses the snapshot; other unknown
 ///       sections are skipped. New data (kernel stacks, async and runtime frames) comes as new
 ///       sections, never as a version 3.

@@ -40,6 +40,7 @@ const char* method_name(int method) noexcept {
     case SPROV_METHOD_RUNTIME: return "runtime";
     case SPROV_METHOD_UNWIND_TABLE: return "unwind_table";
     case SPROV_METHOD_TAIL_CALL: return "tail_call";
+    case SPROV_METHOD_ASYNC_BOUNDARY: return "async_boundary";
     default: return "none";
   }
 }

@@ -28,6 +28,7 @@ enum class Method : uint8_t {
   kCfiPdata = SPROV_METHOD_CFI_PDATA,
   kCompactUnwind = SPROV_METHOD_COMPACT_UNWIND,
   kTailCall = SPROV_METHOD_TAIL_CALL,
+  kAsyncBoundary = SPROV_METHOD_ASYNC_BOUNDARY,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.
@@ -68,6 +69,7 @@ struct Frame {
   static constexpr uint8_t kFlagCfiNotInBundle = SPROV_FRAME_CFI_NOT_IN_BUNDLE;
   static constexpr uint8_t kFlagJit = SPROV_FRAME_JIT;
   static constexpr uint8_t kFlagInferred = SPROV_FRAME_INFERRED;
+  static constexpr uint8_t kFlagAsyncAwaiter = SPROV_FRAME_ASYNC_AWAITER;
 };
 
 /// One frame's registers as the walk knew them (WalkOptions::keep_registers), DWARF-numbered: bit r
@@ -80,10 +82,26 @@ struct FrameRegs {
   uint64_t v[kMax] = {};
 };
 
+/// Where a ucontext coroutine continues when its function returns: glibc makecontext's uc_link,
+/// read from the coroutine's stack at a coroutine entry (struct sprov_coroutine_link).
+struct CoroutineLink {
+  uint32_t frame = 0;    ///< index of the entry trampoline's frame
+  uint64_t slot = 0;     ///< where uc_link was read
+  uint64_t context = 0;  ///< uc_link (0: the thread exits when the function returns)
+  uint64_t pc = 0;       ///< the context's saved pc and sp, when has_regs
+  uint64_t sp = 0;
+  bool has_regs = false;
+};
+
+/// At most this many async boundaries a walk crosses (registered resumers, async stack roots) and
+/// coroutine links it records: a cycle in the program's records ends there.
+constexpr size_t kMaxAsyncHops = 16;
+
 struct WalkResult {
   std::vector<Frame> frames;
   StopReason stop = StopReason::kNone;
   std::vector<FrameRegs> regs;  ///< parallel to `frames` with WalkOptions::keep_registers, else empty
+  std::vector<CoroutineLink> links;  ///< innermost first; capacity kMaxAsyncHops reserved
 };
 
 }  // namespace stackprov::unwind

@@ -13,6 +13,7 @@
 #include "arch/arch_ops.hpp"
 #include "dwarf/cfi.hpp"
 #include "dwarf/expression.hpp"
+#include "memory/snapshot.hpp"
 #include "symbolize/gopclntab.hpp"
 #include "unwind/frame.hpp"
 #include "unwind/ladder.hpp"
@@ -41,6 +42,10 @@ struct WalkOptions {
   const std::vector<std::pair<uint64_t, uint64_t>>* jit_ranges = nullptr;
   /// Keep each frame's registers in WalkResult::regs (`stack --regs`; reserved up front).
   bool keep_registers = false;
+  /// What the program registered about its async stacks (the snapshot's; doc/async-stacks.md):
+  /// a coroutine entry inside a registered stack goes on at its resumer's saved context, and the
+  /// async stack root's awaiter frames are spliced in after the walk. nullptr: none.
+  const memory::SnapshotAsync* async = nullptr;
 };
 
 /// Walks one thread's stack. Per step: CFI (.eh_frame, then .debug_frame),
@@ -64,6 +69,19 @@ class Unwinder {
   /// `pc_is_return_address`: frame 0's pc is a return address (a capture at a
   /// call site), so its lookups use pc - 1 like a caller's.
   void walk(const Regs& initial, bool pc_is_return_address, WalkResult* out) {
+    out->links.clear();
+    // Links are kept within the reserved capacity: a walk that may not allocate (a signal
+    // handler's) records those its owner reserved (sprov_unwinder_new reserves kMaxAsyncHops).
+    if (opts_.may_allocate && out->links.capacity() < kMaxAsyncHops) out->links.reserve(kMaxAsyncHops);
+    hops_ = 0;
+    domain_ = Domain::kUser;
+    walk_physical(initial, pc_is_return_address, out);
+    if (opts_.async != nullptr && opts_.async->root != 0) splice_awaiters(out);
+  }
+
+  /// The walk of the stack's physical frames (and, across a registered coroutine entry, of its
+  /// resumer's), without the awaiter frames of async stack roots.
+  void walk_physical(const Regs& initial, bool pc_is_return_address, WalkResult* out) {
     out->frames.clear();
     out->regs.clear();
     out->stop = StopReason::kNone;
@@ -110,7 +128,10 @@ class Unwinder {
         if (stop != StopReason::kNone) {
           // The entry trampoline's frame is named at its own pc: the return address is its first
           // instruction, not the byte after a call.
-          if (stop == StopReason::kCoroutineEntry) cur.lookup_prev = false;
+          if (stop == StopReason::kCoroutineEntry) {
+            cur.lookup_prev = false;
+            if (cross_coroutine_entry(out, regs, slot)) continue;  // at the registered resumer
+          }
           out->stop = stop;
           return;
         }
@@ -150,6 +171,7 @@ class Unwinder {
       }
       slot = nslot;
       if ((!nslot || !nslot->module) && in_jit(nf.lookup_prev ? nf.pc - 1 : nf.pc)) nf.flags |= Frame::kFlagJit;
+      nf.domain = domain_;
       out->frames.push_back(nf);
       // A caller's other registers keep the callee's values in `regs` (what the next step reads),
       // but the ABI does not preserve them across a call: unknown.
@@ -307,6 +329,107 @@ class Unwinder {
       if (opts_.allow_scan && step_by_scan(s.regs, s.next, s.cfa)) return found(s, Method::kScan, true);
     }
     return Verdict::kPass;
+  }
+
+  /// The walk reached a coroutine's entry (the last frame, registers `regs`). Records where
+  /// makecontext's uc_link sends the coroutine when its function returns (an annotation, never a
+  /// frame); then, when the entry's frame lies in a stack the program registered with a resumer,
+  /// continues at the registers the resumer's swapcontext saved: `regs` and `slot` become the
+  /// resumer's, its frame (method async_boundary, domain async) is pushed, and true is returned.
+  /// Bounded by kMaxAsyncHops crossings per walk.
+  bool cross_coroutine_entry(WalkResult* out, Regs& regs, const ModuleSlot*& slot) {
+    if constexpr (!Ops::kUcontextResume) {
+      return false;
+    } else {
+      const Frame entry = out->frames.back();
+      CoroutineLink l;
+      if (out->links.size() < out->links.capacity() && Ops::coroutine_uc_link(regs, entry.sp, mem_, &l.slot, &l.context)) {
+        l.frame = static_cast<uint32_t>(out->frames.size() - 1);
+        l.has_regs = l.context != 0 && read_word(l.context + Ops::kUcontextPc, &l.pc) &&
+                     read_word(l.context + Ops::kUcontextSp, &l.sp);
+        if (!l.has_regs) l.pc = l.sp = 0;
+        out->links.push_back(l);
+      }
+      const memory::SnapshotAsync* a = opts_.async;
+      if (a == nullptr || hops_ >= kMaxAsyncHops) return false;
+      const memory::SnapshotAsync::Stack* st = a->stack_of(entry.sp);
+      if (st == nullptr || st->resumer == 0) return false;
+      Regs next;
+      if (!Ops::resume_regs(mem_, st->resumer, next)) return false;
+      Frame nf;
+      nf.pc = next.get(Traits::kPcReg);
+      nf.sp = next.get(Traits::kSpReg);
+      nf.method = Method::kAsyncBoundary;
+      nf.lookup_prev = true;  // swapcontext's return address
+      nf.domain = Domain::kAsync;
+      const ModuleSlot* nslot = modules_.find(nf.pc - Traits::kCallInsnMin);
+      if (nslot == nullptr) return false;  // a saved pc in no module is not followed
+      nf.module_index = nslot->snapshot_index;
+      hops_++;
+      lost_ = 0;  // registers lost before the boundary say nothing about the resumer's
+      domain_ = Domain::kAsync;
+      out->frames.push_back(nf);
+      regs = next;
+      slot = nslot;
+      return true;
+    }
+  }
+
+  /// A 64-bit word of the target (x86_64/arm64 only: little-endian u64).
+  bool read_word(uint64_t addr, uint64_t* v) {
+    static_assert(Traits::kAddrSize == 8 || !Ops::kUcontextResume);
+    return addr + 8 > addr && mem_.read(addr, v, 8);
+  }
+
+  /// Splices the awaiter frames of the thread's async stack roots (folly's AsyncStackRoot /
+  /// AsyncStackFrame shape, struct sprov_async_root) into the physical walk: for each root, from
+  /// the current one outward through next_root, the chain from top_frame (one frame per record's
+  /// return address) goes right before the physical frame whose stack range [sp, cfa) holds the
+  /// root's stack_frame_ptr (the frame that installed the root: an event loop), as folly's
+  /// getAsyncStackTraceSafe interleaves them. A root whose frame the walk did not reach ends the
+  /// splicing. Bounded by kMaxAsyncHops roots and max_frames frames; every record read is checked.
+  void splice_awaiters(WalkResult* out) {
+    if constexpr (Traits::kAddrSize != 8) return;  // the records of 64-bit targets only (x86_64, arm64)
+    std::vector<Frame>& frames = out->frames;
+    uint64_t root = opts_.async->root;
+    size_t from = 0;
+    for (size_t hop = 0; root != 0 && hop < kMaxAsyncHops; hop++) {
+      uint64_t r[3];  // top_frame, next_root, stack_frame_ptr (offsets 0, 8, 16)
+      if (!read_word(root, &r[0]) || !read_word(root + 8, &r[1]) || !read_word(root + 16, &r[2])) return;
+      size_t at = frames.size();
+      for (size_t k = from; k < frames.size(); k++) {
+        const Frame& f = frames[k];
+        if (f.flags & Frame::kFlagAsyncAwaiter) continue;
+        const uint64_t hi = f.cfa != 0 ? f.cfa : k + 1 < frames.size() ? frames[k + 1].sp : 0;
+        if (r[2] >= f.sp && r[2] < hi) {
+          at = k;
+          break;
+        }
+      }
+      if (r[2] == 0 || at == frames.size()) return;
+      uint64_t rec = r[0];
+      for (size_t n = 0; rec != 0 && n < opts_.max_frames && frames.size() < opts_.max_frames; n++) {
+        uint64_t parent = 0, ra = 0;  // parent (offset 0), return_address (offset 8)
+        if (!read_word(rec, &parent) || !read_word(rec + 8, &ra)) break;
+        if (ra != 0) {
+          Frame af;
+          af.pc = ra;
+          af.method = Method::kAsyncBoundary;
+          af.flags = Frame::kFlagAsyncAwaiter;
+          af.lookup_prev = true;
+          af.domain = Domain::kAsync;
+          const ModuleSlot* s = modules_.find(ra - Traits::kCallInsnMin);
+          af.module_index = s ? s->snapshot_index : -1;
+          frames.insert(frames.begin() + static_cast<std::ptrdiff_t>(at), af);  // within the reserved capacity
+          for (CoroutineLink& l : out->links)
+            if (l.frame >= at) l.frame++;
+          at++;
+        }
+        rec = parent;
+      }
+      from = at + 1;
+      root = r[1];
+    }
   }
 
   /// A caller frame whose return address is a coroutine's entry trampoline (glibc's
@@ -724,6 +847,8 @@ class Unwinder {
   RuleCache& cache_;
   const WalkOptions& opts_;
   Mem& mem_;
+  size_t hops_ = 0;                ///< async boundaries crossed by this walk
+  Domain domain_ = Domain::kUser;  ///< the domain of the frames the walk pushes (async past a boundary)
   /// The table rung's interpreter row scratch, made on first use: large (about 1 KiB), so neither
   /// on every step's stack nor zeroed by every walk (an unwinder is made per walk).
   FullRow& full_row_scratch() {

@@ -15,7 +15,9 @@ void walk_arch(const memory::Snapshot& snap, const ModuleTable& modules, RuleCac
   for (int r = 0; r < Traits::kNumRegs; r++)
     if (snap.has_reg(r)) regs.set(r, snap.regs[r]);
   memory::SnapshotReader mem(snap);
-  Unwinder<Traits, memory::SnapshotReader> uw(modules, cache, opts, mem);
+  WalkOptions o = opts;
+  if (!snap.async.empty()) o.async = &snap.async;  // what the program registered (doc/async-stacks.md)
+  Unwinder<Traits, memory::SnapshotReader> uw(modules, cache, o, mem);
   uw.walk(regs, (snap.flags & memory::Snapshot::kFlagPcIsReturnAddress) != 0, out);
 }
 

@@ -243,6 +243,23 @@ int main(void) {
     EXPECT(sprov_symbolizer_tail_calls(NULL, NULL, &with) == SPROV_ERR_INVALID_ARG && with == NULL);
     EXPECT(sprov_stack_frame_registers(NULL, 0, v, 4, &known) == SPROV_ERR_INVALID_ARG);
   }
+  EXPECT(SPROV_METHOD_ASYNC_BOUNDARY == 17 && SPROV_FRAME_ASYNC_AWAITER == 16u);
+  EXPECT(strcmp(sprov_method_name(SPROV_METHOD_ASYNC_BOUNDARY), "async_boundary") == 0);
+  EXPECT(sprov_method_rung(SPROV_METHOD_ASYNC_BOUNDARY) == SPROV_RUNG_EXTERNAL);
+  EXPECT(strcmp(sprov_stop_reason_name(SPROV_STOP_COROUTINE_ENTRY), "coroutine_entry") == 0);
+  {
+    /* Async boundaries: NULL handles and arguments are errors, not crashes. */
+    struct sprov_coroutine_link l;
+    memset(&l, 0, sizeof l);
+    l.sz = sizeof l;
+    EXPECT(sprov_stack_coroutine_link_count(NULL) == 0);
+    EXPECT(sprov_stack_coroutine_link(NULL, 0, &l) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_async_register_stack(NULL, 4096, &l) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_async_register_stack(&l, 0, &l) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_async_register_stack(&l, sizeof l, NULL) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_async_unregister_stack(&l) == SPROV_ERR_NOT_FOUND);
+    EXPECT(sprov_async_set_thread_root_slot(NULL) == 0);
+  }
   {
     /* Runtime frames: NULL handles are errors, not crashes. */
     struct sprov_runtime_frame rf;

@@ -51,6 +51,27 @@ CHECK_SIZE(sprov_unwinder_stats, 40);
 CHECK_OFF(sprov_unwinder_stats, rule_cache_hits, 8);
 CHECK_OFF(sprov_unwinder_stats, walks, 32);
 
+// Async boundaries (issue 35; doc/async-stacks.md).
+CHECK_SIZE(sprov_coroutine_link, 72);
+CHECK_OFF(sprov_coroutine_link, frame, 8);
+CHECK_OFF(sprov_coroutine_link, slot, 16);
+CHECK_OFF(sprov_coroutine_link, context, 24);
+CHECK_OFF(sprov_coroutine_link, pc, 32);
+CHECK_OFF(sprov_coroutine_link, sp, 40);
+CHECK_OFF(sprov_coroutine_link, has_regs, 48);
+CHECK_OFF(sprov_coroutine_link, module_index, 52);
+CHECK_OFF(sprov_coroutine_link, module_offset, 56);
+CHECK_OFF(sprov_coroutine_link, module_path, 64);
+// folly's AsyncStackFrame / AsyncStackRoot (folly/tracing/AsyncStack.h), field for field.
+CHECK_SIZE(sprov_async_frame, 24);
+CHECK_OFF(sprov_async_frame, parent, 0);
+CHECK_OFF(sprov_async_frame, return_address, 8);
+CHECK_OFF(sprov_async_frame, root, 16);
+CHECK_SIZE(sprov_async_root, 32);
+CHECK_OFF(sprov_async_root, top_frame, 0);
+CHECK_OFF(sprov_async_root, next_root, 8);
+CHECK_OFF(sprov_async_root, stack_frame_ptr, 16);
+CHECK_OFF(sprov_async_root, return_address, 24);
 CHECK_SIZE(sprov_frame, 96);  // 72 before the identity and domain fields (issue 32)
 CHECK_OFF(sprov_frame, pc, 8);
 CHECK_OFF(sprov_frame, sp, 16);

@@ -11,9 +11,11 @@ fi
 if [ "$count" -lt 30 ]; then
   echo "only $count sprov_ exports in $lib"; exit 1
 fi
-# One nm run, read whole: `nm | grep -q` under pipefail fails when grep stops reading early (SIGPIPE).
+# The list once, then searched: `nm | awk | grep -q` under pipefail fails when grep -q exits before
+# awk's last write (SIGPIPE), as soon as the names exceed one awk buffer (4 KiB).
 names=$(nm -D --defined-only "$lib" | awk '{sub(/@.*/,"",$3); print $3}')
-for want in sprov_version sprov_context_new sprov_snapshot_capture_self sprov_unwinder_unwind sprov_symbolizer_frame; do
+for want in sprov_version sprov_context_new sprov_snapshot_capture_self sprov_unwinder_unwind sprov_symbolizer_frame \
+            sprov_async_register_stack sprov_stack_coroutine_link sprov_symbolizer_tail_calls; do
   grep -qx "$want" <<<"$names" || { echo "missing export $want"; exit 1; }
 done
 echo "exports ok: $count sprov_ symbols, nothing else"

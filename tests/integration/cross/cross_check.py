@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# Builds arm64/mips/mipsel fixtures, aborts them (abort, SIGSEGV in a handler, a call through NULL) under
+# Builds arm64/mips/mipsel fixtures, aborts them (abort, SIGSEGV in a handler, a call through NULL; on
+# aarch64 also inside a makecontext coroutine, doc/async-stacks.md) under
 # qemu-user (target core files), unwinds the cores with
 # `stackprov stack --core` on the host and compares every frame (pc, name) and the stop with gdb-multiarch.
 import argparse
@@ -217,6 +218,48 @@ def chain_errors(mine, mode):
     return errs
 
 
+def gdb_values(core, exe, sysroot, exprs):
+    """gdb-multiarch's `print/x` of each expression in the core, as ints (None when it printed none)."""
+    cmd = ["gdb-multiarch", "-batch", "-nx", "-ex", "set sysroot " + sysroot, "-ex", "set debuginfod enabled off"]
+    for e in exprs:
+        cmd += ["-ex", "print/x " + e]
+    p = subprocess.run(cmd + [exe, core], capture_output=True, text=True, timeout=60)
+    vals = [int(m.group(1), 16) for m in re.finditer(r"^\$\d+ = (0x[0-9a-f]+)$", p.stdout, re.M)]
+    return vals if len(vals) == len(exprs) else [None] * len(exprs)
+
+
+def coroutine_errors(cli, core, exe, sysroot, mine, stop, ref):
+    """The "coroutine" mode (issue 35, doc/async-stacks.md): the chain runs in a makecontext coroutine
+    whose uc_link is &g_resumer. The walk ends at glibc's entry trampoline (__startcontext on aarch64)
+    with coroutine_entry, every frame's pc equal to gdb's frame at the same index (gdb goes on past the
+    entry: only its first frames are compared), and the entry frame carries the uc_link annotation:
+    the context &g_resumer with the pc and sp its swapcontext saved, as gdb prints them."""
+    errs = []
+    if stop != "coroutine_entry":
+        errs.append("stop reason %s, expected coroutine_entry" % stop)
+    names = [f["name"] for f in mine]
+    want = CHAIN[:-1] + ["coro_entry"]
+    if "c_fn" not in names or names[names.index("c_fn"):names.index("c_fn") + len(want)] != want:
+        errs.append("fixture frames %s, expected %s then the entry" % (names, want))
+    elif names.index("c_fn") + len(want) != len(names) - 1:
+        errs.append("%d frames after coro_entry, expected 1 (the entry)" % (len(names) - names.index("c_fn") - len(want)))
+    for i, f in enumerate(mine):
+        if i >= len(ref) or ref[i][0] != f["pc"]:
+            errs.append("frame %d: pc 0x%x, gdb %s" % (i, f["pc"], ref[i] if i < len(ref) else "-"))
+    p = subprocess.run([cli, "stack", "--core", core, "--exe", exe, "--sysroot", sysroot, "--json"],
+                       capture_output=True, text=True, timeout=60)
+    frames = json.loads(p.stdout)["threads"][0]["frames"] if p.stdout else []
+    note = frames[-1].get("continues_on_return") if frames else None
+    ctx, pc, sp = gdb_values(core, exe, sysroot, ["(unsigned long)&g_resumer", "g_resumer.uc_mcontext.pc",
+                                                  "g_resumer.uc_mcontext.sp"])
+    if note is None:
+        errs.append("no continues_on_return on the entry frame")
+    elif (int(note["context"], 16), int(note.get("pc", "0"), 16), int(note.get("sp", "0"), 16)) != (ctx, pc, sp):
+        errs.append("continues_on_return %s, gdb: context %s pc %s sp %s" % (note, ctx and hex(ctx), pc and hex(pc),
+                                                                            sp and hex(sp)))
+    return errs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -245,7 +288,10 @@ def main():
                 continue
             exe = os.path.join(args.work, "fx-%s-%s" % (arch, build))
             subprocess.run([cc] + flags + [src, "-o", exe], check=True)
-            for mode in ("abort", "signal", "null"):
+            modes = ("abort", "signal", "null")
+            if arch == "aarch64" and build == "O1":
+                modes += ("coroutine",)  # glibc's __startcontext (doc/async-stacks.md)
+            for mode in modes:
                 name = "%s/%s/%s" % (arch, build, mode)
                 core = make_core(qemu, sysroot, exe, mode, args.work)
                 if core is None:
@@ -259,6 +305,15 @@ def main():
                 ref, gout = ([], "") if build == "pie" else gdb(kept, exe, sysroot)
                 ran += 1
                 errs = []
+                if mode == "coroutine":
+                    errs = coroutine_errors(args.cli, kept, exe, sysroot, mine, stop, ref)
+                    print("%-22s %s: %d frames (stop %s), gdb %d frames" % (name, "ok" if not errs else "FAIL", len(mine),
+                                                                           stop, len(ref)))
+                    if errs:
+                        failures.append(name + ": " + "; ".join(errs))
+                        print(out)
+                        print(gout)
+                    continue
                 if stop != WANT_STOP:
                     last = mine[-1] if mine else None
                     errs.append("stop reason %s, expected %s (last frame %s [%s])" % (

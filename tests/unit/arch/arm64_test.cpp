@@ -165,3 +165,58 @@ TEST_CASE("arm64 call kinds: BLRAA is an indirect call and a return pad", "[arch
   CHECK(calls[1].addr == 0x2008);
   CHECK(calls[1].pad == 0x200c);
 }
+
+TEST_CASE("arm64 __startcontext and a swapcontext's saved registers (glibc's ucontext_t)", "[arch][arm64]") {
+  // Debian 12's aarch64 libc.so.6 at 0x3f980, where makecontext's x30 points (llvm-objdump-14 -d):
+  // nop; mov x0, x19; cbnz x0, 0x3f8c0 <setcontext>; b 0x3cf70 <exit>.
+  const uint8_t start[16] = {0x1f, 0x20, 0x03, 0xd5, 0xe0, 0x03, 0x13, 0xaa,
+                             0xc0, 0xf9, 0xff, 0xb5, 0x79, 0xf5, 0xff, 0x17};
+  CHECK(Ops<Traits>::kCoroutineEntryLen == 16);
+  CHECK(Ops<Traits>::coroutine_entry(start));
+  uint8_t other[16];
+  std::memcpy(other, start + 4, 12);  // without the landing pad (older glibc)
+  std::memcpy(other + 12, start, 4);
+  CHECK(Ops<Traits>::coroutine_entry(other));
+  std::memcpy(other, start, sizeof other);
+  other[0] = 0x5f;
+  other[1] = 0x24;  // bti c
+  CHECK(Ops<Traits>::coroutine_entry(other));
+  other[0] = 0x3f;  // hint #33: not a landing pad
+  CHECK_FALSE(Ops<Traits>::coroutine_entry(other));
+  std::memcpy(other, start, sizeof other);
+  other[6] = 0x14;  // mov x0, x20
+  CHECK_FALSE(Ops<Traits>::coroutine_entry(other));
+  std::memcpy(other, start, sizeof other);
+  other[8] = 0xc1;  // cbnz x1
+  CHECK_FALSE(Ops<Traits>::coroutine_entry(other));
+  std::memcpy(other, start, sizeof other);
+  other[15] = 0x94;  // bl, not b
+  CHECK_FALSE(Ops<Traits>::coroutine_entry(other));
+
+  // uc_link: x19 (makecontext.c), an annotation read from the entry's registers.
+  Mem64 m;
+  Regs r{};
+  uint64_t slot = 1, link = 0;
+  CHECK_FALSE(Ops<Traits>::coroutine_uc_link(r, 0, m, &slot, &link));
+  r.set(19, 0x4000a000);
+  REQUIRE(Ops<Traits>::coroutine_uc_link(r, 0, m, &slot, &link));
+  CHECK(slot == 0);
+  CHECK(link == 0x4000a000);
+
+  // The resumer's context: regs at 184 (setcontext's ldp x18, x19, [x0, #328] = 184 + 18 * 8),
+  // sp at 432, pc at 440 (ldr x2, [x0, #432]).
+  CHECK(Ops<Traits>::kUcontextSp == 432);
+  CHECK(Ops<Traits>::kUcontextPc == 440);
+  const uint64_t uc = 0x20000;
+  for (int i = 0; i < 33; i++) m.put64(uc + 184 + 8 * i, 0x7000 + i);
+  Regs res{};
+  REQUIRE(Ops<Traits>::resume_regs(m, uc, res));
+  CHECK_FALSE(res.has(0));
+  CHECK_FALSE(res.has(18));
+  CHECK(res.get(19) == 0x7000 + 19);
+  CHECK(res.get(kFp) == 0x7000 + 29);
+  CHECK(res.get(kLr) == 0x7000 + 30);
+  CHECK(res.get(kSp) == 0x7000 + 31);
+  CHECK(res.get(kPc) == 0x7000 + 32);
+  CHECK_FALSE(Ops<Traits>::resume_regs(m, 0x90000, res));  // unreadable
+}

@@ -572,3 +572,59 @@ TEST_CASE("v2 sections: unknown optional ones skipped, unknown required ones and
     expect_fail(b, "unsupported version 3");
   }
 }
+
+TEST_CASE("v2 async section (4): written only when there is one, round trips, hostile fields refused", "[snapshot]") {
+  Snapshot s = sample();
+  REQUIRE(serialized_version(s) == 1);
+  s.async.root = 0x7ffd00001000;
+  s.async.root_source = SnapshotAsync::kRootFolly;
+  s.async.stacks.push_back({0x10000, 0x20000, 0x30000});
+  s.async.stacks.push_back({0x20000, 0x28000, 0x31000});
+  REQUIRE(serialized_version(s) == 2);
+  const auto blob = serialize(s);
+  auto back = deserialize(blob.data(), blob.size());
+  REQUIRE(back.ok());
+  require_equal(s, back.value());
+  REQUIRE(back->async.root == s.async.root);
+  REQUIRE(back->async.root_source == SnapshotAsync::kRootFolly);
+  REQUIRE(back->async.stacks.size() == 2);
+  REQUIRE(back->async.stacks[1].lo == 0x20000);
+  REQUIRE(back->async.stacks[1].hi == 0x28000);
+  REQUIRE(back->async.stacks[1].resumer == 0x31000);
+  REQUIRE(serialize(back.value()) == blob);
+  REQUIRE(back->async.stack_of(0x27fff) == &back->async.stacks[1]);
+  REQUIRE(back->async.stack_of(0x28000) == nullptr);
+
+  // The async section is the one before the end section: root at +16, root_source at +24,
+  // n_stacks at +28, the stacks from +32.
+  const size_t at = blob.size() - 16 - (16 + 8 + 4 + 4 + 2 * 24);
+  REQUIRE(blob[at] == 4);
+  auto expect_fail = [](std::vector<uint8_t> b, const char* what) {
+    auto r = deserialize(b.data(), b.size());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+    INFO(r.error().message);
+    REQUIRE(r.error().message.find(what) != std::string::npos);
+  };
+  auto b = blob;
+  put_le(b, at + 24, 3, 4);
+  expect_fail(b, "async.root_source");
+  b = blob;
+  put_le(b, at + 16, 0, 8);  // a source without a root
+  expect_fail(b, "async.root_source");
+  b = blob;
+  put_le(b, at + 28, 257, 4);
+  expect_fail(b, "async.n_stacks");
+  b = blob;
+  put_le(b, at + 28, 3, 4);  // more stacks than bytes
+  expect_fail(b, "async.n_stacks");
+  b = blob;
+  put_le(b, at + 32 + 24, 0x18000, 8);  // the second stack overlaps the first
+  expect_fail(b, "async.stack.lo");
+  b = blob;
+  put_le(b, at + 32 + 8, 0x10000, 8);  // an empty stack
+  expect_fail(b, "async.stack.lo");
+  // Every truncation fails; an older reader skips the section (it is not marked required).
+  for (size_t n = at; n < blob.size(); n++) REQUIRE_FALSE(deserialize(blob.data(), n).ok());
+  REQUIRE(blob[at + 4] == 0);
+}
