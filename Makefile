@@ -99,7 +99,7 @@ install: build
 clean:
 	rm -rf $(BUILD)
 
-# ---- cross build (issue 7): make cross ARCH=arm64|mips32|mips32el -> build-cross-<arch>.
+# ---- cross build (issue 7): make cross ARCH=arm64|mips32|mips32el|win64 -> build-cross-<arch>.
 # The target's -dev packages are unpacked into build-cross-<arch>/sysroot (apt-get download,
 # nothing installed on the host); tests run under qemu-user via CMAKE_CROSSCOMPILING_EMULATOR.
 # mips32 (big-endian) has no Debian 12 packages: fetch-sysroot.sh stops with exit 2.
@@ -119,13 +119,23 @@ CROSS_OPT ?= -O1
 CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic crash_fixture unit_dwarf unit_unwind unit_core unit_arch
 CROSS_TESTS ?= ^(cross_inprocess_|crash_inprocess_|unit_(dwarf|unwind|core|arch)$$)
 
+# ARCH=win64 (issue 33): mingw-w64 (g++-mingw-w64-x86-64, no sysroot to fetch) builds the win64 subset
+# of the library (cmake/win64.cmake, doc/windows.md "The win64 build") and its tests, run under wine.
+CROSS_TRIPLE_win64 := x86_64-w64-mingw32
+CROSS_SYSROOT_FLAG := -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot
+ifeq ($(ARCH),win64)
+CROSS_TARGETS := all
+CROSS_TESTS := .
+CROSS_SYSROOT_FLAG :=
+endif
+
 .PHONY: cross test-cross
 cross:
-	@test -n "$(CROSS_TRIPLE_$(ARCH))" || { echo "ARCH must be arm64, mips32 or mips32el"; exit 2; }
-	@./cmake/toolchains/fetch-sysroot.sh $(CROSS_DEBARCH_$(ARCH)) $(CURDIR)/$(CROSS_BUILD)/sysroot
+	@test -n "$(CROSS_TRIPLE_$(ARCH))" || { echo "ARCH must be arm64, mips32, mips32el or win64"; exit 2; }
+	@if [ "$(ARCH)" != win64 ]; then ./cmake/toolchains/fetch-sysroot.sh $(CROSS_DEBARCH_$(ARCH)) $(CURDIR)/$(CROSS_BUILD)/sysroot; fi
 	@cmake -S . -B $(CROSS_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchains/$(CROSS_TRIPLE_$(ARCH)).cmake \
-	  -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
+	  $(CROSS_SYSROOT_FLAG) -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
 	  -DCMAKE_C_FLAGS_RELEASE=$(CROSS_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(CROSS_OPT) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(CROSS_BUILD) -j $(JOBS) --target $(CROSS_TARGETS)
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Bundle reader (formats 2 to 4): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,7 +53,7 @@ struct ModuleIndex {
   std::vector<entropy::Code> pad_codes;  // format 4
 };
 
-Error bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+Error bad(const char* fmt, ...) STACKPROV_PRINTF(1, 2);
 Error bad(const char* fmt, ...) {
   char buf[512];
   va_list ap;
@@ -749,8 +748,14 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
   return rd;
 }
 
+#ifdef _WIN32
+constexpr int kBundleOpenFlags = O_RDONLY | O_BINARY;  // the win64 build: mingw's open() has no other flag
+#else
+constexpr int kBundleOpenFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+#endif
+
 Result<BundleReader> BundleReader::open_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  const int fd = ::open(path.c_str(), kBundleOpenFlags);
   if (fd < 0) return make_error(-errno, "bundle: cannot open %s: %s", path.c_str(), strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {

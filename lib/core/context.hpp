@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "stackprov/stackprov.h"
 
 namespace stackprov {
@@ -30,7 +31,7 @@ class Context {
  public:
   explicit Context(ContextConfig cfg) : cfg_(std::move(cfg)) {}
   const ContextConfig& config() const { return cfg_; }
-  void log(int level, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
+  void log(int level, const char* fmt, ...) const STACKPROV_PRINTF(3, 4);
   /// `path` under the sysroot (unchanged when there is none or for "[vdso]"-like names).
   std::string host_path(const std::string& path) const;
 

@@ -9,6 +9,15 @@
 
 #include "stackprov/errors.h"
 
+// printf-style checking of the library's format strings: C99 formats (%zu, %lld) everywhere. mingw-w64's
+// GCC takes "printf" as Microsoft's older format; the win64 build formats with mingw's C99 printf
+// (__USE_MINGW_ANSI_STDIO, cmake/win64.cmake), which gnu_printf describes.
+#if defined(__MINGW32__)
+#define STACKPROV_PRINTF(fmt, first) __attribute__((format(gnu_printf, fmt, first)))
+#else
+#define STACKPROV_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
+#endif
+
 namespace stackprov {
 
 /// An error: a code (negative errno or SPROV_ERR_*) and a message that names
@@ -19,7 +28,7 @@ struct Error {
 };
 
 /// Builds an Error; the message is formatted like printf.
-Error make_error(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+Error make_error(int code, const char* fmt, ...) STACKPROV_PRINTF(2, 3);
 
 /// Result<T>: a value or an Error. No exceptions cross layer boundaries.
 template <class T>

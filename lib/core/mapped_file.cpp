@@ -3,8 +3,13 @@
 // the module file size bound.
 #include "core/mapped_file.hpp"
 
+#ifdef _WIN32
+#include <io.h>
+#include <windows.h>
+#else
 #include <signal.h>
 #include <sys/mman.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +26,11 @@ namespace stackprov {
 
 namespace {
 
+std::atomic<uint64_t> g_faults{0};
+std::atomic<int> g_guard{-1};           // -1: not decided yet
+std::atomic<uint64_t> g_max_bytes{0};   // 0: not decided yet
+
+#ifndef _WIN32
 /// One registered mapping. A slot is claimed by a CAS of `begin` from free (0) or a tombstone to
 /// kClaimed; `end` is stored before `begin` is published, so the handler never sees a half-written
 /// range. Slots form an open-addressed table keyed by the mapping's base (probing from
@@ -34,9 +44,6 @@ constexpr uintptr_t kClaimed = 1, kTombstone = 2, kLastMarker = 2;
 constexpr size_t kSlots = 8192;  // mappings at once; past that, files are copied (FileGuard::kCopy)
 constexpr size_t kProbe = 64;
 Slot g_slots[kSlots];
-std::atomic<uint64_t> g_faults{0};
-std::atomic<int> g_guard{-1};           // -1: not decided yet
-std::atomic<uint64_t> g_max_bytes{0};   // 0: not decided yet
 struct sigaction g_previous;
 size_t g_page = 4096;
 std::once_flag g_install_once;
@@ -135,6 +142,7 @@ Result<void*> copy_file(int fd, size_t len, const std::string& path) {
   }
   return m;
 }
+#endif  // !_WIN32
 
 }  // namespace
 
@@ -151,6 +159,30 @@ FileGuard file_guard() {
   return static_cast<FileGuard>(g);
 }
 
+#ifdef _WIN32
+// Windows: a section view of the file. NTFS refuses to truncate a file below a mapped view
+// (ERROR_USER_MAPPED_FILE), so a view cannot lose its pages under the reader: no guard is needed,
+// and kCopy (the embedder owns the exception handlers) maps the same way.
+Result<void*> map_file(int fd, size_t len, bool writable, const std::string& path) {
+  if (len == 0) return make_error(SPROV_ERR_INVALID_ARG, "%s: empty file", path.c_str());
+  const HANDLE h = reinterpret_cast<HANDLE>(_get_osfhandle(fd));
+  if (h == INVALID_HANDLE_VALUE) return make_error(-EBADF, "%s: no handle for descriptor %d", path.c_str(), fd);
+  const HANDLE sec = CreateFileMappingW(h, nullptr, writable ? PAGE_WRITECOPY : PAGE_READONLY, 0, 0, nullptr);
+  if (sec == nullptr)
+    return make_error(-EIO, "%s: CreateFileMapping: error %lu", path.c_str(), static_cast<unsigned long>(GetLastError()));
+  void* m = MapViewOfFile(sec, writable ? FILE_MAP_COPY : FILE_MAP_READ, 0, 0, len);
+  const DWORD e = GetLastError();
+  CloseHandle(sec);  // the view keeps the section
+  if (m == nullptr) return make_error(-EIO, "%s: MapViewOfFile: error %lu", path.c_str(), static_cast<unsigned long>(e));
+  return m;
+}
+
+void unmap_file(void* base, size_t) {
+  if (base != nullptr) UnmapViewOfFile(base);
+}
+
+bool file_map_faulted(const void*) { return false; }
+#else
 Result<void*> map_file(int fd, size_t len, bool writable, const std::string& path) {
   if (len == 0) return make_error(SPROV_ERR_INVALID_ARG, "%s: empty file", path.c_str());
   if (file_guard() == FileGuard::kCopy || !install_handler()) return copy_file(fd, len, path);
@@ -187,6 +219,7 @@ bool file_map_faulted(const void* base) {
   const Slot* s = find_slot(base);
   return s != nullptr && s->faulted.load(std::memory_order_relaxed) != 0;
 }
+#endif  // _WIN32
 
 uint64_t file_fault_count() { return g_faults.load(std::memory_order_relaxed); }
 

@@ -32,8 +32,14 @@ size_t ModuleKeyHash::operator()(const ModuleKey& k) const noexcept {
 }
 
 FileIdentity file_identity_of(const struct ::stat& st) {
+#ifdef _WIN32
+  // mingw's stat has no inode (0) and whole seconds: the identity is weaker than on Linux.
+  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                      static_cast<uint64_t>(st.st_mtime) * 1000000000ull};
+#else
   return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                       static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+#endif
 }
 
 Result<ModuleKey> module_key_for_file(const std::string& path, const ModuleId& id) {

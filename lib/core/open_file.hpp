@@ -5,7 +5,9 @@
 #pragma once
 
 #include <sys/stat.h>
+#ifndef _WIN32
 #include <sys/statfs.h>
+#endif
 
 #include <cstdint>
 #include <memory>
@@ -25,13 +27,18 @@ namespace stackprov {
 /// attack 2). Without openat2 (a kernel before 5.6, or a seccomp filter) a process whose root is
 /// ours is looked up as usual, another root is refused (ENOSYS).
 int open_regular_file(const std::string& path, int* err);
+// On Windows (open_file_win.cpp) the path is UTF-8, opened with CreateFileW (sharing read, write
+// and delete, so that a target's loaded images open), and refused unless it is a disk file that
+// is not a directory (EINVAL); there are no process roots: the functions below say "" and true.
 
 /// stat(2) of `path` as open_regular_file resolves it: a target's "/proc/PID/root/REST" inside its
 /// root (its symlinks never followed onto the host, not even to stat a host file), else stat.
 /// 0, or -1 with errno set.
 int stat_path(const std::string& path, struct stat* st);
+#ifndef _WIN32
 /// statfs(2) of the file open_regular_file would open for `path`. 0, or -1 with errno set.
 int statfs_path(const std::string& path, struct statfs* fs);
+#endif
 
 /// "/proc/PID/root" when `path` names a file of process PID through its root or its map_files
 /// ("/proc/PID/root/...", "/proc/PID/map_files/...") and that root is not this process's own

@@ -47,11 +47,22 @@ std::string lower(std::string s) {
 
 /// The files tried for a module, in order: on the symbol path DIR/NAME and the symbol-store layout
 /// DIR/NAME/<TIMESTAMP><SIZEOFIMAGE>/NAME (each as named and lower-cased: Windows names ignore
-/// case), then for wine's drive Z: (the host's root) the same host path.
-std::vector<std::string> candidate_files(const minidump::Module& m, const std::vector<std::string>& dirs) {
+/// case), then for wine's drive Z: (the host's root) the same host path. With `own_path` (a live
+/// capture on the machine that loaded the module) the module's name itself comes first.
+std::vector<std::string> candidate_files(const minidump::Module& m, const std::vector<std::string>& dirs,
+                                         bool own_path) {
   std::vector<std::string> out;
   const std::string base = base_name(m.name);
   if (base.empty() || base == "." || base == "..") return out;
+  // The target's own name (hostile: a loader list a process can rewrite): a local absolute path
+  // "X:\\..." without "." or ".." components only; open_regular_file refuses network and device names.
+  if (own_path && m.name.size() > 3 && std::isalpha(static_cast<unsigned char>(m.name[0])) && m.name[1] == ':' &&
+      (m.name[2] == '\\' || m.name[2] == '/')) {
+    std::string framed = m.name.substr(2);
+    std::replace(framed.begin(), framed.end(), '/', '\\');
+    framed += '\\';
+    if (framed.find("\\..\\") == std::string::npos && framed.find("\\.\\") == std::string::npos) out.push_back(m.name);
+  }
   char key[32];
   std::snprintf(key, sizeof key, "%08X%x", m.timestamp, m.size);
   for (const std::string& d : dirs) {
@@ -77,14 +88,12 @@ std::vector<std::string> candidate_files(const minidump::Module& m, const std::v
   return out;
 }
 
-struct ModulePlan {
-  SnapshotModule snap;
-  MinidumpModuleInfo info;
-};
+}  // namespace
 
-ModulePlan plan_module(const minidump::Minidump& dump, const minidump::Module& m, const MinidumpCaptureOptions& opts,
-                       std::string* warnings) {
-  ModulePlan p;
+PlannedModule plan_pe_module(const minidump::Module& m, const TargetRead& read, const char* source,
+                             const MinidumpCaptureOptions& opts, std::string* warnings) {
+  const std::string src(source);
+  PlannedModule p;
   p.info.name = m.name;
   p.snap.start = m.base;
   p.snap.end = m.base + m.size;
@@ -106,12 +115,12 @@ ModulePlan plan_module(const minidump::Minidump& dump, const minidump::Module& m
   // 2. The image headers in the dump's memory (a full dump holds them; a normal one rarely).
   auto headers = pe::read_loaded_headers(
       [&](uint64_t rva, void* buf, size_t len) {
-        return rva < m.size && len <= m.size - rva && dump.read(m.base + rva, buf, len);
+        return rva < m.size && len <= m.size - rva && read(m.base + rva, buf, len);
       },
-      what + " (the dump's memory)");
+      what + " (the " + src + "'s memory)");
   if (headers.ok() && (headers.value().timestamp != m.timestamp || headers.value().size_of_image != m.size)) {
-    *warnings += what + ": the image headers in the dump's memory (TimeDateStamp " + hex(headers.value().timestamp) +
-                 ", SizeOfImage " + hex(headers.value().size_of_image) + ") are not the module list's (" +
+    *warnings += what + ": the image headers in the " + src + "'s memory (TimeDateStamp " +
+                 hex(headers.value().timestamp) + ", SizeOfImage " + hex(headers.value().size_of_image) + ") are not the module list's (" +
                  hex(m.timestamp) + ", " + hex(m.size) + "): not used\n";
     headers = make_error(SPROV_ERR_BAD_FORMAT, "headers differ");
   }
@@ -119,15 +128,15 @@ ModulePlan plan_module(const minidump::Minidump& dump, const minidump::Module& m
   const ModuleId mem_id = headers.ok() ? headers.value().id : ModuleId{};
   if (!cv_id.empty() && !mem_id.empty() && cv_id != mem_id)
     *warnings += what + ": the CodeView record says " + pe::symbol_server_key(cv_id) +
-                 ", the image headers in the dump's memory say " + pe::symbol_server_key(mem_id) +
+                 ", the image headers in the " + src + "'s memory say " + pe::symbol_server_key(mem_id) +
                  ": the record is used\n";
   ModuleId id = !cv_id.empty() ? cv_id : mem_id;
   p.info.id_source = !cv_id.empty() ? IdSource::kCodeView : !mem_id.empty() ? IdSource::kMemory : IdSource::kNone;
   if (headers.ok()) p.snap.load_bias = m.base - headers.value().image_base;
-  // 3. The module file: TimeDateStamp and SizeOfImage must be the dump's (the key Windows symbol
-  // stores file images under), and the identity, when the dump gives one, the same.
+  // 3. The module file: TimeDateStamp and SizeOfImage must be the dump's or process's (the key Windows
+  // symbol stores file images under), and the identity, when the target gives one, the same.
   if (!opts.offline) {
-    for (const std::string& path : candidate_files(m, opts.symbol_path)) {
+    for (const std::string& path : candidate_files(m, opts.symbol_path, opts.own_module_paths)) {
       struct stat st;
       if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
       auto img = pe::PeObject::open(path);
@@ -139,12 +148,12 @@ ModulePlan plan_module(const minidump::Minidump& dump, const minidump::Module& m
       if (f.machine() != pe::kMachineAmd64 || f.timestamp() != m.timestamp || f.size_of_image() != m.size) {
         *warnings += what + ": file " + path + " is another image (TimeDateStamp " + hex(f.timestamp()) +
                      ", SizeOfImage " + hex(f.size_of_image()) + ", machine " + hex(f.machine()) +
-                     "; the dump has " + hex(m.timestamp) + ", " + hex(m.size) + "): not used\n";
+                     "; the " + src + " has " + hex(m.timestamp) + ", " + hex(m.size) + "): not used\n";
         continue;
       }
       if (!id.empty() && f.id() != id) {
         *warnings += what + ": file " + path + " has identity " +
-                     (f.id().empty() ? std::string("none") : pe::symbol_server_key(f.id())) + ", the dump's " +
+                     (f.id().empty() ? std::string("none") : pe::symbol_server_key(f.id())) + ", the " + src + "'s " +
                      (p.info.id_source == IdSource::kCodeView ? "CodeView record" : "image headers") + " say " +
                      pe::symbol_server_key(id) + ": not used\n";
         continue;
@@ -164,7 +173,13 @@ ModulePlan plan_module(const minidump::Minidump& dump, const minidump::Module& m
   return p;
 }
 
-}  // namespace
+void set_x64_context(Snapshot& s, uint64_t rip, const uint64_t gpr[16], bool integer) {
+  s.set_reg(arch::x86_64::kRip, rip);
+  s.set_reg(arch::x86_64::kRsp, gpr[kCtxRspIndex]);
+  if (integer)
+    for (int i = 0; i < 16; i++)
+      if (i != kCtxRspIndex) s.set_reg(kCtxToDwarf[i], gpr[i]);
+}
 
 const char* id_source_name(IdSource s) {
   switch (s) {
@@ -199,7 +214,8 @@ Result<MinidumpCapture> capture_minidump(const minidump::Minidump& dump, const M
   base.pid = out.pid;
   std::vector<SnapshotModule> mods;
   for (const minidump::Module& m : dump.modules()) {
-    ModulePlan plan = plan_module(dump, m, opts, &out.warnings);
+    PlannedModule plan = plan_pe_module(
+        m, [&](uint64_t addr, void* buf, size_t len) { return dump.read(addr, buf, len); }, "dump", opts, &out.warnings);
     out.modules.push_back(plan.info);
     if (plan.snap.end > plan.snap.start) mods.push_back(std::move(plan.snap));
   }
@@ -228,10 +244,8 @@ Result<MinidumpCapture> capture_minidump(const minidump::Minidump& dump, const M
   if (faulting_thread != nullptr) order.insert(order.begin(), faulting_thread);
   // Every thread's stack copy together stays within kMaxTotalStackBytes (as a live capture's):
   // 65,536 threads x 512 KiB of one shared range would otherwise be 32 GiB from a 4 MB dump.
-  constexpr uint64_t kMaxTotalStackBytes = uint64_t{1} << 30;
   uint64_t stack_budget = kMaxTotalStackBytes;
   // The module list is copied into each thread's snapshot: threads x modules stays bounded too.
-  constexpr uint64_t kMaxThreadModuleCopies = uint64_t{1} << 22;
   const uint64_t per_thread_modules = std::max<uint64_t>(1, base.modules.size());
   uint64_t copies_left = kMaxThreadModuleCopies / per_thread_modules;
   for (const minidump::Thread* tp : order) {
@@ -265,11 +279,7 @@ Result<MinidumpCapture> capture_minidump(const minidump::Minidump& dump, const M
     copies_left--;
     Snapshot s = base;
     s.tid = t.id;
-    s.set_reg(arch::x86_64::kRip, c.rip);
-    s.set_reg(arch::x86_64::kRsp, c.gpr[kCtxRspIndex]);
-    if (c.has_integer())
-      for (int i = 0; i < 16; i++)
-        if (i != kCtxRspIndex) s.set_reg(kCtxToDwarf[i], c.gpr[i]);
+    set_x64_context(s, c.rip, c.gpr.data(), c.has_integer());
     const uint64_t sp = c.gpr[kCtxRspIndex];
     const uint64_t avail = dump.readable_from(sp, std::min<uint64_t>(opts.max_stack_bytes, stack_budget));
     if (avail == 0 && stack_budget == 0) {

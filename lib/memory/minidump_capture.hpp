@@ -35,6 +35,9 @@ struct MinidumpCaptureOptions {
   std::vector<std::string> symbol_path;
   /// No module file is opened: identities come from the dump alone.
   bool offline = false;
+  /// Each module's own name is tried first as a file (a live capture on Windows: the names are
+  /// this machine's paths). Never for a dump, which may come from another machine.
+  bool own_module_paths = false;
 };
 
 /// Where a module's identity came from (the report says which, per module).
@@ -65,6 +68,31 @@ struct MinidumpCapture {
 };
 
 using MinidumpWalkFn = std::function<void(Snapshot&, MemoryReader&)>;
+
+/// Bounds of a capture of a Windows target (a dump, or a live process): all threads' stack copies
+/// together, and threads x modules (the module list is copied into each thread's snapshot).
+constexpr uint64_t kMaxTotalStackBytes = uint64_t{1} << 30;
+constexpr uint64_t kMaxThreadModuleCopies = uint64_t{1} << 22;
+
+/// Reads of a Windows target's memory (a dump, or a live process): all `len` bytes or false.
+using TargetRead = std::function<bool(uint64_t addr, void* buf, size_t len)>;
+
+/// A module of a Windows target as a snapshot module, and where its identity came from.
+struct PlannedModule {
+  SnapshotModule snap;
+  MinidumpModuleInfo info;
+};
+
+/// The snapshot module of PE image `m` (base, SizeOfImage, TimeDateStamp, name, CodeView record
+/// when a dump has one) of a target whose memory `read` serves, as capture_minidump describes its
+/// modules; `source` ("dump", "process") names the target in the warnings appended to *warnings.
+/// Shared by capture_minidump and the live Windows capture (windows_capture.hpp).
+PlannedModule plan_pe_module(const minidump::Module& m, const TargetRead& read, const char* source,
+                             const MinidumpCaptureOptions& opts, std::string* warnings);
+
+/// Sets `s`'s rip, rsp and (with `integer`: CONTEXT_INTEGER) the other 15 integer registers of an
+/// x64 CONTEXT, `gpr` in CONTEXT order (Rax Rcx Rdx Rbx Rsp Rbp Rsi Rdi R8..R15), DWARF-numbered.
+void set_x64_context(Snapshot& s, uint64_t rip, const uint64_t gpr[16], bool integer);
 
 /// Builds the snapshots of `dump` (x64 only; SPROV_ERR_UNSUPPORTED names another architecture):
 ///  - registers from each thread's x64 CONTEXT (rip and rsp with CONTEXT_CONTROL, the others with

@@ -70,7 +70,11 @@ const Format* sniff_path(const std::string& path) {
   uint8_t head[kSniffBytes];
   ssize_t n;
   do {
+#ifdef _WIN32
+    n = ::read(fd, head, sizeof(head));  // a new descriptor: at offset 0 (mingw has no pread)
+#else
     n = ::pread(fd, head, sizeof(head), 0);
+#endif
   } while (n < 0 && errno == EINTR);
   ::close(fd);
   return n < 0 ? nullptr : sniff(std::span<const uint8_t>(head, static_cast<size_t>(n)));

@@ -35,12 +35,20 @@ std::string base_name(const std::string& p) {
 }
 
 std::string dir_of(const std::string& p) {
+#ifdef _WIN32
+  // Windows paths: either separator; "C:\dir" and "\\server\share" are absolute as they are.
+  const size_t slash = p.find_last_of("/\\");
+  std::string dir = slash == std::string::npos ? std::string(".") : slash == 0 ? p.substr(0, 1) : p.substr(0, slash);
+  char buf[PATH_MAX];
+  if (_fullpath(buf, dir.c_str(), sizeof buf) != nullptr) dir = buf;
+#else
   const size_t slash = p.rfind('/');
   std::string dir = slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : p.substr(0, slash);
   if (dir[0] != '/') {
     char buf[PATH_MAX];
     if (realpath(dir.c_str(), buf) != nullptr) dir = buf;
   }
+#endif
   return dir;
 }
 

@@ -94,11 +94,7 @@ void load_module_table(Session& session, const memory::Snapshot& s, unwind::Modu
   loaded.assign(s.modules.size(), nullptr);
   for (size_t i = 0; i < s.modules.size(); i++) {
     const memory::SnapshotModule& m = s.modules[i];
-    unwind::ModuleSlot slot;
-    slot.start = m.start;
-    slot.end = m.end;
-    slot.bias = m.load_bias;
-    slot.snapshot_index = static_cast<int32_t>(i);
+    unwind::ModuleSlot slot = unwind::snapshot_slot(s, i);
     std::shared_ptr<unwind::LoadedModule> mod;
     auto r = acquire_unwind_module(session, &s, m, s.module_root, s.arch, s.endian);
     if (r.ok()) {

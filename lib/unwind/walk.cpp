@@ -23,6 +23,16 @@ void walk_arch(const memory::Snapshot& snap, const ModuleTable& modules, RuleCac
 
 }  // namespace
 
+ModuleSlot snapshot_slot(const memory::Snapshot& snap, size_t index) {
+  const memory::SnapshotModule& m = snap.modules[index];
+  ModuleSlot slot;
+  slot.start = m.start;
+  slot.end = m.end;
+  slot.bias = m.load_bias;
+  slot.snapshot_index = static_cast<int32_t>(index);
+  return slot;
+}
+
 void walk_snapshot(const memory::Snapshot& snap, const ModuleTable& modules, RuleCache& cache,
                    const WalkOptions& opts, WalkResult* out) {
   const bool known = with_arch_traits(snap.arch, snap.endian, [&](auto traits) {

@@ -10,6 +10,10 @@
 
 namespace stackprov::unwind {
 
+/// The slot of snapshot module `index` of `snap`'s module list: its range and load bias; no module
+/// yet (the caller loads one and sets `module`).
+ModuleSlot snapshot_slot(const memory::Snapshot& snap, size_t index);
+
 /// Unwinds `snap` (a pure function of the snapshot and the module table).
 /// `modules` must have been built for this snapshot's module list.
 void walk_snapshot(const memory::Snapshot& snap, const ModuleTable& modules, RuleCache& cache,

@@ -11,8 +11,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define CHAIN_BOTTOM dump
+#include "../../lib/win_chains.h"
+
 static CRITICAL_SECTION out_lock;
-static volatile int sink;
 
 static void dump(int id) {
   CONTEXT ctx;
@@ -31,49 +33,9 @@ static void dump(int id) {
     for (int i = 0; i < 64; i++) printf("%02x", p[i]);
     printf("\n");
   }
-  CONTEXT c = ctx;
-  for (int n = 0; n < 64 && c.Rip != 0; n++) {
-    printf("frame %llx %llx\n", (unsigned long long)c.Rip, (unsigned long long)c.Rsp);
-    ULONG64 base = 0, frame = 0;
-    PRUNTIME_FUNCTION f = RtlLookupFunctionEntry(c.Rip, &base, NULL);
-    void* hd = NULL;
-    if (f == NULL) {
-      c.Rip = *(ULONG64*)(uintptr_t)c.Rsp;
-      c.Rsp += 8;
-    } else {
-      RtlVirtualUnwind(UNW_FLAG_NHANDLER, base, c.Rip, f, &c, &hd, &frame, NULL);
-    }
-  }
-  printf("end\n");
+  print_rtl_walk(ctx);
   fflush(stdout);
   LeaveCriticalSection(&out_lock);
-}
-
-__attribute__((noinline)) static double leaf_xmm(double a, double b, int id) {
-  double x = a * 1.5 + b, y = b * 2.5 - a, z = a + b * 3.0;
-  dump(id);
-  return x * y + z + sink;
-}
-
-__attribute__((noinline)) static int big_frame(int n, int id) {
-  volatile char buf[5000];
-  buf[n % 5000] = (char)n;
-  double r = leaf_xmm(n * 0.5, n * 0.25, id);
-  return buf[(n * 7) % 5000] + (int)r;
-}
-
-__attribute__((noinline)) static int with_alloca(int n, int id) {
-  volatile char* p = alloca(64 + (n & 31));
-  p[0] = (char)n;
-  int r = big_frame(n + 1, id);
-  return r + p[0];
-}
-
-__attribute__((noinline)) static int chain(int depth, int id) {
-  if (depth == 0) return with_alloca(depth + 3, id);
-  int r = chain(depth - 1, id);
-  sink += r;
-  return r + depth;
 }
 
 static DWORD WINAPI worker(void* arg) {
