@@ -13,13 +13,13 @@ namespace {
 
 thread_local sprov_async_root* t_root = nullptr;
 
-struct Walk {
+struct AsyncWalk {
   std::vector<uint64_t> pcs;
   std::vector<uint32_t> flags;
   size_t awaiters = 0;
 };
 
-Walk unwind(sprov_context* ctx, sprov_snapshot* snap, uint32_t max_frames) {
+AsyncWalk async_unwind(sprov_context* ctx, sprov_snapshot* snap, uint32_t max_frames) {
   sprov_unwinder_opts o;
   std::memset(&o, 0, sizeof o);
   o.sz = sizeof o;
@@ -28,7 +28,7 @@ Walk unwind(sprov_context* ctx, sprov_snapshot* snap, uint32_t max_frames) {
   REQUIRE(sprov_unwinder_new(ctx, &o, &uw) == 0);
   sprov_stack* st = nullptr;
   REQUIRE(sprov_unwinder_unwind(uw, snap, &st) == 0);
-  Walk w;
+  AsyncWalk w;
   for (size_t i = 0; i < sprov_stack_frame_count(st); i++) {
     sprov_frame fr;
     std::memset(&fr, 0, sizeof fr);
@@ -65,7 +65,7 @@ TEST_CASE("async stack records: cycles are bounded, bad records add no frames", 
   sprov_context* ctx = nullptr;
   REQUIRE(sprov_context_new(nullptr, &ctx) == 0);
   REQUIRE(sprov_async_set_thread_root_slot(&t_root) == 0);
-  const Walk plain = unwind(ctx, capture_with(ctx, nullptr, false), 256);
+  const AsyncWalk plain = async_unwind(ctx, capture_with(ctx, nullptr, false), 256);
   REQUIRE(plain.awaiters == 0);
   REQUIRE(plain.pcs.size() >= 3);
   const uint64_t ra = plain.pcs[1];  // an address in this binary, as a record's return address
@@ -76,7 +76,7 @@ TEST_CASE("async stack records: cycles are bounded, bad records add no frames", 
     f.return_address = reinterpret_cast<void*>(ra);
     static sprov_async_root r;
     r.top_frame = &f;
-    const Walk w = unwind(ctx, capture_with(ctx, &r, true), 64);
+    const AsyncWalk w = async_unwind(ctx, capture_with(ctx, &r, true), 64);
     REQUIRE(w.pcs.size() == 64);
     REQUIRE(w.awaiters > 0);
     REQUIRE(w.awaiters < 64);
@@ -88,24 +88,24 @@ TEST_CASE("async stack records: cycles are bounded, bad records add no frames", 
     static sprov_async_root r;
     r.top_frame = &f;
     r.next_root = &r;
-    const Walk w = unwind(ctx, capture_with(ctx, &r, true), 256);
+    const AsyncWalk w = async_unwind(ctx, capture_with(ctx, &r, true), 256);
     // The first splice takes the frame that installed the root; the next ones find no later frame.
     REQUIRE(w.awaiters == 1);
   }
   SECTION("an unreadable root, an unreadable frame, a stack_frame_ptr no frame holds: no awaiters") {
-    const Walk a = unwind(ctx, capture_with(ctx, reinterpret_cast<sprov_async_root*>(uintptr_t{0x10}), false), 256);
+    const AsyncWalk a = async_unwind(ctx, capture_with(ctx, reinterpret_cast<sprov_async_root*>(uintptr_t{0x10}), false), 256);
     REQUIRE(a.awaiters == 0);
     static sprov_async_root r;
     r.top_frame = reinterpret_cast<sprov_async_frame*>(uintptr_t{0x18});
     r.next_root = nullptr;
-    const Walk b = unwind(ctx, capture_with(ctx, &r, true), 256);
+    const AsyncWalk b = async_unwind(ctx, capture_with(ctx, &r, true), 256);
     REQUIRE(b.awaiters == 0);
     static sprov_async_frame f;
     f.parent = nullptr;
     f.return_address = reinterpret_cast<void*>(ra);
     r.top_frame = &f;
     r.stack_frame_ptr = reinterpret_cast<void*>(uintptr_t{0x1000});
-    const Walk c = unwind(ctx, capture_with(ctx, &r, false), 256);
+    const AsyncWalk c = async_unwind(ctx, capture_with(ctx, &r, false), 256);
     REQUIRE(c.awaiters == 0);
     REQUIRE(c.pcs.size() == plain.pcs.size());
   }
