@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_chains  # noqa: E402  (tests/lib: the peers' output parsers)
 
 SPROV_METHOD_ASYNC_BOUNDARY = "async_boundary"
-SPROV_FRAME_ASYNC_AWAITER = 1 << 3
+SPROV_FRAME_ASYNC_AWAITER = 1 << 4
 SPROV_DOMAIN_ASYNC = 3
 EXPECTED = {"chain_a": ["middle", "top_a", "main"], "chain_b": ["top_b", "main"]}
 
