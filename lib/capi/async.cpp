@@ -13,12 +13,15 @@ using namespace stackprov;
 using namespace stackprov::capi;
 
 // The public structs are folly's AsyncStackRoot / AsyncStackFrame (folly/tracing/AsyncStack.h):
-// the walk reads them at these offsets (unwind/unwinder.hpp splice_awaiters).
+// on 64-bit targets the walk reads them at these offsets (unwind/unwinder.hpp splice_awaiters);
+// 32-bit targets (mips32) do not read awaiter records.
+#if UINTPTR_MAX == UINT64_MAX
 static_assert(offsetof(struct sprov_async_frame, parent) == 0 && offsetof(struct sprov_async_frame, return_address) == 8 &&
               offsetof(struct sprov_async_frame, root) == 16 && sizeof(struct sprov_async_frame) == 24);
 static_assert(offsetof(struct sprov_async_root, top_frame) == 0 && offsetof(struct sprov_async_root, next_root) == 8 &&
               offsetof(struct sprov_async_root, stack_frame_ptr) == 16 &&
               offsetof(struct sprov_async_root, return_address) == 24 && sizeof(struct sprov_async_root) == 32);
+#endif
 static_assert(memory::SnapshotAsync::kMaxStacks == SPROV_ASYNC_MAX_STACKS);
 
 namespace {

@@ -400,10 +400,9 @@ class PyReader {
     uint32_t digit[3] = {0, 0, 0};
     if (size > 0 && !mem_.read(obj + l_.long_digits, digit, size * 4)) return std::nullopt;
     for (uint32_t& d : digit) d &= 0x3fffffff;  // PyLong_SHIFT 30
-    const unsigned __int128 v = digit[0] | (static_cast<unsigned __int128>(digit[1]) << 30) |
-                                (static_cast<unsigned __int128>(digit[2]) << 60);
-    if (v > UINT64_MAX) return std::nullopt;
-    return static_cast<uint64_t>(v);
+    // 30 + 30 + 4 bits: a third digit over 15 does not fit 64 bits (no __int128 on 32-bit targets).
+    if (digit[2] > 0xf) return std::nullopt;
+    return uint64_t{digit[0]} | (uint64_t{digit[1]} << 30) | (uint64_t{digit[2]} << 60);
   }
 
   /// An object's instance attribute `name` (its __dict__: 3.11's managed dict -- values before
