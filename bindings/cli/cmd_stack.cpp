@@ -24,7 +24,8 @@ constexpr const char* kUsage =
     "       stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]\n"
     "       stackprov stack --minidump FILE [--symbol-path DIRS] [--offline] [--store DIR] [--tid TID]\n"
     "                       [--max-frames N] [--json] [--no-lines]\n"
-    "       stackprov stack --raw STATE.json|DIR [--store DIR] [--max-frames N] [--json] [--no-lines]\n"
+    "       stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]\n"
+    "                       [--no-lines]\n"
     "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs and\n"
     "       --verbose; values as --opt=VALUE or --opt VALUE)\n";
 
@@ -51,8 +52,9 @@ constexpr const char* kHelp =
     "  --tid TID         only the thread TID (default: every thread)\n"
     "  -e, --exe PATH    with --core: the main program's file (default: its path in the core)\n"
     "  --sysroot DIR     with --core: look up every module file under DIR\n"
-    "  --offline         with --core or --minidump: use no module file, only the core or dump\n"
-    "                    and bundles (not with --exe)\n"
+    "  --offline         with --core, --minidump or --raw: use no module file, only the core,\n"
+    "                    dump or state and bundles (not with --exe); a raw state's modules then\n"
+    "                    need identity, link_address and size (doc/raw-state.md)\n"
     "  --store DIR       the bundle store (with --offline the default is $STACKPROV_STORE, else\n"
     "                    $XDG_DATA_HOME/stackprov/store, else ~/.local/share/stackprov/store;\n"
     "                    without --offline and --store: no store). Without --offline: bundles\n"
@@ -325,8 +327,8 @@ int cmd_stack(int argc, char** argv) {
   if (!a.pid && !a.core && !a.minidump && !a.raw)
     return usage_error("give --pid PID, --core FILE, --minidump FILE or --raw PATH");
   if (a.raw && *a.raw == '\0') return usage_error("--raw needs a file or directory name");
-  if (a.raw && (a.exe || a.sysroot || a.tid || a.offline || a.symbol_path))
-    return usage_error("--raw names its own modules and threads: --exe, --sysroot, --tid, --offline and --symbol-path do not apply");
+  if (a.raw && (a.exe || a.sysroot || a.tid || a.symbol_path))
+    return usage_error("--raw names its own modules and threads: --exe, --sysroot, --tid and --symbol-path do not apply");
   if (a.minidump && *a.minidump == '\0') return usage_error("--minidump needs a file name");
   if (a.symbol_path && !a.minidump) return usage_error("--symbol-path '%s' is only valid with --minidump", a.symbol_path);
   if (a.minidump && (a.exe || a.sysroot))
@@ -346,7 +348,8 @@ int cmd_stack(int argc, char** argv) {
   if (a.pid && a.exe) return usage_error("--exe '%s' is only valid with --core", a.exe);
   if (a.pid && a.sysroot) return usage_error("--sysroot '%s' is only valid with --core", a.sysroot);
   if (a.core && *a.core == '\0') return usage_error("--core needs a file name");
-  if (a.offline && !a.core && !a.minidump) return usage_error("--offline is only valid with --core or --minidump");
+  if (a.offline && !a.core && !a.minidump && !a.raw)
+    return usage_error("--offline is only valid with --core, --minidump or --raw");
   if (a.offline && a.exe) return usage_error("--exe '%s' opens a module file: not valid with --offline", a.exe);
   if (a.store && *a.store == '\0') return usage_error("--store needs a directory");
   const std::string python = a.python ? a.python : "auto";

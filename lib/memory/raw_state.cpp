@@ -63,7 +63,34 @@ int reg_number(Arch arch, const std::string& name) {
   return -1;
 }
 
-Status add_module(Snapshot& s, const Json& m, const std::string& path, const std::string& base_dir) {
+/// A module placed by the document alone (its file gone, or offline): identity, link_address, size.
+Status add_module_without_file(Snapshot& s, const Json& m, const std::string& path, const std::string& file,
+                               uint64_t load_address, const ModuleId& id, const char* why) {
+  if (id.empty())
+    return make_error(SPROV_ERR_NOT_FOUND, "raw state: %s: %s, and the state gives no identity to find its bundle by",
+                      path.c_str(), why);
+  if (!m.contains("link_address") || !m.contains("size"))
+    return make_error(SPROV_ERR_NOT_FOUND, "raw state: %s: %s, and the state gives no %s to place it without the file",
+                      path.c_str(), why, m.contains("link_address") ? "size" : "link_address");
+  auto link = get_u64(m["link_address"], path + ".link_address");
+  if (!link.ok()) return link.error();
+  auto size = get_u64(m["size"], path + ".size");
+  if (!size.ok()) return size.error();
+  if (size.value() == 0 || size.value() > UINT64_MAX - load_address)
+    return bad(path + ".size", "is 0 or wraps the address space");
+  SnapshotModule sm;
+  sm.start = load_address;
+  sm.end = load_address + size.value();
+  sm.file_offset = 0;
+  sm.load_bias = load_address - link.value();  // modular: a module loaded below its link address
+  sm.path = file;
+  sm.build_id = id;
+  if (Status st = s.add_module(std::move(sm)); !st) return make_error(st.error().code, "raw state: %s: %s", path.c_str(),
+                                                                      st.error().message.c_str());
+  return {};
+}
+
+Status add_module(Snapshot& s, const Json& m, const std::string& path, const std::string& base_dir, bool offline) {
   if (!m.is_object()) return bad(path, "is not an object");
   auto p = evidence::get_string(m, "path", path.c_str());
   if (!p.ok()) return p.error();
@@ -72,12 +99,7 @@ Status add_module(Snapshot& s, const Json& m, const std::string& path, const std
   if (!m.contains("load_address")) return bad(path, "has no load_address");
   auto la = get_u64(m["load_address"], path + ".load_address");
   if (!la.ok()) return la.error();
-  auto img = object::open(file);
-  if (!img.ok()) return make_error(img.error().code, "raw state: %s: %s", path.c_str(), img.error().message.c_str());
-  const object::ObjectImage& im = *img.value();
-  if (im.arch() != s.arch)
-    return make_error(SPROV_ERR_INVALID_ARG, "raw state: %s: %s is %s, the state is %s", path.c_str(), file.c_str(),
-                      arch_name(im.arch()), arch_name(s.arch));
+  ModuleId want;
   if (m.contains("identity")) {
     const Json& id = m["identity"];
     auto kind = evidence::get_string(id, "kind", (path + ".identity").c_str());
@@ -86,14 +108,31 @@ Status add_module(Snapshot& s, const Json& m, const std::string& path, const std
     if (!hex.ok()) return hex.error();
     const auto k = id_kind_from_name(kind.value());
     if (!k || *k == IdKind::kNone) return bad(path + ".identity.kind", ("'" + kind.value() + "' is not an identity kind").c_str());
-    const ModuleId want = ModuleId::from_hex(hex.value(), *k);
+    want = ModuleId::from_hex(hex.value(), *k);
     if (want.empty()) return bad(path + ".identity.hex", ("'" + hex.value() + "' is not hex").c_str());
-    if (want != im.id())
-      return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "raw state: %s: the state names %s %s, the file %s has %s %s", path.c_str(),
-                        id_kind_name(want.kind), want.hex().c_str(), file.c_str(), id_kind_name(im.id().kind),
-                        im.id().hex().c_str());
   }
+  if (offline) return add_module_without_file(s, m, path, file, la.value(), want, "offline, no module file is opened");
+  auto img = object::open(file);
+  if (!img.ok() && (img.error().code == -ENOENT || img.error().code == -ENOTDIR) && !want.empty())
+    return add_module_without_file(s, m, path, file, la.value(), want, ("no file " + file).c_str());
+  if (!img.ok()) return make_error(img.error().code, "raw state: %s: %s", path.c_str(), img.error().message.c_str());
+  const object::ObjectImage& im = *img.value();
+  if (im.arch() != s.arch)
+    return make_error(SPROV_ERR_INVALID_ARG, "raw state: %s: %s is %s, the state is %s", path.c_str(), file.c_str(),
+                      arch_name(im.arch()), arch_name(s.arch));
+  if (!want.empty() && want != im.id())
+    return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "raw state: %s: the state names %s %s, the file %s has %s %s", path.c_str(),
+                      id_kind_name(want.kind), want.hex().c_str(), file.c_str(), id_kind_name(im.id().kind),
+                      im.id().hex().c_str());
   const uint64_t bias = im.load_bias(la.value(), 0);
+  if (m.contains("link_address")) {  // given with the file there: it must place the file as the file does
+    auto link = get_u64(m["link_address"], path + ".link_address");
+    if (!link.ok()) return link.error();
+    if (la.value() - link.value() != bias)
+      return make_error(SPROV_ERR_INVALID_ARG, "raw state: %s: link_address 0x%llx, but %s's byte at load_address is at "
+                        "link-time address 0x%llx", path.c_str(), static_cast<unsigned long long>(link.value()), file.c_str(),
+                        static_cast<unsigned long long>(la.value() - bias));
+  }
   uint64_t lo = UINT64_MAX, hi = 0, lo_off = 0;
   for (const object::Segment& seg : im.loaded_segments()) {
     if (seg.file_size == 0) continue;
@@ -115,7 +154,7 @@ Status add_module(Snapshot& s, const Json& m, const std::string& path, const std
 
 }  // namespace
 
-Result<Snapshot> snapshot_from_raw_state(std::string_view text, const std::string& base_dir) {
+Result<Snapshot> snapshot_from_raw_state(std::string_view text, const std::string& base_dir, bool offline) {
   auto doc = evidence::parse_json(text, "raw state");
   if (!doc.ok()) return doc.error();
   const Json& j = doc.value();
@@ -181,7 +220,7 @@ Result<Snapshot> snapshot_from_raw_state(std::string_view text, const std::strin
     const Json& mods = j["modules"];
     if (!mods.is_array()) return bad("$.modules", "is not an array");
     for (size_t i = 0; i < mods.size(); i++)
-      if (Status st = add_module(s, mods[i], "$.modules[" + std::to_string(i) + "]", base_dir); !st) return st.error();
+      if (Status st = add_module(s, mods[i], "$.modules[" + std::to_string(i) + "]", base_dir, offline); !st) return st.error();
   }
   return s;
 }

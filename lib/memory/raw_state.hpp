@@ -20,7 +20,11 @@ namespace stackprov::memory {
 /// shape, naming the JSON path and the value; the module's error when it cannot be opened;
 /// SPROV_ERR_BUILD_ID_MISMATCH naming both identities; SPROV_ERR_INVALID_ARG for an architecture,
 /// register or overlapping block. Thread-safe (no shared state).
-Result<Snapshot> snapshot_from_raw_state(std::string_view json, const std::string& base_dir);
+/// `offline`: no module file is opened (the context is offline: its modules come from bundles by
+/// identity); each module then needs `identity`, `link_address` and `size`. Without `offline` a
+/// module whose file is missing (ENOENT, ENOTDIR) is placed from those three too, when given (its
+/// unwind and symbol data then come from a bundle store, by identity: pipeline/module_source).
+Result<Snapshot> snapshot_from_raw_state(std::string_view json, const std::string& base_dir, bool offline = false);
 
 /// The state files named by `path`: the file itself, or every regular `*.json` file directly in the
 /// directory `path`, sorted by name (at most 65,536). Errors name the path.

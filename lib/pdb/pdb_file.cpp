@@ -184,84 +184,42 @@ bool site_contains(const std::vector<Annotation>& anns, uint32_t off) {
   return false;
 }
 
-/// The line and file offsets of the inline site at `off` (llvm NativeInlineSiteSymbol::getLineOffset).
+/// The line and file offsets of the inline site at `off` as LLVM 14's
+/// NativeInlineSiteSymbol::getLineOffset computes them: the offsets accumulate annotation by
+/// annotation (a ChangeCodeLength also advances the code offset, a ChangeCodeOffsetBase does not)
+/// and the walk stops after the first annotation that brings the code offset to `off` or past it —
+/// so a line change that comes before the code offset that ends a range counts for that range.
+/// That is not the range-exact answer (a later LLVM rewrote this function range by range; our reader
+/// followed that rewrite before and answered e.g. mdprog.c:29 where llvm-symbolizer-14 answers :32);
+/// the oracle is llvm-symbolizer-14.
 struct LineOffset {
   uint32_t line = 0, file = 0;
 };
 LineOffset site_line_offset(const std::vector<Annotation>& anns, uint32_t off) {
   LineOffset r;
-  /// llvm's Optional<>s as value + presence (GCC 12 warns falsely on std::optional here).
-  struct Opt {
-    bool has = false;
-    uint32_t v = 0;
-    void set(uint32_t x) {
-      has = true;
-      v = x;
-    }
-  };
   uint32_t code = 0;
-  Opt base, end, next_file, cur_line, next_line;  // the line offsets are int32 in llvm, kept as their bits
-  auto update_code = [&](uint32_t delta) {
-    if (!base.has) base.set(code);
-    else if (!end.has) end.set(base.v + delta);
-  };
-  auto update_line = [&](int32_t delta) {
-    r.line += static_cast<uint32_t>(delta);
-    if (!base.has || !cur_line.has) cur_line.set(r.line);
-    else next_line.set(r.line);
-  };
-  auto update_file = [&](uint32_t f) {
-    if (!base.has) r.file = f;
-    else next_file.set(f);
-  };
-  auto validate_and_reset = [&]() {
-    if (base.has && end.has && cur_line.has) {
-      if (base.v <= off && off < end.v) {
-        r.line = cur_line.v;
-        return true;
-      }
-      if (next_file.has) r.file = next_file.v;
-      if (next_line.has) {
-        cur_line = next_line;
-        next_line = Opt{};
-      }
-      base = end;
-      end = Opt{};
-      next_file = Opt{};
-    }
-    return false;
-  };
   for (const Annotation& a : anns) {
     switch (a.op) {
       case kAnnCodeOffset:
       case kAnnChangeCodeOffset:
-      case kAnnChangeCodeOffsetBase:
-        code += a.u1;
-        update_code(a.u1);
-        break;
       case kAnnChangeCodeLength:
-        update_code(a.u1);
+        code += a.u1;
         break;
       case kAnnChangeCodeLengthAndCodeOffset:
         code += a.u2;
-        update_code(a.u2);
-        update_code(a.u1);
         break;
-      case kAnnChangeLineOffset:
-        update_line(a.s1);
-        break;
+      case kAnnChangeLineOffset:  // u1 is 0 for it (llvm's DecodedAnnotation)
       case kAnnChangeCodeOffsetAndLineOffset:
         code += a.u1;
-        update_code(a.u1);
-        update_line(a.s1);
+        r.line += static_cast<uint32_t>(a.s1);  // llvm's uint32_t LineOffset: wraps as there
         break;
       case kAnnChangeFile:
-        update_file(a.u1);
+        r.file = a.u1;
         break;
       default:
         break;
     }
-    if (validate_and_reset()) return r;
+    if (code >= off) return r;
   }
   return r;
 }
@@ -571,15 +529,18 @@ Status PdbFile::parse() {
     }
   }
 
-  // llvm's AddrToModuleIndex (NativeSession::parseSectionContribs): closed intervals
-  // [rva, rva + size], a contribution that overlaps one already there is left out.
+  // llvm's AddrToModuleIndex (NativeSession::parseSectionContribs): an IntervalMap of half-open
+  // intervals [rva, rva + size) (IntervalMapHalfOpenInfo in LLVM 14's NativeSession.h); a
+  // contribution that overlaps one already there is left out, one that only touches it is kept
+  // (lld's MinGW PDBs lay contributions end to end). Section 0 and sections past the table (LLVM
+  // reads past its table there) are left out.
   std::map<uint64_t, ModuleRange> ranges;
   for (const SectionContrib& c : contribs_) {
     if (c.size <= 0 || c.section == 0 || c.section > section_rvas_.size()) continue;
-    const uint64_t b = static_cast<uint32_t>(section_rvas_[c.section - 1] + static_cast<uint32_t>(c.offset));
+    const uint64_t b = rva_of(c.section, static_cast<uint32_t>(c.offset));
     const uint64_t e = b + static_cast<uint32_t>(c.size);
-    auto it = ranges.upper_bound(e);  // the first range starting after e
-    if (it != ranges.begin() && std::prev(it)->second.end >= b) continue;
+    auto it = ranges.lower_bound(e);  // the first range starting at e or after: no overlap
+    if (it != ranges.begin() && std::prev(it)->second.end > b) continue;
     ranges[b] = {b, e, c.module};
   }
   for (auto& [b, r] : ranges) module_ranges_.push_back(r);
@@ -891,7 +852,7 @@ bool PdbFile::module_of(uint64_t rva, uint16_t* m) const {
                              [](uint64_t v, const ModuleRange& r) { return v < r.begin; });
   if (it == module_ranges_.begin()) return false;
   --it;
-  if (rva > it->end) return false;
+  if (rva >= it->end) return false;
   *m = it->module;
   return true;
 }

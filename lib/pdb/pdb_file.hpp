@@ -134,7 +134,7 @@ class PdbFile {
   std::string inlinee_name(uint32_t id);
   std::string file_name(const ModuleData& md, uint32_t checksum_offset, bool* ok);
   uint32_t rva_of(uint32_t sect, uint32_t off) const;
-  /// The module whose section contribution holds `rva` (llvm's closed intervals).
+  /// The module whose section contribution holds `rva` (llvm's half-open intervals).
   bool module_of(uint64_t rva, uint16_t* m) const;
   void build_line_table(ModuleData* md) const;
   bool line_at(ModuleData* md, uint64_t rva, Frame* out);
@@ -156,7 +156,7 @@ class PdbFile {
   std::vector<ModuleInfo> modules_;
   std::vector<SectionContrib> contribs_;
   std::vector<uint32_t> section_rvas_;
-  /// llvm's AddrToModuleIndex: closed RVA intervals [begin, end] -> module, sorted by begin.
+  /// llvm's AddrToModuleIndex: half-open RVA intervals [begin, end) -> module, sorted by begin.
   struct ModuleRange {
     uint64_t begin, end;
     uint16_t module;

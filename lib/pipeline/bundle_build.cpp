@@ -17,6 +17,7 @@
 #include "evidence/tlog.hpp"
 #include "object/object_image.hpp"
 #include "pipeline/object_bundle.hpp"
+#include "pipeline/macho_bundle.hpp"
 #include "pipeline/pe_bundle.hpp"
 #include "symbolize/bundle_builder.hpp"
 #include "unwind/bundle_rows.hpp"
@@ -36,6 +37,17 @@ uint64_t file_size(const std::string& p) {
   return stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
+/// Whether `image` (of a format other than ELF) has a separate debug file its DWARF is in (a Mach-O
+/// image's dSYM, found by UUID): its ranges then come from the DWARF builder, which finds it as the
+/// resolver does. A debug file of another build is an error (SPROV_ERR_BUILD_ID_MISMATCH naming
+/// both identities), not a bundle of the symbols alone.
+Result<bool> has_debug_file(const object::ObjectImage& image, const symbolize::BundleBuildOptions& opts) {
+  auto d = image.find_debug_file(opts.debug);
+  if (d.ok()) return true;
+  if (d.error().code == SPROV_ERR_BUILD_ID_MISMATCH) return d.error();
+  return false;
+}
+
 /// One module: ranges (builder), unwind rows (the unwinder's CFI lookup), the debug file.
 Result<bundle::ModuleContents> build_module(const std::string& path, const symbolize::BundleBuildOptions& opts,
                                             bool include_debug) {
@@ -47,9 +59,13 @@ Result<bundle::ModuleContents> build_module(const std::string& path, const symbo
     auto obj = object::open(path);
     if (!obj.ok()) return std::move(obj).error();
     auto mc = object_module_contents(obj.value(), opts.name.empty() ? base_name(path) : opts.name);
+    Result<bool> debug_file = false;
+    if (mc.ok() && !has_pdb(*obj.value()) && dwarf::dwarf_sections(*obj.value()).info.empty())
+      debug_file = has_debug_file(*obj.value(), opts);
+    if (!debug_file) return debug_file.error();
     if (mc.ok() && has_pdb(*obj.value())) {  // a PE with a PDB: its ranges are the PDB's (doc/windows.md)
       if (Status st = add_pdb_ranges(*obj.value(), opts.debug, &mc.value()); !st) return st.error();
-    } else if (mc.ok() && !dwarf::dwarf_sections(*obj.value()).info.empty()) {
+    } else if (mc.ok() && (!dwarf::dwarf_sections(*obj.value()).info.empty() || debug_file.value())) {
       auto dm = symbolize::build_module_contents(path, opts, nullptr);
       if (!dm) return dm.error();
       mc.value().ranges = std::move(dm.value().ranges);
@@ -59,6 +75,9 @@ Result<bundle::ModuleContents> build_module(const std::string& path, const symbo
     if (mc.ok()) {  // x64 epilogs: the rows of a frame 0 stopped in one (the code is not in the bundle)
       auto n = add_epilog_rows(*obj.value(), &mc.value());
       if (!n) return n.error();
+      // Mach-O: the prologue/epilogue rows of a frame 0 (compact unwind describes bodies only).
+      auto ff = add_first_frame_rows(*obj.value(), &mc.value());
+      if (!ff) return ff.error();
     }
     if (mc.ok() && include_debug) {
       const auto bytes = obj.value()->file_bytes();

@@ -20,6 +20,7 @@ import json
 import os
 import random
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -60,6 +61,8 @@ def macho_layout(path):
     off, segs, entryoff, text = 32, [], None, None
     for _ in range(ncmds):
         cmd, size = struct.unpack_from("<II", data, off)
+        if cmd == 0x1B:  # LC_UUID
+            uuid_off = off + 8
         if cmd == 0x19:  # LC_SEGMENT_64
             name = data[off + 8:off + 24].rstrip(b"\0").decode()
             vmaddr, vmsize, fileoff, filesize = struct.unpack_from("<QQQQ", data, off + 24)
@@ -70,7 +73,11 @@ def macho_layout(path):
             entryoff = struct.unpack_from("<Q", data, off + 8)[0]
         off += size
     assert text is not None and entryoff is not None, "%s: no __TEXT or LC_MAIN" % path
-    return data, segs, text + entryoff, text
+    return data, segs, text + entryoff, text, uuid_off
+
+
+def uuid_at(data, off):
+    return data[off:off + 16].hex()
 
 
 def x86_kind(code):
@@ -105,7 +112,11 @@ class Run:
 
     def __init__(self, path, arch, slide):
         self.path, self.arch, self.slide = path, arch, slide
-        self.data, self.segs, self.entry, self.text = macho_layout(path)
+        self.data, self.segs, self.entry, self.text, self.uuid_off = macho_layout(path)
+        self.uuid = uuid_at(self.data, self.uuid_off)
+        # The runtime extent from the mach header (what a module list without the file gives).
+        self.size = max(v + n for name, v, n, _o, _f in self.segs if name != "__PAGEZERO") - self.text
+        self.gone_path = None  # where the bundle states say the image is (a path that no longer exists)
         self.entry += slide
         self.x86 = arch == "x86_64"
 
@@ -171,6 +182,12 @@ class Run:
                 }
                 with open(os.path.join(out_dir, name), "w") as f:
                     json.dump(doc, f)
+                if self.gone_path:  # the same state naming the image by identity, its file gone
+                    doc["modules"] = [{"path": self.gone_path, "load_address": "0x%x" % (self.text + self.slide),
+                                       "identity": {"kind": "macho-uuid", "hex": self.uuid},
+                                       "link_address": "0x%x" % self.text, "size": "0x%x" % self.size}]
+                    with open(os.path.join(out_dir + "-bundle", name), "w") as f:
+                        json.dump(doc, f)
             state["prev"] = (kind, address, size, sp)
             state["index"] = i + 1
 
@@ -256,6 +273,108 @@ REQUIRED = {"x86_64 RBP frame with registers", "x86_64 frameless immediate", "x8
             "personality + LSDA"}
 
 
+def compare(stdout, expected, caller_method):
+    """The stacks of `stack --raw DIR --json` against the executed chains: (failures, frames, methods)."""
+    got = {t["name"]: t for t in json.loads(stdout)["threads"]}
+    failures, frames, methods = [], 0, {}
+    for name, exp in sorted(expected.items()):
+        t = got.get(name)
+        if t is None:
+            failures.append("%s: no stack in stackprov's output" % name)
+            continue
+        fr = t["frames"]
+        why = []
+        if len(fr) != len(exp):
+            why.append("%d frames, the execution had %d" % (len(fr), len(exp)))
+        for k, (g, e) in enumerate(zip(fr, exp)):
+            pc, sp, cfa = int(g["pc"], 16), int(g["sp"], 16), int(g.get("cfa", "0x0"), 16)
+            if pc != e["pc"] or sp != e["sp"] or (k + 1 < len(exp) and cfa != e["cfa"]):
+                why.append("frame %d: pc 0x%x sp 0x%x cfa 0x%x, executed pc 0x%x sp 0x%x cfa 0x%x (%s)" %
+                           (k, pc, sp, cfa, e["pc"], e["sp"], e["cfa"], g.get("function", "")))
+            # Offline, a bundle names the frame (resolved_function: its DWARF or symbol ranges).
+            named = g.get("function", "") or g.get("resolved_function", "")
+            if named != e["function"]:
+                why.append("frame %d: named %r, llvm-nm names 0x%x %r" % (k, named, e["pc"], e["function"]))
+            if k > 0:
+                methods[g["method"]] = methods.get(g["method"], 0) + 1
+                if g["method"] != caller_method:
+                    why.append("frame %d found by %s, not %s" % (k, g["method"], caller_method))
+        if t.get("stop_reason") != "end_of_stack":
+            why.append("stop %s" % t.get("stop_reason"))
+        frames += len(exp)
+        if why:
+            failures.append("%s: %s\n    stackprov: %s" % (name, "; ".join(why[:4]),
+                                                       " ".join("%s@%s" % (g["pc"], g.get("function", "")) for g in fr)))
+    return failures, frames, methods
+
+
+def bundle_check(args, work, gone, state_dir, expected, uuids):
+    """Bundles of the images (ranges from the dSYM beside each, compact-unwind rows plus the
+    first-frame rows), the images removed, the same states through `stack --raw --offline --store`:
+    every stack must equal the executed chain as with the image (pc, sp, CFA, llvm-nm-16's names,
+    callers by the bundle's rows, end_of_stack). A dSYM of another build is refused naming both
+    UUIDs; a store without the state's UUID is refused naming it."""
+    failures = []
+    store = os.path.join(work, "store")
+    images = sorted(os.path.join(gone, n) for n in os.listdir(gone) if not n.endswith(".dSYM"))
+    t0 = time.time()
+    b = subprocess.run([args.stackprov, "bundle", "build", "--store", store] + images, capture_output=True, text=True)
+    if b.returncode != 0:
+        return ["bundle build failed (%d): %s" % (b.returncode, b.stderr.strip())]
+    digest = b.stdout.split()[-1]
+    ins = subprocess.run([args.stackprov, "bundle", "inspect", digest, "--store", store], capture_output=True,
+                         text=True).stdout
+    print("bundle %s:" % digest)
+    print("  " + "\n  ".join(l for l in ins.splitlines() if l.startswith(("bundle", "module", "  ranges"))))
+    for n in os.listdir(gone):  # the images (and dSYMs) are gone
+        p = os.path.join(gone, n)
+        shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+    t1 = time.time()
+    r = subprocess.run([args.stackprov, "stack", "--raw", state_dir, "--offline", "--store", store, "--json"],
+                       capture_output=True, text=True)
+    t2 = time.time()
+    if r.returncode not in (0, 1) or not r.stdout.strip():
+        return ["stack --raw --offline --store failed (%d): %s" % (r.returncode, r.stderr.strip()[:2000])]
+    f, frames, methods = compare(r.stdout, expected, "cfi_bundle")
+    failures += ["(bundle) " + x for x in f]
+    print("bundle: %d states, %d frames compared with the images gone; caller frames by method %s" %
+          (len(expected), frames, methods))
+    print("time: bundle build %.1f s, stackprov --raw --offline %.1f s" % (t1 - t0, t2 - t1))
+    # Another build: chain_x86_64 with its LC_UUID changed, beside the original's dSYM.
+    src = [p for p in args.fixture if p.endswith("/chain_x86_64")][0].split("=", 1)[1]
+    other = os.path.join(work, "other")
+    os.makedirs(other)
+    data, _s, _e, _t, uuid_off = macho_layout(src)
+    data = bytearray(data)
+    data[uuid_off + 15] ^= 0xFF
+    other_uuid = bytes(data[uuid_off:uuid_off + 16]).hex()
+    with open(os.path.join(other, "chain_x86_64"), "wb") as fh:
+        fh.write(data)
+    shutil.copytree(src + ".dSYM", os.path.join(other, "chain_x86_64.dSYM"))
+    m = subprocess.run([args.stackprov, "bundle", "build", "--store", os.path.join(work, "store2"),
+                        os.path.join(other, "chain_x86_64")], capture_output=True, text=True)
+    norm = m.stderr.replace("-", "").lower()
+    if m.returncode == 0 or other_uuid not in norm or uuids["chain_x86_64"] not in norm:
+        failures.append("bundle build of an image beside a dSYM of another build: exit %d, %r (wanted a refusal naming "
+                        "%s and %s)" % (m.returncode, m.stderr.strip(), other_uuid, uuids["chain_x86_64"]))
+    # Its bundle (no dSYM) in a store of its own: a state of the original build is not unwound from it.
+    shutil.rmtree(os.path.join(other, "chain_x86_64.dSYM"))
+    m = subprocess.run([args.stackprov, "bundle", "build", "--store", os.path.join(work, "store2"),
+                        os.path.join(other, "chain_x86_64")], capture_output=True, text=True)
+    if m.returncode != 0:
+        failures.append("bundle build of the other build failed: %s" % m.stderr.strip())
+    one = sorted(n for n in expected if n.startswith("chain_x86_64_"))[0]
+    m = subprocess.run([args.stackprov, "stack", "--raw", os.path.join(state_dir, one), "--offline", "--store",
+                        os.path.join(work, "store2"), "--json", "--no-lines"], capture_output=True, text=True)
+    text = (m.stdout + m.stderr).replace("-", "").lower()
+    if m.returncode == 0 or uuids["chain_x86_64"] not in text:
+        failures.append("a state of UUID %s with only a bundle of UUID %s in the store: exit %d, %r" %
+                        (uuids["chain_x86_64"], other_uuid, m.returncode, (m.stdout + m.stderr).strip()[:500]))
+    print("another build: bundle build refused: %s" % norm.strip()[:300])
+    print("another build: stack refused: %s" % (m.stderr.strip() or m.stdout.strip())[:300])
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stackprov", required=True)
@@ -272,10 +391,22 @@ def main():
     print("seed %d (rerun with --seed %d)" % (seed, seed))
     out_dir = args.keep or tempfile.mkdtemp(prefix="macho-unicorn-")
     os.makedirs(out_dir, exist_ok=True)
+    # The bundle check: copies of the images (and their dSYMs) that bundles are built from and that
+    # are then removed; the same states naming them by identity go to OUT-bundle.
+    work = tempfile.mkdtemp(prefix="macho-unicorn-bundles-")
+    gone = os.path.join(work, "gone")
+    os.makedirs(gone)
+    os.makedirs(out_dir + "-bundle", exist_ok=True)
     expected, modes_seen, t0 = {}, set(), time.time()
+    uuids = {}
     for spec in args.fixture:
         arch, path = spec.split("=", 1)
         run = Run(path, arch, SLIDE)
+        run.gone_path = os.path.join(gone, os.path.basename(path))
+        shutil.copy(path, run.gone_path)
+        if os.path.isdir(path + ".dSYM"):
+            shutil.copytree(path + ".dSYM", run.gone_path + ".dSYM")
+        uuids[os.path.basename(path)] = run.uuid
         run.syms = nm_functions(args.nm, path)
         trace, _ = run.execute()
         chosen = choose(trace, rng, args.sample)
@@ -302,34 +433,7 @@ def main():
     t2 = time.time()
     if r.returncode not in (0, 1) or not r.stdout.strip():
         sys.exit("stackprov stack --raw failed (%d): %s" % (r.returncode, r.stderr.strip()))
-    got = {t["name"]: t for t in json.loads(r.stdout)["threads"]}
-    failures, frames, methods = [], 0, {}
-    for name, exp in sorted(expected.items()):
-        t = got.get(name)
-        if t is None:
-            failures.append("%s: no stack in stackprov's output" % name)
-            continue
-        fr = t["frames"]
-        why = []
-        if len(fr) != len(exp):
-            why.append("%d frames, the execution had %d" % (len(fr), len(exp)))
-        for k, (g, e) in enumerate(zip(fr, exp)):
-            pc, sp, cfa = int(g["pc"], 16), int(g["sp"], 16), int(g.get("cfa", "0x0"), 16)
-            if pc != e["pc"] or sp != e["sp"] or (k + 1 < len(exp) and cfa != e["cfa"]):
-                why.append("frame %d: pc 0x%x sp 0x%x cfa 0x%x, executed pc 0x%x sp 0x%x cfa 0x%x (%s)" %
-                           (k, pc, sp, cfa, e["pc"], e["sp"], e["cfa"], g.get("function", "")))
-            if g.get("function", "") != e["function"]:
-                why.append("frame %d: named %r, llvm-nm names 0x%x %r" % (k, g.get("function", ""), e["pc"], e["function"]))
-            if k > 0:
-                methods[g["method"]] = methods.get(g["method"], 0) + 1
-                if g["method"] != "compact_unwind":
-                    why.append("frame %d found by %s, not compact_unwind" % (k, g["method"]))
-        if t.get("stop_reason") != "end_of_stack":
-            why.append("stop %s" % t.get("stop_reason"))
-        frames += len(exp)
-        if why:
-            failures.append("%s: %s\n    stackprov: %s" % (name, "; ".join(why[:4]),
-                                                       " ".join("%s@%s" % (g["pc"], g.get("function", "")) for g in fr)))
+    failures, frames, methods = compare(r.stdout, expected, "compact_unwind")
     # Callee-saved registers: every frame's, as our unwinder's steps restore them (macho_regs).
     rr = subprocess.run([args.regs, out_dir], capture_output=True, text=True)
     if rr.returncode != 0:
@@ -357,15 +461,16 @@ def main():
     print("%d states, %d frames compared, %d callee-saved register values; caller frames by method %s; modes executed: %s" %
           (len(expected), frames, reg_checks, methods, ", ".join(sorted(modes_seen & REQUIRED))))
     print("time: execution + states %.1f s, stackprov %.1f s" % (t1 - t0, t2 - t1))
+    failures += bundle_check(args, work, gone, out_dir + "-bundle", expected, uuids)
     if failures:
         print("%d of %d states differ from the execution (states in %s):" % (len(failures), len(expected), out_dir))
         for f in failures[:25]:
             print("  " + f)
         sys.exit(1)
     if not args.keep:
-        for n in os.listdir(out_dir):
-            os.unlink(os.path.join(out_dir, n))
-        os.rmdir(out_dir)
+        shutil.rmtree(out_dir)
+        shutil.rmtree(out_dir + "-bundle")
+        shutil.rmtree(work)
     print("%d passed, 0 failed" % len(expected))
 
 

@@ -6,8 +6,14 @@ without column info) built here with clang-14 -gcodeview and lld-link-14 /debug,
 llvm-symbolizer-14 process and one stackprov process (addresses on stdin). Compared: the LLVM-style output
 byte for byte (demangled names, file:line:column, inline chains), the JSON output's frames with
 --no-demangle and with --functions=short (FunctionName, FileName, Line, Column), and the GNU style with
-addresses and the pretty-printed style without inlines, line by line."""
+addresses and the pretty-printed style without inlines, line by line.
+
+Also a MinGW-target image (clang-14 --target=x86_64-w64-mingw32 -gcodeview linked by lld with --pdb: two
+CodeView objects after mingw's CRT objects, which carry DWARF): the same comparison over every byte of its
+.text, with the reviewed exceptions of pdb_llvm_exceptions.txt (addresses the PDB knows nothing of, where
+the expected answer is llvm-symbolizer-14's on the same image read through its DWARF)."""
 import argparse
+import glob
 import os
 import re
 import shutil
@@ -17,11 +23,21 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from peers import llvm_symbolizer_answers, llvm_symbolizer_json  # noqa: E402
+from peers import llvm_symbolizer_json  # noqa: E402
 
 FIX = os.path.join(HERE, "..", "..", "unit", "pdb", "fixtures")
+MINIDUMP_FIX = os.path.join(HERE, "..", "..", "unit", "minidump", "fixtures")
+EXCEPTIONS = os.path.join(HERE, "pdb_llvm_exceptions.txt")
 LLVM = "llvm-symbolizer-14"
-TOOLS = ("clang-14", "lld-link-14", "llvm-objdump-14", "llvm-pdbutil-14", LLVM)
+TOOLS = ("clang-14", "lld-link-14", "ld.lld-14", "llvm-objdump-14", "llvm-pdbutil-14", "llvm-readobj-14", LLVM)
+# MinGW-target fixtures: name -> ([(source, extra clang flags)], optimisation). clang-14 drives lld in its
+# MinGW mode (-fuse-ld=lld -Wl,--pdb=...), which links mingw-w64's CRT objects (crt2.o, crtbegin.o,
+# libmingw32.a, ...: DWARF, no CodeView) before ours, their .text contributions end to end.
+MINGW_FIXTURES = {
+    "mingw_O2": ([(os.path.join(MINIDUMP_FIX, "mdprog.c"), []), (os.path.join(FIX, "pdb_lib.c"), ["-gcolumn-info"])],
+                 "-O2"),
+}
+MINGW_CRT = "/usr/x86_64-w64-mingw32/lib/crt2.o"
 # name -> (sources, optimisation, extra clang flags)
 FIXTURES = {
     "c_O0": (["pdb_c.c", "pdb_lib.c"], "-O0", ["-gcolumn-info"]),
@@ -47,6 +63,98 @@ def build(work, name):
     run(["lld-link-14", "/entry:mainCRTStartup", "/subsystem:console", "/nodefaultlib", "/debug",
          "/pdb:" + os.path.join(work, name + ".pdb")] + objs + ["/out:" + exe])
     return exe
+
+
+def build_mingw(work, name):
+    """A MinGW-target image with an lld PDB, and its DWARF twin: the same bytes but for the CodeView
+    record's PDB path (first byte zeroed), which llvm-symbolizer-14 then reads through the DWARF."""
+    srcs, opt = MINGW_FIXTURES[name]
+    libgcc = sorted(glob.glob("/usr/lib/gcc/x86_64-w64-mingw32/*-win32/libgcc.a"))
+    if not os.path.exists(MINGW_CRT) or not libgcc:
+        raise RuntimeError("%s or a win32 libgcc.a is missing: install g++-mingw-w64-x86-64 (make deps)" % MINGW_CRT)
+    objs = []
+    for src, extra in srcs:
+        obj = os.path.join(work, "%s_%s.o" % (name, os.path.splitext(os.path.basename(src))[0]))
+        run(["clang-14", "--target=x86_64-w64-mingw32", opt, "-g", "-gcodeview"] + extra + ["-c", src, "-o", obj])
+        objs.append(obj)
+    exe, pdb = os.path.join(work, name + ".exe"), os.path.join(work, name + ".pdb")
+    run(["clang-14", "--target=x86_64-w64-mingw32", "-fuse-ld=lld", "-g", "-Wl,--pdb=" + pdb,
+         "-L" + os.path.dirname(libgcc[-1])] + objs + ["-ldbghelp", "-o", exe])
+    image = bytearray(open(exe, "rb").read())
+    rsds = b"RSDS"
+    at = image.find(rsds)
+    if at < 0 or image.find(rsds, at + 1) >= 0 or \
+            image[at + 24:at + 24 + len(pdb) + 1] != pdb.encode() + b"\0":
+        raise RuntimeError("%s: not exactly one CodeView RSDS record naming %s" % (exe, pdb))
+    image[at + 24] = 0
+    twin = os.path.join(work, name + "-dwarf.exe")
+    with open(twin, "wb") as f:
+        f.write(image)
+    if "PDBFileName: \n" not in run(["llvm-readobj-14", "--coff-debug-directory", twin]) + "\n":
+        raise RuntimeError("%s: llvm-readobj-14 still sees a PDB path" % twin)
+    return exe, twin
+
+
+def contrib_modules(pdb):
+    """[(begin RVA, end RVA, object base name)] of the .text-like section contributions, by llvm-pdbutil-14
+    (dump --modules --section-contribs --section-headers)."""
+    mods = {int(m.group(1)): os.path.basename(m.group(2))
+            for m in re.finditer(r"Mod (\d+) \| `[^`]*`:\s*\n\s*Obj: `([^`]*)`",
+                                 run(["llvm-pdbutil-14", "dump", "--modules", pdb], errors="replace"))}
+    # errors="replace": the section headers' raw bytes need not be UTF-8.
+    out = run(["llvm-pdbutil-14", "dump", "--section-contribs", "--section-headers", pdb], errors="replace")
+    rvas = {}
+    for m in re.finditer(r"SECTION HEADER #(\d+)\n(?:.*\n)*?\s*([0-9A-F]+) virtual address", out):
+        rvas[int(m.group(1))] = int(m.group(2), 16)
+    ranges = []
+    for m in re.finditer(r"SC\[[^\]]*\]\s*\| mod = (\d+), (\d+):(\d+), size = (\d+)", out):
+        mod, sect, off, size = (int(g) for g in m.groups())
+        if size > 0 and sect in rvas:
+            ranges.append((rvas[sect] + off, rvas[sect] + off + size, mods.get(mod, "")))
+    if not mods or not ranges:
+        raise RuntimeError("%s: llvm-pdbutil-14 listed no modules or section contributions" % pdb)
+    return ranges
+
+
+def load_exceptions():
+    """pdb_llvm_exceptions.txt -> {fixture: {module base name: reason}}."""
+    ex = {}
+    with open(EXCEPTIONS) as f:
+        for line in f:
+            if not line.strip() or line.startswith("#"):
+                continue
+            fixture, module, reason = line.rstrip("\n").split("\t")
+            ex.setdefault(fixture, {})[module] = reason
+    return ex
+
+
+def excepted_addresses(exe, addrs, load, modules, ranges):
+    """The addresses of `addrs` where llvm-symbolizer-14 answers nothing from the PDB ("", ??:0:0) and
+    which lie in a contribution of one of `modules` -> {address: module}; also the module of every
+    such address outside them (never excepted)."""
+    js = llvm_symbolizer_json(answers([LLVM, "--obj=" + exe, "--output-style=JSON"], addrs))
+    out, others = {}, {}
+    for a, d in zip(addrs, js):
+        fr = d["Symbol"]
+        if len(fr) != 1 or fr[0]["FunctionName"] != "" or fr[0]["FileName"] != "" or fr[0]["Line"] != 0:
+            continue
+        rva = a - load
+        mod = next((m for b, e, m in ranges if b <= rva < e), "")
+        (out if mod in modules else others)[a] = mod
+    return out, others
+
+
+def blocks(text):
+    """LLVM-style output -> one list of lines per address (an empty function name is an empty line:
+    each answer is (function, location) pairs ended by an empty line)."""
+    lines, out, cur, i = text.split("\n"), [], [], 0
+    while i + 1 < len(lines):
+        cur += lines[i:i + 2]
+        i += 2
+        if i < len(lines) and lines[i] == "":
+            out.append(cur)
+            cur, i = [], i + 1
+    return out
 
 
 def text_range(exe):
@@ -185,22 +293,51 @@ def main():
     refs = None
     refs_by = {}
     t0 = time.time()
-    for name in FIXTURES:
-        exe = build(args.work, name)
+    exceptions = load_exceptions()
+    for name in list(FIXTURES) + list(MINGW_FIXTURES):
+        twin = None
+        if name in FIXTURES:
+            exe = build(args.work, name)
+        else:
+            exe, twin = build_mingw(args.work, name)
         lo, hi = text_range(exe)
         addrs = list(range(lo, hi))
         total += len(addrs)
+        # The reviewed exceptions (MinGW: the CRT's DWARF-only objects): llvm-symbolizer-14 on the twin.
+        excepted, unexcepted = {}, {}
+        if twin:
+            load = int(re.search(r"ImageBase: 0x([0-9A-F]+)", run(["llvm-readobj-14", "--file-headers", exe])).group(1), 16)
+            excepted, unexcepted = excepted_addresses(exe, addrs, load, exceptions.get(name, {}),
+                                                      contrib_modules(os.path.join(args.work, name + ".pdb")))
+            for mod in exceptions.get(name, {}):
+                n = sum(1 for m in excepted.values() if m == mod)
+                if n == 0:
+                    print("FAIL %s: stale exception for module %s (no address excepted)" % (name, mod))
+                    failures += 1
+                else:
+                    print("ok   %s: %d addresses of %s excepted (PDB answers nothing; expected: llvm-symbolizer-14 on "
+                          "%s, the image's DWARF)" % (name, n, mod, os.path.basename(twin)))
+            if unexcepted:
+                print("note %s: %d addresses without a PDB answer outside the excepted modules (%s): compared with "
+                      "llvm's PDB answer" % (name, len(unexcepted), ", ".join(sorted(set(unexcepted.values())))))
         for style in (["--output-style=LLVM"], ["--output-style=JSON", "--no-demangle"],
                       ["--output-style=JSON", "--functions=short"], ["--output-style=GNU", "-a"],
                       ["-p", "--no-inlines"]):
-            ref = answers([LLVM, "--obj=" + exe, "--inlines"] + style, addrs)
+            if excepted:
+                # One llvm-symbolizer-14 process: "IMAGE ADDRESS" lines, the twin for the excepted addresses.
+                inp = "".join("%s 0x%x\n" % (twin if a in excepted else exe, a) for a in addrs)
+                ref = subprocess.run([LLVM, "--inlines"] + style, input=inp, check=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True).stdout
+                ref = ref.replace(os.path.basename(twin), os.path.basename(exe))  # JSON's ModuleName
+            else:
+                ref = answers([LLVM, "--obj=" + exe, "--inlines"] + style, addrs)
             refs_by.setdefault(name, {"addrs": addrs})[tuple(style)] = ref
             got = answers([args.stackprov, "symbolize", "--obj", exe, "--inlines"] + style, addrs)
             if style[0].endswith("LLVM"):
                 if name == "c_O2":
                     refs = (addrs, ref)
-                ra, ga = llvm_symbolizer_answers(ref), llvm_symbolizer_answers(got)
-                inlined += sum(1 for a in ra if len(a) > 1)
+                ra, ga = blocks(ref), blocks(got)
+                inlined += sum(1 for a in ra if len(a) > 2)
                 if len(ra) != len(addrs) or len(ga) != len(addrs):
                     print("FAIL %s: %d/%d answers for %d addresses" % (name, len(ra), len(ga), len(addrs)))
                     failures += 1
@@ -224,8 +361,9 @@ def main():
                 print("FAIL %s %s: %d of %d addresses differ" % (name, " ".join(style), len(bad), len(addrs)))
                 failures += 1
             else:
-                print("ok   %s %s: %d addresses (.text 0x%x-0x%x) as llvm-symbolizer-14" %
-                      (name, " ".join(style), len(addrs), lo, hi))
+                print("ok   %s %s: %d addresses (.text 0x%x-0x%x) as llvm-symbolizer-14%s" %
+                      (name, " ".join(style), len(addrs), lo, hi,
+                       " (%d excepted: as on its DWARF)" % len(excepted) if excepted else ""))
     # Provenance: the resolver is "pdb", its source the PDB beside the image.
     prov = llvm_symbolizer_json(answers([args.stackprov, "symbolize", "--obj", os.path.join(args.work, "cpp_O2.exe"),
                                          "--output-style=JSON", "--provenance"], [0x140001010]))[0]

@@ -105,3 +105,43 @@ TEST_CASE("raw state: a module's identity must be the file's", "[raw_state]") {
   CHECK_FALSE(m.build_id.empty());
   CHECK(m.build_id.kind == IdKind::kElfBuildId);
 }
+
+TEST_CASE("raw state: a module whose file is gone is placed by identity, link_address and size", "[raw_state]") {
+  const std::string uuid = R"("identity":{"kind":"macho-uuid","hex":"4c4c44bd55553144a127ae4b9cb6af8c"})";
+  const std::string gone = R"("path":"/nonexistent-raw-state-dir/chain","load_address":"0x120000000")";
+  // Missing file, with the three: the module as the document says (link-time 0x100000000, slid 0x20000000).
+  for (bool offline : {false, true}) {
+    auto s = snapshot_from_raw_state(doc(R"(,"modules":[{)" + gone + "," + uuid +
+                                         R"(,"link_address":"0x100000000","size":"0x8000"}])"),
+                                     "", offline);
+    REQUIRE(s.ok());
+    REQUIRE(s.value().modules.size() == 1);
+    const SnapshotModule& m = s.value().modules[0];
+    CHECK(m.start == 0x120000000);
+    CHECK(m.end == 0x120008000);
+    CHECK(m.load_bias == 0x20000000);
+    CHECK(m.build_id.kind == IdKind::kMachoUuid);
+    CHECK(m.build_id.hex() == "4c4c44bd55553144a127ae4b9cb6af8c");
+  }
+  // Without the identity or the placement: errors naming what is missing.
+  auto [c1, m1] = error_of(doc(R"(,"modules":[{)" + gone + R"(,"link_address":"0x100000000","size":"0x8000"}])"));
+  CHECK(c1 != 0);
+  CHECK(m1.find("chain") != std::string::npos);
+  auto [c2, m2] = error_of(doc(R"(,"modules":[{)" + gone + "," + uuid + R"(,"size":"0x8000"}])"));
+  CHECK(c2 == SPROV_ERR_NOT_FOUND);
+  CHECK(m2.find("link_address") != std::string::npos);
+  auto [c3, m3] = error_of(doc(R"(,"modules":[{)" + gone + "," + uuid + R"(,"link_address":"0x100000000","size":"0"}])"));
+  CHECK(c3 == SPROV_ERR_JSON);
+  CHECK(m3.find("$.modules[0].size") != std::string::npos);
+  // Offline no file is opened: /proc/self/exe is placed by the document, not read.
+  auto off = snapshot_from_raw_state(doc(R"(,"modules":[{"path":"/proc/self/exe","load_address":"0x555555554000",)" + uuid +
+                                         R"(,"link_address":"0","size":"0x1000"}])"),
+                                     "", true);
+  REQUIRE(off.ok());
+  CHECK(off.value().modules[0].build_id.kind == IdKind::kMachoUuid);
+  CHECK(off.value().modules[0].end == 0x555555555000);
+  // With the file there, a link_address that places it elsewhere is refused.
+  auto [c4, m4] = error_of(doc(R"(,"modules":[{"path":"/proc/self/exe","load_address":"0x555555554000","link_address":"0x1000"}])"));
+  CHECK(c4 == SPROV_ERR_INVALID_ARG);
+  CHECK(m4.find("link_address 0x1000") != std::string::npos);
+}
