@@ -175,13 +175,7 @@ Result<size_t> add_epilog_rows(const object::ObjectImage& image_in, bundle::Modu
     }
     // After the function's last epilog its body rule holds until the next row (found ends there).
   }
-  std::vector<bundle::UnwindRowRecord> out;
-  out.reserve(rows.size());
-  for (auto& [pc, r] : rows) {
-    if (!out.empty() && unwind::same_rule(out.back(), r)) continue;
-    out.push_back(r);
-  }
-  m->unwind_rows = std::move(out);
+  m->unwind_rows = unwind::merge_equal_rows(rows);
   return added;
 }
 

@@ -43,6 +43,16 @@ bool same_rule(const bundle::UnwindRowRecord& a, const bundle::UnwindRowRecord& 
          a.saved_reg == b.saved_reg && a.saved_off == b.saved_off;
 }
 
+std::vector<bundle::UnwindRowRecord> merge_equal_rows(const std::map<uint64_t, bundle::UnwindRowRecord>& rows) {
+  std::vector<bundle::UnwindRowRecord> out;
+  out.reserve(rows.size());
+  for (const auto& [pc, r] : rows) {
+    if (!out.empty() && same_rule(out.back(), r)) continue;
+    out.push_back(r);
+  }
+  return out;
+}
+
 Result<std::vector<bundle::UnwindRowRecord>> bundle_source_rows(const UnwindSource& src, const RowParams& p) {
   std::vector<uint64_t> starts = src.row_starts();
   std::sort(starts.begin(), starts.end());

@@ -2,6 +2,8 @@
 // Bundle unwind rows: a module's .eh_frame/.debug_frame rows over its executable sections as compact lib/bundle records.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <vector>
 
 #include "bundle/format.hpp"
@@ -27,5 +29,8 @@ Result<std::vector<bundle::UnwindRowRecord>> bundle_source_rows(const UnwindSour
 bundle::UnwindRowRecord to_record(uint64_t pc, const UnwindRule& rule);
 /// Whether two records give the same rule (their pcs aside).
 bool same_rule(const bundle::UnwindRowRecord& a, const bundle::UnwindRowRecord& b);
+/// `rows` (pc -> record, sorted) as a bundle module's row list: a row whose rule equals the one
+/// before it is left out (it changes nothing).
+std::vector<bundle::UnwindRowRecord> merge_equal_rows(const std::map<uint64_t, bundle::UnwindRowRecord>& rows);
 
 }  // namespace stackprov::unwind
