@@ -309,40 +309,35 @@ bool parse_uint(const char* s, uint64_t* out) {
   return true;
 }
 
+namespace {
+
+/// A key or identity converted by the C ABI (sprov_id_from_key / sprov_id_key); "" when refused.
+template <class F>
+std::string converted(F&& call) {
+  char* out = nullptr;
+  size_t n = 0;
+  if (call(&out, &n) != 0) return {};
+  std::string s(out, n);
+  sprov_free(out);
+  return s;
+}
+
+}  // namespace
+
 std::string pdb_key_id_hex(std::string_view key) {
-  if (key.size() < 33 || key.size() > 40) return {};
-  for (char c : key)
-    if (!isxdigit(static_cast<unsigned char>(c))) return {};
-  auto lower = [](std::string_view s) {
-    std::string o(s);
-    for (char& c : o) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-    return o;
-  };
-  // Little-endian fields byte-reversed: "AABBCCDD" -> "ddccbbaa".
-  auto le = [&lower](std::string_view hex) {
-    std::string o;
-    for (size_t i = hex.size(); i >= 2; i -= 2) o += lower(hex.substr(i - 2, 2));
-    return o;
-  };
-  const std::string age = std::string(8 - (key.size() - 32), '0') + std::string(key.substr(32));
-  return le(key.substr(0, 8)) + le(key.substr(8, 4)) + le(key.substr(12, 4)) + lower(key.substr(16, 16)) + le(age);
+  const std::string k(key);
+  return converted([&](char** out, size_t* n) { return sprov_id_from_key(SPROV_BUNDLE_ID_PDB_GUID_AGE, k.c_str(), out, n); });
 }
 
 std::string pdb_id_hex_key(std::string_view id) {
   if (id.size() != 40) return {};
-  for (char c : id)
-    if (!isxdigit(static_cast<unsigned char>(c))) return {};
-  auto rev_upper = [](std::string_view hex) {  // little-endian field -> its value's digits
-    std::string o;
-    for (size_t i = hex.size(); i >= 2; i -= 2)
-      for (char c : hex.substr(i - 2, 2)) o += static_cast<char>(toupper(static_cast<unsigned char>(c)));
-    return o;
-  };
-  std::string data4;
-  for (char c : id.substr(16, 16)) data4 += static_cast<char>(toupper(static_cast<unsigned char>(c)));
-  std::string age = rev_upper(id.substr(32, 8));
-  age.erase(0, std::min(age.find_first_not_of('0'), age.size() - 1));  // the age without leading zeros
-  return rev_upper(id.substr(0, 8)) + rev_upper(id.substr(8, 4)) + rev_upper(id.substr(12, 4)) + data4 + age;
+  const std::string h(id);
+  return converted([&](char** out, size_t* n) { return sprov_id_key(SPROV_BUNDLE_ID_PDB_GUID_AGE, h.c_str(), out, n); });
+}
+
+std::string uuid_id_hex(std::string_view uuid) {
+  const std::string u(uuid);
+  return converted([&](char** out, size_t* n) { return sprov_id_from_key(SPROV_BUNDLE_ID_MACHO_UUID, u.c_str(), out, n); });
 }
 
 }  // namespace stackprov_cli

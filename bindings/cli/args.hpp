@@ -61,6 +61,9 @@ inline constexpr int kExitUsage = 2;  // bad command line: an unknown option, a 
 std::string pdb_key_id_hex(std::string_view key);
 /// The inverse: the symbol-server key of 40 hex digits of pdb-guid-age identity bytes ("" else).
 std::string pdb_id_hex_key(std::string_view id_hex);
+/// The macho-uuid identity bytes (32 lower-case hex digits) of a UUID, with or without its dashes
+/// ("" when `uuid` is not one). All three are the C ABI's sprov_id_from_key / sprov_id_key.
+std::string uuid_id_hex(std::string_view uuid);
 
 /// "" when `path` names something that is not a directory (or does not exist yet), else
 /// "'PATH' is a directory" -- for options and arguments that name a file.

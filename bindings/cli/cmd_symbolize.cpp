@@ -34,6 +34,8 @@ struct Options {
   std::string build_id;   // --build-id (or --pdb-key's identity bytes): no module file, the bundle step answers
   int id_kind = SPROV_BUNDLE_ID_ELF_BUILD_ID;  // SPROV_BUNDLE_ID_PDB_GUID_AGE with --pdb-key
   std::string pdb_key;    // --pdb-key KEY as given
+  std::string uuid;       // --uuid UUID as given (SPROV_BUNDLE_ID_MACHO_UUID)
+  std::string id_option;  // the option that gave the identity: "--build-id", "--pdb-key" or "--uuid"
   std::string resolvers;  // --resolvers LIST ("" = the library default)
   bool has_store = false;
   std::string store;      // --store DIR
@@ -52,6 +54,7 @@ struct Options {
   bool debug_symtab = false;  // llvm-symbolizer-14 never names from the debug file's .symtab
   std::vector<std::string> debug_dirs;
   std::vector<std::string> symbol_paths;  // --symbol-path: PDB symbol stores
+  std::vector<std::string> dsym_dirs;     // --dsym-dir: where NAME.dSYM bundles are looked for
   std::vector<std::string> inputs;  // command-line inputs (addresses, or "FILE ADDR" without --obj)
 };
 
@@ -66,7 +69,8 @@ const char* kUsage =
     "usage: stackprov symbolize --obj PATH [options] [ADDRESS...]\n"
     "       stackprov symbolize [options] ['FILE ADDRESS'...]   (module named on each input)\n"
     "       stackprov symbolize --build-id HEX [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n"
-    "       stackprov symbolize --pdb-key KEY [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
+    "       stackprov symbolize --pdb-key KEY [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n"
+    "       stackprov symbolize --uuid UUID [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
     "Symbolizes link-time addresses like llvm-symbolizer-14, with its output byte for byte:\n"
     "inputs come from the arguments or, when there are none, from stdin, one per line. With\n"
     "--obj an input is an address (0x hex, 0 octal, 0b binary or decimal); without it an\n"
@@ -87,6 +91,8 @@ const char* kUsage =
     "                               answers (error: no bundle for build-id HEX in store DIR)\n"
     "  --pdb-key KEY                the same for a PE module by its PDB's symbol-server key\n"
     "                               (GUID hex + age hex, as in NAME.pdb/KEY/NAME.pdb)\n"
+    "  --uuid UUID                  the same for a Mach-O module by its LC_UUID (with or without\n"
+    "                               dashes, as llvm-dwarfdump --uuid prints it)\n"
     "  --store DIR                  bundle store (default with --build-id: $STACKPROV_STORE,\n"
     "                               else $XDG_DATA_HOME/stackprov/store, else\n"
     "                               ~/.local/share/stackprov/store; otherwise none unless\n"
@@ -116,6 +122,9 @@ const char* kUsage =
     "  --basenames, -s              strip directories from file names\n"
     "  --debug-file-directory DIR   where .build-id/xx/yyyy.debug is searched (repeatable);\n"
     "                               a PE's PDB as DIR/NAME.pdb and DIR/NAME.pdb/KEY/NAME.pdb\n"
+    "  --dsym-dir DIR               where a Mach-O image's dSYM is looked for after the one beside\n"
+    "                               it: DIR/NAME.dSYM/Contents/Resources/DWARF/NAME, its UUID\n"
+    "                               checked (repeatable)\n"
     "  --symbol-path DIR            a local symbol store: a PE's PDB as DIR/NAME.pdb/KEY/NAME.pdb\n"
     "                               (KEY: GUID and age in hex) or DIR/NAME.pdb (repeatable)\n"
     "  --debug-symtab, --symbols=stackprov\n"
@@ -512,6 +521,7 @@ class Runner {
 
   std::string module_name(const Request& rq) const {
     if (!o_.pdb_key.empty()) return "PDBKEY:" + o_.pdb_key;
+    if (!o_.uuid.empty()) return "UUID:" + o_.uuid;
     return o_.build_id.empty() ? rq.module : "BUILDID:" + o_.build_id;
   }
 
@@ -595,16 +605,28 @@ int parse_args(int argc, char** argv, Options* o) {
       o->obj = a.substr(2);  // -ePATH
     } else if (name == "--pdb-key") {
       if (!need(&o->pdb_key)) return usage("--pdb-key needs a value");
-      if (o->id_kind != SPROV_BUNDLE_ID_PDB_GUID_AGE && !o->build_id.empty())
-        return usage("give either --build-id '" + o->build_id + "' or --pdb-key '" + o->pdb_key + "', not both");
+      if (!o->id_option.empty() && o->id_option != name)
+        return usage("give one of --build-id, --pdb-key and --uuid (" + o->id_option + " and --pdb-key '" + o->pdb_key +
+                     "')");
+      o->id_option = name;
       o->build_id = stackprov_cli::pdb_key_id_hex(o->pdb_key);
       o->id_kind = SPROV_BUNDLE_ID_PDB_GUID_AGE;
       if (o->build_id.empty())
         return usage("--pdb-key '" + o->pdb_key +
                      "' is not a PDB symbol-server key (32 hex digits of the GUID, then the age in hex)");
+    } else if (name == "--uuid") {
+      if (!need(&o->uuid)) return usage("--uuid needs a value");
+      if (!o->id_option.empty() && o->id_option != name)
+        return usage("give one of --build-id, --pdb-key and --uuid (" + o->id_option + " and --uuid '" + o->uuid + "')");
+      o->id_option = name;
+      o->build_id = stackprov_cli::uuid_id_hex(o->uuid);
+      o->id_kind = SPROV_BUNDLE_ID_MACHO_UUID;
+      if (o->build_id.empty())
+        return usage("--uuid '" + o->uuid + "' is not a Mach-O UUID (32 hex digits, optionally 8-4-4-4-12 with dashes)");
     } else if (name == "--build-id") {
-      if (o->id_kind == SPROV_BUNDLE_ID_PDB_GUID_AGE)
-        return usage("give either --build-id or --pdb-key '" + o->pdb_key + "', not both");
+      if (!o->id_option.empty() && o->id_option != name)
+        return usage("give one of --build-id, --pdb-key and --uuid (" + o->id_option + " and --build-id)");
+      o->id_option = name;
       if (!need(&o->build_id)) return usage("--build-id needs a value");
       bool ok = !o->build_id.empty() && o->build_id.size() % 2 == 0 && o->build_id.size() <= 128;
       for (char ch : o->build_id) ok = ok && isxdigit(static_cast<unsigned char>(ch));
@@ -691,6 +713,11 @@ int parse_args(int argc, char** argv, Options* o) {
       std::string v;
       if (!need(&v)) return usage("--symbol-path needs a value");
       o->symbol_paths.push_back(v);
+    } else if (name == "--dsym-dir") {
+      std::string v;
+      if (!need(&v)) return usage("--dsym-dir needs a value");
+      if (v.empty()) return usage("--dsym-dir needs a directory");
+      o->dsym_dirs.push_back(v);
     } else if (a.size() > 1 && a[0] == '-' && a[1] != '-' && !(a[1] >= '0' && a[1] <= '9')) {
       // Grouped single-letter flags, the last one possibly "f=VALUE" (-if=short).
       for (size_t k = 1; k < a.size(); k++) {
@@ -726,9 +753,11 @@ int cmd_symbolize(int argc, char** argv) {
 
   // A symbol path is one more debug directory (a PE's PDB is looked for as DIR/NAME.pdb and in the
   // symbol-store layout DIR/NAME.pdb/KEY/NAME.pdb), after the default one when none is given.
+  // A dSYM directory too (a Mach-O image's DIR/NAME.dSYM/..., after the one beside the image).
   std::vector<std::string> all_dirs = o.debug_dirs;
-  if (all_dirs.empty() && !o.symbol_paths.empty()) all_dirs.push_back("/usr/lib/debug");
+  if (all_dirs.empty() && (!o.symbol_paths.empty() || !o.dsym_dirs.empty())) all_dirs.push_back("/usr/lib/debug");
   all_dirs.insert(all_dirs.end(), o.symbol_paths.begin(), o.symbol_paths.end());
+  all_dirs.insert(all_dirs.end(), o.dsym_dirs.begin(), o.dsym_dirs.end());
   std::string dirs;
   for (const auto& d : all_dirs) dirs += (dirs.empty() ? "" : ":") + d;
   struct sprov_context_opts copts;

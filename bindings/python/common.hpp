@@ -98,6 +98,7 @@ struct InlineFrame {
 struct ProcessInfo {
   int64_t pid = 0;
   bool core = false;
+  std::string source;  // "live", "core", "minidump", "raw"
   std::string program, command_line, warnings;
   std::string runtime;  // the interpreter that was read ("" when none)
   int32_t signal = 0, signal_code = 0;

@@ -25,6 +25,9 @@ struct Frame {
   int32_t module_index = -1;
   std::optional<std::string> module;
   std::string build_id;  // raw bytes
+  // The module's identity of any kind: its kind's name ("" without one), bytes (raw; hex in
+  // Python) and key (sprov_id_key: the symbol-server key, the UUID, the build-id).
+  std::string id_kind, module_id, module_key;
   std::vector<std::string> flags;
   // Symbol tables' answer (sprov_symbolizer_frame): what `stackprov stack` prints.
   std::optional<std::string> function;
@@ -56,6 +59,30 @@ struct Thread {
   std::vector<Frame> frames;
   std::string stop_reason;
 };
+
+/// Lowercase hex of raw bytes without Python (calls that run with the GIL released).
+std::string hex_bytes(const uint8_t* p, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; i++) {
+    out += kDigits[p[i] >> 4];
+    out += kDigits[p[i] & 15];
+  }
+  return out;
+}
+
+/// The kind number of an identity kind's name; InvalidArgumentError naming it otherwise.
+int parse_id_kind(const std::string& kind) {
+  int k = 0;
+  check(sprov_bundle_id_kind_parse(kind.c_str(), &k));
+  return k;
+}
+
+/// The identity bytes (hex, as bundles store them) of a key of `kind` (sprov_id_from_key).
+std::string id_hex_of_key(int kind, const std::string& key) {
+  return lib_str([&](char** out, size_t* n) { return sprov_id_from_key(kind, key.c_str(), out, n); });
+}
 
 std::vector<InlineFrame> inline_chain(sprov_symbolizer* sym, const sprov_symbol_info& info) {
   std::vector<InlineFrame> out;
@@ -101,6 +128,14 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
     f.module_index = fr.module_index;
     if (fr.module_path) f.module = str(fr.module_path);
     f.build_id.assign(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);  // raw; hex in Python
+    if (fr.id_kind != SPROV_ID_NONE && fr.module_id != nullptr && fr.module_id_len > 0) {
+      f.id_kind = sprov_bundle_id_kind_name(fr.id_kind);
+      f.module_id.assign(reinterpret_cast<const char*>(fr.module_id), fr.module_id_len);
+      const std::string idh = hex_bytes(fr.module_id, fr.module_id_len);
+      char* key = nullptr;
+      size_t key_len = 0;
+      if (sprov_id_key(fr.id_kind, idh.c_str(), &key, &key_len) == 0) f.module_key = take(key, key_len);
+    }
     if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) f.flags.push_back("cfi_not_in_bundle");
     if (fr.flags & SPROV_FRAME_JIT) f.flags.push_back("jit");
     if (fr.flags & SPROV_FRAME_INFERRED) f.flags.push_back("inferred");
@@ -228,7 +263,8 @@ CtxPtr make_context(std::optional<std::vector<std::string>> debug_dirs, std::opt
 Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
                      std::optional<std::string> exe, int64_t tid, bool runtime_frames = false,
                      std::optional<std::string> minidump = std::nullopt,
-                     std::optional<std::string> symbol_path = std::nullopt) {
+                     std::optional<std::string> symbol_path = std::nullopt,
+                     std::optional<std::string> raw = std::nullopt) {
   sprov_process_opts o{};
   o.sz = sizeof(o);
   o.tid = tid;
@@ -238,6 +274,7 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   sprov_process* p = nullptr;
   if (pid) check(sprov_process_capture(ctx.get(), *pid, &o, &p));
   else if (minidump) check(sprov_process_open_minidump(ctx.get(), minidump->c_str(), &o, &p));
+  else if (raw) check(sprov_process_open_raw(ctx.get(), raw->c_str(), &o, &p));
   else check(sprov_process_open_core(ctx.get(), core->c_str(), &o, &p));
   Process out{ctx, std::shared_ptr<sprov_process>(p, sprov_process_free), {}};
   sprov_process_info in{};
@@ -246,6 +283,7 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   ProcessInfo& i = out.info;
   i.pid = sprov_process_pid(p);
   i.core = core.has_value();
+  i.source = pid ? "live" : minidump ? "minidump" : raw ? "raw" : "core";
   i.program = str(in.program);
   i.command_line = str(in.command_line);
   i.warnings = str(sprov_process_warnings(p));
@@ -270,6 +308,12 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   return out;
 }
 
+/// What stack() reads: a live process, a core file, a minidump or raw machine state (one of them).
+struct Target {
+  std::optional<int64_t> pid;
+  std::optional<std::string> core, exe, minidump, raw, symbol_path;
+};
+
 void check_target(const std::optional<int64_t>& pid, const std::optional<std::string>& core,
                   const std::optional<std::string>& exe) {
   if (pid && core) fail_arg("give either pid or core, not both (pid " + std::to_string(*pid) + ", core '" + *core + "')");
@@ -284,16 +328,37 @@ struct StackResult {
   std::vector<Thread> threads;
 };
 
-StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optional<std::string> core,
-                     std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
+/// Exactly one of pid, core, minidump and raw; the options that apply to it (the CLI's rules).
+void check_stack_target(const Target& t, int64_t tid) {
+  const int given = !!t.pid + !!t.core + !!t.minidump + !!t.raw;
+  if (given > 1)
+    fail_arg("give one of pid=, core=, minidump= and raw= (pid " + (t.pid ? std::to_string(*t.pid) : "None") +
+             ", core " + (t.core ? "'" + *t.core + "'" : "None") + ", minidump " +
+             (t.minidump ? "'" + *t.minidump + "'" : "None") + ", raw " + (t.raw ? "'" + *t.raw + "'" : "None") + ")");
+  if (given == 0) fail_arg("give pid=, core=, minidump= or raw=");
+  if (t.pid || t.core) check_target(t.pid, t.core, t.exe);
+  if (t.minidump && t.minidump->empty()) fail_arg("minidump needs a file name");
+  if (t.raw && t.raw->empty()) fail_arg("raw needs a file or directory name");
+  if ((t.minidump || t.raw) && t.exe)
+    fail_arg("exe '" + *t.exe + "' is only valid with core (a minidump's modules are looked up on symbol_path, a raw "
+             "state names its own)");
+  if (t.symbol_path && !t.minidump) fail_arg("symbol_path '" + *t.symbol_path + "' is only valid with minidump");
+  if (t.raw && tid != 0)
+    fail_arg("tid " + std::to_string(tid) + " does not apply to raw '" + *t.raw + "' (its documents name their threads)");
+}
+
+StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint32_t max_frames, bool lines,
                      const std::string& python, bool tail_calls) {
-  check_target(pid, core, exe);
+  check_stack_target(target, tid);
   if (max_frames > 65536) fail_arg("invalid max_frames " + std::to_string(max_frames) + " (1 to 65536)");
   if (python != "auto" && python != "off" && python != "only")
     fail_arg("invalid python '" + python + "' (expected auto, off or only)");
   StackResult r;
   py::gil_scoped_release nogil;
-  Process p = open_process(ctx, pid, core, exe, tid, python != "off");
+  // Runtime (CPython) frames are read from live processes and cores (as the CLI reads them).
+  const bool runtime = python != "off" && !target.minidump && !target.raw;
+  Process p = open_process(ctx, target.pid, target.core, target.exe, tid, runtime, target.minidump, target.symbol_path,
+                           target.raw);
   r.info = p.info;
   Unwinder uw = make_unwinder(ctx, max_frames, true, false);
   Symbolizer sym = make_symbolizer(ctx, true);
@@ -316,7 +381,7 @@ StackResult stack_of(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
                            ": no tail-call frames: " + std::string(msg ? msg : "") + "\n";
       }
     }
-    if (python != "off") {
+    if (python != "off" && !target.raw) {
       sprov_stack* merged = nullptr;
       check(sprov_process_interleave(p.proc.get(), i, owned.get(), python == "only" ? SPROV_RUNTIME_ONLY : SPROV_RUNTIME_INTERLEAVE,
                                      &merged));
@@ -355,6 +420,29 @@ std::vector<std::vector<InlineFrame>> symbolize_with(Symbolizer& s, const std::s
     sprov_symbol_info info{};
     info.sz = sizeof(info);
     check(sprov_symbolizer_addr_ex(s.sym.get(), path.c_str(), a, flags, &info));
+    out.push_back(inline_chain(s.sym.get(), info));
+  }
+  return out;
+}
+
+/// The chains of `addrs` of the module whose identity of `kind` has the key `key`, from a bundle
+/// alone (sprov_symbolizer_addr_id): no module file.
+std::vector<std::vector<InlineFrame>> symbolize_id_with(Symbolizer& s, const std::string& kind, const std::string& key,
+                                                         const std::vector<uint64_t>& addrs, bool inlines,
+                                                         bool llvm_compat, bool short_names, bool demangle) {
+  const uint32_t flags = (inlines ? 0 : SPROV_SYMBOLIZE_NO_INLINES) | (llvm_compat ? SPROV_SYMBOLIZE_LLVM_COMPAT : 0) |
+                         (short_names ? SPROV_SYMBOLIZE_SHORT_NAMES : 0) | (demangle ? 0 : SPROV_SYMBOLIZE_NO_DEMANGLE);
+  std::vector<std::vector<InlineFrame>> out;
+  out.reserve(addrs.size());
+  py::gil_scoped_release nogil;
+  const int k = parse_id_kind(kind);
+  const std::string id_hex = id_hex_of_key(k, key);
+  std::lock_guard<std::mutex> lock(*s.mu);
+  if (!s.sym) fail_arg("the Symbolizer is closed");
+  for (uint64_t a : addrs) {
+    sprov_symbol_info info{};
+    info.sz = sizeof(info);
+    check(sprov_symbolizer_addr_id(s.sym.get(), k, id_hex.c_str(), a, flags, &info));
     out.push_back(inline_chain(s.sym.get(), info));
   }
   return out;
@@ -419,6 +507,13 @@ void init_stack(py::module_& m) {
       .def_property_readonly("build_id", [](const Frame& f) { return hex(f.build_id); },
                              "lowercase hex GNU build-id ('' when none)")
       .def_readonly("module_offset", &Frame::module_offset, "link-time address in the module")
+      .def_readonly("id_kind", &Frame::id_kind,
+                    "the module's identity kind: elf-build-id, pdb-guid-age or macho-uuid ('' when none)")
+      .def_property_readonly("module_id", [](const Frame& f) { return hex(f.module_id); },
+                             "the module's identity bytes, lowercase hex as bundles store them ('' when none)")
+      .def_readonly("module_key", &Frame::module_key,
+                    "the identity as the platform writes it: the PDB symbol-server key (GUID + age), the Mach-O "
+                    "UUID (8-4-4-4-12), the ELF build-id; what symbolize_id(id_kind, key, ...) takes ('' when none)")
       .def_readonly("method", &Frame::method, "how the frame was found: context, cfi_eh_frame, ...")
       .def_readonly("flags", &Frame::flags)
       .def_readonly("function", &Frame::function, "symbol tables' name, None when unresolved")
@@ -471,6 +566,7 @@ void init_stack(py::module_& m) {
   py::class_<ProcessInfo>(m, "ProcessInfo", "What a capture knows besides the registers.")
       .def_readonly("pid", &ProcessInfo::pid)
       .def_readonly("core", &ProcessInfo::core)
+      .def_readonly("source", &ProcessInfo::source, "what was read: \"live\", \"core\", \"minidump\" or \"raw\"")
       .def_readonly("program", &ProcessInfo::program)
       .def_readonly("command_line", &ProcessInfo::command_line)
       .def_readonly("warnings", &ProcessInfo::warnings)
@@ -569,7 +665,21 @@ void init_stack(py::module_& m) {
   symbolizer_cls
       .def("symbolize", &symbolize_with, py::arg("path"), py::arg("addresses"), py::kw_only(), py::arg("inlines") = true,
            py::arg("llvm_compat") = false, py::arg("short_names") = false, py::arg("demangle") = true,
-           "One inline chain (innermost first, physical function last) per address.");
+           "One inline chain (innermost first, physical function last) per address.")
+      .def("symbolize_id", &symbolize_id_with, py::arg("kind"), py::arg("key"), py::arg("addresses"), py::kw_only(),
+           py::arg("inlines") = true, py::arg("llvm_compat") = false, py::arg("short_names") = false,
+           py::arg("demangle") = true,
+           "The same for the module of identity `kind` (elf-build-id, pdb-guid-age, macho-uuid) and `key`\n"
+           "(Frame.module_key's form: build-id hex, PDB symbol-server key, UUID) with no module file: only\n"
+           "a bundle answers (the context's bundle store, or the one given to use_bundle).")
+      .def("use_bundle", [](Symbolizer& s, const std::string& bundle) {
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*s.mu);
+        if (!s.sym) fail_arg("the Symbolizer is closed");
+        check(sprov_symbolizer_use_bundle(s.sym.get(), bundle.c_str()));
+      }, py::arg("bundle"),
+      "Answers every module from this bundle (\"sha256:<hex>\" in the context's store, or a bundle file) instead\n"
+      "of the store's id map; a module it does not hold is an error naming both identities.");
 
   py::class_<Process> process_cls(m, "Process", "A multi-thread capture of a live process or a core file.");
   process_cls
@@ -652,13 +762,23 @@ void init_stack(py::module_& m) {
       }, py::arg("path"), py::kw_only(), py::arg("symbol_path") = py::none(), py::arg("tid") = 0,
       "Opens a Windows minidump (x64): the exception's thread first; symbol_path: ':'-separated directories "
       "of module files.")
+      .def("open_raw", [](const Context& c, std::string path) {
+        CtxPtr ctx = c.get();
+        py::gil_scoped_release nogil;
+        return open_process(ctx, std::nullopt, std::nullopt, std::nullopt, 0, false, std::nullopt, std::nullopt, path);
+      }, py::arg("path"),
+      "Opens raw machine state (doc/raw-state.md): one JSON document of a thread's registers, memory and modules,\n"
+      "or a directory of them (one thread each, in name order).")
       .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
                         std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
-                        std::string python, bool tail_calls) {
-        StackResult r = stack_of(c.get(), pid, core, exe, tid, max_frames, lines, python, tail_calls);
+                        std::string python, bool tail_calls, std::optional<std::string> minidump,
+                        std::optional<std::string> raw, std::optional<std::string> symbol_path) {
+        StackResult r = stack_of(c.get(), Target{pid, core, exe, minidump, raw, symbol_path}, tid, max_frames, lines,
+                                 python, tail_calls);
         return std::make_pair(r.info, r.threads);
       }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
-      py::arg("python") = "auto", py::arg("tail_calls") = true);
+      py::arg("python") = "auto", py::arg("tail_calls") = true, py::arg("minidump") = py::none(),
+      py::arg("raw") = py::none(), py::arg("symbol_path") = py::none());
 
   closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
   closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");

@@ -13,6 +13,8 @@
 #include "capi/internal.hpp"
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
+#include "macho/macho_object.hpp"
+#include "pe/pe_object.hpp"
 #include "pipeline/bundle_build.hpp"
 #include "symbolize/bundle_store.hpp"
 
@@ -196,6 +198,62 @@ static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == static_cast<int>(IdKind::kElfBuild
               SPROV_BUNDLE_ID_MACHO_UUID == static_cast<int>(IdKind::kMachoUuid));
 
 SPROV_API const char* sprov_bundle_id_kind_name(int kind) { return pipeline::bundle_id_kind_name(kind); }
+
+SPROV_API int sprov_bundle_id_kind_parse(const char* name, int* kind) {
+  return guard([&] {
+    if (!name) return fail(null_arg("name"));
+    if (!kind) return fail(null_arg("kind"));
+    for (int k = SPROV_BUNDLE_ID_ELF_BUILD_ID; k <= SPROV_BUNDLE_ID_MACHO_UUID; k++)
+      if (std::strcmp(name, pipeline::bundle_id_kind_name(k)) == 0) {
+        *kind = k;
+        return 0;
+      }
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "invalid id kind '%.*s' (expected elf-build-id, pdb-guid-age or macho-uuid)",
+                           static_cast<int>(std::min<size_t>(std::strlen(name), 100)), name));
+  });
+}
+
+SPROV_API int sprov_id_key(int id_kind, const char* id_hex, char** out, size_t* out_len) {
+  return guard([&] {
+    auto kind = id_kind_of(id_kind);
+    if (!kind) return fail(kind.error());
+    auto b = id_bytes(id_hex);
+    if (!b) return fail(b.error());
+    const char* name = pipeline::bundle_id_kind_name(id_kind);
+    const ModuleId id = ModuleId::from_bytes(b->data(), b->size(), static_cast<IdKind>(*kind));
+    std::string key;
+    if (*kind == bundle::IdKind::kElfBuildId) key = id.hex();
+    else if (*kind == bundle::IdKind::kPdbGuidAge) key = pe::symbol_server_key(id);
+    else key = macho::uuid_string(id);
+    if (key.empty())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "'%s' is not a %s identity (%zu bytes; expected %d)", id_hex, name,
+                             b->size(), *kind == bundle::IdKind::kPdbGuidAge ? 20 : 16));
+    return give_string(key, out, out_len);
+  });
+}
+
+SPROV_API int sprov_id_from_key(int id_kind, const char* key, char** out_hex, size_t* out_len) {
+  return guard([&] {
+    auto kind = id_kind_of(id_kind);
+    if (!kind) return fail(kind.error());
+    if (!key) return fail(null_arg("key"));
+    if (!out_hex) return fail(null_arg("out_hex"));
+    const std::string_view k(key);
+    Result<ModuleId> id = ModuleId{};
+    if (*kind == bundle::IdKind::kPdbGuidAge) {
+      id = pe::pdb_id_from_key(k);
+    } else if (*kind == bundle::IdKind::kMachoUuid) {
+      id = macho::uuid_from_string(k);
+    } else {
+      id = ModuleId::from_hex(k, IdKind::kElfBuildId);
+      if (id->empty() || k.size() % 2 != 0)
+        return fail(make_error(SPROV_ERR_INVALID_ARG, "invalid elf-build-id '%.*s' (expected an even number of hex digits, "
+                               "2 to %zu)", static_cast<int>(std::min<size_t>(k.size(), 140)), key, 2 * ModuleId::kMax));
+    }
+    if (!id) return fail(id.error());
+    return give_string(id->hex(), out_hex, out_len);
+  });
+}
 
 SPROV_API int sprov_bundle_build(const char* const* paths, size_t count, const struct sprov_bundle_build_opts* opts,
                                  void** out, size_t* out_len, char* digest, size_t digest_size) {

@@ -7,10 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
+#include <optional>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "core/leb128.hpp"
 #include "core/mapped_file.hpp"
@@ -127,6 +131,21 @@ std::string uuid_string(const ModuleId& id) {
     out += kHex[id.bytes[i] & 15];
   }
   return out;
+}
+
+Result<ModuleId> uuid_from_string(std::string_view text) {
+  std::string digits;
+  bool ok = text.size() == 32 || text.size() == 36;
+  for (size_t i = 0; ok && i < text.size(); i++) {
+    if (text.size() == 36 && (i == 8 || i == 13 || i == 18 || i == 23)) ok = text[i] == '-';
+    else if (std::isxdigit(static_cast<unsigned char>(text[i]))) digits += text[i];
+    else ok = false;
+  }
+  const ModuleId id = ok ? ModuleId::from_hex(digits, IdKind::kMachoUuid) : ModuleId{};
+  if (id.len != 16)
+    return make_error(SPROV_ERR_INVALID_ARG, "invalid macho-uuid '%.*s' (expected a UUID: 32 hex digits, optionally "
+                      "8-4-4-4-12 with dashes)", static_cast<int>(std::min<size_t>(text.size(), 140)), text.data());
+  return id;
 }
 
 Result<std::vector<Slice>> read_slices(std::span<const uint8_t> bytes, const std::string& name) {
@@ -706,37 +725,56 @@ std::vector<object::CodeSection> MachoObject::code_sections() const {
 }
 
 Result<std::shared_ptr<const object::ObjectImage>> MachoObject::find_debug_file(
-    const object::DebugFileOptions&, std::vector<object::DebugFileCandidate>* looked_at) const {
+    const object::DebugFileOptions& opts, std::vector<object::DebugFileCandidate>* looked_at) const {
   using Outcome = object::DebugFileCandidate::Outcome;
   if (id_.empty())
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no LC_UUID: a dSYM cannot be matched to it", path_.c_str());
   const size_t slash = path_.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash);
   const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  if (!relative_names_stay_in_root(dir))
+  const std::string inside = "/" + base + ".dSYM/Contents/Resources/DWARF/" + base;
+  // The candidates in order: beside the image (in the target's root when the image is a target's),
+  // then in each debug directory (under the target's root, else the sysroot), as PDBs are found.
+  std::vector<std::pair<const char*, std::string>> candidates;
+  if (relative_names_stay_in_root(dir)) candidates.emplace_back("dsym", dir + inside);
+  for (const std::string& d : opts.debug_dirs) {
+    if (d.empty()) continue;
+    const std::string root = !target_root_.empty() ? target_root_ : opts.sysroot;
+    candidates.emplace_back("dsym-dir", (root.empty() || d[0] != '/' ? d : root + d) + inside);
+  }
+  if (candidates.empty())
     return make_error(SPROV_ERR_NOT_FOUND, "%s: a dSYM beside it would be looked up outside its root", path_.c_str());
-  const std::string dsym = dir + "/" + base + ".dSYM/Contents/Resources/DWARF/" + base;
-  auto note = [&](Outcome o, std::string reason) {
-    if (looked_at != nullptr) looked_at->push_back({"dsym", dsym, o, std::move(reason)});
-  };
-  struct stat st;
-  if (stat_path(dsym, &st) != 0) {
-    const int err = errno;
-    note(Outcome::kMissing, strerror(err));
-    return make_error(SPROV_ERR_NOT_FOUND, "%s: no dSYM at %s", path_.c_str(), dsym.c_str());
+  std::optional<Error> first_error;  // a dSYM of another build, or unreadable; else "no dSYM"
+  std::string tried;
+  for (const auto& [rule, dsym] : candidates) {
+    auto note = [&, rule = rule, &dsym = dsym](Outcome o, std::string reason) {
+      if (looked_at != nullptr) looked_at->push_back({rule, dsym, o, std::move(reason)});
+    };
+    tried += (tried.empty() ? "" : ", ") + dsym;
+    struct stat st;
+    if (stat_path(dsym, &st) != 0) {
+      note(Outcome::kMissing, strerror(errno));
+      continue;
+    }
+    SliceChoice by_uuid;
+    by_uuid.uuid = id_;
+    auto d = MachoObject::open(dsym, by_uuid);
+    if (!d.ok()) {
+      const bool mismatch = d.error().code == SPROV_ERR_BUILD_ID_MISMATCH;
+      note(mismatch ? Outcome::kIdentityMismatch : Outcome::kUnreadable, d.error().message);
+      if (!first_error)
+        first_error = mismatch ? Error{SPROV_ERR_BUILD_ID_MISMATCH, path_ + ": its UUID " + uuid_string(id_) +
+                                                                        " is not its dSYM's: " + d.error().message}
+                               : std::move(d).error();
+      continue;
+    }
+    note(Outcome::kUsed, "");
+    return std::shared_ptr<const object::ObjectImage>(d.value());
   }
-  SliceChoice by_uuid;
-  by_uuid.uuid = id_;
-  auto d = MachoObject::open(dsym, by_uuid);
-  if (!d.ok()) {
-    const bool mismatch = d.error().code == SPROV_ERR_BUILD_ID_MISMATCH;
-    note(mismatch ? Outcome::kIdentityMismatch : Outcome::kUnreadable, d.error().message);
-    if (mismatch)
-      return Error{SPROV_ERR_BUILD_ID_MISMATCH, path_ + ": its UUID " + uuid_string(id_) + " is not its dSYM's: " + d.error().message};
-    return std::move(d).error();
-  }
-  note(Outcome::kUsed, "");
-  return std::shared_ptr<const object::ObjectImage>(d.value());
+  if (first_error) return *std::move(first_error);
+  if (candidates.size() == 1)
+    return make_error(SPROV_ERR_NOT_FOUND, "%s: no dSYM at %s", path_.c_str(), tried.c_str());
+  return make_error(SPROV_ERR_NOT_FOUND, "%s: no dSYM (searched: %s)", path_.c_str(), tried.c_str());
 }
 
 }  // namespace stackprov::macho

@@ -130,6 +130,9 @@ struct ExportSymbol {
 /// The UUID as "XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX" (uppercase, as dwarfdump and macOS print it);
 /// "" for an id that is not kMachoUuid.
 std::string uuid_string(const ModuleId& id);
+/// The inverse: the kMachoUuid identity of a UUID written 8-4-4-4-12 or as 32 hex digits, any
+/// case. SPROV_ERR_INVALID_ARG naming the text and the form otherwise.
+Result<ModuleId> uuid_from_string(std::string_view text);
 
 /// How a slice of a fat file is chosen: by architecture, by UUID, or (both empty) the host's
 /// architecture's slice, else the first one.
@@ -186,9 +189,12 @@ class MachoObject final : public object::ObjectImage {
   std::vector<object::CodeSection> code_sections() const override;
   bool file_changed() const override;
   const std::string& target_root() const override { return target_root_; }
-  /// The dSYM beside the image: DIR/NAME.dSYM/Contents/Resources/DWARF/NAME, its slice whose
-  /// UUID is this image's. SPROV_ERR_BUILD_ID_MISMATCH naming both UUIDs when the dSYM has none
-  /// equal; SPROV_ERR_NOT_FOUND when there is no dSYM or the image has no UUID.
+  /// The dSYM beside the image, DIR/NAME.dSYM/Contents/Resources/DWARF/NAME, else in each of
+  /// opts.debug_dirs (the dSYM search path: D/NAME.dSYM/..., under the target's root or the
+  /// sysroot): the first one's slice whose UUID is this image's. A dSYM there of another build
+  /// is passed over (the next place is tried); when none matches, SPROV_ERR_BUILD_ID_MISMATCH
+  /// naming both UUIDs of the first such dSYM, or SPROV_ERR_NOT_FOUND naming the places
+  /// searched (or the image has no UUID).
   Result<std::shared_ptr<const object::ObjectImage>> find_debug_file(
       const object::DebugFileOptions& opts, std::vector<object::DebugFileCandidate>* looked_at = nullptr) const override;
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
@@ -59,6 +60,29 @@ std::string symbol_server_key(const ModuleId& id) {
   }
   std::snprintf(buf, sizeof buf, "%X", le32(g + 16));
   return out + buf;
+}
+
+Result<ModuleId> pdb_id_from_key(std::string_view key) {
+  const bool hex = std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+  if (!hex || key.size() < 33 || key.size() > 40)
+    return make_error(SPROV_ERR_INVALID_ARG, "invalid pdb-guid-age key '%.*s' (expected a symbol-server key: the GUID's "
+                      "32 hex digits, then the age in 1 to 8 hex digits)", static_cast<int>(std::min<size_t>(key.size(), 140)),
+                      key.data());
+  auto value = [&key](size_t at, size_t n) {  // the field's digits as a number
+    uint32_t v = 0;
+    for (size_t i = at; i < at + n; i++) v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(key[i]))
+                                                                                ? key[i] - '0'
+                                                                                : std::tolower(static_cast<unsigned char>(key[i])) - 'a' + 10);
+    return v;
+  };
+  uint8_t b[20];
+  const uint32_t d1 = value(0, 8), d2 = value(8, 4), d3 = value(12, 4), age = value(32, key.size() - 32);
+  for (int i = 0; i < 4; i++) b[i] = static_cast<uint8_t>(d1 >> (8 * i));  // Data1..3 little-endian, as RSDS stores them
+  for (int i = 0; i < 2; i++) b[4 + i] = static_cast<uint8_t>(d2 >> (8 * i));
+  for (int i = 0; i < 2; i++) b[6 + i] = static_cast<uint8_t>(d3 >> (8 * i));
+  for (int i = 0; i < 8; i++) b[8 + i] = static_cast<uint8_t>(value(16 + 2 * i, 2));  // Data4 as written
+  for (int i = 0; i < 4; i++) b[16 + i] = static_cast<uint8_t>(age >> (8 * i));
+  return ModuleId::from_bytes(b, sizeof b, IdKind::kPdbGuidAge);
 }
 
 ModuleId pdb_id(const CodeView& cv) {

@@ -93,6 +93,9 @@ struct CodeView {
 /// (Data1-Data2-Data3-Data4) order, then the age in uppercase hex, e.g.
 /// 43E4EBB6038D8C074C4C44205044422E1. Empty for an id that is not kPdbGuidAge.
 std::string symbol_server_key(const ModuleId& id);
+/// The inverse: the kPdbGuidAge identity of a symbol-server key (32 hex digits of GUID, then 1 to
+/// 8 of age, any case). SPROV_ERR_INVALID_ARG naming the key and the form otherwise.
+Result<ModuleId> pdb_id_from_key(std::string_view key);
 /// The identity of a CodeView record: kPdbGuidAge, the 16 GUID bytes as stored then the age (u32 LE).
 ModuleId pdb_id(const CodeView& cv);
 

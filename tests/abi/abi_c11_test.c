@@ -141,6 +141,39 @@ static void bundle_abi(void) {
   EXPECT(strcmp(sprov_bundle_id_kind_name(SPROV_BUNDLE_ID_MACHO_UUID), "macho-uuid") == 0);
 }
 
+/* Identity keys (issues 33, 34): kind names, the PDB symbol-server key and the Mach-O UUID text to
+ * and from the bytes. The PDB values: llvm-readobj-14 prints PDBGUID (1E 10 45 FF 5C BA 07 4A 4C 4C
+ * 44 20 50 44 42 2E), PDBAge 1 for a fixture; its key is Data1 FF45101E, Data2 BA5C, Data3 4A07, Data4
+ * 4C4C44205044422E, age 1 (the layout of a symbol store's NAME.pdb/KEY/NAME.pdb). */
+static void id_key_abi(void) {
+  int kind = 0;
+  char* out = NULL;
+  size_t len = 0;
+  EXPECT(sprov_bundle_id_kind_parse("pdb-guid-age", &kind) == 0 && kind == SPROV_BUNDLE_ID_PDB_GUID_AGE);
+  EXPECT(sprov_bundle_id_kind_parse("pdb", &kind) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "'pdb'") != NULL);
+  EXPECT(sprov_id_key(SPROV_BUNDLE_ID_PDB_GUID_AGE, "1e1045ff5cba074a4c4c44205044422e01000000", &out, &len) == 0);
+  EXPECT(out && strcmp(out, "FF45101EBA5C4A074C4C44205044422E1") == 0 && len == 33);
+  sprov_free(out);
+  EXPECT(sprov_id_from_key(SPROV_BUNDLE_ID_PDB_GUID_AGE, "ff45101eba5c4a074c4c44205044422e1", &out, &len) == 0);
+  EXPECT(out && strcmp(out, "1e1045ff5cba074a4c4c44205044422e01000000") == 0 && len == 40);
+  sprov_free(out);
+  EXPECT(sprov_id_from_key(SPROV_BUNDLE_ID_PDB_GUID_AGE, "FF45101E", &out, &len) == SPROV_ERR_INVALID_ARG);
+  EXPECT(strstr(sprov_last_error_message(), "'FF45101E'") != NULL);
+  EXPECT(sprov_id_key(SPROV_BUNDLE_ID_MACHO_UUID, "4c4c44ea55553144a129f8c17d330f3b", &out, &len) == 0);
+  EXPECT(out && strcmp(out, "4C4C44EA-5555-3144-A129-F8C17D330F3B") == 0);
+  sprov_free(out);
+  EXPECT(sprov_id_from_key(SPROV_BUNDLE_ID_MACHO_UUID, "4C4C44EA-5555-3144-A129-F8C17D330F3B", &out, &len) == 0);
+  EXPECT(out && strcmp(out, "4c4c44ea55553144a129f8c17d330f3b") == 0);
+  sprov_free(out);
+  EXPECT(sprov_id_from_key(SPROV_BUNDLE_ID_MACHO_UUID, "4C4C44EA+5555-3144-A129-F8C17D330F3B", &out, &len) ==
+         SPROV_ERR_INVALID_ARG);
+  EXPECT(sprov_id_key(SPROV_BUNDLE_ID_MACHO_UUID, "deadbeef", &out, &len) == SPROV_ERR_INVALID_ARG);
+  EXPECT(sprov_id_from_key(SPROV_BUNDLE_ID_ELF_BUILD_ID, "DEADBEEF", &out, &len) == 0 && strcmp(out, "deadbeef") == 0);
+  sprov_free(out);
+  EXPECT(sprov_id_from_key(7, "00", &out, &len) == SPROV_ERR_INVALID_ARG);
+}
+
 /* Module identities of every kind (issue 32): sprov_module_info.id_kind/id/id_len in and out,
  * build_id only for an ELF build-id, the kind kept through serialization and on frames. */
 static void identity_abi(void) {
@@ -222,6 +255,7 @@ static void identity_abi(void) {
 
 int main(void) {
   identity_abi();
+  id_key_abi();
   bundle_abi();
   EXPECT(strcmp(sprov_version(), SPROV_VERSION_STRING) == 0);
   EXPECT(sprov_version_number() == SPROV_VERSION_NUMBER);

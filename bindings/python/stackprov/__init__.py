@@ -5,10 +5,14 @@
     for t in stackprov.stack(pid=1234):        # or stack(core="core.1", exe="./app")
         for f in t.frames:
             print(hex(f.pc), f.function, f.file, f.line, f.method, f.inlined)
+    stackprov.stack(minidump="app.dmp", symbol_path=["C:/symbols"])  # Windows x64 minidumps
+    stackprov.stack(raw="state.json")          # raw machine state (doc/raw-state.md), e.g. Mach-O
     ctx = stackprov.Context(debug_dirs=["/usr/lib/debug"])
     snap = ctx.capture_self()                  # Snapshot; to_bytes() / Snapshot.from_bytes()
     st = ctx.unwinder().unwind(snap)
     stackprov.symbolize("/usr/bin/python3.11", [0x1234])   # one inline chain per address
+    stackprov.symbolize_id("pdb-guid-age", "43E4EBB6038D8C074C4C44205044422E1", [0x140001000],
+                           store="/var/lib/bundles")             # no module file: its bundle answers
     stackprov.record(command=["./app"], duration=2, output="app.cap")   # RecordResult: samples, lost, ...
     prof = stackprov.perf_import("app.cap")     # or a perf.data: .samples (frames), .folded, .svg()
     tid = stackprov.trace_capture(pid=1234, store="sqlite:t.db", bundle=True)
@@ -43,7 +47,7 @@ from ._stackprov import (Bundle, BundleModule, Context, Frame, InlineFrame, Proc
 __version__ = _stackprov.__version__
 
 __all__ = [
-    "__version__", "stack", "stack_with_info", "symbolize", "Context", "Snapshot", "Unwinder",
+    "__version__", "stack", "stack_with_info", "symbolize", "symbolize_id", "Context", "Snapshot", "Unwinder",
     "Symbolizer", "Process", "ProcessInfo", "Stack", "Thread", "Frame", "InlineFrame", "Error",
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "FormatError", "SnapshotError",
     "BuildIdMismatchError", "CaptureError", "VerificationError", "ProcessNotFoundError",
@@ -56,43 +60,142 @@ __all__ = [
 ]
 
 
-def stack_with_info(pid=None, core=None, exe=None, *, tid=0, max_frames=0, lines=True, context=None,
-                    python="auto", tail_calls=True):
-    """(ProcessInfo, [Thread]) of a live process (pid=) or an ELF core file (core=, exe=)."""
-    ctx = context if context is not None else _stackprov._default_context()
-    return ctx._stack(pid, core, exe, tid, max_frames, lines, python, tail_calls)
+def _dir_list(what, dirs):
+    """`dirs` (one path, a ':'-separated string or a list of paths) as a list of existing
+    directories; FileMissingError / InvalidArgumentError naming the one that is not."""
+    if dirs is None:
+        return None
+    if isinstance(dirs, (str, bytes, _os.PathLike)):
+        dirs = [d for d in _os.fsdecode(dirs).split(":") if d]
+    elif not all(isinstance(d, (str, bytes, _os.PathLike)) for d in dirs):
+        raise InvalidArgumentError("invalid %s %r (expected a directory, a ':'-separated list or a list of directories)"
+                                   % (what, dirs), _INVALID_ARG)
+    out = []
+    for d in dirs:
+        d = _os.fsdecode(d)
+        if not d or ":" in d:
+            raise InvalidArgumentError("invalid %s directory %r (empty, or a ':' inside one directory)" % (what, d),
+                                       _INVALID_ARG)
+        if not _os.path.exists(d):
+            raise FileMissingError("%s directory '%s' does not exist" % (what, d), -2)
+        if not _os.path.isdir(d):
+            raise InvalidArgumentError("%s '%s' is not a directory" % (what, d), _INVALID_ARG)
+        out.append(d)
+    return out
 
 
-def stack(pid=None, core=None, exe=None, *, tid=0, max_frames=0, lines=True, context=None, python="auto",
-          tail_calls=True):
-    """Stacks of every thread (or only `tid`) of a live process (pid=) or a core file (core=,
-    exe= the main program), as `stackprov stack` prints them: a list of Thread, each with
-    .tid, .name, .frames (Frame: pc, sp, cfa, module, build_id, module_offset, function, file,
-    line, column, method, resolver, inlined, ...) and .stop_reason. max_frames: 1..65536 (0: 256).
+def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0,
+                    lines=True, context=None, python="auto", tail_calls=True):
+    """(ProcessInfo, [Thread]) of a live process (pid=), an ELF core file (core=, exe=), a Windows
+    minidump (minidump=, symbol_path=) or raw machine state (raw=). ProcessInfo.source says which;
+    a minidump's exception is in .exception_code/.exception_address/.exception_tid/.exception_name
+    and where each module's identity and file came from in .notes."""
+    for what, v in (("minidump", minidump), ("raw", raw)):
+        if v is not None and not isinstance(v, (str, bytes, _os.PathLike)):
+            raise InvalidArgumentError("invalid %s %r (expected a path)" % (what, v), _INVALID_ARG)
+    minidump = _os.fsdecode(minidump) if minidump is not None else None
+    raw = _os.fsdecode(raw) if raw is not None else None
+    for what, v in (("minidump", minidump), ("raw state", raw)):
+        if v and not _os.path.exists(v):
+            raise FileMissingError("%s '%s': no such file or directory" % (what, v), -2)
+    sp = _dir_list("symbol_path", symbol_path)
+    if context is not None:
+        ctx = context
+    elif sp:
+        # The PDBs of the minidump's modules are looked up there too (NAME.pdb, NAME.pdb/KEY/NAME.pdb),
+        # after the default debug directory, as `stackprov stack --symbol-path` does.
+        ctx = Context(debug_dirs=["/usr/lib/debug"] + sp)
+    else:
+        ctx = _stackprov._default_context()
+    return ctx._stack(pid, core, exe, tid, max_frames, lines, python, tail_calls, minidump, raw,
+                      ":".join(sp) if sp is not None else None)
+
+
+def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0, lines=True,
+          context=None, python="auto", tail_calls=True):
+    """Stacks of every thread (or only `tid`) of a live process (pid=), a core file (core=,
+    exe= the main program), a Windows x64 minidump (minidump=: the exception's thread first;
+    symbol_path: directories -- a list or a ':'-separated string -- of module files, DIR/NAME or
+    DIR/NAME/<TIMESTAMP><SIZEOFIMAGE>/NAME, and of their PDBs, DIR/NAME.pdb or
+    DIR/NAME.pdb/<KEY>/NAME.pdb -- the PDBs only without context=: a context's own debug_dirs are
+    where it looks for them) or raw machine state (raw=: a JSON document of one thread or a
+    directory of them, doc/raw-state.md; modules of any format -- Mach-O, ELF, PE -- opened from
+    their paths), as `stackprov stack` prints them: a list of Thread, each with
+    .tid, .name, .frames (Frame: pc, sp, cfa, module, build_id, id_kind, module_id, module_key,
+    module_offset, function, file, line, column, method, resolver, inlined, ...) and .stop_reason.
+    A module whose file is missing is answered from its bundle when the context has a bundle store
+    (context=Context(bundle_store=DIR), offline=True for bundles only). max_frames: 1..65536 (0: 256).
     lines=False: no DWARF lines or inline chains (faster). python: "auto" (CPython 3.11 frames,
     method "runtime", interleaved before the _PyEval_EvalFrameDefault activation that runs them, as
     `stackprov stack --python=auto`), "off" (native frames only) or "only" (the Python frames alone).
     tail_calls (with lines): frames of functions that tail-called the next one, inferred from DWARF
     call sites as gdb shows them (method "tail_call", flags ["inferred"]; not on the stack), as
     `stackprov stack` shows them by default; False: only the frames on the stack."""
-    return stack_with_info(pid, core, exe, tid=tid, max_frames=max_frames, lines=lines, context=context,
-                           python=python, tail_calls=tail_calls)[1]
+    return stack_with_info(pid, core, exe, minidump=minidump, raw=raw, symbol_path=symbol_path, tid=tid,
+                           max_frames=max_frames, lines=lines, context=context, python=python,
+                           tail_calls=tail_calls)[1]
 
 
 def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=False, demangle=True,
-              context=None):
+              debug_dirs=None, symbol_path=None, context=None):
     """One inline chain per link-time address of the module file `path`: a list of InlineFrame,
     innermost inlined function first, the physical function last (one element with
     inlines=False, as llvm-symbolizer --no-inlines). An address nothing covers gives
     [InlineFrame(function='', resolver='none')]. llvm_compat=True names functions exactly as
     llvm-symbolizer-14 does; short_names: DW_AT_name (llvm --functions=short); demangle=False:
-    linkage names."""
-    if context is None:
-        sym = _thread_symbolizer()
+    linkage names. debug_dirs: where separate debug files are looked up (ELF: .build-id/xx/yyyy.debug;
+    a PE's PDB: DIR/NAME.pdb, DIR/NAME.pdb/KEY/NAME.pdb; a Mach-O image's dSYM:
+    DIR/NAME.dSYM/Contents/Resources/DWARF/NAME), as `stackprov symbolize --debug-file-directory`;
+    symbol_path: local symbol stores searched for PDBs after them (`--symbol-path`; /usr/lib/debug
+    first when debug_dirs is not given). Both take a list or a ':'-separated string, and are
+    the context's: not with context= (give them to Context(debug_dirs=...))."""
+    dd, sp = _dir_list("debug_dirs", debug_dirs), _dir_list("symbol_path", symbol_path)
+    if dd is None and sp is None:
+        sym = _thread_symbolizer() if context is None else context.symbolizer()
+        # For repeated calls keep one: context.symbolizer().symbolize()
+    elif context is not None:
+        raise InvalidArgumentError("debug_dirs and symbol_path are the context's: give them to Context(debug_dirs=...), "
+                                   "not with context=", _INVALID_ARG)
     else:
-        sym = context.symbolizer()  # for repeated calls keep one: context.symbolizer().symbolize()
+        sym = Context(debug_dirs=(dd if dd is not None else ["/usr/lib/debug"]) + (sp or [])).symbolizer()
+    if isinstance(path, (bytes, _os.PathLike)):
+        path = _os.fsdecode(path)  # a str as given; another type is the extension's TypeError
     return sym.symbolize(path, list(addresses), inlines=inlines, llvm_compat=llvm_compat,
                          short_names=short_names, demangle=demangle)
+
+
+def symbolize_id(kind, key, addresses, *, store=None, bundle=None, inlines=True, llvm_compat=False, short_names=False,
+                 demangle=True, context=None):
+    """symbolize() for the module of identity `kind` -- "elf-build-id", "pdb-guid-age" or
+    "macho-uuid" -- and `key` (Frame.module_key's form: the build-id in hex, the PDB's
+    symbol-server key (GUID + age in hex, as in NAME.pdb/KEY/NAME.pdb), the Mach-O UUID with or
+    without dashes), with no module file: only its bundle answers, as `stackprov symbolize
+    --build-id/--pdb-key`. store: the bundle store directory holding it (None: the context's, else
+    the default store, as the CLI); bundle: answer from this bundle (a Bundle, "sha256:<hex>" in the
+    store, or a bundle file) -- one that does not hold the module is an error naming both
+    identities. A wrong kind name or a malformed key raises InvalidArgumentError naming it; no
+    bundle for the identity NotFoundError naming the identity and the store."""
+    if not isinstance(kind, str):
+        raise InvalidArgumentError("invalid id kind %r (expected elf-build-id, pdb-guid-age or macho-uuid)" % (kind,),
+                                   _INVALID_ARG)
+    if not isinstance(key, str):
+        raise InvalidArgumentError("invalid %s key %r (expected a string)" % (kind, key), _INVALID_ARG)
+    refs = _bundle_refs([bundle]) if bundle is not None else []
+    if store is not None:
+        if context is not None:
+            raise InvalidArgumentError("store '%s' is the context's: give it to Context(bundle_store=...), not with "
+                                       "context=" % (store,), _INVALID_ARG)
+        store = _os.fspath(store)
+        if not _os.path.isdir(store):
+            raise FileMissingError("bundle store '%s' does not exist" % store, -2)
+        context = Context(bundle_store=store)
+    elif context is None:
+        context = _stackprov._trace_context() if not refs else Context()
+    sym = context.symbolizer(demangle=demangle)
+    if refs:
+        sym.use_bundle(refs[0])
+    return sym.symbolize_id(kind, key, list(addresses), inlines=inlines, llvm_compat=llvm_compat,
+                            short_names=short_names, demangle=demangle)
 
 
 _local = _threading.local()
@@ -356,7 +459,7 @@ def _public_signature_errors(fn):
     return wrapper
 
 
-for _name in ("stack", "stack_with_info", "symbolize", "trace_capture", "trace_get", "trace_list", "trace_replays",
+for _name in ("stack", "stack_with_info", "symbolize", "symbolize_id", "trace_capture", "trace_get", "trace_list", "trace_replays",
               "trace_resolve", "trace_replay", "record", "perf_import"):
     globals()[_name] = _public_signature_errors(globals()[_name])
 del _name

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Type stubs of the stackprov package (the extension _stackprov and the Python wrappers).
+import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 __version__: str
@@ -41,6 +42,9 @@ class Frame:
     module: Optional[str]
     module_index: int
     build_id: str
+    id_kind: str
+    module_id: str
+    module_key: str
     module_offset: int
     method: str
     flags: List[str]
@@ -79,6 +83,7 @@ class Thread:
 class ProcessInfo:
     pid: int
     core: bool
+    source: str
     program: str
     command_line: str
     warnings: str
@@ -123,6 +128,10 @@ class Unwinder:
 class Symbolizer:
     def symbolize(self, path: str, addresses: Sequence[int], *, inlines: bool = ..., llvm_compat: bool = ...,
                   short_names: bool = ..., demangle: bool = ...) -> List[List[InlineFrame]]: ...
+    def symbolize_id(self, kind: str, key: str, addresses: Sequence[int], *, inlines: bool = ...,
+                     llvm_compat: bool = ..., short_names: bool = ...,
+                     demangle: bool = ...) -> List[List[InlineFrame]]: ...
+    def use_bundle(self, bundle: str) -> None: ...
     def close(self) -> None: ...
     def __enter__(self) -> Symbolizer: ...
     def __exit__(self, *args: object) -> None: ...
@@ -153,17 +162,30 @@ class Context:
     def capture(self, pid: int, *, tid: int = ...) -> Process: ...
     def open_core(self, core: str, *, exe: Optional[str] = ..., tid: int = ...) -> Process: ...
     def open_minidump(self, path: str, *, symbol_path: Optional[str] = ..., tid: int = ...) -> Process: ...
+    def open_raw(self, path: str) -> Process: ...
 
-def stack(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *, tid: int = ...,
+_Dirs = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+
+def stack(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *,
+          minidump: Optional[Union[str, "os.PathLike[str]"]] = ..., raw: Optional[Union[str, "os.PathLike[str]"]] = ...,
+          symbol_path: Optional[_Dirs] = ..., tid: int = ...,
           max_frames: int = ..., lines: bool = ..., context: Optional[Context] = ...,
           python: str = ..., tail_calls: bool = ...) -> List[Thread]: ...
 def stack_with_info(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *,
+                    minidump: Optional[Union[str, "os.PathLike[str]"]] = ...,
+                    raw: Optional[Union[str, "os.PathLike[str]"]] = ..., symbol_path: Optional[_Dirs] = ...,
                     tid: int = ..., max_frames: int = ..., lines: bool = ...,
                     context: Optional[Context] = ..., python: str = ...,
                     tail_calls: bool = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
-def symbolize(path: str, addresses: Iterable[int], *, inlines: bool = ..., llvm_compat: bool = ...,
-              short_names: bool = ..., demangle: bool = ...,
+def symbolize(path: Union[str, "os.PathLike[str]"], addresses: Iterable[int], *, inlines: bool = ...,
+              llvm_compat: bool = ..., short_names: bool = ..., demangle: bool = ...,
+              debug_dirs: Optional[_Dirs] = ..., symbol_path: Optional[_Dirs] = ...,
               context: Optional[Context] = ...) -> List[List[InlineFrame]]: ...
+def symbolize_id(kind: str, key: str, addresses: Iterable[int], *,
+                 store: Optional[Union[str, "os.PathLike[str]"]] = ...,
+                 bundle: Optional[Union[Bundle, str, "os.PathLike[str]"]] = ..., inlines: bool = ...,
+                 llvm_compat: bool = ..., short_names: bool = ..., demangle: bool = ...,
+                 context: Optional[Context] = ...) -> List[List[InlineFrame]]: ...
 
 class BundleModule:
     index: int

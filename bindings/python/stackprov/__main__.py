@@ -10,13 +10,20 @@ _STACK_DOC = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--m
        python3 -m stackprov stack --core FILE [-e EXE] [--sysroot DIR] [--store DIR] [--tid TID]
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]
+       python3 -m stackprov stack --minidump FILE [--symbol-path DIRS] [--offline] [--store DIR] [--tid TID]
+                                  [--max-frames N] [--json] [--no-lines]
+       python3 -m stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]
+                                  [--no-lines]
        (all forms also take --resolvers LIST, --python auto|off|only and --no-tail-calls)
 
 Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
 the same JSON object), through the Python binding. See `stackprov stack --help` for the
 output's fields; --store DIR is the bundle store (with --offline the default store directory),
---sysroot DIR (with --core) where module files are looked up, --offline (with --core) no
-module file at all, only the core and bundles, --resolvers LIST the resolver policy
+--sysroot DIR (with --core) where module files are looked up, --offline (with --core,
+--minidump or --raw) no module file at all, only the core, dump or state and bundles,
+--minidump FILE a Windows x64 minidump (its exception and per-module notes in the header),
+--symbol-path DIRS (with --minidump, ':'-separated) where its module files and PDBs are looked
+up, --raw PATH raw machine state (doc/raw-state.md), --resolvers LIST the resolver policy
 (comma-separated from debuginfod, bundle, dwarf, symtab, dynsym, demangle), --no-tail-calls
 without the frames inferred from DWARF call sites (method tail_call, flag inferred).
 """
@@ -68,6 +75,28 @@ def print_header(out, info):
         line += ", fault address 0x%x" % info.fault_address
     line += ", thread %d" % info.signal_tid
     out.write(line + "\n")
+
+
+def print_minidump_header(out, info):
+    """`stackprov stack --minidump`'s header (bindings/cli/print.cpp print_minidump_header_text)."""
+    out.write("PID %d - minidump\n" % info.pid)
+    if info.exception_code is not None:
+        out.write("exception: 0x%08X%s%s at 0x%x, thread %d\n" % (info.exception_code, " " if info.exception_name else "",
+                                                                 info.exception_name, info.exception_address,
+                                                                 info.exception_tid))
+    for n in info.notes.split("\n"):
+        if n:
+            out.write("note: %s\n" % n)
+
+
+def minidump_json(info):
+    """',"exception":...,"notes":[...]' of `stackprov stack --minidump --json` (print_minidump_json)."""
+    if info.exception_code is not None:
+        s = ',"exception":{"code":"0x%08X","name":%s,"address":"0x%x","tid":%d}' % (
+            info.exception_code, _json_str(info.exception_name), info.exception_address, info.exception_tid)
+    else:
+        s = ',"exception":null'
+    return s + ',"notes":[%s]' % ",".join(_json_str(n) for n in info.notes.split("\n") if n)
 
 
 def print_thread(out, t, lines=True):
@@ -223,10 +252,14 @@ def main(argv=None):
     g.add_argument("-p", "--pid", type=_ranged(1, 2147483647, "--pid"), help="capture the live process PID")
     g.add_argument("pid_pos", nargs="?", type=_ranged(1, 2147483647, "--pid"), metavar="PID", help="same as --pid")
     g.add_argument("--core", help="read the ELF core file CORE")
+    g.add_argument("--minidump", help="read the Windows minidump FILE (x64; from MiniDumpWriteDump)")
+    g.add_argument("--raw", help="unwind raw machine state (doc/raw-state.md): one JSON document or a directory")
+    s.add_argument("--symbol-path", help="with --minidump: ':'-separated directories of module files and PDBs")
     s.add_argument("-e", "--exe", help="with --core: the main program's file")
     s.add_argument("--sysroot", help="with --core: look up every module file under DIR")
     s.add_argument("--offline", action="store_true",
-                   help="with --core: use no module file, only the core and bundles (not with --exe)")
+                   help="with --core, --minidump or --raw: use no module file, only the core, dump or state and "
+                   "bundles (not with --exe)")
     s.add_argument("--store", help="the bundle store directory (with --offline the default store)")
     s.add_argument("--resolvers", help="resolver policy, comma-separated from debuginfod, bundle, dwarf, symtab, "
                    "dynsym, demangle")
@@ -274,18 +307,33 @@ def main(argv=None):
         return _usage("--sysroot '%s' is only valid with --core" % a.sysroot)
     if a.core is not None and a.core == "":
         return _usage("--core needs a file name")
-    if a.offline and a.core is None:
-        return _usage("--offline is only valid with --core")
+    if a.raw is not None and a.raw == "":
+        return _usage("--raw needs a file or directory name")
+    if a.raw is not None and (a.exe is not None or a.sysroot is not None or a.tid or a.symbol_path is not None):
+        return _usage("--raw names its own modules and threads: --exe, --sysroot, --tid and --symbol-path do not apply")
+    if a.minidump is not None and a.minidump == "":
+        return _usage("--minidump needs a file name")
+    if a.symbol_path is not None and a.minidump is None:
+        return _usage("--symbol-path '%s' is only valid with --minidump" % a.symbol_path)
+    if a.minidump is not None and (a.exe is not None or a.sysroot is not None):
+        return _usage("--%s is only valid with --core (a minidump's modules are looked up with --symbol-path)"
+                      % ("exe" if a.exe is not None else "sysroot"))
+    if a.offline and a.core is None and a.minidump is None and a.raw is None:
+        return _usage("--offline is only valid with --core, --minidump or --raw")
     if a.offline and a.exe is not None:
         return _usage("--exe '%s' opens a module file: not valid with --offline" % a.exe)
     if a.store is not None and a.store == "":
         return _usage("--store needs a directory")
     if a.python not in ("auto", "off", "only"):
         return _usage("invalid --python value '%s' (expected auto, off or only)" % a.python)
-    what = "pid %d" % pid if pid is not None else "core '%s'" % a.core
+    what = ("pid %d" % pid if pid is not None else "core '%s'" % a.core if a.core is not None
+            else "minidump '%s'" % a.minidump if a.minidump is not None else "raw state '%s'" % a.raw)
     try:
-        # The store: --store DIR, else with --offline the default one (""), as the CLI.
+        # The store: --store DIR, else with --offline the default one (""), as the CLI. A symbol path
+        # is also a debug directory (after the default one): the modules' PDBs are found there.
+        sp = [d for d in a.symbol_path.split(":") if d] if a.symbol_path else None
         ctx = stackprov.Context(sysroot=a.sysroot, offline=a.offline,
+                                debug_dirs=["/usr/lib/debug"] + sp if sp else None,
                                 bundle_store=a.store if a.store is not None else "" if a.offline else None,
                                 resolvers=a.resolvers.split(",") if a.resolvers is not None else None)
     except stackprov.Error as e:
@@ -294,7 +342,8 @@ def main(argv=None):
         return 1
     with ctx:
         try:
-            info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, tid=a.tid,
+            info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, minidump=a.minidump, raw=a.raw,
+                                                      symbol_path=sp, tid=a.tid,
                                                       max_frames=a.max_frames, lines=not a.no_lines, context=ctx,
                                                       python=a.python, tail_calls=not a.no_tail_calls)
         except stackprov.Error as e:
@@ -306,11 +355,17 @@ def main(argv=None):
             sys.stderr.write("stackprov: warning: %s\n" % w)
     out = sys.stdout
     if a.json:
-        out.write(process_json(info) + ',"runtime":%s,"threads":[' % _json_str(info.runtime)
+        out.write(process_json(info) + (minidump_json(info) if a.minidump is not None else "")
+                  + ',"runtime":%s,"threads":[' % _json_str(info.runtime)
                   + ",".join(thread_json(t, not a.no_lines) for t in threads)
                   + "]}\n")
     else:
-        print_header(out, info)
+        if a.raw is not None:
+            out.write("raw state %s\n" % a.raw)
+        elif a.minidump is not None:
+            print_minidump_header(out, info)
+        else:
+            print_header(out, info)
         if info.runtime:
             out.write("runtime: %s\n" % info.runtime)
         for t in threads:

@@ -354,13 +354,33 @@ TEST_CASE("Mach-O: the dSYM beside a fat file is found per slice by UUID; a dSYM
   const auto uuids = dwarfdump_uuids(run_peer("llvm-dwarfdump-16 --uuid '" + kObjectFix + "/fat'"));
   CHECK_THAT(d.error().message, Catch::Contains(macho::uuid_string(o->id())) && Catch::Contains(uuids.at("arm64")) &&
                                     Catch::Contains(uuids.at("x86_64")));
-  REQUIRE(seen.size() == 1);
+  // Beside it (the mismatch), then the default debug directory's /usr/lib/debug/x.dSYM (missing).
+  REQUIRE(seen.size() == 2);
   CHECK(seen[0].outcome == object::DebugFileCandidate::Outcome::kIdentityMismatch);
-  // No dSYM at all.
-  REQUIRE(std::system(("rm -rf '" + dir + "/x.dSYM'").c_str()) == 0);
-  d = x.value()->find_debug_file({}, nullptr);
+  CHECK((seen[1].rule == "dsym-dir" && seen[1].path == "/usr/lib/debug/x.dSYM/Contents/Resources/DWARF/x" &&
+         seen[1].outcome == object::DebugFileCandidate::Outcome::kMissing));
+  // The dSYM search path: with the wrong dSYM still beside the image, the right one (big_arm64's
+  // own DWARF file stands in for a dSYM: its slice has the UUID) in a debug directory is used.
+  REQUIRE(std::system(("mkdir -p '" + dir + "/syms/x.dSYM/Contents/Resources/DWARF' && cp '" + kObjectFix +
+                       "/big_arm64' '" + dir + "/syms/x.dSYM/Contents/Resources/DWARF/x'").c_str()) == 0);
+  object::DebugFileOptions search;
+  search.debug_dirs = {dir + "/empty", dir + "/syms"};
+  seen.clear();
+  d = x.value()->find_debug_file(search, &seen);
+  REQUIRE(d.ok());
+  CHECK(d.value()->id() == o->id());
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].outcome == object::DebugFileCandidate::Outcome::kIdentityMismatch);
+  CHECK((seen[1].rule == "dsym-dir" && seen[1].outcome == object::DebugFileCandidate::Outcome::kMissing));
+  CHECK((seen[2].rule == "dsym-dir" && seen[2].path == dir + "/syms/x.dSYM/Contents/Resources/DWARF/x" &&
+         seen[2].outcome == object::DebugFileCandidate::Outcome::kUsed));
+  // No dSYM at all: NOT_FOUND naming every place searched.
+  REQUIRE(std::system(("rm -rf '" + dir + "/x.dSYM' '" + dir + "/syms'").c_str()) == 0);
+  d = x.value()->find_debug_file(search, nullptr);
   REQUIRE_FALSE(d.ok());
   CHECK(d.error().code == SPROV_ERR_NOT_FOUND);
-  CHECK_THAT(d.error().message, Catch::Contains("x.dSYM/Contents/Resources/DWARF/x"));
+  CHECK_THAT(d.error().message, Catch::Contains(dir + "/x.dSYM/Contents/Resources/DWARF/x") &&
+                                    Catch::Contains(dir + "/empty/x.dSYM/Contents/Resources/DWARF/x") &&
+                                    Catch::Contains(dir + "/syms/x.dSYM/Contents/Resources/DWARF/x"));
   (void)std::system(("rm -rf '" + dir + "'").c_str());
 }
