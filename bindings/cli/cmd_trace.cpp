@@ -811,17 +811,19 @@ int cmd_trace_list(int argc, char** argv) {
 constexpr const char* kShowHelp =
     "usage: stackprov trace-show ID [--store URL] [--json]\n"
     "\n"
-    "Prints a stored trace: a header line, then per thread\n"
-    "  TID n (name):\n"
-    "  #k 0xIP symbol - module [unwind] resolver\n"
-    "      file:line:column\n"
+    "Prints a stored trace: a header line, then per thread, as `stackprov stack` prints a thread\n"
+    "(the library's one renderer)\n"
+    "  TID n \"name\":\n"
+    "  #k  0xIP symbol+0xOFF - module [unwind]\n"
     "      inlined F at file:line:column\n"
+    "      file:line:column\n"
     "(k counts the thread's frames from 0, the innermost; IP is the address at capture -- a\n"
-    "return address for caller frames; \"??\" an unknown symbol or module; unwind how the frame\n"
-    "was found (context, cfi_eh_frame, cfi_bundle, frame_pointer, ...), resolver what named it\n"
-    "(bundle, dwarf, symtab, dynsym, ..., none). file:line:column is the function's own\n"
-    "position, the call site of the functions inlined into it; the inlined lines list those,\n"
-    "outermost first, each at its own position. Then the trace's replays, oldest first.\n"
+    "return address for caller frames; \"??\" an unknown symbol or module; +0xOFF is left out\n"
+    "where the frame was named by a bundle, which carries no function starts; unwind how the\n"
+    "frame was found (context, cfi_eh_frame, cfi_bundle, frame_pointer, ...). The inlined lines\n"
+    "list the functions inlined into the frame, innermost first, each at its own position;\n"
+    "file:line:column is the physical function's position. What named each frame (resolver) is\n"
+    "in --json. Then the trace's replays, oldest first.\n"
     "\n"
     "options:\n"
     "  --store URL   the trace store (sqlite:PATH of an existing file, postgresql://...,\n"
@@ -834,39 +836,19 @@ constexpr const char* kShowHelp =
     "Exit status: 0 shown; 1 no such trace, or the store could not be read; 2 bad options or\n"
     "values (one line names the value).\n";
 
-/// The text form of a trace.capture event (trace-show; also `stackprov demo`).
-void print_trace_text(FILE* f, const Json& t) {
+/// The text form of a trace.capture event (trace-show; also `stackprov demo`): a header, then the
+/// threads through the library's one renderer (sprov_trace_render, as `stack` prints a thread).
+bool print_trace_text(FILE* f, const Json& t, std::string_view event) {
   fprintf(f, "trace %s: %s/%s, captured %s, build-id %s\n", t.str("trace_id").c_str(), t.str("platform").c_str(),
           t.str("arch").c_str(), t.str("captured_at").c_str(), t.str("build_id").empty() ? "-" : t.str("build_id").c_str());
   const std::string bundle = t.str("symbol_bundle_ref");
   const std::string dsse = t.str("dsse_ref");
   if (!bundle.empty()) fprintf(f, "symbol bundle %s%s%s\n", bundle.c_str(), dsse.empty() ? "" : ", signed: ", dsse.c_str());
-  const auto& threads = t.array("threads");
-  // Frames come thread by thread; "thread" is the index into "threads".
-  std::vector<std::vector<const Json*>> by_thread(threads.size());
-  for (const Json& fr : t.array("frames")) {
-    const size_t ti = static_cast<size_t>(strtoull(fr.str("thread").c_str(), nullptr, 10));
-    if (ti < by_thread.size()) by_thread[ti].push_back(&fr);
-  }
-  for (size_t ti = 0; ti < threads.size(); ++ti) {
-    const std::string name = threads[ti].str("name");
-    fprintf(f, "TID %s%s%s%s:\n", threads[ti].str("tid").c_str(), name.empty() ? "" : " (", name.c_str(),
-            name.empty() ? "" : ")");
-    if (by_thread[ti].empty()) fprintf(f, "    (no frames)\n");
-    size_t k = 0;
-    for (const Json* fr : by_thread[ti]) {
-      const std::string sym = fr->str("symbol"), mod = fr->str("module"), res = fr->str("resolver");
-      fprintf(f, "#%zu %s %s - %s [%s] %s\n", k++, fr->str("ip").c_str(), sym.empty() ? "??" : sym.c_str(),
-              mod.empty() ? "??" : mod.c_str(), fr->str("unwind").c_str(), res.empty() ? "none" : res.c_str());
-      const std::string file = fr->str("file");
-      if (!file.empty()) fprintf(f, "    %s:%s:%s\n", file.c_str(), fr->str("line").c_str(), fr->str("column").c_str());
-      for (const Json& in : fr->array("inline")) {
-        const std::string fn = in.str("function");
-        fprintf(f, "    inlined %s at %s:%s:%s\n", fn.empty() ? "??" : fn.c_str(), in.str("file").c_str(),
-                in.str("line").c_str(), in.str("column").c_str());
-      }
-    }
-  }
+  LibStr text;
+  if (sprov_trace_render(event.data(), event.size(), SPROV_RENDER_LINES, &text.p, &text.len) != 0) return false;
+  const std::string_view v = text.view();
+  fwrite(v.data(), 1, v.size(), f);
+  return true;
 }
 
 int cmd_trace_show(int argc, char** argv) {
@@ -900,7 +882,7 @@ int cmd_trace_show(int argc, char** argv) {
   }
   Json t;
   if (!parse_library_json(cmd, "trace", ev.view(), &t)) return kExitFail;
-  print_trace_text(stdout, t);
+  if (!print_trace_text(stdout, t, ev.view())) return lib_fail(cmd, "trace " + id);
   std::string_view rest = replays.view();
   while (!rest.empty()) {
     const size_t nl = rest.find('\n');

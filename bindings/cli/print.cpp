@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CLI output helpers: eu-stack-style text and JSON for unwound, symbolized stacks.
+// CLI output helpers: a thread's frames through the library's renderer (sprov_stack_render), process headers, JSON.
 #include "print.hpp"
 #include "utf8.hpp"
 
@@ -82,129 +82,6 @@ std::string hex_bytes(const uint8_t* p, size_t n) {
   return s;
 }
 
-namespace {
-
-/// Source location of a frame and its inline chain (innermost first), from
-/// sprov_symbolizer_frame_ex: the physical function's own location is the
-/// last element of the chain, the inlined callees come before it.
-struct SourceInfo {
-  bool answered = false;  // the resolver chain named the frame
-  int32_t resolver = SPROV_RESOLVER_NONE;
-  std::string source, bundle, name;  // name: the physical function's (bundle answers: no symbol offset)
-  bool has_start = false;            // the physical function's start (gopclntab, perfmap answers)
-  uint64_t start = 0;
-  bool have = false;
-  std::string file;
-  uint32_t line = 0, column = 0;
-  struct Inlined {
-    std::string function, linkage_name, file;
-    uint32_t line = 0, column = 0;
-  };
-  std::vector<Inlined> inlined;
-};
-
-SourceInfo source_info(sprov_symbolizer* sym, const sprov_stack* stack, size_t i) {
-  SourceInfo out;
-  struct sprov_symbol_info info = {};
-  info.sz = sizeof(info);
-  if (sym == nullptr || sprov_symbolizer_frame_ex(sym, stack, i, 0, &info) != 0 || info.frame_count == 0)
-    return out;
-  out.answered = true;
-  out.resolver = info.resolver;
-  out.source = info.source_path ? info.source_path : "";
-  out.bundle = info.bundle_digest ? info.bundle_digest : "";
-  std::vector<struct sprov_symbol_frame> chain(info.frame_count);
-  for (uint32_t k = 0; k < info.frame_count; k++) {
-    chain[k] = {};
-    chain[k].sz = sizeof(chain[k]);
-    if (sprov_symbolizer_inline_frame(sym, k, &chain[k]) != 0) return out;
-  }
-  const struct sprov_symbol_frame& phys = chain.back();
-  out.name = phys.name ? phys.name : "";
-  out.has_start = phys.has_start_address != 0;
-  out.start = phys.start_address;
-  // Source lines and inline chains: the library's one rule (sprov_resolver_gives_lines).
-  if (!sprov_resolver_gives_lines(info.resolver)) return out;
-  out.have = phys.file != nullptr && *phys.file;
-  out.file = phys.file ? phys.file : "";
-  out.line = phys.line;
-  out.column = phys.column;
-  for (uint32_t k = 0; k + 1 < info.frame_count; k++) {
-    SourceInfo::Inlined in;
-    in.function = chain[k].name ? chain[k].name : "";
-    in.linkage_name = chain[k].linkage_name ? chain[k].linkage_name : "";
-    in.file = chain[k].file ? chain[k].file : "";
-    in.line = chain[k].line;
-    in.column = chain[k].column;
-    out.inlined.push_back(std::move(in));
-  }
-  return out;
-}
-
-/// A runtime frame (SPROV_METHOD_RUNTIME) of an interleaved stack, else false.
-bool runtime_frame(const sprov_stack* stack, size_t i, const struct sprov_frame& fr, struct sprov_runtime_frame* rf) {
-  *rf = {};
-  rf->sz = sizeof(*rf);
-  return fr.method == SPROV_METHOD_RUNTIME && sprov_stack_runtime_frame(stack, i, rf) == 0;
-}
-
-/// The uc_link annotation of frame `i` (a coroutine's entry), with its saved pc named.
-struct LinkNote {
-  struct sprov_coroutine_link link = {};
-  std::string function;  ///< "" when unnamed or no registers
-  uint64_t function_offset = 0;
-};
-
-bool coroutine_link_of(sprov_symbolizer* sym, const sprov_stack* stack, size_t i, LinkNote* out) {
-  const size_t n = sprov_stack_coroutine_link_count(stack);
-  for (size_t k = 0; k < n; k++) {
-    struct sprov_coroutine_link l = {};
-    l.sz = sizeof(l);
-    if (sprov_stack_coroutine_link(stack, k, &l) != 0 || l.frame != i) continue;
-    out->link = l;
-    if (sym && l.has_regs && l.module_path && l.module_offset > 0) {
-      struct sprov_symbol s = {};
-      s.sz = sizeof(s);
-      // The saved pc is swapcontext's return address: named at pc - 1, offset from the pc.
-      if (sprov_symbolizer_addr(sym, l.module_path, l.module_offset - 1, &s) == 0 && s.resolver != SPROV_RESOLVER_NONE &&
-          s.name) {
-        out->function = s.name;
-        out->function_offset = s.offset + 1;
-      }
-    }
-    return true;
-  }
-  return false;
-}
-
-/// "async_boundary(awaiter)" for an awaiter frame, else the method's name.
-std::string method_label(const struct sprov_frame& fr) {
-  std::string m = sprov_method_name(fr.method);
-  if (fr.flags & SPROV_FRAME_ASYNC_AWAITER) m += "(awaiter)";
-  return m;
-}
-
-}  // namespace
-
-/// Frame `index`'s known registers as "name value" pairs in DWARF order (`stack --regs`); all of the
-/// architecture's registers with `with_unknown` (value "" when unknown).
-static std::vector<std::pair<std::string, std::string>> frame_registers(const sprov_stack* stack, size_t index,
-                                                                         int arch, bool with_unknown) {
-  std::vector<std::pair<std::string, std::string>> out;
-  uint64_t v[64] = {};
-  uint64_t known = 0;
-  if (sprov_stack_frame_registers(stack, index, v, 64, &known) != 0) known = 0;
-  for (int r = 0; r < 64; r++) {
-    const char* name = sprov_register_name(arch, r);
-    if (name == nullptr) break;
-    if (!((known >> r) & 1) && !with_unknown) continue;
-    char buf[24] = "";
-    if ((known >> r) & 1) snprintf(buf, sizeof buf, "0x%" PRIx64, v[r]);
-    out.emplace_back(name, buf);
-  }
-  return out;
-}
-
 bool is_signal_trampoline(const sprov_stack* stack, size_t index) {
   struct sprov_frame next = {};
   next.sz = sizeof(next);
@@ -212,74 +89,34 @@ bool is_signal_trampoline(const sprov_stack* stack, size_t index) {
          next.method == SPROV_METHOD_SIGNAL;
 }
 
+namespace {
+
+/// The library's one renderer (sprov_stack_render) of one thread, written to `f`.
+void render(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid, const std::string& name,
+            uint32_t flags, const std::string& runtime_name) {
+  struct sprov_render_opts o = {};
+  o.sz = sizeof(o);
+  o.flags = flags;
+  o.tid = tid;
+  o.name = name.c_str();
+  o.runtime_name = runtime_name.c_str();
+  char* text = nullptr;
+  size_t len = 0;
+  if (sprov_stack_render(sym, stack, &o, &text, &len) != 0) {
+    fprintf(stderr, "stackprov: cannot render thread %" PRId64 ": %s\n", tid, sprov_last_error_message());
+    return;
+  }
+  fwrite(text, 1, len, f);
+  sprov_free(text);
+}
+
+}  // namespace
+
 void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines, int regs_arch,
                       const std::string& runtime_name) {
-  const std::string rt =
-      runtime_name.empty() ? "" : " (python thread \"" + json_escape(runtime_name.c_str()) + "\")";
-  if (name.empty()) fprintf(f, "TID %" PRId64 "%s:\n", tid, rt.c_str());
-  else fprintf(f, "TID %" PRId64 " \"%s\"%s:\n", tid, name.c_str(), rt.c_str());
-  const size_t n = sprov_stack_frame_count(stack);
-  for (size_t i = 0; i < n; i++) {
-    struct sprov_frame fr = {};
-    fr.sz = sizeof(fr);
-    if (sprov_stack_frame(stack, i, &fr) != 0) continue;
-    struct sprov_runtime_frame rf;
-    if (runtime_frame(stack, i, fr, &rf)) {
-      // "#3  python             Outer.method - /srv/app.py:42 [runtime]" (py-bt: File, line, in)
-      fprintf(f, "#%-2zu %-18s %s - %s:%u [%s]\n", i, rf.runtime, rf.qualname, rf.file, rf.line,
-              sprov_method_name(fr.method));
-      continue;
-    }
-    struct sprov_symbol s = {};
-    s.sz = sizeof(s);
-    if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
-    fprintf(f, "#%-2zu 0x%016" PRIx64, i, fr.pc);
-    SourceInfo src;
-    if (lines) src = source_info(sym, stack, i);
-    if (is_signal_trampoline(stack, i)) {
-      fprintf(f, " <signal handler called>");  // gdb's name for the sigreturn trampoline
-    } else if (s.resolver != SPROV_RESOLVER_NONE && s.name && *s.name) {
-      fprintf(f, " %s+0x%" PRIx64, s.name, s.offset);
-    } else if (src.resolver == SPROV_RESOLVER_BUNDLE && !src.name.empty()) {
-      fprintf(f, " %s", src.name.c_str());  // offline: named by its bundle (no symbol start)
-    } else if (src.resolver != SPROV_RESOLVER_NONE && !src.name.empty() && src.has_start &&
-               fr.module_offset >= src.start) {
-      fprintf(f, " %s+0x%" PRIx64, src.name.c_str(), fr.module_offset - src.start);  // stripped Go binary
-    } else {
-      fprintf(f, " ??");
-    }
-    fprintf(f, " - %s [%s%s%s%s]\n", fr.module_path ? fr.module_path : "??", method_label(fr).c_str(),
-            (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) ? ", cfi_not_in_bundle" : "",
-            (fr.flags & SPROV_FRAME_JIT) ? ", jit" : "", (fr.flags & SPROV_FRAME_INFERRED) ? ", inferred" : "");
-    if (lines) {
-      for (const auto& in : src.inlined)
-        fprintf(f, "    inlined %s at %s:%u:%u\n", in.function.c_str(), in.file.c_str(), in.line, in.column);
-      if (src.have) fprintf(f, "    %s:%u:%u\n", src.file.c_str(), src.line, src.column);
-    }
-    if (regs_arch != 0) {
-      std::string line;
-      for (const auto& [reg, value] : frame_registers(stack, i, regs_arch, false)) line += " " + reg + " " + value;
-      fprintf(f, "    registers:%s\n", line.empty() ? " (none known)" : line.c_str());
-    }
-    LinkNote note;
-    if (coroutine_link_of(sym, stack, i, &note)) {
-      // doc/async-stacks.md: uc_link, an annotation of the coroutine's entry, not a frame.
-      const struct sprov_coroutine_link& l = note.link;
-      if (l.context == 0) {
-        fprintf(f, "    continues on return: nowhere (uc_link is NULL: the thread exits)\n");
-      } else if (!l.has_regs) {
-        fprintf(f, "    continues on return at the context 0x%" PRIx64 " (its saved registers were not captured)\n",
-                l.context);
-      } else {
-        fprintf(f, "    continues on return at the context 0x%" PRIx64 ": pc 0x%016" PRIx64 " %s", l.context, l.pc,
-                note.function.empty() ? "??" : note.function.c_str());
-        if (!note.function.empty()) fprintf(f, "+0x%" PRIx64, note.function_offset);
-        fprintf(f, " - %s\n", l.module_path ? l.module_path : "??");
-      }
-    }
-  }
-  fprintf(f, "stop: %s\n", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
+  render(f, sym, stack, tid, name, (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u),
+         runtime_name);
 }
 
 void print_attempts(FILE* f, const char* cmd, sprov_symbolizer* sym, const std::string& module,
@@ -311,8 +148,7 @@ void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* sta
     struct sprov_frame fr = {};
     fr.sz = sizeof(fr);
     if (sprov_stack_frame(stack, i, &fr) != 0 || fr.module_path == nullptr || *fr.module_path == '\0') continue;
-    struct sprov_runtime_frame rf;
-    if (runtime_frame(stack, i, fr, &rf)) continue;
+    if (fr.method == SPROV_METHOD_RUNTIME) continue;
     struct sprov_symbol_info info = {};
     info.sz = sizeof(info);
     if (sprov_symbolizer_frame_ex(sym, stack, i, 0, &info) != 0) continue;
@@ -326,96 +162,8 @@ void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* sta
 void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines, int regs_arch,
                       const std::string& runtime_name) {
-  fprintf(f, "{\"tid\":%" PRId64 ",\"name\":\"%s\",", tid, json_escape(name.c_str()).c_str());
-  if (!runtime_name.empty()) fprintf(f, "\"runtime_name\":\"%s\",", json_escape(runtime_name.c_str()).c_str());
-  fprintf(f, "\"frames\":[");
-  const size_t n = sprov_stack_frame_count(stack);
-  bool first = true;
-  for (size_t i = 0; i < n; i++) {
-    struct sprov_frame fr = {};
-    fr.sz = sizeof(fr);
-    if (sprov_stack_frame(stack, i, &fr) != 0) continue;
-    struct sprov_runtime_frame rf;
-    if (runtime_frame(stack, i, fr, &rf)) {
-      fprintf(f,
-              "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64
-              "\",\"method\":\"%s\",\"runtime\":\"%s\",\"function\":\"%s\",\"qualname\":\"%s\",\"file\":\"%s\","
-              "\"line\":%u,\"entry\":%s,\"native_index\":%" PRId64 ",\"frame_address\":\"0x%" PRIx64
-              "\",\"code_address\":\"0x%" PRIx64 "\"}",
-              first ? "" : ",", i, fr.pc, fr.sp, sprov_method_name(fr.method), rf.runtime,
-              json_escape(rf.function).c_str(), json_escape(rf.qualname).c_str(), json_escape(rf.file).c_str(), rf.line,
-              (rf.flags & SPROV_RUNTIME_FRAME_ENTRY) ? "true" : "false", rf.native_index, rf.frame_address,
-              rf.code_address);
-      first = false;
-      continue;
-    }
-    struct sprov_symbol s = {};
-    s.sz = sizeof(s);
-    if (sym) sprov_symbolizer_frame(sym, stack, i, &s);
-    SourceInfo src;
-    if (lines) src = source_info(sym, stack, i);
-    // The resolver chain's answer when lines are asked for, else the symbol tables'.
-    const int32_t resolver = src.answered ? src.resolver : s.resolver;
-    const std::string source = src.answered ? src.source : (s.source_path ? s.source_path : "");
-    fprintf(f,
-            "%s{\"index\":%zu,\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64
-            "\",\"cfa\":\"0x%" PRIx64
-            "\",\"module\":\"%s\",\"build_id\":\"%s\",\"module_offset\":\"0x%" PRIx64
-            "\",\"function\":\"%s\",\"linkage_name\":\"%s\",\"function_offset\":\"0x%" PRIx64
-            "\",\"resolver\":\"%s\",\"source\":\"%s\",\"bundle\":\"%s\",\"method\":\"%s\"",
-            first ? "" : ",", i, fr.pc, fr.sp, fr.cfa, json_escape(fr.module_path).c_str(),
-            hex_bytes(fr.build_id, fr.build_id_len).c_str(), fr.module_offset,
-            json_escape(s.name).c_str(), json_escape(s.linkage_name).c_str(), s.offset, sprov_resolver_name(resolver),
-            json_escape(source.c_str()).c_str(), json_escape(src.bundle.c_str()).c_str(),
-            sprov_method_name(fr.method));
-    if (fr.flags & (SPROV_FRAME_CFI_NOT_IN_BUNDLE | SPROV_FRAME_JIT | SPROV_FRAME_INFERRED | SPROV_FRAME_ASYNC_AWAITER)) {
-      std::string flags;
-      if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) flags += ",\"cfi_not_in_bundle\"";
-      if (fr.flags & SPROV_FRAME_JIT) flags += ",\"jit\"";
-      if (fr.flags & SPROV_FRAME_INFERRED) flags += ",\"inferred\"";
-      if (fr.flags & SPROV_FRAME_ASYNC_AWAITER) flags += ",\"async_awaiter\"";
-      fprintf(f, ",\"flags\":[%s]", flags.c_str() + 1);
-    }
-    if (regs_arch != 0) {
-      std::string regs;
-      for (const auto& [reg, value] : frame_registers(stack, i, regs_arch, true))
-        regs += ",\"" + reg + "\":" + (value.empty() ? std::string("null") : "\"" + value + "\"");
-      fprintf(f, ",\"registers\":{%s}", regs.empty() ? "" : regs.c_str() + 1);
-    }
-    if (fr.domain == SPROV_DOMAIN_ASYNC) fprintf(f, ",\"domain\":\"async\"");
-    LinkNote note;
-    if (coroutine_link_of(sym, stack, i, &note)) {
-      const struct sprov_coroutine_link& l = note.link;
-      fprintf(f, ",\"continues_on_return\":{\"context\":\"0x%" PRIx64 "\"", l.context);
-      if (l.has_regs)
-        fprintf(f, ",\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64 "\",\"module\":\"%s\",\"module_offset\":\"0x%" PRIx64
-                   "\",\"function\":\"%s\",\"function_offset\":\"0x%" PRIx64 "\"",
-                l.pc, l.sp, json_escape(l.module_path).c_str(), l.module_offset, json_escape(note.function.c_str()).c_str(),
-                note.function_offset);
-      fprintf(f, "}");
-    }
-    if (is_signal_trampoline(stack, i)) fprintf(f, ",\"signal_handler_called\":true");
-    if (lines) {
-      // The physical function as the resolver chain names it (offline: the bundle's name,
-      // while "function" is the symbol tables' and stays "").
-      fprintf(f, ",\"resolved_function\":\"%s\"", json_escape(src.name.c_str()).c_str());
-      if (src.have)
-        fprintf(f, ",\"file\":\"%s\",\"line\":%u,\"column\":%u", json_escape(src.file.c_str()).c_str(),
-                src.line, src.column);
-      fprintf(f, ",\"inlined\":[");
-      for (size_t k = 0; k < src.inlined.size(); k++) {
-        const auto& in = src.inlined[k];
-        fprintf(f, "%s{\"function\":\"%s\",\"linkage_name\":\"%s\",\"file\":\"%s\",\"line\":%u,\"column\":%u}",
-                k ? "," : "", json_escape(in.function.c_str()).c_str(),
-                json_escape(in.linkage_name.c_str()).c_str(), json_escape(in.file.c_str()).c_str(), in.line,
-                in.column);
-      }
-      fprintf(f, "]");
-    }
-    fprintf(f, "}");
-    first = false;
-  }
-  fprintf(f, "],\"stop_reason\":\"%s\"}", sprov_stop_reason_name(sprov_stack_stop_reason(stack)));
+  render(f, sym, stack, tid, name,
+         SPROV_RENDER_JSON | (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u), runtime_name);
 }
 
 void print_process_header_text(FILE* f, int64_t pid, bool core, const sprov_process_info& info) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CLI output helpers: eu-stack-style text and JSON for unwound, symbolized stacks.
+// CLI output helpers: a thread's frames through the library's renderer (sprov_stack_render), process headers, JSON.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,8 @@
 
 namespace stackprov_cli {
 
-/// Prints one thread in eu-stack style:
+/// Prints one thread through the library's one renderer (sprov_stack_render, which `trace-show`,
+/// `demo` and `python3 -m stackprov` use too) in eu-stack style:
 ///   TID n "name":          (name in quotes as gdb's `info threads` shows it; left out when unknown)
 ///   #k  0xPC function+0xOFF - module [method]
 ///   stop: reason
@@ -30,7 +31,7 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
                       const std::string& name, bool lines = true, int regs_arch = 0,
                       const std::string& runtime_name = "");
 
-/// Prints one thread as a JSON object (no trailing newline):
+/// Prints one thread as a JSON object (no trailing newline; sprov_stack_render with SPROV_RENDER_JSON):
 ///   {"tid":n,"name":"...","frames":[{"index","pc","sp","cfa","module","build_id","module_offset",
 ///    "function","linkage_name","function_offset","resolver","source","bundle","method"}...],
 ///    "stop_reason":"..."}

@@ -58,6 +58,9 @@ struct Thread {
   std::optional<std::string> runtime_name;  ///< the Python thread's threading name (python != "off")
   std::vector<Frame> frames;
   std::string stop_reason;
+  /// The thread as the library's one renderer writes it (sprov_stack_render: `stackprov stack`'s
+  /// text or JSON), when asked for; else "".
+  std::string rendered;
 };
 
 /// Lowercase hex of raw bytes without Python (calls that run with the GIL released).
@@ -348,8 +351,10 @@ void check_stack_target(const Target& t, int64_t tid) {
 }
 
 StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint32_t max_frames, bool lines,
-                     const std::string& python, bool tail_calls) {
+                     const std::string& python, bool tail_calls, const std::string& render = "") {
   check_stack_target(target, tid);
+  if (render != "" && render != "text" && render != "json")
+    fail_arg("invalid render '" + render + "' (expected text, json or \"\")");
   if (max_frames > 65536) fail_arg("invalid max_frames " + std::to_string(max_frames) + " (1 to 65536)");
   if (python != "auto" && python != "off" && python != "only")
     fail_arg("invalid python '" + python + "' (expected auto, off or only)");
@@ -395,6 +400,19 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
       t.runtime_name = str(rn);
     t.frames = std::move(s.frames);
     t.stop_reason = std::move(s.stop_reason);
+    if (!render.empty()) {
+      sprov_render_opts o{};
+      o.sz = sizeof(o);
+      o.flags = (render == "json" ? uint32_t{SPROV_RENDER_JSON} : 0u) | (lines ? uint32_t{SPROV_RENDER_LINES} : 0u);
+      o.tid = t.tid;
+      o.name = t.name.c_str();
+      o.runtime_name = t.runtime_name ? t.runtime_name->c_str() : nullptr;
+      char* text = nullptr;
+      size_t len = 0;
+      check(sprov_stack_render(sym.sym.get(), owned.get(), &o, &text, &len));
+      t.rendered.assign(text, len);
+      sprov_free(text);
+    }
     r.threads.push_back(std::move(t));
   }
   return r;
@@ -558,6 +576,9 @@ void init_stack(py::module_& m) {
                     "a Python thread's threading.Thread name (\"MainThread\", \"worker-1\"), None when none was read")
       .def_readonly("frames", &Thread::frames)
       .def_readonly("stop_reason", &Thread::stop_reason)
+      .def_readonly("rendered", &Thread::rendered,
+                    "the thread as `stackprov stack` prints it (the library's renderer), when stack_with_info was "
+                    "given render=\"text\" or \"json\"; else \"\"")
       .def("__repr__", [](const Thread& t) {
         return "Thread(tid=" + std::to_string(t.tid) + ", name='" + t.name + "', " +
                std::to_string(t.frames.size()) + " frames, stop=" + t.stop_reason + ")";
@@ -772,13 +793,13 @@ void init_stack(py::module_& m) {
       .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
                         std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
                         std::string python, bool tail_calls, std::optional<std::string> minidump,
-                        std::optional<std::string> raw, std::optional<std::string> symbol_path) {
+                        std::optional<std::string> raw, std::optional<std::string> symbol_path, std::string render) {
         StackResult r = stack_of(c.get(), Target{pid, core, exe, minidump, raw, symbol_path}, tid, max_frames, lines,
-                                 python, tail_calls);
+                                 python, tail_calls, render);
         return std::make_pair(r.info, r.threads);
       }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
       py::arg("python") = "auto", py::arg("tail_calls") = true, py::arg("minidump") = py::none(),
-      py::arg("raw") = py::none(), py::arg("symbol_path") = py::none());
+      py::arg("raw") = py::none(), py::arg("symbol_path") = py::none(), py::arg("render") = "");
 
   closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
   closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");

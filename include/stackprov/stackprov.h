@@ -934,6 +934,40 @@ SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_sta
 /* Frame `index` (0 = innermost) of the inline chain of the last *_ex answer. */
 SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out);
 
+/* One renderer for every command (doc/architecture.md "Rendering frames"): `stackprov stack`,
+ * `trace-show`, `demo` and `python3 -m stackprov stack` print a thread's frames only through it.
+ * Text is eu-stack's layout:
+ *   TID n "name"[ (python thread "x")]:
+ *   #k  0x%016 pc function+0xOFF - module [method[, cfi_not_in_bundle][, jit][, inferred]]
+ *       inlined F at file:line:column   (with SPROV_RENDER_LINES: innermost first)
+ *       file:line:column                (the physical function's position)
+ *       registers: rip 0x... ...        (with SPROV_RENDER_REGS)
+ *   stop: reason
+ * A frame is named by the symbol tables with gdb's and perf's choice among aliases (the `stack`
+ * rule, sprov_symbolizer_frame), else by the resolver chain (a bundle's name offline, without an
+ * offset; a Go pclntab's with one); a sigreturn trampoline is "<signal handler called>".
+ * With SPROV_RENDER_JSON one JSON object (`stack --json`'s thread) instead. */
+enum sprov_render_flags {
+  SPROV_RENDER_JSON = 1u << 0,   /* a JSON object instead of text */
+  SPROV_RENDER_LINES = 1u << 1,  /* source lines and inline chains (the resolver chain per frame) */
+  SPROV_RENDER_REGS = 1u << 2,   /* each frame's known registers (a stack unwound with
+                                    SPROV_UNWIND_KEEP_REGISTERS; none known otherwise) */
+};
+struct sprov_render_opts {
+  size_t sz;
+  uint32_t flags;            /* SPROV_RENDER_* */
+  uint32_t reserved;         /* 0 */
+  int64_t tid;               /* the thread's id in the header */
+  const char* name;          /* the thread's name (NULL or "": none) */
+  const char* runtime_name;  /* a Python thread's threading name (NULL or "": none) */
+};
+#define sprov_render_opts__last_field runtime_name
+/* Renders `stack` (frames named with `sym`; NULL: unnamed) into a malloc'd string `*out`
+ * (release with sprov_free), `*out_len` its length (may be NULL). Text ends with a newline;
+ * JSON has none. */
+SPROV_API int sprov_stack_render(sprov_symbolizer* sym, const sprov_stack* stack, const struct sprov_render_opts* opts,
+                                 char** out, size_t* out_len);
+
 /* Why an answer is what it is (`stackprov symbolize --verbose`). With SPROV_SYM_EXPLAIN in
  * sprov_symbolizer_opts.flags, each *_ex call also records what the steps of the resolver
  * policy tried for the module, in the policy's order, then what happened for the address:

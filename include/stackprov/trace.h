@@ -142,6 +142,12 @@ SPROV_API int sprov_replay_report_format(const sprov_replay_report* r, int forma
 
 /* The stored trace as one trace.capture event line (doc/traces.md "Events"). */
 SPROV_API int sprov_trace_get_json(sprov_trace_store* store, const char* trace_id, char** out, size_t* out_len);
+/* The threads of a trace.capture event line (`event`, `len` bytes; sprov_trace_get_json's) as
+ * sprov_stack_render prints a thread (`trace-show`, `demo`): the same header and frame lines, with
+ * SPROV_RENDER_LINES the inline chain innermost first, then the physical function's position; no
+ * "stop:" line (a trace does not record it). `flags`: SPROV_RENDER_LINES only. A thread without
+ * frames gets the line "    (no frames)". Release `*out` with sprov_free. */
+SPROV_API int sprov_trace_render(const char* event, size_t len, uint32_t flags, char** out, size_t* out_len);
 /* Every trace as a JSON array [{"trace_id","platform","arch","captured_at","build_id","frames"}]
  * ordered by capture time; at most `limit` (0: all). */
 SPROV_API int sprov_trace_list_json(sprov_trace_store* store, size_t limit, char** out, size_t* out_len);

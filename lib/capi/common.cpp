@@ -2,9 +2,40 @@
 // C ABI: version, error strings, last error, enum names, sprov_free.
 #include <cstdlib>
 
+#include <cstring>
+
 #include "capi/internal.hpp"
 
 using namespace stackprov;
+
+namespace stackprov::capi {
+
+const char* stop_reason_name(int reason) noexcept {
+  switch (reason) {
+    case SPROV_STOP_END_OF_STACK: return "end_of_stack";
+    case SPROV_STOP_NO_UNWIND_INFO: return "no_unwind_info";
+    case SPROV_STOP_MEMORY_UNREADABLE: return "memory_unreadable";
+    case SPROV_STOP_SP_NOT_ADVANCING: return "sp_not_advancing";
+    case SPROV_STOP_MAX_FRAMES: return "max_frames";
+    case SPROV_STOP_BAD_CFI: return "bad_cfi";
+    case SPROV_STOP_INVALID_PC: return "invalid_pc";
+    case SPROV_STOP_ARCH_MISMATCH: return "arch_mismatch";
+    case SPROV_STOP_COROUTINE_ENTRY: return "coroutine_entry";
+    default: return "none";
+  }
+}
+
+int give_string(const std::string& s, char** out, size_t* out_len) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) return fail(Error{SPROV_ERR_NOMEM, "allocation failed"});
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  *out = p;
+  if (out_len) *out_len = s.size();
+  return 0;
+}
+
+}  // namespace stackprov::capi
 
 extern "C" {
 
@@ -55,20 +86,7 @@ SPROV_API const char* sprov_rung_name(int rung) {
   }
 }
 
-SPROV_API const char* sprov_stop_reason_name(int reason) {
-  switch (reason) {
-    case SPROV_STOP_END_OF_STACK: return "end_of_stack";
-    case SPROV_STOP_NO_UNWIND_INFO: return "no_unwind_info";
-    case SPROV_STOP_MEMORY_UNREADABLE: return "memory_unreadable";
-    case SPROV_STOP_SP_NOT_ADVANCING: return "sp_not_advancing";
-    case SPROV_STOP_MAX_FRAMES: return "max_frames";
-    case SPROV_STOP_BAD_CFI: return "bad_cfi";
-    case SPROV_STOP_INVALID_PC: return "invalid_pc";
-    case SPROV_STOP_ARCH_MISMATCH: return "arch_mismatch";
-    case SPROV_STOP_COROUTINE_ENTRY: return "coroutine_entry";
-    default: return "none";
-  }
-}
+SPROV_API const char* sprov_stop_reason_name(int reason) { return stackprov::capi::stop_reason_name(reason); }
 
 SPROV_API const char* sprov_arch_name(int arch) {
   return stackprov::capi::guard_value<const char*>("unknown", [&] { return stackprov::arch_name(static_cast<Arch>(arch)); });

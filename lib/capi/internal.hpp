@@ -355,4 +355,24 @@ inline Result<std::shared_ptr<unwind::LoadedModule>> acquire_unwind_module(sprov
 /// cannot be opened or is bundle-backed (no image).
 Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer* sym, const char* module_path);
 
+
+// The bodies of exported calls, for other shims (lib/capi never calls an exported sprov_*
+// function): arguments already checked by the caller, errors set as the exported call sets them.
+
+/// sprov_symbolizer_frame: the symbol tables' name of frame `index` (index in range).
+int symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* stack, size_t index, struct sprov_symbol* out);
+/// sprov_symbolizer_addr on an online context.
+int symbolizer_addr(sprov_symbolizer* sym, const char* module_path, uint64_t address, struct sprov_symbol* out);
+/// sprov_symbolizer_frame_ex (flags checked): the answer in sym->last, its names in sym->last_names.
+int symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack* stack, size_t index, uint32_t flags,
+                        struct sprov_symbol_info* out);
+/// sprov_register_name: NULL when `arch` has no register `reg`.
+const char* register_name(int arch, int reg);
+/// sprov_stack_coroutine_link of one of the stack's links.
+struct sprov_coroutine_link coroutine_link_out(const sprov_stack* stack, const unwind::CoroutineLink& l);
+/// sprov_stop_reason_name.
+const char* stop_reason_name(int reason) noexcept;
+/// A malloc'd copy of `s` for an out parameter (released with sprov_free); 0 or SPROV_ERR_NOMEM.
+int give_string(const std::string& s, char** out, size_t* out_len);
+
 }  // namespace stackprov::capi

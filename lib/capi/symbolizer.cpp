@@ -81,6 +81,59 @@ Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer
   return sym->path_module;
 }
 
+int symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* stack, size_t index, struct sprov_symbol* out) {
+  const unwind::Frame& f = stack->frames[index];
+  struct sprov_symbol empty = {};
+  empty.sz = sizeof(empty);
+  // Offline contexts never open module files: symbol tables do not answer
+  // (the bundle step of sprov_symbolizer_frame_ex does).
+  if (outside_modules(stack, f)) {
+    // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
+    auto map = stack_perf_map(sym, stack);
+    const uint64_t lookup = f.lookup_prev ? f.pc - 1 : f.pc;
+    if (const symbolize::PerfMap::Entry* e = map ? map->find(lookup) : nullptr) {
+      struct sprov_symbol s = empty;
+      s.name = e->name.c_str();
+      s.linkage_name = e->name.c_str();
+      s.sym_addr = e->start;
+      s.sym_size = e->size;
+      s.offset = f.pc - e->start;
+      s.resolver = SPROV_RESOLVER_PERFMAP;
+      s.source_path = map->path().c_str();
+      return fill_out(out, s, "sprov_symbol");
+    }
+  }
+  if (f.module_index < 0 || sym->ctx->ctx.config().offline) return fill_out(out, empty, "sprov_symbol");
+  const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
+  auto mod = stack_module(sym->ctx, stack, f.module_index);
+  const uint64_t rel = f.pc - m.load_bias;
+  const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
+  if (mod.ok() && !mod.value()->has_elf() && mod.value()->object())
+    return fill_object_symbol(*mod.value()->object(), lookup, rel, out);
+  if (!mod.ok() || !mod.value()->has_elf()) return fill_out(out, empty, "sprov_symbol");
+  symbolize::SymbolInfo probe;
+  const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
+  // A return address at the very start of a function (a signal trampoline
+  // such as __restore_rt, whose FDE begins one byte early) has no symbol at
+  // pc - 1; name it by its own pc then.
+  if (f.lookup_prev && !sym->sym->lookup(image, lookup, &probe)) return fill_symbol(sym, image, rel, rel, out);
+  return fill_symbol(sym, image, lookup, rel, out);
+}
+
+int symbolizer_addr(sprov_symbolizer* sym, const char* module_path, uint64_t address, struct sprov_symbol* out) {
+  auto mod = symbolizer_module(sym, module_path);
+  if (!mod.ok()) return fail(mod.error());
+  const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
+  const int rc = mod.value()->has_elf() ? fill_symbol(sym, image, address, address, out)
+                                        : fill_object_symbol(*image, address, address, out);
+  if (image && image->file_changed())  // this module's file only
+    return fail(make_error(SPROV_ERR_IO,
+                           "module '%s' was truncated while mapped: its bytes past the new end read as zeros, so "
+                           "no answer is given from them",
+                           module_path));
+  return rc;
+}
+
 }  // namespace stackprov::capi
 
 extern "C" {
@@ -121,42 +174,7 @@ SPROV_API int sprov_symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* s
     if (index >= stack->frames.size())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
                              stack->frames.size()));
-    const unwind::Frame& f = stack->frames[index];
-    struct sprov_symbol empty = {};
-    empty.sz = sizeof(empty);
-    // Offline contexts never open module files: symbol tables do not answer
-    // (the bundle step of sprov_symbolizer_frame_ex does).
-    if (outside_modules(stack, f)) {
-      // JIT code outside every module: the process's perf map (doc/runtime-frames.md "JIT code").
-      auto map = stack_perf_map(sym, stack);
-      const uint64_t lookup = f.lookup_prev ? f.pc - 1 : f.pc;
-      if (const symbolize::PerfMap::Entry* e = map ? map->find(lookup) : nullptr) {
-        struct sprov_symbol s = empty;
-        s.name = e->name.c_str();
-        s.linkage_name = e->name.c_str();
-        s.sym_addr = e->start;
-        s.sym_size = e->size;
-        s.offset = f.pc - e->start;
-        s.resolver = SPROV_RESOLVER_PERFMAP;
-        s.source_path = map->path().c_str();
-        return fill_out(out, s, "sprov_symbol");
-      }
-    }
-    if (f.module_index < 0 || sym->ctx->ctx.config().offline) return fill_out(out, empty, "sprov_symbol");
-    const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
-    auto mod = stack_module(sym->ctx, stack, f.module_index);
-    const uint64_t rel = f.pc - m.load_bias;
-    const uint64_t lookup = f.lookup_prev ? rel - 1 : rel;
-    if (mod.ok() && !mod.value()->has_elf() && mod.value()->object())
-      return fill_object_symbol(*mod.value()->object(), lookup, rel, out);
-    if (!mod.ok() || !mod.value()->has_elf()) return fill_out(out, empty, "sprov_symbol");
-    symbolize::SymbolInfo probe;
-    const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
-    // A return address at the very start of a function (a signal trampoline
-    // such as __restore_rt, whose FDE begins one byte early) has no symbol at
-    // pc - 1; name it by its own pc then.
-    if (f.lookup_prev && !sym->sym->lookup(image, lookup, &probe)) return fill_symbol(sym, image, rel, rel, out);
-    return fill_symbol(sym, image, lookup, rel, out);
+    return symbolizer_frame(sym, stack, index, out);
   });
 }
 
@@ -169,17 +187,7 @@ SPROV_API int sprov_symbolizer_addr(sprov_symbolizer* sym, const char* module_pa
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_symbolizer_addr: the context is offline and would not open module '%s'",
                              module_path));
-    auto mod = symbolizer_module(sym, module_path);
-    if (!mod.ok()) return fail(mod.error());
-    const std::shared_ptr<const object::ObjectImage> image = mod.value()->object();
-    const int rc = mod.value()->has_elf() ? fill_symbol(sym, image, address, address, out)
-                                          : fill_object_symbol(*image, address, address, out);
-    if (image && image->file_changed())  // this module's file only
-      return fail(make_error(SPROV_ERR_IO,
-                             "module '%s' was truncated while mapped: its bytes past the new end read as zeros, so "
-                             "no answer is given from them",
-                             module_path));
-    return rc;
+    return symbolizer_addr(sym, module_path, address, out);
   });
 }
 

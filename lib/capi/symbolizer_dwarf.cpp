@@ -264,6 +264,27 @@ int check(sprov_symbolizer* sym, uint32_t flags, const char* fn) {
 
 }  // namespace
 
+namespace stackprov::capi {
+
+int symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack* stack, size_t index, uint32_t flags,
+                        struct sprov_symbol_info* out) {
+  pipeline::StackView view;
+  view.frames = &stack->frames;
+  view.modules = stack->modules.get();
+  view.loaded = stack->loaded.get();
+  view.module_root = stack->module_root;
+  view.pid = stack->pid;
+  view.jit = stack->jit;
+  pipeline::ResolvedAt at;
+  pipeline::resolve_frame(*sym->ctx, chain(sym), sym->perf_maps, view, index, policy(flags), &sym->last,
+                          sym->explain ? &at : nullptr);
+  const int rc = fill_info(sym, flags, out);
+  explain(sym, at.asked ? &at.module : nullptr, at.addr);
+  return rc;
+}
+
+}  // namespace stackprov::capi
+
 extern "C" {
 
 SPROV_API int sprov_symbolizer_addr_ex(sprov_symbolizer* sym, const char* module_path, uint64_t address,
@@ -301,19 +322,7 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
     if (index >= stack->frames.size())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "frame index %zu out of range (%zu frames)", index,
                              stack->frames.size()));
-    pipeline::StackView view;
-    view.frames = &stack->frames;
-    view.modules = stack->modules.get();
-    view.loaded = stack->loaded.get();
-    view.module_root = stack->module_root;
-    view.pid = stack->pid;
-    view.jit = stack->jit;
-    pipeline::ResolvedAt at;
-    pipeline::resolve_frame(*sym->ctx, chain(sym), sym->perf_maps, view, index, policy(flags), &sym->last,
-                            sym->explain ? &at : nullptr);
-    const int rc = fill_info(sym, flags, out);
-    explain(sym, at.asked ? &at.module : nullptr, at.addr);
-    return rc;
+    return symbolizer_frame_ex(sym, stack, index, flags, out);
   });
 }
 

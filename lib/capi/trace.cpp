@@ -6,6 +6,7 @@
 
 #include "capi/trace_internal.hpp"
 #include "evidence/json.hpp"
+#include "pipeline/frame_render.hpp"
 #include "trace/events.hpp"
 
 using namespace stackprov;
@@ -25,21 +26,6 @@ std::string mask_password(const std::string& url) {
 }
 
 }  // namespace
-
-namespace stackprov::capi {
-
-// A malloc'd copy of `s` for an out parameter (released with sprov_free).
-int give_string(const std::string& s, char** out, size_t* out_len) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  if (!p) return fail(Error{SPROV_ERR_NOMEM, "allocation failed"});
-  std::memcpy(p, s.data(), s.size());
-  p[s.size()] = '\0';
-  *out = p;
-  if (out_len) *out_len = s.size();
-  return 0;
-}
-
-}  // namespace stackprov::capi
 
 extern "C" {
 
@@ -159,6 +145,25 @@ SPROV_API int sprov_trace_get_json(sprov_trace_store* store, const char* trace_i
     auto t = store->store->get_trace(trace_id);
     if (!t) return fail(t.error());
     return give_string(trace::trace_capture_event(t.value()), out, out_len);
+  });
+}
+
+SPROV_API int sprov_trace_render(const char* event, size_t len, uint32_t flags, char** out, size_t* out_len) {
+  return guard([&] {
+    if (!event || !out) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_trace_render: NULL argument"));
+    *out = nullptr;
+    if (flags & ~static_cast<uint32_t>(SPROV_RENDER_LINES))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_trace_render: flags 0x%x (SPROV_RENDER_LINES only)", flags));
+    auto ev = trace::parse_event(std::string_view(event, len));
+    if (!ev) return fail(ev.error());
+    const auto* cap = std::get_if<trace::CaptureEvent>(&ev.value());
+    if (cap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_trace_render: not a trace.capture event"));
+    std::string text;
+    for (const pipeline::RenderThread& t : pipeline::trace_render_threads(cap->trace)) {
+      pipeline::render_thread(t, flags, &text);
+      if (t.frames.empty()) text += "    (no frames)\n";
+    }
+    return give_string(text, out, out_len);
   });
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Shared by the trace C ABI shims: the store handle and string results (the pipeline is lib/pipeline/trace.hpp).
+// Shared by the trace C ABI shims: the store handle (string results: capi/internal.hpp give_string; the pipeline is lib/pipeline/trace.hpp).
 #pragma once
 
 #include <memory>
@@ -17,9 +17,3 @@ struct sprov_trace_store {
   std::string url;  ///< password masked
 };
 
-namespace stackprov::capi {
-
-/// A malloc'd copy of `s` for an out parameter (released with sprov_free); 0 or SPROV_ERR_NOMEM.
-int give_string(const std::string& s, char** out, size_t* out_len);
-
-}  // namespace stackprov::capi

@@ -42,6 +42,10 @@ SPROV_API double sprov_replay_report_success_ratio(const sprov_replay_report*) {
 SPROV_API int sprov_replay_report_format(const sprov_replay_report*, int, char**, size_t*) { return unsupported(__func__); }
 SPROV_API int sprov_trace_get_json(sprov_trace_store*, const char*, char**, size_t*) { return unsupported(__func__); }
 SPROV_API int sprov_trace_list_json(sprov_trace_store*, size_t, char**, size_t*) { return unsupported(__func__); }
+SPROV_API int sprov_trace_render(const char*, size_t, uint32_t, char** out, size_t*) {
+  if (out) *out = nullptr;
+  return unsupported(__func__);
+}
 SPROV_API int sprov_trace_replays_json(sprov_trace_store*, const char*, char**, size_t*) { return unsupported(__func__); }
 SPROV_API int sprov_trace_store_export_bundle(sprov_trace_store*, const char*, sprov_bundle_store*) {
   return unsupported(__func__);

@@ -72,6 +72,44 @@ int prepare_snapshot_walk(sprov_unwinder* uw, const sprov_snapshot* snap) {
 
 }  // namespace stackprov::capi
 
+namespace stackprov::capi {
+
+const char* register_name(int arch, int reg) {
+  const char* name = nullptr;
+  unwind::with_arch_traits(static_cast<Arch>(arch), Endian::kLittle, [&](auto traits) {
+    using T = typename decltype(traits)::type;
+    if (reg >= 0 && reg < T::kNumRegs) name = arch::Ops<T>::reg_name(reg);
+  });
+  return name;
+}
+
+struct sprov_coroutine_link coroutine_link_out(const sprov_stack* stack, const unwind::CoroutineLink& l) {
+  struct sprov_coroutine_link o = {};
+  o.sz = sizeof(o);
+  o.frame = l.frame;
+  o.slot = l.slot;
+  o.context = l.context;
+  o.pc = l.pc;
+  o.sp = l.sp;
+  o.has_regs = l.has_regs ? 1 : 0;
+  o.module_index = -1;
+  if (l.has_regs && l.pc != 0 && stack->modules) {
+    // The module holding the return address's call (pc - 1), as for a caller frame.
+    const auto& mods = *stack->modules;
+    for (size_t m = 0; m < mods.size(); m++) {
+      if (l.pc - 1 >= mods[m].start && l.pc - 1 < mods[m].end) {
+        o.module_index = static_cast<int32_t>(m);
+        o.module_offset = l.pc - mods[m].load_bias;
+        o.module_path = mods[m].path.c_str();
+        break;
+      }
+    }
+  }
+  return o;
+}
+
+}  // namespace stackprov::capi
+
 extern "C" {
 
 SPROV_API int sprov_unwinder_new(sprov_context* ctx, const struct sprov_unwinder_opts* opts,
@@ -164,14 +202,7 @@ SPROV_API int sprov_stack_frame_registers(const sprov_stack* stack, size_t index
 }
 
 SPROV_API const char* sprov_register_name(int arch, int reg) {
-  return guard_value<const char*>(nullptr, [&]() -> const char* {
-    const char* name = nullptr;
-    unwind::with_arch_traits(static_cast<Arch>(arch), Endian::kLittle, [&](auto traits) {
-      using T = typename decltype(traits)::type;
-      if (reg >= 0 && reg < T::kNumRegs) name = arch::Ops<T>::reg_name(reg);
-    });
-    return name;
-  });
+  return guard_value<const char*>(nullptr, [&]() -> const char* { return register_name(arch, reg); });
 }
 
 SPROV_API int sprov_unwinder_stats(const sprov_unwinder* uw, struct sprov_unwinder_stats* out) {
@@ -237,28 +268,7 @@ SPROV_API int sprov_stack_coroutine_link(const sprov_stack* stack, size_t index,
     if (index >= stack->links.size())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "coroutine link index %zu out of range (%zu links)", index,
                              stack->links.size()));
-    const unwind::CoroutineLink& l = stack->links[index];
-    struct sprov_coroutine_link o = {};
-    o.sz = sizeof(o);
-    o.frame = l.frame;
-    o.slot = l.slot;
-    o.context = l.context;
-    o.pc = l.pc;
-    o.sp = l.sp;
-    o.has_regs = l.has_regs ? 1 : 0;
-    o.module_index = -1;
-    if (l.has_regs && l.pc != 0 && stack->modules) {
-      // The module holding the return address's call (pc - 1), as for a caller frame.
-      const auto& mods = *stack->modules;
-      for (size_t m = 0; m < mods.size(); m++) {
-        if (l.pc - 1 >= mods[m].start && l.pc - 1 < mods[m].end) {
-          o.module_index = static_cast<int32_t>(m);
-          o.module_offset = l.pc - mods[m].load_bias;
-          o.module_path = mods[m].path.c_str();
-          break;
-        }
-      }
-    }
+    const struct sprov_coroutine_link o = coroutine_link_out(stack, stack->links[index]);
     return fill_out(out, o, "sprov_coroutine_link");
   });
 }

@@ -276,6 +276,9 @@ int main(void) {
     uint64_t v[4], known = 0;
     EXPECT(sprov_symbolizer_tail_calls(NULL, NULL, &with) == SPROV_ERR_INVALID_ARG && with == NULL);
     EXPECT(sprov_stack_frame_registers(NULL, 0, v, 4, &known) == SPROV_ERR_INVALID_ARG);
+    char* text = (char*)1;
+    EXPECT(sprov_stack_render(NULL, NULL, NULL, &text, NULL) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_trace_render(NULL, 0, 0, &text, NULL) == SPROV_ERR_INVALID_ARG);
   }
   EXPECT(SPROV_METHOD_ASYNC_BOUNDARY == 17 && SPROV_FRAME_ASYNC_AWAITER == 16u);
   EXPECT(strcmp(sprov_method_name(SPROV_METHOD_ASYNC_BOUNDARY), "async_boundary") == 0);

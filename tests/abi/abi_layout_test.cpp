@@ -91,6 +91,12 @@ CHECK_OFF(sprov_frame, reserved, 92);
 
 CHECK_SIZE(sprov_symbolizer_opts, 16);
 CHECK_OFF(sprov_symbolizer_opts, flags, 8);
+CHECK_SIZE(sprov_render_opts, 40);
+CHECK_OFF(sprov_render_opts, flags, 8);
+CHECK_OFF(sprov_render_opts, reserved, 12);
+CHECK_OFF(sprov_render_opts, tid, 16);
+CHECK_OFF(sprov_render_opts, name, 24);
+CHECK_OFF(sprov_render_opts, runtime_name, 32);
 
 CHECK_SIZE(sprov_process_opts, 40);
 CHECK_OFF(sprov_process_opts, tid, 8);

@@ -85,11 +85,13 @@ def _dir_list(what, dirs):
 
 
 def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0,
-                    lines=True, context=None, python="auto", tail_calls=True):
+                    lines=True, context=None, python="auto", tail_calls=True, render=""):
     """(ProcessInfo, [Thread]) of a live process (pid=), an ELF core file (core=, exe=), a Windows
     minidump (minidump=, symbol_path=) or raw machine state (raw=). ProcessInfo.source says which;
     a minidump's exception is in .exception_code/.exception_address/.exception_tid/.exception_name
-    and where each module's identity and file came from in .notes."""
+    and where each module's identity and file came from in .notes.
+    render="text" or "json": each Thread's .rendered is the thread as `stackprov stack` prints it
+    (text, or its --json thread object), by the library's one renderer."""
     for what, v in (("minidump", minidump), ("raw", raw)):
         if v is not None and not isinstance(v, (str, bytes, _os.PathLike)):
             raise InvalidArgumentError("invalid %s %r (expected a path)" % (what, v), _INVALID_ARG)
@@ -108,7 +110,7 @@ def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, s
     else:
         ctx = _stackprov._default_context()
     return ctx._stack(pid, core, exe, tid, max_frames, lines, python, tail_calls, minidump, raw,
-                      ":".join(sp) if sp is not None else None)
+                      ":".join(sp) if sp is not None else None, render)
 
 
 def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0, lines=True,

@@ -79,6 +79,7 @@ class Thread:
     runtime_name: Optional[str]
     frames: List[Frame]
     stop_reason: str
+    rendered: str
 
 class ProcessInfo:
     pid: int
@@ -176,7 +177,7 @@ def stack_with_info(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Op
                     raw: Optional[Union[str, "os.PathLike[str]"]] = ..., symbol_path: Optional[_Dirs] = ...,
                     tid: int = ..., max_frames: int = ..., lines: bool = ...,
                     context: Optional[Context] = ..., python: str = ...,
-                    tail_calls: bool = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
+                    tail_calls: bool = ..., render: str = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
 def symbolize(path: Union[str, "os.PathLike[str]"], addresses: Iterable[int], *, inlines: bool = ...,
               llvm_compat: bool = ..., short_names: bool = ..., demangle: bool = ...,
               debug_dirs: Optional[_Dirs] = ..., symbol_path: Optional[_Dirs] = ...,

@@ -99,33 +99,6 @@ def minidump_json(info):
     return s + ',"notes":[%s]' % ",".join(_json_str(n) for n in info.notes.split("\n") if n)
 
 
-def print_thread(out, t, lines=True):
-    rt = ' (python thread %s)' % _json_str(t.runtime_name) if t.runtime_name else ""
-    out.write('TID %d "%s"%s:\n' % (t.tid, t.name, rt) if t.name else "TID %d%s:\n" % (t.tid, rt))
-    for i, f in enumerate(t.frames):
-        if f.runtime is not None:
-            # "#3  python             Outer.method - /srv/app.py:42 [runtime]" (bindings/cli/print.cpp)
-            out.write("#%-2d %-18s %s - %s:%d [%s]\n" % (i, f.runtime, f.qualname, f.file, f.line or 0, f.method))
-            continue
-        if f.signal_handler_called:
-            name = " <signal handler called>"
-        elif f.function:
-            name = " %s+0x%x" % (f.function, f.function_offset)
-        elif f.resolver == "bundle" and f.resolved_function:
-            name = " " + f.resolved_function
-        else:
-            name = " ??"
-        flags = "".join(", " + fl for fl in f.flags)  # cfi_not_in_bundle, jit, inferred: print.cpp's order
-        out.write("#%-2d 0x%016x%s - %s [%s%s]\n" % (i, f.pc, name, f.module or "??", f.method, flags))
-        if not lines:
-            continue
-        for inl in f.inlined:
-            out.write("    inlined %s at %s:%d:%d\n" % (inl.function, inl.file, inl.line, inl.column))
-        if f.file:
-            out.write("    %s:%d:%d\n" % (f.file, f.line or 0, f.column))
-    out.write("stop: %s\n" % t.stop_reason)
-
-
 def process_json(info):
     """{"pid",...,"signal"} of `stackprov stack --json` (without the threads and the closing brace)."""
     s = '{"pid":%d,"program":%s,"command_line":%s,"signal":' % (info.pid, _json_str(info.program),
@@ -139,40 +112,6 @@ def process_json(info):
     if info.fault_address is not None:
         s += ',"fault_address":"0x%x"' % info.fault_address
     return s + "}"
-
-
-def thread_json(t, lines=True):
-    """One thread of `stackprov stack --json`, byte for byte (bindings/cli/print.cpp print_stack_json)."""
-    frames = []
-    for i, f in enumerate(t.frames):
-        if f.runtime is not None:
-            frames.append(('{"index":%d,"pc":"0x%x","sp":"0x%x","method":"%s","runtime":"%s","function":%s,"qualname":%s,'
-                           '"file":%s,"line":%d,"entry":%s,"native_index":%d,"frame_address":"0x%x","code_address":"0x%x"}')
-                          % (i, f.pc, f.sp, f.method, f.runtime, _json_str(f.function), _json_str(f.qualname),
-                             _json_str(f.file), f.line or 0, "true" if f.entry else "false", f.native_index, f.frame_address,
-                             f.code_address))
-            continue
-        s = ('{"index":%d,"pc":"0x%x","sp":"0x%x","cfa":"0x%x","module":%s,"build_id":"%s","module_offset":"0x%x",'
-             '"function":%s,"linkage_name":%s,"function_offset":"0x%x","resolver":"%s","source":%s,"bundle":%s,'
-             '"method":"%s"') % (i, f.pc, f.sp, f.cfa, _json_str(f.module), f.build_id, f.module_offset,
-                                 _json_str(f.function), _json_str(f.linkage_name), f.function_offset, f.resolver,
-                                 _json_str(f.source), _json_str(f.bundle), f.method)
-        if f.flags:
-            s += ',"flags":[%s]' % ",".join('"%s"' % fl for fl in f.flags)
-        if f.signal_handler_called:
-            s += ',"signal_handler_called":true'
-        if lines:
-            s += ',"resolved_function":%s' % _json_str(f.resolved_function)
-            if f.file:
-                s += ',"file":%s,"line":%d,"column":%d' % (_json_str(f.file), f.line or 0, f.column)
-            s += ',"inlined":[%s]' % ",".join(
-                '{"function":%s,"linkage_name":%s,"file":%s,"line":%d,"column":%d}'
-                % (_json_str(n.function), _json_str(n.linkage_name), _json_str(n.file), n.line, n.column)
-                for n in f.inlined)
-        frames.append(s + "}")
-    rt = '"runtime_name":%s,' % _json_str(t.runtime_name) if t.runtime_name else ""
-    return '{"tid":%d,"name":%s,%s"frames":[%s],"stop_reason":"%s"}' % (t.tid, _json_str(t.name), rt, ",".join(frames),
-                                                                         t.stop_reason)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -345,7 +284,8 @@ def main(argv=None):
             info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, minidump=a.minidump, raw=a.raw,
                                                       symbol_path=sp, tid=a.tid,
                                                       max_frames=a.max_frames, lines=not a.no_lines, context=ctx,
-                                                      python=a.python, tail_calls=not a.no_tail_calls)
+                                                      python=a.python, tail_calls=not a.no_tail_calls,
+                                                      render="json" if a.json else "text")
         except stackprov.Error as e:
             sys.stderr.write("python3 -m stackprov stack: cannot %s: %s\n"
                              % ("capture " + what if pid is not None else "read " + what, e.message.splitlines()[0]))
@@ -357,7 +297,7 @@ def main(argv=None):
     if a.json:
         out.write(process_json(info) + (minidump_json(info) if a.minidump is not None else "")
                   + ',"runtime":%s,"threads":[' % _json_str(info.runtime)
-                  + ",".join(thread_json(t, not a.no_lines) for t in threads)
+                  + ",".join(t.rendered for t in threads)  # the library's renderer
                   + "]}\n")
     else:
         if a.raw is not None:
@@ -369,7 +309,7 @@ def main(argv=None):
         if info.runtime:
             out.write("runtime: %s\n" % info.runtime)
         for t in threads:
-            print_thread(out, t, not a.no_lines)
+            out.write(t.rendered)  # the library's renderer, as `stackprov stack`
     out.flush()
     short = [t for t in threads if t.stop_reason not in ("end_of_stack", "max_frames")]
     if short or not threads or info.core_truncated or info.build_id_mismatch:

@@ -120,8 +120,8 @@ def list_main(a):
 
 def show_parser():
     p = Parser("trace-show", description="Prints a stored trace as `stackprov trace-show` does: a header line, then "
-               "per thread\n  TID n (name):\n  #k 0xIP symbol - module [unwind] resolver\n      file:line:column\n"
-               "      inlined F at file:line:column\nthen the trace's replays, oldest first. See `stackprov trace-show "
+               "per thread, as `stackprov stack` prints a thread\n  TID n \"name\":\n  #k  0xIP symbol+0xOFF - module [unwind]\n"
+               "      inlined F at file:line:column\n      file:line:column\nthen the trace's replays, oldest first. See `stackprov trace-show "
                "--help` for the fields.",
                epilog="Exit status: 0 shown; 1 no such trace, or the store could not be read; 2 bad options or\n"
                "values (one line names the value).")
@@ -132,41 +132,16 @@ def show_parser():
     return p
 
 
-def _thread_index(text):
-    """strtoull of a frame's "thread" text (bindings/cli/cmd_trace.cpp print_trace_text); -1 when out of range."""
-    m = re.match(r"\s*([+-]?)(\d*)", text)
-    v = int(m.group(2)) if m.group(2) else 0
-    return -1 if m.group(1) == "-" and v else v
-
-
-def print_trace_text(out, t):
-    """The text form of a trace.capture event, byte for byte as the CLI's print_trace_text."""
+def print_trace_text(out, t, event):
+    """The text form of a trace.capture event, byte for byte as the CLI's print_trace_text: a header,
+    then the threads through the library's one renderer (sprov_trace_render)."""
     out.write("trace %s: %s/%s, captured %s, build-id %s\n" % (jstr(t, "trace_id"), jstr(t, "platform"),
                                                              jstr(t, "arch"), jstr(t, "captured_at"),
                                                              jstr(t, "build_id") or "-"))
     bundle, dsse = jstr(t, "symbol_bundle_ref"), jstr(t, "dsse_ref")
     if bundle:
         out.write("symbol bundle %s%s%s\n" % (bundle, ", signed: " if dsse else "", dsse))
-    threads = jarr(t, "threads")
-    by_thread = [[] for _ in threads]
-    for fr in jarr(t, "frames"):
-        ti = _thread_index(jstr(fr, "thread"))
-        if 0 <= ti < len(by_thread):
-            by_thread[ti].append(fr)
-    for th, frames in zip(threads, by_thread):
-        name = jstr(th, "name")
-        out.write("TID %s%s:\n" % (jstr(th, "tid"), " (%s)" % name if name else ""))
-        if not frames:
-            out.write("    (no frames)\n")
-        for k, fr in enumerate(frames):
-            out.write("#%d %s %s - %s [%s] %s\n" % (k, jstr(fr, "ip"), jstr(fr, "symbol") or "??",
-                                                   jstr(fr, "module") or "??", jstr(fr, "unwind"),
-                                                   jstr(fr, "resolver") or "none"))
-            if jstr(fr, "file"):
-                out.write("    %s:%s:%s\n" % (jstr(fr, "file"), jstr(fr, "line"), jstr(fr, "column")))
-            for inl in jarr(fr, "inline"):
-                out.write("    inlined %s at %s:%s:%s\n" % (jstr(inl, "function") or "??", jstr(inl, "file"),
-                                                            jstr(inl, "line"), jstr(inl, "column")))
+    out.write(_stackprov._render_trace(event))
 
 
 def show_main(a):
@@ -192,7 +167,10 @@ def show_main(a):
         if replays and not replays.endswith("\n"):
             out.write("\n")
         return EXIT_OK
-    print_trace_text(out, parse_json(ev))
+    try:
+        print_trace_text(out, parse_json(ev), ev)
+    except stackprov.Error as e:
+        return lib_fail(cmd, "trace " + tid, e)
     for line in replays.split("\n"):
         if not line:
             continue

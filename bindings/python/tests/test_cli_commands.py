@@ -132,8 +132,8 @@ def test_python_m_trace_capture_command(world):
         assert "'sh' exited (exit status 3)" in r.stderr
         ids.append(r.stdout.strip())
     assert all(UUID.match(i) for i in ids)
-    # a shell asleep in sleep(1)'s wait: one thread each, named sh
-    assert show_body(ids[0], url, env).startswith("TID ") and "(sh)" in show_body(ids[1], url, env)
+    # a shell asleep in sleep(1)'s wait: one thread each, named sh (`TID n "sh":`, as `stack` prints it)
+    assert show_body(ids[0], url, env).startswith("TID ") and '"sh"' in show_body(ids[1], url, env)
     assert_same_error(["trace-capture", "--store", url, "--delay", "200", "--", "sh", "-c", "exit 3"], env, 1,
                       "'sh' exited before the capture (exit status 3)")
 
