@@ -329,6 +329,17 @@ std::string pdb_key_id_hex(std::string_view key) {
   return converted([&](char** out, size_t* n) { return sprov_id_from_key(SPROV_BUNDLE_ID_PDB_GUID_AGE, k.c_str(), out, n); });
 }
 
+std::string code_id_key_id_hex(std::string_view key) {
+  const std::string k(key);
+  return converted([&](char** out, size_t* n) { return sprov_id_from_key(SPROV_BUNDLE_ID_PE_CODE_ID, k.c_str(), out, n); });
+}
+
+std::string code_id_hex_key(std::string_view id) {
+  if (id.size() != 16) return {};
+  const std::string h(id);
+  return converted([&](char** out, size_t* n) { return sprov_id_key(SPROV_BUNDLE_ID_PE_CODE_ID, h.c_str(), out, n); });
+}
+
 std::string pdb_id_hex_key(std::string_view id) {
   if (id.size() != 40) return {};
   const std::string h(id);

@@ -64,6 +64,12 @@ std::string pdb_id_hex_key(std::string_view id_hex);
 /// The macho-uuid identity bytes (32 lower-case hex digits) of a UUID, with or without its dashes
 /// ("" when `uuid` is not one). All three are the C ABI's sprov_id_from_key / sprov_id_key.
 std::string uuid_id_hex(std::string_view uuid);
+/// The pe-code-id identity bytes (hex: TimeDateStamp then SizeOfImage, u32 little-endian each) of a
+/// code id key (TimeDateStamp as 8 hex digits, then SizeOfImage in 1 to 8 hex digits, as in a
+/// symbol store's NAME/KEY/NAME); "" when `key` is not one.
+std::string code_id_key_id_hex(std::string_view key);
+/// The inverse: the key ("%08X%x") of 16 hex digits of pe-code-id identity bytes ("" else).
+std::string code_id_hex_key(std::string_view id_hex);
 
 /// "" when `path` names something that is not a directory (or does not exist yet), else
 /// "'PATH' is a directory" -- for options and arguments that name a file.

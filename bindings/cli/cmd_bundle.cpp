@@ -24,8 +24,10 @@ const char kHelp[] =
     "                              [-o PATH] [--name NAME] [--debug-file-directory DIR]...\n"
     "                              [--symbol-path DIR]... FILE...\n"
     "       stackprov bundle inspect BUNDLE [--store DIR] [--json]\n"
-    "       stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX|--pdb-key KEY] ADDRESS...\n"
-    "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX|--pdb-key KEY] ADDRESS...\n"
+    "       stackprov bundle lookup BUNDLE [--store DIR] [--build-id HEX|--pdb-key KEY|--code-id KEY]\n"
+    "                                  ADDRESS...\n"
+    "       stackprov bundle unwind BUNDLE [--store DIR] [--build-id HEX|--pdb-key KEY|--code-id KEY]\n"
+    "                                  ADDRESS...\n"
     "       stackprov bundle export BUNDLE --format symbol-index-json|symbfile [--build-id HEX] [-o FILE]\n"
     "                                     [--store DIR]\n"
     "       stackprov bundle put [--store DIR] BUNDLEFILE...\n"
@@ -72,7 +74,9 @@ const char kHelp[] =
     "         innermost first: the function (linkage name) and file:line:column, then a blank line;\n"
     "         \"??\" and \"??:0:0\" when the bundle has no range there. --build-id picks the module\n"
     "         (required when the bundle holds more than one), or --pdb-key KEY a PE module by its\n"
-    "         PDB's symbol-server key (GUID hex + age hex, as in NAME.pdb/KEY/NAME.pdb).\n"
+    "         PDB's symbol-server key (GUID hex + age hex, as in NAME.pdb/KEY/NAME.pdb), or\n"
+    "         --code-id KEY a PE module without a CodeView record by its code id (TimeDateStamp\n"
+    "         as 8 hex digits + SizeOfImage hex, as in NAME/KEY/NAME; weaker than a PDB key).\n"
     "unwind   prints the unwind row covering each ADDRESS, one line each: x86_64 rows in\n"
     "         llvm-dwarfdump's notation (\"CFA=RSP+16: RBX=[CFA-16], RIP=[CFA-8]\"; other\n"
     "         architectures: DWARF register numbers \"r7\"), or \"end-of-stack\", \"full\" (the row\n"
@@ -354,7 +358,9 @@ std::string held_modules(const sprov_bundle* b) {
     sprov_bundle_module m{};
     m.sz = sizeof m;
     if (sprov_bundle_module_info(b, i, &m) != 0) continue;
-    const std::string key = m.id_kind == SPROV_BUNDLE_ID_PDB_GUID_AGE ? stackprov_cli::pdb_id_hex_key(m.id_hex) : "";
+    const std::string key = m.id_kind == SPROV_BUNDLE_ID_PDB_GUID_AGE ? stackprov_cli::pdb_id_hex_key(m.id_hex)
+                            : m.id_kind == SPROV_BUNDLE_ID_PE_CODE_ID ? stackprov_cli::code_id_hex_key(m.id_hex)
+                                                                      : "";
     s += std::string(s.empty() ? "" : ", ") + sprov_bundle_id_kind_name(static_cast<int>(m.id_kind)) +
          (key.empty() ? " " : " key " + key + " (id ") + m.id_hex + (key.empty() ? "" : ")");
   }
@@ -364,18 +370,24 @@ std::string held_modules(const sprov_bundle* b) {
 
 /// 0 with *q filled, or the exit code of the error it printed.
 int open_query(int argc, char** argv, const char* verb, ModuleQuery* q) {
-  const auto a = parse(argc, argv, {"build-id", "pdb-key", "store"}, {});
-  if (int rc = check_args(a, {"build-id", "pdb-key", "store"})) return rc;
+  const auto a = parse(argc, argv, {"build-id", "pdb-key", "code-id", "store"}, {});
+  if (int rc = check_args(a, {"build-id", "pdb-key", "code-id", "store"})) return rc;
   if (a.pos.empty()) return usage(std::string(verb) + " needs a BUNDLE");
   const std::string arg = a.pos[0], build_id = a.has("build-id") ? a.get("build-id") : "",
                     pdb_key = a.has("pdb-key") ? a.get("pdb-key") : "",
+                    code_key = a.has("code-id") ? a.get("code-id") : "",
                     store_dir = a.has("store") ? a.get("store") : "";
-  if (!build_id.empty() && !pdb_key.empty())
-    return usage("give either --build-id '" + build_id + "' or --pdb-key '" + pdb_key + "', not both");
+  if (!build_id.empty() + !pdb_key.empty() + !code_key.empty() > 1)
+    return usage("give one of --build-id '" + build_id + "', --pdb-key '" + pdb_key + "' and --code-id '" + code_key +
+                 "'");
   const std::string pdb_id = stackprov_cli::pdb_key_id_hex(pdb_key);
   if (!pdb_key.empty() && pdb_id.empty())
     return usage("--pdb-key '" + pdb_key +
                  "' is not a PDB symbol-server key (32 hex digits of the GUID, then the age in hex)");
+  const std::string code_id = stackprov_cli::code_id_key_id_hex(code_key);
+  if (!code_key.empty() && code_id.empty())
+    return usage("--code-id '" + code_key +
+                 "' is not a PE code id (TimeDateStamp as 8 hex digits, then SizeOfImage in hex)");
   q->addrs.assign(a.pos.begin() + 1, a.pos.end());
   if (int rc = open_bundle_arg(arg, store_dir, &q->bundle)) return rc;
   const size_t n = sprov_bundle_module_count(q->bundle.b);
@@ -383,13 +395,17 @@ int open_query(int argc, char** argv, const char* verb, ModuleQuery* q) {
     if (sprov_bundle_find_module(q->bundle.b, SPROV_BUNDLE_ID_PDB_GUID_AGE, pdb_id.c_str(), &q->module) != 0)
       return fail("no module with pdb-guid-age key " + pdb_key + " (id " + pdb_id + ") in '" + arg + "': it holds " +
                   held_modules(q->bundle.b));
+  } else if (!code_id.empty()) {
+    if (sprov_bundle_find_module(q->bundle.b, SPROV_BUNDLE_ID_PE_CODE_ID, code_id.c_str(), &q->module) != 0)
+      return fail("no module with pe-code-id key " + code_key + " (id " + code_id + ") in '" + arg + "': it holds " +
+                  held_modules(q->bundle.b));
   } else if (!build_id.empty()) {
     if (sprov_bundle_find_module(q->bundle.b, SPROV_BUNDLE_ID_ELF_BUILD_ID, build_id.c_str(), &q->module) != 0)
       return sprov_last_error() == SPROV_ERR_INVALID_ARG
                  ? usage("--build-id '" + build_id + "' is not a hex build-id")
                  : fail("no module with build-id " + build_id + " in '" + arg + "'");
   } else if (n != 1) {
-    return usage("'" + arg + "' holds " + std::to_string(n) + " modules: name one with --build-id or --pdb-key");
+    return usage("'" + arg + "' holds " + std::to_string(n) + " modules: name one with --build-id, --pdb-key or --code-id");
   }
   return 0;
 }

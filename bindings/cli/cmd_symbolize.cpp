@@ -36,6 +36,7 @@ struct Options {
   std::string pdb_key;    // --pdb-key KEY as given
   std::string uuid;       // --uuid UUID as given (SPROV_BUNDLE_ID_MACHO_UUID)
   std::string id_option;  // the option that gave the identity: "--build-id", "--pdb-key" or "--uuid"
+  std::string code_key;   // --code-id KEY as given (SPROV_BUNDLE_ID_PE_CODE_ID)
   std::string resolvers;  // --resolvers LIST ("" = the library default)
   bool has_store = false;
   std::string store;      // --store DIR
@@ -70,7 +71,8 @@ const char* kUsage =
     "       stackprov symbolize [options] ['FILE ADDRESS'...]   (module named on each input)\n"
     "       stackprov symbolize --build-id HEX [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n"
     "       stackprov symbolize --pdb-key KEY [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n"
-    "       stackprov symbolize --uuid UUID [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
+    "       stackprov symbolize --uuid UUID [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n"
+    "       stackprov symbolize --code-id KEY [--store DIR] [--bundle sha256:HEX|FILE] [options] [ADDRESS...]\n\n"
     "Symbolizes link-time addresses like llvm-symbolizer-14, with its output byte for byte:\n"
     "inputs come from the arguments or, when there are none, from stdin, one per line. With\n"
     "--obj an input is an address (0x hex, 0 octal, 0b binary or decimal); without it an\n"
@@ -93,6 +95,8 @@ const char* kUsage =
     "                               (GUID hex + age hex, as in NAME.pdb/KEY/NAME.pdb)\n"
     "  --uuid UUID                  the same for a Mach-O module by its LC_UUID (with or without\n"
     "                               dashes, as llvm-dwarfdump --uuid prints it)\n"
+    "  --code-id KEY                the same for a PE module without a CodeView record by its\n"
+    "                               code id (TimeDateStamp 8 hex digits + SizeOfImage hex)\n"
     "  --store DIR                  bundle store (default with --build-id: $STACKPROV_STORE,\n"
     "                               else $XDG_DATA_HOME/stackprov/store, else\n"
     "                               ~/.local/share/stackprov/store; otherwise none unless\n"
@@ -522,6 +526,7 @@ class Runner {
   std::string module_name(const Request& rq) const {
     if (!o_.pdb_key.empty()) return "PDBKEY:" + o_.pdb_key;
     if (!o_.uuid.empty()) return "UUID:" + o_.uuid;
+    if (!o_.code_key.empty()) return "CODEID:" + o_.code_key;
     return o_.build_id.empty() ? rq.module : "BUILDID:" + o_.build_id;
   }
 
@@ -603,10 +608,21 @@ int parse_args(int argc, char** argv, Options* o) {
       if (o->obj.empty()) return usage("option '" + name + "' needs a file name");
     } else if (a.size() > 2 && a.rfind("-e", 0) == 0 && a[2] != '=') {
       o->obj = a.substr(2);  // -ePATH
+    } else if (name == "--code-id") {
+      if (!need(&o->code_key)) return usage("--code-id needs a value");
+      if (!o->id_option.empty() && o->id_option != name)
+        return usage("give one of --build-id, --pdb-key, --uuid and --code-id (" + o->id_option + " and --code-id '" +
+                     o->code_key + "')");
+      o->id_option = name;
+      o->build_id = stackprov_cli::code_id_key_id_hex(o->code_key);
+      o->id_kind = SPROV_BUNDLE_ID_PE_CODE_ID;
+      if (o->build_id.empty())
+        return usage("--code-id '" + o->code_key +
+                     "' is not a PE code id (TimeDateStamp as 8 hex digits, then SizeOfImage in hex)");
     } else if (name == "--pdb-key") {
       if (!need(&o->pdb_key)) return usage("--pdb-key needs a value");
       if (!o->id_option.empty() && o->id_option != name)
-        return usage("give one of --build-id, --pdb-key and --uuid (" + o->id_option + " and --pdb-key '" + o->pdb_key +
+        return usage("give one of --build-id, --pdb-key, --uuid and --code-id (" + o->id_option + " and --pdb-key '" + o->pdb_key +
                      "')");
       o->id_option = name;
       o->build_id = stackprov_cli::pdb_key_id_hex(o->pdb_key);
@@ -617,7 +633,7 @@ int parse_args(int argc, char** argv, Options* o) {
     } else if (name == "--uuid") {
       if (!need(&o->uuid)) return usage("--uuid needs a value");
       if (!o->id_option.empty() && o->id_option != name)
-        return usage("give one of --build-id, --pdb-key and --uuid (" + o->id_option + " and --uuid '" + o->uuid + "')");
+        return usage("give one of --build-id, --pdb-key, --uuid and --code-id (" + o->id_option + " and --uuid '" + o->uuid + "')");
       o->id_option = name;
       o->build_id = stackprov_cli::uuid_id_hex(o->uuid);
       o->id_kind = SPROV_BUNDLE_ID_MACHO_UUID;
@@ -625,7 +641,7 @@ int parse_args(int argc, char** argv, Options* o) {
         return usage("--uuid '" + o->uuid + "' is not a Mach-O UUID (32 hex digits, optionally 8-4-4-4-12 with dashes)");
     } else if (name == "--build-id") {
       if (!o->id_option.empty() && o->id_option != name)
-        return usage("give one of --build-id, --pdb-key and --uuid (" + o->id_option + " and --build-id)");
+        return usage("give one of --build-id, --pdb-key, --uuid and --code-id (" + o->id_option + " and --build-id)");
       o->id_option = name;
       if (!need(&o->build_id)) return usage("--build-id needs a value");
       bool ok = !o->build_id.empty() && o->build_id.size() % 2 == 0 && o->build_id.size() <= 128;

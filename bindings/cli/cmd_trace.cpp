@@ -73,7 +73,8 @@ bool is_store_url(const std::string& s);
 /// ~/.local/share/stackprov/store): with `create` it is made if missing; without, a default that
 /// does not exist is left out (no store: nothing to read, and no warning per frame). Logs
 /// warnings to stderr. *store_dir receives the store used ("" for none).
-int make_context(const char* cmd, const char* dir, bool create, sprov_context** out, std::string* store_dir) {
+int make_context(const char* cmd, const char* dir, bool create, sprov_context** out, std::string* store_dir,
+                 const char* debug_dirs = nullptr) {
   std::string use;
   if (dir) {
     use = dir;
@@ -96,6 +97,7 @@ int make_context(const char* cmd, const char* dir, bool create, sprov_context** 
   o.log_fn = stackprov_cli::log_once_to_stderr;
   o.log_level = SPROV_LOG_WARN;
   o.bundle_store = use.empty() ? nullptr : use.c_str();
+  o.debug_dirs = debug_dirs;
   if (sprov_context_new(&o, out) != 0) return lib_fail(cmd, "context");
   if (store_dir) *store_dir = use;
   return 0;
@@ -249,6 +251,8 @@ int64_t log_entry_of(const std::string& bundle_store, const std::string& digest,
 constexpr const char* kCaptureHelp =
     "usage: stackprov trace-capture -p PID [options]\n"
     "       stackprov trace-capture --core FILE [--exe PATH] [options]\n"
+    "       stackprov trace-capture --minidump FILE [--symbol-path DIRS] [options]\n"
+    "       stackprov trace-capture --raw STATE.json|DIR [options]\n"
     "       stackprov trace-capture [--delay MS] [options] -- CMD [ARGS...]\n"
     "options: [--store URL] [--bundle] [--bundle-store DIR] [--sign KEY --log DIR [--log-key KEY]]\n"
     "         [--max-frames N]\n"
@@ -260,6 +264,13 @@ constexpr const char* kCaptureHelp =
     "                     kernel.yama.ptrace_scope <= 1 for a non-child), or CAP_SYS_PTRACE\n"
     "  --core FILE        the ELF core file FILE\n"
     "  --exe PATH         with --core: the main program's file (default: its path in the core)\n"
+    "  --minidump FILE    the Windows minidump FILE (as 'stack --minidump'; modules are keyed by\n"
+    "                     PDB GUID+age, else by their code id: doc/windows.md)\n"
+    "  --symbol-path DIRS with --minidump: ':'-separated directories of module files and PDBs\n"
+    "                     (NAME.pdb/KEY/NAME.pdb), as for 'stack --minidump'\n"
+    "  --raw PATH         raw machine state (doc/raw-state.md): one JSON document, or a directory of\n"
+    "                     them (one thread each), as 'stack --raw'; Mach-O modules are keyed by\n"
+    "                     their UUID\n"
     "  -- CMD [ARGS...]   runs CMD (found in PATH as the shell would; stdin, stdout and stderr\n"
     "                     inherited), waits --delay MS for it to reach a steady state, captures\n"
     "                     it, then waits for CMD to exit on its own and reports its exit status\n"
@@ -316,14 +327,18 @@ constexpr const char* kCaptureHelp =
 
 int cmd_trace_capture(int argc, char** argv) {
   const char* cmd = "trace-capture";
-  Args a(argc, argv, {"pid", "core", "exe", "delay", "store", "bundle-store", "sign", "log", "log-key", "max-frames"},
+  Args a(argc, argv,
+         {"pid", "core", "exe", "minidump", "symbol-path", "raw", "delay", "store", "bundle-store", "sign", "log",
+          "log-key", "max-frames"},
          {"bundle"}, {{"p", "pid"}});
   if (a.help) {
     fputs(kCaptureHelp, stdout);
     return kExitOk;
   }
   if (!a.error.empty()) return usage_error(cmd, a.error);
-  if (int rc = once(cmd, a, {"pid", "core", "exe", "delay", "store", "bundle-store", "sign", "log", "log-key", "max-frames"}))
+  if (int rc = once(cmd, a,
+                    {"pid", "core", "exe", "minidump", "symbol-path", "raw", "delay", "store", "bundle-store", "sign",
+                     "log", "log-key", "max-frames"}))
     return rc;
   std::vector<std::string> command;
   if (a.dashdash >= 0) {
@@ -334,9 +349,12 @@ int cmd_trace_capture(int argc, char** argv) {
   } else if (!a.pos.empty()) {
     return usage_error(cmd, "unexpected argument '" + a.pos[0] + "'");
   }
-  const int modes = a.has("pid") + a.has("core") + !command.empty();
-  if (modes == 0) return usage_error(cmd, "give -p PID, --core FILE or -- CMD [ARGS...]");
-  if (modes > 1) return usage_error(cmd, "give only one of -p PID, --core FILE and -- CMD");
+  const int modes = a.has("pid") + a.has("core") + a.has("minidump") + a.has("raw") + !command.empty();
+  if (modes == 0) return usage_error(cmd, "give -p PID, --core FILE, --minidump FILE, --raw PATH or -- CMD [ARGS...]");
+  if (modes > 1) return usage_error(cmd, "give only one of -p PID, --core FILE, --minidump FILE, --raw PATH and -- CMD");
+  if (a.has("symbol-path") && !a.has("minidump"))
+    return usage_error(cmd, std::string("--symbol-path '") + a.get("symbol-path") + "' is only valid with --minidump");
+  if (a.has("raw") && !*a.get("raw")) return usage_error(cmd, "--raw needs a file or directory name");
   uint64_t pid = 0, max_frames = 0, delay_ms = 500;
   if (a.has("pid") && !parse_range(a.get("pid"), 1, INT_MAX, &pid))
     return usage_error(cmd, std::string("invalid --pid value '") + a.get("pid") + "' (expected a process id, 1 to 2147483647)");
@@ -349,7 +367,7 @@ int cmd_trace_capture(int argc, char** argv) {
     return usage_error(cmd, std::string("invalid --delay value '") + a.get("delay") +
                                 "' (expected milliseconds, 0 to 600000)");
   if (a.has("exe") && !a.has("core")) return usage_error(cmd, std::string("--exe '") + a.get("exe") + "' is only valid with --core");
-  for (const char* opt : {"core", "exe"}) {
+  for (const char* opt : {"core", "exe", "minidump"}) {
     if (!a.has(opt)) continue;
     if (std::string why = unreadable_file(a.get(opt)); !why.empty())
       return usage_error(cmd, std::string("--") + opt + " '" + a.get(opt) + "': " + why);
@@ -386,7 +404,12 @@ int cmd_trace_capture(int argc, char** argv) {
   if (int rc = open_store(cmd, a.get("store"), false, &store.s)) return rc;
   ContextHandle ctx;
   std::string bundle_store;
-  if (int rc = make_context(cmd, a.get("bundle-store"), bundle, &ctx.c, &bundle_store)) return rc;
+  // A symbol path is also where PDBs are looked for (DIR/NAME.pdb, DIR/NAME.pdb/KEY/NAME.pdb), after
+  // the default debug directory, as for 'stack --minidump'.
+  const std::string debug_dirs = a.has("symbol-path") ? std::string("/usr/lib/debug:") + a.get("symbol-path") : "";
+  if (int rc = make_context(cmd, a.get("bundle-store"), bundle, &ctx.c, &bundle_store,
+                            a.has("symbol-path") ? debug_dirs.c_str() : nullptr))
+    return rc;
 
   // -- CMD: start it; exec failures come back through a close-on-exec pipe.
   pid_t child = -1;
@@ -463,6 +486,13 @@ int cmd_trace_capture(int argc, char** argv) {
   if (a.has("core")) {
     if (sprov_process_open_core(ctx.c, a.get("core"), &popts, &proc) != 0)
       return lib_fail(cmd, std::string("cannot read core '") + a.get("core") + "'");
+  } else if (a.has("minidump")) {
+    popts.symbol_path = a.get("symbol-path");
+    if (sprov_process_open_minidump(ctx.c, a.get("minidump"), &popts, &proc) != 0)
+      return lib_fail(cmd, std::string("cannot read minidump '") + a.get("minidump") + "'");
+  } else if (a.has("raw")) {
+    if (sprov_process_open_raw(ctx.c, a.get("raw"), &popts, &proc) != 0)
+      return lib_fail(cmd, std::string("cannot read raw state '") + a.get("raw") + "'");
   } else if (sprov_process_capture(ctx.c, static_cast<int64_t>(pid), &popts, &proc) != 0) {
     int status = 0;
     if (child > 0 && waitpid(child, &status, WNOHANG) == child)
@@ -484,8 +514,10 @@ int cmd_trace_capture(int argc, char** argv) {
   const int rc = sprov_trace_capture(ctx.c, proc, store.s, &co, id, sizeof id);
   sprov_process_free(proc);
   if (rc != 0) {
-    const std::string what = a.has("core") ? std::string("trace of core '") + a.get("core") + "'"
-                                           : "trace of pid " + std::to_string(pid);
+    const std::string what = a.has("core")       ? std::string("trace of core '") + a.get("core") + "'"
+                             : a.has("minidump") ? std::string("trace of minidump '") + a.get("minidump") + "'"
+                             : a.has("raw")      ? std::string("trace of raw state '") + a.get("raw") + "'"
+                                                 : "trace of pid " + std::to_string(pid);
     return finish(lib_fail(cmd, what + " into '" + sprov_trace_store_url(store.s) + "'"));
   }
   printf("%s\n", id);

@@ -136,7 +136,7 @@ Bundle build_bundle(const std::vector<std::string>& paths, const std::optional<s
 void init_bundle(py::module_& m) {
   py::class_<BundleModule>(m, "BundleModule", "One module of a symbol bundle (sprov_bundle_module).")
       .def_readonly("index", &BundleModule::index)
-      .def_readonly("id_kind", &BundleModule::id_kind, "elf-build-id, pdb-guid-age or macho-uuid")
+      .def_readonly("id_kind", &BundleModule::id_kind, "elf-build-id, pdb-guid-age, macho-uuid or pe-code-id")
       .def_readonly("id", &BundleModule::id, "the identity, lower-case hex (ELF: the GNU build-id)")
       .def_readonly("name", &BundleModule::name)
       .def_readonly("sha256_file", &BundleModule::sha256_file, "64 hex digits (zeros: unknown)")

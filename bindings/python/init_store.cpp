@@ -70,9 +70,9 @@ std::string store_json(TraceStore& t, F&& call) {
 
 /// The id kind's number for its name ("elf-build-id", ...).
 int id_kind_of(const std::string& name) {
-  for (int k = SPROV_BUNDLE_ID_ELF_BUILD_ID; k <= SPROV_BUNDLE_ID_MACHO_UUID; k++)
+  for (int k = SPROV_BUNDLE_ID_ELF_BUILD_ID; k <= SPROV_BUNDLE_ID_PE_CODE_ID; k++)
     if (name == sprov_bundle_id_kind_name(k)) return k;
-  fail_arg("invalid id kind '" + name + "' (expected elf-build-id, pdb-guid-age or macho-uuid)");
+  fail_arg("invalid id kind '" + name + "' (expected elf-build-id, pdb-guid-age, macho-uuid or pe-code-id)");
 }
 
 std::string store_blob_path(const BundleStore& st, const std::string& digest) {

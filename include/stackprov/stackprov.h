@@ -298,6 +298,7 @@ enum sprov_id_kind {
   SPROV_ID_ELF_BUILD_ID = 1,  /* ELF NT_GNU_BUILD_ID descriptor bytes (usually 20) */
   SPROV_ID_PDB_GUID_AGE = 2,  /* PE/PDB: the 16-byte GUID as in the RSDS record, then the age, u32 LE */
   SPROV_ID_MACHO_UUID = 3,    /* Mach-O LC_UUID, 16 bytes */
+  SPROV_ID_PE_CODE_ID = 4,    /* PE without a CodeView record: TimeDateStamp then SizeOfImage, u32 LE each */
 };
 
 struct sprov_module_info {
@@ -906,9 +907,10 @@ SPROV_API int sprov_symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack
 SPROV_API int sprov_symbolizer_addr_build_id(sprov_symbolizer* sym, const char* build_id, uint64_t address,
                                              uint32_t flags, struct sprov_symbol_info* out);
 /* The same for the module of any identity kind: `id_kind` one of SPROV_BUNDLE_ID_*
- * (symbol_bundle.h: 1 ELF build-id, 2 PDB GUID+age, 3 Mach-O UUID), `id_hex` its bytes in hex
- * as a bundle stores them (PDB: the 16 GUID bytes as the RSDS record holds them, then the age
- * u32 little-endian; `stackprov bundle inspect` prints them). Errors as above, naming the kind;
+ * (symbol_bundle.h: 1 ELF build-id, 2 PDB GUID+age, 3 Mach-O UUID, 4 PE code id), `id_hex` its
+ * bytes in hex as a bundle stores them (PDB: the 16 GUID bytes as the RSDS record holds them, then
+ * the age u32 little-endian; PE code id: TimeDateStamp then SizeOfImage, u32 little-endian each;
+ * `stackprov bundle inspect` prints them). Errors as above, naming the kind;
  * SPROV_ERR_INVALID_ARG for another kind. sprov_symbolizer_addr_build_id(s, hex, ...) is
  * sprov_symbolizer_addr_id(s, SPROV_BUNDLE_ID_ELF_BUILD_ID, hex, ...). */
 SPROV_API int sprov_symbolizer_addr_id(sprov_symbolizer* sym, int id_kind, const char* id_hex, uint64_t address,

@@ -24,25 +24,28 @@ enum sprov_bundle_id_kind {
   SPROV_BUNDLE_ID_ELF_BUILD_ID = 1, /* ELF NT_GNU_BUILD_ID descriptor bytes */
   SPROV_BUNDLE_ID_PDB_GUID_AGE = 2, /* 16-byte GUID as in the RSDS record, then age u32 LE */
   SPROV_BUNDLE_ID_MACHO_UUID = 3,   /* Mach-O LC_UUID */
+  SPROV_BUNDLE_ID_PE_CODE_ID = 4,   /* PE code id: TimeDateStamp then SizeOfImage, u32 LE each (8 bytes) */
 };
-/* "elf-build-id", "pdb-guid-age", "macho-uuid"; "unknown" otherwise. */
+/* "elf-build-id", "pdb-guid-age", "macho-uuid", "pe-code-id"; "unknown" otherwise. */
 SPROV_API const char* sprov_bundle_id_kind_name(int kind);
-/* The kind of a name ("elf-build-id", "pdb-guid-age", "macho-uuid"); SPROV_ERR_INVALID_ARG naming
- * `name` and the three names otherwise. */
+/* The kind of a name ("elf-build-id", "pdb-guid-age", "macho-uuid", "pe-code-id");
+ * SPROV_ERR_INVALID_ARG naming `name` and the four names otherwise. */
 SPROV_API int sprov_bundle_id_kind_parse(const char* name, int* kind);
 /* A module identity as the platform's tools write it (its "key"), from its bytes in hex as a
  * bundle stores them (sprov_bundle_module.id_hex, sprov_frame.module_id): elf-build-id the
  * lower-case hex (readelf -n); pdb-guid-age the symbol-server key -- the GUID's Data1, Data2,
  * Data3, Data4 as 32 upper-case hex digits, then the age in upper-case hex without leading zeros,
  * as in NAME.pdb/KEY/NAME.pdb and `stack --minidump`'s notes; macho-uuid the UUID 8-4-4-4-12 in
- * upper case (llvm-dwarfdump --uuid, macOS). *out is allocated (sprov_free). Errors
- * (SPROV_ERR_INVALID_ARG) name the kind and the value: bad hex, a PDB identity that is not 20
- * bytes, a UUID that is not 16. */
+ * upper case (llvm-dwarfdump --uuid, macOS); pe-code-id TimeDateStamp as 8 upper-case hex digits
+ * then SizeOfImage in lower-case hex (a symbol store's NAME/KEY/NAME). *out is allocated
+ * (sprov_free). Errors (SPROV_ERR_INVALID_ARG) name the kind and the value: bad hex, a PDB
+ * identity that is not 20 bytes, a UUID that is not 16, a code id that is not 8. */
 SPROV_API int sprov_id_key(int id_kind, const char* id_hex, char** out, size_t* out_len);
 /* The reverse: the identity bytes, lower-case hex as a bundle stores them and
  * sprov_symbolizer_addr_id takes them, of a key: elf-build-id hex of any case; pdb-guid-age a
  * symbol-server key (32 hex digits of GUID, then 1 to 8 of age, any case); macho-uuid the UUID
- * with or without its dashes, any case. Errors (SPROV_ERR_INVALID_ARG) name the key and the
+ * with or without its dashes, any case; pe-code-id 8 hex digits of TimeDateStamp then 1 to 8 of
+ * SizeOfImage, any case. Errors (SPROV_ERR_INVALID_ARG) name the key and the
  * form expected. *out_hex is allocated (sprov_free). */
 SPROV_API int sprov_id_from_key(int id_kind, const char* key, char** out_hex, size_t* out_len);
 

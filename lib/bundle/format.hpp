@@ -28,7 +28,7 @@ inline constexpr uint32_t kMaxSections = 32;
 inline constexpr int kMaxSavedRegs = 12;
 
 /// How a module is identified. Values are on disk: never renumber.
-using stackprov::IdKind;  ///< core/types.hpp: kElfBuildId 1, kPdbGuidAge 2, kMachoUuid 3 (0 is not stored)
+using stackprov::IdKind;  ///< core/types.hpp: kElfBuildId 1, kPdbGuidAge 2, kMachoUuid 3, kPeCodeId 4 (0 is not stored)
 
 /// A module's identity as the writer takes it: kind + bytes (1..kMaxIdBytes, checked when written;
 /// stackprov::ModuleId is the in-memory identity, bounded by its type).

@@ -650,9 +650,9 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     ModuleMeta& m = im.meta[mi];
     ModuleView& v = rd.modules_[mi];
     const uint8_t kind = r[kModIdKind], id_len = r[kModIdLen];
-    if (kind < 1 || kind > 3) return bad("module %zu has id kind %u", mi, kind);
+    if (kind < 1 || kind > kMaxIdKind) return bad("module %zu has id kind %u", mi, kind);
     if (id_len == 0 || id_len > kMaxIdBytes) return bad("module %zu has id length %u (1..%zu)", mi, id_len, kMaxIdBytes);
-    if ((kind == 2 && id_len != 20) || (kind == 3 && id_len != 16))
+    if ((kind == 2 && id_len != 20) || (kind == 3 && id_len != 16) || (kind == 4 && id_len != 8))
       return bad("module %zu: id length %u is wrong for id kind %u", mi, id_len, kind);
     for (size_t i = id_len; i < kMaxIdBytes; i++)
       if (r[kModId + i] != 0) return bad("module %zu: id byte %zu past its length %u is not zero", mi, i, id_len);

@@ -48,12 +48,13 @@ Status check_string(const ModuleContents& m, const std::string& s, const char* w
 Status prepare_module(ModuleContents& m) {
   const std::string label = module_label(m);
   const int kind = static_cast<int>(m.id.kind);
-  if (kind < 1 || kind > 3)
-    return make_error(SPROV_ERR_BUNDLE, "bundle writer: module id kind %d is not 1..3", kind);
+  if (kind < 1 || kind > kMaxIdKind)
+    return make_error(SPROV_ERR_BUNDLE, "bundle writer: module id kind %d is not 1..%d", kind, int{kMaxIdKind});
   if (m.id.bytes.empty() || m.id.bytes.size() > kMaxIdBytes)
     return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: id of %zu bytes is not 1..%zu",
                       label.c_str(), m.id.bytes.size(), kMaxIdBytes);
-  if (m.id.kind != IdKind::kElfBuildId && m.id.bytes.size() != (m.id.kind == IdKind::kPdbGuidAge ? 20u : 16u))
+  if (m.id.kind != IdKind::kElfBuildId &&
+      m.id.bytes.size() != (m.id.kind == IdKind::kPdbGuidAge ? 20u : m.id.kind == IdKind::kPeCodeId ? 8u : 16u))
     return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: id of %zu bytes has the wrong size for its kind",
                       label.c_str(), m.id.bytes.size());
   if (auto s = check_string(m, m.name, "name"); !s) return s;

@@ -46,6 +46,13 @@ std::string id_note(const memory::MinidumpModuleInfo& m, const ModuleId& id) {
               (m.headers_in_memory ? "the image headers in the dump's memory have no RSDS record)"
                                    : "the image headers are not in the dump's memory)");
       break;
+    case memory::IdSource::kModuleList:
+      line += "identity " + pe::identity_key(id) + " from the dump's module list (TimeDateStamp, SizeOfImage; " +
+              "the CodeView record is empty, " +
+              (m.headers_in_memory ? "the image headers in its memory have no RSDS record"
+                                   : "the image headers are not in its memory") +
+              (m.file.empty() ? ", no module file was found)" : ", the module file has no RSDS record)");
+      break;
   }
   line += m.file.empty() ? "; no module file" : "; file " + m.file;
   return line + "\n";

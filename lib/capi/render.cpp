@@ -30,8 +30,11 @@ void chain_answer(sprov_symbolizer* sym, const sprov_stack* stack, size_t i, pip
   const symbolize::Resolution& res = sym->last;
   const symbolize::ResolvedFrame& phys = res.frames.back();
   r->resolved_function = sym->last_names.back();
-  if (info.resolver == SPROV_RESOLVER_BUNDLE && !r->resolved_function.empty()) {
-    r->chain_function = r->resolved_function;  // offline: named by its bundle (no symbol start)
+  if ((info.resolver == SPROV_RESOLVER_BUNDLE || info.resolver == SPROV_RESOLVER_PDB) &&
+      !r->resolved_function.empty()) {
+    // Offline, named by its bundle; or a PE whose only names are in its PDB (lld-link writes no
+    // COFF symbols): no symbol start either way (llvm's PDB answers carry none).
+    r->chain_function = r->resolved_function;
   } else if (info.resolver != SPROV_RESOLVER_NONE && !r->resolved_function.empty() && phys.has_start_address &&
              r->module_offset >= phys.start_address) {
     r->chain_function = r->resolved_function;  // a stripped Go binary's gopclntab

@@ -177,7 +177,8 @@ extern "C" __attribute__((visibility("hidden"))) int stackprov_capture_self_impl
 static_assert(SPROV_ID_NONE == static_cast<int>(stackprov::IdKind::kNone) &&
               SPROV_ID_ELF_BUILD_ID == static_cast<int>(stackprov::IdKind::kElfBuildId) &&
               SPROV_ID_PDB_GUID_AGE == static_cast<int>(stackprov::IdKind::kPdbGuidAge) &&
-              SPROV_ID_MACHO_UUID == static_cast<int>(stackprov::IdKind::kMachoUuid));
+              SPROV_ID_MACHO_UUID == static_cast<int>(stackprov::IdKind::kMachoUuid) &&
+              SPROV_ID_PE_CODE_ID == static_cast<int>(stackprov::IdKind::kPeCodeId));
 
 namespace stackprov::capi {
 
@@ -264,7 +265,7 @@ SPROV_API int sprov_snapshot_add_module(sprov_snapshot* snap, const struct sprov
     }
     const bool has_id_fields = mod->sz >= SPROV_OFFSETOFEND(struct sprov_module_info, id);
     if (has_id_fields && mod->id_kind != SPROV_ID_NONE) {
-      if (mod->id_kind < SPROV_ID_ELF_BUILD_ID || mod->id_kind > SPROV_ID_MACHO_UUID)
+      if (mod->id_kind < SPROV_ID_ELF_BUILD_ID || mod->id_kind > SPROV_ID_PE_CODE_ID)
         return fail(make_error(SPROV_ERR_INVALID_ARG, "module %s: unknown id_kind %d", mod->path, mod->id_kind));
       if (mod->id == nullptr || mod->id_len == 0 || mod->id_len > ModuleId::kMax)
         return fail(make_error(SPROV_ERR_INVALID_ARG, "module %s: %s id of %u bytes%s (1 to %zu)", mod->path,

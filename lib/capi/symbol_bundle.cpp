@@ -66,7 +66,10 @@ Result<bundle::IdKind> id_kind_of(int kind) {
     case SPROV_BUNDLE_ID_ELF_BUILD_ID: return bundle::IdKind::kElfBuildId;
     case SPROV_BUNDLE_ID_PDB_GUID_AGE: return bundle::IdKind::kPdbGuidAge;
     case SPROV_BUNDLE_ID_MACHO_UUID: return bundle::IdKind::kMachoUuid;
-    default: return make_error(SPROV_ERR_INVALID_ARG, "id kind %d is not 1 (elf-build-id), 2 (pdb-guid-age) or 3 (macho-uuid)", kind);
+    case SPROV_BUNDLE_ID_PE_CODE_ID: return bundle::IdKind::kPeCodeId;
+    default:
+      return make_error(SPROV_ERR_INVALID_ARG,
+                        "id kind %d is not 1 (elf-build-id), 2 (pdb-guid-age), 3 (macho-uuid) or 4 (pe-code-id)", kind);
   }
 }
 
@@ -195,7 +198,8 @@ extern "C" {
 
 static_assert(SPROV_BUNDLE_ID_ELF_BUILD_ID == static_cast<int>(IdKind::kElfBuildId) &&
               SPROV_BUNDLE_ID_PDB_GUID_AGE == static_cast<int>(IdKind::kPdbGuidAge) &&
-              SPROV_BUNDLE_ID_MACHO_UUID == static_cast<int>(IdKind::kMachoUuid));
+              SPROV_BUNDLE_ID_MACHO_UUID == static_cast<int>(IdKind::kMachoUuid) &&
+              SPROV_BUNDLE_ID_PE_CODE_ID == static_cast<int>(IdKind::kPeCodeId));
 
 SPROV_API const char* sprov_bundle_id_kind_name(int kind) { return pipeline::bundle_id_kind_name(kind); }
 
@@ -203,12 +207,12 @@ SPROV_API int sprov_bundle_id_kind_parse(const char* name, int* kind) {
   return guard([&] {
     if (!name) return fail(null_arg("name"));
     if (!kind) return fail(null_arg("kind"));
-    for (int k = SPROV_BUNDLE_ID_ELF_BUILD_ID; k <= SPROV_BUNDLE_ID_MACHO_UUID; k++)
+    for (int k = SPROV_BUNDLE_ID_ELF_BUILD_ID; k <= SPROV_BUNDLE_ID_PE_CODE_ID; k++)
       if (std::strcmp(name, pipeline::bundle_id_kind_name(k)) == 0) {
         *kind = k;
         return 0;
       }
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "invalid id kind '%.*s' (expected elf-build-id, pdb-guid-age or macho-uuid)",
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "invalid id kind '%.*s' (expected elf-build-id, pdb-guid-age, macho-uuid or pe-code-id)",
                            static_cast<int>(std::min<size_t>(std::strlen(name), 100)), name));
   });
 }
@@ -224,10 +228,12 @@ SPROV_API int sprov_id_key(int id_kind, const char* id_hex, char** out, size_t* 
     std::string key;
     if (*kind == bundle::IdKind::kElfBuildId) key = id.hex();
     else if (*kind == bundle::IdKind::kPdbGuidAge) key = pe::symbol_server_key(id);
+    else if (*kind == bundle::IdKind::kPeCodeId) key = pe::code_id_key(id);
     else key = macho::uuid_string(id);
     if (key.empty())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "'%s' is not a %s identity (%zu bytes; expected %d)", id_hex, name,
-                             b->size(), *kind == bundle::IdKind::kPdbGuidAge ? 20 : 16));
+                             b->size(), *kind == bundle::IdKind::kPdbGuidAge ? 20
+                                        : *kind == bundle::IdKind::kPeCodeId ? 8 : 16));
     return give_string(key, out, out_len);
   });
 }
@@ -244,6 +250,8 @@ SPROV_API int sprov_id_from_key(int id_kind, const char* key, char** out_hex, si
       id = pe::pdb_id_from_key(k);
     } else if (*kind == bundle::IdKind::kMachoUuid) {
       id = macho::uuid_from_string(k);
+    } else if (*kind == bundle::IdKind::kPeCodeId) {
+      id = pe::code_id_from_key(k);
     } else {
       id = ModuleId::from_hex(k, IdKind::kElfBuildId);
       if (id->empty() || k.size() % 2 != 0)

@@ -383,8 +383,8 @@ int addr_by_id(sprov_symbolizer* sym, int id_kind, const char* id_hex, uint64_t 
   if (int e = check(sym, flags, fn)) return e;
   if (id_hex == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "%s: NULL id", fn));
   if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_symbol_info: NULL output"));
-  if (id_kind < static_cast<int>(IdKind::kElfBuildId) || id_kind > static_cast<int>(IdKind::kMachoUuid))
-    return fail(make_error(SPROV_ERR_INVALID_ARG, "identity kind %d is not one of SPROV_BUNDLE_ID_* (1..3)", id_kind));
+  if (id_kind < static_cast<int>(IdKind::kElfBuildId) || id_kind > static_cast<int>(IdKind::kPeCodeId))
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "identity kind %d is not one of SPROV_BUNDLE_ID_* (1..4)", id_kind));
   const IdKind kind = static_cast<IdKind>(id_kind);
   const char* what = kind == IdKind::kElfBuildId ? "build-id" : id_kind_name(kind);  // ELF: the messages as before
   const ModuleId id = ModuleId::from_hex(id_hex, kind);

@@ -27,6 +27,8 @@ const char* id_kind_name(IdKind k) noexcept {
       return "pdb-guid-age";
     case IdKind::kMachoUuid:
       return "macho-uuid";
+    case IdKind::kPeCodeId:
+      return "pe-code-id";
   }
   return "unknown";
 }
@@ -40,6 +42,7 @@ std::optional<IdKind> id_kind_from_name(std::string_view name) noexcept {
 const char* platform_of(IdKind k) noexcept {
   switch (k) {
     case IdKind::kPdbGuidAge:
+    case IdKind::kPeCodeId:
       return "windows";
     case IdKind::kMachoUuid:
       return "macos";

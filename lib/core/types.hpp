@@ -36,16 +36,20 @@ enum class IdKind : uint8_t {
   kElfBuildId = 1,  ///< ELF NT_GNU_BUILD_ID descriptor bytes, as in the note (usually 20)
   kPdbGuidAge = 2,  ///< PDB: 16-byte GUID (as stored in the RSDS record) then 4-byte LE age
   kMachoUuid = 3,   ///< Mach-O LC_UUID, 16 bytes
+  /// PE code id, the key Windows symbol stores file images under: TimeDateStamp then SizeOfImage,
+  /// each a u32 LE (8 bytes). Weaker than kPdbGuidAge (a link time and a size, not a random GUID):
+  /// only for images without a CodeView record (doc/windows.md "Code identity").
+  kPeCodeId = 4,
 };
-inline constexpr uint8_t kMaxIdKind = 3;
+inline constexpr uint8_t kMaxIdKind = 4;
 
-/// "none", "elf-build-id", "pdb-guid-age", "macho-uuid"; "unknown" outside the enum.
+/// "none", "elf-build-id", "pdb-guid-age", "macho-uuid", "pe-code-id"; "unknown" outside the enum.
 const char* id_kind_name(IdKind k) noexcept;
 /// The kind id_kind_name names (`name` one of its answers other than "unknown"), else nullopt.
 std::optional<IdKind> id_kind_from_name(std::string_view name) noexcept;
 /// The platform whose modules carry identities of kind `k` (traces' "platform", bundles' "os"):
 /// "linux" for ELF build-ids (and an empty identity: every capture path today reads Linux
-/// processes and cores), "windows" for PDB GUID+age, "macos" for Mach-O UUIDs.
+/// processes and cores), "windows" for PDB GUID+age and PE code ids, "macos" for Mach-O UUIDs.
 const char* platform_of(IdKind k) noexcept;
 
 /// A module's identity, never its path or version: the kind and up to 64 bytes. Two ids are equal

@@ -153,12 +153,12 @@ PlannedModule plan_pe_module(const minidump::Module& m, const TargetRead& read, 
       }
       if (!id.empty() && f.id() != id) {
         *warnings += what + ": file " + path + " has identity " +
-                     (f.id().empty() ? std::string("none") : pe::symbol_server_key(f.id())) + ", the " + src + "'s " +
+                     (f.id().empty() ? std::string("none") : pe::identity_key(f.id())) + ", the " + src + "'s " +
                      (p.info.id_source == IdSource::kCodeView ? "CodeView record" : "image headers") + " say " +
                      pe::symbol_server_key(id) + ": not used\n";
         continue;
       }
-      if (id.empty() && !f.id().empty()) {
+      if (id.empty() && f.id().kind == IdKind::kPdbGuidAge) {
         id = f.id();
         p.info.id_source = IdSource::kFile;
       }
@@ -168,6 +168,12 @@ PlannedModule plan_pe_module(const minidump::Module& m, const TargetRead& read, 
       p.info.file = path;
       break;
     }
+  }
+  // 4. No CodeView record anywhere: the code id of the module list's TimeDateStamp and SizeOfImage
+  // (a file used above has the same two values), the key symbol stores file such images under.
+  if (id.empty()) {
+    id = pe::code_id(m.timestamp, m.size);
+    p.info.id_source = IdSource::kModuleList;
   }
   p.snap.build_id = id;
   return p;
@@ -187,6 +193,7 @@ const char* id_source_name(IdSource s) {
     case IdSource::kCodeView: return "codeview";
     case IdSource::kMemory: return "memory";
     case IdSource::kFile: return "file";
+    case IdSource::kModuleList: return "module-list";
   }
   return "unknown";
 }

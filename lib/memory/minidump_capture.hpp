@@ -46,6 +46,9 @@ enum class IdSource : uint8_t {
   kCodeView,     ///< the dump's CodeView record of the module
   kMemory,       ///< the PE headers and debug directory in the dump's memory (a full dump)
   kFile,         ///< the module file found (its TimeDateStamp and SizeOfImage equal the dump's)
+  /// none of the above has a CodeView record: the code id (pe::code_id) of the module list's
+  /// TimeDateStamp and SizeOfImage (the process's module information for a live capture)
+  kModuleList,
 };
 const char* id_source_name(IdSource s);
 

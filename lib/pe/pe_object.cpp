@@ -85,6 +85,43 @@ Result<ModuleId> pdb_id_from_key(std::string_view key) {
   return ModuleId::from_bytes(b, sizeof b, IdKind::kPdbGuidAge);
 }
 
+std::string code_id_key(const ModuleId& id) {
+  if (id.kind != IdKind::kPeCodeId || id.len != 8) return {};
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08X%x", le32(id.bytes), le32(id.bytes + 4));
+  return buf;
+}
+
+ModuleId code_id(uint32_t timestamp, uint32_t size_of_image) {
+  uint8_t b[8];
+  for (int i = 0; i < 4; i++) {
+    b[i] = static_cast<uint8_t>(timestamp >> (8 * i));
+    b[4 + i] = static_cast<uint8_t>(size_of_image >> (8 * i));
+  }
+  return ModuleId::from_bytes(b, sizeof b, IdKind::kPeCodeId);
+}
+
+Result<ModuleId> code_id_from_key(std::string_view key) {
+  const bool hex = std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+  if (!hex || key.size() < 9 || key.size() > 16)
+    return make_error(SPROV_ERR_INVALID_ARG, "invalid pe-code-id key '%.*s' (expected a code id: TimeDateStamp as 8 hex "
+                      "digits, then SizeOfImage in 1 to 8 hex digits)", static_cast<int>(std::min<size_t>(key.size(), 140)),
+                      key.data());
+  auto value = [&key](size_t at, size_t n) {  // the field's digits as a number
+    uint32_t v = 0;
+    for (size_t i = at; i < at + n; i++) v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(key[i]))
+                                                                                ? key[i] - '0'
+                                                                                : std::tolower(static_cast<unsigned char>(key[i])) - 'a' + 10);
+    return v;
+  };
+  return code_id(value(0, 8), value(8, key.size() - 8));
+}
+
+std::string identity_key(const ModuleId& id) {
+  if (id.kind == IdKind::kPeCodeId) return "code-id " + code_id_key(id);
+  return symbol_server_key(id);
+}
+
 ModuleId pdb_id(const CodeView& cv) {
   uint8_t b[20];
   std::memcpy(b, cv.guid, 16);
@@ -228,6 +265,9 @@ Status PeObject::parse() {
       codeview_ = std::move(cv);
     }
   }
+  // No CodeView record (mingw without --build-id, wine's own DLLs): the code id, TimeDateStamp and
+  // SizeOfImage, as symbol stores key such images (doc/windows.md "Code identity": weaker).
+  if (id_.empty()) id_ = code_id(timestamp_, size_of_image_);
   return {};
 }
 

@@ -96,6 +96,19 @@ std::string symbol_server_key(const ModuleId& id);
 /// The inverse: the kPdbGuidAge identity of a symbol-server key (32 hex digits of GUID, then 1 to
 /// 8 of age, any case). SPROV_ERR_INVALID_ARG naming the key and the form otherwise.
 Result<ModuleId> pdb_id_from_key(std::string_view key);
+/// The code id of an image, the key Windows symbol stores file *images* under (NAME/KEY/NAME):
+/// kPeCodeId, TimeDateStamp then SizeOfImage, u32 LE each. The identity of a PE without a CodeView
+/// record. Weaker than kPdbGuidAge: a link time (or, for reproducible links, a hash) and a size.
+ModuleId code_id(uint32_t timestamp, uint32_t size_of_image);
+/// The key of a code id: TimeDateStamp as 8 uppercase hex digits, then SizeOfImage in lowercase hex
+/// without leading zeros (5F1A2B3C1a000), as symbol stores write it. Empty for another kind.
+std::string code_id_key(const ModuleId& id);
+/// The inverse: the kPeCodeId identity of a code id key (8 hex digits of TimeDateStamp, then 1 to 8
+/// of SizeOfImage, any case). SPROV_ERR_INVALID_ARG naming the key and the form otherwise.
+Result<ModuleId> code_id_from_key(std::string_view key);
+/// How notes and messages name a PE identity: the symbol-server key of a PDB GUID+age
+/// (4AE6F4DA...1), "code-id KEY" for a code id.
+std::string identity_key(const ModuleId& id);
 /// The identity of a CodeView record: kPdbGuidAge, the 16 GUID bytes as stored then the age (u32 LE).
 ModuleId pdb_id(const CodeView& cv);
 
@@ -109,8 +122,9 @@ class PeObject final : public object::ObjectImage {
 
   std::string_view format_name() const override { return "pe"; }
   const std::string& path() const override { return path_; }
-  /// PDB GUID+age from the first CodeView RSDS debug entry; empty when the image has none (mingw
-  /// without --build-id writes no debug directory).
+  /// PDB GUID+age from the first CodeView RSDS debug entry; without one (mingw without --build-id
+  /// writes no debug directory; wine's DLLs have none) the code id (code_id: TimeDateStamp +
+  /// SizeOfImage).
   const ModuleId& id() const override { return id_; }
   Arch arch() const override { return arch_; }
   bool big_endian() const override { return false; }

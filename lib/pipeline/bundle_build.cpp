@@ -156,7 +156,7 @@ Result<uint64_t> append_signed(evidence::Tlog& log, std::string_view entry, cons
 }  // namespace
 
 const char* bundle_id_kind_name(int kind) noexcept {
-  // A bundle stores kinds 1..3 (SPROV_BUNDLE_ID_*, the values of IdKind); 0 is not a bundle's.
+  // A bundle stores kinds 1..4 (SPROV_BUNDLE_ID_*, the values of IdKind); 0 is not a bundle's.
   if (kind < 1 || kind > kMaxIdKind) return "unknown";
   return id_kind_name(static_cast<IdKind>(kind));
 }

@@ -240,7 +240,9 @@ Result<std::string> build_trace_bundle(Session& session, trace::Store& ts, symbo
   std::set<std::string> seen;
   for (const auto& m : s0.modules) {
     if (m.build_id.empty() || !touched.count(m.build_id.hex()) || seen.count(m.build_id.hex())) continue;
-    if (m.path.empty() || m.path[0] != '/') {  // [vdso] and other anonymous images have no file
+    // [vdso] and other anonymous images have no file; a minidump's module (C:\...) has one when the
+    // capture found it (open_path).
+    if (m.open_path.empty() && (m.path.empty() || m.path[0] != '/')) {
       *warnings += "module " + m.path + " (build-id " + m.build_id.hex() + ") has no file: not in the bundle\n";
       continue;
     }
@@ -277,7 +279,7 @@ Result<std::string> build_trace_bundle(Session& session, trace::Store& ts, symbo
     seen.insert(m.build_id.hex());
     in.paths.push_back(path);
     // Modules are named by their basename in the process, not by the /proc/PID/root/... path read.
-    const size_t slash = m.path.rfind('/');
+    const size_t slash = m.path.find_last_of(platform_of(m.build_id.kind) == std::string_view("windows") ? "/\\" : "/");
     in.names.push_back(slash == std::string::npos ? m.path : m.path.substr(slash + 1));
   }
   if (in.paths.empty()) return make_error(SPROV_ERR_NOT_FOUND, "no module of the trace has a file to build a bundle from");

@@ -127,8 +127,11 @@ Result<std::string> capture_trace(Session& session, trace::Store& store, const C
   const memory::Snapshot& s0 = *proc.threads.front();
   // JIT code: the process's perf map, read once for every walk; the entries the frames touch
   // are kept in the captured data (resolve and replay use them when the map is gone).
-  std::shared_ptr<const symbolize::PerfMap> jit =
-      (s0.pid > 0 && !session.ctx.config().offline) ? symbolize::PerfMap::load_pid(s0.pid) : nullptr;
+  // A Windows or macOS target's pid (a minidump, a raw state) names no process of this machine.
+  const bool linux_target = std::string_view(platform_of_snapshot(s0)) == "linux";
+  std::shared_ptr<const symbolize::PerfMap> jit = (s0.pid > 0 && linux_target && !session.ctx.config().offline)
+                                                      ? symbolize::PerfMap::load_pid(s0.pid)
+                                                      : nullptr;
   auto threads = resolve_threads(session, proc.threads, opts.max_frames, 1, jit);
   if (!threads) return threads.error();
 

@@ -107,19 +107,30 @@ void verify_trace_bundles(const trace::Trace& t, const BundleStaging& stg, const
       modules.emplace(std::pair{trace::frame_module_id(f).kind, f.module_build_id},
                       std::pair{trace::frame_module_id(f), f.module_path});
     }
-  std::vector<bundle::BundleReader> open;
+  std::vector<std::pair<std::string, bundle::BundleReader>> open;  // digest, reader
   for (const auto& b : bundles) {
     auto r = bundle::BundleReader::open_file(stg.blob_path(b));
-    if (r) open.push_back(std::move(r).value());
+    if (r) open.emplace_back(b, std::move(r).value());
   }
   for (const auto& [key, entry] : modules) {
     const auto& [id, path] = entry;
     bool found = false;
-    for (const bundle::BundleReader& r : open)
+    for (const auto& [dig, r] : open)
       if (!id.empty() && r.find_module(id.kind, std::span<const uint8_t>(id.bytes, id.len)) != nullptr) found = true;
     // An ELF build-id is named as it always was; another kind by its name.
     const std::string what = key.first == IdKind::kElfBuildId ? "build-id" : id_kind_name(key.first);
-    if (!found) pid_fail.push_back("module " + path + " " + what + " " + key.second + ": no bundle of the trace holds it");
+    if (found) continue;
+    std::string msg = "module " + path + " " + what + " " + key.second + ": no bundle of the trace holds it";
+    // A module of the same name in a bundle of the trace is another build of it (a rebuilt binary, a
+    // UUID or GUID that differs): both identities are named.
+    const size_t slash = path.find_last_of("/\\");
+    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    for (const auto& [dig, r] : open)
+      for (const bundle::ModuleView& m : r.modules())
+        if (m.name == base)
+          msg += "; bundle sha256:" + dig + " holds " + base + " as " + id_kind_name(m.id_kind) + " " +
+                 evidence::hex_encode(m.id.data(), m.id.size()) + " (another build)";
+    pid_fail.push_back(msg);
   }
   std::sort(pid_fail.begin(), pid_fail.end());
   pid_fail.erase(std::unique(pid_fail.begin(), pid_fail.end()), pid_fail.end());

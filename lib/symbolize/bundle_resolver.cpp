@@ -6,6 +6,7 @@
 
 #include "evidence/encoding.hpp"
 #include "pdb/pdb_file.hpp"
+#include "pe/pe_object.hpp"
 
 namespace stackprov::symbolize {
 
@@ -16,6 +17,7 @@ const char* kind_name(bundle::IdKind kind) {
     case bundle::IdKind::kElfBuildId: return "elf-build-id";
     case bundle::IdKind::kPdbGuidAge: return "pdb-guid-age";
     case bundle::IdKind::kMachoUuid: return "macho-uuid";
+    case bundle::IdKind::kPeCodeId: return "pe-code-id";
     case bundle::IdKind::kNone: break;  // no bundle holds an empty identity
   }
   return "unknown-id";
@@ -41,6 +43,9 @@ std::string module_id_string(bundle::IdKind kind, std::span<const uint8_t> id) {
   std::string s = std::string(kind_name(kind)) + ":" + evidence::hex_encode(id.data(), id.size());
   if (kind == IdKind::kPdbGuidAge) {  // and the symbol-server key users know it by (NAME.pdb/KEY/NAME.pdb)
     const std::string key = pdb::guid_age_key(ModuleId::from_bytes(id.data(), id.size(), kind));
+    if (!key.empty()) s += " (key " + key + ")";
+  } else if (kind == IdKind::kPeCodeId) {  // and the key symbol stores file images under (NAME/KEY/NAME)
+    const std::string key = pe::code_id_key(ModuleId::from_bytes(id.data(), id.size(), kind));
     if (!key.empty()) s += " (key " + key + ")";
   }
   return s;

@@ -72,7 +72,7 @@ bool temp_name(const std::string& n) { return n.find(".tmp.") != std::string::np
 std::string blob_rel(const std::string& hex) { return "blobs/sha256/" + hex.substr(0, 2) + "/" + hex; }
 
 const bundle::IdKind kKinds[] = {bundle::IdKind::kElfBuildId, bundle::IdKind::kPdbGuidAge,
-                                 bundle::IdKind::kMachoUuid};
+                                 bundle::IdKind::kMachoUuid, bundle::IdKind::kPeCodeId};
 
 /// A directory of the store that someone other than the user (or root) owns or may write lets
 /// that someone plant id entries or blobs: refused, as ssh refuses such key directories.
@@ -103,7 +103,7 @@ Status check_private_dir(const std::string& path, bool follow) {
 /// directory, blobs/ and sigs/.
 Status check_store_dirs(const std::string& dir) {
   for (const char* sub : {"", "/ids", "/ids/linux", "/ids/windows", "/ids/macos", "/ids/linux/elf-build-id",
-                          "/ids/windows/pdb-guid-age", "/ids/macos/macho-uuid", "/blobs", "/blobs/sha256", "/sigs",
+                          "/ids/windows/pdb-guid-age", "/ids/windows/pe-code-id", "/ids/macos/macho-uuid", "/blobs", "/blobs/sha256", "/sigs",
                           "/sigs/sha256"})
     // The directory the user named may be a symlink to the store; inside it, nothing is followed.
     if (auto st = check_private_dir(dir + sub, *sub == '\0'); !st) return st;
@@ -129,6 +129,7 @@ const char* BundleStore::id_dir(bundle::IdKind kind) {
     case bundle::IdKind::kElfBuildId: return "linux/elf-build-id";
     case bundle::IdKind::kPdbGuidAge: return "windows/pdb-guid-age";
     case bundle::IdKind::kMachoUuid: return "macos/macho-uuid";
+    case bundle::IdKind::kPeCodeId: return "windows/pe-code-id";
     case bundle::IdKind::kNone: break;  // no bundle holds an empty identity
   }
   return "unknown";
@@ -177,7 +178,7 @@ Result<BundleStore> BundleStore::open(const std::string& dir_in, bool create) {
                           dir.c_str());
     }
     for (const char* sub : {"blobs/sha256", "sigs/sha256", "ids/linux/elf-build-id", "ids/windows/pdb-guid-age",
-                            "ids/macos/macho-uuid"}) {
+                            "ids/windows/pe-code-id", "ids/macos/macho-uuid"}) {
       auto st = evidence::make_dirs(dir + "/" + sub);
       if (!st) return std::move(st).error();
     }

@@ -19,6 +19,7 @@ namespace stackprov::symbolize {
 ///   blobs/sha256/<hh>/<hex>             a bundle's bytes, named by their sha256 (read-only)
 ///   ids/linux/elf-build-id/<hex>        "sha256:<hex>\n": the bundle holding that module
 ///   ids/windows/pdb-guid-age/<hex>      (GUID bytes as in the RSDS record, then age u32 LE)
+///   ids/windows/pe-code-id/<hex>        (TimeDateStamp u32 LE, then SizeOfImage u32 LE)
 ///   ids/macos/macho-uuid/<hex>
 ///   sigs/sha256/<hh>/<hex>.<name>       sidecars of a bundle (DSSE envelope, log proof, ...)
 ///   tmp/                                temporary files; every write is temp + fsync + rename

@@ -221,7 +221,8 @@ Status validate_threads(const std::vector<Thread>& threads) {
       if (!f.module_build_id.empty() && !is_lower_hex(f.module_build_id))
         return bad("frames.module_build_id", f.module_build_id);
       // "" is an ELF build-id (as in every trace before the kind was kept); else another kind's name.
-      if (!f.module_id_kind.empty() && f.module_id_kind != "pdb-guid-age" && f.module_id_kind != "macho-uuid")
+      if (!f.module_id_kind.empty() && f.module_id_kind != "pdb-guid-age" && f.module_id_kind != "macho-uuid" &&
+          f.module_id_kind != "pe-code-id")
         return bad("frames.module_id_kind", f.module_id_kind);
       if (!f.bundle_sha256.empty() && (f.bundle_sha256.size() != 64 || !is_lower_hex(f.bundle_sha256, 64)))
         return bad("frames.bundle_sha256", f.bundle_sha256);

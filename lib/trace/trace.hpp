@@ -36,7 +36,7 @@ struct Frame {
   uint64_t ip = 0;                 ///< absolute instruction pointer (or return address) at capture
   std::string module_path;         ///< empty when the address is in no module
   std::string module_build_id;     ///< lower-case hex (ELF build-id, PDB GUID+Age, Mach-O UUID)
-  /// The kind of module_build_id (id_kind_name: "pdb-guid-age", "macho-uuid"); empty for an ELF
+  /// The kind of module_build_id (id_kind_name: "pdb-guid-age", "macho-uuid", "pe-code-id"); empty for an ELF
   /// build-id, as in every trace written before the kind was stored.
   std::string module_id_kind;
   uint64_t module_offset = 0;      ///< ip relative to the module's load base

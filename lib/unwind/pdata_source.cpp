@@ -185,6 +185,11 @@ dwarf::CfiStatus PdataSource::full_row(uint64_t rel, const RuleQuery& q, FullRow
 
 std::vector<uint64_t> PdataSource::row_starts() const {
   std::vector<uint64_t> out;
+  // Code outside every RUNTIME_FUNCTION is a leaf (the return address at [rsp]): a row at each code
+  // section's start covers the leaves before the first function (wine's ntdll puts its syscall
+  // stubs there), as the rows at each function's end cover the gaps after it.
+  for (const object::CodeSection& c : image_.code_sections())
+    if (c.end > c.addr) out.push_back(c.addr);
   ReadBuf buf{&image_, image_base_, {}};
   const pe::ImageReader img = reader_over(buf);
   for (const pe::RuntimeFunction& f : table_) {

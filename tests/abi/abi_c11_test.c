@@ -139,6 +139,9 @@ static void bundle_abi(void) {
   next.future_field = 1;
   EXPECT(sprov_bundle_build(&self, 1, &next.cur, &bytes, &len, NULL, 0) == SPROV_ERR_OPTS_TAIL);
   EXPECT(strcmp(sprov_bundle_id_kind_name(SPROV_BUNDLE_ID_MACHO_UUID), "macho-uuid") == 0);
+  EXPECT(strcmp(sprov_bundle_id_kind_name(SPROV_BUNDLE_ID_PE_CODE_ID), "pe-code-id") == 0);
+  EXPECT(SPROV_ID_PE_CODE_ID == 4 && SPROV_BUNDLE_ID_PE_CODE_ID == 4);
+  EXPECT(strcmp(sprov_bundle_id_kind_name(5), "unknown") == 0);
 }
 
 /* Identity keys (issues 33, 34): kind names, the PDB symbol-server key and the Mach-O UUID text to

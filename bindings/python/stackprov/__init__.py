@@ -168,10 +168,10 @@ def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=F
 
 def symbolize_id(kind, key, addresses, *, store=None, bundle=None, inlines=True, llvm_compat=False, short_names=False,
                  demangle=True, context=None):
-    """symbolize() for the module of identity `kind` -- "elf-build-id", "pdb-guid-age" or
-    "macho-uuid" -- and `key` (Frame.module_key's form: the build-id in hex, the PDB's
-    symbol-server key (GUID + age in hex, as in NAME.pdb/KEY/NAME.pdb), the Mach-O UUID with or
-    without dashes), with no module file: only its bundle answers, as `stackprov symbolize
+    """symbolize() for the module of identity `kind` -- "elf-build-id", "pdb-guid-age",
+    "macho-uuid" or "pe-code-id" -- and `key` (Frame.module_key's form: the build-id in hex, the
+    PDB's symbol-server key (GUID + age in hex, as in NAME.pdb/KEY/NAME.pdb), the Mach-O UUID with
+    or without dashes, a PE code id (TimeDateStamp + SizeOfImage in hex)), with no module file: only its bundle answers, as `stackprov symbolize
     --build-id/--pdb-key`. store: the bundle store directory holding it (None: the context's, else
     the default store, as the CLI); bundle: answer from this bundle (a Bundle, "sha256:<hex>" in the
     store, or a bundle file) -- one that does not hold the module is an error naming both

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import struct
 import sys
 import time
 
@@ -261,11 +262,20 @@ def main():
     check_python(os.path.join(args.fixtures, "c_O2.exe"), failures)
     for name in ("c_O2.exe", "cxx_O2.exe"):
         check_bundle(args.stackprov, os.path.join(args.fixtures, name), args.work, failures)
-    # Without --build-id a mingw image has no identity: no bundle, and the error says why.
-    r = subprocess.run([args.stackprov, "bundle", "build", "-o", os.path.join(args.work, "x.bundle"),
-                        os.path.join(args.fixtures, "cxx_O0_nobuildid.exe")], capture_output=True, text=True)
-    if r.returncode == 0 or "without an identity" not in r.stderr:
-        failures.append("bundle build of an image without a debug directory: exit %d, %r" % (r.returncode, r.stderr))
+    # Without --build-id a mingw image has no CodeView record: its bundle is keyed by its code id,
+    # TimeDateStamp and SizeOfImage as llvm-readobj-14 --file-headers reads them.
+    nobuildid = os.path.join(args.fixtures, "cxx_O0_nobuildid.exe")
+    r = subprocess.run([args.stackprov, "bundle", "build", "-o", os.path.join(args.work, "x.bundle"), nobuildid],
+                       capture_output=True, text=True)
+    h = subprocess.run(["llvm-readobj-14", "--file-headers", nobuildid], capture_output=True, text=True).stdout
+    stamp = int(re.search(r"TimeDateStamp: .*\(0x([0-9A-Fa-f]+)\)", h).group(1), 16)
+    size = int(re.search(r"SizeOfImage: (\d+)", h).group(1))
+    want = '"id_kind":"pe-code-id","id":"%s"' % struct.pack("<II", stamp, size).hex()
+    ins = subprocess.run([args.stackprov, "bundle", "inspect", "--json", os.path.join(args.work, "x.bundle")],
+                         capture_output=True, text=True)
+    if r.returncode != 0 or want not in ins.stdout:
+        failures.append("bundle build of an image without a debug directory: exit %d, %r; inspect %r, want %s" %
+                        (r.returncode, r.stderr, ins.stdout[:300], want))
     print("%.1f s" % (time.time() - t0))
     if failures:
         print("FAIL\n" + "\n".join(failures))

@@ -1073,3 +1073,29 @@ TEST_CASE("bundle format: the committed PE+PDB bundle reads with its identity ki
   for (const RangeRecord& r : ranges.value()) inlined = inlined || r.depth > 0;
   CHECK(inlined);
 }
+
+TEST_CASE("bundle format: a pe-code-id module (8 bytes) round-trips; other lengths and kind 5 are refused",
+          "[bundle][format]") {
+  ModuleContents m = generated_module(5, 2);
+  m.id.kind = IdKind::kPeCodeId;
+  m.id.bytes = {0x2b, 0x4e, 0xf1, 0x63, 0x00, 0x10, 0x36, 0x00};  // 63F14E2B, 0x361000: wine's ntdll
+  BundleContents c;
+  c.modules.push_back(m);
+  auto w = write_bundle(c);
+  REQUIRE(w.ok());
+  auto rd = BundleReader::open(w->data(), w->size());
+  REQUIRE(rd.ok());
+  REQUIRE(rd->modules().size() == 1);
+  CHECK(rd->modules()[0].id_kind == IdKind::kPeCodeId);
+  CHECK(rd->find_module(IdKind::kPeCodeId, m.id.bytes) != nullptr);
+  CHECK(rd->find_module(IdKind::kElfBuildId, m.id.bytes) == nullptr);  // same bytes, another kind
+  CHECK(std::string(stackprov::id_kind_name(IdKind::kPeCodeId)) == "pe-code-id");
+  CHECK(std::string(stackprov::platform_of(IdKind::kPeCodeId)) == "windows");
+  CHECK(stackprov::id_kind_from_name("pe-code-id") == IdKind::kPeCodeId);
+  BundleContents bad = c;
+  bad.modules[0].id.bytes.push_back(0);
+  CHECK_THAT(message_of(bad), Catch::Contains("wrong size"));
+  bad = c;
+  bad.modules[0].id.kind = static_cast<IdKind>(5);
+  CHECK_THAT(message_of(bad), Catch::Contains("kind 5"));
+}

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -303,11 +304,25 @@ TEST_CASE("minidump snapshots: the faulting thread first, identities and where t
   {
     auto d = open_dump("normal.dmp");
     memory::MinidumpCaptureOptions o;
-    o.offline = true;  // no file: no identity, and the note says so
+    o.offline = true;  // no file, no CodeView record, no headers: the code id of the module list
     auto c = memory::capture_minidump(*d, o, nullptr);
     REQUIRE(c.ok());
-    CHECK(exe_plan(c.value()).id_source == memory::IdSource::kNone);
-    CHECK(snap_module(c.value().threads.front()).build_id.empty());
+    CHECK(exe_plan(c.value()).id_source == memory::IdSource::kModuleList);
+    // Every module's identity is the code id of obj2yaml-14's TimeDateStamp and SizeOfImage.
+    const auto y = read_obj2yaml_minidump(kFix + "/normal.yaml");
+    const memory::Snapshot& s = c.value().threads.front();
+    REQUIRE(y.modules.size() == s.modules.size());
+    for (const auto& ym : y.modules) {
+      const memory::SnapshotModule* sm = nullptr;
+      for (const auto& m : s.modules)
+        if (m.start == ym.base) sm = &m;
+      REQUIRE(sm != nullptr);
+      CHECK(sm->build_id.kind == IdKind::kPeCodeId);
+      char key[32];
+      std::snprintf(key, sizeof key, "%08X%llx", static_cast<unsigned>(ym.timestamp),
+                    static_cast<unsigned long long>(ym.size));
+      CHECK(pe::code_id_key(sm->build_id) == key);
+    }
   }
 }
 

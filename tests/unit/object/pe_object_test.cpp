@@ -184,7 +184,7 @@ TEST_CASE("PE: sections (long names resolved), image base and directories equal 
   auto info = d.value()->section(".debug_info");
   REQUIRE(info);
   CHECK(info->size > 0);
-  CHECK(d.value()->id().len == 0);  // /debug:dwarf writes no CodeView record
+  CHECK(d.value()->id().kind == IdKind::kPeCodeId);  // /debug:dwarf writes no CodeView record: the code id
 }
 
 TEST_CASE("PE: code bytes at image base + RVA equal llvm-objdump's", "[object][pe]") {
@@ -215,13 +215,35 @@ TEST_CASE("PE: code bytes at image base + RVA equal llvm-objdump's", "[object][p
   CHECK(addr < code[0].end);
 }
 
-TEST_CASE("PE: an image without a debug directory has no identity", "[object][pe]") {
+TEST_CASE("PE: an image without a debug directory is identified by its code id", "[object][pe]") {
   auto img = pe::PeObject::open(fixtures().dir + "/xn.exe");
   REQUIRE(img.ok());
-  CHECK(img.value()->id().len == 0);
   CHECK(img.value()->debug_entries().empty());
   CHECK(run_peer("llvm-readobj-14 --coff-debug-directory '" + fixtures().dir + "/xn.exe'").find("DebugEntry") ==
         std::string::npos);
+  // The code id: TimeDateStamp (8 uppercase hex digits) and SizeOfImage (hex) as llvm-readobj-14
+  // --file-headers prints them ("TimeDateStamp: 1970-01-01 00:00:00 (0x0)", "SizeOfImage: 12288").
+  const std::string h = run_peer("llvm-readobj-14 --file-headers '" + fixtures().dir + "/xn.exe'");
+  const size_t ts = h.find("TimeDateStamp: "), soi = h.find("SizeOfImage: ");
+  REQUIRE(ts != std::string::npos);
+  REQUIRE(soi != std::string::npos);
+  const size_t open = h.find("(0x", ts);
+  REQUIRE(open != std::string::npos);
+  const unsigned long stamp = std::stoul(h.substr(open + 3), nullptr, 16);
+  const unsigned long size = std::stoul(h.substr(soi + 13), nullptr, 10);
+  char key[32];
+  std::snprintf(key, sizeof key, "%08lX%lx", stamp, size);
+  const ModuleId& id = img.value()->id();
+  CHECK(id.kind == IdKind::kPeCodeId);
+  CHECK(id.len == 8);
+  CHECK(pe::code_id_key(id) == key);
+  CHECK(pe::identity_key(id) == std::string("code-id ") + key);
+  CHECK(pe::symbol_server_key(id).empty());  // not a PDB identity
+  // A PDB identity has no code id key; the fixture with a PDB keeps its GUID+age.
+  auto with_pdb = pe::PeObject::open(fixtures().dir + "/x.exe");
+  REQUIRE(with_pdb.ok());
+  CHECK(with_pdb.value()->id().kind == IdKind::kPdbGuidAge);
+  CHECK(pe::code_id_key(with_pdb.value()->id()).empty());
 }
 
 TEST_CASE("PE: every truncation and single-byte corruption of the headers gives an error or a valid image",

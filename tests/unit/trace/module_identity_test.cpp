@@ -30,6 +30,10 @@ TEST_CASE("frame_module_id: the kind column names the identity's kind; none is a
   f.module_id_kind = "pdb-guid-age";
   f.module_build_id = "43e4ebb6038d8c074c4c44205044422e01000000";
   CHECK(trace::frame_module_id(f).kind == IdKind::kPdbGuidAge);
+  f.module_id_kind = "pe-code-id";
+  f.module_build_id = "2b4ef16300103600";  // TimeDateStamp 63F14E2B, SizeOfImage 0x361000 (LE)
+  CHECK(trace::frame_module_id(f).kind == IdKind::kPeCodeId);
+  CHECK(trace::frame_module_id(f).len == 8);
   f.module_id_kind = "coff-timestamp";  // no such kind: no identity, not an ELF one
   CHECK(trace::frame_module_id(f).empty());
   f.module_id_kind = "none";
