@@ -606,7 +606,8 @@ int cmd_perf_import(int argc, char** argv) {
 
 const std::vector<OptSpec> kRecordOpts = {
     {'F', "frequency", true}, {0, "stack-size", true}, {0, "duration", true},
-    {'o', "output", true},    {'p', "pid", true},
+    {'o', "output", true},    {'p', "pid", true},     {0, "with-kernel", false},
+    {0, "off-cpu", false},
 };
 
 void record_usage(FILE* f) {
@@ -621,6 +622,13 @@ void record_usage(FILE* f) {
           "  -o, --output FILE      the capture file (default stackprov.cap), written under a temp name beside it\n"
           "                         and renamed when the recording succeeded: a failed record leaves no file\n"
           "  -p, --pid PID          record this running process instead of starting a command\n"
+          "      --with-kernel      take the samples with the eBPF kernel sampler (doc/kernel-stacks.md): per sample\n"
+          "                         the kernel stack (bpf_get_stack), the thread's user registers and BYTES of its\n"
+          "                         user stack, on the same cpu-clock events; times are CLOCK_MONOTONIC (perf\n"
+          "                         record -k CLOCK_MONOTONIC). Needs root (CAP_BPF + CAP_PERFMON) and a build with\n"
+          "                         the sampler (not cross, sanitizer or win64 builds; a kernel with BTF)\n"
+          "      --off-cpu          with --with-kernel: sample at the tracepoint sched:sched_switch instead, each time\n"
+          "                         a thread of the target switches out (where it waits; -F is not used)\n"
           "  -h, --help             this text\n\n"
           "Samples a running process (all its threads, including threads created later) or a command it starts,\n"
           "with perf_event_open: cpu-clock at HZ, the user registers, BYTES of user stack and the kernel call chain\n"
@@ -685,6 +693,8 @@ int cmd_record(int argc, char** argv) {
   command.push_back(nullptr);
   if (command.size() > 1) o.argv = command.data();
   o.output = output;
+  if (a.has("off-cpu") && !a.has("with-kernel")) return usage_error(cmd, "--off-cpu needs --with-kernel");
+  if (a.has("with-kernel")) o.flags = SPROV_RECORD_KERNEL | (a.has("off-cpu") ? uint32_t{SPROV_RECORD_OFF_CPU} : 0u);
   sprov_context* ctx = nullptr;
   SPROV_OPTS(sprov_context_opts, copts, .log_fn = stackprov_cli::log_once_to_stderr, .log_level = SPROV_LOG_WARN);
   if (sprov_context_new(&copts, &ctx) != 0) {
@@ -702,7 +712,10 @@ int cmd_record(int argc, char** argv) {
   {
     std::string what = o.pid != 0 ? "process " + std::to_string(o.pid) + " (all its threads)" : "'" + a.pos[0] + "'";
     std::string until = o.duration_ms ? "for " + std::string(a.get("duration")) + " s or until" : "until";
-    progress.start_line = "stackprov record: recording " + what + " at " + std::to_string(o.frequency) + " Hz, " +
+    const std::string how = !a.has("with-kernel") ? " at " + std::to_string(o.frequency) + " Hz, "
+                            : a.has("off-cpu")     ? " at each sched:sched_switch (eBPF, off-CPU), "
+                                                   : " at " + std::to_string(o.frequency) + " Hz (eBPF, kernel + user), ";
+    progress.start_line = "stackprov record: recording " + what + how +
                           std::to_string(o.stack_size) + "-byte user stacks, into " + output + " " + until + " " +
                           (o.pid != 0 ? "the process exits" : "the command exits") +
                           "; Ctrl-C (SIGINT), SIGTERM or SIGHUP stops it and finishes the file\n";

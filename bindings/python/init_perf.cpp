@@ -182,7 +182,8 @@ void init_perf(py::module_& m) {
       });
 
   m.def("_record", [](Context& c, int64_t pid, std::vector<std::string> argv, const std::string& output,
-                      uint32_t frequency, uint32_t stack_size, uint32_t duration_ms, py::object progress) {
+                      uint32_t frequency, uint32_t stack_size, uint32_t duration_ms, uint32_t flags,
+                      py::object progress) {
     CtxPtr ctx = c.get();
     std::vector<const char*> av;
     for (const std::string& a : argv) av.push_back(a.c_str());
@@ -194,6 +195,7 @@ void init_perf(py::module_& m) {
     o.frequency = frequency;
     o.stack_size = stack_size;
     o.duration_ms = duration_ms;
+    o.flags = flags;  // SPROV_RECORD_KERNEL, SPROV_RECORD_OFF_CPU (with_kernel=, off_cpu=)
     if (!progress.is_none()) {
       // progress(samples, lost): once when sampling has started (0, 0), then about every 250 ms.
       // Called with the GIL taken; an exception in it is reported as unraisable, the recording goes on.

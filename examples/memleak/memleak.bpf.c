@@ -13,6 +13,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "memleak.h"
+#include "perf/bpf/copy_user_stack.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -112,34 +113,11 @@ static __always_inline void free_ptr(__u64 pid_tgid, __u64 p) {
   if (p && bpf_map_delete_elem(&live, &p) == 0) send_small(ML_EV_FREE, ML_FREE, pid_tgid, p, 0);
 }
 
-/* Copies [sp, sp + stack_bytes) into e->stack: one read, or (when it crosses the end of the
- * stack mapping: bpf_probe_read_user is all-or-nothing) up to the page boundary, then page by
- * page until a page fails. */
+/* Copies [sp, sp + stack_bytes) into e->stack (lib/perf/bpf/copy_user_stack.h). */
 static __always_inline __u32 copy_stack(struct ml_alloc_entry* e, __u64 sp) {
-  __u64 want = stack_bytes;
-  if (want > ML_STACK_MAX) want = ML_STACK_MAX;
-  /* The main thread: nothing the unwinder needs lies above the initial stack pointer (argc) but
-   * argv's pointers; stop 512 bytes above it instead of failing a read at the end of the mapping
-   * and going page by page (a shallow stack is copied in one short read). */
-  struct task_struct* task = bpf_get_current_task_btf();
-  __u64 top = BPF_CORE_READ(task, mm, start_stack);
-  if (top && sp < top && top + 512 - sp < want) want = top + 512 - sp;
-  if (want == 0) return 0;
-  if (bpf_probe_read_user(e->stack, want, (const void*)sp) == 0) return want;
-  stat_inc(ST_STACK_SHORT);
-  __u64 first = 4096 - (sp & 4095);
-  if (first > want) first = want;
-  if (first == 0 || first > 4096) return 0;
-  if (bpf_probe_read_user(e->stack, first, (const void*)sp)) return 0;
-  __u32 len = first;
-  for (int i = 0; i < ML_STACK_MAX / 4096; i++) {
-    __u64 n = want - len;
-    if (len >= want) break;
-    if (n > 4096) n = 4096;
-    if (len > ML_STACK_MAX - 4096 || n == 0) break;
-    if (bpf_probe_read_user(e->stack + len, n, (const void*)(sp + len))) break;
-    len += n;
-  }
+  int short_copy = 0;
+  __u32 len = sprov_bpf_copy_user_stack(e->stack, sp, stack_bytes, ML_STACK_MAX, &short_copy);
+  if (short_copy) stat_inc(ST_STACK_SHORT);
   return len;
 }
 

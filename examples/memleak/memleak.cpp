@@ -40,7 +40,7 @@
 #include "stackprov/fast.h"
 
 #include "memleak.h"
-#include "memleak.skel.h"
+#include "memleak_bpf.skel.h"
 #include "print.hpp"           // bindings/cli: json_escape
 #include "profile_output.hpp"  // bindings/cli: folded lines and the flame-graph SVG
 

@@ -171,6 +171,20 @@ SPROV_API int sprov_profile_kernel_symbol(sprov_profile* prof, uint64_t addr, st
 
 /* -------------------------------------------------------------- recording */
 
+/* sprov_record_opts.flags (doc/kernel-stacks.md). */
+enum sprov_record_flags {
+  /* The samples are taken by the eBPF kernel sampler (include/stackprov/kernel.h): per sample the
+   * kernel stack (bpf_get_stack), the thread's user registers (bpf_task_pt_regs) and its user stack,
+   * on the cpu-clock perf events at `frequency`; the perf events only track the module map. The
+   * capture file's samples have the same form as perf_event's (user registers + stack, the kernel
+   * call chain, CLOCK_MONOTONIC times). SPROV_ERR_UNSUPPORTED in a build without the sampler (a
+   * cross or sanitizer build, no kernel BTF, no libbpf: the message says which). */
+  SPROV_RECORD_KERNEL = 1u << 0,
+  /* With SPROV_RECORD_KERNEL: sample at the tracepoint sched:sched_switch instead (each time a
+   * thread of the target switches out: off-CPU stacks; `frequency` unused, period 0). */
+  SPROV_RECORD_OFF_CPU = 1u << 1,
+};
+
 struct sprov_record_opts {
   size_t sz;
   int64_t pid;               /* record this existing process (all its threads), or 0 */
@@ -179,7 +193,7 @@ struct sprov_record_opts {
   uint32_t frequency;        /* samples per second per thread; 0: 999 */
   uint32_t stack_size;       /* user stack bytes per sample, multiple of 8, <= 65528; 0: 8192 */
   uint32_t duration_ms;      /* stop after this long; 0: when the target exits (or SIGINT) */
-  uint32_t flags;            /* reserved, 0 */
+  uint32_t flags;            /* enum sprov_record_flags; 0: perf_event samples */
   /* Called once when sampling has started (0, 0: the command runs, the events are enabled), then
    * from the recording loop about every 250 ms with the samples recorded and lost so far (e.g. a
    * live count on a terminal); NULL: none. It must not call back into the library. */

@@ -13,7 +13,9 @@
 #include "arch/host.hpp"
 #include "capi/internal.hpp"
 #include "core/module_map.hpp"
+#include "perf/kernel_symbols.hpp"
 #include "perf/perf_data.hpp"
+#include "stackprov/kernel.h"
 #include "unwind/address_space.hpp"
 #include "unwind/arch_dispatch.hpp"
 #include "unwind/raw_unwind.hpp"
@@ -140,6 +142,21 @@ int update(sprov_address_space* as, const char* what, const std::function<Status
   });
 }
 
+}  // namespace
+
+namespace {
+/// A raw walk into `buf` (arguments checked by the callers).
+int walk_raw_into(sprov_unwinder* uw, const sprov_address_space* as, const unwind::RawWalkInput& w,
+                  struct sprov_unwind_buf* buf) {
+  unwind::WalkOptions o = buf_opts(uw, buf);
+  o.jit_ranges = jit_ranges(uw, as->pid);  // the address space's process's perf map
+  unwind::PinnedVersion v(*as->as);
+  uint32_t repaired = 0;
+  Status st = unwind::walk_raw(as->arch, as->endian, w, *v, uw->cache, o, &uw->scratch, &repaired);
+  if (!st.ok()) return fail(st.error());
+  fill_buf(uw, uw->scratch, v->modules, v->generation, repaired, buf);
+  return 0;
+}
 }  // namespace
 
 extern "C" {
@@ -368,13 +385,116 @@ SPROV_API int sprov_unwinder_unwind_raw(sprov_unwinder* uw, const sprov_address_
     if (shadow == nullptr && w.shadow_count != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "shadow is NULL with shadow_count %zu", w.shadow_count));
     w.shadow = reinterpret_cast<const unwind::ShadowRecord*>(shadow);
-    unwind::WalkOptions o = buf_opts(uw, buf);
-    o.jit_ranges = jit_ranges(uw, as->pid);  // the address space's process's perf map
-    unwind::PinnedVersion v(*as->as);
-    uint32_t repaired = 0;
-    Status st = unwind::walk_raw(as->arch, as->endian, w, *v, uw->cache, o, &uw->scratch, &repaired);
-    if (!st.ok()) return fail(st.error());
-    fill_buf(uw, uw->scratch, v->modules, v->generation, repaired, buf);
+    return walk_raw_into(uw, as, w, buf);
+  });
+}
+
+// ------------------------------------------------------------- kernel events (stackprov/kernel.h)
+
+struct sprov_kernel_symbols {
+  perf::KernelSymbols syms;
+};
+
+SPROV_API int sprov_kernel_symbols_open(const char* kallsyms_path, sprov_kernel_symbols** out) {
+  return guard([&] {
+    if (out == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_symbols_open: out is NULL"));
+    *out = nullptr;
+    auto syms = perf::KernelSymbols::load(kallsyms_path ? kallsyms_path : "/proc/kallsyms");
+    if (!syms) return fail(std::move(syms).error());
+    *out = new sprov_kernel_symbols{std::move(syms).value()};
+    return 0;
+  });
+}
+
+SPROV_API void sprov_kernel_symbols_free(sprov_kernel_symbols* ks) { delete ks; }
+
+static_assert(offsetof(struct sprov_kernel_event, user_regs) == 72 &&
+                  offsetof(struct sprov_kernel_event, kernel_ips) == 72 + 8 * SPROV_KERNEL_PT_REGS_WORDS &&
+                  SPROV_KERNEL_EVENT_FIXED == 72 + 8 * (SPROV_KERNEL_PT_REGS_WORDS + SPROV_KERNEL_MAX_FRAMES),
+              "struct sprov_kernel_event is the BPF program's layout");
+
+SPROV_API int sprov_kernel_event_stitch(sprov_unwinder* uw, const sprov_address_space* as, const sprov_kernel_symbols* ks,
+                                        const void* event, size_t len, struct sprov_stitched_frame* frames,
+                                        size_t capacity, struct sprov_stitch_result* out) {
+  return guard([&] {
+    if (uw == nullptr || as == nullptr || event == nullptr || frames == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_event_stitch: %s is NULL",
+                             uw == nullptr ? "uw" : as == nullptr ? "as" : event == nullptr ? "event"
+                                                 : frames == nullptr ? "frames" : "out"));
+    if (capacity == 0) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_event_stitch: capacity 0"));
+    if (int e = check_opts(out, SPROV_OPTS_KNOWN(sprov_stitch_result), "sprov_stitch_result")) return e;
+    if (len < SPROV_KERNEL_EVENT_FIXED)
+      return fail(make_error(SPROV_ERR_TRUNCATED, "kernel event: %zu bytes, the fixed part is %zu", len,
+                             static_cast<size_t>(SPROV_KERNEL_EVENT_FIXED)));
+    // The fixed part, copied (the event may be unaligned, e.g. in a ring buffer).
+    auto h = std::make_unique<sprov_kernel_event>();
+    std::memcpy(h.get(), event, SPROV_KERNEL_EVENT_FIXED);
+    if (h->magic != SPROV_KERNEL_EVENT_MAGIC)
+      return fail(make_error(SPROV_ERR_BAD_FORMAT, "kernel event: magic 0x%08x, expected 0x%08x", h->magic,
+                             SPROV_KERNEL_EVENT_MAGIC));
+    if (h->version != SPROV_KERNEL_EVENT_VERSION)
+      return fail(make_error(SPROV_ERR_BAD_FORMAT, "kernel event: version %u, this library reads %u", h->version,
+                             SPROV_KERNEL_EVENT_VERSION));
+    if (h->kernel_count > SPROV_KERNEL_MAX_FRAMES)
+      return fail(make_error(SPROV_ERR_BAD_FORMAT, "kernel event: kernel_count %u, at most %d", h->kernel_count,
+                             SPROV_KERNEL_MAX_FRAMES));
+    if (h->stack_len > SPROV_KERNEL_MAX_STACK)
+      return fail(make_error(SPROV_ERR_BAD_FORMAT, "kernel event: stack_len %u, at most %d", h->stack_len,
+                             SPROV_KERNEL_MAX_STACK));
+    if (len - SPROV_KERNEL_EVENT_FIXED < h->stack_len)
+      return fail(make_error(SPROV_ERR_TRUNCATED, "kernel event: stack_len %u, %zu bytes after the fixed part",
+                             h->stack_len, len - SPROV_KERNEL_EVENT_FIXED));
+    if (h->stack_addr + h->stack_len < h->stack_addr)
+      return fail(make_error(SPROV_ERR_BAD_FORMAT, "kernel event: stack 0x%llx+%u wraps",
+                             static_cast<unsigned long long>(h->stack_addr), h->stack_len));
+    size_t n = 0;
+    for (uint32_t i = 0; i < h->kernel_count && n < capacity; i++) {
+      if (h->kernel_ips[i] >= static_cast<uint64_t>(-4095)) continue;  // perf's context markers are not frames
+      sprov_stitched_frame& f = frames[n++];
+      f = {};
+      f.pc = h->kernel_ips[i];
+      f.domain = SPROV_DOMAIN_KERNEL;
+      f.method = SPROV_METHOD_CALLCHAIN;
+      f.module_index = -1;
+      if (const perf::KernelSymbols::Symbol* s = ks ? ks->syms.find(f.pc) : nullptr) {
+        f.symbol = s->name.data();
+        f.module = s->module.data();
+        f.symbol_offset = f.pc - s->start;
+      }
+    }
+    const uint32_t kernel_n = static_cast<uint32_t>(n);
+    int32_t stop = SPROV_STOP_NONE;
+    uint64_t generation = 0;
+    if ((h->flags & SPROV_KEV_USER_REGS) && n < capacity) {
+      unwind::RawWalkInput w;
+      w.format = static_cast<unwind::RegsFormat>(SPROV_REGS_PT_REGS);
+      w.regs = h->user_regs;
+      w.regs_len = sizeof(h->user_regs);
+      w.stack_addr = h->stack_addr;
+      w.stack = static_cast<const uint8_t*>(event) + SPROV_KERNEL_EVENT_FIXED;
+      w.stack_len = h->stack_len;
+      std::vector<sprov_raw_frame> raw(std::min<size_t>(capacity - n, UINT32_MAX));
+      SPROV_OPTS(sprov_unwind_buf, buf, .frames = raw.data(), .capacity = static_cast<uint32_t>(raw.size()),
+                 .frame_sz = sizeof(sprov_raw_frame));
+      if (int e = walk_raw_into(uw, as, w, &buf)) return e;
+      for (uint32_t i = 0; i < buf.count && n < capacity; i++, n++) {
+        sprov_stitched_frame& f = frames[n];
+        f = {};
+        f.pc = raw[i].pc;
+        f.sp = raw[i].sp;
+        f.symbol_offset = raw[i].module_offset;
+        f.domain = SPROV_DOMAIN_USER;
+        f.method = raw[i].method;
+        f.module_index = raw[i].module_index;
+        f.flags = raw[i].flags | (i == 0 && kernel_n > 0 ? SPROV_FRAME_KERNEL_USER_BOUNDARY : 0u);
+      }
+      stop = buf.stop_reason;
+      generation = buf.generation;
+    }
+    out->count = static_cast<uint32_t>(n);
+    out->kernel_count = kernel_n;
+    out->user_stop_reason = stop;
+    out->generation = generation;
     return 0;
   });
 }

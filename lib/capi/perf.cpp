@@ -6,7 +6,9 @@
 
 #include "capi/internal.hpp"
 #include "perf/profile.hpp"
+#include "perf/kernel_sampler.hpp"
 #include "perf/recorder.hpp"
+#include "stackprov/kernel.h"
 
 using namespace stackprov;
 using namespace stackprov::capi;
@@ -201,8 +203,14 @@ SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* o
     o.frequency = SPROV_OPTS_GET(opts, sprov_record_opts, frequency, 0u);
     o.stack_size = SPROV_OPTS_GET(opts, sprov_record_opts, stack_size, 0u);
     o.duration_ms = SPROV_OPTS_GET(opts, sprov_record_opts, duration_ms, 0u);
-    if (uint32_t f = SPROV_OPTS_GET(opts, sprov_record_opts, flags, 0u); f != 0)
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_record_opts.flags 0x%x: no flags are defined", f));
+    const uint32_t f = SPROV_OPTS_GET(opts, sprov_record_opts, flags, 0u);
+    if ((f & ~uint32_t{SPROV_RECORD_KERNEL | SPROV_RECORD_OFF_CPU}) != 0 ||
+        (f & SPROV_RECORD_OFF_CPU && !(f & SPROV_RECORD_KERNEL)))
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_record_opts.flags 0x%x: only SPROV_RECORD_KERNEL (0x1), with or without "
+                             "SPROV_RECORD_OFF_CPU (0x2), are defined",
+                             f));
+    if (f & SPROV_RECORD_KERNEL) o.kernel_mode = f & SPROV_RECORD_OFF_CPU ? perf::kKernelOffCpu : perf::kKernelCpuClock;
     using ProgressFn = void (*)(uint64_t, uint64_t, void*);
     if (ProgressFn fn = SPROV_OPTS_GET(opts, sprov_record_opts, progress, ProgressFn{nullptr})) {
       void* arg = SPROV_OPTS_GET(opts, sprov_record_opts, progress_arg, static_cast<void*>(nullptr));
@@ -244,5 +252,61 @@ SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* o
     return 0;
   });
 }
+
+// ------------------------------------------------------------- the eBPF sampler (stackprov/kernel.h)
+
+struct sprov_kernel_sampler {
+  std::unique_ptr<perf::KernelSampler> s;
+};
+
+SPROV_API int sprov_kernel_sampler_open(const struct sprov_kernel_sampler_opts* opts, sprov_kernel_sampler** out) {
+  return guard([&] {
+    if (opts == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_open: %s is NULL", opts ? "out" : "opts"));
+    *out = nullptr;
+    if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_kernel_sampler_opts), "sprov_kernel_sampler_opts")) return e;
+    const int64_t pid = SPROV_OPTS_GET(opts, sprov_kernel_sampler_opts, pid, int64_t{0});
+    const uint32_t flags = SPROV_OPTS_GET(opts, sprov_kernel_sampler_opts, flags, 0u);
+    uint32_t freq = SPROV_OPTS_GET(opts, sprov_kernel_sampler_opts, frequency, 0u);
+    uint32_t stack = SPROV_OPTS_GET(opts, sprov_kernel_sampler_opts, stack_size, 0u);
+    if (pid <= 0 || pid > 4194304)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_open: pid %lld", static_cast<long long>(pid)));
+    if (flags & ~uint32_t{SPROV_KERNEL_SAMPLER_OFF_CPU})
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_opts.flags 0x%x: unknown bits", flags));
+    if (freq == 0) freq = 999;
+    if (freq > 100000) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_open: frequency %u", freq));
+    if (stack == 0) stack = 8192;
+    if (stack > SPROV_KERNEL_MAX_STACK)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_open: stack_size %u, at most %d", stack,
+                             SPROV_KERNEL_MAX_STACK));
+    perf::KernelSamplerOptions o;
+    o.tgid = static_cast<uint32_t>(pid);
+    o.stack_bytes = stack;
+    auto ks = perf::KernelSampler::open(o);
+    if (!ks) return fail(std::move(ks).error());
+    auto h = std::make_unique<sprov_kernel_sampler>();
+    h->s = std::move(ks).value();
+    Status st = flags & SPROV_KERNEL_SAMPLER_OFF_CPU ? h->s->attach_sched_switch() : h->s->attach_cpu_clock(pid, freq);
+    if (!st.ok()) return fail(st.error());
+    *out = h.release();
+    return 0;
+  });
+}
+
+SPROV_API int sprov_kernel_sampler_poll(sprov_kernel_sampler* s, int timeout_ms, sprov_kernel_event_fn fn, void* arg) {
+  return guard([&] {
+    if (s == nullptr || fn == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_poll: %s is NULL", s ? "fn" : "s"));
+    auto n = s->s->poll(timeout_ms < 0 ? 0 : timeout_ms, [&](const uint8_t* e, size_t len) { fn(e, len, arg); });
+    if (!n) return fail(std::move(n).error());
+    return n.value();
+  });
+}
+
+SPROV_API uint64_t sprov_kernel_sampler_dropped(const sprov_kernel_sampler* s) {
+  return guard_value<uint64_t>(0, [&]() -> uint64_t { return s ? s->s->dropped() : 0; });
+}
+
+SPROV_API void sprov_kernel_sampler_free(sprov_kernel_sampler* s) { delete s; }
 
 }  // extern "C"

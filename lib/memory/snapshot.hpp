@@ -145,6 +145,12 @@ class SnapshotReader final : public MemoryReader {
     return read_slow(addr, buf, len);
   }
   const char* name() const override { return "snapshot"; }
+  /// Where target byte `addr` lies in this process when it is in the region of the last read,
+  /// else nullptr: a prefetch hint (the unwinder's stack reads ahead), never read through.
+  const void* cached_host(uint64_t addr) const {
+    const uint64_t off = addr - hit_addr_;
+    return off < hit_size_ ? hit_data_ + off : nullptr;
+  }
 
  private:
   bool read_slow(uint64_t addr, void* buf, size_t len);

@@ -221,6 +221,18 @@ KernelNamer::KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string 
   }
 }
 
+Result<KernelSymbols> KernelSymbols::load(const std::string& path) {
+  int err = 0;
+  std::string text = read_text(path, &err);
+  if (err != 0) return make_error(-err, "%s: %s", path.c_str(), strerror(err));
+  KernelSymbols syms = parse(std::move(text));
+  if (syms.size() == 0)
+    return make_error(SPROV_ERR_NOT_FOUND, "%s: %s", path.c_str(),
+                      syms.nonzero_lines() == 0 ? "every address is 0 (kernel.kptr_restrict; run as root or lower it)"
+                                                : "no function symbols");
+  return syms;
+}
+
 void KernelNamer::load() {
   loaded_ = true;
   if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked) return;

@@ -32,6 +32,9 @@ class KernelSymbols {
   /// Parses a kallsyms listing, taking it over (its line ends become NULs). Lines that do not
   /// parse are skipped. A listing whose addresses are all zero (kptr_restrict) yields no symbols.
   static KernelSymbols parse(std::string text);
+  /// Reads and parses a kallsyms file. Errors: the file's errno naming it; SPROV_ERR_NOT_FOUND when
+  /// it holds no symbol (addresses hidden by kernel.kptr_restrict, or no function symbols).
+  static Result<KernelSymbols> load(const std::string& path = "/proc/kallsyms");
   /// The symbol covering `addr`, or nullptr.
   const Symbol* find(uint64_t addr) const;
   /// Address of `_text` in the listing (perf's reference symbol for relocation), 0 if absent.

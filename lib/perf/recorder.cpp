@@ -29,9 +29,11 @@
 #include "core/atomic_file.hpp"
 #include "core/module_map.hpp"
 #include "perf/capture_file.hpp"
+#include "perf/kernel_sampler.hpp"
 #include "perf/kernel_symbols.hpp"
 #include "perf/module_tracker.hpp"
 #include "perf/perf_data.hpp"
+#include "stackprov/kernel.h"
 
 namespace stackprov::perf {
 
@@ -127,6 +129,25 @@ perf_event_attr make_attr(const RecordOptions& o, bool enable_on_exec, bool buil
   a.build_id = build_id ? 1 : 0;
   a.disabled = enable_on_exec ? 1 : 0;
   a.enable_on_exec = enable_on_exec ? 1 : 0;
+  if (o.kernel_mode != 0) {
+    // The eBPF sampler's events carry CLOCK_MONOTONIC times (bpf_ktime_get_ns): the side-band
+    // records get the same clock. The event's own samples are dropped (the program returns 0), so
+    // nothing is gathered for them: without PERF_SAMPLE_CALLCHAIN, bpf_get_stack also walks the
+    // interrupted registers itself instead of copying the event's call chain (which starts with
+    // the PERF_CONTEXT_KERNEL marker).
+    a.use_clockid = 1;
+    a.clockid = CLOCK_MONOTONIC;
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD;
+    a.sample_regs_user = 0;
+    a.sample_stack_user = 0;
+    a.exclude_callchain_user = 0;
+  }
+  if (o.kernel_mode == kKernelOffCpu) {
+    // Off-CPU: the samples come from sched:sched_switch; this event only tracks the module map.
+    a.config = PERF_COUNT_SW_DUMMY;
+    a.freq = 0;
+    a.sample_period = 0;
+  }
   return a;
 }
 
@@ -170,6 +191,56 @@ class Session {
   uint64_t samples() const { return samples_; }
   uint64_t lost() const { return lost_; }
   uint64_t record_time(const std::vector<uint8_t>& r) const { return decoder_.record_time(r.data(), r.size()); }
+
+  /// One event of the eBPF sampler (struct sprov_kernel_event), checked, written as a sample:
+  /// the kernel stack as the callchain's kernel part, the user pt_regs as perf user registers.
+  void kernel_event(const uint8_t* ev, size_t len, uint64_t period) {
+    sprov_kernel_event h;
+    if (len < SPROV_KERNEL_EVENT_FIXED) {
+      malformed_++;
+      return;
+    }
+    std::memcpy(&h, ev, SPROV_KERNEL_EVENT_FIXED);
+    if (h.magic != SPROV_KERNEL_EVENT_MAGIC || h.version != SPROV_KERNEL_EVENT_VERSION ||
+        h.kernel_count > SPROV_KERNEL_MAX_FRAMES || h.stack_len > SPROV_KERNEL_MAX_STACK ||
+        len < SPROV_KERNEL_EVENT_FIXED + h.stack_len) {
+      malformed_++;
+      return;
+    }
+    SampleView v;
+    v.time = h.time_ns;
+    v.pid = h.pid;
+    v.tid = h.tid;
+    v.period = period;
+    v.has_callchain = true;
+    v.kernel_mode = (h.flags & SPROV_KEV_IN_KERNEL) != 0 && h.kernel_count > 0;
+    // perf's context markers (PERF_CONTEXT_KERNEL, ...: the top 4095 values) are not frames.
+    for (uint32_t i = 0; i < h.kernel_count; i++)
+      if (h.kernel_ips[i] < static_cast<uint64_t>(-4095)) v.kernel_ips.push_back(h.kernel_ips[i]);
+    v.kernel_mode = v.kernel_mode && !v.kernel_ips.empty();
+    v.user_regs = (h.flags & SPROV_KEV_USER_REGS) != 0;
+    // struct pt_regs words (r15 r14 r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax ip cs flags
+    // sp ss) in perf's order for kPerfRegsMask: AX BX CX DX SI DI BP SP IP FLAGS CS SS R8..R15.
+    static constexpr int kFromPtRegs[20] = {10, 5, 11, 12, 13, 14, 4, 19, 16, 18, 17, 20, 9, 8, 7, 6, 3, 2, 1, 0};
+    regs_.resize(sizeof(kFromPtRegs) / sizeof(int) * 8);
+    for (size_t i = 0; i < 20; i++) std::memcpy(regs_.data() + 8 * i, &h.user_regs[kFromPtRegs[i]], 8);
+    if (v.user_regs) {
+      v.regs_mask = arch::x86_64::kPerfRegsMask;
+      v.regs = regs_.data();
+      v.regs_count = 20;
+      v.sp = h.user_regs[19];
+      v.stack = ev + SPROV_KERNEL_EVENT_FIXED;
+      v.stack_len = h.stack_len;
+      v.stack_requested = stack_size_;
+    }
+    v.ip = v.kernel_mode ? v.kernel_ips[0] : (v.user_regs ? h.user_regs[16] : 0);
+    if (seen_pids_.insert(v.pid).second) seed_vdso(v.pid);
+    tids_.insert(v.tid);
+    if (!tid_comm_.count(v.tid)) tid_comm_[v.tid] = comm_id(std::string(h.comm, strnlen(h.comm, sizeof h.comm)));
+    write_view(v);
+  }
+  void set_stack_size(uint32_t n) { stack_size_ = n; }
+  void add_lost(uint64_t n) { lost_ += n; }
 
  private:
   uint32_t comm_id(const std::string& c) {
@@ -226,25 +297,28 @@ class Session {
         tids_.insert(s.tid);
         SampleView v;
         sample_view_from_perf(s, &v);
-        tracker_.on_sample(s.pid, s.tid);
-        const uint32_t list = tracker_.list_for(s.pid);
-        while (lists_written_ < tracker_.lists().size()) {
-          writer_.write_modules(static_cast<uint32_t>(lists_written_), *tracker_.lists()[lists_written_]);
-          lists_written_++;
-        }
-        auto c = tid_comm_.find(s.tid);
-        // A thread without a COMM: ":TID", as perf names it. (Not ":" + to_string(): GCC 12's
-        // -Wrestrict misfires on that concatenation.)
-        std::string unnamed(1, ':');
-        if (c == tid_comm_.end()) unnamed += std::to_string(s.tid);
-        const uint32_t comm = c != tid_comm_.end() ? c->second : comm_id(unnamed);
-        writer_.write_sample(v, list, comm);
-        samples_++;
+        write_view(v);
         break;
       }
       default:
         break;
     }
+  }
+  void write_view(const SampleView& v) {
+    tracker_.on_sample(v.pid, v.tid);
+    const uint32_t list = tracker_.list_for(v.pid);
+    while (lists_written_ < tracker_.lists().size()) {
+      writer_.write_modules(static_cast<uint32_t>(lists_written_), *tracker_.lists()[lists_written_]);
+      lists_written_++;
+    }
+    auto c = tid_comm_.find(v.tid);
+    // A thread without a COMM: ":TID", as perf names it. (Not ":" + to_string(): GCC 12's
+    // -Wrestrict misfires on that concatenation.)
+    std::string unnamed(1, ':');
+    if (c == tid_comm_.end()) unnamed += std::to_string(v.tid);
+    const uint32_t comm = c != tid_comm_.end() ? c->second : comm_id(unnamed);
+    writer_.write_sample(v, list, comm);
+    samples_++;
   }
   /// The kernel reports no MMAP for the vDSO; take it from the live maps.
   void seed_vdso(uint32_t pid) {
@@ -271,6 +345,8 @@ class Session {
   std::set<uint32_t> seen_pids_, tids_;
   size_t lists_written_ = 0;
   uint64_t samples_ = 0, lost_ = 0, malformed_ = 0;
+  std::vector<uint8_t> regs_;  ///< a kernel event's user registers in perf's order
+  uint32_t stack_size_ = 0;
 };
 
 /// Copies every complete record out of the ring and advances its tail.
@@ -433,7 +509,37 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
     return make_error(-ESRCH, "no thread of pid %lld could be sampled", static_cast<long long>(o.pid));
   }
 
+  // The eBPF sampler (record --with-kernel): on the perf events just opened (cpu-clock), or on
+  // sched:sched_switch (off-CPU).
+  std::unique_ptr<KernelSampler> sampler;
+  if (o.kernel_mode != 0) {
+    KernelSamplerOptions ko;
+    ko.tgid = static_cast<uint32_t>(child > 0 ? child : o.pid);
+    ko.stack_bytes = o.stack_size;
+    auto ks = KernelSampler::open(ko);
+    if (!ks) {
+      abort_child();
+      return std::move(ks).error();
+    }
+    sampler = std::move(ks).value();
+    if (o.kernel_mode == kKernelOffCpu) {
+      if (Status st = sampler->attach_sched_switch(); !st.ok()) {
+        abort_child();
+        return st;
+      }
+    } else {
+      for (int fd : ev.fds) {
+        if (Status st = sampler->attach_perf_event(fd); !st.ok()) {
+          abort_child();
+          return st;
+        }
+      }
+    }
+  }
+  const uint64_t kernel_period = o.kernel_mode == kKernelCpuClock ? 1000000000ull / o.frequency : 0;
+
   Session session(o, f, cmdline);
+  session.set_stack_size(o.stack_size);
   if (Status st = session.init(attr); !st.ok()) {
     abort_child();
     return st;
@@ -476,6 +582,18 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
       return session.record_time(a) < session.record_time(b);
     });
     session.process(recs);
+    if (sampler) {
+      // Events in time order (the ring is shared by the CPUs: nearly ordered already).
+      std::vector<std::vector<uint8_t>> kevs;
+      (void)sampler->drain([&](const uint8_t* e, size_t len) { kevs.emplace_back(e, e + len); });
+      auto time_of = [](const std::vector<uint8_t>& e) {
+        uint64_t t = 0;
+        if (e.size() >= offsetof(sprov_kernel_event, time_ns) + 8) std::memcpy(&t, e.data() + offsetof(sprov_kernel_event, time_ns), 8);
+        return t;
+      };
+      std::stable_sort(kevs.begin(), kevs.end(), [&](const auto& a, const auto& b) { return time_of(a) < time_of(b); });
+      for (const auto& e : kevs) session.kernel_event(e.data(), e.size(), kernel_period);
+    }
   };
   std::vector<pollfd> pfds;
   for (const Ring& r : ev.rings)
@@ -513,6 +631,7 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
     g_child.store(-1);
   }
   // Finishing the file while a second stop signal would still abort it (the handlers stay).
+  if (sampler) session.add_lost(sampler->dropped());
   return session.finish(stats);
 }
 

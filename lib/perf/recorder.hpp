@@ -19,10 +19,16 @@ struct RecordOptions {
   uint32_t frequency = 999;       ///< Hz
   uint32_t stack_size = 8192;     ///< bytes, multiple of 8, <= 65528
   uint32_t duration_ms = 0;       ///< 0: until the target exits or SIGINT
+  /// 0: perf_event samples (the default); kKernelCpuClock / kKernelOffCpu: the eBPF kernel sampler
+  /// (kernel_sampler.hpp) takes the samples, the perf events only track the module map.
+  uint32_t kernel_mode = 0;
   /// Called once when sampling has started (0, 0), then from the recording loop about every
   /// 250 ms with the samples and lost samples so far (a live count on a terminal); may be empty.
   std::function<void(uint64_t samples, uint64_t lost)> progress;
 };
+
+constexpr uint32_t kKernelCpuClock = 1;  ///< eBPF on the cpu-clock perf events
+constexpr uint32_t kKernelOffCpu = 2;    ///< eBPF on sched:sched_switch (off-CPU stacks)
 
 struct RecordStats {
   uint64_t samples = 0;

@@ -95,6 +95,7 @@ class RuleCache {
     return nullptr;
   }
   void count_hit() { hits_++; }
+  void count_hits(uint64_t n) { hits_ += n; }
   /// Starts loading the set of (rel_pc, generation) into the CPU cache.
   void prefetch(uint64_t rel_pc, uint32_t generation) const {
     __builtin_prefetch(&entries_[set_of(rel_pc, generation) * kWays]);

@@ -104,7 +104,11 @@ class Unwinder {
     out->frames.push_back(f);
     keep_registers(regs, ~uint64_t{0}, out);
 
+    // The run of frames whose rules are cached in the common form goes through fast_run (sp, fp
+    // and pc in registers, no Step); anything else, and whatever stops the walk, below.
+    const bool fast = !opts_.keep_registers && (opts_.jit_ranges == nullptr || opts_.jit_ranges->empty());
     for (;;) {
+      if (fast && fast_run(out, slot, regs)) return;
       Frame& cur = out->frames.back();
       if (out->frames.size() >= opts_.max_frames) {
         out->stop = StopReason::kMaxFrames;
@@ -222,6 +226,119 @@ class Unwinder {
     nf->lookup_prev = !signal;
     cache_.count_hit();
     return true;
+  }
+
+  /// The walk loop's common case in a tighter loop: frames whose rule is in the rule cache as
+  /// kCfaReg with the CFA on sp or fp, the return address in a readable CFA slot, no signal
+  /// frame, under a CFI method. Exactly what walk_physical's loop does for such a frame (same
+  /// frames, stop reasons, lookups, lost registers and hit count), but with sp, fp and pc in
+  /// locals (the register file is written back when the run ends); nothing is written before the
+  /// return-address slot is read, the one read whose failure ends apply_rule's step. The first
+  /// frame it cannot take is left, with `regs` and `slot` as the loop would have them, to the
+  /// loop (false); true when the walk stopped (out->stop set). Only without keep_registers and JIT
+  /// ranges (the frame flags and registers it does not produce).
+  // Out of line with everything it calls inlined (the loop's calls are what it saves).
+  [[gnu::noinline, gnu::flatten]] bool fast_run(WalkResult* out, const ModuleSlot*& slot, Regs& regs) {
+    if constexpr (Ops::kSigreturnBeforeCfi) {
+      return false;  // step() tries the trampoline first
+    } else {
+      constexpr int kW = Traits::kAddrSize;
+      constexpr int kSp = Traits::kSpReg, kFp = Traits::kFpReg;
+      if (!regs.has(kSp) || !regs.has(Traits::kPcReg)) return false;
+      std::vector<Frame>& frames = out->frames;
+      const size_t max_frames = opts_.max_frames;
+      uint64_t sp = regs.get(kSp), fp = regs.v[kFp], pc = regs.get(Traits::kPcReg);
+      bool fp_valid = regs.has(kFp);
+      uint64_t steps = 0;
+      bool stopped = false;
+      for (;;) {
+        Frame& cur = frames.back();
+        if (frames.size() >= max_frames || slot == nullptr || slot->table_generation == 0 || cur.pc == 0) break;
+        const uint32_t gen = slot->table_generation;
+        const UnwindRule* rp =
+            cache_.probe((cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc) - slot->bias, gen);
+        if (rp == nullptr) break;
+        const UnwindRule& rule = *rp;
+        if (rule.kind != UnwindRule::kCfaReg || rule.signal_frame != 0 || rule.ra_kind != UnwindRule::kRaAtCfa) break;
+        const Method method = slot->table_method[rule.from_debug_frame];
+        if (method == Method::kSignal || method == Method::kFramePointer || method == Method::kScan ||
+            method == Method::kPrologue)
+          break;  // the loop's checks of heuristic frames
+        uint64_t base;
+        if (rule.cfa_reg == kSp) {
+          base = sp;
+        } else if (rule.cfa_reg == kFp && fp_valid) {
+          base = fp;
+        } else {
+          break;
+        }
+        const uint64_t cfa = mask(base + static_cast<int64_t>(rule.cfa_off));
+        if constexpr (requires { mem_.cached_host(uint64_t{}); }) {
+          // The callers' slots lie above the CFA: their lines start loading now (a stack that
+          // comes from memory waits on one per frame otherwise).
+          if (const void* h = mem_.cached_host(cfa + 128)) __builtin_prefetch(h);
+          if (const void* h = mem_.cached_host(cfa + 384)) __builtin_prefetch(h);
+        }
+        uint64_t ra;
+        if (!arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.ra_off) * kW), kW, Traits::kBigEndian, &ra))
+          break;
+        const int nsaved = rule.nsaved;
+        int i = 0;
+        while (i < nsaved && i < UnwindRule::kMaxSaved && rule.saved_reg[i] < Traits::kNumRegs) i++;
+        if (i != nsaved) break;  // a register the file does not hold: the loop's answer
+        // The ra slot was readable: from here on the step is apply_rule's (saved registers in
+        // order, an unreadable slot loses its register, then ra, pc and sp), nothing falls back.
+        for (i = 0; i < nsaved; i++) {
+          const int reg = rule.saved_reg[i];
+          uint64_t v;
+          const bool ok = arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW), kW,
+                                          Traits::kBigEndian, &v);
+          if (reg == kFp) {
+            if (ok) fp = v;
+            fp_valid = ok;
+            if (!ok) lost_ |= 1ull << kFp;
+          } else if (ok) {
+            regs.set(reg, v);
+          } else {
+            lose(regs, reg);
+          }
+        }
+        ra = Traits::strip_return_address(ra);
+        sp = cfa;
+        pc = ra;
+        steps++;
+        Frame nf;
+        nf.method = method;
+        nf.lookup_prev = true;
+        nf.pc = ra;
+        nf.sp = cfa;
+        const ModuleSlot* nslot = modules_.find_near(ra - Traits::kCallInsnMin, slot);
+        nf.module_index = nslot ? nslot->snapshot_index : -1;
+        if (ra != 0 && (cfa < cur.sp || (cfa == cur.sp && cur.lookup_prev))) {
+          out->stop = StopReason::kSpNotAdvancing;
+          stopped = true;
+          break;
+        }
+        cur.cfa = cfa;
+        if (ra == 0) {
+          out->stop = StopReason::kEndOfStack;
+          stopped = true;
+          break;
+        }
+        slot = nslot;
+        nf.domain = domain_;
+        frames.push_back(nf);
+      }
+      if (steps != 0) {
+        regs.set(Traits::kRaReg, pc);
+        regs.set(Traits::kPcReg, pc);
+        regs.set(kSp, sp);
+        if (fp_valid) regs.set(kFp, fp);
+        else regs.clear(kFp);
+        cache_.count_hits(steps);
+      }
+      return stopped;
+    }
   }
 
   void keep_registers(const Regs& regs, uint64_t mask, WalkResult* out) const {

@@ -8,6 +8,7 @@
 #include "stackprov/stackprov.h"
 #include "stackprov/bundle.h"
 #include "stackprov/fast.h"
+#include "stackprov/kernel.h"
 #include "stackprov/perf.h"
 #include "stackprov/symbol_bundle.h"
 #include "stackprov/trace.h"

@@ -366,7 +366,7 @@ def _int_in(name, value, lo, hi):
 
 
 def record(pid=None, command=None, *, output="stackprov.cap", duration=None, frequency=999, stack_size=8192,
-           progress=None, context=None):
+           with_kernel=False, off_cpu=False, progress=None, context=None):
     """Samples a running process (pid=, all its threads, also those created later) or a command
     it starts (command=["prog", "arg", ...]) with perf_event_open, as `stackprov record`: cpu-clock
     at `frequency` Hz per thread (1 to 100000), `stack_size` bytes of user stack per sample (a
@@ -377,7 +377,11 @@ def record(pid=None, command=None, *, output="stackprov.cap", duration=None, fre
     (the file is finished; a started command is sent SIGTERM, a pid= target keeps running).
     Returns a RecordResult (.samples, .lost, .threads, .exit_status of a started command, .output).
     progress: None, or a callable progress(samples, lost) called once when sampling has started
-    (0, 0), then about every 250 ms. The GIL is released while recording."""
+    (0, 0), then about every 250 ms. The GIL is released while recording.
+    with_kernel=True: the samples are taken by the eBPF kernel sampler (`record --with-kernel`,
+    doc/kernel-stacks.md: the kernel stack, the user registers and stack per sample; root, and a
+    build that has the sampler); off_cpu=True with it: at each sched:sched_switch of the target's
+    threads instead of cpu-clock."""
     if (pid is None) == (command is None):
         raise InvalidArgumentError("give either pid= or command= (pid %r, command %r)" % (pid, command), _INVALID_ARG)
     argv = []
@@ -409,7 +413,10 @@ def record(pid=None, command=None, *, output="stackprov.cap", duration=None, fre
     ctx = context if context is not None else _stackprov._default_context()
     if progress is not None and not callable(progress):
         raise InvalidArgumentError("progress %r is not callable" % (progress,), _INVALID_ARG)
-    return _stackprov._record(ctx, pid or 0, argv, output, frequency, stack_size, ms, progress)
+    if off_cpu and not with_kernel:
+        raise InvalidArgumentError("off_cpu=True needs with_kernel=True", _INVALID_ARG)
+    flags = (1 if with_kernel else 0) | (2 if off_cpu else 0)  # SPROV_RECORD_KERNEL, SPROV_RECORD_OFF_CPU
+    return _stackprov._record(ctx, pid or 0, argv, output, frequency, stack_size, ms, flags, progress)
 
 
 def perf_import(path, *, sysroot=None, store=None, max_frames=256, inlines=True, _log_stderr=False):

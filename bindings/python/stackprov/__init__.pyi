@@ -324,6 +324,7 @@ class RecordResult:
     output: str
 def record(pid: Optional[int] = ..., command: Optional[Sequence[str]] = ..., *, output: str = ...,
            duration: Optional[float] = ..., frequency: int = ..., stack_size: int = ...,
+           with_kernel: bool = ..., off_cpu: bool = ...,
            progress: Optional[Callable[[int, int], None]] = ..., context: Optional[Context] = ...) -> RecordResult: ...
 
 class ProfileFrame:

@@ -31,6 +31,9 @@ Options:
       --duration SECONDS stop after this long (at least 0.001); default: when the target exits
   -o, --output FILE      the capture file (default stackprov.cap), renamed into place when done
   -p, --pid PID          record this running process instead of starting a command
+      --with-kernel      take the samples with the eBPF kernel sampler (doc/kernel-stacks.md): the
+                         kernel stack, the user registers and user stack per sample (root)
+      --off-cpu          with --with-kernel: at each sched:sched_switch of the target (off-CPU)
   -h, --help             this text
 
 On stderr: once sampling has started, what is recorded and how to stop it; at the end a summary
@@ -95,6 +98,8 @@ def record_main(argv):
     p.once("--duration")
     p.once("-o", "--output")
     p.once("-p", "--pid")
+    p.add_argument("--with-kernel", action="store_true")
+    p.add_argument("--off-cpu", action="store_true")
     p.add_argument("command", nargs="...")
     return run(p, argv, _record)
 
@@ -134,11 +139,15 @@ def _record(a):
         return usage("record", "give either -p PID or a command, not both ('%s')" % command[0])
     if pid is None and not command:
         return usage("record", "give -p PID or a command to start (after --)")
+    if a.off_cpu and not a.with_kernel:
+        return usage("record", "--off-cpu needs --with-kernel")
     what = "process %d (all its threads)" % pid if pid is not None else "'%s'" % command[0]
     until = "for %s s or until" % a.duration if ms else "until"
-    start = ("python3 -m stackprov record: recording %s at %d Hz, %d-byte user stacks, into %s %s %s; Ctrl-C "
+    how = ("at each sched:sched_switch (eBPF, off-CPU)" if a.off_cpu else
+           "at %d Hz (eBPF, kernel + user)" % freq if a.with_kernel else "at %d Hz" % freq)
+    start = ("python3 -m stackprov record: recording %s %s, %d-byte user stacks, into %s %s %s; Ctrl-C "
              "(SIGINT), SIGTERM or SIGHUP stops it and finishes the file\n"
-             % (what, freq, stack_size, output, until, "the process exits" if pid is not None else "the command exits"))
+             % (what, how, stack_size, output, until, "the process exits" if pid is not None else "the command exits"))
     started = []
 
     def progress(samples, lost):
@@ -150,7 +159,7 @@ def _record(a):
     try:
         r = stackprov.record(pid=pid, command=command or None, output=output,
                              duration=ms / 1000.0 if ms else None, frequency=freq, stack_size=stack_size,
-                             progress=progress)
+                             with_kernel=a.with_kernel, off_cpu=a.off_cpu, progress=progress)
     except stackprov.Error as e:
         return fail("record", e.message.splitlines()[0] if e.message else str(e))
     status = ""

@@ -104,6 +104,32 @@ def test_record_errors(spin, tmp_path):
         stackprov.record(command=[spin], context=42, output=str(tmp_path / "x.cap"))
 
 
+def test_record_with_kernel(spin, tmp_path):
+    """record(with_kernel=True): the eBPF sampler on cpu-clock (doc/kernel-stacks.md). The oracle is the
+    fixture's source, as for record(); kernel frames, where a sample has them, come before the user
+    frames and are named (kallsyms). off_cpu needs with_kernel, here and in python3 -m stackprov record."""
+    import stackprov
+    if os.geteuid() != 0:
+        pytest.fail("record(with_kernel=True) needs root (the eBPF sampler)")
+    cap = str(tmp_path / "k.cap")
+    r = stackprov.record(command=[spin, "0.5"], output=cap, frequency=499, with_kernel=True)
+    assert r.exit_status == 0 and r.lost == 0 and r.threads == 2, r
+    prof = stackprov.perf_import(cap)
+    assert len(prof.samples) == r.samples >= 40 and prof.modes["dwarf"] == r.samples, (r, prof.modes)
+    good = [s for s in prof.samples if chain_ok(user_names(s))]
+    assert len(good) >= 0.95 * len(prof.samples), [user_names(s) for s in prof.samples][:5]
+    for s in prof.samples:
+        kinds = [f.kernel for f in s.frames]
+        assert kinds == sorted(kinds, reverse=True), kinds          # kernel frames first, then user
+        assert all(f.function for f in s.frames if f.kernel), [f.function for f in s.frames]
+    with pytest.raises(stackprov.InvalidArgumentError, match="off_cpu=True needs with_kernel=True"):
+        stackprov.record(command=[spin, "0.1"], output=str(tmp_path / "x.cap"), off_cpu=True)
+    p = subprocess.run([sys.executable, "-m", "stackprov", "record", "--off-cpu", "-o", str(tmp_path / "x.cap"),
+                        "--", spin, "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 2 and "--off-cpu needs --with-kernel" in p.stderr, (p.returncode, p.stderr)
+    assert not os.path.exists(tmp_path / "x.cap")
+
+
 @pytest.fixture(scope="module")
 def perf_data(spin, tmp_path_factory):
     """perf.data files of the fixture (--call-graph dwarf, and -g) and perf script's samples of each."""

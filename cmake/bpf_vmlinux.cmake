@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-# cmake -DBPFTOOL=... -DOUT=.../vmlinux.h -P gen_vmlinux.cmake: the kernel's types for CO-RE.
+# cmake -DBPFTOOL=... -DOUT=.../vmlinux.h -P bpf_vmlinux.cmake: the running kernel's types for CO-RE
+# (cmake/bpf.cmake; examples/memleak and the library's eBPF sampler).
 set(BTF /sys/kernel/btf/vmlinux)
 if(NOT EXISTS ${BTF})
-  message(FATAL_ERROR "${BTF} not found: this kernel has no BTF (CONFIG_DEBUG_INFO_BTF=y), which "
-                      "examples/memleak needs; configure with -DSTACKPROV_MEMLEAK=OFF to build without it")
+  message(FATAL_ERROR "${BTF} not found: this kernel has no BTF (CONFIG_DEBUG_INFO_BTF=y), which the eBPF "
+                      "programs need; configure with -DSTACKPROV_MEMLEAK=OFF -DSTACKPROV_KERNEL_SAMPLER=OFF")
 endif()
 execute_process(COMMAND ${BPFTOOL} btf dump file ${BTF} format c
   OUTPUT_FILE ${OUT}.tmp RESULT_VARIABLE rc ERROR_VARIABLE err)

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Kernel + user in one capture (issue 35, doc/kernel-stacks.md): `stackprov record --with-kernel --off-cpu`
+# (the eBPF sampler on sched:sched_switch) and `perf record -k CLOCK_MONOTONIC -g -e sched:sched_switch`
+# sample the same workload at the same time (fixture_chains.c: one thread sleeping through glibc's raw
+# syscall(), one through its nanosleep wrapper, each under a fixed chain of its own functions). The same
+# tracepoint hits are matched by thread and CLOCK_MONOTONIC time (within 150 us), and for each:
+#  - every kernel frame is perf script's, address and sym+off (both named from /proc/kallsyms);
+#  - the user frames are the known chain: frame 0 is perf's (the user pt_regs' pc), the fixture's own
+#    functions are exactly the ones written in fixture_chains.c, and perf's user frames are a
+#    subsequence of ours whose gaps are exactly the callers of glibc's frameless wrappers that perf's
+#    frame-pointer walk loses (raw_leaf under syscall(); __nanosleep and libc_leaf under
+#    clock_nanosleep), found here by CFI from the copied stack;
+#  - the stitched stack changes domain once, kernel -> user.
+# The same comparison for the C ABI: stitch_client.c (public headers only) samples with sprov_kernel_sampler_*
+# and stitches each event with sprov_kernel_event_stitch; its user frames are named by llvm-symbolizer-14,
+# and the first user frame (only) carries SPROV_FRAME_KERNEL_USER_BOUNDARY.
+# cpu-clock mode (record --with-kernel without --off-cpu) of `fixture_chains spin 1`: user-mode and kernel-mode
+# samples, each with the fixture's known chain, the ones inside getrandom with the syscall's kernel frames.
+# Needs root (eBPF, perf), perf (linux-perf), llvm-symbolizer-14. About 11 s.
+import argparse
+import bisect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from peers import perf_script_samples  # noqa: E402  (tests/lib: the peers' output parsers)
+
+# The fixture's chains, leaf first, as written in fixture_chains.c.
+KNOWN = {
+    "raw": ["raw_leaf", "raw_middle", "raw_outer", "raw_thread"],
+    "libc": ["libc_leaf", "libc_middle", "libc_outer", "libc_thread"],
+}
+# What perf -g cannot see: the caller of each frameless glibc function (Debian 12, glibc 2.36:
+# syscall() and clock_nanosleep() keep rbp, and __nanosleep calls clock_nanosleep without a frame).
+LOST_BY_PERF = {"raw": ["raw_leaf"], "libc": ["__nanosleep", "libc_leaf"]}
+MATCH_NS = 150_000
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stackprov", required=True)
+    ap.add_argument("--fixture", required=True)
+    ap.add_argument("--stitch-client", required=True)
+    args = ap.parse_args()
+    failures = []
+    perf = shutil.which("perf")
+    if perf is None:
+        print("FAIL: perf is not installed (linux-perf; make deps installs it)")
+        return 1
+    symbolizer = shutil.which("llvm-symbolizer-14")
+    if symbolizer is None:
+        print("FAIL: llvm-symbolizer-14 is not installed (llvm-14; make deps installs it)")
+        return 1
+    if os.geteuid() != 0:
+        print("FAIL: needs root (the eBPF sampler and perf record -p of sched:sched_switch)")
+        return 1
+    work = tempfile.mkdtemp(prefix="kernel_check.")
+    fx = subprocess.Popen([args.fixture], stdout=subprocess.PIPE, text=True)
+    try:
+        ready = fx.stdout.readline().split()
+        if len(ready) != 3 or ready[0] != "ready":
+            print("FAIL: the fixture did not start: %r" % ready)
+            return 1
+        role = {int(ready[1]): "raw", int(ready[2]): "libc"}
+        pid = fx.pid
+        cap = os.path.join(work, "k.cap")
+        pdata = os.path.join(work, "perf.data")
+        # Ours for 5 s; perf (which needs ~2.5 s to start here) for a 2-s window inside it.
+        t0 = time.monotonic()
+        ours = subprocess.Popen([args.stackprov, "record", "--with-kernel", "--off-cpu", "-p", str(pid),
+                                 "--duration", "5", "-o", cap], stderr=subprocess.PIPE, text=True)
+        client = subprocess.Popen([args.stitch_client, str(pid), "5"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        theirs = subprocess.Popen([perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "-g", "-e", "sched:sched_switch",
+                                   "-p", str(pid), "-o", pdata, "--", "sleep", "2"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        perr = theirs.communicate(timeout=30)[1]
+        oerr = ours.communicate(timeout=30)[1]
+        cout, cerr = client.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        fx.kill()
+        fx.wait()
+    if ours.returncode != 0:
+        print("FAIL: stackprov record --with-kernel --off-cpu exited %d: %s" % (ours.returncode, oerr.strip()))
+        return 1
+    if client.returncode != 0:
+        print("FAIL: the C ABI client (stitch_client) exited %d: %s" % (client.returncode, cerr.strip()))
+        return 1
+    if theirs.returncode != 0:
+        print("FAIL: perf record exited %d: %s" % (theirs.returncode, perr.strip()))
+        return 1
+    script = subprocess.run([perf, "script", "-i", pdata, "-F", "comm,tid,time,ip,sym,symoff,dso"],
+                            check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    psamples = perf_script_samples(script)
+    imp = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "json", cap], check=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+    record_events = []
+    for line in imp.splitlines():
+        if not line.strip():
+            continue
+        o = json.loads(line)
+        fr = o["frames"]
+        record_events.append({
+            "tid": o["tid"], "time": o["time"], "kinds": [f["method"] == "kernel" for f in fr],
+            "kernel": [(int(f["pc"], 16), "%s+0x%x" % (f["function"], int(f["pc"], 16) - int(f["symbol_start"], 16)))
+                       for f in fr if f["method"] == "kernel"],
+            "user": [(int(f["module_offset"], 16), f["function"], f["module"], None) for f in fr if f["method"] != "kernel"]})
+    client_events = parse_client(cout, symbolizer)
+    stats = []
+    for what, events in (("record --with-kernel --off-cpu", record_events), ("C ABI sprov_kernel_event_stitch", client_events)):
+        st = compare(what, events, psamples, role, args.fixture)
+        stats.append(st)
+        failures += st["failures"]
+    for st in stats:
+        print("%s: %d of perf's sched_switch events matched, %d not within 150 us (%d kernel frames, %d user "
+              "frames compared)" % (st["what"], st["matched"], st["unmatched"], st["kframes"], st["uframes"]))
+    failures += check_cpu_clock(args, work)
+    print("record + C ABI client + perf ran %.1f s" % took)
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        print("(work directory kept: %s)" % work)
+        return 1
+    shutil.rmtree(work, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+SPIN_CHAINS = (["spin_user", "spin_outer", "main", "_start"], ["spin_sys", "spin_outer", "main", "_start"])
+
+
+def check_cpu_clock(args, work):
+    """record --with-kernel (cpu-clock, no --off-cpu) of `fixture_chains spin 1`: samples that land in user
+    mode and in the kernel, each with the fixture's known chain (from the function the leaf is in); a
+    sample inside the syscall is entered by do_syscall_64 from entry_SYSCALL_64_after_hwframe, most of
+    them in __x64_sys_getrandom; every kernel frame is named. (Not matched to perf sample by
+    sample: perf's cpu-clock events are not ours.)"""
+    failures = []
+    cap = os.path.join(work, "spin.cap")
+    r = subprocess.run([args.stackprov, "record", "--with-kernel", "-F", "999", "-o", cap, "--", args.fixture, "spin",
+                        "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        return ["record --with-kernel (cpu-clock) exited %d: %s" % (r.returncode, r.stderr.strip())]
+    out = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "json", cap], check=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True).stdout
+    n = user_mode = kernel_mode = in_syscall = outside = 0
+    bad = []
+    for line in out.splitlines():
+        o = json.loads(line)
+        n += 1
+        kern = [f["function"] for f in o["frames"] if f["method"] == "kernel"]
+        user = [f for f in o["frames"] if f["method"] != "kernel"]
+        chain = [f["function"] for f in user if f["module"] == args.fixture]
+        # The leaf may be in any function of a chain (spin_outer between the calls, main before or after it):
+        # the fixture's frames are then that chain from there on, nothing left out.
+        # No fixture frame at all: the dynamic loader before _start, or exit after main returned.
+        if not chain:
+            outside += 1
+            continue
+        if not any(chain == c[i:] for c in SPIN_CHAINS for i in range(len(c))):
+            bad.append("a sample's fixture frames are %s, not a chain of the source (%s)" % (chain, list(SPIN_CHAINS)))
+        elif not kern:
+            user_mode += 1
+        else:
+            kernel_mode += 1
+            if None in kern:
+                bad.append("an unnamed kernel frame: %s" % kern)
+            elif chain[0] == "spin_sys" and user and user[0]["function"] == "syscall":
+                # In the syscall: entered by the syscall entry; in getrandom itself, or on the way out
+                # (exit_to_user_mode_loop: preempted before returning).
+                in_syscall += "__x64_sys_getrandom" in kern
+                if kern[-2:] != ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]:
+                    bad.append("a sample in the syscall whose kernel frames are %s" % kern)
+            elif not kern[-1].startswith("asm_"):
+                bad.append("a kernel-mode sample outside the syscall not entered by an interrupt or exception: %s" % kern)
+    print("record --with-kernel (cpu-clock): %d samples, %d in user mode, %d in the kernel (%d in getrandom), "
+          "%d outside the fixture's code (loader, exit)" % (n, user_mode, kernel_mode, in_syscall, outside))
+    if outside > n // 20:
+        failures.append("cpu-clock: %d of %d samples have no fixture frame (more than 5%%)" % (outside, n))
+    if n < 100 or user_mode < n // 10 or in_syscall < n // 10:
+        failures.append("cpu-clock: %d samples, %d in user mode, %d in getrandom: expected >= 100, 10%% and 10%%" %
+                        (n, user_mode, in_syscall))
+    failures += ["cpu-clock: " + b for b in bad[:6]]
+    return failures
+
+
+def parse_client(text, symbolizer):
+    """stitch_client's lines -> events as compare() takes them; user frames named by llvm-symbolizer-14
+    (at module offset - 1 for return addresses), one process for all of them."""
+    events, cur = [], None
+    for line in text.splitlines():
+        f = line.split(" ", 5)
+        if f[0] == "E":
+            cur = {"tid": int(f[1]), "time": int(f[2]), "kinds": [], "kernel": [], "user": []}
+            events.append(cur)
+        elif f[0] == "K" and cur is not None:
+            cur["kinds"].append(True)
+            cur["kernel"].append((int(f[1], 16), f[2]))
+        elif f[0] == "U" and cur is not None:
+            cur["kinds"].append(False)
+            cur["user"].append([int(f[2], 16), None, f[5], f[4] == "1", f[3] == "1"])
+    queries = []
+    for e in events:
+        for u in e["user"]:
+            queries.append("%s 0x%x" % (u[2], u[0] - (1 if u[4] else 0)))
+    out = subprocess.run([symbolizer, "--functions=linkage", "--no-inlines"], input="\n".join(queries) + "\n",
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    names = [b.split("\n")[0] for b in out.strip("\n").split("\n\n")]
+    k = 0
+    for e in events:
+        for u in e["user"]:
+            u[1] = names[k] if k < len(names) else None
+            k += 1
+        e["user"] = [tuple(u[:4]) for u in e["user"]]
+    return events
+
+
+def compare(what, events, psamples, role, fixture):
+    """perf's events (perf_script_samples) against ours (tid, time, kinds: kernel or not per frame leaf
+    first, kernel: [(pc, sym+off)], user: [(module offset, name, module, boundary flag or None)])."""
+    failures = []
+    by_tid = {}
+    for o in events:
+        by_tid.setdefault(o["tid"], []).append(o)
+    for lst in by_tid.values():
+        lst.sort(key=lambda o: o["time"])
+    if not events:
+        return {"what": what, "matched": 0, "unmatched": 0, "kframes": 0, "uframes": 0,
+                "failures": ["%s: no events" % what]}
+    first, last = min(o["time"] for o in events), max(o["time"] for o in events)
+    matched = unmatched = 0
+    kframes = uframes = 0
+    examples = []
+
+    def fail(msg):
+        if len(examples) < 6:
+            examples.append("%s: %s" % (what, msg))
+    for (tid, t_us), (comm, pframes) in sorted(psamples.items()):
+        t_ns = t_us * 1000
+        if tid not in role or not (first + MATCH_NS < t_ns < last - MATCH_NS):
+            continue  # another thread (main), or outside our recording
+        lst = by_tid.get(tid, [])
+        times = [o["time"] for o in lst]
+        i = bisect.bisect_left(times, t_ns)
+        best = None
+        for j in (i - 1, i):
+            if 0 <= j < len(lst) and abs(lst[j]["time"] - t_ns) <= MATCH_NS:
+                if best is None or abs(lst[j]["time"] - t_ns) < abs(best["time"] - t_ns):
+                    best = lst[j]
+        if best is None:
+            unmatched += 1
+            fail("perf's event tid %d at %d us: none of ours within 150 us" % (tid, t_us))
+            continue
+        matched += 1
+        # Kernel frames: address and sym+off, in order.
+        pk = [(a, "%s+0x%x" % (s, off) if off is not None else s) for a, s, off, dso in pframes
+              if dso == "[kernel.kallsyms]"]
+        ok = best["kernel"]
+        kframes += len(pk)
+        if pk != ok:
+            fail("tid %d at %d us: kernel frames differ: perf %s, ours %s" % (tid, t_us, [s for _, s in pk],
+                                                                             [s for _, s in ok]))
+            continue
+        # One domain change, kernel -> user.
+        kinds = best["kinds"]
+        if kinds != sorted(kinds, reverse=True) or not kinds or not kinds[0] or kinds[-1]:
+            fail("tid %d at %d us: not one kernel segment then one user segment: %s" % (tid, t_us, kinds))
+            continue
+        user = best["user"]
+        if user[0][3] is not None and [u[3] for u in user] != [True] + [False] * (len(user) - 1):
+            fail("tid %d at %d us: SPROV_FRAME_KERNEL_USER_BOUNDARY not (only) on the first user frame: %s" %
+                 (tid, t_us, [u[3] for u in user]))
+            continue
+        puser = [(a, s) for a, s, off, dso in pframes if dso != "[kernel.kallsyms]"]
+        uframes += len(user)
+        offs = [u[0] for u in user]
+        names = [u[1] for u in user]
+        r = role[tid]
+        # Frame 0: the pc of the user pt_regs, exact in both.
+        if not puser or offs[0] != puser[0][0]:
+            fail("tid %d at %d us: user frame 0 differs: perf %s, ours %s" % (tid, t_us, puser[:1], names[:1]))
+            continue
+        fixture_names = [u[1] for u in user if u[2] == fixture]
+        if fixture_names != KNOWN[r]:
+            fail("tid %d (%s) at %d us: the fixture's frames are %s, the source says %s" % (tid, r, t_us,
+                                                                                            fixture_names, KNOWN[r]))
+            continue
+        # perf's user frames are a subsequence of ours (by module offset); what perf lacks is exactly the
+        # callers of the frameless wrappers.
+        k = 0
+        missing = []
+        for off, name in zip(offs, names):
+            if k < len(puser) and puser[k][0] == off:
+                k += 1
+            else:
+                missing.append(name)
+        if k != len(puser) or missing[:len(LOST_BY_PERF[r])] != LOST_BY_PERF[r] or \
+                any(m in KNOWN[r] and m not in LOST_BY_PERF[r] for m in missing):
+            fail("tid %d (%s) at %d us: perf's user frames %s are not ours %s less %s (we have more: %s)" % (
+                tid, r, t_us, [s for _, s in puser], names, LOST_BY_PERF[r], missing))
+            continue
+        # The thread's start (glibc) is reached: our walk does not stop at the fixture's outermost function.
+        if "start_thread" not in names:
+            fail("tid %d (%s) at %d us: the walk stops before start_thread: %s" % (tid, r, t_us, names))
+    total = matched + unmatched
+    if total < 200:
+        failures.append("%s: only %d of perf's events fall inside our recording (perf started late?)" % (what, total))
+    # On this loaded 2-vCPU VM the two programs' clock reads of one tracepoint hit are now and then
+    # further apart (a vCPU stolen between them): up to 1 in 200 of perf's events may go unmatched.
+    if unmatched > max(2, total // 200):
+        failures.append("%s: %d of perf's %d events inside our recording have no event of ours within 150 us" %
+                        (what, unmatched, total))
+    else:
+        examples = [e for e in examples if "none of ours within 150 us" not in e]
+    failures += examples
+    return {"what": what, "matched": matched, "unmatched": unmatched, "kframes": kframes, "uframes": uframes,
+            "failures": failures}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

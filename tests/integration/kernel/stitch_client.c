@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: Apache-2.0
+// A client of the public C ABI only (include/stackprov/kernel.h): samples PID with the library's eBPF
+// sampler for SECONDS (off-CPU, sched:sched_switch) and prints each event stitched by
+// sprov_kernel_event_stitch, for kernel_check.py to compare with perf script:
+//   E TID TIME_NS
+//   K PC SYMBOL+0xOFF                       a kernel frame (kallsyms)
+//   U PC MODULE_OFFSET RA BOUNDARY MODULE   a user frame (RA 1: a return address; BOUNDARY 1: the first
+//                                           user frame, the kernel -> user segment change)
+//   S STOP_REASON
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stackprov/kernel.h"
+
+struct state {
+  sprov_unwinder* uw;
+  sprov_address_space* as;
+  sprov_kernel_symbols* ks;
+  int errors;
+  const char* dump; /* STACKPROV_DUMP_EVENT: the first event's bytes go there (fuzz seeds) */
+};
+
+static void on_event(const void* event, size_t len, void* arg) {
+  struct state* st = arg;
+  struct sprov_kernel_event head;
+  struct sprov_stitched_frame frames[256];
+  struct sprov_stitch_result r;
+  memset(&r, 0, sizeof r);
+  r.sz = sizeof r;
+  if (len < sizeof head - SPROV_KERNEL_MAX_STACK) return;
+  memcpy(&head, event, sizeof head - SPROV_KERNEL_MAX_STACK);
+  if (st->dump) {
+    FILE* f = fopen(st->dump, "wb");
+    if (f) {
+      fwrite(event, 1, len, f);
+      fclose(f);
+    }
+    st->dump = NULL;
+  }
+  if (sprov_kernel_event_stitch(st->uw, st->as, st->ks, event, len, frames, 256, &r) != 0) {
+    if (st->errors++ < 5) fprintf(stderr, "stitch: %s\n", sprov_last_error_message());
+    return;
+  }
+  printf("E %u %llu\n", head.tid, (unsigned long long)head.time_ns);
+  for (uint32_t i = 0; i < r.count; i++) {
+    const struct sprov_stitched_frame* f = &frames[i];
+    if (f->domain == SPROV_DOMAIN_KERNEL) {
+      printf("K %llx %s+0x%llx\n", (unsigned long long)f->pc, f->symbol ? f->symbol : "[unknown]",
+             (unsigned long long)f->symbol_offset);
+    } else {
+      struct sprov_module_info mi;
+      memset(&mi, 0, sizeof mi);
+      mi.sz = sizeof mi;
+      const char* path = "?";
+      if (f->module_index >= 0 && sprov_address_space_module(st->as, (size_t)f->module_index, &mi) == 0 && mi.path)
+        path = mi.path;
+      printf("U %llx %llx %d %d %s\n", (unsigned long long)f->pc, (unsigned long long)f->symbol_offset,
+             (f->flags & SPROV_FRAME_RETURN_ADDRESS) ? 1 : 0, (f->flags & SPROV_FRAME_KERNEL_USER_BOUNDARY) ? 1 : 0,
+             path);
+    }
+  }
+  printf("S %d\n", r.user_stop_reason);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: stitch_client PID SECONDS\n");
+    return 2;
+  }
+  const long pid = strtol(argv[1], NULL, 10);
+  const double secs = strtod(argv[2], NULL);
+  struct state st = {0};
+  st.dump = getenv("STACKPROV_DUMP_EVENT");
+  sprov_context* ctx = NULL;
+  SPROV_OPTS(sprov_context_opts, copts);
+  SPROV_OPTS(sprov_unwinder_opts, uopts);
+  SPROV_OPTS(sprov_address_space_opts, aopts, .pid = pid);
+  SPROV_OPTS(sprov_kernel_sampler_opts, kopts, .pid = pid, .flags = SPROV_KERNEL_SAMPLER_OFF_CPU);
+  sprov_kernel_sampler* ks = NULL;
+  if (sprov_context_new(&copts, &ctx) != 0 || sprov_unwinder_new(ctx, &uopts, &st.uw) != 0 ||
+      sprov_address_space_new(ctx, &aopts, &st.as) != 0 || sprov_kernel_symbols_open(NULL, &st.ks) != 0 ||
+      sprov_kernel_sampler_open(&kopts, &ks) != 0) {
+    fprintf(stderr, "stitch_client: %s\n", sprov_last_error_message());
+    return 1;
+  }
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    if (sprov_kernel_sampler_poll(ks, 100, on_event, &st) < 0) {
+      fprintf(stderr, "stitch_client: %s\n", sprov_last_error_message());
+      return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 < secs);
+  sprov_kernel_sampler_poll(ks, 0, on_event, &st);
+  fprintf(stderr, "stitch_client: %llu dropped, %d stitch errors\n",
+          (unsigned long long)sprov_kernel_sampler_dropped(ks), st.errors);
+  sprov_kernel_sampler_free(ks);
+  sprov_kernel_symbols_free(st.ks);
+  sprov_address_space_free(st.as);
+  sprov_unwinder_free(st.uw);
+  sprov_context_free(ctx);
+  return st.errors ? 1 : 0;
+}
