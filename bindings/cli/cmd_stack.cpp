@@ -26,8 +26,8 @@ constexpr const char* kUsage =
     "                       [--max-frames N] [--json] [--no-lines]\n"
     "       stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]\n"
     "                       [--no-lines]\n"
-    "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs and\n"
-    "       --verbose; values as --opt=VALUE or --opt VALUE)\n";
+    "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs,\n"
+    "       --args and --verbose; values as --opt=VALUE or --opt VALUE)\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -99,6 +99,16 @@ constexpr const char* kHelp =
     "                    from a signal frame all of them; text: a line \"    registers: rip 0x...\"\n"
     "                    after each frame, JSON: \"registers\":{\"rax\":null,\"rdx\":\"0x...\",...}\n"
     "                    (every register of the architecture, null when unknown)\n"
+    "  --args            each frame's arguments, as gdb's 'info args': the DWARF formal parameters\n"
+    "                    of the frame's function, each value read where its DWARF location can be\n"
+    "                    evaluated from what the unwind knows (the registers --regs prints, the\n"
+    "                    frame's CFA, the captured stack memory); text: a line\n"
+    "                    \"    arg NAME: TYPE = VALUE\" each, JSON: \"args\":[{\"name\",\"type\",\"value\",\n"
+    "                    \"status\":\"value\"|\"optimized_out\"|\"unknown\",\"reason\"}]. Values of\n"
+    "                    integer, bool, char, float, double, pointer (the address) and enum types;\n"
+    "                    <optimized out> where the DWARF says there is none at that pc, <unknown: WHY>\n"
+    "                    for other types (structs), entry values, registers the frame does not know\n"
+    "                    and memory outside the capture. Needs the module's DWARF (not offline)\n"
     "  --verbose, --why  on stderr, after each thread's stack, for each module of its frames once:\n"
     "                    each step of the resolver policy in order, each path and URL it looked\n"
     "                    at (the module, the build-id path under each debug directory, each\n"
@@ -241,6 +251,7 @@ struct StackArgs {
   bool verbose = false;
   bool tail_calls = true;
   bool regs = false;
+  bool args = false;
 };
 
 /// Reports a library failure naming `what` on one line, e.g. "cannot capture pid 42: ...".
@@ -281,6 +292,10 @@ int cmd_stack(int argc, char** argv) {
     }
     if (arg == "--regs") {
       a.regs = true;
+      continue;
+    }
+    if (arg == "--args") {
+      a.args = true;
       continue;
     }
     if (arg == "--verbose" || arg == "--why") {
@@ -428,7 +443,7 @@ int cmd_stack(int argc, char** argv) {
   sprov_unwinder_opts uopts{};
   uopts.sz = sizeof(uopts);
   uopts.max_frames = static_cast<uint32_t>(max_frames);
-  uopts.flags = a.regs ? SPROV_UNWIND_KEEP_REGISTERS : 0;
+  uopts.flags = a.regs || a.args ? SPROV_UNWIND_KEEP_REGISTERS : 0;  // --args: register locations
   sprov_unwinder* uw = nullptr;
   sprov_symbolizer* sym = nullptr;
   sprov_symbolizer_opts sopts{};
@@ -509,9 +524,11 @@ int cmd_stack(int argc, char** argv) {
     }
     if (a.json) {
       if (!first) printf(",");
-      stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name);
+      stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name,
+                                      a.args, snap);
     } else {
-      stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name);
+      stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name,
+                                      a.args, snap);
     }
     if (a.verbose) {
       fflush(stdout);  // this thread's stack, then why its modules are named as they are

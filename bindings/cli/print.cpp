@@ -93,13 +93,14 @@ namespace {
 
 /// The library's one renderer (sprov_stack_render) of one thread, written to `f`.
 void render(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid, const std::string& name,
-            uint32_t flags, const std::string& runtime_name) {
+            uint32_t flags, const std::string& runtime_name, const sprov_snapshot* snap = nullptr) {
   struct sprov_render_opts o = {};
   o.sz = sizeof(o);
   o.flags = flags;
   o.tid = tid;
   o.name = name.c_str();
   o.runtime_name = runtime_name.c_str();
+  o.snapshot = snap;
   char* text = nullptr;
   size_t len = 0;
   if (sprov_stack_render(sym, stack, &o, &text, &len) != 0) {
@@ -114,9 +115,11 @@ void render(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t ti
 
 void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines, int regs_arch,
-                      const std::string& runtime_name) {
-  render(f, sym, stack, tid, name, (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u),
-         runtime_name);
+                      const std::string& runtime_name, bool args, const sprov_snapshot* snap) {
+  render(f, sym, stack, tid, name,
+         (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u) |
+             (args ? uint32_t{SPROV_RENDER_ARGS} : 0u),
+         runtime_name, snap);
 }
 
 void print_attempts(FILE* f, const char* cmd, sprov_symbolizer* sym, const std::string& module,
@@ -161,9 +164,11 @@ void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* sta
 
 void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines, int regs_arch,
-                      const std::string& runtime_name) {
+                      const std::string& runtime_name, bool args, const sprov_snapshot* snap) {
   render(f, sym, stack, tid, name,
-         SPROV_RENDER_JSON | (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u), runtime_name);
+         SPROV_RENDER_JSON | (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u) |
+             (args ? uint32_t{SPROV_RENDER_ARGS} : 0u),
+         runtime_name, snap);
 }
 
 void print_process_header_text(FILE* f, int64_t pid, bool core, const sprov_process_info& info) {

@@ -936,6 +936,43 @@ SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_sta
 /* Frame `index` (0 = innermost) of the inline chain of the last *_ex answer. */
 SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index, struct sprov_symbol_frame* out);
 
+/* Arguments of a frame, as gdb's `info args` prints them (`stackprov stack --args`). */
+enum sprov_arg_status {
+  SPROV_ARG_VALUE = 0,          /* `value` is the value as gdb prints it */
+  SPROV_ARG_OPTIMIZED_OUT = 1,  /* the DWARF says it has none at this pc (gdb: <optimized out>) */
+  SPROV_ARG_UNKNOWN = 2,        /* not readable from what the unwind knows, or of a type not printed:
+                                   `reason` says which (gdb may still know it, e.g. from an entry value) */
+};
+
+struct sprov_frame_arg {
+  size_t sz;
+  const char* name;    /* DW_AT_name (through DW_AT_abstract_origin); "" when none */
+  const char* type;    /* the C type as gdb spells it ("int", "const char *", "enum color"); "" unknown */
+  const char* value;   /* SPROV_ARG_VALUE: decimal integers, true/false, 65 'A' for chars, %.9g/%.17g
+                          for float/double, 0x... for pointers (not the string gdb adds for a char
+                          pointer), an enumerator's name; "" otherwise */
+  const char* reason;  /* SPROV_ARG_UNKNOWN: why; "" otherwise */
+  int32_t status;      /* enum sprov_arg_status */
+  uint32_t reserved;
+};
+
+/* The formal parameters (DW_TAG_formal_parameter, in DWARF order) of the function of frame `index`
+ * of `stack`, each with its value in that frame where its DWARF location (DW_AT_location: an
+ * expression or the location list entry covering the frame's lookup pc; DW_AT_const_value) can be
+ * evaluated from what the unwind knows: the frame's registers (the stack must come from an
+ * unwinder with SPROV_UNWIND_KEEP_REGISTERS: frame 0 every captured register, a caller the
+ * registers its unwind restored), its CFA (DW_OP_call_frame_cfa, the usual frame base of
+ * DW_OP_fbreg) and `snap`'s memory (its copied stacks, a core's segments; NULL: no memory).
+ * Integer, bool, char, float/double, pointer and enumeration types are printed; other types
+ * (structs, unions, arrays, long double, ...) and DW_OP_entry_value, DW_OP_piece and unknown
+ * registers give SPROV_ARG_UNKNOWN, never a guess. The frame's function is the physical one
+ * (not an inlined copy). Sets *count (0: no DWARF for the frame's function, an inferred tail-call
+ * frame, a runtime or JIT frame, or an offline context); read each with sprov_symbolizer_frame_arg
+ * (valid until the next call on `sym`). */
+SPROV_API int sprov_symbolizer_frame_args(sprov_symbolizer* sym, const sprov_snapshot* snap, const sprov_stack* stack,
+                                          size_t index, size_t* count);
+SPROV_API int sprov_symbolizer_frame_arg(const sprov_symbolizer* sym, size_t index, struct sprov_frame_arg* out);
+
 /* One renderer for every command (doc/architecture.md "Rendering frames"): `stackprov stack`,
  * `trace-show`, `demo` and `python3 -m stackprov stack` print a thread's frames only through it.
  * Text is eu-stack's layout:
@@ -944,6 +981,7 @@ SPROV_API int sprov_symbolizer_inline_frame(sprov_symbolizer* sym, size_t index,
  *       inlined F at file:line:column   (with SPROV_RENDER_LINES: innermost first)
  *       file:line:column                (the physical function's position)
  *       registers: rip 0x... ...        (with SPROV_RENDER_REGS)
+ *       arg NAME: TYPE = VALUE          (with SPROV_RENDER_ARGS, one per argument)
  *   stop: reason
  * A frame is named by the symbol tables with gdb's and perf's choice among aliases (the `stack`
  * rule, sprov_symbolizer_frame), else by the resolver chain (a bundle's name offline, without an
@@ -954,6 +992,8 @@ enum sprov_render_flags {
   SPROV_RENDER_LINES = 1u << 1,  /* source lines and inline chains (the resolver chain per frame) */
   SPROV_RENDER_REGS = 1u << 2,   /* each frame's known registers (a stack unwound with
                                     SPROV_UNWIND_KEEP_REGISTERS; none known otherwise) */
+  SPROV_RENDER_ARGS = 1u << 3,   /* each frame's arguments (sprov_symbolizer_frame_args, memory
+                                    from opts->snapshot): "    arg NAME: TYPE = VALUE" lines */
 };
 struct sprov_render_opts {
   size_t sz;
@@ -962,8 +1002,10 @@ struct sprov_render_opts {
   int64_t tid;               /* the thread's id in the header */
   const char* name;          /* the thread's name (NULL or "": none) */
   const char* runtime_name;  /* a Python thread's threading name (NULL or "": none) */
+  const struct sprov_snapshot* snapshot;  /* SPROV_RENDER_ARGS: the memory arguments are read from
+                                             (the stack's snapshot; NULL: registers only) */
 };
-#define sprov_render_opts__last_field runtime_name
+#define sprov_render_opts__last_field snapshot
 /* Renders `stack` (frames named with `sym`; NULL: unnamed) into a malloc'd string `*out`
  * (release with sprov_free), `*out_len` its length (may be NULL). Text ends with a newline;
  * JSON has none. */

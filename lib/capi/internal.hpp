@@ -173,6 +173,12 @@ struct sprov_symbolizer {
   std::string path_cached;
   std::shared_ptr<stackprov::unwind::LoadedModule> path_module;
   uint64_t path_checked_ns = 0;
+  /// The answer of the last sprov_symbolizer_frame_args (strings of sprov_symbolizer_frame_arg).
+  struct Arg {
+    std::string name, type, value, reason;
+    int32_t status = SPROV_ARG_UNKNOWN;
+  };
+  std::vector<Arg> args;
 };
 
 /// The perf map that names the JIT frames of `st` (doc/runtime-frames.md "JIT code"): the one
@@ -363,6 +369,8 @@ Result<std::shared_ptr<unwind::LoadedModule>> symbolizer_module(sprov_symbolizer
 int symbolizer_frame(sprov_symbolizer* sym, const sprov_stack* stack, size_t index, struct sprov_symbol* out);
 /// sprov_symbolizer_addr on an online context.
 int symbolizer_addr(sprov_symbolizer* sym, const char* module_path, uint64_t address, struct sprov_symbol* out);
+/// sprov_symbolizer_frame_args without the guard: the answer in sym->args.
+int frame_args(sprov_symbolizer* sym, const sprov_snapshot* snap, const sprov_stack* stack, size_t index, size_t* count);
 /// sprov_symbolizer_frame_ex (flags checked): the answer in sym->last, its names in sym->last_names.
 int symbolizer_frame_ex(sprov_symbolizer* sym, const sprov_stack* stack, size_t index, uint32_t flags,
                         struct sprov_symbol_info* out);

@@ -12,7 +12,7 @@ using namespace stackprov::capi;
 
 namespace {
 
-constexpr uint32_t kKnownFlags = SPROV_RENDER_JSON | SPROV_RENDER_LINES | SPROV_RENDER_REGS;
+constexpr uint32_t kKnownFlags = SPROV_RENDER_JSON | SPROV_RENDER_LINES | SPROV_RENDER_REGS | SPROV_RENDER_ARGS;
 
 std::string str(const char* s) { return s ? s : ""; }
 
@@ -91,7 +91,8 @@ void coroutine_link(sprov_symbolizer* sym, const sprov_stack* stack, size_t i, p
   }
 }
 
-pipeline::RenderThread describe(sprov_symbolizer* sym, const sprov_stack* stack, uint32_t flags) {
+pipeline::RenderThread describe(sprov_symbolizer* sym, const sprov_stack* stack, uint32_t flags,
+                                const sprov_snapshot* snap) {
   pipeline::RenderThread t;
   const size_t n = stack->frames.size();
   t.frames.reserve(n);
@@ -147,6 +148,12 @@ pipeline::RenderThread describe(sprov_symbolizer* sym, const sprov_stack* stack,
     // The resolver chain's answer when lines are asked for, else the symbol tables'.
     r.resolver = pipeline::resolver_name(answered ? chain_resolver : sym_resolver);
     if (flags & SPROV_RENDER_REGS) registers(stack, i, &r);
+    if (flags & SPROV_RENDER_ARGS) {
+      r.has_args = true;
+      size_t count = 0;
+      if (sym && frame_args(sym, snap, stack, i, &count) == 0)
+        for (const sprov_symbolizer::Arg& a : sym->args) r.args.push_back({a.name, a.type, a.value, a.reason, a.status});
+    }
     coroutine_link(sym, stack, i, &r);
     t.frames.push_back(std::move(r));
   }
@@ -169,7 +176,9 @@ SPROV_API int sprov_stack_render(sprov_symbolizer* sym, const sprov_stack* stack
     if (flags & ~kKnownFlags) return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown render flags 0x%x", flags));
     if (SPROV_OPTS_GET(opts, sprov_render_opts, reserved, 0u) != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_render_opts.reserved must be 0"));
-    pipeline::RenderThread t = describe(sym, stack, flags);
+    pipeline::RenderThread t =
+        describe(sym, stack, flags,
+                 SPROV_OPTS_GET(opts, sprov_render_opts, snapshot, static_cast<const sprov_snapshot*>(nullptr)));
     t.tid = SPROV_OPTS_GET(opts, sprov_render_opts, tid, int64_t{0});
     t.name = str(SPROV_OPTS_GET(opts, sprov_render_opts, name, static_cast<const char*>(nullptr)));
     t.runtime_name = str(SPROV_OPTS_GET(opts, sprov_render_opts, runtime_name, static_cast<const char*>(nullptr)));

@@ -2,6 +2,8 @@
 // DWARF 2–5 unit headers, abbreviations, attribute forms, range lists and the per-unit subroutine address map.
 #include "dwarf/dwarf_index.hpp"
 
+#include "dwarf/dwarf_index_internal.hpp"
+
 #include "core/once.hpp"
 
 #include "dwarf/split_dwarf.hpp"
@@ -14,154 +16,6 @@
 
 namespace stackprov::dwarf {
 
-namespace {
-
-struct AttrSpec {
-  uint16_t at = 0;
-  uint16_t form = 0;
-  int64_t implicit = 0;
-};
-
-struct Abbrev {
-  uint16_t tag = 0;
-  bool children = false;
-  bool valid = false;
-  uint32_t first = 0;  ///< index into AbbrevTable::specs
-  uint32_t count = 0;
-  int32_t fixed_size = -1;  ///< bytes of all attribute values when every form has a fixed size, else -1
-};
-
-struct AttrVal {
-  uint16_t form = 0;
-  uint64_t u = 0;
-  const char* str = nullptr;  ///< DW_FORM_string
-  size_t str_len = 0;
-};
-
-bool is_constant_form(uint16_t f) {
-  switch (f) {
-    case kFormData1: case kFormData2: case kFormData4: case kFormData8: case kFormUdata: case kFormSdata:
-    case kFormImplicitConst:
-      return true;
-    default:
-      return false;
-  }
-}
-
-constexpr size_t kMaxAbbrevs = size_t{1} << 22;
-constexpr size_t kMaxRangeEntries = size_t{1} << 20;
-constexpr int kMaxRefChain = 64;
-constexpr size_t kMaxCallSitesPerUnit = size_t{1} << 20;  ///< subprograms and call sites each
-
-}  // namespace
-
-struct AbbrevTable {
-  std::vector<Abbrev> dense;  ///< by code, when codes are small
-  std::vector<std::pair<uint64_t, Abbrev>> sparse;  ///< sorted by code otherwise
-  std::vector<AttrSpec> specs;
-  bool ok = false;
-
-  const Abbrev* find(uint64_t code) const {
-    if (code < dense.size()) return dense[code].valid ? &dense[code] : nullptr;
-    auto it = std::lower_bound(sparse.begin(), sparse.end(), code,
-                               [](const std::pair<uint64_t, Abbrev>& p, uint64_t c) { return p.first < c; });
-    return it != sparse.end() && it->first == code ? &it->second : nullptr;
-  }
-};
-
-/// A unit's call sites and subprogram ranges (call_site_at, function_entry, tail_calls_of).
-struct DwarfIndex::UnitCalls {
-  struct Func {
-    uint64_t entry = 0;
-    bool has_entry = false;
-    std::vector<uint32_t> tails;  ///< into `sites`: its tail-call sites, when its list is complete
-  };
-  struct Range {
-    uint64_t low, high;
-    uint32_t func;
-  };
-  std::vector<Func> funcs;
-  std::vector<Range> ranges;       ///< sorted by low, non-overlapping (inner subprograms split outer ones)
-  std::vector<CallSiteInfo> sites; ///< sorted by return_pc; the first DIE of a return pc kept (gdb)
-};
-
-struct DwarfIndex::Unit {
-  uint64_t offset = 0;      ///< unit header in .debug_info
-  uint64_t end = 0;         ///< one past the unit
-  uint64_t die_offset = 0;  ///< the unit DIE
-  uint64_t abbrev_offset = 0;
-  uint16_t version = 0;
-  uint8_t unit_type = 0;
-  uint8_t addr_size = 8;
-  bool is64 = false;
-  uint64_t base_address = 0;
-  bool has_stmt_list = false;
-  uint64_t stmt_list = 0;
-  std::string_view comp_dir;
-  AttrVal comp_dir_val;  ///< resolved when the unit is built (strp_alt needs the supplementary file)
-  bool has_comp_dir = false;
-  uint64_t str_offsets_base = 0;
-  uint64_t addr_base = 0;
-  uint64_t rnglists_base = 0;
-  uint64_t ranges_base = 0;  ///< DW_AT_GNU_ranges_base of a DWARF 4 skeleton (applies to its DWO unit)
-  uint32_t index = 0;
-  const DwarfSections* s = nullptr;  ///< the sections this unit's offsets refer to
-  // Split DWARF: a skeleton's DWO unit, loaded on first use under `mu`.
-  bool has_dwo = false;
-  bool is_dwo = false;
-  bool dwo_tried = false;
-  uint64_t dwo_id = 0;
-  std::string_view dwo_name;
-  std::unique_ptr<DwarfSections> dwo_sections;
-  std::unique_ptr<Unit> dwo;
-  std::shared_ptr<const void> dwo_owner;
-
-  stackprov::OnceFlag abbrev_once;
-  AbbrevTable abbrevs;
-
-  std::mutex mu;  ///< guards `built`
-  std::shared_ptr<const UnitIndex> built;
-  stackprov::OnceFlag calls_once;
-  std::unique_ptr<UnitCalls> calls;  ///< read once (unit_calls), kept
-  std::atomic<bool> referenced{false};
-};
-
-struct DwarfIndex::UnitIndex {
-  struct Node {
-    uint64_t die = 0;
-    uint64_t low_pc = 0;
-    int32_t parent = -1;  ///< nearest enclosing subprogram/inlined_subroutine node
-    uint32_t call_file = 0;
-    uint32_t call_line = 0;
-    uint32_t call_column = 0;
-    uint32_t discriminator = 0;
-    bool is_subprogram = false;
-    bool has_low_pc = false;
-  };
-  struct Entry {
-    uint64_t low, high;
-    uint32_t node;
-  };
-  std::vector<Node> nodes;
-  std::vector<Entry> map;  ///< sorted by low, non-overlapping
-  std::unique_ptr<LineTable> lines;
-  std::vector<std::string_view> files;  ///< lines' file paths by index, interned (DwarfIndex::paths_)
-  size_t bytes = 0;
-};
-
-struct DwarfIndex::DieInfo {
-  uint16_t tag = 0;
-  std::string_view name, linkage;
-  bool has_name = false, has_linkage = false;
-  bool has_decl_file = false, has_decl_line = false;
-  bool decl_file_implicit = false;  // DW_AT_decl_file is DW_FORM_implicit_const
-  uint64_t decl_file = 0, decl_line = 0;
-  uint64_t abstract_origin = 0, specification = 0;  ///< absolute .debug_info offsets; 0 = none
-  bool origin_alt = false, spec_alt = false;        ///< DW_FORM_GNU_ref_alt: in the dwz supplementary file
-  bool declaration = false;                         ///< DW_AT_declaration
-  bool has_low = false, has_high = false, has_ranges = false;
-  AttrVal low, high, ranges;                        ///< DW_AT_low_pc, DW_AT_high_pc, DW_AT_ranges as read
-};
 
 namespace {
 
@@ -208,6 +62,8 @@ bool read_abbrev(Cursor& c, Abbrev* a, std::vector<AttrSpec>* specs) {
   return c.ok;
 }
 
+}  // namespace
+
 bool parse_abbrevs(const DwarfSections& s, const DwarfIndex::Unit& u, AbbrevTable* t) {
   const uint64_t off = u.abbrev_offset;
   if (off >= s.abbrev.size) return false;
@@ -242,6 +98,8 @@ bool parse_abbrevs(const DwarfSections& s, const DwarfIndex::Unit& u, AbbrevTabl
   return true;
 }
 
+namespace {
+
 /// Only the abbreviation `want` of `u`'s table, into `t` (reused; its `sparse` holds it): build()
 /// reads one DIE per unit, and a unit's whole table is parsed when the unit is first looked up.
 bool find_abbrev(const DwarfSections& s, const DwarfIndex::Unit& u, uint64_t want, AbbrevTable* t) {
@@ -268,16 +126,25 @@ bool find_abbrev(const DwarfSections& s, const DwarfIndex::Unit& u, uint64_t wan
 
 }  // namespace
 
+/// The block of `v->u` bytes at the cursor: `v->str`/`v->str_len` name it, the cursor skips it.
+static bool read_block(Cursor& c, AttrVal* v) {
+  if (!c.ok) return false;
+  v->str = reinterpret_cast<const char*>(c.data + c.pos);
+  v->str_len = static_cast<size_t>(v->u);
+  return c.skip(v->u);
+}
+
 // Reads one attribute value of `form` (DWARF 5 section 7.5.6).
-static bool read_attr(Cursor& c, const DwarfIndex::Unit& u, uint16_t form, int64_t implicit, AttrVal* v) {
+bool read_attr(Cursor& c, const DwarfIndex::Unit& u, uint16_t form, int64_t implicit, AttrVal* v) {
   for (int indirections = 0; indirections < 4; indirections++) {
     v->form = form;
     switch (form) {
       case kFormAddr: v->u = c.fixed(u.addr_size); return c.ok;
-      case kFormBlock2: c.skip(c.u16()); return c.ok;
-      case kFormBlock4: c.skip(c.u32()); return c.ok;
-      case kFormBlock: case kFormExprloc: c.skip(c.uleb()); return c.ok;
-      case kFormBlock1: c.skip(c.u8()); return c.ok;
+      // Blocks: `str` points at the bytes, `str_len` is their length.
+      case kFormBlock2: v->u = c.u16(); return read_block(c, v);
+      case kFormBlock4: v->u = c.u32(); return read_block(c, v);
+      case kFormBlock: case kFormExprloc: v->u = c.uleb(); return read_block(c, v);
+      case kFormBlock1: v->u = c.u8(); return read_block(c, v);
       case kFormData1: case kFormFlag: case kFormRef1: case kFormStrx1: case kFormAddrx1: v->u = c.u8(); return c.ok;
       case kFormData2: case kFormRef2: case kFormStrx2: case kFormAddrx2: v->u = c.u16(); return c.ok;
       case kFormStrx3: case kFormAddrx3: v->u = c.fixed(3); return c.ok;
@@ -310,7 +177,7 @@ static bool read_attr(Cursor& c, const DwarfIndex::Unit& u, uint16_t form, int64
   return false;
 }
 
-static std::string_view attr_string(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal& v) {
+std::string_view attr_string(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal& v) {
   switch (v.form) {
     case kFormString: return std::string_view(v.str, v.str_len);
     case kFormStrp: return section_string(s.str, v.u);
@@ -327,7 +194,7 @@ static std::string_view attr_string(const DwarfSections& s, const DwarfIndex::Un
   }
 }
 
-static bool attr_address(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out) {
+bool attr_address(const DwarfSections& s, const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out) {
   switch (v.form) {
     case kFormAddr: *out = v.u; return true;
     case kFormAddrx: case kFormAddrx1: case kFormAddrx2: case kFormAddrx3: case kFormAddrx4: case kFormGnuAddrIndex: {
@@ -340,7 +207,7 @@ static bool attr_address(const DwarfSections& s, const DwarfIndex::Unit& u, cons
   }
 }
 
-static bool attr_ref(const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out, bool* alt) {
+bool attr_ref(const DwarfIndex::Unit& u, const AttrVal& v, uint64_t* out, bool* alt) {
   *alt = false;
   switch (v.form) {
     case kFormRef1: case kFormRef2: case kFormRef4: case kFormRef8: case kFormRefUdata:
@@ -523,6 +390,7 @@ Result<std::unique_ptr<DwarfIndex>> DwarfIndex::build(const DwarfSections& s, co
         case kAtStrOffsetsBase: ur.str_offsets_base = v.u; break;
         case kAtAddrBase: case kAtGnuAddrBase: ur.addr_base = v.u; break;
         case kAtRnglistsBase: ur.rnglists_base = v.u; break;
+        case kAtLoclistsBase: ur.loclists_base = v.u; break;
         case kAtDwoName: case kAtGnuDwoName: dwo_name = v; has_dwo_name = true; break;
         case kAtGnuDwoId: ur.dwo_id = v.u; break;
         case kAtGnuRangesBase: ur.ranges_base = v.u; break;
@@ -1036,11 +904,11 @@ bool DwarfIndex::lookup(uint64_t addr, std::vector<DwarfFrame>* frames) const {
 
 namespace stackprov::dwarf {
 
-namespace {
-
 bool is_block_form(uint16_t f) {
   return f == kFormBlock1 || f == kFormBlock2 || f == kFormBlock4 || f == kFormBlock || f == kFormExprloc;
 }
+
+namespace {
 
 /// Bytes of a block form's length prefix when the block is empty (a one-byte ULEB128 0 for
 /// DW_FORM_block and exprloc).
@@ -1087,6 +955,7 @@ const DwarfIndex::UnitCalls* DwarfIndex::unit_calls(size_t ui) const {
     std::unordered_map<uint64_t, std::pair<CallSiteInfo::Target, uint64_t>> target_of;  // by DIE: read once
     std::unordered_map<uint64_t, std::string_view> name_of;
     while (w.abbrevs.ok && c.ok && c.pos < c.end) {
+      const uint64_t die_at = c.pos;
       const uint64_t code = c.uleb();
       if (!c.ok) break;
       if (code == 0) {
@@ -1135,6 +1004,7 @@ const DwarfIndex::UnitCalls* DwarfIndex::unit_calls(size_t ui) const {
         if (uc->funcs.size() >= max_items) break;
         self = static_cast<int32_t>(uc->funcs.size());
         UnitCalls::Func f;
+        f.die = die_at;
         die_ranges(ws, w, has_low ? &low : nullptr, has_high ? &high : nullptr, has_ranges ? &ranges : nullptr, &rs);
         if (has_low) f.has_entry = attr_address(ws, w, low, &f.entry);
         if (!f.has_entry && !rs.empty()) {
@@ -1262,3 +1132,4 @@ bool DwarfIndex::tail_calls_of(uint64_t entry, std::vector<CallSiteInfo>* out) c
 }
 
 }  // namespace stackprov::dwarf
+

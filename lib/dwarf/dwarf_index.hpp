@@ -24,6 +24,7 @@ struct DwarfSections {
   SectionBytes info, abbrev, line, line_str, str, str_offsets, addr, ranges, rnglists;
   SectionBytes str_sup;  ///< .debug_str of the dwz supplementary file (DW_FORM_GNU_strp_alt)
   bool big_endian = false;
+  SectionBytes loc, loclists;  ///< location lists (DWARF 4 .debug_loc, DWARF 5 .debug_loclists): `stack --args`
 };
 
 /// The split-DWARF sections of one skeleton unit's DWO unit: a .dwo file's
@@ -75,6 +76,54 @@ struct CallSiteInfo {
   Target target = Target::kUnknown;
   uint64_t target_addr = 0;
   std::string_view target_name;  ///< valid while the index (and its sections) live
+};
+
+/// A parameter's type as `info args` needs it to print a value (dwarf/frame_args.hpp): through
+/// typedefs and cv-qualifiers to a base type, a pointer or an enumeration.
+struct ParamType {
+  enum class Kind : uint8_t {
+    kUnsupported,  ///< a struct, union, array, class, function, long double, __int128, ...: no value printed
+    kSigned,
+    kUnsigned,
+    kBool,
+    kChar,   ///< DW_ATE_signed_char (C's char and signed char)
+    kUChar,  ///< DW_ATE_unsigned_char
+    kFloat,
+    kPointer,
+    kEnum,
+  };
+  Kind kind = Kind::kUnsupported;
+  uint32_t size = 0;     ///< bytes (DW_AT_byte_size; a pointer: the unit's address size)
+  std::string name;      ///< gdb's C spelling: "int", "const char *", "enum color", "struct s *"; "" unknown
+  bool points_to_char = false;  ///< kPointer to a char type (gdb also prints the string; not read here)
+  bool enum_signed = false;     ///< kEnum: the enumerators are read as signed values
+  std::vector<std::pair<uint64_t, std::string_view>> enumerators;  ///< kEnum, in DIE order
+};
+
+/// One DW_TAG_formal_parameter of a subprogram at one pc (DwarfIndex::parameters).
+struct ParamInfo {
+  std::string_view name;  ///< through DW_AT_abstract_origin; "" when none
+  ParamType type;
+  enum class Where : uint8_t {
+    kOptimizedOut,  ///< no DW_AT_location, or a location list with no entry for the pc (gdb: <optimized out>)
+    kExpr,          ///< the location expression that holds at the pc: `expr`
+    kConst,         ///< DW_AT_const_value: `const_value`
+    kUnreadable,    ///< a location this reader does not decode (loclistx, DWO location lists, a constant block)
+  };
+  Where where = Where::kOptimizedOut;
+  const uint8_t* expr = nullptr;  ///< into the sections; valid while the index lives
+  size_t expr_len = 0;
+  uint64_t const_value = 0;
+};
+
+/// The formal parameters of the subprogram covering a pc, and its frame base at that pc.
+struct FrameParams {
+  std::vector<ParamInfo> params;  ///< DIE order (gdb's `info args` order)
+  bool has_frame_base = false;    ///< DW_AT_frame_base holds at the pc
+  const uint8_t* frame_base = nullptr;
+  size_t frame_base_len = 0;
+  uint8_t addr_size = 8;
+  bool big_endian = false;
 };
 
 struct DwarfIndexLimits {
@@ -130,6 +179,11 @@ class DwarfIndex {
   /// DW_AT_call_all_tail_calls or their GNU forms; gdb keeps no list otherwise), else empty.
   bool tail_calls_of(uint64_t entry, std::vector<CallSiteInfo>* out) const;
 
+  /// The formal parameters of the subprogram (not an inlined copy) covering `pc`, each with its
+  /// location at `pc` (a location list's entry covering it), and the subprogram's frame base
+  /// (dwarf/frame_args.cpp). False when no subprogram with DWARF covers `pc`.
+  bool parameters(uint64_t pc, FrameParams* out) const;
+
   /// Drops every built unit index (they are rebuilt on demand).
   void evict_all() const;
   DwarfIndexStats stats() const;
@@ -158,6 +212,11 @@ class DwarfIndex {
   const UnitCalls* unit_calls(size_t unit) const;
   /// The subprogram of `uc` covering `pc`; -1 when none.
   static int64_t function_at(const UnitCalls& uc, uint64_t pc);
+  /// A location attribute's expression at `pc` (exprloc/block, or a location list's entry).
+  ParamInfo::Where location_at(const Unit& u, uint16_t form, uint64_t value, const uint8_t* block, size_t block_len,
+                               uint64_t pc, const uint8_t** expr, size_t* expr_len) const;
+  /// The type at `die_off` (DW_AT_type), for `info args`; `depth` bounds the reference chain.
+  void param_type(const Unit& u, uint64_t die_off, int depth, ParamType* out) const;
   void enforce_budget(size_t keep) const;
 
   DwarfSections s_;

@@ -155,11 +155,18 @@ enum Attr : uint16_t {
   kAtDeclaration = 0x3c, kAtCallAllCalls = 0x7a, kAtCallAllTailCalls = 0x7c, kAtCallReturnPc = 0x7d,
   kAtCallOrigin = 0x7f, kAtCallTailCall = 0x82, kAtCallTarget = 0x83, kAtGnuCallSiteTarget = 0x2113,
   kAtGnuTailCall = 0x2115, kAtGnuAllTailCallSites = 0x2116, kAtGnuAllCallSites = 0x2117,
+  // Parameters and types (`stack --args`).
+  kAtByteSize = 0x0b, kAtLocation = 0x02, kAtConstValue = 0x1c, kAtEncoding = 0x3e, kAtFrameBase = 0x40,
+  kAtType = 0x49, kAtLoclistsBase = 0x8c,
 };
 
 enum Tag : uint16_t {
   kTagCompileUnit = 0x11, kTagInlinedSubroutine = 0x1d, kTagSubprogram = 0x2e,
   kTagPartialUnit = 0x3c, kTagCallSite = 0x48, kTagSkeletonUnit = 0x4a, kTagGnuCallSite = 0x4109,
+  kTagEnumerationType = 0x04, kTagFormalParameter = 0x05, kTagPointerType = 0x0f, kTagReferenceType = 0x10,
+  kTagStructureType = 0x13, kTagSubroutineType = 0x15, kTagTypedef = 0x16, kTagUnionType = 0x17,
+  kTagClassType = 0x02, kTagArrayType = 0x01, kTagBaseType = 0x24, kTagConstType = 0x26, kTagEnumerator = 0x28,
+  kTagVolatileType = 0x35, kTagRestrictType = 0x37, kTagAtomicType = 0x47, kTagRvalueReferenceType = 0x42,
 };
 
 }  // namespace stackprov::dwarf

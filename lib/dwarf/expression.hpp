@@ -32,7 +32,10 @@ constexpr int kExprMaxSteps = 4096;
 /// const*, addr, dup/drop/over/pick/swap/rot, deref/deref_size, arithmetic and
 /// logic ops, comparisons, skip/bra, breg0..31, bregx, reg0..31/regx (value of
 /// the register as a location result), nop, plus_uconst, call_frame_cfa is
-/// rejected (not valid inside CFI). Bounded; no allocation.
+/// rejected (not valid inside CFI). Bounded; no allocation. A `Regs` that also has
+/// `bool frame_base(uint64_t*) const`, `bool cfa(uint64_t*) const` and `void on_stack_value() const`
+/// (a location expression's, dwarf/frame_args.cpp) gets DW_OP_fbreg, DW_OP_call_frame_cfa and a
+/// final DW_OP_stack_value too.
 template <class Mem, class Regs>
 ExprStatus eval_expression(const uint8_t* expr, size_t len, uint8_t addr_size, bool big_endian,
                            Mem& mem, const Regs& regs, const uint64_t* initial, uint64_t* out);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
 
 #include "core/leb128.hpp"
@@ -64,6 +65,18 @@ constexpr uint8_t kOpRegx = 0x90;
 constexpr uint8_t kOpBregx = 0x92;
 constexpr uint8_t kOpDerefSize = 0x94;
 constexpr uint8_t kOpNop = 0x96;
+// Location expressions only (a `Regs` with frame_base/cfa/on_stack_value: dwarf/frame_args.cpp).
+constexpr uint8_t kOpFbreg = 0x91;
+constexpr uint8_t kOpCallFrameCfa = 0x9c;
+constexpr uint8_t kOpStackValue = 0x9f;
+
+/// A `Regs` that answers a location expression's frame questions (DWARF 5 section 2.5.1.2, 2.6.1.1.4).
+template <class Regs>
+concept LocationRegs = requires(const Regs& r, uint64_t* v) {
+  { r.frame_base(v) } -> std::same_as<bool>;
+  { r.cfa(v) } -> std::same_as<bool>;
+  r.on_stack_value();
+};
 
 /// Cursor over the expression bytes; every read is bounds-checked.
 struct ExprReader {
@@ -351,6 +364,24 @@ ExprStatus eval_expression(const uint8_t* expr, size_t len, uint8_t addr_size, b
       }
       case kOpNop:
         break;
+      case kOpFbreg:
+      case kOpCallFrameCfa:
+      case kOpStackValue:
+        if constexpr (LocationRegs<Regs>) {
+          uint64_t v = 0;
+          if (op == kOpStackValue) {
+            // The value is the top of the stack, not its address; only as the last operation.
+            if (r.pos != len) return ExprStatus::kBadExpr;
+            regs.on_stack_value();
+            break;
+          }
+          if (op == kOpFbreg && !r.sleb(&s)) return ExprStatus::kBadExpr;
+          if (!(op == kOpFbreg ? regs.frame_base(&v) : regs.cfa(&v))) return ExprStatus::kNoRegister;
+          SPROV_PUSH(v + (op == kOpFbreg ? static_cast<uint64_t>(s) : 0));
+          break;
+        } else {
+          return ExprStatus::kBadExpr;  // CFI: not valid there
+        }
       case kOpXderef:  // address spaces are not modelled
       default:         // call_frame_cfa, fbreg, push_object_address, call*, pieces, …
         return ExprStatus::kBadExpr;

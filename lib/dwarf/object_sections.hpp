@@ -32,6 +32,8 @@ inline DwarfSections dwarf_sections(const object::ObjectImage& obj) {
   s.addr = section_bytes(obj, ".debug_addr");
   s.ranges = section_bytes(obj, ".debug_ranges");
   s.rnglists = section_bytes(obj, ".debug_rnglists");
+  s.loc = section_bytes(obj, ".debug_loc");
+  s.loclists = section_bytes(obj, ".debug_loclists");
   s.big_endian = obj.big_endian();
   return s;
 }

@@ -126,6 +126,12 @@ void text_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
       if (!value.empty()) line += ' ' + reg + ' ' + value;
     *o += "    registers:" + (line.empty() ? std::string(" (none known)") : line) + '\n';
   }
+  for (const RenderArg& a : f.args) {
+    const std::string v = a.status == 0 ? a.value : a.status == 1 ? std::string("<optimized out>")
+                                                                   : "<unknown: " + a.reason + ">";
+    put(o, "    arg %s: %s = %s\n", a.name.empty() ? "?" : a.name.c_str(), a.type.empty() ? "?" : a.type.c_str(),
+        v.c_str());
+  }
   if (f.has_link) {
     const RenderLink& l = f.link;
     if (l.context == 0) {
@@ -177,6 +183,23 @@ void json_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
     for (const auto& [reg, value] : f.registers)
       regs += ",\"" + reg + "\":" + (value.empty() ? std::string("null") : '"' + value + '"');
     *o += ",\"registers\":{" + (regs.empty() ? regs : regs.substr(1)) + '}';
+  }
+  if (f.has_args) {
+    static const char* const kStatus[] = {"value", "optimized_out", "unknown"};
+    *o += ",\"args\":[";
+    for (size_t k = 0; k < f.args.size(); k++) {
+      const RenderArg& a = f.args[k];
+      *o += k ? ",{" : "{";
+      jstr(o, "name", a.name, true);
+      if (a.type.empty()) *o += ",\"type\":null";
+      else jstr(o, "type", a.type);
+      if (a.status == 0) jstr(o, "value", a.value);
+      else *o += ",\"value\":null";
+      jstr(o, "status", kStatus[a.status >= 0 && a.status <= 2 ? a.status : 2]);
+      if (a.status == 2) jstr(o, "reason", a.reason);
+      *o += '}';
+    }
+    *o += ']';
   }
   if (f.async_domain) *o += ",\"domain\":\"async\"";
   if (f.has_link) {

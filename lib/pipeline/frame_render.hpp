@@ -39,6 +39,13 @@ struct RenderLink {
 };
 
 /// What one frame shows, whatever produced it.
+/// One argument of a frame (`stack --args`; status as enum sprov_arg_status: 0 value,
+/// 1 optimized out, 2 unknown with `reason`).
+struct RenderArg {
+  std::string name, type, value, reason;
+  int32_t status = 2;
+};
+
 struct RenderFrame {
   size_t index = 0;  ///< the frame's number in its thread (0: innermost)
   uint64_t pc = 0, sp = 0, cfa = 0;
@@ -69,6 +76,8 @@ struct RenderFrame {
   std::vector<RenderInline> inlined;  ///< innermost first
   bool has_regs = false;              ///< registers asked for (`stack --regs`)
   std::vector<std::pair<std::string, std::string>> registers;  ///< every register, value "" unknown
+  bool has_args = false;              ///< arguments asked for (`stack --args`)
+  std::vector<RenderArg> args;        ///< in DWARF order
   bool has_link = false;
   RenderLink link;
 };

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/runtime_dl.hpp"
+
 namespace stackprov::symbolize {
 
 namespace {
@@ -28,7 +30,7 @@ struct DebuginfodApi {
 const DebuginfodApi& debuginfod_api() {
   static const DebuginfodApi api = [] {
     DebuginfodApi a;
-    void* h = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
+    void* h = runtime_dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL, nullptr);
     if (h == nullptr) return a;
     a.begin = reinterpret_cast<decltype(a.begin)>(dlsym(h, "debuginfod_begin"));
     a.end = reinterpret_cast<decltype(a.end)>(dlsym(h, "debuginfod_end"));

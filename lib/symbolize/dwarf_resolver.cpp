@@ -304,6 +304,12 @@ bool DwarfResolver::tail_calls_of(const std::shared_ptr<const object::ObjectImag
   return m->index && m->index->tail_calls_of(entry, out);
 }
 
+bool DwarfResolver::parameters(const std::shared_ptr<const object::ObjectImage>& image, uint64_t pc,
+                               dwarf::FrameParams* out) {
+  std::shared_ptr<Module> m = module(image);
+  return m->index && m->index->parameters(pc, out);
+}
+
 bool DwarfResolver::symbol_address(const std::shared_ptr<const object::ObjectImage>& image, std::string_view name,
                                    uint64_t* addr, bool* global) {
   std::shared_ptr<Module> m = module(image);

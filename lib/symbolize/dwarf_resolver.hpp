@@ -142,6 +142,10 @@ class DwarfResolver {
   bool function_entry(const std::shared_ptr<const object::ObjectImage>& image, uint64_t pc, uint64_t* entry);
   bool tail_calls_of(const std::shared_ptr<const object::ObjectImage>& image, uint64_t entry,
                      std::vector<dwarf::CallSiteInfo>* out);
+  /// The formal parameters of the function covering link-time address `pc` and its frame base
+  /// (dwarf::DwarfIndex::parameters; false without DWARF). The views in `out` stay valid while
+  /// this resolver holds the module (its lifetime: a caller evaluates them at once).
+  bool parameters(const std::shared_ptr<const object::ObjectImage>& image, uint64_t pc, dwarf::FrameParams* out);
   /// ... and a function symbol by name, as gdb's minimal symbols answer a call site naming a
   /// declaration: the module's .symtab, its separate debug file's .symtab, its .dynsym (a
   /// default-versioned `name@@V` counts as `name`); *global says whether it is global or weak.

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/runtime_dl.hpp"
 #include "evidence/encoding.hpp"
 #include "trace/store.hpp"
 #include "trace/store_table.hpp"
@@ -41,10 +42,10 @@ struct Libpq {
 const Libpq* load_libpq() {
   static const Libpq* lib = [] {
     auto* l = new Libpq();
-    void* h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+    const char* why = "";
+    void* h = runtime_dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL, &why);
     if (h == nullptr) {
-      const char* e = dlerror();
-      l->error = std::string("cannot load libpq.so.5 (Debian package libpq5): ") + (e ? e : "dlopen failed");
+      l->error = std::string("cannot load libpq.so.5 (Debian package libpq5): ") + why;
       return l;
     }
     auto sym = [&](auto* fn, const char* name) {

@@ -283,6 +283,12 @@ int main(void) {
     char* text = (char*)1;
     EXPECT(sprov_stack_render(NULL, NULL, NULL, &text, NULL) == SPROV_ERR_INVALID_ARG);
     EXPECT(sprov_trace_render(NULL, 0, 0, &text, NULL) == SPROV_ERR_INVALID_ARG);
+    size_t nargs = 7;
+    struct sprov_frame_arg arg = {0};
+    arg.sz = sizeof(arg);
+    EXPECT(sprov_symbolizer_frame_args(NULL, NULL, NULL, 0, &nargs) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_symbolizer_frame_arg(NULL, 0, &arg) == SPROV_ERR_INVALID_ARG);
+    EXPECT(SPROV_ARG_VALUE == 0 && SPROV_ARG_OPTIMIZED_OUT == 1 && SPROV_ARG_UNKNOWN == 2);
   }
   EXPECT(SPROV_METHOD_ASYNC_BOUNDARY == 17 && SPROV_FRAME_ASYNC_AWAITER == 16u);
   EXPECT(strcmp(sprov_method_name(SPROV_METHOD_ASYNC_BOUNDARY), "async_boundary") == 0);

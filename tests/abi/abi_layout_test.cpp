@@ -91,12 +91,13 @@ CHECK_OFF(sprov_frame, reserved, 92);
 
 CHECK_SIZE(sprov_symbolizer_opts, 16);
 CHECK_OFF(sprov_symbolizer_opts, flags, 8);
-CHECK_SIZE(sprov_render_opts, 40);
+CHECK_SIZE(sprov_render_opts, 48);
 CHECK_OFF(sprov_render_opts, flags, 8);
 CHECK_OFF(sprov_render_opts, reserved, 12);
 CHECK_OFF(sprov_render_opts, tid, 16);
 CHECK_OFF(sprov_render_opts, name, 24);
 CHECK_OFF(sprov_render_opts, runtime_name, 32);
+CHECK_OFF(sprov_render_opts, snapshot, 40);
 
 CHECK_SIZE(sprov_process_opts, 40);
 CHECK_OFF(sprov_process_opts, tid, 8);
@@ -151,6 +152,12 @@ CHECK_OFF(sprov_symbol, offset, 40);
 CHECK_OFF(sprov_symbol, resolver, 48);
 CHECK_OFF(sprov_symbol, source_path, 56);
 
+CHECK_SIZE(sprov_frame_arg, 48);
+CHECK_OFF(sprov_frame_arg, name, 8);
+CHECK_OFF(sprov_frame_arg, type, 16);
+CHECK_OFF(sprov_frame_arg, value, 24);
+CHECK_OFF(sprov_frame_arg, reason, 32);
+CHECK_OFF(sprov_frame_arg, status, 40);
 CHECK_SIZE(sprov_symbol_frame, 72);
 CHECK_OFF(sprov_symbol_frame, name, 8);
 CHECK_OFF(sprov_symbol_frame, linkage_name, 16);

@@ -15,7 +15,8 @@ fi
 # awk's last write (SIGPIPE), as soon as the names exceed one awk buffer (4 KiB).
 names=$(nm -D --defined-only "$lib" | awk '{sub(/@.*/,"",$3); print $3}')
 for want in sprov_version sprov_context_new sprov_snapshot_capture_self sprov_unwinder_unwind sprov_symbolizer_frame \
-            sprov_async_register_stack sprov_stack_coroutine_link sprov_symbolizer_tail_calls; do
+            sprov_async_register_stack sprov_stack_coroutine_link sprov_symbolizer_tail_calls \
+            sprov_symbolizer_frame_args sprov_symbolizer_frame_arg; do
   grep -qx "$want" <<<"$names" || { echo "missing export $want"; exit 1; }
 done
 echo "exports ok: $count sprov_ symbols, nothing else"

@@ -385,6 +385,66 @@ def gdb_frame_registers_script(regs):
     return _GDB_FRAME_REGS_PY.replace("@REGS@", " ".join(regs))
 
 
+_GDB_FRAME_ARGS_PY = r"""
+import gdb, json
+out = {}
+for inf in gdb.inferiors():
+    for t in inf.threads():
+        t.switch()
+        frames = []
+        f = gdb.newest_frame()
+        while f is not None and len(frames) < 512:
+            if f.type() != gdb.INLINE_FRAME:
+                f.select()
+                types = []
+                try:
+                    b = f.block()
+                    while b is not None and b.function is None:
+                        b = b.superblock
+                    types = [[s.name, str(s.type)] for s in (b or []) if s.is_argument]
+                except RuntimeError:
+                    pass
+                kind = "tailcall" if f.type() == gdb.TAILCALL_FRAME else "normal"
+                frames.append({"pc": f.pc(), "name": f.name() or "", "kind": kind, "types": types,
+                               "info_args": gdb.execute("info args", to_string=True)})
+            try:
+                f = f.older()
+            except gdb.error:
+                break
+        out[t.ptid[1]] = frames
+print("GDBARGS " + json.dumps(out))
+"""
+
+
+def gdb_frame_args_script():
+    """A gdb Python script that prints one line "GDBARGS {lwp: [frame, ...]}": every thread's frames
+    innermost first (inline frames skipped; tail-call frames kept, kind "tailcall"), each {"pc",
+    "name", "kind", "types": [[arg, type as gdb spells it]...], "info_args": the text of `info args`
+    in that frame}. parse_gdb_frame_args reads it."""
+    return _GDB_FRAME_ARGS_PY
+
+
+def parse_gdb_frame_args(text):
+    """gdb's stdout with gdb_frame_args_script's line -> {lwp: [{"pc", "name", "kind", "args":
+    [{"name", "type", "value"}]}]}: each argument's value as `info args` prints it ("<optimized out>"
+    included), its type from gdb's Python API; None without that line."""
+    for line in text.splitlines():
+        if line.startswith("GDBARGS "):
+            out = {}
+            for k, frames in json.loads(line[8:]).items():
+                for f in frames:
+                    types = dict((n, t) for n, t in f.pop("types"))
+                    args = []
+                    for l in f.pop("info_args").splitlines():
+                        m = re.match(r"^(\w+) = (.*)$", l)
+                        if m:
+                            args.append({"name": m.group(1), "type": types.get(m.group(1)), "value": m.group(2)})
+                    f["args"] = args
+                out[int(k)] = frames
+            return out
+    return None
+
+
 def parse_gdb_info_registers(text):
     """gdb's `info registers` text -> {name: value or None}: None where gdb prints <not saved> (or
     <unavailable>): the unwinder does not know it in that frame."""
