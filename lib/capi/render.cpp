@@ -12,7 +12,7 @@ using namespace stackprov::capi;
 
 namespace {
 
-constexpr uint32_t kKnownFlags = SPROV_RENDER_JSON | SPROV_RENDER_LINES | SPROV_RENDER_REGS | SPROV_RENDER_ARGS;
+constexpr uint32_t kRenderFlags = SPROV_RENDER_JSON | SPROV_RENDER_LINES | SPROV_RENDER_REGS | SPROV_RENDER_ARGS;
 
 std::string str(const char* s) { return s ? s : ""; }
 
@@ -173,7 +173,7 @@ SPROV_API int sprov_stack_render(sprov_symbolizer* sym, const sprov_stack* stack
     *out = nullptr;
     if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_render_opts), "sprov_render_opts")) return e;
     const uint32_t flags = SPROV_OPTS_GET(opts, sprov_render_opts, flags, 0u);
-    if (flags & ~kKnownFlags) return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown render flags 0x%x", flags));
+    if (flags & ~kRenderFlags) return fail(make_error(SPROV_ERR_INVALID_ARG, "unknown render flags 0x%x", flags));
     if (SPROV_OPTS_GET(opts, sprov_render_opts, reserved, 0u) != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_render_opts.reserved must be 0"));
     pipeline::RenderThread t =

@@ -74,7 +74,7 @@ void put(std::string* o, const char* fmt, A... a) {
 }
 
 /// "0x…" of `v` (lower-case hex, no leading zeros).
-std::string hex(uint64_t v) {
+std::string addr_hex(uint64_t v) {
   char b[24];
   snprintf(b, sizeof b, "0x%" PRIx64, v);
   return b;
@@ -103,10 +103,10 @@ void text_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
   if (f.signal_handler_called) {
     *o += " <signal handler called>";  // gdb's name for the sigreturn trampoline
   } else if (!f.function.empty()) {
-    *o += ' ' + f.function + '+' + hex(f.function_offset);
+    *o += ' ' + f.function + '+' + addr_hex(f.function_offset);
   } else if (!f.chain_function.empty()) {
     *o += ' ' + f.chain_function;
-    if (f.chain_has_offset) *o += '+' + hex(f.chain_offset);
+    if (f.chain_has_offset) *o += '+' + addr_hex(f.chain_offset);
   } else {
     *o += " ??";
   }
@@ -141,7 +141,7 @@ void text_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
     } else {
       put(o, "    continues on return at the context 0x%" PRIx64 ": pc 0x%016" PRIx64 " %s", l.context, l.pc,
           l.function.empty() ? "??" : l.function.c_str());
-      if (!l.function.empty()) *o += '+' + hex(l.function_offset);
+      if (!l.function.empty()) *o += '+' + addr_hex(l.function_offset);
       *o += " - " + (l.module.empty() ? std::string("??") : l.module) + '\n';
     }
   }
@@ -164,10 +164,10 @@ void json_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
   put(o, ",\"cfa\":\"0x%" PRIx64 "\"", f.cfa);
   jstr(o, "module", f.module);
   jstr(o, "build_id", f.build_id);
-  jstr(o, "module_offset", hex(f.module_offset));
+  jstr(o, "module_offset", addr_hex(f.module_offset));
   jstr(o, "function", f.function);
   jstr(o, "linkage_name", f.linkage_name);
-  jstr(o, "function_offset", hex(f.function_offset));
+  jstr(o, "function_offset", addr_hex(f.function_offset));
   jstr(o, "resolver", f.resolver);
   jstr(o, "source", f.source);
   jstr(o, "bundle", f.bundle);
@@ -208,9 +208,9 @@ void json_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
     if (l.has_regs) {
       put(o, ",\"pc\":\"0x%" PRIx64 "\",\"sp\":\"0x%" PRIx64 "\"", l.pc, l.sp);
       jstr(o, "module", l.module);
-      jstr(o, "module_offset", hex(l.module_offset));
+      jstr(o, "module_offset", addr_hex(l.module_offset));
       jstr(o, "function", l.function);
-      jstr(o, "function_offset", hex(l.function_offset));
+      jstr(o, "function_offset", addr_hex(l.function_offset));
     }
     *o += '}';
   }
