@@ -522,13 +522,19 @@ int cmd_stack(int argc, char** argv) {
       sprov_stack_free(stack);
       stack = merged;
     }
+    int render_rc = 0;
     if (a.json) {
       if (!first) printf(",");
-      stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name,
-                                      a.args, snap);
+      render_rc = stackprov_cli::print_stack_json(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch,
+                                                  runtime_name, a.args, snap);
     } else {
-      stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch, runtime_name,
-                                      a.args, snap);
+      render_rc = stackprov_cli::print_stack_text(stdout, sym, stack, t, name ? name : "", a.lines, regs_arch,
+                                                  runtime_name, a.args, snap);
+    }
+    if (render_rc != 0) {  // e.g. out of memory under a small RLIMIT_AS: said with the pid and thread
+      fflush(stdout);
+      library_error("pid " + std::to_string(ppid) + " thread " + std::to_string(t), render_rc);
+      exit_code = 1;
     }
     if (a.verbose) {
       fflush(stdout);  // this thread's stack, then why its modules are named as they are

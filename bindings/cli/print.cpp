@@ -92,7 +92,7 @@ bool is_signal_trampoline(const sprov_stack* stack, size_t index) {
 namespace {
 
 /// The library's one renderer (sprov_stack_render) of one thread, written to `f`.
-void render(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid, const std::string& name,
+int render(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid, const std::string& name,
             uint32_t flags, const std::string& runtime_name, const sprov_snapshot* snap = nullptr) {
   struct sprov_render_opts o = {};
   o.sz = sizeof(o);
@@ -103,20 +103,18 @@ void render(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t ti
   o.snapshot = snap;
   char* text = nullptr;
   size_t len = 0;
-  if (sprov_stack_render(sym, stack, &o, &text, &len) != 0) {
-    fprintf(stderr, "stackprov: cannot render thread %" PRId64 ": %s\n", tid, sprov_last_error_message());
-    return;
-  }
+  if (int rc = sprov_stack_render(sym, stack, &o, &text, &len); rc != 0) return rc;
   fwrite(text, 1, len, f);
   sprov_free(text);
+  return 0;
 }
 
 }  // namespace
 
-void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+int print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines, int regs_arch,
                       const std::string& runtime_name, bool args, const sprov_snapshot* snap) {
-  render(f, sym, stack, tid, name,
+  return render(f, sym, stack, tid, name,
          (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u) |
              (args ? uint32_t{SPROV_RENDER_ARGS} : 0u),
          runtime_name, snap);
@@ -162,10 +160,10 @@ void print_stack_attempts(FILE* f, sprov_symbolizer* sym, const sprov_stack* sta
   }
 }
 
-void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+int print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines, int regs_arch,
                       const std::string& runtime_name, bool args, const sprov_snapshot* snap) {
-  render(f, sym, stack, tid, name,
+  return render(f, sym, stack, tid, name,
          SPROV_RENDER_JSON | (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) | (regs_arch ? uint32_t{SPROV_RENDER_REGS} : 0u) |
              (args ? uint32_t{SPROV_RENDER_ARGS} : 0u),
          runtime_name, snap);

@@ -30,7 +30,7 @@ namespace stackprov_cli {
 /// `args` (`stack --args`): each native frame's arguments (sprov_symbolizer_frame_args, memory from
 /// `snap`), one line each: "    arg NAME: TYPE = VALUE", the value "<optimized out>" or
 /// "<unknown: REASON>" when there is none to print.
-void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+int print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines = true, int regs_arch = 0,
                       const std::string& runtime_name = "", bool args = false, const sprov_snapshot* snap = nullptr);
 
@@ -45,7 +45,7 @@ void print_stack_text(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, 
 /// A non-empty `runtime_name` is written as "runtime_name" after "name". `args`: "args":[{"name",
 /// "type" (null unknown),"value" (null unless "status" is "value"),"status":"value"|"optimized_out"|
 /// "unknown","reason" (with "unknown")}] per native frame.
-void print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
+int print_stack_json(FILE* f, sprov_symbolizer* sym, const sprov_stack* stack, int64_t tid,
                       const std::string& name, bool lines = true, int regs_arch = 0,
                       const std::string& runtime_name = "", bool args = false, const sprov_snapshot* snap = nullptr);
 
