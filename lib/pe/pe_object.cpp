@@ -62,19 +62,28 @@ std::string symbol_server_key(const ModuleId& id) {
   return out + buf;
 }
 
+/// Whether every character of a key is a hex digit (any case).
+static bool all_hex_digits(std::string_view key) {
+  return std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+/// The hex digits key[at, at + n) (checked by all_hex_digits, n <= 8) as a number.
+static uint32_t key_hex_value(std::string_view key, size_t at, size_t n) {
+  uint32_t v = 0;
+  for (size_t i = at; i < at + n; i++)
+    v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(key[i]))
+                                           ? key[i] - '0'
+                                           : std::tolower(static_cast<unsigned char>(key[i])) - 'a' + 10);
+  return v;
+}
+
 Result<ModuleId> pdb_id_from_key(std::string_view key) {
-  const bool hex = std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+  const bool hex = all_hex_digits(key);
   if (!hex || key.size() < 33 || key.size() > 40)
     return make_error(SPROV_ERR_INVALID_ARG, "invalid pdb-guid-age key '%.*s' (expected a symbol-server key: the GUID's "
                       "32 hex digits, then the age in 1 to 8 hex digits)", static_cast<int>(std::min<size_t>(key.size(), 140)),
                       key.data());
-  auto value = [&key](size_t at, size_t n) {  // the field's digits as a number
-    uint32_t v = 0;
-    for (size_t i = at; i < at + n; i++) v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(key[i]))
-                                                                                ? key[i] - '0'
-                                                                                : std::tolower(static_cast<unsigned char>(key[i])) - 'a' + 10);
-    return v;
-  };
+  auto value = [&key](size_t at, size_t n) { return key_hex_value(key, at, n); };
   uint8_t b[20];
   const uint32_t d1 = value(0, 8), d2 = value(8, 4), d3 = value(12, 4), age = value(32, key.size() - 32);
   for (int i = 0; i < 4; i++) b[i] = static_cast<uint8_t>(d1 >> (8 * i));  // Data1..3 little-endian, as RSDS stores them
@@ -102,18 +111,12 @@ ModuleId code_id(uint32_t timestamp, uint32_t size_of_image) {
 }
 
 Result<ModuleId> code_id_from_key(std::string_view key) {
-  const bool hex = std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+  const bool hex = all_hex_digits(key);
   if (!hex || key.size() < 9 || key.size() > 16)
     return make_error(SPROV_ERR_INVALID_ARG, "invalid pe-code-id key '%.*s' (expected a code id: TimeDateStamp as 8 hex "
                       "digits, then SizeOfImage in 1 to 8 hex digits)", static_cast<int>(std::min<size_t>(key.size(), 140)),
                       key.data());
-  auto value = [&key](size_t at, size_t n) {  // the field's digits as a number
-    uint32_t v = 0;
-    for (size_t i = at; i < at + n; i++) v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(key[i]))
-                                                                                ? key[i] - '0'
-                                                                                : std::tolower(static_cast<unsigned char>(key[i])) - 'a' + 10);
-    return v;
-  };
+  auto value = [&key](size_t at, size_t n) { return key_hex_value(key, at, n); };
   return code_id(value(0, 8), value(8, key.size() - 8));
 }
 
