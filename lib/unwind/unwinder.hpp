@@ -291,16 +291,20 @@ class Unwinder {
         for (i = 0; i < nsaved; i++) {
           const int reg = rule.saved_reg[i];
           uint64_t v;
-          const bool ok = arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW), kW,
-                                          Traits::kBigEndian, &v);
+          const uint64_t at = mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW);
+          const bool ok = arch::read_word(mem_, at, kW, Traits::kBigEndian, &v);
           if (reg == kFp) {
-            if (ok) fp = v;
-            fp_valid = ok;
-            if (!ok) lost_ |= 1ull << kFp;
+            if (ok) {
+              fp = v;
+              fp_valid = true;
+            } else if (!(fp_valid && at < sp)) {  // unreadable_slot's rule: a released slot keeps fp
+              fp_valid = false;
+              lost_ |= 1ull << kFp;
+            }
           } else if (ok) {
             regs.set(reg, v);
           } else {
-            lose(regs, reg);
+            unreadable_slot(regs, regs, true, sp, at, reg);
           }
         }
         ra = Traits::strip_return_address(ra);
@@ -702,12 +706,15 @@ class Unwinder {
     } else {
       ra = regs.get(rule.ra_reg);  // before the saved registers overwrite it
     }
+    const bool sp_valid = regs.has(Traits::kSpReg);
+    const uint64_t sp = sp_valid ? regs.get(Traits::kSpReg) : 0;
     for (int i = 0; i < rule.nsaved; i++) {
       uint64_t v;
-      if (arch::read_word(mem_, slot_addr(rule.saved_off[i]), kW, Traits::kBigEndian, &v)) {
+      const uint64_t at = slot_addr(rule.saved_off[i]);
+      if (arch::read_word(mem_, at, kW, Traits::kBigEndian, &v)) {
         regs.set(rule.saved_reg[i], v);
       } else {
-        lose(regs, rule.saved_reg[i]);  // outside the captured memory: unknown, not fatal
+        unreadable_slot(regs, regs, sp_valid, sp, at, rule.saved_reg[i]);  // else unknown, not fatal
       }
     }
     ra = Traits::strip_return_address(ra);
@@ -760,7 +767,8 @@ class Unwinder {
         case dwarf::RegRuleKind::kOffset:
           if (!arch::read_word(mem_, mask(cfa + rr.offset), kW, Traits::kBigEndian, &v)) {
             if (reg == ra_col) return StopReason::kMemoryUnreadable;
-            lose(next, reg);
+            unreadable_slot(next, regs, regs.has(Traits::kSpReg), regs.has(Traits::kSpReg) ? regs.get(Traits::kSpReg) : 0,
+                            mask(cfa + rr.offset), reg);
             continue;
           }
           break;
@@ -948,6 +956,18 @@ class Unwinder {
   void lose(Regs& next, int reg) {
     next.clear(reg);
     if (reg < 64) lost_ |= 1ull << reg;
+  }
+  /// A saved register whose slot cannot be read. A slot below the stack pointer `regs` had (the
+  /// frame's own sp, `sp_valid`) was released by the epilogue, which restored the register first
+  /// (`pop %rbp`, `ldp x29, x30, [sp], #16`; GCC's CFI keeps "saved at CFA-16" after the pop): its
+  /// value now is the caller's, so it stays. A stack copied from the sp (perf's, the eBPF
+  /// sampler's) holds nothing below it. Otherwise the register is lost.
+  void unreadable_slot(Regs& next, const Regs& regs, bool sp_valid, uint64_t sp, uint64_t slot, int reg) {
+    if (sp_valid && slot < sp && reg < Traits::kNumRegs && regs.has(reg)) {
+      if (&next != &regs) next.set(reg, regs.get(reg));
+      return;
+    }
+    lose(next, reg);
   }
   /// A rule needs a register we do not have: unreadable memory if it was lost
   /// that way, otherwise the CFI asks for something the capture never had.

@@ -4,7 +4,7 @@
 # (the eBPF sampler on sched:sched_switch) and `perf record -k CLOCK_MONOTONIC -g -e sched:sched_switch`
 # sample the same workload at the same time (fixture_chains.c: one thread sleeping through glibc's raw
 # syscall(), one through its nanosleep wrapper, each under a fixed chain of its own functions). The same
-# tracepoint hits are matched by thread and CLOCK_MONOTONIC time (within 150 us), and for each:
+# tracepoint hits are matched by thread and CLOCK_MONOTONIC time (within 400 us, each of ours once), and for each:
 #  - every kernel frame is perf script's, address and sym+off (both named from /proc/kallsyms);
 #  - the user frames are the known chain: frame 0 is perf's (the user pt_regs' pc), the fixture's own
 #    functions are exactly the ones written in fixture_chains.c, and perf's user frames are a
@@ -39,7 +39,10 @@ KNOWN = {
 # What perf -g cannot see: the caller of each frameless glibc function (Debian 12, glibc 2.36:
 # syscall() and clock_nanosleep() keep rbp, and __nanosleep calls clock_nanosleep without a frame).
 LOST_BY_PERF = {"raw": ["raw_leaf"], "libc": ["__nanosleep", "libc_leaf"]}
-MATCH_NS = 150_000
+# The two programs read the clock at one tracepoint hit, but a vCPU stolen between the reads (this is a
+# loaded 2-vCPU VM) puts them up to ~220 us apart now and then (measured: 150-216 us in 0.5 % of the hits).
+# A thread's hits are >= 1 ms apart (it sleeps 1 ms between them), so 400 us cannot take a neighbour's.
+MATCH_NS = 400_000
 
 
 def main():
@@ -119,8 +122,8 @@ def main():
         stats.append(st)
         failures += st["failures"]
     for st in stats:
-        print("%s: %d of perf's sched_switch events matched, %d not within 150 us (%d kernel frames, %d user "
-              "frames compared)" % (st["what"], st["matched"], st["unmatched"], st["kframes"], st["uframes"]))
+        print("%s: %d of perf's sched_switch events matched, %d not within %d us (%d kernel frames, %d user "
+              "frames compared)" % (st["what"], st["matched"], st["unmatched"], MATCH_NS // 1000, st["kframes"], st["uframes"]))
     failures += check_cpu_clock(args, work)
     print("record + C ABI client + perf ran %.1f s" % took)
     if failures:
@@ -132,6 +135,7 @@ def main():
     return 0
 
 
+SYSCALL_ENTRY = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
 SPIN_CHAINS = (["spin_user", "spin_outer", "main", "_start"], ["spin_sys", "spin_outer", "main", "_start"])
 
 
@@ -175,8 +179,12 @@ def check_cpu_clock(args, work):
                 # In the syscall: entered by the syscall entry; in getrandom itself, or on the way out
                 # (exit_to_user_mode_loop: preempted before returning).
                 in_syscall += "__x64_sys_getrandom" in kern
-                if kern[-2:] != ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]:
+                if kern[-2:] != SYSCALL_ENTRY:
                     bad.append("a sample in the syscall whose kernel frames are %s" % kern)
+            elif kern[-2:] == SYSCALL_ENTRY:
+                # Another syscall of the process: exit_group after main returned (chain ['_start']), a
+                # clock_gettime that left the vDSO; its user frames were checked as a chain above.
+                pass
             elif not kern[-1].startswith("asm_"):
                 bad.append("a kernel-mode sample outside the syscall not entered by an interrupt or exception: %s" % kern)
     print("record --with-kernel (cpu-clock): %d samples, %d in user mode, %d in the kernel (%d in getrandom), "
@@ -236,6 +244,7 @@ def compare(what, events, psamples, role, fixture):
     first, last = min(o["time"] for o in events), max(o["time"] for o in events)
     matched = unmatched = 0
     kframes = uframes = 0
+    used = set()  # each of our events matches one of perf's at most
     examples = []
 
     def fail(msg):
@@ -250,12 +259,16 @@ def compare(what, events, psamples, role, fixture):
         i = bisect.bisect_left(times, t_ns)
         best = None
         for j in (i - 1, i):
-            if 0 <= j < len(lst) and abs(lst[j]["time"] - t_ns) <= MATCH_NS:
+            if 0 <= j < len(lst) and abs(lst[j]["time"] - t_ns) <= MATCH_NS and id(lst[j]) not in used:
                 if best is None or abs(lst[j]["time"] - t_ns) < abs(best["time"] - t_ns):
                     best = lst[j]
+        if best is not None:
+            used.add(id(best))
         if best is None:
             unmatched += 1
-            fail("perf's event tid %d at %d us: none of ours within 150 us" % (tid, t_us))
+            near = min((abs(o["time"] - t_ns) for o in lst), default=None)
+            fail("perf's event tid %d at %d us: none of ours within %d us (the nearest: %s)" %
+                 (tid, t_us, MATCH_NS // 1000, "%d us away" % (near // 1000) if near is not None else "none"))
             continue
         matched += 1
         # Kernel frames: address and sym+off, in order.
@@ -314,10 +327,10 @@ def compare(what, events, psamples, role, fixture):
     # On this loaded 2-vCPU VM the two programs' clock reads of one tracepoint hit are now and then
     # further apart (a vCPU stolen between them): up to 1 in 200 of perf's events may go unmatched.
     if unmatched > max(2, total // 200):
-        failures.append("%s: %d of perf's %d events inside our recording have no event of ours within 150 us" %
-                        (what, unmatched, total))
+        failures.append("%s: %d of perf's %d events inside our recording have no event of ours within %d us" %
+                        (what, unmatched, total, MATCH_NS // 1000))
     else:
-        examples = [e for e in examples if "none of ours within 150 us" not in e]
+        examples = [e for e in examples if "none of ours within" not in e]
     failures += examples
     return {"what": what, "matched": matched, "unmatched": unmatched, "kframes": kframes, "uframes": uframes,
             "failures": failures}

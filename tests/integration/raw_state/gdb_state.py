@@ -11,8 +11,23 @@ gdb.execute("set pagination off")
 gdb.execute("set confirm off")
 gdb.execute("set backtrace past-main on")
 gdb.execute("set backtrace past-entry on")
-gdb.execute("break leaf_fn")
-gdb.execute("run")
+# RAW_STATE_STOP=ret:FN stops at FN's first `ret` instead of its entry.
+stop = os.environ.get("RAW_STATE_STOP", "leaf_fn")
+if stop.startswith("ret:"):
+    gdb.execute("break " + stop[4:])
+    gdb.execute("run")
+    fr = gdb.selected_frame()
+    block = fr.block()
+    while block.function is None:
+        block = block.superblock
+    ret = [i["addr"] for i in fr.architecture().disassemble(block.start, block.end - 1)
+           if i["asm"].split()[0] in ("ret", "retq")]
+    gdb.execute("delete")
+    gdb.execute("break *0x%x" % ret[0])
+    gdb.execute("continue")
+else:
+    gdb.execute("break " + stop)
+    gdb.execute("run")
 mask = (1 << 64) - 1
 inf = gdb.selected_inferior()
 names = ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
