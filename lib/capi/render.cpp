@@ -5,6 +5,7 @@
 
 #include "capi/internal.hpp"
 #include "evidence/encoding.hpp"
+#include "pipeline/bundle_build.hpp"
 #include "pipeline/frame_render.hpp"
 
 using namespace stackprov;
@@ -119,6 +120,8 @@ pipeline::RenderThread describe(sprov_symbolizer* sym, const sprov_stack* stack,
       r.module_offset = f.pc - m.load_bias;
       if (m.build_id.len && m.build_id.kind == IdKind::kElfBuildId)
         r.build_id = evidence::hex_encode(m.build_id.bytes, m.build_id.len);
+      r.module_key = pipeline::module_key(m.build_id);
+      if (!r.module_key.empty()) r.id_kind = id_kind_name(m.build_id.kind);
     }
     r.cfi_not_in_bundle = f.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE;
     r.jit = f.flags & SPROV_FRAME_JIT;

@@ -225,11 +225,7 @@ SPROV_API int sprov_id_key(int id_kind, const char* id_hex, char** out, size_t* 
     if (!b) return fail(b.error());
     const char* name = pipeline::bundle_id_kind_name(id_kind);
     const ModuleId id = ModuleId::from_bytes(b->data(), b->size(), static_cast<IdKind>(*kind));
-    std::string key;
-    if (*kind == bundle::IdKind::kElfBuildId) key = id.hex();
-    else if (*kind == bundle::IdKind::kPdbGuidAge) key = pe::symbol_server_key(id);
-    else if (*kind == bundle::IdKind::kPeCodeId) key = pe::code_id_key(id);
-    else key = macho::uuid_string(id);
+    const std::string key = pipeline::module_key(id);
     if (key.empty())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "'%s' is not a %s identity (%zu bytes; expected %d)", id_hex, name,
                              b->size(), *kind == bundle::IdKind::kPdbGuidAge ? 20

@@ -15,9 +15,11 @@
 #include "evidence/keys.hpp"
 #include "evidence/note.hpp"
 #include "evidence/tlog.hpp"
+#include "macho/macho_object.hpp"
 #include "object/object_image.hpp"
-#include "pipeline/object_bundle.hpp"
+#include "pe/pe_object.hpp"
 #include "pipeline/macho_bundle.hpp"
+#include "pipeline/object_bundle.hpp"
 #include "pipeline/pe_bundle.hpp"
 #include "symbolize/bundle_builder.hpp"
 #include "unwind/bundle_rows.hpp"
@@ -159,6 +161,16 @@ const char* bundle_id_kind_name(int kind) noexcept {
   // A bundle stores kinds 1..4 (SPROV_BUNDLE_ID_*, the values of IdKind); 0 is not a bundle's.
   if (kind < 1 || kind > kMaxIdKind) return "unknown";
   return id_kind_name(static_cast<IdKind>(kind));
+}
+
+std::string module_key(const ModuleId& id) {
+  switch (id.kind) {
+    case IdKind::kElfBuildId: return id.empty() ? std::string() : id.hex();
+    case IdKind::kPdbGuidAge: return pe::symbol_server_key(id);
+    case IdKind::kPeCodeId: return pe::code_id_key(id);
+    case IdKind::kMachoUuid: return macho::uuid_string(id);
+    default: return {};
+  }
 }
 
 Result<std::vector<uint8_t>> build_bundle(const BundleBuildInput& in) {

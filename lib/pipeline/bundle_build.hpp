@@ -16,6 +16,10 @@ namespace stackprov::pipeline {
 
 /// The name of a bundle's module identity kind (1..3), "unknown" for other values.
 const char* bundle_id_kind_name(int kind) noexcept;
+/// A module identity in its own format's key form (sprov_id_key, Python Frame.module_key, `stack
+/// --json`'s module_key): ELF build-id hex, the PDB symbol-server key (GUID + age), the PE code-id
+/// key, the Mach-O UUID (8-4-4-4-12); "" for no identity or one of the wrong length.
+std::string module_key(const ModuleId& id);
 
 /// What a bundle is built of: input files, each module's name (empty: the file's basename), the
 /// directories of separate debug files (empty: the default), and whether the debug files go in.

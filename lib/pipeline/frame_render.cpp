@@ -164,6 +164,10 @@ void json_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
   put(o, ",\"cfa\":\"0x%" PRIx64 "\"", f.cfa);
   jstr(o, "module", f.module);
   jstr(o, "build_id", f.build_id);
+  if (!f.module_key.empty()) {  // any format's identity (build_id stays an ELF build-id)
+    jstr(o, "id_kind", f.id_kind);
+    jstr(o, "module_key", f.module_key);
+  }
   jstr(o, "module_offset", addr_hex(f.module_offset));
   jstr(o, "function", f.function);
   jstr(o, "linkage_name", f.linkage_name);
@@ -280,6 +284,10 @@ std::vector<RenderThread> trace_render_threads(const trace::Trace& t) {
       r.pc = f.ip;
       r.module = f.module_path;
       r.build_id = f.module_build_id;
+      if (!r.build_id.empty()) {  // a trace's frames hold an ELF build-id (doc/architecture.md "Identities")
+        r.id_kind = id_kind_name(IdKind::kElfBuildId);
+        r.module_key = r.build_id;
+      }
       r.module_offset = f.module_offset;
       r.method = f.unwind_method;
       if (const size_t plus = r.method.find('+'); plus != std::string::npos) {

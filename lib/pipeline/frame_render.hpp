@@ -53,6 +53,8 @@ struct RenderFrame {
   RenderRuntime runtime;  ///< is_runtime only
   std::string module;     ///< "" when the pc is in no module
   std::string build_id;   ///< lower-case hex ("" unknown)
+  std::string id_kind;    ///< the module identity's kind (elf-build-id, pdb-guid-age, macho-uuid, pe-code-id; "" none)
+  std::string module_key; ///< that identity in its key form (pipeline::module_key; "" none)
   uint64_t module_offset = 0;
   /// The naming rule outside llvm mode (symbol tables, gdb's and perf's choice among aliases):
   /// the function and the offset from its start.

@@ -391,3 +391,34 @@ def test_python_m_stack_minidump_raw_equal_cli(tmp_path):
             assert len(got.stderr.splitlines()) == 1 and args[0] in got.stderr, args
     assert "exception: 0x" in subprocess.run([sys.executable, "-m", "stackprov", "stack"] + cases[0], capture_output=True,
                                              text=True).stdout
+
+
+def test_stack_json_identity_of_any_format(tmp_path):
+    """`stack --json` frames name their module's identity in every format (id_kind + module_key, the
+    form Frame.module_key has): the PE program's pdb-guid-age key as llvm-readobj-14 reads it, the
+    Mach-O fixtures' UUIDs as llvm-dwarfdump-16 reads them; build_id stays an ELF build-id ("")."""
+    from conftest import need_env
+    cli = need_env("STACKPROV_CLI")
+    mc = minidump_check()
+    fix = os.path.dirname(build_path("tests", "minidump-fixtures", "exception.dmp", what="minidump_fixtures"))
+    key = mc.readobj_key(fix)
+    system32 = build_path("wine-prefix", "drive_c", "windows", "system32", what="minidump_fixtures (the wine prefix)")
+    out = subprocess.run([cli, "stack", "--minidump", os.path.join(fix, "normal.dmp"), "--symbol-path", system32,
+                          "--json", "--no-lines"], capture_output=True, text=True, check=True, timeout=120).stdout
+    frames = [f for t in json.loads(out)["threads"] for f in t["frames"] if f.get("module")]
+    mine = [f for f in frames if f["module"].lower().endswith("\\mdprog.exe")]
+    assert mine and {(f["id_kind"], f["module_key"], f["build_id"]) for f in mine} == {("pdb-guid-age", key, "")}
+    states = tmp_path / "states"
+    states.mkdir()
+    unicorn_states(str(states), per_arch=2)
+    dwarfdump = need_tool("llvm-dwarfdump-16")
+    uuids = set()
+    for arch in ("x86_64", "arm64"):
+        path = build_path("tests", "integration", "macho_unicorn", "fixtures", "chain_" + arch, what="macho_unicorn_fixtures")
+        dd = subprocess.run([dwarfdump, "--uuid", path], capture_output=True, text=True, check=True).stdout
+        uuids.add(re.search(r"UUID: (\S+)", dd).group(1))
+    out = subprocess.run([cli, "stack", "--raw", str(states), "--json", "--no-lines"], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    got = {(f["id_kind"], f["module_key"], f["build_id"]) for t in json.loads(out)["threads"] for f in t["frames"]}
+    assert got == {("macho-uuid", u, "") for u in uuids}, got
+
