@@ -14,6 +14,7 @@
 
 #include "memleak.h"
 #include "perf/bpf/copy_user_stack.h"
+#include "perf/bpf/stats.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -73,17 +74,7 @@ struct {
 } events SEC(".maps");
 
 enum { ST_RB_DROPS, ST_LIVE_FULL, ST_STACK_SHORT, ST_SAMPLED, ST_CALLS, ST_RB_BUSY, ST_N };
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, ST_N);
-  __type(key, __u32);
-  __type(value, __u64);
-} stats SEC(".maps");
-
-static __always_inline void stat_inc(__u32 k) {
-  __u64* v = bpf_map_lookup_elem(&stats, &k);
-  if (v) *v += 1;
-}
+SPROV_BPF_STATS(ST_N)
 
 static __always_inline struct ml_thread* thread_get(__u32 tid) {
   struct ml_thread* t = bpf_map_lookup_elem(&threads, &tid);

@@ -14,6 +14,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "perf/bpf/copy_user_stack.h"
+#include "perf/bpf/stats.h"
 #include "stackprov/kernel.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -38,17 +39,7 @@ struct {
 
 /* Counters the loader reports: events lost (ring full), stacks copied short. */
 enum { ST_DROPS, ST_SHORT, ST_SENT, ST_N };
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, ST_N);
-  __type(key, __u32);
-  __type(value, __u64);
-} stats SEC(".maps");
-
-static __always_inline void stat_inc(__u32 k) {
-  __u64* v = bpf_map_lookup_elem(&stats, &k);
-  if (v) *v += 1;
-}
+SPROV_BPF_STATS(ST_N)
 
 static __always_inline void sample(void* ctx, __u32 kind, int in_kernel) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
