@@ -100,9 +100,12 @@ Result<Mapped> map_path(const std::string& path) {
   return m;
 }
 
-/// The LC_UUID of the Mach-O image in `b`, by a walk of its load commands with every size checked;
-/// empty when it has none or its header or commands are malformed (parse() says how).
-ModuleId uuid_of_slice(std::span<const uint8_t> b) {
+
+}  // namespace
+
+const object::Format kMachoFormat{"macho", sniff_macho, open_macho, macho_from_bytes};
+
+ModuleId uuid_of_header(std::span<const uint8_t> b) {
   if (b.size() < kHeaderSize || le32(b.data()) != kMhMagic64) return {};
   const uint32_t ncmds = le32(b.data() + 16), sizeofcmds = le32(b.data() + 20);
   if (ncmds > kMaxLoadCommands || sizeofcmds > b.size() - kHeaderSize) return {};
@@ -116,10 +119,6 @@ ModuleId uuid_of_slice(std::span<const uint8_t> b) {
   }
   return {};
 }
-
-}  // namespace
-
-const object::Format kMachoFormat{"macho", sniff_macho, open_macho, macho_from_bytes};
 
 std::string uuid_string(const ModuleId& id) {
   if (id.kind != IdKind::kMachoUuid || id.len != 16) return {};
@@ -249,7 +248,7 @@ Status MachoObject::select_slice(const SliceChoice& choice) {
     // By UUID: each slice's LC_UUID (a slice whose load commands are malformed has none).
     std::string seen;
     for (const Slice& s : slices_) {
-      const ModuleId u = uuid_of_slice({file_ + s.offset, static_cast<size_t>(s.size)});
+      const ModuleId u = uuid_of_header({file_ + s.offset, static_cast<size_t>(s.size)});
       if (u == choice.uuid) {
         pick = &s;
         break;

@@ -134,6 +134,11 @@ std::string uuid_string(const ModuleId& id);
 /// case. SPROV_ERR_INVALID_ARG naming the text and the form otherwise.
 Result<ModuleId> uuid_from_string(std::string_view text);
 
+/// The LC_UUID of the 64-bit Mach-O image whose header and load commands start `b` (a slice, or
+/// the header as a live process maps it), by a walk of the load commands with every size checked;
+/// empty when it has none or the header or commands are malformed (MachoObject::open says how).
+ModuleId uuid_of_header(std::span<const uint8_t> b);
+
 /// How a slice of a fat file is chosen: by architecture, by UUID, or (both empty) the host's
 /// architecture's slice, else the first one.
 struct SliceChoice {

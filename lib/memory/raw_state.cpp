@@ -133,26 +133,32 @@ Status add_module(Snapshot& s, const Json& m, const std::string& path, const std
                         "link-time address 0x%llx", path.c_str(), static_cast<unsigned long long>(link.value()), file.c_str(),
                         static_cast<unsigned long long>(la.value() - bias));
   }
+  auto sm = module_of_image(im, bias, file);
+  if (!sm.ok()) return make_error(sm.error().code, "raw state: %s: %s", path.c_str(), sm.error().message.c_str());
+  if (Status st = s.add_module(std::move(sm.value())); !st)
+    return make_error(st.error().code, "raw state: %s: %s", path.c_str(), st.error().message.c_str());
+  return {};
+}
+
+}  // namespace
+
+Result<SnapshotModule> module_of_image(const object::ObjectImage& im, uint64_t bias, const std::string& path) {
   uint64_t lo = UINT64_MAX, hi = 0, lo_off = 0;
   for (const object::Segment& seg : im.loaded_segments()) {
     if (seg.file_size == 0) continue;
     if (seg.vaddr < lo) lo = seg.vaddr, lo_off = seg.offset;
     hi = std::max(hi, seg.vaddr + seg.file_size);
   }
-  if (lo >= hi) return make_error(SPROV_ERR_INVALID_ARG, "raw state: %s: %s has no loaded segment", path.c_str(), file.c_str());
+  if (lo >= hi) return make_error(SPROV_ERR_INVALID_ARG, "%s has no loaded segment", path.c_str());
   SnapshotModule sm;
   sm.start = lo + bias;
   sm.end = hi + bias;
   sm.file_offset = lo_off;
   sm.load_bias = bias;
-  sm.path = file;
+  sm.path = path;
   sm.build_id = im.id();
-  if (Status st = s.add_module(std::move(sm)); !st) return make_error(st.error().code, "raw state: %s: %s", path.c_str(),
-                                                                      st.error().message.c_str());
-  return {};
+  return sm;
 }
-
-}  // namespace
 
 Result<Snapshot> snapshot_from_raw_state(std::string_view text, const std::string& base_dir, bool offline) {
   auto doc = evidence::parse_json(text, "raw state");

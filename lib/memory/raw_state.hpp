@@ -10,7 +10,16 @@
 #include "core/error.hpp"
 #include "memory/snapshot.hpp"
 
+namespace stackprov::object {
+class ObjectImage;
+}
+
 namespace stackprov::memory {
+
+/// The snapshot module of image `im` (file `path`) placed at load bias `bias`: from its lowest to its
+/// highest loaded segment with file bytes, with the image's identity (raw states, the Mach capture).
+/// SPROV_ERR_INVALID_ARG naming the path when it has no loaded segment.
+Result<SnapshotModule> module_of_image(const object::ObjectImage& im, uint64_t bias, const std::string& path);
 
 /// Parses one raw state document. Each module file is opened (object::open: any registered format)
 /// to place it: its load bias from `load_address` (the runtime address of the file's first byte:
