@@ -32,7 +32,7 @@ Result<std::shared_ptr<object::ObjectImage>> elf_from_bytes(std::vector<uint8_t>
 
 }  // namespace
 
-const object::Format kElfFormat{"elf", sniff_elf, open_elf, elf_from_bytes};
+const object::Format kElfFormat{"elf", sniff_elf, open_elf, elf_from_bytes, nullptr};
 
 std::shared_ptr<ElfObject> ElfObject::of(const std::shared_ptr<ElfImage>& image) {
   if (image == nullptr) return nullptr;

@@ -103,7 +103,23 @@ Result<Mapped> map_path(const std::string& path) {
 
 }  // namespace
 
-const object::Format kMachoFormat{"macho", sniff_macho, open_macho, macho_from_bytes};
+namespace {
+
+/// A fat file's slice by UUID (when given) or architecture; a file without a slice of that
+/// architecture is opened as open() opens it, so that the caller's architecture check names both.
+Result<std::shared_ptr<object::ObjectImage>> open_macho_matching(const std::string& path, Arch arch, const ModuleId& id) {
+  SliceChoice choice;
+  choice.arch = arch;
+  if (id.kind == IdKind::kMachoUuid) choice.uuid = id;
+  auto o = MachoObject::open(path, choice);
+  if (!o.ok() && o.error().code == SPROV_ERR_NOT_FOUND) return open_macho(path);
+  if (!o.ok()) return std::move(o).error();
+  return std::shared_ptr<object::ObjectImage>(o.value());
+}
+
+}  // namespace
+
+const object::Format kMachoFormat{"macho", sniff_macho, open_macho, macho_from_bytes, open_macho_matching};
 
 ModuleId uuid_of_header(std::span<const uint8_t> b) {
   if (b.size() < kHeaderSize || le32(b.data()) != kMhMagic64) return {};

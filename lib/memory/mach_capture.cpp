@@ -83,7 +83,7 @@ void add_dyld_image(Snapshot& base, MemoryReader& mem, const DyldImage& img, std
   std::vector<uint8_t> cmds(sizeof hdr + std::min(sizeofcmds, kMaxLoadCommandBytes));
   ModuleId mapped;
   if (mem.read(img.header, cmds.data(), cmds.size())) mapped = macho::uuid_of_header(cmds);
-  auto file = object::open(img.path);
+  auto file = object::open_matching(img.path, base.arch, mapped);  // a universal file: the task's slice
   if (!file.ok()) {
     *warnings += img.path + ": " + file.error().message + ": left out\n";
     return;

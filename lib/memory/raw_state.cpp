@@ -112,7 +112,7 @@ Status add_module(Snapshot& s, const Json& m, const std::string& path, const std
     if (want.empty()) return bad(path + ".identity.hex", ("'" + hex.value() + "' is not hex").c_str());
   }
   if (offline) return add_module_without_file(s, m, path, file, la.value(), want, "offline, no module file is opened");
-  auto img = object::open(file);
+  auto img = object::open_matching(file, s.arch, want);  // a fat Mach-O file: the state's slice
   if (!img.ok() && (img.error().code == -ENOENT || img.error().code == -ENOTDIR) && !want.empty())
     return add_module_without_file(s, m, path, file, la.value(), want, ("no file " + file).c_str());
   if (!img.ok()) return make_error(img.error().code, "raw state: %s: %s", path.c_str(), img.error().message.c_str());

@@ -86,6 +86,12 @@ Result<std::shared_ptr<ObjectImage>> open(const std::string& path) {
   return (f != nullptr ? f : builtin_formats().front())->open(path);
 }
 
+Result<std::shared_ptr<ObjectImage>> open_matching(const std::string& path, Arch arch, const ModuleId& id) {
+  const Format* f = sniff_path(path);
+  if (f != nullptr && f->open_matching != nullptr) return f->open_matching(path, arch, id);
+  return open(path);
+}
+
 Result<std::shared_ptr<ObjectImage>> from_bytes(std::vector<uint8_t> bytes, std::string name) {
   const Format* f = sniff(std::span<const uint8_t>(bytes.data(), std::min(bytes.size(), kSniffBytes)));
   return (f != nullptr ? f : builtin_formats().front())->from_bytes(std::move(bytes), std::move(name));

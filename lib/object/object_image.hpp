@@ -170,6 +170,9 @@ struct Format {
   bool (*sniff)(std::span<const uint8_t> head);
   Result<std::shared_ptr<ObjectImage>> (*open)(const std::string& path);
   Result<std::shared_ptr<ObjectImage>> (*from_bytes)(std::vector<uint8_t> bytes, std::string name);
+  /// For files that hold several images (a fat Mach-O file's slices): the one of architecture
+  /// `arch` and, when `id` is not empty, of that identity. nullptr: the format's files hold one.
+  Result<std::shared_ptr<ObjectImage>> (*open_matching)(const std::string& path, Arch arch, const ModuleId& id);
 };
 inline constexpr size_t kSniffBytes = 64;
 
@@ -178,6 +181,11 @@ inline constexpr size_t kSniffBytes = 64;
 /// parser's error says what it expected, as it always did ("PATH: not an ELF file (bad magic)",
 /// "PATH: open: No such file or directory").
 Result<std::shared_ptr<ObjectImage>> open(const std::string& path);
+/// The image in `path` that a target of architecture `arch` maps (and, when `id` is not empty, of
+/// that identity): open(), unless the file's format holds several images (a fat Mach-O file), whose
+/// open_matching then picks the slice (a fat file without it: its error names the architectures it
+/// has). The caller still checks the image's arch and identity (a one-image file is what it is).
+Result<std::shared_ptr<ObjectImage>> open_matching(const std::string& path, Arch arch, const ModuleId& id);
 /// The same for an image held in memory (copied), e.g. a vDSO read from a target.
 Result<std::shared_ptr<ObjectImage>> from_bytes(std::vector<uint8_t> bytes, std::string name);
 /// The format whose sniff accepts `head`, or nullptr.

@@ -46,7 +46,7 @@ Result<std::shared_ptr<object::ObjectImage>> pe_from_bytes(std::vector<uint8_t> 
 
 }  // namespace
 
-const object::Format kPeFormat{"pe", sniff_pe, open_pe, pe_from_bytes};
+const object::Format kPeFormat{"pe", sniff_pe, open_pe, pe_from_bytes, nullptr};
 
 std::string symbol_server_key(const ModuleId& id) {
   if (id.kind != IdKind::kPdbGuidAge || id.len != 20) return {};

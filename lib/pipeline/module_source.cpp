@@ -220,7 +220,7 @@ Result<std::shared_ptr<unwind::LoadedModule>> acquire_module(ModuleSources& ctx,
     return memory_instead(key.error());
   }
   auto loaded = ctx.cache.acquire(key.value(), [&]() -> Result<std::shared_ptr<unwind::LoadedModule>> {
-    auto img = object::open(host);  // ELF, or another registered format (lib/object)
+    auto img = object::open_matching(host, snap ? snap->arch : Arch::kUnknown, m.build_id);  // any registered format; a fat file: the slice
     if (!img.ok() && (img.error().code == -ENOENT || img.error().code == -ENOTDIR) &&
         ctx.config.has_bundle_store && !m.build_id.empty()) {
       auto b = load_from_bundle(ctx, snap, m);

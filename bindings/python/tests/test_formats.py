@@ -422,3 +422,35 @@ def test_stack_json_identity_of_any_format(tmp_path):
     got = {(f["id_kind"], f["module_key"], f["build_id"]) for t in json.loads(out)["threads"] for f in t["frames"]}
     assert got == {("macho-uuid", u, "") for u in uuids}, got
 
+
+def test_stack_raw_macho_fat_slice(tmp_path):
+    """Raw states naming a fat (universal) file: each state's slice is the one of its architecture
+    (arm64 is not this host's), placed, unwound and named as from the thin file: every frame equals
+    the executed chain; the slices' UUIDs are llvm-dwarfdump-16's for the fat file."""
+    states = tmp_path / "states"
+    expected = unicorn_states(str(states), per_arch=6)
+    lipo, dwarfdump = need_tool("llvm-lipo-16"), need_tool("llvm-dwarfdump-16")
+    thin = {a: build_path("tests", "integration", "macho_unicorn", "fixtures", "chain_" + a, what="macho_unicorn_fixtures")
+            for a in ("x86_64", "arm64")}
+    fat = str(tmp_path / "chain_fat")
+    subprocess.run([lipo, "-create", thin["x86_64"], thin["arm64"], "-output", fat], check=True)
+    dd = subprocess.run([dwarfdump, "--uuid", fat], capture_output=True, text=True, check=True).stdout
+    uuids = dict((a, u) for u, a in re.findall(r"UUID: (\S+) \((\w+)\)", dd))
+    assert set(uuids) == {"x86_64", "arm64"}, dd
+    for name in os.listdir(states):
+        doc = json.load(open(states / name))
+        for m in doc["modules"]:
+            m["path"] = fat
+        json.dump(doc, open(states / name, "w"))
+    info, threads = stackprov.stack_with_info(raw=str(states), lines=False)
+    assert sorted(t.name for t in threads) == sorted(expected)
+    bad = []
+    for t in threads:
+        arch = "arm64" if t.name.startswith("arm64") else "x86_64"
+        got = [(f.pc, f.sp, f.function or "") for f in t.frames]
+        want = [(e["pc"], e["sp"], e["function"]) for e in expected[t.name]]
+        if got != want or {(f.module, f.module_key) for f in t.frames} != {(fat, uuids[arch])}:
+            bad.append("%s: %s %s, executed %s, UUID %s" % (t.name, got, {(f.module, f.module_key) for f in t.frames},
+                                                             want, uuids[arch]))
+    assert not bad, "\n".join(bad[:6])
+

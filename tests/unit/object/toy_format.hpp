@@ -141,7 +141,7 @@ inline stackprov::Result<std::shared_ptr<object::ObjectImage>> open(const std::s
   if (img.ok()) static_cast<ToyImage&>(*img.value()).file_ = file_identity_of(st);
   return img;
 }
-inline const object::Format kToyFormat{"toy", sniff, open, from_bytes};
+inline const object::Format kToyFormat{"toy", sniff, open, from_bytes, nullptr};
 
 /// Writes a toy image: `syms`, `rows` ({start, cfa_offset}), `code` at `code_addr`.
 inline std::vector<uint8_t> build(Arch arch, const std::vector<uint8_t>& id, const std::vector<Sym>& syms,
