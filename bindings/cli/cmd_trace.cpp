@@ -841,7 +841,7 @@ int cmd_trace_list(int argc, char** argv) {
 // ------------------------------------------------------------- trace-show
 
 constexpr const char* kShowHelp =
-    "usage: stackprov trace-show ID [--store URL] [--json]\n"
+    "usage: stackprov trace-show ID [--store URL] [--json] [--no-tail-calls]\n"
     "\n"
     "Prints a stored trace: a header line, then per thread, as `stackprov stack` prints a thread\n"
     "(the library's one renderer)\n"
@@ -851,18 +851,22 @@ constexpr const char* kShowHelp =
     "      file:line:column\n"
     "(k counts the thread's frames from 0, the innermost; IP is the address at capture -- a\n"
     "return address for caller frames; \"??\" an unknown symbol or module; +0xOFF is left out\n"
-    "where the frame was named by a bundle, which carries no function starts; unwind how the\n"
-    "frame was found (context, cfi_eh_frame, cfi_bundle, frame_pointer, ...). The inlined lines\n"
-    "list the functions inlined into the frame, innermost first, each at its own position;\n"
-    "file:line:column is the physical function's position. What named each frame (resolver) is\n"
-    "in --json. Then the trace's replays, oldest first.\n"
+    "where the offset is unknown (\"symbol_offset\":null: named by a bundle, which carries no\n"
+    "function starts, and no resolution from the files gave it); unwind how the frame was found\n"
+    "(context, cfi_eh_frame, cfi_bundle, frame_pointer, ...; \"tail_call, inferred\": a frame a tail\n"
+    "call left no trace of, inferred at capture from DWARF call sites, as `stack` shows it). The\n"
+    "inlined lines list the functions inlined into the frame, innermost first, each at its own\n"
+    "position; file:line:column is the physical function's position. What named each frame\n"
+    "(resolver) is in --json. Then the trace's replays, oldest first.\n"
     "\n"
     "options:\n"
     "  --store URL   the trace store (sqlite:PATH of an existing file, postgresql://...,\n"
     "                postgres://...); default $STACKPROV_STORE when it is such a URL, else\n"
     "                sqlite:$XDG_DATA_HOME/stackprov/traces.db\n"
     "  --json        the trace as one trace.capture event line (doc/traces.md \"Events\"), then\n"
-    "                its replays as replay.result lines\n"
+    "                its replays as replay.result lines (every stored frame; an inferred\n"
+    "                one has \"unwind\":\"tail_call+inferred\")\n"
+    "  --no-tail-calls  without the inferred tail-call frames (text), as `stack --no-tail-calls`\n"
     "  -h, --help    this text\n"
     "\n"
     "Exit status: 0 shown; 1 no such trace, or the store could not be read; 2 bad options or\n"
@@ -870,14 +874,15 @@ constexpr const char* kShowHelp =
 
 /// The text form of a trace.capture event (trace-show; also `stackprov demo`): a header, then the
 /// threads through the library's one renderer (sprov_trace_render, as `stack` prints a thread).
-bool print_trace_text(FILE* f, const Json& t, std::string_view event) {
+bool print_trace_text(FILE* f, const Json& t, std::string_view event, bool tail_calls = true) {
   fprintf(f, "trace %s: %s/%s, captured %s, build-id %s\n", t.str("trace_id").c_str(), t.str("platform").c_str(),
           t.str("arch").c_str(), t.str("captured_at").c_str(), t.str("build_id").empty() ? "-" : t.str("build_id").c_str());
   const std::string bundle = t.str("symbol_bundle_ref");
   const std::string dsse = t.str("dsse_ref");
   if (!bundle.empty()) fprintf(f, "symbol bundle %s%s%s\n", bundle.c_str(), dsse.empty() ? "" : ", signed: ", dsse.c_str());
   LibStr text;
-  if (sprov_trace_render(event.data(), event.size(), SPROV_RENDER_LINES, &text.p, &text.len) != 0) return false;
+  const uint32_t flags = SPROV_RENDER_LINES | (tail_calls ? 0u : uint32_t{SPROV_RENDER_NO_INFERRED});
+  if (sprov_trace_render(event.data(), event.size(), flags, &text.p, &text.len) != 0) return false;
   const std::string_view v = text.view();
   fwrite(v.data(), 1, v.size(), f);
   return true;
@@ -885,7 +890,7 @@ bool print_trace_text(FILE* f, const Json& t, std::string_view event) {
 
 int cmd_trace_show(int argc, char** argv) {
   const char* cmd = "trace-show";
-  Args a(argc, argv, {"store"}, {"json"});
+  Args a(argc, argv, {"store"}, {"json", "no-tail-calls"});
   if (a.help) {
     fputs(kShowHelp, stdout);
     return kExitOk;
@@ -914,7 +919,7 @@ int cmd_trace_show(int argc, char** argv) {
   }
   Json t;
   if (!parse_library_json(cmd, "trace", ev.view(), &t)) return kExitFail;
-  if (!print_trace_text(stdout, t, ev.view())) return lib_fail(cmd, "trace " + id);
+  if (!print_trace_text(stdout, t, ev.view(), !a.has("no-tail-calls"))) return lib_fail(cmd, "trace " + id);
   std::string_view rest = replays.view();
   while (!rest.empty()) {
     const size_t nl = rest.find('\n');

@@ -19,6 +19,15 @@ struct Snapshot {
   std::shared_ptr<const sprov_snapshot> snap;
 };
 
+/// One formal parameter of a frame's function (sprov_symbolizer_frame_arg, `stackprov stack --args`).
+struct Argument {
+  std::string name;
+  std::optional<std::string> type;    ///< gdb's spelling; None when not known
+  std::optional<std::string> value;   ///< as gdb's `info args` prints it; None unless status is "value"
+  std::string status;                 ///< "value", "optimized_out" or "unknown"
+  std::optional<std::string> reason;  ///< why unknown; None otherwise
+};
+
 struct Frame {
   uint64_t pc = 0, sp = 0, cfa = 0, module_offset = 0;
   std::string method;
@@ -45,6 +54,8 @@ struct Frame {
   bool entry = false;
   int64_t native_index = -1;
   uint64_t frame_address = 0, code_address = 0;
+  /// The function's arguments in this frame (stack(args=True)); None when not asked for.
+  std::optional<std::vector<Argument>> args;
 };
 
 struct Stack {
@@ -229,11 +240,13 @@ Symbolizer make_symbolizer(const CtxPtr& ctx, bool demangle) {
   return Symbolizer{ctx, std::shared_ptr<sprov_symbolizer>(s, sprov_symbolizer_free)};
 }
 
-Unwinder make_unwinder(const CtxPtr& ctx, uint32_t max_frames, bool frame_pointer, bool scan) {
+Unwinder make_unwinder(const CtxPtr& ctx, uint32_t max_frames, bool frame_pointer, bool scan,
+                       bool keep_registers = false) {
   sprov_unwinder_opts o{};
   o.sz = sizeof(o);
   o.max_frames = max_frames;
-  o.flags = (frame_pointer ? 0 : SPROV_UNWIND_NO_FRAME_POINTER) | (scan ? SPROV_UNWIND_ALLOW_SCAN : 0);
+  o.flags = (frame_pointer ? 0 : SPROV_UNWIND_NO_FRAME_POINTER) | (scan ? SPROV_UNWIND_ALLOW_SCAN : 0) |
+            (keep_registers ? SPROV_UNWIND_KEEP_REGISTERS : 0);
   sprov_unwinder* u = nullptr;
   check(sprov_unwinder_new(ctx.get(), &o, &u));
   return Unwinder{ctx, std::shared_ptr<sprov_unwinder>(u, sprov_unwinder_free)};
@@ -350,8 +363,33 @@ void check_stack_target(const Target& t, int64_t tid) {
     fail_arg("tid " + std::to_string(tid) + " does not apply to raw '" + *t.raw + "' (its documents name their threads)");
 }
 
+/// The arguments of every frame of `stack` (sprov_symbolizer_frame_args; memory from `snap`), into `frames`.
+void frame_arguments(sprov_symbolizer* sym, const sprov_snapshot* snap, const sprov_stack* stack,
+                     std::vector<Frame>& frames) {
+  static const char* const kStatus[] = {"value", "optimized_out", "unknown"};
+  for (size_t i = 0; i < frames.size(); i++) {
+    size_t count = 0;
+    check(sprov_symbolizer_frame_args(sym, snap, stack, i, &count));
+    std::vector<Argument> out;
+    out.reserve(count);
+    for (size_t k = 0; k < count; k++) {
+      sprov_frame_arg a{};
+      a.sz = sizeof(a);
+      check(sprov_symbolizer_frame_arg(sym, k, &a));
+      Argument arg;
+      arg.name = str(a.name);
+      if (a.type && *a.type) arg.type = str(a.type);
+      arg.status = kStatus[a.status >= 0 && a.status <= 2 ? a.status : 2];
+      if (a.status == SPROV_ARG_VALUE) arg.value = str(a.value);
+      if (arg.status == "unknown") arg.reason = str(a.reason);
+      out.push_back(std::move(arg));
+    }
+    frames[i].args = std::move(out);
+  }
+}
+
 StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint32_t max_frames, bool lines,
-                     const std::string& python, bool tail_calls, const std::string& render = "") {
+                     const std::string& python, bool tail_calls, const std::string& render = "", bool args = false) {
   check_stack_target(target, tid);
   if (render != "" && render != "text" && render != "json")
     fail_arg("invalid render '" + render + "' (expected text, json or \"\")");
@@ -365,7 +403,8 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
   Process p = open_process(ctx, target.pid, target.core, target.exe, tid, runtime, target.minidump, target.symbol_path,
                            target.raw);
   r.info = p.info;
-  Unwinder uw = make_unwinder(ctx, max_frames, true, false);
+  // Arguments in registers need each frame's registers (`stackprov stack --args`).
+  Unwinder uw = make_unwinder(ctx, max_frames, true, false, args);
   Symbolizer sym = make_symbolizer(ctx, true);
   const size_t n = sprov_process_thread_count(p.proc.get());
   for (size_t i = 0; i < n; i++) {
@@ -393,6 +432,7 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
       owned.reset(merged);
     }
     Stack s = describe(sym.sym.get(), owned.get(), lines);
+    if (args) frame_arguments(sym.sym.get(), snap, owned.get(), s.frames);
     Thread t;
     t.tid = sprov_snapshot_tid(snap);
     t.name = str(sprov_process_thread_name(p.proc.get(), i));
@@ -403,7 +443,9 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
     if (!render.empty()) {
       sprov_render_opts o{};
       o.sz = sizeof(o);
-      o.flags = (render == "json" ? uint32_t{SPROV_RENDER_JSON} : 0u) | (lines ? uint32_t{SPROV_RENDER_LINES} : 0u);
+      o.flags = (render == "json" ? uint32_t{SPROV_RENDER_JSON} : 0u) | (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) |
+                (args ? uint32_t{SPROV_RENDER_ARGS} : 0u);
+      o.snapshot = snap;  // SPROV_RENDER_ARGS: the memory arguments are read from
       o.tid = t.tid;
       o.name = t.name.c_str();
       o.runtime_name = t.runtime_name ? t.runtime_name->c_str() : nullptr;
@@ -516,6 +558,21 @@ void init_stack(py::module_& m) {
                std::to_string(f.column) + ")";
       });
 
+  py::class_<Argument>(m, "Argument",
+                       "One argument of a frame's function, as gdb's `info args` (stack(args=True)).")
+      .def_readonly("name", &Argument::name, "the parameter's name (DW_AT_name; '' when it has none)")
+      .def_readonly("type", &Argument::type, "the C type as gdb spells it ('int', 'const char *'), None when unknown")
+      .def_readonly("value", &Argument::value,
+                    "the value as gdb prints it (a pointer: its address), None unless status is 'value'")
+      .def_readonly("status", &Argument::status,
+                    "'value', 'optimized_out' (gdb: <optimized out>) or 'unknown' (reason says why)")
+      .def_readonly("reason", &Argument::reason, "why the value is unknown; None otherwise")
+      .def("__repr__", [](const Argument& a) {
+        std::string v = a.status == "value" ? *a.value : a.status == "optimized_out" ? "<optimized out>"
+                                                                                        : "<unknown: " + *a.reason + ">";
+        return "Argument(" + a.name + ": " + (a.type ? *a.type : "?") + " = " + v + ")";
+      });
+
   py::class_<Frame>(m, "Frame", "One frame of an unwound stack, symbolized.")
       .def_readonly("pc", &Frame::pc, "unwound pc (a return address for caller frames)")
       .def_readonly("sp", &Frame::sp)
@@ -557,6 +614,9 @@ void init_stack(py::module_& m) {
                     "a runtime frame's native frame (the eval activation running it), -1 when none")
       .def_readonly("frame_address", &Frame::frame_address, "a runtime frame's address in the target")
       .def_readonly("code_address", &Frame::code_address, "a runtime frame's code object in the target")
+      .def_readonly("args", &Frame::args,
+                    "the arguments of the frame's function in DWARF order (list of Argument) with stack(args=True), "
+                    "[] when none are known (no DWARF, an inferred or runtime frame); None when not asked for")
       .def("__repr__", [](const Frame& f) {
         return "Frame(pc=" + repr_addr(f.pc) + ", function=" + (f.function ? *f.function : "??") +
                ", module=" + (f.module ? *f.module : "??") + ", method=" + f.method + ")";
@@ -793,13 +853,15 @@ void init_stack(py::module_& m) {
       .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
                         std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
                         std::string python, bool tail_calls, std::optional<std::string> minidump,
-                        std::optional<std::string> raw, std::optional<std::string> symbol_path, std::string render) {
+                        std::optional<std::string> raw, std::optional<std::string> symbol_path, std::string render,
+                        bool args) {
         StackResult r = stack_of(c.get(), Target{pid, core, exe, minidump, raw, symbol_path}, tid, max_frames, lines,
-                                 python, tail_calls, render);
+                                 python, tail_calls, render, args);
         return std::make_pair(r.info, r.threads);
       }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
       py::arg("python") = "auto", py::arg("tail_calls") = true, py::arg("minidump") = py::none(),
-      py::arg("raw") = py::none(), py::arg("symbol_path") = py::none(), py::arg("render") = "");
+      py::arg("raw") = py::none(), py::arg("symbol_path") = py::none(), py::arg("render") = "",
+      py::arg("args") = false);
 
   closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
   closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");

@@ -190,12 +190,15 @@ void init_trace_store(py::module_& m) {
         return store_json(t, [&](sprov_trace_store* s, char** o, size_t* n) { return sprov_trace_list_json(s, limit, o, n); });
       }, py::arg("limit") = 0, "Every trace as a JSON array, oldest first (at most `limit`; 0: all).");
   closable(trace_store_cls, "Closes the store now (also done by the GC).");
-  m.def("_render_trace", [](const std::string& event, bool lines) {
+  m.def("_render_trace", [](const std::string& event, bool lines, bool tail_calls) {
         char* out = nullptr;
         size_t n = 0;
-        check(sprov_trace_render(event.data(), event.size(), lines ? uint32_t{SPROV_RENDER_LINES} : 0u, &out, &n));
+        check(sprov_trace_render(event.data(), event.size(),
+                                 (lines ? uint32_t{SPROV_RENDER_LINES} : 0u) |
+                                     (tail_calls ? 0u : uint32_t{SPROV_RENDER_NO_INFERRED}),
+                                 &out, &n));
         return take(out, n);
-      }, py::arg("event"), py::arg("lines") = true,
+      }, py::arg("event"), py::arg("lines") = true, py::arg("tail_calls") = true,
       "The threads of a trace.capture event line as `stackprov trace-show` prints them (sprov_trace_render: the "
       "library's one renderer, as `stackprov stack` prints a thread).");
 }

@@ -994,6 +994,10 @@ enum sprov_render_flags {
                                     SPROV_UNWIND_KEEP_REGISTERS; none known otherwise) */
   SPROV_RENDER_ARGS = 1u << 3,   /* each frame's arguments (sprov_symbolizer_frame_args, memory
                                     from opts->snapshot): "    arg NAME: TYPE = VALUE" lines */
+  SPROV_RENDER_NO_INFERRED = 1u << 4,  /* sprov_trace_render only: leave out the inferred frames
+                                          (tail-call frames), the others numbered from 0, as
+                                          `stack --no-tail-calls` (a stack has them only when
+                                          sprov_symbolizer_tail_calls added them) */
 };
 struct sprov_render_opts {
   size_t sz;

@@ -145,7 +145,9 @@ SPROV_API int sprov_trace_get_json(sprov_trace_store* store, const char* trace_i
 /* The threads of a trace.capture event line (`event`, `len` bytes; sprov_trace_get_json's) as
  * sprov_stack_render prints a thread (`trace-show`, `demo`): the same header and frame lines, with
  * SPROV_RENDER_LINES the inline chain innermost first, then the physical function's position; no
- * "stop:" line (a trace does not record it). `flags`: SPROV_RENDER_LINES only. A thread without
+ * "stop:" line (a trace does not record it). `flags`: SPROV_RENDER_LINES and
+ * SPROV_RENDER_NO_INFERRED (without the tail-call frames a capture inferred, tagged
+ * "[tail_call, inferred]" otherwise). A thread without
  * frames gets the line "    (no frames)". Release `*out` with sprov_free. */
 SPROV_API int sprov_trace_render(const char* event, size_t len, uint32_t flags, char** out, size_t* out_len);
 /* Every trace as a JSON array [{"trace_id","platform","arch","captured_at","build_id","frames"}]

@@ -8,7 +8,7 @@
 #include "capi/internal.hpp"
 #include "core/mapped_file.hpp"
 #include "pipeline/snapshot_walk.hpp"
-#include "dwarf/tail_calls.hpp"
+#include "pipeline/tail_call_frames.hpp"
 #include "symbolize/demangle.hpp"
 
 using namespace stackprov;
@@ -23,119 +23,6 @@ symbolize::SymtabPolicy policy(uint32_t flags) {
   return (flags & SPROV_SYMBOLIZE_LLVM_COMPAT) ? symbolize::SymtabPolicy::kModuleOnly
                                                : symbolize::SymtabPolicy::kWithDebugFile;
 }
-
-/// gdb's tail-call search over the modules of one stack (sprov_symbolizer_tail_calls), at runtime
-/// addresses: each question goes to the module holding the address (the modules that have a
-/// frame in the stack: gdb's minimal symbols are every objfile's, ours the stack's modules').
-class TailCallModules {
- public:
-  TailCallModules(sprov_context* ctx, const sprov_stack* stack, symbolize::DwarfResolver* dwarf)
-      : ctx_(ctx), stack_(stack), dwarf_(dwarf) {
-    if (!stack->modules) return;
-    std::vector<bool> used(stack->modules->size());
-    for (const unwind::Frame& f : stack->frames)
-      if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < used.size()) used[f.module_index] = true;
-    for (size_t i = 0; i < used.size(); i++)
-      if (used[i]) mods_.push_back({static_cast<int32_t>(i), nullptr, false});
-  }
-
-  int32_t module_at(uint64_t addr) const {
-    for (const Mod& m : mods_) {
-      const memory::SnapshotModule& sm = (*stack_->modules)[m.index];
-      if (addr >= sm.start && addr < sm.end) return m.index;
-    }
-    return -1;
-  }
-
-  dwarf::TailCallQueries queries() {
-    dwarf::TailCallQueries q;
-    q.function_entry = [this](uint64_t pc, uint64_t* entry) {
-      Mod* m = mod_at(pc);
-      if (m == nullptr || !dwarf_->function_entry(m->image, pc - bias(*m), entry)) return false;
-      *entry += bias(*m);
-      return true;
-    };
-    q.call_site_at = [this](uint64_t ret, dwarf::CallSiteInfo* out) {
-      Mod* m = ret == 0 ? nullptr : mod_at(ret - 1);
-      if (m == nullptr || !dwarf_->call_site_at(m->image, ret - bias(*m), out)) return false;
-      absolute(*m, out);
-      return true;
-    };
-    q.tail_calls_of = [this](uint64_t entry, std::vector<dwarf::CallSiteInfo>* out) {
-      Mod* m = mod_at(entry);
-      if (m == nullptr || !dwarf_->tail_calls_of(m->image, entry - bias(*m), out)) return false;
-      for (dwarf::CallSiteInfo& s : *out) absolute(*m, &s);
-      return true;
-    };
-    q.target_address = [](const dwarf::CallSiteInfo& s, uint64_t* out) {
-      if (s.target != dwarf::CallSiteInfo::Target::kAddress) return false;
-      *out = s.target_addr;
-      return true;
-    };
-    return q;
-  }
-
- private:
-  struct Mod {
-    int32_t index;
-    std::shared_ptr<const object::ObjectImage> image;  ///< null until first asked; null without a file
-    bool tried;
-  };
-  uint64_t bias(const Mod& m) const { return (*stack_->modules)[m.index].load_bias; }
-
-  Mod* load(Mod& m) {
-    if (!m.tried) {
-      m.tried = true;
-      auto lm = stack_module(ctx_, stack_, m.index);
-      if (lm.ok() && lm.value()->object()) m.image = lm.value()->object();
-    }
-    return m.image ? &m : nullptr;
-  }
-
-  Mod* mod_at(uint64_t addr) {
-    for (Mod& m : mods_) {
-      const memory::SnapshotModule& sm = (*stack_->modules)[m.index];
-      if (addr >= sm.start && addr < sm.end) return load(m);
-    }
-    return nullptr;
-  }
-
-  /// A call site of module `m` at runtime addresses, its target resolved now: a definition's entry,
-  /// or a declaration's name through the symbol tables (a global symbol in any of the stack's
-  /// modules, in their order, before a local one, as gdb's lookup_minimal_symbol).
-  void absolute(const Mod& m, dwarf::CallSiteInfo* s) {
-    s->return_pc += bias(m);
-    if (s->target == dwarf::CallSiteInfo::Target::kAddress) {
-      s->target_addr += bias(m);
-      return;
-    }
-    if (s->target != dwarf::CallSiteInfo::Target::kName) return;
-    s->target = dwarf::CallSiteInfo::Target::kUnknown;
-    bool have_local = false;
-    uint64_t local = 0;
-    for (Mod& o : mods_) {
-      if (load(o) == nullptr) continue;
-      uint64_t a = 0;
-      bool global = false;
-      if (!dwarf_->symbol_address(o.image, s->target_name, &a, &global)) continue;
-      if (global) {
-        s->target = dwarf::CallSiteInfo::Target::kAddress;
-        s->target_addr = a + bias(o);
-        return;
-      }
-      if (!have_local) local = a + bias(o), have_local = true;
-    }
-    if (have_local) {
-      s->target = dwarf::CallSiteInfo::Target::kAddress;
-      s->target_addr = local;
-    }
-  }
-
-  sprov_context* ctx_;
-  const sprov_stack* stack_;
-  symbolize::DwarfResolver* dwarf_;
-  std::vector<Mod> mods_;
-};
 
 symbolize::ResolverChain& chain(sprov_symbolizer* sym) {
   if (!sym->chain) sym->chain = pipeline::resolver_chain(sym->ctx->ctx.config(), sym->explain);
@@ -336,39 +223,17 @@ SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_sta
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_symbolizer_tail_calls: the stack is interleaved with runtime frames already"));
     auto st = std::make_unique<sprov_stack>(*stack);
-    st->frames.clear();
-    st->regs.clear();
     symbolize::DwarfResolver* dwarf = sym->ctx->ctx.config().offline ? nullptr : chain(sym).dwarf();
-    TailCallModules mods(sym->ctx, stack, dwarf);
-    const dwarf::TailCallQueries q = mods.queries();
-    const size_t n = stack->frames.size();
-    // A walk holds at most 65536 frames; the inferred ones are bounded the same way.
-    constexpr size_t kMaxInferred = 65536;
-    size_t inferred = 0;
-    for (size_t i = 0; i < n; i++) {
-      const unwind::Frame& f = stack->frames[i];
-      st->frames.push_back(f);
-      if (!stack->regs.empty()) st->regs.push_back(stack->regs[i]);
-      if (dwarf == nullptr || i + 1 >= n || inferred >= kMaxInferred) continue;
-      const unwind::Frame& c = stack->frames[i + 1];
-      // gdb's tail-call sniffer belongs to its DWARF CFI unwinder: the caller was found by a table
-      // from the callee, at a return address.
-      const bool cfi = c.method == unwind::Method::kCfiEhFrame || c.method == unwind::Method::kCfiDebugFrame ||
-                       c.method == unwind::Method::kCfiBundle;
-      if (!cfi || !c.lookup_prev || f.module_index < 0 || c.module_index < 0 || f.domain != unwind::Domain::kUser)
-        continue;
-      for (uint64_t site : dwarf::tail_call_frames(q, c.pc, f.pc - (f.lookup_prev ? 1 : 0))) {
-        if (inferred++ >= kMaxInferred) break;
-        unwind::Frame t;
-        t.pc = site;
-        t.sp = f.cfa != 0 ? f.cfa : c.sp;  // the callee's CFA: the tail caller had released its frame
-        t.module_index = mods.module_at(site - 1);
-        t.method = unwind::Method::kTailCall;
-        t.lookup_prev = true;
-        t.flags = unwind::Frame::kFlagInferred;
-        st->frames.push_back(t);
-        if (!stack->regs.empty()) st->regs.emplace_back();  // nothing known
-      }
+    if (dwarf != nullptr && stack->modules) {
+      const pipeline::TailCallImageOf image_of = [&](int32_t index) -> std::shared_ptr<const object::ObjectImage> {
+        auto lm = stack_module(sym->ctx, stack, index);
+        return lm.ok() ? lm.value()->object() : nullptr;
+      };
+      std::vector<int64_t> origin;
+      st->frames = pipeline::with_tail_call_frames(*dwarf, stack->frames, *stack->modules, image_of, &origin);
+      st->regs.clear();
+      if (!stack->regs.empty())
+        for (int64_t o : origin) st->regs.push_back(o >= 0 ? stack->regs[static_cast<size_t>(o)] : unwind::FrameRegs{});
     }
     *out = st.release();
     return 0;

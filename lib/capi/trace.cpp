@@ -152,15 +152,18 @@ SPROV_API int sprov_trace_render(const char* event, size_t len, uint32_t flags, 
   return guard([&] {
     if (!event || !out) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_trace_render: NULL argument"));
     *out = nullptr;
-    if (flags & ~static_cast<uint32_t>(SPROV_RENDER_LINES))
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_trace_render: flags 0x%x (SPROV_RENDER_LINES only)", flags));
+    if (flags & ~static_cast<uint32_t>(SPROV_RENDER_LINES | SPROV_RENDER_NO_INFERRED))
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_trace_render: flags 0x%x (SPROV_RENDER_LINES and SPROV_RENDER_NO_INFERRED only)",
+                             flags));
     auto ev = trace::parse_event(std::string_view(event, len));
     if (!ev) return fail(ev.error());
     const auto* cap = std::get_if<trace::CaptureEvent>(&ev.value());
     if (cap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_trace_render: not a trace.capture event"));
     std::string text;
-    for (const pipeline::RenderThread& t : pipeline::trace_render_threads(cap->trace)) {
-      pipeline::render_thread(t, flags, &text);
+    for (const pipeline::RenderThread& t :
+         pipeline::trace_render_threads(cap->trace, !(flags & SPROV_RENDER_NO_INFERRED))) {
+      pipeline::render_thread(t, flags & SPROV_RENDER_LINES, &text);
       if (t.frames.empty()) text += "    (no frames)\n";
     }
     return give_string(text, out, out_len);

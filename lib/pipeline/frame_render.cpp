@@ -270,7 +270,7 @@ void render_thread(const RenderThread& t, uint32_t flags, std::string* out) {
   if (!t.stop_reason.empty()) *out += "stop: " + t.stop_reason + '\n';
 }
 
-std::vector<RenderThread> trace_render_threads(const trace::Trace& t) {
+std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool inferred) {
   std::vector<RenderThread> out;
   out.reserve(t.threads.size());
   for (const trace::Thread& th : t.threads) {
@@ -279,8 +279,9 @@ std::vector<RenderThread> trace_render_threads(const trace::Trace& t) {
     rt.name = th.name;
     for (size_t i = 0; i < th.frames.size(); i++) {
       const trace::Frame& f = th.frames[i];
+      if (!inferred && trace::frame_inferred(f)) continue;
       RenderFrame r;
-      r.index = i;
+      r.index = rt.frames.size();  // numbered as `stack` numbers what it shows
       r.pc = f.ip;
       r.module = f.module_path;
       r.build_id = f.module_build_id;
@@ -291,17 +292,19 @@ std::vector<RenderThread> trace_render_threads(const trace::Trace& t) {
       r.module_offset = f.module_offset;
       r.method = f.unwind_method;
       if (const size_t plus = r.method.find('+'); plus != std::string::npos) {
-        r.jit = r.method.compare(plus, std::string::npos, "+jit") == 0;
+        // "<method>+jit" (JIT code), "<method>+inferred" (a tail-call frame: not on the stack)
+        const std::string_view flags = std::string_view(r.method).substr(plus);
+        r.jit = flags == "+jit";
+        r.inferred = flags == "+inferred";
         r.method.resize(plus);
       }
       r.resolver = f.resolver;
       r.source = f.source;
       if (!f.bundle_sha256.empty()) r.bundle = "sha256:" + f.bundle_sha256;
       // A bundle carries no function starts (an offset is one a capture recorded and a resolve
-      // carried over); every other resolver that names a frame knows its function's start.
-      const bool from_bundle = f.resolver.rfind("bundle", 0) == 0;
+      // carried over): an unknown offset shows the name alone, as `stack` shows a bundle's name.
       if (!f.symbol.empty()) {
-        if (from_bundle && f.symbol_offset == 0) {
+        if (!f.symbol_offset_known) {
           r.chain_function = f.symbol;
         } else {
           r.function = f.symbol;
@@ -310,7 +313,9 @@ std::vector<RenderThread> trace_render_threads(const trace::Trace& t) {
         }
       }
       r.resolved_function = f.symbol;
-      r.signal_handler_called = i + 1 < th.frames.size() && th.frames[i + 1].unwind_method == "signal";
+      size_t next = i + 1;  // the next frame shown
+      while (!inferred && next < th.frames.size() && trace::frame_inferred(th.frames[next])) ++next;
+      r.signal_handler_called = next < th.frames.size() && th.frames[next].unwind_method == "signal";
       r.have_location = !f.file.empty();
       r.file = f.file;
       r.line = f.line;

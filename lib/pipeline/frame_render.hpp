@@ -106,7 +106,8 @@ void render_thread(const RenderThread& t, uint32_t flags, std::string* out);
 
 /// The threads of a stored trace as RenderThreads: the trace's inline chains (outermost first)
 /// turned innermost first, "<method>+jit" split, signal trampolines found by the next frame's
-/// "signal" method, offsets shown where the resolver knows function starts.
-std::vector<RenderThread> trace_render_threads(const trace::Trace& t);
+/// "signal" method, offsets shown where the resolver knows function starts. `inferred` false:
+/// without the inferred (tail-call) frames, the others numbered from 0 as `stack --no-tail-calls`.
+std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool inferred = true);
 
 }  // namespace stackprov::pipeline

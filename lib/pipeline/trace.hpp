@@ -31,10 +31,13 @@ class BundleStaging;
 /// its own module tables, rule cache and resolver chain; results in input order). A thread whose
 /// walk fails is an error naming its tid. `jit` (optional): the perf map of the process's JIT
 /// code, used by every walk and name lookup instead of /tmp/perf-PID.map, also offline (a trace's
-/// captured entries, or the map a capture read once).
+/// captured entries, or the map a capture read once). `tail_calls`: gdb's tail-call frames from
+/// the modules' DWARF call sites are added (pipeline/tail_call_frames.hpp; online only), each
+/// with unwind_method "tail_call+inferred".
 Result<std::vector<trace::Thread>> resolve_threads(Session& session, const std::vector<const memory::Snapshot*>& snaps,
                                                    uint32_t max_frames, uint32_t workers,
-                                                   std::shared_ptr<const symbolize::PerfMap> jit = nullptr);
+                                                   std::shared_ptr<const symbolize::PerfMap> jit = nullptr,
+                                                   bool tail_calls = false);
 
 /// The perf map of a trace's captured JIT entries (null when it has none).
 std::shared_ptr<const symbolize::PerfMap> captured_perf_map(const trace::CapturedJit& jit);
@@ -46,9 +49,17 @@ Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& 
 /// answer came from DWARF-derived data (bundle, dwarf, debuginfod+dwarf).
 bool frame_covered(const trace::Frame& f);
 
-/// Bundles carry no function starts: where a frame of `after` names the same function at the
-/// same place as the frame of `before` (same tid and index), it keeps that frame's symbol_offset.
+/// Bundles carry no function starts: where a frame of `after` with an unknown symbol_offset names
+/// the same function at the same place as the frame of `before` (same tid and rank) whose offset
+/// is known, it takes that offset (0 included: at the function's start).
+/// Inferred frames (trace::frame_inferred) are left out of the pairing: the unwound frames are
+/// paired by their order among the unwound frames.
 void carry_symbol_offsets(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after);
+
+/// A resolve that inferred no frame for a thread (offline: bundles carry no call sites) keeps
+/// the inferred frames of `before` (same tid) that sit between two unwound frames found again at
+/// the same pcs in `after`, as they were recorded.
+void carry_inferred_frames(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after);
 
 /// Resolves stored trace `trace_id` again: with the bundles `bundles` names ("sha256:<hex>" of
 /// the trace store or, failing that, of the session's bundle store; else a bundle file, kept in

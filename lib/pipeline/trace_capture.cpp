@@ -102,7 +102,7 @@ Status attach_bundle(Session& session, trace::Store& store, const CapturedProces
   // reproduce); offsets from function starts, which bundles do not carry, are kept from the
   // resolution from the files.
   auto bs_session = derived_session(session, staging.dir(), false, 0);
-  auto again = resolve_threads(*bs_session, proc.threads, opts.max_frames, 1, jit);
+  auto again = resolve_threads(*bs_session, proc.threads, opts.max_frames, 1, jit, true);
   if (!again) return again.error();
   for (size_t i = 0; i < again->size(); ++i) (*again)[i].name = t.threads[i].name;
   carry_symbol_offsets(t.threads, again.value());
@@ -132,7 +132,8 @@ Result<std::string> capture_trace(Session& session, trace::Store& store, const C
   std::shared_ptr<const symbolize::PerfMap> jit = (s0.pid > 0 && linux_target && !session.ctx.config().offline)
                                                       ? symbolize::PerfMap::load_pid(s0.pid)
                                                       : nullptr;
-  auto threads = resolve_threads(session, proc.threads, opts.max_frames, 1, jit);
+  // Tail-call frames (inferred from the modules' DWARF call sites) are recorded as `stack` shows them.
+  auto threads = resolve_threads(session, proc.threads, opts.max_frames, 1, jit, true);
   if (!threads) return threads.error();
 
   trace::Trace t;

@@ -216,16 +216,28 @@ bool same_frame(const trace::Frame& a, const trace::Frame& b) {
          a.inline_chain == b.inline_chain;
 }
 
+/// A thread's unwound frames: inferred ones (tail-call frames from DWARF call sites) are not
+/// replayed — a replay unwinds offline, from bundles, which carry no call sites — and not compared,
+/// as the comparisons with eu-stack and perf leave them out.
+std::vector<const trace::Frame*> unwound_frames(const trace::Thread* t) {
+  std::vector<const trace::Frame*> out;
+  if (t)
+    for (const trace::Frame& f : t->frames)
+      if (!trace::frame_inferred(f)) out.push_back(&f);
+  return out;
+}
+
 void compare(const std::vector<trace::Thread>& recorded, const std::vector<trace::Thread>& replayed, ReplaySeed& r) {
   std::map<uint64_t, const trace::Thread*> by_tid;
   for (const auto& t : replayed) by_tid[t.tid] = &t;
   for (const auto& rt : recorded) {
     const trace::Thread* pt = by_tid.count(rt.tid) ? by_tid[rt.tid] : nullptr;
-    const size_t n = std::max(rt.frames.size(), pt ? pt->frames.size() : 0);
+    const std::vector<const trace::Frame*> rec = unwound_frames(&rt), rep = unwound_frames(pt);
+    const size_t n = std::max(rec.size(), rep.size());
     for (size_t i = 0; i < n; ++i) {
       ++r.frames;
-      const trace::Frame* a = i < rt.frames.size() ? &rt.frames[i] : nullptr;
-      const trace::Frame* b = pt && i < pt->frames.size() ? &pt->frames[i] : nullptr;
+      const trace::Frame* a = i < rec.size() ? rec[i] : nullptr;
+      const trace::Frame* b = i < rep.size() ? rep[i] : nullptr;
       if (b && frame_covered(*b)) ++r.covered;
       if (a && b && same_frame(*a, *b)) {
         ++r.identical;

@@ -7,6 +7,7 @@
 
 #include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
+#include "pipeline/tail_call_frames.hpp"
 #include "pipeline/trace.hpp"
 #include "symbolize/demangle.hpp"
 
@@ -32,8 +33,10 @@ trace::Frame to_trace_frame(const StackView& st, size_t i, const symbolize::Reso
       if (m.build_id.kind != IdKind::kElfBuildId) f.module_id_kind = id_kind_name(m.build_id.kind);
     }
   }
+  f.symbol_offset_known = false;  // until the resolver gives the function's start
   f.unwind_method = method_name(static_cast<int>(fr.method));
   if (fr.flags & SPROV_FRAME_JIT) f.unwind_method += "+jit";  // a pc in the perf map's JIT code
+  if (fr.flags & SPROV_FRAME_INFERRED) f.unwind_method += "+inferred";  // a tail-call frame: not on the stack
   f.resolver = "none";
   if (res.resolver == symbolize::ResolvedBy::kNone) return f;
   f.resolver = res.provenance.empty() ? resolver_name(static_cast<int>(res.resolver)) : res.provenance;
@@ -47,7 +50,10 @@ trace::Frame to_trace_frame(const StackView& st, size_t i, const symbolize::Reso
   f.bundle_sha256 = bare_sha256(res.bundle_digest);
   const symbolize::ResolvedFrame& phys = res.frames.back();
   f.symbol = names.back();
-  if (phys.has_start_address && f.module_offset >= phys.start_address) f.symbol_offset = f.module_offset - phys.start_address;
+  if (phys.has_start_address && f.module_offset >= phys.start_address) {
+    f.symbol_offset = f.module_offset - phys.start_address;
+    f.symbol_offset_known = true;
+  }
   // Source lines and inline chains: the one rule (dwarf, debuginfod, bundle, gopclntab).
   if (!resolver_gives_lines(static_cast<int>(res.resolver))) return f;
   f.file = phys.file;
@@ -75,8 +81,8 @@ struct Table {
 /// One worker's unwinder and namer: module tables by module list, a rule cache, a resolver chain.
 class ThreadResolver {
  public:
-  ThreadResolver(Session& s, uint32_t max_frames, std::shared_ptr<const symbolize::PerfMap> jit)
-      : session_(s), jit_(std::move(jit)), chain_(resolver_chain(s.ctx.config())) {
+  ThreadResolver(Session& s, uint32_t max_frames, std::shared_ptr<const symbolize::PerfMap> jit, bool tail_calls)
+      : session_(s), jit_(std::move(jit)), chain_(resolver_chain(s.ctx.config())), tail_calls_(tail_calls) {
     opts_.max_frames = max_frames ? max_frames : 256;
     opts_.scan_words = 64;
     scratch_.frames.reserve(opts_.max_frames);
@@ -91,8 +97,21 @@ class ThreadResolver {
     unwind::WalkOptions o = opts_;
     o.jit_ranges = jit ? &jit->ranges() : nullptr;
     unwind::walk_snapshot(s, t.table, cache_, o, &scratch_);
+    const std::vector<unwind::Frame>* walked = &scratch_.frames;
+    symbolize::DwarfResolver* dwarf = chain_->dwarf();
+    if (tail_calls_ && dwarf != nullptr && !session_.ctx.config().offline) {
+      // gdb's tail-call frames from the modules' DWARF call sites, as `stack` adds them (online:
+      // a bundle carries no call sites).
+      const TailCallImageOf image_of = [&](int32_t index) -> std::shared_ptr<const object::ObjectImage> {
+        const size_t i = static_cast<size_t>(index);
+        auto mod = naming_module(session_, t.modules[i], i < t.loaded.size() ? t.loaded[i] : nullptr, s.module_root);
+        return mod.ok() ? mod.value()->object() : nullptr;
+      };
+      with_tails_ = with_tail_call_frames(*dwarf, scratch_.frames, t.modules, image_of);
+      walked = &with_tails_;
+    }
     StackView view;
-    view.frames = &scratch_.frames;
+    view.frames = walked;
     view.modules = &t.modules;
     view.loaded = &t.loaded;
     view.module_root = s.module_root;
@@ -100,10 +119,10 @@ class ThreadResolver {
     view.jit = jit;
     const bool demangle = chain_->policy().demangle;
     std::vector<trace::Frame> out;
-    out.reserve(scratch_.frames.size());
+    out.reserve(walked->size());
     symbolize::Resolution res;
     std::vector<std::string> names;
-    for (size_t k = 0; k < scratch_.frames.size(); ++k) {
+    for (size_t k = 0; k < walked->size(); ++k) {
       resolve_frame(session_, *chain_, maps_, view, k, symbolize::SymtabPolicy::kWithDebugFile, &res);
       names.resize(res.frames.size());
       for (size_t n = 0; n < res.frames.size(); ++n) {
@@ -136,6 +155,8 @@ class ThreadResolver {
   unwind::WalkOptions opts_;
   unwind::RuleCache cache_;
   unwind::WalkResult scratch_;
+  bool tail_calls_ = false;
+  std::vector<unwind::Frame> with_tails_;
   std::map<uint64_t, Table> tables_;
 };
 
@@ -143,12 +164,12 @@ class ThreadResolver {
 
 Result<std::vector<trace::Thread>> resolve_threads(Session& session, const std::vector<const memory::Snapshot*>& snaps,
                                                    uint32_t max_frames, uint32_t workers,
-                                                   std::shared_ptr<const symbolize::PerfMap> jit) {
+                                                   std::shared_ptr<const symbolize::PerfMap> jit, bool tail_calls) {
   std::vector<trace::Thread> out(snaps.size());
   std::vector<std::optional<Error>> errors(snaps.size());
   workers = std::max<uint32_t>(1, std::min<uint32_t>(workers, static_cast<uint32_t>(std::max<size_t>(1, snaps.size()))));
   auto work = [&](uint32_t w) {
-    ThreadResolver r(session, max_frames, jit);
+    ThreadResolver r(session, max_frames, jit, tail_calls);
     for (size_t i = w; i < snaps.size(); i += workers) {
       const int64_t tid = snaps[i]->tid;
       out[i].tid = static_cast<uint64_t>(tid);
@@ -192,6 +213,18 @@ bool frame_covered(const trace::Frame& f) {
   return !dwarf_class || (!f.file.empty() && f.line != 0);
 }
 
+namespace {
+
+/// The indices of a thread's unwound (not inferred) frames, in order.
+std::vector<size_t> unwound(const std::vector<trace::Frame>& frames) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < frames.size(); ++i)
+    if (!trace::frame_inferred(frames[i])) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
 void carry_symbol_offsets(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after) {
   std::map<uint64_t, const trace::Thread*> by_tid;
   for (const auto& t : before) by_tid[t.tid] = &t;
@@ -199,13 +232,55 @@ void carry_symbol_offsets(const std::vector<trace::Thread>& before, std::vector<
     auto it = by_tid.find(t.tid);
     if (it == by_tid.end()) continue;
     const auto& old = it->second->frames;
+    const std::vector<size_t> a = unwound(t.frames), b = unwound(old);
+    for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+      trace::Frame& f = t.frames[a[k]];
+      const trace::Frame& o = old[b[k]];
+      if (!f.symbol_offset_known && o.symbol_offset_known && f.symbol == o.symbol && f.module_path == o.module_path &&
+          f.module_offset == o.module_offset) {
+        f.symbol_offset = o.symbol_offset;
+        f.symbol_offset_known = true;
+      }
+    }
+    // The inferred frames themselves: the same site named the same way.
     for (size_t i = 0; i < t.frames.size() && i < old.size(); ++i) {
       trace::Frame& f = t.frames[i];
       const trace::Frame& o = old[i];
-      if (f.symbol_offset == 0 && o.symbol_offset != 0 && f.symbol == o.symbol && f.module_path == o.module_path &&
-          f.module_offset == o.module_offset)
+      if (trace::frame_inferred(f) && trace::frame_inferred(o) && !f.symbol_offset_known && o.symbol_offset_known &&
+          f.symbol == o.symbol && f.module_path == o.module_path && f.module_offset == o.module_offset) {
         f.symbol_offset = o.symbol_offset;
+        f.symbol_offset_known = true;
+      }
     }
+  }
+}
+
+void carry_inferred_frames(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after) {
+  std::map<uint64_t, const trace::Thread*> by_tid;
+  for (const auto& t : before) by_tid[t.tid] = &t;
+  for (auto& t : after) {
+    auto it = by_tid.find(t.tid);
+    if (it == by_tid.end()) continue;
+    const auto& old = it->second->frames;
+    if (unwound(t.frames).size() != t.frames.size() || unwound(old).size() == old.size()) continue;
+    // Old unwound frame k's ip -> the inferred frames recorded after it (before the next unwound one).
+    std::vector<trace::Frame> out;
+    out.reserve(t.frames.size() + old.size());
+    size_t k_old = 0;  // index into old
+    for (size_t i = 0; i < t.frames.size(); ++i) {
+      out.push_back(t.frames[i]);
+      // The recorded unwound frame with this frame's rank.
+      while (k_old < old.size() && trace::frame_inferred(old[k_old])) ++k_old;
+      if (k_old >= old.size()) continue;
+      const bool same_here = old[k_old].ip == t.frames[i].ip;
+      size_t j = k_old + 1;
+      while (j < old.size() && trace::frame_inferred(old[j])) ++j;
+      const bool same_next = j < old.size() && i + 1 < t.frames.size() && old[j].ip == t.frames[i + 1].ip;
+      if (same_here && same_next)
+        for (size_t m = k_old + 1; m < j; ++m) out.push_back(old[m]);
+      k_old = j;
+    }
+    t.frames = std::move(out);
   }
 }
 
@@ -262,9 +337,10 @@ Result<std::string> resolve_trace(Session& session, trace::Store& store, const s
   std::unique_ptr<Session> rs = derived_session(session, stg.dir(), offline, 0);
   std::vector<const memory::Snapshot*> snaps;
   for (const auto& c : cap.value()) snaps.push_back(&c.snapshot);
-  auto threads = resolve_threads(*rs, snaps, 256, 1, captured_perf_map(cjit));
+  auto threads = resolve_threads(*rs, snaps, 256, 1, captured_perf_map(cjit), true);
   if (!threads) return threads.error();
   for (size_t i = 0; i < threads->size() && i < t->threads.size(); ++i) (*threads)[i].name = t->threads[i].name;
+  carry_inferred_frames(t->threads, threads.value());
   carry_symbol_offsets(t->threads, threads.value());
   std::string bundle = t->symbol_bundle_sha256;
   if (bundle.empty() && !stg.bundles().empty()) bundle = stg.bundles().front();

@@ -39,7 +39,7 @@ std::string trace_capture_event(const Trace& t) {
       fj["tid"] = th.tid;
       fj["module_offset"] = hex_addr(f.module_offset);
       fj["symbol"] = f.symbol;
-      fj["symbol_offset"] = hex_addr(f.symbol_offset);
+      fj["symbol_offset"] = f.symbol_offset_known ? OJson(hex_addr(f.symbol_offset)) : OJson(nullptr);
       fj["file"] = f.file;
       fj["line"] = f.line;
       fj["column"] = f.column;
@@ -217,7 +217,9 @@ Result<Event> parse_capture(const Json& j) {
     if (fj.contains("tid")) TRY_ASSIGN(tid, u64(fj, "tid", p, UINT64_MAX));
     if (fj.contains("module_offset")) TRY_ASSIGN(f.module_offset, hex_u64(fj, "module_offset", p));
     if (fj.contains("symbol")) TRY_ASSIGN(f.symbol, str(fj, "symbol", p));
-    if (fj.contains("symbol_offset")) TRY_ASSIGN(f.symbol_offset, hex_u64(fj, "symbol_offset", p));
+    // null (or absent): no function start was known.
+    f.symbol_offset_known = fj.contains("symbol_offset") && !fj["symbol_offset"].is_null();
+    if (f.symbol_offset_known) TRY_ASSIGN(f.symbol_offset, hex_u64(fj, "symbol_offset", p));
     if (fj.contains("file")) TRY_ASSIGN(f.file, str(fj, "file", p));
     uint64_t num = 0;
     if (fj.contains("line")) {

@@ -149,6 +149,11 @@ CREATE INDEX replays_by_trace ON replays(trace_id, started_at, replay_id);
     R"SQL(
 ALTER TABLE frames ADD COLUMN module_id_kind TEXT;
 )SQL",
+    // 5: an unknown symbol offset is NULL (before: 0, which a bundle frame also had at its
+    // function's start; traces written then read a bundle frame's 0 as unknown, and still do)
+    R"SQL(
+UPDATE frames SET symbol_offset = NULL WHERE symbol_offset = 0 AND resolver LIKE 'bundle%';
+)SQL",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion);
 
@@ -246,6 +251,8 @@ struct Columns {
   int n = 0;
   std::string text() { return val(r, row, n++); }
   int64_t i64() { return val_i64(r, row, n++); }
+  /// Whether the next column is SQL NULL (it is still read by the next call).
+  bool next_is_null() { return pq->PQgetisnull(r, row, n) != 0; }
   double real() { return val_dbl(r, row, n++); }
   Bytes blob() { return val_bytea(r, row, n++); }
 };

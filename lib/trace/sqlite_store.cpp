@@ -90,6 +90,11 @@ CREATE INDEX replays_by_trace ON replays(trace_id, started_at, replay_id);
     R"SQL(
 ALTER TABLE frames ADD COLUMN module_id_kind TEXT;
 )SQL",
+    // 5: an unknown symbol offset is NULL (before: 0, which a bundle frame also had at its
+    // function's start; traces written then read a bundle frame's 0 as unknown, and still do)
+    R"SQL(
+UPDATE frames SET symbol_offset = NULL WHERE symbol_offset = 0 AND resolver LIKE 'bundle%';
+)SQL",
 };
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion);
 
@@ -139,6 +144,7 @@ struct Bind {
   void text(const std::string& v) { s.text(++n, v); }
   void text_or_null(const std::string& v) { s.text_or_null(++n, v); }
   void i64(int64_t v) { s.i64(++n, v); }
+  void null() { s.null(++n); }
   void real(double v) { s.dbl(++n, v); }
   void blob(const Bytes& v) { s.blob(++n, v); }
 };
@@ -149,6 +155,8 @@ struct Columns {
   int n = 0;
   std::string text() { return s.col_text(n++); }
   int64_t i64() { return s.col_i64(n++); }
+  /// Whether the next column is SQL NULL (it is still read by the next call).
+  bool next_is_null() { return sqlite3_column_type(s.get(), n) == SQLITE_NULL; }
   double real() { return s.col_dbl(n++); }
   Bytes blob() { return s.col_blob(n++); }
 };

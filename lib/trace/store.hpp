@@ -13,7 +13,7 @@ namespace stackprov::trace {
 
 /// The schema version this build writes; migrations 1..kSchemaVersion are applied on open.
 /// Version 1 is the seed's schema (traces, frames, symbol_bundles, replays); doc/traces.md.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 enum class StoreKind { kSqlite, kPostgres };
 

@@ -175,7 +175,8 @@ void frame_values(Sink& s, const std::string& trace_id, int64_t frame_index, siz
   s.text(f.module_build_id);
   s.i64(to_db(f.module_offset));
   s.text(f.symbol);
-  s.i64(to_db(f.symbol_offset));
+  if (f.symbol_offset_known) s.i64(to_db(f.symbol_offset));
+  else s.null();  // unknown: no function start was known
   s.text(f.file);
   s.i64(f.line);
   s.i64(f.column);
@@ -197,6 +198,7 @@ Status read_frame(Row& r, Trace& t) {
   f.module_build_id = r.text();
   f.module_offset = from_db(r.i64());
   f.symbol = r.text();
+  f.symbol_offset_known = !r.next_is_null();  // NULL: unknown (also a version-1 row's)
   f.symbol_offset = from_db(r.i64());
   f.file = r.text();
   f.line = static_cast<uint32_t>(r.i64());

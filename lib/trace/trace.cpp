@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <string_view>
 #include <utility>
 
 #include "trace/store_rows.hpp"
@@ -29,6 +30,12 @@ ModuleId frame_module_id(const Frame& f) {
     kind = *k;
   }
   return ModuleId::from_hex(f.module_build_id, kind);
+}
+
+bool frame_inferred(const Frame& f) {
+  static constexpr std::string_view kSuffix = "+inferred";
+  const std::string& m = f.unwind_method;
+  return m.size() > kSuffix.size() && m.compare(m.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
 Result<std::string> new_uuid() {

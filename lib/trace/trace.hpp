@@ -41,7 +41,11 @@ struct Frame {
   std::string module_id_kind;
   uint64_t module_offset = 0;      ///< ip relative to the module's load base
   std::string symbol;              ///< resolved function name; empty when unresolved
-  uint64_t symbol_offset = 0;      ///< ip - function start
+  uint64_t symbol_offset = 0;      ///< ip - function start (0 when not symbol_offset_known)
+  /// False when the resolver knew no function start (a bundle's answer that no resolution from
+  /// the files completed): "unknown", not "at the function's start". Stored as SQL NULL and JSON
+  /// null; traces stored before the distinction (a bundle frame with offset 0) are migrated to it.
+  bool symbol_offset_known = true;
   std::string file;                ///< source file; empty when unknown
   uint32_t line = 0;
   uint32_t column = 0;
@@ -49,7 +53,8 @@ struct Frame {
   std::string resolver;            ///< which resolver answered: bundle, dwarf, symtab, debuginfod...
   std::string source;              ///< where its data came from (path or sha256:HEX of a bundle)
   std::string bundle_sha256;       ///< 64 lower-case hex of the symbol bundle used, or empty
-  std::string unwind_method;       ///< how the frame was found: cfi, fp, scan, signal...
+  std::string unwind_method;       ///< how the frame was found: cfi, fp, scan, signal...; then "+jit"
+                                   ///< (JIT code) or "+inferred" (not on the stack: "tail_call+inferred")
   bool operator==(const Frame&) const = default;
 };
 
@@ -121,6 +126,10 @@ struct SymbolBundleRow {
 /// A frame's module identity: module_build_id's bytes of kind module_id_kind (empty: an ELF
 /// build-id); an empty id when the hex or the kind name does not parse.
 ModuleId frame_module_id(const Frame& f);
+
+/// The frame is inferred, not unwound (a tail-call frame from DWARF call sites, doc/unwinding.md):
+/// its unwind_method ends in "+inferred". Traces before issue 36's round 2 hold none.
+bool frame_inferred(const Frame& f);
 
 Result<std::string> new_uuid();
 /// True for a lower-case 8-4-4-4-12 hex UUID.

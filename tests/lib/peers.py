@@ -19,7 +19,8 @@ beyond what its docstring says: that belongs to each comparison.
   nm               parse_nm (llvm-nm, binutils nm: "ADDR TYPE NAME" lines).
   gdb              parse_gdb_bt (`bt`, `thread apply all bt`), parse_gdb_info_symbol (`info symbol`),
                    gdb_frames_script and parse_gdb_frames (every thread's frames through gdb's Python API),
-                   gdb_frame_registers_script and parse_gdb_frame_registers (`info registers` per frame).
+                   gdb_frame_details_script and parse_gdb_frame_details (per frame: its kind, and
+                   `info registers` and/or `info args` in that frame).
   stackprov        real_frames (`stack --json` frames without the inferred tail-call frames).
 """
 import json
@@ -350,9 +351,11 @@ def parse_gdb_frames(text):
     return None
 
 
-_GDB_FRAME_REGS_PY = r"""
+_GDB_FRAME_DETAILS_PY = r"""
 import gdb, json
 KINDS = {gdb.NORMAL_FRAME: "normal", gdb.TAILCALL_FRAME: "tailcall", gdb.SIGTRAMP_FRAME: "sigtramp"}
+REGS = "@REGS@"
+ARGS = @ARGS@
 out = {}
 for inf in gdb.inferiors():
     for t in inf.threads():
@@ -362,84 +365,65 @@ for inf in gdb.inferiors():
         while f is not None and len(frames) < 512:
             if f.type() != gdb.INLINE_FRAME:
                 f.select()
-                text = gdb.execute("info registers @REGS@", to_string=True)
-                frames.append({"pc": f.pc(), "name": f.name() or "", "kind": KINDS.get(f.type(), "other"),
-                               "info_registers": text})
+                d = {"pc": f.pc(), "name": f.name() or "", "kind": KINDS.get(f.type(), "other")}
+                if REGS:
+                    d["info_registers"] = gdb.execute("info registers " + REGS, to_string=True)
+                if ARGS:
+                    types = []
+                    try:
+                        b = f.block()
+                        while b is not None and b.function is None:
+                            b = b.superblock
+                        types = [[s.name, str(s.type)] for s in (b or []) if s.is_argument]
+                    except RuntimeError:
+                        pass
+                    d["types"] = types
+                    d["info_args"] = gdb.execute("info args", to_string=True)
+                frames.append(d)
             try:
                 f = f.older()
             except gdb.error:
                 break
         out[t.ptid[1]] = frames
-print("GDBREGS " + json.dumps(out))
+print("GDBFRAMES " + json.dumps(out))
 """
 
 _GDB_INFO_REG = re.compile(r"^(\w+)\s+(<not saved>|<unavailable>|0x[0-9a-f]+|-?\d+)")
+_GDB_INFO_ARG = re.compile(r"^(\w+) = (.*)$")
 
 
-def gdb_frame_registers_script(regs):
-    """A gdb Python script that prints one line "GDBREGS {lwp: [frame, ...]}": every thread's frames
-    innermost first (inline frames skipped: they share their caller's registers; tail-call frames
-    kept, kind "tailcall"), each {"pc", "name", "kind", "info_registers"}: the text of `frame N`
-    then `info registers REGS` (`regs`: names, e.g. ["rip", "rsp", "rbx"]). parse_gdb_frame_registers
-    reads it."""
-    return _GDB_FRAME_REGS_PY.replace("@REGS@", " ".join(regs))
+def gdb_frame_details_script(regs=(), args=False):
+    """A gdb Python script (`-ex "source FILE"`) that prints one line "GDBFRAMES {lwp: [frame, ...]}":
+    every thread's frames innermost first (inline frames skipped: they share their caller's pc and
+    registers; tail-call frames kept, kind "tailcall"; a signal trampoline "sigtramp"; others
+    "normal"), at most 512, each {"pc", "name", "kind"} and, in that frame (`frame N` selected),
+    with `regs` (names, e.g. ["rip", "rsp", "rbx"]) the text of `info registers REGS`, with
+    args=True the text of `info args` and each argument's type (gdb's Python API).
+    parse_gdb_frame_details reads what it prints. One script for the tests of `stack --regs`,
+    `stack --args` and tail-call frames (tests/integration/tailcall, tests/integration/args)."""
+    return _GDB_FRAME_DETAILS_PY.replace("@REGS@", " ".join(regs)).replace("@ARGS@", "True" if args else "False")
 
 
-_GDB_FRAME_ARGS_PY = r"""
-import gdb, json
-out = {}
-for inf in gdb.inferiors():
-    for t in inf.threads():
-        t.switch()
-        frames = []
-        f = gdb.newest_frame()
-        while f is not None and len(frames) < 512:
-            if f.type() != gdb.INLINE_FRAME:
-                f.select()
-                types = []
-                try:
-                    b = f.block()
-                    while b is not None and b.function is None:
-                        b = b.superblock
-                    types = [[s.name, str(s.type)] for s in (b or []) if s.is_argument]
-                except RuntimeError:
-                    pass
-                kind = "tailcall" if f.type() == gdb.TAILCALL_FRAME else "normal"
-                frames.append({"pc": f.pc(), "name": f.name() or "", "kind": kind, "types": types,
-                               "info_args": gdb.execute("info args", to_string=True)})
-            try:
-                f = f.older()
-            except gdb.error:
-                break
-        out[t.ptid[1]] = frames
-print("GDBARGS " + json.dumps(out))
-"""
-
-
-def gdb_frame_args_script():
-    """A gdb Python script that prints one line "GDBARGS {lwp: [frame, ...]}": every thread's frames
-    innermost first (inline frames skipped; tail-call frames kept, kind "tailcall"), each {"pc",
-    "name", "kind", "types": [[arg, type as gdb spells it]...], "info_args": the text of `info args`
-    in that frame}. parse_gdb_frame_args reads it."""
-    return _GDB_FRAME_ARGS_PY
-
-
-def parse_gdb_frame_args(text):
-    """gdb's stdout with gdb_frame_args_script's line -> {lwp: [{"pc", "name", "kind", "args":
-    [{"name", "type", "value"}]}]}: each argument's value as `info args` prints it ("<optimized out>"
-    included), its type from gdb's Python API; None without that line."""
+def parse_gdb_frame_details(text):
+    """gdb's stdout with gdb_frame_details_script's line -> {lwp: [{"pc", "name", "kind", and "regs":
+    {name: value or None} (None where gdb prints <not saved>) when registers were asked for, "args":
+    [{"name", "type", "value"}] when arguments were: each value as `info args` prints it ("<optimized
+    out>" included), its type from gdb's Python API}]}; None without that line."""
     for line in text.splitlines():
-        if line.startswith("GDBARGS "):
+        if line.startswith("GDBFRAMES "):
             out = {}
-            for k, frames in json.loads(line[8:]).items():
+            for k, frames in json.loads(line[10:]).items():
                 for f in frames:
-                    types = dict((n, t) for n, t in f.pop("types"))
-                    args = []
-                    for l in f.pop("info_args").splitlines():
-                        m = re.match(r"^(\w+) = (.*)$", l)
-                        if m:
-                            args.append({"name": m.group(1), "type": types.get(m.group(1)), "value": m.group(2)})
-                    f["args"] = args
+                    if "info_registers" in f:
+                        f["regs"] = parse_gdb_info_registers(f.pop("info_registers"))
+                    if "info_args" in f:
+                        types = dict((n, t) for n, t in f.pop("types"))
+                        args = []
+                        for l in f.pop("info_args").splitlines():
+                            m = _GDB_INFO_ARG.match(l)
+                            if m:
+                                args.append({"name": m.group(1), "type": types.get(m.group(1)), "value": m.group(2)})
+                        f["args"] = args
                 out[int(k)] = frames
             return out
     return None
@@ -455,17 +439,3 @@ def parse_gdb_info_registers(text):
             v = m.group(2)
             regs[m.group(1)] = None if v.startswith("<") else int(v, 0) & (2**64 - 1)
     return regs
-
-
-def parse_gdb_frame_registers(text):
-    """gdb's stdout with gdb_frame_registers_script's line -> {lwp: [{"pc", "name", "kind", "regs":
-    {name: value or None}}]}; None without that line."""
-    for line in text.splitlines():
-        if line.startswith("GDBREGS "):
-            out = {}
-            for k, frames in json.loads(line[8:]).items():
-                for f in frames:
-                    f["regs"] = parse_gdb_info_registers(f.pop("info_registers"))
-                out[int(k)] = frames
-            return out
-    return None

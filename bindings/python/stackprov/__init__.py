@@ -38,7 +38,7 @@ from . import _stackprov
 from ._errors import (AccessDeniedError, BuildIdMismatchError, CaptureError, Error, FileMissingError,
                       FormatError, InvalidArgumentError, NotFoundError, ProcessNotFoundError,
                       SnapshotError, SystemCallError, UnsupportedError, VerificationError)
-from ._stackprov import (Bundle, BundleModule, Context, Frame, InlineFrame, Process, ProcessInfo, Profile,
+from ._stackprov import (Argument, Bundle, BundleModule, Context, Frame, InlineFrame, Process, ProcessInfo, Profile,
                          ProfileFrame, ProfileSample, RecordResult, ReplayReport,
                          Snapshot, Stack, Store, Symbolizer, Thread, TraceStore, Unwinder, digest_file,
                          dsse_sign_file, dsse_verify, key_generate, key_id, Log, log_init, log_verify_consistency,
@@ -48,7 +48,7 @@ __version__ = _stackprov.__version__
 
 __all__ = [
     "__version__", "stack", "stack_with_info", "symbolize", "symbolize_id", "Context", "Snapshot", "Unwinder",
-    "Symbolizer", "Process", "ProcessInfo", "Stack", "Thread", "Frame", "InlineFrame", "Error",
+    "Symbolizer", "Process", "ProcessInfo", "Stack", "Thread", "Frame", "InlineFrame", "Argument", "Error",
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "FormatError", "SnapshotError",
     "BuildIdMismatchError", "CaptureError", "VerificationError", "ProcessNotFoundError",
     "AccessDeniedError", "FileMissingError", "SystemCallError", "TraceStore", "trace_capture",
@@ -84,14 +84,23 @@ def _dir_list(what, dirs):
     return out
 
 
+def _flag(fn, name, value):
+    """`value` if it is a bool, else a TypeError naming the function and the argument."""
+    if not isinstance(value, bool):
+        raise TypeError("%s(): %s must be True or False, not %s %r" % (fn, name, type(value).__name__, value))
+    return value
+
+
 def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0,
-                    lines=True, context=None, python="auto", tail_calls=True, render=""):
+                    lines=True, context=None, python="auto", tail_calls=True, render="", args=False):
     """(ProcessInfo, [Thread]) of a live process (pid=), an ELF core file (core=, exe=), a Windows
     minidump (minidump=, symbol_path=) or raw machine state (raw=). ProcessInfo.source says which;
     a minidump's exception is in .exception_code/.exception_address/.exception_tid/.exception_name
     and where each module's identity and file came from in .notes.
     render="text" or "json": each Thread's .rendered is the thread as `stackprov stack` prints it
-    (text, or its --json thread object), by the library's one renderer."""
+    (text, or its --json thread object), by the library's one renderer; with args=True as
+    `stackprov stack --args` prints it. args: as stack()."""
+    _flag("stack_with_info", "args", args)
     for what, v in (("minidump", minidump), ("raw", raw)):
         if v is not None and not isinstance(v, (str, bytes, _os.PathLike)):
             raise InvalidArgumentError("invalid %s %r (expected a path)" % (what, v), _INVALID_ARG)
@@ -110,11 +119,11 @@ def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, s
     else:
         ctx = _stackprov._default_context()
     return ctx._stack(pid, core, exe, tid, max_frames, lines, python, tail_calls, minidump, raw,
-                      ":".join(sp) if sp is not None else None, render)
+                      ":".join(sp) if sp is not None else None, render, args)
 
 
 def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0, lines=True,
-          context=None, python="auto", tail_calls=True):
+          context=None, python="auto", tail_calls=True, args=False):
     """Stacks of every thread (or only `tid`) of a live process (pid=), a core file (core=,
     exe= the main program), a Windows x64 minidump (minidump=: the exception's thread first;
     symbol_path: directories -- a list or a ':'-separated string -- of module files, DIR/NAME or
@@ -132,10 +141,17 @@ def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path
     `stackprov stack --python=auto`), "off" (native frames only) or "only" (the Python frames alone).
     tail_calls (with lines): frames of functions that tail-called the next one, inferred from DWARF
     call sites as gdb shows them (method "tail_call", flags ["inferred"]; not on the stack), as
-    `stackprov stack` shows them by default; False: only the frames on the stack."""
+    `stackprov stack` shows them by default; False: only the frames on the stack.
+    args=True: each Frame's .args is the list of its function's arguments (Argument: name, type,
+    value, status, reason), as `stackprov stack --args` and gdb's `info args` give them: the DWARF
+    formal parameters, each value read where its location can be evaluated from the frame's
+    registers, its CFA and the captured memory; status "value", "optimized_out" (value None, gdb's
+    <optimized out>) or "unknown" (value None, reason says why); type None when not known. [] for
+    a frame without DWARF (or inferred, or a runtime frame, or offline); .args is None without args=True."""
+    _flag("stack", "args", args)
     return stack_with_info(pid, core, exe, minidump=minidump, raw=raw, symbol_path=symbol_path, tid=tid,
                            max_frames=max_frames, lines=lines, context=context, python=python,
-                           tail_calls=tail_calls)[1]
+                           tail_calls=tail_calls, args=args)[1]
 
 
 def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=False, demangle=True,

@@ -35,6 +35,13 @@ class InlineFrame:
     resolver: str
     source: str
 
+class Argument:
+    name: str
+    type: Optional[str]
+    value: Optional[str]
+    status: str
+    reason: Optional[str]
+
 class Frame:
     pc: int
     sp: int
@@ -66,6 +73,7 @@ class Frame:
     native_index: int
     frame_address: int
     code_address: int
+    args: Optional[List[Argument]]
 
 class Stack:
     frames: List[Frame]
@@ -171,13 +179,13 @@ def stack(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str
           minidump: Optional[Union[str, "os.PathLike[str]"]] = ..., raw: Optional[Union[str, "os.PathLike[str]"]] = ...,
           symbol_path: Optional[_Dirs] = ..., tid: int = ...,
           max_frames: int = ..., lines: bool = ..., context: Optional[Context] = ...,
-          python: str = ..., tail_calls: bool = ...) -> List[Thread]: ...
+          python: str = ..., tail_calls: bool = ..., args: bool = ...) -> List[Thread]: ...
 def stack_with_info(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *,
                     minidump: Optional[Union[str, "os.PathLike[str]"]] = ...,
                     raw: Optional[Union[str, "os.PathLike[str]"]] = ..., symbol_path: Optional[_Dirs] = ...,
                     tid: int = ..., max_frames: int = ..., lines: bool = ...,
                     context: Optional[Context] = ..., python: str = ...,
-                    tail_calls: bool = ..., render: str = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
+                    tail_calls: bool = ..., render: str = ..., args: bool = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
 def symbolize(path: Union[str, "os.PathLike[str]"], addresses: Iterable[int], *, inlines: bool = ...,
               llvm_compat: bool = ..., short_names: bool = ..., demangle: bool = ...,
               debug_dirs: Optional[_Dirs] = ..., symbol_path: Optional[_Dirs] = ...,

@@ -14,7 +14,7 @@ _STACK_DOC = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--m
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]
                                   [--no-lines]
-       (all forms also take --resolvers LIST, --python auto|off|only and --no-tail-calls)
+       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls and --args)
 
 Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
 the same JSON object), through the Python binding. See `stackprov stack --help` for the
@@ -25,7 +25,9 @@ output's fields; --store DIR is the bundle store (with --offline the default sto
 --symbol-path DIRS (with --minidump, ':'-separated) where its module files and PDBs are looked
 up, --raw PATH raw machine state (doc/raw-state.md), --resolvers LIST the resolver policy
 (comma-separated from debuginfod, bundle, dwarf, symtab, dynsym, demangle), --no-tail-calls
-without the frames inferred from DWARF call sites (method tail_call, flag inferred).
+without the frames inferred from DWARF call sites (method tail_call, flag inferred), --args
+each frame's arguments as gdb's `info args` (text: "    arg NAME: TYPE = VALUE" lines, JSON:
+"args":[{"name","type","value","status","reason"}]; needs the modules' DWARF).
 """
 
 _SYMBOLIZE_DOC = """python3 -m stackprov symbolize --obj PATH [--no-inlines] [--functions linkage|short] [--no-demangle] [ADDRESS...]
@@ -209,6 +211,8 @@ def main(argv=None):
     s.add_argument("--no-lines", action="store_true", help="function names only (and no tail-call frames)")
     s.add_argument("--no-tail-calls", action="store_true",
                    help="leave out the tail-call frames inferred from DWARF call sites (shown by default, as gdb)")
+    s.add_argument("--args", action="store_true",
+                   help="each frame's arguments, as gdb's 'info args' (as `stackprov stack --args`)")
     s.add_argument("--python", default="auto", metavar="MODE",
                    help="auto (default): CPython 3.11 frames interleaved with the native frames (method runtime); "
                    "off: native frames only; only: the Python frames alone")
@@ -285,7 +289,7 @@ def main(argv=None):
                                                       symbol_path=sp, tid=a.tid,
                                                       max_frames=a.max_frames, lines=not a.no_lines, context=ctx,
                                                       python=a.python, tail_calls=not a.no_tail_calls,
-                                                      render="json" if a.json else "text")
+                                                      render="json" if a.json else "text", args=a.args)
         except stackprov.Error as e:
             sys.stderr.write("python3 -m stackprov stack: cannot %s: %s\n"
                              % ("capture " + what if pid is not None else "read " + what, e.message.splitlines()[0]))

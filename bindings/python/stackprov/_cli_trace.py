@@ -128,11 +128,12 @@ def show_parser():
     p.add_argument("id", metavar="ID", help=_ID_HELP)
     p.once("--store", metavar="URL", help=_STORE_HELP)
     p.flag("--json", help='the trace as one trace.capture event line (doc/traces.md "Events"), then its replays as '
-           "replay.result lines")
+           'replay.result lines (every stored frame; an inferred one has "unwind":"tail_call+inferred")')
+    p.flag("--no-tail-calls", help="without the inferred tail-call frames (text), as `stack --no-tail-calls`")
     return p
 
 
-def print_trace_text(out, t, event):
+def print_trace_text(out, t, event, tail_calls=True):
     """The text form of a trace.capture event, byte for byte as the CLI's print_trace_text: a header,
     then the threads through the library's one renderer (sprov_trace_render)."""
     out.write("trace %s: %s/%s, captured %s, build-id %s\n" % (jstr(t, "trace_id"), jstr(t, "platform"),
@@ -141,7 +142,7 @@ def print_trace_text(out, t, event):
     bundle, dsse = jstr(t, "symbol_bundle_ref"), jstr(t, "dsse_ref")
     if bundle:
         out.write("symbol bundle %s%s%s\n" % (bundle, ", signed: " if dsse else "", dsse))
-    out.write(_stackprov._render_trace(event))
+    out.write(_stackprov._render_trace(event, True, tail_calls))
 
 
 def show_main(a):
@@ -168,7 +169,7 @@ def show_main(a):
             out.write("\n")
         return EXIT_OK
     try:
-        print_trace_text(out, parse_json(ev), ev)
+        print_trace_text(out, parse_json(ev), ev, not a.no_tail_calls)
     except stackprov.Error as e:
         return lib_fail(cmd, "trace " + tid, e)
     for line in replays.split("\n"):

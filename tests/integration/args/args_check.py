@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # `stackprov stack --args` against gdb's `info args` on the same stopped process (and its core).
-"""args_check.py --stackprov BIN --gdb BIN --fixture EXE [--gcore BIN]
+"""args_check.py --stackprov BIN --gdb BIN --fixture EXE [--gcore BIN] [--python-path DIR]
 
 The fixture (args_fixture.c, -O0 -g or -O2 -g) runs one thread spinning in a function with
 arguments (frame 0 in fixture code), one parked in pause() under two frames with arguments and one
@@ -18,6 +18,13 @@ thread, every frame of the fixture and of the libraries (glibc's, when its debug
   * the fixture's own frames print values of every supported type (so a reader that answers
     "unknown" everywhere fails): counted per type, and the -O0 build must print every argument
     of spin_leaf, park_leaf, park_mid (but by_value, a struct), park_outer and char_args.
+With --python-path (the Python binding's build directory), the same process stopped (SIGSTOP, so
+that every command reads the same registers), issue 36:
+  * `python3 -m stackprov stack --pid P --args` prints the bytes `stackprov stack --pid P --args`
+    prints, text and --json;
+  * `stackprov.stack(pid=P, args=True)`'s Frame.args pass the same checks against gdb (a value
+    None unless status is "value", a type None where unknown, a reason only when unknown), and
+    Frame.args is None without args=True; args="yes" raises TypeError naming args.
 Exit 0 on success, 1 on a mismatch, 2 on a harness problem (a missing tool included).
 """
 import argparse
@@ -32,7 +39,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from peers import gdb_frame_args_script, parse_gdb_frame_args  # noqa: E402
+from peers import gdb_frame_details_script, parse_gdb_frame_details  # noqa: E402
 
 # The -O0 build: every argument of these is in the frame's stack slots (or its red zone: spin_leaf).
 O0_ALL = {"spin_leaf": 7, "park_leaf": 3, "park_mid": 7, "park_outer": 6, "char_args": 11}
@@ -97,7 +104,7 @@ def stack_json(sp, target):
 
 def gdb_args(gdb, target):
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(gdb_frame_args_script())
+        f.write(gdb_frame_details_script(args=True))
         script = f.name
     try:
         r = run(["timeout", "-s", "KILL", "100", gdb, "-nx", "-batch", "-ex", "set debuginfod enabled off",
@@ -105,10 +112,73 @@ def gdb_args(gdb, target):
                 ["-ex", "source " + script], timeout=120)
     finally:
         os.unlink(script)
-    frames = parse_gdb_frame_args(r.stdout)
+    frames = parse_gdb_frame_details(r.stdout)
     if frames is None:
         raise Harness("gdb gave no frames: %s" % r.stderr[-2000:])
     return frames
+
+
+# stackprov.stack(args=True) as `stack --json --args`'s threads: {tid: {"frames": [...]}}, each frame the
+# JSON fields the checks read, from the Python objects (None stays null: the same convention).
+_PY_API = r"""
+import json, sys
+import stackprov
+pid = int(sys.argv[1])
+out = {}
+for t in stackprov.stack(pid=pid, args=True, python="off", tail_calls=False):
+    frames = []
+    for f in t.frames:
+        frames.append({"pc": hex(f.pc), "function": f.function, "module": f.module,
+                       "args": [{"name": a.name, "type": a.type, "value": a.value, "status": a.status,
+                                 "reason": a.reason} for a in f.args]})
+    out[t.tid] = {"frames": frames}
+plain = stackprov.stack(pid=pid, python="off", tail_calls=False)
+checks = {"args_none_without": all(f.args is None for t in plain for f in t.frames)}
+try:
+    stackprov.stack(pid=pid, args="yes")
+    checks["type_error"] = "no error"
+except TypeError as e:
+    checks["type_error"] = str(e)
+print(json.dumps({"threads": out, "checks": checks}))
+"""
+
+
+def python_checks(sp, pid, python_path):
+    """The Python CLI's bytes against the CLI's, and the Python API's arguments: (api threads, checks)."""
+    env = dict(ENV, PYTHONPATH=python_path, PYTHONDONTWRITEBYTECODE="1")
+    for form in ([], ["--json"]):
+        cli = run([sp, "stack", "--pid", str(pid), "--args", "--python=off", "--no-tail-calls"] + form)
+        py = subprocess.run([sys.executable, "-m", "stackprov", "stack", "--pid", str(pid), "--args", "--python=off",
+                             "--no-tail-calls"] + form, capture_output=True, text=True, timeout=60, env=env)
+        what = "stack --args%s" % (" --json" if form else "")
+        if cli.returncode != 0 or py.returncode != 0:
+            raise Harness("%s: stackprov exited %d, python3 -m stackprov %d: %s %s" % (
+                what, cli.returncode, py.returncode, cli.stderr, py.stderr))
+        if py.stdout != cli.stdout:
+            fail("python3 -m stackprov %s printed other bytes than stackprov %s (%d and %d bytes)" %
+                 (what, what, len(py.stdout), len(cli.stdout)))
+        if not form and cli.stdout.count("    arg ") == 0:
+            fail("stackprov %s printed no argument line" % what)
+    r = subprocess.run([sys.executable, "-c", _PY_API, str(pid)], capture_output=True, text=True, timeout=60, env=env)
+    if r.returncode != 0:
+        raise Harness("stackprov.stack(args=True) failed: %s" % r.stderr[-2000:])
+    doc = json.loads(r.stdout)
+    return {int(k): v for k, v in doc["threads"].items()}, doc["checks"]
+
+
+def check_python_api(threads, checks):
+    """The Python convention: None for unknown, never "" or 0; TypeError for a wrong type."""
+    if not checks["args_none_without"]:
+        fail("python: Frame.args is not None without args=True")
+    if not checks["type_error"].startswith("stack(): args must be True or False"):
+        fail("python: stack(args='yes') did not raise the TypeError naming args: %r" % checks["type_error"])
+    for t in threads.values():
+        for f in t["frames"]:
+            for a in f["args"]:
+                if a["status"] not in ("value", "optimized_out", "unknown") or a["type"] == "" or \
+                        (a["value"] is None) != (a["status"] != "value") or \
+                        (a["reason"] is None) != (a["status"] != "unknown"):
+                    fail("python: argument %r breaks the None-for-unknown rule" % (a,))
 
 
 def check_thread(ctx, tid, role, ours, theirs, fixture, counts):
@@ -168,6 +238,7 @@ def main():
     ap.add_argument("--fixture", required=True)
     ap.add_argument("--gcore", default=None, help="also compare through a core file gcore writes")
     ap.add_argument("--o0", action="store_true", help="the -O0 build: every argument of O0_ALL is printed")
+    ap.add_argument("--python-path", default=None, help="also the Python binding (its build directory)")
     a = ap.parse_args()
     gdb = shutil.which(a.gdb)
     if gdb is None:
@@ -189,12 +260,19 @@ def main():
             core = os.path.join(work, "core.%d" % p.pid)
             if r.returncode != 0 or not os.path.exists(core):
                 raise Harness("gcore failed: %s" % r.stderr[-1500:])
+        py_api = None
+        if a.python_path:
+            os.kill(p.pid, signal.SIGSTOP)  # the same registers for every command
+            py_api, py_checks = python_checks(a.stackprov, p.pid, a.python_path)
+            check_python_api(py_api, py_checks)
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
     fixture = os.path.realpath(a.fixture)
     try:
         runs = [("live", ours, theirs)]
+        if py_api is not None:
+            runs.append(("python", py_api, theirs))
         if core:
             runs.append(("core", stack_json(a.stackprov, ["--core", core, "--exe", a.fixture]),
                          gdb_args(gdb, [a.fixture, core])))

@@ -18,8 +18,9 @@ the same stopped process with every command:
     fixture's chains are there (the reader's inline line, the copier's memcpy frame in libc, the
     workers' clone3 frame).
  3. `trace-capture --pid P` (no bundle) then `trace-show`: each thread block (header, frame lines,
-    inline lines, positions) is byte-identical to `stack --no-tail-calls`'s block without its
-    "stop:" line; `python3 -m stackprov trace-show` prints the same bytes as the CLI.
+    inline lines, positions; the tail-call frames the capture inferred) is byte-identical to
+    `stack`'s block without its "stop:" line, and `trace-show --no-tail-calls`'s to `stack
+    --no-tail-calls`'s; `python3 -m stackprov trace-show` prints the same bytes as the CLI (both forms).
  4. `trace-capture --pid P --bundle` then `trace-resolve --offline` (the bundle alone) and
     `trace-show`: the same header, pcs, modules, inline lines and positions as `stack`, and the
     same function+0xOFF for the fixture's own frames (the method is the offline walk's,
@@ -162,12 +163,20 @@ def main():
         # 3. trace-capture (online) + trace-show: the same blocks, CLI and Python.
         db = "sqlite:" + os.path.join(a.work, "online.db")
         tid_online = run([S, "trace-capture", "--pid", str(pid), "--store", db]).strip()
-        show = run([S, "trace-show", tid_online, "--store", db])
-        check(blocks(show) == st, "trace-show (online) thread blocks == stack --no-tail-calls's\n%s" %
+        show_nt = run([S, "trace-show", tid_online, "--store", db, "--no-tail-calls"])
+        check(blocks(show_nt) == st, "trace-show --no-tail-calls (online) thread blocks == stack --no-tail-calls's\n%s" %
               "\n".join("  stack: %r\n  show:  %r" % (x, y) for t in st for x, y in
-                        zip(st[t], blocks(show).get(t, [])) if x != y))
+                        zip(st[t], blocks(show_nt).get(t, [])) if x != y))
+        show = run([S, "trace-show", tid_online, "--store", db])
+        st_all = blocks(stack_text)
+        check(blocks(show) == st_all, "trace-show (online) thread blocks == stack's\n%s" %
+              "\n".join("  stack: %r\n  show:  %r" % (x, y) for t in st_all for x, y in
+                        zip(st_all[t], blocks(show).get(t, [])) if x != y))
         pshow = run([sys.executable, "-m", "stackprov", "trace-show", tid_online, "--store", db], env=penv)
         check(pshow == show, "python3 -m stackprov trace-show == stackprov trace-show")
+        pshow = run([sys.executable, "-m", "stackprov", "trace-show", tid_online, "--store", db, "--no-tail-calls"],
+                    env=penv)
+        check(pshow == show_nt, "python3 -m stackprov trace-show --no-tail-calls == stackprov trace-show --no-tail-calls")
 
         # 4. with a bundle, resolved offline from it alone.
         db2 = "sqlite:" + os.path.join(a.work, "offline.db")
@@ -175,7 +184,7 @@ def main():
         tid_off = run([S, "trace-capture", "--pid", str(pid), "--store", db2, "--bundle", "--bundle-store", bstore]
                       ).strip()
         run([S, "trace-resolve", "--trace", tid_off, "--store", db2, "--offline"])
-        off = blocks(run([S, "trace-show", tid_off, "--store", db2]))
+        off = blocks(run([S, "trace-show", tid_off, "--store", db2, "--no-tail-calls"]))
         check(sorted(off) == sorted(st), "offline: the same threads")
         for tid, lines in sorted(st.items()):
             theirs = off.get(tid, [])

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # `stackprov stack` tail-call frames and `--regs` against gdb on the same stopped process.
-"""tailcall_check.py --stackprov BIN --gdb BIN --fixture EXE [--gcore BIN]
+"""tailcall_check.py --stackprov BIN --gdb BIN --fixture EXE [--gcore BIN] [--trace]
 
 The fixture (tailcall_fixture.c, -O2 -g) parks one thread under each tail-call shape (single,
 chain of two, ambiguous, shared end), one under a chain of frames holding values in callee-saved
@@ -21,6 +21,16 @@ against gdb on the core). Asserted, for every thread of the process (libc's fram
     prints as <not saved>;
   * --no-tail-calls gives the same frames without the inferred ones; the text form tags them
     "[tail_call, inferred]".
+With --trace (issue 36: tail-call frames in traces), the same stopped process is captured with
+`trace-capture --pid` (no bundle) and `trace-capture --pid --bundle`:
+  * every thread's stored frames are gdb's frames, pc by pc, an inferred frame (unwind
+    "tail_call+inferred") exactly where gdb's is TAILCALL_FRAME, the fixture's named as gdb names them;
+  * `trace-show` prints each thread as `stack` prints it (the same lines but the "stop:" line),
+    `trace-show --no-tail-calls` as `stack --no-tail-calls`;
+  * `trace-replay` of the bundled trace compares the unwound frames only: success 1.0 over the
+    number of frames without the inferred ones (a replay unwinds offline: no call sites);
+  * after `trace-resolve --offline` (the bundle alone) the inferred frames are still there, at the
+    same places.
 Exit 0 on success, 1 on a mismatch, 2 on a harness problem (a missing tool included).
 """
 import argparse
@@ -35,7 +45,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from peers import gdb_frame_registers_script, parse_gdb_frame_registers  # noqa: E402
+from peers import gdb_frame_details_script, parse_gdb_frame_details  # noqa: E402
 
 REGS = ["rip", "rsp", "rbp", "rbx", "r12", "r13", "r14", "r15"]
 # The tail-call frames gdb shows per role (innermost first): what the fixture is built for.
@@ -106,40 +116,121 @@ def stack_json(sp, target, extra):
 def gdb_frames(gdb, target):
     """`target`: ["-p", PID] or [EXE, CORE]."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(gdb_frame_registers_script(REGS))
+        f.write(gdb_frame_details_script(regs=REGS))
         script = f.name
     try:
         r = run(["timeout", "-s", "KILL", "100", gdb, "-nx", "-batch", "-ex", "set debuginfod enabled off",
                  "-ex", "set backtrace past-main on"] + target + ["-ex", "source " + script], timeout=120)
     finally:
         os.unlink(script)
-    frames = parse_gdb_frame_registers(r.stdout)
+    frames = parse_gdb_frame_details(r.stdout)
     if frames is None:
         raise Harness("gdb gave no frames: %s" % r.stderr[-2000:])
     return frames
 
 
-def check_thread(ctx, tid, role, ours, theirs, fixture_path, counts):
-    where = "%stid %d (%s)" % (ctx, tid, role or "main")
+def blocks(text):
+    """{tid: [lines]} of `stack`'s or `trace-show`'s text, "stop:" lines left out."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        if line.startswith("TID "):
+            cur = out.setdefault(int(line.split()[1].rstrip(":")), [])
+        if cur is not None and not line.startswith("stop: "):
+            cur.append(line)
+    return out
+
+
+def trace_threads(sp, store, trace_id):
+    """trace-show --json's frames by tid, each {"pc", "method", "function", "module"} as `stack --json` names them."""
+    r = run([sp, "trace-show", trace_id, "--store", store, "--json"])
+    if r.returncode != 0:
+        raise Harness("trace-show --json exited %d: %s" % (r.returncode, r.stderr))
+    ev = json.loads(r.stdout.splitlines()[0])
+    out = {}
+    for f in ev["frames"]:
+        inferred = f.get("unwind", "").endswith("+inferred")
+        if inferred and f.get("unwind") != "tail_call+inferred":
+            fail("trace: an inferred frame's unwind is %r, not tail_call+inferred" % f.get("unwind"))
+        out.setdefault(f["tid"], []).append({"pc": f["ip"], "method": "tail_call" if inferred else f.get("unwind"),
+                                             "flags": ["inferred"] if inferred else [], "function": f.get("symbol"),
+                                             "module": f.get("module")})
+    return out
+
+
+def check_traces(sp, pid, theirs, stack_text, stack_nt_text, work, fixture_path, counts):
+    """--trace: the captures of the stopped process against gdb's frames and `stack`'s text."""
+    db = "sqlite:" + os.path.join(work, "traces.db")
+    ENV["XDG_DATA_HOME"] = os.path.join(work, "xdg")  # no user's store or default bundle store
+    ENV.pop("STACKPROV_STORE", None)
+    ids = []
+    for extra in ([], ["--bundle", "--bundle-store", os.path.join(work, "bundles")]):
+        r = run([sp, "trace-capture", "--pid", str(pid), "--store", db] + extra, timeout=120)
+        if r.returncode != 0:
+            raise Harness("trace-capture %s exited %d: %s" % (" ".join(extra), r.returncode, r.stderr))
+        ids.append(r.stdout.strip())
+    plain, bundled = ids
+    stored = trace_threads(sp, db, plain)
+    if sorted(stored) != sorted(theirs):
+        fail("[trace] threads differ: trace %s, gdb %s" % (sorted(stored), sorted(theirs)))
+    for tid in sorted(set(stored) & set(theirs)):
+        check_frames("[trace] ", tid, stored[tid], theirs[tid], fixture_path, counts)
+    for flags, want, what in (([], stack_text, "stack"), (["--no-tail-calls"], stack_nt_text, "stack --no-tail-calls")):
+        r = run([sp, "trace-show", plain, "--store", db] + flags)
+        if r.returncode != 0 or blocks(r.stdout) != blocks(want):
+            fail("[trace] trace-show %s does not print each thread as %s (exit %d):\n%s" % (
+                " ".join(flags), what, r.returncode, "\n".join(
+                    "  %s: %r\n  show:  %r" % (what, x, y) for t in blocks(want)
+                    for x, y in zip(blocks(want)[t], blocks(r.stdout).get(t, [])) if x != y)))
+    # Replay: the unwound frames only, all identical.
+    unwound = sum(1 for t in trace_threads(sp, db, bundled).values() for f in t if not f["flags"])
+    r = run([sp, "trace-replay", "--trace", bundled, "--store", db, "--seeds", "1", "--json", "--min-coverage", "0"],
+            timeout=120)
+    try:
+        rep = json.loads(r.stdout)
+    except ValueError:
+        raise Harness("trace-replay --json exited %d: %s %s" % (r.returncode, r.stdout[-500:], r.stderr[-1500:]))
+    seed = rep["seeds"][0]
+    if rep["replay_success_ratio"] != 1 or seed["frames"] != unwound:
+        fail("[trace] replay: success %s over %s frames, expected 1 over the %d unwound frames (mismatches %s)" % (
+            rep["replay_success_ratio"], seed["frames"], unwound, seed.get("mismatches")))
+    # An offline resolve (the bundle alone: no call sites) keeps the recorded inferred frames.
+    r = run([sp, "trace-resolve", "--trace", bundled, "--store", db, "--offline"], timeout=120)
+    if r.returncode != 0:
+        raise Harness("trace-resolve --offline exited %d: %s" % (r.returncode, r.stderr))
+    after = trace_threads(sp, db, bundled)
+    for tid in sorted(set(after) & set(theirs)):
+        check_frames("[trace resolved offline] ", tid, after[tid], theirs[tid], fixture_path, counts)
+
+
+def check_frames(ctx, tid, ours, theirs, fixture_path, counts):
+    """Frames (`stack --json`'s fields pc, method, flags, function, module) against gdb's: pcs, tail-call frames, names."""
+    where = "%stid %d" % (ctx, tid)
     o_seq = [(int(f["pc"], 16), f["method"] == "tail_call") for f in ours]
     g_seq = [(f["pc"], f["kind"] == "tailcall") for f in theirs]
     if o_seq != g_seq:
         fail("%s: frames differ from gdb's:\n  gdb:       %s\n  stackprov: %s" % (
             where, ["0x%x%s %s" % (pc, " tail" if t else "", f["name"]) for (pc, t), f in zip(g_seq, theirs)],
             ["0x%x%s %s" % (pc, " tail" if t else "", f.get("function")) for (pc, t), f in zip(o_seq, ours)]))
-        return
+        return False
     for i, (o, g) in enumerate(zip(ours, theirs)):
-        tail = o["method"] == "tail_call"
         counts["frames"] += 1
-        if tail:
+        if o["method"] == "tail_call":
             counts["tail"] += 1
             if "inferred" not in o.get("flags", []):
                 fail("%s #%d: tail-call frame without the inferred flag: %s" % (where, i, o.get("flags")))
-            if any(v is not None for v in o.get("registers", {}).values()):
-                fail("%s #%d: tail-call frame with registers %s" % (where, i, o["registers"]))
         if o.get("module") == fixture_path and o.get("function") != g["name"]:
             fail("%s #%d: at 0x%x gdb names %r, stackprov %r" % (where, i, g["pc"], g["name"], o.get("function")))
-        if tail:
+    return True
+
+
+def check_thread(ctx, tid, role, ours, theirs, fixture_path, counts):
+    where = "%stid %d (%s)" % (ctx, tid, role or "main")
+    if not check_frames(ctx, tid, ours, theirs, fixture_path, counts):
+        return
+    for i, (o, g) in enumerate(zip(ours, theirs)):
+        if o["method"] == "tail_call":
+            if any(v is not None for v in o.get("registers", {}).values()):
+                fail("%s #%d: tail-call frame with registers %s" % (where, i, o["registers"]))
             continue  # gdb's registers of its tail-call frames are made up from the frame below
         mine = o.get("registers", {})
         for r in REGS:
@@ -170,6 +261,7 @@ def main():
     ap.add_argument("--gdb", default="gdb")
     ap.add_argument("--fixture", required=True)
     ap.add_argument("--gcore", default=None, help="also compare through a core file gcore writes")
+    ap.add_argument("--trace", action="store_true", help="also trace-capture/show/replay/resolve (issue 36)")
     a = ap.parse_args()
     gdb = shutil.which(a.gdb)
     if gdb is None:
@@ -179,6 +271,7 @@ def main():
         print("HARNESS: gcore not found (%s): it writes the core this test compares through" % a.gcore)
         return 2
     t0 = time.time()
+    trace_counts = {"frames": 0, "tail": 0}
     p, roles = start_fixture(a.fixture)
     work = tempfile.mkdtemp(prefix="tailcall-")
     core = None
@@ -188,6 +281,10 @@ def main():
         plain = stack_json(a.stackprov, live, ["--no-tail-calls"])
         text = run([a.stackprov, "stack", "--python=off"] + live)
         theirs = gdb_frames(gdb, ["-p", str(p.pid)])
+        if a.trace:
+            text_nt = run([a.stackprov, "stack", "--python=off", "--no-tail-calls"] + live)
+            check_traces(a.stackprov, p.pid, theirs, text.stdout, text_nt.stdout, work,
+                         os.path.realpath(a.fixture), trace_counts)
         if a.gcore:
             # The same stopped threads through a core file (gcore: gdb's own dump).
             r = run([a.gcore, "-o", os.path.join(work, "core"), str(p.pid)], timeout=120)
@@ -225,10 +322,14 @@ def main():
     for role in SHAPES:
         if role not in roles.values():
             fail("the fixture printed no %s thread" % role)
+    if a.trace and trace_counts["tail"] == 0:
+        fail("[trace] no tail-call frame stored")
     print("%s: %s: %d threads, %d frames identical to gdb's (%d tail-call frames), %d register values "
-          "equal to gdb's info registers, %.1f s" % ("FAIL" if failures else "PASS", "+".join(w for w, _, _ in runs),
-                                                     len(ours), counts["frames"], counts["tail"], counts["regs"],
-                                                     time.time() - t0))
+          "equal to gdb's info registers%s, %.1f s" % (
+              "FAIL" if failures else "PASS", "+".join(w for w, _, _ in runs), len(ours), counts["frames"],
+              counts["tail"], counts["regs"],
+              "; traces: %d stored frames identical to gdb's (%d tail-call frames)" % (
+                  trace_counts["frames"], trace_counts["tail"]) if a.trace else "", time.time() - t0))
     return 1 if failures else 0
 
 

@@ -194,7 +194,8 @@ def check_rows(db, ev, what):
         want = {"frame_index": i, "thread_index": f["thread"], "ip": signed(hexint(f["ip"])),
                 "module_path": f.get("module", ""), "module_build_id": f.get("module_build_id", ""),
                 "module_offset": signed(hexint(f.get("module_offset", "0x0"))),
-                "resolved_symbol": f.get("symbol", ""), "symbol_offset": signed(hexint(f.get("symbol_offset", "0x0"))),
+                "resolved_symbol": f.get("symbol", ""), "symbol_offset": None if f.get("symbol_offset") is None  # unknown: SQL NULL
+                else signed(hexint(f["symbol_offset"])),
                 "file": f.get("file", ""), "line": f.get("line", 0), "column_no": f.get("column", 0),
                 "resolver": f.get("resolver", ""), "source": f.get("source", ""),
                 "bundle_sha256": ref[len("sha256:"):] if ref else "", "unwind_method": f.get("unwind", "")}
@@ -246,8 +247,8 @@ def check_symbol_offsets(ev, exe, starts, what):
     bad = [(f.get("symbol"), f.get("module_offset"), f.get("symbol_offset"),
             hex(hexint(f["module_offset"]) - starts[f["symbol"]]) if f.get("symbol") in starts else None)
            for f in ev["frames"] if f.get("module") == exe and
-           (f.get("symbol") not in starts or hexint(f.get("symbol_offset", "0x0")) !=
-            hexint(f["module_offset"]) - starts[f["symbol"]])]
+           (f.get("symbol") not in starts or f.get("symbol_offset") is None or
+            hexint(f["symbol_offset"]) != hexint(f["module_offset"]) - starts[f["symbol"]])]
     check(not bad, "%s: every fixture frame's symbol_offset is its module_offset minus the function's address "
           "(nm) (wrong: (symbol, module_offset, symbol_offset, want) %s)" % (what, bad[:4]))
 

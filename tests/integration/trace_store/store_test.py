@@ -82,7 +82,7 @@ ALTER TABLE frames ADD COLUMN unwind_method TEXT;
 ALTER TABLE replays ADD COLUMN symbol_coverage_pct FLOAT;
 CREATE INDEX traces_by_time ON traces(captured_at, trace_id);
 """
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIB = 1 << 20
 ODD_TEXT = ["", "it's", 'a"b', "back\\slash", "tab\there", "ünïcødé_∂", "ns::f<int>(char const*)", "line\nbreak",
             "%s %d", "' OR 1=1 --"]

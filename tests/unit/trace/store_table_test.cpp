@@ -19,7 +19,7 @@ using namespace stackprov::trace;
 
 namespace {
 
-using Value = std::variant<std::string, int64_t, double, Bytes>;
+using Value = std::variant<std::string, int64_t, double, Bytes, std::monostate>;  // monostate: SQL NULL
 
 /// A Sink that keeps the values (text_or_null keeps the text: NULL is the stores' business).
 struct Recorder {
@@ -27,6 +27,7 @@ struct Recorder {
   void text(const std::string& v) { values.emplace_back(v); }
   void text_or_null(const std::string& v) { values.emplace_back(v); }
   void i64(int64_t v) { values.emplace_back(v); }
+  void null() { values.emplace_back(std::monostate{}); }
   void real(double v) { values.emplace_back(v); }
   void blob(const Bytes& v) { values.emplace_back(v); }
 };
@@ -41,7 +42,11 @@ struct Playback {
     return values[next++];
   }
   std::string text() { return std::get<std::string>(take()); }
-  int64_t i64() { return std::get<int64_t>(take()); }
+  int64_t i64() {
+    const Value& v = take();
+    return std::holds_alternative<std::monostate>(v) ? 0 : std::get<int64_t>(v);  // NULL reads as 0, as the stores'
+  }
+  bool next_is_null() const { return next < values.size() && std::holds_alternative<std::monostate>(values[next]); }
   double real() { return std::get<double>(take()); }
   Bytes blob() { return std::get<Bytes>(take()); }
 };
