@@ -22,6 +22,7 @@
 #include "command.hpp"
 #include "print.hpp"
 #include "profile_import.hpp"
+#include "stackprov/kernel.h"
 #include "profile_output.hpp"
 #include "stackprov/stackprov.h"
 #ifdef STACKPROV_HAVE_PPROF
@@ -222,7 +223,7 @@ enum class Format { kFolded, kSvg, kJson, kPprof, kNone };
 const std::vector<OptSpec> kImportOpts = {
     {'i', "input", true},       {'f', "format", true}, {'o', "output", true}, {0, "sysroot", true},
     {0, "max-frames", true},    {0, "title", true},    {'q', "quiet", false}, {0, "store", true},
-    {0, "no-inline", false},
+    {0, "no-inline", false},    {0, "with-btf", false},
 };
 
 void import_usage(FILE* f) {
@@ -262,6 +263,11 @@ void import_usage(FILE* f) {
           "      --max-frames N     user frames per sample, 1 to 65536 (default 256)\n"
           "      --title TEXT       the flame graph's title\n"
           "      --no-inline        folded and svg: only the physical functions, no inlined frames\n"
+          "      --with-btf         json: each named kernel frame's C prototype from the running kernel's BTF\n"
+          "                         (/sys/kernel/btf/vmlinux; only where the kernel frames are named, i.e. the\n"
+          "                         recording's kernel is the running one): \"btf\":{\"func_id\",\"prototype\",\n"
+          "                         \"approximate\"} (approximate: a compiler clone, f.isra.0 gets f's), null\n"
+          "                         when BTF has no such function. Needs a build with libbpf\n"
           "  -q, --quiet            no summary or warnings on stderr (warnings include a module file that\n"
           "                         cannot be used: another build-id than the recording's, another\n"
           "                         architecture; each distinct warning is printed once), except the line\n"
@@ -317,6 +323,18 @@ int cmd_perf_import(int argc, char** argv) {
   const std::string title = a.has("title") ? a.get("title") : "Flame Graph";
   const bool quiet = a.has("quiet");
   const bool show_inline = (fmt == Format::kFolded || fmt == Format::kSvg) && !a.has("no-inline");
+  if (a.has("with-btf") && fmt != Format::kJson) return usage_error(cmd, "--with-btf is only valid with -f json");
+  sprov_kernel_btf* btf = nullptr;  // freed at exit: one per run
+  if (a.has("with-btf")) {
+    if (int rc = sprov_kernel_btf_open(nullptr, &btf); rc != 0) {
+      fprintf(stderr, "stackprov perf-import: --with-btf: %s\n", sprov_last_error_message());
+      return 1;
+    }
+  }
+  struct BtfFree {
+    sprov_kernel_btf* b;
+    ~BtfFree() { sprov_kernel_btf_free(b); }
+  } btf_free{btf};
 
   const auto t0 = std::chrono::steady_clock::now();
   stackprov_cli::ImportOptions iopts;
@@ -349,6 +367,7 @@ int cmd_perf_import(int argc, char** argv) {
   stackprov_cli::StackFolder stacks;
   std::string line;
   std::vector<std::string> name_json;  // JSON of names[id] from "\",\"function\"" to "\"module\":", by id
+  std::vector<std::string> btf_json;   // --with-btf: ",\"btf\":..." of a kernel name id, by id
 #ifdef STACKPROV_HAVE_PPROF
   std::vector<stackprov_cli::PprofMapping> pp_mappings;
   std::map<std::pair<std::string, uint64_t>, uint32_t> pp_mapping_ids;  // (path, start) -> id
@@ -462,6 +481,22 @@ int cmd_perf_import(int argc, char** argv) {
         line += ",\"build_id\":\"";
         line += kernel_id;
         line += '"';
+      }
+      if (btf != nullptr && n.kernel && n.known) {
+        if (id >= btf_json.size()) btf_json.resize(id + 1);
+        std::string& bj = btf_json[id];
+        if (bj.empty()) {
+          SPROV_OPTS(sprov_kernel_prototype, kp);
+          if (sprov_kernel_btf_lookup(btf, n.name.c_str(), &kp) == 0) {
+            bj = ",\"btf\":{\"func_id\":" + std::to_string(kp.func_id) + ",\"prototype\":\"";
+            stackprov_cli::append_json_escaped(&bj, kp.prototype);
+            bj += std::string("\",\"approximate\":") +
+                  ((kp.flags & SPROV_KERNEL_FRAME_BTF_APPROXIMATE) ? "true" : "false") + '}';
+          } else {
+            bj = ",\"btf\":null";
+          }
+        }
+        line += bj;
       }
       line += '}';
       first = false;

@@ -13,6 +13,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "print.hpp"
+#include "stackprov/kernel.h"
 #include "stackprov/stackprov.h"
 
 namespace {
@@ -27,7 +28,8 @@ constexpr const char* kUsage =
     "       stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]\n"
     "                       [--no-lines]\n"
     "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs,\n"
-    "       --args and --verbose; values as --opt=VALUE or --opt VALUE)\n";
+    "       --args and --verbose; values as --opt=VALUE or --opt VALUE; --pid also takes --kernel\n"
+    "       [--with-btf])\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -116,6 +118,31 @@ constexpr const char* kHelp =
     "                    serve (missing, identity mismatch naming both build-ids, crc mismatch,\n"
     "                    fetch failed with libdebuginfod's error, no DWARF); then each frame whose\n"
     "                    module has DWARF that does not cover its address. stdout is unchanged\n"
+    "  --kernel          with --pid: each thread's kernel stack above its user frames (root only).\n"
+    "                    Read from /proc/PID/task/TID/stack and .../syscall before the capture\n"
+    "                    attaches (a ptrace stop would move the thread out of its system call):\n"
+    "                    names and offsets only (the kernel shows no addresses: pc 0), without the\n"
+    "                    scheduler's own functions (the kernel leaves out its .sched.text, e.g.\n"
+    "                    __schedule, schedule, do_nanosleep). A line 'kernel: system call N, user sp\n"
+    "                    0x.. pc 0x..' after the thread's header, kernel frames\n"
+    "                    '#k  0x0000000000000000 hrtimer_nanosleep+0x74 - [kernel.kallsyms]\n"
+    "                    [kernel_stack]', and the first user frame marked kernel_user_boundary; the\n"
+    "                    user frames are the ones printed without --kernel. A thread whose kernel\n"
+    "                    stack cannot be shown says why: 'kernel: unreadable: ...' (not root, a\n"
+    "                    thread gone), 'kernel: running: ...' (on a CPU), 'kernel: stale: ...' (it\n"
+    "                    returned to user mode before the capture); the exit status is not changed\n"
+    "                    by it. JSON: the thread has \"kernel\":{\"state\":\"read\"|\"unreadable\"|\n"
+    "                    \"running\"|\"stale\",\"syscall\",\"user_sp\",\"user_pc\",\"reason\"}, a kernel\n"
+    "                    frame is {\"index\",\"pc\",\"sp\",\"domain\":\"kernel\",\"method\":\"kernel_stack\",\n"
+    "                    \"module\",\"function\",\"function_offset\",\"function_size\"}, the boundary\n"
+    "                    frame has \"flags\":[\"kernel_user_boundary\"]\n"
+    "  --with-btf        with --kernel: each kernel frame's C prototype from the kernel's BTF\n"
+    "                    (/sys/kernel/btf/vmlinux), a line '    btf: int f(struct x *a, ...)' (a\n"
+    "                    compiler clone such as f.isra.0 or f.cold gets f's, marked approximate: its\n"
+    "                    real arguments may differ); JSON \"btf\":{\"func_id\",\"ret_type_id\",\n"
+    "                    \"approximate\",\"prototype\",\"params\":[{\"name\",\"type_id\"}]} (ids as\n"
+    "                    bpftool btf dump prints them), null when BTF has no such function. Needs a\n"
+    "                    stackprov built with libbpf (the eBPF kernel sampler on)\n"
     "  --python MODE     auto (default): Python frames interleaved with the native frames;\n"
     "                    only: the Python frames alone; off: native frames only. JSON: a\n"
     "                    runtime frame is {\"index\",\"pc\",\"sp\",\"method\":\"runtime\",\n"
@@ -252,6 +279,8 @@ struct StackArgs {
   bool tail_calls = true;
   bool regs = false;
   bool args = false;
+  bool kernel = false;
+  bool with_btf = false;
 };
 
 /// Reports a library failure naming `what` on one line, e.g. "cannot capture pid 42: ...".
@@ -292,6 +321,14 @@ int cmd_stack(int argc, char** argv) {
     }
     if (arg == "--regs") {
       a.regs = true;
+      continue;
+    }
+    if (arg == "--with-btf") {
+      a.with_btf = true;
+      continue;
+    }
+    if (arg == "--kernel") {
+      a.kernel = true;
       continue;
     }
     if (arg == "--args") {
@@ -360,6 +397,8 @@ int cmd_stack(int argc, char** argv) {
     return usage_error("invalid --max-frames value '%s' (expected an integer from 1 to 65536)",
                        a.max_frames);
   }
+  if (a.with_btf && !a.kernel) return usage_error("--with-btf is only valid with --kernel");
+  if (a.kernel && !a.pid) return usage_error("--kernel is only valid with --pid (a live process)");
   if (a.pid && a.exe) return usage_error("--exe '%s' is only valid with --core", a.exe);
   if (a.pid && a.sysroot) return usage_error("--sysroot '%s' is only valid with --core", a.sysroot);
   if (a.core && *a.core == '\0') return usage_error("--core needs a file name");
@@ -398,6 +437,8 @@ int cmd_stack(int argc, char** argv) {
   popts.tid = tid;
   popts.exe = a.exe;
   popts.flags = python != "off" && !a.minidump && !a.raw ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
+  if (a.kernel) popts.flags |= SPROV_PROCESS_KERNEL_STACKS;
+  if (a.with_btf) popts.flags |= SPROV_PROCESS_KERNEL_BTF;
   popts.symbol_path = a.symbol_path;
   sprov_process* proc = nullptr;
   int rc = 0;
@@ -521,6 +562,17 @@ int cmd_stack(int argc, char** argv) {
       }
       sprov_stack_free(stack);
       stack = merged;
+    }
+    if (a.kernel) {  // the kernel segment above the user frames, last (the other merges refuse it)
+      sprov_stack* merged = nullptr;
+      if ((rc = sprov_process_kernel_stack(proc, i, stack, &merged)) != 0) {
+        fflush(stdout);
+        library_error("pid " + std::to_string(ppid) + " thread " + std::to_string(t) + ": no kernel stack", rc);
+        exit_code = 1;
+      } else {
+        sprov_stack_free(stack);
+        stack = merged;
+      }
     }
     int render_rc = 0;
     if (a.json) {

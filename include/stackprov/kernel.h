@@ -150,7 +150,95 @@ SPROV_API int sprov_kernel_event_stitch(sprov_unwinder* uw, const sprov_address_
                                         const sprov_kernel_symbols* ks, const void* event, size_t len,
                                         struct sprov_stitched_frame* frames, size_t capacity,
                                         struct sprov_stitch_result* out);
-#endif
+
+/* ------------------------------------------- kernel stacks of a live process (`stack --kernel`) */
+
+/* What is known of a thread's kernel segment (sprov_stack_kernel_info). */
+enum sprov_kernel_stack_state {
+  SPROV_KSTACK_NONE = 0,       /* not asked for (no SPROV_PROCESS_KERNEL_STACKS, not merged) */
+  SPROV_KSTACK_READ = 1,       /* the kernel frames are the thread's (blocked in the kernel; syscall,
+                                  user_sp and user_pc from /proc/PID/task/TID/syscall, whose user pc and
+                                  sp are the captured frame 0's) */
+  SPROV_KSTACK_UNREADABLE = 2, /* reason says why: permission (root needed), the thread is gone, a
+                                  kernel thread, a file that does not parse */
+  SPROV_KSTACK_RUNNING = 3,    /* the thread ran on a CPU while it was read: the kernel shows no stack */
+  SPROV_KSTACK_STALE = 4,      /* read, but the thread had left the kernel by the capture (its user pc
+                                  or sp differ from the captured frame 0's): no kernel frames */
+};
+
+struct sprov_kernel_stack_info {
+  size_t sz;
+  int32_t state;         /* enum sprov_kernel_stack_state */
+  uint32_t frame_count;  /* kernel frames at the top of the stack (indices 0 .. frame_count - 1) */
+  int64_t syscall;       /* the system call number the thread is blocked in (x86_64 numbering); -1
+                            blocked outside a system call, or unknown */
+  uint64_t user_sp;      /* the user sp and pc the kernel saved (/proc/.../syscall); 0 unknown */
+  uint64_t user_pc;
+  const char* reason;    /* owned by the stack; "" when state is SPROV_KSTACK_READ */
+};
+#define sprov_kernel_stack_info__last_field reason
+
+/* A kernel frame of a merged stack: the name /proc printed (addresses are not shown to anyone). */
+struct sprov_kernel_frame {
+  size_t sz;
+  const char* symbol;      /* owned by the stack */
+  uint64_t symbol_offset;  /* from the symbol's start */
+  uint64_t symbol_size;
+  const char* module;      /* "[kernel.kallsyms]" or "[MODULE]", as perf script names it; owned */
+  /* SPROV_PROCESS_KERNEL_BTF: the function's C prototype from the kernel's BTF ("int
+   * do_nanosleep(struct hrtimer_sleeper *t, enum hrtimer_mode mode)"; a pointer to a function is
+   * written "void (*)(...)"), NULL when not asked for or BTF has no such function; owned. */
+  const char* prototype;
+  uint32_t btf_func_id;    /* the BTF FUNC type's id (bpftool btf dump's [ID]); 0 without prototype */
+  uint32_t flags;          /* SPROV_KERNEL_FRAME_* */
+};
+enum sprov_kernel_frame_flags {
+  /* The frame is a compiler clone (symbol "f.isra.0", "f.constprop.0", "f.cold", "f.part.0"): its
+     prototype is f's, and its real arguments may differ (dropped or specialised by the compiler). */
+  SPROV_KERNEL_FRAME_BTF_APPROXIMATE = 1u << 0,
+};
+#define sprov_kernel_frame__last_field flags
+
+/* A new stack: thread `index`'s kernel frames (read before the capture, innermost first; method
+ * SPROV_METHOD_KERNEL_STACK, domain SPROV_DOMAIN_KERNEL, pc 0) above `user`'s frames (that
+ * thread's unwound stack, interleaved or not; copied unchanged). The first user frame after kernel
+ * frames carries SPROV_FRAME_KERNEL_USER_BOUNDARY (sprov_stack_frame). A thread whose kernel stack
+ * could not be read, was running, or had left the kernel by the capture gets no kernel frames, and
+ * sprov_stack_kernel_info says why. The stop reason is the user walk's. Errors:
+ * SPROV_ERR_INVALID_ARG (NULL, index out of range, a stack with kernel frames already),
+ * SPROV_ERR_UNSUPPORTED (proc was not captured with SPROV_PROCESS_KERNEL_STACKS). Free with
+ * sprov_stack_free. */
+SPROV_API int sprov_process_kernel_stack(const sprov_process* proc, size_t index, const sprov_stack* user,
+                                         sprov_stack** out);
+/* The kernel segment's state of a stack (SPROV_KSTACK_NONE for a stack not merged). */
+SPROV_API int sprov_stack_kernel_info(const sprov_stack* stack, struct sprov_kernel_stack_info* out);
+/* Names frame `index` when its method is SPROV_METHOD_KERNEL_STACK; SPROV_ERR_NOT_FOUND otherwise. */
+SPROV_API int sprov_stack_kernel_frame(const sprov_stack* stack, size_t index, struct sprov_kernel_frame* out);
+
+/* ------------------------------------------------ kernel function prototypes (BTF) */
+
+/* The kernel's BTF with its function names indexed (`perf-import --with-btf`, `stack --kernel
+ * --with-btf`). Immutable after open: lookups from any thread. */
+typedef struct sprov_kernel_btf sprov_kernel_btf;
+/* Parses `path` (NULL: /sys/kernel/btf/vmlinux) with libbpf and indexes its FUNC names.
+ * Errors: SPROV_ERR_UNSUPPORTED (a build without libbpf: the eBPF sampler off), a negative errno. */
+SPROV_API int sprov_kernel_btf_open(const char* path, sprov_kernel_btf** out);
+SPROV_API void sprov_kernel_btf_free(sprov_kernel_btf* btf);
+
+struct sprov_kernel_prototype {
+  size_t sz;
+  const char* prototype;  /* the C prototype, as sprov_kernel_frame.prototype; owned by the library,
+                             valid until this thread's next sprov_kernel_btf_lookup */
+  uint32_t func_id;       /* the BTF FUNC's id */
+  uint32_t flags;         /* SPROV_KERNEL_FRAME_BTF_APPROXIMATE for a compiler clone */
+};
+#define sprov_kernel_prototype__last_field flags
+/* The prototype of kernel function `name` (as kallsyms or /proc print it; "f.isra.0" gets f's,
+ * approximate). SPROV_ERR_NOT_FOUND when BTF has no such function (assembly, a name BTF lacks). */
+SPROV_API int sprov_kernel_btf_lookup(const sprov_kernel_btf* btf, const char* name,
+                                      struct sprov_kernel_prototype* out);
+
+#endif /* !__bpf__ */
 
 #ifdef __cplusplus
 }

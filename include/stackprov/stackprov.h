@@ -180,6 +180,10 @@ enum sprov_method {
                                         resumer (sprov_async_register_stack), or, with the frame flag
                                         SPROV_FRAME_ASYNC_AWAITER, a return address an async stack
                                         frame recorded (an awaiting coroutine: sp 0, no registers) */
+  SPROV_METHOD_KERNEL_STACK = 18,    /* a kernel frame read from /proc/PID/task/TID/stack before a live
+                                        capture (SPROV_PROCESS_KERNEL_STACKS, sprov_process_kernel_stack,
+                                        stackprov/kernel.h): a name and offset only, pc 0, domain
+                                        SPROV_DOMAIN_KERNEL */
 };
 
 /* The rung of the unwinding ladder a method belongs to (doc/unwinding.md "Rungs and tables"). A
@@ -394,6 +398,15 @@ enum sprov_process_capture_flags {
    * core's memory: CPython 3.11 (doc/runtime-frames.md). A target without an interpreter is
    * not an error; an interpreter that cannot be read is a warning (sprov_process_warnings). */
   SPROV_PROCESS_RUNTIME_FRAMES = 1u << 0,
+  /* Live captures: before attaching, read each thread's kernel stack and system call state from
+   * /proc/PID/task/TID/{stack,syscall} (root only; doc/kernel-stacks.md "stack --kernel"); merge
+   * them into a thread's stack with sprov_process_kernel_stack (stackprov/kernel.h). Refused for
+   * cores, minidumps and raw state. */
+  SPROV_PROCESS_KERNEL_STACKS = 1u << 1,
+  /* With SPROV_PROCESS_KERNEL_STACKS: each kernel frame also gets its function's prototype from the
+   * kernel's BTF, /sys/kernel/btf/vmlinux (sprov_kernel_frame.prototype). The capture fails with
+   * SPROV_ERR_UNSUPPORTED in a build without libbpf, or the BTF's errno when it cannot be read. */
+  SPROV_PROCESS_KERNEL_BTF = 1u << 2,
 };
 
 /* Attaches to every thread of `pid` with PTRACE_SEIZE + PTRACE_INTERRUPT,

@@ -68,6 +68,7 @@ SPROV_API int sprov_method_rung(int method) {
     case SPROV_METHOD_TRAMPOLINE: return SPROV_RUNG_EXTERNAL;
     case SPROV_METHOD_TAIL_CALL: return SPROV_RUNG_INFERRED;
     case SPROV_METHOD_ASYNC_BOUNDARY: return SPROV_RUNG_EXTERNAL;
+    case SPROV_METHOD_KERNEL_STACK: return SPROV_RUNG_EXTERNAL;
     default: return SPROV_RUNG_NONE;
   }
 }

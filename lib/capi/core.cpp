@@ -34,6 +34,9 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
     copts.max_stack_bytes = max_bytes ? max_bytes : kProcessDefaultStackBytes;
     RuntimeCapture runtime;
     if (int e = prepare_runtime_capture(opts, &runtime)) return e;
+    if (SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u) & (SPROV_PROCESS_KERNEL_STACKS | SPROV_PROCESS_KERNEL_BTF))
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "SPROV_PROCESS_KERNEL_STACKS is for live processes: a core holds no kernel stack"));
     if (const char* sp = SPROV_OPTS_GET(opts, sprov_process_opts, symbol_path, nullptr); sp != nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "symbol_path %s is only read for minidumps", sp));
     if (const char* exe = SPROV_OPTS_GET(opts, sprov_process_opts, exe, nullptr); exe != nullptr) {

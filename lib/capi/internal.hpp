@@ -18,8 +18,11 @@
 #include "core/error.hpp"
 #include "core/module_cache.hpp"
 #include "core/open_file.hpp"
+#include "memory/kernel_stack.hpp"
+#include "perf/kernel_btf.hpp"
 #include "memory/snapshot.hpp"
 #include "runtime/python.hpp"
+#include "stackprov/kernel.h"
 #include "stackprov/stackprov.h"
 #include "symbolize/bundle_store.hpp"
 #include "symbolize/perf_map.hpp"
@@ -89,6 +92,25 @@ struct sprov_process {
   struct sprov_process_info info = {};
   std::string program, command_line, signal_name, signal_description, signal_code_name, exception_name;
   std::string notes;  // sprov_process_notes: one line each
+  /// SPROV_PROCESS_KERNEL_STACKS: each thread's kernel stack, read before the capture attached
+  /// (matched to `threads` by tid); `kernel_read` false when not asked for.
+  bool kernel_read = false;
+  std::vector<stackprov::memory::KernelThread> kernel;
+  /// SPROV_PROCESS_KERNEL_BTF: the kernel's BTF, opened at the capture (null when not asked for).
+  std::shared_ptr<const stackprov::perf::KernelBtf> btf;
+};
+
+/// A stack's kernel segment (sprov_process_kernel_stack): frames [0, frames.size()) of the stack
+/// are these, named; the first frame after them is the kernel->user boundary.
+struct KernelSegment {
+  int32_t state = 0;  ///< enum sprov_kernel_stack_state
+  std::vector<stackprov::memory::KernelFrame> frames;
+  std::vector<std::string> modules;  ///< parallel: "[kernel.kallsyms]" or "[MODULE]"
+  bool with_btf = false;             ///< prototypes asked for (SPROV_PROCESS_KERNEL_BTF)
+  std::vector<stackprov::perf::BtfPrototype> protos;  ///< parallel when with_btf; func_id 0: none
+  int64_t syscall = -1;
+  uint64_t user_sp = 0, user_pc = 0;
+  std::string reason;
 };
 
 struct sprov_stack {
@@ -113,6 +135,7 @@ struct sprov_stack {
   /// The perf map the walk used for JIT ranges (a trace's captured entries, or /tmp/perf-PID.map):
   /// it names the JIT frames too, offline as well. Null: none was used.
   std::shared_ptr<const stackprov::symbolize::PerfMap> jit;
+  KernelSegment kernel;  ///< state 0 (none) unless merged by sprov_process_kernel_stack
 };
 
 /// Frame `f` of `st` runs code outside every file-backed module (JIT code, named by a perf map):

@@ -42,6 +42,20 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
       prewalk_record(ctx, s, live);
       capture_runtime(ctx, s, live, &runtime);  // every thread is still stopped
     };
+    // Kernel stacks before attaching: a ptrace stop moves a blocked thread out of its system call
+    // (into ptrace_stop), so /proc would show the stop's stack instead.
+    const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u);
+    const bool kernel = flags & SPROV_PROCESS_KERNEL_STACKS;
+    if ((flags & SPROV_PROCESS_KERNEL_BTF) && !kernel)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "SPROV_PROCESS_KERNEL_BTF needs SPROV_PROCESS_KERNEL_STACKS"));
+    std::shared_ptr<const perf::KernelBtf> btf;
+    if (flags & SPROV_PROCESS_KERNEL_BTF) {  // before the threads are stopped: ~0.1 s to parse and index
+      auto b = perf::KernelBtf::open();
+      if (!b.ok()) return fail(b.error());
+      btf = std::move(b).value();
+    }
+    std::vector<memory::KernelThread> kernel_threads;
+    if (kernel) kernel_threads = memory::read_kernel_threads(pid, tid);
     auto root = HeldRoot::hold(pid);  // before the capture: the root the maps lines are read in
     auto cap = memory::capture_process(static_cast<pid_t>(pid), static_cast<pid_t>(tid), max_bytes, prewalk);
     if (!cap.ok()) return fail(cap.error());
@@ -55,6 +69,9 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
               [](const memory::Snapshot& a, const memory::Snapshot& b) { return a.tid < b.tid; });
     proc->threads.reserve(cap->threads.size());
     proc->program = cap->program_name;
+    proc->kernel_read = kernel;
+    proc->kernel = std::move(kernel_threads);
+    proc->btf = std::move(btf);
     for (memory::Snapshot& s : cap->threads) {
       auto name = cap->thread_names.find(s.tid);
       proc->thread_names.push_back(name != cap->thread_names.end() ? name->second : std::string());

@@ -105,6 +105,26 @@ pipeline::RenderThread describe(sprov_symbolizer* sym, const sprov_stack* stack,
     r.sp = f.sp;
     r.cfa = f.cfa;
     r.method = pipeline::method_name(static_cast<int>(f.method));
+    if (i < stack->kernel.frames.size()) {  // the kernel segment: named by /proc, never symbolized
+      const memory::KernelFrame& k = stack->kernel.frames[i];
+      r.is_kernel = true;
+      r.function = k.symbol;
+      r.function_offset = k.offset;
+      r.function_size = k.size;
+      r.module = stack->kernel.modules[i];
+      if (stack->kernel.with_btf) {
+        const perf::BtfPrototype& p = stack->kernel.protos[i];
+        r.btf = p.func_id != 0 ? 1 : 2;
+        r.btf_text = p.text;
+        r.btf_approximate = p.approximate;
+        r.btf_func_id = p.func_id;
+        r.btf_ret_type_id = p.ret_type_id;
+        r.btf_params = p.params;
+      }
+      t.frames.push_back(std::move(r));
+      continue;
+    }
+    r.kernel_user_boundary = !stack->kernel.frames.empty() && i == stack->kernel.frames.size();
     if (i < stack->runtime_of.size() && stack->runtime_of[i] >= 0 && f.method == unwind::Method::kRuntime) {
       const size_t k = static_cast<size_t>(stack->runtime_of[i]);
       const runtime::PythonFrame& p = stack->runtime[k];
@@ -161,6 +181,13 @@ pipeline::RenderThread describe(sprov_symbolizer* sym, const sprov_stack* stack,
     t.frames.push_back(std::move(r));
   }
   t.stop_reason = stop_reason_name(static_cast<int>(stack->stop));
+  if (stack->kernel.state != SPROV_KSTACK_NONE) {
+    static const char* const kState[] = {"none", "read", "unreadable", "running", "stale"};
+    const int32_t s = stack->kernel.state;
+    t.has_kernel = true;
+    t.kernel = {kState[s >= 0 && s <= 4 ? s : 0], stack->kernel.syscall, stack->kernel.user_sp,
+                stack->kernel.user_pc, stack->kernel.reason};
+  }
   return t;
 }
 

@@ -42,9 +42,10 @@ class ModuleFileFallback final : public memory::MemoryReader {
 
 int prepare_runtime_capture(const struct sprov_process_opts* opts, RuntimeCapture* out) {
   const uint32_t flags = SPROV_OPTS_GET(opts, sprov_process_opts, flags, 0u);
-  if ((flags & ~uint32_t{SPROV_PROCESS_RUNTIME_FRAMES}) != 0)
+  constexpr uint32_t kKnown = SPROV_PROCESS_RUNTIME_FRAMES | SPROV_PROCESS_KERNEL_STACKS | SPROV_PROCESS_KERNEL_BTF;
+  if ((flags & ~kKnown) != 0)
     return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_opts.flags 0x%x: unknown bits 0x%x", flags,
-                           flags & ~uint32_t{SPROV_PROCESS_RUNTIME_FRAMES}));
+                           flags & ~kKnown));
   out->attempted = (flags & SPROV_PROCESS_RUNTIME_FRAMES) == 0;  // nothing to read
   return 0;
 }
@@ -179,6 +180,9 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
                              proc->threads.size()));
     if (mode != SPROV_RUNTIME_INTERLEAVE && mode != SPROV_RUNTIME_ONLY)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_interleave: unknown mode %d", mode));
+    if (native->kernel.state != SPROV_KSTACK_NONE)
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_process_interleave: the stack has its kernel segment (interleave first)"));
     if (!native->runtime.empty())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_interleave: the stack is interleaved already"));
     auto st = std::make_unique<sprov_stack>();

@@ -222,6 +222,9 @@ SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_sta
     if (!stack->runtime.empty())
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_symbolizer_tail_calls: the stack is interleaved with runtime frames already"));
+    if (stack->kernel.state != SPROV_KSTACK_NONE)
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_symbolizer_tail_calls: the stack has its kernel segment already"));
     auto st = std::make_unique<sprov_stack>(*stack);
     symbolize::DwarfResolver* dwarf = sym->ctx->ctx.config().offline ? nullptr : chain(sym).dwarf();
     if (dwarf != nullptr && stack->modules) {

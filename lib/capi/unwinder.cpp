@@ -236,6 +236,9 @@ SPROV_API int sprov_stack_frame(const sprov_stack* stack, size_t index, struct s
     fr.module_index = f.module_index;
     fr.domain = static_cast<int32_t>(f.domain);
     fr.flags = f.flags | (f.lookup_prev ? static_cast<uint32_t>(SPROV_FRAME_RETURN_ADDRESS) : 0u);
+    // The first frame below a kernel segment (sprov_process_kernel_stack): the segment changes there.
+    if (!stack->kernel.frames.empty() && index == stack->kernel.frames.size())
+      fr.flags |= SPROV_FRAME_KERNEL_USER_BOUNDARY;
     if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < stack->modules->size()) {
       const memory::SnapshotModule& m = (*stack->modules)[f.module_index];
       fr.module_offset = f.pc - m.load_bias;

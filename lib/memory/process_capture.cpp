@@ -214,8 +214,29 @@ bool have_cap_sys_ptrace() {
   return (std::strtoull(eff.c_str(), nullptr, 16) >> kCapSysPtrace) & 1;
 }
 
+/// Whether `pid` is a kernel thread: PF_KTHREAD (0x00200000, include/linux/sched.h) in the flags
+/// field of /proc/PID/stat, the 7th after the comm's closing parenthesis (proc(5)). ptrace refuses
+/// kernel threads whatever the capabilities.
+bool is_kernel_thread(pid_t pid) {
+  const std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return false;
+  const char* p = stat.c_str() + close + 1;
+  for (int field = 0; field < 7 && *p; field++) {
+    while (*p == ' ') p++;
+    if (field == 6) return (std::strtoull(p, nullptr, 10) & 0x00200000ull) != 0;
+    while (*p && *p != ' ') p++;
+  }
+  return false;
+}
+
 /// -EPERM with what a user can act on (ptrace_permission_hint).
 Error permission_error(pid_t pid, pid_t tid) {
+  if (is_kernel_thread(pid))
+    return make_error(-EPERM,
+                      "process %d is a kernel thread: it has no user space to capture, and ptrace refuses it "
+                      "(its kernel stack is /proc/%d/stack)",
+                      pid, pid);
   const std::string tracer = status_field(pid, "TracerPid");
   const std::string hint = ptrace_permission_hint("/proc/sys/kernel/yama", have_cap_sys_ptrace(),
                                                   tracer == "0" ? std::string() : tracer,

@@ -100,6 +100,14 @@ void text_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
     return;
   }
   put(o, "#%-2zu 0x%016" PRIx64, f.index, f.pc);
+  if (f.is_kernel) {
+    *o += ' ' + f.function + '+' + addr_hex(f.function_offset) + " - " + f.module + " [" + f.method + "]\n";
+    if (f.btf == 1)
+      *o += "    btf: " + f.btf_text + (f.btf_approximate ? " (approximate: a compiler clone)" : "") + '\n';
+    else if (f.btf == 2)
+      *o += "    btf: none (no such function in the kernel's BTF)\n";
+    return;
+  }
   if (f.signal_handler_called) {
     *o += " <signal handler called>";  // gdb's name for the sigreturn trampoline
   } else if (!f.function.empty()) {
@@ -114,6 +122,7 @@ void text_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
   if (f.cfi_not_in_bundle) *o += ", cfi_not_in_bundle";
   if (f.jit) *o += ", jit";
   if (f.inferred) *o += ", inferred";
+  if (f.kernel_user_boundary) *o += ", kernel_user_boundary";
   *o += "]\n";
   if (flags & kRenderLines) {
     for (const RenderInline& in : f.inlined)
@@ -161,6 +170,30 @@ void json_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
         r.line, r.entry ? "true" : "false", r.native_index, r.frame_address, r.code_address);
     return;
   }
+  if (f.is_kernel) {
+    *o += ",\"domain\":\"kernel\"";
+    jstr(o, "method", f.method);
+    jstr(o, "module", f.module);
+    jstr(o, "function", f.function);
+    jstr(o, "function_offset", addr_hex(f.function_offset));
+    jstr(o, "function_size", addr_hex(f.function_size));
+    if (f.btf == 1) {
+      put(o, ",\"btf\":{\"func_id\":%u,\"ret_type_id\":%u,\"approximate\":%s", f.btf_func_id, f.btf_ret_type_id,
+          f.btf_approximate ? "true" : "false");
+      jstr(o, "prototype", f.btf_text);
+      *o += ",\"params\":[";
+      for (size_t k = 0; k < f.btf_params.size(); k++) {
+        *o += k ? ",{" : "{";
+        jstr(o, "name", f.btf_params[k].first, true);
+        put(o, ",\"type_id\":%u}", f.btf_params[k].second);
+      }
+      *o += "]}";
+    } else if (f.btf == 2) {
+      *o += ",\"btf\":null";
+    }
+    *o += '}';
+    return;
+  }
   put(o, ",\"cfa\":\"0x%" PRIx64 "\"", f.cfa);
   jstr(o, "module", f.module);
   jstr(o, "build_id", f.build_id);
@@ -181,6 +214,7 @@ void json_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
   if (f.jit) fl += ",\"jit\"";
   if (f.inferred) fl += ",\"inferred\"";
   if (f.awaiter) fl += ",\"async_awaiter\"";
+  if (f.kernel_user_boundary) fl += ",\"kernel_user_boundary\"";
   if (!fl.empty()) *o += ",\"flags\":[" + fl.substr(1) + ']';
   if (f.has_regs) {
     std::string regs;
@@ -248,6 +282,14 @@ void render_thread(const RenderThread& t, uint32_t flags, std::string* out) {
     put(out, "{\"tid\":%" PRId64, t.tid);
     jstr(out, "name", t.name);
     if (!t.runtime_name.empty()) jstr(out, "runtime_name", t.runtime_name);
+    if (t.has_kernel) {
+      *out += ",\"kernel\":{";
+      jstr(out, "state", t.kernel.state, true);
+      put(out, ",\"syscall\":%" PRId64 ",\"user_sp\":\"0x%" PRIx64 "\",\"user_pc\":\"0x%" PRIx64 "\"",
+          t.kernel.syscall, t.kernel.user_sp, t.kernel.user_pc);
+      jstr(out, "reason", t.kernel.reason);
+      *out += '}';
+    }
     *out += ",\"frames\":[";
     for (size_t i = 0; i < t.frames.size(); i++) {
       if (i) *out += ',';
@@ -266,6 +308,16 @@ void render_thread(const RenderThread& t, uint32_t flags, std::string* out) {
     *out += "\")";
   }
   *out += ":\n";
+  if (t.has_kernel) {
+    const RenderKernel& k = t.kernel;
+    if (k.state == "read" && k.syscall >= 0)
+      put(out, "kernel: system call %" PRId64 ", user sp 0x%" PRIx64 " pc 0x%" PRIx64 "\n", k.syscall, k.user_sp,
+          k.user_pc);
+    else if (k.state == "read")
+      put(out, "kernel: blocked outside a system call, user sp 0x%" PRIx64 " pc 0x%" PRIx64 "\n", k.user_sp, k.user_pc);
+    else
+      *out += "kernel: " + k.state + ": " + k.reason + '\n';
+  }
   for (const RenderFrame& f : t.frames) text_frame(f, flags, out);
   if (!t.stop_reason.empty()) *out += "stop: " + t.stop_reason + '\n';
 }

@@ -82,6 +82,25 @@ struct RenderFrame {
   std::vector<RenderArg> args;        ///< in DWARF order
   bool has_link = false;
   RenderLink link;
+  /// A kernel frame (`stack --kernel`): `function`+`function_offset`, `function_size`, `module`
+  /// "[kernel.kallsyms]" or "[MODULE]"; pc 0 (/proc prints no addresses).
+  bool is_kernel = false;
+  uint64_t function_size = 0;
+  bool kernel_user_boundary = false;  ///< the first user frame below a kernel segment
+  /// `--with-btf`: 0 not asked, 1 the prototype below, 2 BTF has no such function.
+  int btf = 0;
+  std::string btf_text;
+  bool btf_approximate = false;
+  uint32_t btf_func_id = 0, btf_ret_type_id = 0;
+  std::vector<std::pair<std::string, uint32_t>> btf_params;
+};
+
+/// A thread's kernel segment state (`stack --kernel`): "read", "unreadable", "running", "stale".
+struct RenderKernel {
+  std::string state;
+  int64_t syscall = -1;
+  uint64_t user_sp = 0, user_pc = 0;
+  std::string reason;
 };
 
 struct RenderThread {
@@ -89,6 +108,8 @@ struct RenderThread {
   std::string name, runtime_name;
   std::vector<RenderFrame> frames;
   std::string stop_reason;  ///< "" when unknown (a stored trace): no "stop:" line
+  bool has_kernel = false;  ///< the kernel segment was asked for: a "kernel:" line / "kernel" object
+  RenderKernel kernel;
 };
 
 /// Render flags (the values of SPROV_RENDER_*).
@@ -97,6 +118,8 @@ inline constexpr uint32_t kRenderLines = 1u << 1;
 
 /// Appends `t` as `stackprov stack` prints a thread (eu-stack's layout, bindings/cli's help):
 ///   TID n "name"[ (python thread "x")]:
+///   kernel: system call N, user sp 0xSP pc 0xPC | kernel: unreadable|running|stale: why  (has_kernel)
+///   #k  0x0000000000000000 symbol+0xOFF - [kernel.kallsyms] [kernel_stack]       (kernel frames)
 ///   #k  0xPC function+0xOFF - module [method[, flags]]
 ///       inlined F at file:line:column        (innermost first, with kRenderLines)
 ///       file:line:column                     (the physical function's position)

@@ -41,6 +41,7 @@ const char* method_name(int method) noexcept {
     case SPROV_METHOD_UNWIND_TABLE: return "unwind_table";
     case SPROV_METHOD_TAIL_CALL: return "tail_call";
     case SPROV_METHOD_ASYNC_BOUNDARY: return "async_boundary";
+    case SPROV_METHOD_KERNEL_STACK: return "kernel_stack";
     default: return "none";
   }
 }

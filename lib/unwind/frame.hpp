@@ -29,6 +29,7 @@ enum class Method : uint8_t {
   kCompactUnwind = SPROV_METHOD_COMPACT_UNWIND,
   kTailCall = SPROV_METHOD_TAIL_CALL,
   kAsyncBoundary = SPROV_METHOD_ASYNC_BOUNDARY,
+  kKernelStack = SPROV_METHOD_KERNEL_STACK,
 };
 
 /// Why a walk ended; values equal enum sprov_stop_reason.

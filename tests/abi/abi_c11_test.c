@@ -293,6 +293,31 @@ int main(void) {
   EXPECT(SPROV_METHOD_ASYNC_BOUNDARY == 17 && SPROV_FRAME_ASYNC_AWAITER == 16u);
   EXPECT(strcmp(sprov_method_name(SPROV_METHOD_ASYNC_BOUNDARY), "async_boundary") == 0);
   EXPECT(sprov_method_rung(SPROV_METHOD_ASYNC_BOUNDARY) == SPROV_RUNG_EXTERNAL);
+  EXPECT(SPROV_METHOD_KERNEL_STACK == 18 && SPROV_PROCESS_KERNEL_STACKS == 2u && SPROV_KSTACK_STALE == 4);
+  EXPECT(strcmp(sprov_method_name(SPROV_METHOD_KERNEL_STACK), "kernel_stack") == 0);
+  EXPECT(sprov_method_rung(SPROV_METHOD_KERNEL_STACK) == SPROV_RUNG_EXTERNAL);
+  {
+    /* stack --kernel: NULL handles are errors, not crashes; an unknown opts tail is refused. */
+    sprov_stack* merged = (sprov_stack*)1;
+    struct sprov_kernel_stack_info ki;
+    struct sprov_kernel_frame kf;
+    memset(&ki, 0, sizeof ki);
+    memset(&kf, 0, sizeof kf);
+    ki.sz = sizeof ki;
+    kf.sz = sizeof kf;
+    EXPECT(sprov_process_kernel_stack(NULL, 0, NULL, &merged) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_stack_kernel_info(NULL, &ki) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_stack_kernel_frame(NULL, 0, &kf) == SPROV_ERR_INVALID_ARG);
+    struct sprov_kernel_prototype kp;
+    memset(&kp, 0, sizeof kp);
+    kp.sz = sizeof kp;
+    sprov_kernel_btf* btf = (sprov_kernel_btf*)1;
+    EXPECT(sprov_kernel_btf_open(NULL, NULL) == SPROV_ERR_INVALID_ARG);
+    EXPECT(sprov_kernel_btf_lookup(NULL, "do_nanosleep", &kp) == SPROV_ERR_INVALID_ARG);
+    /* A file that is not BTF: an error (or UNSUPPORTED without libbpf), never a handle. */
+    EXPECT(sprov_kernel_btf_open("/dev/null", &btf) != 0 && btf == NULL);
+    sprov_kernel_btf_free(NULL);
+  }
   EXPECT(strcmp(sprov_stop_reason_name(SPROV_STOP_COROUTINE_ENTRY), "coroutine_entry") == 0);
   {
     /* Async boundaries: NULL handles and arguments are errors, not crashes. */

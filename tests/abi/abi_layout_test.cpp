@@ -2,6 +2,7 @@
 // ABI lock: sizes and offsets of every public struct (LP64). Changing one of these breaks callers.
 #include <cstddef>
 
+#include "stackprov/kernel.h"
 #include "stackprov/stackprov.h"
 
 #define CHECK_SIZE(T, N) static_assert(sizeof(struct T) == (N), #T " size changed")
@@ -53,6 +54,25 @@ CHECK_OFF(sprov_unwinder_stats, walks, 32);
 
 // Async boundaries (issue 35; doc/async-stacks.md).
 CHECK_SIZE(sprov_coroutine_link, 72);
+CHECK_SIZE(sprov_kernel_stack_info, 48);  // stack --kernel (stackprov/kernel.h)
+CHECK_OFF(sprov_kernel_stack_info, state, 8);
+CHECK_OFF(sprov_kernel_stack_info, frame_count, 12);
+CHECK_OFF(sprov_kernel_stack_info, syscall, 16);
+CHECK_OFF(sprov_kernel_stack_info, user_sp, 24);
+CHECK_OFF(sprov_kernel_stack_info, user_pc, 32);
+CHECK_OFF(sprov_kernel_stack_info, reason, 40);
+CHECK_SIZE(sprov_kernel_prototype, 24);
+CHECK_OFF(sprov_kernel_prototype, prototype, 8);
+CHECK_OFF(sprov_kernel_prototype, func_id, 16);
+CHECK_OFF(sprov_kernel_prototype, flags, 20);
+CHECK_SIZE(sprov_kernel_frame, 56);
+CHECK_OFF(sprov_kernel_frame, prototype, 40);
+CHECK_OFF(sprov_kernel_frame, btf_func_id, 48);
+CHECK_OFF(sprov_kernel_frame, flags, 52);
+CHECK_OFF(sprov_kernel_frame, symbol, 8);
+CHECK_OFF(sprov_kernel_frame, symbol_offset, 16);
+CHECK_OFF(sprov_kernel_frame, symbol_size, 24);
+CHECK_OFF(sprov_kernel_frame, module, 32);
 CHECK_OFF(sprov_coroutine_link, frame, 8);
 CHECK_OFF(sprov_coroutine_link, slot, 16);
 CHECK_OFF(sprov_coroutine_link, context, 24);

@@ -17,7 +17,9 @@
 # and the first user frame (only) carries SPROV_FRAME_KERNEL_USER_BOUNDARY.
 # cpu-clock mode (record --with-kernel without --off-cpu) of `fixture_chains spin 1`: user-mode and kernel-mode
 # samples, each with the fixture's known chain, the ones inside getrandom with the syscall's kernel frames.
-# Needs root (eBPF, perf), perf (linux-perf), llvm-symbolizer-14. About 11 s.
+# Both perf-imports run with --with-btf: every distinct kernel function's prototype equals the one written
+# from `bpftool btf dump file /sys/kernel/btf/vmlinux` (stack_kernel_check.py's reader of the dump).
+# Needs root (eBPF, perf), perf (linux-perf), llvm-symbolizer-14, bpftool. About 13 s.
 import argparse
 import bisect
 import json
@@ -30,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 from peers import perf_script_samples  # noqa: E402  (tests/lib: the peers' output parsers)
+from stack_kernel_check import bpftool_btf, btf_prototype  # noqa: E402  (bpftool's dump, read once)
 
 # The fixture's chains, leaf first, as written in fixture_chains.c.
 KNOWN = {
@@ -43,6 +46,41 @@ LOST_BY_PERF = {"raw": ["raw_leaf"], "libc": ["__nanosleep", "libc_leaf"]}
 # loaded 2-vCPU VM) puts them up to ~220 us apart now and then (measured: 150-216 us in 0.5 % of the hits).
 # A thread's hits are >= 1 ms apart (it sleeps 1 ms between them), so 400 us cannot take a neighbour's.
 MATCH_NS = 400_000
+
+
+def check_btf_prototypes(imp):
+    """perf-import --with-btf: every distinct kernel function of the recording against `bpftool btf dump
+    file /sys/kernel/btf/vmlinux` (raw): the FUNC of that name (lowest id), the C text written from
+    bpftool's types (stack_kernel_check.btf_prototype), approximate only for a clone (f.isra.0: f's);
+    null where bpftool has no FUNC of that name or its base."""
+    bpftool = shutil.which("bpftool")
+    if bpftool is None:
+        return ["bpftool is not installed (bpftool; make deps installs it)"]
+    dump = subprocess.run([bpftool, "btf", "dump", "file", "/sys/kernel/btf/vmlinux"], stdout=subprocess.PIPE,
+                          text=True, check=True).stdout
+    types, funcs = bpftool_btf(dump)
+    errs, seen = [], {}
+    for line in imp.splitlines():
+        if not line.strip():
+            continue
+        for f in json.loads(line)["frames"]:
+            if f["method"] == "kernel" and f["function"] is not None:
+                seen.setdefault(f["function"], f.get("btf", "missing"))
+    for name, b in sorted(seen.items()):
+        base = name.split(".", 1)[0] if "." in name[1:] else name
+        fid = funcs.get(name, funcs.get(base))
+        if fid is None:
+            if b is not None:
+                errs.append("btf: %s is no FUNC in bpftool's dump, perf-import says %r" % (name, b))
+            continue
+        want = {"func_id": fid, "prototype": btf_prototype(types, fid)[2], "approximate": name not in funcs}
+        if b != want:
+            errs.append("btf: %s: perf-import %r, bpftool %r" % (name, b, want))
+    if not seen:
+        errs.append("btf: no named kernel frame in the recording")
+    print("perf-import --with-btf: %d distinct kernel functions, %d with a prototype, each = bpftool btf dump's" %
+          (len(seen), sum(1 for b in seen.values() if b)))
+    return errs
 
 
 def main():
@@ -102,7 +140,8 @@ def main():
     script = subprocess.run([perf, "script", "-i", pdata, "-F", "comm,tid,time,ip,sym,symoff,dso"],
                             check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
     psamples = perf_script_samples(script)
-    imp = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "json", cap], check=True,
+    # --with-btf: each named kernel frame's prototype, compared with bpftool below.
+    imp = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "json", "--with-btf", cap], check=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
     record_events = []
     for line in imp.splitlines():
@@ -115,6 +154,7 @@ def main():
             "kernel": [(int(f["pc"], 16), "%s+0x%x" % (f["function"], int(f["pc"], 16) - int(f["symbol_start"], 16)))
                        for f in fr if f["method"] == "kernel"],
             "user": [(int(f["module_offset"], 16), f["function"], f["module"], None) for f in fr if f["method"] != "kernel"]})
+    failures += check_btf_prototypes(imp)
     client_events = parse_client(cout, symbolizer)
     stats = []
     for what, events in (("record --with-kernel --off-cpu", record_events), ("C ABI sprov_kernel_event_stitch", client_events)):
@@ -151,10 +191,10 @@ def check_cpu_clock(args, work):
                         "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         return ["record --with-kernel (cpu-clock) exited %d: %s" % (r.returncode, r.stderr.strip())]
-    out = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "json", cap], check=True, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True).stdout
+    out = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "json", "--with-btf", cap], check=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
     n = user_mode = kernel_mode = in_syscall = outside = 0
-    bad = []
+    bad = check_btf_prototypes(out)
     for line in out.splitlines():
         o = json.loads(line)
         n += 1

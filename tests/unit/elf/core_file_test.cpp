@@ -752,15 +752,19 @@ TEST_CASE("core_file: C ABI end to end, a child parked in core_a -> core_b -> pa
   CHECK(std::find(names.begin(), names.end(), "main") != names.end());
   CHECK(sprov_stack_stop_reason(stack) == SPROV_STOP_END_OF_STACK);
 
-  // Options: a bad tid, unknown flags (bit 0 is SPROV_PROCESS_RUNTIME_FRAMES), a missing exe.
+  // Options: a bad tid, unknown flags (bit 0 is SPROV_PROCESS_RUNTIME_FRAMES, bits 1 and 2 the kernel
+  // stacks of a live process), a missing exe.
   sprov_process* p2 = nullptr;
   sprov_process_opts bad_tid = process_opts();
   bad_tid.tid = 1;
   CHECK(sprov_process_open_core(ctx, path.c_str(), &bad_tid, &p2) == SPROV_ERR_NOT_FOUND);
   sprov_process_opts bad_flags = process_opts();
-  bad_flags.flags = 2;
+  bad_flags.flags = 8;
   CHECK(sprov_process_open_core(ctx, path.c_str(), &bad_flags, &p2) == SPROV_ERR_INVALID_ARG);
-  CHECK_THAT(std::string(sprov_last_error_message()), Catch::Contains("unknown bits 0x2"));
+  CHECK_THAT(std::string(sprov_last_error_message()), Catch::Contains("unknown bits 0x8"));
+  bad_flags.flags = SPROV_PROCESS_KERNEL_STACKS;
+  CHECK(sprov_process_open_core(ctx, path.c_str(), &bad_flags, &p2) == SPROV_ERR_INVALID_ARG);
+  CHECK_THAT(std::string(sprov_last_error_message()), Catch::Contains("a core holds no kernel stack"));
   sprov_process_opts bad_exe = process_opts();
   bad_exe.exe = "/nonexistent/exe";
   CHECK(sprov_process_open_core(ctx, path.c_str(), &bad_exe, &p2) == SPROV_ERR_NOT_FOUND);

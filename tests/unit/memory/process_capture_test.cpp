@@ -811,10 +811,14 @@ TEST_CASE("C ABI: a parked thread unwinds to its call chain, and its snapshot is
   // Options: reserved flags and the core-only exe are rejected, naming the value.
   sprov_process_opts bad_flags = {};
   bad_flags.sz = sizeof(bad_flags);
-  bad_flags.flags = 4;
+  bad_flags.flags = 8;  // the first bit no flag uses (4 is SPROV_PROCESS_KERNEL_BTF)
   sprov_process* none = nullptr;
   CHECK(sprov_process_capture(ctx, 1, &bad_flags, &none) == SPROV_ERR_INVALID_ARG);
-  CHECK(std::string(sprov_last_error_message()).find("0x4") != std::string::npos);
+  CHECK(std::string(sprov_last_error_message()).find("0x8") != std::string::npos);
+  // --with-btf without --kernel: refused, naming both flags.
+  bad_flags.flags = SPROV_PROCESS_KERNEL_BTF;
+  CHECK(sprov_process_capture(ctx, 1, &bad_flags, &none) == SPROV_ERR_INVALID_ARG);
+  CHECK(std::string(sprov_last_error_message()).find("SPROV_PROCESS_KERNEL_STACKS") != std::string::npos);
   sprov_process_opts bad_exe = {};
   bad_exe.sz = sizeof(bad_exe);
   bad_exe.exe = "/bin/true";
