@@ -25,6 +25,7 @@ import collections
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import struct
@@ -40,7 +41,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from peers import parse_perf_script  # noqa: E402
 import time
 
-GOAL_RATIO = 20.0  # issue 15: stackprov perf-import --format json vs perf script, per sample
+GOAL_RATIO = 10.0  # issue 37: perf-import --format json vs perf script (per sample) and --format folded vs
+                   # perf report (aggregated), each >= 10x (issue 15 had asked 20x per sample)
 
 PY_WORK = r"""
 import sys, time
@@ -67,19 +69,24 @@ def run_checked(cmd, **kw):
 
 
 def timed(cmd, out_path, runs):
-    """Median/min wall seconds of `runs` runs of cmd, stdout to out_path (kept from the last run)."""
-    times = []
+    """Median/min wall seconds of `runs` runs of cmd, stdout to out_path (kept from the last run), and
+    the median CPU seconds (user + system of the child, getrusage): the machine is shared, and
+    wall time there measures the other load as much as the tool."""
+    times, cpus = [], []
     for _ in range(runs):
         with open(out_path, "wb") as out:
+            ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE)
             dt = time.perf_counter() - t0
+            ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if r.returncode != 0:
             raise BenchFail("%s exited %d: %s" % (" ".join(cmd), r.returncode,
                                                   r.stderr.decode(errors="replace")[-800:]))
         times.append(dt)
+        cpus.append((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime))
     return {"runs": runs, "median_s": round(statistics.median(times), 4), "min_s": round(min(times), 4),
-            "max_s": round(max(times), 4)}
+            "max_s": round(max(times), 4), "cpu_median_s": round(statistics.median(cpus), 4)}
 
 
 # ------------------------------------------------------------------ per-sample comparison
@@ -247,6 +254,8 @@ def bench_workload(name, cmd_for, a, perf):
                          "differences": dict(classes), "examples": examples}
     res["ratio_perf_script_over_stackprov"] = round(res["perf_script"]["median_s"] /
                                                     res["stackprov_json"]["median_s"], 2)
+    res["ratio_perf_script_over_stackprov_cpu"] = round(res["perf_script"]["cpu_median_s"] /
+                                                        max(res["stackprov_json"]["cpu_median_s"], 1e-4), 2)
 
     # Aggregated.
     sp_folded, pr_txt = os.path.join(w, "stackprov.folded"), os.path.join(w, "perf_report.txt")
@@ -267,18 +276,25 @@ def bench_workload(name, cmd_for, a, perf):
                          "largest_differences": fexamples}
     res["ratio_perf_report_over_stackprov"] = round(res["perf_report"]["median_s"] /
                                                     res["stackprov_folded"]["median_s"], 2)
+    res["ratio_perf_report_over_stackprov_cpu"] = round(res["perf_report"]["cpu_median_s"] /
+                                                        max(res["stackprov_folded"]["cpu_median_s"], 1e-4), 2)
 
-    print("  per sample: stackprov --format json %.3f s, perf script %.3f s -> x%.2f; identical samples %.2f%%"
+    print("  per sample: stackprov --format json %.3f s, perf script %.3f s -> x%.2f (CPU %.3f s vs %.3f s -> x%.2f); "
+          "identical samples %.2f%%"
           % (res["stackprov_json"]["median_s"], res["perf_script"]["median_s"],
-             res["ratio_perf_script_over_stackprov"], res["per_sample"]["identical_pct"]), flush=True)
+             res["ratio_perf_script_over_stackprov"], res["stackprov_json"]["cpu_median_s"],
+             res["perf_script"]["cpu_median_s"], res["ratio_perf_script_over_stackprov_cpu"],
+             res["per_sample"]["identical_pct"]), flush=True)
     for k, n in classes.most_common():
         print("    %6d  %s" % (n, k))
     for e in examples:
         print("    e.g. " + e)
-    print("  aggregated: stackprov --format folded %.3f s, perf report %.3f s -> x%.2f; samples on identical "
-          "stacks %.2f%%" % (res["stackprov_folded"]["median_s"], res["perf_report"]["median_s"],
-                             res["ratio_perf_report_over_stackprov"], res["aggregated"]["identical_pct"]),
-          flush=True)
+    print("  aggregated: stackprov --format folded %.3f s, perf report %.3f s -> x%.2f (CPU %.3f s vs %.3f s -> x%.2f); "
+          "samples on identical stacks %.2f%%" % (
+              res["stackprov_folded"]["median_s"], res["perf_report"]["median_s"],
+              res["ratio_perf_report_over_stackprov"], res["stackprov_folded"]["cpu_median_s"],
+              res["perf_report"]["cpu_median_s"], res["ratio_perf_report_over_stackprov_cpu"],
+              res["aggregated"]["identical_pct"]), flush=True)
     for e in fexamples:
         print("    e.g. " + e)
     failures = []
@@ -299,7 +315,7 @@ def main():
     ap.add_argument("--python311", default="/usr/bin/python3.11")
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_PERF_RUNS", "3")))
+    ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_PERF_RUNS", "5")))
     ap.add_argument("--hz", type=int, default=int(os.environ.get("BENCH_PERF_HZ", "10000")))
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_PERF_SECONDS", "3")))
     ap.add_argument("--min-samples", type=int, default=20000)
@@ -317,7 +333,8 @@ def main():
         f.write(PY_WORK)
     workloads = [("native-2-threads", lambda s: [a.fixture, "%.2f" % s]),
                  ("python3.11-fib", lambda s: [a.python311, script, "%.2f" % s])]
-    print("bench/perf_import: median of %d runs, ratio = peer / stackprov (> 1: stackprov is faster)" % a.runs)
+    print("bench/perf_import: median of %d runs, ratio = peer / stackprov (> 1: stackprov is faster); load average %.2f %.2f %.2f"
+          % ((a.runs,) + os.getloadavg()))
     results, failures = [], []
     try:
         for name, cmd_for in workloads:
@@ -326,14 +343,20 @@ def main():
             failures += f
     except BenchFail as e:
         failures.append(str(e))
-    # Issue 15's goal: per-sample output of a >= 20,000-sample recording >= 20x faster than perf script.
+    # Issue 37's goals: on a >= 20,000-sample recording, per-sample output >= 10x faster than perf
+    # script and aggregated output >= 10x faster than perf report (wall time, medians).
     goals = []
     for r in results:
-        ratio = r.get("ratio_perf_script_over_stackprov", 0.0)
-        goals.append({"workload": r.get("workload"), "samples": r.get("samples"), "want": ">= %.0fx" % GOAL_RATIO,
-                      "measured": ratio, "met": ratio >= GOAL_RATIO and r.get("samples", 0) >= 20000})
-        print("goal %-18s per sample >= %.0fx perf script: %s (x%.2f, %s samples)" % (
-            r.get("workload"), GOAL_RATIO, "met" if goals[-1]["met"] else "NOT met", ratio, r.get("samples")))
+        for what, key, peer in (("per sample", "ratio_perf_script_over_stackprov", "perf script"),
+                                ("aggregated", "ratio_perf_report_over_stackprov", "perf report")):
+            ratio = r.get(key, 0.0)
+            goals.append({"workload": r.get("workload"), "what": what, "samples": r.get("samples"),
+                          "want": ">= %.0fx %s" % (GOAL_RATIO, peer), "measured": ratio,
+                          "met": ratio >= GOAL_RATIO and r.get("samples", 0) >= 20000})
+            print("goal %-18s %-10s >= %.0fx %s: %s (x%.2f, %s samples)" % (
+                r.get("workload"), what, GOAL_RATIO, peer, "met" if goals[-1]["met"] else "NOT met", ratio,
+                r.get("samples")))
+    print("load average at the end: %.2f %.2f %.2f" % os.getloadavg())
     doc = {"benchmark": "perf_import", "unit": "s wall time per invocation (median of runs)",
            "host": {"cpus": os.cpu_count(), "loadavg": os.getloadavg()},
            "min_agree_pct": a.min_agree, "workloads": results, "goals": goals, "failures": failures}

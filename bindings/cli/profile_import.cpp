@@ -105,6 +105,12 @@ bool ProfileImport::sample(uint64_t i, Sample* out) {
     if (names[f.name].known) kernel_named_++;
   }
   // User frames: unwound from the copied stack, or the recorded callchain / ip as a stack.
+  samples_read_++;
+  if (opts_.no_stack && s.mode == SPROV_PROFILE_MODE_DWARF && s.snapshot != nullptr && sample_fast(s, out)) {
+    frames_total_ += kips_.size();
+    if (out->truncated) truncated_++;
+    return true;
+  }
   const int rc = s.mode == SPROV_PROFILE_MODE_DWARF ? sprov_unwinder_unwind(uw_, s.snapshot, &stack_)
                                                     : sprov_profile_sample_stack(prof_, i, opts_.max_frames, &stack_);
   if (rc != 0) {
@@ -149,6 +155,68 @@ bool ProfileImport::sample(uint64_t i, Sample* out) {
   }
   frames_total_ += kips_.size();
   if (out->truncated) truncated_++;
+  return true;
+}
+
+bool ProfileImport::sample_fast(const struct sprov_profile_sample& s, Sample* out) {
+  // The same walk as sprov_unwinder_unwind (one walker, the same options and JIT ranges), into a
+  // buffer; its frames named from the name cache only. Anything the cache does not hold (a first
+  // pc, an inline chain not asked for yet, JIT code) goes the full way, which fills the cache.
+  const uint32_t cap = opts_.max_frames ? opts_.max_frames : 256;
+  if (raw_.size() < cap) raw_.resize(cap);
+  struct sprov_unwind_buf b = {};
+  b.sz = sizeof(b);
+  b.frames = raw_.data();
+  b.frame_sz = sizeof(struct sprov_raw_frame);
+  b.capacity = cap;
+  if (sprov_unwinder_unwind_into(uw_, s.snapshot, &b) != 0) return false;
+  NameTable& names = *names_;
+  fast_frames_.clear();
+  for (uint32_t k = 0; k < b.count; k++) {
+    const struct sprov_raw_frame& fr = raw_[k];
+    if (fr.module_index < 0 || fr.module_index >= 65536) return false;
+    if (static_cast<size_t>(fr.module_index) >= mods_.size()) mods_.resize(fr.module_index + 1);
+    ModRef& m = mods_[fr.module_index];
+    if (m.stamp != samples_read_) {
+      SPROV_OPTS(sprov_module_info, mi);
+      if (sprov_snapshot_module(s.modules, static_cast<size_t>(fr.module_index), &mi) != 0) return false;
+      m.stamp = samples_read_;
+      m.path = mi.path;
+      m.build_id = mi.build_id_len ? mi.build_id : nullptr;
+      m.build_id_len = mi.build_id_len;
+    }
+    const bool exact = k == 0 || fr.method == SPROV_METHOD_SIGNAL;
+    uint32_t id = 0;
+    const std::vector<uint32_t>* inl = nullptr;
+    if (!names.cached_user(s.module_list, fr.module_index, m.path, m.build_id, m.build_id_len, fr.module_offset, exact,
+                           &id, opts_.inlines ? &inl : nullptr))
+      return false;
+    SampleFrame f;
+    f.name = id;
+    f.pc = fr.pc;
+    f.addr = exact ? fr.pc : fr.pc - 1;
+    f.module = m.path;
+    f.module_offset = fr.module_offset;
+    f.method = fr.method;
+    f.module_index = fr.module_index;
+    f.stack_index = k;
+    if (inl != nullptr) {
+      for (uint32_t iid : *inl) {
+        SampleFrame g = f;
+        g.name = iid;
+        g.inlined = true;
+        fast_frames_.push_back(g);
+      }
+    }
+    fast_frames_.push_back(f);
+  }
+  out->frames.insert(out->frames.end(), fast_frames_.begin(), fast_frames_.end());
+  out->stop = b.stop_reason;
+  frames_total_ += b.count;
+  if ((out->stop == SPROV_STOP_MEMORY_UNREADABLE || out->stop == SPROV_STOP_SP_NOT_ADVANCING) && b.count > 0) {
+    const uint64_t stack_end = s.sp + s.stack_size;
+    out->truncated = s.stack_size >= s.stack_requested || raw_[b.count - 1].sp + kTruncationSlack >= stack_end;
+  }
   return true;
 }
 

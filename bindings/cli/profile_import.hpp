@@ -11,6 +11,7 @@
 
 #include "print.hpp"
 #include "profile_output.hpp"
+#include "stackprov/fast.h"
 #include "stackprov/perf.h"
 #include "stackprov/stackprov.h"
 
@@ -43,25 +44,23 @@ class NameTable {
   /// Name id of user frame `i` of `stack` (module list `list`).
   uint32_t user(const sprov_stack* stack, size_t i, const sprov_frame& fr, uint32_t list, bool exact) {
     last_cacheable_ = false;
-    if (fr.module_index < 0 || fr.module_path == nullptr || strcmp(fr.module_path, "//anon") == 0) {
+    auto jit = [&]() -> uint32_t {
       // JIT code outside every module: named by the process's perf map (resolver perfmap), uncached.
       SPROV_OPTS(sprov_symbol, j);
       if (sprov_symbolizer_frame(sym_, stack, i, &j) != 0 || j.resolver != SPROV_RESOLVER_PERFMAP || !j.name) return 0;
       return intern(NameInfo{j.name, j.name, "", j.sym_addr, false, true}, std::string("jit:") + std::to_string(j.sym_addr));
-    }
+    };
+    if (fr.module_index < 0 || fr.module_path == nullptr) return jit();
     if (list >= list_mods_.size()) list_mods_.resize(list + 1);
     auto& mods = list_mods_[list];
     if (static_cast<size_t>(fr.module_index) >= mods.size()) mods.resize(fr.module_index + 1, -1);
     int32_t& mid = mods[fr.module_index];
-    if (mid < 0) {
-      // By path and build-id: one path may name two builds in one recording (a library replaced and
-      // loaded again while the old one stays mapped), whose names at one offset differ.
-      std::string key = fr.module_path;
-      key.push_back('\0');
-      key.append(reinterpret_cast<const char*>(fr.build_id), fr.build_id_len);
-      auto [it, fresh] = module_ids_.emplace(std::move(key), static_cast<int32_t>(module_ids_.size()));
-      mid = it->second;
+    if (mid == kAnon) return jit();  // the list's "//anon" mapping: compared once, not per frame
+    if (mid < 0 && strcmp(fr.module_path, "//anon") == 0) {
+      mid = kAnon;
+      return jit();
     }
+    if (mid < 0) mid = module_id(fr.module_path, fr.build_id, fr.build_id_len);
     const uint64_t key = (static_cast<uint64_t>(mid) << 41) | (exact ? 1ull << 40 : 0) | (fr.module_offset & ((1ull << 40) - 1));
     const bool cacheable = fr.module_offset < (1ull << 40) && mid < (1 << 22);
     last_key_ = key;
@@ -93,6 +92,43 @@ class NameTable {
     }
     if (cacheable) cache_.emplace(key, id);
     return id;
+  }
+
+  /// The id user() would return for a frame of module `module_index` of list `list` (path
+  /// `path`, build-id `build_id`) at `module_offset`, when it is cached (true); false when
+  /// user() has to look it up (a miss, an "//anon" or module-less frame: JIT names are not
+  /// cached). With `inl` (inlined frames asked for), also the cached inline chain user() /
+  /// inlined() would give, false when that is not cached. Counts a hit as user() does.
+  bool cached_user(uint32_t list, int32_t module_index, const char* path, const uint8_t* build_id, uint32_t build_id_len,
+                   uint64_t module_offset, bool exact, uint32_t* id, const std::vector<uint32_t>** inl) {
+    if (module_index < 0 || path == nullptr || module_offset >= (1ull << 40)) return false;
+    if (list >= list_mods_.size()) list_mods_.resize(list + 1);
+    auto& mods = list_mods_[list];
+    if (static_cast<size_t>(module_index) >= mods.size()) mods.resize(module_index + 1, -1);
+    int32_t& mid = mods[module_index];
+    if (mid == kAnon) return false;
+    if (mid < 0) {
+      if (strcmp(path, "//anon") == 0) {
+        mid = kAnon;
+        return false;
+      }
+      mid = module_id(path, build_id, build_id_len);
+    }
+    if (mid >= (1 << 22)) return false;
+    const uint64_t key = (static_cast<uint64_t>(mid) << 41) | (exact ? 1ull << 40 : 0) | module_offset;
+    auto it = cache_.find(key);
+    if (it == cache_.end()) return false;
+    if (inl != nullptr) {
+      *inl = nullptr;
+      if (it->second != 0) {
+        auto ii = icache_.find(key);
+        if (ii == icache_.end()) return false;
+        *inl = &ii->second;
+      }
+    }
+    hits_++;
+    *id = it->second;
+    return true;
   }
 
   /// Ids of the functions inlined at user frame `i` of `stack`, the frame user() was last asked
@@ -155,6 +191,16 @@ class NameTable {
   uint64_t misses() const { return misses_; }
 
  private:
+  /// A module's identity: by path and build-id: one path may name two builds in one recording (a
+  /// library replaced and loaded again while the old one stays mapped), whose names at one offset
+  /// differ.
+  int32_t module_id(const char* path, const uint8_t* build_id, uint32_t build_id_len) {
+    std::string key = path;
+    key.push_back('\0');
+    if (build_id != nullptr) key.append(reinterpret_cast<const char*>(build_id), build_id_len);
+    auto [it, fresh] = module_ids_.emplace(std::move(key), static_cast<int32_t>(module_ids_.size()));
+    return it->second;
+  }
   uint32_t intern(NameInfo n, const std::string& where) {
     auto [it, fresh] = ids_.emplace(n.name + '\0' + n.linkage + '\0' + where, static_cast<uint32_t>(names_.size()));
     if (fresh) names_.push_back(std::move(n));
@@ -168,6 +214,7 @@ class NameTable {
     return v;
   }
 
+  static constexpr int32_t kAnon = -2;  ///< list_mods_ entry of an "//anon" mapping (-1: not seen yet)
   sprov_symbolizer* sym_;
   sprov_profile* prof_;
   bool bundles_ = false;
@@ -213,6 +260,10 @@ struct ImportOptions {
   const char* store = nullptr;    ///< a bundle store: modules without their file named from it
   uint32_t max_frames = 256;      ///< user frames per sample
   bool inlines = false;           ///< list inlined functions as frames of their own
+  /// Sample::stack not needed (no pprof source lines): a copied stack whose frames are all named
+  /// from the name cache is unwound into a buffer (sprov_unwinder_unwind_into) without building a
+  /// sprov_stack; Sample::stack is then NULL. Frames and names are the same either way.
+  bool no_stack = false;
   /// The context's log (warnings about module files), NULL: none.
   void (*log_fn)(void* user, int level, const char* message) = nullptr;
 };
@@ -271,7 +322,18 @@ class ProfileImport {
   sprov_stack* stack_ = nullptr;
   struct sprov_profile_info info_{};
   NameTable* names_ = nullptr;
+  bool sample_fast(const struct sprov_profile_sample& s, Sample* out);
   std::vector<uint64_t> kips_;
+  std::vector<struct sprov_raw_frame> raw_;
+  struct ModRef {
+    uint64_t stamp = 0;
+    const char* path = nullptr;
+    const uint8_t* build_id = nullptr;
+    uint32_t build_id_len = 0;
+  };
+  std::vector<ModRef> mods_;  ///< this sample's module infos by index (stamp == samples_read_)
+  uint64_t samples_read_ = 0;
+  std::vector<SampleFrame> fast_frames_;
   uint64_t by_mode_[4] = {0, 0, 0, 0};
   uint64_t truncated_ = 0, failed_ = 0, frames_total_ = 0, kernel_frames_ = 0, kernel_named_ = 0;
 };

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "elf/elf_bytes.hpp"
@@ -52,17 +54,20 @@ bool keep_first(const Entry& a, const Entry& b) {
 }
 
 std::string read_text(const std::string& path, int* err) {
-  // read(2) straight into the string: procfs files (kallsyms: ~10 MB) report no size.
+  // procfs files (kallsyms: ~5-10 MB) report no size: read in chunks and appended to a string
+  // whose capacity doubles, so no byte is zero-filled and nothing but the chunks is copied (a
+  // string resized before each read zero-filled ~3x the listing: 3% of a perf-import run).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     *err = errno ? errno : ENOENT;
     return {};
   }
+  constexpr size_t kChunk = size_t{1} << 18;
+  std::unique_ptr<char[]> chunk(new char[kChunk]);
   std::string out;
-  size_t used = 0;
+  out.reserve(size_t{1} << 20);
   for (;;) {
-    if (out.size() - used < (size_t{1} << 16)) out.resize(std::max<size_t>(out.size() * 2, size_t{1} << 20));
-    const ssize_t n = ::read(fd, out.data() + used, out.size() - used);
+    const ssize_t n = ::read(fd, chunk.get(), kChunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       *err = errno;
@@ -70,10 +75,10 @@ std::string read_text(const std::string& path, int* err) {
       return {};
     }
     if (n == 0) break;
-    used += static_cast<size_t>(n);
+    if (out.capacity() - out.size() < static_cast<size_t>(n)) out.reserve(out.capacity() * 2);
+    out.append(chunk.get(), static_cast<size_t>(n));
   }
   ::close(fd);
-  out.resize(used);
   *err = 0;
   return out;
 }
@@ -123,6 +128,7 @@ KernelSymbols KernelSymbols::parse(std::string listing) {
     }
     if (addr != 0) out.nonzero_++;
     if (module.empty() && name == "_text") out.text_ = addr;
+    if (module.empty() && name == "_etext") out.etext_ = addr;
     const char up = static_cast<char>(std::toupper(static_cast<unsigned char>(type)));
     if (up != 'T' && up != 'W' && up != 'D' && up != 'B') continue;  // symbol_type__filter
     if (name.empty() || name[0] == '$') continue;
@@ -171,6 +177,120 @@ const KernelSymbols::Symbol* KernelSymbols::find(uint64_t addr) const {
   return nullptr;
 }
 
+std::shared_ptr<CoreListing> CoreListing::open(std::string text) {
+  if (text.size() >= UINT32_MAX) return nullptr;
+  auto c = std::make_shared<CoreListing>();
+  c->text_buf_ = std::move(text);
+  const std::string& t = c->text_buf_;
+  for (size_t at = 0; at < t.size();) {
+    c->starts_.push_back(static_cast<uint32_t>(at));
+    const void* nl = std::memchr(t.data() + at, '\n', t.size() - at);
+    at = nl ? static_cast<size_t>(static_cast<const char*>(nl) - t.data()) + 1 : t.size();
+  }
+  // The first "_text" line, then the first "_etext" line after it (kernel lines: no module).
+  auto find_name = [&](std::string_view want, size_t from, size_t* out, uint64_t* addr) {
+    for (size_t i = from; i < c->starts_.size(); i++) {
+      uint64_t a;
+      char type;
+      std::string_view name;
+      bool tab;
+      if (c->line(i, &a, &type, &name, &tab) && !tab && name == want) {
+        *out = i;
+        *addr = a;
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!find_name("_text", 0, &c->lo_, &c->text_)) return nullptr;
+  if (!find_name("_etext", c->lo_ + 1, &c->hi_, &c->etext_) || c->etext_ <= c->text_) return nullptr;
+  return c;
+}
+
+bool CoreListing::line(size_t i, uint64_t* addr, char* type, std::string_view* name, bool* tab) const {
+  const char* p = text_buf_.data() + starts_[i];
+  const char* end = i + 1 < starts_.size() ? text_buf_.data() + starts_[i + 1] : text_buf_.data() + text_buf_.size();
+  if (end > p && end[-1] == '\n') end--;
+  uint64_t a = 0;
+  const char* q = p;
+  for (int d; q < end && q - p < 16 && (d = hex_digit(*q)) >= 0; q++) a = a * 16 + static_cast<uint64_t>(d);
+  if (q == p || q + 3 > end || *q != ' ' || q[2] != ' ') return false;
+  *addr = a;
+  *type = q[1];
+  const char* nb = q + 3;
+  const char* tb = static_cast<const char*>(std::memchr(nb, '\t', static_cast<size_t>(end - nb)));
+  *tab = tb != nullptr;
+  *name = std::string_view(nb, static_cast<size_t>((tb ? tb : end) - nb));
+  return true;
+}
+
+/// Line i is one KernelSymbols::parse keeps (types T/W/D/B, not '$', not the entry trampoline).
+bool CoreListing::accepted(size_t i, uint64_t* addr, bool* ok) const {
+  char type;
+  std::string_view name;
+  bool tab;
+  *ok = line(i, addr, &type, &name, &tab) && !tab;
+  if (!*ok) return false;
+  const char up = static_cast<char>(std::toupper(static_cast<unsigned char>(type)));
+  if (up != 'T' && up != 'W' && up != 'D' && up != 'B') return false;
+  return !name.empty() && name[0] != '$' && name != "__entry_SYSCALL_64_trampoline";
+}
+
+const KernelSymbols::Symbol* CoreListing::find(uint64_t addr) {
+  if (addr < text_ || addr >= etext_ || windows_.size() >= 65536) return nullptr;
+  // The last line at or below addr: line lo_ (_text) is, line hi_ (_etext) is above.
+  size_t a = lo_, b = hi_;
+  while (b - a > 1) {
+    const size_t m = a + (b - a) / 2;
+    uint64_t v;
+    char type;
+    std::string_view name;
+    bool tab;
+    if (!line(m, &v, &type, &name, &tab)) return nullptr;
+    (v <= addr ? a : b) = m;
+  }
+  // The last kept line at or before it, with every line at its address; the first kept line
+  // above that address ends the symbol.
+  bool ok = true;
+  uint64_t start = 0, v = 0;
+  size_t j = a;
+  while (!accepted(j, &start, &ok)) {
+    if (!ok || j == lo_) return nullptr;
+    j--;
+  }
+  if (start > addr) return nullptr;  // out of order
+  size_t first = j;
+  while (first > 0) {  // the group may begin before _text (_stext, srso_alias_untrain_ret)
+    char type;
+    std::string_view name;
+    bool tab;
+    if (!line(first - 1, &v, &type, &name, &tab)) return nullptr;
+    if (v > start) return nullptr;  // out of order
+    if (v != start) break;
+    first--;
+  }
+  size_t k = a + 1;
+  for (;; k++) {
+    if (k > hi_) return nullptr;
+    if (accepted(k, &v, &ok) && v > start) break;
+    if (!ok) return nullptr;
+  }
+  if (v <= addr) return nullptr;  // out of order
+  // Every line of the window readable, without a module and in address order.
+  uint64_t prev = 0;
+  for (size_t i = first; i <= k; i++) {
+    char type;
+    std::string_view name;
+    bool tab;
+    if (!line(i, &v, &type, &name, &tab) || tab || v < prev) return nullptr;
+    prev = v;
+  }
+  const size_t from = starts_[first];
+  const size_t to = k + 1 < starts_.size() ? starts_[k + 1] : text_buf_.size();
+  windows_.push_back(std::make_unique<KernelSymbols>(KernelSymbols::parse(text_buf_.substr(from, to - from))));
+  return windows_.back()->find(addr);
+}
+
 ModuleId kernel_build_id_from_notes(const std::string& notes) {
   elf::detail::ByteView v(reinterpret_cast<const uint8_t*>(notes.data()), notes.size(), false);
   auto id = elf::detail::find_gnu_build_id(v, 4);
@@ -197,8 +317,16 @@ uint64_t running_kernel_text(const std::string& kallsyms_path) {
   return 0;
 }
 
-KernelNamer::KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string notes_path, std::string kallsyms_path)
-    : recorded_(recorded), recorded_text_(recorded_text), kallsyms_path_(std::move(kallsyms_path)) {
+std::string perf_buildid_dir() {
+  if (const char* d = getenv("PERF_BUILDID_DIR"); d != nullptr && *d) return d;
+  if (const char* h = getenv("HOME"); h != nullptr && *h) return std::string(h) + "/.debug";
+  return {};
+}
+
+KernelNamer::KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string notes_path, std::string kallsyms_path,
+                         std::string buildid_dir)
+    : recorded_(recorded), recorded_text_(recorded_text), kallsyms_path_(std::move(kallsyms_path)),
+      buildid_dir_(std::move(buildid_dir)) {
   auto running = running_kernel_build_id(notes_path);
   if (!running.ok()) {
     naming_ = KernelNaming::kUnavailable;
@@ -260,7 +388,31 @@ void KernelNamer::load() {
   }
 }
 
+void KernelNamer::load_cached_core() {
+  core_tried_ = true;
+  if (naming_ != KernelNaming::kNamed || recorded_text_ == 0 || buildid_dir_.empty()) return;
+  const std::string path = buildid_dir_ + "/[kernel.kallsyms]/" + recorded_.hex() + "/kallsyms";
+  int err = 0;
+  std::string text = read_text(path, &err);
+  if (err != 0 || text.empty()) return;
+  std::shared_ptr<CoreListing> k = CoreListing::open(std::move(text));
+  // The copy must be of the recording's layout and say where the core text ends.
+  if (k == nullptr || k->text_address() != recorded_text_) return;
+  core_ = std::move(k);
+  core_path_ = path;
+  note_ += "; the core kernel's text from perf's build-id cache copy " + path;
+}
+
 const KernelSymbols::Symbol* KernelNamer::find(uint64_t addr, uint64_t* start_out) {
+  if (!core_tried_) load_cached_core();
+  if (core_ != nullptr && addr >= core_->text_address() && addr < core_->etext_address()) {
+    // Recorded addresses, the copy's layout: no relocation.
+    const KernelSymbols::Symbol* s = core_->find(addr);
+    if (s != nullptr && s->module.data()[0] == '[' && s->module == "[kernel.kallsyms]") {
+      if (start_out != nullptr) *start_out = s->start;
+      return s;
+    }
+  }
   if (!loaded_) load();
   if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked) return nullptr;
   const KernelSymbols::Symbol* s = syms_.find(addr + static_cast<uint64_t>(delta_));

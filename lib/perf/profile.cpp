@@ -110,7 +110,7 @@ Status Profile::index(const std::string& root, bool open_files) {
   if (!st.ok()) return st;
   // Without files (fuzzing, tests) nothing of this host is read: kernel frames stay unnamed.
   kernel_ = open_files ? std::make_unique<KernelNamer>(kernel_id_, kernel_text_)
-                       : std::make_unique<KernelNamer>(kernel_id_, kernel_text_, "", "");
+                       : std::make_unique<KernelNamer>(kernel_id_, kernel_text_, "", "", "");
   return {};
 }
 

@@ -2,6 +2,9 @@
 // Unit tests for lib/perf/kernel_symbols: kallsyms read with perf's rules, kernel notes, the build-id check.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -125,4 +128,144 @@ TEST_CASE("kernel namer: names only the recording's kernel") {
   CHECK(unreadable.find(0xffffffff81201010ull, &start) == nullptr);
   remove(notes);
   remove(syms);
+}
+
+TEST_CASE("kernel namer: the core kernel's text from perf's build-id cache copy, only at the recording's _text") {
+  // A running kernel (notes), its kallsyms (the listing of now) and perf's build-id cache with a
+  // copy of the listing whose names differ from it, so that each answer says which one was read.
+  char notes[] = "/tmp/sprov-kc-notes-XXXXXX";
+  char syms[] = "/tmp/sprov-kc-syms-XXXXXX";
+  char dir[] = "/tmp/sprov-kc-cache-XXXXXX";
+  const int nf = mkstemp(notes), sf = mkstemp(syms);
+  REQUIRE(nf >= 0);
+  REQUIRE(sf >= 0);
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string n;
+  auto u32 = [&](uint32_t v) { n.append(reinterpret_cast<const char*>(&v), 4); };
+  u32(4), u32(20), u32(3), n.append("GNU\0", 4);
+  for (int i = 0; i < 20; i++) n.push_back(static_cast<char>(0x40 + i));
+  FILE* f = fdopen(nf, "wb");
+  fwrite(n.data(), 1, n.size(), f);
+  fclose(f);
+  f = fdopen(sf, "w");
+  fputs("ffffffff81000000 T _text\nffffffff81000100 T live_fn\nffffffff81000800 T _etext\n"
+        "ffffffffc0200000 t live_mod_fn\t[ext4]\n", f);
+  fclose(f);
+  const ModuleId running = kernel_build_id_from_notes(n);
+  const std::string kdir = std::string(dir) + "/[kernel.kallsyms]";
+  const std::string idir = kdir + "/" + running.hex();
+  REQUIRE(mkdir(kdir.c_str(), 0700) == 0);
+  REQUIRE(mkdir(idir.c_str(), 0700) == 0);
+  const std::string copy = idir + "/kallsyms";
+  auto write_copy = [&](const char* text) {
+    FILE* c = fopen(copy.c_str(), "w");
+    REQUIRE(c != nullptr);
+    fputs(text, c);
+    fclose(c);
+  };
+  write_copy("ffffffff81000000 T _text\nffffffff81000100 T copied_fn\nffffffff81000180 t copied_fn2\n"
+             "ffffffff81000800 T _etext\nffffffffc0200000 t stale_mod_fn\t[ext4]\n");
+  uint64_t start = 0;
+  {
+    KernelNamer k(running, 0xffffffff81000000ull, notes, syms, dir);
+    const auto* s = k.find(0xffffffff81000140ull, &start);
+    REQUIRE(s != nullptr);
+    CHECK(s->name == "copied_fn");  // [_text, _etext): the copy, which ends the symbol at copied_fn2
+    CHECK(start == 0xffffffff81000100ull);
+    CHECK(k.note().find(copy) != std::string::npos);
+    s = k.find(0xffffffffc0200010ull, &start);  // a module address: the listing of now
+    REQUIRE(s != nullptr);
+    CHECK(s->name == "live_mod_fn");
+  }
+  {
+    // The copy was written at another _text (another boot's KASLR slide): not used.
+    KernelNamer k(running, 0xffffffff81200000ull, notes, syms, dir);
+    const auto* s = k.find(0xffffffff81200140ull, &start);
+    REQUIRE(s != nullptr);
+    CHECK(s->name == "live_fn");
+    CHECK(k.note().find(copy) == std::string::npos);
+  }
+  {
+    // No copy directory, or a copy without _etext: the listing of now.
+    KernelNamer none(running, 0xffffffff81000000ull, notes, syms, "");
+    const auto* s = none.find(0xffffffff81000140ull, &start);
+    REQUIRE(s != nullptr);
+    CHECK(s->name == "live_fn");
+    write_copy("ffffffff81000000 T _text\nffffffff81000100 T copied_fn\n");
+    KernelNamer no_etext(running, 0xffffffff81000000ull, notes, syms, dir);
+    s = no_etext.find(0xffffffff81000140ull, &start);
+    REQUIRE(s != nullptr);
+    CHECK(s->name == "live_fn");
+  }
+  {
+    // Another build recorded: nothing is named, the copy of that build-id is not read either.
+    ModuleId other = running;
+    other.bytes[0] ^= 0xff;
+    KernelNamer k(other, 0xffffffff81000000ull, notes, syms, dir);
+    CHECK(k.find(0xffffffff81000140ull, &start) == nullptr);
+  }
+  remove(copy.c_str());
+  rmdir(idir.c_str());
+  rmdir(kdir.c_str());
+  rmdir(dir);
+  remove(notes);
+  remove(syms);
+}
+
+TEST_CASE("kernel core listing: window lookups equal the whole listing's parse") {
+  // A listing with what perf's rules choose among: groups at one address (before and after
+  // _text), weak/global/local types, ignored types, '$' names, the entry trampoline, gaps, then
+  // module lines after _etext. Oracle: KernelSymbols::parse of the whole listing (perf 6.1's
+  // rules, checked above and against perf script by integration_perf).
+  std::string t = "ffffffff80ffff00 T before_text\nffffffff81000000 T srso_alias_untrain_ret\n"
+                  "ffffffff81000000 T _stext\nffffffff81000000 T _text\n";
+  uint64_t a = 0xffffffff81000000ull;
+  const char* types = "TtWwDdBbrR";
+  uint32_t x = 12345;
+  auto rnd = [&] { return x = x * 1103515245u + 12345u, (x >> 16) & 0x7fff; };
+  char line[128];
+  for (int i = 0; i < 3000; i++) {
+    a += (rnd() % 4 == 0) ? 0 : 16 * (1 + rnd() % 8);  // a quarter share the previous address
+    const int r = static_cast<int>(rnd() % 40);
+    const char* name = r == 0 ? "$x" : r == 1 ? "__entry_SYSCALL_64_trampoline" : nullptr;
+    if (name != nullptr) snprintf(line, sizeof line, "%016llx T %s\n", static_cast<unsigned long long>(a), name);
+    else
+      snprintf(line, sizeof line, "%016llx %c %.*sfn_%d\n", static_cast<unsigned long long>(a), types[rnd() % 10],
+               static_cast<int>(rnd() % 3), "___", i);
+    t += line;
+  }
+  const uint64_t etext = a + 0x100;
+  snprintf(line, sizeof line, "%016llx T _etext\n", static_cast<unsigned long long>(etext));
+  t += line;
+  t += "ffffffffc0200000 t mod_fn\t[ext4]\n";
+  auto core = CoreListing::open(t);
+  REQUIRE(core != nullptr);
+  CHECK(core->text_address() == 0xffffffff81000000ull);
+  CHECK(core->etext_address() == etext);
+  const KernelSymbols whole = KernelSymbols::parse(t);
+  size_t compared = 0, named = 0;
+  for (uint64_t q = 0xffffffff81000000ull; q < etext; q += 5) {
+    const KernelSymbols::Symbol* w = core->find(q);
+    const KernelSymbols::Symbol* p = whole.find(q);
+    REQUIRE((w == nullptr) == (p == nullptr));
+    if (w != nullptr) {
+      INFO("address " << std::hex << q);
+      CHECK(w->name == p->name);
+      CHECK(w->start == p->start);
+      CHECK(w->end == p->end);
+      CHECK(w->module == p->module);
+      named++;
+    }
+    compared++;
+    if (compared > 20000) break;
+  }
+  CHECK(named > 1000);
+  CHECK(core->find(etext) == nullptr);        // outside [_text, _etext)
+  CHECK(core->find(0xffffffffc0200000ull) == nullptr);
+  CHECK(CoreListing::open("ffffffff81000000 T _text\n") == nullptr);  // no _etext
+  // Out of order around the address: refused (the caller reads the whole listing).
+  auto bad = CoreListing::open("ffffffff81000000 T _text\nffffffff81000200 T b\nffffffff81000100 T a\n"
+                               "ffffffff81000300 T _etext\n");
+  REQUIRE(bad != nullptr);
+  CHECK(bad->find(0xffffffff81000250ull) == nullptr);
 }
