@@ -129,7 +129,9 @@ def bench_target(args, name, path, pkg):
     parts = {"strings": sec.get(2, 0) + sec.get(3, 0), "ranges": sec.get(4, 0) + sec.get(5, 0),
              "return_pads": sec.get(6, 0) + sec.get(7, 0), "unwind_rows": sec.get(8, 0) + sec.get(9, 0),
              "symtab_ranges": sec.get(0x80000001, 0),
-             "modules_and_headers": bundle_bytes - sum(sec.get(t, 0) for t in list(range(2, 10)) + [0x80000001])}
+             "symbol_names": sec.get(0x80000002, 0),  # format 5 (doc/bundles.md "Symbol names")
+             "modules_and_headers": bundle_bytes - sum(sec.get(t, 0) for t in list(range(2, 10)) +
+                                                       [0x80000001, 0x80000002])}
 
     rng = random.Random(20261125)
     text = [(s[2], s[3]) for s in sections(path) if s[1] == "PROGBITS" and "X" in s[4] and s[3] > 0]

@@ -17,7 +17,7 @@
 namespace stackprov::bundle {
 
 // ---- limits (doc/bundles.md "Limits"); the writer and the reader enforce the same values.
-inline constexpr uint32_t kFormatVersion = 4;     ///< what write_bundle writes
+inline constexpr uint32_t kFormatVersion = 5;     ///< what write_bundle writes
 inline constexpr uint32_t kMinFormatVersion = 2;  ///< the oldest the reader reads (and tests still write)
 inline constexpr size_t kMaxIdBytes = 64;              ///< identity bytes per module
 inline constexpr uint32_t kMaxInlineDepth = 127;       ///< depth 0 (outermost) .. 127
@@ -97,6 +97,18 @@ struct UnwindRowRecord {
   std::array<int8_t, kMaxSavedRegs> saved_off{};
 };
 
+/// Symbol-name record (format 5, doc/bundles.md "Symbol names"): the addresses [addr, addr + length)
+/// are named `name` (a linkage name) by the one naming rule outside llvm-symbolizer mode, the symbol
+/// tables' choice among aliases (doc/symbols.md "The alias rule": PLT stubs, .symtab — the module's,
+/// else its separate debug file's — then .dynsym), whose symbol starts at `sym_start` (<= addr; the
+/// frame's offset is from there). One record per run of addresses with the same answer.
+struct SymbolRecord {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint64_t sym_start = 0;
+  std::string name;
+};
+
 /// Everything about one module that goes into a bundle.
 struct ModuleContents {
   IdBytes id;
@@ -111,6 +123,9 @@ struct ModuleContents {
   /// table's, so an answer without inlines is that frame alone (llvm's PDB context), not the
   /// innermost frame's line as for DWARF. Module flag kModFlagPdbLines (format 4).
   bool pdb_lines = false;
+  /// Format 5: the naming rule's symbol names (sorted, not overlapping; written from format 5 on,
+  /// left out of older formats). May be empty.
+  std::vector<SymbolRecord> symbols;
 };
 
 struct BundleContents {
@@ -151,6 +166,7 @@ struct ModuleView {
   uint64_t unwind_count = 0;
   std::span<const uint8_t> debug_blob;   ///< empty when not embedded
   bool pdb_lines = false;                ///< ModuleContents::pdb_lines
+  uint64_t symbol_count = 0;             ///< SymbolRecords (format 5's optional section); 0 without
 };
 
 /// Reads a bundle from memory or an mmap'd file.
@@ -185,6 +201,17 @@ class BundleReader {
   /// Whether `rel_addr` lies in a range the builder took from the symbol table (no DWARF
   /// there; RangeRecord::from_symtab). Validated at open; false for an unknown module.
   bool from_symtab(size_t module, uint64_t rel_addr) const;
+  /// The symbol-name record covering `rel_addr` (ModuleContents::symbols), its name a view into
+  /// the reader's string table; `found` false when none covers it or the module has none. Errors:
+  /// the module's records are hostile (checked on its first lookup, with its string table).
+  struct SymbolLookup {
+    bool found = false;
+    std::string_view name;
+    uint64_t sym_start = 0;
+  };
+  Result<SymbolLookup> symbol(size_t module, uint64_t rel_addr) const;
+  /// Every symbol-name record of a module in address order (export, tests).
+  Result<std::vector<SymbolRecord>> symbols(size_t module) const;
   /// The chain recorded for the return address `addr` (exact match), outermost first;
   /// empty when `addr` has no return pad.
   Result<std::vector<FrameView>> return_pad(size_t module, uint64_t addr) const;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// On-disk layout of the bundle file, formats 2 to 4 (doc/bundles.md "Layout"): offsets, sizes,
+// On-disk layout of the bundle file, formats 2 to 5 (doc/bundles.md "Layout"): offsets, sizes,
 // little-endian and varint codecs, the entropy coder's contexts.
 #pragma once
 
@@ -38,6 +38,15 @@ inline constexpr uint32_t kSectionTypeCount = 10;
 /// {u32 module index, u32 n} then n intervals {u32 start - base, u32 length}, sorted, not
 /// touching (adjacent ranges merged). Present only when some module has such a range.
 inline constexpr uint32_t kSecSymtabRanges = kSectionOptionalBit | 1u;
+/// Optional (written from format 5; doc/bundles.md "Symbol names"): per module with symbol-name
+/// records, in module order, a 16-byte head {u32 module index, u32 n, u64 nbytes} then nbytes of n
+/// records, each uleb (addr - the previous record's end; the first: addr), uleb length (> 0),
+/// uleb (name string index << 1 | back), [uleb (addr - sym_start), when back]; names are indexes
+/// into the module's string table. Present only when some module has such a record.
+inline constexpr uint32_t kSecSymbols = kSectionOptionalBit | 2u;
+inline constexpr size_t kSymbolsHeadSize = 16;
+/// A record takes 3 bytes at least: n <= nbytes / 3.
+inline constexpr size_t kMinSymbolRecordBytes = 3;
 
 // Module record (320 bytes), offsets. A "slice" is u64 first, u64 count, in units of the
 // section's records (bytes for STRINGS, *_DATA and BLOBS; 4 bytes for STROFFS; 8 bytes for

@@ -51,6 +51,12 @@ struct ModuleIndex {
   // Format 3: the module's codes (read from the front of its group and row data).
   std::vector<entropy::Code> range_codes, row_codes;
   std::vector<entropy::Code> pad_codes;  // format 4
+  /// Format 5: the module's symbol-name records, decoded and checked with its string table.
+  struct Sym {
+    uint64_t start, end, sym_start;
+    uint32_t name;
+  };
+  std::vector<Sym> syms;
 };
 
 Error bad(const char* fmt, ...) STACKPROV_PRINTF(1, 2);
@@ -90,6 +96,16 @@ struct BundleReader::Impl {
   uint64_t symtab_len = 0;
   /// Per module: its symbol-table intervals {u32 start - base, u32 length} in symtab_sec, and their count.
   std::vector<std::pair<const uint8_t*, uint32_t>> symtab;
+  const uint8_t* symbols_sec = nullptr;  // kSecSymbols, optional (format 5)
+  uint64_t symbols_len = 0;
+  /// Per module: its symbol-name records' bytes in symbols_sec (null: none) and their count.
+  struct SymBlock {
+    const uint8_t* p = nullptr;
+    uint64_t nbytes = 0;
+    uint32_t n = 0;
+  };
+  std::vector<SymBlock> symbols;
+  Status decode_symbols(size_t mi, ModuleIndex& ix) const;
   std::vector<ModuleMeta> meta;
   std::unique_ptr<ModuleIndex[]> index;
 
@@ -519,6 +535,34 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
   if (v3 && m.rindex.count != (m.nrows + kRowBlock3 - 1) / kRowBlock3)
     return bad("module %zu: %" PRIu64 " unwind-row blocks for %" PRIu64 " rows (%zu a block)", mi, m.rindex.count,
                m.nrows, kRowBlock3);
+  return decode_symbols(mi, ix);
+}
+
+Status BundleReader::Impl::decode_symbols(size_t mi, ModuleIndex& ix) const {
+  if (mi >= symbols.size() || symbols[mi].p == nullptr) return {};
+  const SymBlock& b = symbols[mi];
+  Cursor c{b.p, b.p + b.nbytes};
+  ix.syms.reserve(b.n);
+  uint64_t prev_end = 0;
+  for (uint32_t i = 0; i < b.n; i++) {
+    const uint64_t gap = c.uleb(), length = c.uleb(), name = c.uleb();
+    const uint64_t back = (name & 1) != 0 ? c.uleb() : 0;
+    if (!c.ok()) return bad("module %zu: symbol-name record %u of %u is cut short or over-long", mi, i, b.n);
+    if (gap > UINT64_MAX - prev_end || length == 0 || length > UINT64_MAX - (prev_end + gap))
+      return bad("module %zu: symbol-name record %u at +0x%" PRIx64 " after 0x%" PRIx64 " length 0x%" PRIx64
+                 " is empty or wraps around", mi, i, gap, prev_end, length);
+    const uint64_t start = prev_end + gap;
+    if ((name & 1) != 0 && (back == 0 || back > start))
+      return bad("module %zu: symbol-name record %u at 0x%" PRIx64 ": its symbol starts 0x%" PRIx64 " before it", mi, i,
+                 start, back);
+    if ((name >> 1) >= ix.offs.size())
+      return bad("module %zu: symbol-name record %u at 0x%" PRIx64 " names string %" PRIu64 " of %zu", mi, i, start,
+                 name >> 1, ix.offs.size());
+    ix.syms.push_back({start, start + length, start - back, static_cast<uint32_t>(name >> 1)});
+    prev_end = start + length;
+  }
+  if (c.left() != 0)
+    return bad("module %zu: %zu bytes after its %u symbol-name records", mi, c.left(), b.n);
   return {};
 }
 
@@ -595,6 +639,13 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
       if (im.symtab_sec != nullptr) return bad("section type 0x%x appears twice", type);
       im.symtab_sec = data + off;
       im.symtab_len = slen;
+      continue;
+    }
+    if (type == kSecSymbols) {
+      if (im.symbols_sec != nullptr) return bad("section type 0x%x appears twice", type);
+      if (version < 5) return bad("section type 0x%x (symbol names) in a format-%u bundle: it is format 5's", type, version);
+      im.symbols_sec = data + off;
+      im.symbols_len = slen;
       continue;
     }
     if (type > kSectionTypeCount) continue;  // optional, unknown: skipped
@@ -744,6 +795,26 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
       i += uint64_t{cnt} + 1;
     }
   }
+  // Symbol names (format 5): heads in module order, each block's bytes within the section; the
+  // records themselves are decoded with the module's string table on its first lookup.
+  im.symbols.assign(nmod, {});
+  for (uint64_t at = 0, prev_mod = 0, first = 1; im.symbols_sec != nullptr && at < im.symbols_len; first = 0) {
+    if (im.symbols_len - at < kSymbolsHeadSize)
+      return bad("symbol names: a head at %" PRIu64 " of the %" PRIu64 "-byte section is cut short", at, im.symbols_len);
+    const uint8_t* h = im.symbols_sec + at;
+    const uint32_t mi = ld32(h), cnt = ld32(h + 4);
+    const uint64_t nbytes = ld64(h + 8);
+    if ((first == 0 && mi <= prev_mod) || mi >= nmod)
+      return bad("symbol names: module index %u after %" PRIu64 " (of %zu modules)", mi, first ? 0 : prev_mod, nmod);
+    at += kSymbolsHeadSize;
+    if (nbytes > im.symbols_len - at || cnt == 0 || cnt > nbytes / kMinSymbolRecordBytes)
+      return bad("symbol names of module %u: %u records in %" PRIu64 " bytes (%" PRIu64 " left; %zu bytes a record at least)",
+                 mi, cnt, nbytes, im.symbols_len - at, kMinSymbolRecordBytes);
+    im.symbols[mi] = {im.symbols_sec + at, nbytes, cnt};
+    rd.modules_[mi].symbol_count = cnt;
+    at += nbytes;
+    prev_mod = mi;
+  }
   im.index = std::make_unique<ModuleIndex[]>(nmod);
   return rd;
 }
@@ -811,6 +882,38 @@ uint64_t str_len(const ModuleIndex& ix, uint32_t i) { return i == kNone || i >= 
 uint64_t copy_budget(size_t bundle_bytes) { return (uint64_t{1} << 30) + 64 * uint64_t{bundle_bytes}; }
 
 }  // namespace
+
+Result<BundleReader::SymbolLookup> BundleReader::symbol(size_t module, uint64_t rel_addr) const {
+  SymbolLookup out;
+  if (module >= impl_->symbols.size() || impl_->symbols[module].p == nullptr) return out;
+  auto ix = impl_->module_index(module);
+  if (!ix) return ix.error();
+  const auto& v = ix.value()->syms;
+  auto it = std::upper_bound(v.begin(), v.end(), rel_addr,
+                             [](uint64_t a, const ModuleIndex::Sym& e) { return a < e.start; });
+  if (it == v.begin() || rel_addr >= std::prev(it)->end) return out;
+  --it;
+  out.found = true;
+  out.name = str_at(*ix.value(), it->name);
+  out.sym_start = it->sym_start;
+  return out;
+}
+
+Result<std::vector<SymbolRecord>> BundleReader::symbols(size_t module) const {
+  std::vector<SymbolRecord> out;
+  if (module >= impl_->symbols.size() || impl_->symbols[module].p == nullptr) return out;
+  auto ix = impl_->module_index(module);
+  if (!ix) return ix.error();
+  uint64_t budget = copy_budget(size_);
+  out.reserve(ix.value()->syms.size());
+  for (const ModuleIndex::Sym& e : ix.value()->syms) {
+    const uint64_t n = str_len(*ix.value(), e.name);
+    if (n > budget) return bad("module %zu: symbol names exceed the copy budget of this bundle", module);
+    budget -= n;
+    out.push_back({e.start, e.end - e.start, e.sym_start, std::string(str_at(*ix.value(), e.name))});
+  }
+  return out;
+}
 
 bool BundleReader::from_symtab(size_t module, uint64_t rel_addr) const {
   if (module >= impl_->symtab.size() || module >= impl_->meta.size()) return false;

@@ -82,6 +82,23 @@ Status prepare_module(ModuleContents& m) {
   std::sort(m.ranges.begin(), m.ranges.end(), [](const RangeRecord& a, const RangeRecord& b) {
     return a.depth != b.depth ? a.depth < b.depth : a.start < b.start;
   });
+  // Symbol-name records (format 5): sorted, not empty, not overlapping, the symbol at or before.
+  if (m.symbols.size() > kMaxRecords)
+    return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: more than %" PRIu64 " symbol-name records",
+                      label.c_str(), kMaxRecords);
+  std::sort(m.symbols.begin(), m.symbols.end(),
+            [](const SymbolRecord& a, const SymbolRecord& b) { return a.addr < b.addr; });
+  for (size_t i = 0; i < m.symbols.size(); i++) {
+    const SymbolRecord& r = m.symbols[i];
+    if (r.length == 0 || r.addr + r.length < r.addr || r.sym_start > r.addr)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: symbol-name record 0x%" PRIx64 "+0x%" PRIx64
+                        " (symbol at 0x%" PRIx64 ") is empty, wraps around or starts before its symbol",
+                        label.c_str(), r.addr, r.length, r.sym_start);
+    if (i > 0 && m.symbols[i - 1].addr + m.symbols[i - 1].length > r.addr)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: symbol-name records at 0x%" PRIx64
+                        " and 0x%" PRIx64 " overlap", label.c_str(), m.symbols[i - 1].addr, r.addr);
+    if (auto s = check_string(m, r.name, "symbol name"); !s) return s;
+  }
   // A symbol-table range has no inlined record inside (no depth-1 record overlaps it).
   {
     const auto d1 = std::find_if(m.ranges.begin(), m.ranges.end(), [](const RangeRecord& r) { return r.depth > 0; });
@@ -321,6 +338,7 @@ struct ModuleParts {
   uint64_t str_bytes = 0;
   std::vector<uint32_t> offs;
   std::vector<uint8_t> func_index, func_data, pad_index, pad_data, row_index, row_data;
+  std::vector<uint8_t> symbols;  // format 5: the module's symbol-name records (kSecSymbols)
   uint64_t base = 0;
 };
 
@@ -374,6 +392,7 @@ class ModuleEncoder {
     encode_groups(out);
     encode_pads(out);
     encode_rows(out);
+    if (version_ >= 5) encode_symbols(out);
     for (const auto* v : {&out.func_data, &out.pad_data, &out.row_data})
       if (v->size() > UINT32_MAX)
         return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: encoded records exceed 4 GiB", label_.c_str());
@@ -395,6 +414,8 @@ class ModuleEncoder {
           use(f.function);
           use(f.file);
         }
+    if (version_ >= 5)  // format 5: the symbol names share the module's string table
+      for (const SymbolRecord& r : m_.symbols) use(r.name);
     std::vector<std::pair<std::string_view, uint64_t>> all(freq.begin(), freq.end());
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
@@ -415,6 +436,20 @@ class ModuleEncoder {
       st_.offs.push_back(static_cast<uint32_t>(std::min<size_t>(st_.raw.size(), UINT32_MAX)));
       st_.raw.insert(st_.raw.end(), s.begin(), s.end());
       st_.raw.push_back(0);
+    }
+  }
+
+  /// Format 5's symbol-name records (layout kSecSymbols): varints, addresses as gaps from the
+  /// previous record's end.
+  void encode_symbols(ModuleParts& out) const {
+    uint64_t prev_end = 0;
+    for (const SymbolRecord& r : m_.symbols) {
+      put_uleb(out.symbols, r.addr - prev_end);
+      put_uleb(out.symbols, r.length);
+      const uint64_t back = r.addr - r.sym_start;
+      put_uleb(out.symbols, (uint64_t{st_.ref(r.name)} << 1) | (back != 0 ? 1 : 0));
+      if (back != 0) put_uleb(out.symbols, back);
+      prev_end = r.addr + r.length;
     }
   }
 
@@ -862,6 +897,7 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
 
   std::vector<uint8_t> sec[kSectionTypeCount + 1];
   std::vector<uint8_t> symtab_sec;  // kSecSymtabRanges
+  std::vector<uint8_t> symbols_sec;  // kSecSymbols (format 5)
   bool any_blob = false;
   for (const ModuleContents& m : mods) {
     auto parts = ModuleEncoder(m, module_label(m), version).encode();
@@ -901,6 +937,14 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
     st64(rec + kModRowCount, m.unwind_rows.size());
     st64(rec + kModStrBytes, p.str_bytes);
     sec[kSecModules].insert(sec[kSecModules].end(), rec, rec + kModuleSize);
+    if (!p.symbols.empty()) {
+      uint8_t head[kSymbolsHeadSize];
+      st32(head, static_cast<uint32_t>(sec[kSecModules].size() / kModuleSize - 1));
+      st32(head + 4, static_cast<uint32_t>(m.symbols.size()));
+      st64(head + 8, p.symbols.size());
+      symbols_sec.insert(symbols_sec.end(), head, head + kSymbolsHeadSize);
+      symbols_sec.insert(symbols_sec.end(), p.symbols.begin(), p.symbols.end());
+    }
     // Symbol-table ranges: depth-0 records (sorted first by prepare_module), touching ones merged.
     std::vector<std::pair<uint64_t, uint64_t>> iv;
     for (const RangeRecord& r : m.ranges) {
@@ -931,7 +975,7 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
   // Layout: header, section table, sections in type order, each 8-aligned (zero padding).
   // Optional sections follow the required ones (type order: bit 31 set sorts last).
   const uint32_t nreq = any_blob ? kSectionTypeCount : kSectionTypeCount - 1;
-  const uint32_t nsec = nreq + (symtab_sec.empty() ? 0 : 1);
+  const uint32_t nsec = nreq + (symtab_sec.empty() ? 0 : 1) + (symbols_sec.empty() ? 0 : 1);
   size_t off = align_up(kHeaderSize + nsec * kSectionEntrySize);
   uint64_t sec_off[kSectionTypeCount + 1] = {};
   for (uint32_t t = 1; t <= nreq; t++) {
@@ -940,6 +984,8 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
   }
   const uint64_t symtab_off = off;
   off = align_up(off + symtab_sec.size());
+  const uint64_t symbols_off = off;
+  off = align_up(off + symbols_sec.size());
   std::vector<uint8_t> out(off, 0);
   std::memcpy(out.data(), kMagic, sizeof kMagic);
   st32(out.data() + 8, version);
@@ -951,6 +997,13 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
     st64(e + 8, symtab_off);
     st64(e + 16, symtab_sec.size());
     std::memcpy(out.data() + symtab_off, symtab_sec.data(), symtab_sec.size());
+  }
+  if (!symbols_sec.empty()) {
+    uint8_t* e = out.data() + kHeaderSize + (nreq + (symtab_sec.empty() ? 0 : 1)) * kSectionEntrySize;
+    st32(e, kSecSymbols);
+    st64(e + 8, symbols_off);
+    st64(e + 16, symbols_sec.size());
+    std::memcpy(out.data() + symbols_off, symbols_sec.data(), symbols_sec.size());
   }
   for (uint32_t t = 1; t <= nreq; t++) {
     uint8_t* e = out.data() + kHeaderSize + (t - 1) * kSectionEntrySize;

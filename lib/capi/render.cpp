@@ -33,9 +33,14 @@ void chain_answer(sprov_symbolizer* sym, const sprov_stack* stack, size_t i, pip
   r->resolved_function = sym->last_names.back();
   if ((info.resolver == SPROV_RESOLVER_BUNDLE || info.resolver == SPROV_RESOLVER_PDB) &&
       !r->resolved_function.empty()) {
-    // Offline, named by its bundle; or a PE whose only names are in its PDB (lld-link writes no
-    // COFF symbols): no symbol start either way (llvm's PDB answers carry none).
+    // Offline, named by its bundle (by its symbol-name records with their start, format 5, else
+    // without one); or a PE whose only names are in its PDB (lld-link writes no COFF symbols): no
+    // symbol start (llvm's PDB answers carry none).
     r->chain_function = r->resolved_function;
+    if (info.resolver == SPROV_RESOLVER_BUNDLE && phys.has_start_address && r->module_offset >= phys.start_address) {
+      r->chain_has_offset = true;
+      r->chain_offset = r->module_offset - phys.start_address;
+    }
   } else if (info.resolver != SPROV_RESOLVER_NONE && !r->resolved_function.empty() && phys.has_start_address &&
              r->module_offset >= phys.start_address) {
     r->chain_function = r->resolved_function;  // a stripped Go binary's gopclntab

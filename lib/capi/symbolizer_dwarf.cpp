@@ -268,7 +268,8 @@ int addr_by_id(sprov_symbolizer* sym, int id_kind, const char* id_hex, uint64_t 
     return fail(make_error(SPROV_ERR_INVALID_ARG, "%s %s: no bundle store configured (sprov_context_opts.bundle_store)",
                            what, id.hex().c_str()));
   bool found = false;
-  auto r = c.bundles().resolve(kind, std::span<const uint8_t>(id.bytes, id.len), address, &sym->last, &found);
+  auto r = c.bundles().resolve(kind, std::span<const uint8_t>(id.bytes, id.len), address, &sym->last, &found,
+                               policy(flags) == symbolize::SymtabPolicy::kWithDebugFile);
   if (!r) return fail(r.error());
   if (!found)
     return fail(make_error(SPROV_ERR_NOT_FOUND, "no bundle for %s %s in store %s", what,

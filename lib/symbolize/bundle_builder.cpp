@@ -12,6 +12,7 @@
 #include "object/object_image.hpp"
 #include "evidence/encoding.hpp"
 #include "symbolize/dwarf_resolver.hpp"
+#include "symbolize/symbolizer.hpp"
 
 namespace stackprov::symbolize {
 
@@ -146,6 +147,22 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
   uint64_t text_total = 0;
   for (const auto& [lo, hi] : text) text_total += hi - lo;
   RangeCoalescer co(&m.ranges);
+  // Symbol names (format 5): the naming rule's answer for every byte (symbolize::Symbolizer, what
+  // `stack` names a frame by: PLT stubs, .symtab of the module or its debug file, .dynsym), one
+  // record per run of bytes with the same name and symbol start.
+  Symbolizer tables(false, opts.debug);
+  SymbolInfo si;
+  auto name_byte = [&](uint64_t a) {
+    if (!tables.lookup(image, a, &si)) return;
+    if (!m.symbols.empty()) {
+      bundle::SymbolRecord& b = m.symbols.back();
+      if (b.addr + b.length == a && b.sym_start == si.addr && b.name == si.linkage) {
+        ++b.length;
+        return;
+      }
+    }
+    m.symbols.push_back({a, 1, si.addr, std::string(si.linkage)});
+  };
   Resolution res;
   bool last_symtab = false;
   std::vector<std::pair<uint64_t, uint64_t>> runs;  // DWARF-described byte runs, per section
@@ -157,6 +174,7 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
     for (uint64_t a = lo; a < hi; ++a) {
       if (opts.progress && ((a - lo) & 0xfffff) == 0xfffff)  // every MiB of this section
         opts.progress(static_cast<double>(rep.text_bytes - (hi - lo) + (a - lo)) / static_cast<double>(text_total));
+      name_byte(a);
       res = Resolution{};
       const bool ok = resolver.resolve(image, a, &res, SymtabPolicy::kModuleThenDebugFile) && !res.frames.empty();
       const bool from_dwarf = ok && res.resolver == ResolvedBy::kDwarf;

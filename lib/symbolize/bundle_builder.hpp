@@ -62,6 +62,10 @@ std::vector<CallSite> decode_calls(Arch arch, bool big_endian, const uint8_t* co
 /// link-time virtual addresses. Return pads: every call instruction (decode_calls) in
 /// DWARF-described code, with the inline chain at the call; unwind rows come from
 /// unwind::bundle_unwind_rows() (lib/unwind/bundle_rows.hpp), which the caller adds.
+/// Symbol names (ModuleContents::symbols, format 5): every byte of the executable sections named by
+/// the one naming rule outside llvm-symbolizer mode (symbolize::Symbolizer, as `stack` names frames:
+/// PLT stubs, .symtab of the module else of its debug file, .dynsym; doc/symbols.md "The alias rule"),
+/// with the symbol's start.
 /// Deterministic: the output depends only on the file and its debug file.
 Result<bundle::ModuleContents> build_module_contents(const std::string& path, const BundleBuildOptions& opts,
                                                      BundleBuildReport* report = nullptr);

@@ -162,7 +162,7 @@ Result<std::shared_ptr<const OpenBundle>> BundleResolver::bundle_of(bundle::IdKi
 }
 
 Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_t> id, uint64_t addr,
-                                     Resolution* out, bool* found_bundle) {
+                                     Resolution* out, bool* found_bundle, bool table_names) {
   if (found_bundle) *found_bundle = false;
   if (id.empty()) return false;
   auto ref = module_ref(kind, id);
@@ -176,7 +176,13 @@ Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_
                       b.digest.c_str(), b.path.c_str());
   if (!chain)
     return make_error(chain.error().code, "bundle %s: %s", b.digest.c_str(), chain.error().message.c_str());
-  if (chain.value().empty()) return false;
+  bundle::BundleReader::SymbolLookup sym;
+  if (table_names) {
+    auto s = b.reader.symbol(ref.value().module, addr);
+    if (!s) return make_error(s.error().code, "bundle %s: %s", b.digest.c_str(), s.error().message.c_str());
+    sym = s.value();
+  }
+  if (chain.value().empty() && !sym.found) return false;
   *out = Resolution{};
   // The bundle's chain is outermost first; a Resolution's is innermost first.
   const auto& frames = chain.value();
@@ -192,6 +198,15 @@ Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_
     f.column = frames[k].column;
     out->frames.push_back(std::move(f));
   }
+  if (sym.found) {
+    // The naming rule's name and start (doc/symbols.md "The alias rule"), as from the module's tables.
+    if (out->frames.empty()) out->frames.emplace_back();
+    ResolvedFrame& outer = out->frames.back();
+    outer.linkage_name.assign(sym.name);
+    outer.function = outer.short_function = outer.linkage_name;
+    outer.has_start_address = true;
+    outer.start_address = sym.sym_start;
+  }
   out->resolver = ResolvedBy::kBundle;
   out->symbol_named = true;  // no record of which tables named it: keep the physical name
   out->source = b.digest;
@@ -199,7 +214,8 @@ Result<bool> BundleResolver::resolve(bundle::IdKind kind, std::span<const uint8_
   out->source_build_id = ModuleId::from_bytes(id.data(), id.size(), kind);
   out->pdb_lines = b.reader.modules()[ref.value().module].pdb_lines;
   // A symbol-table range (no DWARF there): the frame-level note, like "minidebuginfo+symtab".
-  out->provenance = b.reader.from_symtab(ref.value().module, addr) ? "bundle+symtab" : "bundle";
+  out->provenance =
+      chain.value().empty() || b.reader.from_symtab(ref.value().module, addr) ? "bundle+symtab" : "bundle";
   return true;
 }
 

@@ -55,8 +55,13 @@ class BundleResolver {
   /// the module or its ranges do not cover `addr` (`*found_bundle` says which).
   /// Errors: the store cannot be opened, the bundle is unreadable or hostile,
   /// or the bundle's module identity differs (both ids named).
+  /// `table_names` (SymtabPolicy::kWithDebugFile, outside llvm-symbolizer mode): the outermost
+  /// frame is named by the bundle's symbol-name records (format 5) when it has them — the symbol
+  /// tables' choice among aliases, with its start (has_start_address) — as DwarfResolver names it
+  /// from the module's tables; an address only those records cover is answered with that one frame
+  /// (provenance "bundle+symtab"). Otherwise the ranges' (llvm-symbolizer-14's) names, no start.
   Result<bool> resolve(bundle::IdKind kind, std::span<const uint8_t> id, uint64_t addr, Resolution* out,
-                       bool* found_bundle = nullptr);
+                       bool* found_bundle = nullptr, bool table_names = false);
 
   /// The store directory in use ("" before the store is opened or without one).
   std::string store_dir() const;

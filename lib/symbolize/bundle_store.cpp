@@ -349,13 +349,15 @@ Result<BundleStore::FsckReport> BundleStore::fsck() const {
       }
       for (const bundle::ModuleView& m : rd.value().modules()) {
         ++rep.modules;
-        // Every range record, return pad and unwind row decoded.
+        // Every range record, return pad, unwind row and symbol name decoded.
         auto v = rd.value().ranges(m.index);
         if (!v) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + v.error().message);
         auto pads = rd.value().return_pads(m.index);
         if (!pads) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + pads.error().message);
         auto rows = rd.value().check_unwind_rows(m.index);
         if (!rows) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + rows.error().message);
+        auto syms = rd.value().symbols(m.index);  // format 5's symbol names
+        if (!syms) rep.errors.push_back(path + ": module " + std::string(m.name) + ": " + syms.error().message);
         const std::string idhex = evidence::hex_encode(m.id.data(), m.id.size());
         held.emplace(m.id_kind, idhex, "sha256:" + n);
         files[{m.id_kind, idhex}].emplace_back(evidence::hex_encode(m.sha256_file.data(), m.sha256_file.size()),

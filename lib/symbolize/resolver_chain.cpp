@@ -93,7 +93,8 @@ bool ResolverChain::resolve(const ChainModule& m, uint64_t addr, SymtabPolicy sy
         ModuleId id = m.build_id;
         if (id.empty() && m.image) id = m.image->id();
         if (id.empty()) break;
-        auto r = bundles_.resolve(id.kind, std::span<const uint8_t>(id.bytes, id.len), addr, out);
+        auto r = bundles_.resolve(id.kind, std::span<const uint8_t>(id.bytes, id.len), addr, out, nullptr,
+                                  symtab_policy == SymtabPolicy::kWithDebugFile);
         if (!r) {
           if (bundle_error && !*bundle_error) *bundle_error = r.error();
           break;

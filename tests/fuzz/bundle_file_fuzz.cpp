@@ -16,11 +16,13 @@ void query_all(const BundleReader& rd, const uint64_t* addrs, size_t n) {
     (void)rd.find_module(v.id_kind, v.id);
     (void)rd.ranges(v.index);
     (void)rd.return_pads(v.index);
+    (void)rd.symbols(v.index);
     for (size_t i = 0; i < n; i++) {
       (void)rd.lookup(v.index, addrs[i]);
       (void)rd.return_pad(v.index, addrs[i]);
       (void)rd.unwind_row(v.index, addrs[i]);
       (void)rd.from_symtab(v.index, addrs[i]);
+      (void)rd.symbol(v.index, addrs[i]);
     }
   }
 }
@@ -74,6 +76,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     u.cfa_off = static_cast<int32_t>(w >> 28);
     m.unwind_rows.push_back(u);
     m.return_pads.push_back({r.start + r.length - 1, {{r.function, r.file, r.line, 0}}});
+    // Format 5's symbol names: the range's bytes, named by an alias whose symbol may start earlier.
+    if (((w >> 25) & 1) != 0)
+      m.symbols.push_back({r.start, r.length, r.start - ((w >> 26) & 3), "sym" + r.function});
     pos = r.start + r.length;
   }
   c.modules.push_back(m);
@@ -81,8 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!bytes) die(bytes.error().message.c_str());  // the records are valid by construction
   auto rd = BundleReader::open(bytes->data(), bytes->size());
   if (!rd) die(rd.error().message.c_str());
-  // 3. The same records in formats 2 and 3 (still read): every answer equal to format 4's.
-  for (uint32_t old_version : {2u, 3u}) {
+  // 3. The same records in formats 2 to 4 (still read, without symbol names): every answer equal to format 5's.
+  for (uint32_t old_version : {2u, 3u, 4u}) {
     auto bytes2 = write_bundle(c, old_version);
     if (!bytes2) die(bytes2.error().message.c_str());
     auto rd2 = BundleReader::open(bytes2->data(), bytes2->size());
@@ -112,6 +117,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             die("an older format gives another frame");
       }
     }
+  }
+  for (const SymbolRecord& y : m.symbols) {
+    auto a = rd->symbol(0, y.addr + y.length - 1);
+    if (!a || !a->found || a->name != y.name || a->sym_start != y.sym_start) die("a written symbol name is not found");
   }
   for (const RangeRecord& r : m.ranges) {
     auto chain = rd->lookup(0, r.start);

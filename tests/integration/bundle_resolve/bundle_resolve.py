@@ -21,6 +21,11 @@ one place; `bundle build --store` when the CLI has it, else the store layout by 
   "no bundle for build-id HEX in store DIR";
 - the default policy with a store: resolver "bundle" for a stored module, "dwarf" for one that
   is not stored; without a store: "dwarf" (today's behaviour);
+- outside llvm-symbolizer mode (`--debug-symtab`, the naming rule `stack` uses), 1,000 of libc's
+  addresses through the bundle alone: the name and offset elfutils gives (`eu-addr2line -S`, one
+  process for all; eu-stack's library, the oracle of doc/symbols.md's alias rule — gdb's `info
+  symbol` picks other aliases: `calloc` for `__libc_calloc`, `__lttf2` for `__letf2`) and the
+  ones `symbolize --obj` gives with the module file;
 - `stackprov stack --pid P --json --store S`: frames of the stored program carry resolver
   "bundle", source and bundle = its sha256, and the same function/file/line as without a store.
 A missing tool or package fails with its name."""
@@ -41,7 +46,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
 
 FIXTURES = os.path.join(os.path.dirname(HERE), "bundle")
-TOOLS = ["gcc", "g++", "readelf", "nm", "llvm-symbolizer-14", "strace"]
+TOOLS = ["gcc", "g++", "readelf", "nm", "llvm-symbolizer-14", "strace", "eu-addr2line"]
 SYSTEM = [
     ("python3.11", "/usr/bin/python3.11", "python3.11-dbg"),
     ("libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "libc6-dbg"),
@@ -200,6 +205,63 @@ def compare(name, addrs, llvm, live, via_bundle, provenance, digest, build_id, r
         fail("%s: %d addresses differ:\n  %s" % (name, len(bad), "\n  ".join(bad[:15])))
     if gated == 0 or inlined == 0:
         fail("%s: %d gated addresses, %d inlined: the comparison would be empty" % (name, gated, inlined))
+
+
+def outer_name_offset(objs, addrs):
+    """(outermost function, offset from its start or None) per JSON answer of `symbolize`."""
+    out = []
+    for o, a in zip(objs, addrs):
+        sym = (o.get("Symbol") or [{}])[-1]
+        start = sym.get("StartAddress") or ""
+        fn = sym.get("FunctionName") or "??"
+        out.append((fn, a - int(start, 16) if start and fn != "??" else None))
+    return out
+
+
+def eu_addr2line_symbols(binary, addrs):
+    """elfutils' symbol and offset per address (`eu-addr2line -S`: dwfl_module_addrinfo over the
+    module's and its debug file's tables, found by build-id; eu-stack's library), one process for all
+    addresses; ("??", None) where it names nothing ("??" or "()+0x...")."""
+    out = run(["eu-addr2line", "-S", "-e", binary] + ["0x%x" % a for a in addrs]).stdout.splitlines()
+    if len(out) != 2 * len(addrs):
+        fail("eu-addr2line: %d lines for %d addresses on %s" % (len(out), len(addrs), binary))
+    res = []
+    for line in out[0::2]:
+        m = re.match(r"^(.+?)\+0x([0-9a-f]+)$", line)
+        if line == "??" or line.startswith("()"):
+            res.append(("??", None))
+        elif m:
+            res.append((m.group(1), int(m.group(2), 16)))
+        else:
+            res.append((line, 0))
+    return res
+
+
+def check_symbol_names(args, name, binary, addrs, store, report):
+    """Outside llvm-symbolizer mode (`--debug-symtab`: the naming rule of `stack`), the bundle alone
+    (format 5's symbol names) gives, at every address, the name and offset eu-addr2line -S gives
+    (elfutils, the oracle of the alias rule, doc/symbols.md) and `symbolize --obj` with the module file."""
+    build_id = build_id_of(binary)
+    by_id = our_json(args.stackprov, ["--build-id", build_id, "--resolvers", "bundle", "--store", store,
+                                      "--debug-symtab"], addrs)
+    live = our_json(args.stackprov, ["--obj", binary, "--resolvers", "dwarf,symtab,dynsym", "--debug-symtab"], addrs)
+    got, want = outer_name_offset(by_id, addrs), outer_name_offset(live, addrs)
+    bad = ["0x%x: bundle %r, module file %r" % (a, g, w) for a, g, w in zip(addrs, got, want) if g != w]
+    named = plt = 0
+    for a, g, e in zip(addrs, got, eu_addr2line_symbols(binary, addrs)):
+        named += e[0] != "??"
+        if g[0].endswith("@plt") and e[0] == "??":
+            plt += 1  # elfutils names no PLT stub (objdump's labels are their oracle: symbolize/symbol_names.py)
+            continue
+        if g != e:
+            bad.append("0x%x: bundle %s+%s, eu-addr2line -S %s+%s" % (a, g[0], g[1], e[0], e[1]))
+    if bad:
+        fail("%s: %d addresses named differently from the bundle alone (--debug-symtab):\n  %s"
+             % (name, len(bad), "\n  ".join(bad[:15])))
+    if named < len(addrs) * 9 // 10:
+        fail("%s: eu-addr2line named only %d of %d addresses: the comparison would be empty" % (name, named, len(addrs)))
+    report.append("%s: --debug-symtab from the bundle alone: %d addresses (%d named by eu-addr2line, %d PLT stubs), "
+                  "name and offset == eu-addr2line -S and symbolize --obj" % (name, len(addrs), named, plt))
 
 
 def check_module(args, name, binary, addrs, store, digest, move_away, report):
@@ -455,6 +517,8 @@ def main():
                     break
                 k -= hi - lo
         check_module(args, name, real, addrs, store, digest, False, report)
+        if name == "libc.so.6":
+            check_symbol_names(args, name, real, addrs[::5], store, report)
 
     frames = check_stack(args, work)
     report.append("stack --json --store: %d frames of the stored program named by its bundle, equal to DWARF" % frames)

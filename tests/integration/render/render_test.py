@@ -23,10 +23,10 @@ the same stopped process with every command:
     --no-tail-calls`'s; `python3 -m stackprov trace-show` prints the same bytes as the CLI (both forms).
  4. `trace-capture --pid P --bundle` then `trace-resolve --offline` (the bundle alone) and
     `trace-show`: the same header, pcs, modules, inline lines and positions as `stack`, and the
-    same function+0xOFF for the fixture's own frames (the method is the offline walk's,
-    cfi_bundle, by the bundle's rows). Not compared (known gap, doc/
-    architecture.md "Rendering frames"): the names and offsets of frames a bundle names by
-    llvm-symbolizer's choice among libc's aliases (`clone3`, `__memcpy_*`, `__read`).
+    same function+0xOFF for every frame, libc's included (the bundle's symbol names, format 5:
+    the naming rule's choice among libc's aliases, `__memmove_avx512_unaligned_erms`, `__clone3`,
+    with the symbol's start), and eu-stack's pcs and names (the method is the offline walk's,
+    cfi_bundle, by the bundle's rows).
 
 A missing tool fails the test naming it. Exit 0 on success, 1 on a mismatch.
 """
@@ -191,16 +191,21 @@ def main():
             same_shape = len(theirs) == len(lines) and theirs[:1] == lines[:1]
             ok = same_shape
             for x, y in zip(lines, theirs) if same_shape else ():
-                fx, fy = frame_name(x), frame_name(y)
-                if fx is None:
+                mx, my = FRAME.match(x), FRAME.match(y)
+                if mx is None or my is None:
                     ok = ok and x == y  # inline lines and positions
-                elif fx[2] == a.fixture or os.path.realpath(fx[2]) == os.path.realpath(a.fixture):
-                    # pc, function+0xOFF and module; the method is the offline walk's (cfi_bundle)
-                    ok = ok and fx[:3] == fy[:3] and x.split(" ")[:3] == y.split(" ")[:3]
                 else:
-                    ok = ok and fx[0] == fy[0] and fx[2] == fy[2]  # libc: pc and module
-            check(ok, "TID %d: trace-show after trace-resolve --offline == stack (header, pcs, modules, "
-                  "inline lines, positions; the fixture's names and offsets)\n  stack: %s\n  show:  %s" % (tid, lines, theirs))
+                    # Every frame (libc's included): pc, function+0xOFF and module; the method is the
+                    # offline walk's (cfi_bundle, by the bundle's rows).
+                    ok = ok and mx.group(2, 3, 4) == my.group(2, 3, 4)
+            check(ok, "TID %d: trace-show after trace-resolve --offline == stack (header, pcs, function+0xOFF and "
+                  "modules of every frame, inline lines, positions)\n  stack: %s\n  show:  %s" % (tid, lines, theirs))
+            # And against the oracle directly: eu-stack's pcs and names (its choice among libc's aliases).
+            ours = [frame_name(l) for l in theirs if frame_name(l)]
+            eu_frames = eu_threads.get(tid, [])
+            check([(p, n) for p, n, _, _ in ours] == [(p, n) for p, n, _ in eu_frames],
+                  "TID %d: offline-resolved names == eu-stack's\n  offline:  %s\n  eu-stack: %s"
+                  % (tid, [n for _, n, _, _ in ours], [n for _, n, _ in eu_frames]))
     finally:
         try:
             os.kill(proc.pid, signal.SIGKILL)
