@@ -32,12 +32,6 @@ ModuleId frame_module_id(const Frame& f) {
   return ModuleId::from_hex(f.module_build_id, kind);
 }
 
-bool frame_inferred(const Frame& f) {
-  static constexpr std::string_view kSuffix = "+inferred";
-  const std::string& m = f.unwind_method;
-  return m.size() > kSuffix.size() && m.compare(m.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
-}
-
 Result<std::string> new_uuid() {
   uint8_t b[16];
   size_t got = 0;

@@ -129,7 +129,12 @@ ModuleId frame_module_id(const Frame& f);
 
 /// The frame is inferred, not unwound (a tail-call frame from DWARF call sites, doc/unwinding.md):
 /// its unwind_method ends in "+inferred". Traces before issue 36's round 2 hold none.
-bool frame_inferred(const Frame& f);
+// Inline: the renderer (lib/pipeline/frame_render.cpp) uses it in builds without lib/trace (cross).
+inline bool frame_inferred(const Frame& f) {
+  constexpr std::string_view kSuffix = "+inferred";
+  const std::string& m = f.unwind_method;
+  return m.size() > kSuffix.size() && m.compare(m.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
 
 Result<std::string> new_uuid();
 /// True for a lower-case 8-4-4-4-12 hex UUID.
