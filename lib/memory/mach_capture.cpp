@@ -161,7 +161,7 @@ Result<std::vector<DyldImage>> read_dyld_images(MemoryReader& mem, uint64_t info
     return make_error(SPROV_ERR_BAD_FORMAT, "dyld_all_image_infos at %s: infoArrayCount %u exceeds %u", addr_text(infos).c_str(),
                       count, kMaxDyldImages);
   std::vector<uint8_t> entries(size_t{count} * SPROV_DYLD_IMAGE_INFO_SIZE);
-  if (array + entries.size() < array || !mem.read(array, entries.data(), entries.size()))
+  if (!entries.empty() && (array + entries.size() < array || !mem.read(array, entries.data(), entries.size())))
     return make_error(SPROV_ERR_CAPTURE, "dyld's infoArray at %s (%u entries) is unreadable", addr_text(array).c_str(), count);
   std::vector<DyldImage> out;
   out.reserve(count + 1);

@@ -24,6 +24,7 @@ class Blocks final : public stackprov::memory::MemoryReader {
  public:
   std::vector<Block> list;
   bool read(uint64_t addr, void* buf, size_t len) override {
+    if (len == 0) return true;
     for (const Block& b : list)
       if (addr >= b.addr && addr - b.addr <= b.len && len <= b.len - (addr - b.addr)) {
         std::memcpy(buf, b.bytes + (addr - b.addr), len);
