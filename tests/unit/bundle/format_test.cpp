@@ -442,6 +442,21 @@ TEST_CASE("bundle format: an empty bundle round-trips", "[bundle][format]") {
   CHECK(rd->modules().empty());
 }
 
+// Under ASan (the sanitize stage) the formats before the current one, whose readers did not change,
+// are cut and corrupted at every 5th offset: all four formats at every offset cost 55 s there
+// (the current format's 23 s); the Release build (make test) still tries every offset of each.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsanBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsanBuild = true;
+#else
+constexpr bool kAsanBuild = false;
+#endif
+#else
+constexpr bool kAsanBuild = false;
+#endif
+
 TEST_CASE("bundle format: every truncation and single-byte corruption gives an error or a valid reader",
           "[bundle][format][hostile]") {
   const uint32_t version = GENERATE(2u, 3u, 4u, 5u);  // formats 2 to 4 are still read
@@ -460,9 +475,10 @@ TEST_CASE("bundle format: every truncation and single-byte corruption gives an e
   for (const ModuleContents& m : c.modules)
     for (uint64_t a : probe_addresses(m)) addrs.push_back(a);
 
+  const size_t stride = kAsanBuild && version < kFormatVersion ? 5 : 1;
   // Truncations: the header's size no longer matches; then the same lengths with the header
   // patched to claim them, so the section table and module checks are what must catch it.
-  for (size_t len = 0; len < good.size(); len++) {
+  for (size_t len = 0; len < good.size(); len += stride) {
     CHECK_FALSE(BundleReader::open(good.data(), len).ok());
     if (len >= 32) {
       std::vector<uint8_t> t(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(len));
@@ -474,7 +490,7 @@ TEST_CASE("bundle format: every truncation and single-byte corruption gives an e
   // are fully checked: a change there is always an error.
   size_t opened = 0;
   const size_t table_end = 32 + good[12] * 24;
-  for (size_t off = 0; off < good.size(); off++) {
+  for (size_t off = 0; off < good.size(); off += (off < 32 + good[12] * 24u ? 1 : stride)) {
     for (uint8_t x : {0x01, 0x80, 0xff}) {
       std::vector<uint8_t> b = good;
       b[off] ^= x;
