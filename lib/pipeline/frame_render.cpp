@@ -257,6 +257,8 @@ void json_frame(const RenderFrame& f, uint32_t flags, std::string* o) {
     // The physical function as the resolver chain names it (offline: the bundle's name, while
     // "function" is the symbol tables' and stays "").
     jstr(o, "resolved_function", f.resolved_function);
+    // Its offset where the chain's answer carries the function's start (a bundle's symbol names).
+    if (f.chain_has_offset) jstr(o, "resolved_function_offset", addr_hex(f.chain_offset));
     if (f.have_location) {
       jstr(o, "file", f.file);
       put(o, ",\"line\":%u,\"column\":%u", f.line, f.column);

@@ -333,6 +333,11 @@ def main():
                 # where llvm says clone3, __read, clock_nanosleep); llvm's where the tables name nothing.
                 if i < len(t["frames"]) and t["frames"][i]["function"]:
                     want_name = t["frames"][i]["function"]
+                    # ... and its offset, the one the walk with the files prints.
+                    if f.get("resolved_function") == want_name and \
+                            f.get("resolved_function_offset") != t["frames"][i].get("function_offset"):
+                        fail("tid %d #%d %s: offline offset %r, files %r" % (
+                            tid, i, f["pc"], f.get("resolved_function_offset"), t["frames"][i].get("function_offset")))
                 got = (f.get("resolved_function") or "??", f.get("file") or "??", f.get("line") or 0, f.get("column") or 0)
                 if got != (want_name, want_file, want_line, want_col):
                     fail("tid %d #%d %s: offline %r, llvm-symbolizer %r" % (tid, i, f["pc"], got, chain[-1]))
