@@ -232,26 +232,19 @@ void carry_symbol_offsets(const std::vector<trace::Thread>& before, std::vector<
     auto it = by_tid.find(t.tid);
     if (it == by_tid.end()) continue;
     const auto& old = it->second->frames;
-    const std::vector<size_t> a = unwound(t.frames), b = unwound(old);
-    for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
-      trace::Frame& f = t.frames[a[k]];
-      const trace::Frame& o = old[b[k]];
+    // The same site named the same way: the old frame's known offset.
+    auto carry = [](trace::Frame& f, const trace::Frame& o) {
       if (!f.symbol_offset_known && o.symbol_offset_known && f.symbol == o.symbol && f.module_path == o.module_path &&
           f.module_offset == o.module_offset) {
         f.symbol_offset = o.symbol_offset;
         f.symbol_offset_known = true;
       }
-    }
-    // The inferred frames themselves: the same site named the same way.
-    for (size_t i = 0; i < t.frames.size() && i < old.size(); ++i) {
-      trace::Frame& f = t.frames[i];
-      const trace::Frame& o = old[i];
-      if (trace::frame_inferred(f) && trace::frame_inferred(o) && !f.symbol_offset_known && o.symbol_offset_known &&
-          f.symbol == o.symbol && f.module_path == o.module_path && f.module_offset == o.module_offset) {
-        f.symbol_offset = o.symbol_offset;
-        f.symbol_offset_known = true;
-      }
-    }
+    };
+    const std::vector<size_t> a = unwound(t.frames), b = unwound(old);
+    for (size_t k = 0; k < a.size() && k < b.size(); ++k) carry(t.frames[a[k]], old[b[k]]);
+    // The inferred frames themselves.
+    for (size_t i = 0; i < t.frames.size() && i < old.size(); ++i)
+      if (trace::frame_inferred(t.frames[i]) && trace::frame_inferred(old[i])) carry(t.frames[i], old[i]);
   }
 }
 
