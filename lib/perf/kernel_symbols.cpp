@@ -75,6 +75,12 @@ std::string read_text(const std::string& path, int* err) {
       return {};
     }
     if (n == 0) break;
+    // A listing is ~5-10 MB; a copy in ~/.debug that grows past 256 MiB is not one (bounded input).
+    if (out.size() + static_cast<size_t>(n) > (size_t{256} << 20)) {
+      *err = EFBIG;
+      ::close(fd);
+      return {};
+    }
     if (out.capacity() - out.size() < static_cast<size_t>(n)) out.reserve(out.capacity() * 2);
     out.append(chunk.get(), static_cast<size_t>(n));
   }
