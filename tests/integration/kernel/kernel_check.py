@@ -353,10 +353,14 @@ def compare(what, events, psamples, role, fixture):
                 k += 1
             else:
                 missing.append(name)
-        if k != len(puser) or missing[:len(LOST_BY_PERF[r])] != LOST_BY_PERF[r] or \
-                any(m in KNOWN[r] and m not in LOST_BY_PERF[r] for m in missing):
+        # A thread switched out by preemption while it ran the fixture's own code (frame 0 is a fixture
+        # function, not the glibc wrapper: a 1-in-thousands event, seen in CI) is walked by perf from
+        # that function's frame: then perf loses nothing.
+        lost = [] if names[0] in KNOWN[r] else LOST_BY_PERF[r]
+        if k != len(puser) or missing[:len(lost)] != lost or \
+                any(m in KNOWN[r] and m not in lost for m in missing):
             fail("tid %d (%s) at %d us: perf's user frames %s are not ours %s less %s (we have more: %s)" % (
-                tid, r, t_us, [s for _, s in puser], names, LOST_BY_PERF[r], missing))
+                tid, r, t_us, [s for _, s in puser], names, lost, missing))
             continue
         # The thread's start (glibc) is reached: our walk does not stop at the fixture's outermost function.
         if "start_thread" not in names:
