@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-sanitize fuzz fuzz-build fuzz-campaign random-walks demo bench install clean
+.PHONY: all deps configure build test test-sanitize asan-build test-asan tsan-build test-tsan fuzz fuzz-build fuzz-campaign random-walks demo bench install clean
 
 all: build
 
@@ -30,8 +30,12 @@ test: build
 # is compiled once for both.
 # In it the fuzz targets link libFuzzer's main, which runs file arguments once each (the fuzz_
 # tests). Its ASan runtime is linked into each executable (clang), not libasan.so (gcc). TSan stays gcc.
-SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 \
-  -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON $(CMAKE_FLAGS)
+# The unit tests' own code at -O0 (STACKPROV_TEST_OPT): clang's ASan+UBSan at -O1 made each unit TU cost
+# 3x (doc/ci-plan.md C13). The TSan build's library is -O0 too (TSAN_OPT): races are found at any level.
+SAN_OPT ?= -O1
+TSAN_OPT ?= -O0
+SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
+  -DSTACKPROV_TEST_OPT=-O0 $(CMAKE_FLAGS)
 ASAN_CMAKE_FLAGS = -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DSTACKPROV_SANITIZE=address,undefined -DSTACKPROV_FUZZ=ON
 # A build-asan configured with g++ (before C1) starts from a new cache: CMake's own reset on a
@@ -41,14 +45,25 @@ asan_fresh = if [ -f $(1)/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-
 ASAN_TESTS ?= ^(unit_|inprocess_|crash_inprocess_|fuzz_)
 TSAN_TESTS ?= ^unit_(core|memory|unwind)$$
 
-test-sanitize: deps
+# test-sanitize = test-asan + test-tsan; .ci/run runs their builds and tests as separate steps
+# (asan-build, tsan-build, and the ctest runs) to overlap builds with other stages' tests.
+test-sanitize: test-asan test-tsan
+
+asan-build: deps
 	@$(call asan_fresh,build-asan)
-	@$(SAN_CMAKE) -B build-asan $(ASAN_CMAKE_FLAGS) >/dev/null
+	@$(SAN_CMAKE) -B build-asan -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build build-asan -j $(JOBS) --target sanitize_tests
+
+test-asan: asan-build
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
-	@$(SAN_CMAKE) -B build-tsan -DSTACKPROV_SANITIZE=thread -DSTACKPROV_TRACE=OFF >/dev/null
+
+tsan-build:
+	@$(SAN_CMAKE) -B build-tsan -DCMAKE_C_FLAGS_RELEASE=$(TSAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(TSAN_OPT) \
+	  -DSTACKPROV_SANITIZE=thread -DSTACKPROV_TRACE=OFF >/dev/null
 	cmake --build build-tsan -j $(JOBS) --target unit_core unit_memory unit_unwind
+
+test-tsan: tsan-build
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 # ---- libFuzzer (issue 18): every tests/fuzz target built with clang-14 and
@@ -67,7 +82,7 @@ FUZZ_WALKS ?= 1000000
 WALK_MODULES = /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/bin/python3.11 /usr/bin/node
 fuzz-build: build
 	@$(call asan_fresh,$(FUZZ_BUILD))
-	@$(SAN_CMAKE) -B $(FUZZ_BUILD) $(ASAN_CMAKE_FLAGS) >/dev/null
+	@$(SAN_CMAKE) -B $(FUZZ_BUILD) -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
 
 fuzz: fuzz-build
@@ -115,7 +130,7 @@ CROSS_BUILD := build-cross-$(ARCH)
 # builds: the cross builds check the arch code under qemu, the -O3 product
 # build is checked on the host (doc/ci-plan.md C5: ~100 CPU-s less per CI). The fixtures keep their
 # own -O2 (target options come after these).
-CROSS_OPT ?= -O1
+CROSS_OPT ?= -O0
 CROSS_TARGETS ?= stackprov cross_inprocess_static cross_inprocess_dynamic crash_fixture unit_dwarf unit_unwind unit_core unit_arch
 CROSS_TESTS ?= ^(cross_inprocess_|crash_inprocess_|unit_(dwarf|unwind|core|arch)$$)
 
@@ -136,7 +151,8 @@ cross:
 	@cmake -S . -B $(CROSS_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchains/$(CROSS_TRIPLE_$(ARCH)).cmake \
 	  $(CROSS_SYSROOT_FLAG) -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
-	  -DCMAKE_C_FLAGS_RELEASE=$(CROSS_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(CROSS_OPT) $(CMAKE_FLAGS) >/dev/null
+	  -DCMAKE_C_FLAGS_RELEASE=$(CROSS_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(CROSS_OPT) -DSTACKPROV_TEST_OPT=$(CROSS_OPT) \
+	  $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(CROSS_BUILD) -j $(JOBS) --target $(CROSS_TARGETS)
 
 test-cross: cross

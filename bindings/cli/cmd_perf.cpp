@@ -239,7 +239,9 @@ void import_usage(FILE* f) {
           "  ip         only the sampled ip (plain perf record)\n"
           "Kernel frames (the callchain's kernel part, or a kernel ip) are named from /proc/kallsyms as perf script\n"
           "names them, and only when the recording's kernel build-id is the running kernel's (/sys/kernel/notes);\n"
-          "otherwise they stay [unknown] with a warning. Formats:\n"
+          "a recording of another kernel build is named from perf's build-id cache copy of that build's listing\n"
+          "($PERF_BUILDID_DIR or ~/.debug, [kernel.kallsyms]/BUILD-ID/kallsyms) when it is there, as perf script\n"
+          "does; otherwise they stay [unknown] with a warning. Formats:\n"
           "  folded  one line per unique stack, `comm;root;...;leaf COUNT` (flamegraph.pl, inferno); kernel frames\n"
           "          end in _[k]; functions inlined into a frame follow it, each ending in _[i] (as perf script\n"
           "          --inline lists them; --no-inline leaves them out)\n"
@@ -500,7 +502,9 @@ int cmd_perf_import(int argc, char** argv) {
         line += kernel_id;
         line += '"';
       }
-      if (btf != nullptr && n.kernel && n.known) {
+      // The running kernel's BTF describes only a recording of the running kernel (not one named from
+      // another build's cached listing).
+      if (btf != nullptr && n.kernel && n.known && info.kernel_naming != SPROV_KERNEL_CACHED) {
         if (id >= btf_json.size()) btf_json.resize(id + 1);
         std::string& bj = btf_json[id];
         if (bj.empty()) {
@@ -692,7 +696,8 @@ int cmd_perf_import(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (imp.kernel_frames() && !quiet)
     fprintf(stderr, "stackprov perf-import: %s%s\n",
-            info.kernel_naming == SPROV_KERNEL_NAMED ? "" : "warning: ", info.kernel_note);
+            info.kernel_naming == SPROV_KERNEL_NAMED || info.kernel_naming == SPROV_KERNEL_CACHED ? "" : "warning: ",
+            info.kernel_note);
   if (!quiet || fmt == Format::kNone)
     fprintf(stderr,
             "stackprov perf-import: %llu samples (%llu lost; user frames: %llu unwound from copied stacks (dwarf), "

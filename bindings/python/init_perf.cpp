@@ -145,6 +145,7 @@ Profile import_profile(const std::string& path, const std::optional<std::string>
     case SPROV_KERNEL_NAMED: p.kernel_naming = "named"; break;
     case SPROV_KERNEL_UNCHECKED: p.kernel_naming = "unchecked"; break;
     case SPROV_KERNEL_MISMATCH: p.kernel_naming = "mismatch"; break;
+    case SPROV_KERNEL_CACHED: p.kernel_naming = "cached"; break;
     default: p.kernel_naming = "unavailable"; break;
   }
   p.kernel_build_id = imp.kernel_build_id();
@@ -279,6 +280,7 @@ void init_perf(py::module_& m) {
       .def_readonly("kernel_note", &Profile::kernel_note)
       .def_readonly("kernel_naming", &Profile::kernel_naming,
                     "named (the recording's kernel is the running one), unchecked (no build-id recorded), "
+                    "cached (another build, named from perf's build-id cache copy of its kallsyms), "
                     "mismatch or unavailable (kernel frames left unnamed)")
       .def_readonly("kernel_build_id", &Profile::kernel_build_id)
       .def_readonly("sample_count", &Profile::sample_count, "samples in the file (also those that could not be read)")

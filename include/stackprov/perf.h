@@ -57,6 +57,9 @@ enum sprov_kernel_naming {
   SPROV_KERNEL_MISMATCH = 3,    /* recorded on another kernel build: left unnamed */
   SPROV_KERNEL_UNAVAILABLE = 4, /* the running kernel's build-id or /proc/kallsyms cannot be read
                                    (or shows zero addresses: kernel.kptr_restrict): left unnamed */
+  SPROV_KERNEL_CACHED = 5,      /* recorded on another kernel build: named from perf's build-id cache copy of
+                                   its kallsyms ($PERF_BUILDID_DIR or ~/.debug, [kernel.kallsyms]/BUILD-ID/
+                                   kallsyms), as perf script names it */
 };
 
 struct sprov_profile_info {

@@ -3,6 +3,7 @@
 #include "perf/kernel_symbols.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -345,9 +346,24 @@ KernelNamer::KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string 
     note_ = "kernel frames named from " + kallsyms_path_ + " of the running kernel (build-id " + running_.hex() +
             "), unchecked: the recording holds no kernel build-id";
   } else if (recorded_ != running_) {
-    naming_ = KernelNaming::kMismatch;
-    note_ = "kernel frames left unnamed: recorded on kernel build-id " + recorded_.hex() +
-            ", the running kernel's is " + running_.hex() + " (" + notes_path + ")";
+    const std::string copy =
+        buildid_dir_.empty() ? std::string() : buildid_dir_ + "/[kernel.kallsyms]/" + recorded_.hex() + "/kallsyms";
+    struct stat st {};
+    if (!copy.empty() && stat(copy.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      // Read on the first lookup (load()): a copy that is unreadable, empty or of another layout turns
+      // this back into kMismatch there, saying why.
+      naming_ = KernelNaming::kCached;
+      mismatch_note_ = "kernel frames left unnamed: recorded on kernel build-id " + recorded_.hex() +
+                       ", the running kernel's is " + running_.hex() + " (" + notes_path + "), and perf's copy " +
+                       copy + " ";
+      kallsyms_path_ = copy;
+      note_ = "kernel frames named from perf's build-id cache copy " + copy + " (the recording's kernel build-id " +
+              recorded_.hex() + "; the running kernel's is " + running_.hex() + ")";
+    } else {
+      naming_ = KernelNaming::kMismatch;
+      note_ = "kernel frames left unnamed: recorded on kernel build-id " + recorded_.hex() +
+              ", the running kernel's is " + running_.hex() + " (" + notes_path + ")";
+    }
   } else {
     naming_ = KernelNaming::kNamed;
     note_ = "kernel frames named from " + kallsyms_path_ + " (kernel build-id " + running_.hex() +
@@ -369,9 +385,31 @@ Result<KernelSymbols> KernelSymbols::load(const std::string& path) {
 
 void KernelNamer::load() {
   loaded_ = true;
-  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked) return;
+  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked && naming_ != KernelNaming::kCached)
+    return;
   int err = 0;
   std::string text = read_text(kallsyms_path_, &err);
+  if (naming_ == KernelNaming::kCached) {
+    // Another build's listing: no relocation is known, so it names only a recording made at its `_text`.
+    KernelSymbols copy = err == 0 ? KernelSymbols::parse(std::move(text)) : KernelSymbols();
+    char why[160];
+    if (err != 0)
+      snprintf(why, sizeof(why), "cannot be read (%s)", strerror(err));
+    else if (copy.size() == 0)
+      snprintf(why, sizeof(why), "holds no function symbols");
+    else if (recorded_text_ != 0 && copy.text_address() != recorded_text_)
+      snprintf(why, sizeof(why), "has _text at 0x%llx, the recording's is 0x%llx",
+               static_cast<unsigned long long>(copy.text_address()), static_cast<unsigned long long>(recorded_text_));
+    else
+      why[0] = 0;
+    if (why[0] != 0) {
+      naming_ = KernelNaming::kMismatch;
+      note_ = mismatch_note_ + why;
+      return;
+    }
+    syms_ = std::move(copy);
+    return;
+  }
   if (err != 0) {
     naming_ = KernelNaming::kUnavailable;
     note_ = "kernel frames left unnamed: " + kallsyms_path_ + ": " + strerror(err);
@@ -420,7 +458,8 @@ const KernelSymbols::Symbol* KernelNamer::find(uint64_t addr, uint64_t* start_ou
     }
   }
   if (!loaded_) load();
-  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked) return nullptr;
+  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked && naming_ != KernelNaming::kCached)
+    return nullptr;
   const KernelSymbols::Symbol* s = syms_.find(addr + static_cast<uint64_t>(delta_));
   if (s != nullptr && start_out != nullptr) *start_out = s->start - static_cast<uint64_t>(delta_);
   return s;

@@ -99,6 +99,7 @@ enum class KernelNaming : uint8_t {
   kUnchecked = 2,   ///< the recording holds no kernel build-id: named from kallsyms, with a warning
   kMismatch = 3,    ///< the recording's kernel is another build: left unnamed
   kUnavailable = 4, ///< the running kernel's build-id or kallsyms cannot be read: left unnamed
+  kCached = 5,      ///< another build, named from perf's build-id cache copy of its kallsyms (as perf does)
 };
 
 /// Names kernel addresses of one recording: compares the recorded kernel build-id (may be
@@ -112,6 +113,11 @@ enum class KernelNaming : uint8_t {
 /// `_text` is the recording's: reading a file instead of having the kernel print 120k lines (~24
 /// ms of CPU, a quarter of a perf-import run). Any other address (modules, BPF, trampolines,
 /// whose symbols come and go) loads /proc/kallsyms as before.
+///
+/// A recording of another kernel build is named, as `perf script` names it, from that build's copy in
+/// perf's build-id cache ("[kernel.kallsyms]/BUILD-ID/kallsyms", the listing `perf record` saved on the
+/// machine that recorded it, modules included) when the copy is there and its `_text` is the
+/// recording's (kCached); without such a copy its frames stay unnamed (kMismatch).
 class KernelNamer {
  public:
   /// `recorded_text`: `_text` at recording time (perf.data's "[kernel.kallsyms]_text" mmap
@@ -137,6 +143,7 @@ class KernelNamer {
   std::string buildid_dir_;
   KernelNaming naming_ = KernelNaming::kUnavailable;
   std::string note_;
+  std::string mismatch_note_;  ///< kCached: the note if the copy turns out unusable, less the reason
   bool loaded_ = false;
   int64_t delta_ = 0;  ///< current kallsyms address - recorded address
   KernelSymbols syms_;

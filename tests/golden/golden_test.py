@@ -86,6 +86,15 @@ def unpack(work):
     os.makedirs(os.path.dirname(sysroot + FIXTURE_PATH), exist_ok=True)
     shutil.copy2(files["fixture"], sysroot + FIXTURE_PATH)
     files["sysroot"] = sysroot
+    # The recording's kernel (build-id 4a5a9b0a..., a firecracker guest kernel the CI machines no longer
+    # boot) as perf's build-id cache on the recording machine holds it: perf-import names another
+    # build's kernel frames from that copy, as perf script does. The copy is cut to the five functions the
+    # samples hit, with the names that build's /proc/kallsyms gave them when the capture was made (the
+    # golden committed then); their start addresses are not known any more: each starts 0x10-0x16 bytes
+    # before its frame's address.
+    kdir = os.path.join(work, ".debug", "[kernel.kallsyms]", "4a5a9b0affb66c437abcd455d2738af879985fa9")
+    os.makedirs(kdir)
+    shutil.copy(os.path.join(INPUTS, "kallsyms-4a5a9b0a"), os.path.join(kdir, "kallsyms"))
     return files
 
 

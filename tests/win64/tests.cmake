@@ -13,7 +13,7 @@ set(CATCH2_USE_INCLUDE_DIR ${CMAKE_BINARY_DIR}/catch2-include)
 file(MAKE_DIRECTORY ${CATCH2_USE_INCLUDE_DIR})
 file(CREATE_LINK ${CATCH2_INCLUDE_DIR}/catch2 ${CATCH2_USE_INCLUDE_DIR}/catch2 SYMBOLIC)
 add_library(catch2_main STATIC catch_main.cpp)
-target_compile_options(catch2_main PRIVATE -O1)
+target_compile_options(catch2_main PRIVATE -O0)
 target_include_directories(catch2_main PUBLIC ${CATCH2_USE_INCLUDE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
 
 # unit_<layer> from the test files of the layer that build and run on Windows. Left out: tests of

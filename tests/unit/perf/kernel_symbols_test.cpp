@@ -198,11 +198,48 @@ TEST_CASE("kernel namer: the core kernel's text from perf's build-id cache copy,
     CHECK(s->name == "live_fn");
   }
   {
-    // Another build recorded: nothing is named, the copy of that build-id is not read either.
+    // Another build recorded, no copy of its listing in the cache: nothing is named.
     ModuleId other = running;
     other.bytes[0] ^= 0xff;
     KernelNamer k(other, 0xffffffff81000000ull, notes, syms, dir);
+    CHECK(k.naming() == KernelNaming::kMismatch);
     CHECK(k.find(0xffffffff81000140ull, &start) == nullptr);
+  }
+  {
+    // Another build recorded, and the cache holds that build's copy (perf record saved it where the
+    // recording was made): named from the copy alone, as perf script names it, modules included; never
+    // from the running kernel's listing. A copy at another _text names nothing (no relocation is known).
+    ModuleId other = running;
+    other.bytes[0] ^= 0xff;
+    const std::string odir = kdir + "/" + other.hex();
+    const std::string ocopy = odir + "/kallsyms";
+    REQUIRE(mkdir(odir.c_str(), 0700) == 0);
+    FILE* c = fopen(ocopy.c_str(), "w");
+    REQUIRE(c != nullptr);
+    fputs("ffffffff81000000 T _text\nffffffff81000100 T other_fn\nffffffff81000800 T _etext\n"
+          "ffffffffc0300000 t other_mod_fn\t[xfs]\n", c);
+    fclose(c);
+    KernelNamer k(other, 0xffffffff81000000ull, notes, syms, dir);
+    CHECK(k.naming() == KernelNaming::kCached);
+    const auto* s = k.find(0xffffffff81000140ull, &start);
+    REQUIRE(s != nullptr);
+    CHECK(s->name == "other_fn");
+    CHECK(start == 0xffffffff81000100ull);
+    s = k.find(0xffffffffc0300010ull, &start);
+    REQUIRE(s != nullptr);
+    CHECK(s->name == "other_mod_fn");
+    CHECK(s->module == "[xfs]");
+    CHECK(k.find(0xffffffffc0200010ull, &start) == nullptr);  // the running kernel's module: not this build's
+    CHECK(k.note().find(ocopy) != std::string::npos);
+    CHECK(k.note().find(other.hex()) != std::string::npos);
+
+    KernelNamer moved(other, 0xffffffff81200000ull, notes, syms, dir);
+    CHECK(moved.find(0xffffffff81200140ull, &start) == nullptr);
+    CHECK(moved.naming() == KernelNaming::kMismatch);
+    CHECK(moved.note().find("has _text at 0xffffffff81000000, the recording's is 0xffffffff81200000") !=
+          std::string::npos);
+    remove(ocopy.c_str());
+    rmdir(odir.c_str());
   }
   remove(copy.c_str());
   rmdir(idir.c_str());
