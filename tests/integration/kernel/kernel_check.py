@@ -297,11 +297,16 @@ def compare(what, events, psamples, role, fixture):
         lst = by_tid.get(tid, [])
         times = [o["time"] for o in lst]
         i = bisect.bisect_left(times, t_ns)
-        best = None
-        for j in (i - 1, i):
-            if 0 <= j < len(lst) and abs(lst[j]["time"] - t_ns) <= MATCH_NS and id(lst[j]) not in used:
-                if best is None or abs(lst[j]["time"] - t_ns) < abs(best["time"] - t_ns):
-                    best = lst[j]
+        # Kernel frames: address and sym+off, in order.
+        pk = [(a, "%s+0x%x" % (s, off) if off is not None else s) for a, s, off, dso in pframes
+              if dso == "[kernel.kallsyms]"]
+        # Ours within the window, unused: the one with perf's kernel frames if there is one (a thread
+        # preempted right after it woke from a sleep switches twice within the window, and the two
+        # programs' clocks may order them apart), else the nearest.
+        cands = [lst[j] for j in range(max(0, i - 3), min(len(lst), i + 3))
+                 if abs(lst[j]["time"] - t_ns) <= MATCH_NS and id(lst[j]) not in used]
+        cands.sort(key=lambda o: (o["kernel"] != pk, abs(o["time"] - t_ns)))
+        best = cands[0] if cands else None
         if best is not None:
             used.add(id(best))
         if best is None:
@@ -311,9 +316,6 @@ def compare(what, events, psamples, role, fixture):
                  (tid, t_us, MATCH_NS // 1000, "%d us away" % (near // 1000) if near is not None else "none"))
             continue
         matched += 1
-        # Kernel frames: address and sym+off, in order.
-        pk = [(a, "%s+0x%x" % (s, off) if off is not None else s) for a, s, off, dso in pframes
-              if dso == "[kernel.kallsyms]"]
         ok = best["kernel"]
         kframes += len(pk)
         if pk != ok:
@@ -354,11 +356,14 @@ def compare(what, events, psamples, role, fixture):
             else:
                 missing.append(name)
         # A thread switched out by preemption while it ran the fixture's own code (frame 0 is a fixture
-        # function, not the glibc wrapper: a 1-in-thousands event, seen in CI) is walked by perf from
-        # that function's frame: then perf loses nothing.
-        lost = [] if names[0] in KNOWN[r] else LOST_BY_PERF[r]
-        if k != len(puser) or missing[:len(lost)] != lost or \
-                any(m in KNOWN[r] and m not in lost for m in missing):
+        # function, not the glibc wrapper: a 1-in-thousands event on an idle machine, dozens on a loaded
+        # CI machine) is walked by perf's frame pointers from wherever that function was: in a leaf
+        # without a frame, or before its prologue pushed rbp, perf skips the caller. Then perf's frames
+        # must still all be ours, in order (k), but which fixture frames it lost is not fixed.
+        preempted = names[0] in KNOWN[r]
+        lost = [] if preempted else LOST_BY_PERF[r]
+        if k != len(puser) or (not preempted and (missing[:len(lost)] != lost or
+                                                  any(m in KNOWN[r] and m not in lost for m in missing))):
             fail("tid %d (%s) at %d us: perf's user frames %s are not ours %s less %s (we have more: %s)" % (
                 tid, r, t_us, [s for _, s in puser], names, lost, missing))
             continue
