@@ -346,6 +346,8 @@ KernelNamer::KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string 
     note_ = "kernel frames named from " + kallsyms_path_ + " of the running kernel (build-id " + running_.hex() +
             "), unchecked: the recording holds no kernel build-id";
   } else if (recorded_ != running_) {
+    const std::string mismatch = "kernel frames left unnamed: recorded on kernel build-id " + recorded_.hex() +
+                                 ", the running kernel's is " + running_.hex() + " (" + notes_path + ")";
     const std::string copy =
         buildid_dir_.empty() ? std::string() : buildid_dir_ + "/[kernel.kallsyms]/" + recorded_.hex() + "/kallsyms";
     struct stat st {};
@@ -353,16 +355,13 @@ KernelNamer::KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string 
       // Read on the first lookup (load()): a copy that is unreadable, empty or of another layout turns
       // this back into kMismatch there, saying why.
       naming_ = KernelNaming::kCached;
-      mismatch_note_ = "kernel frames left unnamed: recorded on kernel build-id " + recorded_.hex() +
-                       ", the running kernel's is " + running_.hex() + " (" + notes_path + "), and perf's copy " +
-                       copy + " ";
+      mismatch_note_ = mismatch + ", and perf's copy " + copy + " ";
       kallsyms_path_ = copy;
       note_ = "kernel frames named from perf's build-id cache copy " + copy + " (the recording's kernel build-id " +
               recorded_.hex() + "; the running kernel's is " + running_.hex() + ")";
     } else {
       naming_ = KernelNaming::kMismatch;
-      note_ = "kernel frames left unnamed: recorded on kernel build-id " + recorded_.hex() +
-              ", the running kernel's is " + running_.hex() + " (" + notes_path + ")";
+      note_ = mismatch;
     }
   } else {
     naming_ = KernelNaming::kNamed;
@@ -385,8 +384,7 @@ Result<KernelSymbols> KernelSymbols::load(const std::string& path) {
 
 void KernelNamer::load() {
   loaded_ = true;
-  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked && naming_ != KernelNaming::kCached)
-    return;
+  if (!names()) return;
   int err = 0;
   std::string text = read_text(kallsyms_path_, &err);
   if (naming_ == KernelNaming::kCached) {
@@ -458,8 +456,7 @@ const KernelSymbols::Symbol* KernelNamer::find(uint64_t addr, uint64_t* start_ou
     }
   }
   if (!loaded_) load();
-  if (naming_ != KernelNaming::kNamed && naming_ != KernelNaming::kUnchecked && naming_ != KernelNaming::kCached)
-    return nullptr;
+  if (!names()) return nullptr;
   const KernelSymbols::Symbol* s = syms_.find(addr + static_cast<uint64_t>(delta_));
   if (s != nullptr && start_out != nullptr) *start_out = s->start - static_cast<uint64_t>(delta_);
   return s;

@@ -137,6 +137,10 @@ class KernelNamer {
  private:
   void load();
   void load_cached_core();
+  /// Whether kernel frames get names at all (from kallsyms or a cached copy).
+  bool names() const {
+    return naming_ == KernelNaming::kNamed || naming_ == KernelNaming::kUnchecked || naming_ == KernelNaming::kCached;
+  }
   ModuleId recorded_, running_;
   uint64_t recorded_text_ = 0;
   std::string kallsyms_path_;
