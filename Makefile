@@ -96,10 +96,11 @@ fuzz: fuzz-build
 # The campaign (doc/hardening.md): rounds of fuzz.sh until every target has used FUZZ_GOAL CPU
 # seconds, resumable (ledger $(FUZZ_BUILD)/fuzz/campaign.tsv; a new ledger starts from the rounds
 # committed in doc/fuzz-campaign.tsv, FUZZ_CARRIED= starts from nothing). Runs niced: it yields to other work.
+# FUZZ_TARGETS="pe_object pdb" runs the campaign for those targets only.
 FUZZ_GOAL ?= 3600
 FUZZ_ROUND ?= 1200
 fuzz-campaign: fuzz-build
-	FUZZ_JOBS=$(JOBS) FUZZ_CLI=$(BUILD)/bin/stackprov nice -n 19 ./scripts/fuzz-campaign.sh $(FUZZ_BUILD) $(FUZZ_GOAL) $(FUZZ_ROUND)
+	FUZZ_JOBS=$(JOBS) FUZZ_CLI=$(BUILD)/bin/stackprov FUZZ_TARGETS="$(FUZZ_TARGETS)" nice -n 19 ./scripts/fuzz-campaign.sh $(FUZZ_BUILD) $(FUZZ_GOAL) $(FUZZ_ROUND)
 
 random-walks: build
 	cmake --build $(BUILD) --target random_walks
@@ -142,10 +143,12 @@ CROSS_TESTS ?= ^(cross_inprocess_|crash_inprocess_|unit_(dwarf|unwind|core|arch)
 # of the library (cmake/win64.cmake, doc/windows.md "The win64 build") and its tests, run under wine.
 CROSS_TRIPLE_win64 := x86_64-w64-mingw32
 CROSS_SYSROOT_FLAG := -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot
+CROSS_TEST_OPT_FLAG := -DSTACKPROV_TEST_OPT=$(CROSS_OPT)
 ifeq ($(ARCH),win64)
 CROSS_TARGETS := all
 CROSS_TESTS := .
 CROSS_SYSROOT_FLAG :=
+CROSS_TEST_OPT_FLAG :=
 endif
 
 .PHONY: cross test-cross
@@ -155,7 +158,7 @@ cross:
 	@cmake -S . -B $(CROSS_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchains/$(CROSS_TRIPLE_$(ARCH)).cmake \
 	  $(CROSS_SYSROOT_FLAG) -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
-	  -DCMAKE_C_FLAGS_RELEASE=$(CROSS_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(CROSS_OPT) -DSTACKPROV_TEST_OPT=$(CROSS_OPT) \
+	  -DCMAKE_C_FLAGS_RELEASE=$(CROSS_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(CROSS_OPT) $(CROSS_TEST_OPT_FLAG) \
 	  $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(CROSS_BUILD) -j $(JOBS) --target $(CROSS_TARGETS)
 

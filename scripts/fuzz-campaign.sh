@@ -9,7 +9,8 @@
 #   BUILD_DIR      a STACKPROV_FUZZ build (make fuzz-campaign makes it)
 #   GOAL_SECONDS   CPU seconds per target (default 3600: one CPU-hour)
 #   ROUND_SECONDS  libFuzzer -max_total_time per target and round (default 1200)
-# Environment: as fuzz.sh (FUZZ_JOBS targets at a time, FUZZ_CLI, FUZZ_RSS_MB); FUZZ_CARRIED.
+# Environment: as fuzz.sh (FUZZ_JOBS targets at a time, FUZZ_CLI, FUZZ_RSS_MB); FUZZ_CARRIED;
+# FUZZ_TARGETS (a subset, below).
 # Do not pause it (SIGSTOP, a cgroup freeze): libFuzzer's per-input -timeout is wall time, and a
 # pause longer than 25 s ends the target with a timeout- reproducer that is no finding (run the
 # reproducer alone to tell). Stop it (Ctrl-C, kill) and run it again instead.
@@ -56,6 +57,17 @@ for f in "$build"/bin/fuzz_*; do
   [ "$n" = make_seeds ] || all+=("$n")
 done
 [ ${#all[@]} -gt 0 ] || { echo "fuzz-campaign.sh: no fuzz_* targets in $build/bin" >&2; exit 2; }
+# FUZZ_TARGETS="a b": the campaign for these targets only (e.g. one issue's new parsers), each named
+# as fuzz.sh names it (without fuzz_); an unknown name stops it, naming the name.
+if [ -n "${FUZZ_TARGETS:-}" ]; then
+  only=()
+  for t in $FUZZ_TARGETS; do
+    [ -x "$build/bin/fuzz_$t" ] && [ "$t" != make_seeds ] ||
+      { echo "fuzz-campaign.sh: FUZZ_TARGETS names '$t', which is no fuzz target in $build/bin" >&2; exit 2; }
+    only+=("$t")
+  done
+  all=("${only[@]}")
+fi
 
 # CPU seconds so far of target $1 (the ledger's second column, summed).
 cpu_of() { awk -F'\t' -v t="$1" '$1 == t { s += $2 } END { printf "%d", s }' "$ledger"; }

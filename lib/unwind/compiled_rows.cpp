@@ -110,7 +110,7 @@ const FdeRows* CompiledCfi::compile(size_t i) const {
   }
   const FdeRows* expected = nullptr;
   if (!rows_[i].compare_exchange_strong(expected, fr, std::memory_order_acq_rel, std::memory_order_acquire)) {
-    std::free(fr);  // another thread published the same rows first
+    std::free(mem);  // another thread published the same rows first (FdeRows and UnwindRule are trivially destructible)
     return expected;
   }
   compiled_.fetch_add(1, std::memory_order_relaxed);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "dwarf/cfi.hpp"
 #include "unwind/unwind_rule.hpp"
@@ -63,6 +64,8 @@ struct FdeRows {
 };
 static_assert(sizeof(FdeRows) % alignof(UnwindRule) == 0 && alignof(UnwindRule) <= alignof(uint32_t),
               "offsets and rules follow the header unpadded");
+static_assert(std::is_trivially_destructible_v<FdeRows> && std::is_trivially_destructible_v<UnwindRule>,
+              "rows live in malloc'd memory that is freed without running destructors");
 
 /// Compiles every row of `fde` (link-time [pc_begin, pc_end)) by running the
 /// interpreter from row to row and translating each with translate_row().

@@ -46,7 +46,7 @@ struct RuleBuilder {
 
 // ---- x86_64 ----
 
-constexpr uint8_t kX86Rsp = 7, kX86Ra = 16;
+constexpr uint8_t kX86Rsp = 7;
 /// ModRM/opcode register number -> DWARF register number (rax rcx rdx rbx rsp rbp rsi rdi).
 constexpr uint8_t kX86DwarfOf[8] = {0, 2, 1, 3, 7, 6, 4, 5};
 

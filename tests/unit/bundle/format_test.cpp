@@ -479,7 +479,7 @@ TEST_CASE("bundle format: every truncation and single-byte corruption gives an e
 
   const size_t stride = kAsanBuild || version < kFormatVersion ? 5 : 1;
   // The k-th offset tried past `from`: every one (stride 1) or 5k + k mod 5.
-  const auto nth = [stride](size_t from, size_t k) { return from + k * stride + k % stride; };
+  const auto nth = [&](size_t from, size_t k) { return from + k * stride + k % stride; };
   // Truncations: the header's size no longer matches; then the same lengths with the header
   // patched to claim them, so the section table and module checks are what must catch it.
   for (size_t k = 0, len = 0; len < good.size(); len = nth(0, ++k)) {
