@@ -10,6 +10,10 @@
 # folder). Tests run under wine (tests/lib/wine.py: a prefix under the build directory).
 set(STACKPROV_WIN64 ON)
 add_compile_options(-Wall -Wextra -Wno-unused-parameter)
+# -Werror in CI as in the Linux builds (.ci/run sets STACKPROV_WERROR=1; CMakeLists.txt).
+if("$ENV{STACKPROV_WERROR}")
+  add_compile_options(-Werror)
+endif()
 # Windows 8 APIs (GetCurrentThreadStackLimits in the fixture); 64-bit off_t for files over 2 GiB.
 # mingw's C99 printf family (%zu, %lld; core/error.hpp STACKPROV_PRINTF).
 add_compile_definitions(_WIN32_WINNT=0x0602 _FILE_OFFSET_BITS=64 WIN32_LEAN_AND_MEAN NOMINMAX __USE_MINGW_ANSI_STDIO=1)

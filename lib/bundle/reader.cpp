@@ -61,12 +61,11 @@ struct ModuleIndex {
 
 Error bad(const char* fmt, ...) STACKPROV_PRINTF(1, 2);
 Error bad(const char* fmt, ...) {
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  const std::string what = format_message_v(fmt, ap);
   va_end(ap);
-  return make_error(SPROV_ERR_BUNDLE, "bundle: %s", buf);
+  return make_error(SPROV_ERR_BUNDLE, "bundle: %s", what.c_str());
 }
 
 inline constexpr uint32_t kNone = UINT32_MAX;  // string index of "" before a list's first record

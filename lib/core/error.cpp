@@ -2,19 +2,48 @@
 // Error messages from the X-macro, printf-style error construction, the thread-local last error.
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
 namespace stackprov {
 
-Error make_error(int code, const char* fmt, ...) {
-  char buf[512];
+std::string format_message_v(const char* fmt, va_list ap) {
+  char small[512];
+  va_list again;
+  va_copy(again, ap);
+  const int n = vsnprintf(small, sizeof small, fmt, ap);
+  std::string out;
+  if (n < 0) {
+    out = fmt;  // an encoding error: the format itself still says what went wrong
+  } else if (static_cast<size_t>(n) < sizeof small) {
+    out.assign(small, static_cast<size_t>(n));
+  } else {
+    static constexpr char kCut[] = " [cut]";
+    const size_t want = std::min(static_cast<size_t>(n), kMaxMessage);
+    out.resize(want);
+    vsnprintf(out.data(), want + 1, fmt, again);  // writes want bytes and the terminator std::string keeps
+    if (static_cast<size_t>(n) > kMaxMessage) out.replace(want - (sizeof kCut - 1), sizeof kCut - 1, kCut);
+  }
+  va_end(again);
+  return out;
+}
+
+std::string format_message(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
+  std::string s = format_message_v(fmt, ap);
   va_end(ap);
-  return Error{code, std::string(buf)};
+  return s;
+}
+
+Error make_error(int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  Error e{code, format_message_v(fmt, ap)};
+  va_end(ap);
+  return e;
 }
 
 const char* error_message(int code) {

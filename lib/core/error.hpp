@@ -2,6 +2,7 @@
 // Error values inside the library: Error (code + message naming the offending value) and Result<T>.
 #pragma once
 
+#include <cstdarg>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -27,8 +28,17 @@ struct Error {
   std::string message;
 };
 
-/// Builds an Error; the message is formatted like printf.
+/// Builds an Error; the message is formatted like printf, whole (a message naming a long path keeps
+/// its reason), up to kMaxMessage bytes.
 Error make_error(int code, const char* fmt, ...) STACKPROV_PRINTF(2, 3);
+
+/// Messages are cut at this many bytes (a value taken from hostile input may be that long), ending
+/// in " [cut]".
+inline constexpr size_t kMaxMessage = 64 * 1024;
+
+/// printf into a std::string, whole up to kMaxMessage bytes (no fixed buffer cuts a long path).
+std::string format_message(const char* fmt, ...) STACKPROV_PRINTF(1, 2);
+std::string format_message_v(const char* fmt, va_list ap) STACKPROV_PRINTF(1, 0);
 
 /// Result<T>: a value or an Error. No exceptions cross layer boundaries.
 template <class T>

@@ -323,12 +323,10 @@ class Capturer {
 };
 
 void Capturer::warn(const char* fmt, ...) {
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
+  warnings_ += format_message_v(fmt, ap);
   va_end(ap);
-  warnings_ += buf;
   warnings_ += '\n';
 }
 

@@ -160,26 +160,26 @@ Result<std::optional<PythonTarget>> find_python(const elf::ElfImage& image, uint
   if (!cold && debug_image != nullptr) cold = find_symbol(*debug_image, "_PyEval_EvalFrameDefault.cold");
   if (cold && cold->size != 0) t.eval.push_back({cold->addr + load_bias, cold->addr + load_bias + cold->size});
   t.layout = python311_layout();
-  char buf[512];
+  std::string description;
   const char* known = known_python_build(build_id_hex);
   std::string dwarf_error;
   if (known != nullptr) {
-    snprintf(buf, sizeof(buf), "CPython %u.%u.%u (layout table: %s)", major, minor, micro, known);
+    description = format_message("CPython %u.%u.%u (layout table: %s)", major, minor, micro, known);
   } else if (debug_image != nullptr) {
     auto from_dwarf = python311_layout_from_dwarf(debug_image->path());
     if (from_dwarf.ok()) {
       t.layout = from_dwarf.value();
-      snprintf(buf, sizeof(buf), "CPython %u.%u.%u (layout from DWARF: %s)", major, minor, micro,
-               debug_image->path().c_str());
+      description = format_message("CPython %u.%u.%u (layout from DWARF: %s)", major, minor, micro,
+                                   debug_image->path().c_str());
     } else {
       dwarf_error = from_dwarf.error().message;
     }
   }
   if (known == nullptr && (debug_image == nullptr || !dwarf_error.empty()))
-    snprintf(buf, sizeof(buf), "CPython %u.%u.%u (build-id %.*s not in the layout table, %s: the 3.11 release "
-             "layout is assumed)", major, minor, micro, static_cast<int>(build_id_hex.size()), build_id_hex.data(),
-             debug_image == nullptr ? "no debug file" : dwarf_error.c_str());
-  t.description = buf;
+    description = format_message("CPython %u.%u.%u (build-id %.*s not in the layout table, %s: the 3.11 release "
+                                 "layout is assumed)", major, minor, micro, static_cast<int>(build_id_hex.size()),
+                                 build_id_hex.data(), debug_image == nullptr ? "no debug file" : dwarf_error.c_str());
+  t.description = std::move(description);
   return std::optional<PythonTarget>{std::move(t)};
 }
 

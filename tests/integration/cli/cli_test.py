@@ -19,6 +19,7 @@ atomic    a failed `log append` (wrong key, public key, unreadable entry) and a 
           log and of the store byte-identical, and create no output file; a failed
           `trace-capture --sign` creates no trace store.
 """
+import errno
 import os
 import re
 import shutil
@@ -354,6 +355,20 @@ def test_messages():
     # ... and an executable given as a core says what it is, not only its e_type number.
     bad(["stack", "--core", prog], 1, ["is not an ELF core file", "a shared library or PIE executable, not a core"],
         "stack --core of an executable")
+    # The same at paths of ~1,000 bytes (messages were formatted into 512-byte buffers: the reason was
+    # cut off): the whole path, then the reason (the test's own path; strerror(ENOENT) from Python).
+    deep = WORK
+    while len(deep) < 1000:
+        deep = os.path.join(deep, "a-deliberately-long-directory-name-to-catch-fixed-buffers")
+    os.makedirs(deep, exist_ok=True)
+    far = os.path.join(deep, "prog")
+    shutil.copy(prog, far)
+    bad(["stack", "--core", far], 1, [far + " is not an ELF core file (e_type 3: a shared library or PIE "
+                                            "executable, not a core)"], "stack --core of an executable at a long path")
+    gone = os.path.join(deep, "nonexist")
+    rc, out, err = run("symbolize", "--obj", gone, "0x10")
+    check(rc == 0 and out == "??\n??:0:0\n\n" and "'%s'" % gone in err and os.strerror(errno.ENOENT) in err,
+          "symbolize --obj of a missing file at a long path: the path whole and the reason (%r)" % err.strip())
     # The ptrace hint: Yama only where the kernel has it.
     tracer, pid = traced_process()
     try:
