@@ -239,10 +239,11 @@ def test_python_m_help_usage_options_then_prose():
         h = run([sys.executable, "-m", "stackprov", cmd, "--help"])
         assert h.returncode == 0 and help_layout.problems(h.stdout) == [], (cmd, help_layout.problems(h.stdout))
         usage, _ = help_layout.usage_block(h.stdout.split("\n"))
-        subs = {m.group(1) for line in usage
-                for m in [re.match(r"^(?:usage:)?\s*python3 -m stackprov %s ([a-z][a-z0-9-]*)(?:\s|$)" % cmd, line)] if m}
-        for sub in sorted(subs):
+        sub_re = re.compile(r"^(?:usage:)?\s*python3 -m stackprov %s ([a-z][a-z0-9-]*)(?:\s|$)" % re.escape(cmd))
+        subs = sorted({m.group(1) for m in map(sub_re.match, usage) if m})
+        for sub in subs:
             s = run([sys.executable, "-m", "stackprov", cmd, sub, "--help"])
-            assert s.returncode == 0 and help_layout.problems(s.stdout) == [], (cmd, sub, help_layout.problems(s.stdout))
+            bad = help_layout.problems(s.stdout)
+            assert s.returncode == 0 and bad == [], (cmd, sub, bad)
             checked.append(cmd + " " + sub)
     assert checked, "no usage line names a subcommand (bundle build, log init)"
