@@ -28,8 +28,7 @@ constexpr const char* kUsage =
     "       stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]\n"
     "                       [--no-lines]\n"
     "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs,\n"
-    "       --args and --verbose; values as --opt=VALUE or --opt VALUE; --pid also takes --kernel\n"
-    "       [--with-btf])\n";
+    "       --args and --verbose; --pid also takes --kernel [--with-btf])\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -150,6 +149,7 @@ constexpr const char* kHelp =
     "                    \"native_index\",\"frame_address\",\"code_address\"} and the process has\n"
     "                    \"runtime\":\"CPython ...\" (\"\" when none)\n"
     "  -h, --help        this text\n"
+    "Options take their value as --opt=VALUE or --opt VALUE.\n"
     "\n"
     "Prints the call stack of every thread of a live process (--pid) or of an ELF core file\n"
     "(--core), one thread after the other, in eu-stack's layout:\n"

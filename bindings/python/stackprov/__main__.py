@@ -6,7 +6,7 @@ binding can serve, with the CLI's names, options, output (byte for byte) and exi
 Not served (use the CLI): demo, log fragment, log verify-fragment, perf-import -f pprof. Errors are one line on stderr naming the offending value; a usage error exits 2.
 """
 
-_STACK_DOC = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]
+_STACK_USAGE = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --core FILE [-e EXE] [--sysroot DIR] [--store DIR] [--tid TID]
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --core FILE --offline [--store DIR] [--tid TID] [--max-frames N] [--json]
@@ -14,9 +14,9 @@ _STACK_DOC = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [--m
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]
                                   [--no-lines]
-       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls and --args)
+       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls and --args)"""
 
-Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
+_STACK_DOC = """Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
 the same JSON object), through the Python binding. See `stackprov stack --help` for the
 output's fields; --store DIR is the bundle store (with --offline the default store directory),
 --sysroot DIR (with --core) where module files are looked up, --offline (with --core,
@@ -30,9 +30,9 @@ each frame's arguments as gdb's `info args` (text: "    arg NAME: TYPE = VALUE" 
 "args":[{"name","type","value","status","reason"}]; needs the modules' DWARF).
 """
 
-_SYMBOLIZE_DOC = """python3 -m stackprov symbolize --obj PATH [--no-inlines] [--functions linkage|short] [--no-demangle] [ADDRESS...]
+_SYMBOLIZE_USAGE = """python3 -m stackprov symbolize --obj PATH [--no-inlines] [--functions linkage|short] [--no-demangle] [ADDRESS...]"""
 
-Prints what `stackprov symbolize --obj PATH` prints (llvm-symbolizer-14's LLVM style, byte for
+_SYMBOLIZE_DOC = """Prints what `stackprov symbolize --obj PATH` prints (llvm-symbolizer-14's LLVM style, byte for
 byte): per address the inline chain, innermost first, each frame its function and
 file:line:column, then an empty line; addresses from the arguments or, without any, from stdin
 (0x hex, 0 octal, 0b binary or decimal; a line that is not one is echoed, as llvm does).
@@ -43,6 +43,7 @@ import sys
 
 import stackprov
 from . import _cli_evidence, _cli_log, _cli_perf, _cli_trace
+from ._cli import HelpLayout as _HelpLayout
 from ._cli import json_str as _json_str
 
 # The commands whose parsing and output live in _cli_trace / _cli_evidence / _cli_perf / _cli_log.
@@ -116,7 +117,7 @@ def process_json(info):
     return s + "}"
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(_HelpLayout, argparse.ArgumentParser):
     def error(self, message):
         sys.stderr.write("python3 -m stackprov: %s (see 'python3 -m stackprov stack --help')\n" % message)
         sys.exit(2)
@@ -186,7 +187,7 @@ def main(argv=None):
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="<command>")
     s = sub.add_parser("stack", help="eu-stack-style stacks of a live process or a core file",
-                       description=_STACK_DOC, epilog=_EXIT_STATUS,
+                       usage=_STACK_USAGE, description=_STACK_DOC, epilog=_EXIT_STATUS,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.error = p.error
     g = s.add_mutually_exclusive_group(required=True)
@@ -217,7 +218,7 @@ def main(argv=None):
                    help="auto (default): CPython 3.11 frames interleaved with the native frames (method runtime); "
                    "off: native frames only; only: the Python frames alone")
     y = sub.add_parser("symbolize", help="llvm-symbolizer-style answers for link-time addresses of a module file",
-                       description=_SYMBOLIZE_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       usage=_SYMBOLIZE_USAGE, description=_SYMBOLIZE_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     y.error = p.error
     y.add_argument("--obj", "--exe", "-e", required=True, help="the module file of every address")
     y.add_argument("--no-inlines", action="store_true", help="one frame per address (llvm's --no-inlines)")

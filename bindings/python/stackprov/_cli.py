@@ -61,7 +61,26 @@ class _Flag(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-class Parser(argparse.ArgumentParser):
+class HelpLayout:
+    """--help laid out as the CLI's (issue 36): the usage, then the options (argparse's positional
+    arguments after them), then the description and the epilog -- argparse prints the description
+    before the options."""
+
+    def format_help(self):
+        f = self._get_formatter()
+        f.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        positional = lambda g: bool(g._group_actions) and all(not a.option_strings for a in g._group_actions)
+        for g in sorted(self._action_groups, key=positional):  # stable: options first, in their order
+            f.start_section(g.title)
+            f.add_text(g.description)
+            f.add_arguments(g._group_actions)
+            f.end_section()
+        f.add_text(self.description)
+        f.add_text(self.epilog)
+        return f.format_help()
+
+
+class Parser(HelpLayout, argparse.ArgumentParser):
     """argparse whose errors are the CLI's usage errors of one command (exit 2, one line)."""
 
     def __init__(self, cmd, **kw):

@@ -23,12 +23,27 @@ _BUNDLE_HELP = """usage: python3 -m stackprov bundle build [--store DIR] [--sign
                                           [-o FILE] [--store DIR]
        python3 -m stackprov bundle fsck [--store DIR]
 
+options (which subcommand takes which: the usage above):
+  --store DIR   the bundle store (doc/bundles.md "Store"); default $STACKPROV_STORE, else
+                $XDG_DATA_HOME/stackprov/store, else $HOME/.local/share/stackprov/store.
+  -o, --output PATH   build: write the bundle to PATH; export: write to PATH instead of stdout
+  --name NAME   build: module name stored in the bundle (one FILE only; default: its basename)
+  --debug-file-directory DIR   build: search DIR for separate debug files (repeatable)
+  --include-debug   build: embed each module's debug file (or the file itself) in the bundle
+  --sign KEY    build: sign the bundle with the private key KEY into the store and the
+                transparency log --log DIR
+  --log DIR     build, with --sign: the transparency log
+  --log-key LOGKEY   build, with --sign: the private key that signs the log's checkpoint
+                (default KEY)
+  --json        inspect: one JSON object
+  --build-id HEX   lookup, unwind, export: the module of that GNU build-id
+  --format symbol-index-json|symbfile   export: the format written
+  -h, --help    this text
+
 What `stackprov bundle <subcommand>` prints, through the Python binding (see `stackprov bundle
 --help` for the fields).
 
 BUNDLE is a bundle file, or sha256:HEX: the bundle of that digest in the store.
---store DIR  the bundle store (doc/bundles.md "Store"); default $STACKPROV_STORE, else
-             $XDG_DATA_HOME/stackprov/store, else $HOME/.local/share/stackprov/store.
 
 build    writes one symbol bundle with a module for each ELF FILE (stackprov.Bundle.build): to PATH
          (default FILE.sbundle of the first FILE) or, with --store or --sign, into the store (and
@@ -444,14 +459,14 @@ def sigstore_main(a):
 
 KEYGEN_DOC = """usage: python3 -m stackprov keygen -o KEY [--pub PUB]
 
-Generates an ECDSA P-256 signing key as `stackprov keygen` does (stackprov.key_generate): the
-private key to KEY as SEC1 PEM with mode 0600 (KEY must not exist), the public key to PUB (default
-KEY.pub) as SPKI PEM. Prints the key id: hex SHA-256 of the DER public key.
-
 options:
   -o, --output KEY  the private key file to create (--out KEY: the same)
   --pub PUB         the public key file (default KEY.pub)
   -h, --help        this text
+
+Generates an ECDSA P-256 signing key as `stackprov keygen` does (stackprov.key_generate): the
+private key to KEY as SEC1 PEM with mode 0600 (KEY must not exist), the public key to PUB (default
+KEY.pub) as SPKI PEM. Prints the key id: hex SHA-256 of the DER public key.
 
 Exit status: 0 the key was written; 1 it could not be (KEY or PUB exists, a write failed);
 2 usage error.
@@ -460,9 +475,6 @@ Exit status: 0 the key was written; 1 it could not be (KEY or PUB exists, a writ
 SIGN_DOC = """usage: python3 -m stackprov sign --key KEY [-o ENVELOPE] [--subject-name NAME]
                                  [--predicate-type URI] [--predicate FILE.json] FILE
 
-Signs an in-toto Statement v1 whose subject is FILE's sha256 as a DSSE envelope, as `stackprov
-sign` does (stackprov.dsse_sign_file: the same C function, RFC 6979 deterministic ECDSA P-256).
-
 options:
   --key KEY              the private key (not KEY.pub)
   -o, --output ENVELOPE  write the envelope JSON to ENVELOPE (default: standard output; --out: the same)
@@ -470,6 +482,9 @@ options:
   --predicate-type URI   the statement's predicateType
   --predicate FILE.json  the statement's predicate
   -h, --help             this text
+
+Signs an in-toto Statement v1 whose subject is FILE's sha256 as a DSSE envelope, as `stackprov
+sign` does (stackprov.dsse_sign_file: the same C function, RFC 6979 deterministic ECDSA P-256).
 
 Exit status: 0 signed; 1 signing failed (the key cannot sign, FILE cannot be read, ENVELOPE cannot
 be written); 2 usage error.

@@ -10,10 +10,29 @@ import sys
 import stackprov
 from ._cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, uint_in, usage
 
-LOG_HELP = """usage: python3 -m stackprov log <action> DIR [options]
+LOG_HELP = """usage: python3 -m stackprov log init DIR --key KEY [--origin ORIGIN]
+       python3 -m stackprov log append DIR [--key KEY] FILE...
+       python3 -m stackprov log checkpoint DIR --key KEY
+       python3 -m stackprov log prove DIR (--index N | --entry FILE) [-o PROOF]
+       python3 -m stackprov log consistency DIR --old N [--new M] [-o PROOF]
+       python3 -m stackprov log verify DIR
+       python3 -m stackprov log verify-proof --proof PROOF --entry FILE --log-key PUB --origin ORIGIN
+       python3 -m stackprov log verify-consistency --old-checkpoint A --new-checkpoint B --proof PROOF
+                                                   --log-key PUB --origin ORIGIN
 
-A local append-only transparency log (RFC 9162 Merkle tree, C2SP tlog-tiles layout), as
-`stackprov log` keeps it (see `stackprov log --help` for the layout).
+options (which action takes which: the usage above, the actions below):
+  --key KEY          the log's private key, which signs its checkpoints
+  --origin ORIGIN    the log's origin (init: default 'stackprov.local/<base name of DIR>';
+                     verify-*: the origin the checkpoint must name)
+  --index N          the entry at index N
+  --entry FILE       the entry whose bytes are FILE's
+  --old N, --new M   sizes of the log
+  -o, --output FILE  writes the proof to FILE (default: standard output; --out: the same)
+  --proof PROOF      a proof file (C2SP tlog-proof@v1, or a consistency proof)
+  --log-key PUB      the log's public key
+  --old-checkpoint A, --new-checkpoint B
+                     the checkpoints of verify-consistency
+  -h, --help         this text
 
 actions:
   init DIR --key KEY [--origin ORIGIN]
@@ -36,7 +55,8 @@ actions:
         offline check that checkpoint B extends checkpoint A
 (fragment and verify-fragment are not served here: use `stackprov log`.)
 
--o, --output FILE writes the proof to FILE (default: standard output; --out: the same).
+A local append-only transparency log (RFC 9162 Merkle tree, C2SP tlog-tiles layout), as
+`stackprov log` keeps it (see `stackprov log --help` for the layout).
 
 Exit status: 0 done (verify*: verified); 1 the action failed; 2 usage error.
 """

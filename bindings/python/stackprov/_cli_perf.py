@@ -17,14 +17,6 @@ from ._cli import EXIT_FAIL, EXIT_OK, Parser, fail, json_str, run, uint_in, usag
 RECORD_DOC = """usage: python3 -m stackprov record [OPTIONS] -p PID
        python3 -m stackprov record [OPTIONS] [--] CMD [ARGS...]
 
-Records as `stackprov record` does, through stackprov.record() (the same C function,
-sprov_record): samples a running process (all its threads, including threads created later) or a
-command it starts with perf_event_open -- cpu-clock at HZ, the user registers, BYTES of user stack
-and the kernel call chain per sample, the module map and build-ids -- into a capture file that
-`python3 -m stackprov perf-import` (or `stackprov perf-import`) reads. Stops after --duration, when
-the target exits, or on SIGINT, SIGTERM or SIGHUP: the file is finished, a started command is sent
-SIGTERM, a -p target keeps running.
-
 Options:
   -F, --frequency HZ     samples per second per thread, 1 to 100000 (default 999)
       --stack-size BYTES user stack bytes copied per sample, a multiple of 8 from 8 to 65528 (default 8192)
@@ -35,6 +27,14 @@ Options:
                          kernel stack, the user registers and user stack per sample (root)
       --off-cpu          with --with-kernel: at each sched:sched_switch of the target (off-CPU)
   -h, --help             this text
+
+Records as `stackprov record` does, through stackprov.record() (the same C function,
+sprov_record): samples a running process (all its threads, including threads created later) or a
+command it starts with perf_event_open -- cpu-clock at HZ, the user registers, BYTES of user stack
+and the kernel call chain per sample, the module map and build-ids -- into a capture file that
+`python3 -m stackprov perf-import` (or `stackprov perf-import`) reads. Stops after --duration, when
+the target exits, or on SIGINT, SIGTERM or SIGHUP: the file is finished, a started command is sent
+SIGTERM, a -p target keeps running.
 
 On stderr: once sampling has started, what is recorded and how to stop it; at the end a summary
 (samples, lost, threads, the file).
@@ -48,17 +48,6 @@ Exit status:
 
 IMPORT_DOC = """usage: python3 -m stackprov perf-import [OPTIONS] FILE
 
-Reads a perf.data file (perf record, with or without -g or --call-graph dwarf) or a capture file of
-`record` and writes its samples' stacks as `stackprov perf-import` does, through
-stackprov.perf_import() (the CLI's own reading of a profile: unwinding, naming, inlined functions,
-kernel names). Formats:
-  folded  one line per unique stack, `comm;root;...;leaf COUNT`; kernel frames end in _[k],
-          functions inlined into a frame follow it, each ending in _[i] (--no-inline: none)
-  svg     a self-contained flame graph of the folded stacks
-  json    JSON Lines, one object per sample ("mode", frames leaf first with their method)
-  none    only the summary on stderr
-(pprof is not served here: use `stackprov perf-import -f pprof`.)
-
 Options:
   -i, --input FILE       the file to read (or give it as the argument)
   -f, --format FORMAT    folded (default), svg, json or none
@@ -71,6 +60,17 @@ Options:
       --no-inline        folded and svg: only the physical functions, no inlined frames
   -q, --quiet            no summary or warnings on stderr, except what a truncated input lacks
   -h, --help             this text
+
+Reads a perf.data file (perf record, with or without -g or --call-graph dwarf) or a capture file of
+`record` and writes its samples' stacks as `stackprov perf-import` does, through
+stackprov.perf_import() (the CLI's own reading of a profile: unwinding, naming, inlined functions,
+kernel names). Formats:
+  folded  one line per unique stack, `comm;root;...;leaf COUNT`; kernel frames end in _[k],
+          functions inlined into a frame follow it, each ending in _[i] (--no-inline: none)
+  svg     a self-contained flame graph of the folded stacks
+  json    JSON Lines, one object per sample ("mode", frames leaf first with their method)
+  none    only the summary on stderr
+(pprof is not served here: use `stackprov perf-import -f pprof`.)
 
 The summary on stderr has the CLI's counts without its timing and cache figures.
 

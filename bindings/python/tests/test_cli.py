@@ -2,12 +2,14 @@
 # `python3 -m stackprov stack PID` prints what `stackprov stack --pid PID` prints (the C CLI).
 import json
 import os
+import re
 import subprocess
 import time
 import sys
 
 import pytest
 from conftest import need_env, need_tool
+import help_layout  # tests/lib (conftest puts it on the path): the --help layout rule
 
 
 def run(cmd):
@@ -220,3 +222,28 @@ def test_python_m_symbolize_equals_llvm_symbolizer(tmp_path):
     args = run([sys.executable, "-m", "stackprov", "symbolize", "--obj", obj] + addrs[:20])
     first = subprocess.run([llvm, "--obj", obj] + addrs[:20], capture_output=True, text=True, timeout=120)
     assert args.returncode == 0 and args.stdout == first.stdout
+
+
+def test_python_m_help_usage_options_then_prose():
+    """Every command `python3 -m stackprov --help` lists, and every subcommand its usage lines name
+    (`bundle build`, `log init`), prints its usage, then its options, then the prose, as the CLI's
+    --help does (issue 36; the rule and its terms: tests/lib/help_layout.py, which cli_help applies
+    to the CLI)."""
+    top = run([sys.executable, "-m", "stackprov", "--help"])
+    assert top.returncode == 0 and help_layout.problems(top.stdout) == [], top.stdout
+    # argparse lists the commands under "<command>", four spaces in, before their summaries.
+    cmds = re.findall(r"^    ([a-z][a-z-]*)(?:\s|$)", top.stdout, re.M)
+    assert len(cmds) >= 10, top.stdout
+    checked = []
+    for cmd in cmds:
+        h = run([sys.executable, "-m", "stackprov", cmd, "--help"])
+        assert h.returncode == 0 and help_layout.problems(h.stdout) == [], (cmd, help_layout.problems(h.stdout))
+        usage, _ = help_layout.usage_block(h.stdout.split("\n"))
+        sub_re = re.compile(r"^(?:usage:)?\s*python3 -m stackprov %s ([a-z][a-z0-9-]*)(?:\s|$)" % re.escape(cmd))
+        subs = sorted({m.group(1) for m in map(sub_re.match, usage) if m})
+        for sub in subs:
+            s = run([sys.executable, "-m", "stackprov", cmd, sub, "--help"])
+            bad = help_layout.problems(s.stdout)
+            assert s.returncode == 0 and bad == [], (cmd, sub, bad)
+            checked.append(cmd + " " + sub)
+    assert checked, "no usage line names a subcommand (bundle build, log init)"

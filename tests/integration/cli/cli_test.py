@@ -6,7 +6,9 @@
 
 help      every command `stackprov --help` lists: `CMD --help` and `stackprov help CMD` print the
           same text, exit 0, and the text ends with an "Exit status" section naming 0, 1 and 2;
-          an unknown command or option exits 2 with one line naming it.
+          it starts with the usage, then the option list, then the prose (tests/lib/help_layout.py),
+          as does each subcommand's (`bundle build --help`); an unknown command or option exits 2
+          with one line naming it.
 options   `--opt=value`, `--opt value`, and the short aliases (-o/--output, -p/--pid) give the same
           result: byte-identical files (deterministic bundles, RFC 6979 envelopes, proofs), the same
           output, the same exit code and message for a bad value.
@@ -28,6 +30,9 @@ import stat
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+import help_layout  # noqa: E402  (tests/lib: the --help layout rule, shared with bindings/python/tests)
 
 failures = []
 CLI = WORK = None
@@ -120,15 +125,26 @@ def test_help():
         check(rc == 2 and len(lines) == 1 and "--no-such-option" in lines[0],
               "%s --no-such-option exits 2 with one line naming it (exit %d, %r)" % (c, rc, err.strip()[:160]))
     # Issue 36: the usage and the option list first, the prose after (stack and trace-capture
-    # printed pages of prose before their options).
-    for c, prose in (("stack", "Prints the call stack"), ("trace-capture", "Captures every thread"),
-                     ("record", "Samples a running process")):
+    # printed pages of prose before their options); the terms are defined in tests/lib/help_layout.py.
+    # Every command, and every subcommand its usage lines name ("stackprov bundle build ...").
+    n_subs = 0
+    for c in cmds:
         out = run(c, "--help")[1]
-        paras = [p for p in out.split("\n\n") if p.strip()]
-        second = paras[1].splitlines()[0] if len(paras) > 1 else ""
-        at_opts = out.find("\n  -p, --pid")
-        check(second.startswith(("options:", "what to capture", "Options")) and 0 <= at_opts < out.find(prose),
-              "%s --help: usage, then the options (%r), then the prose" % (c, second))
+        bad = help_layout.problems(out)
+        check(not bad, "%s --help: usage, then the options, then the prose%s" % (c, "".join(" -- " + b for b in bad)))
+        usage, _ = help_layout.usage_block(out.split("\n"))
+        subs = []
+        for line in usage:
+            m = re.match(r"^(?:usage:)?\s*stackprov %s ([a-z][a-z0-9-]*)(?:\s|$)" % re.escape(c), line)
+            if m and m.group(1) not in subs:
+                subs.append(m.group(1))
+        n_subs += len(subs)
+        for sub in subs:
+            rc, sout, _ = run(c, sub, "--help")
+            bad = help_layout.problems(sout)
+            check(rc == 0 and not bad, "%s %s --help: exit 0 (%d); usage, then the options, then the prose%s"
+                  % (c, sub, rc, "".join(" -- " + b for b in bad)))
+    check(n_subs > 0, "the usage lines name subcommands whose --help is checked too (%d)" % n_subs)
     for args, what in ((["help", "no-such-command"], "help no-such-command"), (["no-such-command"], "no-such-command")):
         rc, out, err = run(*args)
         lines = err.strip().splitlines()
