@@ -508,6 +508,10 @@ std::vector<std::vector<InlineFrame>> symbolize_id_with(Symbolizer& s, const std
   return out;
 }
 
+/// A source position's part as Python reads it: None when unknown ("" file, DWARF's line or column 0).
+std::optional<std::string> known(const std::string& v) { return v.empty() ? std::nullopt : std::optional<std::string>(v); }
+std::optional<uint32_t> known(uint32_t v) { return v == 0 ? std::nullopt : std::optional<uint32_t>(v); }
+
 std::string repr_addr(uint64_t v) {
   char b[24];
   snprintf(b, sizeof(b), "0x%llx", static_cast<unsigned long long>(v));
@@ -544,9 +548,11 @@ void init_stack(py::module_& m) {
   py::class_<InlineFrame>(m, "InlineFrame", "One function of an inline chain (innermost first).")
       .def_readonly("function", &InlineFrame::function)
       .def_readonly("linkage_name", &InlineFrame::linkage_name)
-      .def_readonly("file", &InlineFrame::file)
-      .def_readonly("line", &InlineFrame::line)
-      .def_readonly("column", &InlineFrame::column)
+      .def_property_readonly("file", [](const InlineFrame& f) { return known(f.file); }, "source file, None when unknown")
+      .def_property_readonly("line", [](const InlineFrame& f) { return known(f.line); },
+                             "source line, None when unknown (DWARF's line 0)")
+      .def_property_readonly("column", [](const InlineFrame& f) { return known(f.column); },
+                             "source column, None when unknown (DWARF's column 0)")
       .def_readonly("discriminator", &InlineFrame::discriminator)
       .def_readonly("start_line", &InlineFrame::start_line)
       .def_readonly("start_file", &InlineFrame::start_file)
@@ -554,8 +560,10 @@ void init_stack(py::module_& m) {
       .def_readonly("resolver", &InlineFrame::resolver)
       .def_readonly("source", &InlineFrame::source)
       .def("__repr__", [](const InlineFrame& f) {
-        return "InlineFrame(" + f.function + " at " + f.file + ":" + std::to_string(f.line) + ":" +
-               std::to_string(f.column) + ")";
+        // Unknown parts as llvm-symbolizer leaves them out: "??" for a function or file, no :0 line or column.
+        std::string at = f.file.empty() ? "??" : f.file;
+        if (f.line != 0) at += ":" + std::to_string(f.line) + (f.column != 0 ? ":" + std::to_string(f.column) : "");
+        return "InlineFrame(" + (f.function.empty() ? std::string("??") : f.function) + " at " + at + ")";
       });
 
   py::class_<Argument>(m, "Argument",
@@ -600,11 +608,10 @@ void init_stack(py::module_& m) {
       .def_readonly("resolved_function", &Frame::resolved_function,
                     "the physical function as the resolver chain named it")
       .def_readonly("file", &Frame::file, "source file of the physical function (DWARF/bundle)")
-      .def_property_readonly("line", [](const Frame& f) -> py::object {
-        if (f.line == 0) return py::none();
-        return py::int_(f.line);
-      }, "source line, None when unknown (as file)")
-      .def_readonly("column", &Frame::column)
+      .def_property_readonly("line", [](const Frame& f) { return known(f.line); },
+                             "source line, None when unknown (as file)")
+      .def_property_readonly("column", [](const Frame& f) { return known(f.column); },
+                             "source column, None when unknown (DWARF's column 0)")
       .def_readonly("inlined", &Frame::inlined, "functions inlined at this pc, innermost first")
       .def_readonly("signal_handler_called", &Frame::signal_handler_called)
       .def_readonly("runtime", &Frame::runtime, "\"python\" for a CPython frame (method \"runtime\"), else None")

@@ -14,9 +14,8 @@
 #include "common.hpp"
 #include "stackprov/trace.h"
 
-// Outside stackprov_py: TraceStore's _replay and export_bundle name these two types before they are
-// registered, so pybind11 spells them "(anonymous namespace)::ReplayReport" and
-// "(anonymous namespace)::BundleStore" in those docstrings, as when the module was one file.
+// Outside stackprov_py, as when the module was one file: TraceStore's private _replay names ReplayReport
+// before it is registered, so pybind11 spells it "(anonymous namespace)::ReplayReport" in that docstring.
 namespace {
 
 /// A content-addressed bundle store directory (doc/bundles.md "Store").
@@ -177,12 +176,6 @@ void init_trace_store(py::module_& m) {
       .def("replays_json", [](TraceStore& t, const std::string& id) {
         return store_json(t, [&](sprov_trace_store* s, char** o, size_t* n) { return sprov_trace_replays_json(s, id.c_str(), o, n); });
       }, py::arg("trace_id"), "The replays of a trace as replay.result event lines (JSON), oldest first.")
-      .def("export_bundle", [](TraceStore& t, const std::string& digest, const BundleStore& bs) {
-        py::gil_scoped_release nogil;
-        std::lock_guard<std::mutex> lock(*t.mu);
-        check(sprov_trace_store_export_bundle(t.get(), digest.c_str(), bs.get()));
-      }, py::arg("digest"), py::arg("bundle_store"),
-         "Copies the trace store's bundle `digest` (and its signature sidecars) into a bundle Store.")
       .def("get_json", [](TraceStore& t, const std::string& id) {
         return store_json(t, [&](sprov_trace_store* s, char** o, size_t* n) { return sprov_trace_get_json(s, id.c_str(), o, n); });
       }, py::arg("trace_id"), "The stored trace as one trace.capture event line (JSON).")
@@ -336,7 +329,7 @@ void init_bundle_store(py::module_& m) {
         if (rc == SPROV_ERR_NOT_FOUND) return false;
         check(rc);
         return true;
-      })
+      }, py::arg("digest"), "Whether the store holds the bundle `digest` (\"sha256:<hex>\"): `digest in store`.")
       .def("put_sidecar", [](BundleStore& s, const std::string& digest, const std::string& name, py::bytes data) {
         std::string d = data;
         py::gil_scoped_release nogil;
@@ -372,6 +365,14 @@ void init_bundle_store(py::module_& m) {
         return std::make_pair(take(out, n), errors);
       }, "Checks the whole store: (report, number of errors); report lines as `stackprov bundle fsck`.");
   closable(store_cls, "Closes the store now (also done by the GC).");
+  // Bound once Store is registered, so that its signature names stackprov.Store, not the C++ type.
+  py::reinterpret_borrow<py::class_<TraceStore>>(m.attr("TraceStore"))
+      .def("export_bundle", [](TraceStore& t, const std::string& digest, const BundleStore& bs) {
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(*t.mu);
+        check(sprov_trace_store_export_bundle(t.get(), digest.c_str(), bs.get()));
+      }, py::arg("digest"), py::arg("bundle_store"),
+         "Copies the trace store's bundle `digest` (and its signature sidecars) into a bundle Store.");
 }
 
 }  // namespace stackprov_py

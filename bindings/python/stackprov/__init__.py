@@ -27,14 +27,12 @@ error code) and .message; a pid that does not exist raises ProcessLookupError an
 not ptrace PermissionError (both also stackprov.Error).
 """
 import contextlib as _contextlib
-import functools as _functools
-import inspect as _inspect
 import json as _json
 import os as _os
 import re as _re
 import threading as _threading
 
-from . import _stackprov
+from . import _arguments, _stackprov
 from ._errors import (AccessDeniedError, BuildIdMismatchError, CaptureError, Error, FileMissingError,
                       FormatError, InvalidArgumentError, NotFoundError, ProcessNotFoundError,
                       SnapshotError, SystemCallError, UnsupportedError, VerificationError)
@@ -178,7 +176,8 @@ def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=F
         sym = Context(debug_dirs=(dd if dd is not None else ["/usr/lib/debug"]) + (sp or [])).symbolizer()
     if isinstance(path, (bytes, _os.PathLike)):
         path = _os.fsdecode(path)  # a str as given; another type is the extension's TypeError
-    return sym.symbolize(path, list(addresses), inlines=inlines, llvm_compat=llvm_compat,
+    addresses = _arguments.convert("addresses", addresses, list, "List[int]")
+    return sym.symbolize(path, addresses, inlines=inlines, llvm_compat=llvm_compat,
                          short_names=short_names, demangle=demangle)
 
 
@@ -198,12 +197,12 @@ def symbolize_id(kind, key, addresses, *, store=None, bundle=None, inlines=True,
                                    _INVALID_ARG)
     if not isinstance(key, str):
         raise InvalidArgumentError("invalid %s key %r (expected a string)" % (kind, key), _INVALID_ARG)
-    refs = _bundle_refs([bundle]) if bundle is not None else []
+    refs = _bundle_refs([bundle], "bundle") if bundle is not None else []
     if store is not None:
         if context is not None:
             raise InvalidArgumentError("store '%s' is the context's: give it to Context(bundle_store=...), not with "
                                        "context=" % (store,), _INVALID_ARG)
-        store = _os.fspath(store)
+        store = _arguments.convert("store", store, _os.fspath, _arguments.PATH)
         if not _os.path.isdir(store):
             raise FileMissingError("bundle store '%s' does not exist" % store, -2)
         context = Context(bundle_store=store)
@@ -212,7 +211,8 @@ def symbolize_id(kind, key, addresses, *, store=None, bundle=None, inlines=True,
     sym = context.symbolizer(demangle=demangle)
     if refs:
         sym.use_bundle(refs[0])
-    return sym.symbolize_id(kind, key, list(addresses), inlines=inlines, llvm_compat=llvm_compat,
+    addresses = _arguments.convert("addresses", addresses, list, "List[int]")
+    return sym.symbolize_id(kind, key, addresses, inlines=inlines, llvm_compat=llvm_compat,
                             short_names=short_names, demangle=demangle)
 
 
@@ -302,12 +302,12 @@ def trace_replays(trace_id, *, store=None):
         return [_json.loads(line) for line in ts.replays_json(_trace_id(trace_id)).splitlines() if line.strip()]
 
 
-def _bundle_refs(bundles):
+def _bundle_refs(bundles, name):
     out = []
-    for b in bundles:
+    for b in _arguments.convert(name, bundles, list, "a list of bundles"):
         if isinstance(b, Bundle):
             b = b.digest
-        b = _os.fspath(b)
+        b = _arguments.convert(name, b, _os.fspath, "a Bundle, a digest or a file (%s)" % _arguments.PATH)
         if b.startswith("sha256:"):
             if not _re.match(r"^sha256:[0-9a-f]{64}$", b):
                 raise InvalidArgumentError("invalid bundle '%s' (expected sha256:<64 lower-case hex> or a file)" % b,
@@ -327,14 +327,14 @@ def trace_resolve(trace_id, *, store=None, offline=False, bundles=(), context=No
     named, covered, with_lines, offline, symbol_coverage_pct, resolvers {name: count}, bundles.
     context: None uses the default bundle store directory when it exists, as the CLI does."""
     tid = _trace_id(trace_id)
-    refs = _bundle_refs(bundles)
+    refs = _bundle_refs(bundles, "bundles")
     ctx = context if context is not None else _stackprov._trace_context()
     with _trace_store(store, existing=True) as ts:
         return _json.loads(ts._resolve(ctx, tid, bool(offline), refs))
 
 
-def _file_arg(what, path):
-    path = _os.fspath(path)
+def _file_arg(what, path, name):
+    path = _arguments.convert(name, path, _os.fspath, _arguments.PATH)
     if not _os.path.isfile(path) or not _os.access(path, _os.R_OK):
         raise FileMissingError("%s '%s': %s" % (what, path, "no such file" if not _os.path.exists(path)
                                                 else "not a readable file"), -2)
@@ -366,8 +366,9 @@ def trace_replay(trace_id, *, store=None, seeds=5, first_seed=1, min_coverage=No
     if min_success is not None and not (isinstance(min_success, (int, float)) and 0 <= min_success <= 1):
         raise InvalidArgumentError("invalid min_success %r (expected a ratio from 0 to 1)" % (min_success,),
                                    _INVALID_ARG)
-    kp = [_file_arg("key", k) for k in ([keys] if isinstance(keys, (str, _os.PathLike)) else keys)]
-    root = _file_arg("trusted_root", trusted_root) if trusted_root is not None else None
+    keys = [keys] if isinstance(keys, (str, _os.PathLike)) else _arguments.convert("keys", keys, list, "a list of files")
+    kp = [_file_arg("key", k, "keys") for k in keys]
+    root = _file_arg("trusted_root", trusted_root, "trusted_root") if trusted_root is not None else None
     ctx = context if context is not None else _stackprov._trace_context()
     with _trace_store(store, existing=True) as ts:
         return ts._replay(ctx, tid, seeds, first_seed, -1.0 if min_coverage is None else float(min_coverage),
@@ -421,7 +422,7 @@ def record(pid=None, command=None, *, output="stackprov.cap", duration=None, fre
         if not 1 <= ms <= 4294967295:
             raise InvalidArgumentError("invalid duration %r (expected seconds from 0.001 to 4294967)" % (duration,),
                                        _INVALID_ARG)
-    output = _os.fspath(output)
+    output = _arguments.convert("output", output, _os.fspath, _arguments.PATH)
     if not output:
         raise InvalidArgumentError("output needs a file name", _INVALID_ARG)
     if _os.path.isdir(output):
@@ -448,43 +449,21 @@ def perf_import(path, *, sysroot=None, store=None, max_frames=256, inlines=True,
     modules whose file is missing or another build; max_frames: user frames per sample, 1 to
     65536. A file cut short is read up to its last complete record (.truncation says what is
     lost). The GIL is released while reading."""
-    path = _os.fspath(path)
+    path = _arguments.convert("path", path, _os.fspath, _arguments.PATH)
     if not path:
         raise InvalidArgumentError("the input file name is empty", _INVALID_ARG)
     _int_in("max_frames", max_frames, 1, 65536)
     if store is not None:
-        store = _os.fspath(store)
+        store = _arguments.convert("store", store, _os.fspath, _arguments.PATH)
         if not _os.path.exists(store):
             raise FileMissingError("bundle store '%s' does not exist" % store, -2)
         if not _os.path.isdir(store):
             raise InvalidArgumentError("bundle store '%s' is not a directory" % store, _INVALID_ARG)
     if sysroot is not None:
-        sysroot = _os.fspath(sysroot)
+        sysroot = _arguments.convert("sysroot", sysroot, _os.fspath, _arguments.PATH)
     return _stackprov._perf_import(path, sysroot, store, max_frames, bool(inlines), bool(_log_stderr))
 
 
-def _public_signature_errors(fn):
-    """A wrong argument type that reaches the extension module is reported with the public
-    function's own signature, not the internal one (`_stack(self: stackprov._stackprov.Context, ...)`);
-    a public function calling another is reported as the one the caller called."""
-    sig = "%s%s" % (fn.__name__, _inspect.signature(fn))
-
-    @_functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except TypeError as e:
-            if not getattr(e, "_stackprov_arguments", False) and "incompatible function arguments" not in str(e):
-                raise
-            given = ", ".join([type(a).__name__ for a in args] +
-                              ["%s=%s" % (k, type(v).__name__) for k, v in kwargs.items()])
-            err = TypeError("%s(): an argument has the wrong type (given: %s); expected %s" % (fn.__name__, given, sig))
-            err._stackprov_arguments = True
-            raise err from None
-    return wrapper
-
-
-for _name in ("stack", "stack_with_info", "symbolize", "symbolize_id", "trace_capture", "trace_get", "trace_list", "trace_replays",
-              "trace_resolve", "trace_replay", "record", "perf_import"):
-    globals()[_name] = _public_signature_errors(globals()[_name])
-del _name
+# A wrong argument type names the public call (stackprov.Symbolizer.symbolize(), stackprov.stack()),
+# the argument and its value, never the extension's internal signature (stackprov._stackprov...).
+_arguments.publish(globals(), __all__)

@@ -25,9 +25,9 @@ class SystemCallError(Error, OSError): ...
 class InlineFrame:
     function: str
     linkage_name: str
-    file: str
-    line: int
-    column: int
+    file: Optional[str]
+    line: Optional[int]
+    column: Optional[int]
     discriminator: int
     start_line: int
     start_file: str
@@ -64,7 +64,7 @@ class Frame:
     resolved_function: str
     file: Optional[str]
     line: Optional[int]
-    column: int
+    column: Optional[int]
     inlined: List[InlineFrame]
     signal_handler_called: bool
     runtime: Optional[str]

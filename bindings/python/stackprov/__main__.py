@@ -173,7 +173,7 @@ def symbolize_main(a):
                 sys.stderr.write("python3 -m stackprov symbolize: '%s': %s\n" % (a.obj, e.message.splitlines()[0]))
                 return 1
             for f in chain:
-                out.write("%s\n%s:%d:%d\n" % (f.function or "??", f.file or "??", f.line, f.column))
+                out.write("%s\n%s:%d:%d\n" % (f.function or "??", f.file or "??", f.line or 0, f.column or 0))
             out.write("\n")
     out.flush()
     return 0

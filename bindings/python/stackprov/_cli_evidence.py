@@ -159,7 +159,7 @@ def _lookup_text(b, addr, build_id):
     chain = b.lookup(addr, build_id=build_id)
     if not chain:
         return "??\n??:0:0\n\n"
-    return "".join("%s\n%s:%d:%d\n" % (f.function or "??", f.file or "??", f.line, f.column) for f in chain) + "\n"
+    return "".join("%s\n%s:%d:%d\n" % (f.function or "??", f.file or "??", f.line or 0, f.column or 0) for f in chain) + "\n"
 
 
 def _fsck(argv):

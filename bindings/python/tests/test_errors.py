@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Error mapping: the C codes (include/stackprov/errors.h, negative errno) as stackprov.Error
 # subclasses, and the Python built-in exceptions users expect.
+import inspect
 import os
 import shutil
 import subprocess
@@ -92,20 +93,189 @@ def test_argument_errors():
         stackprov.stack(pid="12")
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: stackprov.stack(pid="12"), "stack"),
-    (lambda: stackprov.stack_with_info(core=5), "stack_with_info"),
-    (lambda: stackprov.symbolize(123, [0x1000]), "symbolize"),
-    (lambda: stackprov.symbolize("/bin/true", ["x"]), "symbolize"),
+@pytest.mark.parametrize("call, name, value", [
+    (lambda: stackprov.stack(pid="12"), "stack", "pid has the wrong type: '12' (str)"),
+    (lambda: stackprov.stack_with_info(core=5), "stack_with_info", "core has the wrong type: 5 (int)"),
+    (lambda: stackprov.symbolize(123, [0x1000]), "symbolize", "path has the wrong type: 123 (int)"),
+    (lambda: stackprov.symbolize("/bin/true", ["x"]), "symbolize", "addresses has the wrong type: ['x'] (list)"),
 ])
-def test_wrong_type_names_the_public_function(call, name):
+def test_wrong_type_names_the_public_function(call, name, value):
     """A wrong argument type is reported with the public function's signature, never the extension's
-    internal one (stackprov._stackprov.Context._stack(self, ...))."""
+    internal one (stackprov._stackprov.Context._stack(self, ...)), and names the argument and its value."""
     with pytest.raises(TypeError) as e:
         call()
     msg = str(e.value)
-    assert msg.startswith(name + "(): an argument has the wrong type")
-    assert "expected " + name + "(" in msg and "_stackprov" not in msg and "self:" not in msg
+    assert msg.startswith("stackprov." + name + "(): argument " + value), msg
+    assert "; expected stackprov." + name + "(" in msg and "_stackprov" not in msg and "self:" not in msg
+
+
+def public_classes():
+    """The classes among the package's public names (dir(stackprov)), exceptions aside."""
+    return [(n, getattr(stackprov, n)) for n in sorted(dir(stackprov)) if not n.startswith("_")
+            and inspect.isclass(getattr(stackprov, n)) and not issubclass(getattr(stackprov, n), BaseException)]
+
+
+def public_methods(cls):
+    """(name, static) of a class's own public methods (and __contains__, which `x in obj` reaches)."""
+    out = []
+    for name in sorted(vars(cls)):
+        raw = inspect.getattr_static(cls, name)
+        if (name.startswith("_") and name != "__contains__") or isinstance(raw, property):
+            continue
+        if inspect.isroutine(getattr(cls, name)):
+            out.append((name, isinstance(raw, staticmethod)))
+    return out
+
+
+def wrong_call(f):
+    """f called with object() for each required positional parameter (at least one; for a function
+    with none, as its first keyword argument)."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except ValueError:  # an extension function: no Python signature
+        return lambda: f(object())
+    required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if required or params[0].kind != params[0].KEYWORD_ONLY:
+        return lambda: f(*[object()] * max(1, len(required)))
+    return lambda: f(**{params[0].name: object()})
+
+
+def every_public_call():
+    """Each constructor, method and function of the public package, called with object() where the
+    first argument goes (as self for a method: the unbound method's first argument)."""
+    calls = []
+    for n, cls in public_classes():
+        calls.append(("stackprov." + n, lambda cls=cls: cls(object())))
+        for m, static in public_methods(cls):
+            calls.append(("stackprov.%s.%s" % (n, m), lambda f=getattr(cls, m): f(object())))
+    for n in sorted(dir(stackprov)):
+        f = getattr(stackprov, n)
+        if not n.startswith("_") and inspect.isroutine(f):
+            calls.append(("stackprov." + n, wrong_call(f)))
+    return calls
+
+
+def assert_public_type_error(excinfo, qualname):
+    msg = str(excinfo.value)
+    assert "_stackprov" not in msg and "(anonymous namespace)" not in msg, msg
+    if msg.startswith(qualname + " has no constructor"):
+        return msg  # a class the package only returns (Frame, Thread, ...): no argument is at fault
+    assert msg.startswith(qualname + "(): "), msg
+    assert "<object object at 0x" in msg, msg  # the offending value
+    assert "; expected " + qualname + "(" in msg, msg
+    return msg
+
+
+CALLS = every_public_call()
+
+
+@pytest.mark.parametrize("qualname, call", CALLS, ids=[q for q, _ in CALLS])
+def test_every_public_call_names_itself_for_a_wrong_type(qualname, call):
+    """issue 36: e.g. ctx.symbolizer('/bin/true') printed pybind11's "incompatible function
+    arguments" with `(self: stackprov._stackprov.Context, *, demangle: bool = True)`. A function
+    that checks the value itself raises InvalidArgumentError (a ValueError) naming it instead."""
+    with pytest.raises((TypeError, stackprov.InvalidArgumentError)) as e:
+        call()
+    if isinstance(e.value, stackprov.InvalidArgumentError):
+        assert "<object object at 0x" in e.value.message and "_stackprov" not in e.value.message
+    else:
+        assert_public_type_error(e, qualname)
+
+
+def test_every_class_and_method_is_enumerated():
+    # The enumeration above is not empty by accident: the classes and methods the issue names.
+    names = {n for n, _ in public_classes()}
+    assert {"Context", "Symbolizer", "Unwinder", "Snapshot", "Store", "Bundle", "TraceStore", "Process",
+            "ReplayReport", "Profile", "Log"} <= names
+    assert ("symbolize", False) in public_methods(stackprov.Symbolizer)
+    assert ("from_bytes", True) in public_methods(stackprov.Snapshot)
+
+
+@pytest.fixture(scope="module")
+def instances(tmp_path_factory):
+    """One object of each public class that has public methods, made as a user makes them; a
+    ReplayReport and a Profile need a replayed trace and a recording: their methods are covered
+    unbound above."""
+    tmp = tmp_path_factory.mktemp("instances")
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        ctx = stackprov.Context()
+        snap = ctx.capture_self()
+        uw = ctx.unwinder()
+        key = str(tmp / "key.pem")
+        stackprov.key_generate(key)
+        stackprov.log_init(str(tmp / "log"), key=key)
+        objs = {"Context": ctx, "Symbolizer": ctx.symbolizer(), "Unwinder": uw, "Snapshot": snap,
+                "Stack": uw.unwind(snap), "Process": ctx.capture(child.pid),
+                "Bundle": stackprov.Bundle.build(["/bin/true"]),
+                "Store": stackprov.Store(str(tmp / "store"), create=True),
+                "TraceStore": stackprov.TraceStore("sqlite:" + str(tmp / "t.db")),
+                "Log": stackprov.Log(str(tmp / "log"))}
+        yield objs
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_wrong_type_on_an_object_names_the_method_and_the_value(instances):
+    """Bound calls as users make them: the message names the argument at fault, not self."""
+    for n, cls in public_classes():
+        methods = public_methods(cls)
+        if not methods or n in ("ReplayReport", "Profile"):
+            continue
+        assert n in instances, "no instance of stackprov.%s to call its methods on" % n
+        for m, static in methods:
+            qualname = "stackprov.%s.%s" % (n, m)
+            with pytest.raises(TypeError) as e:
+                getattr(instances[n], m)(object())
+            msg = assert_public_type_error(e, qualname)
+            assert "argument self" not in msg and "<stackprov.%s object" % n not in msg, msg
+
+
+def test_wrong_type_messages_name_the_argument(tmp_path):
+    ctx = stackprov.Context()
+    with pytest.raises(TypeError) as e:
+        ctx.symbolizer("/bin/true")
+    assert str(e.value).startswith("stackprov.Context.symbolizer(): unexpected positional argument '/bin/true' (str); "
+                                   "expected stackprov.Context.symbolizer(*, demangle: bool = True)")
+    with pytest.raises(TypeError) as e:
+        ctx.symbolizer().symbolize("abc")
+    assert str(e.value).startswith("stackprov.Symbolizer.symbolize(): missing argument addresses; expected "
+                                   "stackprov.Symbolizer.symbolize(path: str, addresses: List[int], *, ")
+    with pytest.raises(TypeError) as e:
+        stackprov.Context(debug_dirs=5)
+    assert str(e.value).startswith("stackprov.Context(): argument debug_dirs has the wrong type: 5 (int), "
+                                   "not Optional[List[str]]; expected stackprov.Context(*, debug_dirs: ")
+    # pybind11 refuses an integer its C type cannot hold as it refuses a wrong type: a uint32_t here
+    with pytest.raises(TypeError) as e:
+        ctx.capture_self(max_stack_bytes=-1)
+    assert str(e.value).startswith("stackprov.Context.capture_self(): argument max_stack_bytes is out of range: -1 "
+                                   "(int); expected stackprov.Context.capture_self(*, max_stack_bytes: int = 0)")
+    with pytest.raises(TypeError) as e:
+        ctx.capture_self().read_memory(0x1000, -1)  # two integers: which one pybind11 refused is not known
+    assert str(e.value).startswith("stackprov.Snapshot.read_memory(): an argument has the wrong type or an integer "
+                                   "is out of range (given: address=4096 (int), length=-1 (int)); expected "
+                                   "stackprov.Snapshot.read_memory(address: int, length: int)")
+    store = stackprov.Store(str(tmp_path / "store"), create=True)
+    with pytest.raises(TypeError) as e:
+        5 in store
+    assert str(e.value).startswith("stackprov.Store.__contains__(): argument digest has the wrong type: 5 (int), "
+                                   "not str")
+    with pytest.raises(TypeError) as e:
+        store.put(5)
+    # two overloads: both are named, each with what it would take
+    assert "argument bundle has the wrong type: 5 (int), not stackprov.Bundle; argument data has the wrong type: " \
+           "5 (int), not bytes; expected stackprov.Store.put(bundle: stackprov.Bundle, *, index: bool = True) or " \
+           "stackprov.Store.put(data: bytes, *, index: bool = True)" in str(e.value)
+    # the package's own conversions (list(), os.fspath) name the argument as well
+    with pytest.raises(TypeError) as e:
+        stackprov.symbolize("/bin/true", 5)
+    assert str(e.value).startswith("stackprov.symbolize(): argument addresses has the wrong type: 5 (int), not "
+                                   "List[int]; expected stackprov.symbolize(path, addresses, *, ")
+    with pytest.raises(TypeError) as e:
+        stackprov.trace_replay("00000000-0000-4000-8000-000000000000", keys=5)
+    assert str(e.value).startswith("stackprov.trace_replay(): argument keys has the wrong type: 5 (int), not a list "
+                                   "of files; expected stackprov.trace_replay(trace_id, *, ")
 
 
 def test_closed_objects_raise():

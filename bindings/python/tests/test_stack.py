@@ -43,13 +43,15 @@ def test_stack_pcs_and_names_match_eu_stack(fixture_bench):
 
 
 def test_unknown_line_is_none_as_file(fixture_bench):
-    # issue 36: Frame.file was None when unknown but Frame.line 0; both None now. With lines=False
-    # no frame has a source position; with lines, a frame has a file exactly when it has a line.
+    # issue 36: Frame.file was None when unknown but Frame.line and .column 0; all None now. With
+    # lines=False no frame has a source position; with lines, a frame has a file exactly when it
+    # has a line, and no column without them (test_symbolize checks a column 0 against llvm).
     for t in stackprov.stack(pid=fixture_bench.pid, lines=False):
-        assert all(f.file is None and f.line is None for f in t.frames)
+        assert all(f.file is None and f.line is None and f.column is None for f in t.frames)
     frames = [f for t in stackprov.stack(pid=fixture_bench.pid) for f in t.frames]
     assert all((f.file is None) == (f.line is None) for f in frames)
-    assert any(f.line for f in frames) and any(f.line is None for f in frames)
+    assert all(f.column is None for f in frames if f.file is None)
+    assert any(f.line for f in frames) and any(f.line is None for f in frames) and any(f.column for f in frames)
 
 
 def test_stack_of_every_role_matches_eu_stack_pcs(fixture_all):

@@ -2,6 +2,7 @@
 # stackprov.symbolize against llvm-symbolizer-14 (function, file:line:column of every frame of the
 # inline chain), over the demo workload (C, -g -O2: inlined callees) and Debian's python3.11.
 import os
+import re
 import subprocess
 
 import stackprov
@@ -32,8 +33,8 @@ def llvm_chains(path, addrs):
 
 
 def ours(chains):
-    # llvm prints "??" for an unknown function or file and 0 for an unknown line
-    return [[(f.function or "??", f.file or "??", f.line, f.column) for f in c] for c in chains]
+    # llvm prints "??" for an unknown function or file and 0 for an unknown line or column (ours: None)
+    return [[(f.function or "??", f.file or "??", f.line or 0, f.column or 0) for f in c] for c in chains]
 
 
 def test_symbolize_matches_llvm_symbolizer_with_inline_chains():
@@ -67,7 +68,8 @@ def test_no_inlines_is_llvm_no_inlines():
     want = [[s for frame in answer for s in frame] for answer in llvm_symbolizer_answers(r.stdout)]
     got = stackprov.symbolize(demo, addrs, inlines=False, llvm_compat=True)
     assert [len(c) for c in got] == [1] * len(addrs)
-    assert [[c[0].function or "??", "%s:%d:%d" % (c[0].file or "??", c[0].line, c[0].column)] for c in got] == want
+    assert [[c[0].function or "??", "%s:%d:%d" % (c[0].file or "??", c[0].line or 0, c[0].column or 0)]
+            for c in got] == want
 
 
 def test_symbolizer_object_and_uncovered_address():
@@ -75,6 +77,43 @@ def test_symbolizer_object_and_uncovered_address():
     with stackprov.Context() as ctx, ctx.symbolizer() as sym:
         # far past the file's last section: no symbol covers it, not an error
         [[f]] = sym.symbolize(demo, [0x7fffffff])
-        assert (f.function, f.resolver, f.line) == ("", "none", 0)
+        assert (f.function, f.resolver, f.file, f.line, f.column) == ("", "none", None, None, None)
         # llvm's nearest-symbol rule names it after the last symbol (_end); llvm_compat does too
         assert ours(sym.symbolize(demo, [0x7fffffff], llvm_compat=True)) == llvm_chains(demo, [0x7fffffff])
+
+
+def symbol_value(path, name):
+    """st_value of the FUNC symbol `name` of `path` (readelf -s)."""
+    out = subprocess.run(["readelf", "-sW", path], capture_output=True, text=True, check=True).stdout
+    [value] = {int(f[1], 16) for f in (line.split() for line in out.splitlines())
+               if len(f) >= 8 and f[3] == "FUNC" and f[7] == name}
+    return value
+
+
+def test_unknown_source_position_is_none(tmp_path):
+    """issue 36: InlineFrame.file/.line/.column were ''/0 when unknown (Frame.file None): None
+    where llvm-symbolizer-14 prints "??" or 0 -- the stripped /bin/true (no symbol, no line), a
+    program with a symbol table and no DWARF (a function, no line) and one built with
+    -gno-column-info (a line, column 0)."""
+    src = tmp_path / "t.c"
+    src.write_text("int main(void) { return 0; }\n")
+    nodebug, nocolumn = str(tmp_path / "nodebug"), str(tmp_path / "nocolumn")
+    subprocess.run([need_tool("cc"), "-O0", "-o", nodebug, str(src)], check=True)
+    subprocess.run([need_tool("cc"), "-O0", "-g", "-gno-column-info", "-o", nocolumn, str(src)], check=True)
+    true = os.path.realpath("/bin/true")
+    header = subprocess.run(["readelf", "-hW", true], capture_output=True, text=True, check=True).stdout
+    entry = int(re.search(r"Entry point address:\s+0x([0-9a-f]+)", header).group(1), 16)
+    answers = {}
+    for path, addr in ((true, entry), (nodebug, symbol_value(nodebug, "main")),
+                       (nocolumn, symbol_value(nocolumn, "main"))):
+        [want] = llvm_chains(path, [addr])
+        [got] = stackprov.symbolize(path, [addr], llvm_compat=True)
+        assert ours([got]) == [want]
+        for f, (_, file, line, column) in zip(got, want):
+            assert (f.file, f.line, f.column) == (None if file == "??" else file, line or None, column or None)
+        answers[path] = want[-1]
+    # each program is the case it stands for, by llvm-symbolizer's answer
+    assert answers[true] == ("??", "??", 0, 0)
+    assert answers[nodebug] == ("main", "??", 0, 0)
+    assert answers[nocolumn][0] == "main" and answers[nocolumn][1].endswith("t.c") and \
+        answers[nocolumn][2:] == (1, 0)
