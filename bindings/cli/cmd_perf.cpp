@@ -390,15 +390,24 @@ int cmd_perf_import(int argc, char** argv) {
   std::map<std::pair<std::string, uint64_t>, uint32_t> pp_mapping_ids;  // (path, start) -> id
   stackprov_cli::PprofLocations pp_locations;
   // The main executable, for pprof's first mapping (pprof and `go tool pprof` take mapping 1 as
-  // the program: "File: ..."): per sample, the module of its list whose basename the thread's
-  // comm begins (the kernel sets comm from the executable's name at exec, 15 bytes), cached per
+  // the program: "File: ..."): per sample, its process's program (main_module: the file the exec
+  // mapped — not the comm, which differs from the file's name for /bin/sh -> dash, cc -> gcc-12 or
+  // a thread renamed by prctl(PR_SET_NAME)). Where that is not known (a capture file written
+  // before it was recorded, module files not found): the module of its list whose basename the
+  // thread's comm begins (the kernel sets comm from the exec'd name, 15 bytes). Cached per
   // (module list, comm); the path with the most samples wins.
   std::map<std::pair<uint32_t, std::string>, std::string> pp_exe_of;
   std::map<std::string, uint64_t> pp_exe_samples;
   auto pp_count_exe = [&](const struct sprov_profile_sample& smp) {
-    const std::string comm = smp.comm ? smp.comm : "";
+    const bool known = smp.main_module >= 0;
+    const std::string comm = known || !smp.comm ? std::string() : std::string(smp.comm);
     auto [it, fresh] = pp_exe_of.emplace(std::make_pair(smp.module_list, comm), std::string());
-    if (fresh && !comm.empty() && smp.modules) {
+    if (fresh && known && smp.modules) {
+      SPROV_OPTS(sprov_module_info, mi);
+      if (sprov_snapshot_module(smp.modules, static_cast<size_t>(smp.main_module), &mi) == 0 && mi.path &&
+          mi.path[0] == '/')
+        it->second = mi.path;
+    } else if (fresh && !comm.empty() && smp.modules) {
       const size_t n = sprov_snapshot_module_count(smp.modules);
       for (size_t k = 0; k < n; k++) {
         SPROV_OPTS(sprov_module_info, mi);

@@ -137,6 +137,14 @@ struct sprov_profile_sample {
   const sprov_snapshot* modules; /* the sample's module list (registers and memory only when
                                     snapshot is not NULL), to map user_ips and ip to modules;
                                     borrowed like snapshot */
+  /* When sz covers them (issue 36). The index in `modules` of the process's program: the file
+     its last recorded exec mapped first (a script's interpreter, as the kernel runs it) — unless
+     that is the dynamic loader run as `ld.so PROG`, then PROG —, or, when the recording holds no
+     exec (perf record -p, sprov_record of a running process), the module whose file is an
+     executable (ET_EXEC, or a PIE: DF_1_PIE, or PT_INTERP without DT_SONAME), never a library or
+     the dynamic loader. -1 when not known (no such module; a capture file written before). */
+  int32_t main_module;
+  uint32_t reserved2;        /* 0 */
 };
 
 /* Fills `out` with sample `index` (0 .. samples-1) and builds its snapshot.

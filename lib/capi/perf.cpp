@@ -121,6 +121,7 @@ SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct spr
     s.mode = v.user_regs ? SPROV_PROFILE_MODE_DWARF : v.has_callchain ? SPROV_PROFILE_MODE_CALLCHAIN : SPROV_PROFILE_MODE_IP;
     s.period = v.period;
     s.modules = &prof->snap;
+    s.main_module = ref.list < p.lists().size() ? p.lists()[ref.list]->main : -1;
     return fill_out(out, s, "sprov_profile_sample");
   });
 }

@@ -705,6 +705,27 @@ uint64_t ElfImage::load_bias(uint64_t map_start, uint64_t map_offset, bool execu
   return map_start - (best->vaddr - (best->offset - map_offset));
 }
 
+bool ElfImage::is_program() const {
+  const Impl& m = *impl_;
+  if (m.type == ET_EXEC) return true;
+  if (m.type != ET_DYN) return false;
+  bool interp = false, soname = false;
+  const detail::ByteView f = m.file();
+  for (const ProgramHeader& ph : m.phdrs) {
+    if (ph.type == PT_INTERP) interp = true;
+    if (ph.type != PT_DYNAMIC || !f.in_range(ph.offset, ph.filesz)) continue;
+    const uint64_t dent = m.is64 ? 16 : 8;
+    const uint64_t end = ph.offset + std::min<uint64_t>(ph.filesz, dent * 4096);  // real tables: < 100 entries
+    for (uint64_t o = ph.offset; o + dent <= end; o += dent) {
+      const uint64_t tag = *f.word(o, m.is64), val = *f.word(o + dent / 2, m.is64);
+      if (tag == DT_NULL) break;
+      if (tag == DT_FLAGS_1 && (val & DF_1_PIE) != 0) return true;
+      if (tag == DT_SONAME) soname = true;
+    }
+  }
+  return interp && !soname;
+}
+
 std::pair<uint64_t, uint64_t> ElfImage::exec_range() const {
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const ProgramHeader& ph : impl_->phdrs) {

@@ -85,6 +85,11 @@ class ElfImage {
   bool is_64bit() const;
   bool big_endian() const;
   uint16_t elf_type() const;   ///< ET_EXEC, ET_DYN, ...
+  /// Whether this is a program a process execs, not a library it loads: ET_EXEC, or an ET_DYN
+  /// PIE — DF_1_PIE in DT_FLAGS_1 (what ld -pie sets, static-pie too), or, from linkers that
+  /// do not set it, a PT_INTERP without a DT_SONAME. PT_INTERP alone is not enough: glibc's
+  /// libc.so.6 has one (it runs as a program) and a DT_SONAME; the dynamic loader has neither.
+  bool is_program() const;
   const ModuleId& build_id() const;  ///< empty when there is no NT_GNU_BUILD_ID note
   const std::vector<ProgramHeader>& program_headers() const;
 

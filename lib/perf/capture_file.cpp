@@ -121,6 +121,7 @@ void CaptureWriter::write_modules(uint32_t id, const ModuleList& list) {
     buf_.push_back(m.build_id.len);
     put(buf_, m.build_id.bytes, m.build_id.len);
   }
+  put32(buf_, static_cast<uint32_t>(list.main));
   record(kModules, buf_);
 }
 
@@ -314,6 +315,15 @@ Status Profile::index_capture() {
                               static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end));
           if (Status st = probe.add_module(m); !st.ok()) return st;
           list->modules.push_back(std::move(m));
+        }
+        if (b.remaining() >= 4) {  // absent from files written before it (see the header)
+          uint32_t raw = 0;
+          SPROV_TRY(b.u32(&raw, "modules.main"));
+          const auto main_index = static_cast<int32_t>(raw);
+          if (main_index < -1 || (main_index >= 0 && raw >= n))
+            return make_error(SPROV_ERR_BAD_FORMAT, "capture file: module list %u: main module %d of %u modules", id,
+                              main_index, n);
+          list->main = main_index;
         }
         list->hash = probe.module_list_hash();
         lists_.push_back(std::move(list));

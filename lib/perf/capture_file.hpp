@@ -19,7 +19,10 @@ namespace stackprov::perf {
 ///           u32 sample_stack_user, u32 cmdline_len, cmdline bytes, u32 frequency (cpu-clock Hz)
 ///   then records { u8 kind, u8 reserved[3] (0), u32 body_len, body } until END:
 ///   1 MODULES  u32 id (= number of earlier MODULES records), u64 vdso_start, u32 n,
-///              n × { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id }
+///              n × { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id },
+///              i32 main (the index of the process's program, ModuleList::main; -1 unknown: written
+///              since issue 36, within version 2 — readers skip what follows a MODULES body's
+///              entries — and read as -1 when the body ends before it)
 ///   2 COMM     u32 id (= number of earlier COMM records), u32 len, bytes (≤ 64)
 ///   3 SAMPLE   u64 time, u32 pid, tid, list, comm, u64 ip, u64 regs[popcount(sample_regs_user)],
 ///              u8 user_regs, u8 reserved[7], u64 stack_requested, u32 stack_len, stack bytes,

@@ -129,8 +129,14 @@ void ModuleTracker::on_mmap(const RawMmap& m) {
     remove_range(revive(m.pid), m.start, m.start + m.len);
     return;
   }
-  insert(m.pid, Mapping{m.start, m.start + m.len, m.pgoff, strip_deleted(m.path), m.build_id, m.dev_major,
-                        m.dev_minor, m.inode});
+  std::string path = strip_deleted(m.path);
+  Proc& p = revive(m.pid);
+  if (p.exec_pending && file_backed) {
+    p.program = path;
+    p.exec_pending = false;
+  }
+  insert(m.pid, Mapping{m.start, m.start + m.len, m.pgoff, std::move(path), m.build_id, m.dev_major, m.dev_minor,
+                        m.inode});
 }
 
 void ModuleTracker::on_comm(const RawComm& c) {
@@ -139,6 +145,8 @@ void ModuleTracker::on_comm(const RawComm& c) {
   p.main_exited = false;    // the thread that exec'd is the main thread now
   total_maps_ -= p.maps.size();
   p.maps.clear();
+  p.program.clear();
+  p.exec_pending = true;
   p.dirty = true;
 }
 
@@ -157,6 +165,8 @@ void ModuleTracker::on_fork(const RawTask& t) {
     // one the parent no longer has is left out, never taken from another file). Shared: a server
     // forking per request adds no mapped images or warnings per child.
     child.mapped = it->second.mapped;
+    child.program = it->second.program;  // the same program until the child execs
+    child.exec_pending = it->second.exec_pending;
     if (total_maps_ + it->second.maps.size() <= kMaxTotalMappings)
       child.maps = it->second.maps;
     else
@@ -293,6 +303,21 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
   Proc& p = procs_[pid];
   if (!p.dirty && !lists_.empty()) return p.list;
   auto list = std::make_shared<ModuleList>();
+  // The program (see list_for's comment): the exec'd file's first module, and the first module
+  // whose file is a program; an unopened file is taken on the recording's word.
+  int32_t exec_index = -1, program_index = -1;
+  bool exec_is_program = true;
+  auto note = [&](const std::string& path, const elf::ElfImage* image) {
+    const auto index = static_cast<int32_t>(list->modules.size());
+    const bool exec = exec_index < 0 && !p.program.empty() && path == p.program;
+    if (!exec && program_index >= 0) return;
+    const bool program = image != nullptr && image->is_program();
+    if (exec) {
+      exec_index = index;
+      exec_is_program = image == nullptr || program;
+    }
+    if (program_index < 0 && program) program_index = index;
+  };
   for (const auto& [start, e] : p.maps) {
     memory::SnapshotModule m;
     m.start = e.start;
@@ -328,6 +353,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
         if (c.from_memory) {  // no file: the build-id and bias the process's memory gave
           m.build_id = c.build_id;
           m.load_bias = c.load_bias;
+          note(e.path, nullptr);
           list->modules.push_back(std::move(m));
           continue;
         }
@@ -352,16 +378,18 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
           m.file = *image->file_identity();  // the file read: later loads key the cache by it, no stat
       }
       if (!recorded.empty()) m.build_id = recorded;
+      note(e.path, image.get());
     }
     list->modules.push_back(std::move(m));
   }
+  list->main = exec_index >= 0 && (exec_is_program || program_index < 0) ? exec_index : program_index;
   memory::Snapshot probe;
   probe.modules = list->modules;
   list->hash = probe.module_list_hash();
   p.dirty = false;
   for (uint32_t id : lists_by_hash_[list->hash]) {
     const ModuleList& o = *lists_[id];
-    bool same = o.modules.size() == list->modules.size() && o.vdso_start == list->vdso_start;
+    bool same = o.modules.size() == list->modules.size() && o.vdso_start == list->vdso_start && o.main == list->main;
     for (size_t i = 0; same && i < o.modules.size(); i++) {
       const auto &a = o.modules[i], &b = list->modules[i];
       same = a.start == b.start && a.end == b.end && a.file_offset == b.file_offset && a.load_bias == b.load_bias &&

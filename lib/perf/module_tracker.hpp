@@ -28,6 +28,9 @@ struct ModuleList {
   std::vector<memory::SnapshotModule> modules;  ///< sorted by start, non-overlapping
   uint64_t vdso_start = 0;                       ///< where the vDSO is mapped; 0 when it is not
   uint64_t hash = 0;                             ///< Snapshot::module_list_hash() of `modules`
+  /// Index in `modules` of the process's program, the file it exec'd (pprof's first mapping,
+  /// "File:" in `go tool pprof`); -1 when not known. See ModuleTracker::list_for.
+  int32_t main = -1;
 };
 
 /// Tracks the executable mappings of every process seen in the records and
@@ -74,6 +77,11 @@ class ModuleTracker {
   void set_live(uint32_t pid, int64_t live_pid);
 
   /// The id of `pid`'s current module list (a new list is made when its mappings changed).
+  /// Its `main` is the file the process's last recorded exec mapped first — the kernel maps the
+  /// program before its interpreter (fs/binfmt_elf.c load_elf_binary), and a script's program is
+  /// its interpreter — unless that file is no program (ElfImage::is_program: the dynamic loader
+  /// run as `ld.so PROG`) and another module is. With no exec recorded (a process seeded from its
+  /// maps, perf record -p), the first module whose file is a program.
   uint32_t list_for(uint32_t pid);
   const std::vector<std::shared_ptr<const ModuleList>>& lists() const { return lists_; }
   const std::vector<uint8_t>& vdso_bytes() const { return vdso_; }
@@ -95,6 +103,8 @@ class ModuleTracker {
     std::shared_ptr<memory::MappedFiles> mapped;  ///< set_live: the files checked against the listing
     uint64_t exit_seq = 0;      ///< 0 running; else its place in exited_ (a reused pid is a new Proc)
     bool main_exited = false;   ///< the main thread's EXIT was seen (and no exec since)
+    std::string program;        ///< the first file mapped after its last exec ("" none recorded)
+    bool exec_pending = false;  ///< an exec was seen and nothing mapped since
   };
   struct FileInfo {
     std::shared_ptr<elf::ElfImage> image;  ///< null when the file could not be opened (`error`)

@@ -163,6 +163,12 @@ CHECK_OFF(sprov_profile_info, missing_bytes, 128);
 CHECK_OFF(sprov_profile_info, partial_bytes, 136);
 CHECK_OFF(sprov_profile_info, truncation, 144);
 
+CHECK_SIZE(sprov_profile_sample, 144);  // 136 before main_module (issue 36): older callers' sz
+CHECK_OFF(sprov_profile_sample, module_list, 96);
+CHECK_OFF(sprov_profile_sample, modules, 128);
+CHECK_OFF(sprov_profile_sample, main_module, 136);
+CHECK_OFF(sprov_profile_sample, reserved2, 140);
+
 CHECK_SIZE(sprov_symbol, 64);
 CHECK_OFF(sprov_symbol, name, 8);
 CHECK_OFF(sprov_symbol, linkage_name, 16);

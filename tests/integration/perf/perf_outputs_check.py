@@ -4,10 +4,11 @@
 # `protoc --decode` (schema bindings/cli/pprof/profile.proto): cpu/nanoseconds from the sample periods
 # (summed periods = perf script's), samples/count, the period type, each Location's lines (function,
 # file, line, inline chain) = llvm-symbolizer-14's, functions' files and declaration lines = the
-# fixture's source, the kernel mapping and its build-id = perf buildid-list -k. The SVG flame graph's
-# script run under node with a minimal DOM: search highlights the matching frames and shows the share of
-# samples under them (computed here from the folded output), hover writes the details line, ?s=REGEX
-# searches on load; "1 sample" in titles.
+# fixture's source, the kernel mapping and its build-id = perf buildid-list -k, the first mapping (go
+# tool pprof -top's "File:") = the program run, also for /bin/sh -> dash, a thread renamed by prctl and
+# `ld.so PROG`. The SVG flame graph's script run under node with a minimal DOM: search highlights the
+# matching frames and shows the share of samples under them (computed here from the folded output),
+# hover writes the details line, ?s=REGEX searches on load; "1 sample" in titles.
 import json
 import os
 import re
@@ -176,6 +177,7 @@ def check_pprof(sp, perf, workdir, proto, spin, source):
     out2 = os.path.join(workdir, "libcfirst.pb.gz")
     run([sp, "perf-import", data2, "-f", "pprof", "-o", out2, "-q"])
     failures += check_pprof_main_mapping(sp, perf, workdir, proto, prog, out2)
+    failures += check_pprof_main_mapping_renamed(sp, perf, workdir, proto)
     spin_maps = [m for m in maps.values() if s[m["filename"][0]] == spin]
     if not spin_maps or not all(m.get("has_line_numbers") == ["true"] or m.get("has_line_numbers") == [True]
                                 for m in spin_maps):
@@ -197,11 +199,70 @@ def check_pprof_main_mapping(sp, perf, workdir, proto, program, profile):
                          text=True, env=dict(os.environ, GOCACHE=os.path.join(workdir, "gocache"), GOFLAGS=""))
     file_line = [l for l in top.stdout.splitlines() if l.startswith("File:")]
     names = [s[m["filename"][0]] for m in p.get("mapping", [])]
-    print("pprof of %s: first mapping %s (of %s); go tool pprof -top: %s" % (
-        os.path.basename(program), first, [os.path.basename(n) for n in names], file_line))
+    print("pprof of %s (%s): first mapping %s (of %s); go tool pprof -top: %s" % (
+        os.path.basename(program), os.path.basename(profile), first, [os.path.basename(n) for n in names], file_line))
     if first != program or file_line != ["File: " + os.path.basename(program)]:
         return ["pprof: first mapping %s, go tool pprof %s; want the recorded program %s" % (first, file_line, program)]
     return []
+
+
+# Renames its main thread, whose threads inherit the name, and works in a thread: every sample's
+# outermost frame is in libc (clone3), none in the program, so no mapping order puts it first.
+RENAMED_SOURCE = (
+    "#include <pthread.h>\n#include <stdlib.h>\n#include <string.h>\n#include <sys/prctl.h>\n"
+    "#include <time.h>\n"
+    "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);"
+    " return t.tv_sec + t.tv_nsec / 1e9; }\n"
+    "__attribute__((noinline)) unsigned long own(unsigned long x) { for (int i = 0; i < 1000000; i++)"
+    " x = x * 6364136223846793005ul + 1; return x; }\n"
+    "static void* work(void* arg) { size_t n = 64u << 20; char* b = malloc(n); double t = now();"
+    " while (now() - t < 0.3) memset(b, (int)(now() * 1000), n);"
+    " unsigned long x = 1; t = now(); while (now() - t < 0.3) x = own(x);"
+    " volatile unsigned long sink = x + (unsigned char)b[5]; (void)sink; return arg; }\n"
+    "int main(void) { prctl(PR_SET_NAME, \"renamed\"); pthread_t t;"
+    " if (pthread_create(&t, NULL, work, NULL) != 0) return 1; return pthread_join(t, NULL); }\n")
+
+
+def check_pprof_main_mapping_renamed(sp, perf, workdir, proto):
+    """Issue 36: the first mapping is the file the process exec'd, also when the process's name is
+    not that file's: /bin/sh (a symlink to dash on Debian: comm "sh"), a program that renames its
+    main thread with prctl(PR_SET_NAME, "renamed") and works in a thread (run through a symlink
+    "worker", the name its first samples carry), and /bin/sh run by the
+    dynamic loader (`ld.so /bin/sh`: comm "ld-linux-x86-64", which the loader's own file name
+    begins). Recorded by `stackprov record` (capture file) and, for sh, by perf record (perf.data).
+    The independent answer: the program the test ran, with symlinks resolved (readlink -f), never
+    ld.so or libc."""
+    failures = []
+    sh = os.path.realpath("/bin/sh")
+    if os.path.basename(sh) == "sh":
+        return ["pprof main mapping: /bin/sh is not a symlink to another file name here (%s)" % sh]
+    loop = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"
+    prog = os.path.join(os.path.realpath(workdir), "prctlprog")
+    with open(prog + ".c", "w") as f:
+        f.write(RENAMED_SOURCE)
+    subprocess.run(["cc", "-O2", "-g", "-pthread", "-o", prog, prog + ".c"], check=True)
+    # Run through a link of another name: its samples before the rename (exec, ld.so's startup) carry
+    # that name, so no sample's comm names the file.
+    link = os.path.join(workdir, "worker")
+    os.symlink(prog, link)
+    ldso = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
+    cases = [("sh-cap", sh, "record", ["/bin/sh", "-c", loop], "sh"),
+             ("sh-perf", sh, "perf", ["/bin/sh", "-c", loop], "sh"),
+             ("renamed", prog, "record", [link], "renamed"),
+             ("ldso", sh, "record", [ldso, "/bin/sh", "-c", loop], "ld-linux-x86-64")]
+    for name, program, how, cmd, comm in cases:
+        data = os.path.join(workdir, name + (".cap" if how == "record" else ".data"))
+        if how == "record":
+            run([sp, "record", "-o", data, "--"] + cmd, timeout=120)
+        else:
+            run([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf", "-o", data, "--"] + cmd)
+        profile = os.path.join(workdir, name + ".pb.gz")
+        run([sp, "perf-import", data, "-f", "pprof", "-o", profile, "-q"])
+        strings = decode(profile, proto)["string_table"]
+        if comm not in strings:  # the premise: the samples carry the process's name, not its file's
+            failures.append("pprof of %s: no sample has comm %r (strings %s)" % (name, comm, strings[:20]))
+        failures += check_pprof_main_mapping(sp, perf, workdir, proto, program, profile)
+    return failures
 
 
 def check_go_pprof_list(profile, source, src, total_ns):

@@ -336,6 +336,50 @@ TEST_CASE("ET_EXEC has bias 0", "[elf][bias]") {
   CHECK((*img)->load_bias(0x401000, 0x1000) == 0);
 }
 
+TEST_CASE("is_program agrees with readelf's file type: executables and PIEs, not libraries or ld.so",
+          "[elf][program]") {
+  // readelf -h names an ET_DYN with DF_1_PIE "Position-Independent Executable file" (binutils
+  // readelf.c get_file_type), any other ET_DYN "Shared object file". libc.so.6 is the case that
+  // PT_INTERP alone gets wrong: it has one (it runs, printing its version) and is a library.
+  TempDir dir;
+  const std::string lib_source = "int lib_fn(int x) { return x * 3; }\n";
+  struct Built {
+    const char* name;
+    const char* flags;
+    const std::string* source;
+  };
+  const std::string exe_source = kImageFixtureSource;
+  const Built built[] = {{"pie", "-O1 -fPIE -pie", &exe_source},
+                         {"nopie", "-O1 -fno-pie -no-pie", &exe_source},
+                         {"staticpie", "-O1 -fPIE -static-pie", &exe_source},
+                         {"lib.so", "-O1 -fPIC -shared", &lib_source},
+                         {"libsoname.so", "-O1 -fPIC -shared -Wl,-soname,libsoname.so.1", &lib_source}};
+  std::vector<std::string> files;
+  for (const Built& b : built) {
+    INFO("cc " << b.flags);
+    REQUIRE(compile_c(dir, *b.source, b.flags, dir.file(b.name)));
+    files.push_back(dir.file(b.name));
+  }
+  for (const char* f : {"/lib64/ld-linux-x86-64.so.2", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/bin/sh",
+                        "/usr/bin/python3.11"})
+    if (file_exists(f)) files.push_back(f);
+  int programs = 0, libraries = 0;
+  for (const std::string& f : files) {
+    std::istringstream in(run("readelf -h '" + f + "'").out);
+    std::string line, type;
+    while (std::getline(in, line))
+      if (line.find("Type:") != std::string::npos) type = line.substr(line.find_first_not_of(' ', line.find("Type:") + 5));
+    const bool want = type.find("EXEC (") != std::string::npos || type.find("Position-Independent") != std::string::npos;
+    auto img = ElfImage::open(f);
+    REQUIRE(img.ok());
+    INFO(f << ": readelf says " << type);
+    CHECK((*img)->is_program() == want);
+    (want ? programs : libraries)++;
+  }
+  CHECK(programs >= 4);   // pie, nopie, staticpie, dash
+  CHECK(libraries >= 4);  // the two built libraries, ld.so, libc.so.6
+}
+
 TEST_CASE("debuglink and file_crc32 match objcopy and an independent CRC", "[elf][debuglink]") {
   TempDir dir;
   const std::string exe = dir.file("prog");

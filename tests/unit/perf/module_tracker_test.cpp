@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <map>
@@ -239,4 +240,83 @@ TEST_CASE("module tracker: spellings of one file share one open", "[perf][tracke
   CHECK(with_id == kSpellings);
   CHECK(t.warnings().find("limit") == std::string::npos);
   CHECK(t.warnings().find("further modules are not opened") == std::string::npos);
+}
+
+namespace {
+
+RawComm exec_comm(uint32_t pid, std::string comm) {
+  RawComm c;
+  c.pid = c.tid = pid;
+  c.exec = true;
+  c.comm = std::move(comm);
+  return c;
+}
+
+// The path of `pid`'s main module, "" when there is none.
+std::string main_of(ModuleTracker& t, uint32_t pid) {
+  const ModuleList& l = *t.lists()[t.list_for(pid)];
+  return l.main >= 0 ? l.modules.at(static_cast<size_t>(l.main)).path : std::string();
+}
+
+}  // namespace
+
+TEST_CASE("module tracker: the main module is the file an exec maps first, whatever its name or address",
+          "[perf][tracker][main]") {
+  // Issue 36: pprof's first mapping was chosen by the comm ("sh" for /bin/sh -> dash, a name set
+  // by prctl). The exec record says which file the process runs: the kernel maps it before its
+  // interpreter (fs/binfmt_elf.c load_elf_binary), then the vDSO; the loader maps libraries later.
+  ModuleTracker t("", {}, {}, /*open_files=*/false);
+  t.on_mmap(mmap_rec(7, 0x400000, 0x1000, 0, true, "/usr/bin/stackprov"));  // before the exec: the recorder's child
+  CHECK(main_of(t, 7).empty());  // no exec recorded, no file opened: not known
+  t.on_comm(exec_comm(7, "sh"));
+  t.on_mmap(mmap_rec(7, 0x7f0000000000, 0x1000, 0, false, "/usr/bin/dash"));  // a data mapping is not code
+  t.on_mmap(mmap_rec(7, 0x7f1000000000, 0x1000, 0, true, "[vdso]"));
+  t.on_mmap(mmap_rec(7, 0x5500000000, 0x4000, 0x1000, true, "/usr/bin/dash"));
+  t.on_mmap(mmap_rec(7, 0x1000, 0x1000, 0x1000, true, "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"));
+  t.on_mmap(mmap_rec(7, 0x7f2000000000, 0x1000, 0x1000, true, "/usr/lib/x86_64-linux-gnu/libc.so.6"));
+  const ModuleList& l = *t.lists()[t.list_for(7)];
+  REQUIRE(l.modules.size() == 3);  // ld.so first by address
+  CHECK(l.main == 1);
+  CHECK(main_of(t, 7) == "/usr/bin/dash");
+  // A renamed thread changes nothing; a forked child runs the same program until it execs.
+  RawComm renamed;
+  renamed.pid = 7;
+  renamed.tid = 7;
+  renamed.comm = "renamed";
+  t.on_comm(renamed);
+  t.on_fork(task(8, 7));
+  CHECK(main_of(t, 8) == "/usr/bin/dash");
+  t.on_comm(exec_comm(8, "cc"));
+  t.on_mmap(mmap_rec(8, 0x600000, 0x1000, 0x1000, true, "/usr/bin/x86_64-linux-gnu-gcc-12"));
+  CHECK(main_of(t, 8) == "/usr/bin/x86_64-linux-gnu-gcc-12");
+  CHECK(main_of(t, 7) == "/usr/bin/dash");
+}
+
+TEST_CASE("module tracker: without an exec, or with ld.so exec'd, the main module is the program among the files",
+          "[perf][tracker][main]") {
+  // The module files are opened: the program is the executable (ET_EXEC or a PIE), never the
+  // dynamic loader or libc.so.6 (which has a PT_INTERP). The answer is the program the test maps.
+  const std::string ldso = "/lib64/ld-linux-x86-64.so.2", libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  char sh[4096];
+  REQUIRE(realpath("/bin/sh", sh) != nullptr);
+  ModuleTracker t("", {}, {});
+  // A process seen through its maps (perf record -p): no exec record.
+  t.on_mmap(mmap_rec(1, 0x1000, 0x1000, 0x1000, true, ldso));
+  t.on_mmap(mmap_rec(1, 0x2000, 0x1000, 0x1000, true, libc));
+  t.on_mmap(mmap_rec(1, 0x7f0000000000, 0x1000, 0x1000, true, sh));
+  CHECK(main_of(t, 1) == sh);
+  // `ld.so PROG`: the exec maps the loader, which maps PROG like a library.
+  t.on_comm(exec_comm(2, "ld-linux-x86-64"));
+  t.on_mmap(mmap_rec(2, 0x1000, 0x1000, 0x1000, true, ldso));
+  t.on_mmap(mmap_rec(2, 0x2000, 0x1000, 0x1000, true, libc));
+  t.on_mmap(mmap_rec(2, 0x7f0000000000, 0x1000, 0x1000, true, sh));
+  CHECK(main_of(t, 2) == sh);
+  // The loader alone (it has not mapped PROG yet): it is what runs.
+  t.on_comm(exec_comm(3, "ld-linux-x86-64"));
+  t.on_mmap(mmap_rec(3, 0x1000, 0x1000, 0x1000, true, ldso));
+  CHECK(main_of(t, 3) == ldso);
+  // Only libraries and no exec: not known.
+  t.on_mmap(mmap_rec(4, 0x1000, 0x1000, 0x1000, true, ldso));
+  t.on_mmap(mmap_rec(4, 0x2000, 0x1000, 0x1000, true, libc));
+  CHECK(main_of(t, 4).empty());
 }

@@ -236,7 +236,11 @@ TEST_CASE("capture file: written samples read back identically") {
   FILE* f = open_memstream(&buf, &len);
   {
     CaptureWriter w(f, kRegsMask, kStackBytes, "./spin 1");
-    w.write_modules(0, *p.value()->lists()[0]);
+    ModuleList list = *p.value()->lists()[0];
+    REQUIRE(list.modules.size() == 1);
+    CHECK(list.main == -1);  // no exec recorded, the file not opened
+    list.main = 0;           // as if it were: the capture file keeps it
+    w.write_modules(0, list);
     w.write_comm(0, "worker");
     for (size_t i = 0; i < p.value()->samples().size(); i++) {
       SampleView v;
@@ -254,6 +258,29 @@ TEST_CASE("capture file: written samples read back identically") {
   CHECK(c.value()->format() == ProfileFormat::kCapture);
   CHECK(c.value()->lost() == 3);
   CHECK(c.value()->cmdline() == "./spin 1");
+  CHECK(c.value()->lists()[0]->main == 0);
+  {
+    // MODULES before main was written (issue 36): the body ends after the entries; main unknown.
+    // Past the list's modules (or below -1) it is refused.
+    const size_t at = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4;  // the first record, MODULES
+    uint32_t blen = 0;
+    std::memcpy(&blen, bytes.data() + at + 4, 4);
+    auto old = bytes;
+    old.erase(old.begin() + static_cast<std::ptrdiff_t>(at + 8 + blen - 4), old.begin() + static_cast<std::ptrdiff_t>(at + 8 + blen));
+    const uint32_t shorter = blen - 4;
+    std::memcpy(old.data() + at + 4, &shorter, 4);
+    auto o = Profile::from_bytes(old, "", false);
+    REQUIRE(o.ok());
+    CHECK(o.value()->lists()[0]->main == -1);
+    CHECK(o.value()->samples().size() == 2);
+    for (int32_t bad : {1, -2}) {
+      auto b = bytes;
+      std::memcpy(b.data() + at + 8 + blen - 4, &bad, 4);
+      auto r = Profile::from_bytes(b, "", false);
+      REQUIRE_FALSE(r.ok());
+      CHECK_THAT(r.error().message, Catch::Contains("main module " + std::to_string(bad) + " of 1 modules"));
+    }
+  }
   REQUIRE(c.value()->samples().size() == 2);
   for (size_t i = 0; i < 2; i++) {
     memory::Snapshot a, b;
