@@ -158,9 +158,11 @@ cp "$src"/tests/data/bundle/*.bundle "$seeds/bundle_file/"
 # A JIT perf map as node writes it (its first and last 300 lines), and mangled names of libstdc++.
 mkdir -p "$seeds/perf_map" "$seeds/demangle"
 # node writes /tmp/perf-PID.map: 300 generated functions called until optimized give ~3,000 lines.
-node --perf-basic-prof -e 'const fs = []; for (let k = 0; k < 300; k++) fs.push(new Function("x", "return x*" + k + "+1"));
-  let s = 0; for (let i = 0; i < 2e5; i++) s += fs[i % 300](i); console.log(s)' >/dev/null & npid=$!
+# node 20's --perf-basic-prof also writes an isolate-*-v8.log into its working directory: it runs in $work.
+(cd "$work" && exec node --perf-basic-prof -e 'const fs = []; for (let k = 0; k < 300; k++) fs.push(new Function("x", "return x*" + k + "+1"));
+  let s = 0; for (let i = 0; i < 2e5; i++) s += fs[i % 300](i); console.log(s)') >/dev/null & npid=$!
 wait $npid || true
+rm -f "$work"/isolate-*-v8.log
 [ -s "/tmp/perf-$npid.map" ] || { echo "fuzz.sh: node --perf-basic-prof wrote no /tmp/perf-$npid.map" >&2; exit 1; }
 { head -300 "/tmp/perf-$npid.map"; tail -300 "/tmp/perf-$npid.map"; } > "$seeds/perf_map/node.map"
 rm -f "/tmp/perf-$npid.map"
