@@ -3,6 +3,7 @@
 # Builds the symbolization fixtures (gcc/clang, DWARF 4/5, compressed, stripped, split .dwo/.dwp, dwz, MiniDebugInfo) and compares every .text instruction address with llvm-symbolizer.
 import argparse
 import collections
+import itertools
 import json
 import os
 import re
@@ -14,6 +15,7 @@ LLVM = "llvm-symbolizer-14"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_json  # noqa: E402  (tests/lib: the peers' output parsers)
+from toolrun import nm_command, run_files  # noqa: E402  (nm's plugins, megabytes through files)
 
 CORE = ("FunctionName", "FileName", "Line", "Column")
 EXTRA = ("Discriminator", "StartLine", "StartFileName", "StartAddress")
@@ -29,16 +31,34 @@ def text_addresses(path):
     return [int(m.group(1), 16) for m in re.finditer(r"^\s+([0-9a-f]+):\t", out, re.M)]
 
 
+NM = []  # nm_command(): nm without bfd's LLVM plugins (16 runs)
+
+# llvm-symbolizer's answers within this run, by (file identity, addresses, arguments): several variants
+# share their reference (zstd, dwz, dwz -m and often the split builds are answered on the plain build).
+REFERENCE = {}
+
+
+def reference(obj, addrs, extra):
+    """llvm-symbolizer's answers: (JSON lines, their values)."""
+    st = os.stat(obj)
+    key = (os.path.realpath(obj), st.st_size, st.st_mtime_ns, st.st_ino, tuple(addrs), tuple(extra))
+    if key not in REFERENCE:
+        lines = symbolize([LLVM], obj, addrs, extra)
+        REFERENCE[key] = (lines, llvm_symbolizer_json("\n".join(lines)))
+    return REFERENCE[key]
+
+
 def symbolize(tool, obj, addrs, extra):
+    """The JSON answer line of each address (llvm_symbolizer_json reads them)."""
     inp = "".join("0x%x\n" % a for a in addrs)
     # Linkage names: libiberty and LLVM's demangler print some names differently
     # ("operator< <T>" vs "operator<<T>"), which is not a DWARF question.
     cmd = tool + ["--obj", obj, "--inlines", "--output-style=JSON", "--no-demangle"] + extra
-    out = subprocess.run(cmd, input=inp, check=True, stdout=subprocess.PIPE, text=True).stdout
-    res = llvm_symbolizer_json(out)
-    if len(res) != len(addrs):
-        raise RuntimeError("%s gave %d answers for %d addresses" % (tool[0], len(res), len(addrs)))
-    return res
+    out = run_files(cmd, inp, stderr=False).stdout
+    lines = [line for line in out.splitlines() if line.strip()]  # as llvm_symbolizer_json splits
+    if len(lines) != len(addrs):
+        raise RuntimeError("%s gave %d answers for %d addresses" % (tool[0], len(lines), len(addrs)))
+    return lines
 
 
 def build(work, cc, std, dwarf, src, name, extra=(), opt="-O2"):
@@ -69,23 +89,30 @@ def same_text(a, b):
 
 def extra_variants(work, cc, std, dwarf, src, base):
     """Variants that need their own build or tool:
-    (label, ours, ref, extra args, address source, extra args of stackprov only)."""
+    (label, ours, ref, extra args, address source, extra args of stackprov only).
+    Each is compared before the next is made (the .dwp variant deletes the split variant's .dwo files)."""
     name = os.path.basename(base)
     # Split DWARF: skeleton units in the binary, .dwo found by DW_AT_dwo_name under DW_AT_comp_dir.
-    d = fresh_dir(base + ".split")
-    sb = build(d, cc, std, dwarf, src, name, ["-gsplit-dwarf"])
+    sd = fresh_dir(base + ".split")
+    sb = build(sd, cc, std, dwarf, src, name, ["-gsplit-dwarf"])
     # llvm-14 drops inline frames of clang's split C units (see doc/symbolization.md), so the reference
     # is llvm on the unsplit build when the code is identical, else llvm on the split binary.
-    split_ref = base if same_text(sb, base) else sb
+    split_same = same_text(sb, base)
+    split_ref = base if split_same else sb
     yield "split .dwo", sb, split_ref, [], split_ref, []
     # Split DWARF packaged: <binary>.dwp beside it, the .dwo files removed (so the package must be used).
+    # The binary is the split build's, copied (a second -gsplit-dwarf compile gave the same code and only
+    # another DW_AT_comp_dir); its .dwo files are deleted from that comp_dir, so none is found anywhere.
     d = fresh_dir(base + ".splitdwp")
-    pb = build(d, cc, std, dwarf, src, name, ["-gsplit-dwarf"])
+    pb = os.path.join(d, name)
+    shutil.copy2(sb, pb)
     run(["llvm-dwp-14", "-e", pb, "-o", pb + ".dwp"])
-    for f in os.listdir(d):
-        if f.endswith(".dwo"):
-            os.unlink(os.path.join(d, f))
-    split_ref = base if same_text(pb, base) else pb
+    dwos = [f for f in os.listdir(sd) if f.endswith(".dwo")]
+    if not dwos:
+        raise RuntimeError("%s: the split build wrote no .dwo file" % sd)
+    for f in dwos:
+        os.unlink(os.path.join(sd, f))
+    split_ref = base if split_same else pb
     yield "split .dwp", pb, split_ref, [], split_ref, []
     # dwz 0.15 cannot read clang's DWARF 5 ("Unknown debugging section .debug_addr"): there is no
     # dwz output to compare for those two builds; any other dwz failure fails the test (run() raises).
@@ -109,8 +136,8 @@ def extra_variants(work, cc, std, dwarf, src, base):
     # (stackprov's own mode, which reads it, is checked by symbol_names.py against readelf.)
     if True:  # keeps the diff small; xz is required by main()
         d = fresh_dir(base + ".mini")
-        dyn = set(l.split()[0] for l in run(["nm", "-D", "--format=posix", "--defined-only", base]).splitlines() if l)
-        funcs = [l.split()[0] for l in run(["nm", "--format=posix", "--defined-only", base]).splitlines()
+        dyn = set(l.split()[0] for l in run(NM + ["-D", "--format=posix", "--defined-only", base]).splitlines() if l)
+        funcs = [l.split()[0] for l in run(NM + ["--format=posix", "--defined-only", base]).splitlines()
                  if len(l.split()) > 1 and l.split()[1] in ("T", "t", "W", "w")]
         keep = os.path.join(d, "keep")
         with open(keep, "w") as f:
@@ -159,6 +186,8 @@ def difference(a, b):
     """'' when every frame agrees on every field, else the first differing field
     and whether llvm answered from the symbol table alone (no line in any frame)."""
     fa, fb = a.get("Symbol", []), b.get("Symbol", [])
+    if fa == fb:  # every field of every frame equal (most addresses): no per-field walk
+        return ""
     where = "symtab-only" if all(f.get("Line", 0) == 0 for f in fb) else "dwarf"
     if len(fa) != len(fb):
         return "chain-length (%s)" % where
@@ -197,6 +226,7 @@ def main():
         if shutil.which(tool) is None:
             print("FAIL: %s not found (make deps)" % tool)
             return 1
+    NM[:] = nm_command()
     exceptions = load_exceptions(EXCEPTIONS)
     used = set()
     os.makedirs(args.work, exist_ok=True)
@@ -206,17 +236,23 @@ def main():
         for dwarf in ("dwarf-4", "dwarf-5"):
             base = build(args.work, cc, std, dwarf, src, "%s-%s" % (tag, dwarf))
             addrs = text_addresses(base)
-            cases = [(l, o, r, e, None, []) for l, o, r, e in variants(args.work, base)]
-            cases += list(extra_variants(os.path.dirname(base), cc, std, dwarf, src, base))
+            cases = itertools.chain(((l, o, r, e, None, []) for l, o, r, e in variants(args.work, base)),
+                                    extra_variants(os.path.dirname(base), cc, std, dwarf, src, base))
             for label, ours_obj, ref_obj, extra, addr_obj, ours_extra in cases:
                 vaddrs = addrs if addr_obj in (None, base) else text_addresses(addr_obj)
                 ours = symbolize([args.stackprov, "symbolize"] + ours_extra, ours_obj, vaddrs, extra)
-                ref = symbolize([LLVM], ref_obj, vaddrs, extra)
+                ref_lines, ref = reference(ref_obj, vaddrs, extra)
                 name = "%s -%s %s" % (tag, dwarf, label)
                 classes = collections.Counter()
                 unlisted = shown = symtab = 0
-                for a, x, y in zip(vaddrs, ours, ref):
+                # A line of ours with the text of llvm's, but for the file named (ModuleName, which is not
+                # compared), is the same answer: it needs no reading. Any other line is read and compared.
+                ref_mod, ours_mod = ('"ModuleName":%s' % json.dumps(o) for o in (ref_obj, ours_obj))
+                for a, xl, yl, y in zip(vaddrs, ours, ref_lines, ref):
                     symtab += all(f.get("Line", 0) == 0 for f in y.get("Symbol", []))
+                    if xl == yl or (ref_mod != ours_mod and xl == yl.replace(ref_mod, ours_mod, 1)):
+                        continue
+                    x = llvm_symbolizer_json(xl)[0]
                     d = difference(x, y)
                     if not d:
                         continue

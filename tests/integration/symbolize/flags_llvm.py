@@ -22,6 +22,8 @@ import sys
 
 LLVM = "llvm-symbolizer-14"
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from toolrun import nm_command  # noqa: E402  (nm without bfd's LLVM plugins)
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
 # Flag combinations, each run in the three output styles.
@@ -78,7 +80,7 @@ def libc_addresses(rng, n):
     if not os.path.exists(dbg):
         raise Missing("%s: no debug file %s (install libc6-dbg)" % (LIBC, dbg))
     funcs = []
-    for line in run(["nm", "-S", "--defined-only", dbg]).splitlines():
+    for line in run(nm_command() + ["-S", "--defined-only", dbg]).splitlines():
         p = line.split()
         if len(p) == 4 and p[2] in "tTwWiI" and int(p[1], 16) > 0:
             funcs.append((int(p[0], 16), int(p[1], 16)))

@@ -149,6 +149,24 @@ def instructions(path, lo, hi):
     return [int(m.group(1), 16) for m in re.finditer(r"^\s+([0-9a-f]+):\t", out, re.M)]
 
 
+class Listing:
+    """Instruction addresses of [lo, hi) ranges of one binary, from one `objdump -d` of all of it rather
+    than one objdump per range (each pays ~25 ms of start-up; libc needs 300). objdump decodes from
+    each of its symbols, so a range that starts where the whole listing has no instruction (it
+    resynchronises at a debug-file symbol objdump does not see) gets its own objdump, as before."""
+
+    def __init__(self, path):
+        self.path = path
+        out = run(["objdump", "-d", "--no-show-raw-insn", path])
+        self.addrs = sorted(int(m.group(1), 16) for m in re.finditer(r"^\s+([0-9a-f]+):\t", out, re.M))
+
+    def __call__(self, lo, hi):
+        i = bisect.bisect_left(self.addrs, lo)
+        if i == len(self.addrs) or self.addrs[i] != lo:
+            return instructions(self.path, lo, hi)
+        return self.addrs[i:bisect.bisect_left(self.addrs, hi)]
+
+
 def label_addresses(path, seed):
     """ld.so: every instruction from _start to the next sized function; plus seeded random
     instruction addresses of functions whose start carries exactly one symbol."""
@@ -158,15 +176,16 @@ def label_addresses(path, seed):
     for v, s, t, n in syms:
         starts.setdefault(v, []).append((s, n))
     addrs = []
+    listing = Listing(path)
     by_name = {n: (v, s) for v, s, t, n in syms}
     if "_start" in by_name and by_name["_start"][1] == 0:
         lo = by_name["_start"][0]
         hi = min(v for v, s, t, n in syms if v > lo and s > 0)
-        addrs += instructions(path, lo, hi)
+        addrs += listing(lo, hi)
     rnd = random.Random(seed)
     single = sorted((v, s) for v, lst in starts.items() if len(lst) == 1 for s, _ in lst if s > 0)
     for v, s in rnd.sample(single, min(300, len(single))):
-        ins = instructions(path, v, v + s)
+        ins = listing(v, v + s)
         if ins:
             addrs.append(rnd.choice(ins))
     return addrs
