@@ -18,7 +18,15 @@ of sun_path, which a clone at a long path would exceed), fsync off (the tests ki
 the server).
 initdb refuses to run as root: then the cluster belongs to `nobody` (runuser), and `work`
 must be reachable by it (its parents searchable; `work` itself is made mode 0755).
+
+initdb costs ~2 s of CPU, and four tests start a server: when `work` is inside a CMake build
+directory (a parent holds CMakeCache.txt), the first server's freshly initdb'd data directory is
+copied to BUILD/pgserver-templates/KEY before it starts, and later servers copy that instead of
+running initdb. KEY covers the initdb and postgres binaries (path, size, mtime), initdb's
+arguments and the user running it, so another PostgreSQL gets its own template. The copy is
+published by an atomic rename: concurrent first servers each run initdb, one copy wins.
 """
+import hashlib
 import os
 import shutil
 import socket
@@ -27,7 +35,10 @@ import tempfile
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 # What PgServer and its users need; a missing one must fail the test naming it.
-PG_TOOLS = ["psql", PG_BIN + "/initdb", PG_BIN + "/pg_ctl"]
+# psql is the binary itself: /usr/bin/psql is Debian's Perl wrapper, which costs ~70 ms of CPU a call.
+PSQL = PG_BIN + "/psql"
+PG_TOOLS = [PSQL, PG_BIN + "/initdb", PG_BIN + "/pg_ctl"]
+INITDB_ARGS = ["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"]
 
 
 def free_port():
@@ -36,6 +47,34 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def build_dir(path):
+    """The CMake build directory holding `path` (the nearest parent with a CMakeCache.txt), or None."""
+    p = os.path.abspath(path)
+    while True:
+        if os.path.isfile(os.path.join(p, "CMakeCache.txt")):
+            return p
+        parent = os.path.dirname(p)
+        if parent == p:
+            return None
+        p = parent
+
+
+def template_dir(work):
+    """Where the initdb'd data directory for servers under `work` is kept, or None (no build directory)."""
+    build = build_dir(work)
+    if build is None:
+        return None
+    key = hashlib.sha256()
+    for tool in (PG_BIN + "/initdb", PG_BIN + "/postgres"):
+        try:
+            st = os.stat(os.path.realpath(tool))
+        except OSError:
+            return None  # initdb then fails naming what is missing
+        key.update(("%s %d %d\n" % (os.path.realpath(tool), st.st_size, st.st_mtime_ns)).encode())
+    key.update((" ".join(INITDB_ARGS) + " euid %d" % os.geteuid()).encode())
+    return os.path.join(build, "pgserver-templates", key.hexdigest()[:20])
 
 
 def _run(cmd, timeout=120):
@@ -63,8 +102,13 @@ class PgServer:
         self.sockets = tempfile.mkdtemp(prefix="pgs-", dir="/tmp")
         if self.as_user:
             shutil.chown(self.sockets, "nobody", "nogroup")
-        _run(self.as_user + [PG_BIN + "/initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync",
-                             "-E", "UTF8", "--locale=C"])
+        template = template_dir(work)
+        if template and os.path.isfile(os.path.join(template, "PG_VERSION")):
+            _run(["cp", "-a", template, self.data])  # keeps the owner (nobody) and mode 0700 the server demands
+        else:
+            _run(self.as_user + [PG_BIN + "/initdb", "-D", self.data] + INITDB_ARGS)
+            if template:
+                self._publish(template)
         # fsync off: the tests kill clients, never the server
         _run(self.as_user + [PG_BIN + "/pg_ctl", "-D", self.data, "-w", "-t", "60", "-l",
                              os.path.join(self.dir, "log"), "-o",
@@ -72,14 +116,33 @@ class PgServer:
                              % (self.port, self.sockets, max_connections),
                              "start"])
 
+    def _publish(self, template):
+        """Copy the fresh data directory (before the server first starts) to `template`, atomically."""
+        parent = os.path.dirname(template)
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".staging-", dir=parent)
+        try:
+            _run(["cp", "-a", self.data, os.path.join(staging, "data")])
+            os.rename(os.path.join(staging, "data"), template)
+        except (OSError, RuntimeError):
+            pass  # another server published it first (or the copy failed: the next server runs initdb)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
     def url(self, dbname):
         return "postgresql://postgres@127.0.0.1:%d/%s" % (self.port, dbname)
 
     def create_database(self, dbname, template=None):
         """CREATE DATABASE (optionally as a copy of `template`); returns its URL."""
         sql = "CREATE DATABASE %s" % dbname + (" TEMPLATE %s" % template if template else "")
-        _run(["psql", self.admin_url, "-X", "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        _run([PSQL, self.admin_url, "-X", "-v", "ON_ERROR_STOP=1", "-qc", sql])
         return self.url(dbname)
+
+    def create_databases(self, dbnames):
+        """CREATE DATABASE for each name, over one connection; returns {name: URL}."""
+        _run([PSQL, self.admin_url, "-X", "-v", "ON_ERROR_STOP=1", "-q"]
+             + [x for n in dbnames for x in ("-c", "CREATE DATABASE %s" % n)])
+        return {n: self.url(n) for n in dbnames}
 
     def log_tail(self, n=4000):
         try:

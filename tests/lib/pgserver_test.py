@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pgserver import PgServer, PG_TOOLS  # noqa: E402
+from pgserver import PgServer, PG_TOOLS, PSQL  # noqa: E402
 
 
 def main():
@@ -34,10 +34,10 @@ def main():
     server = PgServer(work)
     try:
         url = server.create_database("longpath")
-        r = subprocess.run(["psql", url, "-X", "-tAc", "SELECT 40 + 2"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([PSQL, url, "-X", "-tAc", "SELECT 40 + 2"], capture_output=True, text=True, timeout=60)
         if r.stdout.strip() != "42":
             bad.append("psql over TCP: %r %r" % (r.stdout, r.stderr))
-        r = subprocess.run(["psql", "-h", server.sockets, "-p", str(server.port), "-U", "postgres", "-X", "-tAc",
+        r = subprocess.run([PSQL, "-h", server.sockets, "-p", str(server.port), "-U", "postgres", "-X", "-tAc",
                             "SELECT current_database()", "longpath"], capture_output=True, text=True, timeout=60)
         if r.stdout.strip() != "longpath":
             bad.append("psql over the Unix socket in %s: %r %r" % (server.sockets, r.stdout, r.stderr))

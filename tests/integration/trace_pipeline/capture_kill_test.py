@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from pgserver import PG_TOOLS, PgServer  # noqa: E402
+from pgserver import PG_TOOLS, PSQL, PgServer  # noqa: E402
 
 FAILURES = []
 
@@ -65,7 +65,7 @@ class Postgres:
         self.url = url
 
     def rows(self, sql):
-        out = must(["psql", self.url, "-XAtqc", "SELECT coalesce(json_agg(q), '[]') FROM (%s) q" % sql])
+        out = must([PSQL, self.url, "-XAtqc", "SELECT coalesce(json_agg(q), '[]') FROM (%s) q" % sql])
         return json.loads(out)
 
 
@@ -112,12 +112,20 @@ def run_store(name, db, stackprov, fixture_pids):
     traces = {r["trace_id"]: r for r in db.rows("SELECT trace_id, data_sha256 FROM traces")}
     for i in ids + printed:
         check(i in traces, "%s: trace %s reported stored is in the store" % (name, i))
+    # Every trace's rows in one query per table (a CLI process each), split here by trace.
+    threads_of, frames_of, data_of = {}, {}, {}
+    for r in db.rows("SELECT trace_id, thread_index, tid FROM threads"):
+        threads_of.setdefault(r["trace_id"], []).append(r)
+    for r in db.rows("SELECT trace_id, thread_index, frame_index, ip FROM frames ORDER BY trace_id, frame_index"):
+        frames_of.setdefault(r["trace_id"], []).append(r)
+    for r in db.rows("SELECT sha256, raw_size, %s AS gz FROM trace_data"
+                     % ("hex(gzip)" if isinstance(db, Sqlite) else "encode(gzip, 'hex')")):
+        data_of.setdefault(r["sha256"], []).append(r)
     bad = []
     for tid, row in traces.items():
-        threads = db.rows("SELECT thread_index, tid FROM threads WHERE trace_id = '%s'" % tid)
-        frames = db.rows("SELECT thread_index, frame_index, ip FROM frames WHERE trace_id = '%s' ORDER BY frame_index" % tid)
-        data = db.rows("SELECT raw_size, %s AS gz FROM trace_data WHERE sha256 = '%s'"
-                       % ("hex(gzip)" if isinstance(db, Sqlite) else "encode(gzip, 'hex')", row["data_sha256"]))
+        threads = threads_of.get(tid, [])
+        frames = frames_of.get(tid, [])
+        data = data_of.get(row["data_sha256"], [])
         show = subprocess.run([stackprov, "trace-show", tid, "--store", db.url, "--json"], capture_output=True, text=True)
         if show.returncode != 0:
             bad.append("%s: trace-show exit %d" % (tid, show.returncode))

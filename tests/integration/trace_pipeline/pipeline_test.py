@@ -47,6 +47,7 @@ A missing tool fails the test naming it. Exit 0 on success, 1 on any failure.
 """
 import argparse
 import base64
+import hashlib
 import json
 import os
 import re
@@ -62,8 +63,9 @@ XSD = os.path.join(SOURCE_DIR, "tests", "data", "junit", "JUnit.xsd")
 FIXTURE_SRC = os.path.join(HERE, "fixture_pipeline.c")
 NOBID_SRC = os.path.join(HERE, "fixture_nobid.c")
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "lib"))
-from pgserver import PG_TOOLS, PgServer  # noqa: E402
+from pgserver import PG_TOOLS, PSQL, PgServer  # noqa: E402
 from peers import llvm_symbolizer_chains  # noqa: E402
+from sqlsession import PsqlSession, SqliteSession, close_all  # noqa: E402  (one CLI process per database)
 
 PY311 = "/usr/bin/python3.11"
 TOOLS = ["gcc", "readelf", "nm", "sqlite3", "llvm-symbolizer-14", "xmllint", PY311] + PG_TOOLS
@@ -128,10 +130,10 @@ class SqliteDb:
     def __init__(self, path):
         self.path = path
         self.url = "sqlite:" + path
+        self.cli = SqliteSession(path, env=ENV)
 
     def query(self, sql):
-        out = must(["sqlite3", "-json", self.path, sql]).strip()
-        return json.loads(out) if out else []
+        return self.cli.rows(sql)
 
     def script(self, sql):
         p = subprocess.run(["sqlite3", self.path], input=sql, text=True, capture_output=True)
@@ -151,19 +153,19 @@ class PgDb:
         self.server = server
         self.dbname = dbname
         self.url = server.create_database(dbname, template)
+        self.cli = PsqlSession(self.url, env=ENV)
 
     def query(self, sql):
-        out = must(["psql", self.url, "-v", "ON_ERROR_STOP=1", "-XAtqc",
-                    "SELECT coalesce(json_agg(q), '[]') FROM (%s) q" % sql])
-        return json.loads(out)
+        return self.cli.rows(sql)
 
     def script(self, sql):
-        p = subprocess.run(["psql", self.url, "-v", "ON_ERROR_STOP=1", "-Xq"], input=sql, text=True,
-                           capture_output=True)
+        p = subprocess.run([PSQL, self.url, "-v", "ON_ERROR_STOP=1", "-Xq"], input=sql, text=True,
+                           capture_output=True, env=ENV)
         if p.returncode != 0:
             raise RuntimeError("psql %s: %s" % (self.url, p.stderr))
 
     def copy(self, name):
+        self.cli.close()  # CREATE DATABASE ... TEMPLATE refuses a template anyone is connected to
         return PgDb(self.server, name, template=self.dbname)
 
 
@@ -232,14 +234,29 @@ def build_id(path):
     return m.group(1)
 
 
+def file_digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# The peers below read a module's bytes only (and, for llvm-symbolizer-14, the debug file its build-id
+# names): a copy of the same bytes under another path (each store's run of the fixture) gets the same
+# answer, so each is asked once per content.
+_nm_answers = {}  # sha256 of the file -> function_starts
+_llvm_answers = {}  # (sha256 of the module, address) -> chain
+
+
 def function_starts(path):
     """nm: {function name: start address} of the fixture's .symtab."""
-    out = {}
-    for line in must(["nm", "--defined-only", path]).splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] in "tT":
-            out[parts[2]] = int(parts[0], 16)
-    return out
+    key = file_digest(path)
+    if key not in _nm_answers:
+        out = {}
+        for line in must(["nm", "--defined-only", path]).splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "tT":
+                out[parts[2]] = int(parts[0], 16)
+        _nm_answers[key] = out
+    return dict(_nm_answers[key])
 
 
 def check_symbol_offsets(ev, exe, starts, what):
@@ -259,17 +276,30 @@ def lookup_address(frame, index_in_thread):
     return off - 1 if index_in_thread > 0 and frame.get("unwind") != "signal" else off
 
 
-def llvm_chains(module, addrs):
-    """llvm-symbolizer-14 --inlining: per address the chain innermost first [(function, file, line, column)]."""
-    if not addrs:
-        return []
-    out = must(["llvm-symbolizer-14", "--obj=" + module, "--inlining", "--output-style=LLVM"],
-               input="".join("0x%x\n" % a for a in addrs))
-    chains = llvm_symbolizer_chains(out)
-    if len(chains) != len(addrs):
-        raise RuntimeError("llvm-symbolizer-14 on %s: %d answers for %d addresses" % (module, len(chains), len(addrs)))
-    return [[("" if fn == "??" else fn, "" if file == "??" else file, line, col) for fn, file, line, col in chain]
-            for chain in chains]
+def llvm_chains(queries):
+    """llvm-symbolizer-14 --inlining, one process for every (module, address) of `queries` not asked
+    before (its input lines name the module: "PATH" 0xADDR): per query the chain innermost first
+    [(function, file, line, column)]."""
+    digests = {m: file_digest(m) for m in {m for m, _ in queries}}
+    todo = {}  # (digest, address) not answered yet -> one (module, address) to ask
+    for m, a in queries:
+        if (digests[m], a) not in _llvm_answers:
+            todo.setdefault((digests[m], a), (m, a))
+    todo = list(todo.values())
+    if todo:
+        bad = [m for m, _ in todo if '"' in m]
+        if bad:
+            raise RuntimeError("llvm-symbolizer-14 input cannot quote the path %r" % bad[0])
+        out = must(["llvm-symbolizer-14", "--inlining", "--output-style=LLVM"],
+                   input="".join('"%s" 0x%x\n' % (m, a) for m, a in todo))
+        chains = llvm_symbolizer_chains(out)
+        if len(chains) != len(todo):
+            raise RuntimeError("llvm-symbolizer-14 on %s: %d answers for %d addresses"
+                               % (sorted({m for m, _ in todo}), len(chains), len(todo)))
+        for (m, a), chain in zip(todo, chains):
+            _llvm_answers[(digests[m], a)] = [("" if fn == "??" else fn, "" if file == "??" else file, line, col)
+                                              for fn, file, line, col in chain]
+    return [list(_llvm_answers[(digests[m], a)]) for m, a in queries]
 
 
 def trace_chain(f):
@@ -292,16 +322,12 @@ def thread_frames(ev):
 
 def expected_names(ev, modules):
     """llvm-symbolizer-14's chain for every frame of `modules` (files that exist): {(thread, k): chain}."""
-    want = {}
-    per_module = {}
+    items = []
     for th, frames in thread_frames(ev).items():
         for k, f in frames:
             if f.get("module") in modules:
-                per_module.setdefault(f["module"], []).append((th, k, lookup_address(f, k)))
-    for mod, items in per_module.items():
-        for (th, k, _), chain in zip(items, llvm_chains(mod, [a for _, _, a in items])):
-            want[(th, k)] = chain
-    return want
+                items.append(((th, k), (f["module"], lookup_address(f, k))))
+    return {key: chain for (key, _), chain in zip(items, llvm_chains([q for _, q in items]))}
 
 
 def compare_names(ev, want, what, resolver=None):
@@ -340,11 +366,28 @@ def show(db, tid):
 
 # ------------------------------------------------------------------ JUnit
 
+_junit_reports = []  # (path, what): validated together by validate_junit_reports
+
+
+def validate_junit_reports():
+    """xmllint --schema JUnit.xsd once for every JUnit report junit_cases read (none is written twice):
+    it prints "PATH validates" for each file it accepts, and its errors name the file."""
+    paths = sorted({path for path, _ in _junit_reports})
+    if not paths:
+        return
+    p = run(["xmllint", "--noout", "--schema", XSD] + paths)
+    lines = p.stderr.splitlines()
+    for path, what in _junit_reports:
+        ok = (path + " validates") in lines
+        errors = [ln for ln in lines if path in ln and ln != path + " validates"]
+        check(ok, "%s: xmllint --schema JUnit.xsd accepts the JUnit report %s (%s)"
+              % (what, os.path.basename(path), "validates" if ok else ("\n".join(errors) or p.stderr.strip())[-600:]))
+    del _junit_reports[:]
+
+
 def junit_cases(path, what):
-    """xmllint against JUnit.xsd, then {check or 'seed N': failed?}."""
-    p = run(["xmllint", "--noout", "--schema", XSD, path])
-    check(p.returncode == 0, "%s: xmllint --schema JUnit.xsd accepts the JUnit report (%s)"
-          % (what, (p.stderr.strip() or "validates")[-600:]))
+    """{check or 'seed N': failed?}; the report is validated against JUnit.xsd at the end (validate_junit_reports)."""
+    _junit_reports.append((path, what))
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as e:
@@ -984,8 +1027,10 @@ def main():
         import traceback
         traceback.print_exc()
     finally:
+        close_all()
         if server:
             server.stop()
+    validate_junit_reports()
     left = os.listdir(ENV["TMPDIR"])
     check(not left, "no temporary directory left in $TMPDIR by the commands (staged bundles, exported stores): %s"
           % left[:5])
