@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -12,6 +13,24 @@ import pytest
 # The peers' output parsers of every test (tests/lib/peers.py): eu-stack's here, llvm-symbolizer's in test_symbolize
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "lib"))
 from peers import parse_eu_stack  # noqa: E402
+
+
+def pytest_configure(config):
+    """The Python processes the tests start (~190 `python3 -m stackprov`, the CPython targets) keep
+    their bytecode in a private cache for the session: ctest's PYTHONDONTWRITEBYTECODE=1 keeps
+    __pycache__ out of the trees, so each would compile the package's ~170 KB of sources again
+    (0.04 of a start's 0.21 CPU-s). The bytecode is what the compiler makes of the same sources."""
+    d = tempfile.mkdtemp(prefix="stackprov-pyc-")
+    os.chmod(d, 0o755)  # readable by test_errors.py's interpreter run as nobody
+    config._stackprov_pyc = d
+    os.environ["PYTHONPYCACHEPREFIX"] = d
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+def pytest_unconfigure(config):
+    d = getattr(config, "_stackprov_pyc", None)
+    if d:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def need_env(name):
@@ -89,3 +108,16 @@ def eu_stack(pid):
     if "PID" not in r.stdout:
         pytest.fail("eu-stack -p %d failed (%d): %s" % (pid, r.returncode, r.stderr))
     return parse_eu_stack(r.stdout)
+
+
+# --help texts of `python3 -m stackprov`: test_cli.py and test_perf.py check the same texts (layout,
+# and the commands each lists); each is made once a session.
+_HELPS = {}
+
+
+def python_m_help(*args):
+    """`python3 -m stackprov ARGS` (a --help command line) as its own process, once a session."""
+    if args not in _HELPS:
+        _HELPS[args] = subprocess.run([sys.executable, "-m", "stackprov"] + list(args), capture_output=True,
+                                      text=True, timeout=120)
+    return _HELPS[args]
