@@ -8,7 +8,7 @@ import time
 import sys
 
 import pytest
-from conftest import need_env, need_tool, python_m_help
+from conftest import need_env, need_tool, python_m_help, python_m_helps
 import help_layout  # tests/lib (conftest puts it on the path): the --help layout rule
 
 
@@ -230,22 +230,21 @@ def test_python_m_help_usage_options_then_prose():
     """Every command `python3 -m stackprov --help` lists, and every subcommand its usage lines name
     (`bundle build`, `log init`), prints its usage, then its options, then the prose, as the CLI's
     --help does (issue 36; the rule and its terms: tests/lib/help_layout.py, which cli_help applies
-    to the CLI)."""
+    to the CLI). The top --help is a `python3 -m stackprov` process; the commands' and subcommands'
+    texts come from one interpreter calling the same main() (conftest.python_m_helps)."""
     top = python_m_help("--help")
     assert top.returncode == 0 and help_layout.problems(top.stdout) == [], top.stdout
     # argparse lists the commands under "<command>", four spaces in, before their summaries.
     cmds = re.findall(r"^    ([a-z][a-z-]*)(?:\s|$)", top.stdout, re.M)
     assert len(cmds) >= 10, top.stdout
-    checked = []
-    for cmd in cmds:
-        h = python_m_help(cmd, "--help")
+    checked, subs = [], []
+    for cmd, h in zip(cmds, python_m_helps([[cmd, "--help"] for cmd in cmds])):
         assert h.returncode == 0 and help_layout.problems(h.stdout) == [], (cmd, help_layout.problems(h.stdout))
         usage, _ = help_layout.usage_block(h.stdout.split("\n"))
         sub_re = re.compile(r"^(?:usage:)?\s*python3 -m stackprov %s ([a-z][a-z0-9-]*)(?:\s|$)" % re.escape(cmd))
-        subs = sorted({m.group(1) for m in map(sub_re.match, usage) if m})
-        for sub in subs:
-            s = python_m_help(cmd, sub, "--help")
-            bad = help_layout.problems(s.stdout)
-            assert s.returncode == 0 and bad == [], (cmd, sub, bad)
-            checked.append(cmd + " " + sub)
+        subs += [(cmd, sub) for sub in sorted({m.group(1) for m in map(sub_re.match, usage) if m})]
+    for (cmd, sub), s in zip(subs, python_m_helps([[cmd, sub, "--help"] for cmd, sub in subs])):
+        bad = help_layout.problems(s.stdout)
+        assert s.returncode == 0 and bad == [], (cmd, sub, bad)
+        checked.append(cmd + " " + sub)
     assert checked, "no usage line names a subcommand (bundle build, log init)"
