@@ -8,7 +8,7 @@ import time
 import sys
 
 import pytest
-from conftest import need_env, need_tool
+from conftest import need_env, need_tool, python_m_help, python_m_helps
 import help_layout  # tests/lib (conftest puts it on the path): the --help layout rule
 
 
@@ -48,7 +48,7 @@ def test_python_m_stack_errors():
     assert r.returncode == 2 and "70000" in r.stderr
     r = run([sys.executable, "-m", "stackprov", "stack", "--python", "sometimes", "--pid", "1"])
     assert r.returncode == 2 and "'sometimes'" in r.stderr and len(r.stderr.splitlines()) == 1
-    r = run([sys.executable, "-m", "stackprov", "stack", "--help"])
+    r = python_m_help("stack", "--help")
     assert r.returncode == 0 and "Exit status" in r.stdout
     # the last section of --help is the exit status, and every CLI option is offered
     assert r.stdout.rstrip().split("\n\n")[-1].startswith("Exit status:")
@@ -104,9 +104,11 @@ def test_python_m_stack_core_json_equals_cli(core_of_fixture):
         want, got = same(["--core", core] + extra)
         assert want.returncode == 0, (extra, want.stderr)
         assert (got.stdout, got.returncode) == (want.stdout, want.returncode), extra
+        if extra == ["--json", "--offline", "--store", store]:
+            offline_json = got.stdout
     # offline from bundles: every frame was found through the bundles' unwind rows or the
     # registers (cfi_bundle / context), none through a module file's CFI
-    j = json.loads(same(["--core", core, "--json", "--offline", "--store", store])[1].stdout)
+    j = json.loads(offline_json)
     assert {f["method"] for t in j["threads"] for f in t["frames"]} <= {"context", "cfi_bundle"}
     # the default store ($XDG_DATA_HOME/stackprov/store) with --offline, as the CLI
     xdg = os.path.dirname(os.path.dirname(store))
@@ -176,7 +178,7 @@ def test_python_m_stack_python_frames_equal_cli():
             want, got = same(["--pid", str(proc.pid)] + extra)
             assert want.returncode == 0, (extra, want.stderr)
             assert (got.stdout, got.returncode) == (want.stdout, want.returncode), extra
-        j = json.loads(same(["--pid", str(proc.pid), "--python=only", "--json"])[1].stdout)
+        j = json.loads(got.stdout)  # the last: --python=only --json
         names = [f["function"] for f in j["threads"][0]["frames"]]
         assert names == ["leaf", "middle", "middle", "middle", "<lambda>", "<module>"], names
         assert all(f["method"] == "runtime" for f in j["threads"][0]["frames"])
@@ -228,22 +230,21 @@ def test_python_m_help_usage_options_then_prose():
     """Every command `python3 -m stackprov --help` lists, and every subcommand its usage lines name
     (`bundle build`, `log init`), prints its usage, then its options, then the prose, as the CLI's
     --help does (issue 36; the rule and its terms: tests/lib/help_layout.py, which cli_help applies
-    to the CLI)."""
-    top = run([sys.executable, "-m", "stackprov", "--help"])
+    to the CLI). The top --help is a `python3 -m stackprov` process; the commands' and subcommands'
+    texts come from one interpreter calling the same main() (conftest.python_m_helps)."""
+    top = python_m_help("--help")
     assert top.returncode == 0 and help_layout.problems(top.stdout) == [], top.stdout
     # argparse lists the commands under "<command>", four spaces in, before their summaries.
     cmds = re.findall(r"^    ([a-z][a-z-]*)(?:\s|$)", top.stdout, re.M)
     assert len(cmds) >= 10, top.stdout
-    checked = []
-    for cmd in cmds:
-        h = run([sys.executable, "-m", "stackprov", cmd, "--help"])
+    checked, subs = [], []
+    for cmd, h in zip(cmds, python_m_helps([[cmd, "--help"] for cmd in cmds])):
         assert h.returncode == 0 and help_layout.problems(h.stdout) == [], (cmd, help_layout.problems(h.stdout))
         usage, _ = help_layout.usage_block(h.stdout.split("\n"))
         sub_re = re.compile(r"^(?:usage:)?\s*python3 -m stackprov %s ([a-z][a-z0-9-]*)(?:\s|$)" % re.escape(cmd))
-        subs = sorted({m.group(1) for m in map(sub_re.match, usage) if m})
-        for sub in subs:
-            s = run([sys.executable, "-m", "stackprov", cmd, sub, "--help"])
-            bad = help_layout.problems(s.stdout)
-            assert s.returncode == 0 and bad == [], (cmd, sub, bad)
-            checked.append(cmd + " " + sub)
+        subs += [(cmd, sub) for sub in sorted({m.group(1) for m in map(sub_re.match, usage) if m})]
+    for (cmd, sub), s in zip(subs, python_m_helps([[cmd, sub, "--help"] for cmd, sub in subs])):
+        bad = help_layout.problems(s.stdout)
+        assert s.returncode == 0 and bad == [], (cmd, sub, bad)
+        checked.append(cmd + " " + sub)
     assert checked, "no usage line names a subcommand (bundle build, log init)"

@@ -9,6 +9,7 @@
 #   the UUID as llvm-dwarfdump-16 --uuid prints it;
 # - symbolize_id("pdb-guid-age" | "macho-uuid", ...) from a bundle with the module gone, and
 #   symbolize(symbol_path=) finding a moved PDB: llvm-symbolizer-14 / -16 on the original files.
+import functools
 import json
 import os
 import random
@@ -30,6 +31,24 @@ def build_path(*parts, what):
     if not os.path.exists(p):
         pytest.fail("%s is missing: build %s" % (p, what))
     return p
+
+
+# The peers' answers about the build's fixture files (llvm-nm-16's symbols, llvm-dwarfdump-16's UUIDs,
+# llvm-readobj-14's and llvm-symbolizer-14's reading of pdb_cpp.exe) are asked once: several tests
+# check against the same answer about the same unchanged file.
+@functools.lru_cache(maxsize=None)
+def nm_functions(path):
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration", "macho_unicorn"))
+    import macho_unicorn_test as mu
+    return tuple(mu.nm_functions(need_tool("llvm-nm-16"), path))
+
+
+@functools.lru_cache(maxsize=None)
+def dwarfdump_uuid(path):
+    """The UUID llvm-dwarfdump-16 --uuid prints for a thin Mach-O file."""
+    out = subprocess.run([need_tool("llvm-dwarfdump-16"), "--uuid", path], capture_output=True, text=True,
+                         check=True).stdout
+    return re.search(r"UUID: (\S+)", out).group(1)
 
 
 def minidump_check():
@@ -101,7 +120,6 @@ def unicorn_states(out_dir, per_arch=40, gone=None):
     (and dSYMs) are copied to; the same states naming them there by identity go to OUT_DIR-bundle."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration", "macho_unicorn"))
     import macho_unicorn_test as mu
-    nm = need_tool("llvm-nm-16")
     expected = {}
     os.makedirs(out_dir, exist_ok=True)
     if gone is not None:
@@ -110,7 +128,7 @@ def unicorn_states(out_dir, per_arch=40, gone=None):
         path = build_path("tests", "integration", "macho_unicorn", "fixtures", "chain_" + arch,
                           what="macho_unicorn_fixtures (clang-16, ld64.lld-16)")
         run = mu.Run(path, arch, mu.SLIDE)
-        run.syms = mu.nm_functions(nm, path)
+        run.syms = nm_functions(path)
         if gone is not None:
             run.gone_path = os.path.join(gone, os.path.basename(path))
             shutil.copy(path, run.gone_path)
@@ -130,12 +148,10 @@ def test_stack_raw_macho(tmp_path):
     info, threads = stackprov.stack_with_info(raw=str(tmp_path), lines=False)
     assert info.source == "raw"
     assert sorted(t.name for t in threads) == sorted(expected)
-    dwarfdump = need_tool("llvm-dwarfdump-16")
     uuids = {}
     for arch in ("x86_64", "arm64"):
         path = build_path("tests", "integration", "macho_unicorn", "fixtures", "chain_" + arch, what="macho_unicorn_fixtures")
-        out = subprocess.run([dwarfdump, "--uuid", path], capture_output=True, text=True, check=True).stdout
-        uuids[arch] = re.search(r"UUID: (\S+)", out).group(1)
+        uuids[arch] = dwarfdump_uuid(path)
     bad = []
     for t in threads:
         exp = expected[t.name]
@@ -215,9 +231,10 @@ def differences(addrs, got, ref):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def pdb_fixture():
-    """pdb_cpp.exe (clang-14 -gcodeview, lld-link-14 /debug: C++ with inlining), its .text addresses
-    and its symbol-server key from llvm-readobj-14."""
+    """pdb_cpp.exe (clang-14 -gcodeview, lld-link-14 /debug: C++ with inlining), its .text addresses,
+    its symbol-server key from llvm-readobj-14, and llvm-symbolizer-14's chains at those addresses."""
     exe = build_path("tests", "pdb-fixtures", "pdb_cpp.exe", what="unit_pdb_fixtures (clang-14, lld-link-14)")
     readobj = need_tool("llvm-readobj-14")
     t = subprocess.run([readobj, "--coff-debug-directory", "--sections", "--file-headers", exe], capture_output=True,
@@ -228,12 +245,12 @@ def pdb_fixture():
     base = int(re.search(r"ImageBase: (0x[0-9A-F]+)", t).group(1), 16)
     sec = re.search(r"Name: \.text .*?VirtualSize: (0x[0-9A-F]+)\s+VirtualAddress: (0x[0-9A-F]+)", t, re.S)
     start = base + int(sec.group(2), 16)
-    return exe, key, list(range(start, start + int(sec.group(1), 16)))
+    addrs = tuple(range(start, start + int(sec.group(1), 16)))
+    return exe, key, addrs, tuple(llvm_chains("llvm-symbolizer-14", exe, addrs))
 
 
 def test_symbolize_id_pdb_bundle(tmp_path):
-    exe, key, addrs = pdb_fixture()
-    ref = llvm_chains("llvm-symbolizer-14", exe, addrs)
+    exe, key, addrs, ref = pdb_fixture()
     # The image and its PDB copied, bundled into a store, then gone: only the bundle answers.
     work = tmp_path / "m"
     work.mkdir()
@@ -266,8 +283,7 @@ def test_symbolize_id_pdb_bundle(tmp_path):
 def test_symbolize_symbol_path_pdb(tmp_path):
     """symbolize(symbol_path=): the image moved, its RSDS path made to point nowhere, the PDB in a
     symbol store's NAME.pdb/KEY/NAME.pdb: the answers llvm-symbolizer-14 gives on the original."""
-    exe, key, addrs = pdb_fixture()
-    ref = llvm_chains("llvm-symbolizer-14", exe, addrs)
+    exe, key, addrs, ref = pdb_fixture()
     data = open(exe, "rb").read()
     pdb_path = os.path.abspath(os.path.splitext(exe)[0] + ".pdb").encode()
     assert data.count(pdb_path) == 1, "the RSDS record's path %s is not in the image once" % pdb_path
@@ -290,8 +306,7 @@ def test_symbolize_symbol_path_pdb(tmp_path):
 def test_symbolize_id_macho_bundle(tmp_path):
     exe = build_path("tests", "integration", "macho_unicorn", "fixtures", "chain_x86_64", what="macho_unicorn_fixtures")
     addrs = macho_text(exe)
-    uuid = re.search(r"UUID: (\S+)", subprocess.run([need_tool("llvm-dwarfdump-16"), "--uuid", exe], capture_output=True,
-                                                    text=True, check=True).stdout).group(1)
+    uuid = dwarfdump_uuid(exe)
     ref = llvm_chains("llvm-symbolizer-16", exe, addrs)  # with the dSYM beside the image
     work = tmp_path / "m"
     work.mkdir()
@@ -383,6 +398,7 @@ def test_python_m_stack_minidump_raw_equal_cli(tmp_path):
              ["--raw", str(states)], ["--raw", str(states), "--json"],
              ["--minidump", str(tmp_path / "absent.dmp")], ["--raw", str(states), "--tid", "3"],
              ["--symbol-path", str(tmp_path), "--raw", str(states)]]
+    outs = []
     for args in cases:
         want = subprocess.run([cli, "stack"] + args, capture_output=True, text=True, timeout=120)
         got = subprocess.run([sys.executable, "-m", "stackprov", "stack"] + args, capture_output=True, text=True,
@@ -390,8 +406,8 @@ def test_python_m_stack_minidump_raw_equal_cli(tmp_path):
         assert (got.stdout, got.returncode) == (want.stdout, want.returncode), args
         if want.returncode == 2:  # a usage error: one line naming the offending option
             assert len(got.stderr.splitlines()) == 1 and args[0] in got.stderr, args
-    assert "exception: 0x" in subprocess.run([sys.executable, "-m", "stackprov", "stack"] + cases[0], capture_output=True,
-                                             text=True).stdout
+        outs.append(got.stdout)
+    assert "exception: 0x" in outs[0]
 
 
 def test_stack_json_identity_of_any_format(tmp_path):
@@ -412,12 +428,10 @@ def test_stack_json_identity_of_any_format(tmp_path):
     states = tmp_path / "states"
     states.mkdir()
     unicorn_states(str(states), per_arch=2)
-    dwarfdump = need_tool("llvm-dwarfdump-16")
     uuids = set()
     for arch in ("x86_64", "arm64"):
         path = build_path("tests", "integration", "macho_unicorn", "fixtures", "chain_" + arch, what="macho_unicorn_fixtures")
-        dd = subprocess.run([dwarfdump, "--uuid", path], capture_output=True, text=True, check=True).stdout
-        uuids.add(re.search(r"UUID: (\S+)", dd).group(1))
+        uuids.add(dwarfdump_uuid(path))
     out = subprocess.run([cli, "stack", "--raw", str(states), "--json", "--no-lines"], capture_output=True, text=True,
                          check=True, timeout=120).stdout
     got = {(f["id_kind"], f["module_key"], f["build_id"]) for t in json.loads(out)["threads"] for f in t["frames"]}

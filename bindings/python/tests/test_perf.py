@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import need_env, need_tool
+from conftest import need_env, need_tool, python_m_help
 from peers import parse_perf_script, perf_addr_delta
 
 CHAIN = ("c_fn", "d_fn", "b_fn", "a_fn")
@@ -272,9 +272,9 @@ def test_python_m_errors_as_cli(args, status, shown):
 
 
 def test_python_m_help_lists_every_served_command():
-    r = run(["--help"])
+    r = python_m_help("--help")
     for cmd in ("stack", "symbolize", "record", "perf-import", "trace-capture", "bundle", "keygen", "sign"):
         assert re.search(r"^\s+%s\s" % re.escape(cmd), r.stdout, re.M), cmd
     for cmd in ("record", "perf-import"):
-        h = run([cmd, "--help"])
+        h = python_m_help(cmd, "--help")
         assert h.returncode == 0 and h.stdout.startswith("usage: python3 -m stackprov " + cmd), h.stdout[:200]
