@@ -16,11 +16,13 @@ the call; (3) a call without a pad is allowed only where llvm-symbolizer has jus
 symbol-table answer (one frame, "??:0:0" or "<STT_FILE name>:0:0": .plt/.init/.fini, crt code),
 counted; any other call without a pad fails (coverage of the DWARF-described calls: 100%). A missing tool fails."""
 import argparse
+import mmap
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
@@ -51,13 +53,34 @@ PREFIXES = {"data16", "addr32", "bnd", "notrack", "lock", "rep", "repz", "repnz"
             "es", "ss", "fs", "gs"}
 
 
+def candidate_lines(cmd, needles):
+    """The lines of CMD's output (as run() gives them, split by str.splitlines) that hold one of
+    NEEDLES: the output goes to a file, and only the newline-delimited lines a search of its bytes
+    finds are decoded and split (objdump -d -w of python3.11 is 42 MB, ~1.2 M lines)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.run(cmd, stdout=out, stderr=err)
+        if p.returncode != 0:
+            err.seek(0)
+            sys.exit("FAIL: %s exited %d: %s" % (" ".join(cmd[:6]), p.returncode,
+                                                  err.read().decode(errors="replace").strip()[:2000]))
+        if os.fstat(out.fileno()).st_size == 0:
+            return []
+        with mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ) as text:
+            find = re.compile(b"|".join(re.escape(n.encode()) for n in sorted(needles)))
+            lines = []
+            for start in sorted({text.rfind(b"\n", 0, m.start()) + 1 for m in find.finditer(text)}):
+                end = text.find(b"\n", start)
+                lines += text[start:len(text) if end < 0 else end].decode().splitlines()
+            return lines
+
+
 def objdump_calls(binary, arch):
     """{address: bytes to the return pad} of every call instruction objdump -d shows (its own
-    linear sweep)."""
+    linear sweep). Only lines holding a call mnemonic can be calls (candidate_lines)."""
     tool, mnemonics, fixed = ARCHES[arch]
     calls = {}
     insn = re.compile(r"^\s*([0-9a-f]+):\t([0-9a-f]+(?: [0-9a-f]+)*)\s*\t(.*)$")
-    for line in run([tool, "-d", "-w", binary]).splitlines():
+    for line in candidate_lines([tool, "-d", "-w", binary], mnemonics):
         m = insn.match(line)
         if not m:
             continue

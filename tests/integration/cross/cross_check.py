@@ -4,6 +4,8 @@
 # aarch64 also inside a makecontext coroutine, doc/async-stacks.md) under
 # qemu-user (target core files), unwinds the cores with
 # `stackprov stack --core` on the host and compares every frame (pc, name) and the stop with gdb-multiarch.
+# gdb-multiarch runs once per architecture for the backtraces of all its cores (`file`, `core-file`,
+# `bt` for each) and once per module file for the PIE cores' `info symbol` queries.
 import argparse
 import glob
 import json
@@ -46,10 +48,27 @@ def core_limit():
     resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
 
-def make_core(qemu, sysroot, exe, mode, workdir):
+# gdb 13 spins without end on an aarch64 signal frame that holds an SVE record when the core has no
+# SVE register note (aarch64_linux_sigframe_init does not step over the record then; qemu writes no
+# such note), and qemu-aarch64's default cpu ("max") puts one in every signal frame. O1's signal
+# core keeps it (stackprov's walk through an SVE signal frame, checked against the frames gdb
+# prints before it, the chain and the stop), and so does pie's (gdb's backtrace is not run on PIE
+# cores); the other builds' signal cores come from a cpu without SVE, whose signal frames gdb
+# unwinds, so that gdb's whole backtrace is compared there.
+SVE_SIGNAL_BUILDS = ("O1", "pie")
+
+
+def qemu_cpu(arch, build, mode):
+    """qemu's -cpu for a core: "max" without SVE for the aarch64 signal cores but SVE_SIGNAL_BUILDS'."""
+    if arch == "aarch64" and mode == "signal" and build not in SVE_SIGNAL_BUILDS:
+        return ["-cpu", "max,sve=off"]
+    return []
+
+
+def make_core(qemu, sysroot, exe, mode, workdir, cpu=()):
     for f in glob.glob(os.path.join(workdir, "qemu_*.core")) + glob.glob(os.path.join(workdir, "core*")):
         os.unlink(f)
-    subprocess.run([qemu, "-L", sysroot, exe, mode], cwd=workdir, preexec_fn=core_limit,
+    subprocess.run([qemu, "-L", sysroot, *cpu, exe, mode], cwd=workdir, preexec_fn=core_limit,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     cores = glob.glob(os.path.join(workdir, "qemu_*.core"))
     for f in glob.glob(os.path.join(workdir, "core*")):
@@ -70,28 +89,47 @@ def ours(cli, core, exe, sysroot):
     t = doc["threads"][0]
     frames = [{"pc": int(f["pc"], 16), "name": (f.get("function") or "??").split("+")[0],
                "method": f["method"], "module": f.get("module", ""),
-               "offset": int(f["module_offset"], 16) if f.get("module_offset") else None}
+               "offset": int(f["module_offset"], 16) if f.get("module_offset") else None,
+               "continues_on_return": f.get("continues_on_return")}
               for f in t["frames"]]
     return frames, t["stop_reason"], out
 
 
-def gdb(core, exe, sysroot):
-    """gdb-multiarch's `bt` with backtrace past-main, so that it prints the frames down to _start.
-    gdb 13 spins after the frames it printed on aarch64 cores interrupted by a signal (unwinding
-    through qemu's sigtramp page): keep what it printed before the timeout, and say so."""
-    # gdb flushes each frame line as it prints it: once it has been silent for 8 s after printing
-    # (it spins, as above) or after 30 s in all, it is stopped and what it printed is kept (the
-    # check below still wants every fixture frame from it). The spinning runs took three 30-s
-    # timeouts of this test's ~100 s before.
-    p = subprocess.Popen(["gdb-multiarch", "-batch", "-nx", "-ex", "set sysroot " + sysroot,
-                          "-ex", "set print frame-arguments none", "-ex", "set backtrace limit 64",
-                          "-ex", "set backtrace past-main on", "-ex", "set debuginfod enabled off",
-                          "-ex", "bt", exe, core], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    chunks, start, last, timed_out = [], time.monotonic(), time.monotonic(), False
+# Printed by gdb's `echo` before each case of a batched gdb-multiarch run: the text up to the next
+# marker is that case's.
+MARK = "@@cross-case "
+GDB_SETTINGS = ["-ex", "set print frame-arguments none", "-ex", "set backtrace limit 64",
+                "-ex", "set backtrace past-main on", "-ex", "set debuginfod enabled off"]
+
+
+def cpu_seconds(pid):
+    """The user + system CPU seconds process PID has used (/proc/PID/stat utime, stime); 0 once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# gdb-multiarch's CPU time without printing anything after which it is taken to spin: one case (load
+# a program's symbols, a core, print its backtrace) takes ~0.3 CPU-s.
+SPIN_CPU_S = 3.0
+
+
+def gdb_stream(cmd):
+    """Runs gdb-multiarch CMD, reading its stdout as it comes; (text, stopped). gdb flushes each frame
+    line as it prints it: once it has been silent for 8 s or SPIN_CPU_S of its CPU time after printing
+    (gdb 13 spins after the frames it printed on aarch64 cores whose signal frame holds an SVE record,
+    see SVE_SIGNAL_BUILDS) or after 30 s in one case (from its marker on, or from the start), it is
+    stopped and what it printed is kept."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    chunks, start, last, stopped, marks = [], time.monotonic(), time.monotonic(), False, 0
+    cpu_last = 0.0
     while True:
         now = time.monotonic()
-        if now - start > 30 or (chunks and now - last > 8):
-            timed_out = True
+        if now - start > 30 or (chunks and (now - last > 8 or cpu_seconds(p.pid) - cpu_last > SPIN_CPU_S)):
+            stopped = True
             p.kill()
             break
         ready, _, _ = select.select([p.stdout], [], [], 0.2)
@@ -100,19 +138,73 @@ def gdb(core, exe, sysroot):
             if not data:
                 break
             chunks.append(data)
-            last = time.monotonic()
+            last, cpu_last = time.monotonic(), cpu_seconds(p.pid)
+            n = b"".join(chunks).count(MARK.encode())
+            if n != marks:
+                marks, start = n, last  # a new case: its own 30 s
     p.wait()
     p.stdout.close()
-    text = b"".join(chunks).decode(errors="replace")
-    if timed_out:
-        text += "\n[gdb timed out]\n"
+    return b"".join(chunks).decode(errors="replace"), stopped
+
+
+def split_cases(text):
+    """{case index: its text} of a batched run's output (the lines after each MARK line)."""
+    out, cur = {}, None
+    for line in text.splitlines(keepends=True):
+        if line.startswith(MARK):
+            cur = int(line[len(MARK):])
+            out[cur] = ""
+        elif cur is not None:
+            out[cur] += line
+    return out
+
+
+def bt_frames(text):
+    """gdb's frames in one case's text: (pc, name), (None, "<signal>") for a signal frame; the frame gdb
+    prints when it loads the core is the bt's #0 again (kept once)."""
     frames, seen = [], set()
     for f in [f for frames in parse_gdb_bt(text).values() for f in frames]:
         if f["index"] in seen:
             continue
         seen.add(f["index"])
         frames.append((None, "<signal>") if f["marker"] else (f["pc"], f["function"]))
-    return frames, text
+    return frames
+
+
+def gdb_backtraces(cases, sysroot):
+    """gdb-multiarch's `bt`, with backtrace past-main so that it prints the frames down to _start, of
+    each case's core (case["exe"], case["core"]), and `print/x` of case["exprs"] (printed before the
+    bt) -> {case name: (frames, text, values)}. One gdb for all the cases (`file` when the program
+    changes, `core-file`, the prints, `bt`): what each case prints is what a gdb of its own prints
+    (cores and programs are independent). Cases in mode "signal" go last, SVE_SIGNAL_BUILDS' last of
+    all: when gdb is stopped in a case (gdb_stream), the text it printed is kept with "[gdb timed out]",
+    and the cases after it get a new gdb."""
+    order = sorted(cases, key=lambda c: (c["mode"] == "signal", c["build"] in SVE_SIGNAL_BUILDS))
+    out = {}
+    while order:
+        cmd = ["gdb-multiarch", "-batch", "-nx", "-ex", "set sysroot " + sysroot] + GDB_SETTINGS
+        exe = None
+        for i, c in enumerate(order):
+            cmd += ["-ex", "echo \\n%s%d\\n" % (MARK, i)]
+            if c["exe"] != exe:
+                cmd += ["-ex", "file " + c["exe"]]
+                exe = c["exe"]
+            cmd += ["-ex", "core-file " + c["core"]]
+            for e in c.get("exprs", ()):
+                cmd += ["-ex", "print/x " + e]
+            cmd += ["-ex", "bt"]
+        text, stopped = gdb_stream(cmd)
+        per_case = split_cases(text)
+        done = max(per_case) + 1 if per_case else len(order)  # no marker at all: gdb did not run
+        for i, c in enumerate(order[:done]):
+            t = per_case.get(i, "")
+            if stopped and i == done - 1:
+                t += "\n[gdb timed out]\n"
+            vals = [int(m.group(1), 16) for m in re.finditer(r"^\$\d+ = (0x[0-9a-f]+)$", t, re.M)]
+            n = len(c.get("exprs", ()))
+            out[c["name"]] = (bt_frames(t), t, vals if len(vals) == n else [None] * n)
+        order = order[done:]
+    return out
 
 
 _SYMVALS = {}
@@ -169,31 +261,53 @@ def compare(mine, ref, sysroot):
 _SYM = {}
 
 
-def gdb_symbol(path, offset):
-    """The function gdb-multiarch names at link-time address `offset` of the file alone (no core)."""
-    key = (path, offset)
-    if key not in _SYM:
-        p = subprocess.run(["gdb-multiarch", "-batch", "-nx", "-ex", "set debuginfod enabled off",
-                            "-ex", "info symbol 0x%x" % offset, path], capture_output=True, text=True, timeout=30)
-        names = [n for n in parse_gdb_info_symbol(p.stdout) if n != "??"]
-        _SYM[key] = names[0] if names else None
-    return _SYM[key]
-
-
-def compare_pie(mine, exe, sysroot):
-    """PIE cores (gdb 13 cannot relocate a PIE from a qemu core: the program-header page is not
-    dumped): every frame in the executable or a library is named by gdb at its module offset,
-    read from the file alone; the module offset of a caller frame is looked up at offset - 1."""
-    errs = []
+def pie_lookups(mine, sysroot):
+    """(frame index, frame, module file, link-time address gdb is asked about) of every frame of a PIE
+    core in a module (the module file None when it is not found); the module offset of a caller frame
+    is looked up at offset - 1."""
     for i, f in enumerate(mine):
         if f["offset"] is None or not f["module"]:
             continue
         path = module_file(f, sysroot)
         if not os.path.exists(path):
-            errs.append("#%d module %s not found" % (i, f["module"]))
+            yield i, f, None, None
             continue
         caller = i > 0 and f["method"] != "signal"
-        want = gdb_symbol(path, f["offset"] - (1 if caller else 0))
+        yield i, f, path, f["offset"] - (1 if caller else 0)
+
+
+def gdb_symbols(queries):
+    """The function gdb-multiarch names at each link-time address of each file alone (no core), into
+    _SYM[(path, address)]: one gdb per file with an `info symbol` per address (each answer depends on
+    the file and the address only)."""
+    by_path = {}
+    for path, addr in queries:
+        if (path, addr) not in _SYM:
+            by_path.setdefault(path, [])
+            if addr not in by_path[path]:
+                by_path[path].append(addr)
+    for path, addrs in by_path.items():
+        cmd = ["gdb-multiarch", "-batch", "-nx", "-ex", "set debuginfod enabled off"]
+        for i, addr in enumerate(addrs):
+            cmd += ["-ex", "echo \\n%s%d\\n" % (MARK, i), "-ex", "info symbol 0x%x" % addr]
+        p = subprocess.run(cmd + [path], capture_output=True, text=True, timeout=30 + len(addrs))
+        per_case = split_cases(p.stdout)
+        for i, addr in enumerate(addrs):
+            names = [n for n in parse_gdb_info_symbol(per_case.get(i, "")) if n != "??"]
+            _SYM[(path, addr)] = names[0] if names else None
+
+
+def compare_pie(mine, sysroot):
+    """PIE cores (gdb 13 cannot relocate a PIE from a qemu core: the program-header page is not
+    dumped): every frame in the executable or a library is named by gdb at its module offset,
+    read from the file alone (pie_lookups, gdb_symbols)."""
+    errs = []
+    for i, f, path, addr in pie_lookups(mine, sysroot):
+        if path is None:
+            errs.append("#%d module %s not found" % (i, f["module"]))
+            continue
+        gdb_symbols([(path, addr)])
+        want = _SYM[(path, addr)]
         if want is not None and want != f["name"] and not same_symbol(path, want, f["name"]):
             errs.append("#%d %s+offset 0x%x: %s, gdb on the file says %s" % (i, f["module"], f["offset"], f["name"], want))
         if want is None and f["name"] in CHAIN:
@@ -218,17 +332,11 @@ def chain_errors(mine, mode):
     return errs
 
 
-def gdb_values(core, exe, sysroot, exprs):
-    """gdb-multiarch's `print/x` of each expression in the core, as ints (None when it printed none)."""
-    cmd = ["gdb-multiarch", "-batch", "-nx", "-ex", "set sysroot " + sysroot, "-ex", "set debuginfod enabled off"]
-    for e in exprs:
-        cmd += ["-ex", "print/x " + e]
-    p = subprocess.run(cmd + [exe, core], capture_output=True, text=True, timeout=60)
-    vals = [int(m.group(1), 16) for m in re.finditer(r"^\$\d+ = (0x[0-9a-f]+)$", p.stdout, re.M)]
-    return vals if len(vals) == len(exprs) else [None] * len(exprs)
+# The coroutine core's uc_link context as gdb prints it (gdb_backtraces prints them before the bt).
+CORO_EXPRS = ["(unsigned long)&g_resumer", "g_resumer.uc_mcontext.pc", "g_resumer.uc_mcontext.sp"]
 
 
-def coroutine_errors(cli, core, exe, sysroot, mine, stop, ref):
+def coroutine_errors(mine, stop, ref, values):
     """The "coroutine" mode (issue 35, doc/async-stacks.md): the chain runs in a makecontext coroutine
     whose uc_link is &g_resumer. The walk ends at glibc's entry trampoline (__startcontext on aarch64)
     with coroutine_entry, every frame's pc equal to gdb's frame at the same index (gdb goes on past the
@@ -246,12 +354,8 @@ def coroutine_errors(cli, core, exe, sysroot, mine, stop, ref):
     for i, f in enumerate(mine):
         if i >= len(ref) or ref[i][0] != f["pc"]:
             errs.append("frame %d: pc 0x%x, gdb %s" % (i, f["pc"], ref[i] if i < len(ref) else "-"))
-    p = subprocess.run([cli, "stack", "--core", core, "--exe", exe, "--sysroot", sysroot, "--json"],
-                       capture_output=True, text=True, timeout=60)
-    frames = json.loads(p.stdout)["threads"][0]["frames"] if p.stdout else []
-    note = frames[-1].get("continues_on_return") if frames else None
-    ctx, pc, sp = gdb_values(core, exe, sysroot, ["(unsigned long)&g_resumer", "g_resumer.uc_mcontext.pc",
-                                                  "g_resumer.uc_mcontext.sp"])
+    note = mine[-1]["continues_on_return"] if mine else None  # `stack --core --json` (ours)
+    ctx, pc, sp = values
     if note is None:
         errs.append("no continues_on_return on the entry frame")
     elif (int(note["context"], 16), int(note.get("pc", "0"), 16), int(note.get("sp", "0"), 16)) != (ctx, pc, sp):
@@ -283,6 +387,7 @@ def main():
         if args.only and arch not in args.only.split(","):
             continue
         cc = shutil.which(prefix + "gcc")
+        cases = []  # every core of the arch first, then the peers' answers for all of them at once
         for build, (flags, want_method) in BUILDS.items():
             if build == "nocfi" and not arch.startswith("mips"):
                 continue
@@ -293,58 +398,66 @@ def main():
                 modes += ("coroutine",)  # glibc's __startcontext (doc/async-stacks.md)
             for mode in modes:
                 name = "%s/%s/%s" % (arch, build, mode)
-                core = make_core(qemu, sysroot, exe, mode, args.work)
+                core = make_core(qemu, sysroot, exe, mode, args.work, qemu_cpu(arch, build, mode))
                 if core is None:
                     failures.append(name + ": qemu wrote no core")
                     continue
                 kept = os.path.join(args.work, "%s-%s-%s.core" % (arch, build, mode))
                 os.replace(core, kept)
                 mine, stop, out = ours(args.cli, kept, exe, sysroot)
-                # PIE cores are checked against gdb's view of the file alone (compare_pie): gdb's
-                # backtrace of the core is not used for them, so it is not run.
-                ref, gout = ([], "") if build == "pie" else gdb(kept, exe, sysroot)
-                ran += 1
-                errs = []
-                if mode == "coroutine":
-                    errs = coroutine_errors(args.cli, kept, exe, sysroot, mine, stop, ref)
-                    print("%-22s %s: %d frames (stop %s), gdb %d frames" % (name, "ok" if not errs else "FAIL", len(mine),
-                                                                           stop, len(ref)))
-                    if errs:
-                        failures.append(name + ": " + "; ".join(errs))
-                        print(out)
-                        print(gout)
-                    continue
-                if stop != WANT_STOP:
-                    last = mine[-1] if mine else None
-                    errs.append("stop reason %s, expected %s (last frame %s [%s])" % (
-                        stop, WANT_STOP, last["name"] if last else "-", last["method"] if last else "-"))
-                if build == "pie":
-                    errs += compare_pie(mine, exe, sysroot)
-                else:
-                    errs += compare(mine, ref, sysroot)
-                    timed_out = "[gdb timed out]" in gout
-                    # Past main, gdb goes on to _start: it printed the whole stack unless it hung,
-                    # and then ours is exactly as long.
-                    if not timed_out and len(mine) != len(ref):
-                        errs.append("stackprov %d frames, gdb %d" % (len(mine), len(ref)))
-                    if timed_out:
-                        name += " (gdb hung after %d frames)" % len(ref)
-                    if len(ref) < len(CHAIN):
-                        errs.append("gdb gave %d frames" % len(ref))
-                errs += chain_errors(mine, mode)
-                if mode == "null" and (len(mine) < 2 or mine[0]["pc"] != 0 or
-                                       mine[1]["method"] != "bad_pc_return" or mine[1]["name"] != "c_fn"):
-                    errs.append("a call through NULL: want frame 0 at pc 0, frame 1 c_fn by bad_pc_return; got %s" %
-                                [(hex(f["pc"]), f["name"], f["method"]) for f in mine[:2]])
-                if want_method and not any(f["method"] == want_method and f["name"] in CHAIN for f in mine):
-                    errs.append("no fixture frame found by %s" % want_method)
-                status = "ok" if not errs else "FAIL"
-                print("%-22s %s: %d frames (stop %s), %s" % (name, status, len(mine), stop, "gdb %d frames" % len(ref)
-                                                             if build != "pie" else "PIE: vs gdb on the file"))
+                cases.append({"name": name, "build": build, "mode": mode, "exe": exe, "core": kept, "mine": mine,
+                              "stop": stop, "out": out, "want_method": want_method,
+                              "exprs": CORO_EXPRS if mode == "coroutine" else ()})
+        # PIE cores are checked against gdb's view of the file alone (compare_pie): gdb's backtrace
+        # of the core is not used for them, so it is not run.
+        refs = gdb_backtraces([c for c in cases if c["build"] != "pie"], sysroot)
+        gdb_symbols([(path, addr) for c in cases if c["build"] == "pie"
+                     for _, _, path, addr in pie_lookups(c["mine"], sysroot) if path is not None])
+        for c in cases:
+            name, build, mode, mine, stop, out = c["name"], c["build"], c["mode"], c["mine"], c["stop"], c["out"]
+            ref, gout, values = refs.get(name, ([], "", []))
+            ran += 1
+            errs = []
+            if mode == "coroutine":
+                errs = coroutine_errors(mine, stop, ref, values)
+                print("%-22s %s: %d frames (stop %s), gdb %d frames" % (name, "ok" if not errs else "FAIL", len(mine),
+                                                                       stop, len(ref)))
                 if errs:
                     failures.append(name + ": " + "; ".join(errs))
                     print(out)
                     print(gout)
+                continue
+            if stop != WANT_STOP:
+                last = mine[-1] if mine else None
+                errs.append("stop reason %s, expected %s (last frame %s [%s])" % (
+                    stop, WANT_STOP, last["name"] if last else "-", last["method"] if last else "-"))
+            if build == "pie":
+                errs += compare_pie(mine, sysroot)
+            else:
+                errs += compare(mine, ref, sysroot)
+                timed_out = "[gdb timed out]" in gout
+                # Past main, gdb goes on to _start: it printed the whole stack unless it hung,
+                # and then ours is exactly as long.
+                if not timed_out and len(mine) != len(ref):
+                    errs.append("stackprov %d frames, gdb %d" % (len(mine), len(ref)))
+                if timed_out:
+                    name += " (gdb hung after %d frames)" % len(ref)
+                if len(ref) < len(CHAIN):
+                    errs.append("gdb gave %d frames" % len(ref))
+            errs += chain_errors(mine, mode)
+            if mode == "null" and (len(mine) < 2 or mine[0]["pc"] != 0 or
+                                   mine[1]["method"] != "bad_pc_return" or mine[1]["name"] != "c_fn"):
+                errs.append("a call through NULL: want frame 0 at pc 0, frame 1 c_fn by bad_pc_return; got %s" %
+                            [(hex(f["pc"]), f["name"], f["method"]) for f in mine[:2]])
+            if c["want_method"] and not any(f["method"] == c["want_method"] and f["name"] in CHAIN for f in mine):
+                errs.append("no fixture frame found by %s" % c["want_method"])
+            status = "ok" if not errs else "FAIL"
+            print("%-22s %s: %d frames (stop %s), %s" % (name, status, len(mine), stop, "gdb %d frames" % len(ref)
+                                                         if build != "pie" else "PIE: vs gdb on the file"))
+            if errs:
+                failures.append(name + ": " + "; ".join(errs))
+                print(out)
+                print(gout)
     if ran == 0:
         print("FAIL: nothing ran")
         return 1

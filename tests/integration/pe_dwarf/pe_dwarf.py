@@ -10,12 +10,16 @@ symbolize --symbols=stackprov` names (ObjectImage::symbols) are checked against 
 .text from the bundle alone as llvm-symbolizer-14 does from the image; the Python binding answers
 one image's .text as the CLI does (PYTHONPATH: the build's python/)."""
 import argparse
+import functools
+import itertools
+import mmap
 import os
 import re
 import shutil
 import subprocess
 import struct
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,6 +49,8 @@ FIXTURES = [
 OWN = {"c": ("work", "classify", "hash", "recurse", "exported_entry", "main"),
        "cxx": ("main", "fixture::recurse", "fixture::count_words", "fixture::make", "fixture::Accumulator<long>::add")}
 INLINED = {"c": ("classify", "hash"), "cxx": ("fixture::Accumulator<long>::add",)}
+# The image the Python binding symbolizes (check_python).
+PYTHON_FIXTURE = "c_O2.exe"
 
 
 def run(cmd, inp=None):
@@ -56,6 +62,78 @@ def run(cmd, inp=None):
     return r.stdout
 
 
+def run_to(cmd, inp, out, append=False):
+    """Runs CMD with INP (str) on its stdin, its stdout into the file OUT (appended to with APPEND);
+    returns OUT. The symbolizers' answers for every byte of .text are up to 56 MB: they stay in files,
+    compared block by block as bytes (same_bytes: stricter than text, no newline translation) and
+    read whole only where needed (reading one whole, or from a pipe as text, costs ~0.3 CPU-s here)."""
+    with tempfile.TemporaryFile() as i, open(out, "ab" if append else "wb") as o, tempfile.TemporaryFile() as e:
+        i.write(inp.encode())
+        i.seek(0)
+        r = subprocess.run(cmd, stdin=i, stdout=o, stderr=e)
+        e.seek(0)
+        if r.returncode != 0:
+            raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), r.returncode,
+                                                     e.read()[-2000:].decode(errors="replace")))
+    return out
+
+
+def same_bytes(a, b):
+    """Whether the files A and B hold the same bytes."""
+    if os.path.getsize(a) != os.path.getsize(b):
+        return False
+    with open(a, "rb") as f, open(b, "rb") as g:
+        while True:
+            x = f.read(1 << 16)
+            if x != g.read(1 << 16):
+                return False
+            if not x:
+                return True
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def decode(out):
+    """A tool's stdout bytes as run() reads them (UTF-8, surrogateescape, universal newlines)."""
+    return out.decode("utf-8", "surrogateescape").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def answer_chunks(f, style):
+    """Yields the bytes of each answer in a symbolizer's output (the binary file F), in order, split at
+    newlines as the parser of the style splits the text: llvm_symbolizer_json one non-empty line
+    each, llvm_symbolizer_answers blocks of non-empty lines."""
+    block = []
+    for line in f:
+        line = line[:-1] if line.endswith(b"\n") else line
+        if style == "JSON":
+            if line.strip():
+                yield line
+        elif line:
+            block.append(line)
+        elif block:
+            yield b"\n".join(block)
+            block = []
+    if block:
+        yield b"\n".join(block)
+
+
+def parse_answer(chunk, style):
+    """One answer of answer_chunks, parsed by the style's parser."""
+    return (llvm_symbolizer_json if style == "JSON" else llvm_symbolizer_answers)(decode(chunk))[0]
+
+
+@functools.lru_cache(maxsize=None)
+def text_addresses(exe):
+    """Every address of EXE's .text, and them as the symbolizers' input ("0x..." lines)."""
+    lo, size, _ = sections(exe)[".text"]
+    addrs = list(range(lo, lo + size))
+    return addrs, "".join("0x%x\n" % a for a in addrs)
+
+
+@functools.lru_cache(maxsize=None)
 def sections(path):
     """{name: (vma, size, flags line)} from objdump -h (binutils, not our reader)."""
     out = run([OBJDUMP, "-h", path]).splitlines()
@@ -78,27 +156,38 @@ def load_exceptions():
     return out
 
 
-def compare(stackprov, exe, addrs, style, failures, exceptions, used):
+def compare(stackprov, exe, style, work, failures, exceptions, used):
     """One llvm-symbolizer and one stackprov process over `addrs`; the outputs must be identical,
     but for names listed in pe_dwarf_exceptions.txt (demangling: the --no-demangle answers of those
-    addresses must then be identical)."""
-    inp = "".join("0x%x\n" % a for a in addrs)
+    addresses must then be identical). Returns the file with llvm-symbolizer's output, in WORK (the
+    caller removes it). Where the outputs differ, only the answers whose text differs are parsed and
+    compared (answers with equal text parse equal)."""
+    addrs, inp = text_addresses(exe)
     extra = ["--output-style=JSON"] if style == "JSON" else []
+    base = os.path.join(work, "%s.%s" % (os.path.basename(exe), style))
     t0 = time.time()
-    ref = run([LLVM, "--obj=" + exe] + extra, inp)
+    ref = run_to([LLVM, "--obj=" + exe] + extra, inp, base + ".llvm")
     t1 = time.time()
-    ours = run([stackprov, "symbolize", "--obj", exe] + extra, inp)
+    ours = run_to([stackprov, "symbolize", "--obj", exe] + extra, inp, base + ".stackprov")
     t2 = time.time()
     print("  %-24s %-4s %6d addresses: llvm-symbolizer %.2f s, stackprov %.2f s" %
           (os.path.basename(exe), style, len(addrs), t1 - t0, t2 - t1))
-    if ref == ours:
+    differ, counts = {}, [0, 0]  # answer index -> (llvm-symbolizer's, stackprov's) text; answers of each
+    if not same_bytes(ref, ours):
+        with open(ref, "rb") as fa, open(ours, "rb") as fb:
+            for i, pair in enumerate(itertools.zip_longest(answer_chunks(fa, style), answer_chunks(fb, style))):
+                counts = [n + (x is not None) for n, x in zip(counts, pair)]
+                if pair[0] != pair[1]:
+                    differ[i] = pair
+    os.unlink(ours)
+    if not differ:
         return ref
-    parse = llvm_symbolizer_json if style == "JSON" else llvm_symbolizer_answers
-    a, b = parse(ref), parse(ours)
-    if len(a) != len(b):
-        failures.append("%s %s: %d answers from llvm-symbolizer, %d from stackprov" % (exe, style, len(a), len(b)))
+    if counts[0] != counts[1]:
+        failures.append("%s %s: %d answers from llvm-symbolizer, %d from stackprov" % (exe, style, *counts))
         return ref
-    bad = [i for i in range(len(a)) if a[i] != b[i]]
+    a = {i: parse_answer(x, style) for i, (x, _) in differ.items()}
+    b = {i: parse_answer(y, style) for i, (_, y) in differ.items()}
+    bad = [i for i in sorted(a) if a[i] != b[i]]
     # The differing addresses again, linkage names: identical, and each differing name excepted.
     raw_inp = "".join("0x%x\n" % addrs[i] for i in bad)
     raw = ["--output-style=JSON", "--no-demangle"]
@@ -119,16 +208,52 @@ def compare(stackprov, exe, addrs, style, failures, exceptions, used):
     return ref
 
 
-def check_content(exe, kind, answers, failures):
+def content_answers(ref, names, want_chain):
+    """check_content's answers of REF (llvm-symbolizer's JSON output, a bytes-like object): each line
+    that NAMES matches, parsed once, and with WANT_CHAIN, if none of them has an inline chain, the
+    lines from the first one up to the first with one."""
+
+    def line_from(start):
+        """The answer line at START, and where the next one starts."""
+        end = ref.find(b"\n", start)
+        end = len(ref) if end < 0 else end
+        return ref[start:end], end + 1
+
+    answers = [parse_answer(line_from(start)[0], "JSON")
+               for start in sorted({ref.rfind(b"\n", 0, m.start()) + 1 for m in names.finditer(ref)})]
+    chains = sum(len(a["Symbol"]) > 1 for a in answers)
+    start = 0
+    while want_chain and not chains and start < len(ref):
+        line, start = line_from(start)
+        if line.strip():
+            answers.append(parse_answer(line, "JSON"))
+            chains += len(answers[-1]["Symbol"]) > 1
+    return answers
+
+
+def check_content(exe, kind, ref_file, failures):
     """The answers are not vacuous: the fixture's own functions named (with their source line where
-    DWARF is present), inline chains in the -O2 builds, names without lines in the stripped ones."""
+    DWARF is present), inline chains in the -O2 builds, names without lines in the stripped ones.
+    REF_FILE: llvm-symbolizer's JSON output, one answer a line. Only the answers that can matter
+    are parsed (all of them cost ~10 CPU-s): those with a "FunctionName" that is one of the
+    fixture's function names or starts with one and "(" (none has a character JSON escapes, so the
+    answer holds it verbatim after the key), and where an inline chain is required, the answers up
+    to the first one with more than one frame."""
     lang = "cxx" if os.path.basename(exe).startswith("cxx") else "c"
     src = "fixture_inline.cpp" if lang == "cxx" else "fixture_mingw.c"
+    want_chain = kind == "dwarf" and "_O2" in exe
+    names = re.compile(rb'"FunctionName"\s*:\s*"(?:%s)["(]' %
+                       b"|".join(re.escape(n.encode()) for n in OWN[lang] + ("exported_entry",)))
+    with open(ref_file, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            answers = []
+        else:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as ref:
+                answers = content_answers(ref, names, want_chain)
+    chains = sum(len(a["Symbol"]) > 1 for a in answers)
     named = {}
-    chains = 0
     for ans in answers:
         frames = ans["Symbol"]
-        chains += len(frames) > 1
         for f in frames:
             fn = f["FunctionName"].split("(")[0]
             if fn in OWN[lang]:
@@ -142,7 +267,7 @@ def check_content(exe, kind, answers, failures):
             failures.append("%s: %s has no line in %s (%s)" % (exe, fn, src, named[fn]))
         elif kind == "symbols" and named[fn] != {""}:
             failures.append("%s: %s has a file without DWARF (%s)" % (exe, fn, named[fn]))
-    if kind == "dwarf" and "_O2" in exe and chains == 0:
+    if want_chain and chains == 0:
         failures.append("%s: no inline chain at any address" % exe)
     if kind == "exports" and not any(f["FunctionName"] == "exported_entry" for a in answers for f in a["Symbol"]):
         failures.append("%s: the export exported_entry names nothing" % exe)
@@ -163,7 +288,8 @@ def expected_functions(exe):
         out.setdefault(secs[s["section"]][0] + s["value"], set()).add(s["name"])
     # Cross-check with binutils nm: every text symbol it lists is one of these, a section
     # definition, a label (.l_*) or a FILE-record; and every one of these is in nm's list.
-    nm = {(a, n) for a, t, n in parse_nm(run([NM, "--no-demangle", exe])) if t in "tT"}
+    # --target: nm would otherwise load every bfd plugin (LLVMgold: libLLVM) to probe the format.
+    nm = {(a, n) for a, t, n in parse_nm(run([NM, "--target=pei-x86-64", "--no-demangle", exe])) if t in "tT"}
     mine = {(a, n) for a, ns in out.items() for n in ns}
     missing = mine - nm
     if missing:
@@ -202,15 +328,20 @@ def check_bundle(stackprov, exe, work, failures):
     info = run([stackprov, "bundle", "inspect", bundle])
     if "module pdb-guid-age " not in info:
         failures.append("%s: the bundle's module is not keyed by its PDB GUID+age:\n%s" % (exe, info))
-    lo, size, _ = sections(exe)[".text"]
-    addrs = list(range(lo, lo + size))
+    addrs, inp = text_addresses(exe)
     t0 = time.time()
-    want = llvm_symbolizer_answers(run([LLVM, "--obj=" + exe, "--no-demangle"], "".join("0x%x\n" % a for a in addrs)))
+    want_file = run_to([LLVM, "--obj=" + exe, "--no-demangle"], inp, bundle + ".llvm")
+    want = llvm_symbolizer_answers(decode(read_bytes(want_file)))
     t1 = time.time()
-    got = []
+    got_file = bundle + ".lookup"
     for k in range(0, len(addrs), 8000):
-        got += llvm_symbolizer_answers(run([stackprov, "bundle", "lookup", bundle] + ["0x%x" % a for a in addrs[k:k + 8000]]))
+        run_to([stackprov, "bundle", "lookup", bundle] + ["0x%x" % a for a in addrs[k:k + 8000]], "", got_file,
+               append=k > 0)
     t2 = time.time()
+    # The same bytes parse to the same answers: the answers are compared one by one only otherwise.
+    got = want if same_bytes(want_file, got_file) else llvm_symbolizer_answers(decode(read_bytes(got_file)))
+    os.unlink(want_file)
+    os.unlink(got_file)
     bad = [(hex(a), w, g) for a, w, g in zip(addrs, want, got) if w != g]
     if len(got) != len(addrs) or bad:
         failures.append("%s: bundle lookup differs from llvm-symbolizer at %d of %d addresses: %s" %
@@ -220,20 +351,22 @@ def check_bundle(stackprov, exe, work, failures):
           (os.path.basename(exe), os.path.getsize(bundle), len(addrs), inlined, t1 - t0, t2 - t1))
 
 
-def check_python(exe, failures):
+def check_python(exe, ref, work, failures):
     """The Python binding (`python3 -m stackprov symbolize`, sprov_symbolizer_addr_ex through
     `import stackprov`) takes the PE too: its LLVM-style answers at every byte of .text equal
-    llvm-symbolizer-14's (one process each, addresses on stdin)."""
+    llvm-symbolizer-14's (addresses on stdin). REF: the file with llvm-symbolizer-14's output for the
+    same input, from compare() (LLVM style)."""
     lo, size, _ = sections(exe)[".text"]
-    inp = "".join("0x%x\n" % a for a in range(lo, lo + size))
+    inp = text_addresses(exe)[1]
     t0 = time.time()
-    ref = run([LLVM, "--obj=" + exe], inp)
-    ours = run([sys.executable, "-m", "stackprov", "symbolize", "--obj", exe], inp)
-    if ref != ours:
-        a, b = llvm_symbolizer_answers(ref), llvm_symbolizer_answers(ours)
+    ours = run_to([sys.executable, "-m", "stackprov", "symbolize", "--obj", exe], inp,
+                  os.path.join(work, os.path.basename(exe) + ".python"))
+    if not same_bytes(ref, ours):
+        a, b = llvm_symbolizer_answers(decode(read_bytes(ref))), llvm_symbolizer_answers(decode(read_bytes(ours)))
         bad = [(hex(lo + i), x, y) for i, (x, y) in enumerate(zip(a, b)) if x != y]
         failures.append("%s: python3 -m stackprov symbolize differs at %d of %d addresses: %s" %
                         (exe, len(bad), size, bad[:5]))
+    os.unlink(ours)
     print("  %-24s python3 -m stackprov symbolize, %d addresses: %.2f s" % (os.path.basename(exe), size, time.time() - t0))
 
 
@@ -248,18 +381,23 @@ def main():
     failures = []
     exceptions, used = load_exceptions(), set()
     t0 = time.time()
+    python_ref = None  # llvm-symbolizer's LLVM-style answers for PYTHON_FIXTURE, for check_python
     for name, kind in FIXTURES:
         exe = os.path.join(args.fixtures, name)
-        lo, size, _ = sections(exe)[".text"]
-        addrs = list(range(lo, lo + size))
-        compare(args.stackprov, exe, addrs, "LLVM", failures, exceptions, used)
-        ref = compare(args.stackprov, exe, addrs, "JSON", failures, exceptions, used)
-        check_content(exe, kind, llvm_symbolizer_json(ref), failures)
+        ref = compare(args.stackprov, exe, "LLVM", args.work, failures, exceptions, used)
+        if name == PYTHON_FIXTURE:
+            python_ref = ref
+        else:
+            os.unlink(ref)
+        ref = compare(args.stackprov, exe, "JSON", args.work, failures, exceptions, used)
+        check_content(exe, kind, ref, failures)
+        os.unlink(ref)
     for name in sorted(set(exceptions) - used):
         failures.append("pe_dwarf_exceptions.txt: stale entry %s (no address differs by it any more)" % name)
     for name in ("c_O2.nodebug.exe", "cxx_O2.nodebug.exe"):
         check_symbols(args.stackprov, os.path.join(args.fixtures, name), failures)
-    check_python(os.path.join(args.fixtures, "c_O2.exe"), failures)
+    check_python(os.path.join(args.fixtures, PYTHON_FIXTURE), python_ref, args.work, failures)
+    os.unlink(python_ref)
     for name in ("c_O2.exe", "cxx_O2.exe"):
         check_bundle(args.stackprov, os.path.join(args.fixtures, name), args.work, failures)
     # Without --build-id a mingw image has no CodeView record: its bundle is keyed by its code id,

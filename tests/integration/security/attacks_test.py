@@ -210,9 +210,14 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+# nm's object format, named: probing for it loads every bfd plugin (LLVMgold: all of libLLVM), 0.25
+# CPU-s per nm run. Every library nm reads here is one the test built with the host's gcc.
+NM = ["nm", "--target=elf64-x86-64"]
+
+
 def symbol_address(lib: Path, name: str) -> int:
     """The st_value of the defined symbol NAME in LIB (from nm)."""
-    out = ct.run(["nm", "--defined-only", lib], timeout=20).stdout
+    out = ct.run([*NM, "--defined-only", lib], timeout=20).stdout
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 3 and parts[2] == name:
@@ -222,7 +227,7 @@ def symbol_address(lib: Path, name: str) -> int:
 
 def symbol_range(lib: Path, name: str) -> tuple[int, int]:
     """[start, end) of the defined symbol NAME in LIB (from nm -S)."""
-    out = ct.run(["nm", "-S", "--defined-only", lib], timeout=20).stdout
+    out = ct.run([*NM, "-S", "--defined-only", lib], timeout=20).stdout
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[3] == name:

@@ -68,12 +68,25 @@ def compile_launcher(host_tmp: Path, source: Path = LAUNCHER_SOURCE) -> Path:
     return out
 
 
+_DEPS: dict[tuple, list[Path]] = {}
+
+
 def shared_library_deps(program: Path) -> list[Path]:
     """The host files `ldd PROGRAM` names (the dynamic loader included).
 
     Libraries ldd reports as "not found" (the container's own libraries, which exist
-    only under the root) are left out; the caller copies those itself.
+    only under the root) are left out; the caller copies those itself. One ldd per
+    program file (path, inode, size and mtime): a test builds many roots for few programs.
     """
+    st = os.stat(program)
+    key = (str(program), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DEPS:
+        _DEPS[key] = _ldd_deps(program)
+    return list(_DEPS[key])
+
+
+def _ldd_deps(program: Path) -> list[Path]:
+    """shared_library_deps() without the cache."""
     out = run(["ldd", program], timeout=30).stdout
     deps: list[Path] = []
     for line in out.splitlines():
