@@ -176,21 +176,28 @@ def main():
     for run in range(1, 4):
         with open(err_path, "w") as err:
             p = subprocess.Popen([fx], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-            for line in p.stdout:
-                if line.strip() == "READY":
-                    break
-            time.sleep(0.3)
-            # The spinner is stopped wherever it runs; at some instructions (async preemption
-            # points, runtime assembly without CFI or pcsp) its walk ends short of runtime.goexit.
-            # Capture again (up to 8 times) until its walk is whole; the count is printed and
-            # doc/runtime-frames.md names the limit.
-            for attempt in range(1, 9):
-                js = stack_json(args.stackprov, ["--pid", str(p.pid)])
-                if any("main.spinLoop" in n and n[-1:] == ["runtime.goexit"] for n in our_threads(js).values()):
-                    break
-            print("live: spinner walked whole on capture %d" % attempt)
-            p.send_signal(signal.SIGQUIT)
-            p.wait(timeout=30)
+            try:
+                for line in p.stdout:
+                    if line.strip() == "READY":
+                        break
+                time.sleep(0.3)
+                # The spinner is stopped wherever it runs; at some instructions (async preemption
+                # points, runtime assembly without CFI or pcsp) its walk ends short of runtime.goexit.
+                # Capture again (up to 8 times) until its walk is whole; the count is printed and
+                # doc/runtime-frames.md names the limit.
+                for attempt in range(1, 9):
+                    js = stack_json(args.stackprov, ["--pid", str(p.pid)])
+                    if any("main.spinLoop" in n and n[-1:] == ["runtime.goexit"] for n in our_threads(js).values()):
+                        break
+                print("live: spinner walked whole on capture %d" % attempt)
+                p.send_signal(signal.SIGQUIT)
+                p.wait(timeout=30)
+            finally:
+                # Any failure above (a capture that raised, a wait that timed out) must not leave the
+                # spinner running after the test: it spins on a core until killed.
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
         traces = go_traces(open(err_path).read())
         if any("main.spinLoop" in tr for tr in traces.values()):
             break
