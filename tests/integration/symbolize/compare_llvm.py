@@ -43,12 +43,17 @@ def reference(obj, addrs, extra):
     st = os.stat(obj)
     key = (os.path.realpath(obj), st.st_size, st.st_mtime_ns, st.st_ino, tuple(addrs), tuple(extra))
     if key not in REFERENCE:
-        lines = symbolize([LLVM], obj, addrs, extra)
+        lines = symbolize_lines([LLVM], obj, addrs, extra)
         REFERENCE[key] = (lines, llvm_symbolizer_json("\n".join(lines)))
     return REFERENCE[key]
 
 
 def symbolize(tool, obj, addrs, extra):
+    """The parsed JSON answer of each address (why_test.py and debuginfod_test.py use it too)."""
+    return llvm_symbolizer_json("\n".join(symbolize_lines(tool, obj, addrs, extra)))
+
+
+def symbolize_lines(tool, obj, addrs, extra):
     """The JSON answer line of each address (llvm_symbolizer_json reads them)."""
     inp = "".join("0x%x\n" % a for a in addrs)
     # Linkage names: libiberty and LLVM's demangler print some names differently
@@ -240,7 +245,7 @@ def main():
                                     extra_variants(os.path.dirname(base), cc, std, dwarf, src, base))
             for label, ours_obj, ref_obj, extra, addr_obj, ours_extra in cases:
                 vaddrs = addrs if addr_obj in (None, base) else text_addresses(addr_obj)
-                ours = symbolize([args.stackprov, "symbolize"] + ours_extra, ours_obj, vaddrs, extra)
+                ours = symbolize_lines([args.stackprov, "symbolize"] + ours_extra, ours_obj, vaddrs, extra)
                 ref_lines, ref = reference(ref_obj, vaddrs, extra)
                 name = "%s -%s %s" % (tag, dwarf, label)
                 classes = collections.Counter()
