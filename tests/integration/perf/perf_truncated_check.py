@@ -155,8 +155,9 @@ def capture_layout(raw, version=3):
     (header size, [(end offset, kind)] of each record up to END, the samples END counts). The header: "SPROVCAP",
     u32 version, u32 flags, u64 sample_regs_user, u32 sample_stack_user, u32 cmdline_len, cmdline, u32 frequency,
     (version 3) u64 records, samples, bytes; each record: u8 kind, u8[3], u32 body_len, body; END is kind 6 with
-    a u64 body."""
-    assert raw[:8] == b"SPROVCAP" and struct.unpack_from("<I", raw, 8)[0] == version
+    a u64 body. None when the file is not a capture file of `version`."""
+    if raw[:8] != b"SPROVCAP" or struct.unpack_from("<I", raw, 8)[0] != version:
+        return None
     cl = struct.unpack_from("<I", raw, 28)[0]
     off = header = 32 + cl + 4 + (24 if version >= 3 else 0)
     recs, end_samples = [], None
@@ -193,6 +194,8 @@ def check_capture_cut(sp, workdir, spin):
     run([sp, "record", "-F", "499", "-o", cap, "--", spin, "1"])
     raw = open(cap, "rb").read()
     rc, full, _ = import_json(sp, cap)
+    if capture_layout(raw) is None:
+        return ["capture: %s is not a version 3 capture file (header %r)" % (cap, raw[:16])]
     header, recs, end_samples = capture_layout(raw)
     if rc != 0 or end_samples != len(full) or recs[-1] != (len(raw), 6):
         return ["capture: exit %d, %d samples, END %s, last record %s of a %d-byte file" % (
@@ -220,7 +223,8 @@ def check_capture_cut(sp, workdir, spin):
     # Version 2: the same records under a header without counts.
     old = bytearray(raw[:header - 24] + raw[header:])
     struct.pack_into("<I", old, 8, 2)
-    capture_layout(bytes(old), 2)
+    if capture_layout(bytes(old), 2)[1] != [(e - 24, k) for e, k in recs]:
+        failures.append("capture as version 2: not the same records 24 bytes earlier")
     path = cap + ".v2"
     with open(path, "wb") as f:
         f.write(old)
@@ -258,6 +262,8 @@ def check_capture_live_copy(sp, workdir, spin):
     if p.returncode != 0 or not copy:
         return ["live copy: record exit %d, copy of %d bytes: %s" % (p.returncode, len(copy), err.strip())]
     raw = open(cap, "rb").read()
+    if capture_layout(raw) is None:
+        return ["live copy: %s is not a version 3 capture file (header %r)" % (cap, raw[:16])]
     header, recs, end_samples = capture_layout(raw)
     cut = header + (len(copy) - header) // 2
     path = cap + ".live-cut"
