@@ -554,8 +554,10 @@ void init_stack(py::module_& m) {
       .def_property_readonly("column", [](const InlineFrame& f) { return known(f.column); },
                              "source column, None when unknown (DWARF's column 0)")
       .def_readonly("discriminator", &InlineFrame::discriminator)
-      .def_readonly("start_line", &InlineFrame::start_line)
-      .def_readonly("start_file", &InlineFrame::start_file)
+      .def_property_readonly("start_line", [](const InlineFrame& f) { return known(f.start_line); },
+                             "the function's first line (DW_AT_decl_line), None when unknown")
+      .def_property_readonly("start_file", [](const InlineFrame& f) { return known(f.start_file); },
+                             "the function's declaring file (DW_AT_decl_file), None when unknown")
       .def_readonly("start_address", &InlineFrame::start_address)
       .def_readonly("resolver", &InlineFrame::resolver)
       .def_readonly("source", &InlineFrame::source)

@@ -87,12 +87,16 @@ struct sprov_profile_info {
                                   valid until the next call on the profile */
   /* A file that ends early (issue 36); all three are 0 / "" for a complete file. */
   uint64_t missing_bytes;      /* bytes of the perf.data data section past the end of the file;
-                                  UINT64_MAX: unknown (a capture file cut before its END record) */
+                                  for a capture file cut before its END record the bytes its
+                                  header's final counts (version 3) say are missing; UINT64_MAX:
+                                  unknown (an older capture file, one written to a pipe, or a
+                                  copy whose counts are from a flush before the end) */
   uint64_t partial_bytes;      /* bytes of a partial last record that were dropped */
   const char* truncation;      /* one line naming the file and the loss (bytes missing, partial
-                                  record, records read; the number of records lost is unknown:
-                                  neither format counts them before the end); "" when the file is
-                                  complete. Owned by the profile */
+                                  record, records read; the records lost: unknown for perf.data,
+                                  which does not count them; for a capture file what its header
+                                  counts, exactly or "at least", else unknown); "" when the file
+                                  is complete. Owned by the profile */
 };
 SPROV_API int sprov_profile_info(const sprov_profile* prof, struct sprov_profile_info* out);
 

@@ -2,6 +2,9 @@
 // stackprov capture files ("SPROVCAP"): sampled stacks with their module lists, written by `record`.
 #include "perf/capture_file.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -12,7 +15,7 @@ namespace stackprov::perf {
 
 namespace {
 
-constexpr uint32_t kVersion = 2;  // reads 1 and 2
+constexpr uint32_t kVersion = 3;  // reads 1 to 3
 constexpr uint8_t kModules = 1, kComm = 2, kSample = 3, kLost = 4, kVdso = 5, kEnd = 6, kKernel = 7;
 constexpr size_t kMaxLists = size_t{1} << 20;
 constexpr size_t kMaxModules = 65536;
@@ -77,17 +80,26 @@ struct Reader {
 CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline,
                              uint32_t frequency)
     : f_(f), regs_mask_(regs_mask) {
+  // Only a regular file can have its header rewritten; a pipe's counts stay 0 (unknown).
+  struct stat st;
+  const int fd = fileno(f_);
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) start_ = ftello(f_);
   std::vector<uint8_t> h;
   put(h, kCaptureMagic, 8);
   put32(h, kVersion);
-  put32(h, 0);
+  put32(h, 0);  // flags: kCountsFinal once finish() wrote the counts
   put64(h, regs_mask);
   put32(h, stack_user);
   const uint32_t n = static_cast<uint32_t>(std::min<size_t>(cmdline.size(), kMaxCmdline));
   put32(h, n);
   put(h, cmdline.data(), n);
   put32(h, frequency);
+  counts_at_ = h.size();
+  put64(h, 0);  // records, samples, bytes: unknown until the first flush()
+  put64(h, 0);
+  put64(h, 0);
   if (fwrite(h.data(), 1, h.size(), f_) != h.size()) io_error_ = true;
+  bytes_ = h.size();
 }
 
 void CaptureWriter::write_kernel(const ModuleId& id, uint64_t text) {
@@ -103,7 +115,29 @@ void CaptureWriter::record(uint8_t kind, const std::vector<uint8_t>& body) {
   const uint32_t n = static_cast<uint32_t>(body.size());
   std::memcpy(head + 4, &n, 4);
   if (fwrite(head, 1, 8, f_) != 8 || fwrite(body.data(), 1, body.size(), f_) != body.size()) io_error_ = true;
+  records_++;
+  bytes_ += 8 + body.size();
 }
+
+void CaptureWriter::write_counts(uint32_t flags) {
+  if (start_ < 0 || io_error_) return;
+  // The records first, then the counts that describe them: the header never counts more than
+  // the file holds.
+  if (fflush(f_) != 0) {
+    io_error_ = true;
+    return;
+  }
+  uint8_t c[24];
+  std::memcpy(c, &records_, 8);
+  std::memcpy(c + 8, &samples_, 8);
+  std::memcpy(c + 16, &bytes_, 8);
+  const int fd = fileno(f_);
+  if (pwrite(fd, c, sizeof c, start_ + static_cast<off_t>(counts_at_)) != static_cast<ssize_t>(sizeof c) ||
+      pwrite(fd, &flags, 4, start_ + 12) != 4)
+    io_error_ = true;
+}
+
+void CaptureWriter::flush() { write_counts(0); }
 
 void CaptureWriter::write_modules(uint32_t id, const ModuleList& list) {
   buf_.clear();
@@ -178,6 +212,7 @@ Status CaptureWriter::finish() {
   put64(buf_, samples_);
   record(kEnd, buf_);
   if (fflush(f_) != 0) io_error_ = true;
+  write_counts(kCountsFinal);
   if (io_error_) return make_error(SPROV_ERR_IO, "capture file: write failed: %s", strerror(errno));
   return {};
 }
@@ -228,12 +263,12 @@ Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask
 Status Profile::index_capture() {
   format_ = ProfileFormat::kCapture;
   Reader r{bytes_, len_, 8, "header"};
-  uint32_t version = 0, reserved = 0, cl = 0;
+  uint32_t version = 0, flags = 0, cl = 0;
   SPROV_TRY(r.u32(&version, "version"));
-  if (version != 1 && version != kVersion)
+  if (version < 1 || version > kVersion)
     return make_error(SPROV_ERR_UNSUPPORTED, "capture file: version %u (this library reads 1 to %u)", version, kVersion);
   capture_version_ = version;
-  SPROV_TRY(r.u32(&reserved, "reserved"));
+  SPROV_TRY(r.u32(&flags, "flags"));
   SPROV_TRY(r.u64(&regs_mask_, "sample_regs_user"));
   if (regs_mask_ & ~((1ull << 24) - 1))
     return make_error(SPROV_ERR_BAD_FORMAT, "capture file: sample_regs_user 0x%llx has unknown bits",
@@ -251,6 +286,12 @@ Status Profile::index_capture() {
     SPROV_TRY(r.u32(&hz, "frequency"));
     event_.frequency = hz;
   }
+  uint64_t counted_records = 0, counted_samples = 0, counted_bytes = 0;  // 0: unknown (see the header)
+  if (version >= 3) {
+    SPROV_TRY(r.u64(&counted_records, "records"));
+    SPROV_TRY(r.u64(&counted_samples, "samples"));
+    SPROV_TRY(r.u64(&counted_bytes, "bytes"));
+  }
   bool ended = false;
   while (!ended) {
     uint8_t head[8];
@@ -261,15 +302,34 @@ Status Profile::index_capture() {
     }
     if (r.remaining() < 8 || blen > r.remaining() - 8) {
       // The file ends before END (a copy cut short, a recorder killed): every complete record
-      // is kept; END, which counts the samples, is lost with the rest.
+      // is kept. What is lost is known from the header's counts when they count more than this
+      // file holds: exactly when written at the end, at least that much from a flush before it.
       missing_bytes_ = UINT64_MAX;
       partial_bytes_ = r.remaining();
-      char line[384];
-      snprintf(line, sizeof line,
-               "truncated capture file: no END record; a partial record of %llu bytes dropped; %llu complete "
-               "records read (%zu samples); bytes and samples lost: unknown (the END record counts them)",
-               static_cast<unsigned long long>(partial_bytes_), static_cast<unsigned long long>(records_),
-               samples_.size());
+      char line[512];
+      const int n = snprintf(line, sizeof line,
+                             "truncated capture file: no END record; a partial record of %llu bytes dropped; %llu "
+                             "complete records read (%zu samples); ",
+                             static_cast<unsigned long long>(partial_bytes_), static_cast<unsigned long long>(records_),
+                             samples_.size());
+      const bool counted = counted_records > records_ && counted_samples >= samples_.size() && counted_bytes > len_;
+      const bool final_counts = (flags & kCountsFinal) != 0;
+      if (counted && final_counts) missing_bytes_ = counted_bytes - len_;
+      if (counted)
+        snprintf(line + n, sizeof line - n,
+                 "lost: %s%llu records (%llu samples), %llu bytes (the header's counts, written %s)",
+                 final_counts ? "" : "at least ", static_cast<unsigned long long>(counted_records - records_),
+                 static_cast<unsigned long long>(counted_samples - samples_.size()),
+                 static_cast<unsigned long long>(counted_bytes - len_),
+                 final_counts ? "when the recording ended" : "at a flush before the recording ended");
+      else {
+        std::string why = "a version " + std::to_string(version) + " file";
+        if (version >= 3)
+          why = counted_bytes == 0 ? "the header has no counts: written to a pipe, or copied before the first flush"
+                                   : "the header's counts, from a flush before the cut, count no more";
+        snprintf(line + n, sizeof line - n, "bytes and samples lost: unknown (the END record counts them; %s)",
+                 why.c_str());
+      }
       truncation_ = line;
       break;
     }

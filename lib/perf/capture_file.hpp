@@ -13,10 +13,18 @@
 
 namespace stackprov::perf {
 
-/// Format, version 2 (all integers little-endian; every length checked on read; version 1
-/// files, without the header's frequency, the samples' period and KERNEL, are read too):
-///   header: "SPROVCAP", u32 version, u32 reserved (0), u64 sample_regs_user,
-///           u32 sample_stack_user, u32 cmdline_len, cmdline bytes, u32 frequency (cpu-clock Hz)
+/// Format, version 3 (all integers little-endian; every length checked on read; version 1
+/// files, without the header's frequency, the samples' period and KERNEL, and version 2 files,
+/// without the header's counts, are read too):
+///   header: "SPROVCAP", u32 version, u32 flags (versions 1 and 2: reserved, 0), u64 sample_regs_user,
+///           u32 sample_stack_user, u32 cmdline_len, cmdline bytes, u32 frequency (cpu-clock Hz),
+///           u64 records, u64 samples, u64 bytes (version 3)
+///   The counts say what the writer had written (complete records, SAMPLE records among them,
+///   file bytes from "SPROVCAP" on) when it last flushed: it rewrites them in place (pwrite) at
+///   every flush() and at finish(), whose counts include END and set flags bit 0 (kCountsFinal).
+///   A file cut short says from them how much is lost: exactly with bit 0, at least that much
+///   without it (the recording went on after the flush). All 0 (unknown) when the output cannot
+///   be rewritten (a pipe).
 ///   then records { u8 kind, u8 reserved[3] (0), u32 body_len, body } until END:
 ///   1 MODULES  u32 id (= number of earlier MODULES records), u64 vdso_start, u32 n,
 ///              n × { u64 start, end, file_offset, load_bias, u32 path_len, path, u8 id_len, id },
@@ -34,10 +42,12 @@ namespace stackprov::perf {
 ///              address of `_text` (/proc/kallsyms; 0 when hidden), at most once
 /// A MODULES record precedes the first sample that names its id, a COMM record the first
 /// sample naming it. Limits: 2^20 lists, 65536 modules per list, 2^26 samples, 64 KiB stacks,
-/// 1024 kernel frames. Writing is deterministic: the same records give the same bytes.
+/// 1024 kernel frames. Writing is deterministic: the same records give the same bytes (the
+/// header's counts are rewritten at finish(), whatever flush() wrote before).
 class CaptureWriter {
  public:
-  /// Takes ownership of nothing; `f` must stay open until finish().
+  /// Takes ownership of nothing; `f` must stay open until finish(). When `f` is a regular file
+  /// (seekable, from its current offset on), flush() and finish() keep the header's counts.
   CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline,
                 uint32_t frequency = 0);
   /// The recording kernel's build-id and `_text` address (KERNEL record).
@@ -47,19 +57,28 @@ class CaptureWriter {
   void write_vdso(const std::vector<uint8_t>& bytes);
   void write_sample(const SampleView& s, uint32_t list, uint32_t comm);
   void write_lost(uint64_t count);
-  /// Writes END and flushes; errors name the I/O failure.
+  /// Flushes the records written so far to the file, then rewrites the header's counts to
+  /// them (a reader of a copy cut short can say how much it lost at least). I/O errors are
+  /// reported by finish().
+  void flush();
+  /// Writes END, flushes and writes the final counts; errors name the I/O failure.
   Status finish();
 
  private:
   void record(uint8_t kind, const std::vector<uint8_t>& body);
+  void write_counts(uint32_t flags);
   FILE* f_;
   uint64_t regs_mask_;
-  uint64_t samples_ = 0;
+  uint64_t samples_ = 0, records_ = 0, bytes_ = 0;
+  int64_t start_ = -1;       ///< the file offset of "SPROVCAP"; -1: not rewritable (a pipe)
+  uint64_t counts_at_ = 0;   ///< the counts' offset from start_
   bool io_error_ = false;
   std::vector<uint8_t> buf_;
 };
 
 constexpr char kCaptureMagic[8] = {'S', 'P', 'R', 'O', 'V', 'C', 'A', 'P'};
+/// Header flags bit 0: the counts were written by finish() and include END.
+constexpr uint32_t kCountsFinal = 1;
 
 /// Decodes the body of a SAMPLE record of a file of `version`.
 Status decode_capture_sample(const uint8_t* body, size_t len, uint64_t regs_mask, uint32_t version, SampleView* out);

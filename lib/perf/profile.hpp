@@ -74,7 +74,8 @@ class Profile {
   /// A file that ends early (a copy cut short, a full disk) is read up to its last complete
   /// record. truncation(): one line saying so, naming the file when opened by path and how much
   /// is lost; "" for a complete file. missing_bytes(): bytes of a perf.data data section past the
-  /// end of the file (UINT64_MAX: unknown, capture files); partial_bytes(): bytes of a partial
+  /// end of the file, or a capture file's bytes past its end by its header's final counts
+  /// (UINT64_MAX: unknown, a capture file without them); partial_bytes(): bytes of a partial
   /// last record dropped.
   const std::string& truncation() const { return truncation_; }
   uint64_t missing_bytes() const { return missing_bytes_; }

@@ -190,6 +190,7 @@ class Session {
   }
   uint64_t samples() const { return samples_; }
   uint64_t lost() const { return lost_; }
+  void flush() { writer_.flush(); }
   uint64_t record_time(const std::vector<uint8_t>& r) const { return decoder_.record_time(r.data(), r.size()); }
 
   /// One event of the eBPF sampler (struct sprov_kernel_event), checked, written as a sample:
@@ -598,11 +599,17 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   std::vector<pollfd> pfds;
   for (const Ring& r : ev.rings)
     if (r.base) pfds.push_back({r.fd, POLLIN, 0});
-  uint64_t last_progress = now_ms();
+  uint64_t last_progress = now_ms(), last_flush = now_ms();
   if (o.progress) o.progress(0, 0);  // sampling has started (the command runs, the events are on)
   while (!g_stop.load() && !target_gone) {
     poll(pfds.data(), pfds.size(), 50);
     cycle();
+    // Four times a second the records reach the file and its header counts them: a copy of the
+    // file taken meanwhile and cut short says how much it lost at least.
+    if (now_ms() - last_flush >= 250) {
+      last_flush = now_ms();
+      session.flush();
+    }
     if (o.progress && now_ms() - last_progress >= 250) {
       last_progress = now_ms();
       o.progress(session.samples(), session.lost());

@@ -10,7 +10,9 @@ timeout and its way of failing) and none normalizes names (symbol versions, clon
 beyond what its docstring says: that belongs to each comparison.
 
   llvm-symbolizer  llvm_symbolizer_answers (LLVM style, the default), llvm_symbolizer_chains (the
-                   same, locations split by llvm_location), llvm_symbolizer_json (--output-style=JSON).
+                   same, locations split by llvm_location), llvm_symbolizer_verbose (--verbose: also
+                   the function's start file, line and address), llvm_symbolizer_json
+                   (--output-style=JSON).
                    `stackprov symbolize` and `stackprov bundle lookup` print the same styles.
   perf script      perf_script_samples (every frame of every sample), parse_perf_script (user frames,
                    kernel frames apart), perf_addr_delta (how its addresses of an ET_EXEC differ).
@@ -63,6 +65,29 @@ def llvm_symbolizer_chains(text):
     address of (function, file, line, column) tuples, innermost first ("??" kept as printed)."""
     return [[(function,) + llvm_location(location) for function, location in answer]
             for answer in llvm_symbolizer_answers(text)]
+
+
+def llvm_symbolizer_verbose(text):
+    """llvm-symbolizer --verbose output -> a list with one list per address, in input order, of its
+    frames innermost first, each a dict: "function" (the unindented line, "??" kept) and every
+    indented "  Key: value" line below it under its key as printed ("Filename", "Function start
+    filename", "Function start line", "Function start address", "Line", "Column", ...), values as
+    strings. A key llvm leaves out (e.g. "Function start line" without DWARF) is absent. Answers are
+    separated by empty lines."""
+    answers, block = [], []
+    for line in text.split("\n") + [""]:
+        if not line:
+            if block:
+                answers.append(block)
+                block = []
+        elif line.startswith("  "):
+            if not block:
+                raise ValueError("verbose symbolizer output starts with a field: %r" % line)
+            key, _, value = line.strip().partition(":")
+            block[-1][key] = value.strip()
+        else:
+            block.append({"function": line})
+    return answers
 
 
 def llvm_symbolizer_json(text):

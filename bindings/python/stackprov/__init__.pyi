@@ -29,8 +29,8 @@ class InlineFrame:
     line: Optional[int]
     column: Optional[int]
     discriminator: int
-    start_line: int
-    start_file: str
+    start_line: Optional[int]
+    start_file: Optional[str]
     start_address: Optional[int]
     resolver: str
     source: str

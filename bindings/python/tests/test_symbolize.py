@@ -7,7 +7,7 @@ import subprocess
 
 import stackprov
 from conftest import need_env, need_tool
-from peers import llvm_symbolizer_answers, llvm_symbolizer_chains  # tests/lib, on the path through conftest
+from peers import llvm_symbolizer_answers, llvm_symbolizer_chains, llvm_symbolizer_verbose  # tests/lib, on the path through conftest
 
 
 def func_addresses(path, step):
@@ -117,3 +117,42 @@ def test_unknown_source_position_is_none(tmp_path):
     assert answers[nodebug] == ("main", "??", 0, 0)
     assert answers[nocolumn][0] == "main" and answers[nocolumn][1].endswith("t.c") and \
         answers[nocolumn][2:] == (1, 0)
+
+
+def test_unknown_start_position_is_none(tmp_path):
+    """issue 36: InlineFrame.start_file/.start_line were ''/0 when unknown: None where
+    llvm-symbolizer-14 --verbose prints no "Function start filename"/"Function start line", and
+    llvm's values where it prints them -- every address of a -g program with an inlined callee
+    from a header (its crt functions have no DWARF), a program without DWARF, the stripped
+    /bin/true."""
+    (tmp_path / "t.h").write_text("static inline __attribute__((always_inline)) int twice(int x) {\n"
+                                  "  int r = x;\n  for (int i = 0; i < x; i++) r += i * r;\n  return r;\n}\n")
+    src = tmp_path / "t.c"
+    src.write_text('#include "t.h"\nint __attribute__((noinline)) work(int x) { return twice(x) + 1; }\n'
+                   "int main(int argc, char **argv) { (void)argv; return work(argc); }\n")
+    debug, nodebug = str(tmp_path / "debug"), str(tmp_path / "nodebug")
+    # DWARF 4: llvm-symbolizer-14 prints an empty "Function start filename" for GCC 12's optimized
+    # DWARF 5 (a start line without its file), which would be no answer to compare with
+    subprocess.run([need_tool("cc"), "-O2", "-gdwarf-4", "-o", debug, str(src)], check=True)
+    subprocess.run([need_tool("cc"), "-O2", "-o", nodebug, str(src)], check=True)
+    true = os.path.realpath("/bin/true")
+    header = subprocess.run(["readelf", "-hW", true], capture_output=True, text=True, check=True).stdout
+    entry = int(re.search(r"Entry point address:\s+0x([0-9a-f]+)", header).group(1), 16)
+    starts = {}
+    for path, addrs in ((debug, func_addresses(debug, 1)), (nodebug, [symbol_value(nodebug, "main")]),
+                        (true, [entry])):
+        r = subprocess.run([need_tool("llvm-symbolizer-14"), "--verbose", "--obj=" + path] +
+                           ["0x%x" % a for a in addrs], capture_output=True, text=True, check=True, timeout=120)
+        want = llvm_symbolizer_verbose(r.stdout)
+        got = stackprov.symbolize(path, addrs, llvm_compat=True)
+        assert [len(c) for c in got] == [len(c) for c in want]
+        for gc, wc in zip(got, want):
+            for f, w in zip(gc, wc):
+                expect = (w.get("Function start filename"),
+                          int(w["Function start line"]) if "Function start line" in w else None)
+                assert (f.start_file, f.start_line) == expect, (path, w)
+                starts.setdefault(path, set()).add(expect)
+    # each program is the case it stands for, by llvm-symbolizer's answer
+    assert (str(src), 2) in starts[debug] and (str(tmp_path / "t.h"), 1) in starts[debug]
+    assert (None, None) in starts[debug]  # _start and the other crt code
+    assert starts[nodebug] == {(None, None)} and starts[true] == {(None, None)}

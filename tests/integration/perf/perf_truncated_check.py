@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # Issue 36: a perf.data or capture file cut short. perf-import reads every complete record, exits 0 and says on
 # stderr what is lost; its samples are perf script's, sample by sample and frame by frame; a file cut inside its
-# header is refused naming the file and the offset.
+# header is refused naming the file and the offset; a capture file's loss line counts the records, samples and bytes
+# lost (exactly for a finished recording, "at least" for a copy taken while it was written, unknown for version 2).
 """The oracle for a perf.data cut inside its data section is `perf script` on the same bytes up to the last
 complete record, with the header's data.size saying so (and no feature sections): perf script 6.1 on the cut
 file itself reads past its end, the zeros that fill the last page as records, and stops with "failed to process
 type: 0" before printing anything (or, for a dwarf recording, is killed by SIGBUS). Record boundaries are found here from the records' perf_event_header.size,
 independently of stackprov."""
+import glob
 import json
 import os
 import re
@@ -15,6 +17,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf_check import find_perf, finish, run, script_args  # noqa: E402
@@ -140,26 +143,150 @@ def check_header_cuts(sp, workdir, raw):
     return failures
 
 
+CAPTURE_LOSS = re.compile(r"^stackprov perf-import: warning: (.*): truncated capture file: no END record; a partial "
+                          r"record of (\d+) bytes dropped; (\d+) complete records read \((\d+) samples\); (.*)$", re.M)
+KNOWN_LOSS = re.compile(r"^lost: (at least )?(\d+) records \((\d+) samples\), (\d+) bytes \(the header's counts, "
+                        r"written (when the recording ended|at a flush before the recording ended)\)$")
+UNKNOWN_LOSS = "bytes and samples lost: unknown (the END record counts them; "
+
+
+def capture_layout(raw, version=3):
+    """The records of a capture file, by the format of lib/perf/capture_file.hpp, read here apart from stackprov:
+    (header size, [(end offset, kind)] of each record up to END, the samples END counts). The header: "SPROVCAP",
+    u32 version, u32 flags, u64 sample_regs_user, u32 sample_stack_user, u32 cmdline_len, cmdline, u32 frequency,
+    (version 3) u64 records, samples, bytes; each record: u8 kind, u8[3], u32 body_len, body; END is kind 6 with
+    a u64 body. None when the file is not a capture file of `version`."""
+    if raw[:8] != b"SPROVCAP" or struct.unpack_from("<I", raw, 8)[0] != version:
+        return None
+    cl = struct.unpack_from("<I", raw, 28)[0]
+    off = header = 32 + cl + 4 + (24 if version >= 3 else 0)
+    recs, end_samples = [], None
+    while off + 8 <= len(raw):
+        kind, blen = raw[off], struct.unpack_from("<I", raw, off + 4)[0]
+        if off + 8 + blen > len(raw):
+            break
+        if kind == 6:
+            end_samples = struct.unpack_from("<Q", raw, off + 8)[0]
+        off += 8 + blen
+        recs.append((off, kind))
+        if kind == 6:
+            break
+    return header, recs, end_samples
+
+
+def capture_loss(sp, path, what):
+    """perf-import of a cut capture file: (exit, samples, (complete records, samples) of its loss line, the rest of
+    that line after them), or a failure string."""
+    rc, part, err = import_json(sp, path)
+    m = CAPTURE_LOSS.search(err)
+    print("%s: exit %d, %d samples; %s" % (what, rc, len(part), m.group(0) if m else repr(err)))
+    if rc != 0 or m is None or m.group(1) != path or int(m.group(4)) != len(part):
+        return "%s: exit %d, %d samples, loss line %r" % (what, rc, len(part), err)
+    return rc, part, (int(m.group(3)), int(m.group(4))), m.group(5)
+
+
 def check_capture_cut(sp, workdir, spin):
-    """A capture file of `stackprov record` cut in the middle: its samples are the whole file's first ones."""
+    """A capture file of `stackprov record` cut at several offsets: its samples are the whole file's first ones and
+    the loss line says how many records, samples and bytes are lost (the header counts them since version 3): the
+    whole file's records and END's samples (walked here) less those before the cut, its size less the cut. The same
+    file as version 2 (no counts: the counts cut out, the version set), cut, says unknown."""
     cap = os.path.join(workdir, "spin.cap")
     run([sp, "record", "-F", "499", "-o", cap, "--", spin, "1"])
     raw = open(cap, "rb").read()
     rc, full, _ = import_json(sp, cap)
-    path = cap + ".cut"
+    if capture_layout(raw) is None:
+        return ["capture: %s is not a version 3 capture file (header %r)" % (cap, raw[:16])]
+    header, recs, end_samples = capture_layout(raw)
+    if rc != 0 or end_samples != len(full) or recs[-1] != (len(raw), 6):
+        return ["capture: exit %d, %d samples, END %s, last record %s of a %d-byte file" % (
+            rc, len(full), end_samples, recs[-1:], len(raw))]
+    failures = []
+    for frac in (0.25, 0.5, 0.9, -1):
+        cut = len(raw) - 1 if frac == -1 else header + int((len(raw) - header) * frac)
+        path = "%s.cut%d" % (cap, cut)
+        with open(path, "wb") as f:
+            f.write(raw[:cut])
+        what = "capture cut at %d of %d" % (cut, len(raw))
+        got = capture_loss(sp, path, what)
+        if isinstance(got, str):
+            failures.append(got)
+            continue
+        _, part, read, rest = got
+        kept = [k for e, k in recs if e <= cut]
+        kept_samples = sum(1 for k in kept if k == 3)
+        want = "lost: %d records (%d samples), %d bytes (the header's counts, written when the recording ended)" % (
+            len(recs) - len(kept), end_samples - kept_samples, len(raw) - cut)
+        if part != full[:len(part)] or read != (len(kept), kept_samples) or rest != want:
+            failures.append("%s: %d samples (the whole file's first: %s), %s read, %r (want %d records, %d samples, "
+                            "%r)" % (what, len(part), part == full[:len(part)], read, rest, len(kept), kept_samples,
+                                     want))
+    # Version 2: the same records under a header without counts.
+    old = bytearray(raw[:header - 24] + raw[header:])
+    struct.pack_into("<I", old, 8, 2)
+    if capture_layout(bytes(old), 2)[1] != [(e - 24, k) for e, k in recs]:
+        failures.append("capture as version 2: not the same records 24 bytes earlier")
+    path = cap + ".v2"
     with open(path, "wb") as f:
-        f.write(raw[:len(raw) // 2])
-    trc, part, err = import_json(sp, path)
-    line = [l for l in err.splitlines() if "truncated" in l]
-    print("capture cut at %d of %d: exit %d, %d of %d samples; %s" % (len(raw) // 2, len(raw), trc, len(part),
-                                                                     len(full), line))
-    m = re.match(r"stackprov perf-import: warning: (.*): truncated capture file: no END record; a partial record of "
-                 r"(\d+) bytes dropped; (\d+) complete records read \((\d+) samples\); bytes and samples lost: unknown",
-                 line[0]) if len(line) == 1 else None
-    if rc != 0 or trc != 0 or not 0 < len(part) < len(full) or part != full[:len(part)]:
-        return ["capture cut: exit %d, %d samples, not the first of the whole file's %d" % (trc, len(part), len(full))]
-    if m is None or m.group(1) != path or int(m.group(4)) != len(part):
-        return ["capture cut: loss line %r" % err]
+        f.write(old)
+    orc, ofull, oerr = import_json(sp, path)
+    if orc != 0 or ofull != full or oerr.strip():
+        failures.append("capture as version 2: exit %d, %d samples of %d, %r" % (orc, len(ofull), len(full), oerr))
+    with open(path + ".cut", "wb") as f:
+        f.write(old[:len(old) // 2])
+    got = capture_loss(sp, path + ".cut", "version-2 capture cut at %d" % (len(old) // 2))
+    if isinstance(got, str):
+        failures.append(got)
+    elif got[3] != UNKNOWN_LOSS + "a version 2 file)":
+        failures.append("version-2 capture cut: %r" % got[3])
+    return failures
+
+
+def check_capture_live_copy(sp, workdir, spin):
+    """A copy of a capture file taken while `stackprov record` still writes it (its temp file), cut: the header
+    counts what the last flush wrote, so the loss line says "at least" -- records, samples and bytes no more than
+    the finished file (walked here) holds past the cut, and ending on one of its record boundaries."""
+    cap = os.path.join(workdir, "live.cap")
+    p = subprocess.Popen([sp, "record", "-F", "499", "-o", cap, "--", spin, "3"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    copy = b""
+    try:
+        for _ in range(100):
+            time.sleep(0.1)
+            temps = glob.glob(cap + ".tmp.*")
+            if temps and os.path.getsize(temps[0]) > 64 * 1024:
+                time.sleep(1)  # past a few flushes
+                copy = open(temps[0], "rb").read()
+                break
+    finally:
+        out, err = p.communicate(timeout=60)
+    if p.returncode != 0 or not copy:
+        return ["live copy: record exit %d, copy of %d bytes: %s" % (p.returncode, len(copy), err.strip())]
+    raw = open(cap, "rb").read()
+    if capture_layout(raw) is None:
+        return ["live copy: %s is not a version 3 capture file (header %r)" % (cap, raw[:16])]
+    header, recs, end_samples = capture_layout(raw)
+    cut = header + (len(copy) - header) // 2
+    path = cap + ".live-cut"
+    with open(path, "wb") as f:
+        f.write(copy[:cut])
+    got = capture_loss(sp, path, "live copy of %d bytes cut at %d (the finished file: %d)" % (len(copy), cut,
+                                                                                             len(raw)))
+    if isinstance(got, str):
+        return [got]
+    _, part, read, rest = got
+    m = KNOWN_LOSS.match(rest)
+    kept = [k for e, k in recs if e <= cut]
+    kept_samples = sum(1 for k in kept if k == 3)
+    if m is None or not m.group(1) or m.group(5) != "at a flush before the recording ended":
+        return ["live copy cut: %r, not an \"at least\" loss" % rest]
+    n, s, b = int(m.group(2)), int(m.group(3)), int(m.group(4))
+    # the flush's counts, as records and bytes of the finished file
+    flushed = [(e, k) for e, k in recs[:len(kept) + n]]
+    if read != (len(kept), kept_samples) or not 0 < n < len(recs) - len(kept) or \
+            flushed[-1][0] != cut + b or sum(1 for _, k in flushed if k == 3) != kept_samples + s or \
+            cut + b > len(copy):
+        return ["live copy cut: %s read, %r: not %d records before byte %d of the finished file (%d records, "
+                "%d samples, %d bytes)" % (read, rest, len(kept) + n, cut + b, len(recs), end_samples, len(raw))]
     return []
 
 
@@ -195,6 +322,7 @@ def main():
     failures += check_features_cut(args.stackprov, perf, workdir, g_raw)
     failures += check_header_cuts(args.stackprov, workdir, g_raw)
     failures += check_capture_cut(args.stackprov, workdir, spin)
+    failures += check_capture_live_copy(args.stackprov, workdir, spin)
     return finish(failures, workdir)
 
 

@@ -2,6 +2,8 @@
 // Unit tests for lib/perf: perf.data parsing (synthetic files), hostile input, capture-file round trip.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -262,7 +264,7 @@ TEST_CASE("capture file: written samples read back identically") {
   {
     // MODULES before main was written (issue 36): the body ends after the entries; main unknown.
     // Past the list's modules (or below -1) it is refused.
-    const size_t at = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4;  // the first record, MODULES
+    const size_t at = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4 + 24;  // the first record, MODULES
     uint32_t blen = 0;
     std::memcpy(&blen, bytes.data() + at + 4, 4);
     auto old = bytes;
@@ -296,7 +298,7 @@ TEST_CASE("capture file: written samples read back identically") {
     CHECK(sa.size() == sb.size());
   }
   // A capture file cut inside its header is refused; cut after it, its complete records are read.
-  const size_t header = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4;  // magic ... cmdline "./spin 1", frequency
+  const size_t header = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4 + 24;  // magic ... cmdline "./spin 1", frequency, counts
   for (size_t n = 0; n < bytes.size(); n++) {
     INFO("cut at " << n);
     auto t = Profile::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.begin() + n), "", false);
@@ -319,4 +321,145 @@ TEST_CASE("capture file: written samples read back identically") {
     }
   }
   CHECK(c.value()->truncation().empty());
+}
+
+namespace {
+
+/// The bytes of `f` (a regular file) as a copy taken now would hold them.
+std::vector<uint8_t> file_bytes(FILE* f) {
+  std::vector<uint8_t> out(1 << 20);
+  const ssize_t n = pread(fileno(f), out.data(), out.size(), 0);
+  REQUIRE(n > 0);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+/// The capture file's records as this test wrote them: MODULES, COMM, 2 SAMPLEs (flush() after the
+/// first when `f` is a file), LOST, END.
+std::vector<uint8_t> write_capture(FILE* f, const Profile& p, std::vector<uint8_t>* at_flush) {
+  CaptureWriter w(f, kRegsMask, kStackBytes, "./spin 1");
+  w.write_modules(0, *p.lists()[0]);
+  w.write_comm(0, "worker");
+  SampleView v;
+  REQUIRE(p.view(0, &v).ok());
+  w.write_sample(v, 0, 0);
+  w.flush();
+  if (at_flush) *at_flush = file_bytes(f);
+  REQUIRE(p.view(1, &v).ok());
+  w.write_sample(v, 0, 0);
+  w.write_lost(3);
+  REQUIRE(w.finish().ok());
+  return at_flush ? file_bytes(f) : std::vector<uint8_t>();
+}
+
+std::string cut_line(const std::vector<uint8_t>& bytes, size_t n, uint64_t* missing = nullptr) {
+  auto t = Profile::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n)),
+                               "", false);
+  REQUIRE(t.ok());
+  if (missing) *missing = t.value()->missing_bytes();
+  const std::string& line = t.value()->truncation();
+  const size_t at = line.find("samples); ");
+  REQUIRE(at != std::string::npos);
+  return line.substr(at + 10);
+}
+
+}  // namespace
+
+TEST_CASE("capture file: the header counts what is lost from a cut copy (issue 36)") {
+  auto p = Profile::from_bytes(good_file(), "", false);
+  REQUIRE(p.ok());
+  REQUIRE(p.value()->samples().size() == 2);
+  FILE* f = tmpfile();
+  REQUIRE(f != nullptr);
+  std::vector<uint8_t> live;
+  const std::vector<uint8_t> bytes = write_capture(f, *p.value(), &live);
+  fclose(f);
+  auto c = Profile::from_bytes(bytes, "", false);
+  REQUIRE(c.ok());
+  CHECK(c.value()->truncation().empty());
+  CHECK(c.value()->records() == 6);  // as written: MODULES, COMM, SAMPLE, SAMPLE, LOST, END
+  const size_t header = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4 + 24;
+  // The header's record boundaries, by the lengths the test reads itself.
+  std::vector<size_t> ends;
+  for (size_t at = header; at < bytes.size();) {
+    uint32_t blen = 0;
+    std::memcpy(&blen, bytes.data() + at + 4, 4);
+    at += 8 + blen;
+    ends.push_back(at);
+  }
+  REQUIRE(ends.size() == 6);
+  REQUIRE(ends.back() == bytes.size());
+  SECTION("the finished file cut anywhere past its header: exactly the records, samples and bytes after the cut") {
+    for (size_t n = header; n < bytes.size(); n++) {
+      INFO("cut at " << n);
+      const size_t kept = static_cast<size_t>(std::count_if(ends.begin(), ends.end(), [&](size_t e) { return e <= n; }));
+      const size_t kept_samples = kept >= 4 ? 2 : kept == 3 ? 1 : 0;  // SAMPLE records are the 3rd and 4th
+      uint64_t missing = 0;
+      CHECK(cut_line(bytes, n, &missing) ==
+            "lost: " + std::to_string(6 - kept) + " records (" + std::to_string(2 - kept_samples) + " samples), " +
+                std::to_string(bytes.size() - n) + " bytes (the header's counts, written when the recording ended)");
+      CHECK(missing == bytes.size() - n);
+    }
+  }
+  SECTION("a copy taken after a flush, cut before what it counted: at least that much") {
+    REQUIRE(live.size() == ends[2]);  // MODULES, COMM, the first SAMPLE
+    // the same records; the header differs in its flags and counts only
+    REQUIRE(std::equal(live.begin() + static_cast<std::ptrdiff_t>(header), live.end(),
+                       bytes.begin() + static_cast<std::ptrdiff_t>(header)));
+    for (size_t n = header; n < live.size(); n++) {
+      INFO("cut at " << n);
+      const size_t kept = static_cast<size_t>(std::count_if(ends.begin(), ends.begin() + 3, [&](size_t e) { return e <= n; }));
+      uint64_t missing = 0;
+      CHECK(cut_line(live, n, &missing) ==
+            "lost: at least " + std::to_string(3 - kept) + " records (" + std::to_string(kept == 3 ? 0 : 1) +
+                " samples), " + std::to_string(live.size() - n) +
+                " bytes (the header's counts, written at a flush before the recording ended)");
+      CHECK(missing == UINT64_MAX);
+    }
+  }
+  SECTION("a copy that holds more than the flush counted, cut past it: unknown") {
+    std::vector<uint8_t> grown(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(ends[3]));
+    std::copy(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(header), grown.begin());
+    CHECK(cut_line(grown, ends[3] - 1) == "bytes and samples lost: unknown (the END record counts them; the "
+                                          "header's counts, from a flush before the cut, count no more)");
+  }
+  SECTION("the same records as version 2 (no counts): read alike, a cut says unknown") {
+    std::vector<uint8_t> old(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header - 24));
+    old.insert(old.end(), bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
+    const uint32_t two = 2, zero = 0;
+    std::memcpy(old.data() + 8, &two, 4);
+    std::memcpy(old.data() + 12, &zero, 4);
+    auto o = Profile::from_bytes(old, "", false);
+    REQUIRE(o.ok());
+    CHECK(o.value()->truncation().empty());
+    CHECK(o.value()->samples().size() == 2);
+    CHECK(o.value()->lost() == 3);
+    uint64_t missing = 0;
+    CHECK(cut_line(old, old.size() - 1, &missing) ==
+          "bytes and samples lost: unknown (the END record counts them; a version 2 file)");
+    CHECK(missing == UINT64_MAX);
+  }
+}
+
+TEST_CASE("capture file: written to a pipe, its header has no counts and a cut says unknown") {
+  auto p = Profile::from_bytes(good_file(), "", false);
+  REQUIRE(p.ok());
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  FILE* w = fdopen(fds[1], "wb");
+  REQUIRE(w != nullptr);
+  write_capture(w, *p.value(), nullptr);  // a few KiB: within the pipe's buffer
+  fclose(w);
+  std::vector<uint8_t> bytes;
+  uint8_t buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) bytes.insert(bytes.end(), buf, buf + n);
+  close(fds[0]);
+  auto c = Profile::from_bytes(bytes, "", false);
+  REQUIRE(c.ok());
+  CHECK(c.value()->samples().size() == 2);
+  uint64_t missing = 0;
+  CHECK(cut_line(bytes, bytes.size() - 1, &missing) ==
+        "bytes and samples lost: unknown (the END record counts them; the header has no counts: written to a pipe, or "
+        "copied before the first flush)");
+  CHECK(missing == UINT64_MAX);
 }
