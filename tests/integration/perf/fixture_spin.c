@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // perf fixture: CPU-bound call chains (main -> a_fn -> b_fn -> c_fn/d_fn) in two threads, for sampling.
+// usage: fixture_spin [SECONDS]: each thread spins for SECONDS (default 1) of its own CPU time.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,14 @@ __attribute__((noinline)) unsigned long a_fn(unsigned long x) {
   return r;
 }
 
+// The thread's own CPU time, not the wall clock: each thread spins for SECONDS of CPU, so a sampled
+// run holds the same ~SECONDS x 2 x frequency samples on a loaded machine as on an idle one. With
+// wall-clock seconds a loaded CI machine gave the run ~20 % of a core: ~60-90 samples at 499 Hz, of
+// which the fixed few of the program's start (exec, ld.so) were over the 5 % that the tests' chain
+// checks allow (test_record_with_kernel failed 6 of 28 runs at load 8 on 2 cores).
 static double now(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 

@@ -109,8 +109,8 @@ def check_accepted(sp, workdir, spin):
     js = [json.loads(l) for l in run([sp, "perf-import", "-i", cap, "--format=json", "-q"]).stdout.splitlines()]
     times = sorted(o["time"] for o in js)
     span = (times[-1] - times[0]) / 1e9 if len(times) > 1 else 0
-    # The capture file's header (lib/perf/capture_file.hpp, version 2): magic, u32 version, u32 0,
-    # u64 regs mask, u32 stack bytes, u32 cmdline length, cmdline, u32 frequency.
+    # The capture file's header (lib/perf/capture_file.hpp, version 3): magic, u32 version, u32 flags,
+    # u64 regs mask, u32 stack bytes, u32 cmdline length, cmdline, u32 frequency, then the counts.
     raw = open(cap, "rb").read()
     version, = struct.unpack_from("<I", raw, 8)
     stack, cl = struct.unpack_from("<II", raw, 24)
@@ -120,7 +120,7 @@ def check_accepted(sp, workdir, spin):
                                                       r.stderr.strip()))
     # The spinner runs 5 s: a span well under that shows --duration 0.5 reached the recording. The
     # bounds are loose because under load (CI's ctest -j2) the spinner and the recorder get the CPU late.
-    if r.returncode != 0 or not (0.1 <= span <= 2.5) or (version, freq, stack) != (2, 499, 4096):
+    if r.returncode != 0 or not (0.1 <= span <= 2.5) or (version, freq, stack) != (3, 499, 4096):
         failures.append("record GNU long options: exit %d, %.2f s (want ~0.5), v%d %d Hz %d bytes (want 499, 4096)" % (
             r.returncode, span, version, freq, stack))
     # The requested stack size is what the capture holds (perf-import's truncation test uses it).
