@@ -29,6 +29,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
+
 TOOLS = ["gcc", "g++", "clang++-14", "nm", "readelf"]
 
 
@@ -73,7 +76,7 @@ def nm_funcs(*files):
     syms = {}
     for path in files:
         for opt in ([], ["-D"]):
-            p = subprocess.run(["nm", "-S", "--defined-only"] + opt + [path], stdout=subprocess.PIPE,
+            p = subprocess.run(nm_command() + ["-S", "--defined-only"] + opt + [path], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
             for line in p.stdout.splitlines():
                 f = line.split()

@@ -44,6 +44,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 FIXTURES = os.path.join(os.path.dirname(HERE), "bundle")
 TOOLS = ["gcc", "g++", "readelf", "nm", "llvm-symbolizer-14", "strace", "eu-addr2line"]
@@ -301,8 +302,8 @@ def resolver_of(stackprov, extra, addr):
 
 def check_policy(args, store, stored_bin, stored_digest, other_bin):
     """Default policy: bundle for the stored module (even with its DWARF at hand), dwarf otherwise."""
-    addr = int(run(["nm", stored_bin]).stdout.split(" T main")[0].split("\n")[-1], 16)
-    other = int(run(["nm", other_bin]).stdout.split(" T main")[0].split("\n")[-1], 16)
+    addr = int(run(nm_command() + [stored_bin]).stdout.split(" T main")[0].split("\n")[-1], 16)
+    other = int(run(nm_command() + [other_bin]).stdout.split(" T main")[0].split("\n")[-1], 16)
     r = resolver_of(args.stackprov, ["--obj", stored_bin, "--store", store], addr)
     if (r["Resolver"], r["Bundle"], r["Source"]) != ("bundle", stored_digest, stored_digest):
         fail("default policy with a store, stored module: %r" % r)

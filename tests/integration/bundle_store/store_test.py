@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_answers  # noqa: E402  (tests/lib: the peers' output parsers)
 from terminal import stderr_on_pty  # noqa: E402  (tests/lib)
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 FIXTURES = os.path.join(HERE, "..", "bundle")
 TOOLS = ["gcc", "g++", "readelf", "sha256sum", "openssl", "unshare", "llvm-symbolizer-14", "nm", "python3.11"]
@@ -241,7 +242,7 @@ def main():
     j = json.loads(p.stdout) if p.returncode == 0 else {"modules": []}
     check(j.get("bundle") == d1 and sorted(m["id"] for m in j["modules"]) == sorted([ids["c_O0"], ids["cpp_O1"]]),
           "inspect sha256:HEX --json: the bundle's digest and the readelf build-ids")
-    syms = [l.split() for l in must(["nm", "--defined-only", mods["c_O0"]]).splitlines()]
+    syms = [l.split() for l in must(nm_command() + ["--defined-only", mods["c_O0"]]).splitlines()]
     addrs = sorted({int(s[0], 16) for s in syms if len(s) == 3 and s[1] in "tT"})[:20]
     exp = llvm_symbolizer_answers(must(["llvm-symbolizer-14", "--obj=" + mods["c_O0"], "--no-demangle", "--inlining",
                                         "--output-style=LLVM"], input="".join("0x%x\n" % x for x in addrs)))

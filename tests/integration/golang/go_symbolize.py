@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The "gopclntab" resolver vs Go's own tools: function and file:line vs `go tool addr2line`, inline chains vs
 # the DWARF of the unstripped binary (llvm-symbolizer-14), on a fixture built here, stripped copies included.
-"""Builds tests/integration/golang/fixture_go.go offline (std lib only, GOCACHE under --work) as
+"""Builds tests/integration/golang/fixture_go.go offline (std lib only; GOCACHE: $STACKPROV_GOCACHE or under --work) as
 
   fx           default build (symbols and DWARF)
   fx_stripped  -ldflags='-s -w' (no .symtab, no DWARF: only the pclntab is left)
@@ -44,9 +44,12 @@ def need(tool):
 
 
 def go_env(work):
+    # STACKPROV_GOCACHE (set by ctest): one build cache for this test and fuzz_gopclntab_smoke, which
+    # build the same fixture -buildmode=pie; go 1.19 ships no -shared std library, so the first PIE
+    # build compiles it (~20 CPU-s), once instead of once per test.
     env = dict(os.environ)
-    env.update(GOCACHE=os.path.join(work, "gocache"), GOFLAGS="-mod=mod", GOPROXY="off", GO111MODULE="on",
-               CGO_ENABLED="0", GOTOOLCHAIN="local", HOME=work)
+    env.update(GOCACHE=os.environ.get("STACKPROV_GOCACHE") or os.path.join(work, "gocache"), GOFLAGS="-mod=mod",
+               GOPROXY="off", GO111MODULE="on", CGO_ENABLED="0", GOTOOLCHAIN="local", HOME=work)
     return env
 
 

@@ -25,6 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_answers, llvm_symbolizer_json, parse_nm, parse_readobj_coff_symbols  # noqa: E402
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 LLVM = "llvm-symbolizer-14"
 READOBJ = "llvm-readobj-14"
@@ -288,8 +289,7 @@ def expected_functions(exe):
         out.setdefault(secs[s["section"]][0] + s["value"], set()).add(s["name"])
     # Cross-check with binutils nm: every text symbol it lists is one of these, a section
     # definition, a label (.l_*) or a FILE-record; and every one of these is in nm's list.
-    # --target: nm would otherwise load every bfd plugin (LLVMgold: libLLVM) to probe the format.
-    nm = {(a, n) for a, t, n in parse_nm(run([NM, "--target=pei-x86-64", "--no-demangle", exe])) if t in "tT"}
+    nm = {(a, n) for a, t, n in parse_nm(run(nm_command(NM) + ["--no-demangle", exe])) if t in "tT"}
     mine = {(a, n) for a, ns in out.items() for n in ns}
     missing = mine - nm
     if missing:

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf_check import find_perf, finish, run, script_args, strip_version  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 from peers import parse_perf_script  # noqa: E402  (tests/lib: the peers' output parsers)
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 MAPS, CHILDREN, SECONDS = "4096", "300", "0.5"
 CHAIN = ("forks_leaf", "forks_mid", "main")
@@ -50,7 +51,7 @@ def main():
     run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", forks, os.path.join(args.source_dir, "fixture_forks.c")])
     failures = []
     # The names are the binary's own (nm), not taken from stackprov.
-    syms = set(l.split()[-1] for l in run(["nm", forks]).stdout.splitlines() if l.split()[1:2] in (["T"], ["t"]))
+    syms = set(l.split()[-1] for l in run(nm_command() + [forks]).stdout.splitlines() if l.split()[1:2] in (["T"], ["t"]))
     if not set(CHAIN) <= syms:
         failures.append("nm %s: %s not all defined (%s)" % (forks, CHAIN, sorted(syms & set(CHAIN))))
 

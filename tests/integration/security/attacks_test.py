@@ -84,6 +84,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import container as ct  # noqa: E402
+sys.path.insert(0, str(HERE.parent.parent / "lib"))
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 # The forged build-ids: B is shared by the host's trusted library and the container's
 # libevil.so (attack 1); B2 by the container's libsecret.so and the host's files at the
@@ -210,9 +212,7 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-# nm's object format, named: probing for it loads every bfd plugin (LLVMgold: all of libLLVM), 0.25
-# CPU-s per nm run. Every library nm reads here is one the test built with the host's gcc.
-NM = ["nm", "--target=elf64-x86-64"]
+NM = nm_command()
 
 
 def symbol_address(lib: Path, name: str) -> int:

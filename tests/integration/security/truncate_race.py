@@ -16,6 +16,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
+
 NOBODY = 65534
 FUNCS = 1500
 failures = []
@@ -55,7 +58,7 @@ def build(work):
 
 
 def function_addresses(lib):
-    out = subprocess.run(["nm", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(nm_command() + ["--defined-only", lib], capture_output=True, text=True, check=True).stdout
     return sorted("0x" + l.split()[0].lstrip("0") for l in out.splitlines()
                   if len(l.split()) == 3 and l.split()[1] in "tT" and l.split()[2].startswith("big_"))
 

@@ -43,6 +43,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import gdb_frames_script, parse_eu_stack, parse_gdb_frames, real_frames  # noqa: E402  (tests/lib: peers' output)
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 # Known chains (innermost first), by the role the fixture prints for each thread.
 CHAINS = {
@@ -1519,7 +1520,7 @@ def mode_json_bytes(a):
     try:
         if proc.stdout.readline().strip() != b"ready":
             raise Harness("bytes_target: %r" % proc.stderr.read())
-        nm = subprocess.run(["nm", a.fixture], capture_output=True).stdout
+        nm = subprocess.run(nm_command() + [a.fixture], capture_output=True).stdout
         raw_sym = next((l.split()[-1] for l in nm.splitlines() if l.split()[-1].startswith(b"park_")), None)
         if raw_sym is None or raw_sym.isascii():
             raise Harness("nm shows no non-UTF-8 park_ symbol: %r" % raw_sym)

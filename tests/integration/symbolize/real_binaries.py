@@ -23,6 +23,7 @@ LLVM = "llvm-symbolizer-14"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from peers import llvm_symbolizer_json  # noqa: E402  (tests/lib: the peers' output parsers)
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 FIELDS = ("FunctionName", "FileName", "Line", "Column", "StartAddress")
 EXCEPTIONS = os.path.join(HERE, "llvm_exceptions.txt")
@@ -90,7 +91,7 @@ def targets(work):
 def func_ranges(symfile):
     """Sized function symbols (T/t/W/w/i) of the file holding .symtab, from binutils nm."""
     rs = set()
-    for line in run(["nm", "-S", "--defined-only", symfile]).splitlines():
+    for line in run(nm_command() + ["-S", "--defined-only", symfile]).splitlines():
         p = line.split()
         if len(p) == 4 and p[2] in ("T", "t", "W", "w", "i"):
             a, n = int(p[0], 16), int(p[1], 16)

@@ -36,7 +36,7 @@ def has_section(path, name):
 
 
 def symbol_address(path, name):
-    for line in cl.run(["nm", path]).splitlines():
+    for line in cl.run(cl.nm_command() + [path]).splitlines():
         parts = line.split()
         if len(parts) == 3 and parts[2] == name:
             return int(parts[0], 16)

@@ -66,6 +66,7 @@ sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "lib"))
 from pgserver import PG_TOOLS, PSQL, PgServer  # noqa: E402
 from peers import llvm_symbolizer_chains  # noqa: E402
 from sqlsession import PsqlSession, SqliteSession, close_all  # noqa: E402  (one CLI process per database)
+from toolrun import nm_command  # noqa: E402  (tests/lib: nm without bfd's LLVM plugins)
 
 PY311 = "/usr/bin/python3.11"
 TOOLS = ["gcc", "readelf", "nm", "sqlite3", "llvm-symbolizer-14", "xmllint", PY311] + PG_TOOLS
@@ -251,7 +252,7 @@ def function_starts(path):
     key = file_digest(path)
     if key not in _nm_answers:
         out = {}
-        for line in must(["nm", "--defined-only", path]).splitlines():
+        for line in must(nm_command() + ["--defined-only", path]).splitlines():
             parts = line.split()
             if len(parts) == 3 and parts[1] in "tT":
                 out[parts[2]] = int(parts[0], 16)
