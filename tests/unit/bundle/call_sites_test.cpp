@@ -2,6 +2,8 @@
 // The optional call-sites section (0x80000003, doc/bundles.md "Call sites"): hand encoding, round trip, older formats, hostile bytes.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -256,4 +258,21 @@ TEST_CASE("bundle call sites: hostile sections are refused by value, never a cra
       if (!rd) continue;
       for (const ModuleView& v : rd->modules()) (void)rd->call_sites(v.index);
     }
+}
+
+TEST_CASE("bundle call sites: the committed seed is what the writer writes", "[bundle][format][callsites]") {
+  // tests/data/bundle/callsites.bundle: the fuzz smoke test's seed with a call-site section.
+  std::ifstream f(std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites.bundle", std::ios::binary);
+  const std::vector<uint8_t> seed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto w = write_bundle(cs_contents());
+  REQUIRE(w.ok());
+  CHECK(seed == w.value());
+}
+
+TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle", "[.write-callsites]") {
+  auto w = write_bundle(cs_contents());
+  REQUIRE(w.ok());
+  std::ofstream f(std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites.bundle", std::ios::binary);
+  f.write(reinterpret_cast<const char*>(w->data()), static_cast<std::streamsize>(w->size()));
+  REQUIRE(f.good());
 }
