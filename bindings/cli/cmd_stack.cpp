@@ -92,8 +92,9 @@ constexpr const char* kHelp =
     "                    DW_AT_call_tail_call, gcc -O2 -g) says so unambiguously: method tail_call,\n"
     "                    marked inferred (text \"[tail_call, inferred]\", JSON \"method\":\"tail_call\",\n"
     "                    \"flags\":[\"inferred\"]); pc is the return pc of its tail-call site, sp the\n"
-    "                    frame below's CFA. Not offline, nor with --no-lines (no DWARF is read);\n"
-    "                    eu-stack and perf show no such frames\n"
+    "                    frame below's CFA. Offline (and for a module whose file is missing)\n"
+    "                    from its bundle's call sites (bundles built since this release); not\n"
+    "                    with --no-lines (no DWARF is read); eu-stack and perf show no such frames\n"
     "  --regs            each frame's registers where the unwind knows them: frame 0 all captured\n"
     "                    registers, a caller its pc, sp and the callee-saved registers its unwind\n"
     "                    rule restored or kept (x86_64 rip rsp rbx rbp r12-r15), a frame restored\n"
@@ -534,8 +535,9 @@ int cmd_stack(int argc, char** argv) {
       exit_code = 1;
       continue;
     }
-    if (a.tail_calls && !a.offline && a.lines) {
-      // Tail-call frames from DWARF call sites (gdb's), before the runtime frames are interleaved.
+    if (a.tail_calls && a.lines) {
+      // Tail-call frames from DWARF call sites (gdb's; offline, the bundles' call-site sections),
+      // before the runtime frames are interleaved.
       sprov_stack* with_tails = nullptr;
       // A failure here (e.g. out of memory reading the DWARF) loses only the inferred frames: the
       // thread's walk is printed without them, and the exit status says something failed.

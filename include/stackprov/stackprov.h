@@ -942,7 +942,9 @@ SPROV_API int sprov_symbolizer_use_bundle(sprov_symbolizer* sym, const char* bun
  * (method SPROV_METHOD_TAIL_CALL, flag SPROV_FRAME_INFERRED, pc the site's return pc, looked up at
  * pc - 1, module the callee's). Nothing is inserted where the chains share nothing, where the
  * callee can reach itself by tail calls, where a target is not a function with DWARF or a symbol of
- * the same module, across modules, below a frame not found by a CFI table, or offline. A stack
+ * the same module, across modules, or below a frame not found by a CFI table. A module's DWARF is
+ * read from its file; offline (SPROV_CTX_OFFLINE), or when its file is missing, from its bundle's
+ * call-site section (doc/bundles.md "Call sites"; a bundle without one gives none). A stack
  * without such frames gives a copy. Before sprov_process_interleave (an interleaved stack is
  * refused). Free with sprov_stack_free. */
 SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_stack* stack, sprov_stack** out);

@@ -109,6 +109,39 @@ struct SymbolRecord {
   std::string name;
 };
 
+/// Call-site record (doc/bundles.md "Call sites"): a DWARF call site as gdb's tail-call search
+/// (dwarf/tail_calls.hpp) asks of it. `target` is the entry pc of the function it calls (a
+/// definition's, or a declaration's the module's own symbol tables resolve); else `target_name`
+/// names a declaration no symbol of the module defines, looked up when the search runs in the
+/// other modules' CallSymbolRecords (gdb's minimal symbols); neither: unknown (a
+/// DW_AT_call_target expression).
+struct CallSiteRecord {
+  uint64_t return_pc = 0;
+  bool tail_call = false;
+  bool has_target = false;
+  uint64_t target = 0;
+  std::string target_name;  ///< only when !has_target
+};
+
+/// A function symbol by name, as the search's name lookup answers it for this module
+/// (DwarfResolver::symbol_address: the global or weak one at the highest address, else a local
+/// one): the names of the symbols at the entries of the module's CallFunctionRecords.
+struct CallSymbolRecord {
+  std::string name;  ///< without a version suffix
+  uint64_t addr = 0;
+  bool global = false;
+};
+
+/// A subprogram the search can meet: its entry pc, its address ranges (function_entry; inner
+/// subprograms split outer ones, so ranges of all functions do not overlap; the entry lies in one)
+/// and its tail-call sites (return pcs of the module's CallSiteRecords with tail_call), in the order
+/// dwarf::DwarfIndex::tail_calls_of gives them (empty: its call-site list is not complete).
+struct CallFunctionRecord {
+  uint64_t entry = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  ///< [low, high), sorted
+  std::vector<uint64_t> tails;
+};
+
 /// Everything about one module that goes into a bundle.
 struct ModuleContents {
   IdBytes id;
@@ -126,6 +159,19 @@ struct ModuleContents {
   /// Format 5: the naming rule's symbol names (sorted, not overlapping; written from format 5 on,
   /// left out of older formats). May be empty.
   std::vector<SymbolRecord> symbols;
+  /// The optional call-sites section (written from format 5 on): only what the tail-call search can
+  /// use (the builder's selection, doc/bundles.md "Call sites"). May be empty.
+  std::vector<CallSiteRecord> call_sites;
+  std::vector<CallFunctionRecord> call_functions;
+  std::vector<CallSymbolRecord> call_symbols;
+};
+
+/// A module's call-site section decoded (BundleReader::call_sites): sites sorted by return pc,
+/// functions by entry.
+struct CallSiteTable {
+  std::vector<CallSiteRecord> sites;
+  std::vector<CallFunctionRecord> functions;
+  std::vector<CallSymbolRecord> symbols;  ///< sorted by name
 };
 
 struct BundleContents {
@@ -167,6 +213,9 @@ struct ModuleView {
   std::span<const uint8_t> debug_blob;   ///< empty when not embedded
   bool pdb_lines = false;                ///< ModuleContents::pdb_lines
   uint64_t symbol_count = 0;             ///< SymbolRecords (format 5's optional section); 0 without
+  uint64_t call_site_count = 0;          ///< CallSiteRecords (the optional call-sites section); 0 without
+  uint64_t call_function_count = 0;      ///< CallFunctionRecords
+  uint64_t call_symbol_count = 0;        ///< CallSymbolRecords
 };
 
 /// Reads a bundle from memory or an mmap'd file.
@@ -212,6 +261,13 @@ class BundleReader {
   Result<SymbolLookup> symbol(size_t module, uint64_t rel_addr) const;
   /// Every symbol-name record of a module in address order (export, tests).
   Result<std::vector<SymbolRecord>> symbols(size_t module) const;
+  /// The module's call-site section (ModuleContents::call_sites, call_functions), decoded and
+  /// checked on each call (the caller keeps it): empty when the module has none. Errors
+  /// (SPROV_ERR_BUNDLE) name the record and the value: a varint past the block, an address that
+  /// wraps, sites, functions or names out of order, overlapping function ranges, an entry outside
+  /// its function, a tail index past the sites or naming a site that is not a tail call, a string
+  /// index past the module's strings, bytes left over.
+  Result<CallSiteTable> call_sites(size_t module) const;
   /// The chain recorded for the return address `addr` (exact match), outermost first;
   /// empty when `addr` has no return pad.
   Result<std::vector<FrameView>> return_pad(size_t module, uint64_t addr) const;

@@ -45,6 +45,26 @@ inline constexpr uint32_t kSecSymtabRanges = kSectionOptionalBit | 1u;
 /// into the module's string table. Present only when some module has such a record.
 inline constexpr uint32_t kSecSymbols = kSectionOptionalBit | 2u;
 inline constexpr size_t kSymbolsHeadSize = 16;
+/// Optional (written from format 5; doc/bundles.md "Call sites"): per module with call-site facts,
+/// in module order, a 24-byte head {u32 module index, u32 sites, u32 functions, u32 names, u64
+/// nbytes}, then nbytes: the sites, each uleb (return pc - the previous one's; the first: return
+/// pc), u8 flags (kCallSiteTail, kCallSiteTarget, kCallSiteName), [sleb (target - return pc)] or
+/// [uleb name string index]; the functions, each uleb (entry - the previous entry; the first:
+/// entry), uleb ranges (>= 1), sleb (first low - entry), uleb length (> 0), per further range uleb
+/// (low - the previous high), uleb length; uleb tails, per tail uleb site index; the names, sorted
+/// by bytes, each uleb string index, u8 global (0, 1), uleb address. Strings are the module's
+/// table's. Present only when some module has a site, a function or a name.
+inline constexpr uint32_t kSecCallSites = kSectionOptionalBit | 3u;
+inline constexpr size_t kCallSitesHeadSize = 24;
+inline constexpr uint8_t kCallSiteTail = 1;    ///< DW_AT_call_tail_call
+inline constexpr uint8_t kCallSiteTarget = 2;  ///< the target's entry follows
+inline constexpr uint8_t kCallSiteName = 4;    ///< the target's name follows (not with kCallSiteTarget)
+/// A site takes 2 bytes at least, a function 5, a name 3: 2 sites + 5 functions + 3 names <= nbytes.
+inline constexpr size_t kMinCallSiteBytes = 2;
+inline constexpr size_t kMinCallFunctionBytes = 5;
+inline constexpr size_t kMinCallSymbolBytes = 3;
+/// Ranges of one function (a subprogram split by many nested ones stays far below).
+inline constexpr uint64_t kMaxCallFunctionRanges = 1u << 16;
 /// A record takes 3 bytes at least: n <= nbytes / 3.
 inline constexpr size_t kMinSymbolRecordBytes = 3;
 

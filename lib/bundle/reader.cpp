@@ -104,6 +104,15 @@ struct BundleReader::Impl {
     uint32_t n = 0;
   };
   std::vector<SymBlock> symbols;
+  const uint8_t* calls_sec = nullptr;  // kSecCallSites, optional (format 5)
+  uint64_t calls_len = 0;
+  /// Per module: its call-site bytes in calls_sec (null: none) and its site and function counts.
+  struct CallBlock {
+    const uint8_t* p = nullptr;
+    uint64_t nbytes = 0;
+    uint32_t nsites = 0, nfuncs = 0, nnames = 0;
+  };
+  std::vector<CallBlock> calls;
   Status decode_symbols(size_t mi, ModuleIndex& ix) const;
   std::vector<ModuleMeta> meta;
   std::unique_ptr<ModuleIndex[]> index;
@@ -647,6 +656,13 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
       im.symbols_len = slen;
       continue;
     }
+    if (type == kSecCallSites) {
+      if (im.calls_sec != nullptr) return bad("section type 0x%x appears twice", type);
+      if (version < 5) return bad("section type 0x%x (call sites) in a format-%u bundle: it is format 5's", type, version);
+      im.calls_sec = data + off;
+      im.calls_len = slen;
+      continue;
+    }
     if (type > kSectionTypeCount) continue;  // optional, unknown: skipped
     if (seen[type]) return bad("section type %u appears twice", type);
     seen[type] = true;
@@ -814,6 +830,32 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     at += nbytes;
     prev_mod = mi;
   }
+  // Call sites: heads in module order, each block's bytes within the section; the records are
+  // decoded by call_sites().
+  im.calls.assign(nmod, {});
+  for (uint64_t at = 0, prev_mod = 0, first = 1; im.calls_sec != nullptr && at < im.calls_len; first = 0) {
+    if (im.calls_len - at < kCallSitesHeadSize)
+      return bad("call sites: a head at %" PRIu64 " of the %" PRIu64 "-byte section is cut short", at, im.calls_len);
+    const uint8_t* h = im.calls_sec + at;
+    const uint32_t mi = ld32(h), nsites = ld32(h + 4), nfuncs = ld32(h + 8), nnames = ld32(h + 12);
+    const uint64_t nbytes = ld64(h + 16);
+    if ((first == 0 && mi <= prev_mod) || mi >= nmod)
+      return bad("call sites: module index %u after %" PRIu64 " (of %zu modules)", mi, first ? 0 : prev_mod, nmod);
+    at += kCallSitesHeadSize;
+    if (nbytes > im.calls_len - at || (nsites == 0 && nfuncs == 0 && nnames == 0) ||
+        uint64_t{nsites} * kMinCallSiteBytes + uint64_t{nfuncs} * kMinCallFunctionBytes +
+                uint64_t{nnames} * kMinCallSymbolBytes > nbytes)
+      return bad("call sites of module %u: %u sites, %u functions and %u names in %" PRIu64 " bytes (%" PRIu64
+                 " left; %zu bytes a site, %zu a function and %zu a name at least)",
+                 mi, nsites, nfuncs, nnames, nbytes, im.calls_len - at, kMinCallSiteBytes, kMinCallFunctionBytes,
+                 kMinCallSymbolBytes);
+    im.calls[mi] = {im.calls_sec + at, nbytes, nsites, nfuncs, nnames};
+    rd.modules_[mi].call_site_count = nsites;
+    rd.modules_[mi].call_function_count = nfuncs;
+    rd.modules_[mi].call_symbol_count = nnames;
+    at += nbytes;
+    prev_mod = mi;
+  }
   im.index = std::make_unique<ModuleIndex[]>(nmod);
   return rd;
 }
@@ -911,6 +953,126 @@ Result<std::vector<SymbolRecord>> BundleReader::symbols(size_t module) const {
     budget -= n;
     out.push_back({e.start, e.end - e.start, e.sym_start, std::string(str_at(*ix.value(), e.name))});
   }
+  return out;
+}
+
+Result<CallSiteTable> BundleReader::call_sites(size_t module) const {
+  CallSiteTable out;
+  if (module >= impl_->calls.size() || impl_->calls[module].p == nullptr) return out;
+  const Impl::CallBlock& b = impl_->calls[module];
+  auto ix = impl_->module_index(module);  // the string table, for names
+  if (!ix) return ix.error();
+  uint64_t budget = copy_budget(size_);
+  auto string = [&](uint64_t si, const char* what, uint64_t where, std::string* out) -> Status {
+    if (si >= ix.value()->offs.size())
+      return bad("module %zu: %s at 0x%" PRIx64 " names string %" PRIu64 " of %zu", module, what, where, si,
+                 ix.value()->offs.size());
+    const uint64_t n = str_len(*ix.value(), static_cast<uint32_t>(si));
+    if (n > budget) return bad("module %zu: call-site names exceed the copy budget of this bundle", module);
+    budget -= n;
+    *out = std::string(str_at(*ix.value(), static_cast<uint32_t>(si)));
+    return {};
+  };
+  Cursor c{b.p, b.p + b.nbytes};
+  out.sites.reserve(b.nsites);
+  uint64_t prev = 0;
+  for (uint32_t i = 0; i < b.nsites; i++) {
+    const uint64_t delta = c.uleb();
+    const uint8_t flags = c.u8();
+    const int64_t to = (flags & kCallSiteTarget) != 0 ? c.sleb() : 0;
+    const uint64_t name = (flags & kCallSiteName) != 0 ? c.uleb() : 0;
+    if (!c.ok()) return bad("module %zu: call site %u of %u is cut short or over-long", module, i, b.nsites);
+    if ((i > 0 && delta == 0) || delta > UINT64_MAX - prev)
+      return bad("module %zu: call site %u: return pc 0x%" PRIx64 " + 0x%" PRIx64 " is not after the previous one",
+                 module, i, prev, delta);
+    if ((flags & ~(kCallSiteTail | kCallSiteTarget | kCallSiteName)) != 0 ||
+        (flags & (kCallSiteTarget | kCallSiteName)) == (kCallSiteTarget | kCallSiteName))
+      return bad("module %zu: call site %u at 0x%" PRIx64 " has unknown flags 0x%x", module, i, prev + delta, flags);
+    CallSiteRecord r;
+    r.return_pc = prev + delta;
+    r.tail_call = (flags & kCallSiteTail) != 0;
+    r.has_target = (flags & kCallSiteTarget) != 0;
+    r.target = r.return_pc + static_cast<uint64_t>(to);  // modulo 2^64, as written
+    if ((flags & kCallSiteName) != 0)
+      if (Status st = string(name, "call site", r.return_pc, &r.target_name); !st) return st.error();
+    out.sites.push_back(r);
+    prev = r.return_pc;
+  }
+  out.functions.reserve(b.nfuncs);
+  std::vector<std::pair<uint64_t, uint64_t>> all;  // every function's ranges: none may overlap
+  prev = 0;
+  for (uint32_t i = 0; i < b.nfuncs; i++) {
+    const uint64_t delta = c.uleb(), nranges = c.uleb();
+    if (!c.ok() || (i > 0 && delta == 0) || delta > UINT64_MAX - prev)
+      return bad("module %zu: call-site function %u of %u: cut short, or entry 0x%" PRIx64 " + 0x%" PRIx64
+                 " not after the previous one", module, i, b.nfuncs, prev, delta);
+    CallFunctionRecord f;
+    f.entry = prev + delta;
+    if (nranges == 0 || nranges > kMaxCallFunctionRanges || nranges > c.left() / 2)
+      return bad("module %zu: call-site function at 0x%" PRIx64 " has %" PRIu64 " ranges (1..%" PRIu64
+                 ", 2 bytes each, %zu bytes left)", module, f.entry, nranges, kMaxCallFunctionRanges, c.left());
+    uint64_t at = f.entry;
+    bool has_entry = false;
+    for (uint64_t k = 0; k < nranges; k++) {
+      uint64_t low = 0;
+      if (k == 0) {
+        low = f.entry + static_cast<uint64_t>(c.sleb());
+      } else {
+        const uint64_t gap = c.uleb();
+        low = at + gap;
+        if (gap > UINT64_MAX - at) return bad("module %zu: call-site function at 0x%" PRIx64 ": range %" PRIu64
+                                              " wraps around", module, f.entry, k);
+      }
+      const uint64_t len = c.uleb();
+      if (!c.ok() || len == 0 || len > UINT64_MAX - low)
+        return bad("module %zu: call-site function at 0x%" PRIx64 ": range %" PRIu64 " at 0x%" PRIx64 " length 0x%" PRIx64
+                   " is cut short, empty or wraps around", module, f.entry, k, low, len);
+      f.ranges.emplace_back(low, low + len);
+      has_entry |= f.entry >= low && f.entry < low + len;
+      at = low + len;
+    }
+    if (!has_entry)
+      return bad("module %zu: call-site function's entry 0x%" PRIx64 " is in none of its ranges", module, f.entry);
+    const uint64_t ntails = c.uleb();
+    if (!c.ok() || ntails > c.left())
+      return bad("module %zu: call-site function at 0x%" PRIx64 " has %" PRIu64 " tail calls (%zu bytes left)", module,
+                 f.entry, ntails, c.left());
+    for (uint64_t k = 0; k < ntails; k++) {
+      const uint64_t si = c.uleb();
+      if (!c.ok() || si >= out.sites.size() || !out.sites[si].tail_call)
+        return bad("module %zu: call-site function at 0x%" PRIx64 ": tail call %" PRIu64 " names site %" PRIu64
+                   " of %zu, not a tail-call site", module, f.entry, k, si, out.sites.size());
+      f.tails.push_back(out.sites[si].return_pc);
+    }
+    all.insert(all.end(), f.ranges.begin(), f.ranges.end());
+    out.functions.push_back(std::move(f));
+    prev = out.functions.back().entry;
+  }
+  out.symbols.reserve(b.nnames);
+  for (uint32_t i = 0; i < b.nnames; i++) {
+    const uint64_t si = c.uleb();
+    const uint8_t global = c.u8();
+    const uint64_t addr = c.uleb();
+    if (!c.ok() || global > 1)
+      return bad("module %zu: call-site name %u of %u is cut short, or its global byte %u is not 0 or 1", module, i,
+                 b.nnames, global);
+    CallSymbolRecord y;
+    if (Status st = string(si, "call-site name", addr, &y.name); !st) return st.error();
+    if (y.name.empty() || (i > 0 && y.name <= out.symbols.back().name))
+      return bad("module %zu: call-site name %u '%s' is empty or not after '%s'", module, i, y.name.c_str(),
+                 i > 0 ? out.symbols.back().name.c_str() : "");
+    y.addr = addr;
+    y.global = global != 0;
+    out.symbols.push_back(std::move(y));
+  }
+  if (c.left() != 0)
+    return bad("module %zu: %zu bytes after its %u call sites, %u functions and %u names", module, c.left(), b.nsites,
+               b.nfuncs, b.nnames);
+  std::sort(all.begin(), all.end());
+  for (size_t i = 1; i < all.size(); i++)
+    if (all[i - 1].second > all[i].first)
+      return bad("module %zu: call-site function ranges 0x%" PRIx64 "..0x%" PRIx64 " and 0x%" PRIx64 "..0x%" PRIx64
+                 " overlap", module, all[i - 1].first, all[i - 1].second, all[i].first, all[i].second);
   return out;
 }
 

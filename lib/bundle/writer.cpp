@@ -99,6 +99,66 @@ Status prepare_module(ModuleContents& m) {
                         " and 0x%" PRIx64 " overlap", label.c_str(), m.symbols[i - 1].addr, r.addr);
     if (auto s = check_string(m, r.name, "symbol name"); !s) return s;
   }
+  // Call sites: unique return pcs; functions: unique entries, each in one of its own ranges, no
+  // range of any function overlapping another's, tails naming tail-call sites.
+  if (m.call_sites.size() > kMaxRecords || m.call_functions.size() > kMaxRecords || m.call_symbols.size() > kMaxRecords)
+    return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: %zu call sites, %zu functions or %zu names exceed %" PRIu64,
+                      label.c_str(), m.call_sites.size(), m.call_functions.size(), m.call_symbols.size(), kMaxRecords);
+  for (const CallSiteRecord& r : m.call_sites) {
+    if (r.has_target && !r.target_name.empty())
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: call site 0x%" PRIx64
+                        " has both a target address and a name ('%s')", label.c_str(), r.return_pc, r.target_name.c_str());
+    if (auto s = check_string(m, r.target_name, "call-site target"); !s) return s;
+  }
+  std::sort(m.call_symbols.begin(), m.call_symbols.end(),
+            [](const CallSymbolRecord& a, const CallSymbolRecord& b) { return a.name < b.name; });
+  for (size_t i = 0; i < m.call_symbols.size(); i++) {
+    if (m.call_symbols[i].name.empty() || (i > 0 && m.call_symbols[i].name == m.call_symbols[i - 1].name))
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: call-site name '%s' is empty or appears twice",
+                        label.c_str(), m.call_symbols[i].name.c_str());
+    if (auto s = check_string(m, m.call_symbols[i].name, "call-site name"); !s) return s;
+  }
+  std::sort(m.call_sites.begin(), m.call_sites.end(),
+            [](const CallSiteRecord& a, const CallSiteRecord& b) { return a.return_pc < b.return_pc; });
+  for (size_t i = 1; i < m.call_sites.size(); i++)
+    if (m.call_sites[i].return_pc == m.call_sites[i - 1].return_pc)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: two call sites return to 0x%" PRIx64,
+                        label.c_str(), m.call_sites[i].return_pc);
+  std::sort(m.call_functions.begin(), m.call_functions.end(),
+            [](const CallFunctionRecord& a, const CallFunctionRecord& b) { return a.entry < b.entry; });
+  std::vector<std::pair<uint64_t, uint64_t>> all;
+  for (size_t i = 0; i < m.call_functions.size(); i++) {
+    CallFunctionRecord& f = m.call_functions[i];
+    if (i > 0 && f.entry == m.call_functions[i - 1].entry)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: two call-site functions at 0x%" PRIx64,
+                        label.c_str(), f.entry);
+    std::sort(f.ranges.begin(), f.ranges.end());
+    bool has_entry = false;
+    for (const auto& [lo, hi] : f.ranges) {
+      if (lo >= hi)
+        return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: call-site function at 0x%" PRIx64
+                          " has the empty range 0x%" PRIx64 "..0x%" PRIx64, label.c_str(), f.entry, lo, hi);
+      has_entry |= f.entry >= lo && f.entry < hi;
+    }
+    if (!has_entry || f.ranges.size() > kMaxCallFunctionRanges)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: call-site function at 0x%" PRIx64 " has %zu ranges"
+                        " (1..%" PRIu64 ") and its entry must lie in one", label.c_str(), f.entry, f.ranges.size(),
+                        kMaxCallFunctionRanges);
+    all.insert(all.end(), f.ranges.begin(), f.ranges.end());
+    for (uint64_t t : f.tails) {
+      auto it = std::lower_bound(m.call_sites.begin(), m.call_sites.end(), t,
+                                 [](const CallSiteRecord& s, uint64_t a) { return s.return_pc < a; });
+      if (it == m.call_sites.end() || it->return_pc != t || !it->tail_call)
+        return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: call-site function at 0x%" PRIx64
+                          " names 0x%" PRIx64 ", which is not one of its tail-call sites", label.c_str(), f.entry, t);
+    }
+  }
+  std::sort(all.begin(), all.end());
+  for (size_t i = 1; i < all.size(); i++)
+    if (all[i - 1].second > all[i].first)
+      return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: call-site function ranges 0x%" PRIx64 "..0x%" PRIx64
+                        " and 0x%" PRIx64 "..0x%" PRIx64 " overlap", label.c_str(), all[i - 1].first, all[i - 1].second,
+                        all[i].first, all[i].second);
   // A symbol-table range has no inlined record inside (no depth-1 record overlaps it).
   {
     const auto d1 = std::find_if(m.ranges.begin(), m.ranges.end(), [](const RangeRecord& r) { return r.depth > 0; });
@@ -339,6 +399,7 @@ struct ModuleParts {
   std::vector<uint32_t> offs;
   std::vector<uint8_t> func_index, func_data, pad_index, pad_data, row_index, row_data;
   std::vector<uint8_t> symbols;  // format 5: the module's symbol-name records (kSecSymbols)
+  std::vector<uint8_t> calls;    // format 5: the module's call sites and functions (kSecCallSites)
   uint64_t base = 0;
 };
 
@@ -393,6 +454,7 @@ class ModuleEncoder {
     encode_pads(out);
     encode_rows(out);
     if (version_ >= 5) encode_symbols(out);
+    if (version_ >= 5) encode_calls(out);
     for (const auto* v : {&out.func_data, &out.pad_data, &out.row_data})
       if (v->size() > UINT32_MAX)
         return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: encoded records exceed 4 GiB", label_.c_str());
@@ -414,8 +476,12 @@ class ModuleEncoder {
           use(f.function);
           use(f.file);
         }
-    if (version_ >= 5)  // format 5: the symbol names share the module's string table
+    if (version_ >= 5) {  // format 5: the symbol names and call-site names share the module's string table
       for (const SymbolRecord& r : m_.symbols) use(r.name);
+      for (const CallSiteRecord& r : m_.call_sites)
+        if (!r.has_target && !r.target_name.empty()) use(r.target_name);
+      for (const CallSymbolRecord& r : m_.call_symbols) use(r.name);
+    }
     std::vector<std::pair<std::string_view, uint64_t>> all(freq.begin(), freq.end());
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
@@ -450,6 +516,46 @@ class ModuleEncoder {
       put_uleb(out.symbols, (uint64_t{st_.ref(r.name)} << 1) | (back != 0 ? 1 : 0));
       if (back != 0) put_uleb(out.symbols, back);
       prev_end = r.addr + r.length;
+    }
+  }
+
+  /// The call-sites section's records (layout kSecCallSites): sorted by prepare_module, varints.
+  void encode_calls(ModuleParts& out) const {
+    uint64_t prev = 0;
+    for (const CallSiteRecord& r : m_.call_sites) {
+      put_uleb(out.calls, r.return_pc - prev);
+      const bool named = !r.has_target && !r.target_name.empty();
+      out.calls.push_back(static_cast<uint8_t>((r.tail_call ? kCallSiteTail : 0) | (r.has_target ? kCallSiteTarget : 0) |
+                                               (named ? kCallSiteName : 0)));
+      if (r.has_target) put_sleb(out.calls, static_cast<int64_t>(r.target - r.return_pc));
+      if (named) put_uleb(out.calls, st_.ref(r.target_name));
+      prev = r.return_pc;
+    }
+    prev = 0;
+    for (const CallFunctionRecord& f : m_.call_functions) {
+      put_uleb(out.calls, f.entry - prev);
+      put_uleb(out.calls, f.ranges.size());
+      uint64_t at = 0;
+      for (size_t k = 0; k < f.ranges.size(); k++) {
+        if (k == 0)
+          put_sleb(out.calls, static_cast<int64_t>(f.ranges[0].first - f.entry));
+        else
+          put_uleb(out.calls, f.ranges[k].first - at);
+        put_uleb(out.calls, f.ranges[k].second - f.ranges[k].first);
+        at = f.ranges[k].second;
+      }
+      put_uleb(out.calls, f.tails.size());
+      for (uint64_t t : f.tails) {
+        auto it = std::lower_bound(m_.call_sites.begin(), m_.call_sites.end(), t,
+                                   [](const CallSiteRecord& s, uint64_t a) { return s.return_pc < a; });
+        put_uleb(out.calls, static_cast<uint64_t>(it - m_.call_sites.begin()));
+      }
+      prev = f.entry;
+    }
+    for (const CallSymbolRecord& y : m_.call_symbols) {
+      put_uleb(out.calls, st_.ref(y.name));
+      out.calls.push_back(y.global ? 1 : 0);
+      put_uleb(out.calls, y.addr);
     }
   }
 
@@ -898,6 +1004,7 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
   std::vector<uint8_t> sec[kSectionTypeCount + 1];
   std::vector<uint8_t> symtab_sec;  // kSecSymtabRanges
   std::vector<uint8_t> symbols_sec;  // kSecSymbols (format 5)
+  std::vector<uint8_t> calls_sec;    // kSecCallSites (format 5)
   bool any_blob = false;
   for (const ModuleContents& m : mods) {
     auto parts = ModuleEncoder(m, module_label(m), version).encode();
@@ -945,6 +1052,16 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
       symbols_sec.insert(symbols_sec.end(), head, head + kSymbolsHeadSize);
       symbols_sec.insert(symbols_sec.end(), p.symbols.begin(), p.symbols.end());
     }
+    if (!p.calls.empty()) {
+      uint8_t head[kCallSitesHeadSize] = {};
+      st32(head, static_cast<uint32_t>(sec[kSecModules].size() / kModuleSize - 1));
+      st32(head + 4, static_cast<uint32_t>(m.call_sites.size()));
+      st32(head + 8, static_cast<uint32_t>(m.call_functions.size()));
+      st32(head + 12, static_cast<uint32_t>(m.call_symbols.size()));
+      st64(head + 16, p.calls.size());
+      calls_sec.insert(calls_sec.end(), head, head + kCallSitesHeadSize);
+      calls_sec.insert(calls_sec.end(), p.calls.begin(), p.calls.end());
+    }
     // Symbol-table ranges: depth-0 records (sorted first by prepare_module), touching ones merged.
     std::vector<std::pair<uint64_t, uint64_t>> iv;
     for (const RangeRecord& r : m.ranges) {
@@ -975,7 +1092,8 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
   // Layout: header, section table, sections in type order, each 8-aligned (zero padding).
   // Optional sections follow the required ones (type order: bit 31 set sorts last).
   const uint32_t nreq = any_blob ? kSectionTypeCount : kSectionTypeCount - 1;
-  const uint32_t nsec = nreq + (symtab_sec.empty() ? 0 : 1) + (symbols_sec.empty() ? 0 : 1);
+  const uint32_t nsec =
+      nreq + (symtab_sec.empty() ? 0 : 1) + (symbols_sec.empty() ? 0 : 1) + (calls_sec.empty() ? 0 : 1);
   size_t off = align_up(kHeaderSize + nsec * kSectionEntrySize);
   uint64_t sec_off[kSectionTypeCount + 1] = {};
   for (uint32_t t = 1; t <= nreq; t++) {
@@ -986,6 +1104,8 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
   off = align_up(off + symtab_sec.size());
   const uint64_t symbols_off = off;
   off = align_up(off + symbols_sec.size());
+  const uint64_t calls_off = off;
+  off = align_up(off + calls_sec.size());
   std::vector<uint8_t> out(off, 0);
   std::memcpy(out.data(), kMagic, sizeof kMagic);
   st32(out.data() + 8, version);
@@ -1004,6 +1124,13 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32
     st64(e + 8, symbols_off);
     st64(e + 16, symbols_sec.size());
     std::memcpy(out.data() + symbols_off, symbols_sec.data(), symbols_sec.size());
+  }
+  if (!calls_sec.empty()) {
+    uint8_t* e = out.data() + kHeaderSize + (nsec - 1) * kSectionEntrySize;
+    st32(e, kSecCallSites);
+    st64(e + 8, calls_off);
+    st64(e + 16, calls_sec.size());
+    std::memcpy(out.data() + calls_off, calls_sec.data(), calls_sec.size());
   }
   for (uint32_t t = 1; t <= nreq; t++) {
     uint8_t* e = out.data() + kHeaderSize + (t - 1) * kSectionEntrySize;

@@ -227,13 +227,19 @@ SPROV_API int sprov_symbolizer_tail_calls(sprov_symbolizer* sym, const sprov_sta
                              "sprov_symbolizer_tail_calls: the stack has its kernel segment already"));
     auto st = std::make_unique<sprov_stack>(*stack);
     symbolize::DwarfResolver* dwarf = sym->ctx->ctx.config().offline ? nullptr : chain(sym).dwarf();
-    if (dwarf != nullptr && stack->modules) {
-      const pipeline::TailCallImageOf image_of = [&](int32_t index) -> std::shared_ptr<const object::ObjectImage> {
-        auto lm = stack_module(sym->ctx, stack, index);
-        return lm.ok() ? lm.value()->object() : nullptr;
+    symbolize::BundleResolver& bundles = chain(sym).bundles();
+    if ((dwarf != nullptr || bundles.enabled()) && stack->modules) {
+      // A module's DWARF when its file is there, else its bundle's call-site section.
+      pipeline::BundleCallSitesCache from_bundles;
+      const pipeline::CallSitesOf sites_of = [&](int32_t index) -> std::shared_ptr<pipeline::ModuleCallSites> {
+        if (dwarf != nullptr) {
+          auto lm = stack_module(sym->ctx, stack, index);
+          if (lm.ok() && lm.value()->object()) return pipeline::dwarf_call_sites(*dwarf, lm.value()->object());
+        }
+        return from_bundles.get(bundles, (*stack->modules)[static_cast<size_t>(index)]);
       };
       std::vector<int64_t> origin;
-      st->frames = pipeline::with_tail_call_frames(*dwarf, stack->frames, *stack->modules, image_of, &origin);
+      st->frames = pipeline::with_tail_call_frames(stack->frames, *stack->modules, sites_of, &origin);
       st->regs.clear();
       if (!stack->regs.empty())
         for (int64_t o : origin) st->regs.push_back(o >= 0 ? stack->regs[static_cast<size_t>(o)] : unwind::FrameRegs{});

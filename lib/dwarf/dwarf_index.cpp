@@ -1131,5 +1131,27 @@ bool DwarfIndex::tail_calls_of(uint64_t entry, std::vector<CallSiteInfo>* out) c
   return true;
 }
 
-}  // namespace stackprov::dwarf
+void DwarfIndex::export_call_sites(CallSiteExport* out) const {
+  out->functions.clear();
+  out->sites.clear();
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    const UnitCalls* uc = unit_calls(ui);
+    if (uc == nullptr) continue;
+    out->sites.insert(out->sites.end(), uc->sites.begin(), uc->sites.end());
+    std::vector<int64_t> slot(uc->funcs.size(), -1);  // function -> its index in out->functions
+    for (const UnitCalls::Range& r : uc->ranges) {
+      const UnitCalls::Func& fn = uc->funcs[r.func];
+      if (!fn.has_entry) continue;  // function_entry answers nothing there
+      if (slot[r.func] < 0) {
+        slot[r.func] = static_cast<int64_t>(out->functions.size());
+        CallSiteExport::Function f;
+        f.entry = fn.entry;
+        for (auto it = fn.tails.rbegin(); it != fn.tails.rend(); ++it) f.tails.push_back(uc->sites[*it]);
+        out->functions.push_back(std::move(f));
+      }
+      out->functions[static_cast<size_t>(slot[r.func])].ranges.emplace_back(r.low, r.high);
+    }
+  }
+}
 
+}  // namespace stackprov::dwarf

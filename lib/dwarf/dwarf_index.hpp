@@ -179,6 +179,21 @@ class DwarfIndex {
   /// DW_AT_call_all_tail_calls or their GNU forms; gdb keeps no list otherwise), else empty.
   bool tail_calls_of(uint64_t entry, std::vector<CallSiteInfo>* out) const;
 
+  /// Everything the three questions above answer from, for a symbol bundle (doc/bundles.md "Call
+  /// sites"): every unit's call sites (first DIE per return pc) and its subprograms that have an
+  /// entry pc, each with its address ranges as function_entry sees them (inner subprograms split
+  /// outer ones) and its tail-call sites in tail_calls_of's order. Reads every unit's DIEs.
+  struct CallSiteExport {
+    struct Function {
+      uint64_t entry = 0;
+      std::vector<std::pair<uint64_t, uint64_t>> ranges;  ///< [low, high), sorted
+      std::vector<CallSiteInfo> tails;
+    };
+    std::vector<Function> functions;
+    std::vector<CallSiteInfo> sites;  ///< target_name views valid while the index lives
+  };
+  void export_call_sites(CallSiteExport* out) const;
+
   /// The formal parameters of the subprogram (not an inlined copy) covering `pc`, each with its
   /// location at `pc` (a location list's entry covering it), and the subprogram's frame base
   /// (dwarf/frame_args.cpp). False when no subprogram with DWARF covers `pc`.

@@ -303,6 +303,13 @@ bool SymbolTable::find_by_name(std::string_view name, uint64_t* addr, bool* glob
   return found;
 }
 
+void SymbolTable::names_at(uint64_t addr, std::vector<std::string_view>* out) const {
+  if (lazy_ == nullptr) return;
+  const Lazy& z = *lazy_;
+  for (size_t k = 0; k < z.kept.size(); k++)
+    if (z.spans[k].addr == addr) out->push_back(z.strtab + z.decode(z.kept[k]).name);  // validated by load()
+}
+
 bool SymbolTable::empty() const { return lazy_ == nullptr || lazy_->kept.empty(); }
 
 const std::vector<Symbol>& SymbolTable::sorted() const {

@@ -61,6 +61,10 @@ class SymbolTable {
   /// local one. `*global` says which. False when none.
   bool find_by_name(std::string_view name, uint64_t* addr, bool* global) const;
 
+  /// The names of the kept symbols at address `addr` (as stored: `name@VERSION` included), by a scan
+  /// of the table (no alias is collapsed). Appended to `out`.
+  void names_at(uint64_t addr, std::vector<std::string_view>* out) const;
+
   /// True when the table holds no symbol (cheap: does not build the sorted table).
   bool empty() const;
   size_t size() const { return sorted().size(); }

@@ -2,19 +2,105 @@
 // gdb's tail-call search over the modules of one stack, at runtime addresses (pipeline/tail_call_frames.hpp).
 #include "pipeline/tail_call_frames.hpp"
 
+#include <algorithm>
+#include <span>
+
 #include "dwarf/tail_calls.hpp"
 
 namespace stackprov::pipeline {
 
 namespace {
 
+/// A module's DWARF (DwarfResolver keeps its index).
+class DwarfCallSites final : public ModuleCallSites {
+ public:
+  DwarfCallSites(symbolize::DwarfResolver& dwarf, std::shared_ptr<const object::ObjectImage> image)
+      : dwarf_(dwarf), image_(std::move(image)) {}
+  bool call_site_at(uint64_t ret, dwarf::CallSiteInfo* out) override { return dwarf_.call_site_at(image_, ret, out); }
+  bool function_entry(uint64_t pc, uint64_t* entry) override { return dwarf_.function_entry(image_, pc, entry); }
+  bool tail_calls_of(uint64_t entry, std::vector<dwarf::CallSiteInfo>* out) override {
+    return dwarf_.tail_calls_of(image_, entry, out);
+  }
+  bool symbol_address(std::string_view name, uint64_t* addr, bool* global) override {
+    return dwarf_.symbol_address(image_, name, addr, global);
+  }
+
+ private:
+  symbolize::DwarfResolver& dwarf_;
+  std::shared_ptr<const object::ObjectImage> image_;
+};
+
+/// A bundle module's call-site section: targets this module defines were resolved when it was
+/// built; a declaration's name is looked up in the stack's modules' name records.
+class BundleCallSites final : public ModuleCallSites {
+ public:
+  explicit BundleCallSites(bundle::CallSiteTable t) : t_(std::move(t)) {
+    for (size_t i = 0; i < t_.functions.size(); i++)
+      for (const auto& [lo, hi] : t_.functions[i].ranges) ranges_.push_back({lo, hi, i});
+    std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.lo < b.lo; });
+  }
+  bool call_site_at(uint64_t ret, dwarf::CallSiteInfo* out) override {
+    const bundle::CallSiteRecord* s = site(ret);
+    if (s == nullptr) return false;
+    *out = info(*s);
+    return true;
+  }
+  bool function_entry(uint64_t pc, uint64_t* entry) override {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), pc, [](uint64_t a, const Range& r) { return a < r.lo; });
+    if (it == ranges_.begin() || pc >= (it - 1)->hi) return false;
+    *entry = t_.functions[(it - 1)->func].entry;
+    return true;
+  }
+  bool tail_calls_of(uint64_t entry, std::vector<dwarf::CallSiteInfo>* out) override {
+    out->clear();
+    auto it = std::lower_bound(t_.functions.begin(), t_.functions.end(), entry,
+                               [](const bundle::CallFunctionRecord& f, uint64_t e) { return f.entry < e; });
+    if (it == t_.functions.end() || it->entry != entry) return false;
+    for (uint64_t pc : it->tails) out->push_back(info(*site(pc)));  // the reader checked each names a site
+    return true;
+  }
+  bool symbol_address(std::string_view name, uint64_t* addr, bool* global) override {
+    auto it = std::lower_bound(t_.symbols.begin(), t_.symbols.end(), name,
+                               [](const bundle::CallSymbolRecord& y, std::string_view n) { return y.name < n; });
+    if (it == t_.symbols.end() || it->name != name) return false;
+    *addr = it->addr;
+    *global = it->global;
+    return true;
+  }
+
+ private:
+  struct Range {
+    uint64_t lo, hi;
+    size_t func;
+  };
+  const bundle::CallSiteRecord* site(uint64_t ret) const {
+    auto it = std::lower_bound(t_.sites.begin(), t_.sites.end(), ret,
+                               [](const bundle::CallSiteRecord& s, uint64_t a) { return s.return_pc < a; });
+    return it != t_.sites.end() && it->return_pc == ret ? &*it : nullptr;
+  }
+  /// The site as the DWARF index answers it (a name's view points into this object).
+  static dwarf::CallSiteInfo info(const bundle::CallSiteRecord& s) {
+    dwarf::CallSiteInfo c;
+    c.return_pc = s.return_pc;
+    c.tail_call = s.tail_call;
+    c.target = s.has_target              ? dwarf::CallSiteInfo::Target::kAddress
+               : !s.target_name.empty() ? dwarf::CallSiteInfo::Target::kName
+                                        : dwarf::CallSiteInfo::Target::kUnknown;
+    c.target_addr = s.target;
+    c.target_name = s.target_name;
+    return c;
+  }
+  bundle::CallSiteTable t_;
+  std::vector<Range> ranges_;
+};
+
 /// Each question goes to the module holding the address (the modules that have a frame in the
 /// stack: gdb's minimal symbols are every objfile's, ours the stack's modules').
 class TailCallModules {
  public:
   TailCallModules(const std::vector<unwind::Frame>& frames, const std::vector<memory::SnapshotModule>& modules,
-                  symbolize::DwarfResolver& dwarf, const TailCallImageOf& image_of)
-      : modules_(modules), dwarf_(dwarf), image_of_(image_of) {
+                  const CallSitesOf& sites_of)
+      : modules_(modules), sites_of_(sites_of) {
     std::vector<bool> used(modules.size());
     for (const unwind::Frame& f : frames)
       if (f.module_index >= 0 && static_cast<size_t>(f.module_index) < used.size()) used[f.module_index] = true;
@@ -34,19 +120,19 @@ class TailCallModules {
     dwarf::TailCallQueries q;
     q.function_entry = [this](uint64_t pc, uint64_t* entry) {
       Mod* m = mod_at(pc);
-      if (m == nullptr || !dwarf_.function_entry(m->image, pc - bias(*m), entry)) return false;
+      if (m == nullptr || !m->sites->function_entry(pc - bias(*m), entry)) return false;
       *entry += bias(*m);
       return true;
     };
     q.call_site_at = [this](uint64_t ret, dwarf::CallSiteInfo* out) {
       Mod* m = ret == 0 ? nullptr : mod_at(ret - 1);
-      if (m == nullptr || !dwarf_.call_site_at(m->image, ret - bias(*m), out)) return false;
+      if (m == nullptr || !m->sites->call_site_at(ret - bias(*m), out)) return false;
       absolute(*m, out);
       return true;
     };
     q.tail_calls_of = [this](uint64_t entry, std::vector<dwarf::CallSiteInfo>* out) {
       Mod* m = mod_at(entry);
-      if (m == nullptr || !dwarf_.tail_calls_of(m->image, entry - bias(*m), out)) return false;
+      if (m == nullptr || !m->sites->tail_calls_of(entry - bias(*m), out)) return false;
       for (dwarf::CallSiteInfo& s : *out) absolute(*m, &s);
       return true;
     };
@@ -61,7 +147,7 @@ class TailCallModules {
  private:
   struct Mod {
     int32_t index;
-    std::shared_ptr<const object::ObjectImage> image;  ///< null until first asked; null without a file
+    std::shared_ptr<ModuleCallSites> sites;  ///< null until first asked; null without a source
     bool tried;
   };
   uint64_t bias(const Mod& m) const { return modules_[m.index].load_bias; }
@@ -69,9 +155,9 @@ class TailCallModules {
   Mod* load(Mod& m) {
     if (!m.tried) {
       m.tried = true;
-      m.image = image_of_(m.index);
+      m.sites = sites_of_(m.index);
     }
-    return m.image ? &m : nullptr;
+    return m.sites ? &m : nullptr;
   }
 
   Mod* mod_at(uint64_t addr) {
@@ -99,7 +185,7 @@ class TailCallModules {
       if (load(o) == nullptr) continue;
       uint64_t a = 0;
       bool global = false;
-      if (!dwarf_.symbol_address(o.image, s->target_name, &a, &global)) continue;
+      if (!o.sites->symbol_address(s->target_name, &a, &global)) continue;
       if (global) {
         s->target = dwarf::CallSiteInfo::Target::kAddress;
         s->target_addr = a + bias(o);
@@ -114,21 +200,58 @@ class TailCallModules {
   }
 
   const std::vector<memory::SnapshotModule>& modules_;
-  symbolize::DwarfResolver& dwarf_;
-  const TailCallImageOf& image_of_;
+  const CallSitesOf& sites_of_;
   std::vector<Mod> mods_;
 };
 
 }  // namespace
 
+std::shared_ptr<ModuleCallSites> dwarf_call_sites(symbolize::DwarfResolver& dwarf,
+                                                  std::shared_ptr<const object::ObjectImage> image) {
+  return std::make_shared<DwarfCallSites>(dwarf, std::move(image));
+}
+
+Result<std::shared_ptr<ModuleCallSites>> bundle_call_sites(const bundle::BundleReader& reader, size_t module) {
+  auto t = reader.call_sites(module);
+  if (!t) return t.error();
+  return std::shared_ptr<ModuleCallSites>(std::make_shared<BundleCallSites>(std::move(t.value())));
+}
+
+std::shared_ptr<ModuleCallSites> BundleCallSitesCache::get(symbolize::BundleResolver& bundles,
+                                                           const memory::SnapshotModule& m) {
+  if (m.build_id.empty() || !bundles.enabled()) return nullptr;
+  const std::span<const uint8_t> id(m.build_id.bytes, m.build_id.len);
+  auto b = bundles.bundle_of(m.build_id.kind, id);
+  if (!b.ok() || b.value() == nullptr) return nullptr;
+  const bundle::BundleReader& r = b.value()->reader;
+  const bundle::ModuleView* mv = r.find_module(m.build_id.kind, id);
+  if (mv == nullptr) return nullptr;
+  const auto key = std::make_pair(&r, mv->index);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  auto sites = bundle_call_sites(r, mv->index);
+  std::shared_ptr<ModuleCallSites> out = sites.ok() ? sites.value() : nullptr;
+  cache_.emplace(key, out);
+  return out;
+}
+
 std::vector<unwind::Frame> with_tail_call_frames(symbolize::DwarfResolver& dwarf,
                                                  const std::vector<unwind::Frame>& frames,
                                                  const std::vector<memory::SnapshotModule>& modules,
                                                  const TailCallImageOf& image_of, std::vector<int64_t>* origin) {
+  const CallSitesOf sites_of = [&](int32_t index) -> std::shared_ptr<ModuleCallSites> {
+    auto image = image_of(index);
+    return image ? dwarf_call_sites(dwarf, std::move(image)) : nullptr;
+  };
+  return with_tail_call_frames(frames, modules, sites_of, origin);
+}
+
+std::vector<unwind::Frame> with_tail_call_frames(const std::vector<unwind::Frame>& frames,
+                                                 const std::vector<memory::SnapshotModule>& modules,
+                                                 const CallSitesOf& sites_of, std::vector<int64_t>* origin) {
   std::vector<unwind::Frame> out;
   out.reserve(frames.size());
   if (origin) origin->clear();
-  TailCallModules mods(frames, modules, dwarf, image_of);
+  TailCallModules mods(frames, modules, sites_of);
   const dwarf::TailCallQueries q = mods.queries();
   const size_t n = frames.size();
   // A walk holds at most 65536 frames; the inferred ones are bounded the same way.

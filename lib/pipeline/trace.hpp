@@ -32,8 +32,8 @@ class BundleStaging;
 /// walk fails is an error naming its tid. `jit` (optional): the perf map of the process's JIT
 /// code, used by every walk and name lookup instead of /tmp/perf-PID.map, also offline (a trace's
 /// captured entries, or the map a capture read once). `tail_calls`: gdb's tail-call frames from
-/// the modules' DWARF call sites are added (pipeline/tail_call_frames.hpp; online only), each
-/// with unwind_method "tail_call+inferred".
+/// the modules' DWARF call sites are added (pipeline/tail_call_frames.hpp: a module's file online,
+/// else its bundle's call-site section), each with unwind_method "tail_call+inferred".
 Result<std::vector<trace::Thread>> resolve_threads(Session& session, const std::vector<const memory::Snapshot*>& snaps,
                                                    uint32_t max_frames, uint32_t workers,
                                                    std::shared_ptr<const symbolize::PerfMap> jit = nullptr,
@@ -56,7 +56,8 @@ bool frame_covered(const trace::Frame& f);
 /// paired by their order among the unwound frames.
 void carry_symbol_offsets(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after);
 
-/// A resolve that inferred no frame for a thread (offline: bundles carry no call sites) keeps
+/// A resolve that inferred no frame for a thread (offline with bundles built before their call-site
+/// section, doc/bundles.md "Call sites") keeps
 /// the inferred frames of `before` (same tid) that sit between two unwound frames found again at
 /// the same pcs in `after`, as they were recorded.
 void carry_inferred_frames(const std::vector<trace::Thread>& before, std::vector<trace::Thread>& after);

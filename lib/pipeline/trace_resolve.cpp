@@ -99,15 +99,19 @@ class ThreadResolver {
     unwind::walk_snapshot(s, t.table, cache_, o, &scratch_);
     const std::vector<unwind::Frame>* walked = &scratch_.frames;
     symbolize::DwarfResolver* dwarf = chain_->dwarf();
-    if (tail_calls_ && dwarf != nullptr && !session_.ctx.config().offline) {
-      // gdb's tail-call frames from the modules' DWARF call sites, as `stack` adds them (online:
-      // a bundle carries no call sites).
-      const TailCallImageOf image_of = [&](int32_t index) -> std::shared_ptr<const object::ObjectImage> {
+    const bool offline = session_.ctx.config().offline;
+    if (tail_calls_ && ((dwarf != nullptr && !offline) || chain_->bundles().enabled())) {
+      // gdb's tail-call frames from the modules' DWARF call sites, as `stack` adds them: a module's
+      // file when it is there (online), else its bundle's call-site section.
+      const CallSitesOf sites_of = [&](int32_t index) -> std::shared_ptr<ModuleCallSites> {
         const size_t i = static_cast<size_t>(index);
-        auto mod = naming_module(session_, t.modules[i], i < t.loaded.size() ? t.loaded[i] : nullptr, s.module_root);
-        return mod.ok() ? mod.value()->object() : nullptr;
+        if (dwarf != nullptr && !offline) {
+          auto mod = naming_module(session_, t.modules[i], i < t.loaded.size() ? t.loaded[i] : nullptr, s.module_root);
+          if (mod.ok() && mod.value()->object()) return dwarf_call_sites(*dwarf, mod.value()->object());
+        }
+        return bundle_sites_.get(chain_->bundles(), t.modules[i]);
       };
-      with_tails_ = with_tail_call_frames(*dwarf, scratch_.frames, t.modules, image_of);
+      with_tails_ = with_tail_call_frames(scratch_.frames, t.modules, sites_of);
       walked = &with_tails_;
     }
     StackView view;
@@ -157,6 +161,7 @@ class ThreadResolver {
   unwind::WalkResult scratch_;
   bool tail_calls_ = false;
   std::vector<unwind::Frame> with_tails_;
+  BundleCallSitesCache bundle_sites_;
   std::map<uint64_t, Table> tables_;
 };
 

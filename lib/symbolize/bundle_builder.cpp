@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -102,6 +104,92 @@ std::vector<CallSite> decode_calls(Arch arch, bool big_endian, const uint8_t* co
   });
   return out;
 }
+
+namespace {
+
+/// What gdb's tail-call search (dwarf/tail_calls.hpp) can use of the module's DWARF call sites
+/// (doc/bundles.md "Call sites"): the functions with a tail-call list (T), every site of those
+/// lists, the functions those sites call (the search asks their entries and lists), every call site
+/// whose target is in T (the only first sites the search gets anywhere from) or is a declaration
+/// the module does not define (another module's function, found by name when the search runs),
+/// and the names other modules' sites can find the kept functions by.
+void add_call_sites(DwarfResolver& resolver, const std::shared_ptr<const object::ObjectImage>& image,
+                    bundle::ModuleContents* m) {
+  dwarf::DwarfIndex::CallSiteExport ex;
+  if (!resolver.export_call_sites(image, &ex)) return;
+  std::map<uint64_t, size_t> by_entry;  // the first function of an entry (units never share one)
+  for (size_t i = 0; i < ex.functions.size(); ++i) by_entry.emplace(ex.functions[i].entry, i);
+  auto in_t = [&](uint64_t a) {
+    auto it = by_entry.find(a);
+    return it != by_entry.end() && !ex.functions[it->second].tails.empty();
+  };
+  // A site's record: a definition's entry; a declaration the module's tables define, its address;
+  // one they do not, its name (resolved across the stack's modules when the search runs).
+  auto record = [&](const dwarf::CallSiteInfo& s) {
+    bundle::CallSiteRecord r;
+    r.return_pc = s.return_pc;
+    r.tail_call = s.tail_call;
+    if (s.target == dwarf::CallSiteInfo::Target::kAddress) {
+      r.has_target = true;
+      r.target = s.target_addr;
+    } else if (s.target == dwarf::CallSiteInfo::Target::kName) {
+      bool global = false;
+      r.has_target = resolver.symbol_address(image, s.target_name, &r.target, &global);
+      if (!r.has_target) r.target_name = std::string(s.target_name);
+    }
+    return r;
+  };
+  std::set<uint64_t> funcs;
+  std::map<uint64_t, bundle::CallSiteRecord> sites;  // by return pc, the first DIE's
+  for (const auto& f : ex.functions) {
+    if (f.tails.empty()) continue;
+    funcs.insert(f.entry);
+    for (const dwarf::CallSiteInfo& t : f.tails) {
+      const bundle::CallSiteRecord& r = sites.emplace(t.return_pc, record(t)).first->second;
+      if (r.has_target && by_entry.count(r.target)) funcs.insert(r.target);
+    }
+  }
+  for (const dwarf::CallSiteInfo& s : ex.sites) {
+    if (sites.count(s.return_pc)) continue;
+    bundle::CallSiteRecord r = record(s);
+    if ((r.has_target && in_t(r.target)) || (!r.has_target && !r.target_name.empty())) sites.emplace(s.return_pc, r);
+  }
+  // Ranges of functions kept from different units never overlap in a sane file; where they do,
+  // the later entry's function is left out (the writer refuses overlaps).
+  std::map<uint64_t, uint64_t> taken;  // low -> high
+  auto free_range = [&](uint64_t lo, uint64_t hi) {
+    auto it = taken.upper_bound(lo);
+    if (it != taken.end() && it->first < hi) return false;
+    return it == taken.begin() || std::prev(it)->second <= lo;
+  };
+  std::set<std::string_view> names;
+  std::vector<std::string_view> at;
+  for (uint64_t e : funcs) {
+    const auto& f = ex.functions[by_entry.at(e)];
+    if (!std::all_of(f.ranges.begin(), f.ranges.end(), [&](const auto& r) { return free_range(r.first, r.second); }))
+      continue;
+    bundle::CallFunctionRecord rec;
+    rec.entry = e;
+    rec.ranges = f.ranges;
+    for (const auto& r : f.ranges) taken[r.first] = r.second;
+    for (const dwarf::CallSiteInfo& t : f.tails)
+      if (sites.at(t.return_pc).tail_call) rec.tails.push_back(t.return_pc);
+    m->call_functions.push_back(std::move(rec));
+    at.clear();
+    resolver.symbol_names_at(image, e, &at);
+    names.insert(at.begin(), at.end());
+  }
+  // Each name as the live lookup answers it in this module (it may pick another symbol of the name).
+  for (std::string_view n : names) {
+    bundle::CallSymbolRecord y;
+    if (n.empty() || !resolver.symbol_address(image, n, &y.addr, &y.global)) continue;
+    y.name = std::string(n);
+    m->call_symbols.push_back(std::move(y));
+  }
+  for (auto& [pc, r] : sites) m->call_sites.push_back(r);
+}
+
+}  // namespace
 
 Result<bundle::ModuleContents> build_module_contents(const std::string& path, const BundleBuildOptions& opts,
                                                      BundleBuildReport* report) {
@@ -238,6 +326,9 @@ Result<bundle::ModuleContents> build_module_contents(const std::string& path, co
     }
     runs.clear();
   }
+  add_call_sites(resolver, image, &m);
+  rep.call_sites = m.call_sites.size();
+  rep.call_functions = m.call_functions.size();
   if (report) *report = rep;
   return m;
 }

@@ -36,6 +36,8 @@ struct BundleBuildReport {
   size_t debug_symtab_bytes = 0;  ///< of those, addresses only the separate debug file's .symtab names
   size_t calls = 0;           ///< call instructions found in DWARF-described code (= return pads)
   size_t undecoded = 0;       ///< x86-64: bytes the length decoder could not decode (skipped one by one)
+  size_t call_sites = 0;      ///< call-site records kept for the tail-call search (doc/bundles.md "Call sites")
+  size_t call_functions = 0;  ///< function records kept for it
 };
 
 /// A call instruction found by decode_calls(): [addr, addr + length); its return pad is

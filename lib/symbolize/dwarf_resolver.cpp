@@ -304,10 +304,27 @@ bool DwarfResolver::tail_calls_of(const std::shared_ptr<const object::ObjectImag
   return m->index && m->index->tail_calls_of(entry, out);
 }
 
+bool DwarfResolver::export_call_sites(const std::shared_ptr<const object::ObjectImage>& image,
+                                      dwarf::DwarfIndex::CallSiteExport* out) {
+  std::shared_ptr<Module> m = module(image);
+  if (!m->index) return false;
+  m->index->export_call_sites(out);
+  return true;
+}
+
 bool DwarfResolver::parameters(const std::shared_ptr<const object::ObjectImage>& image, uint64_t pc,
                                dwarf::FrameParams* out) {
   std::shared_ptr<Module> m = module(image);
   return m->index && m->index->parameters(pc, out);
+}
+
+void DwarfResolver::symbol_names_at(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
+                                    std::vector<std::string_view>* out) {
+  std::shared_ptr<Module> m = module(image);
+  load_fallback(*m);
+  const size_t first = out->size();
+  for (const elf::SymbolTable* t : {&m->symtab, &m->dynsym, &m->fallback}) t->names_at(addr, out);
+  for (size_t i = first; i < out->size(); i++) (*out)[i] = (*out)[i].substr(0, (*out)[i].find('@'));
 }
 
 bool DwarfResolver::symbol_address(const std::shared_ptr<const object::ObjectImage>& image, std::string_view name,

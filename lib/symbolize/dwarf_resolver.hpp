@@ -142,6 +142,10 @@ class DwarfResolver {
   bool function_entry(const std::shared_ptr<const object::ObjectImage>& image, uint64_t pc, uint64_t* entry);
   bool tail_calls_of(const std::shared_ptr<const object::ObjectImage>& image, uint64_t entry,
                      std::vector<dwarf::CallSiteInfo>* out);
+  /// All of the module's call sites and subprograms (dwarf::DwarfIndex::export_call_sites), for a
+  /// bundle; false without DWARF. The target names in `out` stay valid while this resolver holds
+  /// the module.
+  bool export_call_sites(const std::shared_ptr<const object::ObjectImage>& image, dwarf::DwarfIndex::CallSiteExport* out);
   /// The formal parameters of the function covering link-time address `pc` and its frame base
   /// (dwarf::DwarfIndex::parameters; false without DWARF). The views in `out` stay valid while
   /// this resolver holds the module (its lifetime: a caller evaluates them at once).
@@ -151,6 +155,11 @@ class DwarfResolver {
   /// default-versioned `name@@V` counts as `name`); *global says whether it is global or weak.
   bool symbol_address(const std::shared_ptr<const object::ObjectImage>& image, std::string_view name, uint64_t* addr,
                       bool* global);
+  /// The names symbol_address could be asked to find a function at `addr` by: every symbol there in
+  /// the tables it reads, a version suffix (`@V`, `@@V`) cut off; appended to `out` (duplicates
+  /// possible). Views valid while this resolver holds the module.
+  void symbol_names_at(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
+                       std::vector<std::string_view>* out);
 
  public:
   /// A local function symbol and the STT_FILE name before it in .symtab.

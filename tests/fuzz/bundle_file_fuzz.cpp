@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the symbol-bundle file reader on raw bytes, and writer -> reader round trips built from the bytes.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@ void query_all(const BundleReader& rd, const uint64_t* addrs, size_t n) {
     (void)rd.ranges(v.index);
     (void)rd.return_pads(v.index);
     (void)rd.symbols(v.index);
+    (void)rd.call_sites(v.index);
     for (size_t i = 0; i < n; i++) {
       (void)rd.lookup(v.index, addrs[i]);
       (void)rd.return_pad(v.index, addrs[i]);
@@ -79,6 +81,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Format 5's symbol names: the range's bytes, named by an alias whose symbol may start earlier.
     if (((w >> 25) & 1) != 0)
       m.symbols.push_back({r.start, r.length, r.start - ((w >> 26) & 3), "sym" + r.function});
+    // Call sites (optional section 0x80000003): a site returning into each range, every second one a
+    // tail call to the previous range's function, each range a function with its tail-call sites.
+    const bool tail = ((w >> 27) & 1) != 0 && !m.call_functions.empty();
+    m.call_sites.push_back({r.start + r.length, tail, ((w >> 28) & 1) != 0 || tail,
+                            tail ? m.call_functions.back().entry : r.start + (w >> 44), ""});
+    if (((w >> 29) & 1) != 0 && !tail) {  // a declaration of another module instead, and this function's name
+      m.call_sites.back().has_target = false;
+      m.call_sites.back().target_name = "ext" + r.function;
+    }
+    if (((w >> 30) & 1) != 0 && m.call_symbols.size() < 26 &&
+        std::none_of(m.call_symbols.begin(), m.call_symbols.end(),
+                     [&](const CallSymbolRecord& y) { return y.name == "fn" + r.function; }))
+      m.call_symbols.push_back({"fn" + r.function, r.start, ((w >> 31) & 1) != 0});
+    m.call_functions.push_back({r.start, {{r.start, r.start + r.length}}, {}});
+    if (tail) m.call_functions.back().tails.push_back(r.start + r.length);
     pos = r.start + r.length;
   }
   c.modules.push_back(m);
@@ -117,6 +134,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             die("an older format gives another frame");
       }
     }
+  }
+  {
+    auto t = rd->call_sites(0);
+    if (!t || t->sites.size() != m.call_sites.size() || t->functions.size() != m.call_functions.size())
+      die("the written call sites do not read back");
+    for (size_t i = 0; i < m.call_sites.size(); i++) {
+      const CallSiteRecord &a = t->sites[i], &b = m.call_sites[i];
+      if (a.return_pc != b.return_pc || a.tail_call != b.tail_call || a.has_target != b.has_target ||
+          (a.has_target && a.target != b.target))
+        die("a written call site reads back different");
+    }
+    std::vector<CallSymbolRecord> ys = m.call_symbols;
+    std::sort(ys.begin(), ys.end(), [](const CallSymbolRecord& a, const CallSymbolRecord& b) { return a.name < b.name; });
+    if (t->symbols.size() != ys.size()) die("the written call-site names do not read back");
+    for (size_t i = 0; i < ys.size(); i++)
+      if (t->symbols[i].name != ys[i].name || t->symbols[i].addr != ys[i].addr || t->symbols[i].global != ys[i].global)
+        die("a written call-site name reads back different");
+    for (size_t i = 0; i < m.call_sites.size(); i++)
+      if (t->sites[i].target_name != m.call_sites[i].target_name) die("a written call site's name reads back different");
+    for (size_t i = 0; i < m.call_functions.size(); i++)
+      if (t->functions[i].entry != m.call_functions[i].entry || t->functions[i].ranges != m.call_functions[i].ranges ||
+          t->functions[i].tails != m.call_functions[i].tails)
+        die("a written call-site function reads back different");
   }
   for (const SymbolRecord& y : m.symbols) {
     auto a = rd->symbol(0, y.addr + y.length - 1);

@@ -31,6 +31,15 @@ With --trace (issue 36: tail-call frames in traces), the same stopped process is
     number of frames without the inferred ones (a replay unwinds offline: no call sites);
   * after `trace-resolve --offline` (the bundle alone) the inferred frames are still there, at the
     same places.
+With --offline (issue 36: tail-call frames from bundles), a copy of the fixture runs, stopped as
+above, and gcore dumps it; every module it maps gets a bundle (`bundle build`, `bundle put`), and
+the copy is deleted. Then, with no module file:
+  * `stack --core CORE --offline --store S --json` gives gdb's frames of that core (gdb run on it
+    while the copy existed), pc by pc, tail-call frames at gdb's TAILCALL_FRAMEs, names and shapes
+    as above (the bundles' call-site sections: before them, offline had no tail-call frame);
+  * a trace captured from the core (`trace-capture --core`: no file of the fixture, so its stored
+    frames have none of the fixture's tail-call frames) and resolved with `trace-resolve --offline`
+    and the bundles: every thread's frames are gdb's, tail-call frames included.
 Exit 0 on success, 1 on a mismatch, 2 on a harness problem (a missing tool included).
 """
 import argparse
@@ -242,7 +251,11 @@ def check_thread(ctx, tid, role, ours, theirs, fixture_path, counts):
                 fail("%s #%d %s: gdb 0x%x, stackprov %s" % (where, i, r, gv, "unknown" if ov is None else "0x%x" % ov))
             elif gv is not None:
                 counts["regs"] += 1
-    # The fixture's own tail-call frames (libc's depend on its debug file being installed).
+    check_shapes(where, role, ours, fixture_path)
+
+
+def check_shapes(where, role, ours, fixture_path):
+    """The fixture's own tail-call frames (libc's depend on its debug file being installed) and the frames around them."""
     tails = [o["function"] for o in ours if o["method"] == "tail_call" and o.get("module") == fixture_path]
     if role in SHAPES and tails != SHAPES[role]:
         fail("%s: tail-call frames %s, the fixture is built for %s (gdb agreed with stackprov: the "
@@ -255,6 +268,81 @@ def check_thread(ctx, tid, role, ours, theirs, fixture_path, counts):
             fail("%s: expected %s, %s, %s in order: %s" % (where, leaf, SHAPES[role], caller, names))
 
 
+def mapped_files(pid):
+    """The files of `pid`'s executable mappings (the modules a bundle is built for)."""
+    out = []
+    with open("/proc/%d/maps" % pid) as fh:
+        for line in fh:
+            f = line.split()
+            if len(f) >= 6 and "x" in f[1] and f[5].startswith("/") and f[5] not in out:
+                out.append(f[5])
+    return out
+
+
+def check_offline(sp, gdb, gcore, fixture, work):
+    """--offline: a copy's core, its modules' bundles, the copy deleted; `stack --core --offline` and
+    an offline trace-resolve against gdb on the core. Returns (frames, tail-call frames) compared."""
+    counts = {"frames": 0, "tail": 0}
+    copy_dir = os.path.join(work, "offline-bin")
+    os.makedirs(copy_dir)
+    copy = os.path.join(copy_dir, os.path.basename(fixture))
+    shutil.copy2(fixture, copy)
+    p, roles = start_fixture(copy)
+    try:
+        files = mapped_files(p.pid)
+        r = run([gcore, "-o", os.path.join(work, "offline-core"), str(p.pid)], timeout=120)
+        core = os.path.join(work, "offline-core.%d" % p.pid)
+        if r.returncode != 0 or not os.path.exists(core):
+            raise Harness("gcore failed: %s" % r.stderr[-1500:])
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    theirs = gdb_frames(gdb, [copy, core])
+    store = os.path.join(work, "offline-store")
+    bundles = []
+    for path in files:
+        out = os.path.join(work, os.path.basename(path) + ".sbundle")
+        r = run([sp, "bundle", "build", path, "--out", out], timeout=300)
+        if r.returncode != 0:
+            raise Harness("bundle build %s exited %d: %s" % (path, r.returncode, r.stderr))
+        r = run([sp, "bundle", "put", "--store", store, out])
+        if r.returncode != 0:
+            raise Harness("bundle put %s exited %d: %s" % (out, r.returncode, r.stderr))
+        bundles.append(out)
+    os.unlink(copy)  # from here on, the fixture exists only in its bundle
+    copy_path = os.path.realpath(copy_dir) + "/" + os.path.basename(copy)
+    # Offline, `function` stays "" and `resolved_function` is the bundle's name (doc/bundles.md).
+    offline = stack_json(sp, ["--core", core, "--offline", "--store", store], [])
+    for t in offline.values():
+        t["frames"] = [dict(f, function=f.get("resolved_function") or f.get("function")) for f in t["frames"]]
+    if sorted(offline) != sorted(theirs):
+        fail("[offline] threads differ: stackprov %s, gdb %s" % (sorted(offline), sorted(theirs)))
+    for tid in sorted(set(offline) & set(theirs)):
+        if check_frames("[offline] ", tid, offline[tid]["frames"], theirs[tid], copy_path, counts):
+            check_shapes("[offline] tid %d (%s)" % (tid, roles.get(tid) or "main"), roles.get(tid),
+                         offline[tid]["frames"], copy_path)
+    # The same core as a trace: captured without the fixture's file, resolved from the bundles alone.
+    db = "sqlite:" + os.path.join(work, "offline-traces.db")
+    r = run([sp, "trace-capture", "--core", core, "--store", db], timeout=120)
+    if r.returncode != 0:
+        raise Harness("trace-capture --core exited %d: %s" % (r.returncode, r.stderr))
+    trace_id = r.stdout.strip()
+    cmd = [sp, "trace-resolve", "--trace", trace_id, "--store", db, "--offline"]
+    for b in bundles:
+        cmd += ["--bundle", b]
+    r = run(cmd, timeout=120)
+    if r.returncode != 0:
+        raise Harness("trace-resolve --offline exited %d: %s" % (r.returncode, r.stderr))
+    resolved = trace_threads(sp, db, trace_id)
+    if sorted(resolved) != sorted(theirs):
+        fail("[offline trace] threads differ: trace %s, gdb %s" % (sorted(resolved), sorted(theirs)))
+    for tid in sorted(set(resolved) & set(theirs)):
+        if check_frames("[offline trace] ", tid, resolved[tid], theirs[tid], copy_path, counts):
+            check_shapes("[offline trace] tid %d (%s)" % (tid, roles.get(tid) or "main"), roles.get(tid),
+                         resolved[tid], copy_path)
+    return counts
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stackprov", required=True)
@@ -262,6 +350,8 @@ def main():
     ap.add_argument("--fixture", required=True)
     ap.add_argument("--gcore", default=None, help="also compare through a core file gcore writes")
     ap.add_argument("--trace", action="store_true", help="also trace-capture/show/replay/resolve (issue 36)")
+    ap.add_argument("--offline", action="store_true",
+                    help="also a core and a trace resolved from bundles alone (needs --gcore)")
     a = ap.parse_args()
     gdb = shutil.which(a.gdb)
     if gdb is None:
@@ -296,11 +386,14 @@ def main():
         p.wait()
     fixture_path = os.path.realpath(a.fixture)
     counts = {"frames": 0, "tail": 0, "regs": 0}
+    offline_counts = None
     try:
         runs = [("live", ours, theirs)]
         if core:
             runs.append(("core", stack_json(a.stackprov, ["--core", core, "--exe", a.fixture], ["--regs"]),
                          gdb_frames(gdb, [a.fixture, core])))
+        if a.offline:
+            offline_counts = check_offline(a.stackprov, gdb, a.gcore, a.fixture, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for what, o, g in runs:
@@ -324,12 +417,19 @@ def main():
             fail("the fixture printed no %s thread" % role)
     if a.trace and trace_counts["tail"] == 0:
         fail("[trace] no tail-call frame stored")
+    if offline_counts is not None and offline_counts["tail"] == 0:
+        fail("[offline] no tail-call frame from the bundles")
+    extra = ""
+    if a.trace:
+        extra += "; traces: %d stored frames identical to gdb's (%d tail-call frames)" % (
+            trace_counts["frames"], trace_counts["tail"])
+    if offline_counts is not None:
+        extra += "; offline (core and trace from bundles): %d frames identical to gdb's (%d tail-call frames)" % (
+            offline_counts["frames"], offline_counts["tail"])
     print("%s: %s: %d threads, %d frames identical to gdb's (%d tail-call frames), %d register values "
           "equal to gdb's info registers%s, %.1f s" % (
               "FAIL" if failures else "PASS", "+".join(w for w, _, _ in runs), len(ours), counts["frames"],
-              counts["tail"], counts["regs"],
-              "; traces: %d stored frames identical to gdb's (%d tail-call frames)" % (
-                  trace_counts["frames"], trace_counts["tail"]) if a.trace else "", time.time() - t0))
+              counts["tail"], counts["regs"], extra, time.time() - t0))
     return 1 if failures else 0
 
 

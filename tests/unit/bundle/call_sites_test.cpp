@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+// The optional call-sites section (0x80000003, doc/bundles.md "Call sites"): hand encoding, round trip, older formats, hostile bytes.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "bundle/format.hpp"
+
+using namespace stackprov::bundle;
+
+namespace call_sites_test {
+
+/// Five call sites, three functions and a name: a call at 0x1010 into 0x1100, whose two tail calls
+/// (0x1108 to 0x1200, 0x1110 to a target nobody knows) make it a function the search walks through;
+/// 0x1200 in two ranges; 0x1308 whose range starts before its entry; a call at 0x1400 back to
+/// 0x1100; a call at 0x1410 to "ext", another module's; 0x1100 found by the global name "hot".
+BundleContents cs_contents() {
+  ModuleContents m;
+  m.id = {stackprov::IdKind::kElfBuildId, {9, 8, 7, 6}};
+  m.name = "t.so";
+  m.ranges.push_back({0x1000, 0x500, 0, "f", "", 0, 0, "", 0, 0, false});
+  m.call_sites.push_back({0x1400, false, true, 0x1100, ""});  // out of order: the writer sorts
+  m.call_sites.push_back({0x1010, false, true, 0x1100, ""});
+  m.call_sites.push_back({0x1108, true, true, 0x1200, ""});
+  m.call_sites.push_back({0x1110, true, false, 0, ""});
+  m.call_sites.push_back({0x1410, false, false, 0, "ext"});
+  m.call_symbols.push_back({"hot", 0x1100, true});
+  m.call_functions.push_back({0x1308, {{0x1300, 0x1310}}, {}});
+  m.call_functions.push_back({0x1100, {{0x1100, 0x1120}}, {0x1108, 0x1110}});
+  m.call_functions.push_back({0x1200, {{0x1230, 0x1240}, {0x1200, 0x1210}}, {}});
+  BundleContents c;
+  c.modules.push_back(std::move(m));
+  return c;
+}
+
+/// The section's bytes by doc/bundles.md "Call sites", written out by hand. The module's strings,
+/// by uses then bytes: "" (file and call file of the range), "ext", "f", "hot".
+const std::vector<uint8_t> kCallSection = {
+    // head: module 0, 5 sites, 3 functions, 1 name, 46 bytes
+    0, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 46, 0, 0, 0, 0, 0, 0, 0,
+    0x90, 0x20, 2, 0xf0, 0x01,  // 0x1010, target: +0xf0 = 0x1100
+    0xf8, 0x01, 3, 0xf8, 0x01,  // +0xf8 = 0x1108, tail, target +0xf8 = 0x1200
+    0x08, 1,                    // +8 = 0x1110, tail, no target
+    0xf0, 0x05, 2, 0x80, 0x7a,  // +0x2f0 = 0x1400, target -0x300 = 0x1100
+    0x10, 4, 1,                 // +0x10 = 0x1410, target named by string 1 ("ext")
+    0x80, 0x22, 1, 0x00, 0x20, 2, 1, 2,        // entry 0x1100, [0x1100, +0x20), tails: sites 1, 2
+    0x80, 0x02, 2, 0x00, 0x10, 0x20, 0x10, 0,  // +0x100 = 0x1200, [0x1200, +0x10), gap 0x20, [0x1230, +0x10)
+    0x88, 0x02, 1, 0x78, 0x10, 0,              // +0x108 = 0x1308, [0x1308 - 8, +0x10)
+    3, 1, 0x80, 0x22,                          // "hot": global, 0x1100
+    0, 0,                                      // zero padding to 8 bytes
+};
+
+int cs_section_index(const std::vector<uint8_t>& b, uint32_t type) {
+  for (uint32_t i = 0; i < b[12]; i++) {
+    const size_t e = 32 + i * 24;
+    const uint32_t t = b[e] | b[e + 1] << 8 | b[e + 2] << 16 | static_cast<uint32_t>(b[e + 3]) << 24;
+    if (t == type) return static_cast<int>(i);
+  }
+  return -1;
+}
+uint64_t cs_le64(const std::vector<uint8_t>& b, size_t off) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | b[off + i];
+  return v;
+}
+/// The error of opening `b` and decoding module 0's section ("" when both succeed).
+std::string cs_read_error(const std::vector<uint8_t>& b) {
+  auto rd = BundleReader::open(b.data(), b.size());
+  if (!rd) return rd.error().message;
+  auto t = rd->call_sites(0);
+  return t ? std::string() : t.error().message;
+}
+std::string cs_write_error(const BundleContents& c) {
+  auto w = write_bundle(c);
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().code == SPROV_ERR_BUNDLE);
+  return w.error().message;
+}
+
+}  // namespace call_sites_test
+
+using namespace call_sites_test;
+
+TEST_CASE("bundle call sites: the section is the documented bytes and reads back to its records",
+          "[bundle][format][callsites]") {
+  auto w = write_bundle(cs_contents());
+  REQUIRE(w.ok());
+  const std::vector<uint8_t>& b = w.value();
+  const int ix = cs_section_index(b, 0x80000003u);
+  REQUIRE(ix >= 0);
+  const size_t off = static_cast<size_t>(cs_le64(b, 32 + ix * 24 + 8));
+  const size_t len = static_cast<size_t>(cs_le64(b, 32 + ix * 24 + 16));
+  CHECK(len == kCallSection.size() - 2);
+  CHECK(std::vector<uint8_t>(b.begin() + off, b.begin() + off + kCallSection.size()) == kCallSection);
+  CHECK(off + kCallSection.size() == b.size());  // written last
+
+  auto rd = BundleReader::open(b.data(), b.size());
+  REQUIRE(rd.ok());
+  CHECK(rd->modules()[0].call_site_count == 5);
+  CHECK(rd->modules()[0].call_function_count == 3);
+  CHECK(rd->modules()[0].call_symbol_count == 1);
+  auto t = rd->call_sites(0);
+  REQUIRE(t.ok());
+  // The input, sorted: sites by return pc, functions by entry, ranges by address, tails as given.
+  REQUIRE(t->sites.size() == 5);
+  const CallSiteRecord want_sites[] = {{0x1010, false, true, 0x1100, ""},
+                                       {0x1108, true, true, 0x1200, ""},
+                                       {0x1110, true, false, 0, ""},
+                                       {0x1400, false, true, 0x1100, ""},
+                                       {0x1410, false, false, 0, "ext"}};
+  for (size_t i = 0; i < 5; i++) {
+    INFO("site " << i);
+    CHECK(t->sites[i].return_pc == want_sites[i].return_pc);
+    CHECK(t->sites[i].tail_call == want_sites[i].tail_call);
+    CHECK(t->sites[i].has_target == want_sites[i].has_target);
+    if (want_sites[i].has_target) CHECK(t->sites[i].target == want_sites[i].target);
+    CHECK(t->sites[i].target_name == want_sites[i].target_name);
+  }
+  REQUIRE(t->symbols.size() == 1);
+  CHECK(t->symbols[0].name == "hot");
+  CHECK(t->symbols[0].addr == 0x1100);
+  CHECK(t->symbols[0].global);
+  REQUIRE(t->functions.size() == 3);
+  CHECK(t->functions[0].entry == 0x1100);
+  CHECK(t->functions[0].ranges == std::vector<std::pair<uint64_t, uint64_t>>{{0x1100, 0x1120}});
+  CHECK(t->functions[0].tails == std::vector<uint64_t>{0x1108, 0x1110});
+  CHECK(t->functions[1].entry == 0x1200);
+  CHECK(t->functions[1].ranges == std::vector<std::pair<uint64_t, uint64_t>>{{0x1200, 0x1210}, {0x1230, 0x1240}});
+  CHECK(t->functions[1].tails.empty());
+  CHECK(t->functions[2].entry == 0x1308);
+  CHECK(t->functions[2].ranges == std::vector<std::pair<uint64_t, uint64_t>>{{0x1300, 0x1310}});
+
+  // Deterministic: the same records in another order give the same bytes.
+  BundleContents c = cs_contents();
+  std::swap(c.modules[0].call_functions[0], c.modules[0].call_functions[2]);
+  std::swap(c.modules[0].call_sites[1], c.modules[0].call_sites[3]);
+  auto w2 = write_bundle(c);
+  REQUIRE(w2.ok());
+  CHECK(w2.value() == b);
+}
+
+TEST_CASE("bundle call sites: a module without them and formats 2 to 4 have no section",
+          "[bundle][format][callsites]") {
+  BundleContents plain = cs_contents();
+  plain.modules[0].call_sites.clear();
+  plain.modules[0].call_functions.clear();
+  plain.modules[0].call_symbols.clear();
+  auto p5 = write_bundle(plain);
+  REQUIRE(p5.ok());
+  CHECK(cs_section_index(p5.value(), 0x80000003u) == -1);
+  auto rd = BundleReader::open(p5->data(), p5->size());
+  REQUIRE(rd.ok());
+  auto t = rd->call_sites(0);
+  REQUIRE(t.ok());
+  CHECK(t->sites.empty());
+  CHECK(t->functions.empty());
+  for (uint32_t version : {2u, 3u, 4u}) {
+    INFO("format " << version);
+    auto w = write_bundle(cs_contents(), version);
+    REQUIRE(w.ok());
+    auto p = write_bundle(plain, version);
+    REQUIRE(p.ok());
+    CHECK(w.value() == p.value());
+  }
+}
+
+TEST_CASE("bundle call sites: the writer refuses inconsistent records naming them", "[bundle][format][callsites]") {
+  {
+    BundleContents c = cs_contents();
+    c.modules[0].call_sites[0].return_pc = 0x1010;  // twice
+    CHECK_THAT(cs_write_error(c), Catch::Contains("two call sites return to 0x1010"));
+  }
+  {
+    BundleContents c = cs_contents();
+    c.modules[0].call_functions[0].ranges = {{0x1238, 0x1248}};  // into 0x1200's second range
+    c.modules[0].call_functions[0].entry = 0x1238;
+    CHECK_THAT(cs_write_error(c), Catch::Contains("0x1230..0x1240") && Catch::Contains("0x1238..0x1248") &&
+                                   Catch::Contains("overlap"));
+  }
+  {
+    BundleContents c = cs_contents();
+    c.modules[0].call_functions[0].entry = 0x1318;  // outside its range
+    CHECK_THAT(cs_write_error(c), Catch::Contains("0x1318") && Catch::Contains("entry must lie in one"));
+  }
+  {
+    BundleContents c = cs_contents();
+    c.modules[0].call_functions[1].tails.push_back(0x1010);  // a call, not a tail call
+    CHECK_THAT(cs_write_error(c), Catch::Contains("0x1100") && Catch::Contains("names 0x1010"));
+  }
+  {
+    BundleContents c = cs_contents();
+    c.modules[0].call_sites[0].target_name = "both";  // 0x1400 has a target address already
+    CHECK_THAT(cs_write_error(c), Catch::Contains("0x1400") && Catch::Contains("'both'"));
+  }
+  {
+    BundleContents c = cs_contents();
+    c.modules[0].call_symbols.push_back({"hot", 0x1200, false});
+    CHECK_THAT(cs_write_error(c), Catch::Contains("'hot'") && Catch::Contains("twice"));
+  }
+}
+
+TEST_CASE("bundle call sites: hostile sections are refused by value, never a crash",
+          "[bundle][format][callsites][hostile]") {
+  auto w = write_bundle(cs_contents());
+  REQUIRE(w.ok());
+  const std::vector<uint8_t>& good = w.value();
+  const int ix = cs_section_index(good, 0x80000003u);
+  REQUIRE(ix >= 0);
+  const size_t off = static_cast<size_t>(cs_le64(good, 32 + ix * 24 + 8));
+  const size_t data = off + 24;  // the records after the head
+  auto patched = [&](size_t at, std::vector<uint8_t> v) {
+    std::vector<uint8_t> b = good;
+    for (size_t i = 0; i < v.size(); i++) b[at + i] = v[i];
+    return cs_read_error(b);
+  };
+  CHECK(cs_read_error(good).empty());
+  // Heads (checked at open).
+  CHECK_THAT(patched(off, {1}), Catch::Contains("module index 1"));
+  CHECK_THAT(patched(off + 4, {20}), Catch::Contains("20 sites, 3 functions and 1 names in 46 bytes"));  // 58 > 46
+  CHECK_THAT(patched(off + 8, {0xff, 0xff, 0xff, 0xff}), Catch::Contains("4294967295 functions"));
+  CHECK_THAT(patched(off + 12, {9}), Catch::Contains("5 sites, 3 functions and 9 names in 46 bytes"));
+  CHECK_THAT(patched(off + 4, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}), Catch::Contains("0 sites, 0 functions and 0 names"));
+  CHECK_THAT(patched(off + 16, {47}), Catch::Contains("in 47 bytes (46 left"));  // beyond the section
+  CHECK_THAT(patched(off + 16, {45}), Catch::Contains("a head at 69 of the 70-byte section is cut short"));
+  // Records (checked by call_sites()).
+  CHECK_THAT(patched(off + 4, {3}), Catch::Contains("range 0") && Catch::Contains("wraps around"));  // site 3 read as a function
+  CHECK_THAT(patched(data + 2, {6}), Catch::Contains("call site 0 at 0x1010 has unknown flags 0x6"));  // both targets
+  CHECK_THAT(patched(data + 2, {8}), Catch::Contains("call site 0 at 0x1010 has unknown flags 0x8"));
+  CHECK_THAT(patched(data + 19, {9}), Catch::Contains("call site at 0x1410 names string 9 of 4"));
+  CHECK_THAT(patched(data + 42, {7}), Catch::Contains("call-site name at 0x1100 names string 7 of 4"));
+  CHECK_THAT(patched(data + 43, {2}), Catch::Contains("global byte 2 is not 0 or 1"));
+  CHECK_THAT(patched(data + 5, {0, 0}), Catch::Contains("call site 1") && Catch::Contains("not after"));
+  CHECK_THAT(patched(data + 20 + 6, {5}), Catch::Contains("0x1100") && Catch::Contains("names site 5 of 5"));
+  CHECK_THAT(patched(data + 20 + 6, {0}), Catch::Contains("names site 0") && Catch::Contains("not a tail-call site"));
+  CHECK_THAT(patched(data + 20 + 2, {0}), Catch::Contains("0x1100 has 0 ranges"));
+  CHECK_THAT(patched(data + 20 + 2, {0xff, 0x7f}), Catch::Contains("has 16383 ranges"));
+  CHECK_THAT(patched(data + 20 + 4, {0}), Catch::Contains("range 0 at 0x1100 length 0x0"));
+  CHECK_THAT(patched(data + 36 + 3, {0x08}), Catch::Contains("entry 0x1308 is in none of its ranges"));
+  CHECK_THAT(patched(data + 36, {0xb8, 0x00}),  // entry 0x1238: [0x1230, 0x1240) twice
+             Catch::Contains("0x1230..0x1240") && Catch::Contains("overlap"));
+  {
+    // The section in a format-4 bundle (older formats never have it).
+    std::vector<uint8_t> b = good;
+    b[8] = 4;
+    auto rd = BundleReader::open(b.data(), b.size());
+    REQUIRE_FALSE(rd.ok());
+    CHECK_THAT(rd.error().message, Catch::Contains("0x80000003") && Catch::Contains("format-4"));
+  }
+  // Every single-byte corruption: an error or a valid reader whose decode returns, never a crash.
+  for (size_t o = 0; o < good.size(); o++)
+    for (uint8_t x : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> b = good;
+      b[o] ^= x;
+      auto rd = BundleReader::open(b.data(), b.size());
+      if (!rd) continue;
+      for (const ModuleView& v : rd->modules()) (void)rd->call_sites(v.index);
+    }
+}
+
+TEST_CASE("bundle call sites: the committed seed is what the writer writes", "[bundle][format][callsites]") {
+  // tests/data/bundle/callsites.bundle: the fuzz smoke test's seed with a call-site section.
+  std::ifstream f(std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites.bundle", std::ios::binary);
+  const std::vector<uint8_t> seed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto w = write_bundle(cs_contents());
+  REQUIRE(w.ok());
+  CHECK(seed == w.value());
+}
+
+TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle", "[.write-callsites]") {
+  auto w = write_bundle(cs_contents());
+  REQUIRE(w.ok());
+  std::ofstream f(std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites.bundle", std::ios::binary);
+  f.write(reinterpret_cast<const char*>(w->data()), static_cast<std::streamsize>(w->size()));
+  REQUIRE(f.good());
+}
