@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Rules for clang-14 --target=x86_64-w64-mingw32 as the C++ compiler of the win64 build
 # (x86_64-w64-mingw32.cmake), read by CMake after its platform files.
-set(_gcc_lib /usr/lib/gcc/x86_64-w64-mingw32/12-posix)
+# The mingw g++'s own directory (Debian 12: /usr/lib/gcc/x86_64-w64-mingw32/12-posix).
+execute_process(COMMAND x86_64-w64-mingw32-g++-posix -print-libgcc-file-name
+  OUTPUT_VARIABLE _libgcc OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+get_filename_component(_gcc_lib "${_libgcc}" DIRECTORY)
+if(NOT EXISTS "${_gcc_lib}/include/c++/x86_64-w64-mingw32/bits/c++config.h")
+  message(FATAL_ERROR "no libstdc++ headers under ${_gcc_lib}/include/c++ (x86_64-w64-mingw32-g++-posix -print-libgcc-file-name: ${_libgcc})")
+endif()
 # Compiling: clang's MinGW driver does not take Debian's "12-posix" for a GCC version, so it finds
 # neither the posix libstdc++'s headers nor, without --sysroot, keeps the host's /usr/include off the
 # path. The rest is what the mingw g++ predefines and its libstdc++ was built for: type_info's
@@ -15,3 +21,4 @@ set(CMAKE_CXX_COMPILE_OBJECT
 set(CMAKE_CXX_LINK_EXECUTABLE
   "/bin/sh ${CMAKE_CURRENT_LIST_DIR}/mingw-link.sh x86_64-w64-mingw32-g++-posix <FLAGS> <CMAKE_CXX_LINK_FLAGS> <LINK_FLAGS> <OBJECTS> -o <TARGET> -Wl,--out-implib,<TARGET_IMPLIB> ${CMAKE_GNULD_IMAGE_VERSION} <LINK_LIBRARIES>")
 unset(_gcc_lib)
+unset(_libgcc)
