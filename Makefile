@@ -155,6 +155,8 @@ CROSS_TESTS ?= ^(cross_inprocess_|crash_inprocess_|unit_(dwarf|unwind|core|arch)
 
 # ARCH=win64 (issue 33): mingw-w64 (g++-mingw-w64-x86-64, no sysroot to fetch) builds the win64 subset
 # of the library (cmake/win64.cmake, doc/windows.md "The win64 build") and its tests, run under wine.
+# Its C++ is compiled by clang-14 against mingw's libstdc++ (doc/ci-plan.md C21; STACKPROV_CROSS_CXX=gcc:
+# the mingw g++), as the other cross builds' (C18).
 CROSS_TRIPLE_win64 := x86_64-w64-mingw32
 CROSS_SYSROOT_FLAG := -DSTACKPROV_CROSS_SYSROOT=$(CURDIR)/$(CROSS_BUILD)/sysroot
 CROSS_TEST_OPT_FLAG := -DSTACKPROV_TEST_OPT=$(CROSS_OPT)

@@ -67,9 +67,11 @@ class HeldRoot {
   HeldRoot& operator=(const HeldRoot&) = delete;
 
  private:
+#if !defined(_WIN32)  // Windows has no process roots: open_file_win.cpp's hold() holds none
   HeldRoot(int64_t pid, int fd) : pid_(pid), fd_(fd) {}
   int64_t pid_;
   int fd_;
+#endif
 };
 
 }  // namespace stackprov

@@ -2,7 +2,8 @@
 # Tests of the win64 build (make test-cross ARCH=win64; included by tests/CMakeLists.txt, so that paths
 # are those of tests/), each run under wine by tests/win64/run_wine.py (tests/lib/wine.py: a prefix
 # under the build directory and a persistent wineserver). Only what the win64 library holds and what
-# runs inside a Windows process: no test that runs host tools (cc, readelf, gdb) at run time.
+# runs inside a Windows process: no test that runs host tools (cc, readelf, gdb) at run time (but
+# win64_link_filter, last, which checks a script of the build itself).
 include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/require_program.cmake)
 set(WIN64_RUN /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/win64/run_wine.py ${CMAKE_BINARY_DIR})
 
@@ -54,3 +55,10 @@ add_test(NAME win64_capture
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/win64/capture_test.py --build-dir ${CMAKE_BINARY_DIR}
     --fixture $<TARGET_FILE:parked_threads> --walker $<TARGET_FILE:capture_walk>)
 set_tests_properties(win64_capture PROPERTIES TIMEOUT 120)
+
+# The link wrapper of this build when clang compiles its C++ (cmake/toolchains/mingw-link.sh,
+# doc/ci-plan.md C21): a host-side check of the build's own tooling, no wine.
+add_test(NAME win64_link_filter
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/win64/link_filter_test.py
+    ${CMAKE_SOURCE_DIR}/cmake/toolchains/mingw-link.sh)
+set_tests_properties(win64_link_filter PROPERTIES TIMEOUT 30)
