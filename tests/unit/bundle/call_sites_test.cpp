@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bundle/format.hpp"
+#include "lib/bundle_bytes.hpp"
 
 using namespace stackprov::bundle;
 
@@ -53,19 +54,6 @@ const std::vector<uint8_t> kCallSection = {
     0, 0,                                      // zero padding to 8 bytes
 };
 
-int cs_section_index(const std::vector<uint8_t>& b, uint32_t type) {
-  for (uint32_t i = 0; i < b[12]; i++) {
-    const size_t e = 32 + i * 24;
-    const uint32_t t = b[e] | b[e + 1] << 8 | b[e + 2] << 16 | static_cast<uint32_t>(b[e + 3]) << 24;
-    if (t == type) return static_cast<int>(i);
-  }
-  return -1;
-}
-uint64_t cs_le64(const std::vector<uint8_t>& b, size_t off) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | b[off + i];
-  return v;
-}
 /// The error of opening `b` and decoding module 0's section ("" when both succeed).
 std::string cs_read_error(const std::vector<uint8_t>& b) {
   auto rd = BundleReader::open(b.data(), b.size());
@@ -89,10 +77,10 @@ TEST_CASE("bundle call sites: the section is the documented bytes and reads back
   auto w = write_bundle(cs_contents());
   REQUIRE(w.ok());
   const std::vector<uint8_t>& b = w.value();
-  const int ix = cs_section_index(b, 0x80000003u);
+  const int ix = stackprov::test::bundle_section_index(b, 0x80000003u);
   REQUIRE(ix >= 0);
-  const size_t off = static_cast<size_t>(cs_le64(b, 32 + ix * 24 + 8));
-  const size_t len = static_cast<size_t>(cs_le64(b, 32 + ix * 24 + 16));
+  const size_t off = static_cast<size_t>(stackprov::test::bundle_le64(b, 32 + ix * 24 + 8));
+  const size_t len = static_cast<size_t>(stackprov::test::bundle_le64(b, 32 + ix * 24 + 16));
   CHECK(len == kCallSection.size() - 2);
   CHECK(std::vector<uint8_t>(b.begin() + off, b.begin() + off + kCallSection.size()) == kCallSection);
   CHECK(off + kCallSection.size() == b.size());  // written last
@@ -150,7 +138,7 @@ TEST_CASE("bundle call sites: a module without them and formats 2 to 4 have no s
   plain.modules[0].call_symbols.clear();
   auto p5 = write_bundle(plain);
   REQUIRE(p5.ok());
-  CHECK(cs_section_index(p5.value(), 0x80000003u) == -1);
+  CHECK(stackprov::test::bundle_section_index(p5.value(), 0x80000003u) == -1);
   auto rd = BundleReader::open(p5->data(), p5->size());
   REQUIRE(rd.ok());
   auto t = rd->call_sites(0);
@@ -207,9 +195,9 @@ TEST_CASE("bundle call sites: hostile sections are refused by value, never a cra
   auto w = write_bundle(cs_contents());
   REQUIRE(w.ok());
   const std::vector<uint8_t>& good = w.value();
-  const int ix = cs_section_index(good, 0x80000003u);
+  const int ix = stackprov::test::bundle_section_index(good, 0x80000003u);
   REQUIRE(ix >= 0);
-  const size_t off = static_cast<size_t>(cs_le64(good, 32 + ix * 24 + 8));
+  const size_t off = static_cast<size_t>(stackprov::test::bundle_le64(good, 32 + ix * 24 + 8));
   const size_t data = off + 24;  // the records after the head
   auto patched = [&](size_t at, std::vector<uint8_t> v) {
     std::vector<uint8_t> b = good;

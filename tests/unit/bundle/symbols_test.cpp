@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bundle/format.hpp"
+#include "lib/bundle_bytes.hpp"
 
 using namespace stackprov::bundle;
 
@@ -33,19 +34,6 @@ BundleContents contents() {
   return c;
 }
 
-int section_index(const std::vector<uint8_t>& b, uint32_t type) {
-  for (uint32_t i = 0; i < b[12]; i++) {
-    const size_t e = 32 + i * 24;
-    const uint32_t t = b[e] | b[e + 1] << 8 | b[e + 2] << 16 | static_cast<uint32_t>(b[e + 3]) << 24;
-    if (t == type) return static_cast<int>(i);
-  }
-  return -1;
-}
-uint64_t le64(const std::vector<uint8_t>& b, size_t off) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | b[off + i];
-  return v;
-}
 std::string open_error(const std::vector<uint8_t>& b) {
   auto rd = BundleReader::open(b.data(), b.size());
   if (!rd) return rd.error().message;
@@ -107,9 +95,9 @@ TEST_CASE("bundle symbols: format 5 round-trips the naming rule's names and star
   // count, then bytes: "" (file and call file of two ranges: 4), "f" (2), "g" (2), "f_alias", "m.so"
   // is not in the table (the module name is stored before it), "p@plt": "" 0, "f" 1, "g" 2,
   // "f_alias" 3, "p@plt" 4.
-  const int ix = section_index(b, 0x80000002u);
+  const int ix = stackprov::test::bundle_section_index(b, 0x80000002u);
   REQUIRE(ix == static_cast<int>(b[12]) - 1);
-  const size_t off = static_cast<size_t>(le64(b, 32 + ix * 24 + 8)), len = static_cast<size_t>(le64(b, 32 + ix * 24 + 16));
+  const size_t off = static_cast<size_t>(stackprov::test::bundle_le64(b, 32 + ix * 24 + 8)), len = static_cast<size_t>(stackprov::test::bundle_le64(b, 32 + ix * 24 + 16));
   const std::vector<uint8_t> want = {0, 0, 0, 0, 4, 0, 0, 0, 15, 0, 0, 0, 0, 0, 0, 0,
                                      0x80, 0x20, 0x10, 1 << 1,   // f: gap 0x1000, length 0x10
                                      0, 0x10, 3 << 1 | 1, 8,      // f_alias: back 8
@@ -139,7 +127,7 @@ TEST_CASE("bundle symbols: formats 2 to 4 leave them out and read as before", "[
     auto p = write_bundle(plain, version);
     REQUIRE(p.ok());
     CHECK(w.value() == p.value());  // the older formats' bytes are unchanged by the symbols
-    CHECK(section_index(w.value(), 0x80000002u) == -1);
+    CHECK(stackprov::test::bundle_section_index(w.value(), 0x80000002u) == -1);
     auto rd = BundleReader::open(w->data(), w->size());
     REQUIRE(rd.ok());
     auto s = rd->symbol(0, 0x1010);
@@ -153,7 +141,7 @@ TEST_CASE("bundle symbols: formats 2 to 4 leave them out and read as before", "[
   // Format 5 without symbols has no such section.
   auto w5 = write_bundle(plain);
   REQUIRE(w5.ok());
-  CHECK(section_index(w5.value(), 0x80000002u) == -1);
+  CHECK(stackprov::test::bundle_section_index(w5.value(), 0x80000002u) == -1);
 }
 
 TEST_CASE("bundle symbols: the writer refuses invalid records naming them", "[bundle][format][symbols]") {
@@ -179,9 +167,9 @@ TEST_CASE("bundle symbols: hostile sections are refused by value, never a crash"
   auto w = write_bundle(contents());
   REQUIRE(w.ok());
   const std::vector<uint8_t>& good = w.value();
-  const int ix = section_index(good, 0x80000002u);
+  const int ix = stackprov::test::bundle_section_index(good, 0x80000002u);
   REQUIRE(ix >= 0);
-  const size_t off = static_cast<size_t>(le64(good, 32 + ix * 24 + 8));
+  const size_t off = static_cast<size_t>(stackprov::test::bundle_le64(good, 32 + ix * 24 + 8));
   auto patched = [&](size_t at, uint8_t v) {
     std::vector<uint8_t> b = good;
     b[off + at] = v;
