@@ -15,9 +15,9 @@ endif()
 # emulated TLS (libstdc++'s thread_locals, e.g. std::call_once's, are __emutls_v.* objects), _REENTRANT.
 set(CMAKE_CXX_COMPILE_OBJECT
   "<CMAKE_CXX_COMPILER> --sysroot=/usr/x86_64-w64-mingw32 -nostdinc++ -isystem ${_gcc_lib}/include/c++ -isystem ${_gcc_lib}/include/c++/x86_64-w64-mingw32 -isystem ${_gcc_lib}/include/c++/backward -femulated-tls -D__GXX_TYPEINFO_EQUALITY_INLINE=0 -D_REENTRANT=1 <DEFINES> <INCLUDES> <FLAGS> -o <OBJECT> -c <SOURCE>")
-# Linking: by the mingw g++, which knows its libraries, start files and libstdc++'s dependencies
-# (winpthreads); clang's driver finds none of them there. Through mingw-link.sh, which drops one
-# known ld diagnostic that mixing the two compilers' objects prints (it says which and why).
+# Linking: the mingw g++ knows its libraries, start files and libstdc++'s dependencies (winpthreads);
+# clang's driver finds none of them there. mingw-link.sh takes that g++'s linker command (-###) and
+# runs it with ld.lld-14 instead of GNU ld (~50x less CPU a test executable; it says why).
 set(CMAKE_CXX_LINK_EXECUTABLE
   "/bin/sh ${CMAKE_CURRENT_LIST_DIR}/mingw-link.sh x86_64-w64-mingw32-g++-posix <FLAGS> <CMAKE_CXX_LINK_FLAGS> <LINK_FLAGS> <OBJECTS> -o <TARGET> -Wl,--out-implib,<TARGET_IMPLIB> ${CMAKE_GNULD_IMAGE_VERSION} <LINK_LIBRARIES>")
 unset(_gcc_lib)

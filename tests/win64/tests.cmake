@@ -3,7 +3,7 @@
 # are those of tests/), each run under wine by tests/win64/run_wine.py (tests/lib/wine.py: a prefix
 # under the build directory and a persistent wineserver). Only what the win64 library holds and what
 # runs inside a Windows process: no test that runs host tools (cc, readelf, gdb) at run time (but
-# win64_link_filter, last, which checks a script of the build itself).
+# win64_link_lld, last, which checks a script of the build itself).
 include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/require_program.cmake)
 set(WIN64_RUN /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/win64/run_wine.py ${CMAKE_BINARY_DIR})
 
@@ -57,8 +57,8 @@ add_test(NAME win64_capture
 set_tests_properties(win64_capture PROPERTIES TIMEOUT 120)
 
 # The link wrapper of this build when clang compiles its C++ (cmake/toolchains/mingw-link.sh,
-# doc/ci-plan.md C21): a host-side check of the build's own tooling, no wine.
-add_test(NAME win64_link_filter
-  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/win64/link_filter_test.py
+# doc/ci-plan.md C21, C24): a host-side check of the build's own tooling, no wine.
+add_test(NAME win64_link_lld
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/win64/link_lld_test.py
     ${CMAKE_SOURCE_DIR}/cmake/toolchains/mingw-link.sh)
-set_tests_properties(win64_link_filter PROPERTIES TIMEOUT 30)
+set_tests_properties(win64_link_lld PROPERTIES TIMEOUT 30)
