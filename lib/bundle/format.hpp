@@ -190,6 +190,10 @@ Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents);
 /// The same in format `version` (kMinFormatVersion..kFormatVersion): the tests write older
 /// formats to check that the reader still reads them; the library writes kFormatVersion only.
 Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32_t version);
+/// The same, consuming `contents`: the writer sorts and checks its own copy of the modules, which
+/// a caller done with them (`bundle build`) need not pay for (a module's records and names twice
+/// in memory; 1,300 records naming a 1 MiB string: 1.4 GB copied).
+Result<std::vector<uint8_t>> write_bundle(BundleContents&& contents, uint32_t version = kFormatVersion);
 
 /// A frame of a looked-up inline chain; the views point into the reader's bytes.
 struct FrameView {

@@ -985,13 +985,18 @@ class ModuleEncoder {
 Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents) { return write_bundle(contents, kFormatVersion); }
 
 Result<std::vector<uint8_t>> write_bundle(const BundleContents& contents, uint32_t version) {
+  BundleContents copy = contents;
+  return write_bundle(std::move(copy), version);
+}
+
+Result<std::vector<uint8_t>> write_bundle(BundleContents&& contents, uint32_t version) {
   if (version < kMinFormatVersion || version > kFormatVersion)
     return make_error(SPROV_ERR_BUNDLE, "bundle writer: format version %u is not %u..%u", version, kMinFormatVersion,
                       kFormatVersion);
   if (contents.modules.size() > kMaxModules)
     return make_error(SPROV_ERR_BUNDLE, "bundle writer: %zu modules exceed %zu", contents.modules.size(),
                       kMaxModules);
-  std::vector<ModuleContents> mods = contents.modules;
+  std::vector<ModuleContents> mods = std::move(contents.modules);
   for (ModuleContents& m : mods)
     if (auto s = prepare_module(m); !s) return s.error();
   std::sort(mods.begin(), mods.end(), [](const ModuleContents& a, const ModuleContents& b) {

@@ -202,7 +202,7 @@ Result<std::vector<uint8_t>> build_bundle(const BundleBuildInput& in) {
     done += file_size(path);
     if (in.progress) in.progress(i + 1, count, done, total);
   }
-  return bundle::write_bundle(bc);
+  return bundle::write_bundle(std::move(bc));
 }
 
 Status check_signing(const std::string& key, const std::string& log_dir, const std::string& log_key_in) {
