@@ -21,7 +21,9 @@
 # compare the kernel frames as recorded. As nobody (setpriv; the fixture run as nobody too): the capture
 # exits 0, says for each thread that no kernel segment is stored and why, and stores a version-1
 # container; as root without --with-btf the container is version 1 too (kernel frames are opt-in).
-# Needs root, bpftool, setpriv. About 3 s.
+# The replay re-derives: in another copy, one frame's recorded size and another's prototype altered are
+# the seeds' two kernel mismatches, each named.
+# Needs root, bpftool, setpriv. About 15 s (four replays of 5 seeds, a signed bundle).
 import argparse
 import gzip
 import hashlib
@@ -149,11 +151,14 @@ def parse_container(raw):
             frames = []
             for _ in range(r.u(4)):
                 name = r.s()
+                size_at = r.at + 8
                 off, size = r.u(8), r.u(8)
                 module = r.s()
                 fid, approx = r.u(4), r.u(1)
+                proto_at = r.at + 4
                 frames.append({"name": name, "offset": off, "size": size, "module": module, "func_id": fid,
-                               "approximate": approx == 1, "prototype": r.s()})
+                               "approximate": approx == 1, "prototype": r.s(), "size_at": size_at,
+                               "proto_at": proto_at})
             kernel["segments"][tid] = {"syscall": sysno, "sp": sp, "pc": pc, "frames": frames}
     if r.at != len(raw):
         raise ValueError("%d trailing bytes" % (len(raw) - r.at))
@@ -172,6 +177,21 @@ def stored(db, trace_id):
     raw = gzip.decompress(gz)
     check(len(raw) == size, "trace %s: its data inflates to raw_size" % trace_id)
     return raw, sha
+
+
+def altered_copy(store, copy, trace_id, data):
+    """A copy of SQLite store `store` at `copy` whose trace has captured data `data` (gzip'd and addressed
+    as the store does; the old data row stays). Returns the new address."""
+    gz = gzip.compress(bytes(data), mtime=0)
+    sha = hashlib.sha256(gz).hexdigest()
+    src, dst = sqlite3.connect(store), sqlite3.connect(copy)
+    src.backup(dst)
+    src.close()
+    dst.execute("INSERT INTO trace_data(sha256, raw_size, gzip) VALUES (?, ?, ?)", (sha, len(data), gz))
+    dst.execute("UPDATE traces SET data_sha256 = ? WHERE trace_id = ?", (sha, trace_id))
+    dst.commit()
+    dst.close()
+    return sha
 
 
 def capture(args, pid, store, extra, as_user=None, cwd=None):
@@ -333,20 +353,34 @@ def main():
         check("%d kernel frames re-derived" % n_kernel in rep["summary"], "summary %r" % rep["summary"])
         print("replay: %s" % rep["summary"])
 
+    # Re-derivation compares: one frame's recorded size and another's prototype altered (same kernel).
+    segs = [kernel["segments"][t] for t in sorted(kernel["segments"])]
+    sized = segs[0]["frames"][0]
+    typed = next((f for g in segs for f in g["frames"] if f["prototype"] and f is not sized), None)
+    bad = bytearray(raw)
+    bad[sized["size_at"]:sized["size_at"] + 8] = (sized["size"] + 0x10).to_bytes(8, "little")
+    if check(typed is not None, "a second frame with a prototype to alter"):
+        at = typed["proto_at"] + typed["prototype"].index("(")
+        bad[at:at + 1] = b"["
+    altered_copy(store, os.path.join(work, "altered_frames.db"), trace_id, bad)
+    rc, rep, err = replay(args, os.path.join(work, "altered_frames.db"), trace_id, gate_keys)
+    if check(rep is not None, "trace-replay of the altered frames --json: %s" % err):
+        for s in rep["seeds"]:
+            k = s.get("kernel") or {}
+            ms = " ".join(k.get("mismatches", []))
+            check(k.get("mode") == "re-derived" and k.get("identical") == n_kernel - 2 and len(k["mismatches"]) == 2
+                  and "%s+0x%x/0x%x" % (sized["name"], sized["offset"], sized["size"] + 0x10) in ms
+                  and "has size 0x%x" % sized["size"] in ms and typed["prototype"] in ms,
+                  "altered frames: seed %d: kernel %s (want re-derived, %d identical, both named)" %
+                  (s["seed"], k, n_kernel - 2))
+        print("altered size and prototype: %s" % " | ".join(rep["seeds"][0]["kernel"]["mismatches"]))
+
     # Another kernel's trace: the recorded build-id altered in a copy of the store.
     other = bytearray(raw)
     other[id_at + len(running) // 2 - 1] ^= 0x01
     other_id = bytes(other[id_at:id_at + len(running) // 2]).hex()
-    gz = gzip.compress(bytes(other), mtime=0)
-    other_sha = hashlib.sha256(gz).hexdigest()
     store2 = os.path.join(work, "other_kernel.db")
-    src, dst = sqlite3.connect(store), sqlite3.connect(store2)
-    src.backup(dst)
-    src.close()
-    dst.execute("INSERT INTO trace_data(sha256, raw_size, gzip) VALUES (?, ?, ?)", (other_sha, len(other), gz))
-    dst.execute("UPDATE traces SET data_sha256 = ? WHERE trace_id = ?", (other_sha, trace_id))
-    dst.commit()
-    dst.close()
+    other_sha = altered_copy(store, store2, trace_id, other)
     check(other_sha != sha, "the altered data has another address")
     rc, rep, err = replay(args, store2, trace_id, gate_keys)
     if check(rep is not None, "trace-replay of the altered trace --json: %s" % err):
