@@ -87,7 +87,8 @@ std::string rederive_frame(const KallsymsNames& ks, const trace::CapturedKernelF
   std::string sizes;
   for (const auto& c : it->second) {
     if (c.module != f.module) continue;
-    // Two static functions of one name: the one whose size is the recorded one is the frame's.
+    // Two static functions of one name: the one whose size is the recorded one is the frame's. The
+    // last symbol of a table has no next address here (size 0): its name and offset are what is checked.
     if ((c.size == f.size || c.size == 0) && f.offset < f.size) return "";
     char b[32];
     snprintf(b, sizeof b, "%s0x%" PRIx64, sizes.empty() ? "" : ", ", c.size);
