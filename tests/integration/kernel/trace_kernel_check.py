@@ -20,7 +20,8 @@
 # as a trace of another kernel would be) fails only platform-id (exit 7), naming both ids, and its seeds
 # compare the kernel frames as recorded. As nobody (setpriv; the fixture run as nobody too): the capture
 # exits 0, says for each thread that no kernel segment is stored and why, and stores a version-1
-# container; as root without --with-btf the container is version 1 too (kernel frames are opt-in).
+# container; as root without --with-btf the container is version 1 too (kernel frames are opt-in);
+# with --core, --with-btf is a usage error (exit 2).
 # The replay re-derives: in another copy, one frame's recorded size and another's prototype altered are
 # the seeds' two kernel mismatches, each named.
 # Needs root, bpftool, setpriv. About 15 s (four replays of 5 seeds, a signed bundle).
@@ -305,6 +306,12 @@ def main():
     sp("log", "init", log, "--key", logkey)
     gate_keys = ["--key", key + ".pub", "--trusted-root", os.path.join(log, "trusted_root.json")]
     store = os.path.join(work, "traces.db")
+    # A core has no kernel stack: a usage error naming the option, before anything is read.
+    u = subprocess.run([args.stackprov, "trace-capture", "--core", "/nonexistent/core", "--with-btf", "--store",
+                        "sqlite:" + store], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    check(u.returncode == 2 and "--with-btf is only valid with -p PID or -- CMD" in u.stderr and
+          u.stderr.count("\n") == 1, "trace-capture --core --with-btf: exit %d, %r (want 2, one line naming "
+          "--with-btf)" % (u.returncode, u.stderr))
     fx = subprocess.Popen([args.fixture], stdout=subprocess.PIPE, text=True)
     try:
         ready = fx.stdout.readline().split()
