@@ -23,6 +23,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "print.hpp"
+#include "stackprov/kernel.h"
 #include "stackprov/stackprov.h"
 #include "stackprov/trace.h"
 
@@ -255,7 +256,7 @@ constexpr const char* kCaptureHelp =
     "       stackprov trace-capture --raw STATE.json|DIR [options]\n"
     "       stackprov trace-capture [--delay MS] [options] -- CMD [ARGS...]\n"
     "options: [--store URL] [--bundle] [--bundle-store DIR] [--sign KEY --log DIR [--log-key KEY]]\n"
-    "         [--max-frames N]\n"
+    "         [--max-frames N] [--with-btf]\n"
     "\n"
     "what to capture (exactly one):\n"
     "  -p, --pid PID      the live process PID (ptrace: PTRACE_SEIZE + PTRACE_INTERRUPT, detached\n"
@@ -303,6 +304,14 @@ constexpr const char* kCaptureHelp =
     "  --log-key KEY      with --sign: the key that signs the log's new checkpoint (default: the\n"
     "                     --sign key)\n"
     "  --max-frames N     at most N frames per thread, 1 to 65536 (default 256)\n"
+    "  --with-btf         with -p PID or -- CMD: also store each thread's kernel stack as its own\n"
+    "                     segment, read from /proc/PID/task/TID/stack before the capture attaches\n"
+    "                     (as 'stack --kernel': names and offsets, root only), each frame with its\n"
+    "                     C prototype from /sys/kernel/btf/vmlinux, with the running kernel's\n"
+    "                     build-id and the sha256 of that BTF file (doc/traces.md \"Kernel\n"
+    "                     segments\"). Without BTF, without root, or for a thread whose kernel\n"
+    "                     stack cannot be read, a warning says why and no kernel segment is\n"
+    "                     stored for it; the rest of the trace is as without --with-btf\n"
     "  -h, --help         this text\n"
     "\n"
     "Captures every thread of a process -- registers, stack copy, module list with build-ids --\n"
@@ -330,7 +339,7 @@ int cmd_trace_capture(int argc, char** argv) {
   Args a(argc, argv,
          {"pid", "core", "exe", "minidump", "symbol-path", "raw", "delay", "store", "bundle-store", "sign", "log",
           "log-key", "max-frames"},
-         {"bundle"}, {{"p", "pid"}});
+         {"bundle", "with-btf"}, {{"p", "pid"}});
   if (a.help) {
     fputs(kCaptureHelp, stdout);
     return kExitOk;
@@ -367,6 +376,8 @@ int cmd_trace_capture(int argc, char** argv) {
     return usage_error(cmd, std::string("invalid --delay value '") + a.get("delay") +
                                 "' (expected milliseconds, 0 to 600000)");
   if (a.has("exe") && !a.has("core")) return usage_error(cmd, std::string("--exe '") + a.get("exe") + "' is only valid with --core");
+  if (a.has("with-btf") && !a.has("pid") && command.empty())
+    return usage_error(cmd, "--with-btf is only valid with -p PID or -- CMD (a live process's kernel stacks)");
   for (const char* opt : {"core", "exe", "minidump"}) {
     if (!a.has(opt)) continue;
     if (std::string why = unreadable_file(a.get(opt)); !why.empty())
@@ -482,6 +493,18 @@ int cmd_trace_capture(int argc, char** argv) {
   sprov_process_opts popts{};
   popts.sz = sizeof popts;
   popts.exe = a.get("exe");
+  if (a.has("with-btf")) {
+    // Kernel segments need the kernel's BTF: without it (no file, a build without libbpf) the
+    // trace is captured as without --with-btf, saying why.
+    sprov_kernel_btf* btf = nullptr;
+    if (sprov_kernel_btf_open(nullptr, &btf) == 0) {
+      sprov_kernel_btf_free(btf);
+      popts.flags |= SPROV_PROCESS_KERNEL_STACKS | SPROV_PROCESS_KERNEL_BTF;
+    } else {
+      fprintf(stderr, "stackprov %s: --with-btf: no kernel segment stored: the kernel's BTF: %s\n", cmd,
+              sprov_last_error_message());
+    }
+  }
   sprov_process* proc = nullptr;
   if (a.has("core")) {
     if (sprov_process_open_core(ctx.c, a.get("core"), &popts, &proc) != 0)
@@ -660,7 +683,11 @@ constexpr const char* kReplayHelp =
     "by frame with the stored resolution; every replay is recorded in the store (replay.result).\n"
     "Then the trace's bundles are verified offline -- DSSE signatures with the --key keys,\n"
     "inclusion proofs against the --trusted-root log keys -- and every module's identity against\n"
-    "its bundle's, and the gate is evaluated. Prints the one-line summary\n"
+    "its bundle's, and the gate is evaluated. A trace's kernel segments (trace-capture\n"
+    "--with-btf) are re-derived where the running kernel is the trace's (kallsyms, and BTF when\n"
+    "it is the captured file), else compared as recorded: each seed says which (JSON \"kernel\"),\n"
+    "and platform-id fails when the trace's kernel build-id is not the running kernel's.\n"
+    "Prints the one-line summary\n"
     "  ... % coverage, ... % success ...: PASS|FAIL <checks>\n"
     "on stdout (or the JSON report with --json).\n"
     "\n"

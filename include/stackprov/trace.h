@@ -61,6 +61,13 @@ struct sprov_trace_capture_opts {
  * online context), and the map entries they use are kept in the captured
  * data: sprov_trace_resolve (also offline) and replay name them without the
  * map (doc/traces.md "Capture").
+ * A process captured with SPROV_PROCESS_KERNEL_STACKS | SPROV_PROCESS_KERNEL_BTF
+ * (stackprov/kernel.h) also gets its threads' kernel segments stored: each
+ * thread's /proc kernel stack as sprov_process_kernel_stack gives it (names,
+ * offsets, BTF prototypes; no address), with the running kernel's build-id
+ * and the sha256 of /sys/kernel/btf/vmlinux (doc/traces.md "Kernel
+ * segments"). A thread without one, or no kernel segment at all (no BTF, no
+ * stack readable: not root), is a warning of the context's log, never an error.
  * id (>= SPROV_TRACE_ID_STRLEN bytes) receives the new trace's id. The trace
  * is stored whole or not at all. */
 SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc, sprov_trace_store* store,

@@ -406,4 +406,10 @@ const char* stop_reason_name(int reason) noexcept;
 /// A malloc'd copy of `s` for an out parameter (released with sprov_free); 0 or SPROV_ERR_NOMEM.
 int give_string(const std::string& s, char** out, size_t* out_len);
 
+/// Thread `index`'s kernel segment (the process captured with SPROV_PROCESS_KERNEL_STACKS): its
+/// state, frames and modules, with BTF prototypes when the process has BTF, checked against the
+/// captured user pc and sp (the snapshot's registers, else `user`'s frame 0; `user` may be null).
+/// sprov_process_kernel_stack merges it; a trace capture stores it (lib/capi/trace.cpp).
+KernelSegment process_kernel_segment(const sprov_process* proc, size_t index, const sprov_stack* user);
+
 }  // namespace stackprov::capi

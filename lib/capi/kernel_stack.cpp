@@ -59,6 +59,32 @@ KernelSegment segment_of(const sprov_process* proc, int64_t tid, const unwind::F
 
 }  // namespace
 
+namespace stackprov::capi {
+
+KernelSegment process_kernel_segment(const sprov_process* proc, size_t index, const sprov_stack* user) {
+  // The captured user pc and sp: the snapshot's registers (x86_64 DWARF rip 16, rsp 7), else the
+  // stack's frame 0 (a stack of runtime frames only, --python=only, has no native frame 0).
+  const memory::Snapshot& snap = proc->threads[index]->snap;
+  unwind::Frame regs0;
+  const unwind::Frame* top = nullptr;
+  if (snap.arch == Arch::kX86_64 && snap.has_reg(16) && snap.has_reg(7)) {
+    regs0.pc = snap.regs[16];
+    regs0.sp = snap.regs[7];
+    top = &regs0;
+  } else if (user && !user->frames.empty() && user->frames[0].method == unwind::Method::kContext) {
+    top = &user->frames[0];
+  }
+  KernelSegment seg = segment_of(proc, snap.tid, top);
+  if (proc->btf) {
+    seg.with_btf = true;
+    seg.protos.resize(seg.frames.size());
+    for (size_t i = 0; i < seg.frames.size(); i++) proc->btf->lookup(seg.frames[i].symbol, &seg.protos[i]);
+  }
+  return seg;
+}
+
+}  // namespace stackprov::capi
+
 extern "C" {
 
 SPROV_API int sprov_process_kernel_stack(const sprov_process* proc, size_t index, const sprov_stack* user,
@@ -77,26 +103,8 @@ SPROV_API int sprov_process_kernel_stack(const sprov_process* proc, size_t index
                              "SPROV_PROCESS_KERNEL_STACKS"));
     if (user->kernel.state != SPROV_KSTACK_NONE)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_kernel_stack: the stack has its kernel segment"));
-    // The captured user pc and sp: the snapshot's registers (x86_64 DWARF rip 16, rsp 7), else the
-    // stack's frame 0 (a stack of runtime frames only, --python=only, has no native frame 0).
-    const memory::Snapshot& snap = proc->threads[index]->snap;
-    unwind::Frame regs0;
-    const unwind::Frame* top = nullptr;
-    if (snap.arch == Arch::kX86_64 && snap.has_reg(16) && snap.has_reg(7)) {
-      regs0.pc = snap.regs[16];
-      regs0.sp = snap.regs[7];
-      top = &regs0;
-    } else if (!user->frames.empty() && user->frames[0].method == unwind::Method::kContext) {
-      top = &user->frames[0];
-    }
     auto st = std::make_unique<sprov_stack>(*user);
-    st->kernel = segment_of(proc, snap.tid, top);
-    if (proc->btf) {
-      st->kernel.with_btf = true;
-      st->kernel.protos.resize(st->kernel.frames.size());
-      for (size_t i = 0; i < st->kernel.frames.size(); i++)
-        proc->btf->lookup(st->kernel.frames[i].symbol, &st->kernel.protos[i]);
-    }
+    st->kernel = capi::process_kernel_segment(proc, index, user);
     const size_t k = st->kernel.frames.size();
     if (k > 0) {
       unwind::Frame kf;

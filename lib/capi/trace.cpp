@@ -7,6 +7,7 @@
 #include "capi/trace_internal.hpp"
 #include "evidence/json.hpp"
 #include "pipeline/frame_render.hpp"
+#include "stackprov/kernel.h"
 #include "trace/events.hpp"
 
 using namespace stackprov;
@@ -101,6 +102,43 @@ SPROV_API int sprov_trace_capture(sprov_context* ctx, const sprov_process* proc,
     cp.from_core = proc->from_core;
     for (const auto& t : proc->threads) cp.threads.push_back(&t->snap);
     cp.thread_names = proc->thread_names;
+    // Kernel stacks (SPROV_PROCESS_KERNEL_STACKS, read before the capture attached): each thread's
+    // segment as sprov_process_kernel_stack merges it, converted; a thread without one is a note.
+    cp.kernel = proc->kernel_read;
+    cp.kernel_btf = proc->btf != nullptr;
+    for (size_t i = 0; cp.kernel && i < proc->threads.size(); ++i) {
+      const KernelSegment seg = process_kernel_segment(proc, i, nullptr);
+      const long long tid = static_cast<long long>(proc->threads[i]->snap.tid);
+      if (seg.state != SPROV_KSTACK_READ || seg.frames.empty()) {
+        const char* state = seg.state == SPROV_KSTACK_RUNNING ? "running"
+                            : seg.state == SPROV_KSTACK_STALE ? "stale"
+                            : seg.state == SPROV_KSTACK_READ  ? "read"
+                                                              : "unreadable";
+        char b[96];
+        snprintf(b, sizeof b, "thread %lld: no kernel segment: %s: ", tid, state);
+        cp.kernel_notes.push_back(b + (seg.frames.empty() && seg.reason.empty() ? "its kernel stack is empty" : seg.reason));
+        continue;
+      }
+      trace::CapturedKernelSegment out;
+      out.tid = static_cast<uint64_t>(tid);
+      out.syscall = seg.syscall;
+      out.user_sp = seg.user_sp;
+      out.user_pc = seg.user_pc;
+      for (size_t f = 0; f < seg.frames.size(); ++f) {
+        trace::CapturedKernelFrame kf;
+        kf.symbol = seg.frames[f].symbol;
+        kf.offset = seg.frames[f].offset;
+        kf.size = seg.frames[f].size;
+        kf.module = seg.frames[f].module;
+        if (f < seg.protos.size() && seg.protos[f].func_id != 0) {
+          kf.btf_func_id = seg.protos[f].func_id;
+          kf.approximate = seg.protos[f].approximate;
+          kf.prototype = seg.protos[f].text.substr(0, trace::kMaxKernelPrototype);
+        }
+        out.frames.push_back(std::move(kf));
+      }
+      cp.kernel_segments.push_back(std::move(out));
+    }
     auto tid = pipeline::capture_trace(*ctx, *store->store, cp, co);
     if (!tid) return fail(tid.error());
     snprintf(id, id_size, "%s", tid.value().c_str());

@@ -47,7 +47,15 @@ std::string xml_escape(const std::string& s) {
 
 std::string summary_line(const sprov_replay_report& r) {
   std::string s = "trace " + r.trace_id + ": " + format_pct(r.coverage) + "% coverage, " + format_pct(100 * r.success) +
-                  "% success (" + std::to_string(r.seeds.size()) + " seeds, " + std::to_string(r.frames) + " frames): ";
+                  "% success (" + std::to_string(r.seeds.size()) + " seeds, " + std::to_string(r.frames) + " frames";
+  // A trace with kernel segments says how they were compared (the same in every seed).
+  for (const auto& sd : r.seeds)
+    if (!sd.kernel.is_null()) {
+      s += ", " + std::to_string(sd.kernel.value("frames", size_t{0})) + " kernel frames " +
+           sd.kernel.value("mode", std::string());
+      break;
+    }
+  s += "): ";
   std::string failed;
   for (const auto& c : r.checks)
     if (!c.passed) failed += (failed.empty() ? "" : ", ") + c.name;
@@ -78,6 +86,7 @@ std::string report_json(const sprov_replay_report& r) {
               {"perturbation", s.perturbation},
               {"mismatches", s.mismatches}};
     if (!s.error.empty()) o["error"] = s.error;
+    if (!s.kernel.is_null()) o["kernel"] = s.kernel;  // re-derived or compared as recorded, and why
     j["seeds"].push_back(o);
   }
   j["summary"] = summary_line(r);

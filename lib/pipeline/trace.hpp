@@ -23,6 +23,7 @@
 namespace stackprov::pipeline {
 
 class BundleStaging;
+struct CapturedProcess;
 
 // ------------------------------------------------------------ resolve (trace_resolve.cpp)
 
@@ -42,8 +43,10 @@ Result<std::vector<trace::Thread>> resolve_threads(Session& session, const std::
 /// The perf map of a trace's captured JIT entries (null when it has none).
 std::shared_ptr<const symbolize::PerfMap> captured_perf_map(const trace::CapturedJit& jit);
 
-/// The captured threads of a stored trace (checked against its data_sha256).
-Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t, trace::CapturedJit* jit = nullptr);
+/// The captured threads of a stored trace (checked against its data_sha256); `jit` and `kernel`
+/// (optional) receive its JIT entries and kernel segments.
+Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t, trace::CapturedJit* jit = nullptr,
+                                                            trace::CapturedKernel* kernel = nullptr);
 
 /// The coverage rule (doc/traces.md "Replay"): a function name, and a file:line when the
 /// answer came from DWARF-derived data (bundle, dwarf, debuginfod+dwarf).
@@ -88,6 +91,7 @@ struct ReplaySeed {
   double seconds = 0;
   evidence::Json perturbation;
   std::vector<std::string> mismatches;  ///< the first 20
+  evidence::Json kernel;                ///< how its kernel segments were compared (null: none)
   std::string error;                    ///< the replay itself failed
   double success() const { return frames ? static_cast<double>(identical) / static_cast<double>(frames) : 0; }
   double coverage() const { return frames ? 100.0 * static_cast<double>(covered) / static_cast<double>(frames) : 0; }
@@ -123,10 +127,38 @@ Result<std::unique_ptr<ReplayReport>> replay_trace(Session& session, trace::Stor
                                                    const ReplayOptions& opts);
 
 /// The DSSE and inclusion checks of every bundle `bundles` (64 hex) of `t` staged in `stg`, with
-/// `keys` and `trusted_root`, and the platform-id check of every module its frames touch: appended
-/// to `rep.checks`.
+/// `keys` and `trusted_root`, and the platform-id check of every module its frames touch and of
+/// the kernel build-id of its kernel segments (`kernel`, may be empty): appended to `rep.checks`.
 void verify_trace_bundles(const trace::Trace& t, const BundleStaging& stg, const std::vector<std::string>& bundles,
-                          const std::vector<std::string>& keys, const std::string& trusted_root, ReplayReport& rep);
+                          const std::vector<std::string>& keys, const std::string& trusted_root, ReplayReport& rep,
+                          const trace::CapturedKernel& kernel = {});
+
+// ------------------------------------------------------------ kernel segments (trace_kernel.cpp)
+
+/// The kernel section a capture stores (doc/traces.md "Kernel segments"): `proc`'s segments with
+/// frames, the running kernel's build-id (/sys/kernel/notes) and the sha256 of
+/// /sys/kernel/btf/vmlinux. Empty when none is stored (not asked for, no BTF, no thread's stack
+/// read, the build-id or the BTF unreadable): each reason is a warning of `session`'s log, as is
+/// each thread's note.
+trace::CapturedKernel kernel_section(Session& session, const CapturedProcess& proc);
+
+/// How a replay treats a trace's kernel segments (the same for every seed: the perturbations move
+/// user modules only). `mode`: "re-derived" where the running kernel is the trace's (same build-id;
+/// kallsyms readable): each frame's name must be a symbol of its module whose size is the recorded
+/// one and the offset inside it, and its prototype, when the BTF file has the capture's sha256, the
+/// one BTF gives now; "recorded" otherwise, each frame equal to itself, `reason` saying why;
+/// "" when the trace has none.
+struct KernelReplay {
+  std::string mode, reason;
+  bool prototypes_rederived = false;
+  size_t segments = 0, frames = 0, identical = 0;
+  std::vector<std::string> mismatches;  ///< the first 20
+};
+KernelReplay replay_kernel(const trace::CapturedKernel& k);
+
+/// The platform-id check of a trace's kernel build-id: "" when it has no kernel segment or its
+/// kernel build-id is the running kernel's, else the failure naming both ids.
+std::string kernel_platform_mismatch(const trace::CapturedKernel& k);
 
 /// `v` with one decimal ("90.0"), as the gate's details and reports print percentages.
 std::string format_pct(double v);
@@ -135,11 +167,17 @@ std::string format_pct(double v);
 
 /// The threads of a captured process: its pid, whether it is a core (no live /proc/PID), each
 /// thread's snapshot and its name read while stopped ("" unknown; parallel, may be shorter).
+/// `kernel`: the kernel stacks were read (SPROV_PROCESS_KERNEL_STACKS), `kernel_btf` with the
+/// kernel's BTF (SPROV_PROCESS_KERNEL_BTF); `kernel_segments` the threads' whose stack was read
+/// (names, offsets, prototypes), `kernel_notes` one line per thread without one, saying why.
 struct CapturedProcess {
   int64_t pid = 0;
   bool from_core = false;
   std::vector<const memory::Snapshot*> threads;
   std::vector<std::string> thread_names;
+  bool kernel = false, kernel_btf = false;
+  std::vector<trace::CapturedKernelSegment> kernel_segments;
+  std::vector<std::string> kernel_notes;
 };
 
 /// How a trace is captured: frames per thread, a bundle of the modules the frames touch, signed

@@ -157,7 +157,8 @@ Result<std::string> capture_trace(Session& session, trace::Store& store, const C
     cap.push_back(std::move(c));
   }
   t.build_id = main_build_id(t.threads, &s0, proc.pid);
-  const std::vector<uint8_t> data = trace::serialize_capture(cap, jit_entries(jit.get(), t.threads));
+  const std::vector<uint8_t> data =
+      trace::serialize_capture(cap, jit_entries(jit.get(), t.threads), kernel_section(session, proc));
   if (Status st = trace::set_trace_data(t, data.data(), data.size()); !st) return st.error();
   if (opts.bundle)
     if (Status st = attach_bundle(session, store, proc, opts, jit, t); !st) return st.error();

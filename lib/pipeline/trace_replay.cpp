@@ -355,8 +355,17 @@ Result<std::unique_ptr<ReplayReport>> replay_trace(Session& session, trace::Stor
   auto t = store.get_trace(trace_id);
   if (!t) return t.error();
   trace::CapturedJit cjit;
-  auto cap = pipeline::captured_threads(t.value(), &cjit);
+  trace::CapturedKernel ckernel;
+  auto cap = pipeline::captured_threads(t.value(), &cjit, &ckernel);
   if (!cap) return cap.error();
+  // Kernel segments: no perturbation moves them (they hold no address), so they are compared once
+  // and the result is every seed's.
+  const KernelReplay kr = replay_kernel(ckernel);
+  Json kernel_json;
+  if (!kr.mode.empty())
+    kernel_json = {{"mode", kr.mode},       {"reason", kr.reason},       {"segments", kr.segments},
+                   {"frames", kr.frames},   {"identical", kr.identical}, {"prototypes_rederived", kr.prototypes_rederived},
+                   {"mismatches", kr.mismatches}};
   const std::shared_ptr<const symbolize::PerfMap> jit = pipeline::captured_perf_map(cjit);
   auto staging = BundleStaging::create();
   if (!staging) return staging.error();
@@ -384,6 +393,15 @@ Result<std::unique_ptr<ReplayReport>> replay_trace(Session& session, trace::Stor
   for (uint32_t i = 0; i < opts.seeds; ++i) {
     const std::string started = trace::now_rfc3339();
     ReplaySeed r = replay_seed(session, stg, cap.value(), jit, t->threads, opts.first_seed + i);
+    // The kernel frames are frames of the trace's stacks: counted, named (covered) and compared.
+    if (!kr.mode.empty() && r.error.empty()) {
+      r.frames += kr.frames;
+      r.identical += kr.identical;
+      r.covered += kr.frames;
+      for (const auto& m : kr.mismatches)
+        if (r.mismatches.size() < kMaxMismatchesKept) r.mismatches.push_back(m);
+      r.kernel = kernel_json;
+    }
     auto id = trace::new_uuid();
     if (!id) return id.error();
     r.replay_id = id.value();
@@ -406,6 +424,7 @@ Result<std::unique_ptr<ReplayReport>> replay_trace(Session& session, trace::Stor
                   {"covered", r.covered},
                   {"mismatches", r.mismatches}};
     if (!r.error.empty()) notes["error"] = r.error;
+    if (!r.kernel.is_null()) notes["kernel"] = r.kernel;
     row.notes_json = evidence::canonical_json(notes);
     if (Status st = store.put_replay(row); !st) return st.error();
     rep->seeds.push_back(std::move(r));
@@ -421,7 +440,7 @@ Result<std::unique_ptr<ReplayReport>> replay_trace(Session& session, trace::Stor
   for (const auto& sr : rep->seeds) c.seconds += sr.seconds / 2, s.seconds += sr.seconds / 2;
   rep->checks.push_back(c);
   rep->checks.push_back(s);
-  verify_trace_bundles(t.value(), stg, named, opts.keys, opts.trusted_root, *rep);
+  verify_trace_bundles(t.value(), stg, named, opts.keys, opts.trusted_root, *rep, ckernel);
   rep->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return rep;
 }

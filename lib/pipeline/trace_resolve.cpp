@@ -199,10 +199,11 @@ Result<std::vector<trace::Thread>> resolve_threads(Session& session, const std::
   return out;
 }
 
-Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t, trace::CapturedJit* jit) {
+Result<std::vector<trace::CapturedThread>> captured_threads(const trace::Trace& t, trace::CapturedJit* jit,
+                                                            trace::CapturedKernel* kernel) {
   auto raw = trace::trace_data(t);
   if (!raw) return raw.error();
-  return trace::deserialize_capture(raw->data(), raw->size(), jit);
+  return trace::deserialize_capture(raw->data(), raw->size(), jit, kernel);
 }
 
 std::shared_ptr<const symbolize::PerfMap> captured_perf_map(const trace::CapturedJit& jit) {

@@ -45,7 +45,8 @@ Status verify_bundle(const std::string& dig, const std::string& blob, const std:
 }  // namespace
 
 void verify_trace_bundles(const trace::Trace& t, const BundleStaging& stg, const std::vector<std::string>& bundles,
-                    const std::vector<std::string>& keys, const std::string& trusted_root, ReplayReport& rep) {
+                    const std::vector<std::string>& keys, const std::string& trusted_root, ReplayReport& rep,
+                    const trace::CapturedKernel& kernel) {
   ReplayCheck dsse, incl, pid;
   dsse.name = "dsse";
   incl.name = "inclusion";
@@ -134,8 +135,14 @@ void verify_trace_bundles(const trace::Trace& t, const BundleStaging& stg, const
   }
   std::sort(pid_fail.begin(), pid_fail.end());
   pid_fail.erase(std::unique(pid_fail.begin(), pid_fail.end()), pid_fail.end());
+  // Kernel segments were read from one kernel build: their names, offsets and prototypes are that
+  // build's, so the kernel must be the running one (the bundles hold no kernel).
+  if (std::string k = kernel_platform_mismatch(kernel); !k.empty()) pid_fail.push_back(k);
   pid.passed = pid_fail.empty();
   pid.detail = pid.passed ? std::to_string(modules.size()) + " module build-id(s) equal their bundle's" : join(pid_fail);
+  if (pid.passed && !kernel.empty())
+    pid.detail += "; kernel build-id " + evidence::hex_encode(kernel.build_id.data(), kernel.build_id.size()) +
+                  " is the running kernel's";
   pid.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   rep.checks.push_back(dsse);
   rep.checks.push_back(incl);

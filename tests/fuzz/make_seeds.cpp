@@ -187,6 +187,25 @@ int self_seeds() {
   jit.path = "/tmp/perf-1234.map";
   jit.entries = {{0x7f0000001100, 0x13, "LazyCompile:*jitInner /srv/app.js:7"}, {0x7f0000001400, 0x13, "jitOuter"}};
   write("trace_capture", "self_jit", stackprov::trace::serialize_capture(threads, jit));
+  // Version 3: a kernel segment (trace-capture --with-btf), as /proc and BTF gave it for a thread
+  // in nanosleep on this machine's kernel; with and without the JIT section before it.
+  stackprov::trace::CapturedKernel kernel;
+  kernel.build_id = {0x5a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71, 0x82, 0x93,
+                     0xa4, 0xb5, 0xc6, 0xd7, 0xe8, 0xf9, 0x0a, 0x1b, 0x2c, 0x3d};
+  kernel.btf_sha256.fill(0x42);
+  stackprov::trace::CapturedKernelSegment seg;
+  seg.tid = 1234;
+  seg.syscall = 230;
+  seg.user_sp = 0x7ffd2db6ee70;
+  seg.user_pc = 0x7fde2dc42545;
+  seg.frames = {{"hrtimer_nanosleep", 0x74, 0x110, "", 71234, false,
+                 "long int hrtimer_nanosleep(ktime_t rqtp, const enum hrtimer_mode mode, const clockid_t clockid)"},
+                {"common_nsleep.isra.0", 0x30, 0x50, "", 71300, true, "int common_nsleep(const clockid_t which_clock)"},
+                {"entry_SYSCALL_64_after_hwframe", 0x76, 0x7e, "", 0, false, ""},
+                {"nfs_wait_bit_killable", 0x1a, 0x60, "nfs", 0, false, ""}};
+  kernel.segments = {seg};
+  write("trace_capture", "self_kernel", stackprov::trace::serialize_capture(threads, {}, kernel));
+  write("trace_capture", "self_jit_kernel", stackprov::trace::serialize_capture(threads, jit, kernel));
   sprov_snapshot_free(snap);
   sprov_context_free(ctx);
   return 0;

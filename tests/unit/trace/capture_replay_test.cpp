@@ -180,6 +180,170 @@ TEST_CASE("SPROVTRD version 2: JIT entries round trip; version 1 without them; h
   sprov_context_free(ctx);
 }
 
+TEST_CASE("SPROVTRD version 3: kernel segments round trip; older versions unchanged; hostile kernel fields refused",
+          "[trace][kernel]") {
+  sprov_context* ctx = nullptr;
+  REQUIRE(sprov_context_new(nullptr, &ctx) == 0);
+  sprov_snapshot* a = capture_here(ctx);
+  std::vector<trace::CapturedThread> in(1);
+  in[0].tid = 7;
+  in[0].snapshot = a->snap;
+  auto u32_at = [](const std::vector<uint8_t>& b, size_t at) {
+    return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 | uint32_t(b[at + 3]) << 24;
+  };
+  trace::CapturedJit jit;
+  jit.path = "/tmp/perf-42.map";
+  jit.entries = {{0x7f0000001100, 0x13, "jitInner"}};
+  trace::CapturedKernel kernel;
+  kernel.build_id = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  for (size_t i = 0; i < 32; ++i) kernel.btf_sha256[i] = static_cast<uint8_t>(i);
+  trace::CapturedKernelSegment seg;
+  seg.tid = 7;
+  seg.syscall = 230;
+  seg.user_sp = 0x7ffd00001000;
+  seg.user_pc = 0x7f0000002545;
+  seg.frames = {{"hrtimer_nanosleep", 0x74, 0x110, "", 1234, false, "long int hrtimer_nanosleep(ktime_t rqtp)"},
+                {"common_nsleep.isra.0", 0x30, 0x50, "", 99, true, "int common_nsleep(const clockid_t which_clock)"},
+                {"entry_SYSCALL_64_after_hwframe", 0x76, 0x7e, "", 0, false, ""},
+                {"nfs_wait_bit_killable", 0x1a, 0x60, "nfs", 0, false, ""}};
+  trace::CapturedKernelSegment empty;  // a thread without a kernel stack: not written
+  empty.tid = 8;
+  kernel.segments = {seg, empty};
+  // Without kernel segments: the version-1 and version-2 bytes as before.
+  const std::vector<uint8_t> v1 = trace::serialize_capture(in);
+  const std::vector<uint8_t> v2 = trace::serialize_capture(in, jit);
+  CHECK(trace::serialize_capture(in, {}, trace::CapturedKernel{}) == v1);
+  trace::CapturedKernel no_id = kernel;  // a kernel segment needs the kernel's identity
+  no_id.build_id.clear();
+  CHECK(trace::serialize_capture(in, jit, no_id) == v2);
+  trace::CapturedKernel from_old;
+  from_old.build_id = {1};
+  REQUIRE(trace::deserialize_capture(v2.data(), v2.size(), nullptr, &from_old).ok());
+  CHECK(from_old.build_id.empty());
+  CHECK(from_old.empty());
+
+  auto check_kernel = [&](const trace::CapturedKernel& k) {
+    CHECK(k.build_id == kernel.build_id);
+    CHECK(k.btf_sha256 == kernel.btf_sha256);
+    REQUIRE(k.segments.size() == 1);
+    const auto& s = k.segments[0];
+    CHECK(s.tid == 7);
+    CHECK(s.syscall == 230);
+    CHECK(s.user_sp == seg.user_sp);
+    CHECK(s.user_pc == seg.user_pc);
+    REQUIRE(s.frames.size() == seg.frames.size());
+    for (size_t i = 0; i < s.frames.size(); ++i) {
+      INFO("frame " << i);
+      CHECK(s.frames[i].symbol == seg.frames[i].symbol);
+      CHECK(s.frames[i].offset == seg.frames[i].offset);
+      CHECK(s.frames[i].size == seg.frames[i].size);
+      CHECK(s.frames[i].module == seg.frames[i].module);
+      CHECK(s.frames[i].btf_func_id == seg.frames[i].btf_func_id);
+      CHECK(s.frames[i].approximate == seg.frames[i].approximate);
+      CHECK(s.frames[i].prototype == seg.frames[i].prototype);
+    }
+  };
+  const std::vector<uint8_t> v3 = trace::serialize_capture(in, {}, kernel);
+  CHECK(u32_at(v3, 8) == 3);
+  CHECK(std::equal(v1.begin() + 12, v1.end(), v3.begin() + 12));  // the threads as in version 1
+  CHECK(u32_at(v3, v1.size()) == 2);                               // sections: kernel only
+  trace::CapturedKernel back;
+  trace::CapturedJit no_jit;
+  auto r = trace::deserialize_capture(v3.data(), v3.size(), &no_jit, &back);
+  REQUIRE(r.ok());
+  CHECK(r->size() == 1);
+  CHECK(no_jit.entries.empty());
+  check_kernel(back);
+  // With JIT entries too: the JIT section as in version 2, then the kernel section.
+  const std::vector<uint8_t> v3j = trace::serialize_capture(in, jit, kernel);
+  CHECK(u32_at(v3j, 8) == 3);
+  CHECK(u32_at(v3j, v1.size()) == 3);
+  CHECK(std::equal(v2.begin() + v1.size(), v2.end(), v3j.begin() + v1.size() + 4));
+  trace::CapturedJit back_jit;
+  REQUIRE(trace::deserialize_capture(v3j.data(), v3j.size(), &back_jit, &back).ok());
+  REQUIRE(back_jit.entries.size() == 1);
+  CHECK(back_jit.entries[0].name == "jitInner");
+  check_kernel(back);
+  CHECK(trace::serialize_capture(*r, {}, back) == v3);  // one encoding per value
+
+  // Every proper prefix of the sections is refused, naming the field of the kernel segment.
+  for (size_t n = v1.size(); n < v3.size(); ++n) {
+    auto p = trace::deserialize_capture(v3.data(), n);
+    INFO("prefix " << n);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().code == SPROV_ERR_SNAPSHOT);
+    if (n >= v1.size() + 4) CHECK(p.error().message.find("kernel segment") != std::string::npos);
+  }
+  // Hostile counts and lengths: refused naming the field and the value.
+  const size_t sec = v1.size();          // u32 sections
+  const size_t id_at = sec + 4;          // u8 id_len, id[20], sha256[32], u32 n_segments
+  const size_t nseg_at = id_at + 1 + 20 + 32;
+  const size_t seg_at = nseg_at + 4;     // u64 tid, i64 syscall, u64 sp, u64 pc, u32 n_frames
+  const size_t nf_at = seg_at + 32;
+  const size_t f0 = nf_at + 4;           // u32 name_len, name, u64 offset, u64 size, u32 module_len, ...
+  const size_t f0_mod = f0 + 4 + seg.frames[0].symbol.size() + 16;
+  const size_t f0_id = f0_mod + 4;       // u32 btf_func_id, u8 approximate, u32 proto_len, proto
+  auto refused = [&](std::vector<uint8_t> b, const char* field, const char* value) {
+    auto p = trace::deserialize_capture(b.data(), b.size());
+    INFO(field << " " << value);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().code == SPROV_ERR_SNAPSHOT);
+    CHECK(p.error().message.find(field) != std::string::npos);
+    CHECK(p.error().message.find(value) != std::string::npos);
+  };
+  std::vector<uint8_t> b = v3;
+  b[sec] = 0;  // version 3 without the kernel section
+  refused(b, "sections", "0x0");
+  b = v3;
+  b[sec] = 0x6;  // an unknown section
+  refused(b, "sections", "0x6");
+  b = v3;
+  b[id_at] = 0;
+  refused(b, "kernel_id_len", ": 0 ");
+  b = v3;
+  b[id_at] = 65;
+  refused(b, "kernel_id_len", ": 65 ");
+  b = v3;
+  b[nseg_at] = 0;
+  refused(b, "n_segments", ": 0 ");
+  b = v3;
+  b[nseg_at + 2] = 0x10;  // 1 + 2^20 segments
+  refused(b, "n_segments", ": 1048577 ");
+  b = v3;
+  b[nf_at] = 0;
+  refused(b, "n_frames", ": 0 ");
+  b = v3;
+  b[nf_at] = 1;
+  b[nf_at + 1] = 1;  // 257 frames
+  refused(b, "n_frames", ": 257 ");
+  b = v3;
+  b[f0] = 0;
+  refused(b, "name_len", ": 0 ");
+  b = v3;
+  b[f0 + 3] = 0x40;  // 1 GiB name
+  refused(b, "name_len", ": 1073741841 ");
+  b = v3;
+  b[f0_mod + 2] = 1;  // module_len 65536
+  refused(b, "module_len", ": 65536 ");
+  b = v3;
+  b[f0_id + 4] = 2;
+  refused(b, "approximate", ": 2 ");
+  b = v3;
+  for (int k = 0; k < 4; ++k) b[f0_id + k] = 0;  // a prototype with no BTF function
+  refused(b, "proto_len", ": 40 ");
+  b = v3;
+  b.push_back(0);
+  refused(b, "trailing", "1 trailing");
+  // Flips anywhere in the sections: refused or parsed, never a crash.
+  for (size_t i = sec; i < v3j.size(); ++i) {
+    std::vector<uint8_t> c = v3j;
+    c[i] ^= 0xa5;
+    (void)trace::deserialize_capture(c.data(), c.size(), nullptr, &back);
+  }
+  sprov_snapshot_free(a);
+  sprov_context_free(ctx);
+}
+
 TEST_CASE("trace C ABI: capture this process with a bundle, resolve offline, replay 3 seeds, gate without keys",
           "[trace][bundle-build]") {
   TempDir dir;
