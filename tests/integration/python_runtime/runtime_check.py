@@ -9,6 +9,10 @@
                            when kernel.core_pattern writes a file here, and gdb's gcore at the
                            SIGABRT stop: stackprov --core and gdb on each
   runtime_check.py modes   --python=only/off against auto on one capture; bad --python values
+  runtime_check.py snapshot the fixture, live: stackprov --pid --save-snapshots DIR and gdb -p on the
+                           same stopped state; the fixture is then killed and `stack --snapshot DIR`
+                           (JSON and text) is compared with that py-bt: the Python frames kept in the
+                           serialized snapshots (section 5) are those of the moment of the capture
 
 Options: --stackprov BIN --gdb BIN --gcore BIN --python311 /usr/bin/python3.11 [--keep]
 
@@ -254,6 +258,88 @@ def mode_crash(a, tmp):
         compare(label, doc, bt, groups, ABORT_CHAINS, threads=1)
 
 
+# The fixture's threads by their innermost distinctive frame (CHAINS' keys) and the names
+# fixture_py311.py gives them (threading.Thread(name=...); the main thread's is "MainThread").
+THREAD_NAMES = {"gen": "MainThread", "deep": "reduce", "Finalized.__del__": "finalizer",
+                "ctypes_main.<locals>.compare": "ctypes", "coro_leaf": "coroutine"}
+
+
+def text_python_frames(out):
+    """{tid: [(file, line, qualname)]} from `stack`'s text output: the [runtime] lines per thread."""
+    frames, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^TID (\d+) ", line)
+        if m:
+            cur = int(m.group(1))
+            frames[cur] = []
+            continue
+        m = re.match(r"^#\d+\s+python\s+(.*) - (.*):(\d+) \[runtime\]$", line)
+        if m and cur is not None:
+            frames[cur].append((m.group(2), m.group(3) if m.group(3) != "0" else "?", m.group(1)))
+    return frames
+
+
+def mode_snapshot(a, tmp):
+    snaps = os.path.join(tmp, "snaps")
+    os.makedirs(snaps)
+    fx = Fixture(a.python311)
+    try:
+        live = stackprov_json(a.stackprov, ["--pid", str(fx.pid), "--save-snapshots", snaps])
+        bt, groups = gdb_python(a.gdb, ["-p", str(fx.pid)])
+    finally:
+        fx.close()
+    if os.path.exists("/proc/%d" % fx.pid):
+        raise Harness("the fixture %d still exists after kill" % fx.pid)
+    files = sorted(os.listdir(snaps))
+    if files != sorted("%d.snap" % t["tid"] for t in live["threads"]):
+        fail("[snapshot] --save-snapshots wrote %s for threads %s" % (files, [t["tid"] for t in live["threads"]]))
+    doc = stackprov_json(a.stackprov, ["--snapshot", snaps])
+    if doc.get("runtime") != live.get("runtime") or not doc.get("runtime", "").startswith("CPython 3.11"):
+        fail("[snapshot] runtime %r, the capture's was %r" % (doc.get("runtime"), live.get("runtime")))
+    compare("snapshot", doc, bt, groups)
+    # And what `stack --pid` showed at capture (the same walk: frames at the same indices).
+    by_tid = {t["tid"]: t for t in live["threads"]}
+    for t in doc["threads"]:
+        key = lambda f: (f["qualname"], f["file"], f["line"], f["native_index"], f["index"], f["entry"],  # noqa: E731
+                         f["frame_address"], f["code_address"])
+        got = [key(f) for f in t["frames"] if is_runtime(f)]
+        want = [key(f) for f in by_tid.get(t["tid"], {"frames": []})["frames"] if is_runtime(f)]
+        if got != want:
+            fail("[snapshot] thread %d: Python frames differ from the capture's\n  snapshot: %s\n  --pid:    %s"
+                 % (t["tid"], got, want))
+    for t in doc["threads"]:
+        qual = [f["qualname"] for f in t["frames"] if is_runtime(f)]
+        key = next((q for q in qual if q in THREAD_NAMES), None)
+        if key is not None and t.get("runtime_name") != THREAD_NAMES[key]:
+            fail("[snapshot] thread %d (%s): python thread name %r, the fixture names it %r"
+                 % (t["tid"], key, t.get("runtime_name"), THREAD_NAMES[key]))
+    r = run([a.stackprov, "stack", "--snapshot", snaps])
+    if r.returncode != 0:
+        raise Harness("stackprov stack --snapshot exited %d: %s" % (r.returncode, r.stderr.strip()))
+    text = text_python_frames(r.stdout)
+    # Text: per thread, the [runtime] lines' (file, line) are py-bt's, their names the JSON's qualnames.
+    for tid, frames in bt.items():
+        got = text.get(tid)
+        json_thread = next((t for t in doc["threads"] if t["tid"] == tid), None)
+        quals = [f["qualname"] for f in json_thread["frames"] if is_runtime(f)] if json_thread else []
+        if got is None or [(f, ln) for f, ln, _ in got] != [(f, ln) for f, ln, _ in frames] or \
+                [q for _, _, q in got] != quals:
+            fail("[snapshot text] thread %d: Python frames %s\n  gdb py-bt: %s" % (tid, got, frames))
+    # A single thread's file, and --python=off: no runtime frames.
+    main_tid = live["pid"]
+    one = stackprov_json(a.stackprov, ["--snapshot", os.path.join(snaps, "%d.snap" % main_tid)])
+    if [t["tid"] for t in one["threads"]] != [main_tid]:
+        fail("[snapshot] one file gave threads %s" % [t["tid"] for t in one["threads"]])
+    else:
+        compare("snapshot one file", one, {main_tid: bt.get(main_tid)}, {main_tid: groups.get(main_tid)}, threads=1)
+    off = stackprov_json(a.stackprov, ["--snapshot", snaps, "--python=off"])
+    if any(is_runtime(f) for t in off["threads"] for f in t["frames"]) or off.get("runtime") != "":
+        fail("[snapshot --python=off] runtime frames or runtime %r shown" % off.get("runtime"))
+    if not FAILURES:
+        note("[snapshot] %d threads from %d snapshot files after the process exited: Python frames as gdb py-bt"
+             % (len(doc["threads"]), len(files)))
+
+
 def mode_modes(a):
     fx = Fixture(a.python311)
     try:
@@ -290,7 +376,7 @@ def mode_modes(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["live", "core", "crash", "modes"])
+    ap.add_argument("mode", choices=["live", "core", "crash", "modes", "snapshot"])
     ap.add_argument("--stackprov", required=True)
     ap.add_argument("--gdb", default="gdb")
     ap.add_argument("--gcore", default="gcore")
@@ -309,6 +395,8 @@ def main():
             mode_core(a, tmp)
         elif a.mode == "crash":
             mode_crash(a, tmp)
+        elif a.mode == "snapshot":
+            mode_snapshot(a, tmp)
         else:
             mode_modes(a)
     except (Harness, subprocess.TimeoutExpired) as e:
