@@ -4,7 +4,8 @@
 """One comparison per invocation (one ctest each):
 
   runtime_check.py live    the fixture, live: stackprov --pid, then gdb -p on the same process
-  runtime_check.py core    the fixture through gcore: stackprov --core and gdb on that core
+  runtime_check.py core    the fixture through gcore: stackprov --core and gdb on that core, and the
+                           core's threads saved with --save-snapshots, shown with --snapshot
   runtime_check.py crash   fixture_py311_abort.py (os.abort() mid-exception): the kernel's core
                            when kernel.core_pattern writes a file here, and gdb's gcore at the
                            SIGABRT stop: stackprov --core and gdb on each
@@ -221,9 +222,13 @@ def mode_core(a, tmp):
             raise Harness("gcore failed: %s" % r.stderr[-500:])
     finally:
         fx.close()
-    doc = stackprov_json(a.stackprov, ["--core", core])
+    snaps = os.path.join(tmp, "core-snaps")
+    os.makedirs(snaps)
+    doc = stackprov_json(a.stackprov, ["--core", core, "--save-snapshots", snaps])
     bt, groups = gdb_python(a.gdb, [a.python311, core])
     compare("core", doc, bt, groups)
+    # The core's threads saved as snapshots (section 5 from the core's memory), shown from them.
+    compare("core snapshots", stackprov_json(a.stackprov, ["--snapshot", snaps]), bt, groups)
 
 
 def mode_crash(a, tmp):
