@@ -303,6 +303,11 @@ constexpr const char* kCaptureHelp =
     "  --log-key KEY      with --sign: the key that signs the log's new checkpoint (default: the\n"
     "                     --sign key)\n"
     "  --max-frames N     at most N frames per thread, 1 to 65536 (default 256)\n"
+    "  --python auto|off  with -p, --core or -- CMD: read CPython 3.11's frames too (default auto)\n"
+    "                     and store them in the captured data; each thread's Python frames are\n"
+    "                     trace frames of unwind method 'runtime' and resolver 'python', right\n"
+    "                     before the _PyEval_EvalFrameDefault activation that runs them, as 'stack'\n"
+    "                     shows them (doc/runtime-frames.md \"Traces\")\n"
     "  -h, --help         this text\n"
     "\n"
     "Captures every thread of a process -- registers, stack copy, module list with build-ids --\n"
@@ -329,7 +334,7 @@ int cmd_trace_capture(int argc, char** argv) {
   const char* cmd = "trace-capture";
   Args a(argc, argv,
          {"pid", "core", "exe", "minidump", "symbol-path", "raw", "delay", "store", "bundle-store", "sign", "log",
-          "log-key", "max-frames"},
+          "log-key", "max-frames", "python"},
          {"bundle"}, {{"p", "pid"}});
   if (a.help) {
     fputs(kCaptureHelp, stdout);
@@ -338,8 +343,11 @@ int cmd_trace_capture(int argc, char** argv) {
   if (!a.error.empty()) return usage_error(cmd, a.error);
   if (int rc = once(cmd, a,
                     {"pid", "core", "exe", "minidump", "symbol-path", "raw", "delay", "store", "bundle-store", "sign",
-                     "log", "log-key", "max-frames"}))
+                     "log", "log-key", "max-frames", "python"}))
     return rc;
+  const std::string python = a.has("python") ? a.get("python") : "auto";
+  if (python != "auto" && python != "off")
+    return usage_error(cmd, "invalid --python value '" + python + "' (expected auto or off)");
   std::vector<std::string> command;
   if (a.dashdash >= 0) {
     if (a.dashdash > 0) return usage_error(cmd, "unexpected argument '" + a.pos[0] + "'");
@@ -482,6 +490,8 @@ int cmd_trace_capture(int argc, char** argv) {
   sprov_process_opts popts{};
   popts.sz = sizeof popts;
   popts.exe = a.get("exe");
+  // Python frames from a live process or a core (a minidump's or raw state's memory holds none we read).
+  if (python == "auto" && !a.has("minidump") && !a.has("raw")) popts.flags = SPROV_PROCESS_RUNTIME_FRAMES;
   sprov_process* proc = nullptr;
   if (a.has("core")) {
     if (sprov_process_open_core(ctx.c, a.get("core"), &popts, &proc) != 0)

@@ -264,15 +264,16 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
     };
     size_t next = 0;  // the innermost Python frame no activation has taken yet
     if (mode == SPROV_RUNTIME_INTERLEAVE) {
+      std::vector<bool> evals, entries;
+      for (const unwind::Frame& f : native->frames) evals.push_back(runs_eval(proc->runtime, f));
+      for (const runtime::PythonFrame& p : py) entries.push_back(p.is_entry);
+      const std::vector<size_t> taken = runtime::python_frames_per_native(evals, entries);
       uint32_t walked = 0;  // f's index in the native stack
       for (const unwind::Frame& f : native->frames) {
-        if (next < py.size() && runs_eval(proc->runtime, f)) {
+        if (const size_t n = taken[walked]; n != 0) {
           // This activation runs the frames from `next` outward up to its entry frame.
-          size_t end = next;
-          while (end < py.size() && !py[end].is_entry) end++;
-          if (end < py.size()) end++;
-          const int64_t native_index = static_cast<int64_t>(st->frames.size() + (end - next));
-          for (; next < end; next++) push_runtime(next, native_index, f.sp);
+          const int64_t native_index = static_cast<int64_t>(st->frames.size() + n);
+          for (const size_t end = next + n; next < end; next++) push_runtime(next, native_index, f.sp);
         }
         // A coroutine link annotates its native frame, at that frame's index here.
         for (const unwind::CoroutineLink& l : native->links)
