@@ -27,8 +27,11 @@ constexpr const char* kUsage =
     "                       [--max-frames N] [--json] [--no-lines]\n"
     "       stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]\n"
     "                       [--no-lines]\n"
+    "       stackprov stack --snapshot FILE|DIR [--offline] [--store DIR] [--tid TID] [--max-frames N]\n"
+    "                       [--json] [--no-lines]\n"
     "       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls, --regs,\n"
-    "       --args and --verbose; --pid also takes --kernel [--with-btf])\n";
+    "       --args and --verbose; --pid also takes --kernel [--with-btf]; --pid and --core\n"
+    "       also take --save-snapshots DIR)\n";
 
 constexpr const char* kHelp =
     "\n"
@@ -50,6 +53,14 @@ constexpr const char* kHelp =
     "                    or a directory whose *.json documents are one thread each, in name order\n"
     "                    (the thread's name is the document's file name); modules of any format\n"
     "                    (Mach-O, ELF) are opened from their paths, relative to the document\n"
+    "  --snapshot PATH   show serialized snapshots: PATH is one snapshot file or a directory whose\n"
+    "                    *.snap files are one thread each (as --save-snapshots writes them), shown\n"
+    "                    in tid order (the thread's name is the file's name); the Python frames\n"
+    "                    read when they were captured are shown as 'stack --pid' showed them\n"
+    "                    (doc/runtime-frames.md); module files are opened from the paths they had\n"
+    "  --save-snapshots DIR  with --pid or --core: also write each captured thread's snapshot to\n"
+    "                    DIR/TID.snap (sprov_snapshot_serialize; with the Python frames read, unless\n"
+    "                    --python=off), for 'stack --snapshot' later; DIR must exist\n"
     "  --tid TID         only the thread TID (default: every thread)\n"
     "  -e, --exe PATH    with --core: the main program's file (default: its path in the core)\n"
     "  --sysroot DIR     with --core: look up every module file under DIR\n"
@@ -266,6 +277,8 @@ struct StackArgs {
   const char* core = nullptr;
   const char* minidump = nullptr;
   const char* raw = nullptr;
+  const char* snapshot = nullptr;
+  const char* save_snapshots = nullptr;
   const char* symbol_path = nullptr;
   const char* exe = nullptr;
   const char* sysroot = nullptr;
@@ -294,6 +307,21 @@ int library_error(const std::string& what, int rc) {
   fprintf(stderr, "stackprov stack: %s: %.*s\n", what.c_str(), first_len, msg);
   if (nl) stackprov_cli::print_warnings(stderr, nl + 1);
   return 1;
+}
+
+/// --save-snapshots: DIR/TID.snap for each of the process's threads. 0, or 1 after a message.
+int save_snapshots(const sprov_process* proc, const char* dir) {
+  for (size_t i = 0; i < sprov_process_thread_count(proc); i++) {
+    const sprov_snapshot* snap = sprov_process_thread(proc, i);
+    void* bytes = nullptr;
+    size_t len = 0;
+    const std::string path = std::string(dir) + "/" + std::to_string(sprov_snapshot_tid(snap)) + ".snap";
+    int rc = sprov_snapshot_serialize(snap, &bytes, &len);
+    if (rc == 0) rc = sprov_file_write(path.c_str(), bytes, len, 0644);
+    sprov_free(bytes);
+    if (rc != 0) return library_error("--save-snapshots: cannot write " + path, rc);
+  }
+  return 0;
 }
 
 int cmd_stack(int argc, char** argv) {
@@ -350,7 +378,8 @@ int cmd_stack(int argc, char** argv) {
                              {"--sysroot", nullptr, &a.sysroot}, {"--max-frames", nullptr, &a.max_frames},
                              {"--store", nullptr, &a.store},    {"--resolvers", nullptr, &a.resolvers},
                              {"--python", nullptr, &a.python},   {"--minidump", nullptr, &a.minidump},
-                             {"--raw", nullptr, &a.raw},
+                             {"--raw", nullptr, &a.raw},         {"--snapshot", nullptr, &a.snapshot},
+                             {"--save-snapshots", nullptr, &a.save_snapshots},
                              {"--symbol-path", nullptr, &a.symbol_path}};
     bool matched = false;
     for (const auto& v : valued) {
@@ -373,12 +402,20 @@ int cmd_stack(int argc, char** argv) {
     if (!matched) return usage_error("unknown option '%s'", argv[i]);
   }
 
-  if (!!a.pid + !!a.core + !!a.minidump + !!a.raw > 1) {
-    return usage_error("give one of --pid, --core, --minidump and --raw (--pid '%s', --core '%s', --minidump '%s', --raw '%s')",
-                       a.pid ? a.pid : "", a.core ? a.core : "", a.minidump ? a.minidump : "", a.raw ? a.raw : "");
+  if (!!a.pid + !!a.core + !!a.minidump + !!a.raw + !!a.snapshot > 1) {
+    return usage_error("give one of --pid, --core, --minidump, --raw and --snapshot (--pid '%s', --core '%s', --minidump "
+                       "'%s', --raw '%s', --snapshot '%s')",
+                       a.pid ? a.pid : "", a.core ? a.core : "", a.minidump ? a.minidump : "", a.raw ? a.raw : "",
+                       a.snapshot ? a.snapshot : "");
   }
-  if (!a.pid && !a.core && !a.minidump && !a.raw)
-    return usage_error("give --pid PID, --core FILE, --minidump FILE or --raw PATH");
+  if (!a.pid && !a.core && !a.minidump && !a.raw && !a.snapshot)
+    return usage_error("give --pid PID, --core FILE, --minidump FILE, --raw PATH or --snapshot PATH");
+  if (a.snapshot && *a.snapshot == '\0') return usage_error("--snapshot needs a file or directory name");
+  if (a.snapshot && (a.exe || a.sysroot || a.symbol_path))
+    return usage_error("--snapshot names its own modules: --exe, --sysroot and --symbol-path do not apply");
+  if (a.save_snapshots && !a.pid && !a.core)
+    return usage_error("--save-snapshots '%s' is only valid with --pid or --core", a.save_snapshots);
+  if (a.save_snapshots && *a.save_snapshots == '\0') return usage_error("--save-snapshots needs a directory");
   if (a.raw && *a.raw == '\0') return usage_error("--raw needs a file or directory name");
   if (a.raw && (a.exe || a.sysroot || a.tid || a.symbol_path))
     return usage_error("--raw names its own modules and threads: --exe, --sysroot, --tid and --symbol-path do not apply");
@@ -403,8 +440,8 @@ int cmd_stack(int argc, char** argv) {
   if (a.pid && a.exe) return usage_error("--exe '%s' is only valid with --core", a.exe);
   if (a.pid && a.sysroot) return usage_error("--sysroot '%s' is only valid with --core", a.sysroot);
   if (a.core && *a.core == '\0') return usage_error("--core needs a file name");
-  if (a.offline && !a.core && !a.minidump && !a.raw)
-    return usage_error("--offline is only valid with --core, --minidump or --raw");
+  if (a.offline && !a.core && !a.minidump && !a.raw && !a.snapshot)
+    return usage_error("--offline is only valid with --core, --minidump, --raw or --snapshot");
   if (a.offline && a.exe) return usage_error("--exe '%s' opens a module file: not valid with --offline", a.exe);
   if (a.store && *a.store == '\0') return usage_error("--store needs a directory");
   const std::string python = a.python ? a.python : "auto";
@@ -457,6 +494,14 @@ int cmd_stack(int argc, char** argv) {
       sprov_context_free(ctx);
       return 1;
     }
+  } else if (a.snapshot) {
+    popts.flags &= SPROV_PROCESS_RUNTIME_FRAMES;  // kernel stacks are refused above
+    rc = sprov_process_open_snapshot(ctx, a.snapshot, &popts, &proc);
+    if (rc != 0) {
+      library_error(std::string("cannot read snapshot '") + a.snapshot + "'", rc);
+      sprov_context_free(ctx);
+      return 1;
+    }
   } else if (a.minidump) {
     rc = sprov_process_open_minidump(ctx, a.minidump, &popts, &proc);
     if (rc != 0) {
@@ -473,6 +518,11 @@ int cmd_stack(int argc, char** argv) {
     }
   }
   stackprov_cli::print_warnings(stderr, sprov_process_warnings(proc));
+  if (a.save_snapshots && save_snapshots(proc, a.save_snapshots) != 0) {
+    sprov_process_free(proc);
+    sprov_context_free(ctx);
+    return 1;
+  }
   sprov_process_info info{};
   info.sz = sizeof(info);
   if ((rc = sprov_process_get_info(proc, &info)) != 0) {
@@ -513,6 +563,8 @@ int cmd_stack(int argc, char** argv) {
   } else {
     if (a.raw)
       printf("raw state %s\n", a.raw);
+    else if (a.snapshot)
+      printf("snapshot %s\n", a.snapshot);
     else if (a.minidump)
       stackprov_cli::print_minidump_header_text(stdout, ppid, info, sprov_process_notes(proc));
     else
@@ -623,6 +675,7 @@ int cmd_stack(int argc, char** argv) {
     fprintf(stderr, "stackprov stack: %s: the stacks are not whole: %s\n",
             a.core       ? (std::string("core '") + a.core + "'").c_str()
             : a.raw      ? (std::string("raw state '") + a.raw + "'").c_str()
+            : a.snapshot ? (std::string("snapshot '") + a.snapshot + "'").c_str()
             : a.minidump ? (std::string("minidump '") + a.minidump + "'").c_str()
                          : ("pid " + std::to_string(pid)).c_str(),
             why.c_str() + 2);
@@ -630,7 +683,11 @@ int cmd_stack(int argc, char** argv) {
   }
   if (n == 0) {
     fprintf(stderr, "stackprov stack: %s: no threads%s\n",
-            a.pid ? ("pid " + std::to_string(pid)).c_str() : a.core ? a.core : a.minidump ? a.minidump : a.raw,
+            a.pid        ? ("pid " + std::to_string(pid)).c_str()
+            : a.core     ? a.core
+            : a.minidump ? a.minidump
+            : a.raw      ? a.raw
+                         : a.snapshot,
             tid ? (" (thread " + std::to_string(tid) + " not found)").c_str() : "");
     exit_code = 1;
   }

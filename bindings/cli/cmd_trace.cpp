@@ -256,7 +256,7 @@ constexpr const char* kCaptureHelp =
     "       stackprov trace-capture --raw STATE.json|DIR [options]\n"
     "       stackprov trace-capture [--delay MS] [options] -- CMD [ARGS...]\n"
     "options: [--store URL] [--bundle] [--bundle-store DIR] [--sign KEY --log DIR [--log-key KEY]]\n"
-    "         [--max-frames N] [--with-btf]\n"
+    "         [--max-frames N] [--python auto|off] [--with-btf]\n"
     "\n"
     "what to capture (exactly one):\n"
     "  -p, --pid PID      the live process PID (ptrace: PTRACE_SEIZE + PTRACE_INTERRUPT, detached\n"
@@ -304,6 +304,11 @@ constexpr const char* kCaptureHelp =
     "  --log-key KEY      with --sign: the key that signs the log's new checkpoint (default: the\n"
     "                     --sign key)\n"
     "  --max-frames N     at most N frames per thread, 1 to 65536 (default 256)\n"
+    "  --python auto|off  with -p, --core or -- CMD: read CPython 3.11's frames too (default auto)\n"
+    "                     and store them in the captured data; each thread's Python frames are\n"
+    "                     trace frames of unwind method 'runtime' and resolver 'python', right\n"
+    "                     before the _PyEval_EvalFrameDefault activation that runs them, as 'stack'\n"
+    "                     shows them (doc/runtime-frames.md \"Traces\")\n"
     "  --with-btf         with -p PID or -- CMD: also store each thread's kernel stack as its own\n"
     "                     segment, read from /proc/PID/task/TID/stack before the capture attaches\n"
     "                     (as 'stack --kernel': names and offsets, root only), each frame with its\n"
@@ -338,7 +343,7 @@ int cmd_trace_capture(int argc, char** argv) {
   const char* cmd = "trace-capture";
   Args a(argc, argv,
          {"pid", "core", "exe", "minidump", "symbol-path", "raw", "delay", "store", "bundle-store", "sign", "log",
-          "log-key", "max-frames"},
+          "log-key", "max-frames", "python"},
          {"bundle", "with-btf"}, {{"p", "pid"}});
   if (a.help) {
     fputs(kCaptureHelp, stdout);
@@ -347,8 +352,11 @@ int cmd_trace_capture(int argc, char** argv) {
   if (!a.error.empty()) return usage_error(cmd, a.error);
   if (int rc = once(cmd, a,
                     {"pid", "core", "exe", "minidump", "symbol-path", "raw", "delay", "store", "bundle-store", "sign",
-                     "log", "log-key", "max-frames"}))
+                     "log", "log-key", "max-frames", "python"}))
     return rc;
+  const std::string python = a.has("python") ? a.get("python") : "auto";
+  if (python != "auto" && python != "off")
+    return usage_error(cmd, "invalid --python value '" + python + "' (expected auto or off)");
   std::vector<std::string> command;
   if (a.dashdash >= 0) {
     if (a.dashdash > 0) return usage_error(cmd, "unexpected argument '" + a.pos[0] + "'");
@@ -505,6 +513,8 @@ int cmd_trace_capture(int argc, char** argv) {
               sprov_last_error_message());
     }
   }
+  // Python frames from a live process or a core (a minidump's or raw state's memory holds none we read).
+  if (python == "auto" && !a.has("minidump") && !a.has("raw")) popts.flags |= SPROV_PROCESS_RUNTIME_FRAMES;
   sprov_process* proc = nullptr;
   if (a.has("core")) {
     if (sprov_process_open_core(ctx.c, a.get("core"), &popts, &proc) != 0)

@@ -366,8 +366,10 @@ SPROV_API size_t sprov_snapshot_module_count(const sprov_snapshot* snap);
 SPROV_API int sprov_snapshot_module(const sprov_snapshot* snap, size_t index,
                                     struct sprov_module_info* out);
 
-/* Serializes to a self-describing, arch- and endian-tagged byte string.
- * *out is allocated by the library; release it with sprov_free. */
+/* Serializes to a self-describing, arch- and endian-tagged byte string; a thread of a process
+ * captured with SPROV_PROCESS_RUNTIME_FRAMES carries the runtime frames read (an optional section,
+ * read back by sprov_process_open_snapshot). *out is allocated by the library; release it with
+ * sprov_free. */
 SPROV_API int sprov_snapshot_serialize(const sprov_snapshot* snap, void** out, size_t* out_len);
 /* Parses bytes from sprov_snapshot_serialize. Hostile input is rejected with
  * SPROV_ERR_SNAPSHOT and a message naming the bad field. */
@@ -450,6 +452,16 @@ SPROV_API int sprov_process_open_minidump(sprov_context* ctx, const char* path,
  * SPROV_ERR_INVALID_ARG, SPROV_ERR_BUILD_ID_MISMATCH, a module file's open error). */
 SPROV_API int sprov_process_open_raw(sprov_context* ctx, const char* path, const struct sprov_process_opts* opts,
                                      sprov_process** out);
+/* Opens serialized snapshots (sprov_snapshot_serialize) as a process: `path` is one snapshot file
+ * or a directory whose *.snap files are one thread each; the threads are ordered by tid, as a live
+ * capture's. A thread's name is its file's name. With SPROV_PROCESS_RUNTIME_FRAMES in opts->flags,
+ * the runtime frames the capture read (snapshot section 5) are the process's, as if read now:
+ * sprov_process_runtime, _runtime_frame_count/_frame, _runtime_thread_name and
+ * sprov_process_interleave answer as they did for the captured process. opts->tid selects one
+ * thread (SPROV_ERR_NOT_FOUND when no snapshot has it); exe and symbol_path must be unset. Errors
+ * name the file (SPROV_ERR_SNAPSHOT with the field and offset, or the file's open error). */
+SPROV_API int sprov_process_open_snapshot(sprov_context* ctx, const char* path, const struct sprov_process_opts* opts,
+                                          sprov_process** out);
 /* What a capture learned besides warnings, one line each: for a minidump, per module where its
  * identity and file came from ("module NAME: identity KEY from the dump's CodeView record|from the
  * image headers in the dump's memory (...)|from the module file (...); file PATH", or "module NAME:

@@ -90,6 +90,7 @@ SPROV_API int sprov_process_open_core(sprov_context* ctx, const char* core_path,
       proc->thread_names.push_back(s.tid == c.pid ? c.program_name : std::string());
       auto h = std::make_unique<sprov_snapshot>();
       h->snap = std::move(s);
+      attach_runtime(proc->runtime, h->snap);  // serialized with the thread (snapshot section 5)
       proc->threads.push_back(std::move(h));
     }
     proc->program = c.program_name;

@@ -333,6 +333,13 @@ int prepare_runtime_capture(const struct sprov_process_opts* opts, RuntimeCaptur
 void capture_runtime(sprov_context* ctx, const memory::Snapshot& snap, memory::MemoryReader& mem,
                      RuntimeCapture* out);
 
+/// Copies what `rt` read into `snap.runtime` (section 5 of a serialized snapshot): the interpreter,
+/// its evaluation-loop ranges and the thread state of snap.tid. Nothing when no runtime was read.
+void attach_runtime(const RuntimeCapture& rt, memory::Snapshot& snap);
+/// The runtime of a process opened from serialized snapshots: each snapshot's section 5 back into
+/// the RuntimeCapture that sprov_process_interleave reads (problems become warning lines).
+RuntimeCapture runtime_from_snapshots(const std::vector<std::unique_ptr<sprov_snapshot>>& threads);
+
 using pipeline::ModuleBundle;  ///< the bundle a context's store names for a snapshot module
 /// SPROV_ERR_NOT_FOUND (naming the module, its build-id and the store) when there
 /// is no store, no build-id or no bundle for it.

@@ -77,6 +77,7 @@ SPROV_API int sprov_process_capture(sprov_context* ctx, int64_t pid, const struc
       proc->thread_names.push_back(name != cap->thread_names.end() ? name->second : std::string());
       auto h = std::make_unique<sprov_snapshot>();
       h->snap = std::move(s);
+      attach_runtime(proc->runtime, h->snap);  // serialized with the thread (snapshot section 5)
       proc->threads.push_back(std::move(h));
     }
     if (!proc->warnings.empty()) ctx->ctx.log(SPROV_LOG_WARN, "process %lld: %s", static_cast<long long>(pid),

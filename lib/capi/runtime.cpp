@@ -97,6 +97,55 @@ void capture_runtime(sprov_context* ctx, const memory::Snapshot& snap, memory::M
   }
 }
 
+void attach_runtime(const RuntimeCapture& rt, memory::Snapshot& snap) {
+  if (rt.description.empty()) return;  // no interpreter was read
+  memory::SnapshotRuntime& out = snap.runtime;
+  out = {};
+  out.kind = memory::SnapshotRuntime::kCPython;
+  out.description = rt.description;
+  for (const runtime::PythonTarget::Range& r : rt.eval) out.eval.push_back({r.start, r.end});
+  const runtime::PythonThread* t = rt.thread(snap.tid);
+  if (t == nullptr) return;
+  out.has_thread = true;
+  out.ident = t->ident;
+  out.tstate = t->tstate;
+  out.name = t->name;
+  out.problem = t->problem;
+  out.frames.reserve(t->frames.size());
+  for (const runtime::PythonFrame& f : t->frames)
+    out.frames.push_back({f.function, f.qualname, f.file, f.line, f.is_entry, f.owner, f.frame_addr, f.code_addr});
+}
+
+RuntimeCapture runtime_from_snapshots(const std::vector<std::unique_ptr<sprov_snapshot>>& threads) {
+  RuntimeCapture out;
+  out.attempted = true;
+  for (const auto& h : threads) {
+    const memory::SnapshotRuntime& rt = h->snap.runtime;
+    if (rt.empty()) continue;
+    if (out.description.empty()) {
+      out.description = rt.description;
+      for (const memory::SnapshotRuntime::Range& r : rt.eval) out.eval.push_back({r.start, r.end});
+    } else if (rt.description != out.description) {
+      // Snapshots of different captures: each thread's frames are still its own, the ranges the first's.
+      out.warnings += "thread " + std::to_string(h->snap.tid) + ": runtime '" + rt.description +
+                      "' differs from the first snapshot's '" + out.description + "'\n";
+    }
+    if (!rt.has_thread) continue;
+    runtime::PythonThread t;
+    t.tid = h->snap.tid;
+    t.ident = rt.ident;
+    t.name = rt.name;
+    t.tstate = rt.tstate;
+    t.problem = rt.problem;
+    t.frames.reserve(rt.frames.size());
+    for (const memory::SnapshotRuntime::Frame& f : rt.frames)
+      t.frames.push_back({f.function, f.qualname, f.file, f.line, f.is_entry, f.owner, f.frame_addr, f.code_addr});
+    if (!t.problem.empty()) out.warnings += "python thread " + std::to_string(t.tid) + ": " + t.problem + "\n";
+    out.python.push_back(std::move(t));
+  }
+  return out;
+}
+
 }  // namespace stackprov::capi
 
 namespace {
@@ -215,15 +264,16 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
     };
     size_t next = 0;  // the innermost Python frame no activation has taken yet
     if (mode == SPROV_RUNTIME_INTERLEAVE) {
+      std::vector<bool> evals, entries;
+      for (const unwind::Frame& f : native->frames) evals.push_back(runs_eval(proc->runtime, f));
+      for (const runtime::PythonFrame& p : py) entries.push_back(p.is_entry);
+      const std::vector<size_t> taken = runtime::python_frames_per_native(evals, entries);
       uint32_t walked = 0;  // f's index in the native stack
       for (const unwind::Frame& f : native->frames) {
-        if (next < py.size() && runs_eval(proc->runtime, f)) {
+        if (const size_t n = taken[walked]; n != 0) {
           // This activation runs the frames from `next` outward up to its entry frame.
-          size_t end = next;
-          while (end < py.size() && !py[end].is_entry) end++;
-          if (end < py.size()) end++;
-          const int64_t native_index = static_cast<int64_t>(st->frames.size() + (end - next));
-          for (; next < end; next++) push_runtime(next, native_index, f.sp);
+          const int64_t native_index = static_cast<int64_t>(st->frames.size() + n);
+          for (const size_t end = next + n; next < end; next++) push_runtime(next, native_index, f.sp);
         }
         // A coroutine link annotates its native frame, at that frame's index here.
         for (const unwind::CoroutineLink& l : native->links)

@@ -231,24 +231,26 @@ Result<Snapshot> snapshot_from_raw_state(std::string_view text, const std::strin
   return s;
 }
 
-Result<std::vector<std::string>> raw_state_files(const std::string& path) {
+Result<std::vector<std::string>> raw_state_files(const std::string& path) { return state_files(path, ".json", "raw state"); }
+
+Result<std::vector<std::string>> state_files(const std::string& path, const std::string& suffix, const char* what) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return make_error(SPROV_ERR_NOT_FOUND, "raw state %s: %s", path.c_str(), strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) return make_error(SPROV_ERR_NOT_FOUND, "%s %s: %s", what, path.c_str(), strerror(errno));
   if (!S_ISDIR(st.st_mode)) return std::vector<std::string>{path};
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(path.c_str()), ::closedir);
-  if (!d) return make_error(SPROV_ERR_NOT_FOUND, "raw state directory %s: %s", path.c_str(), strerror(errno));
+  if (!d) return make_error(SPROV_ERR_NOT_FOUND, "%s directory %s: %s", what, path.c_str(), strerror(errno));
   std::vector<std::string> out;
   while (const dirent* e = ::readdir(d.get())) {
     const std::string name = e->d_name;
-    if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
     const std::string full = path + "/" + name;
     struct stat fs;
     if (::stat(full.c_str(), &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
-    if (out.size() == 65536) return make_error(SPROV_ERR_LIMIT, "raw state directory %s: more than 65536 states", path.c_str());
+    if (out.size() == 65536) return make_error(SPROV_ERR_LIMIT, "%s directory %s: more than 65536 files", what, path.c_str());
     out.push_back(full);
   }
   std::sort(out.begin(), out.end());
-  if (out.empty()) return make_error(SPROV_ERR_NOT_FOUND, "raw state directory %s: no *.json file", path.c_str());
+  if (out.empty()) return make_error(SPROV_ERR_NOT_FOUND, "%s directory %s: no *%s file", what, path.c_str(), suffix.c_str());
   return out;
 }
 

@@ -38,5 +38,7 @@ Result<Snapshot> snapshot_from_raw_state(std::string_view json, const std::strin
 /// The state files named by `path`: the file itself, or every regular `*.json` file directly in the
 /// directory `path`, sorted by name (at most 65,536). Errors name the path.
 Result<std::vector<std::string>> raw_state_files(const std::string& path);
+/// The same for files ending in `suffix` (".snap": serialized snapshots); `what` names them in errors.
+Result<std::vector<std::string>> state_files(const std::string& path, const std::string& suffix, const char* what);
 
 }  // namespace stackprov::memory

@@ -17,7 +17,8 @@ constexpr uint32_t kVersion2 = 2;  // tagged sections (snapshot.hpp)
 constexpr uint32_t kSectionRequired = 1u << 0;
 constexpr uint32_t kKnownSectionFlags = kSectionRequired;
 constexpr uint32_t kMaxSections = 64;
-enum : uint32_t { kSectionEnd = 0, kSectionHeader = 1, kSectionMemory = 2, kSectionModules = 3, kSectionAsync = 4 };
+enum : uint32_t { kSectionEnd = 0, kSectionHeader = 1, kSectionMemory = 2, kSectionModules = 3, kSectionAsync = 4, kSectionRuntime = 5 };
+constexpr uint32_t kLastKnownSection = kSectionRuntime;
 constexpr uint64_t kMaxTotalMemory = uint64_t{1} << 30;  // 1 GiB
 constexpr uint32_t kMaxRegions = 65536;
 constexpr uint32_t kMaxModules = 65536;
@@ -329,10 +330,102 @@ Status parse_async(Cursor& c, Snapshot& s) {
   return {};
 }
 
+/// A section 5 string: u32 length (at most SnapshotRuntime::kMaxString), then the bytes.
+Status parse_string(Cursor& c, const char* field, std::string& out) {
+  const size_t at = c.offset();
+  SPROV_TRY_UINT(n, c, field, 4);
+  if (n > SnapshotRuntime::kMaxString)
+    return make_error(SPROV_ERR_SNAPSHOT, "field '%s' at offset %zu: a string of %" PRIu64 " bytes (at most %zu)",
+                      field, at, n, SnapshotRuntime::kMaxString);
+  auto bytes = c.bytes(field, n);
+  if (!bytes) return bytes.error();
+  out.assign(reinterpret_cast<const char*>(bytes.value()), n);
+  return {};
+}
+
+#define SPROV_TRY_STRING(cur, field, out)                          \
+  do {                                                             \
+    if (Status st_ = parse_string(cur, field, out); !st_) return st_; \
+  } while (0)
+
+/// Section 5: the language runtime's frames of the thread (SnapshotRuntime).
+Status parse_runtime(Cursor& c, Snapshot& s) {
+  SnapshotRuntime& rt = s.runtime;
+  size_t at = c.offset();
+  SPROV_TRY_UINT(kind, c, "runtime.kind", 1);
+  if (kind != SnapshotRuntime::kCPython)
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'runtime.kind' at offset %zu: unknown runtime %" PRIu64
+                      " (1 is CPython)", at, kind);
+  SPROV_TRY_STRING(c, "runtime.description", rt.description);
+  at = c.offset();
+  SPROV_TRY_UINT(n_eval, c, "runtime.n_eval", 4);
+  if (n_eval > SnapshotRuntime::kMaxRanges || n_eval * 16 > c.remaining())
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'runtime.n_eval' at offset %zu: %" PRIu64
+                      " ranges (at most %zu, %zu bytes remain)", at, n_eval, SnapshotRuntime::kMaxRanges, c.remaining());
+  for (uint64_t i = 0; i < n_eval; i++) {
+    at = c.offset();
+    SPROV_TRY_UINT(start, c, "runtime.eval.start", 8);
+    SPROV_TRY_UINT(end, c, "runtime.eval.end", 8);
+    if (start >= end)
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'runtime.eval.start' at offset %zu: empty or inverted range [0x%" PRIx64
+                        ", 0x%" PRIx64 ")", at, start, end);
+    rt.eval.push_back({start, end});
+  }
+  at = c.offset();
+  SPROV_TRY_UINT(has_thread, c, "runtime.has_thread", 1);
+  if (has_thread > 1)
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'runtime.has_thread' at offset %zu: %" PRIu64 " (0 or 1)", at,
+                      has_thread);
+  const size_t thread_at = c.offset();
+  SPROV_TRY_UINT(ident, c, "runtime.ident", 8);
+  SPROV_TRY_UINT(tstate, c, "runtime.tstate", 8);
+  SPROV_TRY_STRING(c, "runtime.name", rt.name);
+  SPROV_TRY_STRING(c, "runtime.problem", rt.problem);
+  at = c.offset();
+  SPROV_TRY_UINT(n_frames, c, "runtime.n_frames", 4);
+  // The smallest frame: three empty strings, line, flags, owner, two addresses.
+  constexpr size_t kMinFrameBytes = 3 * 4 + 4 + 1 + 1 + 8 + 8;
+  if (n_frames > SnapshotRuntime::kMaxFrames || n_frames > c.remaining() / kMinFrameBytes)
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'runtime.n_frames' at offset %zu: %" PRIu64
+                      " frames (at most %zu, %zu bytes remain)", at, n_frames, SnapshotRuntime::kMaxFrames, c.remaining());
+  if (!has_thread && (ident || tstate || !rt.name.empty() || !rt.problem.empty() || n_frames))
+    return make_error(SPROV_ERR_SNAPSHOT, "field 'runtime.ident' at offset %zu: a thread's fields (ident 0x%" PRIx64
+                      ", %" PRIu64 " frames) without has_thread", thread_at, ident, n_frames);
+  rt.kind = static_cast<uint8_t>(kind);
+  rt.has_thread = has_thread != 0;
+  rt.ident = ident;
+  rt.tstate = tstate;
+  rt.frames.reserve(n_frames);
+  for (uint64_t i = 0; i < n_frames; i++) {
+    SnapshotRuntime::Frame f;
+    SPROV_TRY_STRING(c, "runtime.frame.function", f.function);
+    SPROV_TRY_STRING(c, "runtime.frame.qualname", f.qualname);
+    SPROV_TRY_STRING(c, "runtime.frame.file", f.file);
+    SPROV_TRY_UINT(line, c, "runtime.frame.line", 4);
+    at = c.offset();
+    SPROV_TRY_UINT(flags, c, "runtime.frame.flags", 1);
+    if (flags > 1)
+      return make_error(SPROV_ERR_SNAPSHOT, "field 'runtime.frame.flags' at offset %zu: unknown flags 0x%" PRIx64, at,
+                        flags);
+    SPROV_TRY_UINT(owner, c, "runtime.frame.owner", 1);  // the target's byte, as read (3.11 uses 0-2)
+    SPROV_TRY_UINT(frame_addr, c, "runtime.frame.frame_addr", 8);
+    SPROV_TRY_UINT(code_addr, c, "runtime.frame.code_addr", 8);
+    f.line = static_cast<uint32_t>(line);
+    f.is_entry = flags & 1;
+    f.owner = static_cast<uint8_t>(owner);
+    f.frame_addr = frame_addr;
+    f.code_addr = code_addr;
+    rt.frames.push_back(std::move(f));
+  }
+  return {};
+}
+
+#undef SPROV_TRY_STRING
+
 /// v2: sections { u32 tag, u32 flags, u64 length, payload } up to the end section, which ends the
 /// input (so that a blob cut at a section boundary is refused, not read as one without sections).
 Status parse_sections(Cursor& c, Snapshot& s) {
-  bool seen[kSectionAsync + 1] = {};
+  bool seen[kLastKnownSection + 1] = {};
   for (uint32_t n = 0;; n++) {
     const size_t at = c.offset();
     if (n == kMaxSections)
@@ -357,7 +450,7 @@ Status parse_sections(Cursor& c, Snapshot& s) {
       if (len != 0) return make_error(SPROV_ERR_SNAPSHOT, "field 'section.length' at offset %zu: end section of %" PRIu64 " bytes", len_at, len);
       break;
     }
-    if (tag > kSectionAsync) {
+    if (tag > kLastKnownSection) {
       if (flags & kSectionRequired)
         return make_error(SPROV_ERR_SNAPSHOT,
                           "field 'section.tag' at offset %zu: unknown section %" PRIu64
@@ -373,6 +466,7 @@ Status parse_sections(Cursor& c, Snapshot& s) {
     Status st = tag == kSectionHeader ? parse_header(body, s)
                 : tag == kSectionMemory ? parse_regions(body, s)
                 : tag == kSectionAsync  ? parse_async(body, s)
+                : tag == kSectionRuntime ? parse_runtime(body, s)
                                         : parse_modules(body, s, kVersion2);
     if (!st) return st;
     if (body.remaining() != 0)
@@ -570,6 +664,44 @@ void write_modules(Writer& w, const Snapshot& s, uint32_t version) {
   }
 }
 
+/// A section 5 string, cut at SnapshotRuntime::kMaxString bytes (a capture never reads longer
+/// ones; the cut keeps what is written readable).
+void write_string(Writer& w, const std::string& v) {
+  const size_t n = std::min(v.size(), SnapshotRuntime::kMaxString);
+  w.u32(static_cast<uint32_t>(n));
+  w.bytes(v.data(), n);
+}
+
+void write_runtime(Writer& w, const SnapshotRuntime& rt) {
+  w.u8(rt.kind);
+  write_string(w, rt.description);
+  const size_t n_eval = std::min(rt.eval.size(), SnapshotRuntime::kMaxRanges);
+  w.u32(static_cast<uint32_t>(n_eval));
+  for (size_t i = 0; i < n_eval; i++) {
+    w.u64(rt.eval[i].start);
+    w.u64(rt.eval[i].end);
+  }
+  w.u8(rt.has_thread ? 1 : 0);
+  const bool t = rt.has_thread;
+  w.u64(t ? rt.ident : 0);
+  w.u64(t ? rt.tstate : 0);
+  write_string(w, t ? rt.name : std::string());
+  write_string(w, t ? rt.problem : std::string());
+  const size_t n = t ? std::min(rt.frames.size(), SnapshotRuntime::kMaxFrames) : 0;
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; i++) {
+    const SnapshotRuntime::Frame& f = rt.frames[i];
+    write_string(w, f.function);
+    write_string(w, f.qualname);
+    write_string(w, f.file);
+    w.u32(f.line);
+    w.u8(f.is_entry ? 1 : 0);
+    w.u8(f.owner);
+    w.u64(f.frame_addr);
+    w.u64(f.code_addr);
+  }
+}
+
 /// Appends one v2 section: the header, then `body`'s bytes, the length patched in after.
 template <typename F>
 void write_section(std::vector<uint8_t>& out, uint32_t tag, uint32_t flags, F&& body) {
@@ -587,7 +719,7 @@ void write_section(std::vector<uint8_t>& out, uint32_t tag, uint32_t flags, F&& 
 }  // namespace
 
 uint32_t serialized_version(const Snapshot& s) {
-  if (!s.async.empty()) return kVersion2;  // section 4
+  if (!s.async.empty() || !s.runtime.empty()) return kVersion2;  // sections 4, 5
   for (const SnapshotModule& m : s.modules)
     if (!m.build_id.empty() && m.build_id.kind != IdKind::kElfBuildId) return kVersion2;
   return kVersion1;
@@ -623,6 +755,8 @@ std::vector<uint8_t> serialize(const Snapshot& s) {
         sw.u64(st.resumer);
       }
     });
+  if (!s.runtime.empty())
+    write_section(out, kSectionRuntime, 0, [&](Writer& sw) { write_runtime(sw, s.runtime); });
   write_section(out, kSectionEnd, kSectionRequired, [](Writer&) {});
   return out;
 }

@@ -63,6 +63,43 @@ struct SnapshotAsync {
   }
 };
 
+/// A language runtime's frames of this thread, as read at capture (doc/runtime-frames.md): the
+/// interpreter, the native code ranges that run its frames, and the thread's frame chain. Kept so
+/// that a serialized snapshot shows the Python frames the live capture showed; which native frame
+/// runs which frame is derived again from the ranges and the entry flags when the stack is
+/// interleaved, as at capture. Plain data, independent of lib/runtime (which depends on memory).
+struct SnapshotRuntime {
+  static constexpr uint8_t kCPython = 1;
+  struct Range {
+    uint64_t start = 0, end = 0;  ///< [start, end): runtime addresses (_PyEval_EvalFrameDefault, .cold)
+  };
+  struct Frame {
+    std::string function;  ///< co_name
+    std::string qualname;  ///< co_qualname
+    std::string file;      ///< co_filename
+    uint32_t line = 0;     ///< 0: unknown
+    bool is_entry = false; ///< the first frame its evaluation-loop activation ran
+    uint8_t owner = 0;     ///< 0 thread, 1 generator, 2 frame object (the target's byte)
+    uint64_t frame_addr = 0;
+    uint64_t code_addr = 0;
+  };
+  uint8_t kind = 0;          ///< kCPython; 0: no runtime was read (no section)
+  std::string description;   ///< the interpreter ("CPython 3.11.2 (layout table: ...)")
+  std::vector<Range> eval;   ///< at most kMaxRanges, each start < end
+  bool has_thread = false;   ///< the runtime has a thread state for this OS thread
+  uint64_t ident = 0;        ///< threading.get_ident() of the thread
+  uint64_t tstate = 0;       ///< its PyThreadState
+  std::string name;          ///< its threading name, "" none
+  std::string problem;       ///< why its chain was cut short at capture, "" whole
+  std::vector<Frame> frames; ///< innermost first, at most kMaxFrames
+  static constexpr size_t kMaxRanges = 16;
+  static constexpr size_t kMaxFrames = 65536;  ///< PythonLimits::max_frames
+  /// Longest string (bytes of UTF-8): the reader copies at most 4096 bytes of a str (UCS1 at
+  /// most doubles in UTF-8); problems are short sentences.
+  static constexpr size_t kMaxString = 16384;
+  bool empty() const { return kind == 0; }
+};
+
 /// A capture of one thread. Plain data: unwinding is a pure function of it.
 struct Snapshot {
   Arch arch = Arch::kUnknown;
@@ -75,6 +112,7 @@ struct Snapshot {
   std::vector<MemoryRegion> memory;      ///< sorted by addr, non-overlapping
   std::vector<SnapshotModule> modules;   ///< sorted by start, non-overlapping
   SnapshotAsync async;                   ///< registered async stacks (section 4 when not empty)
+  SnapshotRuntime runtime;               ///< runtime frames read at capture (section 5 when read)
   /// Not serialized: where module files were opened at capture time
   /// ("/proc/PID/root" for a live process, a sysroot for a core); "" = as is.
   std::string module_root;
@@ -116,7 +154,13 @@ struct Snapshot {
 ///       modules with a u8 id_kind, IdKind, before id_len; kind 0 has no bytes), then tag 0, the
 ///       end (empty, last: nothing follows it). Tag 4 async (optional, not required; written only
 ///       when the snapshot has any): u64 root, u32 root_source, u32 n_stacks, { u64 lo, hi, resumer }*
-///       (n ≤ 256, each lo < hi, sorted by lo and disjoint). Tags 1-3 exactly once, each payload read exactly. flags bit 0
+///       (n ≤ 256, each lo < hi, sorted by lo and disjoint). Tag 5 runtime (optional, not
+///       required; written when the capture read a language runtime, SnapshotRuntime): u8 kind (1
+///       CPython), str description, u32 n_eval, { u64 start, end }* (n ≤ 16, start < end), u8
+///       has_thread (0 or 1), u64 ident, u64 tstate, str name, str problem, u32 n_frames,
+///       { str function, str qualname, str file, u32 line, u8 flags (bit 0 entry), u8 owner,
+///       u64 frame_addr, u64 code_addr }* (n ≤ 65536); without a thread, ident, tstate, name,
+///       problem and frames are zero/empty. str: u32 length (≤ 16384), bytes. Tags 1-3 exactly once, each payload read exactly. flags bit 0
 ///       "required": a reader that does not know the tag refuses the snapshot; other unknown
 ///       sections are skipped. New data (kernel stacks, async and runtime frames) comes as new
 ///       sections, never as a version 3.

@@ -336,6 +336,20 @@ std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool infer
       if (!inferred && trace::frame_inferred(f)) continue;
       RenderFrame r;
       r.index = rt.frames.size();  // numbered as `stack` numbers what it shows
+      if (f.unwind_method == "runtime") {
+        // A Python frame (doc/runtime-frames.md "Traces"): its qualified name, file and line; its
+        // co_name is the qualified name's last part; its activation is the next native frame.
+        r.is_runtime = true;
+        r.method = "runtime";
+        r.runtime.runtime = "python";
+        r.runtime.qualname = f.symbol;
+        const size_t dot = f.symbol.rfind('.');
+        r.runtime.function = dot == std::string::npos ? f.symbol : f.symbol.substr(dot + 1);
+        r.runtime.file = f.file;
+        r.runtime.line = f.line;
+        rt.frames.push_back(std::move(r));
+        continue;
+      }
       r.pc = f.ip;
       r.module = f.module_path;
       r.build_id = f.module_build_id;
@@ -379,6 +393,13 @@ std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool infer
         r.inlined.push_back({in.function, in.function, in.file, in.line, in.column});
       }
       rt.frames.push_back(std::move(r));
+    }
+    int64_t native = -1;  // the next native frame outward: the activation that runs a Python frame
+    for (size_t k = rt.frames.size(); k-- > 0;) {
+      if (!rt.frames[k].is_runtime)
+        native = static_cast<int64_t>(k);
+      else
+        rt.frames[k].runtime.native_index = native;
     }
     out.push_back(std::move(rt));
   }

@@ -163,6 +163,12 @@ void relocate(memory::Snapshot& s, const std::vector<Group>& groups) {
   for (int i = 0; i < memory::kSnapshotMaxRegs; ++i)
     if (s.has_reg(i))
       if (const R* m = find(s.regs[i])) s.regs[i] += static_cast<uint64_t>(m->d);
+  // The interpreter's evaluation-loop ranges (runtime section) move with their module.
+  for (auto& r : s.runtime.eval)
+    if (const R* m = find(r.start)) {
+      r.start += static_cast<uint64_t>(m->d);
+      r.end += static_cast<uint64_t>(m->d);
+    }
   for (auto& m : s.modules) {
     const uint64_t d = static_cast<uint64_t>(delta[group_key(m)]);  // wrapping, as the addresses do
     m.start += d;

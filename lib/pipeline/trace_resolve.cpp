@@ -9,6 +9,7 @@
 #include "evidence/json.hpp"
 #include "pipeline/tail_call_frames.hpp"
 #include "pipeline/trace.hpp"
+#include "runtime/python.hpp"
 #include "symbolize/demangle.hpp"
 
 #include "stackprov/stackprov.h"
@@ -69,6 +70,49 @@ trace::Frame to_trace_frame(const StackView& st, size_t i, const symbolize::Reso
     f.inline_chain.push_back(std::move(in));
   }
   return f;
+}
+
+/// A Python frame of a snapshot's runtime section (doc/runtime-frames.md "Traces") as a trace frame:
+/// no instruction pointer and no module; its function the code object's qualified name, its file
+/// and line as read at capture.
+trace::Frame python_trace_frame(const memory::SnapshotRuntime::Frame& p) {
+  trace::Frame f;
+  f.symbol = p.qualname;
+  f.symbol_offset_known = false;
+  f.file = p.file;
+  f.line = p.line;
+  f.resolver = "python";
+  f.unwind_method = "runtime";
+  return f;
+}
+
+/// `natives` (one per walked frame) with the Python frames of `s`'s runtime section each right
+/// before the evaluation-loop activation that runs it, as `stack` interleaves them.
+std::vector<trace::Frame> with_python_frames(const memory::Snapshot& s, const std::vector<unwind::Frame>& walked,
+                                             std::vector<trace::Frame> natives) {
+  const memory::SnapshotRuntime& rt = s.runtime;
+  if (!rt.has_thread || rt.frames.empty()) return natives;
+  std::vector<bool> evals, entries;
+  for (const unwind::Frame& f : walked) {
+    // An inferred tail-call frame is no activation on the stack: it runs no interpreter frames.
+    bool eval = f.module_index >= 0 && f.method != unwind::Method::kRuntime && !(f.flags & unwind::Frame::kFlagInferred);
+    const uint64_t at = f.lookup_prev ? f.pc - 1 : f.pc;
+    bool in = false;
+    for (const memory::SnapshotRuntime::Range& r : rt.eval) in = in || (at >= r.start && at < r.end);
+    evals.push_back(eval && in);
+  }
+  for (const memory::SnapshotRuntime::Frame& p : rt.frames) entries.push_back(p.is_entry);
+  const std::vector<size_t> taken = runtime::python_frames_per_native(evals, entries);
+  std::vector<trace::Frame> out;
+  out.reserve(natives.size() + rt.frames.size());
+  size_t next = 0;
+  for (size_t k = 0; k < natives.size(); ++k) {
+    for (const size_t end = next + (k < taken.size() ? taken[k] : 0); next < end; ++next)
+      out.push_back(python_trace_frame(rt.frames[next]));
+    out.push_back(std::move(natives[k]));
+  }
+  for (; next < rt.frames.size(); ++next) out.push_back(python_trace_frame(rt.frames[next]));
+  return out;
 }
 
 /// A module table of one module list, with what its walks' stacks name their frames by.
@@ -135,7 +179,7 @@ class ThreadResolver {
       }
       out.push_back(to_trace_frame(view, k, res, names));
     }
-    return out;
+    return with_python_frames(s, *walked, std::move(out));
   }
 
  private:

@@ -649,4 +649,18 @@ Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem,
   return out;
 }
 
+std::vector<size_t> python_frames_per_native(const std::vector<bool>& runs_eval, const std::vector<bool>& is_entry) {
+  std::vector<size_t> out(runs_eval.size(), 0);
+  size_t next = 0;  // the innermost Python frame no activation has taken yet
+  for (size_t i = 0; i < runs_eval.size() && next < is_entry.size(); i++) {
+    if (!runs_eval[i]) continue;
+    size_t end = next;
+    while (end < is_entry.size() && !is_entry[end]) end++;
+    if (end < is_entry.size()) end++;
+    out[i] = end - next;
+    next = end;
+  }
+  return out;
+}
+
 }  // namespace stackprov::runtime

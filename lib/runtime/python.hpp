@@ -156,6 +156,13 @@ struct PythonLimits {
 Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem, const PythonTarget& target,
                                                       const PythonLimits& limits = {});
 
+/// How a thread's Python frames attach to its native frames (doc/runtime-frames.md "Attaching
+/// frames to native frames"): counting outward from the innermost native frame, each activation of
+/// the evaluation loop (`runs_eval[i]`) takes the Python frames (innermost first, `is_entry` each)
+/// from the innermost untaken one up to and including the next entry frame. Returns how many
+/// Python frames each native frame takes; the frames no activation took follow the native frames.
+std::vector<size_t> python_frames_per_native(const std::vector<bool>& runs_eval, const std::vector<bool>& is_entry);
+
 /// The line of code unit `addrq` in a 3.11 location table (Objects/locations.md;
 /// PyCode_Addr2Line): `firstlineno` for a negative addrq, 0 when no entry covers it or the
 /// entry has no line.

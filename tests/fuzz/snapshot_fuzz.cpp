@@ -60,6 +60,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < s.memory.size(); i++)
       if (back.value().memory[i].addr != s.memory[i].addr || back.value().memory[i].bytes != s.memory[i].bytes) fail();
     if (back.value().regs_valid != s.regs_valid || std::memcmp(back.value().regs, s.regs, sizeof s.regs) != 0) fail();
+    // The runtime section (5): the same interpreter, ranges and frames.
+    const SnapshotRuntime &x = back.value().runtime, &y = s.runtime;
+    if (x.kind != y.kind || x.description != y.description || x.eval.size() != y.eval.size() ||
+        x.has_thread != y.has_thread || x.name != y.name || x.problem != y.problem || x.frames.size() != y.frames.size())
+      fail();
+    for (size_t i = 0; i < x.frames.size(); i++)
+      if (x.frames[i].qualname != y.frames[i].qualname || x.frames[i].file != y.frames[i].file ||
+          x.frames[i].line != y.frames[i].line || x.frames[i].is_entry != y.frames[i].is_entry)
+        fail();
   }
   for (size_t i = 1; i < s.memory.size(); i++)
     if (s.memory[i].addr < s.memory[i - 1].addr + s.memory[i - 1].bytes.size()) fail();

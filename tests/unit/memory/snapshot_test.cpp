@@ -628,3 +628,203 @@ TEST_CASE("v2 async section (4): written only when there is one, round trips, ho
   for (size_t n = at; n < blob.size(); n++) REQUIRE_FALSE(deserialize(blob.data(), n).ok());
   REQUIRE(blob[at + 4] == 0);
 }
+
+namespace {
+
+/// A thread of a CPython process as a capture reads it: two frames run by one activation, a name
+/// with non-ASCII bytes, and a second evaluation-loop range (the .cold part).
+SnapshotRuntime sample_runtime() {
+  SnapshotRuntime rt;
+  rt.kind = SnapshotRuntime::kCPython;
+  rt.description = "CPython 3.11.2 (layout table)";
+  rt.eval = {{0x500000, 0x503000}, {0x420000, 0x420400}};
+  rt.has_thread = true;
+  rt.ident = 0x7f0012345640;
+  rt.tstate = 0xa3b2c8;
+  rt.name = "worker-\xc3\xa9";
+  rt.frames.push_back({"gen", "gen", "/srv/app.py", 13, false, 1, 0x7f0000001000, 0x7f0000002000});
+  rt.frames.push_back({"<lambda>", "Outer.method.<locals>.<lambda>", "/srv/app.py", 0, true, 0, 0x7f0000001100, 0x7f0000003000});
+  return rt;
+}
+
+void put_rt_str(std::vector<uint8_t>& v, const std::string& s) {
+  for (int i = 0; i < 4; i++) v.push_back(static_cast<uint8_t>(s.size() >> (8 * i)));
+  v.insert(v.end(), s.begin(), s.end());
+}
+
+void put_rt_u(std::vector<uint8_t>& v, uint64_t x, int n) {
+  for (int i = 0; i < n; i++) v.push_back(static_cast<uint8_t>(x >> (8 * i)));
+}
+
+}  // namespace
+
+TEST_CASE("v2 runtime section (5): the documented layout, round trip, older readers, hostile fields", "[snapshot]") {
+  Snapshot s = sample();
+  s.runtime = sample_runtime();
+  REQUIRE(serialized_version(s) == 2);
+  const auto blob = serialize(s);
+  // The section before the end section, optional (flags 0), its payload byte for byte as
+  // snapshot.hpp describes it, written here from that description.
+  std::vector<uint8_t> want;
+  put_rt_u(want, 1, 1);
+  put_rt_str(want, "CPython 3.11.2 (layout table)");
+  put_rt_u(want, 2, 4);
+  for (uint64_t x : {0x500000, 0x503000, 0x420000, 0x420400}) put_rt_u(want, x, 8);
+  put_rt_u(want, 1, 1);
+  put_rt_u(want, 0x7f0012345640, 8);
+  put_rt_u(want, 0xa3b2c8, 8);
+  put_rt_str(want, "worker-\xc3\xa9");
+  put_rt_str(want, "");
+  put_rt_u(want, 2, 4);
+  put_rt_str(want, "gen");
+  put_rt_str(want, "gen");
+  put_rt_str(want, "/srv/app.py");
+  put_rt_u(want, 13, 4);
+  put_rt_u(want, 0, 1);
+  put_rt_u(want, 1, 1);
+  put_rt_u(want, 0x7f0000001000, 8);
+  put_rt_u(want, 0x7f0000002000, 8);
+  put_rt_str(want, "<lambda>");
+  put_rt_str(want, "Outer.method.<locals>.<lambda>");
+  put_rt_str(want, "/srv/app.py");
+  put_rt_u(want, 0, 4);
+  put_rt_u(want, 1, 1);
+  put_rt_u(want, 0, 1);
+  put_rt_u(want, 0x7f0000001100, 8);
+  put_rt_u(want, 0x7f0000003000, 8);
+  const size_t at = section_at(blob, 3);
+  REQUIRE(at + 16 + want.size() + 16 == blob.size());
+  std::vector<uint8_t> head;
+  put_rt_u(head, 5, 4);
+  put_rt_u(head, 0, 4);
+  put_rt_u(head, want.size(), 8);
+  REQUIRE(std::vector<uint8_t>(blob.begin() + at, blob.begin() + at + 16) == head);
+  REQUIRE(std::vector<uint8_t>(blob.begin() + at + 16, blob.end() - 16) == want);
+
+  auto back = deserialize(blob.data(), blob.size());
+  REQUIRE(back.ok());
+  require_equal(s, back.value());
+  const SnapshotRuntime& rt = back->runtime;
+  REQUIRE(rt.kind == SnapshotRuntime::kCPython);
+  REQUIRE(rt.description == s.runtime.description);
+  REQUIRE(rt.eval.size() == 2);
+  REQUIRE(rt.eval[1].start == 0x420000);
+  REQUIRE(rt.eval[1].end == 0x420400);
+  REQUIRE(rt.has_thread);
+  REQUIRE(rt.ident == 0x7f0012345640);
+  REQUIRE(rt.tstate == 0xa3b2c8);
+  REQUIRE(rt.name == "worker-\xc3\xa9");
+  REQUIRE(rt.frames.size() == 2);
+  for (size_t i = 0; i < 2; i++) {
+    const SnapshotRuntime::Frame &x = rt.frames[i], &y = s.runtime.frames[i];
+    REQUIRE(x.function == y.function);
+    REQUIRE(x.qualname == y.qualname);
+    REQUIRE(x.file == y.file);
+    REQUIRE(x.line == y.line);
+    REQUIRE(x.is_entry == y.is_entry);
+    REQUIRE(x.owner == y.owner);
+    REQUIRE(x.frame_addr == y.frame_addr);
+    REQUIRE(x.code_addr == y.code_addr);
+  }
+  REQUIRE(serialize(back.value()) == blob);
+
+  SECTION("a process's thread without a thread state: the interpreter only") {
+    Snapshot t = sample();
+    t.runtime.kind = SnapshotRuntime::kCPython;
+    t.runtime.description = "CPython 3.11.2";
+    t.runtime.eval = {{0x500000, 0x503000}};
+    const auto b = serialize(t);
+    auto r = deserialize(b.data(), b.size());
+    REQUIRE(r.ok());
+    REQUIRE(r->runtime.kind == SnapshotRuntime::kCPython);
+    REQUIRE_FALSE(r->runtime.has_thread);
+    REQUIRE(r->runtime.frames.empty());
+    REQUIRE(serialize(r.value()) == b);
+  }
+  SECTION("without a runtime: no section, version 1 as before") {
+    REQUIRE(serialized_version(sample()) == 1);
+  }
+  SECTION("an older reader (one that does not know tag 5) skips it: renumbered to an unknown tag") {
+    auto b = blob;
+    put_le(b, at, 77, 4);
+    auto r = deserialize(b.data(), b.size());
+    REQUIRE(r.ok());
+    REQUIRE(r->runtime.empty());
+    require_equal(s, r.value());
+  }
+  SECTION("every truncation fails naming a field") {
+    for (size_t n = 0; n < blob.size(); n++) {
+      auto r = deserialize(blob.data(), n);
+      INFO("length " << n);
+      REQUIRE_FALSE(r.ok());
+      REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+    }
+    // Inside the section (its length cut to match): the field that ran out is named.
+    for (size_t n = 0; n < want.size(); n++) {
+      auto b = std::vector<uint8_t>(blob.begin(), blob.begin() + at + 16 + n);
+      put_le(b, at + 8, n, 8);
+      b.insert(b.end(), blob.end() - 16, blob.end());
+      auto r = deserialize(b.data(), b.size());
+      INFO("payload cut at " << n);
+      REQUIRE_FALSE(r.ok());
+      REQUIRE(r.error().message.find("runtime.") != std::string::npos);
+    }
+  }
+  auto expect_fail = [](const std::vector<uint8_t>& b, const char* what) {
+    auto r = deserialize(b.data(), b.size());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == SPROV_ERR_SNAPSHOT);
+    INFO(r.error().message);
+    REQUIRE(r.error().message.find(what) != std::string::npos);
+  };
+  const size_t p = at + 16;                       // the payload
+  const size_t desc_len = 4 + 29;                 // the description
+  const size_t n_eval_at = p + 1 + desc_len;
+  const size_t has_thread_at = n_eval_at + 4 + 32;
+  const size_t name_at = has_thread_at + 1 + 16;
+  const size_t n_frames_at = name_at + 4 + 9 + 4;  // "worker-\xc3\xa9", then the empty problem
+  const size_t frame0 = n_frames_at + 4;
+  SECTION("hostile fields are refused, naming the field and the value") {
+    auto b = blob;
+    b[p] = 2;
+    expect_fail(b, "field 'runtime.kind' at offset");
+    b = blob;
+    put_le(b, p + 1, 16385, 4);
+    expect_fail(b, "runtime.description");
+    expect_fail(b, "16385 bytes");
+    b = blob;
+    put_le(b, n_eval_at, 17, 4);
+    expect_fail(b, "runtime.n_eval");
+    expect_fail(b, "17 ranges");
+    b = blob;
+    put_le(b, n_eval_at, 0xffffffff, 4);
+    expect_fail(b, "4294967295 ranges");
+    b = blob;
+    put_le(b, n_eval_at + 4 + 8, 0x500000, 8);  // end == start
+    expect_fail(b, "runtime.eval.start");
+    b = blob;
+    b[has_thread_at] = 2;
+    expect_fail(b, "runtime.has_thread");
+    b = blob;
+    put_le(b, n_frames_at, 65537, 4);
+    expect_fail(b, "65537 frames");
+    b = blob;
+    put_le(b, n_frames_at, 5, 4);  // more frames than the 134 bytes left can hold (34 bytes at least each)
+    expect_fail(b, "runtime.n_frames");
+    b = blob;
+    put_le(b, n_frames_at, 3, 4);  // room for three small frames, but the third is not there
+    expect_fail(b, "truncated: field 'runtime.frame.function'");
+    b = blob;
+    put_le(b, n_frames_at, 0xffffffff, 4);
+    expect_fail(b, "4294967295 frames");
+    b = blob;
+    put_le(b, frame0, 0xfffffff0, 4);
+    expect_fail(b, "runtime.frame.function");
+    b = blob;
+    b[frame0 + 4 + 3 + 4 + 3 + 4 + 11 + 4] = 2;  // the first frame's flags
+    expect_fail(b, "runtime.frame.flags");
+    b = blob;
+    b[has_thread_at] = 0;  // a thread's fields without a thread
+    expect_fail(b, "without has_thread");
+  }
+}
