@@ -52,6 +52,11 @@ long long count_rows(const std::string& db, const std::string& sql) {
   return n;
 }
 
+/// The little-endian u32 at `at` of a serialized capture.
+uint32_t capture_u32_at(const std::vector<uint8_t>& b, size_t at) {
+  return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 | uint32_t(b[at + 3]) << 24;
+}
+
 }  // namespace
 
 TEST_CASE("SPROVTRD: real snapshots round trip; truncations, trailing bytes and flips are refused or parsed safely",
@@ -102,12 +107,9 @@ TEST_CASE("SPROVTRD version 2: JIT entries round trip; version 1 without them; h
   std::vector<trace::CapturedThread> in(1);
   in[0].tid = 7;
   in[0].snapshot = a->snap;
-  auto u32_at = [](const std::vector<uint8_t>& b, size_t at) {
-    return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 | uint32_t(b[at + 3]) << 24;
-  };
   // No JIT entries: the version-1 bytes older readers read (doc/traces.md "Capture").
   const std::vector<uint8_t> v1 = trace::serialize_capture(in);
-  CHECK(u32_at(v1, 8) == 1);
+  CHECK(capture_u32_at(v1, 8) == 1);
   trace::CapturedJit none;
   none.path = "/tmp/perf-1.map";
   CHECK(trace::serialize_capture(in, none) == v1);
@@ -115,7 +117,7 @@ TEST_CASE("SPROVTRD version 2: JIT entries round trip; version 1 without them; h
   jit.path = "/tmp/perf-42.map";
   jit.entries = {{0x7f0000001100, 0x13, "LazyCompile:*jitInner /srv/app.js:7"}, {0x7f0000001400, 0x13, "jitOuter"}};
   const std::vector<uint8_t> v2 = trace::serialize_capture(in, jit);
-  CHECK(u32_at(v2, 8) == 2);
+  CHECK(capture_u32_at(v2, 8) == 2);
   REQUIRE(v2.size() > v1.size());
   CHECK(std::equal(v1.begin() + 12, v1.end(), v2.begin() + 12));  // the threads as in version 1, the JIT section after
   trace::CapturedJit back;
@@ -188,9 +190,6 @@ TEST_CASE("SPROVTRD version 3: kernel segments round trip; older versions unchan
   std::vector<trace::CapturedThread> in(1);
   in[0].tid = 7;
   in[0].snapshot = a->snap;
-  auto u32_at = [](const std::vector<uint8_t>& b, size_t at) {
-    return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 | uint32_t(b[at + 3]) << 24;
-  };
   trace::CapturedJit jit;
   jit.path = "/tmp/perf-42.map";
   jit.entries = {{0x7f0000001100, 0x13, "jitInner"}};
@@ -244,9 +243,9 @@ TEST_CASE("SPROVTRD version 3: kernel segments round trip; older versions unchan
     }
   };
   const std::vector<uint8_t> v3 = trace::serialize_capture(in, {}, kernel);
-  CHECK(u32_at(v3, 8) == 3);
+  CHECK(capture_u32_at(v3, 8) == 3);
   CHECK(std::equal(v1.begin() + 12, v1.end(), v3.begin() + 12));  // the threads as in version 1
-  CHECK(u32_at(v3, v1.size()) == 2);                               // sections: kernel only
+  CHECK(capture_u32_at(v3, v1.size()) == 2);                               // sections: kernel only
   trace::CapturedKernel back;
   trace::CapturedJit no_jit;
   auto r = trace::deserialize_capture(v3.data(), v3.size(), &no_jit, &back);
@@ -256,8 +255,8 @@ TEST_CASE("SPROVTRD version 3: kernel segments round trip; older versions unchan
   check_kernel(back);
   // With JIT entries too: the JIT section as in version 2, then the kernel section.
   const std::vector<uint8_t> v3j = trace::serialize_capture(in, jit, kernel);
-  CHECK(u32_at(v3j, 8) == 3);
-  CHECK(u32_at(v3j, v1.size()) == 3);
+  CHECK(capture_u32_at(v3j, 8) == 3);
+  CHECK(capture_u32_at(v3j, v1.size()) == 3);
   CHECK(std::equal(v2.begin() + v1.size(), v2.end(), v3j.begin() + v1.size() + 4));
   trace::CapturedJit back_jit;
   REQUIRE(trace::deserialize_capture(v3j.data(), v3j.size(), &back_jit, &back).ok());
