@@ -77,27 +77,50 @@ void ModuleTracker::warn_once(const std::string& line) {
   if (warned_.emplace(line, true).second) warnings_ += line + "\n";
 }
 
+const ModuleTracker::MapTable& ModuleTracker::Proc::maps() const {
+  static const MapTable kEmpty;
+  return table ? *table : kEmpty;
+}
+
+ModuleTracker::MapTable& ModuleTracker::Proc::edit_maps() {
+  if (!table) table = std::make_shared<MapTable>();
+  else if (table.use_count() > 1) table = std::make_shared<MapTable>(*table);
+  return *table;
+}
+
+namespace {
+/// The first mapping of `maps` that [start, end) overlaps, or end().
+template <typename Table>
+auto first_overlap(Table& maps, uint64_t start, uint64_t end) {
+  auto it = maps.lower_bound(start);
+  if (it != maps.begin() && std::prev(it)->second.end > start) --it;
+  return it != maps.end() && it->second.start < end ? it : maps.end();
+}
+}  // namespace
+
 void ModuleTracker::remove_range(Proc& p, uint64_t start, uint64_t end) {
   // Remove or trim the mappings that [start, end) overlaps (mmap semantics). The mappings are
   // disjoint and keyed by start: only the one before `start` and those starting inside are touched.
-  auto it = p.maps.lower_bound(start);
-  if (it != p.maps.begin() && std::prev(it)->second.end > start) --it;
-  while (it != p.maps.end() && it->second.start < end) {
+  // A shared table is copied only when something overlaps (a child's data mappings copy nothing).
+  if (first_overlap(p.maps(), start, end) == p.maps().end()) return;
+  MapTable& maps = p.edit_maps();
+  auto it = first_overlap(maps, start, end);
+  while (it != maps.end() && it->second.start < end) {
     p.dirty = true;
     Mapping e = std::move(it->second);
-    it = p.maps.erase(it);
+    it = maps.erase(it);
     total_maps_--;
     if (e.start < start) {
       Mapping left = e;
       left.end = start;
-      p.maps.emplace(left.start, std::move(left));
+      maps.emplace(left.start, std::move(left));
       total_maps_++;
     }
     if (e.end > end) {
       Mapping right = std::move(e);
       right.pgoff += end - right.start;
       right.start = end;
-      it = p.maps.emplace(right.start, std::move(right)).first;
+      it = maps.emplace(right.start, std::move(right)).first;
       total_maps_++;
       break;  // nothing after it overlaps
     }
@@ -108,14 +131,14 @@ void ModuleTracker::insert(uint32_t pid, Mapping m) {
   Proc& p = revive(pid);
   reclaim(kKeptExited, 1);
   remove_range(p, m.start, m.end);
-  if (p.maps.size() >= kMaxMappingsPerProc || total_maps_ >= kMaxTotalMappings) {
-    warn_once(p.maps.size() >= kMaxMappingsPerProc
+  if (p.map_count() >= kMaxMappingsPerProc || total_maps_ >= kMaxTotalMappings) {
+    warn_once(p.map_count() >= kMaxMappingsPerProc
                   ? "process has more than 65536 executable mappings: further mappings ignored"
                   : "more than 2^20 executable mappings in all processes: further mappings ignored");
     return;
   }
   const uint64_t start = m.start;
-  p.maps.emplace(start, std::move(m));
+  p.edit_maps().emplace(start, std::move(m));
   total_maps_++;
   p.dirty = true;
 }
@@ -143,8 +166,8 @@ void ModuleTracker::on_comm(const RawComm& c) {
   if (!c.exec || c.pid != c.tid) return;
   Proc& p = revive(c.pid);  // exec: a new address space; the new mappings follow
   p.main_exited = false;    // the thread that exec'd is the main thread now
-  total_maps_ -= p.maps.size();
-  p.maps.clear();
+  total_maps_ -= p.map_count();
+  p.table.reset();
   p.program.clear();
   p.exec_pending = true;
   p.dirty = true;
@@ -155,10 +178,10 @@ void ModuleTracker::on_fork(const RawTask& t) {
   if (it != procs_.end()) it->second.exit_seq = 0;  // it made a task: running (revive), never reclaimed
   if (t.pid == t.ppid) return;                      // a new thread shares the address space
   // the child's pid may hold an exited process's state: it is replaced below, freed or not
-  reclaim(kKeptExited, it == procs_.end() ? 0 : it->second.maps.size());
+  reclaim(kKeptExited, it == procs_.end() ? 0 : it->second.map_count());
   Proc child;
   Proc& slot = procs_[t.pid];
-  total_maps_ -= slot.maps.size();
+  total_maps_ -= slot.map_count();
   if (it != procs_.end()) {
     // A live parent's child is checked too, through the parent's listing, map_files and memory (the
     // child inherited those mappings at the same addresses; MappedFiles finds each by its inode, so
@@ -167,12 +190,17 @@ void ModuleTracker::on_fork(const RawTask& t) {
     child.mapped = it->second.mapped;
     child.program = it->second.program;  // the same program until the child execs
     child.exec_pending = it->second.exec_pending;
-    if (total_maps_ + it->second.maps.size() <= kMaxTotalMappings)
-      child.maps = it->second.maps;
-    else
+    if (total_maps_ + it->second.map_count() <= kMaxTotalMappings) {
+      // The parent's table, shared until either changes; the parent's list while it holds (the
+      // same mappings, program and files give the same list: list_for need not build it again).
+      child.table = it->second.table;
+      child.dirty = it->second.dirty;
+      child.list = it->second.list;
+    } else {
       warn_once("more than 2^20 executable mappings in all processes: forked children start without modules");
+    }
   }
-  total_maps_ += child.maps.size();
+  total_maps_ += child.map_count();
   slot = std::move(child);
 }
 
@@ -211,7 +239,7 @@ void ModuleTracker::reclaim(size_t keep, size_t need) {
     exited_.pop_front();
     auto it = procs_.find(pid);
     if (it == procs_.end() || it->second.exit_seq != seq) continue;
-    total_maps_ -= it->second.maps.size();
+    total_maps_ -= it->second.map_count();
     procs_.erase(it);
   }
 }
@@ -318,7 +346,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
     }
     if (program_index < 0 && program) program_index = index;
   };
-  for (const auto& [start, e] : p.maps) {
+  for (const auto& [start, e] : p.maps()) {
     memory::SnapshotModule m;
     m.start = e.start;
     m.end = e.end;

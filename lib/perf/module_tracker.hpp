@@ -96,8 +96,15 @@ class ModuleTracker {
     uint32_t dev_major = 0, dev_minor = 0;
     uint64_t inode = 0;  ///< 0: unknown
   };
+  using MapTable = std::map<uint64_t, Mapping>;  ///< by start, non-overlapping
   struct Proc {
-    std::map<uint64_t, Mapping> maps;  ///< by start, non-overlapping: executable file mappings and [vdso]
+    /// Executable file mappings and [vdso], shared copy-on-write: a forked child shares its
+    /// parent's table (and list) until either changes, so a fork costs no copy (a server forking
+    /// per request with thousands of mappings). Null: none.
+    std::shared_ptr<MapTable> table;
+    const MapTable& maps() const;
+    MapTable& edit_maps();  ///< the table, made this process's own first
+    size_t map_count() const { return table ? table->size() : 0; }
     bool dirty = true;
     uint32_t list = 0;
     std::shared_ptr<memory::MappedFiles> mapped;  ///< set_live: the files checked against the listing

@@ -264,6 +264,7 @@ class Session {
         if (decoder_.decode_comm(rec, len, &c).ok()) {
           tracker_.on_comm(c);
           set_comm(c.tid, c.comm);
+          if (c.exec && c.pid == c.tid) seen_pids_.erase(c.pid);  // a new image: its own vDSO, seeded anew
         }
         break;
       }
@@ -272,6 +273,9 @@ class Session {
         if (decoder_.decode_task(rec, len, &t).ok()) {
           tracker_.on_fork(t);
           tids_.insert(t.tid);
+          // A child inherits its parent's mappings, the vDSO seeded from the parent's maps with them:
+          // no /proc/PID/maps read per child (thousands of lines for a server with many mappings).
+          if (t.pid != t.ppid && seen_pids_.count(t.ppid)) seen_pids_.insert(t.pid);
           auto pc = tid_comm_.find(t.ptid);
           if (pc != tid_comm_.end() && !tid_comm_.count(t.tid)) tid_comm_[t.tid] = pc->second;
         }

@@ -77,6 +77,73 @@ TEST_CASE("module tracker: random mmaps agree with a page-by-page model of mmap"
   }
 }
 
+TEST_CASE("module tracker: forked processes share nothing they can see: each agrees with its own model", "[perf][tracker]") {
+  // fork(2) gives the child a copy of the parent's mappings; from then on each changes only its own
+  // (the tracker shares the table copy-on-write, and the parent's list until either changes). The
+  // model: per process, each page's last executable file mapping, copied at fork, cleared at exec.
+  constexpr uint64_t kPage = 0x1000, kPages = 64, kBase = 0x400000;
+  using Model = std::vector<std::pair<std::string, uint64_t>>;  // path ("" none), file offset
+  ModuleTracker t("", {}, {}, /*open_files=*/false);
+  std::map<uint32_t, Model> model{{1, Model(kPages)}};
+  uint64_t x = 0x9e3779b97f4a7c15;
+  auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  auto pick = [&] {
+    auto it = model.begin();
+    std::advance(it, next() % model.size());
+    return it->first;
+  };
+  uint32_t next_pid = 2;
+  size_t lists_before = 0;
+  for (int r = 0; r < 4000; r++) {
+    const uint64_t op = next() % 10;
+    if (op == 0 && model.size() < 40) {  // fork: the child's list is its parent's while neither changes
+      const uint32_t parent = pick(), child = next_pid++;
+      const uint32_t parent_list = t.list_for(parent);
+      lists_before = t.lists().size();
+      t.on_fork(task(child, parent));
+      model[child] = model[parent];
+      CHECK(t.list_for(child) == parent_list);
+      CHECK(t.lists().size() == lists_before);
+    } else if (op == 1) {  // exec: a new address space
+      const uint32_t pid = pick();
+      RawComm c;
+      c.pid = c.tid = pid;
+      c.exec = true;
+      c.comm = "x";
+      t.on_comm(c);
+      model[pid] = Model(kPages);
+    } else {
+      const uint32_t pid = pick();
+      const uint64_t first = next() % kPages, n = 1 + next() % 8;
+      const uint64_t last = std::min(kPages, first + n);
+      const bool exec = next() % 3 != 0;
+      const std::string path = "/lib/m" + std::to_string(next() % 5) + ".so";
+      const uint64_t pgoff = (next() % 16) * kPage;
+      t.on_mmap(mmap_rec(pid, kBase + first * kPage, (last - first) * kPage, pgoff, exec, path));
+      for (uint64_t p = first; p < last; p++)
+        model[pid][p] = exec ? std::make_pair(path, pgoff + (p - first) * kPage) : std::make_pair(std::string(), uint64_t{0});
+    }
+    if (r % 50 != 49) continue;
+    for (const auto& [pid, want] : model) {
+      const ModuleList& l = *t.lists()[t.list_for(pid)];
+      Model got(kPages);
+      for (const auto& m : l.modules) {
+        REQUIRE(m.start >= kBase);
+        REQUIRE(m.end <= kBase + kPages * kPage);
+        for (uint64_t a = m.start; a < m.end; a += kPage) got[(a - kBase) / kPage] = {m.path, m.file_offset + (a - m.start)};
+      }
+      for (uint64_t p = 0; p < kPages; p++) {
+        INFO("round " << r << " pid " << pid << " page " << p);
+        REQUIRE(got[p] == want[p]);
+      }
+    }
+  }
+  CHECK(next_pid > 20);  // the walk forked often enough to mean something
+}
+
 TEST_CASE("module tracker: forks and mmaps cannot multiply mappings without bound", "[perf][tracker][hostile]") {
   // review of module_tracker.cpp: a 40-byte FORK copied every mapping of its parent. Now all
   // processes together hold at most 2^20 mappings; children past that start without modules.
