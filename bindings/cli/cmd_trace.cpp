@@ -904,7 +904,12 @@ constexpr const char* kShowHelp =
     "call left no trace of, inferred at capture from DWARF call sites, as `stack` shows it). The\n"
     "inlined lines list the functions inlined into the frame, innermost first, each at its own\n"
     "position; file:line:column is the physical function's position. What named each frame\n"
-    "(resolver) is in --json. Then the trace's replays, oldest first.\n"
+    "(resolver) is in --json. A trace captured with --with-btf shows each thread's kernel segment\n"
+    "first, as `stack --kernel --with-btf` does: a \"kernel: system call N, user sp .. pc ..\" line,\n"
+    "the kernel frames (#0.., address 0: /proc gives none; name+offset - [kernel.kallsyms] or\n"
+    "[module] [kernel_stack], its BTF prototype below), then the user frames, the first marked\n"
+    "kernel_user_boundary; --json has them in the event's \"kernel\" field. Then the trace's\n"
+    "replays, oldest first.\n"
     "\n"
     "Exit status: 0 shown; 1 no such trace, or the store could not be read; 2 bad options or\n"
     "values (one line names the value).\n";

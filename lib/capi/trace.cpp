@@ -182,7 +182,11 @@ SPROV_API int sprov_trace_get_json(sprov_trace_store* store, const char* trace_i
       return fail(make_error(SPROV_ERR_INVALID_ARG, "trace id '%s' is not a UUID", trace_id));
     auto t = store->store->get_trace(trace_id);
     if (!t) return fail(t.error());
-    return give_string(trace::trace_capture_event(t.value()), out, out_len);
+    // The kernel segments (trace-capture --with-btf) are in the captured data. Data that does not
+    // decode leaves them out here: trace-verify and replay are what report it.
+    trace::CapturedKernel kernel;
+    if (!pipeline::captured_threads(t.value(), nullptr, &kernel)) kernel = {};
+    return give_string(trace::trace_capture_event(t.value(), kernel), out, out_len);
   });
 }
 
@@ -200,7 +204,7 @@ SPROV_API int sprov_trace_render(const char* event, size_t len, uint32_t flags, 
     if (cap == nullptr) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_trace_render: not a trace.capture event"));
     std::string text;
     for (const pipeline::RenderThread& t :
-         pipeline::trace_render_threads(cap->trace, !(flags & SPROV_RENDER_NO_INFERRED))) {
+         pipeline::trace_render_threads(cap->trace, !(flags & SPROV_RENDER_NO_INFERRED), &cap->kernel)) {
       pipeline::render_thread(t, flags & SPROV_RENDER_LINES, &text);
       if (t.frames.empty()) text += "    (no frames)\n";
     }

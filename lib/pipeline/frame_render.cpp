@@ -324,13 +324,42 @@ void render_thread(const RenderThread& t, uint32_t flags, std::string* out) {
   if (!t.stop_reason.empty()) *out += "stop: " + t.stop_reason + '\n';
 }
 
-std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool inferred) {
+std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool inferred, const trace::CapturedKernel* kernel) {
   std::vector<RenderThread> out;
   out.reserve(t.threads.size());
   for (const trace::Thread& th : t.threads) {
     RenderThread rt;
     rt.tid = static_cast<int64_t>(th.tid);
     rt.name = th.name;
+    // The thread's kernel segment (trace-capture --with-btf), as `stack --kernel --with-btf` shows
+    // one: its frames first, named as /proc named them (no address), then the user frames.
+    const trace::CapturedKernelSegment* seg = nullptr;
+    if (kernel != nullptr)
+      for (const trace::CapturedKernelSegment& s : kernel->segments)
+        if (s.tid == th.tid) seg = &s;
+    if (seg != nullptr) {
+      rt.has_kernel = true;
+      rt.kernel.state = "read";
+      rt.kernel.syscall = seg->syscall;
+      rt.kernel.user_sp = seg->user_sp;
+      rt.kernel.user_pc = seg->user_pc;
+      for (const trace::CapturedKernelFrame& k : seg->frames) {
+        RenderFrame r;
+        r.index = rt.frames.size();
+        r.is_kernel = true;
+        r.method = "kernel_stack";
+        r.function = k.symbol;
+        r.function_offset = k.offset;
+        r.function_size = k.size;
+        r.module = k.module.empty() ? std::string("[kernel.kallsyms]") : "[" + k.module + "]";
+        r.btf = k.btf_func_id != 0 ? 1 : 2;
+        r.btf_text = k.prototype;
+        r.btf_approximate = k.approximate;
+        r.btf_func_id = k.btf_func_id;
+        rt.frames.push_back(std::move(r));
+      }
+    }
+    const size_t user_first = rt.frames.size();
     for (size_t i = 0; i < th.frames.size(); i++) {
       const trace::Frame& f = th.frames[i];
       if (!inferred && trace::frame_inferred(f)) continue;
@@ -392,6 +421,7 @@ std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool infer
         const trace::InlineFrame& in = f.inline_chain[k];
         r.inlined.push_back({in.function, in.function, in.file, in.line, in.column});
       }
+      r.kernel_user_boundary = seg != nullptr && !seg->frames.empty() && rt.frames.size() == user_first;
       rt.frames.push_back(std::move(r));
     }
     int64_t native = -1;  // the next native frame outward: the activation that runs a Python frame

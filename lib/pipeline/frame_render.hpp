@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "trace/capture_data.hpp"
 #include "trace/trace.hpp"
 
 namespace stackprov::pipeline {
@@ -131,6 +132,8 @@ void render_thread(const RenderThread& t, uint32_t flags, std::string* out);
 /// turned innermost first, "<method>+jit" split, signal trampolines found by the next frame's
 /// "signal" method, offsets shown where the resolver knows function starts. `inferred` false:
 /// without the inferred (tail-call) frames, the others numbered from 0 as `stack --no-tail-calls`.
-std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool inferred = true);
+/// `kernel` (optional): a thread with a kernel segment shows it first, as `stack --kernel --with-btf`.
+std::vector<RenderThread> trace_render_threads(const trace::Trace& t, bool inferred = true,
+                                               const trace::CapturedKernel* kernel = nullptr);
 
 }  // namespace stackprov::pipeline

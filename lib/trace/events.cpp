@@ -6,7 +6,9 @@
 
 #include "evidence/json.hpp"
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 
@@ -21,7 +23,14 @@ static std::string hex_addr(uint64_t v) {
   return buf;
 }
 
-std::string trace_capture_event(const Trace& t) {
+static std::string hex_bytes(const uint8_t* p, size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += kHex[p[i] >> 4], s += kHex[p[i] & 15];
+  return s;
+}
+
+std::string trace_capture_event(const Trace& t, const CapturedKernel& kernel) {
   OJson j;
   j["event"] = "trace.capture";
   j["trace_id"] = t.id;
@@ -66,6 +75,25 @@ std::string trace_capture_event(const Trace& t) {
   OJson threads = OJson::array();
   for (const Thread& th : t.threads) threads.push_back(OJson{{"tid", th.tid}, {"name", th.name}});
   j["threads"] = std::move(threads);
+  if (!kernel.empty()) {
+    OJson segs = OJson::array();
+    for (const CapturedKernelSegment& seg : kernel.segments) {
+      OJson fr = OJson::array();
+      for (const CapturedKernelFrame& f : seg.frames)
+        fr.push_back(OJson{{"symbol", f.symbol},           {"offset", hex_addr(f.offset)},
+                           {"size", hex_addr(f.size)},     {"module", f.module},
+                           {"btf_func_id", f.btf_func_id}, {"approximate", f.approximate},
+                           {"prototype", f.prototype}});
+      segs.push_back(OJson{{"tid", seg.tid},
+                           {"syscall", seg.syscall},
+                           {"user_sp", hex_addr(seg.user_sp)},
+                           {"user_pc", hex_addr(seg.user_pc)},
+                           {"frames", std::move(fr)}});
+    }
+    j["kernel"] = OJson{{"build_id", hex_bytes(kernel.build_id.data(), kernel.build_id.size())},
+                        {"btf_sha256", hex_bytes(kernel.btf_sha256.data(), kernel.btf_sha256.size())},
+                        {"segments", std::move(segs)}};
+  }
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // names are bytes: invalid UTF-8 -> U+FFFD
 }
 
@@ -153,9 +181,86 @@ Result<std::string> sha_ref(const Json& obj, const char* key, const std::string&
     dst = std::move(r_.value());       \
   } while (0)
 
+/// A string of at most `max` bytes.
+Result<std::string> bounded_str(const Json& obj, const char* key, const std::string& path, size_t max) {
+  auto s = str(obj, key, path);
+  if (s && s->size() > max) return field_error(path + "." + key, "too long");
+  return s;
+}
+
+/// Lower-case hex of 1..`max_bytes` bytes (`exact`: exactly that many) -> the bytes.
+Result<std::vector<uint8_t>> hex_bytes_field(const Json& obj, const char* key, const std::string& path,
+                                             size_t max_bytes, bool exact) {
+  auto s = str(obj, key, path);
+  if (!s) return s.error();
+  const std::string& v = *s;
+  if (v.empty() || v.size() % 2 || v.size() > 2 * max_bytes || (exact && v.size() != 2 * max_bytes) ||
+      !is_lower_hex(v))
+    return field_error(path + "." + key, exact ? "not lower-case hex of the expected length" : "not lower-case hex bytes");
+  std::vector<uint8_t> out(v.size() / 2);
+  auto nib = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(nib(v[2 * i]) << 4 | nib(v[2 * i + 1]));
+  return out;
+}
+
+/// The "kernel" extension, with the captured data's own limits (capture_data.hpp).
+Result<CapturedKernel> parse_kernel(const Json& kj) {
+  const std::string p = ".kernel";
+  if (!kj.is_object()) return field_error(p, "not an object");
+  auto st = check_keys(kj, p, {"build_id", "btf_sha256", "segments"}, {});
+  if (!st) return st.error();
+  CapturedKernel k;
+  TRY_ASSIGN(k.build_id, hex_bytes_field(kj, "build_id", p, kMaxKernelBuildId, false));
+  std::vector<uint8_t> sha;
+  TRY_ASSIGN(sha, hex_bytes_field(kj, "btf_sha256", p, 32, true));
+  std::copy(sha.begin(), sha.end(), k.btf_sha256.begin());
+  const Json& segs = kj["segments"];
+  if (!segs.is_array()) return field_error(p + ".segments", "not an array");
+  if (segs.empty()) return field_error(p + ".segments", "empty (the extension is absent without segments)");
+  if (segs.size() > kMaxThreads) return field_error(p + ".segments", "too many segments");
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const std::string sp = p + ".segments[" + std::to_string(i) + "]";
+    const Json& sj = segs[i];
+    if (!sj.is_object()) return field_error(sp, "not an object");
+    st = check_keys(sj, sp, {"tid", "syscall", "user_sp", "user_pc", "frames"}, {});
+    if (!st) return st.error();
+    CapturedKernelSegment seg;
+    TRY_ASSIGN(seg.tid, u64(sj, "tid", sp, UINT64_MAX));
+    const Json& sc = sj["syscall"];
+    if (!sc.is_number_integer() || sc.get<int64_t>() < -1 || sc.get<int64_t>() > INT32_MAX)
+      return field_error(sp + ".syscall", "not an integer from -1 to 2^31-1");
+    seg.syscall = sc.get<int64_t>();
+    TRY_ASSIGN(seg.user_sp, hex_u64(sj, "user_sp", sp));
+    TRY_ASSIGN(seg.user_pc, hex_u64(sj, "user_pc", sp));
+    const Json& fr = sj["frames"];
+    if (!fr.is_array()) return field_error(sp + ".frames", "not an array");
+    if (fr.size() > kMaxKernelSegmentFrames) return field_error(sp + ".frames", "too many frames");
+    for (size_t n = 0; n < fr.size(); ++n) {
+      const std::string fp = sp + ".frames[" + std::to_string(n) + "]";
+      if (!fr[n].is_object()) return field_error(fp, "not an object");
+      st = check_keys(fr[n], fp, {"symbol", "offset", "size", "module", "btf_func_id", "approximate", "prototype"}, {});
+      if (!st) return st.error();
+      CapturedKernelFrame f;
+      TRY_ASSIGN(f.symbol, bounded_str(fr[n], "symbol", fp, kMaxKernelName));
+      TRY_ASSIGN(f.offset, hex_u64(fr[n], "offset", fp));
+      TRY_ASSIGN(f.size, hex_u64(fr[n], "size", fp));
+      TRY_ASSIGN(f.module, bounded_str(fr[n], "module", fp, kMaxKernelName));
+      uint64_t id = 0;
+      TRY_ASSIGN(id, u64(fr[n], "btf_func_id", fp, UINT32_MAX));
+      f.btf_func_id = static_cast<uint32_t>(id);
+      if (!fr[n]["approximate"].is_boolean()) return field_error(fp + ".approximate", "not a boolean");
+      f.approximate = fr[n]["approximate"].get<bool>();
+      TRY_ASSIGN(f.prototype, bounded_str(fr[n], "prototype", fp, kMaxKernelPrototype));
+      seg.frames.push_back(std::move(f));
+    }
+    k.segments.push_back(std::move(seg));
+  }
+  return k;
+}
+
 Result<Event> parse_capture(const Json& j) {
   auto st = check_keys(j, "", {"event", "trace_id", "platform", "build_id", "frames", "symbol_bundle_ref", "dsse_ref"},
-                       {"arch", "captured_at", "data_ref", "data_size", "threads"});
+                       {"arch", "captured_at", "data_ref", "data_size", "threads", "kernel"});
   if (!st) return st.error();
   Trace t;
   TRY_ASSIGN(t.id, str(j, "trace_id", ""));
@@ -267,7 +372,13 @@ Result<Event> parse_capture(const Json& j) {
       return field_error(p + ".tid", "differs from its thread's tid");
     t.threads[thread].frames.push_back(std::move(f));
   }
-  return Event(CaptureEvent{std::move(t)});
+  CapturedKernel kernel;
+  if (j.contains("kernel")) {
+    auto k = parse_kernel(j["kernel"]);
+    if (!k) return k.error();
+    kernel = std::move(k.value());
+  }
+  return Event(CaptureEvent{std::move(t), std::move(kernel)});
 }
 
 }  // namespace

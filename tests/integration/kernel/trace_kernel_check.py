@@ -236,6 +236,54 @@ def check_segments(kernel, proc, bpf):
     return n
 
 
+def show_kernel(args, store, trace_id, kernel, proc, bpf):
+    """trace-show: the --json event's "kernel" extension and the text's kernel lines against /proc as
+    this script read it and bpftool's BTF dump (check_segments), as `stack --kernel --with-btf` shows
+    them: each thread's kernel frames first (#0...), then its user frames from the kernel_user_boundary."""
+    p = subprocess.run([args.stackprov, "trace-show", trace_id, "--store", "sqlite:" + store, "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    if not check(p.returncode == 0, "trace-show --json: exit %d, %s" % (p.returncode, p.stderr.strip())):
+        return
+    ev = json.loads(p.stdout.splitlines()[0])
+    k = ev.get("kernel")
+    if not check(k is not None, "trace-show --json: the event has no \"kernel\" field"):
+        return
+    segs = {}
+    for seg in k["segments"]:
+        frames = [{"name": f["symbol"], "offset": int(f["offset"], 16), "size": int(f["size"], 16),
+                   "module": f["module"], "func_id": f["btf_func_id"], "approximate": f["approximate"],
+                   "prototype": f["prototype"]} for f in seg["frames"]]
+        segs[seg["tid"]] = {"syscall": seg["syscall"], "sp": int(seg["user_sp"], 16), "pc": int(seg["user_pc"], 16),
+                            "frames": frames}
+    check(k["build_id"] == kernel["build_id"] and k["btf_sha256"] == kernel["btf_sha256"],
+          "trace-show --json: kernel build-id/BTF sha256 %s/%s, the container's %s/%s" %
+          (k["build_id"], k["btf_sha256"], kernel["build_id"], kernel["btf_sha256"]))
+    print("trace-show --json:", end=" ")
+    check_segments({"segments": segs}, proc, bpf)
+    t = subprocess.run([args.stackprov, "trace-show", trace_id, "--store", "sqlite:" + store],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    if not check(t.returncode == 0, "trace-show: exit %d, %s" % (t.returncode, t.stderr.strip())):
+        return
+    blocks = re.split(r"^TID ", t.stdout, flags=re.M)[1:]
+    shown = 0
+    for b in blocks:
+        tid = int(b.split()[0])
+        frames, sc = proc.get(tid, ([], []))
+        lines = [l for l in b.splitlines() if l.startswith("#")]
+        want = ["#%-2d 0x%016x %s+0x%x - %s [kernel_stack]" % (i, 0, n, o, "[%s]" % m if m else "[kernel.kallsyms]")
+                for i, (n, o, _, m) in enumerate(frames)]
+        check(lines[:len(want)] == want, "trace-show: thread %d's first lines %s, /proc's frames %s" %
+              (tid, lines[:len(want)], want))
+        check(len(lines) > len(want) and lines[len(want)].endswith("kernel_user_boundary]"),
+              "trace-show: thread %d's first user frame %r is not marked kernel_user_boundary" %
+              (tid, lines[len(want)] if len(lines) > len(want) else None))
+        check(("kernel: system call %s, user sp 0x%x pc 0x%x" % (sc[0], int(sc[-2], 16), int(sc[-1], 16))) in b,
+              "trace-show: thread %d has no 'kernel: system call %s' line matching /proc's syscall" % (tid, sc[0]))
+        shown += len(want)
+    check(len(blocks) == len(proc), "trace-show: %d threads, /proc has %d" % (len(blocks), len(proc)))
+    print("trace-show: %d kernel frame lines = /proc's, %d threads" % (shown, len(blocks)))
+
+
 def replay(args, store, trace_id, keys):
     p = subprocess.run([args.stackprov, "trace-replay", "--trace", trace_id, "--store", "sqlite:" + store, "--seeds",
                         "5", "--json"] + keys, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
@@ -345,7 +393,9 @@ def main():
     check(kernel["btf_sha256"] == btf_sha, "BTF sha256 %s, hashlib's %s" % (kernel["btf_sha256"], btf_sha))
     dump = subprocess.run([tools["bpftool"], "btf", "dump", "file", "/sys/kernel/btf/vmlinux"],
                           stdout=subprocess.PIPE, text=True, check=True).stdout
-    n_kernel = check_segments(kernel, proc, bpftool_btf(dump))
+    bpf = bpftool_btf(dump)
+    n_kernel = check_segments(kernel, proc, bpf)
+    show_kernel(args, store, trace_id, kernel, proc, bpf)
 
     # Replay on this kernel: re-derived, every kernel frame identical; the gate passes.
     rc, rep, err = replay(args, store, trace_id, gate_keys)

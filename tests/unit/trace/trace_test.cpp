@@ -115,6 +115,105 @@ TEST_CASE("events: every strict prefix of a valid line is refused", "[trace]") {
   for (size_t n = 0; n < line.size(); ++n) CHECK_FALSE(parse_event(line.substr(0, n)).ok());
 }
 
+namespace {
+Trace kernel_event_trace() {
+  Trace t;
+  t.id = "0b9f2c1e-8d7b-4c1e-9a51-0123456789ab";
+  t.platform = "linux";
+  t.arch = "x86_64";
+  t.captured_at = "2026-11-30T12:00:00.000000Z";
+  REQUIRE(set_trace_data(t, reinterpret_cast<const uint8_t*>("x"), 1).ok());
+  Frame f;
+  f.ip = 0x401000;
+  f.module_path = "/bin/a";
+  t.threads = {{7, "main", {f}}, {8, "worker", {f}}};
+  return t;
+}
+CapturedKernel sample_kernel() {
+  CapturedKernel k;
+  k.build_id = {0x85, 0xc7, 0xe4, 0x00, 0xff};
+  for (size_t i = 0; i < 32; i++) k.btf_sha256[i] = static_cast<uint8_t>(i * 7);
+  CapturedKernelSegment s;
+  s.tid = 8;
+  s.syscall = 230;
+  s.user_sp = 0x7ffe91c4de98;
+  s.user_pc = 0x7f80c9df9503;
+  s.frames = {{"hrtimer_nanosleep", 0xb5, 0x130, "", 84325, false, "long int hrtimer_nanosleep(ktime_t rqtp)"},
+              {"ext4_read.cold", 0x0, 0x20, "ext4", 0, true, ""}};
+  k.segments = {s};
+  s.tid = 7;
+  s.syscall = -1;
+  s.frames.clear();
+  k.segments.push_back(s);
+  return k;
+}
+}  // namespace
+
+TEST_CASE("events: the kernel extension round-trips, is absent without segments, and is parsed strictly",
+          "[trace][kernel]") {
+  Trace t = kernel_event_trace();
+  const std::string plain = trace_capture_event(t);
+  CHECK(plain == trace_capture_event(t, CapturedKernel{}));  // no segments: the line of before, byte for byte
+  CHECK(plain.find("\"kernel\"") == std::string::npos);
+  const CapturedKernel k = sample_kernel();
+  const std::string line = trace_capture_event(t, k);
+  CHECK(line.find(",\"kernel\":{\"build_id\":\"85c7e400ff\",\"btf_sha256\":\"00070e15") != std::string::npos);
+  CHECK(line.find("{\"symbol\":\"hrtimer_nanosleep\",\"offset\":\"0xb5\",\"size\":\"0x130\",\"module\":\"\","
+                  "\"btf_func_id\":84325,\"approximate\":false,") != std::string::npos);
+  auto ev = parse_event(line);
+  REQUIRE(ev.ok());
+  const CaptureEvent& c = std::get<CaptureEvent>(*ev);
+  CHECK(c.kernel.build_id == k.build_id);
+  CHECK(c.kernel.btf_sha256 == k.btf_sha256);
+  REQUIRE(c.kernel.segments.size() == 2);
+  for (size_t i = 0; i < 2; i++) {
+    const CapturedKernelSegment &a = c.kernel.segments[i], &b = k.segments[i];
+    CHECK((a.tid == b.tid && a.syscall == b.syscall && a.user_sp == b.user_sp && a.user_pc == b.user_pc));
+    REQUIRE(a.frames.size() == b.frames.size());
+    for (size_t n = 0; n < a.frames.size(); n++) {
+      const CapturedKernelFrame &x = a.frames[n], &y = b.frames[n];
+      CHECK((x.symbol == y.symbol && x.offset == y.offset && x.size == y.size && x.module == y.module &&
+             x.btf_func_id == y.btf_func_id && x.approximate == y.approximate && x.prototype == y.prototype));
+    }
+  }
+  // Each hostile change is refused, naming the field.
+  auto refused = [&](const std::string& from, const std::string& to, const char* field) {
+    std::string bad = line;
+    const size_t at = bad.find(from);
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, from.size(), to);
+    auto e = parse_event(bad);
+    INFO(to);
+    REQUIRE_FALSE(e.ok());
+    CHECK_THAT(e.error().message, Catch::Contains(field));
+  };
+  refused("\"syscall\":230", "\"syscall\":-2", ".kernel.segments[0].syscall");
+  refused("\"syscall\":230", "\"syscall\":\"230\"", ".kernel.segments[0].syscall");
+  refused("\"build_id\":\"85c7e400ff\"", "\"build_id\":\"85C7\"", ".kernel.build_id");
+  refused("\"build_id\":\"85c7e400ff\"", "\"build_id\":\"" + std::string(130, 'a') + "\"", ".kernel.build_id");
+  refused("\"btf_sha256\":\"00070e15", "\"btf_sha256\":\"0e15", ".kernel.btf_sha256");
+  refused("\"approximate\":false", "\"approximate\":0", ".kernel.segments[0].frames[0].approximate");
+  refused("\"offset\":\"0xb5\"", "\"offset\":\"181\"", ".kernel.segments[0].frames[0].offset");
+  refused("\"module\":\"ext4\"", "\"module\":\"ext4\",\"address\":\"0x1\"", ".kernel.segments[0].frames[1].address");
+  refused("\"symbol\":\"hrtimer_nanosleep\"", "\"symbol\":\"" + std::string(kMaxKernelName + 1, 'x') + "\"",
+          ".kernel.segments[0].frames[0].symbol");
+  refused(",\"kernel\":{", ",\"kernel\":{\"extra\":1,", ".kernel.extra");
+  {
+    std::string bad = line.substr(0, line.find(",\"kernel\":")) + ",\"kernel\":{\"build_id\":\"aa\",\"btf_sha256\":\"" +
+                      std::string(64, '0') + "\",\"segments\":[]}}";
+    auto e = parse_event(bad);
+    REQUIRE_FALSE(e.ok());
+    CHECK_THAT(e.error().message, Catch::Contains(".kernel.segments"));
+  }
+  {  // more frames in a segment than the captured data holds
+    CapturedKernel big = k;
+    big.segments[0].frames.resize(kMaxKernelSegmentFrames + 1, big.segments[0].frames[0]);
+    auto e = parse_event(trace_capture_event(t, big));
+    REQUIRE_FALSE(e.ok());
+    CHECK_THAT(e.error().message, Catch::Contains("too many frames"));
+  }
+}
+
 TEST_CASE("store URLs: forms, errors naming the value, defaults", "[trace]") {
   auto s = parse_store_url("sqlite:/tmp/x.db");
   REQUIRE(s.ok());
