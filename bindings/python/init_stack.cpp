@@ -280,7 +280,8 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
                      std::optional<std::string> exe, int64_t tid, bool runtime_frames = false,
                      std::optional<std::string> minidump = std::nullopt,
                      std::optional<std::string> symbol_path = std::nullopt,
-                     std::optional<std::string> raw = std::nullopt) {
+                     std::optional<std::string> raw = std::nullopt,
+                     std::optional<std::string> snapshot = std::nullopt) {
   sprov_process_opts o{};
   o.sz = sizeof(o);
   o.tid = tid;
@@ -291,6 +292,7 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   if (pid) check(sprov_process_capture(ctx.get(), *pid, &o, &p));
   else if (minidump) check(sprov_process_open_minidump(ctx.get(), minidump->c_str(), &o, &p));
   else if (raw) check(sprov_process_open_raw(ctx.get(), raw->c_str(), &o, &p));
+  else if (snapshot) check(sprov_process_open_snapshot(ctx.get(), snapshot->c_str(), &o, &p));
   else check(sprov_process_open_core(ctx.get(), core->c_str(), &o, &p));
   Process out{ctx, std::shared_ptr<sprov_process>(p, sprov_process_free), {}};
   sprov_process_info in{};
@@ -299,7 +301,7 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   ProcessInfo& i = out.info;
   i.pid = sprov_process_pid(p);
   i.core = core.has_value();
-  i.source = pid ? "live" : minidump ? "minidump" : raw ? "raw" : "core";
+  i.source = pid ? "live" : minidump ? "minidump" : raw ? "raw" : snapshot ? "snapshot" : "core";
   i.program = str(in.program);
   i.command_line = str(in.command_line);
   i.warnings = str(sprov_process_warnings(p));
@@ -324,10 +326,11 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
   return out;
 }
 
-/// What stack() reads: a live process, a core file, a minidump or raw machine state (one of them).
+/// What stack() reads: a live process, a core file, a minidump, raw machine state or saved
+/// snapshots (one of them).
 struct Target {
   std::optional<int64_t> pid;
-  std::optional<std::string> core, exe, minidump, raw, symbol_path;
+  std::optional<std::string> core, exe, minidump, raw, symbol_path, snapshot;
 };
 
 void check_target(const std::optional<int64_t>& pid, const std::optional<std::string>& core,
@@ -344,20 +347,22 @@ struct StackResult {
   std::vector<Thread> threads;
 };
 
-/// Exactly one of pid, core, minidump and raw; the options that apply to it (the CLI's rules).
+/// Exactly one of pid, core, minidump, raw and snapshot; the options that apply to it (the CLI's rules).
 void check_stack_target(const Target& t, int64_t tid) {
-  const int given = !!t.pid + !!t.core + !!t.minidump + !!t.raw;
+  const int given = !!t.pid + !!t.core + !!t.minidump + !!t.raw + !!t.snapshot;
   if (given > 1)
-    fail_arg("give one of pid=, core=, minidump= and raw= (pid " + (t.pid ? std::to_string(*t.pid) : "None") +
+    fail_arg("give one of pid=, core=, minidump=, raw= and snapshot= (pid " + (t.pid ? std::to_string(*t.pid) : "None") +
              ", core " + (t.core ? "'" + *t.core + "'" : "None") + ", minidump " +
-             (t.minidump ? "'" + *t.minidump + "'" : "None") + ", raw " + (t.raw ? "'" + *t.raw + "'" : "None") + ")");
-  if (given == 0) fail_arg("give pid=, core=, minidump= or raw=");
+             (t.minidump ? "'" + *t.minidump + "'" : "None") + ", raw " + (t.raw ? "'" + *t.raw + "'" : "None") +
+             ", snapshot " + (t.snapshot ? "'" + *t.snapshot + "'" : "None") + ")");
+  if (given == 0) fail_arg("give pid=, core=, minidump=, raw= or snapshot=");
   if (t.pid || t.core) check_target(t.pid, t.core, t.exe);
   if (t.minidump && t.minidump->empty()) fail_arg("minidump needs a file name");
   if (t.raw && t.raw->empty()) fail_arg("raw needs a file or directory name");
-  if ((t.minidump || t.raw) && t.exe)
+  if (t.snapshot && t.snapshot->empty()) fail_arg("snapshot needs a file or directory name");
+  if ((t.minidump || t.raw || t.snapshot) && t.exe)
     fail_arg("exe '" + *t.exe + "' is only valid with core (a minidump's modules are looked up on symbol_path, a raw "
-             "state names its own)");
+             "state names its own, a snapshot holds its modules)");
   if (t.symbol_path && !t.minidump) fail_arg("symbol_path '" + *t.symbol_path + "' is only valid with minidump");
   if (t.raw && tid != 0)
     fail_arg("tid " + std::to_string(tid) + " does not apply to raw '" + *t.raw + "' (its documents name their threads)");
@@ -398,10 +403,11 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
     fail_arg("invalid python '" + python + "' (expected auto, off or only)");
   StackResult r;
   py::gil_scoped_release nogil;
-  // Runtime (CPython) frames are read from live processes and cores (as the CLI reads them).
+  // Runtime (CPython) frames are read from live processes and cores, and taken from snapshots that
+  // saved them (as the CLI does).
   const bool runtime = python != "off" && !target.minidump && !target.raw;
   Process p = open_process(ctx, target.pid, target.core, target.exe, tid, runtime, target.minidump, target.symbol_path,
-                           target.raw);
+                           target.raw, target.snapshot);
   r.info = p.info;
   // Arguments in registers need each frame's registers (`stackprov stack --args`).
   Unwinder uw = make_unwinder(ctx, max_frames, true, false, args);
@@ -656,7 +662,7 @@ void init_stack(py::module_& m) {
   py::class_<ProcessInfo>(m, "ProcessInfo", "What a capture knows besides the registers.")
       .def_readonly("pid", &ProcessInfo::pid)
       .def_readonly("core", &ProcessInfo::core)
-      .def_readonly("source", &ProcessInfo::source, "what was read: \"live\", \"core\", \"minidump\" or \"raw\"")
+      .def_readonly("source", &ProcessInfo::source, "what was read: \"live\", \"core\", \"minidump\", \"raw\" or \"snapshot\"")
       .def_readonly("program", &ProcessInfo::program)
       .def_readonly("command_line", &ProcessInfo::command_line)
       .def_readonly("warnings", &ProcessInfo::warnings)
@@ -859,18 +865,26 @@ void init_stack(py::module_& m) {
       }, py::arg("path"),
       "Opens raw machine state (doc/raw-state.md): one JSON document of a thread's registers, memory and modules,\n"
       "or a directory of them (one thread each, in name order).")
+      .def("open_snapshot", [](const Context& c, std::string path, int64_t tid) {
+        CtxPtr ctx = c.get();
+        py::gil_scoped_release nogil;
+        return open_process(ctx, std::nullopt, std::nullopt, std::nullopt, tid, true, std::nullopt, std::nullopt,
+                            std::nullopt, path);
+      }, py::arg("path"), py::kw_only(), py::arg("tid") = 0,
+      "Opens saved snapshots (`stackprov stack --save-snapshots DIR`): one .snap file or a directory of them\n"
+      "(one thread each, in tid order), with the CPython frames the capture read.")
       .def("_stack", [](const Context& c, std::optional<int64_t> pid, std::optional<std::string> core,
                         std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
                         std::string python, bool tail_calls, std::optional<std::string> minidump,
                         std::optional<std::string> raw, std::optional<std::string> symbol_path, std::string render,
-                        bool args) {
-        StackResult r = stack_of(c.get(), Target{pid, core, exe, minidump, raw, symbol_path}, tid, max_frames, lines,
-                                 python, tail_calls, render, args);
+                        bool args, std::optional<std::string> snapshot) {
+        StackResult r = stack_of(c.get(), Target{pid, core, exe, minidump, raw, symbol_path, snapshot}, tid, max_frames,
+                                 lines, python, tail_calls, render, args);
         return std::make_pair(r.info, r.threads);
       }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
       py::arg("python") = "auto", py::arg("tail_calls") = true, py::arg("minidump") = py::none(),
       py::arg("raw") = py::none(), py::arg("symbol_path") = py::none(), py::arg("render") = "",
-      py::arg("args") = false);
+      py::arg("args") = false, py::arg("snapshot") = py::none());
 
   closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
   closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");

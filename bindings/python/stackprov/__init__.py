@@ -90,21 +90,23 @@ def _flag(fn, name, value):
 
 
 def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0,
-                    lines=True, context=None, python="auto", tail_calls=True, render="", args=False):
+                    lines=True, context=None, python="auto", tail_calls=True, render="", args=False, snapshot=None):
     """(ProcessInfo, [Thread]) of a live process (pid=), an ELF core file (core=, exe=), a Windows
-    minidump (minidump=, symbol_path=) or raw machine state (raw=). ProcessInfo.source says which;
+    minidump (minidump=, symbol_path=), raw machine state (raw=) or saved snapshots (snapshot=).
+    ProcessInfo.source says which;
     a minidump's exception is in .exception_code/.exception_address/.exception_tid/.exception_name
     and where each module's identity and file came from in .notes.
     render="text" or "json": each Thread's .rendered is the thread as `stackprov stack` prints it
     (text, or its --json thread object), by the library's one renderer; with args=True as
     `stackprov stack --args` prints it. args: as stack()."""
     _flag("stack_with_info", "args", args)
-    for what, v in (("minidump", minidump), ("raw", raw)):
+    for what, v in (("minidump", minidump), ("raw", raw), ("snapshot", snapshot)):
         if v is not None and not isinstance(v, (str, bytes, _os.PathLike)):
             raise InvalidArgumentError("invalid %s %r (expected a path)" % (what, v), _INVALID_ARG)
     minidump = _os.fsdecode(minidump) if minidump is not None else None
     raw = _os.fsdecode(raw) if raw is not None else None
-    for what, v in (("minidump", minidump), ("raw state", raw)):
+    snapshot = _os.fsdecode(snapshot) if snapshot is not None else None
+    for what, v in (("minidump", minidump), ("raw state", raw), ("snapshot", snapshot)):
         if v and not _os.path.exists(v):
             raise FileMissingError("%s '%s': no such file or directory" % (what, v), -2)
     sp = _dir_list("symbol_path", symbol_path)
@@ -117,11 +119,11 @@ def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, s
     else:
         ctx = _stackprov._default_context()
     return ctx._stack(pid, core, exe, tid, max_frames, lines, python, tail_calls, minidump, raw,
-                      ":".join(sp) if sp is not None else None, render, args)
+                      ":".join(sp) if sp is not None else None, render, args, snapshot)
 
 
 def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0, lines=True,
-          context=None, python="auto", tail_calls=True, args=False):
+          context=None, python="auto", tail_calls=True, args=False, snapshot=None):
     """Stacks of every thread (or only `tid`) of a live process (pid=), a core file (core=,
     exe= the main program), a Windows x64 minidump (minidump=: the exception's thread first;
     symbol_path: directories -- a list or a ':'-separated string -- of module files, DIR/NAME or
@@ -129,7 +131,9 @@ def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path
     DIR/NAME.pdb/<KEY>/NAME.pdb -- the PDBs only without context=: a context's own debug_dirs are
     where it looks for them) or raw machine state (raw=: a JSON document of one thread or a
     directory of them, doc/raw-state.md; modules of any format -- Mach-O, ELF, PE -- opened from
-    their paths), as `stackprov stack` prints them: a list of Thread, each with
+    their paths) or saved snapshots (snapshot=: a .snap file or a directory of them, from
+    `stackprov stack --save-snapshots DIR`, with the CPython frames the capture read; the process
+    may be gone), as `stackprov stack` prints them: a list of Thread, each with
     .tid, .name, .frames (Frame: pc, sp, cfa, module, build_id, id_kind, module_id, module_key,
     module_offset, function, file, line, column, method, resolver, inlined, ...) and .stop_reason.
     A module whose file is missing is answered from its bundle when the context has a bundle store
@@ -149,7 +153,7 @@ def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path
     _flag("stack", "args", args)
     return stack_with_info(pid, core, exe, minidump=minidump, raw=raw, symbol_path=symbol_path, tid=tid,
                            max_frames=max_frames, lines=lines, context=context, python=python,
-                           tail_calls=tail_calls, args=args)[1]
+                           tail_calls=tail_calls, args=args, snapshot=snapshot)[1]
 
 
 def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=False, demangle=True,

@@ -14,13 +14,17 @@ _STACK_USAGE = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [-
                                   [--max-frames N] [--json] [--no-lines]
        python3 -m stackprov stack --raw STATE.json|DIR [--offline] [--store DIR] [--max-frames N] [--json]
                                   [--no-lines]
+       python3 -m stackprov stack --snapshot FILE|DIR [--offline] [--store DIR] [--tid TID] [--max-frames N]
+                                  [--json] [--no-lines]
        (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls and --args)"""
 
 _STACK_DOC = """Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
 the same JSON object), through the Python binding. See `stackprov stack --help` for the
 output's fields; --store DIR is the bundle store (with --offline the default store directory),
 --sysroot DIR (with --core) where module files are looked up, --offline (with --core,
---minidump or --raw) no module file at all, only the core, dump or state and bundles,
+--minidump, --raw or --snapshot) no module file at all, only the core, dump, state or snapshots
+and bundles, --snapshot PATH saved snapshots (`stackprov stack --save-snapshots DIR`: one .snap
+file or a directory of them, one thread each, with the Python frames the capture read),
 --minidump FILE a Windows x64 minidump (its exception and per-module notes in the header),
 --symbol-path DIRS (with --minidump, ':'-separated) where its module files and PDBs are looked
 up, --raw PATH raw machine state (doc/raw-state.md), --resolvers LIST the resolver policy
@@ -200,12 +204,14 @@ def main(argv=None):
     g.add_argument("--core", help="read the ELF core file CORE")
     g.add_argument("--minidump", help="read the Windows minidump FILE (x64; from MiniDumpWriteDump)")
     g.add_argument("--raw", help="unwind raw machine state (doc/raw-state.md): one JSON document or a directory")
+    g.add_argument("--snapshot", help="show saved snapshots (stackprov stack --save-snapshots): a .snap file or a "
+                   "directory of them")
     s.add_argument("--symbol-path", help="with --minidump: ':'-separated directories of module files and PDBs")
     s.add_argument("-e", "--exe", help="with --core: the main program's file")
     s.add_argument("--sysroot", help="with --core: look up every module file under DIR")
     s.add_argument("--offline", action="store_true",
-                   help="with --core, --minidump or --raw: use no module file, only the core, dump or state and "
-                   "bundles (not with --exe)")
+                   help="with --core, --minidump, --raw or --snapshot: use no module file, only the core, dump, "
+                   "state or snapshots and bundles (not with --exe)")
     s.add_argument("--store", help="the bundle store directory (with --offline the default store)")
     s.add_argument("--resolvers", help="resolver policy, comma-separated from debuginfod, bundle, dwarf, symtab, "
                    "dynsym, demangle")
@@ -261,13 +267,17 @@ def main(argv=None):
         return _usage("--raw names its own modules and threads: --exe, --sysroot, --tid and --symbol-path do not apply")
     if a.minidump is not None and a.minidump == "":
         return _usage("--minidump needs a file name")
+    if a.snapshot is not None and a.snapshot == "":
+        return _usage("--snapshot needs a file or directory name")
+    if a.snapshot is not None and (a.exe is not None or a.sysroot is not None or a.symbol_path is not None):
+        return _usage("--snapshot holds its own modules: --exe, --sysroot and --symbol-path do not apply")
     if a.symbol_path is not None and a.minidump is None:
         return _usage("--symbol-path '%s' is only valid with --minidump" % a.symbol_path)
     if a.minidump is not None and (a.exe is not None or a.sysroot is not None):
         return _usage("--%s is only valid with --core (a minidump's modules are looked up with --symbol-path)"
                       % ("exe" if a.exe is not None else "sysroot"))
-    if a.offline and a.core is None and a.minidump is None and a.raw is None:
-        return _usage("--offline is only valid with --core, --minidump or --raw")
+    if a.offline and a.core is None and a.minidump is None and a.raw is None and a.snapshot is None:
+        return _usage("--offline is only valid with --core, --minidump, --raw or --snapshot")
     if a.offline and a.exe is not None:
         return _usage("--exe '%s' opens a module file: not valid with --offline" % a.exe)
     if a.store is not None and a.store == "":
@@ -275,7 +285,8 @@ def main(argv=None):
     if a.python not in ("auto", "off", "only"):
         return _usage("invalid --python value '%s' (expected auto, off or only)" % a.python)
     what = ("pid %d" % pid if pid is not None else "core '%s'" % a.core if a.core is not None
-            else "minidump '%s'" % a.minidump if a.minidump is not None else "raw state '%s'" % a.raw)
+            else "minidump '%s'" % a.minidump if a.minidump is not None
+            else "snapshot '%s'" % a.snapshot if a.snapshot is not None else "raw state '%s'" % a.raw)
     try:
         # The store: --store DIR, else with --offline the default one (""), as the CLI. A symbol path
         # is also a debug directory (after the default one): the modules' PDBs are found there.
@@ -291,7 +302,7 @@ def main(argv=None):
     with ctx:
         try:
             info, threads = stackprov.stack_with_info(pid=pid, core=a.core, exe=a.exe, minidump=a.minidump, raw=a.raw,
-                                                      symbol_path=sp, tid=a.tid,
+                                                      snapshot=a.snapshot, symbol_path=sp, tid=a.tid,
                                                       max_frames=a.max_frames, lines=not a.no_lines, context=ctx,
                                                       python=a.python, tail_calls=not a.no_tail_calls,
                                                       render="json" if a.json else "text", args=a.args)
@@ -311,6 +322,8 @@ def main(argv=None):
     else:
         if a.raw is not None:
             out.write("raw state %s\n" % a.raw)
+        elif a.snapshot is not None:
+            out.write("snapshot %s\n" % a.snapshot)  # as `stackprov stack --snapshot`
         elif a.minidump is not None:
             print_minidump_header(out, info)
         else:

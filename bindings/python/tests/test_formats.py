@@ -104,10 +104,26 @@ def test_stack_minidump_errors(tmp_path):
         stackprov.stack(minidump=str(tmp_path / "absent.dmp"))
     with pytest.raises(stackprov.FileMissingError, match="symbol_path directory '%s' does not exist" % (tmp_path / "no")):
         stackprov.stack(minidump=os.path.join(fix, "normal.dmp"), symbol_path=[str(tmp_path / "no")])
-    with pytest.raises(stackprov.InvalidArgumentError, match="give one of pid=, core=, minidump= and raw="):
+    with pytest.raises(stackprov.InvalidArgumentError, match="give one of pid=, core=, minidump=, raw= and snapshot="):
         stackprov.stack(core="x.core", minidump=os.path.join(fix, "normal.dmp"))
     with pytest.raises(stackprov.InvalidArgumentError, match="symbol_path '.*' is only valid with minidump"):
         stackprov.stack(raw=str(tmp_path), symbol_path=str(tmp_path))
+
+
+def test_stack_snapshot_errors(tmp_path):
+    # Saved snapshots (snapshot=): each bad input named. (Their frames against gdb: python_runtime_snapshot.)
+    with pytest.raises(stackprov.FileMissingError, match="snapshot '%s': no such file" % (tmp_path / "absent.snap")):
+        stackprov.stack(snapshot=str(tmp_path / "absent.snap"))
+    junk = tmp_path / "junk.snap"
+    junk.write_bytes(b"SPROVSNP" + bytes(40))
+    with pytest.raises(stackprov.Error, match="junk.snap"):
+        stackprov.stack(snapshot=str(junk))
+    with pytest.raises(stackprov.InvalidArgumentError, match="give one of pid=, core=, minidump=, raw= and snapshot="):
+        stackprov.stack(core="x.core", snapshot=str(junk))
+    with pytest.raises(stackprov.InvalidArgumentError, match="exe 'a.out' is only valid with core"):
+        stackprov.stack(snapshot=str(junk), exe="a.out")
+    with pytest.raises(stackprov.InvalidArgumentError, match="invalid snapshot 7"):
+        stackprov.stack(snapshot=7)
 
 
 # ------------------------------------------------------------------ raw machine state (Mach-O)

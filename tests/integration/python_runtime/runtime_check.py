@@ -345,9 +345,21 @@ def mode_snapshot(a, tmp):
     off = stackprov_json(a.stackprov, ["--snapshot", snaps, "--python=off"])
     if any(is_runtime(f) for t in off["threads"] for f in t["frames"]) or off.get("runtime") != "":
         fail("[snapshot --python=off] runtime frames or runtime %r shown" % off.get("runtime"))
+    # The Python binding on the same files: `python3 -m stackprov stack --snapshot` (stackprov.stack_with_info
+    # (snapshot=), the library's renderer) against gdb's py-bt too, and the ProcessInfo it gives.
+    r = run([sys.executable, "-m", "stackprov", "stack", "--snapshot", snaps, "--json"])
+    if r.returncode != 0:
+        fail("[binding snapshot] python3 -m stackprov stack --snapshot exited %d: %s" % (r.returncode, r.stderr.strip()))
+    else:
+        compare("binding snapshot", json.loads(r.stdout), bt, groups)
+    r = run([sys.executable, "-c", "import sys, stackprov; i, t = stackprov.stack_with_info(snapshot=sys.argv[1]); "
+             "print(i.source, i.pid, i.runtime.startswith('CPython 3.11'), sorted(x.tid for x in t))", snaps])
+    want = "snapshot %d True %s" % (live["pid"], sorted(t["tid"] for t in live["threads"]))
+    if r.returncode != 0 or r.stdout.strip() != want:
+        fail("[binding snapshot] stack_with_info(snapshot=): %r %s (want %r)" % (r.stdout.strip(), r.stderr.strip(), want))
     if not FAILURES:
         note("[snapshot] %d threads from %d snapshot files after the process exited: Python frames as gdb py-bt"
-             % (len(doc["threads"]), len(files)))
+             " (the CLI and the Python binding)" % (len(doc["threads"]), len(files)))
 
 
 def trace_python_frames(event):
