@@ -227,8 +227,10 @@ Result<CapturedKernel> parse_kernel(const Json& kj) {
     CapturedKernelSegment seg;
     TRY_ASSIGN(seg.tid, u64(sj, "tid", sp, UINT64_MAX));
     const Json& sc = sj["syscall"];
-    if (!sc.is_number_integer() || sc.get<int64_t>() < -1 || sc.get<int64_t>() > INT32_MAX)
-      return field_error(sp + ".syscall", "not an integer from -1 to 2^31-1");
+    // An unsigned JSON number is read as such (a huge one must not wrap to -1).
+    const bool in_range = sc.is_number_unsigned() ? sc.get<uint64_t>() <= INT32_MAX
+                                                  : sc.is_number_integer() && sc.get<int64_t>() == -1;
+    if (!in_range) return field_error(sp + ".syscall", "not an integer from -1 to 2^31-1");
     seg.syscall = sc.get<int64_t>();
     TRY_ASSIGN(seg.user_sp, hex_u64(sj, "user_sp", sp));
     TRY_ASSIGN(seg.user_pc, hex_u64(sj, "user_pc", sp));

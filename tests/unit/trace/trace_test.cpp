@@ -189,6 +189,8 @@ TEST_CASE("events: the kernel extension round-trips, is absent without segments,
   };
   refused("\"syscall\":230", "\"syscall\":-2", ".kernel.segments[0].syscall");
   refused("\"syscall\":230", "\"syscall\":\"230\"", ".kernel.segments[0].syscall");
+  refused("\"syscall\":230", "\"syscall\":18446744073709551615", ".kernel.segments[0].syscall");  // not -1
+  refused("\"syscall\":230", "\"syscall\":2147483648", ".kernel.segments[0].syscall");
   refused("\"build_id\":\"85c7e400ff\"", "\"build_id\":\"85C7\"", ".kernel.build_id");
   refused("\"build_id\":\"85c7e400ff\"", "\"build_id\":\"" + std::string(130, 'a') + "\"", ".kernel.build_id");
   refused("\"btf_sha256\":\"00070e15", "\"btf_sha256\":\"0e15", ".kernel.btf_sha256");
