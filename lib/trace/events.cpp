@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evidence/encoding.hpp"
 #include "evidence/json.hpp"
 
 #include <algorithm>
@@ -21,13 +22,6 @@ static std::string hex_addr(uint64_t v) {
   char buf[24];
   snprintf(buf, sizeof buf, "0x%" PRIx64, v);
   return buf;
-}
-
-static std::string hex_bytes(const uint8_t* p, size_t n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += kHex[p[i] >> 4], s += kHex[p[i] & 15];
-  return s;
 }
 
 std::string trace_capture_event(const Trace& t, const CapturedKernel& kernel) {
@@ -90,8 +84,8 @@ std::string trace_capture_event(const Trace& t, const CapturedKernel& kernel) {
                            {"user_pc", hex_addr(seg.user_pc)},
                            {"frames", std::move(fr)}});
     }
-    j["kernel"] = OJson{{"build_id", hex_bytes(kernel.build_id.data(), kernel.build_id.size())},
-                        {"btf_sha256", hex_bytes(kernel.btf_sha256.data(), kernel.btf_sha256.size())},
+    j["kernel"] = OJson{{"build_id", evidence::hex_encode(kernel.build_id.data(), kernel.build_id.size())},
+                        {"btf_sha256", evidence::hex_encode(kernel.btf_sha256.data(), kernel.btf_sha256.size())},
                         {"segments", std::move(segs)}};
   }
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // names are bytes: invalid UTF-8 -> U+FFFD
