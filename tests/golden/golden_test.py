@@ -34,6 +34,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from peers import parse_gdb_bt  # noqa: E402  (tests/lib: the peers' output parsers)
+from kernel_notes import notes_build_id  # noqa: E402
 
 INPUTS = os.path.join(HERE, "inputs")
 EXPECTED = os.path.join(HERE, "expected")
@@ -137,9 +138,15 @@ def check_against_gdb(stack_json, files):
 
 
 def norm_bytes(data):
-    """Binary output with the work directory's path overwritten in place (the same length: the
-    work directory is a mkdtemp name of fixed length, so length prefixes do not move)."""
-    return data.replace(WORK.encode(), b"#" * len(WORK))
+    """Binary output with the work directory's path and the running kernel's build-id overwritten in
+    place (the same length: the work directory is a mkdtemp name of fixed length, so length prefixes
+    do not move). perf-import names the running kernel's build-id when the recording's differs (the
+    recording's kernel is the committed one; the machine running the test boots any)."""
+    data = data.replace(WORK.encode(), b"#" * len(WORK))
+    running = notes_build_id()
+    if running:
+        data = data.replace(running.encode(), b"k" * len(running))
+    return data
 
 
 def trace_norm(text, trace_id, db_path):

@@ -41,7 +41,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 from stack_kernel_check import bpftool_btf, btf_prototype  # noqa: E402
+from kernel_notes import notes_build_id  # noqa: E402  (tests/lib)
 
 _STACK_LINE = re.compile(r"^\[<[0-9a-f]+>\] ([^+\s]+)\+0x([0-9a-f]+)/0x([0-9a-f]+)(?: \[(\S+)(?: \S+)?\])?$")
 failures = []
@@ -56,20 +58,6 @@ def check(cond, msg):
     if not cond:
         fail(msg)
     return cond
-
-
-def notes_build_id(path="/sys/kernel/notes"):
-    """The GNU build-id (NT_GNU_BUILD_ID, 3) of the kernel's ELF notes, as hex."""
-    data = open(path, "rb").read()
-    at = 0
-    while at + 12 <= len(data):
-        namesz, descsz, ntype = struct.unpack_from("<III", data, at)
-        name = data[at + 12:at + 12 + namesz]
-        desc_at = at + 12 + ((namesz + 3) & ~3)
-        if ntype == 3 and name.rstrip(b"\0") == b"GNU":
-            return data[desc_at:desc_at + descsz].hex()
-        at = desc_at + ((descsz + 3) & ~3)
-    return None
 
 
 def read_proc(pid):
