@@ -101,6 +101,62 @@ struct SymbolTable::Lazy {
   std::unordered_map<uint64_t, const Symbol*> memo;  // scanned answers
   std::deque<Symbol> made;   // storage of scanned answers (stable addresses)
 
+  // By-name and by-address answers (find_by_name, names_at), built once after kScanCalls calls
+  // answered by scanning: a bundle build asks one per DWARF call site and kept function, and a scan
+  // each made that quadratic in the module's size (libc: half of its build time).
+  static constexpr uint32_t kScanCalls = 8;
+  struct NameHit {
+    uint64_t addr = 0;
+    bool global = false;
+    bool found = false;
+  };
+  std::atomic<uint32_t> scans{0};
+  std::once_flag names_once;
+  std::unordered_map<std::string_view, NameHit> by_name;  // every name a symbol answers to
+  std::vector<std::pair<uint64_t, uint32_t>> by_addr;     // (st_value, position in kept), sorted
+
+  /// gdb's choice among the minimal symbols of one name, met in table order: the global or weak one
+  /// at the highest address, else the first local one (SymbolTable::find_by_name).
+  static void choose(NameHit* h, uint64_t addr, bool global) {
+    if (!h->found || (global && !h->global) || (global && addr > h->addr)) {
+      if (h->found && !global) return;
+      h->addr = addr;
+      h->global = global;
+      h->found = true;
+    }
+  }
+
+  void build_names() {
+    by_name.reserve(kept.size());
+    auto add = [&](std::string_view key, uint64_t addr, bool global) {
+      if (!key.empty()) choose(&by_name[key], addr, global);
+    };
+    by_addr.reserve(kept.size());
+    for (size_t k = 0; k < kept.size(); k++) {
+      const RawSym r = decode(kept[k]);
+      const std::string_view s(strtab + r.name);  // validated and terminated by load()
+      const bool g = r.bind != STB_LOCAL;
+      // A name answers to itself and, as `name@@VERSION` (a default version, which gdb also
+      // installs under the plain name), to the part before its "@@". (And to the part before any
+      // later "@@": find_by_name scans for a name holding "@@" itself, so that a hostile name of
+      // many "@@"s costs its length here, not its length squared.)
+      add(s, r.addr, g);
+      if (const size_t at = s.find("@@"); at != std::string_view::npos) add(s.substr(0, at), r.addr, g);
+      by_addr.emplace_back(spans[k].addr, static_cast<uint32_t>(k));
+    }
+    std::sort(by_addr.begin(), by_addr.end());
+  }
+
+  /// True (the index built) once more than kScanCalls by-name or by-address calls were made.
+  bool indexed() {
+    if (scans.load(std::memory_order_relaxed) < kScanCalls) {
+      scans.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    std::call_once(names_once, [this] { build_names(); });
+    return true;
+  }
+
   RawSym decode(uint32_t i) const {
     const detail::ByteView v(tab, tab_size, big_endian);
     const uint64_t b = uint64_t{i} * (is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
@@ -282,30 +338,41 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
 
 bool SymbolTable::find_by_name(std::string_view name, uint64_t* addr, bool* global) const {
   if (lazy_ == nullptr || name.empty()) return false;
-  const Lazy& z = *lazy_;
-  bool found = false;
+  Lazy& z = *lazy_;
+  if (name.find("@@") == std::string_view::npos && z.indexed()) {
+    auto it = z.by_name.find(name);
+    if (it == z.by_name.end()) return false;
+    *addr = it->second.addr;
+    *global = it->second.global;
+    return true;
+  }
+  // gdb's minimal symbols of one name: its hash chain holds them last address first, and the
+  // first global one answers; a local one only when there is no global one (Lazy::choose).
+  Lazy::NameHit hit;
   for (uint32_t pos : z.kept) {
     const RawSym r = z.decode(pos);
     const char* s = z.strtab + r.name;  // validated and terminated by load()
     if (std::strncmp(s, name.data(), name.size()) != 0) continue;
     const char* rest = s + name.size();
     if (*rest != '\0' && !(rest[0] == '@' && rest[1] == '@')) continue;
-    const bool g = r.bind != STB_LOCAL;
-    // gdb's minimal symbols of one name: its hash chain holds them last address first, and the
-    // first global one answers; a local one only when there is no global one.
-    if (!found || (g && !*global) || (g && r.addr > *addr)) {
-      if (found && !g) continue;
-      *addr = r.addr;
-      *global = g;
-      found = true;
-    }
+    Lazy::choose(&hit, r.addr, r.bind != STB_LOCAL);
   }
-  return found;
+  if (hit.found) {
+    *addr = hit.addr;
+    *global = hit.global;
+  }
+  return hit.found;
 }
 
 void SymbolTable::names_at(uint64_t addr, std::vector<std::string_view>* out) const {
   if (lazy_ == nullptr) return;
-  const Lazy& z = *lazy_;
+  Lazy& z = *lazy_;
+  if (z.indexed()) {
+    auto it = std::lower_bound(z.by_addr.begin(), z.by_addr.end(), std::make_pair(addr, uint32_t{0}));
+    for (; it != z.by_addr.end() && it->first == addr; ++it)
+      out->push_back(z.strtab + z.decode(z.kept[it->second]).name);  // validated by load()
+    return;
+  }
   for (size_t k = 0; k < z.kept.size(); k++)
     if (z.spans[k].addr == addr) out->push_back(z.strtab + z.decode(z.kept[k]).name);  // validated by load()
 }

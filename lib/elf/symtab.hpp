@@ -55,14 +55,16 @@ class SymbolTable {
   const Symbol* lookup_linear(uint64_t a) const;
 
   /// The address of a kept symbol named `name`, or named `name@@VERSION` (a default version, which
-  /// gdb also installs under the plain name), by a scan of the table (no alias is collapsed), as
+  /// gdb also installs under the plain name), among all kept symbols (no alias is collapsed), as
   /// gdb's lookup_minimal_symbol picks among its minimal symbols of one name: the global or weak
   /// one at the highest address (gdb's hash chain holds them last address first), else the first
-  /// local one. `*global` says which. False when none.
+  /// local one. `*global` says which. False when none. The first calls scan the table; later ones
+  /// (a bundle build asks once per call site) are answered from a name index built once, in time
+  /// linear in the table's names.
   bool find_by_name(std::string_view name, uint64_t* addr, bool* global) const;
 
-  /// The names of the kept symbols at address `addr` (as stored: `name@VERSION` included), by a scan
-  /// of the table (no alias is collapsed). Appended to `out`.
+  /// The names of the kept symbols at address `addr` (as stored: `name@VERSION` included), in table
+  /// order (no alias is collapsed). Appended to `out`. Scans, then uses the index find_by_name builds.
   void names_at(uint64_t addr, std::vector<std::string_view>* out) const;
 
   /// True when the table holds no symbol (cheap: does not build the sorted table).

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -97,4 +100,131 @@ TEST_CASE("Scanning lookup agrees with the sorted lookup: libc's debug file, lib
   REQUIRE(tab.ok());
   CHECK(tab->size() > 1000);
   check_agree(**dbg, SymbolTable::Kind::kSymtab);
+}
+
+namespace {
+
+/// What readelf says a table's kept symbols are, in table order: FUNC/IFUNC, and NOTYPE in an
+/// executable section (not a `$` mapping symbol), defined, named; raw names (`name@@VERSION` kept).
+struct ReadelfSym {
+  uint64_t addr = 0;
+  bool global = false;
+  std::string name;
+};
+std::vector<ReadelfSym> readelf_kept(const std::string& path) {
+  std::set<unsigned> exec;
+  {
+    const auto r = run("readelf -SW '" + path + "'");
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      // "  [16] .text  PROGBITS  0000000000026700 026700 158c1d 00  AX  0   0 64"
+      const size_t open = line.find('['), close = line.find(']');
+      if (open == std::string::npos || close == std::string::npos || line.find("Nr]") != std::string::npos) continue;
+      std::istringstream f(line.substr(close + 1));
+      std::string name, type, addr, off, size, es, flags;
+      if (!(f >> name >> type >> addr >> off >> size >> es >> flags)) continue;
+      if (flags.find('X') != std::string::npos) exec.insert(std::stoul(line.substr(open + 1, close - open - 1)));
+    }
+  }
+  std::vector<ReadelfSym> out;
+  const auto r = run("readelf -sW --syms '" + path + "'");
+  std::istringstream in(r.out);
+  std::string line;
+  bool want = false;
+  while (std::getline(in, line)) {
+    if (line.find("Symbol table '") != std::string::npos) {
+      want = line.find("'.symtab'") != std::string::npos;
+      continue;
+    }
+    std::istringstream f(line);
+    std::string num, value, size, type, bind, vis, ndx, name;
+    if (!want || !(f >> num >> value >> size >> type >> bind >> vis >> ndx >> name)) continue;
+    if (num.back() != ':' || ndx == "UND" || ndx == "ABS" || ndx == "COM") continue;
+    const bool code = type == "FUNC" || type == "IFUNC";
+    if (!code && !(type == "NOTYPE" && exec.count(std::stoul(ndx)) && name[0] != '$')) continue;
+    out.push_back(ReadelfSym{std::stoull(value, nullptr, 16), bind != "LOCAL", name});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("find_by_name and names_at: the scan and the index answer as readelf's table says (libc's debug file)",
+          "[elf][symtab][libc][tailcall]") {
+  const std::string libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  INFO("needs " << libc << " (Debian libc6) and its debug file (libc6-dbg, make deps)");
+  auto img = ElfImage::open(libc);
+  REQUIRE(img.ok());
+  auto dbg = find_debug_file(**img, DebugFileOptions{});
+  REQUIRE(dbg.ok());
+  const auto syms = readelf_kept((*dbg)->path());
+  REQUIRE(syms.size() > 1000);
+  // gdb's lookup_minimal_symbol among the symbols one name answers to (itself, and a name that
+  // "@@VERSION" follows): the global or weak one at the highest address, else the first local one.
+  struct Want {
+    uint64_t addr = 0;
+    bool global = false;
+    int locals = 0, globals = 0;
+  };
+  std::map<std::string, Want> want;
+  std::map<uint64_t, std::vector<std::string>> at;
+  for (const ReadelfSym& s : syms) {
+    std::vector<std::string> keys{s.name};
+    for (size_t p = s.name.find("@@"); p != std::string::npos; p = s.name.find("@@", p + 1))
+      if (p > 0) keys.push_back(s.name.substr(0, p));
+    for (const std::string& k : keys) {
+      auto [it, fresh] = want.try_emplace(k);
+      Want& w = it->second;
+      if (fresh || (s.global && (!w.global || s.addr > w.addr))) {
+        w.addr = s.addr;
+        w.global = s.global;
+      }
+      (s.global ? w.globals : w.locals)++;
+    }
+    at[s.addr].push_back(s.name);
+  }
+  size_t several_locals = 0, mixed = 0, versioned = 0;
+  for (const auto& [k, w] : want) {
+    several_locals += w.locals > 1 && w.globals == 0;
+    mixed += w.locals > 0 && w.globals > 0;
+  }
+  for (const ReadelfSym& s : syms) versioned += s.name.find("@@") != std::string::npos;
+  CHECK(several_locals > 10);  // e.g. static helpers of one name in several files
+  CHECK(mixed > 0);
+  CHECK(versioned > 10);
+  auto check_all = [&](const SymbolTable& tab) {
+    for (const auto& [k, w] : want) {
+      uint64_t a = 0;
+      bool g = false;
+      INFO(k);
+      REQUIRE(tab.find_by_name(k, &a, &g));
+      CHECK(a == w.addr);
+      CHECK(g == w.global);
+    }
+    uint64_t a = 0;
+    bool g = false;
+    CHECK_FALSE(tab.find_by_name("no_such_function_in_libc", &a, &g));
+    CHECK_FALSE(tab.find_by_name("memcpy@", &a, &g));  // "@" alone is not a default version
+    for (const auto& [addr, names] : at) {
+      std::vector<std::string_view> got;
+      tab.names_at(addr, &got);
+      INFO(std::hex << addr);
+      CHECK(std::vector<std::string>(got.begin(), got.end()) == names);
+    }
+  };
+  // A fresh table answers its first calls by scanning, then from its index: both paths, each against
+  // every name and address readelf lists.
+  auto scan = SymbolTable::load(**dbg, SymbolTable::Kind::kSymtab);
+  REQUIRE(scan.ok());
+  size_t n = 0;
+  for (const auto& [k, w] : want) {
+    if (++n > 6) break;
+    uint64_t a = 0;
+    bool g = false;
+    REQUIRE(scan->find_by_name(k, &a, &g));
+    CHECK(a == w.addr);
+    CHECK(g == w.global);
+  }
+  check_all(*scan);
 }
