@@ -91,6 +91,7 @@ struct SymbolTable::Lazy {
   bool is64 = true;
   bool big_endian = false;
   const char* strtab = nullptr;
+  size_t strtab_size = 0;
   std::vector<uint64_t> section_ends;  // sh_addr + sh_size by section index
 
   std::mutex mu;
@@ -112,21 +113,30 @@ struct SymbolTable::Lazy {
   };
   std::atomic<uint32_t> scans{0};
   std::once_flag names_once;
+  bool names_built = false;  // false after names_once: the names exceeded the budget, calls scan
   std::unordered_map<std::string_view, NameHit> by_name;  // every name a symbol answers to
   std::vector<std::pair<uint64_t, uint32_t>> by_addr;     // (st_value, position in kept), sorted
 
   /// gdb's choice among the minimal symbols of one name, met in table order: the global or weak one
   /// at the highest address, else the first local one (SymbolTable::find_by_name).
   static void choose(NameHit* h, uint64_t addr, bool global) {
-    if (!h->found || (global && !h->global) || (global && addr > h->addr)) {
-      if (h->found && !global) return;
+    if (!h->found || (global && (!h->global || addr > h->addr))) {
       h->addr = addr;
       h->global = global;
       h->found = true;
     }
   }
 
+  /// Builds both indexes, or none when the kept symbols' names together are longer than 8 times the
+  /// string table and 1 MiB: names overlap only by tail merging in a real file, while a hostile one
+  /// can point a million symbols into one long string (each name measured and hashed: terabytes).
   void build_names() {
+    size_t budget = 8 * strtab_size + (size_t{1} << 20);
+    for (uint32_t pos : kept) {
+      const size_t len = strnlen(strtab + decode(pos).name, budget + 1);  // terminated by load()
+      if (len > budget) return;
+      budget -= len;
+    }
     by_name.reserve(kept.size());
     auto add = [&](std::string_view key, uint64_t addr, bool global) {
       if (!key.empty()) choose(&by_name[key], addr, global);
@@ -145,16 +155,18 @@ struct SymbolTable::Lazy {
       by_addr.emplace_back(spans[k].addr, static_cast<uint32_t>(k));
     }
     std::sort(by_addr.begin(), by_addr.end());
+    names_built = true;
   }
 
-  /// True (the index built) once more than kScanCalls by-name or by-address calls were made.
+  /// True (the indexes built) once more than kScanCalls by-name or by-address calls were made,
+  /// unless the names were over build_names' budget.
   bool indexed() {
     if (scans.load(std::memory_order_relaxed) < kScanCalls) {
       scans.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     std::call_once(names_once, [this] { build_names(); });
-    return true;
+    return names_built;
   }
 
   RawSym decode(uint32_t i) const {
@@ -289,6 +301,7 @@ Result<SymbolTable> SymbolTable::load(const ElfImage& image, Kind kind) {
   const size_t count = tab.size / ent;
   auto lazy = std::make_unique<Lazy>();
   lazy->strtab = strtab;
+  lazy->strtab_size = str.size;
   lazy->tab = tab.data;
   lazy->tab_size = tab.size;
   lazy->is64 = is64;
