@@ -275,9 +275,13 @@ void import_usage(FILE* f) {
           "          periods; EVENT/count for other events), functions with source files, line numbers and inlined\n"
           "          frames; kernel frames in mapping [kernel.kallsyms] with the kernel's build-id\n"
           "  none    only the summary on stderr (benchmarks)\n"
-          "Frames are native only: a recording (perf.data or a capture file) holds registers and stack bytes, not\n"
-          "the interpreter's memory, so a Python program's functions appear as CPython's C frames\n"
-          "(_PyEval_EvalFrameDefault, ...); `stackprov stack --pid` reads the Python frames of a live process.\n\n"
+          "Python frames: a capture file of `stackprov record --python` holds each sample's CPython frames, read\n"
+          "from the process right after the sample; they are shown among the native frames, each before the\n"
+          "_PyEval_EvalFrameDefault activation that runs it (folded: `qualname (file:line)`; JSON: {\"method\":\n"
+          "\"runtime\",\"runtime\":\"python\",\"function\",\"qualname\",\"file\",\"line\"}; pprof: a function with its\n"
+          "file and line). A sample whose frames were torn at recording, or read too late to fit its native stack,\n"
+          "shows its native frames only (counted in the summary). A perf.data file holds no interpreter memory: its\n"
+          "Python programs appear as CPython's C frames (_PyEval_EvalFrameDefault, ...).\n\n"
           "Exit status:\n"
           "  0  the output was written (samples that could not be unwound are counted as failed in the summary);\n"
           "     also for an input that ends early (cut inside its data or feature sections, a capture file\n"
@@ -562,6 +566,31 @@ int cmd_perf_import(int argc, char** argv) {
     }
     for (const stackprov_cli::SampleFrame& f : smp.frames) {
       if (frames_cached) break;
+      if (f.runtime) {  // a CPython frame recorded with the sample (record --python)
+        const stackprov_cli::NameInfo& n = names[f.name];
+#ifdef STACKPROV_HAVE_PPROF
+        if (fmt == Format::kPprof && !pp_locations.count({f.addr, f.name})) {
+          stackprov_cli::PprofLine pl;
+          pl.function = n.name;
+          pl.system_name = n.linkage;
+          pl.filename = n.file;
+          pl.line = n.line;
+          pp_locations[{f.addr, f.name}].lines.push_back(std::move(pl));
+        }
+#endif
+        if (fmt == Format::kJson) {
+          line += first ? "{\"pc\":\"0x0\",\"method\":\"runtime\",\"runtime\":\"python\",\"function\":\""
+                        : ",{\"pc\":\"0x0\",\"method\":\"runtime\",\"runtime\":\"python\",\"function\":\"";
+          stackprov_cli::append_json_escaped(&line, n.linkage);
+          line += "\",\"qualname\":\"";
+          stackprov_cli::append_json_escaped(&line, n.name);
+          line += "\",\"file\":\"";
+          stackprov_cli::append_json_escaped(&line, n.file);
+          line += "\",\"line\":" + std::to_string(n.line) + '}';
+          first = false;
+        }
+        continue;
+      }
       if (f.kernel) {
 #ifdef STACKPROV_HAVE_PPROF
         if (fmt == Format::kPprof) pp_kernel_location(f.addr, f.name);
@@ -726,6 +755,17 @@ int cmd_perf_import(int argc, char** argv) {
             static_cast<unsigned long long>(stacks.aggregator().collisions()),
             static_cast<unsigned long long>(names.hits()), static_cast<unsigned long long>(names.misses()), secs,
             secs > 0 ? static_cast<double>(info.samples) / secs : 0.0);
+  const uint64_t py_samples = info.samples - imp.runtime_state(SPROV_PROFILE_RUNTIME_NONE) - imp.failed();
+  if ((!quiet || fmt == Format::kNone) && py_samples > 0 && py_samples <= info.samples)
+    fprintf(stderr,
+            "stackprov perf-import: python: %llu samples with their Python frames, %llu torn at recording (none kept), "
+            "%llu damaged, %llu of threads without a Python thread state, %llu read too late to fit the sample's native "
+            "stack (not shown)\n",
+            static_cast<unsigned long long>(imp.runtime_state(SPROV_PROFILE_RUNTIME_READ)),
+            static_cast<unsigned long long>(imp.runtime_state(SPROV_PROFILE_RUNTIME_TORN)),
+            static_cast<unsigned long long>(imp.runtime_state(SPROV_PROFILE_RUNTIME_DAMAGED)),
+            static_cast<unsigned long long>(imp.runtime_state(SPROV_PROFILE_RUNTIME_NO_THREAD)),
+            static_cast<unsigned long long>(imp.runtime_state(SPROV_PROFILE_RUNTIME_MISMATCH)));
   return rc;
 }
 
@@ -734,7 +774,7 @@ int cmd_perf_import(int argc, char** argv) {
 const std::vector<OptSpec> kRecordOpts = {
     {'F', "frequency", true}, {0, "stack-size", true}, {0, "duration", true},
     {'o', "output", true},    {'p', "pid", true},     {0, "with-kernel", false},
-    {0, "off-cpu", false},
+    {0, "off-cpu", false},    {0, "python", false},
 };
 
 void record_usage(FILE* f) {
@@ -756,6 +796,12 @@ void record_usage(FILE* f) {
           "                         the sampler (not cross, sanitizer or win64 builds; a kernel with BTF)\n"
           "      --off-cpu          with --with-kernel: sample at the tracepoint sched:sched_switch instead, each time\n"
           "                         a thread of the target switches out (where it waits; -F is not used)\n"
+          "      --python           also read each sampled thread's CPython 3.11 frames (x86_64 release builds) from\n"
+          "                         the running process right after its sample, as py-spy does without stopping it:\n"
+          "                         a read during which the thread's frame chain changed is detected (read twice)\n"
+          "                         and kept as torn, without frames; perf-import then shows the Python frames\n"
+          "                         among the native ones (doc/runtime-frames.md \"Recordings\"). A process\n"
+          "                         without an interpreter is recorded as without it. Not with --with-kernel\n"
           "  -h, --help             this text\n\n"
           "Samples a running process (all its threads, including threads created later) or a command it starts,\n"
           "with perf_event_open: cpu-clock at HZ, the user registers, BYTES of user stack and the kernel call chain\n"
@@ -822,6 +868,9 @@ int cmd_record(int argc, char** argv) {
   o.output = output;
   if (a.has("off-cpu") && !a.has("with-kernel")) return usage_error(cmd, "--off-cpu needs --with-kernel");
   if (a.has("with-kernel")) o.flags = SPROV_RECORD_KERNEL | (a.has("off-cpu") ? uint32_t{SPROV_RECORD_OFF_CPU} : 0u);
+  if (a.has("python") && a.has("with-kernel"))
+    return usage_error(cmd, "--python cannot be combined with --with-kernel (not supported yet)");
+  if (a.has("python")) o.flags |= SPROV_RECORD_PYTHON;
   sprov_context* ctx = nullptr;
   SPROV_OPTS(sprov_context_opts, copts, .log_fn = stackprov_cli::log_once_to_stderr, .log_level = SPROV_LOG_WARN);
   if (sprov_context_new(&copts, &ctx) != 0) {
@@ -876,6 +925,16 @@ int cmd_record(int argc, char** argv) {
   fprintf(stderr, "stackprov record: %llu samples, %llu lost, %llu threads -> %s%s\n",
           static_cast<unsigned long long>(r.samples), static_cast<unsigned long long>(r.lost),
           static_cast<unsigned long long>(r.threads), output, status.c_str());
+  if (a.has("python")) {
+    if (r.python_processes == 0)
+      fprintf(stderr, "stackprov record: python: no CPython 3.11 interpreter was found in the target: no Python frames\n");
+    else
+      fprintf(stderr,
+              "stackprov record: python: %llu samples with their Python frames, %llu torn (the frames changed while "
+              "read: none kept), %llu damaged, %llu of threads without a Python thread state\n",
+              static_cast<unsigned long long>(r.python_read), static_cast<unsigned long long>(r.python_torn),
+              static_cast<unsigned long long>(r.python_damaged), static_cast<unsigned long long>(r.python_no_thread));
+  }
   return 0;
 }
 

@@ -106,7 +106,9 @@ bool ProfileImport::sample(uint64_t i, Sample* out) {
   }
   // User frames: unwound from the copied stack, or the recorded callchain / ip as a stack.
   samples_read_++;
-  if (opts_.no_stack && s.mode == SPROV_PROFILE_MODE_DWARF && s.snapshot != nullptr && sample_fast(s, out)) {
+  const bool runtime = (s.flags & SPROV_PROFILE_SAMPLE_RUNTIME) != 0;
+  if (opts_.no_stack && !runtime && s.mode == SPROV_PROFILE_MODE_DWARF && s.snapshot != nullptr && sample_fast(s, out)) {
+    runtime_states_[SPROV_PROFILE_RUNTIME_NONE]++;
     frames_total_ += kips_.size();
     if (out->truncated) truncated_++;
     return true;
@@ -118,12 +120,39 @@ bool ProfileImport::sample(uint64_t i, Sample* out) {
     out->error = sprov_last_error_message();
     stack_ = nullptr;
   } else {
+    if (runtime) {
+      // The CPython frames read with the sample, each before the activation that runs it.
+      sprov_stack* merged = nullptr;
+      int32_t state = SPROV_PROFILE_RUNTIME_NONE;
+      if (sprov_profile_interleave(prof_, i, stack_, &merged, &state) == 0) {
+        sprov_stack_free(stack_);
+        stack_ = merged;
+      }
+      runtime_states_[state >= 0 && state < 6 ? state : 0]++;
+    } else {
+      runtime_states_[SPROV_PROFILE_RUNTIME_NONE]++;
+    }
     out->stack = stack_;
     const size_t n = sprov_stack_frame_count(stack_);
     out->stop = sprov_stack_stop_reason(stack_);
     SPROV_OPTS(sprov_frame, fr);
+    uint64_t last_sp = 0;  // of the last native frame
+    size_t native = 0;
     for (size_t k = 0; k < n; k++) {
       if (sprov_stack_frame(stack_, k, &fr) != 0) break;
+      if (fr.method == SPROV_METHOD_RUNTIME) {
+        SPROV_OPTS(sprov_runtime_frame, rf);
+        if (sprov_stack_runtime_frame(stack_, k, &rf) != 0) continue;
+        SampleFrame f;
+        f.name = names.runtime(rf);
+        f.method = SPROV_METHOD_RUNTIME;
+        f.stack_index = k;
+        f.runtime = true;
+        out->frames.push_back(f);
+        continue;
+      }
+      last_sp = fr.sp;
+      native++;
       const bool exact = k == 0 || fr.method == SPROV_METHOD_SIGNAL;
       SampleFrame f;
       f.name = names.user(stack_, k, fr, s.module_list, exact);
@@ -148,9 +177,9 @@ bool ProfileImport::sample(uint64_t i, Sample* out) {
     }
     frames_total_ += n;
     if (s.mode == SPROV_PROFILE_MODE_DWARF &&
-        (out->stop == SPROV_STOP_MEMORY_UNREADABLE || out->stop == SPROV_STOP_SP_NOT_ADVANCING) && n > 0) {
+        (out->stop == SPROV_STOP_MEMORY_UNREADABLE || out->stop == SPROV_STOP_SP_NOT_ADVANCING) && native > 0) {
       const uint64_t stack_end = s.sp + s.stack_size;
-      out->truncated = s.stack_size >= s.stack_requested || fr.sp + kTruncationSlack >= stack_end;
+      out->truncated = s.stack_size >= s.stack_requested || last_sp + kTruncationSlack >= stack_end;
     }
   }
   frames_total_ += kips_.size();

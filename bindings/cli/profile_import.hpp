@@ -26,6 +26,9 @@ struct NameInfo {
   bool kernel = false;
   bool known = false;
   bool inlined = false;  ///< a function inlined into the physical one (folded: "_[i]")
+  std::string file = "";  ///< runtime (CPython) frames: co_filename
+  uint32_t line = 0;     ///< runtime frames: the line (0 unknown)
+  bool runtime = false;  ///< a CPython frame recorded with the sample (name: co_qualname, linkage: co_name)
 };
 
 /// Frame names: user frames cached per (module, link-time address, exact-pc-or-return-address),
@@ -153,6 +156,15 @@ class NameTable {
     return scratch_;
   }
 
+  /// Name id of a runtime (CPython) frame: one per (qualname, name, file, line).
+  uint32_t runtime(const struct sprov_runtime_frame& rf) {
+    std::string where = "py:";
+    where += rf.file;
+    where.push_back('\0');
+    where += std::to_string(rf.line);
+    return intern(NameInfo{rf.qualname, rf.function, "", 0, false, true, false, rf.file, rf.line, true}, where);
+  }
+
   /// Name id of a kernel frame: the exact pc (frame 0) or a return address (looked up at pc - 1).
   uint32_t kernel(uint64_t pc, bool exact) {
     const uint64_t addr = exact ? pc : pc - 1;
@@ -178,10 +190,12 @@ class NameTable {
   std::vector<std::string> display() const { return collect([](const NameInfo& n) { return n.name; }); }
   std::vector<std::string> linkage() const { return collect([](const NameInfo& n) { return n.linkage; }); }
   /// Folded-stack names: kernel frames end in "_[k]" (stackcollapse-perf.pl --kernel, inferno),
-  /// inlined functions in "_[i]" (stackcollapse-perf.pl --inline's mark, flamegraph.pl's aqua).
+  /// inlined functions in "_[i]" (stackcollapse-perf.pl --inline's mark, flamegraph.pl's aqua),
+  /// CPython frames are "qualname (file:line)" (py-spy's folded form).
   std::vector<std::string> folded() const {
     return collect([](const NameInfo& n) {
       std::string s = n.name;
+      if (n.runtime) s += " (" + n.file + ':' + std::to_string(n.line) + ')';
       for (char& c : s)
         if (c == ';' || c == '\n') c = ':';
       return n.kernel ? s + "_[k]" : n.inlined ? s + "_[i]" : s;
@@ -251,6 +265,7 @@ struct SampleFrame {
   size_t stack_index = 0;      ///< user: the frame's index in Sample::stack
   bool kernel = false;
   bool inlined = false;
+  bool runtime = false;  ///< a CPython frame (pc, addr, module_offset 0; method SPROV_METHOD_RUNTIME)
 };
 
 /// What to read and how (perf-import's options).
@@ -312,6 +327,9 @@ class ProfileImport {
   uint64_t frames() const { return frames_total_; }
   uint64_t kernel_frames() const { return kernel_frames_; }
   uint64_t kernel_named() const { return kernel_named_; }
+  /// Samples by how their recorded CPython frames were read and merged (enum
+  /// sprov_profile_runtime_state; NONE: samples without any).
+  uint64_t runtime_state(int state) const { return state >= 0 && state < 6 ? runtime_states_[state] : 0; }
 
  private:
   ImportOptions opts_;
@@ -336,6 +354,7 @@ class ProfileImport {
   std::vector<SampleFrame> fast_frames_;
   uint64_t by_mode_[4] = {0, 0, 0, 0};
   uint64_t truncated_ = 0, failed_ = 0, frames_total_ = 0, kernel_frames_ = 0, kernel_named_ = 0;
+  uint64_t runtime_states_[6] = {0, 0, 0, 0, 0, 0};
 };
 
 /// Samples' stacks counted as perf-import's folded, SVG and pprof outputs count them: per (comm,

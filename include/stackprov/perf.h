@@ -104,6 +104,23 @@ enum sprov_profile_sample_flags {
   SPROV_PROFILE_SAMPLE_NO_USER_REGS = 1u << 0, /* no user registers/stack: snapshot is NULL */
   SPROV_PROFILE_SAMPLE_NEW_MODULES = 1u << 1,  /* the snapshot's module list changed */
   SPROV_PROFILE_SAMPLE_KERNEL_MODE = 1u << 2,  /* sampled in kernel mode: ip is a kernel address */
+  SPROV_PROFILE_SAMPLE_RUNTIME = 1u << 3,      /* the recording read the thread's CPython frames with this
+                                                  sample (sprov_record with SPROV_RECORD_PYTHON):
+                                                  runtime_state says how; sprov_profile_interleave
+                                                  merges them */
+};
+/* How a sample's runtime frames were read (sprov_profile_sample.runtime_state), and how
+ * sprov_profile_interleave merged them. */
+enum sprov_profile_runtime_state {
+  SPROV_PROFILE_RUNTIME_NONE = 0,      /* none recorded (no interpreter in the process, or not asked for) */
+  SPROV_PROFILE_RUNTIME_READ = 1,      /* the thread's frame chain, whole and unchanged while it was read */
+  SPROV_PROFILE_RUNTIME_TORN = 2,      /* the chain changed while it was read: no frames kept */
+  SPROV_PROFILE_RUNTIME_DAMAGED = 3,   /* unchanged while read but cut short (bad memory): the frames read */
+  SPROV_PROFILE_RUNTIME_NO_THREAD = 4, /* the interpreter has no thread state for the thread */
+  SPROV_PROFILE_RUNTIME_MISMATCH = 5,  /* sprov_profile_interleave only: the frames were read after the
+                                          sample and do not fit its native stack (more evaluation-loop
+                                          activations than entry frames, or, for a native stack walked
+                                          to its end, another number): not merged */
 };
 
 /* Where a sample's user frames come from. */
@@ -149,6 +166,9 @@ struct sprov_profile_sample {
      the dynamic loader. -1 when not known (no such module; a capture file written before). */
   int32_t main_module;
   uint32_t reserved2;        /* 0 */
+  /* When sz covers them: the CPython frames recorded with the sample (SPROV_PROFILE_SAMPLE_RUNTIME). */
+  int32_t runtime_state;          /* sprov_profile_runtime_state (NONE .. NO_THREAD) */
+  uint32_t runtime_frame_count;   /* frames kept (READ, DAMAGED), innermost first */
 };
 
 /* Fills `out` with sample `index` (0 .. samples-1) and builds its snapshot.
@@ -168,6 +188,19 @@ SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct spr
  * returned. Free with sprov_stack_free. */
 SPROV_API int sprov_profile_sample_stack(sprov_profile* prof, size_t index, uint32_t max_frames, sprov_stack** out);
 
+/* A new stack with the CPython frames recorded with sample `index` merged into `native`, that
+ * sample's unwound user frames (sprov_unwinder_unwind of its snapshot), as sprov_process_interleave
+ * merges a live capture's: each Python frame right before the _PyEval_EvalFrameDefault activation
+ * that runs it (the recording's PYEVAL ranges of the sample's process), frames method
+ * SPROV_METHOD_RUNTIME named by sprov_stack_runtime_frame (frame and code addresses 0: a recording
+ * keeps neither). The frames were read from the running process right after the sample was taken
+ * (doc/runtime-frames.md "Recordings"): when they cannot be that moment's — more activations than
+ * entry frames, or a native walk that reached the end of the stack with another number of
+ * activations — nothing is merged and `*state` is SPROV_PROFILE_RUNTIME_MISMATCH. `*state` (may be
+ * NULL) is otherwise the sample's runtime_state; a sample without runtime frames gives a copy.
+ * Free with sprov_stack_free. */
+SPROV_API int sprov_profile_interleave(sprov_profile* prof, size_t index, const sprov_stack* native, sprov_stack** out,
+                                       int32_t* state);
 /* A kernel address of a sample (kernel_ips, or ip with SPROV_PROFILE_SAMPLE_KERNEL_MODE) named
  * as perf script names it: from /proc/kallsyms (kernel and loaded modules), read once, with
  * perf's choice among aliases, relocated by the recorded `_text` (KASLR). Only when the
@@ -198,6 +231,12 @@ enum sprov_record_flags {
   /* With SPROV_RECORD_KERNEL: sample at the tracepoint sched:sched_switch instead (each time a
    * thread of the target switches out: off-CPU stacks; `frequency` unused, period 0). */
   SPROV_RECORD_OFF_CPU = 1u << 1,
+  /* Read each sampled thread's CPython 3.11 frames (doc/runtime-frames.md "Recordings") from the
+   * running target right after its sample arrives (one wakeup per sample), as py-spy's
+   * non-blocking mode does: the thread is not stopped, so a read whose chain changed meanwhile is
+   * detected and kept as torn (no frames). Processes without an interpreter are recorded as before.
+   * The capture file is then version 4. Not with SPROV_RECORD_KERNEL (SPROV_ERR_UNSUPPORTED). */
+  SPROV_RECORD_PYTHON = 1u << 2,
 };
 
 struct sprov_record_opts {
@@ -224,6 +263,10 @@ struct sprov_record_result {
   uint64_t threads;          /* threads seen */
   int32_t exit_status;       /* of the started command (wait status), -1 when none */
   uint32_t reserved;
+  /* When sz covers them, with SPROV_RECORD_PYTHON: samples whose CPython frames were read whole,
+   * torn (changed during the read), damaged (cut short), or of a thread without a thread state;
+   * processes found running an interpreter. */
+  uint64_t python_read, python_torn, python_damaged, python_no_thread, python_processes;
 };
 
 /* Samples the target with perf_event_open (cpu-clock at `frequency`,

@@ -339,6 +339,12 @@ void attach_runtime(const RuntimeCapture& rt, memory::Snapshot& snap);
 /// The runtime of a process opened from serialized snapshots: each snapshot's section 5 back into
 /// the RuntimeCapture that sprov_process_interleave reads (problems become warning lines).
 RuntimeCapture runtime_from_snapshots(const std::vector<std::unique_ptr<sprov_snapshot>>& threads);
+/// A new stack of `native`'s frames with the runtime frames `py` (innermost first) merged as
+/// sprov_process_interleave documents (`mode`: enum sprov_runtime_mode); `eval`: the ranges of the
+/// evaluation loop. `*activations` (may be null): native frames that run the evaluation loop.
+std::unique_ptr<sprov_stack> interleave_runtime(const std::vector<runtime::PythonTarget::Range>& eval,
+                                                const std::vector<runtime::PythonFrame>& py, const sprov_stack* native,
+                                                int mode, size_t* activations);
 
 using pipeline::ModuleBundle;  ///< the bundle a context's store names for a snapshot module
 /// SPROV_ERR_NOT_FOUND (naming the module, its build-id and the store) when there

@@ -2,9 +2,14 @@
 // C ABI: sprov_profile (perf.data / capture file samples as snapshots) and sprov_record.
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <set>
 
 #include "capi/internal.hpp"
+#include "elf/debug_file.hpp"
+#include "elf/elf_image.hpp"
+#include "memory/live_readers.hpp"
+#include "runtime/python.hpp"
 #include "perf/profile.hpp"
 #include "perf/kernel_sampler.hpp"
 #include "perf/recorder.hpp"
@@ -22,6 +27,68 @@ struct sprov_profile {
   std::string kernel_id_hex, running_id_hex;  // for sprov_profile_info
   std::set<std::string> vdso_loaded;          // vDSO build-ids already in the context's module cache
 };
+
+namespace {
+
+/// CPython's frames for `record --python`: per process, its interpreter (found as a live capture
+/// finds it, in the module files the recorder checked against the process's listing) and a
+/// runtime::PythonSampler over process_vm_readv.
+class CPythonRecordSampler final : public perf::RuntimeSampler {
+ public:
+  explicit CPythonRecordSampler(object::DebugFileOptions dopts) : dopts_(std::move(dopts)) {}
+  bool attach(uint32_t pid, const perf::ModuleList& l, perf::PyEval* eval, std::string* warning) override {
+    for (size_t k = 0; k < l.modules.size() && k < l.images.size(); k++) {
+      const memory::SnapshotModule& m = l.modules[k];
+      const std::shared_ptr<elf::ElfImage>& image = l.images[k];
+      if (image == nullptr || !runtime::may_hold_python(m.path)) continue;
+      // The layout's DWARF and the cold part's symbol: the separate debug file, else the module's own.
+      auto debug = elf::find_debug_file(*image, dopts_);
+      const elf::ElfImage* dwarf = debug.ok()                                ? debug.value().get()
+                                   : image->section(".debug_info").has_value() ? image.get()
+                                                                               : nullptr;
+      auto found = runtime::find_python(*image, m.load_bias, m.build_id.hex(), runtime::read_image_file(*image), dwarf);
+      if (!found.ok()) {
+        *warning = found.error().message + ": its Python frames are not read";
+        continue;
+      }
+      if (!found.value() || found.value()->eval.empty()) continue;
+      Proc& p = procs_[pid];
+      p.target = *found.value();
+      p.mem = std::make_unique<memory::ProcessVmReader>(static_cast<pid_t>(pid));
+      p.sampler = std::make_unique<runtime::PythonSampler>(*p.mem, p.target);
+      p.debug = debug.ok() ? std::move(debug).value() : nullptr;
+      p.image = image;
+      eval->description = p.target.description;
+      for (const runtime::PythonTarget::Range& r : p.target.eval) eval->ranges.emplace_back(r.start, r.end);
+      return true;
+    }
+    return false;
+  }
+  uint8_t read(uint32_t pid, uint32_t tid, std::vector<Frame>* frames, std::string* problem) override {
+    auto it = procs_.find(pid);
+    if (it == procs_.end()) return runtime::PythonStackRead::kNoThread;
+    runtime::PythonStackRead r = it->second.sampler->read(static_cast<int64_t>(tid));
+    for (runtime::PythonFrame& f : r.frames)
+      frames->push_back(Frame{std::move(f.function), std::move(f.qualname), std::move(f.file), f.line,
+                              static_cast<uint8_t>((f.is_entry ? perf::PyFrameRef::kEntry : 0) |
+                                                   (f.owner == 1 ? perf::PyFrameRef::kGenerator : 0))});
+    *problem = std::move(r.problem);
+    return r.state;
+  }
+  void forget(uint32_t pid) override { procs_.erase(pid); }
+
+ private:
+  struct Proc {
+    runtime::PythonTarget target;
+    std::unique_ptr<memory::ProcessVmReader> mem;
+    std::unique_ptr<runtime::PythonSampler> sampler;
+    std::shared_ptr<elf::ElfImage> image, debug;  // kept while the layout's sources are in use
+  };
+  object::DebugFileOptions dopts_;
+  std::map<uint32_t, Proc> procs_;
+};
+
+}  // namespace
 
 extern "C" {
 
@@ -122,7 +189,63 @@ SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct spr
     s.period = v.period;
     s.modules = &prof->snap;
     s.main_module = ref.list < p.lists().size() ? p.lists()[ref.list]->main : -1;
+    if (ref.py_at != 0) {
+      perf::PySampleView py;
+      if (Status st = p.python(index, &py); !st.ok()) return fail(st.error());
+      s.flags |= SPROV_PROFILE_SAMPLE_RUNTIME;
+      s.runtime_state = py.state == 0 ? int32_t{SPROV_PROFILE_RUNTIME_NO_THREAD} : int32_t{py.state};
+      s.runtime_frame_count = static_cast<uint32_t>(py.frames.size());
+    }
     return fill_out(out, s, "sprov_profile_sample");
+  });
+}
+
+SPROV_API int sprov_profile_interleave(sprov_profile* prof, size_t index, const sprov_stack* native, sprov_stack** out,
+                                       int32_t* state) {
+  return guard([&] {
+    if (prof == nullptr || native == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_interleave: NULL %s",
+                             prof == nullptr ? "prof" : native == nullptr ? "native" : "out"));
+    *out = nullptr;
+    if (state != nullptr) *state = SPROV_PROFILE_RUNTIME_NONE;
+    const perf::Profile& p = *prof->prof;
+    if (native->kernel.state != SPROV_KSTACK_NONE || !native->runtime.empty())
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_interleave: the stack is %s already",
+                             native->runtime.empty() ? "merged with its kernel segment" : "interleaved"));
+    perf::PySampleView py;
+    if (Status st = p.python(index, &py); !st.ok()) return fail(st.error());
+    int32_t result = !py.present    ? int32_t{SPROV_PROFILE_RUNTIME_NONE}
+                     : py.state == 0 ? int32_t{SPROV_PROFILE_RUNTIME_NO_THREAD}
+                                     : int32_t{py.state};
+    std::vector<runtime::PythonFrame> frames;
+    frames.reserve(py.frames.size());
+    for (const perf::PyFrameRef& f : py.frames) {
+      const perf::PyCode& c = p.py_codes()[f.code];  // checked when the file was indexed
+      runtime::PythonFrame r;
+      r.function = c.function;
+      r.qualname = c.qualname;
+      r.file = c.file;
+      r.line = f.line;
+      r.is_entry = (f.flags & perf::PyFrameRef::kEntry) != 0;
+      r.owner = (f.flags & perf::PyFrameRef::kGenerator) ? 1 : 0;
+      frames.push_back(std::move(r));
+    }
+    std::vector<runtime::PythonTarget::Range> eval;
+    if (py.eval != nullptr)
+      for (const auto& [lo, hi] : py.eval->ranges) eval.push_back({lo, hi});
+    size_t activations = 0;
+    capi::interleave_runtime(eval, {}, native, SPROV_RUNTIME_INTERLEAVE, &activations);
+    size_t entries = 0;
+    for (const runtime::PythonFrame& f : frames) entries += f.is_entry ? 1 : 0;
+    // Read moments after the sample: the chain must fit the native stack of the sample's moment.
+    const bool whole = native->stop == unwind::StopReason::kEndOfStack;
+    if (!frames.empty() && (eval.empty() || activations > entries || (whole && activations != entries))) {
+      frames.clear();
+      result = SPROV_PROFILE_RUNTIME_MISMATCH;
+    }
+    *out = capi::interleave_runtime(eval, frames, native, SPROV_RUNTIME_INTERLEAVE, nullptr).release();
+    if (state != nullptr) *state = result;
+    return 0;
   });
 }
 
@@ -205,12 +328,18 @@ SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* o
     o.stack_size = SPROV_OPTS_GET(opts, sprov_record_opts, stack_size, 0u);
     o.duration_ms = SPROV_OPTS_GET(opts, sprov_record_opts, duration_ms, 0u);
     const uint32_t f = SPROV_OPTS_GET(opts, sprov_record_opts, flags, 0u);
-    if ((f & ~uint32_t{SPROV_RECORD_KERNEL | SPROV_RECORD_OFF_CPU}) != 0 ||
+    if ((f & ~uint32_t{SPROV_RECORD_KERNEL | SPROV_RECORD_OFF_CPU | SPROV_RECORD_PYTHON}) != 0 ||
         (f & SPROV_RECORD_OFF_CPU && !(f & SPROV_RECORD_KERNEL)))
       return fail(make_error(SPROV_ERR_INVALID_ARG,
                              "sprov_record_opts.flags 0x%x: only SPROV_RECORD_KERNEL (0x1), with or without "
-                             "SPROV_RECORD_OFF_CPU (0x2), are defined",
+                             "SPROV_RECORD_OFF_CPU (0x2), and SPROV_RECORD_PYTHON (0x4) are defined",
                              f));
+    if (f & SPROV_RECORD_PYTHON) {
+      object::DebugFileOptions dopts;
+      dopts.debug_dirs = ctx->ctx.config().debug_dirs;
+      dopts.sysroot = ctx->ctx.config().sysroot;
+      o.python = std::make_shared<CPythonRecordSampler>(std::move(dopts));
+    }
     if (f & SPROV_RECORD_KERNEL) o.kernel_mode = f & SPROV_RECORD_OFF_CPU ? perf::kKernelOffCpu : perf::kKernelCpuClock;
     using ProgressFn = void (*)(uint64_t, uint64_t, void*);
     if (ProgressFn fn = SPROV_OPTS_GET(opts, sprov_record_opts, progress, ProgressFn{nullptr})) {
@@ -248,6 +377,11 @@ SPROV_API int sprov_record(sprov_context* ctx, const struct sprov_record_opts* o
       r.lost = stats.lost;
       r.threads = stats.threads;
       r.exit_status = stats.exit_status;
+      r.python_read = stats.python_read;
+      r.python_torn = stats.python_torn;
+      r.python_damaged = stats.python_damaged;
+      r.python_no_thread = stats.python_no_thread;
+      r.python_processes = stats.python_processes;
       return fill_out(out, r, "sprov_record_result");
     }
     return 0;

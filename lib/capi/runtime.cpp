@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: language runtime frames (CPython 3.11) read at capture, and their interleaving with native stacks.
+#include <algorithm>
 #include <string>
 
 #include "capi/internal.hpp"
@@ -12,13 +13,6 @@ using namespace stackprov::capi;
 namespace stackprov::capi {
 
 namespace {
-
-/// Interpreters are looked for in modules named like CPython's executable or library.
-bool may_hold_python(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return base.rfind("python", 0) == 0 || base.rfind("libpython", 0) == 0;
-}
 
 /// Target memory, else the module file's bytes for addresses in the module's PT_LOAD contents:
 /// a core holds no read-only file-backed pages (type names in .rodata) nor .data pages the
@@ -56,7 +50,7 @@ void capture_runtime(sprov_context* ctx, const memory::Snapshot& snap, memory::M
   if (out->attempted) return;
   out->attempted = true;
   for (const memory::SnapshotModule& m : snap.modules) {
-    if (!may_hold_python(m.path)) continue;
+    if (!runtime::may_hold_python(m.path)) continue;
     auto mod = acquire_module(ctx, &snap, m, snap.module_root);
     if (!mod.ok() || !mod.value()->has_elf()) {
       *warnings += "module " + m.path + ": its file is not available: its Python frames are not read\n";
@@ -171,17 +165,79 @@ const runtime::PythonThread* thread_of(const sprov_process* proc, size_t index) 
   return proc->runtime.thread(proc->threads[index]->snap.tid);
 }
 
-bool runs_eval(const RuntimeCapture& rt, const unwind::Frame& f) {
+bool runs_eval(const std::vector<runtime::PythonTarget::Range>& eval, const unwind::Frame& f) {
   // An inferred tail-call frame is no activation on the stack: it runs no interpreter frames.
   if (f.module_index < 0 || f.method == unwind::Method::kRuntime || (f.flags & unwind::Frame::kFlagInferred))
     return false;
   const uint64_t at = f.lookup_prev ? f.pc - 1 : f.pc;
-  for (const auto& r : rt.eval)
+  for (const auto& r : eval)
     if (at >= r.start && at < r.end) return true;
   return false;
 }
 
 }  // namespace
+
+namespace stackprov::capi {
+
+std::unique_ptr<sprov_stack> interleave_runtime(const std::vector<runtime::PythonTarget::Range>& eval,
+                                                const std::vector<runtime::PythonFrame>& py, const sprov_stack* native,
+                                                int mode, size_t* activations) {
+  auto st = std::make_unique<sprov_stack>();
+  st->stop = native->stop;
+  st->modules = native->modules;
+  st->loaded = native->loaded;
+  st->module_root = native->module_root;
+  st->pid = native->pid;  // the perf map of its process names JIT frames
+  st->jit = native->jit;
+  st->arch = native->arch;
+  const bool regs = native->regs.size() == native->frames.size() && !native->frames.empty();
+  auto push_native = [&](const unwind::Frame& f) {
+    if (regs) st->regs.push_back(native->regs[static_cast<size_t>(&f - native->frames.data())]);
+    st->frames.push_back(f);
+    st->runtime_of.push_back(-1);
+  };
+  auto push_runtime = [&](size_t k, int64_t native_index, uint64_t sp) {
+    unwind::Frame f;
+    f.sp = sp;
+    f.method = unwind::Method::kRuntime;
+    f.domain = unwind::Domain::kRuntime;  // the interpreter's frame, not a native one
+    st->runtime_of.push_back(static_cast<int32_t>(st->runtime.size()));
+    st->frames.push_back(f);
+    if (regs) st->regs.emplace_back();  // a runtime frame: no native registers
+    st->runtime.push_back(py[k]);
+    st->runtime_native.push_back(native_index);
+  };
+  size_t next = 0;  // the innermost Python frame no activation has taken yet
+  std::vector<bool> evals;
+  for (const unwind::Frame& f : native->frames) evals.push_back(runs_eval(eval, f));
+  if (activations != nullptr) *activations = static_cast<size_t>(std::count(evals.begin(), evals.end(), true));
+  if (mode == SPROV_RUNTIME_INTERLEAVE) {
+    std::vector<bool> entries;
+    for (const runtime::PythonFrame& p : py) entries.push_back(p.is_entry);
+    const std::vector<size_t> taken = runtime::python_frames_per_native(evals, entries);
+    uint32_t walked = 0;  // f's index in the native stack
+    for (const unwind::Frame& f : native->frames) {
+      if (const size_t n = taken[walked]; n != 0) {
+        // This activation runs the frames from `next` outward up to its entry frame.
+        const int64_t native_index = static_cast<int64_t>(st->frames.size() + n);
+        for (const size_t end = next + n; next < end; next++) push_runtime(next, native_index, f.sp);
+      }
+      // A coroutine link annotates its native frame, at that frame's index here.
+      for (const unwind::CoroutineLink& l : native->links)
+        if (l.frame == walked) {
+          st->links.push_back(l);
+          st->links.back().frame = static_cast<uint32_t>(st->frames.size());
+        }
+      walked++;
+      push_native(f);
+    }
+  }
+  for (; next < py.size(); next++) push_runtime(next, -1, 0);
+  if (st->runtime.empty()) st->runtime_of.clear();
+  return st;
+}
+
+}  // namespace stackprov::capi
 
 extern "C" {
 
@@ -234,60 +290,9 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
                              "sprov_process_interleave: the stack has its kernel segment (interleave first)"));
     if (!native->runtime.empty())
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_interleave: the stack is interleaved already"));
-    auto st = std::make_unique<sprov_stack>();
-    st->stop = native->stop;
-    st->modules = native->modules;
-    st->loaded = native->loaded;
-    st->module_root = native->module_root;
-    st->pid = native->pid;  // the perf map of its process names JIT frames
-    st->jit = native->jit;
     const runtime::PythonThread* t = thread_of(proc, index);
     const std::vector<runtime::PythonFrame> none;
-    const std::vector<runtime::PythonFrame>& py = t ? t->frames : none;
-    st->arch = native->arch;
-    const bool regs = native->regs.size() == native->frames.size() && !native->frames.empty();
-    auto push_native = [&](const unwind::Frame& f) {
-      if (regs) st->regs.push_back(native->regs[static_cast<size_t>(&f - native->frames.data())]);
-      st->frames.push_back(f);
-      st->runtime_of.push_back(-1);
-    };
-    auto push_runtime = [&](size_t k, int64_t native_index, uint64_t sp) {
-      unwind::Frame f;
-      f.sp = sp;
-      f.method = unwind::Method::kRuntime;
-      f.domain = unwind::Domain::kRuntime;  // the interpreter's frame, not a native one
-      st->runtime_of.push_back(static_cast<int32_t>(st->runtime.size()));
-      st->frames.push_back(f);
-      if (regs) st->regs.emplace_back();  // a runtime frame: no native registers
-      st->runtime.push_back(py[k]);
-      st->runtime_native.push_back(native_index);
-    };
-    size_t next = 0;  // the innermost Python frame no activation has taken yet
-    if (mode == SPROV_RUNTIME_INTERLEAVE) {
-      std::vector<bool> evals, entries;
-      for (const unwind::Frame& f : native->frames) evals.push_back(runs_eval(proc->runtime, f));
-      for (const runtime::PythonFrame& p : py) entries.push_back(p.is_entry);
-      const std::vector<size_t> taken = runtime::python_frames_per_native(evals, entries);
-      uint32_t walked = 0;  // f's index in the native stack
-      for (const unwind::Frame& f : native->frames) {
-        if (const size_t n = taken[walked]; n != 0) {
-          // This activation runs the frames from `next` outward up to its entry frame.
-          const int64_t native_index = static_cast<int64_t>(st->frames.size() + n);
-          for (const size_t end = next + n; next < end; next++) push_runtime(next, native_index, f.sp);
-        }
-        // A coroutine link annotates its native frame, at that frame's index here.
-        for (const unwind::CoroutineLink& l : native->links)
-          if (l.frame == walked) {
-            st->links.push_back(l);
-            st->links.back().frame = static_cast<uint32_t>(st->frames.size());
-          }
-        walked++;
-        push_native(f);
-      }
-    }
-    for (; next < py.size(); next++) push_runtime(next, -1, 0);
-    if (st->runtime.empty()) st->runtime_of.clear();
-    *out = st.release();
+    *out = interleave_runtime(proc->runtime.eval, t ? t->frames : none, native, mode, nullptr).release();
     return 0;
   });
 }

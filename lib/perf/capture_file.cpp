@@ -10,13 +10,20 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 namespace stackprov::perf {
 
 namespace {
 
-constexpr uint32_t kVersion = 3;  // reads 1 to 3
-constexpr uint8_t kModules = 1, kComm = 2, kSample = 3, kLost = 4, kVdso = 5, kEnd = 6, kKernel = 7;
+constexpr uint32_t kVersion = 4;  // reads 1 to 4; writes 3, or 4 with Python frames
+constexpr uint8_t kModules = 1, kComm = 2, kSample = 3, kLost = 4, kVdso = 5, kEnd = 6, kKernel = 7, kPyCode = 8,
+                  kPyStack = 9, kPyEval = 10;
+constexpr uint32_t kMaxPyString = 16384;
+constexpr uint32_t kMaxPyFrames = 65536;
+constexpr uint32_t kMaxPyProblem = 1024;
+constexpr uint32_t kMaxPyRanges = 16;
+constexpr size_t kMaxPyCodes = size_t{1} << 24;
 constexpr size_t kMaxLists = size_t{1} << 20;
 constexpr size_t kMaxModules = 65536;
 constexpr size_t kMaxSamples = size_t{1} << 26;
@@ -78,7 +85,7 @@ struct Reader {
 }  // namespace
 
 CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline,
-                             uint32_t frequency)
+                             uint32_t frequency, bool python)
     : f_(f), regs_mask_(regs_mask) {
   // Only a regular file can have its header rewritten; a pipe's counts stay 0 (unknown).
   struct stat st;
@@ -86,7 +93,7 @@ CaptureWriter::CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, c
   if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) start_ = ftello(f_);
   std::vector<uint8_t> h;
   put(h, kCaptureMagic, 8);
-  put32(h, kVersion);
+  put32(h, python ? 4 : 3);
   put32(h, 0);  // flags: kCountsFinal once finish() wrote the counts
   put64(h, regs_mask);
   put32(h, stack_user);
@@ -201,6 +208,52 @@ void CaptureWriter::write_sample(const SampleView& s, uint32_t list, uint32_t co
   samples_++;
 }
 
+namespace {
+void put_str(std::vector<uint8_t>& b, const std::string& v, uint32_t max) {
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(v.size(), max));
+  put32(b, n);
+  put(b, v.data(), n);
+}
+}  // namespace
+
+void CaptureWriter::write_py_code(uint32_t id, const PyCode& code) {
+  buf_.clear();
+  put32(buf_, id);
+  put_str(buf_, code.function, kMaxPyString);
+  put_str(buf_, code.qualname, kMaxPyString);
+  put_str(buf_, code.file, kMaxPyString);
+  record(kPyCode, buf_);
+}
+
+void CaptureWriter::write_py_stack(uint8_t state, const std::vector<PyFrameRef>& frames, const std::string& problem) {
+  buf_.clear();
+  buf_.push_back(state);
+  for (int i = 0; i < 3; i++) buf_.push_back(0);
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(frames.size(), kMaxPyFrames));
+  put32(buf_, n);
+  for (uint32_t i = 0; i < n; i++) {
+    put32(buf_, frames[i].code);
+    put32(buf_, frames[i].line);
+    buf_.push_back(frames[i].flags & (PyFrameRef::kEntry | PyFrameRef::kGenerator));
+    for (int k = 0; k < 3; k++) buf_.push_back(0);
+  }
+  put_str(buf_, problem, kMaxPyProblem);
+  record(kPyStack, buf_);
+}
+
+void CaptureWriter::write_py_eval(const PyEval& eval) {
+  buf_.clear();
+  put32(buf_, eval.pid);
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(eval.ranges.size(), kMaxPyRanges));
+  put32(buf_, n);
+  for (uint32_t i = 0; i < n; i++) {
+    put64(buf_, eval.ranges[i].first);
+    put64(buf_, eval.ranges[i].second);
+  }
+  put_str(buf_, eval.description, kMaxPyProblem);
+  record(kPyEval, buf_);
+}
+
 void CaptureWriter::write_lost(uint64_t count) {
   buf_.clear();
   put64(buf_, count);
@@ -214,6 +267,35 @@ Status CaptureWriter::finish() {
   if (fflush(f_) != 0) io_error_ = true;
   write_counts(kCountsFinal);
   if (io_error_) return make_error(SPROV_ERR_IO, "capture file: write failed: %s", strerror(errno));
+  return {};
+}
+
+Status Profile::python(size_t i, PySampleView* out) const {
+  *out = PySampleView{};
+  if (i >= samples_.size()) return make_error(SPROV_ERR_INVALID_ARG, "sample %zu out of range (%zu samples)", i, samples_.size());
+  const SampleRef& ref = samples_[i];
+  if (ref.py_eval != UINT32_MAX) out->eval = &py_evals_[ref.py_eval];
+  if (ref.py_at == 0) return {};
+  // Checked when the file was indexed: state, counts, code ids and lengths.
+  Reader b{bytes_ + ref.py_at, ref.py_len, 0, "python stack"};
+  uint32_t n = 0;
+  SPROV_TRY(b.u8(&out->state, "pystack.state"));
+  b.at += 3;
+  SPROV_TRY(b.u32(&n, "pystack.n"));
+  SPROV_TRY(b.need(size_t{n} * 12, "pystack.frames"));
+  out->frames.resize(n);
+  for (uint32_t k = 0; k < n; k++) {
+    const uint8_t* f = b.p + b.at + 12 * size_t{k};
+    std::memcpy(&out->frames[k].code, f, 4);
+    std::memcpy(&out->frames[k].line, f + 4, 4);
+    out->frames[k].flags = f[8];
+  }
+  b.at += size_t{n} * 12;
+  uint32_t pl = 0;
+  SPROV_TRY(b.u32(&pl, "pystack.problem_len"));
+  SPROV_TRY(b.need(pl, "pystack.problem"));
+  out->problem.assign(reinterpret_cast<const char*>(b.p + b.at), pl);
+  out->present = true;
   return {};
 }
 
@@ -293,6 +375,17 @@ Status Profile::index_capture() {
     SPROV_TRY(r.u64(&counted_bytes, "bytes"));
   }
   bool ended = false;
+  bool after_sample = false;  // the record before this one was a SAMPLE (a PYSTACK's place)
+  std::map<uint32_t, uint32_t> py_eval_of;  // pid -> its latest PYEVAL
+  auto str = [&](Reader& b, std::string* out, uint32_t max, const char* field) -> Status {
+    uint32_t n = 0;
+    SPROV_TRY(b.u32(&n, field));
+    if (n > max) return make_error(SPROV_ERR_LIMIT, "capture file: %s of %u bytes (max %u)", field, n, max);
+    SPROV_TRY(b.need(n, field));
+    out->assign(reinterpret_cast<const char*>(b.p + b.at), n);
+    b.at += n;
+    return {};
+  };
   while (!ended) {
     uint8_t head[8];
     uint32_t blen = 0;
@@ -339,6 +432,11 @@ Status Profile::index_capture() {
     const size_t body_at = r.at;
     r.at += blen;
     records_++;
+    if (head[0] >= kPyCode && version < 4)
+      return make_error(SPROV_ERR_BAD_FORMAT, "capture file: record kind %u at offset %zu in a version %u file", head[0],
+                        rec_at, version);
+    const bool was_after_sample = after_sample;
+    after_sample = head[0] == kSample;
     switch (head[0]) {
       case kModules: {
         uint32_t id = 0, n = 0;
@@ -415,7 +513,77 @@ Status Profile::index_capture() {
         if (Status st = decode_capture_sample(b.p, b.len, regs_mask_, version, &probe); !st.ok()) return st;
         ref.offset = body_at;
         ref.size = blen;
+        if (auto pe = py_eval_of.find(ref.pid); pe != py_eval_of.end()) ref.py_eval = pe->second;
         samples_.push_back(ref);
+        break;
+      }
+      case kPyCode: {
+        uint32_t id = 0;
+        SPROV_TRY(b.u32(&id, "pycode.id"));
+        if (id != py_codes_.size())
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: Python code id %u at offset %zu, expected %zu", id, rec_at,
+                            py_codes_.size());
+        if (py_codes_.size() >= kMaxPyCodes)
+          return make_error(SPROV_ERR_LIMIT, "capture file: more than %zu Python code objects", kMaxPyCodes);
+        PyCode c;
+        SPROV_TRY(str(b, &c.function, kMaxPyString, "pycode.function"));
+        SPROV_TRY(str(b, &c.qualname, kMaxPyString, "pycode.qualname"));
+        SPROV_TRY(str(b, &c.file, kMaxPyString, "pycode.file"));
+        py_codes_.push_back(std::move(c));
+        break;
+      }
+      case kPyStack: {
+        if (!was_after_sample || samples_.empty())
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: Python stack at offset %zu does not follow a sample", rec_at);
+        uint8_t state = 0;
+        uint32_t n = 0;
+        SPROV_TRY(b.u8(&state, "pystack.state"));
+        SPROV_TRY(b.need(3, "pystack.reserved"));
+        b.at += 3;
+        SPROV_TRY(b.u32(&n, "pystack.n"));
+        if (state > 3) return make_error(SPROV_ERR_BAD_FORMAT, "capture file: Python stack state %u at offset %zu", state, rec_at);
+        if (n > kMaxPyFrames)
+          return make_error(SPROV_ERR_LIMIT, "capture file: Python stack of %u frames at offset %zu (max %u)", n, rec_at,
+                            kMaxPyFrames);
+        if (n != 0 && state != 1 && state != 3)
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: Python stack at offset %zu in state %u has %u frames",
+                            rec_at, state, n);
+        SPROV_TRY(b.need(size_t{n} * 12, "pystack.frames"));
+        for (uint32_t i = 0; i < n; i++) {
+          uint32_t code = 0;
+          std::memcpy(&code, b.p + b.at + 12 * size_t{i}, 4);
+          if (code >= py_codes_.size())
+            return make_error(SPROV_ERR_BAD_FORMAT, "capture file: Python frame %u at offset %zu names code %u of %zu", i,
+                              rec_at, code, py_codes_.size());
+        }
+        b.at += size_t{n} * 12;
+        std::string problem;
+        SPROV_TRY(str(b, &problem, kMaxPyProblem, "pystack.problem"));
+        samples_.back().py_at = body_at;
+        samples_.back().py_len = blen;
+        break;
+      }
+      case kPyEval: {
+        PyEval e;
+        uint32_t n = 0;
+        SPROV_TRY(b.u32(&e.pid, "pyeval.pid"));
+        SPROV_TRY(b.u32(&n, "pyeval.n"));
+        if (n == 0 || n > kMaxPyRanges)
+          return make_error(SPROV_ERR_BAD_FORMAT, "capture file: %u interpreter ranges at offset %zu (1 to %u)", n, rec_at,
+                            kMaxPyRanges);
+        for (uint32_t i = 0; i < n; i++) {
+          uint64_t lo = 0, hi = 0;
+          SPROV_TRY(b.u64(&lo, "pyeval.start"));
+          SPROV_TRY(b.u64(&hi, "pyeval.end"));
+          if (lo >= hi)
+            return make_error(SPROV_ERR_BAD_FORMAT, "capture file: interpreter range 0x%llx-0x%llx at offset %zu is empty",
+                              static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi), rec_at);
+          e.ranges.emplace_back(lo, hi);
+        }
+        SPROV_TRY(str(b, &e.description, kMaxPyProblem, "pyeval.description"));
+        if (py_evals_.size() >= kMaxLists) return make_error(SPROV_ERR_LIMIT, "capture file: more than %zu PYEVAL records", kMaxLists);
+        py_eval_of[e.pid] = static_cast<uint32_t>(py_evals_.size());
+        py_evals_.push_back(std::move(e));
         break;
       }
       case kLost: {

@@ -40,6 +40,19 @@ namespace stackprov::perf {
 ///   6 END      u64 samples written
 ///   7 KERNEL   u8 id_len (<= 20), the running kernel's build-id (/sys/kernel/notes), u64 the
 ///              address of `_text` (/proc/kallsyms; 0 when hidden), at most once
+/// Version 4 (written only by `record --python`: a capture without Python frames is a version 3
+/// file, byte for byte as before) adds three records:
+///   8 PYCODE   u32 id (= number of earlier PYCODE records), then co_name, co_qualname and
+///              co_filename, each u32 len (<= 16384) + UTF-8 bytes
+///   9 PYSTACK  the CPython frames of the SAMPLE record right before it (at most one per sample):
+///              u8 state (runtime::PythonStackRead: 0 no thread, 1 read, 2 torn, 3 damaged), u8
+///              reserved[3] (0), u32 n (<= 65536; 0 unless read or damaged), n × { u32 code (an
+///              earlier PYCODE id), u32 line (0 unknown), u8 flags (bit 0 entry frame, bit 1 a
+///              generator's), u8 reserved[3] (0) } innermost first, u32 problem_len (<= 1024), problem
+///   10 PYEVAL  u32 pid, u32 n (1..16), n × { u64 start, u64 end } (start < end: the runtime
+///              ranges of _PyEval_EvalFrameDefault and its cold part), u32 len (<= 1024), the
+///              interpreter's description; it holds for that pid's samples after it (an exec
+///              writes another)
 /// A MODULES record precedes the first sample that names its id, a COMM record the first
 /// sample naming it. Limits: 2^20 lists, 65536 modules per list, 2^26 samples, 64 KiB stacks,
 /// 1024 kernel frames. Writing is deterministic: the same records give the same bytes (the
@@ -48,8 +61,13 @@ class CaptureWriter {
  public:
   /// Takes ownership of nothing; `f` must stay open until finish(). When `f` is a regular file
   /// (seekable, from its current offset on), flush() and finish() keep the header's counts.
+  /// `python`: the file will hold PYCODE/PYSTACK/PYEVAL records (version 4; else version 3).
   CaptureWriter(FILE* f, uint64_t regs_mask, uint32_t stack_user, const std::string& cmdline,
-                uint32_t frequency = 0);
+                uint32_t frequency = 0, bool python = false);
+  /// PYCODE `id` (ids in order from 0), PYSTACK of the sample written last, PYEVAL of `pid`.
+  void write_py_code(uint32_t id, const PyCode& code);
+  void write_py_stack(uint8_t state, const std::vector<PyFrameRef>& frames, const std::string& problem);
+  void write_py_eval(const PyEval& eval);
   /// The recording kernel's build-id and `_text` address (KERNEL record).
   void write_kernel(const ModuleId& id, uint64_t text);
   void write_modules(uint32_t id, const ModuleList& list);

@@ -352,6 +352,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
     m.end = e.end;
     m.file_offset = e.pgoff;
     m.path = e.path;
+    std::shared_ptr<elf::ElfImage> chosen;  // the file read for this module (null: none, the vDSO)
     if (e.path == kVdsoName) {
       if (!vdso_image_) continue;
       m.build_id = vdso_image_->build_id();
@@ -383,6 +384,7 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
           m.load_bias = c.load_bias;
           note(e.path, nullptr);
           list->modules.push_back(std::move(m));
+          list->images.push_back(nullptr);
           continue;
         }
         if (c.image != nullptr) {
@@ -407,8 +409,10 @@ uint32_t ModuleTracker::list_for(uint32_t pid) {
       }
       if (!recorded.empty()) m.build_id = recorded;
       note(e.path, image.get());
+      chosen = image;
     }
     list->modules.push_back(std::move(m));
+    list->images.push_back(std::move(chosen));
   }
   list->main = exec_index >= 0 && (exec_is_program || program_index < 0) ? exec_index : program_index;
   memory::Snapshot probe;

@@ -31,6 +31,9 @@ struct ModuleList {
   /// Index in `modules` of the process's program, the file it exec'd (pprof's first mapping,
   /// "File:" in `go tool pprof`); -1 when not known. See ModuleTracker::list_for.
   int32_t main = -1;
+  /// While recording: the file read for each module (null: none, the vDSO), as checked against
+  /// the process's listing; empty in a list read from a file.
+  std::vector<std::shared_ptr<elf::ElfImage>> images;
 };
 
 /// Tracks the executable mappings of every process seen in the records and

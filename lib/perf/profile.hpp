@@ -25,6 +25,39 @@ struct SampleRef {
   uint32_t pid = 0, tid = 0;
   uint32_t list = 0;  ///< module list id
   uint32_t comm = 0;  ///< index into Profile::comms()
+  /// A capture file's PYSTACK record of the sample (record --python): its body's offset in the
+  /// file bytes (0: none) and length; the PYEVAL record of its process then (index into
+  /// Profile::py_evals(), UINT32_MAX: none).
+  uint64_t py_at = 0;
+  uint32_t py_len = 0;
+  uint32_t py_eval = UINT32_MAX;
+};
+
+/// A CPython code object as `record --python` stored it (PYCODE record).
+struct PyCode {
+  std::string function, qualname, file;  ///< co_name, co_qualname, co_filename
+};
+/// Where a process's interpreter runs its frames (PYEVAL record): _PyEval_EvalFrameDefault and its
+/// cold part, runtime addresses.
+struct PyEval {
+  uint32_t pid = 0;
+  std::string description;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  ///< [start, end)
+};
+/// One CPython frame of a sample: its code (index into Profile::py_codes()), line, flags.
+struct PyFrameRef {
+  static constexpr uint8_t kEntry = 1, kGenerator = 2;
+  uint32_t code = 0;
+  uint32_t line = 0;  ///< 0: unknown
+  uint8_t flags = 0;
+};
+/// The CPython frames read right after a sample was taken (runtime::PythonStackRead's state).
+struct PySampleView {
+  bool present = false;  ///< the sample has a PYSTACK record
+  uint8_t state = 0;     ///< runtime::PythonStackRead::State
+  std::vector<PyFrameRef> frames;  ///< innermost first
+  std::string problem;
+  const PyEval* eval = nullptr;    ///< the process's interpreter; null: none recorded
 };
 
 /// The user registers, user stack and callchain of one sample.
@@ -97,6 +130,10 @@ class Profile {
 
   /// Decodes sample `i` (pointers alias the file bytes).
   Status view(size_t i, SampleView* out) const;
+  /// The CPython frames recorded with sample `i` (capture files of `record --python`; else none).
+  Status python(size_t i, PySampleView* out) const;
+  const std::vector<PyCode>& py_codes() const { return py_codes_; }
+  const std::vector<PyEval>& py_evals() const { return py_evals_; }
   /// Fills `s` for sample `i`: registers (DWARF numbering), the stack copy and,
   /// when `s` last held another list than the sample's, the module list and vDSO
   /// bytes (`*modules_changed` says so). `s` is reused between samples.
@@ -119,6 +156,8 @@ class Profile {
   std::vector<SampleRef> samples_;
   std::vector<std::shared_ptr<const ModuleList>> lists_;
   std::vector<std::string> comms_;
+  std::vector<PyCode> py_codes_;
+  std::vector<PyEval> py_evals_;
   std::vector<uint8_t> vdso_;
   uint64_t lost_ = 0, records_ = 0;
   uint64_t regs_mask_ = 0;

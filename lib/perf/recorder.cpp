@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <sstream>
 
 #include "arch/x86_64/registers.hpp"
@@ -127,6 +128,9 @@ perf_event_attr make_attr(const RecordOptions& o, bool enable_on_exec, bool buil
   a.sample_id_all = 1;
   a.inherit = 1;
   a.build_id = build_id ? 1 : 0;
+  // Python frames are read when a sample arrives, so it must arrive at once: a wakeup per sample
+  // (the default wakes at half the ring, or at the loop's 50 ms poll).
+  if (o.python != nullptr) a.wakeup_events = 1;
   a.disabled = enable_on_exec ? 1 : 0;
   a.enable_on_exec = enable_on_exec ? 1 : 0;
   if (o.kernel_mode != 0) {
@@ -166,7 +170,8 @@ class Session {
  public:
   Session(const RecordOptions& o, FILE* f, const std::string& cmdline)
       : tracker_(o.root, {}, read_own_vdso()),
-        writer_(f, arch::x86_64::kPerfRegsMask, o.stack_size, cmdline, o.frequency) {
+        writer_(f, arch::x86_64::kPerfRegsMask, o.stack_size, cmdline, o.frequency, o.python != nullptr),
+        python_(o.python) {
     writer_.write_vdso(tracker_.vdso_bytes());
     // The kernel that is sampled, so that perf-import names its frames only on this kernel.
     auto kid = running_kernel_build_id();
@@ -185,7 +190,12 @@ class Session {
     stats->samples = samples_;
     stats->lost = lost_;
     stats->threads = tids_.size();
-    stats->warnings = tracker_.warnings();
+    stats->warnings = tracker_.warnings() + py_warnings_;
+    stats->python_read = py_counts_[1];
+    stats->python_torn = py_counts_[2];
+    stats->python_damaged = py_counts_[3];
+    stats->python_no_thread = py_counts_[0];
+    stats->python_processes = py_processes_;
     return writer_.finish();
   }
   uint64_t samples() const { return samples_; }
@@ -264,7 +274,10 @@ class Session {
         if (decoder_.decode_comm(rec, len, &c).ok()) {
           tracker_.on_comm(c);
           set_comm(c.tid, c.comm);
-          if (c.exec && c.pid == c.tid) seen_pids_.erase(c.pid);  // a new image: its own vDSO, seeded anew
+          if (c.exec && c.pid == c.tid) {
+            seen_pids_.erase(c.pid);  // a new image: its own vDSO, seeded anew
+            if (py_procs_.erase(c.pid) && python_) python_->forget(c.pid);  // its interpreter, looked for anew
+          }
         }
         break;
       }
@@ -322,8 +335,58 @@ class Session {
     std::string unnamed(1, ':');
     if (c == tid_comm_.end()) unnamed += std::to_string(v.tid);
     const uint32_t comm = c != tid_comm_.end() ? c->second : comm_id(unnamed);
+    // The runtime's frames are read first: its PYEVAL and new PYCODE records go before the SAMPLE,
+    // whose PYSTACK follows it directly.
+    const bool py = python_ != nullptr && python_sample(v, list);
     writer_.write_sample(v, list, comm);
     samples_++;
+    if (py) writer_.write_py_stack(py_state_, py_frames_, py_problem_);
+  }
+
+  /// The sampled thread's runtime frames, read now (the sample was taken moments ago), written
+  /// as the PYSTACK record after its SAMPLE. A process is looked at for an interpreter once per
+  /// module list it has (at most 16 lists: a process that keeps mapping files is no new one).
+  struct PyProc {
+    uint32_t checked_list = UINT32_MAX;
+    uint32_t attempts = 0;
+    bool attached = false;
+  };
+  bool python_sample(const SampleView& v, uint32_t list) {
+    PyProc& pp = py_procs_[v.pid];
+    if (!pp.attached && pp.checked_list != list && pp.attempts < 16 && list < tracker_.lists().size()) {
+      pp.checked_list = list;
+      pp.attempts++;
+      PyEval e;
+      std::string warning;
+      pp.attached = python_->attach(v.pid, *tracker_.lists()[list], &e, &warning);
+      if (!warning.empty()) py_warn("pid " + std::to_string(v.pid) + ": " + warning);
+      if (pp.attached) {
+        e.pid = v.pid;
+        writer_.write_py_eval(e);
+        py_processes_++;
+      }
+    }
+    if (!pp.attached) return false;
+    py_read_.clear();
+    py_problem_.clear();
+    const uint8_t state = python_->read(v.pid, v.tid, &py_read_, &py_problem_);
+    py_frames_.clear();
+    for (const RuntimeSampler::Frame& f : py_read_) {
+      std::string key = f.function;
+      key.push_back('\0');
+      key += f.qualname;
+      key.push_back('\0');
+      key += f.file;
+      auto [it, fresh] = py_code_ids_.emplace(std::move(key), static_cast<uint32_t>(py_code_ids_.size()));
+      if (fresh) writer_.write_py_code(it->second, PyCode{f.function, f.qualname, f.file});
+      py_frames_.push_back(PyFrameRef{it->second, f.line, f.flags});
+    }
+    py_state_ = state < 4 ? state : 0;
+    py_counts_[py_state_]++;
+    return true;
+  }
+  void py_warn(const std::string& line) {
+    if (py_warned_.insert(line).second && py_warned_.size() < 64) py_warnings_ += line + "\n";
   }
   /// The kernel reports no MMAP for the vDSO; take it from the live maps.
   void seed_vdso(uint32_t pid) {
@@ -352,6 +415,17 @@ class Session {
   uint64_t samples_ = 0, lost_ = 0, malformed_ = 0;
   std::vector<uint8_t> regs_;  ///< a kernel event's user registers in perf's order
   uint32_t stack_size_ = 0;
+  std::shared_ptr<RuntimeSampler> python_;
+  std::map<uint32_t, PyProc> py_procs_;
+  std::vector<RuntimeSampler::Frame> py_read_;
+  uint8_t py_state_ = 0;
+  std::string py_problem_;
+  std::unordered_map<std::string, uint32_t> py_code_ids_;  ///< co_name \0 co_qualname \0 co_filename -> PYCODE id
+  std::vector<PyFrameRef> py_frames_;
+  uint64_t py_counts_[4] = {0, 0, 0, 0};
+  uint64_t py_processes_ = 0;
+  std::set<std::string> py_warned_;
+  std::string py_warnings_;
 };
 
 /// Copies every complete record out of the ring and advances its tail.
@@ -395,6 +469,9 @@ namespace {
 
 /// Records into `f` (see record()).
 Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
+  if (o.python != nullptr && o.kernel_mode != 0)
+    return make_error(SPROV_ERR_UNSUPPORTED, "Python frames with the eBPF kernel sampler are not supported (yet): "
+                      "record either Python frames or kernel stacks");
   const int ncpu = static_cast<int>(sysconf(_SC_NPROCESSORS_CONF));
   if (ncpu <= 0 || ncpu > 4096) return make_error(SPROV_ERR_UNSUPPORTED, "%d CPUs are not supported", ncpu);
   // perf_event_open refuses a frequency above the kernel's limit with EINVAL: say so first.

@@ -4,12 +4,37 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "perf/module_tracker.hpp"
+#include "perf/profile.hpp"
 
 namespace stackprov::perf {
+
+/// A language runtime's frames, read for each sample while recording (record --python). The
+/// recorder asks it; the C ABI layer gives CPython's (runtime::PythonSampler, lib/capi/perf.cpp),
+/// which this layer cannot name.
+class RuntimeSampler {
+ public:
+  struct Frame {
+    std::string function, qualname, file;
+    uint32_t line = 0;
+    uint8_t flags = 0;  ///< PyFrameRef::kEntry, kGenerator
+  };
+  virtual ~RuntimeSampler() = default;
+  /// Process `pid` has the module list `l` (new or changed; l.images holds the files read): true,
+  /// with `*eval` filled, when one of its modules holds an interpreter, which read() then reads.
+  /// A module that holds one that cannot be read says so in `*warning`.
+  virtual bool attach(uint32_t pid, const ModuleList& l, PyEval* eval, std::string* warning) = 0;
+  /// Thread `tid` of attached process `pid`, read now: runtime::PythonStackRead::State's value,
+  /// the frames innermost first, what was wrong or changed.
+  virtual uint8_t read(uint32_t pid, uint32_t tid, std::vector<Frame>* frames, std::string* problem) = 0;
+  /// `pid` exec'd: its interpreter, if any, is gone.
+  virtual void forget(uint32_t pid) = 0;
+};
 
 struct RecordOptions {
   int64_t pid = 0;                ///< existing process, or 0 with `argv`
@@ -22,6 +47,9 @@ struct RecordOptions {
   /// 0: perf_event samples (the default); kKernelCpuClock / kKernelOffCpu: the eBPF kernel sampler
   /// (kernel_sampler.hpp) takes the samples, the perf events only track the module map.
   uint32_t kernel_mode = 0;
+  /// Read each sampled thread's CPython 3.11 frames right after its sample (the thread runs on:
+  /// runtime::PythonSampler says when a read is torn); perf_event samples only (kernel_mode 0).
+  std::shared_ptr<RuntimeSampler> python;
   /// Called once when sampling has started (0, 0), then from the recording loop about every
   /// 250 ms with the samples and lost samples so far (a live count on a terminal); may be empty.
   std::function<void(uint64_t samples, uint64_t lost)> progress;
@@ -36,6 +64,10 @@ struct RecordStats {
   uint64_t threads = 0;
   int32_t exit_status = -1;
   std::string warnings;  ///< the module tracker's findings (a module left out or read from memory), one per line
+  /// With RecordOptions::python: the samples of an interpreter's process whose Python frames were
+  /// read whole, torn (changed during the read: none kept), damaged (cut short), or of a thread
+  /// the interpreter has no state for; and the processes found to run an interpreter.
+  uint64_t python_read = 0, python_torn = 0, python_damaged = 0, python_no_thread = 0, python_processes = 0;
 };
 
 /// Records with perf_event_open (see sprov_record in include/stackprov/perf.h).

@@ -110,6 +110,27 @@ std::optional<NamedSymbol> find_in_table(const elf::ElfImage& image, size_t inde
 
 }  // namespace
 
+bool may_hold_python(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  return base.substr(0, 6) == "python" || base.substr(0, 9) == "libpython";
+}
+
+ReadFileFn read_image_file(const elf::ElfImage& image) {
+  return [&image](uint64_t vaddr, void* buf, size_t len) {
+    for (const elf::ProgramHeader& ph : image.program_headers()) {
+      if (ph.type != 1 /* PT_LOAD */ || vaddr < ph.vaddr || vaddr - ph.vaddr > ph.filesz ||
+          len > ph.filesz - (vaddr - ph.vaddr))
+        continue;
+      const uint64_t off = ph.offset + (vaddr - ph.vaddr);
+      if (off > image.file_size() || len > image.file_size() - off) return false;
+      std::memcpy(buf, image.file_data() + off, len);
+      return true;
+    }
+    return false;
+  };
+}
+
 std::optional<NamedSymbol> find_symbol(const elf::ElfImage& image, std::string_view name) {
   if (!image.is_64bit() || image.big_endian()) return std::nullopt;
   // Each table is scanned once even when hostile headers name it many times.
@@ -247,6 +268,8 @@ struct CodeInfo {
   std::string function, qualname, file;
   int firstlineno = 0;
   std::vector<uint8_t> linetable;
+  /// What the names and the table were read from (a sampler checks them on every use).
+  uint64_t type = 0, name_ptr = 0, qualname_ptr = 0, file_ptr = 0, table_ptr = 0;
 };
 
 /// Reads objects of the target with every length checked and every failure named.
@@ -435,9 +458,28 @@ class PyReader {
     return find_str([&](auto&& fn, std::string* w) { return dict_items(dict, fn, w); }, name, why);
   }
 
+  /// A sampler's reader: a cached code object is checked against the target on every use.
+  void set_validate(bool v) { validate_ = v; }
+  uint64_t code_reads() const { return code_reads_; }
+
   const CodeInfo* code(uint64_t addr, std::string* why) {
+    // In 64 bits: a layout from hostile DWARF with an offset near UINT32_MAX must not wrap to a small
+    // span that load() accepts (then f64 would read 4 GiB past block_).
+    const uint64_t span = std::max({uint64_t{l_.code_name} + 8, uint64_t{l_.code_qualname} + 8,
+                                    uint64_t{l_.code_filename} + 8, uint64_t{l_.code_linetable} + 8,
+                                    uint64_t{l_.code_firstlineno} + 4, uint64_t{l_.object_type} + 8});
     auto it = codes_.find(addr);
-    if (it != codes_.end()) return &it->second;
+    if (it != codes_.end()) {
+      if (!validate_) return &it->second;
+      const CodeInfo& c = it->second;
+      if (load(addr, span) && f64(l_.object_type) == c.type && f64(l_.code_name) == c.name_ptr &&
+          f64(l_.code_qualname) == c.qualname_ptr && f64(l_.code_filename) == c.file_ptr &&
+          f64(l_.code_linetable) == c.table_ptr && static_cast<int32_t>(f32(l_.code_firstlineno)) == c.firstlineno)
+        return &c;
+      cached_bytes_ -= std::min(cached_bytes_, c.linetable.size() + c.function.size() + c.qualname.size() + c.file.size());
+      codes_.erase(it);  // freed and reused, or unreadable now: read again
+    }
+    code_reads_++;
     if (addr == 0 || addr % 8 != 0) {
       *why = "code object pointer 0x" + hex(addr) + " is not aligned";
       return nullptr;
@@ -447,11 +489,6 @@ class PyReader {
       return nullptr;
     }
     CodeInfo c;
-    // In 64 bits: a layout from hostile DWARF with an offset near UINT32_MAX must not wrap to a small
-    // span that load() accepts (then f64 would read 4 GiB past block_).
-    const uint64_t span = std::max({uint64_t{l_.code_name} + 8, uint64_t{l_.code_qualname} + 8,
-                                    uint64_t{l_.code_filename} + 8, uint64_t{l_.code_linetable} + 8,
-                                    uint64_t{l_.code_firstlineno} + 4});
     if (!load(addr, span)) {
       *why = "code object 0x" + hex(addr) + " unreadable";
       return nullptr;
@@ -459,6 +496,11 @@ class PyReader {
     const uint64_t name = f64(l_.code_name), qualname = f64(l_.code_qualname), file = f64(l_.code_filename),
                    table = f64(l_.code_linetable);
     c.firstlineno = static_cast<int32_t>(f32(l_.code_firstlineno));
+    c.type = f64(l_.object_type);
+    c.name_ptr = name;
+    c.qualname_ptr = qualname;
+    c.file_ptr = file;
+    c.table_ptr = table;
     if (!unicode(name, &c.function, why) || !unicode(qualname, &c.qualname, why) || !unicode(file, &c.file, why))
       return nullptr;
     uint64_t size = 0;
@@ -519,6 +561,8 @@ class PyReader {
   std::unordered_map<uint64_t, CodeInfo> codes_;
   size_t cached_bytes_ = 0;     ///< line tables and names held by codes_
   uint64_t linetable_read_ = 0;  ///< bytes of line tables read from the target so far
+  bool validate_ = false;
+  uint64_t code_reads_ = 0;
   static constexpr uint64_t kLinetableBudget = uint64_t{256} << 20;
   uint8_t block_[1024];
   uint64_t dict_budget_ = lim_.max_dict_entries;  ///< dict entries all lookups of one read may visit
@@ -648,6 +692,145 @@ Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem,
   }
   return out;
 }
+
+struct PythonSampler::Impl {
+  Impl(memory::MemoryReader& mem, const PythonTarget& t, const PythonLimits& lim)
+      : target(t), limits(lim), rd(mem, target.layout, limits) {
+    rd.set_validate(true);
+  }
+  PythonTarget target;
+  PythonLimits limits;
+  PyReader rd;
+  std::unordered_map<int64_t, uint64_t> tstates;  ///< native thread id -> PyThreadState
+  uint64_t scans = 0;
+
+  /// Walks the interpreters' thread lists (bounded as read_python_threads), caching every thread.
+  void scan() {
+    scans++;
+    const PythonLayout& l = target.layout;
+    tstates.clear();
+    uint64_t interp = 0;
+    if (!rd.u64(target.runtime_addr + l.runtime_interpreters_head, &interp)) return;
+    std::unordered_set<uint64_t> seen_interps, seen_threads;
+    for (uint32_t i = 0; interp != 0 && i < limits.max_interpreters && seen_interps.insert(interp).second; i++) {
+      uint64_t ts = 0;
+      if (!rd.u64(interp + l.interp_threads_head, &ts)) break;
+      for (uint32_t k = 0; ts != 0 && k < limits.max_threads && seen_threads.insert(ts).second; k++) {
+        uint64_t tid = 0;
+        if (!rd.u64(ts + l.tstate_native_thread_id, &tid)) break;
+        tstates.emplace(static_cast<int64_t>(tid), ts);
+        if (!rd.u64(ts + l.tstate_next, &ts)) break;
+      }
+      if (!rd.u64(interp + l.interp_next, &interp)) break;
+    }
+  }
+  /// The thread state of `tid` now (0: none).
+  uint64_t tstate_of(int64_t tid) {
+    for (int pass = 0; pass < 2; pass++) {
+      auto it = tstates.find(tid);
+      uint64_t now = 0;
+      if (it != tstates.end() && rd.u64(it->second + target.layout.tstate_native_thread_id, &now) &&
+          static_cast<int64_t>(now) == tid)
+        return it->second;
+      if (pass == 0) scan();
+    }
+    return 0;
+  }
+  /// The thread's _PyCFrame and current frame (false: unreadable).
+  bool current(uint64_t ts, uint64_t* cframe, uint64_t* frame) {
+    const PythonLayout& l = target.layout;
+    *frame = 0;
+    if (!rd.u64(ts + l.tstate_cframe, cframe)) return false;
+    return *cframe == 0 || rd.u64(*cframe + l.cframe_current_frame, frame);
+  }
+
+  struct Raw {
+    uint64_t frame, code, previous, prev_instr;
+  };
+
+  PythonStackRead read(int64_t tid) {
+    PythonStackRead out;
+    const PythonLayout& l = target.layout;
+    const uint64_t ts = tstate_of(tid);
+    if (ts == 0) return out;
+    uint64_t cframe = 0, first = 0;
+    if (!current(ts, &cframe, &first)) {
+      out.state = PythonStackRead::kTorn;
+      out.problem = "thread state 0x" + PyReader::hex(ts) + " unreadable";
+      return out;
+    }
+    const uint64_t span = std::max({uint64_t{l.frame_code} + 8, uint64_t{l.frame_prev_instr} + 8,
+                                    uint64_t{l.frame_previous} + 8, uint64_t{l.frame_is_entry} + 1,
+                                    uint64_t{l.frame_owner} + 1});  // 64-bit: see PyReader::code
+    std::vector<Raw> raw;
+    std::unordered_set<uint64_t> seen;
+    std::string problem;
+    for (uint64_t frame = first; frame != 0;) {
+      if (out.frames.size() >= limits.max_frames) {
+        problem = "more than " + std::to_string(limits.max_frames) + " Python frames: the rest are left out";
+        break;
+      }
+      const char* bad = frame % 8 != 0              ? " is not aligned"
+                        : !seen.insert(frame).second ? " repeats: the chain has a cycle"
+                        : !rd.load(frame, span)      ? " unreadable"
+                                                     : nullptr;
+      if (bad != nullptr) {
+        problem = "frame 0x" + PyReader::hex(frame) + bad;
+        break;
+      }
+      Raw r{frame, rd.f64(l.frame_code), rd.f64(l.frame_previous), rd.f64(l.frame_prev_instr)};
+      PythonFrame f;
+      f.frame_addr = frame;
+      f.code_addr = r.code;
+      f.is_entry = rd.f8(l.frame_is_entry) != 0;
+      f.owner = rd.f8(l.frame_owner);
+      std::string why;
+      const CodeInfo* c = rd.code(r.code, &why);
+      if (c == nullptr) {
+        problem = "frame 0x" + PyReader::hex(frame) + ": " + why;
+        break;
+      }
+      f.function = c->function;
+      f.qualname = c->qualname;
+      f.file = c->file;
+      const int64_t lasti = static_cast<int64_t>(r.prev_instr - (r.code + l.code_adaptive)) / 2;
+      f.line = python311_addr2line(c->linetable.data(), c->linetable.size(), c->firstlineno, lasti);
+      out.frames.push_back(std::move(f));
+      raw.push_back(r);
+      frame = r.previous;
+    }
+    // The second pass: the same chain, unchanged but for the innermost frame's instruction.
+    uint64_t cframe2 = 0, first2 = 0;
+    std::string changed;
+    if (!current(ts, &cframe2, &first2) || cframe2 != cframe || first2 != first) {
+      changed = "the thread's current frame changed during the read";
+    } else {
+      for (size_t i = 0; i < raw.size(); i++) {
+        if (!rd.load(raw[i].frame, span) || rd.f64(l.frame_code) != raw[i].code ||
+            rd.f64(l.frame_previous) != raw[i].previous || (i > 0 && rd.f64(l.frame_prev_instr) != raw[i].prev_instr)) {
+          changed = "frame " + std::to_string(i) + " (0x" + PyReader::hex(raw[i].frame) + ") changed during the read";
+          break;
+        }
+      }
+    }
+    if (!changed.empty()) {
+      out.frames.clear();
+      out.state = PythonStackRead::kTorn;
+      out.problem = changed;
+      return out;
+    }
+    out.state = problem.empty() ? PythonStackRead::kRead : PythonStackRead::kDamaged;
+    out.problem = problem;
+    return out;
+  }
+};
+
+PythonSampler::PythonSampler(memory::MemoryReader& mem, const PythonTarget& target, const PythonLimits& limits)
+    : impl_(std::make_unique<Impl>(mem, target, limits)) {}
+PythonSampler::~PythonSampler() = default;
+PythonStackRead PythonSampler::read(int64_t tid) { return impl_->read(tid); }
+uint64_t PythonSampler::code_reads() const { return impl_->rd.code_reads(); }
+uint64_t PythonSampler::thread_scans() const { return impl_->scans; }
 
 std::vector<size_t> python_frames_per_native(const std::vector<bool>& runs_eval, const std::vector<bool>& is_entry) {
   std::vector<size_t> out(runs_eval.size(), 0);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -95,6 +96,14 @@ struct PythonTarget {
   std::string description;    ///< "CPython 3.11.2 (layout: ...)"
 };
 
+/// Interpreters are looked for in modules named like CPython's executable or library
+/// ("python...", "libpython...": the file name's start).
+bool may_hold_python(std::string_view path);
+
+/// A ReadFileFn over `image`'s PT_LOAD file contents (link-time addresses); `image` must outlive it.
+using ReadFileFn = std::function<bool(uint64_t vaddr, void* buf, size_t len)>;
+ReadFileFn read_image_file(const elf::ElfImage& image);
+
 /// An ELF symbol's link-time value and size by exact name, from .dynsym then .symtab of
 /// `image` (any symbol type). nullopt when absent or the tables are malformed.
 struct NamedSymbol {
@@ -110,7 +119,6 @@ std::optional<NamedSymbol> find_symbol(const elf::ElfImage& image, std::string_v
 /// `debug_image`, else the 3.11 release layout is assumed (`description` says which). nullopt when the module is no
 /// interpreter; an error naming the module and its version when it is one we cannot read.
 /// `debug_image` (may be null) is the module's separate debug file, for the cold part's symbol.
-using ReadFileFn = std::function<bool(uint64_t vaddr, void* buf, size_t len)>;
 Result<std::optional<PythonTarget>> find_python(const elf::ElfImage& image, uint64_t load_bias,
                                                 std::string_view build_id_hex, const ReadFileFn& read_file,
                                                 const elf::ElfImage* debug_image);
@@ -155,6 +163,46 @@ struct PythonLimits {
 /// that chain with PythonThread::problem.
 Result<std::vector<PythonThread>> read_python_threads(memory::MemoryReader& mem, const PythonTarget& target,
                                                       const PythonLimits& limits = {});
+
+/// One thread's frame chain read while the target runs (a sampler: `record --python`), as py-spy's
+/// non-blocking mode reads it: the interpreter may change the chain during the read.
+struct PythonStackRead {
+  enum State : uint8_t {
+    kNoThread = 0,  ///< no thread state of the interpreter has this native thread id
+    kRead = 1,      ///< the chain, whole and unchanged during the read
+    kTorn = 2,      ///< the chain changed while it was read: no frames
+    kDamaged = 3,   ///< unchanged during the read but cut short (`problem`): the frames read so far
+  };
+  State state = kNoThread;
+  std::vector<PythonFrame> frames;  ///< innermost first
+  std::string problem;              ///< kDamaged, kTorn: what was wrong or changed
+};
+
+/// Reads one thread's frames at a time from a running interpreter, keeping what stays valid
+/// between reads: each thread's PyThreadState by native thread id (checked on every use: its
+/// native_thread_id must still be the tid, else the interpreters' thread lists are walked
+/// again) and each code object's names and line table by address (checked on every use: its
+/// type and its name, qualname, file and line-table pointers are read again and must be the
+/// cached ones, since a running interpreter frees code objects and reuses their memory).
+/// A read is torn when a second pass, right after the first, finds the thread's _PyCFrame or
+/// current frame, any frame's code object or caller, or any frame's instruction but the
+/// innermost one's changed (the innermost frame runs on: its line is the first pass's). Bounded
+/// by `limits` per read. Not thread-safe.
+class PythonSampler {
+ public:
+  PythonSampler(memory::MemoryReader& mem, const PythonTarget& target, const PythonLimits& limits = {});
+  ~PythonSampler();
+  PythonSampler(const PythonSampler&) = delete;
+  PythonSampler& operator=(const PythonSampler&) = delete;
+  PythonStackRead read(int64_t tid);
+  /// Code objects read anew (a cache miss or a changed object) and thread-list walks so far.
+  uint64_t code_reads() const;
+  uint64_t thread_scans() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// How a thread's Python frames attach to its native frames (doc/runtime-frames.md "Attaching
 /// frames to native frames"): counting outward from the innermost native frame, each activation of

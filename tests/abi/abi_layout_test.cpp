@@ -163,11 +163,17 @@ CHECK_OFF(sprov_profile_info, missing_bytes, 128);
 CHECK_OFF(sprov_profile_info, partial_bytes, 136);
 CHECK_OFF(sprov_profile_info, truncation, 144);
 
-CHECK_SIZE(sprov_profile_sample, 144);  // 136 before main_module (issue 36): older callers' sz
+CHECK_SIZE(sprov_profile_sample, 152);  // 136 before main_module (issue 36), 144 before runtime_state (issue 35)
 CHECK_OFF(sprov_profile_sample, module_list, 96);
 CHECK_OFF(sprov_profile_sample, modules, 128);
 CHECK_OFF(sprov_profile_sample, main_module, 136);
 CHECK_OFF(sprov_profile_sample, reserved2, 140);
+CHECK_OFF(sprov_profile_sample, runtime_state, 144);
+CHECK_OFF(sprov_profile_sample, runtime_frame_count, 148);
+CHECK_SIZE(sprov_record_result, 80);  // 40 before the Python counts (issue 35): older callers' sz
+CHECK_OFF(sprov_record_result, exit_status, 32);
+CHECK_OFF(sprov_record_result, python_read, 40);
+CHECK_OFF(sprov_record_result, python_processes, 72);
 
 CHECK_SIZE(sprov_symbol, 64);
 CHECK_OFF(sprov_symbol, name, 8);
