@@ -20,6 +20,13 @@
                            "runtime") equal py-bt's, after resolve too, and every replayed frame,
                            Python ones included, equals the recorded one
 
+  runtime_check.py record  fixture_py311_spin.py (two threads spinning in known chains): `record
+                           --python -p PID`, then gdb -p on the process: every sample's Python
+                           frames in `perf-import -f json` (file, line, co_name) equal py-bt's for
+                           its thread, each group before the _PyEval_EvalFrameDefault activation gdb
+                           gives it; the folded output has the chains; a `record` without --python
+                           of the same process is a version 3 file without Python frames
+
 Options: --stackprov BIN --gdb BIN --gcore BIN --python311 /usr/bin/python3.11 [--keep]
 
 For every thread the assertions are:
@@ -435,6 +442,116 @@ def mode_trace(a, tmp):
              % (n, len(bt)))
 
 
+SPIN_FIXTURE = os.path.join(HERE, "fixture_py311_spin.py")
+# co_name per frame, innermost first (py-bt prints co_name).
+SPIN_CHAINS = {"leaf": ["leaf", "middle", "outer", "<module>"],
+               "key_leaf": ["key_leaf", "<lambda>", "sort_main", "run", "_bootstrap_inner", "_bootstrap"]}
+
+
+def json_python_groups(frames):
+    """A perf-import JSON sample's Python frames (file, line, co_name), innermost first, and the
+    groups by the ordinal of the _PyEval_EvalFrameDefault frame that follows them."""
+    py = [(f["file"], str(f["line"]) if f["line"] else "?", f["function"]) for f in frames if f["method"] == "runtime"]
+    groups, run_here, ordinal, stray = [], [], -1, []
+    for f in frames:
+        if f["method"] == "runtime":
+            run_here.append((f["file"], str(f["line"]) if f["line"] else "?", f["function"]))
+            continue
+        if f.get("function") == EVAL:
+            ordinal += 1
+            if run_here:
+                groups.append((ordinal, run_here))
+        elif run_here:
+            stray.append(f.get("function"))
+        run_here = []
+    return py, groups, stray, run_here
+
+
+def mode_record(a, tmp):
+    cap, plain = os.path.join(tmp, "py.cap"), os.path.join(tmp, "plain.cap")
+    p = subprocess.Popen([a.python311, SPIN_FIXTURE], stdout=subprocess.PIPE, text=True)
+    try:
+        if p.stdout.readline().strip() != "ready":
+            raise Harness("the spinning fixture did not start")
+        time.sleep(0.3)  # both threads in their loops
+        # 32 KiB of stack: sorted()'s merge state alone is ~2 KiB, so 8 KiB does not reach the outer activations.
+        r = run([a.stackprov, "record", "--python", "-F", "299", "--duration", "1.2", "--stack-size", "32768",
+                 "-p", str(p.pid), "-o", cap])
+        if r.returncode != 0:
+            raise Harness("record --python exited %d: %s" % (r.returncode, r.stderr.strip()))
+        summary = r.stderr.strip().splitlines()[-1]
+        note("[record] " + summary)
+        r = run([a.stackprov, "record", "-F", "99", "--duration", "0.3", "-p", str(p.pid), "-o", plain])
+        if r.returncode != 0:
+            raise Harness("record exited %d: %s" % (r.returncode, r.stderr.strip()))
+        bt, groups = gdb_python(a.gdb, ["-p", str(p.pid)])
+    finally:
+        p.kill()
+        p.wait()
+    with open(cap, "rb") as f:
+        head = f.read(12)
+    with open(plain, "rb") as f:
+        head_plain = f.read(12)
+    if head[8:12] != (4).to_bytes(4, "little") or head_plain[8:12] != (3).to_bytes(4, "little"):
+        fail("[record] capture file versions %r (--python) and %r (without): expected 4 and 3" % (head[8:12], head_plain[8:12]))
+    r = run([a.stackprov, "perf-import", "-f", "json", cap], timeout=60)
+    if r.returncode != 0:
+        raise Harness("perf-import exited %d: %s" % (r.returncode, r.stderr.strip()))
+    import_summary = [l for l in r.stderr.splitlines() if "python:" in l]
+    per_tid, equal, with_py = {}, {}, {}
+    for line in r.stdout.splitlines():
+        s = json.loads(line)
+        tid = s["tid"]
+        per_tid[tid] = per_tid.get(tid, 0) + 1
+        py, grp, stray, tail = json_python_groups(s["frames"])
+        if not py:
+            continue
+        with_py[tid] = with_py.get(tid, 0) + 1
+        if tid not in bt:
+            fail("[record] a sample of thread %d has Python frames, gdb printed no py-bt for it" % tid)
+            continue
+        ok = py == bt[tid] and grp == groups.get(tid) and not stray and not tail
+        equal[tid] = equal.get(tid, 0) + ok
+        if not ok and equal.get(("shown", tid)) is None:
+            equal[("shown", tid)] = True
+            fail("[record] thread %d sample at %d: Python frames or their activations differ from gdb's\n"
+                 "  perf-import: %s %s (before non-eval frames: %s, after the last native frame: %s)\n"
+                 "  gdb py-bt:   %s %s" % (tid, s["time"], py, grp, stray, tail, bt[tid], groups.get(tid)))
+    spinning = [t for t in bt if any(f[2] in ("leaf", "key_leaf") for f in bt[t])]
+    if len(spinning) != 2:
+        fail("[record] gdb py-bt shows %d spinning threads, the fixture has 2: %s" % (len(spinning), bt))
+    for tid in spinning:
+        n, k = per_tid.get(tid, 0), with_py.get(tid, 0)
+        if n < 100 or k < 0.9 * n:
+            fail("[record] thread %d: %d samples, %d with Python frames (at least 100 and 90%% expected)" % (tid, n, k))
+        key = "leaf" if any(f[2] == "leaf" for f in bt[tid]) else "key_leaf"
+        names = [f[2] for f in bt[tid]]
+        if names != SPIN_CHAINS[key]:
+            fail("[record] thread %d: gdb py-bt %s, the fixture's chain is %s" % (tid, names, SPIN_CHAINS[key]))
+        if equal.get(tid, 0) != k:
+            fail("[record] thread %d: %d of %d samples with Python frames differ from gdb's" % (tid, k - equal.get(tid, 0), k))
+        note("[record] thread %d (%s): %d samples, %d with Python frames, %d of them equal to gdb py-bt and its "
+             "activations" % (tid, key, n, k, equal.get(tid, 0)))
+    if not import_summary:
+        fail("[record] perf-import printed no python summary line")
+    else:
+        note("[record] " + import_summary[0])
+    # Folded: root first, each activation's frames after it, py-spy's "qualname (file:line)" (the
+    # main thread's chain runs in one activation: its four frames are adjacent).
+    r = run([a.stackprov, "perf-import", cap], timeout=60)
+    main_tid = next((t for t in spinning if bt[t][0][2] == "leaf"), None)
+    if main_tid is not None:
+        chain = ";".join("%s (%s:%s)" % (n, f, ln) for f, ln, n in reversed(bt[main_tid]))
+        lines = [l for l in r.stdout.splitlines() if chain + ";" in l or l.rsplit(" ", 1)[0].endswith(chain)]
+        if not lines:
+            fail("[record] no folded line has the main thread's chain %s" % chain)
+        elif any(";%s;" % EVAL not in l.split(chain)[0] + ";" for l in lines):
+            fail("[record] a folded line has the chain without a %s before it" % EVAL)
+    r = run([a.stackprov, "perf-import", "-f", "json", plain], timeout=60)
+    if any(f["method"] == "runtime" for line in r.stdout.splitlines() for f in json.loads(line)["frames"]):
+        fail("[record] a record without --python has Python frames")
+
+
 def mode_modes(a):
     fx = Fixture(a.python311)
     try:
@@ -471,7 +588,7 @@ def mode_modes(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["live", "core", "crash", "modes", "snapshot", "trace"])
+    ap.add_argument("mode", choices=["live", "core", "crash", "modes", "snapshot", "trace", "record"])
     ap.add_argument("--stackprov", required=True)
     ap.add_argument("--gdb", default="gdb")
     ap.add_argument("--gcore", default="gcore")
@@ -494,6 +611,8 @@ def main():
             mode_snapshot(a, tmp)
         elif a.mode == "trace":
             mode_trace(a, tmp)
+        elif a.mode == "record":
+            mode_record(a, tmp)
         else:
             mode_modes(a)
     except (Harness, subprocess.TimeoutExpired) as e:

@@ -463,3 +463,176 @@ TEST_CASE("capture file: written to a pipe, its header has no counts and a cut s
         "copied before the first flush)");
   CHECK(missing == UINT64_MAX);
 }
+
+namespace {
+
+/// A version 4 capture (record --python): PYEVAL, two PYCODEs, three SAMPLEs of good_file()'s
+/// first sample, the first with a read PYSTACK, the second with none, the third torn.
+std::vector<uint8_t> python_capture(const Profile& p, std::vector<uint8_t>* stack_body) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  {
+    CaptureWriter w(f, kRegsMask, kStackBytes, "python3 app.py", 999, /*python=*/true);
+    w.write_modules(0, *p.lists()[0]);
+    w.write_comm(0, "python3");
+    SampleView v;
+    REQUIRE(p.view(0, &v).ok());
+    PyEval e;
+    e.pid = v.pid;
+    e.description = "CPython 3.11.2 (test)";
+    e.ranges = {{0x1000, 0x2000}, {0x3000, 0x3100}};
+    w.write_py_eval(e);
+    w.write_py_code(0, PyCode{"leaf", "Worker.leaf", "/srv/app.py"});
+    w.write_py_code(1, PyCode{"<module>", "<module>", "/srv/app.py"});
+    w.write_sample(v, 0, 0);
+    w.write_py_stack(1, {{0, 4, PyFrameRef::kEntry | PyFrameRef::kGenerator}, {1, 24, PyFrameRef::kEntry}}, "");
+    w.write_sample(v, 0, 0);
+    w.write_sample(v, 0, 0);
+    w.write_py_stack(2, {}, "frame 0 (0x10) changed during the read");
+    REQUIRE(w.finish().ok());
+  }
+  fclose(f);
+  std::vector<uint8_t> bytes(buf, buf + len);
+  free(buf);
+  // The first PYSTACK body as doc/capture_file.hpp lays it out, byte by byte.
+  auto u32 = [&](uint32_t x) {
+    for (int i = 0; i < 4; i++) stack_body->push_back(static_cast<uint8_t>(x >> (8 * i)));
+  };
+  stack_body->assign({1, 0, 0, 0});
+  u32(2);
+  u32(0), u32(4), stack_body->insert(stack_body->end(), {3, 0, 0, 0});
+  u32(1), u32(24), stack_body->insert(stack_body->end(), {1, 0, 0, 0});
+  u32(0);
+  return bytes;
+}
+
+/// The offset of the `n`-th record of kind `kind` (0-based) in a capture file's bytes.
+size_t record_at(const std::vector<uint8_t>& bytes, uint8_t kind, int n) {
+  uint32_t cl = 0;
+  std::memcpy(&cl, bytes.data() + 28, 4);
+  size_t at = 32 + cl + 4 + 24;
+  while (at + 8 <= bytes.size()) {
+    uint32_t blen = 0;
+    std::memcpy(&blen, bytes.data() + at + 4, 4);
+    if (bytes[at] == kind && n-- == 0) return at;
+    at += 8 + blen;
+  }
+  FAIL("no record of kind " << int(kind));
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("capture file version 4: Python frames with their samples (record --python, issue 35)") {
+  auto p = Profile::from_bytes(good_file(), "", false);
+  REQUIRE(p.ok());
+  std::vector<uint8_t> body;
+  const std::vector<uint8_t> bytes = python_capture(*p.value(), &body);
+  uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  CHECK(version == 4);
+  {
+    // The PYSTACK record's body is the documented layout.
+    const size_t at = record_at(bytes, 9, 0);
+    uint32_t blen = 0;
+    std::memcpy(&blen, bytes.data() + at + 4, 4);
+    CHECK(std::vector<uint8_t>(bytes.begin() + static_cast<std::ptrdiff_t>(at + 8),
+                               bytes.begin() + static_cast<std::ptrdiff_t>(at + 8 + blen)) == body);
+  }
+  auto c = Profile::from_bytes(bytes, "", false);
+  REQUIRE(c.ok());
+  const Profile& r = *c.value();
+  REQUIRE(r.samples().size() == 3);
+  REQUIRE(r.py_codes().size() == 2);
+  CHECK(r.py_codes()[0].qualname == "Worker.leaf");
+  CHECK(r.py_codes()[1].function == "<module>");
+  PySampleView py;
+  REQUIRE(r.python(0, &py).ok());
+  CHECK(py.present);
+  CHECK(py.state == 1);
+  REQUIRE(py.frames.size() == 2);
+  CHECK(py.frames[0].code == 0);
+  CHECK(py.frames[0].line == 4);
+  CHECK(py.frames[0].flags == (PyFrameRef::kEntry | PyFrameRef::kGenerator));
+  CHECK(py.frames[1].line == 24);
+  REQUIRE(py.eval != nullptr);
+  CHECK(py.eval->description == "CPython 3.11.2 (test)");
+  CHECK(py.eval->ranges == std::vector<std::pair<uint64_t, uint64_t>>{{0x1000, 0x2000}, {0x3000, 0x3100}});
+  REQUIRE(r.python(1, &py).ok());
+  CHECK_FALSE(py.present);
+  CHECK(py.eval != nullptr);  // the process runs an interpreter; this sample has no read
+  REQUIRE(r.python(2, &py).ok());
+  CHECK(py.present);
+  CHECK(py.state == 2);
+  CHECK(py.frames.empty());
+  CHECK(py.problem == "frame 0 (0x10) changed during the read");
+  CHECK_FALSE(r.python(3, &py).ok());
+
+  // A capture without Python frames is still a version 3 file.
+  {
+    char* buf = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    { CaptureWriter w(f, kRegsMask, kStackBytes, "x"); REQUIRE(w.finish().ok()); }
+    fclose(f);
+    uint32_t v3 = 0;
+    std::memcpy(&v3, buf + 8, 4);
+    free(buf);
+    CHECK(v3 == 3);
+  }
+
+  // Hostile records: each refused naming what is wrong.
+  auto refused = [&](std::vector<uint8_t> b, const std::string& says) {
+    auto x = Profile::from_bytes(std::move(b), "", false);
+    REQUIRE_FALSE(x.ok());
+    CHECK_THAT(x.error().message, Catch::Contains(says));
+  };
+  const size_t stack_at = record_at(bytes, 9, 0) + 8;
+  {
+    auto b = bytes;
+    b[stack_at + 20] = 7;  // the second frame names code 7 of 2
+    refused(b, "Python frame 1 at offset");
+    auto s = bytes;
+    s[stack_at] = 5;
+    refused(s, "Python stack state 5");
+    auto t = bytes;
+    t[stack_at] = 2;  // torn with frames
+    refused(t, "in state 2 has 2 frames");
+    auto n = bytes;
+    const uint32_t many = 70000;
+    std::memcpy(n.data() + stack_at + 4, &many, 4);
+    refused(n, "Python stack of 70000 frames");
+  }
+  {
+    auto b = bytes;  // a PYSTACK that follows no SAMPLE: the PYCODE before the first SAMPLE made one
+    b[record_at(bytes, 8, 1)] = 9;
+    refused(b, "does not follow a sample");
+    auto v = bytes;
+    const uint32_t three = 3;
+    std::memcpy(v.data() + 8, &three, 4);  // kinds 8..10 in a version 3 file
+    refused(v, "in a version 3 file");
+    auto e = bytes;
+    const size_t eval_at = record_at(bytes, 10, 0) + 8;
+    std::memcpy(e.data() + eval_at + 16, e.data() + eval_at + 8, 8);  // the first range's end = its start
+    refused(e, "is empty");
+    auto z = bytes;
+    const uint32_t zero = 0;
+    std::memcpy(z.data() + eval_at + 4, &zero, 4);
+    refused(z, "0 interpreter ranges");
+    auto id = bytes;
+    id[record_at(bytes, 8, 1) + 8] = 5;
+    refused(id, "Python code id 5");
+  }
+  // Cut anywhere after the header: the complete records are read, the Python frames with them.
+  for (size_t n = 32 + 14 + 4 + 24; n < bytes.size(); n++) {
+    INFO("cut at " << n);
+    auto t = Profile::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n)), "", false);
+    REQUIRE(t.ok());
+    for (size_t i = 0; i < t.value()->samples().size(); i++) {
+      PySampleView a;
+      REQUIRE(t.value()->python(i, &a).ok());
+      CHECK(a.frames.size() <= 2);
+    }
+  }
+}

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -667,5 +668,136 @@ TEST_CASE("python: line tables read from the target stay within a budget", "[pyt
     INFO("frame " << i);
     CHECK(t.frames[i].function == fname(static_cast<int>(i)));
     CHECK(t.frames[i].line == (i < with_lines ? 101u : 0u));
+  }
+}
+
+namespace {
+
+/// Reads through a FakeMemory and runs `change` once, right before its `at`-th read (1-based):
+/// the interpreter moving on while a sampler reads it.
+class ChangingMemory final : public memory::MemoryReader {
+ public:
+  ChangingMemory(FakeMemory& mem, size_t at, std::function<void()> change) : mem_(mem), at_(at), change_(std::move(change)) {}
+  bool read(uint64_t addr, void* buf, size_t len) override {
+    if (++reads == at_) change_();
+    return mem_.read(addr, buf, len);
+  }
+  const char* name() const override { return "changing"; }
+  size_t reads = 0;
+
+ private:
+  FakeMemory& mem_;
+  size_t at_;
+  std::function<void()> change_;
+};
+
+/// (function, line) of each frame, innermost first.
+std::vector<std::pair<std::string, uint32_t>> chain(const std::vector<PythonFrame>& frames) {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  for (const PythonFrame& f : frames) out.emplace_back(f.function, f.line);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("python sampler: a read is the chain before, the chain after, or torn (record --python)", "[python][sampler]") {
+  // <module> -> run -> leaf; then leaf returns and run goes on at another line. Whenever that
+  // happens during a read, the read must give one of the two chains whole, or be torn: never
+  // the leaf with run's new line, or run's old line without the leaf.
+  FakePython py;
+  const uint64_t outer = py.code("<module>", "<module>", 1);
+  const uint64_t mid = py.code("run", "Worker.run", 10);
+  const uint64_t leaf = py.code("leaf", "leaf", 20);
+  const uint64_t f3 = py.frame(outer, 1, 0, true);
+  const uint64_t f2 = py.frame(mid, 1, f3, false);
+  const uint64_t f1 = py.frame(leaf, 2, f2, false);
+  py.threads({{4242, f1}});
+  const PythonLayout& l = py.l;
+  uint64_t ts = 0, cf = 0;
+  py.mem.read(py.interp + l.interp_threads_head, &ts, 8);
+  py.mem.read(ts + l.tstate_cframe, &cf, 8);
+  auto leaf_returns = [&] {
+    py.mem.put64(cf + l.cframe_current_frame, f2);
+    py.mem.put64(f2 + l.frame_prev_instr, mid + l.code_adaptive + 2 * 5);  // line 13, as the reader computes
+  };
+  // The two chains, read whole by the one-shot reader (read_python_threads), before and after.
+  auto before = read_python_threads(py.mem, py.target());
+  REQUIRE(before.ok());
+  const FakeMemory saved = py.mem;
+  leaf_returns();
+  auto after = read_python_threads(py.mem, py.target());
+  REQUIRE(after.ok());
+  const auto old_chain = chain(before.value()[0].frames), new_chain = chain(after.value()[0].frames);
+  REQUIRE(old_chain.size() == 3);
+  REQUIRE(new_chain.size() == 2);
+  REQUIRE(new_chain[0] != old_chain[1]);  // run's line moved on
+  py.mem = saved;
+
+  // How many reads one sample takes when nothing changes (the sampler's caches cold).
+  size_t total = 0;
+  {
+    ChangingMemory m(py.mem, 0, [] {});
+    PythonSampler s(m, py.target());
+    const PythonStackRead r = s.read(4242);
+    REQUIRE(r.state == PythonStackRead::kRead);
+    CHECK(chain(r.frames) == old_chain);
+    total = m.reads;
+  }
+  REQUIRE(total > 6);
+  size_t torn = 0, olds = 0, news = 0;
+  for (size_t at = 1; at <= total + 1; at++) {
+    INFO("the chain changes before read " << at << " of " << total);
+    py.mem = saved;
+    ChangingMemory m(py.mem, at, leaf_returns);
+    PythonSampler s(m, py.target());
+    const PythonStackRead r = s.read(4242);
+    if (r.state == PythonStackRead::kTorn) {
+      torn++;
+      CHECK(r.frames.empty());
+      CHECK_THAT(r.problem, Catch::Contains("changed during the read"));
+      continue;
+    }
+    REQUIRE(r.state == PythonStackRead::kRead);
+    const auto got = chain(r.frames);
+    CHECK((got == old_chain || got == new_chain));
+    olds += got == old_chain;
+    news += got == new_chain;
+  }
+  CHECK(torn > 0);  // a change in the middle of a read is seen
+  CHECK(olds > 0);  // after the second pass: the chain as it was
+  CHECK(news > 0);  // before the first read of the thread: the chain as it is
+
+  SECTION("a code object freed and its memory reused is read again") {
+    py.mem = saved;
+    PythonSampler s(py.mem, py.target());
+    REQUIRE(chain(s.read(4242).frames) == old_chain);
+    const uint64_t reads = s.code_reads();
+    py.mem.put64(leaf + l.code_name, py.str("other"));  // another code object at the same address
+    const PythonStackRead r = s.read(4242);
+    REQUIRE(r.state == PythonStackRead::kRead);
+    CHECK(r.frames[0].function == "other");
+    CHECK(s.code_reads() == reads + 1);  // only the changed one
+    s.read(4242);
+    CHECK(s.code_reads() == reads + 1);  // cached again
+  }
+  SECTION("a thread state reused by another thread is found by its new tid only") {
+    py.mem = saved;
+    PythonSampler s(py.mem, py.target());
+    REQUIRE(s.read(4242).state == PythonStackRead::kRead);
+    py.mem.put64(ts + l.tstate_native_thread_id, 5151);
+    CHECK(s.read(4242).state == PythonStackRead::kNoThread);
+    const PythonStackRead r = s.read(5151);
+    CHECK(r.state == PythonStackRead::kRead);
+    CHECK(chain(r.frames) == old_chain);
+    CHECK(s.thread_scans() == 2);  // the first read, then 4242 gone: that walk found 5151
+  }
+  SECTION("a damaged chain, unchanged while read, keeps the frames read") {
+    py.mem = saved;
+    py.mem.put64(f2 + l.frame_code, 0x12345);  // not aligned: no code object
+    PythonSampler s(py.mem, py.target());
+    const PythonStackRead r = s.read(4242);
+    CHECK(r.state == PythonStackRead::kDamaged);
+    CHECK(chain(r.frames) == std::vector<std::pair<std::string, uint32_t>>{old_chain[0]});
+    CHECK_THAT(r.problem, Catch::Contains("0x12345 is not aligned"));
   }
 }
