@@ -23,6 +23,7 @@ namespace {
 
 struct RecordResult {
   uint64_t samples = 0, lost = 0, threads = 0;
+  uint64_t python_read = 0, python_torn = 0, python_damaged = 0, python_no_thread = 0, python_processes = 0;
   std::optional<int> exit_status;  ///< the started command's wait status; None with pid=
   std::string output;
 };
@@ -34,6 +35,8 @@ struct ProfileFrame {
   std::optional<uint64_t> symbol_start;
   std::string method;
   bool kernel = false, inlined = false;
+  std::optional<std::string> file, qualname;  ///< a CPython frame (method "runtime"): co_filename, co_qualname
+  std::optional<uint32_t> line;
 };
 
 struct ProfileSample {
@@ -123,7 +126,12 @@ Profile import_profile(const std::string& path, const std::optional<std::string>
       pf.pc = f.pc;
       pf.address = f.addr;
       pf.module_offset = f.module_offset;
-      if (ni.known) {
+      if (f.runtime) {  // a CPython frame of record(python=True): function = co_name
+        pf.function = str(ni.linkage.c_str());
+        pf.qualname = str(ni.name.c_str());
+        pf.file = str(ni.file.c_str());
+        pf.line = ni.line;
+      } else if (ni.known) {
         pf.function = str(ni.name.c_str());
         if (!ni.linkage.empty()) pf.linkage_name = str(ni.linkage.c_str());
         pf.symbol_start = ni.start;
@@ -177,6 +185,15 @@ void init_perf(py::module_& m) {
       .def_readonly("exit_status", &RecordResult::exit_status,
                     "the started command's wait status (os.waitstatus_to_exitcode), None with pid=")
       .def_readonly("output", &RecordResult::output, "the capture file written")
+      .def_readonly("python_read", &RecordResult::python_read,
+                    "python=True: samples whose CPython frames were read whole")
+      .def_readonly("python_torn", &RecordResult::python_torn,
+                    "python=True: samples whose frame chain changed while it was read (no frames kept)")
+      .def_readonly("python_damaged", &RecordResult::python_damaged, "python=True: chains cut short by bad memory")
+      .def_readonly("python_no_thread", &RecordResult::python_no_thread,
+                    "python=True: samples of threads the interpreter has no thread state for")
+      .def_readonly("python_processes", &RecordResult::python_processes,
+                    "python=True: processes found running a CPython 3.11 interpreter")
       .def("__repr__", [](const RecordResult& r) {
         return "RecordResult(samples=" + std::to_string(r.samples) + ", lost=" + std::to_string(r.lost) +
                ", threads=" + std::to_string(r.threads) + ", output='" + r.output + "')";
@@ -196,7 +213,7 @@ void init_perf(py::module_& m) {
     o.frequency = frequency;
     o.stack_size = stack_size;
     o.duration_ms = duration_ms;
-    o.flags = flags;  // SPROV_RECORD_KERNEL, SPROV_RECORD_OFF_CPU (with_kernel=, off_cpu=)
+    o.flags = flags;  // SPROV_RECORD_KERNEL, SPROV_RECORD_OFF_CPU, SPROV_RECORD_PYTHON (with_kernel=, off_cpu=, python=)
     if (!progress.is_none()) {
       // progress(samples, lost): once when sampling has started (0, 0), then about every 250 ms.
       // Called with the GIL taken; an exception in it is reported as unraisable, the recording goes on.
@@ -223,6 +240,11 @@ void init_perf(py::module_& m) {
     out.samples = r.samples;
     out.lost = r.lost;
     out.threads = r.threads;
+    out.python_read = r.python_read;
+    out.python_torn = r.python_torn;
+    out.python_damaged = r.python_damaged;
+    out.python_no_thread = r.python_no_thread;
+    out.python_processes = r.python_processes;
     if (r.exit_status >= 0) out.exit_status = r.exit_status;
     out.output = output;
     return out;
@@ -241,6 +263,9 @@ void init_perf(py::module_& m) {
       .def_readonly("kernel", &ProfileFrame::kernel)
       .def_readonly("inlined", &ProfileFrame::inlined,
                     "a function inlined into the next (physical) frame, at its address")
+      .def_readonly("file", &ProfileFrame::file, "a CPython frame (method \"runtime\"): co_filename; else None")
+      .def_readonly("line", &ProfileFrame::line, "a CPython frame: its line (0 unknown); else None")
+      .def_readonly("qualname", &ProfileFrame::qualname, "a CPython frame: co_qualname (function is co_name); else None")
       .def("__repr__", [](const ProfileFrame& f) {
         return "ProfileFrame(pc=" + hex_or_none(f.pc) + ", function=" + (f.function ? *f.function : "None") +
                ", module=" + (f.module ? *f.module : "None") + ", method=" + f.method +

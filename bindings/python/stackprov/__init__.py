@@ -387,7 +387,7 @@ def _int_in(name, value, lo, hi):
 
 
 def record(pid=None, command=None, *, output="stackprov.cap", duration=None, frequency=999, stack_size=8192,
-           with_kernel=False, off_cpu=False, progress=None, context=None):
+           with_kernel=False, off_cpu=False, python=False, progress=None, context=None):
     """Samples a running process (pid=, all its threads, also those created later) or a command
     it starts (command=["prog", "arg", ...]) with perf_event_open, as `stackprov record`: cpu-clock
     at `frequency` Hz per thread (1 to 100000), `stack_size` bytes of user stack per sample (a
@@ -402,7 +402,13 @@ def record(pid=None, command=None, *, output="stackprov.cap", duration=None, fre
     with_kernel=True: the samples are taken by the eBPF kernel sampler (`record --with-kernel`,
     doc/kernel-stacks.md: the kernel stack, the user registers and stack per sample; root, and a
     build that has the sampler); off_cpu=True with it: at each sched:sched_switch of the target's
-    threads instead of cpu-clock."""
+    threads instead of cpu-clock.
+    python=True (`record --python`, doc/runtime-frames.md "Recordings"): each sampled thread's
+    CPython 3.11 frames are read from the running process right after its sample (a read during
+    which the chain changed is kept as torn, without frames); perf_import() then gives them as
+    frames of method "runtime" (.function co_name, .qualname, .file, .line). RecordResult counts
+    them (.python_read, .python_torn, .python_damaged, .python_no_thread, .python_processes). Not
+    with with_kernel=True."""
     if (pid is None) == (command is None):
         raise InvalidArgumentError("give either pid= or command= (pid %r, command %r)" % (pid, command), _INVALID_ARG)
     argv = []
@@ -436,7 +442,11 @@ def record(pid=None, command=None, *, output="stackprov.cap", duration=None, fre
         raise InvalidArgumentError("progress %r is not callable" % (progress,), _INVALID_ARG)
     if off_cpu and not with_kernel:
         raise InvalidArgumentError("off_cpu=True needs with_kernel=True", _INVALID_ARG)
-    flags = (1 if with_kernel else 0) | (2 if off_cpu else 0)  # SPROV_RECORD_KERNEL, SPROV_RECORD_OFF_CPU
+    if python and with_kernel:
+        raise InvalidArgumentError("python=True cannot be combined with with_kernel=True (not supported yet)",
+                                   _INVALID_ARG)
+    # SPROV_RECORD_KERNEL, SPROV_RECORD_OFF_CPU, SPROV_RECORD_PYTHON
+    flags = (1 if with_kernel else 0) | (2 if off_cpu else 0) | (4 if python else 0)
     return _stackprov._record(ctx, pid or 0, argv, output, frequency, stack_size, ms, flags, progress)
 
 

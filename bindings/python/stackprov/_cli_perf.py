@@ -26,6 +26,9 @@ Options:
       --with-kernel      take the samples with the eBPF kernel sampler (doc/kernel-stacks.md): the
                          kernel stack, the user registers and user stack per sample (root)
       --off-cpu          with --with-kernel: at each sched:sched_switch of the target (off-CPU)
+      --python           also read each sampled thread's CPython 3.11 frames right after its sample
+                         (a read during which they changed is kept as torn, without frames);
+                         perf-import shows them among the native frames. Not with --with-kernel
   -h, --help             this text
 
 Records as `stackprov record` does, through stackprov.record() (the same C function,
@@ -103,6 +106,7 @@ def record_main(argv):
     p.once("-p", "--pid")
     p.add_argument("--with-kernel", action="store_true")
     p.add_argument("--off-cpu", action="store_true")
+    p.add_argument("--python", action="store_true")
     p.add_argument("command", nargs="...")
     return run(p, argv, _record)
 
@@ -144,6 +148,8 @@ def _record(a):
         return usage("record", "give -p PID or a command to start (after --)")
     if a.off_cpu and not a.with_kernel:
         return usage("record", "--off-cpu needs --with-kernel")
+    if a.python and a.with_kernel:
+        return usage("record", "--python cannot be combined with --with-kernel (not supported yet)")
     what = "process %d (all its threads)" % pid if pid is not None else "'%s'" % command[0]
     until = "for %s s or until" % a.duration if ms else "until"
     how = ("at each sched:sched_switch (eBPF, off-CPU)" if a.off_cpu else
@@ -162,7 +168,7 @@ def _record(a):
     try:
         r = stackprov.record(pid=pid, command=command or None, output=output,
                              duration=ms / 1000.0 if ms else None, frequency=freq, stack_size=stack_size,
-                             with_kernel=a.with_kernel, off_cpu=a.off_cpu, progress=progress)
+                             with_kernel=a.with_kernel, off_cpu=a.off_cpu, python=a.python, progress=progress)
     except stackprov.Error as e:
         return fail("record", e.message.splitlines()[0] if e.message else str(e))
     status = ""
@@ -172,6 +178,14 @@ def _record(a):
         status = "; the command was killed by signal %s" % signal.strsignal(os.WTERMSIG(r.exit_status))
     sys.stderr.write("python3 -m stackprov record: %d samples, %d lost, %d threads -> %s%s\n"
                      % (r.samples, r.lost, r.threads, output, status))
+    if a.python:
+        if r.python_processes == 0:
+            sys.stderr.write("python3 -m stackprov record: python: no CPython 3.11 interpreter was found in the "
+                             "target: no Python frames\n")
+        else:
+            sys.stderr.write("python3 -m stackprov record: python: %d samples with their Python frames, %d torn (the "
+                             "frames changed while read: none kept), %d damaged, %d of threads without a Python thread "
+                             "state\n" % (r.python_read, r.python_torn, r.python_damaged, r.python_no_thread))
     return EXIT_OK
 
 

@@ -278,3 +278,57 @@ def test_python_m_help_lists_every_served_command():
     for cmd in ("record", "perf-import"):
         h = python_m_help(cmd, "--help")
         assert h.returncode == 0 and h.stdout.startswith("usage: python3 -m stackprov " + cmd), h.stdout[:200]
+
+
+SPIN_PY = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "integration", "python_runtime",
+                       "fixture_py311_spin.py")
+
+
+def test_record_python_frames(tmp_path):
+    """record(python=True) of fixture_py311_spin.py under Debian's python3.11, then perf_import():
+    the main thread's samples have the Python chain leaf <- middle <- outer <- <module>, each at the
+    line of the fixture's source that makes that call (found in the source text: the oracle), right
+    before a _PyEval_EvalFrameDefault frame; python3 -m stackprov record --python says what it read."""
+    import stackprov
+    py311 = "/usr/bin/python3.11"
+    if not os.path.exists(py311):
+        pytest.fail("%s not found (make deps installs python3.11)" % py311)
+    src = os.path.realpath(SPIN_PY)
+    lines = open(src).read().splitlines()
+
+    def line_of(text):
+        hits = [i + 1 for i, l in enumerate(lines) if l.strip().startswith(text)]
+        assert len(hits) == 1, (text, hits)
+        return hits[0]
+    want = [("leaf", line_of("while True: sum(range(n))")), ("middle", line_of("leaf(n)")),
+            ("outer", line_of("middle(n)")), ("<module>", line_of("outer(200)"))]
+    p = subprocess.Popen([py311, src], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        cap = str(tmp_path / "py.cap")
+        r = stackprov.record(pid=p.pid, output=cap, duration=0.8, frequency=199, stack_size=32768, python=True)
+        cli = subprocess.run([sys.executable, "-m", "stackprov", "record", "--python", "-F", "99", "--duration", "0.2",
+                              "-p", str(p.pid), "-o", str(tmp_path / "cli.cap")], capture_output=True, text=True)
+    finally:
+        p.kill()
+        p.wait()
+    assert r.python_processes == 1
+    assert r.python_read >= 0.9 * r.samples
+    assert cli.returncode == 0, cli.stderr
+    assert re.search(r"python: \d+ samples with their Python frames, \d+ torn", cli.stderr), cli.stderr
+    prof = stackprov.perf_import(cap)
+    main = [s for s in prof.samples if s.tid == p.pid]
+    assert len(main) >= 20  # the two threads share the GIL: each is on a CPU about half the time
+    good = 0
+    for s in main:
+        frames = [f for f in s.frames if not f.inlined]
+        py = [(f.function, f.line) for f in frames if f.method == "runtime"]
+        if py != want:
+            continue
+        k = max(i for i, f in enumerate(frames) if f.method == "runtime")
+        assert frames[k + 1].function == "_PyEval_EvalFrameDefault", [f.function for f in frames]
+        assert all(f.file == src and f.qualname == f.function for f in frames if f.method == "runtime")
+        good += 1
+    assert good >= 0.9 * len(main), (good, len(main), [(f.function, f.line) for f in main[0].frames])
+    with pytest.raises(stackprov.InvalidArgumentError, match="python=True cannot be combined with with_kernel"):
+        stackprov.record(pid=p.pid, output=str(tmp_path / "x.cap"), python=True, with_kernel=True)
