@@ -216,15 +216,20 @@ struct Ops<mips32::TraitsT<BigEndian>> {
   }
   static constexpr bool kSigreturnBeforeCfi = false;
   static constexpr bool kSignalRowWithoutCode = false;
-  static constexpr int kCoroutineEntryLen = 0;  // glibc's mips __start_context: not recognised yet
-  static bool coroutine_entry(const uint8_t*) { return false; }
-  static constexpr bool kUcontextResume = false;
-  template <class Mem, class R>
-  static bool coroutine_uc_link(const R&, uint64_t, Mem&, uint64_t*, uint64_t*) { return false; }
-  template <class Mem, class R>
-  static bool resume_regs(Mem&, uint64_t, R&) { return false; }
-  static constexpr uint64_t kUcontextPc = 0;
-  static constexpr uint64_t kUcontextSp = 0;
+  static constexpr int kCoroutineEntryLen = mips32::kStartContextLen;  // glibc's __start_context
+  static bool coroutine_entry(const uint8_t* code) { return mips32::is_start_context(code, BigEndian); }
+  static constexpr bool kUcontextResume = true;
+  template <class Mem>
+  static bool coroutine_uc_link(const mips32::Regs& r, uint64_t, Mem&, uint64_t* slot, uint64_t* link) {
+    *slot = 0;  // s0 itself
+    return mips32::coroutine_uc_link(r, link);
+  }
+  template <class Mem>
+  static bool resume_regs(Mem& m, uint64_t uc, mips32::Regs& r) {
+    return mips32::ucontext_resume_regs<BigEndian>(m, uc, r);
+  }
+  static constexpr uint64_t kUcontextPc = mips32::kUcontextPcT<BigEndian>;
+  static constexpr uint64_t kUcontextSp = mips32::kUcontextSpT<BigEndian>;
   static constexpr bool kGoPcsp = false;
   template <class F>
   static void for_each_call(const uint8_t* code, size_t n, uint64_t addr, bool big_endian, size_t*, F&& f) {

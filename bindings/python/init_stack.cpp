@@ -840,17 +840,19 @@ void init_stack(py::module_& m) {
         py::gil_scoped_release nogil;
         return make_symbolizer(ctx, demangle);
       }, py::kw_only(), py::arg("demangle") = true)
-      .def("capture", [](const Context& c, int64_t pid, int64_t tid) {
+      .def("capture", [](const Context& c, int64_t pid, int64_t tid, bool python) {
         CtxPtr ctx = c.get();
         check_target(pid, std::nullopt, std::nullopt);
         py::gil_scoped_release nogil;
-        return open_process(ctx, pid, std::nullopt, std::nullopt, tid);
-      }, py::arg("pid"), py::kw_only(), py::arg("tid") = 0, "Captures every thread (or `tid`) of a live process.")
-      .def("open_core", [](const Context& c, std::string core, std::optional<std::string> exe, int64_t tid) {
+        return open_process(ctx, pid, std::nullopt, std::nullopt, tid, python);
+      }, py::arg("pid"), py::kw_only(), py::arg("tid") = 0, py::arg("python") = false,
+      "Captures every thread (or `tid`) of a live process; python=True: CPython 3.11's frames too "
+      "(SPROV_PROCESS_RUNTIME_FRAMES).")
+      .def("open_core", [](const Context& c, std::string core, std::optional<std::string> exe, int64_t tid, bool python) {
         CtxPtr ctx = c.get();
         py::gil_scoped_release nogil;
-        return open_process(ctx, std::nullopt, core, exe, tid);
-      }, py::arg("core"), py::kw_only(), py::arg("exe") = py::none(), py::arg("tid") = 0)
+        return open_process(ctx, std::nullopt, core, exe, tid, python);
+      }, py::arg("core"), py::kw_only(), py::arg("exe") = py::none(), py::arg("tid") = 0, py::arg("python") = false)
       .def("open_minidump", [](const Context& c, std::string path, std::optional<std::string> symbol_path, int64_t tid) {
         CtxPtr ctx = c.get();
         py::gil_scoped_release nogil;

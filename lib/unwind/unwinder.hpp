@@ -496,10 +496,17 @@ class Unwinder {
     }
   }
 
-  /// A 64-bit word of the target (x86_64/arm64 only: little-endian u64).
+  /// A word of the target: a little-endian u64 (x86_64, arm64), or a u32 in the target's byte
+  /// order (mips32).
   bool read_word(uint64_t addr, uint64_t* v) {
-    static_assert(Traits::kAddrSize == 8 || !Ops::kUcontextResume);
-    return addr + 8 > addr && mem_.read(addr, v, 8);
+    if constexpr (Traits::kAddrSize == 8) {
+      return addr + 8 > addr && mem_.read(addr, v, 8);
+    } else {
+      uint8_t b[4];
+      if (addr + 4 <= addr || !mem_.read(addr, b, 4)) return false;
+      *v = arch::load_word(b, 4, Traits::kBigEndian);
+      return true;
+    }
   }
 
   /// Splices the awaiter frames of the thread's async stack roots (folly's AsyncStackRoot /

@@ -265,23 +265,28 @@ def _trace_id(trace_id):
 
 
 def trace_capture(pid=None, core=None, exe=None, *, store=None, bundle=False, max_frames=0, tid=0,
-                  sign_key=None, log_dir=None, log_key=None, context=None):
+                  sign_key=None, log_dir=None, log_key=None, python="auto", context=None):
     """Captures every thread of a live process (pid=) or a core file (core=, exe=), unwinds and
     resolves them and stores the result as one trace in `store` (a TraceStore or a URL,
     sqlite:PATH / postgresql://...; None: the default store). Returns the trace id.
     bundle=True also builds and stores the symbol bundle of the modules touched (in the trace
     store and the context's bundle store); with sign_key= (a P-256 private key, PEM) it is signed
     and its envelope appended to the transparency log log_dir= (checkpoint signed by log_key=,
-    default sign_key), as `stackprov trace-capture --bundle --sign KEY --log DIR`."""
+    default sign_key), as `stackprov trace-capture --bundle --sign KEY --log DIR`.
+    python: "auto" (the default, as `trace-capture --python auto`): CPython 3.11's frames are read
+    too and stored as trace frames of unwind method "runtime" (doc/runtime-frames.md "Traces");
+    "off": native frames only."""
+    if python not in ("auto", "off"):
+        raise InvalidArgumentError("invalid python value %r (expected 'auto' or 'off')" % (python,), _INVALID_ARG)
     if sign_key is not None and not bundle:
         raise InvalidArgumentError("sign_key '%s' signs the bundle: give bundle=True" % sign_key, _INVALID_ARG)
     if sign_key is not None and log_dir is None:
         raise InvalidArgumentError("sign_key '%s' needs log_dir= (the transparency log)" % sign_key, _INVALID_ARG)
     ctx = context if context is not None else _stackprov._default_context()
     if pid is not None and core is None:
-        proc = ctx.capture(pid, tid=tid)
+        proc = ctx.capture(pid, tid=tid, python=python == "auto")
     elif core is not None and pid is None:
-        proc = ctx.open_core(core, exe=exe, tid=tid)
+        proc = ctx.open_core(core, exe=exe, tid=tid, python=python == "auto")
     else:
         raise InvalidArgumentError("give either pid= or core= (pid %r, core %r)" % (pid, core), _INVALID_ARG)
     with proc, _trace_store(store) as ts:

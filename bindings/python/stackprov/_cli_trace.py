@@ -407,6 +407,8 @@ def capture_parser():
     p.once("--log-key", metavar="KEY", help="with --sign: the key that signs the log's new checkpoint (default: the "
            "--sign key)")
     p.once("--max-frames", metavar="N", help="at most N frames per thread, 1 to 65536 (default 256)")
+    p.once("--python", metavar="auto|off", help="read CPython 3.11's frames too (default auto): stored as trace "
+           "frames of unwind method 'runtime', as `stackprov trace-capture --python`")
     return p
 
 
@@ -469,6 +471,9 @@ def capture_main(a, command):
     if modes > 1:
         raise UsageError("give only one of -p PID, --core FILE and -- CMD")
     pid, max_frames, delay_ms = 0, 0, 500
+    python = a.python if a.python is not None else "auto"
+    if python not in ("auto", "off"):
+        raise UsageError("invalid --python value '%s' (expected auto or off)" % python)
     if a.pid is not None:
         pid = uint_in(a.pid, 1, 2147483647)
         if pid is None:
@@ -546,7 +551,9 @@ def _capture(cmd, a, command, ts, ctx, bundle_store, pid, max_frames, delay_ms):
         return code
 
     try:
-        proc = ctx.open_core(a.core, exe=a.exe) if a.core is not None else ctx.capture(pid)
+        runtime = a.python in (None, "auto")  # checked by capture_main
+        proc = (ctx.open_core(a.core, exe=a.exe, python=runtime) if a.core is not None
+                else ctx.capture(pid, python=runtime))
     except stackprov.Error as e:
         if a.core is not None:
             return lib_fail(cmd, "cannot read core '%s'" % a.core, e)

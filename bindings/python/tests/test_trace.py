@@ -192,3 +192,53 @@ def test_trace_resolve_replay_errors(signed_trace, tmp_path):
     with pytest.raises(stackprov.InvalidArgumentError) as e:
         stackprov.trace_capture(pid=1, store=t["url"], sign_key=t["key"])
     assert t["key"] in e.value.message
+
+
+def test_trace_capture_python_frames(tmp_path):
+    """trace_capture(python="auto", the default) of Debian's python3.11 running
+    fixture_py311_spin.py: the main thread's trace frames of unwind method "runtime" are the chain
+    leaf <- middle <- outer <- <module> at the lines of the fixture's source that make each call (the
+    oracle: the source text), each right before a _PyEval_EvalFrameDefault frame; python="off" stores
+    none; python3 -m stackprov trace-capture --python off likewise, and a bad value is refused."""
+    py311 = "/usr/bin/python3.11"
+    if not os.path.exists(py311):
+        pytest.fail("%s not found (make deps installs python3.11)" % py311)
+    src = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "integration",
+                                        "python_runtime", "fixture_py311_spin.py"))
+    lines = open(src).read().splitlines()
+
+    def line_of(text):
+        hits = [i + 1 for i, l in enumerate(lines) if l.strip().startswith(text)]
+        assert len(hits) == 1, (text, hits)
+        return hits[0]
+    want = [("leaf", line_of("while True: sum(range(n))")), ("middle", line_of("leaf(n)")),
+            ("outer", line_of("middle(n)")), ("<module>", line_of("outer(200)"))]
+    url = "sqlite:%s" % (tmp_path / "traces.db")
+    p = subprocess.Popen([py311, src], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        with stackprov.TraceStore(url) as store:
+            on = stackprov.trace_get(stackprov.trace_capture(pid=p.pid, store=store), store=store)
+            off = stackprov.trace_get(stackprov.trace_capture(pid=p.pid, store=store, python="off"), store=store)
+        import sys
+        cli = subprocess.run([sys.executable, "-m", "stackprov", "trace-capture", "-p", str(p.pid), "--store", url,
+                              "--python", "off"], capture_output=True, text=True)
+        bad = subprocess.run([sys.executable, "-m", "stackprov", "trace-capture", "-p", str(p.pid), "--store", url,
+                              "--python", "on"], capture_output=True, text=True)
+    finally:
+        p.kill()
+        p.wait()
+    main = [f for f in on["frames"] if f["tid"] == p.pid]
+    got = [(f["symbol"], f["line"]) for f in main if f["unwind"] == "runtime"]
+    assert got == want, got
+    assert all(f["file"] == src for f in main if f["unwind"] == "runtime")
+    k = max(i for i, f in enumerate(main) if f["unwind"] == "runtime")
+    assert main[k + 1]["symbol"] == "_PyEval_EvalFrameDefault"
+    assert not any(f["unwind"] == "runtime" for f in off["frames"])
+    assert cli.returncode == 0, cli.stderr
+    with stackprov.TraceStore(url) as store:
+        shown = stackprov.trace_get(cli.stdout.strip().split()[0], store=store)
+    assert not any(f["unwind"] == "runtime" for f in shown["frames"])
+    assert bad.returncode == 2 and "invalid --python value 'on'" in bad.stderr, bad.stderr
+    with pytest.raises(stackprov.InvalidArgumentError, match="invalid python value 'on'"):
+        stackprov.trace_capture(pid=1, store=url, python="on")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# Builds arm64/mips/mipsel fixtures, aborts them (abort, SIGSEGV in a handler, a call through NULL; on
-# aarch64 also inside a makecontext coroutine, doc/async-stacks.md) under
+# Builds arm64/mips/mipsel fixtures, aborts them (abort, SIGSEGV in a handler, a call through NULL; at
+# -O1 also inside a makecontext coroutine, doc/async-stacks.md) under
 # qemu-user (target core files), unwinds the cores with
 # `stackprov stack --core` on the host and compares every frame (pc, name) and the stop with gdb-multiarch.
 # gdb-multiarch runs once per architecture for the backtraces of all its cores (`file`, `core-file`,
@@ -332,13 +332,17 @@ def chain_errors(mine, mode):
     return errs
 
 
-# The coroutine core's uc_link context as gdb prints it (gdb_backtraces prints them before the bt).
-CORO_EXPRS = ["(unsigned long)&g_resumer", "g_resumer.uc_mcontext.pc", "g_resumer.uc_mcontext.sp"]
+# The coroutine core's uc_link context as gdb prints it (gdb_backtraces prints them before the bt):
+# its address, the pc and sp its swapcontext saved (mips: sp is gregs[29]).
+CORO_EXPRS = {"aarch64": ["(unsigned long)&g_resumer", "g_resumer.uc_mcontext.pc", "g_resumer.uc_mcontext.sp"],
+              "mips": ["(unsigned long)&g_resumer", "g_resumer.uc_mcontext.pc", "g_resumer.uc_mcontext.gregs[29]"],
+              "mipsel": ["(unsigned long)&g_resumer", "g_resumer.uc_mcontext.pc", "g_resumer.uc_mcontext.gregs[29]"]}
 
 
 def coroutine_errors(mine, stop, ref, values):
     """The "coroutine" mode (issue 35, doc/async-stacks.md): the chain runs in a makecontext coroutine
-    whose uc_link is &g_resumer. The walk ends at glibc's entry trampoline (__startcontext on aarch64)
+    whose uc_link is &g_resumer. The walk ends at glibc's entry trampoline (__startcontext on aarch64,
+    __start_context on mips)
     with coroutine_entry, every frame's pc equal to gdb's frame at the same index (gdb goes on past the
     entry: only its first frames are compared), and the entry frame carries the uc_link annotation:
     the context &g_resumer with the pc and sp its swapcontext saved, as gdb prints them."""
@@ -394,8 +398,8 @@ def main():
             exe = os.path.join(args.work, "fx-%s-%s" % (arch, build))
             subprocess.run([cc] + flags + [src, "-o", exe], check=True)
             modes = ("abort", "signal", "null")
-            if arch == "aarch64" and build == "O1":
-                modes += ("coroutine",)  # glibc's __startcontext (doc/async-stacks.md)
+            if build == "O1":
+                modes += ("coroutine",)  # glibc's __startcontext / mips __start_context (doc/async-stacks.md)
             for mode in modes:
                 name = "%s/%s/%s" % (arch, build, mode)
                 core = make_core(qemu, sysroot, exe, mode, args.work, qemu_cpu(arch, build, mode))
@@ -407,7 +411,7 @@ def main():
                 mine, stop, out = ours(args.cli, kept, exe, sysroot)
                 cases.append({"name": name, "build": build, "mode": mode, "exe": exe, "core": kept, "mine": mine,
                               "stop": stop, "out": out, "want_method": want_method,
-                              "exprs": CORO_EXPRS if mode == "coroutine" else ()})
+                              "exprs": CORO_EXPRS[arch] if mode == "coroutine" else ()})
         # PIE cores are checked against gdb's view of the file alone (compare_pie): gdb's backtrace
         # of the core is not used for them, so it is not run.
         refs = gdb_backtraces([c for c in cases if c["build"] != "pie"], sysroot)

@@ -522,8 +522,9 @@ def mode_record(a, tmp):
         fail("[record] gdb py-bt shows %d spinning threads, the fixture has 2: %s" % (len(spinning), bt))
     for tid in spinning:
         n, k = per_tid.get(tid, 0), with_py.get(tid, 0)
-        if n < 100 or k < 0.9 * n:
-            fail("[record] thread %d: %d samples, %d with Python frames (at least 100 and 90%% expected)" % (tid, n, k))
+        # Each thread holds the GIL about half the time, and CI runs two tests at once: ~30-180 samples.
+        if n < 30 or k < 0.9 * n:
+            fail("[record] thread %d: %d samples, %d with Python frames (at least 30 and 90%% expected)" % (tid, n, k))
         key = "leaf" if any(f[2] == "leaf" for f in bt[tid]) else "key_leaf"
         names = [f[2] for f in bt[tid]]
         if names != SPIN_CHAINS[key]:

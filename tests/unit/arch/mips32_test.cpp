@@ -256,3 +256,74 @@ TEST_CASE("mips32 call kinds: BLTZAL is a return pad only", "[arch][mips32]") {
     CHECK(calls[1].pad == 0x400014);
   }
 }
+
+TEST_CASE("mips32 __start_context and a swapcontext's saved registers (glibc's o32 ucontext_t)", "[arch][mips32]") {
+  // Debian 12's mipsel libc.so.6 at 0x3df3c and mips (big-endian) libc.so.6 at 0x3dedc, where
+  // makecontext's ra points (makecontext + 0xcc: its `addiu t9, t9, 204`), llvm-objdump-14 -d:
+  // move gp,s1; beqz s0,+32; move a0,zero; move a0,s0; lw t9,-31880(gp); jalr t9; nop;
+  // move gp,s1; move a0,v0; lw t9,-32740(gp); jalr t9.
+  const uint32_t words[11] = {0x0220e025, 0x12000007, 0x00002025, 0x02002025, 0x8f998378, 0x0320f809,
+                              0x00000000, 0x0220e025, 0x00402025, 0x8f99801c, 0x0320f809};
+  for (bool be : {false, true}) {
+    INFO((be ? "big" : "little") << "-endian");
+    uint8_t code[44];
+    auto put = [&](int i, uint32_t w) {
+      for (int k = 0; k < 4; k++) code[4 * i + k] = static_cast<uint8_t>(w >> (be ? 8 * (3 - k) : 8 * k));
+    };
+    for (int i = 0; i < 11; i++) put(i, words[i]);
+    const bool yes = be ? Ops<TraitsBE>::coroutine_entry(code) : Ops<TraitsLE>::coroutine_entry(code);
+    CHECK(yes);
+    CHECK(Ops<TraitsLE>::kCoroutineEntryLen == 44);
+    // The bytes of the other order are no entry; nor is any word changed (beyond its offsets).
+    const bool other = be ? Ops<TraitsLE>::coroutine_entry(code) : Ops<TraitsBE>::coroutine_entry(code);
+    CHECK_FALSE(other);
+    for (int i = 0; i < 11; i++) {
+      put(i, words[i] ^ 0x00200000u);  // another register in the rs/rt field
+      CHECK_FALSE((be ? Ops<TraitsBE>::coroutine_entry(code) : Ops<TraitsLE>::coroutine_entry(code)));
+      put(i, words[i]);
+    }
+    put(1, 0x12000010);  // another branch offset: still the trampoline
+    put(9, 0x8f997ff0);  // another GOT slot
+    CHECK((be ? Ops<TraitsBE>::coroutine_entry(code) : Ops<TraitsLE>::coroutine_entry(code)));
+  }
+
+  // uc_link: s0 (makecontext.S stores it in gregs[16]), an annotation read from the entry's registers.
+  Mem32 m{false, {}};
+  Regs r{};
+  uint64_t slot = 1, link = 0;
+  CHECK_FALSE(Ops<TraitsLE>::coroutine_uc_link(r, 0, m, &slot, &link));
+  r.set(kS0, 0x4000a000);
+  REQUIRE(Ops<TraitsLE>::coroutine_uc_link(r, 0, m, &slot, &link));
+  CHECK(slot == 0);
+  CHECK(link == 0x4000a000);
+
+  // The resumer's context: uc_mcontext at 24 = { regmask, status, u64 pc, u64 gregs[32] }:
+  // makecontext's stores `sw a1, 32(a0)` (pc) and `sw t0, 272(a0)` (gregs[29], sp); in big-endian
+  // the low half of each 64-bit slot is at +4.
+  CHECK(Ops<TraitsLE>::kUcontextPc == 32);
+  CHECK(Ops<TraitsLE>::kUcontextSp == 272);
+  CHECK(Ops<TraitsBE>::kUcontextPc == 36);
+  CHECK(Ops<TraitsBE>::kUcontextSp == 276);
+  for (bool be : {false, true}) {
+    Mem32 mm{be, {}};
+    const uint64_t uc = 0x20000;
+    mm.put64(uc + 24, 0);         // regmask, status
+    mm.put64(uc + 32, 0x400800);  // pc
+    for (int i = 0; i < 32; i++) mm.put64(uc + 40 + 8 * i, 0x7000 + i);
+    Regs res{};
+    const bool ok = be ? Ops<TraitsBE>::resume_regs(mm, uc, res) : Ops<TraitsLE>::resume_regs(mm, uc, res);
+    REQUIRE(ok);
+    CHECK_FALSE(res.has(4));   // a0: not saved for the resumer's callers
+    CHECK_FALSE(res.has(25));  // t9
+    CHECK(res.get(kS0) == 0x7000 + 16);
+    CHECK(res.get(kS7) == 0x7000 + 23);
+    CHECK(res.get(kGp) == 0x7000 + 28);
+    CHECK(res.get(kSp) == 0x7000 + 29);
+    CHECK(res.get(kFp) == 0x7000 + 30);
+    CHECK(res.get(kRa) == 0x7000 + 31);
+    CHECK(res.get(kPc) == 0x400800);
+    uint8_t w[4];
+    REQUIRE(mm.read(uc + (be ? Ops<TraitsBE>::kUcontextSp : Ops<TraitsLE>::kUcontextSp), w, 4));
+    CHECK(load_word(w, 4, be) == 0x7000 + 29);
+  }
+}
