@@ -78,6 +78,12 @@ typedef struct sprov_kernel_sampler sprov_kernel_sampler;
 
 enum sprov_kernel_sampler_flags {
   SPROV_KERNEL_SAMPLER_OFF_CPU = 1u << 0, /* at sched:sched_switch (off-CPU) instead of cpu-clock */
+  /* On the caller's own sampling perf events instead (event_fds: e.g. a profiler's, or `perf
+   * record`'s taken with pidfd_getfd): the program runs at each of their overflows and the events'
+   * own samples are still written (their owner sees the same samples); frequency unused. Events
+   * that take no program (not sampling, one already attached) are skipped; none taking it is an
+   * error. Only the target's (pid's) threads are sampled. */
+  SPROV_KERNEL_SAMPLER_EVENT_FDS = 1u << 1,
 };
 
 struct sprov_kernel_sampler_opts {
@@ -87,8 +93,13 @@ struct sprov_kernel_sampler_opts {
   uint32_t frequency;  /* cpu-clock: samples per second per thread; 0: 999 */
   uint32_t stack_size; /* user stack bytes copied per event, <= SPROV_KERNEL_MAX_STACK; 0: 8192 */
   uint32_t reserved;   /* 0 */
+  /* When sz covers them, with SPROV_KERNEL_SAMPLER_EVENT_FDS: the perf event fds (1 to 65536; the
+   * caller keeps them, the sampler does not close them). */
+  const int* event_fds;
+  uint32_t event_fd_count;
+  uint32_t reserved2;  /* 0 */
 };
-#define sprov_kernel_sampler_opts__last_field reserved
+#define sprov_kernel_sampler_opts__last_field reserved2
 
 /* Loads and attaches the sampler. Errors: SPROV_ERR_INVALID_ARG, SPROV_ERR_UNSUPPORTED (not in this
  * build), -ESRCH (no such process), -EPERM/-EACCES (not root). */

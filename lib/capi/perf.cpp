@@ -406,8 +406,16 @@ SPROV_API int sprov_kernel_sampler_open(const struct sprov_kernel_sampler_opts* 
     uint32_t stack = SPROV_OPTS_GET(opts, sprov_kernel_sampler_opts, stack_size, 0u);
     if (pid <= 0 || pid > 4194304)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_open: pid %lld", static_cast<long long>(pid)));
-    if (flags & ~uint32_t{SPROV_KERNEL_SAMPLER_OFF_CPU})
+    if (flags & ~uint32_t{SPROV_KERNEL_SAMPLER_OFF_CPU | SPROV_KERNEL_SAMPLER_EVENT_FDS})
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_opts.flags 0x%x: unknown bits", flags));
+    if ((flags & SPROV_KERNEL_SAMPLER_OFF_CPU) && (flags & SPROV_KERNEL_SAMPLER_EVENT_FDS))
+      return fail(make_error(SPROV_ERR_INVALID_ARG,
+                             "sprov_kernel_sampler_opts.flags 0x%x: OFF_CPU and EVENT_FDS exclude each other", flags));
+    const int* fds = SPROV_OPTS_GET(opts, sprov_kernel_sampler_opts, event_fds, static_cast<const int*>(nullptr));
+    const uint32_t nfds = SPROV_OPTS_GET(opts, sprov_kernel_sampler_opts, event_fd_count, 0u);
+    if ((flags & SPROV_KERNEL_SAMPLER_EVENT_FDS) && (fds == nullptr || nfds == 0 || nfds > 65536))
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_opts: EVENT_FDS with %u event fds%s (1 to 65536)",
+                             nfds, fds == nullptr ? " and event_fds NULL" : ""));
     if (freq == 0) freq = 999;
     if (freq > 100000) return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_kernel_sampler_open: frequency %u", freq));
     if (stack == 0) stack = 8192;
@@ -421,7 +429,20 @@ SPROV_API int sprov_kernel_sampler_open(const struct sprov_kernel_sampler_opts* 
     if (!ks) return fail(std::move(ks).error());
     auto h = std::make_unique<sprov_kernel_sampler>();
     h->s = std::move(ks).value();
-    Status st = flags & SPROV_KERNEL_SAMPLER_OFF_CPU ? h->s->attach_sched_switch() : h->s->attach_cpu_clock(pid, freq);
+    Status st;
+    if (flags & SPROV_KERNEL_SAMPLER_EVENT_FDS) {
+      uint32_t attached = 0;
+      for (uint32_t i = 0; i < nfds; i++) {
+        Status a = h->s->attach_perf_event(fds[i], /*keep_samples=*/true);
+        if (a.ok()) attached++;
+        else if (st.ok()) st = make_error(SPROV_ERR_INVALID_ARG, "event fd %d: %s", fds[i], a.error().message.c_str());
+      }
+      if (attached > 0) st = {};
+      else st = make_error(SPROV_ERR_INVALID_ARG, "none of the %u event fds takes the sampler (the first: %s)", nfds,
+                           st.ok() ? "?" : st.error().message.c_str());
+    } else {
+      st = flags & SPROV_KERNEL_SAMPLER_OFF_CPU ? h->s->attach_sched_switch() : h->s->attach_cpu_clock(pid, freq);
+    }
     if (!st.ok()) return fail(st.error());
     *out = h.release();
     return 0;

@@ -74,8 +74,9 @@ Result<std::unique_ptr<KernelSampler>> KernelSampler::open(const KernelSamplerOp
 
 KernelSampler::~KernelSampler() = default;
 
-Status KernelSampler::attach_perf_event(int fd) {
-  bpf_link* l = bpf_program__attach_perf_event(impl_->skel->progs.on_cpu_clock, fd);
+Status KernelSampler::attach_perf_event(int fd, bool keep_samples) {
+  bpf_link* l = bpf_program__attach_perf_event(
+      keep_samples ? impl_->skel->progs.on_perf_event_keep : impl_->skel->progs.on_cpu_clock, fd);
   if (!l) return make_error(-errno, "attaching the eBPF sampler to a perf event: %s", strerror(errno));
   impl_->links.push_back(l);
   return {};
@@ -168,7 +169,7 @@ Result<std::unique_ptr<KernelSampler>> KernelSampler::open(const KernelSamplerOp
 }
 
 KernelSampler::~KernelSampler() = default;
-Status KernelSampler::attach_perf_event(int) { return make_error(SPROV_ERR_UNSUPPORTED, "no eBPF kernel sampler"); }
+Status KernelSampler::attach_perf_event(int, bool) { return make_error(SPROV_ERR_UNSUPPORTED, "no eBPF kernel sampler"); }
 Status KernelSampler::attach_sched_switch() { return make_error(SPROV_ERR_UNSUPPORTED, "no eBPF kernel sampler"); }
 Status KernelSampler::drain(const std::function<void(const uint8_t*, size_t)>&) {
   return make_error(SPROV_ERR_UNSUPPORTED, "no eBPF kernel sampler");

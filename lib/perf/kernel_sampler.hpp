@@ -29,8 +29,9 @@ class KernelSampler {
   static Result<std::unique_ptr<KernelSampler>> open(const KernelSamplerOptions& o);
   ~KernelSampler();
   /// cpu-clock mode: the program runs on every overflow of perf event `fd` (and of its inherited
-  /// copies); the event's own samples are dropped (the program returns 0).
-  Status attach_perf_event(int fd);
+  /// copies); the event's own samples are dropped (the program returns 0), or with `keep_samples`
+  /// still written (another program's event: its owner sees them too).
+  Status attach_perf_event(int fd, bool keep_samples = false);
   /// Off-CPU mode: the program runs at sched:sched_switch for the target's threads.
   Status attach_sched_switch();
   /// Calls `fn` for each event in the ring now (never waits).

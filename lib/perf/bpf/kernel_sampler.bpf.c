@@ -100,6 +100,16 @@ int on_cpu_clock(struct bpf_perf_event_data* ctx) {
   return 0;
 }
 
+/* Another program's sampling perf event (sprov_kernel_sampler_opts.event_fds, e.g. a `perf record`'s
+ * cpu-clock event): the same event, at the same overflow as the owner's own sample. Returns 1: the
+ * event's own samples are still written, so its owner sees every sample this program sees. */
+SEC("perf_event")
+int on_perf_event_keep(struct bpf_perf_event_data* ctx) {
+  __u64 cs = *(volatile __u64*)&ctx->regs.cs;
+  sample(ctx, SPROV_KEV_CPU_CLOCK, (cs & 3) != 3);
+  return 1;
+}
+
 /* sched:sched_switch: the thread switching out, in the kernel. Returns 1: 0 would suppress perf's
  * own samples of this tracepoint (a `perf record -e sched:sched_switch` running at the same time). */
 SEC("tracepoint/sched/sched_switch")

@@ -17,6 +17,9 @@
 # and the first user frame (only) carries SPROV_FRAME_KERNEL_USER_BOUNDARY.
 # cpu-clock mode (record --with-kernel without --off-cpu) of `fixture_chains spin 1`: user-mode and kernel-mode
 # samples, each with the fixture's known chain, the ones inside getrandom with the syscall's kernel frames.
+# cpu-clock sample by sample: the C ABI client's sampler attached to a running `perf record -g -e cpu-clock`'s
+# own events (pidfd_getfd, SPROV_KERNEL_SAMPLER_EVENT_FDS): each of its events is one of perf's samples, with
+# perf's kernel frames, and perf's user frames are ours less the callers its frame-pointer walk loses.
 # Both perf-imports run with --with-btf: every distinct kernel function's prototype equals the one written
 # from `bpftool btf dump file /sys/kernel/btf/vmlinux` (stack_kernel_check.py's reader of the dump).
 # Needs root (eBPF, perf), perf (linux-perf), llvm-symbolizer-14, bpftool. About 13 s.
@@ -25,6 +28,7 @@ import bisect
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -165,6 +169,7 @@ def main():
         print("%s: %d of perf's sched_switch events matched, %d not within %d us (%d kernel frames, %d user "
               "frames compared)" % (st["what"], st["matched"], st["unmatched"], MATCH_NS // 1000, st["kframes"], st["uframes"]))
     failures += check_cpu_clock(args, work)
+    failures += check_cpu_clock_vs_perf(args, work, symbolizer, perf)
     print("record + C ABI client + perf ran %.1f s" % took)
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
@@ -185,7 +190,7 @@ def check_cpu_clock(args, work):
     mode and in the kernel, each with the fixture's known chain (from the function the leaf is in); a
     sample inside the syscall is entered by do_syscall_64 from entry_SYSCALL_64_after_hwframe, most of
     them in __x64_sys_getrandom; every kernel frame is named. (Not matched to perf sample by
-    sample: perf's cpu-clock events are not ours.)"""
+    sample here: check_cpu_clock_vs_perf does that on perf's own events.)"""
     failures = []
     cap = os.path.join(work, "spin.cap")
     r = subprocess.run([args.stackprov, "record", "--with-kernel", "-F", "999", "-o", cap, "--", args.fixture, "spin",
@@ -238,6 +243,127 @@ def check_cpu_clock(args, work):
         failures.append("cpu-clock: %d samples, %d in user mode, %d in getrandom: expected >= 100, 10%% and 10%%" %
                         (n, user_mode, in_syscall))
     failures += ["cpu-clock: " + b for b in bad[:6]]
+    return failures
+
+
+# The callers perf's frame-pointer walk loses in `fixture_chains spin` (spin_user is a leaf that
+# sets up no frame: its caller's return address is not in the rbp chain; syscall() is frameless glibc).
+LOST_BY_PERF_SPIN = {"spin_outer", "spin_sys"}
+# Both clocks are read at one overflow of one event (ours first, then perf's, after our program copied
+# the user stack): a few us apart, more when the vCPU is stolen between (as MATCH_NS); a thread's samples
+# are ~2 ms apart at 499 Hz.
+CPU_MATCH_NS = 400_000
+
+
+def check_cpu_clock_vs_perf(args, work, symbolizer, perf):
+    """cpu-clock, sample by sample: `perf record -k CLOCK_MONOTONIC -g -e cpu-clock -p P` of `fixture_chains
+    spin`, and the C ABI client's sampler on perf's own events (stitch_client --perf: pidfd_getfd of
+    perf's perf_event fds, SPROV_KERNEL_SAMPLER_EVENT_FDS; the program keeps perf's samples): each of our
+    events is one of perf's (same thread, same overflow: within 100 us), with perf's kernel frames
+    (address and sym+off), frame 0 at perf's pc, our user frames the source's chain, and perf's user
+    frames ours less the callers perf's frame-pointer walk loses (spin_outer above the leaf spin_user,
+    spin_sys above the frameless syscall()), in user-mode and kernel-mode samples alike."""
+    failures = []
+    pdata = os.path.join(work, "cpu.perf.data")
+    fx = subprocess.Popen([args.fixture, "spin", "6"], stdout=subprocess.DEVNULL)
+    theirs = subprocess.Popen([perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "-g", "-e", "cpu-clock", "-F", "499",
+                               "-p", str(fx.pid), "-o", pdata],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cout = cerr = ""
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # perf's events exist (it needs ~1-2.5 s to start here)
+            try:
+                if any(os.readlink("/proc/%d/fd/%s" % (theirs.pid, fd)) == "anon_inode:[perf_event]"
+                       for fd in os.listdir("/proc/%d/fd" % theirs.pid)):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        time.sleep(0.2)
+        client = subprocess.run([args.stitch_client, "--perf", str(theirs.pid), str(fx.pid), "1.0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        cout, cerr = client.stdout, client.stderr
+        theirs.send_signal(signal.SIGINT)  # perf record -p runs until SIGINT, then finishes its file
+        perr = theirs.communicate(timeout=30)[1]
+    finally:
+        theirs.kill()
+        fx.kill()
+        fx.wait()
+    if client.returncode != 0:
+        return ["cpu-clock vs perf: stitch_client --perf exited %d: %s" % (client.returncode, cerr.strip())]
+    if theirs.returncode not in (0, -signal.SIGINT):
+        return ["cpu-clock vs perf: perf record exited %d: %s" % (theirs.returncode, perr.strip())]
+    script = subprocess.run([perf, "script", "-i", pdata, "-F", "comm,tid,time,ip,sym,symoff,dso"], check=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    psamples = perf_script_samples(script)
+    by_tid = {}
+    for (tid, t_us), (comm, frames) in psamples.items():
+        by_tid.setdefault(tid, []).append((t_us * 1000, frames))
+    for lst in by_tid.values():
+        lst.sort(key=lambda x: x[0])
+    events = parse_client(cout, symbolizer)
+    matched = user_mode = kernel_mode = lost_seen = 0
+    bad, unmatched = [], []
+    for e in events:
+        lst = by_tid.get(e["tid"], [])
+        times = [t for t, _ in lst]
+        i = bisect.bisect_left(times, e["time"])
+        near = [lst[j] for j in (i - 1, i) if 0 <= j < len(lst) and abs(lst[j][0] - e["time"]) <= CPU_MATCH_NS]
+        if not near:
+            gap = min((abs(t - e["time"]) for t in times), default=None)
+            unmatched.append("our event tid %d at %d ns: no perf sample within %d us (the nearest %s)" % (
+                e["tid"], e["time"], CPU_MATCH_NS // 1000, "%d us away" % (gap // 1000) if gap is not None else "none"))
+            continue
+        matched += 1
+        pframes = min(near, key=lambda x: abs(x[0] - e["time"]))[1]
+        pk = [(a, "%s+0x%x" % (s_, off) if off is not None else s_) for a, s_, off, dso in pframes
+              if dso == "[kernel.kallsyms]"]
+        pu = [(a, s_) for a, s_, off, dso in pframes if dso != "[kernel.kallsyms]"]
+        if pk != e["kernel"]:
+            bad.append("tid %d at %d ns: kernel frames: perf %s, ours %s" % (e["tid"], e["time"], pk, e["kernel"]))
+            continue
+        kernel_mode += bool(pk)
+        user_mode += not pk
+        ours_u = e["user"]
+        if not ours_u or not pu or ours_u[0][0] != pu[0][0]:
+            bad.append("tid %d at %d ns: frame 0 (module offset): perf %s, ours %s" % (
+                e["tid"], e["time"], pu[:1], ours_u[:1]))
+            continue
+        names = [n for _, n, mod, _ in ours_u if mod == args.fixture]
+        if not any(names == c[i:] for c in SPIN_CHAINS for i in range(len(c))):
+            bad.append("tid %d at %d ns: our fixture frames %s are no chain of the source" % (e["tid"], e["time"], names))
+            continue
+        # perf's user frames, named by perf, are ours less the callers its frame-pointer walk loses, up to
+        # where its walk ends (the rbp chain ends in glibc's start code: ours go on to _start).
+        # Compared by module offset (the two name the vDSO's and glibc's aliases differently).
+        mine = [off for off, _, _, _ in ours_u]
+        theirs_offs = [a for a, _ in pu]
+        end = max((k for k, o in enumerate(mine) if o == theirs_offs[-1]), default=len(mine) - 1)
+        lost = [ours_u[k][1] for k in range(end + 1) if mine[k] not in theirs_offs]
+        it = iter(mine)
+        if not all(any(m == t for m in it) for t in theirs_offs) or any(n not in LOST_BY_PERF_SPIN for n in lost):
+            bad.append("tid %d at %d ns: perf's user frames %s are not ours %s less %s" % (
+                e["tid"], e["time"], [(hex(a), n) for a, n in pu], [(hex(o), n) for o, n, _, _ in ours_u],
+                sorted(LOST_BY_PERF_SPIN)))
+            continue
+        lost_seen += bool(lost)
+    print("cpu-clock vs perf (sampler on perf's own events): %d of our %d events matched to perf's samples "
+          "(%d in user mode, %d in the kernel), %d with callers perf's walk loses; perf recorded %d samples" %
+          (matched, len(events), user_mode, kernel_mode, lost_seen, len(psamples)))
+    if len(events) < 100 or user_mode < len(events) // 10 or kernel_mode < len(events) // 10:
+        failures.append("cpu-clock vs perf: %d events, %d in user mode, %d in the kernel: expected >= 100, 10%% and "
+                        "10%%" % (len(events), user_mode, kernel_mode))
+    # An overflow whose sample perf could not write (its ring full: perf counts it lost) has ours only.
+    if len(unmatched) > max(2, len(events) // 100):
+        failures += ["cpu-clock vs perf: " + u for u in unmatched[:6]]
+    elif unmatched:
+        print("  (not fatal: %d of ours without perf's: %s)" % (len(unmatched), unmatched[0]))
+    if lost_seen == 0 and not bad:
+        failures.append("cpu-clock vs perf: no event where ours has a caller perf's walk loses")
+    failures += ["cpu-clock vs perf: " + b for b in bad[:6]]
+    if len(bad) > 6:
+        failures.append("cpu-clock vs perf: ... %d more" % (len(bad) - 6))
     return failures
 
 
