@@ -212,6 +212,10 @@ def sample_json(s, kernel_id):
     for f in s.frames:
         if f.inlined:
             continue
+        if f.method == "runtime":  # a CPython frame of record --python
+            frames.append('{"pc":"0x0","method":"runtime","runtime":"python","function":%s,"qualname":%s,"file":%s,'
+                          '"line":%d}' % (json_str(f.function), json_str(f.qualname), json_str(f.file), f.line))
+            continue
         o = '{"pc":"0x%x","function":%s,"linkage_name":%s' % (
             f.pc, json_str(f.function) if f.function is not None else "null",
             json_str(f.linkage_name) if f.function is not None and f.linkage_name else "null")

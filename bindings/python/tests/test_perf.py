@@ -332,3 +332,12 @@ def test_record_python_frames(tmp_path):
     assert good >= 0.9 * len(main), (good, len(main), [(f.function, f.line) for f in main[0].frames])
     with pytest.raises(stackprov.InvalidArgumentError, match="python=True cannot be combined with with_kernel"):
         stackprov.record(pid=p.pid, output=str(tmp_path / "x.cap"), python=True, with_kernel=True)
+    # python3 -m stackprov perf-import writes the runtime frames as the CLI does (same reading, JSON in Python).
+    cli = need_env("STACKPROV_CLI")
+    for fmt in ("json", "folded"):
+        ours = subprocess.run([sys.executable, "-m", "stackprov", "perf-import", "-q", "-f", fmt, cap],
+                              capture_output=True, text=True)
+        theirs = subprocess.run([cli, "perf-import", "-q", "-f", fmt, cap], capture_output=True, text=True)
+        assert ours.returncode == 0 and theirs.returncode == 0, (ours.stderr, theirs.stderr)
+        assert ours.stdout == theirs.stdout
+        assert '"method":"runtime"' in ours.stdout if fmt == "json" else "leaf (%s:" % src in ours.stdout
