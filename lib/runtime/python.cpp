@@ -755,7 +755,7 @@ struct PythonSampler::Impl {
     if (ts == 0) return out;
     uint64_t cframe = 0, first = 0;
     if (!current(ts, &cframe, &first)) {
-      out.state = PythonStackRead::kTorn;
+      out.state = PythonStackRead::kDamaged;
       out.problem = "thread state 0x" + PyReader::hex(ts) + " unreadable";
       return out;
     }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// libFuzzer target: the CPython 3.11 frame reader over a hostile memory image, and the location-table decoder.
+// libFuzzer target: the CPython 3.11 frame reader and the sampler of record --python over a hostile memory image, and the location-table decoder.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "memory/memory_reader.hpp"
 #include "runtime/python.hpp"
@@ -56,6 +57,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (f.function.size() > 4 * lim.max_string_bytes + 3 || f.file.size() > 4 * lim.max_string_bytes + 3) fail();
     }
   }
+  // The sampler of record --python over the same memory: each thread read twice (the second time
+  // from its caches, checked again), within the same limits; a tid of no thread state has no frames.
+  runtime::PythonSampler sampler(mem, t, lim);
+  const std::vector<int64_t> tids = r.ok() && !r.value().empty() ? std::vector<int64_t>{r.value()[0].tid, -1}
+                                                                  : std::vector<int64_t>{0};
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t tid : tids) {
+      const runtime::PythonStackRead s = sampler.read(tid);
+      if (s.frames.size() > lim.max_frames) fail();
+      if (s.state == runtime::PythonStackRead::kTorn) fail();  // the memory does not change here
+    }
   for (int64_t unit = -1; unit < 64; unit += 7) (void)runtime::python311_addr2line(data, size, 1, unit);
   return 0;
 }
