@@ -42,6 +42,27 @@ def need_env(name):
     return v
 
 
+PY311 = "/usr/bin/python3.11"  # Debian's (the python3.11 on PATH may be another build)
+SPIN_PY = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "integration",
+                                        "python_runtime", "fixture_py311_spin.py"))
+
+
+def spin_py_chain():
+    """tests/integration/python_runtime/fixture_py311_spin.py's main thread chain, innermost first:
+    [(co_name, line)] with each line found in the source text (the oracle): leaf's loop, then the
+    lines that call leaf, middle and outer. Fails when Debian's python3.11 is missing."""
+    if not os.path.exists(PY311):
+        pytest.fail("%s not found (make deps installs python3.11)" % PY311)
+    lines = open(SPIN_PY).read().splitlines()
+
+    def line_of(text):
+        hits = [i + 1 for i, l in enumerate(lines) if l.strip().startswith(text)]
+        assert len(hits) == 1, (text, hits)
+        return hits[0]
+    return [("leaf", line_of("while True: sum(range(n))")), ("middle", line_of("leaf(n)")),
+            ("outer", line_of("middle(n)")), ("<module>", line_of("outer(200)"))]
+
+
 def need_tool(name):
     p = shutil.which(name)
     if not p:

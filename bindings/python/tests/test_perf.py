@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import need_env, need_tool, python_m_help
+from conftest import PY311, SPIN_PY, need_env, need_tool, python_m_help, spin_py_chain
 from peers import parse_perf_script, perf_addr_delta
 
 CHAIN = ("c_fn", "d_fn", "b_fn", "a_fn")
@@ -280,9 +280,6 @@ def test_python_m_help_lists_every_served_command():
         assert h.returncode == 0 and h.stdout.startswith("usage: python3 -m stackprov " + cmd), h.stdout[:200]
 
 
-SPIN_PY = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "integration", "python_runtime",
-                       "fixture_py311_spin.py")
-
 
 def test_record_python_frames(tmp_path):
     """record(python=True) of fixture_py311_spin.py under Debian's python3.11, then perf_import():
@@ -290,19 +287,8 @@ def test_record_python_frames(tmp_path):
     line of the fixture's source that makes that call (found in the source text: the oracle), right
     before a _PyEval_EvalFrameDefault frame; python3 -m stackprov record --python says what it read."""
     import stackprov
-    py311 = "/usr/bin/python3.11"
-    if not os.path.exists(py311):
-        pytest.fail("%s not found (make deps installs python3.11)" % py311)
-    src = os.path.realpath(SPIN_PY)
-    lines = open(src).read().splitlines()
-
-    def line_of(text):
-        hits = [i + 1 for i, l in enumerate(lines) if l.strip().startswith(text)]
-        assert len(hits) == 1, (text, hits)
-        return hits[0]
-    want = [("leaf", line_of("while True: sum(range(n))")), ("middle", line_of("leaf(n)")),
-            ("outer", line_of("middle(n)")), ("<module>", line_of("outer(200)"))]
-    p = subprocess.Popen([py311, src], stdout=subprocess.PIPE, text=True)
+    want, src = spin_py_chain(), SPIN_PY
+    p = subprocess.Popen([PY311, src], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
         cap = str(tmp_path / "py.cap")

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import stackprov
-from conftest import eu_stack, need_env
+from conftest import PY311, SPIN_PY, eu_stack, need_env, spin_py_chain
 
 
 def test_trace_capture_read_by_cli_and_matching_eu_stack(fixture_bench, tmp_path):
@@ -200,21 +200,9 @@ def test_trace_capture_python_frames(tmp_path):
     leaf <- middle <- outer <- <module> at the lines of the fixture's source that make each call (the
     oracle: the source text), each right before a _PyEval_EvalFrameDefault frame; python="off" stores
     none; python3 -m stackprov trace-capture --python off likewise, and a bad value is refused."""
-    py311 = "/usr/bin/python3.11"
-    if not os.path.exists(py311):
-        pytest.fail("%s not found (make deps installs python3.11)" % py311)
-    src = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "integration",
-                                        "python_runtime", "fixture_py311_spin.py"))
-    lines = open(src).read().splitlines()
-
-    def line_of(text):
-        hits = [i + 1 for i, l in enumerate(lines) if l.strip().startswith(text)]
-        assert len(hits) == 1, (text, hits)
-        return hits[0]
-    want = [("leaf", line_of("while True: sum(range(n))")), ("middle", line_of("leaf(n)")),
-            ("outer", line_of("middle(n)")), ("<module>", line_of("outer(200)"))]
+    want, src = spin_py_chain(), SPIN_PY
     url = "sqlite:%s" % (tmp_path / "traces.db")
-    p = subprocess.Popen([py311, src], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([PY311, src], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
         with stackprov.TraceStore(url) as store:
