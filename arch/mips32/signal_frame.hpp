@@ -63,18 +63,21 @@ StepOutcome signal_step(Regs& regs, Mem& mem, int kind, uint64_t* cfa_out) {
 /// at 0x3df3c (makecontext + 0xcc, the `addiu t9, t9, 204` makecontext stores as ra).
 constexpr int kStartContextLen = 44;
 inline bool is_start_context(const uint8_t* code, bool big_endian) {
-  static constexpr uint32_t kMask[11] = {0xffffffff, 0xffff0000, 0xffffffff, 0xffffffff, 0xffff0000, 0xffffffff,
-                                         0xffffffff, 0xffffffff, 0xffffffff, 0xffff0000, 0xffffffff};
+  // `move` is `or rd, rs, zero` (funct 0x25) in Debian 12's binutils, `addu` (0x21) in older ones: the
+  // mask drops the bit that tells them apart.
+  static constexpr uint32_t kMove = 0xfffffffb;
+  static constexpr uint32_t kMask[11] = {kMove, 0xffff0000, kMove,      kMove, 0xffff0000, 0xffffffff,
+                                         0xffffffff, kMove,  kMove,      0xffff0000, 0xffffffff};
   static constexpr uint32_t kWant[11] = {
-      0x0220e025,  // move gp, s1 (or gp, s1, zero)
+      0x0220e021,  // move gp, s1 (or/addu gp, s1, zero)
       0x12000000,  // beqz s0, <imm16>
-      0x00002025,  // move a0, zero
-      0x02002025,  // move a0, s0
+      0x00002021,  // move a0, zero
+      0x02002021,  // move a0, s0
       0x8f990000,  // lw t9, <imm16>(gp)
       0x0320f809,  // jalr t9
       0x00000000,  // nop
-      0x0220e025,  // move gp, s1
-      0x00402025,  // move a0, v0
+      0x0220e021,  // move gp, s1
+      0x00402021,  // move a0, v0
       0x8f990000,  // lw t9, <imm16>(gp)
       0x0320f809,  // jalr t9
   };

@@ -237,9 +237,14 @@ SPROV_API int sprov_profile_interleave(sprov_profile* prof, size_t index, const 
     capi::interleave_runtime(eval, {}, native, SPROV_RUNTIME_INTERLEAVE, &activations);
     size_t entries = 0;
     for (const runtime::PythonFrame& f : frames) entries += f.is_entry ? 1 : 0;
-    // Read moments after the sample: the chain must fit the native stack of the sample's moment.
+    // Read moments after the sample: the chain must fit the native stack of the sample's moment. A
+    // damaged chain is cut short (its outer frames missing): only more entry frames than a whole
+    // native stack has activations shows it is not that moment's.
     const bool whole = native->stop == unwind::StopReason::kEndOfStack;
-    if (!frames.empty() && (eval.empty() || activations > entries || (whole && activations != entries))) {
+    const bool damaged = py.state == 3;
+    const bool misfit = damaged ? whole && entries > activations
+                                : activations > entries || (whole && activations != entries);
+    if (!frames.empty() && (eval.empty() || misfit)) {
       frames.clear();
       result = SPROV_PROFILE_RUNTIME_MISMATCH;
     }

@@ -3,6 +3,7 @@
 #include "perf/kernel_sampler.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,13 +28,18 @@ namespace stackprov::perf {
 struct KernelSampler::Impl {
   stackprov_kernel_bpf* skel = nullptr;
   ring_buffer* rb = nullptr;
+  /// libbpf's links: each owns its perf event fd (destroying it disables the event and closes the fd).
   std::vector<bpf_link*> links;
-  std::vector<int> fds;  ///< perf events attach_cpu_clock opened
+  /// Links to a caller's perf events (attach_perf_event with keep_samples): kernel bpf_link fds made
+  /// with bpf_link_create, which hold the event themselves; closing one detaches the program and
+  /// neither disables nor closes the caller's event.
+  std::vector<int> link_fds;
+  size_t attached = 0;  ///< perf events attach_cpu_clock opened and attached
   const std::function<void(const uint8_t*, size_t)>* fn = nullptr;
   int seen = 0;
   ~Impl() {
     for (bpf_link* l : links) bpf_link__destroy(l);
-    for (int fd : fds) close(fd);
+    for (int fd : link_fds) close(fd);
     if (rb) ring_buffer__free(rb);
     if (skel) stackprov_kernel_bpf__destroy(skel);
   }
@@ -75,8 +81,21 @@ Result<std::unique_ptr<KernelSampler>> KernelSampler::open(const KernelSamplerOp
 KernelSampler::~KernelSampler() = default;
 
 Status KernelSampler::attach_perf_event(int fd, bool keep_samples) {
-  bpf_link* l = bpf_program__attach_perf_event(
-      keep_samples ? impl_->skel->progs.on_perf_event_keep : impl_->skel->progs.on_cpu_clock, fd);
+  if (keep_samples) {
+    // Not bpf_program__attach_perf_event: it enables the event when attaching, and disables and
+    // closes it when the link goes; the caller's event (another program's, shared through
+    // pidfd_getfd) must stay as its owner set it. The kernel's link takes its own reference to the
+    // event, so the copy of the fd made for it is closed at once.
+    const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return make_error(-errno, "perf event fd %d: %s", fd, strerror(errno));
+    const int link = bpf_link_create(bpf_program__fd(impl_->skel->progs.on_perf_event_keep), copy, BPF_PERF_EVENT, nullptr);
+    const int e = errno;
+    close(copy);
+    if (link < 0) return make_error(-e, "attaching the eBPF sampler to perf event fd %d: %s", fd, strerror(e));
+    impl_->link_fds.push_back(link);
+    return {};
+  }
+  bpf_link* l = bpf_program__attach_perf_event(impl_->skel->progs.on_cpu_clock, fd);
   if (!l) return make_error(-errno, "attaching the eBPF sampler to a perf event: %s", strerror(errno));
   impl_->links.push_back(l);
   return {};
@@ -132,11 +151,15 @@ Status KernelSampler::attach_cpu_clock(int64_t pid, uint32_t frequency) {
         if (errno == ESRCH || errno == ENODEV || errno == EINVAL) break;  // exited meanwhile, offline CPU
         return make_error(-errno, "perf_event_open (cpu-clock, tid %d, cpu %d): %s", tid, cpu, strerror(errno));
       }
-      impl_->fds.push_back(fd);
-      if (Status st = attach_perf_event(fd); !st.ok()) return st;
+      // Attached, the link owns the fd (it closes it); not attached, it is closed here.
+      if (Status st = attach_perf_event(fd); !st.ok()) {
+        close(fd);
+        return st;
+      }
+      impl_->attached++;
     }
   }
-  if (impl_->fds.empty()) return make_error(-ESRCH, "no thread of pid %lld could be sampled", static_cast<long long>(pid));
+  if (impl_->attached == 0) return make_error(-ESRCH, "no thread of pid %lld could be sampled", static_cast<long long>(pid));
   return {};
 }
 

@@ -296,7 +296,11 @@ class Session {
       }
       case PERF_RECORD_EXIT: {
         RawTask t;
-        if (decoder_.decode_task(rec, len, &t).ok()) tracker_.on_exit(t);
+        if (decoder_.decode_task(rec, len, &t).ok()) {
+          tracker_.on_exit(t);
+          // The process is gone: a later one with its pid is looked at anew (another layout, addresses).
+          if (t.pid == t.tid && py_procs_.erase(t.pid) && python_) python_->forget(t.pid);
+        }
         break;
       }
       case PERF_RECORD_LOST:
@@ -350,6 +354,7 @@ class Session {
     uint32_t checked_list = UINT32_MAX;
     uint32_t attempts = 0;
     bool attached = false;
+    bool warned = false;  ///< a damaged read was reported
   };
   bool python_sample(const SampleView& v, uint32_t list) {
     PyProc& pp = py_procs_[v.pid];
@@ -371,22 +376,40 @@ class Session {
     py_problem_.clear();
     const uint8_t state = python_->read(v.pid, v.tid, &py_read_, &py_problem_);
     py_frames_.clear();
+    uint8_t st = state < 4 ? state : 0;
     for (const RuntimeSampler::Frame& f : py_read_) {
       std::string key = f.function;
       key.push_back('\0');
       key += f.qualname;
       key.push_back('\0');
       key += f.file;
-      auto [it, fresh] = py_code_ids_.emplace(std::move(key), static_cast<uint32_t>(py_code_ids_.size()));
-      if (fresh) writer_.write_py_code(it->second, PyCode{f.function, f.qualname, f.file});
+      auto it = py_code_ids_.find(key);
+      if (it == py_code_ids_.end()) {
+        // The code table is bounded (a target making code objects without end, or with huge names,
+        // must not exhaust the recorder nor make the file unreadable): past it, the chain is cut.
+        if (py_code_ids_.size() >= kMaxPyCodeIds || py_code_bytes_ + key.size() > kMaxPyCodeBytes) {
+          st = 3;  // damaged
+          py_problem_ = "more than " + std::to_string(kMaxPyCodeIds) + " distinct code objects or " +
+                        std::to_string(kMaxPyCodeBytes >> 20) + " MiB of their names in the recording: the rest are left out";
+          break;
+        }
+        py_code_bytes_ += key.size();
+        it = py_code_ids_.emplace(std::move(key), static_cast<uint32_t>(py_code_ids_.size())).first;
+        writer_.write_py_code(it->second, PyCode{f.function, f.qualname, f.file});
+      }
       py_frames_.push_back(PyFrameRef{it->second, f.line, f.flags});
     }
-    py_state_ = state < 4 ? state : 0;
+    if (st == 3 && !py_problem_.empty() && !pp.warned) {  // once a process: each read may name other addresses
+      pp.warned = true;
+      py_warn("pid " + std::to_string(v.pid) + ": Python frames cut short (the first time; counted as damaged): " +
+              py_problem_);
+    }
+    py_state_ = st;
     py_counts_[py_state_]++;
     return true;
   }
   void py_warn(const std::string& line) {
-    if (py_warned_.insert(line).second && py_warned_.size() < 64) py_warnings_ += line + "\n";
+    if (py_warned_.size() < 64 && py_warned_.insert(line).second) py_warnings_ += line + "\n";
   }
   /// The kernel reports no MMAP for the vDSO; take it from the live maps.
   void seed_vdso(uint32_t pid) {
@@ -418,6 +441,9 @@ class Session {
   std::shared_ptr<RuntimeSampler> python_;
   std::map<uint32_t, PyProc> py_procs_;
   std::vector<RuntimeSampler::Frame> py_read_;
+  static constexpr size_t kMaxPyCodeIds = size_t{1} << 20;     ///< below the reader's 2^24
+  static constexpr size_t kMaxPyCodeBytes = size_t{256} << 20;  ///< of their names
+  size_t py_code_bytes_ = 0;
   uint8_t py_state_ = 0;
   std::string py_problem_;
   std::unordered_map<std::string, uint32_t> py_code_ids_;  ///< co_name \0 co_qualname \0 co_filename -> PYCODE id

@@ -460,6 +460,7 @@ class PyReader {
 
   /// A sampler's reader: a cached code object is checked against the target on every use.
   void set_validate(bool v) { validate_ = v; }
+  void reset_linetable_budget() { linetable_read_ = 0; }
   uint64_t code_reads() const { return code_reads_; }
 
   const CodeInfo* code(uint64_t addr, std::string* why) {
@@ -702,7 +703,12 @@ struct PythonSampler::Impl {
   PythonLimits limits;
   PyReader rd;
   std::unordered_map<int64_t, uint64_t> tstates;  ///< native thread id -> PyThreadState
-  uint64_t scans = 0;
+  /// Threads no walk found (a native thread that never runs Python: a BLAS worker), by the walk
+  /// count at which they were last looked for: looked for again only after 64 more reads, so that a
+  /// process's other threads do not cost a walk of every thread list per sample.
+  std::unordered_map<int64_t, uint64_t> missing;
+  uint64_t scans = 0, reads = 0;
+  bool runtime_unreadable = false;  ///< the last walk could not read _PyRuntime
 
   /// Walks the interpreters' thread lists (bounded as read_python_threads), caching every thread.
   void scan() {
@@ -710,7 +716,8 @@ struct PythonSampler::Impl {
     const PythonLayout& l = target.layout;
     tstates.clear();
     uint64_t interp = 0;
-    if (!rd.u64(target.runtime_addr + l.runtime_interpreters_head, &interp)) return;
+    runtime_unreadable = !rd.u64(target.runtime_addr + l.runtime_interpreters_head, &interp);
+    if (runtime_unreadable) return;
     std::unordered_set<uint64_t> seen_interps, seen_threads;
     for (uint32_t i = 0; interp != 0 && i < limits.max_interpreters && seen_interps.insert(interp).second; i++) {
       uint64_t ts = 0;
@@ -732,8 +739,12 @@ struct PythonSampler::Impl {
       if (it != tstates.end() && rd.u64(it->second + target.layout.tstate_native_thread_id, &now) &&
           static_cast<int64_t>(now) == tid)
         return it->second;
-      if (pass == 0) scan();
+      if (pass == 1) break;
+      if (auto m = missing.find(tid); m != missing.end() && reads - m->second < 64 && !runtime_unreadable) return 0;
+      scan();
     }
+    if (missing.size() >= 65536) missing.clear();
+    missing[tid] = reads;
     return 0;
   }
   /// The thread's _PyCFrame and current frame (false: unreadable).
@@ -747,12 +758,23 @@ struct PythonSampler::Impl {
   struct Raw {
     uint64_t frame, code, previous, prev_instr;
   };
+  /// Names and files copied into one read's frames (a hostile chain of 65536 frames of one code
+  /// object with 16 KiB names would be 3 GiB).
+  static constexpr size_t kMaxReadBytes = size_t{16} << 20;
 
   PythonStackRead read(int64_t tid) {
     PythonStackRead out;
     const PythonLayout& l = target.layout;
+    reads++;
+    rd.reset_linetable_budget();  // a sampler's budget is per read (its cache bounds what it keeps)
     const uint64_t ts = tstate_of(tid);
-    if (ts == 0) return out;
+    if (ts == 0) {
+      if (runtime_unreadable) {  // not "no thread": the interpreter itself cannot be read (ptrace rights?)
+        out.state = PythonStackRead::kDamaged;
+        out.problem = "_PyRuntime at 0x" + PyReader::hex(target.runtime_addr) + " is unreadable";
+      }
+      return out;
+    }
     uint64_t cframe = 0, first = 0;
     if (!current(ts, &cframe, &first)) {
       out.state = PythonStackRead::kDamaged;
@@ -765,6 +787,10 @@ struct PythonSampler::Impl {
     std::vector<Raw> raw;
     std::unordered_set<uint64_t> seen;
     std::string problem;
+    size_t name_bytes = 0;  // copied into this read's frames: at most kMaxReadBytes
+    uint64_t stop = 0;      // the frame the first pass could not take (0: none)
+    bool stop_loaded = false;
+    uint64_t stop_code = 0;
     for (uint64_t frame = first; frame != 0;) {
       if (out.frames.size() >= limits.max_frames) {
         problem = "more than " + std::to_string(limits.max_frames) + " Python frames: the rest are left out";
@@ -776,6 +802,7 @@ struct PythonSampler::Impl {
                                                      : nullptr;
       if (bad != nullptr) {
         problem = "frame 0x" + PyReader::hex(frame) + bad;
+        stop = frame;
         break;
       }
       Raw r{frame, rd.f64(l.frame_code), rd.f64(l.frame_previous), rd.f64(l.frame_prev_instr)};
@@ -788,6 +815,14 @@ struct PythonSampler::Impl {
       const CodeInfo* c = rd.code(r.code, &why);
       if (c == nullptr) {
         problem = "frame 0x" + PyReader::hex(frame) + ": " + why;
+        stop = frame;
+        stop_loaded = true;
+        stop_code = r.code;
+        break;
+      }
+      name_bytes += c->function.size() + c->qualname.size() + c->file.size();
+      if (name_bytes > kMaxReadBytes) {
+        problem = "more than " + std::to_string(kMaxReadBytes >> 20) + " MiB of names in one chain: the rest are left out";
         break;
       }
       f.function = c->function;
@@ -804,6 +839,8 @@ struct PythonSampler::Impl {
     std::string changed;
     if (!current(ts, &cframe2, &first2) || cframe2 != cframe || first2 != first) {
       changed = "the thread's current frame changed during the read";
+    } else if (stop != 0 && (rd.load(stop, span) != stop_loaded || (stop_loaded && rd.f64(l.frame_code) != stop_code))) {
+      changed = "frame 0x" + PyReader::hex(stop) + ", where the chain was cut short, changed during the read";
     } else {
       for (size_t i = 0; i < raw.size(); i++) {
         if (!rd.load(raw[i].frame, span) || rd.f64(l.frame_code) != raw[i].code ||

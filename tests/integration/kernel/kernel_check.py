@@ -284,6 +284,7 @@ def check_cpu_clock_vs_perf(args, work, symbolizer, perf):
         client = subprocess.run([args.stitch_client, "--perf", str(theirs.pid), str(fx.pid), "1.0"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
         cout, cerr = client.stdout, client.stderr
+        time.sleep(0.3)  # perf samples on after our sampler left its events (they stay as perf set them)
         theirs.send_signal(signal.SIGINT)  # perf record -p runs until SIGINT, then finishes its file
         perr = theirs.communicate(timeout=30)[1]
     finally:
@@ -348,6 +349,12 @@ def check_cpu_clock_vs_perf(args, work, symbolizer, perf):
                 sorted(LOST_BY_PERF_SPIN)))
             continue
         lost_seen += bool(lost)
+    # Our sampler detached from perf's events without disabling them: perf's samples go on after ours.
+    last = max((e["time"] for e in events), default=0)
+    after = sum(1 for (tid, t_us) in psamples if t_us * 1000 > last + 100_000_000)
+    if events and after < 10:
+        failures.append("cpu-clock vs perf: perf recorded %d samples in the 0.2 s after our sampler left its events "
+                        "(the events must stay enabled)" % after)
     print("cpu-clock vs perf (sampler on perf's own events): %d of our %d events matched to perf's samples "
           "(%d in user mode, %d in the kernel), %d with callers perf's walk loses; perf recorded %d samples" %
           (matched, len(events), user_mode, kernel_mode, lost_seen, len(psamples)))

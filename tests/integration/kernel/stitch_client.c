@@ -79,6 +79,7 @@ static int perf_event_fds(long perf_pid, int* out, int max) {
   int n = 0;
   if (pidfd < 0 || d == NULL) {
     if (d) closedir(d);
+    if (pidfd >= 0) close(pidfd);
     return -1;
   }
   for (struct dirent* e; (e = readdir(d)) != NULL && n < max;) {
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
   fprintf(stderr, "stitch_client: %llu dropped, %d stitch errors\n",
           (unsigned long long)sprov_kernel_sampler_dropped(ks), st.errors);
   sprov_kernel_sampler_free(ks);
+  for (int i = 0; i < nfds; i++) close(fds[i]);  /* ours: the sampler detached and left perf's events as they were */
   sprov_kernel_symbols_free(st.ks);
   sprov_address_space_free(st.as);
   sprov_unwinder_free(st.uw);

@@ -285,6 +285,10 @@ TEST_CASE("mips32 __start_context and a swapcontext's saved registers (glibc's o
     put(1, 0x12000010);  // another branch offset: still the trampoline
     put(9, 0x8f997ff0);  // another GOT slot
     CHECK((be ? Ops<TraitsBE>::coroutine_entry(code) : Ops<TraitsLE>::coroutine_entry(code)));
+    for (int i : {0, 2, 3, 7, 8}) put(i, words[i] & ~4u);  // each `move` as older binutils write it: addu
+    CHECK((be ? Ops<TraitsBE>::coroutine_entry(code) : Ops<TraitsLE>::coroutine_entry(code)));
+    put(8, (words[8] & ~0x3fu) | 0x23);  // subu a0, v0, zero: no move
+    CHECK_FALSE((be ? Ops<TraitsBE>::coroutine_entry(code) : Ops<TraitsLE>::coroutine_entry(code)));
   }
 
   // uc_link: s0 (makecontext.S stores it in gregs[16]), an annotation read from the entry's registers.
