@@ -54,6 +54,10 @@ CHECK_OFF(sprov_unwinder_stats, walks, 32);
 
 // Async boundaries (issue 35; doc/async-stacks.md).
 CHECK_SIZE(sprov_coroutine_link, 72);
+CHECK_SIZE(sprov_kernel_sampler_opts, 48);  // 32 before event_fds (issue 35): older callers' sz
+CHECK_OFF(sprov_kernel_sampler_opts, reserved, 28);
+CHECK_OFF(sprov_kernel_sampler_opts, event_fds, 32);
+CHECK_OFF(sprov_kernel_sampler_opts, event_fd_count, 40);
 CHECK_SIZE(sprov_kernel_stack_info, 48);  // stack --kernel (stackprov/kernel.h)
 CHECK_OFF(sprov_kernel_stack_info, state, 8);
 CHECK_OFF(sprov_kernel_stack_info, frame_count, 12);
