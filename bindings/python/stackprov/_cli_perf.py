@@ -74,9 +74,11 @@ kernel names). Formats:
   json    JSON Lines, one object per sample ("mode", frames leaf first with their method)
   none    only the summary on stderr
 (pprof is not served here: use `stackprov perf-import -f pprof`.)
-Frames are native only: a recording (perf.data or a capture file) holds registers and stack bytes,
-not the interpreter's memory, so a Python program's functions appear as CPython's C frames
-(_PyEval_EvalFrameDefault, ...); `stack` reads the Python frames of a live process.
+Python frames: a capture file of `record --python` holds each sample's CPython frames; they are
+shown among the native frames, each before the _PyEval_EvalFrameDefault activation that runs it
+(folded `qualname (file:line)`; JSON {"method":"runtime","runtime":"python","function","qualname",
+"file","line"}), as `stackprov perf-import` shows them. A perf.data file holds no interpreter
+memory: its Python programs appear as CPython's C frames (_PyEval_EvalFrameDefault, ...).
 
 The summary on stderr has the CLI's counts without its timing and cache figures.
 
