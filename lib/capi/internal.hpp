@@ -341,10 +341,13 @@ void attach_runtime(const RuntimeCapture& rt, memory::Snapshot& snap);
 RuntimeCapture runtime_from_snapshots(const std::vector<std::unique_ptr<sprov_snapshot>>& threads);
 /// A new stack of `native`'s frames with the runtime frames `py` (innermost first) merged as
 /// sprov_process_interleave documents (`mode`: enum sprov_runtime_mode); `eval`: the ranges of the
-/// evaluation loop. `*activations` (may be null): native frames that run the evaluation loop.
+/// evaluation loop.
 std::unique_ptr<sprov_stack> interleave_runtime(const std::vector<runtime::PythonTarget::Range>& eval,
                                                 const std::vector<runtime::PythonFrame>& py, const sprov_stack* native,
-                                                int mode, size_t* activations);
+                                                int mode);
+/// How many of `native`'s frames run the evaluation loop (`eval`): the activations runtime frames
+/// attach to.
+size_t eval_activations(const std::vector<runtime::PythonTarget::Range>& eval, const sprov_stack* native);
 
 using pipeline::ModuleBundle;  ///< the bundle a context's store names for a snapshot module
 /// SPROV_ERR_NOT_FOUND (naming the module, its build-id and the store) when there

@@ -233,22 +233,21 @@ SPROV_API int sprov_profile_interleave(sprov_profile* prof, size_t index, const 
     std::vector<runtime::PythonTarget::Range> eval;
     if (py.eval != nullptr)
       for (const auto& [lo, hi] : py.eval->ranges) eval.push_back({lo, hi});
-    size_t activations = 0;
-    capi::interleave_runtime(eval, {}, native, SPROV_RUNTIME_INTERLEAVE, &activations);
+    const size_t activations = capi::eval_activations(eval, native);
     size_t entries = 0;
     for (const runtime::PythonFrame& f : frames) entries += f.is_entry ? 1 : 0;
     // Read moments after the sample: the chain must fit the native stack of the sample's moment. A
     // damaged chain is cut short (its outer frames missing): only more entry frames than a whole
     // native stack has activations shows it is not that moment's.
     const bool whole = native->stop == unwind::StopReason::kEndOfStack;
-    const bool damaged = py.state == 3;
+    const bool damaged = py.state == runtime::PythonStackRead::kDamaged;
     const bool misfit = damaged ? whole && entries > activations
                                 : activations > entries || (whole && activations != entries);
     if (!frames.empty() && (eval.empty() || misfit)) {
       frames.clear();
       result = SPROV_PROFILE_RUNTIME_MISMATCH;
     }
-    *out = capi::interleave_runtime(eval, frames, native, SPROV_RUNTIME_INTERLEAVE, nullptr).release();
+    *out = capi::interleave_runtime(eval, frames, native, SPROV_RUNTIME_INTERLEAVE).release();
     if (state != nullptr) *state = result;
     return 0;
   });

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: language runtime frames (CPython 3.11) read at capture, and their interleaving with native stacks.
-#include <algorithm>
 #include <string>
 
 #include "capi/internal.hpp"
@@ -179,9 +178,15 @@ bool runs_eval(const std::vector<runtime::PythonTarget::Range>& eval, const unwi
 
 namespace stackprov::capi {
 
+size_t eval_activations(const std::vector<runtime::PythonTarget::Range>& eval, const sprov_stack* native) {
+  size_t n = 0;
+  for (const unwind::Frame& f : native->frames) n += runs_eval(eval, f) ? 1 : 0;
+  return n;
+}
+
 std::unique_ptr<sprov_stack> interleave_runtime(const std::vector<runtime::PythonTarget::Range>& eval,
                                                 const std::vector<runtime::PythonFrame>& py, const sprov_stack* native,
-                                                int mode, size_t* activations) {
+                                                int mode) {
   auto st = std::make_unique<sprov_stack>();
   st->stop = native->stop;
   st->modules = native->modules;
@@ -210,7 +215,6 @@ std::unique_ptr<sprov_stack> interleave_runtime(const std::vector<runtime::Pytho
   size_t next = 0;  // the innermost Python frame no activation has taken yet
   std::vector<bool> evals;
   for (const unwind::Frame& f : native->frames) evals.push_back(runs_eval(eval, f));
-  if (activations != nullptr) *activations = static_cast<size_t>(std::count(evals.begin(), evals.end(), true));
   if (mode == SPROV_RUNTIME_INTERLEAVE) {
     std::vector<bool> entries;
     for (const runtime::PythonFrame& p : py) entries.push_back(p.is_entry);
@@ -292,7 +296,7 @@ SPROV_API int sprov_process_interleave(const sprov_process* proc, size_t index, 
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_process_interleave: the stack is interleaved already"));
     const runtime::PythonThread* t = thread_of(proc, index);
     const std::vector<runtime::PythonFrame> none;
-    *out = interleave_runtime(proc->runtime.eval, t ? t->frames : none, native, mode, nullptr).release();
+    *out = interleave_runtime(proc->runtime.eval, t ? t->frames : none, native, mode).release();
     return 0;
   });
 }
