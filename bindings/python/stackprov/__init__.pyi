@@ -168,8 +168,8 @@ class Context:
     def capture_self(self, *, max_stack_bytes: int = ...) -> Snapshot: ...
     def unwinder(self, *, max_frames: int = ..., frame_pointer: bool = ..., scan: bool = ...) -> Unwinder: ...
     def symbolizer(self, *, demangle: bool = ...) -> Symbolizer: ...
-    def capture(self, pid: int, *, tid: int = ...) -> Process: ...
-    def open_core(self, core: str, *, exe: Optional[str] = ..., tid: int = ...) -> Process: ...
+    def capture(self, pid: int, *, tid: int = ..., python: bool = ...) -> Process: ...
+    def open_core(self, core: str, *, exe: Optional[str] = ..., tid: int = ..., python: bool = ...) -> Process: ...
     def open_minidump(self, path: str, *, symbol_path: Optional[str] = ..., tid: int = ...) -> Process: ...
     def open_raw(self, path: str) -> Process: ...
 
@@ -282,7 +282,7 @@ class TraceStore:
 def trace_capture(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *,
                   store: Optional[Union[TraceStore, str]] = ..., bundle: bool = ..., max_frames: int = ...,
                   tid: int = ..., sign_key: Optional[str] = ..., log_dir: Optional[str] = ...,
-                  log_key: Optional[str] = ..., context: Optional[Context] = ...) -> str: ...
+                  log_key: Optional[str] = ..., python: str = ..., context: Optional[Context] = ...) -> str: ...
 def trace_resolve(trace_id: str, *, store: Optional[Union[TraceStore, str]] = ..., offline: bool = ...,
                   bundles: Iterable[Union[Bundle, str]] = ..., context: Optional[Context] = ...) -> Dict[str, Any]: ...
 def trace_replay(trace_id: str, *, store: Optional[Union[TraceStore, str]] = ..., seeds: int = ...,
@@ -330,9 +330,14 @@ class RecordResult:
     threads: int
     exit_status: Optional[int]
     output: str
+    python_read: int
+    python_torn: int
+    python_damaged: int
+    python_no_thread: int
+    python_processes: int
 def record(pid: Optional[int] = ..., command: Optional[Sequence[str]] = ..., *, output: str = ...,
            duration: Optional[float] = ..., frequency: int = ..., stack_size: int = ...,
-           with_kernel: bool = ..., off_cpu: bool = ...,
+           with_kernel: bool = ..., off_cpu: bool = ..., python: bool = ...,
            progress: Optional[Callable[[int, int], None]] = ..., context: Optional[Context] = ...) -> RecordResult: ...
 
 class ProfileFrame:
@@ -346,6 +351,9 @@ class ProfileFrame:
     method: str
     kernel: bool
     inlined: bool
+    file: Optional[str]
+    line: Optional[int]
+    qualname: Optional[str]
 class ProfileSample:
     index: int
     time: int
