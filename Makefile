@@ -7,6 +7,13 @@ CMAKE_FLAGS ?=
 # SKIP_ASAN_COVERED=ON (.ci/run): the host build leaves out the tests that make test-asan runs in the same
 # CI run (the unit tests but unit_minidump, the fuzz targets' seeds; tests/CMakeLists.txt).
 SKIP_ASAN_COVERED ?= OFF
+# The host build's optimization (the Release type's -O3 by default) and its benchmarks. .ci/run sets
+# HOST_OPT=-O2 BENCH=OFF: the product build's checks at the level Debian builds its packages with,
+# for ~17 % less compile, and no benchmarks (no test runs them; doc/ci-plan.md C28).
+HOST_OPT ?= -O3
+BENCH ?= ON
+HOST_OPT_FLAGS = -DCMAKE_C_FLAGS_RELEASE="$(HOST_OPT) -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="$(HOST_OPT) -DNDEBUG" \
+  -DSTACKPROV_BUILD_BENCH=$(BENCH)
 
 .PHONY: all deps configure build test test-sanitize asan-build test-asan tsan-build test-tsan fuzz fuzz-build fuzz-campaign random-walks demo bench install clean
 
@@ -17,7 +24,7 @@ deps:
 
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
-	  -DSTACKPROV_SKIP_ASAN_COVERED=$(SKIP_ASAN_COVERED) $(CMAKE_FLAGS) >/dev/null
+	  -DSTACKPROV_SKIP_ASAN_COVERED=$(SKIP_ASAN_COVERED) $(HOST_OPT_FLAGS) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -39,6 +46,10 @@ test: build
 # 3x (doc/ci-plan.md C13). The TSan build's library is -O0 too (TSAN_OPT): races are found at any level.
 SAN_OPT ?= -O1
 TSAN_OPT ?= -O0
+# build-asan's cold library folders (the C ABI, the pipeline, traces, evidence, perf, runtime frames,
+# minidumps: no test runs long in them) at -O0, the parsing and unwinding layers at SAN_OPT
+# (CMake STACKPROV_COLD_OPT, doc/ci-plan.md C28). The campaign's build (make fuzz-campaign) has none.
+SAN_COLD_OPT ?= -O0
 SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
   -DSTACKPROV_TEST_OPT=-O0 $(CMAKE_FLAGS)
 # FUZZ_COVERAGE=OFF (.ci/run): build-asan without libFuzzer's coverage counters (CMake
@@ -59,7 +70,8 @@ test-sanitize: test-asan test-tsan
 
 asan-build: deps
 	@$(call asan_fresh,build-asan)
-	@$(SAN_CMAKE) -B build-asan -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) $(ASAN_CMAKE_FLAGS) >/dev/null
+	@$(SAN_CMAKE) -B build-asan -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) \
+	  -DSTACKPROV_COLD_OPT=$(SAN_COLD_OPT) $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build build-asan -j $(JOBS) --target sanitize_tests
 
 test-asan: asan-build

@@ -211,14 +211,24 @@ def main():
     core = os.path.join(args.work, "go.core")
     if os.path.exists(core):
         os.unlink(core)
-    r = subprocess.run([gdb, "-q", "-batch", "-nx", "-ex", "handle SIGSEGV nostop noprint pass",
-                        "-ex", "handle SIGURG nostop noprint pass", "-ex", "handle SIGPIPE nostop noprint pass",
-                        "-ex", "handle SIGABRT stop print nopass", "-ex", "run", "-ex", "gcore " + core,
-                        "--args", fx, "crash"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
-                       env=dict(os.environ, GOTRACEBACK="crash"))
-    if not os.path.exists(core):
-        sys.exit("gdb wrote no core: %s" % r.stdout[-2000:])
+    # The runtime stops every goroutine before its crash dump; one it could not stop in time (the
+    # spinner, on CPU, under load) is printed as "goroutine running on other thread; stack
+    # unavailable": no independent answer for its thread. The core step is then run again, up to 3
+    # times (the count is printed), as the live step above.
+    for run in range(1, 4):
+        if os.path.exists(core):
+            os.unlink(core)
+        r = subprocess.run([gdb, "-q", "-batch", "-nx", "-ex", "handle SIGSEGV nostop noprint pass",
+                            "-ex", "handle SIGURG nostop noprint pass", "-ex", "handle SIGPIPE nostop noprint pass",
+                            "-ex", "handle SIGABRT stop print nopass", "-ex", "run", "-ex", "gcore " + core,
+                            "--args", fx, "crash"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
+                           env=dict(os.environ, GOTRACEBACK="crash"))
+        if not os.path.exists(core):
+            sys.exit("gdb wrote no core: %s" % r.stdout[-2000:])
+        if "stack unavailable" not in r.stderr:
+            break
+        print("core run %d: the runtime's crash dump has a goroutine without its stack; running again" % run)
     try:
         traces = go_traces(r.stderr)
         js = stack_json(args.stackprov, ["--core", core, "--exe", fx])
