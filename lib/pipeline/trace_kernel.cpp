@@ -116,7 +116,11 @@ trace::CapturedKernel kernel_section(Session& session, const CapturedProcess& pr
   if (!id) return none("the running kernel's build-id: " + id.error().message);
   k.build_id.assign(id->bytes, id->bytes + id->len);
   auto h = evidence::sha256_file(kKernelBtfPath);
-  if (!h) return none(std::string("the sha256 of ") + kKernelBtfPath + ": " + h.error().message);
+  if (!h) {
+    std::string why = "the sha256 of ";  // appended, not a chain of operator+: GCC 12 at -O2 warns
+    why.append(kKernelBtfPath).append(": ").append(h.error().message);  // (-Warray-bounds) on that
+    return none(why);
+  }
   k.btf_sha256 = h.value();
   return k;
 }

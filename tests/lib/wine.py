@@ -55,12 +55,22 @@ def prefix(build_dir):
 def _make(p, env):
     if not os.path.exists(os.path.join(p, "system.reg")):
         os.makedirs(p, mode=0o700, exist_ok=True)
-        with tempfile.TemporaryFile() as log:  # not a pipe: see run()
-            r = subprocess.run(["wineboot", "-i"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                               timeout=300)
-            log.seek(0)
-            if r.returncode != 0:
-                sys.exit(f"FAIL: wineboot -i in {p} exited {r.returncode}: {log.read().decode(errors='replace')[-2000:]}")
+        # wineboot -i fails now and then on a new prefix ("Application could not be started ...
+        # ShellExecuteEx failed: Internal error", seen once in a fresh build): up to 3 tries, the
+        # prefix's server stopped between them; the last one's output is the failure's.
+        for attempt in range(1, 4):
+            with tempfile.TemporaryFile() as log:  # not a pipe: see run()
+                r = subprocess.run(["wineboot", "-i"], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, timeout=300)
+                log.seek(0)
+                if r.returncode == 0:
+                    return
+                if attempt == 3:
+                    sys.exit(f"FAIL: wineboot -i in {p} exited {r.returncode} (3 tries): "
+                             f"{log.read().decode(errors='replace')[-2000:]}")
+            print(f"wineboot -i in {p} exited {r.returncode}; trying again", file=sys.stderr)
+            subprocess.run([WINESERVER, "-k"], env=env, timeout=60, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def run(prefix_dir, argv, stdin=None, timeout=300):
