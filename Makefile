@@ -7,9 +7,10 @@ CMAKE_FLAGS ?=
 # SKIP_ASAN_COVERED=ON (.ci/run): the host build leaves out the tests that make test-asan runs in the same
 # CI run (the unit tests but unit_minidump, the fuzz targets' seeds; tests/CMakeLists.txt).
 SKIP_ASAN_COVERED ?= OFF
-# The host build's optimization (the Release type's -O3 by default) and its benchmarks. .ci/run sets
-# HOST_OPT=-O2 BENCH=OFF: the product build's checks at the level Debian builds its packages with,
-# for ~17 % less compile, and no benchmarks (no test runs them; doc/ci-plan.md C28).
+# The host build's optimization (the Release type's -O3 by default) and its benchmarks (BENCH=OFF:
+# none, and so not bench_unwind_agreement, the test bench/unwind registers). .ci/run sets HOST_OPT=-O2:
+# the product build's checks at the level Debian builds its packages with, for ~10 % less compile
+# (doc/ci-plan.md C28).
 HOST_OPT ?= -O3
 BENCH ?= ON
 HOST_OPT_FLAGS = -DCMAKE_C_FLAGS_RELEASE="$(HOST_OPT) -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="$(HOST_OPT) -DNDEBUG" \
@@ -50,6 +51,9 @@ TSAN_OPT ?= -O0
 # minidumps: no test runs long in them) at -O0, the parsing and unwinding layers at SAN_OPT
 # (CMake STACKPROV_COLD_OPT, doc/ci-plan.md C28). The campaign's build (make fuzz-campaign) has none.
 SAN_COLD_OPT ?= -O0
+# The sanitizer builds' library without line tables when SAN_LIB_DEBUG=-g0 (.ci/run; CMake
+# STACKPROV_SAN_LIB_DEBUG, doc/ci-plan.md C29): ~17 % less compile, reports name function + offset.
+SAN_LIB_DEBUG ?=
 SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTACKPROV_BUILD_BENCH=OFF -DSTACKPROV_UNITY=ON \
   -DSTACKPROV_TEST_OPT=-O0 $(CMAKE_FLAGS)
 # FUZZ_COVERAGE=OFF (.ci/run): build-asan without libFuzzer's coverage counters (CMake
@@ -71,7 +75,7 @@ test-sanitize: test-asan test-tsan
 asan-build: deps
 	@$(call asan_fresh,build-asan)
 	@$(SAN_CMAKE) -B build-asan -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) \
-	  -DSTACKPROV_COLD_OPT=$(SAN_COLD_OPT) $(ASAN_CMAKE_FLAGS) >/dev/null
+	  -DSTACKPROV_COLD_OPT=$(SAN_COLD_OPT) -DSTACKPROV_SAN_LIB_DEBUG=$(SAN_LIB_DEBUG) $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build build-asan -j $(JOBS) --target sanitize_tests
 
 test-asan: asan-build
@@ -82,7 +86,7 @@ tsan-build:
 	@$(call asan_fresh,build-tsan)
 	@$(SAN_CMAKE) -B build-tsan -DCMAKE_C_FLAGS_RELEASE=$(TSAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(TSAN_OPT) \
 	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-	  -DSTACKPROV_SANITIZE=thread -DSTACKPROV_TRACE=OFF >/dev/null
+	  -DSTACKPROV_SANITIZE=thread -DSTACKPROV_TRACE=OFF -DSTACKPROV_SAN_LIB_DEBUG=$(SAN_LIB_DEBUG) >/dev/null
 	cmake --build build-tsan -j $(JOBS) --target unit_core unit_memory unit_unwind
 
 test-tsan: tsan-build
