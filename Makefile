@@ -49,7 +49,9 @@ SAN_OPT ?= -O1
 TSAN_OPT ?= -O0
 # build-asan's cold library folders (the C ABI, the pipeline, traces, evidence, perf, runtime frames,
 # minidumps: no test runs long in them) at -O0, the parsing and unwinding layers at SAN_OPT
-# (CMake STACKPROV_COLD_OPT, doc/ci-plan.md C28). The campaign's build (make fuzz-campaign) has none.
+# (CMake STACKPROV_COLD_OPT, doc/ci-plan.md C28). make fuzz configures its build (build-asan) the same
+# way; the campaign's build (make fuzz-campaign) has neither this nor SAN_LIB_DEBUG: every folder at
+# SAN_OPT with line tables, for speed and for reports with lines.
 SAN_COLD_OPT ?= -O0
 # The sanitizer builds' library without line tables when SAN_LIB_DEBUG=-g0 (.ci/run; CMake
 # STACKPROV_SAN_LIB_DEBUG, doc/ci-plan.md C29): ~17 % less compile, reports name function + offset.
@@ -75,7 +77,7 @@ test-sanitize: test-asan test-tsan
 asan-build: deps
 	@$(call asan_fresh,build-asan)
 	@$(SAN_CMAKE) -B build-asan -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) \
-	  -DSTACKPROV_COLD_OPT=$(SAN_COLD_OPT) -DSTACKPROV_SAN_LIB_DEBUG=$(SAN_LIB_DEBUG) $(ASAN_CMAKE_FLAGS) >/dev/null
+	  -DSTACKPROV_COLD_OPT="$(SAN_COLD_OPT)" -DSTACKPROV_SAN_LIB_DEBUG="$(SAN_LIB_DEBUG)" $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build build-asan -j $(JOBS) --target sanitize_tests
 
 test-asan: asan-build
@@ -86,7 +88,7 @@ tsan-build:
 	@$(call asan_fresh,build-tsan)
 	@$(SAN_CMAKE) -B build-tsan -DCMAKE_C_FLAGS_RELEASE=$(TSAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(TSAN_OPT) \
 	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-	  -DSTACKPROV_SANITIZE=thread -DSTACKPROV_TRACE=OFF -DSTACKPROV_SAN_LIB_DEBUG=$(SAN_LIB_DEBUG) >/dev/null
+	  -DSTACKPROV_SANITIZE=thread -DSTACKPROV_TRACE=OFF -DSTACKPROV_SAN_LIB_DEBUG="$(SAN_LIB_DEBUG)" >/dev/null
 	cmake --build build-tsan -j $(JOBS) --target unit_core unit_memory unit_unwind
 
 test-tsan: tsan-build
@@ -106,9 +108,14 @@ FUZZ_TARGETS ?=
 # instrumented build (tests/fuzz/random_walks.cpp; `make random-walks` runs them in $(BUILD)).
 FUZZ_WALKS ?= 1000000
 WALK_MODULES = /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/bin/python3.11 /usr/bin/node
+# FUZZ_COLD_OPT, FUZZ_LIB_DEBUG: the fuzz build's STACKPROV_COLD_OPT and STACKPROV_SAN_LIB_DEBUG, passed
+# every time so that no earlier configure's value sticks (make fuzz: build-asan's own; the campaign: none).
+FUZZ_COLD_OPT ?= $(SAN_COLD_OPT)
+FUZZ_LIB_DEBUG ?= $(SAN_LIB_DEBUG)
 fuzz-build: build
 	@$(call asan_fresh,$(FUZZ_BUILD))
-	@$(SAN_CMAKE) -B $(FUZZ_BUILD) -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) $(ASAN_CMAKE_FLAGS) >/dev/null
+	@$(SAN_CMAKE) -B $(FUZZ_BUILD) -DCMAKE_C_FLAGS_RELEASE=$(SAN_OPT) -DCMAKE_CXX_FLAGS_RELEASE=$(SAN_OPT) \
+	  -DSTACKPROV_COLD_OPT="$(FUZZ_COLD_OPT)" -DSTACKPROV_SAN_LIB_DEBUG="$(FUZZ_LIB_DEBUG)" $(ASAN_CMAKE_FLAGS) >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
 
 # $(call fuzz_coverage,WHAT,SECONDS): stops when WHAT would fuzz a build without coverage counters.
@@ -129,7 +136,7 @@ FUZZ_GOAL ?= 3600
 FUZZ_ROUND ?= 1200
 fuzz-campaign:
 	@$(call fuzz_coverage,fuzz-campaign,$(FUZZ_GOAL))
-	@$(MAKE) --no-print-directory fuzz-build
+	@$(MAKE) --no-print-directory fuzz-build FUZZ_COLD_OPT= FUZZ_LIB_DEBUG=
 	FUZZ_JOBS=$(JOBS) FUZZ_CLI=$(BUILD)/bin/stackprov FUZZ_TARGETS="$(FUZZ_TARGETS)" nice -n 19 ./scripts/fuzz-campaign.sh $(FUZZ_BUILD) $(FUZZ_GOAL) $(FUZZ_ROUND)
 
 random-walks: build
