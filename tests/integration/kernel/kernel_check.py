@@ -16,7 +16,9 @@
 # and stitches each event with sprov_kernel_event_stitch; its user frames are named by llvm-symbolizer-14,
 # and the first user frame (only) carries SPROV_FRAME_KERNEL_USER_BOUNDARY.
 # cpu-clock mode (record --with-kernel without --off-cpu) of `fixture_chains spin 1`: user-mode and kernel-mode
-# samples, each with the fixture's known chain, the ones inside getrandom with the syscall's kernel frames.
+# samples, each with the fixture's known chain, the ones inside getrandom with the syscall's kernel frames;
+# the same capture's folded, pprof (decoded with protoc) and SVG outputs equal its JSON samples folded here,
+# kernel frames marked _[k] (and drawn orange in the SVG).
 # cpu-clock sample by sample: the C ABI client's sampler attached to a running `perf record -g -e cpu-clock`'s
 # own events (pidfd_getfd, SPROV_KERNEL_SAMPLER_EVENT_FDS): each of its events is one of perf's samples, with
 # perf's kernel frames, and perf's user frames are ours less the callers its frame-pointer walk loses.
@@ -25,6 +27,7 @@
 # Needs root (eBPF, perf), perf (linux-perf), llvm-symbolizer-14, bpftool. About 13 s.
 import argparse
 import bisect
+import collections
 import json
 import os
 import shutil
@@ -33,10 +36,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 from peers import perf_script_samples  # noqa: E402  (tests/lib: the peers' output parsers)
 from stack_kernel_check import bpftool_btf, btf_prototype  # noqa: E402  (bpftool's dump, read once)
+import pprof_text  # noqa: E402  (tests/lib: pprof decoded with protoc)
 
 # The fixture's chains, leaf first, as written in fixture_chains.c.
 KNOWN = {
@@ -243,6 +248,73 @@ def check_cpu_clock(args, work):
         failures.append("cpu-clock: %d samples, %d in user mode, %d in getrandom: expected >= 100, 10%% and 10%%" %
                         (n, user_mode, in_syscall))
     failures += ["cpu-clock: " + b for b in bad[:6]]
+    return failures + check_both_domains_outputs(args, work, cap, out)
+
+
+def check_both_domains_outputs(args, work, cap, json_out):
+    """The same capture as folded, pprof and SVG shows both domains, as its JSON does: each output's
+    stacks derived independently of stackprov's writers — JSON's samples folded here (kernel frames
+    `_[k]`, as stackcollapse-perf.pl --kernel marks them), the pprof profile decoded with protoc (kernel
+    frames are the locations of a [kernel.kallsyms] mapping), the SVG's frames read as XML (each
+    function's rectangles hold the samples of every folded stack through it, kernel ones in
+    flamegraph.pl's orange palette: blue 0, red = green + 100)."""
+    want = collections.Counter()
+    for line in json_out.splitlines():
+        o = json.loads(line)
+        # an unnamed frame is "[unknown]", as stackcollapse-perf.pl writes perf script's
+        names = [(f["function"] or "[unknown]") + ("_[k]" if f["method"] == "kernel" else "")
+                 for f in reversed(o["frames"])]
+        want[";".join([o["comm"]] + names)] += 1
+    failures = []
+    kernel_stacks = sum(n for st, n in want.items() if "_[k]" in st)
+    if kernel_stacks == 0 or kernel_stacks == sum(want.values()):
+        failures.append("both domains: %d of %d JSON samples have kernel frames: the outputs below would not "
+                        "show both" % (kernel_stacks, sum(want.values())))
+    # Folded (the fixture inlines nothing: --no-inline leaves the physical frames JSON lists).
+    folded = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "folded", "--no-inline", cap], check=True,
+                            stdout=subprocess.PIPE, text=True).stdout
+    got = collections.Counter()
+    for line in folded.splitlines():
+        st, _, n = line.rpartition(" ")
+        got[st] += int(n)
+    if got != want:
+        diff = sorted(set(got.items()) ^ set(want.items()))[:3]
+        failures.append("folded: %d stacks, JSON folded %d; differing (stack, count): %s" % (len(got), len(want), diff))
+    # pprof
+    pb = os.path.join(work, "spin.pb.gz")
+    subprocess.run([args.stackprov, "perf-import", "-q", "-f", "pprof", "-o", pb, cap], check=True)
+    pgot = pprof_text.folded_stacks(pprof_text.decode(pb))
+    if pgot != want:
+        diff = sorted(set(pgot.items()) ^ set(want.items()))[:3]
+        failures.append("pprof: %d stacks, JSON folded %d; differing (stack, count): %s" % (len(pgot), len(want), diff))
+    # SVG: per function name, the samples of its rectangles = the folded samples through it.
+    svg = os.path.join(work, "spin.svg")
+    subprocess.run([args.stackprov, "perf-import", "-q", "-f", "svg", "--no-inline", "-o", svg, cap], check=True)
+    through = collections.Counter()
+    for st, n in want.items():
+        for name in st.split(";"):
+            through[name] += n
+    drawn = collections.Counter()
+    bad_colour = []
+    for g in ET.parse(svg).getroot().iter():
+        if g.tag.split("}")[-1] != "g" or g.get("class") != "f":
+            continue
+        kids = {c.tag.split("}")[-1]: c for c in g}
+        name = kids["title"].text.rsplit(" (", 1)[0]
+        drawn[name] += int(g.get("data-samples"))
+        rgb = [int(v) for v in kids["rect"].get("fill")[4:-1].split(",")]
+        orange = rgb[2] == 0 and rgb[0] - rgb[1] == 100
+        if name in through and orange != name.endswith("_[k]"):
+            bad_colour.append((name, kids["rect"].get("fill")))
+    drawn = collections.Counter({n: c for n, c in drawn.items() if n in through})  # not the root frame
+    if drawn != through or bad_colour:
+        diff = sorted(set(drawn.items()) ^ set(through.items()))[:3]
+        failures.append("svg: %d functions drawn, %d in the folded stacks; differing (name, samples): %s; "
+                        "colours: %s" % (len(drawn), len(through), diff, bad_colour[:3]))
+    print("both domains: %d stacks (%d samples with kernel frames); folded, pprof (%d stacks) and SVG (%d functions, "
+          "%d kernel ones orange) agree with JSON: %s" % (
+              len(want), kernel_stacks, len(pgot), len(drawn), sum(1 for n in drawn if n.endswith("_[k]")),
+              "yes" if not failures else "no"))
     return failures
 
 

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 # perf script's samples (user frames, leaf first), read as every perf test reads them
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 from peers import parse_perf_script, perf_addr_delta  # noqa: E402  (tests/lib: the peers' output parsers)
+import pprof_text  # noqa: E402  (tests/lib: pprof decoded with protoc)
 
 PY_WORKLOAD = r"""
 import time
@@ -178,39 +179,9 @@ def strip_folded(line):
     return ";".join(strip_version(n) for n in line.split(";"))
 
 
-def protoc_string(v):
-    """A protoc text-format string literal: C escapes (\\n, \\', \\ooo octal bytes of UTF-8)."""
-    raw = v[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-    return raw.encode("latin-1").decode("utf-8", "replace")
-
-
-def parse_protoc_text(text):
-    """protoc --decode text format -> nested dicts of lists (scalars as str/int)."""
-    root, stack = {}, []
-    cur = root
-    for raw in text.splitlines():
-        t = raw.strip()
-        if not t:
-            continue
-        if t == "}":
-            cur = stack.pop()
-        elif t.endswith("{"):
-            node = {}
-            cur.setdefault(t[:-1].strip(), []).append(node)
-            stack.append(cur)
-            cur = node
-        else:
-            k, _, v = t.partition(": ")
-            v = protoc_string(v) if v.startswith('"') else (int(v) if re.match(r"^-?[0-9]+$", v) else v)
-            cur.setdefault(k, []).append(v)
-    return root
-
-
 def check_pprof(stackprov, workdir, name, data, perf_lines, inexact):
     """--format pprof decoded with protoc (independently of stackprov): its samples, stack for stack
     (comm label + function names), against perf script's samples; a known leaf and mapping."""
-    proto = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
-                         "bindings", "cli", "pprof", "profile.proto")
     protoc = shutil.which("protoc")
     out = os.path.join(workdir, name + ".pb.gz")
     r = subprocess.run([stackprov, "perf-import", data, "--format", "pprof", "-o", out, "--quiet"],
@@ -225,27 +196,16 @@ def check_pprof(stackprov, workdir, name, data, perf_lines, inexact):
     if raw[:2] != b"\x1f\x8b":
         return ["%s: pprof output is not gzip" % name]
     # Decoded independently of stackprov: gunzip + protoc --decode with the schema file.
-    plain = subprocess.run(["gunzip", "-c", out], stdout=subprocess.PIPE, check=True).stdout
-    dec = subprocess.run([protoc, "--decode=perftools.profiles.Profile", "-I", os.path.dirname(proto), proto],
-                         input=plain, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
-    p = parse_protoc_text(dec.stdout.decode())
+    p = pprof_text.decode(out, protoc)
     strings = p.get("string_table", [])
     failures = []
     if not strings or strings[0] != "":
         failures.append("%s: pprof string_table[0] is not empty" % name)
     funcs = {f["id"][0]: strings[f.get("name", [0])[0]] for f in p.get("function", [])}
     maps = {m["id"][0]: strings[m.get("filename", [0])[0]] for m in p.get("mapping", [])}
-    # A Location's last Line is the physical function (the ones before it were inlined into it);
-    # kernel frames are the locations of a "[kernel.kallsyms]" mapping, `_[k]` in folded output.
-    locs = {l["id"][0]: funcs[l["line"][-1]["function_id"][0]] +
-            ("_[k]" if maps.get(l.get("mapping_id", [0])[0], "").startswith("[kernel") else "")
-            for l in p.get("location", [])}
-    stacks = collections.Counter()
+    stacks = pprof_text.folded_stacks(p)
     samples = p.get("sample", [])
-    for s in samples:
-        comm = [strings[l["str"][0]] for l in s.get("label", []) if strings[l["key"][0]] == "comm"]
-        line = ";".join(comm + [locs[i] for i in reversed(s.get("location_id", []))])
-        stacks[line] += s["value"][0]
+    locs = p.get("location", [])
     spin_maps = [m for m in maps.values() if m.endswith("/spin")]
     print("%s: pprof %d samples, %d locations, %d functions, %d mappings" % (
         name, len(samples), len(locs), len(funcs), len(maps)))

@@ -21,9 +21,10 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from perf_check import finish, parse_protoc_text, run, script_args  # noqa: E402
+from perf_check import finish, run, script_args  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 from peers import llvm_symbolizer_chains  # noqa: E402  (tests/lib: the peers' output parsers)
+import pprof_text  # noqa: E402  (tests/lib: pprof decoded with protoc)
 
 NODE_SHIM = r"""
 const fs = require('fs'), vm = require('vm');
@@ -106,10 +107,7 @@ def llvm_inline_chain(binary, addr):
 
 
 def decode(path, proto):
-    plain = subprocess.run(["gunzip", "-c", path], stdout=subprocess.PIPE, check=True).stdout
-    dec = subprocess.run(["protoc", "--decode=perftools.profiles.Profile", "-I", os.path.dirname(proto), proto],
-                         input=plain, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
-    return parse_protoc_text(dec.stdout.decode())
+    return pprof_text.decode(path, proto=proto)
 
 
 def check_pprof(sp, perf, workdir, proto, spin, source):
