@@ -476,6 +476,27 @@ Status MachoObject::parse_symtab(const uint8_t* c, uint32_t index) {
   std::vector<uint32_t> nuls;
   for (const char* z = strtab; (z = static_cast<const char*>(memchr(z, 0, static_cast<size_t>(strtab + strsize - z)))) != nullptr; z++)
     nuls.push_back(static_cast<uint32_t>(z - strtab));
+  // A name: "" with why in *err when its offset is outside the table or it has no NUL before the end.
+  auto name_at = [&](uint64_t i, uint32_t strx, std::string* err) -> std::string_view {
+    if (strx >= strsize) {
+      *err = make_error(SPROV_ERR_BAD_FORMAT, "%s: symbol %" PRIu64 "'s name offset 0x%x is outside the string table (0x%" PRIx64
+                        " bytes)", p, i, strx, strsize).message;
+      return {};
+    }
+    auto nul = std::lower_bound(nuls.begin(), nuls.end(), strx);
+    if (nul == nuls.end()) {
+      *err = make_error(SPROV_ERR_BAD_FORMAT, "%s: symbol %" PRIu64 "'s name at 0x%x runs past the string table's end", p, i,
+                        strx).message;
+      return {};
+    }
+    return std::string_view(strtab + strx, *nul - strx);
+  };
+  DebugMapObject* unit = nullptr;        // the N_OSO object whose entries follow, if any
+  std::optional<DebugMapSymbol> pending;  // an N_FUN start waiting for its size
+  auto flush = [&] {
+    if (pending && unit != nullptr) unit->symbols.push_back(*pending);
+    pending.reset();
+  };
   for (uint64_t i = 0; i < nsyms; i++) {
     const uint8_t* e = data_ + symoff + i * kNlistSize;
     NlistSymbol s;
@@ -484,17 +505,52 @@ Status MachoObject::parse_symtab(const uint8_t* c, uint32_t index) {
     s.sect = e[5];
     s.desc = le16(e + 6);
     s.value = le64(e + 8);
-    if ((s.type & kNStab) != 0) continue;  // STABS: debug-map entries, not symbols
-    if (strx >= strsize)
-      return make_error(SPROV_ERR_BAD_FORMAT, "%s: symbol %" PRIu64 "'s name offset 0x%x is outside the string table (0x%" PRIx64
-                        " bytes)", p, i, strx, strsize);
-    auto nul = std::lower_bound(nuls.begin(), nuls.end(), strx);
-    if (nul == nuls.end())
-      return make_error(SPROV_ERR_BAD_FORMAT, "%s: symbol %" PRIu64 "'s name at 0x%x runs past the string table's end", p, i, strx);
-    const size_t n = *nul - strx;
-    s.name = std::string_view(strtab + strx, n);
+    std::string err;
+    if ((s.type & kNStab) != 0) {  // STABS: the debug map, not symbols
+      if (!debug_map_error_.empty()) continue;
+      const std::string_view name = name_at(i, strx, &err);
+      if (!err.empty()) {
+        debug_map_error_ = "debug map: " + err;
+        debug_map_.clear();
+        unit = nullptr;
+        pending.reset();
+        continue;
+      }
+      switch (s.type) {
+        case kNOso:
+          flush();
+          debug_map_.push_back({name, s.value, {}});
+          unit = &debug_map_.back();
+          break;
+        case kNSo:
+          if (name.empty()) {  // the unit's end
+            flush();
+            unit = nullptr;
+          }
+          break;
+        case kNFun:
+          if (!name.empty()) {
+            flush();
+            pending = DebugMapSymbol{name, s.value, 0, true};
+          } else if (pending) {
+            pending->size = s.value;
+            flush();
+          }
+          break;
+        case kNStsym:
+          flush();
+          if (unit != nullptr) unit->symbols.push_back({name, s.value, 0, false});
+          break;
+        default:
+          break;
+      }
+      continue;
+    }
+    s.name = name_at(i, strx, &err);
+    if (!err.empty()) return make_error(SPROV_ERR_BAD_FORMAT, "%s", err.c_str());
     nlist_.push_back(s);
   }
+  flush();
   return {};
 }
 

@@ -118,6 +118,27 @@ struct NlistSymbol {
   uint64_t value = 0;
 };
 
+/// STABS types of the debug map a linker writes for -g objects (nlist.h / stab.h).
+inline constexpr uint8_t kNSo = 0x64, kNOso = 0x66, kNFun = 0x24, kNStsym = 0x26;
+
+/// A symbol of the debug map: a function (an N_FUN pair: its start, then its size in an N_FUN
+/// without a name) or static data (N_STSYM, size 0), its name as stored, its link-time address.
+struct DebugMapSymbol {
+  std::string_view name;
+  uint64_t addr = 0, size = 0;
+  bool function = false;
+};
+
+/// One N_OSO object file of the debug map (the path and the mtime the linker saw) and the symbols
+/// that follow it up to the unit's end (an N_SO without a name) or the next N_OSO, in file order
+/// (what `dsymutil --dump-debug-map` lists: filename, timestamp, sym, binAddr, size). N_GSYM
+/// (global data, whose address is the symbol table's) is not kept.
+struct DebugMapObject {
+  std::string_view path;
+  uint64_t mtime = 0;
+  std::vector<DebugMapSymbol> symbols;
+};
+
 /// An export-trie entry: the name as stored, the flags, and (not for re-exports) the address at
 /// link time (the trie stores it relative to the image's base, the __TEXT segment's vmaddr).
 struct ExportSymbol {
@@ -213,6 +234,11 @@ class MachoObject final : public object::ObjectImage {
   const std::vector<Segment>& segments() const { return segments_; }
   const std::vector<Section>& sections() const { return sections_; }
   const std::vector<NlistSymbol>& nlist_symbols() const { return nlist_; }
+  /// The debug map (empty without one, e.g. an image whose STABS were stripped or a dSYM). A
+  /// malformed STABS entry (its name outside the string table) leaves it empty and says why in
+  /// debug_map_error(): the image's own symbols do not depend on it.
+  const std::vector<DebugMapObject>& debug_map() const { return debug_map_; }
+  const std::string& debug_map_error() const { return debug_map_error_; }
   const std::vector<ExportSymbol>& exports() const { return exports_; }
   /// LC_FUNCTION_STARTS decoded: link-time addresses, ascending, each inside __TEXT.
   const std::vector<uint64_t>& function_starts() const { return function_starts_; }
@@ -248,6 +274,8 @@ class MachoObject final : public object::ObjectImage {
   std::vector<Segment> segments_;
   std::vector<Section> sections_;
   std::vector<NlistSymbol> nlist_;
+  std::vector<DebugMapObject> debug_map_;
+  std::string debug_map_error_;
   std::vector<ExportSymbol> exports_;
   std::deque<std::string> export_names_;  // stable storage for exports_' names
   std::vector<uint64_t> function_starts_;

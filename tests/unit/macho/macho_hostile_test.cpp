@@ -73,6 +73,29 @@ std::string error_of(std::vector<uint8_t> b) {
 
 }  // namespace
 
+TEST_CASE("Mach-O hostile: a debug-map entry naming outside the string table empties the map, not the image",
+          "[macho][hostile]") {
+  std::vector<uint8_t> b = read_file(kHostileFix + "/modes_x86_64");
+  const size_t c = command_at(b, macho::kLcSymtab);
+  const uint32_t symoff = le32(b.data() + c + 8), nsyms = le32(b.data() + c + 12);
+  auto good = MachoObject::from_bytes(b, "good");
+  REQUIRE(good.ok());
+  REQUIRE(good.value()->debug_map().size() >= 4);
+  const size_t symbols = good.value()->nlist_symbols().size();
+  // The second N_OSO entry's name offset set past the string table.
+  size_t oso = 0, hit = 0;
+  for (uint32_t i = 0; i < nsyms && hit < 2; i++)
+    if (b[symoff + i * 16 + 4] == macho::kNOso) oso = symoff + i * 16, hit++;
+  REQUIRE(hit == 2);
+  b[oso] = b[oso + 1] = b[oso + 2] = b[oso + 3] = 0xff;
+  auto r = MachoObject::from_bytes(std::move(b), "t");
+  REQUIRE(r.ok());
+  CHECK(r.value()->debug_map().empty());
+  CHECK(r.value()->debug_map_error().find("debug map: t: symbol ") == 0);
+  CHECK(r.value()->debug_map_error().find("name offset 0xffffffff is outside the string table") != std::string::npos);
+  CHECK(r.value()->nlist_symbols().size() == symbols);  // the image's own symbols are all there
+}
+
 TEST_CASE("Mach-O hostile: truncations and single-byte corruptions of the headers give an image or a named error",
           "[macho][hostile]") {
   for (const char* name : {"modes_x86_64", "fat", "libmodes_arm64.dylib"}) {

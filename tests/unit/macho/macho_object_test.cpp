@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "lib/macho_peers.hpp"
 #include "macho/macho_object.hpp"
@@ -211,6 +212,55 @@ TEST_CASE("Mach-O: nlist symbols equal llvm-nm -n, STABS skipped; function start
       if (i + 1 < fns.size()) CHECK(fns[i].addr + fns[i].size == std::min(fns[i + 1].addr, next != starts.end() ? *next : UINT64_MAX));
     }
   }
+}
+
+TEST_CASE("Mach-O: the debug map (N_OSO objects, N_FUN and N_STSYM symbols) equals dsymutil --dump-debug-map",
+          "[object][macho]") {
+  need_tools();
+  need("dsymutil-16");
+  for (const char* name : {"modes_x86_64", "modes_arm64"}) {
+    INFO(name);
+    auto o = open_object_fixture(name);
+    CHECK(o->debug_map_error().empty());
+    // dsymutil's YAML: "- filename: 'P'", "timestamp: N", then "- { sym: S, objAddr: A, binAddr: B, size: Z }"
+    // per symbol it found in the object (in no particular order).
+    const std::string dump = run_peer(std::string("dsymutil-16 --dump-debug-map '") + kObjectFix + "/" + name + "'");
+    std::vector<std::pair<std::string, std::set<std::tuple<std::string, uint64_t, uint64_t>>>> want;
+    std::vector<uint64_t> want_mtime;
+    std::istringstream in(dump);
+    std::smatch m;
+    for (std::string line; std::getline(in, line);) {
+      if (std::regex_search(line, m, std::regex(R"(- filename:\s+'([^']*)')"))) {
+        want.push_back({m[1], {}});
+      } else if (std::regex_search(line, m, std::regex(R"(^\s+timestamp:\s+([0-9]+))")) && !want.empty()) {
+        want_mtime.push_back(std::stoull(m[1]));
+      } else if (std::regex_search(line, m, std::regex(R"(sym: ([^,]+), objAddr: 0x[0-9A-Fa-f]+, binAddr: 0x([0-9A-Fa-f]+), size: 0x([0-9A-Fa-f]+))")) &&
+                 !want.empty()) {
+        want.back().second.insert({m[1], std::stoull(m[2], nullptr, 16), std::stoull(m[3], nullptr, 16)});
+      }
+    }
+    REQUIRE(want.size() >= 4);  // modes.c, fp.c, eh.c, many400.c (dwarf_*.s has no -g: no unit)
+    REQUIRE(want_mtime.size() == want.size());
+    const auto& got_map = o->debug_map();
+    REQUIRE(got_map.size() == want.size());
+    size_t functions = 0, data = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+      INFO(want[i].first);
+      CHECK(std::string(got_map[i].path) == want[i].first);
+      CHECK(got_map[i].mtime == want_mtime[i]);
+      std::set<std::tuple<std::string, uint64_t, uint64_t>> got;
+      for (const macho::DebugMapSymbol& d : got_map[i].symbols) {
+        got.insert({std::string(d.name), d.addr, d.size});
+        (d.function ? functions : data)++;
+      }
+      CHECK(got == want[i].second);
+    }
+    CHECK(functions > 400);
+    if (std::string(name) == "modes_x86_64") CHECK(data == 2);  // eh.c's GCC_except_table2 and 3 (N_STSYM)
+  }
+  // A dSYM holds no debug map.
+  auto d = open_object_fixture("fat.dSYM/Contents/Resources/DWARF/fat", Arch::kX86_64);
+  CHECK(d->debug_map().empty());
 }
 
 TEST_CASE("Mach-O: a stripped dylib is named by its export trie (LC_DYLD_INFO_ONLY and LC_DYLD_EXPORTS_TRIE)",
