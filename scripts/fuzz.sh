@@ -219,7 +219,7 @@ run_one() {
       "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$FUZZ_LEDGER"
   fi
   printf '%-20s %4ss  cpu %7ss  execs %10s  cov %6s  ft %7s  corpus %6s  crashes %s%s\n' "$t" "$seconds" "$cpu" "${runs:-0}" \
-    "${cov:-0}" "${ft:-0}" "$corp" "$crashes" "$([ $rc -ne 0 ] && echo "  (exit $rc, $log)")" >> "$report"
+    "${cov:-0}" "${ft:-0}" "$corp" "$crashes" "$([ $rc -ne 0 ] && echo "  (exit $rc, $log)")$([ "$open" -gt "$crashes" ] && echo "  ($((open - crashes)) earlier reproducer(s) still in $art)")" >> "$report"
   [ $rc -eq 0 ] && [ "$open" -eq 0 ]
 }
 fail=0

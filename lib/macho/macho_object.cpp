@@ -537,8 +537,7 @@ Status MachoObject::parse_symtab(const uint8_t* c, uint32_t index) {
             flush();
           }
           break;
-        case kNStsym:
-          flush();
+        case kNStsym:  // a pending N_FUN keeps waiting for its size (dsymutil's reading)
           if (unit != nullptr) unit->symbols.push_back({name, s.value, 0, false});
           break;
         default:

@@ -24,7 +24,7 @@
 # perf's kernel frames, and perf's user frames are ours less the callers its frame-pointer walk loses.
 # Both perf-imports run with --with-btf: every distinct kernel function's prototype equals the one written
 # from `bpftool btf dump file /sys/kernel/btf/vmlinux` (stack_kernel_check.py's reader of the dump).
-# Needs root (eBPF, perf), perf (linux-perf), llvm-symbolizer-14, bpftool. About 13 s.
+# Needs root (eBPF, perf), perf (linux-perf), llvm-symbolizer-14, bpftool, protoc. About 13 s.
 import argparse
 import bisect
 import collections
@@ -282,7 +282,12 @@ def check_both_domains_outputs(args, work, cap, json_out):
         failures.append("folded: %d stacks, JSON folded %d; differing (stack, count): %s" % (len(got), len(want), diff))
     # pprof
     pb = os.path.join(work, "spin.pb.gz")
-    subprocess.run([args.stackprov, "perf-import", "-q", "-f", "pprof", "-o", pb, cap], check=True)
+    r = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "pprof", "-o", pb, cap],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:  # includes a stackprov built without Protobuf (make deps installs libprotobuf-dev)
+        return failures + ["pprof: perf-import -f pprof exited %d: %s" % (r.returncode, r.stderr.strip())]
+    if shutil.which("protoc") is None:
+        return failures + ["pprof: protoc is not installed (protobuf-compiler; make deps installs it)"]
     pgot = pprof_text.folded_stacks(pprof_text.decode(pb))
     if pgot != want:
         diff = sorted(set(pgot.items()) ^ set(want.items()))[:3]

@@ -225,7 +225,7 @@ TEST_CASE("Mach-O: the debug map (N_OSO objects, N_FUN and N_STSYM symbols) equa
     // dsymutil's YAML: "- filename: 'P'", "timestamp: N", then "- { sym: S, objAddr: A, binAddr: B, size: Z }"
     // per symbol it found in the object (in no particular order).
     const std::string dump = run_peer(std::string("dsymutil-16 --dump-debug-map '") + kObjectFix + "/" + name + "'");
-    std::vector<std::pair<std::string, std::set<std::tuple<std::string, uint64_t, uint64_t>>>> want;
+    std::vector<std::pair<std::string, std::multiset<std::tuple<std::string, uint64_t, uint64_t>>>> want;
     std::vector<uint64_t> want_mtime;
     std::istringstream in(dump);
     std::smatch m;
@@ -247,13 +247,17 @@ TEST_CASE("Mach-O: the debug map (N_OSO objects, N_FUN and N_STSYM symbols) equa
     for (size_t i = 0; i < want.size(); i++) {
       INFO(want[i].first);
       CHECK(std::string(got_map[i].path) == want[i].first);
-      CHECK(got_map[i].mtime == want_mtime[i]);
-      std::set<std::tuple<std::string, uint64_t, uint64_t>> got;
+      CHECK(got_map[i].mtime == want_mtime[i]);  // ld64.lld-16 writes 0: equal, but not a strong check
+      std::multiset<std::tuple<std::string, uint64_t, uint64_t>> got;
       for (const macho::DebugMapSymbol& d : got_map[i].symbols) {
         got.insert({std::string(d.name), d.addr, d.size});
         (d.function ? functions : data)++;
       }
-      CHECK(got == want[i].second);
+      // dsymutil keeps one of two entries of a name (arm64's eh.c lists GCC_except_table2 twice,
+      // "failed to insert symbol"); the map keeps the file's entries: compare the distinct ones.
+      CHECK(std::set(got.begin(), got.end()) == std::set(want[i].second.begin(), want[i].second.end()));
+      CHECK(got.size() >= want[i].second.size());
+      CHECK(got.size() - want[i].second.size() <= 1);
     }
     CHECK(functions > 400);
     if (std::string(name) == "modes_x86_64") CHECK(data == 2);  // eh.c's GCC_except_table2 and 3 (N_STSYM)
