@@ -495,7 +495,7 @@ def compare(what, events, psamples, role, fixture):
         return {"what": what, "matched": 0, "unmatched": 0, "kframes": 0, "uframes": 0,
                 "failures": ["%s: no events" % what]}
     first, last = min(o["time"] for o in events), max(o["time"] for o in events)
-    matched = unmatched = perf_unknown = 0
+    matched = unmatched = 0
     kframes = uframes = 0
     used = set()  # each of our events matches one of perf's at most
     examples = []
@@ -561,12 +561,6 @@ def compare(what, events, psamples, role, fixture):
             continue
         # perf's user frames are a subsequence of ours (by module offset); what perf lacks is exactly the
         # callers of the frameless wrappers.
-        # A perf user frame it could not name ("[unknown]": its frame-pointer walk read a return address from
-        # a stale slot; seen once in a CI run, in place of libc_thread) makes perf's chain no answer for that
-        # event: counted, not compared, and at most 1 in 100 matched events may be such.
-        if any(s_ == "[unknown]" for _, s_ in puser):
-            perf_unknown += 1
-            continue
         k = 0
         missing = []
         for off, name in zip(offs, names):
@@ -589,10 +583,6 @@ def compare(what, events, psamples, role, fixture):
         # The thread's start (glibc) is reached: our walk does not stop at the fixture's outermost function.
         if "start_thread" not in names:
             fail("tid %d (%s) at %d us: the walk stops before start_thread: %s" % (tid, r, t_us, names))
-    total = matched + unmatched
-    if perf_unknown > max(1, matched // 100):
-        failures.append("%s: %d of %d matched events have a perf user frame perf could not name (more than 1 in "
-                        "100)" % (what, perf_unknown, matched))
     total = matched + unmatched
     if total < 200:
         failures.append("%s: only %d of perf's events fall inside our recording (perf started late?)" % (what, total))
