@@ -172,7 +172,9 @@ def main():
         failures += st["failures"]
     for st in stats:
         print("%s: %d of perf's sched_switch events matched, %d not within %d us (%d kernel frames, %d user "
-              "frames compared)" % (st["what"], st["matched"], st["unmatched"], MATCH_NS // 1000, st["kframes"], st["uframes"]))
+              "frames compared; %d perf [unknown] frames of preempted threads taken for ours)" % (
+                  st["what"], st["matched"], st["unmatched"], MATCH_NS // 1000, st["kframes"], st["uframes"],
+                  st["unknown_taken"]))
     failures += check_cpu_clock(args, work)
     failures += check_cpu_clock_vs_perf(args, work, symbolizer, perf)
     print("record + C ABI client + perf ran %.1f s" % took)
@@ -492,12 +494,13 @@ def compare(what, events, psamples, role, fixture):
     for lst in by_tid.values():
         lst.sort(key=lambda o: o["time"])
     if not events:
-        return {"what": what, "matched": 0, "unmatched": 0, "kframes": 0, "uframes": 0,
+        return {"what": what, "matched": 0, "unmatched": 0, "kframes": 0, "uframes": 0, "unknown_taken": 0,
                 "failures": ["%s: no events" % what]}
     first, last = min(o["time"] for o in events), max(o["time"] for o in events)
     matched = unmatched = 0
     kframes = uframes = 0
     used = set()  # each of our events matches one of perf's at most
+    wild = []  # perf's [unknown] user frames taken for one of ours (preempted threads only)
     examples = []
 
     def fail(msg):
@@ -559,22 +562,30 @@ def compare(what, events, psamples, role, fixture):
             fail("tid %d (%s) at %d us: the fixture's frames are %s, the source says %s" % (tid, r, t_us,
                                                                                             fixture_names, KNOWN[r]))
             continue
+        # A thread switched out by preemption while it ran user code (frame 0 is a fixture function or
+        # one of the frameless wrappers perf loses, not the syscall's own function: a 1-in-thousands
+        # event on an idle machine, dozens on a loaded CI machine) is walked by perf's frame pointers from
+        # wherever that function was: in a leaf without a frame, or before its prologue pushed rbp, perf
+        # skips the caller. Then perf's frames must still all be ours, in order (k), but which fixture
+        # frames it lost is not fixed.
+        preempted = names[0] in KNOWN[r] or names[0] in LOST_BY_PERF[r]
+        lost = [] if preempted else LOST_BY_PERF[r]
         # perf's user frames are a subsequence of ours (by module offset); what perf lacks is exactly the
-        # callers of the frameless wrappers.
+        # callers of the frameless wrappers. Only for a preempted thread, a frame perf could not place in
+        # any module ("[unknown]" at an address no frame of ours has: seen once in a CI run, in place of
+        # libc_thread with start_thread after it) stands for the one of ours at that position; counted,
+        # at most 1 in 100 matched events (below).
         k = 0
         missing = []
         for off, name in zip(offs, names):
             if k < len(puser) and puser[k][0] == off:
                 k += 1
+            elif preempted and 0 < k < len(puser) and puser[k][1] == "[unknown]":
+                k += 1
+                wild.append("tid %d (%s) at %d us: perf [unknown] 0x%x for our %s" % (tid, r, t_us, puser[k - 1][0],
+                                                                                   name))
             else:
                 missing.append(name)
-        # A thread switched out by preemption while it ran the fixture's own code (frame 0 is a fixture
-        # function, not the glibc wrapper: a 1-in-thousands event on an idle machine, dozens on a loaded
-        # CI machine) is walked by perf's frame pointers from wherever that function was: in a leaf
-        # without a frame, or before its prologue pushed rbp, perf skips the caller. Then perf's frames
-        # must still all be ours, in order (k), but which fixture frames it lost is not fixed.
-        preempted = names[0] in KNOWN[r]
-        lost = [] if preempted else LOST_BY_PERF[r]
         if k != len(puser) or (not preempted and (missing[:len(lost)] != lost or
                                                   any(m in KNOWN[r] and m not in lost for m in missing))):
             fail("tid %d (%s) at %d us: perf's user frames %s are not ours %s less %s (we have more: %s)" % (
@@ -584,6 +595,9 @@ def compare(what, events, psamples, role, fixture):
         if "start_thread" not in names:
             fail("tid %d (%s) at %d us: the walk stops before start_thread: %s" % (tid, r, t_us, names))
     total = matched + unmatched
+    if len(wild) > max(1, matched // 100):
+        failures.append("%s: %d of %d matched events needed perf's [unknown] frames taken for ours (at most 1 in "
+                        "100): %s" % (what, len(wild), matched, wild[:4]))
     if total < 200:
         failures.append("%s: only %d of perf's events fall inside our recording (perf started late?)" % (what, total))
     # On this loaded 2-vCPU VM the two programs' clock reads of one tracepoint hit are now and then
@@ -595,7 +609,7 @@ def compare(what, events, psamples, role, fixture):
         examples = [e for e in examples if "none of ours within" not in e]
     failures += examples
     return {"what": what, "matched": matched, "unmatched": unmatched, "kframes": kframes, "uframes": uframes,
-            "failures": failures}
+            "unknown_taken": len(wild), "failures": failures}
 
 
 if __name__ == "__main__":
