@@ -12,6 +12,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -845,6 +846,101 @@ Result<std::shared_ptr<const object::ObjectImage>> MachoObject::find_debug_file(
   if (candidates.size() == 1)
     return make_error(SPROV_ERR_NOT_FOUND, "%s: no dSYM at %s", path_.c_str(), tried.c_str());
   return make_error(SPROV_ERR_NOT_FOUND, "%s: no dSYM (searched: %s)", path_.c_str(), tried.c_str());
+}
+
+std::vector<object::DebugMapRange> MachoObject::debug_map_ranges() const {
+  // Each function entry inside a code section. ld64.lld-16 writes size 0 for the first function of
+  // each arm64 object; dsymutil takes a function's extent from the object's DWARF, not from the map
+  // (the map relocates): such an entry reaches to the next entry or its section's end, and the
+  // resolver answers only inside the object's subprogram of that function.
+  struct Entry {
+    object::DebugMapRange r;
+    uint64_t section_end;
+  };
+  std::vector<Entry> all;
+  for (size_t o = 0; o < debug_map_.size(); o++)
+    for (size_t i = 0; i < debug_map_[o].symbols.size(); i++) {
+      const DebugMapSymbol& y = debug_map_[o].symbols[i];
+      if (!y.function) continue;
+      for (const Section& c : sections_)
+        if (c.is_code() && y.addr >= c.addr && y.addr - c.addr < c.size) {
+          const uint64_t room = c.size - (y.addr - c.addr);
+          all.push_back({{y.addr, std::min(y.size, room), static_cast<uint32_t>(o), static_cast<uint32_t>(i)},
+                         c.addr + c.size});
+          break;
+        }
+    }
+  std::stable_sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) { return a.r.addr < b.r.addr; });
+  // From the last entry back, the next greater address seen (one pass: many entries at one address
+  // in a hostile map cost no more than distinct ones).
+  uint64_t next = UINT64_MAX;
+  for (size_t k = all.size(); k-- > 0;) {
+    if (all[k].r.size == 0) all[k].r.size = std::min(all[k].section_end, next) - all[k].r.addr;
+    if (k == 0 || all[k - 1].r.addr != all[k].r.addr) next = all[k].r.addr;
+  }
+  std::vector<object::DebugMapRange> out;
+  for (const Entry& e : all)
+    if (e.r.size != 0 && (out.empty() || out.back().addr + out.back().size <= e.r.addr)) out.push_back(e.r);
+  return out;
+}
+
+std::string MachoObject::debug_map_object_path(uint32_t object) const {
+  return object < debug_map_.size() ? std::string(debug_map_[object].path) : std::string();
+}
+
+Result<object::DebugMapObjectFile> MachoObject::open_debug_map_object(uint32_t object) const {
+  if (object >= debug_map_.size())
+    return make_error(SPROV_ERR_NOT_FOUND, "%s: no debug map object %u (its map names %zu)", path_.c_str(), object,
+                      debug_map_.size());
+  const DebugMapObject& mo = debug_map_[object];
+  const std::string name(mo.path);
+  if (name.empty()) return make_error(SPROV_ERR_BAD_FORMAT, "%s: debug map object %u has no path", path_.c_str(), object);
+  if (name.back() == ')' && name.find(".a(") != std::string::npos)
+    return make_error(SPROV_ERR_NOT_FOUND, "%s: debug map object %s is an archive member (not read; a dSYM has its DWARF)",
+                      path_.c_str(), name.c_str());
+  std::string full;
+  if (name.front() == '/') {
+    full = under_root_of(path_, name);
+  } else {
+    const size_t slash = path_.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash);
+    if (!relative_names_stay_in_root(dir))
+      return make_error(SPROV_ERR_NOT_FOUND, "%s: debug map object %s is relative and would be looked up outside the root",
+                        path_.c_str(), name.c_str());
+    full = dir + "/" + name;
+  }
+  SliceChoice by_arch;
+  by_arch.arch = slice_.arch;
+  auto o = MachoObject::open(full, by_arch);
+  if (!o.ok()) {
+    if (o.error().code != SPROV_ERR_NOT_FOUND) return std::move(o).error();
+    return Error{SPROV_ERR_BUILD_ID_MISMATCH, "debug map object of " + path_ + ": " + o.error().message};
+  }
+  const MachoObject& obj = *o.value();
+  if (obj.filetype() != kMhObject)
+    return make_error(SPROV_ERR_BAD_FORMAT, "%s: debug map object %s has Mach-O file type %u, not MH_OBJECT (1)",
+                      path_.c_str(), full.c_str(), obj.filetype());
+  if (mo.mtime != 0) {
+    const uint64_t seen = obj.identity_.mtime_ns / 1000000000u;
+    if (seen != mo.mtime)
+      return make_error(SPROV_ERR_BUILD_ID_MISMATCH,
+                        "%s: debug map object %s was modified at %" PRIu64 ", the debug map says %" PRIu64
+                        " (rebuilt after the link)",
+                        path_.c_str(), full.c_str(), seen, mo.mtime);
+  }
+  object::DebugMapObjectFile out;
+  out.symbol_addrs.assign(mo.symbols.size(), object::DebugMapObjectFile::kNoAddress);
+  std::unordered_map<std::string_view, std::pair<uint64_t, bool>> defined;  // name -> (address, external)
+  for (const NlistSymbol& y : obj.nlist_symbols()) {
+    if ((y.type & kNType) != kNSect || y.name.empty()) continue;
+    const bool ext = (y.type & kNExt) != 0;
+    auto [it, fresh] = defined.try_emplace(y.name, y.value, ext);
+    if (!fresh && ext && !it->second.second) it->second = {y.value, true};
+  }
+  for (size_t i = 0; i < mo.symbols.size(); i++)
+    if (auto it = defined.find(mo.symbols[i].name); it != defined.end()) out.symbol_addrs[i] = it->second.first;
+  out.image = o.value();
+  return out;
 }
 
 }  // namespace stackprov::macho

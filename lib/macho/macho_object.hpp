@@ -37,6 +37,7 @@ inline constexpr uint32_t kFatMagic64 = 0xcafebabf; ///< FAT_MAGIC_64
 inline constexpr uint32_t kCpuTypeX86_64 = 0x01000007;  ///< CPU_TYPE_X86 | CPU_ARCH_ABI64
 inline constexpr uint32_t kCpuTypeArm64 = 0x0100000c;   ///< CPU_TYPE_ARM | CPU_ARCH_ABI64
 inline constexpr uint32_t kMhDsym = 0xa;                ///< MH_DSYM: a dSYM's DWARF file
+inline constexpr uint32_t kMhObject = 0x1;              ///< MH_OBJECT: a relocatable object (.o)
 
 // Load commands (loader.h).
 inline constexpr uint32_t kLcSymtab = 0x2;
@@ -223,6 +224,20 @@ class MachoObject final : public object::ObjectImage {
   /// searched (or the image has no UUID).
   Result<std::shared_ptr<const object::ObjectImage>> find_debug_file(
       const object::DebugFileOptions& opts, std::vector<object::DebugFileCandidate>* looked_at = nullptr) const override;
+
+  /// The debug map's functions (N_FUN entries with a size, inside a code section), by address; an
+  /// entry overlapping an earlier one is left out.
+  std::vector<object::DebugMapRange> debug_map_ranges() const override;
+  std::string debug_map_object_path(uint32_t object) const override;
+  /// The N_OSO object `object`: an absolute path under the target's root (under_root_of), a relative
+  /// one against the image's directory where relative names stay in its root (ld64 writes
+  /// absolute ones); an archive member ("lib.a(member.o)") is not read (SPROV_ERR_NOT_FOUND
+  /// saying so). Checked: an MH_OBJECT (SPROV_ERR_BAD_FORMAT otherwise), a slice of the image's
+  /// architecture, and, when the map records one (ld64.lld writes 0), its mtime equal to the
+  /// map's: another build is SPROV_ERR_BUILD_ID_MISMATCH naming both values (dsymutil warns and
+  /// skips it). Each map symbol's address is the object's defined nlist symbol of that name (an
+  /// external one first).
+  Result<object::DebugMapObjectFile> open_debug_map_object(uint32_t object) const override;
 
   // ---- Mach-O-specific
   const Slice& slice() const { return slice_; }

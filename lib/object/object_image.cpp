@@ -27,6 +27,11 @@ Result<std::shared_ptr<const ObjectImage>> ObjectImage::find_debug_file(const De
                     static_cast<int>(format_name().size()), format_name().data());
 }
 
+Result<DebugMapObjectFile> ObjectImage::open_debug_map_object(uint32_t object) const {
+  return make_error(SPROV_ERR_NOT_FOUND, "%s: no debug map object %u (the image has no debug map)", path().c_str(),
+                    object);
+}
+
 // The built-in formats, in lib/object/formats.cpp (the one list a new format joins).
 std::span<const Format* const> builtin_formats();
 

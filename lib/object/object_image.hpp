@@ -86,6 +86,25 @@ struct SupplementaryLink {
   ModuleId id;
 };
 
+class ObjectImage;
+
+/// A range of an image's code whose DWARF is in an object file the linker read (a Mach-O debug
+/// map's N_FUN entry, for an image linked from `-g` objects without a dSYM): [addr, addr + size) at
+/// link time is map symbol `symbol` of map object `object` (ObjectImage::open_debug_map_object).
+struct DebugMapRange {
+  uint64_t addr = 0, size = 0;
+  uint32_t object = 0, symbol = 0;
+};
+
+/// A debug map's object file, opened and checked, and where each of its map symbols is in it
+/// (the same function's address in the object's own address space; kNoAddress when the object
+/// defines no symbol of that name).
+struct DebugMapObjectFile {
+  static constexpr uint64_t kNoAddress = ~uint64_t{0};
+  std::shared_ptr<const ObjectImage> image;
+  std::vector<uint64_t> symbol_addrs;
+};
+
 /// One module file or in-memory image, of any format. Immutable after open; thread-safe for
 /// concurrent readers. Implementations: elf::ElfObject (lib/elf), and test formats.
 ///
@@ -161,6 +180,15 @@ class ObjectImage {
   /// when it names none, an error (its message says what is wrong) for a malformed or
   /// unidentified link.
   virtual Result<std::optional<SupplementaryLink>> supplementary_link() const { return std::optional<SupplementaryLink>{}; }
+  /// The image's debug map (Mach-O: the N_OSO objects' functions), sorted by address, disjoint;
+  /// empty for a format or an image without one (the default).
+  virtual std::vector<DebugMapRange> debug_map_ranges() const { return {}; }
+  /// The path of map object `object` as the image names it ("" when there is no such object).
+  virtual std::string debug_map_object_path(uint32_t /*object*/) const { return {}; }
+  /// Map object `object` opened as the target sees its path and checked (the format's rules);
+  /// SPROV_ERR_NOT_FOUND (the default: no debug map), SPROV_ERR_BUILD_ID_MISMATCH (another
+  /// build of the object: the values named), or the open's error.
+  virtual Result<DebugMapObjectFile> open_debug_map_object(uint32_t object) const;
 };
 
 /// A format the registry can open: `sniff` looks at the file's first bytes (at most

@@ -67,7 +67,8 @@ Result<bundle::ModuleContents> build_module(const std::string& path, const symbo
     if (!debug_file) return debug_file.error();
     if (mc.ok() && has_pdb(*obj.value())) {  // a PE with a PDB: its ranges are the PDB's (doc/windows.md)
       if (Status st = add_pdb_ranges(*obj.value(), opts.debug, &mc.value()); !st) return st.error();
-    } else if (mc.ok() && (!dwarf::dwarf_sections(*obj.value()).info.empty() || debug_file.value())) {
+    } else if (mc.ok() && (!dwarf::dwarf_sections(*obj.value()).info.empty() || debug_file.value() ||
+                           !obj.value()->debug_map_ranges().empty())) {  // a Mach-O debug map's objects: the resolver's
       auto dm = symbolize::build_module_contents(path, opts, nullptr);
       if (!dm) return dm.error();
       mc.value().ranges = std::move(dm.value().ranges);

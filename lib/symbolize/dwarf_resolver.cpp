@@ -206,6 +206,24 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
   } else {
     find_by_debuginfod(m.get(), &debug_file);  // only says that it was not asked
   }
+  // No DWARF in the module nor a debug file: the linker's debug map, where the image has one
+  // (Mach-O N_OSO: DWARF left in the object files, as dsymutil reads them).
+  if (opts_.dwarf && !m->index) {
+    m->map = image->debug_map_ranges();
+    if (!m->map.empty()) {
+      uint32_t n = 0;
+      for (const object::DebugMapRange& r : m->map) n = std::max(n, r.object + 1);
+      m->map_objects = std::make_unique<Module::MapObject[]>(n);
+      if (opts_.record_attempts) {  // each object now, so that every one is accounted for
+        for (uint32_t i = 0; i < n; i++) {
+          const Module::MapObject& o = load_map_object(*m, i);
+          const std::string path = o.file.image ? o.file.image->path() : image->debug_map_object_path(i);
+          m->attempts.push_back({"dwarf", path, o.outcome,
+                                 o.index ? "DWARF of a debug map (N_OSO) object" : "debug map (N_OSO) object: " + o.error});
+        }
+      }
+    }
+  }
   // Symbol tables. llvm-symbolizer overrides the physical function's name
   // from the module's own .symtab, else its .dynsym; we do the same, and
   // count MiniDebugInfo's .symtab as the module's. The debug file's .symtab
@@ -244,6 +262,62 @@ void DwarfResolver::load_fallback(const Module& m) const {
     m.fallback_file = m.fallback_candidate;
     m.fallback_name = name_of(*m.fallback_file);
   });
+}
+
+DwarfResolver::Module::MapObject& DwarfResolver::load_map_object(const Module& m, uint32_t i) const {
+  Module::MapObject& o = m.map_objects[i];
+  stackprov::call_once(o.once, [&] {
+    auto f = m.image->open_debug_map_object(i);
+    if (!f.ok()) {
+      o.error = f.error().message;
+      o.outcome = f.error().code == SPROV_ERR_BUILD_ID_MISMATCH ? AttemptOutcome::kIdentityMismatch
+                  : f.error().code == -ENOENT                  ? AttemptOutcome::kMissing
+                                                               : AttemptOutcome::kUnreadable;
+      return;
+    }
+    o.file = std::move(f).value();
+    o.name = name_of(*o.file.image);
+    dwarf::DwarfSections s = dwarf::dwarf_sections(*o.file.image);
+    if (s.info.empty()) {
+      o.error = "no .debug_info in " + o.file.image->path();
+      o.outcome = AttemptOutcome::kNoDwarf;
+      return;
+    }
+    auto ix = dwarf::DwarfIndex::build(s);
+    if (!ix.ok()) {
+      o.error = ix.error().message;
+      o.outcome = AttemptOutcome::kUnreadable;
+      return;
+    }
+    o.index = std::move(ix).value();
+  });
+  return o;
+}
+
+bool DwarfResolver::map_lookup(const Module& m, uint64_t addr, std::vector<dwarf::DwarfFrame>* out,
+                               const FileName** src) const {
+  out->clear();
+  auto it = std::upper_bound(m.map.begin(), m.map.end(), addr,
+                             [](uint64_t a, const object::DebugMapRange& r) { return a < r.addr; });
+  if (it == m.map.begin()) return false;
+  const object::DebugMapRange& r = *std::prev(it);
+  if (addr - r.addr >= r.size) return false;
+  const Module::MapObject& o = load_map_object(m, r.object);
+  if (!o.index || r.symbol >= o.file.symbol_addrs.size()) return false;
+  const uint64_t base = o.file.symbol_addrs[r.symbol];
+  if (base == object::DebugMapObjectFile::kNoAddress) return false;
+  // Only inside the object's subprogram of that function (its DW_AT_low_pc..high_pc), as dsymutil
+  // links it: the object's line table also covers the padding after a function, which the linked
+  // image may fill up to its next function.
+  const uint64_t at = base + (addr - r.addr);
+  uint64_t entry = 0;
+  if (!o.index->function_entry(at, &entry) || entry != base) return false;
+  o.index->lookup(at, out);
+  // The object's addresses are the function's place in the object: back to the image's.
+  for (dwarf::DwarfFrame& f : *out)
+    if (f.has_start_address) f.start_address = f.start_address - base + r.addr;
+  *src = &o.name;
+  return !out->empty();
 }
 
 void DwarfResolver::load_file_syms(const Module& m) const {
@@ -415,8 +489,11 @@ bool DwarfResolver::resolve(const std::shared_ptr<const object::ObjectImage>& im
   std::shared_ptr<Module> m = module(image);
   thread_local std::vector<dwarf::DwarfFrame> dframes;  // reused: its strings keep their capacity
   bool dwarf_hit = false;
+  const FileName* dwarf_src = &m->dwarf_name;
   if (m->index) {
     m->index->lookup(addr, &dframes);
+    for (auto& f : dframes) dwarf_hit |= f.has_function || f.has_file;
+  } else if (!m->map.empty() && map_lookup(*m, addr, &dframes, &dwarf_src)) {
     for (auto& f : dframes) dwarf_hit |= f.has_function || f.has_file;
   } else {
     dframes.clear();
@@ -451,10 +528,10 @@ bool DwarfResolver::resolve(const std::shared_ptr<const object::ObjectImage>& im
       out->provenance = "debuginfod+dwarf";
     } else {
       out->resolver = ResolvedBy::kDwarf;
-      out->source = *m->dwarf_name.path;
+      out->source = *dwarf_src->path;
       out->provenance = "dwarf";
     }
-    out->source_build_id = *m->dwarf_name.id;
+    out->source_build_id = *dwarf_src->id;
   }
   if (policy != SymtabPolicy::kWithDebugFile) {
     name_like_llvm(*m, image, addr, dwarf_hit, policy == SymtabPolicy::kModuleThenDebugFile, out);

@@ -214,6 +214,18 @@ class DwarfResolver {
     std::string url;
     std::string error;
     std::vector<ResolveAttempt> attempts;  ///< the DWARF step's, when options().record_attempts
+    /// Without DWARF of its own or a debug file: the image's debug map (Mach-O N_OSO objects), each
+    /// object opened and indexed on first use (load_map_object).
+    std::vector<object::DebugMapRange> map;
+    struct MapObject {
+      stackprov::OnceFlag once;
+      object::DebugMapObjectFile file;
+      std::unique_ptr<dwarf::DwarfIndex> index;
+      std::string error;  ///< why it gives no DWARF ("" when it does)
+      AttemptOutcome outcome = AttemptOutcome::kFound;  ///< what the attempt was (kFound when it gives DWARF)
+      FileName name;
+    };
+    std::unique_ptr<MapObject[]> map_objects;
   };
   std::shared_ptr<Module> module(const std::shared_ptr<const object::ObjectImage>& image);
   bool attach_dwarf(Module* m, const std::shared_ptr<const object::ObjectImage>& f);
@@ -223,6 +235,11 @@ class DwarfResolver {
   void find_by_debuginfod(Module* m, std::shared_ptr<const object::ObjectImage>* debug_file);
   std::shared_ptr<const object::ObjectImage> find_alt(const object::ObjectImage& f, std::string* err);
   void load_fallback(const Module& m) const;
+  /// Map object `i` of the module's debug map, opened and indexed once.
+  Module::MapObject& load_map_object(const Module& m, uint32_t i) const;
+  /// The debug map's DWARF frames of link-time `addr`, their start addresses the image's; false
+  /// (and `out` empty) when the map does not cover it or its object gives no DWARF.
+  bool map_lookup(const Module& m, uint64_t addr, std::vector<dwarf::DwarfFrame>* out, const FileName** src) const;
   void load_file_syms(const Module& m) const;
   void assign_display(std::string_view name, std::string* out) const;
   /// kWithDebugFile: the doc/symbols.md alias rule over .symtab, .dynsym and the debug file's .symtab.

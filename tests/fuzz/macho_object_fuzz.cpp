@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the Mach-O reader (lib/macho/macho_object.*) on raw bytes: fat headers and slices, load
-// commands, segments and sections, nlist symbols, the export trie, function starts; then every query an
-// upper layer makes of the image, each slice of a fat file in turn.
+// commands, segments and sections, nlist symbols, the export trie, function starts, the debug map; then
+// every query an upper layer makes of the image, each slice of a fat file in turn.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -50,6 +50,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)o.read_code(c2.end - 1, buf, 1);
     }
     for (const auto& seg : o.loaded_segments()) (void)o.load_bias(0x100000, seg.offset);
+    // The debug map's ranges (what the DWARF resolver looks addresses up in): sorted, disjoint, each
+    // naming an entry of the map. Its objects are files by path: not opened here.
+    const auto ranges = o.debug_map_ranges();
+    for (size_t i = 0; i < ranges.size(); i++) {
+      const auto& r = ranges[i];
+      if (r.size == 0 || r.addr + r.size < r.addr) __builtin_trap();
+      if (i > 0 && ranges[i - 1].addr + ranges[i - 1].size > r.addr) __builtin_trap();
+      if (r.object >= o.debug_map().size() || r.symbol >= o.debug_map()[r.object].symbols.size()) __builtin_trap();
+      if (o.debug_map()[r.object].symbols[r.symbol].addr != r.addr) __builtin_trap();
+    }
   }
   return 0;
 }

@@ -378,13 +378,20 @@ def test_symbolize_dsym_dir(tmp_path):
     (tmp_path / "bin").mkdir()
     (tmp_path / "dsyms").mkdir()
     shutil.copy(exe, tmp_path / "bin" / "chain_arm64")
+    # No dSYM anywhere yet: the DWARF of the objects the image's debug map (N_OSO) names, which the
+    # dSYM was linked from: the same answers, from the objects.
     bare = stackprov.symbolize(str(tmp_path / "bin" / "chain_arm64"), addrs, debug_dirs=[str(tmp_path / "dsyms")])
-    assert all(c[-1].line is None and c[-1].file is None for c in bare)  # no dSYM anywhere yet: the symbol tables only
+    diff = differences(addrs, bare, ref)
+    assert not diff, "%d of %d addresses differ from llvm-symbolizer-16:\n%s" % (len(diff), len(addrs), "\n".join(diff[:10]))
+    lined = [c[-1] for c in bare if c[-1].line]
+    assert len(lined) > len(addrs) // 2 and all(f.source.endswith(".o") for f in lined), {f.source for f in lined}
     shutil.copytree(exe + ".dSYM", tmp_path / "dsyms" / "chain_arm64.dSYM")
     got = stackprov.symbolize(str(tmp_path / "bin" / "chain_arm64"), addrs, debug_dirs=str(tmp_path / "dsyms"))
     diff = differences(addrs, got, ref)
     assert not diff, "%d of %d addresses differ from llvm-symbolizer-16:\n%s" % (len(diff), len(addrs), "\n".join(diff[:10]))
-    assert sum(1 for c in got if c[-1].line) > len(addrs) // 2
+    lined = [c[-1] for c in got if c[-1].line]
+    dsym = str(tmp_path / "dsyms" / "chain_arm64.dSYM" / "Contents" / "Resources" / "DWARF" / "chain_arm64")
+    assert len(lined) > len(addrs) // 2 and {f.source for f in lined} == {dsym}  # the dSYM now, not the objects
     # The CLI's --dsym-dir: the same answers.
     from conftest import need_env
     some = addrs[::29]

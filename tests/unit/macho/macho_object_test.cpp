@@ -6,12 +6,17 @@
 // `stackprov symbolize --obj` names what llvm-symbolizer-16 names.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <tuple>
@@ -267,6 +272,137 @@ TEST_CASE("Mach-O: the debug map (N_OSO objects, N_FUN and N_STSYM symbols) equa
   CHECK(d->debug_map().empty());
 }
 
+namespace {
+
+/// The file's bytes.
+std::vector<uint8_t> slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+void spill(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  REQUIRE(f.good());
+}
+
+/// The file offsets of the nlist_64 entries of type `type` in a thin 64-bit Mach-O, read here from
+/// LC_SYMTAB (symoff, nsyms) by the layout of <mach-o/loader.h> and <mach-o/nlist.h>.
+std::vector<size_t> nlist_entries_of_type(const std::vector<uint8_t>& b, uint8_t type) {
+  auto u32 = [&](size_t o) { return uint32_t(b.at(o)) | uint32_t(b.at(o + 1)) << 8 | uint32_t(b.at(o + 2)) << 16 | uint32_t(b.at(o + 3)) << 24; };
+  const uint32_t ncmds = u32(16);
+  size_t at = 32;
+  std::vector<size_t> out;
+  for (uint32_t i = 0; i < ncmds; i++) {
+    if (u32(at) == 0x2) {  // LC_SYMTAB
+      const uint32_t symoff = u32(at + 8), nsyms = u32(at + 12);
+      for (uint32_t k = 0; k < nsyms; k++)
+        if (b.at(symoff + 16u * k + 4) == type) out.push_back(symoff + 16u * k);
+    }
+    at += u32(at + 4);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Mach-O: debug map objects open with each function's object address as dsymutil's objAddr; another "
+          "build, a missing object and another architecture are refused by name", "[object][macho]") {
+  need_tools();
+  need("dsymutil-16");
+  for (const char* name : {"modes_x86_64", "modes_arm64"}) {
+    INFO(name);
+    auto o = open_object_fixture(name);
+    // dsymutil's objAddr of each (file, sym).
+    const std::string dump = run_peer(std::string("dsymutil-16 --dump-debug-map '") + kObjectFix + "/" + name + "'");
+    std::map<std::pair<std::string, std::string>, uint64_t> obj_addr;
+    std::string file;
+    std::istringstream in(dump);
+    std::smatch m;
+    for (std::string line; std::getline(in, line);) {
+      if (std::regex_search(line, m, std::regex(R"(- filename:\s+'([^']*)')"))) file = m[1];
+      else if (std::regex_search(line, m, std::regex(R"(sym: ([^,]+), objAddr: 0x([0-9A-Fa-f]+), binAddr)")))
+        obj_addr[{file, m[1]}] = std::stoull(m[2], nullptr, 16);
+    }
+    const auto ranges = o->debug_map_ranges();
+    REQUIRE(ranges.size() > 400);
+    std::map<uint32_t, object::DebugMapObjectFile> opened;
+    size_t checked = 0;
+    for (size_t i = 0; i < ranges.size(); i++) {
+      const object::DebugMapRange& r = ranges[i];
+      if (i > 0) CHECK(ranges[i - 1].addr + ranges[i - 1].size <= r.addr);
+      if (!opened.count(r.object)) {
+        auto f = o->open_debug_map_object(r.object);
+        INFO((f.ok() ? "" : f.error().message));
+        REQUIRE(f.ok());
+        CHECK(static_cast<const macho::MachoObject&>(*f->image).filetype() == macho::kMhObject);
+        CHECK(f->image->arch() == o->arch());
+        opened[r.object] = std::move(f).value();
+      }
+      const auto& sym = o->debug_map()[r.object].symbols[r.symbol];
+      CHECK(sym.addr == r.addr);
+      const std::string path(o->debug_map()[r.object].path);
+      auto want = obj_addr.find({path, std::string(sym.name)});
+      REQUIRE(want != obj_addr.end());
+      CHECK(opened[r.object].symbol_addrs.at(r.symbol) == want->second);
+      ++checked;
+    }
+    CHECK(checked == ranges.size());
+  }
+  // Copies of modes_x86_64 whose map is changed: the first object's mtime, its path.
+  char tmpl[] = "/tmp/stackprov-macho-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  const std::vector<uint8_t> orig = slurp(kObjectFix + "/modes_x86_64");
+  const auto oso = nlist_entries_of_type(orig, macho::kNOso);
+  REQUIRE(oso.size() >= 4);
+  auto image = open_object_fixture("modes_x86_64");
+  const std::string first(image->debug_map()[0].path);
+  struct stat st;
+  REQUIRE(stat(first.c_str(), &st) == 0);
+  {  // another build: a map mtime that is not the object's
+    std::vector<uint8_t> b = orig;
+    const uint64_t t = 1234567890;
+    for (int k = 0; k < 8; k++) b[oso[0] + 8 + k] = static_cast<uint8_t>(t >> (8 * k));
+    spill(dir + "/mtime", b);
+    auto x = macho::MachoObject::open(dir + "/mtime");
+    REQUIRE(x.ok());
+    auto f = x.value()->open_debug_map_object(0);
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error().code == SPROV_ERR_BUILD_ID_MISMATCH);
+    CHECK_THAT(f.error().message, Catch::Contains(first) && Catch::Contains("1234567890") &&
+                                      Catch::Contains(std::to_string(st.st_mtim.tv_sec)));
+    CHECK(x.value()->open_debug_map_object(1).ok());  // the others are untouched
+  }
+  // The path, rewritten in place in the string table (shorter names end at a NUL).
+  auto with_path = [&](const std::string& file, const std::string& to) {
+    std::vector<uint8_t> b = orig;
+    auto at = std::search(b.begin(), b.end(), first.begin(), first.end());
+    REQUIRE(at != b.end());
+    REQUIRE(to.size() <= first.size());
+    std::copy(to.begin(), to.end(), at);
+    *(at + static_cast<ptrdiff_t>(to.size())) = 0;
+    spill(dir + "/" + file, b);
+    auto x = macho::MachoObject::open(dir + "/" + file);
+    REQUIRE(x.ok());
+    REQUIRE(std::string(x.value()->debug_map()[0].path) == to);
+    return x.value()->open_debug_map_object(0);
+  };
+  const std::string fixdir = first.substr(0, first.rfind('/'));
+  auto gone = with_path("gone", fixdir + "/nothere.o");
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.error().code == -ENOENT);
+  CHECK_THAT(gone.error().message, Catch::Contains(fixdir + "/nothere.o"));
+  auto arm = with_path("arch", fixdir + "/fp_arm64.o");  // an arm64 object for an x86_64 image
+  REQUIRE_FALSE(arm.ok());
+  CHECK(arm.error().code == SPROV_ERR_BUILD_ID_MISMATCH);
+  CHECK_THAT(arm.error().message, Catch::Contains("fp_arm64.o") && Catch::Contains("x86_64"));
+  auto exe = with_path("exe", kObjectFix + "/modes_x86_64");  // not an object file (the image itself)
+  REQUIRE_FALSE(exe.ok());
+  CHECK_THAT(exe.error().message, Catch::Contains("not MH_OBJECT"));
+  (void)std::system(("rm -rf '" + dir + "'").c_str());
+}
+
 TEST_CASE("Mach-O: a stripped dylib is named by its export trie (LC_DYLD_INFO_ONLY and LC_DYLD_EXPORTS_TRIE)",
           "[object][macho]") {
   need_tools();
@@ -310,7 +446,14 @@ TEST_CASE("Mach-O: stackprov symbolize --obj's call names every function as llvm
         at.push_back(a);
       }
     const std::string path = kObjectFix + "/" + name;
-    const std::string llvm = run_peer("llvm-symbolizer-16 --obj='" + path + "'" + addrs);
+    // The images' DWARF is in the objects their debug maps name (no dSYM beside them), which
+    // llvm-symbolizer-16 does not read: for modes_A its answer with the dSYM dsymutil-16 linked from
+    // the same map (the fat file's slice A: an inlined frame's name first where there is one);
+    // big_arm64 has no dSYM, and at these addresses no inlined frame (llvm's symbol-table names).
+    const bool modes = std::string(name).rfind("modes_", 0) == 0;
+    const std::string llvm = run_peer(modes ? "llvm-symbolizer-16 --obj='" + kObjectFix + "/fat' --default-arch=" +
+                                                  llvm_arch(o->arch()) + addrs
+                                            : "llvm-symbolizer-16 --obj='" + path + "'" + addrs);
     // Blocks of "function\nfile:line:column\n\n": compare the functions.
     auto names = [](const std::string& text) {
       std::vector<std::string> v;
