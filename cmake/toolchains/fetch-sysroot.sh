@@ -12,10 +12,6 @@ shopt -s nullglob
 arch=$1
 dir=$2
 stamp="$dir/.stamp"
-# One fetch at a time (CI builds two cross targets at once: dpkg --add-architecture and apt-get
-# update must not run twice together, nor two fetches into one directory): a lock on this script.
-exec 9<"$0"
-flock 9
 [ -f "$stamp" ] && exit 0
 if [ "$arch" = mips ]; then
   echo "fetch-sysroot: Debian 12 has no big-endian mips port; no target libraries for mips32" >&2

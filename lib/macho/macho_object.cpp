@@ -858,17 +858,24 @@ std::vector<object::DebugMapRange> MachoObject::debug_map_ranges() const {
     uint64_t section_end;
   };
   std::vector<Entry> all;
+  // The code sections by address (binary search, as build_functions: a hostile file may have many
+  // sections and millions of entries); overlapping sections: the nearest below that holds it.
+  std::vector<const Section*> code;
+  for (const Section& c : sections_)
+    if (c.is_code() && c.size != 0) code.push_back(&c);
+  std::sort(code.begin(), code.end(), [](const Section* a, const Section* b) { return a->addr < b->addr; });
   for (size_t o = 0; o < debug_map_.size(); o++)
     for (size_t i = 0; i < debug_map_[o].symbols.size(); i++) {
       const DebugMapSymbol& y = debug_map_[o].symbols[i];
       if (!y.function) continue;
-      for (const Section& c : sections_)
-        if (c.is_code() && y.addr >= c.addr && y.addr - c.addr < c.size) {
-          const uint64_t room = c.size - (y.addr - c.addr);
-          all.push_back({{y.addr, std::min(y.size, room), static_cast<uint32_t>(o), static_cast<uint32_t>(i)},
-                         c.addr + c.size});
-          break;
-        }
+      auto it = std::upper_bound(code.begin(), code.end(), y.addr,
+                                 [](uint64_t v, const Section* x) { return v < x->addr; });
+      if (it == code.begin()) continue;
+      const Section& c = **(it - 1);
+      if (y.addr - c.addr >= c.size) continue;
+      const uint64_t room = c.size - (y.addr - c.addr);
+      all.push_back({{y.addr, std::min(y.size, room), static_cast<uint32_t>(o), static_cast<uint32_t>(i)},
+                     c.addr + c.size});
     }
   std::stable_sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) { return a.r.addr < b.r.addr; });
   // From the last entry back, the next greater address seen (one pass: many entries at one address
@@ -911,11 +918,21 @@ Result<object::DebugMapObjectFile> MachoObject::open_debug_map_object(uint32_t o
   }
   SliceChoice by_arch;
   by_arch.arch = slice_.arch;
-  auto o = MachoObject::open(full, by_arch);
-  if (!o.ok()) {
-    if (o.error().code != SPROV_ERR_NOT_FOUND) return std::move(o).error();
-    return Error{SPROV_ERR_BUILD_ID_MISMATCH, "debug map object of " + path_ + ": " + o.error().message};
+  // The slice of the image's architecture: a file without one is another build's object (named
+  // with the architectures it has).
+  auto sl = list_slices(full);
+  if (!sl.ok()) return std::move(sl).error();
+  std::string archs;
+  bool has_arch = false;
+  for (const Slice& x : sl.value()) {
+    archs += (archs.empty() ? "" : ", ") + std::string(arch_label(x.arch));
+    has_arch |= x.arch == slice_.arch;
   }
+  if (!has_arch)
+    return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: debug map object %s is for %s, not the image's %s", path_.c_str(),
+                      full.c_str(), archs.c_str(), arch_label(slice_.arch));
+  auto o = MachoObject::open(full, by_arch);
+  if (!o.ok()) return std::move(o).error();
   const MachoObject& obj = *o.value();
   if (obj.filetype() != kMhObject)
     return make_error(SPROV_ERR_BAD_FORMAT, "%s: debug map object %s has Mach-O file type %u, not MH_OBJECT (1)",
@@ -930,15 +947,24 @@ Result<object::DebugMapObjectFile> MachoObject::open_debug_map_object(uint32_t o
   }
   object::DebugMapObjectFile out;
   out.symbol_addrs.assign(mo.symbols.size(), object::DebugMapObjectFile::kNoAddress);
-  std::unordered_map<std::string_view, std::pair<uint64_t, bool>> defined;  // name -> (address, external)
+  // name -> (address, external, ambiguous): an external definition wins; two local ones of one name
+  // and no external one (an `ld -r` output) say nothing about which one the map means: no address.
+  struct Def {
+    uint64_t addr;
+    bool external, ambiguous;
+  };
+  std::unordered_map<std::string_view, Def> defined;
   for (const NlistSymbol& y : obj.nlist_symbols()) {
     if ((y.type & kNType) != kNSect || y.name.empty()) continue;
     const bool ext = (y.type & kNExt) != 0;
-    auto [it, fresh] = defined.try_emplace(y.name, y.value, ext);
-    if (!fresh && ext && !it->second.second) it->second = {y.value, true};
+    auto [it, fresh] = defined.try_emplace(y.name, Def{y.value, ext, false});
+    if (fresh || it->second.external) continue;
+    if (ext) it->second = {y.value, true, false};
+    else if (it->second.addr != y.value) it->second.ambiguous = true;
   }
   for (size_t i = 0; i < mo.symbols.size(); i++)
-    if (auto it = defined.find(mo.symbols[i].name); it != defined.end()) out.symbol_addrs[i] = it->second.first;
+    if (auto it = defined.find(mo.symbols[i].name); it != defined.end() && !it->second.ambiguous)
+      out.symbol_addrs[i] = it->second.addr;
   out.image = o.value();
   return out;
 }

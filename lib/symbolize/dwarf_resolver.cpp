@@ -214,7 +214,9 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
       uint32_t n = 0;
       for (const object::DebugMapRange& r : m->map) n = std::max(n, r.object + 1);
       m->map_objects = std::make_unique<Module::MapObject[]>(n);
-      if (opts_.record_attempts) {  // each object now, so that every one is accounted for
+      // --verbose: each object now (under the resolver's lock: a diagnostic mode), so that every one
+      // holding a function of the map is accounted for; otherwise each on first use.
+      if (opts_.record_attempts) {
         for (uint32_t i = 0; i < n; i++) {
           const Module::MapObject& o = load_map_object(*m, i);
           const std::string path = o.file.image ? o.file.image->path() : image->debug_map_object_path(i);
@@ -267,6 +269,12 @@ void DwarfResolver::load_fallback(const Module& m) const {
 DwarfResolver::Module::MapObject& DwarfResolver::load_map_object(const Module& m, uint32_t i) const {
   Module::MapObject& o = m.map_objects[i];
   stackprov::call_once(o.once, [&] {
+    if (m.map_opened.fetch_add(1, std::memory_order_relaxed) >= kMaxMapObjects) {
+      o.error = "more than " + std::to_string(kMaxMapObjects) + " debug map objects of " + m.image->path() +
+                " opened (the limit): " + m.image->debug_map_object_path(i) + " is not read";
+      o.outcome = AttemptOutcome::kSkipped;
+      return;
+    }
     auto f = m.image->open_debug_map_object(i);
     if (!f.ok()) {
       o.error = f.error().message;

@@ -2,6 +2,7 @@
 // DWARF resolver: function, file:line:column and the inline chain of a module address, with symbol-table fallback and provenance.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -226,7 +227,11 @@ class DwarfResolver {
       FileName name;
     };
     std::unique_ptr<MapObject[]> map_objects;
+    mutable std::atomic<uint32_t> map_opened{0};  ///< map objects opened (at most kMaxMapObjects)
   };
+  /// Debug map objects one module may open (each a mapping and a DWARF index kept while the
+  /// resolver lives): a hostile map naming one object many times, or a huge image, stops here.
+  static constexpr uint32_t kMaxMapObjects = 16384;
   std::shared_ptr<Module> module(const std::shared_ptr<const object::ObjectImage>& image);
   bool attach_dwarf(Module* m, const std::shared_ptr<const object::ObjectImage>& f);
   /// attach_dwarf, recording what `f` gave when attempts are recorded.

@@ -94,5 +94,10 @@ func main() {
 	os.Stdout.Write(buf[:n])
 	fmt.Println("READY")
 	os.Stdout.Sync()
+	// Parked on a thread of its own (a locked M only runs its goroutine): the thread's stack goes
+	// through mcall into main.sleepForever as long as the process lives. Unlocked, the M that parked
+	// it may be given other work, and the main goroutine is then on no thread's stack (go_stacks.py
+	// failed so beside python_stackprov, every capture).
+	runtime.LockOSThread()
 	sleepForever()
 }

@@ -183,13 +183,16 @@ def main():
                 time.sleep(0.3)
                 # The spinner is stopped wherever it runs; at some instructions (async preemption
                 # points, runtime assembly without CFI or pcsp) its walk ends short of runtime.goexit.
-                # Capture again (up to 8 times) until its walk is whole; the count is printed and
-                # doc/runtime-frames.md names the limit.
+                # The main goroutine sleeps on a locked thread (fixture_go.go), whose stack runs
+                # through runtime.mcall into it. Capture again (up to 8 times) until both walks are
+                # whole; the count is printed and doc/runtime-frames.md names the limit.
                 for attempt in range(1, 9):
                     js = stack_json(args.stackprov, ["--pid", str(p.pid)])
-                    if any("main.spinLoop" in n and n[-1:] == ["runtime.goexit"] for n in our_threads(js).values()):
+                    walks = our_threads(js).values()
+                    if all(any(f in n and n[-1:] == ["runtime.goexit"] for n in walks)
+                           for f in ("main.spinLoop", "main.sleepForever")):
                         break
-                print("live: spinner walked whole on capture %d" % attempt)
+                print("live: spinner and main goroutine walked whole on capture %d" % attempt)
                 p.send_signal(signal.SIGQUIT)
                 p.wait(timeout=30)
             finally:
