@@ -918,20 +918,17 @@ Result<object::DebugMapObjectFile> MachoObject::open_debug_map_object(uint32_t o
   }
   SliceChoice by_arch;
   by_arch.arch = slice_.arch;
-  // The slice of the image's architecture: a file without one is another build's object (named
-  // with the architectures it has).
-  auto sl = list_slices(full);
-  if (!sl.ok()) return std::move(sl).error();
-  std::string archs;
-  bool has_arch = false;
-  for (const Slice& x : sl.value()) {
-    archs += (archs.empty() ? "" : ", ") + std::string(arch_label(x.arch));
-    has_arch |= x.arch == slice_.arch;
-  }
-  if (!has_arch)
+  auto o = MachoObject::open(full, by_arch);
+  if (!o.ok() && o.error().code == SPROV_ERR_NOT_FOUND) {
+    // No slice of the image's architecture (open's only NOT_FOUND; a missing file is -ENOENT):
+    // another build's object, named with the architectures it has.
+    auto sl = list_slices(full);
+    if (!sl.ok()) return std::move(sl).error();
+    std::string archs;
+    for (const Slice& x : sl.value()) archs += (archs.empty() ? "" : ", ") + std::string(arch_label(x.arch));
     return make_error(SPROV_ERR_BUILD_ID_MISMATCH, "%s: debug map object %s is for %s, not the image's %s", path_.c_str(),
                       full.c_str(), archs.c_str(), arch_label(slice_.arch));
-  auto o = MachoObject::open(full, by_arch);
+  }
   if (!o.ok()) return std::move(o).error();
   const MachoObject& obj = *o.value();
   if (obj.filetype() != kMhObject)

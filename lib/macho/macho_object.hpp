@@ -225,8 +225,9 @@ class MachoObject final : public object::ObjectImage {
   Result<std::shared_ptr<const object::ObjectImage>> find_debug_file(
       const object::DebugFileOptions& opts, std::vector<object::DebugFileCandidate>* looked_at = nullptr) const override;
 
-  /// The debug map's functions (N_FUN entries with a size, inside a code section), by address; an
-  /// entry overlapping an earlier one is left out.
+  /// The debug map's functions (N_FUN entries inside a code section), by address; an entry of size
+  /// 0 (ld64.lld's first function of each arm64 object) reaches to the next entry or its section's
+  /// end; an entry overlapping an earlier one is left out.
   std::vector<object::DebugMapRange> debug_map_ranges() const override;
   std::string debug_map_object_path(uint32_t object) const override;
   /// The N_OSO object `object`: an absolute path under the target's root (under_root_of), a relative
