@@ -55,6 +55,13 @@ std::string summary_line(const sprov_replay_report& r) {
            sd.kernel.value("mode", std::string());
       break;
     }
+  // And of its Python segment (the first seed's count; each seed's is in the JSON report).
+  for (const auto& sd : r.seeds)
+    if (!sd.python.is_null()) {
+      s += ", " + std::to_string(sd.python.value("frames", size_t{0})) + " python frames " +
+           sd.python.value("mode", std::string());
+      break;
+    }
   s += "): ";
   std::string failed;
   for (const auto& c : r.checks)
@@ -87,6 +94,7 @@ std::string report_json(const sprov_replay_report& r) {
               {"mismatches", s.mismatches}};
     if (!s.error.empty()) o["error"] = s.error;
     if (!s.kernel.is_null()) o["kernel"] = s.kernel;  // re-derived or compared as recorded, and why
+    if (!s.python.is_null()) o["python"] = s.python;  // the CPython segment, compared as recorded
     j["seeds"].push_back(o);
   }
   j["summary"] = summary_line(r);

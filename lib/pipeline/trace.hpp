@@ -92,6 +92,10 @@ struct ReplaySeed {
   evidence::Json perturbation;
   std::vector<std::string> mismatches;  ///< the first 20
   evidence::Json kernel;                ///< how its kernel segments were compared (null: none)
+  /// Its CPython segment (runtime frames, doc/runtime-frames.md "Traces"): {"mode": "recorded",
+  /// "reason", "threads", "frames", "identical"}, counted over the recorded Python frames, each
+  /// compared with the replay's frame at its place; null when the trace has none.
+  evidence::Json python;
   std::string error;                    ///< the replay itself failed
   double success() const { return frames ? static_cast<double>(identical) / static_cast<double>(frames) : 0; }
   double coverage() const { return frames ? 100.0 * static_cast<double>(covered) / static_cast<double>(frames) : 0; }

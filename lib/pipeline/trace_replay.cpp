@@ -233,27 +233,50 @@ std::vector<const trace::Frame*> unwound_frames(const trace::Thread* t) {
   return out;
 }
 
+/// A CPython frame of a trace (doc/runtime-frames.md "Traces": method runtime, resolver python).
+bool python_frame(const trace::Frame& f) { return f.unwind_method == "runtime" && f.resolver == "python"; }
+
 void compare(const std::vector<trace::Thread>& recorded, const std::vector<trace::Thread>& replayed, ReplaySeed& r) {
   std::map<uint64_t, const trace::Thread*> by_tid;
   for (const auto& t : replayed) by_tid[t.tid] = &t;
+  // The Python segment's own count: each recorded Python frame against the replay's at its place
+  // (a replay that loses one, or puts a native frame there, counts it as differing).
+  size_t py_threads = 0, py_frames = 0, py_identical = 0;
   for (const auto& rt : recorded) {
     const trace::Thread* pt = by_tid.count(rt.tid) ? by_tid[rt.tid] : nullptr;
     const std::vector<const trace::Frame*> rec = unwound_frames(&rt), rep = unwound_frames(pt);
     const size_t n = std::max(rec.size(), rep.size());
+    bool py_thread = false;
     for (size_t i = 0; i < n; ++i) {
       ++r.frames;
       const trace::Frame* a = i < rec.size() ? rec[i] : nullptr;
       const trace::Frame* b = i < rep.size() ? rep[i] : nullptr;
       if (b && frame_covered(*b)) ++r.covered;
-      if (a && b && same_frame(*a, *b)) {
+      const bool py = a != nullptr && python_frame(*a);
+      if (py) {
+        ++py_frames;
+        py_thread = true;
+      }
+      if (a && b && same_frame(*a, *b) && python_frame(*a) == python_frame(*b)) {
         ++r.identical;
+        if (py) ++py_identical;
         continue;
       }
       if (r.mismatches.size() < kMaxMismatchesKept)
         r.mismatches.push_back("thread " + std::to_string(rt.tid) + " frame #" + std::to_string(i) + ": recorded " +
                                (a ? describe(*a) : "(none)") + ", replayed " + (b ? describe(*b) : "(none)"));
     }
+    if (py_thread) ++py_threads;
   }
+  if (py_frames != 0)
+    r.python = {{"mode", "recorded"},
+                {"reason",
+                 "no interpreter is read offline: the frames are derived again from the interpreter data the "
+                 "capture kept (snapshot section 5), placed by the relocated evaluation-loop ranges, and compared "
+                 "as recorded (symbol, file, line)"},
+                {"threads", py_threads},
+                {"frames", py_frames},
+                {"identical", py_identical}};
 }
 
 std::string utc_timestamp() {
@@ -431,6 +454,7 @@ Result<std::unique_ptr<ReplayReport>> replay_trace(Session& session, trace::Stor
                   {"mismatches", r.mismatches}};
     if (!r.error.empty()) notes["error"] = r.error;
     if (!r.kernel.is_null()) notes["kernel"] = r.kernel;
+    if (!r.python.is_null()) notes["python"] = r.python;
     row.notes_json = evidence::canonical_json(notes);
     if (Status st = store.put_replay(row); !st) return st.error();
     rep->seeds.push_back(std::move(r));

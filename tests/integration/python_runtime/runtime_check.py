@@ -18,7 +18,8 @@
                            state; after the fixture is killed, trace-show (JSON event and text),
                            trace-resolve and trace-replay: the trace's Python frames (unwind method
                            "runtime") equal py-bt's, after resolve too, and every replayed frame,
-                           Python ones included, equals the recorded one
+                           Python ones included, equals the recorded one; each seed's report counts
+                           py-bt's frames and threads as its python segment, all identical
 
   runtime_check.py record  fixture_py311_spin.py (two threads spinning in known chains): `record
                            --python -p PID`, then gdb -p on the process: every sample's Python
@@ -432,14 +433,29 @@ def mode_trace(a, tmp):
         raise Harness("trace-resolve exited %d: %s" % (r.returncode, r.stderr.strip()))
     check("trace-resolve", trace_show(a, store, trace_id)[0])
     # The gate also asks for a signed bundle (dsse, inclusion): only the comparison is checked here.
-    run([a.stackprov, "trace-replay", "--trace", trace_id, "--store", store, "--seeds", "3"], timeout=120)
+    r = run([a.stackprov, "trace-replay", "--trace", trace_id, "--store", store, "--seeds", "3", "--json"], timeout=120)
     replays = trace_show(a, store, trace_id)[1]
     if len(replays) != 3 or any(r.get("replay_success_ratio") != 1.0 for r in replays):
         fail("[trace-replay] replays %s: every frame (Python frames included) must equal the recorded one"
              % [(r.get("seed"), r.get("replay_success_ratio")) for r in replays])
+    # The Python segment of each seed: as many frames as gdb's py-bt holds, in as many threads, all identical.
+    n_bt = sum(len(v) for v in bt.values())
+    try:
+        rep = json.loads(r.stdout)
+    except ValueError:
+        raise Harness("trace-replay --json printed no JSON (exit %d): %s" % (r.returncode, r.stderr.strip()))
+    for sd in rep.get("seeds", []):
+        got = sd.get("python") or {}
+        want = {"mode": "recorded", "threads": len(bt), "frames": n_bt, "identical": n_bt}
+        if {k: got.get(k) for k in want} != want:
+            fail("[trace-replay] seed %s: python segment %s, want %s (gdb py-bt's frames and threads)"
+                 % (sd.get("seed"), {k: got.get(k) for k in want}, want))
+    if len(rep.get("seeds", [])) != 3 or ", %d python frames recorded)" % n_bt not in rep.get("summary", ""):
+        fail("[trace-replay] %d seeds, summary %r: want 3 and '%d python frames recorded'"
+             % (len(rep.get("seeds", [])), rep.get("summary"), n_bt))
     if not FAILURES:
-        note("[trace] %d Python frames in %d threads as gdb py-bt, after trace-resolve too; 3 replays identical"
-             % (n, len(bt)))
+        note("[trace] %d Python frames in %d threads as gdb py-bt, after trace-resolve too; 3 replays identical,"
+             " each counting them as its python segment" % (n, len(bt)))
 
 
 SPIN_FIXTURE = os.path.join(HERE, "fixture_py311_spin.py")
