@@ -207,7 +207,14 @@ def main():
         print("live run %d: the runtime's dump has no stack for the spinner; running again" % run)
     if len(traces) < 5:
         bad.append("SIGQUIT dump has %d goroutines (want >= 5): %s" % (len(traces), err_path))
+    n_bad = len(bad)
     check_threads(our_threads(js), traces, "live", bad, ["main.spinLoop", "main.sleepForever"])
+    if len(bad) > n_bad:  # every thread's walk of the last capture, to see where a walk ended
+        for t in js["threads"]:
+            bad.append("live capture %d: thread %d (%s), stop %s: %s" % (
+                attempt, t["tid"], t.get("name", ""), t.get("stop_reason", ""),
+                " <- ".join("%s@%s/%s" % (f.get("resolved_function") or f.get("function") or "??", f.get("pc", ""),
+                                          f.get("method", "")) for f in t["frames"])))
 
     # 2. GOTRACEBACK=crash core (written by gdb at the runtime's SIGABRT) vs the crash traceback.
     gdb = need("gdb")
