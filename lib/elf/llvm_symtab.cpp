@@ -77,6 +77,9 @@ LlvmSymbolTable LlvmSymbolTable::load(const ElfImage& image) {
   const auto* strtab = reinterpret_cast<const char*>(str->data);
   const size_t count = std::min(tab->size / ent, kMaxEntries);
   t.syms_.reserve(count);
+  // A string table whose last byte is NUL holds a terminator after every offset inside it, so
+  // a name's length needs finding only for the symbols kept (most of a .symtab is not).
+  const bool terminated = str->size != 0 && strtab[str->size - 1] == '\0';
   for (size_t i = 0; i < count; i++) {
     const uint64_t b = i * ent;
     // Elf64_Sym: st_name@0 st_info@4 st_other@5 st_shndx@6 st_value@8 st_size@16;
@@ -89,9 +92,14 @@ LlvmSymbolTable LlvmSymbolTable::load(const ElfImage& image) {
     const uint8_t type = ELF64_ST_TYPE(st_info), bind = ELF64_ST_BIND(st_info);
     // getName: a name outside the string table makes llvm's whole table fail.
     if (st_name >= str->size) return LlvmSymbolTable{};
-    const size_t nlen = strnlen(strtab + st_name, str->size - st_name);
-    if (st_name + nlen >= str->size) return LlvmSymbolTable{};
-    const std::string_view name(strtab + st_name, nlen);
+    auto name_of = [&]() -> std::string_view {
+      return {strtab + st_name, strnlen(strtab + st_name, str->size - st_name)};
+    };
+    std::string_view name;
+    if (!terminated) {
+      name = name_of();
+      if (st_name + name.size() >= str->size) return LlvmSymbolTable{};
+    }
 
     // getSection: SHN_UNDEF, reserved indices and indices past the section
     // table mean "no section"; SHN_XINDEX reads SHT_SYMTAB_SHNDX.
@@ -103,12 +111,13 @@ LlvmSymbolTable LlvmSymbolTable::load(const ElfImage& image) {
       sec = 0;
     }
     if (sec == 0 || sec >= image.section_count()) {
-      if (type == STT_FILE) t.files_.emplace_back(static_cast<uint32_t>(i), name);
+      if (type == STT_FILE) t.files_.emplace_back(static_cast<uint32_t>(i), terminated ? name_of() : name);
       continue;
     }
     if (type != STT_NOTYPE && type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC) continue;
-    // SF_FormatSpecific: entry 0 of either table, machine-specific names.
-    if (i == 0 || format_specific_name(machine, name)) continue;
+    if (i == 0) continue;  // SF_FormatSpecific: entry 0 of either table
+    if (terminated) name = name_of();
+    if (format_specific_name(machine, name)) continue;  // and machine-specific names
     // getSymbolValue clears the Thumb / microMIPS bit of functions; ET_REL adds sh_addr.
     if ((machine == EM_ARM || machine == EM_MIPS) && type == STT_FUNC) value &= ~uint64_t{1};
     if (rel) value += image.section_range(sec).first;
@@ -128,10 +137,22 @@ LlvmSymbolTable LlvmSymbolTable::from_symbols(const std::vector<object::Symbol>&
 
 void LlvmSymbolTable::sort_and_collapse() {
   // llvm::stable_sort by SymbolDesc::operator< (address, then size), then of
-  // each run of one address keep the last element.
-  std::stable_sort(syms_.begin(), syms_.end(), [](const LlvmSymbol& a, const LlvmSymbol& b) {
-    return a.addr != b.addr ? a.addr < b.addr : a.size < b.size;
+  // each run of one address keep the last element. As a sort of (address, size, position)
+  // keys: the same order as the stable sort (equal keys keep their input order), without the
+  // stable sort's buffer of whole symbols.
+  struct Key {
+    uint64_t addr, size;
+    uint32_t pos;
+  };
+  std::vector<Key> keys(syms_.size());
+  for (size_t i = 0; i < syms_.size(); i++) keys[i] = {syms_[i].addr, syms_[i].size, static_cast<uint32_t>(i)};
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    return a.addr != b.addr ? a.addr < b.addr : a.size != b.size ? a.size < b.size : a.pos < b.pos;
   });
+  std::vector<LlvmSymbol> sorted;
+  sorted.reserve(syms_.size());
+  for (const Key& k : keys) sorted.push_back(syms_[k.pos]);
+  syms_ = std::move(sorted);
   size_t out = 0;
   for (size_t i = 0; i < syms_.size();) {
     size_t j = i + 1;

@@ -226,33 +226,38 @@ std::shared_ptr<DwarfResolver::Module> DwarfResolver::module(const std::shared_p
       }
     }
   }
-  // Symbol tables. llvm-symbolizer overrides the physical function's name
-  // from the module's own .symtab, else its .dynsym; we do the same, and
-  // count MiniDebugInfo's .symtab as the module's. The debug file's .symtab
-  // answers only addresses that neither DWARF nor those describe.
-  auto load_symtab = [&](const std::shared_ptr<const object::ObjectImage>& f, elf::SymbolTable* into) {
-    if (!f) return false;
-    auto t = elf::load_symbols(*f, elf::SymbolTable::Kind::kSymtab);
-    if (!t.ok() || t->empty()) return false;
-    *into = std::move(t).value();
-    return true;
-  };
-  if (load_symtab(image, &m->symtab)) {
-    m->symtab_file = image;
-  } else if (auto mini = elf::open_minidebuginfo(*image); load_symtab(mini, &m->symtab)) {
-    m->symtab_file = mini;
-    m->minidebuginfo = true;
-  }
   // The separate debug file's .symtab (also when it has no DWARF).
   std::shared_ptr<const object::ObjectImage> symtab_debug = m->dwarf_file != image ? m->dwarf_file : nullptr;
   if (!symtab_debug) symtab_debug = debug_file;
   // Read on first use (load_fallback): most addresses never need the debug file's symbols.
   if (symtab_debug && symtab_debug != image) m->fallback_candidate = symtab_debug;
-  if (m->symtab_file) m->symtab_name = name_of(*m->symtab_file);
-  if (auto d = elf::load_symbols(*image, elf::SymbolTable::Kind::kDynsym); d.ok())
-    m->dynsym = std::move(d).value();
   modules_[image.get()] = m;
   return m;
+}
+
+void DwarfResolver::load_tables(const Module& m) const {
+  stackprov::call_once(m.tables_once, [&] {
+    // Symbol tables. llvm-symbolizer overrides the physical function's name
+    // from the module's own .symtab, else its .dynsym; we do the same, and
+    // count MiniDebugInfo's .symtab as the module's. The debug file's .symtab
+    // answers only addresses that neither DWARF nor those describe. Read on first use:
+    // llvm-compatible naming (name_like_llvm) reads its own table and never these.
+    auto load_symtab = [&](const std::shared_ptr<const object::ObjectImage>& f, elf::SymbolTable* into) {
+      if (!f) return false;
+      auto t = elf::load_symbols(*f, elf::SymbolTable::Kind::kSymtab);
+      if (!t.ok() || t->empty()) return false;
+      *into = std::move(t).value();
+      return true;
+    };
+    if (load_symtab(m.image, &m.symtab)) {
+      m.symtab_file = m.image;
+    } else if (auto mini = elf::open_minidebuginfo(*m.image); load_symtab(mini, &m.symtab)) {
+      m.symtab_file = mini;
+      m.minidebuginfo = true;
+    }
+    if (m.symtab_file) m.symtab_name = name_of(*m.symtab_file);
+    if (auto d = elf::load_symbols(*m.image, elf::SymbolTable::Kind::kDynsym); d.ok()) m.dynsym = std::move(d).value();
+  });
 }
 
 void DwarfResolver::load_fallback(const Module& m) const {
@@ -335,6 +340,7 @@ void DwarfResolver::load_file_syms(const Module& m) const {
       for (const elf::LocalFileSymbol& e : elf::local_file_symbols(f))
         m.file_syms.push_back({e.addr, e.name, e.file, from_debug_file});
     };
+    load_tables(m);
     if (m.symtab_file && !m.symtab.empty()) collect(*m.symtab_file, false);
     load_fallback(m);
     if (m.fallback_file) collect(*m.fallback_file, true);
@@ -349,6 +355,7 @@ ModuleReport DwarfResolver::report(const std::shared_ptr<const object::ObjectIma
   if (m->dwarf_file) r.dwarf_file = m->dwarf_file->path();
   if (m->via_debuginfod) r.debuginfod_url = m->url;
   if (m->alt_file) r.alt_file = m->alt_file->path();
+  load_tables(*m);
   if (m->minidebuginfo) r.minidebuginfo = "yes";
   r.error = m->index ? std::string() : m->error;
   if (m->index) {
@@ -403,6 +410,7 @@ bool DwarfResolver::parameters(const std::shared_ptr<const object::ObjectImage>&
 void DwarfResolver::symbol_names_at(const std::shared_ptr<const object::ObjectImage>& image, uint64_t addr,
                                     std::vector<std::string_view>* out) {
   std::shared_ptr<Module> m = module(image);
+  load_tables(*m);
   load_fallback(*m);
   const size_t first = out->size();
   for (const elf::SymbolTable* t : {&m->symtab, &m->dynsym, &m->fallback}) t->names_at(addr, out);
@@ -425,6 +433,7 @@ bool DwarfResolver::symbol_address(const std::shared_ptr<const object::ObjectIma
       found = true;
     }
   };
+  load_tables(*m);
   consider(m->symtab);
   consider(m->dynsym);
   if (found && *global) return true;
@@ -447,6 +456,7 @@ std::vector<ResolveAttempt> DwarfResolver::table_attempts(const std::shared_ptr<
   std::shared_ptr<Module> m = module(image);
   std::vector<ResolveAttempt> out;
   const std::string& path = image->path();
+  load_tables(*m);
   if (dynsym) {
     if (!m->elf)
       out.push_back({"dynsym", path, AttemptOutcome::kNoSymbols,
@@ -559,6 +569,7 @@ void DwarfResolver::name_from_tables(const Module& mod, const std::shared_ptr<co
   // perf, gdb and eu-stack read), then .dynsym. This overrides DWARF's name,
   // as llvm-symbolizer's shouldOverrideWithSymbolTable does.
   stackprov::call_once(m->plt_once, [&] { m->plt = elf::load_plt(*image); });
+  load_tables(*m);
   const elf::Symbol* sym = m->plt.lookup(addr);
   ResolvedBy by = ResolvedBy::kSymtab;
   const FileName* sym_file = &m->image_name;

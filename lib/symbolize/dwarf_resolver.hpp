@@ -180,7 +180,10 @@ class DwarfResolver {
     std::shared_ptr<const object::ObjectImage> image;
     std::shared_ptr<const object::ObjectImage> dwarf_file;  ///< image or its debug file; null without DWARF
     std::shared_ptr<const object::ObjectImage> alt_file;    ///< dwz supplementary file
-    std::shared_ptr<const object::ObjectImage> symtab_file; ///< file whose .symtab is used (image or minidebuginfo)
+    /// File whose .symtab is used (image or minidebuginfo); with symtab, symtab_name, dynsym and
+    /// minidebuginfo set on first use (load_tables).
+    mutable std::shared_ptr<const object::ObjectImage> symtab_file;
+    mutable stackprov::OnceFlag tables_once;
     /// The separate debug file, whose .symtab answers only without DWARF: read on first
     /// use (load_fallback), then `fallback_file` is set when that table has symbols.
     std::shared_ptr<const object::ObjectImage> fallback_candidate;
@@ -188,9 +191,9 @@ class DwarfResolver {
     mutable stackprov::OnceFlag fallback_once, file_syms_once;
     std::shared_ptr<dwarf::SplitDwarfFiles> split;
     std::unique_ptr<dwarf::DwarfIndex> index;
-    elf::SymbolTable symtab;    ///< overrides the physical function's name (llvm: the module's .symtab)
+    mutable elf::SymbolTable symtab;  ///< overrides the physical function's name (llvm: the module's .symtab)
     mutable elf::SymbolTable fallback;  ///< the debug file's .symtab: used only when DWARF has no answer
-    elf::SymbolTable dynsym;    ///< used only when DWARF has no answer
+    mutable elf::SymbolTable dynsym;  ///< used only when DWARF has no answer
     /// The module is an ELF file (its symbol features apply); else its own format's function
     /// symbols (ObjectImage::symbols(), sorted) stand for .symtab.
     bool elf = true;
@@ -208,10 +211,11 @@ class DwarfResolver {
     mutable std::vector<FileSymEntry> file_syms;  ///< built on first use (load_file_syms)
     /// path() and id() of `image`, `dwarf_file`, `symtab_file` and `fallback_file`, read when each
     /// is set: an answer names its file without a virtual call per address.
-    FileName image_name, dwarf_name, symtab_name;
+    FileName image_name, dwarf_name;
+    mutable FileName symtab_name;
     mutable FileName fallback_name;
     bool via_debuginfod = false;
-    bool minidebuginfo = false;
+    mutable bool minidebuginfo = false;
     std::string url;
     std::string error;
     std::vector<ResolveAttempt> attempts;  ///< the DWARF step's, when options().record_attempts
@@ -233,6 +237,8 @@ class DwarfResolver {
   /// resolver lives): a hostile map naming one object many times, or a huge image, stops here.
   static constexpr uint32_t kMaxMapObjects = 16384;
   std::shared_ptr<Module> module(const std::shared_ptr<const object::ObjectImage>& image);
+  /// The module's .symtab (or MiniDebugInfo's) and .dynsym, read once on first use.
+  void load_tables(const Module& m) const;
   bool attach_dwarf(Module* m, const std::shared_ptr<const object::ObjectImage>& f);
   /// attach_dwarf, recording what `f` gave when attempts are recorded.
   bool attach_recorded(Module* m, const std::shared_ptr<const object::ObjectImage>& f, const std::string& resolver,
