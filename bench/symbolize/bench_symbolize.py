@@ -34,11 +34,19 @@ import sys
 import time
 
 
-# Issue 15: end to end >= 3x llvm-symbolizer-14 at both sizes, warm <= 1 us per address with the
-# inline chain, extra heap <= 0.5x the raw DWARF.
-SPEEDUP_MIN = 3.0
+# Issue 37 (was issue 15's 3x and 0.5x): end to end >= 5x llvm-symbolizer-14 (CPU) at both sizes, extra
+# heap <= 1x the raw DWARF; issue 15's warm <= 1 us per address with the inline chain is still reported.
+SPEEDUP_MIN = 5.0
 WARM_US_MAX = 1.0
-HEAP_RATIO_MAX = 0.5
+HEAP_RATIO_MAX = 1.0
+# Issue 37: `symbolize` of 5,000 seeded in-function addresses of every binary of
+# integration_symbolize_real (tests/integration/symbolize/real_binaries.py: python3.11, a cargo-built Rust
+# program, libc.so.6, node, the libstdc++ debug build) >= 3x faster than llvm-symbolizer-14 (wall; CPU
+# printed beside it), with that test's flags and its rule for the answers (every field equal, or the
+# address listed in its llvm_exceptions.txt).
+REAL_SPEEDUP_MIN = 3.0
+REAL_ADDRESSES = 5000
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run(cmd):
@@ -226,6 +234,69 @@ def compare_llvm(ours_path, llvm_path, addrs, symbols):
             "failures": failures if any(k.startswith("FAIL") for k in classes) else []}
 
 
+def real_binaries(args, failures):
+    """Issue 37's row: each binary of integration_symbolize_real, both tools with that test's flags on
+    the same seeded addresses, at least 5 runs each (median wall and CPU), the answers compared by the
+    test's rule. Appends to `failures` on a difference the test does not list, a missing binary or
+    tool; returns one row per binary."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "integration", "symbolize"))
+    import real_binaries as rb  # noqa: E402  (the test's targets, sampling and comparison)
+    work = os.path.join(args.work, "real")
+    os.makedirs(work, exist_ok=True)
+    runs = max(args.runs, 5)
+    rows = []
+    try:
+        tlist = list(rb.targets(work))
+    except (rb.Missing, subprocess.CalledProcessError) as e:
+        failures.append("real binaries: %s" % e)
+        return rows
+    exceptions = rb.load_exceptions()
+    flags = ["--inlines", "--output-style=JSON", "--no-demangle", "--obj"]
+    print("== real binaries (integration_symbolize_real's), %d addresses each, median of %d runs, load average %s"
+          % (REAL_ADDRESSES, runs, " ".join("%.2f" % x for x in os.getloadavg())))
+    for label, binary, symfile in tlist:
+        addrs = rb.sample(rb.func_ranges(symfile), REAL_ADDRESSES, seed=0x5eed)
+        base = os.path.join(work, re.sub(r"[^A-Za-z0-9.+_-]+", "_", label))
+        path = base + ".addrs"
+        with open(path, "w") as f:
+            f.write("".join("0x%x\n" % a for a in addrs))
+        try:
+            ours = timed([args.stackprov, "symbolize"] + flags + [binary], path, args.timeout, runs, base + ".stackprov.out")
+            llvm = timed(["llvm-symbolizer-14"] + flags + [binary], path, args.timeout, runs, base + ".llvm.out")
+        except BenchFail as e:
+            failures.append("real binaries, %s: %s" % (label, e))
+            continue
+        with open(base + ".stackprov.out") as f:
+            x_all = rb.llvm_symbolizer_json(f.read())
+        with open(base + ".llvm.out") as f:
+            y_all = rb.llvm_symbolizer_json(f.read())
+        unlisted = listed = 0
+        if len(x_all) != len(addrs) or len(y_all) != len(addrs):
+            failures.append("real binaries, %s: %d and %d answers for %d addresses" % (label, len(x_all), len(y_all),
+                                                                                      len(addrs)))
+            continue
+        for a, x, y in zip(addrs, x_all, y_all):
+            if rb.difference(x, y):
+                if (label, a) in exceptions:
+                    listed += 1
+                else:
+                    unlisted += 1
+        if unlisted:
+            failures.append("real binaries, %s: %d answers differ from llvm-symbolizer-14's (not in %s)" % (
+                label, unlisted, os.path.basename(rb.EXCEPTIONS)))
+        wall = llvm["seconds"] / max(ours["seconds"], 1e-9)
+        cpu = llvm["cpu_seconds"] / max(ours["cpu_seconds"], 1e-3)
+        row = {"binary": label, "path": binary, "addresses": len(addrs), "runs": runs, "stackprov": ours,
+               "llvm-symbolizer-14": llvm, "wall_speedup": round(wall, 2), "cpu_speedup": round(cpu, 2),
+               "identical": len(addrs) - listed - unlisted, "listed_differences": listed,
+               "unlisted_differences": unlisted, "met": wall >= REAL_SPEEDUP_MIN and unlisted == 0}
+        rows.append(row)
+        print("  %-28s stackprov %.3f s (CPU %.3f)  llvm-symbolizer-14 %.3f s (CPU %.3f)  x%.2f (CPU x%.2f); "
+              "%d identical, %d listed, %d unlisted" % (label, ours["seconds"], ours["cpu_seconds"], llvm["seconds"],
+                                                      llvm["cpu_seconds"], wall, cpu, row["identical"], listed, unlisted))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--driver", required=True)
@@ -321,6 +392,7 @@ def main():
             report["modules"].append(mod)
     except BenchFail as e:
         failures.append(str(e))
+    report["real_binaries"] = real_binaries(args, failures)
     report["targets"] = {"warm_us_per_address_max": WARM_US_MAX, "extra_heap_ratio_max": HEAP_RATIO_MAX,
                          "cli_faster_than": "llvm-symbolizer-14", "cli_speedup_min": SPEEDUP_MIN}
     # Issue 15's goals per module and size, reported (met or not), not asserted. The speedup is
@@ -341,10 +413,14 @@ def main():
                  "extra_heap_ratio": heap, "heap_met": heap <= HEAP_RATIO_MAX}
             goals.append(g)
             print("goal %-16s %6d addresses: >= %.0fx llvm-symbolizer-14 (CPU time) %s (x%.2f, wall x%.2f); "
-                  "warm <= %.1f us %s (%.2f, CPU %.2f); heap <= %.1fx raw DWARF %s (%.2fx)" % (
+                  "warm <= %.1f us (issue 15) %s (%.2f, CPU %.2f); heap <= %.1fx raw DWARF %s (%.2fx)" % (
                       g["module"], g["addresses"], SPEEDUP_MIN, "met" if g["speedup_met"] else "NOT met", sp, wall_sp,
                       WARM_US_MAX, "met" if g["warm_met"] else "NOT met", warm, g["warm_cpu_us_per_address"],
                       HEAP_RATIO_MAX, "met" if g["heap_met"] else "NOT met", heap))
+    for r in report["real_binaries"]:
+        print("goal %-28s %d addresses: >= %.0fx llvm-symbolizer-14 (wall) %s (x%.2f, CPU x%.2f)" % (
+            r["binary"], r["addresses"], REAL_SPEEDUP_MIN, "met" if r["met"] else "NOT met", r["wall_speedup"],
+            r["cpu_speedup"]))
     report["goals"] = goals
     report["failures"] = failures
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
