@@ -255,46 +255,57 @@ def real_binaries(args, failures):
     print("== real binaries (integration_symbolize_real's), %d addresses each, median of %d runs, load average %s"
           % (REAL_ADDRESSES, runs, " ".join("%.2f" % x for x in os.getloadavg())))
     for label, binary, symfile in tlist:
-        addrs = rb.sample(rb.func_ranges(symfile), REAL_ADDRESSES, seed=0x5eed)
-        base = os.path.join(work, re.sub(r"[^A-Za-z0-9.+_-]+", "_", label))
-        path = base + ".addrs"
-        with open(path, "w") as f:
-            f.write("".join("0x%x\n" % a for a in addrs))
         try:
-            ours = timed([args.stackprov, "symbolize"] + flags + [binary], path, args.timeout, runs, base + ".stackprov.out")
-            llvm = timed(["llvm-symbolizer-14"] + flags + [binary], path, args.timeout, runs, base + ".llvm.out")
-        except BenchFail as e:
+            row = real_binary(args, rb, exceptions, flags, runs, work, label, binary, symfile, failures)
+        except (subprocess.CalledProcessError, ValueError, RuntimeError, KeyError, OSError) as e:
             failures.append("real binaries, %s: %s" % (label, e))
             continue
-        with open(base + ".stackprov.out") as f:
-            x_all = rb.llvm_symbolizer_json(f.read())
-        with open(base + ".llvm.out") as f:
-            y_all = rb.llvm_symbolizer_json(f.read())
-        unlisted = listed = 0
-        if len(x_all) != len(addrs) or len(y_all) != len(addrs):
-            failures.append("real binaries, %s: %d and %d answers for %d addresses" % (label, len(x_all), len(y_all),
-                                                                                      len(addrs)))
-            continue
-        for a, x, y in zip(addrs, x_all, y_all):
-            if rb.difference(x, y):
-                if (label, a) in exceptions:
-                    listed += 1
-                else:
-                    unlisted += 1
-        if unlisted:
-            failures.append("real binaries, %s: %d answers differ from llvm-symbolizer-14's (not in %s)" % (
-                label, unlisted, os.path.basename(rb.EXCEPTIONS)))
-        wall = llvm["seconds"] / max(ours["seconds"], 1e-9)
-        cpu = llvm["cpu_seconds"] / max(ours["cpu_seconds"], 1e-3)
-        row = {"binary": label, "path": binary, "addresses": len(addrs), "runs": runs, "stackprov": ours,
-               "llvm-symbolizer-14": llvm, "wall_speedup": round(wall, 2), "cpu_speedup": round(cpu, 2),
-               "identical": len(addrs) - listed - unlisted, "listed_differences": listed,
-               "unlisted_differences": unlisted, "met": wall >= REAL_SPEEDUP_MIN and unlisted == 0}
-        rows.append(row)
-        print("  %-28s stackprov %.3f s (CPU %.3f)  llvm-symbolizer-14 %.3f s (CPU %.3f)  x%.2f (CPU x%.2f); "
-              "%d identical, %d listed, %d unlisted" % (label, ours["seconds"], ours["cpu_seconds"], llvm["seconds"],
-                                                      llvm["cpu_seconds"], wall, cpu, row["identical"], listed, unlisted))
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def real_binary(args, rb, exceptions, flags, runs, work, label, binary, symfile, failures):
+    """One binary of real_binaries(): its row, or None after appending to `failures`."""
+    addrs = rb.sample(rb.func_ranges(symfile), REAL_ADDRESSES, seed=0x5eed)
+    base = os.path.join(work, re.sub(r"[^A-Za-z0-9.+_-]+", "_", label))
+    path = base + ".addrs"
+    with open(path, "w") as f:
+        f.write("".join("0x%x\n" % a for a in addrs))
+    try:
+        ours = timed([args.stackprov, "symbolize"] + flags + [binary], path, args.timeout, runs, base + ".stackprov.out")
+        llvm = timed(["llvm-symbolizer-14"] + flags + [binary], path, args.timeout, runs, base + ".llvm.out")
+    except BenchFail as e:
+        failures.append("real binaries, %s: %s" % (label, e))
+        return None
+    with open(base + ".stackprov.out") as f:
+        x_all = rb.llvm_symbolizer_json(f.read())
+    with open(base + ".llvm.out") as f:
+        y_all = rb.llvm_symbolizer_json(f.read())
+    unlisted = listed = 0
+    if len(x_all) != len(addrs) or len(y_all) != len(addrs):
+        failures.append("real binaries, %s: %d and %d answers for %d addresses" % (label, len(x_all), len(y_all),
+                                                                                  len(addrs)))
+        return None
+    for a, x, y in zip(addrs, x_all, y_all):
+        if rb.difference(x, y):
+            if (label, a) in exceptions:
+                listed += 1
+            else:
+                unlisted += 1
+    if unlisted:
+        failures.append("real binaries, %s: %d answers differ from llvm-symbolizer-14's (not in %s)" % (
+            label, unlisted, os.path.basename(rb.EXCEPTIONS)))
+    wall = llvm["seconds"] / max(ours["seconds"], 1e-9)
+    cpu = llvm["cpu_seconds"] / max(ours["cpu_seconds"], 1e-3)
+    row = {"binary": label, "path": binary, "addresses": len(addrs), "runs": runs, "stackprov": ours,
+           "llvm-symbolizer-14": llvm, "wall_speedup": round(wall, 2), "cpu_speedup": round(cpu, 2),
+           "identical": len(addrs) - listed - unlisted, "listed_differences": listed,
+           "unlisted_differences": unlisted, "met": wall >= REAL_SPEEDUP_MIN and unlisted == 0}
+    print("  %-28s stackprov %.3f s (CPU %.3f)  llvm-symbolizer-14 %.3f s (CPU %.3f)  x%.2f (CPU x%.2f); "
+          "%d identical, %d listed, %d unlisted" % (label, ours["seconds"], ours["cpu_seconds"], llvm["seconds"],
+                                                  llvm["cpu_seconds"], wall, cpu, row["identical"], listed, unlisted))
+    return row
 
 
 def main():

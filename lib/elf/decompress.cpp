@@ -2,6 +2,7 @@
 // zlib and zstd decompression of SHF_COMPRESSED and .zdebug_* sections with size and ratio caps.
 #include "elf/decompress.hpp"
 
+#include <sys/mman.h>
 #include <zlib.h>
 #include <zstd.h>
 #ifdef STACKPROV_HAVE_LIBDEFLATE
@@ -9,6 +10,9 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
 #include <new>
 
 #include "elf/elf_bytes.hpp"
@@ -88,6 +92,33 @@ Status inflate_zstd(const uint8_t* in, size_t in_size, SectionBuffer& out,
 }
 
 }  // namespace
+
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
+
+// From malloc (so that the heap's own accounting, mallinfo2 in bench/symbolize, still counts the
+// buffer), one huge page larger than asked so that a 2 MiB-aligned start with room for malloc's
+// pointer before it exists; the slack is address space, never touched.
+void* huge_buffer_alloc(size_t bytes) {
+  if (bytes > SIZE_MAX - kHugePage - sizeof(void*)) throw std::bad_alloc();
+  void* raw = std::malloc(bytes + kHugePage + sizeof(void*));
+  if (raw == nullptr) throw std::bad_alloc();
+  const uintptr_t start =
+      (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
+  std::memcpy(reinterpret_cast<void*>(start - sizeof(void*)), &raw, sizeof raw);
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(start), bytes, MADV_HUGEPAGE);  // advice only: its failure changes nothing
+#endif
+  return reinterpret_cast<void*>(start);
+}
+
+void huge_buffer_free(void* p, size_t) noexcept {
+  if (p == nullptr) return;
+  void* raw = nullptr;
+  std::memcpy(&raw, static_cast<char*>(p) - sizeof(void*), sizeof raw);
+  std::free(raw);
+}
 
 Result<SectionBuffer> decompress_section(const uint8_t* data, size_t size,
                                                 CompressionFormat format, bool is64,

@@ -121,7 +121,8 @@ LlvmSymbolTable LlvmSymbolTable::load(const ElfImage& image) {
     // getSymbolValue clears the Thumb / microMIPS bit of functions; ET_REL adds sh_addr.
     if ((machine == EM_ARM || machine == EM_MIPS) && type == STT_FUNC) value &= ~uint64_t{1};
     if (rel) value += image.section_range(sec).first;
-    t.syms_.push_back(LlvmSymbol{value, size, name, bind == STB_LOCAL ? static_cast<uint32_t>(i) : 0u});
+    t.syms_.push_back(LlvmSymbol{value, size, name, bind == STB_LOCAL ? static_cast<uint32_t>(i) : 0u,
+                                 static_cast<uint32_t>(t.syms_.size())});
   }
   t.sort_and_collapse();
   return t;
@@ -130,29 +131,21 @@ LlvmSymbolTable LlvmSymbolTable::load(const ElfImage& image) {
 LlvmSymbolTable LlvmSymbolTable::from_symbols(const std::vector<object::Symbol>& syms) {
   LlvmSymbolTable t;
   t.syms_.reserve(syms.size());
-  for (const object::Symbol& s : syms) t.syms_.push_back(LlvmSymbol{s.addr, s.size, s.name, 0});
+  for (const object::Symbol& s : syms)
+    t.syms_.push_back(LlvmSymbol{s.addr, s.size, s.name, 0, static_cast<uint32_t>(t.syms_.size())});
   t.sort_and_collapse();
   return t;
 }
 
 void LlvmSymbolTable::sort_and_collapse() {
   // llvm::stable_sort by SymbolDesc::operator< (address, then size), then of
-  // each run of one address keep the last element. As a sort of (address, size, position)
-  // keys: the same order as the stable sort (equal keys keep their input order), without the
-  // stable sort's buffer of whole symbols.
-  struct Key {
-    uint64_t addr, size;
-    uint32_t pos;
-  };
-  std::vector<Key> keys(syms_.size());
-  for (size_t i = 0; i < syms_.size(); i++) keys[i] = {syms_[i].addr, syms_[i].size, static_cast<uint32_t>(i)};
-  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-    return a.addr != b.addr ? a.addr < b.addr : a.size != b.size ? a.size < b.size : a.pos < b.pos;
+  // each run of one address keep the last element. Sorted in place by (address, size, input
+  // position): the stable sort's order (equal keys keep their input order) without its buffer.
+  // Positions are unique below 2^32 (a table holds at most kMaxEntries symbols; from_symbols'
+  // vectors are far smaller).
+  std::sort(syms_.begin(), syms_.end(), [](const LlvmSymbol& a, const LlvmSymbol& b) {
+    return a.addr != b.addr ? a.addr < b.addr : a.size != b.size ? a.size < b.size : a.order < b.order;
   });
-  std::vector<LlvmSymbol> sorted;
-  sorted.reserve(syms_.size());
-  for (const Key& k : keys) sorted.push_back(syms_[k.pos]);
-  syms_ = std::move(sorted);
   size_t out = 0;
   for (size_t i = 0; i < syms_.size();) {
     size_t j = i + 1;

@@ -18,6 +18,7 @@ struct LlvmSymbol {
   uint64_t size = 0;  ///< st_size; 0 means "up to the next symbol"
   std::string_view name;    ///< raw name from the table's string table (no version added)
   uint32_t local_index = 0; ///< index in the ELF table when STB_LOCAL, else 0
+  uint32_t order = 0;       ///< position in the table as read (the sort's tie-break; fills padding)
 };
 
 /// The symbols of one module exactly as llvm-symbolizer-14 uses them to name

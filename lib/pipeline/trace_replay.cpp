@@ -209,6 +209,7 @@ std::string describe(const trace::Frame& f) {
                   (f.symbol.empty() ? "??" : f.symbol);
   if (!f.file.empty()) s += " " + f.file + ":" + std::to_string(f.line);
   if (!f.inline_chain.empty()) s += " (" + std::to_string(f.inline_chain.size()) + " inlined)";
+  if (f.unwind_method == "runtime") s += " [runtime]";  // a CPython frame (it has no module)
   return s;
 }
 
