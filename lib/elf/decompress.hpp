@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <climits>
 #include <string>
 #include <string_view>
 #include <memory>
@@ -30,7 +29,7 @@ inline constexpr uint64_t kRatioFloor = uint64_t{1} << 20;
 
 enum class CompressionFormat : uint8_t { kShfCompressed, kZdebug };
 
-/// Buffers of at least this many bytes are mapped on their own in transparent huge pages (below).
+/// Buffers of at least this many bytes come from huge_buffer_alloc (2 MiB-aligned, MADV_HUGEPAGE).
 inline constexpr size_t kHugeBufferMin = size_t{2} << 20;
 /// `bytes` (>= kHugeBufferMin) of heap memory aligned to 2 MiB and advised MADV_HUGEPAGE, so that
 /// writing it takes a fault per 2 MiB instead of per 4 KiB page (THP "madvise" mode, Debian's default;
