@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "stackprov/kernel.h"
 
 namespace stackprov_py {
 namespace {
@@ -56,6 +57,21 @@ struct Frame {
   uint64_t frame_address = 0, code_address = 0;
   /// The function's arguments in this frame (stack(args=True)); None when not asked for.
   std::optional<std::vector<Argument>> args;
+  /// Whose frame: "user", "kernel", "runtime" or "async" (sprov_frame.domain).
+  std::string domain = "user";
+  /// A kernel frame (method "kernel_stack", stack(kernel=True)): its function's C prototype from the
+  /// kernel's BTF (with_btf=True), None without; its BTF FUNC id (0 without); approximate for a clone.
+  std::optional<std::string> prototype;
+  uint32_t btf_func_id = 0;
+  bool btf_approximate = false;
+};
+
+/// A thread's kernel segment (stack(kernel=True); sprov_stack_kernel_info).
+struct KernelStack {
+  std::string state;    ///< "read", "unreadable", "running" or "stale"
+  int64_t syscall = -1; ///< the system call it is blocked in (x86_64 numbering); -1 outside one or unknown
+  uint64_t user_sp = 0, user_pc = 0;
+  std::string reason;   ///< why there are no kernel frames; "" when read
 };
 
 struct Stack {
@@ -69,6 +85,7 @@ struct Thread {
   std::optional<std::string> runtime_name;  ///< the Python thread's threading name (python != "off")
   std::vector<Frame> frames;
   std::string stop_reason;
+  std::optional<KernelStack> kernel;  ///< stack(kernel=True): its kernel segment's state; else None
   /// The thread as the library's one renderer writes it (sprov_stack_render: `stackprov stack`'s
   /// text or JSON), when asked for; else "".
   std::string rendered;
@@ -153,6 +170,9 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
     if (fr.flags & SPROV_FRAME_CFI_NOT_IN_BUNDLE) f.flags.push_back("cfi_not_in_bundle");
     if (fr.flags & SPROV_FRAME_JIT) f.flags.push_back("jit");
     if (fr.flags & SPROV_FRAME_INFERRED) f.flags.push_back("inferred");
+    if (fr.flags & SPROV_FRAME_KERNEL_USER_BOUNDARY) f.flags.push_back("kernel_user_boundary");
+    static const char* const kDomains[] = {"user", "kernel", "runtime", "async"};
+    f.domain = fr.domain >= 0 && fr.domain <= 3 ? kDomains[fr.domain] : "user";
     f.signal_handler_called = i + 1 < n && raw[i + 1].method == SPROV_METHOD_SIGNAL;
     sprov_runtime_frame rf{};
     rf.sz = sizeof(rf);
@@ -167,6 +187,20 @@ Stack describe(sprov_symbolizer* sym, const sprov_stack* stack, bool lines) {
       f.frame_address = rf.frame_address;
       f.code_address = rf.code_address;
       f.resolver = "runtime";
+      out.frames.push_back(std::move(f));
+      continue;
+    }
+    sprov_kernel_frame kf{};
+    kf.sz = sizeof(kf);
+    if (fr.method == SPROV_METHOD_KERNEL_STACK && sprov_stack_kernel_frame(stack, i, &kf) == 0) {
+      // Named by the kernel (/proc/PID/task/TID/stack), as `stackprov stack --kernel` prints it.
+      if (kf.symbol && *kf.symbol) f.function = str(kf.symbol);
+      f.function_offset = kf.symbol_offset;
+      f.module = str(kf.module);
+      if (kf.prototype) f.prototype = str(kf.prototype);
+      f.btf_func_id = kf.btf_func_id;
+      f.btf_approximate = kf.flags & SPROV_KERNEL_FRAME_BTF_APPROXIMATE;
+      f.resolver = "kernel";
       out.frames.push_back(std::move(f));
       continue;
     }
@@ -281,11 +315,11 @@ Process open_process(const CtxPtr& ctx, std::optional<int64_t> pid, std::optiona
                      std::optional<std::string> minidump = std::nullopt,
                      std::optional<std::string> symbol_path = std::nullopt,
                      std::optional<std::string> raw = std::nullopt,
-                     std::optional<std::string> snapshot = std::nullopt) {
+                     std::optional<std::string> snapshot = std::nullopt, uint32_t kernel_flags = 0) {
   sprov_process_opts o{};
   o.sz = sizeof(o);
   o.tid = tid;
-  o.flags = runtime_frames ? SPROV_PROCESS_RUNTIME_FRAMES : 0;
+  o.flags = (runtime_frames ? SPROV_PROCESS_RUNTIME_FRAMES : 0) | kernel_flags;
   o.exe = cstr(exe);
   o.symbol_path = cstr(symbol_path);
   sprov_process* p = nullptr;
@@ -394,8 +428,12 @@ void frame_arguments(sprov_symbolizer* sym, const sprov_snapshot* snap, const sp
 }
 
 StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint32_t max_frames, bool lines,
-                     const std::string& python, bool tail_calls, const std::string& render = "", bool args = false) {
+                     const std::string& python, bool tail_calls, const std::string& render = "", bool args = false,
+                     bool kernel = false, bool with_btf = false) {
   check_stack_target(target, tid);
+  // As `stackprov stack --kernel [--with-btf]`: a live process only.
+  if (with_btf && !kernel) fail_arg("with_btf=True is only valid with kernel=True");
+  if (kernel && !target.pid) fail_arg("kernel=True is only valid with pid= (a live process)");
   if (render != "" && render != "text" && render != "json")
     fail_arg("invalid render '" + render + "' (expected text, json or \"\")");
   if (max_frames > 65536) fail_arg("invalid max_frames " + std::to_string(max_frames) + " (1 to 65536)");
@@ -406,8 +444,10 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
   // Runtime (CPython) frames are read from live processes and cores, and taken from snapshots that
   // saved them (as the CLI does).
   const bool runtime = python != "off" && !target.minidump && !target.raw;
+  const uint32_t kernel_flags =
+      (kernel ? uint32_t{SPROV_PROCESS_KERNEL_STACKS} : 0u) | (with_btf ? uint32_t{SPROV_PROCESS_KERNEL_BTF} : 0u);
   Process p = open_process(ctx, target.pid, target.core, target.exe, tid, runtime, target.minidump, target.symbol_path,
-                           target.raw, target.snapshot);
+                           target.raw, target.snapshot, kernel_flags);
   r.info = p.info;
   // Arguments in registers need each frame's registers (`stackprov stack --args`).
   Unwinder uw = make_unwinder(ctx, max_frames, true, false, args);
@@ -437,6 +477,23 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
                                      &merged));
       owned.reset(merged);
     }
+    std::optional<KernelStack> kstate;
+    if (kernel) {  // the kernel segment above the user frames, last (the other merges refuse it)
+      sprov_stack* merged = nullptr;
+      check(sprov_process_kernel_stack(p.proc.get(), i, owned.get(), &merged));
+      owned.reset(merged);
+      sprov_kernel_stack_info ki{};
+      ki.sz = sizeof(ki);
+      check(sprov_stack_kernel_info(owned.get(), &ki));
+      static const char* const kStates[] = {"none", "read", "unreadable", "running", "stale"};
+      KernelStack k;
+      k.state = ki.state >= 0 && ki.state <= 4 ? kStates[ki.state] : "none";
+      k.syscall = ki.syscall;
+      k.user_sp = ki.user_sp;
+      k.user_pc = ki.user_pc;
+      k.reason = str(ki.reason);
+      kstate = std::move(k);
+    }
     Stack s = describe(sym.sym.get(), owned.get(), lines);
     if (args) frame_arguments(sym.sym.get(), snap, owned.get(), s.frames);
     Thread t;
@@ -446,6 +503,7 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
       t.runtime_name = str(rn);
     t.frames = std::move(s.frames);
     t.stop_reason = std::move(s.stop_reason);
+    t.kernel = std::move(kstate);
     if (!render.empty()) {
       sprov_render_opts o{};
       o.sz = sizeof(o);
@@ -632,6 +690,15 @@ void init_stack(py::module_& m) {
       .def_readonly("args", &Frame::args,
                     "the arguments of the frame's function in DWARF order (list of Argument) with stack(args=True), "
                     "[] when none are known (no DWARF, an inferred or runtime frame); None when not asked for")
+      .def_readonly("domain", &Frame::domain,
+                    "whose frame: \"user\", \"kernel\" (stack(kernel=True)), \"runtime\" (a CPython frame) or "
+                    "\"async\"")
+      .def_readonly("prototype", &Frame::prototype,
+                    "a kernel frame's C prototype from the kernel's BTF (stack(kernel=True, with_btf=True)), None "
+                    "when not asked for or BTF has no such function")
+      .def_readonly("btf_func_id", &Frame::btf_func_id, "a kernel frame's BTF FUNC id (bpftool's [ID]); 0 without")
+      .def_readonly("btf_approximate", &Frame::btf_approximate,
+                    "the kernel frame is a compiler clone (f.isra.0, ...): its prototype is f's")
       .def("__repr__", [](const Frame& f) {
         return "Frame(pc=" + repr_addr(f.pc) + ", function=" + (f.function ? *f.function : "??") +
                ", module=" + (f.module ? *f.module : "??") + ", method=" + f.method + ")";
@@ -644,6 +711,23 @@ void init_stack(py::module_& m) {
       .def("__iter__", [](const Stack& s) { return py::make_iterator(s.frames.begin(), s.frames.end()); },
            py::keep_alive<0, 1>());
 
+  py::class_<KernelStack>(m, "KernelStack",
+                          "A thread's kernel segment (stack(kernel=True)): read from /proc/PID/task/TID/{stack,syscall} "
+                          "before the capture (root only; doc/kernel-stacks.md)")
+      .def_readonly("state", &KernelStack::state,
+                    "\"read\" (the kernel frames are at the top of the thread's frames), \"unreadable\" (reason "
+                    "says why: not root, the thread gone, a kernel thread), \"running\" (on a CPU: the kernel shows "
+                    "no stack) or \"stale\" (it left the kernel before the capture)")
+      .def_readonly("syscall", &KernelStack::syscall,
+                    "the system call it is blocked in (x86_64 numbering); -1 outside one or unknown")
+      .def_readonly("user_sp", &KernelStack::user_sp, "the user sp the kernel saved; 0 unknown")
+      .def_readonly("user_pc", &KernelStack::user_pc, "the user pc the kernel saved; 0 unknown")
+      .def_readonly("reason", &KernelStack::reason, "why there are no kernel frames; \"\" when read")
+      .def("__repr__", [](const KernelStack& k) {
+        return "KernelStack(state=" + k.state + ", syscall=" + std::to_string(k.syscall) +
+               (k.reason.empty() ? "" : ", reason='" + k.reason + "'") + ")";
+      });
+
   py::class_<Thread>(m, "Thread", "One thread's stack.")
       .def_readonly("tid", &Thread::tid)
       .def_readonly("name", &Thread::name, "the OS thread's name (comm)")
@@ -651,6 +735,9 @@ void init_stack(py::module_& m) {
                     "a Python thread's threading.Thread name (\"MainThread\", \"worker-1\"), None when none was read")
       .def_readonly("frames", &Thread::frames)
       .def_readonly("stop_reason", &Thread::stop_reason)
+      .def_readonly("kernel", &Thread::kernel,
+                    "stack(kernel=True): the thread's kernel segment (KernelStack: state, syscall, user_sp, user_pc, "
+                    "reason); None when not asked for")
       .def_readonly("rendered", &Thread::rendered,
                     "the thread as `stackprov stack` prints it (the library's renderer), when stack_with_info was "
                     "given render=\"text\" or \"json\"; else \"\"")
@@ -840,14 +927,21 @@ void init_stack(py::module_& m) {
         py::gil_scoped_release nogil;
         return make_symbolizer(ctx, demangle);
       }, py::kw_only(), py::arg("demangle") = true)
-      .def("capture", [](const Context& c, int64_t pid, int64_t tid, bool python) {
+      .def("capture", [](const Context& c, int64_t pid, int64_t tid, bool python, bool kernel, bool with_btf) {
         CtxPtr ctx = c.get();
         check_target(pid, std::nullopt, std::nullopt);
+        if (with_btf && !kernel) fail_arg("with_btf=True is only valid with kernel=True");
+        const uint32_t kflags =
+            (kernel ? uint32_t{SPROV_PROCESS_KERNEL_STACKS} : 0u) | (with_btf ? uint32_t{SPROV_PROCESS_KERNEL_BTF} : 0u);
         py::gil_scoped_release nogil;
-        return open_process(ctx, pid, std::nullopt, std::nullopt, tid, python);
-      }, py::arg("pid"), py::kw_only(), py::arg("tid") = 0, py::arg("python") = false,
+        return open_process(ctx, pid, std::nullopt, std::nullopt, tid, python, std::nullopt, std::nullopt, std::nullopt,
+                            std::nullopt, kflags);
+      }, py::arg("pid"), py::kw_only(), py::arg("tid") = 0, py::arg("python") = false, py::arg("kernel") = false,
+      py::arg("with_btf") = false,
       "Captures every thread (or `tid`) of a live process; python=True: CPython 3.11's frames too "
-      "(SPROV_PROCESS_RUNTIME_FRAMES).")
+      "(SPROV_PROCESS_RUNTIME_FRAMES); kernel=True: each thread's kernel stack read before the capture "
+      "(SPROV_PROCESS_KERNEL_STACKS, root only), with_btf=True: with its functions' prototypes from the "
+      "kernel's BTF (SPROV_PROCESS_KERNEL_BTF; a trace stores them as its kernel segments).")
       .def("open_core", [](const Context& c, std::string core, std::optional<std::string> exe, int64_t tid, bool python) {
         CtxPtr ctx = c.get();
         py::gil_scoped_release nogil;
@@ -879,14 +973,15 @@ void init_stack(py::module_& m) {
                         std::optional<std::string> exe, int64_t tid, uint32_t max_frames, bool lines,
                         std::string python, bool tail_calls, std::optional<std::string> minidump,
                         std::optional<std::string> raw, std::optional<std::string> symbol_path, std::string render,
-                        bool args, std::optional<std::string> snapshot) {
+                        bool args, std::optional<std::string> snapshot, bool kernel, bool with_btf) {
         StackResult r = stack_of(c.get(), Target{pid, core, exe, minidump, raw, symbol_path, snapshot}, tid, max_frames,
-                                 lines, python, tail_calls, render, args);
+                                 lines, python, tail_calls, render, args, kernel, with_btf);
         return std::make_pair(r.info, r.threads);
       }, py::arg("pid"), py::arg("core"), py::arg("exe"), py::arg("tid"), py::arg("max_frames"), py::arg("lines"),
       py::arg("python") = "auto", py::arg("tail_calls") = true, py::arg("minidump") = py::none(),
       py::arg("raw") = py::none(), py::arg("symbol_path") = py::none(), py::arg("render") = "",
-      py::arg("args") = false, py::arg("snapshot") = py::none());
+      py::arg("args") = false, py::arg("snapshot") = py::none(), py::arg("kernel") = false,
+      py::arg("with_btf") = false);
 
   closable(unwinder_cls, "Frees the C unwinder now (also done by the GC).");
   closable(symbolizer_cls, "Frees the C symbolizer now (also done by the GC).");
@@ -896,6 +991,16 @@ void init_stack(py::module_& m) {
 }
 
 void init_default_contexts(py::module_& m) {
+  m.def("_kernel_btf_error", []() -> std::optional<std::string> {
+    sprov_kernel_btf* btf = nullptr;
+    if (sprov_kernel_btf_open(nullptr, &btf) == 0) {
+      sprov_kernel_btf_free(btf);
+      return std::nullopt;
+    }
+    const char* msg = sprov_last_error_message();
+    return std::string(msg ? msg : "unknown error");
+  }, "None when the kernel's BTF (/sys/kernel/btf/vmlinux) can be read by this build, else why not "
+     "(`trace-capture --with-btf` stores no kernel segment then).");
   m.def("_default_context", []() { return Context{default_context()}; });
   m.def("_trace_context", []() {
     py::gil_scoped_release nogil;

@@ -31,12 +31,14 @@ import json as _json
 import os as _os
 import re as _re
 import threading as _threading
+import warnings as _warnings
 
 from . import _arguments, _stackprov
 from ._errors import (AccessDeniedError, BuildIdMismatchError, CaptureError, Error, FileMissingError,
                       FormatError, InvalidArgumentError, NotFoundError, ProcessNotFoundError,
                       SnapshotError, SystemCallError, UnsupportedError, VerificationError)
-from ._stackprov import (Argument, Bundle, BundleModule, Context, Frame, InlineFrame, Process, ProcessInfo, Profile,
+from ._stackprov import (Argument, Bundle, BundleModule, Context, Frame, InlineFrame, KernelStack, Process, ProcessInfo,
+                         Profile,
                          ProfileFrame, ProfileSample, RecordResult, ReplayReport,
                          Snapshot, Stack, Store, Symbolizer, Thread, TraceStore, Unwinder, digest_file,
                          dsse_sign_file, dsse_verify, key_generate, key_id, Log, log_init, log_verify_consistency,
@@ -46,7 +48,7 @@ __version__ = _stackprov.__version__
 
 __all__ = [
     "__version__", "stack", "stack_with_info", "symbolize", "symbolize_id", "Context", "Snapshot", "Unwinder",
-    "Symbolizer", "Process", "ProcessInfo", "Stack", "Thread", "Frame", "InlineFrame", "Argument", "Error",
+    "Symbolizer", "Process", "ProcessInfo", "Stack", "Thread", "KernelStack", "Frame", "InlineFrame", "Argument", "Error",
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "FormatError", "SnapshotError",
     "BuildIdMismatchError", "CaptureError", "VerificationError", "ProcessNotFoundError",
     "AccessDeniedError", "FileMissingError", "SystemCallError", "TraceStore", "trace_capture",
@@ -90,7 +92,8 @@ def _flag(fn, name, value):
 
 
 def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0,
-                    lines=True, context=None, python="auto", tail_calls=True, render="", args=False, snapshot=None):
+                    lines=True, context=None, python="auto", tail_calls=True, render="", args=False, snapshot=None,
+                    kernel=False, with_btf=False):
     """(ProcessInfo, [Thread]) of a live process (pid=), an ELF core file (core=, exe=), a Windows
     minidump (minidump=, symbol_path=), raw machine state (raw=) or saved snapshots (snapshot=).
     ProcessInfo.source says which;
@@ -98,8 +101,11 @@ def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, s
     and where each module's identity and file came from in .notes.
     render="text" or "json": each Thread's .rendered is the thread as `stackprov stack` prints it
     (text, or its --json thread object), by the library's one renderer; with args=True as
-    `stackprov stack --args` prints it. args: as stack()."""
+    `stackprov stack --args` prints it (with kernel=True as `stack --kernel`). args, kernel, with_btf:
+    as stack()."""
     _flag("stack_with_info", "args", args)
+    _flag("stack_with_info", "kernel", kernel)
+    _flag("stack_with_info", "with_btf", with_btf)
     for what, v in (("minidump", minidump), ("raw", raw), ("snapshot", snapshot)):
         if v is not None and not isinstance(v, (str, bytes, _os.PathLike)):
             raise InvalidArgumentError("invalid %s %r (expected a path)" % (what, v), _INVALID_ARG)
@@ -119,11 +125,11 @@ def stack_with_info(pid=None, core=None, exe=None, *, minidump=None, raw=None, s
     else:
         ctx = _stackprov._default_context()
     return ctx._stack(pid, core, exe, tid, max_frames, lines, python, tail_calls, minidump, raw,
-                      ":".join(sp) if sp is not None else None, render, args, snapshot)
+                      ":".join(sp) if sp is not None else None, render, args, snapshot, kernel, with_btf)
 
 
 def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path=None, tid=0, max_frames=0, lines=True,
-          context=None, python="auto", tail_calls=True, args=False, snapshot=None):
+          context=None, python="auto", tail_calls=True, args=False, snapshot=None, kernel=False, with_btf=False):
     """Stacks of every thread (or only `tid`) of a live process (pid=), a core file (core=,
     exe= the main program), a Windows x64 minidump (minidump=: the exception's thread first;
     symbol_path: directories -- a list or a ':'-separated string -- of module files, DIR/NAME or
@@ -149,11 +155,19 @@ def stack(pid=None, core=None, exe=None, *, minidump=None, raw=None, symbol_path
     formal parameters, each value read where its location can be evaluated from the frame's
     registers, its CFA and the captured memory; status "value", "optimized_out" (value None, gdb's
     <optimized out>) or "unknown" (value None, reason says why); type None when not known. [] for
-    a frame without DWARF (or inferred, or a runtime frame, or offline); .args is None without args=True."""
+    a frame without DWARF (or inferred, or a runtime frame, or offline); .args is None without args=True.
+    kernel=True (pid= only, root; doc/kernel-stacks.md "stack --kernel"): each thread's kernel stack,
+    read from /proc/PID/task/TID/{stack,syscall} before the capture, above its user frames, as
+    `stackprov stack --kernel` shows it: kernel frames (domain "kernel", method "kernel_stack", pc 0,
+    function and function_offset as the kernel names them, module "[kernel.kallsyms]") first, the first
+    user frame flagged "kernel_user_boundary", and Thread.kernel (KernelStack: state "read",
+    "unreadable", "running" or "stale", syscall, user_sp, user_pc, reason). with_btf=True (with
+    kernel=True, a build with libbpf): each kernel frame's .prototype, .btf_func_id and
+    .btf_approximate from the kernel's BTF (/sys/kernel/btf/vmlinux), as `stack --kernel --with-btf`."""
     _flag("stack", "args", args)
     return stack_with_info(pid, core, exe, minidump=minidump, raw=raw, symbol_path=symbol_path, tid=tid,
                            max_frames=max_frames, lines=lines, context=context, python=python,
-                           tail_calls=tail_calls, args=args, snapshot=snapshot)[1]
+                           tail_calls=tail_calls, args=args, snapshot=snapshot, kernel=kernel, with_btf=with_btf)[1]
 
 
 def symbolize(path, addresses, *, inlines=True, llvm_compat=False, short_names=False, demangle=True,
@@ -265,7 +279,7 @@ def _trace_id(trace_id):
 
 
 def trace_capture(pid=None, core=None, exe=None, *, store=None, bundle=False, max_frames=0, tid=0,
-                  sign_key=None, log_dir=None, log_key=None, python="auto", context=None):
+                  sign_key=None, log_dir=None, log_key=None, python="auto", context=None, with_btf=False):
     """Captures every thread of a live process (pid=) or a core file (core=, exe=), unwinds and
     resolves them and stores the result as one trace in `store` (a TraceStore or a URL,
     sqlite:PATH / postgresql://...; None: the default store). Returns the trace id.
@@ -275,7 +289,15 @@ def trace_capture(pid=None, core=None, exe=None, *, store=None, bundle=False, ma
     default sign_key), as `stackprov trace-capture --bundle --sign KEY --log DIR`.
     python: "auto" (the default, as `trace-capture --python auto`): CPython 3.11's frames are read
     too and stored as trace frames of unwind method "runtime" (doc/runtime-frames.md "Traces");
-    "off": native frames only."""
+    "off": native frames only.
+    with_btf=True (pid= only; root): each thread's kernel stack is stored too, as its own segment with
+    each frame's BTF prototype (doc/kernel-stacks.md), as `trace-capture --with-btf`; when the kernel's
+    BTF cannot be read (no /sys/kernel/btf/vmlinux, a build without libbpf) the trace is captured
+    without it and a RuntimeWarning says why, as the CLI does."""
+    _flag("trace_capture", "with_btf", with_btf)
+    if with_btf and pid is None:
+        raise InvalidArgumentError("with_btf=True is only valid with pid= (a live process's kernel stacks)",
+                                   _INVALID_ARG)
     if python not in ("auto", "off"):
         raise InvalidArgumentError("invalid python value %r (expected 'auto' or 'off')" % (python,), _INVALID_ARG)
     if sign_key is not None and not bundle:
@@ -283,8 +305,16 @@ def trace_capture(pid=None, core=None, exe=None, *, store=None, bundle=False, ma
     if sign_key is not None and log_dir is None:
         raise InvalidArgumentError("sign_key '%s' needs log_dir= (the transparency log)" % sign_key, _INVALID_ARG)
     ctx = context if context is not None else _stackprov._default_context()
+    kernel = False
+    if with_btf and core is None:
+        why = _stackprov._kernel_btf_error()
+        if why is None:
+            kernel = True
+        else:
+            _warnings.warn("trace_capture(with_btf=True): no kernel segment stored: the kernel's BTF: %s" % why,
+                           RuntimeWarning, stacklevel=2)
     if pid is not None and core is None:
-        proc = ctx.capture(pid, tid=tid, python=python == "auto")
+        proc = ctx.capture(pid, tid=tid, python=python == "auto", kernel=kernel, with_btf=kernel)
     elif core is not None and pid is None:
         proc = ctx.open_core(core, exe=exe, tid=tid, python=python == "auto")
     else:

@@ -74,6 +74,10 @@ class Frame:
     frame_address: int
     code_address: int
     args: Optional[List[Argument]]
+    domain: str
+    prototype: Optional[str]
+    btf_func_id: int
+    btf_approximate: bool
 
 class Stack:
     frames: List[Frame]
@@ -81,12 +85,20 @@ class Stack:
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Frame]: ...
 
+class KernelStack:
+    state: str
+    syscall: int
+    user_sp: int
+    user_pc: int
+    reason: str
+
 class Thread:
     tid: int
     name: str
     runtime_name: Optional[str]
     frames: List[Frame]
     stop_reason: str
+    kernel: Optional[KernelStack]
     rendered: str
 
 class ProcessInfo:
@@ -168,7 +180,8 @@ class Context:
     def capture_self(self, *, max_stack_bytes: int = ...) -> Snapshot: ...
     def unwinder(self, *, max_frames: int = ..., frame_pointer: bool = ..., scan: bool = ...) -> Unwinder: ...
     def symbolizer(self, *, demangle: bool = ...) -> Symbolizer: ...
-    def capture(self, pid: int, *, tid: int = ..., python: bool = ...) -> Process: ...
+    def capture(self, pid: int, *, tid: int = ..., python: bool = ..., kernel: bool = ...,
+                with_btf: bool = ...) -> Process: ...
     def open_core(self, core: str, *, exe: Optional[str] = ..., tid: int = ..., python: bool = ...) -> Process: ...
     def open_minidump(self, path: str, *, symbol_path: Optional[str] = ..., tid: int = ...) -> Process: ...
     def open_raw(self, path: str) -> Process: ...
@@ -179,13 +192,17 @@ def stack(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str
           minidump: Optional[Union[str, "os.PathLike[str]"]] = ..., raw: Optional[Union[str, "os.PathLike[str]"]] = ...,
           symbol_path: Optional[_Dirs] = ..., tid: int = ...,
           max_frames: int = ..., lines: bool = ..., context: Optional[Context] = ...,
-          python: str = ..., tail_calls: bool = ..., args: bool = ...) -> List[Thread]: ...
+          python: str = ..., tail_calls: bool = ..., args: bool = ...,
+          snapshot: Optional[Union[str, "os.PathLike[str]"]] = ..., kernel: bool = ...,
+          with_btf: bool = ...) -> List[Thread]: ...
 def stack_with_info(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *,
                     minidump: Optional[Union[str, "os.PathLike[str]"]] = ...,
                     raw: Optional[Union[str, "os.PathLike[str]"]] = ..., symbol_path: Optional[_Dirs] = ...,
                     tid: int = ..., max_frames: int = ..., lines: bool = ...,
                     context: Optional[Context] = ..., python: str = ...,
-                    tail_calls: bool = ..., render: str = ..., args: bool = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
+                    tail_calls: bool = ..., render: str = ..., args: bool = ...,
+                    snapshot: Optional[Union[str, "os.PathLike[str]"]] = ..., kernel: bool = ...,
+                    with_btf: bool = ...) -> Tuple[ProcessInfo, List[Thread]]: ...
 def symbolize(path: Union[str, "os.PathLike[str]"], addresses: Iterable[int], *, inlines: bool = ...,
               llvm_compat: bool = ..., short_names: bool = ..., demangle: bool = ...,
               debug_dirs: Optional[_Dirs] = ..., symbol_path: Optional[_Dirs] = ...,
@@ -282,7 +299,8 @@ class TraceStore:
 def trace_capture(pid: Optional[int] = ..., core: Optional[str] = ..., exe: Optional[str] = ..., *,
                   store: Optional[Union[TraceStore, str]] = ..., bundle: bool = ..., max_frames: int = ...,
                   tid: int = ..., sign_key: Optional[str] = ..., log_dir: Optional[str] = ...,
-                  log_key: Optional[str] = ..., python: str = ..., context: Optional[Context] = ...) -> str: ...
+                  log_key: Optional[str] = ..., python: str = ..., context: Optional[Context] = ...,
+                  with_btf: bool = ...) -> str: ...
 def trace_resolve(trace_id: str, *, store: Optional[Union[TraceStore, str]] = ..., offline: bool = ...,
                   bundles: Iterable[Union[Bundle, str]] = ..., context: Optional[Context] = ...) -> Dict[str, Any]: ...
 def trace_replay(trace_id: str, *, store: Optional[Union[TraceStore, str]] = ..., seeds: int = ...,

@@ -16,7 +16,8 @@ _STACK_USAGE = """python3 -m stackprov stack -p PID [--store DIR] [--tid TID] [-
                                   [--no-lines]
        python3 -m stackprov stack --snapshot FILE|DIR [--offline] [--store DIR] [--tid TID] [--max-frames N]
                                   [--json] [--no-lines]
-       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls and --args)"""
+       (all forms also take --resolvers LIST, --python auto|off|only, --no-tail-calls and --args; -p PID also
+        takes --kernel [--with-btf])"""
 
 _STACK_DOC = """Prints what `stackprov stack` prints with the same options (eu-stack's layout, or with --json
 the same JSON object), through the Python binding. See `stackprov stack --help` for the
@@ -227,6 +228,12 @@ def main(argv=None):
     s.add_argument("--python", default="auto", metavar="MODE",
                    help="auto (default): CPython 3.11 frames interleaved with the native frames (method runtime); "
                    "off: native frames only; only: the Python frames alone")
+    s.add_argument("--kernel", action="store_true",
+                   help="with -p PID: each thread's kernel stack above its user frames, read from "
+                   "/proc/PID/task/TID/stack (root only), as `stackprov stack --kernel`")
+    s.add_argument("--with-btf", action="store_true",
+                   help="with --kernel: each kernel frame's C prototype from the kernel's BTF "
+                   "(/sys/kernel/btf/vmlinux), as `stackprov stack --kernel --with-btf`")
     y = sub.add_parser("symbolize", help="llvm-symbolizer-style answers for link-time addresses of a module file",
                        usage=_SYMBOLIZE_USAGE, description=_SYMBOLIZE_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     y.error = p.error
@@ -255,6 +262,10 @@ def main(argv=None):
     if a.command == "symbolize":
         return symbolize_main(a)
     pid = a.pid if a.pid is not None else a.pid_pos
+    if a.with_btf and not a.kernel:
+        return _usage("--with-btf is only valid with --kernel")
+    if a.kernel and pid is None:
+        return _usage("--kernel is only valid with --pid (a live process)")
     if pid is not None and a.exe is not None:
         return _usage("--exe '%s' is only valid with --core" % a.exe)
     if pid is not None and a.sysroot is not None:
@@ -305,7 +316,8 @@ def main(argv=None):
                                                       snapshot=a.snapshot, symbol_path=sp, tid=a.tid,
                                                       max_frames=a.max_frames, lines=not a.no_lines, context=ctx,
                                                       python=a.python, tail_calls=not a.no_tail_calls,
-                                                      render="json" if a.json else "text", args=a.args)
+                                                      render="json" if a.json else "text", args=a.args,
+                                                      kernel=a.kernel, with_btf=a.with_btf)
         except stackprov.Error as e:
             sys.stderr.write("python3 -m stackprov stack: cannot %s: %s\n"
                              % ("capture " + what if pid is not None else "read " + what, e.message.splitlines()[0]))

@@ -409,6 +409,10 @@ def capture_parser():
     p.once("--max-frames", metavar="N", help="at most N frames per thread, 1 to 65536 (default 256)")
     p.once("--python", metavar="auto|off", help="read CPython 3.11's frames too (default auto): stored as trace "
            "frames of unwind method 'runtime', as `stackprov trace-capture --python`")
+    p.flag("--with-btf", help="with -p PID or -- CMD: also store each thread's kernel stack as its own segment "
+           "(read from /proc/PID/task/TID/stack before the capture attaches; root only), each frame with its C "
+           "prototype from /sys/kernel/btf/vmlinux, as `stackprov trace-capture --with-btf`. Without BTF a "
+           "warning says why and no kernel segment is stored")
     return p
 
 
@@ -490,6 +494,8 @@ def capture_main(a, command):
             raise UsageError("invalid --delay value '%s' (expected milliseconds, 0 to 600000)" % a.delay)
     if a.exe is not None and a.core is None:
         raise UsageError("--exe '%s' is only valid with --core" % a.exe)
+    if a.with_btf and a.core is not None:
+        raise UsageError("--with-btf is only valid with -p PID or -- CMD (a live process's kernel stacks)")
     for opt, v in (("core", a.core), ("exe", a.exe)):
         if v is not None and unreadable_file(v):
             raise UsageError("--%s '%s': %s" % (opt, v, unreadable_file(v)))
@@ -550,10 +556,20 @@ def _capture(cmd, a, command, ts, ctx, bundle_store, pid, max_frames, delay_ms):
                                                                               _describe_status(child.returncode)))
         return code
 
+    kernel = False
+    if a.with_btf:
+        # Kernel segments need the kernel's BTF: without it the trace is captured as without
+        # --with-btf, saying why (as `stackprov trace-capture`).
+        why = stackprov._stackprov._kernel_btf_error()
+        if why is None:
+            kernel = True
+        else:
+            sys.stderr.write("python3 -m stackprov %s: --with-btf: no kernel segment stored: the kernel's BTF: %s\n"
+                             % (cmd, why))
     try:
         runtime = a.python in (None, "auto")  # checked by capture_main
         proc = (ctx.open_core(a.core, exe=a.exe, python=runtime) if a.core is not None
-                else ctx.capture(pid, python=runtime))
+                else ctx.capture(pid, python=runtime, kernel=kernel, with_btf=kernel))
     except stackprov.Error as e:
         if a.core is not None:
             return lib_fail(cmd, "cannot read core '%s'" % a.core, e)

@@ -4,7 +4,8 @@
 # (the eBPF sampler on sched:sched_switch) and `perf record -k CLOCK_MONOTONIC -g -e sched:sched_switch`
 # sample the same workload at the same time (fixture_chains.c: one thread sleeping through glibc's raw
 # syscall(), one through its nanosleep wrapper, each under a fixed chain of its own functions). The same
-# tracepoint hits are matched by thread and CLOCK_MONOTONIC time (within 400 us, each of ours once), and for each:
+# tracepoint hits are matched by thread and CLOCK_MONOTONIC time (within 400 us, each of ours once; failing that,
+# by their order in the thread within 900 us, with perf's kernel frames: compare's pass 2), and for each:
 #  - every kernel frame is perf script's, address and sym+off (both named from /proc/kallsyms);
 #  - the user frames are the known chain: frame 0 is perf's (the user pt_regs' pc), the fixture's own
 #    functions are exactly the ones written in fixture_chains.c, and perf's user frames are a
@@ -55,6 +56,8 @@ LOST_BY_PERF = {"raw": ["raw_leaf"], "libc": ["__nanosleep", "libc_leaf"]}
 # loaded 2-vCPU VM) puts them up to ~220 us apart now and then (measured: 150-216 us in 0.5 % of the hits).
 # A thread's hits are >= 1 ms apart (it sleeps 1 ms between them), so 400 us cannot take a neighbour's.
 MATCH_NS = 400_000
+# Further apart, matched by order only (compare's pass 2); a thread's sleeps are >= 1 ms apart.
+SKEW_NS = 900_000
 
 
 def check_btf_prototypes(imp):
@@ -171,9 +174,11 @@ def main():
         stats.append(st)
         failures += st["failures"]
     for st in stats:
-        print("%s: %d of perf's sched_switch events matched, %d not within %d us (%d kernel frames, %d user "
-              "frames compared; %d perf [unknown] frames of preempted threads taken for ours)" % (
-                  st["what"], st["matched"], st["unmatched"], MATCH_NS // 1000, st["kframes"], st["uframes"],
+        print("%s: %d of perf's sched_switch events matched (%d by order only: %s), %d not (%d kernel "
+              "frames, %d user frames compared; %d perf [unknown] frames of preempted threads taken for ours)" % (
+                  st["what"], st["matched"], len(st["skewed"]),
+                  "%d-%d us apart, the rest within %d us" % (min(st["skewed"]), max(st["skewed"]), MATCH_NS // 1000)
+                  if st["skewed"] else "all within %d us" % (MATCH_NS // 1000), st["unmatched"], st["kframes"], st["uframes"],
                   st["unknown_taken"]))
     failures += check_cpu_clock(args, work)
     failures += check_cpu_clock_vs_perf(args, work, symbolizer, perf)
@@ -495,7 +500,7 @@ def compare(what, events, psamples, role, fixture):
         lst.sort(key=lambda o: o["time"])
     if not events:
         return {"what": what, "matched": 0, "unmatched": 0, "kframes": 0, "uframes": 0, "unknown_taken": 0,
-                "failures": ["%s: no events" % what]}
+                "skewed": [], "failures": ["%s: no events" % what]}
     first, last = min(o["time"] for o in events), max(o["time"] for o in events)
     matched = unmatched = 0
     kframes = uframes = 0
@@ -506,25 +511,56 @@ def compare(what, events, psamples, role, fixture):
     def fail(msg):
         if len(examples) < 6:
             examples.append("%s: %s" % (what, msg))
-    for (tid, t_us), (comm, pframes) in sorted(psamples.items()):
+    def kernel_of(pframes):  # perf's kernel frames: address and sym+off, in order
+        return [(a, "%s+0x%x" % (s, off) if off is not None else s) for a, s, off, dso in pframes
+                if dso == "[kernel.kallsyms]"]
+    keys = [(tid, t_us) for (tid, t_us) in sorted(psamples) if tid in role and first + MATCH_NS < t_us * 1000 < last - MATCH_NS]
+    # Pass 1: ours within MATCH_NS, unused: the one with perf's kernel frames if there is one (a thread
+    # preempted right after it woke from a sleep switches twice within the window, and the two programs'
+    # clocks may order them apart), else the nearest.
+    pair = {}
+    for key in keys:
+        tid, t_us = key
         t_ns = t_us * 1000
-        if tid not in role or not (first + MATCH_NS < t_ns < last - MATCH_NS):
-            continue  # another thread (main), or outside our recording
         lst = by_tid.get(tid, [])
-        times = [o["time"] for o in lst]
-        i = bisect.bisect_left(times, t_ns)
-        # Kernel frames: address and sym+off, in order.
-        pk = [(a, "%s+0x%x" % (s, off) if off is not None else s) for a, s, off, dso in pframes
-              if dso == "[kernel.kallsyms]"]
-        # Ours within the window, unused: the one with perf's kernel frames if there is one (a thread
-        # preempted right after it woke from a sleep switches twice within the window, and the two
-        # programs' clocks may order them apart), else the nearest.
+        i = bisect.bisect_left([o["time"] for o in lst], t_ns)
+        pk = kernel_of(psamples[key][1])
         cands = [lst[j] for j in range(max(0, i - 3), min(len(lst), i + 3))
                  if abs(lst[j]["time"] - t_ns) <= MATCH_NS and id(lst[j]) not in used]
         cands.sort(key=lambda o: (o["kernel"] != pk, abs(o["time"] - t_ns)))
-        best = cands[0] if cands else None
-        if best is not None:
-            used.add(id(best))
+        if cands:
+            pair[key] = cands[0]
+            used.add(id(cands[0]))
+    # Pass 2, by order: a thread's hits come one after another (it cannot switch out again before it has
+    # been switched in), so both programs see them in the same order whatever their clocks read. A vCPU
+    # stolen for longer than MATCH_NS between the two reads of one hit (a CI run: 83 hits of one thread,
+    # 411-550 us apart, within 0.1 s) leaves perf's event unmatched in pass 1 with ours unused; it is ours
+    # that lies, in time order, between the events of ours matched to perf's previous and next events of
+    # that thread, has perf's kernel frames and is within SKEW_NS.
+    skewed = []
+    for tid in role:
+        tk = [k for k in keys if k[0] == tid]
+        for n, key in enumerate(tk):
+            if key in pair:
+                continue
+            lo = next((pair[k]["time"] for k in reversed(tk[:n]) if k in pair), None)
+            hi = next((pair[k]["time"] for k in tk[n + 1:] if k in pair), None)
+            t_ns = key[1] * 1000
+            pk = kernel_of(psamples[key][1])
+            cands = [o for o in by_tid.get(tid, []) if id(o) not in used and abs(o["time"] - t_ns) <= SKEW_NS and
+                     (lo is None or o["time"] > lo) and (hi is None or o["time"] < hi) and o["kernel"] == pk]
+            if cands:
+                best = min(cands, key=lambda o: abs(o["time"] - t_ns))
+                pair[key] = best
+                used.add(id(best))
+                skewed.append(abs(best["time"] - t_ns) // 1000)
+    for key in keys:
+        tid, t_us = key
+        t_ns = t_us * 1000
+        comm, pframes = psamples[key]
+        lst = by_tid.get(tid, [])
+        pk = kernel_of(pframes)
+        best = pair.get(key)
         if best is None:
             unmatched += 1
             near = min((abs(o["time"] - t_ns) for o in lst), default=None)
@@ -600,16 +636,16 @@ def compare(what, events, psamples, role, fixture):
                         "100): %s" % (what, len(wild), matched, wild[:4]))
     if total < 200:
         failures.append("%s: only %d of perf's events fall inside our recording (perf started late?)" % (what, total))
-    # On this loaded 2-vCPU VM the two programs' clock reads of one tracepoint hit are now and then
-    # further apart (a vCPU stolen between them): up to 1 in 200 of perf's events may go unmatched.
+    # Unmatched after both passes: ours missing, or the clocks read further apart than SKEW_NS (a vCPU
+    # stolen for that long between them); up to 1 in 200 of perf's events, as before pass 2 existed.
     if unmatched > max(2, total // 200):
-        failures.append("%s: %d of perf's %d events inside our recording have no event of ours within %d us" %
-                        (what, unmatched, total, MATCH_NS // 1000))
+        failures.append("%s: %d of perf's %d events inside our recording have no event of ours (within %d us, "
+                        "or by order within %d us)" % (what, unmatched, total, MATCH_NS // 1000, SKEW_NS // 1000))
     else:
         examples = [e for e in examples if "none of ours within" not in e]
     failures += examples
     return {"what": what, "matched": matched, "unmatched": unmatched, "kframes": kframes, "uframes": uframes,
-            "unknown_taken": len(wild), "failures": failures}
+            "unknown_taken": len(wild), "skewed": skewed, "failures": failures}
 
 
 if __name__ == "__main__":

@@ -23,7 +23,12 @@
 # With --btf (a build with libbpf): `stack --kernel --with-btf --json`'s prototype of every kernel frame
 # equals the one written from `bpftool btf dump file /sys/kernel/btf/vmlinux` (raw): the FUNC's id,
 # its FUNC_PROTO's return type id and parameters (name, type id), and the C text made from them.
-# Needs root, perf (linux-perf), eu-stack (elfutils), setpriv (util-linux), bpftool with --btf. About 3 s.
+# The Python binding (PYTHONPATH: build/python), each capture after every thread blocked anew (a ptrace
+# stop restarts a sleep as restart_syscall): `python3 -m stackprov stack --kernel --json` (with --btf also
+# --with-btf) and `stackprov.stack(pid, kernel=True, with_btf=...)`'s Thread.kernel and Frame fields
+# (domain, function, function_offset, module, prototype, btf_func_id, btf_approximate, flags) get the same
+# checks against perf, eu-stack and bpftool; the Python CLI's bad options are refused as the CLI's.
+# Needs root, perf (linux-perf), eu-stack (elfutils), setpriv (util-linux), bpftool with --btf. About 5 s.
 import argparse
 import json
 import os
@@ -134,8 +139,9 @@ def btf_prototype(types, fid):
     return ret, params, rt + ("" if rt.endswith("*") else " ") + fname + "(" + (", ".join(args) or "void") + ")"
 
 
-def check_btf(kernel_out, bpftool_out):
-    """Every kernel frame's "btf" against bpftool's dump of /sys/kernel/btf/vmlinux."""
+def check_btf(kernel_out, bpftool_out, keys=("func_id", "ret_type_id", "params", "prototype", "approximate")):
+    """Every kernel frame's "btf" (the `keys` of it: the Python API has no type ids of the return and the
+    parameters) against bpftool's dump of /sys/kernel/btf/vmlinux."""
     types, funcs = bpftool_btf(bpftool_out)
     n = with_proto = 0
     for t in json.loads(kernel_out)["threads"]:
@@ -157,14 +163,14 @@ def check_btf(kernel_out, bpftool_out):
             ret, params, text = btf_prototype(types, fid)
             want = {"func_id": fid, "ret_type_id": ret, "params": [{"name": p, "type_id": i} for p, i in params],
                     "prototype": text, "approximate": name not in funcs}
+            want = {k: want[k] for k in keys}
             got = {k: b.get(k) for k in want}
             if got != want:
                 fail("btf: %s: ours %s, bpftool's %s" % (name, got, want))
             with_proto += 1
     if n == 0:
         fail("btf: no kernel frames to compare")
-    print("btf: %d kernel frames, %d with a prototype, each = bpftool btf dump's (ids, params, C text)" %
-          (n, with_proto))
+    print("btf: %d kernel frames, %d with a prototype, each = bpftool btf dump's (%s)" % (n, with_proto, ", ".join(keys)))
 
 
 def perf_switch_outs(text):
@@ -251,6 +257,18 @@ def main():
             btf_run = subprocess.run([args.stackprov, "stack", "--pid", str(fx.pid), "--kernel", "--with-btf", "--json",
                                       "--no-lines"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      timeout=30)
+        # The Python binding's two captures, each after every thread has blocked anew since the
+        # previous ptrace stop (the threads block 300 ms at a time).
+        py_runs = []
+        for what, argv in (("python3 -m stackprov stack --kernel", [sys.executable, "-m", "stackprov", "stack", "--pid",
+                                                                     str(fx.pid), "--kernel", "--json"] +
+                            (["--with-btf"] if args.btf else [])),
+                           ("stackprov.stack(kernel=True)", [sys.executable, "-c", PY_API, str(fx.pid),
+                                                             "1" if args.btf else "0"])):
+            time.sleep(0.7)
+            t_us = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+            py_runs.append((what, t_us, subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                       text=True, timeout=60)))
         perf.send_signal(2)
         perr = perf.communicate(timeout=30)[1]
         if perf.returncode not in (0, -2):  # perf re-raises the SIGINT it stopped on
@@ -272,6 +290,20 @@ def main():
                                                                plain.stderr.strip(), ours_json.stderr.strip()))
         return 1
     compare(role, ranges, perf_text, plain.stdout, ours_json.stdout, eu.stdout, text_run.stdout, t_kernel_us)
+    for what, t_us, run in py_runs:
+        if run.returncode != 0:
+            fail("%s exited %d: %s" % (what, run.returncode, run.stderr.strip()))
+            continue
+        print("%s:" % what)
+        compare(role, ranges, perf_text, plain.stdout, run.stdout, eu.stdout, text_run.stdout, t_us)
+        if args.btf:
+            dump = subprocess.run([tools["bpftool"], "btf", "dump", "file", "/sys/kernel/btf/vmlinux"],
+                                  stdout=subprocess.PIPE, text=True, check=True).stdout
+            if what.startswith("stackprov.stack"):
+                check_btf(run.stdout, dump, ("func_id", "prototype", "approximate"))
+            else:
+                check_btf(run.stdout, dump)
+    check_python_usage()
     if btf_run is not None:
         if btf_run.returncode != 0:
             fail("stack --kernel --with-btf exited %d: %s" % (btf_run.returncode, btf_run.stderr.strip()))
@@ -288,6 +320,44 @@ def main():
         return 1
     print("PASS")
     return 0
+
+
+# stackprov.stack(pid, kernel=True, with_btf=...) written in `stack --json`'s shape from the API's own
+# fields (Thread.kernel, Frame.domain/function/function_offset/module/prototype/btf_*), so that compare()
+# and check_btf() check them as they check the CLI's JSON.
+PY_API = r"""
+import json, sys
+import stackprov
+btf = sys.argv[2] == "1"
+threads = []
+for t in stackprov.stack(int(sys.argv[1]), kernel=True, with_btf=btf):
+    frames = []
+    for f in t.frames:
+        o = {"pc": hex(f.pc), "sp": hex(f.sp), "function": f.function, "method": f.method, "domain": f.domain,
+             "module": f.module, "flags": f.flags}
+        if f.domain == "kernel":
+            o["function_offset"] = hex(f.function_offset)
+            if btf:
+                o["btf"] = None if f.prototype is None else {
+                    "func_id": f.btf_func_id, "prototype": f.prototype, "approximate": f.btf_approximate}
+        frames.append(o)
+    k = t.kernel
+    threads.append({"tid": t.tid, "frames": frames, "kernel": None if k is None else {
+        "state": k.state, "syscall": k.syscall, "user_sp": hex(k.user_sp), "user_pc": hex(k.user_pc),
+        "reason": k.reason}})
+print(json.dumps({"threads": threads}))
+"""
+
+
+def check_python_usage():
+    """`python3 -m stackprov stack`'s --kernel/--with-btf misuse: exit 2, the CLI's message."""
+    for argv, want in ((["--pid", "1", "--with-btf"], "--with-btf is only valid with --kernel"),
+                       (["--core", "/nonexistent.core", "--kernel"], "--kernel is only valid with --pid (a live process)")):
+        r = subprocess.run([sys.executable, "-m", "stackprov", "stack"] + argv, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        if r.returncode != 2 or want not in r.stderr:
+            fail("python3 -m stackprov stack %s: exit %d, %r; want 2 and %r" % (" ".join(argv), r.returncode,
+                                                                              r.stderr.strip(), want))
 
 
 def compare(role, ranges, perf_text, plain_out, kernel_out, eu_out, text_out, t_kernel_us):

@@ -21,7 +21,10 @@
 # compare the kernel frames as recorded. As nobody (setpriv; the fixture run as nobody too): the capture
 # exits 0, says for each thread that no kernel segment is stored and why, and stores a version-1
 # container; as root without --with-btf the container is version 1 too (kernel frames are opt-in);
-# with --core, --with-btf is a usage error (exit 2).
+# with --core, --with-btf is a usage error (exit 2). The Python binding (--python-path): `python3 -m stackprov
+# trace-capture --with-btf` and `stackprov.trace_capture(pid=P, with_btf=True)`, each after /proc read anew
+# (the threads sleep on in restart_syscall, 219, after the first ptrace stop), store segments that equal
+# /proc's and bpftool's the same way.
 # The replay re-derives: in another copy, one frame's recorded size and another's prototype altered are
 # the seeds' two kernel mismatches, each named.
 # Needs root, bpftool, setpriv. About 15 s (four replays of 5 seeds, a signed bundle).
@@ -77,12 +80,13 @@ def read_proc(pid):
     return out
 
 
-def wait_blocked(pid, deadline=5.0):
-    """Waits until every thread of pid is in clock_nanosleep (230) per its /proc syscall file."""
+def wait_blocked(pid, deadline=5.0, nr="230"):
+    """Waits until every thread of pid is in system call `nr` (clock_nanosleep, 230; restart_syscall, 219,
+    after a ptrace stop) per its /proc syscall file."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         tids = os.listdir("/proc/%d/task" % pid)
-        if len(tids) == 2 and all(open("/proc/%d/task/%s/syscall" % (pid, t)).read().split()[0] == "230"
+        if len(tids) == 2 and all(open("/proc/%d/task/%s/syscall" % (pid, t)).read().split()[0] == nr
                                   for t in tids):
             return True
         time.sleep(0.01)
@@ -189,8 +193,9 @@ def capture(args, pid, store, extra, as_user=None, cwd=None):
                           timeout=60, cwd=cwd)
 
 
-def check_segments(kernel, proc, bpf):
-    """The stored segments against /proc as this script read it and against bpftool's BTF dump."""
+def check_segments(kernel, proc, bpf, nr=230):
+    """The stored segments against /proc as this script read it and against bpftool's BTF dump; `nr` the
+    system call the threads block in (restart_syscall, 219, after an earlier capture's ptrace stop)."""
     types, funcs = bpf
     n = with_proto = 0
     check(sorted(kernel["segments"]) == sorted(proc), "segments for threads %s, /proc has %s" %
@@ -201,7 +206,7 @@ def check_segments(kernel, proc, bpf):
             continue
         got = [(f["name"], f["offset"], f["size"], f["module"]) for f in seg["frames"]]
         check(got == frames, "thread %d: stored kernel frames %s, /proc/PID/task/TID/stack %s" % (tid, got, frames))
-        check(seg["syscall"] == int(sc[0]) == 230, "thread %d: system call %d, /proc syscall %s" %
+        check(seg["syscall"] == int(sc[0]) == nr, "thread %d: system call %d, /proc syscall %s" %
               (tid, seg["syscall"], sc[0]))
         check((seg["sp"], seg["pc"]) == (int(sc[-2], 16), int(sc[-1], 16)),
               "thread %d: user sp/pc %#x/%#x, /proc syscall %s %s" % (tid, seg["sp"], seg["pc"], sc[-2], sc[-1]))
@@ -322,6 +327,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stackprov", required=True)
     ap.add_argument("--fixture", required=True)
+    ap.add_argument("--python-path", required=True, help="the Python binding's directory (build/python)")
     args = ap.parse_args()
     tools = {t: shutil.which(t) for t in ("bpftool", "setpriv")}
     for tool, path in tools.items():
@@ -358,6 +364,22 @@ def main():
         p = capture(args, fx.pid, store, ["--with-btf", "--bundle", "--bundle-store", os.path.join(work, "bundles"),
                                           "--sign", key, "--log", log, "--log-key", logkey])
         plain = capture(args, fx.pid, store, [])
+        # The Python binding's two ways, each after /proc read anew: the captures above stopped the
+        # threads, whose sleep goes on in restart_syscall (219) since.
+        py_runs = []
+        env = dict(os.environ, PYTHONPATH=args.python_path)
+        for what, argv in (("python3 -m stackprov trace-capture --with-btf",
+                            [sys.executable, "-m", "stackprov", "trace-capture", "-p", str(fx.pid), "--store",
+                             "sqlite:" + store, "--with-btf"]),
+                           ("stackprov.trace_capture(with_btf=True)",
+                            [sys.executable, "-c", "import stackprov, sys; print(stackprov.trace_capture(pid=int("
+                             "sys.argv[1]), store='sqlite:' + sys.argv[2], with_btf=True))", str(fx.pid), store])):
+            if not wait_blocked(fx.pid, nr="219"):
+                fail("%s: the fixture's threads are not in restart_syscall after the captures" % what)
+                break
+            py_proc = read_proc(fx.pid)
+            py_runs.append((what, py_proc, subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                          text=True, timeout=60, env=env)))
     finally:
         fx.kill()
         fx.wait()
@@ -383,6 +405,16 @@ def main():
                           stdout=subprocess.PIPE, text=True, check=True).stdout
     bpf = bpftool_btf(dump)
     n_kernel = check_segments(kernel, proc, bpf)
+    for what, py_proc, r in py_runs:
+        if not check(r.returncode == 0 and "no kernel segment" not in r.stderr, "%s: exit %d: %s" %
+                     (what, r.returncode, r.stderr.strip())):
+            continue
+        v, _, k, _ = parse_container(stored(store, r.stdout.strip())[0])
+        if check(v == 3 and k is not None, "%s: the container is version %d (want 3 with a kernel section)" % (what, v)):
+            check(k["build_id"] == running and k["btf_sha256"] == btf_sha, "%s: kernel build-id %s, BTF sha256 %s" %
+                  (what, k["build_id"], k["btf_sha256"]))
+            print("%s:" % what, end=" ")
+            check_segments(k, py_proc, bpf, nr=219)
     show_kernel(args, store, trace_id, kernel, proc, bpf)
 
     # Replay on this kernel: re-derived, every kernel frame identical; the gate passes.
