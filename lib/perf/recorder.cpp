@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -509,7 +510,16 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   // Targets: a started command (stopped until the events exist) or the threads of `pid`.
   pid_t child = -1;
   int go_pipe[2] = {-1, -1};
-  int exec_pipe[2] = {-1, -1};  // the child's execvp errno, or EOF (close-on-exec) once it ran
+  // The child's failure (ChildFailure: which step, errno), or EOF (close-on-exec) once it ran.
+  int exec_pipe[2] = {-1, -1};
+  struct ChildFailure {
+    int step;  // 0 execvp, 1 ptrace(PTRACE_TRACEME)
+    int err;
+  };
+  // Off-CPU: the child stops at its exec (PTRACE_TRACEME), and sched:sched_switch is attached only
+  // then: its switches before the exec (still stackprov's image, e.g. waiting for the go below, or
+  // reading the new program's file inside execve) are not the command's.
+  const bool exec_stop = !o.argv.empty() && o.kernel_mode == kKernelOffCpu;
   std::vector<pid_t> tids;
   std::string cmdline;
   if (!o.argv.empty()) {
@@ -531,9 +541,14 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
       std::vector<char*> args;
       for (const std::string& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
-      execvp(args[0], args.data());
-      const int e = errno;
-      if (write(exec_pipe[1], &e, sizeof(e)) != static_cast<ssize_t>(sizeof(e))) { /* the parent sees EOF */ }
+      ChildFailure cf{0, 0};
+      if (exec_stop && ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
+        cf = {1, errno};
+      } else {
+        execvp(args[0], args.data());
+        cf = {0, errno};
+      }
+      if (write(exec_pipe[1], &cf, sizeof(cf)) != static_cast<ssize_t>(sizeof(cf))) { /* the parent sees EOF */ }
       _exit(127);
     }
     close(go_pipe[0]);
@@ -631,9 +646,11 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
     }
     sampler = std::move(ks).value();
     if (o.kernel_mode == kKernelOffCpu) {
-      if (Status st = sampler->attach_sched_switch(); !st.ok()) {
-        abort_child();
-        return st;
+      if (!exec_stop) {  // else at the child's exec stop, below
+        if (Status st = sampler->attach_sched_switch(); !st.ok()) {
+          abort_child();
+          return st;
+        }
       }
     } else {
       for (int fd : ev.fds) {
@@ -670,14 +687,44 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
     if (write(go_pipe[1], "x", 1) != 1) { /* the child sees EOF and exits */ }
     close(go_pipe[1]);
     go_pipe[1] = -1;
-    int exec_errno = 0;
+    ChildFailure cf{0, 0};
     ssize_t n;
-    do n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+    do n = read(exec_pipe[0], &cf, sizeof(cf));
     while (n < 0 && errno == EINTR);
-    if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
+    if (n == static_cast<ssize_t>(sizeof(cf))) {
       stop_signals.reset();
       waitpid(child, nullptr, 0);
-      return make_error(-exec_errno, "cannot run '%s': %s", o.argv[0].c_str(), strerror(exec_errno));
+      if (cf.step == 1)
+        return make_error(-cf.err, "cannot run '%s' stopped at its exec (ptrace(PTRACE_TRACEME), for --off-cpu): %s",
+                          o.argv[0].c_str(), strerror(cf.err));
+      return make_error(-cf.err, "cannot run '%s': %s", o.argv[0].c_str(), strerror(cf.err));
+    }
+    if (exec_stop) {
+      // The exec ran: the child stops with SIGTRAP before its first instruction. Its switches
+      // are sampled from here on; then it goes on, untraced.
+      int status = 0;
+      pid_t w;
+      do w = waitpid(child, &status, 0);
+      while (w < 0 && errno == EINTR);
+      if (w != child || !WIFSTOPPED(status)) {
+        stop_signals.reset();
+        if (w == child) child = -1;  // reaped
+        g_child.store(-1);
+        abort_child();
+        const std::string how = w != child            ? std::string("waitpid: ") + strerror(errno)
+                                : WIFSIGNALED(status) ? std::string("killed by ") + strsignal(WTERMSIG(status))
+                                                      : "exit status " + std::to_string(WEXITSTATUS(status));
+        return make_error(SPROV_ERR_CAPTURE, "'%s' ended before its exec stop (%s)", o.argv[0].c_str(), how.c_str());
+      }
+      Status st = sampler->attach_sched_switch();
+      if (ptrace(PTRACE_DETACH, child, nullptr, nullptr) != 0 && st.ok())
+        st = make_error(-errno, "ptrace(PTRACE_DETACH) of '%s' at its exec stop: %s", o.argv[0].c_str(), strerror(errno));
+      if (!st.ok()) {
+        stop_signals.reset();
+        g_child.store(-1);
+        abort_child();
+        return st;
+      }
     }
   }
   const double start = now_ms();

@@ -20,6 +20,8 @@
 # samples, each with the fixture's known chain, the ones inside getrandom with the syscall's kernel frames;
 # the same capture's folded, pprof (decoded with protoc) and SVG outputs equal its JSON samples folded here,
 # kernel frames marked _[k] (and drawn orange in the SVG).
+# record --with-kernel --off-cpu -- CMD: none of the child's switches before its exec (its maps and the
+# recorder's, read while both run, say where a pc was).
 # cpu-clock sample by sample: the C ABI client's sampler attached to a running `perf record -g -e cpu-clock`'s
 # own events (pidfd_getfd, SPROV_KERNEL_SAMPLER_EVENT_FDS): each of its events is one of perf's samples, with
 # perf's kernel frames, and perf's user frames are ours less the callers its frame-pointer walk loses.
@@ -181,6 +183,7 @@ def main():
                   if st["skewed"] else "all within %d us" % (MATCH_NS // 1000), st["unmatched"], st["kframes"], st["uframes"],
                   st["unknown_taken"]))
     failures += check_cpu_clock(args, work)
+    failures += check_offcpu_command(args, work)
     failures += check_cpu_clock_vs_perf(args, work, symbolizer, perf)
     print("record + C ABI client + perf ran %.1f s" % took)
     if failures:
@@ -190,6 +193,70 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     print("PASS")
     return 0
+
+
+def exec_ranges(pid):
+    """[(lo, hi, path)] of pid's executable mappings, from /proc/PID/maps."""
+    out = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and "x" in parts[1]:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                out.append((lo, hi, parts[5]))
+    return out
+
+
+def check_offcpu_command(args, work):
+    """record --with-kernel --off-cpu -- CMD: only the command's own switches, none of the child before
+    its exec (stackprov's image waiting to be let go, or reading the program's file inside execve).
+    Oracles read while both run: the recorder's executable mappings (which the child shares until its
+    exec) and the command's own (/proc/CHILD/maps once its exe is the fixture). An event whose first
+    user pc lies in a mapping of the recorder's and in none of the command's, or whose kernel frames
+    are inside execve (bprm_execve), fails; the fixture's chains must be there."""
+    failures = []
+    cap = os.path.join(work, "cmd.cap")
+    rec = subprocess.Popen([args.stackprov, "record", "--with-kernel", "--off-cpu", "--duration", "1.5", "-o", cap,
+                            "--", args.fixture], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    fixture = os.path.realpath(args.fixture)
+    rec_maps = cmd_maps = None
+    deadline = time.monotonic() + 10
+    while cmd_maps is None and time.monotonic() < deadline and rec.poll() is None:
+        try:
+            kids = open("/proc/%d/task/%d/children" % (rec.pid, rec.pid)).read().split()
+            if kids and os.path.realpath("/proc/%s/exe" % kids[0]) == fixture:
+                cmd_maps, rec_maps = exec_ranges(int(kids[0])), exec_ranges(rec.pid)
+        except OSError:
+            pass
+        time.sleep(0.01)
+    err = rec.communicate(timeout=30)[1]
+    if rec.returncode != 0:
+        return ["record --off-cpu -- CMD exited %d: %s" % (rec.returncode, err.strip())]
+    if cmd_maps is None:
+        return ["record --off-cpu -- CMD: the command's maps could not be read while it ran"]
+    imp = subprocess.run([args.stackprov, "perf-import", "-q", "-f", "json", cap], check=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True).stdout
+    events = [json.loads(line) for line in imp.splitlines() if line.strip()]
+    own = set(KNOWN["raw"] + KNOWN["libc"])
+    chains = pre = 0
+    for e in events:
+        kernel = [f["function"] for f in e["frames"] if f["method"] == "kernel"]
+        user = [f for f in e["frames"] if f["method"] != "kernel"]
+        pc = int(user[0]["pc"], 16) if user else None
+        in_rec = [m for m in rec_maps if pc is not None and m[0] <= pc < m[1]]
+        in_cmd = any(pc is not None and lo <= pc < hi for lo, hi, _ in cmd_maps)
+        if (in_rec and not in_cmd) or "bprm_execve" in kernel:
+            pre += 1
+            if pre <= 3:
+                failures.append("record --off-cpu -- CMD: an event of the child before its exec at %d ns: kernel %s, "
+                                "user pc %s (the recorder's %s)" % (e["time"], kernel[:8], hex(pc) if pc else None,
+                                                                   in_rec[0][2] if in_rec else "-"))
+        chains += any(f.get("function") in own for f in user)
+    if chains == 0:
+        failures.append("record --off-cpu -- CMD: %d events, none with the fixture's chains" % len(events))
+    print("record --with-kernel --off-cpu -- CMD: %d events, %d with the fixture's chains, %d of the child before "
+          "its exec (want 0)" % (len(events), chains, pre))
+    return failures
 
 
 SYSCALL_ENTRY = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
