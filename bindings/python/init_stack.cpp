@@ -479,19 +479,28 @@ StackResult stack_of(const CtxPtr& ctx, const Target& target, int64_t tid, uint3
     }
     std::optional<KernelStack> kstate;
     if (kernel) {  // the kernel segment above the user frames, last (the other merges refuse it)
-      sprov_stack* merged = nullptr;
-      check(sprov_process_kernel_stack(p.proc.get(), i, owned.get(), &merged));
-      owned.reset(merged);
-      sprov_kernel_stack_info ki{};
-      ki.sz = sizeof(ki);
-      check(sprov_stack_kernel_info(owned.get(), &ki));
       static const char* const kStates[] = {"none", "read", "unreadable", "running", "stale"};
       KernelStack k;
-      k.state = ki.state >= 0 && ki.state <= 4 ? kStates[ki.state] : "none";
-      k.syscall = ki.syscall;
-      k.user_sp = ki.user_sp;
-      k.user_pc = ki.user_pc;
-      k.reason = str(ki.reason);
+      sprov_stack* merged = nullptr;
+      if (sprov_process_kernel_stack(p.proc.get(), i, owned.get(), &merged) == 0) {
+        owned.reset(merged);
+        sprov_kernel_stack_info ki{};
+        ki.sz = sizeof(ki);
+        check(sprov_stack_kernel_info(owned.get(), &ki));
+        k.state = ki.state >= 0 && ki.state <= 4 ? kStates[ki.state] : "none";
+        k.syscall = ki.syscall;
+        k.user_sp = ki.user_sp;
+        k.user_pc = ki.user_pc;
+        k.reason = str(ki.reason);
+      } else {
+        // As `stackprov stack --kernel`: the user frames stay, the failure is a warning line (and
+        // `python3 -m stackprov stack` exits 1, as the CLI).
+        const char* msg = sprov_last_error_message();
+        k.state = "unreadable";
+        k.reason = str(msg);
+        r.info.warnings += "pid " + std::to_string(r.info.pid) + " thread " + std::to_string(sprov_snapshot_tid(snap)) +
+                           ": no kernel stack: " + k.reason + "\n";
+      }
       kstate = std::move(k);
     }
     Stack s = describe(sym.sym.get(), owned.get(), lines);
@@ -992,12 +1001,13 @@ void init_stack(py::module_& m) {
 
 void init_default_contexts(py::module_& m) {
   m.def("_kernel_btf_error", []() -> std::optional<std::string> {
+    py::gil_scoped_release nogil;  // libbpf parses all of vmlinux's BTF
     sprov_kernel_btf* btf = nullptr;
     if (sprov_kernel_btf_open(nullptr, &btf) == 0) {
       sprov_kernel_btf_free(btf);
       return std::nullopt;
     }
-    const char* msg = sprov_last_error_message();
+    const char* msg = sprov_last_error_message();  // thread-local: this thread's
     return std::string(msg ? msg : "unknown error");
   }, "None when the kernel's BTF (/sys/kernel/btf/vmlinux) can be read by this build, else why not "
      "(`trace-capture --with-btf` stores no kernel segment then).");

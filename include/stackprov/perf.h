@@ -230,8 +230,9 @@ enum sprov_record_flags {
   SPROV_RECORD_KERNEL = 1u << 0,
   /* With SPROV_RECORD_KERNEL: sample at the tracepoint sched:sched_switch instead (each time a
    * thread of the target switches out: off-CPU stacks; `frequency` unused, period 0). A started
-   * command (argv) is stopped at its exec (PTRACE_TRACEME) and sampled from there: none of its
-   * switches before the exec are recorded. */
+   * command (argv) is traced until its exec (PTRACE_SEIZE, PTRACE_O_TRACEEXEC) and sampled from
+   * there: none of its switches before the exec are recorded (a recorder that is itself traced, or
+   * kernel.yama.ptrace_scope 3, fails with that errno). */
   SPROV_RECORD_OFF_CPU = 1u << 1,
   /* Read each sampled thread's CPython 3.11 frames (doc/runtime-frames.md "Recordings") from the
    * running target right after its sample arrives (one wakeup per sample), as py-spy's

@@ -510,15 +510,12 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
   // Targets: a started command (stopped until the events exist) or the threads of `pid`.
   pid_t child = -1;
   int go_pipe[2] = {-1, -1};
-  // The child's failure (ChildFailure: which step, errno), or EOF (close-on-exec) once it ran.
-  int exec_pipe[2] = {-1, -1};
-  struct ChildFailure {
-    int step;  // 0 execvp, 1 ptrace(PTRACE_TRACEME)
-    int err;
-  };
-  // Off-CPU: the child stops at its exec (PTRACE_TRACEME), and sched:sched_switch is attached only
-  // then: its switches before the exec (still stackprov's image, e.g. waiting for the go below, or
-  // reading the new program's file inside execve) are not the command's.
+  int exec_pipe[2] = {-1, -1};  // the child's execvp errno, or EOF (close-on-exec) once it ran
+  // Off-CPU: the child is traced (PTRACE_SEIZE, PTRACE_O_TRACEEXEC) until its exec's event stop, and
+  // sched:sched_switch is attached only then: its switches before the exec (still stackprov's
+  // image, waiting for the go below or reading the new program's file inside execve) are not the
+  // command's. An explicit event stop (no SIGTRAP to a tracee whose mask may block it); a signal
+  // meanwhile is passed on; PTRACE_O_EXITKILL kills the child if the recorder dies in between.
   const bool exec_stop = !o.argv.empty() && o.kernel_mode == kKernelOffCpu;
   std::vector<pid_t> tids;
   std::string cmdline;
@@ -541,18 +538,22 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
       std::vector<char*> args;
       for (const std::string& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
-      ChildFailure cf{0, 0};
-      if (exec_stop && ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
-        cf = {1, errno};
-      } else {
-        execvp(args[0], args.data());
-        cf = {0, errno};
-      }
-      if (write(exec_pipe[1], &cf, sizeof(cf)) != static_cast<ssize_t>(sizeof(cf))) { /* the parent sees EOF */ }
+      execvp(args[0], args.data());
+      const int e = errno;
+      if (write(exec_pipe[1], &e, sizeof(e)) != static_cast<ssize_t>(sizeof(e))) { /* the parent sees EOF */ }
       _exit(127);
     }
     close(go_pipe[0]);
     close(exec_pipe[1]);
+    if (exec_stop && ptrace(PTRACE_SEIZE, child, nullptr, PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL) != 0) {
+      const int e = errno;
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+      close(go_pipe[1]);
+      close(exec_pipe[0]);
+      return make_error(-e, "cannot trace '%s' to its exec (ptrace(PTRACE_SEIZE), for --off-cpu: stackprov traced "
+                        "itself, or kernel.yama.ptrace_scope 3?): %s", o.argv[0].c_str(), strerror(e));
+    }
     tids.push_back(child);
   } else {
     const std::string task = "/proc/" + std::to_string(o.pid) + "/task";
@@ -687,43 +688,57 @@ Status record_to(const RecordOptions& o, FILE* f, RecordStats* stats) {
     if (write(go_pipe[1], "x", 1) != 1) { /* the child sees EOF and exits */ }
     close(go_pipe[1]);
     go_pipe[1] = -1;
-    ChildFailure cf{0, 0};
-    ssize_t n;
-    do n = read(exec_pipe[0], &cf, sizeof(cf));
-    while (n < 0 && errno == EINTR);
-    if (n == static_cast<ssize_t>(sizeof(cf))) {
-      stop_signals.reset();
-      waitpid(child, nullptr, 0);
-      if (cf.step == 1)
-        return make_error(-cf.err, "cannot run '%s' stopped at its exec (ptrace(PTRACE_TRACEME), for --off-cpu): %s",
-                          o.argv[0].c_str(), strerror(cf.err));
-      return make_error(-cf.err, "cannot run '%s': %s", o.argv[0].c_str(), strerror(cf.err));
-    }
     if (exec_stop) {
-      // The exec ran: the child stops with SIGTRAP before its first instruction. Its switches
-      // are sampled from here on; then it goes on, untraced.
-      int status = 0;
-      pid_t w;
-      do w = waitpid(child, &status, 0);
-      while (w < 0 && errno == EINTR);
-      if (w != child || !WIFSTOPPED(status)) {
-        stop_signals.reset();
-        if (w == child) child = -1;  // reaped
-        g_child.store(-1);
-        abort_child();
-        const std::string how = w != child            ? std::string("waitpid: ") + strerror(errno)
-                                : WIFSIGNALED(status) ? std::string("killed by ") + strsignal(WTERMSIG(status))
+      // Until the exec's event stop: a signal-delivery stop passes its signal on, a group stop is
+      // resumed; an exit before it is the exec's failure (its errno in the pipe) or a death.
+      for (;;) {
+        int status = 0;
+        const pid_t w = waitpid(child, &status, __WALL);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          const int e = errno;
+          stop_signals.reset();
+          g_child.store(-1);
+          abort_child();
+          return make_error(-e, "waiting for '%s' to exec: %s", o.argv[0].c_str(), strerror(e));
+        }
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+          stop_signals.reset();
+          child = -1;  // reaped
+          g_child.store(-1);
+          int exec_errno = 0;
+          if (read(exec_pipe[0], &exec_errno, sizeof(exec_errno)) == static_cast<ssize_t>(sizeof(exec_errno)))
+            return make_error(-exec_errno, "cannot run '%s': %s", o.argv[0].c_str(), strerror(exec_errno));
+          const std::string how = WIFSIGNALED(status) ? std::string("killed by ") + strsignal(WTERMSIG(status))
                                                       : "exit status " + std::to_string(WEXITSTATUS(status));
-        return make_error(SPROV_ERR_CAPTURE, "'%s' ended before its exec stop (%s)", o.argv[0].c_str(), how.c_str());
+          return make_error(SPROV_ERR_CAPTURE, "'%s' ended before its exec (%s)", o.argv[0].c_str(), how.c_str());
+        }
+        if (!WIFSTOPPED(status)) continue;
+        const int event = status >> 16;
+        if (event == PTRACE_EVENT_EXEC) break;
+        const int sig = event == 0 ? WSTOPSIG(status) : 0;  // PTRACE_EVENT_STOP: a group stop
+        ptrace(PTRACE_CONT, child, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(sig)));
       }
+      // The exec ran: the command stops before its first instruction. Its switches are sampled
+      // from here on; then it goes on, untraced.
       Status st = sampler->attach_sched_switch();
       if (ptrace(PTRACE_DETACH, child, nullptr, nullptr) != 0 && st.ok())
-        st = make_error(-errno, "ptrace(PTRACE_DETACH) of '%s' at its exec stop: %s", o.argv[0].c_str(), strerror(errno));
+        st = make_error(-errno, "ptrace(PTRACE_DETACH) of '%s' at its exec: %s", o.argv[0].c_str(), strerror(errno));
       if (!st.ok()) {
         stop_signals.reset();
         g_child.store(-1);
         abort_child();
         return st;
+      }
+    } else {
+      int exec_errno = 0;
+      ssize_t n;
+      do n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+      while (n < 0 && errno == EINTR);
+      if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
+        stop_signals.reset();
+        waitpid(child, nullptr, 0);
+        return make_error(-exec_errno, "cannot run '%s': %s", o.argv[0].c_str(), strerror(exec_errno));
       }
     }
   }

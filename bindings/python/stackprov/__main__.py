@@ -349,7 +349,8 @@ def main(argv=None):
     if short or not threads or info.core_truncated or info.build_id_mismatch:
         sys.stderr.write("python3 -m stackprov stack: %s: the stacks are not whole\n" % what)
         return 1
-    return 0
+    # A kernel segment that could not be merged is a warning line (above) and exit 1, as the CLI.
+    return 1 if a.kernel and ": no kernel stack: " in info.warnings else 0
 
 
 if __name__ == "__main__":

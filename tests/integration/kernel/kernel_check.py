@@ -224,8 +224,11 @@ def check_offcpu_command(args, work):
     while cmd_maps is None and time.monotonic() < deadline and rec.poll() is None:
         try:
             kids = open("/proc/%d/task/%d/children" % (rec.pid, rec.pid)).read().split()
+            # Once its exe is the fixture and ld.so has mapped libc (not during the exec's stop).
             if kids and os.path.realpath("/proc/%s/exe" % kids[0]) == fixture:
-                cmd_maps, rec_maps = exec_ranges(int(kids[0])), exec_ranges(rec.pid)
+                cm = exec_ranges(int(kids[0]))
+                if any("/libc.so" in path for _, _, path in cm):
+                    cmd_maps, rec_maps = cm, exec_ranges(rec.pid)
         except OSError:
             pass
         time.sleep(0.01)
@@ -601,9 +604,11 @@ def compare(what, events, psamples, role, fixture):
     # Pass 2, by order: a thread's hits come one after another (it cannot switch out again before it has
     # been switched in), so both programs see them in the same order whatever their clocks read. A vCPU
     # stolen for longer than MATCH_NS between the two reads of one hit (a CI run: 83 hits of one thread,
-    # 411-550 us apart, within 0.1 s) leaves perf's event unmatched in pass 1 with ours unused; it is ours
-    # that lies, in time order, between the events of ours matched to perf's previous and next events of
-    # that thread, has perf's kernel frames and is within SKEW_NS.
+    # 411-550 us apart, within 0.1 s) leaves perf's event unmatched in pass 1 with ours unused; it is the
+    # first of ours, in time order, after the one matched to perf's previous event of that thread (and
+    # before the one matched to its next), with perf's kernel frames, within SKEW_NS: the next hit's
+    # event may be nearer in time, so not the nearest. (Selected by equal kernel frames, such a pair's
+    # kernel comparison below holds by construction; its user frames are compared as any pair's.)
     skewed = []
     for tid in role:
         tk = [k for k in keys if k[0] == tid]
@@ -617,7 +622,7 @@ def compare(what, events, psamples, role, fixture):
             cands = [o for o in by_tid.get(tid, []) if id(o) not in used and abs(o["time"] - t_ns) <= SKEW_NS and
                      (lo is None or o["time"] > lo) and (hi is None or o["time"] < hi) and o["kernel"] == pk]
             if cands:
-                best = min(cands, key=lambda o: abs(o["time"] - t_ns))
+                best = min(cands, key=lambda o: o["time"])
                 pair[key] = best
                 used.add(id(best))
                 skewed.append(abs(best["time"] - t_ns) // 1000)

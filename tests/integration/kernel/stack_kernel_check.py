@@ -373,7 +373,7 @@ def compare(role, ranges, perf_text, plain_out, kernel_out, eu_out, text_out, t_
         if t is None:
             fail("%s thread %d: not in stack --kernel's output" % (r, tid))
             continue
-        k = t.get("kernel", {})
+        k = t.get("kernel") or {}
         nr, chain = KNOWN[r]
         if k.get("state") != "read":
             fail("%s thread %d: kernel state %r (%s), want read" % (r, tid, k.get("state"), k.get("reason")))
