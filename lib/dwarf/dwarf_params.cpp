@@ -109,12 +109,13 @@ ParamInfo::Where DwarfIndex::location_at(const Unit& u, uint16_t form, uint64_t 
   const DwarfSections& s = *u.s;
   const unsigned as = u.addr_size;
   if (u.is_dwo || (as != 4 && as != 8)) return ParamInfo::Where::kUnreadable;
+  const auto [loc, loclists] = s.locations();
   const uint64_t all_ones = as == 8 ? ~uint64_t{0} : 0xffffffffu;
   uint64_t off = 0;
   if (form == kFormLoclistx) {
     const unsigned w = u.is64 ? 8 : 4;
-    if (value > s.loclists.size / w) return ParamInfo::Where::kUnreadable;
-    Cursor ic(s.loclists, static_cast<size_t>(u.loclists_base + value * w), s.big_endian);
+    if (value > loclists.size / w) return ParamInfo::Where::kUnreadable;
+    Cursor ic(loclists, static_cast<size_t>(u.loclists_base + value * w), s.big_endian);
     off = u.loclists_base + ic.fixed(w);
     if (!ic.ok) return ParamInfo::Where::kUnreadable;
   } else if (form == kFormSecOffset || (u.version < 4 && (form == kFormData4 || form == kFormData8))) {
@@ -130,8 +131,8 @@ ParamInfo::Where DwarfIndex::location_at(const Unit& u, uint16_t form, uint64_t 
   };
   uint64_t base = u.base_address;
   if (u.version < 5) {  // .debug_loc: (begin, end) pairs, a base address selection, (0, 0) ends
-    if (off >= s.loc.size) return ParamInfo::Where::kUnreadable;
-    Cursor c(s.loc, static_cast<size_t>(off), s.big_endian);
+    if (off >= loc.size) return ParamInfo::Where::kUnreadable;
+    Cursor c(loc, static_cast<size_t>(off), s.big_endian);
     for (size_t n = 0; n < kMaxLocEntries && c.ok; n++) {
       const uint64_t lo = c.fixed(as), hi = c.fixed(as);
       if (!c.ok) break;
@@ -153,8 +154,8 @@ ParamInfo::Where DwarfIndex::location_at(const Unit& u, uint16_t form, uint64_t 
     return ParamInfo::Where::kUnreadable;
   }
   // .debug_loclists (DWARF 5 section 2.6.2, DW_LLE_*).
-  if (off >= s.loclists.size) return ParamInfo::Where::kUnreadable;
-  Cursor c(s.loclists, static_cast<size_t>(off), s.big_endian);
+  if (off >= loclists.size) return ParamInfo::Where::kUnreadable;
+  Cursor c(loclists, static_cast<size_t>(off), s.big_endian);
   const uint8_t* dflt = nullptr;
   size_t dflt_len = 0;
   bool have_dflt = false;

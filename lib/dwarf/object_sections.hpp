@@ -2,6 +2,7 @@
 // A module's DWARF sections from a neutral object image, asked for by the DWARF standard's names.
 #pragma once
 
+#include <memory>
 #include <string_view>
 
 #include "dwarf/dwarf_index.hpp"
@@ -20,7 +21,9 @@ inline SectionBytes section_bytes(const object::ObjectImage& obj, std::string_vi
   return b;
 }
 
-/// The .debug_* sections of `obj` as borrowed views (decompressed); looked up once per file.
+/// The .debug_* sections of `obj` as borrowed views (decompressed); looked up once per file. The
+/// location lists are looked up (and inflated) on their first use (DwarfSections::locations), also
+/// borrowed from `obj`.
 inline DwarfSections dwarf_sections(const object::ObjectImage& obj) {
   DwarfSections s;
   s.info = section_bytes(obj, ".debug_info");
@@ -32,8 +35,11 @@ inline DwarfSections dwarf_sections(const object::ObjectImage& obj) {
   s.addr = section_bytes(obj, ".debug_addr");
   s.ranges = section_bytes(obj, ".debug_ranges");
   s.rnglists = section_bytes(obj, ".debug_rnglists");
-  s.loc = section_bytes(obj, ".debug_loc");
-  s.loclists = section_bytes(obj, ".debug_loclists");
+  s.lazy_locations = std::make_shared<LazyLocations>();
+  s.lazy_locations->load = [o = &obj](SectionBytes* loc, SectionBytes* loclists) {
+    *loc = section_bytes(*o, ".debug_loc");
+    *loclists = section_bytes(*o, ".debug_loclists");
+  };
   s.big_endian = obj.big_endian();
   return s;
 }

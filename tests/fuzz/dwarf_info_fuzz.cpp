@@ -21,7 +21,7 @@ using namespace stackprov::dwarf;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SectionBytes s[19];
   fuzz::split_sections(data, size, s, 19);
-  DwarfSections main{s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[11], false, {}, {}};
+  DwarfSections main{s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[11], false, {}, {}, {}};
   DwarfIndexLimits limits;
   limits.max_nodes_per_unit = size_t{1} << 16;
   limits.memory_budget = size_t{16} << 20;
