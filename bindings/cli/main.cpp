@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // stackprov command line: dispatches to the registered subcommands.
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "args.hpp"
@@ -46,7 +51,48 @@ static int unknown_command(const char* name) {
   return stackprov_cli::kExitUsage;
 }
 
+/// Transparent huge pages for the heap (doc/benchmarks.md "Huge pages for the heap"): unwinding with
+/// lines, symbolizing, importing a profile or building a bundle touches tens of MB of fresh heap
+/// (line tables, unit indexes, frames), and a 4 KiB page fault costs 2-3 us on a paravirtualised VM.
+/// For those commands the main heap is grown once by a large pad (address space only), advised
+/// MADV_HUGEPAGE (a fault per 2 MiB where THP is "madvise" or "always") and kept (no trim); blocks
+/// up to 32 MiB come from it. What glibc.malloc.hugetlb=1 does, without re-running the program to
+/// set a tunable. Nothing when STACKPROV_MALLOC_HUGEPAGES=0 or for any other command; when the heap
+/// cannot grow by the pad (RLIMIT_AS, RLIMIT_DATA) glibc's defaults are set back; after it, the heap
+/// grows with glibc's default pad.
+static void heap_huge_pages(const char* command) {
+  if (command == nullptr ||
+      (strcmp(command, "symbolize") != 0 && strcmp(command, "perf-import") != 0 && strcmp(command, "bundle") != 0 &&
+       strcmp(command, "stack") != 0))
+    return;
+  if (const char* off = getenv("STACKPROV_MALLOC_HUGEPAGES"); off != nullptr && strcmp(off, "0") == 0) return;
+  constexpr size_t kPad = size_t{256} << 20, kHuge = size_t{2} << 20;
+  if (mallopt(M_TOP_PAD, static_cast<int>(kPad)) == 0 || mallopt(M_TRIM_THRESHOLD, static_cast<int>(2 * kPad)) == 0 ||
+      mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0)
+    return;
+  // A block below the mmap threshold makes the heap grow by it and the pad now.
+  void* p = malloc(16u << 20);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  void* end = sbrk(0);
+  const uintptr_t lo = (at + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
+  const uintptr_t hi = end == reinterpret_cast<void*>(-1) ? 0 : reinterpret_cast<uintptr_t>(end) & ~(uintptr_t{kHuge} - 1);
+  const bool grown = p != nullptr && hi > lo && hi - lo >= kPad / 2;  // else the block came from mmap
+  if (grown) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+  free(p);
+  // Later growth with glibc's default pad: a large one that a limit refuses would fail malloc early.
+  mallopt(M_TOP_PAD, 128 << 10);
+  if (!grown) {  // the heap could not grow: glibc's defaults back
+    mallopt(M_MMAP_THRESHOLD, 128 << 10);
+    mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  }
+}
+
 int main(int argc, char** argv) {
+  {
+    const char* base = argc >= 1 && argv[0] != nullptr ? strrchr(argv[0], '/') : nullptr;
+    base = base ? base + 1 : (argc >= 1 ? argv[0] : nullptr);
+    heap_huge_pages(base != nullptr && strcmp(base, "stackprov") != 0 ? base : (argc >= 2 ? argv[1] : nullptr));
+  }
   // Multi-call: invoked through a link named after a command (e.g. `trace-verify`),
   // run that command with the remaining arguments.
   if (argc >= 1 && argv[0] != nullptr) {
