@@ -2,6 +2,7 @@
 // stackprov command line: dispatches to the registered subcommands.
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,44 +55,64 @@ static int unknown_command(const char* name) {
 /// Transparent huge pages for the heap (doc/benchmarks.md "Huge pages for the heap"): unwinding with
 /// lines, symbolizing, importing a profile or building a bundle touches tens of MB of fresh heap
 /// (line tables, unit indexes, frames), and a 4 KiB page fault costs 2-3 us on a paravirtualised VM.
-/// For those commands the main heap is grown once by a large pad (address space only), advised
-/// MADV_HUGEPAGE (a fault per 2 MiB where THP is "madvise" or "always") and kept (no trim); blocks
-/// up to 32 MiB come from it. What glibc.malloc.hugetlb=1 does, without re-running the program to
-/// set a tunable. Nothing when STACKPROV_MALLOC_HUGEPAGES=0 or for any other command; when the heap
-/// cannot grow by the pad (RLIMIT_AS, RLIMIT_DATA) glibc's defaults are set back; after it, the heap
-/// grows with glibc's default pad.
+/// For those commands, on a 64-bit glibc without an address-space or data limit, the main heap grows
+/// once by a 256 MiB pad (address space), that window is advised MADV_HUGEPAGE (where THP is
+/// "madvise" or "always", a fault per 2 MiB there) and blocks up to 32 MiB come from the heap; it is
+/// not trimmed below 512 MiB, so resident memory stays at its peak until exit. Growth past the
+/// window gets glibc's default pad and no advice. Not glibc.malloc.hugetlb=1 (that advises every
+/// growth and mmap'd block), but without re-running the program to set a tunable. Off with
+/// STACKPROV_MALLOC_HUGEPAGES=0. When the heap cannot grow by the pad (strict overcommit) the pad and
+/// thresholds go back to glibc's default values (its dynamic mmap threshold stays off).
 static void heap_huge_pages(const char* command) {
+#if defined(__GLIBC__) && defined(M_TOP_PAD) && defined(MADV_HUGEPAGE)
+  if constexpr (sizeof(void*) < 8) return;  // 32 MiB blocks are past a 32-bit heap's mmap threshold
   if (command == nullptr ||
       (strcmp(command, "symbolize") != 0 && strcmp(command, "perf-import") != 0 && strcmp(command, "bundle") != 0 &&
        strcmp(command, "stack") != 0))
     return;
   if (const char* off = getenv("STACKPROV_MALLOC_HUGEPAGES"); off != nullptr && strcmp(off, "0") == 0) return;
   constexpr size_t kPad = size_t{256} << 20, kHuge = size_t{2} << 20;
-  if (mallopt(M_TOP_PAD, static_cast<int>(kPad)) == 0 || mallopt(M_TRIM_THRESHOLD, static_cast<int>(2 * kPad)) == 0 ||
-      mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0)
-    return;
-  // A block below the mmap threshold makes the heap grow by it and the pad now.
-  void* p = malloc(16u << 20);
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  void* end = sbrk(0);
-  const uintptr_t lo = (at + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
-  const uintptr_t hi = end == reinterpret_cast<void*>(-1) ? 0 : reinterpret_cast<uintptr_t>(end) & ~(uintptr_t{kHuge} - 1);
-  const bool grown = p != nullptr && hi > lo && hi - lo >= kPad / 2;  // else the block came from mmap
-  if (grown) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-  free(p);
-  // Later growth with glibc's default pad: a large one that a limit refuses would fail malloc early.
-  mallopt(M_TOP_PAD, 128 << 10);
-  if (!grown) {  // the heap could not grow: glibc's defaults back
+  // A limit would be spent on the pad (RLIMIT_AS, RLIMIT_DATA: also the stack tests' small limits).
+  for (int res : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit rl{};
+    if (getrlimit(res, &rl) != 0 || (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t{4} << 30))) return;
+  }
+  auto defaults = [] {
+    mallopt(M_TOP_PAD, 128 << 10);
     mallopt(M_MMAP_THRESHOLD, 128 << 10);
     mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  };
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0 || mallopt(M_TOP_PAD, static_cast<int>(kPad)) == 0 ||
+      mallopt(M_TRIM_THRESHOLD, static_cast<int>(2 * kPad)) == 0) {
+    defaults();
+    return;
   }
+  // A block below the mmap threshold makes the heap grow by it and the pad now.
+  void* before = sbrk(0);
+  void* p = malloc(16u << 20);
+  void* end = sbrk(0);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(before), e = reinterpret_cast<uintptr_t>(end);
+  const bool grown = p != nullptr && before != reinterpret_cast<void*>(-1) && end != reinterpret_cast<void*>(-1) &&
+                     e > b && e - b >= kPad / 2;  // else the block came from mmap: nothing advised
+  if (grown) {
+    const uintptr_t lo = (std::max(reinterpret_cast<uintptr_t>(p), b) + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
+    const uintptr_t hi = e & ~(uintptr_t{kHuge} - 1);
+    if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+  }
+  free(p);
+  if (grown) mallopt(M_TOP_PAD, 128 << 10);  // later growth as usual
+  else defaults();
+#else
+  (void)command;
+#endif
 }
 
 int main(int argc, char** argv) {
   {
     const char* base = argc >= 1 && argv[0] != nullptr ? strrchr(argv[0], '/') : nullptr;
     base = base ? base + 1 : (argc >= 1 ? argv[0] : nullptr);
-    heap_huge_pages(base != nullptr && strcmp(base, "stackprov") != 0 ? base : (argc >= 2 ? argv[1] : nullptr));
+    // As dispatched below: a link named after a command runs it, any other name runs argv[1].
+    heap_huge_pages(base != nullptr && find_command(base) != nullptr ? base : (argc >= 2 ? argv[1] : nullptr));
   }
   // Multi-call: invoked through a link named after a command (e.g. `trace-verify`),
   // run that command with the remaining arguments.
