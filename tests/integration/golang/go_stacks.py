@@ -173,6 +173,7 @@ def main():
     # ran); the whole live step is then run again, up to 3 times (the count is printed).
     env = dict(os.environ, GOTRACEBACK="system")
     err_path = os.path.join(args.work, "sigquit.txt")
+    diag = []
     for run in range(1, 4):
         with open(err_path, "w") as err:
             p = subprocess.Popen([fx], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
@@ -185,13 +186,26 @@ def main():
                 # points, runtime assembly without CFI or pcsp) its walk ends short of runtime.goexit.
                 # The main goroutine sleeps on a locked thread (fixture_go.go), whose stack runs
                 # through runtime.mcall into it. Capture again (up to 8 times) until both walks are
-                # whole; the count is printed and doc/runtime-frames.md names the limit.
+                # whole; the count is printed and doc/runtime-frames.md names the limit. The captures
+                # are spaced (0.25 s more each time, ~7 s in all): a state that lasts (a loaded machine
+                # that has not let the main goroutine park yet) gets time to pass.
                 for attempt in range(1, 9):
+                    if attempt > 1:
+                        time.sleep(0.25 * (attempt - 1))
                     js = stack_json(args.stackprov, ["--pid", str(p.pid)])
                     walks = our_threads(js).values()
                     if all(any(f in n and n[-1:] == ["runtime.goexit"] for n in walks)
                            for f in ("main.spinLoop", "main.sleepForever")):
                         break
+                else:  # no capture had both whole: what each thread was doing, for the report below
+                    for tid in sorted(os.listdir("/proc/%d/task" % p.pid)):
+                        d = "/proc/%d/task/%s/" % (p.pid, tid)
+                        try:
+                            state = open(d + "stat").read().rsplit(")", 1)[1].split()[0]
+                            diag.append("thread %s: state %s, wchan %s, syscall %s" % (
+                                tid, state, open(d + "wchan").read(), open(d + "syscall").read().split()[0]))
+                        except OSError as e:
+                            diag.append("thread %s: %s" % (tid, e))
                 print("live: spinner and main goroutine walked whole on capture %d" % attempt)
                 p.send_signal(signal.SIGQUIT)
                 p.wait(timeout=30)
@@ -215,6 +229,7 @@ def main():
                 attempt, t["tid"], t.get("name", ""), t.get("stop_reason", ""),
                 " <- ".join("%s@%s/%s" % (f.get("resolved_function") or f.get("function") or "??", f.get("pc", ""),
                                           f.get("method", "")) for f in t["frames"])))
+        bad += ["live, after the last capture: " + d for d in diag]
 
     # 2. GOTRACEBACK=crash core (written by gdb at the runtime's SIGABRT) vs the crash traceback.
     gdb = need("gdb")
