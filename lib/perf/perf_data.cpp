@@ -2,8 +2,11 @@
 // perf.data reader: file header, attributes, feature sections and the decoding of perf_event records.
 #include "perf/perf_data.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 
 namespace stackprov::perf {
@@ -302,9 +305,61 @@ Status RecordDecoder::decode_lost(const uint8_t* rec, size_t len, uint64_t* lost
   return {};
 }
 
+// ---------------------------------------------------------------- RecordSource
+
+bool RecordSource::fill(std::vector<uint8_t>& buf, uint64_t off, size_t want, size_t need, size_t* got) {
+  if (buf.size() < want) buf.resize(want);
+  size_t have = 0;
+  while (have < want) {
+    const ssize_t r = pread(fd_, buf.data() + have, want - have, static_cast<off_t>(off + have));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;  // an error or the end of the file
+    have += static_cast<size_t>(r);
+    calls_++;
+  }
+  read_ += have;
+  *got = have;
+  return have >= need;
+}
+
+const uint8_t* RecordSource::at(uint64_t off, size_t n) {
+  if (off > len_ || n > len_ - off) return nullptr;
+  if (fd_ < 0) return bytes_ + off;
+  tick_++;
+  asked_ += n;
+  if (windows_.empty()) windows_.resize(kWindows);
+  Window* lru = &windows_[0];
+  for (Window& w : windows_) {
+    if (off >= w.off && off - w.off <= w.len && n <= w.len - (off - w.off)) {
+      w.used = tick_;
+      return w.buf.data() + (off - w.off);
+    }
+    if (w.used < lru->used) lru = &w;
+  }
+  // A miss. Windows pay when the accesses that follow fall inside them; when the bytes read run past
+  // four times the bytes asked for (more interleaved runs than windows), one record is read at a time.
+  misses_++;
+  size_t got = 0;
+  // A small record out of the windows' runs (an mmap or comm record between samples, met again in
+  // time order) is read alone: a window for it would be read for nothing.
+  if (n < kSmallRecord || (misses_ > 64 && read_ > 4 * asked_)) {
+    if (!fill(exact_, off, n, n, &got)) return nullptr;
+    return exact_.data();
+  }
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(std::max(kWindowBytes, n), len_ - off));
+  lru->len = 0;
+  if (!fill(lru->buf, off, want, n, &got)) return nullptr;
+  lru->off = off;
+  lru->len = got;
+  lru->used = tick_;
+  return lru->buf.data();
+}
+
 // ---------------------------------------------------------------- PerfData
 
-Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
+Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) { return parse(bytes, len, -1); }
+
+Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd) {
   if (len < 16) return make_error(SPROV_ERR_TRUNCATED, "perf.data: %zu bytes, too short for a header", len);
   const uint64_t magic = ld64(bytes);
   if (magic == kMagic2Swapped)
@@ -380,6 +435,7 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
   PerfData pd;
   pd.bytes_ = bytes;
   pd.len_ = len;
+  pd.source_ = fd >= 0 ? RecordSource(fd, len) : RecordSource(bytes, len);
   if (Status st = pd.decoder_.init(std::move(attrs)); !st.ok()) return st.error();
 
   // The record index.
@@ -394,11 +450,15 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
       return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx cut off by the data section end",
                         static_cast<unsigned long long>(off));
     }
+    const uint8_t* head = pd.source_.at(off, 8);
+    if (head == nullptr)
+      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx could not be read (the file changed?)",
+                        static_cast<unsigned long long>(off));
     RecordRef r;
     r.offset = off;
-    r.type = ld32(bytes + off);
-    r.misc = ld16(bytes + off + 4);
-    r.size = ld16(bytes + off + 6);
+    r.type = ld32(head);
+    r.misc = ld16(head + 4);
+    r.size = ld16(head + 6);
     if (r.size >= 8 && r.size > end - off && cut.data_missing != 0) {  // the file ends inside this record
       cut.partial_bytes = end - off;
       break;
@@ -410,11 +470,15 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
     if (r.type == kRecordCompressed)
       return make_error(SPROV_ERR_UNSUPPORTED, "perf.data: compressed records (perf record -z) at 0x%llx are not read",
                         static_cast<unsigned long long>(off));
+    const uint8_t* rec = pd.source_.at(off, r.size);
+    if (rec == nullptr)
+      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read (the file changed?)",
+                        static_cast<unsigned long long>(off), r.size);
     uint64_t step = r.size;
     if (r.type == kRecordAuxtrace) {  // struct perf_record_auxtrace: u64 size of the trailing aux data
       if (r.size < 16) return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace record at 0x%llx too small",
                                          static_cast<unsigned long long>(off));
-      const uint64_t aux = ld64(bytes + off + 8);
+      const uint64_t aux = ld64(rec + 8);
       if (aux > end - off - r.size && cut.data_missing != 0 && aux <= cut.data_missing + (end - off - r.size)) {
         cut.partial_bytes = end - off;  // the file ends inside the trailing aux data
         break;
@@ -426,7 +490,16 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) {
     }
     if (pd.records_.size() >= kMaxRecords)
       return make_error(SPROV_ERR_LIMIT, "perf.data: more than %zu records", kMaxRecords);
-    r.time = pd.decoder_.record_time(bytes + off, r.size);
+    r.time = pd.decoder_.record_time(rec, r.size);
+    if (r.type == kRecordSample) {
+      RawSample smp;
+      if (pd.decoder_.decode_sample(rec, r.size, &smp).ok()) {
+        r.pid = smp.pid;
+        r.tid = smp.tid;
+      } else {
+        r.bad_sample = true;
+      }
+    }
     pd.records_.push_back(r);
     off += step;
   }

@@ -127,6 +127,10 @@ struct RecordRef {
   uint32_t type = 0;
   uint16_t misc = 0;
   uint16_t size = 0;
+  /// A sample's pid and tid, decoded when the index was built (decode_sample, the data section read
+  /// once in order); `bad_sample`: decode_sample refused it (decode it again for the message).
+  uint32_t pid = 0, tid = 0;
+  bool bad_sample = false;
 };
 
 /// What a perf.data file that ends early lacks (all zero for a complete file).
@@ -136,6 +140,50 @@ struct Truncation {
   uint64_t partial_bytes = 0;  ///< bytes of a partial last record that were dropped
   uint64_t features_missing = 0;  ///< feature sections (build-ids, cmdline, arch...) cut off by the end
   bool any() const { return data_missing != 0 || partial_bytes != 0 || features_missing != 0; }
+};
+
+/// Where a perf.data file's records are read from: bytes in memory (a buffer, a fuzz input), or
+/// the file itself through pread into a few reused windows (doc/perf.md "Reading the records").
+/// The file way touches no page of a mapping: on a VM where each page fault and each first touch
+/// of a mapped page costs microseconds, reading ~500 MB of records through a mapping cost 230-300
+/// ms of CPU, through pread into a reused buffer ~50 ms (doc/benchmarks.md, issue 37). Records are
+/// read in data-section order and then in time order, which perf writes in rounds of per-CPU runs:
+/// kWindows windows of kWindowBytes serve both; a small record that misses them (the mmap and comm
+/// records between the samples) is read alone, and an access pattern they do not serve (more
+/// interleaved runs than windows) record by record, so that the bytes read stay within a few
+/// times the bytes asked for. Not thread-safe (the windows are reused).
+class RecordSource {
+ public:
+  static constexpr size_t kWindowBytes = size_t{256} << 10;
+  static constexpr size_t kWindows = 8;
+  static constexpr size_t kSmallRecord = 1024;  ///< a miss below this size reads the record alone
+  RecordSource() = default;
+  RecordSource(const uint8_t* bytes, size_t len) : bytes_(bytes), len_(len) {}
+  /// Reads through `fd` (not owned: it must stay open while this source is used), a file of `len`
+  /// bytes when it was opened.
+  RecordSource(int fd, size_t len) : len_(len), fd_(fd) {}
+  /// [off, off + n) (n <= 65536 + 16), valid until the next call; nullptr when the file no longer
+  /// holds those bytes (it shrank or changed while read) or a read failed.
+  const uint8_t* at(uint64_t off, size_t n);
+  bool from_file() const { return fd_ >= 0; }
+  /// Bytes read from the file, and pread calls (for tests and benchmarks).
+  uint64_t bytes_read() const { return read_; }
+  uint64_t reads() const { return calls_; }
+
+ private:
+  bool fill(std::vector<uint8_t>& buf, uint64_t off, size_t want, size_t need, size_t* got);
+  const uint8_t* bytes_ = nullptr;
+  size_t len_ = 0;
+  int fd_ = -1;
+  struct Window {
+    std::vector<uint8_t> buf;
+    uint64_t off = 0;
+    size_t len = 0;
+    uint64_t used = 0;  ///< the access count when last used (LRU)
+  };
+  std::vector<Window> windows_;
+  std::vector<uint8_t> exact_;  ///< one record, when windows do not pay
+  uint64_t tick_ = 0, asked_ = 0, read_ = 0, calls_ = 0, misses_ = 0;
 };
 
 /// A perf.data file (`perf record` output, file mode "PERFILE2", host byte order
@@ -149,11 +197,20 @@ class PerfData {
   /// Parses header, attributes, features and the record index from `bytes`
   /// (not copied; must outlive this object). Bounded: at most 2^26 records.
   static Result<PerfData> parse(const uint8_t* bytes, size_t len);
+  /// The same, the records read through `fd` (RecordSource; it must stay open while this object
+  /// is used), everything else from `bytes`, the file mapped (its header, attributes and feature
+  /// sections: a few pages).
+  static Result<PerfData> parse(const uint8_t* bytes, size_t len, int fd);
+  /// The bytes of a record of records() (valid until the next call), nullptr when the file no
+  /// longer holds them. Not thread-safe.
+  const uint8_t* record(const RecordRef& r) const { return source_.at(r.offset, r.size); }
+  const uint8_t* record_at(uint64_t offset, size_t size) const { return source_.at(offset, size); }
+  const RecordSource& source() const { return source_; }
 
   const RecordDecoder& decoder() const { return decoder_; }
   /// Records in data-section order, stably sorted by time (as perf script orders them).
   const std::vector<RecordRef>& records() const { return records_; }
-  const uint8_t* bytes() const { return bytes_; }
+  const uint8_t* bytes() const { return bytes_; }  ///< the whole file (records: record())
   /// HEADER_BUILD_ID: path -> build-id (the last one wins for a path).
   const std::map<std::string, ModuleId>& build_ids() const { return build_ids_; }
   const std::string& cmdline() const { return cmdline_; }  ///< HEADER_CMDLINE, space-joined
@@ -164,6 +221,7 @@ class PerfData {
 
  private:
   Status parse_features(uint64_t feat_offset, const uint64_t bits[4]);
+  mutable RecordSource source_;
   const uint8_t* bytes_ = nullptr;
   size_t len_ = 0;
   RecordDecoder decoder_;

@@ -62,6 +62,7 @@ void sample_view_from_perf(const RawSample& r, SampleView* out) {
 
 Profile::~Profile() {
   if (mapping_ != nullptr) unmap_file(mapping_, len_);
+  if (fd_ >= 0) close(fd_);
 }
 
 Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const std::string& root) {
@@ -84,8 +85,10 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
     void* m = mapped.value();
     p->mapping_ = m;
     p->bytes_ = static_cast<const uint8_t*>(m);
+    p->fd_ = fd;  // a perf.data file's records are read through it (perf::RecordSource)
+  } else {
+    close(fd);
   }
-  close(fd);
   if (Status s = p->index(root, true); !s.ok()) {
     Error e = s.error();
     e.message = path + ": " + e.message;
@@ -128,7 +131,7 @@ std::string event_name(uint32_t type, uint64_t config) {
 
 Status Profile::index_perf_data(const std::string& root, bool open_files) {
   format_ = ProfileFormat::kPerfData;
-  auto pd = PerfData::parse(bytes_, len_);
+  auto pd = PerfData::parse(bytes_, len_, fd_);
   if (!pd.ok()) return pd.error();
   perf_ = std::make_unique<PerfData>(std::move(pd).value());
   const PerfData& d = *perf_;
@@ -152,7 +155,24 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
   std::string first_bad;
   for (const RecordRef& r : d.records()) {
     records_++;
-    const uint8_t* rec = bytes_ + r.offset;
+    if (r.type == kRecordSample && !r.bad_sample) {  // decoded when the index was built
+      SampleRef ref;
+      ref.time = r.time;
+      ref.offset = r.offset;
+      ref.size = r.size;
+      ref.pid = r.pid;
+      ref.tid = r.tid;
+      tracker.on_sample(r.pid, r.tid);
+      ref.list = tracker.list_for(r.pid);
+      auto c = tid_comm.find(r.tid);
+      ref.comm = c != tid_comm.end() ? c->second : comm_id(":" + std::to_string(r.tid));
+      samples_.push_back(ref);
+      continue;
+    }
+    const uint8_t* rec = d.record(r);
+    if (rec == nullptr)
+      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read again (the file changed?)",
+                        static_cast<unsigned long long>(r.offset), r.size);
     Status st;
     switch (r.type) {
       case kRecordMmap:
@@ -256,7 +276,11 @@ Status Profile::view(size_t i, SampleView* out) const {
   const SampleRef& ref = samples_[i];
   if (format_ == ProfileFormat::kCapture) return decode_capture_sample(bytes_ + ref.offset, ref.size, regs_mask_, capture_version_, out);
   RawSample r;
-  if (Status st = perf_->decoder().decode_sample(bytes_ + ref.offset, ref.size, &r); !st.ok()) return st;
+  const uint8_t* rec = perf_->record_at(ref.offset, ref.size);
+  if (rec == nullptr)
+    return make_error(SPROV_ERR_TRUNCATED, "perf.data: sample record at 0x%llx (%u bytes) could not be read again (the file changed?)",
+                      static_cast<unsigned long long>(ref.offset), static_cast<unsigned>(ref.size));
+  if (Status st = perf_->decoder().decode_sample(rec, ref.size, &r); !st.ok()) return st;
   sample_view_from_perf(r, out);
   return {};
 }

@@ -85,7 +85,8 @@ void sample_view_from_perf(const RawSample& r, SampleView* out);
 class Profile {
  public:
   /// Opens a perf.data file or a capture file (by magic). Module files are opened
-  /// under `root` ("" = as recorded). The file is memory-mapped.
+  /// under `root` ("" = as recorded). The file is memory-mapped; a perf.data file's records are
+  /// read through pread (perf::RecordSource), not through the mapping.
   static Result<std::unique_ptr<Profile>> open(const std::string& path, const std::string& root);
   /// The same over bytes in memory (tests, fuzzing); `open_files` false: module files are
   /// not opened (modules get no bias or build-id) and the host's vDSO is not used.
@@ -139,6 +140,8 @@ class Profile {
   /// bytes (`*modules_changed` says so). `s` is reused between samples.
   Status fill_snapshot(size_t i, memory::Snapshot& s, uint32_t* current_list, bool* modules_changed,
                        SampleView* view_out) const;
+  /// Where a perf.data file's records are read from (nullptr for a capture file).
+  const RecordSource* record_source() const { return perf_ ? &perf_->source() : nullptr; }
 
  private:
   friend class CaptureReader;
@@ -151,6 +154,7 @@ class Profile {
   const uint8_t* bytes_ = nullptr;
   size_t len_ = 0;
   void* mapping_ = nullptr;  ///< mmap of the file, or null when `owned_` holds the bytes
+  int fd_ = -1;              ///< the file (open() only): perf.data records are read through it
   std::vector<uint8_t> owned_;
   std::unique_ptr<PerfData> perf_;
   std::vector<SampleRef> samples_;
