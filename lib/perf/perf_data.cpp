@@ -310,45 +310,66 @@ Status RecordDecoder::decode_lost(const uint8_t* rec, size_t len, uint64_t* lost
 bool RecordSource::fill(std::vector<uint8_t>& buf, uint64_t off, size_t want, size_t need, size_t* got) {
   if (buf.size() < want) buf.resize(want);
   size_t have = 0;
+  error_ = 0;
   while (have < want) {
     const ssize_t r = pread(fd_, buf.data() + have, want - have, static_cast<off_t>(off + have));
+    calls_++;
     if (r < 0 && errno == EINTR) continue;
+    if (r < 0) error_ = errno;
     if (r <= 0) break;  // an error or the end of the file
     have += static_cast<size_t>(r);
-    calls_++;
   }
   read_ += have;
   *got = have;
   return have >= need;
 }
 
+std::string RecordSource::why() const {
+  if (error_ != 0) return std::string("read error: ") + strerror(error_);
+  return "the file ends before them (it shrank or changed while read)";
+}
+
 const uint8_t* RecordSource::at(uint64_t off, size_t n) {
-  if (off > len_ || n > len_ - off) return nullptr;
+  if (off > len_ || n > len_ - off) {
+    error_ = 0;
+    return nullptr;
+  }
   if (fd_ < 0) return bytes_ + off;
   tick_++;
   asked_ += n;
+  // In order after one of the last kWindows accesses (a run of records, wherever it is served from).
+  bool continues = false;
+  for (const auto& [o, e] : recent_) continues |= e != 0 && off >= o && off <= e + kRunGap;
+  recent_[tick_ % kWindows] = {off, off + n};
+  auto inside = [&](uint64_t start, size_t len) { return off >= start && off - start <= len && n <= len - (off - start); };
+  if (exact_len_ != 0 && inside(exact_off_, exact_len_)) return exact_.data() + (off - exact_off_);
   if (windows_.empty()) windows_.resize(kWindows);
   Window* lru = &windows_[0];
   for (Window& w : windows_) {
-    if (off >= w.off && off - w.off <= w.len && n <= w.len - (off - w.off)) {
+    if (inside(w.off, w.len)) {
       w.used = tick_;
       return w.buf.data() + (off - w.off);
     }
+    if (w.len != 0 && off >= w.off && off <= w.off + w.len + kRunGap) continues = true;  // its run goes on
     if (w.used < lru->used) lru = &w;
   }
-  // A miss. Windows pay when the accesses that follow fall inside them; when the bytes read run past
-  // four times the bytes asked for (more interleaved runs than windows), one record is read at a time.
+  // A miss. Windows pay when the accesses that follow fall inside them; a small record away from
+  // every run, or any record once the bytes read pass four times those asked for (more
+  // interleaved runs than windows), is read alone.
   misses_++;
   size_t got = 0;
-  // A small record out of the windows' runs (an mmap or comm record between samples, met again in
-  // time order) is read alone: a window for it would be read for nothing.
-  if (n < kSmallRecord || (misses_ > 64 && read_ > 4 * asked_)) {
+  if ((n < kSmallRecord && !continues) || (misses_ > 64 && read_ > 4 * asked_)) {
+    exact_len_ = 0;
     if (!fill(exact_, off, n, n, &got)) return nullptr;
+    exact_off_ = off;
+    exact_len_ = n;
     return exact_.data();
   }
-  const size_t want = static_cast<size_t>(std::min<uint64_t>(std::max(kWindowBytes, n), len_ - off));
+  uint64_t want = std::min<uint64_t>(std::max(kWindowBytes, n), len_ - off);
+  for (const Window& w : windows_)  // not into bytes another window holds (read again for nothing)
+    if (&w != lru && w.len != 0 && w.off > off && w.off - off < want && w.off - off >= n) want = w.off - off;
   lru->len = 0;
-  if (!fill(lru->buf, off, want, n, &got)) return nullptr;
+  if (!fill(lru->buf, off, static_cast<size_t>(want), n, &got)) return nullptr;
   lru->off = off;
   lru->len = got;
   lru->used = tick_;
@@ -452,8 +473,8 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd) {
     }
     const uint8_t* head = pd.source_.at(off, 8);
     if (head == nullptr)
-      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx could not be read (the file changed?)",
-                        static_cast<unsigned long long>(off));
+      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx could not be read: %s",
+                        static_cast<unsigned long long>(off), pd.source_.why().c_str());
     RecordRef r;
     r.offset = off;
     r.type = ld32(head);
@@ -472,8 +493,8 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd) {
                         static_cast<unsigned long long>(off));
     const uint8_t* rec = pd.source_.at(off, r.size);
     if (rec == nullptr)
-      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read (the file changed?)",
-                        static_cast<unsigned long long>(off), r.size);
+      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read: %s",
+                        static_cast<unsigned long long>(off), r.size, pd.source_.why().c_str());
     uint64_t step = r.size;
     if (r.type == kRecordAuxtrace) {  // struct perf_record_auxtrace: u64 size of the trailing aux data
       if (r.size < 16) return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace record at 0x%llx too small",
@@ -497,7 +518,7 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd) {
         r.pid = smp.pid;
         r.tid = smp.tid;
       } else {
-        r.bad_sample = true;
+        pd.refused_.push_back(off);  // ascending: the data section is read in order
       }
     }
     pd.records_.push_back(r);

@@ -2,10 +2,12 @@
 // perf.data reader: file header, attributes, feature sections and the decoding of perf_event records.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -128,10 +130,10 @@ struct RecordRef {
   uint16_t misc = 0;
   uint16_t size = 0;
   /// A sample's pid and tid, decoded when the index was built (decode_sample, the data section read
-  /// once in order); `bad_sample`: decode_sample refused it (decode it again for the message).
+  /// once in order; PerfData::sample_refused says whether it refused the sample).
   uint32_t pid = 0, tid = 0;
-  bool bad_sample = false;
 };
+static_assert(sizeof(RecordRef) == 32, "the index of 2^26 records stays within 2 GiB");
 
 /// What a perf.data file that ends early lacks (all zero for a complete file).
 struct Truncation {
@@ -148,23 +150,29 @@ struct Truncation {
 /// of a mapped page costs microseconds, reading ~500 MB of records through a mapping cost 230-300
 /// ms of CPU, through pread into a reused buffer ~50 ms (doc/benchmarks.md, issue 37). Records are
 /// read in data-section order and then in time order, which perf writes in rounds of per-CPU runs:
-/// kWindows windows of kWindowBytes serve both; a small record that misses them (the mmap and comm
-/// records between the samples) is read alone, and an access pattern they do not serve (more
-/// interleaved runs than windows) record by record, so that the bytes read stay within a few
-/// times the bytes asked for. Not thread-safe (the windows are reused).
+/// kWindows windows of kWindowBytes serve both: a miss that continues a window's run or one of the
+/// last kWindows accesses fills a window; a small record that misses them elsewhere (the mmap and comm records
+/// between the samples, met again in time order) is read alone, and an access pattern the
+/// windows do not serve (more interleaved runs than windows) record by record, so that the bytes
+/// read stay within a few times the bytes asked for. Not thread-safe (the windows are reused).
 class RecordSource {
  public:
   static constexpr size_t kWindowBytes = size_t{256} << 10;
   static constexpr size_t kWindows = 8;
   static constexpr size_t kSmallRecord = 1024;  ///< a miss below this size reads the record alone
+  /// A record at most this far past the end of a window or of a recent access continues its run
+  /// (the records of other types between two samples of one run are skipped in time order).
+  static constexpr size_t kRunGap = 4096;
   RecordSource() = default;
   RecordSource(const uint8_t* bytes, size_t len) : bytes_(bytes), len_(len) {}
   /// Reads through `fd` (not owned: it must stay open while this source is used), a file of `len`
   /// bytes when it was opened.
   RecordSource(int fd, size_t len) : len_(len), fd_(fd) {}
   /// [off, off + n) (n <= 65536 + 16), valid until the next call; nullptr when the file no longer
-  /// holds those bytes (it shrank or changed while read) or a read failed.
+  /// holds those bytes (it shrank or changed while read) or a read failed (why()).
   const uint8_t* at(uint64_t off, size_t n);
+  /// Why the last at() that failed did: the read's error, or the file ending before the bytes.
+  std::string why() const;
   bool from_file() const { return fd_ >= 0; }
   /// Bytes read from the file, and pread calls (for tests and benchmarks).
   uint64_t bytes_read() const { return read_; }
@@ -183,6 +191,10 @@ class RecordSource {
   };
   std::vector<Window> windows_;
   std::vector<uint8_t> exact_;  ///< one record, when windows do not pay
+  uint64_t exact_off_ = 0;
+  size_t exact_len_ = 0;
+  std::pair<uint64_t, uint64_t> recent_[kWindows] = {};  ///< [off, end) of the last accesses
+  int error_ = 0;                         ///< errno of the last failed read, 0: the file ended
   uint64_t tick_ = 0, asked_ = 0, read_ = 0, calls_ = 0, misses_ = 0;
 };
 
@@ -206,6 +218,11 @@ class PerfData {
   const uint8_t* record(const RecordRef& r) const { return source_.at(r.offset, r.size); }
   const uint8_t* record_at(uint64_t offset, size_t size) const { return source_.at(offset, size); }
   const RecordSource& source() const { return source_; }
+  /// decode_sample refused the sample record at `offset` when the index was built (decode it
+  /// again for the message).
+  bool sample_refused(uint64_t offset) const {
+    return std::binary_search(refused_.begin(), refused_.end(), offset);
+  }
 
   const RecordDecoder& decoder() const { return decoder_; }
   /// Records in data-section order, stably sorted by time (as perf script orders them).
@@ -226,6 +243,7 @@ class PerfData {
   size_t len_ = 0;
   RecordDecoder decoder_;
   std::vector<RecordRef> records_;
+  std::vector<uint64_t> refused_;  ///< offsets of the samples decode_sample refused, ascending
   std::map<std::string, ModuleId> build_ids_;
   std::string cmdline_, arch_, hostname_;
   Truncation truncation_;

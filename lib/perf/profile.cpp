@@ -85,7 +85,10 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
     void* m = mapped.value();
     p->mapping_ = m;
     p->bytes_ = static_cast<const uint8_t*>(m);
-    p->fd_ = fd;  // a perf.data file's records are read through it (perf::RecordSource)
+    // A perf.data file's records are read through the fd (perf::RecordSource), unless the guard
+    // copied the file into memory.
+    if (file_guard() == FileGuard::kSigbus) p->fd_ = fd;
+    else close(fd);
   } else {
     close(fd);
   }
@@ -95,6 +98,10 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
     return e;
   }
   if (!p->truncation_.empty()) p->truncation_ = path + ": " + p->truncation_;
+  if (p->format_ == ProfileFormat::kCapture && p->fd_ >= 0) {  // read from the mapping only
+    close(p->fd_);
+    p->fd_ = -1;
+  }
   return p;
 }
 
@@ -155,7 +162,7 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
   std::string first_bad;
   for (const RecordRef& r : d.records()) {
     records_++;
-    if (r.type == kRecordSample && !r.bad_sample) {  // decoded when the index was built
+    if (r.type == kRecordSample && !d.sample_refused(r.offset)) {  // decoded when the index was built
       SampleRef ref;
       ref.time = r.time;
       ref.offset = r.offset;
@@ -169,10 +176,17 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
       samples_.push_back(ref);
       continue;
     }
+    switch (r.type) {  // the records decoded below; the others are not read again
+      case kRecordMmap: case kRecordMmap2: case kRecordComm: case kRecordFork: case kRecordExit:
+      case kRecordLost: case kRecordLostSamples: case kRecordSample:
+        break;
+      default:
+        continue;
+    }
     const uint8_t* rec = d.record(r);
     if (rec == nullptr)
-      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read again (the file changed?)",
-                        static_cast<unsigned long long>(r.offset), r.size);
+      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read again: %s",
+                        static_cast<unsigned long long>(r.offset), r.size, d.source().why().c_str());
     Status st;
     switch (r.type) {
       case kRecordMmap:
@@ -278,8 +292,9 @@ Status Profile::view(size_t i, SampleView* out) const {
   RawSample r;
   const uint8_t* rec = perf_->record_at(ref.offset, ref.size);
   if (rec == nullptr)
-    return make_error(SPROV_ERR_TRUNCATED, "perf.data: sample record at 0x%llx (%u bytes) could not be read again (the file changed?)",
-                      static_cast<unsigned long long>(ref.offset), static_cast<unsigned>(ref.size));
+    return make_error(SPROV_ERR_TRUNCATED, "perf.data: sample record at 0x%llx (%u bytes) could not be read again: %s",
+                      static_cast<unsigned long long>(ref.offset), static_cast<unsigned>(ref.size),
+                      perf_->source().why().c_str());
   if (Status st = perf_->decoder().decode_sample(rec, ref.size, &r); !st.ok()) return st;
   sample_view_from_perf(r, out);
   return {};

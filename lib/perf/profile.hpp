@@ -129,7 +129,9 @@ class Profile {
   /// Names kernel addresses of this recording (checks build-ids first; see KernelNamer).
   KernelNamer& kernel_namer() const { return *kernel_; }
 
-  /// Decodes sample `i` (pointers alias the file bytes).
+  /// Decodes sample `i`. Its pointers (regs, stack) alias the file's bytes: for a perf.data file
+  /// opened by path, a window of perf::RecordSource valid until the next view() or fill_snapshot()
+  /// of this profile (which are therefore not safe to call from two threads at once).
   Status view(size_t i, SampleView* out) const;
   /// The CPython frames recorded with sample `i` (capture files of `record --python`; else none).
   Status python(size_t i, PySampleView* out) const;

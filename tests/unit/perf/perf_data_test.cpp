@@ -49,22 +49,23 @@ std::vector<uint8_t> record(uint32_t type, uint16_t misc, const Bytes& body, uin
   return r.b;
 }
 
-std::vector<uint8_t> sample(uint64_t time, uint64_t ip, uint64_t sp, uint64_t callchain_nr = 2) {
+std::vector<uint8_t> sample(uint64_t time, uint64_t ip, uint64_t sp, uint64_t callchain_nr = 2,
+                            uint32_t stack_bytes = kStackBytes) {
   Bytes b;
   b.u64(ip).u32(100).u32(101).u64(time);
   b.u64(callchain_nr).u64(kContextUser).u64(ip);
   b.u64(2).u64(sp).u64(ip);  // abi 64, regs in mask-bit order: SP (bit 7), IP (bit 8)
-  b.u64(kStackBytes);
-  for (uint32_t i = 0; i < kStackBytes; i++) b.b.push_back(static_cast<uint8_t>(i));
-  b.u64(kStackBytes / 2);  // dyn_size
+  b.u64(stack_bytes);
+  for (uint32_t i = 0; i < stack_bytes; i++) b.b.push_back(static_cast<uint8_t>(i ^ time));
+  b.u64(stack_bytes / 2);  // dyn_size
   return record(kRecordSample, kMiscUser, b, time, false);
 }
 
 /// A complete perf.data: header, one attribute, MMAP2 + COMM + 2 samples, features CMDLINE + ARCH.
-std::vector<uint8_t> perf_file(const std::vector<std::vector<uint8_t>>& records) {
+std::vector<uint8_t> perf_file(const std::vector<std::vector<uint8_t>>& records, uint32_t stack_user = kStackBytes) {
   Bytes attr;  // perf_event_attr, 128 bytes (PERF_ATTR_SIZE_VER7)
   attr.u32(1).u32(128).u64(0).u64(999).u64(kSampleType).u64(0).u64(1ull << 18);  // sample_id_all
-  attr.u32(0).u32(0).u64(0).u64(0).u64(0).u64(kRegsMask).u32(kStackBytes).u32(0);
+  attr.u32(0).u32(0).u64(0).u64(0).u64(0).u64(kRegsMask).u32(stack_user).u32(0);
   while (attr.b.size() < 128) attr.b.push_back(0);
   Bytes data;
   for (const auto& r : records) data.raw(r.data(), r.size());
@@ -148,34 +149,50 @@ TEST_CASE("perf.data: samples become snapshots with exact pc, sp and the copied 
   CHECK(s.memory.size() == 1);
 }
 
-TEST_CASE("perf.data read from the file through windows: the same samples as from memory") {
-  // Two runs of samples whose times interleave (as perf writes per-CPU buffers in rounds), each run
-  // longer than a window, comm records between them: read in file order, then in time order.
+namespace {
+/// A file removed when the test leaves, however it leaves.
+struct TempFile {
+  char path[40] = "/tmp/stackprov-perf-windows-XXXXXX";
+  int fd = mkstemp(path);
+  ~TempFile() {
+    if (fd >= 0) close(fd), unlink(path);
+  }
+};
+
+/// Two runs of samples whose times interleave (as perf writes per-CPU buffers in rounds), `runs`
+/// runs of `per_run` samples each, comm records between them; samples of `stack` stack bytes.
+std::vector<uint8_t> interleaved_file(uint64_t runs, uint64_t per_run, uint32_t stack) {
   std::vector<std::vector<uint8_t>> recs{mmap2(0x400000, 0x1000, "/nonexistent/spin", 1)};
-  constexpr uint64_t kRun = 2500, kRuns = 16;
-  for (uint64_t run = 0; run < kRuns; run++) {
-    for (uint64_t i = 0; i < kRun; i++) {
-      const uint64_t t = 100 + (run / 2) * 2 * kRun + 2 * i + (run % 2);
-      recs.push_back(sample(t, 0x400000 + (t % 0x1000), 0x7ffd0000 + 16 * (t % 997)));
-      if (i % 700 == 0) recs.push_back(comm("w" + std::to_string(run) + "-" + std::to_string(i), t));
+  for (uint64_t run = 0; run < runs; run++) {
+    for (uint64_t i = 0; i < per_run; i++) {
+      const uint64_t t = 100 + (run / 2) * 2 * per_run + 2 * i + (run % 2);
+      recs.push_back(sample(t, 0x400000 + (t % 0x1000), 0x7ffd0000 + 16 * (t % 997), 2, stack));
+      if (i % 150 == 0) recs.push_back(comm("w" + std::to_string(run) + "-" + std::to_string(i), t));
     }
   }
-  const std::vector<uint8_t> bytes = perf_file(recs);
-  REQUIRE(bytes.size() > 12 * RecordSource::kWindowBytes);
-  char path[] = "/tmp/stackprov-perf-windows-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  REQUIRE(write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
-  close(fd);
+  return perf_file(recs, stack);
+}
+}  // namespace
+
+TEST_CASE("perf.data read from the file through windows: the same samples as from memory") {
+  // Samples of 2 KiB stacks (runs of ~900 KiB, longer than a window) and of 64 bytes (runs of
+  // ~64 KiB): each read in file order for the index, then in time order.
+  const uint32_t stack = GENERATE(2048u, 64u);
+  const uint64_t runs = 12, per_run = stack > 1024 ? 400 : 2000;
+  const std::vector<uint8_t> bytes = interleaved_file(runs, per_run, stack);
+  INFO("stack " << stack << ", file " << bytes.size() << " bytes");
+  TempFile tmp;
+  REQUIRE(tmp.fd >= 0);
+  REQUIRE(write(tmp.fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
   auto mem = Profile::from_bytes(bytes, "", false);
-  auto file = Profile::open(path, "");
+  auto file = Profile::open(tmp.path, "");
   REQUIRE(mem.ok());
   REQUIRE(file.ok());
   const Profile& a = *mem.value();
   const Profile& b = *file.value();
   REQUIRE(b.record_source() != nullptr);
   CHECK(b.record_source()->from_file());
-  REQUIRE(a.samples().size() == kRun * kRuns);
+  REQUIRE(a.samples().size() == runs * per_run);
   REQUIRE(b.samples().size() == a.samples().size());
   memory::Snapshot sa, sb;
   uint32_t la = UINT32_MAX, lb = UINT32_MAX;
@@ -183,35 +200,40 @@ TEST_CASE("perf.data read from the file through windows: the same samples as fro
   SampleView va, vb;
   for (size_t i = 0; i < a.samples().size(); i++) {
     INFO("sample " << i);
-    CHECK(a.samples()[i].time == 100 + i);  // time order across the two runs
+    CHECK(a.samples()[i].time == 100 + i);  // time order across the two runs of each round
     CHECK(b.samples()[i].time == a.samples()[i].time);
     CHECK(b.samples()[i].offset == a.samples()[i].offset);
+    CHECK(b.samples()[i].pid == 100);
+    CHECK(b.samples()[i].tid == 101);
     CHECK(b.comms()[b.samples()[i].comm] == a.comms()[a.samples()[i].comm]);
     REQUIRE(a.fill_snapshot(i, sa, &la, &ca, &va).ok());
     REQUIRE(b.fill_snapshot(i, sb, &lb, &cb, &vb).ok());
     CHECK(sb.regs[16] == sa.regs[16]);
     CHECK(sb.regs[7] == sa.regs[7]);
     REQUIRE(sb.memory.size() == 1);
+    REQUIRE(sb.memory[0].bytes.size() == stack / 2);
     CHECK(sb.memory[0].bytes == sa.memory[0].bytes);
+    CHECK(sb.memory[0].bytes[1] == static_cast<uint8_t>(1 ^ a.samples()[i].time));  // the file's own bytes
   }
-  // The file was read in order once for the index and once in time order for the samples: the
-  // windows serve both runs (no record read twice within a pass, small records read alone).
-  const double read_x = static_cast<double>(b.record_source()->bytes_read()) / static_cast<double>(bytes.size());
-  INFO("bytes read / file bytes = " << read_x);
+  // Read about twice (index in order, samples in time order), in windows: far fewer reads than
+  // records (the comm records met again in time order are read alone, one read each).
+  const RecordSource& src = *b.record_source();
+  const double read_x = static_cast<double>(src.bytes_read()) / static_cast<double>(bytes.size());
+  INFO("bytes read / file bytes = " << read_x << ", " << src.reads() << " reads");
   CHECK(read_x < 2.5);
+  CHECK(src.reads() < a.samples().size() / 8);
   // The file cut short after it was opened: a clean error naming the record, no crash.
-  REQUIRE(truncate(path, static_cast<off_t>(bytes.size() / 2)) == 0);
+  REQUIRE(ftruncate(tmp.fd, static_cast<off_t>(bytes.size() / 2)) == 0);
   bool failed = false;
   for (size_t i = 0; i < b.samples().size() && !failed; i++) {
     Status st = b.fill_snapshot(i, sb, &lb, &cb, &vb);
     if (!st.ok()) {
       failed = true;
       CHECK(st.error().code == SPROV_ERR_TRUNCATED);
-      CHECK(st.error().message.find("could not be read again") != std::string::npos);
+      CHECK(st.error().message.find("could not be read again: the file ends before them") != std::string::npos);
     }
   }
   CHECK(failed);
-  unlink(path);
 }
 
 TEST_CASE("perf.data: hostile input gives clean errors") {
