@@ -158,22 +158,25 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
     if (fresh) comms_.push_back(c);
     return it->second;
   };
+  auto add_sample = [&](const RecordRef& r, uint64_t time, uint32_t pid, uint32_t tid) {
+    SampleRef ref;
+    ref.time = time;
+    ref.offset = r.offset;
+    ref.size = r.size;
+    ref.pid = pid;
+    ref.tid = tid;
+    tracker.on_sample(pid, tid);
+    ref.list = tracker.list_for(pid);
+    auto c = tid_comm.find(tid);
+    ref.comm = c != tid_comm.end() ? c->second : comm_id(":" + std::to_string(tid));
+    samples_.push_back(ref);
+  };
   uint64_t bad = 0;
   std::string first_bad;
   for (const RecordRef& r : d.records()) {
     records_++;
     if (r.type == kRecordSample && !d.sample_refused(r.offset)) {  // decoded when the index was built
-      SampleRef ref;
-      ref.time = r.time;
-      ref.offset = r.offset;
-      ref.size = r.size;
-      ref.pid = r.pid;
-      ref.tid = r.tid;
-      tracker.on_sample(r.pid, r.tid);
-      ref.list = tracker.list_for(r.pid);
-      auto c = tid_comm.find(r.tid);
-      ref.comm = c != tid_comm.end() ? c->second : comm_id(":" + std::to_string(r.tid));
-      samples_.push_back(ref);
+      add_sample(r, r.time, r.pid, r.tid);
       continue;
     }
     switch (r.type) {  // the records decoded below; the others are not read again
@@ -231,21 +234,10 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
         if (st.ok()) lost_ += n;
         break;
       }
-      case kRecordSample: {
+      case kRecordSample: {  // refused when the index was built: decoded again for the message
         RawSample s;
         st = d.decoder().decode_sample(rec, r.size, &s);
-        if (!st.ok()) break;
-        SampleRef ref;
-        ref.time = s.time;
-        ref.offset = r.offset;
-        ref.size = r.size;
-        ref.pid = s.pid;
-        ref.tid = s.tid;
-        tracker.on_sample(s.pid, s.tid);
-        ref.list = tracker.list_for(s.pid);
-        auto c = tid_comm.find(s.tid);
-        ref.comm = c != tid_comm.end() ? c->second : comm_id(":" + std::to_string(s.tid));
-        samples_.push_back(ref);
+        if (st.ok()) add_sample(r, s.time, s.pid, s.tid);
         break;
       }
       default:
