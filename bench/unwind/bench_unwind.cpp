@@ -231,15 +231,14 @@ void copy_stack(const SnapshotSet& set, PeerKind kind, size_t i, std::vector<uin
 /// In-cache ns/frame: each stack is unwound right after it is copied (what a
 /// sampling profiler does), so the walk reads memory that is in cache; the
 /// copy itself is not counted: median over runs of (copy + unwind) - (copy).
-/// One warm instance (modules loaded, caches filled by a first pass).
-double measure_incache(PeerKind kind, const SnapshotSet& set, const std::vector<size_t>& indices, size_t frames,
-                       const Options& o) {
+/// One warm instance `p` (modules loaded, caches filled by a first pass); its
+/// stacks are copied as `kind`'s are (stackprov's through the public ABI).
+double measure_incache(Peer& p, PeerKind kind, const SnapshotSet& set, const std::vector<size_t>& indices,
+                       size_t frames, const Options& o) {
   if (indices.empty() || frames == 0) return 0;
   std::vector<uint64_t> pcs(kMaxFrames);
   std::vector<uint8_t> buf;
   volatile uint64_t sink = 0;
-  auto p = make_peer(kind, set);
-  if (p == nullptr) exit(1);
   auto copy_pass = [&] {
     for (size_t i : indices) {
       copy_stack(set, kind, i, buf);
@@ -250,7 +249,7 @@ double measure_incache(PeerKind kind, const SnapshotSet& set, const std::vector<
     uint64_t n = 0;
     for (size_t i : indices) {
       copy_stack(set, kind, i, buf);
-      n += p->unwind(i, pcs.data(), kMaxFrames);
+      n += p.unwind(i, pcs.data(), kMaxFrames);
     }
     sink = sink + n;
   };
@@ -269,6 +268,45 @@ double measure_incache(PeerKind kind, const SnapshotSet& set, const std::vector<
     per_frame.push_back(((c - b) - (b - a)) / (static_cast<double>(frames) * reps));
   }
   return median(per_frame);
+}
+
+double measure_incache(PeerKind kind, const SnapshotSet& set, const std::vector<size_t>& indices, size_t frames,
+                       const Options& o) {
+  if (indices.empty() || frames == 0) return 0;
+  auto p = make_peer(kind, set);
+  if (p == nullptr) exit(1);
+  return measure_incache(*p, kind, set, indices, frames, o);
+}
+
+/// The in-cache floor: the minimal walker (floor.cpp) over the snapshots where it gives stackprov's
+/// pcs exactly, timed by the in-cache method, with stackprov on the same snapshots. Its stacks are
+/// copied as a peer's (memcpy from the deserialized regions, which it reads).
+struct Floor {
+  double floor_ns = 0, stackprov_ns = 0;
+  size_t snapshots = 0, frames = 0, rules = 0;
+};
+
+Floor measure_floor(const SnapshotSet& set, const Check& c, const std::vector<size_t>& same_idx, const Options& o) {
+  Floor f;
+  std::string why;
+  auto walker = make_floor(set, same_idx, &f.rules, &why);
+  if (walker == nullptr) {
+    fprintf(stderr, "bench_unwind: the floor walker: %s\n", why.c_str());
+    exit(1);
+  }
+  std::vector<uint64_t> pcs(kMaxFrames);
+  std::vector<size_t> idx;
+  for (size_t i : same_idx) {
+    const size_t n = walker->unwind(i, pcs.data(), kMaxFrames);
+    if (n == c.pcs[0][i].size() && std::equal(pcs.begin(), pcs.begin() + static_cast<long>(n), c.pcs[0][i].begin())) {
+      idx.push_back(i);
+      f.frames += n;
+    }
+  }
+  f.snapshots = idx.size();
+  f.floor_ns = measure_incache(*walker, PeerKind::kLibunwind, set, idx, f.frames, o);
+  f.stackprov_ns = measure_incache(PeerKind::kStackprov, set, idx, f.frames, o);
+  return f;
 }
 
 bool make_dirs_for(const std::string& path) {
@@ -347,12 +385,20 @@ int run(const Options& o) {
     printf("  %-10s %10.1f %10.1f %12.1f %10.2fx %10.2fx\n", peer_name(kKinds[p]), overall[p].warm,
            overall[p].cold, overall[p].warm_cpu, ratio(overall[p].warm, overall[0].warm),
            ratio(overall[p].cold, overall[0].cold));
+  const Floor floor = (o.only.empty() || o.only == "stackprov") && (o.phase.empty() || o.phase == "incache")
+                          ? measure_floor(set, c, same_idx, o)
+                          : Floor{};
   const MissFigures miss = (o.only.empty() || o.only == "stackprov") && (o.phase.empty() || o.phase == "miss")
                                ? measure_stackprov_miss(set, o.runs)
                                : MissFigures{};
   printf("\nin-cache ns/frame on identical frames (each stack unwound right after it is copied; copy not counted):\n");
   for (int p = 0; p < kNumPeers; p++)
     printf("  %-10s %10.1f %10.2fx\n", peer_name(kKinds[p]), incache[p], ratio(incache[p], incache[0]));
+  printf("in-cache floor of this method (a minimal framehop-shaped walker replaying stackprov's walks: pc-keyed "
+         "16-byte rules, pc/sp/fp only; %zu rules) on the %zu snapshots (%zu frames) it walks identically: %.1f "
+         "ns/frame; stackprov on them %.1f (%.2fx the floor)\n",
+         floor.rules, floor.snapshots, floor.frames, floor.floor_ns, floor.stackprov_ns,
+         ratio(floor.stackprov_ns, floor.floor_ns));
   printf("stackprov rule-cache miss in a loaded module (compiled rows): %.1f ns (interpreter: %.1f ns, %.2fx); "
          "first miss in an FDE (row compilation): %.1f ns (%llu pcs over the FDEs of %llu modules)\n",
          miss.miss_ns, miss.interp_ns, ratio(miss.interp_ns, miss.miss_ns), miss.compile_ns,
@@ -418,6 +464,9 @@ int run(const Options& o) {
     fprintf(f, "  \"libunwind_incache_ns_per_frame\": %.2f,\n", incache[1]);
     fprintf(f, "  \"libdwfl_incache_ns_per_frame\": %.2f,\n", incache[2]);
     fprintf(f, "  \"libunwind_over_stackprov_incache\": %.2f,\n", lu_in);
+    fprintf(f, "  \"incache_floor\": {\"floor_ns_per_frame\": %.2f, \"stackprov_ns_per_frame\": %.2f, "
+               "\"snapshots\": %zu, \"frames\": %zu, \"rules\": %zu},\n",
+            floor.floor_ns, floor.stackprov_ns, floor.snapshots, floor.frames, floor.rules);
     fprintf(f, "  \"libdwfl_over_stackprov_incache\": %.2f,\n", dw_in);
     fprintf(f, "  \"stackprov_miss_ns\": %.2f,\n", miss.miss_ns);
     fprintf(f, "  \"stackprov_miss_compile_ns\": %.2f,\n", miss.compile_ns);

@@ -60,6 +60,13 @@ std::unique_ptr<Peer> make_libunwind(const SnapshotSet& set);
 std::unique_ptr<Peer> make_libdwfl(const SnapshotSet& set);
 std::unique_ptr<Peer> make_peer(PeerKind k, const SnapshotSet& set);
 
+/// The floor of the in-cache method (floor.cpp): a minimal walker in framehop's shape (a pc-keyed
+/// table of 16-byte rules, a register file of pc, sp and fp, pcs straight into the caller's array)
+/// over rules learned from stackprov's own walks of `indices` (their cfas, sps and kept
+/// registers). Not an unwinder: it only replays what those walks found. *rules: how many it learned.
+std::unique_ptr<Peer> make_floor(const SnapshotSet& set, const std::vector<size_t>& indices, size_t* rules,
+                                 std::string* why);
+
 /// The cost of a rule-cache miss in stackprov (miss_stackprov.cpp).
 struct MissFigures {
   double miss_ns = 0;     ///< a miss in a loaded module: rule cache probe, compiled-row lookup, insert
