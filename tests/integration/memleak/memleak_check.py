@@ -194,10 +194,10 @@ def bcc_kernel_source(work):
     return dst
 
 
-def parse_bcc(text):
-    """The last report block of memleak-bpfcc: bytes per site_* function."""
-    blocks = text.split("Top ")
-    last = blocks[-1] if len(blocks) > 1 else ""
+def parse_bcc(text, block):
+    """Report block `block` (1 = the first) of memleak-bpfcc: bytes per site_* function."""
+    blocks = text.split("stacks with outstanding allocations")  # each report's header ("[T] Top N ...")
+    last = blocks[block] if 0 < block < len(blocks) else ""
     per_site = {}
     for m in re.finditer(r"(\d+) bytes in (\d+) allocations from stack\n((?:\t\t.*\n?)*)", last):
         names = re.findall(r"\t\t(?:0x[0-9a-f]+\s+)?([A-Za-z_][\w.]*)\+0x", m.group(3))
@@ -207,9 +207,16 @@ def parse_bcc(text):
     return per_site
 
 
-def traced_live(args, leaks, tool_cmd, ready_text, out_path, env=None):
+def traced_live(args, leaks, tool_cmd, ready_text, out_path, env=None, report_text=None):
     """Runs the fixture (--wait --hold), starts tool_cmd(pid) on it, lets the fixture allocate once the
-    tool prints ready_text, waits for one more report, stops the tool with SIGINT; returns its output."""
+    tool prints ready_text, waits for a report made after the allocations, stops the tool with SIGINT;
+    returns (its output, the number of that report or None).
+
+    With report_text (a periodic tool's report header), the report taken is the second to begin after
+    the fixture said "done": the first may begin at once, before the allocations are older than the
+    tool's age filter (memleak-bpfcc -o, 500 ms); the second begins an interval later. It is taken once
+    a third has begun, so that it is whole (CI, stop 60: a fixed 2.5 s wait and the last block, cut by
+    the SIGINT or not yet printed on a loaded machine, gave memleak-bpfcc's sites as {})."""
     fx = subprocess.Popen([args.fixture, "--wait", "--hold"] + specs(leaks), stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True)
     try:
@@ -225,13 +232,24 @@ def traced_live(args, leaks, tool_cmd, ready_text, out_path, env=None):
             fx.stdin.write("go\n")
             fx.stdin.flush()
             check(fx.stdout.readline().strip() == "done", "fixture allocated")
-            time.sleep(2.5)  # at least one more memleak-bpfcc report (every second) after the allocations
+            block = None
+            if report_text is None:
+                time.sleep(2.5)  # the tool's events are in; it prints its report at SIGINT
+            else:
+                n0 = open(out_path).read().count(report_text)
+                t1 = time.time()
+                while time.time() - t1 < 30 and tool.poll() is None and \
+                        open(out_path).read().count(report_text) < n0 + 3:
+                    time.sleep(0.2)
+                n = open(out_path).read().count(report_text)
+                check(n >= n0 + 3, f"three reports after the allocations within 30 s: {n - n0}")
+                block = n0 + 2
             tool.send_signal(signal.SIGINT)
             tool.wait(timeout=30)
     finally:
         fx.stdin.close()
         fx.wait(timeout=10)
-    return open(out_path).read()
+    return open(out_path).read(), block
 
 
 def mode_bcc(args):
@@ -258,16 +276,17 @@ def mode_bcc(args):
     # Ready at its first report, not at "Attaching to pid": memleak-bpfcc prints that line before it
     # attaches its uprobes, and on a loaded machine allocations made 0.5 s later were missed (CI, stop 40:
     # memleak-bpfcc reported nothing). The first report comes after every attach and one interval.
-    bcc_text = traced_live(args, leaks, bcc_cmd, "stacks with outstanding allocations",
-                           os.path.join(args.work, "bcc.out"),
-                           env=dict(os.environ, BCC_KERNEL_SOURCE=ksrc))
+    bcc_text, bcc_block = traced_live(args, leaks, bcc_cmd, "stacks with outstanding allocations",
+                                      os.path.join(args.work, "bcc.out"),
+                                      env=dict(os.environ, BCC_KERNEL_SOURCE=ksrc),
+                                      report_text="stacks with outstanding allocations")
     ours_path = os.path.join(args.work, "ours.json")
     traced_live(args, leaks, lambda pid: [args.memleak, "-p", str(pid), "--json", "--top", "0"], "tracing pid",
                 ours_path)
     text = open(ours_path).read()
     report = json.loads(text[text.index("{"):text.rindex("}") + 1])
     per_site, _ = ours_per_site(report)
-    theirs = parse_bcc(bcc_text)
+    theirs = parse_bcc(bcc_text, bcc_block)
     check(per_site == want, f"-p PID: ours per call site equal the known leaks: {per_site} want {want}")
     check(theirs == want, f"memleak-bpfcc per call site equal the known leaks: {theirs}")
     check(per_site == theirs, "ours equal memleak-bpfcc's per call site")
