@@ -65,10 +65,13 @@ unwind::WalkOptions buf_opts(const sprov_unwinder* uw, const struct sprov_unwind
 void fill_buf(sprov_unwinder* uw, const unwind::WalkResult& r, const std::vector<memory::SnapshotModule>& modules,
               uint64_t generation, uint32_t repaired, struct sprov_unwind_buf* buf) {
   const uint32_t n = static_cast<uint32_t>(std::min<size_t>(r.frames.size(), buf->capacity));
-  for (uint32_t i = 0; i < n; i++) {
+  if (buf->frames == nullptr) {  // a profiler's pcs alone: one store a frame
+    uint64_t* pcs = buf->pcs;
+    for (uint32_t i = 0; i < n; i++) pcs[i] = r.frames[i].pc;
+  }
+  for (uint32_t i = 0; i < n && buf->frames != nullptr; i++) {
     const unwind::Frame& f = r.frames[i];
     if (buf->pcs != nullptr) buf->pcs[i] = f.pc;
-    if (buf->frames == nullptr) continue;
     struct sprov_raw_frame fr = {};
     fr.pc = f.pc;
     fr.sp = f.sp;

@@ -195,6 +195,12 @@ class SnapshotReader final : public MemoryReader {
     const uint64_t off = addr - hit_addr_;
     return off < hit_size_ ? hit_data_ + off : nullptr;
   }
+  /// Where target bytes [addr, addr + len) lie in this process when all of them are in the region
+  /// of the last read, else nullptr (no search): the unwinder reads a rule's slots through it.
+  const uint8_t* span(uint64_t addr, size_t len) const {
+    const uint64_t off = addr - hit_addr_;
+    return off < hit_size_ && len <= hit_size_ - off ? hit_data_ + off : nullptr;
+  }
 
  private:
   bool read_slow(uint64_t addr, void* buf, size_t len);

@@ -2,6 +2,7 @@
 // Compact unwind rules translated from CFI rows, and the fixed-size two-way set-associative rule cache.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -71,6 +72,13 @@ class RuleCache {
     uint64_t rel_pc;      // module-relative (link-time) lookup address
     uint32_t generation;  // LoadedModule::generation(); 0: empty
     UnwindRule rule;
+    /// Set by insert() (in the line's padding): the rule is in the walk's common form — kCfaReg,
+    /// no signal frame, the return address in a CFA slot, every saved register one the
+    /// architecture's register file holds — and its slots, return address and saved registers,
+    /// lie in `span_words` words from cfa + span_lo words, so that one bounds check covers them.
+    uint8_t common;
+    int8_t span_lo;
+    uint8_t span_words;
   };
   static_assert(sizeof(Entry) == 64, "cache entry must stay one 64-byte line");
 
@@ -96,18 +104,28 @@ class RuleCache {
   }
   void count_hit() { hits_++; }
   void count_hits(uint64_t n) { hits_ += n; }
+  /// The entry of (rel_pc, generation), or nullptr; not counted (as probe()).
+  const Entry* probe_entry(uint64_t rel_pc, uint32_t generation) const {
+    const Entry* set = &entries_[set_of(rel_pc, generation) * kWays];
+    for (uint32_t w = 0; w < kWays; w++)
+      if (set[w].generation == generation && set[w].rel_pc == rel_pc) return &set[w];
+    return nullptr;
+  }
   /// Starts loading the set of (rel_pc, generation) into the CPU cache.
   void prefetch(uint64_t rel_pc, uint32_t generation) const {
     __builtin_prefetch(&entries_[set_of(rel_pc, generation) * kWays]);
   }
   /// Puts the rule in way 0 of its set; the entry there moves to way 1 (the
   /// older way-1 entry is dropped), so two hot pcs of one set both stay.
-  void insert(uint64_t rel_pc, uint32_t generation, const UnwindRule& rule) {
+  /// `num_regs`: the register file of the architecture whose unwinder inserts (Entry::common
+  /// holds only for rules whose saved registers are all below it; 0: never).
+  void insert(uint64_t rel_pc, uint32_t generation, const UnwindRule& rule, int num_regs) {
     Entry* set = &entries_[set_of(rel_pc, generation) * kWays];
     if (!(set[0].generation == generation && set[0].rel_pc == rel_pc)) set[1] = set[0];
     set[0].rel_pc = rel_pc;
     set[0].generation = generation;
     set[0].rule = rule;
+    set_common(set[0], num_regs);
   }
   void clear();
 
@@ -127,6 +145,24 @@ class RuleCache {
   uint64_t misses() const { return misses_; }
 
  private:
+  static void set_common(Entry& e, int num_regs) {
+    const UnwindRule& r = e.rule;
+    e.common = 0;
+    e.span_lo = 0;
+    e.span_words = 0;
+    if (r.kind != UnwindRule::kCfaReg || r.signal_frame != 0 || r.ra_kind != UnwindRule::kRaAtCfa ||
+        r.nsaved > UnwindRule::kMaxSaved)
+      return;
+    int lo = r.ra_off, hi = r.ra_off;
+    for (int i = 0; i < r.nsaved; i++) {
+      if (r.saved_reg[i] >= num_regs) return;
+      lo = std::min<int>(lo, r.saved_off[i]);
+      hi = std::max<int>(hi, r.saved_off[i]);
+    }
+    e.common = 1;
+    e.span_lo = static_cast<int8_t>(lo);
+    e.span_words = static_cast<uint8_t>(hi - lo + 1);  // int8 offsets: at most 256 words
+  }
   static uint32_t set_of(uint64_t rel_pc, uint32_t generation) {
     static_assert(kWays == 2, "insert() moves way 0 to way 1");
     uint64_t h = (rel_pc ^ (static_cast<uint64_t>(generation) << 40)) * 0x9E3779B97F4A7C15ull;

@@ -255,11 +255,12 @@ class Unwinder {
         Frame& cur = frames.back();
         if (frames.size() >= max_frames || slot == nullptr || slot->table_generation == 0 || cur.pc == 0) break;
         const uint32_t gen = slot->table_generation;
-        const UnwindRule* rp =
-            cache_.probe((cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc) - slot->bias, gen);
-        if (rp == nullptr) break;
-        const UnwindRule& rule = *rp;
-        if (rule.kind != UnwindRule::kCfaReg || rule.signal_frame != 0 || rule.ra_kind != UnwindRule::kRaAtCfa) break;
+        // The entry's `common` says the rule is kCfaReg, no signal frame, the return address in a
+        // CFA slot, every saved register in the file (checked once, when it was inserted).
+        const RuleCache::Entry* ep =
+            cache_.probe_entry((cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc) - slot->bias, gen);
+        if (ep == nullptr || ep->common == 0) break;
+        const UnwindRule& rule = ep->rule;
         const Method method = slot->table_method[rule.from_debug_frame];
         if (method == Method::kSignal || method == Method::kFramePointer || method == Method::kScan ||
             method == Method::kPrologue)
@@ -280,15 +281,38 @@ class Unwinder {
           if (const void* h = mem_.cached_host(cfa + 384)) __builtin_prefetch(h);
         }
         uint64_t ra;
-        if (!arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.ra_off) * kW), kW, Traits::kBigEndian, &ra))
-          break;
         const int nsaved = rule.nsaved;
-        int i = 0;
-        while (i < nsaved && i < UnwindRule::kMaxSaved && rule.saved_reg[i] < Traits::kNumRegs) i++;
-        if (i != nsaved) break;  // a register the file does not hold: the loop's answer
+        bool slots_read = false;
+        if constexpr (requires { mem_.span(uint64_t{}, size_t{}); }) {
+          // Every slot the rule reads lies in span_words words from cfa + span_lo words: one bounds
+          // check in the reader's current region (primed by one read when it holds another), then
+          // plain loads, none of which can fail — apply_rule's answer with every slot readable.
+          const uint64_t lo = cfa + static_cast<int64_t>(ep->span_lo) * kW;
+          const size_t len = static_cast<size_t>(ep->span_words) * kW;
+          const uint8_t* w = mask(lo) == lo ? mem_.span(lo, len) : nullptr;
+          if (w == nullptr && mask(lo) == lo && arch::read_word(mem_, lo, kW, Traits::kBigEndian, &ra))
+            w = mem_.span(lo, len);
+          if (w != nullptr) {
+            ra = slot_word(w + (rule.ra_off - ep->span_lo) * kW);
+            for (int i = 0; i < nsaved; i++) {
+              const uint64_t v = slot_word(w + (rule.saved_off[i] - ep->span_lo) * kW);
+              if (rule.saved_reg[i] == kFp) {
+                fp = v;
+                fp_valid = true;
+              } else {
+                regs.set(rule.saved_reg[i], v);
+              }
+            }
+            slots_read = true;
+          }
+        }
+        if (!slots_read) {
+          if (!arch::read_word(mem_, mask(cfa + static_cast<int64_t>(rule.ra_off) * kW), kW, Traits::kBigEndian, &ra))
+            break;
+        }
         // The ra slot was readable: from here on the step is apply_rule's (saved registers in
         // order, an unreadable slot loses its register, then ra, pc and sp), nothing falls back.
-        for (i = 0; i < nsaved; i++) {
+        for (int i = 0; i < nsaved && !slots_read; i++) {
           const int reg = rule.saved_reg[i];
           uint64_t v;
           const uint64_t at = mask(cfa + static_cast<int64_t>(rule.saved_off[i]) * kW);
@@ -342,6 +366,17 @@ class Unwinder {
         cache_.count_hits(steps);
       }
       return stopped;
+    }
+  }
+
+  /// A target word at `p` in this process (a slot fast_run's span check covered).
+  static uint64_t slot_word(const uint8_t* p) {
+    if constexpr (Traits::kAddrSize == 8 && !Traits::kBigEndian) {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    } else {
+      return arch::load_word(p, Traits::kAddrSize, Traits::kBigEndian);
     }
   }
 
@@ -600,7 +635,7 @@ class Unwinder {
     } else {
       const RuleLookup l = src.lookup(rel, q);
       rule = l.rule;
-      if (l.cache) cache_.insert(rel, gen, rule);
+      if (l.cache) cache_.insert(rel, gen, rule, Traits::kNumRegs);
     }
     if (rule.kind == UnwindRule::kFull || rule.kind == UnwindRule::kInvalid) {
       if (!src.has_full_rows()) {
@@ -619,7 +654,7 @@ class Unwinder {
         if (uncompiled_miss && q.use_debug_frame && st == dwarf::CfiStatus::kNotFound) {
           UnwindRule none;
           none.kind = UnwindRule::kNoInfo;
-          cache_.insert(rel, gen, none);
+          cache_.insert(rel, gen, none, Traits::kNumRegs);
         }
         return table_verdict(s, st == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo : StopReason::kBadCfi);
       }
@@ -627,7 +662,7 @@ class Unwinder {
         // What the compiled row would hold (compile_fde_rows), for the next walk through this pc.
         UnwindRule r = translate_row(full.row, kRowParams.addr_size, kRowParams.num_regs, kRowParams.callee_saved);
         r.from_debug_frame = full.from_debug_frame ? 1 : 0;
-        cache_.insert(rel, gen, r);
+        cache_.insert(rel, gen, r, Traits::kNumRegs);
       }
       s.next = s.regs;
       const StopReason r = apply_row(*full.section, s.regs, s.next, s.cfa);

@@ -2,6 +2,8 @@
 // Dispatch from a snapshot's architecture to the templated unwinder.
 #include "unwind/walk.hpp"
 
+#include <cstring>
+
 #include "unwind/arch_dispatch.hpp"
 
 namespace stackprov::unwind {
@@ -11,9 +13,12 @@ namespace {
 template <class Traits>
 void walk_arch(const memory::Snapshot& snap, const ModuleTable& modules, RuleCache& cache,
                const WalkOptions& opts, WalkResult* out) {
-  typename Unwinder<Traits, memory::SnapshotReader>::Regs regs{};
-  for (int r = 0; r < Traits::kNumRegs; r++)
-    if (snap.has_reg(r)) regs.set(r, snap.regs[r]);
+  // The captured registers as they are (one copy, not a loop per register): a register the
+  // snapshot lacks is not valid, whatever its slot holds.
+  static_assert(Traits::kNumRegs < 64 && Traits::kNumRegs <= memory::kSnapshotMaxRegs, "registers fit the snapshot");
+  typename Unwinder<Traits, memory::SnapshotReader>::Regs regs;
+  std::memcpy(regs.v, snap.regs, sizeof regs.v);
+  regs.valid = snap.regs_valid & ((uint64_t{1} << Traits::kNumRegs) - 1);
   memory::SnapshotReader mem(snap);
   WalkOptions o = opts;
   if (!snap.async.empty()) o.async = &snap.async;  // what the program registered (doc/async-stacks.md)

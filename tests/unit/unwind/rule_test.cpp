@@ -80,7 +80,7 @@ TEST_CASE("rule cache hits only for the same pc and generation", "[unwind]") {
   r.kind = UnwindRule::kCfaReg;
   r.cfa_off = 16;
   CHECK(c.find(0x401000, 1) == nullptr);
-  c.insert(0x401000, 1, r);
+  c.insert(0x401000, 1, r, 17);
   REQUIRE(c.find(0x401000, 1) != nullptr);
   CHECK(c.find(0x401000, 1)->cfa_off == 16);
   CHECK(c.find(0x401000, 2) == nullptr);  // another module generation
@@ -89,6 +89,59 @@ TEST_CASE("rule cache hits only for the same pc and generation", "[unwind]") {
   CHECK(c.misses() == 3);
   c.clear();
   CHECK(c.find(0x401000, 1) == nullptr);
+}
+
+TEST_CASE("rule cache entries say which rules the walk's common step takes, and the slots they read",
+          "[unwind]") {
+  RuleCache c;
+  // x86_64's usual prologue row: cfa = rsp + 24, ra at cfa - 8, rbp at cfa - 16, rbx at cfa - 24.
+  UnwindRule r;
+  r.kind = UnwindRule::kCfaReg;
+  r.cfa_reg = 7;
+  r.cfa_off = 24;
+  r.ra_off = -1;
+  r.nsaved = 2;
+  r.saved_reg[0] = 6;
+  r.saved_off[0] = -2;
+  r.saved_reg[1] = 3;
+  r.saved_off[1] = -3;
+  c.insert(0x1000, 1, r, 17);
+  const RuleCache::Entry* e = c.probe_entry(0x1000, 1);
+  REQUIRE(e != nullptr);
+  CHECK(e->common == 1);
+  CHECK(e->span_lo == -3);      // the rbx slot, cfa - 24
+  CHECK(e->span_words == 3);    // cfa - 24 .. cfa - 1: rbx, rbp, ra
+  // A saved register the architecture's file does not hold (17 registers on x86_64): not common.
+  UnwindRule wide = r;
+  wide.saved_reg[1] = 20;
+  c.insert(0x2000, 1, wide, 17);
+  CHECK(c.probe_entry(0x2000, 1)->common == 0);
+  CHECK(c.probe_entry(0x2000, 1)->rule.saved_reg[1] == 20);  // kept as given: the loop answers it
+  // A signal frame, a return address in a register and a row for the interpreter: not common.
+  UnwindRule sig = r;
+  sig.signal_frame = 1;
+  c.insert(0x3000, 1, sig, 17);
+  CHECK(c.probe_entry(0x3000, 1)->common == 0);
+  UnwindRule same = r;
+  same.ra_kind = UnwindRule::kRaSameValue;
+  c.insert(0x4000, 1, same, 17);
+  CHECK(c.probe_entry(0x4000, 1)->common == 0);
+  UnwindRule full;
+  full.kind = UnwindRule::kFull;
+  c.insert(0x5000, 1, full, 17);
+  CHECK(c.probe_entry(0x5000, 1)->common == 0);
+  // A leaf's row reads the return address alone; an insert of 0 registers never makes a rule common.
+  UnwindRule leaf;
+  leaf.kind = UnwindRule::kCfaReg;
+  leaf.cfa_reg = 7;
+  leaf.cfa_off = 8;
+  leaf.ra_off = -1;
+  c.insert(0x6000, 1, leaf, 17);
+  CHECK(c.probe_entry(0x6000, 1)->common == 1);
+  CHECK(c.probe_entry(0x6000, 1)->span_lo == -1);
+  CHECK(c.probe_entry(0x6000, 1)->span_words == 1);
+  c.insert(0x1000, 1, r, 0);
+  CHECK(c.probe_entry(0x1000, 1)->common == 0);
 }
 
 TEST_CASE("module table finds the module holding a pc", "[unwind]") {
