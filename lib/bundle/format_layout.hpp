@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// On-disk layout of the bundle file, formats 2 to 5 (doc/bundles.md "Layout"): offsets, sizes,
+// On-disk layout of the bundle file, formats 2 to 6 (doc/bundles.md "Layout"): offsets, sizes,
 // little-endian and varint codecs, the entropy coder's contexts.
 #pragma once
 
@@ -67,6 +67,59 @@ inline constexpr size_t kMinCallSymbolBytes = 3;
 inline constexpr uint64_t kMaxCallFunctionRanges = 1u << 16;
 /// A record takes 3 bytes at least: n <= nbytes / 3.
 inline constexpr size_t kMinSymbolRecordBytes = 3;
+
+// ---- format 6 (doc/bundles.md "Format 6"): the two sections above entropy-coded (bundle/entropy.hpp).
+// A module's block (after the same head) is one bit stream: its codes in context order, the records
+// with the fields above each in its context, then zero bits to a byte boundary.
+/// Format 6's symbol-name record head (coded given the previous record's kind, kSymKinds for the
+/// first): kind | back << 2 | run << 3. Kinds: the name is the depth-0 range function at the record's
+/// address; that function with `cut` trailing bytes cut and a suffix string appended; a string index;
+/// a string (the prefix) followed by another (the suffix). `run` (kSymRun): the record ends where the
+/// run of contiguous depth-0 ranges of one function at its address ends (no length field).
+inline constexpr unsigned kSymSame = 0;
+inline constexpr unsigned kSymEdited = 1;
+inline constexpr unsigned kSymString = 2;
+inline constexpr unsigned kSymJoined = 3;
+inline constexpr unsigned kSymKinds = 4;
+inline constexpr uint8_t kSymBack = 4;
+inline constexpr uint8_t kSymRun = 8;
+enum SymCtx : unsigned {
+  kCtxSymHead,                           // + the previous record's kind (kSymKinds: none)
+  kCtxSymGap = kCtxSymHead + kSymKinds + 1,
+  kCtxSymLen,                            // + this record's kind
+  kCtxSymBackOff = kCtxSymLen + kSymKinds,  // addr - sym_start
+  kCtxSymName,                           // kSymString: string index
+  kCtxSymCut,                            // kSymEdited: bytes cut from the function's name
+  kCtxSymSuffix,                         // kSymEdited, kSymJoined: string index of what is appended
+  kCtxSymPrefix,                         // kSymJoined: string index of the prefix
+  kSymCtxCount,
+};
+/// Format 6: a record takes 2 bits at least (head, gap): n <= nbytes * 8 / 2.
+inline constexpr uint64_t kMinSymbolRecordBits = 2;
+/// Format 6 call-site flag: the target is the entry of call-site function `index` (uint follows);
+/// never with kCallSiteTarget or kCallSiteName. A name's head: global | kCallNameFunction (its
+/// address is a function's entry: the index follows instead of the address).
+inline constexpr uint8_t kCallSiteFunction = 8;
+inline constexpr uint8_t kCallNameFunction = 2;
+enum CallCtx : unsigned {
+  kCtxCsDelta,   // return pc delta
+  kCtxCsFlags,
+  kCtxCsTarget,  // sleb target - return pc
+  kCtxCsFunc,    // kCallSiteFunction: function index
+  kCtxCsName,    // kCallSiteName: string index
+  kCtxCfDelta,   // function entry delta
+  kCtxCfRanges,
+  kCtxCfLow,     // first low - entry
+  kCtxCfGap,     // low - the previous high
+  kCtxCfLen,
+  kCtxCfTails,
+  kCtxCfTail,    // format 6: site index - the previous one's (the first: - the first site after the lowest low)
+  kCtxCnName,    // name string index
+  kCtxCnHead,    // global (format 6: | kCallNameFunction)
+  kCtxCnAddr,
+  kCtxCnFunc,    // format 6: function index
+  kCallCtxCount,
+};
 
 // Module record (320 bytes), offsets. A "slice" is u64 first, u64 count, in units of the
 // section's records (bytes for STRINGS, *_DATA and BLOBS; 4 bytes for STROFFS; 8 bytes for

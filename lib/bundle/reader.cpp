@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle reader (formats 2 to 4): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
+// Bundle reader (formats 2 to 6): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cinttypes>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -51,12 +53,17 @@ struct ModuleIndex {
   // Format 3: the module's codes (read from the front of its group and row data).
   std::vector<entropy::Code> range_codes, row_codes;
   std::vector<entropy::Code> pad_codes;  // format 4
-  /// Format 5: the module's symbol-name records, decoded and checked with its string table.
+  /// Format 5: the module's symbol-name records, decoded and checked with its string table and (format
+  /// 6) its depth-0 ranges on the first symbol lookup (sym_once).
   struct Sym {
     uint64_t start, end, sym_start;
-    uint32_t name;
+    uint32_t name;  ///< a string index (kNone: ""); from the string count on: edited[name - count]
   };
+  stackprov::OnceFlag sym_once;
+  bool sym_ok = false;
+  Error sym_err;
   std::vector<Sym> syms;
+  std::deque<std::string> edited;  ///< format 6: names made from a range's function (stable addresses)
 };
 
 Error bad(const char* fmt, ...) STACKPROV_PRINTF(1, 2);
@@ -113,7 +120,9 @@ struct BundleReader::Impl {
     uint32_t nsites = 0, nfuncs = 0, nnames = 0;
   };
   std::vector<CallBlock> calls;
-  Status decode_symbols(size_t mi, ModuleIndex& ix) const;
+  Status decode_symbols(size_t mi, ModuleIndex& ix, uint64_t budget) const;
+  /// The module's index with its symbol-name records decoded (once, on the first symbol lookup).
+  Result<const ModuleIndex*> symbol_index(size_t mi, uint64_t budget) const;
   std::vector<ModuleMeta> meta;
   std::unique_ptr<ModuleIndex[]> index;
 
@@ -175,6 +184,7 @@ struct ByteSrc {
   void fail() { c.bad = true; }
   bool more() const { return c.left() > 0; }
   bool at_end() const { return c.left() == 0; }
+  uint64_t units_left() const { return c.left(); }  // bytes
 };
 /// Format 3: each field decoded with its context's code.
 struct BitSrc {
@@ -189,6 +199,7 @@ struct BitSrc {
   void fail() { r.set_bad(); }
   bool more() const { return true; }  // format 3 blocks say how many rows they hold
   bool at_end() { return r.at_padded_end(); }
+  uint64_t units_left() const { return r.bits_left(); }  // bits
 };
 
 /// A string index read from a record: < n, or an error naming it.
@@ -543,12 +554,27 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
   if (v3 && m.rindex.count != (m.nrows + kRowBlock3 - 1) / kRowBlock3)
     return bad("module %zu: %" PRIu64 " unwind-row blocks for %" PRIu64 " rows (%zu a block)", mi, m.rindex.count,
                m.nrows, kRowBlock3);
-  return decode_symbols(mi, ix);
+  return {};
 }
 
-Status BundleReader::Impl::decode_symbols(size_t mi, ModuleIndex& ix) const {
+static Status decode_coded_symbols(const BundleReader::Impl& im, size_t mi, ModuleIndex& ix, uint64_t budget);
+
+/// Format 6: the `n` codes at the front of a module's symbol-name or call-site block, then zero bits
+/// to a byte boundary.
+static Status read_block_codes(entropy::BitReader& r, unsigned n, size_t mi, const char* what,
+                               std::vector<entropy::Code>& codes) {
+  codes.resize(n);
+  for (unsigned k = 0; k < n; k++)
+    if (!codes[k].read(r)) return bad("module %zu: %s code %u of %u is not a valid canonical code", mi, what, k, n);
+  const unsigned pad = static_cast<unsigned>((8 - r.consumed() % 8) % 8);
+  if (r.get(pad) != 0 || r.bad()) return bad("module %zu: %s codes end with nonzero padding or cut short", mi, what);
+  return {};
+}
+
+Status BundleReader::Impl::decode_symbols(size_t mi, ModuleIndex& ix, uint64_t budget) const {
   if (mi >= symbols.size() || symbols[mi].p == nullptr) return {};
   const SymBlock& b = symbols[mi];
+  if (meta[mi].version >= 6) return decode_coded_symbols(*this, mi, ix, budget);
   Cursor c{b.p, b.p + b.nbytes};
   ix.syms.reserve(b.n);
   uint64_t prev_end = 0;
@@ -572,6 +598,23 @@ Status BundleReader::Impl::decode_symbols(size_t mi, ModuleIndex& ix) const {
   if (c.left() != 0)
     return bad("module %zu: %zu bytes after its %u symbol-name records", mi, c.left(), b.n);
   return {};
+}
+
+Result<const ModuleIndex*> BundleReader::Impl::symbol_index(size_t mi, uint64_t budget) const {
+  auto ixr = module_index(mi);
+  if (!ixr) return ixr;
+  ModuleIndex& ix = index[mi];
+  stackprov::call_once(ix.sym_once, [&] {
+    Status s = decode_symbols(mi, ix, budget);
+    ix.sym_ok = s.ok();
+    if (!ix.sym_ok) {
+      ix.sym_err = s.error();
+      ix.syms.clear();
+      ix.edited.clear();
+    }
+  });
+  if (!ix.sym_ok) return ix.sym_err;
+  return &ix;
 }
 
 Result<const ModuleIndex*> BundleReader::Impl::module_index(size_t mi) const {
@@ -822,9 +865,12 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     if ((first == 0 && mi <= prev_mod) || mi >= nmod)
       return bad("symbol names: module index %u after %" PRIu64 " (of %zu modules)", mi, first ? 0 : prev_mod, nmod);
     at += kSymbolsHeadSize;
-    if (nbytes > im.symbols_len - at || cnt == 0 || cnt > nbytes / kMinSymbolRecordBytes)
-      return bad("symbol names of module %u: %u records in %" PRIu64 " bytes (%" PRIu64 " left; %zu bytes a record at least)",
-                 mi, cnt, nbytes, im.symbols_len - at, kMinSymbolRecordBytes);
+    // Format 5: 3 bytes a record at least; format 6: 2 bits (a head, a gap).
+    const uint64_t units = version >= 6 ? nbytes * 8 : nbytes;
+    const uint64_t unit = version >= 6 ? kMinSymbolRecordBits : kMinSymbolRecordBytes;
+    if (nbytes > im.symbols_len - at || cnt == 0 || cnt > units / unit)
+      return bad("symbol names of module %u: %u records in %" PRIu64 " bytes (%" PRIu64 " left; %" PRIu64 " %s a record at least)",
+                 mi, cnt, nbytes, im.symbols_len - at, unit, version >= 6 ? "bits" : "bytes");
     im.symbols[mi] = {im.symbols_sec + at, nbytes, cnt};
     rd.modules_[mi].symbol_count = cnt;
     at += nbytes;
@@ -842,13 +888,15 @@ Result<BundleReader> BundleReader::open(const uint8_t* data, size_t len) {
     if ((first == 0 && mi <= prev_mod) || mi >= nmod)
       return bad("call sites: module index %u after %" PRIu64 " (of %zu modules)", mi, first ? 0 : prev_mod, nmod);
     at += kCallSitesHeadSize;
+    // Format 5: so many bytes an item at least; format 6: bits.
+    const uint64_t units = nbytes > im.calls_len - at ? 0 : version >= 6 ? nbytes * 8 : nbytes;
     if (nbytes > im.calls_len - at || (nsites == 0 && nfuncs == 0 && nnames == 0) ||
         uint64_t{nsites} * kMinCallSiteBytes + uint64_t{nfuncs} * kMinCallFunctionBytes +
-                uint64_t{nnames} * kMinCallSymbolBytes > nbytes)
+                uint64_t{nnames} * kMinCallSymbolBytes > units)
       return bad("call sites of module %u: %u sites, %u functions and %u names in %" PRIu64 " bytes (%" PRIu64
-                 " left; %zu bytes a site, %zu a function and %zu a name at least)",
-                 mi, nsites, nfuncs, nnames, nbytes, im.calls_len - at, kMinCallSiteBytes, kMinCallFunctionBytes,
-                 kMinCallSymbolBytes);
+                 " left; %zu %s a site, %zu a function and %zu a name at least)",
+                 mi, nsites, nfuncs, nnames, nbytes, im.calls_len - at, kMinCallSiteBytes,
+                 version >= 6 ? "bits" : "bytes", kMinCallFunctionBytes, kMinCallSymbolBytes);
     im.calls[mi] = {im.calls_sec + at, nbytes, nsites, nfuncs, nnames};
     rd.modules_[mi].call_site_count = nsites;
     rd.modules_[mi].call_function_count = nfuncs;
@@ -916,6 +964,11 @@ std::string_view str_at(const ModuleIndex& ix, uint32_t i) {
   return std::string_view(ix.strings.data() + ix.offs[i], ix.lens[i]);
 }
 uint64_t str_len(const ModuleIndex& ix, uint32_t i) { return i == kNone || i >= ix.offs.size() ? 0 : ix.lens[i]; }
+/// A symbol-name record's name (ModuleIndex::Sym::name): a string, or a name format 6 made by an edit.
+std::string_view sym_name(const ModuleIndex& ix, uint32_t i) {
+  if (i != kNone && i >= ix.offs.size() && i - ix.offs.size() < ix.edited.size()) return ix.edited[i - ix.offs.size()];
+  return str_at(ix, i);
+}
 
 /// Bytes of names ranges() and return_pads() may copy out: 1 GiB + 64 × the bundle's size. A record
 /// costs 2 bytes and names strings of up to 1 MiB, so a small hostile bundle could otherwise ask
@@ -927,7 +980,7 @@ uint64_t copy_budget(size_t bundle_bytes) { return (uint64_t{1} << 30) + 64 * ui
 Result<BundleReader::SymbolLookup> BundleReader::symbol(size_t module, uint64_t rel_addr) const {
   SymbolLookup out;
   if (module >= impl_->symbols.size() || impl_->symbols[module].p == nullptr) return out;
-  auto ix = impl_->module_index(module);
+  auto ix = impl_->symbol_index(module, copy_budget(size_));
   if (!ix) return ix.error();
   const auto& v = ix.value()->syms;
   auto it = std::upper_bound(v.begin(), v.end(), rel_addr,
@@ -935,7 +988,7 @@ Result<BundleReader::SymbolLookup> BundleReader::symbol(size_t module, uint64_t 
   if (it == v.begin() || rel_addr >= std::prev(it)->end) return out;
   --it;
   out.found = true;
-  out.name = str_at(*ix.value(), it->name);
+  out.name = sym_name(*ix.value(), it->name);
   out.sym_start = it->sym_start;
   return out;
 }
@@ -943,18 +996,144 @@ Result<BundleReader::SymbolLookup> BundleReader::symbol(size_t module, uint64_t 
 Result<std::vector<SymbolRecord>> BundleReader::symbols(size_t module) const {
   std::vector<SymbolRecord> out;
   if (module >= impl_->symbols.size() || impl_->symbols[module].p == nullptr) return out;
-  auto ix = impl_->module_index(module);
+  auto ix = impl_->symbol_index(module, copy_budget(size_));
   if (!ix) return ix.error();
   uint64_t budget = copy_budget(size_);
   out.reserve(ix.value()->syms.size());
   for (const ModuleIndex::Sym& e : ix.value()->syms) {
-    const uint64_t n = str_len(*ix.value(), e.name);
-    if (n > budget) return bad("module %zu: symbol names exceed the copy budget of this bundle", module);
-    budget -= n;
-    out.push_back({e.start, e.end - e.start, e.sym_start, std::string(str_at(*ix.value(), e.name))});
+    const std::string_view name = sym_name(*ix.value(), e.name);
+    if (name.size() > budget) return bad("module %zu: symbol names exceed the copy budget of this bundle", module);
+    budget -= name.size();
+    out.push_back({e.start, e.end - e.start, e.sym_start, std::string(name)});
   }
   return out;
 }
+
+namespace {
+
+/// A module's call-site block (layout kSecCallSites, CallCtx) from `c`: format 5 varints (ByteSrc),
+/// format 6 codes (BitSrc: a target or a name's address may be a function's index). `string` copies
+/// out a name by its string index, checked.
+template <class Src, class Str>
+Status read_call_block(Src& c, bool v6, size_t module, const BundleReader::Impl::CallBlock& b, Str string,
+                       CallSiteTable& out) {
+  const char* unit = v6 ? "bits" : "bytes";
+  const uint8_t known = kCallSiteTail | kCallSiteTarget | kCallSiteName | (v6 ? kCallSiteFunction : 0);
+  std::vector<std::pair<size_t, uint64_t>> by_index;  // format 6: sites whose target is function #i
+  out.sites.reserve(b.nsites);
+  uint64_t prev = 0;
+  for (uint32_t i = 0; i < b.nsites; i++) {
+    const uint64_t delta = c.u(kCtxCsDelta);
+    const uint8_t flags = c.sym(kCtxCsFlags);
+    if (c.ok() && ((flags & ~known) != 0 || std::popcount(static_cast<unsigned>(
+                                                 flags & (kCallSiteTarget | kCallSiteName | kCallSiteFunction))) > 1))
+      return bad("module %zu: call site %u at 0x%" PRIx64 " has unknown flags 0x%x", module, i, prev + delta, flags);
+    const int64_t to = (flags & kCallSiteTarget) != 0 ? c.s(kCtxCsTarget) : 0;
+    const uint64_t fi = (flags & kCallSiteFunction) != 0 ? c.u(kCtxCsFunc) : 0;
+    const uint64_t name = (flags & kCallSiteName) != 0 ? c.u(kCtxCsName) : 0;
+    if (!c.ok()) return bad("module %zu: call site %u of %u is cut short or over-long", module, i, b.nsites);
+    if ((i > 0 && delta == 0) || delta > UINT64_MAX - prev)
+      return bad("module %zu: call site %u: return pc 0x%" PRIx64 " + 0x%" PRIx64 " is not after the previous one",
+                 module, i, prev, delta);
+    CallSiteRecord r;
+    r.return_pc = prev + delta;
+    r.tail_call = (flags & kCallSiteTail) != 0;
+    r.has_target = (flags & (kCallSiteTarget | kCallSiteFunction)) != 0;
+    r.target = r.return_pc + static_cast<uint64_t>(to);  // modulo 2^64, as written
+    if ((flags & kCallSiteFunction) != 0) {
+      if (fi >= b.nfuncs)
+        return bad("module %zu: call site %u at 0x%" PRIx64 " calls function %" PRIu64 " of %u", module, i, r.return_pc,
+                   fi, b.nfuncs);
+      by_index.emplace_back(out.sites.size(), fi);
+    }
+    if ((flags & kCallSiteName) != 0)
+      if (Status st = string(name, "call site", r.return_pc, &r.target_name); !st) return st;
+    out.sites.push_back(r);
+    prev = r.return_pc;
+  }
+  out.functions.reserve(b.nfuncs);
+  prev = 0;
+  for (uint32_t i = 0; i < b.nfuncs; i++) {
+    const uint64_t delta = c.u(kCtxCfDelta), nranges = c.u(kCtxCfRanges);
+    if (!c.ok() || (i > 0 && delta == 0) || delta > UINT64_MAX - prev)
+      return bad("module %zu: call-site function %u of %u: cut short, or entry 0x%" PRIx64 " + 0x%" PRIx64
+                 " not after the previous one", module, i, b.nfuncs, prev, delta);
+    CallFunctionRecord f;
+    f.entry = prev + delta;
+    if (nranges == 0 || nranges > kMaxCallFunctionRanges || nranges > c.units_left() / 2)
+      return bad("module %zu: call-site function at 0x%" PRIx64 " has %" PRIu64 " ranges (1..%" PRIu64
+                 ", 2 %s each, %" PRIu64 " %s left)", module, f.entry, nranges, kMaxCallFunctionRanges, unit,
+                 c.units_left(), unit);
+    uint64_t at = f.entry;
+    bool has_entry = false;
+    for (uint64_t k = 0; k < nranges; k++) {
+      uint64_t low = 0;
+      if (k == 0) {
+        low = f.entry + static_cast<uint64_t>(c.s(kCtxCfLow));
+      } else {
+        const uint64_t gap = c.u(kCtxCfGap);
+        low = at + gap;
+        if (gap > UINT64_MAX - at) return bad("module %zu: call-site function at 0x%" PRIx64 ": range %" PRIu64
+                                              " wraps around", module, f.entry, k);
+      }
+      const uint64_t len = c.u(kCtxCfLen);
+      if (!c.ok() || len == 0 || len > UINT64_MAX - low)
+        return bad("module %zu: call-site function at 0x%" PRIx64 ": range %" PRIu64 " at 0x%" PRIx64 " length 0x%" PRIx64
+                   " is cut short, empty or wraps around", module, f.entry, k, low, len);
+      f.ranges.emplace_back(low, low + len);
+      has_entry |= f.entry >= low && f.entry < low + len;
+      at = low + len;
+    }
+    if (!has_entry)
+      return bad("module %zu: call-site function's entry 0x%" PRIx64 " is in none of its ranges", module, f.entry);
+    const uint64_t ntails = c.u(kCtxCfTails);
+    if (!c.ok() || ntails > c.units_left())
+      return bad("module %zu: call-site function at 0x%" PRIx64 " has %" PRIu64 " tail calls (%" PRIu64 " %s left)",
+                 module, f.entry, ntails, c.units_left(), unit);
+    // Format 6: each tail's site index from the previous one's, the first from the first site at or
+    // after the function's lowest address.
+    uint64_t si = static_cast<uint64_t>(
+        std::lower_bound(out.sites.begin(), out.sites.end(), f.ranges[0].first,
+                         [](const CallSiteRecord& x, uint64_t a) { return x.return_pc < a; }) -
+        out.sites.begin());
+    for (uint64_t k = 0; k < ntails; k++) {
+      si = v6 ? si + static_cast<uint64_t>(c.s(kCtxCfTail)) : c.u(kCtxCfTail);  // modulo 2^64: checked below
+      if (!c.ok() || si >= out.sites.size() || !out.sites[si].tail_call)
+        return bad("module %zu: call-site function at 0x%" PRIx64 ": tail call %" PRIu64 " names site %" PRIu64
+                   " of %zu, not a tail-call site", module, f.entry, k, si, out.sites.size());
+      f.tails.push_back(out.sites[si].return_pc);
+    }
+    out.functions.push_back(std::move(f));
+    prev = out.functions.back().entry;
+  }
+  for (const auto& [site, fi] : by_index) out.sites[site].target = out.functions[fi].entry;
+  out.symbols.reserve(b.nnames);
+  for (uint32_t i = 0; i < b.nnames; i++) {
+    const uint64_t si = c.u(kCtxCnName);
+    const uint8_t head = c.sym(kCtxCnHead);
+    const bool head_ok = head <= (v6 ? (1 | kCallNameFunction) : 1);
+    const uint64_t addr = head_ok && (head & kCallNameFunction) != 0 ? c.u(kCtxCnFunc) : c.u(kCtxCnAddr);
+    if (!c.ok() || !head_ok)
+      return bad("module %zu: call-site name %u of %u is cut short, or its global byte %u is not 0 or 1", module, i,
+                 b.nnames, head);
+    if ((head & kCallNameFunction) != 0 && addr >= b.nfuncs)
+      return bad("module %zu: call-site name %u is at function %" PRIu64 " of %u", module, i, addr, b.nfuncs);
+    CallSymbolRecord y;
+    y.addr = (head & kCallNameFunction) != 0 ? out.functions[addr].entry : addr;
+    if (Status st = string(si, "call-site name", y.addr, &y.name); !st) return st;
+    if (y.name.empty() || (i > 0 && y.name <= out.symbols.back().name))
+      return bad("module %zu: call-site name %u '%s' is empty or not after '%s'", module, i, y.name.c_str(),
+                 i > 0 ? out.symbols.back().name.c_str() : "");
+    y.global = (head & 1) != 0;
+    out.symbols.push_back(std::move(y));
+  }
+  if (!c.at_end())
+    return bad("module %zu: %" PRIu64 " %s after its %u call sites, %u functions and %u names", module, c.units_left(),
+               unit, b.nsites, b.nfuncs, b.nnames);
+  return {};
+}
+
+}  // namespace
 
 Result<CallSiteTable> BundleReader::call_sites(size_t module) const {
   CallSiteTable out;
@@ -973,101 +1152,20 @@ Result<CallSiteTable> BundleReader::call_sites(size_t module) const {
     *out = std::string(str_at(*ix.value(), static_cast<uint32_t>(si)));
     return {};
   };
-  Cursor c{b.p, b.p + b.nbytes};
-  out.sites.reserve(b.nsites);
-  uint64_t prev = 0;
-  for (uint32_t i = 0; i < b.nsites; i++) {
-    const uint64_t delta = c.uleb();
-    const uint8_t flags = c.u8();
-    const int64_t to = (flags & kCallSiteTarget) != 0 ? c.sleb() : 0;
-    const uint64_t name = (flags & kCallSiteName) != 0 ? c.uleb() : 0;
-    if (!c.ok()) return bad("module %zu: call site %u of %u is cut short or over-long", module, i, b.nsites);
-    if ((i > 0 && delta == 0) || delta > UINT64_MAX - prev)
-      return bad("module %zu: call site %u: return pc 0x%" PRIx64 " + 0x%" PRIx64 " is not after the previous one",
-                 module, i, prev, delta);
-    if ((flags & ~(kCallSiteTail | kCallSiteTarget | kCallSiteName)) != 0 ||
-        (flags & (kCallSiteTarget | kCallSiteName)) == (kCallSiteTarget | kCallSiteName))
-      return bad("module %zu: call site %u at 0x%" PRIx64 " has unknown flags 0x%x", module, i, prev + delta, flags);
-    CallSiteRecord r;
-    r.return_pc = prev + delta;
-    r.tail_call = (flags & kCallSiteTail) != 0;
-    r.has_target = (flags & kCallSiteTarget) != 0;
-    r.target = r.return_pc + static_cast<uint64_t>(to);  // modulo 2^64, as written
-    if ((flags & kCallSiteName) != 0)
-      if (Status st = string(name, "call site", r.return_pc, &r.target_name); !st) return st.error();
-    out.sites.push_back(r);
-    prev = r.return_pc;
+  Status st;
+  if (impl_->meta[module].version >= 6) {
+    entropy::BitReader r(b.p, b.p + b.nbytes);
+    std::vector<entropy::Code> codes;
+    if (auto s = read_block_codes(r, kCallCtxCount, module, "call-site", codes); !s) return s.error();
+    BitSrc c{r, codes.data()};
+    st = read_call_block(c, true, module, b, string, out);
+  } else {
+    ByteSrc c{Cursor{b.p, b.p + b.nbytes}};
+    st = read_call_block(c, false, module, b, string, out);
   }
-  out.functions.reserve(b.nfuncs);
+  if (!st) return st.error();
   std::vector<std::pair<uint64_t, uint64_t>> all;  // every function's ranges: none may overlap
-  prev = 0;
-  for (uint32_t i = 0; i < b.nfuncs; i++) {
-    const uint64_t delta = c.uleb(), nranges = c.uleb();
-    if (!c.ok() || (i > 0 && delta == 0) || delta > UINT64_MAX - prev)
-      return bad("module %zu: call-site function %u of %u: cut short, or entry 0x%" PRIx64 " + 0x%" PRIx64
-                 " not after the previous one", module, i, b.nfuncs, prev, delta);
-    CallFunctionRecord f;
-    f.entry = prev + delta;
-    if (nranges == 0 || nranges > kMaxCallFunctionRanges || nranges > c.left() / 2)
-      return bad("module %zu: call-site function at 0x%" PRIx64 " has %" PRIu64 " ranges (1..%" PRIu64
-                 ", 2 bytes each, %zu bytes left)", module, f.entry, nranges, kMaxCallFunctionRanges, c.left());
-    uint64_t at = f.entry;
-    bool has_entry = false;
-    for (uint64_t k = 0; k < nranges; k++) {
-      uint64_t low = 0;
-      if (k == 0) {
-        low = f.entry + static_cast<uint64_t>(c.sleb());
-      } else {
-        const uint64_t gap = c.uleb();
-        low = at + gap;
-        if (gap > UINT64_MAX - at) return bad("module %zu: call-site function at 0x%" PRIx64 ": range %" PRIu64
-                                              " wraps around", module, f.entry, k);
-      }
-      const uint64_t len = c.uleb();
-      if (!c.ok() || len == 0 || len > UINT64_MAX - low)
-        return bad("module %zu: call-site function at 0x%" PRIx64 ": range %" PRIu64 " at 0x%" PRIx64 " length 0x%" PRIx64
-                   " is cut short, empty or wraps around", module, f.entry, k, low, len);
-      f.ranges.emplace_back(low, low + len);
-      has_entry |= f.entry >= low && f.entry < low + len;
-      at = low + len;
-    }
-    if (!has_entry)
-      return bad("module %zu: call-site function's entry 0x%" PRIx64 " is in none of its ranges", module, f.entry);
-    const uint64_t ntails = c.uleb();
-    if (!c.ok() || ntails > c.left())
-      return bad("module %zu: call-site function at 0x%" PRIx64 " has %" PRIu64 " tail calls (%zu bytes left)", module,
-                 f.entry, ntails, c.left());
-    for (uint64_t k = 0; k < ntails; k++) {
-      const uint64_t si = c.uleb();
-      if (!c.ok() || si >= out.sites.size() || !out.sites[si].tail_call)
-        return bad("module %zu: call-site function at 0x%" PRIx64 ": tail call %" PRIu64 " names site %" PRIu64
-                   " of %zu, not a tail-call site", module, f.entry, k, si, out.sites.size());
-      f.tails.push_back(out.sites[si].return_pc);
-    }
-    all.insert(all.end(), f.ranges.begin(), f.ranges.end());
-    out.functions.push_back(std::move(f));
-    prev = out.functions.back().entry;
-  }
-  out.symbols.reserve(b.nnames);
-  for (uint32_t i = 0; i < b.nnames; i++) {
-    const uint64_t si = c.uleb();
-    const uint8_t global = c.u8();
-    const uint64_t addr = c.uleb();
-    if (!c.ok() || global > 1)
-      return bad("module %zu: call-site name %u of %u is cut short, or its global byte %u is not 0 or 1", module, i,
-                 b.nnames, global);
-    CallSymbolRecord y;
-    if (Status st = string(si, "call-site name", addr, &y.name); !st) return st.error();
-    if (y.name.empty() || (i > 0 && y.name <= out.symbols.back().name))
-      return bad("module %zu: call-site name %u '%s' is empty or not after '%s'", module, i, y.name.c_str(),
-                 i > 0 ? out.symbols.back().name.c_str() : "");
-    y.addr = addr;
-    y.global = global != 0;
-    out.symbols.push_back(std::move(y));
-  }
-  if (c.left() != 0)
-    return bad("module %zu: %zu bytes after its %u call sites, %u functions and %u names", module, c.left(), b.nsites,
-               b.nfuncs, b.nnames);
+  for (const CallFunctionRecord& f : out.functions) all.insert(all.end(), f.ranges.begin(), f.ranges.end());
   std::sort(all.begin(), all.end());
   for (size_t i = 1; i < all.size(); i++)
     if (all[i - 1].second > all[i].first)
@@ -1237,30 +1335,215 @@ Status entry_groups(const ModuleMeta& m, size_t mi, uint64_t start, Cursor c, ui
 
 }  // namespace
 
+/// The group whose addresses hold `rel_addr` (`*found` false: none): its start and bytes, and where
+/// the next group starts (`*next`; UINT64_MAX after the last).
+static Status find_group(const BundleReader::Impl& im, size_t module, uint64_t rel_addr, SubGroup* out, uint64_t* next,
+                         bool* found) {
+  const ModuleMeta& m = im.meta[module];
+  *found = false;
+  Entry e;
+  if (rel_addr < m.base || !im.find_entry(kSecFuncIndex, m.findex, m.fdata, rel_addr - m.base, &e)) return {};
+  SubGroup sub[kGroupsPerEntry];
+  size_t n = 0;
+  // Group starts lie below the next entry's (then the binary search found the right entry).
+  const uint64_t limit = e.i + 1 < m.findex.count ? m.base + ld32(im.idx_entry(kSecFuncIndex, m.findex, e.i + 1))
+                                                  : UINT64_MAX;
+  if (auto s = entry_groups(m, module, m.base + e.start, im.data_cursor(kSecFuncData, m.fdata, e), limit, sub, &n); !s)
+    return s;
+  size_t k = 0;
+  while (k + 1 < n && sub[k + 1].start <= rel_addr) k++;
+  *out = sub[k];
+  *next = k + 1 < n ? sub[k + 1].start : limit;
+  *found = true;
+  return {};
+}
+
 Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_addr) const {
   auto ixr = impl_->module_index(module);
   if (!ixr) return std::move(ixr).error();
   const ModuleIndex& ix = *ixr.value();
-  const ModuleMeta& m = impl_->meta[module];
   std::vector<FrameView> out;
-  if (rel_addr < m.base) return out;
-  Entry e;
-  if (!impl_->find_entry(kSecFuncIndex, m.findex, m.fdata, rel_addr - m.base, &e)) return out;
-  SubGroup sub[kGroupsPerEntry];
-  size_t n = 0;
-  // Group starts lie below the next entry's (then the binary search found the right entry).
-  const uint64_t limit = e.i + 1 < m.findex.count ? m.base + ld32(impl_->idx_entry(kSecFuncIndex, m.findex, e.i + 1))
-                                                  : UINT64_MAX;
-  if (auto s = entry_groups(m, module, m.base + e.start, impl_->data_cursor(kSecFuncData, m.fdata, e), limit, sub, &n);
-      !s)
-    return s.error();
-  size_t k = 0;
-  while (k + 1 < n && sub[k + 1].start <= rel_addr) k++;
-  const uint64_t gstart = sub[k].start;
-  const Status st = with_group(m, ix, sub[k].c,
-                               [&](auto& g) { return lookup_group(g, module, gstart, rel_addr, ix, out); });
+  SubGroup g;
+  uint64_t next = 0;
+  bool found = false;
+  if (auto s = find_group(*impl_, module, rel_addr, &g, &next, &found); !s) return s.error();
+  if (!found) return out;
+  const Status st = with_group(impl_->meta[module], ix, g.c,
+                               [&](auto& gr) { return lookup_group(gr, module, g.start, rel_addr, ix, out); });
   if (!st) return st.error();
   return out;
+}
+
+namespace {
+
+/// The depth-0 records of one group, kept while format 6's symbol names are resolved in address
+/// order (each group is decoded once).
+struct Depth0Cache {
+  uint64_t lo = 1, hi = 0;  // the group's addresses [lo, hi): none yet
+  std::vector<Rec> recs;
+  uint64_t run_lo = 1, run_end = 0;  // the last run of one function walked (kSymRun): [run_lo, run_end)
+};
+
+/// The depth-0 record covering `addr` in `cache` (null: none), its group decoded first unless cached.
+Status depth0_record(const BundleReader::Impl& im, size_t module, const ModuleIndex& ix, uint64_t addr,
+                     Depth0Cache& cache, const Rec** out) {
+  *out = nullptr;
+  if (addr < cache.lo || addr >= cache.hi) {
+    cache.recs.clear();
+    cache.lo = 1;
+    cache.hi = 0;
+    SubGroup g;
+    uint64_t next = 0;
+    bool in_group = false;
+    if (auto s = find_group(im, module, addr, &g, &next, &in_group); !s || !in_group) return s;
+    const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
+    const Status st = with_group(im.meta[module], ix, g.c, [&](auto& gr) -> Status {
+      uint64_t nd = 0, count = 0;
+      bool continues = false;
+      if (auto s = gr.begin(module, g.start, &nd); !s) return s;
+      if (auto s = gr.next_list(module, g.start, 0, &count, &continues); !s) return s;
+      Rec r;
+      uint64_t prev_end = g.start;
+      for (uint64_t k = 0; k < count; k++) {
+        if (auto s = read_record(gr.src(), module, g.start, 0, prev_end, nstr, r); !s) return s;
+        cache.recs.push_back(r);
+        prev_end = r.end;
+      }
+      return {};
+    });
+    if (!st) {
+      cache.recs.clear();
+      return st;
+    }
+    cache.lo = g.start;
+    cache.hi = next;
+  }
+  auto it = std::upper_bound(cache.recs.begin(), cache.recs.end(), addr,
+                             [](uint64_t a, const Rec& r) { return a < r.start; });
+  if (it == cache.recs.begin() || addr >= std::prev(it)->end) return {};
+  *out = &*std::prev(it);
+  return {};
+}
+
+/// Where the run of contiguous depth-0 records with the function of the one covering `addr` ends
+/// (kSymRun; `*end` 0: no record covers `addr`), across groups. The last run is kept: records rise and
+/// do not overlap, so each run is walked once.
+Status depth0_run_end(const BundleReader::Impl& im, size_t module, const ModuleIndex& ix, uint64_t addr,
+                      Depth0Cache& cache, uint64_t* end) {
+  *end = 0;
+  if (addr >= cache.run_lo && addr < cache.run_end) {
+    *end = cache.run_end;
+    return {};
+  }
+  const Rec* r = nullptr;
+  if (auto s = depth0_record(im, module, ix, addr, cache, &r); !s || r == nullptr) return s;
+  const uint32_t fn = r->fn;
+  uint64_t e = r->end;
+  for (size_t i = static_cast<size_t>(r - cache.recs.data());;) {
+    if (i + 1 < cache.recs.size()) {
+      if (cache.recs[i + 1].start != e || cache.recs[i + 1].fn != fn) break;
+      e = cache.recs[++i].end;
+      continue;
+    }
+    if (e != cache.hi) break;  // the run reaches its group's end: it may go on in the next group
+    const Rec* n = nullptr;
+    if (auto s = depth0_record(im, module, ix, e, cache, &n); !s) return s;
+    if (n == nullptr || n->start != e || n->fn != fn) break;
+    i = static_cast<size_t>(n - cache.recs.data());
+    e = n->end;
+  }
+  cache.run_lo = addr;
+  cache.run_end = e;
+  *end = e;
+  return {};
+}
+
+}  // namespace
+
+/// Format 6's symbol-name block of a module (layout SymCtx): its codes, then the records, each name
+/// resolved from the module's depth-0 ranges (kSymSame, kSymEdited) or the string table; every value
+/// checked, names made by edits counted against `budget`.
+static Status decode_coded_symbols(const BundleReader::Impl& im, size_t mi, ModuleIndex& ix, uint64_t budget) {
+  const BundleReader::Impl::SymBlock& b = im.symbols[mi];
+  const uint32_t nstr = static_cast<uint32_t>(ix.offs.size());
+  entropy::BitReader r(b.p, b.p + b.nbytes);
+  std::vector<entropy::Code> codes;
+  if (auto s = read_block_codes(r, kSymCtxCount, mi, "symbol-name", codes); !s) return s;
+  ix.syms.reserve(b.n);
+  Depth0Cache cache;
+  uint64_t prev_end = 0;
+  unsigned prev_kind = kSymKinds;
+  for (uint32_t i = 0; i < b.n; i++) {
+    const unsigned head = codes[kCtxSymHead + prev_kind].get(r);
+    const unsigned kind = head & 3;
+    if (r.bad() || (head & ~(3u | kSymBack | kSymRun)) != 0)
+      return bad("module %zu: symbol-name record %u of %u: head %u (kind | back << 2 | run << 3) or cut short", mi, i,
+                 b.n, head);
+    const uint64_t gap = codes[kCtxSymGap].get_uint(r);
+    uint64_t length = (head & kSymRun) != 0 ? 0 : codes[kCtxSymLen + kind].get_uint(r);
+    const uint64_t back = (head & kSymBack) != 0 ? codes[kCtxSymBackOff].get_uint(r) : 0;
+    uint64_t str = 0, cut = 0;
+    if (kind == kSymString) str = codes[kCtxSymName].get_uint(r);
+    if (kind == kSymEdited) cut = codes[kCtxSymCut].get_uint(r);
+    if (kind == kSymJoined) cut = codes[kCtxSymPrefix].get_uint(r);  // the prefix's string index
+    if (kind == kSymEdited || kind == kSymJoined) str = codes[kCtxSymSuffix].get_uint(r);
+    if (r.bad()) return bad("module %zu: symbol-name record %u of %u is cut short", mi, i, b.n);
+    if (gap > UINT64_MAX - prev_end)
+      return bad("module %zu: symbol-name record %u at +0x%" PRIx64 " after 0x%" PRIx64 " wraps around", mi, i, gap,
+                 prev_end);
+    const uint64_t start = prev_end + gap;
+    if ((head & kSymRun) != 0) {
+      uint64_t end = 0;
+      if (auto s = depth0_run_end(im, mi, ix, start, cache, &end); !s) return s;
+      if (end == 0)
+        return bad("module %zu: symbol-name record %u at 0x%" PRIx64 " runs to the end of the range there, but none"
+                   " covers it", mi, i, start);
+      length = end - start;
+    }
+    if (length == 0 || length > UINT64_MAX - start)
+      return bad("module %zu: symbol-name record %u at 0x%" PRIx64 " length 0x%" PRIx64 " is empty or wraps around", mi,
+                 i, start, length);
+    if ((head & kSymBack) != 0 && (back == 0 || back > start))
+      return bad("module %zu: symbol-name record %u at 0x%" PRIx64 ": its symbol starts 0x%" PRIx64 " before it", mi, i,
+                 start, back);
+    if (kind != kSymSame && (str >= nstr || (kind == kSymJoined && cut >= nstr)))
+      return bad("module %zu: symbol-name record %u at 0x%" PRIx64 " names string %" PRIu64 " of %u", mi, i, start,
+                 str >= nstr ? str : cut, nstr);
+    uint32_t name = static_cast<uint32_t>(str);
+    if (kind != kSymString) {
+      std::string_view f;  // what the suffix is appended to
+      if (kind == kSymJoined) {
+        f = str_at(ix, static_cast<uint32_t>(cut));
+        cut = 0;
+      } else {
+        const Rec* rec = nullptr;
+        if (auto s = depth0_record(im, mi, ix, start, cache, &rec); !s) return s;
+        if (rec == nullptr)
+          return bad("module %zu: symbol-name record %u at 0x%" PRIx64 " (kind %u) names the range there, but none"
+                     " covers it", mi, i, start, kind);
+        name = rec->fn;
+        f = str_at(ix, rec->fn);
+      }
+      if (kind != kSymSame) {
+        const std::string_view suffix = str_at(ix, static_cast<uint32_t>(str));
+        if (cut > f.size() || f.size() - cut + suffix.size() > kMaxStringBytes || f.size() - cut + suffix.size() > budget)
+          return bad("module %zu: symbol-name record %u at 0x%" PRIx64 " cuts %" PRIu64 " bytes of the %zu of '%.*s' and"
+                     " appends %zu (at most %zu bytes, within the copy budget)", mi, i, start, cut, f.size(),
+                     static_cast<int>(std::min<size_t>(f.size(), 200)), f.data(), suffix.size(), kMaxStringBytes);
+        budget -= f.size() - cut + suffix.size();
+        std::string& e = ix.edited.emplace_back(f.substr(0, f.size() - cut));
+        e += suffix;
+        name = nstr + static_cast<uint32_t>(ix.edited.size() - 1);
+      }
+    }
+    ix.syms.push_back({start, start + length, start - back, name});
+    prev_end = start + length;
+    prev_kind = kind;
+  }
+  if (!r.at_padded_end())
+    return bad("module %zu: %" PRIu64 " bits after its %u symbol-name records (or nonzero padding)", mi, r.bits_left(),
+               b.n);
+  return {};
 }
 
 /// Calls f(src, count) with the pads of the block of index entry `e` in the module's format:

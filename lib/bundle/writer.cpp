@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 4; formats 2 and 3 for tests) (doc/bundles.md).
+// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 6; formats 2 to 5 for tests) (doc/bundles.md).
 
 #include <algorithm>
 #include <bit>
@@ -477,10 +477,18 @@ class ModuleEncoder {
           use(f.file);
         }
     if (version_ >= 5) {  // format 5: the symbol names and call-site names share the module's string table
-      for (const SymbolRecord& r : m_.symbols) use(r.name);
       for (const CallSiteRecord& r : m_.call_sites)
         if (!r.has_target && !r.target_name.empty()) use(r.target_name);
       for (const CallSymbolRecord& r : m_.call_symbols) use(r.name);
+      if (version_ == 5)
+        for (const SymbolRecord& r : m_.symbols) use(r.name);
+    }
+    if (version_ >= 6) {  // format 6: only the strings a symbol name needs beyond the range's function
+      classify_symbols(freq);
+      for (const SymName& k : sym_names_) {
+        if (k.kind != kSymSame) use(k.str);
+        if (k.kind == kSymJoined) use(k.prefix);
+      }
     }
     std::vector<std::pair<std::string_view, uint64_t>> all(freq.begin(), freq.end());
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
@@ -505,9 +513,116 @@ class ModuleEncoder {
     }
   }
 
-  /// Format 5's symbol-name records (layout kSecSymbols): varints, addresses as gaps from the
-  /// previous record's end.
+  /// How format 6 codes a symbol record's name (kSymSame, kSymEdited, kSymString, kSymJoined; layout
+  /// SymCtx) and whether its length is its range run's (kSymRun).
+  struct SymName {
+    unsigned kind = kSymString;
+    bool run = false;
+    uint64_t cut = 0;    // kSymEdited: bytes cut from the function's name
+    std::string str;     // kSymEdited, kSymJoined: the suffix; kSymString: the name
+    std::string prefix;  // kSymJoined: the string the suffix is appended to
+  };
+
+  /// Format 6: each record's name as the range function at its address (the reader resolves it from
+  /// the module's depth-0 ranges), that name edited (another tail: C1/C2 structor aliases, .cold and
+  /// .lto_priv.0 parts, version suffixes), a string, or a string the table has anyway (`others`:
+  /// ranges, pads, call sites) with a suffix (`memcpy@plt`); and whether the record ends where the run
+  /// of contiguous depth-0 ranges of one function at its address ends (the reader finds that end too).
+  void classify_symbols(const std::unordered_map<std::string_view, uint64_t>& others) {
+    std::vector<std::pair<uint64_t, uint64_t>> runs;  // depth-0 runs of one function: [start, end)
+    if (!dx_.by_depth.empty()) {
+      const RangeRecord* prev = nullptr;
+      for (const RangeRecord& r : dx_.by_depth[0]) {
+        if (prev != nullptr && prev->start + prev->length == r.start && prev->function == r.function)
+          runs.back().second = r.start + r.length;
+        else
+          runs.emplace_back(r.start, r.start + r.length);
+        prev = &r;
+      }
+    }
+    sym_names_.assign(m_.symbols.size(), {});
+    for (size_t i = 0; i < m_.symbols.size(); i++) {
+      const SymbolRecord& r = m_.symbols[i];
+      SymName& k = sym_names_[i];
+      auto run = std::upper_bound(runs.begin(), runs.end(), r.addr,
+                                  [](uint64_t a, const std::pair<uint64_t, uint64_t>& x) { return a < x.first; });
+      k.run = run != runs.begin() && r.addr < std::prev(run)->second && r.addr + r.length == std::prev(run)->second;
+      const RangeRecord* f = dx_.covering(0, r.addr);
+      if (f != nullptr && f->function == r.name) {
+        k.kind = kSymSame;
+        continue;
+      }
+      k.str = r.name;
+      if (f != nullptr) {
+        const std::string& fn = f->function;
+        const size_t p = static_cast<size_t>(
+            std::mismatch(fn.begin(), fn.end(), r.name.begin(), r.name.end()).first - fn.begin());
+        if (p >= kMinEditPrefix && 2 * p >= r.name.size()) {
+          k.kind = kSymEdited;
+          k.cut = fn.size() - p;
+          k.str = r.name.substr(p);
+          continue;
+        }
+      }
+      if (others.count(r.name) != 0) continue;
+      for (size_t p = r.name.size(); p-- > 1;) {  // the longest prefix before a '@' or '.' the table has
+        if ((r.name[p] != '@' && r.name[p] != '.') || others.count(std::string_view(r.name).substr(0, p)) == 0) continue;
+        k.kind = kSymJoined;
+        k.prefix = r.name.substr(0, p);
+        k.str = r.name.substr(p);
+        break;
+      }
+    }
+  }
+  /// Format 6 codes an edit only when the function's name and the symbol's share this many bytes
+  /// (and at least half of the symbol's name).
+  static constexpr size_t kMinEditPrefix = 4;
+
+  /// Format 6's symbol-name fields (layout SymCtx) into `k`.
+  template <class Sink>
+  void symbol_fields(Sink& k) const {
+    uint64_t prev_end = 0;
+    unsigned prev_kind = kSymKinds;
+    for (size_t i = 0; i < m_.symbols.size(); i++) {
+      const SymbolRecord& r = m_.symbols[i];
+      const SymName& n = sym_names_[i];
+      const uint64_t back = r.addr - r.sym_start;
+      k.sym(kCtxSymHead + prev_kind,
+            static_cast<uint8_t>(n.kind | (back != 0 ? kSymBack : 0) | (n.run ? kSymRun : 0)));
+      k.u(kCtxSymGap, r.addr - prev_end);
+      if (!n.run) k.u(kCtxSymLen + n.kind, r.length);
+      if (back != 0) k.u(kCtxSymBackOff, back);
+      if (n.kind == kSymString) k.u(kCtxSymName, st_.ref(n.str));
+      if (n.kind == kSymEdited) k.u(kCtxSymCut, n.cut);
+      if (n.kind == kSymJoined) k.u(kCtxSymPrefix, st_.ref(n.prefix));
+      if (n.kind == kSymEdited || n.kind == kSymJoined) k.u(kCtxSymSuffix, st_.ref(n.str));
+      prev_end = r.addr + r.length;
+      prev_kind = n.kind;
+    }
+  }
+
+  /// One bit stream of `fields`' output: its codes in context order, the fields, zero bits to a byte.
+  template <class Fields>
+  static std::vector<uint8_t> coded_block(unsigned ncontexts, Fields fields) {
+    std::vector<entropy::Counts> counts(ncontexts);
+    CountSink cs{counts};
+    fields(cs);
+    entropy::BitWriter w;
+    const std::vector<entropy::Code> codes = make_codes(counts, w);
+    BitSink bs{w, codes};
+    fields(bs);
+    w.align();
+    return std::move(w.bytes());
+  }
+
+  /// The symbol-name records (layout kSecSymbols): format 5 varints, addresses as gaps from the
+  /// previous record's end; format 6 the same fields coded (SymCtx).
   void encode_symbols(ModuleParts& out) const {
+    if (m_.symbols.empty()) return;
+    if (version_ >= 6) {
+      out.symbols = coded_block(kSymCtxCount, [&](auto& k) { symbol_fields(k); });
+      return;
+    }
     uint64_t prev_end = 0;
     for (const SymbolRecord& r : m_.symbols) {
       put_uleb(out.symbols, r.addr - prev_end);
@@ -519,44 +634,80 @@ class ModuleEncoder {
     }
   }
 
-  /// The call-sites section's records (layout kSecCallSites): sorted by prepare_module, varints.
-  void encode_calls(ModuleParts& out) const {
+  /// The call-sites section's records (layout kSecCallSites, CallCtx), sorted by prepare_module:
+  /// format 5 varints (ByteSink), format 6 codes; format 6 names a target or a name's address that is
+  /// a kept function's entry by the function's index.
+  template <class Sink>
+  void call_fields(Sink& k) const {
+    const bool v6 = version_ >= 6;
+    auto function_index = [&](uint64_t entry) -> int64_t {  // -1: not a kept function's entry
+      auto it = std::lower_bound(m_.call_functions.begin(), m_.call_functions.end(), entry,
+                                 [](const CallFunctionRecord& f, uint64_t a) { return f.entry < a; });
+      return v6 && it != m_.call_functions.end() && it->entry == entry ? it - m_.call_functions.begin() : -1;
+    };
+    auto site_index = [&](uint64_t pc) {  // the first site at or after pc
+      return static_cast<uint64_t>(std::lower_bound(m_.call_sites.begin(), m_.call_sites.end(), pc,
+                                                    [](const CallSiteRecord& s, uint64_t a) { return s.return_pc < a; }) -
+                                   m_.call_sites.begin());
+    };
     uint64_t prev = 0;
     for (const CallSiteRecord& r : m_.call_sites) {
-      put_uleb(out.calls, r.return_pc - prev);
+      k.u(kCtxCsDelta, r.return_pc - prev);
       const bool named = !r.has_target && !r.target_name.empty();
-      out.calls.push_back(static_cast<uint8_t>((r.tail_call ? kCallSiteTail : 0) | (r.has_target ? kCallSiteTarget : 0) |
-                                               (named ? kCallSiteName : 0)));
-      if (r.has_target) put_sleb(out.calls, static_cast<int64_t>(r.target - r.return_pc));
-      if (named) put_uleb(out.calls, st_.ref(r.target_name));
+      const int64_t fi = r.has_target ? function_index(r.target) : -1;
+      k.sym(kCtxCsFlags, static_cast<uint8_t>((r.tail_call ? kCallSiteTail : 0) | (named ? kCallSiteName : 0) |
+                                              (fi >= 0 ? kCallSiteFunction : r.has_target ? kCallSiteTarget : 0)));
+      if (fi >= 0)
+        k.u(kCtxCsFunc, static_cast<uint64_t>(fi));
+      else if (r.has_target)
+        k.s(kCtxCsTarget, static_cast<int64_t>(r.target - r.return_pc));
+      if (named) k.u(kCtxCsName, st_.ref(r.target_name));
       prev = r.return_pc;
     }
     prev = 0;
     for (const CallFunctionRecord& f : m_.call_functions) {
-      put_uleb(out.calls, f.entry - prev);
-      put_uleb(out.calls, f.ranges.size());
+      k.u(kCtxCfDelta, f.entry - prev);
+      k.u(kCtxCfRanges, f.ranges.size());
       uint64_t at = 0;
-      for (size_t k = 0; k < f.ranges.size(); k++) {
-        if (k == 0)
-          put_sleb(out.calls, static_cast<int64_t>(f.ranges[0].first - f.entry));
+      for (size_t i = 0; i < f.ranges.size(); i++) {
+        if (i == 0)
+          k.s(kCtxCfLow, static_cast<int64_t>(f.ranges[0].first - f.entry));
         else
-          put_uleb(out.calls, f.ranges[k].first - at);
-        put_uleb(out.calls, f.ranges[k].second - f.ranges[k].first);
-        at = f.ranges[k].second;
+          k.u(kCtxCfGap, f.ranges[i].first - at);
+        k.u(kCtxCfLen, f.ranges[i].second - f.ranges[i].first);
+        at = f.ranges[i].second;
       }
-      put_uleb(out.calls, f.tails.size());
+      k.u(kCtxCfTails, f.tails.size());
+      uint64_t prev_site = site_index(f.ranges[0].first);
       for (uint64_t t : f.tails) {
-        auto it = std::lower_bound(m_.call_sites.begin(), m_.call_sites.end(), t,
-                                   [](const CallSiteRecord& s, uint64_t a) { return s.return_pc < a; });
-        put_uleb(out.calls, static_cast<uint64_t>(it - m_.call_sites.begin()));
+        const uint64_t si = site_index(t);
+        if (v6)
+          k.s(kCtxCfTail, static_cast<int64_t>(si - prev_site));
+        else
+          k.u(kCtxCfTail, si);
+        prev_site = si;
       }
       prev = f.entry;
     }
     for (const CallSymbolRecord& y : m_.call_symbols) {
-      put_uleb(out.calls, st_.ref(y.name));
-      out.calls.push_back(y.global ? 1 : 0);
-      put_uleb(out.calls, y.addr);
+      k.u(kCtxCnName, st_.ref(y.name));
+      const int64_t fi = function_index(y.addr);
+      k.sym(kCtxCnHead, static_cast<uint8_t>((y.global ? 1 : 0) | (fi >= 0 ? kCallNameFunction : 0)));
+      if (fi >= 0)
+        k.u(kCtxCnFunc, static_cast<uint64_t>(fi));
+      else
+        k.u(kCtxCnAddr, y.addr);
     }
+  }
+
+  void encode_calls(ModuleParts& out) const {
+    if (m_.call_sites.empty() && m_.call_functions.empty() && m_.call_symbols.empty()) return;
+    if (version_ >= 6) {
+      out.calls = coded_block(kCallCtxCount, [&](auto& k) { call_fields(k); });
+      return;
+    }
+    ByteSink k{out.calls};
+    call_fields(k);
   }
 
   /// State of one depth list while encoding (see the reader's twin).
@@ -977,6 +1128,7 @@ class ModuleEncoder {
   DepthIndex dx_;
   std::vector<bool> implicit_;
   StringTable st_;
+  std::vector<SymName> sym_names_;  // format 6: how each symbol record's name is coded
   uint64_t base_ = 0;
 };
 

@@ -78,9 +78,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     u.cfa_off = static_cast<int32_t>(w >> 28);
     m.unwind_rows.push_back(u);
     m.return_pads.push_back({r.start + r.length - 1, {{r.function, r.file, r.line, 0}}});
-    // Format 5's symbol names: the range's bytes, named by an alias whose symbol may start earlier.
+    // Symbol names: the range's bytes, named by an alias whose symbol may start earlier, or (format 6's
+    // first kind) by the range's own function.
     if (((w >> 25) & 1) != 0)
-      m.symbols.push_back({r.start, r.length, r.start - ((w >> 26) & 3), "sym" + r.function});
+      m.symbols.push_back({r.start, r.length, r.start - ((w >> 26) & 3), ((w >> 45) & 1) != 0 ? r.function : "sym" + r.function});
     // Call sites (optional section 0x80000003): a site returning into each range, every second one a
     // tail call to the previous range's function, each range a function with its tail-call sites.
     const bool tail = ((w >> 27) & 1) != 0 && !m.call_functions.empty();
@@ -103,7 +104,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!bytes) die(bytes.error().message.c_str());  // the records are valid by construction
   auto rd = BundleReader::open(bytes->data(), bytes->size());
   if (!rd) die(rd.error().message.c_str());
-  // 3. The same records in formats 2 to 4 (still read, without symbol names): every answer equal to format 5's.
+  // 3. Format 5 (still read): the same symbol names and call sites as format 6's coded sections.
+  {
+    auto bytes5 = write_bundle(c, 5);
+    if (!bytes5) die(bytes5.error().message.c_str());
+    auto rd5 = BundleReader::open(bytes5->data(), bytes5->size());
+    if (!rd5) die(rd5.error().message.c_str());
+    auto s6 = rd->symbols(0), s5 = rd5->symbols(0);
+    if (!s6 || !s5 || s6->size() != s5->size()) die("format 5 gives other symbol names");
+    for (size_t i = 0; i < s6->size(); i++)
+      if (s6.value()[i].addr != s5.value()[i].addr || s6.value()[i].length != s5.value()[i].length ||
+          s6.value()[i].sym_start != s5.value()[i].sym_start || s6.value()[i].name != s5.value()[i].name)
+        die("format 5 gives another symbol name");
+    auto t6 = rd->call_sites(0), t5 = rd5->call_sites(0);
+    if (!t6 || !t5 || t6->sites.size() != t5->sites.size() || t6->functions.size() != t5->functions.size() ||
+        t6->symbols.size() != t5->symbols.size())
+      die("format 5 gives other call sites");
+    for (size_t i = 0; i < t6->sites.size(); i++)
+      if (t6->sites[i].return_pc != t5->sites[i].return_pc || t6->sites[i].has_target != t5->sites[i].has_target ||
+          (t5->sites[i].has_target && t6->sites[i].target != t5->sites[i].target))
+        die("format 5 gives another call site");
+    for (size_t i = 0; i < t6->symbols.size(); i++)
+      if (t6->symbols[i].addr != t5->symbols[i].addr || t6->symbols[i].name != t5->symbols[i].name)
+        die("format 5 gives another call-site name");
+  }
+  // 4. The same records in formats 2 to 4 (still read, without symbol names): every answer equal to format 6's.
   for (uint32_t old_version : {2u, 3u, 4u}) {
     auto bytes2 = write_bundle(c, old_version);
     if (!bytes2) die(bytes2.error().message.c_str());

@@ -2,12 +2,14 @@
 // The optional call-sites section (0x80000003, doc/bundles.md "Call sites"): hand encoding, round trip, older formats, hostile bytes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "bundle/format.hpp"
+#include "bundle/format_layout.hpp"
 #include "lib/bundle_bytes.hpp"
 
 using namespace stackprov::bundle;
@@ -61,6 +63,10 @@ std::string cs_read_error(const std::vector<uint8_t>& b) {
   auto t = rd->call_sites(0);
   return t ? std::string() : t.error().message;
 }
+/// The committed seed of format `version` (5 or 6).
+std::string seed_path(uint32_t version) {
+  return std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites" + (version == 5 ? "" : "-v6") + ".bundle";
+}
 std::string cs_write_error(const BundleContents& c) {
   auto w = write_bundle(c);
   REQUIRE_FALSE(w.ok());
@@ -74,7 +80,7 @@ using namespace call_sites_test;
 
 TEST_CASE("bundle call sites: the section is the documented bytes and reads back to its records",
           "[bundle][format][callsites]") {
-  auto w = write_bundle(cs_contents());
+  auto w = write_bundle(cs_contents(), 5);
   REQUIRE(w.ok());
   const std::vector<uint8_t>& b = w.value();
   const int ix = stackprov::test::bundle_section_index(b, 0x80000003u);
@@ -125,7 +131,7 @@ TEST_CASE("bundle call sites: the section is the documented bytes and reads back
   BundleContents c = cs_contents();
   std::swap(c.modules[0].call_functions[0], c.modules[0].call_functions[2]);
   std::swap(c.modules[0].call_sites[1], c.modules[0].call_sites[3]);
-  auto w2 = write_bundle(c);
+  auto w2 = write_bundle(c, 5);
   REQUIRE(w2.ok());
   CHECK(w2.value() == b);
 }
@@ -192,7 +198,7 @@ TEST_CASE("bundle call sites: the writer refuses inconsistent records naming the
 
 TEST_CASE("bundle call sites: hostile sections are refused by value, never a crash",
           "[bundle][format][callsites][hostile]") {
-  auto w = write_bundle(cs_contents());
+  auto w = write_bundle(cs_contents(), 5);
   REQUIRE(w.ok());
   const std::vector<uint8_t>& good = w.value();
   const int ix = stackprov::test::bundle_section_index(good, 0x80000003u);
@@ -238,29 +244,161 @@ TEST_CASE("bundle call sites: hostile sections are refused by value, never a cra
     CHECK_THAT(rd.error().message, Catch::Contains("0x80000003") && Catch::Contains("format-4"));
   }
   // Every single-byte corruption: an error or a valid reader whose decode returns, never a crash.
-  for (size_t o = 0; o < good.size(); o++)
-    for (uint8_t x : {0x01, 0x80, 0xff}) {
-      std::vector<uint8_t> b = good;
-      b[o] ^= x;
-      auto rd = BundleReader::open(b.data(), b.size());
-      if (!rd) continue;
-      for (const ModuleView& v : rd->modules()) (void)rd->call_sites(v.index);
-    }
+  stackprov::test::bundle_each_corruption(good, [](const std::vector<uint8_t>& b) {
+    auto rd = BundleReader::open(b.data(), b.size());
+    if (!rd) return;
+    for (const ModuleView& v : rd->modules()) (void)rd->call_sites(v.index);
+  });
 }
 
-TEST_CASE("bundle call sites: the committed seed is what the writer writes", "[bundle][format][callsites]") {
-  // tests/data/bundle/callsites.bundle: the fuzz smoke test's seed with a call-site section.
-  std::ifstream f(std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites.bundle", std::ios::binary);
-  const std::vector<uint8_t> seed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  auto w = write_bundle(cs_contents());
-  REQUIRE(w.ok());
-  CHECK(seed == w.value());
+TEST_CASE("bundle call sites: the committed seeds are what the writers write", "[bundle][format][callsites]") {
+  // tests/data/bundle/callsites.bundle and callsites-v6.bundle: the fuzz smoke test's seeds with a
+  // call-site section in formats 5 and 6.
+  for (uint32_t version : {5u, 6u}) {
+    INFO("format " << version);
+    std::ifstream f(seed_path(version), std::ios::binary);
+    const std::vector<uint8_t> seed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto w = write_bundle(cs_contents(), version);
+    REQUIRE(w.ok());
+    CHECK(seed == w.value());
+  }
 }
 
-TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle", "[.write-callsites]") {
+TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle and callsites-v6.bundle",
+          "[.write-callsites][.write-callsites-v6]") {
+  for (uint32_t version : {5u, 6u}) {
+    auto w = write_bundle(cs_contents(), version);
+    REQUIRE(w.ok());
+    std::ofstream f(seed_path(version), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(w->data()), static_cast<std::streamsize>(w->size()));
+    REQUIRE(f.good());
+  }
+}
+
+// ---- format 6 (doc/bundles.md "Format 6"): the same fields entropy-coded, targets as function indexes.
+
+namespace call_sites_test {
+
+using Field = stackprov::test::BundleField;
+
+/// cs_contents()'s block in format 6, written out by the layout (CallCtx). Functions by entry: 0x1100
+/// #0, 0x1200 #1, 0x1308 #2; strings as in format 5.
+std::vector<Field> cs_fields6(const std::vector<std::string>& strings) {
+  using namespace stackprov::bundle::layout;
+  using stackprov::bundle::entropy::zigzag;
+  const uint64_t ext = static_cast<uint64_t>(std::find(strings.begin(), strings.end(), "ext") - strings.begin());
+  const uint64_t hot = static_cast<uint64_t>(std::find(strings.begin(), strings.end(), "hot") - strings.begin());
+  return {
+      {kCtxCsDelta, 0x1010}, {kCtxCsFlags, kCallSiteFunction, true}, {kCtxCsFunc, 0},  // 0x1010 calls #0
+      {kCtxCsDelta, 0xf8}, {kCtxCsFlags, kCallSiteTail | kCallSiteFunction, true}, {kCtxCsFunc, 1},  // 0x1108 tail #1
+      {kCtxCsDelta, 8}, {kCtxCsFlags, kCallSiteTail, true},                            // 0x1110 tail, unknown
+      {kCtxCsDelta, 0x2f0}, {kCtxCsFlags, kCallSiteFunction, true}, {kCtxCsFunc, 0},   // 0x1400 calls #0
+      {kCtxCsDelta, 0x10}, {kCtxCsFlags, kCallSiteName, true}, {kCtxCsName, ext},      // 0x1410 calls "ext"
+      // 0x1100 [0x1100, +0x20); tails: sites 1 and 2, from site 1 (the first at 0x1100 or after)
+      {kCtxCfDelta, 0x1100}, {kCtxCfRanges, 1}, {kCtxCfLow, zigzag(0)}, {kCtxCfLen, 0x20}, {kCtxCfTails, 2},
+      {kCtxCfTail, zigzag(0)}, {kCtxCfTail, zigzag(1)},
+      // +0x100 = 0x1200 [0x1200, +0x10), gap 0x20, [0x1230, +0x10)
+      {kCtxCfDelta, 0x100}, {kCtxCfRanges, 2}, {kCtxCfLow, zigzag(0)}, {kCtxCfLen, 0x10}, {kCtxCfGap, 0x20},
+      {kCtxCfLen, 0x10}, {kCtxCfTails, 0},
+      // +0x108 = 0x1308 [0x1308 - 8, +0x10)
+      {kCtxCfDelta, 0x108}, {kCtxCfRanges, 1}, {kCtxCfLow, zigzag(-8)}, {kCtxCfLen, 0x10}, {kCtxCfTails, 0},
+      // "hot": global, at function #0
+      {kCtxCnName, hot}, {kCtxCnHead, 1 | kCallNameFunction, true}, {kCtxCnFunc, 0},
+  };
+}
+
+/// `good` with its call-site section holding module 0's `block` alone.
+std::vector<uint8_t> with_call_block(const std::vector<uint8_t>& good, const std::vector<uint8_t>& block,
+                                     uint32_t sites = 5, uint32_t funcs = 3, uint32_t names = 1) {
+  std::vector<uint8_t> b = stackprov::test::bundle_with_block(good, 0x80000003u, {sites, funcs, names}, block);
+  REQUIRE_FALSE(b.empty());
+  return b;
+}
+
+}  // namespace call_sites_test
+
+TEST_CASE("bundle call sites: format 6 is the documented coded block and reads as format 5",
+          "[bundle][format][callsites]") {
+  auto w = write_bundle(cs_contents());
+  auto w5 = write_bundle(cs_contents(), 5);
+  REQUIRE((w.ok() && w5.ok()));
+  const std::vector<uint8_t>& b = w.value();
+  CHECK(b[8] == 6);
+  const std::vector<std::string> strings = stackprov::test::bundle_module0_strings(b);
+  REQUIRE(strings.size() == 4);
+  const std::vector<uint8_t> block =
+      stackprov::test::bundle_code_block(stackprov::bundle::layout::kCallCtxCount, cs_fields6(strings));
+  CHECK(with_call_block(b, block) == b);
+  auto rd = BundleReader::open(b.data(), b.size());
+  auto r5 = BundleReader::open(w5->data(), w5->size());
+  REQUIRE((rd.ok() && r5.ok()));
+  auto t = rd->call_sites(0);
+  auto t5 = r5->call_sites(0);
+  REQUIRE((t.ok() && t5.ok()));
+  REQUIRE(t->sites.size() == t5->sites.size());
+  for (size_t i = 0; i < t->sites.size(); i++) {
+    INFO("site " << i);
+    const CallSiteRecord &a = t->sites[i], &e = t5->sites[i];
+    CHECK((a.return_pc == e.return_pc && a.tail_call == e.tail_call && a.has_target == e.has_target &&
+           a.target_name == e.target_name));
+    if (e.has_target) CHECK(a.target == e.target);
+  }
+  REQUIRE(t->functions.size() == t5->functions.size());
+  for (size_t i = 0; i < t->functions.size(); i++) {
+    CHECK(t->functions[i].entry == t5->functions[i].entry);
+    CHECK(t->functions[i].ranges == t5->functions[i].ranges);
+    CHECK(t->functions[i].tails == t5->functions[i].tails);
+  }
+  REQUIRE(t->symbols.size() == 1);
+  CHECK((t->symbols[0].name == "hot" && t->symbols[0].addr == 0x1100 && t->symbols[0].global));
+  // Deterministic.
+  BundleContents c = cs_contents();
+  std::swap(c.modules[0].call_functions[0], c.modules[0].call_functions[2]);
+  std::swap(c.modules[0].call_sites[1], c.modules[0].call_sites[3]);
+  auto w2 = write_bundle(c);
+  REQUIRE(w2.ok());
+  CHECK(w2.value() == b);
+}
+
+TEST_CASE("bundle call sites: hostile format-6 blocks are refused by value, never a crash",
+          "[bundle][format][callsites][hostile]") {
+  using namespace stackprov::bundle::layout;
+  using stackprov::test::bundle_code_block;
   auto w = write_bundle(cs_contents());
   REQUIRE(w.ok());
-  std::ofstream f(std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites.bundle", std::ios::binary);
-  f.write(reinterpret_cast<const char*>(w->data()), static_cast<std::streamsize>(w->size()));
-  REQUIRE(f.good());
+  const std::vector<uint8_t>& good = w.value();
+  const std::vector<std::string> strings = stackprov::test::bundle_module0_strings(good);
+  const std::vector<Field> fields = cs_fields6(strings);
+  auto with_field = [&](size_t i, uint64_t v) {
+    std::vector<Field> f = fields;
+    f[i].v = v;
+    return cs_read_error(with_call_block(good, bundle_code_block(kCallCtxCount, f)));
+  };
+  CHECK(cs_read_error(with_call_block(good, bundle_code_block(kCallCtxCount, fields))).empty());
+  CHECK_THAT(with_field(2, 3), Catch::Contains("call site 0 at 0x1010 calls function 3 of 3"));
+  CHECK_THAT(with_field(1, kCallSiteFunction | kCallSiteName), Catch::Contains("call site 0 at 0x1010 has unknown flags 0xc"));
+  CHECK_THAT(with_field(1, 16 | kCallSiteFunction), Catch::Contains("unknown flags 0x18"));
+  CHECK_THAT(with_field(13, 9), Catch::Contains("call site at 0x1410 names string 9 of 4"));
+  CHECK_THAT(with_field(19, stackprov::bundle::entropy::zigzag(-1)), Catch::Contains("names site 0") &&
+                                                                          Catch::Contains("not a tail-call site"));
+  CHECK_THAT(with_field(20, stackprov::bundle::entropy::zigzag(5)), Catch::Contains("names site 6 of 5"));
+  CHECK_THAT(with_field(35, 7), Catch::Contains("call-site name 0 is at function 7 of 3"));
+  CHECK_THAT(with_field(34, 5), Catch::Contains("global byte 5"));
+  CHECK_THAT(with_field(15, 0), Catch::Contains("0x1100 has 0 ranges"));
+  CHECK_THAT(with_field(30, stackprov::bundle::entropy::zigzag(8)), Catch::Contains("entry 0x1308 is in none of its ranges"));
+  // A count the block does not hold; a byte too many: left over; every cut.
+  const std::vector<uint8_t> block = bundle_code_block(kCallCtxCount, fields);
+  CHECK_FALSE(cs_read_error(with_call_block(good, block, 6)).empty());
+  std::vector<uint8_t> longer = block;
+  longer.push_back(1);
+  CHECK_THAT(cs_read_error(with_call_block(good, longer)), Catch::Contains("bits after its 5 call sites"));
+  for (size_t n = 0; n < block.size(); n++)
+    CHECK_FALSE(cs_read_error(with_call_block(good, std::vector<uint8_t>(block.begin(), block.begin() +
+                                                                          static_cast<std::ptrdiff_t>(n)))).empty());
+  // Every single-byte corruption: an error or a valid reader whose decode returns, never a crash.
+  stackprov::test::bundle_each_corruption(good, [](const std::vector<uint8_t>& b) {
+    auto rd = BundleReader::open(b.data(), b.size());
+    if (!rd) return;
+    for (const ModuleView& v : rd->modules()) (void)rd->call_sites(v.index);
+  });
 }
