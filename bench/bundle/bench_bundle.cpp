@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// bench/bundle driver: open time, first and warm lookups (inline chain) through a symbol bundle; answers for comparison.
+// bench/bundle driver: open time, first and warm lookups (inline chain) and symbol names through a symbol bundle; answers for comparison.
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -22,6 +22,80 @@ double ns_since(Clock::time_point t0) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// 15 timed passes of f over all addresses: ns per address of each.
+template <class F>
+std::vector<double> timed_passes(const std::vector<uint64_t>& addrs, F f) {
+  std::vector<double> passes;
+  for (int p = 0; p < 15; p++) {
+    const auto t0 = Clock::now();
+    for (uint64_t a : addrs) f(a);
+    passes.push_back(ns_since(t0) / static_cast<double>(addrs.size()));
+  }
+  return passes;
+}
+
+/// Symbol-name costs of a bundle (doc/bundles.md "Symbol names"): the first symbol() after a lookup
+/// (its records decoded), warm symbol() per address (median of 15 passes), symbols() (a copy of all).
+struct SymbolCosts {
+  double first_ns = 0, warm_ns = 0, all_ns = 0;
+  std::vector<SymbolRecord> answers;  // per address: name and sym_start (addr 1: found), copied out of the reader
+  std::vector<SymbolRecord> all;
+};
+
+bool symbol_costs(const uint8_t* data, size_t len, const std::vector<uint64_t>& addrs, SymbolCosts* out) {
+  auto rd = BundleReader::open(data, len);
+  if (!rd || !rd->lookup(0, addrs[0])) return false;
+  auto t0 = Clock::now();
+  if (!rd->symbol(0, addrs[0])) return false;
+  out->first_ns = ns_since(t0);
+  for (uint64_t a : addrs) {
+    auto s = rd->symbol(0, a);
+    if (!s) return false;
+    out->answers.push_back({s->found ? 1u : 0u, 0, s->sym_start, std::string(s->name)});
+  }
+  size_t sink = 0;
+  out->warm_ns = median(timed_passes(addrs, [&](uint64_t a) {
+    auto s = rd->symbol(0, a);
+    sink += s && s->found ? s->name.size() : 0;
+  }));
+  if (sink == SIZE_MAX) std::fputc(0, stderr);  // keeps the loop
+  t0 = Clock::now();
+  auto all = rd->symbols(0);
+  out->all_ns = ns_since(t0);
+  if (!all) return false;
+  out->all = std::move(all.value());
+  return true;
+}
+
+/// The bundle's module rewritten in format 5 (its records read back; the writer is deterministic).
+std::vector<uint8_t> as_format5(const BundleReader& rd) {
+  const ModuleView& v = rd.modules()[0];
+  ModuleContents m;
+  m.id = {v.id_kind, std::vector<uint8_t>(v.id.begin(), v.id.end())};
+  m.name = std::string(v.name);
+  m.sha256_file = v.sha256_file;
+  m.sha256_debug = v.sha256_debug;
+  m.pdb_lines = v.pdb_lines;
+  m.debug_blob.assign(v.debug_blob.begin(), v.debug_blob.end());
+  auto ranges = rd.ranges(0);
+  auto pads = rd.return_pads(0);
+  auto rows = rd.unwind_rows(0);
+  auto syms = rd.symbols(0);
+  auto calls = rd.call_sites(0);
+  if (!ranges || !pads || !rows || !syms || !calls) return {};
+  m.ranges = std::move(ranges.value());
+  m.return_pads = std::move(pads.value());
+  m.unwind_rows = std::move(rows.value());
+  m.symbols = std::move(syms.value());
+  m.call_sites = std::move(calls->sites);
+  m.call_functions = std::move(calls->functions);
+  m.call_symbols = std::move(calls->symbols);
+  BundleContents c;
+  c.modules.push_back(std::move(m));
+  auto w = write_bundle(std::move(c), 5);
+  return w ? std::move(w.value()) : std::vector<uint8_t>{};
 }
 
 }  // namespace
@@ -90,21 +164,42 @@ int main(int argc, char** argv) {
   }
   std::fclose(out);
   // Warm lookups: 15 timed passes over all addresses, ns per address.
-  std::vector<double> passes;
   size_t sink = 0;
-  for (int p = 0; p < 15; p++) {
-    t0 = Clock::now();
-    for (uint64_t a : addrs) {
-      auto ch = rd->lookup(0, a);
-      sink += ch ? ch->size() : 0;
-    }
-    passes.push_back(ns_since(t0) / static_cast<double>(addrs.size()));
+  const std::vector<double> passes = timed_passes(addrs, [&](uint64_t a) {
+    auto ch = rd->lookup(0, a);
+    sink += ch ? ch->size() : 0;
+  });
+  // Symbol names in the bundle's format and in format 5 (the same records rewritten): equal answers,
+  // and what each costs.
+  const std::vector<uint8_t> v5 = as_format5(rd.value());
+  SymbolCosts sc, sc5;
+  if (v5.empty() || !symbol_costs(rd->data(), rd->size(), addrs, &sc) || !symbol_costs(v5.data(), v5.size(), addrs, &sc5)) {
+    std::fprintf(stderr, "bench_bundle: %s: symbol names could not be read or rewritten in format 5\n", path.c_str());
+    return 1;
   }
+  for (size_t i = 0; i < addrs.size(); i++)
+    if (sc.answers[i].addr != sc5.answers[i].addr || sc.answers[i].name != sc5.answers[i].name ||
+        sc.answers[i].sym_start != sc5.answers[i].sym_start) {
+      std::fprintf(stderr, "bench_bundle: 0x%" PRIx64 ": format %u names '%s', format 5 '%s'\n", addrs[i],
+                   unsigned{rd->data()[8]}, sc.answers[i].name.c_str(), sc5.answers[i].name.c_str());
+      return 1;
+    }
+  if (sc.all.size() != sc5.all.size()) return 1;
+  for (size_t i = 0; i < sc.all.size(); i++)
+    if (sc.all[i].addr != sc5.all[i].addr || sc.all[i].length != sc5.all[i].length ||
+        sc.all[i].sym_start != sc5.all[i].sym_start || sc.all[i].name != sc5.all[i].name) {
+      std::fprintf(stderr, "bench_bundle: symbol record %zu differs from format 5's\n", i);
+      return 1;
+    }
   // The machine is shared: the median pass is reported, and the best pass (least disturbed).
   std::printf("{\"addresses\": %zu, \"frames\": %zu, \"open_ns_median\": %.0f, \"open_ns_min\": %.0f, "
               "\"first_lookup_ns\": %.0f, \"warm_lookup_ns_per_address\": %.1f, "
-              "\"warm_lookup_ns_per_address_best\": %.1f, \"sink\": %zu}\n",
+              "\"warm_lookup_ns_per_address_best\": %.1f, \"sink\": %zu, \"format\": %u, \"symbol_records\": %zu, "
+              "\"symbols_first_ns\": %.0f, \"symbol_warm_ns_per_address\": %.1f, \"symbols_all_ns\": %.0f, "
+              "\"format5_bytes\": %zu, \"format5_symbols_first_ns\": %.0f, "
+              "\"format5_symbol_warm_ns_per_address\": %.1f, \"format5_symbols_all_ns\": %.0f}\n",
               addrs.size(), frames, median(opens), *std::min_element(opens.begin(), opens.end()), first_ns,
-              median(passes), *std::min_element(passes.begin(), passes.end()), sink);
+              median(passes), *std::min_element(passes.begin(), passes.end()), sink, unsigned{rd->data()[8]},
+              sc.all.size(), sc.first_ns, sc.warm_ns, sc.all_ns, v5.size(), sc5.first_ns, sc5.warm_ns, sc5.all_ns);
   return 0;
 }

@@ -130,8 +130,9 @@ def bench_target(args, name, path, pkg):
              "return_pads": sec.get(6, 0) + sec.get(7, 0), "unwind_rows": sec.get(8, 0) + sec.get(9, 0),
              "symtab_ranges": sec.get(0x80000001, 0),
              "symbol_names": sec.get(0x80000002, 0),  # format 5 (doc/bundles.md "Symbol names")
+             "call_sites": sec.get(0x80000003, 0),  # doc/bundles.md "Call sites"
              "modules_and_headers": bundle_bytes - sum(sec.get(t, 0) for t in list(range(2, 10)) +
-                                                       [0x80000001, 0x80000002])}
+                                                       [0x80000001, 0x80000002, 0x80000003])}
 
     rng = random.Random(20261125)
     text = [(s[2], s[3]) for s in sections(path) if s[1] == "PROGBITS" and "X" in s[4] and s[3] > 0]
@@ -212,6 +213,16 @@ def bench_target(args, name, path, pkg):
         "bundle_warm_lookup_ns_per_address": warm,
         "bundle_warm_lookup_ns_per_address_best_pass": drv["warm_lookup_ns_per_address_best"],
         "frames": drv["frames"],
+        # Symbol names (doc/bundles.md "Format 6"): the bundle's format against the same records
+        # rewritten in format 5 by the driver (answers checked equal there).
+        "bundle_format": drv["format"],
+        "symbol_names": {"records": drv["symbol_records"], "first_symbol_ns": drv["symbols_first_ns"],
+                         "warm_symbol_ns_per_address": drv["symbol_warm_ns_per_address"],
+                         "symbols_all_ns": drv["symbols_all_ns"]},
+        "format5": {"bytes": drv["format5_bytes"], "size_ratio_to_gsym": drv["format5_bytes"] / gsym_bytes,
+                    "first_symbol_ns": drv["format5_symbols_first_ns"],
+                    "warm_symbol_ns_per_address": drv["format5_symbol_warm_ns_per_address"],
+                    "symbols_all_ns": drv["format5_symbols_all_ns"]},
         "llvm_symbolizer_dwarf": {"batch_s": t1, "batch_ns_per_address": t1 / n * 1e9,
                                   "marginal_ns_per_address": sym_marginal},
         "llvm_gsymutil_gsym": {"batch_s": g1, "batch_ns_per_address": g1 / n * 1e9,
@@ -255,6 +266,13 @@ def main():
                  r["bundle"]["build_s_per_dwarf_mb"], r["agreement_vs_llvm_symbolizer"]["identical"], r["addresses"],
                  r["agreement_vs_llvm_symbolizer"]["of_which_symtab_only"],
                  r["agreement_vs_llvm_symbolizer"]["of_which_from_debug_file_symtab"]))
+        print("bench/bundle %-15s format %d: symbol names %d records, first symbol() %.2f ms, warm %.0f ns/addr, "
+              "symbols() %.1f ms; format 5 of the same records %d B (%.3f of GSYM): first %.2f ms, warm %.0f ns/addr, "
+              "symbols() %.1f ms"
+              % (name, r["bundle_format"], r["symbol_names"]["records"], r["symbol_names"]["first_symbol_ns"] / 1e6,
+                 r["symbol_names"]["warm_symbol_ns_per_address"], r["symbol_names"]["symbols_all_ns"] / 1e6,
+                 r["format5"]["bytes"], r["format5"]["size_ratio_to_gsym"], r["format5"]["first_symbol_ns"] / 1e6,
+                 r["format5"]["warm_symbol_ns_per_address"], r["format5"]["symbols_all_ns"] / 1e6))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
