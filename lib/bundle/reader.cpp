@@ -1438,17 +1438,20 @@ Status depth0_run_end(const BundleReader::Impl& im, size_t module, const ModuleI
   const Rec* r = nullptr;
   if (auto s = depth0_record(im, module, ix, addr, cache, &r); !s || r == nullptr) return s;
   const uint32_t fn = r->fn;
+  // One function: equal names (a list's first record leaves "" unset, kNone, where a later one may
+  // name the table's "").
+  auto same = [&](const Rec& x) { return x.fn == fn || str_at(ix, x.fn) == str_at(ix, fn); };
   uint64_t e = r->end;
   for (size_t i = static_cast<size_t>(r - cache.recs.data());;) {
     if (i + 1 < cache.recs.size()) {
-      if (cache.recs[i + 1].start != e || cache.recs[i + 1].fn != fn) break;
+      if (cache.recs[i + 1].start != e || !same(cache.recs[i + 1])) break;
       e = cache.recs[++i].end;
       continue;
     }
     if (e != cache.hi) break;  // the run reaches its group's end: it may go on in the next group
     const Rec* n = nullptr;
     if (auto s = depth0_record(im, module, ix, e, cache, &n); !s) return s;
-    if (n == nullptr || n->start != e || n->fn != fn) break;
+    if (n == nullptr || n->start != e || !same(*n)) break;
     i = static_cast<size_t>(n - cache.recs.data());
     e = n->end;
   }

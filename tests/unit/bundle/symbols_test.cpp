@@ -420,6 +420,39 @@ TEST_CASE("bundle symbols: format 6 codes each name as the range's, an edit of i
   CHECK(bundle_module0_strings(ws.value()) == bundle_module0_strings(wn.value()));
 }
 
+TEST_CASE("bundle symbols: format 6 resolves names and runs across range groups, empty function names included",
+          "[bundle][format][symbols]") {
+  // 200 touching depth-0 ranges of 4 bytes (a group holds 64): "f", 99 named "", 100 named "g". A
+  // list's first record leaves "" unset where a later one names the table's "": one function still.
+  std::vector<Range0> ranges = {{0x1000, 4, "f"}};
+  for (uint64_t i = 1; i < 200; i++) ranges.push_back({0x1000 + 4 * i, 4, i < 100 ? "" : "g"});
+  const BundleContents c = one_module(7, "groups.so", ranges,
+                                      {{0x1000, 4, 0x1000, "f"},                 // kind 0, its run
+                                       {0x1004, 99 * 4, 0x1004, ""},             // kind 0, a run over two groups
+                                       {0x1190, 50 * 4, 0x1190, "g.part.0"},    // kind 3 ("g" + ".part.0")
+                                       {0x1258, 50 * 4, 0x1200, "g"}});          // kind 0, a run to the end
+  auto w6 = write_bundle(c);
+  auto w5 = write_bundle(c, 5);
+  REQUIRE((w6.ok() && w5.ok()));
+  auto r6 = BundleReader::open(w6->data(), w6->size());
+  auto r5 = BundleReader::open(w5->data(), w5->size());
+  REQUIRE((r6.ok() && r5.ok()));
+  auto all6 = r6->symbols(0), all5 = r5->symbols(0);
+  REQUIRE((all6.ok() && all5.ok()));
+  REQUIRE(all6->size() == 4);
+  for (size_t i = 0; i < 4; i++) {
+    const SymbolRecord &a = all6.value()[i], &e = all5.value()[i], &in = c.modules[0].symbols[i];
+    INFO("record " << i);
+    CHECK((a.addr == e.addr && a.length == e.length && a.sym_start == e.sym_start && a.name == e.name));
+    CHECK((a.addr == in.addr && a.length == in.length && a.sym_start == in.sym_start && a.name == in.name));
+  }
+  for (uint64_t a = 0xffc; a < 0x1330; a += 3) {
+    auto s6 = r6->symbol(0, a), s5 = r5->symbol(0, a);
+    REQUIRE((s6.ok() && s5.ok()));
+    CHECK((s6->found == s5->found && s6->name == s5->name && s6->sym_start == s5->sym_start));
+  }
+}
+
 TEST_CASE("bundle symbols: hostile format-6 blocks are refused by value, never a crash",
           "[bundle][format][symbols][hostile]") {
   using namespace stackprov::bundle::layout;
