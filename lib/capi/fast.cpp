@@ -61,6 +61,18 @@ unwind::WalkOptions buf_opts(const sprov_unwinder* uw, const struct sprov_unwind
   return o;
 }
 
+/// The walk's count, stop reason and generation into the caller's buffer (its frames or pcs are
+/// written), counted in the unwinder's statistics.
+void fill_buf_pcs(sprov_unwinder* uw, uint32_t n, unwind::StopReason stop, uint64_t generation, uint32_t repaired,
+                  struct sprov_unwind_buf* buf) {
+  buf->count = n;
+  buf->stop_reason = static_cast<int32_t>(stop);
+  if (buf->sz >= SPROV_OFFSETOFEND(struct sprov_unwind_buf, generation)) buf->generation = generation;
+  if (buf->sz >= SPROV_OFFSETOFEND(struct sprov_unwind_buf, repaired)) buf->repaired = repaired;
+  uw->frames += n;
+  uw->walks++;
+}
+
 /// Copies the walk into the caller's buffer. `modules`: what module_index refers to.
 void fill_buf(sprov_unwinder* uw, const unwind::WalkResult& r, const std::vector<memory::SnapshotModule>& modules,
               uint64_t generation, uint32_t repaired, struct sprov_unwind_buf* buf) {
@@ -89,12 +101,7 @@ void fill_buf(sprov_unwinder* uw, const unwind::WalkResult& r, const std::vector
     std::memcpy(dst, &fr, std::min<size_t>(buf->frame_sz, sizeof(fr)));
     if (buf->frame_sz > sizeof(fr)) std::memset(dst + sizeof(fr), 0, buf->frame_sz - sizeof(fr));
   }
-  buf->count = n;
-  buf->stop_reason = static_cast<int32_t>(r.stop);
-  if (buf->sz >= SPROV_OFFSETOFEND(struct sprov_unwind_buf, generation)) buf->generation = generation;
-  if (buf->sz >= SPROV_OFFSETOFEND(struct sprov_unwind_buf, repaired)) buf->repaired = repaired;
-  uw->frames += n;
-  uw->walks++;
+  fill_buf_pcs(uw, n, r.stop, generation, repaired, buf);
 }
 
 Result<std::vector<uint8_t>> read_file(const char* path) {
@@ -172,6 +179,11 @@ SPROV_API int sprov_unwinder_unwind_into(sprov_unwinder* uw, const sprov_snapsho
     if (int e = prepare_snapshot_walk(uw, snap)) return e;
     unwind::WalkOptions o = buf_opts(uw, buf);
     o.jit_ranges = jit_ranges(uw, snap->snap.pid);  // as sprov_unwinder_unwind
+    if (buf->frames == nullptr) {  // a profiler's pcs alone: no frame records (Unwinder::walk_pcs)
+      const size_t n = unwind::walk_snapshot_pcs(snap->snap, uw->table, uw->cache, o, buf->pcs, &uw->scratch);
+      fill_buf_pcs(uw, static_cast<uint32_t>(n), uw->scratch.stop, 0, 0, buf);
+      return 0;
+    }
     unwind::walk_snapshot(snap->snap, uw->table, uw->cache, o, &uw->scratch);
     fill_buf(uw, uw->scratch, *uw->table_modules, 0, 0, buf);
     return 0;

@@ -201,6 +201,14 @@ class SnapshotReader final : public MemoryReader {
     const uint64_t off = addr - hit_addr_;
     return off < hit_size_ && len <= hit_size_ - off ? hit_data_ + off : nullptr;
   }
+  /// The region of the last read: target bytes [addr, addr + size) are at data in this process
+  /// (size 0 before any read). For a loop that keeps it in registers and checks its own bounds.
+  struct Window {
+    uint64_t addr;
+    const uint8_t* data;
+    size_t size;
+  };
+  Window window() const { return {hit_addr_, hit_data_, hit_size_}; }
 
  private:
   bool read_slow(uint64_t addr, void* buf, size_t len);

@@ -215,6 +215,12 @@ void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {
   const UnwindSource* table = s.module != nullptr ? s.module->table() : nullptr;
   slot.table_generation = table != nullptr ? s.module->generation() : 0;
   if (table != nullptr) slot.table_method[0] = table->method(false), slot.table_method[1] = table->method(true);
+  slot.plain_methods = 0;
+  for (int i = 0; i < 2; i++) {
+    const Method m = slot.table_method[i];
+    if (m != Method::kSignal && m != Method::kFramePointer && m != Method::kScan && m != Method::kPrologue)
+      slot.plain_methods |= static_cast<uint8_t>(1u << i);
+  }
   if (hold) hold_.push_back(std::move(hold));
 }
 

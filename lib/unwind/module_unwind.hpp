@@ -154,6 +154,9 @@ struct ModuleSlot {
   /// How the source names a frame its compact rule found, by the rule's from_debug_frame bit
   /// (UnwindSource::method), so that a cached rule is applied without asking the source.
   Method table_method[2] = {Method::kNone, Method::kNone};
+  /// Bit i: table_method[i] is one the walk takes without the checks of heuristic frames (not
+  /// signal, frame pointer, scan or prologue); set by ModuleTable::add.
+  uint8_t plain_methods = 0;
 };
 
 class ModuleTable {
@@ -174,6 +177,8 @@ class ModuleTable {
     return find(pc);
   }
   size_t size() const { return slots_.size(); }
+  /// No two slots overlap (find_near may answer with its hint).
+  bool disjoint() const { return disjoint_; }
   uint64_t key = 0;  ///< module_list_hash of the snapshot it was built for
 
  private:

@@ -79,7 +79,20 @@ class RuleCache {
     uint8_t common;
     int8_t span_lo;
     uint8_t span_words;
+    /// Set by insert() with `common` when the architecture's sp and fp were given, for the
+    /// unwinder's pcs-only walk (Unwinder::pcs_run): in bits 0-1 kPcsCfaSp or kPcsCfaFp when the
+    /// CFA is on sp or fp and at most kPcsOther saved registers are not fp, else 0 (the whole
+    /// byte); in bits 2-7 the number of those other registers. The return address at word ra_rel
+    /// of the span, fp's slot at word fp_rel (kPcsNone: not saved), the other saved registers
+    /// other_reg[i] at word other_rel[i], in the rule's order.
+    uint8_t pcs;
+    uint8_t ra_rel;
+    uint8_t fp_rel;
+    uint8_t other_reg[5];
+    uint8_t other_rel[5];
   };
+  static constexpr uint8_t kPcsCfaSp = 1, kPcsCfaFp = 2, kPcsNone = 0xff;
+  static constexpr int kPcsOther = 5;
   static_assert(sizeof(Entry) == 64, "cache entry must stay one 64-byte line");
 
   RuleCache();
@@ -119,13 +132,16 @@ class RuleCache {
   /// older way-1 entry is dropped), so two hot pcs of one set both stay.
   /// `num_regs`: the register file of the architecture whose unwinder inserts (Entry::common
   /// holds only for rules whose saved registers are all below it; 0: never).
-  void insert(uint64_t rel_pc, uint32_t generation, const UnwindRule& rule, int num_regs) {
+  /// `sp_reg`, `fp_reg`: that architecture's stack and frame pointers (Entry::pcs; -1: none).
+  void insert(uint64_t rel_pc, uint32_t generation, const UnwindRule& rule, int num_regs, int sp_reg = -1,
+              int fp_reg = -1) {
     Entry* set = &entries_[set_of(rel_pc, generation) * kWays];
     if (!(set[0].generation == generation && set[0].rel_pc == rel_pc)) set[1] = set[0];
     set[0].rel_pc = rel_pc;
     set[0].generation = generation;
     set[0].rule = rule;
     set_common(set[0], num_regs);
+    set_pcs(set[0], sp_reg, fp_reg);
   }
   void clear();
 
@@ -162,6 +178,26 @@ class RuleCache {
     e.common = 1;
     e.span_lo = static_cast<int8_t>(lo);
     e.span_words = static_cast<uint8_t>(hi - lo + 1);  // int8 offsets: at most 256 words
+  }
+  static void set_pcs(Entry& e, int sp_reg, int fp_reg) {
+    const UnwindRule& r = e.rule;
+    e.pcs = 0;
+    e.ra_rel = 0;
+    e.fp_rel = kPcsNone;
+    if (!e.common || sp_reg < 0 || fp_reg < 0 || (r.cfa_reg != sp_reg && r.cfa_reg != fp_reg)) return;
+    int nother = 0;
+    for (int i = 0; i < r.nsaved; i++) {
+      const auto rel = static_cast<uint8_t>(r.saved_off[i] - e.span_lo);
+      if (r.saved_reg[i] == fp_reg) {
+        e.fp_rel = rel;
+      } else {
+        if (nother == kPcsOther) return;
+        e.other_reg[nother] = r.saved_reg[i];
+        e.other_rel[nother++] = rel;
+      }
+    }
+    e.ra_rel = static_cast<uint8_t>(r.ra_off - e.span_lo);
+    e.pcs = static_cast<uint8_t>((r.cfa_reg == sp_reg ? kPcsCfaSp : kPcsCfaFp) | nother << 2);
   }
   static uint32_t set_of(uint64_t rel_pc, uint32_t generation) {
     static_assert(kWays == 2, "insert() moves way 0 to way 1");

@@ -103,14 +103,95 @@ class Unwinder {
     if ((!slot || !slot->module) && in_jit(f.pc)) f.flags |= Frame::kFlagJit;
     out->frames.push_back(f);
     keep_registers(regs, ~uint64_t{0}, out);
+    frame_base_ = 0;
+    run_loop(regs, slot, out);
+  }
 
+  /// walk() for a caller that wants the pcs alone (a sampling profiler's): the pcs of walk()'s
+  /// frames into pcs[0, opts.max_frames), their count returned, out->stop walk()'s stop reason.
+  /// The run of frames fast_run would take goes through fast_run<true> (no Frame and no module
+  /// index per frame); the first frame it cannot take continues in walk_physical's loop as a
+  /// Frame (out->frames then holds that frame and those after it). Walks that record what pcs
+  /// cannot carry (registers, JIT flags, awaiter frames) are walk()'s, copied.
+  size_t walk_pcs(const Regs& initial, bool pc_is_return_address, uint64_t* pcs, WalkResult* out) {
+    const bool plain = !opts_.keep_registers && (opts_.jit_ranges == nullptr || opts_.jit_ranges->empty()) &&
+                       (opts_.async == nullptr || opts_.async->root == 0);
+    if (!plain) {
+      walk(initial, pc_is_return_address, out);
+      const size_t n = std::min<size_t>(out->frames.size(), opts_.max_frames);
+      for (size_t i = 0; i < n; i++) pcs[i] = out->frames[i].pc;
+      return n;
+    }
+    out->links.clear();
+    if (opts_.may_allocate && out->links.capacity() < kMaxAsyncHops) out->links.reserve(kMaxAsyncHops);
+    hops_ = 0;
+    domain_ = Domain::kUser;
+    out->frames.clear();
+    out->regs.clear();
+    out->stop = StopReason::kNone;
+    lost_ = 0;
+    if (out->frames.capacity() < opts_.max_frames) out->frames.reserve(opts_.max_frames);
+    Regs regs = initial;
+    if (!regs.has(Traits::kPcReg) || !regs.has(Traits::kSpReg)) {
+      out->stop = StopReason::kInvalidPc;
+      return 0;
+    }
+    PcsRun r;
+    r.pcs = pcs;
+    r.pc = regs.get(Traits::kPcReg);
+    r.sp = regs.get(Traits::kSpReg);
+    r.lookup_prev = pc_is_return_address;
+    r.method = Method::kContext;
+    const ModuleSlot* slot = modules_.find(r.lookup_prev ? r.pc - Traits::kCallInsnMin : r.pc);
+    pcs[0] = r.pc;
+    r.n = 1;
+    // pcs_run's frames; a frame it cannot take, fast_run<true>'s single step; then pcs_run again.
+    if constexpr (!kPcsRun) {
+      if (fast_run<true>(out, &r, slot, regs)) return r.n;
+    } else {
+      for (;;) {
+        if (pcs_run(out, &r, slot, regs)) return r.n;
+        const size_t before = r.n;
+        if (fast_run<true>(out, &r, slot, regs, before + 1)) return r.n;
+        if (r.n == before) break;
+      }
+    }
+    // The frame fast_run<true> could not take, as walk_physical's loop would hold it.
+    Frame cur;
+    cur.pc = r.pc;
+    cur.sp = r.sp;
+    cur.method = r.method;
+    cur.lookup_prev = r.lookup_prev;
+    cur.module_index = slot ? slot->snapshot_index : -1;
+    cur.domain = domain_;
+    out->frames.push_back(cur);
+    frame_base_ = r.n - 1;
+    run_loop(regs, slot, out);
+    const size_t n = std::min<size_t>(out->frames.size(), opts_.max_frames - frame_base_);
+    for (size_t i = 0; i < n; i++) pcs[frame_base_ + i] = out->frames[i].pc;
+    return frame_base_ + n;
+  }
+
+ private:
+  /// Where fast_run<true> writes: the pcs found so far and the state of the last one's frame.
+  struct PcsRun {
+    uint64_t* pcs = nullptr;
+    size_t n = 0;  ///< pcs written; the last is the current frame's
+    uint64_t pc = 0, sp = 0;
+    bool lookup_prev = false;
+    Method method = Method::kNone;
+  };
+
+  /// walk_physical's loop from out->frames.back() (registers `regs`, module `slot`); frame_base_
+  /// frames came before out->frames (walk_pcs's, written as pcs).
+  void run_loop(Regs& regs, const ModuleSlot* slot, WalkResult* out) {
     // The run of frames whose rules are cached in the common form goes through fast_run (sp, fp
     // and pc in registers, no Step); anything else, and whatever stops the walk, below.
     const bool fast = !opts_.keep_registers && (opts_.jit_ranges == nullptr || opts_.jit_ranges->empty());
     for (;;) {
-      if (fast && fast_run(out, slot, regs)) return;
+      if (fast && fast_run<false>(out, nullptr, slot, regs)) return;
       Frame& cur = out->frames.back();
-      if (out->frames.size() >= opts_.max_frames) {
+      if (frame_base_ + out->frames.size() >= opts_.max_frames) {
         out->stop = StopReason::kMaxFrames;
         return;
       }
@@ -187,6 +268,7 @@ class Unwinder {
     }
   }
 
+ public:
   /// One step out of a frame with registers `regs`, with the caller's registers in *out (every
   /// register the step does not restore keeps its value): what walk() does for one frame, for
   /// tests that compare whole register sets with another unwinder (RtlVirtualUnwind) and for
@@ -238,7 +320,11 @@ class Unwinder {
   /// loop (false); true when the walk stopped (out->stop set). Only without keep_registers and JIT
   /// ranges (the frame flags and registers it does not produce).
   // Out of line with everything it calls inlined (the loop's calls are what it saves).
-  [[gnu::noinline, gnu::flatten]] bool fast_run(WalkResult* out, const ModuleSlot*& slot, Regs& regs) {
+  // kPcs (walk_pcs): the frames are pcs in *ps, the current frame's state in *ps too, no Frame.
+  template <bool kPcs>
+  // `limit`: at most that many frames (counted as max_frames is) in this run.
+  [[gnu::noinline, gnu::flatten]] bool fast_run(WalkResult* out, PcsRun* ps, const ModuleSlot*& slot, Regs& regs,
+                                                size_t limit = SIZE_MAX) {
     if constexpr (Ops::kSigreturnBeforeCfi) {
       return false;  // step() tries the trampoline first
     } else {
@@ -246,19 +332,34 @@ class Unwinder {
       constexpr int kSp = Traits::kSpReg, kFp = Traits::kFpReg;
       if (!regs.has(kSp) || !regs.has(Traits::kPcReg)) return false;
       std::vector<Frame>& frames = out->frames;
-      const size_t max_frames = opts_.max_frames;
+      // Frames so far and the limit, both counted from frame_base_ (walk_pcs's pcs before frames).
+      const size_t max_frames = std::min<size_t>(opts_.max_frames - (kPcs ? 0 : frame_base_), limit);
+      size_t count;
+      uint64_t cur_pc, cur_sp;
+      bool cur_prev;
+      if constexpr (kPcs) {
+        count = ps->n;
+        cur_pc = ps->pc;
+        cur_sp = ps->sp;
+        cur_prev = ps->lookup_prev;
+      } else {
+        const Frame& cur = frames.back();
+        count = frames.size();
+        cur_pc = cur.pc;
+        cur_sp = cur.sp;
+        cur_prev = cur.lookup_prev;
+      }
       uint64_t sp = regs.get(kSp), fp = regs.v[kFp], pc = regs.get(Traits::kPcReg);
       bool fp_valid = regs.has(kFp);
       uint64_t steps = 0;
       bool stopped = false;
       for (;;) {
-        Frame& cur = frames.back();
-        if (frames.size() >= max_frames || slot == nullptr || slot->table_generation == 0 || cur.pc == 0) break;
+        if (count >= max_frames || slot == nullptr || slot->table_generation == 0 || cur_pc == 0) break;
         const uint32_t gen = slot->table_generation;
         // The entry's `common` says the rule is kCfaReg, no signal frame, the return address in a
         // CFA slot, every saved register in the file (checked once, when it was inserted).
         const RuleCache::Entry* ep =
-            cache_.probe_entry((cur.lookup_prev ? cur.pc - Traits::kCallInsnMin : cur.pc) - slot->bias, gen);
+            cache_.probe_entry((cur_prev ? cur_pc - Traits::kCallInsnMin : cur_pc) - slot->bias, gen);
         if (ep == nullptr || ep->common == 0) break;
         const UnwindRule& rule = ep->rule;
         const Method method = slot->table_method[rule.from_debug_frame];
@@ -335,38 +436,172 @@ class Unwinder {
         sp = cfa;
         pc = ra;
         steps++;
-        Frame nf;
-        nf.method = method;
-        nf.lookup_prev = true;
-        nf.pc = ra;
-        nf.sp = cfa;
         const ModuleSlot* nslot = modules_.find_near(ra - Traits::kCallInsnMin, slot);
-        nf.module_index = nslot ? nslot->snapshot_index : -1;
-        if (ra != 0 && (cfa < cur.sp || (cfa == cur.sp && cur.lookup_prev))) {
+        if (ra != 0 && (cfa < cur_sp || (cfa == cur_sp && cur_prev))) {
           out->stop = StopReason::kSpNotAdvancing;
           stopped = true;
           break;
         }
-        cur.cfa = cfa;
+        if constexpr (!kPcs) frames.back().cfa = cfa;
         if (ra == 0) {
           out->stop = StopReason::kEndOfStack;
           stopped = true;
           break;
         }
         slot = nslot;
-        nf.domain = domain_;
-        frames.push_back(nf);
+        if constexpr (kPcs) {
+          ps->pcs[count] = ra;
+          ps->method = method;
+        } else {
+          Frame nf;
+          nf.method = method;
+          nf.lookup_prev = true;
+          nf.pc = ra;
+          nf.sp = cfa;
+          nf.module_index = nslot ? nslot->snapshot_index : -1;
+          nf.domain = domain_;
+          frames.push_back(nf);
+        }
+        count++;
+        cur_pc = ra;
+        cur_sp = cfa;
+        cur_prev = true;
       }
-      if (steps != 0) {
-        regs.set(Traits::kRaReg, pc);
-        regs.set(Traits::kPcReg, pc);
-        regs.set(kSp, sp);
-        if (fp_valid) regs.set(kFp, fp);
-        else regs.clear(kFp);
-        cache_.count_hits(steps);
+      if constexpr (kPcs) {
+        ps->n = count;
+        ps->pc = cur_pc;
+        ps->sp = cur_sp;
+        ps->lookup_prev = cur_prev;
       }
+      if (steps != 0) write_back(regs, pc, sp, fp, fp_valid, steps);
       return stopped;
     }
+  }
+
+  /// walk_pcs's common frames in the fewest instructions: fast_run<true>'s steps for the rules whose
+  /// cache entry has a pcs form (RuleCache::Entry::pcs: the CFA on sp or fp, at most kPcsOther other
+  /// saved registers) under a method fast_run takes (ModuleSlot::plain_methods), every slot in the
+  /// reader's current window; and the end of the stack where the cached rule says so (what the
+  /// ladder's table rung answers for that frame, after the coroutine-entry rung). Caller frames
+  /// only (the current frame's pc a return address), disjoint module tables only. Registers in
+  /// locals, the rule's slots at word offsets set at insert, no Frame. The first frame it cannot
+  /// take is left to fast_run<true> (false) with `regs`, `slot` and *ps as fast_run<true> would
+  /// have them; true when the walk stopped. Little-endian 64-bit targets read through a window
+  /// (a snapshot) only.
+  static constexpr bool kPcsRun = !Ops::kSigreturnBeforeCfi && Traits::kAddrSize == 8 && !Traits::kBigEndian &&
+                                   requires(Mem& m) { m.window(); };
+  [[gnu::noinline]] bool pcs_run(WalkResult* out, PcsRun* ps, const ModuleSlot*& slot_io, Regs& regs) {
+    if constexpr (!kPcsRun) {
+      return false;
+    } else {
+      constexpr int kSp = Traits::kSpReg, kFp = Traits::kFpReg;
+      constexpr uint64_t kBack = Traits::kCallInsnMin;
+      if (!regs.has(kSp) || !regs.has(Traits::kPcReg) || !ps->lookup_prev || !modules_.disjoint()) return false;
+      uint64_t* const first = ps->pcs + ps->n;
+      uint64_t* p = first;
+      uint64_t* const end = ps->pcs + opts_.max_frames;
+      uint64_t pc = ps->pc, sp = ps->sp;  // the current frame's
+      uint64_t fp = regs.v[kFp];
+      bool fp_valid = regs.has(kFp);
+      const ModuleSlot* slot = slot_io;
+      const ModuleSlot* alt = nullptr;  // the module the walk was in before this one
+      auto win = mem_.window();
+      uint64_t restored = 0;  // valid bits of the other saved registers written into regs
+      bool stopped = false, stepped = false;  // stepped: the walk stopped after a step (counted)
+      while (p < end && slot != nullptr && pc != 0) {
+        const uint32_t gen = slot->table_generation;
+        if (gen == 0) break;
+        const RuleCache::Entry* e = cache_.probe_entry(pc - kBack - slot->bias, gen);
+        if (e == nullptr) break;
+        if (e->pcs == 0) {
+          if (e->rule.kind == UnwindRule::kEndOfStack && !coroutine_entry_at(*slot, pc)) {
+            cache_.count_hit();  // the table rung's lookup
+            out->stop = StopReason::kEndOfStack;
+            stopped = true;
+          }
+          break;
+        }
+        if (!((slot->plain_methods >> e->rule.from_debug_frame) & 1)) break;
+        uint64_t base = sp;
+        if ((e->pcs & 3) == RuleCache::kPcsCfaFp) {
+          if (!fp_valid) break;
+          base = fp;
+        }
+        const uint64_t cfa = base + static_cast<int64_t>(e->rule.cfa_off);
+        const uint64_t lo = cfa + static_cast<int64_t>(e->span_lo) * 8;
+        const size_t len = static_cast<size_t>(e->span_words) * 8;
+        uint64_t off = lo - win.addr;
+        if (!(off < win.size && len <= win.size - off)) {
+          // Another region (the walk's first read): one read moves the reader's window there.
+          uint64_t probe;
+          if (!mem_.read(lo, &probe, 8)) break;
+          win = mem_.window();
+          off = lo - win.addr;
+          if (!(off < win.size && len <= win.size - off)) break;
+        }
+        const uint8_t* w = win.data + off;
+        __builtin_prefetch(w + 256);  // the callers' slots (a prefetch never faults)
+        const uint64_t ra = Traits::strip_return_address(slot_word(w + e->ra_rel * 8));
+        if (e->fp_rel != RuleCache::kPcsNone) {
+          fp = slot_word(w + e->fp_rel * 8);
+          fp_valid = true;
+        }
+        for (int i = 0, n = e->pcs >> 2; i < n; i++) {
+          const int reg = e->other_reg[i];
+          regs.v[reg] = slot_word(w + e->other_rel[i] * 8);
+          restored |= uint64_t{1} << reg;
+        }
+        // fast_run's checks with the current frame's pc a return address.
+        if (ra == 0) {
+          out->stop = StopReason::kEndOfStack;
+          stopped = stepped = true;
+        } else if (cfa <= sp) {
+          out->stop = StopReason::kSpNotAdvancing;
+          stopped = stepped = true;
+        }
+        pc = ra;
+        sp = cfa;
+        if (stopped) break;
+        if (ra - kBack - slot->start >= slot->end - slot->start) {
+          // Another module: most often the one the walk left last (a callback's caller). The slots
+          // are disjoint, so a slot holding the pc is find()'s answer.
+          const ModuleSlot* prev = slot;
+          slot = alt != nullptr && ra - kBack - alt->start < alt->end - alt->start ? alt : modules_.find(ra - kBack);
+          alt = prev;
+        }
+        *p++ = ra;
+      }
+      const uint64_t steps = static_cast<uint64_t>(p - first) + (stepped ? 1 : 0);
+      regs.valid |= restored;
+      if (steps != 0) write_back(regs, pc, sp, fp, fp_valid, steps);
+      ps->n = static_cast<size_t>(p - ps->pcs);
+      ps->pc = pc;
+      ps->sp = sp;
+      slot_io = slot;
+      return stopped;
+    }
+  }
+
+  /// The coroutine-entry rung's question for a caller frame at `pc` in `slot` (at_coroutine_entry).
+  bool coroutine_entry_at(const ModuleSlot& slot, uint64_t pc) {
+    if constexpr (Ops::kCoroutineEntryLen == 0) {
+      return false;
+    } else {
+      if (slot.module == nullptr) return false;
+      uint8_t code[Ops::kCoroutineEntryLen];
+      return module_code(slot, pc, code, sizeof(code)) && Ops::coroutine_entry(code);
+    }
+  }
+
+  /// The end of a run of `steps` common steps (fast_run, pcs_run): the registers kept in locals
+  /// back into the register file, the steps counted as rule-cache hits.
+  void write_back(Regs& regs, uint64_t pc, uint64_t sp, uint64_t fp, bool fp_valid, uint64_t steps) {
+    regs.set(Traits::kRaReg, pc);
+    regs.set(Traits::kPcReg, pc);
+    regs.set(Traits::kSpReg, sp);
+    if (fp_valid) regs.set(Traits::kFpReg, fp);
+    else regs.clear(Traits::kFpReg);
+    cache_.count_hits(steps);
   }
 
   /// A target word at `p` in this process (a slot fast_run's span check covered).
@@ -500,7 +735,7 @@ class Unwinder {
       const Frame entry = out->frames.back();
       CoroutineLink l;
       if (out->links.size() < out->links.capacity() && Ops::coroutine_uc_link(regs, entry.sp, mem_, &l.slot, &l.context)) {
-        l.frame = static_cast<uint32_t>(out->frames.size() - 1);
+        l.frame = static_cast<uint32_t>(frame_base_ + out->frames.size() - 1);
         l.has_regs = l.context != 0 && read_word(l.context + Ops::kUcontextPc, &l.pc) &&
                      read_word(l.context + Ops::kUcontextSp, &l.sp);
         if (!l.has_regs) l.pc = l.sp = 0;
@@ -601,9 +836,7 @@ class Unwinder {
   /// caller. glibc's FDE for it marks the return address undefined, so its rule never takes the
   /// cached common step and the ladder always reaches this rung.
   bool at_coroutine_entry(const Step& s) {
-    if (!s.cur.lookup_prev || s.slot == nullptr || s.slot->module == nullptr) return false;
-    uint8_t code[Ops::kCoroutineEntryLen > 0 ? Ops::kCoroutineEntryLen : 1];
-    return module_code(*s.slot, s.cur.pc, code, sizeof(code)) && Ops::coroutine_entry(code);
+    return s.cur.lookup_prev && s.slot != nullptr && coroutine_entry_at(*s.slot, s.cur.pc);
   }
 
   /// An exact pc (frame 0, or where a signal hit) that is 0 or in no module: a call through a
@@ -635,7 +868,7 @@ class Unwinder {
     } else {
       const RuleLookup l = src.lookup(rel, q);
       rule = l.rule;
-      if (l.cache) cache_.insert(rel, gen, rule, Traits::kNumRegs);
+      if (l.cache) cache_.insert(rel, gen, rule, Traits::kNumRegs, Traits::kSpReg, Traits::kFpReg);
     }
     if (rule.kind == UnwindRule::kFull || rule.kind == UnwindRule::kInvalid) {
       if (!src.has_full_rows()) {
@@ -654,7 +887,7 @@ class Unwinder {
         if (uncompiled_miss && q.use_debug_frame && st == dwarf::CfiStatus::kNotFound) {
           UnwindRule none;
           none.kind = UnwindRule::kNoInfo;
-          cache_.insert(rel, gen, none, Traits::kNumRegs);
+          cache_.insert(rel, gen, none, Traits::kNumRegs, Traits::kSpReg, Traits::kFpReg);
         }
         return table_verdict(s, st == dwarf::CfiStatus::kNotFound ? StopReason::kNoUnwindInfo : StopReason::kBadCfi);
       }
@@ -662,7 +895,7 @@ class Unwinder {
         // What the compiled row would hold (compile_fde_rows), for the next walk through this pc.
         UnwindRule r = translate_row(full.row, kRowParams.addr_size, kRowParams.num_regs, kRowParams.callee_saved);
         r.from_debug_frame = full.from_debug_frame ? 1 : 0;
-        cache_.insert(rel, gen, r, Traits::kNumRegs);
+        cache_.insert(rel, gen, r, Traits::kNumRegs, Traits::kSpReg, Traits::kFpReg);
       }
       s.next = s.regs;
       const StopReason r = apply_row(*full.section, s.regs, s.next, s.cfa);
@@ -1037,6 +1270,7 @@ class Unwinder {
   std::optional<FullRow> full_opt_;
   StopReason expr_reason_ = StopReason::kBadCfi;
   uint64_t lost_ = 0;  // registers lost to unreadable save slots in this walk
+  size_t frame_base_ = 0;  ///< frames walk_pcs wrote as pcs before out->frames[0]
 };
 
 }  // namespace stackprov::unwind

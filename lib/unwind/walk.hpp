@@ -19,4 +19,9 @@ ModuleSlot snapshot_slot(const memory::Snapshot& snap, size_t index);
 void walk_snapshot(const memory::Snapshot& snap, const ModuleTable& modules, RuleCache& cache,
                    const WalkOptions& opts, WalkResult* out);
 
+/// walk_snapshot's pcs alone (Unwinder::walk_pcs): into pcs[0, opts.max_frames), their count
+/// returned, out->stop the walk's stop reason; out->frames is scratch.
+size_t walk_snapshot_pcs(const memory::Snapshot& snap, const ModuleTable& modules, RuleCache& cache,
+                         const WalkOptions& opts, uint64_t* pcs, WalkResult* out);
+
 }  // namespace stackprov::unwind

@@ -68,6 +68,32 @@ static void expect_callers_match(const char* what, const uint64_t* pcs, uint32_t
 
 /* -------------------------------------------------- unwind_into vs sprov_stack */
 
+/* The pcs-only walk of `snap` equals its frames' walk (pcs, count, stop reason: `want`, `n`, `stop`)
+   with the whole buffer, and with every capacity from 1 to n + 1 the frames' walk with that capacity. */
+static void expect_pcs_only(const char* what, sprov_unwinder* uw, const sprov_snapshot* snap, const uint64_t* want,
+                            uint32_t n, int32_t stop) {
+  uint64_t only[kMax];
+  struct sprov_unwind_buf ob = {.sz = sizeof ob, .pcs = only, .capacity = kMax};
+  REQUIRE_OK(sprov_unwinder_unwind_into(uw, snap, &ob));
+  CHECK(ob.count == n && ob.stop_reason == stop, "%s: pcs only: %u frames, stop %s; with frames %u, stop %s", what,
+        ob.count, sprov_stop_reason_name(ob.stop_reason), n, sprov_stop_reason_name(stop));
+  for (uint32_t i = 0; i < n && i < ob.count; i++)
+    CHECK(only[i] == want[i], "%s: pcs only: frame %u pc 0x%llx, with frames 0x%llx", what, i,
+          (unsigned long long)only[i], (unsigned long long)want[i]);
+  for (uint32_t cap = 1; cap <= n + 1 && cap <= kMax; cap++) {
+    struct sprov_raw_frame fr[kMax];
+    uint64_t a[kMax], b[kMax];
+    struct sprov_unwind_buf fb = {.sz = sizeof fb, .frames = fr, .pcs = a, .capacity = cap,
+                                  .frame_sz = sizeof(struct sprov_raw_frame)};
+    struct sprov_unwind_buf pb = {.sz = sizeof pb, .pcs = b, .capacity = cap};
+    REQUIRE_OK(sprov_unwinder_unwind_into(uw, snap, &fb));
+    REQUIRE_OK(sprov_unwinder_unwind_into(uw, snap, &pb));
+    CHECK(pb.count == fb.count && pb.stop_reason == fb.stop_reason && memcmp(a, b, fb.count * sizeof a[0]) == 0,
+          "%s: capacity %u: pcs only %u frames, stop %s; with frames %u, stop %s", what, cap, pb.count,
+          sprov_stop_reason_name(pb.stop_reason), fb.count, sprov_stop_reason_name(fb.stop_reason));
+  }
+}
+
 static void test_unwind_into(const struct probe* p) {
   SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = kMax);
   sprov_unwinder* uw = NULL;
@@ -99,6 +125,11 @@ static void test_unwind_into(const struct probe* p) {
     CHECK(frames[i].flags & SPROV_FRAME_RETURN_ADDRESS, "frame %u flags 0x%x lack RETURN_ADDRESS", i, frames[i].flags);
   }
   expect_callers_match("unwind_into", pcs, buf.count, p);
+
+  /* pcs alone (a profiler's walk: no frame records, Unwinder::walk_pcs): backtrace()'s callers, and
+     the frames' walk at every capacity (max_frames inside and after the common run). */
+  expect_pcs_only("unwind_into", uw, p->snap, pcs, buf.count, buf.stop_reason);
+  expect_callers_match("unwind_into pcs only", pcs, buf.count, p);
 
   /* pcs only, and a buffer smaller than the stack: max_frames. */
   uint64_t few[3];
@@ -435,6 +466,59 @@ static void on_usr1(int sig, siginfo_t* si, void* uc) {
   g_sig_bt_n = backtrace(g_sig_bt, kMax); /* warmed up in main(): no lazy loading here */
 }
 
+/* A snapshot taken in a signal handler: its walk crosses the sigreturn trampoline (a frame the
+   pcs-only walk leaves to the ladder, then takes up again). backtrace() in the handler is the oracle. */
+static sprov_snapshot* g_hsnap;
+static void* g_hbt[kMax];
+static int g_hbt_n;
+static void on_usr2(int sig) {
+  (void)sig;
+  g_hbt_n = backtrace(g_hbt, kMax);
+  if (sprov_snapshot_capture_self(g_ctx, NULL, &g_hsnap) != 0) g_hsnap = NULL;
+}
+static void __attribute__((noinline)) raise_usr2(void) {
+  raise(SIGUSR2);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void test_pcs_only_signal(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr2;
+  sigaction(SIGUSR2, &sa, NULL);
+  raise_usr2();
+  CHECK(g_hsnap != NULL, "capture in a signal handler failed");
+  if (g_hsnap == NULL) return;
+  SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = kMax);
+  sprov_unwinder* uw = NULL;
+  REQUIRE_OK(sprov_unwinder_new(g_ctx, &uo, &uw));
+  struct sprov_raw_frame frames[kMax];
+  uint64_t pcs[kMax];
+  struct sprov_unwind_buf buf = {.sz = sizeof buf, .frames = frames, .pcs = pcs, .capacity = kMax,
+                                 .frame_sz = sizeof(struct sprov_raw_frame)};
+  REQUIRE_OK(sprov_unwinder_unwind_into(uw, g_hsnap, &buf));
+  CHECK(buf.stop_reason == SPROV_STOP_END_OF_STACK, "handler snapshot: stop %s", sprov_stop_reason_name(buf.stop_reason));
+  /* backtrace()'s frame 0 is in on_usr2 after its call, ours in the capture: from the signal frame
+     (the trampoline, method signal) on they are the same return addresses. */
+  uint32_t sig = 0;
+  while (sig < buf.count && frames[sig].method != SPROV_METHOD_SIGNAL) sig++;
+  CHECK(sig < buf.count, "handler snapshot: no frame found through the signal frame");
+  int at = -1;
+  for (int i = 0; i < g_hbt_n && at < 0 && sig < buf.count; i++)
+    if ((uint64_t)(uintptr_t)g_hbt[i] == pcs[sig]) at = i;
+  CHECK(at >= 0, "handler snapshot: the interrupted pc is not in backtrace()");
+  if (at >= 0) {
+    CHECK(buf.count - sig == (uint32_t)(g_hbt_n - at), "handler snapshot: %u frames after the signal, backtrace() %d",
+          buf.count - sig, g_hbt_n - at);
+    for (int i = at; i < g_hbt_n && sig + (uint32_t)(i - at) < buf.count; i++)
+      CHECK((uint64_t)(uintptr_t)g_hbt[i] == pcs[sig + (uint32_t)(i - at)], "handler snapshot: frame %d, backtrace() %p",
+            i, g_hbt[i]);
+  }
+  expect_pcs_only("handler snapshot", uw, g_hsnap, pcs, buf.count, buf.stop_reason);
+  sprov_unwinder_free(uw);
+  sprov_snapshot_free(g_hsnap);
+}
+
 static void test_signal(void) {
   SPROV_OPTS(sprov_unwinder_opts, uo, .max_frames = kMax);
   REQUIRE_OK(sprov_unwinder_new(g_ctx, &uo, &g_sig_uw));
@@ -492,6 +576,7 @@ int main(void) {
   test_trampoline(&p, &rc);
 #endif
   test_signal();
+  test_pcs_only_signal();
 
   free(rc.stack);
   sprov_snapshot_free(p.snap);

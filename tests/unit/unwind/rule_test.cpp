@@ -91,10 +91,8 @@ TEST_CASE("rule cache hits only for the same pc and generation", "[unwind]") {
   CHECK(c.find(0x401000, 1) == nullptr);
 }
 
-TEST_CASE("rule cache entries say which rules the walk's common step takes, and the slots they read",
-          "[unwind]") {
-  RuleCache c;
-  // x86_64's usual prologue row: cfa = rsp + 24, ra at cfa - 8, rbp at cfa - 16, rbx at cfa - 24.
+// x86_64's usual prologue row: cfa = rsp + 24, ra at cfa - 8, rbp at cfa - 16, rbx at cfa - 24.
+static UnwindRule prologue_row() {
   UnwindRule r;
   r.kind = UnwindRule::kCfaReg;
   r.cfa_reg = 7;
@@ -105,6 +103,13 @@ TEST_CASE("rule cache entries say which rules the walk's common step takes, and 
   r.saved_off[0] = -2;
   r.saved_reg[1] = 3;
   r.saved_off[1] = -3;
+  return r;
+}
+
+TEST_CASE("rule cache entries say which rules the walk's common step takes, and the slots they read",
+          "[unwind]") {
+  RuleCache c;
+  const UnwindRule r = prologue_row();
   c.insert(0x1000, 1, r, 17);
   const RuleCache::Entry* e = c.probe_entry(0x1000, 1);
   REQUIRE(e != nullptr);
@@ -142,6 +147,69 @@ TEST_CASE("rule cache entries say which rules the walk's common step takes, and 
   CHECK(c.probe_entry(0x6000, 1)->span_words == 1);
   c.insert(0x1000, 1, r, 0);
   CHECK(c.probe_entry(0x1000, 1)->common == 0);
+}
+
+TEST_CASE("rule cache entries carry the pcs-only walk's form: CFA base, slot words, other saved registers",
+          "[unwind]") {
+  RuleCache c;
+  // x86_64 (rsp 7, rbp 6): rbx at word 0 of the span, rbp at word 1, ra at word 2.
+  const UnwindRule r = prologue_row();
+  c.insert(0x1000, 1, r, 17, 7, 6);
+  const RuleCache::Entry* e = c.probe_entry(0x1000, 1);
+  REQUIRE(e != nullptr);
+  CHECK((e->pcs & 3) == RuleCache::kPcsCfaSp);
+  CHECK((e->pcs >> 2) == 1);  // rbx
+  CHECK(e->ra_rel == 2);
+  CHECK(e->fp_rel == 1);
+  CHECK(e->other_reg[0] == 3);
+  CHECK(e->other_rel[0] == 0);
+  // Without the architecture's sp and fp (the default), no pcs form.
+  c.insert(0x1000, 1, r, 17);
+  CHECK(c.probe_entry(0x1000, 1)->pcs == 0);
+  // The CFA on rbp after `mov %rsp,%rbp`: cfa = rbp + 16, rbp at cfa - 16, ra at cfa - 8.
+  UnwindRule f;
+  f.kind = UnwindRule::kCfaReg;
+  f.cfa_reg = 6;
+  f.cfa_off = 16;
+  f.ra_off = -1;
+  f.nsaved = 1;
+  f.saved_reg[0] = 6;
+  f.saved_off[0] = -2;
+  c.insert(0x2000, 1, f, 17, 7, 6);
+  e = c.probe_entry(0x2000, 1);
+  CHECK((e->pcs & 3) == RuleCache::kPcsCfaFp);
+  CHECK((e->pcs >> 2) == 0);
+  CHECK(e->fp_rel == 0);
+  CHECK(e->ra_rel == 1);
+  // The CFA on another register (rbx, as some hand-written code has it): common, no pcs form.
+  UnwindRule b = f;
+  b.cfa_reg = 3;
+  c.insert(0x3000, 1, b, 17, 7, 6);
+  CHECK(c.probe_entry(0x3000, 1)->common == 1);
+  CHECK(c.probe_entry(0x3000, 1)->pcs == 0);
+  // Five saved registers besides rbp (rbx, r12-r15: a function that saves every callee-saved
+  // register) fit; a sixth does not (arm64's x19-x28 may).
+  UnwindRule many;
+  many.kind = UnwindRule::kCfaReg;
+  many.cfa_reg = 7;
+  many.cfa_off = 64;
+  many.ra_off = -1;
+  const uint8_t regs[6] = {6, 3, 12, 13, 14, 15};
+  for (int i = 0; i < 6; i++) {
+    many.saved_reg[i] = regs[i];
+    many.saved_off[i] = static_cast<int8_t>(-2 - i);
+  }
+  many.nsaved = 6;
+  c.insert(0x4000, 1, many, 17, 7, 6);
+  e = c.probe_entry(0x4000, 1);
+  CHECK((e->pcs & 3) == RuleCache::kPcsCfaSp);
+  CHECK((e->pcs >> 2) == 5);
+  CHECK(e->fp_rel == 5);  // the span starts at cfa - 7 words (r15): rbp at cfa - 2 words
+  CHECK(e->other_reg[4] == 15);
+  CHECK(e->other_rel[4] == 0);
+  many.saved_reg[0] = 1;  // rdx in rbp's place: six others
+  c.insert(0x5000, 1, many, 17, 7, 6);
+  CHECK(c.probe_entry(0x5000, 1)->pcs == 0);
 }
 
 TEST_CASE("module table finds the module holding a pc", "[unwind]") {
