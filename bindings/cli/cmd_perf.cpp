@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -155,9 +156,12 @@ int parse_command(const char* cmd, int argc, char** argv, const std::vector<OptS
 
 /// An output file written under a temp name beside it and renamed over it by commit()
 /// (sprov_output_file): a command that fails leaves no file (and an existing one untouched).
-/// "-" or none: stdout.
+/// "-" or none: stdout. Written through a 1 MiB stdio buffer unless to a terminal: the default
+/// (st_blksize, 4 KiB) cost one write(2) per 4 KiB, 25,800 of them and 15-20% of the CPU time for
+/// the 105 MB of JSON of the benchmark's native recording (doc/benchmarks.md "Issue 37, stop 62").
 class Output {
  public:
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
   ~Output() {
     if (f_ != nullptr && f_ != stdout) fclose(f_);
     sprov_output_file_free(out_);  // removes the temp file unless committed
@@ -165,6 +169,9 @@ class Output {
   bool open(const char* path, std::string* err) {
     if (path == nullptr || !strcmp(path, "-")) {
       f_ = stdout;
+      // glibc ignores the size without a buffer. Static: stdout is flushed again at exit.
+      static char stdout_buffer[kBufferBytes];
+      if (!isatty(STDOUT_FILENO)) setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);  // before any output
       return true;
     }
     struct stat st;
@@ -182,6 +189,8 @@ class Output {
       if (fd >= 0) close(fd);
       return false;
     }
+    buffer_.reset(new char[kBufferBytes]);  // freed after f_ is closed (commit, the destructor)
+    setvbuf(f_, buffer_.get(), _IOFBF, kBufferBytes);
     return true;
   }
   FILE* file() const { return f_; }
@@ -213,6 +222,7 @@ class Output {
  private:
   FILE* f_ = nullptr;
   sprov_output_file* out_ = nullptr;
+  std::unique_ptr<char[]> buffer_;  // f_'s buffer: the destructor's body closes f_ before it is freed
 };
 
 
