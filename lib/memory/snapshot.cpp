@@ -482,7 +482,7 @@ Status parse_sections(Cursor& c, Snapshot& s) {
 
 }  // namespace
 
-Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len) {
+Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len, std::vector<uint8_t>* reuse) {
   if (len == 0) return make_error(SPROV_ERR_INVALID_ARG, "empty memory region at 0x%" PRIx64, addr);
   if (bytes == nullptr)
     return make_error(SPROV_ERR_INVALID_ARG, "null bytes for region at 0x%" PRIx64, addr);
@@ -518,6 +518,7 @@ Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len) {
                       addr, end, it->addr, it->addr + it->bytes.size());
   MemoryRegion r;
   r.addr = addr;
+  if (reuse != nullptr) r.bytes.swap(*reuse);
   const auto* b = static_cast<const uint8_t*>(bytes);
   r.bytes.assign(b, b + len);
   memory.insert(it, std::move(r));

@@ -127,8 +127,10 @@ struct Snapshot {
     regs_valid |= 1ull << r;
   }
 
-  /// Inserts a memory region keeping `memory` sorted; rejects overlaps.
-  Status add_memory(uint64_t addr, const void* bytes, size_t len);
+  /// Inserts a memory region keeping `memory` sorted; rejects overlaps. With `reuse`, the bytes
+  /// are copied into its storage (a buffer of a region dropped before, its capacity kept: no
+  /// allocation per region when a snapshot is refilled again and again), and *reuse is left empty.
+  Status add_memory(uint64_t addr, const void* bytes, size_t len, std::vector<uint8_t>* reuse = nullptr);
   /// Inserts a module keeping `modules` sorted; rejects overlaps.
   Status add_module(SnapshotModule m);
   /// Replaces the module list with `mods` in any order, as add_module of each would (the same

@@ -112,6 +112,25 @@ TEST_CASE("add_memory keeps regions sorted and rejects overlaps naming both rang
   REQUIRE(s.memory.size() == 4);
 }
 
+TEST_CASE("add_memory with a buffer to reuse copies into its storage and checks the same") {
+  Snapshot s = sample();
+  const auto bytes = pattern(0x80, 7);
+  std::vector<uint8_t> spare(0x2000, 0xee);
+  const uint8_t* storage = spare.data();
+  REQUIRE(s.add_memory(0x7ffd00020000, bytes.data(), bytes.size(), &spare).ok());
+  REQUIRE(spare.empty());
+  const MemoryRegion& r = s.memory.back();
+  REQUIRE(r.addr == 0x7ffd00020000);
+  REQUIRE(r.bytes == bytes);             // the bytes given, not the spare's old ones
+  REQUIRE(r.bytes.data() == storage);    // in the spare's storage
+  std::vector<uint8_t> other(0x100);
+  auto st = s.add_memory(0x7ffd00020010, bytes.data(), 1, &other);  // overlaps: refused as without it
+  REQUIRE_FALSE(st.ok());
+  REQUIRE(st.error().code == SPROV_ERR_INVALID_ARG);
+  REQUIRE(other.size() == 0x100);        // left as it was
+  REQUIRE(s.memory.size() == 4);
+}
+
 TEST_CASE("add_module keeps modules sorted and rejects overlaps and bad ranges") {
   Snapshot s = sample();
   REQUIRE(s.modules[0].path == "/bin/app");
