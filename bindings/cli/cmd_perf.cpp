@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <chrono>
 #include <cmath>
@@ -466,12 +467,20 @@ int cmd_perf_import(int argc, char** argv) {
       fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i), smp.error.c_str());
     const struct sprov_profile_sample& s = smp.s;
     if (fmt == Format::kJson) {
-      line.clear();
-      char head[192];
-      snprintf(head, sizeof(head), "{\"time\":%llu,\"pid\":%lld,\"tid\":%lld,\"mode\":\"%s\",\"comm\":\"",
-               static_cast<unsigned long long>(s.time), static_cast<long long>(s.pid), static_cast<long long>(s.tid),
-               stackprov_cli::mode_name(s.mode));
-      line += head;
+      // The head as snprintf's %llu / %lld wrote it, without the format parsing (2-3% of a run).
+      auto append_int = [&](auto v) {
+        char b[24];
+        line.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, v).ptr - b));
+      };
+      line.assign("{\"time\":");
+      append_int(static_cast<unsigned long long>(s.time));
+      line += ",\"pid\":";
+      append_int(static_cast<long long>(s.pid));
+      line += ",\"tid\":";
+      append_int(static_cast<long long>(s.tid));
+      line += ",\"mode\":\"";
+      line += stackprov_cli::mode_name(s.mode);
+      line += "\",\"comm\":\"";
       stackprov_cli::append_json_escaped(&line, s.comm);
       line += "\",\"frames\":[";
     }
@@ -557,13 +566,14 @@ int cmd_perf_import(int argc, char** argv) {
     uint64_t stack_hash = 0;
     const std::string* frames_cached = nullptr;
     if (fmt == Format::kJson) {
-      stack_key.clear();
-      stack_key.push_back(s.module_list);
+      stack_key.resize(1 + 4 * smp.frames.size());  // written in place (a push_back per word was 1.2%)
+      uint64_t* k = stack_key.data();
+      *k++ = s.module_list;
       for (const stackprov_cli::SampleFrame& f : smp.frames) {
-        stack_key.push_back(f.pc);
-        stack_key.push_back(f.module_offset);
-        stack_key.push_back((static_cast<uint64_t>(f.name) << 32) | static_cast<uint32_t>(f.method));
-        stack_key.push_back(static_cast<uint32_t>(f.module_index) | (f.kernel ? 1ull << 32 : 0) | (f.inlined ? 1ull << 33 : 0));
+        *k++ = f.pc;
+        *k++ = f.module_offset;
+        *k++ = (static_cast<uint64_t>(f.name) << 32) | static_cast<uint32_t>(f.method);
+        *k++ = static_cast<uint32_t>(f.module_index) | (f.kernel ? 1ull << 32 : 0) | (f.inlined ? 1ull << 33 : 0);
       }
       stack_hash = 0x9e3779b97f4a7c15ull ^ stack_key.size();
       for (uint64_t w : stack_key) stack_hash = (stack_hash ^ w) * 0xff51afd7ed558ccdull, stack_hash ^= stack_hash >> 29;
