@@ -88,6 +88,41 @@ for a, r in (c or {}).get("arches", {}).items():
 v = load("provenance")
 if v:
     print("  provenance Rekor v1 verify: stackprov / bare mbedTLS floor = %.2f" % v["ratio_stackprov_over_peer_rekor_v1"])
+
+# Issue 37's table, each figure beside its goal (from the benchmarks' own JSON; a benchmark that did
+# not run prints nothing here).
+rows = []
+def row(what, measured, goal, met):
+    rows.append("  %-62s %-10s %-20s %s" % (what, measured, goal, "met" if met else "NOT met"))
+if u:
+    inc = u.get("stackprov_incache_ns_per_frame", 0.0)
+    row("unwind in-cache, ns/frame (bench/unwind)", "%.1f" % inc, "<= 10", 0 < inc <= 10)
+    lu = u.get("libunwind_over_stackprov_incache", 0.0)
+    row("unwind in-cache vs libunwind", "x%.1f" % lu, ">= 50x", lu >= 50)
+    sw = u.get("stackprov_warm_cpu_ns_per_frame", 0.0)
+    row("unwind sweep, CPU ns/frame", "%.1f" % sw, "<= 35", 0 < sw <= 35)
+    miss = u.get("stackprov_miss_ns", 0.0)
+    row("rule-cache miss in a loaded module, ns", "%.1f" % miss, "<= 60", 0 < miss <= 60)
+for g in (p or {}).get("goals", []):
+    row("perf-import %s %s" % (g["workload"], g["what"]), "x%.2f" % g["measured"], g["want"], g["met"])
+for n, r in ((load("bundle") or {}).get("targets") or {}).items():
+    row("bundle bytes / GSYM, %s" % n, "%.3f" % r["size_ratio_bundle_to_gsym"], "<= 0.5",
+        r["targets"]["size_ratio_le_0.5"])
+for n, g in (s or {}).get("goal", {}).items():
+    a, b = g["no_lines_vs_eu_stack"], g["lines_vs_eu_stack_i_s"]
+    row("stack --pid --no-lines vs eu-stack -m, %s" % n, "x%.2f" % a["measured"], a["want"], a["met"])
+    row("stack --pid vs eu-stack -m -i -s, %s" % n, "x%.2f" % b["measured"], b["want"], b["met"])
+for g in (y or {}).get("goals", []):
+    row("symbolize CLI vs llvm-symbolizer-14 (CPU), %s %d" % (g["module"], g["addresses"]),
+        "x%.2f" % g["speedup_vs_llvm_symbolizer"], ">= 5x", g["speedup_vs_llvm_symbolizer"] >= 5)
+    row("symbolize extra heap / raw DWARF, %s %d" % (g["module"], g["addresses"]),
+        "%.2f" % g["extra_heap_ratio"], "<= 1", g["heap_met"])
+for r in (y or {}).get("real_binaries", []):
+    row("symbolize 5,000 random addresses (wall), %s" % r["binary"], "x%.2f" % r["wall_speedup"], ">= 3x", r["met"])
+if rows:
+    print()
+    print("run-bench: issue 37's goals (figure, goal, met or not)")
+    print("\n".join(rows))
 PY
 echo "run-bench: $ran benchmark(s) passed, ${#failed[@]} failed${failed:+: ${failed[*]}} (load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs)"
 for j in "$BUILD"/bench/*.json; do [ -e "$j" ] && echo "  $j"; done
