@@ -507,6 +507,8 @@ class Unwinder {
       const ModuleSlot* alt = nullptr;  // the module the walk was in before this one
       auto win = mem_.window();
       uint64_t restored = 0;  // valid bits of the other saved registers written into regs
+      PendingSaves pending[kPending];
+      size_t npending = 0;
       bool stopped = false, stepped = false;  // stepped: the walk stopped after a step (counted)
       while (p < end && slot != nullptr && pc != 0) {
         const uint32_t gen = slot->table_generation;
@@ -546,10 +548,14 @@ class Unwinder {
           fp = slot_word(w + e->fp_rel * 8);
           fp_valid = true;
         }
-        for (int i = 0, n = e->pcs >> 2; i < n; i++) {
-          const int reg = e->other_reg[i];
-          regs.v[reg] = slot_word(w + e->other_rel[i] * 8);
-          restored |= uint64_t{1} << reg;
+        // The other saved registers are needed only by a frame after the run (a walk that stops
+        // in it never reads them): the step is noted, without a branch on their number, and the
+        // notes are applied in order when the run ends without a stop (or the notes are full).
+        pending[npending] = {e, w};
+        npending += (e->pcs >> 2) != 0;
+        if (npending == kPending) {
+          apply_pending(pending, npending, regs, restored);
+          npending = 0;
         }
         // fast_run's checks with the current frame's pc a return address.
         if (ra == 0) {
@@ -572,6 +578,7 @@ class Unwinder {
         *p++ = ra;
       }
       const uint64_t steps = static_cast<uint64_t>(p - first) + (stepped ? 1 : 0);
+      if (!stopped) apply_pending(pending, npending, regs, restored);
       regs.valid |= restored;
       if (steps != 0) write_back(regs, pc, sp, fp, fp_valid, steps);
       ps->n = static_cast<size_t>(p - ps->pcs);
@@ -579,6 +586,25 @@ class Unwinder {
       ps->sp = sp;
       slot_io = slot;
       return stopped;
+    }
+  }
+
+  /// A pcs_run step whose rule restores other saved registers: its entry and its slots' host bytes.
+  struct PendingSaves {
+    const RuleCache::Entry* e;
+    const uint8_t* w;
+  };
+  static constexpr size_t kPending = 64;
+  /// The other saved registers of `n` pcs_run steps, in order, into `regs` (their valid bits into
+  /// `restored`): what fast_run's steps would have written.
+  static void apply_pending(const PendingSaves* pending, size_t n, Regs& regs, uint64_t& restored) {
+    for (size_t k = 0; k < n; k++) {
+      const RuleCache::Entry* e = pending[k].e;
+      for (int i = 0, m = e->pcs >> 2; i < m; i++) {
+        const int reg = e->other_reg[i];
+        regs.v[reg] = slot_word(pending[k].w + e->other_rel[i] * 8);
+        restored |= uint64_t{1} << reg;
+      }
     }
   }
 
