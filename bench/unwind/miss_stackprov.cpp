@@ -57,7 +57,8 @@ MissFigures measure_stackprov_miss(const SnapshotSet& set, int runs) {
       }
       su::UnwindRule r;
       if (p.mod->compiled_rule(p.rel, false, kParams, &r) == stackprov::dwarf::CfiStatus::kOk) {
-        cache.insert(p.rel, gen, r, stackprov::arch::x86_64::Traits::kNumRegs);
+        cache.insert(p.rel, gen, r, stackprov::arch::x86_64::Traits::kNumRegs, stackprov::arch::x86_64::Traits::kSpReg,
+                     stackprov::arch::x86_64::Traits::kFpReg);  // as the unwinder inserts (Entry::pcs)
         s += r.cfa_off;
       }
     }
@@ -88,7 +89,8 @@ MissFigures measure_stackprov_miss(const SnapshotSet& set, int runs) {
       if (p.mod->eh_index().lookup(p.mod->eh_frame(), p.rel, &fde) != stackprov::dwarf::CfiStatus::kOk) continue;
       if (stackprov::dwarf::find_row(p.mod->eh_frame(), fde, p.rel, &row) != stackprov::dwarf::CfiStatus::kOk) continue;
       const su::UnwindRule r = su::translate_row(row, kParams.addr_size, kParams.num_regs, kParams.callee_saved);
-      cache.insert(p.rel, gen, r, stackprov::arch::x86_64::Traits::kNumRegs);
+      cache.insert(p.rel, gen, r, stackprov::arch::x86_64::Traits::kNumRegs, stackprov::arch::x86_64::Traits::kSpReg,
+                   stackprov::arch::x86_64::Traits::kFpReg);
       s += r.cfa_off;
     }
     sink = sink + s;
