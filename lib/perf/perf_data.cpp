@@ -21,7 +21,6 @@ constexpr uint64_t kMagic2Swapped = 0x50455246494c4532ull;  // written by a big-
 constexpr uint64_t kMagic1 = 0x454c494646524550ull;         // "PERFFILE" (format version 1)
 constexpr size_t kAttrMinSize = 64;     // PERF_ATTR_SIZE_VER0
 constexpr size_t kAttrRegsOffset = 80;  // sample_regs_user (PERF_ATTR_SIZE_VER3 = 96 includes it)
-constexpr size_t kMaxRecords = size_t{1} << 26;
 constexpr size_t kMaxAttrs = 4096;
 constexpr size_t kMaxIdsPerAttr = 1u << 20;
 // HEADER_* feature bits (tools/perf/util/header.h).
@@ -376,11 +375,69 @@ const uint8_t* RecordSource::at(uint64_t off, size_t n) {
   return lru->buf.data();
 }
 
+// ---------------------------------------------------------------- the walk of the data section
+
+Result<WalkStep> walk_head(const uint8_t* head, uint64_t off, uint64_t end, Truncation* cut, RecordRef* r) {
+  if (end - off < 8) {
+    if (cut->data_missing != 0) {  // the file ends inside this record's header
+      cut->partial_bytes = end - off;
+      return WalkStep::kCut;
+    }
+    return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx cut off by the data section end",
+                      static_cast<unsigned long long>(off));
+  }
+  r->offset = off;
+  r->type = ld32(head);
+  r->misc = ld16(head + 4);
+  r->size = ld16(head + 6);
+  if (r->size >= 8 && r->size > end - off && cut->data_missing != 0) {  // the file ends inside this record
+    cut->partial_bytes = end - off;
+    return WalkStep::kCut;
+  }
+  if (r->size < 8 || r->size > end - off)
+    return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: record at 0x%llx (type %u) has size %u (%llu bytes left)",
+                      static_cast<unsigned long long>(off), r->type, r->size,
+                      static_cast<unsigned long long>(end - off));
+  if (r->type == kRecordCompressed)
+    return make_error(SPROV_ERR_UNSUPPORTED, "perf.data: compressed records (perf record -z) at 0x%llx are not read",
+                      static_cast<unsigned long long>(off));
+  return WalkStep::kRecord;
+}
+
+Result<WalkStep> walk_step(const uint8_t* rec, const RecordRef& r, uint64_t end, Truncation* cut, uint64_t* step) {
+  const uint64_t off = r.offset;
+  *step = r.size;
+  if (r.type == kRecordAuxtrace) {  // struct perf_record_auxtrace: u64 size of the trailing aux data
+    if (r.size < 16) return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace record at 0x%llx too small",
+                                       static_cast<unsigned long long>(off));
+    const uint64_t aux = ld64(rec + 8);
+    if (aux > end - off - r.size && cut->data_missing != 0 && aux <= cut->data_missing + (end - off - r.size)) {
+      cut->partial_bytes = end - off;  // the file ends inside the trailing aux data
+      return WalkStep::kCut;
+    }
+    if (aux > end - off - r.size)
+      return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace data of %llu bytes at 0x%llx exceeds the data section",
+                        static_cast<unsigned long long>(aux), static_cast<unsigned long long>(off));
+    *step += aux;
+  }
+  return WalkStep::kRecord;
+}
+
+bool index_fields(const RecordDecoder& d, const uint8_t* rec, RecordRef* r) {
+  r->time = d.record_time(rec, r->size);
+  if (r->type != kRecordSample) return true;
+  RawSample smp;
+  if (!d.decode_sample(rec, r->size, &smp).ok()) return false;
+  r->pid = smp.pid;
+  r->tid = smp.tid;
+  return true;
+}
+
 // ---------------------------------------------------------------- PerfData
 
 Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len) { return parse(bytes, len, -1); }
 
-Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd) {
+Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd, bool index) {
   if (len < 16) return make_error(SPROV_ERR_TRUNCATED, "perf.data: %zu bytes, too short for a header", len);
   const uint64_t magic = ld64(bytes);
   if (magic == kMagic2Swapped)
@@ -459,70 +516,34 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd) {
   pd.source_ = fd >= 0 ? RecordSource(fd, len) : RecordSource(bytes, len);
   if (Status st = pd.decoder_.init(std::move(attrs)); !st.ok()) return st.error();
 
-  // The record index.
-  uint64_t off = data_off;
-  const uint64_t end = data_off + data_size - cut.data_missing;  // within the file
-  while (off < end) {
-    if (end - off < 8) {
-      if (cut.data_missing != 0) {  // the file ends inside this record's header
-        cut.partial_bytes = end - off;
-        break;
-      }
-      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx cut off by the data section end",
-                        static_cast<unsigned long long>(off));
+  pd.data_off_ = data_off;
+  pd.data_end_ = data_off + data_size - cut.data_missing;  // within the file
+  if (index) {  // the record index
+    uint64_t off = data_off;
+    const uint64_t end = pd.data_end_;
+    while (off < end) {
+      const uint8_t* head = end - off >= 8 ? pd.source_.at(off, 8) : nullptr;
+      if (end - off >= 8 && head == nullptr)
+        return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx could not be read: %s",
+                          static_cast<unsigned long long>(off), pd.source_.why().c_str());
+      RecordRef r;
+      auto h = walk_head(head, off, end, &cut, &r);
+      if (!h.ok()) return h.error();
+      if (h.value() == WalkStep::kCut) break;
+      const uint8_t* rec = pd.source_.at(off, r.size);
+      if (rec == nullptr)
+        return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read: %s",
+                          static_cast<unsigned long long>(off), r.size, pd.source_.why().c_str());
+      uint64_t step = 0;
+      auto w = walk_step(rec, r, end, &cut, &step);
+      if (!w.ok()) return w.error();
+      if (w.value() == WalkStep::kCut) break;
+      if (pd.records_.size() >= kMaxRecords)
+        return make_error(SPROV_ERR_LIMIT, "perf.data: more than %zu records", kMaxRecords);
+      if (!index_fields(pd.decoder_, rec, &r)) pd.refused_.push_back(off);  // ascending: read in order
+      pd.records_.push_back(r);
+      off += step;
     }
-    const uint8_t* head = pd.source_.at(off, 8);
-    if (head == nullptr)
-      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record header at 0x%llx could not be read: %s",
-                        static_cast<unsigned long long>(off), pd.source_.why().c_str());
-    RecordRef r;
-    r.offset = off;
-    r.type = ld32(head);
-    r.misc = ld16(head + 4);
-    r.size = ld16(head + 6);
-    if (r.size >= 8 && r.size > end - off && cut.data_missing != 0) {  // the file ends inside this record
-      cut.partial_bytes = end - off;
-      break;
-    }
-    if (r.size < 8 || r.size > end - off)
-      return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: record at 0x%llx (type %u) has size %u (%llu bytes left)",
-                        static_cast<unsigned long long>(off), r.type, r.size,
-                        static_cast<unsigned long long>(end - off));
-    if (r.type == kRecordCompressed)
-      return make_error(SPROV_ERR_UNSUPPORTED, "perf.data: compressed records (perf record -z) at 0x%llx are not read",
-                        static_cast<unsigned long long>(off));
-    const uint8_t* rec = pd.source_.at(off, r.size);
-    if (rec == nullptr)
-      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read: %s",
-                        static_cast<unsigned long long>(off), r.size, pd.source_.why().c_str());
-    uint64_t step = r.size;
-    if (r.type == kRecordAuxtrace) {  // struct perf_record_auxtrace: u64 size of the trailing aux data
-      if (r.size < 16) return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace record at 0x%llx too small",
-                                         static_cast<unsigned long long>(off));
-      const uint64_t aux = ld64(rec + 8);
-      if (aux > end - off - r.size && cut.data_missing != 0 && aux <= cut.data_missing + (end - off - r.size)) {
-        cut.partial_bytes = end - off;  // the file ends inside the trailing aux data
-        break;
-      }
-      if (aux > end - off - r.size)
-        return make_error(SPROV_ERR_BAD_FORMAT, "perf.data: auxtrace data of %llu bytes at 0x%llx exceeds the data section",
-                          static_cast<unsigned long long>(aux), static_cast<unsigned long long>(off));
-      step += aux;
-    }
-    if (pd.records_.size() >= kMaxRecords)
-      return make_error(SPROV_ERR_LIMIT, "perf.data: more than %zu records", kMaxRecords);
-    r.time = pd.decoder_.record_time(rec, r.size);
-    if (r.type == kRecordSample) {
-      RawSample smp;
-      if (pd.decoder_.decode_sample(rec, r.size, &smp).ok()) {
-        r.pid = smp.pid;
-        r.tid = smp.tid;
-      } else {
-        pd.refused_.push_back(off);  // ascending: the data section is read in order
-      }
-    }
-    pd.records_.push_back(r);
-    off += step;
   }
   std::stable_sort(pd.records_.begin(), pd.records_.end(),
                    [](const RecordRef& a, const RecordRef& b) { return a.time < b.time; });
@@ -530,7 +551,7 @@ Result<PerfData> PerfData::parse(const uint8_t* bytes, size_t len, int fd) {
   // The feature sections follow the data section: none of them is in a file cut inside it.
   if (cut.data_missing != 0) {
     for (int b = 1; b < 256; b++) pd.truncation_.features_missing += (feat_bits[b / 64] >> (b % 64)) & 1;
-  } else if (Status st = pd.parse_features(end, feat_bits); !st.ok()) {
+  } else if (Status st = pd.parse_features(pd.data_end_, feat_bits); !st.ok()) {
     return st.error();
   }
   if (!pd.arch_.empty() && pd.arch_ != "x86_64")

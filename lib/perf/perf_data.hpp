@@ -144,6 +144,22 @@ struct Truncation {
   bool any() const { return data_missing != 0 || partial_bytes != 0 || features_missing != 0; }
 };
 
+/// The most records a data section may hold (PerfData::parse, RecordStream).
+constexpr size_t kMaxRecords = size_t{1} << 26;
+
+/// One step of the walk of a data section in file order (PerfData::parse's index and RecordStream
+/// share it): kRecord, or kCut when the file ends inside the record (cut->partial_bytes set).
+enum class WalkStep : uint8_t { kRecord, kCut };
+/// The header of the record at `off` (8 bytes at `head`; unread, may be null, when fewer than 8
+/// bytes are left before `end`, the data section's end within the file): its size and type checked,
+/// r's offset, type, misc and size set. Errors name the offset and the value.
+Result<WalkStep> walk_head(const uint8_t* head, uint64_t off, uint64_t end, Truncation* cut, RecordRef* r);
+/// The bytes from record `r` (its r.size bytes at `rec`) to the next: its size and an AUXTRACE
+/// record's trailing data, checked against `end`.
+Result<WalkStep> walk_step(const uint8_t* rec, const RecordRef& r, uint64_t end, Truncation* cut, uint64_t* step);
+/// r's time and, for a sample, its pid and tid; false when decode_sample refuses the sample.
+bool index_fields(const RecordDecoder& d, const uint8_t* rec, RecordRef* r);
+
 /// Where a perf.data file's records are read from: bytes in memory (a buffer, a fuzz input), or
 /// the file itself through pread into a few reused windows (doc/perf.md "Reading the records").
 /// The file way touches no page of a mapping: on a VM where each page fault and each first touch
@@ -174,6 +190,8 @@ class RecordSource {
   /// Why the last at() that failed did: the read's error, or the file ending before the bytes.
   std::string why() const;
   bool from_file() const { return fd_ >= 0; }
+  int fd() const { return fd_; }  ///< the file (not owned), -1 for bytes in memory
+  const uint8_t* bytes() const { return bytes_; }  ///< the bytes in memory (nullptr for a file)
   /// Bytes read from the file, and pread calls (for tests and benchmarks).
   uint64_t bytes_read() const { return read_; }
   uint64_t reads() const { return calls_; }
@@ -212,7 +230,9 @@ class PerfData {
   /// The same, the records read through `fd` (RecordSource; it must stay open while this object
   /// is used), everything else from `bytes`, the file mapped (its header, attributes and feature
   /// sections: a few pages).
-  static Result<PerfData> parse(const uint8_t* bytes, size_t len, int fd);
+  /// `index` false: no record index (records() empty, truncation().partial_bytes unknown): the
+  /// records are read once by a RecordStream.
+  static Result<PerfData> parse(const uint8_t* bytes, size_t len, int fd, bool index = true);
   /// The bytes of a record of records() (valid until the next call), nullptr when the file no
   /// longer holds them. Not thread-safe.
   const uint8_t* record(const RecordRef& r) const { return source_.at(r.offset, r.size); }
@@ -235,6 +255,9 @@ class PerfData {
   const std::string& hostname() const { return hostname_; }
   /// What the file lacks when it ends early (see Truncation); any() is false for a complete file.
   const Truncation& truncation() const { return truncation_; }
+  /// The data section: its offset, and its end within the file.
+  uint64_t data_offset() const { return data_off_; }
+  uint64_t data_end() const { return data_end_; }
 
  private:
   Status parse_features(uint64_t feat_offset, const uint64_t bits[4]);
@@ -247,6 +270,7 @@ class PerfData {
   std::map<std::string, ModuleId> build_ids_;
   std::string cmdline_, arch_, hostname_;
   Truncation truncation_;
+  uint64_t data_off_ = 0, data_end_ = 0;
 };
 
 }  // namespace stackprov::perf

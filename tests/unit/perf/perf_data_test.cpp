@@ -13,6 +13,7 @@
 #include "perf/capture_file.hpp"
 #include "perf/perf_data.hpp"
 #include "perf/profile.hpp"
+#include "perf/record_stream.hpp"
 
 using namespace stackprov;
 using namespace stackprov::perf;
@@ -722,5 +723,162 @@ TEST_CASE("capture file version 4: Python frames with their samples (record --py
       REQUIRE(t.value()->python(i, &a).ok());
       CHECK(a.frames.size() <= 2);
     }
+  }
+}
+
+// ---------------------------------------------------------------- RecordStream
+
+namespace {
+bool stream_ordered(uint32_t type) { return type != kRecordFinishedRound; }
+
+std::vector<uint8_t> finished_round() { return record(kRecordFinishedRound, 0, Bytes{}, 0, false); }
+
+/// The records a stream hands out, and its final state.
+struct Streamed {
+  std::vector<RecordRef> refs;
+  std::vector<bool> same_bytes;  ///< the bytes handed out are the file's
+  RecordStream::State state;
+  std::string why;
+  uint64_t records = 0, bytes_read = 0;
+};
+
+Streamed stream_all(const std::vector<uint8_t>& bytes, int fd, RecordStream::Limits limits = {}) {
+  auto pd = PerfData::parse(bytes.data(), bytes.size(), fd, false);
+  REQUIRE(pd.ok());
+  CHECK(pd.value().records().empty());
+  RecordStream s(pd.value(), stream_ordered, limits);
+  Streamed out;
+  StreamRecord r;
+  while (s.next(&r)) {
+    out.refs.push_back(r.ref);
+    out.same_bytes.push_back(std::memcmp(r.bytes, bytes.data() + r.ref.offset, r.ref.size) == 0);
+  }
+  out.state = s.state();
+  out.why = s.why();
+  out.records = s.records();
+  out.bytes_read = s.bytes_read();
+  return out;
+}
+
+/// The index's records (the oracle: PerfData::parse's stable sort), FINISHED_ROUND left out.
+std::vector<RecordRef> indexed(const std::vector<uint8_t>& bytes) {
+  auto pd = PerfData::parse(bytes.data(), bytes.size());
+  REQUIRE(pd.ok());
+  std::vector<RecordRef> out;
+  for (const RecordRef& r : pd.value().records())
+    if (stream_ordered(r.type)) out.push_back(r);
+  return out;
+}
+
+void check_same(const Streamed& s, const std::vector<RecordRef>& want) {
+  REQUIRE(s.refs.size() == want.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    INFO("record " << i);
+    CHECK(s.refs[i].offset == want[i].offset);
+    CHECK(s.refs[i].time == want[i].time);
+    CHECK(s.refs[i].type == want[i].type);
+    CHECK(s.refs[i].size == want[i].size);
+    CHECK(s.refs[i].pid == want[i].pid);
+    CHECK(s.refs[i].tid == want[i].tid);
+    CHECK(s.same_bytes[i]);
+  }
+}
+
+/// interleaved_file's records with a FINISHED_ROUND after each run (two runs' times interleave,
+/// so a round's records reach into the next round's times, as perf's per-CPU buffers do).
+std::vector<uint8_t> rounds_file(uint64_t runs, uint64_t per_run, uint32_t stack, bool rounds = true) {
+  std::vector<std::vector<uint8_t>> recs{mmap2(0x400000, 0x1000, "/nonexistent/spin", 0), comm("spin", 0)};
+  for (uint64_t run = 0; run < runs; run++) {
+    for (uint64_t i = 0; i < per_run; i++) {
+      const uint64_t t = 100 + (run / 2) * 2 * per_run + 2 * i + (run % 2);
+      recs.push_back(sample(t, 0x400000 + (t % 0x1000), 0x7ffd0000 + 16 * (t % 997), 2, stack));
+      if (i % 150 == 0) recs.push_back(comm("w" + std::to_string(run) + "-" + std::to_string(i), t));
+      if (i % 97 == 0) recs.push_back(sample(t, 0x400000, 0x7ffd0000, 2, stack));  // a tie: file order
+    }
+    if (rounds) recs.push_back(finished_round());
+  }
+  return perf_file(recs, stack);
+}
+}  // namespace
+
+TEST_CASE("RecordStream: the index's order, the file read once, round by round") {
+  const uint32_t stack = GENERATE(2048u, 64u);
+  const uint64_t runs = 12, per_run = stack > 1024 ? 400 : 2000;
+  const std::vector<uint8_t> bytes = rounds_file(runs, per_run, stack);
+  INFO("stack " << stack << ", file " << bytes.size() << " bytes");
+  const std::vector<RecordRef> want = indexed(bytes);
+  REQUIRE(want.size() > runs * per_run);
+  Streamed mem = stream_all(bytes, -1);
+  CHECK(mem.state == RecordStream::State::kEnd);
+  check_same(mem, want);
+  CHECK(mem.records == want.size() + runs);  // the FINISHED_ROUND records counted, not handed out
+  TempFile tmp;
+  REQUIRE(tmp.fd >= 0);
+  REQUIRE(write(tmp.fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  Streamed file = stream_all(bytes, tmp.fd);
+  CHECK(file.state == RecordStream::State::kEnd);
+  check_same(file, want);
+  // Once (a record that straddles two chunks read again from its start): not twice as the index.
+  const double read_x = static_cast<double>(file.bytes_read) / static_cast<double>(bytes.size());
+  INFO("bytes read / file bytes = " << read_x);
+  CHECK(read_x < 1.1);
+}
+
+TEST_CASE("RecordStream: without FINISHED_ROUND, held to the end within the cap, else a fallback naming it") {
+  const std::vector<uint8_t> bytes = rounds_file(4, 300, 64, false);
+  const std::vector<RecordRef> want = indexed(bytes);
+  Streamed all = stream_all(bytes, -1);
+  CHECK(all.state == RecordStream::State::kEnd);
+  check_same(all, want);
+  RecordStream::Limits small;
+  small.held_records = 100;
+  Streamed capped = stream_all(bytes, -1, small);
+  CHECK(capped.state == RecordStream::State::kFallback);
+  CHECK(capped.refs.empty());
+  CHECK(capped.why.find("more than 100 records held") != std::string::npos);
+  TempFile tmp;
+  REQUIRE(tmp.fd >= 0);
+  REQUIRE(write(tmp.fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  RecordStream::Limits bytes_cap;
+  bytes_cap.held_bytes = RecordStream::kChunkBytes / 2;
+  Streamed file = stream_all(bytes, tmp.fd, bytes_cap);
+  if (bytes.size() > RecordStream::kChunkBytes) {
+    CHECK(file.state == RecordStream::State::kFallback);
+    CHECK(file.why.find("exceed the cap of " + std::to_string(RecordStream::kChunkBytes / 2)) != std::string::npos);
+  }
+}
+
+TEST_CASE("RecordStream: a round out of order, a record without a time late, a bad record: fallback") {
+  SECTION("a later round older than a record handed out") {
+    const std::vector<uint8_t> bytes =
+        perf_file({sample(10, 0x400000, 0x7ffd0000), finished_round(), sample(20, 0x400000, 0x7ffd0000),
+                   finished_round(), sample(30, 0x400000, 0x7ffd0000), finished_round(), sample(15, 0x400000, 0x7ffd0000),
+                   finished_round()});
+    Streamed s = stream_all(bytes, -1);
+    CHECK(s.state == RecordStream::State::kFallback);
+    CHECK(s.why.find("(time 15) is older than one handed out (time 20)") != std::string::npos);
+    REQUIRE(s.refs.size() == 2);  // 10 and 20; the index (the fallback) puts 15 before 20
+    CHECK(indexed(bytes)[1].time == 15);
+  }
+  SECTION("records without a time after timed ones") {
+    const std::vector<uint8_t> bytes = perf_file({sample(10, 0x400000, 0x7ffd0000), finished_round(),
+                                                  sample(20, 0x400000, 0x7ffd0000), finished_round(),
+                                                  comm("x", 0)});
+    Streamed s = stream_all(bytes, -1);
+    CHECK(s.state == RecordStream::State::kFallback);
+    CHECK(s.why.find("(time 0) is older than one handed out (time 10)") != std::string::npos);
+  }
+  SECTION("a record whose size runs past the data section") {
+    std::vector<uint8_t> bytes = perf_file({sample(10, 0x400000, 0x7ffd0000), finished_round(), sample(20, 0x400000, 0x7ffd0000)});
+    auto pd = PerfData::parse(bytes.data(), bytes.size(), -1, false);
+    REQUIRE(pd.ok());
+    const uint64_t second = pd.value().data_offset() + sample(10, 0x400000, 0x7ffd0000).size() + 8;
+    const uint16_t huge = 0xfff8;
+    std::memcpy(bytes.data() + second + 6, &huge, 2);
+    auto index = PerfData::parse(bytes.data(), bytes.size());
+    REQUIRE_FALSE(index.ok());
+    Streamed s = stream_all(bytes, -1);
+    CHECK(s.state == RecordStream::State::kFallback);
+    CHECK(s.why == index.error().message);  // the index's own message
   }
 }
