@@ -172,7 +172,9 @@ class Output {
       f_ = stdout;
       // glibc ignores the size without a buffer. Static: stdout is flushed again at exit.
       static char stdout_buffer[kBufferBytes];
-      if (!isatty(STDOUT_FILENO)) setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);  // before any output
+      static bool buffered = false;  // once: perf-import started over writes after its first output
+      if (!buffered && !isatty(STDOUT_FILENO)) setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);  // before any output
+      buffered = true;
       return true;
     }
     struct stat st;
@@ -303,7 +305,19 @@ void import_usage(FILE* f) {
           "  2  usage: an unknown option, a missing or invalid value, no input or more than one\n");
 }
 
-int cmd_perf_import(int argc, char** argv) {
+/// perf_import's result when the profile read once cannot keep the samples' order: run it again
+/// with the index (its output discarded: a temp file, or stdout, a regular file, cut back).
+constexpr int kStartOver = -1;
+
+/// Where stdout, a regular file, was when perf-import started (-1: not a regular file): a run
+/// that starts over cuts it back there.
+off_t stdout_start() {
+  struct stat st;
+  if (fstat(STDOUT_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  return lseek(STDOUT_FILENO, 0, SEEK_CUR);
+}
+
+int perf_import(int argc, char** argv, bool read_once) {
   const char* cmd = "perf-import";
   Args a(0, nullptr, {}, {});
   if (int rc = parse_command(cmd, argc, argv, kImportOpts, false, import_usage, &a); rc >= 0) return rc;
@@ -364,6 +378,13 @@ int cmd_perf_import(int argc, char** argv) {
   iopts.max_frames = static_cast<uint32_t>(max_frames);
   iopts.inlines = show_inline;
   iopts.no_stack = fmt != Format::kPprof;  // pprof's source lines need the sprov_stack
+  // Read once (perf.data: the samples handed out while the file is read) where the output can be
+  // discarded if that cannot keep the samples' order: everything but json is written at the end;
+  // json goes to a temp file (-o) or to stdout, then only a regular file (cut back).
+  const char* out_path = a.get("output");
+  const bool to_stdout = out_path == nullptr || !strcmp(out_path, "-");
+  const off_t stdout_at = to_stdout ? stdout_start() : -1;
+  iopts.stream = read_once && (fmt != Format::kJson || !to_stdout || stdout_at >= 0);
   if (!quiet) iopts.log_fn = stackprov_cli::log_once_to_stderr;
   stackprov_cli::ProfileImport imp;
   if (imp.open(iopts, &err) != 0) {
@@ -372,9 +393,12 @@ int cmd_perf_import(int argc, char** argv) {
   }
   sprov_symbolizer* sym = imp.symbolizer();
   struct sprov_profile_info info = imp.info();
-  if (info.warnings[0] && !quiet) stackprov_cli::print_warnings(stderr, info.warnings);
-  // A file cut short is read up to its last complete record; what is lost is said even with --quiet.
-  if (info.truncation[0]) fprintf(stderr, "stackprov perf-import: warning: %s\n", info.truncation);
+  auto print_warnings = [&]() {
+    if (info.warnings[0] && !quiet) stackprov_cli::print_warnings(stderr, info.warnings);
+    // A file cut short is read up to its last complete record; what is lost is said even with --quiet.
+    if (info.truncation[0]) fprintf(stderr, "stackprov perf-import: warning: %s\n", info.truncation);
+  };
+  if (!iopts.stream) print_warnings();  // read once: known at the end
   Output output;
   if (!output.open(a.get("output"), &err)) {
     fprintf(stderr, "stackprov perf-import: %s\n", err.c_str());
@@ -457,8 +481,22 @@ int cmd_perf_import(int argc, char** argv) {
   };
 #endif
   stackprov_cli::ProfileImport::Sample smp;
-  for (uint64_t i = 0; i < info.samples; i++) {
-    if (!imp.sample(i, &smp)) {
+  for (;;) {
+    uint64_t i = 0;
+    const auto got = imp.next(&i, &smp);
+    if (got == stackprov_cli::ProfileImport::kEnd) break;
+    if (got == stackprov_cli::ProfileImport::kRestart) {
+      if (!quiet) fprintf(stderr, "stackprov perf-import: %s; reading it again with its index\n", smp.error.c_str());
+      if (to_stdout && fmt == Format::kJson) {
+        fflush(stdout);
+        if (ftruncate(STDOUT_FILENO, stdout_at) != 0 || lseek(STDOUT_FILENO, stdout_at, SEEK_SET) != stdout_at) {
+          fprintf(stderr, "stackprov perf-import: cannot cut stdout back to start over: %s\n", strerror(errno));
+          return 1;
+        }
+      }
+      return kStartOver;
+    }
+    if (got == stackprov_cli::ProfileImport::kFailed) {
       if (imp.failed() == 1) fprintf(stderr, "stackprov perf-import: sample %llu: %s\n", static_cast<unsigned long long>(i),
                                      smp.error.c_str());
       continue;
@@ -708,7 +746,8 @@ int cmd_perf_import(int argc, char** argv) {
     if (fmt == Format::kFolded) stackprov_cli::write_folded(out, folded);
     else stackprov_cli::write_flamegraph_svg(out, folded, title);
   }
-  info = imp.info();  // the kernel note as of now (kallsyms was read on first use)
+  info = imp.info();  // the kernel note as of now (kallsyms was read on first use); the counts read once
+  if (iopts.stream) print_warnings();
   int rc = 0;
 #ifdef STACKPROV_HAVE_PPROF
   if (fmt == Format::kPprof) {
@@ -961,6 +1000,11 @@ int cmd_record(int argc, char** argv) {
 }
 
 }  // namespace
+
+int cmd_perf_import(int argc, char** argv) {
+  const int rc = perf_import(argc, argv, true);
+  return rc == kStartOver ? perf_import(argc, argv, false) : rc;
+}
 
 STACKPROV_COMMAND("perf-import", "unwind and symbolize perf.data / capture-file samples: folded, svg, json, pprof", cmd_perf_import);
 STACKPROV_COMMAND("record", "sample a process or command with perf_event into a capture file", cmd_record);

@@ -44,7 +44,8 @@ int ProfileImport::open(const ImportOptions& o, std::string* err) {
   }
   SPROV_OPTS(sprov_unwinder_opts, uopts, .max_frames = o.max_frames);
   int rc = sprov_context_new(&copts, &ctx_);
-  if (rc == 0) rc = sprov_profile_open(ctx_, o.path.c_str(), nullptr, &prof_);
+  SPROV_OPTS(sprov_profile_open_opts, popts, .flags = o.stream ? uint32_t{SPROV_PROFILE_OPEN_STREAM} : 0u);
+  if (rc == 0) rc = sprov_profile_open(ctx_, o.path.c_str(), &popts, &prof_);
   if (rc == 0) rc = sprov_unwinder_new(ctx_, &uopts, &uw_);
   if (rc == 0) rc = sprov_symbolizer_new(ctx_, nullptr, &sym_);
   if (rc != 0) {
@@ -72,7 +73,32 @@ std::string ProfileImport::kernel_build_id() {
   return info_.running_kernel_build_id != nullptr ? info_.running_kernel_build_id : "";
 }
 
+ProfileImport::Next ProfileImport::next(uint64_t* i, Sample* out) {
+  sprov_stack_free(stack_);  // before the profile moves on
+  stack_ = nullptr;
+  size_t index = SIZE_MAX;
+  struct sprov_profile_sample s = {};
+  s.sz = sizeof(s);
+  const int rc = sprov_profile_next(prof_, &index, &s);
+  if (rc == SPROV_ERR_NOT_FOUND) return kEnd;
+  if (rc != 0 && index == SIZE_MAX) {  // the stream itself, not this sample
+    out->error = sprov_last_error_message();
+    return kRestart;
+  }
+  *i = index;
+  return read(index, rc, s, out) ? kSample : kFailed;
+}
+
 bool ProfileImport::sample(uint64_t i, Sample* out) {
+  sprov_stack_free(stack_);
+  stack_ = nullptr;
+  struct sprov_profile_sample s = {};
+  s.sz = sizeof(s);
+  const int rc = sprov_profile_sample(prof_, i, &s);
+  return read(i, rc, s, out);
+}
+
+bool ProfileImport::read(uint64_t i, int filled_rc, const struct sprov_profile_sample& filled, Sample* out) {
   out->frames.clear();
   out->error.clear();
   out->truncated = false;
@@ -80,10 +106,9 @@ bool ProfileImport::sample(uint64_t i, Sample* out) {
   out->stack = nullptr;
   sprov_stack_free(stack_);
   stack_ = nullptr;
-  out->s = {};
-  out->s.sz = sizeof(out->s);
+  out->s = filled;
   struct sprov_profile_sample& s = out->s;
-  if (sprov_profile_sample(prof_, i, &s) != 0) {
+  if (filled_rc != 0) {
     failed_++;
     out->error = sprov_last_error_message();
     return false;

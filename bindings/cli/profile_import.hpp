@@ -279,6 +279,9 @@ struct ImportOptions {
   /// from the name cache is unwound into a buffer (sprov_unwinder_unwind_into) without building a
   /// sprov_stack; Sample::stack is then NULL. Frames and names are the same either way.
   bool no_stack = false;
+  /// A perf.data file read once (SPROV_PROFILE_OPEN_STREAM): samples only through next(), and the
+  /// profile's warnings, truncation and counts complete once next() returned kEnd.
+  bool stream = false;
   /// The context's log (warnings about module files), NULL: none.
   void (*log_fn)(void* user, int level, const char* message) = nullptr;
 };
@@ -313,6 +316,11 @@ class ProfileImport {
   /// failed, `out->error` says why); a sample whose user frames could not be unwound is read, with
   /// its kernel frames only, counted failed and `out->error` set.
   bool sample(uint64_t i, Sample* out);
+  /// The next sample in time order (sprov_profile_next), `*i` its index: kSample, kFailed (as
+  /// sample() returning false), kEnd, or kRestart when a profile read once cannot keep the order
+  /// (`out->error` says why): open it again without `stream` and start over.
+  enum Next { kSample, kFailed, kEnd, kRestart };
+  Next next(uint64_t* i, Sample* out);
 
   NameTable& names() { return *names_; }
   sprov_symbolizer* symbolizer() const { return sym_; }
@@ -341,6 +349,8 @@ class ProfileImport {
   struct sprov_profile_info info_{};
   NameTable* names_ = nullptr;
   bool sample_fast(const struct sprov_profile_sample& s, Sample* out);
+  /// sample()'s work once sprov_profile_sample or sprov_profile_next filled `filled` (`filled_rc` its result).
+  bool read(uint64_t i, int filled_rc, const struct sprov_profile_sample& filled, Sample* out);
   std::vector<uint64_t> kips_;
   std::vector<struct sprov_raw_frame> raw_;
   struct ModRef {

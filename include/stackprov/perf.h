@@ -26,9 +26,15 @@ enum sprov_profile_format {
   SPROV_PROFILE_CAPTURE = 2,   /* stackprov capture file, "SPROVCAP" */
 };
 
+enum sprov_profile_open_flags {
+  /* A perf.data file is read once: no sample is indexed at open, sprov_profile_next hands them
+     out while the file is read (see sprov_profile_next). Ignored for a capture file. */
+  SPROV_PROFILE_OPEN_STREAM = 1u << 0,
+};
+
 struct sprov_profile_open_opts {
   size_t sz;
-  uint32_t flags;    /* reserved, 0 */
+  uint32_t flags;    /* sprov_profile_open_flags */
   uint32_t reserved; /* must be 0 */
 };
 #define sprov_profile_open_opts__last_field reserved
@@ -176,6 +182,23 @@ struct sprov_profile_sample {
  * when the sample's list differs from the previous call's, so an unwinder
  * keeps its module table between samples of the same mapping state. */
 SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct sprov_profile_sample* out);
+
+/* The next sample in time order, filled as sprov_profile_sample fills it; `*index` is its index
+ * (for sprov_profile_sample_stack and sprov_profile_interleave), SIZE_MAX when no sample was handed
+ * out (an error with *index set is that sample's, as sprov_profile_sample's; the next call goes
+ * on with the sample after it). Returns SPROV_ERR_NOT_FOUND after
+ * the last sample. On a profile opened with SPROV_PROFILE_OPEN_STREAM (a perf.data file), the
+ * file is read once, in order, and its samples handed out in the same order as the index gives
+ * them: records are held until perf's FINISHED_ROUND records show that no older one follows
+ * (perf's ordered-events queue), at most 256 MiB of them. Only the sample handed out last can be
+ * asked for by index; sprov_profile_info counts the samples, records and lost samples read so
+ * far, and its module lists, warnings and truncation are complete after SPROV_ERR_NOT_FOUND.
+ * When the order cannot be kept (no FINISHED_ROUND records in more than the cap, a round older
+ * than records handed out, a malformed record) before the first sample was handed out, the file
+ * is read with the index instead, transparently; after, SPROV_ERR_LIMIT with a message saying
+ * why: open the file again without the flag and start over (the same samples, or the error the
+ * index gives). On a profile opened without the flag, each indexed sample in turn. */
+SPROV_API int sprov_profile_next(sprov_profile* prof, size_t* index, struct sprov_profile_sample* out);
 
 /* The user frames of sample `index` that are not unwound, as a stack for sprov_stack_frame,
  * sprov_symbolizer_frame and sprov_symbolizer_frame_ex: MODE_CALLCHAIN: user_ips (frame 0 the

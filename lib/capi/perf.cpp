@@ -99,11 +99,12 @@ SPROV_API int sprov_profile_open(sprov_context* ctx, const char* path, const str
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_open: NULL argument"));
     *out = nullptr;
     if (int e = check_opts(opts, SPROV_OPTS_KNOWN(sprov_profile_open_opts), "sprov_profile_open_opts")) return e;
-    if (uint32_t f = SPROV_OPTS_GET(opts, sprov_profile_open_opts, flags, 0u); f != 0)
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_open_opts.flags 0x%x: no flags are defined", f));
+    const uint32_t flags = SPROV_OPTS_GET(opts, sprov_profile_open_opts, flags, 0u);
+    if (uint32_t f = flags & ~static_cast<uint32_t>(SPROV_PROFILE_OPEN_STREAM); f != 0)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_open_opts.flags 0x%x: unknown flags", f));
     if (SPROV_OPTS_GET(opts, sprov_profile_open_opts, reserved, 0u) != 0)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_open_opts.reserved must be 0"));
-    auto p = perf::Profile::open(path, ctx->ctx.config().sysroot);
+    auto p = perf::Profile::open(path, ctx->ctx.config().sysroot, (flags & SPROV_PROFILE_OPEN_STREAM) != 0);
     if (!p.ok()) return fail(p.error());
     auto* h = new sprov_profile();
     h->ctx = ctx;
@@ -150,53 +151,71 @@ SPROV_API int sprov_profile_info(const sprov_profile* prof, struct sprov_profile
   });
 }
 
+namespace {
+int fill_sample(sprov_profile* prof, size_t index, struct sprov_profile_sample* out) {
+  const perf::Profile& p = *prof->prof;
+  if (index >= p.samples().size())
+    return fail(make_error(SPROV_ERR_INVALID_ARG, "sample index %zu out of range (%zu samples)", index,
+                           p.samples().size()));
+  bool changed = false;
+  if (Status st = p.fill_snapshot(index, prof->snap.snap, &prof->current_list, &changed, &prof->view); !st.ok()) {
+    prof->current_list = UINT32_MAX;  // the snapshot may be half-filled
+    return fail(st.error());
+  }
+  if (changed) prof->snap.invalidate_modules_key();
+  const perf::SampleRef& ref = p.samples()[index];
+  const perf::SampleView& v = prof->view;
+  struct sprov_profile_sample s = {};
+  s.sz = sizeof(s);
+  s.time = v.time;
+  s.pid = ref.pid;
+  s.tid = ref.tid;
+  s.comm = ref.comm < p.comms().size() ? p.comms()[ref.comm].c_str() : "";
+  s.ip = v.ip;
+  s.sp = v.sp;
+  s.stack_size = v.stack_len;
+  s.stack_requested = v.stack_requested;
+  s.snapshot = v.user_regs ? &prof->snap : nullptr;
+  s.kernel_ips = v.kernel_ips.empty() ? nullptr : v.kernel_ips.data();
+  s.kernel_ip_count = static_cast<uint32_t>(v.kernel_ips.size());
+  s.flags = (v.user_regs ? 0u : static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_NO_USER_REGS)) |
+            (changed ? static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_NEW_MODULES) : 0u) |
+            (v.kernel_mode ? static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_KERNEL_MODE) : 0u);
+  s.module_list = ref.list;
+  s.user_ips = v.user_ips.empty() ? nullptr : v.user_ips.data();
+  s.user_ip_count = static_cast<uint32_t>(v.user_ips.size());
+  s.mode = v.user_regs ? SPROV_PROFILE_MODE_DWARF : v.has_callchain ? SPROV_PROFILE_MODE_CALLCHAIN : SPROV_PROFILE_MODE_IP;
+  s.period = v.period;
+  s.modules = &prof->snap;
+  s.main_module = ref.list < p.lists().size() ? p.lists()[ref.list]->main : -1;
+  if (ref.py_at != 0) {
+    perf::PySampleView py;
+    if (Status st = p.python(index, &py); !st.ok()) return fail(st.error());
+    s.flags |= SPROV_PROFILE_SAMPLE_RUNTIME;
+    s.runtime_state = py.state == 0 ? int32_t{SPROV_PROFILE_RUNTIME_NO_THREAD} : int32_t{py.state};
+    s.runtime_frame_count = static_cast<uint32_t>(py.frames.size());
+  }
+  return fill_out(out, s, "sprov_profile_sample");
+}
+}  // namespace
+
 SPROV_API int sprov_profile_sample(sprov_profile* prof, size_t index, struct sprov_profile_sample* out) {
   return guard([&] {
     if (prof == nullptr || out == nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_sample: NULL argument"));
-    const perf::Profile& p = *prof->prof;
-    if (index >= p.samples().size())
-      return fail(make_error(SPROV_ERR_INVALID_ARG, "sample index %zu out of range (%zu samples)", index,
-                             p.samples().size()));
-    bool changed = false;
-    if (Status st = p.fill_snapshot(index, prof->snap.snap, &prof->current_list, &changed, &prof->view); !st.ok()) {
-      prof->current_list = UINT32_MAX;  // the snapshot may be half-filled
-      return fail(st.error());
-    }
-    if (changed) prof->snap.invalidate_modules_key();
-    const perf::SampleRef& ref = p.samples()[index];
-    const perf::SampleView& v = prof->view;
-    struct sprov_profile_sample s = {};
-    s.sz = sizeof(s);
-    s.time = v.time;
-    s.pid = ref.pid;
-    s.tid = ref.tid;
-    s.comm = ref.comm < p.comms().size() ? p.comms()[ref.comm].c_str() : "";
-    s.ip = v.ip;
-    s.sp = v.sp;
-    s.stack_size = v.stack_len;
-    s.stack_requested = v.stack_requested;
-    s.snapshot = v.user_regs ? &prof->snap : nullptr;
-    s.kernel_ips = v.kernel_ips.empty() ? nullptr : v.kernel_ips.data();
-    s.kernel_ip_count = static_cast<uint32_t>(v.kernel_ips.size());
-    s.flags = (v.user_regs ? 0u : static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_NO_USER_REGS)) |
-              (changed ? static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_NEW_MODULES) : 0u) |
-              (v.kernel_mode ? static_cast<uint32_t>(SPROV_PROFILE_SAMPLE_KERNEL_MODE) : 0u);
-    s.module_list = ref.list;
-    s.user_ips = v.user_ips.empty() ? nullptr : v.user_ips.data();
-    s.user_ip_count = static_cast<uint32_t>(v.user_ips.size());
-    s.mode = v.user_regs ? SPROV_PROFILE_MODE_DWARF : v.has_callchain ? SPROV_PROFILE_MODE_CALLCHAIN : SPROV_PROFILE_MODE_IP;
-    s.period = v.period;
-    s.modules = &prof->snap;
-    s.main_module = ref.list < p.lists().size() ? p.lists()[ref.list]->main : -1;
-    if (ref.py_at != 0) {
-      perf::PySampleView py;
-      if (Status st = p.python(index, &py); !st.ok()) return fail(st.error());
-      s.flags |= SPROV_PROFILE_SAMPLE_RUNTIME;
-      s.runtime_state = py.state == 0 ? int32_t{SPROV_PROFILE_RUNTIME_NO_THREAD} : int32_t{py.state};
-      s.runtime_frame_count = static_cast<uint32_t>(py.frames.size());
-    }
-    return fill_out(out, s, "sprov_profile_sample");
+    return fill_sample(prof, index, out);
+  });
+}
+
+SPROV_API int sprov_profile_next(sprov_profile* prof, size_t* index, struct sprov_profile_sample* out) {
+  return guard([&] {
+    if (prof == nullptr || index == nullptr || out == nullptr)
+      return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_next: NULL argument"));
+    *index = SIZE_MAX;  // until a sample is handed out: an error then is the sample's
+    auto more = prof->prof->next_sample(index);
+    if (!more.ok()) return fail(more.error());
+    if (!more.value()) return fail(make_error(SPROV_ERR_NOT_FOUND, "sprov_profile_next: no more samples"));
+    return fill_sample(prof, *index, out);
   });
 }
 

@@ -126,6 +126,13 @@ class KernelNamer {
   KernelNamer(ModuleId recorded, uint64_t recorded_text, std::string notes_path = "/sys/kernel/notes",
               std::string kallsyms_path = "/proc/kallsyms", std::string buildid_dir = perf_buildid_dir());
   KernelNaming naming() const { return naming_; }
+  /// `_text` at recording time learnt after construction (a perf.data read once meets the kernel's
+  /// map with its records); false when a lookup already used another value.
+  bool set_recorded_text(uint64_t text) {
+    if (loaded_ && text != recorded_text_) return false;
+    recorded_text_ = text;
+    return true;
+  }
   /// One line saying how kernel frames are named (or why not), for warnings and summaries.
   const std::string& note() const { return note_; }
   const ModuleId& recorded_build_id() const { return recorded_; }

@@ -60,12 +60,28 @@ void sample_view_from_perf(const RawSample& r, SampleView* out) {
   *out = std::move(v);
 }
 
+/// The state of reading a perf.data file's records in time order (Profile::apply_record).
+struct Profile::PerfReader {
+  PerfReader(const std::string& root, const PerfData& d, bool open_files)
+      : tracker(root, d.build_ids(), open_files ? read_own_vdso() : std::vector<uint8_t>{}, open_files) {}
+  ModuleTracker tracker;
+  std::map<std::string, uint32_t> comm_ids;
+  std::map<uint32_t, uint32_t> tid_comm;
+  uint64_t bad = 0;
+  std::string first_bad;
+  std::unique_ptr<RecordStream> stream;  ///< read once (open(..., stream)); null: the index
+  StreamRecord current;                  ///< the record the stream handed out last
+  std::string root;
+  bool open_files = true;
+};
+
 Profile::~Profile() {
+  reader_.reset();  // before the file it reads
   if (mapping_ != nullptr) unmap_file(mapping_, len_);
   if (fd_ >= 0) close(fd_);
 }
 
-Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const std::string& root) {
+Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const std::string& root, bool stream) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return make_error(-errno, "%s: %s", path.c_str(), strerror(errno));
   struct stat st;
@@ -75,6 +91,7 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
     return make_error(-e, "%s: fstat: %s", path.c_str(), strerror(e));
   }
   std::unique_ptr<Profile> p(new Profile());
+  p->path_ = path;
   p->len_ = static_cast<size_t>(st.st_size);
   if (p->len_ > 0) {
     auto mapped = map_file(fd, p->len_, false, path);  // guarded: a truncation is no SIGBUS
@@ -92,12 +109,12 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
   } else {
     close(fd);
   }
-  if (Status s = p->index(root, true); !s.ok()) {
+  if (Status s = p->index(root, true, stream); !s.ok()) {
     Error e = s.error();
     e.message = path + ": " + e.message;
     return e;
   }
-  if (!p->truncation_.empty()) p->truncation_ = path + ": " + p->truncation_;
+  if (!p->truncation_.empty() && p->format_ == ProfileFormat::kCapture) p->truncation_ = path + ": " + p->truncation_;
   if (p->format_ == ProfileFormat::kCapture && p->fd_ >= 0) {  // read from the mapping only
     close(p->fd_);
     p->fd_ = -1;
@@ -106,22 +123,33 @@ Result<std::unique_ptr<Profile>> Profile::open(const std::string& path, const st
 }
 
 Result<std::unique_ptr<Profile>> Profile::from_bytes(std::vector<uint8_t> bytes, const std::string& root,
-                                                     bool open_files) {
+                                                     bool open_files, bool stream) {
   std::unique_ptr<Profile> p(new Profile());
   p->owned_ = std::move(bytes);
   p->bytes_ = p->owned_.data();
   p->len_ = p->owned_.size();
-  if (Status s = p->index(root, open_files); !s.ok()) return s.error();
+  if (Status s = p->index(root, open_files, stream); !s.ok()) return s.error();
   return p;
 }
 
-Status Profile::index(const std::string& root, bool open_files) {
-  Status st = len_ >= 8 && std::memcmp(bytes_, kCaptureMagic, 8) == 0 ? index_capture() : index_perf_data(root, open_files);
+Status Profile::index(const std::string& root, bool open_files, bool stream) {
+  const bool capture = len_ >= 8 && std::memcmp(bytes_, kCaptureMagic, 8) == 0;
+  if (!capture && stream) {  // read once: the kernel's map met with the records (KernelNamer::set_recorded_text)
+    if (Status st = begin_perf_data(root, open_files, false); !st.ok()) return st;
+    reader_->stream = std::make_unique<RecordStream>(*perf_, record_order);
+    make_kernel_namer(open_files);
+    return {};
+  }
+  Status st = capture ? index_capture() : index_perf_data(root, open_files);
   if (!st.ok()) return st;
+  make_kernel_namer(open_files);
+  return {};
+}
+
+void Profile::make_kernel_namer(bool open_files) {
   // Without files (fuzzing, tests) nothing of this host is read: kernel frames stay unnamed.
   kernel_ = open_files ? std::make_unique<KernelNamer>(kernel_id_, kernel_text_)
                        : std::make_unique<KernelNamer>(kernel_id_, kernel_text_, "", "", "");
-  return {};
 }
 
 namespace {
@@ -136,9 +164,9 @@ std::string event_name(uint32_t type, uint64_t config) {
 }
 }  // namespace
 
-Status Profile::index_perf_data(const std::string& root, bool open_files) {
+Status Profile::begin_perf_data(const std::string& root, bool open_files, bool index) {
   format_ = ProfileFormat::kPerfData;
-  auto pd = PerfData::parse(bytes_, len_, fd_);
+  auto pd = PerfData::parse(bytes_, len_, fd_, index);
   if (!pd.ok()) return pd.error();
   perf_ = std::make_unique<PerfData>(std::move(pd).value());
   const PerfData& d = *perf_;
@@ -150,109 +178,132 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
   event_.clock = attr0.clock();
   (attr0.freq() ? event_.frequency : event_.period) = attr0.sample_period;
   if (auto k = d.build_ids().find("[kernel.kallsyms]"); k != d.build_ids().end()) kernel_id_ = k->second;
-  ModuleTracker tracker(root, d.build_ids(), open_files ? read_own_vdso() : std::vector<uint8_t>{}, open_files);
-  std::map<std::string, uint32_t> comm_ids;
-  std::map<uint32_t, uint32_t> tid_comm;
+  reader_ = std::make_unique<PerfReader>(root, d, open_files);
+  reader_->root = root;
+  reader_->open_files = open_files;
+  vdso_ = reader_->tracker.vdso_bytes();  // this host's, fixed when the tracker is made
+  return {};
+}
+
+RecordStream::Order Profile::record_order(uint32_t type) {
+  switch (type) {  // the records apply_record decodes; the others are not read again
+    case kRecordMmap: case kRecordMmap2: case kRecordComm: case kRecordFork: case kRecordExit: case kRecordSample:
+      return RecordStream::Order::kSorted;
+    case kRecordLost: case kRecordLostSamples:  // counts: added in any order (perf writes one at the end, time 0)
+      return RecordStream::Order::kAsRead;
+    default:
+      return RecordStream::Order::kSkip;
+  }
+}
+
+Status Profile::apply_record(const RecordRef& r, const uint8_t* rec, bool refused, bool* sample) {
+  PerfReader& rd = *reader_;
+  *sample = false;
   auto comm_id = [&](const std::string& c) {
-    auto [it, fresh] = comm_ids.emplace(c, static_cast<uint32_t>(comms_.size()));
+    auto [it, fresh] = rd.comm_ids.emplace(c, static_cast<uint32_t>(comms_.size()));
     if (fresh) comms_.push_back(c);
     return it->second;
   };
-  auto add_sample = [&](const RecordRef& r, uint64_t time, uint32_t pid, uint32_t tid) {
+  auto add_sample = [&](uint64_t time, uint32_t pid, uint32_t tid) {
     SampleRef ref;
     ref.time = time;
     ref.offset = r.offset;
     ref.size = r.size;
     ref.pid = pid;
     ref.tid = tid;
-    tracker.on_sample(pid, tid);
-    ref.list = tracker.list_for(pid);
-    auto c = tid_comm.find(tid);
-    ref.comm = c != tid_comm.end() ? c->second : comm_id(":" + std::to_string(tid));
+    rd.tracker.on_sample(pid, tid);
+    ref.list = rd.tracker.list_for(pid);
+    auto c = rd.tid_comm.find(tid);
+    ref.comm = c != rd.tid_comm.end() ? c->second : comm_id(":" + std::to_string(tid));
     samples_.push_back(ref);
+    *sample = true;
   };
-  uint64_t bad = 0;
-  std::string first_bad;
-  for (const RecordRef& r : d.records()) {
-    records_++;
-    if (r.type == kRecordSample && !d.sample_refused(r.offset)) {  // decoded when the index was built
-      add_sample(r, r.time, r.pid, r.tid);
-      continue;
-    }
-    switch (r.type) {  // the records decoded below; the others are not read again
-      case kRecordMmap: case kRecordMmap2: case kRecordComm: case kRecordFork: case kRecordExit:
-      case kRecordLost: case kRecordLostSamples: case kRecordSample:
-        break;
-      default:
-        continue;
-    }
-    const uint8_t* rec = d.record(r);
-    if (rec == nullptr)
-      return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read again: %s",
-                        static_cast<unsigned long long>(r.offset), r.size, d.source().why().c_str());
-    Status st;
-    switch (r.type) {
-      case kRecordMmap:
-      case kRecordMmap2: {
-        RawMmap m;
-        st = d.decoder().decode_mmap(rec, r.size, &m);
-        // The kernel's map: "[kernel.kallsyms]_text", pid -1, pgoff = `_text` at recording
-        // time (tools/perf/util/synthetic-events.c perf_event__synthesize_kernel_mmap).
-        if (st.ok() && m.pid == UINT32_MAX && m.path.rfind("[kernel.kallsyms]", 0) == 0) kernel_text_ = m.pgoff;
-        else if (st.ok()) tracker.on_mmap(m);
-        break;
-      }
-      case kRecordComm: {
-        RawComm c;
-        st = d.decoder().decode_comm(rec, r.size, &c);
-        if (st.ok()) {
-          tracker.on_comm(c);
-          tid_comm[c.tid] = comm_id(c.comm);
-        }
-        break;
-      }
-      case kRecordFork: {
-        RawTask t;
-        st = d.decoder().decode_task(rec, r.size, &t);
-        if (st.ok()) {
-          tracker.on_fork(t);
-          auto pc = tid_comm.find(t.ptid);
-          if (pc != tid_comm.end() && !tid_comm.count(t.tid)) tid_comm[t.tid] = pc->second;
-        }
-        break;
-      }
-      case kRecordExit: {
-        RawTask t;
-        st = d.decoder().decode_task(rec, r.size, &t);
-        if (st.ok()) tracker.on_exit(t);
-        break;
-      }
-      case kRecordLost:
-      case kRecordLostSamples: {
-        uint64_t n = 0;
-        st = d.decoder().decode_lost(rec, r.size, &n);
-        if (st.ok()) lost_ += n;
-        break;
-      }
-      case kRecordSample: {  // refused when the index was built: decoded again for the message
-        RawSample s;
-        st = d.decoder().decode_sample(rec, r.size, &s);
-        if (st.ok()) add_sample(r, s.time, s.pid, s.tid);
-        break;
-      }
-      default:
-        break;
-    }
-    if (!st.ok()) {
-      if (bad++ == 0) first_bad = st.error().message;
-    }
+  records_++;
+  if (r.type == kRecordSample && !refused) {  // decoded when the index was built
+    add_sample(r.time, r.pid, r.tid);
+    return {};
   }
-  lists_ = tracker.lists();
-  vdso_ = tracker.vdso_bytes();
-  warnings_ = tracker.warnings();
-  if (bad)
-    warnings_ += std::to_string(bad) + " malformed record(s) skipped; first: " + first_bad + "\n";
-  const Truncation& cut = d.truncation();
+  if (record_order(r.type) == RecordStream::Order::kSkip) return {};
+  if (rec == nullptr)
+    return make_error(SPROV_ERR_TRUNCATED, "perf.data: record at 0x%llx (%u bytes) could not be read again: %s",
+                      static_cast<unsigned long long>(r.offset), r.size, perf_->source().why().c_str());
+  const PerfData& d = *perf_;
+  Status st;
+  switch (r.type) {
+    case kRecordMmap:
+    case kRecordMmap2: {
+      RawMmap m;
+      st = d.decoder().decode_mmap(rec, r.size, &m);
+      // The kernel's map: "[kernel.kallsyms]_text", pid -1, pgoff = `_text` at recording
+      // time (tools/perf/util/synthetic-events.c perf_event__synthesize_kernel_mmap).
+      if (st.ok() && m.pid == UINT32_MAX && m.path.rfind("[kernel.kallsyms]", 0) == 0) {
+        if (kernel_ != nullptr && !kernel_->set_recorded_text(m.pgoff))  // read once: frames were named with the other
+          return make_error(SPROV_ERR_LIMIT, "perf.data: the kernel's map at 0x%llx moves _text to 0x%llx after samples "
+                            "were named with 0x%llx", static_cast<unsigned long long>(r.offset),
+                            static_cast<unsigned long long>(m.pgoff), static_cast<unsigned long long>(kernel_text_));
+        kernel_text_ = m.pgoff;
+      } else if (st.ok()) {
+        rd.tracker.on_mmap(m);
+      }
+      break;
+    }
+    case kRecordComm: {
+      RawComm c;
+      st = d.decoder().decode_comm(rec, r.size, &c);
+      if (st.ok()) {
+        rd.tracker.on_comm(c);
+        rd.tid_comm[c.tid] = comm_id(c.comm);
+      }
+      break;
+    }
+    case kRecordFork: {
+      RawTask t;
+      st = d.decoder().decode_task(rec, r.size, &t);
+      if (st.ok()) {
+        rd.tracker.on_fork(t);
+        auto pc = rd.tid_comm.find(t.ptid);
+        if (pc != rd.tid_comm.end() && !rd.tid_comm.count(t.tid)) rd.tid_comm[t.tid] = pc->second;
+      }
+      break;
+    }
+    case kRecordExit: {
+      RawTask t;
+      st = d.decoder().decode_task(rec, r.size, &t);
+      if (st.ok()) rd.tracker.on_exit(t);
+      break;
+    }
+    case kRecordLost:
+    case kRecordLostSamples: {
+      uint64_t n = 0;
+      st = d.decoder().decode_lost(rec, r.size, &n);
+      if (st.ok()) lost_ += n;
+      break;
+    }
+    case kRecordSample: {  // refused when the index was built: decoded again for the message
+      RawSample s;
+      st = d.decoder().decode_sample(rec, r.size, &s);
+      if (st.ok()) add_sample(s.time, s.pid, s.tid);
+      break;
+    }
+    default:
+      break;
+  }
+  if (!st.ok()) {
+    if (rd.stream != nullptr && record_order(r.type) == RecordStream::Order::kAsRead)  // its place in time unknown
+      return make_error(SPROV_ERR_LIMIT, "perf.data: malformed record at 0x%llx read out of its time order: %s",
+                        static_cast<unsigned long long>(r.offset), st.error().message.c_str());
+    if (rd.bad++ == 0) rd.first_bad = st.error().message;
+  }
+  return {};
+}
+
+void Profile::finish_perf_data(const Truncation& cut) {
+  PerfReader& rd = *reader_;
+  lists_ = rd.tracker.lists();
+  vdso_ = rd.tracker.vdso_bytes();
+  warnings_ = rd.tracker.warnings();
+  if (rd.bad)
+    warnings_ += std::to_string(rd.bad) + " malformed record(s) skipped; first: " + rd.first_bad + "\n";
   if (cut.any()) {
     missing_bytes_ = cut.data_missing;
     partial_bytes_ = cut.partial_bytes;
@@ -271,9 +322,64 @@ Status Profile::index_perf_data(const std::string& root, bool open_files) {
                "its feature sections (build-ids, command line): %llu of them missing",
                static_cast<unsigned long long>(records_), samples_.size(),
                static_cast<unsigned long long>(cut.features_missing));
-    truncation_ = line;
+    truncation_ = path_.empty() ? std::string(line) : path_ + ": " + line;
   }
+}
+
+Status Profile::index_perf_data(const std::string& root, bool open_files) {
+  if (Status st = begin_perf_data(root, open_files, true); !st.ok()) return st;
+  const PerfData& d = *perf_;
+  for (const RecordRef& r : d.records()) {
+    const bool refused = r.type == kRecordSample && d.sample_refused(r.offset);
+    const bool read = record_order(r.type) != RecordStream::Order::kSkip && (r.type != kRecordSample || refused);
+    bool sample = false;
+    if (Status st = apply_record(r, read ? d.record(r) : nullptr, refused, &sample); !st.ok()) return st;
+  }
+  finish_perf_data(d.truncation());
   return {};
+}
+
+Result<bool> Profile::next_sample(size_t* i) {
+  if (reader_ == nullptr || reader_->stream == nullptr) {  // the index: its next sample
+    if (next_ >= samples_.size()) return false;
+    *i = next_++;
+    return true;
+  }
+  PerfReader& rd = *reader_;
+  RecordStream& rs = *rd.stream;
+  while (rs.next(&rd.current)) {
+    bool sample = false;
+    if (Status st = apply_record(rd.current.ref, rd.current.bytes, rd.current.refused, &sample); !st.ok()) return st.error();
+    if (!sample) continue;
+    if (lists_.size() != rd.tracker.lists().size()) lists_ = rd.tracker.lists();
+    *i = samples_.size() - 1;
+    next_ = samples_.size();
+    return true;
+  }
+  if (rs.state() == RecordStream::State::kFallback) {
+    if (!samples_.empty())
+      return make_error(SPROV_ERR_LIMIT, "%s: the samples cannot be handed out in time order while the file is read "
+                        "once; open it without streaming (%llu samples were handed out)", rs.why().c_str(),
+                        static_cast<unsigned long long>(samples_.size()));
+    // Nothing handed out yet: read it with the index from here on (the same order or error).
+    const std::string root = rd.root;
+    const bool open_files = rd.open_files;
+    comms_.clear();
+    lists_.clear();
+    lost_ = records_ = 0;
+    kernel_text_ = 0;
+    kernel_.reset();
+    reader_.reset();
+    perf_.reset();
+    if (Status st = index_perf_data(root, open_files); !st.ok()) return st.error();
+    make_kernel_namer(open_files);  // the kernel's map as the index read it last
+    next_ = 0;
+    return next_sample(i);
+  }
+  records_ = rs.records();  // the skipped ones too (FINISHED_ROUND...), as the index counts them
+  finish_perf_data(rs.truncation());
+  rd.stream.reset();
+  return false;
 }
 
 Status Profile::view(size_t i, SampleView* out) const {
@@ -282,7 +388,11 @@ Status Profile::view(size_t i, SampleView* out) const {
   const SampleRef& ref = samples_[i];
   if (format_ == ProfileFormat::kCapture) return decode_capture_sample(bytes_ + ref.offset, ref.size, regs_mask_, capture_version_, out);
   RawSample r;
-  const uint8_t* rec = perf_->record_at(ref.offset, ref.size);
+  const bool streamed = reader_ != nullptr && reader_->stream != nullptr;
+  if (streamed && i + 1 != samples_.size())
+    return make_error(SPROV_ERR_INVALID_ARG, "sample %zu is no longer held: a profile read once holds only the sample "
+                      "handed out last (%zu)", i, samples_.size() - 1);
+  const uint8_t* rec = streamed ? reader_->current.bytes : perf_->record_at(ref.offset, ref.size);
   if (rec == nullptr)
     return make_error(SPROV_ERR_TRUNCATED, "perf.data: sample record at 0x%llx (%u bytes) could not be read again: %s",
                       static_cast<unsigned long long>(ref.offset), static_cast<unsigned>(ref.size),

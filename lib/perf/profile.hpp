@@ -12,6 +12,7 @@
 #include "perf/kernel_symbols.hpp"
 #include "perf/module_tracker.hpp"
 #include "perf/perf_data.hpp"
+#include "perf/record_stream.hpp"
 
 namespace stackprov::perf {
 
@@ -87,12 +88,22 @@ class Profile {
   /// Opens a perf.data file or a capture file (by magic). Module files are opened
   /// under `root` ("" = as recorded). The file is memory-mapped; a perf.data file's records are
   /// read through pread (perf::RecordSource), not through the mapping.
-  static Result<std::unique_ptr<Profile>> open(const std::string& path, const std::string& root);
+  /// `stream`: a perf.data file is read once (RecordStream): no sample is known at open, and
+  /// next_sample() hands them out in the index's order while the file is read.
+  static Result<std::unique_ptr<Profile>> open(const std::string& path, const std::string& root, bool stream = false);
   /// The same over bytes in memory (tests, fuzzing); `open_files` false: module files are
   /// not opened (modules get no bias or build-id) and the host's vDSO is not used.
   static Result<std::unique_ptr<Profile>> from_bytes(std::vector<uint8_t> bytes, const std::string& root,
-                                                     bool open_files = true);
+                                                     bool open_files = true, bool stream = false);
   ~Profile();
+  /// The next sample in time order: true and `*i` its index (view, fill_snapshot, python), false
+  /// at the end. Opened with `stream` (a perf.data file): samples() holds the samples handed out
+  /// so far, view() and fill_snapshot() only the last, and lists(), comms(), lost(), records(),
+  /// warnings() and truncation() are complete at the end. When the order cannot be kept (see
+  /// RecordStream) before any sample was handed out, the file is read with the index from there
+  /// on; after, SPROV_ERR_LIMIT naming why (open it without `stream`). Otherwise, each sample of
+  /// the index in turn.
+  Result<bool> next_sample(size_t* i);
   Profile(const Profile&) = delete;
   Profile& operator=(const Profile&) = delete;
 
@@ -148,8 +159,15 @@ class Profile {
  private:
   friend class CaptureReader;
   Profile() = default;
+  struct PerfReader;
   Status index_perf_data(const std::string& root, bool open_files);
-  Status index(const std::string& root, bool open_files);
+  Status index(const std::string& root, bool open_files, bool stream);
+  Status begin_perf_data(const std::string& root, bool open_files, bool index);
+  /// One record in time order: module lists, comms, lost counts, samples (`*sample`: one added).
+  Status apply_record(const RecordRef& r, const uint8_t* rec, bool refused, bool* sample);
+  void finish_perf_data(const Truncation& cut);
+  void make_kernel_namer(bool open_files);
+  static RecordStream::Order record_order(uint32_t type);
   Status index_capture();
 
   ProfileFormat format_ = ProfileFormat::kPerfData;
@@ -175,6 +193,9 @@ class Profile {
   ModuleId kernel_id_;
   uint64_t kernel_text_ = 0;  ///< `_text` when recorded (KASLR), 0 when unknown
   std::unique_ptr<KernelNamer> kernel_;
+  std::unique_ptr<PerfReader> reader_;  ///< perf.data: the state of reading its records
+  size_t next_ = 0;                 ///< next_sample's next index
+  std::string path_;                ///< opened by path: named in truncation()
 };
 
 }  // namespace stackprov::perf

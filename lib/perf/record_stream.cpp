@@ -10,8 +10,8 @@
 
 namespace stackprov::perf {
 
-RecordStream::RecordStream(const PerfData& pd, bool (*ordered)(uint32_t type), Limits limits)
-    : pd_(pd), ordered_(ordered), limits_(limits), fd_(pd.source().fd()), mem_(pd.source().bytes()), off_(pd.data_offset()),
+RecordStream::RecordStream(const PerfData& pd, Order (*order)(uint32_t type), Limits limits)
+    : pd_(pd), order_(order), limits_(limits), fd_(pd.source().fd()), mem_(pd.source().bytes()), off_(pd.data_offset()),
       end_(pd.data_end()), cut_(pd.truncation()) {
   cut_.partial_bytes = 0;
 }
@@ -95,7 +95,7 @@ void RecordStream::commit(uint64_t watermark) {
 }
 
 bool RecordStream::read_until_ready() {
-  while (ready_at_ >= ready_.size()) {
+  while (ready_at_ >= ready_.size() && as_read_.empty()) {
     if (at_end_) {
       if (pending_.empty()) {
         state_ = State::kEnd;
@@ -136,9 +136,15 @@ bool RecordStream::read_until_ready() {
       prev_round_max_ = max_seen_;
       continue;
     }
-    if (!ordered_(r.type)) continue;
+    const Order order = order_(r.type);
+    if (order == Order::kSkip) continue;
     Entry e{r, chunk, false};
     e.refused = !index_fields(pd_.decoder(), rec, &e.ref);
+    if (order == Order::kAsRead) {
+      if (chunk != kNoChunk) chunks_[chunk].live++;
+      as_read_.push_back(e);
+      continue;
+    }
     if (any_ready_ && e.ref.time < handed_max_)
       return fall_back("perf.data: the record at 0x" + std::to_string(e.ref.offset) + " (time " +
                        std::to_string(e.ref.time) + ") is older than one handed out (time " +
@@ -161,7 +167,9 @@ bool RecordStream::next(StreamRecord* out) {
   release(last_);
   last_ = kNoChunk;
   if (!read_until_ready()) return false;
-  const Entry& e = ready_[ready_at_++];
+  const bool as_read = !as_read_.empty();
+  const Entry e = as_read ? as_read_.back() : ready_[ready_at_++];
+  if (as_read) as_read_.pop_back();
   last_ = e.chunk;
   out->ref = e.ref;
   out->refused = e.refused;

@@ -29,8 +29,11 @@ struct StreamRecord {
 /// after timed ones, records held past kMaxHeldBytes or kMaxHeldRecords — a recording without
 /// FINISHED_ROUND larger than that —, a record the index refuses), the stream stops in
 /// State::kFallback, why() naming the record and the value: the caller then reads the file with
-/// the index (PerfData::parse), which gives the order or the error. Records of types `ordered`
-/// does not accept (FINISHED_ROUND, perf's own records) are counted and not handed out. Bounded:
+/// the index (PerfData::parse), which gives the order or the error. Each record type is sorted
+/// (Order::kSorted), handed out as read, before the sorted records that precede it
+/// (Order::kAsRead: records whose effect does not depend on their order, e.g. perf's LOST_SAMPLES
+/// count written at the end without a time), or counted and skipped (Order::kSkip: FINISHED_ROUND,
+/// perf's own records). Bounded:
 /// at most kMaxHeldBytes of chunks and kMaxHeldRecords records held, 2^26 records read.
 /// Not thread-safe.
 class RecordStream {
@@ -39,13 +42,14 @@ class RecordStream {
   static constexpr uint64_t kMaxHeldBytes = uint64_t{256} << 20;
   static constexpr size_t kMaxHeldRecords = size_t{1} << 20;
   enum class State : uint8_t { kReading, kEnd, kFallback };
+  enum class Order : uint8_t { kSkip, kSorted, kAsRead };
   struct Limits {  ///< lower bounds for tests
     uint64_t held_bytes = kMaxHeldBytes;
     size_t held_records = kMaxHeldRecords;
   };
   /// `pd`: parsed without its index (PerfData::parse(..., false)); it must outlive this stream.
-  RecordStream(const PerfData& pd, bool (*ordered)(uint32_t type), Limits limits);
-  RecordStream(const PerfData& pd, bool (*ordered)(uint32_t type)) : RecordStream(pd, ordered, Limits{}) {}
+  RecordStream(const PerfData& pd, Order (*order)(uint32_t type), Limits limits);
+  RecordStream(const PerfData& pd, Order (*order)(uint32_t type)) : RecordStream(pd, order, Limits{}) {}
   /// The next record in time order; false at the end (State::kEnd) or when the order cannot be
   /// kept (State::kFallback).
   bool next(StreamRecord* out);
@@ -78,7 +82,7 @@ class RecordStream {
   bool fall_back(std::string why);
 
   const PerfData& pd_;
-  bool (*ordered_)(uint32_t);
+  Order (*order_)(uint32_t);
   Limits limits_;
   int fd_ = -1;
   const uint8_t* mem_ = nullptr;
@@ -90,6 +94,7 @@ class RecordStream {
   uint32_t last_ = kNoChunk;     ///< the chunk of the record handed out last
   std::vector<Entry> pending_;   ///< read, not yet ready
   std::vector<Entry> ready_;     ///< sorted, handed out from ready_at_
+  std::vector<Entry> as_read_;   ///< an Order::kAsRead record, handed out before ready_
   size_t ready_at_ = 0;
   uint64_t max_seen_ = 0, prev_round_max_ = 0;  ///< the latest time read; as of the last FINISHED_ROUND
   uint64_t handed_max_ = 0;      ///< the latest time made ready

@@ -14,6 +14,8 @@
 #include "perf/perf_data.hpp"
 #include "perf/profile.hpp"
 #include "perf/record_stream.hpp"
+#include "stackprov/perf.h"
+#include "stackprov/stackprov.h"
 
 using namespace stackprov;
 using namespace stackprov::perf;
@@ -729,7 +731,10 @@ TEST_CASE("capture file version 4: Python frames with their samples (record --py
 // ---------------------------------------------------------------- RecordStream
 
 namespace {
-bool stream_ordered(uint32_t type) { return type != kRecordFinishedRound; }
+RecordStream::Order stream_order(uint32_t type) {
+  return type == kRecordFinishedRound ? RecordStream::Order::kSkip : RecordStream::Order::kSorted;
+}
+bool stream_ordered(uint32_t type) { return stream_order(type) == RecordStream::Order::kSorted; }
 
 std::vector<uint8_t> finished_round() { return record(kRecordFinishedRound, 0, Bytes{}, 0, false); }
 
@@ -746,7 +751,7 @@ Streamed stream_all(const std::vector<uint8_t>& bytes, int fd, RecordStream::Lim
   auto pd = PerfData::parse(bytes.data(), bytes.size(), fd, false);
   REQUIRE(pd.ok());
   CHECK(pd.value().records().empty());
-  RecordStream s(pd.value(), stream_ordered, limits);
+  RecordStream s(pd.value(), stream_order, limits);
   Streamed out;
   StreamRecord r;
   while (s.next(&r)) {
@@ -786,7 +791,8 @@ void check_same(const Streamed& s, const std::vector<RecordRef>& want) {
 
 /// interleaved_file's records with a FINISHED_ROUND after each run (two runs' times interleave,
 /// so a round's records reach into the next round's times, as perf's per-CPU buffers do).
-std::vector<uint8_t> rounds_file(uint64_t runs, uint64_t per_run, uint32_t stack, bool rounds = true) {
+std::vector<uint8_t> rounds_file(uint64_t runs, uint64_t per_run, uint32_t stack, bool rounds = true,
+                                 bool lost_at_end = false) {
   std::vector<std::vector<uint8_t>> recs{mmap2(0x400000, 0x1000, "/nonexistent/spin", 0), comm("spin", 0)};
   for (uint64_t run = 0; run < runs; run++) {
     for (uint64_t i = 0; i < per_run; i++) {
@@ -797,6 +803,8 @@ std::vector<uint8_t> rounds_file(uint64_t runs, uint64_t per_run, uint32_t stack
     }
     if (rounds) recs.push_back(finished_round());
   }
+  if (lost_at_end)  // as perf record writes it at exit: LOST_SAMPLES {lost}, no time (tools/perf/builtin-record.c)
+    recs.push_back(record(kRecordLostSamples, 0, Bytes().u64(77), 0, false));
   return perf_file(recs, stack);
 }
 }  // namespace
@@ -881,4 +889,135 @@ TEST_CASE("RecordStream: a round out of order, a record without a time late, a b
     CHECK(s.state == RecordStream::State::kFallback);
     CHECK(s.why == index.error().message);  // the index's own message
   }
+}
+
+namespace {
+struct CSample {
+  uint64_t time, ip, sp, stack_size;
+  int64_t pid, tid;
+  std::string comm;
+  uint32_t list;
+};
+CSample c_sample(const struct sprov_profile_sample& s) {
+  return CSample{s.time, s.ip, s.sp, s.stack_size, s.pid, s.tid, s.comm ? s.comm : "", s.module_list};
+}
+void check_same_sample(const CSample& a, const CSample& b) {
+  CHECK(a.time == b.time);
+  CHECK(a.ip == b.ip);
+  CHECK(a.sp == b.sp);
+  CHECK(a.stack_size == b.stack_size);
+  CHECK(a.pid == b.pid);
+  CHECK(a.tid == b.tid);
+  CHECK(a.comm == b.comm);
+  CHECK(a.list == b.list);
+}
+/// Every sample through sprov_profile_sample of a profile opened with its index (the oracle).
+std::vector<CSample> c_indexed(sprov_context* ctx, const char* path, struct sprov_profile_info* info_out) {
+  sprov_profile* p = nullptr;
+  REQUIRE(sprov_profile_open(ctx, path, nullptr, &p) == 0);
+  SPROV_OPTS(sprov_profile_info, info);
+  REQUIRE(sprov_profile_info(p, &info) == 0);
+  std::vector<CSample> out;
+  for (size_t i = 0; i < info.samples; i++) {
+    SPROV_OPTS(sprov_profile_sample, s);
+    REQUIRE(sprov_profile_sample(p, i, &s) == 0);
+    out.push_back(c_sample(s));
+  }
+  *info_out = info;
+  info_out->warnings = info_out->cmdline = info_out->event = info_out->truncation = info_out->kernel_note = nullptr;
+  sprov_profile_free(p);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("sprov_profile_next with SPROV_PROFILE_OPEN_STREAM: the samples of sprov_profile_sample, in order") {
+  sprov_context* ctx = nullptr;
+  REQUIRE(sprov_context_new(nullptr, &ctx) == 0);
+  SECTION("rounds: read once, perf's lost count at the end without a time") {
+    const std::vector<uint8_t> bytes = rounds_file(6, 500, 256, true, true);
+    TempFile tmp;
+    REQUIRE(write(tmp.fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    struct sprov_profile_info want_info;
+    const std::vector<CSample> want = c_indexed(ctx, tmp.path, &want_info);
+    REQUIRE(want.size() > 3000);
+    SPROV_OPTS(sprov_profile_open_opts, o, .flags = SPROV_PROFILE_OPEN_STREAM);
+    sprov_profile* p = nullptr;
+    REQUIRE(sprov_profile_open(ctx, tmp.path, &o, &p) == 0);
+    SPROV_OPTS(sprov_profile_info, info);
+    REQUIRE(sprov_profile_info(p, &info) == 0);
+    CHECK(info.samples == 0);  // none known before they are read
+    size_t n = 0, index = 0;
+    SPROV_OPTS(sprov_profile_sample, s);
+    int rc;
+    while ((rc = sprov_profile_next(p, &index, &s)) == 0) {
+      INFO("sample " << n);
+      REQUIRE(n < want.size());
+      CHECK(index == n);
+      check_same_sample(c_sample(s), want[n]);
+      if (n > 0) {  // only the last one is held
+        SPROV_OPTS(sprov_profile_sample, old);
+        CHECK(sprov_profile_sample(p, n - 1, &old) == SPROV_ERR_INVALID_ARG);
+      }
+      n++;
+    }
+    CHECK(rc == SPROV_ERR_NOT_FOUND);
+    CHECK(n == want.size());
+    REQUIRE(sprov_profile_info(p, &info) == 0);
+    CHECK(info.samples == want_info.samples);
+    CHECK(info.records == want_info.records);
+    CHECK(info.lost == want_info.lost);
+    CHECK(info.lost == 77);
+    CHECK(info.module_lists == want_info.module_lists);
+    sprov_profile_free(p);
+  }
+  SECTION("a round out of order before any sample: read with the index instead") {
+    const std::vector<uint8_t> bytes =
+        perf_file({mmap2(0x400000, 0x1000, "/nonexistent/spin", 5), finished_round(),
+                   mmap2(0x500000, 0x1000, "/nonexistent/lib", 6), finished_round(), comm("late", 1),
+                   sample(20, 0x400123, 0x7ffd0000), finished_round(), sample(10, 0x400456, 0x7ffd0100)});
+    TempFile tmp;
+    REQUIRE(write(tmp.fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    struct sprov_profile_info want_info;
+    const std::vector<CSample> want = c_indexed(ctx, tmp.path, &want_info);
+    REQUIRE(want.size() == 2);
+    SPROV_OPTS(sprov_profile_open_opts, o, .flags = SPROV_PROFILE_OPEN_STREAM);
+    sprov_profile* p = nullptr;
+    REQUIRE(sprov_profile_open(ctx, tmp.path, &o, &p) == 0);
+    size_t index = 0;
+    for (size_t n = 0; n < want.size(); n++) {
+      SPROV_OPTS(sprov_profile_sample, s);
+      REQUIRE(sprov_profile_next(p, &index, &s) == 0);
+      CHECK(index == n);
+      check_same_sample(c_sample(s), want[n]);
+    }
+    SPROV_OPTS(sprov_profile_sample, s);
+    CHECK(sprov_profile_next(p, &index, &s) == SPROV_ERR_NOT_FOUND);
+    sprov_profile_free(p);
+  }
+  SECTION("a round out of order after samples were handed out: SPROV_ERR_LIMIT naming it") {
+    const std::vector<uint8_t> bytes =
+        perf_file({sample(10, 0x400000, 0x7ffd0000), finished_round(), sample(20, 0x400000, 0x7ffd0000),
+                   finished_round(), sample(30, 0x400000, 0x7ffd0000), finished_round(), sample(15, 0x400000, 0x7ffd0000),
+                   finished_round()});
+    TempFile tmp;
+    REQUIRE(write(tmp.fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    SPROV_OPTS(sprov_profile_open_opts, o, .flags = SPROV_PROFILE_OPEN_STREAM);
+    sprov_profile* p = nullptr;
+    REQUIRE(sprov_profile_open(ctx, tmp.path, &o, &p) == 0);
+    size_t index = 0;
+    int rc = 0, n = 0;
+    SPROV_OPTS(sprov_profile_sample, s);
+    while ((rc = sprov_profile_next(p, &index, &s)) == 0) n++;
+    CHECK(n == 2);
+    CHECK(rc == SPROV_ERR_LIMIT);
+    CHECK(index == SIZE_MAX);
+    CHECK(std::string(sprov_last_error_message()).find("(time 15) is older than one handed out (time 20)") != std::string::npos);
+    sprov_profile_free(p);
+  }
+  SECTION("unknown flags are refused") {
+    SPROV_OPTS(sprov_profile_open_opts, o, .flags = 2u);
+    sprov_profile* p = nullptr;
+    CHECK(sprov_profile_open(ctx, "/nonexistent", &o, &p) == SPROV_ERR_INVALID_ARG);
+  }
+  sprov_context_free(ctx);
 }
