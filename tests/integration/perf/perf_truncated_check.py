@@ -4,6 +4,8 @@
 # stderr what is lost; its samples are perf script's, sample by sample and frame by frame; a file cut inside its
 # header is refused naming the file and the offset; a capture file's loss line counts the records, samples and bytes
 # lost (exactly for a finished recording, "at least" for a copy taken while it was written, unknown for version 2).
+# Issue 37: a perf.data whose rounds are out of order (perf-import reads a file once, round by round, and starts over
+# with the index when a record is older than one handed out): the output of the same records in file order.
 """The oracle for a perf.data cut inside its data section is `perf script` on the same bytes up to the last
 complete record, with the header's data.size saying so (and no feature sections): perf script 6.1 on the cut
 file itself reads past its end, the zeros that fill the last page as records, and stops with "failed to process
@@ -290,6 +292,68 @@ def check_capture_live_copy(sp, workdir, spin):
     return []
 
 
+def check_rounds_out_of_order(sp, workdir, raw):
+    """The recording's rounds (the records between two FINISHED_ROUND, type 68) with the second and the last but
+    one swapped: the same records, so the same samples in time order. perf-import reads it once, meets the moved
+    round's old records after newer ones were handed out, and starts over with the index: its output (folded; json
+    to a file with -o and to stdout redirected to a file, where json is read once; json to a pipe, read with the
+    index) is the original file's, byte for byte, and stderr says it started over."""
+    failures = []
+    data_off, data_size, ends = layout(raw)
+    rounds, start = [], data_off
+    off = data_off
+    for end in ends:
+        if struct.unpack_from("<I", raw, off)[0] == 68:
+            rounds.append(raw[start:end])
+            start = end
+        off = end
+    rounds.append(raw[start:data_off + data_size])
+    if len(rounds) < 5:
+        return ["rounds out of order: the recording has %d rounds, fewer than 5" % len(rounds)]
+    rounds[1], rounds[-2] = rounds[-2], rounds[1]
+    moved = raw[:data_off] + b"".join(rounds) + raw[data_off + data_size:]
+    assert len(moved) == len(raw)
+    orig, shuffled = os.path.join(workdir, "rounds-orig.data"), os.path.join(workdir, "rounds-moved.data")
+    open(orig, "wb").write(raw)
+    open(shuffled, "wb").write(moved)
+    for fmt in ("folded", "json"):
+        want = subprocess.run([sp, "perf-import", orig, "-f", fmt, "--quiet"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+        if want.returncode != 0 or not want.stdout:
+            failures.append("rounds out of order: perf-import -f %s of the original failed: %s" % (fmt, want.stderr))
+            continue
+        ways = [("-o FILE", ["-o", os.path.join(workdir, "rounds." + fmt)], None),
+                ("stdout to a file", [], os.path.join(workdir, "rounds-stdout." + fmt)), ("a pipe", [], "pipe")]
+        for how, extra, dest in ways:
+            if dest is None or dest == "pipe":
+                r = subprocess.run([sp, "perf-import", shuffled, "-f", fmt] + extra, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+                got = r.stdout if dest == "pipe" else open(extra[1], "rb").read()
+            else:
+                with open(dest, "wb") as f:
+                    f.write(b"kept\n")  # written before: kept, the output after it
+                    f.flush()
+                    r = subprocess.run([sp, "perf-import", shuffled, "-f", fmt] + extra, stdout=f,
+                                       stderr=subprocess.PIPE)
+                got = open(dest, "rb").read()
+                if not got.startswith(b"kept\n"):
+                    failures.append("rounds out of order, -f %s to %s: the bytes before the output were lost" %
+                                    (fmt, how))
+                got = got[5:]
+            started_over = b"reading it again with its index" in r.stderr
+            if r.returncode != 0 or got != want.stdout:
+                failures.append("rounds out of order, -f %s to %s: exit %d, %d bytes, the original's %d bytes%s" %
+                                (fmt, how, r.returncode, len(got), len(want.stdout),
+                                 "" if got != want.stdout else " (identical)"))
+            elif started_over != (fmt != "json" or dest != "pipe"):
+                failures.append("rounds out of order, -f %s to %s: %s" % (
+                    fmt, how, "started over though not read once" if started_over else "did not say it started over"))
+            else:
+                print("ok: rounds out of order, -f %s to %s: the original's output (%d bytes)%s" %
+                      (fmt, how, len(got), ", started over" if started_over else ""))
+    return failures
+
+
 def main():
     args = script_args()
     perf = find_perf()
@@ -319,6 +383,8 @@ def main():
             failures += check_cut(args.stackprov, perf, workdir, name, raw, cut, lambda o, m=mode: m)
         if name == "g":
             g_raw = raw
+        else:
+            failures += check_rounds_out_of_order(args.stackprov, workdir, raw)
     failures += check_features_cut(args.stackprov, perf, workdir, g_raw)
     failures += check_header_cuts(args.stackprov, workdir, g_raw)
     failures += check_capture_cut(args.stackprov, workdir, spin)
