@@ -351,7 +351,8 @@ Result<bool> Profile::next_sample(size_t* i) {
     bool sample = false;
     if (Status st = apply_record(rd.current.ref, rd.current.bytes, rd.current.refused, &sample); !st.ok()) return st.error();
     if (!sample) continue;
-    if (lists_.size() != rd.tracker.lists().size()) lists_ = rd.tracker.lists();
+    const auto& lists = rd.tracker.lists();  // append-only: the new ones appended (not the vector copied)
+    lists_.insert(lists_.end(), lists.begin() + static_cast<std::ptrdiff_t>(std::min(lists_.size(), lists.size())), lists.end());
     *i = samples_.size() - 1;
     next_ = samples_.size();
     return true;
