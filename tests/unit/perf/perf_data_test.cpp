@@ -162,18 +162,30 @@ struct TempFile {
   }
 };
 
+std::vector<uint8_t> finished_round() { return record(kRecordFinishedRound, 0, Bytes{}, 0, false); }
+
 /// Two runs of samples whose times interleave (as perf writes per-CPU buffers in rounds), `runs`
-/// runs of `per_run` samples each, comm records between them; samples of `stack` stack bytes.
-std::vector<uint8_t> interleaved_file(uint64_t runs, uint64_t per_run, uint32_t stack) {
-  std::vector<std::vector<uint8_t>> recs{mmap2(0x400000, 0x1000, "/nonexistent/spin", 1)};
+/// runs of `per_run` samples each, comm records between them; samples of `stack` stack bytes. With
+/// `rounds`, a FINISHED_ROUND after each run (a round's records reach into the next round's
+/// times); with `ties`, a second sample of the same time now and then (file order decides).
+std::vector<uint8_t> rounds_file(uint64_t runs, uint64_t per_run, uint32_t stack, bool rounds = true,
+                                 bool lost_at_end = false, bool ties = true) {
+  std::vector<std::vector<uint8_t>> recs{mmap2(0x400000, 0x1000, "/nonexistent/spin", 0), comm("spin", 0)};
   for (uint64_t run = 0; run < runs; run++) {
     for (uint64_t i = 0; i < per_run; i++) {
       const uint64_t t = 100 + (run / 2) * 2 * per_run + 2 * i + (run % 2);
       recs.push_back(sample(t, 0x400000 + (t % 0x1000), 0x7ffd0000 + 16 * (t % 997), 2, stack));
       if (i % 150 == 0) recs.push_back(comm("w" + std::to_string(run) + "-" + std::to_string(i), t));
+      if (ties && i % 97 == 0) recs.push_back(sample(t, 0x400000, 0x7ffd0000, 2, stack));  // a tie: file order
     }
+    if (rounds) recs.push_back(finished_round());
   }
+  if (lost_at_end)  // as perf record writes it at exit: LOST_SAMPLES {lost}, no time (tools/perf/builtin-record.c)
+    recs.push_back(record(kRecordLostSamples, 0, Bytes().u64(77), 0, false));
   return perf_file(recs, stack);
+}
+std::vector<uint8_t> interleaved_file(uint64_t runs, uint64_t per_run, uint32_t stack) {
+  return rounds_file(runs, per_run, stack, false, false, false);
 }
 }  // namespace
 
@@ -736,7 +748,6 @@ RecordStream::Order stream_order(uint32_t type) {
 }
 bool stream_ordered(uint32_t type) { return stream_order(type) == RecordStream::Order::kSorted; }
 
-std::vector<uint8_t> finished_round() { return record(kRecordFinishedRound, 0, Bytes{}, 0, false); }
 
 /// The records a stream hands out, and its final state.
 struct Streamed {
@@ -789,24 +800,6 @@ void check_same(const Streamed& s, const std::vector<RecordRef>& want) {
   }
 }
 
-/// interleaved_file's records with a FINISHED_ROUND after each run (two runs' times interleave,
-/// so a round's records reach into the next round's times, as perf's per-CPU buffers do).
-std::vector<uint8_t> rounds_file(uint64_t runs, uint64_t per_run, uint32_t stack, bool rounds = true,
-                                 bool lost_at_end = false) {
-  std::vector<std::vector<uint8_t>> recs{mmap2(0x400000, 0x1000, "/nonexistent/spin", 0), comm("spin", 0)};
-  for (uint64_t run = 0; run < runs; run++) {
-    for (uint64_t i = 0; i < per_run; i++) {
-      const uint64_t t = 100 + (run / 2) * 2 * per_run + 2 * i + (run % 2);
-      recs.push_back(sample(t, 0x400000 + (t % 0x1000), 0x7ffd0000 + 16 * (t % 997), 2, stack));
-      if (i % 150 == 0) recs.push_back(comm("w" + std::to_string(run) + "-" + std::to_string(i), t));
-      if (i % 97 == 0) recs.push_back(sample(t, 0x400000, 0x7ffd0000, 2, stack));  // a tie: file order
-    }
-    if (rounds) recs.push_back(finished_round());
-  }
-  if (lost_at_end)  // as perf record writes it at exit: LOST_SAMPLES {lost}, no time (tools/perf/builtin-record.c)
-    recs.push_back(record(kRecordLostSamples, 0, Bytes().u64(77), 0, false));
-  return perf_file(recs, stack);
-}
 }  // namespace
 
 TEST_CASE("RecordStream: the index's order, the file read once, round by round") {
