@@ -79,15 +79,21 @@ const uint8_t* RecordStream::fetch(uint64_t off, size_t n, uint32_t* chunk) {
   return c.buf.data();
 }
 
+namespace {
+/// The min-heap order of held records: the latest (time, file offset) at the bottom.
+bool later(const RecordRef& a, const RecordRef& b) { return a.time != b.time ? a.time > b.time : a.offset > b.offset; }
+}  // namespace
+
 void RecordStream::commit(uint64_t watermark) {
-  std::sort(pending_.begin(), pending_.end(), [](const Entry& a, const Entry& b) {
-    return a.ref.time != b.ref.time ? a.ref.time < b.ref.time : a.ref.offset < b.ref.offset;
-  });
-  auto split = std::upper_bound(pending_.begin(), pending_.end(), watermark,
-                                [](uint64_t w, const Entry& e) { return w < e.ref.time; });
-  ready_.assign(pending_.begin(), split);
-  pending_.erase(pending_.begin(), split);
+  // Each record is pushed once and popped once: O(log n) each, however many rounds there are.
+  auto cmp = [](const Entry& a, const Entry& b) { return later(a.ref, b.ref); };
+  ready_.clear();
   ready_at_ = 0;
+  while (!pending_.empty() && pending_.front().ref.time <= watermark) {
+    std::pop_heap(pending_.begin(), pending_.end(), cmp);
+    ready_.push_back(pending_.back());
+    pending_.pop_back();
+  }
   if (!ready_.empty()) {
     handed_max_ = std::max(handed_max_, ready_.back().ref.time);
     any_ready_ = true;
@@ -158,6 +164,7 @@ bool RecordStream::read_until_ready() {
     if (chunk != kNoChunk) chunks_[chunk].live++;
     max_seen_ = std::max(max_seen_, e.ref.time);
     pending_.push_back(e);
+    std::push_heap(pending_.begin(), pending_.end(), [](const Entry& a, const Entry& b) { return later(a.ref, b.ref); });
   }
   return true;
 }

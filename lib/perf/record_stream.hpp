@@ -23,7 +23,8 @@ struct StreamRecord {
 /// the bytes in memory), with a bounded reorder buffer: perf's ordered-events queue
 /// (tools/perf/util/ordered-events.c, OE_FLUSH__ROUND). perf writes its ring buffers in rounds,
 /// each ended by a PERF_RECORD_FINISHED_ROUND; at the end of a round, the records held whose time is
-/// at most the latest time of the round before are sorted by (time, file offset) and handed out.
+/// at most the latest time of the round before are handed out by (time, file offset), from a heap
+/// (each record pushed and popped once: O(log n) per record, whatever the number of rounds).
 /// That order is exactly the index's as long as no record read later is older than one handed out;
 /// every record is checked for it, and when one is (rounds out of order, records without a time
 /// after timed ones, records held past kMaxHeldBytes or kMaxHeldRecords — a recording without
@@ -92,7 +93,7 @@ class RecordStream {
   std::vector<uint32_t> free_;
   uint32_t cur_ = kNoChunk;      ///< the chunk being read into
   uint32_t last_ = kNoChunk;     ///< the chunk of the record handed out last
-  std::vector<Entry> pending_;   ///< read, not yet ready
+  std::vector<Entry> pending_;   ///< read, not yet ready: a min-heap by (time, file offset)
   std::vector<Entry> ready_;     ///< sorted, handed out from ready_at_
   std::vector<Entry> as_read_;   ///< an Order::kAsRead record, handed out before ready_
   size_t ready_at_ = 0;
