@@ -1003,7 +1003,11 @@ int cmd_record(int argc, char** argv) {
 
 int cmd_perf_import(int argc, char** argv) {
   const int rc = perf_import(argc, argv, true);
-  return rc == kStartOver ? perf_import(argc, argv, false) : rc;
+  if (rc != kStartOver) return rc;
+  const int again = perf_import(argc, argv, false);  // with the index: nothing asks to start over
+  if (again != kStartOver) return again;
+  fprintf(stderr, "stackprov perf-import: reading the file with its index asked to start over again\n");
+  return 1;
 }
 
 STACKPROV_COMMAND("perf-import", "unwind and symbolize perf.data / capture-file samples: folded, svg, json, pprof", cmd_perf_import);
