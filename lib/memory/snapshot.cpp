@@ -787,6 +787,19 @@ Result<Snapshot> deserialize(const uint8_t* data, size_t len) {
   return s;
 }
 
+bool SnapshotReader::seek_slow(uint64_t addr) {
+  const std::vector<MemoryRegion>& mem = snap_->memory;
+  auto it = std::upper_bound(mem.begin(), mem.end(), addr,
+                             [](uint64_t a, const MemoryRegion& r) { return a < r.addr; });
+  if (it == mem.begin()) return false;
+  const MemoryRegion& r = *--it;
+  if (addr - r.addr >= r.bytes.size()) return false;
+  hit_addr_ = r.addr;
+  hit_data_ = r.bytes.data();
+  hit_size_ = r.bytes.size();
+  return true;
+}
+
 bool SnapshotReader::read_slow(uint64_t addr, void* buf, size_t len) {
   if (len == 0) return true;
   const std::vector<MemoryRegion>& mem = snap_->memory;

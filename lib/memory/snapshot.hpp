@@ -211,9 +211,13 @@ class SnapshotReader final : public MemoryReader {
     size_t size;
   };
   Window window() const { return {hit_addr_, hit_data_, hit_size_}; }
+  /// Moves the window to the region holding target byte `addr` without reading (a walk's first
+  /// step); false when no region holds it (the window is then unchanged).
+  bool seek(uint64_t addr) { return addr - hit_addr_ < hit_size_ || seek_slow(addr); }
 
  private:
   bool read_slow(uint64_t addr, void* buf, size_t len);
+  bool seek_slow(uint64_t addr);
 
   const Snapshot* snap_;
   // The last region hit, copied here so that the fast path touches only the

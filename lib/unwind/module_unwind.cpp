@@ -209,7 +209,13 @@ bool LoadedModule::read_code(uint64_t vaddr, void* buf, size_t len) const {
   return object_ && object_->read_code(vaddr, buf, len);
 }
 
+uint64_t ModuleTable::next_table_stamp() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {
+  stamp_ = next_table_stamp();
   slots_.push_back(s);
   ModuleSlot& slot = slots_.back();
   const UnwindSource* table = s.module != nullptr ? s.module->table() : nullptr;
@@ -225,6 +231,7 @@ void ModuleTable::add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold) {
 }
 
 void ModuleTable::finish() {
+  stamp_ = next_table_stamp();
   std::sort(slots_.begin(), slots_.end(),
             [](const ModuleSlot& a, const ModuleSlot& b) { return a.start < b.start; });
   disjoint_ = true;

@@ -165,6 +165,7 @@ class ModuleTable {
     slots_.clear();
     hold_.clear();
     disjoint_ = true;
+    stamp_ = next_table_stamp();
   }
   void add(const ModuleSlot& s, std::shared_ptr<LoadedModule> hold);
   void finish();  ///< sorts slots
@@ -179,12 +180,17 @@ class ModuleTable {
   size_t size() const { return slots_.size(); }
   /// No two slots overlap (find_near may answer with its hint).
   bool disjoint() const { return disjoint_; }
+  /// Unique to this table's slots (never 0): every change (clear, add, finish) draws a new one, so
+  /// that caches of answers by absolute pc (RuleCache's quick table) know whose they are.
+  uint64_t stamp() const { return stamp_; }
   uint64_t key = 0;  ///< module_list_hash of the snapshot it was built for
 
  private:
   std::vector<ModuleSlot> slots_;
   std::vector<std::shared_ptr<LoadedModule>> hold_;
   bool disjoint_ = true;  ///< no two slots overlap (set by finish())
+  static uint64_t next_table_stamp();
+  uint64_t stamp_ = next_table_stamp();
 };
 
 /// Next module generation number (never 0). Thread-safe.

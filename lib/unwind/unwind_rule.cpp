@@ -86,11 +86,19 @@ RuleCache::RuleCache() : block_(std::calloc(kEntries + kWays, sizeof(Entry))) {
   constexpr uintptr_t kSetBytes = sizeof(Entry) * kWays;
   const auto at = reinterpret_cast<uintptr_t>(block_.get());
   entries_ = reinterpret_cast<Entry*>((at + kSetBytes - 1) & ~(kSetBytes - 1));
+  // The quick table: one entry more, so that entries start on a 32-byte boundary (two to a line).
+  static_assert(std::is_trivially_copyable_v<QuickEntry>, "quick entries are zero-filled by calloc");
+  quick_block_.reset(std::calloc((size_t{1} << kQuickBits) + 1, sizeof(QuickEntry)));
+  if (quick_block_) {
+    const auto q = reinterpret_cast<uintptr_t>(quick_block_.get());
+    quick_ = reinterpret_cast<QuickEntry*>((q + sizeof(QuickEntry) - 1) & ~(sizeof(QuickEntry) - 1));
+  }
 }
 
 void RuleCache::clear() {
   std::memset(static_cast<void*>(entries_), 0, kEntries * sizeof(Entry));
   prologues_.reset();
+  quick_table_ = 0;  // the next quick_begin() draws a new stamp
 }
 
 void RuleCache::insert_prologue(uint64_t rel_pc, bool exact_pc, uint32_t generation, const arch::PrologueInfo& info) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "arch/regs.hpp"
@@ -55,8 +56,9 @@ UnwindRule translate_row(const dwarf::CfiRow& row, int addr_size, int num_regs,
 /// Two-way set-associative cache of rules keyed by (module identity, module-relative pc):
 /// the module's generation (unique per loaded module, which is shared by
 /// build-id across snapshots and processes) and the link-time address. Never an
-/// absolute pc: that is other code in another address space, so a cache keyed
-/// by it would make a walk depend on what was unwound before. Owned by one
+/// absolute pc alone: that is other code in another address space, so a cache keyed
+/// by it would make a walk depend on what was unwound before (the quick table below
+/// keys by absolute pc *and* the module table's stamp). Owned by one
 /// unwinder (one thread): no locks, no allocation after construction.
 class RuleCache {
  public:
@@ -94,6 +96,75 @@ class RuleCache {
   static constexpr uint8_t kPcsCfaSp = 1, kPcsCfaFp = 2, kPcsNone = 0xff;
   static constexpr int kPcsOther = 5;
   static_assert(sizeof(Entry) == 64, "cache entry must stay one 64-byte line");
+
+  /// The quick table: what the unwinder's pcs-only walk (Unwinder::pcs_run) takes of an entry's pcs
+  /// form, keyed by the frame's absolute pc (a return address) under one module table, so that a
+  /// step needs neither the frame's module nor the two-way probe. Direct-mapped; an entry is valid
+  /// for the stamp quick_begin() gave that table (the table's own stamp, ModuleTable::stamp(), is
+  /// 64-bit and unique; entries hold a 32-bit stamp of this cache). Everything in it is a function
+  /// of (table, pc): the module's bias, generation and methods are the table's, a rule-cache
+  /// entry's content is a function of (generation, module-relative pc), the coroutine-entry answer
+  /// of the module's code. An entry copies what it needs, so evicting the rule-cache entry it came
+  /// from does not change it.
+  struct QuickEntry {
+    uint64_t pc;      ///< the return address (the rule is the one for pc - the call's minimum length)
+    uint32_t stamp;   ///< quick_begin()'s stamp; 0: empty
+    int32_t cfa_off;  ///< cfa = (kQuickFp ? fp : sp) + cfa_off
+    uint8_t flags;    ///< kQuick* bits
+    int8_t span_lo;   ///< the slots: span_words words from cfa + span_lo words (Entry's)
+    uint8_t span_words;
+    int8_t ra_word;  ///< the return address at cfa + ra_word words
+    int8_t fp_word;  ///< fp's slot at cfa + fp_word words (with kQuickFpSaved; else ra_word)
+    uint8_t nother;  ///< other saved registers: other_reg[i] at word other_rel[i] of the span
+    uint8_t other_reg[kPcsOther];
+    uint8_t other_rel[kPcsOther];
+  };
+  static_assert(sizeof(QuickEntry) == 32, "two quick entries a line");
+  /// QuickEntry::flags: the CFA is on fp; fp is saved (at fp_rel); other registers are saved; the
+  /// frame is the end of the stack (the cached rule is kEndOfStack and the pc no coroutine entry:
+  /// nothing else in the entry is set).
+  static constexpr uint8_t kQuickFp = 1, kQuickFpSaved = 2, kQuickOther = 4, kQuickEnd = 8;
+  static constexpr uint32_t kQuickBits = 12;  // 4096 * 32 B = 128 KiB
+  static uint32_t quick_slot(uint64_t pc) {
+    return static_cast<uint32_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - kQuickBits));
+  }
+  /// The quick table for the module table stamped `table_stamp` (nullptr when it could not be
+  /// allocated): a table other than the last one's gets a new stamp, so the entries of another
+  /// table never answer. Allocation-free (the table is calloc'd with the cache).
+  QuickEntry* quick_begin(uint64_t table_stamp) {
+    if (table_stamp != quick_table_) {
+      quick_table_ = table_stamp;
+      if (++quick_stamp_ == 0) {  // 2^32 tables: the oldest entries could answer again
+        if (quick_ != nullptr) std::memset(static_cast<void*>(quick_), 0, sizeof(QuickEntry) << kQuickBits);
+        quick_stamp_ = 1;
+      }
+    }
+    return quick_;
+  }
+  uint32_t quick_stamp() const { return quick_stamp_; }
+  /// `q` (a slot of the quick table) from the pcs form of `e` (e->pcs != 0), for `pc`.
+  static void quick_fill(QuickEntry* q, uint64_t pc, uint32_t stamp, const Entry& e) {
+    q->pc = pc;
+    q->stamp = stamp;
+    q->cfa_off = e.rule.cfa_off;
+    const int nother = e.pcs >> 2;
+    q->flags = static_cast<uint8_t>(((e.pcs & 3) == kPcsCfaFp ? kQuickFp : 0) |
+                                    (e.fp_rel != kPcsNone ? kQuickFpSaved : 0) | (nother != 0 ? kQuickOther : 0));
+    q->span_lo = e.span_lo;
+    q->span_words = e.span_words;
+    q->ra_word = static_cast<int8_t>(e.span_lo + e.ra_rel);  // the rule's ra_off
+    q->fp_word = static_cast<int8_t>(e.span_lo + (e.fp_rel != kPcsNone ? e.fp_rel : e.ra_rel));
+    q->nother = static_cast<uint8_t>(nother);
+    std::memcpy(q->other_reg, e.other_reg, sizeof(q->other_reg));
+    std::memcpy(q->other_rel, e.other_rel, sizeof(q->other_rel));
+  }
+  /// `q` for `pc` as the end of the stack.
+  static void quick_fill_end(QuickEntry* q, uint64_t pc, uint32_t stamp) {
+    std::memset(static_cast<void*>(q), 0, sizeof(*q));
+    q->pc = pc;
+    q->stamp = stamp;
+    q->flags = kQuickEnd;
+  }
 
   RuleCache();
   RuleCache(const RuleCache&) = delete;
@@ -223,6 +294,10 @@ class RuleCache {
     return static_cast<uint32_t>(((key ^ (static_cast<uint64_t>(generation) << 40)) * 0x9E3779B97F4A7C15ull) >> 56);
   }
   std::unique_ptr<PrologueEntry[]> prologues_;
+  std::unique_ptr<void, FreeDeleter> quick_block_;  ///< calloc'd as block_
+  QuickEntry* quick_ = nullptr;
+  uint64_t quick_table_ = 0;  ///< the ModuleTable stamp quick_stamp_ is for (0: none)
+  uint32_t quick_stamp_ = 0;
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
 };

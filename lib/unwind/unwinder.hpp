@@ -142,7 +142,9 @@ class Unwinder {
     r.sp = regs.get(Traits::kSpReg);
     r.lookup_prev = pc_is_return_address;
     r.method = Method::kContext;
-    const ModuleSlot* slot = modules_.find(r.lookup_prev ? r.pc - Traits::kCallInsnMin : r.pc);
+    // The first frame's module: pcs_run looks a return address's up only if it cannot take the frame.
+    const ModuleSlot* slot =
+        kPcsRun && r.lookup_prev ? nullptr : modules_.find(r.lookup_prev ? r.pc - Traits::kCallInsnMin : r.pc);
     pcs[0] = r.pc;
     r.n = 1;
     // pcs_run's frames; a frame it cannot take, fast_run<true>'s single step; then pcs_run again.
@@ -478,129 +480,250 @@ class Unwinder {
     }
   }
 
+  /// A pcs_run step whose rule restores other saved registers: its entry and its slots' host bytes.
+  struct PendingSaves {
+    const RuleCache::QuickEntry* e;
+    const uint8_t* w;
+  };
+  static constexpr size_t kPending = 64;
   /// walk_pcs's common frames in the fewest instructions: fast_run<true>'s steps for the rules whose
   /// cache entry has a pcs form (RuleCache::Entry::pcs: the CFA on sp or fp, at most kPcsOther other
   /// saved registers) under a method fast_run takes (ModuleSlot::plain_methods), every slot in the
   /// reader's current window; and the end of the stack where the cached rule says so (what the
   /// ladder's table rung answers for that frame, after the coroutine-entry rung). Caller frames
-  /// only (the current frame's pc a return address), disjoint module tables only. Registers in
-  /// locals, the rule's slots at word offsets set at insert, no Frame. The first frame it cannot
-  /// take is left to fast_run<true> (false) with `regs`, `slot` and *ps as fast_run<true> would
-  /// have them; true when the walk stopped. Little-endian 64-bit targets read through a window
-  /// (a snapshot) only.
+  /// only (the current frame's pc a return address), disjoint module tables only. A step looks
+  /// its rule up by the absolute pc in the cache's quick table (RuleCache::QuickEntry, filled by
+  /// quick_entry from the frame's module and the rule cache): no module, no generation, no method
+  /// per frame. Registers in locals, no Frame. The first frame it cannot take is left to
+  /// fast_run<true> (false) with `regs`, `slot` and *ps as fast_run<true> would have them; true
+  /// when the walk stopped. Little-endian 64-bit targets read through a window (a snapshot) only.
   static constexpr bool kPcsRun = !Ops::kSigreturnBeforeCfi && Traits::kAddrSize == 8 && !Traits::kBigEndian &&
-                                   requires(Mem& m) { m.window(); };
+                                   requires(Mem& m) {
+                                     m.window();
+                                     m.seek(uint64_t{0});
+                                   };
   [[gnu::noinline]] bool pcs_run(WalkResult* out, PcsRun* ps, const ModuleSlot*& slot_io, Regs& regs) {
     if constexpr (!kPcsRun) {
       return false;
     } else {
       constexpr int kSp = Traits::kSpReg, kFp = Traits::kFpReg;
-      constexpr uint64_t kBack = Traits::kCallInsnMin;
-      if (!regs.has(kSp) || !regs.has(Traits::kPcReg) || !ps->lookup_prev || !modules_.disjoint()) return false;
-      uint64_t* const first = ps->pcs + ps->n;
-      uint64_t* p = first;
-      uint64_t* const end = ps->pcs + opts_.max_frames;
-      uint64_t pc = ps->pc, sp = ps->sp;  // the current frame's
-      uint64_t fp = regs.v[kFp];
-      bool fp_valid = regs.has(kFp);
-      const ModuleSlot* slot = slot_io;
-      const ModuleSlot* alt = nullptr;  // the module the walk was in before this one
-      auto win = mem_.window();
-      uint64_t restored = 0;  // valid bits of the other saved registers written into regs
-      PendingSaves pending[kPending];
-      size_t npending = 0;
-      bool stopped = false, stepped = false;  // stepped: the walk stopped after a step (counted)
-      while (p < end && slot != nullptr && pc != 0) {
-        const uint32_t gen = slot->table_generation;
-        if (gen == 0) break;
-        const RuleCache::Entry* e = cache_.probe_entry(pc - kBack - slot->bias, gen);
-        if (e == nullptr) break;
-        if (e->pcs == 0) {
-          if (e->rule.kind == UnwindRule::kEndOfStack && !coroutine_entry_at(*slot, pc)) {
-            cache_.count_hit();  // the table rung's lookup
-            out->stop = StopReason::kEndOfStack;
-            stopped = true;
-          }
-          break;
-        }
-        if (!((slot->plain_methods >> e->rule.from_debug_frame) & 1)) break;
-        uint64_t base = sp;
-        if ((e->pcs & 3) == RuleCache::kPcsCfaFp) {
-          if (!fp_valid) break;
-          base = fp;
-        }
-        const uint64_t cfa = base + static_cast<int64_t>(e->rule.cfa_off);
-        const uint64_t lo = cfa + static_cast<int64_t>(e->span_lo) * 8;
-        const size_t len = static_cast<size_t>(e->span_words) * 8;
-        uint64_t off = lo - win.addr;
-        if (!(off < win.size && len <= win.size - off)) {
-          // Another region (the walk's first read): one read moves the reader's window there.
-          uint64_t probe;
-          if (!mem_.read(lo, &probe, 8)) break;
-          win = mem_.window();
-          off = lo - win.addr;
-          if (!(off < win.size && len <= win.size - off)) break;
-        }
-        const uint8_t* w = win.data + off;
-        __builtin_prefetch(w + 256);  // the callers' slots (a prefetch never faults)
-        const uint64_t ra = Traits::strip_return_address(slot_word(w + e->ra_rel * 8));
-        if (e->fp_rel != RuleCache::kPcsNone) {
-          fp = slot_word(w + e->fp_rel * 8);
-          fp_valid = true;
-        }
-        // The other saved registers are needed only by a frame after the run (a walk that stops
-        // in it never reads them): the step is noted, without a branch on their number, and the
-        // notes are applied in order when the run ends without a stop (or the notes are full).
-        pending[npending] = {e, w};
-        npending += (e->pcs >> 2) != 0;
-        if (npending == kPending) {
-          apply_pending(pending, npending, regs, restored);
-          npending = 0;
-        }
-        // fast_run's checks with the current frame's pc a return address.
-        if (ra == 0) {
-          out->stop = StopReason::kEndOfStack;
-          stopped = stepped = true;
-        } else if (cfa <= sp) {
-          out->stop = StopReason::kSpNotAdvancing;
-          stopped = stepped = true;
-        }
-        pc = ra;
-        sp = cfa;
-        if (stopped) break;
-        if (ra - kBack - slot->start >= slot->end - slot->start) {
-          // Another module: most often the one the walk left last (a callback's caller). The slots
-          // are disjoint, so a slot holding the pc is find()'s answer.
-          const ModuleSlot* prev = slot;
-          slot = alt != nullptr && ra - kBack - alt->start < alt->end - alt->start ? alt : modules_.find(ra - kBack);
-          alt = prev;
-        }
-        *p++ = ra;
+      QuickRun r;
+      r.quick = ps->lookup_prev && modules_.disjoint() ? cache_.quick_begin(modules_.stamp()) : nullptr;
+      if (!regs.has(kSp) || !regs.has(Traits::kPcReg) || r.quick == nullptr) {
+        // walk_pcs left a return address's module to this run.
+        if (slot_io == nullptr && ps->lookup_prev) slot_io = modules_.find(ps->pc - Traits::kCallInsnMin);
+        return false;
       }
-      const uint64_t steps = static_cast<uint64_t>(p - first) + (stepped ? 1 : 0);
-      if (!stopped) apply_pending(pending, npending, regs, restored);
+      r.stamp = cache_.quick_stamp();
+      uint64_t* const first = ps->pcs + ps->n;
+      r.p = first;
+      r.end = ps->pcs + opts_.max_frames;
+      r.pc = ps->pc;  // the current frame's
+      r.sp = ps->sp;
+      r.fp = regs.v[kFp];
+      r.fp_bad = regs.has(kFp) ? 0 : RuleCache::kQuickFp;  // a CFA on fp cannot be taken
+      mem_.seek(r.sp);  // the stack's region, so that the first step finds its slots in the window
+      r.set_window(mem_.window());
+      PendingSaves pending[kPending];
+      r.pending = pending;
+      r.npending = 0;
+      const ModuleSlot* hint = slot_io;  // the module of the last quick_entry
+      uint64_t restored = 0;  // valid bits of the other saved registers written into regs
+      bool stopped = false, stepped = false;  // stepped: the walk stopped after a step (counted)
+      for (bool more = true; more;) {
+        switch (quick_steps(r)) {
+          case QuickExit::kLimit:
+            more = false;
+            break;
+          case QuickExit::kMiss: {
+            // The notes point into the quick table: applied before an entry of it is replaced.
+            apply_pending(pending, r.npending, regs, restored);
+            r.npending = 0;
+            more = quick_entry(&r.quick[RuleCache::quick_slot(r.pc)], r.pc, r.stamp, hint) != nullptr;
+            break;
+          }
+          case QuickExit::kFlags:
+            if (r.q->flags & RuleCache::kQuickEnd) {
+              cache_.count_hit();  // the table rung's lookup
+              out->stop = StopReason::kEndOfStack;
+              stopped = true;
+            }
+            more = false;
+            break;
+          case QuickExit::kWindow: {
+            // Another region: the reader's window moves there.
+            more = mem_.seek(r.lo);
+            if (more) {
+              r.set_window(mem_.window());
+              more = r.lo - r.win_addr < r.win_size && r.len <= r.win_size - (r.lo - r.win_addr);
+            }
+            break;
+          }
+          case QuickExit::kPendingFull:
+            apply_pending(pending, r.npending, regs, restored);
+            r.npending = 0;
+            break;
+          case QuickExit::kRaZero:
+            out->stop = StopReason::kEndOfStack;
+            stopped = stepped = true;
+            more = false;
+            break;
+          case QuickExit::kSpNotAdvancing:
+            out->stop = StopReason::kSpNotAdvancing;
+            stopped = stepped = true;
+            more = false;
+            break;
+        }
+      }
+      const uint64_t steps = static_cast<uint64_t>(r.p - first) + (stepped ? 1 : 0);
+      if (!stopped) apply_pending(pending, r.npending, regs, restored);
       regs.valid |= restored;
-      if (steps != 0) write_back(regs, pc, sp, fp, fp_valid, steps);
-      ps->n = static_cast<size_t>(p - ps->pcs);
-      ps->pc = pc;
-      ps->sp = sp;
-      slot_io = slot;
+      if (steps != 0) write_back(regs, r.pc, r.sp, r.fp, r.fp_bad == 0, steps);
+      // The module of the frame handed on (walk_pcs leaves the first frame's to this run).
+      if (!stopped && (steps != 0 || slot_io == nullptr)) slot_io = modules_.find_near(r.pc - Traits::kCallInsnMin, hint);
+      ps->n = static_cast<size_t>(r.p - ps->pcs);
+      ps->pc = r.pc;
+      ps->sp = r.sp;
       return stopped;
     }
   }
 
-  /// A pcs_run step whose rule restores other saved registers: its entry and its slots' host bytes.
-  struct PendingSaves {
-    const RuleCache::Entry* e;
-    const uint8_t* w;
+  /// Why quick_steps returned: the frame limit; the current pc not in the quick table; its entry
+  /// the end of the stack or its CFA on fp without fp (QuickRun::q); its slots outside the window
+  /// (QuickRun::lo, len); the notes full after a step; a step stopped the walk (return address 0,
+  /// the stack pointer not advancing: pc and sp are the caller's, the pc not written).
+  enum class QuickExit : uint8_t { kLimit, kMiss, kFlags, kWindow, kPendingFull, kRaZero, kSpNotAdvancing };
+  /// pcs_run's state between quick_steps calls.
+  struct QuickRun {
+    RuleCache::QuickEntry* quick;
+    uint32_t stamp;
+    uint8_t fp_bad;  ///< kQuickFp while fp is unknown
+    uint64_t pc, sp, fp;
+    uint64_t* p;  ///< where the next caller's pc goes
+    uint64_t* end;
+    uint64_t win_addr, win_size, delta;  ///< the reader's window; delta: host address - target address
+    PendingSaves* pending;
+    size_t npending;
+    const RuleCache::QuickEntry* q;  ///< kFlags, kWindow: the current frame's entry
+    uint64_t lo, len;                ///< kWindow: the slots' span
+    template <typename W>
+    void set_window(const W& win) {
+      win_addr = win.addr;
+      win_size = win.size;
+      delta = reinterpret_cast<uintptr_t>(win.data) - win.addr;
+    }
   };
-  static constexpr size_t kPending = 64;
+  /// pcs_run's steps while every frame's rule is in the quick table and its slots in the window:
+  /// no call, so that the walk's state stays in registers. Writes the pcs at r.p, notes the steps
+  /// with other saved registers in r.pending.
+  [[gnu::noinline]] static QuickExit quick_steps(QuickRun& r) {
+    const RuleCache::QuickEntry* const quick = r.quick;
+    const uint32_t stamp = r.stamp;
+    uint8_t leave = RuleCache::kQuickEnd | r.fp_bad;  // the flags that end the run
+    uint64_t pc = r.pc, sp = r.sp, fp = r.fp;
+    uint64_t* p = r.p;
+    uint64_t* const end = r.end;
+    const uint64_t win_addr = r.win_addr, win_size = r.win_size, delta = r.delta;
+    PendingSaves* const pending = r.pending;
+    size_t npending = r.npending;
+    QuickExit why;
+    for (;;) {
+      if (p == end) {
+        why = QuickExit::kLimit;
+        break;
+      }
+      const RuleCache::QuickEntry* const q = &quick[RuleCache::quick_slot(pc)];
+      if (q->pc != pc || q->stamp != stamp) {
+        why = QuickExit::kMiss;
+        break;
+      }
+      const uint8_t flags = q->flags;
+      if (flags & leave) {
+        why = QuickExit::kFlags;
+        r.q = q;
+        break;
+      }
+      const uint64_t cfa = ((flags & RuleCache::kQuickFp) ? fp : sp) + static_cast<int64_t>(q->cfa_off);
+      // The slots' span inside the window (off the return address's dependency chain: the
+      // return address is read at its host address, cfa + delta, where the check passed).
+      const uint64_t lo = cfa + static_cast<int64_t>(q->span_lo) * 8;
+      const size_t len = static_cast<size_t>(q->span_words) * 8;
+      if (!(lo - win_addr < win_size && len <= win_size - (lo - win_addr))) {
+        why = QuickExit::kWindow;
+        r.q = q;
+        r.lo = lo;
+        r.len = len;
+        break;
+      }
+      const uint8_t* const c = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(cfa + delta));
+      const uint8_t* const w = c + static_cast<int64_t>(q->span_lo) * 8;
+      __builtin_prefetch(w + 256);  // the callers' slots (a prefetch never faults)
+      const uint64_t ra = Traits::strip_return_address(slot_word(c + static_cast<int64_t>(q->ra_word) * 8));
+      const uint64_t saved_fp = slot_word(c + static_cast<int64_t>(q->fp_word) * 8);  // in the span either way
+      if (flags & RuleCache::kQuickFpSaved) {
+        fp = saved_fp;
+        leave = RuleCache::kQuickEnd;
+      }
+      // The other saved registers are needed only by a frame after the run (a walk that stops
+      // in it never reads them): the step is noted, and the notes are applied in order when the
+      // run ends without a stop (or the notes are full, or the quick table is about to change).
+      if (flags & RuleCache::kQuickOther) pending[npending++] = {q, w};
+      // fast_run's checks with the current frame's pc a return address.
+      const uint64_t old_sp = sp;
+      pc = ra;
+      sp = cfa;
+      if (ra == 0) {
+        why = QuickExit::kRaZero;
+        break;
+      }
+      if (cfa <= old_sp) {
+        why = QuickExit::kSpNotAdvancing;
+        break;
+      }
+      *p++ = ra;
+      if (npending == kPending) {
+        why = QuickExit::kPendingFull;
+        break;
+      }
+    }
+    r.fp_bad = leave & RuleCache::kQuickFp;
+    r.pc = pc;
+    r.sp = sp;
+    r.fp = fp;
+    r.p = p;
+    r.npending = npending;
+    return why;
+  }
+
+  /// pcs_run's rule for the return address `pc` into `q` (its slot of the quick table, stamp
+  /// `stamp`) from the frame's module (found near `hint`, which becomes it) and the rule cache; or
+  /// nullptr when pcs_run cannot take the frame (no module or unwind table, no cached rule, a rule
+  /// without a pcs form, a method fast_run does not take).
+  [[gnu::noinline]] const RuleCache::QuickEntry* quick_entry(RuleCache::QuickEntry* q, uint64_t pc, uint32_t stamp,
+                                                            const ModuleSlot*& hint) {
+    const ModuleSlot* slot = modules_.find_near(pc - Traits::kCallInsnMin, hint);
+    if (slot == nullptr) return nullptr;
+    hint = slot;
+    const uint32_t gen = slot->table_generation;
+    if (gen == 0) return nullptr;
+    const RuleCache::Entry* e = cache_.probe_entry(pc - Traits::kCallInsnMin - slot->bias, gen);
+    if (e == nullptr) return nullptr;
+    if (e->pcs == 0) {
+      if (e->rule.kind != UnwindRule::kEndOfStack || coroutine_entry_at(*slot, pc)) return nullptr;
+      RuleCache::quick_fill_end(q, pc, stamp);
+      return q;
+    }
+    if (!((slot->plain_methods >> e->rule.from_debug_frame) & 1)) return nullptr;
+    RuleCache::quick_fill(q, pc, stamp, *e);
+    return q;
+  }
+
   /// The other saved registers of `n` pcs_run steps, in order, into `regs` (their valid bits into
   /// `restored`): what fast_run's steps would have written.
   static void apply_pending(const PendingSaves* pending, size_t n, Regs& regs, uint64_t& restored) {
     for (size_t k = 0; k < n; k++) {
-      const RuleCache::Entry* e = pending[k].e;
-      for (int i = 0, m = e->pcs >> 2; i < m; i++) {
+      const RuleCache::QuickEntry* e = pending[k].e;
+      for (int i = 0, m = e->nother; i < m; i++) {
         const int reg = e->other_reg[i];
         regs.v[reg] = slot_word(pending[k].w + e->other_rel[i] * 8);
         restored |= uint64_t{1} << reg;
