@@ -223,6 +223,13 @@ def bench_target(args, name, path, pkg):
                     "first_symbol_ns": drv["format5_symbols_first_ns"],
                     "warm_symbol_ns_per_address": drv["format5_symbol_warm_ns_per_address"],
                     "symbols_all_ns": drv["format5_symbols_all_ns"]},
+        # Unwind rows (doc/bundles.md "Format 7"): the bundle's format against the same records rewritten
+        # in format 6 by the driver (every row and every address's row checked equal there).
+        "unwind_rows": {"rows": drv["unwind_rows"], "bytes": drv["rows_bytes"], "first_row_ns": drv["rows_first_ns"],
+                        "warm_row_ns_per_address": drv["rows_warm_ns_per_address"]},
+        "format6": {"bytes": drv["format6_bytes"], "size_ratio_to_gsym": drv["format6_bytes"] / gsym_bytes,
+                    "rows_bytes": drv["format6_rows_bytes"], "first_row_ns": drv["format6_rows_first_ns"],
+                    "warm_row_ns_per_address": drv["format6_rows_warm_ns_per_address"]},
         "llvm_symbolizer_dwarf": {"batch_s": t1, "batch_ns_per_address": t1 / n * 1e9,
                                   "marginal_ns_per_address": sym_marginal},
         "llvm_gsymutil_gsym": {"batch_s": g1, "batch_ns_per_address": g1 / n * 1e9,
@@ -273,6 +280,12 @@ def main():
                  r["symbol_names"]["warm_symbol_ns_per_address"], r["symbol_names"]["symbols_all_ns"] / 1e6,
                  r["format5"]["bytes"], r["format5"]["size_ratio_to_gsym"], r["format5"]["first_symbol_ns"] / 1e6,
                  r["format5"]["warm_symbol_ns_per_address"], r["format5"]["symbols_all_ns"] / 1e6))
+        print("bench/bundle %-15s format %d: unwind rows %d (all equal to format 6's), %d B, first unwind_row() %.2f ms, "
+              "warm %.0f ns/addr; format 6 of the same records %d B (%.3f of GSYM), rows %d B, first %.2f ms, warm %.0f ns/addr"
+              % (name, r["bundle_format"], r["unwind_rows"]["rows"], r["unwind_rows"]["bytes"],
+                 r["unwind_rows"]["first_row_ns"] / 1e6, r["unwind_rows"]["warm_row_ns_per_address"],
+                 r["format6"]["bytes"], r["format6"]["size_ratio_to_gsym"], r["format6"]["rows_bytes"],
+                 r["format6"]["first_row_ns"] / 1e6, r["format6"]["warm_row_ns_per_address"]))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
