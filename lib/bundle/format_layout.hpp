@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// On-disk layout of the bundle file, formats 2 to 6 (doc/bundles.md "Layout"): offsets, sizes,
+// On-disk layout of the bundle file, formats 2 to 7 (doc/bundles.md "Layout"): offsets, sizes,
 // little-endian and varint codecs, the entropy coder's contexts.
 #pragma once
 
@@ -275,6 +275,62 @@ inline constexpr unsigned kRowClasses = 5;
 /// Format 4: a row's class from its field mask (the next row's context).
 inline constexpr unsigned row_class(uint8_t mask) {
   return 1u + ((mask & 2) != 0 ? 1u : 0u) + ((mask & 16) != 0 ? 2u : 0u);  // kRowCfaOff, kRowSaved
+}
+
+// ---- format 7 (doc/bundles.md "Format 7"): unwind rows as indexes into a per-module row table.
+// A module's row data starts with its row table: the table codes (RowTabCtx7, in order), uint N (the
+// distinct rows), the N rows sorted by row_key7, each coded as a format-4 row against the table row
+// before it (format 4's row contexts; its pc the row's table index), then per table row uint (its
+// successor count) and per successor sint (successor - row) and a symbol 0/1 (the pair has a pc-delta
+// context of its own); then the block codes (RowBlkCtx7 in order, then one code per flagged pair, in
+// table order), zero bits to a byte. A block holds kRowBlock3 rows: the first as uint (its table
+// index), each next one as its rank in the previous row's successor list (not coded when the list
+// has one entry) and its pc delta (> 0) in its pair's context, else in its class's (row_delta_class7).
+enum RowTabCtx7 : unsigned {
+  // 0 .. kRowCtxCount4 - 1: format 4's row contexts, for the table rows (format 3's stay empty).
+  kCtx7Count = kRowCtxCount4,  // N
+  kCtx7SuccCount,              // a table row's successor count
+  kCtx7Succ,                   // successor - row (signed)
+  kCtx7PairFlag,               // 1: the pair has its own pc-delta context
+  kRowTabCtxCount7,
+};
+inline constexpr unsigned kRankBuckets7 = 5;   // successor-list lengths 2, 3-4, 5-8, 9-16, more
+inline constexpr unsigned kDeltaClasses7 = 7;  // row_delta_class7
+enum RowBlkCtx7 : unsigned {
+  kCtx7First,                                 // a block's first row: its table index
+  kCtx7Rank,                                  // + rank_bucket7(successor-list length)
+  kCtx7Delta = kCtx7Rank + kRankBuckets7,     // + row_delta_class7(previous, this)
+  kRowBlkCtxCount7 = kCtx7Delta + kDeltaClasses7,  // then the pair contexts
+};
+/// At most this many pairs get a pc-delta context of their own (a reader refuses more).
+inline constexpr unsigned kMaxPairCtx7 = 256;
+/// The writer gives a pair its own pc-delta context when it occurs at least this often in blocks.
+inline constexpr uint64_t kPairCtxMin7 = 24;
+inline constexpr unsigned rank_bucket7(uint64_t n) {  // n >= 2
+  return n <= 2 ? 0u : n <= 4 ? 1u : n <= 8 ? 2u : n <= 16 ? 3u : 4u;
+}
+/// The pc-delta class of a row given the previous one: 0 not kind 1 (cfa_reg), else 1 + (its cfa
+/// offset grew 0, shrank 1, stayed 2) + 3 when it saves registers.
+inline constexpr unsigned row_delta_class7(uint8_t kind, int32_t prev_cfa_off, int32_t cfa_off, uint8_t nsaved) {
+  if (kind != 1) return 0;
+  const unsigned dir = cfa_off > prev_cfa_off ? 0u : cfa_off < prev_cfa_off ? 1u : 2u;
+  return 1 + dir + (nsaved > 0 ? 3u : 0u);
+}
+/// The row table's order (every field but the pc; saved pairs beyond nsaved are not compared):
+/// kind, signal frame, debug frame, ra kind, cfa register, ra register, ra offset, the saved pairs
+/// (register, offset) as a sequence compared pair by pair (a prefix first), then the cfa offset.
+template <class Row>
+int row_compare7(const Row& a, const Row& b) {
+  auto cmp = [](auto x, auto y) { return x < y ? -1 : y < x ? 1 : 0; };
+  int c = 0;
+  if ((c = cmp(a.kind, b.kind)) != 0 || (c = cmp(a.signal_frame, b.signal_frame)) != 0 ||
+      (c = cmp(a.from_debug_frame, b.from_debug_frame)) != 0 || (c = cmp(a.ra_kind, b.ra_kind)) != 0 ||
+      (c = cmp(a.cfa_reg, b.cfa_reg)) != 0 || (c = cmp(a.ra_reg, b.ra_reg)) != 0 || (c = cmp(a.ra_off, b.ra_off)) != 0)
+    return c;
+  for (size_t i = 0; i < a.nsaved && i < b.nsaved; i++)
+    if ((c = cmp(a.saved_reg[i], b.saved_reg[i])) != 0 || (c = cmp(a.saved_off[i], b.saved_off[i])) != 0) return c;
+  if ((c = cmp(a.nsaved, b.nsaved)) != 0) return c;
+  return cmp(a.cfa_off, b.cfa_off);
 }
 
 // Pad block: per pad uleb (delta << 1 | explicit); explicit: uleb nframes, frames of

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle reader (formats 2 to 6): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
+// Bundle reader (formats 2 to 7): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,6 +53,13 @@ struct ModuleIndex {
   // Format 3: the module's codes (read from the front of its group and row data).
   std::vector<entropy::Code> range_codes, row_codes;
   std::vector<entropy::Code> pad_codes;  // format 4
+  /// Format 7: the module's row table (decoded and checked with the string table), each table
+  /// row's successors (succ[succ_off[t] .. succ_off[t + 1]), by rank) and the pc-delta context of
+  /// each pair, and the block codes (RowBlkCtx7, then the pair contexts).
+  std::vector<UnwindRowRecord> row_table;
+  std::vector<uint32_t> succ_off, succ;
+  std::vector<uint16_t> succ_ctx;
+  std::vector<entropy::Code> row_blk_codes;
   /// Format 5: the module's symbol-name records, decoded and checked with its string table and (format
   /// 6) its depth-0 ranges on the first symbol lookup (sym_once).
   struct Sym {
@@ -463,6 +470,68 @@ Status read_row(Src& c, size_t mi, uint64_t prev, uint8_t& prev_head, unsigned& 
   return {};
 }
 
+/// Format 7: a module's row table, successor lists and block codes, from the front of its row data
+/// (the `first_off` bytes before its first block), each value checked.
+Status decode_row_table7(const uint8_t* p, uint32_t first_off, size_t mi, uint64_t nrows, ModuleIndex& ix) {
+  std::vector<entropy::Code> tab(kRowTabCtxCount7);
+  BitSrc c{entropy::BitReader(p, p + first_off), nullptr, true};
+  for (unsigned k = 0; k < kRowTabCtxCount7; k++)
+    if (!tab[k].read(c.r)) return bad("module %zu: unwind-row table code %u of %u is not a valid canonical code", mi, k, kRowTabCtxCount7);
+  if (c.r.get(static_cast<unsigned>((8 - c.r.consumed() % 8) % 8)) != 0 || c.r.bad())
+    return bad("module %zu: unwind-row table codes end with nonzero padding or are cut short", mi);
+  c.codes = tab.data();
+  // A table row takes 2 bits at least (pc delta, mask), a successor 2 (index, flag).
+  const uint64_t n = c.u(kCtx7Count);
+  if (!c.ok() || n == 0 || n > nrows || n > c.r.bits_left() / 2)
+    return bad("module %zu: unwind-row table of %" PRIu64 " rows (the module has %" PRIu64 ", %" PRIu64 " bits left)", mi, n,
+               nrows, c.r.bits_left());
+  ix.row_table.resize(static_cast<size_t>(n));
+  uint8_t prev_head = 0;
+  unsigned cls = 0;
+  for (uint64_t t = 0; t < n; t++) {
+    UnwindRowRecord next = t == 0 ? UnwindRowRecord{} : ix.row_table[t - 1];
+    if (Status st = read_row(c, mi, t == 0 ? 0 : t - 1, prev_head, cls, next); !st) return st;
+    for (size_t i = next.nsaved; i < kMaxSavedRegs; i++) {
+      next.saved_reg[i] = 0;
+      next.saved_off[i] = 0;
+    }
+    if (next.pc != t || (t > 0 && row_compare7(ix.row_table[t - 1], next) >= 0))
+      return bad("module %zu: unwind-row table row %" PRIu64 " (pc field %" PRIu64 ") is not after the one before", mi, t,
+                 next.pc);
+    ix.row_table[t] = next;
+  }
+  ix.succ_off.assign(static_cast<size_t>(n) + 1, 0);
+  unsigned npair = 0;
+  for (uint64_t t = 0; t < n; t++) {
+    const uint64_t k = c.u(kCtx7SuccCount);
+    if (!c.ok() || k > n || k > nrows - ix.succ.size() || k > c.r.bits_left() / 2)
+      return bad("module %zu: unwind-row table row %" PRIu64 " has %" PRIu64 " successors (of %" PRIu64 " rows)", mi, t, k, n);
+    for (uint64_t i = 0; i < k; i++) {
+      const int64_t d = c.s(kCtx7Succ);
+      const uint8_t flag = c.sym(kCtx7PairFlag);
+      if (!c.ok() || d < -static_cast<int64_t>(t) || d >= static_cast<int64_t>(n - t) || flag > 1)
+        return bad("module %zu: unwind-row table row %" PRIu64 ": successor %" PRIu64 " at %+" PRId64 " (flag %u) is outside the %" PRIu64
+                   " rows, or cut short", mi, t, i, d, flag, n);
+      const uint64_t j = static_cast<uint64_t>(static_cast<int64_t>(t) + d);
+      const UnwindRowRecord &a = ix.row_table[t], &b = ix.row_table[j];
+      if (flag != 0 && npair == kMaxPairCtx7)
+        return bad("module %zu: unwind-row table has more than %u pc-delta contexts of pairs", mi, kMaxPairCtx7);
+      ix.succ.push_back(static_cast<uint32_t>(j));
+      ix.succ_ctx.push_back(static_cast<uint16_t>(flag != 0 ? kRowBlkCtxCount7 + npair++
+                                                             : kCtx7Delta + row_delta_class7(b.kind, a.cfa_off, b.cfa_off, b.nsaved)));
+    }
+    ix.succ_off[t + 1] = static_cast<uint32_t>(ix.succ.size());
+  }
+  ix.row_blk_codes.resize(kRowBlkCtxCount7 + npair);
+  for (unsigned k = 0; k < kRowBlkCtxCount7 + npair; k++)
+    if (!ix.row_blk_codes[k].read(c.r))
+      return bad("module %zu: unwind-row block code %u of %u is not a valid canonical code", mi, k, kRowBlkCtxCount7 + npair);
+  if (!c.r.at_padded_end())
+    return bad("module %zu: unwind-row table and codes leave %" PRIu64 " bits before the first data offset %u", mi,
+               c.r.bits_left(), first_off);
+  return {};
+}
+
 }  // namespace
 
 Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
@@ -516,7 +585,7 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
         IndexCheck{kSecPadIndex, kSecPadData, m.pindex, m.pdata, "return-pad block",
                    m.version >= 4 ? &ix.pad_codes : nullptr, kPadCtxCount},
         IndexCheck{kSecRowIndex, kSecRowData, m.rindex, m.rdata, "unwind-row block", v3 ? &ix.row_codes : nullptr,
-                   m.version >= 4 ? kRowCtxCount4 : kRowCtxCount}}) {
+                   m.version >= 7 ? 0u : m.version >= 4 ? kRowCtxCount4 : kRowCtxCount}}) {
     if (k.idx.count == 0 && k.data.count != 0)
       return bad("module %zu: %" PRIu64 " %s bytes without an index", mi, k.data.count, k.what);
     uint32_t first_off = 0;  // format 3: the tables' bytes
@@ -526,14 +595,18 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
         return bad("module %zu: %s tables of %u bytes (the first data offset) are empty or beyond %" PRIu64 " bytes", mi,
                    k.what, first_off, k.data.count);
       const uint8_t* p = sec[k.data_sec] + k.data.first;
-      entropy::BitReader r(p, p + first_off);
-      k.codes->resize(k.ncodes);
-      for (unsigned c = 0; c < k.ncodes; c++)
-        if (!(*k.codes)[c].read(r))
-          return bad("module %zu: %s code %u of %u is not a valid canonical code", mi, k.what, c, k.ncodes);
-      if (!r.at_padded_end())
-        return bad("module %zu: %s tables leave %" PRIu64 " bits before the first data offset %u", mi, k.what,
-                   r.bits_left(), first_off);
+      if (k.ncodes == 0) {  // format 7's rows: the row table and the block codes
+        if (Status st = decode_row_table7(p, first_off, mi, m.nrows, ix); !st) return st;
+      } else {
+        entropy::BitReader r(p, p + first_off);
+        k.codes->resize(k.ncodes);
+        for (unsigned c = 0; c < k.ncodes; c++)
+          if (!(*k.codes)[c].read(r))
+            return bad("module %zu: %s code %u of %u is not a valid canonical code", mi, k.what, c, k.ncodes);
+        if (!r.at_padded_end())
+          return bad("module %zu: %s tables leave %" PRIu64 " bits before the first data offset %u", mi, k.what,
+                     r.bits_left(), first_off);
+      }
     }
     for (uint64_t i = 0; i < k.idx.count; i++) {
       const uint8_t* e = idx_entry(k.sec, k.idx, i);
@@ -1700,11 +1773,53 @@ Status decode_rows(Src& c, size_t module, uint64_t start, uint64_t nrows, Visit 
 
 }  // namespace
 
+/// Format 7: the `nrows` rows of a block starting at `start`, each a table row reached from the
+/// previous one by its rank among that one's successors; then only zero padding.
+template <class Visit>
+static Status decode_rows7(entropy::BitReader r, const ModuleIndex& ix, size_t module, uint64_t start, uint64_t nrows,
+                    Visit visit) {
+  const entropy::Code* codes = ix.row_blk_codes.data();
+  uint64_t t = codes[kCtx7First].get_uint(r);
+  if (r.bad() || t >= ix.row_table.size())
+    return bad("module %zu: unwind-row block at 0x%" PRIx64 " starts with table row %" PRIu64 " of %zu (or is cut short)",
+               module, start, t, ix.row_table.size());
+  UnwindRowRecord row = ix.row_table[t];
+  row.pc = start;
+  if (!visit(row)) return {};
+  for (uint64_t i = 1; i < nrows; i++) {
+    const uint32_t lo = ix.succ_off[t], cnt = ix.succ_off[t + 1] - lo;
+    if (cnt == 0)
+      return bad("module %zu: unwind row after 0x%" PRIx64 " follows table row %" PRIu64 ", which has no successors", module,
+                 row.pc, t);
+    const uint64_t rank = cnt > 1 ? codes[kCtx7Rank + rank_bucket7(cnt)].get_uint(r) : 0;
+    if (r.bad() || rank >= cnt)
+      return bad("module %zu: unwind row after 0x%" PRIx64 " is successor %" PRIu64 " of %u (or is cut short)", module,
+                 row.pc, rank, cnt);
+    const uint64_t delta = codes[ix.succ_ctx[lo + rank]].get_uint(r);
+    if (r.bad() || delta == 0 || delta > UINT64_MAX - row.pc)
+      return bad("module %zu: unwind row after 0x%" PRIx64 " has pc delta %" PRIu64 " (zero, wrapping or cut short)", module,
+                 row.pc, delta);
+    t = ix.succ[lo + rank];
+    const uint64_t pc = row.pc + delta;
+    row = ix.row_table[t];
+    row.pc = pc;
+    if (!visit(row)) return {};
+  }
+  if (!r.at_padded_end())
+    return bad("module %zu: unwind-row block at 0x%" PRIx64 " has %" PRIu64 " bits after its %" PRIu64
+               " rows (or nonzero padding)", module, start, r.bits_left(), nrows);
+  return {};
+}
+
 /// decode_rows over the block of index entry `e`, in the module's format.
 template <class Visit>
 static Status decode_row_block(const BundleReader::Impl& im, const ModuleMeta& m, const ModuleIndex& ix, size_t module,
                                const Entry& e, Visit visit) {
   const Cursor c = im.data_cursor(kSecRowData, m.rdata, e);
+  if (m.version >= 7) {
+    const uint64_t nrows = std::min<uint64_t>(kRowBlock3, m.nrows - e.i * kRowBlock3);  // checked at first use
+    return decode_rows7(entropy::BitReader(c.p, c.end), ix, module, m.base + e.start, nrows, visit);
+  }
   if (m.version == 2) {
     ByteSrc src{c};
     return decode_rows(src, module, m.base + e.start, UINT64_MAX, visit);

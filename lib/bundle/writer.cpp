@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 6; formats 2 to 5 for tests) (doc/bundles.md).
+// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 7; formats 2 to 6 for tests) (doc/bundles.md).
 
 #include <algorithm>
 #include <bit>
 #include <cinttypes>
 #include <cstring>
+#include <map>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "bundle/entropy.hpp"
@@ -1108,6 +1110,10 @@ class ModuleEncoder {
       return;
     }
     if (m_.unwind_rows.empty()) return;
+    if (version_ >= 7) {
+      encode_rows7(out, add_index);
+      return;
+    }
     std::vector<entropy::Counts> counts(version_ >= 4 ? kRowCtxCount4 : kRowCtxCount);
     CountSink cs{counts};
     rows(cs, [](uint64_t) {});
@@ -1115,6 +1121,112 @@ class ModuleEncoder {
     const std::vector<entropy::Code> codes = make_codes(counts, w);
     BitSink bs{w, codes};
     rows(bs, [&](uint64_t pc) {
+      w.align();
+      add_index(pc, w.bytes().size());
+    });
+    w.align();
+    out.row_data = std::move(w.bytes());
+  }
+
+  /// Format 7 (doc/bundles.md "Format 7"): the module's distinct rows once, with each row's
+  /// successors, then blocks whose rows are ranks in the previous row's successor list and pc deltas.
+  template <class AddIndex>
+  void encode_rows7(ModuleParts& out, AddIndex add_index) const {
+    const std::vector<UnwindRowRecord>& rows = m_.unwind_rows;
+    auto less = [](const UnwindRowRecord& a, const UnwindRowRecord& b) { return row_compare7(a, b) < 0; };
+    std::vector<UnwindRowRecord> table;
+    table.reserve(rows.size());
+    for (const UnwindRowRecord& r : rows) {
+      UnwindRowRecord t = r;
+      t.pc = 0;
+      for (size_t i = t.nsaved; i < kMaxSavedRegs; i++) {
+        t.saved_reg[i] = 0;
+        t.saved_off[i] = 0;
+      }
+      table.push_back(t);
+    }
+    std::sort(table.begin(), table.end(), less);
+    table.erase(std::unique(table.begin(), table.end(),
+                            [](const UnwindRowRecord& a, const UnwindRowRecord& b) { return row_compare7(a, b) == 0; }),
+                table.end());
+    const size_t n = table.size();
+    for (size_t t = 0; t < n; t++) table[t].pc = t;
+    std::vector<uint32_t> idx(rows.size());
+    for (size_t i = 0; i < rows.size(); i++)
+      idx[i] = static_cast<uint32_t>(std::lower_bound(table.begin(), table.end(), rows[i], less) - table.begin());
+    // Pairs (previous, this) inside blocks, and each table row's successors by count (ties: index).
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> pairs;
+    for (size_t i = 1; i < rows.size(); i++)
+      if (i % kRowBlock3 != 0) pairs[{idx[i - 1], idx[i]}]++;
+    struct Succ {
+      uint32_t row;
+      uint64_t count;
+      unsigned ctx;  // the pc-delta context
+    };
+    std::vector<std::vector<Succ>> succ(n);
+    for (const auto& [pr, cnt] : pairs) {
+      const UnwindRowRecord &a = table[pr.first], &b = table[pr.second];
+      succ[pr.first].push_back({pr.second, cnt, kCtx7Delta + row_delta_class7(b.kind, a.cfa_off, b.cfa_off, b.nsaved)});
+    }
+    for (auto& l : succ)
+      std::sort(l.begin(), l.end(), [](const Succ& a, const Succ& b) { return a.count != b.count ? a.count > b.count : a.row < b.row; });
+    // The most frequent pairs (at least kPairCtxMin7 times, at most kMaxPairCtx7) get pc-delta contexts
+    // of their own, numbered in table order.
+    std::vector<std::tuple<uint64_t, uint32_t, uint32_t>> freq;  // count, row, rank
+    for (uint32_t t = 0; t < n; t++)
+      for (uint32_t k = 0; k < succ[t].size(); k++)
+        if (succ[t][k].count >= kPairCtxMin7) freq.emplace_back(succ[t][k].count, t, k);
+    std::sort(freq.begin(), freq.end(), [](const auto& a, const auto& b) {
+      return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::make_pair(std::get<1>(a), std::get<2>(a)) < std::make_pair(std::get<1>(b), std::get<2>(b));
+    });
+    if (freq.size() > kMaxPairCtx7) freq.resize(kMaxPairCtx7);
+    std::sort(freq.begin(), freq.end(), [](const auto& a, const auto& b) {
+      return std::make_pair(std::get<1>(a), std::get<2>(a)) < std::make_pair(std::get<1>(b), std::get<2>(b));
+    });
+    unsigned npair = 0;
+    for (const auto& f : freq) succ[std::get<1>(f)][std::get<2>(f)].ctx = kRowBlkCtxCount7 + npair++;
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> rank;
+    for (uint32_t t = 0; t < n; t++)
+      for (uint32_t k = 0; k < succ[t].size(); k++) rank[{t, succ[t][k].row}] = k;
+
+    auto table_part = [&](auto& k) {
+      k.u(kCtx7Count, n);
+      uint8_t prev_head = 0;
+      unsigned cls = 0;
+      for (size_t t = 0; t < n; t++) encode_row(k, table[t], t == 0 ? UnwindRowRecord{} : table[t - 1], prev_head, cls, t == 0 ? 0 : 1);
+      for (size_t t = 0; t < n; t++) {
+        k.u(kCtx7SuccCount, succ[t].size());
+        for (const Succ& x : succ[t]) {
+          k.s(kCtx7Succ, static_cast<int64_t>(x.row) - static_cast<int64_t>(t));
+          k.sym(kCtx7PairFlag, x.ctx >= kRowBlkCtxCount7 ? 1 : 0);
+        }
+      }
+    };
+    auto block_part = [&](auto& k, auto block) {
+      for (size_t i = 0; i < rows.size(); i++) {
+        if (i % kRowBlock3 == 0) {
+          block(rows[i].pc);
+          k.u(kCtx7First, idx[i]);
+          continue;
+        }
+        const uint32_t p = idx[i - 1];
+        const uint32_t r = rank.at({p, idx[i]});
+        if (succ[p].size() > 1) k.u(kCtx7Rank + rank_bucket7(succ[p].size()), r);
+        k.u(succ[p][r].ctx, rows[i].pc - rows[i - 1].pc);
+      }
+    };
+    std::vector<entropy::Counts> tab_counts(kRowTabCtxCount7), blk_counts(kRowBlkCtxCount7 + npair);
+    CountSink tc{tab_counts};
+    table_part(tc);
+    CountSink bc{blk_counts};
+    block_part(bc, [](uint64_t) {});
+    entropy::BitWriter w;
+    const std::vector<entropy::Code> tab_codes = make_codes(tab_counts, w);
+    BitSink ts{w, tab_codes};
+    table_part(ts);
+    const std::vector<entropy::Code> blk_codes = make_codes(blk_counts, w);
+    BitSink bs{w, blk_codes};
+    block_part(bs, [&](uint64_t pc) {
       w.align();
       add_index(pc, w.bytes().size());
     });

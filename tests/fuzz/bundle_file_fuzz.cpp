@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
+#include <vector>
 
 #include "bundle/format.hpp"
 
@@ -33,6 +34,16 @@ uint64_t word(const uint8_t* data, size_t size, size_t i) {
   uint64_t v = 0;
   for (size_t k = 0; k < 8 && i + k < size; k++) v |= static_cast<uint64_t>(data[i + k]) << (8 * k);
   return v;
+}
+
+bool same_row(const UnwindRowRecord& a, const UnwindRowRecord& b) {
+  if (a.pc != b.pc || a.kind != b.kind || a.cfa_reg != b.cfa_reg || a.ra_kind != b.ra_kind || a.ra_reg != b.ra_reg ||
+      a.cfa_off != b.cfa_off || a.ra_off != b.ra_off || a.nsaved != b.nsaved || a.signal_frame != b.signal_frame ||
+      a.from_debug_frame != b.from_debug_frame)
+    return false;
+  for (size_t i = 0; i < a.nsaved; i++)
+    if (a.saved_reg[i] != b.saved_reg[i] || a.saved_off[i] != b.saved_off[i]) return false;
+  return true;
 }
 
 [[noreturn]] void die(const char* what) {
@@ -76,6 +87,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     u.pc = r.start;
     u.kind = static_cast<uint8_t>(1 + (w >> 60) % 4);
     u.cfa_off = static_cast<int32_t>(w >> 28);
+    if (((w >> 33) & 1) != 0) {  // format 7's row table: few distinct rows, repeated in a pattern
+      u.cfa_off = static_cast<int32_t>(8 * (1 + ((w >> 34) & 3)));
+      u.cfa_reg = static_cast<uint8_t>(6 + ((w >> 36) & 1));
+      u.nsaved = static_cast<uint8_t>((w >> 37) & 3);
+      for (uint8_t k = 0; k < u.nsaved; k++) {
+        u.saved_reg[k] = static_cast<uint8_t>(3 + k);
+        u.saved_off[k] = static_cast<int8_t>(-2 - k);
+      }
+    }
     m.unwind_rows.push_back(u);
     m.return_pads.push_back({r.start + r.length - 1, {{r.function, r.file, r.line, 0}}});
     // Symbol names: the range's bytes, named by an alias whose symbol may start earlier, or (format 6's
@@ -104,7 +124,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!bytes) die(bytes.error().message.c_str());  // the records are valid by construction
   auto rd = BundleReader::open(bytes->data(), bytes->size());
   if (!rd) die(rd.error().message.c_str());
-  // 3. Format 5 (still read): the same symbol names and call sites as format 6's coded sections.
+  // 3. Format 5 (still read): the same symbol names and call sites as the coded sections of formats 6 and 7.
   {
     auto bytes5 = write_bundle(c, 5);
     if (!bytes5) die(bytes5.error().message.c_str());
@@ -128,8 +148,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (t6->symbols[i].addr != t5->symbols[i].addr || t6->symbols[i].name != t5->symbols[i].name)
         die("format 5 gives another call-site name");
   }
-  // 4. The same records in formats 2 to 4 (still read, without symbol names): every answer equal to format 6's.
-  for (uint32_t old_version : {2u, 3u, 4u}) {
+  // 4. The same records in formats 2 to 4 (still read, without symbol names) and 6 (format 7's rows as
+  // format 4's blocks): every range and unwind-row answer equal to format 7's.
+  for (uint32_t old_version : {2u, 3u, 4u, 6u}) {
     auto bytes2 = write_bundle(c, old_version);
     if (!bytes2) die(bytes2.error().message.c_str());
     auto rd2 = BundleReader::open(bytes2->data(), bytes2->size());
@@ -147,9 +168,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto u3 = rd->unwind_rows(0), u2 = rd2->unwind_rows(0);
       if (!u3 || !u2 || u3->size() != u2->size()) die("an older format gives different unwind rows");
       for (size_t i = 0; i < u3->size(); i++)
-        if (u3.value()[i].pc != u2.value()[i].pc || u3.value()[i].cfa_off != u2.value()[i].cfa_off ||
-            u3.value()[i].kind != u2.value()[i].kind)
-          die("an older format gives a different unwind row");
+        if (!same_row(u3.value()[i], u2.value()[i])) die("an older format gives a different unwind row");
+      std::vector<uint64_t> at(addrs, addrs + 16);
+      for (const UnwindRowRecord& u : m.unwind_rows)
+        for (uint64_t a : {u.pc - 1, u.pc, u.pc + 1}) at.push_back(a);
+      for (uint64_t a : at) {
+        auto x = rd->unwind_row(0, a), y = rd2->unwind_row(0, a);
+        if (!x || !y || x->found != y->found || (x->found && !same_row(x->row, y->row)))
+          die("an older format gives another unwind row at an address");
+      }
       for (const RangeRecord& r : m.ranges) {
         auto a = rd->lookup(0, r.start), b = rd2->lookup(0, r.start);
         if (!a || !b || a->size() != b->size()) die("an older format gives another chain");

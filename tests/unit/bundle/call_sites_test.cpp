@@ -63,9 +63,10 @@ std::string cs_read_error(const std::vector<uint8_t>& b) {
   auto t = rd->call_sites(0);
   return t ? std::string() : t.error().message;
 }
-/// The committed seed of format `version` (5 or 6).
+/// The committed seed of format `version` (5, 6 or 7).
 std::string seed_path(uint32_t version) {
-  return std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites" + (version == 5 ? "" : "-v6") + ".bundle";
+  return std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/callsites" +
+         (version == 5 ? std::string() : "-v" + std::to_string(version)) + ".bundle";
 }
 std::string cs_write_error(const BundleContents& c) {
   auto w = write_bundle(c);
@@ -252,9 +253,9 @@ TEST_CASE("bundle call sites: hostile sections are refused by value, never a cra
 }
 
 TEST_CASE("bundle call sites: the committed seeds are what the writers write", "[bundle][format][callsites]") {
-  // tests/data/bundle/callsites.bundle and callsites-v6.bundle: the fuzz smoke test's seeds with a
-  // call-site section in formats 5 and 6.
-  for (uint32_t version : {5u, 6u}) {
+  // tests/data/bundle/callsites.bundle, callsites-v6.bundle and callsites-v7.bundle: the fuzz smoke
+  // test's seeds with a call-site section in formats 5, 6 and 7.
+  for (uint32_t version : {5u, 6u, 7u}) {
     INFO("format " << version);
     std::ifstream f(seed_path(version), std::ios::binary);
     const std::vector<uint8_t> seed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -264,9 +265,9 @@ TEST_CASE("bundle call sites: the committed seeds are what the writers write", "
   }
 }
 
-TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle and callsites-v6.bundle",
-          "[.write-callsites][.write-callsites-v6]") {
-  for (uint32_t version : {5u, 6u}) {
+TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle, callsites-v6.bundle and callsites-v7.bundle",
+          "[.write-callsites][.write-callsites-v6][.write-callsites-v7]") {
+  for (uint32_t version : {5u, 6u, 7u}) {
     auto w = write_bundle(cs_contents(), version);
     REQUIRE(w.ok());
     std::ofstream f(seed_path(version), std::ios::binary);
@@ -319,9 +320,10 @@ std::vector<uint8_t> with_call_block(const std::vector<uint8_t>& good, const std
 
 TEST_CASE("bundle call sites: format 6 is the documented coded block and reads as format 5",
           "[bundle][format][callsites]") {
-  auto w = write_bundle(cs_contents());
+  auto w = write_bundle(cs_contents(), 6);
   auto w5 = write_bundle(cs_contents(), 5);
-  REQUIRE((w.ok() && w5.ok()));
+  auto w7 = write_bundle(cs_contents(), 7);
+  REQUIRE((w.ok() && w5.ok() && w7.ok()));
   const std::vector<uint8_t>& b = w.value();
   CHECK(b[8] == 6);
   const std::vector<std::string> strings = stackprov::test::bundle_module0_strings(b);
@@ -329,6 +331,7 @@ TEST_CASE("bundle call sites: format 6 is the documented coded block and reads a
   const std::vector<uint8_t> block =
       stackprov::test::bundle_code_block(stackprov::bundle::layout::kCallCtxCount, cs_fields6(strings));
   CHECK(with_call_block(b, block) == b);
+  CHECK(with_call_block(w7.value(), block) == w7.value());  // format 7 codes call sites as format 6
   auto rd = BundleReader::open(b.data(), b.size());
   auto r5 = BundleReader::open(w5->data(), w5->size());
   REQUIRE((rd.ok() && r5.ok()));
@@ -355,7 +358,7 @@ TEST_CASE("bundle call sites: format 6 is the documented coded block and reads a
   BundleContents c = cs_contents();
   std::swap(c.modules[0].call_functions[0], c.modules[0].call_functions[2]);
   std::swap(c.modules[0].call_sites[1], c.modules[0].call_sites[3]);
-  auto w2 = write_bundle(c);
+  auto w2 = write_bundle(c, 6);
   REQUIRE(w2.ok());
   CHECK(w2.value() == b);
 }

@@ -251,20 +251,20 @@ BundleContents small_with_symbols() {
   return c;
 }
 
-/// tests/data/bundle/small-v5.bundle or small-v6.bundle.
+/// tests/data/bundle/small-v5.bundle, small-v6.bundle or small-v7.bundle.
 std::string small_path(uint32_t version) {
   return std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/small-v" + std::to_string(version) + ".bundle";
 }
 
 }  // namespace symbols_test
 
-TEST_CASE("bundle symbols: the committed format-5 and format-6 bundles read to their records and are what the writers write",
+TEST_CASE("bundle symbols: the committed format-5 to 7 bundles read to their records and are what the writers write",
           "[bundle][format][symbols]") {
-  // tests/data/bundle/small-v5.bundle and small-v6.bundle (also seeds of the fuzz target): written by
-  // the format-5 and format-6 writers when each landed (`unit_bundle '[.write-small-v5]'`,
-  // `'[.write-small-v6]'`); stores keep such bytes unchanged.
+  // tests/data/bundle/small-v5.bundle, small-v6.bundle and small-v7.bundle (also seeds of the fuzz
+  // target): written by the format-5, 6 and 7 writers when each landed (`unit_bundle
+  // '[.write-small-v5]'`, `'[.write-small-v6]'`, `'[.write-small-v7]'`); stores keep such bytes unchanged.
   const BundleContents c = small_with_symbols();
-  for (uint32_t version : {5u, 6u}) {
+  for (uint32_t version : {5u, 6u, 7u}) {
     INFO("format " << version);
     const std::string path = small_path(version);
     auto rd = BundleReader::open_file(path);
@@ -293,9 +293,9 @@ TEST_CASE("bundle symbols: the committed format-5 and format-6 bundles read to t
   }
 }
 
-TEST_CASE("bundle symbols: write tests/data/bundle/small-v5.bundle and small-v6.bundle",
-          "[.write-small-v5][.write-small-v6]") {
-  for (uint32_t version : {5u, 6u}) {
+TEST_CASE("bundle symbols: write tests/data/bundle/small-v5.bundle to small-v7.bundle",
+          "[.write-small-v5][.write-small-v6][.write-small-v7]") {
+  for (uint32_t version : {5u, 6u, 7u}) {
     auto w = write_bundle(small_with_symbols(), version);
     REQUIRE(w.ok());
     std::ofstream f(small_path(version), std::ios::binary);
@@ -360,7 +360,7 @@ TEST_CASE("bundle symbols: format 6 codes each name as the range's, an edit of i
           "[bundle][format][symbols]") {
   using namespace stackprov::bundle::layout;
   const BundleContents c = contents6();
-  auto w6 = write_bundle(c);
+  auto w6 = write_bundle(c, 6);
   auto w5 = write_bundle(c, 5);
   REQUIRE((w6.ok() && w5.ok()));
   const std::vector<uint8_t>& b = w6.value();
@@ -407,7 +407,7 @@ TEST_CASE("bundle symbols: format 6 codes each name as the range's, an edit of i
     BundleContents s = c;
     std::shuffle(s.modules[0].symbols.begin(), s.modules[0].symbols.end(), rng);
     std::shuffle(s.modules[0].ranges.begin(), s.modules[0].ranges.end(), rng);
-    auto w = write_bundle(s);
+    auto w = write_bundle(s, 6);
     REQUIRE(w.ok());
     CHECK(w.value() == b);
   }
