@@ -149,8 +149,8 @@ struct sprov_profile_sample {
   uint64_t sp;
   uint64_t stack_size;       /* user stack bytes copied from sp upward */
   uint64_t stack_requested;  /* bytes that were asked for (copies stop there) */
-  const sprov_snapshot* snapshot; /* borrowed; valid until the next sprov_profile_sample
-                                     call on this profile or sprov_profile_free */
+  const sprov_snapshot* snapshot; /* borrowed; valid until the next sprov_profile_sample or
+                                     sprov_profile_next call on this profile or sprov_profile_free */
   const uint64_t* kernel_ips;     /* kernel part of the callchain, leaf first; borrowed likewise */
   uint32_t kernel_ip_count;
   uint32_t flags;            /* sprov_profile_sample_flags */

@@ -212,6 +212,7 @@ SPROV_API int sprov_profile_next(sprov_profile* prof, size_t* index, struct spro
     if (prof == nullptr || index == nullptr || out == nullptr)
       return fail(make_error(SPROV_ERR_INVALID_ARG, "sprov_profile_next: NULL argument"));
     *index = SIZE_MAX;  // until a sample is handed out: an error then is the sample's
+    prof->snap.snap.drop_views();  // the last sample's stack, borrowed from bytes the stream moves past
     auto more = prof->prof->next_sample(index);
     if (!more.ok()) return fail(more.error());
     if (!more.value()) return fail(make_error(SPROV_ERR_NOT_FOUND, "sprov_profile_next: no more samples"));

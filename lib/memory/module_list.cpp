@@ -299,7 +299,7 @@ Status add_modules_from_maps(Snapshot& s, const std::vector<MapsEntry>& maps, co
           // from the snapshot's bytes (acquire_module).
           if (c.memory_image != nullptr && images.insert(c.memory_image.get()).second)
             for (const MemoryRegion& r : *c.memory_image)
-              if (Status st = s.add_memory(r.addr, r.bytes.data(), r.bytes.size()); !st.ok() && warnings)
+              if (Status st = s.add_memory(r.addr, r.data(), r.size()); !st.ok() && warnings)
                 *warnings += "module " + m.path + ": its tables in memory are not in the capture: " +
                              st.error().message + "\n";
         } else if (c.image != nullptr) {

@@ -622,7 +622,7 @@ Result<ProcessCapture> Capturer::run() {
     // and is walked through those modules by an unwinder that loaded them for an earlier thread.
     uint64_t images = 0;
     for (const MemoryRegion& r : base.memory)
-      if (!in_vdso(base, r.addr)) images += r.bytes.size();
+      if (!in_vdso(base, r.addr)) images += r.size();
     const bool copy_images = images <= image_budget_;
     if (copy_images) image_budget_ -= images;
     else if (!image_budget_warned_) {
@@ -633,7 +633,7 @@ Result<ProcessCapture> Capturer::run() {
     }
     for (const MemoryRegion& r : base.memory)
       if (copy_images || in_vdso(base, r.addr))
-        if (Status a = s.add_memory(r.addr, r.bytes.data(), r.bytes.size()); !a.ok())
+        if (Status a = s.add_memory(r.addr, r.data(), r.size()); !a.ok())
           warn("thread %d: %s", t->tid, a.error().message.c_str());
     s.modules = base.modules;
     s.module_root = root;

@@ -50,7 +50,7 @@ class RecordingReader {
       uint64_t next_start = end;  // first existing region starting after cur
       bool covered = false;
       for (const MemoryRegion& r : snap_.memory) {
-        const uint64_t rend = r.addr + r.bytes.size();
+        const uint64_t rend = r.addr + r.size();
         if (cur >= r.addr && cur < rend) {
           cur = rend;
           covered = true;

@@ -32,7 +32,7 @@ constexpr size_t kMinModuleBytes = 8 * 4 + 4 + 1;
 
 uint64_t total_memory(const Snapshot& s) {
   uint64_t total = 0;
-  for (const MemoryRegion& r : s.memory) total += r.bytes.size();
+  for (const MemoryRegion& r : s.memory) total += r.size();
   return total;
 }
 
@@ -482,7 +482,10 @@ Status parse_sections(Cursor& c, Snapshot& s) {
 
 }  // namespace
 
-Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len, std::vector<uint8_t>* reuse) {
+namespace {
+/// Where a new region [addr, addr + len) goes in s.memory, or why it cannot (add_memory's checks).
+Result<size_t> region_slot(const Snapshot& s, uint64_t addr, const void* bytes, size_t len) {
+  const std::vector<MemoryRegion>& memory = s.memory;
   if (len == 0) return make_error(SPROV_ERR_INVALID_ARG, "empty memory region at 0x%" PRIx64, addr);
   if (bytes == nullptr)
     return make_error(SPROV_ERR_INVALID_ARG, "null bytes for region at 0x%" PRIx64, addr);
@@ -494,7 +497,7 @@ Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len, std::v
   if (memory.size() >= kMaxRegions)
     return make_error(SPROV_ERR_LIMIT, "snapshot already holds %zu regions (limit %u)",
                       memory.size(), kMaxRegions);
-  const uint64_t total = total_memory(*this);
+  const uint64_t total = total_memory(s);
   if (len > kMaxTotalMemory - total)
     return make_error(SPROV_ERR_LIMIT,
                       "region [0x%" PRIx64 ", 0x%" PRIx64 ") would exceed the 1 GiB limit (%" PRIu64
@@ -504,7 +507,7 @@ Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len, std::v
                              [](uint64_t a, const MemoryRegion& r) { return a < r.addr; });
   if (it != memory.begin()) {
     const MemoryRegion& prev = *(it - 1);
-    const uint64_t prev_end = prev.addr + prev.bytes.size();
+    const uint64_t prev_end = prev.addr + prev.size();
     if (prev_end > addr)
       return make_error(SPROV_ERR_INVALID_ARG,
                         "memory region [0x%" PRIx64 ", 0x%" PRIx64
@@ -515,14 +518,37 @@ Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len, std::v
     return make_error(SPROV_ERR_INVALID_ARG,
                       "memory region [0x%" PRIx64 ", 0x%" PRIx64 ") overlaps region [0x%" PRIx64
                       ", 0x%" PRIx64 ")",
-                      addr, end, it->addr, it->addr + it->bytes.size());
+                      addr, end, it->addr, it->addr + it->size());
+  return static_cast<size_t>(it - memory.begin());
+}
+}  // namespace
+
+Status Snapshot::add_memory(uint64_t addr, const void* bytes, size_t len, std::vector<uint8_t>* reuse) {
+  auto at = region_slot(*this, addr, bytes, len);
+  if (!at.ok()) return at.error();
   MemoryRegion r;
   r.addr = addr;
   if (reuse != nullptr) r.bytes.swap(*reuse);
   const auto* b = static_cast<const uint8_t*>(bytes);
   r.bytes.assign(b, b + len);
-  memory.insert(it, std::move(r));
+  memory.insert(memory.begin() + static_cast<std::ptrdiff_t>(at.value()), std::move(r));
   return {};
+}
+
+Status Snapshot::add_memory_view(uint64_t addr, const uint8_t* bytes, size_t len) {
+  auto at = region_slot(*this, addr, bytes, len);
+  if (!at.ok()) return at.error();
+  MemoryRegion r;
+  r.addr = addr;
+  r.view = bytes;
+  r.view_len = len;
+  memory.insert(memory.begin() + static_cast<std::ptrdiff_t>(at.value()), std::move(r));
+  return {};
+}
+
+void Snapshot::drop_views() {
+  memory.erase(std::remove_if(memory.begin(), memory.end(), [](const MemoryRegion& r) { return r.view != nullptr; }),
+               memory.end());
 }
 
 namespace {
@@ -644,8 +670,8 @@ void write_regions(Writer& w, const Snapshot& s) {
   w.u32(static_cast<uint32_t>(s.memory.size()));
   for (const MemoryRegion& r : s.memory) {
     w.u64(r.addr);
-    w.u64(r.bytes.size());
-    w.bytes(r.bytes.data(), r.bytes.size());
+    w.u64(r.size());
+    w.bytes(r.data(), r.size());
   }
 }
 
@@ -729,7 +755,7 @@ uint32_t serialized_version(const Snapshot& s) {
 std::vector<uint8_t> serialize(const Snapshot& s) {
   std::vector<uint8_t> out;
   size_t size = 8 + 4 + 4 + 8 + 8 + 4 + 8 + 8 * kSnapshotMaxRegs + 4 + 4 + 3 * 16;
-  for (const MemoryRegion& r : s.memory) size += 16 + r.bytes.size();
+  for (const MemoryRegion& r : s.memory) size += 16 + r.size();
   for (const SnapshotModule& m : s.modules) size += kMinModuleBytes + 1 + m.path.size() + m.build_id.len;
   out.reserve(size);
   Writer w(out);
@@ -814,18 +840,18 @@ bool SnapshotReader::read_slow(uint64_t addr, void* buf, size_t len) {
   while (true) {
     const MemoryRegion& r = mem[idx];
     const uint64_t off = cur - r.addr;
-    if (off >= r.bytes.size()) return false;
-    const size_t n = std::min<uint64_t>(left, r.bytes.size() - off);
-    std::memcpy(out, r.bytes.data() + off, n);
+    if (off >= r.size()) return false;
+    const size_t n = std::min<uint64_t>(left, r.size() - off);
+    std::memcpy(out, r.data() + off, n);
     out += n;
     left -= n;
     if (left == 0) break;
-    cur += n;  // == r.addr + r.bytes.size(): the next region must start exactly here
+    cur += n;  // == r.addr + r.size(): the next region must start exactly here
     if (++idx == mem.size() || mem[idx].addr != cur) return false;
   }
   hit_addr_ = mem[first].addr;
-  hit_data_ = mem[first].bytes.data();
-  hit_size_ = mem[first].bytes.size();
+  hit_data_ = mem[first].data();
+  hit_size_ = mem[first].size();
   return true;
 }
 

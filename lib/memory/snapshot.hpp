@@ -35,7 +35,20 @@ struct SnapshotModule {
 
 struct MemoryRegion {
   uint64_t addr = 0;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes;  ///< the region's bytes, owned (empty when `view` is set)
+  /// Borrowed bytes instead (Snapshot::add_memory_view): not owned, valid as long as whoever
+  /// added them says. Read a region through data() and size(), which take either.
+  const uint8_t* view = nullptr;
+  size_t view_len = 0;
+  const uint8_t* data() const { return view != nullptr ? view : bytes.data(); }
+  size_t size() const { return view != nullptr ? view_len : bytes.size(); }
+  /// Copies borrowed bytes into `bytes` (for a caller that changes them).
+  void own() {
+    if (view == nullptr) return;
+    bytes.assign(view, view + view_len);
+    view = nullptr;
+    view_len = 0;
+  }
 };
 
 /// What a program registered about its async stacks (doc/async-stacks.md), copied at capture:
@@ -131,6 +144,13 @@ struct Snapshot {
   /// are copied into its storage (a buffer of a region dropped before, its capacity kept: no
   /// allocation per region when a snapshot is refilled again and again), and *reuse is left empty.
   Status add_memory(uint64_t addr, const void* bytes, size_t len, std::vector<uint8_t>* reuse = nullptr);
+  /// The same checks, the bytes not copied but borrowed: they must stay valid and unchanged until
+  /// the region is removed (drop_views) or the snapshot refilled; a copy of the snapshot borrows
+  /// them too. For a reader that hands out a record's bytes for as long as the snapshot is used
+  /// (perf::Profile::fill_snapshot: a sample's user stack read in place).
+  Status add_memory_view(uint64_t addr, const uint8_t* bytes, size_t len);
+  /// Removes the borrowed regions (add_memory_view), before their bytes go away.
+  void drop_views();
   /// Inserts a module keeping `modules` sorted; rejects overlaps.
   Status add_module(SnapshotModule m);
   /// Replaces the module list with `mods` in any order, as add_module of each would (the same

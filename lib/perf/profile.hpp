@@ -148,9 +148,13 @@ class Profile {
   Status python(size_t i, PySampleView* out) const;
   const std::vector<PyCode>& py_codes() const { return py_codes_; }
   const std::vector<PyEval>& py_evals() const { return py_evals_; }
-  /// Fills `s` for sample `i`: registers (DWARF numbering), the stack copy and,
-  /// when `s` last held another list than the sample's, the module list and vDSO
-  /// bytes (`*modules_changed` says so). `s` is reused between samples.
+  /// Fills `s` for sample `i`: registers (DWARF numbering), the stack and, when `s` last held
+  /// another list than the sample's, the module list and vDSO bytes (`*modules_changed` says so).
+  /// `s` is reused between samples. The stack is borrowed from the record's bytes
+  /// (Snapshot::add_memory_view) where they stay until the next next_sample(), view() or
+  /// fill_snapshot() — a capture file, bytes in memory, a perf.data file read once —, else
+  /// copied (a perf.data file read with its index: its read windows are reused). Call
+  /// Snapshot::drop_views before next_sample() if `s` is kept past it.
   Status fill_snapshot(size_t i, memory::Snapshot& s, uint32_t* current_list, bool* modules_changed,
                        SampleView* view_out) const;
   /// Where a perf.data file's records are read from (nullptr for a capture file).
@@ -168,6 +172,8 @@ class Profile {
   void finish_perf_data(const Truncation& cut);
   void make_kernel_namer(bool open_files);
   static RecordStream::Order record_order(uint32_t type);
+  /// fill_snapshot borrows the sample's stack from its record (the bytes outlive the snapshot's use).
+  bool stack_in_place() const;
   Status index_capture();
 
   ProfileFormat format_ = ProfileFormat::kPerfData;

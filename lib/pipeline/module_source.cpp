@@ -92,8 +92,8 @@ std::vector<uint64_t> memory_image_starts(const memory::Snapshot& snap, const me
   for (size_t i = snap.memory.size(); i-- > 0 && out.size() < 4;) {
     const memory::MemoryRegion& r = snap.memory[i];
     if (r.addr > m.start || m.start - r.addr > (uint64_t{1} << 30)) continue;
-    if (r.addr == m.load_bias || r.bytes.size() < SELFMAG || vdso(r.addr)) continue;
-    if (std::memcmp(r.bytes.data(), ELFMAG, SELFMAG) == 0) out.push_back(r.addr);
+    if (r.addr == m.load_bias || r.size() < SELFMAG || vdso(r.addr)) continue;
+    if (std::memcmp(r.data(), ELFMAG, SELFMAG) == 0) out.push_back(r.addr);
   }
   return out;
 }

@@ -77,11 +77,11 @@ Status draw_deltas(const memory::Snapshot& s, std::vector<Group>& groups, std::m
     // before the region can hold it.
     auto it = std::upper_bound(mod_ranges.begin(), mod_ranges.end(), r.addr,
                                [](uint64_t v, const std::pair<uint64_t, uint64_t>& x) { return v < x.first; });
-    return it != mod_ranges.begin() && r.addr + r.bytes.size() <= std::prev(it)->second;
+    return it != mod_ranges.begin() && r.addr + r.size() <= std::prev(it)->second;
   };
   std::vector<std::pair<uint64_t, uint64_t>> fixed = stay;
   for (const auto& r : s.memory)
-    if (!inside_module(r)) fixed.emplace_back(r.addr, r.addr + r.bytes.size());
+    if (!inside_module(r)) fixed.emplace_back(r.addr, r.addr + r.size());
   // Ranges that stay may overlap one another (JIT code the walk read): merged, only moved ones must not overlap.
   std::sort(fixed.begin(), fixed.end());
   std::vector<std::pair<uint64_t, uint64_t>> merged;
@@ -146,6 +146,7 @@ void relocate(memory::Snapshot& s, const std::vector<Group>& groups) {
   const size_t w = address_space(s).word;
   const bool be = s.endian == Endian::kBig;
   for (auto& r : s.memory) {
+    r.own();  // its words are rewritten below
     if (const R* m = find(r.addr); m && r.addr + r.bytes.size() <= m->b) {
       r.addr += static_cast<uint64_t>(m->d);  // a copy of module bytes
       continue;

@@ -131,6 +131,50 @@ TEST_CASE("add_memory with a buffer to reuse copies into its storage and checks 
   REQUIRE(s.memory.size() == 4);
 }
 
+TEST_CASE("add_memory_view borrows the bytes: read, serialized and checked as a copy, dropped alone") {
+  Snapshot owned = sample();
+  Snapshot viewed = sample();
+  const auto bytes = pattern(0x300, 11);
+  REQUIRE(owned.add_memory(0x7ffd00020000, bytes.data(), bytes.size()).ok());
+  REQUIRE(viewed.add_memory_view(0x7ffd00020000, bytes.data(), bytes.size()).ok());
+  const MemoryRegion& r = viewed.memory.back();
+  REQUIRE(r.addr == 0x7ffd00020000);
+  REQUIRE(r.bytes.empty());                   // nothing copied
+  REQUIRE(r.data() == bytes.data());          // the bytes given
+  REQUIRE(r.size() == bytes.size());
+  // Read through the snapshot reader (the unwinder's), across the region's end and a gap as a copy is.
+  SnapshotReader ro(owned), rv(viewed);
+  for (uint64_t addr : {uint64_t{0x7ffd00020000}, uint64_t{0x7ffd000202f8}, uint64_t{0x7ffd000202fc},
+                        uint64_t{0x7ffd00010000}, uint64_t{0x7ffd0000ff00}}) {
+    uint8_t a[8] = {}, b[8] = {};
+    INFO("addr 0x" << std::hex << addr);
+    REQUIRE(ro.read(addr, a, 8) == rv.read(addr, b, 8));
+    REQUIRE(std::memcmp(a, b, 8) == 0);
+  }
+  REQUIRE(serialize(viewed) == serialize(owned));  // the bytes are the region's, wherever they are
+  // The same checks as add_memory: overlaps, empty, wrapping.
+  uint8_t byte = 1;
+  auto st = viewed.add_memory_view(0x7ffd00020010, &byte, 1);
+  REQUIRE_FALSE(st.ok());
+  REQUIRE(st.error().code == SPROV_ERR_INVALID_ARG);
+  REQUIRE(st.error().message.find("overlaps region [0x7ffd00020000, 0x7ffd00020300)") != std::string::npos);
+  REQUIRE_FALSE(viewed.add_memory(0x7ffd000202ff, &byte, 1).ok());  // a copy overlapping a view too
+  REQUIRE_FALSE(viewed.add_memory_view(0x1000, &byte, 0).ok());
+  REQUIRE_FALSE(viewed.add_memory_view(~uint64_t{0}, bytes.data(), 2).ok());
+  REQUIRE(viewed.memory.size() == owned.memory.size());
+  // own() copies the bytes; drop_views removes the borrowed regions only.
+  Snapshot copy = viewed;
+  copy.memory.back().own();
+  REQUIRE(copy.memory.back().view == nullptr);
+  REQUIRE(copy.memory.back().bytes == bytes);
+  const size_t before = viewed.memory.size();
+  viewed.drop_views();
+  REQUIRE(viewed.memory.size() == before - 1);
+  for (const MemoryRegion& m : viewed.memory) REQUIRE(m.view == nullptr);
+  copy.drop_views();
+  REQUIRE(copy.memory.size() == before);  // owned now: kept
+}
+
 TEST_CASE("add_module keeps modules sorted and rejects overlaps and bad ranges") {
   Snapshot s = sample();
   REQUIRE(s.modules[0].path == "/bin/app");

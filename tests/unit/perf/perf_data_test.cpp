@@ -145,7 +145,13 @@ TEST_CASE("perf.data: samples become snapshots with exact pc, sp and the copied 
   CHECK(s.regs[7] == 0x7ffd0100);  // rsp
   REQUIRE(s.memory.size() == 1);
   CHECK(s.memory[0].addr == 0x7ffd0100);
-  CHECK(s.memory[0].bytes.size() == kStackBytes / 2);
+  CHECK(s.memory[0].size() == kStackBytes / 2);
+  // Bytes in memory: the stack borrowed from the record in place, not copied.
+  const uint8_t* file = prof.record_source()->bytes();
+  CHECK(s.memory[0].view == v.stack);
+  CHECK(s.memory[0].bytes.empty());
+  CHECK(v.stack >= file + prof.samples()[0].offset);
+  CHECK(v.stack + v.stack_len <= file + prof.samples()[0].offset + prof.samples()[0].size);
   CHECK(v.stack_requested == kStackBytes);
   REQUIRE(prof.fill_snapshot(1, s, &list, &changed, &v).ok());
   CHECK_FALSE(changed);  // same module list: not rebuilt
@@ -226,8 +232,11 @@ TEST_CASE("perf.data read from the file through windows: the same samples as fro
     CHECK(sb.regs[16] == sa.regs[16]);
     CHECK(sb.regs[7] == sa.regs[7]);
     REQUIRE(sb.memory.size() == 1);
-    REQUIRE(sb.memory[0].bytes.size() == stack / 2);
-    CHECK(sb.memory[0].bytes == sa.memory[0].bytes);
+    REQUIRE(sb.memory[0].bytes.size() == stack / 2);  // read with the index through a file: copied
+    CHECK(sb.memory[0].view == nullptr);
+    REQUIRE(sa.memory[0].view != nullptr);            // from memory: borrowed in place
+    REQUIRE(sa.memory[0].size() == stack / 2);
+    CHECK(std::memcmp(sb.memory[0].data(), sa.memory[0].data(), stack / 2) == 0);
     CHECK(sb.memory[0].bytes[1] == static_cast<uint8_t>(1 ^ a.samples()[i].time));  // the file's own bytes
   }
   // Read about twice (index in order, samples in time order), in windows: far fewer reads than
@@ -890,9 +899,18 @@ struct CSample {
   int64_t pid, tid;
   std::string comm;
   uint32_t list;
+  std::string snapshot;  ///< serialized (registers, the user stack's bytes, modules); "" without one
 };
 CSample c_sample(const struct sprov_profile_sample& s) {
-  return CSample{s.time, s.ip, s.sp, s.stack_size, s.pid, s.tid, s.comm ? s.comm : "", s.module_list};
+  std::string snap;
+  if (s.snapshot != nullptr) {
+    void* out = nullptr;
+    size_t len = 0;
+    REQUIRE(sprov_snapshot_serialize(s.snapshot, &out, &len) == 0);
+    snap.assign(static_cast<const char*>(out), len);
+    sprov_free(out);
+  }
+  return CSample{s.time, s.ip, s.sp, s.stack_size, s.pid, s.tid, s.comm ? s.comm : "", s.module_list, snap};
 }
 void check_same_sample(const CSample& a, const CSample& b) {
   CHECK(a.time == b.time);
@@ -903,6 +921,7 @@ void check_same_sample(const CSample& a, const CSample& b) {
   CHECK(a.tid == b.tid);
   CHECK(a.comm == b.comm);
   CHECK(a.list == b.list);
+  CHECK(a.snapshot == b.snapshot);  // read once, the stack is borrowed from the record: the same bytes
 }
 /// Every sample through sprov_profile_sample of a profile opened with its index (the oracle).
 std::vector<CSample> c_indexed(sprov_context* ctx, const char* path, struct sprov_profile_info* info_out) {
@@ -933,6 +952,7 @@ TEST_CASE("sprov_profile_next with SPROV_PROFILE_OPEN_STREAM: the samples of spr
     struct sprov_profile_info want_info;
     const std::vector<CSample> want = c_indexed(ctx, tmp.path, &want_info);
     REQUIRE(want.size() > 3000);
+    REQUIRE(!want[0].snapshot.empty());  // the samples have user registers and a stack
     SPROV_OPTS(sprov_profile_open_opts, o, .flags = SPROV_PROFILE_OPEN_STREAM);
     sprov_profile* p = nullptr;
     REQUIRE(sprov_profile_open(ctx, tmp.path, &o, &p) == 0);
