@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `stackprov record` and `stackprov perf-import`: sample with perf_event, unwind and symbolize samples offline.
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -165,9 +167,22 @@ class Output {
   static constexpr size_t kBufferBytes = size_t{1} << 20;
   ~Output() {
     if (f_ != nullptr && f_ != stdout) fclose(f_);
+    if (spool_ >= 0) close(spool_);
     sprov_output_file_free(out_);  // removes the temp file unless committed
   }
-  bool open(const char* path, std::string* err) {
+  /// With `spool` fd (stdout only): written into that file (an unlinked temp file, owned from
+  /// here on) and copied to stdout by commit(), not written to stdout as produced.
+  bool open(const char* path, std::string* err, int spool = -1) {
+    if (spool >= 0) {
+      spool_ = spool;
+      if ((f_ = fdopen(dup(spool), "w+b")) == nullptr) {
+        *err = std::string("cannot write a temp file: ") + strerror(errno);
+        return false;
+      }
+      buffer_.reset(new char[kBufferBytes]);
+      setvbuf(f_, buffer_.get(), _IOFBF, kBufferBytes);
+      return true;
+    }
     if (path == nullptr || !strcmp(path, "-")) {
       f_ = stdout;
       // glibc ignores the size without a buffer. Static: stdout is flushed again at exit.
@@ -198,6 +213,21 @@ class Output {
   }
   FILE* file() const { return f_; }
   bool commit(std::string* err) {
+    if (spool_ >= 0) {
+      FILE* f = f_;
+      f_ = nullptr;
+      const bool ok = fflush(f) == 0;
+      const int e = errno;
+      if (fclose(f) != 0 || !ok) {
+        *err = std::string("write to a temp file failed: ") + strerror(ok ? errno : e);
+        return false;
+      }
+      if (fflush(stdout) != 0 || !copy_to_stdout(spool_)) {
+        *err = std::string("write to stdout failed: ") + strerror(errno);
+        return false;
+      }
+      return true;
+    }
     if (f_ == stdout) {
       if (fflush(stdout) != 0) {
         *err = std::string("write to stdout failed: ") + strerror(errno);
@@ -223,7 +253,49 @@ class Output {
   }
 
  private:
+  /// The spool's bytes from its start to stdout: sendfile(2), or read and write where the kernel
+  /// refuses it; a non-blocking stdout is waited for.
+  static bool copy_to_stdout(int fd) {
+    off_t at = 0;
+    bool by_sendfile = true;
+    char buf[1 << 16];
+    for (;;) {
+      ssize_t n;
+      if (by_sendfile) {
+        n = sendfile(STDOUT_FILENO, fd, &at, size_t{1} << 30);
+        if (n < 0 && (errno == EINVAL || errno == ENOSYS)) {
+          by_sendfile = false;
+          continue;
+        }
+      } else {
+        n = pread(fd, buf, sizeof buf, at);
+        if (n > 0) {
+          for (ssize_t done = 0; done < n;) {
+            const ssize_t w = write(STDOUT_FILENO, buf + done, static_cast<size_t>(n - done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0 && errno == EAGAIN) {
+              struct pollfd p = {STDOUT_FILENO, POLLOUT, 0};
+              poll(&p, 1, -1);
+              continue;
+            }
+            if (w <= 0) return false;
+            done += w;
+          }
+          at += n;
+        }
+      }
+      if (n == 0) return true;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) {
+        struct pollfd p = {STDOUT_FILENO, POLLOUT, 0};
+        poll(&p, 1, -1);
+        continue;
+      }
+      if (n < 0) return false;
+    }
+  }
   FILE* f_ = nullptr;
+  int spool_ = -1;  ///< the spool's fd (open(..., spool)), -1: none
   sprov_output_file* out_ = nullptr;
   std::unique_ptr<char[]> buffer_;  // f_'s buffer: the destructor's body closes f_ before it is freed
 };
@@ -317,6 +389,18 @@ off_t stdout_start() {
   return lseek(STDOUT_FILENO, 0, SEEK_CUR);
 }
 
+/// An unlinked temp file in $TMPDIR (or /tmp) for perf-import's spool, -1 when none can be made.
+int spool_file() {
+  const char* dir = getenv("TMPDIR");
+  if (dir == nullptr || !*dir) dir = "/tmp";
+  int fd = ::open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  std::string templ = std::string(dir) + "/stackprov-json-XXXXXX";
+  fd = mkostemp(templ.data(), O_CLOEXEC);
+  if (fd >= 0) unlink(templ.c_str());
+  return fd;
+}
+
 int perf_import(int argc, char** argv, bool read_once) {
   const char* cmd = "perf-import";
   Args a(0, nullptr, {}, {});
@@ -384,11 +468,16 @@ int perf_import(int argc, char** argv, bool read_once) {
   const char* out_path = a.get("output");
   const bool to_stdout = out_path == nullptr || !strcmp(out_path, "-");
   const off_t stdout_at = to_stdout ? stdout_start() : -1;
-  iopts.stream = read_once && (fmt != Format::kJson || !to_stdout || stdout_at >= 0);
+  // json to a pipe is spooled into an unlinked temp file (none made: read with the index) and
+  // copied to stdout at the end: nothing reaches the pipe before the order is known to hold.
+  const int spool = read_once && fmt == Format::kJson && to_stdout && stdout_at < 0 && !isatty(STDOUT_FILENO)
+                        ? spool_file() : -1;
+  iopts.stream = read_once && (fmt != Format::kJson || !to_stdout || stdout_at >= 0 || spool >= 0);
   if (!quiet) iopts.log_fn = stackprov_cli::log_once_to_stderr;
   stackprov_cli::ProfileImport imp;
   if (imp.open(iopts, &err) != 0) {
     fprintf(stderr, "stackprov perf-import: %s\n", err.c_str());
+    if (spool >= 0) close(spool);
     return 1;
   }
   sprov_symbolizer* sym = imp.symbolizer();
@@ -400,7 +489,7 @@ int perf_import(int argc, char** argv, bool read_once) {
   };
   if (!iopts.stream) print_warnings();  // read once: known at the end
   Output output;
-  if (!output.open(a.get("output"), &err)) {
+  if (!output.open(a.get("output"), &err, spool)) {
     fprintf(stderr, "stackprov perf-import: %s\n", err.c_str());
     return 1;
   }
@@ -487,7 +576,7 @@ int perf_import(int argc, char** argv, bool read_once) {
     if (got == stackprov_cli::ProfileImport::kEnd) break;
     if (got == stackprov_cli::ProfileImport::kRestart) {
       if (!quiet) fprintf(stderr, "stackprov perf-import: %s; reading it again with its index\n", smp.error.c_str());
-      if (to_stdout && fmt == Format::kJson) {
+      if (to_stdout && fmt == Format::kJson && spool < 0) {  // a spool is dropped with `output`
         fflush(stdout);
         if (ftruncate(STDOUT_FILENO, stdout_at) != 0 || lseek(STDOUT_FILENO, stdout_at, SEEK_SET) != stdout_at) {
           fprintf(stderr, "stackprov perf-import: cannot cut stdout back to start over: %s\n", strerror(errno));

@@ -296,8 +296,11 @@ def check_rounds_out_of_order(sp, workdir, raw):
     """The recording's rounds (the records between two FINISHED_ROUND, type 68) with the second and the last but
     one swapped: the same records, so the same samples in time order. perf-import reads it once, meets the moved
     round's old records after newer ones were handed out, and starts over with the index: its output (folded; json
-    to a file with -o and to stdout redirected to a file, where json is read once; json to a pipe, read with the
-    index) is the original file's, byte for byte, and stderr says it started over."""
+    to a file with -o, to stdout redirected to a file, and to a pipe, where json is read once: spooled into a temp
+    file) is the original file's, byte for byte, and stderr says it started over. The oracle for json is the
+    original read with its index: to a pipe with $TMPDIR a directory that does not exist (no spool can be made,
+    so perf-import reads with the index from the start). The original's json to a pipe, read once, is that too,
+    and does not start over; the moved file's without a spool is read with the index and does not either."""
     failures = []
     data_off, data_size, ends = layout(raw)
     rounds, start = [], data_off
@@ -316,18 +319,24 @@ def check_rounds_out_of_order(sp, workdir, raw):
     orig, shuffled = os.path.join(workdir, "rounds-orig.data"), os.path.join(workdir, "rounds-moved.data")
     open(orig, "wb").write(raw)
     open(shuffled, "wb").write(moved)
+    no_spool = dict(os.environ, TMPDIR=os.path.join(workdir, "no-such-dir"))
     for fmt in ("folded", "json"):
         want = subprocess.run([sp, "perf-import", orig, "-f", fmt, "--quiet"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+                              stderr=subprocess.PIPE, env=no_spool)
         if want.returncode != 0 or not want.stdout:
             failures.append("rounds out of order: perf-import -f %s of the original failed: %s" % (fmt, want.stderr))
             continue
-        ways = [("-o FILE", ["-o", os.path.join(workdir, "rounds." + fmt)], None),
-                ("stdout to a file", [], os.path.join(workdir, "rounds-stdout." + fmt)), ("a pipe", [], "pipe")]
-        for how, extra, dest in ways:
+        ways = [("-o FILE", ["-o", os.path.join(workdir, "rounds." + fmt)], None, None),
+                ("stdout to a file", [], os.path.join(workdir, "rounds-stdout." + fmt), None),
+                ("a pipe", [], "pipe", None)]
+        if fmt == "json":
+            ways += [("a pipe, the original", [], "pipe", "original"), ("a pipe without a spool", [], "pipe", "no spool")]
+        for how, extra, dest, variant in ways:
+            src = orig if variant == "original" else shuffled
+            env = no_spool if variant == "no spool" else None
             if dest is None or dest == "pipe":
-                r = subprocess.run([sp, "perf-import", shuffled, "-f", fmt] + extra, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
+                r = subprocess.run([sp, "perf-import", src, "-f", fmt] + extra, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=env)
                 got = r.stdout if dest == "pipe" else open(extra[1], "rb").read()
             else:
                 with open(dest, "wb") as f:
@@ -345,7 +354,7 @@ def check_rounds_out_of_order(sp, workdir, raw):
                 failures.append("rounds out of order, -f %s to %s: exit %d, %d bytes, the original's %d bytes%s" %
                                 (fmt, how, r.returncode, len(got), len(want.stdout),
                                  "" if got != want.stdout else " (identical)"))
-            elif started_over != (fmt != "json" or dest != "pipe"):
+            elif started_over != (variant is None):
                 failures.append("rounds out of order, -f %s to %s: %s" % (
                     fmt, how, "started over though not read once" if started_over else "did not say it started over"))
             else:
