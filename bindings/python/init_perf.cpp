@@ -74,9 +74,11 @@ std::string written(F&& write) {
   return s;
 }
 
-Profile import_profile(const std::string& path, const std::optional<std::string>& sysroot,
-                       const std::optional<std::string>& store, uint32_t max_frames, bool inlines,
-                       bool log_stderr) {
+/// One reading of the profile into `p`: false when, read once (`stream`), the samples' order could
+/// not be kept after samples were handed out (read it again without `stream`: p is left partial).
+bool import_into(Profile& p, const std::string& path, const std::optional<std::string>& sysroot,
+                 const std::optional<std::string>& store, uint32_t max_frames, bool inlines, bool log_stderr,
+                 bool stream) {
   stackprov_cli::ImportOptions o;
   o.path = path;
   o.sysroot = cstr(sysroot);
@@ -84,30 +86,26 @@ Profile import_profile(const std::string& path, const std::optional<std::string>
   o.max_frames = max_frames;
   o.inlines = inlines;
   if (log_stderr) o.log_fn = stackprov_cli::log_once_to_stderr;  // python -m stackprov perf-import, as the CLI
+  // A perf.data file read once (sprov_profile_next), as perf-import reads it: the samples handed
+  // out while the file is read, in the index's order.
+  o.stream = stream;
   stackprov_cli::ProfileImport imp;
   std::string err;
   if (int rc = imp.open(o, &err); rc != 0) throw CallError{rc, err};
-  const struct sprov_profile_info& info = imp.info();
-  Profile p;
+  p = Profile();
   p.path = path;
   p.inlines = inlines;
-  p.format = info.format == SPROV_PROFILE_CAPTURE ? "capture" : "perf.data";
-  p.event = opt_text(info.event);
-  p.cmdline = opt_text(info.cmdline);
-  p.warnings = opt_text(info.warnings);
-  p.truncation = opt_text(info.truncation);
-  p.sample_count = info.samples;
-  p.lost = info.lost;
-  p.frequency = info.frequency;
-  p.period = info.period;
   const uint64_t nominal = imp.nominal_period();
-  const uint64_t n = info.samples;
   stackprov_cli::NameTable& names = imp.names();
   stackprov_cli::StackFolder stacks;
   stackprov_cli::ProfileImport::Sample smp;
-  p.samples.reserve(n);
-  for (uint64_t i = 0; i < n; i++) {
-    if (!imp.sample(i, &smp)) continue;  // counted failed (Profile.failed), as perf-import
+  p.samples.reserve(imp.info().samples);  // 0 when read once (none known at open)
+  for (;;) {
+    uint64_t i = 0;
+    const auto got = imp.next(&i, &smp);
+    if (got == stackprov_cli::ProfileImport::kEnd) break;
+    if (got == stackprov_cli::ProfileImport::kRestart) return false;
+    if (got == stackprov_cli::ProfileImport::kFailed) continue;  // counted failed (Profile.failed), as perf-import
     const struct sprov_profile_sample& s = smp.s;
     ProfileSample ps;
     ps.index = i;
@@ -147,7 +145,18 @@ Profile import_profile(const std::string& path, const std::optional<std::string>
     p.samples.push_back(std::move(ps));
   }
   p.folded = stacks.folded(names);
-  const struct sprov_profile_info& after = imp.info();  // the kernel note as of now (kallsyms read on first use)
+  // As of the end: read once, the counts, warnings and truncation are known only now; the kernel
+  // note as of now (kallsyms read on first use).
+  const struct sprov_profile_info& after = imp.info();
+  p.format = after.format == SPROV_PROFILE_CAPTURE ? "capture" : "perf.data";
+  p.event = opt_text(after.event);
+  p.cmdline = opt_text(after.cmdline);
+  p.warnings = opt_text(after.warnings);
+  p.truncation = opt_text(after.truncation);
+  p.sample_count = after.samples;
+  p.lost = after.lost;
+  p.frequency = after.frequency;
+  p.period = after.period;
   p.kernel_note = opt_text(after.kernel_note);
   switch (after.kernel_naming) {
     case SPROV_KERNEL_NAMED: p.kernel_naming = "named"; break;
@@ -165,6 +174,15 @@ Profile import_profile(const std::string& path, const std::optional<std::string>
   p.dwarf = imp.by_mode(SPROV_PROFILE_MODE_DWARF);
   p.callchain = imp.by_mode(SPROV_PROFILE_MODE_CALLCHAIN);
   p.ip = imp.by_mode(SPROV_PROFILE_MODE_IP);
+  return true;
+}
+
+Profile import_profile(const std::string& path, const std::optional<std::string>& sysroot,
+                       const std::optional<std::string>& store, uint32_t max_frames, bool inlines,
+                       bool log_stderr) {
+  Profile p;
+  if (!import_into(p, path, sysroot, store, max_frames, inlines, log_stderr, true))  // read once, else
+    import_into(p, path, sysroot, store, max_frames, inlines, log_stderr, false);    // with the index
   return p;
 }
 

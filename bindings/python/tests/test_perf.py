@@ -192,6 +192,43 @@ def test_perf_import_equals_perf_script(perf_data, mode):
     assert agree >= 0.98 * len(want), (agree, len(want), diffs)
 
 
+def sample_key(s):
+    return (s.time, s.pid, s.tid, s.comm, s.mode, s.stop_reason, s.truncated,
+            tuple((f.pc, f.address, f.function, f.module, f.method, f.kernel) for f in s.frames))
+
+
+def test_perf_import_reads_rounds_out_of_order_again(perf_data, tmp_path):
+    """perf_import() reads a perf.data once (sprov_profile_next), handing its samples out round by round
+    (perf's FINISHED_ROUND, type 68); the dwarf recording with its second and last but one rounds swapped
+    holds the same records, so the same samples in time order: read once, a round older than samples handed
+    out is met, and perf_import() reads the file again with its index. Its samples are the original's, which
+    test_perf_import_equals_perf_script holds against perf script; the counts are those of the whole file."""
+    import struct
+    import stackprov
+    data = perf_data["dwarf"][0]
+    raw = open(data, "rb").read()
+    data_off, data_size = struct.unpack_from("<QQ", raw, 40)  # tools/perf/util/header.h: data {offset, size}
+    rounds, start, off = [], data_off, data_off
+    while off < data_off + data_size:  # perf_event_header {u32 type, u16 misc, u16 size}
+        rtype, size = struct.unpack_from("<I", raw, off)[0], struct.unpack_from("<H", raw, off + 6)[0]
+        assert size >= 8
+        off += size
+        if rtype == 68:
+            rounds.append(raw[start:off])
+            start = off
+    rounds.append(raw[start:data_off + data_size])
+    assert len(rounds) >= 5, len(rounds)
+    rounds[1], rounds[-2] = rounds[-2], rounds[1]
+    moved = tmp_path / "moved.data"
+    moved.write_bytes(raw[:data_off] + b"".join(rounds) + raw[data_off + data_size:])
+    want, got = stackprov.perf_import(data), stackprov.perf_import(str(moved))
+    assert len(want.samples) == want.sample_count == len(perf_data["dwarf"][1])
+    assert got.sample_count == want.sample_count and got.lost == want.lost and got.truncation == want.truncation == ""
+    assert [s.index for s in got.samples] == list(range(len(got.samples)))
+    assert [sample_key(s) for s in got.samples] == [sample_key(s) for s in want.samples]
+    assert got.folded == want.folded
+
+
 def run(args, cli=False):
     cmd = [need_env("STACKPROV_CLI")] if cli else [sys.executable, "-m", "stackprov"]
     return subprocess.run(cmd + args, capture_output=True, text=True, timeout=120)
