@@ -393,6 +393,10 @@ Status Profile::view(size_t i, SampleView* out) const {
   if (streamed && i + 1 != samples_.size())
     return make_error(SPROV_ERR_INVALID_ARG, "sample %zu is no longer held: a profile read once holds only the sample "
                       "handed out last (%zu)", i, samples_.size() - 1);
+  if (streamed && reader_->current.decoded) {  // decoded when the stream handed it out
+    sample_view_from_perf(reader_->current.sample, out);
+    return {};
+  }
   const uint8_t* rec = streamed ? reader_->current.bytes : perf_->record_at(ref.offset, ref.size);
   if (rec == nullptr)
     return make_error(SPROV_ERR_TRUNCATED, "perf.data: sample record at 0x%llx (%u bytes) could not be read again: %s",

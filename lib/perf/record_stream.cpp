@@ -144,8 +144,8 @@ bool RecordStream::read_until_ready() {
     }
     const Order order = order_(r.type);
     if (order == Order::kSkip) continue;
-    Entry e{r, chunk, false};
-    e.refused = !index_fields(pd_.decoder(), rec, &e.ref);
+    Entry e{r, chunk};
+    e.ref.time = pd_.decoder().record_time(rec, r.size);  // as index_fields; a sample decoded when handed out
     if (order == Order::kAsRead) {
       if (chunk != kNoChunk) chunks_[chunk].live++;
       as_read_.push_back(e);
@@ -179,12 +179,18 @@ bool RecordStream::next(StreamRecord* out) {
   if (as_read) as_read_.pop_back();
   last_ = e.chunk;
   out->ref = e.ref;
-  out->refused = e.refused;
   if (e.chunk == kNoChunk) {
     out->bytes = mem_ + e.ref.offset;
   } else {
     const Chunk& c = chunks_[e.chunk];
     out->bytes = c.buf.data() + (e.ref.offset - c.off);
+  }
+  // A sample's pid and tid, as index_fields gives them, from the one decode its reader uses too.
+  out->decoded = out->ref.type == kRecordSample && pd_.decoder().decode_sample(out->bytes, out->ref.size, &out->sample).ok();
+  out->refused = out->ref.type == kRecordSample && !out->decoded;
+  if (out->decoded) {
+    out->ref.pid = out->sample.pid;
+    out->ref.tid = out->sample.tid;
   }
   return true;
 }

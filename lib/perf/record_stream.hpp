@@ -16,6 +16,10 @@ struct StreamRecord {
   RecordRef ref;                   ///< as PerfData::records() holds it (time, and a sample's pid and tid)
   const uint8_t* bytes = nullptr;  ///< its ref.size bytes, valid until the next RecordStream::next()
   bool refused = false;            ///< decode_sample refused the sample (PerfData::sample_refused)
+  /// A sample decode_sample took (not refused): decoded once, when handed out; its pointers alias
+  /// `bytes`. Other records: unset.
+  bool decoded = false;
+  RawSample sample;
 };
 
 /// The records of a perf.data file in the order PerfData::records() gives them (stably sorted by
@@ -71,9 +75,8 @@ class RecordStream {
     bool used = false;
   };
   struct Entry {
-    RecordRef ref;
+    RecordRef ref;   ///< its time set when read; a sample's pid and tid when handed out (next())
     uint32_t chunk;  ///< kNoChunk: the bytes in memory
-    bool refused;
   };
   static constexpr uint32_t kNoChunk = UINT32_MAX;
   bool read_until_ready();
