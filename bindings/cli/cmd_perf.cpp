@@ -212,6 +212,14 @@ class Output {
     return true;
   }
   FILE* file() const { return f_; }
+  /// The spool written out to its file (open(..., spool)); false, with why, when it could not be
+  /// (a full disk): nothing has reached stdout then.
+  bool spool_flushed(std::string* err) {
+    if (spool_ < 0) return true;
+    if (fflush(f_) == 0 && !ferror(f_)) return true;
+    *err = std::string("cannot write json into a temp file: ") + strerror(errno);
+    return false;
+  }
   bool commit(std::string* err) {
     if (spool_ >= 0) {
       FILE* f = f_;
@@ -464,7 +472,8 @@ int perf_import(int argc, char** argv, bool read_once) {
   iopts.no_stack = fmt != Format::kPprof;  // pprof's source lines need the sprov_stack
   // Read once (perf.data: the samples handed out while the file is read) where the output can be
   // discarded if that cannot keep the samples' order: everything but json is written at the end;
-  // json goes to a temp file (-o) or to stdout, then only a regular file (cut back).
+  // json goes to a temp file (-o), to stdout when a regular file (cut back), or to a spool (below);
+  // to a terminal it is read with the index (lines shown as they come).
   const char* out_path = a.get("output");
   const bool to_stdout = out_path == nullptr || !strcmp(out_path, "-");
   const off_t stdout_at = to_stdout ? stdout_start() : -1;
@@ -836,6 +845,10 @@ int perf_import(int argc, char** argv, bool read_once) {
     else stackprov_cli::write_flamegraph_svg(out, folded, title);
   }
   info = imp.info();  // the kernel note as of now (kallsyms was read on first use); the counts read once
+  if (!output.spool_flushed(&err)) {  // the spool's disk full: read with the index, straight to stdout
+    if (!quiet) fprintf(stderr, "stackprov perf-import: %s; reading it again with its index\n", err.c_str());
+    return kStartOver;
+  }
   if (iopts.stream) print_warnings();
   int rc = 0;
 #ifdef STACKPROV_HAVE_PPROF

@@ -15,6 +15,8 @@ import glob
 import json
 import os
 import re
+import resource
+import signal
 import struct
 import subprocess
 import sys
@@ -300,7 +302,9 @@ def check_rounds_out_of_order(sp, workdir, raw):
     file) is the original file's, byte for byte, and stderr says it started over. The oracle for json is the
     original read with its index: to a pipe with $TMPDIR a directory that does not exist (no spool can be made,
     so perf-import reads with the index from the start). The original's json to a pipe, read once, is that too,
-    and does not start over; the moved file's without a spool is read with the index and does not either."""
+    and does not start over; the moved file's without a spool is read with the index and does not either; the
+    original's with a spool that cannot be written (RLIMIT_FSIZE: a full disk) says so and is read again with
+    the index, to the pipe."""
     failures = []
     data_off, data_size, ends = layout(raw)
     rounds, start = [], data_off
@@ -330,13 +334,18 @@ def check_rounds_out_of_order(sp, workdir, raw):
                 ("stdout to a file", [], os.path.join(workdir, "rounds-stdout." + fmt), None),
                 ("a pipe", [], "pipe", None)]
         if fmt == "json":
-            ways += [("a pipe, the original", [], "pipe", "original"), ("a pipe without a spool", [], "pipe", "no spool")]
+            ways += [("a pipe, the original", [], "pipe", "original"), ("a pipe without a spool", [], "pipe", "no spool"),
+                     ("a pipe, the original, the spool's disk full", [], "pipe", "full")]
         for how, extra, dest, variant in ways:
-            src = orig if variant == "original" else shuffled
+            src = orig if variant in ("original", "full") else shuffled
             env = no_spool if variant == "no spool" else None
+            # A full disk under the spool: files this process writes stop at 64 KiB (EFBIG, SIGXFSZ ignored);
+            # the pipe is not a file. perf-import then reads the file again with its index, to the pipe.
+            full = (lambda: (signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+                             resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536)))) if variant == "full" else None
             if dest is None or dest == "pipe":
                 r = subprocess.run([sp, "perf-import", src, "-f", fmt] + extra, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, env=env)
+                                   stderr=subprocess.PIPE, env=env, preexec_fn=full)
                 got = r.stdout if dest == "pipe" else open(extra[1], "rb").read()
             else:
                 with open(dest, "wb") as f:
@@ -354,7 +363,9 @@ def check_rounds_out_of_order(sp, workdir, raw):
                 failures.append("rounds out of order, -f %s to %s: exit %d, %d bytes, the original's %d bytes%s" %
                                 (fmt, how, r.returncode, len(got), len(want.stdout),
                                  "" if got != want.stdout else " (identical)"))
-            elif started_over != (variant is None):
+            elif variant == "full" and b"cannot write json into a temp file" not in r.stderr:
+                failures.append("rounds out of order, -f %s to %s: did not say the temp file failed" % (fmt, how))
+            elif started_over != (variant in (None, "full")):
                 failures.append("rounds out of order, -f %s to %s: %s" % (
                     fmt, how, "started over though not read once" if started_over else "did not say it started over"))
             else:
