@@ -44,30 +44,31 @@ uint16_t ld16(const uint8_t* p) {
 }
 
 /// Bounds-checked reader over one record or section. The checks are inline, the messages built
-/// out of line (decode_sample reads ~15 fields a sample, twice when a file is read once).
+/// out of line (decode_sample reads ~15 fields a sample); the checks forced inline (GCC 12 left
+/// u64 a call: 1.9-3.1% of a native json perf-import).
 struct Cursor {
   const uint8_t* p;
   size_t len;
   size_t at = 0;
   const char* what;
   size_t remaining() const { return len - at; }
-  Status need(size_t n, const char* field) const {
+  [[gnu::always_inline]] Status need(size_t n, const char* field) const {
     if (n > remaining()) [[unlikely]] return short_of(n, field);
     return {};
   }
-  Status u64(uint64_t* v, const char* field) {
+  [[gnu::always_inline]] Status u64(uint64_t* v, const char* field) {
     if (8 > remaining()) [[unlikely]] return short_of(8, field);
     *v = ld64(p + at);
     at += 8;
     return {};
   }
-  Status u32(uint32_t* v, const char* field) {
+  [[gnu::always_inline]] Status u32(uint32_t* v, const char* field) {
     if (4 > remaining()) [[unlikely]] return short_of(4, field);
     *v = ld32(p + at);
     at += 4;
     return {};
   }
-  Status skip(uint64_t n, const char* field) {
+  [[gnu::always_inline]] Status skip(uint64_t n, const char* field) {
     if (n > remaining()) [[unlikely]] return skip_past(n, field);
     at += static_cast<size_t>(n);
     return {};
