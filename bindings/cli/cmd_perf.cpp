@@ -176,8 +176,10 @@ class Output {
   bool open(const char* path, std::string* err, int spool = -1) {
     if (spool >= 0) {
       spool_ = spool;
-      if ((f_ = fdopen(dup(spool), "w+b")) == nullptr) {
+      const int fd = dup(spool);
+      if (fd < 0 || (f_ = fdopen(fd, "w+b")) == nullptr) {
         *err = std::string("cannot write a temp file: ") + strerror(errno);
+        if (fd >= 0) close(fd);
         return false;
       }
       buffer_.reset(new char[kBufferBytes]);
