@@ -2,6 +2,7 @@
 // `stackprov record` and `stackprov perf-import`: sample with perf_event, unwind and symbolize samples offline.
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -171,14 +172,14 @@ class Output {
     if (spool_ >= 0) close(spool_);
     sprov_output_file_free(out_);  // removes the temp file unless committed
   }
-  /// With `spool` fd (stdout only): written into that file (an unlinked temp file, owned from
-  /// here on) and copied to stdout by commit(), not written to stdout as produced.
+  /// With `spool` fd (stdout only): written into that file (spool_file's memfd, owned from here
+  /// on) and copied to stdout by commit(), not written to stdout as produced.
   bool open(const char* path, std::string* err, int spool = -1) {
     if (spool >= 0) {
       spool_ = spool;
       const int fd = dup(spool);
       if (fd < 0 || (f_ = fdopen(fd, "w+b")) == nullptr) {
-        *err = std::string("cannot write a temp file: ") + strerror(errno);
+        *err = std::string("cannot open the json spool: ") + strerror(errno);
         if (fd >= 0) close(fd);
         return false;
       }
@@ -220,7 +221,7 @@ class Output {
   bool spool_flushed(std::string* err) {
     if (spool_ < 0) return true;
     if (fflush(f_) == 0 && !ferror(f_)) return true;
-    *err = std::string("cannot write json into a temp file: ") + strerror(errno);
+    *err = std::string("cannot hold the json for the pipe (spool): ") + strerror(errno);
     return false;
   }
   bool commit(std::string* err) {
@@ -230,7 +231,7 @@ class Output {
       const bool ok = fflush(f) == 0;
       const int e = errno;
       if (fclose(f) != 0 || !ok) {
-        *err = std::string("write to a temp file failed: ") + strerror(ok ? errno : e);
+        *err = std::string("write to the json spool failed: ") + strerror(ok ? errno : e);
         return false;
       }
       if (fflush(stdout) != 0 || !copy_to_stdout(spool_)) {
@@ -323,6 +324,8 @@ class JsonWriter {
   static constexpr size_t kBatchBytes = size_t{1} << 20;
   static constexpr size_t kMaxPieces = 1024;  // IOV_MAX on Linux
   explicit JsonWriter(FILE* f) : f_(f), fd_(fileno(f)) {}
+  /// At most `bytes` in all (a spool's cap): a flush past it fails with EFBIG, writing nothing more.
+  void set_limit(uint64_t bytes) { limit_ = bytes; }
   void copy(const std::string& s) {
     pieces_.push_back({nullptr, arena_.size(), s.size()});
     arena_ += s;
@@ -344,6 +347,11 @@ class JsonWriter {
     for (const Piece& pc : pieces_)
       if (pc.len > 0) iov_.push_back({const_cast<char*>(pc.p != nullptr ? pc.p : arena_.data() + pc.off), pc.len});
     pieces_.clear();
+    if (bytes_ > limit_ - written_) {
+      capped_ = true;
+      return fail(EFBIG);
+    }
+    written_ += bytes_;
     bytes_ = 0;
     size_t i = 0;
     while (i < iov_.size()) {
@@ -370,6 +378,7 @@ class JsonWriter {
     return true;
   }
   int error() const { return error_; }
+  bool capped() const { return capped_; }  ///< the error is set_limit's
 
  private:
   struct Piece {
@@ -377,6 +386,12 @@ class JsonWriter {
     size_t off, len;
   };
   void added(size_t n) {
+    if (error_ != 0) {  // nothing more is written: nothing kept
+      pieces_.clear();
+      arena_.clear();
+      bytes_ = 0;
+      return;
+    }
     bytes_ += n;
     if (bytes_ >= kBatchBytes || pieces_.size() >= kMaxPieces) flush();
   }
@@ -390,6 +405,9 @@ class JsonWriter {
   std::vector<Piece> pieces_;
   std::vector<struct iovec> iov_;
   size_t bytes_ = 0;
+  uint64_t written_ = 0;
+  uint64_t limit_ = UINT64_MAX;
+  bool capped_ = false;
   int error_ = 0;
   bool flushed_file_ = false;
 };
@@ -482,16 +500,27 @@ off_t stdout_start() {
   return lseek(STDOUT_FILENO, 0, SEEK_CUR);
 }
 
-/// An unlinked temp file in $TMPDIR (or /tmp) for perf-import's spool, -1 when none can be made.
+/// The most perf-import holds of json to a pipe (spool_file, in memory): 256 MiB, 2.5x the JSON of the
+/// benchmark's 59,000-sample native recording; $STACKPROV_SPOOL_MAX (bytes, a decimal number; 0: no
+/// spool) instead when set.
+uint64_t spool_max_bytes() {
+  const char* env = getenv("STACKPROV_SPOOL_MAX");
+  if (env != nullptr && *env != 0) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = strtoull(env, &end, 10);
+    if (errno == 0 && *end == 0 && env[0] != '-') return v;
+    fprintf(stderr, "stackprov perf-import: STACKPROV_SPOOL_MAX '%s' is not a number of bytes; using %llu\n", env,
+            static_cast<unsigned long long>(uint64_t{256} << 20));
+  }
+  return uint64_t{256} << 20;
+}
+
+/// perf-import's spool: an anonymous memory file (memfd: no name in any directory, nothing to plant
+/// or leave behind), -1 when none can be made or $STACKPROV_SPOOL_MAX is 0 (no spool).
 int spool_file() {
-  const char* dir = getenv("TMPDIR");
-  if (dir == nullptr || !*dir) dir = "/tmp";
-  int fd = ::open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0) return fd;
-  std::string templ = std::string(dir) + "/stackprov-json-XXXXXX";
-  fd = mkostemp(templ.data(), O_CLOEXEC);
-  if (fd >= 0) unlink(templ.c_str());
-  return fd;
+  if (spool_max_bytes() == 0) return -1;
+  return memfd_create("stackprov-json", MFD_CLOEXEC);
 }
 
 int perf_import(int argc, char** argv, bool read_once) {
@@ -562,7 +591,7 @@ int perf_import(int argc, char** argv, bool read_once) {
   const char* out_path = a.get("output");
   const bool to_stdout = out_path == nullptr || !strcmp(out_path, "-");
   const off_t stdout_at = to_stdout ? stdout_start() : -1;
-  // json to a pipe is spooled into an unlinked temp file (none made: read with the index) and
+  // json to a pipe is spooled into a memfd (none made: read with the index) and
   // copied to stdout at the end: nothing reaches the pipe before the order is known to hold.
   const int spool = read_once && fmt == Format::kJson && to_stdout && stdout_at < 0 && !isatty(STDOUT_FILENO)
                         ? spool_file() : -1;
@@ -589,6 +618,9 @@ int perf_import(int argc, char** argv, bool read_once) {
   }
   FILE* out = output.file();
   JsonWriter json_out(out);  // -f json's lines
+  // A spool holds the whole output until the end (in $TMPDIR, often memory): past kSpoolMaxBytes the
+  // file is read again with its index, straight to stdout.
+  if (spool >= 0) json_out.set_limit(spool_max_bytes());
   const uint64_t nominal = imp.nominal_period();
   const std::string kernel_id = imp.kernel_build_id();
 
@@ -921,6 +953,7 @@ int perf_import(int argc, char** argv, bool read_once) {
       line += sprov_stop_reason_name(stop);
       line += "\"}\n";
       json_out.copy(line);
+      if (json_out.error() != 0) break;  // a failed write (a full disk, the spool's cap): no more lines
     } else if (fmt != Format::kNone) {
       stacks.add(smp, nominal);
     }
@@ -937,7 +970,9 @@ int perf_import(int argc, char** argv, bool read_once) {
       fprintf(stderr, "stackprov perf-import: write failed: %s\n", strerror(json_out.error()));
       return 1;
     }
-    spool_err = std::string("cannot write json into a temp file: ") + strerror(json_out.error());
+    spool_err = json_out.capped()
+                    ? "the json passed the " + std::to_string(spool_max_bytes()) + " bytes held for a pipe"
+                    : std::string("cannot hold the json for the pipe (spool): ") + strerror(json_out.error());
   }
   if (!spool_err.empty() || !output.spool_flushed(&spool_err)) {  // the spool's disk full: read with the index, to stdout
     if (!quiet) fprintf(stderr, "stackprov perf-import: %s; reading it again with its index\n", spool_err.c_str());

@@ -17,6 +17,8 @@ HELPER = os.path.normpath("lib/core/atomic_file.cpp")
 ALLOWED = {
     (os.path.normpath("lib/perf/recorder.cpp"), 'FILE* f = fd >= 0 ? fdopen(fd, "wb") : nullptr;'),
     (os.path.normpath("bindings/cli/cmd_perf.cpp"), 'if (fd < 0 || (f_ = fdopen(fd, "wb")) == nullptr) {'),
+    # perf-import's spool: a memfd (memfd_create), a file in no directory.
+    (os.path.normpath("bindings/cli/cmd_perf.cpp"), 'if (fd < 0 || (f_ = fdopen(fd, "w+b")) == nullptr) {'),
 }
 C_PATTERNS = [
     (re.compile(r'\b(fopen|fdopen|freopen|popen)\s*\([^;]*"[wa+][^"]*"'), "write-mode stdio open"),

@@ -298,10 +298,10 @@ def check_rounds_out_of_order(sp, workdir, raw):
     """The recording's rounds (the records between two FINISHED_ROUND, type 68) with the second and the last but
     one swapped: the same records, so the same samples in time order. perf-import reads it once, meets the moved
     round's old records after newer ones were handed out, and starts over with the index: its output (folded; json
-    to a file with -o, to stdout redirected to a file, and to a pipe, where json is read once: spooled into a temp
+    to a file with -o, to stdout redirected to a file, and to a pipe, where json is read once: spooled into a memfd
     file) is the original file's, byte for byte, and stderr says it started over. The oracle for json is the
-    original read with its index: to a pipe with $TMPDIR a directory that does not exist (no spool can be made,
-    so perf-import reads with the index from the start). The original's json to a pipe, read once, is that too,
+    original read with its index: to a pipe with STACKPROV_SPOOL_MAX=0 (no spool, so perf-import reads with the
+    index from the start). The original's json to a pipe, read once, is that too,
     and does not start over; the moved file's without a spool is read with the index and does not either; the
     original's with a spool that cannot be written (RLIMIT_FSIZE: a full disk) says so and is read again with
     the index, to the pipe."""
@@ -323,7 +323,7 @@ def check_rounds_out_of_order(sp, workdir, raw):
     orig, shuffled = os.path.join(workdir, "rounds-orig.data"), os.path.join(workdir, "rounds-moved.data")
     open(orig, "wb").write(raw)
     open(shuffled, "wb").write(moved)
-    no_spool = dict(os.environ, TMPDIR=os.path.join(workdir, "no-such-dir"))
+    no_spool = dict(os.environ, STACKPROV_SPOOL_MAX="0")
     for fmt in ("folded", "json"):
         want = subprocess.run([sp, "perf-import", orig, "-f", fmt, "--quiet"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=no_spool)
@@ -335,10 +335,13 @@ def check_rounds_out_of_order(sp, workdir, raw):
                 ("a pipe", [], "pipe", None)]
         if fmt == "json":
             ways += [("a pipe, the original", [], "pipe", "original"), ("a pipe without a spool", [], "pipe", "no spool"),
-                     ("a pipe, the original, the spool's disk full", [], "pipe", "full")]
+                     ("a pipe, the original, the spool's disk full", [], "pipe", "full"),
+                     ("a pipe, the original, past the spool's cap", [], "pipe", "cap")]
         for how, extra, dest, variant in ways:
-            src = orig if variant in ("original", "full") else shuffled
+            src = orig if variant in ("original", "full", "cap") else shuffled
             env = no_spool if variant == "no spool" else None
+            if variant == "cap":  # the spool holds at most 64 KiB here (256 MiB by default)
+                env = dict(os.environ, STACKPROV_SPOOL_MAX="65536")
             # A full disk under the spool: files this process writes stop at 64 KiB (EFBIG, SIGXFSZ ignored);
             # the pipe is not a file. perf-import then reads the file again with its index, to the pipe.
             full = (lambda: (signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
@@ -363,9 +366,12 @@ def check_rounds_out_of_order(sp, workdir, raw):
                 failures.append("rounds out of order, -f %s to %s: exit %d, %d bytes, the original's %d bytes%s" %
                                 (fmt, how, r.returncode, len(got), len(want.stdout),
                                  "" if got != want.stdout else " (identical)"))
-            elif variant == "full" and b"cannot write json into a temp file" not in r.stderr:
-                failures.append("rounds out of order, -f %s to %s: did not say the temp file failed" % (fmt, how))
-            elif started_over != (variant in (None, "full")):
+            elif variant == "full" and b"cannot hold the json for the pipe (spool)" not in r.stderr:
+                failures.append("rounds out of order, -f %s to %s: did not say the spool failed" % (fmt, how))
+            elif variant == "cap" and b"the json passed the 65536 bytes held for a pipe" not in r.stderr:
+                failures.append("rounds out of order, -f %s to %s: did not say the spool's cap was passed (%s)" %
+                                (fmt, how, r.stderr[-300:]))
+            elif started_over != (variant in (None, "full", "cap")):
                 failures.append("rounds out of order, -f %s to %s: %s" % (
                     fmt, how, "started over though not read once" if started_over else "did not say it started over"))
             else:
