@@ -147,31 +147,46 @@ class Unwinder {
         kPcsRun && r.lookup_prev ? nullptr : modules_.find(r.lookup_prev ? r.pc - Traits::kCallInsnMin : r.pc);
     pcs[0] = r.pc;
     r.n = 1;
-    // pcs_run's frames; a frame it cannot take, fast_run<true>'s single step; then pcs_run again.
-    if constexpr (!kPcsRun) {
-      if (fast_run<true>(out, &r, slot, regs)) return r.n;
-    } else {
-      for (;;) {
-        if (pcs_run(out, &r, slot, regs)) return r.n;
-        const size_t before = r.n;
-        if (fast_run<true>(out, &r, slot, regs, before + 1)) return r.n;
-        if (r.n == before) break;
+    for (;;) {
+      // pcs_run's frames; a frame it cannot take, fast_run<true>'s single step; then pcs_run again.
+      if constexpr (!kPcsRun) {
+        if (fast_run<true>(out, &r, slot, regs)) return r.n;
+      } else {
+        for (;;) {
+          if (pcs_run(out, &r, slot, regs)) return r.n;
+          const size_t before = r.n;
+          if (fast_run<true>(out, &r, slot, regs, before + 1)) return r.n;
+          if (r.n == before) break;
+        }
       }
+      // The frame fast_run<true> could not take, as walk_physical's loop would hold it.
+      Frame cur;
+      cur.pc = r.pc;
+      cur.sp = r.sp;
+      cur.method = r.method;
+      cur.lookup_prev = r.lookup_prev;
+      cur.module_index = slot ? slot->snapshot_index : -1;
+      cur.domain = domain_;
+      out->frames.push_back(cur);
+      frame_base_ = r.n - 1;
+      // The loop hands the walk back after a signal frame (pcs_run's walks only): the interrupted
+      // code's frames are common ones again.
+      resume_after_signal_ = kPcsRun;
+      run_loop(regs, slot, out);
+      resume_after_signal_ = false;
+      const size_t n = std::min<size_t>(out->frames.size(), opts_.max_frames - frame_base_);
+      for (size_t i = 0; i < n; i++) pcs[frame_base_ + i] = out->frames[i].pc;
+      if (!kPcsRun || out->stop != StopReason::kNone || n != out->frames.size()) return frame_base_ + n;
+      // Back from the loop at the frame a signal frame restored (an exact pc): the current frame.
+      const Frame& b = out->frames.back();
+      r.n = frame_base_ + n;
+      r.pc = b.pc;
+      r.sp = b.sp;
+      r.lookup_prev = b.lookup_prev;
+      r.method = b.method;
+      slot = resume_slot_;
+      out->frames.clear();
     }
-    // The frame fast_run<true> could not take, as walk_physical's loop would hold it.
-    Frame cur;
-    cur.pc = r.pc;
-    cur.sp = r.sp;
-    cur.method = r.method;
-    cur.lookup_prev = r.lookup_prev;
-    cur.module_index = slot ? slot->snapshot_index : -1;
-    cur.domain = domain_;
-    out->frames.push_back(cur);
-    frame_base_ = r.n - 1;
-    run_loop(regs, slot, out);
-    const size_t n = std::min<size_t>(out->frames.size(), opts_.max_frames - frame_base_);
-    for (size_t i = 0; i < n; i++) pcs[frame_base_ + i] = out->frames[i].pc;
-    return frame_base_ + n;
   }
 
  private:
@@ -267,6 +282,10 @@ class Unwinder {
                          ? ~uint64_t{0}
                          : Traits::kCalleeSaved | (uint64_t{1} << Traits::kPcReg) | (uint64_t{1} << Traits::kSpReg),
                      out);
+      if (resume_after_signal_ && nf.method == Method::kSignal) {  // walk_pcs goes on from nf
+        resume_slot_ = slot;
+        return;
+      }
     }
   }
 
@@ -1420,6 +1439,10 @@ class Unwinder {
   StopReason expr_reason_ = StopReason::kBadCfi;
   uint64_t lost_ = 0;  // registers lost to unreadable save slots in this walk
   size_t frame_base_ = 0;  ///< frames walk_pcs wrote as pcs before out->frames[0]
+  /// run_loop returns to walk_pcs after a step through a signal frame (out->stop still kNone), the
+  /// new frame's module in resume_slot_.
+  bool resume_after_signal_ = false;
+  const ModuleSlot* resume_slot_ = nullptr;
 };
 
 }  // namespace stackprov::unwind
