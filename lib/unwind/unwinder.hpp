@@ -647,7 +647,7 @@ class Unwinder {
     size_t npending = r.npending;
     QuickExit why;
     for (;;) {
-      if (p == end) {
+      if (p >= end) {
         why = QuickExit::kLimit;
         break;
       }
