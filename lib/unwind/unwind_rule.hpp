@@ -107,16 +107,16 @@ class RuleCache {
   /// of the module's code. An entry copies what it needs, so evicting the rule-cache entry it came
   /// from does not change it.
   struct QuickEntry {
-    uint64_t pc;      ///< the return address (the rule is the one for pc - the call's minimum length)
-    uint32_t stamp;   ///< quick_begin()'s stamp; 0: empty
-    int32_t cfa_off;  ///< cfa = (kQuickFp ? fp : sp) + cfa_off
-    uint8_t flags;    ///< kQuick* bits
-    int8_t span_lo;   ///< the slots: span_words words from cfa + span_lo words (Entry's)
+    uint64_t pc;          ///< the return address (the rule is the one for pc - the call's minimum length)
+    uint32_t stamp;       ///< quick_begin()'s stamp; 0: empty
+    int32_t cfa_off;      ///< cfa = (kQuickFp ? fp : sp) + cfa_off
+    uint32_t other_mask;  ///< the other saved registers (bit r: register r, all below 32)
+    uint8_t flags;        ///< kQuick* bits
+    int8_t span_lo;       ///< the slots: span_words words from cfa + span_lo words (Entry's)
     uint8_t span_words;
     int8_t ra_word;  ///< the return address at cfa + ra_word words
     int8_t fp_word;  ///< fp's slot at cfa + fp_word words (with kQuickFpSaved; else ra_word)
-    uint8_t nother;  ///< other saved registers: other_reg[i] at word other_rel[i] of the span
-    uint8_t other_reg[kPcsOther];
+    uint8_t nother;  ///< other saved registers: the i-th lowest of other_mask at word other_rel[i] of the span
     uint8_t other_rel[kPcsOther];
   };
   static_assert(sizeof(QuickEntry) == 32, "two quick entries a line");
@@ -142,12 +142,18 @@ class RuleCache {
     return quick_;
   }
   uint32_t quick_stamp() const { return quick_stamp_; }
-  /// `q` (a slot of the quick table) from the pcs form of `e` (e->pcs != 0), for `pc`.
-  static void quick_fill(QuickEntry* q, uint64_t pc, uint32_t stamp, const Entry& e) {
+  /// `q` (a slot of the quick table) from the pcs form of `e` (e->pcs != 0), for `pc`; false (q
+  /// unchanged) when a saved register is not below 32.
+  static bool quick_fill(QuickEntry* q, uint64_t pc, uint32_t stamp, const Entry& e) {
+    const int nother = e.pcs >> 2;
+    uint32_t mask = 0;
+    for (int i = 0; i < nother; i++) {
+      if (e.other_reg[i] >= 32) return false;
+      mask |= uint32_t{1} << e.other_reg[i];
+    }
     q->pc = pc;
     q->stamp = stamp;
     q->cfa_off = e.rule.cfa_off;
-    const int nother = e.pcs >> 2;
     q->flags = static_cast<uint8_t>(((e.pcs & 3) == kPcsCfaFp ? kQuickFp : 0) |
                                     (e.fp_rel != kPcsNone ? kQuickFpSaved : 0) | (nother != 0 ? kQuickOther : 0));
     q->span_lo = e.span_lo;
@@ -155,8 +161,13 @@ class RuleCache {
     q->ra_word = static_cast<int8_t>(e.span_lo + e.ra_rel);  // the rule's ra_off
     q->fp_word = static_cast<int8_t>(e.span_lo + (e.fp_rel != kPcsNone ? e.fp_rel : e.ra_rel));
     q->nother = static_cast<uint8_t>(nother);
-    std::memcpy(q->other_reg, e.other_reg, sizeof(q->other_reg));
-    std::memcpy(q->other_rel, e.other_rel, sizeof(q->other_rel));
+    q->other_mask = mask;
+    std::memset(q->other_rel, 0, sizeof(q->other_rel));
+    int k = 0;  // the slots in register order
+    for (uint32_t m = mask; m != 0; m &= m - 1)
+      for (int i = 0; i < nother; i++)
+        if (e.other_reg[i] == __builtin_ctz(m)) q->other_rel[k++] = e.other_rel[i];
+    return true;
   }
   /// `q` for `pc` as the end of the stack.
   static void quick_fill_end(QuickEntry* q, uint64_t pc, uint32_t stamp) {

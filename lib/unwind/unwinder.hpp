@@ -733,22 +733,30 @@ class Unwinder {
       return q;
     }
     if (!((slot->plain_methods >> e->rule.from_debug_frame) & 1)) return nullptr;
-    RuleCache::quick_fill(q, pc, stamp, *e);
-    return q;
+    return RuleCache::quick_fill(q, pc, stamp, *e) ? q : nullptr;
   }
 
-  /// The other saved registers of `n` pcs_run steps, in order, into `regs` (their valid bits into
-  /// `restored`): what fast_run's steps would have written.
+  /// The other saved registers of `n` pcs_run steps into `regs` (their valid bits into
+  /// `restored`): what fast_run's steps would have written, i.e. each register from the newest step
+  /// that saved it. So the notes are read from the newest back, each register written once, and no
+  /// further than the oldest step saving a register not yet written.
   static void apply_pending(const PendingSaves* pending, size_t n, Regs& regs, uint64_t& restored) {
-    for (size_t k = 0; k < n; k++) {
+    uint32_t all = 0;
+    for (size_t k = 0; k < n; k++) all |= pending[k].e->other_mask;
+    uint32_t done = 0;
+    for (size_t k = n; k-- > 0 && done != all;) {
       const RuleCache::QuickEntry* e = pending[k].e;
-      for (int i = 0, m = e->nother; i < m; i++) {
-        const int reg = e->other_reg[i];
+      const uint32_t m = e->other_mask;
+      for (uint32_t todo = m & ~done; todo != 0; todo &= todo - 1) {
+        const int reg = __builtin_ctz(todo);
+        const int i = __builtin_popcount(m & ((uint32_t{1} << reg) - 1));
         regs.v[reg] = slot_word(pending[k].w + e->other_rel[i] * 8);
-        restored |= uint64_t{1} << reg;
       }
+      done |= m;
     }
+    restored |= done;
   }
+
 
   /// The coroutine-entry rung's question for a caller frame at `pc` in `slot` (at_coroutine_entry).
   bool coroutine_entry_at(const ModuleSlot& slot, uint64_t pc) {

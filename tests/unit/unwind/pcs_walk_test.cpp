@@ -31,10 +31,12 @@ extern "C" __attribute__((noinline, used)) void pw_capture() {
 }
 
 // pw_outer's CFA is rbx + 16 while it calls pw_mid (a rule neither fast loop takes: the walk's
-// ladder applies it with the rbx that pw_mid saved). pw_mid saves rbx, clobbers it and calls the
-// capture: its frame is a common one whose rule restores rbx.
+// ladder applies it with the rbx that pw_mid saved). pw_mid saves rbx, clobbers it and calls pw_mid2,
+// which saves that value, clobbers rbx again and calls the capture: two common frames whose rules
+// restore rbx, of which the outer one's (pw_mid's, the later step's) is the value pw_outer needs.
 extern "C" void pw_outer();
 extern "C" void pw_mid();
+extern "C" void pw_mid2();
 __asm__(
     ".text\n"
     ".globl pw_outer\n"
@@ -63,13 +65,28 @@ __asm__(
     ".cfi_adjust_cfa_offset 8\n"
     ".cfi_offset %rbx, -16\n"
     "mov $0x5a5a5a5a5a5a5a5a, %rbx\n"
+    "call pw_mid2\n"
+    "pop %rbx\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    ".cfi_restore %rbx\n"
+    "ret\n"
+    ".cfi_endproc\n"
+    ".size pw_mid, .-pw_mid\n"
+    ".globl pw_mid2\n"
+    ".type pw_mid2, @function\n"
+    "pw_mid2:\n"
+    ".cfi_startproc\n"
+    "push %rbx\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    ".cfi_offset %rbx, -16\n"
+    "mov $0x6b6b6b6b6b6b6b6b, %rbx\n"
     "call pw_capture\n"
     "pop %rbx\n"
     ".cfi_adjust_cfa_offset -8\n"
     ".cfi_restore %rbx\n"
     "ret\n"
     ".cfi_endproc\n"
-    ".size pw_mid, .-pw_mid\n");
+    ".size pw_mid2, .-pw_mid2\n");
 
 extern "C" __attribute__((noinline, used)) void pw_driver() {
   pw_outer();
@@ -83,7 +100,10 @@ TEST_CASE("the pcs-only walk restores the saved registers a later frame's CFA ne
   sprov_unwinder* uw = nullptr;
   REQUIRE(sprov_unwinder_new(g_pw_ctx, nullptr, &uw) == 0);
   uint64_t pcs[128];
-  for (int round = 0; round < 2; round++) {  // the second walk from the rule cache (pcs_run's frames)
+  // The first walk fills the rule cache, the second the quick table (a note applied before each
+  // entry is filled), the third takes every common frame from the quick table: pw_mid2's and
+  // pw_mid's saves of rbx both noted, then applied together before pw_outer's frame.
+  for (int round = 0; round < 3; round++) {
     struct sprov_unwind_buf b;
     std::memset(&b, 0, sizeof b);
     b.sz = sizeof b;
