@@ -521,9 +521,9 @@ uint64_t spool_max_bytes() {
 }
 
 /// perf-import's spool: an anonymous memory file (memfd: no name in any directory, nothing to plant
-/// or leave behind), -1 when none can be made or $STACKPROV_SPOOL_MAX is 0 (no spool).
-int spool_file() {
-  if (spool_max_bytes() == 0) return -1;
+/// or leave behind), -1 when none can be made or `max_bytes` (spool_max_bytes()) is 0 (no spool).
+int spool_file(uint64_t max_bytes) {
+  if (max_bytes == 0) return -1;
   return memfd_create("stackprov-json", MFD_CLOEXEC);
 }
 
@@ -597,8 +597,9 @@ int perf_import(int argc, char** argv, bool read_once) {
   const off_t stdout_at = to_stdout ? stdout_start() : -1;
   // json to a pipe is spooled into a memfd (none made: read with the index) and
   // copied to stdout at the end: nothing reaches the pipe before the order is known to hold.
-  const int spool = read_once && fmt == Format::kJson && to_stdout && stdout_at < 0 && !isatty(STDOUT_FILENO)
-                        ? spool_file() : -1;
+  const bool to_pipe = read_once && fmt == Format::kJson && to_stdout && stdout_at < 0 && !isatty(STDOUT_FILENO);
+  const uint64_t spool_max = to_pipe ? spool_max_bytes() : 0;  // read once: a bad value is reported once
+  const int spool = to_pipe ? spool_file(spool_max) : -1;
   iopts.stream = read_once && (fmt != Format::kJson || !to_stdout || stdout_at >= 0 || spool >= 0);
   if (!quiet) iopts.log_fn = stackprov_cli::log_once_to_stderr;
   stackprov_cli::ProfileImport imp;
@@ -624,7 +625,7 @@ int perf_import(int argc, char** argv, bool read_once) {
   JsonWriter json_out(out);  // -f json's lines
   // A spool holds the whole output until the end (in $TMPDIR, often memory): past kSpoolMaxBytes the
   // file is read again with its index, straight to stdout.
-  if (spool >= 0) json_out.set_limit(spool_max_bytes());
+  if (spool >= 0) json_out.set_limit(spool_max);
   const uint64_t nominal = imp.nominal_period();
   const std::string kernel_id = imp.kernel_build_id();
 
@@ -975,7 +976,7 @@ int perf_import(int argc, char** argv, bool read_once) {
       return 1;
     }
     spool_err = json_out.capped()
-                    ? "the json passed the " + std::to_string(spool_max_bytes()) + " bytes held for a pipe"
+                    ? "the json passed the " + std::to_string(spool_max) + " bytes held for a pipe"
                     : std::string("cannot hold the json for the pipe (spool): ") + strerror(json_out.error());
   }
   if (!spool_err.empty() || !output.spool_flushed(&spool_err)) {  // the spool's disk full: read with the index, to stdout
