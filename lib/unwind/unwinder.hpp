@@ -499,12 +499,6 @@ class Unwinder {
     }
   }
 
-  /// A pcs_run step whose rule restores other saved registers: its entry and its slots' host bytes.
-  struct PendingSaves {
-    const RuleCache::QuickEntry* e;
-    const uint8_t* w;
-  };
-  static constexpr size_t kPending = 64;
   /// walk_pcs's common frames in the fewest instructions: fast_run<true>'s steps for the rules whose
   /// cache entry has a pcs form (RuleCache::Entry::pcs: the CFA on sp or fp, at most kPcsOther other
   /// saved registers) under a method fast_run takes (ModuleSlot::plain_methods), every slot in the
@@ -516,6 +510,8 @@ class Unwinder {
   /// per frame. Registers in locals, no Frame. The first frame it cannot take is left to
   /// fast_run<true> (false) with `regs`, `slot` and *ps as fast_run<true> would have them; true
   /// when the walk stopped. Little-endian 64-bit targets read through a window (a snapshot) only.
+  /// The other saved registers are needed only by a frame after the run: a run that stops never
+  /// reads them, one that does not replays its steps for them (apply_saves).
   static constexpr bool kPcsRun = !Ops::kSigreturnBeforeCfi && Traits::kAddrSize == 8 && !Traits::kBigEndian &&
                                    requires(Mem& m) {
                                      m.window();
@@ -543,9 +539,7 @@ class Unwinder {
       r.fp_bad = regs.has(kFp) ? 0 : RuleCache::kQuickFp;  // a CFA on fp cannot be taken
       mem_.seek(r.sp);  // the stack's region, so that the first step finds its slots in the window
       r.set_window(mem_.window());
-      PendingSaves pending[kPending];
-      r.pending = pending;
-      r.npending = 0;
+      QuickRun seg = r;  // where the steps whose saves are not applied yet start
       const ModuleSlot* hint = slot_io;  // the module of the last quick_entry
       uint64_t restored = 0;  // valid bits of the other saved registers written into regs
       bool stopped = false, stepped = false;  // stepped: the walk stopped after a step (counted)
@@ -555,9 +549,10 @@ class Unwinder {
             more = false;
             break;
           case QuickExit::kMiss: {
-            // The notes point into the quick table: applied before an entry of it is replaced.
-            apply_pending(pending, r.npending, regs, restored);
-            r.npending = 0;
+            // The steps are replayed from the quick table: their saves are applied before an entry
+            // of it is replaced.
+            apply_saves(seg, r.p, regs, restored);
+            seg = r;
             more = quick_entry(&r.quick[RuleCache::quick_slot(r.pc)], r.pc, r.stamp, hint) != nullptr;
             break;
           }
@@ -570,18 +565,16 @@ class Unwinder {
             more = false;
             break;
           case QuickExit::kWindow: {
-            // Another region: the reader's window moves there.
+            // Another region: the reader's window moves there (the steps before read this one's).
+            apply_saves(seg, r.p, regs, restored);
             more = mem_.seek(r.lo);
             if (more) {
               r.set_window(mem_.window());
               more = r.lo - r.win_addr < r.win_size && r.len <= r.win_size - (r.lo - r.win_addr);
             }
+            seg = r;
             break;
           }
-          case QuickExit::kPendingFull:
-            apply_pending(pending, r.npending, regs, restored);
-            r.npending = 0;
-            break;
           case QuickExit::kRaZero:
             out->stop = StopReason::kEndOfStack;
             stopped = stepped = true;
@@ -595,7 +588,7 @@ class Unwinder {
         }
       }
       const uint64_t steps = static_cast<uint64_t>(r.p - first) + (stepped ? 1 : 0);
-      if (!stopped) apply_pending(pending, r.npending, regs, restored);
+      if (!stopped) apply_saves(seg, r.p, regs, restored);
       regs.valid |= restored;
       if (steps != 0) write_back(regs, r.pc, r.sp, r.fp, r.fp_bad == 0, steps);
       // The module of the frame handed on (walk_pcs leaves the first frame's to this run).
@@ -609,9 +602,11 @@ class Unwinder {
 
   /// Why quick_steps returned: the frame limit; the current pc not in the quick table; its entry
   /// the end of the stack or its CFA on fp without fp (QuickRun::q); its slots outside the window
-  /// (QuickRun::lo, len); the notes full after a step; a step stopped the walk (return address 0,
-  /// the stack pointer not advancing: pc and sp are the caller's, the pc not written).
-  enum class QuickExit : uint8_t { kLimit, kMiss, kFlags, kWindow, kPendingFull, kRaZero, kSpNotAdvancing };
+  /// (QuickRun::lo, len); a step stopped the walk (return address 0, the stack pointer not
+  /// advancing: pc and sp are the caller's, the pc not written).
+  enum class QuickExit : uint8_t { kLimit, kMiss, kFlags, kWindow, kRaZero, kSpNotAdvancing };
+  /// The largest span of slots a quick entry has (QuickEntry::span_words is 8 bits), in bytes.
+  static constexpr uint64_t kQuickMaxSpan = 255 * 8;
   /// pcs_run's state between quick_steps calls.
   struct QuickRun {
     RuleCache::QuickEntry* quick;
@@ -620,21 +615,21 @@ class Unwinder {
     uint64_t pc, sp, fp;
     uint64_t* p;  ///< where the next caller's pc goes
     uint64_t* end;
-    uint64_t win_addr, win_size, delta;  ///< the reader's window; delta: host address - target address
-    PendingSaves* pending;
-    size_t npending;
+    /// The reader's window; delta: host address - target address; safe: a span starting less
+    /// than `safe` bytes into the window lies in it, whatever its length (0: check each exactly).
+    uint64_t win_addr, win_size, safe, delta;
     const RuleCache::QuickEntry* q;  ///< kFlags, kWindow: the current frame's entry
     uint64_t lo, len;                ///< kWindow: the slots' span
     template <typename W>
     void set_window(const W& win) {
       win_addr = win.addr;
       win_size = win.size;
+      safe = win.size > kQuickMaxSpan ? win.size - kQuickMaxSpan : 0;
       delta = reinterpret_cast<uintptr_t>(win.data) - win.addr;
     }
   };
   /// pcs_run's steps while every frame's rule is in the quick table and its slots in the window:
-  /// no call, so that the walk's state stays in registers. Writes the pcs at r.p, notes the steps
-  /// with other saved registers in r.pending.
+  /// no call, so that the walk's state stays in registers. Writes the pcs at r.p.
   [[gnu::noinline]] static QuickExit quick_steps(QuickRun& r) {
     const RuleCache::QuickEntry* const quick = r.quick;
     const uint32_t stamp = r.stamp;
@@ -642,9 +637,7 @@ class Unwinder {
     uint64_t pc = r.pc, sp = r.sp, fp = r.fp;
     uint64_t* p = r.p;
     uint64_t* const end = r.end;
-    const uint64_t win_addr = r.win_addr, win_size = r.win_size, delta = r.delta;
-    PendingSaves* const pending = r.pending;
-    size_t npending = r.npending;
+    const uint64_t win_addr = r.win_addr, safe = r.safe, delta = r.delta;
     QuickExit why;
     for (;;) {
       if (p >= end) {
@@ -663,30 +656,28 @@ class Unwinder {
         break;
       }
       const uint64_t cfa = ((flags & RuleCache::kQuickFp) ? fp : sp) + static_cast<int64_t>(q->cfa_off);
-      // The slots' span inside the window (off the return address's dependency chain: the
-      // return address is read at its host address, cfa + delta, where the check passed).
+      // The slots' span inside the window: one compare away from the window's end, else exactly
+      // (off the return address's dependency chain: the return address is read at its host
+      // address, cfa + delta, where the check passed).
       const uint64_t lo = cfa + static_cast<int64_t>(q->span_lo) * 8;
-      const size_t len = static_cast<size_t>(q->span_words) * 8;
-      if (!(lo - win_addr < win_size && len <= win_size - (lo - win_addr))) {
-        why = QuickExit::kWindow;
-        r.q = q;
-        r.lo = lo;
-        r.len = len;
-        break;
+      if (lo - win_addr >= safe) [[unlikely]] {
+        const uint64_t win_size = r.win_size;
+        const size_t len = static_cast<size_t>(q->span_words) * 8;
+        if (!(lo - win_addr < win_size && len <= win_size - (lo - win_addr))) {
+          why = QuickExit::kWindow;
+          r.q = q;
+          r.lo = lo;
+          r.len = len;
+          break;
+        }
       }
       const uint8_t* const c = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(cfa + delta));
-      const uint8_t* const w = c + static_cast<int64_t>(q->span_lo) * 8;
-      __builtin_prefetch(w + 256);  // the callers' slots (a prefetch never faults)
       const uint64_t ra = Traits::strip_return_address(slot_word(c + static_cast<int64_t>(q->ra_word) * 8));
       const uint64_t saved_fp = slot_word(c + static_cast<int64_t>(q->fp_word) * 8);  // in the span either way
       if (flags & RuleCache::kQuickFpSaved) {
         fp = saved_fp;
         leave = RuleCache::kQuickEnd;
       }
-      // The other saved registers are needed only by a frame after the run (a walk that stops
-      // in it never reads them): the step is noted, and the notes are applied in order when the
-      // run ends without a stop (or the notes are full, or the quick table is about to change).
-      if (flags & RuleCache::kQuickOther) pending[npending++] = {q, w};
       // fast_run's checks with the current frame's pc a return address.
       const uint64_t old_sp = sp;
       pc = ra;
@@ -700,18 +691,37 @@ class Unwinder {
         break;
       }
       *p++ = ra;
-      if (npending == kPending) {
-        why = QuickExit::kPendingFull;
-        break;
-      }
     }
     r.fp_bad = leave & RuleCache::kQuickFp;
     r.pc = pc;
     r.sp = sp;
     r.fp = fp;
     r.p = p;
-    r.npending = npending;
     return why;
+  }
+
+  /// The other saved registers of the steps from `seg` (pcs_run's state then) to the pcs ending at
+  /// `p` into `regs` (their valid bits into `restored`): what fast_run's steps would have written,
+  /// each register from the newest step that saved it. The steps are taken again from the same
+  /// quick-table entries (unchanged since: pcs_run applies them before an entry is filled) over the
+  /// same window (before it moves); their return addresses are the pcs written.
+  static void apply_saves(const QuickRun& seg, const uint64_t* p, Regs& regs, uint64_t& restored) {
+    uint64_t pc = seg.pc, sp = seg.sp, fp = seg.fp;
+    for (const uint64_t* at = seg.p; at < p; at++) {
+      const RuleCache::QuickEntry* const q = &seg.quick[RuleCache::quick_slot(pc)];
+      const uint8_t flags = q->flags;
+      const uint64_t cfa = ((flags & RuleCache::kQuickFp) ? fp : sp) + static_cast<int64_t>(q->cfa_off);
+      const uint8_t* const c = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(cfa + seg.delta));
+      if (flags & RuleCache::kQuickOther) {
+        const uint8_t* const w = c + static_cast<int64_t>(q->span_lo) * 8;
+        int i = 0;  // the slots are in register order
+        for (uint32_t m = q->other_mask; m != 0; m &= m - 1) regs.v[__builtin_ctz(m)] = slot_word(w + q->other_rel[i++] * 8);
+        restored |= q->other_mask;
+      }
+      if (flags & RuleCache::kQuickFpSaved) fp = slot_word(c + static_cast<int64_t>(q->fp_word) * 8);
+      pc = *at;
+      sp = cfa;
+    }
   }
 
   /// pcs_run's rule for the return address `pc` into `q` (its slot of the quick table, stamp
@@ -735,28 +745,6 @@ class Unwinder {
     if (!((slot->plain_methods >> e->rule.from_debug_frame) & 1)) return nullptr;
     return RuleCache::quick_fill(q, pc, stamp, *e) ? q : nullptr;
   }
-
-  /// The other saved registers of `n` pcs_run steps into `regs` (their valid bits into
-  /// `restored`): what fast_run's steps would have written, i.e. each register from the newest step
-  /// that saved it. So the notes are read from the newest back, each register written once, and no
-  /// further than the oldest step saving a register not yet written.
-  static void apply_pending(const PendingSaves* pending, size_t n, Regs& regs, uint64_t& restored) {
-    uint32_t all = 0;
-    for (size_t k = 0; k < n; k++) all |= pending[k].e->other_mask;
-    uint32_t done = 0;
-    for (size_t k = n; k-- > 0 && done != all;) {
-      const RuleCache::QuickEntry* e = pending[k].e;
-      const uint32_t m = e->other_mask;
-      for (uint32_t todo = m & ~done; todo != 0; todo &= todo - 1) {
-        const int reg = __builtin_ctz(todo);
-        const int i = __builtin_popcount(m & ((uint32_t{1} << reg) - 1));
-        regs.v[reg] = slot_word(pending[k].w + e->other_rel[i] * 8);
-      }
-      done |= m;
-    }
-    restored |= done;
-  }
-
 
   /// The coroutine-entry rung's question for a caller frame at `pc` in `slot` (at_coroutine_entry).
   bool coroutine_entry_at(const ModuleSlot& slot, uint64_t pc) {

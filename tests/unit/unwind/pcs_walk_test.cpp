@@ -100,9 +100,10 @@ TEST_CASE("the pcs-only walk restores the saved registers a later frame's CFA ne
   sprov_unwinder* uw = nullptr;
   REQUIRE(sprov_unwinder_new(g_pw_ctx, nullptr, &uw) == 0);
   uint64_t pcs[128];
-  // The first walk fills the rule cache, the second the quick table (a note applied before each
-  // entry is filled), the third takes every common frame from the quick table: pw_mid2's and
-  // pw_mid's saves of rbx both noted, then applied together before pw_outer's frame.
+  // The first walk fills the rule cache, the second the quick table (the steps so far replayed for
+  // their saves before each entry is filled), the third takes every common frame from the quick
+  // table: its steps, pw_mid2's and pw_mid's saves of rbx among them, replayed in order before
+  // pw_outer's frame (pw_mid's, the later, is the value kept).
   for (int round = 0; round < 3; round++) {
     struct sprov_unwind_buf b;
     std::memset(&b, 0, sizeof b);
