@@ -122,6 +122,10 @@ class Unwinder {
       for (size_t i = 0; i < n; i++) pcs[i] = out->frames[i].pc;
       return n;
     }
+    if constexpr (kPcsRun) {
+      size_t n = 0;
+      if (pc_is_return_address && quick_walk(initial, pcs, out, &n)) return n;
+    }
     out->links.clear();
     if (opts_.may_allocate && out->links.capacity() < kMaxAsyncHops) out->links.reserve(kMaxAsyncHops);
     hops_ = 0;
@@ -598,6 +602,68 @@ class Unwinder {
       ps->sp = r.sp;
       return stopped;
     }
+  }
+
+  /// walk_pcs's whole walk from `initial` (its pc a return address) when every frame's rule is in
+  /// the quick table or can be put there, and the walk stops in its steps (the end of the stack, a
+  /// return address 0, the stack pointer not advancing): true with the pcs' count in *n, the stop
+  /// reason and the hits as walk_pcs would give them. False when it does not (a frame pcs_run
+  /// cannot take, the frame limit): walk_pcs then walks from the start, and nothing of this try
+  /// is kept but the quick table's entries, which its own run would fill the same. No registers
+  /// but pc, sp and fp, no module per frame, no saved registers (a walk that stops never reads them).
+  bool quick_walk(const Regs& initial, uint64_t* pcs, WalkResult* out, size_t* n) {
+    constexpr int kSp = Traits::kSpReg, kFp = Traits::kFpReg, kPc = Traits::kPcReg;
+    if (!initial.has(kSp) || !initial.has(kPc) || opts_.max_frames == 0 || !modules_.disjoint()) return false;
+    QuickRun r;
+    r.quick = cache_.quick_begin(modules_.stamp());
+    if (r.quick == nullptr) return false;
+    r.stamp = cache_.quick_stamp();
+    r.pc = initial.v[kPc];
+    r.sp = initial.v[kSp];
+    r.fp = initial.v[kFp];
+    r.fp_bad = initial.has(kFp) ? 0 : RuleCache::kQuickFp;
+    r.p = pcs + 1;
+    r.end = pcs + opts_.max_frames;
+    mem_.seek(r.sp);
+    r.set_window(mem_.window());
+    pcs[0] = r.pc;
+    const ModuleSlot* hint = nullptr;
+    StopReason stop = StopReason::kNone;
+    uint64_t hits = 0;
+    while (stop == StopReason::kNone) {
+      switch (quick_steps(r)) {
+        case QuickExit::kMiss:
+          if (quick_entry(&r.quick[RuleCache::quick_slot(r.pc)], r.pc, r.stamp, hint) == nullptr) return false;
+          break;
+        case QuickExit::kWindow:
+          if (!mem_.seek(r.lo)) return false;
+          r.set_window(mem_.window());
+          if (!(r.lo - r.win_addr < r.win_size && r.len <= r.win_size - (r.lo - r.win_addr))) return false;
+          break;
+        case QuickExit::kFlags:
+          if (!(r.q->flags & RuleCache::kQuickEnd)) return false;
+          stop = StopReason::kEndOfStack;
+          hits = 1;  // the table rung's lookup
+          break;
+        case QuickExit::kRaZero:
+          stop = StopReason::kEndOfStack;
+          hits = 1;  // the step that read it
+          break;
+        case QuickExit::kSpNotAdvancing:
+          stop = StopReason::kSpNotAdvancing;
+          hits = 1;
+          break;
+        case QuickExit::kLimit:
+          return false;
+      }
+    }
+    *n = static_cast<size_t>(r.p - pcs);
+    cache_.count_hits(hits + (*n - 1));
+    out->links.clear();
+    out->frames.clear();
+    out->regs.clear();
+    out->stop = stop;
+    return true;
   }
 
   /// Why quick_steps returned: the frame limit; the current pc not in the quick table; its entry
