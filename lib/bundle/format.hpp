@@ -17,7 +17,7 @@
 namespace stackprov::bundle {
 
 // ---- limits (doc/bundles.md "Limits"); the writer and the reader enforce the same values.
-inline constexpr uint32_t kFormatVersion = 7;     ///< what write_bundle writes
+inline constexpr uint32_t kFormatVersion = 8;     ///< what write_bundle writes
 inline constexpr uint32_t kMinFormatVersion = 2;  ///< the oldest the reader reads (and tests still write)
 inline constexpr size_t kMaxIdBytes = 64;              ///< identity bytes per module
 inline constexpr uint32_t kMaxInlineDepth = 127;       ///< depth 0 (outermost) .. 127

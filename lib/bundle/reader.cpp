@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle reader (formats 2 to 7): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
+// Bundle reader (formats 2 to 8): validates header, section and module tables at open; each module's string table and indexes once on first use; every record as it is decoded.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
 #include "bundle/lz.hpp"
+#include "bundle/rangecoder.hpp"
 
 namespace stackprov::bundle {
 
@@ -71,6 +72,12 @@ struct ModuleIndex {
   Error sym_err;
   std::vector<Sym> syms;
   std::deque<std::string> edited;  ///< format 6: names made from a range's function (stable addresses)
+  /// Format 8: the module's range records per depth, decoded and checked on the first range use
+  /// (ranges_once; rangecoder.hpp), each depth sorted by start for a binary search.
+  stackprov::OnceFlag ranges_once;
+  bool ranges_ok = false;
+  Error ranges_err;
+  std::vector<std::vector<Range8>> r8;
 };
 
 Error bad(const char* fmt, ...) STACKPROV_PRINTF(1, 2);
@@ -135,6 +142,8 @@ struct BundleReader::Impl {
 
   Status build_index(size_t mi, ModuleIndex& ix) const;
   Result<const ModuleIndex*> module_index(size_t mi) const;
+  /// module_index with (format 8) the range records decoded, once, on the first range use.
+  Result<const ModuleIndex*> range_index(size_t mi) const;
 
   const uint8_t* idx_entry(uint32_t sec_type, const Slice& s, uint64_t i) const {
     return sec[sec_type] + (s.first + i) * kIndexEntrySize;
@@ -579,6 +588,9 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
     unsigned ncodes;
   };
   const bool v3 = m.version >= 3;
+  if (m.version >= 8 && m.findex.count != 0)  // format 8: the ranges are one stream (decoded by range_index)
+    return bad("module %zu: %" PRIu64 " group index entries in a format-%u file (it has none)", mi, m.findex.count,
+               m.version);
   for (const IndexCheck& k :
        {IndexCheck{kSecFuncIndex, kSecFuncData, m.findex, m.fdata, "group", v3 ? &ix.range_codes : nullptr,
                    m.version >= 4 ? kRangeCtxCount4 : kRangeCtxCount},
@@ -586,6 +598,7 @@ Status BundleReader::Impl::build_index(size_t mi, ModuleIndex& ix) const {
                    m.version >= 4 ? &ix.pad_codes : nullptr, kPadCtxCount},
         IndexCheck{kSecRowIndex, kSecRowData, m.rindex, m.rdata, "unwind-row block", v3 ? &ix.row_codes : nullptr,
                    m.version >= 7 ? 0u : m.version >= 4 ? kRowCtxCount4 : kRowCtxCount}}) {
+    if (k.sec == kSecFuncIndex && m.version >= 8) continue;
     if (k.idx.count == 0 && k.data.count != 0)
       return bad("module %zu: %" PRIu64 " %s bytes without an index", mi, k.data.count, k.what);
     uint32_t first_off = 0;  // format 3: the tables' bytes
@@ -674,7 +687,7 @@ Status BundleReader::Impl::decode_symbols(size_t mi, ModuleIndex& ix, uint64_t b
 }
 
 Result<const ModuleIndex*> BundleReader::Impl::symbol_index(size_t mi, uint64_t budget) const {
-  auto ixr = module_index(mi);
+  auto ixr = range_index(mi);  // format 6's names refer to depth-0 ranges
   if (!ixr) return ixr;
   ModuleIndex& ix = index[mi];
   stackprov::call_once(ix.sym_once, [&] {
@@ -687,6 +700,24 @@ Result<const ModuleIndex*> BundleReader::Impl::symbol_index(size_t mi, uint64_t 
     }
   });
   if (!ix.sym_ok) return ix.sym_err;
+  return &ix;
+}
+
+Result<const ModuleIndex*> BundleReader::Impl::range_index(size_t mi) const {
+  auto ixr = module_index(mi);
+  if (!ixr || meta[mi].version < 8) return ixr;
+  ModuleIndex& ix = index[mi];
+  stackprov::call_once(ix.ranges_once, [&] {
+    const ModuleMeta& m = meta[mi];
+    Status s = decode_ranges8(sec[kSecFuncData] + m.fdata.first, static_cast<size_t>(m.fdata.count), mi, m.nranges,
+                              static_cast<uint32_t>(ix.offs.size()), &ix.r8);
+    ix.ranges_ok = s.ok();
+    if (!ix.ranges_ok) {
+      ix.ranges_err = s.error();
+      ix.r8.clear();
+    }
+  });
+  if (!ix.ranges_ok) return ix.ranges_err;
   return &ix;
 }
 
@@ -1431,11 +1462,52 @@ static Status find_group(const BundleReader::Impl& im, size_t module, uint64_t r
   return {};
 }
 
+namespace {
+
+/// Format 8: the record of one depth holding `a` (relative to the module's base), or null.
+const Range8* find_range8(const std::vector<Range8>& list, uint64_t a) {
+  auto it = std::upper_bound(list.begin(), list.end(), a, [](uint64_t x, const Range8& r) { return x < r.start; });
+  if (it == list.begin()) return nullptr;
+  --it;
+  return a < uint64_t{it->start} + it->len ? &*it : nullptr;
+}
+
+Rec rec_from8(const Range8& r, uint64_t base) {
+  Rec x;
+  x.start = base + r.start;
+  x.end = x.start + r.len;
+  x.fn = r.fn;
+  x.file = r.file;
+  x.line = r.line;
+  x.column = r.col;
+  x.call_file = r.call_file;
+  x.call_line = r.call_line;
+  x.call_column = r.call_col;
+  return x;
+}
+
+}  // namespace
+
 Result<std::vector<FrameView>> BundleReader::lookup(size_t module, uint64_t rel_addr) const {
-  auto ixr = impl_->module_index(module);
+  auto ixr = impl_->range_index(module);
   if (!ixr) return std::move(ixr).error();
   const ModuleIndex& ix = *ixr.value();
   std::vector<FrameView> out;
+  if (const ModuleMeta& m = impl_->meta[module]; m.version >= 8) {  // a binary search per depth
+    if (rel_addr < m.base || rel_addr - m.base > UINT32_MAX) return out;
+    for (const std::vector<Range8>& list : ix.r8) {
+      const Range8* r = find_range8(list, rel_addr - m.base);
+      if (r == nullptr) break;
+      if (!out.empty()) {
+        FrameView& caller = out.back();
+        caller.file = str_at(ix, r->call_file);
+        caller.line = r->call_line;
+        caller.column = r->call_col;
+      }
+      out.push_back({str_at(ix, r->fn), str_at(ix, r->file), r->line, r->col});
+    }
+    return out;
+  }
   SubGroup g;
   uint64_t next = 0;
   bool found = false;
@@ -1465,6 +1537,15 @@ Status depth0_record(const BundleReader::Impl& im, size_t module, const ModuleIn
     cache.recs.clear();
     cache.lo = 1;
     cache.hi = 0;
+    if (const ModuleMeta& m = im.meta[module]; m.version >= 8) {  // the record itself (decoded in full)
+      const Range8* r = ix.r8.empty() || addr < m.base ? nullptr : find_range8(ix.r8[0], addr - m.base);
+      if (r == nullptr) return {};
+      cache.recs.push_back(rec_from8(*r, m.base));
+      cache.lo = cache.recs[0].start;
+      cache.hi = cache.recs[0].end;
+      *out = &cache.recs[0];
+      return {};
+    }
     SubGroup g;
     uint64_t next = 0;
     bool in_group = false;
@@ -1898,7 +1979,7 @@ Status BundleReader::walk_unwind_rows(size_t module, std::vector<UnwindRowRecord
 }
 
 Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
-  auto ixr = impl_->module_index(module);
+  auto ixr = impl_->range_index(module);
   if (!ixr) return std::move(ixr).error();
   const ModuleIndex& ix = *ixr.value();
   const ModuleMeta& m = impl_->meta[module];
@@ -1910,6 +1991,11 @@ Result<std::vector<RangeRecord>> BundleReader::ranges(size_t module) const {
   uint64_t total = 0;
   SubGroup sub[kGroupsPerEntry];
   size_t nsub = 0, si = 0;
+  if (m.version >= 8) {  // decoded and checked by range_index; format 8 has no group index to walk below
+    all.resize(ix.r8.size());
+    for (size_t d = 0; d < ix.r8.size(); d++)
+      for (const Range8& r : ix.r8[d]) all[d].push_back(rec_from8(r, m.base));
+  }
   for (uint64_t gi = 0; gi < m.findex.count;) {
     Entry e;
     impl_->entry(kSecFuncIndex, m.findex, m.fdata, gi, &e);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 7; formats 2 to 6 for tests) (doc/bundles.md).
+// Bundle writer: validates neutral records, sorts them and serialises the canonical file (format 8; formats 2 to 7 for tests) (doc/bundles.md).
 
 #include <algorithm>
 #include <bit>
@@ -14,6 +14,7 @@
 #include "bundle/format.hpp"
 #include "bundle/format_layout.hpp"
 #include "bundle/lz.hpp"
+#include "bundle/rangecoder.hpp"
 
 namespace stackprov::bundle {
 namespace {
@@ -452,7 +453,11 @@ class ModuleEncoder {
     out.strings.insert(out.strings.end(), z.begin(), z.end());
     out.str_bytes = st_.raw.size();
     out.offs = st_.offs;
-    encode_groups(out);
+    if (version_ >= 8) {
+      if (auto st = encode_ranges(out); !st) return st.error();
+    } else {
+      encode_groups(out);
+    }
     encode_pads(out);
     encode_rows(out);
     if (version_ >= 5) encode_symbols(out);
@@ -783,6 +788,29 @@ class ModuleEncoder {
     s.call_line = r.call_line;
     s.call_column = r.call_column;
     s.cls = cls;
+  }
+
+  /// Format 8: the module's range records as one range-coded stream (rangecoder.hpp), no group index.
+  Status encode_ranges(ModuleParts& out) const {
+    if (dx_.by_depth.empty()) return {};
+    std::vector<std::vector<Range8>> depths(dx_.by_depth.size());
+    for (size_t d = 0; d < dx_.by_depth.size(); d++) {
+      depths[d].reserve(dx_.by_depth[d].size());
+      for (const RangeRecord& r : dx_.by_depth[d]) {
+        Range8& o = depths[d].emplace_back();
+        o.start = static_cast<uint32_t>(r.start - base_);
+        o.len = r.length;
+        o.fn = st_.ref(r.function);
+        o.file = st_.ref(r.file);
+        o.line = r.line;
+        o.col = r.column;
+        o.call_file = d > 0 || !r.call_file.empty() ? st_.ref(r.call_file) : kNone8;
+        o.call_line = r.call_line;
+        o.call_col = r.call_column;
+      }
+    }
+    out.func_data = encode_ranges8(depths, static_cast<uint32_t>(st_.offs.size()));  // padded to kMaxRanges8PerByte
+    return {};
   }
 
   void encode_groups(ModuleParts& out) const {

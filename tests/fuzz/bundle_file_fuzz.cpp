@@ -73,6 +73,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     r.function = std::string(1, static_cast<char>('a' + (w >> 16) % 26));
     r.file = std::string(static_cast<size_t>((w >> 21) & 3), 'f');
     r.line = static_cast<uint32_t>(w >> 32);
+    if (((w >> 47) & 1) != 0) {  // format 8's match model: a short run of shapes that repeats
+      r.start = pos;
+      r.length = static_cast<uint32_t>(4 + (i / 8) % 3);
+      r.line = static_cast<uint32_t>(100 + (i / 8) % 5);
+      r.column = static_cast<uint32_t>((i / 8) % 2);
+    }
     m.ranges.push_back(r);
     if (((w >> 24) & 1) != 0 && r.length > 2) {
       RangeRecord in = r;
@@ -81,6 +87,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       in.depth = 1;
       in.function = "inl" + r.function;
       in.call_line = static_cast<uint32_t>(w >> 40);
+      if (((w >> 46) & 1) != 0) {  // format 8's usual call site: the position of the range it lies in
+        in.call_file = r.file;
+        in.call_line = r.line;
+        in.call_column = r.column;
+      }
       m.ranges.push_back(in);
     }
     UnwindRowRecord u;
@@ -124,7 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!bytes) die(bytes.error().message.c_str());  // the records are valid by construction
   auto rd = BundleReader::open(bytes->data(), bytes->size());
   if (!rd) die(rd.error().message.c_str());
-  // 3. Format 5 (still read): the same symbol names and call sites as the coded sections of formats 6 and 7.
+  // 3. Format 5 (still read): the same symbol names and call sites as the coded sections of formats 6 to 8.
   {
     auto bytes5 = write_bundle(c, 5);
     if (!bytes5) die(bytes5.error().message.c_str());
@@ -148,9 +159,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (t6->symbols[i].addr != t5->symbols[i].addr || t6->symbols[i].name != t5->symbols[i].name)
         die("format 5 gives another call-site name");
   }
-  // 4. The same records in formats 2 to 4 (still read, without symbol names) and 6 (format 7's rows as
-  // format 4's blocks): every range and unwind-row answer equal to format 7's.
-  for (uint32_t old_version : {2u, 3u, 4u, 6u}) {
+  // 4. The same records in formats 2 to 4 (still read, without symbol names), 6 (format 7's rows as
+  // format 4's blocks) and 7 (format 8's ranges as groups): every range and unwind-row answer equal to
+  // format 8's.
+  for (uint32_t old_version : {2u, 3u, 4u, 6u, 7u}) {
     auto bytes2 = write_bundle(c, old_version);
     if (!bytes2) die(bytes2.error().message.c_str());
     auto rd2 = BundleReader::open(bytes2->data(), bytes2->size());

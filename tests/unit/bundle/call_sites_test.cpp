@@ -253,9 +253,9 @@ TEST_CASE("bundle call sites: hostile sections are refused by value, never a cra
 }
 
 TEST_CASE("bundle call sites: the committed seeds are what the writers write", "[bundle][format][callsites]") {
-  // tests/data/bundle/callsites.bundle, callsites-v6.bundle and callsites-v7.bundle: the fuzz smoke
-  // test's seeds with a call-site section in formats 5, 6 and 7.
-  for (uint32_t version : {5u, 6u, 7u}) {
+  // tests/data/bundle/callsites.bundle and callsites-v6.bundle to callsites-v8.bundle: the fuzz smoke
+  // test's seeds with a call-site section in formats 5 to 8.
+  for (uint32_t version : {5u, 6u, 7u, 8u}) {
     INFO("format " << version);
     std::ifstream f(seed_path(version), std::ios::binary);
     const std::vector<uint8_t> seed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -265,9 +265,9 @@ TEST_CASE("bundle call sites: the committed seeds are what the writers write", "
   }
 }
 
-TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle, callsites-v6.bundle and callsites-v7.bundle",
-          "[.write-callsites][.write-callsites-v6][.write-callsites-v7]") {
-  for (uint32_t version : {5u, 6u, 7u}) {
+TEST_CASE("bundle call sites: write tests/data/bundle/callsites.bundle and callsites-v6.bundle to callsites-v8.bundle",
+          "[.write-callsites][.write-callsites-v6][.write-callsites-v7][.write-callsites-v8]") {
+  for (uint32_t version : {5u, 6u, 7u, 8u}) {
     auto w = write_bundle(cs_contents(), version);
     REQUIRE(w.ok());
     std::ofstream f(seed_path(version), std::ios::binary);

@@ -318,7 +318,7 @@ bool exercise(const uint8_t* data, size_t len, const std::vector<uint64_t>& addr
 }  // namespace
 
 TEST_CASE("bundle format: round trip of several modules, record by record against the input", "[bundle][format]") {
-  const uint32_t version = GENERATE(2u, 3u, 4u, 5u, 6u, 7u);  // formats 2 to 6 are still read
+  const uint32_t version = GENERATE(2u, 3u, 4u, 5u, 6u, 7u, 8u);  // formats 2 to 7 are still read
   INFO("format " << version);
   const BundleContents c = sample_contents();
   auto bytes = write_bundle(c, version);
@@ -461,7 +461,7 @@ constexpr bool kAsanBuild = false;
 
 TEST_CASE("bundle format: every truncation and single-byte corruption gives an error or a valid reader",
           "[bundle][format][hostile]") {
-  const uint32_t version = GENERATE(2u, 3u, 4u, 5u, 6u, 7u);  // formats 2 to 6 are still read
+  const uint32_t version = GENERATE(2u, 3u, 4u, 5u, 6u, 7u, 8u);  // formats 2 to 7 are still read
   INFO("format " << version);
   BundleContents c = sample_contents();
   c.modules.resize(3);  // the hand-written modules: a small file, every offset is tried
@@ -503,7 +503,7 @@ TEST_CASE("bundle format: every truncation and single-byte corruption gives an e
       opened += ok;
       // The version byte may turn into another format's: then the file opens and its records
       // (read as the other format) fail on first use, which exercise() has just done.
-      const bool other_version = off == 8 && (b[8] >= 2 && b[8] <= 7);
+      const bool other_version = off == 8 && (b[8] >= 2 && b[8] <= 8);
       // An optional section's type turned into another optional type (bit 31 still set) is one this
       // reader does not know: skipped by design (format 5's symbol names; the lookups answer without).
       const size_t entry = off >= 32 && off < table_end ? (off - 32) / 24 : 0;
@@ -956,7 +956,7 @@ TEST_CASE("bundle format: ranges() refuses to copy out more names than the bundl
   CHECK(one.value()[0].function.size() == kMaxStringBytes);
 }
 
-TEST_CASE("bundle format: a committed format-2 bundle reads as before and equals its format-3 to 7 rewrites",
+TEST_CASE("bundle format: a committed format-2 bundle reads as before and equals its format-3 to 8 rewrites",
           "[bundle][format]") {
   // tests/data/bundle/small.bundle was written by the format-2 writer before format 3 existed (a
   // signed bundle in a store or trace stays as it is): its records, read back and written again in
@@ -979,7 +979,7 @@ TEST_CASE("bundle format: a committed format-2 bundle reads as before and equals
     REQUIRE_FALSE(m.ranges.empty());
     c.modules.push_back(std::move(m));
   }
-  for (uint32_t version : {3u, 4u, 5u, 6u, 7u}) {
+  for (uint32_t version : {3u, 4u, 5u, 6u, 7u, 8u}) {
     INFO("format " << version);
     auto w = write_bundle(c, version);
     REQUIRE(w.ok());

@@ -251,20 +251,20 @@ BundleContents small_with_symbols() {
   return c;
 }
 
-/// tests/data/bundle/small-v5.bundle, small-v6.bundle or small-v7.bundle.
+/// tests/data/bundle/small-v5.bundle to small-v8.bundle.
 std::string small_path(uint32_t version) {
   return std::string(STACKPROV_TEST_SOURCE_DIR) + "/tests/data/bundle/small-v" + std::to_string(version) + ".bundle";
 }
 
 }  // namespace symbols_test
 
-TEST_CASE("bundle symbols: the committed format-5 to 7 bundles read to their records and are what the writers write",
+TEST_CASE("bundle symbols: the committed format-5 to 8 bundles read to their records and are what the writers write",
           "[bundle][format][symbols]") {
-  // tests/data/bundle/small-v5.bundle, small-v6.bundle and small-v7.bundle (also seeds of the fuzz
-  // target): written by the format-5, 6 and 7 writers when each landed (`unit_bundle
-  // '[.write-small-v5]'`, `'[.write-small-v6]'`, `'[.write-small-v7]'`); stores keep such bytes unchanged.
+  // tests/data/bundle/small-v5.bundle to small-v8.bundle (also seeds of the fuzz target): written by
+  // the format-5 to 8 writers when each landed (`unit_bundle '[.write-small-v5]'` ... `'[.write-small-v8]'`);
+  // stores keep such bytes unchanged.
   const BundleContents c = small_with_symbols();
-  for (uint32_t version : {5u, 6u, 7u}) {
+  for (uint32_t version : {5u, 6u, 7u, 8u}) {
     INFO("format " << version);
     const std::string path = small_path(version);
     auto rd = BundleReader::open_file(path);
@@ -293,9 +293,9 @@ TEST_CASE("bundle symbols: the committed format-5 to 7 bundles read to their rec
   }
 }
 
-TEST_CASE("bundle symbols: write tests/data/bundle/small-v5.bundle to small-v7.bundle",
-          "[.write-small-v5][.write-small-v6][.write-small-v7]") {
-  for (uint32_t version : {5u, 6u, 7u}) {
+TEST_CASE("bundle symbols: write tests/data/bundle/small-v5.bundle to small-v8.bundle",
+          "[.write-small-v5][.write-small-v6][.write-small-v7][.write-small-v8]") {
+  for (uint32_t version : {5u, 6u, 7u, 8u}) {
     auto w = write_bundle(small_with_symbols(), version);
     REQUIRE(w.ok());
     std::ofstream f(small_path(version), std::ios::binary);
