@@ -237,6 +237,9 @@ uint32_t code_str(C& c, StrM& m, std::vector<uint32_t>& mtf, uint32_t id, uint32
     const uint64_t k = code_uint(c, m.rank, r);
     if (k >= mtf.size()) return kNone8;
     id = mtf[static_cast<size_t>(k)];
+    // The list is shared with depth 0's call files, whose "none" is the index nstr (coded with a
+    // bound of nstr + 1): remembered, it is still no string of a context bounded by nstr.
+    if (id >= nstr) return kNone8;
     mtf.erase(mtf.begin() + static_cast<std::ptrdiff_t>(k));
   } else {
     const uint64_t v = code_uint(c, m.index, id);

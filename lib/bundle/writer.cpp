@@ -797,6 +797,10 @@ class ModuleEncoder {
     for (size_t d = 0; d < dx_.by_depth.size(); d++) {
       depths[d].reserve(dx_.by_depth[d].size());
       for (const RangeRecord& r : dx_.by_depth[d]) {
+        // Its end inside the module's 4 GiB too (the reader refuses a range past it).
+        if (r.start - base_ + r.length > (uint64_t{1} << 32))
+          return make_error(SPROV_ERR_BUNDLE, "bundle writer: module %s: range at 0x%" PRIx64 " of length %u ends more than 4 GiB "
+                            "above the module's lowest address 0x%" PRIx64, label_.c_str(), r.start, r.length, base_);
         Range8& o = depths[d].emplace_back();
         o.start = static_cast<uint32_t>(r.start - base_);
         o.len = r.length;

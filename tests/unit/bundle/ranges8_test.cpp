@@ -241,6 +241,16 @@ TEST_CASE("bundle ranges8: hostile streams are refused with an error naming the 
   CHECK_THAT(message(std::vector<uint8_t>{0x01, 0x80, 0x80}, uint64_t{1} << 28, nstr), Catch::Contains("a byte"));
   CHECK(message({}, 0, nstr) == "ok");
 
+  // A depth-0 call site with no file puts "none" (index nstr) in the files' recency list; a later
+  // record naming that rank is no string.
+  {
+    std::vector<std::vector<Range8>> hostile(1);
+    hostile[0].push_back({0, 4, 0, 0, 10, 1, kNone8, 5, 0});
+    hostile[0].push_back({4, 4, 0, 2, 11, 1, kNone8, 0, 0});  // file 2 of 2 strings: the remembered "none"
+    const std::vector<uint8_t> b = encode_ranges8(hostile, 2);
+    CHECK_THAT(message(b, 2, 2), Catch::Contains("past the 2 strings"));
+  }
+
   // Every byte corrupted three ways: an error, or records that keep every rule a lookup relies on.
   size_t refused = 0;
   for (size_t off = 0; off < good.size(); off++)
