@@ -31,7 +31,8 @@ file(GLOB STACKPROV_SOURCES CONFIGURE_DEPENDS
   ${_lib}/macho/*.cpp ${_lib}/unwind/*.cpp ${_lib}/dwarf/*.cpp ${CMAKE_SOURCE_DIR}/arch/*/*.cpp)
 list(APPEND STACKPROV_SOURCES
   ${_lib}/memory/snapshot.cpp ${_lib}/memory/minidump_capture.cpp ${_lib}/memory/windows_capture_win.cpp
-  ${_lib}/bundle/reader.cpp ${_lib}/bundle/writer.cpp ${_lib}/bundle/entropy.cpp ${_lib}/symbolize/gopclntab.cpp)
+  ${_lib}/bundle/reader.cpp ${_lib}/bundle/writer.cpp ${_lib}/bundle/entropy.cpp ${_lib}/bundle/rangecoder.cpp
+  ${_lib}/symbolize/gopclntab.cpp)
 # Linux-only files: /proc and openat2 (open_file.cpp: open_file_win.cpp instead), /proc/self/maps
 # (module_map.cpp), temporary files and flock (atomic_file.cpp), the perf module tracker's address
 # spaces (address_space.cpp, raw_unwind.cpp), the SysV

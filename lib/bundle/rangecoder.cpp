@@ -11,6 +11,8 @@
 #include <string>
 #include <type_traits>
 
+#include "core/leb128.hpp"
+
 namespace stackprov::bundle {
 
 namespace rc {
@@ -485,24 +487,11 @@ Status code_depth(C& c, Model8& m, size_t mi, uint32_t d, const std::vector<Rang
   return {};
 }
 
-void put_uleb(std::vector<uint8_t>& out, uint64_t v) {
-  do {
-    uint8_t b = v & 0x7f;
-    v >>= 7;
-    if (v != 0) b |= 0x80;
-    out.push_back(b);
-  } while (v != 0);
-}
-
 bool get_uleb(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
-  *v = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    if (p == end) return false;
-    const uint8_t b = *p++;
-    *v |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) return shift < 63 || b <= 1;
-  }
-  return false;
+  const uint8_t* const next = read_uleb128(p, end, v);
+  if (next == nullptr) return false;
+  p = next;
+  return true;
 }
 
 }  // namespace
@@ -510,10 +499,10 @@ bool get_uleb(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
 std::vector<uint8_t> encode_ranges8(const std::vector<std::vector<Range8>>& depths, uint32_t nstr) {
   std::vector<uint8_t> out;
   if (depths.empty()) return out;
-  put_uleb(out, depths.size());
+  append_uleb128(out, depths.size());
   uint64_t total = 0;
   for (const auto& v : depths) {
-    put_uleb(out, v.size());
+    append_uleb128(out, v.size());
     total += v.size();
   }
   auto m = std::make_unique<Model8>();
@@ -529,12 +518,12 @@ std::vector<uint8_t> encode_ranges8(const std::vector<std::vector<Range8>>& dept
   uint64_t pad = 0;
   for (;;) {
     std::vector<uint8_t> u;
-    put_uleb(u, pad);
+    append_uleb128(u, pad);
     const uint64_t have = out.size() + u.size() + pad + body.size();
     if (have >= need) break;
     pad += need - have;
   }
-  put_uleb(out, pad);
+  append_uleb128(out, pad);
   out.insert(out.end(), static_cast<size_t>(pad), uint8_t{0});
   out.insert(out.end(), body.begin(), body.end());
   return out;
@@ -576,8 +565,14 @@ Status decode_ranges8(const uint8_t* p, size_t n, size_t mi, uint64_t nranges, u
     (*out)[d].reserve(static_cast<size_t>(counts[d]));
     if (Status s = code_depth(dec, *m, mi, d, d > 0 ? &(*out)[d - 1] : nullptr, counts[d], nstr, (*out)[d], fn_mtf,
                               file_mtf);
-        !s)
+        !s) {
+      // Past the last byte the decoder reads zeros: what looks wrong then is the stream's end (or
+      // its first byte, which must be 0).
+      if (dec.bad())
+        return bad8("module %zu: the %td bytes of coded ranges are cut short at range %zu of depth %u (or do not "
+                    "start with 0)", mi, end - p, (*out)[d].size(), d);
       return s;
+    }
   }
   if (!dec.finished())
     return bad8("module %zu: the coded ranges do not end at their last byte (cut short, or bytes left over)", mi);

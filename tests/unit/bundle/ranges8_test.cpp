@@ -45,12 +45,13 @@ ModuleContents module8(uint32_t seed, size_t nfunc) {
       for (const RangeRecord& r : m.ranges)
         if (r.depth == 0 && r.start <= s1 && s1 < r.start + r.length) at = &r;
       const bool from_parent = rng() % 4 != 0;
+      // The call site, copied before the records below grow m.ranges (`at` points into it).
+      const std::string call_file = from_parent ? at->file : "other.c";
+      const uint32_t call_line = from_parent ? at->line : 77, call_col = from_parent ? at->column : 4;
       m.ranges.push_back({s1, static_cast<uint32_t>(l1 / 2), 1, "inl" + std::to_string(f % 5), "inl.h",
-                          20 + static_cast<uint32_t>(f % 7), 3, from_parent ? at->file : "other.c",
-                          from_parent ? at->line : 77, from_parent ? at->column : 4});
+                          20 + static_cast<uint32_t>(f % 7), 3, call_file, call_line, call_col});
       m.ranges.push_back({s1 + l1 / 2 + 2, static_cast<uint32_t>(l1 / 2 - 2), 1, "inl" + std::to_string(f % 5), "inl.h",
-                          21 + static_cast<uint32_t>(f % 7), 3, from_parent ? at->file : "other.c",
-                          from_parent ? at->line : 77, from_parent ? at->column : 4});
+                          21 + static_cast<uint32_t>(f % 7), 3, call_file, call_line, call_col});
       if (f % 3 == 0 && l1 / 2 > 4)
         m.ranges.push_back({s1 + 1, static_cast<uint32_t>(l1 / 2 - 2), 2, "leaf", "leaf.h", 5, 1, "inl.h",
                             20 + static_cast<uint32_t>(f % 7), 3});
@@ -230,7 +231,7 @@ TEST_CASE("bundle ranges8: hostile streams are refused with an error naming the 
     return s.ok() ? std::string("ok") : s.error().message;
   };
   std::vector<uint8_t> cut(good.begin(), good.end() - 1);
-  CHECK_THAT(message(cut, n, nstr), Catch::Contains("cut short") || Catch::Contains("end"));
+  CHECK_THAT(message(cut, n, nstr), Catch::Contains("cut short"));
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
   CHECK_THAT(message(longer, n, nstr), Catch::Contains("do not end at their last byte"));
