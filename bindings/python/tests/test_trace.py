@@ -4,6 +4,7 @@
 import json
 import os
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -206,7 +207,15 @@ def test_trace_capture_python_frames(tmp_path):
     try:
         assert p.stdout.readline().strip() == "ready"
         with stackprov.TraceStore(url) as store:
-            on = stackprov.trace_get(stackprov.trace_capture(pid=p.pid, store=store), store=store)
+            # The fixture's main thread prints "ready" on the line before it calls outer(): a capture
+            # can land between the two. Captured again until the main thread is in leaf (at most 5 s).
+            deadline = time.monotonic() + 5
+            while True:
+                on = stackprov.trace_get(stackprov.trace_capture(pid=p.pid, store=store), store=store)
+                if time.monotonic() > deadline or any(
+                        f["tid"] == p.pid and f["unwind"] == "runtime" and f["symbol"] == "leaf" for f in on["frames"]):
+                    break
+                time.sleep(0.05)
             off = stackprov.trace_get(stackprov.trace_capture(pid=p.pid, store=store, python="off"), store=store)
         import sys
         cli = subprocess.run([sys.executable, "-m", "stackprov", "trace-capture", "-p", str(p.pid), "--store", url,
